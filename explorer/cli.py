@@ -1,0 +1,195 @@
+"""Command line: ``python -m explorer run|collective|validate|list``.
+
+Every invalid input ends in one line on stderr naming the field and what would be valid, and
+exit code 2; no traceback.  SCENARIO is a path to a YAML/JSON file or the name of a file in
+``scenarios/`` (``llama3-405b-16k``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .collectives import APPLICABLE, OPS, cost
+from .scenario import Scenario, ScenarioError, load, parse_assignment
+from .topology import Fabric
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+DEFAULT_SIZES = "1K,64K,1M,16M,256M,1G,4G,16G"
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
+
+
+class UsageError(Exception):
+    """Bad command-line usage (exit 2, one line)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not argparse's usage block
+        raise UsageError(message)
+
+
+def resolve_scenario_path(name: str) -> Path:
+    """A file path as given, or ``scenarios/NAME.yaml`` of this project."""
+    p = Path(name)
+    if p.is_file():
+        return p
+    for cand in (SCENARIO_DIR / f"{name}.yaml", SCENARIO_DIR / f"{name}.yml", SCENARIO_DIR / f"{name}.json"):
+        if re.fullmatch(r"[A-Za-z0-9_.-]+", name) and cand.is_file():
+            return cand
+    shipped = ", ".join(sorted(f.stem for f in SCENARIO_DIR.glob("*.yaml")))
+    raise ScenarioError(name, f"no such scenario file (shipped scenarios: {shipped})")
+
+
+def load_scenario(name: str, sets: Sequence[str] = ()) -> Scenario:
+    overrides = dict(parse_assignment(s) for s in sets)
+    return load(resolve_scenario_path(name), overrides)
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``1M,16M,1G`` -> bytes (K/M/G/T are powers of 1024, as nccl-tests' -b/-e flags)."""
+    out = []
+    for part in text.split(","):
+        mt = _SIZE.match(part)
+        if not mt:
+            raise ScenarioError("--sizes", f"{part!r} is not a size like 1K, 16M, 1G or 1073741824")
+        value = float(mt.group(1)) * 1024 ** " KMGT".index((mt.group(2) or " ").upper())
+        if not 1 <= value <= 2**50:
+            raise ScenarioError("--sizes", f"{part!r} must be between 1 byte and 1P")
+        out.append(int(value))
+    return out
+
+
+def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int], algorithm: str = "auto") -> list[dict]:
+    """nccl-tests-like rows for ``op`` over ``ranks`` consecutive GPUs of the scenario's cluster."""
+    if op not in OPS:
+        raise ScenarioError("--op", f"{op!r} is not one of {', '.join(OPS)}")
+    if not 1 <= ranks <= sc.gpus:
+        raise ScenarioError("--ranks", f"{ranks} must be between 1 and the cluster's {sc.gpus} GPUs")
+    valid = ("auto",) + APPLICABLE[op]
+    if algorithm not in valid:
+        raise ScenarioError("--algorithm", f"{algorithm!r} is not available for {op} (valid: {', '.join(valid)})")
+    nvls = sc.hardware.gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch"
+    if algorithm == "nvls" and not nvls:
+        raise ScenarioError("--algorithm", f"nvls needs NVSwitch with SHARP ({sc.hardware.gpu.name} on "
+                            f"{sc.cluster.scale_up.kind} has none); valid: {', '.join(a for a in valid if a != 'nvls')}")
+    if algorithm == "nvls" and ranks > sc.cluster.gpus_per_node:
+        raise ScenarioError("--ranks", f"nvls reduces inside one NVSwitch domain: at most {sc.cluster.gpus_per_node} ranks")
+    shape = Fabric.for_cluster(sc.cluster).shape(np.arange(ranks, dtype=np.int64))
+    rows = []
+    for size in sizes:
+        c = cost(op, float(size), shape, algorithm, nvls)
+        rows.append({"size_bytes": size, "time_s": c.time_s, "algbw_GBps": c.algbw_GBps,
+                     "busbw_GBps": c.busbw_GBps, "algorithm": c.algorithm, "tier": c.boundary})
+    return rows
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit, k in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= k:
+            return f"{n / k:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _fmt_s(t: float) -> str:
+    return f"{t * 1e3:.1f} ms" if t < 10 else f"{t:.2f} s"
+
+
+def summary_text(res) -> str:
+    """The readable summary ``run`` prints without --json."""
+    sc = res.scenario
+    p = sc.parallelism
+    lines = [
+        f"{sc.name}",
+        f"  {sc.gpus:,} x {sc.hardware.gpu.name} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · ep {p.ep} · "
+        f"vpp {p.vpp} · {p.schedule} · ZeRO {p.zero} · {sc.micro_batches} micro-batches",
+        f"  stage layers: {', '.join(map(str, res.stage_layers))}",
+        "",
+        f"  iteration time   {_fmt_s(res.iteration_time_s)}",
+        f"  tokens/s         {res.tokens_per_s:,.0f}",
+        f"  TFLOP/s per GPU  {res.tflops_per_gpu:.1f}  (hardware FLOPs, recompute included)",
+        f"  MFU              {res.mfu:.1%}",
+        f"  bubble           {res.bubble_fraction:.1%}",
+        "",
+        f"  breakdown ({res.classes[res.breakdown_class].label}):",
+    ]
+    T = res.iteration_time_s
+    for k, v in res.breakdown_s.items():
+        if v > 0:
+            lines.append(f"    {k:<10} {_fmt_s(v):>10}  {v / T:6.1%}  {'#' * int(round(40 * v / T))}")
+    mem = res.memory.as_GB()
+    lines += ["", f"  memory per GPU: {mem['total']:.1f} of {sc.hardware.gpu.memory_GB:g} GB "
+                  f"(params {mem['params']:.1f}, grads {mem['grads']:.1f}, optimizer {mem['optimizer']:.1f}, "
+                  f"activations {mem['activations']:.1f})",
+              "  bytes sent per GPU: " + ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in res.comm_bytes_per_gpu.items() if v),
+              "", f"  bottleneck: {res.bottleneck}"]
+    for w in res.warnings:
+        lines.append(f"  warning: {w}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = _Parser(prog="python -m explorer", description="CommExplorer: simulate communication in distributed training.")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    r = sub.add_parser("run", help="simulate one training iteration")
+    r.add_argument("scenario")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field (YAML value)")
+    r.add_argument("--json", action="store_true", help="print one JSON object")
+    r.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace")
+    r.add_argument("--csv", metavar="OUT.csv", help="write the timeline table")
+    c = sub.add_parser("collective", help="nccl-tests-like table for one collective")
+    c.add_argument("scenario")
+    c.add_argument("--op", required=True, help="|".join(OPS))
+    c.add_argument("--ranks", required=True, type=int)
+    c.add_argument("--algorithm", default="auto")
+    c.add_argument("--sizes", default=DEFAULT_SIZES)
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    c.add_argument("--json", action="store_true")
+    v = sub.add_parser("validate", help="check a scenario and explain it")
+    v.add_argument("scenario")
+    v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    sub.add_parser("list", help="list shipped scenarios")
+    try:
+        args = ap.parse_args(argv)
+        if args.command == "list":
+            for f in sorted(SCENARIO_DIR.glob("*.yaml")):
+                print(f.stem)
+            return 0
+        sc = load_scenario(args.scenario, args.set)
+        if args.command == "validate":
+            p = sc.parallelism
+            print(f"ok: {sc.name}: {sc.gpus:,} GPUs = tp {p.tp} x cp {p.cp} x dp {sc.dp} x pp {p.pp}; "
+                  f"{sc.micro_batches} micro-batches of {sc.training.micro_batch} per pipeline; "
+                  f"ep {p.ep}; order {p.order}")
+            return 0
+        if args.command == "collective":
+            rows = collective_rows(sc, args.op, args.ranks, parse_sizes(args.sizes), args.algorithm)
+            if args.json:
+                print(json.dumps(rows))
+            else:
+                print(f"# {args.op} on {args.ranks} ranks of {sc.name} (GB = 1e9 bytes)")
+                print(f"{'size_bytes':>14} {'time_us':>12} {'algbw_GBps':>11} {'busbw_GBps':>11}  algorithm (limit)")
+                for row in rows:
+                    print(f"{row['size_bytes']:>14} {row['time_s'] * 1e6:>12.2f} {row['algbw_GBps']:>11.2f} "
+                          f"{row['busbw_GBps']:>11.2f}  {row['algorithm']} ({row['tier']})")
+            return 0
+        from .simulate import simulate  # deferred: validate/collective need no engine
+        res = simulate(sc)
+        if args.trace or args.csv:
+            tl = res.timeline
+            if args.trace:
+                Path(args.trace).write_text(tl.to_trace_json(), encoding="utf-8")
+            if args.csv:
+                Path(args.csv).write_text(tl.to_csv(), encoding="utf-8")
+        print(json.dumps(res.to_json_dict()) if args.json else summary_text(res))
+        return 0
+    except (ScenarioError, UsageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: {getattr(exc, 'filename', '') or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,214 @@
+"""Cost of one collective call on a group, per algorithm: latency-bandwidth (alpha-beta) models.
+
+Latency and bandwidth terms follow Thakur, Rabenseifner & Gropp, "Optimization of Collective
+Communication Operations in MPICH", IJHPCA 19(1), 2005 (Sec. 4): ring all-gather and reduce-scatter
+(n-1)*alpha + (n-1)/n * S*beta; ring all-reduce twice that; recursive halving/doubling with log2(n)
+steps of halving sizes (Rabenseifner's all-reduce = reduce-scatter + all-gather); pairwise-exchange
+all-to-all (n-1)*alpha + (n-1)/n * S*beta.  NCCL's double binary tree (Sanders, Speck & Traeff,
+Parallel Computing 35(12), 2009; NCCL 2.4) costs 2*log2(nodes) latencies and about 2*S of traffic
+per node.
+
+The beta of a multi-tier group is not one number: each boundary the traffic crosses (NVLink, node
+NICs, leaf uplinks, WAN; see topology.py) has its own share of bandwidth, and the time is set by the
+boundary whose *egress volume / share* is largest.  A ring crosses every domain boundary once per
+domain, so its egress per domain equals the per-GPU volume; an all-to-all sends (n-g)/n of each
+member's data out of a domain holding g members; halving-doubling crosses a boundary only in the
+steps whose partner distance reaches past it.
+
+Sizes S follow nccl-tests (doc/PERFORMANCE.md): the all-reduce/broadcast buffer, the *total*
+all-gather output / reduce-scatter input, the per-rank all-to-all send buffer.  ``busbw`` applies
+that document's bus factors so numbers compare with nccl-tests output.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .topology import BOUNDARY_NAMES, SCALE_UP_EFFICIENCY, GroupShape
+
+OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "send-recv")
+ALGORITHMS = ("ring", "tree", "halving-doubling", "hierarchical", "nvls", "pairwise")
+# Which algorithms exist for which operation (NCCL has no tree reduce-scatter/all-gather).
+APPLICABLE = {
+    "all-reduce": ("ring", "tree", "halving-doubling", "hierarchical", "nvls"),
+    "reduce-scatter": ("ring", "halving-doubling", "hierarchical"),
+    "all-gather": ("ring", "halving-doubling", "hierarchical"),
+    "all-to-all": ("pairwise",),
+    "broadcast": ("ring", "tree"),
+    "send-recv": ("ring",),
+}
+
+# NVLink SHARP (in-switch reduction): each GPU sends S to the switch and receives S back, so the
+# all-reduce moves S per direction instead of 2(n-1)/n*S.  Achieved fraction of the link fitted to
+# the nvls row of calibration/nccl_busbw.csv: B200 8-GPU busbw 838 GB/s -> algbw 838/1.75 = 479 GB/s
+# of 900 GB/s = 0.532 (in-switch reduction throughput, not the links, limits it).
+NVLS_EFFICIENCY = 0.532
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests bus-bandwidth factor (doc/PERFORMANCE.md): busbw = algbw * factor."""
+    if n <= 1:
+        return 1.0
+    if op == "all-reduce":
+        return 2 * (n - 1) / n
+    if op in ("reduce-scatter", "all-gather", "all-to-all"):
+        return (n - 1) / n
+    return 1.0
+
+
+@dataclass(frozen=True)
+class CollectiveCost:
+    """Time of one call and what limited it."""
+
+    op: str
+    size_bytes: float
+    n: int
+    algorithm: str
+    time_s: float
+    latency_s: float          # the alpha part of time_s
+    boundary: str             # the boundary whose bandwidth limited the call ("none" if n == 1)
+
+    @property
+    def algbw_GBps(self) -> float:
+        return self.size_bytes / self.time_s / 1e9 if self.time_s > 0 else 0.0
+
+    @property
+    def busbw_GBps(self) -> float:
+        return self.algbw_GBps * bus_factor(self.op, self.n)
+
+
+def _crossing(shape: GroupShape, egress: dict[int, float]) -> tuple[float, int]:
+    """max over boundaries of egress_bytes / share -> (seconds, limiting boundary)."""
+    best, where = 0.0, 0
+    for b, volume in egress.items():
+        t = volume / shape.shares[b]
+        if t > best:
+            best, where = t, b
+    return best, where
+
+
+def _ring(op: str, S: float, sh: GroupShape) -> tuple[float, float, int]:
+    n = sh.n
+    steps, vol = {"all-reduce": (2 * (n - 1), 2 * (n - 1) / n * S),
+                  "reduce-scatter": (n - 1, (n - 1) / n * S),
+                  "all-gather": (n - 1, (n - 1) / n * S),
+                  "broadcast": (n - 1, S),           # pipelined chain: every member forwards S once
+                  "send-recv": (1, S)}[op]
+    # Every step of a ring waits for its slowest edge, so all steps pay the outermost latency.
+    lat = steps * sh.latencies[sh.outer]
+    bw, b = _crossing(sh, {b: vol for b in range(len(sh.shares)) if b == 0 or sh.spans(b)})
+    return lat + bw, lat, b
+
+
+def _tree(op: str, S: float, sh: GroupShape) -> tuple[float, float, int] | None:
+    nodes = sh.n // sh.per_domain[1]
+    if nodes <= 1:
+        return None  # NCCL uses trees between nodes only; inside a node it is a chain (= ring)
+    depth = math.ceil(math.log2(nodes))
+    chain = sh.per_domain[1] - 1
+    passes = 2 if op == "all-reduce" else 1          # reduce up + broadcast down, pipelined
+    lat = passes * (depth * sh.latencies[sh.outer] + chain * sh.latencies[0])
+    bw, b = _crossing(sh, {b: passes * S for b in range(len(sh.shares)) if b == 0 or sh.spans(b)})
+    return lat + bw, lat, b
+
+
+def _halving_doubling(op: str, S: float, sh: GroupShape) -> tuple[float, float, int]:
+    n = sh.n
+    p2 = 1 << (n.bit_length() - 1)
+    lat = bw = 0.0
+    worst_b, worst_t = 0, -1.0
+    steps = int(math.log2(p2))
+    for j in range(steps):
+        dist = 1 << j                                   # near partners first (ranks hierarchical)
+        vol = S / (1 << (j + 1))
+        crossed = [b for b in range(len(sh.shares)) if b == 0 or dist >= sh.per_domain[b]]
+        t, b = _crossing(sh, {b: sh.per_domain[b] * vol if b else vol for b in crossed})
+        lat += sh.latencies[max(crossed)]
+        bw += t
+        if t > worst_t:
+            worst_t, worst_b = t, b
+    if op == "all-reduce":
+        lat, bw = 2 * lat, 2 * bw
+    if p2 != n:
+        # Thakur et al. Sec. 4.4: the n - p2 extra ranks first hand their data to a partner and get
+        # the result back at the end: two more full-size exchanges over the outermost boundary.
+        t, b = _crossing(sh, {b: S for b in range(len(sh.shares)) if b == 0 or sh.spans(b)})
+        lat += 2 * sh.latencies[sh.outer]
+        bw += 2 * t
+    return lat + bw, lat, worst_b
+
+
+def _hierarchical(op: str, S: float, sh: GroupShape) -> tuple[float, float, int]:
+    """Reduce-scatter level by level outward, (all-reduce at the top), all-gather back inward.
+
+    Phase l runs among the d = g_l / g_(l-1) sub-domains of a level-l domain on data S/g_(l-1) per
+    GPU; its traffic leaves every lower domain too, so the limiting boundary is the max over b < l.
+    """
+    per = list(sh.per_domain) + [sh.n]
+    lat = bw = 0.0
+    worst_b, worst_t = 0, -1.0
+    for level in range(1, len(per)):
+        d = per[level] // max(per[level - 1], 1)
+        if d <= 1:
+            continue
+        per_gpu = (d - 1) / d * S / per[level - 1]
+        t, b = _crossing(sh, {bb: per[bb] * per_gpu for bb in range(level)})
+        lat += (d - 1) * sh.latencies[level - 1]
+        bw += t
+        if t > worst_t:
+            worst_t, worst_b = t, b
+    if op == "all-reduce":
+        lat, bw = 2 * lat, 2 * bw
+    return lat + bw, lat, worst_b
+
+
+def _nvls(op: str, S: float, sh: GroupShape) -> tuple[float, float, int] | None:
+    if sh.spans(1):
+        return None  # in-switch reduction reaches the GPUs of one NVSwitch domain only
+    lat = 2 * sh.latencies[0]
+    # shares[0] carries the ring efficiency; NVLS has its own fitted one instead.
+    return lat + S / (sh.shares[0] / SCALE_UP_EFFICIENCY * NVLS_EFFICIENCY), lat, 0
+
+
+def _pairwise(op: str, S: float, sh: GroupShape) -> tuple[float, float, int]:
+    n = sh.n
+    lat = (n - 1) * sh.latencies[sh.outer]
+    egress = {0: (n - 1) / n * S}
+    for b in range(1, len(sh.shares)):
+        if sh.spans(b):
+            g = sh.per_domain[b]
+            egress[b] = g * S * (n - g) / n
+    bw, b = _crossing(sh, egress)
+    return lat + bw, lat, b
+
+
+_IMPL = {"ring": _ring, "tree": _tree, "halving-doubling": _halving_doubling,
+         "hierarchical": _hierarchical, "nvls": _nvls, "pairwise": _pairwise}
+
+
+def cost(op: str, size_bytes: float, shape: GroupShape, algorithm: str = "auto",
+         nvls_capable: bool = False) -> CollectiveCost:
+    """Cost of ``op`` on ``size_bytes`` (nccl-tests convention) over the group ``shape``.
+
+    ``algorithm="auto"`` evaluates every applicable algorithm and keeps the fastest (ties go to
+    the first in ALGORITHMS order, so results are deterministic).  A named algorithm that does not
+    exist for ``op`` (e.g. tree reduce-scatter) falls back to ``auto``.
+    """
+    if op not in OPS:
+        raise ValueError(f"unknown collective {op!r} (valid: {', '.join(OPS)})")
+    if shape.n <= 1 or size_bytes <= 0:
+        return CollectiveCost(op, size_bytes, shape.n, "none", 0.0, 0.0, "none")
+    candidates = APPLICABLE[op]
+    if algorithm != "auto" and algorithm in candidates:
+        candidates = (algorithm,)
+    best: tuple[float, float, int, str] | None = None
+    for alg in candidates:
+        if alg == "nvls" and not nvls_capable:
+            continue
+        res = _IMPL[alg](op, size_bytes, shape)
+        if res is not None and (best is None or res[0] < best[0]):
+            best = (res[0], res[1], res[2], alg)
+    if best is None:  # forced algorithm not possible here (e.g. nvls across nodes): use auto
+        return cost(op, size_bytes, shape, "auto", nvls_capable)
+    t, lat, b, alg = best
+    return CollectiveCost(op, size_bytes, shape.n, alg, t, lat, BOUNDARY_NAMES[b])

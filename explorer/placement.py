@@ -1,0 +1,78 @@
+"""Rank placement: which GPUs form the communication groups of each parallel dimension.
+
+GPU ids count node by node (a node's GPUs are consecutive), datacenter by datacenter.  A rank's
+coordinates (tp, cp, dp, pp) are the digits of its GPU id in a mixed radix whose order is
+``parallelism.order``, innermost (fastest-varying) first — Megatron-LM's ``RankGenerator``
+convention.  Expert-parallel groups are carved out of the cp x dp sub-grid, cp innermost, as
+Megatron-Core does, so ``ep`` in the order string marks intent but does not move ranks.
+
+Groups of one dimension are translates of each other, so one representative group per dimension
+(the one containing GPU 0) tells how many members share a node, a leaf block and a datacenter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .scenario import ORDER_DIMS, Scenario
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Strides of each dimension in GPU-id space and the degree of each dimension."""
+
+    strides: dict[str, int]
+    sizes: dict[str, int]
+
+    @classmethod
+    def for_scenario(cls, sc: Scenario) -> "Placement":
+        p = sc.parallelism
+        sizes = {"tp": p.tp, "cp": p.cp, "dp": sc.dp, "pp": p.pp}
+        strides, stride = {}, 1
+        for dim in (d for d in p.order.split("-") if d in ORDER_DIMS):
+            strides[dim] = stride
+            stride *= sizes[dim]
+        return cls(strides, sizes)
+
+    def gpu(self, tp: int = 0, cp: int = 0, dp: int = 0, pp: int = 0) -> int:
+        s = self.strides
+        return tp * s["tp"] + cp * s["cp"] + dp * s["dp"] + pp * s["pp"]
+
+    def _data_rank_to_gpu(self, j: np.ndarray) -> np.ndarray:
+        # Data sub-grid index j over cp x dp with cp innermost (Megatron-Core expert groups).
+        cp = self.sizes["cp"]
+        return (j % cp) * self.strides["cp"] + (j // cp) * self.strides["dp"]
+
+    def members(self, dim: str, stage: int = 0) -> np.ndarray:
+        """GPU ids of the representative group of ``dim`` on pipeline stage ``stage``.
+
+        dims: tp, cp, pp (the whole pipeline), dp (dense gradient group: dp x cp ranks),
+        expert groups: see :meth:`expert_members`.
+        """
+        base = stage * self.strides["pp"]
+        sz = self.sizes
+        if dim in ("tp", "cp", "pp"):
+            return base + self.strides[dim] * np.arange(sz[dim], dtype=np.int64)
+        data = sz["dp"] * sz["cp"]
+        if dim == "dp":
+            return base + self._data_rank_to_gpu(np.arange(data, dtype=np.int64))
+        raise KeyError(dim)
+
+    def expert_members(self, dim: str, ep: int, stage: int = 0) -> np.ndarray:
+        """Expert-parallel (``ep``) or expert data-parallel (``edp``) group on ``stage``."""
+        base = stage * self.strides["pp"]
+        data = self.sizes["dp"] * self.sizes["cp"]
+        if dim == "ep":
+            j = np.arange(ep, dtype=np.int64)
+        else:
+            j = np.arange(0, data, ep, dtype=np.int64)
+        return base + self._data_rank_to_gpu(j)
+
+
+def members_per_domain(members: np.ndarray, domain_gpus: int) -> int:
+    """Largest number of group members inside one domain of ``domain_gpus`` consecutive GPUs."""
+    if len(members) <= 1:
+        return len(members)
+    _, counts = np.unique(members // domain_gpus, return_counts=True)
+    return int(counts.max())

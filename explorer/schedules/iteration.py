@@ -1,0 +1,391 @@
+"""The task graph of one training iteration, one GPU class per pipeline stage.
+
+Every GPU of a pipeline stage runs the same work at the same time (its TP, CP and DP peers are
+provably identical by symmetry), so a stage is simulated once; the cost grows with
+stages x virtual stages x micro-batches, never with the GPU count (DESIGN.md, "Symmetry").
+
+Per stage, the builder emits:
+- compute-stream tasks in the pipeline schedule's program order (forward ``F`` and backward ``B``
+  of each chunk and micro-batch).  Collectives that block the GEMMs around them (Megatron TP,
+  ring-attention CP, MoE all-to-all) are part of these tasks: their exposed time is a ``part``
+  (tp/cp/ep) of the task and is drawn on its own lane by the timeline;
+- ``pp`` transfers of activations (forward) and activation gradients (backward) between stages;
+- ``dp`` gradient buckets: all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1), released as the last
+  micro-batch's backward produces them when ``dp_overlap`` (PyTorch DDP, Li et al. VLDB 2020), or
+  after the stage's last backward otherwise; parameter all-gathers for ZeRO >= 1;
+- the optimizer step, memory bound.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..collectives import bus_factor
+from ..engine import Task, TaskGraph
+from ..hardware import BYTES_PER_ELEMENT, ComputeModel
+from ..network import Network
+from ..scenario import Scenario
+from ..workload import ZERO_WORK, EdgeCost, LayerCost, Work, embedding_cost, layer_cost, logits_cost
+from .pipeline import stage_order
+
+MAX_BUCKET_TASKS = 8            # gradient buckets per chunk kept as separate tasks (more are merged)
+TP_OVERLAP_CHUNKS = 4           # chunked collective matmul: the first chunk's transfer stays exposed
+GRAD_BYTES = 2                  # gradients reduced in bf16 (PyTorch DDP / Megatron-Core default)
+PARAM_BYTES = 2                 # bf16 working copy of the weights
+OPTIMIZER_STATE_BYTES = {"adam": 12, "sgd": 8}   # fp32 master + moments (ZeRO paper, K = 12 for Adam)
+# HBM traffic of one optimizer step per parameter: Adam reads master, m, v (fp32) and the bf16
+# gradient and writes master, m, v and the bf16 weight: 14 + 14 bytes; SGD with momentum 10 + 10.
+OPTIMIZER_TRAFFIC_BYTES = {"adam": 28, "sgd": 20}
+
+
+@dataclass(frozen=True)
+class ChunkWork:
+    """One pipeline chunk (a contiguous run of layers on one stage) for one micro-batch."""
+
+    index: int                       # global chunk index c*pp + stage
+    layers: int
+    moe_layers: int
+    fwd_parts: tuple[tuple[str, float], ...]
+    bwd_parts: tuple[tuple[str, float], ...]
+    fwd_layer: tuple[tuple[str, float], ...]     # one (average) layer's forward parts, for drawing
+    bwd_layer: tuple[tuple[str, float], ...]
+    hw_flops: float                  # FLOPs executed per micro-batch (fwd + bwd + recompute)
+    model_flops: float               # FLOPs without recompute (MFU numerator, PaLM App. B)
+    params: float                    # dense parameters held
+    expert_params: float
+    act_bytes: float                 # activations kept per micro-batch
+    tp_bytes: float                  # bytes sent per micro-batch, per dimension (bus bytes)
+    cp_bytes: float
+    ep_bytes: float
+    tp_calls: tuple[str, ...]        # description of the TP/EP collectives, for the hover
+
+
+def _sum_parts(*parts: tuple[str, float]) -> tuple[tuple[str, float], ...]:
+    acc: dict[str, float] = {}
+    for k, v in parts:
+        if v > 0:
+            acc[k] = acc.get(k, 0.0) + v
+    return tuple(acc.items())
+
+
+def split_layers(costs: list[float], chunks: int, first_extra: float, last_extra: float) -> tuple[int, ...]:
+    """Contiguous split of layers into ``chunks`` chunks (>= 1 layer each) minimising the largest
+    chunk cost, where the first chunk also carries ``first_extra`` (embedding) and the last
+    ``last_extra`` (output layer and loss).  Among optimal splits, the one closest to evenly spaced
+    cumulative cost is kept, so slack goes to the chunks with the edge work (Llama 3 405B puts 126
+    layers on 16 stages as 7, 8 x 14, 7 for this reason)."""
+    n = len(costs)
+    extras = [0.0] * chunks
+    extras[0] += first_extra
+    extras[-1] += last_extra
+
+    def greedy(cap: float) -> list[int] | None:
+        out: list[int] = []
+        cur, cnt = extras[0], 0
+        for i, c in enumerate(costs):
+            must_close = cnt > 0 and n - i == chunks - len(out) - 1
+            if cnt > 0 and (cur + c > cap * (1 + 1e-9) or must_close):
+                out.append(cnt)
+                if len(out) >= chunks:
+                    return None
+                cur, cnt = extras[len(out)], 0
+            cur += c
+            cnt += 1
+        out.append(cnt)
+        return out if len(out) == chunks and cur <= cap * (1 + 1e-9) else None
+
+    def max_cost(counts: list[int]) -> float:
+        worst, i = 0.0, 0
+        for k, cnt in enumerate(counts):
+            worst = max(worst, extras[k] + sum(costs[i:i + cnt]))
+            i += cnt
+        return worst
+
+    lo, hi = max(max(costs), max(extras)), (sum(costs) + sum(extras)) * (1 + 1e-6)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if greedy(mid) is None:
+            lo = mid
+        else:
+            hi = mid
+    best = greedy(hi)
+    assert best is not None
+    # Evenly spaced alternative: assign each layer by the midpoint of its cumulative cost.
+    total = sum(costs) + sum(extras)
+    counts = [0] * chunks
+    acc = extras[0]
+    for c in costs:
+        k = min(int((acc + c / 2) / (total / chunks)), chunks - 1)
+        counts[k] += 1
+        acc += c
+    if min(counts) >= 1 and all(a <= b for a, b in zip(_starts(counts), _starts(counts)[1:])) \
+            and max_cost(counts) <= max_cost(best) * (1 + 1e-9):
+        return tuple(counts)
+    return tuple(best)
+
+
+def _starts(counts: list[int]) -> list[int]:
+    out, s = [], 0
+    for c in counts:
+        out.append(s)
+        s += c
+    return out
+
+
+class IterationBuilder:
+    """Builds the task graph of one iteration for a scenario (see module docstring)."""
+
+    def __init__(self, sc: Scenario, net: Network | None = None) -> None:
+        self.sc = sc
+        self.net = net or Network(sc)
+        self.cm = ComputeModel.for_scenario(sc)
+        p = sc.parallelism
+        self.p, self.v, self.m = p.pp, p.vpp, sc.micro_batches
+        self.dense = layer_cost(sc, moe_layer=False)
+        self.moe = layer_cost(sc, moe_layer=True) if sc.model.is_moe else None
+        self.emb = embedding_cost(sc)
+        self.logits = logits_cost(sc)
+        self.layer_counts = self._split()
+        self.chunks = [self._chunk(gc) for gc in range(self.p * self.v)]
+
+    # -- layer split ---------------------------------------------------------------------------
+    def _layer_is_moe(self, i: int) -> bool:
+        m = self.sc.model
+        return m.is_moe and i >= m.moe.dense_layers
+
+    def _train_time(self, lc: LayerCost | EdgeCost) -> float:
+        t = self.cm.time
+        return sum(t(w.gemm_flops, w.gemm_bytes, w.stream_bytes) for w in (lc.fwd, lc.bwd_input, lc.bwd_weight))
+
+    def _split(self) -> tuple[int, ...]:
+        given = self.sc.parallelism.stage_layers
+        if given is not None:
+            return tuple(given)
+        dense_t = self._train_time(self.dense)
+        moe_t = self._train_time(self.moe) if self.moe else dense_t
+        costs = [moe_t if self._layer_is_moe(i) else dense_t for i in range(self.sc.model.layers)]
+        return split_layers(costs, self.p * self.v, self._train_time(self.emb), self._train_time(self.logits))
+
+    # -- per-chunk work --------------------------------------------------------------------------
+    def _coll_time(self, calls, dim: str, stage: int) -> tuple[float, float]:
+        """Seconds and bus bytes of a sequence of collectives on ``dim``'s group of ``stage``."""
+        secs = bus = 0.0
+        for c in calls:
+            cc = self.net.cost(c.op, c.size_bytes, dim, stage)
+            secs += cc.time_s
+            bus += c.size_bytes * bus_factor(c.op, cc.n)
+        return secs, bus
+
+    def _layer_parts(self, lc: LayerCost, stage: int) -> tuple[tuple, tuple, float, float, float]:
+        """Forward and backward parts of one layer: compute, recompute and exposed tp/cp/ep."""
+        t = self.cm.time
+        sc = self.sc
+        f_comp = t(lc.fwd.gemm_flops, lc.fwd.gemm_bytes, lc.fwd.stream_bytes)
+        b_comp = t(lc.bwd_input.gemm_flops, lc.bwd_input.gemm_bytes, lc.bwd_input.stream_bytes)
+        w_comp = t(lc.bwd_weight.gemm_flops, lc.bwd_weight.gemm_bytes, lc.bwd_weight.stream_bytes)
+        r_comp = t(lc.recompute.gemm_flops, lc.recompute.gemm_bytes, lc.recompute.stream_bytes) \
+            if lc.recompute != ZERO_WORK else 0.0
+        tp_f, tp_f_bytes = self._coll_time(lc.tp_fwd, "tp", stage)
+        tp_b, tp_b_bytes = self._coll_time(lc.tp_bwd + lc.tp_recompute, "tp", stage)
+        if sc.communication.tp_overlap and lc.tp_fwd:
+            # Chunked collective matmul (Wang et al., ASPLOS 2023): each collective hides behind
+            # the GEMM it feeds or follows, except the first of TP_OVERLAP_CHUNKS chunks.
+            gemm_f = (lc.fwd.gemm_flops - lc.attn_core_fwd.gemm_flops) / self.cm.gemm_flops_per_s
+            per = gemm_f / len(lc.tp_fwd)
+            tp_f = sum(max(c - per, c / TP_OVERLAP_CHUNKS) for c in _split_even(tp_f, len(lc.tp_fwd)))
+            tp_b = sum(max(c - 2 * per, c / TP_OVERLAP_CHUNKS)
+                       for c in _split_even(tp_b, len(lc.tp_bwd) + len(lc.tp_recompute)))
+        cp_f = cp_b = cp_bytes = 0.0
+        if lc.cp_kv_bytes > 0:
+            # Ring attention (Liu et al. 2023): cp-1 KV hand-offs, each overlapped with the
+            # attention block of the previous step; backward sends KV and dKV against twice the work.
+            cpn = sc.parallelism.cp
+            step = self.net.cost("send-recv", lc.cp_kv_bytes, "cp", stage).time_s
+            step_b = self.net.cost("send-recv", 2 * lc.cp_kv_bytes, "cp", stage).time_s
+            attn_step = t(lc.attn_core_fwd.gemm_flops, 0, lc.attn_core_fwd.stream_bytes) / cpn
+            cp_f = (cpn - 1) * max(0.0, step - attn_step)
+            cp_b = (cpn - 1) * max(0.0, step_b - 2 * attn_step)
+            cp_bytes = (cpn - 1) * lc.cp_kv_bytes * 3
+        ep_f, ep_f_bytes = self._coll_time(lc.ep_fwd, "ep", stage)
+        ep_b, ep_b_bytes = self._coll_time(lc.ep_bwd, "ep", stage)
+        fwd = (("compute", f_comp), ("tp", tp_f), ("cp", cp_f), ("ep", ep_f))
+        bwd = (("recompute", r_comp), ("compute", b_comp), ("weight-grad", w_comp), ("tp", tp_b), ("cp", cp_b),
+               ("ep", ep_b))
+        return fwd, bwd, tp_f_bytes + tp_b_bytes, cp_bytes, ep_f_bytes + ep_b_bytes
+
+    def _chunk(self, gc: int) -> ChunkWork:
+        stage = gc % self.p
+        start = sum(self.layer_counts[:gc])
+        n = self.layer_counts[gc]
+        n_moe = sum(1 for i in range(start, start + n) if self._layer_is_moe(i))
+        kinds = [(self.dense, n - n_moe)] + ([(self.moe, n_moe)] if n_moe else [])
+        fwd: list[tuple[str, float]] = []
+        bwd: list[tuple[str, float]] = []
+        hw = model = params = eparams = act = tpb = cpb = epb = 0.0
+        lf = lb = ()
+        for lc, count in kinds:
+            if count == 0:
+                continue
+            f, b, tb, cb, eb = self._layer_parts(lc, stage)
+            lf, lb = f, b
+            fwd += [(k, v * count) for k, v in f]
+            bwd += [(k, v * count) for k, v in b]
+            flops = lc.fwd.gemm_flops + lc.bwd_input.gemm_flops + lc.bwd_weight.gemm_flops
+            hw += count * (flops + lc.recompute.gemm_flops)
+            model += count * flops
+            params += count * lc.params
+            eparams += count * lc.expert_params
+            act += count * lc.act_bytes
+            tpb += count * tb
+            cpb += count * cb
+            epb += count * eb
+        t = self.cm.time
+        for edge, here in ((self.emb, gc == 0), (self.logits, gc == self.p * self.v - 1)):
+            if not here:
+                continue
+            fwd.append(("compute", t(edge.fwd.gemm_flops, edge.fwd.gemm_bytes, edge.fwd.stream_bytes)))
+            bwd.append(("compute", t(edge.bwd_input.gemm_flops, edge.bwd_input.gemm_bytes, edge.bwd_input.stream_bytes)))
+            bwd.append(("weight-grad", t(edge.bwd_weight.gemm_flops, edge.bwd_weight.gemm_bytes,
+                                         edge.bwd_weight.stream_bytes)))
+            flops = edge.fwd.gemm_flops + edge.bwd_input.gemm_flops + edge.bwd_weight.gemm_flops
+            hw += flops
+            model += flops
+            params += edge.params
+            act += edge.act_bytes
+        calls = tuple(f"{c.op} {c.size_bytes / 1e6:.1f} MB" for c in self.dense.tp_fwd)
+        return ChunkWork(gc, n, n_moe, _sum_parts(*fwd), _sum_parts(*bwd), lf, lb, hw, model, params, eparams,
+                         act, tpb, cpb, epb, calls)
+
+    # -- the graph -------------------------------------------------------------------------------
+    def build(self) -> TaskGraph:
+        sc, p, v, m = self.sc, self.p, self.v, self.m
+        g = TaskGraph()
+        comm = sc.communication
+        zero = sc.parallelism.zero
+        orders = [stage_order(sc.parallelism.schedule, s, p, m, v) for s in range(p)]
+        self.orders = orders
+        ids: dict[tuple[str, int, int, int], int] = {}      # (pass, stage, mb, chunk) -> task id
+        last_compute: list[int] = [-1] * p
+        ag_start: dict[tuple[int, int], int] = {}
+        e = BYTES_PER_ELEMENT["bf16" if sc.training.dtype == "fp8" else sc.training.dtype]
+        act_msg = sc.training.micro_batch * sc.model.seq_len / sc.parallelism.cp * sc.model.hidden * e
+        # Scatter/gather optimisation (Narayanan SC21 Sec. 4.1): each TP rank sends 1/tp of the tensor.
+        act_msg /= sc.parallelism.tp
+        self.pp_msg_bytes = act_msg
+
+        # Parameter all-gather of ZeRO 1-2 at the start (steady state: issued after the previous
+        # optimizer step and overlapped with this forward when dp_overlap, Megatron overlap_param_gather).
+        if zero in (1, 2) and comm.dp_overlap:
+            for s in range(p):
+                for c in range(v):
+                    ag_start[(s, c)] = self._dp_tasks(g, s, c, "all-gather", [], None)[-1]
+
+        # Compute tasks in program order; their data dependencies are added in a second pass,
+        # once every task id exists.
+        for s in range(p):
+            prev = -1
+            for kind, mb, c in orders[s]:
+                ch = self.chunks[c * p + s]
+                parts = ch.fwd_parts if kind == "F" else ch.bwd_parts
+                dur = sum(v_ for _, v_ in parts)
+                deps = [(prev, 1.0)] if prev >= 0 else []
+                if zero == 3:
+                    ag = self._dp_tasks(g, s, c, "all-gather", [(prev, 0.0)] if prev >= 0 else [], None)[-1]
+                    deps.append((ag, 1.0))
+                elif kind == "F" and mb == 0 and (s, c) in ag_start:
+                    deps.append((ag_start[(s, c)], 1.0))
+                info = {"micro_batch": mb, "chunk": c, "layers": ch.layers,
+                        "layer_parts": ch.fwd_layer if kind == "F" else ch.bwd_layer}
+                tid = g.add(Task(s, "compute", "forward" if kind == "F" else "backward", dur, deps,
+                                 parts=parts, info=info))
+                ids[(kind, s, mb, c)] = tid
+                prev = tid
+                if zero == 3 and kind == "B":
+                    self._dp_tasks(g, s, c, "reduce-scatter", [(tid, 1.0)], None)
+            last_compute[s] = prev
+
+        # Pipeline transfers: F(chunk k) -> F(chunk k+1), B(chunk k+1) -> B(chunk k).
+        total_chunks = p * v
+        for (kind, s, mb, c), tid in list(ids.items()):
+            gc = c * p + s
+            if kind == "F" and gc + 1 < total_chunks:
+                nxt = ids[("F", (gc + 1) % p, mb, (gc + 1) // p)]
+                self._transfer(g, s, tid, nxt, mb, c, "forward")
+            if kind == "B" and gc > 0:
+                nxt = ids[("B", (gc - 1) % p, mb, (gc - 1) // p)]
+                self._transfer(g, s, tid, nxt, mb, c, "backward")
+            if kind == "B":
+                g.tasks[tid].deps.append((ids[("F", s, mb, c)], 1.0))
+
+        # Gradient reduction, optimizer, parameter all-gather.
+        for s in range(p):
+            dp_ids: list[int] = []
+            if zero != 3:
+                for c in range(v):
+                    last_b = max(ids[("B", s, mb, c)] for mb in range(m))   # last micro-batch's backward
+                    ready = last_b if comm.dp_overlap else last_compute[s]
+                    op = "all-reduce" if zero == 0 else "reduce-scatter"
+                    dp_ids += self._dp_tasks(g, s, c, op, [], ready)
+            opt = g.add(Task(s, "compute", "optimizer", self._optimizer_time(s),
+                             [(last_compute[s], 1.0)] + [(d, 1.0) for d in dp_ids], parts=(("optimizer", self._optimizer_time(s)),),
+                             info={}))
+            if zero in (1, 2) and not comm.dp_overlap:
+                for c in range(v):
+                    self._dp_tasks(g, s, c, "all-gather", [(opt, 1.0)], None)
+        return g
+
+    def _transfer(self, g: TaskGraph, s: int, src: int, dst: int, mb: int, c: int, direction: str) -> None:
+        # Backward transfers go from stage s to s-1: the pair (s-1, s) is the same link pair.
+        pair_stage = s if direction == "forward" else (s - 1) % self.p
+        cc = self.net.cost("send-recv", self.pp_msg_bytes, "pp", pair_stage)
+        info = {"micro_batch": mb, "chunk": c, "bytes": self.pp_msg_bytes, "group": 2, "algorithm": "p2p",
+                "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "direction": direction}
+        tid = g.add(Task(s, "pp", "pp", cc.time_s, [(src, 1.0)], parts=(("pp", cc.time_s),), info=info))
+        g.tasks[dst].deps.append((tid, 1.0))
+
+    def _dp_tasks(self, g: TaskGraph, s: int, c: int, op: str, deps: list, ready_task: int | None) -> list[int]:
+        """Bucketed DP collectives of chunk ``c`` on stage ``s``; dense and expert gradients.
+
+        When ``ready_task`` is given, bucket j of M becomes ready after (j+1)/M of that task (the
+        backward produces gradients progressively); otherwise every bucket depends on ``deps``.
+        """
+        ch = self.chunks[c * self.p + s]
+        sc = self.sc
+        out: list[int] = []
+        nbytes = GRAD_BYTES if op != "all-gather" else PARAM_BYTES
+        for dim, params in (("dp", ch.params), ("edp", ch.expert_params)):
+            total = params * nbytes
+            if total <= 0 or self.net.group_size(dim, s) <= 1:
+                continue
+            if sc.parallelism.zero == 3:
+                buckets = 1                    # FSDP gathers/reduces one unit (here: the chunk) at a time
+            else:
+                buckets = max(1, math.ceil(total / (sc.communication.bucket_MB * 1e6)))
+            size = total / buckets
+            cc = self.net.cost(op, size, dim, s)
+            tasks = min(buckets, MAX_BUCKET_TASKS)
+            for j in range(tasks):
+                k = buckets // tasks + (1 if j < buckets % tasks else 0)   # buckets merged into this task
+                d = list(deps)
+                if ready_task is not None:
+                    done = sum(buckets // tasks + (1 if i < buckets % tasks else 0) for i in range(j + 1))
+                    d.append((ready_task, done / buckets))
+                info = {"chunk": c, "bytes": size * k, "bus_bytes": size * k * bus_factor(op, cc.n), "buckets": k, "bucket_bytes": size, "group": cc.n,
+                        "algorithm": cc.algorithm, "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "op": op,
+                        "dim": dim}
+                out.append(g.add(Task(s, "dp", "dp", k * cc.time_s, d, priority=1, parts=(("dp", k * cc.time_s),),
+                                      info=info)))
+        return out
+
+    def _optimizer_time(self, s: int) -> float:
+        sc = self.sc
+        dense = sum(self.chunks[c * self.p + s].params for c in range(self.v))
+        expert = sum(self.chunks[c * self.p + s].expert_params for c in range(self.v))
+        if sc.parallelism.zero >= 1:
+            dense /= self.net.group_size("dp", s)
+            expert /= max(self.net.group_size("edp", s), 1)
+        return (dense + expert) * OPTIMIZER_TRAFFIC_BYTES[sc.training.optimizer] / self.cm.hbm_bytes_per_s
+
+
+def _split_even(total: float, k: int) -> list[float]:
+    return [total / k] * k if k else []

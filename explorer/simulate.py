@@ -1,0 +1,235 @@
+"""Scenario -> timeline -> figures: the one entry point the CLI and the app call.
+
+Data flows one way (DESIGN.md): workload, topology and placement give the task graph of one
+iteration (schedules/iteration.py), the engine schedules it, and this module turns the scheduled
+tasks into a :class:`Result` — headline figures, breakdown, memory, traffic and the timeline.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .analysis import CATEGORIES, COMM_DIMS, MemoryBreakdown, class_breakdown
+from .engine import Task, run
+from .network import Network
+from .scenario import Scenario
+from .schedules.iteration import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES, IterationBuilder
+from .timeline import Timeline, build_timeline
+
+TIER_WORDS = {"scale-up": "the scale-up links (NVLink/NVSwitch)", "scale-out": "the node NICs (scale-out fabric)",
+              "spine": "the leaf-to-spine uplinks", "scale-across": "the WAN between datacenters", "none": "no link"}
+
+
+@dataclass(frozen=True)
+class GPUClass:
+    """A set of provably identical GPUs simulated once."""
+
+    index: int
+    label: str
+    stage: int
+    gpus: int                 # multiplicity: how many GPUs behave like this one
+    layers: tuple[int, ...]   # layers of each of its chunks
+    datacenter: int
+
+
+@dataclass(frozen=True)
+class Result:
+    """Everything one simulation produces (see analysis.py for the conventions)."""
+
+    scenario: Scenario
+    iteration_time_s: float
+    tokens_per_s: float
+    tflops_per_gpu: float
+    mfu: float
+    bubble_fraction: float
+    breakdown_s: dict[str, float]
+    breakdown_class: int
+    memory: MemoryBreakdown
+    memory_by_class: tuple[MemoryBreakdown, ...]
+    comm_bytes_per_gpu: dict[str, float]
+    bottleneck: str
+    warnings: tuple[str, ...]
+    classes: tuple[GPUClass, ...]
+    stage_layers: tuple[int, ...]
+    links: dict[str, dict]                     # per dimension: algorithm, tier, busbw of its main call
+    tasks: list[Task] = field(repr=False)
+
+    @property
+    def timeline(self) -> Timeline:
+        return build_timeline(self.tasks, tuple(c.label for c in self.classes))
+
+    def to_json_dict(self) -> dict:
+        sc = self.scenario
+        return {
+            "name": sc.name,
+            "gpus": sc.gpus,
+            "iteration_time_s": self.iteration_time_s,
+            "tokens_per_s": self.tokens_per_s,
+            "tflops_per_gpu": self.tflops_per_gpu,
+            "mfu": self.mfu,
+            "bubble_fraction": self.bubble_fraction,
+            "breakdown_s": self.breakdown_s,
+            "breakdown_class": self.classes[self.breakdown_class].label,
+            "memory_GB": self.memory.as_GB(),
+            "memory_capacity_GB": sc.hardware.gpu.memory_GB,
+            "comm_bytes_per_gpu": self.comm_bytes_per_gpu,
+            "bottleneck": self.bottleneck,
+            "warnings": list(self.warnings),
+            "micro_batches": sc.micro_batches,
+            "stage_layers": list(self.stage_layers),
+            "links": self.links,
+            "parallelism": {"tp": sc.parallelism.tp, "pp": sc.parallelism.pp, "dp": sc.dp, "cp": sc.parallelism.cp,
+                            "ep": sc.parallelism.ep, "vpp": sc.parallelism.vpp, "schedule": sc.parallelism.schedule,
+                            "zero": sc.parallelism.zero},
+        }
+
+
+def simulate(sc: Scenario) -> Result:
+    """Simulate one training iteration of ``sc`` (deterministic: same scenario, same result)."""
+    net = Network(sc)
+    builder = IterationBuilder(sc, net)
+    graph = builder.build()
+    T = run(graph)
+    tasks = graph.tasks
+    p, v, m = builder.p, builder.v, builder.m
+    par = sc.parallelism
+    per_stage = par.tp * par.cp * sc.dp
+
+    # GPU classes: one per pipeline stage.
+    gpus_per_dc = sc.gpus // sc.cluster.datacenters
+    classes = []
+    for s in range(p):
+        dc = net.placement.gpu(pp=s) // gpus_per_dc
+        label = f"stage {s}" + (f" · DC {dc}" if sc.cluster.datacenters > 1 else "") + f" (×{per_stage} GPUs)"
+        classes.append(GPUClass(s, label, s, per_stage, tuple(builder.layer_counts[c * p + s] for c in range(v)), dc))
+
+    # Slowest class: the one whose work ends last (ties: most compute-stream busy time).
+    end = [0.0] * p
+    busy = [0.0] * p
+    for t in tasks:
+        end[t.cls] = max(end[t.cls], t.end)
+        if t.stream == "compute":
+            busy[t.cls] += t.duration
+    slow = max(range(p), key=lambda s: (round(end[s], 12), busy[s], -s))
+    breakdown = class_breakdown(tasks, slow, T)
+
+    # Throughput and FLOPs: every GPU of a stage does that stage's per-GPU work.
+    hw = sum(builder.chunks[c * p + s].hw_flops for s in range(p) for c in range(v)) * m / p
+    model = sum(builder.chunks[c * p + s].model_flops for s in range(p) for c in range(v)) * m / p
+    tokens = sc.training.global_batch * sc.model.seq_len
+    peak = sc.hardware.gpu.peak_tflops * 1e12
+
+    memory_by_class = tuple(_memory(builder, net, s) for s in range(p))
+    memory = max(memory_by_class, key=lambda mb: mb.total)
+    comm = _comm_bytes(builder, tasks, p, v, m)
+    links = _links(builder, net, tasks)
+    warnings = _warnings(sc, memory, links, net)
+    res_breakdown = {k: breakdown[k] for k in CATEGORIES}
+    return Result(
+        scenario=sc, iteration_time_s=T, tokens_per_s=tokens / T, tflops_per_gpu=hw / T / 1e12,
+        mfu=model / T / peak, bubble_fraction=breakdown["bubble"] / T, breakdown_s=res_breakdown,
+        breakdown_class=slow, memory=memory, memory_by_class=memory_by_class, comm_bytes_per_gpu=comm,
+        bottleneck=_bottleneck(sc, res_breakdown, links, T, m), warnings=warnings, classes=tuple(classes),
+        stage_layers=builder.layer_counts, links=links, tasks=tasks)
+
+
+def _memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:
+    sc = b.sc
+    zero = sc.parallelism.zero
+    chunks = [b.chunks[c * b.p + s] for c in range(b.v)]
+    dense = sum(c.params for c in chunks)
+    expert = sum(c.expert_params for c in chunks)
+    nd = net.group_size("dp", s)
+    ne = net.group_size("edp", s) if expert else 1
+
+    def shard(x_dense: float, x_expert: float, sharded: bool) -> float:
+        return x_dense / nd + x_expert / ne if sharded else x_dense + x_expert
+
+    # ZeRO (Rajbhandari et al. SC20, Fig. 1): stage 1 shards optimizer state, 2 also gradients,
+    # 3 also parameters, each over the data-parallel group.
+    params = PARAM_BYTES * shard(dense, expert, zero >= 3)
+    grads = GRAD_BYTES * shard(dense, expert, zero >= 2)
+    opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer] * shard(dense, expert, zero >= 1)
+    # Activations at the schedule's peak: replay the program order (exact for every schedule).
+    live = peak = 0.0
+    for kind, _, c in b.orders[s]:
+        live += chunks[c].act_bytes if kind == "F" else -chunks[c].act_bytes
+        peak = max(peak, live)
+    return MemoryBreakdown(params, grads, opt, peak)
+
+
+def _comm_bytes(b: IterationBuilder, tasks: list[Task], p: int, v: int, m: int) -> dict[str, float]:
+    """Bytes each GPU sends per iteration, per dimension (bus bytes, nccl-tests convention);
+    the largest over GPU classes."""
+    out = dict.fromkeys(COMM_DIMS, 0.0)
+    for s in range(p):
+        chunks = [b.chunks[c * p + s] for c in range(v)]
+        per = {"tp": m * sum(c.tp_bytes for c in chunks), "cp": m * sum(c.cp_bytes for c in chunks),
+               "ep": m * sum(c.ep_bytes for c in chunks), "pp": 0.0, "dp": 0.0}
+        for t in tasks:
+            if t.cls != s:
+                continue
+            if t.kind == "pp":
+                per["pp"] += t.info["bytes"]
+            elif t.kind == "dp":
+                per["dp"] += t.info["bus_bytes"]
+        for k in out:
+            out[k] = max(out[k], per[k])
+    return out
+
+
+def _links(b: IterationBuilder, net: Network, tasks: list[Task]) -> dict[str, dict]:
+    """The main call of each dimension, with the boundary that limits it."""
+    sc = b.sc
+    out: dict[str, dict] = {}
+    calls = {"tp": b.dense.tp_fwd[:1], "ep": (b.moe.ep_fwd[:1] if b.moe else ())}
+    for dim, cs in calls.items():
+        for c in cs:
+            cc = net.cost(c.op, c.size_bytes, dim, 0)
+            out[dim] = {"op": c.op, "bytes": c.size_bytes, "group": cc.n, "algorithm": cc.algorithm,
+                        "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
+    if b.dense.cp_kv_bytes:
+        cc = net.cost("send-recv", b.dense.cp_kv_bytes, "cp", 0)
+        out["cp"] = {"op": "send-recv", "bytes": b.dense.cp_kv_bytes, "group": sc.parallelism.cp,
+                     "algorithm": "ring", "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
+    for dim in ("pp", "dp"):
+        mine = [t for t in tasks if t.kind == dim]
+        if mine:
+            t = max(mine, key=lambda t: (t.duration, -t.cls))   # the slowest call of the dimension
+            i = t.info
+            out[dim] = {"op": i.get("op", "send-recv"), "bytes": i["bytes"], "group": i["group"],
+                        "algorithm": i["algorithm"], "tier": i["tier"], "busbw_GBps": i["busbw_GBps"],
+                        "time_s": t.duration}
+    return out
+
+
+def _bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: float, m: int) -> str:
+    cats = {k: v for k, v in bd.items() if k not in ("compute", "recompute")}
+    worst = max(cats, key=lambda k: (cats[k], k))
+    share = cats[worst] / T if T > 0 else 0.0
+    if cats[worst] <= 1e-3 * T:
+        return "Compute-bound: communication and bubbles together take under 0.1% of the iteration."
+    head = f"{worst.upper() if worst in COMM_DIMS else worst.capitalize()} takes {share:.1%} of the iteration"
+    if worst in links:
+        li = links[worst]
+        return (f"{head} (exposed {worst} communication): its {li['op']} over {li['group']} GPUs is limited by "
+                f"{TIER_WORDS[li['tier']]} at {li['busbw_GBps']:.0f} GB/s bus bandwidth ({li['algorithm']}).")
+    if worst == "bubble":
+        p = sc.parallelism
+        ideal = (p.pp - 1) / (m + p.pp - 1) / p.vpp if p.pp > 1 else 0.0
+        return (f"{head} (pipeline bubble): {p.pp} stages and {m} micro-batches with {p.schedule}; the ideal "
+                f"bubble is (p-1)/(m+p-1)/vpp = {ideal:.1%}. More micro-batches, interleaving or fewer stages shrink it.")
+    if worst == "optimizer":
+        return f"{head} (optimizer step): it streams the optimizer state through HBM; ZeRO sharding shrinks it."
+    return f"{head}."
+
+
+def _warnings(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], net: Network) -> tuple[str, ...]:
+    out = []
+    cap = sc.hardware.gpu.memory_GB * 1e9
+    if memory.total > cap:
+        out.append(f"memory: {memory.total / 1e9:.1f} GB per GPU exceeds the {sc.hardware.gpu.memory_GB:g} GB of "
+                   f"{sc.hardware.gpu.name}; raise tp/pp, use ZeRO or activation recomputation")
+    for dim, li in links.items():
+        if li["tier"] == "scale-across" and dim != "dp":
+            out.append(f"{dim}: its traffic crosses the WAN between datacenters; place it inside one datacenter")
+    return tuple(out)

@@ -1,0 +1,171 @@
+"""The three network tiers as nested domains, and the networkx graph they describe.
+
+The simulator never walks a per-GPU graph (that would make its cost grow with the GPU count).
+Instead a cluster is a stack of *boundaries*, each the egress of a domain of consecutive GPUs:
+
+====  ==============  ====================================  ===============================
+b     name            domain                                egress capacity of one domain
+====  ==============  ====================================  ===============================
+0     scale-up        one GPU                               NVLink/NVSwitch/PCIe per direction
+1     scale-out       one node                              nics_per_node x nic_Gbps
+2     spine           one leaf block (nodes under a leaf)   leaf uplinks = downlinks / oversubscription
+3     scale-across    one datacenter                        WAN bandwidth per direction
+====  ==============  ====================================  ===============================
+
+A leaf block is ``switch_radix/2`` nodes for a rail-optimized fabric (one leaf per rail, one port
+per node: NVIDIA DGX SuperPOD reference architecture) and ``switch_radix/2 / nics_per_node`` nodes
+for a classic fat-tree whose leaf takes every NIC of its nodes.  Above the leaves the fabric is
+taken as non-blocking inside a datacenter.
+
+All groups of one dimension communicate at once (DESIGN.md, "Contention"), so a domain's egress
+is divided among the groups that have members in it: a group with ``g`` members in a domain of
+``G`` GPUs gets ``capacity * g / G``.  :func:`build_graph` builds the same cluster as a networkx
+graph for drawing and for tests that check the analytic shares against explicit routing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from .placement import members_per_domain
+from .scenario import Cluster
+
+# Achievable fraction of the nominal scale-up bandwidth for NCCL ring collectives.  Fitted once to
+# the two ring rows of shared calibration/nccl_busbw.csv (A100 8-GPU all-reduce 235 GB/s busbw at
+# 300 GB/s NVLink: 0.783; B200 682.2 GB/s at 900 GB/s: 0.758): their mean.
+SCALE_UP_EFFICIENCY = 0.77
+# Fraction of NIC line rate NCCL reaches across InfiniBand/RoCE (64b/66b coding, headers, flow
+# control); nccl-tests all-reduce busbw between DGX nodes with 8x400G NICs is about 360 GB/s of
+# the nominal 400 GB/s (NVIDIA DGX SuperPOD H100 reference architecture, NCCL results), i.e. 0.9.
+SCALE_OUT_EFFICIENCY = 0.9
+# Long-haul TCP/RDMA over WAN links loses about as much as the fabric; no calibration row exists.
+SCALE_ACROSS_EFFICIENCY = 0.9
+BOUNDARY_NAMES = ("scale-up", "scale-out", "spine", "scale-across")
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """Egress of one domain: its size in GPUs, capacity in bytes/s (efficiency applied) and latency."""
+
+    name: str
+    domain_gpus: int
+    capacity_Bps: float
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The cluster as nested domains (see module docstring)."""
+
+    boundaries: tuple[Boundary, ...]
+    leaf_nodes: int
+    gpus: int
+
+    @classmethod
+    def for_cluster(cls, c: Cluster) -> "Fabric":
+        up, out, wan = c.scale_up, c.scale_out, c.scale_across
+        gpn = c.gpus_per_node
+        half = out.switch_radix // 2
+        leaf_nodes = half if out.kind == "rail-optimized" else max(1, half // out.nics_per_node)
+        leaf_nodes = min(leaf_nodes, c.nodes // c.datacenters)
+        nic_Bps = out.nic_Gbps * 1e9 / 8
+        node_Bps = out.nics_per_node * nic_Bps
+        bounds = (
+            Boundary("scale-up", 1, up.bandwidth_GBps * 1e9 * SCALE_UP_EFFICIENCY, up.latency_us * 1e-6),
+            Boundary("scale-out", gpn, node_Bps * SCALE_OUT_EFFICIENCY, out.latency_us * 1e-6),
+            Boundary("spine", gpn * leaf_nodes, leaf_nodes * node_Bps / out.oversubscription * SCALE_OUT_EFFICIENCY,
+                     out.latency_us * 1e-6),
+            Boundary("scale-across", gpn * c.nodes // c.datacenters, wan.bandwidth_Gbps * 1e9 / 8 * SCALE_ACROSS_EFFICIENCY,
+                     wan.latency_ms * 1e-3),
+        )
+        return cls(bounds, leaf_nodes, c.gpus)
+
+    def shape(self, members: np.ndarray) -> "GroupShape":
+        """How a group (GPU ids of one representative group) sits on the boundaries."""
+        n = len(members)
+        per = tuple(members_per_domain(members, b.domain_gpus) for b in self.boundaries)
+        shares = tuple(b.capacity_Bps * g / b.domain_gpus for b, g in zip(self.boundaries, per))
+        return GroupShape(n, per, shares, tuple(b.latency_s for b in self.boundaries))
+
+
+@dataclass(frozen=True)
+class GroupShape:
+    """One communication group on the fabric.
+
+    ``per_domain[b]``: members inside one domain of boundary ``b`` (1 for b = 0);
+    ``shares[b]``: bytes/s of that domain's egress available to this group while every group of
+    the same dimension communicates; ``latencies[b]``: per-message latency across ``b``.
+    """
+
+    n: int
+    per_domain: tuple[int, ...]
+    shares: tuple[float, ...]
+    latencies: tuple[float, ...]
+
+    def spans(self, b: int) -> bool:
+        """Whether the group has members on both sides of boundary ``b``."""
+        return self.n > self.per_domain[b]
+
+    @property
+    def outer(self) -> int:
+        """Outermost boundary the group crosses (0 when it stays inside one GPU's links)."""
+        return max((b for b in range(len(self.shares)) if self.spans(b)), default=0)
+
+
+# ------------------------------------------------------------------------------------------------
+# The explicit graph: for drawing and for checking the analytic model on small clusters.
+# ------------------------------------------------------------------------------------------------
+def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
+    """The cluster as an undirected networkx graph with a ``tier`` and ``capacity_Bps`` per edge.
+
+    Vertices: ``gpu/N/i``, ``switch/N`` (the node's NVSwitch), ``nic/N/k``, ``leaf/L`` (rail-optimized:
+    ``leaf/B/r``, one per rail and leaf block), ``spine/D`` (one aggregate per datacenter) and
+    ``dc/D`` (datacenter gateway).  ``max_nodes`` keeps the first nodes of each datacenter only (the
+    app collapses big clusters this way).
+
+    >>> from explorer.scenario import Cluster
+    >>> g = build_graph(Cluster(gpus_per_node=2, nodes=2))
+    >>> sorted(n for n in g if n.startswith("gpu"))
+    ['gpu/0/0', 'gpu/0/1', 'gpu/1/0', 'gpu/1/1']
+    """
+    fab = Fabric.for_cluster(c)
+    up, out = c.scale_up, c.scale_out
+    g = nx.Graph()
+    nic_Bps = out.nic_Gbps * 1e9 / 8
+    per_dc = c.nodes // c.datacenters
+    for dc in range(c.datacenters):
+        g.add_node(f"spine/{dc}", kind="spine", dc=dc)
+        if c.datacenters > 1:
+            g.add_node(f"dc/{dc}", kind="dc", dc=dc)
+            g.add_edge(f"spine/{dc}", f"dc/{dc}", tier="scale-across",
+                       capacity_Bps=c.scale_across.bandwidth_Gbps * 1e9 / 8)
+        shown = per_dc if max_nodes is None else min(per_dc, max_nodes)
+        for local in range(shown):
+            node = dc * per_dc + local
+            block = local // fab.leaf_nodes
+            sw = f"switch/{node}"
+            g.add_node(sw, kind="nvswitch", node=node, dc=dc)
+            for i in range(c.gpus_per_node):
+                gpu = f"gpu/{node}/{i}"
+                g.add_node(gpu, kind="gpu", node=node, dc=dc, index=node * c.gpus_per_node + i)
+                g.add_edge(gpu, sw, tier="scale-up", capacity_Bps=up.bandwidth_GBps * 1e9)
+            for k in range(out.nics_per_node):
+                nic = f"nic/{node}/{k}"
+                g.add_node(nic, kind="nic", node=node, dc=dc)
+                # Each NIC hangs off the PCIe switch of "its" GPU; model it as attached to that GPU.
+                g.add_edge(nic, f"gpu/{node}/{k % c.gpus_per_node}", tier="scale-up", capacity_Bps=nic_Bps)
+                leaf = f"leaf/{dc}/{block}/{k}" if out.kind == "rail-optimized" else f"leaf/{dc}/{block}"
+                if leaf not in g:
+                    g.add_node(leaf, kind="leaf", dc=dc, block=block)
+                    # Uplink capacity = this leaf's downlinks / oversubscription.
+                    down = fab.leaf_nodes * (1 if out.kind == "rail-optimized" else out.nics_per_node)
+                    g.add_edge(leaf, f"spine/{dc}", tier="spine", capacity_Bps=down * nic_Bps / out.oversubscription)
+                g.add_edge(nic, leaf, tier="scale-out", capacity_Bps=nic_Bps)
+    if c.datacenters > 1:
+        for a in range(c.datacenters):
+            for b in range(a + 1, c.datacenters):
+                g.add_edge(f"dc/{a}", f"dc/{b}", tier="scale-across",
+                           capacity_Bps=c.scale_across.bandwidth_Gbps * 1e9 / 8)
+    return g

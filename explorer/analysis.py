@@ -10,8 +10,9 @@ Conventions:
   data-parallel group as the ZeRO stage says; activations at the peak of the stage's schedule.
 - Breakdown: the compute stream of the slowest GPU class, second by second.  Busy time is split
   by the parts of the running task (compute, recompute, exposed tp/cp/ep, optimizer); idle time is
-  charged to the communication the next task was waiting for (following the chain of binding
-  dependencies back while it runs through communication) and otherwise to the pipeline bubble.
+  explained by walking back the chain of binding dependencies of the task that ends it (across
+  classes): time covered by communication is charged to its dimension, time covered by other
+  classes' compute to the pipeline bubble.
   The categories therefore sum exactly to the iteration time.
 """
 from __future__ import annotations
@@ -35,34 +36,31 @@ def class_breakdown(tasks: list[Task], cls: int, iteration_s: float) -> dict[str
         for k, v in t.parts:
             out[CATEGORY_OF_PART[k]] += v
 
-    def charge_gap(a: float, b: float, waiter: Task | None) -> None:
-        cur = waiter
-        while b - a > 1e-15:
-            dep = tasks[cur.binding] if cur is not None and cur.binding >= 0 else None
-            if dep is None or dep.stream == "compute" or dep.end < a:
+    def explain(a: float, b: float, d: Task | None) -> None:
+        """Charge the idle interval [a, b] by walking back the chain of binding dependencies:
+        communication (and the wait for its stream) is charged to its dimension, other classes'
+        compute to the bubble; the walk stops at this class's own compute."""
+        while d is not None and b - a > 1e-15:
+            if d.stream == "compute" and d.cls == cls:
                 break
-            lo = max(a, dep.start)
+            cat = CATEGORY_OF_PART.get(d.kind, "bubble") if d.stream != "compute" else "bubble"
+            lo = max(a, d.ready)
             if b > lo:
-                out[CATEGORY_OF_PART.get(dep.kind, "bubble")] += b - lo
-            b = lo
-            cur = dep
+                out[cat] += b - lo
+                b = lo
+            d = tasks[d.binding] if d.binding >= 0 else None
         if b > a:
             out["bubble"] += b - a
 
     at = 0.0
     for t in compute:
         if t.start > at:
-            charge_gap(at, t.start, t)
+            explain(at, t.start, tasks[t.binding] if t.binding >= 0 else None)
         at = max(at, t.end)
     if iteration_s > at:
-        # Tail: the class waits for its own outstanding communication, then for the other classes.
-        tail = max((t for t in mine if t.stream != "compute"), key=lambda t: t.end, default=None)
-        if tail is not None and tail.end > at:
-            lo = max(at, tail.start)
-            out[CATEGORY_OF_PART.get(tail.kind, "bubble")] += tail.end - lo
-            charge_gap(at, lo, tail)
-            at = tail.end
-        out["bubble"] += max(iteration_s - at, 0.0)
+        # Tail: this class is done; explain what the iteration still waits for.
+        last = max(tasks, key=lambda t: (t.end, t.cls == cls))
+        explain(at, iteration_s, last)
     return out
 
 

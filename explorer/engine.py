@@ -28,7 +28,8 @@ class Task:
     priority: int = 0
     parts: tuple[tuple[str, float], ...] = ()
     info: dict | None = None                  # micro_batch, chunk, bytes, group, algorithm, tier ...
-    start: float = 0.0
+    ready: float = 0.0                        # when its dependencies were satisfied
+    start: float = 0.0                        # >= ready: later if its stream was busy
     end: float = 0.0
     binding: int = -1                         # the dependency that made this task wait longest
 
@@ -73,6 +74,7 @@ def run(graph: TaskGraph) -> float:
         t = tasks[i]
         key = (t.cls, t.stream)
         start = max(ready, free.get(key, 0.0))
+        t.ready = ready
         t.start = start
         t.end = start + t.duration
         free[key] = t.end

@@ -102,14 +102,15 @@ def simulate(sc: Scenario) -> Result:
         label = f"stage {s}" + (f" · DC {dc}" if sc.cluster.datacenters > 1 else "") + f" (×{per_stage} GPUs)"
         classes.append(GPUClass(s, label, s, per_stage, tuple(builder.layer_counts[c * p + s] for c in range(v)), dc))
 
-    # Slowest class: the one whose work ends last (ties: most compute-stream busy time).
+    # Slowest class: the one with the most compute-stream work — the stage that bounds throughput
+    # (ties: the one that finishes last, then the lowest index).
     end = [0.0] * p
     busy = [0.0] * p
     for t in tasks:
         end[t.cls] = max(end[t.cls], t.end)
         if t.stream == "compute":
             busy[t.cls] += t.duration
-    slow = max(range(p), key=lambda s: (round(end[s], 12), busy[s], -s))
+    slow = max(range(p), key=lambda s: (round(busy[s], 12), round(end[s], 12), -s))
     breakdown = class_breakdown(tasks, slow, T)
 
     # Throughput and FLOPs: every GPU of a stage does that stage's per-GPU work.
@@ -215,9 +216,11 @@ def _bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: f
                 f"{TIER_WORDS[li['tier']]} at {li['busbw_GBps']:.0f} GB/s bus bandwidth ({li['algorithm']}).")
     if worst == "bubble":
         p = sc.parallelism
-        ideal = (p.pp - 1) / (m + p.pp - 1) / p.vpp if p.pp > 1 else 0.0
-        return (f"{head} (pipeline bubble): {p.pp} stages and {m} micro-batches with {p.schedule}; the ideal "
-                f"bubble is (p-1)/(m+p-1)/vpp = {ideal:.1%}. More micro-batches, interleaving or fewer stages shrink it.")
+        # Narayanan et al. SC21 Sec. 2.2: bubble time (p-1)(F+B)/v against m(F+B) of work.
+        ideal = (p.pp - 1) / p.vpp / (m + (p.pp - 1) / p.vpp) if p.pp > 1 else 0.0
+        return (f"{head} (pipeline bubble): {p.pp} stages and {m} micro-batches with {p.schedule}; with balanced "
+                f"stages and free communication it would be {ideal:.1%}. More micro-batches, interleaving or "
+                f"fewer stages shrink it.")
     if worst == "optimizer":
         return f"{head} (optimizer step): it streams the optimizer state through HBM; ZeRO sharding shrinks it."
     return f"{head}."

@@ -1,0 +1,29 @@
+"""Shared fixtures: the repository root on sys.path and small scenario builders."""
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SCENARIO_FILES = sorted((ROOT / "scenarios").glob("*.yaml"))
+
+# An "ideal" GPU: HBM so fast that element-wise work and the optimizer vanish, so schedule tests
+# see pure GEMM time.
+IDEAL_GPU = {"name": "ideal", "peak_tflops": 1000, "memory_GB": 80, "hbm_GBps": 1e7}
+
+
+def pipeline_raw(p: int, m: int, schedule: str = "1f1b", v: int = 1, dp: int = 1, **extra) -> dict:
+    """A pipeline-only scenario with uniform layers, no edge work and negligible communication."""
+    raw = {"model": {"layers": 2 * p * v, "hidden": 1024, "heads": 8, "vocab": 8, "seq_len": 1024},
+           "training": {"global_batch": m * dp, "micro_batch": 1},
+           "hardware": {"gpu": copy.deepcopy(IDEAL_GPU)},
+           "cluster": {"gpus_per_node": p * dp, "nodes": 1, "scale_up": {"bandwidth_GBps": 1e6, "latency_us": 0}},
+           "parallelism": {"tp": 1, "pp": p, "dp": dp, "schedule": schedule, "vpp": v, "zero": 0}}
+    for key, value in extra.items():
+        section, _, field = key.partition("__")
+        raw.setdefault(section, {})[field] = value
+    return raw

@@ -1,0 +1,165 @@
+"""Collective costs: alpha-beta closed forms (Thakur et al. 2005), busbw conventions (nccl-tests
+doc/PERFORMANCE.md), tier limits, and the nccl-tests calibration rows."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from explorer.calibration import read_csv
+from explorer.cli import collective_rows
+from explorer.collectives import NVLS_EFFICIENCY, bus_factor, cost
+from explorer.scenario import Cluster, ScaleAcross, ScaleOut, ScaleUp, from_dict
+from explorer.topology import SCALE_OUT_EFFICIENCY, SCALE_UP_EFFICIENCY, Fabric
+
+GB = 1e9
+
+
+def node(bw=300.0, lat_us=2.0, gpus=8, nodes=1, **out):
+    c = Cluster(gpus_per_node=gpus, nodes=nodes, scale_up=ScaleUp(bandwidth_GBps=bw, latency_us=lat_us),
+                scale_out=ScaleOut(**out) if out else ScaleOut())
+    return Fabric.for_cluster(c)
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+@pytest.mark.parametrize("size", [1e3, 1e6, 1e9])
+def test_ring_all_reduce_matches_alpha_beta_closed_form(n, size):
+    # T = 2(n-1) alpha + 2(n-1)/n * S / B   (Thakur et al. 2005, Sec. 4.3, ring)
+    sh = node().shape(np.arange(n))
+    alpha, B = 2e-6, 300 * GB * SCALE_UP_EFFICIENCY
+    expected = 2 * (n - 1) * alpha + 2 * (n - 1) / n * size / B
+    assert cost("all-reduce", size, sh, "ring").time_s == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("op", ["reduce-scatter", "all-gather"])
+def test_ring_reduce_scatter_and_all_gather_closed_form(op):
+    n, size = 8, 2**30
+    sh = node().shape(np.arange(n))
+    expected = (n - 1) * 2e-6 + (n - 1) / n * size / (300 * GB * SCALE_UP_EFFICIENCY)
+    assert cost(op, size, sh, "ring").time_s == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("ranks", [np.arange(8), np.arange(0, 256, 8), np.arange(64)])
+def test_all_reduce_is_about_twice_reduce_scatter_for_large_messages(ranks):
+    sh = node(nodes=32).shape(ranks)
+    ar = cost("all-reduce", 8 * 2**30, sh)
+    rs = cost("reduce-scatter", 8 * 2**30, sh)
+    assert ar.time_s / rs.time_s == pytest.approx(2.0, rel=0.05)
+
+
+def test_bus_factors_follow_nccl_tests():
+    assert bus_factor("all-reduce", 8) == pytest.approx(1.75)
+    assert bus_factor("reduce-scatter", 8) == pytest.approx(0.875)
+    assert bus_factor("all-gather", 4) == pytest.approx(0.75)
+    assert bus_factor("all-to-all", 16) == pytest.approx(15 / 16)
+    assert bus_factor("broadcast", 8) == 1.0
+    assert bus_factor("send-recv", 2) == 1.0
+
+
+def test_large_ring_busbw_equals_effective_link_bandwidth():
+    # busbw is defined so that it approaches the bottleneck link speed, independent of n.
+    for n in (2, 4, 8):
+        c = cost("all-reduce", 64 * 2**30, node().shape(np.arange(n)), "ring")
+        assert c.busbw_GBps == pytest.approx(300 * SCALE_UP_EFFICIENCY, rel=1e-3)
+
+
+def test_halving_doubling_pays_log2_n_latencies():
+    # Rabenseifner: 2 log2(n) steps; with S -> 0 only latency remains.
+    sh = node(lat_us=3.0).shape(np.arange(8))
+    assert cost("all-reduce", 1.0, sh, "halving-doubling").latency_s == pytest.approx(2 * 3 * 3e-6)
+    assert cost("all-reduce", 1.0, sh, "ring").latency_s == pytest.approx(2 * 7 * 3e-6)
+
+
+def test_non_power_of_two_halving_doubling_adds_two_exchanges():
+    sh6, sh4 = node().shape(np.arange(6)), node().shape(np.arange(4))
+    extra = cost("all-reduce", 1e9, sh6, "halving-doubling").time_s - cost("all-reduce", 1e9, sh4, "halving-doubling").time_s
+    assert extra > 2 * 1e9 / (300 * GB * SCALE_UP_EFFICIENCY) * 0.9
+
+
+def test_tree_beats_ring_for_small_messages_across_many_nodes():
+    fab = node(nodes=128)
+    sh = fab.shape(np.arange(0, 1024, 8))           # one GPU per node, 128 nodes
+    ring, tree = cost("all-reduce", 1e6, sh, "ring"), cost("all-reduce", 1e6, sh, "tree")
+    assert tree.time_s < ring.time_s / 5
+    assert tree.latency_s == pytest.approx(2 * math.ceil(math.log2(128)) * 5e-6)
+
+
+def test_auto_is_never_slower_than_any_algorithm():
+    fab = node(nodes=64)
+    for members in (np.arange(8), np.arange(0, 512, 8), np.arange(512), np.arange(0, 512, 64)):
+        sh = fab.shape(members)
+        for size in (1e3, 1e6, 1e9):
+            auto = cost("all-reduce", size, sh).time_s
+            for alg in ("ring", "tree", "halving-doubling", "hierarchical"):
+                assert auto <= cost("all-reduce", size, sh, alg).time_s + 1e-15
+
+
+def test_inter_node_ring_is_limited_by_the_nic_share():
+    # One member per node: each group gets one NIC's worth (8 NICs shared by the node's 8 groups).
+    fab = node(nodes=16, nic_Gbps=400, nics_per_node=8)
+    c = cost("all-reduce", 16 * 2**30, fab.shape(np.arange(0, 128, 8)), "ring")
+    assert c.boundary == "scale-out"
+    assert c.busbw_GBps == pytest.approx(50 * SCALE_OUT_EFFICIENCY, rel=0.01)
+
+
+def test_oversubscribed_spine_slows_a_group_spread_over_leaf_blocks_proportionally():
+    # Fat-tree, radix 64, 8 NICs/node -> 4 nodes per leaf; a DP group with one member per leaf
+    # block sends all of its traffic through the leaf uplinks.
+    def busbw(o):
+        fab = node(nodes=64, kind="fat-tree", oversubscription=o)
+        return cost("all-reduce", 16 * 2**30, fab.shape(np.arange(0, 512, 32)), "ring").busbw_GBps
+    assert busbw(4.0) == pytest.approx(busbw(1.0) / 4, rel=0.01)
+    # A group inside one leaf block never crosses the spine.
+    fab1, fab4 = node(nodes=64, kind="fat-tree"), node(nodes=64, kind="fat-tree", oversubscription=4.0)
+    inside = np.arange(0, 32, 8)
+    assert cost("all-reduce", 1e9, fab4.shape(inside)).time_s == pytest.approx(cost("all-reduce", 1e9, fab1.shape(inside)).time_s)
+
+
+def test_rail_optimized_leaf_blocks_are_larger_than_fat_tree_blocks():
+    c = dict(gpus_per_node=8, nodes=64)
+    rail = Fabric.for_cluster(Cluster(**c, scale_up=ScaleUp(bandwidth_GBps=450), scale_out=ScaleOut(kind="rail-optimized")))
+    tree = Fabric.for_cluster(Cluster(**c, scale_up=ScaleUp(bandwidth_GBps=450), scale_out=ScaleOut(kind="fat-tree")))
+    assert rail.leaf_nodes == 32 and tree.leaf_nodes == 4
+
+
+def test_wan_limits_a_group_spanning_two_datacenters():
+    c = Cluster(gpus_per_node=8, nodes=16, datacenters=2, scale_up=ScaleUp(bandwidth_GBps=450),
+                scale_across=ScaleAcross(bandwidth_Gbps=100, latency_ms=1))
+    fab = Fabric.for_cluster(c)
+    across = cost("all-reduce", 1e9, fab.shape(np.array([0, 64])), "ring")
+    assert across.boundary == "scale-across"
+    # Two members, one per datacenter: all 64 such groups share the 100 Gb/s WAN at once, so each
+    # gets 12.5 GB/s * 0.9 / 64; a 2-rank ring all-reduce moves S per member, in 2 steps.
+    assert across.time_s == pytest.approx(2 * 1e-3 + 1e9 / (12.5e9 * 0.9 / 64), rel=1e-6)
+
+
+def test_pairwise_all_to_all_egress_across_nodes():
+    # 16 ranks on 2 nodes: each node sends 8 * S * 8/16 bytes through its 8 x 50 GB/s NICs.
+    fab = node(nodes=2, nic_Gbps=400)
+    c = cost("all-to-all", 1e9, fab.shape(np.arange(16)))
+    expected = 15 * 5e-6 + 8 * 1e9 * 8 / 16 / (8 * 50e9 * SCALE_OUT_EFFICIENCY)
+    assert c.time_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_nvls_only_inside_one_nvswitch_domain():
+    fab = node(bw=900, nodes=2)
+    inside = cost("all-reduce", 8 * 2**30, fab.shape(np.arange(8)), "nvls", nvls_capable=True)
+    assert inside.algorithm == "nvls"
+    assert inside.algbw_GBps == pytest.approx(900 * NVLS_EFFICIENCY, rel=1e-3)
+    across = cost("all-reduce", 8 * 2**30, fab.shape(np.arange(16)), "nvls", nvls_capable=True)
+    assert across.algorithm != "nvls"
+
+
+def test_single_rank_costs_nothing():
+    assert cost("all-reduce", 1e9, node().shape(np.arange(1))).time_s == 0.0
+
+
+@pytest.mark.parametrize("row", read_csv("nccl_busbw.csv"), ids=lambda r: f"{r['gpu']}-{r['algorithm']}")
+def test_nccl_tests_calibration_rows_within_15_percent(row):
+    # Published nccl-tests single-node bus bandwidths (calibration/nccl_busbw.csv, sources inside).
+    size = 8 * 2**30 if row["size_bytes"] == "large" else int(row["size_bytes"])
+    sc = from_dict({"model": {"preset": "llama3-8b"}, "training": {"global_batch": 8},
+                    "hardware": {"gpu": row["gpu"]}, "cluster": {"gpus_per_node": 8, "nodes": 1}})
+    out = collective_rows(sc, "all-reduce", 8, [size], row["algorithm"])[0]
+    assert out["busbw_GBps"] == pytest.approx(float(row["busbw_GBps"]), rel=0.15)

@@ -1,0 +1,83 @@
+"""Pipeline schedules: program orders and the bubble closed forms of Narayanan et al. SC21."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import pipeline_raw
+from explorer.scenario import from_dict
+from explorer.schedules.iteration import split_layers
+from explorer.schedules.pipeline import peak_in_flight, stage_order
+from explorer.simulate import simulate
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("p,m", [(2, 2), (4, 8), (8, 32), (4, 3)])
+def test_bubble_of_gpipe_and_1f1b_is_p_minus_1_over_m_plus_p_minus_1(schedule, p, m):
+    # SC21 Sec. 2.2.1: bubble fraction (p-1)/(m+p-1) when communication is free.
+    r = simulate(from_dict(pipeline_raw(p, m, schedule)))
+    assert r.bubble_fraction == pytest.approx((p - 1) / (m + p - 1), rel=1e-3)
+
+
+@pytest.mark.parametrize("p,m,v", [(4, 8, 2), (8, 16, 4), (4, 4, 2), (2, 8, 3)])
+def test_interleaving_divides_the_bubble_time_by_vpp(p, m, v):
+    # SC21 Sec. 2.2.2: bubble time (p-1)(F+B)/v; as a fraction: ((p-1)/v) / (m + (p-1)/v).
+    inter = simulate(from_dict(pipeline_raw(p, m, "interleaved", v)))
+    assert inter.bubble_fraction == pytest.approx((p - 1) / v / (m + (p - 1) / v), rel=1e-3)
+    # Same layers per GPU on 1F1B: the bubble *time* is v times larger.
+    raw = pipeline_raw(p, m, "1f1b")
+    raw["model"]["layers"] = 2 * p * v
+    plain = simulate(from_dict(raw))
+    assert plain.breakdown_s["bubble"] == pytest.approx(v * inter.breakdown_s["bubble"], rel=1e-3)
+
+
+@pytest.mark.parametrize("schedule,v", [("gpipe", 1), ("1f1b", 1), ("interleaved", 2)])
+def test_every_stage_runs_each_forward_and_backward_once_forward_first(schedule, v):
+    p, m = 4, 8
+    for s in range(p):
+        order = stage_order(schedule, s, p, m, v)
+        assert sorted(order) == sorted([(k, i, c) for k in "FB" for i in range(m) for c in range(v)])
+        for i in range(m):
+            for c in range(v):
+                assert order.index(("F", i, c)) < order.index(("B", i, c))
+
+
+def test_1f1b_holds_p_minus_stage_micro_batches_and_gpipe_holds_all():
+    # PipeDream-Flush memory: stage i keeps at most p - i micro-batches in flight; GPipe keeps m.
+    p, m = 4, 8
+    assert [peak_in_flight(stage_order("1f1b", s, p, m)) for s in range(p)] == [4, 3, 2, 1]
+    assert all(peak_in_flight(stage_order("gpipe", s, p, m)) == m for s in range(p))
+
+
+def test_1f1b_warmup_then_alternation():
+    assert stage_order("1f1b", 0, 4, 6)[:6] == [("F", 0, 0), ("F", 1, 0), ("F", 2, 0), ("F", 3, 0), ("B", 0, 0),
+                                                 ("F", 4, 0)]
+    assert stage_order("1f1b", 3, 4, 6)[:4] == [("F", 0, 0), ("B", 0, 0), ("F", 1, 0), ("B", 1, 0)]
+
+
+def test_gpipe_activation_memory_exceeds_1f1b():
+    a = simulate(from_dict(pipeline_raw(4, 16, "gpipe")))
+    b = simulate(from_dict(pipeline_raw(4, 16, "1f1b")))
+    # Stage 0: 16 micro-batches in flight against 4.
+    assert a.memory_by_class[0].activations == pytest.approx(4 * b.memory_by_class[0].activations)
+
+
+def test_default_split_of_llama3_405b_is_7_8x14_7():
+    # Llama 3 (2024) Sec. 3.3.2: 126 layers on 16 stages, first and last stage one layer fewer.
+    raw = {"model": {"preset": "llama3-405b"}, "training": {"global_batch": 2048},
+           "hardware": {"gpu": "h100-sxm"}, "cluster": {"nodes": 2048},
+           "parallelism": {"tp": 8, "pp": 16, "order": "tp-cp-pp-dp"}}
+    r = simulate(from_dict(raw))
+    assert r.stage_layers == (7,) + (8,) * 14 + (7,)
+
+
+def test_split_layers_balances_and_keeps_every_chunk_nonempty():
+    assert split_layers([1.0] * 12, 4, 0.0, 0.0) == (3, 3, 3, 3)
+    # A heavy last chunk (logits worth 2 layers) gets 2 fewer layers.
+    assert split_layers([1.0] * 14, 4, 0.0, 2.0) == (4, 4, 4, 2)
+    assert min(split_layers([1.0] * 5, 5, 3.0, 3.0)) == 1
+
+
+def test_explicit_stage_layers_are_used():
+    raw = pipeline_raw(4, 8)
+    raw["parallelism"]["stage_layers"] = [1, 3, 3, 1]
+    assert simulate(from_dict(raw)).stage_layers == (1, 3, 3, 1)

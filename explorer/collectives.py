@@ -67,6 +67,7 @@ class CollectiveCost:
     time_s: float
     latency_s: float          # the alpha part of time_s
     boundary: str             # the boundary whose bandwidth limited the call ("none" if n == 1)
+    egress: tuple[float, ...] = ()   # bytes leaving one domain of each boundary (link load)
 
     @property
     def algbw_GBps(self) -> float:
@@ -75,6 +76,10 @@ class CollectiveCost:
     @property
     def busbw_GBps(self) -> float:
         return self.algbw_GBps * bus_factor(self.op, self.n)
+
+
+# Each algorithm returns (seconds, latency seconds, limiting boundary, {boundary: egress bytes per
+# domain}).
 
 
 def _crossing(shape: GroupShape, egress: dict[int, float]) -> tuple[float, int]:
@@ -87,7 +92,7 @@ def _crossing(shape: GroupShape, egress: dict[int, float]) -> tuple[float, int]:
     return best, where
 
 
-def _ring(op: str, S: float, sh: GroupShape) -> tuple[float, float, int]:
+def _ring(op: str, S: float, sh: GroupShape) -> tuple:
     n = sh.n
     steps, vol = {"all-reduce": (2 * (n - 1), 2 * (n - 1) / n * S),
                   "reduce-scatter": (n - 1, (n - 1) / n * S),
@@ -96,11 +101,12 @@ def _ring(op: str, S: float, sh: GroupShape) -> tuple[float, float, int]:
                   "send-recv": (1, S)}[op]
     # Every step of a ring waits for its slowest edge, so all steps pay the outermost latency.
     lat = steps * sh.latencies[sh.outer]
-    bw, b = _crossing(sh, {b: vol for b in range(len(sh.shares)) if b == 0 or sh.spans(b)})
-    return lat + bw, lat, b
+    egress = {b: vol for b in range(len(sh.shares)) if b == 0 or sh.spans(b)}
+    bw, b = _crossing(sh, egress)
+    return lat + bw, lat, b, egress
 
 
-def _tree(op: str, S: float, sh: GroupShape) -> tuple[float, float, int] | None:
+def _tree(op: str, S: float, sh: GroupShape) -> tuple | None:
     nodes = sh.n // sh.per_domain[1]
     if nodes <= 1:
         return None  # NCCL uses trees between nodes only; inside a node it is a chain (= ring)
@@ -108,69 +114,79 @@ def _tree(op: str, S: float, sh: GroupShape) -> tuple[float, float, int] | None:
     chain = sh.per_domain[1] - 1
     passes = 2 if op == "all-reduce" else 1          # reduce up + broadcast down, pipelined
     lat = passes * (depth * sh.latencies[sh.outer] + chain * sh.latencies[0])
-    bw, b = _crossing(sh, {b: passes * S for b in range(len(sh.shares)) if b == 0 or sh.spans(b)})
-    return lat + bw, lat, b
+    egress = {b: passes * S for b in range(len(sh.shares)) if b == 0 or sh.spans(b)}
+    bw, b = _crossing(sh, egress)
+    return lat + bw, lat, b, egress
 
 
-def _halving_doubling(op: str, S: float, sh: GroupShape) -> tuple[float, float, int]:
+def _halving_doubling(op: str, S: float, sh: GroupShape) -> tuple:
     n = sh.n
     p2 = 1 << (n.bit_length() - 1)
     lat = bw = 0.0
     worst_b, worst_t = 0, -1.0
+    egress: dict[int, float] = {}
     steps = int(math.log2(p2))
+    passes = 2 if op == "all-reduce" else 1
     for j in range(steps):
         dist = 1 << j                                   # near partners first (ranks hierarchical)
         vol = S / (1 << (j + 1))
         crossed = [b for b in range(len(sh.shares)) if b == 0 or dist >= sh.per_domain[b]]
-        t, b = _crossing(sh, {b: sh.per_domain[b] * vol if b else vol for b in crossed})
-        lat += sh.latencies[max(crossed)]
-        bw += t
+        step = {b: sh.per_domain[b] * vol if b else vol for b in crossed}
+        t, b = _crossing(sh, step)
+        lat += passes * sh.latencies[max(crossed)]
+        bw += passes * t
+        for k, v in step.items():
+            egress[k] = egress.get(k, 0.0) + passes * v
         if t > worst_t:
             worst_t, worst_b = t, b
-    if op == "all-reduce":
-        lat, bw = 2 * lat, 2 * bw
     if p2 != n:
         # Thakur et al. Sec. 4.4: the n - p2 extra ranks first hand their data to a partner and get
         # the result back at the end: two more full-size exchanges over the outermost boundary.
-        t, b = _crossing(sh, {b: S for b in range(len(sh.shares)) if b == 0 or sh.spans(b)})
+        extra = {b: S for b in range(len(sh.shares)) if b == 0 or sh.spans(b)}
+        t, b = _crossing(sh, extra)
         lat += 2 * sh.latencies[sh.outer]
         bw += 2 * t
-    return lat + bw, lat, worst_b
+        for k, v in extra.items():
+            egress[k] = egress.get(k, 0.0) + 2 * v
+    return lat + bw, lat, worst_b, egress
 
 
-def _hierarchical(op: str, S: float, sh: GroupShape) -> tuple[float, float, int]:
+def _hierarchical(op: str, S: float, sh: GroupShape) -> tuple:
     """Reduce-scatter level by level outward, (all-reduce at the top), all-gather back inward.
 
     Phase l runs among the d = g_l / g_(l-1) sub-domains of a level-l domain on data S/g_(l-1) per
     GPU; its traffic leaves every lower domain too, so the limiting boundary is the max over b < l.
     """
     per = list(sh.per_domain) + [sh.n]
+    passes = 2 if op == "all-reduce" else 1
     lat = bw = 0.0
     worst_b, worst_t = 0, -1.0
+    egress: dict[int, float] = {}
     for level in range(1, len(per)):
         d = per[level] // max(per[level - 1], 1)
         if d <= 1:
             continue
         per_gpu = (d - 1) / d * S / per[level - 1]
-        t, b = _crossing(sh, {bb: per[bb] * per_gpu for bb in range(level)})
-        lat += (d - 1) * sh.latencies[level - 1]
-        bw += t
+        phase = {bb: per[bb] * per_gpu for bb in range(level)}
+        t, b = _crossing(sh, phase)
+        lat += passes * (d - 1) * sh.latencies[level - 1]
+        bw += passes * t
+        for k, v in phase.items():
+            egress[k] = egress.get(k, 0.0) + passes * v
         if t > worst_t:
             worst_t, worst_b = t, b
-    if op == "all-reduce":
-        lat, bw = 2 * lat, 2 * bw
-    return lat + bw, lat, worst_b
+    return lat + bw, lat, worst_b, egress
 
 
-def _nvls(op: str, S: float, sh: GroupShape) -> tuple[float, float, int] | None:
+def _nvls(op: str, S: float, sh: GroupShape) -> tuple | None:
     if sh.spans(1):
         return None  # in-switch reduction reaches the GPUs of one NVSwitch domain only
     lat = 2 * sh.latencies[0]
     # shares[0] carries the ring efficiency; NVLS has its own fitted one instead.
-    return lat + S / (sh.shares[0] / SCALE_UP_EFFICIENCY * NVLS_EFFICIENCY), lat, 0
+    return lat + S / (sh.shares[0] / SCALE_UP_EFFICIENCY * NVLS_EFFICIENCY), lat, 0, {0: S}
 
 
-def _pairwise(op: str, S: float, sh: GroupShape) -> tuple[float, float, int]:
+def _pairwise(op: str, S: float, sh: GroupShape) -> tuple:
     n = sh.n
     lat = (n - 1) * sh.latencies[sh.outer]
     egress = {0: (n - 1) / n * S}
@@ -179,7 +195,7 @@ def _pairwise(op: str, S: float, sh: GroupShape) -> tuple[float, float, int]:
             g = sh.per_domain[b]
             egress[b] = g * S * (n - g) / n
     bw, b = _crossing(sh, egress)
-    return lat + bw, lat, b
+    return lat + bw, lat, b, egress
 
 
 _IMPL = {"ring": _ring, "tree": _tree, "halving-doubling": _halving_doubling,
@@ -201,14 +217,15 @@ def cost(op: str, size_bytes: float, shape: GroupShape, algorithm: str = "auto",
     candidates = APPLICABLE[op]
     if algorithm != "auto" and algorithm in candidates:
         candidates = (algorithm,)
-    best: tuple[float, float, int, str] | None = None
+    best = None
     for alg in candidates:
         if alg == "nvls" and not nvls_capable:
             continue
         res = _IMPL[alg](op, size_bytes, shape)
         if res is not None and (best is None or res[0] < best[0]):
-            best = (res[0], res[1], res[2], alg)
+            best = (*res, alg)
     if best is None:  # forced algorithm not possible here (e.g. nvls across nodes): use auto
         return cost(op, size_bytes, shape, "auto", nvls_capable)
-    t, lat, b, alg = best
-    return CollectiveCost(op, size_bytes, shape.n, alg, t, lat, BOUNDARY_NAMES[b])
+    t, lat, b, egress, alg = best
+    return CollectiveCost(op, size_bytes, shape.n, alg, t, lat, BOUNDARY_NAMES[b],
+                          tuple(egress.get(i, 0.0) for i in range(len(shape.shares))))

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from .schema import ScenarioError, build, dump, field_paths, unknown_key_error
+from .schema import ScenarioError, build, dump, field_paths, unknown_key_error, user_keys
 
 DATA_DIR = Path(__file__).parent / "data"
 MAX_GPUS = 10_000_000          # "sizes beyond sane limits" (issue 2): more GPUs than any cluster
@@ -41,9 +41,9 @@ class MoE:
 @dataclass(frozen=True)
 class Model:
     preset: str | None = field(default=None, metadata={"doc": "start from a named model (explorer/data/models.yaml)"})
-    layers: int = field(default=0, metadata={"min": 1, "max": 100_000, "doc": "transformer layers"})
-    hidden: int = field(default=0, metadata={"min": 1, "max": 1_048_576, "doc": "hidden size h"})
-    heads: int = field(default=0, metadata={"min": 1, "max": 65536, "doc": "attention heads a"})
+    layers: int = field(default=0, metadata={"required": True, "hint": "or give model.preset", "min": 1, "max": 100_000, "doc": "transformer layers"})
+    hidden: int = field(default=0, metadata={"required": True, "hint": "or give model.preset", "min": 1, "max": 1_048_576, "doc": "hidden size h"})
+    heads: int = field(default=0, metadata={"required": True, "hint": "or give model.preset", "min": 1, "max": 65536, "doc": "attention heads a"})
     kv_heads: int | None = field(default=None, metadata={"min": 1, "max": 65536, "doc": "key/value heads (GQA when < heads); default heads"})
     ffn_hidden: int | None = field(default=None, metadata={"min": 1, "max": 4_194_304, "doc": "FFN width; default 4 * hidden"})
     ffn_kind: str = field(default="gelu", metadata={"choices": ("gelu", "swiglu"), "doc": "gelu: 2 matrices; swiglu: 3 matrices"})
@@ -63,7 +63,7 @@ class Model:
 
 @dataclass(frozen=True)
 class Training:
-    global_batch: int = field(default=0, metadata={"min": 1, "max": 100_000_000, "doc": "sequences per iteration"})
+    global_batch: int = field(default=0, metadata={"required": True, "min": 1, "max": 100_000_000, "doc": "sequences per iteration"})
     micro_batch: int = field(default=1, metadata={"min": 1, "max": 1_000_000, "doc": "sequences per micro-batch"})
     dtype: str = field(default="bf16", metadata={"choices": ("bf16", "fp16", "fp8", "fp32"), "doc": "compute and activation precision"})
     recompute: str = field(default="none", metadata={"choices": ("none", "selective", "full"), "doc": "activation recomputation (Korthikanti et al. 2022)"})
@@ -74,10 +74,10 @@ class Training:
 @dataclass(frozen=True)
 class GPU:
     name: str = field(default="", metadata={"doc": "display name"})
-    peak_tflops: float = field(default=0.0, metadata={"gt": 0, "max": 1e6, "doc": "dense bf16/fp16 peak, TFLOP/s"})
+    peak_tflops: float = field(default=0.0, metadata={"required": True, "gt": 0, "max": 1e6, "doc": "dense bf16/fp16 peak, TFLOP/s"})
     fp8_tflops: float | None = field(default=None, metadata={"gt": 0, "max": 1e6, "doc": "dense fp8 peak, TFLOP/s; default peak_tflops"})
-    memory_GB: float = field(default=0.0, metadata={"gt": 0, "max": 1e6, "doc": "HBM capacity, GB"})
-    hbm_GBps: float = field(default=0.0, metadata={"gt": 0, "max": 1e7, "doc": "HBM bandwidth, GB/s"})
+    memory_GB: float = field(default=0.0, metadata={"required": True, "gt": 0, "max": 1e6, "doc": "HBM capacity, GB"})
+    hbm_GBps: float = field(default=0.0, metadata={"required": True, "gt": 0, "max": 1e7, "doc": "HBM bandwidth, GB/s"})
     scale_up_GBps: float | None = field(default=None, metadata={"gt": 0, "max": 1e6, "doc": "default scale-up bandwidth per direction, GB/s"})
     measured_matmul_tflops: float | None = field(default=None, metadata={"gt": 0, "max": 1e6, "doc": "largest-GEMM throughput measured, TFLOP/s"})
     nvlink_sharp: bool = field(default=False, metadata={"doc": "NVSwitch can reduce in the switch (NVLS all-reduce)"})
@@ -219,12 +219,9 @@ def is_settable(key: str) -> bool:
 
 
 def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
-    """Set ``a.b.c = value`` in a raw scenario mapping, validating that the path exists."""
-    if not is_settable(key):
-        prefix = key.rsplit(".", 1)[0] if "." in key else ""
-        known = sorted({p.split(".")[len(prefix.split(".")) if prefix else 0]
-                        for p in SETTABLE if p.startswith(prefix + ".") or not prefix})
-        raise unknown_key_error(key.rsplit(".", 1)[-1], known, prefix)
+    """Set ``a.b.c = value`` in a raw scenario mapping, validating that the path names a field."""
+    if not isinstance(key, str) or not is_settable(key):
+        _raise_unknown_path(str(key))
     parts = key.split(".")
     node = raw
     for i, part in enumerate(parts[:-1]):
@@ -236,6 +233,24 @@ def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
         node[part] = child
         node = child
     node[parts[-1]] = value
+
+
+def _raise_unknown_path(key: str) -> None:
+    """One-line error for a dotted key that names no field: the deepest valid prefix and what
+    may follow it, or a hint when the key names a whole section."""
+    if any(p.startswith(key + ".") for p in SETTABLE):
+        example = next(p for p in SETTABLE if p.startswith(key + "."))
+        raise ScenarioError(key, f"is a section, not a field; set its fields one by one, e.g. {example}")
+    parts = key.split(".")
+    depth = 0
+    while depth < len(parts) - 1 and any(p.startswith(".".join(parts[: depth + 1]) + ".") for p in SETTABLE):
+        depth += 1
+    prefix = ".".join(parts[:depth])
+    children = sorted({p[len(prefix) + 1 if prefix else 0:].split(".")[0] for p in SETTABLE
+                       if not prefix or p.startswith(prefix + ".")})
+    children = [c for c in children if not SETTABLE.get(f"{prefix}.{c}" if prefix else c, None)
+                or not SETTABLE[f"{prefix}.{c}" if prefix else c].metadata.get("derived")]
+    raise unknown_key_error(parts[depth], children, prefix)
 
 
 def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -277,8 +292,7 @@ def _resolve_presets(raw: Mapping[str, Any]) -> dict[str, Any]:
             name = gpu if gpu is not None else "h100-sxm"
             raw["hardware"] = {**hw, "gpu": {**_preset("gpus", name, "hardware.gpu"), "preset": name}}
         elif isinstance(gpu, dict) and "preset" in gpu:
-            raise unknown_key_error("preset", ["name", "peak_tflops", "fp8_tflops", "memory_GB", "hbm_GBps",
-                                               "scale_up_GBps", "measured_matmul_tflops"], "hardware.gpu")
+            raise unknown_key_error("preset", user_keys(GPU), "hardware.gpu")
     elif hw is None:
         raw["hardware"] = {"gpu": {**_preset("gpus", "h100-sxm", "hardware.gpu"), "preset": "h100-sxm"}}
     return raw
@@ -317,9 +331,11 @@ def _check(sc: Scenario) -> None:
         raise ScenarioError("cluster.nodes", f"{c.nodes} nodes x {c.gpus_per_node} GPUs = {c.gpus} GPUs "
                             f"is beyond the supported {MAX_GPUS:,}")
     if p.tp * p.pp * dp * p.cp != c.gpus:
+        other = p.tp * p.pp * p.cp
+        fix = (f"set dp = {c.gpus // other} or change the other degrees" if c.gpus % other == 0 else
+               f"tp*pp*cp = {other} must divide {c.gpus}; change tp, pp, cp or the cluster size")
         raise ScenarioError("parallelism.dp", f"tp*pp*dp*cp = {p.tp}*{p.pp}*{dp}*{p.cp} = {p.tp * p.pp * dp * p.cp} "
-                            f"but the cluster has nodes*gpus_per_node = {c.gpus} GPUs; "
-                            f"set dp = {c.gpus / (p.tp * p.pp * p.cp):g} or change the other degrees")
+                            f"but the cluster has nodes*gpus_per_node = {c.gpus} GPUs; {fix}")
     if m.heads % p.tp:
         raise ScenarioError("parallelism.tp", f"{p.tp} does not divide model.heads={m.heads} (valid tp: {_divisors(m.heads)})")
     if m.kv_heads > m.heads or m.heads % m.kv_heads:
@@ -340,8 +356,10 @@ def _check(sc: Scenario) -> None:
                             f"{t.micro_batch}*{dp} = {t.micro_batch * dp}; use a multiple of {t.micro_batch * dp}")
     mb = t.global_batch // (t.micro_batch * dp)
     if p.schedule == "interleaved" and mb % p.pp:
-        raise ScenarioError("training.global_batch", f"the interleaved schedule needs micro-batches per pipeline "
-                            f"({mb}) to be a multiple of pp={p.pp} (Narayanan et al. SC21, Sec. 2.2.2)")
+        step = t.micro_batch * dp * p.pp
+        raise ScenarioError("training.global_batch", f"{t.global_batch} leaves ({mb}) micro-batches per pipeline, but "
+                            f"the interleaved schedule needs a multiple of pp={p.pp} (Narayanan et al. SC21, "
+                            f"Sec. 2.2.2); use a multiple of {step} (micro_batch*dp*pp)")
     if mb * p.pp * p.vpp > MAX_PIPELINE_TASKS:
         raise ScenarioError("training.global_batch", f"{mb} micro-batches x {p.pp * p.vpp} pipeline chunks = "
                             f"{mb * p.pp * p.vpp:,} is beyond the supported {MAX_PIPELINE_TASKS:,}; "
@@ -378,7 +396,8 @@ def _check(sc: Scenario) -> None:
         if sum(p.stage_layers) != m.layers:
             raise ScenarioError("parallelism.stage_layers", f"sums to {sum(p.stage_layers)}; need model.layers = {m.layers}")
         if min(p.stage_layers) < 1:
-            raise ScenarioError("parallelism.stage_layers", "every pipeline chunk needs at least one layer")
+            raise ScenarioError("parallelism.stage_layers", f"{list(p.stage_layers)} has an empty chunk; "
+                                "every pipeline chunk needs at least one layer")
 
 
 def from_dict(raw: Mapping[str, Any]) -> Scenario:
@@ -390,11 +409,6 @@ def from_dict(raw: Mapping[str, Any]) -> Scenario:
         if section not in resolved:
             raise ScenarioError(section, "is required")
     sc = build(Scenario, resolved)
-    if sc.training.global_batch < 1:
-        raise ScenarioError("training.global_batch", "is required (sequences per iteration, at least 1)")
-    for key in ("layers", "hidden", "heads"):
-        if getattr(sc.model, key) < 1:
-            raise ScenarioError(f"model.{key}", "is required (or give model.preset)")
     sc = _fill_defaults(sc)
     _check(sc)
     return sc

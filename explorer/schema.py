@@ -10,6 +10,8 @@ Recognised metadata keys:
 ``min`` / ``max``        inclusive numeric bounds
 ``gt``                   exclusive lower bound (bandwidths must be > 0)
 ``choices``              allowed string values
+``required``             the key must be given (its default is a placeholder)
+``derived``              filled by the loader, never by the user (not listed as a valid key)
 ``doc``                  one-line description (used by the README reference and app help)
 """
 from __future__ import annotations
@@ -131,13 +133,15 @@ def build(cls: type, data: Any, path: str = "") -> Any:
     hints = typing.get_type_hints(cls)
     for key in data:
         if key not in fields:
-            raise unknown_key_error(key, list(fields), path)
+            raise unknown_key_error(key, user_keys(cls), path)
     kwargs: dict[str, Any] = {}
     for name, f in fields.items():
         sub = f"{path}.{name}" if path else name
         if name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ScenarioError(sub, "is required")
+            if f.metadata.get("required") or (f.default is dataclasses.MISSING
+                                              and f.default_factory is dataclasses.MISSING):
+                hint = f"; {f.metadata['hint']}" if "hint" in f.metadata else ""
+                raise ScenarioError(sub, f"is required ({f.metadata.get('doc', 'no default')}{hint})")
             continue
         tp, optional = _unwrap_optional(hints[name])
         value = data[name]
@@ -153,6 +157,11 @@ def build(cls: type, data: Any, path: str = "") -> Any:
         else:
             kwargs[name] = convert_scalar(value, tp, sub, f.metadata)
     return cls(**kwargs)
+
+
+def user_keys(cls: type) -> list[str]:
+    """The keys a user may write in a mapping for ``cls`` (derived fields excluded)."""
+    return [f.name for f in dataclasses.fields(cls) if not f.metadata.get("derived")]
 
 
 def dump(obj: Any) -> Any:

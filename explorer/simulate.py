@@ -14,6 +14,7 @@ from .network import Network
 from .scenario import Scenario
 from .schedules.iteration import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES, IterationBuilder
 from .timeline import Timeline, build_timeline
+from .utilisation import tier_utilisation
 
 TIER_WORDS = {"scale-up": "the scale-up links (NVLink/NVSwitch)", "scale-out": "the node NICs (scale-out fabric)",
               "spine": "the leaf-to-spine uplinks", "scale-across": "the WAN between datacenters", "none": "no link"}
@@ -51,6 +52,7 @@ class Result:
     classes: tuple[GPUClass, ...]
     stage_layers: tuple[int, ...]
     links: dict[str, dict]                     # per dimension: algorithm, tier, busbw of its main call
+    utilisation: dict[str, float]              # average busy fraction of each tier boundary
     tasks: list[Task] = field(repr=False)
 
     @property
@@ -77,6 +79,7 @@ class Result:
             "micro_batches": sc.micro_batches,
             "stage_layers": list(self.stage_layers),
             "links": self.links,
+            "tier_utilisation": self.utilisation,
             "parallelism": {"tp": sc.parallelism.tp, "pp": sc.parallelism.pp, "dp": sc.dp, "cp": sc.parallelism.cp,
                             "ep": sc.parallelism.ep, "vpp": sc.parallelism.vpp, "schedule": sc.parallelism.schedule,
                             "zero": sc.parallelism.zero},
@@ -130,7 +133,8 @@ def simulate(sc: Scenario) -> Result:
         mfu=model / T / peak, bubble_fraction=breakdown["bubble"] / T, breakdown_s=res_breakdown,
         breakdown_class=slow, memory=memory, memory_by_class=memory_by_class, comm_bytes_per_gpu=comm,
         bottleneck=_bottleneck(sc, res_breakdown, links, T, m), warnings=warnings, classes=tuple(classes),
-        stage_layers=builder.layer_counts, links=links, tasks=tasks)
+        stage_layers=builder.layer_counts, links=links, utilisation=tier_utilisation(builder, net, tasks, T),
+        tasks=tasks)
 
 
 def _memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:

@@ -180,11 +180,6 @@ def test_derived_dp_needs_divisible_product():
                  "16 GPUs", "divides 16")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "scenario.py _check: when tp*pp*cp does not divide the GPUs the tp*pp*dp*cp message suggests a "
-    "non-integer dp ('set dp = 2.66667' for tp=3 pp=2 on 16 GPUs; 'set dp = 0.666667' for "
-    "teaching-8gpu with tp=3), and large values print as '2.5e+06'; it should name a valid integer "
-    "dp or say tp*pp*cp must divide the GPU count"))
 def test_parallel_product_suggestion_is_an_integer_dp():
     msg = expect_error(mutate({"parallelism.tp": 3}), "parallelism.dp", "3*2*4*1 = 24", "16 GPUs")
     assert "2.66667" not in msg
@@ -308,10 +303,6 @@ def test_interleaved_needs_micro_batches_multiple_of_pp():
     expect_error(raw, "training.global_batch", "(5)", "multiple of pp=2")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "scenario.py _check (interleaved rule): for global_batch=20, micro_batch*dp=4, pp=2 the "
-    "training.global_batch message names only the derived 5 micro-batches; it should include the "
-    "bad value 20 and the valid choice (a multiple of micro_batch*dp*pp = 8)"))
 def test_interleaved_message_names_global_batch_and_valid_multiple():
     raw = mutate({"training.global_batch": 20, "parallelism.vpp": 2, "parallelism.schedule": "interleaved"})
     expect_error(raw, "training.global_batch", "20", "multiple of 8")
@@ -435,20 +426,11 @@ def test_gpu_mapping_unknown_key_suggests():
                  "did you mean 'peak_tflops'?")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "scenario.py _resolve_presets / schema.build: a GPU mapping that omits hbm_GBps (or peak_tflops, "
-    "memory_GB) is accepted with the field default 0.0 although metadata says gt 0; "
-    "simulate() then raises ZeroDivisionError in hardware.py time() (CLI prints a traceback). "
-    "It should raise ScenarioError('hardware.gpu.hbm_GBps', 'is required ...')"))
 def test_gpu_mapping_missing_required_number():
     gpu = {k: v for k, v in CUSTOM_GPU.items() if k != "hbm_GBps"}
     expect_error(mutate({"hardware.gpu": gpu}), "hardware.gpu.hbm_GBps", None, "required")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hardware.gpu valid-key lists disagree: for a misspelt key in a GPU mapping, schema.build lists "
-    "'preset' as valid (the derived GPU.preset field) but _resolve_presets rejects 'preset' in a "
-    "mapping, and that rejection's hard-coded list in scenario.py omits 'nvlink_sharp'"))
 def test_gpu_mapping_valid_keys_are_consistent():
     msg = expect_error(mutate({"hardware.gpu": {**CUSTOM_GPU, "peak_tflop": 1}}), "hardware.gpu.peak_tflop", None)
     assert "preset" not in msg.split("valid keys:")[1]
@@ -561,20 +543,12 @@ def test_override_unknown_section_names_it():
     assert "unknown key" in str(info.value) and "\n" not in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "scenario.py set_dotted: for an override whose first component is not a section "
-    "('nonsense.key') the message is 'nonsense.key: unknown key (valid keys: )' - an empty list; "
-    "it should name 'nonsense' and list the sections (cluster, communication, ...)"))
 def test_override_unknown_section_lists_valid_sections():
     with pytest.raises(ScenarioError) as info:
         apply_overrides(BASE, {"nonsense.key": 1})
     assert "parallelism" in str(info.value) and "training" in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "scenario.py set_dotted: overriding a whole section ('parallelism') says 'parallelism: unknown "
-    "key (valid keys: ..., parallelism, ...); did you mean 'parallelism'?' - it lists and suggests "
-    "the rejected key itself; it should say to set a leaf such as parallelism.tp"))
 def test_override_of_section_does_not_suggest_itself():
     with pytest.raises(ScenarioError) as info:
         apply_overrides(BASE, {"parallelism": {"tp": 4}})

@@ -1,0 +1,253 @@
+"""The command line, run as ``python -m explorer`` in a subprocess from the repository root.
+
+Each subprocess costs about half a second, so shipped-scenario runs are cached per module.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "explorer", *args], cwd=ROOT, capture_output=True,
+                          text=True, encoding="utf-8", timeout=timeout)
+
+
+def ok(*args: str) -> subprocess.CompletedProcess:
+    proc = cli(*args)
+    assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr
+    return proc
+
+
+def run_json(*args: str) -> dict:
+    proc = ok("run", *args, "--json")
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, proc.stdout[:500]
+    out = json.loads(lines[0])
+    assert isinstance(out, dict)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, dict]:
+    """One ``run NAME --json`` per shipped scenario."""
+    return {name: run_json(name) for name in SHIPPED}
+
+
+def test_shipped_scenarios_present():
+    assert set(SHIPPED) >= {"teaching-8gpu", "megatron-gpt3-175b", "llama3-405b-16k", "two-datacenters"}
+
+
+# --------------------------------------------------------------------------------------------
+# run --json
+# --------------------------------------------------------------------------------------------
+EXPECTED_GPUS = {"teaching-8gpu": 8, "megatron-gpt3-175b": 1024, "llama3-405b-16k": 16384, "two-datacenters": 1024}
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_run_json_shape(runs, name):
+    d = runs[name]
+    for key in ("name", "gpus", "iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu",
+                "bubble_fraction", "breakdown_s", "memory_GB", "comm_bytes_per_gpu", "bottleneck", "warnings"):
+        assert key in d, key
+    assert isinstance(d["name"], str) and d["name"]
+    if name in EXPECTED_GPUS:
+        assert d["gpus"] == EXPECTED_GPUS[name]
+    assert isinstance(d["gpus"], int) and d["gpus"] >= 1
+    T = d["iteration_time_s"]
+    assert isinstance(T, float) and math.isfinite(T) and T > 0
+    assert d["tokens_per_s"] > 0 and d["tflops_per_gpu"] > 0
+    assert 0 < d["mfu"] < 1
+    assert 0 <= d["bubble_fraction"] < 1
+    assert isinstance(d["breakdown_s"], dict) and d["breakdown_s"]
+    assert all(isinstance(v, (int, float)) and v >= 0 for v in d["breakdown_s"].values())
+    mem = d["memory_GB"]
+    assert set(mem) >= {"params", "grads", "optimizer", "activations", "total"}
+    assert all(mem[k] >= 0 for k in ("params", "grads", "optimizer", "activations"))
+    assert mem["params"] > 0 and mem["total"] > 0
+    assert mem["total"] == pytest.approx(mem["params"] + mem["grads"] + mem["optimizer"] + mem["activations"],
+                                         rel=1e-9)
+    comm = d["comm_bytes_per_gpu"]
+    assert set(comm) >= {"tp", "cp", "ep", "pp", "dp"}
+    assert all(isinstance(v, (int, float)) and v >= 0 for v in comm.values())
+    assert isinstance(d["bottleneck"], str) and d["bottleneck"].strip()
+    assert isinstance(d["warnings"], list) and all(isinstance(w, str) for w in d["warnings"])
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_breakdown_sums_to_iteration_time(runs, name):
+    d = runs[name]
+    assert math.isclose(sum(d["breakdown_s"].values()), d["iteration_time_s"], rel_tol=1e-9, abs_tol=0.0)
+
+
+def test_run_json_values_follow_the_scenario(runs):
+    t = runs["teaching-8gpu"]
+    # pp 4 x dp 2, no TP/CP/EP: only pp and dp bytes are sent.
+    assert t["comm_bytes_per_gpu"]["tp"] == t["comm_bytes_per_gpu"]["cp"] == t["comm_bytes_per_gpu"]["ep"] == 0
+    assert t["comm_bytes_per_gpu"]["pp"] > 0 and t["comm_bytes_per_gpu"]["dp"] > 0
+    # 16 sequences of 2048 tokens per iteration.
+    assert t["tokens_per_s"] == pytest.approx(16 * 2048 / t["iteration_time_s"], rel=1e-9)
+    assert t["bubble_fraction"] > 0.1
+    g = runs["megatron-gpt3-175b"]
+    assert g["comm_bytes_per_gpu"]["tp"] > 0  # tp 8
+    assert g["tokens_per_s"] == pytest.approx(1536 * 2048 / g["iteration_time_s"], rel=1e-9)
+    assert runs["llama3-405b-16k"]["gpus"] == 16384
+
+
+def test_set_overrides_change_the_result(runs):
+    base = runs["teaching-8gpu"]
+    d = run_json("teaching-8gpu", "--set", "parallelism.pp=2", "--set", "parallelism.dp=4")
+    assert d["gpus"] == base["gpus"] == 8
+    assert d["iteration_time_s"] != pytest.approx(base["iteration_time_s"], rel=1e-6)
+    assert d["bubble_fraction"] != pytest.approx(base["bubble_fraction"], rel=1e-6)
+    # Two stages with 4 micro-batches bubble less than four stages with 8 (1/5 vs 3/11).
+    assert d["bubble_fraction"] < base["bubble_fraction"]
+    if "parallelism" in d:
+        assert (d["parallelism"]["pp"], d["parallelism"]["dp"]) == (2, 4)
+    assert math.isclose(sum(d["breakdown_s"].values()), d["iteration_time_s"], rel_tol=1e-9)
+
+
+def test_trace_and_csv_outputs(tmp_path):
+    trace, table = tmp_path / "out.json", tmp_path / "out.csv"
+    d = run_json("teaching-8gpu", "--trace", str(trace), "--csv", str(table))
+    T = d["iteration_time_s"]
+
+    doc = json.loads(trace.read_text(encoding="utf-8"))
+    assert isinstance(doc, dict) and isinstance(doc["traceEvents"], list)
+    events = doc["traceEvents"]
+    complete = [e for e in events if e.get("ph") == "X"]
+    assert complete
+    for e in complete:
+        for key in ("ts", "dur", "pid", "tid"):
+            assert key in e, e
+        assert isinstance(e["ts"], (int, float)) and isinstance(e["dur"], (int, float))
+        assert e["ts"] >= 0 and e["dur"] >= 0 and e["name"]
+    # Microseconds: the last event ends at the iteration time.
+    assert max(e["ts"] + e["dur"] for e in complete) == pytest.approx(T * 1e6, rel=1e-6)
+    names = [e for e in events if e.get("ph") == "M" and e.get("name") == "process_name"]
+    assert names and all(e["args"]["name"] for e in names)
+    assert {e["pid"] for e in complete} <= {e["pid"] for e in names}
+    assert len(names) == 4  # one process per pipeline stage of teaching-8gpu (pp 4)
+    assert {e["name"] for e in complete} >= {"forward", "backward"}
+
+    text = table.read_text(encoding="utf-8")
+    assert text.splitlines()[0].startswith("gpu_class,lane,kind,start_s,end_s")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert rows
+    assert max(float(r["end_s"]) for r in rows) == pytest.approx(T, rel=1e-6)
+    assert all(float(r["end_s"]) >= float(r["start_s"]) for r in rows)
+    assert {r["lane"] for r in rows} >= {"compute", "pp", "dp"}
+
+
+def test_readable_summary(runs):
+    proc = ok("run", "teaching-8gpu")
+    out = proc.stdout
+    assert "iteration time" in out and "bottleneck" in out
+    assert out.lstrip().startswith(runs["teaching-8gpu"]["name"])
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(out)
+    assert f"{runs['teaching-8gpu']['iteration_time_s'] * 1e3:.1f} ms" in out
+
+
+# --------------------------------------------------------------------------------------------
+# collective, validate, list
+# --------------------------------------------------------------------------------------------
+def test_collective_all_reduce_json():
+    proc = ok("collective", "teaching-8gpu", "--op", "all-reduce", "--ranks", "8", "--sizes", "1M,1G", "--json")
+    rows = json.loads(proc.stdout)
+    assert isinstance(rows, list) and len(rows) == 2
+    assert [r["size_bytes"] for r in rows] == [2**20, 2**30]
+    n = 8
+    for r in rows:
+        for key in ("size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "algorithm"):
+            assert key in r
+        assert r["time_s"] > 0 and r["algbw_GBps"] > 0
+        assert isinstance(r["algorithm"], str) and r["algorithm"]
+        assert r["algbw_GBps"] == pytest.approx(r["size_bytes"] / r["time_s"] / 1e9, rel=1e-9)
+        assert r["busbw_GBps"] == pytest.approx(r["algbw_GBps"] * 2 * (n - 1) / n, rel=1e-9)
+    assert rows[1]["time_s"] > rows[0]["time_s"]
+    assert rows[1]["algbw_GBps"] > rows[0]["algbw_GBps"]  # latency matters less at 1 GiB
+    # Inside one 450 GB/s NVSwitch node the bus bandwidth cannot be above ~2x link speed (NVLS).
+    assert rows[1]["busbw_GBps"] < 2 * 450
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_validate(name):
+    proc = ok("validate", name)
+    assert proc.stdout.startswith("ok")
+    assert proc.stderr == ""
+
+
+def test_list():
+    proc = ok("list")
+    assert proc.stdout.split() == SHIPPED
+
+
+# --------------------------------------------------------------------------------------------
+# Bad input: exit 2, exactly one line "error: ..." on stderr, no traceback
+# --------------------------------------------------------------------------------------------
+def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> str:
+    assert proc.returncode == 2, f"exit {proc.returncode}; stderr: {proc.stderr}"
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    line = lines[0]
+    assert line.startswith("error:") and line[len("error:"):].strip(), line
+    for fragment in fragments:
+        assert fragment in line, f"{fragment!r} not in {line!r}"
+    return line
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["run", "does/not/exist.yaml"], ["does/not/exist.yaml", "no such scenario file"]),
+    (["run", "no-such-scenario"], ["no-such-scenario", "no such scenario file", "teaching-8gpu"]),
+    (["run", "teaching-8gpu", "--set", "nonsense.key=1"], ["nonsense", "unknown key"]),
+    (["run", "teaching-8gpu", "--set", "parallelism.tp=3"], ["parallelism", "tp*pp*dp*cp"]),
+    (["validate", "teaching-8gpu", "--set", "parallelism.tpp=2"], ["parallelism.tpp", "did you mean 'tp'"]),
+    (["collective", "teaching-8gpu", "--op", "bogus", "--ranks", "8"], ["--op", "'bogus'", "all-reduce"]),
+    (["collective", "teaching-8gpu", "--op", "all-reduce", "--ranks", "0"], ["--ranks", "0", "8 GPUs"]),
+    (["collective", "teaching-8gpu", "--op", "all-reduce", "--ranks", "8", "--sizes", "12Q"], ["--sizes", "'12Q'"]),
+    (["frobnicate"], ["frobnicate"]),
+    (["collective", "megatron-gpt3-175b", "--op", "all-reduce", "--ranks", "8", "--algorithm", "nvls"],
+     ["--algorithm", "nvls", "ring"]),
+], ids=["missing-file", "unknown-scenario", "unknown-set-key", "invalid-tp", "misspelt-set-key", "bad-op",
+        "zero-ranks", "bad-size", "unknown-subcommand", "nvls-on-a100"])
+def test_bad_input(args, fragments):
+    proc = cli(*args)
+    assert_one_line_error(proc, *fragments)
+    assert proc.stdout == ""
+
+
+def test_malformed_yaml(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: {layers: 2\ntraining: [\n", encoding="utf-8")
+    proc = cli("run", str(bad))
+    assert_one_line_error(proc, str(bad), "not valid YAML")
+    assert proc.stdout == ""
+
+
+def test_unwritable_trace_path(tmp_path):
+    proc = cli("run", "teaching-8gpu", "--trace", str(tmp_path / "missing-dir" / "t.json"))
+    assert_one_line_error(proc, "missing-dir")
+
+
+def test_gpu_mapping_missing_field_is_a_clean_error(tmp_path):
+    path = tmp_path / "custom-gpu.yaml"
+    path.write_text(
+        "model: {layers: 4, hidden: 512, heads: 8, seq_len: 512}\n"
+        "training: {global_batch: 8}\n"
+        "hardware: {gpu: {name: X, peak_tflops: 100, memory_GB: 40}}\n"
+        "cluster: {gpus_per_node: 8, nodes: 1}\n"
+        "parallelism: {tp: 1, pp: 1}\n", encoding="utf-8")
+    assert_one_line_error(cli("run", str(path), "--json"), "hardware.gpu.hbm_GBps")

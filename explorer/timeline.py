@@ -76,6 +76,11 @@ def build_timeline(tasks: list[Task], class_labels: tuple[str, ...], max_segment
 
     def add(t: Task, lane: str, kind: str, start: float, dur: float, detail: str = "") -> None:
         info = t.info or {}
+        if lane in ("tp", "cp", "ep") and t.stream == "compute":
+            # A blocking collective drawn out of its compute task: describe the call itself.
+            comm = info.get("comm", {}).get(lane, {})
+            info = {"micro_batch": info.get("micro_batch"), "chunk": info.get("chunk"), **comm}
+            detail = detail or comm.get("op", "")
         cols["gpu_class"].append(t.cls)
         cols["lane"].append(lane)
         cols["kind"].append(kind)

@@ -25,7 +25,7 @@ from ..engine import Task, TaskGraph
 from ..hardware import BYTES_PER_ELEMENT, ComputeModel
 from ..network import Network
 from ..scenario import Scenario
-from ..workload import ZERO_WORK, EdgeCost, LayerCost, Work, embedding_cost, layer_cost, logits_cost
+from ..workload import ZERO_WORK, Collective, EdgeCost, LayerCost, embedding_cost, layer_cost, logits_cost
 from .pipeline import stage_order
 
 MAX_BUCKET_TASKS = 8            # gradient buckets per chunk kept as separate tasks (more are merged)
@@ -57,7 +57,7 @@ class ChunkWork:
     tp_bytes: float                  # bytes sent per micro-batch, per dimension (bus bytes)
     cp_bytes: float
     ep_bytes: float
-    tp_calls: tuple[str, ...]        # description of the TP/EP collectives, for the hover
+    comm: dict                       # per dimension (tp, cp, ep): its per-layer call, for the hover
 
 
 def _sum_parts(*parts: tuple[str, float]) -> tuple[tuple[str, float], ...]:
@@ -252,9 +252,22 @@ class IterationBuilder:
             model += flops
             params += edge.params
             act += edge.act_bytes
-        calls = tuple(f"{c.op} {c.size_bytes / 1e6:.1f} MB" for c in self.dense.tp_fwd)
         return ChunkWork(gc, n, n_moe, _sum_parts(*fwd), _sum_parts(*bwd), lf, lb, hw, model, params, eparams,
-                         act, tpb, cpb, epb, calls)
+                         act, tpb, cpb, epb, self._comm_info(stage))
+
+    def _comm_info(self, stage: int) -> dict:
+        """The per-layer call of each blocking dimension on ``stage`` (what a hover shows)."""
+        out = {}
+        lc = self.moe or self.dense
+        calls = {"tp": self.dense.tp_fwd[:1], "ep": lc.ep_fwd[:1]}
+        if self.dense.cp_kv_bytes:
+            calls["cp"] = (Collective("send-recv", self.dense.cp_kv_bytes),)
+        for dim, cs in calls.items():
+            for c in cs:
+                cc = self.net.cost(c.op, c.size_bytes, dim, stage)
+                out[dim] = {"op": c.op, "bytes": c.size_bytes, "group": cc.n, "algorithm": cc.algorithm,
+                            "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps}
+        return out
 
     # -- the graph -------------------------------------------------------------------------------
     def build(self) -> TaskGraph:
@@ -294,7 +307,7 @@ class IterationBuilder:
                     deps.append((ag, 1.0))
                 elif kind == "F" and mb == 0 and (s, c) in ag_start:
                     deps.append((ag_start[(s, c)], 1.0))
-                info = {"micro_batch": mb, "chunk": c, "layers": ch.layers,
+                info = {"micro_batch": mb, "chunk": c, "layers": ch.layers, "comm": ch.comm,
                         "layer_parts": ch.fwd_layer if kind == "F" else ch.bwd_layer}
                 tid = g.add(Task(s, "compute", "forward" if kind == "F" else "backward", dur, deps,
                                  parts=parts, info=info))

@@ -1,0 +1,182 @@
+"""Scenario <-> share-link query parameters.
+
+A link is ``?scenario=<file in scenarios/ without extension>`` plus one parameter per field that
+differs from that file, as its dotted key (``parallelism.pp=8``), plus ``view=`` for the tab and
+``present=1`` for presentation mode.  Parsing is defensive: names are checked against the shipped
+files (never used as paths), values are parsed as YAML scalars with a size cap, and anything
+invalid is dropped with a warning that names it, so a hostile or stale link still opens on a
+valid scenario.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from .scenario import Scenario, ScenarioError, apply_overrides, from_dict, is_settable, load_raw, to_dict
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+DEFAULT_SCENARIO = "teaching-8gpu"
+VIEWS = ("timeline", "memory", "topology", "scenario")
+RESERVED = {"scenario", "view", "present"}
+MAX_VALUE_CHARS = 200          # a field value is a number, a word or a short list
+MAX_PARAMS = 100
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,80}$")
+NOT_IN_LINKS = {"description"}  # long Markdown stays in the file, not the address bar
+
+
+def shipped_scenarios() -> dict[str, Path]:
+    """Name -> path of every scenario file shipped in scenarios/."""
+    return {p.stem: p for p in sorted(SCENARIO_DIR.glob("*.yaml"))}
+
+
+@dataclass
+class SharedView:
+    """What a link asks for, after validation."""
+
+    scenario: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    view: str = VIEWS[0]
+    present: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _first(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return str(value[-1]) if value else ""
+    return str(value)
+
+
+def parse_query(params: Mapping[str, Any]) -> SharedView:
+    """Validate a link's parameters; return the view to show and what was ignored, and why."""
+    shipped = shipped_scenarios()
+    out = SharedView(DEFAULT_SCENARIO)
+    items = list(params.items())
+    if len(items) > MAX_PARAMS:
+        out.warnings.append(f"link has {len(items)} parameters; only the first {MAX_PARAMS} were read")
+        items = items[:MAX_PARAMS]
+    raw_overrides: dict[str, Any] = {}
+    for key, value in items:
+        key, value = str(key), _first(value)
+        if len(key) > 100:
+            out.warnings.append(f"ignored a parameter with a {len(key)}-character name")
+            continue
+        if len(value) > MAX_VALUE_CHARS:
+            out.warnings.append(f"ignored {key}: its value has {len(value):,} characters (limit {MAX_VALUE_CHARS})")
+            continue
+        if key == "scenario":
+            if NAME_RE.match(value) and value in shipped:
+                out.scenario = value
+            else:
+                out.warnings.append(f"ignored scenario={_short(value)!s}: not a shipped scenario "
+                                    f"(valid: {', '.join(shipped)}); showing {DEFAULT_SCENARIO}")
+        elif key == "view":
+            if value in VIEWS:
+                out.view = value
+            else:
+                out.warnings.append(f"ignored view={_short(value)}: valid views are {', '.join(VIEWS)}")
+        elif key == "present":
+            out.present = value.lower() in ("1", "true", "yes", "on")
+        elif key in NOT_IN_LINKS or not is_settable(key):
+            out.warnings.append(f"ignored {_short(key)}: not a scenario field")
+        else:
+            try:
+                raw_overrides[key] = yaml.safe_load(value) if value.strip() else None
+            except yaml.YAMLError:
+                out.warnings.append(f"ignored {key}={_short(value)}: not a valid value")
+    out.overrides = accept_overrides(preset_raw(out.scenario), raw_overrides, out.warnings)
+    return out
+
+
+def preset_raw(name: str) -> dict[str, Any]:
+    """A shipped scenario's raw mapping with ``parallelism.dp`` removed, so that the data-parallel
+    degree follows tp, pp, cp and the cluster size (links and the app keep degrees consistent by
+    deriving dp; a link may still set it explicitly)."""
+    raw = load_raw(shipped_scenarios()[name])
+    par = raw.get("parallelism")
+    if isinstance(par, dict):
+        par.pop("dp", None)
+    return raw
+
+
+def accept_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """The overrides that keep the scenario valid: all of them if together they are valid,
+    otherwise each one in link order if it is valid on top of those accepted before it."""
+    if not overrides:
+        return {}
+    try:
+        from_dict(apply_overrides(base, overrides))
+        return dict(overrides)
+    except ScenarioError:
+        pass
+    accepted: dict[str, Any] = {}
+    for key, value in overrides.items():
+        trial = {**accepted, key: value}
+        try:
+            from_dict(apply_overrides(base, trial))
+            accepted = trial
+        except ScenarioError as exc:
+            warnings.append(f"ignored {key}={_short(value)}: {exc}")
+    return accepted
+
+
+def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mapping -> {dotted.key: leaf value}."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten(v, path + "."))
+        else:
+            out[path] = v
+    return out
+
+
+def format_value(v: Any) -> str:
+    """A leaf value as a short YAML scalar that :func:`parse_query` reads back to the same value."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(format_value(x) for x in v) + "]"
+    if v is None:
+        return "null"
+    return str(v)
+
+
+def changed_fields(base: Scenario, current: Scenario) -> dict[str, str]:
+    """Dotted keys whose value differs between two scenarios, formatted for a link.
+
+    ``parallelism.dp`` is left out when it equals GPUs/(tp*pp*cp): the link derives it.
+    """
+    a, b = flatten(to_dict(base)), flatten(to_dict(current))
+    out = {}
+    for key in sorted(b):
+        # Keys only in the base (a preset GPU name replaced by a custom mapping) need no entry:
+        # the current scenario's own keys describe it completely.
+        if key in NOT_IN_LINKS or a.get(key) == b[key]:
+            continue
+        out[key] = format_value(b[key])
+    p = current.parallelism
+    if out.get("parallelism.dp") is not None and current.dp == current.gpus // (p.tp * p.pp * p.cp):
+        del out["parallelism.dp"]
+    return out
+
+
+def to_query(view: SharedView, base: Scenario, current: Scenario) -> dict[str, str]:
+    """Query parameters for the address bar: scenario, changed fields, view, present."""
+    q = {"scenario": view.scenario, **changed_fields(base, current)}
+    if view.view != VIEWS[0]:
+        q["view"] = view.view
+    if view.present:
+        q["present"] = "1"
+    return q

@@ -257,7 +257,7 @@ def timeline_view(res: dict[str, Any], present: bool) -> None:
     left, right = st.columns([7, 3], gap="small")
     with left:
         fig, info = figures.gantt(res["draw"], res["labels"], j["iteration_time_s"], max_bars=MAX_BARS,
-                                  height=600 if present else None, font_size=font)
+                                  height=500 if present else None, font_size=font)
         st.plotly_chart(fig, key="gantt", config={"displaylogo": False, "scrollZoom": True})
         if len(res["labels"]) > 6:
             st.caption("One band per pipeline stage: compute in the middle (blocking TP/CP/EP collectives "
@@ -388,7 +388,7 @@ def inject_css(present: bool) -> None:
     html, body, [class*="st-"] {font-size: 20px;}
     [data-testid="stMetricValue"] {font-size: 2.2rem;}
     [data-testid="stMetricLabel"] p {font-size: 1.15rem;}
-    h3 {font-size: 2rem;}
+    h2 {font-size: 2.1rem;}
     </style>"""
     st.markdown(css, unsafe_allow_html=True)
 
@@ -435,7 +435,7 @@ def main() -> None:
         st.query_params.from_dict(query)
 
     head, link = st.columns([5, 1], vertical_alignment="center")
-    head.markdown(f"### {sc.name}")
+    head.markdown(f"{'##' if present else '###'} {sc.name}")
     with link.popover("Copy link", icon=":material/link:", use_container_width=True):
         st.caption("This link reopens exactly this view:")
         st.code(share_link(query), language=None, wrap_lines=True)

@@ -460,8 +460,16 @@ def _fill_gpu_preset(name: str) -> GPU:
     return replace(g, fp8_tflops=g.fp8_tflops or g.peak_tflops)
 
 
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the Markdown description) as literal blocks, as people write them."""
+
+
+_Dumper.add_representer(str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s,
+                                                              style="|" if "\n" in s else None))
+
+
 def to_yaml(sc: Scenario) -> str:
-    return yaml.safe_dump(to_dict(sc), sort_keys=False, allow_unicode=True, width=100)
+    return yaml.dump(to_dict(sc), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
 
 
 def to_json(sc: Scenario) -> str:

@@ -1,0 +1,131 @@
+"""The app under streamlit.testing: presets render, controls move the numbers the way physics says,
+bad input shows a message (never an exception), links set and reflect the scenario."""
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import ROOT, SCENARIO_FILES
+
+APP = str(ROOT / "app.py")
+
+
+def run_app(**query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def qp(at: AppTest, key: str) -> str | None:
+    """A query parameter as the address bar shows it (one string)."""
+    if key not in at.query_params:
+        return None
+    v = at.query_params[key]
+    return v[-1] if isinstance(v, list) else v
+
+
+def seconds(at: AppTest) -> float:
+    text = next(m.value for m in at.metric if m.label == "Iteration time")
+    value, unit = text.split()
+    return float(value) * (1e-3 if unit == "ms" else 1.0)
+
+
+@pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.stem)
+def test_every_preset_renders_metrics_and_charts(path):
+    at = run_app(scenario=path.stem)
+    labels = [m.label for m in at.metric]
+    assert labels == ["Iteration time", "Tokens/s", "MFU", "TFLOP/s per GPU", "Bubble", "Memory per GPU"]
+    assert seconds(at) > 0
+    assert not [w for w in at.warning if w.value.startswith("Link:")]
+    assert qp(at, "scenario") == path.stem
+
+
+def change(at: AppTest, key: str, value) -> float:
+    before = seconds(at)
+    at.number_input(key=key).set_value(value).run()
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+    return before
+
+
+def test_fewer_pipeline_stages_shrink_the_bubble_and_the_iteration():
+    at = run_app(scenario="teaching-8gpu")
+    before = change(at, "parallelism.pp", 2)
+    assert seconds(at) < before
+    assert qp(at, "parallelism.pp") == "2"
+
+
+def test_more_tensor_parallelism_over_slow_links_is_slower():
+    at = run_app(scenario="teaching-8gpu", **{"cluster.scale_up.bandwidth_GBps": "20"})
+    before = change(at, "parallelism.tp", 2)
+    assert seconds(at) > before
+
+
+def test_more_data_parallel_replicas_at_fixed_batch_are_faster():
+    # dp is derived: doubling the nodes doubles dp and halves the micro-batches per pipeline.
+    at = run_app(scenario="teaching-8gpu")
+    before = change(at, "cluster.nodes", 2)
+    assert seconds(at) < before
+    assert any("dp = 4" in m.value for m in at.markdown)
+
+
+def test_less_wan_bandwidth_is_slower():
+    at = run_app(scenario="two-datacenters")
+    before = change(at, "cluster.scale_across.bandwidth_Gbps", 200.0)
+    assert seconds(at) > before
+
+
+def test_more_nvlink_bandwidth_is_never_slower():
+    at = run_app(scenario="llama3-405b-16k")
+    before = change(at, "cluster.scale_up.bandwidth_GBps", 900.0)
+    assert seconds(at) < before
+
+
+def test_invalid_combination_shows_an_error_not_an_exception():
+    at = run_app(scenario="teaching-8gpu")
+    at.number_input(key="parallelism.tp").set_value(3).run()
+    assert not at.exception
+    messages = [e.value for e in at.error]
+    assert any("tp*pp*cp = 12" in m for m in messages), messages
+    # The last valid scenario stays on screen.
+    assert seconds(at) > 0
+
+
+def test_share_link_sets_the_widgets_and_round_trips():
+    at = run_app(scenario="llama3-405b-16k", **{"parallelism.pp": "8", "cluster.scale_out.oversubscription": "4"})
+    assert at.number_input(key="parallelism.pp").value == 8
+    assert at.number_input(key="cluster.scale_out.oversubscription").value == 4
+    assert qp(at, "parallelism.pp") == "8"
+    assert qp(at, "cluster.scale_out.oversubscription") == "4"
+
+
+@pytest.mark.parametrize("query,expect", [
+    ({"scenario": "../../etc/passwd"}, "not a shipped scenario"),
+    ({"scenario": "teaching-8gpu", "parallelism.tp": "abc"}, "parallelism.tp"),
+    ({"scenario": "teaching-8gpu", "foo": "1"}, "foo: not a scenario field"),
+    ({"scenario": "teaching-8gpu", "cluster.nodes": "9" * 100_000}, "characters"),
+    ({"scenario": "teaching-8gpu", "view": "nope"}, "valid views"),
+])
+def test_hostile_links_warn_and_fall_back(query, expect):
+    at = run_app(**query)
+    warnings = [w.value for w in at.warning if w.value.startswith("Link:")]
+    assert any(expect in w for w in warnings), warnings
+    assert seconds(at) > 0
+
+
+def test_presentation_mode_keeps_metrics_and_chart():
+    at = run_app(scenario="teaching-8gpu", present="1")
+    assert [m.label for m in at.metric][0] == "Iteration time"
+    assert qp(at, "present") == "1"
+
+
+def test_changing_the_preset_resets_the_controls():
+    at = run_app(scenario="teaching-8gpu", **{"parallelism.pp": "2"})
+    at.selectbox(key="_scenario").set_value("megatron-gpt3-175b").run()
+    assert not at.exception
+    assert at.number_input(key="parallelism.pp").value == 8
+    assert qp(at, "scenario") == "megatron-gpt3-175b"
+    assert qp(at, "parallelism.pp") is None

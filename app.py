@@ -30,17 +30,12 @@ CUSTOM = "(custom)"
 
 # Sidebar: (section, [(key, label, kind)]) — kind: int | float | choice | bool | order | dp
 SECTIONS: list[tuple[str, list[tuple[str, str, str]]]] = [
-    ("Model", [("model.preset", "Model preset", "model"), ("model.layers", "Layers", "int"),
-               ("model.hidden", "Hidden size", "int"), ("model.heads", "Attention heads", "int"),
-               ("model.kv_heads", "KV heads", "int"), ("model.ffn_hidden", "FFN width", "int"),
-               ("model.ffn_kind", "FFN kind", "choice"), ("model.seq_len", "Sequence length", "int"),
-               ("model.vocab", "Vocabulary", "int")]),
-    ("Batch & precision", [("training.global_batch", "Global batch (sequences)", "int"),
-                           ("training.micro_batch", "Micro-batch", "int"), ("training.dtype", "Precision", "choice"),
-                           ("training.recompute", "Activation recompute", "choice")]),
-    ("GPUs & cluster", [("hardware.gpu", "GPU", "gpu"), ("cluster.nodes", "Nodes", "int"),
-                        ("cluster.gpus_per_node", "GPUs per node", "int"),
-                        ("cluster.datacenters", "Datacenters", "int")]),
+    ("Parallelism", [("parallelism.tp", "Tensor parallel (tp)", "int"), ("parallelism.pp", "Pipeline stages (pp)", "int"),
+                     ("parallelism.dp", "Data parallel (dp)", "dp"), ("parallelism.cp", "Context parallel (cp)", "int"),
+                     ("parallelism.ep", "Expert parallel (ep)", "int"), ("parallelism.vpp", "Virtual stages (vpp)", "int"),
+                     ("parallelism.schedule", "Pipeline schedule", "choice"), ("parallelism.zero", "ZeRO stage", "int"),
+                     ("parallelism.sequence_parallel", "Sequence parallel", "bool"),
+                     ("parallelism.order", "Placement order (innermost first)", "order")]),
     ("Scale-up (NVLink)", [("cluster.scale_up.kind", "Kind", "choice"),
                            ("cluster.scale_up.bandwidth_GBps", "Bandwidth per GPU (GB/s)", "float"),
                            ("cluster.scale_up.latency_us", "Latency (µs)", "float")]),
@@ -51,12 +46,17 @@ SECTIONS: list[tuple[str, list[tuple[str, str, str]]]] = [
                             ("cluster.scale_out.oversubscription", "Oversubscription (x:1)", "float")]),
     ("Scale-across (WAN)", [("cluster.scale_across.bandwidth_Gbps", "WAN bandwidth (Gb/s)", "float"),
                             ("cluster.scale_across.latency_ms", "WAN latency (ms)", "float")]),
-    ("Parallelism", [("parallelism.tp", "Tensor parallel (tp)", "int"), ("parallelism.pp", "Pipeline stages (pp)", "int"),
-                     ("parallelism.dp", "Data parallel (dp)", "dp"), ("parallelism.cp", "Context parallel (cp)", "int"),
-                     ("parallelism.ep", "Expert parallel (ep)", "int"), ("parallelism.vpp", "Virtual stages (vpp)", "int"),
-                     ("parallelism.schedule", "Pipeline schedule", "choice"), ("parallelism.zero", "ZeRO stage", "int"),
-                     ("parallelism.sequence_parallel", "Sequence parallel", "bool"),
-                     ("parallelism.order", "Placement order (innermost first)", "order")]),
+    ("GPUs & cluster", [("hardware.gpu", "GPU", "gpu"), ("cluster.nodes", "Nodes", "int"),
+                        ("cluster.gpus_per_node", "GPUs per node", "int"),
+                        ("cluster.datacenters", "Datacenters", "int")]),
+    ("Model", [("model.preset", "Model preset", "model"), ("model.layers", "Layers", "int"),
+               ("model.hidden", "Hidden size", "int"), ("model.heads", "Attention heads", "int"),
+               ("model.kv_heads", "KV heads", "int"), ("model.ffn_hidden", "FFN width", "int"),
+               ("model.ffn_kind", "FFN kind", "choice"), ("model.seq_len", "Sequence length", "int"),
+               ("model.vocab", "Vocabulary", "int")]),
+    ("Batch & precision", [("training.global_batch", "Global batch (sequences)", "int"),
+                           ("training.micro_batch", "Micro-batch", "int"), ("training.dtype", "Precision", "choice"),
+                           ("training.recompute", "Activation recompute", "choice")]),
     ("Communication", [("communication.algorithm", "Collective algorithm", "choice"),
                        ("communication.dp_overlap", "Overlap DP with backward", "bool"),
                        ("communication.bucket_MB", "Gradient bucket (MB)", "float"),
@@ -91,8 +91,9 @@ def simulate_cached(raw_json: str) -> dict[str, Any]:
     labels = tuple(c.label for c in res.classes)
     full = build_timeline(res.tasks, labels)
     draw = full if len(full) <= MAX_BARS else build_timeline(res.tasks, labels, max_segments=0)
+    # Trace and CSV are rendered only when a download button is clicked (see scenario_view).
     return {"json": res.to_json_dict(), "labels": labels, "draw": draw.columns, "draw_rows": len(draw),
-            "full_rows": len(full), "trace": full.to_trace_json(), "csv": full.to_csv(),
+            "full_rows": len(full), "full": full.columns,
             "memory": [m.as_GB() for m in res.memory_by_class], "utilisation": res.utilisation,
             "leaf_nodes": Fabric.for_cluster(sc.cluster).leaf_nodes, "yaml": to_yaml(sc)}
 
@@ -190,7 +191,7 @@ def sidebar(errors: dict[str, Any]) -> dict[str, Any]:
                          help="A preset from scenarios/; every change below is relative to it.")
     placeholders = {}
     for name, items in SECTIONS:
-        with st.sidebar.expander(name, expanded=name in ("Parallelism", "Scale-out (fabric)")):
+        with st.sidebar.expander(name, expanded=name == "Parallelism"):
             placeholders[name] = st.empty()
             for key, label, kind in items:
                 field = FIELDS.get(key)
@@ -344,9 +345,11 @@ def scenario_view(res: dict[str, Any], sc: Scenario) -> None:
         st.markdown(f"**Layers per pipeline chunk:** {', '.join(map(str, res['json']['stage_layers']))} · "
                     f"**micro-batches per pipeline:** {res['json']['micro_batches']}")
     with c2:
-        st.download_button("Download Perfetto trace (JSON)", data=lambda: res["trace"], file_name="trace.json",
+        from explorer.timeline import Timeline
+        tl = Timeline(res["full"], res["labels"], False)
+        st.download_button("Download Perfetto trace (JSON)", data=tl.to_trace_json, file_name="trace.json",
                            mime="application/json", help="Open in ui.perfetto.dev")
-        st.download_button("Download timeline (CSV)", data=lambda: res["csv"], file_name="timeline.csv", mime="text/csv")
+        st.download_button("Download timeline (CSV)", data=tl.to_csv, file_name="timeline.csv", mime="text/csv")
         st.download_button("Download scenario (YAML)", data=res["yaml"], file_name="scenario.yaml",
                            mime="application/x-yaml")
         up = st.file_uploader("Load a scenario YAML", type=["yaml", "yml", "json"], key="_upload")

@@ -169,3 +169,31 @@ def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
                 g.add_edge(f"dc/{a}", f"dc/{b}", tier="scale-across",
                            capacity_Bps=c.scale_across.bandwidth_Gbps * 1e9 / 8)
     return g
+
+
+def routed_ring_bandwidth(c: Cluster, groups: list[list[int]]) -> float:
+    """Per-flow bandwidth (bytes/s, no efficiency) when every group sends around its ring at once,
+    routed hop by hop on :func:`build_graph`'s graph: each directed link's capacity is split evenly
+    among the flows crossing it, and a flow gets its path's smallest slice.  A check of the
+    analytic shares of :class:`Fabric` on clusters small enough to route explicitly.
+
+    >>> from explorer.scenario import Cluster, ScaleUp
+    >>> c = Cluster(gpus_per_node=2, nodes=2, scale_up=ScaleUp(bandwidth_GBps=100))
+    >>> routed_ring_bandwidth(c, [[0, 1]]) / 1e9      # one NVSwitch hop each way
+    100.0
+    """
+    g = build_graph(c)
+    name = {d["index"]: n for n, d in g.nodes(data=True) if d.get("kind") == "gpu"}
+    flows: dict[tuple[str, str], int] = {}
+    paths = []
+    for members in groups:
+        for a, b in zip(members, members[1:] + members[:1]):
+            if a == b:
+                continue
+            path = nx.shortest_path(g, name[a], name[b])
+            paths.append(path)
+            for u, v in zip(path, path[1:]):
+                flows[(u, v)] = flows.get((u, v), 0) + 1
+    if not paths:
+        return float("inf")
+    return min(min(g.edges[u, v]["capacity_Bps"] / flows[(u, v)] for u, v in zip(p, p[1:])) for p in paths)

@@ -27,8 +27,11 @@ CATEGORY_OF_PART = {"compute": "compute", "weight-grad": "compute", "recompute":
 COMM_DIMS = ("tp", "cp", "ep", "pp", "dp")
 
 
-def class_breakdown(tasks: list[Task], cls: int, iteration_s: float) -> dict[str, float]:
-    """Seconds of the iteration per category on GPU class ``cls`` (sums to ``iteration_s``)."""
+def class_breakdown(tasks: list[Task], cls: int, iteration_s: float, start_s: float = 0.0) -> dict[str, float]:
+    """Seconds of the iteration per category on GPU class ``cls`` (sums to ``iteration_s``).
+
+    The iteration is the window [start_s, start_s + iteration_s]: 0 for schedules that flush,
+    the class's first compute for schedules whose consecutive iterations overlap."""
     out = dict.fromkeys(CATEGORIES, 0.0)
     mine = [t for t in tasks if t.cls == cls]
     compute = sorted((t for t in mine if t.stream == "compute" and t.duration > 0), key=lambda t: t.start)
@@ -52,15 +55,16 @@ def class_breakdown(tasks: list[Task], cls: int, iteration_s: float) -> dict[str
         if b > a:
             out["bubble"] += b - a
 
-    at = 0.0
+    at = start_s
+    end = start_s + iteration_s
     for t in compute:
         if t.start > at:
             explain(at, t.start, tasks[t.binding] if t.binding >= 0 else None)
         at = max(at, t.end)
-    if iteration_s > at:
+    if end > at:
         # Tail: this class is done; explain what the iteration still waits for.
         last = max(tasks, key=lambda t: (t.end, t.cls == cls))
-        explain(at, iteration_s, last)
+        explain(at, end, last)
     return out
 
 

@@ -13,6 +13,7 @@ from .engine import Task, run
 from .network import Network
 from .scenario import Scenario
 from .schedules.iteration import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES, IterationBuilder
+from .schedules.zero_bubble import OVERLAPPING
 from .timeline import Timeline, build_timeline
 from .utilisation import tier_utilisation
 
@@ -91,10 +92,20 @@ def simulate(sc: Scenario) -> Result:
     net = Network(sc)
     builder = IterationBuilder(sc, net)
     graph = builder.build()
-    T = run(graph)
+    makespan = run(graph)
     tasks = graph.tasks
     p, v, m = builder.p, builder.v, builder.m
     par = sc.parallelism
+    # Schedules whose consecutive iterations overlap (ZB-H2 with the optimizer's global sync
+    # bypassed, Qi et al. ICLR 2024 Sec. 4) repeat every max-over-stages *span*; the others flush,
+    # so an iteration is the whole makespan.
+    first = [min((t.start for t in tasks if t.cls == s and t.stream == "compute"), default=0.0) for s in range(p)]
+    if par.schedule in OVERLAPPING:
+        last = [max(t.end for t in tasks if t.cls == s) for s in range(p)]
+        T = max(last[s] - first[s] for s in range(p))
+        window = first
+    else:
+        T, window = makespan, [0.0] * p
     per_stage = par.tp * par.cp * sc.dp
 
     # GPU classes: one per pipeline stage.
@@ -114,7 +125,7 @@ def simulate(sc: Scenario) -> Result:
         if t.stream == "compute":
             busy[t.cls] += t.duration
     slow = max(range(p), key=lambda s: (round(busy[s], 12), round(end[s], 12), -s))
-    breakdown = class_breakdown(tasks, slow, T)
+    breakdown = class_breakdown(tasks, slow, T, window[slow])
 
     # Throughput and FLOPs: every GPU of a stage does that stage's per-GPU work.
     hw = sum(builder.chunks[c * p + s].hw_flops for s in range(p) for c in range(v)) * m / p
@@ -155,9 +166,14 @@ def _memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:
     grads = GRAD_BYTES * shard(dense, expert, zero >= 2)
     opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer] * shard(dense, expert, zero >= 1)
     # Activations at the schedule's peak: replay the program order (exact for every schedule).
+    # With a separate W pass (zero-bubble schedules) activations live until W, not B.
+    release = "W" if any(kind == "W" for kind, _, _ in b.orders[s]) else "B"
     live = peak = 0.0
     for kind, _, c in b.orders[s]:
-        live += chunks[c].act_bytes if kind == "F" else -chunks[c].act_bytes
+        if kind == "F":
+            live += chunks[c].act_bytes
+        elif kind == release:
+            live -= chunks[c].act_bytes
         peak = max(peak, live)
     return MemoryBreakdown(params, grads, opt, peak)
 

@@ -81,3 +81,43 @@ def test_explicit_stage_layers_are_used():
     raw = pipeline_raw(4, 8)
     raw["parallelism"]["stage_layers"] = [1, 3, 3, 1]
     assert simulate(from_dict(raw)).stage_layers == (1, 3, 3, 1)
+
+
+def _passes(r, stage=0):
+    """Seconds of one F, B (input gradients) and W (weight gradients) pass on ``stage``."""
+    kinds = {}
+    for t in r.tasks:
+        if t.cls == stage and t.stream == "compute":
+            kinds.setdefault(t.kind, t.duration)
+    return kinds["forward"], kinds["backward"], kinds.get("weight-grad", 0.0)
+
+
+@pytest.mark.parametrize("p,m", [(4, 8), (4, 16), (8, 24)])
+def test_zero_bubble_h1_and_h2_bubbles_follow_the_paper(p, m):
+    # Qi et al., ICLR 2024, Sec. 3.1: 1F1B (p-1)(F+B+W), ZB-H1 (p-1)(F+B-W), ZB-H2 (p-1)(F+B-2W),
+    # with B the input-gradient pass and W the weight-gradient pass.
+    base = simulate(from_dict(pipeline_raw(p, m, "1f1b")))
+    h1 = simulate(from_dict(pipeline_raw(p, m, "zb-h1")))
+    h2 = simulate(from_dict(pipeline_raw(p, m, "zb-h2")))
+    F, B, W = _passes(h1)
+    assert W > 0 and B > 0
+    # Tolerance 1%: the residual is the scenario's (tiny, non-zero) stage-to-stage transfers.
+    assert base.breakdown_s["bubble"] == pytest.approx((p - 1) * (F + B + W), rel=0.01)
+    assert h1.breakdown_s["bubble"] == pytest.approx((p - 1) * (F + B - W), rel=0.01)
+    assert h2.breakdown_s["bubble"] == pytest.approx((p - 1) * (F + B - 2 * W), rel=0.01)
+    # Memory (Table 1 of the paper): ZB-H1 as 1F1B (p micro-batches), ZB-H2 2p-1.
+    a1, ah1, ah2 = (r.memory_by_class[0].activations for r in (base, h1, h2))
+    assert ah1 == pytest.approx(a1)
+    assert ah2 == pytest.approx(a1 * (2 * p - 1) / p)
+
+
+def test_zero_bubble_orders_keep_dependencies_and_lags():
+    from explorer.schedules.zero_bubble import zero_bubble_order
+    p, m = 4, 6
+    for s in range(p):
+        o = zero_bubble_order("zb-h1", s, p, m)
+        assert sorted(o) == sorted([(k, i, 0) for k in "FBW" for i in range(m)])
+        for i in range(m):
+            assert o.index(("F", i, 0)) < o.index(("B", i, 0)) < o.index(("W", i, 0))
+        # Warm-up: the p-1-s forwards of 1F1B before the first backward.
+        assert [k for k, _, _ in o[: p - 1 - s]] == ["F"] * (p - 1 - s)

@@ -27,6 +27,7 @@ from ..network import Network
 from ..scenario import Scenario
 from ..workload import ZERO_WORK, Collective, EdgeCost, LayerCost, embedding_cost, layer_cost, logits_cost
 from .pipeline import stage_order
+from .zero_bubble import INFLIGHT, zero_bubble_order
 
 MAX_BUCKET_TASKS = 8            # gradient buckets per chunk kept as separate tasks (more are merged)
 TP_OVERLAP_CHUNKS = 4           # chunked collective matmul: the first chunk's transfer stays exposed
@@ -58,6 +59,10 @@ class ChunkWork:
     cp_bytes: float
     ep_bytes: float
     comm: dict                       # per dimension (tp, cp, ep): its per-layer call, for the hover
+
+    def split(self, parts: tuple[tuple[str, float], ...], weight: bool) -> tuple[tuple[str, float], ...]:
+        """The weight-gradient part (W pass) or everything else (B pass) of backward ``parts``."""
+        return tuple((k, v) for k, v in parts if (k == "weight-grad") == weight)
 
 
 def _sum_parts(*parts: tuple[str, float]) -> tuple[tuple[str, float], ...]:
@@ -275,16 +280,13 @@ class IterationBuilder:
         g = TaskGraph()
         comm = sc.communication
         zero = sc.parallelism.zero
-        orders = [stage_order(sc.parallelism.schedule, s, p, m, v) for s in range(p)]
+        split_w = sc.parallelism.schedule in INFLIGHT
+        orders = self._orders()
         self.orders = orders
         ids: dict[tuple[str, int, int, int], int] = {}      # (pass, stage, mb, chunk) -> task id
         last_compute: list[int] = [-1] * p
         ag_start: dict[tuple[int, int], int] = {}
-        e = BYTES_PER_ELEMENT["bf16" if sc.training.dtype == "fp8" else sc.training.dtype]
-        act_msg = sc.training.micro_batch * sc.model.seq_len / sc.parallelism.cp * sc.model.hidden * e
-        # Scatter/gather optimisation (Narayanan SC21 Sec. 4.1): each TP rank sends 1/tp of the tensor.
-        act_msg /= sc.parallelism.tp
-        self.pp_msg_bytes = act_msg
+        self.pp_msg_bytes = self._pp_bytes()
 
         # Parameter all-gather of ZeRO 1-2 at the start (steady state: issued after the previous
         # optimizer step and overlapped with this forward when dp_overlap, Megatron overlap_param_gather).
@@ -299,7 +301,12 @@ class IterationBuilder:
             prev = -1
             for kind, mb, c in orders[s]:
                 ch = self.chunks[c * p + s]
-                parts = ch.fwd_parts if kind == "F" else ch.bwd_parts
+                if kind == "F":
+                    parts, layer_parts = ch.fwd_parts, ch.fwd_layer
+                elif not split_w:
+                    parts, layer_parts = ch.bwd_parts, ch.bwd_layer
+                else:
+                    parts, layer_parts = ch.split(ch.bwd_parts, kind == "W"), ch.split(ch.bwd_layer, kind == "W")
                 dur = sum(v_ for _, v_ in parts)
                 deps = [(prev, 1.0)] if prev >= 0 else []
                 if zero == 3:
@@ -308,12 +315,12 @@ class IterationBuilder:
                 elif kind == "F" and mb == 0 and (s, c) in ag_start:
                     deps.append((ag_start[(s, c)], 1.0))
                 info = {"micro_batch": mb, "chunk": c, "layers": ch.layers, "comm": ch.comm,
-                        "layer_parts": ch.fwd_layer if kind == "F" else ch.bwd_layer}
-                tid = g.add(Task(s, "compute", "forward" if kind == "F" else "backward", dur, deps,
-                                 parts=parts, info=info))
+                        "layer_parts": layer_parts}
+                task_kind = {"F": "forward", "B": "backward", "W": "weight-grad"}[kind]
+                tid = g.add(Task(s, "compute", task_kind, dur, deps, parts=parts, info=info))
                 ids[(kind, s, mb, c)] = tid
                 prev = tid
-                if zero == 3 and kind == "B":
+                if zero == 3 and kind == ("W" if split_w else "B"):
                     self._dp_tasks(g, s, c, "reduce-scatter", [(tid, 1.0)], None)
             last_compute[s] = prev
 
@@ -321,6 +328,9 @@ class IterationBuilder:
         total_chunks = p * v
         for (kind, s, mb, c), tid in list(ids.items()):
             gc = c * p + s
+            if kind == "W":
+                g.tasks[tid].deps.append((ids[("B", s, mb, c)], 1.0))
+                continue
             if kind == "F" and gc + 1 < total_chunks:
                 nxt = ids[("F", (gc + 1) % p, mb, (gc + 1) // p)]
                 self._transfer(g, s, tid, nxt, mb, c, "forward")
@@ -329,13 +339,16 @@ class IterationBuilder:
                 self._transfer(g, s, tid, nxt, mb, c, "backward")
             if kind == "B":
                 g.tasks[tid].deps.append((ids[("F", s, mb, c)], 1.0))
+            if kind == "W":
+                g.tasks[tid].deps.append((ids[("B", s, mb, c)], 1.0))
 
         # Gradient reduction, optimizer, parameter all-gather.
         for s in range(p):
             dp_ids: list[int] = []
             if zero != 3:
                 for c in range(v):
-                    last_b = max(ids[("B", s, mb, c)] for mb in range(m))   # last micro-batch's backward
+                    # Gradients are complete after the last micro-batch's weight-gradient pass.
+                    last_b = max(ids[("W" if split_w else "B", s, mb, c)] for mb in range(m))
                     ready = last_b if comm.dp_overlap else last_compute[s]
                     op = "all-reduce" if zero == 0 else "reduce-scatter"
                     dp_ids += self._dp_tasks(g, s, c, op, [], ready)
@@ -346,6 +359,20 @@ class IterationBuilder:
                 for c in range(v):
                     self._dp_tasks(g, s, c, "all-gather", [(opt, 1.0)], None)
         return g
+
+    def _orders(self) -> list[list]:
+        """Program order of every stage (pipeline.py; zero_bubble.py for the split-backward ones)."""
+        sc, p, m, v = self.sc, self.p, self.m, self.v
+        sched = sc.parallelism.schedule
+        if sched in INFLIGHT:
+            return [zero_bubble_order(sched, s, p, m) for s in range(p)]
+        return [stage_order(sched, s, p, m, v) for s in range(p)]
+
+    def _pp_bytes(self) -> float:
+        sc = self.sc
+        e = BYTES_PER_ELEMENT["bf16" if sc.training.dtype == "fp8" else sc.training.dtype]
+        # Scatter/gather optimisation (Narayanan SC21 Sec. 4.1): each TP rank sends 1/tp of the tensor.
+        return sc.training.micro_batch * sc.model.seq_len / sc.parallelism.cp * sc.model.hidden * e / sc.parallelism.tp
 
     def _transfer(self, g: TaskGraph, s: int, src: int, dst: int, mb: int, c: int, direction: str) -> None:
         # Backward transfers go from stage s to s-1: the pair (s-1, s) is the same link pair.

@@ -154,6 +154,8 @@ class Communication:
     dp_overlap: bool = field(default=True, metadata={"doc": "overlap gradient reduction with backward"})
     bucket_MB: float = field(default=25.0, metadata={"gt": 0, "max": 1e6, "doc": "gradient bucket size"})
     tp_overlap: bool = field(default=False, metadata={"doc": "overlap TP collectives with the GEMMs beside them"})
+    prefetch_layers: int = field(default=1, metadata={"min": 0, "max": 64,
+                                                      "doc": "ZeRO-3/FSDP: layers whose parameters are gathered ahead"})
 
 
 @dataclass(frozen=True)

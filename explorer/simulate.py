@@ -164,6 +164,12 @@ def _memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:
     # 3 also parameters, each over the data-parallel group.
     params = PARAM_BYTES * shard(dense, expert, zero >= 3)
     grads = GRAD_BYTES * shard(dense, expert, zero >= 2)
+    if zero >= 3:
+        # FSDP working set: the gathered layer plus ``prefetch_layers`` gathered ahead, and one
+        # layer's full gradients before their reduce-scatter.
+        layer = max(c.fsdp_layer_bytes for c in chunks)
+        params += layer * (1 + sc.communication.prefetch_layers)
+        grads += layer / PARAM_BYTES * GRAD_BYTES
     opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer] * shard(dense, expert, zero >= 1)
     # Activations at the schedule's peak: replay the program order (exact for every schedule).
     # With a separate W pass (zero-bubble schedules) activations live until W, not B.
@@ -185,7 +191,7 @@ def _comm_bytes(b: IterationBuilder, tasks: list[Task], p: int, v: int, m: int) 
     for s in range(p):
         chunks = [b.chunks[c * p + s] for c in range(v)]
         per = {"tp": m * sum(c.tp_bytes for c in chunks), "cp": m * sum(c.cp_bytes for c in chunks),
-               "ep": m * sum(c.ep_bytes for c in chunks), "pp": 0.0, "dp": 0.0}
+               "ep": m * sum(c.ep_bytes for c in chunks), "pp": 0.0, "dp": m * sum(c.fsdp_bytes for c in chunks)}
         for t in tasks:
             if t.cls != s:
                 continue
@@ -213,13 +219,19 @@ def _links(b: IterationBuilder, net: Network, tasks: list[Task]) -> dict[str, di
         out["cp"] = {"op": "send-recv", "bytes": b.dense.cp_kv_bytes, "group": sc.parallelism.cp,
                      "algorithm": "ring", "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
     for dim in ("pp", "dp"):
-        mine = [t for t in tasks if t.kind == dim]
+        # Real calls only (the overlapped-FSDP drawing tasks carry no call of their own).
+        mine = [t for t in tasks if t.kind == dim and (dim == "pp" or t.info.get("buckets"))]
         if mine:
             t = max(mine, key=lambda t: (t.duration, -t.cls))   # the slowest call of the dimension
             i = t.info
             out[dim] = {"op": i.get("op", "send-recv"), "bytes": i["bytes"], "group": i["group"],
                         "algorithm": i["algorithm"], "tier": i["tier"], "busbw_GBps": i["busbw_GBps"],
                         "time_s": t.duration}
+    if sc.parallelism.zero == 3 and "dp" not in out and net.group_size("dp", 0) > 1:
+        size = max(c.fsdp_layer_bytes for c in b.chunks)
+        cc = net.cost("all-gather", size, "dp", 0)
+        out["dp"] = {"op": "all-gather", "bytes": size, "group": cc.n, "algorithm": cc.algorithm,
+                     "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
     return out
 
 

@@ -44,6 +44,10 @@ def tier_utilisation(b: IterationBuilder, net: Network, tasks: list[Task], T: fl
                     add("tp", s, call.op, call.size_bytes, k)
                 for call in lc.ep_fwd + lc.ep_bwd:
                     add("ep", s, call.op, call.size_bytes, k)
+                if sc.parallelism.zero == 3:
+                    for dim, params in (("dp", lc.params), ("edp", lc.expert_params)):
+                        add(dim, s, "all-gather", params * 2, 2 * k)
+                        add(dim, s, "reduce-scatter", params * 2, k)
                 if lc.cp_kv_bytes:
                     cpn = sc.parallelism.cp
                     add("cp", s, "send-recv", lc.cp_kv_bytes, k * (cpn - 1))
@@ -52,7 +56,7 @@ def tier_utilisation(b: IterationBuilder, net: Network, tasks: list[Task], T: fl
         if t.kind == "pp":
             pair = t.cls if t.info["direction"] == "forward" else (t.cls - 1) % b.p
             add("pp", pair, "send-recv", t.info["bytes"], 1, pairwise=True)
-        elif t.kind == "dp":
+        elif t.kind == "dp" and t.info.get("buckets"):
             add(t.info["dim"], t.cls, t.info["op"], t.info["bucket_bytes"], t.info["buckets"])
     out = {}
     for i, bd in enumerate(net.fabric.boundaries):

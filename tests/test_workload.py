@@ -86,4 +86,19 @@ def test_zero_memory_per_gpu(zero, expected):
     r = simulate(sc)
     m = r.memory
     P = model_params(sc)
-    assert m.params + m.grads + m.optimizer == pytest.approx(expected(P, 16), rel=1e-9)
+    # ZeRO-3 also holds its working set: the gathered layer, the prefetched one (bf16) and one
+    # layer's full gradients (bf16) before their reduce-scatter.
+    layer = 12 * 1024**2 + 4 * 1024
+    working = (2 * 2 + 2) * layer if zero == 3 else 0
+    assert m.params + m.grads + m.optimizer == pytest.approx(expected(P, 16) + working, rel=1e-9)
+
+
+def test_zero3_moves_three_times_the_parameters_zero1_two():
+    # ZeRO paper Sec. 7: stages 1-2 move 2 Psi per iteration (reduce-scatter + all-gather), stage 3
+    # 3 Psi (two gathers + one reduce-scatter) — with one micro-batch per iteration.
+    def dp_bytes(zero):
+        sc = from_dict({"model": {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 8, "seq_len": 512},
+                        "training": {"global_batch": 16}, "hardware": {"gpu": "h100-sxm"},
+                        "cluster": {"gpus_per_node": 8, "nodes": 2}, "parallelism": {"zero": zero}})
+        return simulate(sc).comm_bytes_per_gpu["dp"]
+    assert dp_bytes(3) / dp_bytes(1) == pytest.approx(1.5, rel=0.01)

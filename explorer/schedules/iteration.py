@@ -59,6 +59,9 @@ class ChunkWork:
     cp_bytes: float
     ep_bytes: float
     comm: dict                       # per dimension (tp, cp, ep): its per-layer call, for the hover
+    fsdp_hidden: tuple[float, float] = (0.0, 0.0)   # ZeRO-3 gather/reduce time hidden behind F, B
+    fsdp_bytes: float = 0.0          # ZeRO-3 bus bytes per micro-batch (gathers + reduce-scatter)
+    fsdp_layer_bytes: float = 0.0    # bf16 bytes of the largest layer this chunk gathers
 
     def split(self, parts: tuple[tuple[str, float], ...], weight: bool) -> tuple[tuple[str, float], ...]:
         """The weight-gradient part (W pass) or everything else (B pass) of backward ``parts``."""
@@ -213,10 +216,37 @@ class IterationBuilder:
             cp_bytes = (cpn - 1) * lc.cp_kv_bytes * 3
         ep_f, ep_f_bytes = self._coll_time(lc.ep_fwd, "ep", stage)
         ep_b, ep_b_bytes = self._coll_time(lc.ep_bwd, "ep", stage)
-        fwd = (("compute", f_comp), ("tp", tp_f), ("cp", cp_f), ("ep", ep_f))
+        dp_f, dp_b, hid_f, hid_b, fsdp_bytes = self._fsdp(lc, stage, f_comp, b_comp + w_comp + r_comp)
+        fwd = (("compute", f_comp), ("tp", tp_f), ("cp", cp_f), ("ep", ep_f), ("dp", dp_f))
         bwd = (("recompute", r_comp), ("compute", b_comp), ("weight-grad", w_comp), ("tp", tp_b), ("cp", cp_b),
-               ("ep", ep_b))
+               ("ep", ep_b), ("dp", dp_b))
+        self._fsdp_layer = (hid_f, hid_b, fsdp_bytes)
         return fwd, bwd, tp_f_bytes + tp_b_bytes, cp_bytes, ep_f_bytes + ep_b_bytes
+
+    def _fsdp(self, lc: LayerCost, stage: int, f_comp: float, b_comp: float) -> tuple[float, ...]:
+        """ZeRO-3 / FSDP (Rajbhandari et al. SC20 Sec. 5.3; Zhao et al. VLDB 2023): each layer's
+        parameters are all-gathered before its forward and again before its backward, and its
+        gradients reduce-scattered after — 3 x the layer's bytes per micro-batch instead of the
+        2 x per iteration of ZeRO 1-2.  With ``prefetch_layers`` >= 1 the gather of the next layer
+        runs during this layer's compute, so only the excess of communication over compute is
+        exposed; with 0 every gather waits in front of its layer.
+        Returns (exposed F, exposed B, hidden F, hidden B, bus bytes)."""
+        sc = self.sc
+        if sc.parallelism.zero != 3:
+            return 0.0, 0.0, 0.0, 0.0, 0.0
+        f_comm = b_comm = bus = 0.0
+        for dim, params in (("dp", lc.params), ("edp", lc.expert_params)):
+            if params <= 0 or self.net.group_size(dim, stage) <= 1:
+                continue
+            ag = self.net.cost("all-gather", params * PARAM_BYTES, dim, stage)
+            rs = self.net.cost("reduce-scatter", params * GRAD_BYTES, dim, stage)
+            f_comm += ag.time_s
+            b_comm += ag.time_s + rs.time_s
+            bus += (2 * params * PARAM_BYTES + params * GRAD_BYTES) * bus_factor("all-gather", ag.n)
+        if sc.communication.prefetch_layers == 0:
+            return f_comm, b_comm, 0.0, 0.0, bus
+        exp_f, exp_b = max(0.0, f_comm - f_comp), max(0.0, b_comm - b_comp)
+        return exp_f, exp_b, f_comm - exp_f, b_comm - exp_b, bus
 
     def _chunk(self, gc: int) -> ChunkWork:
         stage = gc % self.p
@@ -227,6 +257,7 @@ class IterationBuilder:
         fwd: list[tuple[str, float]] = []
         bwd: list[tuple[str, float]] = []
         hw = model = params = eparams = act = tpb = cpb = epb = 0.0
+        hid_f = hid_b = fsdp_bytes = layer_bytes = 0.0
         lf = lb = ()
         for lc, count in kinds:
             if count == 0:
@@ -244,6 +275,11 @@ class IterationBuilder:
             tpb += count * tb
             cpb += count * cb
             epb += count * eb
+            hf, hb, fb = self._fsdp_layer
+            hid_f += count * hf
+            hid_b += count * hb
+            fsdp_bytes += count * fb
+            layer_bytes = max(layer_bytes, (lc.params + lc.expert_params) * PARAM_BYTES)
         t = self.cm.time
         for edge, here in ((self.emb, gc == 0), (self.logits, gc == self.p * self.v - 1)):
             if not here:
@@ -258,7 +294,7 @@ class IterationBuilder:
             params += edge.params
             act += edge.act_bytes
         return ChunkWork(gc, n, n_moe, _sum_parts(*fwd), _sum_parts(*bwd), lf, lb, hw, model, params, eparams,
-                         act, tpb, cpb, epb, self._comm_info(stage))
+                         act, tpb, cpb, epb, self._comm_info(stage), (hid_f, hid_b), fsdp_bytes, layer_bytes)
 
     def _comm_info(self, stage: int) -> dict:
         """The per-layer call of each blocking dimension on ``stage`` (what a hover shows)."""
@@ -309,10 +345,7 @@ class IterationBuilder:
                     parts, layer_parts = ch.split(ch.bwd_parts, kind == "W"), ch.split(ch.bwd_layer, kind == "W")
                 dur = sum(v_ for _, v_ in parts)
                 deps = [(prev, 1.0)] if prev >= 0 else []
-                if zero == 3:
-                    ag = self._dp_tasks(g, s, c, "all-gather", [(prev, 0.0)] if prev >= 0 else [], None)[-1]
-                    deps.append((ag, 1.0))
-                elif kind == "F" and mb == 0 and (s, c) in ag_start:
+                if kind == "F" and mb == 0 and (s, c) in ag_start:
                     deps.append((ag_start[(s, c)], 1.0))
                 info = {"micro_batch": mb, "chunk": c, "layers": ch.layers, "comm": ch.comm,
                         "layer_parts": layer_parts}
@@ -320,8 +353,15 @@ class IterationBuilder:
                 tid = g.add(Task(s, "compute", task_kind, dur, deps, parts=parts, info=info))
                 ids[(kind, s, mb, c)] = tid
                 prev = tid
-                if zero == 3 and kind == ("W" if split_w else "B"):
-                    self._dp_tasks(g, s, c, "reduce-scatter", [(tid, 1.0)], None)
+                hidden = ch.fsdp_hidden[0 if kind == "F" else 1] if kind != "W" else 0.0
+                if hidden > 0:
+                    # The part of the layer-wise gathers/reductions that runs under this pass's
+                    # compute: drawn on the dp stream, blocking nothing (its exposed rest is a part).
+                    g.add(Task(s, "dp", "dp", hidden, [(tid, 0.0)], priority=1, parts=(("dp", hidden),),
+                               info={"micro_batch": mb, "chunk": c, "op": "FSDP gather/reduce (overlapped)",
+                                     "bytes": ch.fsdp_bytes, "bus_bytes": 0.0, "buckets": 0, "bucket_bytes": 0.0,
+                                     "group": self.net.group_size("dp", s), "algorithm": "", "tier": "",
+                                     "busbw_GBps": None, "dim": "dp"}))
             last_compute[s] = prev
 
         # Pipeline transfers: F(chunk k) -> F(chunk k+1), B(chunk k+1) -> B(chunk k).

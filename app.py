@@ -23,7 +23,7 @@ from explorer.schema import field_paths
 from explorer.share import (VIEWS, SharedView, accept_overrides, changed_fields, flatten, parse_query,
                             preset_raw, shipped_scenarios, to_query)
 
-MAX_BARS = 5000
+MAX_BARS = 2500          # SVG bars drawn at most; more are aggregated (figures.gantt)
 VIEW_LABELS = {"timeline": "Timeline", "memory": "Memory", "topology": "Topology", "scenario": "Scenario & files"}
 FIELDS = field_paths(Scenario)
 CUSTOM = "(custom)"
@@ -89,13 +89,33 @@ def simulate_cached(raw_json: str) -> dict[str, Any]:
     sc = from_dict(json.loads(raw_json))
     res = simulate(sc)
     labels = tuple(c.label for c in res.classes)
-    full = build_timeline(res.tasks, labels)
-    draw = full if len(full) <= MAX_BARS else build_timeline(res.tasks, labels, max_segments=0)
-    # Trace and CSV are rendered only when a download button is clicked (see scenario_view).
+    # Per-layer bars when they fit the budget, else one bar per pass and part (the full table is
+    # rebuilt only when a download asks for it: see full_timeline).
+    draw = build_timeline(res.tasks, labels, max_segments=MAX_BARS)
+    full_rows = len(draw) if not draw.coarse else sum(
+        max(len(t.parts), 1) * (t.info or {}).get("layers", 1) for t in res.tasks if t.duration > 0)
     return {"json": res.to_json_dict(), "labels": labels, "draw": draw.columns, "draw_rows": len(draw),
-            "full_rows": len(full), "full": full.columns,
+            "full_rows": full_rows,
             "memory": [m.as_GB() for m in res.memory_by_class], "utilisation": res.utilisation,
             "leaf_nodes": Fabric.for_cluster(sc.cluster).leaf_nodes, "yaml": to_yaml(sc)}
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def full_timeline(raw_json: str):
+    """Every operation of the iteration (for the trace and CSV downloads)."""
+    from explorer.simulate import simulate
+    from explorer.timeline import build_timeline
+
+    res = simulate(from_dict(json.loads(raw_json)))
+    return build_timeline(res.tasks, tuple(c.label for c in res.classes), max_segments=10**9)
+
+
+@st.cache_data(max_entries=48, show_spinner=False)
+def gantt_cached(raw_json: str, present: bool) -> tuple[Any, Any]:
+    """The Gantt figure of a scenario, built once (it is the most expensive element to rebuild)."""
+    res = simulate_cached(raw_json)
+    return figures.gantt(res["draw"], res["labels"], res["json"]["iteration_time_s"], max_bars=MAX_BARS,
+                         height=500 if present else None, font_size=16 if present else 12)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -156,6 +176,7 @@ def init_state() -> None:
     st.session_state["_extra"] = {k: v for k, v in view.overrides.items() if k not in WIDGET_KEYS}
     st.session_state["_custom_raw"] = None
     st.session_state["_last_good"] = None
+    st.session_state["_link_json"] = None
     st.session_state["_init"] = True
 
 
@@ -222,8 +243,8 @@ def sidebar(errors: dict[str, Any]) -> dict[str, Any]:
                     st.number_input(label, min_value=int(meta.get("min", 0)), max_value=int(meta.get("max", 10**9)),
                                     step=1, key=key, help=help_)
                 else:
-                    lo = float(meta.get("min", meta.get("gt", 0.0)))
-                    st.number_input(label, min_value=lo if "min" in meta else None,
+                    # Bandwidths must be > 0: the input stops at 0 and validation names the field.
+                    st.number_input(label, min_value=float(meta.get("min", meta.get("gt", 0.0))),
                                     max_value=float(meta.get("max", 1e12)), key=key, help=help_, format="%g")
     return placeholders
 
@@ -252,22 +273,22 @@ def metrics(res: dict[str, Any], sc: Scenario) -> None:
                    delta_color="inverse" if mem > cap else "off", delta_arrow="off")
 
 
-def timeline_view(res: dict[str, Any], present: bool) -> None:
+def timeline_view(res: dict[str, Any], raw_json: str, present: bool) -> None:
     j = res["json"]
     font = 16 if present else 12
     left, right = st.columns([7, 3], gap="small")
     with left:
-        fig, info = figures.gantt(res["draw"], res["labels"], j["iteration_time_s"], max_bars=MAX_BARS,
-                                  height=500 if present else None, font_size=font)
+        fig, info = gantt_cached(raw_json, present)
         st.plotly_chart(fig, key="gantt", config={"displaylogo": False, "scrollZoom": True})
         if len(res["labels"]) > 6:
             st.caption("One band per pipeline stage: compute in the middle (blocking TP/CP/EP collectives "
                        "in their colours), the `dp` stream above it, `pp` transfers below.")
         if info.merged or res["full_rows"] > res["draw_rows"]:
-            how = ("aggregated to screen resolution: each bar shows the kind that fills most of its span"
-                   if info.merged else "layers of one micro-batch grouped into one bar per kind")
-            st.caption(f"Large timeline: {res['full_rows']:,} operations drawn as {info.bars:,} bars "
-                       f"({how}). Download the Perfetto trace for every operation.")
+            how = ("then aggregated to screen resolution: a bar shows the kind that fills most of its "
+                   "pixels; in each band compute is drawn above the collectives that block it"
+                   if info.merged else "one bar per pass and kind")
+            st.caption(f"Large timeline: {res['full_rows']:,} per-layer operations drawn as {info.bars:,} bars "
+                       f"({how}). Download the Perfetto trace for every single operation.")
     with right:
         st.plotly_chart(figures.breakdown(j["breakdown_s"], j["iteration_time_s"], title=f"Where the time goes · "
                                           f"{j['breakdown_class'].split(' (')[0]}", height=300, font_size=font),
@@ -338,18 +359,17 @@ def topology_view(res: dict[str, Any], sc: Scenario, present: bool) -> None:
             "tier each dimension loads; an oversubscribed spine or a WAN shows up here first.")
 
 
-def scenario_view(res: dict[str, Any], sc: Scenario) -> None:
+def scenario_view(res: dict[str, Any], raw_json: str, sc: Scenario) -> None:
     c1, c2 = st.columns([3, 2])
     with c1:
         st.markdown(sc.description or "_No description._")
         st.markdown(f"**Layers per pipeline chunk:** {', '.join(map(str, res['json']['stage_layers']))} · "
                     f"**micro-batches per pipeline:** {res['json']['micro_batches']}")
     with c2:
-        from explorer.timeline import Timeline
-        tl = Timeline(res["full"], res["labels"], False)
-        st.download_button("Download Perfetto trace (JSON)", data=tl.to_trace_json, file_name="trace.json",
-                           mime="application/json", help="Open in ui.perfetto.dev")
-        st.download_button("Download timeline (CSV)", data=tl.to_csv, file_name="timeline.csv", mime="text/csv")
+        st.download_button("Download Perfetto trace (JSON)", data=lambda: full_timeline(raw_json).to_trace_json(),
+                           file_name="trace.json", mime="application/json", help="Open in ui.perfetto.dev")
+        st.download_button("Download timeline (CSV)", data=lambda: full_timeline(raw_json).to_csv(),
+                           file_name="timeline.csv", mime="text/csv")
         st.download_button("Download scenario (YAML)", data=res["yaml"], file_name="scenario.yaml",
                            mime="application/x-yaml")
         up = st.file_uploader("Load a scenario YAML", type=["yaml", "yml", "json"], key="_upload")
@@ -424,7 +444,13 @@ def main() -> None:
     else:
         st.session_state["_last_good"] = (raw, sc)
 
-    res = simulate_cached(json.dumps(raw, sort_keys=True, default=str))
+    raw_json = json.dumps(raw, sort_keys=True, default=str)
+    res = simulate_cached(raw_json)
+    # Link warnings describe the link as opened; once the user changes something they are stale.
+    if st.session_state.get("_link_json") is None:
+        st.session_state["_link_json"] = raw_json
+    elif st.session_state["_link_json"] != raw_json:
+        st.session_state["_warnings"] = []
 
     # Address bar = share link.
     name = st.session_state["_scenario"]
@@ -456,13 +482,13 @@ def main() -> None:
             continue
         with tab:
             if key == "timeline":
-                timeline_view(res, present)
+                timeline_view(res, raw_json, present)
             elif key == "memory":
                 memory_view(res, present)
             elif key == "topology":
                 topology_view(res, sc, present)
             else:
-                scenario_view(res, sc)
+                scenario_view(res, raw_json, sc)
     if present:
         metrics(res, sc)
 

@@ -23,6 +23,7 @@ CATEGORY_COLORS = {"compute": "#4C78A8", "recompute": "#B279A2", "tp": "#54A24B"
                    "ep": "#FF9DA6", "pp": "#9D755D", "dp": "#E45756", "bubble": "#D3D3D3",
                    "optimizer": "#79706E"}
 LANES = ("compute", "tp", "cp", "ep", "pp", "dp")
+COMPUTE_KINDS = frozenset({"forward", "backward", "weight-grad", "recompute", "optimizer", "embedding/logits"})
 KIND_ORDER = ("forward", "backward", "weight-grad", "recompute", "tp", "cp", "ep", "pp", "dp", "optimizer")
 TIER_LABELS = {"scale-up": "NVLink / NVSwitch (scale-up)", "scale-out": "node NICs → leaf (scale-out)",
                "spine": "leaf → spine uplinks", "scale-across": "WAN between datacenters (scale-across)"}
@@ -69,6 +70,11 @@ def _rasterize(rows: list[tuple], iteration_s: float, bins: int) -> list[tuple]:
     return [tuple(x) for x in out]
 
 
+# Columns of the aggregated Gantt: about the chart's width in pixels at 1440 px (70% of the page).
+RASTER_COLUMNS = 800
+# In aggregated bands the compute row splits in two: compute kinds above, blocking collectives
+# below, so that both stay visible where they share a pixel column.
+SPLIT_OFFSETS = {"compute": (-0.11, 0.28), "comm": (0.15, 0.2)}
 BAND_OFFSETS = {"compute": (0.0, 0.5), "tp": (0.0, 0.5), "cp": (0.0, 0.5), "ep": (0.0, 0.5),
                 "dp": (-0.37, 0.16), "pp": (0.37, 0.16)}
 
@@ -102,17 +108,28 @@ def gantt(columns: dict[str, list], class_labels: tuple[str, ...], iteration_s: 
 
     fig = go.Figure()
     if merged:
-        # Aggregate at about a pixel of a 1,500-pixel-wide chart: one bar per run of columns of
-        # one row in which one kind dominates.  In bands, TP/CP/EP share the compute row.
-        def row_of(c: int, lane: str) -> tuple:
-            return (c, "compute" if bands and lane in ("tp", "cp", "ep") else lane)
-        rows = [(row_of(columns["gpu_class"][i], columns["lane"][i]), columns["kind"][i], columns["start_s"][i],
-                 columns["end_s"][i]) for i in idx]
-        raster = _rasterize(rows, iteration_s, 1500)
+        # Aggregate at about a pixel of the chart: in each row and pixel column keep the kind that
+        # fills most of it and fuse runs of equal columns.  In bands the compute row is split in
+        # two sub-rows (compute kinds / blocking collectives) so neither hides the other.
+        def row_of(c: int, lane: str, kind: str) -> tuple:
+            if bands and lane in ("compute", "tp", "cp", "ep"):
+                return (c, "compute" if kind in COMPUTE_KINDS else "comm")
+            return (c, lane)
+        rows = [(row_of(columns["gpu_class"][i], columns["lane"][i], columns["kind"][i]), columns["kind"][i],
+                 columns["start_s"][i], columns["end_s"][i]) for i in idx]
+        columns_n = RASTER_COLUMNS
+        raster = _rasterize(rows, iteration_s, columns_n)
+        while len(raster) > max_bars and columns_n > 100:
+            columns_n //= 2          # coarser columns until the bar budget holds
+            raster = _rasterize(rows, iteration_s, columns_n)
         by_kind: dict[str, list] = {}
-        for (c, lane), kind, s, e, ops in raster:
-            real_lane = lane if lane != "compute" or kind not in ("tp", "cp", "ep") else kind
-            by_kind.setdefault(kind, []).append((where(c, real_lane if not bands else lane), s, e, ops, short[c], lane))
+        for (c, row), kind, s, e, ops in raster:
+            if bands and row in SPLIT_OFFSETS:
+                off, width = SPLIT_OFFSETS[row]
+                pos = (c + off, width)
+            else:
+                pos = where(c, row)
+            by_kind.setdefault(kind, []).append((pos, s, e, ops, short[c], row))
         for kind in sorted(by_kind, key=lambda k: KIND_ORDER.index(k) if k in KIND_ORDER else 99):
             bars = by_kind[kind]
             fig.add_trace(go.Bar(

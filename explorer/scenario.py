@@ -36,6 +36,10 @@ class MoE:
     expert_ffn_hidden: int = field(default=0, metadata={"min": 0, "max": 1_048_576, "doc": "FFN width of one expert"})
     shared_experts: int = field(default=0, metadata={"min": 0, "max": 64, "doc": "always-active experts per MoE layer"})
     dense_layers: int = field(default=0, metadata={"min": 0, "max": 100_000, "doc": "leading layers that stay dense"})
+    max_nodes: int = field(default=0, metadata={"min": 0, "max": 1_000_000,
+                                                "doc": "node-limited routing: nodes a token may reach (0 = unlimited)"})
+    imbalance: float = field(default=1.0, metadata={"min": 1.0, "max": 64.0,
+                                                    "doc": "busiest expert rank's load / mean load"})
 
 
 @dataclass(frozen=True)

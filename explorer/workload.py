@@ -70,6 +70,7 @@ class LayerCost:
     bwd_weight: Work           # weight gradients (wgrad)
     recompute: Work            # forward work repeated in backward, per the recompute policy
     attn_core_fwd: Work        # the s x s attention part of fwd (what ring attention overlaps with)
+    expert_fwd: Work           # the routed-expert GEMMs of fwd (what load imbalance stretches)
     params: float              # parameters held by this GPU (dense part)
     expert_params: float       # parameters held by this GPU that belong to experts
     act_bytes: float           # activation bytes kept from forward to backward
@@ -119,6 +120,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
         expert_params = local_experts * expert_params_one
         # Balanced routing: every EP rank processes tokens*top_k token-expert pairs (GShard).
         mlp_flops = 2 * tokens * (moe.top_k + moe.shared_experts) * expert_params_one + 2 * tokens * h * moe.experts
+        routed_flops = 2 * tokens * moe.top_k * expert_params_one
         mlp_stream = tokens * moe.top_k * (mats * moe.expert_ffn_hidden / t + 4 * h) \
             + tokens * moe.shared_experts * mats * moe.expert_ffn_hidden / t
         mlp_act_sbh = 3 + (moe.top_k + moe.shared_experts) * (2 * mats) * moe.expert_ffn_hidden / h
@@ -128,6 +130,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
         mlp_flops = 2 * tokens * mlp_params_held
         mlp_stream = tokens * (mats * m.ffn_hidden / t)      # activation function reads and writes
         mlp_act_sbh = 3 + 2 * mats * m.ffn_hidden / h        # Korthikanti: 19 for GeLU, f = 4h
+        routed_flops = 0.0
     weight_flops = 2 * tokens * attn_params + mlp_flops
     # Attention core QK^T and PV: 4*s*h FLOPs per token (full causal square, the SC21 convention).
     core_flops = 4 * tokens * s * h / t
@@ -184,8 +187,8 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     else:
         ep_fwd = ()
     kv_bytes = 2 * tokens * h * r / t * e if cp > 1 else 0.0
-    return LayerCost(fwd, bwd_input, bwd_weight, recompute, attn_core, params, expert_params, act,
-                     tp_fwd, tp_bwd, tp_recompute, ep_fwd, ep_fwd, kv_bytes)
+    return LayerCost(fwd, bwd_input, bwd_weight, recompute, attn_core, Work(routed_flops), params, expert_params,
+                     act, tp_fwd, tp_bwd, tp_recompute, ep_fwd, ep_fwd, kv_bytes)
 
 
 def embedding_cost(sc: Scenario) -> EdgeCost:

@@ -214,14 +214,53 @@ class IterationBuilder:
             cp_f = (cpn - 1) * max(0.0, step - attn_step)
             cp_b = (cpn - 1) * max(0.0, step_b - 2 * attn_step)
             cp_bytes = (cpn - 1) * lc.cp_kv_bytes * 3
-        ep_f, ep_f_bytes = self._coll_time(lc.ep_fwd, "ep", stage)
-        ep_b, ep_b_bytes = self._coll_time(lc.ep_bwd, "ep", stage)
+        ep_f, ep_f_bytes = self._ep_time(lc.ep_fwd, stage)
+        ep_b, ep_b_bytes = self._ep_time(lc.ep_bwd, stage)
+        if lc.expert_fwd.gemm_flops and sc.model.moe.imbalance > 1:
+            # The busiest expert rank sets the pace (GShard's capacity factor, DeepSeek's balance
+            # loss exist to bound this): its routed-expert GEMMs take imbalance x the mean.
+            extra = (sc.model.moe.imbalance - 1) * lc.expert_fwd.gemm_flops / self.cm.gemm_flops_per_s
+            f_comp += extra
+            b_comp += extra
+            w_comp += extra
         dp_f, dp_b, hid_f, hid_b, fsdp_bytes = self._fsdp(lc, stage, f_comp, b_comp + w_comp + r_comp)
         fwd = (("compute", f_comp), ("tp", tp_f), ("cp", cp_f), ("ep", ep_f), ("dp", dp_f))
         bwd = (("recompute", r_comp), ("compute", b_comp), ("weight-grad", w_comp), ("tp", tp_b), ("cp", cp_b),
                ("ep", ep_b), ("dp", dp_b))
         self._fsdp_layer = (hid_f, hid_b, fsdp_bytes)
         return fwd, bwd, tp_f_bytes + tp_b_bytes, cp_bytes, ep_f_bytes + ep_b_bytes
+
+    def _ep_time(self, calls, stage: int) -> tuple[float, float]:
+        """Seconds and bus bytes of the MoE dispatch/combine all-to-alls of one layer pass.
+
+        Plain EP is a pairwise all-to-all of tokens x top_k x hidden (GShard).  With node-limited
+        routing (``moe.max_nodes`` = M, DeepSeek-V3 report Sec. 2.1.2 and 3.2.2) each token crosses
+        the fabric once per destination node — at most M of the nodes its top_k experts live on —
+        and is then forwarded to its experts over NVLink; the two hops are pipelined, so the pass
+        takes the slower of the two.  ``moe.imbalance`` stretches it for the busiest rank.
+        """
+        moe = self.sc.model.moe
+        if not calls:
+            return 0.0, 0.0
+        secs, bus = self._coll_time(calls, "ep", stage)
+        sh = self.net.shape("ep", stage)
+        if moe.max_nodes > 0 and sh.spans(1):
+            g1 = sh.per_domain[1]
+            nodes = sh.n // g1
+            k = moe.top_k
+            # Expected distinct nodes among k uniformly routed experts, capped by M.
+            distinct = min(moe.max_nodes, nodes * (1 - (1 - 1 / nodes) ** k), k)
+            secs = bus = 0.0
+            for c in calls:
+                per_token_copy = c.size_bytes / k            # this GPU's tokens, one copy each
+                inter = per_token_copy * distinct * (nodes - 1) / nodes
+                t_inter = max(sh.per_domain[b] * inter * (sh.n - sh.per_domain[b]) / (sh.n - g1) / sh.shares[b]
+                              for b in range(1, len(sh.shares)) if sh.spans(b))
+                t_intra = c.size_bytes * (g1 - 1) / g1 / sh.shares[0]
+                lat = (nodes - 1) * sh.latencies[sh.outer] + (g1 - 1) * sh.latencies[0]
+                secs += max(t_inter, t_intra) + lat
+                bus += inter + c.size_bytes * (g1 - 1) / g1
+        return secs * moe.imbalance, bus
 
     def _fsdp(self, lc: LayerCost, stage: int, f_comp: float, b_comp: float) -> tuple[float, ...]:
         """ZeRO-3 / FSDP (Rajbhandari et al. SC20 Sec. 5.3; Zhao et al. VLDB 2023): each layer's

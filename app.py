@@ -280,6 +280,11 @@ def timeline_view(res: dict[str, Any], raw_json: str, present: bool) -> None:
     with left:
         fig, info = gantt_cached(raw_json, present)
         st.plotly_chart(fig, key="gantt", config={"displaylogo": False, "scrollZoom": True})
+        sched = j["parallelism"]["schedule"]
+        if sched in ("zb-h2", "pipedream-async"):
+            st.caption("Iterations of this schedule overlap: the chart shows "
+                       + ("one iteration alone" if sched == "zb-h2" else "two iterations back to back")
+                       + "; the metrics and breakdown measure the steady state.")
         if len(res["labels"]) > 6:
             st.caption("One band per pipeline stage: compute in the middle (blocking TP/CP/EP collectives "
                        "in their colours), the `dp` stream above it, `pp` transfers below.")
@@ -390,6 +395,13 @@ def scenario_view(res: dict[str, Any], raw_json: str, sc: Scenario) -> None:
             except ScenarioError as exc:
                 st.error(f"Upload not loaded — {exc}")
         st.code(res["yaml"], language="yaml")
+    with st.expander("How to read this"):
+        st.markdown(
+            "The preset's own description says what it demonstrates. The YAML is the scenario on "
+            "screen, every default filled in: download it, edit it, and load it back with the "
+            "uploader, or run it with `python -m explorer run scenario.yaml`. The Perfetto trace "
+            "(open it in ui.perfetto.dev) has one process per GPU class and one thread per stream, "
+            "with every operation; the CSV is the same table.")
 
 
 def share_link(query: dict[str, str]) -> str:

@@ -41,7 +41,7 @@ from browser_support import CHROMIUM_ARGS, chromium_path, streamlit_server, wait
 TARGET_CHANGE_S = 1.5
 TARGET_LOAD_S = 5.0
 VIEWPORT = {"width": 1600, "height": 1000}
-CONTROLS = ("cluster.scale_out.nic_Gbps", "cluster.scale_up.bandwidth_GBps")
+CONTROLS = ("cluster.scale_out.nic_Gbps", "cluster.scale_up.bandwidth_GBps", "model.seq_len")
 
 SETTLED_JS = """([label, expected, oldData]) => {
     if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
@@ -94,7 +94,10 @@ def plan_changes(name: str, repeat: int) -> tuple[str, float, list[tuple[float, 
             value = float(round(base * (0.1 + 0.85 * i / (4 * repeat))))
             if value in seen or value <= 0:
                 continue
-            display = expected_display(name, {key: value})
+            try:
+                display = expected_display(name, {key: value})
+            except ValueError:      # ScenarioError: this value breaks a rule; try the next one
+                continue
             if display != prev:
                 new.append((value, display))
                 seen.add(value)

@@ -142,7 +142,8 @@ class Parallelism:
     cp: int = field(default=1, metadata={"min": 1, "max": MAX_GPUS, "doc": "context parallel degree"})
     ep: int = field(default=1, metadata={"min": 1, "max": MAX_GPUS, "doc": "expert parallel degree, carved out of dp*cp"})
     vpp: int = field(default=1, metadata={"min": 1, "max": 1024, "doc": "virtual stages per GPU (interleaved schedule)"})
-    schedule: str = field(default="1f1b", metadata={"choices": ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2"),
+    schedule: str = field(default="1f1b", metadata={"choices": ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2",
+                                                                "pipedream-async"),
                                                     "doc": "pipeline schedule"})
     zero: int = field(default=1, metadata={"min": 0, "max": 3, "doc": "ZeRO stage; 3 = fully sharded (FSDP)"})
     sequence_parallel: bool = field(default=False, metadata={"doc": "Megatron sequence parallelism (RS/AG instead of AR)"})

@@ -100,7 +100,12 @@ def simulate(sc: Scenario) -> Result:
     # bypassed, Qi et al. ICLR 2024 Sec. 4) repeat every max-over-stages *span*; the others flush,
     # so an iteration is the whole makespan.
     first = [min((t.start for t in tasks if t.cls == s and t.stream == "compute"), default=0.0) for s in range(p)]
-    if par.schedule in OVERLAPPING:
+    if par.schedule == "pipedream-async":
+        # Steady state (Narayanan et al., PipeDream, SOSP 2019): the second of two back-to-back
+        # iterations, from each stage's last backward of the first to its own last task.
+        first = [max(t.end for t in tasks if t.cls == s and t.kind == "backward" and t.info["micro_batch"] == m - 1)
+                 for s in range(p)]
+    if par.schedule in OVERLAPPING or par.schedule == "pipedream-async":
         last = [max(t.end for t in tasks if t.cls == s) for s in range(p)]
         T = max(last[s] - first[s] for s in range(p))
         window = first
@@ -163,6 +168,9 @@ def _memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:
     # ZeRO (Rajbhandari et al. SC20, Fig. 1): stage 1 shards optimizer state, 2 also gradients,
     # 3 also parameters, each over the data-parallel group.
     params = PARAM_BYTES * shard(dense, expert, zero >= 3)
+    if sc.parallelism.schedule == "pipedream-async":
+        # Weight stashing: one weight version per micro-batch in flight (p - s on stage s).
+        params *= b.p - s
     grads = GRAD_BYTES * shard(dense, expert, zero >= 2)
     if zero >= 3:
         # FSDP working set: the gathered layer plus ``prefetch_layers`` gathered ahead, and one
@@ -196,7 +204,7 @@ def _comm_bytes(b: IterationBuilder, tasks: list[Task], p: int, v: int, m: int) 
             if t.cls != s:
                 continue
             if t.kind == "pp":
-                per["pp"] += t.info["bytes"]
+                per["pp"] += t.info["bytes"] * m / b.m_sim     # per iteration when two are simulated
             elif t.kind == "dp":
                 per["dp"] += t.info["bus_bytes"]
         for k in out:

@@ -55,7 +55,7 @@ def tier_utilisation(b: IterationBuilder, net: Network, tasks: list[Task], T: fl
     for t in tasks:
         if t.kind == "pp":
             pair = t.cls if t.info["direction"] == "forward" else (t.cls - 1) % b.p
-            add("pp", pair, "send-recv", t.info["bytes"], 1, pairwise=True)
+            add("pp", pair, "send-recv", t.info["bytes"], b.m / b.m_sim, pairwise=True)
         elif t.kind == "dp" and t.info.get("buckets"):
             add(t.info["dim"], t.cls, t.info["op"], t.info["bucket_bytes"], t.info["buckets"])
     out = {}

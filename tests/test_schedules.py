@@ -121,3 +121,18 @@ def test_zero_bubble_orders_keep_dependencies_and_lags():
             assert o.index(("F", i, 0)) < o.index(("B", i, 0)) < o.index(("W", i, 0))
         # Warm-up: the p-1-s forwards of 1F1B before the first backward.
         assert [k for k, _, _ in o[: p - 1 - s]] == ["F"] * (p - 1 - s)
+
+
+@pytest.mark.parametrize("p,m", [(4, 8), (8, 16)])
+def test_pipedream_async_has_no_bubble_in_steady_state_and_stashes_weights(p, m):
+    # PipeDream (Narayanan et al., SOSP 2019): 1F1B without flushes keeps every stage busy, so an
+    # iteration takes m(F+B) against (m+p-1)(F+B) for 1F1B with a flush — at the price of one
+    # stashed weight version per micro-batch in flight (p - s on stage s).
+    sync = simulate(from_dict(pipeline_raw(p, m, "1f1b")))
+    asyn = simulate(from_dict(pipeline_raw(p, m, "pipedream-async")))
+    assert asyn.bubble_fraction == pytest.approx(0.0, abs=0.01)
+    assert asyn.iteration_time_s == pytest.approx(sync.iteration_time_s * m / (m + p - 1), rel=0.01)
+    assert asyn.memory_by_class[0].params == pytest.approx(p * sync.memory_by_class[0].params)
+    assert asyn.memory_by_class[p - 1].params == pytest.approx(sync.memory_by_class[p - 1].params)
+    assert asyn.memory_by_class[0].activations == pytest.approx(sync.memory_by_class[0].activations)
+    assert asyn.comm_bytes_per_gpu["pp"] == pytest.approx(sync.comm_bytes_per_gpu["pp"])

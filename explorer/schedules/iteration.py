@@ -149,6 +149,9 @@ class IterationBuilder:
         self.cm = ComputeModel.for_scenario(sc)
         p = sc.parallelism
         self.p, self.v, self.m = p.pp, p.vpp, sc.micro_batches
+        # PipeDream's asynchronous 1F1B never flushes: simulate two iterations back to back and
+        # measure the second (simulate.py), whose warm-up is the first one's tail.
+        self.m_sim = 2 * self.m if p.schedule == "pipedream-async" else self.m
         self.dense = layer_cost(sc, moe_layer=False)
         self.moe = layer_cost(sc, moe_layer=True) if sc.model.is_moe else None
         self.emb = embedding_cost(sc)
@@ -427,7 +430,7 @@ class IterationBuilder:
             if zero != 3:
                 for c in range(v):
                     # Gradients are complete after the last micro-batch's weight-gradient pass.
-                    last_b = max(ids[("W" if split_w else "B", s, mb, c)] for mb in range(m))
+                    last_b = max(ids[("W" if split_w else "B", s, mb, c)] for mb in range(self.m_sim))
                     ready = last_b if comm.dp_overlap else last_compute[s]
                     op = "all-reduce" if zero == 0 else "reduce-scatter"
                     dp_ids += self._dp_tasks(g, s, c, op, [], ready)
@@ -445,6 +448,8 @@ class IterationBuilder:
         sched = sc.parallelism.schedule
         if sched in INFLIGHT:
             return [zero_bubble_order(sched, s, p, m) for s in range(p)]
+        if sched == "pipedream-async":
+            return [stage_order("1f1b", s, p, self.m_sim, 1) for s in range(p)]
         return [stage_order(sched, s, p, m, v) for s in range(p)]
 
     def _pp_bytes(self) -> float:

@@ -148,6 +148,8 @@ class Parallelism:
     zero: int = field(default=1, metadata={"min": 0, "max": 3, "doc": "ZeRO stage; 3 = fully sharded (FSDP)"})
     sequence_parallel: bool = field(default=False, metadata={"doc": "Megatron sequence parallelism (RS/AG instead of AR)"})
     order: str = field(default="tp-cp-ep-dp-pp", metadata={"doc": "rank placement, innermost first"})
+    token_slices: int = field(default=1, metadata={"min": 1, "max": 1024,
+                                                   "doc": "TeraPipe: token slices per sequence that pipeline separately"})
     stage_layers: tuple[int, ...] | None = field(default=None, metadata={"min": 0, "max": 100_000, "max_items": 1_048_576,
                                                                      "doc": "layers per pipeline stage; default balances compute"})
 
@@ -368,10 +370,11 @@ def _check(sc: Scenario) -> None:
         raise ScenarioError("training.global_batch", f"{t.global_batch} leaves ({mb}) micro-batches per pipeline, but "
                             f"the interleaved schedule needs a multiple of pp={p.pp} (Narayanan et al. SC21, "
                             f"Sec. 2.2.2); use a multiple of {step} (micro_batch*dp*pp)")
-    if mb * p.pp * p.vpp > MAX_PIPELINE_TASKS:
-        raise ScenarioError("training.global_batch", f"{mb} micro-batches x {p.pp * p.vpp} pipeline chunks = "
-                            f"{mb * p.pp * p.vpp:,} is beyond the supported {MAX_PIPELINE_TASKS:,}; "
-                            "raise micro_batch or dp")
+    units = mb * p.token_slices
+    if units * p.pp * p.vpp > MAX_PIPELINE_TASKS:
+        raise ScenarioError("training.global_batch", f"{units} pipeline units x {p.pp * p.vpp} pipeline chunks = "
+                            f"{units * p.pp * p.vpp:,} is beyond the supported {MAX_PIPELINE_TASKS:,}; "
+                            "raise micro_batch or dp, or use fewer token slices")
     if (dp * p.cp) % p.ep:
         raise ScenarioError("parallelism.ep", f"{p.ep} does not divide dp*cp = {dp * p.cp} (valid: {_divisors(dp * p.cp)})")
     if p.ep > 1 and not m.is_moe:
@@ -386,6 +389,9 @@ def _check(sc: Scenario) -> None:
             raise ScenarioError("model.moe.expert_ffn_hidden", "must be at least 1 when experts > 0")
         if m.moe.dense_layers > m.layers:
             raise ScenarioError("model.moe.dense_layers", f"{m.moe.dense_layers} exceeds layers={m.layers}")
+    if m.seq_len % (p.cp * p.token_slices):
+        raise ScenarioError("parallelism.token_slices", f"{p.token_slices} slices of seq_len/cp = "
+                            f"{m.seq_len}/{p.cp} tokens do not divide evenly; use a divisor of {m.seq_len // p.cp}")
     if p.cp > 1 and m.seq_len % (2 * p.cp):
         raise ScenarioError("parallelism.cp", f"{p.cp} needs seq_len={m.seq_len} divisible by 2*cp "
                             "(load-balanced ring attention splits each sequence into 2*cp chunks)")

@@ -106,7 +106,9 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     we = BYTES_PER_ELEMENT[tr.dtype]
     b, s, h, a = tr.micro_batch, m.seq_len, m.hidden, m.heads
     r = m.kv_heads / m.heads
-    tokens = b * s / cp                     # tokens this GPU's sequence shard holds
+    # Tokens of one pipeline unit on this GPU: the sequence shard (cp), cut into token slices
+    # (TeraPipe) when asked; attention still spans the whole sequence s (the slices' KV cache).
+    tokens = b * s / cp / p.token_slices
     mats = _mlp_matrices(m.ffn_kind)
     sp = p.sequence_parallel and t > 1
 
@@ -195,7 +197,7 @@ def embedding_cost(sc: Scenario) -> EdgeCost:
     """Input embedding (vocabulary-parallel over TP): a gather, memory bound."""
     m, p, tr = sc.model, sc.parallelism, sc.training
     e = BYTES_PER_ELEMENT["bf16" if tr.dtype == "fp8" else tr.dtype]
-    tokens = tr.micro_batch * m.seq_len / p.cp
+    tokens = tr.micro_batch * m.seq_len / p.cp / p.token_slices
     lookup = Work(0.0, 0.0, 2 * tokens * m.hidden * e)
     return EdgeCost(lookup, ZERO_WORK, lookup, m.vocab * m.hidden / p.tp, 0.0)
 
@@ -203,7 +205,7 @@ def embedding_cost(sc: Scenario) -> EdgeCost:
 def logits_cost(sc: Scenario) -> EdgeCost:
     """Output projection 2*tokens*h*V FLOPs (SC21 Eq. 3) and the fp32 softmax cross-entropy."""
     m, p, tr = sc.model, sc.parallelism, sc.training
-    tokens = tr.micro_batch * m.seq_len / p.cp
+    tokens = tr.micro_batch * m.seq_len / p.cp / p.token_slices
     flops = 2 * tokens * m.hidden * m.vocab / p.tp
     loss_stream = 3 * tokens * m.vocab / p.tp * 4               # fp32 logits: write, max/sum read, read
     fwd = Work(flops, m.vocab * m.hidden / p.tp * 2, loss_stream)

@@ -136,3 +136,16 @@ def test_pipedream_async_has_no_bubble_in_steady_state_and_stashes_weights(p, m)
     assert asyn.memory_by_class[p - 1].params == pytest.approx(sync.memory_by_class[p - 1].params)
     assert asyn.memory_by_class[0].activations == pytest.approx(sync.memory_by_class[0].activations)
     assert asyn.comm_bytes_per_gpu["pp"] == pytest.approx(sync.comm_bytes_per_gpu["pp"])
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_terapipe_token_slices_shrink_the_bubble_at_equal_work(k):
+    # TeraPipe (Li et al., ICML 2021): k token slices per sequence pipeline like k micro-batches,
+    # so the GPipe bubble becomes (p-1)/(mk+p-1) while the FLOPs stay those of the whole sequences.
+    p, m = 4, 4
+    whole = simulate(from_dict(pipeline_raw(p, m, "gpipe")))
+    sliced = simulate(from_dict(pipeline_raw(p, m, "gpipe", parallelism__token_slices=k)))
+    assert sliced.bubble_fraction == pytest.approx((p - 1) / (m * k + p - 1), rel=0.01)
+    assert sliced.tflops_per_gpu * sliced.iteration_time_s == pytest.approx(
+        whole.tflops_per_gpu * whole.iteration_time_s, rel=1e-9)
+    assert sliced.iteration_time_s < whole.iteration_time_s

@@ -148,7 +148,9 @@ class IterationBuilder:
         self.net = net or Network(sc)
         self.cm = ComputeModel.for_scenario(sc)
         p = sc.parallelism
-        self.p, self.v, self.m = p.pp, p.vpp, sc.micro_batches
+        # The pipeline's unit of work: a micro-batch, or a token slice of one (TeraPipe, Li et al.
+        # ICML 2021: slices of a sequence flow through the stages one after another).
+        self.p, self.v, self.m = p.pp, p.vpp, sc.micro_batches * p.token_slices
         # PipeDream's asynchronous 1F1B never flushes: simulate two iterations back to back and
         # measure the second (simulate.py), whose warm-up is the first one's tail.
         self.m_sim = 2 * self.m if p.schedule == "pipedream-async" else self.m
@@ -456,7 +458,8 @@ class IterationBuilder:
         sc = self.sc
         e = BYTES_PER_ELEMENT["bf16" if sc.training.dtype == "fp8" else sc.training.dtype]
         # Scatter/gather optimisation (Narayanan SC21 Sec. 4.1): each TP rank sends 1/tp of the tensor.
-        return sc.training.micro_batch * sc.model.seq_len / sc.parallelism.cp * sc.model.hidden * e / sc.parallelism.tp
+        return (sc.training.micro_batch * sc.model.seq_len / sc.parallelism.cp / sc.parallelism.token_slices
+                * sc.model.hidden * e / sc.parallelism.tp)
 
     def _transfer(self, g: TaskGraph, s: int, src: int, dst: int, mb: int, c: int, direction: str) -> None:
         # Backward transfers go from stage s to s-1: the pair (s-1, s) is the same link pair.

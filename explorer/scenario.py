@@ -143,7 +143,7 @@ class Parallelism:
     ep: int = field(default=1, metadata={"min": 1, "max": MAX_GPUS, "doc": "expert parallel degree, carved out of dp*cp"})
     vpp: int = field(default=1, metadata={"min": 1, "max": 1024, "doc": "virtual stages per GPU (interleaved schedule)"})
     schedule: str = field(default="1f1b", metadata={"choices": ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2",
-                                                                "pipedream-async"),
+                                                                "dualpipe", "pipedream-async"),
                                                     "doc": "pipeline schedule"})
     zero: int = field(default=1, metadata={"min": 0, "max": 3, "doc": "ZeRO stage; 3 = fully sharded (FSDP)"})
     sequence_parallel: bool = field(default=False, metadata={"doc": "Megatron sequence parallelism (RS/AG instead of AR)"})
@@ -359,6 +359,8 @@ def _check(sc: Scenario) -> None:
     if p.vpp > 1 and p.schedule != "interleaved":
         raise ScenarioError("parallelism.vpp", f"{p.vpp} virtual stages need schedule: interleaved "
                             f"(got {p.schedule}); set vpp: 1 or schedule: interleaved")
+    if p.schedule == "dualpipe" and (p.pp % 2 or p.pp < 2):
+        raise ScenarioError("parallelism.pp", f"dualpipe needs an even number of stages >= 2 (got {p.pp})")
     if p.schedule == "interleaved" and p.pp == 1:
         raise ScenarioError("parallelism.schedule", "interleaved needs pp > 1 (got pp=1); use 1f1b or raise pp")
     if t.global_batch % (t.micro_batch * dp):
@@ -371,6 +373,10 @@ def _check(sc: Scenario) -> None:
                             f"the interleaved schedule needs a multiple of pp={p.pp} (Narayanan et al. SC21, "
                             f"Sec. 2.2.2); use a multiple of {step} (micro_batch*dp*pp)")
     units = mb * p.token_slices
+    if p.schedule == "dualpipe" and (units % 2 or units < 2 * p.pp):
+        raise ScenarioError("training.global_batch", f"{t.global_batch} gives {units} micro-batches per pipeline; "
+                            f"dualpipe feeds half from each end and needs an even count >= 2*pp = {2 * p.pp}; "
+                            f"use a multiple of {2 * t.micro_batch * dp} of at least {2 * p.pp * t.micro_batch * dp}")
     if units * p.pp * p.vpp > MAX_PIPELINE_TASKS:
         raise ScenarioError("training.global_batch", f"{units} pipeline units x {p.pp * p.vpp} pipeline chunks = "
                             f"{units * p.pp * p.vpp:,} is beyond the supported {MAX_PIPELINE_TASKS:,}; "

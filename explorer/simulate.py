@@ -156,7 +156,8 @@ def simulate(sc: Scenario) -> Result:
 def _memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:
     sc = b.sc
     zero = sc.parallelism.zero
-    chunks = [b.chunks[c * b.p + s] for c in range(b.v)]
+    held = b.rank_chunks(s)
+    chunks = [ch for ch, _ in held]
     dense = sum(c.params for c in chunks)
     expert = sum(c.expert_params for c in chunks)
     nd = net.group_size("dp", s)
@@ -180,9 +181,22 @@ def _memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:
         grads += layer / PARAM_BYTES * GRAD_BYTES
     opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer] * shard(dense, expert, zero >= 1)
     # Activations at the schedule's peak: replay the program order (exact for every schedule).
-    # With a separate W pass (zero-bubble schedules) activations live until W, not B.
-    release = "W" if any(kind == "W" for kind, _, _ in b.orders[s]) else "B"
+    # Activations at the schedule's peak, replaying the program order: a forward adds its chunk's
+    # activations, the pass that completes the gradients (B, or W when split) frees them.
     live = peak = 0.0
+    if sc.parallelism.schedule == "dualpipe":
+        for op in b.orders[s]:
+            if op[0] == "FB":
+                live += chunks[op[1][0]].act_bytes
+                peak = max(peak, live)
+                live -= chunks[op[2][0]].act_bytes
+            elif op[0] == "F":
+                live += chunks[op[1]].act_bytes
+            elif op[0] in ("B", "W"):
+                live -= chunks[op[1]].act_bytes
+            peak = max(peak, live)
+        return MemoryBreakdown(params, grads, opt, peak)
+    release = "W" if any(kind == "W" for kind, _, _ in b.orders[s]) else "B"
     for kind, _, c in b.orders[s]:
         if kind == "F":
             live += chunks[c].act_bytes
@@ -197,9 +211,9 @@ def _comm_bytes(b: IterationBuilder, tasks: list[Task], p: int, v: int, m: int) 
     the largest over GPU classes."""
     out = dict.fromkeys(COMM_DIMS, 0.0)
     for s in range(p):
-        chunks = [b.chunks[c * p + s] for c in range(v)]
-        per = {"tp": m * sum(c.tp_bytes for c in chunks), "cp": m * sum(c.cp_bytes for c in chunks),
-               "ep": m * sum(c.ep_bytes for c in chunks), "pp": 0.0, "dp": m * sum(c.fsdp_bytes for c in chunks)}
+        held = b.rank_chunks(s)
+        per = {"tp": sum(n * c.tp_bytes for c, n in held), "cp": sum(n * c.cp_bytes for c, n in held),
+               "ep": sum(n * c.ep_bytes for c, n in held), "pp": 0.0, "dp": sum(n * c.fsdp_bytes for c, n in held)}
         for t in tasks:
             if t.cls != s:
                 continue

@@ -35,11 +35,10 @@ def tier_utilisation(b: IterationBuilder, net: Network, tasks: list[Task], T: fl
             traffic[i] += count * groups * domains * eg
 
     for s in range(b.p):
-        for c in range(b.v):
-            ch = b.chunks[c * b.p + s]
+        for ch, units in b.rank_chunks(s):
             kinds = [(b.dense, ch.layers - ch.moe_layers)] + ([(b.moe, ch.moe_layers)] if b.moe else [])
             for lc, n in kinds:
-                k = n * b.m
+                k = n * units
                 for call in lc.tp_fwd + lc.tp_bwd + lc.tp_recompute:
                     add("tp", s, call.op, call.size_bytes, k)
                 for call in lc.ep_fwd + lc.ep_bwd:

@@ -27,6 +27,7 @@ from ..network import Network
 from ..scenario import Scenario
 from ..workload import ZERO_WORK, Collective, EdgeCost, LayerCost, embedding_cost, layer_cost, logits_cost
 from .pipeline import stage_order
+from .dualpipe import dualpipe_order
 from .zero_bubble import INFLIGHT, zero_bubble_order
 
 MAX_BUCKET_TASKS = 8            # gradient buckets per chunk kept as separate tasks (more are merged)
@@ -356,6 +357,8 @@ class IterationBuilder:
 
     # -- the graph -------------------------------------------------------------------------------
     def build(self) -> TaskGraph:
+        if self.sc.parallelism.schedule == "dualpipe":
+            return self._build_dualpipe()
         sc, p, v, m = self.sc, self.p, self.v, self.m
         g = TaskGraph()
         comm = sc.communication
@@ -444,6 +447,94 @@ class IterationBuilder:
                     self._dp_tasks(g, s, c, "all-gather", [(opt, 1.0)], None)
         return g
 
+    def _build_dualpipe(self) -> TaskGraph:
+        """The task graph of DualPipe (schedules/dualpipe.py): two directions, fused F&B ops."""
+        sc, p, m = self.sc, self.p, self.m
+        g = TaskGraph()
+        self.orders = [dualpipe_order(r, p, m) for r in range(p)]
+        self.pp_msg_bytes = self._pp_bytes()
+        f_done: dict[tuple[int, int, int], int] = {}     # (direction, micro-batch, rank) -> task
+        b_done: dict[tuple[int, int, int], int] = {}
+        grads_done: dict[tuple[int, int], int] = {}      # (rank, direction) -> last gradient task
+        needs: list[tuple[int, str, int, int, int]] = []  # (task, pass, direction, micro-batch, rank)
+        last_compute = [-1] * p
+
+        def secs(parts) -> float:
+            return sum(x for _, x in parts)
+
+        for r in range(p):
+            prev = -1
+            for op in self.orders[r]:
+                deps = [(prev, 1.0)] if prev >= 0 else []
+                if op[0] == "FB":
+                    (df, i_f), (db, i_b) = op[1], op[2]
+                    chf, chb = self._chunk_of(r, df), self._chunk_of(r, db)
+                    parts = _fuse(chf.fwd_parts, chb.bwd_parts)
+                    info = {"micro_batch": i_f, "chunk": df, "layers": 0, "comm": chf.comm,
+                            "op": f"F mb {i_f} dir {df} + B mb {i_b} dir {db}"}
+                    tid = g.add(Task(r, "compute", "F&B", secs(parts), deps, parts=parts, info=info))
+                    f_done[(df, i_f, r)] = tid
+                    b_done[(db, i_b, r)] = tid
+                    grads_done[(r, db)] = tid
+                    needs += [(tid, "F", df, i_f, r), (tid, "B", db, i_b, r)]
+                else:
+                    kind, d, i = op
+                    ch = self._chunk_of(r, d)
+                    if kind == "F":
+                        parts, layer_parts, task_kind = ch.fwd_parts, ch.fwd_layer, "forward"
+                    elif kind == "B":
+                        parts, layer_parts, task_kind = ch.bwd_parts, ch.bwd_layer, "backward"
+                    elif kind == "Bz":
+                        parts, layer_parts, task_kind = ch.split(ch.bwd_parts, False), ch.split(ch.bwd_layer, False), "backward"
+                    else:
+                        parts, layer_parts, task_kind = ch.split(ch.bwd_parts, True), ch.split(ch.bwd_layer, True), "weight-grad"
+                    info = {"micro_batch": i, "chunk": d, "layers": ch.layers, "comm": ch.comm, "layer_parts": layer_parts}
+                    tid = g.add(Task(r, "compute", task_kind, secs(parts), deps, parts=parts, info=info))
+                    if kind == "F":
+                        f_done[(d, i, r)] = tid
+                        needs.append((tid, "F", d, i, r))
+                    elif kind in ("B", "Bz"):
+                        b_done[(d, i, r)] = tid
+                        needs.append((tid, "B", d, i, r))
+                        if kind == "B":
+                            grads_done[(r, d)] = tid
+                    else:
+                        g.tasks[tid].deps.append((b_done[(d, i, r)], 1.0))
+                        grads_done[(r, d)] = tid
+                prev = tid
+            last_compute[r] = prev
+
+        # Data dependencies: forward from the upstream rank of its direction, backward from the
+        # downstream rank (or from its own forward on the direction's last stage).
+        for tid, kind, d, i, r in needs:
+            step = 1 if d == 0 else -1
+            if kind == "F":
+                up = r - step
+                if 0 <= up < p:
+                    self._transfer(g, up, f_done[(d, i, up)], tid, i, d, "forward", pair_stage=min(up, r))
+            else:
+                down = r + step
+                if 0 <= down < p:
+                    self._transfer(g, down, b_done[(d, i, down)], tid, i, d, "backward", pair_stage=min(down, r))
+                else:
+                    g.tasks[tid].deps.append((f_done[(d, i, r)], 1.0))
+
+        comm = sc.communication
+        for r in range(p):
+            dp_ids: list[int] = []
+            if sc.parallelism.zero != 3:
+                op = "all-reduce" if sc.parallelism.zero == 0 else "reduce-scatter"
+                for d in (0, 1):
+                    ready = grads_done[(r, d)] if comm.dp_overlap else last_compute[r]
+                    dp_ids += self._dp_tasks(g, r, d, op, [], ready)
+            t_opt = self._optimizer_time(r)
+            opt = g.add(Task(r, "compute", "optimizer", t_opt, [(last_compute[r], 1.0)] + [(x, 1.0) for x in dp_ids],
+                             parts=(("optimizer", t_opt),), info={}))
+            if sc.parallelism.zero in (1, 2):
+                for d in (0, 1):
+                    self._dp_tasks(g, r, d, "all-gather", [(opt, 1.0)], None)
+        return g
+
     def _orders(self) -> list[list]:
         """Program order of every stage (pipeline.py; zero_bubble.py for the split-backward ones)."""
         sc, p, m, v = self.sc, self.p, self.m, self.v
@@ -461,14 +552,28 @@ class IterationBuilder:
         return (sc.training.micro_batch * sc.model.seq_len / sc.parallelism.cp / sc.parallelism.token_slices
                 * sc.model.hidden * e / sc.parallelism.tp)
 
-    def _transfer(self, g: TaskGraph, s: int, src: int, dst: int, mb: int, c: int, direction: str) -> None:
+    def _transfer(self, g: TaskGraph, s: int, src: int, dst: int, mb: int, c: int, direction: str,
+                  pair_stage: int | None = None) -> None:
         # Backward transfers go from stage s to s-1: the pair (s-1, s) is the same link pair.
-        pair_stage = s if direction == "forward" else (s - 1) % self.p
+        if pair_stage is None:
+            pair_stage = s if direction == "forward" else (s - 1) % self.p
         cc = self.net.cost("send-recv", self.pp_msg_bytes, "pp", pair_stage)
         info = {"micro_batch": mb, "chunk": c, "bytes": self.pp_msg_bytes, "group": 2, "algorithm": "p2p",
                 "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "direction": direction}
         tid = g.add(Task(s, "pp", "pp", cc.time_s, [(src, 1.0)], parts=(("pp", cc.time_s),), info=info))
         g.tasks[dst].deps.append((tid, 1.0))
+
+    def rank_chunks(self, s: int) -> list[tuple[ChunkWork, int]]:
+        """The chunks GPU class ``s`` holds and how many pipeline units each processes."""
+        if self.sc.parallelism.schedule == "dualpipe":
+            return [(self.chunks[s], self.m // 2), (self.chunks[self.p - 1 - s], self.m // 2)]
+        return [(self.chunks[c * self.p + s], self.m) for c in range(self.v)]
+
+    def _chunk_of(self, s: int, c: int) -> ChunkWork:
+        """Chunk ``c`` of class ``s``: the virtual stage, or DualPipe's direction."""
+        if self.sc.parallelism.schedule == "dualpipe":
+            return self.chunks[s if c == 0 else self.p - 1 - s]
+        return self.chunks[c * self.p + s]
 
     def _dp_tasks(self, g: TaskGraph, s: int, c: int, op: str, deps: list, ready_task: int | None) -> list[int]:
         """Bucketed DP collectives of chunk ``c`` on stage ``s``; dense and expert gradients.
@@ -476,7 +581,7 @@ class IterationBuilder:
         When ``ready_task`` is given, bucket j of M becomes ready after (j+1)/M of that task (the
         backward produces gradients progressively); otherwise every bucket depends on ``deps``.
         """
-        ch = self.chunks[c * self.p + s]
+        ch = self._chunk_of(s, c)
         sc = self.sc
         out: list[int] = []
         nbytes = GRAD_BYTES if op != "all-gather" else PARAM_BYTES
@@ -506,12 +611,29 @@ class IterationBuilder:
 
     def _optimizer_time(self, s: int) -> float:
         sc = self.sc
-        dense = sum(self.chunks[c * self.p + s].params for c in range(self.v))
-        expert = sum(self.chunks[c * self.p + s].expert_params for c in range(self.v))
+        dense = sum(ch.params for ch, _ in self.rank_chunks(s))
+        expert = sum(ch.expert_params for ch, _ in self.rank_chunks(s))
         if sc.parallelism.zero >= 1:
             dense /= self.net.group_size("dp", s)
             expert /= max(self.net.group_size("edp", s), 1)
         return (dense + expert) * OPTIMIZER_TRAFFIC_BYTES[sc.training.optimizer] / self.cm.hbm_bytes_per_s
+
+
+COMPUTE_PARTS = ("compute", "weight-grad", "recompute")
+
+
+def _fuse(fwd: tuple[tuple[str, float], ...], bwd: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
+    """DualPipe's F&B: the forward of one micro-batch and the backward of another run together so
+    that each one's communication (all-to-all, TP, ...) hides behind the other's computation
+    (DeepSeek-V3 report Fig. 4).  The pair takes its compute time, or its communication time if
+    that is longer; only the excess is exposed, split over the dimensions in proportion."""
+    compute = [(k, v) for k, v in fwd + bwd if k in COMPUTE_PARTS]
+    comm = [(k, v) for k, v in fwd + bwd if k not in COMPUTE_PARTS]
+    t_comp = sum(v for _, v in compute)
+    t_comm = sum(v for _, v in comm)
+    excess = max(0.0, t_comm - t_comp)
+    exposed = [(k, excess * v / t_comm) for k, v in comm] if excess > 0 else []
+    return _sum_parts(*compute, *exposed)
 
 
 def _split_even(total: float, k: int) -> list[float]:

@@ -1,0 +1,101 @@
+"""DualPipe (DeepSeek-AI, "DeepSeek-V3 Technical Report", 2024, Sec. 3.2.1, Fig. 5 and Table 2).
+
+Micro-batches enter the pipeline from both ends: direction 0 flows from rank 0 to rank p-1,
+direction 1 from rank p-1 to rank 0, so every rank holds two model chunks (stage r of direction 0
+and stage p-1-r of direction 1: two copies of the parameters).  In the steady state a rank runs a
+forward of one direction fused with a backward of the other ("F&B"), whose all-to-all and
+pipeline communication hide behind each other's computation; the warm-up and drain split some
+backwards into B and W (zero-bubble style) to fill the gaps.  Bubble (PP/2-1)(F&B+B-3W) with B the
+full backward; activations of PP+1 micro-batches.
+
+The per-rank order follows the eight steps of the reference implementation (deepseek-ai/DualPipe):
+  1. nF0                 (h - r - 1) * 2 forwards of phase 0
+  2. nF0F1               r + 1 pairs
+  3. nB1W1F1             h - r - 1 triples, the backward split (zero bubble)
+  4. nF0B1F1B0           M/2 - p + r + 1 steps of two fused F&B ops
+  5. nB1F1B0             h - r - 1
+  6. nB1B0               r + 1, splitting backwards from the middle on
+  7. nWB0                h - r - 1
+  8. nW                  r + 1
+with h = p/2, r = min(rank, p-1-rank), M micro-batches in all, and phase 0 meaning direction 0 on
+the upper half of the ranks and direction 1 on the lower half.
+An op is ("F", d, i), ("B", d, i) (full backward), ("Bz", d, i) (input gradients only),
+("W", d, i), or ("FB", (d_f, i_f), (d_b, i_b)) — a fused forward and full backward.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+
+def dualpipe_order(rank: int, p: int, m: int) -> list[tuple]:
+    """Program order of ``rank`` for p ranks (even) and m micro-batches (m/2 per direction)."""
+    h = p // 2
+    r = min(rank, p - 1 - rank)
+    lower = rank >= h
+    nxt_f = [0, 0]
+    nxt_b = [0, 0]
+    deferred: deque[tuple[int, int]] = deque()
+    out: list[tuple] = []
+
+    def d_of(phase: int) -> int:
+        return phase ^ int(lower)
+
+    def f(phase: int) -> tuple:
+        d = d_of(phase)
+        nxt_f[d] += 1
+        return (d, nxt_f[d] - 1)
+
+    def b(phase: int, zb: bool = False) -> tuple:
+        d = d_of(phase)
+        nxt_b[d] += 1
+        i = nxt_b[d] - 1
+        if zb:
+            deferred.append((d, i))
+            return ("Bz", d, i)
+        return ("B", d, i)
+
+    def w() -> tuple:
+        d, i = deferred.popleft()
+        return ("W", d, i)
+
+    for _ in range((h - r - 1) * 2):                       # 1
+        out.append(("F", *f(0)))
+    for _ in range(r + 1):                                 # 2
+        out.append(("F", *f(0)))
+        out.append(("F", *f(1)))
+    for _ in range(h - r - 1):                             # 3
+        out.append(b(1, zb=True))
+        out.append(w())
+        out.append(("F", *f(1)))
+    for k in range(m // 2 - p + r + 1):                    # 4
+        if k == 0 and r == h - 1:
+            # The middle ranks do not fuse their first pair (reference implementation note).
+            out.append(("F", *f(0)))
+            out.append(b(1))
+        else:
+            fd = f(0)
+            bop = b(1)
+            out.append(("FB", fd, bop[1:]))
+        fd = f(1)
+        bop = b(0)
+        out.append(("FB", fd, bop[1:]))
+    for _ in range(h - r - 1):                             # 5
+        out.append(b(1))
+        fd = f(1)
+        bop = b(0)
+        out.append(("FB", fd, bop[1:]))
+    zb = False
+    steps6 = r + 1
+    for k in range(steps6):                                # 6
+        if k == steps6 // 2 and r % 2 == 1:
+            zb = True
+        out.append(b(1, zb))
+        if k == steps6 // 2 and r % 2 == 0:
+            zb = True
+        out.append(b(0, zb))
+    for _ in range(h - r - 1):                             # 7
+        out.append(w())
+        out.append(b(0, zb=True))
+    while deferred:                                        # 8
+        out.append(w())
+    return out

@@ -102,3 +102,31 @@ def test_zero3_moves_three_times_the_parameters_zero1_two():
                         "cluster": {"gpus_per_node": 8, "nodes": 2}, "parallelism": {"zero": zero}})
         return simulate(sc).comm_bytes_per_gpu["dp"]
     assert dp_bytes(3) / dp_bytes(1) == pytest.approx(1.5, rel=0.01)
+
+
+def _cp_raw(cp, bw):
+    return {"model": {"layers": 2, "hidden": 4096, "heads": 32, "vocab": 8, "seq_len": 65536},
+            "training": {"global_batch": 1, "micro_batch": 1},
+            "hardware": {"gpu": "h100-sxm"},
+            "cluster": {"gpus_per_node": cp, "nodes": 1, "scale_up": {"bandwidth_GBps": bw, "latency_us": 0}},
+            "parallelism": {"cp": cp, "dp": 1}}
+
+
+def test_ring_attention_is_exposed_only_when_transfer_outlasts_compute():
+    # Ring attention (Liu et al. 2023): cp-1 hand-offs of a K,V block, each overlapped with the
+    # attention of the previous block; exposed per layer (cp-1) * max(0, t_kv - t_attn/cp) forward.
+    from explorer.hardware import ComputeModel
+    from explorer.topology import SCALE_UP_EFFICIENCY
+    fast = simulate(from_dict(_cp_raw(4, 900)))
+    assert fast.breakdown_s["cp"] == 0.0
+    sc = from_dict(_cp_raw(4, 0.5))
+    slow = simulate(sc)
+    lc = layer_cost(sc, False)
+    cm = ComputeModel.for_scenario(sc)
+    t_attn = cm.time(lc.attn_core_fwd.gemm_flops, 0, lc.attn_core_fwd.stream_bytes) / 4
+    t_kv = lc.cp_kv_bytes / (0.5e9 * SCALE_UP_EFFICIENCY * 1 / 1)   # one pair of the ring per GPU
+    kv_b = 2 * lc.cp_kv_bytes / (0.5e9 * SCALE_UP_EFFICIENCY)
+    expected = 2 * 3 * (max(0, t_kv - t_attn) + max(0, kv_b - 2 * t_attn))  # 2 layers, fwd + bwd
+    assert slow.breakdown_s["cp"] == pytest.approx(expected, rel=1e-6)
+    # K and V of this GPU's quarter of the sequence, bf16: 2 * (s/cp) * h * (kv/heads) * 2 bytes.
+    assert lc.cp_kv_bytes == 2 * 65536 / 4 * 4096 * 2

@@ -270,6 +270,13 @@ def _bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: f
                 f"{TIER_WORDS[li['tier']]} at {li['busbw_GBps']:.0f} GB/s bus bandwidth ({li['algorithm']}).")
     if worst == "bubble":
         p = sc.parallelism
+        formulas = {  # the closed form each schedule's paper gives for its bubble
+            "zb-h1": "(p-1)(F+B-W) (Qi et al. 2024)", "zb-h2": "(p-1)(F+B-2W) (Qi et al. 2024)",
+            "dualpipe": "(p/2-1)(F&B+B-3W) (DeepSeek-V3 report)",
+            "pipedream-async": "zero in steady state (PipeDream)"}
+        if p.schedule in formulas:
+            return (f"{head} (pipeline bubble): {p.pp} stages and {m} micro-batches with {p.schedule}, whose bubble "
+                    f"is {formulas[p.schedule]}; more micro-batches or fewer stages shrink it.")
         # Narayanan et al. SC21 Sec. 2.2: bubble time (p-1)(F+B)/v against m(F+B) of work.
         ideal = (p.pp - 1) / p.vpp / (m + (p.pp - 1) / p.vpp) if p.pp > 1 else 0.0
         return (f"{head} (pipeline bubble): {p.pp} stages and {m} micro-batches with {p.schedule}; with balanced "

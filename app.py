@@ -305,8 +305,9 @@ def timeline_view(res: dict[str, Any], raw_json: str, present: bool) -> None:
         st.markdown(
             "- **Lanes** are GPU classes (one per pipeline stage; ×N says how many GPUs behave identically) "
             "times streams: `compute` runs forward (blue), backward (orange), weight gradients (yellow), "
-            "recompute (purple) and the optimizer (grey); `tp`/`cp`/`ep` show collectives that block "
-            "compute; `pp` the activations sent to the next stage; `dp` gradient buckets.\n"
+            "recompute (mauve), DualPipe's fused forward+backward (violet) and the optimizer (grey); "
+            "`tp`/`cp`/`ep` show collectives that block compute; `pp` the activations sent to the next "
+            "stage; `dp` gradient buckets and ZeRO gathers.\n"
             "- **Empty space on a compute lane is idle time**: the pipeline bubble, or waiting for "
             "communication. Zoom with the mouse wheel or a box, double-click to reset; hover a bar for "
             "its bytes, group size, algorithm, limiting tier and achieved bandwidth.\n"

@@ -4,7 +4,7 @@ Latency and bandwidth terms follow Thakur, Rabenseifner & Gropp, "Optimization o
 Communication Operations in MPICH", IJHPCA 19(1), 2005 (Sec. 4): ring all-gather and reduce-scatter
 (n-1)*alpha + (n-1)/n * S*beta; ring all-reduce twice that; recursive halving/doubling with log2(n)
 steps of halving sizes (Rabenseifner's all-reduce = reduce-scatter + all-gather); pairwise-exchange
-all-to-all (n-1)*alpha + (n-1)/n * S*beta.  NCCL's double binary tree (Sanders, Speck & Traeff,
+all-to-all (n-1)/n * S*beta, its n-1 exchanges issued concurrently as NCCL does.  NCCL's double binary tree (Sanders, Speck & Traeff,
 Parallel Computing 35(12), 2009; NCCL 2.4) costs 2*log2(nodes) latencies and about 2*S of traffic
 per node.
 
@@ -188,7 +188,11 @@ def _nvls(op: str, S: float, sh: GroupShape) -> tuple | None:
 
 def _pairwise(op: str, S: float, sh: GroupShape) -> tuple:
     n = sh.n
-    lat = (n - 1) * sh.latencies[sh.outer]
+    # NCCL posts the n-1 sends and receives of an all-to-all in one group call, so they run
+    # concurrently: one latency of the farthest peer plus a scale-up latency per further peer to
+    # issue them — not Thakur's n-1 sequential exchanges, which would charge a WAN round trip per
+    # peer.  For n = 2 this is exactly a send/recv.
+    lat = sh.latencies[sh.outer] + (n - 2) * sh.latencies[0]
     egress = {0: (n - 1) / n * S}
     for b in range(1, len(sh.shares)):
         if sh.spans(b):

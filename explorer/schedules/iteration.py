@@ -263,7 +263,8 @@ class IterationBuilder:
                 t_inter = max(sh.per_domain[b] * inter * (sh.n - sh.per_domain[b]) / (sh.n - g1) / sh.shares[b]
                               for b in range(1, len(sh.shares)) if sh.spans(b))
                 t_intra = c.size_bytes * (g1 - 1) / g1 / sh.shares[0]
-                lat = (nodes - 1) * sh.latencies[sh.outer] + (g1 - 1) * sh.latencies[0]
+                # Concurrent sends, as for the plain all-to-all (collectives._pairwise).
+                lat = sh.latencies[sh.outer] + max(nodes - 2 + g1 - 1, 0) * sh.latencies[0]
                 secs += max(t_inter, t_intra) + lat
                 bus += inter + c.size_bytes * (g1 - 1) / g1
         return secs * moe.imbalance, bus

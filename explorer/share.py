@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from .scenario import Scenario, ScenarioError, apply_overrides, from_dict, is_settable, load_raw, to_dict
+from .scenario import SETTABLE, Scenario, ScenarioError, apply_overrides, from_dict, is_settable, load_raw, to_dict
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 DEFAULT_SCENARIO = "teaching-8gpu"
@@ -165,6 +165,9 @@ def changed_fields(base: Scenario, current: Scenario) -> dict[str, str]:
         # the current scenario's own keys describe it completely.
         if key in NOT_IN_LINKS or a.get(key) == b[key]:
             continue
+        field = SETTABLE.get(key)
+        if key not in a and field is not None and field.default == b[key]:
+            continue        # a section new to the link (e.g. moe) needs only its non-default fields
         out[key] = format_value(b[key])
     p = current.parallelism
     if out.get("parallelism.dp") is not None and current.dp == current.gpus // (p.tp * p.pp * p.cp):

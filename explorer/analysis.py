@@ -35,9 +35,7 @@ def class_breakdown(tasks: list[Task], cls: int, iteration_s: float, start_s: fl
     out = dict.fromkeys(CATEGORIES, 0.0)
     mine = [t for t in tasks if t.cls == cls]
     compute = sorted((t for t in mine if t.stream == "compute" and t.duration > 0), key=lambda t: t.start)
-    for t in compute:
-        for k, v in t.parts:
-            out[CATEGORY_OF_PART[k]] += v
+    end = start_s + iteration_s
 
     def explain(a: float, b: float, d: Task | None) -> None:
         """Charge the idle interval [a, b] by walking back the chain of binding dependencies:
@@ -56,11 +54,17 @@ def class_breakdown(tasks: list[Task], cls: int, iteration_s: float, start_s: fl
             out["bubble"] += b - a
 
     at = start_s
-    end = start_s + iteration_s
     for t in compute:
-        if t.start > at:
-            explain(at, t.start, tasks[t.binding] if t.binding >= 0 else None)
-        at = max(at, t.end)
+        lo, hi = max(t.start, start_s), min(t.end, end)
+        if t.start > at and at < end:
+            explain(at, min(t.start, end), tasks[t.binding] if t.binding >= 0 else None)
+        if hi > lo:
+            # Only the part of the task inside the window counts (overlapping-iteration schedules
+            # simulate more than one iteration), its parts in proportion.
+            share = (hi - lo) / t.duration
+            for k, v in t.parts:
+                out[CATEGORY_OF_PART[k]] += v * share
+        at = max(at, hi)
     if end > at:
         # Tail: this class is done; explain what the iteration still waits for.
         last = max(tasks, key=lambda t: (t.end, t.cls == cls))

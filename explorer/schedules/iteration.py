@@ -377,7 +377,9 @@ class IterationBuilder:
         if zero in (1, 2) and comm.dp_overlap:
             for s in range(p):
                 for c in range(v):
-                    ag_start[(s, c)] = self._dp_tasks(g, s, c, "all-gather", [], None)[-1]
+                    gathers = self._dp_tasks(g, s, c, "all-gather", [], None)
+                    if gathers:                      # none when the data-parallel group is 1 GPU
+                        ag_start[(s, c)] = gathers[-1]
 
         # Compute tasks in program order; their data dependencies are added in a second pass,
         # once every task id exists.

@@ -1,9 +1,9 @@
 """Deterministic list scheduler over a task DAG on per-class streams.
 
 Each task runs on one stream of one GPU class (``compute``, ``pp``, ``dp``, ...).  A stream runs
-one task at a time, non-preemptively, in the order tasks become ready; ties are broken by
-``priority`` and then by the order tasks were added (a counter), so the same task list always gives
-the same timeline (the tie-break of SimPy's event heap).  A dependency may fire part-way through
+one task at a time, non-preemptively; when it frees, it takes the ready task with the smallest
+``priority``, then the earliest ready, then the first added (a counter), so the same task list
+always gives the same timeline (the tie-break of SimPy's event heap).  A dependency may fire part-way through
 its predecessor: ``(task, 0.25)`` is satisfied once a quarter of that task has run — this is how a
 gradient bucket becomes ready while the backward pass that produces it is still running.
 
@@ -53,7 +53,13 @@ class TaskGraph:
 
 
 def run(graph: TaskGraph) -> float:
-    """Schedule every task (fills ``start``, ``end``, ``binding``); return the makespan in seconds."""
+    """Schedule every task (fills ``ready``, ``start``, ``end``, ``binding``); return the makespan.
+
+    Event-driven list scheduling: whenever a stream is free, it starts the ready task with the
+    smallest (priority, ready time, insertion order) — so among equally urgent tasks a stream is
+    first-come first-served, and a more urgent task (a P3/ByteScheduler-prioritised gradient
+    bucket, say) overtakes queued ones without preempting the running one.
+    """
     tasks = graph.tasks
     n = len(tasks)
     waiting = [len(t.deps) for t in tasks]
@@ -64,30 +70,44 @@ def run(graph: TaskGraph) -> float:
             if not 0 <= d < n or d == i:
                 raise CycleError(f"task {i} ({t.kind}) depends on missing task {d}")
             dependents[d].append((i, frac))
-    heap = [(0.0, t.priority, i) for i, t in enumerate(tasks) if waiting[i] == 0]
-    heapq.heapify(heap)
-    free: dict[tuple[int, str], float] = {}
+    arrivals = [(0.0, i) for i in range(n) if waiting[i] == 0]   # (ready time, task): ids are unique
+    heapq.heapify(arrivals)
+    finishes: list[tuple[float, int, tuple[int, str]]] = []        # (end time, task, stream)
+    queues: dict[tuple[int, str], list[tuple[int, float, int]]] = {}
+    busy: dict[tuple[int, str], bool] = {}
     done = 0
     makespan = 0.0
-    while heap:
-        ready, _, i = heapq.heappop(heap)
-        t = tasks[i]
-        key = (t.cls, t.stream)
-        start = max(ready, free.get(key, 0.0))
-        t.ready = ready
-        t.start = start
-        t.end = start + t.duration
-        free[key] = t.end
-        makespan = max(makespan, t.end)
-        done += 1
-        for j, frac in dependents[i]:
-            at = start + frac * t.duration
-            if at >= ready_at[j]:
-                ready_at[j] = at
-                tasks[j].binding = i
-            waiting[j] -= 1
-            if waiting[j] == 0:
-                heapq.heappush(heap, (ready_at[j], tasks[j].priority, j))
+    while arrivals or finishes:
+        now = min(arrivals[0][0] if arrivals else float("inf"), finishes[0][0] if finishes else float("inf"))
+        touched = set()
+        while finishes and finishes[0][0] <= now:
+            _, _, key = heapq.heappop(finishes)
+            busy[key] = False
+            touched.add(key)
+        while arrivals and arrivals[0][0] <= now:
+            ready, i = heapq.heappop(arrivals)
+            key = (tasks[i].cls, tasks[i].stream)
+            heapq.heappush(queues.setdefault(key, []), (tasks[i].priority, ready, i))
+            touched.add(key)
+        for key in sorted(touched):
+            queue = queues.get(key)
+            if busy.get(key) or not queue:
+                continue
+            _, ready, i = heapq.heappop(queue)
+            t = tasks[i]
+            t.ready, t.start, t.end = ready, now, now + t.duration
+            busy[key] = True
+            heapq.heappush(finishes, (t.end, i, key))
+            makespan = max(makespan, t.end)
+            done += 1
+            for j, frac in dependents[i]:
+                at = now + frac * t.duration
+                if at >= ready_at[j]:
+                    ready_at[j] = at
+                    tasks[j].binding = i
+                waiting[j] -= 1
+                if waiting[j] == 0:
+                    heapq.heappush(arrivals, (ready_at[j], j))
     if done != n:
         raise CycleError(f"{n - done} tasks never became ready (dependency cycle)")
     return makespan

@@ -26,11 +26,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import networkx as nx
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .placement import members_per_domain
 from .scenario import Cluster
+
+if TYPE_CHECKING:  # networkx costs ~0.15 s to import; only the graph builders need it
+    import networkx as nx
 
 # Achievable fraction of the nominal scale-up bandwidth for NCCL ring collectives.  Fitted once to
 # the two ring rows of shared calibration/nccl_busbw.csv (A100 8-GPU all-reduce 235 GB/s busbw at
@@ -130,6 +134,8 @@ def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
     >>> sorted(n for n in g if n.startswith("gpu"))
     ['gpu/0/0', 'gpu/0/1', 'gpu/1/0', 'gpu/1/1']
     """
+    import networkx as nx
+
     fab = Fabric.for_cluster(c)
     up, out = c.scale_up, c.scale_out
     g = nx.Graph()
@@ -182,6 +188,8 @@ def routed_ring_bandwidth(c: Cluster, groups: list[list[int]]) -> float:
     >>> routed_ring_bandwidth(c, [[0, 1]]) / 1e9      # one NVSwitch hop each way
     100.0
     """
+    import networkx as nx
+
     g = build_graph(c)
     name = {d["index"]: n for n, d in g.nodes(data=True) if d.get("kind") == "gpu"}
     flows: dict[tuple[str, str], int] = {}

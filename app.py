@@ -64,6 +64,7 @@ SECTIONS: list[tuple[str, list[tuple[str, str, str]]]] = [
     ("Communication", [("communication.algorithm", "Collective algorithm", "choice"),
                        ("communication.dp_overlap", "Overlap DP with backward", "bool"),
                        ("communication.bucket_MB", "Gradient bucket (MB)", "float"),
+                       ("communication.dp_priority", "Prioritise first layers' buckets (P3)", "bool"),
                        ("communication.tp_overlap", "Overlap TP with GEMMs", "bool"),
                        ("communication.prefetch_layers", "ZeRO-3 prefetch (layers)", "int")]),
 ]
@@ -286,6 +287,9 @@ def timeline_view(res: dict[str, Any], raw_json: str, present: bool) -> None:
         fig, info = gantt_cached(raw_json, present)
         st.plotly_chart(fig, key="gantt", config={"displaylogo": False, "scrollZoom": True})
         sched = j["parallelism"]["schedule"]
+        if j.get("dp_priority"):
+            st.caption("P3 bucket priorities: the next iteration starts on its first layers while later "
+                       "buckets are still reduced; the metrics measure that steady-state period.")
         if sched in ("zb-h2", "pipedream-async"):
             st.caption("Iterations of this schedule overlap: the chart shows "
                        + ("one iteration alone" if sched == "zb-h2" else "two iterations back to back")

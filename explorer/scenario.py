@@ -160,6 +160,8 @@ class Communication:
                                                      "doc": "collective algorithm; auto picks the fastest per call"})
     dp_overlap: bool = field(default=True, metadata={"doc": "overlap gradient reduction with backward"})
     bucket_MB: float = field(default=25.0, metadata={"gt": 0, "max": 1e6, "doc": "gradient bucket size"})
+    dp_priority: bool = field(default=False, metadata={"doc": "P3/ByteScheduler: reduce the first layers' buckets "
+                                                              "first; the next iteration starts on them"})
     tp_overlap: bool = field(default=False, metadata={"doc": "overlap TP collectives with the GEMMs beside them"})
     prefetch_layers: int = field(default=1, metadata={"min": 0, "max": 64,
                                                       "doc": "ZeRO-3/FSDP: layers whose parameters are gathered ahead"})
@@ -356,6 +358,10 @@ def _check(sc: Scenario) -> None:
     if m.layers < p.pp * p.vpp:
         raise ScenarioError("model.layers", f"{m.layers} layers cannot fill pp*vpp = {p.pp}*{p.vpp} = {p.pp * p.vpp} "
                             f"pipeline chunks; need at least {p.pp * p.vpp} layers or fewer stages")
+    if sc.communication.dp_priority and (not sc.communication.dp_overlap or p.schedule in
+                                         ("zb-h2", "dualpipe", "pipedream-async") or p.zero == 3):
+        raise ScenarioError("communication.dp_priority", "needs dp_overlap: true, ZeRO 0-2 and a flushing schedule "
+                            "(gpipe, 1f1b, interleaved, zb-h1): it reorders the buckets the backward releases")
     if p.vpp > 1 and p.schedule != "interleaved":
         raise ScenarioError("parallelism.vpp", f"{p.vpp} virtual stages need schedule: interleaved "
                             f"(got {p.schedule}); set vpp: 1 or schedule: interleaved")

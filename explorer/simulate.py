@@ -80,6 +80,7 @@ class Result:
             "micro_batches": sc.micro_batches,
             "stage_layers": list(self.stage_layers),
             "links": self.links,
+            "dp_priority": sc.communication.dp_priority,
             "tier_utilisation": self.utilisation,
             "parallelism": {"tp": sc.parallelism.tp, "pp": sc.parallelism.pp, "dp": sc.dp, "cp": sc.parallelism.cp,
                             "ep": sc.parallelism.ep, "vpp": sc.parallelism.vpp, "schedule": sc.parallelism.schedule,
@@ -105,7 +106,9 @@ def simulate(sc: Scenario) -> Result:
         # iterations, from each stage's last backward of the first to its own last task.
         first = [max(t.end for t in tasks if t.cls == s and t.kind == "backward" and t.info["micro_batch"] == m - 1)
                  for s in range(p)]
-    if par.schedule in OVERLAPPING or par.schedule == "pipedream-async":
+    if sc.communication.dp_priority:
+        T, window = _next_iteration_period(builder, net, tasks, p)
+    elif par.schedule in OVERLAPPING or par.schedule == "pipedream-async":
         last = [max(t.end for t in tasks if t.cls == s) for s in range(p)]
         T = max(last[s] - first[s] for s in range(p))
         window = first
@@ -151,6 +154,40 @@ def simulate(sc: Scenario) -> Result:
         bottleneck=_bottleneck(sc, res_breakdown, links, T, m), warnings=warnings, classes=tuple(classes),
         stage_layers=builder.layer_counts, links=links, utilisation=tier_utilisation(builder, net, tasks, T),
         tasks=tasks)
+
+
+def _next_iteration_period(b: IterationBuilder, net: Network, tasks: list[Task], p: int) -> tuple[float, list[float]]:
+    """Steady-state iteration time with P3-style bucket priorities (Jayarajan et al., "Priority-based
+    Parameter Propagation", SysML 2019; ByteScheduler, SOSP 2019): the next iteration's first
+    forward on a stage may start as soon as the layers it reaches first are updated, while later
+    buckets are still in flight.  Its forward over the chunk's G bucket groups runs contiguously
+    from S', group g (first layers = 0) at S' + g*F/G, so S' = max_g(ready_g - g*F/G), where
+    ready_g is when group g's gradients are reduced, its slice of the optimizer step is done and —
+    for ZeRO 1-2 — its parameters are gathered back.  Each stage repeats every S' - S, S its first
+    forward; the iteration is the slowest stage's period."""
+    sc = b.sc
+    opt = [b._optimizer_time(s) for s in range(p)]
+    period, window = 0.0, [0.0] * p
+    for s in range(p):
+        mine = [t for t in tasks if t.cls == s]
+        first_f = min((t for t in mine if t.kind == "forward"), key=lambda t: t.start)
+        start = first_f.start
+        ready: dict[int, float] = {}
+        groups = 1
+        for t in mine:
+            if t.kind == "dp" and t.info.get("chunk") == 0 and t.info.get("buckets") and t.info["op"] != "all-gather":
+                g, groups = t.info["layer_rank"], t.info["groups"]
+                extra = opt[s] * t.info["share"]
+                if sc.parallelism.zero in (1, 2):
+                    cc = net.cost("all-gather", t.info["bucket_bytes"], t.info["dim"], s)
+                    extra += t.info["buckets"] * cc.time_s
+                ready[g] = max(ready.get(g, 0.0), t.end + extra)
+        compute_end = max(t.end for t in mine if t.stream == "compute" and t.kind != "optimizer")
+        slice_f = first_f.duration / groups
+        restart = max([compute_end] + [r - g * slice_f for g, r in ready.items()])
+        window[s] = start
+        period = max(period, restart - start)
+    return period, window
 
 
 def _memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:

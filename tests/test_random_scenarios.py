@@ -35,7 +35,7 @@ def random_raw(rng: random.Random) -> dict:
                         "order": rng.choice(["tp-cp-ep-dp-pp", "tp-cp-pp-dp", "dp-tp-cp-pp"])},
         "communication": {"algorithm": rng.choice(["auto", "ring", "tree", "halving-doubling", "hierarchical"]),
                           "dp_overlap": rng.random() < 0.5, "tp_overlap": rng.random() < 0.5,
-                          "prefetch_layers": rng.choice([0, 1, 2])},
+                          "prefetch_layers": rng.choice([0, 1, 2]), "dp_priority": rng.random() < 0.3},
     }
 
 

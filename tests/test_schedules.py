@@ -199,3 +199,33 @@ def test_dualpipe_hides_expert_all_to_all_behind_the_other_micro_batch():
     dual = simulate(from_dict(apply_overrides(raw, {"parallelism.schedule": "dualpipe"})))
     assert dual.breakdown_s["ep"] < 0.5 * one.breakdown_s["ep"]
     assert dual.iteration_time_s < one.iteration_time_s
+
+
+def _dp_raw(priority: bool) -> dict:
+    return {"model": {"layers": 16, "hidden": 4096, "heads": 32, "vocab": 1000, "seq_len": 2048},
+            "training": {"global_batch": 16, "micro_batch": 1}, "hardware": {"gpu": "h100-sxm"},
+            "cluster": {"gpus_per_node": 8, "nodes": 2, "scale_out": {"nic_Gbps": 25}},
+            "parallelism": {"tp": 1, "pp": 1, "zero": 0},
+            "communication": {"dp_overlap": True, "bucket_MB": 100, "dp_priority": priority}}
+
+
+def test_p3_priority_reduces_the_first_layers_first_and_restarts_earlier():
+    # P3 (Jayarajan et al., SysML 2019): buckets are released last-layer first by the backward;
+    # with priorities the first layers' bucket jumps the queue as soon as it is ready.
+    fifo = simulate(from_dict(_dp_raw(False)))
+    p3 = simulate(from_dict(_dp_raw(True)))
+    order = lambda r: [t.info["layer_rank"] for t in sorted((t for t in r.tasks if t.kind == "dp"), key=lambda t: t.start)]
+    assert order(fifo) == list(range(7, -1, -1))
+    assert order(p3) == [7] + list(range(0, 7))          # the one already running, then first layers first
+    assert p3.iteration_time_s < fifo.iteration_time_s
+    compute = sum(t.duration for t in p3.tasks if t.kind in ("forward", "backward"))
+    assert p3.iteration_time_s >= compute
+    assert sum(p3.breakdown_s.values()) == pytest.approx(p3.iteration_time_s, rel=1e-9)
+
+
+def test_p3_needs_overlap_and_a_flushing_schedule():
+    from explorer.scenario import ScenarioError
+    raw = _dp_raw(True)
+    raw["communication"]["dp_overlap"] = False
+    with pytest.raises(ScenarioError, match="communication.dp_priority"):
+        from_dict(raw)

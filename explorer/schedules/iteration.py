@@ -605,11 +605,19 @@ class IterationBuilder:
                 if ready_task is not None:
                     done = sum(buckets // tasks + (1 if i < buckets % tasks else 0) for i in range(j + 1))
                     d.append((ready_task, done / buckets))
-                info = {"chunk": c, "bytes": size * k, "bus_bytes": size * k * bus_factor(op, cc.n), "buckets": k, "bucket_bytes": size, "group": cc.n,
-                        "algorithm": cc.algorithm, "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "op": op,
-                        "dim": dim}
-                out.append(g.add(Task(s, "dp", "dp", k * cc.time_s, d, priority=1, parts=(("dp", k * cc.time_s),),
-                                      info=info)))
+                info = {"chunk": c, "bytes": size * k, "bus_bytes": size * k * bus_factor(op, cc.n), "buckets": k,
+                        "bucket_bytes": size, "group": cc.n, "algorithm": cc.algorithm, "tier": cc.boundary,
+                        "busbw_GBps": cc.busbw_GBps, "op": op, "dim": dim,
+                        # Layer order of the group: 0 holds the chunk's first layers (produced last).
+                        "layer_rank": tasks - 1 - j, "groups": tasks,
+                        "share": k / buckets * params / max(ch.params + ch.expert_params, 1.0)}
+                priority = 1
+                if sc.communication.dp_priority and ready_task is not None:
+                    # P3 / ByteScheduler: the first layers' gradients, produced last by the
+                    # backward, are reduced first, so the next forward can start on them early.
+                    priority = 1 + (c * self.p + s) * MAX_BUCKET_TASKS + (tasks - 1 - j)
+                out.append(g.add(Task(s, "dp", "dp", k * cc.time_s, d, priority=priority,
+                                      parts=(("dp", k * cc.time_s),), info=info)))
         return out
 
     def _optimizer_time(self, s: int) -> float:

@@ -129,3 +129,21 @@ def test_changing_the_preset_resets_the_controls():
     assert at.number_input(key="parallelism.pp").value == 8
     assert qp(at, "scenario") == "megatron-gpt3-175b"
     assert qp(at, "parallelism.pp") is None
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "zb-h1", "zb-h2", "dualpipe", "pipedream-async"])
+def test_every_pipeline_schedule_renders(schedule):
+    at = run_app(scenario="zero-bubble-8gpu")
+    at.selectbox(key="parallelism.schedule").set_value(schedule).run()
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert qp(at, "parallelism.schedule") == (None if schedule == "zb-h1" else schedule)
+    assert seconds(at) > 0
+
+
+def test_p3_toggle_shortens_the_iteration_across_datacenters():
+    at = run_app(scenario="two-datacenters")
+    before = seconds(at)
+    at.toggle(key="communication.dp_priority").set_value(True).run()
+    assert not at.exception and not at.error
+    assert seconds(at) < before

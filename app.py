@@ -17,10 +17,10 @@ import streamlit as st
 import yaml
 
 from explorer import figures
-from explorer.scenario import (ORDER_DIMS, Scenario, ScenarioError, apply_overrides, from_dict, gpu_presets,
+from explorer.scenario import (Scenario, ScenarioError, apply_overrides, from_dict, gpu_presets,
                                model_presets, parse_text, to_yaml)
 from explorer.schema import field_paths
-from explorer.share import (VIEWS, SharedView, accept_overrides, changed_fields, flatten, parse_query,
+from explorer.share import (SharedView, changed_fields, flatten, parse_query,
                             preset_raw, shipped_scenarios, to_query)
 
 MAX_BARS = 2500          # SVG bars drawn at most; more are aggregated (figures.gantt)

@@ -8,9 +8,9 @@ from explorer.engine import CycleError, Task, TaskGraph, run
 
 def test_tasks_on_one_stream_never_overlap_and_run_in_ready_order():
     g = TaskGraph()
-    a = g.add(Task(0, "compute", "forward", 2.0))
-    b = g.add(Task(0, "compute", "forward", 1.0))
-    c = g.add(Task(0, "dp", "dp", 5.0))
+    g.add(Task(0, "compute", "forward", 2.0))
+    g.add(Task(0, "compute", "forward", 1.0))
+    g.add(Task(0, "dp", "dp", 5.0))
     assert run(g) == 5.0
     ta, tb, tc = g.tasks
     assert (ta.start, ta.end, tb.start, tb.end) == (0.0, 2.0, 2.0, 3.0)

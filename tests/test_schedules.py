@@ -191,7 +191,6 @@ def test_dualpipe_runs_every_pass_once_per_rank():
 
 
 def test_dualpipe_hides_expert_all_to_all_behind_the_other_micro_batch():
-    import copy
     from explorer.scenario import load_raw, apply_overrides
     from conftest import SCENARIO_FILES
     raw = load_raw([f for f in SCENARIO_FILES if f.stem == "deepseek-v3"][0])

@@ -360,7 +360,7 @@ class IterationBuilder:
     def build(self) -> TaskGraph:
         if self.sc.parallelism.schedule == "dualpipe":
             return self._build_dualpipe()
-        sc, p, v, m = self.sc, self.p, self.v, self.m
+        sc, p, v = self.sc, self.p, self.v
         g = TaskGraph()
         comm = sc.communication
         zero = sc.parallelism.zero
@@ -452,9 +452,9 @@ class IterationBuilder:
 
     def _build_dualpipe(self) -> TaskGraph:
         """The task graph of DualPipe (schedules/dualpipe.py): two directions, fused F&B ops."""
-        sc, p, m = self.sc, self.p, self.m
+        sc, p = self.sc, self.p
         g = TaskGraph()
-        self.orders = [dualpipe_order(r, p, m) for r in range(p)]
+        self.orders = [dualpipe_order(r, p, self.m) for r in range(p)]
         self.pp_msg_bytes = self._pp_bytes()
         f_done: dict[tuple[int, int, int], int] = {}     # (direction, micro-batch, rank) -> task
         b_done: dict[tuple[int, int, int], int] = {}

@@ -18,7 +18,7 @@ import yaml
 
 from explorer import figures
 from explorer.scenario import (Scenario, ScenarioError, apply_overrides, from_dict, gpu_presets,
-                               model_presets, parse_text, to_yaml)
+                               model_presets, parse_text, to_dict, to_yaml)
 from explorer.schema import field_paths
 from explorer.share import (SharedView, changed_fields, flatten, parse_query,
                             preset_raw, shipped_scenarios, to_query)
@@ -133,30 +133,23 @@ def preset_scenario(name: str) -> tuple[dict, Scenario]:
 # ------------------------------------------------------------------------------------------------
 # State
 # ------------------------------------------------------------------------------------------------
-def widget_value(sc: Scenario, key: str) -> Any:
-    flat = flatten_scenario(sc)
-    if key == "model.preset":
-        return sc.model.preset or CUSTOM
-    if key == "hardware.gpu":
-        return sc.hardware.gpu.preset or CUSTOM
-    return flat.get(key)
-
-
-def flatten_scenario(sc: Scenario) -> dict[str, Any]:
-    from explorer.scenario import to_dict
-    return flatten(to_dict(sc))
+def widget_values(sc: Scenario) -> dict[str, Any]:
+    """The value every sidebar widget shows for scenario ``sc`` (presets by name)."""
+    flat = flatten(to_dict(sc))
+    values = {key: flat.get(key) for key in WIDGET_KEYS}
+    values["model.preset"] = sc.model.preset or CUSTOM
+    values["hardware.gpu"] = sc.hardware.gpu.preset or CUSTOM
+    return values
 
 
 def set_widgets(sc: Scenario) -> None:
-    for key in WIDGET_KEYS:
-        st.session_state[key] = widget_value(sc, key)
+    st.session_state.update(widget_values(sc))
 
 
 def on_preset_change() -> None:
     name = st.session_state["_scenario"]
     st.session_state["_extra"] = {}
     st.session_state["_warnings"] = []
-    st.session_state["_custom_raw"] = None
     set_widgets(preset_scenario(name)[1])
 
 
@@ -180,7 +173,6 @@ def init_state() -> None:
     set_widgets(sc)
     # Fields a link may set that have no widget (stage_layers, MoE sizes, ...) ride along.
     st.session_state["_extra"] = {k: v for k, v in view.overrides.items() if k not in WIDGET_KEYS}
-    st.session_state["_custom_raw"] = None
     st.session_state["_last_good"] = None
     st.session_state["_link_json"] = None
     st.session_state["_init"] = True
@@ -188,16 +180,13 @@ def init_state() -> None:
 
 def current_raw() -> dict[str, Any]:
     """The scenario the widgets describe, as a raw mapping (only what differs from the preset)."""
-    name = st.session_state["_scenario"]
-    base_raw, base_sc = preset_scenario(name)
-    if st.session_state.get("_custom_raw"):
-        base_raw = st.session_state["_custom_raw"]
-        base_sc = from_dict(base_raw)
+    base_raw, base_sc = preset_scenario(st.session_state["_scenario"])
     raw = apply_overrides(base_raw, st.session_state.get("_extra", {}))
+    base_values = widget_values(base_sc)
     overrides = {}
     for key in WIDGET_KEYS:
         value = st.session_state.get(key)
-        if value == widget_value(base_sc, key):
+        if value == base_values[key]:
             continue
         if key in ("model.preset", "hardware.gpu") and value == CUSTOM:
             continue
@@ -399,8 +388,7 @@ def scenario_view(res: dict[str, Any], raw_json: str, sc: Scenario) -> None:
                 base = preset_scenario(st.session_state["_scenario"])[1]
                 extra = {k: yaml.safe_load(v) for k, v in changed_fields(base, sc_up).items()}
                 st.session_state["_extra"] = {k: v for k, v in extra.items() if k not in WIDGET_KEYS}
-                for key in WIDGET_KEYS:
-                    st.session_state[key] = widget_value(sc_up, key)
+                set_widgets(sc_up)
                 st.rerun()
             except ScenarioError as exc:
                 st.error(f"Upload not loaded — {exc}")

@@ -97,3 +97,23 @@ def test_slower_wan_makes_dp_across_datacenters_the_bottleneck():
     fast = simulate(from_dict(apply_overrides(raw, {"cluster.scale_across.bandwidth_Gbps": 12800})))
     assert slow.breakdown_s["dp"] > 4 * fast.breakdown_s["dp"]
     assert "WAN" in slow.bottleneck and slow.bottleneck.startswith("DP")
+
+
+@pytest.mark.parametrize("name", ["teaching-8gpu", "megatron-gpt3-175b", "two-datacenters", "fsdp-llama3-8b"])
+def test_dp_overlap_off_exposes_the_gradient_reduction(name):
+    # Without overlap every bucket waits for the stage's whole backward (and, under ZeRO-3, each
+    # layer's reduce-scatter runs after its backward instead of under the layers before it), so
+    # the iteration is strictly longer and its exposed DP time strictly larger.
+    path = next(f for f in SCENARIO_FILES if f.stem == name)
+    on = simulate(load(path, {"communication.dp_overlap": True}))
+    off = simulate(load(path, {"communication.dp_overlap": False}))
+    assert off.iteration_time_s > on.iteration_time_s * (1 + 1e-4)
+    assert off.breakdown_s["dp"] > on.breakdown_s["dp"] + 1e-4 * on.iteration_time_s
+
+
+def test_without_dp_overlap_no_bucket_starts_before_the_last_backward():
+    r = simulate(from_dict(pipeline_raw(4, 8, dp=2, communication__dp_overlap=False)))
+    for s in range(4):
+        last = max(t.end for t in r.tasks if t.cls == s and t.kind in ("backward", "weight-grad"))
+        buckets = [t for t in r.tasks if t.cls == s and t.kind == "dp"]
+        assert buckets and min(t.start for t in buckets) >= last - 1e-15

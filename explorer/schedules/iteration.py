@@ -280,19 +280,27 @@ class IterationBuilder:
         sc = self.sc
         if sc.parallelism.zero != 3:
             return 0.0, 0.0, 0.0, 0.0, 0.0
-        f_comm = b_comm = bus = 0.0
+        f_comm = b_gather = b_reduce = bus = 0.0
         for dim, params in (("dp", lc.params), ("edp", lc.expert_params)):
             if params <= 0 or self.net.group_size(dim, stage) <= 1:
                 continue
             ag = self.net.cost("all-gather", params * PARAM_BYTES, dim, stage)
             rs = self.net.cost("reduce-scatter", params * GRAD_BYTES, dim, stage)
             f_comm += ag.time_s
-            b_comm += ag.time_s + rs.time_s
+            b_gather += ag.time_s
+            b_reduce += rs.time_s
             bus += (2 * params * PARAM_BYTES + params * GRAD_BYTES) * bus_factor("all-gather", ag.n)
         if sc.communication.prefetch_layers == 0:
-            return f_comm, b_comm, 0.0, 0.0, bus
-        exp_f, exp_b = max(0.0, f_comm - f_comp), max(0.0, b_comm - b_comp)
-        return exp_f, exp_b, f_comm - exp_f, b_comm - exp_b, bus
+            return f_comm, b_gather + b_reduce, 0.0, 0.0, bus
+        exp_f = max(0.0, f_comm - f_comp)
+        if sc.communication.dp_overlap:
+            # Layer-wise reduce-scatter overlapped with the backward of the layers before it.
+            exp_b = max(0.0, b_gather + b_reduce - b_comp)
+        else:
+            # dp_overlap off: only the prefetched gathers hide; each layer's gradient
+            # reduce-scatter runs after its backward with nothing to hide behind.
+            exp_b = max(0.0, b_gather - b_comp) + b_reduce
+        return exp_f, exp_b, f_comm - exp_f, b_gather + b_reduce - exp_b, bus
 
     def _chunk(self, gc: int) -> ChunkWork:
         stage = gc % self.p
@@ -439,9 +447,13 @@ class IterationBuilder:
                 for c in range(v):
                     # Gradients are complete after the last micro-batch's weight-gradient pass.
                     last_b = max(ids[("W" if split_w else "B", s, mb, c)] for mb in range(self.m_sim))
-                    ready = last_b if comm.dp_overlap else last_compute[s]
                     op = "all-reduce" if zero == 0 else "reduce-scatter"
-                    dp_ids += self._dp_tasks(g, s, c, op, [], ready)
+                    if comm.dp_overlap:
+                        # Buckets leave as the last backward produces them (PyTorch DDP).
+                        dp_ids += self._dp_tasks(g, s, c, op, [], last_b)
+                    else:
+                        # No overlap: every bucket waits for the stage's whole backward.
+                        dp_ids += self._dp_tasks(g, s, c, op, [(last_compute[s], 1.0)], None)
             opt = g.add(Task(s, "compute", "optimizer", self._optimizer_time(s),
                              [(last_compute[s], 1.0)] + [(d, 1.0) for d in dp_ids], parts=(("optimizer", self._optimizer_time(s)),),
                              info={}))
@@ -528,8 +540,10 @@ class IterationBuilder:
             if sc.parallelism.zero != 3:
                 op = "all-reduce" if sc.parallelism.zero == 0 else "reduce-scatter"
                 for d in (0, 1):
-                    ready = grads_done[(r, d)] if comm.dp_overlap else last_compute[r]
-                    dp_ids += self._dp_tasks(g, r, d, op, [], ready)
+                    if comm.dp_overlap:
+                        dp_ids += self._dp_tasks(g, r, d, op, [], grads_done[(r, d)])
+                    else:      # every bucket after the rank's whole backward
+                        dp_ids += self._dp_tasks(g, r, d, op, [(last_compute[r], 1.0)], None)
             t_opt = self._optimizer_time(r)
             opt = g.add(Task(r, "compute", "optimizer", t_opt, [(last_compute[r], 1.0)] + [(x, 1.0) for x in dp_ids],
                              parts=(("optimizer", t_opt),), info={}))

@@ -68,6 +68,7 @@ class CollectiveCost:
     latency_s: float          # the alpha part of time_s
     boundary: str             # the boundary whose bandwidth limited the call ("none" if n == 1)
     egress: tuple[float, ...] = ()   # bytes leaving one domain of each boundary (link load)
+    requested: str = ""       # the algorithm asked for when it could not run here ("" otherwise)
 
     @property
     def algbw_GBps(self) -> float:
@@ -212,15 +213,20 @@ def cost(op: str, size_bytes: float, shape: GroupShape, algorithm: str = "auto",
 
     ``algorithm="auto"`` evaluates every applicable algorithm and keeps the fastest (ties go to
     the first in ALGORITHMS order, so results are deterministic).  A named algorithm that does not
-    exist for ``op`` (e.g. tree reduce-scatter) falls back to ``auto``.
+    exist for ``op`` (tree reduce-scatter/all-gather) or cannot run on this group (tree inside one
+    node, NVLS across nodes) falls back to ring, as NCCL does when the requested algorithm is not
+    available for a call (NCCL's ``NCCL_ALGO`` documentation: the list restricts the choice, and
+    ring is the algorithm every collective supports); an all-to-all has only its pairwise exchange.
+    The cost then carries the requested name in ``requested`` so callers can say so.
     """
     if op not in OPS:
         raise ValueError(f"unknown collective {op!r} (valid: {', '.join(OPS)})")
     if shape.n <= 1 or size_bytes <= 0:
         return CollectiveCost(op, size_bytes, shape.n, "none", 0.0, 0.0, "none")
     candidates = APPLICABLE[op]
-    if algorithm != "auto" and algorithm in candidates:
-        candidates = (algorithm,)
+    forced = algorithm != "auto"
+    if forced:
+        candidates = (algorithm,) if algorithm in candidates else ()
     best = None
     for alg in candidates:
         if alg == "nvls" and not nvls_capable:
@@ -228,8 +234,11 @@ def cost(op: str, size_bytes: float, shape: GroupShape, algorithm: str = "auto",
         res = _IMPL[alg](op, size_bytes, shape)
         if res is not None and (best is None or res[0] < best[0]):
             best = (*res, alg)
-    if best is None:  # forced algorithm not possible here (e.g. nvls across nodes): use auto
-        return cost(op, size_bytes, shape, "auto", nvls_capable)
+    if best is None:  # forced algorithm not possible here: ring (pairwise for an all-to-all)
+        fallback = "ring" if "ring" in APPLICABLE[op] else APPLICABLE[op][0]
+        res = _IMPL[fallback](op, size_bytes, shape)
+        best = (*res, fallback)
     t, lat, b, egress, alg = best
+    requested = algorithm if forced and alg != algorithm else ""
     return CollectiveCost(op, size_bytes, shape.n, alg, t, lat, BOUNDARY_NAMES[b],
-                          tuple(egress.get(i, 0.0) for i in range(len(shape.shares))))
+                          tuple(egress.get(i, 0.0) for i in range(len(shape.shares))), requested)

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .collectives import CollectiveCost, cost
+from .collectives import APPLICABLE, CollectiveCost, cost
 from .placement import Placement
 from .scenario import Scenario
 from .topology import Fabric, GroupShape
@@ -27,6 +27,9 @@ class Network:
         self.nvls = sc.hardware.gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch"
         self.cost = lru_cache(maxsize=None)(self._cost)
         self.shape = lru_cache(maxsize=None)(self._shape)
+        # (op, dimension) -> why the requested algorithm could not run and what ran instead, over
+        # every call the task graph priced, so a warning can name the calls that fell back once.
+        self.fallbacks: dict[tuple[str, str], str] = {}
 
     def members(self, dim: str, stage: int) -> np.ndarray:
         """GPU ids of the representative group of ``dim`` on ``stage``.
@@ -46,7 +49,21 @@ class Network:
         return self.fabric.shape(self.members(dim, stage))
 
     def _cost(self, op: str, size_bytes: float, dim: str, stage: int) -> CollectiveCost:
-        return cost(op, size_bytes, self.shape(dim, stage), self.algorithm, self.nvls)
+        shape = self.shape(dim, stage)
+        cc = cost(op, size_bytes, shape, self.algorithm, self.nvls)
+        if cc.requested and op != "send-recv":
+            # A point-to-point transfer has no collective algorithm to choose: never a fallback.
+            if cc.requested not in APPLICABLE[op]:
+                why = f"NCCL has no {cc.requested} for these operations"
+            elif cc.requested == "tree":
+                why = "NCCL's tree runs between nodes only and these groups are inside one node"
+            elif cc.requested == "nvls":
+                why = ("NVLink SHARP reduces inside one NVSwitch domain only" if self.nvls
+                       else "this GPU and scale-up switch have no NVLink SHARP")
+            else:
+                why = f"{cc.requested} cannot run on these groups"
+            self.fallbacks.setdefault((op, "dp" if dim == "edp" else dim), f"{why}; {cc.algorithm} used")
+        return cc
 
     def group_size(self, dim: str, stage: int = 0) -> int:
         return self.shape(dim, stage).n

@@ -50,11 +50,17 @@ class Result:
     comm_bytes_per_gpu: dict[str, float]
     bottleneck: str
     warnings: tuple[str, ...]
+    warning_kinds: tuple[str, ...]             # parallel to ``warnings``: memory | algorithm | wan
     classes: tuple[GPUClass, ...]
     stage_layers: tuple[int, ...]
     links: dict[str, dict]                     # per dimension: algorithm, tier, busbw of its main call
     utilisation: dict[str, float]              # average busy fraction of each tier boundary
     tasks: list[Task] = field(repr=False)
+
+    @property
+    def memory_over_capacity(self) -> bool:
+        """Whether some GPU class needs more memory than its GPU has (the ``memory`` warning)."""
+        return "memory" in self.warning_kinds
 
     @property
     def timeline(self) -> Timeline:
@@ -77,6 +83,8 @@ class Result:
             "comm_bytes_per_gpu": self.comm_bytes_per_gpu,
             "bottleneck": self.bottleneck,
             "warnings": list(self.warnings),
+            "warning_kinds": list(self.warning_kinds),
+            "memory_over_capacity": self.memory_over_capacity,
             "micro_batches": sc.micro_batches,
             "stage_layers": list(self.stage_layers),
             "links": self.links,
@@ -145,13 +153,14 @@ def simulate(sc: Scenario) -> Result:
     memory = max(memory_by_class, key=lambda mb: mb.total)
     comm = _comm_bytes(builder, tasks, p, v, m)
     links = _links(builder, net, tasks)
-    warnings = _warnings(sc, memory, links, net)
     res_breakdown = {k: breakdown[k] for k in CATEGORIES}
+    notices = _warnings(sc, memory, links, net, res_breakdown, T)
     return Result(
         scenario=sc, iteration_time_s=T, tokens_per_s=tokens / T, tflops_per_gpu=hw / T / 1e12,
         mfu=model / T / peak, bubble_fraction=breakdown["bubble"] / T, breakdown_s=res_breakdown,
         breakdown_class=slow, memory=memory, memory_by_class=memory_by_class, comm_bytes_per_gpu=comm,
-        bottleneck=_bottleneck(sc, res_breakdown, links, T, m), warnings=warnings, classes=tuple(classes),
+        bottleneck=_bottleneck(sc, res_breakdown, links, T, m), warnings=tuple(n.message for n in notices),
+        warning_kinds=tuple(n.kind for n in notices), classes=tuple(classes),
         stage_layers=builder.layer_counts, links=links, utilisation=tier_utilisation(builder, net, tasks, T),
         tasks=tasks)
 
@@ -324,13 +333,45 @@ def _bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: f
     return f"{head}."
 
 
-def _warnings(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], net: Network) -> tuple[str, ...]:
-    out = []
+# Exposed communication of one dimension at or above this share of the iteration, limited by the
+# WAN, is worth a warning: the simulated outcome, not a placement rule of thumb, decides.
+WAN_EXPOSED_WARNING_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One warning: a machine-readable ``kind`` and the sentence shown to the user.
+
+    Kinds: ``memory`` (a stage exceeds the GPU's memory), ``algorithm`` (the requested collective
+    algorithm could not run for some calls), ``wan`` (exposed communication limited by the WAN)."""
+
+    kind: str
+    message: str
+
+
+def _warnings(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], net: Network,
+              breakdown: dict[str, float], T: float) -> tuple[Notice, ...]:
+    """Warnings that follow from the simulated numbers (each quotes the number it rests on)."""
+    out: list[Notice] = []
     cap = sc.hardware.gpu.memory_GB * 1e9
     if memory.total > cap:
-        out.append(f"memory: {memory.total / 1e9:.1f} GB per GPU exceeds the {sc.hardware.gpu.memory_GB:g} GB of "
-                   f"{sc.hardware.gpu.name}; raise tp/pp, use ZeRO or activation recomputation")
-    for dim, li in links.items():
-        if li["tier"] == "scale-across" and dim != "dp":
-            out.append(f"{dim}: its traffic crosses the WAN between datacenters; place it inside one datacenter")
+        out.append(Notice("memory", f"memory: {memory.total / 1e9:.1f} GB per GPU exceeds the "
+                          f"{sc.hardware.gpu.memory_GB:g} GB of {sc.hardware.gpu.name}; raise tp/pp, use ZeRO or "
+                          f"activation recomputation"))
+    if net.fallbacks:
+        # One sentence per reason, naming each operation with the dimensions that issued it.
+        by_why: dict[str, dict[str, list[str]]] = {}
+        for (op, dim), why in sorted(net.fallbacks.items()):
+            by_why.setdefault(why, {}).setdefault(op, []).append(dim)
+        parts = ["; ".join(", ".join(f"{op} ({', '.join(dims)})" for op, dims in ops.items()) + f": {why}"
+                 for why, ops in by_why.items())]
+        out.append(Notice("algorithm", f"algorithm: communication.algorithm {sc.communication.algorithm} cannot "
+                          f"run for every call — {'; '.join(parts)}"))
+    for dim in COMM_DIMS:
+        li = links.get(dim)
+        share = breakdown.get(dim, 0.0) / T if T > 0 else 0.0
+        if li and li["tier"] == "scale-across" and share >= WAN_EXPOSED_WARNING_SHARE:
+            out.append(Notice("wan", f"{dim}: exposed {dim} communication takes {share:.1%} of the iteration "
+                              f"({breakdown[dim]:.3g} s); its {li['op']} over {li['group']} GPUs is limited by "
+                              f"{TIER_WORDS['scale-across']} at {li['busbw_GBps']:.1f} GB/s bus bandwidth"))
     return tuple(out)

@@ -1,0 +1,255 @@
+"""The Gantt chart of one iteration: lanes = GPU class x stream, bars coloured by operation kind.
+
+Numeric time axis in ms (``go.Bar`` with ``base``, DESIGN.md); bubbles are left empty.  SVG bars
+cost one DOM element each, so beyond ``max_bars`` the timeline is aggregated the way pixels would
+be: in each row and pixel column the kind that fills most of it is drawn.  Compute rows need at
+least a third of a column busy to draw it (so idle time still looks idle); communication rows draw
+any occupied column, shaded by how much of it is busy, so a collective that takes 9 % of the
+iteration in slivers between GEMMs stays visible instead of vanishing under the threshold.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from .charts import KIND_COLORS
+
+LANES = ("compute", "tp", "cp", "ep", "pp", "dp")
+COMM_LANES = frozenset({"tp", "cp", "ep", "pp", "dp"})
+COMPUTE_KINDS = frozenset({"forward", "backward", "F&B", "weight-grad", "recompute", "optimizer",
+                           "embedding/logits"})
+KIND_ORDER = ("forward", "backward", "F&B", "weight-grad", "recompute", "optimizer", "tp", "cp", "ep", "pp", "dp")
+OVERLAPPED = " (overlapped)"
+# Columns of the aggregated Gantt: about the chart's width in pixels at 1440 px (70% of the page).
+RASTER_COLUMNS = 800
+# In aggregated bands the compute row splits in two: compute kinds above, blocking collectives
+# below, so that both stay visible where they share a pixel column.
+SPLIT_OFFSETS = {"compute": (-0.11, 0.28), "comm": (0.15, 0.2)}
+BAND_OFFSETS = {"compute": (0.0, 0.5), "tp": (0.0, 0.5), "cp": (0.0, 0.5), "ep": (0.0, 0.5),
+                "dp": (-0.37, 0.16), "pp": (0.37, 0.16)}
+
+
+@dataclass(frozen=True)
+class GanttInfo:
+    """What the Gantt chart drew: bars shown, operations in the timeline, whether merged."""
+
+    bars: int
+    operations: int
+    merged: bool
+    lanes: int
+
+
+def lane_name(class_label: str) -> str:
+    """``stage 0 (×2 GPUs)`` -> ``stage 0 ×2``: the multiplicity stays on every lane label."""
+    head, _, tail = class_label.partition(" (")
+    mult = tail.split()[0] if tail.startswith("×") else ""
+    return f"{head} {mult}".strip()
+
+
+def _base_kind(kind: str) -> str:
+    return kind[: -len(OVERLAPPED)] if kind.endswith(OVERLAPPED) else kind
+
+
+def _sort_key(kind: str) -> tuple[int, int]:
+    base = _base_kind(kind)
+    return (KIND_ORDER.index(base) if base in KIND_ORDER else 99, kind.endswith(OVERLAPPED))
+
+
+def _marker(kind: str, opacity=None) -> dict:
+    m = dict(color=KIND_COLORS.get(_base_kind(kind), "#999"), line=dict(width=0))
+    if kind.endswith(OVERLAPPED):
+        # Hidden under compute: hatched, so it reads as "happening, not waited for".
+        m["pattern"] = dict(shape="/", fgcolor="white", size=5, solidity=0.35)
+    if opacity is not None:
+        m["opacity"] = opacity
+    return m
+
+
+def _rasterize(rows: list[tuple], iteration_s: float, bins: int) -> list[tuple]:
+    """Aggregate bars the way pixels would: split the iteration into ``bins`` columns; in each row
+    and column keep the kind that occupies it most and fuse runs of equal columns.  A compute row's
+    column is kept if at least a third of it is busy, a communication row's if any of it is.
+    ``rows``: (row_key, kind, start_s, end_s, is_comm_row).  Returns (row_key, kind, start_s, end_s,
+    operations, fill) with operations = bars that started in the run and fill = its busy share."""
+    width = iteration_s / bins
+    occ: dict[tuple, dict[str, float]] = {}
+    starts: dict[tuple, int] = {}
+    comm_rows = set()
+    for key, kind, s, e, comm in rows:
+        if comm:
+            comm_rows.add(key)
+        b0, b1 = int(s / width), min(int(e / width), bins - 1)
+        starts[(key, b0)] = starts.get((key, b0), 0) + 1
+        for b in range(b0, b1 + 1):
+            overlap = min(e, (b + 1) * width) - max(s, b * width)
+            if overlap > 0:
+                cell = occ.setdefault((key, b), {})
+                cell[kind] = cell.get(kind, 0.0) + overlap
+    out: list[list] = []
+    for (key, b) in sorted(occ, key=lambda kb: (str(kb[0]), kb[1])):
+        cell = occ[(key, b)]
+        busy = min(sum(cell.values()) / width, 1.0)
+        if busy < (1e-6 if key in comm_rows else 1 / 3):
+            continue
+        kind = max(cell, key=lambda k: (cell[k], k))
+        ops = starts.get((key, b), 0)
+        last = out[-1] if out else None
+        if last and last[0] == key and last[1] == kind and abs(last[3] - b * width) < width * 1e-6:
+            n = (last[3] - last[2]) / width
+            last[5] = (last[5] * n + busy) / (n + 1)
+            last[3] = (b + 1) * width
+            last[4] += ops
+        else:
+            out.append([key, kind, b * width, (b + 1) * width, ops, busy])
+    return [tuple(x) for x in out]
+
+
+def gantt(columns: dict[str, list], class_labels: tuple[str, ...], iteration_s: float,
+          max_bars: int = 4000, height: int | None = None, font_size: int = 12,
+          bands: bool | None = None) -> tuple[go.Figure, GanttInfo]:
+    """Gantt chart of the timeline table (see timeline.COLUMNS).
+
+    With few GPU classes every (class, stream) pair is its own labelled lane.  With many
+    (``bands``, default when there are more than 6 classes) each class is one band: the compute
+    stream in the middle — blocking TP/CP/EP collectives drawn on it in their own colour, since
+    compute waits for them — the ``dp`` stream as a thin lane above and ``pp`` below.
+    """
+    n = len(columns["start_s"])
+    classes = sorted(set(columns["gpu_class"])) or [0]
+    bands = len(classes) > 6 if bands is None else bands
+    lanes_present = sorted({(columns["gpu_class"][i], columns["lane"][i]) for i in range(n)},
+                           key=lambda x: (x[0], LANES.index(x[1]) if x[1] in LANES else 99))
+    short = {k: lane_name(class_labels[k]) for k in range(len(class_labels))}
+    label = {k: f"{short[k[0]]} · {k[1]}" for k in lanes_present}
+
+    def where(c: int, lane: str):
+        """(y, thickness) of a bar: a category label, or a numeric band position."""
+        if not bands:
+            return label[(c, lane)], None
+        off, width = BAND_OFFSETS.get(lane, (0.0, 0.5))
+        return c + off, width
+
+    fig = go.Figure()
+    merged = n > max_bars
+    if merged:
+        bars_drawn = _aggregated(fig, columns, iteration_s, max_bars, bands, where, short)
+    else:
+        _exact(fig, columns, bands, where, short)
+        bars_drawn = n
+    # Every kind in the timeline gets a legend entry, even one too thin to win a pixel column.
+    drawn = {t.name for t in fig.data}
+    for kind in sorted({columns["kind"][i] for i in range(n)} - drawn, key=_sort_key):
+        fig.add_trace(go.Bar(x=[None], y=[None], orientation="h", name=kind, marker=_marker(kind)))
+    if bands:
+        yaxis = dict(tickmode="array", tickvals=classes, ticktext=[short[k] for k in classes],
+                     range=[max(classes) + 0.6, min(classes) - 0.6], automargin=True, showgrid=False,
+                     zeroline=False, tickfont=dict(size=font_size))
+        rows_count = len(classes)
+        h = height or max(380, min(600, 80 + 28 * rows_count))
+    else:
+        order = [label[k] for k in lanes_present]
+        yaxis = dict(categoryorder="array", categoryarray=order[::-1], automargin=True, tickfont=dict(size=font_size),
+                     tickmode="array", tickvals=order, ticktext=order)
+        rows_count = len(order)
+        h = height or max(380, min(600, 70 + 24 * rows_count))
+    fig.update_layout(
+        barmode="overlay", height=h, margin=dict(l=10, r=10, t=30, b=40), bargap=0.25,
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0, font=dict(size=font_size)),
+        xaxis=dict(title="time (ms)", range=[0, iteration_s * 1e3 * 1.01], showgrid=True, zeroline=False),
+        yaxis=yaxis, font=dict(size=font_size), hoverlabel=dict(font_size=font_size), uirevision="gantt")
+    return fig, GanttInfo(bars_drawn, n, merged, rows_count)
+
+
+def _aggregated(fig: go.Figure, columns: dict[str, list], iteration_s: float, max_bars: int, bands: bool,
+                where, short: dict[int, str]) -> int:
+    def row_of(c: int, lane: str, kind: str) -> tuple:
+        if bands and lane in ("compute", "tp", "cp", "ep"):
+            return (c, "compute" if kind in COMPUTE_KINDS else "comm")
+        return (c, lane)
+
+    rows = []
+    for i in range(len(columns["start_s"])):
+        key = row_of(columns["gpu_class"][i], columns["lane"][i], columns["kind"][i])
+        rows.append((key, columns["kind"][i], columns["start_s"][i], columns["end_s"][i],
+                     key[1] == "comm" or key[1] in COMM_LANES))
+    bins = RASTER_COLUMNS
+    raster = _rasterize(rows, iteration_s, bins)
+    while len(raster) > max_bars and bins > 100:
+        bins //= 2          # coarser columns until the bar budget holds
+        raster = _rasterize(rows, iteration_s, bins)
+    by_kind: dict[str, list] = {}
+    for (c, row), kind, s, e, ops, fill in raster:
+        pos = (c + SPLIT_OFFSETS[row][0], SPLIT_OFFSETS[row][1]) if bands and row in SPLIT_OFFSETS else where(c, row)
+        comm = row == "comm" or row in COMM_LANES
+        by_kind.setdefault(kind, []).append((pos, s, e, ops, short[c], row, fill, comm))
+    for kind in sorted(by_kind, key=_sort_key):
+        bars = by_kind[kind]
+        fig.add_trace(go.Bar(
+            y=[b[0][0] for b in bars], width=[b[0][1] for b in bars] if bands else None,
+            base=[b[1] * 1e3 for b in bars], x=[(b[2] - b[1]) * 1e3 for b in bars],
+            orientation="h", name=kind,
+            marker=_marker(kind, [0.3 + 0.7 * b[6] if b[7] else 1.0 for b in bars]),
+            customdata=[[b[3], (b[2] - b[1]) * 1e3, b[4], b[5], b[6] * 100] for b in bars],
+            hovertemplate=(f"<b>{kind}</b> (mostly) · %{{customdata[2]}} · %{{customdata[3]}}<br>"
+                           "busy %{customdata[4]:.0f}% of this span · %{customdata[0]} operations start here<br>"
+                           "span %{customdata[1]:.3f} ms from %{base:.3f} ms (aggregated view)<extra></extra>")))
+    return len(raster)
+
+
+def _fmt_bytes(n) -> str:
+    if not n:
+        return "–"
+    for unit, k in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= k:
+            return f"{n / k:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _fmt_flops(f) -> str:
+    if not f:
+        return "–"
+    for unit, k in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if f >= k:
+            return f"{f / k:.2f} {unit}"
+    return f"{f:.0f} FLOP"
+
+
+COMPUTE_HOVER = ("<b>%{customdata[0]}</b> %{customdata[3]} · %{customdata[4]}<br>"
+                 "micro-batch %{customdata[1]} · chunk %{customdata[2]}<br>"
+                 "start %{base:.3f} ms · duration %{customdata[5]:.3f} ms<br>"
+                 "%{customdata[6]}<extra></extra>")
+COMM_HOVER = ("<b>%{customdata[0]}</b> %{customdata[3]} · %{customdata[4]}<br>"
+              "micro-batch %{customdata[1]} · chunk %{customdata[2]}<br>"
+              "start %{base:.3f} ms · duration %{customdata[5]:.3f} ms<br>"
+              "%{customdata[6]}<br>%{customdata[7]}<extra></extra>")
+
+
+def _exact(fig: go.Figure, c: dict[str, list], bands: bool, where, short: dict[int, str]) -> None:
+    flops = c.get("flops")
+    by_kind: dict[str, list[int]] = {}
+    for i in range(len(c["start_s"])):
+        by_kind.setdefault(c["kind"][i], []).append(i)
+    for kind in sorted(by_kind, key=_sort_key):
+        ii = by_kind[kind]
+        pos = [where(c["gpu_class"][i], c["lane"][i]) for i in ii]
+        custom = []
+        for i in ii:
+            head = [kind, "–" if c["micro_batch"][i] is None else c["micro_batch"][i],
+                    "–" if c["chunk"][i] is None else c["chunk"][i], c["detail"][i] or "",
+                    f"{short[c['gpu_class'][i]]} · {c['lane'][i]}", c["duration_s"][i] * 1e3]
+            if c["lane"][i] == "compute":
+                f = flops[i] if flops is not None else None
+                rate = f"{f / c['duration_s'][i] / 1e12:.0f} TFLOP/s achieved" if f and c["duration_s"][i] > 0 else ""
+                what = f"{_fmt_flops(f)} · {rate}" if f else "memory-bound work (HBM traffic)"
+                custom.append(head + [what, ""])
+            else:
+                bw = f" · achieved {c['busbw_GBps'][i]:.1f} GB/s bus bandwidth" if c["busbw_GBps"][i] else ""
+                custom.append(head + [f"{_fmt_bytes(c['bytes'][i])} over a group of {c['group'][i] or '–'}",
+                                      f"{c['algorithm'][i] or 'p2p'} · limited by {c['tier'][i] or '–'}{bw}"])
+        compute = c["lane"][ii[0]] == "compute"
+        fig.add_trace(go.Bar(
+            y=[p[0] for p in pos], width=[p[1] for p in pos] if bands else None,
+            base=[c["start_s"][i] * 1e3 for i in ii], x=[c["duration_s"][i] * 1e3 for i in ii],
+            orientation="h", name=kind, marker=_marker(kind), customdata=custom,
+            hovertemplate=COMPUTE_HOVER if compute else COMM_HOVER))

@@ -1,0 +1,128 @@
+"""Results the page shows, computed once per scenario and kept in a cache bounded by bytes.
+
+Streamlit's ``st.cache_data`` bounds entries, not memory, and keeps whatever a function returns —
+a heavy scenario's task list is 60-100 MB.  Here a scenario's entry holds only what the page
+draws (the JSON figures, the per-class memory, the YAML and the Gantt figure of at most
+``MAX_BARS`` bars), its size is estimated when it is stored, and the least recently used entries
+are evicted beyond ``MAX_CACHE_BYTES`` — so a server stays bounded whatever links it is sent.
+The cache is shared by all sessions (scenarios are keyed by their canonical JSON) and guarded by
+a lock, since Streamlit runs sessions in threads.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable
+
+import plotly.graph_objects as go
+
+from .. import figures
+from ..scenario import Scenario, from_dict, to_yaml
+from ..timeline import build_timeline
+
+MAX_BARS = 2500                  # SVG bars drawn at most; more are aggregated (figures.gantt)
+MAX_CACHE_BYTES = 256 * 2**20    # all cached views together
+BYTES_PER_BAR = 400              # a drawn bar's share of the figure JSON (measured: 250-380 bytes)
+
+
+@dataclass(frozen=True)
+class ViewData:
+    """Everything the views draw for one scenario."""
+
+    scenario: Scenario
+    json: dict[str, Any]
+    labels: tuple[str, ...]
+    memory: tuple[dict[str, float], ...]
+    utilisation: dict[str, float]
+    yaml: str
+    gantt: go.Figure
+    gantt_info: figures.GanttInfo
+    full_rows: int               # per-layer operations of the whole timeline (downloads)
+
+    def size_bytes(self) -> int:
+        """Rough footprint, for the cache's byte budget."""
+        return (len(json.dumps(self.json, default=str)) + len(self.yaml)
+                + self.gantt_info.bars * BYTES_PER_BAR + 4096)
+
+
+class ByteBoundedLRU:
+    """A thread-safe least-recently-used map whose values report their size in bytes."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get_or_compute(self, key: Hashable, compute: Callable[[], Any], size: Callable[[Any], int]) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key][0]
+        value = compute()            # outside the lock: other sessions keep being served
+        n = size(value)
+        with self._lock:
+            if key not in self._items and n <= self.max_bytes:
+                self._items[key] = (value, n)
+                self._bytes += n
+                while self._bytes > self.max_bytes:
+                    _, (_, old) = self._items.popitem(last=False)
+                    self._bytes -= old
+        return value
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+_VIEWS = ByteBoundedLRU(MAX_CACHE_BYTES)
+_SMALL = ByteBoundedLRU(32 * 2**20)
+
+
+def view_data(raw_json: str) -> ViewData:
+    """Simulate the scenario ``raw_json`` (canonical JSON of its raw mapping) once for all sessions."""
+    return _VIEWS.get_or_compute(raw_json, lambda: _compute(raw_json), ViewData.size_bytes)
+
+
+def _compute(raw_json: str) -> ViewData:
+    from ..simulate import simulate
+
+    sc = from_dict(json.loads(raw_json))
+    res = simulate(sc)
+    labels = tuple(c.label for c in res.classes)
+    # Per-layer bars when they fit the budget, else one bar per pass and part; the Gantt then
+    # aggregates to screen resolution.  The task list itself is not kept.
+    draw = build_timeline(res.tasks, labels, max_segments=MAX_BARS)
+    full_rows = len(draw) if not draw.coarse else sum(
+        max(len(t.parts), 1) * (t.info or {}).get("layers", 1) for t in res.tasks if t.duration > 0)
+    j = res.to_json_dict()
+    fig, info = figures.gantt(draw.columns, labels, j["iteration_time_s"], max_bars=MAX_BARS)
+    return ViewData(sc, j, labels, tuple(m.as_GB() for m in res.memory_by_class), dict(res.utilisation),
+                    to_yaml(sc), fig, info, full_rows)
+
+
+def summary(raw_json: str) -> dict[str, Any]:
+    """Just the JSON figures of a scenario (for comparisons such as the ZeRO stages)."""
+    def compute() -> dict[str, Any]:
+        from ..simulate import simulate
+        return simulate(from_dict(json.loads(raw_json))).to_json_dict()
+    return _SMALL.get_or_compute(("summary", raw_json), compute, lambda j: len(json.dumps(j, default=str)) + 1024)
+
+
+def full_timeline(raw_json: str):
+    """Every operation of the iteration, for the trace and CSV downloads (never cached: a
+    download is rare and its table can be large)."""
+    from ..simulate import simulate
+
+    res = simulate(from_dict(json.loads(raw_json)))
+    return build_timeline(res.tasks, tuple(c.label for c in res.classes), max_segments=10**9)
+
+
+def cache_stats() -> dict[str, int]:
+    """Entries and estimated bytes of the view cache (logged, and read by the load bench)."""
+    return {"entries": len(_VIEWS), "bytes": _VIEWS.bytes}

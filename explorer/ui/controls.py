@@ -1,0 +1,105 @@
+"""The sidebar's controls: which scenario field each widget sets, its label and its kind.
+
+Pure data (no Streamlit): the sidebar, the state helpers and the tests read the same table, so a
+control exists in exactly one place.  Kinds: ``int``, ``float``, ``choice`` (the field's
+``choices``), ``bool``, ``order`` (placement strings), ``dp`` (derived, shown as text),
+``gpu`` / ``model`` (preset names).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Control(NamedTuple):
+    key: str      # dotted scenario field
+    label: str
+    kind: str
+
+
+SECTIONS: list[tuple[str, list[Control]]] = [
+    ("Parallelism", [
+        Control("parallelism.tp", "Tensor parallel (tp)", "int"),
+        Control("parallelism.pp", "Pipeline stages (pp)", "int"),
+        Control("parallelism.dp", "Data parallel (dp)", "dp"),
+        Control("parallelism.cp", "Context parallel (cp)", "int"),
+        Control("parallelism.ep", "Expert parallel (ep)", "int"),
+        Control("parallelism.vpp", "Virtual stages (vpp)", "int"),
+        Control("parallelism.schedule", "Pipeline schedule", "choice"),
+        Control("parallelism.ideal_pipeline", "Ideal pipeline (teaching)", "bool"),
+        Control("parallelism.zero", "ZeRO stage", "int"),
+        Control("parallelism.sequence_parallel", "Sequence parallel", "bool"),
+        Control("parallelism.token_slices", "Token slices per sequence (TeraPipe)", "int"),
+        Control("parallelism.order", "Placement order (innermost first)", "order"),
+    ]),
+    ("Scale-up (NVLink)", [
+        Control("cluster.scale_up.kind", "Kind", "choice"),
+        Control("cluster.scale_up.bandwidth_GBps", "Bandwidth per GPU (GB/s)", "float"),
+        Control("cluster.scale_up.latency_us", "Latency (µs)", "float"),
+    ]),
+    ("Scale-out (fabric)", [
+        Control("cluster.scale_out.kind", "Wiring", "choice"),
+        Control("cluster.scale_out.nic_Gbps", "NIC speed (Gb/s)", "float"),
+        Control("cluster.scale_out.nics_per_node", "NICs per node", "int"),
+        Control("cluster.scale_out.latency_us", "Latency (µs)", "float"),
+        Control("cluster.scale_out.oversubscription", "Oversubscription (x:1)", "float"),
+        Control("cluster.scale_out.switch_radix", "Leaf switch ports", "int"),
+    ]),
+    ("Scale-across (WAN)", [
+        Control("cluster.scale_across.bandwidth_Gbps", "WAN bandwidth (Gb/s)", "float"),
+        Control("cluster.scale_across.latency_ms", "WAN latency (ms)", "float"),
+    ]),
+    ("GPUs & cluster", [
+        Control("hardware.gpu", "GPU", "gpu"),
+        Control("cluster.nodes", "Nodes", "int"),
+        Control("cluster.gpus_per_node", "GPUs per node", "int"),
+        Control("cluster.datacenters", "Datacenters", "int"),
+    ]),
+    ("Model", [
+        Control("model.preset", "Model preset", "model"),
+        Control("model.layers", "Layers", "int"),
+        Control("model.hidden", "Hidden size", "int"),
+        Control("model.heads", "Attention heads", "int"),
+        Control("model.kv_heads", "KV heads", "int"),
+        Control("model.ffn_hidden", "FFN width", "int"),
+        Control("model.ffn_kind", "FFN kind", "choice"),
+        Control("model.seq_len", "Sequence length", "int"),
+        Control("model.vocab", "Vocabulary", "int"),
+        Control("model.moe.experts", "MoE experts (0 = dense)", "int"),
+        Control("model.moe.top_k", "MoE top-k", "int"),
+        Control("model.moe.expert_ffn_hidden", "MoE expert width", "int"),
+        Control("model.moe.max_nodes", "MoE node limit (0 = none)", "int"),
+        Control("model.moe.imbalance", "MoE load imbalance (max/mean)", "float"),
+    ]),
+    ("Batch & precision", [
+        Control("training.global_batch", "Global batch (sequences)", "int"),
+        Control("training.micro_batch", "Micro-batch", "int"),
+        Control("training.dtype", "Precision", "choice"),
+        Control("training.recompute", "Activation recompute", "choice"),
+        Control("training.flash_attention", "Fused attention (FlashAttention)", "bool"),
+        Control("training.optimizer", "Optimizer", "choice"),
+    ]),
+    ("Communication", [
+        Control("communication.algorithm", "Collective algorithm", "choice"),
+        Control("communication.dp_overlap", "Overlap DP with backward", "bool"),
+        Control("communication.bucket_MB", "Gradient bucket (MB)", "float"),
+        Control("communication.dp_priority", "Prioritise first layers' buckets (P3)", "bool"),
+        Control("communication.tp_overlap", "Overlap TP with GEMMs", "bool"),
+        Control("communication.prefetch_layers", "ZeRO-3 prefetch (layers)", "int"),
+    ]),
+]
+CONTROLS: list[Control] = [c for _, items in SECTIONS for c in items]
+# Widgets that hold a scenario value (dp is derived from the others and only displayed).
+WIDGET_KEYS: list[str] = [c.key for c in CONTROLS if c.kind != "dp"]
+MODEL_KEYS: list[str] = [k for k in WIDGET_KEYS if k.startswith("model.") and k != "model.preset"]
+ORDERS = ["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-cp-pp-dp", "tp-pp-cp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp",
+          "tp-cp-dp-pp", "dp-tp-cp-pp", "pp-tp-cp-dp"]
+SECTION_OF_PREFIX = {"model": "Model", "training": "Batch & precision", "hardware": "GPUs & cluster",
+                     "parallelism": "Parallelism", "communication": "Communication", "cluster": "GPUs & cluster"}
+
+
+def section_of(field: str) -> str:
+    """The sidebar section that shows the error message for ``field``."""
+    for name, items in SECTIONS:
+        if any(field == c.key or field.startswith(c.key + ".") for c in items):
+            return name
+    return SECTION_OF_PREFIX.get(field.split(".")[0], "Model")

@@ -1,0 +1,139 @@
+"""The page: link -> state -> sidebar -> scenario -> cached results -> address bar -> views.
+
+The address bar always holds ``scenario=<preset>`` plus every field that differs from it, the view
+and presentation mode, so it is the share link.  An invalid combination of controls shows its
+one-line reason in the sidebar section of the field and at the top, while the last valid result
+stays on screen.  An unexpected error shows a short message with an id; its traceback goes to the
+server log, never to the page.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from ..scenario import Scenario, ScenarioError, from_dict
+from ..share import SharedView, to_query
+from . import sidebar, style
+from .cache import ViewData, view_data
+from .controls import section_of
+from .state import current_raw, init_state, preset_scenario
+from .views import files, memory, metrics, timeline, topology, traffic
+
+LOG = logging.getLogger("commexplorer")
+VIEW_LABELS = {"timeline": "Timeline", "memory": "Memory", "traffic": "Traffic", "topology": "Topology",
+               "scenario": "Scenario & files"}
+
+
+def share_link(query: dict[str, str]) -> str:
+    base = (st.context.url or "").split("?")[0]
+    return f"{base}?{urlencode(query)}"
+
+
+def internal_error(where: str) -> None:
+    """Log the traceback with an id; show the id and a one-line apology."""
+    ref = uuid.uuid4().hex[:8]
+    LOG.exception("internal error %s while %s", ref, where)
+    st.error(f"Internal error while {where} (id {ref}). The details are in the server log; the scenario "
+             "link above reproduces it.", icon="🛑")
+
+
+def _resolve(placeholders: dict[str, Any]) -> tuple[dict, Scenario, ScenarioError | None]:
+    """The scenario of the controls, or the last valid one with the reason this one is not."""
+    try:
+        raw = current_raw()
+        sc = from_dict(raw)
+    except ScenarioError as exc:
+        placeholders[section_of(exc.field)].error(str(exc), icon="⚠️")
+        last = st.session_state.get("_last_good")
+        if last is None:
+            st.error(f"Invalid scenario — {exc}")
+            st.stop()
+        return (*last, exc)
+    st.session_state["_last_good"] = (raw, sc)
+    return raw, sc, None
+
+
+def _view_data(raw: dict) -> tuple[ViewData, str] | None:
+    raw_json = json.dumps(raw, sort_keys=True, default=str)
+    try:
+        return view_data(raw_json), raw_json
+    except ScenarioError as exc:          # e.g. beyond the work budget
+        st.error(str(exc), icon="⚠️")
+        st.session_state["_last_good"] = None
+    return None
+
+
+def main() -> None:
+    present_link = str(st.query_params.get("present", "")).lower() in ("1", "true", "yes", "on")
+    st.set_page_config(page_title="CommExplorer", page_icon="📡", layout="wide",
+                       initial_sidebar_state="collapsed" if present_link else "expanded")
+    if "_init" not in st.session_state:
+        init_state()
+    view: SharedView = st.session_state["_view"]
+    present = view.present
+    style.inject(present)
+    placeholders = sidebar.render()
+    raw, sc, error = _resolve(placeholders)
+    got = _view_data(raw)
+    if got is None:
+        return
+    data, raw_json = got
+    # Link warnings describe the link as opened; once the user changes something they are stale.
+    if st.session_state.get("_link_json") is None:
+        st.session_state["_link_json"] = raw_json
+    elif st.session_state["_link_json"] != raw_json:
+        st.session_state["_warnings"] = []
+
+    # Address bar = share link.
+    name = st.session_state["_scenario"]
+    view.scenario = name
+    tab_label = st.session_state.get("view_tab")
+    if tab_label:
+        view.view = next((k for k, v in VIEW_LABELS.items() if v == tab_label), view.view)
+    query = to_query(view, preset_scenario(name)[1], sc)
+    if dict(st.query_params) != query:
+        st.query_params.from_dict(query)
+
+    head, link = st.columns([5, 1], vertical_alignment="center")
+    head.markdown(f"{'##' if present else '###'} {sc.name}")
+    with link.popover("Copy link", icon=":material/link:", use_container_width=True):
+        st.caption("This link reopens exactly this view:")
+        st.code(share_link(query), language=None, wrap_lines=True)
+    for w in st.session_state.get("_warnings", []):
+        st.warning(f"Link: {w}", icon="⚠️")
+    if error is not None:
+        st.error(f"{error} — showing the last valid scenario.", icon="⚠️")
+
+    metrics.render(data)
+    default = VIEW_LABELS.get(view.view, VIEW_LABELS["timeline"])
+    tabs = st.tabs(list(VIEW_LABELS.values()), key="view_tab", default=default, on_change="rerun")
+    for tab, key in zip(tabs, VIEW_LABELS):
+        if tab.open is False:
+            continue
+        with tab:
+            try:
+                if key == "timeline":
+                    timeline.render(data, present)
+                elif key == "memory":
+                    memory.render(data, present)
+                elif key == "traffic":
+                    traffic.render(data, raw, present)
+                elif key == "topology":
+                    topology.render(data, present)
+                else:
+                    files.render(data, raw_json)
+            except Exception:  # noqa: BLE001 - the page must survive any view's bug
+                internal_error(f"drawing the {VIEW_LABELS[key]} view")
+
+
+def run() -> None:
+    """Entry point of ``app.py``: the page, with any unexpected error reported, never a traceback."""
+    try:
+        main()
+    except Exception:  # noqa: BLE001
+        internal_error("computing this scenario")

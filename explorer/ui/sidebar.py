@@ -1,0 +1,64 @@
+"""The sidebar: the preset chooser and one expander per concern, every widget keyed by its field."""
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from ..scenario import gpu_presets, model_presets
+from ..share import shipped_scenarios
+from .controls import ORDERS, SECTIONS, Control
+from .state import CUSTOM, FIELDS, on_model_preset_change, on_preset_change, preset_scenario
+
+
+def render() -> dict[str, Any]:
+    """Draw the sidebar; return a placeholder per section for its error message."""
+    shipped = shipped_scenarios()
+    st.sidebar.selectbox("Scenario", list(shipped), key="_scenario", on_change=on_preset_change,
+                         format_func=lambda n: f"{n} — {preset_scenario(n)[1].name}",
+                         help="A preset from scenarios/; every change below is relative to it.")
+    placeholders = {}
+    for name, items in SECTIONS:
+        with st.sidebar.expander(name, expanded=name == "Parallelism"):
+            placeholders[name] = st.empty()
+            for control in items:
+                _widget(control)
+    return placeholders
+
+
+def _derived_dp() -> str:
+    s = st.session_state
+    denom = s["parallelism.tp"] * s["parallelism.pp"] * s["parallelism.cp"]
+    gpus = s["cluster.nodes"] * s["cluster.gpus_per_node"]
+    if denom and gpus % denom == 0:
+        return f"**dp = {gpus // denom}** (derived: {gpus} GPUs / (tp·pp·cp))"
+    return f"**dp undefined**: tp·pp·cp = {denom} does not divide {gpus} GPUs"
+
+
+def _widget(c: Control) -> None:
+    field = FIELDS.get(c.key)
+    meta = field.metadata if field is not None else {}
+    help_ = meta.get("doc")
+    key = c.key
+    if c.kind == "dp":
+        st.markdown(_derived_dp())
+    elif c.kind == "model":
+        st.selectbox(c.label, [CUSTOM] + list(model_presets()), key=key, on_change=on_model_preset_change,
+                     help="Loads the preset's dimensions into the controls below")
+    elif c.kind == "gpu":
+        opts = list(gpu_presets()) + ([CUSTOM] if st.session_state.get(key) == CUSTOM else [])
+        st.selectbox(c.label, opts, key=key, help="Vendor peak figures (explorer/data/gpus.yaml)")
+    elif c.kind == "choice":
+        st.selectbox(c.label, list(meta["choices"]), key=key, help=help_)
+    elif c.kind == "order":
+        st.selectbox(c.label, list(dict.fromkeys([st.session_state[key]] + ORDERS)), key=key, help=help_)
+    elif c.kind == "bool":
+        st.toggle(c.label, key=key, help=help_)
+    elif c.kind == "int":
+        st.number_input(c.label, min_value=int(meta.get("min", 0)), max_value=int(meta.get("max", 10**9)),
+                        step=1, key=key, help=help_)
+    else:
+        # The input stops at the field's physical bounds; validation names the field otherwise.
+        low = meta.get("min", meta.get("gt", 0.0))
+        st.number_input(c.label, min_value=float(low), max_value=float(meta.get("max", 1e12)), key=key,
+                        help=help_, format="%g")

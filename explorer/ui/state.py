@@ -1,0 +1,138 @@
+"""Session state: the sidebar widgets <-> the scenario, and the link the page was opened with.
+
+Every widget is keyed by the scenario field it sets (``parallelism.pp``).  The scenario on screen
+is the chosen preset plus every widget value that differs from it, plus ``_extra``: fields a link
+or an upload set that have no widget (``stage_layers``, MoE sizes, ...).
+
+Streamlit forbids writing a widget's value once the widget exists in the current run, so
+everything that replaces several widget values at once — a new preset, a model preset, an
+uploaded file — happens in a widget callback, which runs before the next script run.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import streamlit as st
+
+from ..scenario import Model, Scenario, ScenarioError, apply_overrides, from_dict, model_presets, parse_text, to_dict
+from ..schema import build, field_paths
+from ..share import changed_fields, flatten, parse_query, preset_raw
+from .controls import MODEL_KEYS, WIDGET_KEYS
+
+CUSTOM = "(custom)"
+MAX_UPLOAD_BYTES = 200_000
+FIELDS = field_paths(Scenario)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def preset_scenario(name: str) -> tuple[dict, Scenario]:
+    """A shipped scenario's raw mapping (dp left to be derived) and its validated form."""
+    raw = preset_raw(name)
+    return raw, from_dict(raw)
+
+
+def _field_default(key: str) -> Any:
+    f = FIELDS.get(key)
+    if f is None or f.default is dataclasses.MISSING:
+        return None
+    return f.default
+
+
+def widget_values(sc: Scenario) -> dict[str, Any]:
+    """The value every sidebar widget shows for scenario ``sc`` (presets by name; fields of an
+    absent section, e.g. ``model.moe`` of a dense model, at their defaults)."""
+    flat = flatten(to_dict(sc))
+    values = {}
+    for key in WIDGET_KEYS:
+        value = flat.get(key)
+        values[key] = _field_default(key) if value is None else value
+    values["model.preset"] = sc.model.preset or CUSTOM
+    values["hardware.gpu"] = sc.hardware.gpu.preset or CUSTOM
+    return values
+
+
+def set_widgets(sc: Scenario) -> None:
+    st.session_state.update(widget_values(sc))
+
+
+def preset_model(name: str) -> Model:
+    """The model of preset ``name`` with its derived defaults filled (kv_heads, ffn_hidden)."""
+    m = build(Model, {**model_presets()[name], "preset": name}, "model")
+    return dataclasses.replace(m, kv_heads=m.kv_heads or m.heads, ffn_hidden=m.ffn_hidden or 4 * m.hidden)
+
+
+def on_preset_change() -> None:
+    """A new shipped scenario: every control takes its value; link leftovers are dropped."""
+    st.session_state["_extra"] = {}
+    st.session_state["_warnings"] = []
+    set_widgets(preset_scenario(st.session_state["_scenario"])[1])
+
+
+def on_model_preset_change() -> None:
+    """A model preset fills every model control (dimensions and MoE) with the preset's values;
+    the rest of the scenario is unchanged."""
+    name = st.session_state["model.preset"]
+    if name == CUSTOM:
+        return
+    m = preset_model(name)
+    flat = flatten({"model": dataclasses.asdict(m)})
+    for key in MODEL_KEYS:
+        value = flat.get(key)
+        st.session_state[key] = _field_default(key) if value is None else value
+    # Fields without a widget that belong to the old model would not fit the new one.
+    st.session_state["_extra"] = {k: v for k, v in st.session_state.get("_extra", {}).items()
+                                  if not k.startswith("model.")}
+
+
+def on_upload() -> None:
+    """Load an uploaded YAML/JSON scenario into the controls (relative to the current preset)."""
+    up = st.session_state.get("_upload")
+    if up is None:
+        return
+    try:
+        if up.size > MAX_UPLOAD_BYTES:
+            raise ScenarioError(up.name, f"is {up.size:,} bytes; the limit is {MAX_UPLOAD_BYTES:,}")
+        sc_up = from_dict(parse_text(up.getvalue().decode("utf-8", errors="replace"), up.name))
+    except ScenarioError as exc:
+        st.session_state["_upload_msg"] = ("error", f"Upload not loaded — {exc}")
+        return
+    base = preset_scenario(st.session_state["_scenario"])[1]
+    values = flatten(to_dict(sc_up))
+    changed = changed_fields(base, sc_up)
+    st.session_state["_extra"] = {k: values[k] for k in changed if k not in WIDGET_KEYS and k in values}
+    set_widgets(sc_up)
+    st.session_state["_upload_msg"] = ("success", f"Loaded {up.name}: {sc_up.name}")
+
+
+def init_state() -> None:
+    """First run of a browser session: the link decides everything."""
+    view = parse_query(dict(st.query_params))
+    st.session_state["_scenario"] = view.scenario
+    st.session_state["_view"] = view
+    st.session_state["_warnings"] = list(view.warnings)
+    base_raw, _ = preset_scenario(view.scenario)
+    set_widgets(from_dict(apply_overrides(base_raw, view.overrides)))
+    st.session_state["_extra"] = {k: v for k, v in view.overrides.items() if k not in WIDGET_KEYS}
+    st.session_state["_last_good"] = None
+    st.session_state["_link_json"] = None
+    st.session_state["_init"] = True
+
+
+def current_raw() -> dict[str, Any]:
+    """The scenario the widgets describe, as a raw mapping (the preset plus what differs)."""
+    base_raw, base_sc = preset_scenario(st.session_state["_scenario"])
+    raw = apply_overrides(base_raw, st.session_state.get("_extra", {}))
+    base_values = widget_values(base_sc)
+    overrides = {}
+    for key in WIDGET_KEYS:
+        value = st.session_state.get(key)
+        if value == base_values[key] or value is None:
+            continue
+        if key in ("model.preset", "hardware.gpu") and value == CUSTOM:
+            continue
+        overrides[key] = value
+    if overrides.get("model.preset"):
+        # A new model preset replaces the dims the old one had: start the model from it.
+        raw["model"] = {"preset": overrides.pop("model.preset")}
+    return apply_overrides(raw, overrides)

@@ -1,0 +1,33 @@
+"""Page CSS: compact cards that never truncate, and a presentation mode for a 1280x720 projector."""
+from __future__ import annotations
+
+import streamlit as st
+
+BASE = """
+<style>
+.block-container {padding-top: 2.4rem; padding-bottom: 0.5rem;}
+[data-testid="stMetric"] {padding: 4px 8px;}
+[data-testid="stMetricValue"] {font-size: clamp(1rem, 1.45vw, 1.35rem);}
+[data-testid="stMetricValue"] > div {overflow: visible; text-overflow: clip;}
+[data-testid="stMetricLabel"] p {font-size: clamp(0.72rem, 0.95vw, 0.85rem); white-space: nowrap;
+                                 overflow: visible;}
+[data-testid="stMetricDelta"] {font-size: 0.75rem;}
+</style>"""
+
+# Presentation: the header bar hidden (its 60 px are the screen's scarcest), the title as large as
+# the tabs or larger, cards and chart fonts readable from the back of a room.
+PRESENT = """
+<style>
+header[data-testid="stHeader"] {height: 0; min-height: 0; background: transparent;}
+.block-container {padding-top: 0.6rem; padding-left: 1.2rem; padding-right: 1.2rem;}
+h2 {font-size: 1.9rem; padding: 0 0 0.2rem 0;}
+[data-testid="stMetricValue"] {font-size: clamp(1.3rem, 2.1vw, 2rem);}
+[data-testid="stMetricLabel"] p {font-size: clamp(0.85rem, 1.15vw, 1.1rem);}
+[data-testid="stMetricDelta"] {font-size: 0.85rem;}
+.stTabs [data-baseweb="tab"] p {font-size: 1.05rem;}
+[data-testid="stAlert"] p {font-size: 1.08rem; line-height: 1.35;}
+</style>"""
+
+
+def inject(present: bool) -> None:
+    st.markdown(BASE + (PRESENT if present else ""), unsafe_allow_html=True)

@@ -1,0 +1,46 @@
+"""The Scenario & files tab: the description, downloads (trace, CSV, YAML) and the upload."""
+from __future__ import annotations
+
+import streamlit as st
+
+from ..cache import ViewData, full_timeline
+from ..state import on_upload
+
+# Downloads expand every layer of every micro-batch; beyond this many rows they are refused with
+# the knobs that make them smaller (a 2-million-row CSV is ~250 MB).
+MAX_DOWNLOAD_ROWS = 2_000_000
+
+
+def render(data: ViewData, raw_json: str) -> None:
+    sc = data.scenario
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        st.markdown(sc.description or "_No description._")
+        st.markdown(f"**Layers per pipeline chunk:** {', '.join(map(str, data.json['stage_layers']))} · "
+                    f"**micro-batches per pipeline:** {data.json['micro_batches']}")
+    with c2:
+        if data.full_rows <= MAX_DOWNLOAD_ROWS:
+            st.download_button("Download Perfetto trace (JSON)",
+                               data=lambda: full_timeline(raw_json).to_trace_json(),
+                               file_name="trace.json", mime="application/json", help="Open in ui.perfetto.dev")
+            st.download_button("Download timeline (CSV)", data=lambda: full_timeline(raw_json).to_csv(),
+                               file_name="timeline.csv", mime="text/csv")
+        else:
+            st.caption(f"Trace and CSV downloads: the timeline has {data.full_rows:,} per-layer operations, more "
+                       f"than the {MAX_DOWNLOAD_ROWS:,} a download holds; fewer layers, micro-batches "
+                       "(training.global_batch) or stages make it smaller — or use "
+                       "`python -m explorer run ... --trace`.")
+        st.download_button("Download scenario (YAML)", data=data.yaml, file_name="scenario.yaml",
+                           mime="application/x-yaml")
+        st.file_uploader("Load a scenario YAML", type=["yaml", "yml", "json"], key="_upload", on_change=on_upload)
+        msg = st.session_state.get("_upload_msg")
+        if msg:
+            (st.error if msg[0] == "error" else st.success)(msg[1])
+        st.code(data.yaml, language="yaml")
+    with st.expander("How to read this"):
+        st.markdown(
+            "The preset's own description says what it demonstrates. The YAML is the scenario on screen, "
+            "every default filled in: download it, edit it, and load it back with the uploader, or run it "
+            "with `python -m explorer run scenario.yaml`. The Perfetto trace (open it in ui.perfetto.dev) "
+            "has one process per GPU class and one thread per stream, with every operation; the CSV is the "
+            "same table.")

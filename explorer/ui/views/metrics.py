@@ -1,0 +1,31 @@
+"""The row of metric cards above the views."""
+from __future__ import annotations
+
+import streamlit as st
+
+from ..cache import ViewData
+
+
+def fmt_time(s: float) -> str:
+    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.3f} s"
+
+
+def render(data: ViewData) -> None:
+    j = data.json
+    mem, cap = j["memory_GB"]["total"], j["memory_capacity_GB"]
+    busiest = j.get("bubble_fraction_busiest")
+    cols = st.columns(6, gap="small")
+    # Help icons only where a card needs a second number: at six cards per row on a 1280-px
+    # projector a label has ~150 px.
+    cols[0].metric("Iteration time", fmt_time(j["iteration_time_s"]), border=True)
+    cols[1].metric("Tokens/s", f"{j['tokens_per_s']:,.0f}", border=True)
+    cols[2].metric("MFU", f"{j['mfu']:.1%}", border=True)
+    cols[3].metric("TFLOP/s per GPU", f"{j['tflops_per_gpu']:.0f}", border=True)
+    cols[4].metric("Bubble", f"{j['bubble_fraction']:.1%}", border=True,
+                   help=("Pipeline idle share, averaged over stages"
+                         + (f"; busiest stage: {busiest:.1%}" if busiest is not None else "")),
+                   delta=(f"busiest stage {busiest:.1%}" if busiest is not None else None),
+                   delta_color="off", delta_arrow="off")
+    cols[5].metric("Memory per GPU", f"{mem:.1f} GB", border=True,
+                   delta=(f"over {cap:g} GB" if mem > cap else f"of {cap:g} GB"),
+                   delta_color="inverse" if mem > cap else "off", delta_arrow="off")

@@ -1,0 +1,90 @@
+"""The Timeline tab: the Gantt chart, where the time goes, the bottleneck in words."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from ... import figures
+from ..cache import ViewData
+
+OVERLAPPING_NOTE = {
+    "zb-h2": "one iteration alone",
+    "pipedream-async": "two iterations back to back",
+}
+
+
+def gantt_figure(data: ViewData, present: bool) -> go.Figure:
+    """The cached Gantt, resized for presentation mode on a copy (the cache stays untouched)."""
+    if not present:
+        return data.gantt
+    fig = go.Figure(data.gantt)
+    fig.update_layout(height=370, font=dict(size=15), legend=dict(font=dict(size=14)),
+                      hoverlabel=dict(font_size=15), margin=dict(l=6, r=6, t=26, b=34))
+    fig.update_yaxes(tickfont=dict(size=15))
+    return fig
+
+
+def render(data: ViewData, present: bool) -> None:
+    j = data.json
+    font = 15 if present else 12
+    left, right = st.columns([7, 3], gap="small")
+    with left:
+        st.plotly_chart(gantt_figure(data, present), key="gantt",
+                        config={"displaylogo": False, "scrollZoom": True})
+        _captions(data)
+    with right:
+        st.info(j["bottleneck"])
+        st.plotly_chart(figures.breakdown(j["breakdown_s"], j["iteration_time_s"],
+                                          title=f"Where the time goes · {_class_name(j['breakdown_class'])}",
+                                          height=240 if present else 300, font_size=font),
+                        key="breakdown", config={"displayModeBar": False})
+        for w in j["warnings"]:
+            st.warning(w, icon="⚠️")
+    if not present:
+        with st.expander("How to read this"):
+            st.markdown(HOW_TO_READ)
+
+
+def _class_name(label: str) -> str:
+    return label.split(" (")[0]
+
+
+def _captions(data: ViewData) -> None:
+    j = data.json
+    sched = j["parallelism"]["schedule"]
+    notes = []
+    if j.get("dp_priority"):
+        notes.append("P3 bucket priorities: the next iteration starts on its first layers while later buckets "
+                     "are still reduced; the metrics measure that steady-state period.")
+    if sched in OVERLAPPING_NOTE:
+        notes.append(f"Iterations of this schedule overlap: the chart shows {OVERLAPPING_NOTE[sched]}; the "
+                     "metrics and breakdown measure the steady state.")
+    if len(data.labels) > 6:
+        notes.append("One band per pipeline stage: compute in the middle (blocking TP/CP/EP collectives in their "
+                     "colours just below it), the `dp` stream above, `pp` transfers below.")
+    info = data.gantt_info
+    if info.merged or data.full_rows > info.operations:
+        how = ("then aggregated to screen resolution: a bar shows the kind that fills most of its pixels; "
+               "collectives that block compute get their own row, shaded by how much of the span they fill"
+               if info.merged else "one bar per pass and kind")
+        notes.append(f"Large timeline: {data.full_rows:,} per-layer operations drawn as {info.bars:,} bars "
+                     f"({how}). Download the Perfetto trace for every single operation.")
+    for n in notes:
+        st.caption(n)
+
+
+HOW_TO_READ = (
+    "- **Lanes** are GPU classes (one per pipeline stage; ×N says how many GPUs behave identically) times "
+    "streams: `compute` runs forward (blue), backward (orange), weight gradients (yellow), recompute "
+    "(mauve), DualPipe's fused forward+backward (violet) and the optimizer (grey); `tp`/`cp`/`ep` show "
+    "collectives — solid where they block compute, hatched where they run hidden under it; `pp` the "
+    "activations sent to the next stage; `dp` gradient buckets and ZeRO gathers.\n"
+    "- **Empty space on a compute lane is idle time**: the pipeline bubble, or waiting for communication. "
+    "Zoom with the mouse wheel or a box, double-click to reset; hover a bar for its FLOPs or bytes, group "
+    "size, algorithm, limiting tier and achieved bandwidth.\n"
+    "- **The breakdown** splits the iteration of the busiest stage into compute, recompute, exposed "
+    "communication per dimension, bubble and optimizer; it sums to the iteration time.\n"
+    "- **The cards**: *MFU* = model FLOPs without recompute / (time × GPUs × bf16 peak) (PaLM, App. B); "
+    "*TFLOP/s per GPU* counts the hardware FLOPs executed, recompute included (Megatron-LM's convention); "
+    "*Bubble* is the pipeline's idle share averaged over stages (the busiest stage's below it); *Memory* "
+    "is weights + gradients + optimizer state + peak activations on the fullest stage.")

@@ -1,0 +1,53 @@
+"""The Topology tab: the cluster, how busy each tier is, and what each dimension sends where."""
+from __future__ import annotations
+
+import streamlit as st
+
+from ... import figures
+from ..cache import ViewData
+
+DIMS = ("tp", "cp", "ep", "pp", "dp")
+
+
+def hot_tier(data: ViewData) -> tuple[str | None, str]:
+    """The tier limiting the dimension with the most exposed time, and a note saying so."""
+    j = data.json
+    links, bd, T = j["links"], j["breakdown_s"], j["iteration_time_s"]
+    exposed = {d: bd[d] for d in DIMS if d in links and bd[d] > 0}
+    if exposed:
+        dim = max(exposed, key=exposed.get)
+        return links[dim]["tier"], f"limits {dim.upper()} ({exposed[dim] / T:.0%} of the iteration exposed)"
+    util = data.utilisation
+    return (max(util, key=util.get) if util else None), "busiest"
+
+
+def render(data: ViewData, present: bool) -> None:
+    j = data.json
+    util = data.utilisation
+    hot, note = hot_tier(data)
+    st.plotly_chart(figures.topology(data.scenario, util, hot=hot, hot_note=note,
+                                     height=400 if present else 460, font_size=15 if present else 12),
+                    key="topology", config={"displaylogo": False})
+    label = figures.TIER_LABELS.get(hot, hot) if hot else "none"
+    st.markdown(f"The link that costs the most time: **{label}** — {note}. Average utilisation over the "
+                "iteration: " + " · ".join(f"{figures.TIER_LABELS[k]} {v:.0%}" for k, v in util.items()
+                                           if k in figures.TIER_LABELS))
+    rows = []
+    by_dim = j["comm_bytes_per_gpu"]
+    for d, link in j["links"].items():
+        rows.append({"dimension": d, "sent per GPU per iteration": f"{by_dim.get(d, 0.0) / 1e9:,.2f} GB",
+                     "typical call": link["op"], "call size": f"{link['bytes'] / 1e6:,.1f} MB",
+                     "group": link["group"], "algorithm": link["algorithm"], "limited by": link["tier"],
+                     "bus bandwidth": f"{link['busbw_GBps']:.1f} GB/s"})
+    if rows:
+        st.dataframe(rows, hide_index=True)
+    if not present:
+        with st.expander("How to read this"):
+            st.markdown(
+                "The cluster: datacenters, the spine, leaf blocks (nodes under one leaf switch) and nodes; "
+                "small clusters are drawn GPU by GPU with their parallel groups. Links are coloured by how "
+                "busy their tier is on average during the iteration, on an absolute scale (grey idle → red "
+                "saturated). All groups of a dimension communicate at once and share the links they cross, "
+                "so rank placement (`parallelism.order`) decides which tier each dimension loads; an "
+                "oversubscribed spine or a WAN shows up here first. The table gives every dimension's bytes "
+                "per GPU and one typical call; the Traffic tab splits the bytes by tier.")

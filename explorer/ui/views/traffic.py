@@ -1,0 +1,72 @@
+"""The Traffic tab: bytes each GPU sends per dimension and tier, and ZeRO's memory-traffic trade-off."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import streamlit as st
+
+from ... import figures
+from ...scenario import ScenarioError, apply_overrides, from_dict
+from ..cache import ViewData, summary
+
+TIERS = ("scale-up", "scale-out", "spine", "scale-across")
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:,.2f}" if x else "–"
+
+
+def zero_points(raw: dict[str, Any]) -> tuple[list[dict], list[str]]:
+    """The scenario at ZeRO stages 0-3 (what is invalid at a stage is skipped, with its reason)."""
+    points, skipped = [], []
+    for z in range(4):
+        variant = apply_overrides(raw, {"parallelism.zero": z})
+        try:
+            from_dict(variant)
+        except ScenarioError as exc:
+            skipped.append(f"ZeRO {z}: {exc}")
+            continue
+        j = summary(json.dumps(variant, sort_keys=True, default=str))
+        points.append({"zero": z, "memory_GB": j["memory_GB"]["total"], "dp_GB": j["comm_bytes_per_gpu"]["dp"] / 1e9,
+                       "iteration_s": j["iteration_time_s"]})
+    return points, skipped
+
+
+def render(data: ViewData, raw: dict[str, Any], present: bool) -> None:
+    j = data.json
+    font = 15 if present else 12
+    by_tier = j.get("comm_bytes_by_tier")
+    left, right = st.columns(2, gap="medium")
+    with left:
+        st.markdown("**Bytes each GPU sends per iteration**")
+        if by_tier:
+            st.plotly_chart(figures.traffic_by_tier(by_tier, font_size=font), key="traffic",
+                            config={"displaylogo": False})
+        rows = []
+        for dim, total in j["comm_bytes_per_gpu"].items():
+            row = {"dimension": dim, "bus GB (nccl-tests)": _gb(total)}
+            for tier in TIERS:
+                row[f"{tier} GB"] = _gb((by_tier or {}).get(dim, {}).get(tier, 0.0))
+            rows.append(row)
+        st.dataframe(rows, hide_index=True)
+    with right:
+        st.markdown("**ZeRO stages: memory against traffic**")
+        points, skipped = zero_points(raw)
+        st.plotly_chart(figures.zero_tradeoff(points, j["memory_capacity_GB"], j["parallelism"]["zero"],
+                                              font_size=font), key="zero", config={"displaylogo": False})
+        for s in skipped:
+            st.caption(s)
+    if not present:
+        with st.expander("How to read this"):
+            st.markdown(
+                "- **Bus GB** counts each call as nccl-tests does (all-reduce 2(n-1)/n of the buffer, "
+                "all-gather/reduce-scatter (n-1)/n, all-to-all (n-1)/n, send/recv the message): the bytes "
+                "a GPU puts on the wire per iteration.\n"
+                "- **Per tier**: of those bytes, how many leave the GPU over NVLink (scale-up), leave the "
+                "node through its NICs (scale-out), leave the leaf block over the spine, and leave the "
+                "datacenter over the WAN. Which tier a dimension loads is decided by rank placement "
+                "(`parallelism.order`).\n"
+                "- **ZeRO**: stage 1 shards the optimizer state, 2 also the gradients, 3 also the weights — "
+                "memory falls, and stage 3 re-gathers every layer's weights for forward and backward, "
+                "3Ψ bytes per iteration against 2Ψ (Rajbhandari et al. SC20).")

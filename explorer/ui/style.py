@@ -9,8 +9,10 @@ BASE = """
 [data-testid="stMetric"] {padding: 4px 8px;}
 [data-testid="stMetricValue"] {font-size: clamp(1rem, 1.45vw, 1.35rem);}
 [data-testid="stMetricValue"] > div {overflow: visible; text-overflow: clip;}
-[data-testid="stMetricLabel"] p {font-size: clamp(0.72rem, 0.95vw, 0.85rem); white-space: nowrap;
-                                 overflow: visible;}
+[data-testid="stMetricLabel"] p {font-size: clamp(0.72rem, 0.95vw, 0.85rem); white-space: normal;
+                                 overflow: visible; line-height: 1.15;}
+[data-testid="stMetricLabel"] > div {overflow: visible;}
+[data-testid="stMetric"] {min-height: 100%;}
 [data-testid="stMetricDelta"] {font-size: 0.75rem;}
 </style>"""
 

@@ -1,4 +1,4 @@
-"""``python -m explorer``: see explorer/cli.py."""
+"""``python -m explorer``: see explorer/cli.py (which also handles a closed stdout pipe)."""
 import sys
 
 from .cli import main

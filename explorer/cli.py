@@ -1,13 +1,18 @@
 """Command line: ``python -m explorer run|collective|validate|list``.
 
 Every invalid input ends in one line on stderr naming the field and what would be valid, and
-exit code 2; no traceback.  SCENARIO is a path to a YAML/JSON file or the name of a file in
-``scenarios/`` (``llama3-405b-16k``).
+exit code 2; no traceback.  Anything else that goes wrong is one line ``internal error
+(<ExceptionType>): <message>`` and exit code 1.  Text that came from the user (a scenario's
+name, a key) is printed with control characters escaped, so a name cannot rewrite the terminal;
+``--json`` never prints Infinity or NaN.  SCENARIO is a path to a YAML/JSON file or the name of a
+file in ``scenarios/`` (``llama3-405b-16k``).  Writing into a closed pipe (``| head``) ends
+quietly with exit code 0.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -16,12 +21,14 @@ from typing import Sequence
 import numpy as np
 
 from .collectives import APPLICABLE, OPS, cost
-from .scenario import Scenario, ScenarioError, load, parse_assignment
+from .scenario import Scenario, ScenarioError, load, load_raw, parse_assignment
+from .schema import excerpt, one_line
 from .topology import Fabric
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 DEFAULT_SIZES = "1K,64K,1M,16M,256M,1G,4G,16G"
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
+MAX_MESSAGE_CHARS = 400        # an error line quotes user input; keep it readable
 
 
 class UsageError(Exception):
@@ -36,8 +43,11 @@ class _Parser(argparse.ArgumentParser):
 def resolve_scenario_path(name: str) -> Path:
     """A file path as given, or ``scenarios/NAME.yaml`` of this project."""
     p = Path(name)
-    if p.is_file():
-        return p
+    try:
+        if p.is_file():
+            return p
+    except (OSError, ValueError):     # a name too long for the file system, or with a NUL byte
+        pass
     for cand in (SCENARIO_DIR / f"{name}.yaml", SCENARIO_DIR / f"{name}.yml", SCENARIO_DIR / f"{name}.json"):
         if re.fullmatch(r"[A-Za-z0-9_.-]+", name) and cand.is_file():
             return cand
@@ -56,10 +66,10 @@ def parse_sizes(text: str) -> list[int]:
     for part in text.split(","):
         mt = _SIZE.match(part)
         if not mt:
-            raise ScenarioError("--sizes", f"{part!r} is not a size like 1K, 16M, 1G or 1073741824")
+            raise ScenarioError("--sizes", f"{excerpt(part)} is not a size like 1K, 16M, 1G or 1073741824")
         value = float(mt.group(1)) * 1024 ** " KMGT".index((mt.group(2) or " ").upper())
         if not 1 <= value <= 2**50:
-            raise ScenarioError("--sizes", f"{part!r} must be between 1 byte and 1P")
+            raise ScenarioError("--sizes", f"{excerpt(part)} must be between 1 byte and 1P")
         out.append(int(value))
     return out
 
@@ -67,12 +77,12 @@ def parse_sizes(text: str) -> list[int]:
 def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int], algorithm: str = "auto") -> list[dict]:
     """nccl-tests-like rows for ``op`` over ``ranks`` consecutive GPUs of the scenario's cluster."""
     if op not in OPS:
-        raise ScenarioError("--op", f"{op!r} is not one of {', '.join(OPS)}")
+        raise ScenarioError("--op", f"{excerpt(op)} is not one of {', '.join(OPS)}")
     if not 1 <= ranks <= sc.gpus:
         raise ScenarioError("--ranks", f"{ranks} must be between 1 and the cluster's {sc.gpus} GPUs")
     valid = ("auto",) + APPLICABLE[op]
     if algorithm not in valid:
-        raise ScenarioError("--algorithm", f"{algorithm!r} is not available for {op} (valid: {', '.join(valid)})")
+        raise ScenarioError("--algorithm", f"{excerpt(algorithm)} is not available for {op} (valid: {', '.join(valid)})")
     nvls = sc.hardware.gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch"
     if algorithm == "nvls" and not nvls:
         raise ScenarioError("--algorithm", f"nvls needs NVSwitch with SHARP ({sc.hardware.gpu.name} on "
@@ -100,11 +110,11 @@ def _fmt_s(t: float) -> str:
 
 
 def summary_text(res) -> str:
-    """The readable summary ``run`` prints without --json."""
+    """The readable summary ``run`` prints without --json (user text escaped, see one_line)."""
     sc = res.scenario
     p = sc.parallelism
     lines = [
-        f"{sc.name}",
+        f"{one_line(sc.name)}",
         f"  {sc.gpus:,} x {sc.hardware.gpu.name} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · ep {p.ep} · "
         f"vpp {p.vpp} · {p.schedule} · ZeRO {p.zero} · {sc.micro_batches} micro-batches",
         f"  stage layers: {', '.join(map(str, res.stage_layers))}",
@@ -126,13 +136,58 @@ def summary_text(res) -> str:
                   f"(params {mem['params']:.1f}, grads {mem['grads']:.1f}, optimizer {mem['optimizer']:.1f}, "
                   f"activations {mem['activations']:.1f})",
               "  bytes sent per GPU: " + ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in res.comm_bytes_per_gpu.items() if v),
-              "", f"  bottleneck: {res.bottleneck}"]
+              "", f"  bottleneck: {one_line(res.bottleneck)}"]
     for w in res.warnings:
-        lines.append(f"  warning: {w}")
+        lines.append(f"  warning: {one_line(w)}")
     return "\n".join(lines)
 
 
+def scenario_list() -> list[tuple[str, str]]:
+    """(file name, title) of every shipped scenario; the title is the file's ``name``, escaped."""
+    out = []
+    for f in sorted(SCENARIO_DIR.glob("*.yaml")):
+        try:
+            title = load_raw(f).get("name", "")
+        except ScenarioError as exc:
+            title = f"(unreadable: {exc})"
+        out.append((f.stem, one_line(str(title))))
+    return out
+
+
+class InternalError(Exception):
+    """A result the simulator should never produce (e.g. not finite); reported as internal, exit 1."""
+
+
+def result_json(res) -> str:
+    """The ``--json`` object as one line; raises InternalError rather than print Infinity/NaN
+    (which is not JSON)."""
+    try:
+        return json.dumps(res.to_json_dict(), allow_nan=False)
+    except ValueError:
+        raise InternalError("the simulation produced a non-finite number") from None
+
+
+def _say(message: str) -> None:
+    """One line on stderr, escaped and cut to a readable length."""
+    text = one_line(message)
+    if len(text) > MAX_MESSAGE_CHARS:
+        text = text[:MAX_MESSAGE_CHARS - 3] + "..."
+    print(text, file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the interpreter's final flush does not
+    raise again (the recipe of the Python docs, "Note on SIGPIPE")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):   # stdout replaced by an object without a file
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return the exit code (0 ok, 1 internal error, 2 invalid input or usage)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     ap = _Parser(prog="python -m explorer", description="CommExplorer: simulate communication in distributed training.")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     r = sub.add_parser("run", help="simulate one training iteration")
@@ -152,44 +207,73 @@ def main(argv: Sequence[str] | None = None) -> int:
     v = sub.add_parser("validate", help="check a scenario and explain it")
     v.add_argument("scenario")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    sub.add_parser("list", help="list shipped scenarios")
+    sub.add_parser("list", help="list shipped scenarios with their titles")
+    if not argv:
+        print(ap.format_help(), end="", file=sys.stderr)
+        return 2
     try:
-        args = ap.parse_args(argv)
-        if args.command == "list":
-            for f in sorted(SCENARIO_DIR.glob("*.yaml")):
-                print(f.stem)
-            return 0
-        sc = load_scenario(args.scenario, args.set)
-        if args.command == "validate":
-            p = sc.parallelism
-            print(f"ok: {sc.name}: {sc.gpus:,} GPUs = tp {p.tp} x cp {p.cp} x dp {sc.dp} x pp {p.pp}; "
-                  f"{sc.micro_batches} micro-batches of {sc.training.micro_batch} per pipeline; "
-                  f"ep {p.ep}; order {p.order}")
-            return 0
-        if args.command == "collective":
-            rows = collective_rows(sc, args.op, args.ranks, parse_sizes(args.sizes), args.algorithm)
-            if args.json:
-                print(json.dumps(rows))
-            else:
-                print(f"# {args.op} on {args.ranks} ranks of {sc.name} (GB = 1e9 bytes)")
-                print(f"{'size_bytes':>14} {'time_us':>12} {'algbw_GBps':>11} {'busbw_GBps':>11}  algorithm (limit)")
-                for row in rows:
-                    print(f"{row['size_bytes']:>14} {row['time_s'] * 1e6:>12.2f} {row['algbw_GBps']:>11.2f} "
-                          f"{row['busbw_GBps']:>11.2f}  {row['algorithm']} ({row['tier']})")
-            return 0
-        from .simulate import simulate  # deferred: validate/collective need no engine
-        res = simulate(sc)
-        if args.trace or args.csv:
-            tl = res.timeline
-            if args.trace:
-                Path(args.trace).write_text(tl.to_trace_json(), encoding="utf-8")
-            if args.csv:
-                Path(args.csv).write_text(tl.to_csv(), encoding="utf-8")
-        print(json.dumps(res.to_json_dict()) if args.json else summary_text(res))
+        return _run(ap, argv)
+    except BrokenPipeError:
+        _silence_stdout()
         return 0
     except (ScenarioError, UsageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}")
         return 2
     except OSError as exc:
-        print(f"error: {getattr(exc, 'filename', '') or ''}: {exc.strerror or exc}", file=sys.stderr)
+        _say(f"error: {getattr(exc, 'filename', '') or ''}: {exc.strerror or exc}")
         return 2
+    except SystemExit as exc:          # argparse's -h/--help
+        return exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return 130
+    except Exception as exc:           # noqa: BLE001 - the promise: one line, never a traceback
+        _say(f"internal error ({type(exc).__name__}): {exc}")
+        return 1
+
+
+def _run(ap: argparse.ArgumentParser, argv: list[str]) -> int:
+    """The command itself; errors propagate to :func:`main`, which turns each into one line."""
+    args = ap.parse_args(argv)
+    if args.command == "list":
+        rows = scenario_list()
+        width = max((len(name) for name, _ in rows), default=0)
+        for name, title in rows:
+            print(f"{name:<{width}}  {title}")
+        sys.stdout.flush()             # a closed pipe shows up here, inside main's handler
+        return 0
+    sc = load_scenario(args.scenario, args.set)
+    if args.command == "validate":
+        p = sc.parallelism
+        print(f"ok: {one_line(sc.name)}: {sc.gpus:,} GPUs = tp {p.tp} x cp {p.cp} x dp {sc.dp} x pp {p.pp}; "
+              f"{sc.micro_batches} micro-batches of {sc.training.micro_batch} per pipeline; "
+              f"ep {p.ep}; order {p.order}")
+        sys.stdout.flush()
+        return 0
+    if args.command == "collective":
+        rows = collective_rows(sc, args.op, args.ranks, parse_sizes(args.sizes), args.algorithm)
+        if args.json:
+            try:
+                print(json.dumps(rows, allow_nan=False))
+            except ValueError:
+                raise InternalError("the collective model produced a non-finite number") from None
+        else:
+            print(f"# {args.op} on {args.ranks} ranks of {one_line(sc.name)} (GB = 1e9 bytes)")
+            print(f"{'size_bytes':>14} {'time_us':>12} {'algbw_GBps':>11} {'busbw_GBps':>11}  algorithm (limit)")
+            for row in rows:
+                print(f"{row['size_bytes']:>14} {row['time_s'] * 1e6:>12.2f} {row['algbw_GBps']:>11.2f} "
+                      f"{row['busbw_GBps']:>11.2f}  {row['algorithm']} ({row['tier']})")
+        sys.stdout.flush()
+        return 0
+    from .simulate import simulate  # deferred: validate/collective need no engine
+    res = simulate(sc)
+    text = result_json(res)         # checks every figure is finite, for the summary too
+    if args.trace or args.csv:
+        tl = res.timeline
+        if args.trace:
+            Path(args.trace).write_text(tl.to_trace_json(), encoding="utf-8")
+        if args.csv:
+            Path(args.csv).write_text(tl.to_csv(), encoding="utf-8")
+    print(text if args.json else summary_text(res))
+    sys.stdout.flush()
+    return 0

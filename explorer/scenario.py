@@ -19,11 +19,19 @@ from typing import Any, Mapping
 
 import yaml
 
-from .schema import ScenarioError, build, dump, field_paths, unknown_key_error, user_keys
+from .inputs import MAX_BYTES, parse_document, parse_value
+from .schema import ScenarioError, build, dump, excerpt, field_paths, unknown_key_error, user_keys
 
 DATA_DIR = Path(__file__).parent / "data"
 MAX_GPUS = 10_000_000          # "sizes beyond sane limits" (issue 2): more GPUs than any cluster
-MAX_PIPELINE_TASKS = 262_144   # stages x virtual stages x micro-batches the engine will schedule
+
+# Physical bounds shared by several fields (issue 8): every number lies in a range a real (or
+# deliberately idealised) system can have, so a subnormal 5e-324 bandwidth or efficiency cannot
+# reach the engine, where it would overflow to inf or divide by zero.
+TFLOPS = {"min": 0.1, "max": 1e5, "why": "a B200 reaches 2,250 dense bf16 TFLOP/s; 0.1 to 100,000"}
+SCALE_UP_GBPS = {"min": 0.01, "max": 1e6,
+                 "why": "from a PCIe x1 lane (0.25 GB/s) to NVLink 5 (900 GB/s), up to 1e6 for an ideal link"}
+LATENCY_US = {"min": 0, "max": 1e6, "why": "0 (idealised) to 1 s"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -78,12 +86,14 @@ class Training:
 @dataclass(frozen=True)
 class GPU:
     name: str = field(default="", metadata={"doc": "display name"})
-    peak_tflops: float = field(default=0.0, metadata={"required": True, "gt": 0, "max": 1e6, "doc": "dense bf16/fp16 peak, TFLOP/s"})
-    fp8_tflops: float | None = field(default=None, metadata={"gt": 0, "max": 1e6, "doc": "dense fp8 peak, TFLOP/s; default peak_tflops"})
-    memory_GB: float = field(default=0.0, metadata={"required": True, "gt": 0, "max": 1e6, "doc": "HBM capacity, GB"})
-    hbm_GBps: float = field(default=0.0, metadata={"required": True, "gt": 0, "max": 1e7, "doc": "HBM bandwidth, GB/s"})
-    scale_up_GBps: float | None = field(default=None, metadata={"gt": 0, "max": 1e6, "doc": "default scale-up bandwidth per direction, GB/s"})
-    measured_matmul_tflops: float | None = field(default=None, metadata={"gt": 0, "max": 1e6, "doc": "largest-GEMM throughput measured, TFLOP/s"})
+    peak_tflops: float = field(default=0.0, metadata={"required": True, **TFLOPS, "doc": "dense bf16/fp16 peak, TFLOP/s"})
+    fp8_tflops: float | None = field(default=None, metadata={**TFLOPS, "doc": "dense fp8 peak, TFLOP/s; default peak_tflops"})
+    memory_GB: float = field(default=0.0, metadata={"required": True, "min": 0.1, "max": 1e5, "doc": "HBM capacity, GB",
+                                                    "why": "a B200 holds 192 GB; 0.1 GB to 100 TB per GPU"})
+    hbm_GBps: float = field(default=0.0, metadata={"required": True, "min": 1, "max": 1e7, "doc": "HBM bandwidth, GB/s",
+                                                   "why": "a B200 streams 8,000 GB/s; up to 1e7 for an idealised GPU"})
+    scale_up_GBps: float | None = field(default=None, metadata={**SCALE_UP_GBPS, "doc": "default scale-up bandwidth per direction, GB/s"})
+    measured_matmul_tflops: float | None = field(default=None, metadata={**TFLOPS, "doc": "largest-GEMM throughput measured, TFLOP/s"})
     nvlink_sharp: bool = field(default=False, metadata={"doc": "NVSwitch can reduce in the switch (NVLS all-reduce)"})
     preset: str | None = field(default=None, metadata={"derived": True})
 
@@ -91,30 +101,36 @@ class GPU:
 @dataclass(frozen=True)
 class Hardware:
     gpu: GPU = field(default_factory=GPU, metadata={"doc": "preset name or mapping {name, peak_tflops, memory_GB, hbm_GBps}"})
-    compute_efficiency: float | None = field(default=None, metadata={"gt": 0, "max": 1, "doc": "fraction of peak reached by large GEMMs; default fitted (hardware.py)"})
+    compute_efficiency: float | None = field(default=None, metadata={
+        "min": 0.01, "max": 1, "why": "a fraction of the peak: 1% to 100%",
+        "doc": "fraction of peak reached by large GEMMs; default fitted (hardware.py)"})
 
 
 @dataclass(frozen=True)
 class ScaleUp:
     kind: str = field(default="nvswitch", metadata={"choices": ("nvswitch", "nvlink-ring", "pcie"), "doc": "intra-node interconnect"})
-    bandwidth_GBps: float | None = field(default=None, metadata={"gt": 0, "max": 1e6, "doc": "per GPU, per direction; default from the GPU preset"})
-    latency_us: float = field(default=2.0, metadata={"min": 0, "max": 1e6, "doc": "per-message latency"})
+    bandwidth_GBps: float | None = field(default=None, metadata={**SCALE_UP_GBPS, "doc": "per GPU, per direction; default from the GPU preset"})
+    latency_us: float = field(default=2.0, metadata={**LATENCY_US, "doc": "per-message latency"})
 
 
 @dataclass(frozen=True)
 class ScaleOut:
     kind: str = field(default="rail-optimized", metadata={"choices": ("fat-tree", "rail-optimized"), "doc": "inter-node fabric wiring"})
-    nic_Gbps: float = field(default=400.0, metadata={"gt": 0, "max": 1e7, "doc": "per NIC, per direction"})
+    nic_Gbps: float = field(default=400.0, metadata={"min": 1, "max": 1e5, "doc": "per NIC, per direction",
+                                                     "why": "from 1 GbE to 100 Tb/s; NICs ship at 400-800 Gb/s"})
     nics_per_node: int = field(default=8, metadata={"min": 1, "max": 1024, "doc": "NICs per node"})
-    latency_us: float = field(default=5.0, metadata={"min": 0, "max": 1e6, "doc": "per-message latency across the fabric"})
+    latency_us: float = field(default=5.0, metadata={**LATENCY_US, "doc": "per-message latency across the fabric"})
     oversubscription: float = field(default=1.0, metadata={"min": 1, "max": 1024, "doc": "leaf downlink:uplink ratio (1 = non-blocking)"})
     switch_radix: int = field(default=64, metadata={"min": 4, "max": 4096, "doc": "ports per leaf switch; half face the nodes"})
 
 
 @dataclass(frozen=True)
 class ScaleAcross:
-    bandwidth_Gbps: float = field(default=400.0, metadata={"gt": 0, "max": 1e9, "doc": "between two datacenters, per direction"})
-    latency_ms: float = field(default=5.0, metadata={"min": 0, "max": 1e5, "doc": "one-way WAN latency"})
+    bandwidth_Gbps: float = field(default=400.0, metadata={
+        "min": 0.001, "max": 1e6, "why": "from 1 Mb/s to 1 Pb/s (a fibre pair carries about 50 Tb/s)",
+        "doc": "between two datacenters, per direction"})
+    latency_ms: float = field(default=5.0, metadata={"min": 0, "max": 1e4, "doc": "one-way WAN latency",
+                                                     "why": "0 (idealised) to 10 s; a geostationary hop is 0.27 s"})
 
 
 @dataclass(frozen=True)
@@ -162,7 +178,8 @@ class Communication:
     algorithm: str = field(default="auto", metadata={"choices": ("auto", "ring", "tree", "halving-doubling", "hierarchical", "nvls"),
                                                      "doc": "collective algorithm; auto picks the fastest per call"})
     dp_overlap: bool = field(default=True, metadata={"doc": "overlap gradient reduction with backward"})
-    bucket_MB: float = field(default=25.0, metadata={"gt": 0, "max": 1e6, "doc": "gradient bucket size"})
+    bucket_MB: float = field(default=25.0, metadata={"min": 0.001, "max": 1e5, "doc": "gradient bucket size",
+                                                     "why": "1 KB to 100 GB; PyTorch DDP uses 25 MB"})
     dp_priority: bool = field(default=False, metadata={"doc": "P3/ByteScheduler: reduce the first layers' buckets "
                                                               "first; the next iteration starts on them"})
     tp_overlap: bool = field(default=False, metadata={"doc": "overlap TP collectives with the GEMMs beside them"})
@@ -216,7 +233,7 @@ def model_presets() -> dict[str, dict[str, Any]]:
 def _preset(kind: str, name: Any, path: str) -> dict[str, Any]:
     table = _presets(kind)
     if not isinstance(name, str) or name not in table:
-        raise ScenarioError(path, f"unknown preset {name!r} (valid: {', '.join(table)})")
+        raise ScenarioError(path, f"unknown preset {excerpt(name)} (valid: {', '.join(table)})")
     return copy.deepcopy(table[name])
 
 
@@ -277,15 +294,12 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dic
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:
-    """Parse ``dotted.key=value`` (value as YAML) as the CLI's ``--set`` gives it."""
+    """Parse ``dotted.key=value`` (value as YAML, through the bounded parser of inputs.py) as the
+    CLI's ``--set`` gives it."""
     if "=" not in text:
-        raise ScenarioError("--set", f"{text!r} is not of the form dotted.key=value")
+        raise ScenarioError("--set", f"{excerpt(text)} is not of the form dotted.key=value")
     key, _, value = text.partition("=")
-    try:
-        parsed = yaml.safe_load(value) if value.strip() else None
-    except yaml.YAMLError:
-        raise ScenarioError(key.strip(), f"{value!r} is not a valid YAML value") from None
-    return key.strip(), parsed
+    return key.strip(), parse_value(value, key.strip())
 
 
 # --------------------------------------------------------------------------------------------
@@ -386,10 +400,6 @@ def _check(sc: Scenario) -> None:
         raise ScenarioError("training.global_batch", f"{t.global_batch} gives {units} micro-batches per pipeline; "
                             f"dualpipe feeds half from each end and needs an even count >= 2*pp = {2 * p.pp}; "
                             f"use a multiple of {2 * t.micro_batch * dp} of at least {2 * p.pp * t.micro_batch * dp}")
-    if units * p.pp * p.vpp > MAX_PIPELINE_TASKS:
-        raise ScenarioError("training.global_batch", f"{units} pipeline units x {p.pp * p.vpp} pipeline chunks = "
-                            f"{units * p.pp * p.vpp:,} is beyond the supported {MAX_PIPELINE_TASKS:,}; "
-                            "raise micro_batch or dp, or use fewer token slices")
     if (dp * p.cp) % p.ep:
         raise ScenarioError("parallelism.ep", f"{p.ep} does not divide dp*cp = {dp * p.cp} (valid: {_divisors(dp * p.cp)})")
     if p.ep > 1 and not m.is_moe:
@@ -414,7 +424,7 @@ def _check(sc: Scenario) -> None:
         raise ScenarioError("parallelism.sequence_parallel", f"needs seq_len/cp = {m.seq_len // p.cp} divisible by tp={p.tp}")
     order = p.order.split("-")
     if sorted(d for d in order if d != "ep") != sorted(ORDER_DIMS) or order.count("ep") > 1:
-        raise ScenarioError("parallelism.order", f"{p.order!r} must list tp, cp, dp and pp once each "
+        raise ScenarioError("parallelism.order", f"{excerpt(p.order)} must list tp, cp, dp and pp once each "
                             "(ep optional), innermost first, e.g. tp-cp-ep-dp-pp")
     if c.nodes % c.datacenters:
         raise ScenarioError("cluster.datacenters", f"{c.datacenters} does not divide nodes={c.nodes} "
@@ -425,8 +435,11 @@ def _check(sc: Scenario) -> None:
         if sum(p.stage_layers) != m.layers:
             raise ScenarioError("parallelism.stage_layers", f"sums to {sum(p.stage_layers)}; need model.layers = {m.layers}")
         if min(p.stage_layers) < 1:
-            raise ScenarioError("parallelism.stage_layers", f"{list(p.stage_layers)} has an empty chunk; "
+            raise ScenarioError("parallelism.stage_layers", f"{excerpt(list(p.stage_layers))} has an empty chunk; "
                                 "every pipeline chunk needs at least one layer")
+    # Last: the work budget needs a scenario that satisfies every rule above.
+    from .budget import check_budget   # budget.py reads Scenario; imported here to avoid a cycle
+    check_budget(sc)
 
 
 def from_dict(raw: Mapping[str, Any]) -> Scenario:
@@ -443,28 +456,29 @@ def from_dict(raw: Mapping[str, Any]) -> Scenario:
     return sc
 
 
-def parse_text(text: str, source: str = "scenario") -> dict[str, Any]:
-    """Parse YAML (or JSON, a YAML subset) text into a raw mapping, with a one-line error."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ScenarioError(source, f"is not valid YAML/JSON{where}") from None
-    if not isinstance(raw, dict):
-        raise ScenarioError(source, "must hold a mapping of sections (model, training, ...)")
-    return raw
+def parse_text(text: str | bytes, source: str = "scenario") -> dict[str, Any]:
+    """Parse YAML (or JSON, a YAML subset) text into a raw mapping, with a one-line error.
+
+    This is the parser for uploads too: it bounds size, nesting, aliases and string lengths and
+    rejects tags and duplicate keys (explorer/inputs.py)."""
+    return parse_document(text, source)
 
 
 def load_raw(path: str | Path) -> dict[str, Any]:
     """Read a scenario file into a raw mapping (no validation yet)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with open(p, "rb") as fh:
+            # Read one byte more than accepted: an oversized (or endless, e.g. /dev/zero) file
+            # is rejected without being read whole.
+            data = fh.read(MAX_BYTES + 1)
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise ScenarioError(str(path), "no such scenario file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(str(path), f"cannot be read ({exc.__class__.__name__})") from None
+    if len(data) > MAX_BYTES:
+        raise ScenarioError(str(path), f"is larger than the {MAX_BYTES:,} bytes accepted")
     return parse_text(text, str(path))
 
 

@@ -8,7 +8,8 @@ README reference and the app's widgets all read one source of truth.
 
 Recognised metadata keys:
 ``min`` / ``max``        inclusive numeric bounds
-``gt``                   exclusive lower bound (bandwidths must be > 0)
+``gt``                   exclusive lower bound
+``why``                  the physical reason for the bounds, quoted in the error message
 ``choices``              allowed string values
 ``required``             the key must be given (its default is a placeholder)
 ``derived``              filled by the loader, never by the user (not listed as a valid key)
@@ -18,22 +19,90 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from typing import Any, Mapping
 
 
+# Characters that would break a one-line message or rewrite a terminal: C0/C1 controls (newline,
+# ESC of ANSI sequences), Unicode line/paragraph separators, zero-width and bidi-override marks.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+MAX_FIELD_CHARS = 120          # a field path in a message; longer ones are user-made keys
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control, separator or bidi character written as its Python escape
+    (``\\n``, ``\\x1b``), so it prints as one line and cannot drive a terminal."""
+    return _UNSAFE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 class ScenarioError(ValueError):
-    """Invalid scenario input; ``str(err)`` is a one-line message starting with the field."""
+    """Invalid scenario input; ``str(err)`` is a one-line message starting with the field.
+
+    The field and message are escaped with :func:`one_line` here, once, so no caller can produce
+    a two-line error from a key or value that contains a newline or an ANSI escape."""
 
     def __init__(self, field: str, message: str) -> None:
+        field = one_line(str(field))
+        if len(field) > MAX_FIELD_CHARS:
+            field = field[:MAX_FIELD_CHARS - 3] + "..."
         self.field = field
+        message = one_line(str(message))
         super().__init__(f"{field}: {message}" if field else message)
 
 
-def _describe(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+EXCERPT_CHARS = 40             # how much of a bad value a message quotes
+
+
+def _bounded_repr(value: Any, budget: int) -> str:
+    """``repr(value)`` cut after about ``budget`` characters, without ever building the whole
+    representation (a value may be a huge list or a 4,000-digit integer, whose ``repr`` raises)."""
+    if isinstance(value, str):
+        return repr(value[:budget + 1])
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        return repr(value)
+    if isinstance(value, int):
+        if value.bit_length() > 100:          # ~30 digits: say how big, not what
+            return f"<integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+        return repr(value)
+    if isinstance(value, (list, tuple, dict)):
+        items = value.items() if isinstance(value, dict) else value
+        opening, closing = ("{", "}") if isinstance(value, dict) else ("(", ")") if isinstance(value, tuple) else ("[", "]")
+        out = opening
+        for i, item in enumerate(items):
+            if len(out) > budget:
+                return out + "..."
+            if i:
+                out += ", "
+            # Each level costs at least its opening bracket, so a self-referencing value ends.
+            if isinstance(value, dict):
+                out += _bounded_repr(item[0], budget - len(out) - 1) + ": "
+                out += _bounded_repr(item[1], budget - len(out) - 1)
+            else:
+                out += _bounded_repr(item, budget - len(out) - 1)
+        return out + closing
+    try:
+        text = repr(value)
+    except Exception:                         # noqa: BLE001 - a message must never fail
+        text = f"<{type(value).__name__}>"
+    return text[:budget + 1]
+
+
+def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
+    """A short, escaped, single-line quotation of a (possibly huge or hostile) value."""
+    text = one_line(_bounded_repr(value, limit))
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+_describe = excerpt
+
+
+def _fmt_bound(x: Any) -> str:
+    """A bound as people write it: 100000 not 1e+05, 0.001 not 1e-03."""
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e16:
+        return str(int(x))
+    return repr(x) if isinstance(x, float) else str(x)
 
 
 def _type_name(tp: Any) -> str:
@@ -65,7 +134,11 @@ def convert_scalar(value: Any, tp: Any, path: str, meta: Mapping[str, Any]) -> A
     elif tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ScenarioError(path, f"{_describe(value)} is not a number")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:                 # an integer beyond 1.8e308 (e.g. 400 digits)
+            raise ScenarioError(path, f"{_describe(value)} is too large"
+                                + _valid_range(meta)) from None
         if value != value or value in (float("inf"), float("-inf")):
             raise ScenarioError(path, f"{_describe(value)} is not a finite number")
     elif tp is str:
@@ -79,32 +152,51 @@ def convert_scalar(value: Any, tp: Any, path: str, meta: Mapping[str, Any]) -> A
     else:  # pragma: no cover - schema definition error, not user error
         raise TypeError(f"unsupported field type {tp!r} at {path}")
     if "gt" in meta and not value > meta["gt"]:
-        raise ScenarioError(path, f"{_describe(value)} must be greater than {meta['gt']}")
+        raise ScenarioError(path, f"{_describe(value)} must be greater than {_fmt_bound(meta['gt'])}"
+                            + _valid_range(meta))
     if "min" in meta and value < meta["min"]:
-        raise ScenarioError(path, f"{_describe(value)} is below the minimum {meta['min']}"
-                            + (f" (valid: {meta['min']}..{meta['max']})" if "max" in meta else ""))
+        raise ScenarioError(path, f"{_describe(value)} is below the minimum {_fmt_bound(meta['min'])}"
+                            + _valid_range(meta))
     if "max" in meta and value > meta["max"]:
-        raise ScenarioError(path, f"{_describe(value)} is above the maximum {meta['max']}"
-                            + (f" (valid: {meta.get('min', meta.get('gt', ''))}..{meta['max']})"))
+        raise ScenarioError(path, f"{_describe(value)} is above the maximum {_fmt_bound(meta['max'])}"
+                            + _valid_range(meta))
     return value
+
+
+def _valid_range(meta: Mapping[str, Any]) -> str:
+    """`` (valid: lo..hi; why)`` from a field's metadata, or what part of it exists."""
+    low = meta.get("min", meta.get("gt"))
+    parts = []
+    if low is not None and "max" in meta:
+        parts.append(f"valid: {'>' if 'min' not in meta else ''}{_fmt_bound(low)}..{_fmt_bound(meta['max'])}")
+    if "why" in meta:
+        parts.append(meta["why"])
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+# An integer as a list item: ASCII digits only, at most 18 of them ("--5", "²" or a 5,000-digit
+# run stay strings and are reported as "not an integer").
+_INT_ITEM = re.compile(r"[+-]?[0-9]{1,18}")
 
 
 def convert_tuple(value: Any, item: Any, path: str, meta: Mapping[str, Any]) -> tuple:
     """A YAML list (or comma-separated string) of scalars as a tuple, each item checked."""
     if isinstance(value, str):
         value = [v.strip() for v in value.split(",") if v.strip()]
-        value = [int(v) if v.lstrip("-").isdigit() else v for v in value]
+        value = [int(v) if _INT_ITEM.fullmatch(v) else v for v in value]
     if not isinstance(value, (list, tuple)):
         raise ScenarioError(path, f"{_describe(value)} is not a list")
     if len(value) > meta.get("max_items", 100000):
-        raise ScenarioError(path, f"{len(value)} items is more than {meta['max_items']}")
+        raise ScenarioError(path, f"{len(value)} items is more than {meta.get('max_items')}")
     return tuple(convert_scalar(v, item, f"{path}[{i}]", meta) for i, v in enumerate(value))
 
 
 def unknown_key_error(key: Any, known: list[str], path: str) -> ScenarioError:
     """Error for a key the schema does not define, with the closest valid spelling if any."""
-    where = f"{path}.{key}" if path else str(key)
-    close = difflib.get_close_matches(str(key), known, n=1)
+    name = str(key) if isinstance(key, str) else _describe(key)
+    where = f"{path}.{name}" if path else name
+    # Only keys of plausible length are compared: difflib is quadratic in the key's length.
+    close = difflib.get_close_matches(name, known, n=1) if len(name) <= 64 else []
     hint = f"; did you mean '{close[0]}'?" if close else ""
     return ScenarioError(where, f"unknown key (valid keys: {', '.join(known)}){hint}")
 

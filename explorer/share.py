@@ -3,9 +3,10 @@
 A link is ``?scenario=<file in scenarios/ without extension>`` plus one parameter per field that
 differs from that file, as its dotted key (``parallelism.pp=8``), plus ``view=`` for the tab and
 ``present=1`` for presentation mode.  Parsing is defensive: names are checked against the shipped
-files (never used as paths), values are parsed as YAML scalars with a size cap, and anything
-invalid is dropped with a warning that names it, so a hostile or stale link still opens on a
-valid scenario.
+files (never used as paths), values go through the bounded parser of inputs.py (no tags, aliases,
+deep nesting) with a size cap, and anything invalid is dropped with a one-line warning that names
+it (keys and values quoted short and escaped), so a hostile or stale link still opens on a valid
+scenario.
 """
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
+from .inputs import parse_value
+from .schema import excerpt, one_line
 from .scenario import SETTABLE, Scenario, ScenarioError, apply_overrides, from_dict, is_settable, load_raw, to_dict
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
@@ -45,7 +46,8 @@ class SharedView:
 
 
 def _short(value: Any) -> str:
-    text = str(value)
+    """A key or value as a warning quotes it: at most 40 characters, control characters escaped."""
+    text = one_line(value if isinstance(value, str) else excerpt(value))
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -70,7 +72,7 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
             out.warnings.append(f"ignored a parameter with a {len(key)}-character name")
             continue
         if len(value) > MAX_VALUE_CHARS:
-            out.warnings.append(f"ignored {key}: its value has {len(value):,} characters (limit {MAX_VALUE_CHARS})")
+            out.warnings.append(f"ignored {_short(key)}: its value has {len(value):,} characters (limit {MAX_VALUE_CHARS})")
             continue
         if key == "scenario":
             if NAME_RE.match(value) and value in shipped:
@@ -89,9 +91,9 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
             out.warnings.append(f"ignored {_short(key)}: not a scenario field")
         else:
             try:
-                raw_overrides[key] = yaml.safe_load(value) if value.strip() else None
-            except yaml.YAMLError:
-                out.warnings.append(f"ignored {key}={_short(value)}: not a valid value")
+                raw_overrides[key] = parse_value(value, key)
+            except ScenarioError as exc:
+                out.warnings.append(f"ignored {key}={_short(value)}: {exc}")
     out.overrides = accept_overrides(preset_raw(out.scenario), raw_overrides, out.warnings)
     return out
 
@@ -124,7 +126,7 @@ def accept_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any], warn
             from_dict(apply_overrides(base, trial))
             accepted = trial
         except ScenarioError as exc:
-            warnings.append(f"ignored {key}={_short(value)}: {exc}")
+            warnings.append(f"ignored {_short(key)}={_short(value)}: {exc}")
     return accepted
 
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))
@@ -189,9 +190,14 @@ def test_validate(name):
     assert proc.stderr == ""
 
 
-def test_list():
+def test_list_prints_each_scenario_with_its_title_aligned():
     proc = ok("list")
-    assert proc.stdout.split() == SHIPPED
+    lines = proc.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == SHIPPED
+    width = max(map(len, SHIPPED))
+    for name, line in zip(SHIPPED, lines):
+        title = yaml.safe_load((ROOT / "scenarios" / f"{name}.yaml").read_text(encoding="utf-8"))["name"]
+        assert line == f"{name:<{width}}  {title}"
 
 
 # --------------------------------------------------------------------------------------------

@@ -251,11 +251,12 @@ def test_moe_top_k_above_experts():
     expect_error(raw, "model.moe.top_k", "9", "experts=8")
 
 
-@pytest.mark.parametrize("key", ["cluster.scale_up.bandwidth_GBps", "cluster.scale_out.nic_Gbps",
-                                 "cluster.scale_across.bandwidth_Gbps"])
-@pytest.mark.parametrize("value,shown", [(0, "0.0"), (-1, "-1.0"), (-2.5, "-2.5")])
-def test_bandwidth_must_be_positive(key, value, shown):
-    expect_error(mutate({key: value}), key, shown, "greater than 0")
+@pytest.mark.parametrize("key,valid", [("cluster.scale_up.bandwidth_GBps", "valid: 0.01..1000000"),
+                                       ("cluster.scale_out.nic_Gbps", "valid: 1..100000"),
+                                       ("cluster.scale_across.bandwidth_Gbps", "valid: 0.001..1000000")])
+@pytest.mark.parametrize("value,shown", [(0, "0.0"), (-1, "-1.0"), (-2.5, "-2.5"), (5e-324, "5e-324")])
+def test_bandwidth_must_be_positive(key, valid, value, shown):
+    expect_error(mutate({key: value}), key, shown, "below the minimum", valid)
 
 
 def test_unknown_gpu_preset():
@@ -418,7 +419,7 @@ def test_gpu_preset_fills_scale_up_bandwidth():
 
 def test_gpu_mapping_bad_value():
     expect_error(mutate({"hardware.gpu": {**CUSTOM_GPU, "memory_GB": 0}}), "hardware.gpu.memory_GB", "0.0",
-                 "greater than 0")
+                 "below the minimum 0.1", "valid: 0.1..100000", "192 GB")
 
 
 def test_gpu_mapping_unknown_key_suggests():

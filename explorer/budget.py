@@ -1,0 +1,109 @@
+"""Work budget: how big a simulation a scenario asks for, known before simulating.
+
+:func:`estimate` counts, from the :class:`~explorer.scenario.Scenario` alone, the engine tasks the
+iteration builder (schedules/iteration.py) will create and the rows a full per-layer timeline
+would have.  Both are upper bounds that follow the builder's structure:
+
+- compute: per pipeline stage one task per op of the schedule's program order — forward and
+  backward per pipeline unit per virtual chunk (2·m·v; m = micro_batches x token_slices),
+  backward split into B and W for zb-h1/zb-h2 and DualPipe (at most 3·m), twice the units for
+  pipedream-async (two iterations are simulated back to back) — plus one optimizer task;
+- pp: one transfer per forward or backward that crosses to another chunk (2·m·(p·v - 1));
+- dp: at most MAX_BUCKET_TASKS bucket tasks per chunk, per gradient kind (dense; expert when
+  ep < dp·cp) and per collective (all-reduce; or reduce-scatter and all-gather for ZeRO 1-2);
+  under ZeRO-3 one overlapped gather/reduce drawing task per forward and backward instead.
+
+:func:`check_budget` turns a scenario beyond :data:`MAX_WORK` into a one-line ScenarioError that
+names the knobs making it smaller.  The cost of a simulation grows with the tasks and, through
+per-stage passes over the task list in the analysis, with tasks x stages; the budget weighs
+tasks by ``1 + pp / STAGE_WEIGHT``.  Measured on the 2-core reference machine (``python -m
+explorer run``, wall time including start-up; see bench/fuzz.py for the fuzzing figures):
+
+==========================  =======  ========  ==========  =======
+case (pp x micro-batches)   tasks    work      seconds     peak MB
+==========================  =======  ========  ==========  =======
+64 x 512 (Megatron 1T row)  130,624  146,952   1.7         260
+128 x 256                   131,456  164,320   1.9         166
+512 x 64                    132,608  265,216   3.3         171
+64 x 1024                   262,336  295,128   3.4         301
+128 x 512                   262,528  328,160   4.0         302
+256 x 256                   262,912  394,368   5.1         302
+==========================  =======  ========  ==========  =======
+
+so :data:`MAX_WORK` = 300,000 keeps every allowed simulation under about 3.5 s and 300 MB.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .scenario import Scenario, ScenarioError
+
+MAX_BUCKET_TASKS = 8        # = schedules.iteration.MAX_BUCKET_TASKS (gradient buckets kept separate)
+STAGE_WEIGHT = 512          # a task costs 1 + pp/512 units: the analysis passes over tasks per stage
+MAX_WORK = 300_000          # work units a simulation may take (table above: about 3.5 s, 300 MB)
+KNOBS = ("training.global_batch, training.micro_batch (raise it), parallelism.pp, parallelism.vpp "
+         "or parallelism.token_slices")
+
+
+@dataclass(frozen=True)
+class WorkEstimate:
+    """Upper bounds of the simulation's size: engine tasks, and rows of the timeline drawn layer
+    by layer (what a full CSV or trace download holds)."""
+
+    tasks: int
+    timeline_rows: int
+    stages: int = 1
+
+    @property
+    def work(self) -> int:
+        """Tasks weighted by the per-stage passes of the analysis (the budgeted quantity)."""
+        return int(self.tasks * (1 + self.stages / STAGE_WEIGHT))
+
+
+def estimate(sc: Scenario) -> WorkEstimate:
+    """Engine tasks and per-layer timeline rows of simulating ``sc`` (upper bounds, no simulation).
+
+    >>> from explorer.scenario import load
+    >>> e = estimate(load("scenarios/teaching-8gpu.yaml"))
+    >>> e.tasks > 4 * 2 * 8          # 4 stages x (forward + backward) x 8 micro-batches, and more
+    True
+    """
+    par = sc.parallelism
+    p, v = par.pp, par.vpp
+    units = sc.micro_batches * par.token_slices
+    sched = par.schedule
+    runs = 2 * units if sched == "pipedream-async" else units     # pipeline units simulated
+    if sched in ("zb-h1", "zb-h2", "dualpipe"):
+        passes = 2 * runs                 # forwards and backwards (input-gradient part) per stage
+        compute = 3 * runs                # ... plus a separate weight-gradient pass each at most
+        chunks = 2 if sched == "dualpipe" else 1
+    else:
+        passes = compute = 2 * runs * v
+        chunks = v
+    pp_tasks = 2 * runs * max(p * v - 1, 0)           # vpp > 1 only with the interleaved schedule
+    dp_group = sc.dp * par.cp
+    dims = (1 if dp_group > 1 else 0) + (1 if sc.model.is_moe and dp_group // par.ep > 1 else 0)
+    ops = {0: 1, 1: 2, 2: 2, 3: 0}[par.zero]
+    dp_tasks = p * chunks * dims * ops * MAX_BUCKET_TASKS
+    fsdp = p * passes if par.zero == 3 and dims else 0
+    tasks = p * compute + pp_tasks + dp_tasks + fsdp + p          # + one optimizer step per stage
+
+    # Timeline rows: every layer of every pass drawn as its non-zero parts, one bar each.
+    fwd_parts = 1 + (par.tp > 1) + (par.cp > 1) + (par.ep > 1) + (par.zero == 3 and dims > 0)
+    bwd_parts = fwd_parts + 1 + (sc.training.recompute != "none")   # + weight-grad, recompute
+    layer_rows = runs * sc.model.layers * (fwd_parts + bwd_parts)
+    edge_rows = 6 * runs                  # embedding/logits remainder bars: F, B, W of both edge chunks
+    rows = layer_rows + edge_rows + (tasks - p * compute)
+    return WorkEstimate(int(tasks), int(rows), p)
+
+
+def check_budget(sc: Scenario) -> None:
+    """Raise a one-line ScenarioError when simulating ``sc`` would exceed :data:`MAX_WORK`."""
+    e = estimate(sc)
+    if e.work > MAX_WORK:
+        par = sc.parallelism
+        raise ScenarioError(
+            "training.global_batch",
+            f"{sc.micro_batches * par.token_slices:,} pipeline units x {par.pp * par.vpp:,} pipeline chunks need "
+            f"about {e.tasks:,} engine tasks on {par.pp:,} stages, beyond the simulation budget "
+            f"(tasks x (1 + pp/{STAGE_WEIGHT}) <= {MAX_WORK:,}, here {e.work:,}); make it smaller with {KNOBS}")

@@ -27,13 +27,26 @@ CATEGORY_OF_PART = {"compute": "compute", "weight-grad": "compute", "recompute":
 COMM_DIMS = ("tp", "cp", "ep", "pp", "dp")
 
 
-def class_breakdown(tasks: list[Task], cls: int, iteration_s: float, start_s: float = 0.0) -> dict[str, float]:
+def group_by_class(tasks: list[Task], classes: int) -> list[list[Task]]:
+    """The tasks of each GPU class, in task order (one pass, so later stages never loop over
+    classes x tasks)."""
+    out: list[list[Task]] = [[] for _ in range(classes)]
+    for t in tasks:
+        out[t.cls].append(t)
+    return out
+
+
+def class_breakdown(tasks: list[Task], cls: int, iteration_s: float, start_s: float = 0.0,
+                    mine: list[Task] | None = None, last_enders: list[Task] | None = None) -> dict[str, float]:
     """Seconds of the iteration per category on GPU class ``cls`` (sums to ``iteration_s``).
 
     The iteration is the window [start_s, start_s + iteration_s]: 0 for schedules that flush,
-    the class's first compute for schedules whose consecutive iterations overlap."""
+    the class's first compute for schedules whose consecutive iterations overlap.  ``mine`` (the
+    class's tasks) and ``last_enders`` (the tasks that end last, in task order) may be passed
+    precomputed, so breaking down every class costs one pass over the tasks, not one per class."""
     out = dict.fromkeys(CATEGORIES, 0.0)
-    mine = [t for t in tasks if t.cls == cls]
+    if mine is None:
+        mine = [t for t in tasks if t.cls == cls]
     compute = sorted((t for t in mine if t.stream == "compute" and t.duration > 0), key=lambda t: t.start)
     end = start_s + iteration_s
 
@@ -67,7 +80,11 @@ def class_breakdown(tasks: list[Task], cls: int, iteration_s: float, start_s: fl
         at = max(at, hi)
     if end > at:
         # Tail: this class is done; explain what the iteration still waits for.
-        last = max(tasks, key=lambda t: (t.end, t.cls == cls))
+        if last_enders is None:
+            last_end = max(t.end for t in tasks)
+            last_enders = [t for t in tasks if t.end == last_end]
+        # The last task to end, preferring this class's own (first in task order among equals).
+        last = next((t for t in last_enders if t.cls == cls), last_enders[0])
         explain(at, end, last)
     return out
 

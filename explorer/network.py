@@ -6,6 +6,7 @@ issues the same calls.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -19,8 +20,11 @@ from .topology import Fabric, GroupShape
 class Network:
     """Group shapes and collective costs for one scenario."""
 
-    def __init__(self, sc: Scenario) -> None:
+    def __init__(self, sc: Scenario, free: bool = False) -> None:
+        """``free``: every call takes no time (the ideal pipeline's free communication); calls
+        keep their bytes, algorithm and limiting tier."""
         self.sc = sc
+        self.free = free
         self.placement = Placement.for_scenario(sc)
         self.fabric = Fabric.for_cluster(sc.cluster)
         self.algorithm = sc.communication.algorithm
@@ -51,6 +55,8 @@ class Network:
     def _cost(self, op: str, size_bytes: float, dim: str, stage: int) -> CollectiveCost:
         shape = self.shape(dim, stage)
         cc = cost(op, size_bytes, shape, self.algorithm, self.nvls)
+        if self.free:
+            cc = replace(cc, time_s=0.0, latency_s=0.0)
         if cc.requested and op != "send-recv":
             # A point-to-point transfer has no collective algorithm to choose: never a fallback.
             if cc.requested not in APPLICABLE[op]:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .analysis import CATEGORIES, COMM_DIMS, MemoryBreakdown, class_breakdown
+from .analysis import CATEGORIES, COMM_DIMS, MemoryBreakdown, class_breakdown, group_by_class
 from .engine import Task, run
 from .network import Network
 from .scenario import Scenario
-from .schedules.iteration import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES, IterationBuilder
+from .schedules.iteration import GRAD_BYTES, IDEAL_ASPECTS, OPTIMIZER_STATE_BYTES, PARAM_BYTES, IterationBuilder
+from .schedules.dualpipe import ideal_makespan as dualpipe_ideal_makespan
 from .schedules.zero_bubble import OVERLAPPING
+from .schedules.zero_bubble import ideal_makespan as zb_ideal_makespan
 from .timeline import Timeline, build_timeline
 from .utilisation import tier_utilisation
 
@@ -42,7 +44,10 @@ class Result:
     tokens_per_s: float
     tflops_per_gpu: float
     mfu: float
-    bubble_fraction: float
+    bubble_fraction: float                     # idle share of the pipeline, averaged over its stages
+    bubble_fraction_busiest: float             # the busiest stage's (the breakdown's) idle share
+    bubble_formula: float                      # the schedule's closed form for this p, m, v, F, B, W
+    bubble_formula_text: str
     breakdown_s: dict[str, float]
     breakdown_class: int
     memory: MemoryBreakdown
@@ -76,6 +81,9 @@ class Result:
             "tflops_per_gpu": self.tflops_per_gpu,
             "mfu": self.mfu,
             "bubble_fraction": self.bubble_fraction,
+            "bubble_fraction_busiest": self.bubble_fraction_busiest,
+            "bubble_formula": self.bubble_formula,
+            "bubble_formula_text": self.bubble_formula_text,
             "breakdown_s": self.breakdown_s,
             "breakdown_class": self.classes[self.breakdown_class].label,
             "memory_GB": self.memory.as_GB(),
@@ -96,32 +104,70 @@ class Result:
         }
 
 
-def simulate(sc: Scenario) -> Result:
-    """Simulate one training iteration of ``sc`` (deterministic: same scenario, same result)."""
-    net = Network(sc)
-    builder = IterationBuilder(sc, net)
+@dataclass(frozen=True)
+class _Run:
+    """One scheduled task graph and its iteration window (internal to simulate())."""
+
+    builder: IterationBuilder
+    net: Network
+    tasks: list[Task]
+    by_class: list[list[Task]]       # tasks grouped by GPU class once (no classes x tasks loops)
+    T: float                         # iteration time
+    window: list[float]              # per class: where its iteration starts
+    enders: list[Task]               # the tasks that end last, in task order
+
+    def breakdown(self, s: int) -> dict[str, float]:
+        return class_breakdown(self.tasks, s, self.T, self.window[s], self.by_class[s], self.enders)
+
+
+def _schedule(sc: Scenario, ideal: frozenset[str] | None = None) -> _Run:
+    """Build and run the task graph of ``sc`` (with the given ideal-pipeline aspects; the
+    scenario's own ``ideal_pipeline`` when None) and find its iteration window."""
+    if ideal is None:
+        ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
+    net = Network(sc, free="comm" in ideal)
+    builder = IterationBuilder(sc, net, ideal)
     graph = builder.build()
     makespan = run(graph)
     tasks = graph.tasks
-    p, v, m = builder.p, builder.v, builder.m
+    p, m = builder.p, builder.m
+    by_class = group_by_class(tasks, p)
     par = sc.parallelism
     # Schedules whose consecutive iterations overlap (ZB-H2 with the optimizer's global sync
     # bypassed, Qi et al. ICLR 2024 Sec. 4) repeat every max-over-stages *span*; the others flush,
     # so an iteration is the whole makespan.
-    first = [min((t.start for t in tasks if t.cls == s and t.stream == "compute"), default=0.0) for s in range(p)]
+    first = [min((t.start for t in mine if t.stream == "compute"), default=0.0) for mine in by_class]
     if par.schedule == "pipedream-async":
-        # Steady state (Narayanan et al., PipeDream, SOSP 2019): the second of two back-to-back
-        # iterations, from each stage's last backward of the first to its own last task.
-        first = [max(t.end for t in tasks if t.cls == s and t.kind == "backward" and t.info["micro_batch"] == m - 1)
-                 for s in range(p)]
+        # Steady state (Narayanan et al., PipeDream, SOSP 2019) of two back-to-back iterations:
+        # on stage s, one period spans m backwards, ending at B_k and B_(k+m) with
+        # k = m-1-(p-1-s), the last backward of the first iteration's steady phase, so that
+        # neither end lies in a warm-up or in the final drain (which a third iteration would fill).
+        ends = [{t.info["micro_batch"]: t.end for t in mine if t.kind == "backward"} for mine in by_class]
+        ks = [m - 1 - (p - 1 - s) for s in range(p)]
+        if min(ks) >= 0:
+            first = [ends[s][ks[s]] for s in range(p)]
+            T = max(ends[s][ks[s] + m] - first[s] for s in range(p))
+            return _Run(builder, net, tasks, by_class, T, first, [t for t in tasks if t.end == makespan])
+        # Fewer micro-batches than stages: no steady phase; from the first iteration's last backward.
+        first = [ends[s][m - 1] for s in range(p)]
     if sc.communication.dp_priority:
-        T, window = _next_iteration_period(builder, net, tasks, p)
+        T, window = _next_iteration_period(builder, net, by_class)
     elif par.schedule in OVERLAPPING or par.schedule == "pipedream-async":
-        last = [max(t.end for t in tasks if t.cls == s) for s in range(p)]
+        last = [max(t.end for t in mine) for mine in by_class]
         T = max(last[s] - first[s] for s in range(p))
         window = first
     else:
         T, window = makespan, [0.0] * p
+    enders = [t for t in tasks if t.end == makespan]
+    return _Run(builder, net, tasks, by_class, T, window, enders)
+
+
+def simulate(sc: Scenario) -> Result:
+    """Simulate one training iteration of ``sc`` (deterministic: same scenario, same result)."""
+    r = _schedule(sc)
+    builder, net, tasks, T, window = r.builder, r.net, r.tasks, r.T, r.window
+    p, v, m = builder.p, builder.v, builder.m
+    par = sc.parallelism
     per_stage = par.tp * par.cp * sc.dp
 
     # GPU classes: one per pipeline stage.
@@ -141,7 +187,13 @@ def simulate(sc: Scenario) -> Result:
         if t.stream == "compute":
             busy[t.cls] += t.duration
     slow = max(range(p), key=lambda s: (round(busy[s], 12), round(end[s], 12), -s))
-    breakdown = class_breakdown(tasks, slow, T, window[slow])
+    breakdowns = [r.breakdown(s) for s in range(p)]
+    breakdown = breakdowns[slow]
+    # The Bubble card: the pipeline's idle share averaged over its stages (each stage's bubble
+    # seconds from its own breakdown); the busiest stage's is reported beside it.
+    bubble_mean = sum(b["bubble"] for b in breakdowns) / p / T
+    formula, formula_text = bubble_formula(sc, builder)
+    story = _bubble_story(sc, builder, bubble_mean, breakdown["bubble"] / T, formula, formula_text, len(tasks))
 
     # Throughput and FLOPs: every GPU of a stage does that stage's per-GPU work.
     hw = sum(builder.chunks[c * p + s].hw_flops for s in range(p) for c in range(v)) * m / p
@@ -151,21 +203,23 @@ def simulate(sc: Scenario) -> Result:
 
     memory_by_class = tuple(_memory(builder, net, s) for s in range(p))
     memory = max(memory_by_class, key=lambda mb: mb.total)
-    comm = _comm_bytes(builder, tasks, p, v, m)
+    comm = _comm_bytes(builder, r.by_class, m)
     links = _links(builder, net, tasks)
     res_breakdown = {k: breakdown[k] for k in CATEGORIES}
     notices = _warnings(sc, memory, links, net, res_breakdown, T)
     return Result(
         scenario=sc, iteration_time_s=T, tokens_per_s=tokens / T, tflops_per_gpu=hw / T / 1e12,
-        mfu=model / T / peak, bubble_fraction=breakdown["bubble"] / T, breakdown_s=res_breakdown,
+        mfu=model / T / peak, bubble_fraction=bubble_mean, bubble_fraction_busiest=breakdown["bubble"] / T,
+        bubble_formula=formula, bubble_formula_text=formula_text, breakdown_s=res_breakdown,
         breakdown_class=slow, memory=memory, memory_by_class=memory_by_class, comm_bytes_per_gpu=comm,
-        bottleneck=_bottleneck(sc, res_breakdown, links, T, m), warnings=tuple(n.message for n in notices),
+        bottleneck=_bottleneck(sc, res_breakdown, links, T, m) + story, warnings=tuple(n.message for n in notices),
         warning_kinds=tuple(n.kind for n in notices), classes=tuple(classes),
         stage_layers=builder.layer_counts, links=links, utilisation=tier_utilisation(builder, net, tasks, T),
         tasks=tasks)
 
 
-def _next_iteration_period(b: IterationBuilder, net: Network, tasks: list[Task], p: int) -> tuple[float, list[float]]:
+def _next_iteration_period(b: IterationBuilder, net: Network,
+                           by_class: list[list[Task]]) -> tuple[float, list[float]]:
     """Steady-state iteration time with P3-style bucket priorities (Jayarajan et al., "Priority-based
     Parameter Propagation", SysML 2019; ByteScheduler, SOSP 2019): the next iteration's first
     forward on a stage may start as soon as the layers it reaches first are updated, while later
@@ -174,11 +228,11 @@ def _next_iteration_period(b: IterationBuilder, net: Network, tasks: list[Task],
     ready_g is when group g's gradients are reduced, its slice of the optimizer step is done and —
     for ZeRO 1-2 — its parameters are gathered back.  Each stage repeats every S' - S, S its first
     forward; the iteration is the slowest stage's period."""
-    sc = b.sc
+    sc, p = b.sc, b.p
     opt = [b._optimizer_time(s) for s in range(p)]
     period, window = 0.0, [0.0] * p
     for s in range(p):
-        mine = [t for t in tasks if t.cls == s]
+        mine = by_class[s]
         first_f = min((t for t in mine if t.kind == "forward"), key=lambda t: t.start)
         start = first_f.start
         ready: dict[int, float] = {}
@@ -252,17 +306,15 @@ def _memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:
     return MemoryBreakdown(params, grads, opt, peak)
 
 
-def _comm_bytes(b: IterationBuilder, tasks: list[Task], p: int, v: int, m: int) -> dict[str, float]:
+def _comm_bytes(b: IterationBuilder, by_class: list[list[Task]], m: int) -> dict[str, float]:
     """Bytes each GPU sends per iteration, per dimension (bus bytes, nccl-tests convention);
     the largest over GPU classes."""
     out = dict.fromkeys(COMM_DIMS, 0.0)
-    for s in range(p):
+    for s, mine in enumerate(by_class):
         held = b.rank_chunks(s)
         per = {"tp": sum(n * c.tp_bytes for c, n in held), "cp": sum(n * c.cp_bytes for c, n in held),
                "ep": sum(n * c.ep_bytes for c, n in held), "pp": 0.0, "dp": sum(n * c.fsdp_bytes for c, n in held)}
-        for t in tasks:
-            if t.cls != s:
-                continue
+        for t in mine:
             if t.kind == "pp":
                 per["pp"] += t.info["bytes"] * m / b.m_sim     # per iteration when two are simulated
             elif t.kind == "dp":
@@ -304,6 +356,8 @@ def _links(b: IterationBuilder, net: Network, tasks: list[Task]) -> dict[str, di
 
 
 def _bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: float, m: int) -> str:
+    """The largest non-compute category of the busiest stage in one sentence, with the call and
+    link behind it."""
     cats = {k: v for k, v in bd.items() if k not in ("compute", "recompute")}
     worst = max(cats, key=lambda k: (cats[k], k))
     share = cats[worst] / T if T > 0 else 0.0
@@ -316,18 +370,8 @@ def _bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: f
                 f"{TIER_WORDS[li['tier']]} at {li['busbw_GBps']:.0f} GB/s bus bandwidth ({li['algorithm']}).")
     if worst == "bubble":
         p = sc.parallelism
-        formulas = {  # the closed form each schedule's paper gives for its bubble
-            "zb-h1": "(p-1)(F+B-W) (Qi et al. 2024)", "zb-h2": "(p-1)(F+B-2W) (Qi et al. 2024)",
-            "dualpipe": "(p/2-1)(F&B+B-3W) (DeepSeek-V3 report)",
-            "pipedream-async": "zero in steady state (PipeDream)"}
-        if p.schedule in formulas:
-            return (f"{head} (pipeline bubble): {p.pp} stages and {m} micro-batches with {p.schedule}, whose bubble "
-                    f"is {formulas[p.schedule]}; more micro-batches or fewer stages shrink it.")
-        # Narayanan et al. SC21 Sec. 2.2: bubble time (p-1)(F+B)/v against m(F+B) of work.
-        ideal = (p.pp - 1) / p.vpp / (m + (p.pp - 1) / p.vpp) if p.pp > 1 else 0.0
-        return (f"{head} (pipeline bubble): {p.pp} stages and {m} micro-batches with {p.schedule}; with balanced "
-                f"stages and free communication it would be {ideal:.1%}. More micro-batches, interleaving or "
-                f"fewer stages shrink it.")
+        return (f"{head} on the busiest stage (pipeline bubble): {p.pp} stages and {m} micro-batches with "
+                f"{p.schedule}. More micro-batches, interleaving or fewer stages shrink it.")
     if worst == "optimizer":
         return f"{head} (optimizer step): it streams the optimizer state through HBM; ZeRO sharding shrinks it."
     return f"{head}."
@@ -375,3 +419,121 @@ def _warnings(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], net
                               f"({breakdown[dim]:.3g} s); its {li['op']} over {li['group']} GPUs is limited by "
                               f"{TIER_WORDS['scale-across']} at {li['busbw_GBps']:.1f} GB/s bus bandwidth"))
     return tuple(out)
+
+
+def stage_passes(b: IterationBuilder) -> tuple[float, float, float]:
+    """F, B, W of one micro-batch on one stage of the ideal pipeline (the average chunk, no
+    embedding/logits, no communication): forward, input-gradient backward (recompute included)
+    and weight-gradient seconds."""
+    ideal = IterationBuilder(b.sc, Network(b.sc, free=True), IDEAL_ASPECTS) if b.ideal != IDEAL_ASPECTS else b
+    ch = ideal.chunks[0]
+    F = sum(x for _, x in ch.fwd_parts)
+    W = sum(x for _, x in ch.split(ch.bwd_parts, True))
+    B = sum(x for _, x in ch.split(ch.bwd_parts, False))
+    return F, B, W
+
+
+def bubble_formula(sc: Scenario, b: IterationBuilder) -> tuple[float, str]:
+    """The schedule's own closed-form bubble fraction for this p, m, v (and F, B, W where the
+    formula needs them), and the formula as text.  Under ``parallelism.ideal_pipeline`` the Bubble
+    card equals it exactly (tests/test_bubble.py)."""
+    par = sc.parallelism
+    p, v, m = b.p, b.v, b.m
+    sched = par.schedule
+    unit = "micro-batches" if par.token_slices == 1 else f"units (micro-batches x {par.token_slices} token slices)"
+    if p == 1:
+        return 0.0, "no pipeline (pp = 1): no bubble"
+    if sched in ("gpipe", "1f1b"):
+        # Narayanan et al. SC21 Sec. 2.2.1: bubble time (p-1)(F+B) against m(F+B) of work.
+        # TeraPipe (Li et al. ICML 2021 Sec. 3): m*k token slices pipeline like m*k micro-batches.
+        val = (p - 1) / (m + p - 1)
+        return val, f"(p-1)/(m+p-1) = {p - 1}/{m + p - 1} = {val:.1%} with p = {p} stages, m = {m} {unit} (SC21 Sec. 2.2)"
+    if sched == "interleaved":
+        # Narayanan et al. SC21 Sec. 2.2.2: the bubble time shrinks by v, ((p-1)/v) / (m + (p-1)/v).
+        val = (p - 1) / v / (m + (p - 1) / v)
+        return val, (f"((p-1)/v)/(m+(p-1)/v) = {val:.1%} with p = {p}, v = {v} chunks per GPU, m = {m} {unit} "
+                     f"(SC21 Sec. 2.2.2)")
+    if sched == "pipedream-async":
+        # PipeDream (Narayanan et al. SOSP 2019): 1F1B without flushes has no bubble in steady state.
+        return 0.0, "0 in steady state: asynchronous 1F1B never flushes (PipeDream, SOSP 2019)"
+    F, B, W = stage_passes(b)
+    if sched == "zb-h1":
+        # Qi et al. ICLR 2024 Sec. 3.1 / Table 1: bubble (p-1)(F+B-W) against m(F+B+W) of work.
+        bub = (p - 1) * (F + B - W)
+        val = bub / (m * (F + B + W) + bub)
+        if m < p:
+            # The closed form assumes the warm-up is filled (m >= p); otherwise the order's
+            # critical path gives the exact bubble.
+            exact = 1 - m * (F + B + W) / zb_ideal_makespan("zb-h1", p, m, F, B, W)
+            return exact, (f"1 - m(F+B+W)/T = {exact:.1%}, T the critical path of the ZB-H1 order with p = {p}, "
+                           f"m = {m} < p (the paper's (p-1)(F+B-W) assumes m >= p and gives {val:.1%})")
+        return val, (f"(p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W)) = {val:.1%} with p = {p}, m = {m}, "
+                     f"F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms (Qi et al. 2024, Table 1)")
+    if sched == "zb-h2":
+        # Qi et al. ICLR 2024 Sec. 3.1: bubble (p-1)(F+B-2W), zero once F+B <= 2W; consecutive
+        # iterations overlap, so the iteration is the steady-state period m(F+B+W) + bubble.
+        bub = (p - 1) * max(0.0, F + B - 2 * W)
+        val = bub / (m * (F + B + W) + bub)
+        return val, (f"(p-1)·max(0, F+B-2W)/(m(F+B+W)+(p-1)·max(0, F+B-2W)) = {val:.1%} with p = {p}, m = {m}, "
+                     f"F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms (Qi et al. 2024, Sec. 3.1)")
+    if sched == "dualpipe":
+        val, text = _dualpipe_bubble(p, m, F, B, W)
+        return val, text
+    raise ValueError(f"no bubble formula for schedule {sched!r}")
+
+
+
+def _dualpipe_bubble(p: int, m: int, F: float, B: float, W: float) -> tuple[float, str]:
+    """DualPipe's bubble: the exact idle share of the reference order under ideal costs (every
+    rank runs m forwards, m input-gradient and m weight-gradient passes, so the mean idle share
+    is 1 - m(F+B+W)/T with T the order's critical path), and the report's closed form beside it."""
+    T = dualpipe_ideal_makespan(p, m, F, B, W)
+    val = 1 - m * (F + B + W) / T
+    # DeepSeek-V3 report Table 2: bubble (PP/2-1)(F&B+B-3W) with B the full backward and F&B the
+    # fused pair (F + full B when nothing is left to hide): (p/2-1)(F+2B-W) in our B, W.
+    ds = (p / 2 - 1) * (F + 2 * B - W)
+    ds_val = ds / (m * (F + B + W) + ds)
+    return val, (f"1 - m(F+B+W)/T = {val:.1%}, T the critical path of the reference DualPipe order with p = {p}, "
+                 f"m = {m}, F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms; the DeepSeek-V3 "
+                 f"report's (PP/2-1)(F&B+B-3W) gives {ds_val:.1%}, as it idealises the warm-up and drain")
+
+
+# Beyond this many engine tasks the card-versus-formula decomposition (four more simulations of
+# the same graph) is skipped and the sentence gives the ingredients without their shares.
+WATERFALL_MAX_TASKS = 200_000
+
+
+def _mean_bubble(sc: Scenario, ideal: frozenset[str]) -> float:
+    """The Bubble card of ``sc`` simulated with the given ideal-pipeline aspects."""
+    r = _schedule(sc, ideal)
+    return sum(r.breakdown(s)["bubble"] for s in range(r.builder.p)) / r.builder.p / r.T
+
+
+def _bubble_story(sc: Scenario, b: IterationBuilder, card: float, busiest: float, formula: float,
+                  formula_text: str, n_tasks: int) -> str:
+    """How the Bubble card (mean idle share over stages) relates to the schedule's formula.
+
+    Starting from the ideal pipeline (whose card is the formula exactly) the real scenario is
+    restored one aspect at a time — the layer split, the embedding/logits work, the optimizer
+    step, communication — and each step's change of the card is quoted, so the differences add
+    up exactly to card - formula."""
+    p = b.p
+    if p == 1:
+        return ""
+    out = (f" Bubble card {card:.1%} (idle share averaged over the {p} stages; busiest stage {busiest:.1%}); "
+           f"the schedule's formula: {formula_text}.")
+    if sc.parallelism.ideal_pipeline:
+        return out + " Ideal pipeline: equal stages, no embedding/logits, no optimizer, free communication."
+    split = list(b.layer_counts)
+    last = p * b.v - 1
+    where = (f"the embedding on stage 0 and the logits on stage {last % p}" if b.v == 1 else
+             f"the embedding on stage 0 (chunk 0) and the logits on stage {last % p} (its last chunk)")
+    labels = [f"the layer split {split}", where, "the optimizer step", "exposed communication"]
+    if n_tasks > WATERFALL_MAX_TASKS:
+        return out + (" It differs through " + ", ".join(labels) + " (not decomposed: "
+                      f"{n_tasks:,} tasks).")
+    steps = [IDEAL_ASPECTS - {"balance"}, frozenset({"optimizer", "comm"}), frozenset({"comm"})]
+    values = [formula] + [_mean_bubble(sc, st) for st in steps] + [card]
+    deltas = [values[i + 1] - values[i] for i in range(len(labels))]
+    shown = [f"{lab} {d * 100:+.1f} points" for lab, d in zip(labels, deltas)]
+    return out + " From formula to card: " + ", ".join(shown) + "."

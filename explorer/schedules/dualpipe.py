@@ -99,3 +99,55 @@ def dualpipe_order(rank: int, p: int, m: int) -> list[tuple]:
     while deferred:                                        # 8
         out.append(w())
     return out
+
+
+def ideal_makespan(p: int, m: int, F: float, B: float, W: float) -> float:
+    """Makespan of the DualPipe order with free communication and every rank's passes costing F
+    (forward), B (input gradients) and W (weight gradients): each op starts when the previous op
+    of its rank and its upstream/downstream pass of the same micro-batch are done (a fused F&B
+    costs F+B+W: no communication to hide).  A critical-path evaluation of the order, independent
+    of the engine; the DeepSeek-V3 closed form (PP/2-1)(F&B+B-3W) approximates it."""
+    orders = [dualpipe_order(r, p, m) for r in range(p)]
+    f_end: dict[tuple[int, int, int], float] = {}
+    b_end: dict[tuple[int, int, int], float] = {}
+    pos = [0] * p
+    clock = [0.0] * p
+    remaining = sum(len(o) for o in orders)
+
+    def ready(kind: str, d: int, i: int, r: int) -> float | None:
+        step = 1 if d == 0 else -1
+        if kind == "F":
+            up = r - step
+            return 0.0 if not 0 <= up < p else f_end.get((d, i, up))
+        down = r + step
+        return f_end.get((d, i, r)) if not 0 <= down < p else b_end.get((d, i, down))
+
+    while remaining:
+        progressed = False
+        for r in range(p):
+            while pos[r] < len(orders[r]):
+                op = orders[r][pos[r]]
+                if op[0] == "FB":
+                    (df, i_f), (db, i_b) = op[1], op[2]
+                    t1, t2 = ready("F", df, i_f, r), ready("B", db, i_b, r)
+                    if t1 is None or t2 is None:
+                        break
+                    end = max(clock[r], t1, t2) + F + B + W
+                    f_end[(df, i_f, r)] = end
+                    b_end[(db, i_b, r)] = end
+                elif op[0] == "W":
+                    end = clock[r] + W
+                else:
+                    kind, d, i = op
+                    t = ready("F" if kind == "F" else "B", d, i, r)
+                    if t is None:
+                        break
+                    end = max(clock[r], t) + {"F": F, "B": B + W, "Bz": B}[kind]
+                    (f_end if kind == "F" else b_end)[(d, i, r)] = end
+                clock[r] = end
+                pos[r] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            raise RuntimeError("DualPipe order deadlocks")       # a schedule bug, never user input
+    return max(clock)

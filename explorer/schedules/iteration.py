@@ -18,7 +18,7 @@ Per stage, the builder emits:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..collectives import bus_factor
 from ..engine import Task, TaskGraph
@@ -144,9 +144,18 @@ def _starts(counts: list[int]) -> list[int]:
 class IterationBuilder:
     """Builds the task graph of one iteration for a scenario (see module docstring)."""
 
-    def __init__(self, sc: Scenario, net: Network | None = None) -> None:
+    def __init__(self, sc: Scenario, net: Network | None = None, ideal: frozenset[str] | None = None) -> None:
+        """``ideal``: the aspects of the ideal pipeline to apply (IDEAL_ASPECTS; all of them when
+        ``parallelism.ideal_pipeline`` is set): ``balance`` gives every chunk the average chunk's
+        work, ``edges`` drops the embedding and logits work, ``optimizer`` drops the optimizer
+        step, ``comm`` makes every call free (``net`` must then be a ``Network(sc, free=True)``)."""
         self.sc = sc
-        self.net = net or Network(sc)
+        if ideal is None:
+            ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
+        self.ideal = frozenset(ideal)
+        self.net = net or Network(sc, free="comm" in self.ideal)
+        if ("comm" in self.ideal) != self.net.free:
+            raise ValueError("IterationBuilder: free communication needs a Network(sc, free=True) and only then")
         self.cm = ComputeModel.for_scenario(sc)
         p = sc.parallelism
         # The pipeline's unit of work: a micro-batch, or a token slice of one (TeraPipe, Li et al.
@@ -161,6 +170,8 @@ class IterationBuilder:
         self.logits = logits_cost(sc)
         self.layer_counts = self._split()
         self.chunks = [self._chunk(gc) for gc in range(self.p * self.v)]
+        if "balance" in self.ideal:
+            self.chunks = _balanced(self.chunks)
 
     # -- layer split ---------------------------------------------------------------------------
     def _layer_is_moe(self, i: int) -> bool:
@@ -248,6 +259,8 @@ class IterationBuilder:
         moe = self.sc.model.moe
         if not calls:
             return 0.0, 0.0
+        if self.net.free:
+            return 0.0, self._coll_time(calls, "ep", stage)[1]
         secs, bus = self._coll_time(calls, "ep", stage)
         sh = self.net.shape("ep", stage)
         if moe.max_nodes > 0 and sh.spans(1):
@@ -336,7 +349,7 @@ class IterationBuilder:
             layer_bytes = max(layer_bytes, (lc.params + lc.expert_params) * PARAM_BYTES)
         t = self.cm.time
         for edge, here in ((self.emb, gc == 0), (self.logits, gc == self.p * self.v - 1)):
-            if not here:
+            if not here or "edges" in self.ideal:
                 continue
             fwd.append(("compute", t(edge.fwd.gemm_flops, edge.fwd.gemm_bytes, edge.fwd.stream_bytes)))
             bwd.append(("compute", t(edge.bwd_input.gemm_flops, edge.bwd_input.gemm_bytes, edge.bwd_input.stream_bytes)))
@@ -636,6 +649,8 @@ class IterationBuilder:
 
     def _optimizer_time(self, s: int) -> float:
         sc = self.sc
+        if "optimizer" in self.ideal:
+            return 0.0
         dense = sum(ch.params for ch, _ in self.rank_chunks(s))
         expert = sum(ch.expert_params for ch, _ in self.rank_chunks(s))
         if sc.parallelism.zero >= 1:
@@ -645,6 +660,31 @@ class IterationBuilder:
 
 
 COMPUTE_PARTS = ("compute", "weight-grad", "recompute")
+IDEAL_ASPECTS = frozenset({"balance", "edges", "optimizer", "comm"})
+
+
+def _balanced(chunks: list[ChunkWork]) -> list[ChunkWork]:
+    """Every chunk given the average chunk's work (the ideal pipeline's equal stages): times,
+    FLOPs and bytes averaged, layer count and parameters kept (memory stays that of the split).
+    The per-layer drawing template is rescaled so the chunk's layers fill its pass exactly."""
+    n = len(chunks)
+
+    def avg(get) -> tuple[tuple[str, float], ...]:
+        return _sum_parts(*((k, v / n) for ch in chunks for k, v in get(ch)))
+
+    fwd, bwd = avg(lambda ch: ch.fwd_parts), avg(lambda ch: ch.bwd_parts)
+    hw = sum(ch.hw_flops for ch in chunks) / n
+    model = sum(ch.model_flops for ch in chunks) / n
+    tpb, cpb, epb = (sum(getattr(ch, a) for ch in chunks) / n for a in ("tp_bytes", "cp_bytes", "ep_bytes"))
+    fsdp_b = sum(ch.fsdp_bytes for ch in chunks) / n
+    hid = (sum(ch.fsdp_hidden[0] for ch in chunks) / n, sum(ch.fsdp_hidden[1] for ch in chunks) / n)
+    out = []
+    for ch in chunks:
+        k = max(ch.layers, 1)
+        out.append(replace(ch, fwd_parts=fwd, bwd_parts=bwd, fwd_layer=tuple((a, v / k) for a, v in fwd),
+                           bwd_layer=tuple((a, v / k) for a, v in bwd), hw_flops=hw, model_flops=model,
+                           tp_bytes=tpb, cp_bytes=cpb, ep_bytes=epb, fsdp_bytes=fsdp_b, fsdp_hidden=hid))
+    return out
 
 
 def _fuse(fwd: tuple[tuple[str, float], ...], bwd: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:

@@ -35,3 +35,42 @@ def zero_bubble_order(schedule: str, stage: int, p: int, m: int) -> list[Op]:
         if 0 <= x - w_lag < m:
             order.append(("W", x - w_lag, 0))
     return order
+
+
+def ideal_makespan(schedule: str, p: int, m: int, F: float, B: float, W: float) -> float:
+    """Makespan of a zero-bubble order with free communication and passes costing F, B (input
+    gradients) and W (weight gradients): a critical-path evaluation of the order (each op starts
+    when its stage's previous op and the same micro-batch's pass on the neighbouring stage are
+    done), independent of the engine.  For m >= p it equals m(F+B+W) + (p-1)(F+B-W) for ZB-H1
+    (Qi et al. 2024, Table 1); for fewer micro-batches the warm-up is not filled and it is longer."""
+    orders = [zero_bubble_order(schedule, s, p, m) for s in range(p)]
+    f_end: dict[tuple[int, int], float] = {}
+    b_end: dict[tuple[int, int], float] = {}
+    pos = [0] * p
+    clock = [0.0] * p
+    remaining = sum(len(o) for o in orders)
+    while remaining:
+        progressed = False
+        for s in range(p):
+            while pos[s] < len(orders[s]):
+                kind, i, _ = orders[s][pos[s]]
+                if kind == "F":
+                    t = 0.0 if s == 0 else f_end.get((i, s - 1))
+                elif kind == "B":
+                    t = f_end.get((i, s)) if s == p - 1 else b_end.get((i, s + 1))
+                else:
+                    t = 0.0
+                if t is None:
+                    break
+                end = max(clock[s], t) + {"F": F, "B": B, "W": W}[kind]
+                if kind == "F":
+                    f_end[(i, s)] = end
+                elif kind == "B":
+                    b_end[(i, s)] = end
+                clock[s] = end
+                pos[s] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            raise RuntimeError("zero-bubble order deadlocks")    # a schedule bug, never user input
+    return max(clock)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 import types
 import typing
@@ -64,7 +65,9 @@ def _bounded_repr(value: Any, budget: int) -> str:
         return repr(value)
     if isinstance(value, int):
         if value.bit_length() > 100:          # ~30 digits: say how big, not what
-            return f"<integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+            # str() is exact but refused beyond 4,300 digits; log10 takes any int.
+            digits = len(str(abs(value))) if value.bit_length() < 14_000 else int(math.log10(abs(value))) + 1
+            return f"<integer of {digits} digits>"
         return repr(value)
     if isinstance(value, (list, tuple, dict)):
         items = value.items() if isinstance(value, dict) else value

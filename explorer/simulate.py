@@ -6,6 +6,7 @@ tasks into a :class:`Result` — headline figures, breakdown, memory, traffic an
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .analysis import CATEGORIES, COMM_DIMS, MemoryBreakdown, class_breakdown, group_by_class
@@ -17,7 +18,7 @@ from .schedules.dualpipe import ideal_makespan as dualpipe_ideal_makespan
 from .schedules.zero_bubble import OVERLAPPING
 from .schedules.zero_bubble import ideal_makespan as zb_ideal_makespan
 from .timeline import Timeline, build_timeline
-from .utilisation import tier_utilisation
+from .utilisation import tier_utilisation, traffic_by_tier
 
 TIER_WORDS = {"scale-up": "the scale-up links (NVLink/NVSwitch)", "scale-out": "the node NICs (scale-out fabric)",
               "spine": "the leaf-to-spine uplinks", "scale-across": "the WAN between datacenters", "none": "no link"}
@@ -53,6 +54,7 @@ class Result:
     memory: MemoryBreakdown
     memory_by_class: tuple[MemoryBreakdown, ...]
     comm_bytes_per_gpu: dict[str, float]
+    comm_bytes_by_tier: dict[str, dict[str, float]]   # dim -> tier -> bytes one GPU sends across it
     bottleneck: str
     warnings: tuple[str, ...]
     warning_kinds: tuple[str, ...]             # parallel to ``warnings``: memory | algorithm | wan
@@ -89,6 +91,7 @@ class Result:
             "memory_GB": self.memory.as_GB(),
             "memory_capacity_GB": sc.hardware.gpu.memory_GB,
             "comm_bytes_per_gpu": self.comm_bytes_per_gpu,
+            "comm_bytes_by_tier": self.comm_bytes_by_tier,
             "bottleneck": self.bottleneck,
             "warnings": list(self.warnings),
             "warning_kinds": list(self.warning_kinds),
@@ -207,15 +210,44 @@ def simulate(sc: Scenario) -> Result:
     links = _links(builder, net, tasks)
     res_breakdown = {k: breakdown[k] for k in CATEGORIES}
     notices = _warnings(sc, memory, links, net, res_breakdown, T)
-    return Result(
+    result = Result(
         scenario=sc, iteration_time_s=T, tokens_per_s=tokens / T, tflops_per_gpu=hw / T / 1e12,
         mfu=model / T / peak, bubble_fraction=bubble_mean, bubble_fraction_busiest=breakdown["bubble"] / T,
         bubble_formula=formula, bubble_formula_text=formula_text, breakdown_s=res_breakdown,
         breakdown_class=slow, memory=memory, memory_by_class=memory_by_class, comm_bytes_per_gpu=comm,
+        comm_bytes_by_tier=traffic_by_tier(builder, net, r.by_class),
         bottleneck=_bottleneck(sc, res_breakdown, links, T, m) + story, warnings=tuple(n.message for n in notices),
         warning_kinds=tuple(n.kind for n in notices), classes=tuple(classes),
         stage_layers=builder.layer_counts, links=links, utilisation=tier_utilisation(builder, net, tasks, T),
         tasks=tasks)
+    _check_finite(result)
+    return result
+
+
+class SimulationError(RuntimeError):
+    """A simulated figure came out non-finite or non-positive: an internal error of the model (the
+    scenario passed validation), reported as such rather than as Infinity or NaN in JSON."""
+
+
+def _check_finite(r: "Result") -> None:
+    """Raise SimulationError unless every figure that leaves simulate() is finite, the iteration
+    and throughputs positive and the shares non-negative."""
+    positive = {"iteration_time_s": r.iteration_time_s, "tokens_per_s": r.tokens_per_s,
+                "tflops_per_gpu": r.tflops_per_gpu, "mfu": r.mfu}
+    finite = {"bubble_fraction": r.bubble_fraction, "bubble_fraction_busiest": r.bubble_fraction_busiest,
+              "bubble_formula": r.bubble_formula, "memory total": r.memory.total,
+              **{f"breakdown_s.{k}": v for k, v in r.breakdown_s.items()},
+              **{f"comm_bytes_per_gpu.{k}": v for k, v in r.comm_bytes_per_gpu.items()},
+              **{f"comm_bytes_by_tier.{d}.{k}": v for d, t in r.comm_bytes_by_tier.items() for k, v in t.items()},
+              **{f"tier_utilisation.{k}": v for k, v in r.utilisation.items()}}
+    for name, x in positive.items():
+        if not (math.isfinite(x) and x > 0):
+            raise SimulationError(f"internal error: {name} = {x!r} for scenario {r.scenario.name!r} "
+                                  f"(expected a finite positive number)")
+    for name, x in finite.items():
+        if not (math.isfinite(x) and x >= -1e-9 * max(1.0, abs(r.iteration_time_s))):
+            raise SimulationError(f"internal error: {name} = {x!r} for scenario {r.scenario.name!r} "
+                                  f"(expected a finite non-negative number)")
 
 
 def _next_iteration_period(b: IterationBuilder, net: Network,

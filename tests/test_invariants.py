@@ -117,3 +117,14 @@ def test_without_dp_overlap_no_bucket_starts_before_the_last_backward():
         last = max(t.end for t in r.tasks if t.cls == s and t.kind in ("backward", "weight-grad"))
         buckets = [t for t in r.tasks if t.cls == s and t.kind == "dp"]
         assert buckets and min(t.start for t in buckets) >= last - 1e-15
+
+
+def test_a_non_finite_result_is_an_internal_error_not_infinity():
+    import dataclasses
+    from explorer.simulate import SimulationError, _check_finite
+    r = simulate(from_dict(pipeline_raw(2, 2)))
+    _check_finite(r)
+    for field, bad in (("iteration_time_s", float("inf")), ("mfu", float("nan")), ("tokens_per_s", 0.0),
+                       ("bubble_fraction", float("nan"))):
+        with pytest.raises(SimulationError, match=field):
+            _check_finite(dataclasses.replace(r, **{field: bad}))

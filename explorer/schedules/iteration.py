@@ -351,10 +351,22 @@ class IterationBuilder:
         for edge, here in ((self.emb, gc == 0), (self.logits, gc == self.p * self.v - 1)):
             if not here or "edges" in self.ideal:
                 continue
-            fwd.append(("compute", t(edge.fwd.gemm_flops, edge.fwd.gemm_bytes, edge.fwd.stream_bytes)))
-            bwd.append(("compute", t(edge.bwd_input.gemm_flops, edge.bwd_input.gemm_bytes, edge.bwd_input.stream_bytes)))
-            bwd.append(("weight-grad", t(edge.bwd_weight.gemm_flops, edge.bwd_weight.gemm_bytes,
-                                         edge.bwd_weight.stream_bytes)))
+            ef = t(edge.fwd.gemm_flops, edge.fwd.gemm_bytes, edge.fwd.stream_bytes)
+            eb = t(edge.bwd_input.gemm_flops, edge.bwd_input.gemm_bytes, edge.bwd_input.stream_bytes)
+            ew = t(edge.bwd_weight.gemm_flops, edge.bwd_weight.gemm_bytes, edge.bwd_weight.stream_bytes)
+            fwd.append(("compute", ef))
+            bwd.append(("compute", eb))
+            bwd.append(("weight-grad", ew))
+            if self.sc.parallelism.zero == 3:
+                # FSDP shards the embedding and output layer too: gathered before their forward
+                # and backward, gradients reduce-scattered after, like any layer.
+                dp_f, dp_b, hf, hb, fb = self._fsdp(_Params(edge.params), stage, ef, eb + ew)
+                fwd.append(("dp", dp_f))
+                bwd.append(("dp", dp_b))
+                hid_f += hf
+                hid_b += hb
+                fsdp_bytes += fb
+                layer_bytes = max(layer_bytes, edge.params * PARAM_BYTES)
             flops = edge.fwd.gemm_flops + edge.bwd_input.gemm_flops + edge.bwd_weight.gemm_flops
             hw += flops
             model += flops
@@ -589,7 +601,7 @@ class IterationBuilder:
             pair_stage = s if direction == "forward" else (s - 1) % self.p
         cc = self.net.cost("send-recv", self.pp_msg_bytes, "pp", pair_stage)
         info = {"micro_batch": mb, "chunk": c, "bytes": self.pp_msg_bytes, "group": 2, "algorithm": "p2p",
-                "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "direction": direction}
+                "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "direction": direction, "pair": pair_stage}
         tid = g.add(Task(s, "pp", "pp", cc.time_s, [(src, 1.0)], parts=(("pp", cc.time_s),), info=info))
         g.tasks[dst].deps.append((tid, 1.0))
 
@@ -660,6 +672,14 @@ class IterationBuilder:
 
 
 COMPUTE_PARTS = ("compute", "weight-grad", "recompute")
+
+
+@dataclass(frozen=True)
+class _Params:
+    """The parameters of an embedding or output layer, as ZeRO-3 gathers them (no experts)."""
+
+    params: float
+    expert_params: float = 0.0
 IDEAL_ASPECTS = frozenset({"balance", "edges", "optimizer", "comm"})
 
 

@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from .engine import Task
 
 COLUMNS = ("gpu_class", "lane", "kind", "start_s", "end_s", "duration_s", "micro_batch", "chunk",
-           "bytes", "group", "algorithm", "tier", "busbw_GBps", "detail")
+           "bytes", "group", "algorithm", "tier", "busbw_GBps", "detail", "overlapped", "flops")
+# Column meanings: gpu_class (int), lane (compute|tp|cp|ep|pp|dp), kind (forward, backward,
+# weight-grad, F&B, optimizer, recompute, tp, cp, ep, pp, dp, or "<dim> (overlapped)"), start_s /
+# end_s / duration_s (float seconds), micro_batch / chunk (int or None), bytes (float, None for
+# compute), group (int, None for compute), algorithm / tier (str, None for compute), busbw_GBps,
+# detail (str), overlapped (bool: communication that runs under compute and blocks nothing —
+# TP-overlap, ring-attention K/V, FSDP prefetch, DualPipe's hidden all-to-all), flops (float
+# FLOPs of a compute row, its share of the pass; None for communication).
+MAX_ROWS = 2_000_000      # hard cap of a full (per-layer) timeline, for downloads
 LANE_OF = {"compute": "compute", "recompute": "compute", "optimizer": "compute", "weight-grad": "compute",
            "tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": "dp"}
 
@@ -27,7 +35,8 @@ class Timeline:
 
     columns: dict[str, list]
     class_labels: tuple[str, ...]
-    coarse: bool
+    coarse: bool                     # one row per task part instead of per layer
+    truncated: bool = False          # rows beyond max_rows were dropped (even coarse was too big)
 
     def __len__(self) -> int:
         return len(self.columns["start_s"])
@@ -36,18 +45,48 @@ class Timeline:
         cols = self.columns
         return [{k: cols[k][i] for k in COLUMNS} for i in range(len(self))]
 
-    def to_csv(self) -> str:
+    def iter_csv(self, chunk_rows: int = 10_000):
+        """The CSV text in chunks of ``chunk_rows`` rows (a generator, for streaming downloads)."""
+        cols = self.columns
         buf = io.StringIO()
         w = csv.writer(buf)
         w.writerow(COLUMNS)
-        cols = self.columns
         for i in range(len(self)):
             w.writerow([cols[k][i] for k in COLUMNS])
-        return buf.getvalue()
+            if (i + 1) % chunk_rows == 0:
+                yield buf.getvalue()
+                buf.seek(0)
+                buf.truncate()
+        if buf.tell():
+            yield buf.getvalue()
+
+    def to_csv(self) -> str:
+        return "".join(self.iter_csv())
+
+    def iter_trace_events(self):
+        """The trace events one by one (metadata first): see to_trace."""
+        return iter(self.to_trace()["traceEvents"])
+
+    def iter_trace_json(self, chunk_events: int = 10_000):
+        """The trace-event JSON text in chunks (a generator, for streaming downloads)."""
+        yield '{"displayTimeUnit": "ms", "traceEvents": ['
+        batch: list[str] = []
+        first = True
+        for ev in self._events():
+            batch.append(json.dumps(ev))
+            if len(batch) >= chunk_events:
+                yield ("" if first else ",") + ",".join(batch)
+                first, batch = False, []
+        if batch:
+            yield ("" if first else ",") + ",".join(batch)
+        yield "]}"
 
     def to_trace(self) -> dict:
         """Chrome trace-event JSON (opens in ui.perfetto.dev): one process per GPU class, one
         thread per lane, complete ("X") events in microseconds."""
+        return {"traceEvents": list(self._events()), "displayTimeUnit": "ms"}
+
+    def _events(self):
         events: list[dict] = []
         lanes = ["compute", "tp", "cp", "ep", "pp", "dp"]
         for pid, label in enumerate(self.class_labels):
@@ -55,29 +94,54 @@ class Timeline:
             events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
             for tid, lane in enumerate(lanes):
                 events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": lane}})
+        yield from events
         cols = self.columns
         for i in range(len(self)):
             args = {k: cols[k][i] for k in ("micro_batch", "chunk", "bytes", "group", "algorithm", "tier",
-                                            "busbw_GBps", "detail") if cols[k][i] not in (None, "")}
-            events.append({"name": cols["kind"][i], "cat": cols["lane"][i], "ph": "X",
-                           "ts": cols["start_s"][i] * 1e6, "dur": cols["duration_s"][i] * 1e6,
-                           "pid": cols["gpu_class"][i], "tid": lanes.index(cols["lane"][i]), "args": args})
-        return {"traceEvents": events, "displayTimeUnit": "ms"}
+                                            "busbw_GBps", "detail", "overlapped", "flops")
+                    if cols[k][i] not in (None, "", False)}
+            yield {"name": cols["kind"][i], "cat": cols["lane"][i], "ph": "X",
+                   "ts": cols["start_s"][i] * 1e6, "dur": cols["duration_s"][i] * 1e6,
+                   "pid": cols["gpu_class"][i], "tid": lanes.index(cols["lane"][i]), "args": args}
 
     def to_trace_json(self) -> str:
         return json.dumps(self.to_trace())
 
 
-def build_timeline(tasks: list[Task], class_labels: tuple[str, ...], max_segments: int = 60_000) -> Timeline:
-    """Expand scheduled tasks into drawable rows."""
-    cols: dict[str, list] = {k: [] for k in COLUMNS}
-    estimate = sum((t.info or {}).get("layers", 1) * max(len(t.parts), 1) for t in tasks)
-    coarse = estimate > max_segments
-
-    def add(t: Task, lane: str, kind: str, start: float, dur: float, detail: str = "") -> None:
+def estimate_rows(tasks: list[Task], coarse: bool = False) -> int:
+    """Rows build_timeline would produce (per layer, or ``coarse``: per task part), without
+    building them: one pass over the tasks, so a download can be refused or coarsened first."""
+    n = 0
+    for t in tasks:
         info = t.info or {}
+        parts = max(len(t.parts), 1) + len(info.get("hidden", ()))
+        n += parts if coarse else info.get("layers", 1) * parts + 1
+    return n
+
+
+def build_timeline(tasks: list[Task], class_labels: tuple[str, ...], max_segments: int = 60_000,
+                   max_rows: int = MAX_ROWS) -> Timeline:
+    """Expand scheduled tasks into drawable rows.
+
+    Per layer while the estimate stays within ``max_segments``; otherwise one row per task part
+    (``coarse``).  ``max_rows`` is a hard cap (downloads): beyond it rows are dropped and
+    ``truncated`` says so — coarsening comes first, so only a coarse timeline is ever truncated."""
+    cols: dict[str, list] = {k: [] for k in COLUMNS}
+    estimate = sum((t.info or {}).get("layers", 1) * (max(len(t.parts), 1) + len((t.info or {}).get("hidden", ())))
+                   for t in tasks)
+    coarse = estimate > min(max_segments, max_rows)
+    truncated = False
+
+    def add(t: Task, lane: str, kind: str, start: float, dur: float, detail: str = "",
+            overlapped: bool = False, flops: float | None = None) -> None:
+        nonlocal truncated
+        if len(cols["start_s"]) >= max_rows:
+            truncated = True
+            return
+        info = t.info or {}
+        compute_row = lane == "compute"
         if lane in ("tp", "cp", "ep") and t.stream == "compute":
-            # A blocking collective drawn out of its compute task: describe the call itself.
+            # A collective drawn out of its compute task: describe the call itself.
             comm = info.get("comm", {}).get(lane, {})
             info = {"micro_batch": info.get("micro_batch"), "chunk": info.get("chunk"), **comm}
             detail = detail or comm.get("op", "")
@@ -89,40 +153,57 @@ def build_timeline(tasks: list[Task], class_labels: tuple[str, ...], max_segment
         cols["duration_s"].append(dur)
         cols["micro_batch"].append(info.get("micro_batch"))
         cols["chunk"].append(info.get("chunk"))
-        cols["bytes"].append(info.get("bytes"))
-        cols["group"].append(info.get("group"))
-        cols["algorithm"].append(info.get("algorithm", ""))
-        cols["tier"].append(info.get("tier", ""))
-        cols["busbw_GBps"].append(info.get("busbw_GBps"))
+        cols["bytes"].append(None if compute_row else info.get("bytes"))
+        cols["group"].append(None if compute_row else info.get("group"))
+        cols["algorithm"].append(None if compute_row else info.get("algorithm", ""))
+        cols["tier"].append(None if compute_row else info.get("tier", ""))
+        cols["busbw_GBps"].append(None if compute_row else info.get("busbw_GBps"))
         cols["detail"].append(detail or info.get("op", "") or info.get("direction", ""))
+        cols["overlapped"].append(overlapped or "overlapped" in str(info.get("op", "")))
+        cols["flops"].append(flops if compute_row else None)
 
     for t in tasks:
         if t.duration <= 0:
             continue
+        info = t.info or {}
         if t.stream != "compute" or t.kind == "optimizer":
-            add(t, LANE_OF.get(t.kind, t.stream), t.kind, t.start, t.duration)
+            add(t, LANE_OF.get(t.kind, t.stream), t.kind, t.start, t.duration,
+                flops=0.0 if t.kind == "optimizer" else None)
             continue
-        layer_parts = [(k, v) for k, v in (t.info or {}).get("layer_parts", ()) if v > 0]
-        layers = (t.info or {}).get("layers", 0)
+        flops = info.get("flops", 0.0)
+        compute_secs = sum(v for k, v in t.parts if LANE_OF[k] == "compute") or 1.0
+        hidden = [(k, v) for k, v in info.get("hidden", ()) if v > 0]
+        layer_parts = [(k, v) for k, v in info.get("layer_parts", ()) if v > 0]
+        layers = info.get("layers", 0)
         at = t.start
         if coarse or not layer_parts or layers == 0:
             for k, v in t.parts:
-                add(t, LANE_OF[k], _kind(t.kind, k), at, v)
+                lane = LANE_OF[k]
+                add(t, lane, _kind(t.kind, k), at, v, flops=flops * v / compute_secs if lane == "compute" else None)
                 at += v
+            for k, v in hidden:
+                # Hidden communication drawn on its own lane from the pass's start.
+                add(t, k, f"{k} (overlapped)", t.start, min(v, t.duration), overlapped=True)
             continue
         per_layer = sum(v for _, v in layer_parts)
         # The layer template may describe only the dense layers of a mixed chunk; scale so the
         # drawn layers fill the task and put edge work (embedding, logits) at the end.
         body = min(per_layer * layers, t.duration)
         scale = body / (per_layer * layers) if per_layer > 0 else 0.0
+        hidden_layer = [(k, v / layers) for k, v in hidden]
         for _ in range(layers):
+            layer_start = at
             for k, v in layer_parts:
-                add(t, LANE_OF[k], _kind(t.kind, k), at, v * scale)
+                lane = LANE_OF[k]
+                add(t, lane, _kind(t.kind, k), at, v * scale,
+                    flops=flops * v * scale / compute_secs if lane == "compute" else None)
                 at += v * scale
+            for k, v in hidden_layer:
+                add(t, k, f"{k} (overlapped)", layer_start, min(v, at - layer_start), overlapped=True)
         rest = t.start + t.duration - at
         if rest > 1e-12:
-            add(t, "compute", t.kind, at, rest, "embedding/logits")
-    return Timeline(cols, class_labels, coarse)
+            add(t, "compute", t.kind, at, rest, "embedding/logits", flops=flops * rest / compute_secs)
+    return Timeline(cols, class_labels, coarse, truncated)
 
 
 def _kind(task_kind: str, part: str) -> str:

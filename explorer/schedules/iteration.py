@@ -63,6 +63,11 @@ class ChunkWork:
     fsdp_hidden: tuple[float, float] = (0.0, 0.0)   # ZeRO-3 gather/reduce time hidden behind F, B
     fsdp_bytes: float = 0.0          # ZeRO-3 bus bytes per micro-batch (gathers + reduce-scatter)
     fsdp_layer_bytes: float = 0.0    # bf16 bytes of the largest layer this chunk gathers
+    hidden_f: tuple[tuple[str, float], ...] = ()    # communication hidden under the forward, per dim
+    hidden_b: tuple[tuple[str, float], ...] = ()    # ... under the backward (TP overlap, ring attention)
+    flops_f: float = 0.0             # FLOPs of the forward, backward (input grads + recompute), W pass
+    flops_b: float = 0.0
+    flops_w: float = 0.0
 
     def split(self, parts: tuple[tuple[str, float], ...], weight: bool) -> tuple[tuple[str, float], ...]:
         """The weight-gradient part (W pass) or everything else (B pass) of backward ``parts``."""
@@ -212,6 +217,7 @@ class IterationBuilder:
             if lc.recompute != ZERO_WORK else 0.0
         tp_f, tp_f_bytes = self._coll_time(lc.tp_fwd, "tp", stage)
         tp_b, tp_b_bytes = self._coll_time(lc.tp_bwd + lc.tp_recompute, "tp", stage)
+        tp_f_all, tp_b_all = tp_f, tp_b
         if sc.communication.tp_overlap and lc.tp_fwd:
             # Chunked collective matmul (Wang et al., ASPLOS 2023): each collective hides behind
             # the GEMM it feeds or follows, except the first of TP_OVERLAP_CHUNKS chunks.
@@ -220,7 +226,7 @@ class IterationBuilder:
             tp_f = sum(max(c - per, c / TP_OVERLAP_CHUNKS) for c in _split_even(tp_f, len(lc.tp_fwd)))
             tp_b = sum(max(c - 2 * per, c / TP_OVERLAP_CHUNKS)
                        for c in _split_even(tp_b, len(lc.tp_bwd) + len(lc.tp_recompute)))
-        cp_f = cp_b = cp_bytes = 0.0
+        cp_f = cp_b = cp_bytes = cp_hid_f = cp_hid_b = 0.0
         if lc.cp_kv_bytes > 0:
             # Ring attention (Liu et al. 2023): cp-1 KV hand-offs, each overlapped with the
             # attention block of the previous step; backward sends KV and dKV against twice the work.
@@ -230,6 +236,7 @@ class IterationBuilder:
             attn_step = t(lc.attn_core_fwd.gemm_flops, 0, lc.attn_core_fwd.stream_bytes) / cpn
             cp_f = (cpn - 1) * max(0.0, step - attn_step)
             cp_b = (cpn - 1) * max(0.0, step_b - 2 * attn_step)
+            cp_hid_f, cp_hid_b = (cpn - 1) * step - cp_f, (cpn - 1) * step_b - cp_b
             cp_bytes = (cpn - 1) * lc.cp_kv_bytes * 3
         ep_f, ep_f_bytes = self._ep_time(lc.ep_fwd, stage)
         ep_b, ep_b_bytes = self._ep_time(lc.ep_bwd, stage)
@@ -245,6 +252,8 @@ class IterationBuilder:
         bwd = (("recompute", r_comp), ("compute", b_comp), ("weight-grad", w_comp), ("tp", tp_b), ("cp", cp_b),
                ("ep", ep_b), ("dp", dp_b))
         self._fsdp_layer = (hid_f, hid_b, fsdp_bytes)
+        # What runs on the tp/cp links under the GEMMs (drawn as overlapped bars, blocking nothing).
+        self._hidden_layer = ((("tp", tp_f_all - tp_f), ("cp", cp_hid_f)), (("tp", tp_b_all - tp_b), ("cp", cp_hid_b)))
         return fwd, bwd, tp_f_bytes + tp_b_bytes, cp_bytes, ep_f_bytes + ep_b_bytes
 
     def _ep_time(self, calls, stage: int) -> tuple[float, float]:
@@ -325,6 +334,9 @@ class IterationBuilder:
         bwd: list[tuple[str, float]] = []
         hw = model = params = eparams = act = tpb = cpb = epb = 0.0
         hid_f = hid_b = fsdp_bytes = layer_bytes = 0.0
+        fl_f = fl_b = fl_w = 0.0
+        over_f: list[tuple[str, float]] = []
+        over_b: list[tuple[str, float]] = []
         lf = lb = ()
         for lc, count in kinds:
             if count == 0:
@@ -343,6 +355,11 @@ class IterationBuilder:
             cpb += count * cb
             epb += count * eb
             hf, hb, fb = self._fsdp_layer
+            over_f += [(k, v * count) for k, v in self._hidden_layer[0]]
+            over_b += [(k, v * count) for k, v in self._hidden_layer[1]]
+            fl_f += count * lc.fwd.gemm_flops
+            fl_b += count * (lc.bwd_input.gemm_flops + lc.recompute.gemm_flops)
+            fl_w += count * lc.bwd_weight.gemm_flops
             hid_f += count * hf
             hid_b += count * hb
             fsdp_bytes += count * fb
@@ -368,12 +385,16 @@ class IterationBuilder:
                 fsdp_bytes += fb
                 layer_bytes = max(layer_bytes, edge.params * PARAM_BYTES)
             flops = edge.fwd.gemm_flops + edge.bwd_input.gemm_flops + edge.bwd_weight.gemm_flops
+            fl_f += edge.fwd.gemm_flops
+            fl_b += edge.bwd_input.gemm_flops
+            fl_w += edge.bwd_weight.gemm_flops
             hw += flops
             model += flops
             params += edge.params
             act += edge.act_bytes
         return ChunkWork(gc, n, n_moe, _sum_parts(*fwd), _sum_parts(*bwd), lf, lb, hw, model, params, eparams,
-                         act, tpb, cpb, epb, self._comm_info(stage), (hid_f, hid_b), fsdp_bytes, layer_bytes)
+                         act, tpb, cpb, epb, self._comm_info(stage), (hid_f, hid_b), fsdp_bytes, layer_bytes,
+                         _sum_parts(*over_f), _sum_parts(*over_b), fl_f, fl_b, fl_w)
 
     def _comm_info(self, stage: int) -> dict:
         """The per-layer call of each blocking dimension on ``stage`` (what a hover shows)."""
@@ -431,7 +452,7 @@ class IterationBuilder:
                 if kind == "F" and mb == 0 and (s, c) in ag_start:
                     deps.append((ag_start[(s, c)], 1.0))
                 info = {"micro_batch": mb, "chunk": c, "layers": ch.layers, "comm": ch.comm,
-                        "layer_parts": layer_parts}
+                        "layer_parts": layer_parts, **_pass_extras(ch, kind, split_w)}
                 task_kind = {"F": "forward", "B": "backward", "W": "weight-grad"}[kind]
                 tid = g.add(Task(s, "compute", task_kind, dur, deps, parts=parts, info=info))
                 ids[(kind, s, mb, c)] = tid
@@ -510,8 +531,14 @@ class IterationBuilder:
                     (df, i_f), (db, i_b) = op[1], op[2]
                     chf, chb = self._chunk_of(r, df), self._chunk_of(r, db)
                     parts = _fuse(chf.fwd_parts, chb.bwd_parts)
+                    exposed = dict(parts)
+                    # Communication of the pair that ran under the other's compute (DeepSeek-V3 Fig. 4).
+                    comm_all = _sum_parts(*((k, v) for k, v in chf.fwd_parts + chb.bwd_parts if k not in COMPUTE_PARTS),
+                                          *chf.hidden_f, *chb.hidden_b)
+                    hidden = tuple((k, v - exposed.get(k, 0.0)) for k, v in comm_all if v - exposed.get(k, 0.0) > 0)
                     info = {"micro_batch": i_f, "chunk": df, "layers": 0, "comm": chf.comm,
-                            "op": f"F mb {i_f} dir {df} + B mb {i_b} dir {db}"}
+                            "op": f"F mb {i_f} dir {df} + B mb {i_b} dir {db}", "hidden": hidden,
+                            "flops": chf.flops_f + chb.flops_b + chb.flops_w}
                     tid = g.add(Task(r, "compute", "F&B", secs(parts), deps, parts=parts, info=info))
                     f_done[(df, i_f, r)] = tid
                     b_done[(db, i_b, r)] = tid
@@ -528,7 +555,8 @@ class IterationBuilder:
                         parts, layer_parts, task_kind = ch.split(ch.bwd_parts, False), ch.split(ch.bwd_layer, False), "backward"
                     else:
                         parts, layer_parts, task_kind = ch.split(ch.bwd_parts, True), ch.split(ch.bwd_layer, True), "weight-grad"
-                    info = {"micro_batch": i, "chunk": d, "layers": ch.layers, "comm": ch.comm, "layer_parts": layer_parts}
+                    info = {"micro_batch": i, "chunk": d, "layers": ch.layers, "comm": ch.comm, "layer_parts": layer_parts,
+                            **_pass_extras(ch, {"Bz": "B"}.get(kind, kind), kind in ("Bz", "W"))}
                     tid = g.add(Task(r, "compute", task_kind, secs(parts), deps, parts=parts, info=info))
                     if kind == "F":
                         f_done[(d, i, r)] = tid
@@ -719,6 +747,15 @@ def _fuse(fwd: tuple[tuple[str, float], ...], bwd: tuple[tuple[str, float], ...]
     excess = max(0.0, t_comm - t_comp)
     exposed = [(k, excess * v / t_comm) for k, v in comm] if excess > 0 else []
     return _sum_parts(*compute, *exposed)
+
+
+def _pass_extras(ch: ChunkWork, kind: str, split_w: bool) -> dict:
+    """FLOPs of one pass of ``ch`` and the communication hidden under it (timeline fields)."""
+    if kind == "F":
+        return {"flops": ch.flops_f, "hidden": ch.hidden_f}
+    if kind == "W":
+        return {"flops": ch.flops_w, "hidden": ()}
+    return {"flops": ch.flops_b + (0.0 if split_w else ch.flops_w), "hidden": ch.hidden_b}
 
 
 def _split_even(total: float, k: int) -> list[float]:

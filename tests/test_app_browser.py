@@ -178,7 +178,8 @@ def test_default_page_renders_metrics_and_gantt(app, default_iteration):
     assert gantt_bars(page) > 0, "the Gantt drew no bars"
     assert metric_value(page, "Iteration time") == default_iteration
     assert query_of(page.url).get("scenario") == [DEFAULT]
-    assert page.get_by_role("tab").all_inner_texts() == ["Timeline", "Memory", "Topology", "Scenario & files"]
+    assert page.get_by_role("tab").all_inner_texts() == ["Timeline", "Memory", "Traffic", "Topology",
+                                                                "Scenario & files"]
     assert page.get_by_role("button", name="Copy link").is_visible()
     assert not link_warnings(page)
 
@@ -319,3 +320,106 @@ def test_present_mode_hides_sidebar(app, default_iteration):
     assert page.locator(f'{key_css("gantt")} [data-testid="stPlotlyChart"]').is_visible()
     assert metric_value(page, "Iteration time") == default_iteration
     assert query_of(page.url).get("present") == ["1"]
+
+
+# ------------------------------------------------------------------------------------------------
+# 7. A projector: 1280x720, with and without presentation mode
+# ------------------------------------------------------------------------------------------------
+def _box(page, selector: str):
+    loc = page.locator(selector).first
+    assert loc.count() or page.locator(selector).count(), f"nothing matches {selector}"
+    return loc.bounding_box()
+
+
+@pytest.fixture
+def projector(browser, base_url):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    yield App(ctx.new_page(), base_url)
+    ctx.close()
+
+
+TRUNCATED_JS = """() => [...document.querySelectorAll('[data-testid="stMetricLabel"] p, [data-testid="stMetricValue"] div')]
+    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)"""
+
+
+@pytest.mark.parametrize("scenario", ["teaching-8gpu", "llama3-405b-16k"])
+def test_cards_are_never_truncated_at_1280x720(projector, scenario):
+    projector.open(f"?scenario={scenario}")
+    projector.assert_healthy()
+    assert projector.page.evaluate(TRUNCATED_JS) == []
+
+
+@pytest.mark.parametrize("scenario", ["teaching-8gpu", "megatron-gpt3-175b", "two-datacenters"])
+def test_presentation_fits_title_cards_chart_and_sentence_on_one_projector_screen(projector, scenario):
+    projector.open(f"?scenario={scenario}&present=1")
+    projector.assert_healthy()
+    page = projector.page
+    assert page.evaluate(TRUNCATED_JS) == []
+    title = _box(page, "h2")
+    cards = _box(page, '[data-testid="stMetric"]')
+    chart = _box(page, f'{key_css("gantt")} [data-testid="stPlotlyChart"]')
+    sentence = _box(page, '[data-testid="stAlert"]')
+    for name, box in (("title", title), ("cards", cards), ("chart", chart), ("bottleneck", sentence)):
+        assert box is not None, name
+        assert box["y"] >= 0 and box["y"] + box["height"] <= 720, (name, box)
+    assert title["y"] < 60, "no empty band above the title"
+    title_px = page.evaluate("() => parseFloat(getComputedStyle(document.querySelector('h2')).fontSize)")
+    tab_px = page.evaluate("() => parseFloat(getComputedStyle(document.querySelector('[role=tab] p')).fontSize)")
+    assert title_px > tab_px
+
+
+# ------------------------------------------------------------------------------------------------
+# 8. Every shipped scenario's downloaded YAML uploads back (issue 7.2)
+# ------------------------------------------------------------------------------------------------
+SHIPPED = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("scenario", SHIPPED)
+def test_downloaded_yaml_uploads_back(app, tmp_path, scenario):
+    page = app.page
+    app.open(f"?scenario={scenario}&view=scenario")
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Download scenario (YAML)").click()
+    path = tmp_path / "scenario.yaml"
+    dl.value.save_as(path)
+    other = "zero-bubble-8gpu" if scenario == DEFAULT else DEFAULT
+    app.open(f"?scenario={other}&view=scenario")
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
+    page.get_by_text("Loaded scenario.yaml").wait_for(timeout=60_000)
+    wait_ready(page)
+    app.assert_healthy()
+    wait_metric(page, "Iteration time", cli_iteration(scenario))
+
+
+# ------------------------------------------------------------------------------------------------
+# 9. A sample of controls in the browser (the full sweep runs under streamlit.testing)
+# ------------------------------------------------------------------------------------------------
+def choose(page, key: str, option: str) -> None:
+    box = reveal(page, page.locator(key_css(key)))
+    combo = box.locator('input[role="combobox"]')
+    combo.click()
+    option_el = page.get_by_role("option", name=option, exact=True)
+    if not option_el.count():          # long lists filter as you type
+        combo.fill(option)
+    option_el.first.click()
+
+
+@pytest.mark.parametrize("scenario,key,option", [
+    ("teaching-8gpu", "model.preset", "llama3-8b"),
+    ("two-datacenters", "model.preset", "llama3-405b"),
+    ("fsdp-llama3-8b", "model.preset", "mixtral-8x7b"),
+    ("teaching-8gpu", "hardware.gpu", "b200"),
+    ("megatron-gpt3-175b", "training.recompute", "selective"),
+])
+def test_sample_of_controls_in_chromium(app, scenario, key, option):
+    app.open(f"?scenario={scenario}")
+    page = app.page
+    choose(page, key, option)
+    page.wait_for_url(lambda u: key in query_of(u), timeout=30_000)
+    wait_ready(page)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert "Traceback" not in page.content()
+    assert not app.errors
+    errors = page.locator('[data-testid="stAlert"]').filter(has_text="⚠").all_inner_texts()
+    has_metrics = bool(metric_value(page, "Iteration time"))
+    assert has_metrics or errors

@@ -1,0 +1,63 @@
+"""The Gantt shows what the text names (issue 7.7): every kind the timeline holds has a legend
+entry and, where it takes time, bars; lane labels keep the ×N multiplicity; compute hovers describe
+work, not empty byte fields."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import ROOT
+from explorer.figures import gantt
+from explorer.figures.gantt import _rasterize, lane_name
+from explorer.scenario import load
+from explorer.simulate import simulate
+from explorer.timeline import build_timeline
+
+
+def figure(name: str, max_bars: int = 2500, **overrides):
+    res = simulate(load(ROOT / "scenarios" / f"{name}.yaml", overrides))
+    labels = tuple(c.label for c in res.classes)
+    tl = build_timeline(res.tasks, labels, max_segments=max_bars)
+    fig, info = gantt(tl.columns, labels, res.iteration_time_s, max_bars=max_bars)
+    return res, tl, fig, info
+
+
+def test_lane_names_keep_the_multiplicity():
+    assert lane_name("stage 0 (×2 GPUs)") == "stage 0 ×2"
+    assert lane_name("stage 3 · DC 1 (×256 GPUs)") == "stage 3 · DC 1 ×256"
+    _, _, fig, _ = figure("teaching-8gpu")
+    ticks = fig.layout.yaxis.ticktext
+    assert ticks and all("×2" in t for t in ticks)
+
+
+def test_aggregated_chart_still_draws_the_tp_collectives_the_sentence_names():
+    """megatron-gpt3-175b: TP is a visible share of the iteration, the chart is aggregated (too
+    many per-layer bars), and tp must still have drawn bars, not only a legend entry."""
+    res, _, fig, info = figure("megatron-gpt3-175b")
+    assert info.merged
+    assert res.breakdown_s["tp"] / res.iteration_time_s > 0.03
+    tp = [t for t in fig.data if t.name == "tp"]
+    assert tp and len([x for x in tp[0].x if x]) > 10
+
+
+def test_every_kind_in_the_timeline_has_a_legend_entry():
+    _, tl, fig, _ = figure("deepseek-v3")
+    kinds = set(tl.columns["kind"])
+    assert kinds <= {t.name for t in fig.data}
+
+
+def test_compute_hovers_describe_the_work_not_empty_bytes():
+    _, _, fig, info = figure("teaching-8gpu", max_bars=10**6)
+    assert not info.merged
+    fwd = next(t for t in fig.data if t.name == "forward")
+    assert "bytes" not in fwd.hovertemplate and "tier" not in fwd.hovertemplate
+    assert all(row[6] for row in fwd.customdata)          # FLOPs or memory-bound text, never blank
+    dp = next(t for t in fig.data if t.name == "dp")
+    assert all("GB" in row[6] or "MB" in row[6] or "KB" in row[6] for row in dp.customdata)
+
+
+def test_rasterize_keeps_sparse_communication_but_not_sparse_compute():
+    """A row busy 10% of a column: drawn (faint) if it is communication, left empty if compute."""
+    rows = [(("c", "comm"), "tp", 0.0, 0.1, True), (("c", "compute"), "forward", 0.0, 0.1, False)]
+    out = _rasterize(rows, 1.0, 1)
+    assert [(r[0][1], r[1]) for r in out] == [("comm", "tp")]
+    assert out[0][5] == pytest.approx(0.1)

@@ -21,7 +21,7 @@ from .scenario import SETTABLE, Scenario, ScenarioError, apply_overrides, from_d
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 DEFAULT_SCENARIO = "teaching-8gpu"
-VIEWS = ("timeline", "memory", "topology", "scenario")
+VIEWS = ("timeline", "memory", "traffic", "topology", "scenario")
 RESERVED = {"scenario", "view", "present"}
 MAX_VALUE_CHARS = 200          # a field value is a number, a word or a short list
 MAX_PARAMS = 100

@@ -338,7 +338,8 @@ def projector(browser, base_url):
     ctx.close()
 
 
-TRUNCATED_JS = """() => [...document.querySelectorAll('[data-testid="stMetricLabel"] p, [data-testid="stMetricValue"] div')]
+TRUNCATED_JS = """() => [...document.querySelectorAll('[data-testid="stMetricLabel"] p, [data-testid="stMetricValue"] div, '
+    + '[data-testid="stMetricDelta"] div')]
     .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)"""
 
 

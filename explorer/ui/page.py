@@ -109,7 +109,7 @@ def main() -> None:
     if error is not None:
         st.error(f"{error} — showing the last valid scenario.", icon="⚠️")
 
-    metrics.render(data)
+    metrics.render(data, present)
     default = VIEW_LABELS.get(view.view, VIEW_LABELS["timeline"])
     tabs = st.tabs(list(VIEW_LABELS.values()), key="view_tab", default=default, on_change="rerun")
     for tab, key in zip(tabs, VIEW_LABELS):

@@ -10,7 +10,7 @@ def fmt_time(s: float) -> str:
     return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.3f} s"
 
 
-def render(data: ViewData) -> None:
+def render(data: ViewData, present: bool = False) -> None:
     j = data.json
     mem, cap = j["memory_GB"]["total"], j["memory_capacity_GB"]
     busiest = j.get("bubble_fraction_busiest")
@@ -24,7 +24,8 @@ def render(data: ViewData) -> None:
     cols[4].metric("Bubble", f"{j['bubble_fraction']:.1%}", border=True,
                    help=("Pipeline idle share, averaged over stages"
                          + (f"; busiest stage: {busiest:.1%}" if busiest is not None else "")),
-                   delta=(f"busiest stage {busiest:.1%}" if busiest is not None else None),
+                   # The second number fits under the value only on presentation's wider cards.
+                   delta=(f"busiest stage {busiest:.1%}" if busiest is not None and present else None),
                    delta_color="off", delta_arrow="off")
     cols[5].metric("Memory per GPU", f"{mem:.1f} GB", border=True,
                    delta=(f"over {cap:g} GB" if mem > cap else f"of {cap:g} GB"),

@@ -14,9 +14,10 @@ would have.  Both are upper bounds that follow the builder's structure:
   under ZeRO-3 one overlapped gather/reduce drawing task per forward and backward instead.
 
 :func:`check_budget` turns a scenario beyond :data:`MAX_WORK` into a one-line ScenarioError that
-names the knobs making it smaller.  The cost of a simulation grows with the tasks and, through
-per-stage passes over the task list in the analysis, with tasks x stages; the budget weighs
-tasks by ``1 + pp / STAGE_WEIGHT``.  Measured on the 2-core reference machine (``python -m
+names the knobs making it smaller.  The cost of a simulation grows with the tasks, through
+per-stage passes over the task list in the analysis with tasks x stages, and with the layers
+(the balanced layer split is searched layer by layer); the budget weighs tasks by
+``1 + pp / STAGE_WEIGHT`` and adds ``LAYER_WEIGHT`` units per layer.  Measured on the 2-core reference machine (``python -m
 explorer run``, wall time including start-up; see bench/fuzz.py for the fuzzing figures):
 
 ==========================  =======  ========  ==========  =======
@@ -40,9 +41,10 @@ from .scenario import Scenario, ScenarioError
 
 MAX_BUCKET_TASKS = 8        # = schedules.iteration.MAX_BUCKET_TASKS (gradient buckets kept separate)
 STAGE_WEIGHT = 512          # a task costs 1 + pp/512 units: the analysis passes over tasks per stage
+LAYER_WEIGHT = 2            # a model layer costs about 2 task units (100,000 layers: about 2.3 s)
 MAX_WORK = 300_000          # work units a simulation may take (table above: about 3.5 s, 300 MB)
-KNOBS = ("training.global_batch, training.micro_batch (raise it), parallelism.pp, parallelism.vpp "
-         "or parallelism.token_slices")
+KNOBS = ("training.global_batch, training.micro_batch (raise it), parallelism.pp, parallelism.vpp, "
+         "parallelism.token_slices or model.layers")
 
 
 @dataclass(frozen=True)
@@ -53,11 +55,13 @@ class WorkEstimate:
     tasks: int
     timeline_rows: int
     stages: int = 1
+    layers: int = 0
 
     @property
     def work(self) -> int:
-        """Tasks weighted by the per-stage passes of the analysis (the budgeted quantity)."""
-        return int(self.tasks * (1 + self.stages / STAGE_WEIGHT))
+        """The budgeted quantity: tasks weighted by the per-stage passes of the analysis, plus
+        the per-layer work of building the graph (the layer split is searched layer by layer)."""
+        return int(self.tasks * (1 + self.stages / STAGE_WEIGHT) + LAYER_WEIGHT * self.layers)
 
 
 def estimate(sc: Scenario) -> WorkEstimate:
@@ -94,7 +98,7 @@ def estimate(sc: Scenario) -> WorkEstimate:
     layer_rows = runs * sc.model.layers * (fwd_parts + bwd_parts)
     edge_rows = 6 * runs                  # embedding/logits remainder bars: F, B, W of both edge chunks
     rows = layer_rows + edge_rows + (tasks - p * compute)
-    return WorkEstimate(int(tasks), int(rows), p)
+    return WorkEstimate(int(tasks), int(rows), p, sc.model.layers)
 
 
 def check_budget(sc: Scenario) -> None:
@@ -106,4 +110,5 @@ def check_budget(sc: Scenario) -> None:
             "training.global_batch",
             f"{sc.micro_batches * par.token_slices:,} pipeline units x {par.pp * par.vpp:,} pipeline chunks need "
             f"about {e.tasks:,} engine tasks on {par.pp:,} stages, beyond the simulation budget "
-            f"(tasks x (1 + pp/{STAGE_WEIGHT}) <= {MAX_WORK:,}, here {e.work:,}); make it smaller with {KNOBS}")
+            f"(tasks x (1 + pp/{STAGE_WEIGHT}) + {LAYER_WEIGHT} x model.layers <= {MAX_WORK:,}, here {e.work:,}); "
+            f"make it smaller with {KNOBS}")

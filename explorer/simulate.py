@@ -49,6 +49,7 @@ class Result:
     bubble_fraction_busiest: float             # the busiest stage's (the breakdown's) idle share
     bubble_formula: float                      # the schedule's closed form for this p, m, v, F, B, W
     bubble_formula_text: str
+    bubble_explanation: str                    # card vs formula, quantified (also ends ``bottleneck``)
     breakdown_s: dict[str, float]
     breakdown_class: int
     memory: MemoryBreakdown
@@ -86,6 +87,7 @@ class Result:
             "bubble_fraction_busiest": self.bubble_fraction_busiest,
             "bubble_formula": self.bubble_formula,
             "bubble_formula_text": self.bubble_formula_text,
+            "bubble_explanation": self.bubble_explanation,
             "breakdown_s": self.breakdown_s,
             "breakdown_class": self.classes[self.breakdown_class].label,
             "memory_GB": self.memory.as_GB(),
@@ -213,7 +215,8 @@ def simulate(sc: Scenario) -> Result:
     result = Result(
         scenario=sc, iteration_time_s=T, tokens_per_s=tokens / T, tflops_per_gpu=hw / T / 1e12,
         mfu=model / T / peak, bubble_fraction=bubble_mean, bubble_fraction_busiest=breakdown["bubble"] / T,
-        bubble_formula=formula, bubble_formula_text=formula_text, breakdown_s=res_breakdown,
+        bubble_formula=formula, bubble_formula_text=formula_text,
+        bubble_explanation=story.strip(), breakdown_s=res_breakdown,
         breakdown_class=slow, memory=memory, memory_by_class=memory_by_class, comm_bytes_per_gpu=comm,
         comm_bytes_by_tier=traffic_by_tier(builder, net, r.by_class),
         bottleneck=_bottleneck(sc, res_breakdown, links, T, m) + story, warnings=tuple(n.message for n in notices),

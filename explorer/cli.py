@@ -137,6 +137,9 @@ def summary_text(res) -> str:
                   f"activations {mem['activations']:.1f})",
               "  bytes sent per GPU: " + ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in res.comm_bytes_per_gpu.items() if v),
               "", f"  bottleneck: {one_line(res.bottleneck)}"]
+    if res.scenario.parallelism.pp > 1:
+        from .simulate import explain_bubble   # three more simulations: only for the readable summary
+        lines.append(f"  bubble: {one_line(explain_bubble(res))}")
     for w in res.warnings:
         lines.append(f"  warning: {one_line(w)}")
     return "\n".join(lines)

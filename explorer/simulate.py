@@ -49,7 +49,7 @@ class Result:
     bubble_fraction_busiest: float             # the busiest stage's (the breakdown's) idle share
     bubble_formula: float                      # the schedule's closed form for this p, m, v, F, B, W
     bubble_formula_text: str
-    bubble_explanation: str                    # card vs formula, quantified (also ends ``bottleneck``)
+    bubble_explanation: str                    # the card next to the formula (explain_bubble() decomposes)
     breakdown_s: dict[str, float]
     breakdown_class: int
     memory: MemoryBreakdown
@@ -198,7 +198,7 @@ def simulate(sc: Scenario) -> Result:
     # seconds from its own breakdown); the busiest stage's is reported beside it.
     bubble_mean = sum(b["bubble"] for b in breakdowns) / p / T
     formula, formula_text = bubble_formula(sc, builder)
-    story = _bubble_story(sc, builder, bubble_mean, breakdown["bubble"] / T, formula, formula_text, len(tasks))
+    story = _bubble_summary(sc, bubble_mean, breakdown["bubble"] / T, formula_text, p)
 
     # Throughput and FLOPs: every GPU of a stage does that stage's per-GPU work.
     hw = sum(builder.chunks[c * p + s].hw_flops for s in range(p) for c in range(v)) * m / p
@@ -216,10 +216,10 @@ def simulate(sc: Scenario) -> Result:
         scenario=sc, iteration_time_s=T, tokens_per_s=tokens / T, tflops_per_gpu=hw / T / 1e12,
         mfu=model / T / peak, bubble_fraction=bubble_mean, bubble_fraction_busiest=breakdown["bubble"] / T,
         bubble_formula=formula, bubble_formula_text=formula_text,
-        bubble_explanation=story.strip(), breakdown_s=res_breakdown,
+        bubble_explanation=story, breakdown_s=res_breakdown,
         breakdown_class=slow, memory=memory, memory_by_class=memory_by_class, comm_bytes_per_gpu=comm,
         comm_bytes_by_tier=traffic_by_tier(builder, net, r.by_class),
-        bottleneck=_bottleneck(sc, res_breakdown, links, T, m) + story, warnings=tuple(n.message for n in notices),
+        bottleneck=_bottleneck(sc, res_breakdown, links, T, m), warnings=tuple(n.message for n in notices),
         warning_kinds=tuple(n.kind for n in notices), classes=tuple(classes),
         stage_layers=builder.layer_counts, links=links, utilisation=tier_utilisation(builder, net, tasks, T),
         tasks=tasks)
@@ -544,31 +544,41 @@ def _mean_bubble(sc: Scenario, ideal: frozenset[str]) -> float:
     return sum(r.breakdown(s)["bubble"] for s in range(r.builder.p)) / r.builder.p / r.T
 
 
-def _bubble_story(sc: Scenario, b: IterationBuilder, card: float, busiest: float, formula: float,
-                  formula_text: str, n_tasks: int) -> str:
-    """How the Bubble card (mean idle share over stages) relates to the schedule's formula.
+def _bubble_summary(sc: Scenario, card: float, busiest: float, formula_text: str, p: int) -> str:
+    """The Bubble card next to the schedule's formula, in one sentence (no extra simulation)."""
+    if p == 1:
+        return ""
+    out = (f"Bubble card {card:.1%} (idle share averaged over the {p} stages; busiest stage {busiest:.1%}); "
+           f"the schedule's formula: {formula_text}.")
+    if sc.parallelism.ideal_pipeline:
+        out += " Ideal pipeline: equal stages, no embedding/logits, no optimizer, free communication."
+    return out
+
+
+def explain_bubble(r: Result) -> str:
+    """How the Bubble card (mean idle share over stages) relates to the schedule's formula, with
+    every difference quantified.
 
     Starting from the ideal pipeline (whose card is the formula exactly) the real scenario is
     restored one aspect at a time — the layer split, the embedding/logits work, the optimizer
     step, communication — and each step's change of the card is quoted, so the differences add
-    up exactly to card - formula."""
-    p = b.p
-    if p == 1:
-        return ""
-    out = (f" Bubble card {card:.1%} (idle share averaged over the {p} stages; busiest stage {busiest:.1%}); "
-           f"the schedule's formula: {formula_text}.")
-    if sc.parallelism.ideal_pipeline:
-        return out + " Ideal pipeline: equal stages, no embedding/logits, no optimizer, free communication."
-    split = list(b.layer_counts)
-    last = p * b.v - 1
-    where = (f"the embedding on stage 0 and the logits on stage {last % p}" if b.v == 1 else
+    up exactly to card - formula.  This costs three more simulations of the same graph, so it is
+    computed on demand (the CLI's summary, the app's explanation), never inside :func:`simulate`."""
+    sc = r.scenario
+    p, v = sc.parallelism.pp, sc.parallelism.vpp
+    out = r.bubble_explanation
+    if p == 1 or sc.parallelism.ideal_pipeline:
+        return out
+    split = list(r.stage_layers)
+    last = p * v - 1
+    where = (f"the embedding on stage 0 and the logits on stage {last % p}" if v == 1 else
              f"the embedding on stage 0 (chunk 0) and the logits on stage {last % p} (its last chunk)")
     labels = [f"the layer split {split}", where, "the optimizer step", "exposed communication"]
-    if n_tasks > WATERFALL_MAX_TASKS:
+    if len(r.tasks) > WATERFALL_MAX_TASKS:
         return out + (" It differs through " + ", ".join(labels) + " (not decomposed: "
-                      f"{n_tasks:,} tasks).")
+                      f"{len(r.tasks):,} tasks).")
     steps = [IDEAL_ASPECTS - {"balance"}, frozenset({"optimizer", "comm"}), frozenset({"comm"})]
-    values = [formula] + [_mean_bubble(sc, st) for st in steps] + [card]
+    values = [r.bubble_formula] + [_mean_bubble(sc, st) for st in steps] + [r.bubble_fraction]
     deltas = [values[i + 1] - values[i] for i in range(len(labels))]
     shown = [f"{lab} {d * 100:+.1f} points" for lab, d in zip(labels, deltas)]
     return out + " From formula to card: " + ", ".join(shown) + "."

@@ -10,7 +10,7 @@ from conftest import SCENARIO_FILES, pipeline_raw
 from explorer.analysis import class_breakdown
 from explorer.scenario import from_dict, load
 from explorer.schedules.dualpipe import ideal_makespan as dualpipe_makespan
-from explorer.simulate import simulate, stage_passes
+from explorer.simulate import explain_bubble, simulate, stage_passes
 
 TEACHING = next(f for f in SCENARIO_FILES if f.stem == "teaching-8gpu")
 
@@ -97,7 +97,7 @@ def test_teaching_card_is_the_mean_idle_share_of_the_stages():
 
 def test_sentence_accounts_for_every_difference_between_card_and_formula():
     r = simulate(load(TEACHING, {"parallelism.schedule": "interleaved", "parallelism.vpp": 2}))
-    text = r.bottleneck
+    text = explain_bubble(r)
     assert "[3, 4, 3, 3, 3, 4, 3, 1]" in text and "embedding" in text and "optimizer" in text \
         and "communication" in text
     points = [float(x) for x in re.findall(r"([+-]\d+\.\d) points", text)]
@@ -109,4 +109,4 @@ def test_sentence_accounts_for_every_difference_between_card_and_formula():
 def test_ideal_pipeline_sentence_says_it_is_ideal():
     r = simulate(load(TEACHING, {"parallelism.ideal_pipeline": True}))
     assert r.bubble_fraction == pytest.approx(3 / 11, abs=1e-9)
-    assert "Ideal pipeline" in r.bottleneck
+    assert "Ideal pipeline" in r.bubble_explanation and "Ideal pipeline" in explain_bubble(r)

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from explorer.scenario import SETTABLE, SETTABLE_ROOTS, load, load_raw
-from explorer.simulate import simulate
+from explorer.simulate import explain_bubble, simulate
 
 SCEN = Path(__file__).resolve().parent.parent / "scenarios"
 NAMES = sorted(p.stem for p in SCEN.glob("*.yaml"))
@@ -367,7 +367,7 @@ def test_megatron_bubble_formula_7_over_103_card_a_little_less():
 def test_megatron_bubble_sentence_splits_the_difference():
     """the sentence beside it splits the difference (the embedding and logits add, exposed
     communication takes away)"""
-    text = sim(MG).bottleneck
+    text = explain_bubble(sim(MG))
     add = re.search(r"logits on stage \d+ ([+-]\d+\.\d) points", text)
     comm = re.search(r"exposed communication ([+-]\d+\.\d) points", text)
     assert add and float(add.group(1)) > 0

@@ -114,6 +114,14 @@ def summary(raw_json: str) -> dict[str, Any]:
     return _SMALL.get_or_compute(("summary", raw_json), compute, lambda j: len(json.dumps(j, default=str)) + 1024)
 
 
+def bubble_story(raw_json: str) -> str:
+    """The card-versus-formula decomposition of a scenario (three extra simulations: on demand)."""
+    def compute() -> str:
+        from ..simulate import explain_bubble, simulate
+        return explain_bubble(simulate(from_dict(json.loads(raw_json))))
+    return _SMALL.get_or_compute(("bubble", raw_json), compute, lambda t: len(t) + 256)
+
+
 def full_timeline(raw_json: str):
     """Every operation of the iteration, for the trace and CSV downloads (never cached: a
     download is rare and its table can be large)."""

@@ -118,7 +118,7 @@ def main() -> None:
         with tab:
             try:
                 if key == "timeline":
-                    timeline.render(data, present)
+                    timeline.render(data, raw_json, present)
                 elif key == "memory":
                     memory.render(data, present)
                 elif key == "traffic":

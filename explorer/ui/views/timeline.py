@@ -5,7 +5,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from ... import figures
-from ..cache import ViewData
+from ..cache import ViewData, bubble_story
 
 OVERLAPPING_NOTE = {
     "zb-h2": "one iteration alone",
@@ -24,7 +24,7 @@ def gantt_figure(data: ViewData, present: bool) -> go.Figure:
     return fig
 
 
-def render(data: ViewData, present: bool) -> None:
+def render(data: ViewData, raw_json: str, present: bool) -> None:
     j = data.json
     font = 15 if present else 12
     left, right = st.columns([7, 3], gap="small")
@@ -34,6 +34,13 @@ def render(data: ViewData, present: bool) -> None:
         _captions(data)
     with right:
         st.info(j["bottleneck"])
+        if j["parallelism"]["pp"] > 1:
+            st.caption(j["bubble_explanation"])
+            if not present:
+                why = st.expander("Card against formula, term by term", key="bubble_story", on_change="rerun")
+                if why.open:
+                    with why:
+                        st.markdown(bubble_story(raw_json))
         st.plotly_chart(figures.breakdown(j["breakdown_s"], j["iteration_time_s"],
                                           title=f"Where the time goes · {_class_name(j['breakdown_class'])}",
                                           height=240 if present else 300, font_size=font),

@@ -15,3 +15,10 @@ def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "python -m pytest -q" in readme and "python -m pytest -q" in ci
+
+
+def test_readme_field_table_is_the_schema():
+    """Defaults, valid ranges (physical bounds) and meanings in the README come from the schema."""
+    from explorer.docs import field_table
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert field_table() in readme, "README's field table is stale: paste the output of python -m explorer.docs"

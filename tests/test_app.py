@@ -5,33 +5,8 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT, SCENARIO_FILES
-
-APP = str(ROOT / "app.py")
-
-
-def run_app(**query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def qp(at: AppTest, key: str) -> str | None:
-    """A query parameter as the address bar shows it (one string)."""
-    if key not in at.query_params:
-        return None
-    v = at.query_params[key]
-    return v[-1] if isinstance(v, list) else v
-
-
-def seconds(at: AppTest) -> float:
-    text = next(m.value for m in at.metric if m.label == "Iteration time")
-    value, unit = text.split()
-    return float(value) * (1e-3 if unit == "ms" else 1.0)
-
+from app_support import qp, run_app, seconds
+from conftest import SCENARIO_FILES
 
 @pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.stem)
 def test_every_preset_renders_metrics_and_charts(path):

@@ -5,28 +5,11 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_support import run_app, seconds
 from conftest import ROOT, SCENARIO_FILES
 from explorer.scenario import apply_overrides, from_dict, load, model_presets
 from explorer.share import parse_query, preset_raw
 from explorer.simulate import simulate
-
-APP = str(ROOT / "app.py")
-
-
-def open_app(**query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def seconds(at: AppTest) -> float:
-    text = next(m.value for m in at.metric if m.label == "Iteration time")
-    value, unit = text.split()
-    return float(value) * (1e-3 if unit == "ms" else 1.0)
-
 
 def shows_result_or_one_line_reason(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
@@ -40,7 +23,7 @@ def shows_result_or_one_line_reason(at: AppTest) -> None:
 def test_choosing_a_model_preset_loads_its_dimensions(scenario, model):
     """Issue 7.1: the three reproductions — the model controls take the preset's dimensions and
     the page shows a result or a one-line reason (e.g. tp does not divide the heads)."""
-    at = open_app(scenario=scenario)
+    at = run_app(scenario=scenario)
     at.selectbox(key="model.preset").set_value(model).run()
     shows_result_or_one_line_reason(at)
     preset = model_presets()[model]
@@ -61,7 +44,7 @@ def link_result(at: AppTest) -> float:
 def test_model_preset_result_equals_its_share_link():
     """The preset replaces the model's dimensions; the address bar carries them, and the link
     simulated outside the app gives the card's value."""
-    at = open_app(scenario="teaching-8gpu")
+    at = run_app(scenario="teaching-8gpu")
     at.selectbox(key="model.preset").set_value("llama3-8b").run()
     shows_result_or_one_line_reason(at)
     assert not at.error, [e.value for e in at.error]
@@ -73,9 +56,9 @@ def test_model_preset_result_equals_its_share_link():
 def test_uploading_a_downloaded_scenario_reproduces_it(path):
     """Issue 7.2: the YAML the app offers for download loads back (from another preset) and gives
     the same iteration time as the CLI on the original file."""
-    source = open_app(scenario=path.stem, view="scenario")
+    source = run_app(scenario=path.stem, view="scenario")
     yaml_text = next(c.value for c in source.code if c.language == "yaml")
-    at = open_app(scenario="teaching-8gpu" if path.stem != "teaching-8gpu" else "zero-bubble-8gpu", view="scenario")
+    at = run_app(scenario="teaching-8gpu" if path.stem != "teaching-8gpu" else "zero-bubble-8gpu", view="scenario")
     at.file_uploader(key="_upload").set_value(("scenario.yaml", yaml_text.encode(), "application/x-yaml")).run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
@@ -84,7 +67,7 @@ def test_uploading_a_downloaded_scenario_reproduces_it(path):
 
 
 def test_a_bad_upload_shows_one_line_and_keeps_the_scenario():
-    at = open_app(scenario="teaching-8gpu", view="scenario")
+    at = run_app(scenario="teaching-8gpu", view="scenario")
     before = seconds(at)
     at.file_uploader(key="_upload").set_value(("bad.yaml", b"model: [unclosed", "application/x-yaml")).run()
     assert not at.exception
@@ -96,7 +79,7 @@ def test_a_bad_upload_shows_one_line_and_keeps_the_scenario():
 @pytest.mark.parametrize("view", ["timeline", "memory", "traffic", "topology", "scenario"])
 @pytest.mark.parametrize("present", ["0", "1"])
 def test_every_view_renders_without_error(view, present):
-    at = open_app(scenario="two-datacenters", view=view, present=present)
+    at = run_app(scenario="two-datacenters", view=view, present=present)
     assert not at.error, [e.value for e in at.error]
     assert [m.label for m in at.metric][:1] == ["Iteration time"]
 
@@ -104,7 +87,7 @@ def test_every_view_renders_without_error(view, present):
 def test_traffic_view_shows_zero_stages_against_their_bytes():
     """Issue 7.8: the ZeRO chart puts ZeRO-3 at 3Ψ per micro-batch against ZeRO-1's 2Ψ per
     iteration (Rajbhandari et al. SC20 Sec. 7; FSDP re-gathers for every micro-batch): 1.5 m x."""
-    at = open_app(scenario="fsdp-llama3-8b", view="traffic")
+    at = run_app(scenario="fsdp-llama3-8b", view="traffic")
     assert not at.error, [e.value for e in at.error]
     from explorer.ui.views.traffic import zero_points
     points, _ = zero_points(preset_raw("fsdp-llama3-8b"))

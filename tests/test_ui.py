@@ -95,3 +95,20 @@ def test_traffic_view_shows_zero_stages_against_their_bytes():
     m = load(ROOT / "scenarios" / "fsdp-llama3-8b.yaml").micro_batches
     assert by_stage[3]["dp_GB"] == pytest.approx(1.5 * m * by_stage[1]["dp_GB"], rel=0.01)
     assert by_stage[3]["memory_GB"] < by_stage[2]["memory_GB"] < by_stage[1]["memory_GB"] < by_stage[0]["memory_GB"]
+
+
+def test_a_cheap_link_cannot_order_an_expensive_download():
+    """Issue 8.10: 100,000 layers x 8 micro-batches is ~2 M per-layer rows; the page offers the
+    YAML but refuses the trace/CSV with the knobs that shrink them, instead of building them."""
+    at = run_app(scenario="teaching-8gpu", view="scenario", **{"model.layers": "100000",
+                                                              "training.global_batch": "16"})
+    assert not at.error, [e.value for e in at.error]
+    labels = [b.label for b in at.get("download_button")]
+    assert labels == ["Download scenario (YAML)"], labels
+    assert any("per-layer operations" in c.value and "training.global_batch" in c.value for c in at.caption)
+
+
+def test_an_ordinary_scenario_offers_every_download():
+    at = run_app(scenario="teaching-8gpu", view="scenario")
+    labels = [b.label for b in at.get("download_button")]
+    assert labels == ["Download Perfetto trace (JSON)", "Download timeline (CSV)", "Download scenario (YAML)"]

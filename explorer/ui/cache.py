@@ -122,13 +122,13 @@ def bubble_story(raw_json: str) -> str:
     return _SMALL.get_or_compute(("bubble", raw_json), compute, lambda t: len(t) + 256)
 
 
-def full_timeline(raw_json: str):
-    """Every operation of the iteration, for the trace and CSV downloads (never cached: a
-    download is rare and its table can be large)."""
+def full_timeline(raw_json: str, max_rows: int):
+    """Every operation of the iteration, at most ``max_rows`` rows, for the trace and CSV
+    downloads (never cached: a download is rare and its table can be large)."""
     from ..simulate import simulate
 
     res = simulate(from_dict(json.loads(raw_json)))
-    return build_timeline(res.tasks, tuple(c.label for c in res.classes), max_segments=10**9)
+    return build_timeline(res.tasks, tuple(c.label for c in res.classes), max_segments=max_rows, max_rows=max_rows)
 
 
 def cache_stats() -> dict[str, int]:

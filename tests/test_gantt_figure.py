@@ -61,3 +61,14 @@ def test_rasterize_keeps_sparse_communication_but_not_sparse_compute():
     out = _rasterize(rows, 1.0, 1)
     assert [(r[0][1], r[1]) for r in out] == [("comm", "tp")]
     assert out[0][5] == pytest.approx(0.1)
+
+
+def test_hidden_ring_attention_transfers_are_visible_on_the_cp_lane():
+    """long-context-cp moves tens of GB of K/V per GPU, hidden under attention on NVLink: the cp
+    lane shows them (hatched, at least a couple of pixels wide) with their true duration on hover."""
+    res, _, fig, info = figure("long-context-cp")
+    assert res.comm_bytes_per_gpu["cp"] > 10e9
+    cp = next(t for t in fig.data if t.name == "cp (overlapped)")
+    assert cp.marker.pattern.shape == "/" and cp.marker.pattern.fillmode == "overlay"   # stripes over colour
+    assert len(cp.x) >= 32 and min(cp.x) >= 0.002 * res.iteration_time_s * 1e3
+    assert all(row[5] < x for row, x in zip(cp.customdata, cp.x))      # true duration is shorter

@@ -23,6 +23,8 @@ KIND_ORDER = ("forward", "backward", "F&B", "weight-grad", "recompute", "optimiz
 OVERLAPPED = " (overlapped)"
 # Columns of the aggregated Gantt: about the chart's width in pixels at 1440 px (70% of the page).
 RASTER_COLUMNS = 800
+# Narrowest communication bar drawn, as a fraction of the time axis (about 2 px of an 800-px chart).
+MIN_COMM_WIDTH = 0.0025
 # In aggregated bands the compute row splits in two: compute kinds above, blocking collectives
 # below, so that both stay visible where they share a pixel column.
 SPLIT_OFFSETS = {"compute": (-0.11, 0.28), "comm": (0.15, 0.2)}
@@ -60,7 +62,7 @@ def _marker(kind: str, opacity=None) -> dict:
     m = dict(color=KIND_COLORS.get(_base_kind(kind), "#999"), line=dict(width=0))
     if kind.endswith(OVERLAPPED):
         # Hidden under compute: hatched, so it reads as "happening, not waited for".
-        m["pattern"] = dict(shape="/", fgcolor="white", size=5, solidity=0.35)
+        m["pattern"] = dict(shape="/", fgcolor="white", size=5, solidity=0.35, fillmode="overlay")
     if opacity is not None:
         m["opacity"] = opacity
     return m
@@ -135,7 +137,7 @@ def gantt(columns: dict[str, list], class_labels: tuple[str, ...], iteration_s: 
     if merged:
         bars_drawn = _aggregated(fig, columns, iteration_s, max_bars, bands, where, short)
     else:
-        _exact(fig, columns, bands, where, short)
+        _exact(fig, columns, bands, where, short, iteration_s)
         bars_drawn = n
     # Every kind in the timeline gets a legend entry, even one too thin to win a pixel column.
     drawn = {t.name for t in fig.data}
@@ -225,7 +227,8 @@ COMM_HOVER = ("<b>%{customdata[0]}</b> %{customdata[3]} · %{customdata[4]}<br>"
               "%{customdata[6]}<br>%{customdata[7]}<extra></extra>")
 
 
-def _exact(fig: go.Figure, c: dict[str, list], bands: bool, where, short: dict[int, str]) -> None:
+def _exact(fig: go.Figure, c: dict[str, list], bands: bool, where, short: dict[int, str],
+           iteration_s: float) -> None:
     flops = c.get("flops")
     by_kind: dict[str, list[int]] = {}
     for i in range(len(c["start_s"])):
@@ -248,8 +251,12 @@ def _exact(fig: go.Figure, c: dict[str, list], bands: bool, where, short: dict[i
                 custom.append(head + [f"{_fmt_bytes(c['bytes'][i])} over a group of {c['group'][i] or '–'}",
                                       f"{c['algorithm'][i] or 'p2p'} · limited by {c['tier'][i] or '–'}{bw}"])
         compute = c["lane"][ii[0]] == "compute"
+        # A collective of 2 ms in an 8 s iteration is narrower than a pixel: communication bars are
+        # drawn at least MIN_COMM_WIDTH of the axis wide so that they stay visible (the hover gives
+        # the true duration).
+        least = 0.0 if compute else MIN_COMM_WIDTH * iteration_s * 1e3
         fig.add_trace(go.Bar(
             y=[p[0] for p in pos], width=[p[1] for p in pos] if bands else None,
-            base=[c["start_s"][i] * 1e3 for i in ii], x=[c["duration_s"][i] * 1e3 for i in ii],
+            base=[c["start_s"][i] * 1e3 for i in ii], x=[max(c["duration_s"][i] * 1e3, least) for i in ii],
             orientation="h", name=kind, marker=_marker(kind), customdata=custom,
             hovertemplate=COMPUTE_HOVER if compute else COMM_HOVER))

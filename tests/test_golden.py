@@ -1,0 +1,39 @@
+"""The shipped scenarios' ``run --json`` output is stable (issue 9): a refactor must not move a
+number.  The golden files were generated with ``python -m explorer run NAME --json`` before the
+architecture work; regenerate them only for a deliberate, explained change of the model."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from conftest import ROOT, SCENARIO_FILES
+from explorer.cli import main
+
+GOLDEN = ROOT / "tests" / "golden"
+
+
+def same(a, b, path="") -> list[str]:
+    """Differences between golden ``a`` and current ``b`` (floats to 1e-9 relative); keys added
+    to ``b`` since the golden file was written are allowed."""
+    if isinstance(a, dict):
+        if not isinstance(b, dict):
+            return [f"{path}: {type(b).__name__} instead of an object"]
+        return [d for k in a for d in (same(a[k], b[k], f"{path}.{k}") if k in b else [f"{path}.{k}: missing"])]
+    if isinstance(a, list):
+        if not isinstance(b, list) or len(a) != len(b):
+            return [f"{path}: {b!r:.80} != {a!r:.80}"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in same(x, y, f"{path}[{i}]")]
+    if isinstance(a, float) or isinstance(b, float):
+        ok = isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+        return [] if ok else [f"{path}: {b!r} != {a!r}"]
+    return [] if a == b else [f"{path}: {b!r:.80} != {a!r:.80}"]
+
+
+@pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.stem)
+def test_run_json_matches_the_golden_file(path, capsys):
+    assert main(["run", path.stem, "--json"]) == 0
+    current = json.loads(capsys.readouterr().out)
+    golden = json.loads((GOLDEN / f"{path.stem}.json").read_text(encoding="utf-8"))
+    assert same(golden, current) == []

@@ -1,8 +1,10 @@
 """Load test: several concurrent browser users against one app server, and the server's memory.
 
 Each user is its own process with its own Debian Chromium (Playwright) and loops for
-``--seconds``: it opens a share link drawn from a fixed, seeded mix — shipped scenarios, changed
-controls, the heavy links of issue 8 (a 1,024-stage pipeline, 100,000 layers, hostile values) — and
+``--seconds``, as a person exploring would: mostly it changes a sidebar control on the page it has
+(the NIC speed, typed into the number input and committed with Enter), and one action in four it
+opens a share link drawn from a fixed, seeded mix — shipped scenarios, changed controls, the heavy
+links of issue 8 (a 1,024-stage pipeline, 100,000 layers, hostile values).  For each action it
 records the time until the page has settled (tests/browser_support.wait_ready), whether the page
 showed a Python exception or a traceback, and any JS error.  The main process samples the server's
 resident memory (/proc/PID/status, VmRSS of the server and its children) twice a second.
@@ -55,6 +57,23 @@ def links(rng: random.Random) -> str:
     return query
 
 
+NIC_VALUES = ["100", "200", "400", "800", "1600"]
+
+
+def change_control(page, rng: random.Random) -> str:
+    """Type a new NIC speed into its sidebar input (opening its section if needed)."""
+    key = ".st-key-cluster-scale_out-nic_Gbps"
+    box = page.locator(f'{key} input[data-testid="stNumberInputField"]')
+    if not box.is_visible():
+        page.locator('[data-testid="stExpander"]', has=box).locator("summary").click()
+        box.wait_for(state="visible", timeout=30_000)
+    value = rng.choice([v for v in NIC_VALUES if v != box.input_value().split(".")[0]])
+    box.fill(value)
+    box.press("Enter")
+    page.wait_for_timeout(100)
+    return f"change nic_Gbps={value}"
+
+
 def user(base: str, seconds: float, seed: int, out: mp.Queue) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -66,19 +85,25 @@ def user(base: str, seconds: float, seed: int, out: mp.Queue) -> None:
         js_errors: list[str] = []
         page.on("pageerror", lambda exc: js_errors.append(str(exc)))
         end = time.time() + seconds
+        opened = False
         while time.time() < end:
-            query = links(rng)
             js_errors.clear()
             t0 = time.perf_counter()
             ok = True
             try:
-                page.goto(base + query, timeout=120_000)
+                if opened and rng.random() < 0.75:
+                    action = change_control(page, rng)
+                else:
+                    action = links(rng)
+                    page.goto(base + action, timeout=120_000)
+                    opened = True
                 wait_ready(page, timeout_s=120)
-            except Exception:  # noqa: BLE001 - a time-out is a failed load, counted
+            except Exception:  # noqa: BLE001 - a time-out is a failed action, counted
                 ok = False
+                action = locals().get("action", "?")
             dt = time.perf_counter() - t0
             broken = page.locator('[data-testid="stException"]').count() > 0 or "Traceback" in page.content()
-            rows.append((query, dt, ok and not broken and not js_errors))
+            rows.append((action, dt, ok and not broken and not js_errors))
         browser.close()
     out.put(rows)
 
@@ -142,9 +167,15 @@ def main() -> int:
 
     def pct(x: float) -> float:
         return times[min(len(times) - 1, int(x * len(times)))]
-    print(f"{args.users} users x {args.seconds:.0f} s: {len(rows)} page loads, {len(bad)} with an error")
-    print(f"latency (load to settled): median {statistics.median(times):.2f} s, p90 {pct(0.9):.2f} s, "
-          f"p99 {pct(0.99):.2f} s, max {times[-1]:.2f} s")
+    print(f"{args.users} users x {args.seconds:.0f} s: {len(rows)} actions, {len(bad)} with an error")
+    for label, sel in (("control changes", [dt for q, dt, _ in rows if q.startswith("change")]),
+                       ("link opens", [dt for q, dt, _ in rows if not q.startswith("change")])):
+        if sel:
+            sel.sort()
+            print(f"{label} ({len(sel)}): median {statistics.median(sel):.2f} s, "
+                  f"p90 {sel[min(len(sel) - 1, int(0.9 * len(sel)))]:.2f} s, "
+                  f"p99 {sel[min(len(sel) - 1, int(0.99 * len(sel)))]:.2f} s, max {sel[-1]:.2f} s")
+    print(f"all actions: median {statistics.median(times):.2f} s, p99 {pct(0.99):.2f} s")
     print(f"server memory: start {start_kb / 1024:.0f} MB, peak {peak_kb / 1024:.0f} MB, end {end_kb / 1024:.0f} MB")
     for query, dt in bad[:10]:
         print(f"  error after {dt:.1f} s: {query[:120]}")

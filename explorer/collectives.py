@@ -18,13 +18,18 @@ steps whose partner distance reaches past it.
 Sizes S follow nccl-tests (doc/PERFORMANCE.md): the all-reduce/broadcast buffer, the *total*
 all-gather output / reduce-scatter input, the per-rank all-to-all send buffer.  ``busbw`` applies
 that document's bus factors so numbers compare with nccl-tests output.
+
+The scale-up wiring (``cluster.scale_up.kind``: crossbar NVSwitch, NVLink ring, PCIe switches;
+topology.py's module docstring) multiplies the scale-up time of each traffic pattern by
+:func:`scale_up_factor`: 1 for neighbour patterns (ring, chain), the mean hop distance for an
+all-to-all on an NVLink ring, 2 for traffic that leaves a PCIe switch from both of its GPUs.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from .topology import BOUNDARY_NAMES, SCALE_UP_EFFICIENCY, GroupShape
+from .topology import BOUNDARY_NAMES, PCIE_GPUS_PER_SWITCH, SCALE_UP_EFFICIENCY, GroupShape
 
 OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "send-recv")
 ALGORITHMS = ("ring", "tree", "halving-doubling", "hierarchical", "nvls", "pairwise")
@@ -79,15 +84,60 @@ class CollectiveCost:
         return self.algbw_GBps * bus_factor(self.op, self.n)
 
 
+def ring_mean_distance(n: int) -> float:
+    """Mean hop distance between two distinct GPUs on a bidirectional ring of ``n``:
+    sum_k min(k, n-k) / (n-1), about n/4 (Dally & Towles, Principles and Practices of
+    Interconnection Networks, 2004, ch. 3: average distance of a ring / 1-D torus).
+
+    >>> ring_mean_distance(2), ring_mean_distance(4), round(ring_mean_distance(8), 3)
+    (1.0, 1.3333333333333333, 2.286)
+    """
+    if n <= 2:
+        return 1.0
+    return sum(min(k, n - k) for k in range(1, n)) / (n - 1)
+
+
+def scale_up_factor(sh: GroupShape, pattern: str, dist: int = 0) -> float:
+    """How many times longer a scale-up transfer of ``pattern`` takes on ``sh``'s wiring than on a
+    non-blocking NVSwitch crossbar at the same per-GPU bandwidth (topology.py module docstring).
+
+    ``pattern``: ``ring`` (neighbour sends: ring steps, NCCL's intra-node tree chain, the
+    hierarchical in-node rings), ``all-to-all`` (every member to every other; the factor applies
+    to the in-node part of the volume), ``exchange`` (every member with the partner ``dist``
+    ranks away at once: a halving-doubling step).  Members are consecutive GPUs of a node.
+    """
+    g = sh.per_domain[1]                 # members of the group inside one node
+    if sh.up_kind == "nvswitch" or g <= 1 or pattern == "ring":
+        return 1.0
+    if pattern == "all-to-all":
+        if sh.up_kind == "nvlink-ring":
+            # Each byte crosses the mean ring distance of links (Dally & Towles ch. 3).
+            f = ring_mean_distance(g)
+        else:
+            # PCIe: one switch's uplink carries what both its GPUs send outside the pair,
+            # 2 (g-2)/g of S, where one GPU's own link carries (g-1)/g of S.
+            pair = PCIE_GPUS_PER_SWITCH
+            f = max(1.0, pair * (g - pair) / (g - 1))
+        # Only the in-node part, (g-1) of the n-1 peers, uses the scale-up wiring.
+        return ((g - 1) * f + (sh.n - g)) / max(sh.n - 1, 1)
+    if pattern == "exchange" and 0 < dist < g:
+        if sh.up_kind == "nvlink-ring":
+            return float(min(dist, g - dist))        # the partner is that many hops away
+        if dist >= PCIE_GPUS_PER_SWITCH:
+            return float(PCIE_GPUS_PER_SWITCH)       # both GPUs of a pair share the uplink
+    return 1.0
+
+
 # Each algorithm returns (seconds, latency seconds, limiting boundary, {boundary: egress bytes per
 # domain}).
 
 
-def _crossing(shape: GroupShape, egress: dict[int, float]) -> tuple[float, int]:
-    """max over boundaries of egress_bytes / share -> (seconds, limiting boundary)."""
+def _crossing(shape: GroupShape, egress: dict[int, float], up: float = 1.0) -> tuple[float, int]:
+    """max over boundaries of egress_bytes / share -> (seconds, limiting boundary); the scale-up
+    boundary's time is multiplied by ``up`` (:func:`scale_up_factor` of the pattern)."""
     best, where = 0.0, 0
     for b, volume in egress.items():
-        t = volume / shape.shares[b]
+        t = volume / shape.shares[b] * (up if b == 0 else 1.0)
         if t > best:
             best, where = t, b
     return best, where
@@ -133,7 +183,7 @@ def _halving_doubling(op: str, S: float, sh: GroupShape) -> tuple:
         vol = S / (1 << (j + 1))
         crossed = [b for b in range(len(sh.shares)) if b == 0 or dist >= sh.per_domain[b]]
         step = {b: sh.per_domain[b] * vol if b else vol for b in crossed}
-        t, b = _crossing(sh, step)
+        t, b = _crossing(sh, step, scale_up_factor(sh, "exchange", dist))
         lat += passes * sh.latencies[max(crossed)]
         bw += passes * t
         for k, v in step.items():
@@ -199,7 +249,7 @@ def _pairwise(op: str, S: float, sh: GroupShape) -> tuple:
         if sh.spans(b):
             g = sh.per_domain[b]
             egress[b] = g * S * (n - g) / n
-    bw, b = _crossing(sh, egress)
+    bw, b = _crossing(sh, egress, scale_up_factor(sh, "all-to-all"))
     return lat + bw, lat, b, egress
 
 

@@ -45,7 +45,7 @@ class MoE:
     shared_experts: int = field(default=0, metadata={"min": 0, "max": 64, "doc": "always-active experts per MoE layer"})
     dense_layers: int = field(default=0, metadata={"min": 0, "max": 100_000, "doc": "leading layers that stay dense"})
     max_nodes: int = field(default=0, metadata={"min": 0, "max": 1_000_000,
-                                                "doc": "node-limited routing: nodes a token may reach (0 = unlimited)"})
+                                                "doc": "0: no node limit and plain all-to-all dispatch (every top_k copy crosses the fabric); M > 0: node-aware dispatch (one fabric copy per destination node, then NVLink; DeepSeek-V3) with at most M nodes per token"})
     imbalance: float = field(default=1.0, metadata={"min": 1.0, "max": 64.0,
                                                     "doc": "busiest expert rank's load / mean load"})
 
@@ -61,7 +61,7 @@ class Model:
     ffn_kind: str = field(default="gelu", metadata={"choices": ("gelu", "swiglu"), "doc": "gelu: 2 matrices; swiglu: 3 matrices"})
     vocab: int = field(default=51200, metadata={"min": 1, "max": 10_000_000, "doc": "vocabulary size V"})
     seq_len: int = field(default=2048, metadata={"min": 1, "max": 10_000_000, "doc": "sequence length s in tokens"})
-    tied_embeddings: bool = field(default=False, metadata={"doc": "output layer shares the input embedding matrix"})
+    tied_embeddings: bool = field(default=False, metadata={"doc": "output layer shares the input embedding matrix: where one GPU holds both (pp 1, DualPipe's edge ranks) its V*h/tp parameters are held, reduced and updated once; on different stages each keeps a copy (Megatron-LM), the embedding-group gradient all-reduce between them is not modelled"})
     moe: MoE | None = field(default=None, metadata={"doc": "mixture of experts; absent = dense"})
 
     @property
@@ -108,7 +108,7 @@ class Hardware:
 
 @dataclass(frozen=True)
 class ScaleUp:
-    kind: str = field(default="nvswitch", metadata={"choices": ("nvswitch", "nvlink-ring", "pcie"), "doc": "intra-node interconnect"})
+    kind: str = field(default="nvswitch", metadata={"choices": ("nvswitch", "nvlink-ring", "pcie"), "doc": "intra-node interconnect: nvswitch = non-blocking crossbar (+NVLS); nvlink-ring = neighbours only, all-to-all ~n/4 hops; pcie = 2 GPUs per switch uplink, no NVLS (topology.py)"})
     bandwidth_GBps: float | None = field(default=None, metadata={**SCALE_UP_GBPS, "doc": "per GPU, per direction; default from the GPU preset"})
     latency_us: float = field(default=2.0, metadata={**LATENCY_US, "doc": "per-message latency"})
 

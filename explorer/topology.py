@@ -21,6 +21,30 @@ All groups of one dimension communicate at once (DESIGN.md, "Contention"), so a 
 is divided among the groups that have members in it: a group with ``g`` members in a domain of
 ``G`` GPUs gets ``capacity * g / G``.  :func:`build_graph` builds the same cluster as a networkx
 graph for drawing and for tests that check the analytic shares against explicit routing.
+
+The scale-up boundary's *wiring* (``cluster.scale_up.kind``) is carried on every group shape and
+applied by :mod:`explorer.collectives` as a multiplier on the scale-up time of each traffic pattern
+(:func:`explorer.collectives.scale_up_factor`), always at the same ``bandwidth_GBps`` per GPU:
+
+- ``nvswitch``: a non-blocking crossbar — every pattern runs at the full per-GPU bandwidth, and
+  the switch can reduce in-network (NVLS, when the GPU has NVLink SHARP).
+- ``nvlink-ring``: the GPUs sit on a bidirectional ring of point-to-point NVLinks (e.g. the
+  4-GPU NVLink bridges of PCIe cards, or DGX-1's hybrid cube-mesh seen as rings).  Ring
+  collectives (and NCCL's intra-node tree chain) only talk to neighbours and run at full link
+  bandwidth; traffic between non-neighbours is forwarded over several hops, each hop loading a
+  link.  The mean distance between two GPUs on a bidirectional ring of n is about n/4 (exactly
+  sum_k min(k, n-k) / (n-1); Dally & Towles, *Principles and Practices of Interconnection
+  Networks*, 2004, ch. 3, ring/torus average distance), so a pairwise all-to-all among n >= 4
+  GPUs gets about 4/n of the crossbar's per-GPU bandwidth, and a halving-doubling step whose
+  partner is d ranks away takes min(d, n-d) times as long.  No NVLS.
+- ``pcie``: GPUs behind shared PCIe switches, two GPUs per switch with one x16 uplink of the
+  same width as a GPU's link (the usual 8-GPU PCIe server: four switches, two per CPU socket).
+  Traffic between the two GPUs of a pair stays in the switch; traffic that leaves the pair goes
+  through the uplink, so when *both* GPUs of a pair send out at once (all-to-all, halving-doubling
+  steps with partner distance >= 2) each gets half its bandwidth.  A ring sends only one flow per
+  direction out of each pair, which one uplink carries at full rate.  No NVLS.
+Group members are taken as consecutive GPUs of the node (TP innermost), i.e. neighbours on the
+ring and pair-mates on the PCIe switch.
 """
 from __future__ import annotations
 
@@ -47,6 +71,8 @@ SCALE_OUT_EFFICIENCY = 0.9
 # Long-haul TCP/RDMA over WAN links loses about as much as the fabric; no calibration row exists.
 SCALE_ACROSS_EFFICIENCY = 0.9
 BOUNDARY_NAMES = ("scale-up", "scale-out", "spine", "scale-across")
+SCALE_UP_KINDS = ("nvswitch", "nvlink-ring", "pcie")
+PCIE_GPUS_PER_SWITCH = 2        # GPUs sharing one PCIe switch uplink (see module docstring)
 
 
 @dataclass(frozen=True)
@@ -66,6 +92,7 @@ class Fabric:
     boundaries: tuple[Boundary, ...]
     leaf_nodes: int
     gpus: int
+    up_kind: str = "nvswitch"   # scale-up wiring: one of SCALE_UP_KINDS
 
     @classmethod
     def for_cluster(cls, c: Cluster) -> "Fabric":
@@ -84,14 +111,14 @@ class Fabric:
             Boundary("scale-across", gpn * c.nodes // c.datacenters, wan.bandwidth_Gbps * 1e9 / 8 * SCALE_ACROSS_EFFICIENCY,
                      wan.latency_ms * 1e-3),
         )
-        return cls(bounds, leaf_nodes, c.gpus)
+        return cls(bounds, leaf_nodes, c.gpus, up.kind)
 
     def shape(self, members: np.ndarray) -> "GroupShape":
         """How a group (GPU ids of one representative group) sits on the boundaries."""
         n = len(members)
         per = tuple(members_per_domain(members, b.domain_gpus) for b in self.boundaries)
         shares = tuple(b.capacity_Bps * g / b.domain_gpus for b, g in zip(self.boundaries, per))
-        return GroupShape(n, per, shares, tuple(b.latency_s for b in self.boundaries))
+        return GroupShape(n, per, shares, tuple(b.latency_s for b in self.boundaries), self.up_kind)
 
 
 @dataclass(frozen=True)
@@ -107,6 +134,7 @@ class GroupShape:
     per_domain: tuple[int, ...]
     shares: tuple[float, ...]
     latencies: tuple[float, ...]
+    up_kind: str = "nvswitch"   # scale-up wiring (module docstring); priced by collectives.scale_up_factor
 
     def spans(self, b: int) -> bool:
         """Whether the group has members on both sides of boundary ``b``."""

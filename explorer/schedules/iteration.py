@@ -18,9 +18,12 @@ Per stage, the builder emits:
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass, replace
+from functools import lru_cache
+from itertools import accumulate
 
-from ..collectives import bus_factor
+from ..collectives import bus_factor, scale_up_factor
 from ..engine import Task, TaskGraph
 from ..hardware import BYTES_PER_ELEMENT, ComputeModel
 from ..network import Network
@@ -82,68 +85,164 @@ def _sum_parts(*parts: tuple[str, float]) -> tuple[tuple[str, float], ...]:
     return tuple(acc.items())
 
 
-def split_layers(costs: list[float], chunks: int, first_extra: float, last_extra: float) -> tuple[int, ...]:
-    """Contiguous split of layers into ``chunks`` chunks (>= 1 layer each) minimising the largest
-    chunk cost, where the first chunk also carries ``first_extra`` (embedding) and the last
-    ``last_extra`` (output layer and loss).  Among optimal splits, the one closest to evenly spaced
+def split_layers(costs: list[float], chunks: int, first_extra: float, last_extra: float,
+                 stages: int | None = None) -> tuple[int, ...]:
+    """Contiguous split of layers into ``chunks`` chunks (>= 1 layer each).
+
+    The first chunk also carries ``first_extra`` (embedding), the last ``last_extra`` (output layer
+    and loss).  With one chunk per stage (``stages`` None or equal to ``chunks``) the split
+    minimises the largest chunk cost; among optimal splits the one closest to evenly spaced
     cumulative cost is kept, so slack goes to the chunks with the edge work (Llama 3 405B puts 126
-    layers on 16 stages as 7, 8 x 14, 7 for this reason)."""
+    layers on 16 stages as 7, 8 x 14, 7 for this reason).
+
+    Interleaved schedules (``stages`` < ``chunks``; chunk k runs on stage k mod stages, Narayanan et
+    al. SC21 Sec. 2.2) are paced round by round (virtual stage r = chunks r*p .. r*p+p-1) and by
+    the busiest *stage*, the sum of its chunks, so a split that only balances chunks can leave
+    both unbalanced (24 layers in 12 chunks as 3 x 6, 1 x 6 puts 7 layers on stage 0 and 3-layer
+    chunks in the first rounds).  Candidates are then compared by the sum over rounds of the
+    round's largest chunk, then the largest stage total, then the largest chunk, then their order
+    (a candidate whose largest chunk exceeds the first one's is not taken):
+    the min-max-chunk split above, Megatron-LM's uniform split (the same number of layers per
+    virtual stage) with the remainder spread where it costs least, and the uniform split with one
+    layer less on a chunk whose embedding or output-layer work is heavy (>= half a layer).
+
+    Costs: prefix sums and bisection, O(chunks log n) per probe of the 60-step bisection on the cap.
+
+    >>> split_layers([1.0] * 24, 12, 0.0, 0.5, stages=4)
+    (2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2)
+    """
     n = len(costs)
     extras = [0.0] * chunks
     extras[0] += first_extra
     extras[-1] += last_extra
+    prefix = [0.0, *accumulate(costs)]
 
     def greedy(cap: float) -> list[int] | None:
+        # Each chunk takes as many layers as fit under ``cap`` (at least one, leaving one for every
+        # later chunk); feasible when the last chunk, which takes the rest, fits too.
         out: list[int] = []
-        cur, cnt = extras[0], 0
-        for i, c in enumerate(costs):
-            must_close = cnt > 0 and n - i == chunks - len(out) - 1
-            if cnt > 0 and (cur + c > cap * (1 + 1e-9) or must_close):
-                out.append(cnt)
-                if len(out) >= chunks:
-                    return None
-                cur, cnt = extras[len(out)], 0
-            cur += c
-            cnt += 1
-        out.append(cnt)
-        return out if len(out) == chunks and cur <= cap * (1 + 1e-9) else None
+        i, tol = 0, cap * (1 + 1e-9)
+        for j in range(chunks - 1):
+            end = bisect_right(prefix, prefix[i] + tol - extras[j], lo=i) - 1
+            # Settle the rounding of the bisection target on the chunk's own sum.
+            while end < n and prefix[end + 1] - prefix[i] + extras[j] <= tol:
+                end += 1
+            while end > i and prefix[end] - prefix[i] + extras[j] > tol:
+                end -= 1
+            end = max(min(end, n - (chunks - j - 1)), i + 1)
+            out.append(end - i)
+            i = end
+        out.append(n - i)
+        return out if prefix[n] - prefix[i] + extras[-1] <= tol else None
 
-    def max_cost(counts: list[int]) -> float:
-        worst, i = 0.0, 0
-        for k, cnt in enumerate(counts):
-            worst = max(worst, extras[k] + sum(costs[i:i + cnt]))
-            i += cnt
-        return worst
+    def chunk_costs(counts: list[int] | tuple[int, ...]) -> list[float]:
+        ends = list(accumulate(counts))
+        return [extras[k] + prefix[e] - prefix[e - c] for k, (c, e) in enumerate(zip(counts, ends))]
 
-    lo, hi = max(max(costs), max(extras)), (sum(costs) + sum(extras)) * (1 + 1e-6)
+    lo, hi = max(max(costs), max(extras)), (prefix[n] + sum(extras)) * (1 + 1e-6)
     for _ in range(60):
         mid = (lo + hi) / 2
         if greedy(mid) is None:
             lo = mid
         else:
             hi = mid
-    best = greedy(hi)
+    # hi is the optimal cap up to rounding noise; one more tolerance step makes every chunk whose
+    # cost equals the optimum fit for certain, so the greedy packs the front chunks full.
+    best = greedy(hi * (1 + 1e-9))
     assert best is not None
     # Evenly spaced alternative: assign each layer by the midpoint of its cumulative cost.
-    total = sum(costs) + sum(extras)
+    total = prefix[n] + sum(extras)
     counts = [0] * chunks
-    acc = extras[0]
+    acc = extras[0]                      # summed layer by layer: exact ties decide as before
     for c in costs:
-        k = min(int((acc + c / 2) / (total / chunks)), chunks - 1)
-        counts[k] += 1
+        counts[min(int((acc + c / 2) / (total / chunks)), chunks - 1)] += 1
         acc += c
-    if min(counts) >= 1 and all(a <= b for a, b in zip(_starts(counts), _starts(counts)[1:])) \
-            and max_cost(counts) <= max_cost(best) * (1 + 1e-9):
-        return tuple(counts)
-    return tuple(best)
+    if min(counts) >= 1 and max(chunk_costs(counts)) <= max(chunk_costs(best)) * (1 + 1e-9):
+        best = counts
+    if stages is None or stages >= chunks:
+        return tuple(best)
+
+    def score(counts: list[int] | tuple[int, ...]) -> tuple[float, float, float]:
+        # (sum over virtual-stage rounds of the round's slowest chunk, largest stage total,
+        # largest chunk).  Interleaved 1F1B passes every micro-batch through the rounds in order,
+        # each at the pace of its slowest chunk, so the rounds' maxima add up (SC21 Sec. 2.2.2:
+        # the bubble is (p-1) chunk times); the stage totals pace the steady state.
+        cc = chunk_costs(counts)
+        per = [0.0] * stages
+        for k, c in enumerate(cc):
+            per[k % stages] += c
+        rounds = sum(max(cc[r:r + stages]) for r in range(0, chunks, stages))
+        return rounds, max(per), max(cc)
+
+    def better(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+        # Lexicographic with a relative tolerance: summation-order noise never decides.
+        for x, y in zip(a, b):
+            if x < y * (1 - 1e-9):
+                return True
+            if x > y * (1 + 1e-9):
+                return False
+        return False
+
+    def spread(base: list[int], spare: int) -> list[int] | None:
+        # Hand out ``spare`` layers one at a time to the chunk where they cost least (score; ties:
+        # the lower index), each chunk at most one.
+        if min(base) < 1 or spare > chunks:
+            return None
+        out = list(base)
+        free = list(range(chunks))
+        for _ in range(spare):
+            pick = None
+            for k in free:
+                trial = out[:k] + [out[k] + 1] + out[k + 1:]
+                if pick is None or better(score(trial), pick[0]):
+                    pick = (score(trial), k)
+            out[pick[1]] += 1
+            free.remove(pick[1])
+        return out
+
+    base, rem = divmod(n, chunks)
+    candidates = [list(best), spread([base] * chunks, rem)]
+    mean = prefix[n] / n
+    if base > 1 and max(first_extra, last_extra) >= mean / 2:
+        # One layer less on the chunk(s) whose edge work is heavy (at least half a layer).
+        lighter = [base] * chunks
+        spare = rem
+        for k, e in ((0, first_extra), (chunks - 1, last_extra)):
+            if e >= mean / 2:
+                lighter[k] -= 1
+                spare += 1
+        candidates.append(spread(lighter, spare))
+    # A candidate may not enlarge the largest chunk: it sets the warm-up and cool-down, (p-1) chunk
+    # times (SC21 Sec. 2.2.2), which the round sum only approximates.
+    keep = candidates[0]
+    cap = max(chunk_costs(keep)) * (1 + 1e-9)
+    for cand in candidates[1:]:
+        if cand is not None and max(chunk_costs(cand)) <= cap and better(score(cand), score(keep)):
+            keep = cand
+    return tuple(keep)
 
 
-def _starts(counts: list[int]) -> list[int]:
-    out, s = [], 0
-    for c in counts:
-        out.append(s)
-        s += c
-    return out
+@lru_cache(maxsize=None)
+def expected_distinct_nodes(nodes: int, k: int, limit: int) -> float:
+    """E[min(D, limit)], D the number of distinct nodes among ``k`` experts each on a uniformly
+    random one of ``nodes`` nodes (balanced routing; drawn with replacement).  The distribution of
+    D is the classical occupancy problem (Feller, An Introduction to Probability Theory, vol. 1,
+    ch. II.11), computed draw by draw: a draw hits a new node with probability (nodes - j)/nodes.
+
+    >>> round(expected_distinct_nodes(8, 8, 8), 3), expected_distinct_nodes(8, 8, 1)
+    (5.251, 1.0)
+    """
+    top = min(k, nodes)
+    prob = [1.0] + [0.0] * top          # prob[j]: j distinct nodes so far
+    for _ in range(k):
+        nxt = [0.0] * (top + 1)
+        for j, pj in enumerate(prob):
+            if pj:
+                nxt[j] += pj * j / nodes
+                if j < top:
+                    nxt[j + 1] += pj * (nodes - j) / nodes
+        prob = nxt
+    return sum(min(j, limit) * pj for j, pj in enumerate(prob))
 
 
 class IterationBuilder:
@@ -173,6 +272,11 @@ class IterationBuilder:
         self.moe = layer_cost(sc, moe_layer=True) if sc.model.is_moe else None
         self.emb = embedding_cost(sc)
         self.logits = logits_cost(sc)
+        # Tied input/output embeddings (model.tied_embeddings): when one GPU holds both the
+        # embedding chunk and the output-layer chunk (pp 1, or DualPipe whose edge ranks hold
+        # both ends) the shared matrix exists once on it.  On different stages each keeps a copy
+        # (Megatron-LM); their gradient all-reduce in the embedding group is not modelled.
+        self.tied_same_gpu = sc.model.tied_embeddings and (self.p == 1 or p.schedule == "dualpipe")
         self.layer_counts = self._split()
         self.chunks = [self._chunk(gc) for gc in range(self.p * self.v)]
         if "balance" in self.ideal:
@@ -194,7 +298,9 @@ class IterationBuilder:
         dense_t = self._train_time(self.dense)
         moe_t = self._train_time(self.moe) if self.moe else dense_t
         costs = [moe_t if self._layer_is_moe(i) else dense_t for i in range(self.sc.model.layers)]
-        return split_layers(costs, self.p * self.v, self._train_time(self.emb), self._train_time(self.logits))
+        stages = self.p if self.sc.parallelism.schedule != "dualpipe" else None
+        return split_layers(costs, self.p * self.v, self._train_time(self.emb), self._train_time(self.logits),
+                            stages=stages)
 
     # -- per-chunk work --------------------------------------------------------------------------
     def _coll_time(self, calls, dim: str, stage: int) -> tuple[float, float]:
@@ -259,11 +365,15 @@ class IterationBuilder:
     def _ep_time(self, calls, stage: int) -> tuple[float, float]:
         """Seconds and bus bytes of the MoE dispatch/combine all-to-alls of one layer pass.
 
-        Plain EP is a pairwise all-to-all of tokens x top_k x hidden (GShard).  With node-limited
-        routing (``moe.max_nodes`` = M, DeepSeek-V3 report Sec. 2.1.2 and 3.2.2) each token crosses
-        the fabric once per destination node — at most M of the nodes its top_k experts live on —
-        and is then forwarded to its experts over NVLink; the two hops are pipelined, so the pass
-        takes the slower of the two.  ``moe.imbalance`` stretches it for the busiest rank.
+        ``moe.max_nodes`` = 0: no node limit and no node-aware dispatch — a plain pairwise
+        all-to-all of tokens x top_k x hidden (GShard; Megatron-Core's default ``alltoall`` token
+        dispatcher), every one of a token's top_k copies crosses the fabric on its own.
+        ``moe.max_nodes`` = M > 0: node-limited routing with node-aware dispatch (DeepSeek-V3
+        report Sec. 2.1.2 and 3.2.2): each token crosses the fabric once per destination node — the
+        distinct nodes among its top_k experts, at most M — and is then forwarded to its experts
+        over the scale-up links; the two hops are pipelined, so the pass takes the slower of the
+        two.  A limit M >= the nodes the EP group spans cannot bind and equals any larger M.
+        ``moe.imbalance`` stretches the pass for the busiest rank.
         """
         moe = self.sc.model.moe
         if not calls:
@@ -276,15 +386,17 @@ class IterationBuilder:
             g1 = sh.per_domain[1]
             nodes = sh.n // g1
             k = moe.top_k
-            # Expected distinct nodes among k uniformly routed experts, capped by M.
-            distinct = min(moe.max_nodes, nodes * (1 - (1 - 1 / nodes) ** k), k)
+            # Expected fabric copies of one token: E[min(D, M)], D the distinct nodes among k experts.
+            distinct = expected_distinct_nodes(nodes, k, moe.max_nodes)
+            # The NVLink forward is an all-to-all among the g1 GPUs of a node (wiring factor).
+            up = scale_up_factor(replace(sh, n=g1), "all-to-all")
             secs = bus = 0.0
             for c in calls:
                 per_token_copy = c.size_bytes / k            # this GPU's tokens, one copy each
                 inter = per_token_copy * distinct * (nodes - 1) / nodes
                 t_inter = max(sh.per_domain[b] * inter * (sh.n - sh.per_domain[b]) / (sh.n - g1) / sh.shares[b]
                               for b in range(1, len(sh.shares)) if sh.spans(b))
-                t_intra = c.size_bytes * (g1 - 1) / g1 / sh.shares[0]
+                t_intra = c.size_bytes * (g1 - 1) / g1 / sh.shares[0] * up
                 # Concurrent sends, as for the plain all-to-all (collectives._pairwise).
                 lat = sh.latencies[sh.outer] + max(nodes - 2 + g1 - 1, 0) * sh.latencies[0]
                 secs += max(t_inter, t_intra) + lat
@@ -365,16 +477,21 @@ class IterationBuilder:
             fsdp_bytes += count * fb
             layer_bytes = max(layer_bytes, (lc.params + lc.expert_params) * PARAM_BYTES)
         t = self.cm.time
-        for edge, here in ((self.emb, gc == 0), (self.logits, gc == self.p * self.v - 1)):
+        last = gc == self.p * self.v - 1
+        for edge, here in ((self.emb, gc == 0), (self.logits, last)):
             if not here or "edges" in self.ideal:
                 continue
+            if edge is self.logits and self.tied_same_gpu:
+                # Tied embeddings on the GPU that also holds the embedding: one V x h/tp matrix,
+                # held, reduced and updated once (counted with the embedding on chunk 0).
+                edge = replace(edge, params=0.0)
             ef = t(edge.fwd.gemm_flops, edge.fwd.gemm_bytes, edge.fwd.stream_bytes)
             eb = t(edge.bwd_input.gemm_flops, edge.bwd_input.gemm_bytes, edge.bwd_input.stream_bytes)
             ew = t(edge.bwd_weight.gemm_flops, edge.bwd_weight.gemm_bytes, edge.bwd_weight.stream_bytes)
             fwd.append(("compute", ef))
             bwd.append(("compute", eb))
             bwd.append(("weight-grad", ew))
-            if self.sc.parallelism.zero == 3:
+            if self.sc.parallelism.zero == 3 and edge.params > 0:
                 # FSDP shards the embedding and output layer too: gathered before their forward
                 # and backward, gradients reduce-scattered after, like any layer.
                 dp_f, dp_b, hf, hb, fb = self._fsdp(_Params(edge.params), stage, ef, eb + ew)

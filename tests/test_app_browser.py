@@ -398,11 +398,12 @@ def test_downloaded_yaml_uploads_back(app, tmp_path, scenario):
 def choose(page, key: str, option: str) -> None:
     box = reveal(page, page.locator(key_css(key)))
     combo = box.locator('input[role="combobox"]')
+    combo.scroll_into_view_if_needed()
     combo.click()
-    option_el = page.get_by_role("option", name=option, exact=True)
-    if not option_el.count():          # long lists filter as you type
-        combo.fill(option)
-    option_el.first.click()
+    # Typing filters the list and opens it (a click alone does not always open it, and long
+    # lists are virtualised); then pick the option as a person would.
+    combo.fill(option)
+    page.get_by_role("option", name=option, exact=True).first.click()
 
 
 @pytest.mark.parametrize("scenario,key,option", [

@@ -112,3 +112,16 @@ def test_an_ordinary_scenario_offers_every_download():
     at = run_app(scenario="teaching-8gpu", view="scenario")
     labels = [b.label for b in at.get("download_button")]
     assert labels == ["Download Perfetto trace (JSON)", "Download timeline (CSV)", "Download scenario (YAML)"]
+
+
+def test_zero_chart_and_tier_bars_say_what_they_measure():
+    """The tier bars are grouped, not stacked (tiers nest: a byte leaving the node also left the
+    GPU), and the ZeRO chart puts memory and data-parallel bytes of each stage side by side."""
+    from explorer import figures
+    bars = figures.traffic_by_tier({"dp": {"scale-up": 2e9, "scale-out": 1e9}})
+    assert bars.layout.barmode == "group"
+    pts = [{"zero": z, "memory_GB": 40 - 10 * z, "dp_GB": 3.0 if z == 3 else 2.0, "iteration_s": 1.0} for z in range(4)]
+    fig = figures.zero_tradeoff(pts, 80, current=1)
+    memory, traffic = fig.data
+    assert list(memory.y) == [40, 30, 20, 10] and list(traffic.y) == [2.0, 2.0, 2.0, 3.0]
+    assert memory.marker.color[1] != memory.marker.color[0]          # the scenario's own stage stands out

@@ -14,8 +14,9 @@ DIMENSIONS = ("tp", "cp", "ep", "pp", "dp")
 
 def traffic_by_tier(by_tier: Mapping[str, Mapping[str, float]], height: int = 320,
                     font_size: int = 12) -> go.Figure:
-    """Horizontal stacked bars: GB each GPU sends per iteration, one bar per dimension, one colour
-    per tier the bytes cross (a byte that leaves the node crosses the NVLink hop too)."""
+    """Horizontal grouped bars: GB each GPU sends per iteration, one group per dimension, one bar
+    per tier boundary the bytes cross.  Tiers nest — a byte that leaves the datacenter also left
+    its node and its GPU — so the bars are side by side, never stacked."""
     dims = [d for d in DIMENSIONS if sum(by_tier.get(d, {}).values()) > 0]
     fig = go.Figure()
     for tier, color in TIER_COLORS.items():
@@ -24,7 +25,7 @@ def traffic_by_tier(by_tier: Mapping[str, Mapping[str, float]], height: int = 32
             continue
         fig.add_trace(go.Bar(y=dims, x=values, orientation="h", name=TIER_LABELS.get(tier, tier),
                              marker_color=color, hovertemplate="%{y}: %{x:.2f} GB<extra>" + tier + "</extra>"))
-    fig.update_layout(barmode="stack", height=height, margin=dict(l=10, r=10, t=30, b=40),
+    fig.update_layout(barmode="group", height=height, margin=dict(l=10, r=10, t=30, b=40),
                       xaxis=dict(title="GB sent per GPU per iteration"), yaxis=dict(autorange="reversed"),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), font=dict(size=font_size))
     return fig
@@ -32,23 +33,33 @@ def traffic_by_tier(by_tier: Mapping[str, Mapping[str, float]], height: int = 32
 
 def zero_tradeoff(points: Sequence[dict], capacity_GB: float, current: int, height: int = 340,
                   font_size: int = 12) -> go.Figure:
-    """Memory per GPU against data-parallel bytes per GPU for ZeRO stages 0-3 of one scenario.
+    """ZeRO stages 0-3 of one scenario side by side: memory per GPU (against capacity) and the
+    data-parallel bytes each GPU sends per iteration, with the iteration time on each bar.
 
-    ``points``: dicts with ``zero``, ``memory_GB``, ``dp_GB`` and ``iteration_s``; ``current``
-    is the stage the scenario uses (drawn larger).  ZeRO trades memory for traffic (Rajbhandari et
-    al. SC20, Fig. 1): stages 1-2 shard state at the same volume as an all-reduce, stage 3 adds a
-    parameter gather per layer, 1.5x the bytes."""
-    fig = go.Figure(go.Scatter(
-        x=[p["dp_GB"] for p in points], y=[p["memory_GB"] for p in points], mode="markers+text+lines",
-        text=[f"ZeRO {p['zero']} · {p['iteration_s']:.3g} s" for p in points], textposition="top center",
-        line=dict(color="#BBB", dash="dot"),
-        marker=dict(size=[22 if p["zero"] == current else 12 for p in points],
-                    color=["#E45756" if p["zero"] == current else "#4C78A8" for p in points]),
-        hovertemplate="%{text}<br>memory %{y:.1f} GB per GPU<br>DP traffic %{x:.2f} GB per GPU<extra></extra>"))
-    fig.add_hline(y=capacity_GB, line_dash="dash", line_color="#C00",
-                  annotation_text=f"capacity {capacity_GB:g} GB", annotation_position="top left")
+    ``points``: dicts with ``zero``, ``memory_GB``, ``dp_GB`` and ``iteration_s``; ``current`` is
+    the stage the scenario uses (drawn darker).  ZeRO trades memory for traffic (Rajbhandari et al.
+    SC20, Fig. 1): stages 1-2 shard state at the volume of an all-reduce, stage 3 re-gathers every
+    layer's weights for forward and backward, 1.5x the bytes per micro-batch."""
+    from plotly.subplots import make_subplots
+
+    labels = [f"ZeRO {p['zero']}<br>{p['iteration_s']:.3g} s" for p in points]
+    shade = ["#2F5D8A" if p["zero"] == current else "#9DB9D5" for p in points]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+                        subplot_titles=("memory per GPU (GB)", "data-parallel GB sent per GPU"))
+    fig.add_trace(go.Bar(x=labels, y=[p["memory_GB"] for p in points], marker_color=shade,
+                         text=[f"{p['memory_GB']:.1f}" for p in points], textposition="outside",
+                         hovertemplate="%{x}: %{y:.1f} GB per GPU<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Bar(x=labels, y=[p["dp_GB"] for p in points], marker_color=shade,
+                         text=[f"{p['dp_GB']:.1f}" for p in points],
+                         textposition="outside",
+                         hovertemplate="%{x}: %{y:.2f} GB sent per GPU<extra></extra>"), row=1, col=2)
+    fig.add_hline(y=capacity_GB, line_dash="dash", line_color="#C00", row=1, col=1,
+                  annotation_text=f"capacity {capacity_GB:g} GB", annotation_position="top right")
     top = max([capacity_GB] + [p["memory_GB"] for p in points])
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=40), showlegend=False,
-                      xaxis=dict(title="data-parallel GB sent per GPU per iteration", rangemode="tozero"),
-                      yaxis=dict(title="memory per GPU (GB)", range=[0, top * 1.18]), font=dict(size=font_size))
+    fig.update_yaxes(range=[0, top * 1.2], row=1, col=1)
+    fig.update_yaxes(range=[0, max([p["dp_GB"] for p in points] + [1e-9]) * 1.25], row=1, col=2)
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=30), showlegend=False,
+                      font=dict(size=font_size), uniformtext=dict(minsize=font_size - 1, mode="show"))
+    fig.update_xaxes(tickangle=0)
+    fig.update_annotations(font_size=font_size)
     return fig

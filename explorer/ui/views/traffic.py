@@ -51,7 +51,7 @@ def render(data: ViewData, raw: dict[str, Any], present: bool) -> None:
             rows.append(row)
         st.dataframe(rows, hide_index=True)
     with right:
-        st.markdown("**ZeRO stages: memory against traffic**")
+        st.markdown("**ZeRO stages: memory against traffic** (iteration time under each stage)")
         points, skipped = zero_points(raw)
         st.plotly_chart(figures.zero_tradeoff(points, j["memory_capacity_GB"], j["parallelism"]["zero"],
                                               font_size=font), key="zero", config={"displaylogo": False})

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .scenario import Scenario, from_dict
+from .schedules.registry import DEFAULT as DEFAULT_SCHEDULE    # Megatron-LM's 1F1B, which the rows ran
 
 REFERENCE_DIR = Path(__file__).parent / "data" / "reference"
 
@@ -60,7 +61,7 @@ def megatron_raw(row: MegatronRow) -> dict[str, Any]:
         "cluster": {"gpus_per_node": 8, "nodes": row.gpus // 8,
                     "scale_up": {"kind": "nvswitch", "bandwidth_GBps": 300, "latency_us": 2},
                     "scale_out": {"kind": "fat-tree", "nic_Gbps": 200, "nics_per_node": 8, "latency_us": 5}},
-        "parallelism": {"tp": row.tp, "pp": row.pp, "dp": row.dp, "schedule": "1f1b", "zero": 0},
+        "parallelism": {"tp": row.tp, "pp": row.pp, "dp": row.dp, "schedule": DEFAULT_SCHEDULE, "zero": 0},
         "communication": {"algorithm": "auto", "dp_overlap": False},
     }
 

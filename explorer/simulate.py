@@ -14,9 +14,8 @@ from .engine import Task, run
 from .network import Network
 from .scenario import Scenario
 from .schedules.iteration import GRAD_BYTES, IDEAL_ASPECTS, OPTIMIZER_STATE_BYTES, PARAM_BYTES, IterationBuilder
-from .schedules.dualpipe import ideal_makespan as dualpipe_ideal_makespan
-from .schedules.zero_bubble import OVERLAPPING
-from .schedules.zero_bubble import ideal_makespan as zb_ideal_makespan
+from .schedules.base import BubbleInputs
+from .schedules.registry import Window
 from .timeline import Timeline, build_timeline
 from .utilisation import tier_utilisation, traffic_by_tier
 
@@ -137,12 +136,12 @@ def _schedule(sc: Scenario, ideal: frozenset[str] | None = None) -> _Run:
     tasks = graph.tasks
     p, m = builder.p, builder.m
     by_class = group_by_class(tasks, p)
-    par = sc.parallelism
     # Schedules whose consecutive iterations overlap (ZB-H2 with the optimizer's global sync
     # bypassed, Qi et al. ICLR 2024 Sec. 4) repeat every max-over-stages *span*; the others flush,
     # so an iteration is the whole makespan.
     first = [min((t.start for t in mine if t.stream == "compute"), default=0.0) for mine in by_class]
-    if par.schedule == "pipedream-async":
+    window_kind = builder.schedule.window
+    if window_kind is Window.ASYNC:
         # Steady state (Narayanan et al., PipeDream, SOSP 2019) of two back-to-back iterations:
         # on stage s, one period spans m backwards, ending at B_k and B_(k+m) with
         # k = m-1-(p-1-s), the last backward of the first iteration's steady phase, so that
@@ -157,7 +156,7 @@ def _schedule(sc: Scenario, ideal: frozenset[str] | None = None) -> _Run:
         first = [ends[s][m - 1] for s in range(p)]
     if sc.communication.dp_priority:
         T, window = _next_iteration_period(builder, net, by_class)
-    elif par.schedule in OVERLAPPING or par.schedule == "pipedream-async":
+    elif window_kind is not Window.FLUSH:
         last = [max(t.end for t in mine) for mine in by_class]
         T = max(last[s] - first[s] for s in range(p))
         window = first
@@ -304,9 +303,8 @@ def _memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:
     # ZeRO (Rajbhandari et al. SC20, Fig. 1): stage 1 shards optimizer state, 2 also gradients,
     # 3 also parameters, each over the data-parallel group.
     params = PARAM_BYTES * shard(dense, expert, zero >= 3)
-    if sc.parallelism.schedule == "pipedream-async":
-        # Weight stashing: one weight version per micro-batch in flight (p - s on stage s).
-        params *= b.p - s
+    # Weight stashing (PipeDream): one version per micro-batch in flight; 1 for the other schedules.
+    params *= b.schedule.weight_versions(s, b.p)
     grads = GRAD_BYTES * shard(dense, expert, zero >= 2)
     if zero >= 3:
         # FSDP working set: the gathered layer plus ``prefetch_layers`` gathered ahead, and one
@@ -315,29 +313,8 @@ def _memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:
         params += layer * (1 + sc.communication.prefetch_layers)
         grads += layer / PARAM_BYTES * GRAD_BYTES
     opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer] * shard(dense, expert, zero >= 1)
-    # Activations at the schedule's peak: replay the program order (exact for every schedule).
-    # Activations at the schedule's peak, replaying the program order: a forward adds its chunk's
-    # activations, the pass that completes the gradients (B, or W when split) frees them.
-    live = peak = 0.0
-    if sc.parallelism.schedule == "dualpipe":
-        for op in b.orders[s]:
-            if op[0] == "FB":
-                live += chunks[op[1][0]].act_bytes
-                peak = max(peak, live)
-                live -= chunks[op[2][0]].act_bytes
-            elif op[0] == "F":
-                live += chunks[op[1]].act_bytes
-            elif op[0] in ("B", "W"):
-                live -= chunks[op[1]].act_bytes
-            peak = max(peak, live)
-        return MemoryBreakdown(params, grads, opt, peak)
-    release = "W" if any(kind == "W" for kind, _, _ in b.orders[s]) else "B"
-    for kind, _, c in b.orders[s]:
-        if kind == "F":
-            live += chunks[c].act_bytes
-        elif kind == release:
-            live -= chunks[c].act_bytes
-        peak = max(peak, live)
+    # Activations at the schedule's peak, replaying the program order (exact for every schedule).
+    peak = b.schedule.peak_activations(b.orders[s], [c.act_bytes for c in chunks])
     return MemoryBreakdown(params, grads, opt, peak)
 
 
@@ -474,63 +451,10 @@ def bubble_formula(sc: Scenario, b: IterationBuilder) -> tuple[float, str]:
     card equals it exactly (tests/test_bubble.py)."""
     par = sc.parallelism
     p, v, m = b.p, b.v, b.m
-    sched = par.schedule
     unit = "micro-batches" if par.token_slices == 1 else f"units (micro-batches x {par.token_slices} token slices)"
     if p == 1:
         return 0.0, "no pipeline (pp = 1): no bubble"
-    if sched in ("gpipe", "1f1b"):
-        # Narayanan et al. SC21 Sec. 2.2.1: bubble time (p-1)(F+B) against m(F+B) of work.
-        # TeraPipe (Li et al. ICML 2021 Sec. 3): m*k token slices pipeline like m*k micro-batches.
-        val = (p - 1) / (m + p - 1)
-        return val, f"(p-1)/(m+p-1) = {p - 1}/{m + p - 1} = {val:.1%} with p = {p} stages, m = {m} {unit} (SC21 Sec. 2.2)"
-    if sched == "interleaved":
-        # Narayanan et al. SC21 Sec. 2.2.2: the bubble time shrinks by v, ((p-1)/v) / (m + (p-1)/v).
-        val = (p - 1) / v / (m + (p - 1) / v)
-        return val, (f"((p-1)/v)/(m+(p-1)/v) = {val:.1%} with p = {p}, v = {v} chunks per GPU, m = {m} {unit} "
-                     f"(SC21 Sec. 2.2.2)")
-    if sched == "pipedream-async":
-        # PipeDream (Narayanan et al. SOSP 2019): 1F1B without flushes has no bubble in steady state.
-        return 0.0, "0 in steady state: asynchronous 1F1B never flushes (PipeDream, SOSP 2019)"
-    F, B, W = stage_passes(b)
-    if sched == "zb-h1":
-        # Qi et al. ICLR 2024 Sec. 3.1 / Table 1: bubble (p-1)(F+B-W) against m(F+B+W) of work.
-        bub = (p - 1) * (F + B - W)
-        val = bub / (m * (F + B + W) + bub)
-        if m < p:
-            # The closed form assumes the warm-up is filled (m >= p); otherwise the order's
-            # critical path gives the exact bubble.
-            exact = 1 - m * (F + B + W) / zb_ideal_makespan("zb-h1", p, m, F, B, W)
-            return exact, (f"1 - m(F+B+W)/T = {exact:.1%}, T the critical path of the ZB-H1 order with p = {p}, "
-                           f"m = {m} < p (the paper's (p-1)(F+B-W) assumes m >= p and gives {val:.1%})")
-        return val, (f"(p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W)) = {val:.1%} with p = {p}, m = {m}, "
-                     f"F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms (Qi et al. 2024, Table 1)")
-    if sched == "zb-h2":
-        # Qi et al. ICLR 2024 Sec. 3.1: bubble (p-1)(F+B-2W), zero once F+B <= 2W; consecutive
-        # iterations overlap, so the iteration is the steady-state period m(F+B+W) + bubble.
-        bub = (p - 1) * max(0.0, F + B - 2 * W)
-        val = bub / (m * (F + B + W) + bub)
-        return val, (f"(p-1)·max(0, F+B-2W)/(m(F+B+W)+(p-1)·max(0, F+B-2W)) = {val:.1%} with p = {p}, m = {m}, "
-                     f"F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms (Qi et al. 2024, Sec. 3.1)")
-    if sched == "dualpipe":
-        val, text = _dualpipe_bubble(p, m, F, B, W)
-        return val, text
-    raise ValueError(f"no bubble formula for schedule {sched!r}")
-
-
-
-def _dualpipe_bubble(p: int, m: int, F: float, B: float, W: float) -> tuple[float, str]:
-    """DualPipe's bubble: the exact idle share of the reference order under ideal costs (every
-    rank runs m forwards, m input-gradient and m weight-gradient passes, so the mean idle share
-    is 1 - m(F+B+W)/T with T the order's critical path), and the report's closed form beside it."""
-    T = dualpipe_ideal_makespan(p, m, F, B, W)
-    val = 1 - m * (F + B + W) / T
-    # DeepSeek-V3 report Table 2: bubble (PP/2-1)(F&B+B-3W) with B the full backward and F&B the
-    # fused pair (F + full B when nothing is left to hide): (p/2-1)(F+2B-W) in our B, W.
-    ds = (p / 2 - 1) * (F + 2 * B - W)
-    ds_val = ds / (m * (F + B + W) + ds)
-    return val, (f"1 - m(F+B+W)/T = {val:.1%}, T the critical path of the reference DualPipe order with p = {p}, "
-                 f"m = {m}, F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms; the DeepSeek-V3 "
-                 f"report's (PP/2-1)(F&B+B-3W) gives {ds_val:.1%}, as it idealises the warm-up and drain")
+    return b.schedule.bubble(BubbleInputs(p, v, m, unit, lambda: stage_passes(b)))
 
 
 # Beyond this many engine tasks the card-versus-formula decomposition (four more simulations of

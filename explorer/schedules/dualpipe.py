@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from collections import deque
 
+from .base import BubbleInputs, Problem, ScenarioLike, micro_batch_units
+
 
 def dualpipe_order(rank: int, p: int, m: int) -> list[tuple]:
     """Program order of ``rank`` for p ranks (even) and m micro-batches (m/2 per direction)."""
@@ -151,3 +153,65 @@ def ideal_makespan(p: int, m: int, F: float, B: float, W: float) -> float:
         if not progressed:
             raise RuntimeError("DualPipe order deadlocks")       # a schedule bug, never user input
     return max(clock)
+
+
+def dualpipe(stage: int, p: int, m: int, v: int = 1) -> list[tuple]:
+    """The registry's order signature: ``dualpipe_order`` of rank ``stage`` (``v`` is ignored)."""
+    return dualpipe_order(stage, p, m)
+
+
+def peak_activations(order: list[tuple], act: list[float]) -> float:
+    """Peak activation bytes of one rank replaying its DualPipe order; ``act[d]`` is the chunk of
+    direction d.  A forward adds its chunk's activations; a full backward (B) or a weight-gradient
+    pass (W) frees them (Bz keeps them for its W); a fused F&B adds the forward's, records the peak,
+    then frees the backward's."""
+    live = peak = 0.0
+    for op in order:
+        if op[0] == "FB":
+            live += act[op[1][0]]
+            peak = max(peak, live)
+            live -= act[op[2][0]]
+        elif op[0] == "F":
+            live += act[op[1]]
+        elif op[0] in ("B", "W"):
+            live -= act[op[1]]
+        peak = max(peak, live)
+    return peak
+
+
+def in_flight(stage: int, p: int, m: int, v: int = 1) -> int:
+    """Micro-batches (both directions) whose activations rank ``stage`` holds at its peak: the
+    report's PP+1 on the middle ranks down to p/2+1 on the edge ranks (DeepSeek-V3 Table 2 gives the
+    worst case); replayed from the order, with unit activations per chunk."""
+    return round(peak_activations(dualpipe_order(stage, p, m), [1.0, 1.0]))
+
+
+def bubble(b: BubbleInputs) -> tuple[float, str]:
+    """DualPipe's bubble: the exact idle share of the reference order under ideal costs (every
+    rank runs m forwards, m input-gradient and m weight-gradient passes, so the mean idle share
+    is 1 - m(F+B+W)/T with T the order's critical path), and the report's closed form beside it:
+    DeepSeek-V3 report Table 2, (PP/2-1)(F&B+B-3W) with B the full backward and F&B the fused pair
+    (F + full B when nothing is left to hide), i.e. (p/2-1)(F+2B-W) in our B, W."""
+    p, m = b.p, b.m
+    F, B, W = b.passes()
+    T = ideal_makespan(p, m, F, B, W)
+    val = 1 - m * (F + B + W) / T
+    ds = (p / 2 - 1) * (F + 2 * B - W)
+    ds_val = ds / (m * (F + B + W) + ds)
+    return val, (f"1 - m(F+B+W)/T = {val:.1%}, T the critical path of the reference DualPipe order with p = {p}, "
+                 f"m = {m}, F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms; the DeepSeek-V3 "
+                 f"report's (PP/2-1)(F&B+B-3W) gives {ds_val:.1%}, as it idealises the warm-up and drain")
+
+
+def rule(sc: ScenarioLike) -> Problem | None:
+    """Two directions need an even number of stages and an even number of units, >= 2 per stage."""
+    p, t = sc.parallelism, sc.training
+    if p.pp % 2 or p.pp < 2:
+        return "parallelism.pp", f"dualpipe needs an even number of stages >= 2 (got {p.pp})"
+    dp, _, units = micro_batch_units(sc)
+    if units % 2 or units < 2 * p.pp:
+        return "training.global_batch", (f"{t.global_batch} gives {units} micro-batches per pipeline; "
+                                         f"dualpipe feeds half from each end and needs an even count >= 2*pp = "
+                                         f"{2 * p.pp}; use a multiple of {2 * t.micro_batch * dp} of at least "
+                                         f"{2 * p.pp * t.micro_batch * dp}")
+    return None

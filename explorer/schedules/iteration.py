@@ -29,9 +29,7 @@ from ..hardware import BYTES_PER_ELEMENT, ComputeModel
 from ..network import Network
 from ..scenario import Scenario
 from ..workload import ZERO_WORK, Collective, EdgeCost, LayerCost, embedding_cost, layer_cost, logits_cost
-from .pipeline import stage_order
-from .dualpipe import dualpipe_order
-from .zero_bubble import INFLIGHT, zero_bubble_order
+from .registry import get as get_schedule
 
 MAX_BUCKET_TASKS = 8            # gradient buckets per chunk kept as separate tasks (more are merged)
 TP_OVERLAP_CHUNKS = 4           # chunked collective matmul: the first chunk's transfer stays exposed
@@ -267,7 +265,8 @@ class IterationBuilder:
         self.p, self.v, self.m = p.pp, p.vpp, sc.micro_batches * p.token_slices
         # PipeDream's asynchronous 1F1B never flushes: simulate two iterations back to back and
         # measure the second (simulate.py), whose warm-up is the first one's tail.
-        self.m_sim = 2 * self.m if p.schedule == "pipedream-async" else self.m
+        self.schedule = get_schedule(p.schedule)
+        self.m_sim = self.m * self.schedule.iterations_simulated
         self.dense = layer_cost(sc, moe_layer=False)
         self.moe = layer_cost(sc, moe_layer=True) if sc.model.is_moe else None
         self.emb = embedding_cost(sc)
@@ -276,7 +275,7 @@ class IterationBuilder:
         # embedding chunk and the output-layer chunk (pp 1, or DualPipe whose edge ranks hold
         # both ends) the shared matrix exists once on it.  On different stages each keeps a copy
         # (Megatron-LM); their gradient all-reduce in the embedding group is not modelled.
-        self.tied_same_gpu = sc.model.tied_embeddings and (self.p == 1 or p.schedule == "dualpipe")
+        self.tied_same_gpu = sc.model.tied_embeddings and (self.p == 1 or self.schedule.two_directions)
         self.layer_counts = self._split()
         self.chunks = [self._chunk(gc) for gc in range(self.p * self.v)]
         if "balance" in self.ideal:
@@ -298,7 +297,7 @@ class IterationBuilder:
         dense_t = self._train_time(self.dense)
         moe_t = self._train_time(self.moe) if self.moe else dense_t
         costs = [moe_t if self._layer_is_moe(i) else dense_t for i in range(self.sc.model.layers)]
-        stages = self.p if self.sc.parallelism.schedule != "dualpipe" else None
+        stages = None if self.schedule.two_directions else self.p
         return split_layers(costs, self.p * self.v, self._train_time(self.emb), self._train_time(self.logits),
                             stages=stages)
 
@@ -529,13 +528,13 @@ class IterationBuilder:
 
     # -- the graph -------------------------------------------------------------------------------
     def build(self) -> TaskGraph:
-        if self.sc.parallelism.schedule == "dualpipe":
+        if self.schedule.two_directions:
             return self._build_dualpipe()
         sc, p, v = self.sc, self.p, self.v
         g = TaskGraph()
         comm = sc.communication
         zero = sc.parallelism.zero
-        split_w = sc.parallelism.schedule in INFLIGHT
+        split_w = self.schedule.split_backward
         orders = self._orders()
         self.orders = orders
         ids: dict[tuple[str, int, int, int], int] = {}      # (pass, stage, mb, chunk) -> task id
@@ -629,7 +628,7 @@ class IterationBuilder:
         """The task graph of DualPipe (schedules/dualpipe.py): two directions, fused F&B ops."""
         sc, p = self.sc, self.p
         g = TaskGraph()
-        self.orders = [dualpipe_order(r, p, self.m) for r in range(p)]
+        self.orders = self._orders()
         self.pp_msg_bytes = self._pp_bytes()
         f_done: dict[tuple[int, int, int], int] = {}     # (direction, micro-batch, rank) -> task
         b_done: dict[tuple[int, int, int], int] = {}
@@ -723,14 +722,8 @@ class IterationBuilder:
         return g
 
     def _orders(self) -> list[list]:
-        """Program order of every stage (pipeline.py; zero_bubble.py for the split-backward ones)."""
-        sc, p, m, v = self.sc, self.p, self.m, self.v
-        sched = sc.parallelism.schedule
-        if sched in INFLIGHT:
-            return [zero_bubble_order(sched, s, p, m) for s in range(p)]
-        if sched == "pipedream-async":
-            return [stage_order("1f1b", s, p, self.m_sim, 1) for s in range(p)]
-        return [stage_order(sched, s, p, m, v) for s in range(p)]
+        """Program order of every stage over the units simulated (the registry's order function)."""
+        return [self.schedule.order(s, self.p, self.m_sim, self.v) for s in range(self.p)]
 
     def _pp_bytes(self) -> float:
         sc = self.sc
@@ -752,13 +745,13 @@ class IterationBuilder:
 
     def rank_chunks(self, s: int) -> list[tuple[ChunkWork, int]]:
         """The chunks GPU class ``s`` holds and how many pipeline units each processes."""
-        if self.sc.parallelism.schedule == "dualpipe":
+        if self.schedule.two_directions:
             return [(self.chunks[s], self.m // 2), (self.chunks[self.p - 1 - s], self.m // 2)]
         return [(self.chunks[c * self.p + s], self.m) for c in range(self.v)]
 
     def _chunk_of(self, s: int, c: int) -> ChunkWork:
         """Chunk ``c`` of class ``s``: the virtual stage, or DualPipe's direction."""
-        if self.sc.parallelism.schedule == "dualpipe":
+        if self.schedule.two_directions:
             return self.chunks[s if c == 0 else self.p - 1 - s]
         return self.chunks[c * self.p + s]
 

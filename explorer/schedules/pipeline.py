@@ -13,14 +13,18 @@ for the interleaved schedule (SC21 Sec. 2.2), which the tests check on the engin
 """
 from __future__ import annotations
 
+from .base import BubbleInputs, Problem, ScenarioLike, micro_batch_units
+
 Op = tuple[str, int, int]
 
 
-def gpipe(stage: int, p: int, m: int) -> list[Op]:
+def gpipe(stage: int, p: int, m: int, v: int = 1) -> list[Op]:
+    """All m forwards, then all m backwards (one chunk per GPU; ``v`` is ignored)."""
     return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
 
 
-def one_f_one_b(stage: int, p: int, m: int) -> list[Op]:
+def one_f_one_b(stage: int, p: int, m: int, v: int = 1) -> list[Op]:
+    """Warm-up forwards, one forward / one backward alternation, drain (``v`` is ignored)."""
     warmup = min(p - stage - 1, m)
     order: list[Op] = [("F", i, 0) for i in range(warmup)]
     f, b = warmup, 0
@@ -34,6 +38,7 @@ def one_f_one_b(stage: int, p: int, m: int) -> list[Op]:
 
 
 def interleaved(stage: int, p: int, m: int, v: int) -> list[Op]:
+    """Megatron-LM's interleaved 1F1B over ``v`` chunks per GPU."""
     total = m * v
 
     def fwd(k: int) -> Op:
@@ -65,6 +70,71 @@ def stage_order(schedule: str, stage: int, p: int, m: int, v: int = 1) -> list[O
     if schedule == "interleaved":
         return interleaved(stage, p, m, v)
     raise ValueError(f"unknown schedule {schedule!r}")
+
+
+def peak_activations(order: list[Op], act: list[float]) -> float:
+    """Peak activation bytes of one stage, replaying its program order: a forward adds its chunk's
+    ``act`` bytes, the pass that completes the gradients (B, or W when the backward is split)
+    frees them."""
+    release = "W" if any(kind == "W" for kind, _, _ in order) else "B"
+    live = peak = 0.0
+    for kind, _, c in order:
+        if kind == "F":
+            live += act[c]
+        elif kind == release:
+            live -= act[c]
+        peak = max(peak, live)
+    return peak
+
+
+def gpipe_in_flight(stage: int, p: int, m: int, v: int = 1) -> int:
+    """GPipe holds every micro-batch's activations before its first backward."""
+    return m
+
+
+def one_f_one_b_in_flight(stage: int, p: int, m: int, v: int = 1) -> int:
+    """1F1B: the warm-up forwards plus the one of the first steady step, p - stage (at most m)."""
+    return min(p - stage, m)
+
+
+def interleaved_in_flight(stage: int, p: int, m: int, v: int) -> int:
+    """Interleaved 1F1B: warm-up (p-stage-1)*2 + (v-1)*p chunk-micro-batches plus one (at most m*v)."""
+    return min((p - stage - 1) * 2 + (v - 1) * p + 1, m * v)
+
+
+def flush_bubble(b: BubbleInputs) -> tuple[float, str]:
+    """GPipe and 1F1B (Narayanan et al. SC21 Sec. 2.2.1): bubble time (p-1)(F+B) against m(F+B)
+    of work; TeraPipe token slices (Li et al. ICML 2021 Sec. 3) pipeline like m*k micro-batches."""
+    p, m = b.p, b.m
+    val = (p - 1) / (m + p - 1)
+    return val, f"(p-1)/(m+p-1) = {p - 1}/{m + p - 1} = {val:.1%} with p = {p} stages, m = {m} {b.unit} (SC21 Sec. 2.2)"
+
+
+def interleaved_bubble(b: BubbleInputs) -> tuple[float, str]:
+    """Narayanan et al. SC21 Sec. 2.2.2: the bubble time shrinks by v, ((p-1)/v) / (m + (p-1)/v)."""
+    p, v, m = b.p, b.v, b.m
+    val = (p - 1) / v / (m + (p - 1) / v)
+    return val, (f"((p-1)/v)/(m+(p-1)/v) = {val:.1%} with p = {p}, v = {v} chunks per GPU, m = {m} {b.unit} "
+                 f"(SC21 Sec. 2.2.2)")
+
+
+def no_rule(sc: ScenarioLike) -> Problem | None:
+    """GPipe and 1F1B run on any pipeline the generic rules accept."""
+    return None
+
+
+def interleaved_rule(sc: ScenarioLike) -> Problem | None:
+    """The interleaved schedule needs stages to interleave and whole groups of p micro-batches."""
+    p, t = sc.parallelism, sc.training
+    if p.pp == 1:
+        return "parallelism.schedule", "interleaved needs pp > 1 (got pp=1); use 1f1b or raise pp"
+    dp, mb, _ = micro_batch_units(sc)
+    if mb % p.pp:
+        step = t.micro_batch * dp * p.pp
+        return "training.global_batch", (f"{t.global_batch} leaves ({mb}) micro-batches per pipeline, but "
+                                         f"the interleaved schedule needs a multiple of pp={p.pp} (Narayanan et al. "
+                                         f"SC21, Sec. 2.2.2); use a multiple of {step} (micro_batch*dp*pp)")
+    return None
 
 
 def peak_in_flight(order: list[Op]) -> int:

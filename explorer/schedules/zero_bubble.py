@@ -13,19 +13,20 @@ order and when they exist (0 <= index < m):
 """
 from __future__ import annotations
 
+from .base import BubbleInputs
 from .pipeline import Op
 
-# Steady-state lag of B behind F on stage i, and of W behind F, in steps, per schedule.
-LAGS = {"zb-h1": lambda p, i: (p - 1 - i, p - 1), "zb-h2": lambda p, i: (2 * (p - 1 - i), 2 * (p - 1))}
-INFLIGHT = {"zb-h1": lambda p: p, "zb-h2": lambda p: 2 * p - 1}
-# ZB-H2's zero bubble needs the next iteration's warm-up to overlap this one's tail, which the
-# paper enables by replacing the optimizer's global synchronisation with post-validation (Sec. 4).
-OVERLAPPING = frozenset({"zb-h2"})
+
+def _lags(schedule: str, p: int, i: int) -> tuple[int, int]:
+    """Steady-state lag of B behind F on stage i, and of W behind F, in steps: ZB-H2 doubles
+    ZB-H1's (Qi et al. 2024, Fig. 3)."""
+    k = {"zb-h1": 1, "zb-h2": 2}[schedule]
+    return k * (p - 1 - i), k * (p - 1)
 
 
 def zero_bubble_order(schedule: str, stage: int, p: int, m: int) -> list[Op]:
     """Program order of ``stage`` for ``schedule`` ("zb-h1" or "zb-h2")."""
-    b_lag, w_lag = LAGS[schedule](p, stage)
+    b_lag, w_lag = _lags(schedule, p, stage)
     order: list[Op] = []
     for x in range(m + w_lag):
         if x < m:
@@ -35,6 +36,53 @@ def zero_bubble_order(schedule: str, stage: int, p: int, m: int) -> list[Op]:
         if 0 <= x - w_lag < m:
             order.append(("W", x - w_lag, 0))
     return order
+
+
+def zb_h1(stage: int, p: int, m: int, v: int = 1) -> list[Op]:
+    """ZB-H1's order of ``stage`` (one chunk per GPU; ``v`` is ignored)."""
+    return zero_bubble_order("zb-h1", stage, p, m)
+
+
+def zb_h2(stage: int, p: int, m: int, v: int = 1) -> list[Op]:
+    """ZB-H2's order of ``stage`` (one chunk per GPU; ``v`` is ignored)."""
+    return zero_bubble_order("zb-h2", stage, p, m)
+
+
+def zb_h1_in_flight(stage: int, p: int, m: int, v: int = 1) -> int:
+    """ZB-H1 frees activations at W, which lags F by p-1 steps on every stage: p in flight (at most m)."""
+    return min(p, m)
+
+
+def zb_h2_in_flight(stage: int, p: int, m: int, v: int = 1) -> int:
+    """ZB-H2's W lags F by 2(p-1) steps: 2p-1 micro-batches in flight (at most m)."""
+    return min(2 * p - 1, m)
+
+
+def zb_h1_bubble(b: BubbleInputs) -> tuple[float, str]:
+    """Qi et al. ICLR 2024 Sec. 3.1 / Table 1: bubble (p-1)(F+B-W) against m(F+B+W) of work.  The
+    closed form assumes the warm-up is filled (m >= p); otherwise the order's critical path gives
+    the exact bubble."""
+    p, m = b.p, b.m
+    F, B, W = b.passes()
+    bub = (p - 1) * (F + B - W)
+    val = bub / (m * (F + B + W) + bub)
+    if m < p:
+        exact = 1 - m * (F + B + W) / ideal_makespan("zb-h1", p, m, F, B, W)
+        return exact, (f"1 - m(F+B+W)/T = {exact:.1%}, T the critical path of the ZB-H1 order with p = {p}, "
+                       f"m = {m} < p (the paper's (p-1)(F+B-W) assumes m >= p and gives {val:.1%})")
+    return val, (f"(p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W)) = {val:.1%} with p = {p}, m = {m}, "
+                 f"F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms (Qi et al. 2024, Table 1)")
+
+
+def zb_h2_bubble(b: BubbleInputs) -> tuple[float, str]:
+    """Qi et al. ICLR 2024 Sec. 3.1: bubble (p-1)(F+B-2W), zero once F+B <= 2W; consecutive
+    iterations overlap, so the iteration is the steady-state period m(F+B+W) + bubble."""
+    p, m = b.p, b.m
+    F, B, W = b.passes()
+    bub = (p - 1) * max(0.0, F + B - 2 * W)
+    val = bub / (m * (F + B + W) + bub)
+    return val, (f"(p-1)·max(0, F+B-2W)/(m(F+B+W)+(p-1)·max(0, F+B-2W)) = {val:.1%} with p = {p}, m = {m}, "
+                 f"F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms (Qi et al. 2024, Sec. 3.1)")
 
 
 def ideal_makespan(schedule: str, p: int, m: int, F: float, B: float, W: float) -> float:

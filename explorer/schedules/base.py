@@ -1,0 +1,53 @@
+"""Types every schedule module shares: an op of a program order, the inputs of a bubble formula
+and a validation problem.  No physics here: schedule modules stay pure functions of p, m, v."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+Op = tuple  # ("F" | "B" | "W" | "Bz", micro_batch or direction, ...) or DualPipe's fused ("FB", ...)
+
+
+@dataclass(frozen=True)
+class BubbleInputs:
+    """What a closed-form bubble needs: stages ``p``, chunks per GPU ``v``, pipeline units ``m``,
+    how to name those units, and — computed only when a formula asks, as it costs one extra
+    ideal-pipeline build — the F, B (input gradients) and W (weight gradients) seconds of one
+    micro-batch on one stage."""
+
+    p: int
+    v: int
+    m: int
+    unit: str
+    passes: Callable[[], tuple[float, float, float]]
+
+
+class _Parallelism(Protocol):
+    pp: int
+    vpp: int
+    dp: int | None
+    token_slices: int
+
+
+class _Training(Protocol):
+    global_batch: int
+    micro_batch: int
+
+
+class ScenarioLike(Protocol):
+    """The fields of a Scenario that schedule validation reads (no import of the config layer)."""
+
+    parallelism: _Parallelism
+    training: _Training
+
+
+# A validation problem: (dotted field name, message) — the config layer raises it as ScenarioError.
+Problem = tuple[str, str]
+
+
+def micro_batch_units(sc: ScenarioLike) -> tuple[int, int, int]:
+    """dp, micro-batches per pipeline and pipeline units (micro-batches x token slices) of ``sc``,
+    assuming the generic divisibility rules already passed (as in the config layer's rules)."""
+    dp = sc.parallelism.dp or 1
+    mb = sc.training.global_batch // (sc.training.micro_batch * dp)
+    return dp, mb, mb * sc.parallelism.token_slices

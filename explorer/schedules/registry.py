@@ -1,0 +1,135 @@
+"""The schedule registry: one frozen description per pipeline schedule.
+
+Everything outside ``explorer/schedules/`` asks this registry about a schedule (its order, whether
+it splits the backward, how its iterations meet, its memory, bubble and validation rule) instead of
+comparing schedule names.  Adding a schedule = one module with its order (and formulas) plus one
+entry in ``SCHEDULES`` below.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Callable
+
+from . import dualpipe, pipedream, pipeline, zero_bubble
+from .base import BubbleInputs, Op, Problem, ScenarioLike
+
+OrderFn = Callable[[int, int, int, int], list[Op]]          # (stage, p, units simulated, v) -> ops
+
+
+class Window(Enum):
+    """How one iteration is measured on the engine's timeline."""
+
+    FLUSH = "flush"          # the pipeline drains before the optimizer: the iteration is the makespan
+    OVERLAP = "overlap"      # the next iteration's warm-up overlaps this tail: max over stages of the span
+    ASYNC = "async"          # never flushes: a steady-state period of m backwards in the second iteration
+
+
+def _one_version(stage: int, p: int) -> int:
+    return 1
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One pipeline schedule.
+
+    ``order(stage, p, units, v)`` is the program order of a stage; ``in_flight(stage, p, m, v)`` the
+    micro-batches (chunk-micro-batches when interleaved) whose activations the stage holds at its
+    peak — the memory estimate uses ``peak_activations(order, act_bytes_per_chunk)`` on the real
+    order, of which ``in_flight`` is the unit-activation count.  ``bubble`` gives the closed form
+    and its text; ``rule`` the schedule's own validation problem, if any.
+    """
+
+    name: str
+    order: OrderFn
+    split_backward: bool               # B (input gradients) and W (weight gradients) are separate passes
+    window: Window
+    iterations_simulated: int          # iterations run back to back in one task graph
+    in_flight: Callable[[int, int, int, int], int]
+    peak_activations: Callable[[list, list[float]], float]
+    bubble: Callable[[BubbleInputs], tuple[float, str]]
+    rule: Callable[[ScenarioLike], Problem | None]
+    virtual_stages: bool = False       # vpp > 1 allowed (chunks interleaved over the stages)
+    two_directions: bool = False       # DualPipe: rank r holds stage r and stage p-1-r; fused F&B ops
+    weight_versions: Callable[[int, int], int] = _one_version   # parameter copies per stage (stashing)
+    citation: str = ""
+
+    @property
+    def overlapping(self) -> bool:
+        """Consecutive iterations overlap (the metrics measure a steady-state period)."""
+        return self.window is not Window.FLUSH
+
+    @property
+    def bucket_priority_ok(self) -> bool:
+        """P3 bucket priorities (Jayarajan et al. SysML 2019) reorder the DP buckets the backward
+        releases and let the next iteration start early: only on schedules that flush, with fused
+        backwards or one chunk in each direction."""
+        return self.window is Window.FLUSH and not self.two_directions
+
+    def chunks_per_rank(self, v: int) -> int:
+        """Model chunks one GPU holds: v virtual stages, or both ends for two directions."""
+        return 2 if self.two_directions else v
+
+    def validate(self, sc: ScenarioLike) -> Problem | None:
+        """The schedule's own rule on ``sc`` (after the generic ones): (field, message) or None."""
+        return self.rule(sc)
+
+
+SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
+    Schedule("gpipe", pipeline.gpipe, False, Window.FLUSH, 1, pipeline.gpipe_in_flight,
+             pipeline.peak_activations, pipeline.flush_bubble, pipeline.no_rule,
+             citation="Huang et al., GPipe, NeurIPS 2019"),
+    Schedule("1f1b", pipeline.one_f_one_b, False, Window.FLUSH, 1, pipeline.one_f_one_b_in_flight,
+             pipeline.peak_activations, pipeline.flush_bubble, pipeline.no_rule,
+             citation="Narayanan et al., PipeDream-Flush, ICML 2021 / SC21"),
+    Schedule("interleaved", pipeline.interleaved, False, Window.FLUSH, 1, pipeline.interleaved_in_flight,
+             pipeline.peak_activations, pipeline.interleaved_bubble, pipeline.interleaved_rule,
+             virtual_stages=True, citation="Narayanan et al., SC21 Sec. 2.2.2"),
+    Schedule("zb-h1", zero_bubble.zb_h1, True, Window.FLUSH, 1, zero_bubble.zb_h1_in_flight,
+             pipeline.peak_activations, zero_bubble.zb_h1_bubble, pipeline.no_rule,
+             citation="Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024"),
+    # ZB-H2's zero bubble needs the next iteration's warm-up to overlap this one's tail, which the
+    # paper enables by replacing the optimizer's global synchronisation with post-validation (Sec. 4).
+    Schedule("zb-h2", zero_bubble.zb_h2, True, Window.OVERLAP, 1, zero_bubble.zb_h2_in_flight,
+             pipeline.peak_activations, zero_bubble.zb_h2_bubble, pipeline.no_rule,
+             citation="Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024"),
+    Schedule("dualpipe", dualpipe.dualpipe, True, Window.FLUSH, 1, dualpipe.in_flight,
+             dualpipe.peak_activations, dualpipe.bubble, dualpipe.rule, two_directions=True,
+             citation="DeepSeek-AI, DeepSeek-V3 Technical Report, 2024, Sec. 3.2.1"),
+    Schedule("pipedream-async", pipedream.order, False, Window.ASYNC, pipedream.ITERATIONS_SIMULATED,
+             pipeline.one_f_one_b_in_flight, pipeline.peak_activations, pipedream.bubble, pipeline.no_rule,
+             weight_versions=pipedream.weight_versions, citation="Narayanan et al., PipeDream, SOSP 2019"),
+)}
+
+DEFAULT = "1f1b"
+
+
+def get(name: str) -> Schedule:
+    """The registered schedule called ``name`` (ValueError listing the known ones otherwise)."""
+    try:
+        return SCHEDULES[name]
+    except KeyError:
+        raise ValueError(f"unknown schedule {name!r}; known: {', '.join(SCHEDULES)}") from None
+
+
+def names() -> tuple[str, ...]:
+    """Every registered schedule name, in registry order (the config layer's choices)."""
+    return tuple(SCHEDULES)
+
+
+def validate(sc: ScenarioLike) -> Problem | None:
+    """The schedule-specific problem of ``sc`` (the config rules raise it as a ScenarioError), in the
+    order the rules check: virtual stages without an interleaving schedule, then the schedule's
+    own rule.  Assumes the generic rules (degrees, batch divisibility) have passed."""
+    par = sc.parallelism
+    sched = get(par.schedule)
+    if par.vpp > 1 and not sched.virtual_stages:
+        interleaving = ", ".join(s.name for s in SCHEDULES.values() if s.virtual_stages)
+        return "parallelism.vpp", (f"{par.vpp} virtual stages need schedule: {interleaving} (got {par.schedule}); "
+                                   f"set vpp: 1 or schedule: {interleaving}")
+    return sched.validate(sc)
+
+
+def priority_schedules() -> tuple[str, ...]:
+    """Schedules on which P3 bucket priorities are allowed (communication.dp_priority)."""
+    return tuple(s.name for s in SCHEDULES.values() if s.bucket_priority_ok)

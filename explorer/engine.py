@@ -28,6 +28,7 @@ class Task:
     priority: int = 0
     parts: tuple[tuple[str, float], ...] = ()
     info: dict | None = None                  # micro_batch, chunk, bytes, group, algorithm, tier ...
+    links: tuple = ()                         # taskgraph.records.LinkCall: network calls it makes, as priced
     ready: float = 0.0                        # when its dependencies were satisfied
     start: float = 0.0                        # >= ready: later if its stream was busy
     end: float = 0.0

@@ -101,6 +101,9 @@ class Result:
             "stage_layers": list(self.stage_layers),
             "links": self.links,
             "dp_priority": sc.communication.dp_priority,
+            # Tier name -> average busy fraction over the iteration (what the topology view draws);
+            # "tier_utilisation" is the same mapping under its first name, kept for compatibility.
+            "utilisation": self.utilisation,
             "tier_utilisation": self.utilisation,
             "parallelism": {"tp": sc.parallelism.tp, "pp": sc.parallelism.pp, "dp": sc.dp, "cp": sc.parallelism.cp,
                             "ep": sc.parallelism.ep, "vpp": sc.parallelism.vpp, "schedule": sc.parallelism.schedule,
@@ -217,10 +220,10 @@ def simulate(sc: Scenario) -> Result:
         bubble_formula=formula, bubble_formula_text=formula_text,
         bubble_explanation=story, breakdown_s=res_breakdown,
         breakdown_class=slow, memory=memory, memory_by_class=memory_by_class, comm_bytes_per_gpu=comm,
-        comm_bytes_by_tier=traffic_by_tier(builder, net, r.by_class),
+        comm_bytes_by_tier=traffic_by_tier(builder, r.by_class),
         bottleneck=_bottleneck(sc, res_breakdown, links, T, m), warnings=tuple(n.message for n in notices),
         warning_kinds=tuple(n.kind for n in notices), classes=tuple(classes),
-        stage_layers=builder.layer_counts, links=links, utilisation=tier_utilisation(builder, net, tasks, T),
+        stage_layers=builder.layer_counts, links=links, utilisation=tier_utilisation(builder, net, r.by_class, T),
         tasks=tasks)
     _check_finite(result)
     return result

@@ -28,6 +28,7 @@ from ..engine import Task, TaskGraph
 from ..hardware import BYTES_PER_ELEMENT, ComputeModel
 from ..network import Network
 from ..scenario import Scenario
+from ..taskgraph.records import LinkCall
 from ..workload import ZERO_WORK, Collective, EdgeCost, LayerCost, embedding_cost, layer_cost, logits_cost
 from .registry import get as get_schedule
 
@@ -69,6 +70,7 @@ class ChunkWork:
     flops_f: float = 0.0             # FLOPs of the forward, backward (input grads + recompute), W pass
     flops_b: float = 0.0
     flops_w: float = 0.0
+    link_calls: tuple[LinkCall, ...] = ()           # TP/EP/CP/ZeRO-3 calls per pipeline unit, as priced
 
     def split(self, parts: tuple[tuple[str, float], ...], weight: bool) -> tuple[tuple[str, float], ...]:
         """The weight-gradient part (W pass) or everything else (B pass) of backward ``parts``."""
@@ -449,9 +451,11 @@ class IterationBuilder:
         over_f: list[tuple[str, float]] = []
         over_b: list[tuple[str, float]] = []
         lf = lb = ()
+        links: list[LinkCall] = []
         for lc, count in kinds:
             if count == 0:
                 continue
+            links += [c.scaled(count) for c in self._layer_link_calls(lc, stage)]
             f, b, tb, cb, eb = self._layer_parts(lc, stage)
             lf, lb = f, b
             fwd += [(k, v * count) for k, v in f]
@@ -494,6 +498,7 @@ class IterationBuilder:
                 # FSDP shards the embedding and output layer too: gathered before their forward
                 # and backward, gradients reduce-scattered after, like any layer.
                 dp_f, dp_b, hf, hb, fb = self._fsdp(_Params(edge.params), stage, ef, eb + ew)
+                links += self._fsdp_link_calls(_Params(edge.params), stage)
                 fwd.append(("dp", dp_f))
                 bwd.append(("dp", dp_b))
                 hid_f += hf
@@ -510,7 +515,64 @@ class IterationBuilder:
             act += edge.act_bytes
         return ChunkWork(gc, n, n_moe, _sum_parts(*fwd), _sum_parts(*bwd), lf, lb, hw, model, params, eparams,
                          act, tpb, cpb, epb, self._comm_info(stage), (hid_f, hid_b), fsdp_bytes, layer_bytes,
-                         _sum_parts(*over_f), _sum_parts(*over_b), fl_f, fl_b, fl_w)
+                         _sum_parts(*over_f), _sum_parts(*over_b), fl_f, fl_b, fl_w, tuple(links))
+
+    def _link(self, dim: str, op: str, size: float, stage: int, count: float,
+              pairwise: bool = False) -> list[LinkCall]:
+        """``count`` calls of ``op`` on ``size`` bytes over ``dim``'s group of ``stage``, with the
+        egress the collective model charged them (none when the group is a single GPU)."""
+        if count <= 0 or size <= 0:
+            return []
+        sh = self.net.shape(dim, stage)
+        if sh.n <= 1:
+            return []
+        cc = self.net.cost(op, size, dim, stage)
+        return [LinkCall(dim, op, cc.egress, sh.n, sh.per_domain, count, pairwise)]
+
+    def _layer_link_calls(self, lc: LayerCost, stage: int) -> list[LinkCall]:
+        """The network calls one layer makes per pipeline unit, as its parts were priced: TP
+        collectives, MoE dispatch/combine (node-limited when ``moe.max_nodes`` > 0), ring
+        attention's K/V hand-offs and ZeRO-3's gathers and reduce-scatters."""
+        out: list[LinkCall] = []
+        for call in lc.tp_fwd + lc.tp_bwd + lc.tp_recompute:
+            out += self._link("tp", call.op, call.size_bytes, stage, 1)
+        for call in lc.ep_fwd + lc.ep_bwd:
+            out += self._ep_link(call, stage)
+        if lc.cp_kv_bytes:
+            # Ring attention (Liu et al. 2023): cp-1 K/V hand-offs forward, K/V and dK/dV backward.
+            cpn = self.sc.parallelism.cp
+            out += self._link("cp", "send-recv", lc.cp_kv_bytes, stage, cpn - 1)
+            out += self._link("cp", "send-recv", 2 * lc.cp_kv_bytes, stage, cpn - 1)
+        return out + self._fsdp_link_calls(lc, stage)
+
+    def _fsdp_link_calls(self, lc: LayerCost | _Params, stage: int) -> list[LinkCall]:
+        """ZeRO-3 (Rajbhandari et al. SC20 Sec. 5.3): two gathers and one reduce-scatter of the
+        layer per micro-batch, over dp (dense) and edp (expert) parameters."""
+        if self.sc.parallelism.zero != 3:
+            return []
+        out: list[LinkCall] = []
+        for dim, params in (("dp", lc.params), ("edp", lc.expert_params)):
+            out += self._link(dim, "all-gather", params * PARAM_BYTES, stage, 2)
+            out += self._link(dim, "reduce-scatter", params * GRAD_BYTES, stage, 1)
+        return out
+
+    def _ep_link(self, call: Collective, stage: int) -> list[LinkCall]:
+        """One MoE all-to-all as ``_ep_time`` prices it: the plain pairwise all-to-all, or with
+        node-limited routing (``moe.max_nodes`` > 0) the node-aware dispatch — E[min(D, M)] fabric
+        copies per token leave the node (``inter`` bytes per GPU, spread over the outer domains as
+        ``_ep_time``'s t_inter charges them), and the NVLink forward moves size*(g1-1)/g1."""
+        moe = self.sc.model.moe
+        sh = self.net.shape("ep", stage)
+        if not (moe.max_nodes > 0 and sh.spans(1)):
+            return self._link("ep", call.op, call.size_bytes, stage, 1)
+        g1 = sh.per_domain[1]
+        nodes = sh.n // g1
+        distinct = expected_distinct_nodes(nodes, moe.top_k, moe.max_nodes)
+        inter = call.size_bytes / moe.top_k * distinct * (nodes - 1) / nodes
+        egress = [call.size_bytes * (g1 - 1) / g1]
+        for b in range(1, len(sh.shares)):
+            egress.append(sh.per_domain[b] * inter * (sh.n - sh.per_domain[b]) / (sh.n - g1) if sh.spans(b) else 0.0)
+        return [LinkCall("ep", call.op, tuple(egress), sh.n, sh.per_domain, 1)]
 
     def _comm_info(self, stage: int) -> dict:
         """The per-layer call of each blocking dimension on ``stage`` (what a hover shows)."""
@@ -740,7 +802,10 @@ class IterationBuilder:
         cc = self.net.cost("send-recv", self.pp_msg_bytes, "pp", pair_stage)
         info = {"micro_batch": mb, "chunk": c, "bytes": self.pp_msg_bytes, "group": 2, "algorithm": "p2p",
                 "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "direction": direction, "pair": pair_stage}
-        tid = g.add(Task(s, "pp", "pp", cc.time_s, [(src, 1.0)], parts=(("pp", cc.time_s),), info=info))
+        # Two iterations simulated back to back count as one (m of m_sim units per iteration).
+        links = tuple(self._link("pp", "send-recv", self.pp_msg_bytes, pair_stage, self.m / self.m_sim, True))
+        tid = g.add(Task(s, "pp", "pp", cc.time_s, [(src, 1.0)], parts=(("pp", cc.time_s),), info=info,
+                         links=links))
         g.tasks[dst].deps.append((tid, 1.0))
 
     def rank_chunks(self, s: int) -> list[tuple[ChunkWork, int]]:
@@ -793,8 +858,9 @@ class IterationBuilder:
                     # P3 / ByteScheduler: the first layers' gradients, produced last by the
                     # backward, are reduced first, so the next forward can start on them early.
                     priority = 1 + (c * self.p + s) * MAX_BUCKET_TASKS + (tasks - 1 - j)
+                links = tuple(self._link(dim, op, size, s, k))
                 out.append(g.add(Task(s, "dp", "dp", k * cc.time_s, d, priority=priority,
-                                      parts=(("dp", k * cc.time_s),), info=info)))
+                                      parts=(("dp", k * cc.time_s),), info=info, links=links)))
         return out
 
     def _optimizer_time(self, s: int) -> float:

@@ -1,0 +1,57 @@
+"""Typed records the task graph carries for the stages after the engine.
+
+A :class:`LinkCall` is one kind of network call as the builder priced it: the bytes it puts on
+each tier boundary (``egress``, from the collective model or a technique's own dispatch model such
+as node-limited MoE routing) and how often a GPU class makes it.  Utilisation and traffic views sum
+these; they never ask the network to price a call again, so what they report is what the
+timeline charged (issue 9: the scale-out NICs at 148 % on deepseek-v3 came from re-pricing a
+node-limited dispatch as a plain all-to-all).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LinkCall:
+    """``count`` calls on dimension ``dim`` (per pipeline unit when held by a chunk, per iteration
+    when held by a task) by one GPU of a group of ``group`` GPUs.
+
+    ``egress[i]``: bytes one call moves out of one domain of boundary i (0: the GPU's scale-up
+    link, 1: its node, 2: its leaf block, 3: its datacenter), the convention of
+    ``collectives.CollectiveCost.egress``; ``per_domain[i]``: the group's GPUs inside one such
+    domain.  ``pairwise``: a point-to-point transfer between two stages (crosses each boundary
+    once per pair, not once per spanned domain).
+    """
+
+    dim: str
+    op: str
+    egress: tuple[float, ...]
+    group: int
+    per_domain: tuple[int, ...]
+    count: float
+    pairwise: bool = False
+
+    def scaled(self, factor: float) -> LinkCall:
+        """The same call made ``factor`` times as often."""
+        return LinkCall(self.dim, self.op, self.egress, self.group, self.per_domain, self.count * factor,
+                        self.pairwise)
+
+    def per_gpu(self, boundary: int) -> float:
+        """Bytes one GPU sends across ``boundary`` over all ``count`` calls: a domain's egress
+        shared by the group's GPUs in that domain."""
+        if boundary >= len(self.egress):
+            return 0.0
+        return self.count * self.egress[boundary] / self.per_domain[boundary]
+
+    def domain_traffic(self, boundary: int, gpus_per_group_set: float) -> float:
+        """Bytes across ``boundary`` summed over all its domains, for ``gpus_per_group_set`` GPUs
+        that each belong to one group of this dimension (a stage's tp*cp*dp GPUs): the groups they
+        form times the domains each spans (a transfer: once per pair) times a domain's egress."""
+        if boundary >= len(self.egress):
+            return 0.0
+        if self.pairwise:
+            return self.count * gpus_per_group_set * self.egress[boundary]
+        groups = gpus_per_group_set / self.group
+        domains = self.group / self.per_domain[boundary]
+        return self.count * groups * domains * self.egress[boundary]

@@ -1,0 +1,81 @@
+"""Utilisation reads the calls the tasks carry: it never exceeds 1 on a tier and it agrees with
+the bytes the tasks moved (issue 9: deepseek-v3's scale-out NICs read 148 % when utilisation
+re-priced node-limited MoE dispatch as a plain all-to-all)."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from explorer.scenario import ScenarioError, from_dict, load
+from explorer.schedules.registry import Window, get
+from explorer.simulate import _schedule, simulate
+from explorer.utilisation import class_calls
+from test_random_scenarios import random_raw
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
+TOL = 1e-9
+
+
+def _check(sc) -> None:
+    """Utilisation is within [0, 1] and equals the bytes the tasks moved — each class's per-GPU
+    bytes (what the traffic view shows) times the GPUs that behave like it — over the capacity."""
+    r = simulate(sc)
+    assert all(u >= 0.0 for u in r.utilisation.values())
+    if get(sc.parallelism.schedule).window is not Window.ASYNC:     # see the xfail test below
+        assert all(u <= 1.0 + TOL for u in r.utilisation.values()), r.utilisation
+    run = _schedule(sc)
+    per_stage = sc.parallelism.tp * sc.parallelism.cp * sc.dp
+    moved: dict[int, float] = {}
+    for s, mine in enumerate(run.by_class):
+        for call in class_calls(run.builder, s, mine):
+            for i in range(len(call.egress)):
+                moved[i] = moved.get(i, 0.0) + per_stage * call.per_gpu(i)
+    for i, bd in enumerate(run.net.fabric.boundaries):
+        domains = max(sc.gpus / bd.domain_gpus, 1)
+        expected = moved.get(i, 0.0) / (domains * bd.capacity_Bps * r.iteration_time_s)
+        assert r.utilisation[bd.name] == pytest.approx(expected, rel=1e-9, abs=1e-15), bd.name
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_shipped_scenarios_never_load_a_tier_beyond_capacity(path):
+    sc = load(path)
+    _check(sc)
+    j = simulate(sc).to_json_dict()
+    assert j["utilisation"] == j["tier_utilisation"]
+
+
+def test_random_valid_scenarios_never_load_a_tier_beyond_capacity():
+    rng = random.Random(9)
+    checked = 0
+    for _ in range(150):
+        try:
+            sc = from_dict(random_raw(rng))
+        except ScenarioError:
+            continue
+        _check(sc)
+        checked += 1
+    assert checked >= 40
+
+
+def test_node_limited_dispatch_loads_the_fabric_as_it_was_priced():
+    sc = load(ROOT / "scenarios" / "deepseek-v3.yaml")
+    r = simulate(sc)
+    assert r.utilisation["scale-out"] < 1.0          # 1.49 when re-priced as a plain all-to-all
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: PipeDream's asynchronous steady-state period (m backwards "
+                   "apart) is not bounded below by one iteration's gradient sync on the dp stream, so the "
+                   "links carry more than the period allows")
+def test_pipedream_async_period_covers_its_gradient_sync():
+    rng = random.Random(9)
+    for _ in range(150):
+        raw = random_raw(rng)
+        try:
+            sc = from_dict(raw)
+        except ScenarioError:
+            continue
+        if get(sc.parallelism.schedule).window is Window.ASYNC:
+            assert max(simulate(sc).utilisation.values()) <= 1.0 + TOL

@@ -36,7 +36,8 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
         st.info(j["bottleneck"])
         if j["parallelism"]["pp"] > 1:
             st.caption(j["bubble_explanation"])
-            if not present:
+            # Under the ideal pipeline card and formula agree: nothing to decompose.
+            if not present and not data.scenario.parallelism.ideal_pipeline:
                 why = st.expander("Card against formula, term by term", key="bubble_story", on_change="rerun")
                 if why.open:
                     with why:

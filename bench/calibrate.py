@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from explorer.calibration import megatron_rows, megatron_scenario, read_csv  # noqa: E402
-from explorer.cli import collective_rows  # noqa: E402
+from explorer.nccl_table import collective_rows  # noqa: E402
 from explorer.scenario import from_dict  # noqa: E402
 from explorer.simulate import simulate  # noqa: E402
 

@@ -26,9 +26,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from explorer.budget import MAX_WORK, estimate  # noqa: E402
+from explorer.config.budget import MAX_WORK, estimate  # noqa: E402
 from explorer.scenario import ScenarioError, apply_overrides, from_dict, parse_assignment, parse_text  # noqa: E402
 from explorer.share import parse_query, preset_raw  # noqa: E402
+
 from test_fuzz import ASSIGNMENTS, LINKS, SHIPPED, mutated_files  # noqa: E402
 
 VALIDATE_SECONDS = 1.0          # validation of one input

@@ -15,17 +15,18 @@ import json
 import os
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-import numpy as np
-
-from .collectives import APPLICABLE, OPS, cost
+from .collectives import OPS
+from .config.schema import excerpt, one_line
+from .config.shipped import resolve_scenario_path, shipped_scenarios
+from .nccl_table import collective_rows
 from .scenario import Scenario, ScenarioError, load, load_raw, parse_assignment
-from .schema import excerpt, one_line
-from .topology import Fabric
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+__all__ = ["collective_rows", "load_scenario", "main", "parse_sizes", "result_json", "resolve_scenario_path",
+           "scenario_list", "summary_text"]
+
 DEFAULT_SIZES = "1K,64K,1M,16M,256M,1G,4G,16G"
 _SIZE = re.compile(r"^\s*([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
 MAX_MESSAGE_CHARS = 400        # an error line quotes user input; keep it readable
@@ -38,21 +39,6 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, not argparse's usage block
         raise UsageError(message)
-
-
-def resolve_scenario_path(name: str) -> Path:
-    """A file path as given, or ``scenarios/NAME.yaml`` of this project."""
-    p = Path(name)
-    try:
-        if p.is_file():
-            return p
-    except (OSError, ValueError):     # a name too long for the file system, or with a NUL byte
-        pass
-    for cand in (SCENARIO_DIR / f"{name}.yaml", SCENARIO_DIR / f"{name}.yml", SCENARIO_DIR / f"{name}.json"):
-        if re.fullmatch(r"[A-Za-z0-9_.-]+", name) and cand.is_file():
-            return cand
-    shipped = ", ".join(sorted(f.stem for f in SCENARIO_DIR.glob("*.yaml")))
-    raise ScenarioError(name, f"no such scenario file (shipped scenarios: {shipped})")
 
 
 def load_scenario(name: str, sets: Sequence[str] = ()) -> Scenario:
@@ -74,30 +60,6 @@ def parse_sizes(text: str) -> list[int]:
     return out
 
 
-def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int], algorithm: str = "auto") -> list[dict]:
-    """nccl-tests-like rows for ``op`` over ``ranks`` consecutive GPUs of the scenario's cluster."""
-    if op not in OPS:
-        raise ScenarioError("--op", f"{excerpt(op)} is not one of {', '.join(OPS)}")
-    if not 1 <= ranks <= sc.gpus:
-        raise ScenarioError("--ranks", f"{ranks} must be between 1 and the cluster's {sc.gpus} GPUs")
-    valid = ("auto",) + APPLICABLE[op]
-    if algorithm not in valid:
-        raise ScenarioError("--algorithm", f"{excerpt(algorithm)} is not available for {op} (valid: {', '.join(valid)})")
-    nvls = sc.hardware.gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch"
-    if algorithm == "nvls" and not nvls:
-        raise ScenarioError("--algorithm", f"nvls needs NVSwitch with SHARP ({sc.hardware.gpu.name} on "
-                            f"{sc.cluster.scale_up.kind} has none); valid: {', '.join(a for a in valid if a != 'nvls')}")
-    if algorithm == "nvls" and ranks > sc.cluster.gpus_per_node:
-        raise ScenarioError("--ranks", f"nvls reduces inside one NVSwitch domain: at most {sc.cluster.gpus_per_node} ranks")
-    shape = Fabric.for_cluster(sc.cluster).shape(np.arange(ranks, dtype=np.int64))
-    rows = []
-    for size in sizes:
-        c = cost(op, float(size), shape, algorithm, nvls)
-        rows.append({"size_bytes": size, "time_s": c.time_s, "algbw_GBps": c.algbw_GBps,
-                     "busbw_GBps": c.busbw_GBps, "algorithm": c.algorithm, "tier": c.boundary})
-    return rows
-
-
 def _fmt_bytes(n: float) -> str:
     for unit, k in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if n >= k:
@@ -115,7 +77,8 @@ def summary_text(res) -> str:
     p = sc.parallelism
     lines = [
         f"{one_line(sc.name)}",
-        f"  {sc.gpus:,} x {sc.hardware.gpu.name} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · ep {p.ep} · "
+        f"  {sc.gpus:,} x {sc.hardware.gpu.name} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · "
+        f"ep {p.ep} · "
         f"vpp {p.vpp} · {p.schedule} · ZeRO {p.zero} · {sc.micro_batches} micro-batches",
         f"  stage layers: {', '.join(map(str, res.stage_layers))}",
         "",
@@ -135,10 +98,11 @@ def summary_text(res) -> str:
     lines += ["", f"  memory per GPU: {mem['total']:.1f} of {sc.hardware.gpu.memory_GB:g} GB "
                   f"(params {mem['params']:.1f}, grads {mem['grads']:.1f}, optimizer {mem['optimizer']:.1f}, "
                   f"activations {mem['activations']:.1f})",
-              "  bytes sent per GPU: " + ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in res.comm_bytes_per_gpu.items() if v),
+              "  bytes sent per GPU: "
+              + ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in res.comm_bytes_per_gpu.items() if v),
               "", f"  bottleneck: {one_line(res.bottleneck)}"]
     if res.scenario.parallelism.pp > 1:
-        from .simulate import explain_bubble   # three more simulations: only for the readable summary
+        from .simulate import explain_bubble  # three more simulations: only for the readable summary
         lines.append(f"  bubble: {one_line(explain_bubble(res))}")
     for w in res.warnings:
         lines.append(f"  warning: {one_line(w)}")
@@ -148,12 +112,12 @@ def summary_text(res) -> str:
 def scenario_list() -> list[tuple[str, str]]:
     """(file name, title) of every shipped scenario; the title is the file's ``name``, escaped."""
     out = []
-    for f in sorted(SCENARIO_DIR.glob("*.yaml")):
+    for name, path in shipped_scenarios().items():
         try:
-            title = load_raw(f).get("name", "")
+            title = load_raw(path).get("name", "")
         except ScenarioError as exc:
             title = f"(unreadable: {exc})"
-        out.append((f.stem, one_line(str(title))))
+        out.append((name, one_line(str(title))))
     return out
 
 
@@ -188,14 +152,22 @@ def _silence_stdout() -> None:
         pass
 
 
+def _program_name() -> str:
+    """How the user called us, for the usage line: the ``commexplorer`` console script (installed
+    by pyproject.toml, equal in every other way) or ``python -m explorer``."""
+    return "commexplorer" if Path(sys.argv[0]).stem == "commexplorer" else "python -m explorer"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return the exit code (0 ok, 1 internal error, 2 invalid input or usage)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = _Parser(prog="python -m explorer", description="CommExplorer: simulate communication in distributed training.")
+    ap = _Parser(prog=_program_name(),
+                 description="CommExplorer: simulate communication in distributed training.")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     r = sub.add_parser("run", help="simulate one training iteration")
     r.add_argument("scenario")
-    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field (YAML value)")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field (YAML value)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace")
     r.add_argument("--csv", metavar="OUT.csv", help="write the timeline table")
@@ -262,7 +234,8 @@ def _run(ap: argparse.ArgumentParser, argv: list[str]) -> int:
                 raise InternalError("the collective model produced a non-finite number") from None
         else:
             print(f"# {args.op} on {args.ranks} ranks of {one_line(sc.name)} (GB = 1e9 bytes)")
-            print(f"{'size_bytes':>14} {'time_us':>12} {'algbw_GBps':>11} {'busbw_GBps':>11}  algorithm (limit)")
+            print(f"{'size_bytes':>14} {'time_us':>12} {'algbw_GBps':>11} {'busbw_GBps':>11}  "
+                  "algorithm (limit)")
             for row in rows:
                 print(f"{row['size_bytes']:>14} {row['time_s'] * 1e6:>12.2f} {row['algbw_GBps']:>11.2f} "
                       f"{row['busbw_GBps']:>11.2f}  {row['algorithm']} ({row['tier']})")

@@ -11,15 +11,24 @@ scenario.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from .inputs import parse_value
-from .schema import excerpt, one_line
-from .scenario import SETTABLE, Scenario, ScenarioError, apply_overrides, from_dict, is_settable, load_raw, to_dict
+from .config.inputs import parse_value
+from .config.schema import excerpt, one_line
+from .config.shipped import shipped_scenarios
+from .scenario import (
+    SETTABLE,
+    Scenario,
+    ScenarioError,
+    apply_overrides,
+    from_dict,
+    is_settable,
+    load_raw,
+    to_dict,
+)
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 DEFAULT_SCENARIO = "teaching-8gpu"
 VIEWS = ("timeline", "memory", "traffic", "topology", "scenario")
 RESERVED = {"scenario", "view", "present"}
@@ -27,11 +36,6 @@ MAX_VALUE_CHARS = 200          # a field value is a number, a word or a short li
 MAX_PARAMS = 100
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,80}$")
 NOT_IN_LINKS = {"description"}  # long Markdown stays in the file, not the address bar
-
-
-def shipped_scenarios() -> dict[str, Path]:
-    """Name -> path of every scenario file shipped in scenarios/."""
-    return {p.stem: p for p in sorted(SCENARIO_DIR.glob("*.yaml"))}
 
 
 @dataclass
@@ -72,7 +76,8 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
             out.warnings.append(f"ignored a parameter with a {len(key)}-character name")
             continue
         if len(value) > MAX_VALUE_CHARS:
-            out.warnings.append(f"ignored {_short(key)}: its value has {len(value):,} characters (limit {MAX_VALUE_CHARS})")
+            out.warnings.append(f"ignored {_short(key)}: its value has {len(value):,} characters "
+                                f"(limit {MAX_VALUE_CHARS})")
             continue
         if key == "scenario":
             if NAME_RE.match(value) and value in shipped:
@@ -109,7 +114,8 @@ def preset_raw(name: str) -> dict[str, Any]:
     return raw
 
 
-def accept_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any], warnings: list[str]) -> dict[str, Any]:
+def accept_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any],
+                     warnings: list[str]) -> dict[str, Any]:
     """The overrides that keep the scenario valid: all of them if together they are valid,
     otherwise each one in link order if it is valid on top of those accepted before it."""
     if not overrides:

@@ -157,8 +157,8 @@ def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
     ``dc/D`` (datacenter gateway).  ``max_nodes`` keeps the first nodes of each datacenter only (the
     app collapses big clusters this way).
 
-    >>> from explorer.scenario import Cluster
-    >>> g = build_graph(Cluster(gpus_per_node=2, nodes=2))
+    >>> from explorer.scenario import Cluster, ScaleUp
+    >>> g = build_graph(Cluster(gpus_per_node=2, nodes=2, scale_up=ScaleUp(bandwidth_GBps=450.0)))
     >>> sorted(n for n in g if n.startswith("gpu"))
     ['gpu/0/0', 'gpu/0/1', 'gpu/1/0', 'gpu/1/1']
     """

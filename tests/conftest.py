@@ -1,13 +1,12 @@
-"""Shared fixtures: the repository root on sys.path and small scenario builders."""
+"""Shared fixtures: the repository root and small scenario builders.
+
+The repository root and tests/ are importable through pyproject.toml's pytest ``pythonpath``."""
 from __future__ import annotations
 
 import copy
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 SCENARIO_FILES = sorted((ROOT / "scenarios").glob("*.yaml"))
 
@@ -21,7 +20,8 @@ def pipeline_raw(p: int, m: int, schedule: str = "1f1b", v: int = 1, dp: int = 1
     raw = {"model": {"layers": 2 * p * v, "hidden": 1024, "heads": 8, "vocab": 8, "seq_len": 1024},
            "training": {"global_batch": m * dp, "micro_batch": 1},
            "hardware": {"gpu": copy.deepcopy(IDEAL_GPU)},
-           "cluster": {"gpus_per_node": p * dp, "nodes": 1, "scale_up": {"bandwidth_GBps": 1e6, "latency_us": 0}},
+           "cluster": {"gpus_per_node": p * dp, "nodes": 1,
+                       "scale_up": {"bandwidth_GBps": 1e6, "latency_us": 0}},
            "parallelism": {"tp": 1, "pp": p, "dp": dp, "schedule": schedule, "vpp": v, "zero": 0}}
     for key, value in extra.items():
         section, _, field = key.partition("__")

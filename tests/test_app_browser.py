@@ -19,10 +19,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(Path(__file__).resolve().parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from browser_support import CHROMIUM_ARGS, chromium_path, metric_value, streamlit_server, wait_ready  # noqa: E402
+from browser_support import CHROMIUM_ARGS, chromium_path, metric_value, streamlit_server, wait_ready
 
 try:
     from playwright.sync_api import sync_playwright

@@ -53,14 +53,16 @@ def test_shipped_scenarios_present():
 # --------------------------------------------------------------------------------------------
 # run --json
 # --------------------------------------------------------------------------------------------
-EXPECTED_GPUS = {"teaching-8gpu": 8, "megatron-gpt3-175b": 1024, "llama3-405b-16k": 16384, "two-datacenters": 1024}
+EXPECTED_GPUS = {"teaching-8gpu": 8, "megatron-gpt3-175b": 1024, "llama3-405b-16k": 16384,
+                 "two-datacenters": 1024}
 
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_run_json_shape(runs, name):
     d = runs[name]
     for key in ("name", "gpus", "iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu",
-                "bubble_fraction", "breakdown_s", "memory_GB", "comm_bytes_per_gpu", "bottleneck", "warnings"):
+                "bubble_fraction", "breakdown_s", "memory_GB", "comm_bytes_per_gpu", "bottleneck",
+                "warnings"):
         assert key in d, key
     assert isinstance(d["name"], str) and d["name"]
     if name in EXPECTED_GPUS:
@@ -95,7 +97,8 @@ def test_breakdown_sums_to_iteration_time(runs, name):
 def test_run_json_values_follow_the_scenario(runs):
     t = runs["teaching-8gpu"]
     # pp 4 x dp 2, no TP/CP/EP: only pp and dp bytes are sent.
-    assert t["comm_bytes_per_gpu"]["tp"] == t["comm_bytes_per_gpu"]["cp"] == t["comm_bytes_per_gpu"]["ep"] == 0
+    sent = t["comm_bytes_per_gpu"]
+    assert sent["tp"] == sent["cp"] == sent["ep"] == 0
     assert t["comm_bytes_per_gpu"]["pp"] > 0 and t["comm_bytes_per_gpu"]["dp"] > 0
     # 16 sequences of 2048 tokens per iteration.
     assert t["tokens_per_s"] == pytest.approx(16 * 2048 / t["iteration_time_s"], rel=1e-9)
@@ -165,7 +168,8 @@ def test_readable_summary(runs):
 # collective, validate, list
 # --------------------------------------------------------------------------------------------
 def test_collective_all_reduce_json():
-    proc = ok("collective", "teaching-8gpu", "--op", "all-reduce", "--ranks", "8", "--sizes", "1M,1G", "--json")
+    proc = ok("collective", "teaching-8gpu", "--op", "all-reduce", "--ranks", "8", "--sizes", "1M,1G",
+              "--json")
     rows = json.loads(proc.stdout)
     assert isinstance(rows, list) and len(rows) == 2
     assert [r["size_bytes"] for r in rows] == [2**20, 2**30]
@@ -195,7 +199,7 @@ def test_list_prints_each_scenario_with_its_title_aligned():
     lines = proc.stdout.splitlines()
     assert [line.split()[0] for line in lines] == SHIPPED
     width = max(map(len, SHIPPED))
-    for name, line in zip(SHIPPED, lines):
+    for name, line in zip(SHIPPED, lines, strict=True):
         title = yaml.safe_load((ROOT / "scenarios" / f"{name}.yaml").read_text(encoding="utf-8"))["name"]
         assert line == f"{name:<{width}}  {title}"
 
@@ -223,7 +227,8 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) ->
     (["validate", "teaching-8gpu", "--set", "parallelism.tpp=2"], ["parallelism.tpp", "did you mean 'tp'"]),
     (["collective", "teaching-8gpu", "--op", "bogus", "--ranks", "8"], ["--op", "'bogus'", "all-reduce"]),
     (["collective", "teaching-8gpu", "--op", "all-reduce", "--ranks", "0"], ["--ranks", "0", "8 GPUs"]),
-    (["collective", "teaching-8gpu", "--op", "all-reduce", "--ranks", "8", "--sizes", "12Q"], ["--sizes", "'12Q'"]),
+    (["collective", "teaching-8gpu", "--op", "all-reduce", "--ranks", "8", "--sizes", "12Q"],
+     ["--sizes", "'12Q'"]),
     (["frobnicate"], ["frobnicate"]),
     (["collective", "megatron-gpt3-175b", "--op", "all-reduce", "--ranks", "8", "--algorithm", "nvls"],
      ["--algorithm", "nvls", "ring"]),

@@ -1,8 +1,9 @@
 """The README documents every scenario field and names the test command CI runs."""
 from __future__ import annotations
 
-from conftest import ROOT
 from explorer.scenario import SETTABLE
+
+from conftest import ROOT
 
 
 def test_readme_lists_every_scenario_field():
@@ -19,6 +20,7 @@ def test_ci_runs_the_readme_test_command():
 
 def test_readme_field_table_is_the_schema():
     """Defaults, valid ranges (physical bounds) and meanings in the README come from the schema."""
-    from explorer.docs import field_table
+    from explorer.config.docs import field_table
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert field_table() in readme, "README's field table is stale: paste the output of python -m explorer.docs"
+    assert field_table() in readme, \
+        "README's field table is stale: paste the output of python -m explorer.docs"

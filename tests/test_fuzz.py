@@ -18,10 +18,19 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT
-from explorer.budget import MAX_WORK, estimate
-from explorer.scenario import SETTABLE, Scenario, ScenarioError, apply_overrides, from_dict, parse_assignment, parse_text
+from explorer.config.budget import MAX_WORK, estimate
+from explorer.scenario import (
+    SETTABLE,
+    Scenario,
+    ScenarioError,
+    apply_overrides,
+    from_dict,
+    parse_assignment,
+    parse_text,
+)
 from explorer.share import parse_query, preset_raw
+
+from conftest import ROOT
 
 SHIPPED = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))
 TEXTS = {name: (ROOT / "scenarios" / f"{name}.yaml").read_text(encoding="utf-8") for name in SHIPPED}
@@ -39,9 +48,9 @@ NUMBERS = st.one_of(
 )
 WORDS = st.one_of(
     st.text(max_size=30),
-    st.sampled_from(["1f1b", "interleaved", "zb-h2", "dualpipe", "pipedream-async", "h100-sxm", "b200", "auto",
-                     "ring", "tp-cp-ep-dp-pp", "full", "fp8", "\x1b[31mred", "a\nb", "\u202egnp", "²", "--5",
-                     "6,²,7,4", "1,2,3,4", "2024-99-99"]),
+    st.sampled_from(["1f1b", "interleaved", "zb-h2", "dualpipe", "pipedream-async", "h100-sxm", "b200",
+                     "auto", "ring", "tp-cp-ep-dp-pp", "full", "fp8", "\x1b[31mred", "a\nb", "\u202egnp", "²",
+                     "--5", "6,²,7,4", "1,2,3,4", "2024-99-99"]),
 )
 VALUES = st.recursive(st.one_of(NUMBERS, WORDS, st.booleans(), st.none()),
                       lambda inner: st.one_of(st.lists(inner, max_size=5),
@@ -69,9 +78,11 @@ def in_range(key: str) -> st.SearchStrategy:
 FIELD_VALUES = st.sampled_from(KEYS).flatmap(lambda k: st.tuples(st.just(k), st.one_of(in_range(k), VALUES)))
 # Text a YAML value may be made of: the hostile constructs of issue 8 and ordinary pieces.
 FRAGMENTS = st.sampled_from([
-    "!!int ", "!!bool ", "!!float ", "!!timestamp ", "!!python/object/apply:os.system ", "!x ", "&a ", "*a", "<<: ",
+    "!!int ", "!!bool ", "!!float ", "!!timestamp ", "!!python/object/apply:os.system ", "!x ", "&a ", "*a",
+    "<<: ",
     "[", "]", "{", "}", ", ", ": ", "- ", "\n", "\n  ", "'", '"', "\\e", "#", "?", "|", ">", "%", "@", "`",
-    "0", "1", "4", "8", "9" * 40, "1e-320", "5e-324", "1e400", ".inf", ".nan", "-", "--", "²", "٣", "0x1F", "1:30",
+    "0", "1", "4", "8", "9" * 40, "1e-320", "5e-324", "1e400", ".inf", ".nan", "-", "--", "²", "٣", "0x1F",
+    "1:30",
     "true", "maybe", "null", "~", "abc", "é", "\u2028", "\x00", "\x1b", "\t",
 ])
 YAML_TEXT = st.lists(FRAGMENTS, max_size=12).map("".join)
@@ -126,7 +137,8 @@ def mutated_files(draw) -> str:
             key, value = draw(FIELD_VALUES)
             set_path(raw, key.split("."), value)
         elif kind == "new-key":
-            set_path(raw, [draw(st.sampled_from(list(raw))), draw(st.text(min_size=1, max_size=12))], draw(VALUES))
+            set_path(raw, [draw(st.sampled_from(list(raw))), draw(st.text(min_size=1, max_size=12))],
+                     draw(VALUES))
         else:
             raw[draw(st.sampled_from(list(raw)))] = draw(VALUES)
     try:

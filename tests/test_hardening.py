@@ -10,13 +10,14 @@ import time
 
 import pytest
 
-from conftest import ROOT
 from explorer import cli
-from explorer.budget import MAX_WORK, estimate
-from explorer.inputs import MAX_BYTES, MAX_DEPTH, parse_document, parse_value
+from explorer.config.budget import MAX_WORK, estimate
+from explorer.config.inputs import MAX_BYTES, MAX_DEPTH, parse_document, parse_value
+from explorer.config.schema import excerpt
 from explorer.scenario import ScenarioError, apply_overrides, from_dict, load, parse_text
-from explorer.schema import excerpt
 from explorer.share import parse_query, preset_raw
+
+from conftest import ROOT
 
 # The module, not the function explorer/__init__.py re-exports under the same name.
 SIMULATE_MODULE = importlib.import_module("explorer.simulate")
@@ -63,7 +64,8 @@ def upload_error(text: str) -> str:
 
 # -- 1. explicit YAML tags ----------------------------------------------------------------------
 TAGGED = [("!!int abc", "!!int"), ("!!bool maybe", "!!bool"), ("!!float ''", "!!float"),
-          ("!!timestamp x", "!!timestamp"), ("!!python/object/apply:os.system [ls]", "!!python/object/apply:os.system"),
+          ("!!timestamp x", "!!timestamp"),
+          ("!!python/object/apply:os.system [ls]", "!!python/object/apply:os.system"),
           ("!custom 4", "!custom")]
 
 
@@ -108,7 +110,8 @@ def test_3_huge_integer_in_a_float_field(capsys):
     one_line_error(capsys, ["run", "teaching-8gpu", "--set", f"cluster.scale_out.nic_Gbps={'9' * 400}"],
                    "error: cluster.scale_out.nic_Gbps: <integer of 400 digits> is too large",
                    "valid: 1..100000")
-    with pytest.raises(ScenarioError, match=r"^communication\.bucket_MB: <integer of 401 digits> is too large"):
+    with pytest.raises(ScenarioError,
+                       match=r"^communication\.bucket_MB: <integer of 401 digits> is too large"):
         from_dict(apply_overrides(preset_raw("teaching-8gpu"), {"communication.bucket_MB": 10**400}))
 
 
@@ -119,13 +122,15 @@ def test_3_number_beyond_python_int_limit_is_rejected_at_the_boundary(capsys):
 
 
 # -- 4. deep nesting ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("text", ["[" * 1000, "{a: " * 600, "model:\n" + "".join(" " * i + "- \n" for i in range(1, 60))])
+@pytest.mark.parametrize("text", ["[" * 1000, "{a: " * 600,
+                                  "model:\n" + "".join(" " * i + "- \n" for i in range(1, 60))])
 def test_4_deep_nesting_is_one_line_not_recursion_error(capsys, tmp_path, text):
     path = tmp_path / "deep.yaml"
     path.write_text(text, encoding="utf-8")
     one_line_error(capsys, ["run", str(path)], f"error: {path}: ", f"nesting deeper than {MAX_DEPTH} levels")
     assert f"nesting deeper than {MAX_DEPTH} levels" in upload_error(text)
-    one_line_error(capsys, ["run", "teaching-8gpu", "--set", f"hardware.gpu={text}"], "hardware.gpu", "nesting")
+    one_line_error(capsys, ["run", "teaching-8gpu", "--set", f"hardware.gpu={text}"], "hardware.gpu",
+                   "nesting")
 
 
 def test_4_nesting_within_the_limit_is_parsed():
@@ -144,7 +149,8 @@ def test_4_oversized_file_is_rejected_without_reading_it_whole(capsys, tmp_path)
 
 # -- 5. alias bomb ("billion laughs") -----------------------------------------------------------------
 BOMB = ('a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
-        + "".join(f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+        + "".join(f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n"
+                  for p, n in zip("abcdefgh", "bcdefghi", strict=True))
         + "model: *i\n")
 
 
@@ -193,7 +199,8 @@ def test_6_subnormal_or_negative_physical_quantities_are_rejected(capsys, key, v
                                              ("cluster.scale_across.latency_ms", "1e5", "valid: 0..10000"),
                                              ("hardware.compute_efficiency", "1.5", "valid: 0.01..1")])
 def test_6_values_above_physical_range_are_rejected(capsys, key, value, valid):
-    one_line_error(capsys, ["run", "teaching-8gpu", "--set", f"{key}={value}"], f"{key}: ", "above the maximum", valid)
+    one_line_error(capsys, ["run", "teaching-8gpu", "--set", f"{key}={value}"], f"{key}: ",
+                   "above the maximum", valid)
 
 
 class _InfiniteResult:
@@ -204,8 +211,8 @@ class _InfiniteResult:
 @pytest.mark.parametrize("flag", [["--json"], []])
 def test_6_a_non_finite_result_is_an_internal_error_never_infinity(capsys, monkeypatch, flag):
     monkeypatch.setattr(SIMULATE_MODULE, "simulate", lambda sc: _InfiniteResult())
-    line = one_line_error(capsys, ["run", "teaching-8gpu", *flag], "internal error (InternalError)", "non-finite",
-                          code=1)
+    line = one_line_error(capsys, ["run", "teaching-8gpu", *flag], "internal error (InternalError)",
+                          "non-finite", code=1)
     assert "Infinity" not in line
 
 
@@ -214,7 +221,8 @@ def test_7_key_with_newline_gives_one_line(capsys, tmp_path):
     path = tmp_path / "nl.yaml"
     path.write_text(TEACHING.replace("  pp: 4", '  "p\\np": 4\n  pp: 4'), encoding="utf-8")
     one_line_error(capsys, ["run", str(path)], "error: parallelism.p\\np: unknown key")
-    one_line_error(capsys, ["run", "teaching-8gpu", "--set", "parallelism.p\np=4"], "parallelism.p\\np", "unknown key")
+    one_line_error(capsys, ["run", "teaching-8gpu", "--set", "parallelism.p\np=4"], "parallelism.p\\np",
+                   "unknown key")
     one_line_error(capsys, ["run", "no\nsuch\x1b[2J"], "error: no\\nsuch\\x1b[2J: no such scenario file")
     view = parse_query({"scenario": "teaching-8gpu", "p\np\x1b[31m": "1"})
     assert view.warnings == ["ignored p\\np\\x1b[31m: not a scenario field"]
@@ -247,8 +255,8 @@ def test_8_merge_keys_are_rejected():
 
 
 # -- 9. unbounded work: the budget ------------------------------------------------------------------------
-ISSUE_9 = {"scenario": "teaching-8gpu", "model.layers": "1024", "cluster.nodes": "128", "parallelism.pp": "1024",
-           "training.global_batch": "256"}
+ISSUE_9 = {"scenario": "teaching-8gpu", "model.layers": "1024", "cluster.nodes": "128",
+           "parallelism.pp": "1024", "training.global_batch": "256"}
 
 
 def test_9_issue_link_opens_fast_on_a_valid_scenario_within_budget():

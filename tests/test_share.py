@@ -9,8 +9,8 @@ from explorer.share import changed_fields, parse_query, preset_raw, to_query
 
 @pytest.mark.parametrize("scenario,overrides", [
     ("llama3-405b-16k", {"parallelism.pp": "8", "cluster.scale_out.oversubscription": "4"}),
-    ("teaching-8gpu", {"model.moe.experts": "8", "model.moe.top_k": "2", "model.moe.expert_ffn_hidden": "4096",
-                       "parallelism.ep": "2"}),
+    ("teaching-8gpu", {"model.moe.experts": "8", "model.moe.top_k": "2",
+                       "model.moe.expert_ffn_hidden": "4096", "parallelism.ep": "2"}),
     ("two-datacenters", {"cluster.scale_across.bandwidth_Gbps": "200", "communication.algorithm": "ring"}),
     ("deepseek-v3", {"parallelism.schedule": "1f1b", "model.moe.imbalance": "1.5"}),
     ("teaching-8gpu", {"hardware.gpu": "b200", "parallelism.stage_layers": "[5,7,7,5]"}),

@@ -3,19 +3,18 @@ and what would be valid; derived defaults, round-trips and dotted-key overrides.
 from __future__ import annotations
 
 import copy
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # allow plain `pytest` as well as `python -m pytest`
-    sys.path.insert(0, str(ROOT))
-
-from explorer.scenario import (  # noqa: E402
+from explorer.config.loading import fill_defaults, resolve_presets
+from explorer.config.rules import RULES, validate
+from explorer.config.schema import build
+from explorer.scenario import (
     MAX_GPUS,
+    Scenario,
     ScenarioError,
     apply_overrides,
     from_dict,
@@ -25,6 +24,8 @@ from explorer.scenario import (  # noqa: E402
     parse_assignment,
     to_dict,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SCENARIO_FILES = sorted((ROOT / "scenarios").glob("*.yaml"))
 
@@ -136,7 +137,8 @@ def test_integral_float_for_an_int_is_accepted():
 
 
 def test_string_for_a_number():
-    expect_error(mutate({"cluster.scale_out.nic_Gbps": "400"}), "cluster.scale_out.nic_Gbps", "'400'", "number")
+    expect_error(mutate({"cluster.scale_out.nic_Gbps": "400"}), "cluster.scale_out.nic_Gbps", "'400'",
+                 "number")
 
 
 def test_string_for_a_bool():
@@ -144,7 +146,8 @@ def test_string_for_a_bool():
 
 
 def test_nan_for_a_number():
-    expect_error(mutate({"cluster.scale_up.latency_us": float("nan")}), "cluster.scale_up.latency_us", "nan", "finite")
+    expect_error(mutate({"cluster.scale_up.latency_us": float("nan")}), "cluster.scale_up.latency_us", "nan",
+                 "finite")
 
 
 @pytest.mark.parametrize("section", ["cluster", "training", "parallelism"])
@@ -153,7 +156,8 @@ def test_list_for_a_mapping(section):
 
 
 def test_list_for_nested_mapping():
-    expect_error(mutate({"cluster.scale_out": ["rail-optimized"]}), "cluster.scale_out", "['rail-optimized']", "mapping")
+    expect_error(mutate({"cluster.scale_out": ["rail-optimized"]}), "cluster.scale_out", "['rail-optimized']",
+                 "mapping")
 
 
 def test_whole_file_not_a_mapping():
@@ -193,11 +197,13 @@ def test_heads_not_divisible_by_tp():
 
 
 def test_kv_heads_must_divide_heads():
-    expect_error(mutate({"model.kv_heads": 5}), "model.kv_heads", "5", "heads=32", "valid: 1, 2, 4, 8, 16, 32")
+    expect_error(mutate({"model.kv_heads": 5}), "model.kv_heads", "5", "heads=32",
+                 "valid: 1, 2, 4, 8, 16, 32")
 
 
 def test_kv_heads_larger_than_heads():
-    expect_error(mutate({"model.kv_heads": 64}), "model.kv_heads", "64", "heads=32", "valid: 1, 2, 4, 8, 16, 32")
+    expect_error(mutate({"model.kv_heads": 64}), "model.kv_heads", "64", "heads=32",
+                 "valid: 1, 2, 4, 8, 16, 32")
 
 
 def test_tp_and_kv_heads_must_divide_one_another():
@@ -271,7 +277,8 @@ def test_unknown_model_preset():
 
 def test_more_than_ten_million_gpus():
     nodes = MAX_GPUS // 8 + 1
-    expect_error(mutate({"cluster.nodes": nodes}), "cluster.nodes", str(nodes), f"{nodes * 8} GPUs", "10,000,000")
+    expect_error(mutate({"cluster.nodes": nodes}), "cluster.nodes", str(nodes), f"{nodes * 8} GPUs",
+                 "10,000,000")
 
 
 def test_exactly_ten_million_gpus_is_accepted():
@@ -340,10 +347,12 @@ def test_stage_layers_valid_list_and_comma_string():
 
 
 def test_stage_layers_bad_item_names_index():
-    expect_error(mutate({"parallelism.stage_layers": [16, "x"]}), "parallelism.stage_layers[1]", "'x'", "integer")
+    expect_error(mutate({"parallelism.stage_layers": [16, "x"]}), "parallelism.stage_layers[1]", "'x'",
+                 "integer")
 
 
-@pytest.mark.parametrize("order", ["tp-dp-pp", "tp-cp-dp-pp-tp", "tp-cp-ep-ep-dp-pp", "tp,cp,dp,pp", "tp-cp-dp-xx"])
+@pytest.mark.parametrize("order", ["tp-dp-pp", "tp-cp-dp-pp-tp", "tp-cp-ep-ep-dp-pp", "tp,cp,dp,pp",
+                                   "tp-cp-dp-xx"])
 def test_bad_order(order):
     expect_error(mutate({"parallelism.order": order}), "parallelism.order", repr(order),
                  "tp, cp, dp and pp once each", "e.g. tp-cp-ep-dp-pp")
@@ -400,7 +409,8 @@ CUSTOM_GPU = {"name": "Custom X", "peak_tflops": 500, "memory_GB": 96, "hbm_GBps
 def test_gpu_as_mapping():
     sc = from_dict(mutate({"hardware.gpu": dict(CUSTOM_GPU)}))
     gpu = sc.hardware.gpu
-    assert gpu.name == "Custom X" and gpu.peak_tflops == 500.0 and gpu.memory_GB == 96.0 and gpu.hbm_GBps == 4000.0
+    assert gpu.name == "Custom X" and gpu.peak_tflops == 500.0
+    assert gpu.memory_GB == 96.0 and gpu.hbm_GBps == 4000.0
     assert gpu.fp8_tflops == 500.0          # defaults to peak_tflops
     assert gpu.preset is None and gpu.nvlink_sharp is False
     assert sc.cluster.scale_up.bandwidth_GBps == 300.0  # no scale_up_GBps in the mapping: fallback
@@ -433,9 +443,11 @@ def test_gpu_mapping_missing_required_number():
 
 
 def test_gpu_mapping_valid_keys_are_consistent():
-    msg = expect_error(mutate({"hardware.gpu": {**CUSTOM_GPU, "peak_tflop": 1}}), "hardware.gpu.peak_tflop", None)
+    msg = expect_error(mutate({"hardware.gpu": {**CUSTOM_GPU, "peak_tflop": 1}}), "hardware.gpu.peak_tflop",
+                       None)
     assert "preset" not in msg.split("valid keys:")[1]
-    msg = expect_error(mutate({"hardware.gpu": {**CUSTOM_GPU, "preset": "h100-sxm"}}), "hardware.gpu.preset", None)
+    msg = expect_error(mutate({"hardware.gpu": {**CUSTOM_GPU, "preset": "h100-sxm"}}), "hardware.gpu.preset",
+                       None)
     assert "nvlink_sharp" in msg
 
 
@@ -592,3 +604,75 @@ def test_parse_assignment_bad_yaml():
         parse_assignment("parallelism.stage_layers=[1,")
     assert info.value.field == "parallelism.stage_layers"
     assert "'[1,'" in str(info.value) and "YAML" in str(info.value) and "\n" not in str(info.value)
+
+
+# --------------------------------------------------------------------------------------------
+# One case per named rule (explorer/config/rules.py): the rule itself catches it, and from_dict
+# reports it on the field the rule names.
+# --------------------------------------------------------------------------------------------
+_MIXTRAL = {"model.preset": "mixtral-8x7b"}
+RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
+    "rule_gpu_count": [({"cluster.nodes": MAX_GPUS // 8 + 1}, "cluster.nodes")],
+    "rule_degrees_fill_cluster": [({"parallelism.dp": 3}, "parallelism.dp")],
+    "rule_tp_divides_heads": [({"model": {"layers": 4, "hidden": 768, "heads": 12},
+                               "parallelism": {"tp": 8, "pp": 1, "dp": 2}}, "parallelism.tp")],
+    "rule_kv_heads_divide_heads": [({"model.kv_heads": 5}, "model.kv_heads")],
+    "rule_tp_and_kv_heads_divide": [({"model": {"layers": 4, "hidden": 768, "heads": 24, "kv_heads": 8},
+                                     "cluster": {"gpus_per_node": 6, "nodes": 2},
+                                     "parallelism": {"tp": 6, "pp": 2, "dp": 1}}, "parallelism.tp")],
+    "rule_layers_fill_chunks": [({"model.layers": 1}, "model.layers")],
+    "rule_dp_priority_needs_flushing_schedule": [({"communication.dp_priority": True,
+                                                  "communication.dp_overlap": False},
+                                                 "communication.dp_priority")],
+    "rule_batch_divides": [({"training.global_batch": 30}, "training.global_batch")],
+    "rule_schedule": [
+        ({"parallelism.vpp": 2}, "parallelism.vpp"),
+        ({"parallelism": {"tp": 2, "pp": 1, "dp": 8, "schedule": "dualpipe"}}, "parallelism.pp"),
+        ({"parallelism": {"tp": 2, "pp": 1, "dp": 8, "schedule": "interleaved"}}, "parallelism.schedule"),
+        ({"training.global_batch": 20, "parallelism.vpp": 2, "parallelism.schedule": "interleaved"},
+         "training.global_batch"),
+        ({"training.global_batch": 8, "parallelism.schedule": "dualpipe"}, "training.global_batch"),
+    ],
+    "rule_ep_divides_dp_cp": [({**_MIXTRAL, "parallelism.ep": 3}, "parallelism.ep")],
+    "rule_ep_needs_moe": [({"parallelism.ep": 2}, "parallelism.ep")],
+    "rule_ep_divides_experts": [({**_MIXTRAL, "model.moe": {"experts": 6, "top_k": 2}, "parallelism.ep": 4},
+                                "parallelism.ep")],
+    "rule_top_k_within_experts": [({**_MIXTRAL, "model.moe": {"top_k": 9}}, "model.moe.top_k")],
+    "rule_expert_ffn_hidden": [({**_MIXTRAL, "model.moe": {"expert_ffn_hidden": 0}},
+                               "model.moe.expert_ffn_hidden")],
+    "rule_dense_layers_within_layers": [({**_MIXTRAL, "model.moe": {"dense_layers": 1000}},
+                                        "model.moe.dense_layers")],
+    "rule_token_slices_divide_sequence": [({"parallelism.token_slices": 3}, "parallelism.token_slices")],
+    "rule_cp_divides_sequence": [({"model.seq_len": 1022,
+                                   "parallelism": {"tp": 2, "pp": 2, "cp": 2, "dp": 2}}, "parallelism.cp")],
+    "rule_sequence_parallel_divides": [({"model.seq_len": 1023, "parallelism.sequence_parallel": True},
+                                       "parallelism.sequence_parallel")],
+    "rule_order_lists_each_dim": [({"parallelism.order": "tp-dp-pp"}, "parallelism.order")],
+    "rule_datacenters_divide_nodes": [({"cluster.datacenters": 3}, "cluster.datacenters")],
+    "rule_stage_layers_count": [({"parallelism.stage_layers": [16, 8, 8]}, "parallelism.stage_layers")],
+    "rule_stage_layers_sum": [({"parallelism.stage_layers": [16, 15]}, "parallelism.stage_layers")],
+    "rule_stage_layers_not_empty": [({"parallelism.stage_layers": [32, 0]}, "parallelism.stage_layers")],
+    "rule_work_budget": [({"training.global_batch": 400_000}, "training.global_batch")],
+}
+
+
+def test_every_rule_has_a_case():
+    assert [r.__name__ for r in RULES] == list(RULE_CASES)
+
+
+RULE_PARAMS = [pytest.param(rule, changes, field, id=f"{rule.__name__}-{i}")
+               for rule in RULES for i, (changes, field) in enumerate(RULE_CASES[rule.__name__])]
+
+
+@pytest.mark.parametrize("rule,changes,field", RULE_PARAMS)
+def test_rule_catches_its_case(rule, changes, field):
+    raw = mutate(changes)
+    expect_error(raw, field, None)
+    unchecked = fill_defaults(build(Scenario, resolve_presets(raw)))
+    with pytest.raises(ScenarioError) as info:
+        rule(unchecked)
+    assert info.value.field == field and "\n" not in str(info.value)
+
+
+def test_the_valid_base_passes_every_rule():
+    assert validate(from_dict(BASE)) is None

@@ -1,13 +1,14 @@
 """Work budget: how big a simulation a scenario asks for, known before simulating.
 
-:func:`estimate` counts, from the :class:`~explorer.scenario.Scenario` alone, the engine tasks the
+:func:`estimate` counts, from the :class:`~explorer.config.sections.Scenario` alone, the engine tasks the
 iteration builder (schedules/iteration.py) will create and the rows a full per-layer timeline
 would have.  Both are upper bounds that follow the builder's structure:
 
 - compute: per pipeline stage one task per op of the schedule's program order — forward and
   backward per pipeline unit per virtual chunk (2·m·v; m = micro_batches x token_slices),
-  backward split into B and W for zb-h1/zb-h2 and DualPipe (at most 3·m), twice the units for
-  pipedream-async (two iterations are simulated back to back) — plus one optimizer task;
+  backward split into B and W where the schedule splits it (zb-h1/zb-h2, DualPipe: at most 3·m),
+  times the iterations the schedule simulates back to back (two for pipedream-async; both read
+  from explorer/schedules/registry.py) — plus one optimizer task;
 - pp: one transfer per forward or backward that crosses to another chunk (2·m·(p·v - 1));
 - dp: at most MAX_BUCKET_TASKS bucket tasks per chunk, per gradient kind (dense; expert when
   ep < dp·cp) and per collective (all-reduce; or reduce-scatter and all-gather for ZeRO 1-2);
@@ -17,8 +18,9 @@ would have.  Both are upper bounds that follow the builder's structure:
 names the knobs making it smaller.  The cost of a simulation grows with the tasks, through
 per-stage passes over the task list in the analysis with tasks x stages, and with the layers
 (the balanced layer split is searched layer by layer); the budget weighs tasks by
-``1 + pp / STAGE_WEIGHT`` and adds ``LAYER_WEIGHT`` units per layer.  Measured on the 2-core reference machine (``python -m
-explorer run``, wall time including start-up; see bench/fuzz.py for the fuzzing figures):
+``1 + pp / STAGE_WEIGHT`` and adds ``LAYER_WEIGHT`` units per layer.  Measured on the 2-core
+reference machine (``python -m explorer run``, wall time including start-up; see bench/fuzz.py
+for the fuzzing figures):
 
 ==========================  =======  ========  ==========  =======
 case (pp x micro-batches)   tasks    work      seconds     peak MB
@@ -37,7 +39,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .scenario import Scenario, ScenarioError
+from ..schedules import registry
+from .schema import ScenarioError
+from .sections import Scenario
 
 MAX_BUCKET_TASKS = 8        # = schedules.iteration.MAX_BUCKET_TASKS (gradient buckets kept separate)
 STAGE_WEIGHT = 512          # a task costs 1 + pp/512 units: the analysis passes over tasks per stage
@@ -67,23 +71,22 @@ class WorkEstimate:
 def estimate(sc: Scenario) -> WorkEstimate:
     """Engine tasks and per-layer timeline rows of simulating ``sc`` (upper bounds, no simulation).
 
-    >>> from explorer.scenario import load
-    >>> e = estimate(load("scenarios/teaching-8gpu.yaml"))
+    >>> from explorer.config import load, shipped_scenarios
+    >>> e = estimate(load(shipped_scenarios()["teaching-8gpu"]))
     >>> e.tasks > 4 * 2 * 8          # 4 stages x (forward + backward) x 8 micro-batches, and more
     True
     """
     par = sc.parallelism
     p, v = par.pp, par.vpp
     units = sc.micro_batches * par.token_slices
-    sched = par.schedule
-    runs = 2 * units if sched == "pipedream-async" else units     # pipeline units simulated
-    if sched in ("zb-h1", "zb-h2", "dualpipe"):
+    sched = registry.get(par.schedule)
+    runs = sched.iterations_simulated * units                     # pipeline units simulated
+    if sched.split_backward:              # (vpp is 1: only interleaving schedules have virtual stages)
         passes = 2 * runs                 # forwards and backwards (input-gradient part) per stage
         compute = 3 * runs                # ... plus a separate weight-gradient pass each at most
-        chunks = 2 if sched == "dualpipe" else 1
     else:
         passes = compute = 2 * runs * v
-        chunks = v
+    chunks = sched.chunks_per_rank(v)     # model chunks per GPU: v, or both ends for DualPipe
     pp_tasks = 2 * runs * max(p * v - 1, 0)           # vpp > 1 only with the interleaved schedule
     dp_group = sc.dp * par.cp
     dims = (1 if dp_group > 1 else 0) + (1 if sc.model.is_moe and dp_group // par.ep > 1 else 0)
@@ -108,7 +111,9 @@ def check_budget(sc: Scenario) -> None:
         par = sc.parallelism
         raise ScenarioError(
             "training.global_batch",
-            f"{sc.micro_batches * par.token_slices:,} pipeline units x {par.pp * par.vpp:,} pipeline chunks need "
+            f"{sc.micro_batches * par.token_slices:,} pipeline units x {par.pp * par.vpp:,} pipeline "
+            f"chunks need "
             f"about {e.tasks:,} engine tasks on {par.pp:,} stages, beyond the simulation budget "
-            f"(tasks x (1 + pp/{STAGE_WEIGHT}) + {LAYER_WEIGHT} x model.layers <= {MAX_WORK:,}, here {e.work:,}); "
+            f"(tasks x (1 + pp/{STAGE_WEIGHT}) + {LAYER_WEIGHT} x model.layers <= {MAX_WORK:,}, "
+            f"here {e.work:,}); "
             f"make it smaller with {KNOBS}")

@@ -17,7 +17,7 @@ hostile text cannot get around:
 - plain ``2024-01-01`` stays a string (the implicit timestamp resolver is off: ``2024-99-99``
   would otherwise raise ValueError from ``datetime``).
 
-Every failure is a :class:`~explorer.schema.ScenarioError` with a one-line message that names the
+Every failure is a :class:`~explorer.config.schema.ScenarioError` with a one-line message that names the
 source (file or key), the dotted key inside the document when known, and the line.
 """
 from __future__ import annotations
@@ -75,7 +75,8 @@ class BoundedLoader(yaml.SafeLoader):
                             event.start_mark, self._where())
         tag = getattr(event, "tag", None)
         if tag is not None:
-            raise _Rejected(f"explicit YAML tag {excerpt(_tag_name(tag))} is not accepted; write a plain value",
+            raise _Rejected(f"explicit YAML tag {excerpt(_tag_name(tag))} is not accepted; "
+                            "write a plain value",
                             event.start_mark, self._where())
         self._nodes += 1
         if self._nodes > MAX_NODES:
@@ -150,9 +151,11 @@ class BoundedLoader(yaml.SafeLoader):
             try:
                 hash(key)
             except TypeError:
-                raise _Rejected("a key must be a plain value, not a list or mapping", key_node.start_mark) from None
+                raise _Rejected("a key must be a plain value, not a list or mapping",
+                                key_node.start_mark) from None
             if key in out:
-                raise _Rejected(f"duplicate key {excerpt(key)}; each key may appear once", key_node.start_mark)
+                raise _Rejected(f"duplicate key {excerpt(key)}; each key may appear once",
+                                key_node.start_mark)
             out[key] = self.construct_object(value_node, deep=deep)
         return out
 
@@ -165,7 +168,8 @@ BoundedLoader.yaml_implicit_resolvers = {
 # Exponent floats without a dot (1e6, 5e-324) are floats, as in JSON and YAML 1.2; YAML 1.1 read
 # them as strings, so "1e-05" written into a link came back as text.
 BoundedLoader.add_implicit_resolver(
-    _FLOAT_TAG, re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"), list("-+0123456789."))
+    _FLOAT_TAG, re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
 
 
 def _load(text: Any, source: str, max_bytes: int, prefix: str) -> Any:
@@ -180,8 +184,10 @@ def _load(text: Any, source: str, max_bytes: int, prefix: str) -> Any:
     if not isinstance(text, str):
         raise ScenarioError(source, f"{excerpt(text)} is not text")
     # Characters <= bytes: the cheap test first, the exact one only near the limit.
-    if len(text) > max_bytes or (4 * len(text) > max_bytes and len(text.encode("utf-8", "replace")) > max_bytes):
-        raise ScenarioError(source, f"is {len(text.encode('utf-8', 'replace')):,} bytes; at most {max_bytes:,} are accepted")
+    if len(text) > max_bytes or (4 * len(text) > max_bytes
+                                 and len(text.encode("utf-8", "replace")) > max_bytes):
+        raise ScenarioError(source, f"is {len(text.encode('utf-8', 'replace')):,} bytes; "
+                            f"at most {max_bytes:,} are accepted")
     loader = None
     try:
         loader = BoundedLoader(text)       # the reader rejects control characters here already
@@ -189,12 +195,14 @@ def _load(text: Any, source: str, max_bytes: int, prefix: str) -> Any:
     except _Rejected as exc:
         where = ".".join(p for p in (prefix, exc.path) if p).replace(".[", "[")
         line = f" (line {exc.mark.line + 1})" if exc.mark is not None else ""
-        raise ScenarioError(source, (f"{where}: " if where and where != source else "") + exc.message + line) from None
+        prefix = f"{where}: " if where and where != source else ""
+        raise ScenarioError(source, prefix + exc.message + line) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise ScenarioError(source, f"is not valid YAML/JSON{where}") from None
-    except (ValueError, TypeError, OverflowError, RecursionError, AttributeError, KeyError, IndexError) as exc:
+    except (ValueError, TypeError, OverflowError, RecursionError, AttributeError, KeyError,
+            IndexError) as exc:
         # Defence in depth: the bounds above leave no known constructor path that raises these.
         raise ScenarioError(source, f"cannot be read ({exc.__class__.__name__})") from None
     finally:
@@ -210,7 +218,7 @@ def parse_document(text: str | bytes, source: str = "scenario", max_bytes: int =
     >>> parse_document("a: &x [1]\\nb: *x")
     Traceback (most recent call last):
     ...
-    explorer.schema.ScenarioError: scenario: a: YAML anchors and aliases (&name, *name) are not accepted; write the value out (line 1)
+    explorer.config.schema.ScenarioError: scenario: a: YAML anchors and aliases ... (line 1)
     """
     raw = _load(text, source, max_bytes, "")
     if not isinstance(raw, dict):
@@ -226,7 +234,7 @@ def parse_value(text: str, key: str, max_bytes: int = MAX_VALUE_BYTES) -> Any:
     >>> parse_value("!!int abc", "parallelism.pp")
     Traceback (most recent call last):
     ...
-    explorer.schema.ScenarioError: parallelism.pp: explicit YAML tag '!!int' is not accepted; write a plain value (line 1)
+    explorer.config.schema.ScenarioError: parallelism.pp: explicit YAML tag '!!int' is not accepted; ...
     """
     if isinstance(text, str) and not text.strip():
         return None

@@ -1,0 +1,167 @@
+"""Loading: text -> raw mapping -> :class:`Scenario` (presets, defaults, rules), and back.
+
+``from_dict`` is the one way a scenario comes to exist: it resolves presets, builds the frozen
+sections strictly (explorer/config/schema.py), fills the *derived defaults* and runs every rule
+(explorer/config/rules.py).  Derived defaults are resolved once, here, so no consumer ever reads
+``None`` for them:
+
+==============================  =========================================================
+field                           filled with
+==============================  =========================================================
+model.kv_heads                  model.heads (multi-head attention)
+model.ffn_hidden                4 * model.hidden (GPT-2/3's FFN width)
+hardware.gpu.fp8_tflops         hardware.gpu.peak_tflops (no fp8 speed-up unless stated)
+cluster.scale_up.bandwidth_GBps hardware.gpu.scale_up_GBps, else FALLBACK_SCALE_UP_GBPS
+parallelism.dp                  GPUs / (tp * pp * cp)
+==============================  =========================================================
+"""
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .inputs import MAX_BYTES, parse_document
+from .overrides import apply_overrides
+from .presets import DEFAULT_GPU, gpu_presets, preset
+from .rules import validate
+from .schema import ScenarioError, build, dump, unknown_key_error, user_keys
+from .sections import GPU, Scenario
+
+# Scale-up bandwidth of a custom GPU mapping that gives no scale_up_GBps: 300 GB/s per direction,
+# third-generation NVLink of the A100 SXM (12 links x 25 GB/s; NVIDIA A100 datasheet: 600 GB/s
+# bidirectional), the a100-80gb preset's value: a GPU of unknown interconnect gets the oldest
+# NVLink generation among the NVSwitch presets rather than a newer one's speed.
+FALLBACK_SCALE_UP_GBPS = 300.0
+
+
+def resolve_presets(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``raw`` with ``model.preset`` and ``hardware.gpu`` (a name) expanded to mappings;
+    fields the scenario gives win over the preset's (``model.moe`` merged key by key)."""
+    raw = copy.deepcopy(dict(raw))
+    model = raw.get("model")
+    if isinstance(model, dict) and model.get("preset") is not None:
+        base = preset("models", model["preset"], "model.preset")
+        moe = model.get("moe")
+        if isinstance(moe, dict) and isinstance(base.get("moe"), dict):
+            model = {**model, "moe": {**base["moe"], **moe}}
+        raw["model"] = {**base, **model}
+    hw = raw.get("hardware")
+    if isinstance(hw, dict):
+        gpu = hw.get("gpu")
+        if isinstance(gpu, str) or gpu is None:
+            name = gpu if gpu is not None else DEFAULT_GPU
+            raw["hardware"] = {**hw, "gpu": {**preset("gpus", name, "hardware.gpu"), "preset": name}}
+        elif isinstance(gpu, dict) and "preset" in gpu:
+            raise unknown_key_error("preset", user_keys(GPU), "hardware.gpu")
+    elif hw is None:
+        raw["hardware"] = {"gpu": {**preset("gpus", DEFAULT_GPU, "hardware.gpu"), "preset": DEFAULT_GPU}}
+    return raw
+
+
+def fill_defaults(sc: Scenario) -> Scenario:
+    """``sc`` with every derived default of the module docstring's table filled."""
+    m = sc.model
+    model = replace(m, kv_heads=m.kv_heads or m.heads, ffn_hidden=m.ffn_hidden or 4 * m.hidden)
+    gpu = sc.hardware.gpu
+    gpu = replace(gpu, fp8_tflops=gpu.fp8_tflops or gpu.peak_tflops)
+    up = sc.cluster.scale_up
+    if up.bandwidth_GBps is None:
+        up = replace(up, bandwidth_GBps=gpu.scale_up_GBps or FALLBACK_SCALE_UP_GBPS)
+    cluster = replace(sc.cluster, scale_up=up)
+    par = sc.parallelism
+    if par.dp is None:
+        denom = par.tp * par.pp * par.cp
+        if cluster.gpus % denom:
+            raise ScenarioError("parallelism", f"tp*pp*cp = {denom} does not divide the {cluster.gpus} GPUs "
+                                f"(nodes*gpus_per_node); choose degrees whose product divides {cluster.gpus}")
+        par = replace(par, dp=cluster.gpus // denom)
+    return replace(sc, model=model, hardware=replace(sc.hardware, gpu=gpu), cluster=cluster, parallelism=par)
+
+
+def from_dict(raw: Mapping[str, Any]) -> Scenario:
+    """Validate a raw mapping and return the resolved :class:`Scenario` (raises ScenarioError).
+
+    >>> sc = from_dict({"model": {"preset": "llama3-8b"}, "training": {"global_batch": 8}})
+    >>> sc.dp, sc.model.kv_heads, sc.cluster.scale_up.bandwidth_GBps
+    (8, 8, 450.0)
+    """
+    if not isinstance(raw, Mapping):
+        raise ScenarioError("scenario", "the file must hold a mapping of sections (model, training, ...)")
+    resolved = resolve_presets(raw)
+    for section in ("model", "training"):
+        if section not in resolved:
+            raise ScenarioError(section, "is required")
+    sc = fill_defaults(build(Scenario, resolved))
+    validate(sc)
+    return sc
+
+
+def parse_text(text: str | bytes, source: str = "scenario") -> dict[str, Any]:
+    """Parse YAML (or JSON, a YAML subset) text into a raw mapping, with a one-line error.
+
+    This is the parser for uploads too: it bounds size, nesting, aliases and string lengths and
+    rejects tags and duplicate keys (explorer/config/inputs.py)."""
+    return parse_document(text, source)
+
+
+def load_raw(path: str | Path) -> dict[str, Any]:
+    """Read a scenario file into a raw mapping (no validation yet)."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            # Read one byte more than accepted: an oversized (or endless, e.g. /dev/zero) file
+            # is rejected without being read whole.
+            data = fh.read(MAX_BYTES + 1)
+        text = data.decode("utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(str(path), "no such scenario file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(str(path), f"cannot be read ({exc.__class__.__name__})") from None
+    if len(data) > MAX_BYTES:
+        raise ScenarioError(str(path), f"is larger than the {MAX_BYTES:,} bytes accepted")
+    return parse_text(text, str(path))
+
+
+def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
+    """Load, override (dotted keys) and validate a scenario file."""
+    return from_dict(apply_overrides(load_raw(path), overrides or {}))
+
+
+def to_dict(sc: Scenario) -> dict[str, Any]:
+    """A plain mapping that :func:`from_dict` turns back into an equal scenario (a preset GPU
+    that nobody changed is written as its name)."""
+    out = dump(sc)
+    gpu = sc.hardware.gpu
+    if gpu.preset is not None and replace(gpu, preset=None) == _filled_gpu_preset(gpu.preset):
+        out["hardware"]["gpu"] = gpu.preset
+    return out
+
+
+def _filled_gpu_preset(name: str) -> GPU:
+    """GPU preset ``name`` as from_dict would fill it (fp8 peak derived)."""
+    g = build(GPU, gpu_presets()[name], "hardware.gpu")
+    return replace(g, fp8_tflops=g.fp8_tflops or g.peak_tflops)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the Markdown description) as literal blocks, as people write them."""
+
+
+_Dumper.add_representer(str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s,
+                                                              style="|" if "\n" in s else None))
+
+
+def to_yaml(sc: Scenario) -> str:
+    """The scenario as YAML, in field order, descriptions as literal blocks."""
+    return yaml.dump(to_dict(sc), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def to_json(sc: Scenario) -> str:
+    """The scenario as indented JSON."""
+    return json.dumps(to_dict(sc), indent=2)

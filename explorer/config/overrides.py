@@ -1,0 +1,90 @@
+"""Overrides as dotted keys (``parallelism.pp=8``): the CLI's ``--set`` and share links.
+
+An override edits the *raw* mapping (before validation), so a scenario with overrides goes
+through exactly the same loading and rules as a file.  A key that names no field fails at once
+with a one-line error naming the deepest valid prefix and what may follow it.
+"""
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from .inputs import parse_value
+from .presets import preset
+from .schema import ScenarioError, excerpt, field_paths, unknown_key_error
+from .sections import Scenario
+
+SETTABLE = field_paths(Scenario)
+# The GPU may be given as a preset name in place of the mapping; the model preset likewise.
+SETTABLE_ROOTS = {"hardware.gpu"}
+
+
+def is_settable(key: str) -> bool:
+    """Whether a dotted key names a scenario field that an override may set."""
+    return key in SETTABLE or key in SETTABLE_ROOTS
+
+
+def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
+    """Set ``a.b.c = value`` in a raw scenario mapping, validating that the path names a field.
+
+    A GPU given by preset name is expanded to its mapping first, so ``hardware.gpu.peak_tflops``
+    changes one number of the preset and keeps the others.
+    """
+    if not isinstance(key, str) or not is_settable(key):
+        _raise_unknown_path(str(key))
+    parts = key.split(".")
+    node = raw
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if isinstance(child, str) and ".".join(parts[: i + 1]) == "hardware.gpu":
+            child = preset("gpus", child, "hardware.gpu")
+        if not isinstance(child, dict):
+            child = {}
+        node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def _raise_unknown_path(key: str) -> None:
+    """One-line error for a dotted key that names no field: the deepest valid prefix and what
+    may follow it, or a hint when the key names a whole section."""
+    if any(p.startswith(key + ".") for p in SETTABLE):
+        example = next(p for p in SETTABLE if p.startswith(key + "."))
+        raise ScenarioError(key, f"is a section, not a field; set its fields one by one, e.g. {example}")
+    parts = key.split(".")
+    depth = 0
+    while depth < len(parts) - 1 and any(p.startswith(".".join(parts[: depth + 1]) + ".") for p in SETTABLE):
+        depth += 1
+    prefix = ".".join(parts[:depth])
+    children = sorted({p[len(prefix) + 1 if prefix else 0:].split(".")[0] for p in SETTABLE
+                       if not prefix or p.startswith(prefix + ".")})
+    children = [c for c in children if not _is_derived(f"{prefix}.{c}" if prefix else c)]
+    raise unknown_key_error(parts[depth], children, prefix)
+
+
+def _is_derived(path: str) -> bool:
+    """Whether ``path`` is a leaf field filled by the loader only (never offered to users)."""
+    f = SETTABLE.get(path)
+    return f is not None and bool(f.metadata.get("derived"))
+
+
+def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``raw`` with each dotted-key override applied in order."""
+    out = copy.deepcopy(dict(raw))
+    for key, value in overrides.items():
+        set_dotted(out, key, value)
+    return out
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """Parse ``dotted.key=value`` (value as YAML, through the bounded parser of inputs.py) as the
+    CLI's ``--set`` gives it.
+
+    >>> parse_assignment("parallelism.stage_layers=[7,9]")
+    ('parallelism.stage_layers', [7, 9])
+    """
+    if "=" not in text:
+        raise ScenarioError("--set", f"{excerpt(text)} is not of the form dotted.key=value")
+    key, _, value = text.partition("=")
+    return key.strip(), parse_value(value, key.strip())

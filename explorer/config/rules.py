@@ -1,0 +1,248 @@
+"""Cross-field rules: what makes a scenario whose fields are each valid simulable as a whole.
+
+Each rule is one named function that takes a :class:`Scenario` with its derived defaults filled
+and raises a one-line :class:`ScenarioError` naming the field to change, the bad value and what
+would be valid.  :func:`validate` runs :data:`RULES` in order and stops at the first failure, so
+the order decides which message a scenario with several problems shows (degrees before batch,
+the work budget last because it needs every other rule to hold).  tests/test_validation.py has
+one case per rule (``RULE_CASES``) and checks that every entry of :data:`RULES` is covered.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ..schedules import registry
+from .budget import check_budget
+from .schema import ScenarioError, excerpt
+from .sections import MAX_GPUS, ORDER_DIMS, Scenario
+
+Rule = Callable[[Scenario], None]
+
+
+def divisors(n: int, limit: int = 12) -> str:
+    """The first ``limit`` divisors of ``n`` as text, for "valid: ..." hints.
+
+    >>> divisors(12)
+    '1, 2, 3, 4, 6, 12'
+    """
+    ds = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
+    ds = sorted(set(ds + [n // d for d in ds]))
+    return ", ".join(map(str, ds[:limit])) + (", ..." if len(ds) > limit else "")
+
+
+def rule_gpu_count(sc: Scenario) -> None:
+    """At most MAX_GPUS GPUs."""
+    c = sc.cluster
+    if c.gpus > MAX_GPUS:
+        raise ScenarioError("cluster.nodes", f"{c.nodes} nodes x {c.gpus_per_node} GPUs = {c.gpus} GPUs "
+                            f"is beyond the supported {MAX_GPUS:,}")
+
+
+def rule_degrees_fill_cluster(sc: Scenario) -> None:
+    """tp * pp * dp * cp = the cluster's GPUs."""
+    p, gpus, dp = sc.parallelism, sc.cluster.gpus, sc.dp
+    if p.tp * p.pp * dp * p.cp != gpus:
+        other = p.tp * p.pp * p.cp
+        fix = (f"set dp = {gpus // other} or change the other degrees" if gpus % other == 0 else
+               f"tp*pp*cp = {other} must divide {gpus}; change tp, pp, cp or the cluster size")
+        raise ScenarioError("parallelism.dp", f"tp*pp*dp*cp = {p.tp}*{p.pp}*{dp}*{p.cp} = "
+                            f"{p.tp * p.pp * dp * p.cp} but the cluster has nodes*gpus_per_node = "
+                            f"{gpus} GPUs; {fix}")
+
+
+def rule_tp_divides_heads(sc: Scenario) -> None:
+    """Tensor parallelism splits the attention heads evenly."""
+    m, tp = sc.model, sc.parallelism.tp
+    if m.heads % tp:
+        raise ScenarioError("parallelism.tp", f"{tp} does not divide model.heads={m.heads} "
+                            f"(valid tp: {divisors(m.heads)})")
+
+
+def rule_kv_heads_divide_heads(sc: Scenario) -> None:
+    """Grouped-query attention: each key/value head serves the same number of query heads."""
+    m = sc.model
+    if m.kv_heads > m.heads or m.heads % m.kv_heads:
+        raise ScenarioError("model.kv_heads", f"{m.kv_heads} must divide heads={m.heads} "
+                            f"(valid: {divisors(m.heads)})")
+
+
+def rule_tp_and_kv_heads_divide(sc: Scenario) -> None:
+    """KV heads are split across TP ranks, or replicated on a whole number of them."""
+    m, tp = sc.model, sc.parallelism.tp
+    if m.kv_heads % tp and tp % m.kv_heads:
+        raise ScenarioError("parallelism.tp", f"{tp} and model.kv_heads={m.kv_heads} must divide one "
+                            f"another (valid tp: {divisors(m.kv_heads)} or multiples of {m.kv_heads} "
+                            f"dividing {m.heads})")
+
+
+def rule_layers_fill_chunks(sc: Scenario) -> None:
+    """Every pipeline chunk (pp * vpp of them) holds at least one layer."""
+    layers, p = sc.model.layers, sc.parallelism
+    if layers < p.pp * p.vpp:
+        raise ScenarioError("model.layers", f"{layers} layers cannot fill pp*vpp = {p.pp}*{p.vpp} = "
+                            f"{p.pp * p.vpp} pipeline chunks; need at least {p.pp * p.vpp} layers or "
+                            "fewer stages")
+
+
+def rule_dp_priority_needs_flushing_schedule(sc: Scenario) -> None:
+    """P3 priorities reorder the buckets a flushing backward releases (ZeRO 0-2, overlapped DP)."""
+    com, p = sc.communication, sc.parallelism
+    if com.dp_priority and (not com.dp_overlap or not registry.get(p.schedule).bucket_priority_ok
+                            or p.zero == 3):
+        raise ScenarioError("communication.dp_priority", "needs dp_overlap: true, ZeRO 0-2 and a flushing "
+                            f"schedule ({', '.join(registry.priority_schedules())}): it reorders the "
+                            "buckets the backward releases")
+
+
+def rule_batch_divides(sc: Scenario) -> None:
+    """The global batch is a whole number of micro-batches on every data-parallel replica."""
+    t, dp = sc.training, sc.dp
+    if t.global_batch % (t.micro_batch * dp):
+        raise ScenarioError("training.global_batch", f"{t.global_batch} is not divisible by micro_batch*dp = "
+                            f"{t.micro_batch}*{dp} = {t.micro_batch * dp}; use a multiple of "
+                            f"{t.micro_batch * dp}")
+
+
+def rule_schedule(sc: Scenario) -> None:
+    """The pipeline schedule's own rules, from its registry entry (explorer/schedules/registry.py):
+    virtual stages only where the schedule interleaves, then e.g. interleaved's whole groups of pp
+    micro-batches or DualPipe's even stages and micro-batches."""
+    problem = registry.validate(sc)
+    if problem is not None:
+        raise ScenarioError(*problem)
+
+
+def rule_ep_divides_dp_cp(sc: Scenario) -> None:
+    """Expert parallelism is carved out of the dp * cp ranks."""
+    p, dp = sc.parallelism, sc.dp
+    if (dp * p.cp) % p.ep:
+        raise ScenarioError("parallelism.ep", f"{p.ep} does not divide dp*cp = {dp * p.cp} "
+                            f"(valid: {divisors(dp * p.cp)})")
+
+
+def rule_ep_needs_moe(sc: Scenario) -> None:
+    """Only a mixture-of-experts model has experts to spread."""
+    if sc.parallelism.ep > 1 and not sc.model.is_moe:
+        raise ScenarioError("parallelism.ep", f"{sc.parallelism.ep} needs a mixture-of-experts model "
+                            "(model.moe.experts > 0); use ep: 1")
+
+
+def rule_ep_divides_experts(sc: Scenario) -> None:
+    """Each expert-parallel rank holds the same number of experts."""
+    m, ep = sc.model, sc.parallelism.ep
+    if m.is_moe and m.moe.experts % ep:
+        raise ScenarioError("parallelism.ep", f"{ep} does not divide model.moe.experts={m.moe.experts} "
+                            f"(valid: {divisors(m.moe.experts)})")
+
+
+def rule_top_k_within_experts(sc: Scenario) -> None:
+    """A token cannot be routed to more experts than exist."""
+    m = sc.model
+    if m.is_moe and m.moe.top_k > m.moe.experts:
+        raise ScenarioError("model.moe.top_k", f"{m.moe.top_k} exceeds experts={m.moe.experts}")
+
+
+def rule_expert_ffn_hidden(sc: Scenario) -> None:
+    """Experts have a width."""
+    m = sc.model
+    if m.is_moe and m.moe.expert_ffn_hidden < 1:
+        raise ScenarioError("model.moe.expert_ffn_hidden", "must be at least 1 when experts > 0")
+
+
+def rule_dense_layers_within_layers(sc: Scenario) -> None:
+    """The leading dense layers are layers of the model."""
+    m = sc.model
+    if m.is_moe and m.moe.dense_layers > m.layers:
+        raise ScenarioError("model.moe.dense_layers", f"{m.moe.dense_layers} exceeds layers={m.layers}")
+
+
+def rule_token_slices_divide_sequence(sc: Scenario) -> None:
+    """TeraPipe slices split each context-parallel shard of a sequence evenly."""
+    m, p = sc.model, sc.parallelism
+    if m.seq_len % (p.cp * p.token_slices):
+        raise ScenarioError("parallelism.token_slices", f"{p.token_slices} slices of seq_len/cp = "
+                            f"{m.seq_len}/{p.cp} tokens do not divide evenly; use a divisor of "
+                            f"{m.seq_len // p.cp}")
+
+
+def rule_cp_divides_sequence(sc: Scenario) -> None:
+    """Load-balanced ring attention splits each sequence into 2 * cp chunks."""
+    m, cp = sc.model, sc.parallelism.cp
+    if cp > 1 and m.seq_len % (2 * cp):
+        raise ScenarioError("parallelism.cp", f"{cp} needs seq_len={m.seq_len} divisible by 2*cp "
+                            "(load-balanced ring attention splits each sequence into 2*cp chunks)")
+
+
+def rule_sequence_parallel_divides(sc: Scenario) -> None:
+    """Sequence parallelism splits each rank's tokens across the TP group."""
+    m, p = sc.model, sc.parallelism
+    if p.sequence_parallel and p.tp > 1 and (m.seq_len // p.cp) % p.tp:
+        raise ScenarioError("parallelism.sequence_parallel", f"needs seq_len/cp = {m.seq_len // p.cp} "
+                            f"divisible by tp={p.tp}")
+
+
+def rule_order_lists_each_dim(sc: Scenario) -> None:
+    """The placement order names tp, cp, dp and pp once each (ep at most once)."""
+    order = sc.parallelism.order
+    dims = order.split("-")
+    if sorted(d for d in dims if d != "ep") != sorted(ORDER_DIMS) or dims.count("ep") > 1:
+        raise ScenarioError("parallelism.order", f"{excerpt(order)} must list tp, cp, dp and pp once each "
+                            "(ep optional), innermost first, e.g. tp-cp-ep-dp-pp")
+
+
+def rule_datacenters_divide_nodes(sc: Scenario) -> None:
+    """Datacenters hold the same number of nodes."""
+    c = sc.cluster
+    if c.nodes % c.datacenters:
+        raise ScenarioError("cluster.datacenters", f"{c.datacenters} does not divide nodes={c.nodes} "
+                            f"(valid: {divisors(c.nodes)})")
+
+
+def rule_stage_layers_count(sc: Scenario) -> None:
+    """An explicit layer split names every pipeline chunk."""
+    p = sc.parallelism
+    if p.stage_layers is not None and len(p.stage_layers) != p.pp * p.vpp:
+        raise ScenarioError("parallelism.stage_layers", f"has {len(p.stage_layers)} entries; "
+                            f"need pp*vpp = {p.pp * p.vpp}")
+
+
+def rule_stage_layers_sum(sc: Scenario) -> None:
+    """An explicit layer split places every layer once."""
+    p, layers = sc.parallelism, sc.model.layers
+    if p.stage_layers is not None and sum(p.stage_layers) != layers:
+        raise ScenarioError("parallelism.stage_layers", f"sums to {sum(p.stage_layers)}; "
+                            f"need model.layers = {layers}")
+
+
+def rule_stage_layers_not_empty(sc: Scenario) -> None:
+    """An explicit layer split leaves no chunk empty."""
+    p = sc.parallelism
+    if p.stage_layers is not None and min(p.stage_layers) < 1:
+        raise ScenarioError("parallelism.stage_layers", f"{excerpt(list(p.stage_layers))} has an empty "
+                            "chunk; every pipeline chunk needs at least one layer")
+
+
+def rule_work_budget(sc: Scenario) -> None:
+    """The simulation fits the work budget (explorer/config/budget.py)."""
+    check_budget(sc)
+
+
+RULES: tuple[Rule, ...] = (
+    rule_gpu_count, rule_degrees_fill_cluster, rule_tp_divides_heads, rule_kv_heads_divide_heads,
+    rule_tp_and_kv_heads_divide, rule_layers_fill_chunks, rule_dp_priority_needs_flushing_schedule,
+    rule_batch_divides,
+    rule_schedule,                 # after the batch rule: the registry's rules count whole micro-batches
+    rule_ep_divides_dp_cp, rule_ep_needs_moe, rule_ep_divides_experts, rule_top_k_within_experts,
+    rule_expert_ffn_hidden, rule_dense_layers_within_layers, rule_token_slices_divide_sequence,
+    rule_cp_divides_sequence, rule_sequence_parallel_divides, rule_order_lists_each_dim,
+    rule_datacenters_divide_nodes, rule_stage_layers_count, rule_stage_layers_sum,
+    rule_stage_layers_not_empty,
+    rule_work_budget,              # last: the budget's estimate needs every rule above to hold
+)
+
+
+def validate(sc: Scenario) -> None:
+    """Run every rule of :data:`RULES` in order; the first that fails raises its ScenarioError."""
+    for rule in RULES:
+        rule(sc)

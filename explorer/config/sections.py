@@ -1,0 +1,288 @@
+"""The scenario's sections: frozen dataclasses whose fields carry their own rules.
+
+Each field has a one-line ``doc``, its unit in its name and its bounds in ``metadata`` (the keys
+are listed in :mod:`explorer.config.schema`).  The validator, the README's field table
+(:mod:`explorer.config.docs`) and the app's widgets all read these definitions, so a field is
+documented and checked where it is declared.
+
+Fields typed ``X | None`` whose doc says "default ..." are *derived defaults*: the loader
+(:func:`explorer.config.loading.from_dict`) fills them once, at load, so every consumer of a
+loaded :class:`Scenario` reads a number, never ``None`` (see ``loading.fill_defaults``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..schedules import registry
+
+MAX_GPUS = 10_000_000          # "sizes beyond sane limits" (issue 2): more GPUs than any cluster
+
+# Physical bounds shared by several fields (issue 8): every number lies in a range a real (or
+# deliberately idealised) system can have, so a subnormal 5e-324 bandwidth or efficiency cannot
+# reach the engine, where it would overflow to inf or divide by zero.
+TFLOPS = {"min": 0.1, "max": 1e5, "why": "a B200 reaches 2,250 dense bf16 TFLOP/s; 0.1 to 100,000"}
+SCALE_UP_GBPS = {"min": 0.01, "max": 1e6,
+                 "why": "from a PCIe x1 lane (0.25 GB/s) to NVLink 5 (900 GB/s), up to 1e6 for an ideal link"}
+LATENCY_US = {"min": 0, "max": 1e6, "why": "0 (idealised) to 1 s"}
+# Model fields a model preset may supply instead of the user.
+_FROM_PRESET = {"required": True, "hint": "or give model.preset"}
+
+ORDER_DIMS = ("tp", "cp", "dp", "pp")
+SCHEDULES = registry.names()    # the pipeline schedules the registry describes (explorer/schedules)
+
+
+@dataclass(frozen=True)
+class MoE:
+    """Mixture-of-experts layers (absent or ``experts: 0`` = a dense model)."""
+
+    experts: int = field(default=0, metadata={"min": 0, "max": 65536,
+                                              "doc": "routed experts per MoE layer (0 = dense)"})
+    top_k: int = field(default=0, metadata={"min": 0, "max": 1024, "doc": "experts each token is routed to"})
+    expert_ffn_hidden: int = field(default=0, metadata={"min": 0, "max": 1_048_576,
+                                                        "doc": "FFN width of one expert"})
+    shared_experts: int = field(default=0, metadata={"min": 0, "max": 64,
+                                                     "doc": "always-active experts per MoE layer"})
+    dense_layers: int = field(default=0, metadata={"min": 0, "max": 100_000,
+                                                   "doc": "leading layers that stay dense"})
+    max_nodes: int = field(default=0, metadata={
+        "min": 0, "max": 1_000_000,
+        "doc": "0: no node limit and plain all-to-all dispatch (every top_k copy crosses the fabric); "
+               "M > 0: node-aware dispatch (one fabric copy per destination node, then NVLink; "
+               "DeepSeek-V3) with at most M nodes per token"})
+    imbalance: float = field(default=1.0, metadata={"min": 1.0, "max": 64.0,
+                                                    "doc": "busiest expert rank's load / mean load"})
+
+
+@dataclass(frozen=True)
+class Model:
+    """The transformer: shape, vocabulary, sequence length and optional MoE layers."""
+
+    preset: str | None = field(default=None, metadata={
+        "doc": "start from a named model (explorer/data/models.yaml)"})
+    layers: int = field(default=0, metadata={**_FROM_PRESET, "min": 1, "max": 100_000,
+                                             "doc": "transformer layers"})
+    hidden: int = field(default=0, metadata={**_FROM_PRESET, "min": 1, "max": 1_048_576,
+                                             "doc": "hidden size h"})
+    heads: int = field(default=0, metadata={**_FROM_PRESET, "min": 1, "max": 65536,
+                                            "doc": "attention heads a"})
+    kv_heads: int | None = field(default=None, metadata={
+        "min": 1, "max": 65536, "doc": "key/value heads (GQA when < heads); default heads"})
+    ffn_hidden: int | None = field(default=None, metadata={"min": 1, "max": 4_194_304,
+                                                           "doc": "FFN width; default 4 * hidden"})
+    ffn_kind: str = field(default="gelu", metadata={"choices": ("gelu", "swiglu"),
+                                                    "doc": "gelu: 2 matrices; swiglu: 3 matrices"})
+    vocab: int = field(default=51200, metadata={"min": 1, "max": 10_000_000, "doc": "vocabulary size V"})
+    seq_len: int = field(default=2048, metadata={"min": 1, "max": 10_000_000,
+                                                 "doc": "sequence length s in tokens"})
+    tied_embeddings: bool = field(default=False, metadata={
+        "doc": "output layer shares the input embedding matrix: where one GPU holds both (pp 1, "
+               "DualPipe's edge ranks) its V*h/tp parameters are held, reduced and updated once; on "
+               "different stages each keeps a copy (Megatron-LM), the embedding-group gradient "
+               "all-reduce between them is not modelled"})
+    moe: MoE | None = field(default=None, metadata={"doc": "mixture of experts; absent = dense"})
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether tokens are routed to experts (some experts and a top_k)."""
+        return self.moe is not None and self.moe.experts > 0 and self.moe.top_k > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers with experts: all but the leading dense ones (0 for a dense model)."""
+        return max(self.layers - self.moe.dense_layers, 0) if self.is_moe else 0
+
+
+@dataclass(frozen=True)
+class Training:
+    """Batch, precision, recomputation and optimizer."""
+
+    global_batch: int = field(default=0, metadata={"required": True, "min": 1, "max": 100_000_000,
+                                                   "doc": "sequences per iteration"})
+    micro_batch: int = field(default=1, metadata={"min": 1, "max": 1_000_000,
+                                                  "doc": "sequences per micro-batch"})
+    dtype: str = field(default="bf16", metadata={"choices": ("bf16", "fp16", "fp8", "fp32"),
+                                                 "doc": "compute and activation precision"})
+    recompute: str = field(default="none", metadata={"choices": ("none", "selective", "full"),
+                                                     "doc": "activation recomputation "
+                                                            "(Korthikanti et al. 2022)"})
+    optimizer: str = field(default="adam", metadata={"choices": ("adam", "sgd"),
+                                                     "doc": "optimizer (sets state bytes per parameter)"})
+    flash_attention: bool = field(default=True, metadata={
+        "doc": "fused attention: no s x s score tensor in HBM (Dao et al. 2022)"})
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One accelerator: peaks, memory and its default scale-up link."""
+
+    name: str = field(default="", metadata={"doc": "display name"})
+    peak_tflops: float = field(default=0.0, metadata={"required": True, **TFLOPS,
+                                                      "doc": "dense bf16/fp16 peak, TFLOP/s"})
+    fp8_tflops: float | None = field(default=None, metadata={
+        **TFLOPS, "doc": "dense fp8 peak, TFLOP/s; default peak_tflops"})
+    memory_GB: float = field(default=0.0, metadata={"required": True, "min": 0.1, "max": 1e5,
+                                                    "doc": "HBM capacity, GB",
+                                                    "why": "a B200 holds 192 GB; 0.1 GB to 100 TB per GPU"})
+    hbm_GBps: float = field(default=0.0, metadata={
+        "required": True, "min": 1, "max": 1e7, "doc": "HBM bandwidth, GB/s",
+        "why": "a B200 streams 8,000 GB/s; up to 1e7 for an idealised GPU"})
+    scale_up_GBps: float | None = field(default=None, metadata={
+        **SCALE_UP_GBPS, "doc": "default scale-up bandwidth per direction, GB/s"})
+    measured_matmul_tflops: float | None = field(default=None, metadata={
+        **TFLOPS, "doc": "largest-GEMM throughput measured, TFLOP/s"})
+    nvlink_sharp: bool = field(default=False, metadata={
+        "doc": "NVSwitch can reduce in the switch (NVLS all-reduce)"})
+    preset: str | None = field(default=None, metadata={"derived": True})
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The GPU (a preset name or a mapping) and how close large GEMMs get to its peak."""
+
+    gpu: GPU = field(default_factory=GPU, metadata={
+        "doc": "preset name or mapping {name, peak_tflops, memory_GB, hbm_GBps}"})
+    compute_efficiency: float | None = field(default=None, metadata={
+        "min": 0.01, "max": 1, "why": "a fraction of the peak: 1% to 100%",
+        "doc": "fraction of peak reached by large GEMMs; default fitted (hardware.py)"})
+
+
+@dataclass(frozen=True)
+class ScaleUp:
+    """The intra-node tier (NVLink/NVSwitch or PCIe)."""
+
+    kind: str = field(default="nvswitch", metadata={
+        "choices": ("nvswitch", "nvlink-ring", "pcie"),
+        "doc": "intra-node interconnect: nvswitch = non-blocking crossbar (+NVLS); nvlink-ring = "
+               "neighbours only, all-to-all ~n/4 hops; pcie = 2 GPUs per switch uplink, no NVLS "
+               "(topology.py)"})
+    bandwidth_GBps: float | None = field(default=None, metadata={
+        **SCALE_UP_GBPS, "doc": "per GPU, per direction; default from the GPU preset"})
+    latency_us: float = field(default=2.0, metadata={**LATENCY_US, "doc": "per-message latency"})
+
+
+@dataclass(frozen=True)
+class ScaleOut:
+    """The inter-node fabric (InfiniBand/Ethernet)."""
+
+    kind: str = field(default="rail-optimized", metadata={"choices": ("fat-tree", "rail-optimized"),
+                                                          "doc": "inter-node fabric wiring"})
+    nic_Gbps: float = field(default=400.0, metadata={
+        "min": 1, "max": 1e5, "doc": "per NIC, per direction",
+        "why": "from 1 GbE to 100 Tb/s; NICs ship at 400-800 Gb/s"})
+    nics_per_node: int = field(default=8, metadata={"min": 1, "max": 1024, "doc": "NICs per node"})
+    latency_us: float = field(default=5.0, metadata={**LATENCY_US,
+                                                     "doc": "per-message latency across the fabric"})
+    oversubscription: float = field(default=1.0, metadata={
+        "min": 1, "max": 1024, "doc": "leaf downlink:uplink ratio (1 = non-blocking)"})
+    switch_radix: int = field(default=64, metadata={"min": 4, "max": 4096,
+                                                    "doc": "ports per leaf switch; half face the nodes"})
+
+
+@dataclass(frozen=True)
+class ScaleAcross:
+    """The WAN between datacenters."""
+
+    bandwidth_Gbps: float = field(default=400.0, metadata={
+        "min": 0.001, "max": 1e6, "why": "from 1 Mb/s to 1 Pb/s (a fibre pair carries about 50 Tb/s)",
+        "doc": "between two datacenters, per direction"})
+    latency_ms: float = field(default=5.0, metadata={
+        "min": 0, "max": 1e4, "doc": "one-way WAN latency",
+        "why": "0 (idealised) to 10 s; a geostationary hop is 0.27 s"})
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Nodes of GPUs, the datacenters they sit in, and the three network tiers."""
+
+    gpus_per_node: int = field(default=8, metadata={"min": 1, "max": 1024,
+                                                    "doc": "GPUs sharing the scale-up domain"})
+    nodes: int = field(default=1, metadata={"min": 1, "max": MAX_GPUS, "doc": "nodes in the cluster"})
+    datacenters: int = field(default=1, metadata={"min": 1, "max": 1024,
+                                                  "doc": "buildings/datacenters; nodes split evenly"})
+    scale_up: ScaleUp = field(default_factory=ScaleUp)
+    scale_out: ScaleOut = field(default_factory=ScaleOut)
+    scale_across: ScaleAcross = field(default_factory=ScaleAcross)
+
+    @property
+    def gpus(self) -> int:
+        """All GPUs: nodes x gpus_per_node."""
+        return self.gpus_per_node * self.nodes
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """Parallel degrees, pipeline schedule, ZeRO stage and rank placement."""
+
+    tp: int = field(default=1, metadata={"min": 1, "max": MAX_GPUS, "doc": "tensor parallel degree"})
+    pp: int = field(default=1, metadata={"min": 1, "max": MAX_GPUS, "doc": "pipeline stages"})
+    dp: int | None = field(default=None, metadata={"min": 1, "max": MAX_GPUS,
+                                                   "doc": "data parallel degree; default GPUs/(tp*pp*cp)"})
+    cp: int = field(default=1, metadata={"min": 1, "max": MAX_GPUS, "doc": "context parallel degree"})
+    ep: int = field(default=1, metadata={"min": 1, "max": MAX_GPUS,
+                                         "doc": "expert parallel degree, carved out of dp*cp"})
+    vpp: int = field(default=1, metadata={"min": 1, "max": 1024,
+                                          "doc": "virtual stages per GPU (interleaved schedule)"})
+    schedule: str = field(default=registry.DEFAULT, metadata={"choices": SCHEDULES,
+                                                              "doc": "pipeline schedule"})
+    zero: int = field(default=1, metadata={"min": 0, "max": 3,
+                                           "doc": "ZeRO stage; 3 = fully sharded (FSDP)"})
+    sequence_parallel: bool = field(default=False, metadata={
+        "doc": "Megatron sequence parallelism (RS/AG instead of AR)"})
+    order: str = field(default="tp-cp-ep-dp-pp", metadata={"doc": "rank placement, innermost first"})
+    token_slices: int = field(default=1, metadata={
+        "min": 1, "max": 1024, "doc": "TeraPipe: token slices per sequence that pipeline separately"})
+    stage_layers: tuple[int, ...] | None = field(default=None, metadata={
+        "min": 0, "max": 100_000, "max_items": 1_048_576,
+        "doc": "layers per pipeline stage; default balances compute"})
+    ideal_pipeline: bool = field(default=False, metadata={
+        "doc": "teaching: equal stages, no embedding/logits, no optimizer, free communication, so the "
+               "bubble equals the schedule's closed form"})
+
+
+@dataclass(frozen=True)
+class Communication:
+    """Collective algorithm and the overlap, bucketing and prefetch options."""
+
+    algorithm: str = field(default="auto", metadata={
+        "choices": ("auto", "ring", "tree", "halving-doubling", "hierarchical", "nvls"),
+        "doc": "collective algorithm; auto picks the fastest per call"})
+    dp_overlap: bool = field(default=True, metadata={"doc": "overlap gradient reduction with backward"})
+    bucket_MB: float = field(default=25.0, metadata={"min": 0.001, "max": 1e5, "doc": "gradient bucket size",
+                                                     "why": "1 KB to 100 GB; PyTorch DDP uses 25 MB"})
+    dp_priority: bool = field(default=False, metadata={
+        "doc": "P3/ByteScheduler: reduce the first layers' buckets first; the next iteration starts on them"})
+    tp_overlap: bool = field(default=False, metadata={
+        "doc": "overlap TP collectives with the GEMMs beside them"})
+    prefetch_layers: int = field(default=1, metadata={
+        "min": 0, "max": 64, "doc": "ZeRO-3/FSDP: layers whose parameters are gathered ahead"})
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One training setup.  A loaded Scenario has every derived default filled and satisfies every
+    rule of :mod:`explorer.config.rules`, so it is always simulable."""
+
+    name: str = field(default="unnamed scenario", metadata={"max_len": 200, "doc": "title"})
+    description: str = field(default="", metadata={"max_len": 20000, "doc": "Markdown shown to readers"})
+    model: Model = field(default_factory=Model)
+    training: Training = field(default_factory=Training)
+    hardware: Hardware = field(default_factory=Hardware)
+    cluster: Cluster = field(default_factory=Cluster)
+    parallelism: Parallelism = field(default_factory=Parallelism)
+    communication: Communication = field(default_factory=Communication)
+
+    @property
+    def gpus(self) -> int:
+        """All GPUs of the cluster."""
+        return self.cluster.gpus
+
+    @property
+    def dp(self) -> int:
+        """The data-parallel degree (filled at load when the file leaves it out)."""
+        assert self.parallelism.dp is not None  # filled by loading.fill_defaults
+        return self.parallelism.dp
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per pipeline per iteration (gradient accumulation steps)."""
+        return self.training.global_batch // (self.training.micro_batch * self.dp)

@@ -1,7 +1,7 @@
 """Scenario -> timeline -> figures: the one entry point the CLI and the app call.
 
 Data flows one way (DESIGN.md): workload, topology and placement give the task graph of one
-iteration (schedules/iteration.py), the engine schedules it, and this module turns the scheduled
+iteration (taskgraph/builder.py), the engine schedules it, and this module turns the scheduled
 tasks into a :class:`Result` — headline figures, breakdown, memory, traffic and the timeline.
 """
 from __future__ import annotations
@@ -13,7 +13,8 @@ from .analysis import CATEGORIES, COMM_DIMS, MemoryBreakdown, class_breakdown, g
 from .engine import Task, run
 from .network import Network
 from .scenario import Scenario
-from .schedules.iteration import GRAD_BYTES, IDEAL_ASPECTS, OPTIMIZER_STATE_BYTES, PARAM_BYTES, IterationBuilder
+from .taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
+from .taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
 from .schedules.base import BubbleInputs
 from .schedules.registry import Window
 from .timeline import Timeline, build_timeline
@@ -158,7 +159,7 @@ def _schedule(sc: Scenario, ideal: frozenset[str] | None = None) -> _Run:
         # Fewer micro-batches than stages: no steady phase; from the first iteration's last backward.
         first = [ends[s][m - 1] for s in range(p)]
     if sc.communication.dp_priority:
-        T, window = _next_iteration_period(builder, net, by_class)
+        T, window = _next_iteration_period(builder, by_class)
     elif window_kind is not Window.FLUSH:
         last = [max(t.end for t in mine) for mine in by_class]
         T = max(last[s] - first[s] for s in range(p))
@@ -255,8 +256,7 @@ def _check_finite(r: "Result") -> None:
                                   f"(expected a finite non-negative number)")
 
 
-def _next_iteration_period(b: IterationBuilder, net: Network,
-                           by_class: list[list[Task]]) -> tuple[float, list[float]]:
+def _next_iteration_period(b: IterationBuilder, by_class: list[list[Task]]) -> tuple[float, list[float]]:
     """Steady-state iteration time with P3-style bucket priorities (Jayarajan et al., "Priority-based
     Parameter Propagation", SysML 2019; ByteScheduler, SOSP 2019): the next iteration's first
     forward on a stage may start as soon as the layers it reaches first are updated, while later
@@ -266,10 +266,14 @@ def _next_iteration_period(b: IterationBuilder, net: Network,
     for ZeRO 1-2 — its parameters are gathered back.  Each stage repeats every S' - S, S its first
     forward; the iteration is the slowest stage's period."""
     sc, p = b.sc, b.p
-    opt = [b._optimizer_time(s) for s in range(p)]
     period, window = 0.0, [0.0] * p
     for s in range(p):
         mine = by_class[s]
+        # The optimizer step and (ZeRO 1-2) the parameter gathers as the tasks charged them.
+        opt = next(t.duration for t in mine if t.kind == "optimizer")
+        gathers = {(t.info["dim"], t.info["layer_rank"]): t.duration for t in mine
+                   if t.kind == "dp" and t.info.get("chunk") == 0 and t.info.get("op") == "all-gather"
+                   and t.info.get("buckets")}
         first_f = min((t for t in mine if t.kind == "forward"), key=lambda t: t.start)
         start = first_f.start
         ready: dict[int, float] = {}
@@ -277,10 +281,11 @@ def _next_iteration_period(b: IterationBuilder, net: Network,
         for t in mine:
             if t.kind == "dp" and t.info.get("chunk") == 0 and t.info.get("buckets") and t.info["op"] != "all-gather":
                 g, groups = t.info["layer_rank"], t.info["groups"]
-                extra = opt[s] * t.info["share"]
+                extra = opt * t.info["share"]
                 if sc.parallelism.zero in (1, 2):
-                    cc = net.cost("all-gather", t.info["bucket_bytes"], t.info["dim"], s)
-                    extra += t.info["buckets"] * cc.time_s
+                    # The gather of the same bucket group (same buckets: parameters and gradients
+                    # are both bf16, techniques/optimizer.py).
+                    extra += gathers[(t.info["dim"], g)]
                 ready[g] = max(ready.get(g, 0.0), t.end + extra)
         compute_end = max(t.end for t in mine if t.stream == "compute" and t.kind != "optimizer")
         slice_f = first_f.duration / groups

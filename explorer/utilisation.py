@@ -16,7 +16,7 @@ from __future__ import annotations
 from .analysis import COMM_DIMS
 from .engine import Task
 from .network import Network
-from .schedules.iteration import IterationBuilder
+from .taskgraph.builder import IterationBuilder
 from .taskgraph.records import LinkCall
 from .topology import BOUNDARY_NAMES
 
@@ -25,10 +25,17 @@ def class_calls(b: IterationBuilder, s: int, mine: list[Task]) -> list[LinkCall]
     """Every network call GPU class ``s`` makes in one iteration: its chunks' per-unit calls times
     the units each chunk runs, and the calls its transfer and bucket tasks carry."""
     calls = [c.scaled(units) for ch, units in b.rank_chunks(s) for c in ch.link_calls]
-    return calls + [c for t in mine for c in t.links]
+    # Tasks of one kind share their calls' tuple (every transfer on a pair): count each once.
+    shared: dict[int, list] = {}
+    for t in mine:
+        if t.links:
+            entry = shared.setdefault(id(t.links), [t.links, 0])
+            entry[1] += 1
+    return calls + [c if n == 1 else c.scaled(n) for links, n in shared.values() for c in links]
 
 
-def tier_utilisation(b: IterationBuilder, net: Network, by_class: list[list[Task]], T: float) -> dict[str, float]:
+def tier_utilisation(b: IterationBuilder, net: Network, by_class: list[list[Task]],
+                     T: float) -> dict[str, float]:
     """Average utilisation (0..1) of each tier boundary during one iteration of length ``T``."""
     sc = b.sc
     per_stage = sc.parallelism.tp * sc.parallelism.cp * sc.dp     # GPUs behaving like one class

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import SCENARIO_FILES, pipeline_raw
 from explorer.scenario import apply_overrides, from_dict, load, load_raw
-from explorer.schedules.iteration import IterationBuilder
+from explorer.taskgraph.builder import IterationBuilder
 from explorer.simulate import simulate
 
 VARIANTS = {

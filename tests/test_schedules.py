@@ -5,7 +5,7 @@ import pytest
 
 from conftest import pipeline_raw
 from explorer.scenario import from_dict
-from explorer.schedules.iteration import split_layers
+from explorer.taskgraph.partition import split_layers
 from explorer.schedules.pipeline import peak_in_flight, stage_order
 from explorer.simulate import simulate
 

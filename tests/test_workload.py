@@ -135,7 +135,8 @@ def test_ring_attention_is_exposed_only_when_transfer_outlasts_compute():
 def test_tp_overlap_hides_collectives_behind_their_gemms_but_never_the_first_chunk():
     # Collective matmul (Wang et al., ASPLOS 2023): each TP collective is split in 4 chunks
     # pipelined with the GEMM it feeds; what is exposed is max(t_comm - t_gemm, t_comm / 4).
-    from explorer.schedules.iteration import IterationBuilder, TP_OVERLAP_CHUNKS
+    from explorer.taskgraph.builder import IterationBuilder
+    from explorer.taskgraph.techniques.tp_overlap import TP_OVERLAP_CHUNKS
     raw = {"model": {"layers": 2, "hidden": 8192, "heads": 64, "vocab": 8, "seq_len": 4096},
            "training": {"global_batch": 1}, "hardware": {"gpu": "h100-sxm"},
            "cluster": {"gpus_per_node": 8, "nodes": 1}, "parallelism": {"tp": 8, "sequence_parallel": True}}

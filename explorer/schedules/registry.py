@@ -125,8 +125,8 @@ def validate(sc: ScenarioLike) -> Problem | None:
     sched = get(par.schedule)
     if par.vpp > 1 and not sched.virtual_stages:
         interleaving = ", ".join(s.name for s in SCHEDULES.values() if s.virtual_stages)
-        return "parallelism.vpp", (f"{par.vpp} virtual stages need schedule: {interleaving} (got {par.schedule}); "
-                                   f"set vpp: 1 or schedule: {interleaving}")
+        return "parallelism.vpp", (f"{par.vpp} virtual stages need schedule: {interleaving} "
+                                   f"(got {par.schedule}); set vpp: 1 or schedule: {interleaving}")
     return sched.validate(sc)
 
 

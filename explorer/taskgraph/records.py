@@ -10,6 +10,10 @@ node-limited dispatch as a plain all-to-all).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..network import Network
 
 
 @dataclass(frozen=True)
@@ -55,3 +59,16 @@ class LinkCall:
         groups = gpus_per_group_set / self.group
         domains = self.group / self.per_domain[boundary]
         return self.count * groups * domains * self.egress[boundary]
+
+
+def priced_link(net: Network, dim: str, op: str, size: float, stage: int, count: float,
+                pairwise: bool = False) -> list[LinkCall]:
+    """``count`` calls of ``op`` on ``size`` bytes over ``dim``'s group of ``stage`` with the egress
+    the collective model charges them (none when nothing moves or the group is one GPU)."""
+    if count <= 0 or size <= 0:
+        return []
+    sh = net.shape(dim, stage)
+    if sh.n <= 1:
+        return []
+    cc = net.cost(op, size, dim, stage)
+    return [LinkCall(dim, op, cc.egress, sh.n, sh.per_domain, count, pairwise)]

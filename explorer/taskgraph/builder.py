@@ -1,0 +1,318 @@
+"""The task graph of one training iteration, one GPU class per pipeline stage.
+
+Every GPU of a pipeline stage runs the same work at the same time (its TP, CP and DP peers are
+provably identical by symmetry), so a stage is simulated once; the cost grows with
+stages x virtual stages x micro-batches, never with the GPU count (DESIGN.md, "Symmetry").
+
+One builder consumes the program order of any registered schedule (schedules/registry.py), the
+fused F&B op of DualPipe included.  Per stage it emits:
+- compute tasks in program order (forward, backward — full or input gradients only — and weight
+  gradients of each chunk and micro-batch; DualPipe's fused F&B).  Collectives that block the GEMMs
+  around them (Megatron TP, ring-attention CP, MoE all-to-all) are parts of these tasks;
+- ``pp`` transfers of activations (forward) and activation gradients (backward) between stages;
+- ``dp`` gradient buckets (techniques/dp_buckets.py), parameter all-gathers for ZeRO 1-2;
+- the optimizer step, memory bound (techniques/optimizer.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import accumulate
+
+from ..engine import Task, TaskGraph
+from ..hardware import BYTES_PER_ELEMENT, ComputeModel
+from ..network import Network
+from ..scenario import Scenario
+from ..schedules.registry import get as get_schedule
+from ..workload import EdgeCost, LayerCost, embedding_cost, layer_cost, logits_cost
+from .chunks import COMPUTE_PARTS, ChunkContext, ChunkWork, balanced, chunk_work, fuse, sum_parts
+from .layout import Fused, Layout, Pass, layout_for, normalise
+from .partition import choose_split
+from .records import priced_link
+from .techniques.dp_buckets import dp_tasks
+from .techniques.optimizer import optimizer_time
+
+IDEAL_ASPECTS = frozenset({"balance", "edges", "optimizer", "comm"})
+TASK_KIND = {"F": "forward", "B": "backward", "Bi": "backward", "W": "weight-grad"}
+
+
+@dataclass(frozen=True)
+class _Compute:
+    """What the compute pass of the graph hands the dependency and ending passes."""
+
+    # (F|B|W, rank, lane, mb, local) -> task, in creation order
+    ids: dict[tuple[str, int, int, int, int], int]
+    last: list[int]                                     # last compute task of each rank
+    grads_done: dict[tuple[int, int], int]              # (rank, local chunk) -> its last gradient pass
+
+
+class IterationBuilder:
+    """Builds the task graph of one iteration for a scenario (see module docstring)."""
+
+    def __init__(self, sc: Scenario, net: Network | None = None, ideal: frozenset[str] | None = None) -> None:
+        """``ideal``: the aspects of the ideal pipeline to apply (IDEAL_ASPECTS; all of them when
+        ``parallelism.ideal_pipeline`` is set): ``balance`` gives every chunk the average chunk's
+        work, ``edges`` drops the embedding and logits work, ``optimizer`` drops the optimizer
+        step, ``comm`` makes every call free (``net`` must then be a ``Network(sc, free=True)``)."""
+        self.sc = sc
+        if ideal is None:
+            ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
+        self.ideal = frozenset(ideal)
+        self.net = net or Network(sc, free="comm" in self.ideal)
+        if ("comm" in self.ideal) != self.net.free:
+            raise ValueError("IterationBuilder: free communication needs a Network(sc, free=True) "
+                             "and only then")
+        self.cm = ComputeModel.for_scenario(sc)
+        p = sc.parallelism
+        self.schedule = get_schedule(p.schedule)
+        # The pipeline's unit of work: a micro-batch, or a token slice of one (TeraPipe, Li et al.
+        # ICML 2021: slices of a sequence flow through the stages one after another).
+        self.p, self.v, self.m = p.pp, p.vpp, sc.micro_batches * p.token_slices
+        # Schedules that never flush simulate several iterations back to back (registry).
+        self.m_sim = self.m * self.schedule.iterations_simulated
+        self.layout: Layout = layout_for(self.schedule, self.p, self.v)
+        self.dense = layer_cost(sc, moe_layer=False)
+        self.moe = layer_cost(sc, moe_layer=True) if sc.model.is_moe else None
+        self.emb = embedding_cost(sc)
+        self.logits = logits_cost(sc)
+        # Tied input/output embeddings (model.tied_embeddings): when one GPU holds both the
+        # embedding chunk and the output-layer chunk (pp 1, or DualPipe whose edge ranks hold
+        # both ends) the shared matrix exists once on it.  On different stages each keeps a copy
+        # (Megatron-LM); their gradient all-reduce in the embedding group is not modelled.
+        tied = sc.model.tied_embeddings and (self.p == 1 or self.schedule.two_directions)
+        self.layer_counts = self._split()
+        ctx = ChunkContext(sc, self.net, self.cm, self.ideal, self.dense, self.moe, self.emb, self.logits,
+                           self.p * self.v, tied)
+        starts = [0, *accumulate(self.layer_counts)]
+        self.chunks = [chunk_work(ctx, gc, gc % self.p, starts[gc], n)
+                       for gc, n in enumerate(self.layer_counts)]
+        if "balance" in self.ideal:
+            self.chunks = balanced(self.chunks)
+        # Program order of every stage over the units simulated (the registry's order function).
+        self.orders = [self.schedule.order(s, self.p, self.m_sim, self.v) for s in range(self.p)]
+        self.pp_msg_bytes = self._pp_bytes()
+        # Per (rank, local chunk, pass kind): parts, drawing template, timeline fields, FSDP
+        # hidden seconds — the same for every micro-batch, computed once (the 1T-parameter row
+        # has 65k passes).
+        self._pass_cache: dict[tuple[int, int, str], tuple] = {}
+        self._pp_links: dict[int, tuple] = {}         # pair -> the calls of one transfer on it
+
+    # -- layer split and chunks -----------------------------------------------------------------
+    def _train_time(self, lc: LayerCost | EdgeCost) -> float:
+        t = self.cm.time
+        return sum(t(w.gemm_flops, w.gemm_bytes, w.stream_bytes)
+                   for w in (lc.fwd, lc.bwd_input, lc.bwd_weight))
+
+    def _split(self) -> tuple[int, ...]:
+        given = self.sc.parallelism.stage_layers
+        if given is not None:
+            return tuple(given)
+        m = self.sc.model
+        dense_t = self._train_time(self.dense)
+        moe_t = self._train_time(self.moe) if self.moe else dense_t
+        costs = [moe_t if m.is_moe and i >= m.moe.dense_layers else dense_t for i in range(m.layers)]
+        stages = None if self.schedule.two_directions else self.p
+        return choose_split(None, costs, self.p * self.v, stages, self._train_time(self.emb),
+                            self._train_time(self.logits))
+
+    def rank_chunks(self, s: int) -> list[tuple[ChunkWork, int]]:
+        """The chunks GPU class ``s`` holds and how many pipeline units each processes."""
+        lanes = 2 if self.schedule.two_directions else 1
+        return [(self.chunk_of(s, c), self.m // lanes) for c in range(self.schedule.chunks_per_rank(self.v))]
+
+    def chunk_of(self, s: int, c: int) -> ChunkWork:
+        """Local chunk ``c`` of class ``s``: the virtual stage, or DualPipe's direction."""
+        return self.chunks[self.layout.chunk_index(s, c)]
+
+    def optimizer_time(self, s: int) -> float:
+        """Seconds of class ``s``'s optimizer step (0 under the ideal pipeline's ``optimizer``)."""
+        if "optimizer" in self.ideal:
+            return 0.0
+        dense = sum(ch.params for ch, _ in self.rank_chunks(s))
+        expert = sum(ch.expert_params for ch, _ in self.rank_chunks(s))
+        return optimizer_time(dense, expert, self.net.group_size("dp", s), self.net.group_size("edp", s),
+                              self.sc.parallelism.zero, self.sc.training.optimizer, self.cm.hbm_bytes_per_s)
+
+    def _pp_bytes(self) -> float:
+        sc = self.sc
+        e = BYTES_PER_ELEMENT["bf16" if sc.training.dtype == "fp8" else sc.training.dtype]
+        # Scatter/gather optimisation (Narayanan SC21 Sec. 4.1): each TP rank sends 1/tp of the tensor.
+        return (sc.training.micro_batch * sc.model.seq_len / sc.parallelism.cp / sc.parallelism.token_slices
+                * sc.model.hidden * e / sc.parallelism.tp)
+
+    # -- the graph -------------------------------------------------------------------------------
+    def build(self) -> TaskGraph:
+        """The task graph: gathers, compute in program order, transfers, DP ending, optimizer."""
+        g = TaskGraph()
+        ag_start = self._gathers_at_start(g)
+        comp = self._compute_tasks(g, ag_start)
+        self._data_dependencies(g, comp)
+        self._iteration_end(g, comp)
+        return g
+
+    def _dp(self, g: TaskGraph, s: int, c: int, op: str, deps: list, ready_task: int | None) -> list[int]:
+        return dp_tasks(g, self.sc, self.net, self.chunk_of(s, c), s, c, self.layout.chunk_index(s, c), op,
+                        deps, ready_task)
+
+    def _gathers_at_start(self, g: TaskGraph) -> dict[tuple[int, int], int]:
+        """ZeRO 1-2 parameter all-gather at the start (steady state: issued after the previous
+        optimizer step and overlapped with this forward when dp_overlap, Megatron's
+        overlap_param_gather): (rank, local chunk) -> the last gather task its first forward waits for."""
+        out: dict[tuple[int, int], int] = {}
+        comm = self.sc.communication
+        if self.sc.parallelism.zero in (1, 2) and comm.dp_overlap:
+            for s in range(self.p):
+                for c in range(self.schedule.chunks_per_rank(self.v)):
+                    gathers = self._dp(g, s, c, "all-gather", [], None)
+                    if gathers:                      # none when the data-parallel group is 1 GPU
+                        out[(s, c)] = gathers[-1]
+        return out
+
+    def _compute_tasks(self, g: TaskGraph, ag_start: dict[tuple[int, int], int]) -> _Compute:
+        """Compute tasks in program order; their data dependencies come in a second pass, once
+        every task id exists."""
+        comp = _Compute({}, [-1] * self.p, {})
+        for s in range(self.p):
+            prev = -1
+            for op in self.orders[s]:
+                step = normalise(op, self.schedule)
+                deps = [(prev, 1.0)] if prev >= 0 else []
+                first = step.f if isinstance(step, Fused) else step
+                if first.kind == "F" and first.mb == 0 and (s, first.local) in ag_start:
+                    deps.append((ag_start[(s, first.local)], 1.0))
+                if isinstance(step, Fused):
+                    tid = self._fused_task(g, s, step, deps)
+                    members = (step.f, step.b)
+                else:
+                    tid = self._pass_task(g, s, step, deps)
+                    members = (step,)
+                for ps in members:
+                    # Input-gradient passes (Bi) take the backward's place in the pipeline.
+                    comp.ids[("B" if ps.kind == "Bi" else ps.kind, s, ps.lane, ps.mb, ps.local)] = tid
+                    if ps.kind in ("B", "W"):          # the pass that completes the chunk's gradients
+                        comp.grads_done[(s, ps.local)] = tid
+                prev = tid
+            comp.last[s] = prev
+        return comp
+
+    def _pass_shape(self, s: int, local: int, kind: str) -> tuple:
+        """(chunk, parts, duration, layer template, timeline fields, FSDP hidden seconds) of a pass."""
+        key = (s, local, kind)
+        if key not in self._pass_cache:
+            ch = self.chunk_of(s, local)
+            if kind == "F":
+                parts, layer_parts = ch.fwd_parts, ch.fwd_layer
+            elif kind == "B":
+                parts, layer_parts = ch.bwd_parts, ch.bwd_layer
+            else:
+                w = kind == "W"
+                parts, layer_parts = ch.split(ch.bwd_parts, w), ch.split(ch.bwd_layer, w)
+            hidden = ch.fsdp_hidden[0 if kind == "F" else 1] if kind != "W" else 0.0
+            self._pass_cache[key] = (ch, parts, sum(x for _, x in parts), layer_parts, _pass_extras(ch, kind),
+                                     hidden)
+        return self._pass_cache[key]
+
+    def _pass_task(self, g: TaskGraph, s: int, ps: Pass, deps: list) -> int:
+        ch, parts, dur, layer_parts, extras, hidden = self._pass_shape(s, ps.local, ps.kind)
+        info = {"micro_batch": ps.mb, "chunk": ps.local, "layers": ch.layers, "comm": ch.comm,
+                "layer_parts": layer_parts, **extras}
+        tid = g.add(Task(s, "compute", TASK_KIND[ps.kind], dur, deps, parts=parts, info=info))
+        if hidden > 0:
+            self._fsdp_hidden_task(g, s, tid, ps, ch, hidden)
+        return tid
+
+    def _fused_task(self, g: TaskGraph, s: int, step: Fused, deps: list) -> int:
+        """DualPipe's F&B (chunks.fuse): one task for a forward and another unit's full backward."""
+        chf, chb = self.chunk_of(s, step.f.local), self.chunk_of(s, step.b.local)
+        parts = fuse(chf.fwd_parts, chb.bwd_parts)
+        exposed = dict(parts)
+        # Communication of the pair that ran under the other's compute (DeepSeek-V3 Fig. 4).
+        comm_all = sum_parts(*((k, v) for k, v in chf.fwd_parts + chb.bwd_parts if k not in COMPUTE_PARTS),
+                             *chf.hidden_f, *chb.hidden_b)
+        hidden = tuple((k, v - exposed.get(k, 0.0)) for k, v in comm_all if v - exposed.get(k, 0.0) > 0)
+        info = {"micro_batch": step.f.mb, "chunk": step.f.local, "layers": 0, "comm": chf.comm,
+                "op": f"F mb {step.f.mb} dir {step.f.lane} + B mb {step.b.mb} dir {step.b.lane}",
+                "hidden": hidden,
+                "flops": chf.flops_f + chb.flops_b + chb.flops_w}
+        tid = g.add(Task(s, "compute", "F&B", sum(x for _, x in parts), deps, parts=parts, info=info))
+        self._fsdp_hidden_task(g, s, tid, step.f, chf, chf.fsdp_hidden[0] + chb.fsdp_hidden[1])
+        return tid
+
+    def _fsdp_hidden_task(self, g: TaskGraph, s: int, tid: int, ps: Pass, ch: ChunkWork,
+                          hidden: float) -> None:
+        """The part of the layer-wise gathers/reductions that runs under a pass's compute: drawn
+        on the dp stream, blocking nothing (its exposed rest is a part of the pass)."""
+        if hidden <= 0:
+            return
+        g.add(Task(s, "dp", "dp", hidden, [(tid, 0.0)], priority=1, parts=(("dp", hidden),),
+                   info={"micro_batch": ps.mb, "chunk": ps.local, "op": "FSDP gather/reduce (overlapped)",
+                         "bytes": ch.fsdp_bytes, "bus_bytes": 0.0, "buckets": 0, "bucket_bytes": 0.0,
+                         "group": self.net.group_size("dp", s), "algorithm": "", "tier": "",
+                         "busbw_GBps": None, "dim": "dp"}))
+
+    def _data_dependencies(self, g: TaskGraph, comp: _Compute) -> None:
+        """Pipeline transfers F(position k) -> F(k+1) and B(k+1) -> B(k) along each lane; a
+        backward after its own forward, a weight-gradient pass after its backward."""
+        lay, ids, tasks = self.layout, comp.ids, g.tasks
+        for (kind, s, lane, mb, local), tid in list(ids.items()):
+            if kind == "W":
+                tasks[tid].deps.append((ids[("B", s, lane, mb, local)], 1.0))
+                continue
+            pos = lay.position(s, lane, local)
+            if kind == "F" and pos + 1 < lay.length:
+                r2, l2 = lay.at(lane, pos + 1)
+                self._transfer(g, s, tid, ids[("F", r2, lane, mb, l2)], mb, local, "forward",
+                               lay.pair(s, r2, "forward"))
+            if kind == "B":
+                if pos > 0:
+                    r2, l2 = lay.at(lane, pos - 1)
+                    self._transfer(g, s, tid, ids[("B", r2, lane, mb, l2)], mb, local, "backward",
+                                   lay.pair(s, r2, "backward"))
+                tasks[tid].deps.append((ids[("F", s, lane, mb, local)], 1.0))
+
+    def _transfer(self, g: TaskGraph, s: int, src: int, dst: int, mb: int, local: int, direction: str,
+                  pair: int) -> None:
+        cc = self.net.cost("send-recv", self.pp_msg_bytes, "pp", pair)
+        info = {"micro_batch": mb, "chunk": local, "bytes": self.pp_msg_bytes, "group": 2, "algorithm": "p2p",
+                "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "direction": direction, "pair": pair}
+        links = self._pp_links.get(pair)
+        if links is None:
+            # Two iterations simulated back to back count as one (m of m_sim units per iteration).
+            links = tuple(priced_link(self.net, "pp", "send-recv", self.pp_msg_bytes, pair,
+                                      self.m / self.m_sim, True))
+            self._pp_links[pair] = links
+        tid = g.add(Task(s, "pp", "pp", cc.time_s, [(src, 1.0)], parts=(("pp", cc.time_s),), info=info,
+                         links=links))
+        g.tasks[dst].deps.append((tid, 1.0))
+
+    def _iteration_end(self, g: TaskGraph, comp: _Compute) -> None:
+        """Gradient reduction (bucketed, overlapped with the last backward when dp_overlap, else
+        after the stage's whole backward), the optimizer, and the ZeRO 1-2 parameter all-gather
+        after it when it could not overlap the next forward."""
+        zero, comm = self.sc.parallelism.zero, self.sc.communication
+        local_chunks = range(self.schedule.chunks_per_rank(self.v))
+        for s in range(self.p):
+            dp_ids: list[int] = []
+            if zero != 3:
+                op = "all-reduce" if zero == 0 else "reduce-scatter"
+                for c in local_chunks:
+                    if comm.dp_overlap:
+                        # Buckets leave as the last backward produces them (PyTorch DDP).
+                        dp_ids += self._dp(g, s, c, op, [], comp.grads_done[(s, c)])
+                    else:
+                        # No overlap: every bucket waits for the stage's whole backward.
+                        dp_ids += self._dp(g, s, c, op, [(comp.last[s], 1.0)], None)
+            t_opt = self.optimizer_time(s)
+            deps = [(comp.last[s], 1.0)] + [(d, 1.0) for d in dp_ids]
+            opt = g.add(Task(s, "compute", "optimizer", t_opt, deps, parts=(("optimizer", t_opt),), info={}))
+            if zero in (1, 2) and not comm.dp_overlap:
+                for c in local_chunks:
+                    self._dp(g, s, c, "all-gather", [(opt, 1.0)], None)
+
+
+def _pass_extras(ch: ChunkWork, kind: str) -> dict:
+    """FLOPs of one pass of ``ch`` and the communication hidden under it (timeline fields)."""
+    if kind == "F":
+        return {"flops": ch.flops_f, "hidden": ch.hidden_f}
+    if kind == "W":
+        return {"flops": ch.flops_w, "hidden": ()}
+    return {"flops": ch.flops_b + (ch.flops_w if kind == "B" else 0.0), "hidden": ch.hidden_b}

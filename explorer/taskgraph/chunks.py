@@ -1,0 +1,201 @@
+"""Per-chunk work: what one pipeline chunk (a contiguous run of layers on one stage) computes and
+sends for one pipeline unit, priced once, with every technique applied.
+
+A layer's parts (compute, recompute, weight gradients and the exposed TP/CP/EP/ZeRO-3
+communication) come from :func:`layer_parts`; a chunk sums its layers and adds the embedding or
+output layer when it holds them (:func:`chunk_work`).  Communication hidden under the GEMMs (TP
+collective matmul, ring attention, FSDP prefetch) is kept apart, to be drawn but never to block.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .layer import COMPUTE_PARTS, ChunkContext, LayerParts, Params, Parts, layer_links, layer_parts, sum_parts
+from .layer import comm_info, fsdp_links, price_fsdp
+from ..workload import EdgeCost, LayerCost
+from .records import LinkCall
+from .techniques.optimizer import PARAM_BYTES
+
+__all__ = ["COMPUTE_PARTS", "ChunkContext", "ChunkWork", "Params", "balanced", "chunk_work", "fuse",
+           "sum_parts"]
+
+
+@dataclass(frozen=True)
+class ChunkWork:
+    """One pipeline chunk (a contiguous run of layers on one stage) for one micro-batch."""
+
+    index: int                       # global chunk index c*pp + stage
+    layers: int
+    moe_layers: int
+    fwd_parts: Parts
+    bwd_parts: Parts
+    fwd_layer: Parts                 # one (average) layer's forward parts, for drawing
+    bwd_layer: Parts
+    hw_flops: float                  # FLOPs executed per micro-batch (fwd + bwd + recompute)
+    model_flops: float               # FLOPs without recompute (MFU numerator, PaLM App. B)
+    params: float                    # dense parameters held
+    expert_params: float
+    act_bytes: float                 # activations kept per micro-batch
+    tp_bytes: float                  # bytes sent per micro-batch, per dimension (bus bytes)
+    cp_bytes: float
+    ep_bytes: float
+    comm: dict                       # per dimension (tp, cp, ep): its per-layer call, for the hover
+    fsdp_hidden: tuple[float, float] = (0.0, 0.0)   # ZeRO-3 gather/reduce time hidden behind F, B
+    fsdp_bytes: float = 0.0          # ZeRO-3 bus bytes per micro-batch (gathers + reduce-scatter)
+    fsdp_layer_bytes: float = 0.0    # bf16 bytes of the largest layer this chunk gathers
+    hidden_f: Parts = ()             # communication hidden under the forward, per dim
+    hidden_b: Parts = ()             # ... under the backward (TP overlap, ring attention)
+    flops_f: float = 0.0             # FLOPs of the forward, backward (input grads + recompute), W pass
+    flops_b: float = 0.0
+    flops_w: float = 0.0
+    link_calls: tuple[LinkCall, ...] = ()           # TP/EP/CP/ZeRO-3 calls per pipeline unit, as priced
+
+    def split(self, parts: Parts, weight: bool) -> Parts:
+        """The weight-gradient part (W pass) or everything else (B pass) of backward ``parts``."""
+        return tuple((k, v) for k, v in parts if (k == "weight-grad") == weight)
+
+@dataclass
+class _Acc:
+    """Running sums while a chunk adds up its layers and edges (local to chunk_work)."""
+
+    fwd: list = field(default_factory=list)
+    bwd: list = field(default_factory=list)
+    over_f: list = field(default_factory=list)
+    over_b: list = field(default_factory=list)
+    links: list = field(default_factory=list)
+    hw: float = 0.0
+    model: float = 0.0
+    params: float = 0.0
+    eparams: float = 0.0
+    act: float = 0.0
+    tpb: float = 0.0
+    cpb: float = 0.0
+    epb: float = 0.0
+    hid_f: float = 0.0
+    hid_b: float = 0.0
+    fsdp_bytes: float = 0.0
+    layer_bytes: float = 0.0
+    fl_f: float = 0.0
+    fl_b: float = 0.0
+    fl_w: float = 0.0
+
+
+def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: int) -> LayerParts:
+    a.links += [c.scaled(count) for c in layer_links(ctx, lc, stage)]
+    lp = layer_parts(ctx, lc, stage)
+    a.fwd += [(k, v * count) for k, v in lp.fwd]
+    a.bwd += [(k, v * count) for k, v in lp.bwd]
+    flops = lc.fwd.gemm_flops + lc.bwd_input.gemm_flops + lc.bwd_weight.gemm_flops
+    a.hw += count * (flops + lc.recompute.gemm_flops)
+    a.model += count * flops
+    a.params += count * lc.params
+    a.eparams += count * lc.expert_params
+    a.act += count * lc.act_bytes
+    a.tpb += count * lp.tp_bytes
+    a.cpb += count * lp.cp_bytes
+    a.epb += count * lp.ep_bytes
+    a.over_f += [(k, v * count) for k, v in lp.hidden_f]
+    a.over_b += [(k, v * count) for k, v in lp.hidden_b]
+    a.fl_f += count * lc.fwd.gemm_flops
+    a.fl_b += count * (lc.bwd_input.gemm_flops + lc.recompute.gemm_flops)
+    a.fl_w += count * lc.bwd_weight.gemm_flops
+    a.hid_f += count * lp.fsdp.hidden_f
+    a.hid_b += count * lp.fsdp.hidden_b
+    a.fsdp_bytes += count * lp.fsdp.bus_bytes
+    a.layer_bytes = max(a.layer_bytes, (lc.params + lc.expert_params) * PARAM_BYTES)
+    return lp
+
+
+def _add_edge(ctx: ChunkContext, a: _Acc, edge: EdgeCost, stage: int) -> None:
+    """The embedding or output layer on the chunk that holds it (and its ZeRO-3 gathers)."""
+    t = ctx.cm.time
+    ef = t(edge.fwd.gemm_flops, edge.fwd.gemm_bytes, edge.fwd.stream_bytes)
+    eb = t(edge.bwd_input.gemm_flops, edge.bwd_input.gemm_bytes, edge.bwd_input.stream_bytes)
+    ew = t(edge.bwd_weight.gemm_flops, edge.bwd_weight.gemm_bytes, edge.bwd_weight.stream_bytes)
+    a.fwd.append(("compute", ef))
+    a.bwd.append(("compute", eb))
+    a.bwd.append(("weight-grad", ew))
+    if ctx.sc.parallelism.zero == 3 and edge.params > 0:
+        # FSDP shards the embedding and output layer too: gathered before their forward and
+        # backward, gradients reduce-scattered after, like any layer.
+        fs = price_fsdp(ctx, Params(edge.params), stage, ef, eb + ew)
+        a.links += fsdp_links(ctx, Params(edge.params), stage)
+        a.fwd.append(("dp", fs.exposed_f))
+        a.bwd.append(("dp", fs.exposed_b))
+        a.hid_f += fs.hidden_f
+        a.hid_b += fs.hidden_b
+        a.fsdp_bytes += fs.bus_bytes
+        a.layer_bytes = max(a.layer_bytes, edge.params * PARAM_BYTES)
+    flops = edge.fwd.gemm_flops + edge.bwd_input.gemm_flops + edge.bwd_weight.gemm_flops
+    a.fl_f += edge.fwd.gemm_flops
+    a.fl_b += edge.bwd_input.gemm_flops
+    a.fl_w += edge.bwd_weight.gemm_flops
+    a.hw += flops
+    a.model += flops
+    a.params += edge.params
+    a.act += edge.act_bytes
+
+
+def chunk_work(ctx: ChunkContext, gc: int, stage: int, first_layer: int, layers: int) -> ChunkWork:
+    """Chunk ``gc`` on ``stage``: layers [first_layer, first_layer + layers), plus the embedding
+    on the first chunk and the output layer on the last (unless the ideal pipeline drops them)."""
+    m = ctx.sc.model
+    n_moe = sum(1 for i in range(first_layer, first_layer + layers) if m.is_moe and i >= m.moe.dense_layers)
+    kinds = [(ctx.dense, layers - n_moe)] + ([(ctx.moe, n_moe)] if n_moe else [])
+    a = _Acc()
+    lf: Parts = ()
+    lb: Parts = ()
+    for lc, count in kinds:
+        if count:
+            lp = _add_layers(ctx, a, lc, count, stage)
+            lf, lb = lp.fwd, lp.bwd
+    for edge, here in ((ctx.emb, gc == 0), (ctx.logits, gc == ctx.chunks - 1)):
+        if not here or "edges" in ctx.ideal:
+            continue
+        if edge is ctx.logits and ctx.tied_same_gpu:
+            # Tied embeddings on the GPU that also holds the embedding: one V x h/tp matrix,
+            # held, reduced and updated once (counted with the embedding on chunk 0).
+            edge = replace(edge, params=0.0)
+        _add_edge(ctx, a, edge, stage)
+    return ChunkWork(gc, layers, n_moe, sum_parts(*a.fwd), sum_parts(*a.bwd), lf, lb, a.hw, a.model, a.params,
+                     a.eparams, a.act, a.tpb, a.cpb, a.epb, comm_info(ctx, stage), (a.hid_f, a.hid_b),
+                     a.fsdp_bytes, a.layer_bytes, sum_parts(*a.over_f), sum_parts(*a.over_b), a.fl_f, a.fl_b,
+                     a.fl_w, tuple(a.links))
+
+
+def balanced(chunks: list[ChunkWork]) -> list[ChunkWork]:
+    """Every chunk given the average chunk's work (the ideal pipeline's equal stages): times,
+    FLOPs and bytes averaged, layer count and parameters kept (memory stays that of the split).
+    The per-layer drawing template is rescaled so the chunk's layers fill its pass exactly."""
+    n = len(chunks)
+
+    def avg(get) -> Parts:
+        return sum_parts(*((k, v / n) for ch in chunks for k, v in get(ch)))
+
+    fwd, bwd = avg(lambda ch: ch.fwd_parts), avg(lambda ch: ch.bwd_parts)
+    hw = sum(ch.hw_flops for ch in chunks) / n
+    model = sum(ch.model_flops for ch in chunks) / n
+    tpb, cpb, epb = (sum(getattr(ch, a) for ch in chunks) / n for a in ("tp_bytes", "cp_bytes", "ep_bytes"))
+    fsdp_b = sum(ch.fsdp_bytes for ch in chunks) / n
+    hid = (sum(ch.fsdp_hidden[0] for ch in chunks) / n, sum(ch.fsdp_hidden[1] for ch in chunks) / n)
+    out = []
+    for ch in chunks:
+        k = max(ch.layers, 1)
+        out.append(replace(ch, fwd_parts=fwd, bwd_parts=bwd, fwd_layer=tuple((a, v / k) for a, v in fwd),
+                           bwd_layer=tuple((a, v / k) for a, v in bwd), hw_flops=hw, model_flops=model,
+                           tp_bytes=tpb, cp_bytes=cpb, ep_bytes=epb, fsdp_bytes=fsdp_b, fsdp_hidden=hid))
+    return out
+
+
+def fuse(fwd: Parts, bwd: Parts) -> Parts:
+    """DualPipe's F&B: the forward of one micro-batch and the backward of another run together so
+    that each one's communication (all-to-all, TP, ...) hides behind the other's computation
+    (DeepSeek-V3 report Fig. 4).  The pair takes its compute time, or its communication time if
+    that is longer; only the excess is exposed, split over the dimensions in proportion."""
+    compute = [(k, v) for k, v in fwd + bwd if k in COMPUTE_PARTS]
+    comm = [(k, v) for k, v in fwd + bwd if k not in COMPUTE_PARTS]
+    t_comp = sum(v for _, v in compute)
+    t_comm = sum(v for _, v in comm)
+    excess = max(0.0, t_comm - t_comp)
+    exposed = [(k, excess * v / t_comm) for k, v in comm] if excess > 0 else []
+    return sum_parts(*compute, *exposed)

@@ -1,0 +1,201 @@
+"""One layer's work on a stage, priced once with every technique applied: its forward and
+backward parts (compute, recompute, weight gradients, exposed TP/CP/EP/ZeRO-3 communication), the
+communication hidden under its GEMMs, and the network calls it makes (for utilisation).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..collectives import bus_factor
+from ..hardware import ComputeModel
+from ..network import Network
+from ..scenario import Scenario
+from ..workload import ZERO_WORK, Collective, EdgeCost, LayerCost
+from .records import LinkCall, priced_link
+from .techniques.fsdp import FsdpCost, fsdp_cost
+from .techniques.moe_routing import imbalance_extra_s, node_aware_pass, node_limited
+from .techniques.optimizer import GRAD_BYTES, PARAM_BYTES
+from .techniques.ring_attention import RingCost, ring_cost
+from .techniques.tp_overlap import exposed_tp
+
+Parts = tuple[tuple[str, float], ...]
+COMPUTE_PARTS = ("compute", "weight-grad", "recompute")
+
+@dataclass(frozen=True)
+class Params:
+    """The parameters of an embedding or output layer, as ZeRO-3 gathers them (no experts)."""
+
+    params: float
+    expert_params: float = 0.0
+
+
+@dataclass(frozen=True)
+class ChunkContext:
+    """What pricing a chunk needs: the scenario, its network and compute model, the layer kinds'
+    costs and the ideal-pipeline aspects in force."""
+
+    sc: Scenario
+    net: Network
+    cm: ComputeModel
+    ideal: frozenset[str]
+    dense: LayerCost
+    moe: LayerCost | None
+    emb: EdgeCost
+    logits: EdgeCost
+    chunks: int                      # pp * vpp
+    tied_same_gpu: bool              # tied embeddings held once (one GPU holds both ends)
+
+
+@dataclass(frozen=True)
+class LayerParts:
+    """One layer's forward and backward parts on a stage, and what its communication moved."""
+
+    fwd: Parts
+    bwd: Parts
+    tp_bytes: float
+    cp_bytes: float
+    ep_bytes: float
+    fsdp: FsdpCost
+    hidden_f: Parts                  # tp/cp seconds running under the forward's GEMMs
+    hidden_b: Parts
+
+
+def sum_parts(*parts: tuple[str, float]) -> Parts:
+    """Parts added up per category, positive ones only, in first-seen order."""
+    acc: dict[str, float] = {}
+    for k, v in parts:
+        if v > 0:
+            acc[k] = acc.get(k, 0.0) + v
+    return tuple(acc.items())
+
+
+def _coll_time(ctx: ChunkContext, calls, dim: str, stage: int) -> tuple[float, float]:
+    """Seconds and bus bytes of a sequence of collectives on ``dim``'s group of ``stage``."""
+    secs = bus = 0.0
+    for c in calls:
+        cc = ctx.net.cost(c.op, c.size_bytes, dim, stage)
+        secs += cc.time_s
+        bus += c.size_bytes * bus_factor(c.op, cc.n)
+    return secs, bus
+
+
+def _ep_time(ctx: ChunkContext, calls, stage: int) -> tuple[float, float]:
+    """Seconds and bus bytes of one layer pass's MoE dispatch/combine all-to-alls (moe_routing)."""
+    moe = ctx.sc.model.moe
+    if not calls:
+        return 0.0, 0.0
+    if ctx.net.free:
+        return 0.0, _coll_time(ctx, calls, "ep", stage)[1]
+    secs, bus = _coll_time(ctx, calls, "ep", stage)
+    sh = ctx.net.shape("ep", stage)
+    if node_limited(sh, moe.max_nodes):
+        secs = bus = 0.0
+        for c in calls:
+            t, b, _ = node_aware_pass(c.size_bytes, sh, moe.top_k, moe.max_nodes)
+            secs += t
+            bus += b
+    return secs * moe.imbalance, bus
+
+
+def _ring(ctx: ChunkContext, lc: LayerCost, stage: int) -> RingCost:
+    if lc.cp_kv_bytes <= 0:
+        return RingCost()
+    cpn = ctx.sc.parallelism.cp
+    step = ctx.net.cost("send-recv", lc.cp_kv_bytes, "cp", stage).time_s
+    step_b = ctx.net.cost("send-recv", 2 * lc.cp_kv_bytes, "cp", stage).time_s
+    attn_step = ctx.cm.time(lc.attn_core_fwd.gemm_flops, 0, lc.attn_core_fwd.stream_bytes) / cpn
+    return ring_cost(cpn, lc.cp_kv_bytes, step, step_b, attn_step)
+
+
+def price_fsdp(ctx: ChunkContext, lc: LayerCost | Params, stage: int, f_comp: float,
+               b_comp: float) -> FsdpCost:
+    if ctx.sc.parallelism.zero != 3:
+        return FsdpCost()
+    comm = ctx.sc.communication
+    return fsdp_cost(lc.params, lc.expert_params, ctx.net, stage, f_comp, b_comp, comm.prefetch_layers,
+                     comm.dp_overlap)
+
+
+def layer_parts(ctx: ChunkContext, lc: LayerCost, stage: int) -> LayerParts:
+    """Forward and backward parts of one layer: compute, recompute and exposed tp/cp/ep/dp."""
+    t = ctx.cm.time
+    f_comp = t(lc.fwd.gemm_flops, lc.fwd.gemm_bytes, lc.fwd.stream_bytes)
+    b_comp = t(lc.bwd_input.gemm_flops, lc.bwd_input.gemm_bytes, lc.bwd_input.stream_bytes)
+    w_comp = t(lc.bwd_weight.gemm_flops, lc.bwd_weight.gemm_bytes, lc.bwd_weight.stream_bytes)
+    r_comp = t(lc.recompute.gemm_flops, lc.recompute.gemm_bytes, lc.recompute.stream_bytes) \
+        if lc.recompute != ZERO_WORK else 0.0
+    tp_f_all, tp_f_bytes = _coll_time(ctx, lc.tp_fwd, "tp", stage)
+    tp_b_all, tp_b_bytes = _coll_time(ctx, lc.tp_bwd + lc.tp_recompute, "tp", stage)
+    tp_f, tp_b = tp_f_all, tp_b_all
+    if ctx.sc.communication.tp_overlap and lc.tp_fwd:
+        gemm_f = (lc.fwd.gemm_flops - lc.attn_core_fwd.gemm_flops) / ctx.cm.gemm_flops_per_s
+        tp_f, tp_b = exposed_tp(tp_f_all, tp_b_all, gemm_f, len(lc.tp_fwd),
+                                len(lc.tp_bwd) + len(lc.tp_recompute))
+    ring = _ring(ctx, lc, stage)
+    ep_f, ep_f_bytes = _ep_time(ctx, lc.ep_fwd, stage)
+    ep_b, ep_b_bytes = _ep_time(ctx, lc.ep_bwd, stage)
+    moe = ctx.sc.model.moe
+    if lc.expert_fwd.gemm_flops and moe.imbalance > 1:
+        extra = imbalance_extra_s(lc.expert_fwd.gemm_flops, moe.imbalance, ctx.cm.gemm_flops_per_s)
+        f_comp += extra
+        b_comp += extra
+        w_comp += extra
+    fs = price_fsdp(ctx, lc, stage, f_comp, b_comp + w_comp + r_comp)
+    fwd = (("compute", f_comp), ("tp", tp_f), ("cp", ring.exposed_f), ("ep", ep_f), ("dp", fs.exposed_f))
+    bwd = (("recompute", r_comp), ("compute", b_comp), ("weight-grad", w_comp), ("tp", tp_b),
+           ("cp", ring.exposed_b), ("ep", ep_b), ("dp", fs.exposed_b))
+    return LayerParts(fwd, bwd, tp_f_bytes + tp_b_bytes, ring.bytes, ep_f_bytes + ep_b_bytes, fs,
+                      (("tp", tp_f_all - tp_f), ("cp", ring.hidden_f)),
+                      (("tp", tp_b_all - tp_b), ("cp", ring.hidden_b)))
+
+
+def fsdp_links(ctx: ChunkContext, lc: LayerCost | Params, stage: int) -> list[LinkCall]:
+    """ZeRO-3's two gathers and one reduce-scatter of a layer per micro-batch (techniques/fsdp.py)."""
+    if ctx.sc.parallelism.zero != 3:
+        return []
+    out: list[LinkCall] = []
+    for dim, params in (("dp", lc.params), ("edp", lc.expert_params)):
+        out += priced_link(ctx.net, dim, "all-gather", params * PARAM_BYTES, stage, 2)
+        out += priced_link(ctx.net, dim, "reduce-scatter", params * GRAD_BYTES, stage, 1)
+    return out
+
+
+def _ep_links(ctx: ChunkContext, call: Collective, stage: int) -> list[LinkCall]:
+    """One MoE all-to-all as :func:`_ep_time` priced it: plain, or node-aware dispatch."""
+    moe = ctx.sc.model.moe
+    sh = ctx.net.shape("ep", stage)
+    if not node_limited(sh, moe.max_nodes):
+        return priced_link(ctx.net, "ep", call.op, call.size_bytes, stage, 1)
+    _, _, egress = node_aware_pass(call.size_bytes, sh, moe.top_k, moe.max_nodes)
+    return [LinkCall("ep", call.op, egress, sh.n, sh.per_domain, 1)]
+
+
+def layer_links(ctx: ChunkContext, lc: LayerCost, stage: int) -> list[LinkCall]:
+    """The network calls one layer makes per pipeline unit, as :func:`layer_parts` priced them:
+    TP collectives, MoE dispatch/combine, ring attention's K/V hand-offs (cp-1 forward, cp-1 of
+    K/V and dK/dV backward) and ZeRO-3's gathers and reduce-scatters."""
+    out: list[LinkCall] = []
+    for call in lc.tp_fwd + lc.tp_bwd + lc.tp_recompute:
+        out += priced_link(ctx.net, "tp", call.op, call.size_bytes, stage, 1)
+    for call in lc.ep_fwd + lc.ep_bwd:
+        out += _ep_links(ctx, call, stage)
+    if lc.cp_kv_bytes:
+        cpn = ctx.sc.parallelism.cp
+        out += priced_link(ctx.net, "cp", "send-recv", lc.cp_kv_bytes, stage, cpn - 1)
+        out += priced_link(ctx.net, "cp", "send-recv", 2 * lc.cp_kv_bytes, stage, cpn - 1)
+    return out + fsdp_links(ctx, lc, stage)
+
+
+def comm_info(ctx: ChunkContext, stage: int) -> dict:
+    """The per-layer call of each blocking dimension on ``stage`` (what a hover shows)."""
+    out = {}
+    lc = ctx.moe or ctx.dense
+    calls = {"tp": ctx.dense.tp_fwd[:1], "ep": lc.ep_fwd[:1]}
+    if ctx.dense.cp_kv_bytes:
+        calls["cp"] = (Collective("send-recv", ctx.dense.cp_kv_bytes),)
+    for dim, cs in calls.items():
+        for c in cs:
+            cc = ctx.net.cost(c.op, c.size_bytes, dim, stage)
+            out[dim] = {"op": c.op, "bytes": c.size_bytes, "group": cc.n, "algorithm": cc.algorithm,
+                        "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps}
+    return out

@@ -1,0 +1,26 @@
+"""The optimizer step and the bytes per parameter that memory and traffic count.
+
+Mixed-precision training (Micikevicius et al., ICLR 2018) keeps a bf16 working copy of the weights
+and bf16 gradients, plus fp32 master weights and Adam's two moments: K = 12 bytes of optimizer
+state per parameter (Rajbhandari et al., ZeRO, SC20 Sec. 3.1).  The step itself is memory bound:
+it streams every state once (Megatron-LM's fused Adam), so its time is bytes / HBM bandwidth.
+"""
+from __future__ import annotations
+
+GRAD_BYTES = 2                  # gradients reduced in bf16 (PyTorch DDP / Megatron-Core default)
+PARAM_BYTES = 2                 # bf16 working copy of the weights
+OPTIMIZER_STATE_BYTES = {"adam": 12, "sgd": 8}   # fp32 master + moments (ZeRO paper, K = 12 for Adam)
+# HBM traffic of one optimizer step per parameter: Adam reads master, m, v (fp32) and the bf16
+# gradient and writes master, m, v and the bf16 weight: 14 + 14 bytes; SGD with momentum 10 + 10.
+OPTIMIZER_TRAFFIC_BYTES = {"adam": 28, "sgd": 20}
+
+
+def optimizer_time(dense: float, expert: float, dp: int, edp: int, zero: int, optimizer: str,
+                   hbm_bytes_per_s: float) -> float:
+    """Seconds of one optimizer step on a GPU holding ``dense`` and ``expert`` parameters: ZeRO >= 1
+    shards the states over the data-parallel group (dense over dp, experts over edp), so each GPU
+    updates its shard only."""
+    if zero >= 1:
+        dense /= dp
+        expert /= max(edp, 1)
+    return (dense + expert) * OPTIMIZER_TRAFFIC_BYTES[optimizer] / hbm_bytes_per_s

@@ -32,6 +32,15 @@ SCORE_PASSES = 6.5
 # Backward element-wise traffic relative to forward: read the saved input and the incoming
 # gradient, write the outgoing gradient (twice the forward's read+write).
 BACKWARD_STREAM_FACTOR = 2.0
+# Activation operands of a layer's weight GEMMs, in tensors of tokens x h/tp elements: the four
+# GEMMs (QKV, output projection, MLP up, MLP down) each read an input and write an output.  An
+# estimate of their HBM operand traffic for the roofline (GEMMs with h/tp-wide operands on the
+# sharded side; the MLP's wider f-side tensors are in the streaming term), not a measured value.
+GEMM_ACTIVATION_TENSORS = 8
+# MoE token permutation: every token copy's hidden vector is read and written when it is permuted
+# into expert order before dispatch and again when it is unpermuted after combine (Megatron-Core's
+# ``moe_permute`` / ``moe_unpermute``): 2 x (1 read + 1 write) = 4 passes of h elements.
+MOE_PERMUTE_PASSES = 4
 
 
 @dataclass(frozen=True)
@@ -121,9 +130,10 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
         mlp_params_held = moe.shared_experts * expert_params_one + h * moe.experts  # shared + router
         expert_params = local_experts * expert_params_one
         # Balanced routing: every EP rank processes tokens*top_k token-expert pairs (GShard).
-        mlp_flops = 2 * tokens * (moe.top_k + moe.shared_experts) * expert_params_one + 2 * tokens * h * moe.experts
+        mlp_flops = (2 * tokens * (moe.top_k + moe.shared_experts) * expert_params_one
+                     + 2 * tokens * h * moe.experts)
         routed_flops = 2 * tokens * moe.top_k * expert_params_one
-        mlp_stream = tokens * moe.top_k * (mats * moe.expert_ffn_hidden / t + 4 * h) \
+        mlp_stream = tokens * moe.top_k * (mats * moe.expert_ffn_hidden / t + MOE_PERMUTE_PASSES * h) \
             + tokens * moe.shared_experts * mats * moe.expert_ffn_hidden / t
         mlp_act_sbh = 3 + (moe.top_k + moe.shared_experts) * (2 * mats) * moe.expert_ffn_hidden / h
     else:
@@ -136,10 +146,10 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     weight_flops = 2 * tokens * attn_params + mlp_flops
     # Attention core QK^T and PV: 4*s*h FLOPs per token (full causal square, the SC21 convention).
     core_flops = 4 * tokens * s * h / t
-    norm_params = 4 * h                                      # two LayerNorms (gain + bias), replicated
+    norm_params = 4 * h                  # two LayerNorms, gain + bias of h each, replicated over TP
     params = attn_params + mlp_params_held + norm_params
     weight_bytes = (attn_params + mlp_params_held + expert_params) * we   # each weight read once
-    act_io = tokens * h * e * 8 / t
+    act_io = tokens * h * e * GEMM_ACTIVATION_TENSORS / t
 
     replicated = ELEMENTWISE_PASSES_REPLICATED * tokens * h / (t if sp else 1)
     scores = 0.0 if tr.flash_attention else SCORE_PASSES * a * tokens * s / t
@@ -147,7 +157,8 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     fwd = Work(weight_flops + core_flops, weight_bytes + act_io, fwd_stream)
     attn_core = Work(core_flops, 0.0, scores * e)
     weight_fwd = Work(weight_flops, weight_bytes + act_io, 0.0)
-    bwd_input = Work(weight_flops + 2 * core_flops, weight_bytes + act_io, BACKWARD_STREAM_FACTOR * fwd_stream)
+    bwd_input = Work(weight_flops + 2 * core_flops, weight_bytes + act_io,
+                     BACKWARD_STREAM_FACTOR * fwd_stream)
     bwd_weight = weight_fwd
 
     # Activation memory (Korthikanti Table 2), bytes = sbh-coefficients x tokens x h x e/2
@@ -189,8 +200,8 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     else:
         ep_fwd = ()
     kv_bytes = 2 * tokens * h * r / t * e if cp > 1 else 0.0
-    return LayerCost(fwd, bwd_input, bwd_weight, recompute, attn_core, Work(routed_flops), params, expert_params,
-                     act, tp_fwd, tp_bwd, tp_recompute, ep_fwd, ep_fwd, kv_bytes)
+    return LayerCost(fwd, bwd_input, bwd_weight, recompute, attn_core, Work(routed_flops), params,
+                     expert_params, act, tp_fwd, tp_bwd, tp_recompute, ep_fwd, ep_fwd, kv_bytes)
 
 
 def embedding_cost(sc: Scenario) -> EdgeCost:
@@ -223,7 +234,7 @@ def model_params(sc: Scenario) -> float:
     total = (m.layers - m.moe_layers) * dense
     if m.is_moe:
         moe = m.moe
-        total += m.moe_layers * (attn + (moe.experts + moe.shared_experts) * mats * m.hidden * moe.expert_ffn_hidden
-                                 + m.hidden * moe.experts)
+        experts = (moe.experts + moe.shared_experts) * mats * m.hidden * moe.expert_ffn_hidden
+        total += m.moe_layers * (attn + experts + m.hidden * moe.experts)
     emb = m.vocab * m.hidden
     return total + (emb if m.tied_embeddings else 2 * emb)

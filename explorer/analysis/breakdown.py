@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .engine import Task
+from ..engine import Task
 
 CATEGORIES = ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "bubble", "optimizer")
 CATEGORY_OF_PART = {"compute": "compute", "weight-grad": "compute", "recompute": "recompute", "tp": "tp",
@@ -37,7 +37,8 @@ def group_by_class(tasks: list[Task], classes: int) -> list[list[Task]]:
 
 
 def class_breakdown(tasks: list[Task], cls: int, iteration_s: float, start_s: float = 0.0,
-                    mine: list[Task] | None = None, last_enders: list[Task] | None = None) -> dict[str, float]:
+                    mine: list[Task] | None = None,
+                    last_enders: list[Task] | None = None) -> dict[str, float]:
     """Seconds of the iteration per category on GPU class ``cls`` (sums to ``iteration_s``).
 
     The iteration is the window [start_s, start_s + iteration_s]: 0 for schedules that flush,

@@ -1,0 +1,42 @@
+"""Per-GPU memory: what each GPU class holds (Rajbhandari et al., ZeRO, SC20, Fig. 1 for the
+sharding; Korthikanti et al., MLSys 2023, Table 2 for activations, in workload.py)."""
+from __future__ import annotations
+
+from ..network import Network
+from ..taskgraph.builder import IterationBuilder
+from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
+from .breakdown import MemoryBreakdown
+
+
+def class_memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:
+    """Per-GPU memory of class ``s``: parameters, gradients and optimizer state of the chunks it
+    holds (as the ZeRO stage shards them), the FSDP working set, and activations at the peak of
+    its program order (the registry's replay).  Reads the chunk descriptions and the order."""
+    sc = b.sc
+    zero = sc.parallelism.zero
+    held = b.rank_chunks(s)
+    chunks = [ch for ch, _ in held]
+    dense = sum(c.params for c in chunks)
+    expert = sum(c.expert_params for c in chunks)
+    nd = net.group_size("dp", s)
+    ne = net.group_size("edp", s) if expert else 1
+
+    def shard(x_dense: float, x_expert: float, sharded: bool) -> float:
+        return x_dense / nd + x_expert / ne if sharded else x_dense + x_expert
+
+    # ZeRO (Rajbhandari et al. SC20, Fig. 1): stage 1 shards optimizer state, 2 also gradients,
+    # 3 also parameters, each over the data-parallel group.
+    params = PARAM_BYTES * shard(dense, expert, zero >= 3)
+    # Weight stashing (PipeDream): one version per micro-batch in flight; 1 for the other schedules.
+    params *= b.schedule.weight_versions(s, b.p)
+    grads = GRAD_BYTES * shard(dense, expert, zero >= 2)
+    if zero >= 3:
+        # FSDP working set: the gathered layer plus ``prefetch_layers`` gathered ahead, and one
+        # layer's full gradients before their reduce-scatter.
+        layer = max(c.fsdp_layer_bytes for c in chunks)
+        params += layer * (1 + sc.communication.prefetch_layers)
+        grads += layer / PARAM_BYTES * GRAD_BYTES
+    opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer] * shard(dense, expert, zero >= 1)
+    # Activations at the schedule's peak, replaying the program order (exact for every schedule).
+    peak = b.schedule.peak_activations(b.orders[s], [c.act_bytes for c in chunks])
+    return MemoryBreakdown(params, grads, opt, peak)

@@ -1,0 +1,138 @@
+"""What the user reads: bytes per dimension, the main call of each dimension, the bottleneck in
+one sentence and the warnings (a kind and a message each)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..engine import Task
+from ..network import Network
+from ..scenario import Scenario
+from ..taskgraph.builder import IterationBuilder
+from .breakdown import COMM_DIMS, MemoryBreakdown
+
+TIER_WORDS = {"scale-up": "the scale-up links (NVLink/NVSwitch)",
+              "scale-out": "the node NICs (scale-out fabric)",
+              "spine": "the leaf-to-spine uplinks", "scale-across": "the WAN between datacenters",
+              "none": "no link"}
+
+
+def comm_bytes(b: IterationBuilder, by_class: list[list[Task]], m: int) -> dict[str, float]:
+    """Bytes each GPU sends per iteration, per dimension (bus bytes, nccl-tests convention);
+    the largest over GPU classes."""
+    out = dict.fromkeys(COMM_DIMS, 0.0)
+    for s, mine in enumerate(by_class):
+        held = b.rank_chunks(s)
+        per = {"tp": sum(n * c.tp_bytes for c, n in held), "cp": sum(n * c.cp_bytes for c, n in held),
+               "ep": sum(n * c.ep_bytes for c, n in held), "pp": 0.0,
+               "dp": sum(n * c.fsdp_bytes for c, n in held)}
+        for t in mine:
+            if t.kind == "pp":
+                per["pp"] += t.info["bytes"] * m / b.m_sim     # per iteration when two are simulated
+            elif t.kind == "dp":
+                per["dp"] += t.info["bus_bytes"]
+        for k in out:
+            out[k] = max(out[k], per[k])
+    return out
+
+
+def link_summary(b: IterationBuilder, net: Network, tasks: list[Task]) -> dict[str, dict]:
+    """The main call of each dimension, with the boundary that limits it."""
+    sc = b.sc
+    out: dict[str, dict] = {}
+    calls = {"tp": b.dense.tp_fwd[:1], "ep": (b.moe.ep_fwd[:1] if b.moe else ())}
+    for dim, cs in calls.items():
+        for c in cs:
+            cc = net.cost(c.op, c.size_bytes, dim, 0)
+            out[dim] = {"op": c.op, "bytes": c.size_bytes, "group": cc.n, "algorithm": cc.algorithm,
+                        "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
+    if b.dense.cp_kv_bytes:
+        cc = net.cost("send-recv", b.dense.cp_kv_bytes, "cp", 0)
+        out["cp"] = {"op": "send-recv", "bytes": b.dense.cp_kv_bytes, "group": sc.parallelism.cp,
+                     "algorithm": "ring", "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps,
+                     "time_s": cc.time_s}
+    for dim in ("pp", "dp"):
+        # Real calls only (the overlapped-FSDP drawing tasks carry no call of their own).
+        mine = [t for t in tasks if t.kind == dim and (dim == "pp" or t.info.get("buckets"))]
+        if mine:
+            t = max(mine, key=lambda t: (t.duration, -t.cls))   # the slowest call of the dimension
+            i = t.info
+            out[dim] = {"op": i.get("op", "send-recv"), "bytes": i["bytes"], "group": i["group"],
+                        "algorithm": i["algorithm"], "tier": i["tier"], "busbw_GBps": i["busbw_GBps"],
+                        "time_s": t.duration}
+    if sc.parallelism.zero == 3 and "dp" not in out and net.group_size("dp", 0) > 1:
+        size = max(c.fsdp_layer_bytes for c in b.chunks)
+        cc = net.cost("all-gather", size, "dp", 0)
+        out["dp"] = {"op": "all-gather", "bytes": size, "group": cc.n, "algorithm": cc.algorithm,
+                     "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
+    return out
+
+
+def bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: float, m: int) -> str:
+    """The largest non-compute category of the busiest stage in one sentence, with the call and
+    link behind it."""
+    cats = {k: v for k, v in bd.items() if k not in ("compute", "recompute")}
+    worst = max(cats, key=lambda k: (cats[k], k))
+    share = cats[worst] / T if T > 0 else 0.0
+    if cats[worst] <= 1e-3 * T:
+        return "Compute-bound: communication and bubbles together take under 0.1% of the iteration."
+    head = f"{worst.upper() if worst in COMM_DIMS else worst.capitalize()} takes {share:.1%} of the iteration"
+    if worst in links:
+        li = links[worst]
+        return (f"{head} (exposed {worst} communication): its {li['op']} over {li['group']} GPUs "
+                f"is limited by "
+                f"{TIER_WORDS[li['tier']]} at {li['busbw_GBps']:.0f} GB/s bus bandwidth ({li['algorithm']}).")
+    if worst == "bubble":
+        p = sc.parallelism
+        return (f"{head} on the busiest stage (pipeline bubble): {p.pp} stages and {m} micro-batches with "
+                f"{p.schedule}. More micro-batches, interleaving or fewer stages shrink it.")
+    if worst == "optimizer":
+        return (f"{head} (optimizer step): it streams the optimizer state through HBM; "
+                "ZeRO sharding shrinks it.")
+    return f"{head}."
+
+
+# Exposed communication of one dimension at or above this share of the iteration, limited by the
+# WAN, is worth a warning: the simulated outcome, not a placement rule of thumb, decides.
+WAN_EXPOSED_WARNING_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One warning: a machine-readable ``kind`` and the sentence shown to the user.
+
+    Kinds: ``memory`` (a stage exceeds the GPU's memory), ``algorithm`` (the requested collective
+    algorithm could not run for some calls), ``wan`` (exposed communication limited by the WAN)."""
+
+    kind: str
+    message: str
+
+
+def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], net: Network,
+              breakdown: dict[str, float], T: float) -> tuple[Notice, ...]:
+    """Warnings that follow from the simulated numbers (each quotes the number it rests on)."""
+    out: list[Notice] = []
+    cap = sc.hardware.gpu.memory_GB * 1e9
+    if memory.total > cap:
+        out.append(Notice("memory", f"memory: {memory.total / 1e9:.1f} GB per GPU exceeds the "
+                          f"{sc.hardware.gpu.memory_GB:g} GB of {sc.hardware.gpu.name}; "
+                          f"raise tp/pp, use ZeRO or "
+                          f"activation recomputation"))
+    if net.fallbacks:
+        # One sentence per reason, naming each operation with the dimensions that issued it.
+        by_why: dict[str, dict[str, list[str]]] = {}
+        for (op, dim), why in sorted(net.fallbacks.items()):
+            by_why.setdefault(why, {}).setdefault(op, []).append(dim)
+        parts = ["; ".join(", ".join(f"{op} ({', '.join(dims)})" for op, dims in ops.items()) + f": {why}"
+                 for why, ops in by_why.items())]
+        out.append(Notice("algorithm", f"algorithm: communication.algorithm {sc.communication.algorithm} "
+                          f"cannot "
+                          f"run for every call — {'; '.join(parts)}"))
+    for dim in COMM_DIMS:
+        li = links.get(dim)
+        share = breakdown.get(dim, 0.0) / T if T > 0 else 0.0
+        if li and li["tier"] == "scale-across" and share >= WAN_EXPOSED_WARNING_SHARE:
+            out.append(Notice("wan", f"{dim}: exposed {dim} communication takes {share:.1%} of the iteration "
+                              f"({breakdown[dim]:.3g} s); its {li['op']} over {li['group']} GPUs "
+                              f"is limited by "
+                              f"{TIER_WORDS['scale-across']} at {li['busbw_GBps']:.1f} GB/s bus bandwidth"))
+    return tuple(out)

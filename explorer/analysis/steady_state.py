@@ -1,0 +1,113 @@
+"""The iteration window: build and run the task graph, then find where one iteration starts on
+each GPU class and how long it lasts, as the schedule's registry entry says its iterations meet
+(schedules/registry.py ``Window``) or, with P3 bucket priorities, when the next iteration can start.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..engine import Task, run
+from ..network import Network
+from ..scenario import Scenario
+from ..schedules.registry import Window
+from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
+from .breakdown import class_breakdown, group_by_class
+
+
+@dataclass(frozen=True)
+class ScheduledRun:
+    """One scheduled task graph and its iteration window (what every analysis reads)."""
+
+    builder: IterationBuilder
+    net: Network
+    tasks: list[Task]
+    by_class: list[list[Task]]       # tasks grouped by GPU class once (no classes x tasks loops)
+    T: float                         # iteration time
+    window: list[float]              # per class: where its iteration starts
+    enders: list[Task]               # the tasks that end last, in task order
+
+    def breakdown(self, s: int) -> dict[str, float]:
+        return class_breakdown(self.tasks, s, self.T, self.window[s], self.by_class[s], self.enders)
+
+
+def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None) -> ScheduledRun:
+    """Build and run the task graph of ``sc`` (with the given ideal-pipeline aspects; the
+    scenario's own ``ideal_pipeline`` when None) and find its iteration window."""
+    if ideal is None:
+        ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
+    net = Network(sc, free="comm" in ideal)
+    builder = IterationBuilder(sc, net, ideal)
+    graph = builder.build()
+    makespan = run(graph)
+    tasks = graph.tasks
+    p, m = builder.p, builder.m
+    by_class = group_by_class(tasks, p)
+    # Schedules whose consecutive iterations overlap (ZB-H2 with the optimizer's global sync
+    # bypassed, Qi et al. ICLR 2024 Sec. 4) repeat every max-over-stages *span*; the others flush,
+    # so an iteration is the whole makespan.
+    first = [min((t.start for t in mine if t.stream == "compute"), default=0.0) for mine in by_class]
+    window_kind = builder.schedule.window
+    if window_kind is Window.ASYNC:
+        # Steady state (Narayanan et al., PipeDream, SOSP 2019) of two back-to-back iterations:
+        # on stage s, one period spans m backwards, ending at B_k and B_(k+m) with
+        # k = m-1-(p-1-s), the last backward of the first iteration's steady phase, so that
+        # neither end lies in a warm-up or in the final drain (which a third iteration would fill).
+        ends = [{t.info["micro_batch"]: t.end for t in mine if t.kind == "backward"} for mine in by_class]
+        ks = [m - 1 - (p - 1 - s) for s in range(p)]
+        if min(ks) >= 0:
+            first = [ends[s][ks[s]] for s in range(p)]
+            T = max(ends[s][ks[s] + m] - first[s] for s in range(p))
+            enders = [t for t in tasks if t.end == makespan]
+            return ScheduledRun(builder, net, tasks, by_class, T, first, enders)
+        # Fewer micro-batches than stages: no steady phase; from the first iteration's last backward.
+        first = [ends[s][m - 1] for s in range(p)]
+    if sc.communication.dp_priority:
+        T, window = _next_iteration_period(builder, by_class)
+    elif window_kind is not Window.FLUSH:
+        last = [max(t.end for t in mine) for mine in by_class]
+        T = max(last[s] - first[s] for s in range(p))
+        window = first
+    else:
+        T, window = makespan, [0.0] * p
+    enders = [t for t in tasks if t.end == makespan]
+    return ScheduledRun(builder, net, tasks, by_class, T, window, enders)
+
+
+def _next_iteration_period(b: IterationBuilder, by_class: list[list[Task]]) -> tuple[float, list[float]]:
+    """Steady-state iteration time with P3-style bucket priorities (Jayarajan et al., "Priority-based
+    Parameter Propagation", SysML 2019; ByteScheduler, SOSP 2019): the next iteration's first
+    forward on a stage may start as soon as the layers it reaches first are updated, while later
+    buckets are still in flight.  Its forward over the chunk's G bucket groups runs contiguously
+    from S', group g (first layers = 0) at S' + g*F/G, so S' = max_g(ready_g - g*F/G), where
+    ready_g is when group g's gradients are reduced, its slice of the optimizer step is done and —
+    for ZeRO 1-2 — its parameters are gathered back.  Each stage repeats every S' - S, S its first
+    forward; the iteration is the slowest stage's period."""
+    sc, p = b.sc, b.p
+    period, window = 0.0, [0.0] * p
+    for s in range(p):
+        mine = by_class[s]
+        # The optimizer step and (ZeRO 1-2) the parameter gathers as the tasks charged them.
+        opt = next(t.duration for t in mine if t.kind == "optimizer")
+        gathers = {(t.info["dim"], t.info["layer_rank"]): t.duration for t in mine
+                   if t.kind == "dp" and t.info.get("chunk") == 0 and t.info.get("op") == "all-gather"
+                   and t.info.get("buckets")}
+        first_f = min((t for t in mine if t.kind == "forward"), key=lambda t: t.start)
+        start = first_f.start
+        ready: dict[int, float] = {}
+        groups = 1
+        for t in mine:
+            i = t.info
+            if t.kind == "dp" and i.get("chunk") == 0 and i.get("buckets") and i["op"] != "all-gather":
+                g, groups = t.info["layer_rank"], t.info["groups"]
+                extra = opt * t.info["share"]
+                if sc.parallelism.zero in (1, 2):
+                    # The gather of the same bucket group (same buckets: parameters and gradients
+                    # are both bf16, techniques/optimizer.py).
+                    extra += gathers[(t.info["dim"], g)]
+                ready[g] = max(ready.get(g, 0.0), t.end + extra)
+        compute_end = max(t.end for t in mine if t.stream == "compute" and t.kind != "optimizer")
+        slice_f = first_f.duration / groups
+        restart = max([compute_end] + [r - g * slice_f for g, r in ready.items()])
+        window[s] = start
+        period = max(period, restart - start)
+    return period, window

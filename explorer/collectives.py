@@ -4,9 +4,9 @@ Latency and bandwidth terms follow Thakur, Rabenseifner & Gropp, "Optimization o
 Communication Operations in MPICH", IJHPCA 19(1), 2005 (Sec. 4): ring all-gather and reduce-scatter
 (n-1)*alpha + (n-1)/n * S*beta; ring all-reduce twice that; recursive halving/doubling with log2(n)
 steps of halving sizes (Rabenseifner's all-reduce = reduce-scatter + all-gather); pairwise-exchange
-all-to-all (n-1)/n * S*beta, its n-1 exchanges issued concurrently as NCCL does.  NCCL's double binary tree (Sanders, Speck & Traeff,
-Parallel Computing 35(12), 2009; NCCL 2.4) costs 2*log2(nodes) latencies and about 2*S of traffic
-per node.
+all-to-all (n-1)/n * S*beta, its n-1 exchanges issued concurrently as NCCL does.  NCCL's double
+binary tree (Sanders, Speck & Traeff, Parallel Computing 35(12), 2009; NCCL 2.4) costs
+2*log2(nodes) latencies and about 2*S of traffic per node.
 
 The beta of a multi-tier group is not one number: each boundary the traffic crosses (NVLink, node
 NICs, leaf uplinks, WAN; see topology.py) has its own share of bandwidth, and the time is set by the
@@ -128,8 +128,15 @@ def scale_up_factor(sh: GroupShape, pattern: str, dist: int = 0) -> float:
     return 1.0
 
 
-# Each algorithm returns (seconds, latency seconds, limiting boundary, {boundary: egress bytes per
-# domain}).
+@dataclass(frozen=True)
+class AlgorithmCost:
+    """What one algorithm's model gives for one call: total and latency seconds, the index of the
+    boundary whose bandwidth limits it, and the bytes leaving one domain of each boundary."""
+
+    time_s: float
+    latency_s: float
+    boundary: int
+    egress: dict[int, float]
 
 
 def _crossing(shape: GroupShape, egress: dict[int, float], up: float = 1.0) -> tuple[float, int]:
@@ -143,7 +150,7 @@ def _crossing(shape: GroupShape, egress: dict[int, float], up: float = 1.0) -> t
     return best, where
 
 
-def _ring(op: str, S: float, sh: GroupShape) -> tuple:
+def _ring(op: str, S: float, sh: GroupShape) -> AlgorithmCost:
     n = sh.n
     steps, vol = {"all-reduce": (2 * (n - 1), 2 * (n - 1) / n * S),
                   "reduce-scatter": (n - 1, (n - 1) / n * S),
@@ -154,10 +161,10 @@ def _ring(op: str, S: float, sh: GroupShape) -> tuple:
     lat = steps * sh.latencies[sh.outer]
     egress = {b: vol for b in range(len(sh.shares)) if b == 0 or sh.spans(b)}
     bw, b = _crossing(sh, egress)
-    return lat + bw, lat, b, egress
+    return AlgorithmCost(lat + bw, lat, b, egress)
 
 
-def _tree(op: str, S: float, sh: GroupShape) -> tuple | None:
+def _tree(op: str, S: float, sh: GroupShape) -> AlgorithmCost | None:
     nodes = sh.n // sh.per_domain[1]
     if nodes <= 1:
         return None  # NCCL uses trees between nodes only; inside a node it is a chain (= ring)
@@ -167,10 +174,10 @@ def _tree(op: str, S: float, sh: GroupShape) -> tuple | None:
     lat = passes * (depth * sh.latencies[sh.outer] + chain * sh.latencies[0])
     egress = {b: passes * S for b in range(len(sh.shares)) if b == 0 or sh.spans(b)}
     bw, b = _crossing(sh, egress)
-    return lat + bw, lat, b, egress
+    return AlgorithmCost(lat + bw, lat, b, egress)
 
 
-def _halving_doubling(op: str, S: float, sh: GroupShape) -> tuple:
+def _halving_doubling(op: str, S: float, sh: GroupShape) -> AlgorithmCost:
     n = sh.n
     p2 = 1 << (n.bit_length() - 1)
     lat = bw = 0.0
@@ -199,10 +206,10 @@ def _halving_doubling(op: str, S: float, sh: GroupShape) -> tuple:
         bw += 2 * t
         for k, v in extra.items():
             egress[k] = egress.get(k, 0.0) + 2 * v
-    return lat + bw, lat, worst_b, egress
+    return AlgorithmCost(lat + bw, lat, worst_b, egress)
 
 
-def _hierarchical(op: str, S: float, sh: GroupShape) -> tuple:
+def _hierarchical(op: str, S: float, sh: GroupShape) -> AlgorithmCost:
     """Reduce-scatter level by level outward, (all-reduce at the top), all-gather back inward.
 
     Phase l runs among the d = g_l / g_(l-1) sub-domains of a level-l domain on data S/g_(l-1) per
@@ -226,18 +233,18 @@ def _hierarchical(op: str, S: float, sh: GroupShape) -> tuple:
             egress[k] = egress.get(k, 0.0) + passes * v
         if t > worst_t:
             worst_t, worst_b = t, b
-    return lat + bw, lat, worst_b, egress
+    return AlgorithmCost(lat + bw, lat, worst_b, egress)
 
 
-def _nvls(op: str, S: float, sh: GroupShape) -> tuple | None:
+def _nvls(op: str, S: float, sh: GroupShape) -> AlgorithmCost | None:
     if sh.spans(1):
         return None  # in-switch reduction reaches the GPUs of one NVSwitch domain only
     lat = 2 * sh.latencies[0]
     # shares[0] carries the ring efficiency; NVLS has its own fitted one instead.
-    return lat + S / (sh.shares[0] / SCALE_UP_EFFICIENCY * NVLS_EFFICIENCY), lat, 0, {0: S}
+    return AlgorithmCost(lat + S / (sh.shares[0] / SCALE_UP_EFFICIENCY * NVLS_EFFICIENCY), lat, 0, {0: S})
 
 
-def _pairwise(op: str, S: float, sh: GroupShape) -> tuple:
+def _pairwise(op: str, S: float, sh: GroupShape) -> AlgorithmCost:
     n = sh.n
     # NCCL posts the n-1 sends and receives of an all-to-all in one group call, so they run
     # concurrently: one latency of the farthest peer plus a scale-up latency per further peer to
@@ -250,7 +257,7 @@ def _pairwise(op: str, S: float, sh: GroupShape) -> tuple:
             g = sh.per_domain[b]
             egress[b] = g * S * (n - g) / n
     bw, b = _crossing(sh, egress, scale_up_factor(sh, "all-to-all"))
-    return lat + bw, lat, b, egress
+    return AlgorithmCost(lat + bw, lat, b, egress)
 
 
 _IMPL = {"ring": _ring, "tree": _tree, "halving-doubling": _halving_doubling,
@@ -277,18 +284,18 @@ def cost(op: str, size_bytes: float, shape: GroupShape, algorithm: str = "auto",
     forced = algorithm != "auto"
     if forced:
         candidates = (algorithm,) if algorithm in candidates else ()
-    best = None
-    for alg in candidates:
-        if alg == "nvls" and not nvls_capable:
+    best: AlgorithmCost | None = None
+    alg = ""
+    for name in candidates:
+        if name == "nvls" and not nvls_capable:
             continue
-        res = _IMPL[alg](op, size_bytes, shape)
-        if res is not None and (best is None or res[0] < best[0]):
-            best = (*res, alg)
+        res = _IMPL[name](op, size_bytes, shape)
+        if res is not None and (best is None or res.time_s < best.time_s):
+            best, alg = res, name
     if best is None:  # forced algorithm not possible here: ring (pairwise for an all-to-all)
-        fallback = "ring" if "ring" in APPLICABLE[op] else APPLICABLE[op][0]
-        res = _IMPL[fallback](op, size_bytes, shape)
-        best = (*res, fallback)
-    t, lat, b, egress, alg = best
+        alg = "ring" if "ring" in APPLICABLE[op] else APPLICABLE[op][0]
+        best = _IMPL[alg](op, size_bytes, shape)
     requested = algorithm if forced and alg != algorithm else ""
-    return CollectiveCost(op, size_bytes, shape.n, alg, t, lat, BOUNDARY_NAMES[b],
-                          tuple(egress.get(i, 0.0) for i in range(len(shape.shares))), requested)
+    egress = tuple(best.egress.get(i, 0.0) for i in range(len(shape.shares)))
+    return CollectiveCost(op, size_bytes, shape.n, alg, best.time_s, best.latency_s,
+                          BOUNDARY_NAMES[best.boundary], egress, requested)

@@ -48,3 +48,15 @@ def test_load_imbalance_stretches_all_to_all_and_expert_compute():
     assert skew.breakdown_s["compute"] > even.breakdown_s["compute"]
     # FLOPs executed on average do not change: tflops_per_gpu falls with the time.
     assert skew.tflops_per_gpu * skew.iteration_time_s == pytest.approx(even.tflops_per_gpu * even.iteration_time_s)
+
+
+def test_link_summary_and_bytes_report_the_dispatch_that_was_priced():
+    """Node-limited routing: the EP link in the JSON is the node-aware dispatch the timeline
+    charged (faster, fewer fabric bytes), not a plain all-to-all priced a second time."""
+    plain = simulate(from_dict(moe_raw(ep=16, max_nodes=0)))
+    limited = simulate(from_dict(moe_raw(ep=16, max_nodes=1)))
+    assert plain.links["ep"]["algorithm"] != "node-aware"
+    assert limited.links["ep"]["algorithm"] == "node-aware"
+    assert limited.links["ep"]["time_s"] < plain.links["ep"]["time_s"]
+    assert (limited.comm_bytes_by_tier["ep"]["scale-out"] < plain.comm_bytes_by_tier["ep"]["scale-out"])
+    assert max(limited.utilisation.values()) <= 1.0 + 1e-9

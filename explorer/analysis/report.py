@@ -38,18 +38,8 @@ def comm_bytes(b: IterationBuilder, by_class: list[list[Task]], m: int) -> dict[
 def link_summary(b: IterationBuilder, net: Network, tasks: list[Task]) -> dict[str, dict]:
     """The main call of each dimension, with the boundary that limits it."""
     sc = b.sc
-    out: dict[str, dict] = {}
-    calls = {"tp": b.dense.tp_fwd[:1], "ep": (b.moe.ep_fwd[:1] if b.moe else ())}
-    for dim, cs in calls.items():
-        for c in cs:
-            cc = net.cost(c.op, c.size_bytes, dim, 0)
-            out[dim] = {"op": c.op, "bytes": c.size_bytes, "group": cc.n, "algorithm": cc.algorithm,
-                        "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
-    if b.dense.cp_kv_bytes:
-        cc = net.cost("send-recv", b.dense.cp_kv_bytes, "cp", 0)
-        out["cp"] = {"op": "send-recv", "bytes": b.dense.cp_kv_bytes, "group": sc.parallelism.cp,
-                     "algorithm": "ring", "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps,
-                     "time_s": cc.time_s}
+    # TP, EP and CP: the per-layer calls of the first chunk (stage 0), as the builder priced them.
+    out: dict[str, dict] = {dim: dict(call) for dim, call in b.chunks[0].comm.items()}
     for dim in ("pp", "dp"):
         # Real calls only (the overlapped-FSDP drawing tasks carry no call of their own).
         mine = [t for t in tasks if t.kind == dim and (dim == "pp" or t.info.get("buckets"))]

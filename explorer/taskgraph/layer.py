@@ -91,8 +91,8 @@ def _ep_time(ctx: ChunkContext, calls, stage: int) -> tuple[float, float]:
     if node_limited(sh, moe.max_nodes):
         secs = bus = 0.0
         for c in calls:
-            t, b, _ = node_aware_pass(c.size_bytes, sh, moe.top_k, moe.max_nodes)
-            secs += t
+            cc, b = node_aware_pass(c.size_bytes, sh, moe.top_k, moe.max_nodes)
+            secs += cc.time_s
             bus += b
     return secs * moe.imbalance, bus
 
@@ -166,8 +166,8 @@ def _ep_links(ctx: ChunkContext, call: Collective, stage: int) -> list[LinkCall]
     sh = ctx.net.shape("ep", stage)
     if not node_limited(sh, moe.max_nodes):
         return priced_link(ctx.net, "ep", call.op, call.size_bytes, stage, 1)
-    _, _, egress = node_aware_pass(call.size_bytes, sh, moe.top_k, moe.max_nodes)
-    return [LinkCall("ep", call.op, egress, sh.n, sh.per_domain, 1)]
+    cc, _ = node_aware_pass(call.size_bytes, sh, moe.top_k, moe.max_nodes)
+    return [LinkCall("ep", call.op, cc.egress, sh.n, sh.per_domain, 1)]
 
 
 def layer_links(ctx: ChunkContext, lc: LayerCost, stage: int) -> list[LinkCall]:
@@ -187,15 +187,20 @@ def layer_links(ctx: ChunkContext, lc: LayerCost, stage: int) -> list[LinkCall]:
 
 
 def comm_info(ctx: ChunkContext, stage: int) -> dict:
-    """The per-layer call of each blocking dimension on ``stage`` (what a hover shows)."""
+    """The per-layer call of each blocking dimension on ``stage`` as it was priced (what a hover
+    and the link summary show): op, bytes, group, algorithm, limiting tier, bus bandwidth, seconds."""
     out = {}
     lc = ctx.moe or ctx.dense
     calls = {"tp": ctx.dense.tp_fwd[:1], "ep": lc.ep_fwd[:1]}
     if ctx.dense.cp_kv_bytes:
         calls["cp"] = (Collective("send-recv", ctx.dense.cp_kv_bytes),)
+    moe = ctx.sc.model.moe
     for dim, cs in calls.items():
         for c in cs:
             cc = ctx.net.cost(c.op, c.size_bytes, dim, stage)
+            sh = ctx.net.shape(dim, stage)
+            if dim == "ep" and not ctx.net.free and node_limited(sh, moe.max_nodes):
+                cc, _ = node_aware_pass(c.size_bytes, sh, moe.top_k, moe.max_nodes)   # as _ep_time priced it
             out[dim] = {"op": c.op, "bytes": c.size_bytes, "group": cc.n, "algorithm": cc.algorithm,
-                        "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps}
+                        "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
     return out

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
-from ...collectives import scale_up_factor
-from ...topology import GroupShape
+from ...collectives import CollectiveCost, scale_up_factor
+from ...topology import BOUNDARY_NAMES, GroupShape
 
 
 @lru_cache(maxsize=None)
@@ -48,14 +48,14 @@ def node_limited(sh: GroupShape, max_nodes: int) -> bool:
     return max_nodes > 0 and sh.spans(1)
 
 
-def node_aware_pass(size: float, sh: GroupShape, top_k: int,
-                    max_nodes: int) -> tuple[float, float, tuple[float, ...]]:
+def node_aware_pass(size: float, sh: GroupShape, top_k: int, max_nodes: int) -> tuple[CollectiveCost, float]:
     """One node-aware all-to-all of ``size`` bytes (this GPU's tokens x top_k x hidden) over the EP
-    group ``sh``: (seconds, bus bytes, egress per boundary).
+    group ``sh``, as a CollectiveCost (algorithm ``node-aware``), and its bus bytes.
 
     Fabric hop: E[min(D, M)] copies of each token leave the node, ``inter`` bytes per GPU, spread
     over the outer boundaries like a plain all-to-all of the nodes; NVLink hop: an all-to-all among
-    the g1 GPUs of a node (with the scale-up wiring factor).  Latency: the concurrent sends of
+    the g1 GPUs of a node (with the scale-up wiring factor).  The hops are pipelined: the slower
+    one (the limiting boundary) sets the time.  Latency: the concurrent sends of
     collectives._pairwise, one fabric round and g1-1 NVLink rounds per node pair."""
     g1 = sh.per_domain[1]
     nodes = sh.n // g1
@@ -63,14 +63,20 @@ def node_aware_pass(size: float, sh: GroupShape, top_k: int,
     up = scale_up_factor(replace(sh, n=g1), "all-to-all")
     per_token_copy = size / top_k                    # this GPU's tokens, one copy each
     inter = per_token_copy * distinct * (nodes - 1) / nodes
-    t_inter = max(sh.per_domain[b] * inter * (sh.n - sh.per_domain[b]) / (sh.n - g1) / sh.shares[b]
-                  for b in range(1, len(sh.shares)) if sh.spans(b))
+    outer = {b: sh.per_domain[b] * inter * (sh.n - sh.per_domain[b]) / (sh.n - g1)
+             for b in range(1, len(sh.shares)) if sh.spans(b)}
+    t_inter = max(v / sh.shares[b] for b, v in outer.items())
     intra = size * (g1 - 1) / g1
     t_intra = intra / sh.shares[0] * up
     lat = sh.latencies[sh.outer] + max(nodes - 2 + g1 - 1, 0) * sh.latencies[0]
-    egress = (intra,) + tuple(sh.per_domain[b] * inter * (sh.n - sh.per_domain[b]) / (sh.n - g1)
-                              if sh.spans(b) else 0.0 for b in range(1, len(sh.shares)))
-    return max(t_inter, t_intra) + lat, inter + intra, egress
+    limit, worst = 0, t_intra
+    for b, v in outer.items():
+        if v / sh.shares[b] > worst:
+            limit, worst = b, v / sh.shares[b]
+    egress = (intra,) + tuple(outer.get(b, 0.0) for b in range(1, len(sh.shares)))
+    cc = CollectiveCost("all-to-all", size, sh.n, "node-aware", max(t_inter, t_intra) + lat, lat,
+                        BOUNDARY_NAMES[limit], egress)
+    return cc, inter + intra
 
 
 def imbalance_extra_s(expert_gemm_flops: float, imbalance: float, gemm_flops_per_s: float) -> float:

@@ -27,7 +27,7 @@ from ..workload import EdgeCost, LayerCost, embedding_cost, layer_cost, logits_c
 from .chunks import COMPUTE_PARTS, ChunkContext, ChunkWork, balanced, chunk_work, fuse, sum_parts
 from .layout import Fused, Layout, Pass, layout_for, normalise
 from .partition import choose_split
-from .records import priced_link
+from .records import OverlapInfo, PassInfo, StepInfo, TransferInfo, priced_link
 from .techniques.dp_buckets import dp_tasks
 from .techniques.optimizer import optimizer_time
 
@@ -213,8 +213,8 @@ class IterationBuilder:
 
     def _pass_task(self, g: TaskGraph, s: int, ps: Pass, deps: list) -> int:
         ch, parts, dur, layer_parts, extras, hidden = self._pass_shape(s, ps.local, ps.kind)
-        info = {"micro_batch": ps.mb, "chunk": ps.local, "layers": ch.layers, "comm": ch.comm,
-                "layer_parts": layer_parts, **extras}
+        flops, hidden_comm = extras
+        info = PassInfo(ps.mb, ps.local, ch.layers, ch.comm, layer_parts, flops, hidden_comm)
         tid = g.add(Task(s, "compute", TASK_KIND[ps.kind], dur, deps, parts=parts, info=info))
         if hidden > 0:
             self._fsdp_hidden_task(g, s, tid, ps, ch, hidden)
@@ -229,10 +229,9 @@ class IterationBuilder:
         comm_all = sum_parts(*((k, v) for k, v in chf.fwd_parts + chb.bwd_parts if k not in COMPUTE_PARTS),
                              *chf.hidden_f, *chb.hidden_b)
         hidden = tuple((k, v - exposed.get(k, 0.0)) for k, v in comm_all if v - exposed.get(k, 0.0) > 0)
-        info = {"micro_batch": step.f.mb, "chunk": step.f.local, "layers": 0, "comm": chf.comm,
-                "op": f"F mb {step.f.mb} dir {step.f.lane} + B mb {step.b.mb} dir {step.b.lane}",
-                "hidden": hidden,
-                "flops": chf.flops_f + chb.flops_b + chb.flops_w}
+        flops = chf.flops_f + chb.flops_b + chb.flops_w
+        info = PassInfo(step.f.mb, step.f.local, 0, chf.comm, (), flops, hidden,
+                        f"F mb {step.f.mb} dir {step.f.lane} + B mb {step.b.mb} dir {step.b.lane}")
         tid = g.add(Task(s, "compute", "F&B", sum(x for _, x in parts), deps, parts=parts, info=info))
         self._fsdp_hidden_task(g, s, tid, step.f, chf, chf.fsdp_hidden[0] + chb.fsdp_hidden[1])
         return tid
@@ -244,10 +243,7 @@ class IterationBuilder:
         if hidden <= 0:
             return
         g.add(Task(s, "dp", "dp", hidden, [(tid, 0.0)], priority=1, parts=(("dp", hidden),),
-                   info={"micro_batch": ps.mb, "chunk": ps.local, "op": "FSDP gather/reduce (overlapped)",
-                         "bytes": ch.fsdp_bytes, "bus_bytes": 0.0, "buckets": 0, "bucket_bytes": 0.0,
-                         "group": self.net.group_size("dp", s), "algorithm": "", "tier": "",
-                         "busbw_GBps": None, "dim": "dp"}))
+                   info=OverlapInfo(ps.mb, ps.local, ch.fsdp_bytes, self.net.group_size("dp", s))))
 
     def _data_dependencies(self, g: TaskGraph, comp: _Compute) -> None:
         """Pipeline transfers F(position k) -> F(k+1) and B(k+1) -> B(k) along each lane; a
@@ -272,8 +268,8 @@ class IterationBuilder:
     def _transfer(self, g: TaskGraph, s: int, src: int, dst: int, mb: int, local: int, direction: str,
                   pair: int) -> None:
         cc = self.net.cost("send-recv", self.pp_msg_bytes, "pp", pair)
-        info = {"micro_batch": mb, "chunk": local, "bytes": self.pp_msg_bytes, "group": 2, "algorithm": "p2p",
-                "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "direction": direction, "pair": pair}
+        info = TransferInfo(mb, local, self.pp_msg_bytes, 2, "p2p", cc.boundary, cc.busbw_GBps, direction,
+                            pair)
         links = self._pp_links.get(pair)
         if links is None:
             # Two iterations simulated back to back count as one (m of m_sim units per iteration).
@@ -303,16 +299,17 @@ class IterationBuilder:
                         dp_ids += self._dp(g, s, c, op, [(comp.last[s], 1.0)], None)
             t_opt = self.optimizer_time(s)
             deps = [(comp.last[s], 1.0)] + [(d, 1.0) for d in dp_ids]
-            opt = g.add(Task(s, "compute", "optimizer", t_opt, deps, parts=(("optimizer", t_opt),), info={}))
+            opt = g.add(Task(s, "compute", "optimizer", t_opt, deps, parts=(("optimizer", t_opt),),
+                             info=StepInfo()))
             if zero in (1, 2) and not comm.dp_overlap:
                 for c in local_chunks:
                     self._dp(g, s, c, "all-gather", [(opt, 1.0)], None)
 
 
-def _pass_extras(ch: ChunkWork, kind: str) -> dict:
+def _pass_extras(ch: ChunkWork, kind: str) -> tuple[float, tuple]:
     """FLOPs of one pass of ``ch`` and the communication hidden under it (timeline fields)."""
     if kind == "F":
-        return {"flops": ch.flops_f, "hidden": ch.hidden_f}
+        return ch.flops_f, ch.hidden_f
     if kind == "W":
-        return {"flops": ch.flops_w, "hidden": ()}
-    return {"flops": ch.flops_b + (ch.flops_w if kind == "B" else 0.0), "hidden": ch.hidden_b}
+        return ch.flops_w, ()
+    return ch.flops_b + (ch.flops_w if kind == "B" else 0.0), ch.hidden_b

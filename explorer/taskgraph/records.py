@@ -10,7 +10,7 @@ node-limited dispatch as a plain all-to-all).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from ..network import Network
@@ -72,3 +72,101 @@ def priced_link(net: Network, dim: str, op: str, size: float, stage: int, count:
         return []
     cc = net.cost(op, size, dim, stage)
     return [LinkCall(dim, op, cc.egress, sh.n, sh.per_domain, count, pairwise)]
+
+
+# -- what a task is ------------------------------------------------------------------------------
+# Each task carries one of these typed payloads (named tuples: immutable, typed, cheap to create
+# for the ~100k tasks of a large pipeline).  Consumers read attributes; ``rec.get(name, default)``,
+# ``rec[name]`` and ``name in rec`` also work, for code written against the former info dicts.
+
+
+class PassInfo(NamedTuple):
+    """A compute pass: forward, backward, weight-gradient or DualPipe's fused F&B."""
+
+    micro_batch: int
+    chunk: int                          # local chunk on the GPU (virtual stage, DualPipe direction)
+    layers: int                         # 0 for a fused F&B (drawn as one block)
+    comm: dict                          # per dimension: its per-layer call, as priced (hover)
+    layer_parts: tuple = ()             # one layer's parts, the drawing template
+    flops: float = 0.0
+    hidden: tuple = ()                  # (dim, seconds) of communication hidden under the pass
+    op: str = ""                        # the fused pair, in words
+
+
+class TransferInfo(NamedTuple):
+    """A pipeline transfer of activations (forward) or their gradients (backward)."""
+
+    micro_batch: int
+    chunk: int
+    bytes: float
+    group: int
+    algorithm: str
+    tier: str
+    busbw_GBps: float
+    direction: str
+    pair: int                           # network.members("pp", pair): the stage pair it uses
+
+
+class BucketInfo(NamedTuple):
+    """Data-parallel gradient buckets (or ZeRO parameter gathers) merged into one task."""
+
+    chunk: int
+    bytes: float
+    bus_bytes: float
+    buckets: int                        # buckets merged into this task
+    bucket_bytes: float
+    group: int
+    algorithm: str
+    tier: str
+    busbw_GBps: float
+    op: str
+    dim: str                            # dp (dense) or edp (expert)
+    layer_rank: int                     # 0 holds the chunk's first layers (produced last)
+    groups: int                         # bucket tasks of the chunk
+    share: float                        # of the chunk's parameters
+
+
+class OverlapInfo(NamedTuple):
+    """ZeRO-3 gathers/reductions running under a pass's compute (drawn, never blocking)."""
+
+    micro_batch: int
+    chunk: int
+    bytes: float
+    group: int
+    op: str = "FSDP gather/reduce (overlapped)"
+    dim: str = "dp"
+    bus_bytes: float = 0.0
+    buckets: int = 0
+    bucket_bytes: float = 0.0
+    algorithm: str = ""
+    tier: str = ""
+    busbw_GBps: float | None = None
+
+
+class StepInfo(NamedTuple):
+    """The optimizer step (nothing more to say than its duration)."""
+
+
+def _get(self, key: str, default=None):
+    return getattr(self, key, default) if isinstance(key, str) else tuple.__getitem__(self, key)
+
+
+def _getitem(self, key):
+    if isinstance(key, str):
+        try:
+            return getattr(self, key)
+        except AttributeError:
+            raise KeyError(key) from None
+    return tuple.__getitem__(self, key)
+
+
+def _contains(self, key) -> bool:
+    return key in self._fields
+
+
+for _record in (PassInfo, TransferInfo, BucketInfo, OverlapInfo, StepInfo):
+    _record.get = _get
+    _record.__getitem__ = _getitem
+    _record.__contains__ = _contains
+
+Payload = PassInfo | TransferInfo | BucketInfo | OverlapInfo | StepInfo

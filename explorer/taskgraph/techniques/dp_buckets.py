@@ -19,7 +19,7 @@ from ...engine import Task, TaskGraph
 from ...network import Network
 from ...scenario import Scenario
 from ..chunks import ChunkWork
-from ..records import priced_link
+from ..records import BucketInfo, priced_link
 from .optimizer import GRAD_BYTES, PARAM_BYTES
 
 # Buckets of one chunk kept as separate engine tasks; more are merged, k per task, so that the
@@ -62,12 +62,10 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
             if ready_task is not None:
                 done = sum(_per_task(buckets, tasks, i) for i in range(j + 1))
                 d.append((ready_task, done / buckets))
-            info = {"chunk": c, "bytes": size * k, "bus_bytes": size * k * bus_factor(op, cc.n), "buckets": k,
-                    "bucket_bytes": size, "group": cc.n, "algorithm": cc.algorithm, "tier": cc.boundary,
-                    "busbw_GBps": cc.busbw_GBps, "op": op, "dim": dim,
-                    # Layer order of the group: 0 holds the chunk's first layers (produced last).
-                    "layer_rank": tasks - 1 - j, "groups": tasks,
-                    "share": k / buckets * params / max(ch.params + ch.expert_params, 1.0)}
+            # Layer order of the group: layer_rank 0 holds the chunk's first layers (produced last).
+            info = BucketInfo(c, size * k, size * k * bus_factor(op, cc.n), k, size, cc.n, cc.algorithm,
+                              cc.boundary, cc.busbw_GBps, op, dim, tasks - 1 - j, tasks,
+                              k / buckets * params / max(ch.params + ch.expert_params, 1.0))
             priority = 1
             if sc.communication.dp_priority and ready_task is not None:
                 priority = 1 + priority_rank * MAX_BUCKET_TASKS + (tasks - 1 - j)

@@ -3,9 +3,10 @@
 Each task runs on one stream of one GPU class (``compute``, ``pp``, ``dp``, ...).  A stream runs
 one task at a time, non-preemptively; when it frees, it takes the ready task with the smallest
 ``priority``, then the earliest ready, then the first added (a counter), so the same task list
-always gives the same timeline (the tie-break of SimPy's event heap).  A dependency may fire part-way through
-its predecessor: ``(task, 0.25)`` is satisfied once a quarter of that task has run — this is how a
-gradient bucket becomes ready while the backward pass that produces it is still running.
+always gives the same timeline (the tie-break of SimPy's event heap).  A dependency may fire
+part-way through its predecessor: ``(task, 0.25)`` is satisfied once a quarter of that task has
+run — this is how a gradient bucket becomes ready while the backward pass that produces it is
+still running.
 
 Program order on a stream (the 1F1B order of a pipeline stage, say) is expressed by the schedule
 builder as explicit dependencies; the engine adds no ordering of its own beyond readiness.
@@ -14,6 +15,10 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:                             # type names only: the engine depends on nothing above it
+    from .taskgraph.records import LinkCall, Payload
 
 
 @dataclass(slots=True)
@@ -27,8 +32,10 @@ class Task:
     deps: list[tuple[int, float]] = field(default_factory=list)
     priority: int = 0
     parts: tuple[tuple[str, float], ...] = ()
-    info: dict | None = None                  # micro_batch, chunk, bytes, group, algorithm, tier ...
-    links: tuple = ()                         # taskgraph.records.LinkCall: network calls it makes, as priced
+    # What the task is, for the stages after the engine (taskgraph.records: PassInfo, TransferInfo,
+    # BucketInfo, OverlapInfo, StepInfo); the engine never reads it.
+    info: Payload | None = None
+    links: tuple[LinkCall, ...] = ()          # the network calls it makes, as the builder priced them
     ready: float = 0.0                        # when its dependencies were satisfied
     start: float = 0.0                        # >= ready: later if its stream was busy
     end: float = 0.0

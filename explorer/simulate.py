@@ -29,7 +29,9 @@ _schedule = schedule_iteration         # the former private name, for scripts th
 
 @dataclass(frozen=True)
 class GPUClass:
-    """A set of provably identical GPUs simulated once."""
+    """A set of provably identical GPUs simulated once.  ``label`` is the display text
+    (``name`` and the multiplicity); consumers read ``name``, ``stage`` and ``gpus`` instead of
+    parsing it."""
 
     index: int
     label: str
@@ -37,6 +39,7 @@ class GPUClass:
     gpus: int                 # multiplicity: how many GPUs behave like this one
     layers: tuple[int, ...]   # layers of each of its chunks
     datacenter: int
+    name: str = ""            # "stage s" (" · DC d" with several datacenters), without the multiplicity
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,11 @@ class Result:
     links: dict[str, dict]                     # per dimension: algorithm, tier, busbw of its main call
     utilisation: dict[str, float]              # average busy fraction of each tier boundary
     tasks: list[Task] = field(repr=False)
+
+    @property
+    def notices(self) -> tuple[Notice, ...]:
+        """The warnings as typed records (a kind and a message each)."""
+        return tuple(Notice(k, m) for k, m in zip(self.warning_kinds, self.warnings))
 
     @property
     def memory_over_capacity(self) -> bool:
@@ -128,9 +136,9 @@ def simulate(sc: Scenario) -> Result:
     classes = []
     for s in range(p):
         dc = net.placement.gpu(pp=s) // gpus_per_dc
-        label = f"stage {s}" + (f" · DC {dc}" if sc.cluster.datacenters > 1 else "") + f" (×{per_stage} GPUs)"
+        name = f"stage {s}" + (f" · DC {dc}" if sc.cluster.datacenters > 1 else "")
         layers = tuple(builder.layer_counts[c * p + s] for c in range(v))
-        classes.append(GPUClass(s, label, s, per_stage, layers, dc))
+        classes.append(GPUClass(s, f"{name} (×{per_stage} GPUs)", s, per_stage, layers, dc, name))
 
     # Slowest class: the one with the most compute-stream work — the stage that bounds throughput
     # (ties: the one that finishes last, then the lowest index).

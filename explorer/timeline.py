@@ -2,7 +2,7 @@
 
 One row per drawn bar: GPU class, lane (stream), operation kind, start/end in seconds and the
 details a hover or a CSV reader wants.  Compute tasks carry blocking collectives as parts
-(see schedules/iteration.py); here they are expanded layer by layer so a TP all-reduce appears on
+(see taskgraph/builder.py); here they are expanded layer by layer so a TP all-reduce appears on
 its own lane between the GEMMs it separates.  When the expansion would exceed ``max_segments``
 rows, each task is drawn as one bar per part instead, and ``coarse`` says so.
 """

@@ -95,3 +95,12 @@ def test_tree_fallback_is_reported_once_naming_the_calls():
 def test_auto_never_warns_about_algorithms():
     for f in SCENARIO_FILES:
         assert "algorithm" not in simulate(load(f, {"communication.algorithm": "auto"})).warning_kinds
+
+
+def test_warnings_and_classes_are_typed_records():
+    """Consumers read a warning's kind and a class's name/stage/multiplicity, never parse text."""
+    r = simulate(next(load(p) for p in SCENARIO_FILES if p.stem == "llama3-405b-16k"))
+    assert [n.kind for n in r.notices] == list(r.warning_kinds) and "memory" in r.warning_kinds
+    assert all(n.message == m for n, m in zip(r.notices, r.warnings))
+    c = r.classes[1]
+    assert (c.name, c.stage, c.gpus) == ("stage 1", 1, 1024) and c.label == f"{c.name} (×{c.gpus} GPUs)"

@@ -8,6 +8,7 @@ from ..engine import Task
 from ..network import Network
 from ..scenario import Scenario
 from ..taskgraph.builder import IterationBuilder
+from ..taskgraph.records import BucketInfo, TransferInfo
 from .breakdown import COMM_DIMS, MemoryBreakdown
 
 TIER_WORDS = {"scale-up": "the scale-up links (NVLink/NVSwitch)",
@@ -27,9 +28,9 @@ def comm_bytes(b: IterationBuilder, by_class: list[list[Task]], m: int) -> dict[
                "dp": sum(n * c.fsdp_bytes for c, n in held)}
         for t in mine:
             if t.kind == "pp":
-                per["pp"] += t.info["bytes"] * m / b.m_sim     # per iteration when two are simulated
+                per["pp"] += t.info.bytes * m / b.m_sim     # per iteration when two are simulated
             elif t.kind == "dp":
-                per["dp"] += t.info["bus_bytes"]
+                per["dp"] += t.info.bus_bytes
         for k in out:
             out[k] = max(out[k], per[k])
     return out
@@ -42,12 +43,12 @@ def link_summary(b: IterationBuilder, net: Network, tasks: list[Task]) -> dict[s
     out: dict[str, dict] = {dim: dict(call) for dim, call in b.chunks[0].comm.items()}
     for dim in ("pp", "dp"):
         # Real calls only (the overlapped-FSDP drawing tasks carry no call of their own).
-        mine = [t for t in tasks if t.kind == dim and (dim == "pp" or t.info.get("buckets"))]
+        mine = [t for t in tasks if isinstance(t.info, TransferInfo if dim == "pp" else BucketInfo)]
         if mine:
             t = max(mine, key=lambda t: (t.duration, -t.cls))   # the slowest call of the dimension
             i = t.info
-            out[dim] = {"op": i.get("op", "send-recv"), "bytes": i["bytes"], "group": i["group"],
-                        "algorithm": i["algorithm"], "tier": i["tier"], "busbw_GBps": i["busbw_GBps"],
+            out[dim] = {"op": "send-recv" if dim == "pp" else i.op, "bytes": i.bytes, "group": i.group,
+                        "algorithm": i.algorithm, "tier": i.tier, "busbw_GBps": i.busbw_GBps,
                         "time_s": t.duration}
     if sc.parallelism.zero == 3 and "dp" not in out and net.group_size("dp", 0) > 1:
         size = max(c.fsdp_layer_bytes for c in b.chunks)

@@ -11,6 +11,7 @@ from ..network import Network
 from ..scenario import Scenario
 from ..schedules.registry import Window
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
+from ..taskgraph.records import BucketInfo
 from .breakdown import class_breakdown, group_by_class
 
 
@@ -52,7 +53,7 @@ def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None) -> Sch
         # on stage s, one period spans m backwards, ending at B_k and B_(k+m) with
         # k = m-1-(p-1-s), the last backward of the first iteration's steady phase, so that
         # neither end lies in a warm-up or in the final drain (which a third iteration would fill).
-        ends = [{t.info["micro_batch"]: t.end for t in mine if t.kind == "backward"} for mine in by_class]
+        ends = [{t.info.micro_batch: t.end for t in mine if t.kind == "backward"} for mine in by_class]
         ks = [m - 1 - (p - 1 - s) for s in range(p)]
         if min(ks) >= 0:
             first = [ends[s][ks[s]] for s in range(p)]
@@ -88,22 +89,21 @@ def _next_iteration_period(b: IterationBuilder, by_class: list[list[Task]]) -> t
         mine = by_class[s]
         # The optimizer step and (ZeRO 1-2) the parameter gathers as the tasks charged them.
         opt = next(t.duration for t in mine if t.kind == "optimizer")
-        gathers = {(t.info["dim"], t.info["layer_rank"]): t.duration for t in mine
-                   if t.kind == "dp" and t.info.get("chunk") == 0 and t.info.get("op") == "all-gather"
-                   and t.info.get("buckets")}
+        buckets = [t for t in mine if isinstance(t.info, BucketInfo) and t.info.chunk == 0]
+        gathers = {(t.info.dim, t.info.layer_rank): t.duration for t in buckets if t.info.op == "all-gather"}
         first_f = min((t for t in mine if t.kind == "forward"), key=lambda t: t.start)
         start = first_f.start
         ready: dict[int, float] = {}
         groups = 1
-        for t in mine:
+        for t in buckets:
             i = t.info
-            if t.kind == "dp" and i.get("chunk") == 0 and i.get("buckets") and i["op"] != "all-gather":
-                g, groups = t.info["layer_rank"], t.info["groups"]
-                extra = opt * t.info["share"]
+            if i.op != "all-gather":
+                g, groups = i.layer_rank, i.groups
+                extra = opt * i.share
                 if sc.parallelism.zero in (1, 2):
                     # The gather of the same bucket group (same buckets: parameters and gradients
                     # are both bf16, techniques/optimizer.py).
-                    extra += gathers[(t.info["dim"], g)]
+                    extra += gathers[(i.dim, g)]
                 ready[g] = max(ready.get(g, 0.0), t.end + extra)
         compute_end = max(t.end for t in mine if t.stream == "compute" and t.kind != "optimizer")
         slice_f = first_f.duration / groups

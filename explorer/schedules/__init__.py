@@ -1,1 +1,2 @@
-"""Schedule generators: the order of work on each GPU class, and the task graph of one iteration."""
+"""Pipeline schedules: one module per schedule with its program order (pure functions of stage,
+p, m, v) and its formulas, and registry.py describing each one for the rest of the simulator."""

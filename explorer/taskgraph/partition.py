@@ -8,6 +8,7 @@ loss, MoE models mix dense and expert layers — so the split here balances the 
 from __future__ import annotations
 
 from bisect import bisect_right
+from dataclasses import dataclass
 from itertools import accumulate
 
 
@@ -37,17 +38,44 @@ def split_layers(costs: list[float], chunks: int, first_extra: float, last_extra
     >>> split_layers([1.0] * 24, 12, 0.0, 0.5, stages=4)
     (2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2)
     """
-    n = len(costs)
-    extras = [0.0] * chunks
-    extras[0] += first_extra
-    extras[-1] += last_extra
-    prefix = [0.0, *accumulate(costs)]
+    line = _Line.of(costs, chunks, first_extra, last_extra)
+    best = _min_max_split(line, costs)
+    if stages is None or stages >= chunks:
+        return tuple(best)
+    return _interleaved_split(line, best, stages, first_extra, last_extra)
 
-    def greedy(cap: float) -> list[int] | None:
-        # Each chunk takes as many layers as fit under ``cap`` (at least one, leaving one for every
-        # later chunk); feasible when the last chunk, which takes the rest, fits too.
+
+# Relative tolerance of cost comparisons: summation-order noise never decides a split.
+_TOL = 1e-9
+# Bisection steps on the cap: 60 halvings take any starting interval below float resolution.
+_BISECTION_STEPS = 60
+
+
+@dataclass(frozen=True)
+class _Line:
+    """Layers in order as prefix sums of their costs, with the edge work of the first and last chunk."""
+
+    prefix: tuple[float, ...]
+    extras: tuple[float, ...]
+    chunks: int
+
+    @staticmethod
+    def of(costs: list[float], chunks: int, first_extra: float, last_extra: float) -> _Line:
+        extras = [0.0] * chunks
+        extras[0] += first_extra
+        extras[-1] += last_extra
+        return _Line(tuple([0.0, *accumulate(costs)]), tuple(extras), chunks)
+
+    @property
+    def n(self) -> int:
+        return len(self.prefix) - 1
+
+    def greedy(self, cap: float) -> list[int] | None:
+        """Each chunk takes as many layers as fit under ``cap`` (at least one, leaving one for every
+        later chunk); feasible when the last chunk, which takes the rest, fits too."""
+        prefix, extras, n, chunks = self.prefix, self.extras, self.n, self.chunks
         out: list[int] = []
-        i, tol = 0, cap * (1 + 1e-9)
+        i, tol = 0, cap * (1 + _TOL)
         for j in range(chunks - 1):
             end = bisect_right(prefix, prefix[i] + tol - extras[j], lo=i) - 1
             # Settle the rounding of the bisection target on the chunk's own sum.
@@ -61,20 +89,26 @@ def split_layers(costs: list[float], chunks: int, first_extra: float, last_extra
         out.append(n - i)
         return out if prefix[n] - prefix[i] + extras[-1] <= tol else None
 
-    def chunk_costs(counts: list[int] | tuple[int, ...]) -> list[float]:
+    def chunk_costs(self, counts: list[int] | tuple[int, ...]) -> list[float]:
         ends = list(accumulate(counts))
-        return [extras[k] + prefix[e] - prefix[e - c] for k, (c, e) in enumerate(zip(counts, ends))]
+        return [self.extras[k] + self.prefix[e] - self.prefix[e - c]
+                for k, (c, e) in enumerate(zip(counts, ends))]
 
+
+def _min_max_split(line: _Line, costs: list[float]) -> list[int]:
+    """The split minimising the largest chunk (bisection on the cap), or the evenly spaced one
+    when it is as good (slack then goes to the chunks with edge work)."""
+    prefix, extras, n, chunks = line.prefix, line.extras, line.n, line.chunks
     lo, hi = max(max(costs), max(extras)), (prefix[n] + sum(extras)) * (1 + 1e-6)
-    for _ in range(60):
+    for _ in range(_BISECTION_STEPS):
         mid = (lo + hi) / 2
-        if greedy(mid) is None:
+        if line.greedy(mid) is None:
             lo = mid
         else:
             hi = mid
     # hi is the optimal cap up to rounding noise; one more tolerance step makes every chunk whose
     # cost equals the optimum fit for certain, so the greedy packs the front chunks full.
-    best = greedy(hi * (1 + 1e-9))
+    best = line.greedy(hi * (1 + _TOL))
     assert best is not None
     # Evenly spaced alternative: assign each layer by the midpoint of its cumulative cost.
     total = prefix[n] + sum(extras)
@@ -83,52 +117,61 @@ def split_layers(costs: list[float], chunks: int, first_extra: float, last_extra
     for c in costs:
         counts[min(int((acc + c / 2) / (total / chunks)), chunks - 1)] += 1
         acc += c
-    if min(counts) >= 1 and max(chunk_costs(counts)) <= max(chunk_costs(best)) * (1 + 1e-9):
+    if min(counts) >= 1 and max(line.chunk_costs(counts)) <= max(line.chunk_costs(best)) * (1 + _TOL):
         best = counts
-    if stages is None or stages >= chunks:
-        return tuple(best)
+    return best
 
-    def score(counts: list[int] | tuple[int, ...]) -> tuple[float, float, float]:
-        # (sum over virtual-stage rounds of the round's slowest chunk, largest stage total,
-        # largest chunk).  Interleaved 1F1B passes every micro-batch through the rounds in order,
-        # each at the pace of its slowest chunk, so the rounds' maxima add up (SC21 Sec. 2.2.2:
-        # the bubble is (p-1) chunk times); the stage totals pace the steady state.
-        cc = chunk_costs(counts)
-        per = [0.0] * stages
-        for k, c in enumerate(cc):
-            per[k % stages] += c
-        rounds = sum(max(cc[r:r + stages]) for r in range(0, chunks, stages))
-        return rounds, max(per), max(cc)
 
-    def better(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-        # Lexicographic with a relative tolerance: summation-order noise never decides.
-        for x, y in zip(a, b):
-            if x < y * (1 - 1e-9):
-                return True
-            if x > y * (1 + 1e-9):
-                return False
-        return False
+def _score(line: _Line, counts: list[int] | tuple[int, ...], stages: int) -> tuple[float, float, float]:
+    """(sum over virtual-stage rounds of the round's slowest chunk, largest stage total, largest
+    chunk).  Interleaved 1F1B passes every micro-batch through the rounds in order, each at the
+    pace of its slowest chunk, so the rounds' maxima add up (SC21 Sec. 2.2.2: the bubble is (p-1)
+    chunk times); the stage totals pace the steady state."""
+    cc = line.chunk_costs(counts)
+    per = [0.0] * stages
+    for k, c in enumerate(cc):
+        per[k % stages] += c
+    rounds = sum(max(cc[r:r + stages]) for r in range(0, line.chunks, stages))
+    return rounds, max(per), max(cc)
 
-    def spread(base: list[int], spare: int) -> list[int] | None:
-        # Hand out ``spare`` layers one at a time to the chunk where they cost least (score; ties:
-        # the lower index), each chunk at most one.
-        if min(base) < 1 or spare > chunks:
-            return None
-        out = list(base)
-        free = list(range(chunks))
-        for _ in range(spare):
-            pick = None
-            for k in free:
-                trial = out[:k] + [out[k] + 1] + out[k + 1:]
-                if pick is None or better(score(trial), pick[0]):
-                    pick = (score(trial), k)
-            out[pick[1]] += 1
-            free.remove(pick[1])
-        return out
 
+def _better(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """Lexicographically smaller, with the relative tolerance."""
+    for x, y in zip(a, b):
+        if x < y * (1 - _TOL):
+            return True
+        if x > y * (1 + _TOL):
+            return False
+    return False
+
+
+def _spread(line: _Line, base: list[int], spare: int, stages: int) -> list[int] | None:
+    """Hand out ``spare`` layers one at a time to the chunk where they cost least (score; ties:
+    the lower index), each chunk at most one."""
+    chunks = line.chunks
+    if min(base) < 1 or spare > chunks:
+        return None
+    out = list(base)
+    free = list(range(chunks))
+    for _ in range(spare):
+        pick = None
+        for k in free:
+            trial = out[:k] + [out[k] + 1] + out[k + 1:]
+            if pick is None or _better(_score(line, trial, stages), pick[0]):
+                pick = (_score(line, trial, stages), k)
+        out[pick[1]] += 1
+        free.remove(pick[1])
+    return out
+
+
+def _interleaved_split(line: _Line, best: list[int], stages: int, first_extra: float,
+                       last_extra: float) -> tuple[int, ...]:
+    """Among the min-max split and Megatron-LM's uniform split (remainder spread where it costs
+    least; one layer less on a chunk with heavy edge work), the best by :func:`_score`."""
+    n, chunks = line.n, line.chunks
     base, rem = divmod(n, chunks)
-    candidates = [list(best), spread([base] * chunks, rem)]
-    mean = prefix[n] / n
+    candidates = [list(best), _spread(line, [base] * chunks, rem, stages)]
+    mean = line.prefix[n] / n
     if base > 1 and max(first_extra, last_extra) >= mean / 2:
         # One layer less on the chunk(s) whose edge work is heavy (at least half a layer).
         lighter = [base] * chunks
@@ -137,16 +180,16 @@ def split_layers(costs: list[float], chunks: int, first_extra: float, last_extra
             if e >= mean / 2:
                 lighter[k] -= 1
                 spare += 1
-        candidates.append(spread(lighter, spare))
+        candidates.append(_spread(line, lighter, spare, stages))
     # A candidate may not enlarge the largest chunk: it sets the warm-up and cool-down, (p-1) chunk
     # times (SC21 Sec. 2.2.2), which the round sum only approximates.
     keep = candidates[0]
-    cap = max(chunk_costs(keep)) * (1 + 1e-9)
+    cap = max(line.chunk_costs(keep)) * (1 + _TOL)
     for cand in candidates[1:]:
-        if cand is not None and max(chunk_costs(cand)) <= cap and better(score(cand), score(keep)):
+        if cand is not None and max(line.chunk_costs(cand)) <= cap and \
+                _better(_score(line, cand, stages), _score(line, keep, stages)):
             keep = cand
     return tuple(keep)
-
 
 def choose_split(given: tuple[int, ...] | None, layer_costs: list[float], chunks: int, stages: int | None,
                  first_extra: float, last_extra: float) -> tuple[int, ...]:

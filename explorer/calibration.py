@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .scenario import Scenario, from_dict
-from .schedules.registry import DEFAULT as DEFAULT_SCHEDULE    # Megatron-LM's 1F1B, which the rows ran
+from .schedules.registry import DEFAULT as DEFAULT_SCHEDULE  # Megatron-LM's 1F1B, which the rows ran
 
 REFERENCE_DIR = Path(__file__).parent / "data" / "reference"
 
@@ -40,8 +40,9 @@ class MegatronRow:
 def megatron_rows() -> list[MegatronRow]:
     out = []
     for r in read_csv("megatron_sc21_table1.csv"):
-        out.append(MegatronRow(float(r["params_billion"]), int(r["heads"]), int(r["hidden"]), int(r["layers"]),
-                               int(r["tp"]), int(r["pp"]), int(r["dp"]), int(r["gpus"]), int(r["global_batch"]),
+        out.append(MegatronRow(float(r["params_billion"]), int(r["heads"]), int(r["hidden"]),
+                               int(r["layers"]), int(r["tp"]), int(r["pp"]), int(r["dp"]), int(r["gpus"]),
+                               int(r["global_batch"]),
                                float(r["achieved_tflops_per_gpu"])))
     return out
 

@@ -34,7 +34,8 @@ BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
 
 def default_gemm_efficiency(gpu: GPU) -> float:
     """Fraction of peak reached by training GEMMs when the scenario does not override it."""
-    measured = (gpu.measured_matmul_tflops / gpu.peak_tflops) if gpu.measured_matmul_tflops else DEFAULT_MEASURED_OVER_PEAK
+    measured = (gpu.measured_matmul_tflops / gpu.peak_tflops if gpu.measured_matmul_tflops
+                else DEFAULT_MEASURED_OVER_PEAK)
     return min(measured, 1.0) * GEMM_FRACTION_OF_MEASURED
 
 
@@ -47,7 +48,7 @@ class ComputeModel:
     peak_flops_per_s: float      # bf16 dense peak, the MFU denominator (PaLM App. B)
 
     @classmethod
-    def for_scenario(cls, sc: Scenario) -> "ComputeModel":
+    def for_scenario(cls, sc: Scenario) -> ComputeModel:
         gpu = sc.hardware.gpu
         eff = sc.hardware.compute_efficiency or default_gemm_efficiency(gpu)
         peak = gpu.fp8_tflops if sc.training.dtype == "fp8" else gpu.peak_tflops

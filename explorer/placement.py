@@ -26,7 +26,7 @@ class Placement:
     sizes: dict[str, int]
 
     @classmethod
-    def for_scenario(cls, sc: Scenario) -> "Placement":
+    def for_scenario(cls, sc: Scenario) -> Placement:
         p = sc.parallelism
         sizes = {"tp": p.tp, "cp": p.cp, "dp": sc.dp, "pp": p.pp}
         strides, stride = {}, 1

@@ -13,8 +13,14 @@ from dataclasses import dataclass, field
 from .analysis.breakdown import CATEGORIES, MemoryBreakdown
 from .analysis.bubble import bubble_formula, bubble_summary, explain_bubble, stage_passes
 from .analysis.memory import class_memory
-from .analysis.report import (WAN_EXPOSED_WARNING_SHARE, Notice, bottleneck, comm_bytes, link_summary,
-                              warnings_for)
+from .analysis.report import (
+    WAN_EXPOSED_WARNING_SHARE,
+    Notice,
+    bottleneck,
+    comm_bytes,
+    link_summary,
+    warnings_for,
+)
 from .analysis.steady_state import ScheduledRun, schedule_iteration
 from .engine import Task
 from .scenario import Scenario
@@ -74,7 +80,7 @@ class Result:
     @property
     def notices(self) -> tuple[Notice, ...]:
         """The warnings as typed records (a kind and a message each)."""
-        return tuple(Notice(k, m) for k, m in zip(self.warning_kinds, self.warnings))
+        return tuple(Notice(k, m) for k, m in zip(self.warning_kinds, self.warnings, strict=True))
 
     @property
     def memory_over_capacity(self) -> bool:
@@ -190,7 +196,7 @@ class SimulationError(RuntimeError):
     scenario passed validation), reported as such rather than as Infinity or NaN in JSON."""
 
 
-def _check_finite(r: "Result") -> None:
+def _check_finite(r: Result) -> None:
     """Raise SimulationError unless every figure that leaves simulate() is finite, the iteration
     and throughputs positive and the shares non-negative."""
     positive = {"iteration_time_s": r.iteration_time_s, "tokens_per_s": r.tokens_per_s,

@@ -93,7 +93,8 @@ class Timeline:
             events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": label}})
             events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
             for tid, lane in enumerate(lanes):
-                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": lane}})
+                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                               "args": {"name": lane}})
         yield from events
         cols = self.columns
         for i in range(len(self)):
@@ -127,8 +128,8 @@ def build_timeline(tasks: list[Task], class_labels: tuple[str, ...], max_segment
     (``coarse``).  ``max_rows`` is a hard cap (downloads): beyond it rows are dropped and
     ``truncated`` says so — coarsening comes first, so only a coarse timeline is ever truncated."""
     cols: dict[str, list] = {k: [] for k in COLUMNS}
-    estimate = sum((t.info or {}).get("layers", 1) * (max(len(t.parts), 1) + len((t.info or {}).get("hidden", ())))
-                   for t in tasks)
+    estimate = sum((t.info or {}).get("layers", 1)
+                   * (max(len(t.parts), 1) + len((t.info or {}).get("hidden", ()))) for t in tasks)
     coarse = estimate > min(max_segments, max_rows)
     truncated = False
 
@@ -179,7 +180,8 @@ def build_timeline(tasks: list[Task], class_labels: tuple[str, ...], max_segment
         if coarse or not layer_parts or layers == 0:
             for k, v in t.parts:
                 lane = LANE_OF[k]
-                add(t, lane, _kind(t.kind, k), at, v, flops=flops * v / compute_secs if lane == "compute" else None)
+                add(t, lane, _kind(t.kind, k), at, v,
+                    flops=flops * v / compute_secs if lane == "compute" else None)
                 at += v
             for k, v in hidden:
                 # Hidden communication drawn on its own lane from the pass's start.

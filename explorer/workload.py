@@ -51,11 +51,11 @@ class Work:
     gemm_bytes: float = 0.0
     stream_bytes: float = 0.0
 
-    def __add__(self, other: "Work") -> "Work":
+    def __add__(self, other: Work) -> Work:
         return Work(self.gemm_flops + other.gemm_flops, self.gemm_bytes + other.gemm_bytes,
                     self.stream_bytes + other.stream_bytes)
 
-    def scaled(self, k: float) -> "Work":
+    def scaled(self, k: float) -> Work:
         return Work(self.gemm_flops * k, self.gemm_bytes * k, self.stream_bytes * k)
 
 

@@ -6,12 +6,13 @@ import re
 
 import pytest
 
-from conftest import SCENARIO_FILES, pipeline_raw
 from explorer.analysis import class_breakdown
 from explorer.scenario import from_dict, load
 from explorer.schedules.dualpipe import ideal_makespan as dualpipe_makespan
 from explorer.simulate import explain_bubble, simulate, stage_passes
 from explorer.taskgraph.builder import IterationBuilder
+
+from conftest import SCENARIO_FILES, pipeline_raw
 
 TEACHING = next(f for f in SCENARIO_FILES if f.stem == "teaching-8gpu")
 
@@ -38,7 +39,8 @@ def test_ideal_pipeline_card_equals_the_schedules_formula(schedule, p, m, v, rec
     assert r.bubble_fraction == pytest.approx(r.bubble_formula, abs=1e-9)
     # Ideal stages are all equal: the busiest stage idles like the mean.
     assert r.bubble_fraction_busiest == pytest.approx(r.bubble_fraction, abs=1e-9)
-    assert r.breakdown_s["optimizer"] == 0 and all(r.breakdown_s[d] == 0 for d in ("tp", "cp", "ep", "pp", "dp"))
+    assert r.breakdown_s["optimizer"] == 0
+    assert all(r.breakdown_s[d] == 0 for d in ("tp", "cp", "ep", "pp", "dp"))
 
 
 @pytest.mark.parametrize("p,m,v", [(4, 8, 1), (8, 3, 1), (4, 8, 2), (2, 8, 3)])
@@ -92,7 +94,8 @@ def test_teaching_card_is_the_mean_idle_share_of_the_stages():
     assert min(stages[0], stages[3]) > 0.32
     assert r.bubble_formula == pytest.approx(3 / 11, rel=1e-12)
     d = r.to_json_dict()
-    assert d["bubble_fraction"] == r.bubble_fraction and d["bubble_fraction_busiest"] == r.bubble_fraction_busiest
+    assert d["bubble_fraction"] == r.bubble_fraction
+    assert d["bubble_fraction_busiest"] == r.bubble_fraction_busiest
     assert d["bubble_formula"] == r.bubble_formula and "3/11" in d["bubble_formula_text"]
 
 

@@ -73,7 +73,8 @@ def test_halving_doubling_pays_log2_n_latencies():
 
 def test_non_power_of_two_halving_doubling_adds_two_exchanges():
     sh6, sh4 = node().shape(np.arange(6)), node().shape(np.arange(4))
-    extra = cost("all-reduce", 1e9, sh6, "halving-doubling").time_s - cost("all-reduce", 1e9, sh4, "halving-doubling").time_s
+    extra = (cost("all-reduce", 1e9, sh6, "halving-doubling").time_s
+             - cost("all-reduce", 1e9, sh4, "halving-doubling").time_s)
     assert extra > 2 * 1e9 / (300 * GB * SCALE_UP_EFFICIENCY) * 0.9
 
 
@@ -113,13 +114,15 @@ def test_oversubscribed_spine_slows_a_group_spread_over_leaf_blocks_proportional
     # A group inside one leaf block never crosses the spine.
     fab1, fab4 = node(nodes=64, kind="fat-tree"), node(nodes=64, kind="fat-tree", oversubscription=4.0)
     inside = np.arange(0, 32, 8)
-    assert cost("all-reduce", 1e9, fab4.shape(inside)).time_s == pytest.approx(cost("all-reduce", 1e9, fab1.shape(inside)).time_s)
+    assert cost("all-reduce", 1e9, fab4.shape(inside)).time_s == pytest.approx(
+        cost("all-reduce", 1e9, fab1.shape(inside)).time_s)
 
 
 def test_rail_optimized_leaf_blocks_are_larger_than_fat_tree_blocks():
     c = dict(gpus_per_node=8, nodes=64)
-    rail = Fabric.for_cluster(Cluster(**c, scale_up=ScaleUp(bandwidth_GBps=450), scale_out=ScaleOut(kind="rail-optimized")))
-    tree = Fabric.for_cluster(Cluster(**c, scale_up=ScaleUp(bandwidth_GBps=450), scale_out=ScaleOut(kind="fat-tree")))
+    up = ScaleUp(bandwidth_GBps=450)
+    rail = Fabric.for_cluster(Cluster(**c, scale_up=up, scale_out=ScaleOut(kind="rail-optimized")))
+    tree = Fabric.for_cluster(Cluster(**c, scale_up=up, scale_out=ScaleOut(kind="fat-tree")))
     assert rail.leaf_nodes == 32 and tree.leaf_nodes == 4
 
 

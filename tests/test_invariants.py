@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SCENARIO_FILES, pipeline_raw
 from explorer.scenario import apply_overrides, from_dict, load, load_raw
-from explorer.taskgraph.builder import IterationBuilder
 from explorer.simulate import simulate
+from explorer.taskgraph.builder import IterationBuilder
+
+from conftest import SCENARIO_FILES, pipeline_raw
 
 VARIANTS = {
     "as shipped": {},
@@ -84,7 +85,8 @@ def test_every_shipped_scenario_has_a_teaching_description(raw):
 def test_task_count_depends_on_pipeline_shape_not_gpu_count():
     small = from_dict(pipeline_raw(4, 8, dp=2))
     big_raw = pipeline_raw(4, 8, dp=2)
-    big_raw["cluster"] = {"gpus_per_node": 8, "nodes": 1024, "scale_up": {"bandwidth_GBps": 1e6, "latency_us": 0}}
+    big_raw["cluster"] = {"gpus_per_node": 8, "nodes": 1024,
+                          "scale_up": {"bandwidth_GBps": 1e6, "latency_us": 0}}
     big_raw["parallelism"]["dp"] = 2048
     big_raw["training"]["global_batch"] = 8 * 2048
     big = from_dict(big_raw)
@@ -121,6 +123,7 @@ def test_without_dp_overlap_no_bucket_starts_before_the_last_backward():
 
 def test_a_non_finite_result_is_an_internal_error_not_infinity():
     import dataclasses
+
     from explorer.simulate import SimulationError, _check_finite
     r = simulate(from_dict(pipeline_raw(2, 2)))
     _check_finite(r)

@@ -47,7 +47,8 @@ def test_load_imbalance_stretches_all_to_all_and_expert_compute():
     assert skew.breakdown_s["ep"] == pytest.approx(2 * even.breakdown_s["ep"], rel=1e-9)
     assert skew.breakdown_s["compute"] > even.breakdown_s["compute"]
     # FLOPs executed on average do not change: tflops_per_gpu falls with the time.
-    assert skew.tflops_per_gpu * skew.iteration_time_s == pytest.approx(even.tflops_per_gpu * even.iteration_time_s)
+    work = even.tflops_per_gpu * even.iteration_time_s
+    assert skew.tflops_per_gpu * skew.iteration_time_s == pytest.approx(work)
 
 
 def test_link_summary_and_bytes_report_the_dispatch_that_was_priced():

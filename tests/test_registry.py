@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EXPLORER = ROOT / "explorer"
 
 # A schedule name as a string literal ("zb-h1", '1f1b', ...).
-LITERAL = re.compile(r"""["'](%s)["']""" % "|".join(re.escape(n) for n in registry.names()))
+NAMES = "|".join(re.escape(n) for n in registry.names())
+LITERAL = re.compile(rf"""["']({NAMES})["']""")
 
 # Directories where names belong: the registry and its schedule modules, and shipped data.
 ALLOWED_DIRS = ("schedules", "data")

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import pipeline_raw
 from explorer.scenario import from_dict
-from explorer.taskgraph.partition import split_layers
 from explorer.schedules.pipeline import peak_in_flight, stage_order
 from explorer.simulate import simulate
+from explorer.taskgraph.partition import split_layers
+
+from conftest import pipeline_raw
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
@@ -49,7 +50,8 @@ def test_1f1b_holds_p_minus_stage_micro_batches_and_gpipe_holds_all():
 
 
 def test_1f1b_warmup_then_alternation():
-    assert stage_order("1f1b", 0, 4, 6)[:6] == [("F", 0, 0), ("F", 1, 0), ("F", 2, 0), ("F", 3, 0), ("B", 0, 0),
+    assert stage_order("1f1b", 0, 4, 6)[:6] == [("F", 0, 0), ("F", 1, 0), ("F", 2, 0), ("F", 3, 0),
+                                                ("B", 0, 0),
                                                  ("F", 4, 0)]
     assert stage_order("1f1b", 3, 4, 6)[:4] == [("F", 0, 0), ("B", 0, 0), ("F", 1, 0), ("B", 1, 0)]
 
@@ -173,6 +175,7 @@ def test_dualpipe_bubble_and_memory_follow_the_deepseek_v3_report(p, m):
 
 def test_dualpipe_runs_every_pass_once_per_rank():
     from collections import Counter
+
     from explorer.schedules.dualpipe import dualpipe_order
     p, m = 8, 32
     for r in range(p):
@@ -191,7 +194,8 @@ def test_dualpipe_runs_every_pass_once_per_rank():
 
 
 def test_dualpipe_hides_expert_all_to_all_behind_the_other_micro_batch():
-    from explorer.scenario import load_raw, apply_overrides
+    from explorer.scenario import apply_overrides, load_raw
+
     from conftest import SCENARIO_FILES
     raw = load_raw([f for f in SCENARIO_FILES if f.stem == "deepseek-v3"][0])
     one = simulate(from_dict(apply_overrides(raw, {"parallelism.schedule": "1f1b"})))
@@ -213,7 +217,9 @@ def test_p3_priority_reduces_the_first_layers_first_and_restarts_earlier():
     # with priorities the first layers' bucket jumps the queue as soon as it is ready.
     fifo = simulate(from_dict(_dp_raw(False)))
     p3 = simulate(from_dict(_dp_raw(True)))
-    order = lambda r: [t.info["layer_rank"] for t in sorted((t for t in r.tasks if t.kind == "dp"), key=lambda t: t.start)]
+    def order(r):
+        dp = sorted((t for t in r.tasks if t.kind == "dp"), key=lambda t: t.start)
+        return [t.info["layer_rank"] for t in dp]
     assert order(fifo) == list(range(7, -1, -1))
     assert order(p3) == [7] + list(range(0, 7))          # the one already running, then first layers first
     assert p3.iteration_time_s < fifo.iteration_time_s

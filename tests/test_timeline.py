@@ -5,10 +5,11 @@ import json
 
 import pytest
 
-from conftest import SCENARIO_FILES
 from explorer.scenario import load
 from explorer.simulate import simulate
 from explorer.timeline import COLUMNS, build_timeline, estimate_rows
+
+from conftest import SCENARIO_FILES
 
 LONG_CP = next(f for f in SCENARIO_FILES if f.stem == "long-context-cp")
 TEACHING = next(f for f in SCENARIO_FILES if f.stem == "teaching-8gpu")
@@ -36,7 +37,8 @@ def test_compute_rows_carry_flops_and_no_link_fields():
     assert all(c["flops"][i] > 0 for i in rows)
     # Every FLOP of every pass is drawn once: the rows add up to the hardware FLOPs of the iteration.
     total = sum(c["flops"][i] for i in rows)
-    assert total == pytest.approx(r.tflops_per_gpu * 1e12 * r.iteration_time_s * r.scenario.parallelism.pp, rel=1e-9)
+    expected = r.tflops_per_gpu * 1e12 * r.iteration_time_s * r.scenario.parallelism.pp
+    assert total == pytest.approx(expected, rel=1e-9)
     comm = [i for i in range(len(c["lane"])) if c["lane"][i] != "compute"]
     assert all(c["flops"][i] is None for i in comm)
 

@@ -7,12 +7,12 @@ import random
 from pathlib import Path
 
 import pytest
+from test_random_scenarios import random_raw
 
 from explorer.scenario import ScenarioError, from_dict, load
 from explorer.schedules.registry import Window, get
 from explorer.simulate import _schedule, simulate
 from explorer.utilisation import class_calls
-from test_random_scenarios import random_raw
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import SCENARIO_FILES
 from explorer.collectives import cost
 from explorer.scenario import load
 from explorer.simulate import WAN_EXPOSED_WARNING_SHARE, simulate
 from explorer.topology import Fabric
+
+from conftest import SCENARIO_FILES
 
 TWO_DC = next(f for f in SCENARIO_FILES if f.stem == "two-datacenters")
 TEACHING = next(f for f in SCENARIO_FILES if f.stem == "teaching-8gpu")
@@ -25,7 +26,7 @@ def test_pp_across_the_wan_is_faster_and_no_warning_says_to_move_it_back():
     for w in pp_wan.warnings:
         assert "place it inside one datacenter" not in w and "keep" not in w
     # What it does say is the measured exposed share of PP, limited by the WAN.
-    (msg,) = [w for w, k in zip(pp_wan.warnings, pp_wan.warning_kinds) if k == "wan"]
+    (msg,) = [w for w, k in zip(pp_wan.warnings, pp_wan.warning_kinds, strict=True) if k == "wan"]
     share = pp_wan.breakdown_s["pp"] / pp_wan.iteration_time_s
     assert share >= WAN_EXPOSED_WARNING_SHARE
     assert msg.startswith("pp:") and f"{share:.1%}" in msg and "WAN" in msg
@@ -43,7 +44,8 @@ def test_no_wan_warning_once_the_wan_no_longer_limits_or_the_share_is_small():
     r = simulate(load(TWO_DC, {"cluster.scale_across.bandwidth_Gbps": 160000}))
     assert r.links["dp"]["tier"] == "scale-out" and "wan" not in r.warning_kinds
     # A shorter WAN hop as well: under the threshold nothing is said.
-    r = simulate(load(TWO_DC, {"cluster.scale_across.bandwidth_Gbps": 16000, "cluster.scale_across.latency_ms": 0.01}))
+    r = simulate(load(TWO_DC, {"cluster.scale_across.bandwidth_Gbps": 16000,
+                               "cluster.scale_across.latency_ms": 0.01}))
     assert r.breakdown_s["dp"] / r.iteration_time_s < WAN_EXPOSED_WARNING_SHARE
     assert r.warnings == ()
 
@@ -82,14 +84,15 @@ def test_tree_inside_one_node_falls_back_to_ring_not_halving_doubling():
 def test_tree_fallback_is_reported_once_naming_the_calls():
     r = simulate(load(TWO_DC, {"communication.algorithm": "tree"}))
     assert r.warning_kinds.count("algorithm") == 1
-    (msg,) = [w for w, k in zip(r.warnings, r.warning_kinds) if k == "algorithm"]
+    (msg,) = [w for w, k in zip(r.warnings, r.warning_kinds, strict=True) if k == "algorithm"]
     assert "reduce-scatter (dp, tp)" in msg and "all-gather (dp, tp)" in msg and "ring used" in msg
     # The results report the algorithm that ran.
     assert r.links["dp"]["algorithm"] == "ring" and r.links["tp"]["algorithm"] == "ring"
     inside = simulate(load(TEACHING, {"communication.algorithm": "tree"}))
     (msg,) = inside.warnings
     assert "all-reduce (dp)" in msg and "inside one node" in msg
-    assert inside.iteration_time_s == simulate(load(TEACHING, {"communication.algorithm": "ring"})).iteration_time_s
+    ring = simulate(load(TEACHING, {"communication.algorithm": "ring"}))
+    assert inside.iteration_time_s == ring.iteration_time_s
 
 
 def test_auto_never_warns_about_algorithms():
@@ -101,6 +104,6 @@ def test_warnings_and_classes_are_typed_records():
     """Consumers read a warning's kind and a class's name/stage/multiplicity, never parse text."""
     r = simulate(next(load(p) for p in SCENARIO_FILES if p.stem == "llama3-405b-16k"))
     assert [n.kind for n in r.notices] == list(r.warning_kinds) and "memory" in r.warning_kinds
-    assert all(n.message == m for n, m in zip(r.notices, r.warnings))
+    assert all(n.message == m for n, m in zip(r.notices, r.warnings, strict=True))
     c = r.classes[1]
     assert (c.name, c.stage, c.gpus) == ("stage 1", 1, 1024) and c.label == f"{c.name} (×{c.gpus} GPUs)"

@@ -13,12 +13,12 @@ from explorer.workload import layer_cost, model_params
 @pytest.mark.parametrize("row", megatron_rows()[:6], ids=lambda r: f"{r.params_billion}B")
 def test_hardware_flops_equal_megatron_eq3_with_full_recompute(row):
     # F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) per iteration (Narayanan et al. SC21, Eq. 3).
-    B, s, l, h, V = row.global_batch, 2048, row.layers, row.hidden, 51200
-    F = 96 * B * s * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h))
+    B, s, L, h, V = row.global_batch, 2048, row.layers, row.hidden, 51200
+    F = 96 * B * s * L * h**2 * (1 + s / (6 * h) + V / (16 * L * h))
     r = simulate(megatron_scenario(row))
     assert r.tflops_per_gpu * 1e12 * r.iteration_time_s * row.gpus == pytest.approx(F, rel=1e-9)
     # MFU counts the same FLOPs without the recompute forward: 3/4 of the layer FLOPs.
-    model = F - 24 * B * s * l * h**2 * (1 + s / (6 * h))
+    model = F - 24 * B * s * L * h**2 * (1 + s / (6 * h))
     assert r.mfu * r.iteration_time_s * row.gpus * 312e12 == pytest.approx(model, rel=1e-9)
 
 
@@ -40,7 +40,8 @@ def test_activation_memory_per_layer_matches_korthikanti_table_2():
     # Tensor + sequence parallel: sbh/t (34 + 5 a s / h)
     assert layer_cost(_gpt(tp=8, sp=True), False).act_bytes == pytest.approx(sbh / 8 * (34 + 5 * a * s / h))
     # Selective recomputation drops the attention-score term: 34 sbh / t
-    assert layer_cost(_gpt(tp=8, sp=True, recompute="selective"), False).act_bytes == pytest.approx(34 * sbh / 8)
+    selective = layer_cost(_gpt(tp=8, sp=True, recompute="selective"), False)
+    assert selective.act_bytes == pytest.approx(34 * sbh / 8)
     # Full recomputation keeps the layer input only: 2 sbh (split by t with SP)
     assert layer_cost(_gpt(tp=8, sp=True, recompute="full"), False).act_bytes == pytest.approx(2 * sbh / 8)
 

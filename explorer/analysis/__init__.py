@@ -7,8 +7,14 @@ builder's internals, never the network a second time) and turn them into figures
 - bubble.py: the schedule's bubble formula next to the simulated card, and their difference;
 - report.py: bytes per dimension, the main call of each dimension, bottleneck and warnings.
 """
-from .breakdown import (CATEGORIES, CATEGORY_OF_PART, COMM_DIMS, MemoryBreakdown, class_breakdown,
-                        group_by_class)
+from .breakdown import (
+                        CATEGORIES,
+                        CATEGORY_OF_PART,
+                        COMM_DIMS,
+                        MemoryBreakdown,
+                        class_breakdown,
+                        group_by_class,
+)
 
 __all__ = ["CATEGORIES", "CATEGORY_OF_PART", "COMM_DIMS", "MemoryBreakdown", "class_breakdown",
            "group_by_class"]

@@ -87,5 +87,5 @@ def explain_bubble(r: Result) -> str:
     steps = [IDEAL_ASPECTS - {"balance"}, frozenset({"optimizer", "comm"}), frozenset({"comm"})]
     values = [r.bubble_formula] + [_mean_bubble(sc, st) for st in steps] + [r.bubble_fraction]
     deltas = [values[i + 1] - values[i] for i in range(len(labels))]
-    shown = [f"{lab} {d * 100:+.1f} points" for lab, d in zip(labels, deltas)]
+    shown = [f"{lab} {d * 100:+.1f} points" for lab, d in zip(labels, deltas, strict=True)]
     return out + " From formula to card: " + ", ".join(shown) + "."

@@ -2,8 +2,9 @@
 and a validation problem.  No physics here: schedule modules stay pure functions of p, m, v."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 Op = tuple  # ("F" | "B" | "W" | "Bz", micro_batch or direction, ...) or DualPipe's fused ("FB", ...)
 

@@ -198,8 +198,9 @@ def bubble(b: BubbleInputs) -> tuple[float, str]:
     val = 1 - m * (F + B + W) / T
     ds = (p / 2 - 1) * (F + 2 * B - W)
     ds_val = ds / (m * (F + B + W) + ds)
-    return val, (f"1 - m(F+B+W)/T = {val:.1%}, T the critical path of the reference DualPipe order with p = {p}, "
-                 f"m = {m}, F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms; the DeepSeek-V3 "
+    return val, (f"1 - m(F+B+W)/T = {val:.1%}, T the critical path of the reference DualPipe order "
+                 f"with p = {p}, m = {m}, F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms; "
+                 f"the DeepSeek-V3 "
                  f"report's (PP/2-1)(F&B+B-3W) gives {ds_val:.1%}, as it idealises the warm-up and drain")
 
 
@@ -210,8 +211,9 @@ def rule(sc: ScenarioLike) -> Problem | None:
         return "parallelism.pp", f"dualpipe needs an even number of stages >= 2 (got {p.pp})"
     dp, _, units = micro_batch_units(sc)
     if units % 2 or units < 2 * p.pp:
+        step = 2 * t.micro_batch * dp
         return "training.global_batch", (f"{t.global_batch} gives {units} micro-batches per pipeline; "
-                                         f"dualpipe feeds half from each end and needs an even count >= 2*pp = "
-                                         f"{2 * p.pp}; use a multiple of {2 * t.micro_batch * dp} of at least "
-                                         f"{2 * p.pp * t.micro_batch * dp}")
+                                         f"dualpipe feeds half from each end and needs an even count "
+                                         f">= 2*pp = {2 * p.pp}; use a multiple of {step} of at least "
+                                         f"{p.pp * step}")
     return None

@@ -107,7 +107,8 @@ def flush_bubble(b: BubbleInputs) -> tuple[float, str]:
     of work; TeraPipe token slices (Li et al. ICML 2021 Sec. 3) pipeline like m*k micro-batches."""
     p, m = b.p, b.m
     val = (p - 1) / (m + p - 1)
-    return val, f"(p-1)/(m+p-1) = {p - 1}/{m + p - 1} = {val:.1%} with p = {p} stages, m = {m} {b.unit} (SC21 Sec. 2.2)"
+    return val, (f"(p-1)/(m+p-1) = {p - 1}/{m + p - 1} = {val:.1%} with p = {p} stages, m = {m} {b.unit} "
+                 f"(SC21 Sec. 2.2)")
 
 
 def interleaved_bubble(b: BubbleInputs) -> tuple[float, str]:
@@ -132,8 +133,9 @@ def interleaved_rule(sc: ScenarioLike) -> Problem | None:
     if mb % p.pp:
         step = t.micro_batch * dp * p.pp
         return "training.global_batch", (f"{t.global_batch} leaves ({mb}) micro-batches per pipeline, but "
-                                         f"the interleaved schedule needs a multiple of pp={p.pp} (Narayanan et al. "
-                                         f"SC21, Sec. 2.2.2); use a multiple of {step} (micro_batch*dp*pp)")
+                                         f"the interleaved schedule needs a multiple of pp={p.pp} "
+                                         f"(Narayanan et al. SC21, Sec. 2.2.2); use a multiple of {step} "
+                                         f"(micro_batch*dp*pp)")
     return None
 
 

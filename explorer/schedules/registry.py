@@ -7,9 +7,9 @@ entry in ``SCHEDULES`` below.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable
 
 from . import dualpipe, pipedream, pipeline, zero_bubble
 from .base import BubbleInputs, Op, Problem, ScenarioLike

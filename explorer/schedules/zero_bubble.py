@@ -71,7 +71,8 @@ def zb_h1_bubble(b: BubbleInputs) -> tuple[float, str]:
         return exact, (f"1 - m(F+B+W)/T = {exact:.1%}, T the critical path of the ZB-H1 order with p = {p}, "
                        f"m = {m} < p (the paper's (p-1)(F+B-W) assumes m >= p and gives {val:.1%})")
     return val, (f"(p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W)) = {val:.1%} with p = {p}, m = {m}, "
-                 f"F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms (Qi et al. 2024, Table 1)")
+                 f"F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms "
+                 f"(Qi et al. 2024, Table 1)")
 
 
 def zb_h2_bubble(b: BubbleInputs) -> tuple[float, str]:
@@ -82,7 +83,8 @@ def zb_h2_bubble(b: BubbleInputs) -> tuple[float, str]:
     bub = (p - 1) * max(0.0, F + B - 2 * W)
     val = bub / (m * (F + B + W) + bub)
     return val, (f"(p-1)·max(0, F+B-2W)/(m(F+B+W)+(p-1)·max(0, F+B-2W)) = {val:.1%} with p = {p}, m = {m}, "
-                 f"F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms (Qi et al. 2024, Sec. 3.1)")
+                 f"F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms "
+                 f"(Qi et al. 2024, Sec. 3.1)")
 
 
 def ideal_makespan(schedule: str, p: int, m: int, F: float, B: float, W: float) -> float:

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from ..engine import Task, TaskGraph
-from ..hardware import BYTES_PER_ELEMENT, ComputeModel
+from ..hardware import ComputeModel
 from ..network import Network
 from ..scenario import Scenario
 from ..schedules.registry import get as get_schedule
 from ..workload import EdgeCost, LayerCost, embedding_cost, layer_cost, logits_cost
 from .chunks import COMPUTE_PARTS, ChunkContext, ChunkWork, balanced, chunk_work, fuse, sum_parts
+from .layer import pp_message_bytes
 from .layout import Fused, Layout, Pass, layout_for, normalise
 from .partition import choose_split
 from .records import OverlapInfo, PassInfo, StepInfo, TransferInfo, priced_link
@@ -89,7 +90,7 @@ class IterationBuilder:
             self.chunks = balanced(self.chunks)
         # Program order of every stage over the units simulated (the registry's order function).
         self.orders = [self.schedule.order(s, self.p, self.m_sim, self.v) for s in range(self.p)]
-        self.pp_msg_bytes = self._pp_bytes()
+        self.pp_msg_bytes = pp_message_bytes(sc)
         # Per (rank, local chunk, pass kind): parts, drawing template, timeline fields, FSDP
         # hidden seconds — the same for every micro-batch, computed once (the 1T-parameter row
         # has 65k passes).
@@ -131,13 +132,6 @@ class IterationBuilder:
         expert = sum(ch.expert_params for ch, _ in self.rank_chunks(s))
         return optimizer_time(dense, expert, self.net.group_size("dp", s), self.net.group_size("edp", s),
                               self.sc.parallelism.zero, self.sc.training.optimizer, self.cm.hbm_bytes_per_s)
-
-    def _pp_bytes(self) -> float:
-        sc = self.sc
-        e = BYTES_PER_ELEMENT["bf16" if sc.training.dtype == "fp8" else sc.training.dtype]
-        # Scatter/gather optimisation (Narayanan SC21 Sec. 4.1): each TP rank sends 1/tp of the tensor.
-        return (sc.training.micro_batch * sc.model.seq_len / sc.parallelism.cp / sc.parallelism.token_slices
-                * sc.model.hidden * e / sc.parallelism.tp)
 
     # -- the graph -------------------------------------------------------------------------------
     def build(self) -> TaskGraph:
@@ -207,7 +201,7 @@ class IterationBuilder:
                 w = kind == "W"
                 parts, layer_parts = ch.split(ch.bwd_parts, w), ch.split(ch.bwd_layer, w)
             hidden = ch.fsdp_hidden[0 if kind == "F" else 1] if kind != "W" else 0.0
-            self._pass_cache[key] = (ch, parts, sum(x for _, x in parts), layer_parts, _pass_extras(ch, kind),
+            self._pass_cache[key] = (ch, parts, sum(x for _, x in parts), layer_parts, ch.pass_fields(kind),
                                      hidden)
         return self._pass_cache[key]
 
@@ -304,12 +298,3 @@ class IterationBuilder:
             if zero in (1, 2) and not comm.dp_overlap:
                 for c in local_chunks:
                     self._dp(g, s, c, "all-gather", [(opt, 1.0)], None)
-
-
-def _pass_extras(ch: ChunkWork, kind: str) -> tuple[float, tuple]:
-    """FLOPs of one pass of ``ch`` and the communication hidden under it (timeline fields)."""
-    if kind == "F":
-        return ch.flops_f, ch.hidden_f
-    if kind == "W":
-        return ch.flops_w, ()
-    return ch.flops_b + (ch.flops_w if kind == "B" else 0.0), ch.hidden_b

@@ -10,9 +10,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .layer import COMPUTE_PARTS, ChunkContext, LayerParts, Params, Parts, layer_links, layer_parts, sum_parts
-from .layer import comm_info, fsdp_links, price_fsdp
 from ..workload import EdgeCost, LayerCost
+from .layer import (
+    COMPUTE_PARTS,
+    ChunkContext,
+    LayerParts,
+    Params,
+    Parts,
+    comm_info,
+    fsdp_links,
+    layer_links,
+    layer_parts,
+    price_fsdp,
+    sum_parts,
+)
 from .records import LinkCall
 from .techniques.optimizer import PARAM_BYTES
 
@@ -49,6 +60,15 @@ class ChunkWork:
     flops_b: float = 0.0
     flops_w: float = 0.0
     link_calls: tuple[LinkCall, ...] = ()           # TP/EP/CP/ZeRO-3 calls per pipeline unit, as priced
+
+    def pass_fields(self, kind: str) -> tuple[float, Parts]:
+        """FLOPs of one pass of this chunk (F, B full, Bi input gradients only, W) and the
+        communication hidden under it (timeline fields)."""
+        if kind == "F":
+            return self.flops_f, self.hidden_f
+        if kind == "W":
+            return self.flops_w, ()
+        return self.flops_b + (self.flops_w if kind == "B" else 0.0), self.hidden_b
 
     def split(self, parts: Parts, weight: bool) -> Parts:
         """The weight-gradient part (W pass) or everything else (B pass) of backward ``parts``."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..collectives import bus_factor
-from ..hardware import ComputeModel
+from ..hardware import BYTES_PER_ELEMENT, ComputeModel
 from ..network import Network
 from ..scenario import Scenario
 from ..workload import ZERO_WORK, Collective, EdgeCost, LayerCost
@@ -204,3 +204,11 @@ def comm_info(ctx: ChunkContext, stage: int) -> dict:
             out[dim] = {"op": c.op, "bytes": c.size_bytes, "group": cc.n, "algorithm": cc.algorithm,
                         "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
     return out
+
+
+def pp_message_bytes(sc: Scenario) -> float:
+    """Bytes of one pipeline transfer (activations of one unit, or their gradients) per GPU."""
+    e = BYTES_PER_ELEMENT["bf16" if sc.training.dtype == "fp8" else sc.training.dtype]
+    # Scatter/gather optimisation (Narayanan SC21 Sec. 4.1): each TP rank sends 1/tp of the tensor.
+    return (sc.training.micro_batch * sc.model.seq_len / sc.parallelism.cp / sc.parallelism.token_slices
+            * sc.model.hidden * e / sc.parallelism.tp)

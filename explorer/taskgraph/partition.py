@@ -92,7 +92,7 @@ class _Line:
     def chunk_costs(self, counts: list[int] | tuple[int, ...]) -> list[float]:
         ends = list(accumulate(counts))
         return [self.extras[k] + self.prefix[e] - self.prefix[e - c]
-                for k, (c, e) in enumerate(zip(counts, ends))]
+                for k, (c, e) in enumerate(zip(counts, ends, strict=True))]
 
 
 def _min_max_split(line: _Line, costs: list[float]) -> list[int]:
@@ -137,7 +137,7 @@ def _score(line: _Line, counts: list[int] | tuple[int, ...], stages: int) -> tup
 
 def _better(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
     """Lexicographically smaller, with the relative tolerance."""
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         if x < y * (1 - _TOL):
             return True
         if x > y * (1 + _TOL):

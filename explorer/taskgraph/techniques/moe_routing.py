@@ -14,13 +14,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache
 
 from ...collectives import CollectiveCost, scale_up_factor
 from ...topology import BOUNDARY_NAMES, GroupShape
 
 
-@lru_cache(maxsize=None)
+@cache
 def expected_distinct_nodes(nodes: int, k: int, limit: int) -> float:
     """E[min(D, limit)], D the number of distinct nodes among ``k`` experts each on a uniformly
     random one of ``nodes`` nodes (balanced routing; drawn with replacement).  The distribution of

@@ -79,3 +79,17 @@ def test_pipedream_async_period_covers_its_gradient_sync():
             continue
         if get(sc.parallelism.schedule).window is Window.ASYNC:
             assert max(simulate(sc).utilisation.values()) <= 1.0 + TOL
+
+
+@pytest.mark.parametrize("path", [p for p in SCENARIOS if load(p).parallelism.pp == 1], ids=lambda p: p.stem)
+def test_json_utilisation_equals_the_json_bytes_by_tier(path):
+    """From the outside, with one GPU class: a tier's utilisation x its capacity x the iteration is
+    the bytes every GPU sends across it (comm_bytes_by_tier summed over dimensions x GPUs)."""
+    sc = load(path)
+    j = simulate(sc).to_json_dict()
+    net = _schedule(sc).net
+    for bd in net.fabric.boundaries:
+        sent = sum(j["comm_bytes_by_tier"][d][bd.name] for d in j["comm_bytes_by_tier"]) * sc.gpus
+        domains = max(sc.gpus / bd.domain_gpus, 1)
+        assert j["utilisation"][bd.name] * domains * bd.capacity_Bps * j["iteration_time_s"] == \
+            pytest.approx(sent, rel=1e-9, abs=1e-6)

@@ -127,17 +127,40 @@ def build_timeline(tasks: list[Task], class_labels: tuple[str, ...], max_segment
     Per layer while the estimate stays within ``max_segments``; otherwise one row per task part
     (``coarse``).  ``max_rows`` is a hard cap (downloads): beyond it rows are dropped and
     ``truncated`` says so — coarsening comes first, so only a coarse timeline is ever truncated."""
-    cols: dict[str, list] = {k: [] for k in COLUMNS}
     estimate = sum((t.info or {}).get("layers", 1)
                    * (max(len(t.parts), 1) + len((t.info or {}).get("hidden", ()))) for t in tasks)
     coarse = estimate > min(max_segments, max_rows)
-    truncated = False
+    rows = _Rows(max_rows)
+    for t in tasks:
+        if t.duration <= 0:
+            continue
+        if t.stream != "compute" or t.kind == "optimizer":
+            rows.add(t, LANE_OF.get(t.kind, t.stream), t.kind, t.start, t.duration,
+                     flops=0.0 if t.kind == "optimizer" else None)
+            continue
+        info = t.info or {}
+        layer_parts = [(k, v) for k, v in info.get("layer_parts", ()) if v > 0]
+        layers = info.get("layers", 0)
+        if coarse or not layer_parts or layers == 0:
+            _expand_parts(rows, t)
+        else:
+            _expand_layers(rows, t, layer_parts, layers)
+    return Timeline(rows.cols, class_labels, coarse, rows.truncated)
 
-    def add(t: Task, lane: str, kind: str, start: float, dur: float, detail: str = "",
+
+class _Rows:
+    """The timeline's columns as they fill, up to ``max_rows`` (then ``truncated``)."""
+
+    def __init__(self, max_rows: int) -> None:
+        self.cols: dict[str, list] = {k: [] for k in COLUMNS}
+        self.max_rows = max_rows
+        self.truncated = False
+
+    def add(self, t: Task, lane: str, kind: str, start: float, dur: float, detail: str = "",
             overlapped: bool = False, flops: float | None = None) -> None:
-        nonlocal truncated
-        if len(cols["start_s"]) >= max_rows:
-            truncated = True
+        cols = self.cols
+        if len(cols["start_s"]) >= self.max_rows:
+            self.truncated = True
             return
         info = t.info or {}
         compute_row = lane == "compute"
@@ -163,49 +186,51 @@ def build_timeline(tasks: list[Task], class_labels: tuple[str, ...], max_segment
         cols["overlapped"].append(overlapped or "overlapped" in str(info.get("op", "")))
         cols["flops"].append(flops if compute_row else None)
 
-    for t in tasks:
-        if t.duration <= 0:
-            continue
-        info = t.info or {}
-        if t.stream != "compute" or t.kind == "optimizer":
-            add(t, LANE_OF.get(t.kind, t.stream), t.kind, t.start, t.duration,
-                flops=0.0 if t.kind == "optimizer" else None)
-            continue
-        flops = info.get("flops", 0.0)
-        compute_secs = sum(v for k, v in t.parts if LANE_OF[k] == "compute") or 1.0
-        hidden = [(k, v) for k, v in info.get("hidden", ()) if v > 0]
-        layer_parts = [(k, v) for k, v in info.get("layer_parts", ()) if v > 0]
-        layers = info.get("layers", 0)
-        at = t.start
-        if coarse or not layer_parts or layers == 0:
-            for k, v in t.parts:
-                lane = LANE_OF[k]
-                add(t, lane, _kind(t.kind, k), at, v,
-                    flops=flops * v / compute_secs if lane == "compute" else None)
-                at += v
-            for k, v in hidden:
-                # Hidden communication drawn on its own lane from the pass's start.
-                add(t, k, f"{k} (overlapped)", t.start, min(v, t.duration), overlapped=True)
-            continue
-        per_layer = sum(v for _, v in layer_parts)
-        # The layer template may describe only the dense layers of a mixed chunk; scale so the
-        # drawn layers fill the task and put edge work (embedding, logits) at the end.
-        body = min(per_layer * layers, t.duration)
-        scale = body / (per_layer * layers) if per_layer > 0 else 0.0
-        hidden_layer = [(k, v / layers) for k, v in hidden]
-        for _ in range(layers):
-            layer_start = at
-            for k, v in layer_parts:
-                lane = LANE_OF[k]
-                add(t, lane, _kind(t.kind, k), at, v * scale,
-                    flops=flops * v * scale / compute_secs if lane == "compute" else None)
-                at += v * scale
-            for k, v in hidden_layer:
-                add(t, k, f"{k} (overlapped)", layer_start, min(v, at - layer_start), overlapped=True)
-        rest = t.start + t.duration - at
-        if rest > 1e-12:
-            add(t, "compute", t.kind, at, rest, "embedding/logits", flops=flops * rest / compute_secs)
-    return Timeline(cols, class_labels, coarse, truncated)
+
+def _compute_secs(t: Task) -> float:
+    return sum(v for k, v in t.parts if LANE_OF[k] == "compute") or 1.0
+
+
+def _hidden(t: Task) -> list[tuple[str, float]]:
+    return [(k, v) for k, v in (t.info or {}).get("hidden", ()) if v > 0]
+
+
+def _expand_parts(rows: _Rows, t: Task) -> None:
+    """One row per part of a compute task, then its hidden communication from the pass's start."""
+    flops, compute_secs = (t.info or {}).get("flops", 0.0), _compute_secs(t)
+    at = t.start
+    for k, v in t.parts:
+        lane = LANE_OF[k]
+        rows.add(t, lane, _kind(t.kind, k), at, v,
+                 flops=flops * v / compute_secs if lane == "compute" else None)
+        at += v
+    for k, v in _hidden(t):
+        # Hidden communication drawn on its own lane from the pass's start.
+        rows.add(t, k, f"{k} (overlapped)", t.start, min(v, t.duration), overlapped=True)
+
+
+def _expand_layers(rows: _Rows, t: Task, layer_parts: list[tuple[str, float]], layers: int) -> None:
+    """A compute task layer by layer from its one-layer template, edge work (embedding, logits) last."""
+    flops, compute_secs = (t.info or {}).get("flops", 0.0), _compute_secs(t)
+    per_layer = sum(v for _, v in layer_parts)
+    # The layer template may describe only the dense layers of a mixed chunk; scale so the
+    # drawn layers fill the task and put edge work (embedding, logits) at the end.
+    body = min(per_layer * layers, t.duration)
+    scale = body / (per_layer * layers) if per_layer > 0 else 0.0
+    hidden_layer = [(k, v / layers) for k, v in _hidden(t)]
+    at = t.start
+    for _ in range(layers):
+        layer_start = at
+        for k, v in layer_parts:
+            lane = LANE_OF[k]
+            rows.add(t, lane, _kind(t.kind, k), at, v * scale,
+                     flops=flops * v * scale / compute_secs if lane == "compute" else None)
+            at += v * scale
+        for k, v in hidden_layer:
+            rows.add(t, k, f"{k} (overlapped)", layer_start, min(v, at - layer_start), overlapped=True)
+    rest = t.start + t.duration - at
+    if rest > 1e-12:
+        rows.add(t, "compute", t.kind, at, rest, "embedding/logits", flops=flops * rest / compute_secs)
 
 
 def _kind(task_kind: str, part: str) -> str:

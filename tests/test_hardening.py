@@ -289,7 +289,7 @@ def test_9_the_megatron_1t_row_stays_within_budget():
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml")))
 def test_9_estimate_bounds_the_real_task_graph(name):
-    from explorer.schedules.iteration import IterationBuilder
+    from explorer.taskgraph.builder import IterationBuilder
     sc = load(ROOT / "scenarios" / f"{name}.yaml")
     real = len(IterationBuilder(sc).build().tasks)
     e = estimate(sc)
@@ -344,3 +344,10 @@ def test_12_broken_pipe_through_a_real_pipe_is_quiet():
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0
     assert err == ""
+
+
+def test_budget_counts_the_builder_bucket_tasks():
+    """The budget's copy of the bucket-task cap is the builder's (kept apart to avoid an import cycle)."""
+    from explorer.config import budget
+    from explorer.taskgraph.techniques import dp_buckets
+    assert budget.MAX_BUCKET_TASKS == dp_buckets.MAX_BUCKET_TASKS

@@ -1,7 +1,7 @@
 """Work budget: how big a simulation a scenario asks for, known before simulating.
 
 :func:`estimate` counts, from the :class:`~explorer.config.sections.Scenario` alone, the engine tasks the
-iteration builder (schedules/iteration.py) will create and the rows a full per-layer timeline
+task-graph builder (taskgraph/builder.py) will create and the rows a full per-layer timeline
 would have.  Both are upper bounds that follow the builder's structure:
 
 - compute: per pipeline stage one task per op of the schedule's program order — forward and
@@ -43,7 +43,7 @@ from ..schedules import registry
 from .schema import ScenarioError
 from .sections import Scenario
 
-MAX_BUCKET_TASKS = 8        # = schedules.iteration.MAX_BUCKET_TASKS (gradient buckets kept separate)
+MAX_BUCKET_TASKS = 8        # = taskgraph.techniques.dp_buckets.MAX_BUCKET_TASKS (a test keeps them equal)
 STAGE_WEIGHT = 512          # a task costs 1 + pp/512 units: the analysis passes over tasks per stage
 LAYER_WEIGHT = 2            # a model layer costs about 2 task units (100,000 layers: about 2.3 s)
 MAX_WORK = 300_000          # work units a simulation may take (table above: about 3.5 s, 300 MB)

@@ -33,7 +33,9 @@ class ViewData:
 
     scenario: Scenario
     json: dict[str, Any]
-    labels: tuple[str, ...]
+    labels: tuple[str, ...]       # GPU class display labels (name and multiplicity)
+    names: tuple[str, ...]        # GPU class names ("stage 3 · DC 1"), for axes and titles
+    breakdown_name: str           # the class the breakdown describes
     memory: tuple[dict[str, float], ...]
     utilisation: dict[str, float]
     yaml: str
@@ -102,7 +104,9 @@ def _compute(raw_json: str) -> ViewData:
         max(len(t.parts), 1) * (t.info or {}).get("layers", 1) for t in res.tasks if t.duration > 0)
     j = res.to_json_dict()
     fig, info = figures.gantt(draw.columns, labels, j["iteration_time_s"], max_bars=MAX_BARS)
-    return ViewData(sc, j, labels, tuple(m.as_GB() for m in res.memory_by_class), dict(res.utilisation),
+    names = tuple(c.name for c in res.classes)
+    return ViewData(sc, j, labels, names, names[res.breakdown_class], tuple(m.as_GB() for m in res.memory_by_class),
+                    dict(res.utilisation),
                     to_yaml(sc), fig, info, full_rows)
 
 

@@ -9,8 +9,7 @@ from ..cache import ViewData
 
 def render(data: ViewData, present: bool) -> None:
     j = data.json
-    labels = [label.split(" (")[0] for label in data.labels]
-    st.plotly_chart(figures.memory(list(data.memory), labels, j["memory_capacity_GB"],
+    st.plotly_chart(figures.memory(list(data.memory), list(data.names), j["memory_capacity_GB"],
                                    height=360 if present else 380, font_size=15 if present else 12),
                     key="memory", config={"displaylogo": False})
     mem, cap = j["memory_GB"]["total"], j["memory_capacity_GB"]

@@ -5,12 +5,12 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from ... import figures
+from ...schedules import registry
+from ...schedules.registry import Window
 from ..cache import ViewData, bubble_story
 
-OVERLAPPING_NOTE = {
-    "zb-h2": "one iteration alone",
-    "pipedream-async": "two iterations back to back",
-}
+# What the chart shows for schedules whose iterations overlap (the metrics measure a steady state).
+WINDOW_NOTE = {Window.OVERLAP: "one iteration alone", Window.ASYNC: "two iterations back to back"}
 
 
 def gantt_figure(data: ViewData, present: bool) -> go.Figure:
@@ -43,7 +43,7 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
                     with why:
                         st.markdown(bubble_story(raw_json))
         st.plotly_chart(figures.breakdown(j["breakdown_s"], j["iteration_time_s"],
-                                          title=f"Where the time goes · {_class_name(j['breakdown_class'])}",
+                                          title=f"Where the time goes · {data.breakdown_name}",
                                           height=240 if present else 300, font_size=font),
                         key="breakdown", config={"displayModeBar": False})
         for w in j["warnings"]:
@@ -53,19 +53,15 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
             st.markdown(HOW_TO_READ)
 
 
-def _class_name(label: str) -> str:
-    return label.split(" (")[0]
-
-
 def _captions(data: ViewData) -> None:
     j = data.json
-    sched = j["parallelism"]["schedule"]
+    window = registry.get(j["parallelism"]["schedule"]).window
     notes = []
     if j.get("dp_priority"):
         notes.append("P3 bucket priorities: the next iteration starts on its first layers while later buckets "
                      "are still reduced; the metrics measure that steady-state period.")
-    if sched in OVERLAPPING_NOTE:
-        notes.append(f"Iterations of this schedule overlap: the chart shows {OVERLAPPING_NOTE[sched]}; the "
+    if window in WINDOW_NOTE:
+        notes.append(f"Iterations of this schedule overlap: the chart shows {WINDOW_NOTE[window]}; the "
                      "metrics and breakdown measure the steady state.")
     if len(data.labels) > 6:
         notes.append("One band per pipeline stage: compute in the middle (blocking TP/CP/EP collectives in their "

@@ -1,12 +1,16 @@
 """Pipeline schedules: program orders and the bubble closed forms of Narayanan et al. SC21."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
+from explorer.analysis.steady_state import schedule_iteration
 from explorer.scenario import from_dict
 from explorer.schedules.pipeline import peak_in_flight, stage_order
 from explorer.simulate import simulate
 from explorer.taskgraph.partition import split_layers
+from explorer.taskgraph.techniques.optimizer import GRAD_BYTES
 
 from conftest import pipeline_raw
 
@@ -138,6 +142,36 @@ def test_pipedream_async_has_no_bubble_in_steady_state_and_stashes_weights(p, m)
     assert asyn.memory_by_class[p - 1].params == pytest.approx(sync.memory_by_class[p - 1].params)
     assert asyn.memory_by_class[0].activations == pytest.approx(sync.memory_by_class[0].activations)
     assert asyn.comm_bytes_per_gpu["pp"] == pytest.approx(sync.comm_bytes_per_gpu["pp"])
+
+
+def test_pipedream_async_period_is_the_dp_stream_when_its_gradient_sync_is_slower():
+    # PipeDream (Narayanan et al., SOSP 2019, Sec. 3): in steady state every stream of every stage
+    # must keep up, so the slowest one sets the period.  Two replicas of a 4-stage pipeline on two
+    # nodes joined by 1 Gb/s NICs: each stage's gradient all-reduce (its buckets, as the network
+    # prices them) takes ~100x m(F+B), so the iteration is that all-reduce and the breakdown charges
+    # the time beyond the compute window to dp.
+    p, m = 4, 8
+
+    def scenario(nic_Gbps: float):
+        raw = pipeline_raw(p, m, "pipedream-async", dp=2, parallelism__order="tp-cp-pp-dp")
+        raw["cluster"].update(gpus_per_node=p, nodes=2, scale_out={"nic_Gbps": nic_Gbps, "latency_us": 0})
+        return from_dict(raw)
+
+    sc = scenario(1.0)
+    run = schedule_iteration(sc)
+    dp_busy = []
+    for s in range(p):
+        grads = run.builder.chunk_of(s, 0).params * GRAD_BYTES
+        buckets = math.ceil(grads / (sc.communication.bucket_MB * 1e6))
+        dp_busy.append(buckets * run.net.cost("all-reduce", grads / buckets, "dp", s).time_s)
+    r = simulate(sc)
+    cheap = simulate(scenario(400.0))            # same compute; the period is m(F+B) (+ optimizer)
+    assert max(dp_busy) > 50 * cheap.iteration_time_s
+    assert r.iteration_time_s == pytest.approx(max(dp_busy), rel=1e-9)
+    assert sum(r.breakdown_s.values()) == pytest.approx(r.iteration_time_s, rel=1e-9)
+    assert r.breakdown_s["dp"] == pytest.approx(r.iteration_time_s - cheap.iteration_time_s, rel=1e-3)
+    assert r.breakdown_s["bubble"] < 1e-9
+    assert max(r.utilisation.values()) <= 1.0 + 1e-9
 
 
 @pytest.mark.parametrize("k", [2, 4])

@@ -13,7 +13,10 @@ Conventions:
   explained by walking back the chain of binding dependencies of the task that ends it (across
   classes): time covered by communication is charged to its dimension, time covered by other
   classes' compute to the pipeline bubble.
-  The categories therefore sum exactly to the iteration time.
+  The categories therefore sum exactly to the iteration time.  A never-flushing pipeline whose
+  period a slower stream sets (PipeDream's steady state, analysis/steady_state.py) is broken down
+  over its compute window and the time beyond it is charged to that stream: dp, pp, or optimizer
+  for the compute stream (the step the window between backwards never holds).
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The iteration window: build and run the task graph, then find where one iteration starts on
 each GPU class and how long it lasts, as the schedule's registry entry says its iterations meet
 (schedules/registry.py ``Window``) or, with P3 bucket priorities, when the next iteration can start.
+A never-flushing pipeline's period is also at least every stream's busy time per iteration.
 """
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ from ..network import Network
 from ..scenario import Scenario
 from ..schedules.registry import Window
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
-from ..taskgraph.records import BucketInfo
+from ..taskgraph.records import BucketInfo, StepInfo
 from .breakdown import class_breakdown, group_by_class
+
+# The breakdown category of the time a stream sets the pace with beyond the compute window: the
+# compute stream's excess is its optimizer step (which the window, between backwards, never holds).
+PACE_CATEGORY = {"compute": "optimizer", "pp": "pp", "dp": "dp"}
 
 
 @dataclass(frozen=True)
@@ -26,9 +31,18 @@ class ScheduledRun:
     T: float                         # iteration time
     window: list[float]              # per class: where its iteration starts
     enders: list[Task]               # the tasks that end last, in task order
+    measured: float | None = None    # the window's length when a stream's busy time set T beyond it
+    pace: str = "bubble"             # ... and the breakdown category charged with T - measured
 
     def breakdown(self, s: int) -> dict[str, float]:
-        return class_breakdown(self.tasks, s, self.T, self.window[s], self.by_class[s], self.enders)
+        """Seconds of the iteration per category on class ``s`` (sums to ``T``): the compute stream
+        over the window, plus — when a slower stream sets the period (PipeDream's steady state) —
+        the time beyond the window charged to that stream's category."""
+        if self.measured is None or self.T <= self.measured:
+            return class_breakdown(self.tasks, s, self.T, self.window[s], self.by_class[s], self.enders)
+        out = class_breakdown(self.tasks, s, self.measured, self.window[s], self.by_class[s], self.enders)
+        out[self.pace] += self.T - self.measured
+        return out
 
 
 def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None) -> ScheduledRun:
@@ -57,11 +71,13 @@ def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None) -> Sch
         ks = [m - 1 - (p - 1 - s) for s in range(p)]
         if min(ks) >= 0:
             first = [ends[s][ks[s]] for s in range(p)]
-            T = max(ends[s][ks[s] + m] - first[s] for s in range(p))
-            enders = [t for t in tasks if t.end == makespan]
-            return ScheduledRun(builder, net, tasks, by_class, T, first, enders)
+            return _async_run(builder, net, tasks, by_class, first, makespan,
+                              max(ends[s][ks[s] + m] - first[s] for s in range(p)))
         # Fewer micro-batches than stages: no steady phase; from the first iteration's last backward.
         first = [ends[s][m - 1] for s in range(p)]
+        last = [max(t.end for t in mine) for mine in by_class]
+        return _async_run(builder, net, tasks, by_class, first, makespan,
+                          max(last[s] - first[s] for s in range(p)))
     if sc.communication.dp_priority:
         T, window = _next_iteration_period(builder, by_class)
     elif window_kind is not Window.FLUSH:
@@ -72,6 +88,36 @@ def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None) -> Sch
         T, window = makespan, [0.0] * p
     enders = [t for t in tasks if t.end == makespan]
     return ScheduledRun(builder, net, tasks, by_class, T, window, enders)
+
+
+def _async_run(builder: IterationBuilder, net: Network, tasks: list[Task], by_class: list[list[Task]],
+               first: list[float], makespan: float, measured: float) -> ScheduledRun:
+    """A never-flushing pipeline's run: its period is the compute window ``measured`` or, when
+    longer, the busiest stream of any stage per iteration (``stream_busy``), whose excess the
+    breakdown charges to that stream."""
+    enders = [t for t in tasks if t.end == makespan]
+    busy, stream = max((b, st) for mine in by_class for st, b in stream_busy(builder, mine).items())
+    if busy <= measured:
+        return ScheduledRun(builder, net, tasks, by_class, measured, first, enders)
+    return ScheduledRun(builder, net, tasks, by_class, busy, first, enders, measured, PACE_CATEGORY[stream])
+
+
+def stream_busy(b: IterationBuilder, mine: list[Task]) -> dict[str, float]:
+    """Busy seconds per iteration of each stream of one GPU class, for a schedule that simulates
+    ``iterations_simulated`` iterations back to back: the per-unit tasks (passes, pipeline
+    transfers, overlapped FSDP calls) count ``m / m_sim`` of their total; the once-per-graph tasks
+    (gradient buckets, parameter gathers, the optimizer step) are one iteration's.
+
+    In steady state every stream must keep up, so a never-flushing pipeline's period is at least
+    the largest of these over stages and streams: the slowest stage (and stream) sets PipeDream's
+    steady-state throughput (Narayanan et al., "PipeDream: Generalized Pipeline Parallelism for DNN
+    Training", SOSP 2019, Sec. 3)."""
+    per_unit = b.m / b.m_sim
+    out: dict[str, float] = {}
+    for t in mine:
+        once = isinstance(t.info, (BucketInfo, StepInfo))
+        out[t.stream] = out.get(t.stream, 0.0) + (t.duration if once else t.duration * per_unit)
+    return out
 
 
 def _next_iteration_period(b: IterationBuilder, by_class: list[list[Task]]) -> tuple[float, list[float]]:

@@ -75,7 +75,9 @@ def expected_display(name: str, overrides: dict) -> str:
     return fmt_time(simulate(from_dict(apply_overrides(preset_raw(name), overrides))).iteration_time_s)
 
 
-def plan_changes(name: str, repeat: int) -> tuple[str, float, list[tuple[float, str]], list[tuple[float, str]]]:
+def plan_changes(
+    name: str, repeat: int
+) -> tuple[str, float, list[tuple[float, str]], list[tuple[float, str]]]:
     """Pick the control and its values: ``repeat`` never-seen values whose displayed iteration
     times differ from one step to the next, then ``repeat`` alternations between two visited
     values.  Returns (key, base value, new [(value, display)], cached [(value, display)])."""
@@ -107,7 +109,8 @@ def plan_changes(name: str, repeat: int) -> tuple[str, float, list[tuple[float, 
         pair = [(base, base_display), new[0]]
         cached = [pair[i % 2] for i in range(repeat)]
         return key, base, new, cached
-    raise SystemExit(f"{name}: none of {', '.join(CONTROLS)} changes the iteration time; pick another control")
+    raise SystemExit(f"{name}: none of {', '.join(CONTROLS)} changes the iteration time; "
+                     "pick another control")
 
 
 def settle(page, expected: str, gantt_must_change: bool, timeout_s: float = 120) -> float:
@@ -191,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         # variant no measurement below will ask for, so that every scenario's first visit stays
         # uncached.
         cold_url = f"{base}?scenario={names[0]}&cluster.scale_up.latency_us=2.5"
-        cold, _ = load_once(browser, cold_url, expected_display(names[0], {"cluster.scale_up.latency_us": 2.5}))
+        cold, _ = load_once(browser, cold_url,
+                            expected_display(names[0], {"cluster.scale_up.latency_us": 2.5}))
         print(f"server cold start (first page after launch, new context): {cold:.2f} s", flush=True)
         for name in names:
             key, base_value, new, cached = plans[name]
@@ -201,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             ctx = browser.new_context(viewport=VIEWPORT)
             page = ctx.new_page()
             errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("pageerror", lambda exc, errors=errors: errors.append(str(exc)))
             page.goto(url)
             settle(page, base_display, False)
             wait_ready(page)
@@ -220,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
             exc = page.locator('[data-testid="stException"]').count()
             ctx.close()
             rows.append((name, key.split(".")[-1], f"{base_value:g}", loads[0], *stats(loads), *stats(t_new),
-                         *stats(t_cached), statistics.median(t_card), statistics.median(t_wr), len(errors) + exc))
+                         *stats(t_cached), statistics.median(t_card), statistics.median(t_wr),
+                         len(errors) + exc))
             all_load += loads
             all_first_load.append(loads[0])
             all_new += t_new
@@ -232,13 +237,16 @@ def main(argv: list[str] | None = None) -> int:
 
     n = args.repeat
     print()
-    print(f"App latency in Chromium, seconds.  Per scenario: {n} first loads, each in a new browser context;\n"
-          f"{n} changes to never-seen values (new: the server simulates), {n} between two visited values (cached).\n"
+    print(f"App latency in Chromium, seconds.  Per scenario: {n} first loads, "
+          "each in a new browser context;\n"
+          f"{n} changes to never-seen values (new: the server simulates), "
+          f"{n} between two visited values (cached).\n"
           "load/new/cached: until settled (card shows the new value, no run in progress, charts redrawn);\n"
           "card: until the Iteration time card alone shows it; +wait_ready: until wait_ready returned\n"
           "(includes its fixed 0.3 s pause); card and +wait_ready are medians over all changes.")
     hdr = (f"{'scenario':<20} {'control':<19} {'load 1st':>8} {'load med':>8} {'load max':>8} | "
-           f"{'new med':>7} {'new max':>7} | {'cached med':>10} {'cached max':>10} | {'card':>5} {'+wait_ready':>11} | "
+           f"{'new med':>7} {'new max':>7} | {'cached med':>10} {'cached max':>10} | "
+           f"{'card':>5} {'+wait_ready':>11} | "
            f"{'errors':>6} {'target':>6}")
     print(hdr)
     print("-" * len(hdr))
@@ -248,8 +256,9 @@ def main(argv: list[str] | None = None) -> int:
         ok = lmed <= TARGET_LOAD_S and nmed <= TARGET_CHANGE_S and cmed <= TARGET_CHANGE_S and not err
         if not ok:
             failing.append(name)
-        print(f"{name:<20} {ctl + '=' + bv:<19} {l1:>8.2f} {lmed:>8.2f} {lmax:>8.2f} | {nmed:>7.2f} {nmax:>7.2f} | "
-              f"{cmed:>10.2f} {cmax:>10.2f} | {card:>5.2f} {wr:>11.2f} | {err:>6} {'ok' if ok else 'MISS':>6}")
+        print(f"{name:<20} {ctl + '=' + bv:<19} {l1:>8.2f} {lmed:>8.2f} {lmax:>8.2f} | "
+              f"{nmed:>7.2f} {nmax:>7.2f} | {cmed:>10.2f} {cmax:>10.2f} | {card:>5.2f} {wr:>11.2f} | "
+              f"{err:>6} {'ok' if ok else 'MISS':>6}")
     print("-" * len(hdr))
     lmed, lmax = stats(all_load)
     nmed, nmax = stats(all_new)

@@ -20,7 +20,8 @@ from explorer.simulate import simulate  # noqa: E402
 
 def main() -> None:
     errs = []
-    print(f"{'model':>8} {'tp':>3} {'pp':>3} {'dp':>3} {'gpus':>5} {'measured':>9} {'predicted':>9} {'error':>7}  bubble  mfu")
+    print(f"{'model':>8} {'tp':>3} {'pp':>3} {'dp':>3} {'gpus':>5} "
+          f"{'measured':>9} {'predicted':>9} {'error':>7}  bubble  mfu")
     for row in megatron_rows():
         r = simulate(megatron_scenario(row))
         err = r.tflops_per_gpu / row.achieved_tflops_per_gpu - 1
@@ -33,11 +34,14 @@ def main() -> None:
     for row in read_csv("nccl_busbw.csv"):
         size = 8 * 2**30 if row["size_bytes"] == "large" else int(row["size_bytes"])
         sc = from_dict({"model": {"preset": "llama3-8b"}, "training": {"global_batch": 8},
-                        "hardware": {"gpu": row["gpu"]}, "cluster": {"gpus_per_node": int(row["gpus"]), "nodes": 1}})
-        out = collective_rows(sc, row["collective"].replace("_", "-"), int(row["gpus"]), [size], row["algorithm"])[0]
+                        "hardware": {"gpu": row["gpu"]},
+                        "cluster": {"gpus_per_node": int(row["gpus"]), "nodes": 1}})
+        out = collective_rows(sc, row["collective"].replace("_", "-"), int(row["gpus"]), [size],
+                              row["algorithm"])[0]
         err = out["busbw_GBps"] / float(row["busbw_GBps"]) - 1
         nerr.append(abs(err))
-        print(f"nccl {row['gpu']:>10} {row['collective']} {row['algorithm']:>5}: measured {float(row['busbw_GBps']):7.1f} "
+        print(f"nccl {row['gpu']:>10} {row['collective']} {row['algorithm']:>5}: "
+              f"measured {float(row['busbw_GBps']):7.1f} "
               f"predicted {out['busbw_GBps']:7.1f} GB/s ({err:+.1%})")
     print(f"nccl-tests rows: mean |error| {sum(nerr) / len(nerr):.1%}, max {max(nerr):.1%}")
 

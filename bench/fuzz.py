@@ -91,7 +91,8 @@ def main() -> None:
     for kind, strategy, build in [
         ("file", mutated_files(), lambda text: lambda: from_dict(parse_text(text, "fuzz.yaml"))),
         ("--set", st.tuples(st.sampled_from(SHIPPED), ASSIGNMENTS),
-         lambda a: lambda: from_dict(apply_overrides(preset_raw(a[0]), dict(parse_assignment(x) for x in a[1])))),
+         lambda a: lambda: from_dict(apply_overrides(preset_raw(a[0]),
+                                                     dict(parse_assignment(x) for x in a[1])))),
         ("link", LINKS, lambda params: lambda: _open_link(params)),
     ]:
         counts: Counter = Counter()
@@ -101,17 +102,21 @@ def main() -> None:
         @cfg
         @given(strategy)
         def run(example):
-            counts["tried"] += 1
-            counts[classify(build(example), sim, other)] += 1
+            # run() is called once, right below, inside this iteration; defaults cannot bind the
+            # loop variables because @given owns run's signature.
+            counts["tried"] += 1  # noqa: B023
+            counts[classify(build(example), sim, other)] += 1  # noqa: B023
 
         start = time.perf_counter()
         run()
-        print(f"{kind:>6}: tried {counts['tried']:>6}  valid {counts['valid']:>6}  rejected {counts['rejected']:>6}  "
+        print(f"{kind:>6}: tried {counts['tried']:>6}  valid {counts['valid']:>6}  "
+              f"rejected {counts['rejected']:>6}  "
               f"other {counts['other']:>3}  ({time.perf_counter() - start:.0f} s)")
         for line in other[:20]:
             print(f"        other: {line}")
         totals.update(counts)
-    print(f" total: tried {totals['tried']:>6}  valid {totals['valid']:>6}  rejected {totals['rejected']:>6}  "
+    print(f" total: tried {totals['tried']:>6}  valid {totals['valid']:>6}  "
+          f"rejected {totals['rejected']:>6}  "
           f"other {totals['other']:>3}")
 
 

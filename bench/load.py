@@ -44,7 +44,8 @@ HEAVY = [
     "?scenario=teaching-8gpu&cluster.scale_up.bandwidth_GBps=5e-324",
 ]
 CONTROLS = [("parallelism.pp", ["2", "4", "8"]), ("cluster.scale_out.nic_Gbps", ["100", "200", "400", "800"]),
-            ("training.global_batch", ["512", "1024", "2048"]), ("communication.dp_overlap", ["true", "false"]),
+            ("training.global_batch", ["512", "1024", "2048"]),
+            ("communication.dp_overlap", ["true", "false"]),
             ("view", ["timeline", "memory", "traffic", "topology", "scenario"])]
 
 
@@ -130,8 +131,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless",
-                               "true", "--server.port", str(port), "--server.address", "127.0.0.1"], cwd=ROOT,
+    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+                               "--server.headless", "true", "--server.port", str(port),
+                               "--server.address", "127.0.0.1"], cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env=dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false"))
     base = f"http://127.0.0.1:{port}/"
@@ -145,7 +147,8 @@ def main() -> int:
                 time.sleep(0.2)
         start_kb = rss_kb(server.pid)
         q: mp.Queue = mp.Queue()
-        procs = [mp.Process(target=user, args=(base, args.seconds, args.seed * 1000 + i, q)) for i in range(args.users)]
+        procs = [mp.Process(target=user, args=(base, args.seconds, args.seed * 1000 + i, q))
+                 for i in range(args.users)]
         for p in procs:
             p.start()
         peak_kb = start_kb
@@ -176,7 +179,8 @@ def main() -> int:
                   f"p90 {sel[min(len(sel) - 1, int(0.9 * len(sel)))]:.2f} s, "
                   f"p99 {sel[min(len(sel) - 1, int(0.99 * len(sel)))]:.2f} s, max {sel[-1]:.2f} s")
     print(f"all actions: median {statistics.median(times):.2f} s, p99 {pct(0.99):.2f} s")
-    print(f"server memory: start {start_kb / 1024:.0f} MB, peak {peak_kb / 1024:.0f} MB, end {end_kb / 1024:.0f} MB")
+    print(f"server memory: start {start_kb / 1024:.0f} MB, peak {peak_kb / 1024:.0f} MB, "
+          f"end {end_kb / 1024:.0f} MB")
     for query, dt in bad[:10]:
         print(f"  error after {dt:.1f} s: {query[:120]}")
     return 1 if bad else 0

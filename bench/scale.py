@@ -24,8 +24,8 @@ VARIANTS = {
 
 def once(extra: list[str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "explorer", "run", "scenarios/llama3-405b-16k.yaml", "--json", *extra],
-                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-m", "explorer", "run", "scenarios/llama3-405b-16k.yaml", "--json",
+                    *extra], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
 
 

@@ -48,8 +48,8 @@ ring and pair-mates on the PCIe switch.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -95,7 +95,7 @@ class Fabric:
     up_kind: str = "nvswitch"   # scale-up wiring: one of SCALE_UP_KINDS
 
     @classmethod
-    def for_cluster(cls, c: Cluster) -> "Fabric":
+    def for_cluster(cls, c: Cluster) -> Fabric:
         up, out, wan = c.scale_up, c.scale_out, c.scale_across
         gpn = c.gpus_per_node
         half = out.switch_radix // 2
@@ -106,18 +106,20 @@ class Fabric:
         bounds = (
             Boundary("scale-up", 1, up.bandwidth_GBps * 1e9 * SCALE_UP_EFFICIENCY, up.latency_us * 1e-6),
             Boundary("scale-out", gpn, node_Bps * SCALE_OUT_EFFICIENCY, out.latency_us * 1e-6),
-            Boundary("spine", gpn * leaf_nodes, leaf_nodes * node_Bps / out.oversubscription * SCALE_OUT_EFFICIENCY,
+            Boundary("spine", gpn * leaf_nodes,
+                     leaf_nodes * node_Bps / out.oversubscription * SCALE_OUT_EFFICIENCY,
                      out.latency_us * 1e-6),
-            Boundary("scale-across", gpn * c.nodes // c.datacenters, wan.bandwidth_Gbps * 1e9 / 8 * SCALE_ACROSS_EFFICIENCY,
+            Boundary("scale-across", gpn * c.nodes // c.datacenters,
+                     wan.bandwidth_Gbps * 1e9 / 8 * SCALE_ACROSS_EFFICIENCY,
                      wan.latency_ms * 1e-3),
         )
         return cls(bounds, leaf_nodes, c.gpus, up.kind)
 
-    def shape(self, members: np.ndarray) -> "GroupShape":
+    def shape(self, members: np.ndarray) -> GroupShape:
         """How a group (GPU ids of one representative group) sits on the boundaries."""
         n = len(members)
         per = tuple(members_per_domain(members, b.domain_gpus) for b in self.boundaries)
-        shares = tuple(b.capacity_Bps * g / b.domain_gpus for b, g in zip(self.boundaries, per))
+        shares = tuple(b.capacity_Bps * g / b.domain_gpus for b, g in zip(self.boundaries, per, strict=True))
         return GroupShape(n, per, shares, tuple(b.latency_s for b in self.boundaries), self.up_kind)
 
 
@@ -195,7 +197,8 @@ def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
                     g.add_node(leaf, kind="leaf", dc=dc, block=block)
                     # Uplink capacity = this leaf's downlinks / oversubscription.
                     down = fab.leaf_nodes * (1 if out.kind == "rail-optimized" else out.nics_per_node)
-                    g.add_edge(leaf, f"spine/{dc}", tier="spine", capacity_Bps=down * nic_Bps / out.oversubscription)
+                    g.add_edge(leaf, f"spine/{dc}", tier="spine",
+                               capacity_Bps=down * nic_Bps / out.oversubscription)
                 g.add_edge(nic, leaf, tier="scale-out", capacity_Bps=nic_Bps)
     if c.datacenters > 1:
         for a in range(c.datacenters):
@@ -223,13 +226,14 @@ def routed_ring_bandwidth(c: Cluster, groups: list[list[int]]) -> float:
     flows: dict[tuple[str, str], int] = {}
     paths = []
     for members in groups:
-        for a, b in zip(members, members[1:] + members[:1]):
+        for a, b in zip(members, members[1:] + members[:1], strict=True):
             if a == b:
                 continue
             path = nx.shortest_path(g, name[a], name[b])
             paths.append(path)
-            for u, v in zip(path, path[1:]):
+            for u, v in itertools.pairwise(path):
                 flows[(u, v)] = flows.get((u, v), 0) + 1
     if not paths:
         return float("inf")
-    return min(min(g.edges[u, v]["capacity_Bps"] / flows[(u, v)] for u, v in zip(p, p[1:])) for p in paths)
+    return min(min(g.edges[u, v]["capacity_Bps"] / flows[(u, v)] for u, v in itertools.pairwise(p))
+               for p in paths)

@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 from app_support import qp, run_app, seconds
 from conftest import SCENARIO_FILES
 
+
 @pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.stem)
 def test_every_preset_renders_metrics_and_charts(path):
     at = run_app(scenario=path.stem)
@@ -70,7 +71,8 @@ def test_invalid_combination_shows_an_error_not_an_exception():
 
 
 def test_share_link_sets_the_widgets_and_round_trips():
-    at = run_app(scenario="llama3-405b-16k", **{"parallelism.pp": "8", "cluster.scale_out.oversubscription": "4"})
+    at = run_app(scenario="llama3-405b-16k",
+                 **{"parallelism.pp": "8", "cluster.scale_out.oversubscription": "4"})
     assert at.number_input(key="parallelism.pp").value == 8
     assert at.number_input(key="cluster.scale_out.oversubscription").value == 4
     assert qp(at, "parallelism.pp") == "8"

@@ -18,9 +18,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
 from browser_support import CHROMIUM_ARGS, chromium_path, metric_value, streamlit_server, wait_ready
+
+ROOT = Path(__file__).resolve().parents[1]
 
 try:
     from playwright.sync_api import sync_playwright
@@ -267,7 +267,8 @@ HOSTILE = {
     "bad-value": ("?scenario=teaching-8gpu&parallelism.tp=abc", "parallelism.tp", "parallelism.tp"),
     "unknown-key": ("?scenario=teaching-8gpu&foo=1", "foo", "foo"),
     "path-preset": ("?scenario=../../etc/passwd", "scenario=", None),
-    "huge-value": ("?scenario=teaching-8gpu&cluster.nodes=" + "9" * 100_000, "cluster.nodes", "cluster.nodes"),
+    "huge-value": ("?scenario=teaching-8gpu&cluster.nodes=" + "9" * 100_000, "cluster.nodes",
+                   "cluster.nodes"),
     "bad-combination": ("?scenario=teaching-8gpu&parallelism.tp=3", "parallelism.tp", "parallelism.tp"),
 }
 
@@ -336,7 +337,8 @@ def projector(browser, base_url):
     ctx.close()
 
 
-TRUNCATED_JS = """() => [...document.querySelectorAll('[data-testid="stMetricLabel"] p, [data-testid="stMetricValue"] div, '
+TRUNCATED_JS = """() => [...document.querySelectorAll(
+    '[data-testid="stMetricLabel"] p, [data-testid="stMetricValue"] div, '
     + '[data-testid="stMetricDelta"] div')]
     .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)"""
 
@@ -363,7 +365,8 @@ def test_presentation_fits_title_cards_chart_and_sentence_on_one_projector_scree
         assert box["y"] >= 0 and box["y"] + box["height"] <= 720, (name, box)
     assert title["y"] < 60, "no empty band above the title"
     title_px = page.evaluate("() => parseFloat(getComputedStyle(document.querySelector('h2')).fontSize)")
-    tab_px = page.evaluate("() => parseFloat(getComputedStyle(document.querySelector('[role=tab] p')).fontSize)")
+    tab_px = page.evaluate(
+        "() => parseFloat(getComputedStyle(document.querySelector('[role=tab] p')).fontSize)")
     assert title_px > tab_px
 
 

@@ -28,8 +28,9 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT, SCENARIO_FILES
 from explorer.scenario import model_presets
+
+from conftest import ROOT, SCENARIO_FILES
 
 APP = str(ROOT / "app.py")
 PRESETS = [p.stem for p in SCENARIO_FILES]
@@ -103,7 +104,8 @@ def sweep_widget(at: AppTest, preset: str, kind: str, key: str, values: list) ->
     """Set widget ``key`` to each value, check the page, then set it back and check the preset's
     iteration time is on screen again."""
     problems = []
-    getter = {"number": at.sidebar.number_input, "select": at.sidebar.selectbox, "toggle": at.sidebar.toggle}[kind]
+    getter = {"number": at.sidebar.number_input, "select": at.sidebar.selectbox,
+              "toggle": at.sidebar.toggle}[kind]
     original = getter(key=key).value
     baseline = iteration_time(at)
     for v in values:
@@ -112,7 +114,8 @@ def sweep_widget(at: AppTest, preset: str, kind: str, key: str, values: list) ->
     getter(key=key).set_value(original).run()
     problems += page_problems(at, f"{preset}: {key} back to {original!r}")
     if iteration_time(at) != baseline:
-        problems.append(f"{preset}: {key} back to {original!r} shows {iteration_time(at)} instead of {baseline}")
+        problems.append(f"{preset}: {key} back to {original!r} shows {iteration_time(at)} "
+                        f"instead of {baseline}")
     return problems
 
 
@@ -195,7 +198,8 @@ def test_every_model_preset_on_every_scenario(preset):
             layers = at.sidebar.number_input(key="model.layers").value
             expected = model_presets()[name]["layers"]
             if layers != expected:
-                problems.append(f"{preset}: model.preset = {name} left model.layers at {layers}, not {expected}")
+                problems.append(f"{preset}: model.preset = {name} left model.layers at {layers}, "
+                                f"not {expected}")
     assert not problems, "\n".join(problems)
 
 
@@ -241,12 +245,15 @@ def test_uploading_a_downloaded_scenario_reproduces_it(preset):
     source = open_app(preset, "scenario")
     text, expected = _offered_yaml(source), iteration_time(source)
     problems: list[str] = []
-    for start in dict.fromkeys([preset, "teaching-8gpu" if preset != "teaching-8gpu" else "zero-bubble-8gpu"]):
+    other = "teaching-8gpu" if preset != "teaching-8gpu" else "zero-bubble-8gpu"
+    for start in dict.fromkeys([preset, other]):
         at = open_app(start, "scenario")
-        at.file_uploader(key="_upload").set_value((f"{preset}.yaml", text.encode(), "application/x-yaml")).run()
+        upload = (f"{preset}.yaml", text.encode(), "application/x-yaml")
+        at.file_uploader(key="_upload").set_value(upload).run()
         problems += page_problems(at, f"upload {preset}.yaml on {start}")
         if [e for e in at.error]:
             problems.append(f"upload {preset}.yaml on {start}: {[str(e.value) for e in at.error]}")
         if iteration_time(at) != expected:
-            problems.append(f"upload {preset}.yaml on {start}: shows {iteration_time(at)}, the scenario gives {expected}")
+            problems.append(f"upload {preset}.yaml on {start}: shows {iteration_time(at)}, "
+                            f"the scenario gives {expected}")
     assert not problems, "\n".join(problems)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import ast
 import tomllib
 
-import pytest
-
 from conftest import ROOT
 
 

@@ -17,5 +17,6 @@ def test_megatron_sc21_table1_tflops_within_15_percent(row):
 
 def test_megatron_fit_is_good_on_average():
     # The global constants were fitted to this table (bench/calibrate.py): mean error below 5%.
-    errors = [abs(simulate(megatron_scenario(r)).tflops_per_gpu / r.achieved_tflops_per_gpu - 1) for r in megatron_rows()]
+    errors = [abs(simulate(megatron_scenario(r)).tflops_per_gpu / r.achieved_tflops_per_gpu - 1)
+              for r in megatron_rows()]
     assert sum(errors) / len(errors) < 0.05

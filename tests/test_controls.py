@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, SCENARIO_FILES
 from explorer.scenario import Scenario, apply_overrides, from_dict, load_raw
 from explorer.schema import field_paths
 from explorer.simulate import Result, simulate
+
+from conftest import ROOT, SCENARIO_FILES
 
 SHIPPED = {p.stem: p for p in SCENARIO_FILES}
 
@@ -88,7 +89,7 @@ METRICS: dict[str, Callable[[Result], float]] = {
 
 
 def assert_strictly(direction: str, values: list, results: list[float], label: str) -> None:
-    for (va, ra), (vb, rb) in itertools.pairwise(zip(values, results)):
+    for (va, ra), (vb, rb) in itertools.pairwise(zip(values, results, strict=True)):
         if direction == "up":
             assert rb > ra, f"{label}: {va} -> {vb} should increase it, got {ra!r} -> {rb!r}"
         else:
@@ -109,13 +110,14 @@ MONOTONE = [
      "a node's fabric bandwidth is nics_per_node x nic_Gbps: more NICs, faster DP"),
     ("two-datacenters", {}, "cluster.scale_across.bandwidth_Gbps", [400, 1600, 6400], "time", "down",
      "DP spans the two buildings: the WAN carries the gradient reduction"),
-    ("teaching-8gpu", {"cluster.scale_up.bandwidth_GBps": None}, "hardware.gpu.scale_up_GBps", [100, 450, 900],
-     "time", "down", "with no explicit scale-up bandwidth, the GPU's own NVLink figure sets it"),
+    ("teaching-8gpu", {"cluster.scale_up.bandwidth_GBps": None}, "hardware.gpu.scale_up_GBps",
+     [100, 450, 900], "time", "down",
+     "with no explicit scale-up bandwidth, the GPU's own NVLink figure sets it"),
     # --- latency: more per-message latency, strictly slower where messages are many or small ---
-    ("teaching-8gpu", {"communication.bucket_MB": 1}, "cluster.scale_up.latency_us", [0, 2, 200], "time", "up",
-     "1 MB buckets: every ring step pays the NVLink latency"),
-    ("megatron-gpt3-175b", {"communication.bucket_MB": 1}, "cluster.scale_out.latency_us", [0, 5, 500], "time", "up",
-     "1 MB buckets across 16 nodes: the fabric latency of each step adds up"),
+    ("teaching-8gpu", {"communication.bucket_MB": 1}, "cluster.scale_up.latency_us", [0, 2, 200],
+     "time", "up", "1 MB buckets: every ring step pays the NVLink latency"),
+    ("megatron-gpt3-175b", {"communication.bucket_MB": 1}, "cluster.scale_out.latency_us", [0, 5, 500],
+     "time", "up", "1 MB buckets across 16 nodes: the fabric latency of each step adds up"),
     ("two-datacenters", {}, "cluster.scale_across.latency_ms", [0, 2, 50], "time", "up",
      "every DP bucket crossing the WAN pays its one-way latency"),
     # --- fabric shape ---
@@ -160,14 +162,15 @@ MONOTONE = [
      "element-wise kernels and the optimizer stream through HBM"),
     ("teaching-8gpu", {}, "hardware.gpu.hbm_GBps", [1000, 3350, 10000], "optimizer", "down",
      "the optimizer step is memory bound"),
-    ("teaching-8gpu", {"hardware.gpu.measured_matmul_tflops": None}, "hardware.gpu.peak_tflops", [500, 989, 2000],
-     "time", "down", "without a measured GEMM figure, GEMMs run at a fixed fraction of the peak"),
+    ("teaching-8gpu", {"hardware.gpu.measured_matmul_tflops": None}, "hardware.gpu.peak_tflops",
+     [500, 989, 2000], "time", "down",
+     "without a measured GEMM figure, GEMMs run at a fixed fraction of the peak"),
     ("teaching-8gpu", {}, "hardware.gpu.peak_tflops", [989, 2000], "mfu", "down",
      "with the measured GEMM throughput fixed, a higher nominal peak only enlarges MFU's denominator"),
     ("teaching-8gpu", {}, "hardware.gpu.measured_matmul_tflops", [300, 500, 800], "time", "down",
      "the default GEMM efficiency follows the measured single-GEMM throughput"),
-    ("teaching-8gpu", {"training.dtype": "fp8"}, "hardware.gpu.fp8_tflops", [1000, 1979, 4000], "time", "down",
-     "fp8 GEMMs run at the fp8 peak"),
+    ("teaching-8gpu", {"training.dtype": "fp8"}, "hardware.gpu.fp8_tflops", [1000, 1979, 4000],
+     "time", "down", "fp8 GEMMs run at the fp8 peak"),
     # --- model dimensions ---
     ("teaching-8gpu", {}, "model.layers", [16, 24, 32], "time", "up", "more layers, more work per stage"),
     ("teaching-8gpu", {}, "model.hidden", [1024, 2048], "time", "up", "GEMM FLOPs grow as hidden^2"),
@@ -181,21 +184,23 @@ MONOTONE = [
     ("teaching-8gpu", {"training.flash_attention": False}, "model.heads", [8, 16, 32], "memory", "up",
      "without flash attention each head stores its s x s score matrix (Korthikanti 5as/h term)"),
     # --- parallelism ---
-    ("teaching-8gpu", {"parallelism.schedule": "gpipe"}, "parallelism.token_slices", [1, 2, 4], "bubble", "down",
-     "TeraPipe: k slices per sequence pipeline like k x m micro-batches, (p-1)/(mk+p-1)"),
+    ("teaching-8gpu", {"parallelism.schedule": "gpipe"}, "parallelism.token_slices", [1, 2, 4],
+     "bubble", "down", "TeraPipe: k slices per sequence pipeline like k x m micro-batches, (p-1)/(mk+p-1)"),
     ("fsdp-llama3-8b", {}, "parallelism.zero", [0, 1, 2, 3], "memory", "down",
      "ZeRO shards optimizer state (1), gradients (2), weights (3) across DP"),
     ("fsdp-llama3-8b", {}, "communication.prefetch_layers", [1, 2, 4], "memory", "up",
      "each prefetched layer's gathered weights stay resident"),
     ("long-context-cp", {"training.global_batch": 64, "parallelism.dp": None}, "parallelism.cp", [1, 2, 8],
      "memory", "down", "context parallelism splits each sequence's activations across cp GPUs"),
-    ("moe-small", {}, "parallelism.ep", [8, 16], "memory", "down", "more expert-parallel ranks, fewer experts per GPU"),
+    ("moe-small", {}, "parallelism.ep", [8, 16], "memory", "down",
+     "more expert-parallel ranks, fewer experts per GPU"),
 ]
 
 
 @pytest.mark.parametrize("name,fixed,key,values,metric,direction,why", MONOTONE,
                          ids=[f"{r[2]}-{r[4]}-{r[0]}" for r in MONOTONE])
-def test_control_moves_metric_strictly_in_the_physical_direction(name, fixed, key, values, metric, direction, why):
+def test_control_moves_metric_strictly_in_the_physical_direction(
+        name, fixed, key, values, metric, direction, why):
     """Physics per row (``why``): increasing ``key`` along ``values`` moves ``metric`` strictly
     ``direction`` on a scenario chosen so that the field's tier/term is the one that limits."""
     results = [METRICS[metric](sim(name, {**fixed, key: v})) for v in values]
@@ -308,7 +313,8 @@ def test_forced_collective_algorithms_are_never_faster_than_auto():
     for name in ("llama3-405b-16k", "tp8-node"):
         auto = sim(name, {"communication.algorithm": "auto"}).iteration_time_s
         for alg in ("ring", "tree", "halving-doubling", "hierarchical", "nvls"):
-            assert sim(name, {"communication.algorithm": alg}).iteration_time_s >= auto * (1 - 1e-12), (name, alg)
+            assert sim(name, {"communication.algorithm": alg}).iteration_time_s >= auto * (1 - 1e-12), (
+                name, alg)
     assert sim("llama3-405b-16k", {"communication.algorithm": "ring"}).iteration_time_s > \
         sim("llama3-405b-16k", {"communication.algorithm": "auto"}).iteration_time_s
 
@@ -347,11 +353,13 @@ def test_scale_up_kind_moves_a100_without_nvls():
 
 
 def _in_node_cost(kind: str, op: str, algorithm: str = "auto") -> float:
+    import numpy as np
+
     from explorer.collectives import cost
     from explorer.scenario import Cluster, ScaleUp
     from explorer.topology import Fabric
-    import numpy as np
-    fab = Fabric.for_cluster(Cluster(gpus_per_node=8, nodes=1, scale_up=ScaleUp(kind=kind, bandwidth_GBps=450)))
+    fab = Fabric.for_cluster(Cluster(gpus_per_node=8, nodes=1,
+                                     scale_up=ScaleUp(kind=kind, bandwidth_GBps=450)))
     return cost(op, 64e6, fab.shape(np.arange(8)), algorithm, nvls_capable=False).time_s
 
 
@@ -366,7 +374,8 @@ def test_scale_up_wiring_prices_each_traffic_pattern():
     assert hd["nvlink-ring"] > hd["nvswitch"] and hd["pcie"] > hd["nvswitch"]
     assert _in_node_cost("pcie", "reduce-scatter", "halving-doubling") > \
         _in_node_cost("nvswitch", "reduce-scatter", "halving-doubling")
-    assert _in_node_cost("nvlink-ring", "all-reduce", "ring") == _in_node_cost("nvswitch", "all-reduce", "ring")
+    assert (_in_node_cost("nvlink-ring", "all-reduce", "ring")
+            == _in_node_cost("nvswitch", "all-reduce", "ring"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -395,7 +404,8 @@ def test_flash_attention_saves_memory_and_time():
 def test_precision_sets_the_gemm_rate():
     """H100 tensor cores: fp8 has twice the bf16 dense peak, fp16 the same as bf16, fp32 (TF32)
     half: time fp8 < bf16 = fp16 < fp32.  A100 has no fp8 tensor cores: fp8 is not faster."""
-    t = {d: sim("teaching-8gpu", {"training.dtype": d}).iteration_time_s for d in ("fp8", "bf16", "fp16", "fp32")}
+    t = {d: sim("teaching-8gpu", {"training.dtype": d}).iteration_time_s
+         for d in ("fp8", "bf16", "fp16", "fp32")}
     assert t["fp8"] < t["bf16"] == t["fp16"] < t["fp32"]
     a100 = {d: sim("teaching-8gpu", {"training.dtype": d, "hardware.gpu": "a100-80gb"}).breakdown_s["compute"]
             for d in ("fp8", "bf16")}
@@ -497,7 +507,8 @@ def test_more_pipeline_stages_grow_the_bubble_and_shrink_the_weights():
     """More stages at the same micro-batch count: bubble (p-1)/(m+p-1) grows, each GPU holds fewer
     layers."""
     # 4 micro-batches per pipeline at every depth: dp = 8/p, global batch 4*dp.
-    r = [sim("teaching-8gpu", {"parallelism.dp": None, "parallelism.pp": p, "training.global_batch": 4 * 8 // p})
+    r = [sim("teaching-8gpu",
+             {"parallelism.dp": None, "parallelism.pp": p, "training.global_batch": 4 * 8 // p})
          for p in (2, 4, 8)]
     assert [x.scenario.micro_batches for x in r] == [4, 4, 4]
     assert r[0].bubble_fraction < r[1].bubble_fraction < r[2].bubble_fraction
@@ -605,7 +616,8 @@ def test_plain_all_to_all_is_never_faster_than_node_aware_dispatch():
             assert sim(name, {"model.moe.max_nodes": m}).iteration_time_s <= plain, (name, m)
 
 
-@pytest.mark.parametrize("schedule,vpp", [("interleaved", 2), ("zb-h1", 1), ("zb-h2", 1), ("pipedream-async", 1)])
+@pytest.mark.parametrize("schedule,vpp",
+                         [("interleaved", 2), ("zb-h1", 1), ("zb-h2", 1), ("pipedream-async", 1)])
 def test_advanced_schedules_have_a_smaller_bubble_than_1f1b(schedule, vpp):
     """Interleaving divides the bubble by vpp (SC21 Sec. 2.2.2); ZB-H1/H2 fill it with weight-gradient
     passes (Qi et al. 2024); PipeDream's asynchronous 1F1B has none in steady state."""
@@ -619,7 +631,8 @@ def test_more_virtual_stages_shrink_the_interleaved_bubble():
     """SC21 Sec. 2.2.2: v virtual stages per GPU divide the bubble by v.  24 layers on 4 stages
     split evenly into 8 or 12 chunks, so vpp 1 -> 2 -> 3 must shrink the bubble share and the
     iteration with the default (compute-balanced) split."""
-    r = [sim("teaching-8gpu", {"parallelism.schedule": "interleaved" if v > 1 else "1f1b", "parallelism.vpp": v})
+    r = [sim("teaching-8gpu",
+             {"parallelism.schedule": "interleaved" if v > 1 else "1f1b", "parallelism.vpp": v})
          for v in (1, 2, 3)]
     assert r[0].bubble_fraction > r[1].bubble_fraction > r[2].bubble_fraction
     assert r[0].iteration_time_s > r[1].iteration_time_s > r[2].iteration_time_s
@@ -746,7 +759,8 @@ def _covered() -> dict[str, str]:
     keys.update({k: "test_better_links_never_slow_any_shipped_scenario" for k, _ in NEVER_SLOWER})
     keys.update(COVERED_ELSEWHERE_IN_THIS_FILE)
     keys["parallelism.zero"] = "test_zero3_moves_more_dp_bytes_than_zero1"
-    keys["parallelism.cp"] = keys["parallelism.ep"] = "test_control_moves_metric_strictly_in_the_physical_direction"
+    keys["parallelism.cp"] = keys["parallelism.ep"] = (
+        "test_control_moves_metric_strictly_in_the_physical_direction")
     keys["parallelism.token_slices"] = "test_control_moves_metric_strictly_in_the_physical_direction"
     return keys
 

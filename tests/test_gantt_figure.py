@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ROOT
 from explorer.figures import gantt
 from explorer.figures.gantt import _rasterize, lane_name
 from explorer.scenario import load
 from explorer.simulate import simulate
 from explorer.timeline import build_timeline
+
+from conftest import ROOT
 
 
 def figure(name: str, max_bars: int = 2500, **overrides):
@@ -71,4 +72,4 @@ def test_hidden_ring_attention_transfers_are_visible_on_the_cp_lane():
     cp = next(t for t in fig.data if t.name == "cp (overlapped)")
     assert cp.marker.pattern.shape == "/" and cp.marker.pattern.fillmode == "overlay"   # stripes over colour
     assert len(cp.x) >= 32 and min(cp.x) >= 0.002 * res.iteration_time_s * 1e3
-    assert all(row[5] < x for row, x in zip(cp.customdata, cp.x))      # true duration is shorter
+    assert all(row[5] < x for row, x in zip(cp.customdata, cp.x, strict=True))      # true duration is shorter

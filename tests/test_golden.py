@@ -8,8 +8,9 @@ import math
 
 import pytest
 
-from conftest import ROOT, SCENARIO_FILES
 from explorer.cli import main
+
+from conftest import ROOT, SCENARIO_FILES
 
 GOLDEN = ROOT / "tests" / "golden"
 
@@ -20,11 +21,12 @@ def same(a, b, path="") -> list[str]:
     if isinstance(a, dict):
         if not isinstance(b, dict):
             return [f"{path}: {type(b).__name__} instead of an object"]
-        return [d for k in a for d in (same(a[k], b[k], f"{path}.{k}") if k in b else [f"{path}.{k}: missing"])]
+        return [d for k in a
+                for d in (same(a[k], b[k], f"{path}.{k}") if k in b else [f"{path}.{k}: missing"])]
     if isinstance(a, list):
         if not isinstance(b, list) or len(a) != len(b):
             return [f"{path}: {b!r:.80} != {a!r:.80}"]
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in same(x, y, f"{path}[{i}]")]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in same(x, y, f"{path}[{i}]")]
     if isinstance(a, float) or isinstance(b, float):
         ok = isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
         return [] if ok else [f"{path}: {b!r} != {a!r}"]

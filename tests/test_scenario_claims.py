@@ -25,7 +25,8 @@ NAMES = sorted(p.stem for p in SCEN.glob("*.yaml"))
 def _with_derived_dp(name: str, overrides: dict) -> dict:
     """The sidebar derives dp = GPUs / (tp·pp·cp); do the same when tp, pp or cp move."""
     ov = dict(overrides)
-    if "parallelism.dp" not in ov and any(k in ov for k in ("parallelism.tp", "parallelism.pp", "parallelism.cp")):
+    resizing = ("parallelism.tp", "parallelism.pp", "parallelism.cp")
+    if "parallelism.dp" not in ov and any(k in ov for k in resizing):
         raw = load_raw(SCEN / f"{name}.yaml")
         par, cl = raw.get("parallelism", {}), raw["cluster"]
         deg = 1
@@ -35,7 +36,7 @@ def _with_derived_dp(name: str, overrides: dict) -> dict:
     return ov
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sim(name: str, overrides: tuple = ()):
     return simulate(load(SCEN / f"{name}.yaml", _with_derived_dp(name, dict(overrides))))
 
@@ -102,7 +103,8 @@ def test_every_suggested_override_loads(name):
 def test_no_warning_advises_keeping_a_dimension_inside_one_datacenter(name):
     """Warnings follow from the simulated outcome: none gives placement advice as a rule of thumb."""
     for w in sim(name).warnings:
-        assert not re.search(r"\b(keep|move|put)\b.{0,60}\b(inside|within|one)\b.{0,20}(datacenter|building)", w, re.I), w
+        assert not re.search(r"\b(keep|move|put)\b.{0,60}\b(inside|within|one)\b.{0,20}"
+                             r"(datacenter|building)", w, re.I), w
 
 
 # --------------------------------------------------------------------------- two-datacenters
@@ -155,7 +157,8 @@ def test_two_datacenters_hierarchical_sends_no_less_and_is_not_faster_than_auto(
     is a little slower (6.42 s against 6.39 s)."""
     auto, hier = sim(TD), sim(TD, ov={"communication.algorithm": "hierarchical"})
     assert auto.iteration_time_s <= hier.iteration_time_s
-    assert hier.comm_bytes_by_tier["dp"]["scale-across"] >= auto.comm_bytes_by_tier["dp"]["scale-across"] * 0.999
+    assert (hier.comm_bytes_by_tier["dp"]["scale-across"]
+            >= auto.comm_bytes_by_tier["dp"]["scale-across"] * 0.999)
     assert hier.iteration_time_s < auto.iteration_time_s * 1.02        # "a little"
 
 
@@ -165,7 +168,8 @@ def test_two_datacenters_ring_is_about_3x_slower_and_sends_twice_across():
     assert auto.iteration_time_s <= ring.iteration_time_s
     assert 2.5 <= ratio(ring.iteration_time_s, auto.iteration_time_s) <= 4.0
     assert about(ring.iteration_time_s, 20.7, 0.15)
-    assert about(ratio(ring.comm_bytes_by_tier["dp"]["scale-across"], auto.comm_bytes_by_tier["dp"]["scale-across"]), 2, 0.1)
+    assert about(ratio(ring.comm_bytes_by_tier["dp"]["scale-across"],
+                       auto.comm_bytes_by_tier["dp"]["scale-across"]), 2, 0.1)
 
 
 def test_two_datacenters_ring_slowness_is_wan_latency_per_step_and_bucket():
@@ -216,7 +220,8 @@ def test_two_datacenters_no_warning_contradicts_pp_across_being_faster():
     base, ppx = sim(TD), sim(TD, ov={"parallelism.order": "tp-cp-dp-pp"})
     assert ppx.iteration_time_s < base.iteration_time_s
     for w in base.warnings + ppx.warnings:
-        assert not re.search(r"(keep|inside|within).{0,40}(pp|pipeline)|(pp|pipeline).{0,40}(inside|within) one", w, re.I), w
+        assert not re.search(r"(keep|inside|within).{0,40}(pp|pipeline)"
+                             r"|(pp|pipeline).{0,40}(inside|within) one", w, re.I), w
 
 
 def test_two_datacenters_p3_roughly_halves_exposed_dp():
@@ -233,7 +238,8 @@ TE = "teaching-8gpu"
 
 
 def test_teaching_staircase_last_stage_waits_three_forwards():
-    """stage 0 starts first and stage 3 waits (p-1) = 3 forward passes before its first micro-batch arrives."""
+    """stage 0 starts first and stage 3 waits (p-1) = 3 forward passes before its first micro-batch
+    arrives."""
     r = sim(TE)
     first = {}
     for t in r.tasks:
@@ -260,7 +266,8 @@ def test_teaching_card_a_little_above_formula_busiest_about_24():
 
 
 def test_teaching_ideal_pipeline_card_equals_formula():
-    """`parallelism.ideal_pipeline: true` (equal stages, free communication) makes card and formula agree at 27.3%."""
+    """`parallelism.ideal_pipeline: true` (equal stages, free communication) makes card and formula
+    agree at 27.3%."""
     r = sim(TE, ov={"parallelism.ideal_pipeline": True})
     assert r.bubble_fraction == pytest.approx(r.bubble_formula, abs=1e-6) == pytest.approx(3 / 11)
 
@@ -283,7 +290,8 @@ def test_teaching_dp_overlapped_on_nvlink_and_dp_overlap_false_exposes_about_4ms
 
 
 def test_teaching_gpipe_same_formula_card_within_a_point_more_memory():
-    """`parallelism.schedule: gpipe` (same formula, the card moves by under a point, peak memory 9.9 -> 13.6 GB)"""
+    """`parallelism.schedule: gpipe` (same formula, the card moves by under a point, peak memory
+    9.9 -> 13.6 GB)"""
     r, g = sim(TE), sim(TE, ov={"parallelism.schedule": "gpipe"})
     assert g.bubble_formula == r.bubble_formula
     assert abs(g.bubble_fraction - r.bubble_fraction) < 0.01
@@ -447,7 +455,8 @@ def test_llama_1f1b_card_about_48_and_slower():
 def test_llama_uneven_split_7_8x14_7_and_3_4x30_3():
     """with 1F1B this gives the paper's 7 / 8 x 14 / 7 split of the 126 layers (3 / 4 x 30 / 3 over
     the 32 interleaved chunks here)."""
-    assert tuple(sim(LL, ov={"parallelism.schedule": "1f1b", "parallelism.vpp": 1}).stage_layers) == (7,) + (8,) * 14 + (7,)
+    assert (tuple(sim(LL, ov={"parallelism.schedule": "1f1b", "parallelism.vpp": 1}).stage_layers)
+            == (7,) + (8,) * 14 + (7,))
     assert tuple(sim(LL).stage_layers) == (3,) + (4,) * 30 + (3,)
 
 
@@ -505,7 +514,8 @@ def test_long_context_cp_hidden_on_nvlink_despite_45GB():
 
 
 def test_long_context_order_moves_ring_to_nics_still_hidden_at_400G():
-    """`parallelism.order: tp-dp-cp-pp` puts the CP ring across the nodes' NICs ...; at 400 Gb/s it is still hidden."""
+    """`parallelism.order: tp-dp-cp-pp` puts the CP ring across the nodes' NICs ...; at 400 Gb/s it is
+    still hidden."""
     r = sim(LC, ov={"parallelism.order": "tp-dp-cp-pp"})
     assert r.links["cp"]["tier"] == "scale-out" and r.breakdown_s["cp"] == 0
 
@@ -577,11 +587,13 @@ def test_fsdp_traffic_3x_per_microbatch_against_2x_per_iteration():
     micro-batches per GPU that is about 190 GB per GPU against 32 GB"""
     z3, z1 = sim(FS), sim(FS, ov={"parallelism.zero": 1})
     assert about(z3.comm_bytes_per_gpu["dp"] / z1.comm_bytes_per_gpu["dp"], 4 * 3 / 2, 0.05)
-    assert about(z3.comm_bytes_per_gpu["dp"] / 1e9, 190, 0.05) and about(z1.comm_bytes_per_gpu["dp"] / 1e9, 32, 0.05)
+    assert (about(z3.comm_bytes_per_gpu["dp"] / 1e9, 190, 0.05)
+            and about(z1.comm_bytes_per_gpu["dp"] / 1e9, 32, 0.05))
 
 
 def test_fsdp_larger_micro_batches_cut_traffic_but_do_not_fit():
-    """(`training.micro_batch: 4`: about 47 GB, but the activations no longer fit and the memory warning appears)."""
+    """(`training.micro_batch: 4`: about 47 GB, but the activations no longer fit and the memory
+    warning appears)."""
     r = sim(FS, ov={"training.micro_batch": 4})
     assert about(r.comm_bytes_per_gpu["dp"] / 1e9, 47, 0.05)
     assert "memory" in r.warning_kinds and "memory" not in sim(FS).warning_kinds
@@ -629,7 +641,8 @@ def test_deepseek_dualpipe_fused_bars():
 
 
 def test_deepseek_1f1b_more_than_triples_exposed_ep():
-    """Switch `parallelism.schedule: 1f1b` and the exposed EP time more than triples (2.6 -> 8.8 s; iteration 18.7 s)."""
+    """Switch `parallelism.schedule: 1f1b` and the exposed EP time more than triples (2.6 -> 8.8 s;
+    iteration 18.7 s)."""
     r, o = sim(DS), sim(DS, ov={"parallelism.schedule": "1f1b"})
     assert 3.0 < o.breakdown_s["ep"] / r.breakdown_s["ep"] <= 4.2
     assert about(o.iteration_time_s, 18.7, 0.06)
@@ -640,7 +653,8 @@ def test_deepseek_dualpipe_two_weight_copies_and_pp_plus_1_activations():
     d, o = sim(DS), sim(DS, ov={"parallelism.schedule": "1f1b"})
     mid = len(d.memory_by_class) // 4
     assert d.memory_by_class[mid].params / o.memory_by_class[mid].params == pytest.approx(2, rel=0.02)
-    assert d.memory_by_class[0].activations / o.memory_by_class[0].activations == pytest.approx(17 / 16, rel=0.03)
+    assert (d.memory_by_class[0].activations / o.memory_by_class[0].activations
+            == pytest.approx(17 / 16, rel=0.03))
 
 
 def test_deepseek_dualpipe_does_not_fit_1f1b_does():
@@ -695,7 +709,8 @@ def test_zero_bubble_zbh2_doubles_warmup_memory():
     """`parallelism.schedule: zb-h2` warms up with twice the forwards (2p-1 micro-batches in flight:
     stage 0's activations grow 15/8, see the Memory view)"""
     z, h2 = sim(ZB), sim(ZB, ov={"parallelism.schedule": "zb-h2"})
-    assert h2.memory_by_class[0].activations / z.memory_by_class[0].activations == pytest.approx(15 / 8, rel=0.02)
+    assert (h2.memory_by_class[0].activations / z.memory_by_class[0].activations
+            == pytest.approx(15 / 8, rel=0.02))
 
 
 def test_zero_bubble_zbh2_not_zero_here_because_f_plus_b_exceeds_2w():

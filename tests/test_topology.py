@@ -6,8 +6,14 @@ import pytest
 
 from explorer.placement import Placement
 from explorer.scenario import Cluster, ScaleAcross, ScaleOut, ScaleUp, from_dict
-from explorer.topology import (SCALE_ACROSS_EFFICIENCY, SCALE_OUT_EFFICIENCY, SCALE_UP_EFFICIENCY, Fabric,
-                               build_graph, routed_ring_bandwidth)
+from explorer.topology import (
+    SCALE_ACROSS_EFFICIENCY,
+    SCALE_OUT_EFFICIENCY,
+    SCALE_UP_EFFICIENCY,
+    Fabric,
+    build_graph,
+    routed_ring_bandwidth,
+)
 
 EFF = (SCALE_UP_EFFICIENCY, SCALE_OUT_EFFICIENCY, SCALE_OUT_EFFICIENCY, SCALE_ACROSS_EFFICIENCY)
 

@@ -1,17 +1,19 @@
 """The topology figure: only existing tiers, absolute colours, GPUs and groups on small clusters."""
 from __future__ import annotations
 
+import itertools
 import re
-from functools import lru_cache
+from functools import cache
 
 import plotly.graph_objects as go
 import pytest
 
-from conftest import ROOT
 from explorer.figures.topology import topology, utilisation_color
 from explorer.placement import Placement
 from explorer.scenario import Scenario, load
 from explorer.simulate import simulate
+
+from conftest import ROOT
 
 GREY = (205, 205, 205)
 SHIPPED = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))
@@ -29,13 +31,13 @@ VARIANTS = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def scenario(name: str) -> Scenario:
     base, overrides = VARIANTS.get(name, (name, {}))
     return load(ROOT / "scenarios" / f"{base}.yaml", overrides)
 
 
-@lru_cache(maxsize=None)
+@cache
 def util(name: str) -> tuple[tuple[str, float], ...]:
     return tuple(simulate(scenario(name)).utilisation.items())
 
@@ -68,8 +70,8 @@ def segments(fig: go.Figure, roles=("link", "group")) -> list[tuple[float, float
     out = []
     for t in fig.data:
         if t.meta and t.meta.get("role") in roles:
-            pts = list(zip(t.x, t.y))
-            out += [(*a, *b) for a, b in zip(pts, pts[1:]) if None not in (a[0], b[0])]
+            pts = list(zip(t.x, t.y, strict=True))
+            out += [(*a, *b) for a, b in itertools.pairwise(pts) if None not in (a[0], b[0])]
     return out
 
 
@@ -84,8 +86,9 @@ def on_segment(x: float, y: float, s: tuple[float, float, float, float]) -> bool
 
 
 def drawn_tiers(fig: go.Figure) -> set[str]:
-    tiers = {t.meta["tier"] for t in role(fig, "link")} | {t.legendgroup for t in role(fig, "box") if t.legendgroup
-                                                           in ("scale-up", "scale-out", "spine", "scale-across")}
+    tiers = {t.meta["tier"] for t in role(fig, "link")} | {
+        t.legendgroup for t in role(fig, "box")
+        if t.legendgroup in ("scale-up", "scale-out", "spine", "scale-across")}
     return tiers | {t.meta["tier"] for t in role(fig, "legend") if "tier" in t.meta}
 
 
@@ -117,7 +120,7 @@ def test_one_node_draws_every_gpu_with_its_stage_and_dp_pairs():
         assert fill[g] == fill[pl.gpu(pp=p)]                 # same stage, same fill
     hovers = {t.text for t in gpus}
     assert any("DP rank 1" in h and "PP stage 3" in h for h in hovers)
-    boxes = {g: bbox(t) for g, t in zip(fill, gpus)}
+    boxes = {g: bbox(t) for g, t in zip(fill, gpus, strict=True)}
     pairs = []
     for x0, y0, x1, y1 in segments(fig, ("group",)):
         a = next(g for g, r in boxes.items() if inside(x0, y0, r))
@@ -145,7 +148,7 @@ def test_colour_of_a_nearly_idle_tier_is_grey_whatever_the_others_do():
         a, b = figure(name, quiet), figure(name, busy)
         for tier in ("scale-up", "scale-out") if name == "two-datacenters" else ("scale-up",):
             assert tier_colors(a, tier) == tier_colors(b, tier) == {utilisation_color(0.02)}
-    assert all(abs(v - g) <= 8 for v, g in zip(rgb(utilisation_color(0.02)), GREY))
+    assert all(abs(v - g) <= 8 for v, g in zip(rgb(utilisation_color(0.02)), GREY, strict=True))
     assert rgb(utilisation_color(0.0)) == GREY
 
 
@@ -162,7 +165,8 @@ def test_colour_scale_is_visible_with_percentages():
     (bar,) = role(figure("teaching-8gpu"), "colorscale")
     m = bar.marker
     assert m.showscale and (m.cmin, m.cmax) == (0, 1)
-    assert m.colorscale[0][1] == "rgb(%d,%d,%d)" % GREY and rgb(m.colorscale[-1][1]) == rgb(utilisation_color(1))
+    assert (m.colorscale[0][1] == "rgb({},{},{})".format(*GREY)
+            and rgb(m.colorscale[-1][1]) == rgb(utilisation_color(1)))
     assert "0 %" in m.colorbar.ticktext[0] and "100 %" in m.colorbar.ticktext[-1]
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_support import run_app, seconds
-from conftest import ROOT, SCENARIO_FILES
 from explorer.scenario import apply_overrides, from_dict, load, model_presets
 from explorer.share import parse_query, preset_raw
 from explorer.simulate import simulate
+
+from app_support import run_app, seconds
+from conftest import ROOT, SCENARIO_FILES
+
 
 def shows_result_or_one_line_reason(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
@@ -18,7 +20,8 @@ def shows_result_or_one_line_reason(at: AppTest) -> None:
     assert any(m.label == "Iteration time" for m in at.metric) or errors
 
 
-@pytest.mark.parametrize("scenario,model", [("teaching-8gpu", "llama3-8b"), ("two-datacenters", "llama3-405b"),
+@pytest.mark.parametrize("scenario,model", [("teaching-8gpu", "llama3-8b"),
+                                            ("two-datacenters", "llama3-405b"),
                                             ("fsdp-llama3-8b", "mixtral-8x7b")])
 def test_choosing_a_model_preset_loads_its_dimensions(scenario, model):
     """Issue 7.1: the three reproductions — the model controls take the preset's dimensions and
@@ -58,8 +61,10 @@ def test_uploading_a_downloaded_scenario_reproduces_it(path):
     the same iteration time as the CLI on the original file."""
     source = run_app(scenario=path.stem, view="scenario")
     yaml_text = next(c.value for c in source.code if c.language == "yaml")
-    at = run_app(scenario="teaching-8gpu" if path.stem != "teaching-8gpu" else "zero-bubble-8gpu", view="scenario")
-    at.file_uploader(key="_upload").set_value(("scenario.yaml", yaml_text.encode(), "application/x-yaml")).run()
+    other = "teaching-8gpu" if path.stem != "teaching-8gpu" else "zero-bubble-8gpu"
+    at = run_app(scenario=other, view="scenario")
+    upload = ("scenario.yaml", yaml_text.encode(), "application/x-yaml")
+    at.file_uploader(key="_upload").set_value(upload).run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     expected = simulate(load(path)).iteration_time_s
@@ -94,7 +99,8 @@ def test_traffic_view_shows_zero_stages_against_their_bytes():
     by_stage = {p["zero"]: p for p in points}
     m = load(ROOT / "scenarios" / "fsdp-llama3-8b.yaml").micro_batches
     assert by_stage[3]["dp_GB"] == pytest.approx(1.5 * m * by_stage[1]["dp_GB"], rel=0.01)
-    assert by_stage[3]["memory_GB"] < by_stage[2]["memory_GB"] < by_stage[1]["memory_GB"] < by_stage[0]["memory_GB"]
+    assert (by_stage[3]["memory_GB"] < by_stage[2]["memory_GB"] < by_stage[1]["memory_GB"]
+            < by_stage[0]["memory_GB"])
 
 
 def test_a_cheap_link_cannot_order_an_expensive_download():
@@ -120,7 +126,8 @@ def test_zero_chart_and_tier_bars_say_what_they_measure():
     from explorer import figures
     bars = figures.traffic_by_tier({"dp": {"scale-up": 2e9, "scale-out": 1e9}})
     assert bars.layout.barmode == "group"
-    pts = [{"zero": z, "memory_GB": 40 - 10 * z, "dp_GB": 3.0 if z == 3 else 2.0, "iteration_s": 1.0} for z in range(4)]
+    pts = [{"zero": z, "memory_GB": 40 - 10 * z, "dp_GB": 3.0 if z == 3 else 2.0, "iteration_s": 1.0}
+           for z in range(4)]
     fig = figures.zero_tradeoff(pts, 80, current=1)
     memory, traffic = fig.data
     assert list(memory.y) == [40, 30, 20, 10] and list(traffic.y) == [2.0, 2.0, 2.0, 3.0]

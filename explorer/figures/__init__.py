@@ -4,7 +4,8 @@
 - :func:`breakdown` — where the slowest class's iteration goes (charts.py);
 - :func:`memory` — per-GPU memory by kind for each class against capacity (charts.py);
 - :func:`topology` — the cluster and how busy each tier is (topology.py);
-- :func:`traffic_by_tier`, :func:`zero_tradeoff` — bytes per dimension and tier, ZeRO's trade-off (traffic.py).
+- :func:`traffic_by_tier`, :func:`zero_tradeoff` — bytes per dimension and tier, ZeRO's trade-off
+  (traffic.py).
 """
 from .charts import CATEGORY_COLORS, KIND_COLORS, TIER_LABELS, breakdown, memory  # noqa: F401
 from .gantt import GanttInfo, gantt  # noqa: F401

@@ -19,7 +19,8 @@ LANES = ("compute", "tp", "cp", "ep", "pp", "dp")
 COMM_LANES = frozenset({"tp", "cp", "ep", "pp", "dp"})
 COMPUTE_KINDS = frozenset({"forward", "backward", "F&B", "weight-grad", "recompute", "optimizer",
                            "embedding/logits"})
-KIND_ORDER = ("forward", "backward", "F&B", "weight-grad", "recompute", "optimizer", "tp", "cp", "ep", "pp", "dp")
+KIND_ORDER = ("forward", "backward", "F&B", "weight-grad", "recompute", "optimizer",
+              "tp", "cp", "ep", "pp", "dp")
 OVERLAPPED = " (overlapped)"
 # Columns of the aggregated Gantt: about the chart's width in pixels at 1440 px (70% of the page).
 RASTER_COLUMNS = 800
@@ -151,8 +152,8 @@ def gantt(columns: dict[str, list], class_labels: tuple[str, ...], iteration_s: 
         h = height or max(380, min(600, 80 + 28 * rows_count))
     else:
         order = [label[k] for k in lanes_present]
-        yaxis = dict(categoryorder="array", categoryarray=order[::-1], automargin=True, tickfont=dict(size=font_size),
-                     tickmode="array", tickvals=order, ticktext=order)
+        yaxis = dict(categoryorder="array", categoryarray=order[::-1], automargin=True,
+                     tickfont=dict(size=font_size), tickmode="array", tickvals=order, ticktext=order)
         rows_count = len(order)
         h = height or max(380, min(600, 70 + 24 * rows_count))
     fig.update_layout(
@@ -182,7 +183,10 @@ def _aggregated(fig: go.Figure, columns: dict[str, list], iteration_s: float, ma
         raster = _rasterize(rows, iteration_s, bins)
     by_kind: dict[str, list] = {}
     for (c, row), kind, s, e, ops, fill in raster:
-        pos = (c + SPLIT_OFFSETS[row][0], SPLIT_OFFSETS[row][1]) if bands and row in SPLIT_OFFSETS else where(c, row)
+        if bands and row in SPLIT_OFFSETS:
+            pos = (c + SPLIT_OFFSETS[row][0], SPLIT_OFFSETS[row][1])
+        else:
+            pos = where(c, row)
         comm = row == "comm" or row in COMM_LANES
         by_kind.setdefault(kind, []).append((pos, s, e, ops, short[c], row, fill, comm))
     for kind in sorted(by_kind, key=_sort_key):
@@ -194,8 +198,10 @@ def _aggregated(fig: go.Figure, columns: dict[str, list], iteration_s: float, ma
             marker=_marker(kind, [0.3 + 0.7 * b[6] if b[7] else 1.0 for b in bars]),
             customdata=[[b[3], (b[2] - b[1]) * 1e3, b[4], b[5], b[6] * 100] for b in bars],
             hovertemplate=(f"<b>{kind}</b> (mostly) · %{{customdata[2]}} · %{{customdata[3]}}<br>"
-                           "busy %{customdata[4]:.0f}% of this span · %{customdata[0]} operations start here<br>"
-                           "span %{customdata[1]:.3f} ms from %{base:.3f} ms (aggregated view)<extra></extra>")))
+                           "busy %{customdata[4]:.0f}% of this span · "
+                           "%{customdata[0]} operations start here<br>"
+                           "span %{customdata[1]:.3f} ms from %{base:.3f} ms (aggregated view)"
+                           "<extra></extra>")))
     return len(raster)
 
 
@@ -243,7 +249,8 @@ def _exact(fig: go.Figure, c: dict[str, list], bands: bool, where, short: dict[i
                     f"{short[c['gpu_class'][i]]} · {c['lane'][i]}", c["duration_s"][i] * 1e3]
             if c["lane"][i] == "compute":
                 f = flops[i] if flops is not None else None
-                rate = f"{f / c['duration_s'][i] / 1e12:.0f} TFLOP/s achieved" if f and c["duration_s"][i] > 0 else ""
+                rate = (f"{f / c['duration_s'][i] / 1e12:.0f} TFLOP/s achieved"
+                        if f and c["duration_s"][i] > 0 else "")
                 what = f"{_fmt_flops(f)} · {rate}" if f else "memory-bound work (HBM traffic)"
                 custom.append(head + [what, ""])
             else:

@@ -8,6 +8,7 @@ and every link joins two drawn boxes.  No Streamlit here: the app only places th
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -36,10 +37,10 @@ def utilisation_color(u: float) -> str:
     Values outside 0..1 are clamped (the figure prints the number itself).
     """
     u = min(max(u, 0.0), 1.0)
-    for (u0, c0), (u1, c1) in zip(UTIL_STOPS, UTIL_STOPS[1:]):
+    for (u0, c0), (u1, c1) in itertools.pairwise(UTIL_STOPS):
         if u <= u1:
             f = (u - u0) / (u1 - u0)
-            return "rgb(%d,%d,%d)" % tuple(round(a + (b - a) * f) for a, b in zip(c0, c1))
+            return "rgb({},{},{})".format(*(round(a + (b - a) * f) for a, b in zip(c0, c1, strict=True)))
     raise AssertionError("unreachable")
 
 
@@ -110,7 +111,9 @@ class _Drawing:
                           width=TIER_WIDTH[tier] * (2 if tier == self.hot else 1))))
 
 
-def _gpu_grid(gpn: int, nodes: int, levels: float, ranks: int, height: int, font_size: int) -> tuple[int, bool]:
+def _gpu_grid(
+    gpn: int, nodes: int, levels: float, ranks: int, height: int, font_size: int
+) -> tuple[int, bool]:
     """GPU columns per node, and whether the "GPU n" line fits in a box above the ranks.
 
     Picks the grid whose boxes are largest among those where the label fits, assuming the plot
@@ -124,7 +127,8 @@ def _gpu_grid(gpn: int, nodes: int, levels: float, ranks: int, height: int, font
         h = 0.8 * plot_h / (rows + 2.4 + levels)
         for with_id in (True, False):
             lines = math.ceil(ranks / 2) + with_id
-            need_w = 0.55 * font_size * max(7 if ranks > 1 else 3, 4 + len(str(gpn * nodes)) if with_id else 0)
+            need_w = 0.55 * font_size * max(7 if ranks > 1 else 3,
+                                            4 + len(str(gpn * nodes)) if with_id else 0)
             fit = min(w / need_w, h / (1.3 * font_size * lines))
             key = (fit >= 1, with_id, min(fit, 1.6) * (w * h) ** 0.5)  # fits, then richer label, then size
             best = max(best or (key, cols, with_id), (key, cols, with_id))
@@ -163,10 +167,11 @@ def _draw_gpus(d: _Drawing, sc: Scenario, nodes: dict[int, _Box], cols: int, wit
         nb = nodes[node]
         x0, y1 = nb.x0 + 0.2 + col, nb.y1 - 0.6 - row
         cell[g] = (node, row, col)
-        ranks = [f"{k.upper()}{v}" for k, v in zip(dims, (t, c, r, p)) if sz[k] > 1]
+        ranks = [f"{k.upper()}{v}" for k, v in zip(dims, (t, c, r, p), strict=True) if sz[k] > 1]
         pairs = [" ".join(ranks[i:i + 2]) for i in range(0, len(ranks), 2)]  # two ranks per line
         label = "<br>".join(([f"GPU {g}"] if with_id or not ranks else []) + pairs)
-        hover = (f"GPU {g} (node {node}, local {local})<br>TP rank {t} · CP rank {c} · DP rank {r} · PP stage {p}"
+        hover = (f"GPU {g} (node {node}, local {local})<br>"
+                 f"TP rank {t} · CP rank {c} · DP rank {r} · PP stage {p}"
                  + "".join(f"<br>{k.upper()} group: GPUs {', '.join(map(str, mates[k, g]))}"
                            for k in ("tp", "cp", "dp") if sz[k] > 1))
         boxes[g] = d.box(_Box(x0, y1 - 0.8, x0 + 0.84, y1), "gpu", _stage_color(p), label, hover,
@@ -192,12 +197,16 @@ def _draw_gpus(d: _Drawing, sc: Scenario, nodes: dict[int, _Box], cols: int, wit
             xs.append(None)
             ys.append(None)
         if xs:
-            d.fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", line=dict(color=color, width=3, dash=dash),
+            d.fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers",
+                                       line=dict(color=color, width=3, dash=dash),
                                        marker=dict(size=7, color=color), hoverinfo="skip", legendgroup=dim,
-                                       showlegend=False, name=f"{dim} groups", meta={"role": "group", "dim": dim}))
+                                       showlegend=False, name=f"{dim} groups",
+                                       meta={"role": "group", "dim": dim}))
     for s in range(sz["pp"]):
-        d.fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"PP stage {s}", legendgroup=f"stage {s}",
-                                   marker=dict(symbol="square", size=14, color=_stage_color(s), line=dict(width=1)),
+        d.fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"PP stage {s}",
+                                   legendgroup=f"stage {s}",
+                                   marker=dict(symbol="square", size=14, color=_stage_color(s),
+                                               line=dict(width=1)),
                                    meta={"role": "legend"}))
     for dim, text, dash in (("tp", "TP group (dashed outline)", "dash"), ("dp", "DP group (joined)", None),
                             ("cp", "CP group (dotted)", "dot")):
@@ -247,11 +256,12 @@ def topology(sc: Scenario, utilisation: dict[str, float], *, hot: str | None = N
                 hover = f"node {n}: {up_note}, {out.nics_per_node} x {out.nic_Gbps:g} Gb/s NICs"
                 if detailed:
                     first = n * c.gpus_per_node
-                    d.box(nb, "node", "white", f"node {n} · GPUs {first}–{first + c.gpus_per_node - 1}", hover,
-                          top=True)
+                    d.box(nb, "node", "white", f"node {n} · GPUs {first}–{first + c.gpus_per_node - 1}",
+                          hover, top=True)
                     if c.gpus_per_node > 1:
                         sw = _Box(nb.x0 + 0.2, 0.15, nb.x1 - 0.2, 0.5)
-                        busy = f"{KIND_NAMES.get(up.kind, up.kind)} · {utilisation.get('scale-up', 0):.0%} busy"
+                        busy = (f"{KIND_NAMES.get(up.kind, up.kind)} · "
+                                f"{utilisation.get('scale-up', 0):.0%} busy")
                         d.tier_box(sw, "scale-up", "switch", busy, hover)
                 else:
                     d.tier_box(nb, "scale-up", "node", f"node {n}", hover)
@@ -293,8 +303,8 @@ def topology(sc: Scenario, utilisation: dict[str, float], *, hot: str | None = N
             d.fig.add_annotation(x=frame.x0 + 0.1, y=frame.y1 - 0.05, showarrow=False,
                                  text=f"datacenter {dc} · {per_dc} node{'s' if per_dc > 1 else ''}",
                                  xanchor="left", yanchor="top", font=dict(size=font_size, color="#444"))
-            gw = d.box(_Box(top.cx - 0.9, y_top + 1.2, top.cx + 0.9, y_top + 1.2 + LEVEL_H), "gateway", "white",
-                       "WAN gateway", f"datacenter {dc} gateway")
+            gw = d.box(_Box(top.cx - 0.9, y_top + 1.2, top.cx + 0.9, y_top + 1.2 + LEVEL_H), "gateway",
+                       "white", "WAN gateway", f"datacenter {dc} gateway")
             d.link("scale-across", top, gw)
             gateways.append(gw)
         x += 0.6
@@ -302,11 +312,12 @@ def topology(sc: Scenario, utilisation: dict[str, float], *, hot: str | None = N
         y = y_top + 1.2
         gateways.append(d.box(_Box(x, y, x + 2.0, y + LEVEL_H), "more", "white", f"+{dcs - max_dcs} more DCs",
                               f"{dcs - max_dcs} more datacenters", dash="dot"))
-    for a, b in zip(gateways, gateways[1:]):
+    for a, b in itertools.pairwise(gateways):
         d.segs.setdefault(("scale-across", False), []).append((a.x1, a.cy, b.x0, b.cy))
         d.fig.add_annotation(x=(a.x1 + b.x0) / 2, y=a.cy,
                              text=f"WAN {wan.bandwidth_Gbps:g} Gb/s · {wan.latency_ms:g} ms",
-                             showarrow=False, bgcolor="white", yanchor="middle", font=dict(size=font_size - 1))
+                             showarrow=False, bgcolor="white", yanchor="middle",
+                             font=dict(size=font_size - 1))
     if detailed:
         _draw_gpus(d, sc, nodes, cols, with_id)
     d.emit_links()
@@ -325,11 +336,12 @@ def topology(sc: Scenario, utilisation: dict[str, float], *, hot: str | None = N
     d.fig.add_trace(go.Scatter(
         x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip", meta={"role": "colorscale"},
         marker=dict(color=[0.0], cmin=0, cmax=1, showscale=True,
-                    colorscale=[[u, "rgb(%d,%d,%d)" % rgb] for u, rgb in UTIL_STOPS],
+                    colorscale=[[u, "rgb({},{},{})".format(*rgb)] for u, rgb in UTIL_STOPS],
                     colorbar=dict(title=dict(text="link busy<br>(average)", font=dict(size=font_size)),
-                                  tickvals=ticks, ticktext=["0 % idle", "25 %", "50 %", "75 %", "100 % saturated"],
-                                  tickfont=dict(size=font_size - 1), ticklabelposition="outside bottom", len=0.8,
-                                  thickness=14))))
+                                  tickvals=ticks,
+                                  ticktext=["0 % idle", "25 %", "50 %", "75 %", "100 % saturated"],
+                                  tickfont=dict(size=font_size - 1), ticklabelposition="outside bottom",
+                                  len=0.8, thickness=14))))
     xs = [v for b in d.boxes + d.frames for v in (b.x0, b.x1)]
     ys = [v for b in d.boxes + d.frames for v in (b.y0, b.y1)]
     d.fig.update_layout(

@@ -2,7 +2,7 @@
 trade-off between memory and traffic (no Streamlit here)."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
@@ -24,7 +24,8 @@ def traffic_by_tier(by_tier: Mapping[str, Mapping[str, float]], height: int = 32
         if not any(values):
             continue
         fig.add_trace(go.Bar(y=dims, x=values, orientation="h", name=TIER_LABELS.get(tier, tier),
-                             marker_color=color, hovertemplate="%{y}: %{x:.2f} GB<extra>" + tier + "</extra>"))
+                             marker_color=color,
+                             hovertemplate="%{y}: %{x:.2f} GB<extra>" + tier + "</extra>"))
     fig.update_layout(barmode="group", height=height, margin=dict(l=10, r=10, t=30, b=40),
                       xaxis=dict(title="GB sent per GPU per iteration"), yaxis=dict(autorange="reversed"),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), font=dict(size=font_size))

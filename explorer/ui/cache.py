@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -105,7 +106,8 @@ def _compute(raw_json: str) -> ViewData:
     j = res.to_json_dict()
     fig, info = figures.gantt(draw.columns, labels, j["iteration_time_s"], max_bars=MAX_BARS)
     names = tuple(c.name for c in res.classes)
-    return ViewData(sc, j, labels, names, names[res.breakdown_class], tuple(m.as_GB() for m in res.memory_by_class),
+    return ViewData(sc, j, labels, names, names[res.breakdown_class],
+                    tuple(m.as_GB() for m in res.memory_by_class),
                     dict(res.utilisation),
                     to_yaml(sc), fig, info, full_rows)
 
@@ -115,7 +117,8 @@ def summary(raw_json: str) -> dict[str, Any]:
     def compute() -> dict[str, Any]:
         from ..simulate import simulate
         return simulate(from_dict(json.loads(raw_json))).to_json_dict()
-    return _SMALL.get_or_compute(("summary", raw_json), compute, lambda j: len(json.dumps(j, default=str)) + 1024)
+    return _SMALL.get_or_compute(("summary", raw_json), compute,
+                                 lambda j: len(json.dumps(j, default=str)) + 1024)
 
 
 def bubble_story(raw_json: str) -> str:
@@ -132,7 +135,8 @@ def full_timeline(raw_json: str, max_rows: int):
     from ..simulate import simulate
 
     res = simulate(from_dict(json.loads(raw_json)))
-    return build_timeline(res.tasks, tuple(c.label for c in res.classes), max_segments=max_rows, max_rows=max_rows)
+    return build_timeline(res.tasks, tuple(c.label for c in res.classes), max_segments=max_rows,
+                          max_rows=max_rows)
 
 
 def cache_stats() -> dict[str, int]:

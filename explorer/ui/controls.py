@@ -94,7 +94,8 @@ MODEL_KEYS: list[str] = [k for k in WIDGET_KEYS if k.startswith("model.") and k 
 ORDERS = ["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-cp-pp-dp", "tp-pp-cp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp",
           "tp-cp-dp-pp", "dp-tp-cp-pp", "pp-tp-cp-dp"]
 SECTION_OF_PREFIX = {"model": "Model", "training": "Batch & precision", "hardware": "GPUs & cluster",
-                     "parallelism": "Parallelism", "communication": "Communication", "cluster": "GPUs & cluster"}
+                     "parallelism": "Parallelism", "communication": "Communication",
+                     "cluster": "GPUs & cluster"}
 
 
 def section_of(field: str) -> str:

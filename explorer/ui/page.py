@@ -112,7 +112,7 @@ def main() -> None:
     metrics.render(data, present)
     default = VIEW_LABELS.get(view.view, VIEW_LABELS["timeline"])
     tabs = st.tabs(list(VIEW_LABELS.values()), key="view_tab", default=default, on_change="rerun")
-    for tab, key in zip(tabs, VIEW_LABELS):
+    for tab, key in zip(tabs, VIEW_LABELS, strict=True):
         if tab.open is False:
             continue
         with tab:

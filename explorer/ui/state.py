@@ -15,7 +15,16 @@ from typing import Any
 
 import streamlit as st
 
-from ..scenario import Model, Scenario, ScenarioError, apply_overrides, from_dict, model_presets, parse_text, to_dict
+from ..scenario import (
+    Model,
+    Scenario,
+    ScenarioError,
+    apply_overrides,
+    from_dict,
+    model_presets,
+    parse_text,
+    to_dict,
+)
 from ..schema import build, field_paths
 from ..share import changed_fields, flatten, parse_query, preset_raw
 from .controls import MODEL_KEYS, WIDGET_KEYS

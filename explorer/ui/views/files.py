@@ -23,17 +23,20 @@ def render(data: ViewData, raw_json: str) -> None:
         if data.full_rows <= MAX_DOWNLOAD_ROWS:
             st.download_button("Download Perfetto trace (JSON)",
                                data=lambda: full_timeline(raw_json, MAX_DOWNLOAD_ROWS).to_trace_json(),
-                               file_name="trace.json", mime="application/json", help="Open in ui.perfetto.dev")
-            st.download_button("Download timeline (CSV)", data=lambda: full_timeline(raw_json, MAX_DOWNLOAD_ROWS).to_csv(),
+                               file_name="trace.json", mime="application/json",
+                               help="Open in ui.perfetto.dev")
+            st.download_button("Download timeline (CSV)",
+                               data=lambda: full_timeline(raw_json, MAX_DOWNLOAD_ROWS).to_csv(),
                                file_name="timeline.csv", mime="text/csv")
         else:
-            st.caption(f"Trace and CSV downloads: the timeline has {data.full_rows:,} per-layer operations, more "
-                       f"than the {MAX_DOWNLOAD_ROWS:,} a download holds; fewer layers, micro-batches "
-                       "(training.global_batch) or stages make it smaller — or use "
+            st.caption(f"Trace and CSV downloads: the timeline has {data.full_rows:,} per-layer "
+                       f"operations, more than the {MAX_DOWNLOAD_ROWS:,} a download holds; fewer layers, "
+                       "micro-batches (training.global_batch) or stages make it smaller — or use "
                        "`python -m explorer run ... --trace`.")
         st.download_button("Download scenario (YAML)", data=data.yaml, file_name="scenario.yaml",
                            mime="application/x-yaml")
-        st.file_uploader("Load a scenario YAML", type=["yaml", "yml", "json"], key="_upload", on_change=on_upload)
+        st.file_uploader("Load a scenario YAML", type=["yaml", "yml", "json"], key="_upload",
+                         on_change=on_upload)
         msg = st.session_state.get("_upload_msg")
         if msg:
             (st.error if msg[0] == "error" else st.success)(msg[1])

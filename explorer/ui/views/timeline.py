@@ -58,14 +58,14 @@ def _captions(data: ViewData) -> None:
     window = registry.get(j["parallelism"]["schedule"]).window
     notes = []
     if j.get("dp_priority"):
-        notes.append("P3 bucket priorities: the next iteration starts on its first layers while later buckets "
-                     "are still reduced; the metrics measure that steady-state period.")
+        notes.append("P3 bucket priorities: the next iteration starts on its first layers while later "
+                     "buckets are still reduced; the metrics measure that steady-state period.")
     if window in WINDOW_NOTE:
         notes.append(f"Iterations of this schedule overlap: the chart shows {WINDOW_NOTE[window]}; the "
                      "metrics and breakdown measure the steady state.")
     if len(data.labels) > 6:
-        notes.append("One band per pipeline stage: compute in the middle (blocking TP/CP/EP collectives in their "
-                     "colours just below it), the `dp` stream above, `pp` transfers below.")
+        notes.append("One band per pipeline stage: compute in the middle (blocking TP/CP/EP collectives "
+                     "in their colours just below it), the `dp` stream above, `pp` transfers below.")
     info = data.gantt_info
     if info.merged or data.full_rows > info.operations:
         how = ("then aggregated to screen resolution: a bar shows the kind that fills most of its pixels; "

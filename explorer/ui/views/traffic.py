@@ -28,8 +28,8 @@ def zero_points(raw: dict[str, Any]) -> tuple[list[dict], list[str]]:
             skipped.append(f"ZeRO {z}: {exc}")
             continue
         j = summary(json.dumps(variant, sort_keys=True, default=str))
-        points.append({"zero": z, "memory_GB": j["memory_GB"]["total"], "dp_GB": j["comm_bytes_per_gpu"]["dp"] / 1e9,
-                       "iteration_s": j["iteration_time_s"]})
+        points.append({"zero": z, "memory_GB": j["memory_GB"]["total"],
+                       "dp_GB": j["comm_bytes_per_gpu"]["dp"] / 1e9, "iteration_s": j["iteration_time_s"]})
     return points, skipped
 
 

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 
 from .engine import Task
+from .vocabulary import BLOCKING_DIMS, LANE_OF, STREAMS
 
 COLUMNS = ("gpu_class", "lane", "kind", "start_s", "end_s", "duration_s", "micro_batch", "chunk",
            "bytes", "group", "algorithm", "tier", "busbw_GBps", "detail", "overlapped", "flops")
@@ -25,8 +26,6 @@ COLUMNS = ("gpu_class", "lane", "kind", "start_s", "end_s", "duration_s", "micro
 # TP-overlap, ring-attention K/V, FSDP prefetch, DualPipe's hidden all-to-all), flops (float
 # FLOPs of a compute row, its share of the pass; None for communication).
 MAX_ROWS = 2_000_000      # hard cap of a full (per-layer) timeline, for downloads
-LANE_OF = {"compute": "compute", "recompute": "compute", "optimizer": "compute", "weight-grad": "compute",
-           "tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": "dp"}
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,7 @@ class Timeline:
 
     def _events(self):
         events: list[dict] = []
-        lanes = ["compute", "tp", "cp", "ep", "pp", "dp"]
+        lanes = list(STREAMS)
         for pid, label in enumerate(self.class_labels):
             events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": label}})
             events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
@@ -164,7 +163,7 @@ class _Rows:
             return
         info = t.info or {}
         compute_row = lane == "compute"
-        if lane in ("tp", "cp", "ep") and t.stream == "compute":
+        if lane in BLOCKING_DIMS and t.stream == "compute":
             # A collective drawn out of its compute task: describe the call itself.
             comm = info.get("comm", {}).get(lane, {})
             info = {"micro_batch": info.get("micro_batch"), "chunk": info.get("chunk"), **comm}

@@ -56,6 +56,7 @@ import numpy as np
 
 from .placement import members_per_domain
 from .scenario import Cluster
+from .vocabulary import TIERS
 
 if TYPE_CHECKING:  # networkx costs ~0.15 s to import; only the graph builders need it
     import networkx as nx
@@ -70,7 +71,7 @@ SCALE_UP_EFFICIENCY = 0.77
 SCALE_OUT_EFFICIENCY = 0.9
 # Long-haul TCP/RDMA over WAN links loses about as much as the fabric; no calibration row exists.
 SCALE_ACROSS_EFFICIENCY = 0.9
-BOUNDARY_NAMES = ("scale-up", "scale-out", "spine", "scale-across")
+BOUNDARY_NAMES = TIERS                   # the vocabulary's tiers, innermost first
 SCALE_UP_KINDS = ("nvswitch", "nvlink-ring", "pcie")
 PCIE_GPUS_PER_SWITCH = 2        # GPUs sharing one PCIe switch uplink (see module docstring)
 

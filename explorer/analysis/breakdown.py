@@ -23,11 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engine import Task
-
-CATEGORIES = ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "bubble", "optimizer")
-CATEGORY_OF_PART = {"compute": "compute", "weight-grad": "compute", "recompute": "recompute", "tp": "tp",
-                    "cp": "cp", "ep": "ep", "pp": "pp", "dp": "dp", "optimizer": "optimizer"}
-COMM_DIMS = ("tp", "cp", "ep", "pp", "dp")
+from ..vocabulary import CATEGORIES, CATEGORY_OF_PART, COMM_DIMS  # noqa: F401 - re-exported
 
 
 def group_by_class(tasks: list[Task], classes: int) -> list[list[Task]]:

@@ -7,16 +7,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-KIND_COLORS = {
-    "forward": "#4C78A8", "backward": "#F58518", "weight-grad": "#EECA3B", "recompute": "#B279A2",
-    "tp": "#54A24B", "cp": "#72B7B2", "ep": "#FF9DA6", "pp": "#9D755D", "dp": "#E45756",
-    "optimizer": "#79706E", "embedding/logits": "#4C78A8", "F&B": "#8F6BB3",
-}
-CATEGORY_COLORS = {"compute": "#4C78A8", "recompute": "#B279A2", "tp": "#54A24B", "cp": "#72B7B2",
-                   "ep": "#FF9DA6", "pp": "#9D755D", "dp": "#E45756", "bubble": "#D3D3D3",
-                   "optimizer": "#79706E"}
-TIER_LABELS = {"scale-up": "NVLink / NVSwitch (scale-up)", "scale-out": "node NICs → leaf (scale-out)",
-               "spine": "leaf → spine uplinks", "scale-across": "WAN between datacenters (scale-across)"}
+from ..vocabulary import CATEGORY_COLORS, KIND_COLORS, TIER_LABELS  # noqa: F401 - re-exported
 
 
 def breakdown(breakdown_s: dict[str, float], iteration_s: float, title: str = "",

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from .charts import KIND_COLORS
+from ..vocabulary import BLOCKING_DIMS, COMM_DIMS, KIND_COLORS, STREAMS
 
-LANES = ("compute", "tp", "cp", "ep", "pp", "dp")
-COMM_LANES = frozenset({"tp", "cp", "ep", "pp", "dp"})
+LANES = STREAMS
+COMM_LANES = frozenset(COMM_DIMS)
 COMPUTE_KINDS = frozenset({"forward", "backward", "F&B", "weight-grad", "recompute", "optimizer",
                            "embedding/logits"})
 KIND_ORDER = ("forward", "backward", "F&B", "weight-grad", "recompute", "optimizer",
@@ -167,7 +167,7 @@ def gantt(columns: dict[str, list], class_labels: tuple[str, ...], iteration_s: 
 def _aggregated(fig: go.Figure, columns: dict[str, list], iteration_s: float, max_bars: int, bands: bool,
                 where, short: dict[int, str]) -> int:
     def row_of(c: int, lane: str, kind: str) -> tuple:
-        if bands and lane in ("compute", "tp", "cp", "ep"):
+        if bands and (lane == "compute" or lane in BLOCKING_DIMS):
             return (c, "compute" if kind in COMPUTE_KINDS else "comm")
         return (c, lane)
 

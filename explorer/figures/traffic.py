@@ -6,10 +6,9 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from .charts import TIER_LABELS
+from ..vocabulary import COMM_DIMS, TIER_COLORS, TIER_LABELS
 
-TIER_COLORS = {"scale-up": "#4C78A8", "scale-out": "#F58518", "spine": "#B279A2", "scale-across": "#E45756"}
-DIMENSIONS = ("tp", "cp", "ep", "pp", "dp")
+DIMENSIONS = COMM_DIMS
 
 
 def traffic_by_tier(by_tier: Mapping[str, Mapping[str, float]], height: int = 320,

@@ -4,9 +4,10 @@ from __future__ import annotations
 import streamlit as st
 
 from ... import figures
+from ...vocabulary import COMM_DIMS
 from ..cache import ViewData
 
-DIMS = ("tp", "cp", "ep", "pp", "dp")
+DIMS = COMM_DIMS
 
 
 def hot_tier(data: ViewData) -> tuple[str | None, str]:

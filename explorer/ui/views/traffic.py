@@ -6,11 +6,11 @@ from typing import Any
 
 import streamlit as st
 
-from ... import figures
+from ... import figures, vocabulary
 from ...scenario import ScenarioError, apply_overrides, from_dict
 from ..cache import ViewData, summary
 
-TIERS = ("scale-up", "scale-out", "spine", "scale-across")
+TIERS = vocabulary.TIERS
 
 
 def _gb(x: float) -> str:

@@ -172,7 +172,7 @@ def simulate(sc: Scenario) -> Result:
     memory_by_class = tuple(class_memory(builder, net, s) for s in range(p))
     memory = max(memory_by_class, key=lambda mb: mb.total)
     comm = comm_bytes(builder, r.by_class, m)
-    links = link_summary(builder, net, tasks)
+    links = link_summary(builder, tasks)
     res_breakdown = {k: breakdown[k] for k in CATEGORIES}
     notices = warnings_for(sc, memory, links, net, res_breakdown, T)
     result = Result(

@@ -36,11 +36,11 @@ def comm_bytes(b: IterationBuilder, by_class: list[list[Task]], m: int) -> dict[
     return out
 
 
-def link_summary(b: IterationBuilder, net: Network, tasks: list[Task]) -> dict[str, dict]:
-    """The main call of each dimension, with the boundary that limits it."""
-    sc = b.sc
+def link_summary(b: IterationBuilder, tasks: list[Task]) -> dict[str, dict]:
+    """The main call of each dimension, with the boundary that limits it — read from what the
+    builder priced (the chunks' calls, the tasks' payloads); nothing is priced again here."""
     # TP, EP and CP: the per-layer calls of the first chunk (stage 0), as the builder priced them.
-    out: dict[str, dict] = {dim: dict(call) for dim, call in b.chunks[0].comm.items()}
+    out: dict[str, dict] = {dim: dict(call) for dim, call in b.chunks[0].comm.items() if dim != "dp"}
     for dim in ("pp", "dp"):
         # Real calls only (the overlapped-FSDP drawing tasks carry no call of their own).
         mine = [t for t in tasks if isinstance(t.info, TransferInfo if dim == "pp" else BucketInfo)]
@@ -50,11 +50,10 @@ def link_summary(b: IterationBuilder, net: Network, tasks: list[Task]) -> dict[s
             out[dim] = {"op": "send-recv" if dim == "pp" else i.op, "bytes": i.bytes, "group": i.group,
                         "algorithm": i.algorithm, "tier": i.tier, "busbw_GBps": i.busbw_GBps,
                         "time_s": t.duration}
-    if sc.parallelism.zero == 3 and "dp" not in out and net.group_size("dp", 0) > 1:
-        size = max(c.fsdp_layer_bytes for c in b.chunks)
-        cc = net.cost("all-gather", size, "dp", 0)
-        out["dp"] = {"op": "all-gather", "bytes": size, "group": cc.n, "algorithm": cc.algorithm,
-                     "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
+    gathers = [c.comm["dp"] for c in b.chunks if "dp" in c.comm]
+    if "dp" not in out and gathers:
+        # ZeRO-3 without bucket tasks: the layer gather of the largest layer, as the builder priced it.
+        out["dp"] = dict(max(gathers, key=lambda g: g["bytes"]))
     return out
 
 

@@ -50,7 +50,7 @@ class ChunkWork:
     tp_bytes: float                  # bytes sent per micro-batch, per dimension (bus bytes)
     cp_bytes: float
     ep_bytes: float
-    comm: dict                       # per dimension (tp, cp, ep): its per-layer call, for the hover
+    comm: dict                       # per dimension (tp, cp, ep; dp under ZeRO-3): its typical call
     fsdp_hidden: tuple[float, float] = (0.0, 0.0)   # ZeRO-3 gather/reduce time hidden behind F, B
     fsdp_bytes: float = 0.0          # ZeRO-3 bus bytes per micro-batch (gathers + reduce-scatter)
     fsdp_layer_bytes: float = 0.0    # bf16 bytes of the largest layer this chunk gathers
@@ -178,9 +178,22 @@ def chunk_work(ctx: ChunkContext, gc: int, stage: int, first_layer: int, layers:
             edge = replace(edge, params=0.0)
         _add_edge(ctx, a, edge, stage)
     return ChunkWork(gc, layers, n_moe, sum_parts(*a.fwd), sum_parts(*a.bwd), lf, lb, a.hw, a.model, a.params,
-                     a.eparams, a.act, a.tpb, a.cpb, a.epb, comm_info(ctx, stage), (a.hid_f, a.hid_b),
+                     a.eparams, a.act, a.tpb, a.cpb, a.epb, _calls(ctx, stage, a.layer_bytes),
+                     (a.hid_f, a.hid_b),
                      a.fsdp_bytes, a.layer_bytes, sum_parts(*a.over_f), sum_parts(*a.over_b), a.fl_f, a.fl_b,
                      a.fl_w, tuple(a.links))
+
+
+def _calls(ctx: ChunkContext, stage: int, layer_bytes: float) -> dict:
+    """The chunk's typical call per dimension as priced here (hover, link summary): TP, CP, EP per
+    layer, and under ZeRO-3 the gather of its largest layer (techniques/fsdp.py), so that the
+    analysis reads the call instead of pricing it a second time."""
+    out = comm_info(ctx, stage)
+    if ctx.sc.parallelism.zero == 3 and layer_bytes > 0 and ctx.net.group_size("dp", stage) > 1:
+        cc = ctx.net.cost("all-gather", layer_bytes, "dp", stage)
+        out["dp"] = {"op": "all-gather", "bytes": layer_bytes, "group": cc.n, "algorithm": cc.algorithm,
+                     "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
+    return out
 
 
 def balanced(chunks: list[ChunkWork]) -> list[ChunkWork]:

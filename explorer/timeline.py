@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 
 from .engine import Task
+from .taskgraph.records import BucketInfo, OverlapInfo, PassInfo, TransferInfo
 from .vocabulary import BLOCKING_DIMS, LANE_OF, STREAMS
 
 COLUMNS = ("gpu_class", "lane", "kind", "start_s", "end_s", "duration_s", "micro_batch", "chunk",
@@ -108,14 +109,22 @@ class Timeline:
         return json.dumps(self.to_trace())
 
 
+def _layers(t: Task) -> int:
+    """Layers a task's pass spans (1 for everything drawn as one row)."""
+    return t.info.layers if isinstance(t.info, PassInfo) else 1
+
+
+def _hidden_all(t: Task) -> tuple:
+    return t.info.hidden if isinstance(t.info, PassInfo) else ()
+
+
 def estimate_rows(tasks: list[Task], coarse: bool = False) -> int:
     """Rows build_timeline would produce (per layer, or ``coarse``: per task part), without
     building them: one pass over the tasks, so a download can be refused or coarsened first."""
     n = 0
     for t in tasks:
-        info = t.info or {}
-        parts = max(len(t.parts), 1) + len(info.get("hidden", ()))
-        n += parts if coarse else info.get("layers", 1) * parts + 1
+        parts = max(len(t.parts), 1) + len(_hidden_all(t))
+        n += parts if coarse else _layers(t) * parts + 1
     return n
 
 
@@ -126,8 +135,7 @@ def build_timeline(tasks: list[Task], class_labels: tuple[str, ...], max_segment
     Per layer while the estimate stays within ``max_segments``; otherwise one row per task part
     (``coarse``).  ``max_rows`` is a hard cap (downloads): beyond it rows are dropped and
     ``truncated`` says so — coarsening comes first, so only a coarse timeline is ever truncated."""
-    estimate = sum((t.info or {}).get("layers", 1)
-                   * (max(len(t.parts), 1) + len((t.info or {}).get("hidden", ()))) for t in tasks)
+    estimate = sum(_layers(t) * (max(len(t.parts), 1) + len(_hidden_all(t))) for t in tasks)
     coarse = estimate > min(max_segments, max_rows)
     rows = _Rows(max_rows)
     for t in tasks:
@@ -137,14 +145,42 @@ def build_timeline(tasks: list[Task], class_labels: tuple[str, ...], max_segment
             rows.add(t, LANE_OF.get(t.kind, t.stream), t.kind, t.start, t.duration,
                      flops=0.0 if t.kind == "optimizer" else None)
             continue
-        info = t.info or {}
-        layer_parts = [(k, v) for k, v in info.get("layer_parts", ()) if v > 0]
-        layers = info.get("layers", 0)
+        info = t.info
+        is_pass = isinstance(info, PassInfo)
+        layer_parts = [(k, v) for k, v in info.layer_parts if v > 0] if is_pass else []
+        layers = info.layers if is_pass else 0
         if coarse or not layer_parts or layers == 0:
             _expand_parts(rows, t)
         else:
             _expand_layers(rows, t, layer_parts, layers)
     return Timeline(rows.cols, class_labels, coarse, rows.truncated)
+
+
+# (micro_batch, chunk, bytes, group, algorithm, tier, busbw_GBps, detail, overlapped) of a row.
+_NO_LINK = (None, None, None, None, None, None, None, "", False)
+
+
+def _row_fields(t: Task, lane: str) -> tuple:
+    """What a row shows of its task's typed payload: a pass (and, on a blocking-collective lane,
+    the per-layer call it issues, as priced), a pipeline transfer, a bucket, an overlapped call."""
+    info = t.info
+    if isinstance(info, PassInfo):
+        if lane in BLOCKING_DIMS and t.stream == "compute":
+            call = info.comm.get(lane, {})
+            return (info.micro_batch, info.chunk, call.get("bytes"), call.get("group"),
+                    call.get("algorithm", ""), call.get("tier", ""), call.get("busbw_GBps"),
+                    call.get("op", ""), False)
+        return (info.micro_batch, info.chunk, None, None, None, None, None, info.op, False)
+    if isinstance(info, TransferInfo):
+        return (info.micro_batch, info.chunk, info.bytes, info.group, info.algorithm, info.tier,
+                info.busbw_GBps, info.direction, False)
+    if isinstance(info, BucketInfo):
+        return (None, info.chunk, info.bytes, info.group, info.algorithm, info.tier, info.busbw_GBps,
+                info.op, False)
+    if isinstance(info, OverlapInfo):
+        return (info.micro_batch, info.chunk, info.bytes, info.group, info.algorithm, info.tier,
+                info.busbw_GBps, info.op, True)
+    return _NO_LINK
 
 
 class _Rows:
@@ -161,28 +197,23 @@ class _Rows:
         if len(cols["start_s"]) >= self.max_rows:
             self.truncated = True
             return
-        info = t.info or {}
+        mb, chunk, nbytes, group, algorithm, tier, busbw, what, hidden = _row_fields(t, lane)
         compute_row = lane == "compute"
-        if lane in BLOCKING_DIMS and t.stream == "compute":
-            # A collective drawn out of its compute task: describe the call itself.
-            comm = info.get("comm", {}).get(lane, {})
-            info = {"micro_batch": info.get("micro_batch"), "chunk": info.get("chunk"), **comm}
-            detail = detail or comm.get("op", "")
         cols["gpu_class"].append(t.cls)
         cols["lane"].append(lane)
         cols["kind"].append(kind)
         cols["start_s"].append(start)
         cols["end_s"].append(start + dur)
         cols["duration_s"].append(dur)
-        cols["micro_batch"].append(info.get("micro_batch"))
-        cols["chunk"].append(info.get("chunk"))
-        cols["bytes"].append(None if compute_row else info.get("bytes"))
-        cols["group"].append(None if compute_row else info.get("group"))
-        cols["algorithm"].append(None if compute_row else info.get("algorithm", ""))
-        cols["tier"].append(None if compute_row else info.get("tier", ""))
-        cols["busbw_GBps"].append(None if compute_row else info.get("busbw_GBps"))
-        cols["detail"].append(detail or info.get("op", "") or info.get("direction", ""))
-        cols["overlapped"].append(overlapped or "overlapped" in str(info.get("op", "")))
+        cols["micro_batch"].append(mb)
+        cols["chunk"].append(chunk)
+        cols["bytes"].append(None if compute_row else nbytes)
+        cols["group"].append(None if compute_row else group)
+        cols["algorithm"].append(None if compute_row else (algorithm or ""))
+        cols["tier"].append(None if compute_row else (tier or ""))
+        cols["busbw_GBps"].append(None if compute_row else busbw)
+        cols["detail"].append(detail or what)
+        cols["overlapped"].append(overlapped or hidden)
         cols["flops"].append(flops if compute_row else None)
 
 
@@ -191,12 +222,13 @@ def _compute_secs(t: Task) -> float:
 
 
 def _hidden(t: Task) -> list[tuple[str, float]]:
-    return [(k, v) for k, v in (t.info or {}).get("hidden", ()) if v > 0]
+    return [(k, v) for k, v in _hidden_all(t) if v > 0]
 
 
 def _expand_parts(rows: _Rows, t: Task) -> None:
     """One row per part of a compute task, then its hidden communication from the pass's start."""
-    flops, compute_secs = (t.info or {}).get("flops", 0.0), _compute_secs(t)
+    flops = t.info.flops if isinstance(t.info, PassInfo) else 0.0
+    compute_secs = _compute_secs(t)
     at = t.start
     for k, v in t.parts:
         lane = LANE_OF[k]
@@ -210,7 +242,8 @@ def _expand_parts(rows: _Rows, t: Task) -> None:
 
 def _expand_layers(rows: _Rows, t: Task, layer_parts: list[tuple[str, float]], layers: int) -> None:
     """A compute task layer by layer from its one-layer template, edge work (embedding, logits) last."""
-    flops, compute_secs = (t.info or {}).get("flops", 0.0), _compute_secs(t)
+    flops = t.info.flops if isinstance(t.info, PassInfo) else 0.0
+    compute_secs = _compute_secs(t)
     per_layer = sum(v for _, v in layer_parts)
     # The layer template may describe only the dense layers of a mixed chunk; scale so the
     # drawn layers fill the task and put edge work (embedding, logits) at the end.

@@ -243,7 +243,7 @@ def test_teaching_staircase_last_stage_waits_three_forwards():
     r = sim(TE)
     first = {}
     for t in r.tasks:
-        if t.kind == "forward" and t.info.get("micro_batch") == 0:
+        if t.kind == "forward" and t.info.micro_batch == 0:
             first[r.classes[t.cls].stage] = t
     assert first[0].start == 0
     ahead = sum(first[s].duration for s in range(3))

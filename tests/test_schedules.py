@@ -253,7 +253,7 @@ def test_p3_priority_reduces_the_first_layers_first_and_restarts_earlier():
     p3 = simulate(from_dict(_dp_raw(True)))
     def order(r):
         dp = sorted((t for t in r.tasks if t.kind == "dp"), key=lambda t: t.start)
-        return [t.info["layer_rank"] for t in dp]
+        return [t.info.layer_rank for t in dp]
     assert order(fifo) == list(range(7, -1, -1))
     assert order(p3) == [7] + list(range(0, 7))          # the one already running, then first layers first
     assert p3.iteration_time_s < fifo.iteration_time_s

@@ -76,8 +76,7 @@ def priced_link(net: Network, dim: str, op: str, size: float, stage: int, count:
 
 # -- what a task is ------------------------------------------------------------------------------
 # Each task carries one of these typed payloads (named tuples: immutable, typed, cheap to create
-# for the ~100k tasks of a large pipeline).  Consumers read attributes; ``rec.get(name, default)``,
-# ``rec[name]`` and ``name in rec`` also work, for code written against the former info dicts.
+# for the ~100k tasks of a large pipeline).  Consumers read attributes, dispatching on the type.
 
 
 class PassInfo(NamedTuple):
@@ -146,27 +145,5 @@ class OverlapInfo(NamedTuple):
 class StepInfo(NamedTuple):
     """The optimizer step (nothing more to say than its duration)."""
 
-
-def _get(self, key: str, default=None):
-    return getattr(self, key, default) if isinstance(key, str) else tuple.__getitem__(self, key)
-
-
-def _getitem(self, key):
-    if isinstance(key, str):
-        try:
-            return getattr(self, key)
-        except AttributeError:
-            raise KeyError(key) from None
-    return tuple.__getitem__(self, key)
-
-
-def _contains(self, key) -> bool:
-    return key in self._fields
-
-
-for _record in (PassInfo, TransferInfo, BucketInfo, OverlapInfo, StepInfo):
-    _record.get = _get
-    _record.__getitem__ = _getitem
-    _record.__contains__ = _contains
 
 Payload = PassInfo | TransferInfo | BucketInfo | OverlapInfo | StepInfo

@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 
 from .. import figures
 from ..scenario import Scenario, from_dict, to_yaml
-from ..timeline import build_timeline
+from ..timeline import build_timeline, estimate_rows
 
 MAX_BARS = 2500                  # SVG bars drawn at most; more are aggregated (figures.gantt)
 MAX_CACHE_BYTES = 256 * 2**20    # all cached views together
@@ -101,8 +101,7 @@ def _compute(raw_json: str) -> ViewData:
     # Per-layer bars when they fit the budget, else one bar per pass and part; the Gantt then
     # aggregates to screen resolution.  The task list itself is not kept.
     draw = build_timeline(res.tasks, labels, max_segments=MAX_BARS)
-    full_rows = len(draw) if not draw.coarse else sum(
-        max(len(t.parts), 1) * (t.info or {}).get("layers", 1) for t in res.tasks if t.duration > 0)
+    full_rows = len(draw) if not draw.coarse else estimate_rows(res.tasks)
     j = res.to_json_dict()
     fig, info = figures.gantt(draw.columns, labels, j["iteration_time_s"], max_bars=MAX_BARS)
     names = tuple(c.name for c in res.classes)

@@ -18,13 +18,14 @@ def figure(name: str, max_bars: int = 2500, **overrides):
     res = simulate(load(ROOT / "scenarios" / f"{name}.yaml", overrides))
     labels = tuple(c.label for c in res.classes)
     tl = build_timeline(res.tasks, labels, max_segments=max_bars)
-    fig, info = gantt(tl.columns, labels, res.iteration_time_s, max_bars=max_bars)
+    lanes = tuple(lane_name(c.name, c.gpus) for c in res.classes)
+    fig, info = gantt(tl.columns, lanes, res.iteration_time_s, max_bars=max_bars)
     return res, tl, fig, info
 
 
 def test_lane_names_keep_the_multiplicity():
-    assert lane_name("stage 0 (×2 GPUs)") == "stage 0 ×2"
-    assert lane_name("stage 3 · DC 1 (×256 GPUs)") == "stage 3 · DC 1 ×256"
+    assert lane_name("stage 0", 2) == "stage 0 ×2"
+    assert lane_name("stage 3 · DC 1", 256) == "stage 3 · DC 1 ×256"
     _, _, fig, _ = figure("teaching-8gpu")
     ticks = fig.layout.yaxis.ticktext
     assert ticks and all("×2" in t for t in ticks)

@@ -43,11 +43,9 @@ class GanttInfo:
     lanes: int
 
 
-def lane_name(class_label: str) -> str:
-    """``stage 0 (×2 GPUs)`` -> ``stage 0 ×2``: the multiplicity stays on every lane label."""
-    head, _, tail = class_label.partition(" (")
-    mult = tail.split()[0] if tail.startswith("×") else ""
-    return f"{head} {mult}".strip()
+def lane_name(name: str, gpus: int) -> str:
+    """A GPU class's lane label: its name and how many GPUs behave like it (``stage 0 ×2``)."""
+    return f"{name} ×{gpus}"
 
 
 def _base_kind(kind: str) -> str:
@@ -108,10 +106,11 @@ def _rasterize(rows: list[tuple], iteration_s: float, bins: int) -> list[tuple]:
     return [tuple(x) for x in out]
 
 
-def gantt(columns: dict[str, list], class_labels: tuple[str, ...], iteration_s: float,
+def gantt(columns: dict[str, list], lane_names: tuple[str, ...], iteration_s: float,
           max_bars: int = 4000, height: int | None = None, font_size: int = 12,
           bands: bool | None = None) -> tuple[go.Figure, GanttInfo]:
-    """Gantt chart of the timeline table (see timeline.COLUMNS).
+    """Gantt chart of the timeline table (see timeline.COLUMNS); ``lane_names[k]`` names GPU class
+    k on the axis (:func:`lane_name`: its name and multiplicity).
 
     With few GPU classes every (class, stream) pair is its own labelled lane.  With many
     (``bands``, default when there are more than 6 classes) each class is one band: the compute
@@ -123,7 +122,7 @@ def gantt(columns: dict[str, list], class_labels: tuple[str, ...], iteration_s: 
     bands = len(classes) > 6 if bands is None else bands
     lanes_present = sorted({(columns["gpu_class"][i], columns["lane"][i]) for i in range(n)},
                            key=lambda x: (x[0], LANES.index(x[1]) if x[1] in LANES else 99))
-    short = {k: lane_name(class_labels[k]) for k in range(len(class_labels))}
+    short = dict(enumerate(lane_names))
     label = {k: f"{short[k[0]]} · {k[1]}" for k in lanes_present}
 
     def where(c: int, lane: str):

@@ -20,6 +20,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from .. import figures
+from ..figures.gantt import lane_name
 from ..scenario import Scenario, from_dict, to_yaml
 from ..timeline import build_timeline, estimate_rows
 
@@ -103,7 +104,8 @@ def _compute(raw_json: str) -> ViewData:
     draw = build_timeline(res.tasks, labels, max_segments=MAX_BARS)
     full_rows = len(draw) if not draw.coarse else estimate_rows(res.tasks)
     j = res.to_json_dict()
-    fig, info = figures.gantt(draw.columns, labels, j["iteration_time_s"], max_bars=MAX_BARS)
+    lanes = tuple(lane_name(c.name, c.gpus) for c in res.classes)
+    fig, info = figures.gantt(draw.columns, lanes, j["iteration_time_s"], max_bars=MAX_BARS)
     names = tuple(c.name for c in res.classes)
     return ViewData(sc, j, labels, names, names[res.breakdown_class],
                     tuple(m.as_GB() for m in res.memory_by_class),

@@ -46,17 +46,40 @@ def load_scenario(name: str, sets: Sequence[str] = ()) -> Scenario:
     return load(resolve_scenario_path(name), overrides)
 
 
+MAX_SWEEP_SIZES = 64     # doublings from 1 byte to 1 PiB are 51; more is a typo, not a sweep
+
+
+def _one_size(part: str) -> int:
+    mt = _SIZE.match(part)
+    if not mt:
+        raise ScenarioError("--sizes", f"{excerpt(part)} is not a size like 1K, 16M, 1G or 1073741824")
+    value = float(mt.group(1)) * 1024 ** " KMGT".index((mt.group(2) or " ").upper())
+    if not 1 <= value <= 2**50:
+        raise ScenarioError("--sizes", f"{excerpt(part)} must be between 1 byte and 1P")
+    return int(value)
+
+
 def parse_sizes(text: str) -> list[int]:
-    """``1M,16M,1G`` -> bytes (K/M/G/T are powers of 1024, as nccl-tests' -b/-e flags)."""
-    out = []
+    """``1M,16M,1G`` -> bytes (K/M/G/T are powers of 1024, as nccl-tests' -b/-e flags); ``A:B``
+    -> A, 2A, 4A, ... up to B, as nccl-tests ``-b A -e B -f 2`` sweeps (items may be mixed:
+    ``8:1K,1M``)."""
+    out: list[int] = []
     for part in text.split(","):
-        mt = _SIZE.match(part)
-        if not mt:
-            raise ScenarioError("--sizes", f"{excerpt(part)} is not a size like 1K, 16M, 1G or 1073741824")
-        value = float(mt.group(1)) * 1024 ** " KMGT".index((mt.group(2) or " ").upper())
-        if not 1 <= value <= 2**50:
-            raise ScenarioError("--sizes", f"{excerpt(part)} must be between 1 byte and 1P")
-        out.append(int(value))
+        if ":" not in part:
+            out.append(_one_size(part))
+            continue
+        lo_text, _, hi_text = part.partition(":")
+        lo, hi = _one_size(lo_text), _one_size(hi_text)
+        if lo > hi:
+            raise ScenarioError("--sizes", f"{excerpt(part)}: the start must not exceed the end "
+                                "(A:B with A <= B)")
+        size = lo
+        while size <= hi:
+            out.append(size)
+            size *= 2
+    if len(out) > MAX_SWEEP_SIZES:
+        raise ScenarioError("--sizes", f"{len(out)} sizes; at most {MAX_SWEEP_SIZES} "
+                            "(a 1-byte-to-1-PiB doubling sweep has 51)")
     return out
 
 

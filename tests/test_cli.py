@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 import subprocess
@@ -262,3 +263,18 @@ def test_gpu_mapping_missing_field_is_a_clean_error(tmp_path):
         "cluster: {gpus_per_node: 8, nodes: 1}\n"
         "parallelism: {tp: 1, pp: 1}\n", encoding="utf-8")
     assert_one_line_error(cli("run", str(path), "--json"), "hardware.gpu.hbm_GBps")
+
+
+def test_sizes_sweep_doubles_like_nccl_tests():
+    """``--sizes A:B`` = nccl-tests ``-b A -e B -f 2``: powers of two from A to B (issue 10 contract)."""
+    from explorer.cli import parse_sizes
+    sizes = parse_sizes("8:16G")
+    assert sizes[0] == 8 and sizes[-1] == 16 * 2**30 and len(sizes) == 32
+    assert all(b == 2 * a for a, b in itertools.pairwise(sizes))
+    assert parse_sizes("1M:4M,1G") == [2**20, 2**21, 2**22, 2**30]
+
+
+def test_a_reversed_sweep_is_one_line_exit_2():
+    r = cli("collective", "teaching-8gpu", "--op", "all-reduce", "--ranks", "8", "--sizes", "2G:1M")
+    err = r.stderr.strip()
+    assert r.returncode == 2 and err.startswith("error: --sizes:") and "\n" not in err

@@ -52,3 +52,30 @@ def micro_batch_units(sc: ScenarioLike) -> tuple[int, int, int]:
     dp = sc.parallelism.dp or 1
     mb = sc.training.global_batch // (sc.training.micro_batch * dp)
     return dp, mb, mb * sc.parallelism.token_slices
+
+
+def critical_path(orders: list[list], finish: Callable[[int, Op, float], float | None],
+                  what: str) -> float:
+    """Makespan of per-rank program orders under ideal costs, independent of the engine.
+
+    Ranks run their ops in order; ``finish(rank, op, clock)`` returns when ``op`` ends if its
+    inputs are ready (and records that end for the ops that depend on it), or None while they
+    are not.  Ranks advance round-robin until every op has run; no progress in a full round is a
+    deadlock of the order — a schedule bug, never user input."""
+    pos = [0] * len(orders)
+    clock = [0.0] * len(orders)
+    remaining = sum(len(o) for o in orders)
+    while remaining:
+        progressed = False
+        for r, order in enumerate(orders):
+            while pos[r] < len(order):
+                end = finish(r, order[pos[r]], clock[r])
+                if end is None:
+                    break
+                clock[r] = end
+                pos[r] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            raise RuntimeError(f"{what} order deadlocks")
+    return max(clock)

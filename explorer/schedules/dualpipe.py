@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from .base import BubbleInputs, Problem, ScenarioLike, micro_batch_units
+from .base import BubbleInputs, Problem, ScenarioLike, critical_path, micro_batch_units
 
 
 def dualpipe_order(rank: int, p: int, m: int) -> list[tuple]:
@@ -112,9 +112,7 @@ def ideal_makespan(p: int, m: int, F: float, B: float, W: float) -> float:
     orders = [dualpipe_order(r, p, m) for r in range(p)]
     f_end: dict[tuple[int, int, int], float] = {}
     b_end: dict[tuple[int, int, int], float] = {}
-    pos = [0] * p
-    clock = [0.0] * p
-    remaining = sum(len(o) for o in orders)
+    cost = {"F": F, "B": B + W, "Bz": B}
 
     def ready(kind: str, d: int, i: int, r: int) -> float | None:
         step = 1 if d == 0 else -1
@@ -124,35 +122,27 @@ def ideal_makespan(p: int, m: int, F: float, B: float, W: float) -> float:
         down = r + step
         return f_end.get((d, i, r)) if not 0 <= down < p else b_end.get((d, i, down))
 
-    while remaining:
-        progressed = False
-        for r in range(p):
-            while pos[r] < len(orders[r]):
-                op = orders[r][pos[r]]
-                if op[0] == "FB":
-                    (df, i_f), (db, i_b) = op[1], op[2]
-                    t1, t2 = ready("F", df, i_f, r), ready("B", db, i_b, r)
-                    if t1 is None or t2 is None:
-                        break
-                    end = max(clock[r], t1, t2) + F + B + W
-                    f_end[(df, i_f, r)] = end
-                    b_end[(db, i_b, r)] = end
-                elif op[0] == "W":
-                    end = clock[r] + W
-                else:
-                    kind, d, i = op
-                    t = ready("F" if kind == "F" else "B", d, i, r)
-                    if t is None:
-                        break
-                    end = max(clock[r], t) + {"F": F, "B": B + W, "Bz": B}[kind]
-                    (f_end if kind == "F" else b_end)[(d, i, r)] = end
-                clock[r] = end
-                pos[r] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            raise RuntimeError("DualPipe order deadlocks")       # a schedule bug, never user input
-    return max(clock)
+    def finish(r: int, op, clock: float) -> float | None:
+        if op[0] == "FB":
+            (df, i_f), (db, i_b) = op[1], op[2]
+            t1, t2 = ready("F", df, i_f, r), ready("B", db, i_b, r)
+            if t1 is None or t2 is None:
+                return None
+            end = max(clock, t1, t2) + F + B + W
+            f_end[(df, i_f, r)] = end
+            b_end[(db, i_b, r)] = end
+            return end
+        if op[0] == "W":
+            return clock + W
+        kind, d, i = op
+        t = ready("F" if kind == "F" else "B", d, i, r)
+        if t is None:
+            return None
+        end = max(clock, t) + cost[kind]
+        (f_end if kind == "F" else b_end)[(d, i, r)] = end
+        return end
+
+    return critical_path(orders, finish, "DualPipe")
 
 
 def dualpipe(stage: int, p: int, m: int, v: int = 1) -> list[tuple]:

@@ -13,7 +13,7 @@ order and when they exist (0 <= index < m):
 """
 from __future__ import annotations
 
-from .base import BubbleInputs
+from .base import BubbleInputs, critical_path
 from .pipeline import Op
 
 
@@ -96,31 +96,23 @@ def ideal_makespan(schedule: str, p: int, m: int, F: float, B: float, W: float) 
     orders = [zero_bubble_order(schedule, s, p, m) for s in range(p)]
     f_end: dict[tuple[int, int], float] = {}
     b_end: dict[tuple[int, int], float] = {}
-    pos = [0] * p
-    clock = [0.0] * p
-    remaining = sum(len(o) for o in orders)
-    while remaining:
-        progressed = False
-        for s in range(p):
-            while pos[s] < len(orders[s]):
-                kind, i, _ = orders[s][pos[s]]
-                if kind == "F":
-                    t = 0.0 if s == 0 else f_end.get((i, s - 1))
-                elif kind == "B":
-                    t = f_end.get((i, s)) if s == p - 1 else b_end.get((i, s + 1))
-                else:
-                    t = 0.0
-                if t is None:
-                    break
-                end = max(clock[s], t) + {"F": F, "B": B, "W": W}[kind]
-                if kind == "F":
-                    f_end[(i, s)] = end
-                elif kind == "B":
-                    b_end[(i, s)] = end
-                clock[s] = end
-                pos[s] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            raise RuntimeError("zero-bubble order deadlocks")    # a schedule bug, never user input
-    return max(clock)
+    cost = {"F": F, "B": B, "W": W}
+
+    def finish(s: int, op: Op, clock: float) -> float | None:
+        kind, i, _ = op
+        if kind == "F":
+            t = 0.0 if s == 0 else f_end.get((i, s - 1))
+        elif kind == "B":
+            t = f_end.get((i, s)) if s == p - 1 else b_end.get((i, s + 1))
+        else:
+            t = 0.0
+        if t is None:
+            return None
+        end = max(clock, t) + cost[kind]
+        if kind == "F":
+            f_end[(i, s)] = end
+        elif kind == "B":
+            b_end[(i, s)] = end
+        return end
+
+    return critical_path(orders, finish, "zero-bubble")

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .config.presets import resolved_scale_out
 from .placement import members_per_domain
 from .scenario import Cluster
 from .vocabulary import TIERS
@@ -97,7 +98,7 @@ class Fabric:
 
     @classmethod
     def for_cluster(cls, c: Cluster) -> Fabric:
-        up, out, wan = c.scale_up, c.scale_out, c.scale_across
+        up, out, wan = c.scale_up, resolved_scale_out(c.scale_out), c.scale_across
         gpn = c.gpus_per_node
         half = out.switch_radix // 2
         leaf_nodes = half if out.kind == "rail-optimized" else max(1, half // out.nics_per_node)
@@ -106,9 +107,9 @@ class Fabric:
         node_Bps = out.nics_per_node * nic_Bps
         bounds = (
             Boundary("scale-up", 1, up.bandwidth_GBps * 1e9 * SCALE_UP_EFFICIENCY, up.latency_us * 1e-6),
-            Boundary("scale-out", gpn, node_Bps * SCALE_OUT_EFFICIENCY, out.latency_us * 1e-6),
+            Boundary("scale-out", gpn, node_Bps * out.efficiency, out.latency_us * 1e-6),
             Boundary("spine", gpn * leaf_nodes,
-                     leaf_nodes * node_Bps / out.oversubscription * SCALE_OUT_EFFICIENCY,
+                     leaf_nodes * node_Bps / out.oversubscription * out.efficiency,
                      out.latency_us * 1e-6),
             Boundary("scale-across", gpn * c.nodes // c.datacenters,
                      wan.bandwidth_Gbps * 1e9 / 8 * SCALE_ACROSS_EFFICIENCY,
@@ -168,7 +169,7 @@ def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
     import networkx as nx
 
     fab = Fabric.for_cluster(c)
-    up, out = c.scale_up, c.scale_out
+    up, out = c.scale_up, resolved_scale_out(c.scale_out)
     g = nx.Graph()
     nic_Bps = out.nic_Gbps * 1e9 / 8
     per_dc = c.nodes // c.datacenters

@@ -12,6 +12,11 @@ model.kv_heads                  model.heads (multi-head attention)
 model.ffn_hidden                4 * model.hidden (GPT-2/3's FFN width)
 hardware.gpu.fp8_tflops         hardware.gpu.peak_tflops (no fp8 speed-up unless stated)
 cluster.scale_up.bandwidth_GBps hardware.gpu.scale_up_GBps, else FALLBACK_SCALE_UP_GBPS
+cluster.scale_out.nic_Gbps      the fabric preset's (explorer/data/fabrics.yaml)
+cluster.scale_out.latency_us    the fabric preset's
+cluster.scale_out.efficiency    the fabric preset's (fitted fraction of line rate)
+hardware.gpu.sms                DEFAULT_SMS
+communication.comm_sms          DEFAULT_COMM_SMS
 parallelism.dp                  GPUs / (tp * pp * cp)
 ==============================  =========================================================
 """
@@ -28,7 +33,7 @@ import yaml
 
 from .inputs import MAX_BYTES, parse_document
 from .overrides import apply_overrides
-from .presets import DEFAULT_GPU, gpu_presets, preset
+from .presets import DEFAULT_GPU, gpu_presets, preset, resolved_scale_out
 from .rules import validate
 from .schema import ScenarioError, build, dump, unknown_key_error, user_keys
 from .sections import GPU, Scenario
@@ -38,6 +43,11 @@ from .sections import GPU, Scenario
 # bidirectional), the a100-80gb preset's value: a GPU of unknown interconnect gets the oldest
 # NVLink generation among the NVSwitch presets rather than a newer one's speed.
 FALLBACK_SCALE_UP_GBPS = 300.0
+# SMs of a GPU that states none: the H100 SXM's 132 (NVIDIA H100 Tensor Core GPU Architecture
+# whitepaper, 2022), the default GPU's.
+DEFAULT_SMS = 132
+# SMs that communication kernels hold while they overlap compute, when the scenario gives none.
+DEFAULT_COMM_SMS = 0
 
 
 def resolve_presets(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -69,11 +79,14 @@ def fill_defaults(sc: Scenario) -> Scenario:
     m = sc.model
     model = replace(m, kv_heads=m.kv_heads or m.heads, ffn_hidden=m.ffn_hidden or 4 * m.hidden)
     gpu = sc.hardware.gpu
-    gpu = replace(gpu, fp8_tflops=gpu.fp8_tflops or gpu.peak_tflops)
+    gpu = replace(gpu, fp8_tflops=gpu.fp8_tflops or gpu.peak_tflops, sms=gpu.sms or DEFAULT_SMS)
     up = sc.cluster.scale_up
     if up.bandwidth_GBps is None:
         up = replace(up, bandwidth_GBps=gpu.scale_up_GBps or FALLBACK_SCALE_UP_GBPS)
-    cluster = replace(sc.cluster, scale_up=up)
+    cluster = replace(sc.cluster, scale_up=up, scale_out=resolved_scale_out(sc.cluster.scale_out))
+    comm = sc.communication
+    if comm.comm_sms is None:
+        comm = replace(comm, comm_sms=DEFAULT_COMM_SMS)
     par = sc.parallelism
     if par.dp is None:
         denom = par.tp * par.pp * par.cp
@@ -81,7 +94,8 @@ def fill_defaults(sc: Scenario) -> Scenario:
             raise ScenarioError("parallelism", f"tp*pp*cp = {denom} does not divide the {cluster.gpus} GPUs "
                                 f"(nodes*gpus_per_node); choose degrees whose product divides {cluster.gpus}")
         par = replace(par, dp=cluster.gpus // denom)
-    return replace(sc, model=model, hardware=replace(sc.hardware, gpu=gpu), cluster=cluster, parallelism=par)
+    return replace(sc, model=model, hardware=replace(sc.hardware, gpu=gpu), cluster=cluster,
+                   parallelism=par, communication=comm)
 
 
 def from_dict(raw: Mapping[str, Any]) -> Scenario:
@@ -146,7 +160,7 @@ def to_dict(sc: Scenario) -> dict[str, Any]:
 def _filled_gpu_preset(name: str) -> GPU:
     """GPU preset ``name`` as from_dict would fill it (fp8 peak derived)."""
     g = build(GPU, gpu_presets()[name], "hardware.gpu")
-    return replace(g, fp8_tflops=g.fp8_tflops or g.peak_tflops)
+    return replace(g, fp8_tflops=g.fp8_tflops or g.peak_tflops, sms=g.sms or DEFAULT_SMS)
 
 
 class _Dumper(yaml.SafeDumper):

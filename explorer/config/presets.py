@@ -7,6 +7,7 @@ mapping; fields the scenario gives itself win over the preset's (see
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import yaml
 
 from .schema import ScenarioError, excerpt
+from .sections import ScaleOut
 
 DEFAULT_GPU = "h100-sxm"       # the GPU of a scenario without a hardware section
 
@@ -36,6 +38,11 @@ def model_presets() -> dict[str, dict[str, Any]]:
     return _presets("models")
 
 
+def fabric_presets() -> dict[str, dict[str, Any]]:
+    """Scale-out link technology -> {name, nic_Gbps, latency_us, efficiency} (fabrics.yaml)."""
+    return _presets("fabrics")
+
+
 def preset(kind: str, name: Any, path: str) -> dict[str, Any]:
     """A copy of preset ``name`` of table ``kind`` ("gpus" or "models"); a one-line
     ScenarioError on ``path`` listing the valid names when there is none."""
@@ -43,3 +50,14 @@ def preset(kind: str, name: Any, path: str) -> dict[str, Any]:
     if not isinstance(name, str) or name not in table:
         raise ScenarioError(path, f"unknown preset {excerpt(name)} (valid: {', '.join(table)})")
     return copy.deepcopy(table[name])
+
+
+def resolved_scale_out(out: ScaleOut) -> ScaleOut:
+    """``out`` with the fabric preset's NIC speed, latency and efficiency where it leaves them
+    unset (a loaded scenario has them filled; sections built directly, as in tests, may not)."""
+    if out.nic_Gbps is not None and out.latency_us is not None and out.efficiency is not None:
+        return out
+    fab = fabric_presets()[out.fabric]
+    return replace(out, nic_Gbps=out.nic_Gbps if out.nic_Gbps is not None else float(fab["nic_Gbps"]),
+                   latency_us=out.latency_us if out.latency_us is not None else float(fab["latency_us"]),
+                   efficiency=out.efficiency if out.efficiency is not None else float(fab["efficiency"]))

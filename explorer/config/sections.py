@@ -28,6 +28,8 @@ LATENCY_US = {"min": 0, "max": 1e6, "why": "0 (idealised) to 1 s"}
 _FROM_PRESET = {"required": True, "hint": "or give model.preset"}
 
 ORDER_DIMS = ("tp", "cp", "dp", "pp")
+# Scale-out link technologies with a preset in explorer/data/fabrics.yaml.
+FABRICS = ("ib-hdr", "ib-ndr", "ib-xdr", "roce-400", "efa", "eth-100", "eth-25")
 SCHEDULES = registry.names()    # the pipeline schedules the registry describes (explorer/schedules)
 
 
@@ -50,7 +52,28 @@ class MoE:
                "M > 0: node-aware dispatch (one fabric copy per destination node, then NVLink; "
                "DeepSeek-V3) with at most M nodes per token"})
     imbalance: float = field(default=1.0, metadata={"min": 1.0, "max": 64.0,
-                                                    "doc": "busiest expert rank's load / mean load"})
+                                                    "doc": "extra factor on the busiest expert rank's load, "
+                                                           "on top of what skew implies"})
+    skew: float = field(default=0.0, metadata={
+        "min": 0.0, "max": 4.0, "doc": "Zipf exponent of expert popularity (0 = uniform routing); the "
+                                       "busiest EP rank's share of tokens follows from it"})
+
+
+@dataclass(frozen=True)
+class MLA:
+    """Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1; V3 Sec. 2.1.1):
+    queries and keys/values go through low-rank latent projections; heads carry a positional
+    (rope) and a content (nope) part."""
+
+    q_lora_rank: int = field(default=1536, metadata={"min": 0, "max": 1_048_576,
+                                                     "doc": "query latent rank (0 = uncompressed queries)"})
+    kv_lora_rank: int = field(default=512, metadata={"min": 1, "max": 1_048_576,
+                                                     "doc": "key/value latent rank d_c"})
+    qk_nope_head_dim: int = field(default=128, metadata={"min": 1, "max": 65536,
+                                                         "doc": "per-head query/key content dimension"})
+    qk_rope_head_dim: int = field(default=64, metadata={"min": 0, "max": 65536,
+                                                        "doc": "per-head decoupled rope dimension"})
+    v_head_dim: int = field(default=128, metadata={"min": 1, "max": 65536, "doc": "per-head value dimension"})
 
 
 @dataclass(frozen=True)
@@ -80,6 +103,12 @@ class Model:
                "different stages each keeps a copy (Megatron-LM), the embedding-group gradient "
                "all-reduce between them is not modelled"})
     moe: MoE | None = field(default=None, metadata={"doc": "mixture of experts; absent = dense"})
+    mla: MLA | None = field(default=None, metadata={
+        "doc": "multi-head latent attention (DeepSeek-V2/V3); absent = multi-head/grouped-query attention"})
+    mtp_depth: int = field(default=0, metadata={
+        "min": 0, "max": 16, "doc": "multi-token prediction modules after the last layer (DeepSeek-V3: 1)"})
+    dropout: bool = field(default=True, metadata={
+        "doc": "attention and hidden dropout (GPT-3, Megatron); Llama and DeepSeek train without"})
 
     @property
     def is_moe(self) -> bool:
@@ -109,6 +138,10 @@ class Training:
                                                      "doc": "optimizer (sets state bytes per parameter)"})
     flash_attention: bool = field(default=True, metadata={
         "doc": "fused attention: no s x s score tensor in HBM (Dao et al. 2022)"})
+    framework: str = field(default="megatron", metadata={
+        "choices": ("megatron", "deepspeed", "megatron-deepspeed", "fsdp"),
+        "doc": "training framework: its kernels, point-to-point, buckets and gradient dtype "
+               "(explorer/frameworks.py)"})
 
 
 @dataclass(frozen=True)
@@ -132,6 +165,10 @@ class GPU:
         **TFLOPS, "doc": "largest-GEMM throughput measured, TFLOP/s"})
     nvlink_sharp: bool = field(default=False, metadata={
         "doc": "NVSwitch can reduce in the switch (NVLS all-reduce)"})
+    measured_fp8_matmul_tflops: float | None = field(default=None, metadata={
+        **TFLOPS, "doc": "largest fp8 GEMM throughput measured, TFLOP/s"})
+    sms: int | None = field(default=None, metadata={
+        "min": 1, "max": 100_000, "doc": "streaming multiprocessors; default 132 (H100 SXM)"})
     preset: str | None = field(default=None, metadata={"derived": True})
 
 
@@ -166,12 +203,20 @@ class ScaleOut:
 
     kind: str = field(default="rail-optimized", metadata={"choices": ("fat-tree", "rail-optimized"),
                                                           "doc": "inter-node fabric wiring"})
-    nic_Gbps: float = field(default=400.0, metadata={
-        "min": 1, "max": 1e5, "doc": "per NIC, per direction",
+    fabric: str = field(default="ib-ndr", metadata={
+        "choices": FABRICS, "doc": "link technology: sets the NIC speed, latency and achievable "
+                                   "fraction of line rate (explorer/data/fabrics.yaml)"})
+    nic_Gbps: float | None = field(default=None, metadata={
+        "min": 1, "max": 1e5, "doc": "per NIC, per direction; default from the fabric",
         "why": "from 1 GbE to 100 Tb/s; NICs ship at 400-800 Gb/s"})
     nics_per_node: int = field(default=8, metadata={"min": 1, "max": 1024, "doc": "NICs per node"})
-    latency_us: float = field(default=5.0, metadata={**LATENCY_US,
-                                                     "doc": "per-message latency across the fabric"})
+    latency_us: float | None = field(default=None, metadata={
+        **LATENCY_US, "doc": "per-message latency across the fabric; default from the fabric"})
+    efficiency: float | None = field(default=None, metadata={
+        "min": 0.01, "max": 1, "why": "a fraction of line rate: 1% to 100%",
+        "doc": "achievable fraction of NIC line rate; default fitted per fabric"})
+    sharp: bool = field(default=False, metadata={
+        "doc": "switches reduce in the network (InfiniBand SHARP: NCCL's CollNet algorithms)"})
     oversubscription: float = field(default=1.0, metadata={
         "min": 1, "max": 1024, "doc": "leaf downlink:uplink ratio (1 = non-blocking)"})
     switch_radix: int = field(default=64, metadata={"min": 4, "max": 4096,
@@ -243,9 +288,21 @@ class Parallelism:
 class Communication:
     """Collective algorithm and the overlap, bucketing and prefetch options."""
 
+    library: str = field(default="nccl", metadata={
+        "choices": ("nccl", "mpi", "gloo"),
+        "doc": "collective library: nccl = NCCL's algorithms and tuning; mpi/gloo also consider "
+               "halving-doubling and hierarchical"})
     algorithm: str = field(default="auto", metadata={
-        "choices": ("auto", "ring", "tree", "halving-doubling", "hierarchical", "nvls"),
-        "doc": "collective algorithm; auto picks the fastest per call"})
+        "choices": ("auto", "ring", "tree", "nvls", "nvls-tree", "collnet", "pat",
+                    "halving-doubling", "hierarchical"),
+        "doc": "collective algorithm; auto = the library's choice per call (NCCL's tuning model)"})
+    protocol: str = field(default="auto", metadata={
+        "choices": ("auto", "LL", "LL128", "Simple"),
+        "doc": "NCCL protocol; auto = NCCL's choice per call"})
+    comm_sms: int | None = field(default=None, metadata={
+        "min": 0, "max": 100_000,
+        "doc": "SMs communication kernels occupy while they overlap compute (DeepSeek-V3: 20 of 132); "
+               "default NCCL's channel count"})
     dp_overlap: bool = field(default=True, metadata={"doc": "overlap gradient reduction with backward"})
     bucket_MB: float = field(default=25.0, metadata={"min": 0.001, "max": 1e5, "doc": "gradient bucket size",
                                                      "why": "1 KB to 100 GB; PyTorch DDP uses 25 MB"})

@@ -292,7 +292,8 @@ def test_exactly_ten_million_gpus_is_accepted():
     ("parallelism.schedule", "zigzag", "gpipe, 1f1b, interleaved"),
     ("training.dtype", "int4", "bf16, fp16, fp8, fp32"),
     ("training.recompute", "some", "none, selective, full"),
-    ("communication.algorithm", "magic", "auto, ring, tree, nvls, nvls-tree, collnet, pat, halving-doubling, hierarchical"),
+    ("communication.algorithm", "magic",
+     "auto, ring, tree, nvls, nvls-tree, collnet, pat, halving-doubling, hierarchical"),
     ("model.ffn_kind", "relu", "gelu, swiglu"),
     ("cluster.scale_up.kind", "infinity-fabric", "nvswitch, nvlink-ring, pcie"),
 ])

@@ -11,6 +11,7 @@ results are cached per (scenario, overrides), so shared baselines are simulated 
 """
 from __future__ import annotations
 
+import importlib
 import itertools
 import re
 from collections.abc import Callable
@@ -762,6 +763,13 @@ def _covered() -> dict[str, str]:
     keys["parallelism.cp"] = keys["parallelism.ep"] = (
         "test_control_moves_metric_strictly_in_the_physical_direction")
     keys["parallelism.token_slices"] = "test_control_moves_metric_strictly_in_the_physical_direction"
+    # Areas with many fields of their own keep their direction tests in tests/test_controls_<area>.py,
+    # each naming what it covers in a module-level COVERED mapping (field -> test name).
+    for path in sorted((ROOT / "tests").glob("test_controls_*.py")):
+        module = importlib.import_module(path.stem)
+        for key, test in module.COVERED.items():
+            assert hasattr(module, test), f"{path.name}: COVERED names a missing test {test}"
+            keys[key] = f"{path.stem}::{test}"
     return keys
 
 

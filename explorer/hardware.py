@@ -1,23 +1,27 @@
-"""Accelerator compute model: a roofline over GEMM FLOPs and memory-bound HBM traffic.
+"""Accelerator compute model: kernel times from explorer/kernels.py plus memory-bound traffic.
 
-A piece of work is ``(gemm_flops, gemm_bytes, stream_bytes)``: matrix multiplies run at
-``peak * gemm_efficiency`` unless their operand traffic makes them memory bound (the roofline,
-Williams, Waterman & Patterson, CACM 2009); element-wise kernels (norms, activations, softmax,
-dropout, optimizer) are memory bound and run at ``hbm * HBM_EFFICIENCY``.  Because element-wise
-traffic grows with s*b*h while GEMM FLOPs grow with s*b*h^2, small models reach a smaller
-fraction of peak — the trend of Megatron-LM SC21 Table 1 — without a per-size constant.
+A piece of work is :class:`explorer.workload.Work`: its matrix kernels already timed by shape and
+dtype (``gemm_s``; kernels.py: roofline with an efficiency curve), and element-wise kernels
+(norms, activations, softmax, dropout, casts, optimizer) that are memory bound and run at
+``hbm * HBM_EFFICIENCY``.  Because element-wise traffic grows with s*b*h while GEMM FLOPs grow
+with s*b*h^2, small models reach a smaller fraction of peak — the trend of Megatron-LM SC21
+Table 1 — without a per-size constant.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .scenario import GPU, Scenario
 
+if TYPE_CHECKING:
+    from .workload import Work
+
 # Fraction of the vendor-measured single-GEMM throughput (hardware.csv, measured_bf16_matmul_tflops)
-# that the GEMMs of a training step reach on average (shape mix, wave quantisation, kernel launch
-# gaps).  Fitted once, globally, by bench/calibrate.py to Megatron-LM SC21 Table 1
-# (Narayanan et al. 2021, arXiv 2104.04473): 0.83 minimises the mean absolute error over its 10
-# rows (2.6%, max 4.1%; scanned 0.82..0.86 in steps of 0.01).
+# that the GEMMs of a training step reach on average (kernel launch gaps, cache effects, clocks
+# under sustained load), on top of what kernels.py's shape model already charges.  Fitted once,
+# globally, by bench/calibrate.py to Megatron-LM SC21 Table 1 (Narayanan et al. 2021, arXiv
+# 2104.04473).
 GEMM_FRACTION_OF_MEASURED = 0.83
 
 # Achievable fraction of HBM bandwidth for streaming kernels; STREAM-like copies on A100/H100 reach
@@ -32,33 +36,43 @@ DEFAULT_MEASURED_OVER_PEAK = 0.82
 BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
 
 
-def default_gemm_efficiency(gpu: GPU) -> float:
-    """Fraction of peak reached by training GEMMs when the scenario does not override it."""
+def measured_over_peak(gpu: GPU, dtype: str = "bf16") -> float:
+    """Largest measured GEMM throughput / the dtype's dense peak (<= 1)."""
+    if dtype == "fp8" and gpu.fp8_tflops and gpu.fp8_tflops != gpu.peak_tflops:
+        if gpu.measured_fp8_matmul_tflops:
+            return min(gpu.measured_fp8_matmul_tflops / gpu.fp8_tflops, 1.0)
     measured = (gpu.measured_matmul_tflops / gpu.peak_tflops if gpu.measured_matmul_tflops
                 else DEFAULT_MEASURED_OVER_PEAK)
-    return min(measured, 1.0) * GEMM_FRACTION_OF_MEASURED
+    return min(measured, 1.0)
+
+
+def default_gemm_efficiency(gpu: GPU, dtype: str = "bf16") -> float:
+    """Fraction of the dtype's peak reached by large training GEMMs when the scenario does not
+    override it."""
+    return measured_over_peak(gpu, dtype) * GEMM_FRACTION_OF_MEASURED
+
+
+def gemm_large_efficiency(sc: Scenario, dtype: str) -> float:
+    """``hardware.compute_efficiency`` when given (the same fraction for every dtype's peak),
+    else the fitted default for ``dtype``."""
+    return sc.hardware.compute_efficiency or default_gemm_efficiency(sc.hardware.gpu, dtype)
 
 
 @dataclass(frozen=True)
 class ComputeModel:
-    """Per-GPU compute speeds in SI units (FLOP/s, bytes/s), fixed for one scenario."""
+    """Per-GPU compute speeds in SI units, fixed for one scenario."""
 
-    gemm_flops_per_s: float      # peak of the training dtype x GEMM efficiency
     hbm_bytes_per_s: float       # HBM bandwidth x HBM_EFFICIENCY
     peak_flops_per_s: float      # bf16 dense peak, the MFU denominator (PaLM App. B)
+    fp8_peak_flops_per_s: float  # fp8 dense peak (the second MFU of FP8 runs)
 
     @classmethod
     def for_scenario(cls, sc: Scenario) -> ComputeModel:
         gpu = sc.hardware.gpu
-        eff = sc.hardware.compute_efficiency or default_gemm_efficiency(gpu)
-        peak = gpu.fp8_tflops if sc.training.dtype == "fp8" else gpu.peak_tflops
-        if sc.training.dtype == "fp32":
-            peak = gpu.peak_tflops / 2  # TF32 tensor cores run at half the bf16 rate (A100/H100 data sheets)
-        return cls(gemm_flops_per_s=peak * 1e12 * eff, hbm_bytes_per_s=gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY,
-                   peak_flops_per_s=gpu.peak_tflops * 1e12)
+        return cls(hbm_bytes_per_s=gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY,
+                   peak_flops_per_s=gpu.peak_tflops * 1e12,
+                   fp8_peak_flops_per_s=(gpu.fp8_tflops or gpu.peak_tflops) * 1e12)
 
-    def time(self, gemm_flops: float, gemm_bytes: float = 0.0, stream_bytes: float = 0.0) -> float:
-        """Seconds for GEMMs (roofline: compute or operand traffic, whichever is slower) plus
-        memory-bound element-wise traffic."""
-        return max(gemm_flops / self.gemm_flops_per_s, gemm_bytes / self.hbm_bytes_per_s) \
-            + stream_bytes / self.hbm_bytes_per_s
+    def time(self, w: Work) -> float:
+        """Seconds of ``w``: its matrix kernels (already timed) plus memory-bound traffic."""
+        return w.gemm_s + w.stream_bytes / self.hbm_bytes_per_s

@@ -2,61 +2,81 @@
 
 Sources, cited at each formula:
 - FLOPs: Narayanan et al., SC21 (arXiv 2104.04473), Sec. 5.1 / Eq. 3 — 24*B*s*h^2 + 4*B*s^2*h per
-  layer forward, backward twice the forward, logits 2*B*s*h*V.  GQA, SwiGLU and MoE generalise the
-  weight GEMM term by counting each matrix 2*tokens*in*out.
-- Activation memory: Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
-  Models" (arXiv 2205.05198), Sec. 4, Table 2: s*b*h*(34 + 5*a*s/h) bytes per layer, with
-  10*s*b*h replicated across tensor-parallel ranks unless sequence parallelism splits it.
+  layer forward, backward twice the forward, logits 2*B*s*h*V.  Each weight GEMM is listed with its
+  shape (explorer/attention.py for the attention block) so that GQA, MLA, SwiGLU and MoE follow,
+  and so that each is timed by its shape and dtype (explorer/kernels.py).  ``gemm_flops`` keeps the
+  SC21 convention (model FLOPs, the full s x s attention square, backward = 2 x forward), the MFU
+  numerator; ``gemm_s`` is the time the kernels take, which for a causal FlashAttention core is
+  about half the square (the kernels skip masked blocks: Dao, FlashAttention-2, arXiv 2307.08691,
+  Sec. 3.1.1) and for its backward 2.5x the forward (5 matrix products instead of 2, ibid. Sec. 3.2).
+- Activation memory: explorer/activations.py.
 - Tensor-parallel communication: Shoeybi et al., Megatron-LM (arXiv 1909.08053), Sec. 3: two
   all-reduces forward and two backward per layer; with sequence parallelism (Korthikanti Sec. 4.2.2)
   each becomes an all-gather plus a reduce-scatter of the same total volume.
 - Expert parallelism: GShard (Lepikhin et al. 2020) dispatch and combine all-to-all, each moving
   tokens x top_k x hidden elements per GPU; context parallelism: ring attention (Liu et al. 2023)
   passing K and V blocks around the CP ring in cp-1 steps.
+- FP8 (Micikevicius et al., "FP8 Formats for Deep Learning", arXiv 2209.05433; NVIDIA Transformer
+  Engine): the linear layers' GEMMs run in FP8; the attention core, norms, router, embedding, output
+  layer and optimizer stay in bf16/fp32.  Each FP8 GEMM input is cast to FP8 with its transpose
+  (for the weight gradient) and its amax recorded, in forward for the activation and in backward for
+  the output gradient: one fused cast-transpose reads 2 bytes and writes 2 x 1 byte per element.
 All byte figures are per GPU and per micro-batch; FLOPs likewise.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .hardware import BYTES_PER_ELEMENT
+from .activations import layer_activation_bytes
+from .attention import AttentionBlock, Gemm, attention_block, attention_params
+from .hardware import BYTES_PER_ELEMENT, gemm_large_efficiency
+from .kernels import attention_seconds, gemm_seconds
 from .scenario import Scenario
 
 # Element-wise passes per token of hidden width in one layer's forward (reads + writes, in
-# elements): LayerNorm 2x(1 read + 1 write), residual add 2x(2 reads + 1 write), dropout
-# 2x(1 read + 1 write + 0.5 mask).  This is the part sequence parallelism splits across TP ranks.
-ELEMENTWISE_PASSES_REPLICATED = 15.0
+# elements): LayerNorm 2x(1 read + 1 write), residual add 2x(2 reads + 1 write) = 10, plus dropout
+# 2x(1 read + 1 write + 0.5 mask) = 5 when the model uses dropout.  This is the part sequence
+# parallelism splits across TP ranks.
+ELEMENTWISE_PASSES_NORM_RESIDUAL = 10.0
+ELEMENTWISE_PASSES_DROPOUT = 5.0
 # Non-fused attention (no FlashAttention): scores written, softmax read+write, dropout read+write
 # plus mask, probabilities read by the value GEMM -> about 6.5 passes over the a*s*s score tensor.
 SCORE_PASSES = 6.5
 # Backward element-wise traffic relative to forward: read the saved input and the incoming
 # gradient, write the outgoing gradient (twice the forward's read+write).
 BACKWARD_STREAM_FACTOR = 2.0
-# Activation operands of a layer's weight GEMMs, in tensors of tokens x h/tp elements: the four
-# GEMMs (QKV, output projection, MLP up, MLP down) each read an input and write an output.  An
-# estimate of their HBM operand traffic for the roofline (GEMMs with h/tp-wide operands on the
-# sharded side; the MLP's wider f-side tensors are in the streaming term), not a measured value.
-GEMM_ACTIVATION_TENSORS = 8
 # MoE token permutation: every token copy's hidden vector is read and written when it is permuted
 # into expert order before dispatch and again when it is unpermuted after combine (Megatron-Core's
 # ``moe_permute`` / ``moe_unpermute``): 2 x (1 read + 1 write) = 4 passes of h elements.
 MOE_PERMUTE_PASSES = 4
+# Router: softmax/sigmoid over the expert scores, top-k selection and the auxiliary statistics,
+# read + write of tokens x experts fp32 scores a few times (Megatron-Core TopKRouter): 4 passes.
+ROUTER_SCORE_PASSES = 4
+# FP8 cast-transpose of a GEMM input: read 2 bytes (bf16), write the FP8 copy and its transpose.
+FP8_CAST_BYTES_PER_ELEMENT = 4
+# FlashAttention kernel work relative to the full-square forward matmul FLOPs: the causal forward
+# skips the masked upper triangle (about half), the backward does 5 matmuls to the forward's 2
+# (FlashAttention-2, Sec. 3.1-3.2).  Unfused attention multiplies the full square, masked or not.
+FLASH_CAUSAL_FRACTION = 0.5
+FLASH_BACKWARD_OVER_FORWARD = 2.5
 
 
 @dataclass(frozen=True)
 class Work:
-    """Work of one kernel group: GEMM FLOPs, GEMM operand bytes and streaming (element-wise) bytes."""
+    """Work of one kernel group: model FLOPs of its matrix kernels (the SC21 convention, for MFU),
+    the seconds those kernels take at their achieved rates, and element-wise HBM bytes."""
 
     gemm_flops: float = 0.0
-    gemm_bytes: float = 0.0
+    gemm_s: float = 0.0
     stream_bytes: float = 0.0
 
     def __add__(self, other: Work) -> Work:
-        return Work(self.gemm_flops + other.gemm_flops, self.gemm_bytes + other.gemm_bytes,
+        return Work(self.gemm_flops + other.gemm_flops, self.gemm_s + other.gemm_s,
                     self.stream_bytes + other.stream_bytes)
 
     def scaled(self, k: float) -> Work:
-        return Work(self.gemm_flops * k, self.gemm_bytes * k, self.stream_bytes * k)
+        return Work(self.gemm_flops * k, self.gemm_s * k, self.stream_bytes * k)
 
 
 ZERO_WORK = Work()
@@ -107,75 +127,109 @@ def _mlp_matrices(ffn_kind: str) -> int:
     return 3 if ffn_kind == "swiglu" else 2
 
 
+def mlp_gemms(tokens: float, h: float, f: float, mats: int, tp: int, count: float = 1.0) -> tuple[Gemm, ...]:
+    """Up (gate and up fused for SwiGLU) and down projections of an FFN of width ``f``."""
+    return (Gemm(tokens, (mats - 1) * f / tp, h, count), Gemm(tokens, h, f / tp, count))
+
+
+def _elementwise_factor(framework: str) -> float:
+    """The framework's factor on element-wise HBM passes (explorer/frameworks.py; 1 = fused)."""
+    try:
+        from .frameworks import profile
+    except ImportError:          # TEMPORARY until explorer/frameworks.py lands
+        return 1.0
+    return profile(framework).elementwise_factor
+
+
+class _Timer:
+    """Times GEMM lists on the scenario's GPU, in the dtype each GEMM runs in."""
+
+    def __init__(self, sc: Scenario) -> None:
+        self.gpu = sc.hardware.gpu
+        self.fp8 = sc.training.dtype == "fp8"
+        self.base = "bf16" if sc.training.dtype == "fp8" else sc.training.dtype
+        self.eff = {d: gemm_large_efficiency(sc, d) for d in {"fp8", self.base}}
+
+    def dtype(self, g: Gemm) -> str:
+        return "fp8" if self.fp8 and g.fp8 else self.base
+
+    def passes(self, gemms: Iterable[Gemm]) -> tuple[Work, Work, Work, float, float]:
+        """(forward, dgrad, wgrad) Work of ``gemms`` and the FP8 cast bytes of forward and backward."""
+        flops = fs = ds = ws = cast_f = cast_b = 0.0
+        for g in gemms:
+            d = self.dtype(g)
+            eff = self.eff[d]
+            flops += g.flops
+            fs += g.count * gemm_seconds(g.m, g.n, g.k, d, self.gpu, eff)
+            ds += g.count * gemm_seconds(g.m, g.k, g.n, d, self.gpu, eff)     # dX = dY W^T
+            ws += g.count * gemm_seconds(g.k, g.n, g.m, d, self.gpu, eff)     # dW = X^T dY
+            if d == "fp8":
+                cast_f += FP8_CAST_BYTES_PER_ELEMENT * g.m * g.k * g.count
+                cast_b += FP8_CAST_BYTES_PER_ELEMENT * g.m * g.n * g.count
+        return Work(flops, fs), Work(flops, ds), Work(flops, ws), cast_f, cast_b
+
+    def core(self, blk: AttentionBlock, flash: bool) -> tuple[Work, Work]:
+        """Forward and backward Work of the attention core (model FLOPs: square; time: kernel)."""
+        executed = blk.core_flops * (FLASH_CAUSAL_FRACTION if flash else 1.0)
+        bwd_exec = executed * (FLASH_BACKWARD_OVER_FORWARD if flash else 2.0)
+        eff = self.eff[self.base]
+        return (Work(blk.core_flops, attention_seconds(executed, self.gpu, eff, False, flash)),
+                Work(2 * blk.core_flops, attention_seconds(bwd_exec, self.gpu, eff, True, flash)))
+
+
 def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     """Cost of one (dense or MoE) transformer layer for one micro-batch on one GPU."""
     m, p, tr = sc.model, sc.parallelism, sc.training
     t, cp = p.tp, p.cp
-    e = BYTES_PER_ELEMENT["bf16" if tr.dtype == "fp8" else tr.dtype]  # fp8 GEMMs keep bf16 activations
-    we = BYTES_PER_ELEMENT[tr.dtype]
+    timer = _Timer(sc)
+    e = BYTES_PER_ELEMENT[timer.base]             # activations stay in the bf16 (or fp16/fp32) dtype
     b, s, h, a = tr.micro_batch, m.seq_len, m.hidden, m.heads
-    r = m.kv_heads / m.heads
     # Tokens of one pipeline unit on this GPU: the sequence shard (cp), cut into token slices
     # (TeraPipe) when asked; attention still spans the whole sequence s (the slices' KV cache).
     tokens = b * s / cp / p.token_slices
     mats = _mlp_matrices(m.ffn_kind)
     sp = p.sequence_parallel and t > 1
+    elementwise = _elementwise_factor(tr.framework)
 
-    # Weight GEMMs, forward: 2 * tokens * in * out each (Narayanan SC21 Sec. 5.1).
-    attn_params = (h * (h + 2 * h * r) + h * h) / t         # QKV (GQA-shrunk K,V) + output projection
+    blk = attention_block(m, tokens, s, t)
+    dense_gemms = list(blk.gemms)
+    routed: tuple[Gemm, ...] = ()
+    router_stream = 0.0
     if moe_layer:
         moe = m.moe
-        expert_params_one = mats * h * moe.expert_ffn_hidden / t
-        local_experts = moe.experts / p.ep
-        mlp_params_held = moe.shared_experts * expert_params_one + h * moe.experts  # shared + router
-        expert_params = local_experts * expert_params_one
-        # Balanced routing: every EP rank processes tokens*top_k token-expert pairs (GShard).
-        mlp_flops = (2 * tokens * (moe.top_k + moe.shared_experts) * expert_params_one
-                     + 2 * tokens * h * moe.experts)
-        routed_flops = 2 * tokens * moe.top_k * expert_params_one
+        local = moe.experts / p.ep
+        # Balanced routing: every EP rank receives tokens*top_k token copies over its local experts.
+        per_expert = tokens * moe.top_k / local
+        routed = mlp_gemms(per_expert, h, moe.expert_ffn_hidden, mats, t, local)
+        if moe.shared_experts:
+            dense_gemms += mlp_gemms(tokens, h, moe.shared_experts * moe.expert_ffn_hidden, mats, t)
+        dense_gemms.append(Gemm(tokens, moe.experts, h, fp8=False))     # router, bf16 (replicated)
+        router_stream = ROUTER_SCORE_PASSES * tokens * moe.experts * 4 / e   # fp32 scores, in elements
         mlp_stream = tokens * moe.top_k * (mats * moe.expert_ffn_hidden / t + MOE_PERMUTE_PASSES * h) \
             + tokens * moe.shared_experts * mats * moe.expert_ffn_hidden / t
-        mlp_act_sbh = 3 + (moe.top_k + moe.shared_experts) * (2 * mats) * moe.expert_ffn_hidden / h
+        expert_params = sum(g.params for g in routed)
     else:
-        mlp_params_held = mats * h * m.ffn_hidden / t
-        expert_params = 0.0
-        mlp_flops = 2 * tokens * mlp_params_held
+        dense_gemms += mlp_gemms(tokens, h, m.ffn_hidden, mats, t)
         mlp_stream = tokens * (mats * m.ffn_hidden / t)      # activation function reads and writes
-        mlp_act_sbh = 3 + 2 * mats * m.ffn_hidden / h        # Korthikanti: 19 for GeLU, f = 4h
-        routed_flops = 0.0
-    weight_flops = 2 * tokens * attn_params + mlp_flops
-    # Attention core QK^T and PV: 4*s*h FLOPs per token (full causal square, the SC21 convention).
-    core_flops = 4 * tokens * s * h / t
+        expert_params = 0.0
+    d_f, d_d, d_w, cast_f, cast_b = timer.passes(dense_gemms)
+    r_f, r_d, r_w, rcast_f, rcast_b = timer.passes(routed)
+    core_f, core_b = timer.core(blk, tr.flash_attention)
+
     norm_params = 4 * h                  # two LayerNorms, gain + bias of h each, replicated over TP
-    params = attn_params + mlp_params_held + norm_params
-    weight_bytes = (attn_params + mlp_params_held + expert_params) * we   # each weight read once
-    act_io = tokens * h * e * GEMM_ACTIVATION_TENSORS / t
+    params = sum(g.params for g in dense_gemms) + norm_params + blk.latent_norm_params
 
-    replicated = ELEMENTWISE_PASSES_REPLICATED * tokens * h / (t if sp else 1)
+    passes = ELEMENTWISE_PASSES_NORM_RESIDUAL + (ELEMENTWISE_PASSES_DROPOUT if m.dropout else 0.0)
+    replicated = passes * tokens * h / (t if sp else 1)
     scores = 0.0 if tr.flash_attention else SCORE_PASSES * a * tokens * s / t
-    fwd_stream = (replicated + mlp_stream + scores) * e
-    fwd = Work(weight_flops + core_flops, weight_bytes + act_io, fwd_stream)
-    attn_core = Work(core_flops, 0.0, scores * e)
-    weight_fwd = Work(weight_flops, weight_bytes + act_io, 0.0)
-    bwd_input = Work(weight_flops + 2 * core_flops, weight_bytes + act_io,
-                     BACKWARD_STREAM_FACTOR * fwd_stream)
-    bwd_weight = weight_fwd
+    fwd_stream = (replicated + mlp_stream + router_stream + scores) * e * elementwise
+    cast_fwd, cast_bwd = cast_f + rcast_f, cast_b + rcast_b
+    attn_core = Work(core_f.gemm_flops, core_f.gemm_s, scores * e * elementwise)
+    fwd = d_f + r_f + attn_core + Work(0.0, 0.0, fwd_stream - scores * e * elementwise + cast_fwd)
+    bwd_input = d_d + r_d + core_b + Work(0.0, 0.0, BACKWARD_STREAM_FACTOR * fwd_stream + cast_bwd)
+    bwd_weight = d_w + r_w
 
-    # Activation memory (Korthikanti Table 2), bytes = sbh-coefficients x tokens x h x e/2
-    # (the paper's coefficients are for 2-byte activations).
-    attn_act_sbh = 7 + 4 * r
-    total_sbh = attn_act_sbh + mlp_act_sbh + 4
-    score_act = 0.0 if tr.flash_attention else 5 * a * s / h   # coefficient of sbh, before /t
-    if tr.recompute == "full":
-        act = 2 * tokens * h / (t if sp else 1)
-    else:
-        keep_scores = tr.recompute == "none" and not tr.flash_attention
-        if sp:
-            act = tokens * h / t * (total_sbh + (score_act if keep_scores else 0))
-        else:
-            act = tokens * h * (10 + (total_sbh - 10) / t + (score_act / t if keep_scores else 0))
-    act *= e / 2
-
+    act = layer_activation_bytes(sc, moe_layer, tokens)
     if tr.recompute == "full":
         recompute = fwd
     elif tr.recompute == "selective":
@@ -199,8 +253,8 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
         ep_fwd: tuple[Collective, ...] = (a2a, a2a)
     else:
         ep_fwd = ()
-    kv_bytes = 2 * tokens * h * r / t * e if cp > 1 else 0.0
-    return LayerCost(fwd, bwd_input, bwd_weight, recompute, attn_core, Work(routed_flops), params,
+    kv_bytes = blk.kv_elements * e if cp > 1 else 0.0
+    return LayerCost(fwd, bwd_input, bwd_weight, recompute, attn_core, r_f, params,
                      expert_params, act, tp_fwd, tp_bwd, tp_recompute, ep_fwd, ep_fwd, kv_bytes)
 
 
@@ -214,27 +268,39 @@ def embedding_cost(sc: Scenario) -> EdgeCost:
 
 
 def logits_cost(sc: Scenario) -> EdgeCost:
-    """Output projection 2*tokens*h*V FLOPs (SC21 Eq. 3) and the fp32 softmax cross-entropy."""
+    """Output projection 2*tokens*h*V FLOPs (SC21 Eq. 3), in bf16 also for FP8 runs, and the fp32
+    softmax cross-entropy; with multi-token prediction (DeepSeek-V3 Sec. 2.2) each of the
+    ``mtp_depth`` modules adds a 2h -> h projection and another pass through the shared output head
+    (its transformer block is priced as an extra layer of the last stage, explorer/taskgraph)."""
     m, p, tr = sc.model, sc.parallelism, sc.training
+    timer = _Timer(sc)
     tokens = tr.micro_batch * m.seq_len / p.cp / p.token_slices
-    flops = 2 * tokens * m.hidden * m.vocab / p.tp
-    loss_stream = 3 * tokens * m.vocab / p.tp * 4               # fp32 logits: write, max/sum read, read
-    fwd = Work(flops, m.vocab * m.hidden / p.tp * 2, loss_stream)
-    act = tokens * m.vocab / p.tp * 4                          # fp32 logits kept for the backward
-    return EdgeCost(fwd, Work(flops, 0.0, loss_stream), Work(flops, 0.0, 0.0), m.vocab * m.hidden / p.tp, act)
+    heads = 1 + m.mtp_depth
+    gemms = [Gemm(tokens, m.vocab / p.tp, m.hidden, heads, fp8=False)]
+    if m.mtp_depth:
+        gemms.append(Gemm(tokens, m.hidden, 2 * m.hidden / p.tp, m.mtp_depth))
+    f, d, w, cast_f, cast_b = timer.passes(gemms)
+    loss_stream = heads * 3 * tokens * m.vocab / p.tp * 4        # fp32 logits: write, max/sum read, read
+    fwd = f + Work(0.0, 0.0, loss_stream + cast_f)
+    act = heads * tokens * m.vocab / p.tp * 4                    # fp32 logits kept for the backward
+    params = m.vocab * m.hidden / p.tp + m.mtp_depth * 2 * m.hidden * m.hidden / p.tp
+    return EdgeCost(fwd, d + Work(0.0, 0.0, loss_stream + cast_b), w, params, act)
 
 
 def model_params(sc: Scenario) -> float:
-    """Total parameters of the model (embeddings counted once when tied)."""
+    """Total parameters of the model (embeddings counted once when tied; MTP modules included)."""
     m = sc.model
-    r = m.kv_heads / m.heads
-    attn = m.hidden * (m.hidden + 2 * m.hidden * r) + m.hidden ** 2 + 4 * m.hidden
+    attn = attention_params(m) + 4 * m.hidden
     mats = _mlp_matrices(m.ffn_kind)
     dense = attn + mats * m.hidden * m.ffn_hidden
     total = (m.layers - m.moe_layers) * dense
+    moe_layer = dense
     if m.is_moe:
         moe = m.moe
         experts = (moe.experts + moe.shared_experts) * mats * m.hidden * moe.expert_ffn_hidden
-        total += m.moe_layers * (attn + experts + m.hidden * moe.experts)
+        moe_layer = attn + experts + m.hidden * moe.experts
+        total += m.moe_layers * moe_layer
+    # An MTP module: the block of the model's last layer kind plus its 2h -> h projection.
+    total += m.mtp_depth * (moe_layer + 2 * m.hidden * m.hidden)
     emb = m.vocab * m.hidden
     return total + (emb if m.tied_embeddings else 2 * emb)

@@ -100,8 +100,7 @@ class IterationBuilder:
     # -- layer split and chunks -----------------------------------------------------------------
     def _train_time(self, lc: LayerCost | EdgeCost) -> float:
         t = self.cm.time
-        return sum(t(w.gemm_flops, w.gemm_bytes, w.stream_bytes)
-                   for w in (lc.fwd, lc.bwd_input, lc.bwd_weight))
+        return sum(t(w) for w in (lc.fwd, lc.bwd_input, lc.bwd_weight))
 
     def _split(self) -> tuple[int, ...]:
         given = self.sc.parallelism.stage_layers

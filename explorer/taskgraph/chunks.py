@@ -129,9 +129,7 @@ def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: in
 def _add_edge(ctx: ChunkContext, a: _Acc, edge: EdgeCost, stage: int) -> None:
     """The embedding or output layer on the chunk that holds it (and its ZeRO-3 gathers)."""
     t = ctx.cm.time
-    ef = t(edge.fwd.gemm_flops, edge.fwd.gemm_bytes, edge.fwd.stream_bytes)
-    eb = t(edge.bwd_input.gemm_flops, edge.bwd_input.gemm_bytes, edge.bwd_input.stream_bytes)
-    ew = t(edge.bwd_weight.gemm_flops, edge.bwd_weight.gemm_bytes, edge.bwd_weight.stream_bytes)
+    ef, eb, ew = t(edge.fwd), t(edge.bwd_input), t(edge.bwd_weight)
     a.fwd.append(("compute", ef))
     a.bwd.append(("compute", eb))
     a.bwd.append(("weight-grad", ew))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ..collectives import bus_factor
 from ..hardware import BYTES_PER_ELEMENT, ComputeModel
+from ..moe_load import busiest_rank_factor
 from ..network import Network
 from ..scenario import Scenario
 from ..workload import ZERO_WORK, Collective, EdgeCost, LayerCost
@@ -44,6 +45,15 @@ class ChunkContext:
     logits: EdgeCost
     chunks: int                      # pp * vpp
     tied_same_gpu: bool              # tied embeddings held once (one GPU holds both ends)
+
+    @property
+    def expert_load(self) -> float:
+        """Busiest expert rank's load / the mean: what the routing skew implies
+        (explorer/moe_load.py) times the extra ``moe.imbalance`` factor; 1 for a dense model."""
+        m, p = self.sc.model, self.sc.parallelism
+        if not m.is_moe:
+            return 1.0
+        return busiest_rank_factor(m.moe.experts, p.ep, m.moe.top_k, m.moe.skew) * m.moe.imbalance
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,7 @@ def _ep_time(ctx: ChunkContext, calls, stage: int) -> tuple[float, float]:
             cc, b = node_aware_pass(c.size_bytes, sh, moe.top_k, moe.max_nodes)
             secs += cc.time_s
             bus += b
-    return secs * moe.imbalance, bus
+    return secs * ctx.expert_load, bus
 
 
 def _ring(ctx: ChunkContext, lc: LayerCost, stage: int) -> RingCost:
@@ -103,7 +113,7 @@ def _ring(ctx: ChunkContext, lc: LayerCost, stage: int) -> RingCost:
     cpn = ctx.sc.parallelism.cp
     step = ctx.net.cost("send-recv", lc.cp_kv_bytes, "cp", stage).time_s
     step_b = ctx.net.cost("send-recv", 2 * lc.cp_kv_bytes, "cp", stage).time_s
-    attn_step = ctx.cm.time(lc.attn_core_fwd.gemm_flops, 0, lc.attn_core_fwd.stream_bytes) / cpn
+    attn_step = ctx.cm.time(lc.attn_core_fwd) / cpn
     return ring_cost(cpn, lc.cp_kv_bytes, step, step_b, attn_step)
 
 
@@ -119,24 +129,23 @@ def price_fsdp(ctx: ChunkContext, lc: LayerCost | Params, stage: int, f_comp: fl
 def layer_parts(ctx: ChunkContext, lc: LayerCost, stage: int) -> LayerParts:
     """Forward and backward parts of one layer: compute, recompute and exposed tp/cp/ep/dp."""
     t = ctx.cm.time
-    f_comp = t(lc.fwd.gemm_flops, lc.fwd.gemm_bytes, lc.fwd.stream_bytes)
-    b_comp = t(lc.bwd_input.gemm_flops, lc.bwd_input.gemm_bytes, lc.bwd_input.stream_bytes)
-    w_comp = t(lc.bwd_weight.gemm_flops, lc.bwd_weight.gemm_bytes, lc.bwd_weight.stream_bytes)
-    r_comp = t(lc.recompute.gemm_flops, lc.recompute.gemm_bytes, lc.recompute.stream_bytes) \
-        if lc.recompute != ZERO_WORK else 0.0
+    f_comp = t(lc.fwd)
+    b_comp = t(lc.bwd_input)
+    w_comp = t(lc.bwd_weight)
+    r_comp = t(lc.recompute) if lc.recompute != ZERO_WORK else 0.0
     tp_f_all, tp_f_bytes = _coll_time(ctx, lc.tp_fwd, "tp", stage)
     tp_b_all, tp_b_bytes = _coll_time(ctx, lc.tp_bwd + lc.tp_recompute, "tp", stage)
     tp_f, tp_b = tp_f_all, tp_b_all
     if ctx.sc.communication.tp_overlap and lc.tp_fwd:
-        gemm_f = (lc.fwd.gemm_flops - lc.attn_core_fwd.gemm_flops) / ctx.cm.gemm_flops_per_s
+        gemm_f = lc.fwd.gemm_s - lc.attn_core_fwd.gemm_s
         tp_f, tp_b = exposed_tp(tp_f_all, tp_b_all, gemm_f, len(lc.tp_fwd),
                                 len(lc.tp_bwd) + len(lc.tp_recompute))
     ring = _ring(ctx, lc, stage)
     ep_f, ep_f_bytes = _ep_time(ctx, lc.ep_fwd, stage)
     ep_b, ep_b_bytes = _ep_time(ctx, lc.ep_bwd, stage)
-    moe = ctx.sc.model.moe
-    if lc.expert_fwd.gemm_flops and moe.imbalance > 1:
-        extra = imbalance_extra_s(lc.expert_fwd.gemm_flops, moe.imbalance, ctx.cm.gemm_flops_per_s)
+    load = ctx.expert_load
+    if lc.expert_fwd.gemm_s and load > 1:
+        extra = imbalance_extra_s(lc.expert_fwd.gemm_s, load)
         f_comp += extra
         b_comp += extra
         w_comp += extra

@@ -79,6 +79,7 @@ def node_aware_pass(size: float, sh: GroupShape, top_k: int, max_nodes: int) -> 
     return cc, inter + intra
 
 
-def imbalance_extra_s(expert_gemm_flops: float, imbalance: float, gemm_flops_per_s: float) -> float:
-    """Extra seconds of each pass on the busiest expert rank: (imbalance - 1) x its routed-expert GEMMs."""
-    return (imbalance - 1) * expert_gemm_flops / gemm_flops_per_s
+def imbalance_extra_s(expert_gemm_s: float, load: float) -> float:
+    """Extra seconds of each pass on the busiest expert rank, whose load is ``load`` x the mean:
+    (load - 1) x the seconds of its routed-expert GEMMs at the mean load."""
+    return (load - 1) * expert_gemm_s

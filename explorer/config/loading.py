@@ -17,6 +17,7 @@ cluster.scale_out.latency_us    the fabric preset's
 cluster.scale_out.efficiency    the fabric preset's (fitted fraction of line rate)
 hardware.gpu.sms                DEFAULT_SMS
 communication.comm_sms          DEFAULT_COMM_SMS
+communication.bucket_MB         training.framework's gradient bucket (explorer/frameworks.py)
 parallelism.dp                  GPUs / (tp * pp * cp)
 ==============================  =========================================================
 """
@@ -31,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from ..frameworks import profile
 from .inputs import MAX_BYTES, parse_document
 from .overrides import apply_overrides
 from .presets import DEFAULT_GPU, gpu_presets, preset, resolved_scale_out
@@ -94,6 +96,9 @@ def fill_defaults(sc: Scenario) -> Scenario:
             raise ScenarioError("parallelism", f"tp*pp*cp = {denom} does not divide the {cluster.gpus} GPUs "
                                 f"(nodes*gpus_per_node); choose degrees whose product divides {cluster.gpus}")
         par = replace(par, dp=cluster.gpus // denom)
+    if comm.bucket_MB is None:
+        comm = replace(comm, bucket_MB=profile(sc.training.framework).default_bucket_MB(par.dp,
+                                                                                     sc.training.dtype))
     return replace(sc, model=model, hardware=replace(sc.hardware, gpu=gpu), cluster=cluster,
                    parallelism=par, communication=comm)
 

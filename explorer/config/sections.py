@@ -304,8 +304,10 @@ class Communication:
         "doc": "SMs communication kernels occupy while they overlap compute (DeepSeek-V3: 20 of 132); "
                "default NCCL's channel count"})
     dp_overlap: bool = field(default=True, metadata={"doc": "overlap gradient reduction with backward"})
-    bucket_MB: float = field(default=25.0, metadata={"min": 0.001, "max": 1e5, "doc": "gradient bucket size",
-                                                     "why": "1 KB to 100 GB; PyTorch DDP uses 25 MB"})
+    bucket_MB: float | None = field(default=None, metadata={
+        "min": 0.001, "max": 1e5, "why": "1 KB to 100 GB; PyTorch DDP uses 25 MB",
+        "doc": "gradient bucket size; default the framework's (Megatron-Core max(40M, 1M x dp) "
+               "elements, DeepSpeed 5e8 elements, PyTorch DDP 25 MB; explorer/frameworks.py)"})
     dp_priority: bool = field(default=False, metadata={
         "doc": "P3/ByteScheduler: reduce the first layers' buckets first; the next iteration starts on them"})
     tp_overlap: bool = field(default=False, metadata={

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from ..engine import Task, TaskGraph
+from ..frameworks import profile as framework_profile
 from ..hardware import ComputeModel
 from ..network import Network
 from ..scenario import Scenario
@@ -152,7 +153,8 @@ class IterationBuilder:
         overlap_param_gather): (rank, local chunk) -> the last gather task its first forward waits for."""
         out: dict[tuple[int, int], int] = {}
         comm = self.sc.communication
-        if self.sc.parallelism.zero in (1, 2) and comm.dp_overlap:
+        if self.sc.parallelism.zero in (1, 2) and comm.dp_overlap and \
+                framework_profile(self.sc.training.framework).param_gather_overlaps_forward:
             for s in range(self.p):
                 for c in range(self.schedule.chunks_per_rank(self.v)):
                     gathers = self._dp(g, s, c, "all-gather", [], None)
@@ -269,8 +271,12 @@ class IterationBuilder:
             links = tuple(priced_link(self.net, "pp", "send-recv", self.pp_msg_bytes, pair,
                                       self.m / self.m_sim, True))
             self._pp_links[pair] = links
-        tid = g.add(Task(s, "pp", "pp", cc.time_s, [(src, 1.0)], parts=(("pp", cc.time_s),), info=info,
-                         links=links))
+        # A blocking send (DeepSpeed's PipelineEngine, explorer/frameworks.py) occupies the sender's
+        # compute stream right after the pass that produced it (priority -1 wins the tie with the
+        # next pass); otherwise it runs on the pp stream beside compute.
+        blocking = framework_profile(self.sc.training.framework).blocking_p2p
+        tid = g.add(Task(s, "compute" if blocking else "pp", "pp", cc.time_s, [(src, 1.0)],
+                         priority=-1 if blocking else 0, parts=(("pp", cc.time_s),), info=info, links=links))
         g.tasks[dst].deps.append((tid, 1.0))
 
     def _iteration_end(self, g: TaskGraph, comp: _Compute) -> None:
@@ -278,13 +284,18 @@ class IterationBuilder:
         after the stage's whole backward), the optimizer, and the ZeRO 1-2 parameter all-gather
         after it when it could not overlap the next forward."""
         zero, comm = self.sc.parallelism.zero, self.sc.communication
+        fw = framework_profile(self.sc.training.framework)
+        # DeepSpeed reduces after the backward (overlap_comm off; the pipeline engine's ReduceGrads
+        # after the flush) and gathers ZeRO-1/2 parameters inside the step (explorer/frameworks.py).
+        overlap_reduce = comm.dp_overlap and fw.grad_reduce_overlaps_backward
+        overlap_gather = comm.dp_overlap and fw.param_gather_overlaps_forward
         local_chunks = range(self.schedule.chunks_per_rank(self.v))
         for s in range(self.p):
             dp_ids: list[int] = []
             if zero != 3:
                 op = "all-reduce" if zero == 0 else "reduce-scatter"
                 for c in local_chunks:
-                    if comm.dp_overlap:
+                    if overlap_reduce:
                         # Buckets leave as the last backward produces them (PyTorch DDP).
                         dp_ids += self._dp(g, s, c, op, [], comp.grads_done[(s, c)])
                     else:
@@ -294,6 +305,6 @@ class IterationBuilder:
             deps = [(comp.last[s], 1.0)] + [(d, 1.0) for d in dp_ids]
             opt = g.add(Task(s, "compute", "optimizer", t_opt, deps, parts=(("optimizer", t_opt),),
                              info=StepInfo()))
-            if zero in (1, 2) and not comm.dp_overlap:
+            if zero in (1, 2) and not overlap_gather:
                 for c in local_chunks:
                     self._dp(g, s, c, "all-gather", [(opt, 1.0)], None)

@@ -7,6 +7,8 @@
   Training" (P3), SysML 2019; Peng et al., ByteScheduler, SOSP 2019): the first layers'
   gradients, produced last by the backward, are reduced first, so the next forward can start on
   them early.
+- Bucket size and wire dtype are the framework's defaults (explorer/frameworks.py): Megatron-Core
+  max(40M, 1M x dp) fp32 elements, DeepSpeed 5e8 elements, PyTorch DDP 25 MB.
 - ZeRO-1/2 (Rajbhandari et al. SC20): reduce-scatter instead of all-reduce, then the updated
   parameters all-gathered; ZeRO-3/FSDP reduces one unit (here: the chunk) at a time.
 """
@@ -20,7 +22,7 @@ from ...network import Network
 from ...scenario import Scenario
 from ..chunks import ChunkWork
 from ..records import BucketInfo, priced_link
-from .optimizer import GRAD_BYTES, PARAM_BYTES
+from .optimizer import PARAM_BYTES, grad_reduce_bytes
 
 # Buckets of one chunk kept as separate engine tasks; more are merged, k per task, so that the
 # graph grows with chunks, not with parameters / bucket_MB (a 405B stage has ~1000 buckets of
@@ -44,7 +46,9 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
     backward produces gradients progressively); otherwise every bucket depends on ``deps``.
     ``priority_rank`` orders chunks for P3 priorities (the global chunk index)."""
     out: list[int] = []
-    nbytes = GRAD_BYTES if op != "all-gather" else PARAM_BYTES
+    # Gradients travel in the framework's reduction dtype (fp32 for Megatron bf16, explorer/
+    # frameworks.py); gathered parameters in the bf16 working copy.
+    nbytes = grad_reduce_bytes(sc) if op != "all-gather" else PARAM_BYTES
     for dim, params in (("dp", ch.params), ("edp", ch.expert_params)):
         total = params * nbytes
         if total <= 0 or net.group_size(dim, s) <= 1:

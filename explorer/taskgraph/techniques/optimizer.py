@@ -7,7 +7,10 @@ it streams every state once (Megatron-LM's fused Adam), so its time is bytes / H
 """
 from __future__ import annotations
 
-GRAD_BYTES = 2                  # gradients reduced in bf16 (PyTorch DDP / Megatron-Core default)
+from ...frameworks import profile
+from ...scenario import Scenario
+
+GRAD_BYTES = 2                  # bf16 gradient buffer per parameter (memory); the wire: grad_reduce_bytes
 PARAM_BYTES = 2                 # bf16 working copy of the weights
 OPTIMIZER_STATE_BYTES = {"adam": 12, "sgd": 8}   # fp32 master + moments (ZeRO paper, K = 12 for Adam)
 # HBM traffic of one optimizer step per parameter: Adam reads master, m, v (fp32) and the bf16
@@ -24,3 +27,9 @@ def optimizer_time(dense: float, expert: float, dp: int, edp: int, zero: int, op
         dense /= dp
         expert /= max(edp, 1)
     return (dense + expert) * OPTIMIZER_TRAFFIC_BYTES[optimizer] / hbm_bytes_per_s
+
+
+def grad_reduce_bytes(sc: Scenario) -> int:
+    """Bytes per gradient element the data-parallel reduction moves: the training dtype's, or fp32
+    where the framework reduces in fp32 (explorer/frameworks.py, ``grad_reduce_fp32``)."""
+    return profile(sc.training.framework).grad_reduce_bytes(sc.training.dtype)

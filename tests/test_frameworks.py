@@ -1,0 +1,130 @@
+"""Framework profiles (explorer/frameworks.py): each mechanism, with the numbers of its source."""
+from __future__ import annotations
+
+import pytest
+
+from explorer.frameworks import EAGER_ELEMENTWISE_FACTOR, FRAMEWORKS, profile
+from explorer.network import Network
+from explorer.scenario import from_dict
+from explorer.simulate import simulate
+from explorer.taskgraph.techniques.fsdp import fsdp_cost
+
+
+def _two_stage(framework: str, micro_batches: int) -> dict:
+    """A 4-layer model on 2 H100s, one per pipeline stage (dp 1: no gradient reduction), whose
+    400 Gb/s activation transfer (~28 us) is shorter than a stage's forward (~120 us)."""
+    return {"model": {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 8, "seq_len": 1024},
+            "training": {"global_batch": micro_batches, "framework": framework},
+            "hardware": {"gpu": "h100-sxm"},
+            "cluster": {"gpus_per_node": 1, "nodes": 2, "scale_out": {"nic_Gbps": 400, "nics_per_node": 1}},
+            "parallelism": {"pp": 2, "zero": 0}}
+
+
+def _dp8(framework: str, dtype: str = "bf16", zero: int = 0) -> dict:
+    """Llama 3 8B data-parallel over 8 H100s of one node."""
+    return {"model": {"preset": "llama3-8b"}, "training": {"global_batch": 8, "framework": framework,
+                                                           "dtype": dtype},
+            "hardware": {"gpu": "h100-sxm"}, "cluster": {"gpus_per_node": 8, "nodes": 1},
+            "parallelism": {"zero": zero}}
+
+
+def test_every_declared_framework_has_a_profile():
+    # sections.Training.framework's choices and the profiles must not drift apart.
+    from dataclasses import fields
+
+    from explorer.config.sections import Training
+    choices = next(f for f in fields(Training) if f.name == "framework").metadata["choices"]
+    assert tuple(choices) == FRAMEWORKS
+    assert all(profile(n).name == n for n in FRAMEWORKS)
+    with pytest.raises(KeyError, match="megatron"):
+        profile("jax")
+
+
+def test_eager_elementwise_factor_follows_the_pass_counts():
+    # Llama 3 8B widths (h 4096, kv 1024, ffn 14336): fused 12h + 2kv + 3f = 94,208 element passes
+    # per token and layer; eager (HF modeling_llama) 41h + 13kv + 5f = 252,928; ratio 2.68.
+    assert EAGER_ELEMENTWISE_FACTOR == pytest.approx(252_928 / 94_208, abs=0.005)
+    assert profile("megatron").elementwise_factor == 1.0
+    assert profile("megatron-deepspeed").elementwise_factor == 1.0   # Megatron's fused kernels
+    assert profile("fsdp").elementwise_factor == EAGER_ELEMENTWISE_FACTOR
+
+
+def test_gradient_wire_dtype_per_framework():
+    # Megatron-LM arguments.py: bf16 reduces in fp32, fp16 in fp16; DeepSpeed engine.py
+    # communication_data_type follows the training dtype; torchtitan reduces in fp32.
+    assert [profile("megatron").grad_reduce_bytes(d) for d in ("bf16", "fp16", "fp8")] == [4, 2, 4]
+    assert [profile("deepspeed").grad_reduce_bytes(d) for d in ("bf16", "fp16", "fp32")] == [2, 2, 4]
+    assert profile("fsdp").grad_reduce_bytes("bf16") == 4
+
+
+def test_fp32_reduction_doubles_the_dp_bytes_of_bf16():
+    # Same model, GPUs and ZeRO stage: Megatron's fp32 all-reduce moves exactly twice DeepSpeed's bf16
+    # bytes (the bucket sizes differ, the bus bytes of the whole gradient do not).
+    fp32 = simulate(from_dict(_dp8("megatron"))).comm_bytes_per_gpu["dp"]
+    bf16 = simulate(from_dict(_dp8("deepspeed"))).comm_bytes_per_gpu["dp"]
+    assert bf16 > 0
+    assert fp32 == pytest.approx(2 * bf16, rel=1e-9)
+    # Megatron in fp16 reduces in fp16: half of its bf16 run's bytes.
+    fp16 = simulate(from_dict(_dp8("megatron", "fp16"))).comm_bytes_per_gpu["dp"]
+    assert fp32 == pytest.approx(2 * fp16, rel=1e-9)
+
+
+@pytest.mark.parametrize(("framework", "dp", "bucket_MB"), [
+    ("megatron", 8, 160.0),            # max(40M, 8M) elements x 4 bytes (fp32 reduction)
+    ("megatron", 64, 256.0),           # max(40M, 64M) elements x 4 bytes
+    ("deepspeed", 8, 1000.0),          # reduce_bucket_size 5e8 elements x 2 bytes (bf16)
+    ("megatron-deepspeed", 64, 1000.0),
+    ("fsdp", 8, 25.0),                 # PyTorch DDP bucket_cap_mb
+])
+def test_default_bucket_is_the_frameworks(framework, dp, bucket_MB):
+    raw = _dp8(framework)
+    raw["cluster"]["nodes"] = dp // 8
+    raw["training"]["global_batch"] = dp
+    assert from_dict(raw).communication.bucket_MB == pytest.approx(bucket_MB)
+    raw["communication"] = {"bucket_MB": 7.0}      # a stated bucket wins
+    assert from_dict(raw).communication.bucket_MB == 7.0
+
+
+def test_blocking_p2p_exposes_exactly_one_transfer_in_two_stage_1f1b():
+    # 2 stages, 2 micro-batches, 1F1B, transfer t < F, B.  Non-blocking (Megatron): makespan
+    # 3F + 3B + 2t (+ optimizer).  Blocking (DeepSpeed's PipelineEngine): stage 1 sends the gradient
+    # of micro-batch 0 before it may start F(1), so F(1), B(1) and the last backward of stage 0
+    # each start t later: 3F + 3B + 3t — one transfer more.  Megatron-DeepSpeed keeps the fused
+    # kernels, and with dp 1 nothing else differs.
+    a = simulate(from_dict(_two_stage("megatron", 2)))
+    b = simulate(from_dict(_two_stage("megatron-deepspeed", 2)))
+    t = next(x.duration for x in b.tasks if x.kind == "pp")
+    f = next(x.duration for x in a.tasks if x.kind == "forward")
+    assert 0 < t < f
+    assert b.iteration_time_s - a.iteration_time_s == pytest.approx(t, rel=1e-9)
+    # The transfer sits on the sender's compute stream right after the pass that produced it.
+    sends = [x for x in b.tasks if x.kind == "pp"]
+    assert all(x.stream == "compute" for x in sends)
+    assert all(x.stream == "pp" for x in a.tasks if x.kind == "pp")
+    # One micro-batch: nothing follows a send on its stage, so blocking costs nothing.
+    assert simulate(from_dict(_two_stage("megatron-deepspeed", 1))).iteration_time_s == \
+        pytest.approx(simulate(from_dict(_two_stage("megatron", 1))).iteration_time_s, rel=1e-12)
+
+
+def test_deepspeed_reduces_gradients_after_the_backward():
+    # ZeRO-1/2 overlap_comm defaults to false (DeepSpeed config docs): no bucket starts before the
+    # last backward pass ends; Megatron's first bucket leaves during it.
+    def first_bucket_vs_backward(framework: str) -> float:
+        r = simulate(from_dict(_dp8(framework, zero=1)))
+        last_b = max(x.end for x in r.tasks if x.kind == "backward")
+        return min(x.start for x in r.tasks if x.kind == "dp") - last_b
+    assert first_bucket_vs_backward("deepspeed") >= 0
+    assert first_bucket_vs_backward("megatron") < 0
+
+
+def test_deepspeed_zero3_prefetch_budget_exposes_the_rest_of_a_large_layer():
+    # stage3_prefetch_bucket_size = 5e7 parameters: of a 218M-parameter Llama 3 8B layer only
+    # 5e7/218e6 of the next gather hides under a long compute; the rest waits in front of the layer.
+    # FSDP prefetches the whole layer (BACKWARD_PRE / limit_all_gathers).
+    params = 218e6
+    long = 1.0                          # seconds of compute: more than any gather
+    ds = fsdp_cost(params, 0.0, Network(from_dict(_dp8("deepspeed", zero=3))), 0, long, long, 1, True)
+    fs = fsdp_cost(params, 0.0, Network(from_dict(_dp8("fsdp", zero=3))), 0, long, long, 1, True)
+    gather = ds.exposed_f + ds.hidden_f
+    assert fs.exposed_f == 0.0
+    assert ds.exposed_f == pytest.approx(gather * (1 - 5e7 / params), rel=1e-9)

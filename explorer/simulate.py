@@ -56,7 +56,8 @@ class Result:
     iteration_time_s: float
     tokens_per_s: float
     tflops_per_gpu: float
-    mfu: float
+    mfu: float                                 # model FLOPs / (time x GPUs x bf16 dense peak)
+    mfu_fp8_peak: float | None                 # FP8 runs: the same over the fp8 dense peak; else None
     bubble_fraction: float                     # idle share of the pipeline, averaged over its stages
     bubble_fraction_busiest: float             # the busiest stage's (the breakdown's) idle share
     bubble_formula: float                      # the schedule's closed form for this p, m, v, F, B, W
@@ -101,6 +102,7 @@ class Result:
             "tokens_per_s": self.tokens_per_s,
             "tflops_per_gpu": self.tflops_per_gpu,
             "mfu": self.mfu,
+            **({"mfu_fp8_peak": self.mfu_fp8_peak} if self.mfu_fp8_peak is not None else {}),
             "bubble_fraction": self.bubble_fraction,
             "bubble_fraction_busiest": self.bubble_fraction_busiest,
             "bubble_formula": self.bubble_formula,
@@ -168,6 +170,7 @@ def simulate(sc: Scenario) -> Result:
     model = sum(builder.chunks[c * p + s].model_flops for s in range(p) for c in range(v)) * m / p
     tokens = sc.training.global_batch * sc.model.seq_len
     peak = sc.hardware.gpu.peak_tflops * 1e12
+    fp8_peak = (sc.hardware.gpu.fp8_tflops or sc.hardware.gpu.peak_tflops) * 1e12
 
     memory_by_class = tuple(class_memory(builder, net, s) for s in range(p))
     memory = max(memory_by_class, key=lambda mb: mb.total)
@@ -177,7 +180,8 @@ def simulate(sc: Scenario) -> Result:
     notices = warnings_for(sc, memory, links, net, res_breakdown, T)
     result = Result(
         scenario=sc, iteration_time_s=T, tokens_per_s=tokens / T, tflops_per_gpu=hw / T / 1e12,
-        mfu=model / T / peak, bubble_fraction=bubble_mean, bubble_fraction_busiest=breakdown["bubble"] / T,
+        mfu=model / T / peak, mfu_fp8_peak=model / T / fp8_peak if sc.training.dtype == "fp8" else None,
+        bubble_fraction=bubble_mean, bubble_fraction_busiest=breakdown["bubble"] / T,
         bubble_formula=formula, bubble_formula_text=formula_text,
         bubble_explanation=story, breakdown_s=res_breakdown,
         breakdown_class=slow, memory=memory, memory_by_class=memory_by_class, comm_bytes_per_gpu=comm,

@@ -6,9 +6,10 @@ Sources, cited at each formula:
   shape (explorer/attention.py for the attention block) so that GQA, MLA, SwiGLU and MoE follow,
   and so that each is timed by its shape and dtype (explorer/kernels.py).  ``gemm_flops`` keeps the
   SC21 convention (model FLOPs, the full s x s attention square, backward = 2 x forward), the MFU
-  numerator; ``gemm_s`` is the time the kernels take, which for a causal FlashAttention core is
-  about half the square (the kernels skip masked blocks: Dao, FlashAttention-2, arXiv 2307.08691,
-  Sec. 3.1.1) and for its backward 2.5x the forward (5 matrix products instead of 2, ibid. Sec. 3.2).
+  numerator, except that a causal FlashAttention core counts half the square, as the kernel skips
+  the masked blocks (Dao, FlashAttention-2, arXiv 2307.08691, Sec. 3.1.1) and as NVIDIA's NeMo /
+  Megatron-Bridge FLOPs formulas count it; ``gemm_s`` is the time the kernels take, for the
+  FlashAttention backward 2.5x the forward (5 matrix products instead of 2, ibid. Sec. 3.2).
 - Activation memory: explorer/activations.py.
 - Tensor-parallel communication: Shoeybi et al., Megatron-LM (arXiv 1909.08053), Sec. 3: two
   all-reduces forward and two backward per layer; with sequence parallelism (Korthikanti Sec. 4.2.2)
@@ -20,7 +21,7 @@ Sources, cited at each formula:
   Engine): the linear layers' GEMMs run in FP8; the attention core, norms, router, embedding, output
   layer and optimizer stay in bf16/fp32.  Each FP8 GEMM input is cast to FP8 with its transpose
   (for the weight gradient) and its amax recorded, in forward for the activation and in backward for
-  the output gradient: one fused cast-transpose reads 2 bytes and writes 2 x 1 byte per element.
+  the output gradient (FP8_CAST_BYTES_FWD/BWD).
 All byte figures are per GPU and per micro-batch; FLOPs likewise.
 """
 from __future__ import annotations
@@ -53,8 +54,12 @@ MOE_PERMUTE_PASSES = 4
 # Router: softmax/sigmoid over the expert scores, top-k selection and the auxiliary statistics,
 # read + write of tokens x experts fp32 scores a few times (Megatron-Core TopKRouter): 4 passes.
 ROUTER_SCORE_PASSES = 4
-# FP8 cast-transpose of a GEMM input: read 2 bytes (bf16), write the FP8 copy and its transpose.
-FP8_CAST_BYTES_PER_ELEMENT = 4
+# FP8 casts (Transformer Engine): in forward the cast of a GEMM input is fused into the kernel that
+# produces it (LayerNormLinear, LayerNormMLP's activation), which writes the FP8 copy and its
+# transpose instead of a bf16 tensor: 2 extra bytes per element; in backward the incoming bf16
+# gradient is read and written as FP8 in both layouts by a separate cast-transpose: 4 bytes.
+FP8_CAST_BYTES_FWD = 2
+FP8_CAST_BYTES_BWD = 4
 # FlashAttention kernel work relative to the full-square forward matmul FLOPs: the causal forward
 # skips the masked upper triangle (about half), the backward does 5 matmuls to the forward's 2
 # (FlashAttention-2, Sec. 3.1-3.2).  Unfused attention multiplies the full square, masked or not.
@@ -164,17 +169,23 @@ class _Timer:
             ds += g.count * gemm_seconds(g.m, g.k, g.n, d, self.gpu, eff)     # dX = dY W^T
             ws += g.count * gemm_seconds(g.k, g.n, g.m, d, self.gpu, eff)     # dW = X^T dY
             if d == "fp8":
-                cast_f += FP8_CAST_BYTES_PER_ELEMENT * g.m * g.k * g.count
-                cast_b += FP8_CAST_BYTES_PER_ELEMENT * g.m * g.n * g.count
+                cast_f += FP8_CAST_BYTES_FWD * g.m * g.k * g.count
+                cast_b += FP8_CAST_BYTES_BWD * g.m * g.n * g.count
         return Work(flops, fs), Work(flops, ds), Work(flops, ws), cast_f, cast_b
 
     def core(self, blk: AttentionBlock, flash: bool) -> tuple[Work, Work]:
-        """Forward and backward Work of the attention core (model FLOPs: square; time: kernel)."""
-        executed = blk.core_flops * (FLASH_CAUSAL_FRACTION if flash else 1.0)
-        bwd_exec = executed * (FLASH_BACKWARD_OVER_FORWARD if flash else 2.0)
+        """Forward and backward Work of the attention core.
+
+        Model FLOPs count what the kernel must multiply: the full s x s square for the unfused
+        kernels of 2021 (SC21 Eq. 3, the convention of the Megatron SC21 rows), the causal half
+        for FlashAttention (NeMo / Megatron-Bridge FLOPs formulas: ``0.5 if causal_self_attn``),
+        backward twice forward.  Time follows the kernel: FlashAttention's backward recomputes the
+        scores, 2.5x its forward work."""
+        model = blk.core_flops * (FLASH_CAUSAL_FRACTION if flash else 1.0)
+        bwd_exec = model * (FLASH_BACKWARD_OVER_FORWARD if flash else 2.0)
         eff = self.eff[self.base]
-        return (Work(blk.core_flops, attention_seconds(executed, self.gpu, eff, False, flash)),
-                Work(2 * blk.core_flops, attention_seconds(bwd_exec, self.gpu, eff, True, flash)))
+        return (Work(model, attention_seconds(model, self.gpu, eff, False, flash)),
+                Work(2 * model, attention_seconds(bwd_exec, self.gpu, eff, True, flash)))
 
 
 def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:

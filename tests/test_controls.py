@@ -405,9 +405,12 @@ def test_flash_attention_saves_memory_and_time():
 def test_precision_sets_the_gemm_rate():
     """H100 tensor cores: fp8 has twice the bf16 dense peak, fp16 the same as bf16, fp32 (TF32)
     half: time fp8 < bf16 = fp16 < fp32.  A100 has no fp8 tensor cores: fp8 is not faster."""
-    t = {d: sim("teaching-8gpu", {"training.dtype": d}).iteration_time_s
+    t = {d: sim("teaching-8gpu", {"training.dtype": d}).breakdown_s["compute"]
          for d in ("fp8", "bf16", "fp16", "fp32")}
     assert t["fp8"] < t["bf16"] == t["fp16"] < t["fp32"]
+    # FP8 runs only the linear layers in FP8 (attention core, norms, logits stay bf16) and pays
+    # the casts: less than the 2x of the peaks.
+    assert t["bf16"] / t["fp8"] < 2
     a100 = {d: sim("teaching-8gpu", {"training.dtype": d, "hardware.gpu": "a100-80gb"}).breakdown_s["compute"]
             for d in ("fp8", "bf16")}
     assert a100["fp8"] == pytest.approx(a100["bf16"])
@@ -696,7 +699,8 @@ def test_ideal_pipeline_bubble_equals_the_schedule_formula(schedule, vpp):
     p, m = r.scenario.parallelism.pp, r.scenario.micro_batches
     busy = [sum(t.duration for t in r.tasks if t.cls == s and t.stream == "compute") for s in range(p)]
     assert max(busy) == pytest.approx(min(busy), rel=1e-9)
-    assert all(r.breakdown_s[k] == 0 for k in ("tp", "cp", "ep", "pp", "dp", "optimizer"))
+    # Exactly no communication or optimizer time (up to the float rounding of the stage sums).
+    assert all(abs(r.breakdown_s[k]) < 1e-12 for k in ("tp", "cp", "ep", "pp", "dp", "optimizer"))
     expected = _closed_form(schedule, r, p, m, vpp)
     assert r.bubble_fraction == pytest.approx(expected, rel=1e-3, abs=1e-4)
     if schedule != "pipedream-async":

@@ -124,7 +124,7 @@ def test_ring_attention_is_exposed_only_when_transfer_outlasts_compute():
     slow = simulate(sc)
     lc = layer_cost(sc, False)
     cm = ComputeModel.for_scenario(sc)
-    t_attn = cm.time(lc.attn_core_fwd.gemm_flops, 0, lc.attn_core_fwd.stream_bytes) / 4
+    t_attn = cm.time(lc.attn_core_fwd) / 4
     t_kv = lc.cp_kv_bytes / (0.5e9 * SCALE_UP_EFFICIENCY * 1 / 1)   # one pair of the ring per GPU
     kv_b = 2 * lc.cp_kv_bytes / (0.5e9 * SCALE_UP_EFFICIENCY)
     expected = 2 * 3 * (max(0, t_kv - t_attn) + max(0, kv_b - 2 * t_attn))  # 2 layers, fwd + bwd

@@ -209,6 +209,9 @@ class IterationBuilder:
     def _pass_task(self, g: TaskGraph, s: int, ps: Pass, deps: list) -> int:
         ch, parts, dur, layer_parts, extras, hidden = self._pass_shape(s, ps.local, ps.kind)
         flops, hidden_comm = extras
+        slow = self._sm_contention(sum(v for _, v in hidden_comm) + hidden)
+        if slow > 0:
+            parts, dur = parts + (("compute", slow),), dur + slow
         info = PassInfo(ps.mb, ps.local, ch.layers, ch.comm, layer_parts, flops, hidden_comm)
         tid = g.add(Task(s, "compute", TASK_KIND[ps.kind], dur, deps, parts=parts, info=info))
         if hidden > 0:
@@ -225,11 +228,25 @@ class IterationBuilder:
                              *chf.hidden_f, *chb.hidden_b)
         hidden = tuple((k, v - exposed.get(k, 0.0)) for k, v in comm_all if v - exposed.get(k, 0.0) > 0)
         flops = chf.flops_f + chb.flops_b + chb.flops_w
+        slow = self._sm_contention(sum(v for _, v in hidden) + chf.fsdp_hidden[0] + chb.fsdp_hidden[1])
+        if slow > 0:
+            parts = parts + (("compute", slow),)
         info = PassInfo(step.f.mb, step.f.local, 0, chf.comm, (), flops, hidden,
                         f"F mb {step.f.mb} dir {step.f.lane} + B mb {step.b.mb} dir {step.b.lane}")
         tid = g.add(Task(s, "compute", "F&B", sum(x for _, x in parts), deps, parts=parts, info=info))
         self._fsdp_hidden_task(g, s, tid, step.f, chf, chf.fsdp_hidden[0] + chb.fsdp_hidden[1])
         return tid
+
+    def _sm_contention(self, hidden_s: float) -> float:
+        """Extra compute seconds of a pass under which ``hidden_s`` of communication runs: the
+        communication kernels hold ``communication.comm_sms`` of the GPU's SMs meanwhile, so the
+        pass's kernels progress at (1 - comm_sms/sms) of their speed for that long (DeepSeek-V3
+        report Sec. 3.2.2: 20 of the H800's 132 SMs serve communication)."""
+        if hidden_s <= 0 or self.ideal:
+            return 0.0
+        gpu, c = self.sc.hardware.gpu, self.sc.communication.comm_sms or 0
+        sms = gpu.sms or 132
+        return hidden_s * min(c, sms - 1) / sms
 
     def _fsdp_hidden_task(self, g: TaskGraph, s: int, tid: int, ps: Pass, ch: ChunkWork,
                           hidden: float) -> None:

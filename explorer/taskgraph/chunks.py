@@ -167,6 +167,12 @@ def chunk_work(ctx: ChunkContext, gc: int, stage: int, first_layer: int, layers:
         if count:
             lp = _add_layers(ctx, a, lc, count, stage)
             lf, lb = lp.fwd, lp.bwd
+    if m.mtp_depth and gc == ctx.chunks - 1 and "edges" not in ctx.ideal:
+        # Multi-token prediction (DeepSeek-V3 Sec. 2.2): each module's transformer block, of the
+        # kind of the model's last layer, runs after the main model on the last stage (its
+        # projection and output head are in ctx.logits).
+        last = ctx.moe if ctx.moe is not None and m.moe_layers else ctx.dense
+        _add_layers(ctx, a, last, m.mtp_depth, stage)
     for edge, here in ((ctx.emb, gc == 0), (ctx.logits, gc == ctx.chunks - 1)):
         if not here or "edges" in ctx.ideal:
             continue

@@ -137,6 +137,7 @@ def _next_iteration_period(b: IterationBuilder, by_class: list[list[Task]]) -> t
         opt = next(t.duration for t in mine if t.kind == "optimizer")
         buckets = [t for t in mine if isinstance(t.info, BucketInfo) and t.info.chunk == 0]
         gathers = {(t.info.dim, t.info.layer_rank): t.duration for t in buckets if t.info.op == "all-gather"}
+        gather_groups = {t.info.dim: t.info.groups for t in buckets if t.info.op == "all-gather"}
         first_f = min((t for t in mine if t.kind == "forward"), key=lambda t: t.start)
         start = first_f.start
         ready: dict[int, float] = {}
@@ -146,10 +147,12 @@ def _next_iteration_period(b: IterationBuilder, by_class: list[list[Task]]) -> t
             if i.op != "all-gather":
                 g, groups = i.layer_rank, i.groups
                 extra = opt * i.share
-                if sc.parallelism.zero in (1, 2):
-                    # The gather of the same bucket group (same buckets: parameters and gradients
-                    # are both bf16, techniques/optimizer.py).
-                    extra += gathers[(i.dim, g)]
+                if sc.parallelism.zero in (1, 2) and i.dim in gather_groups:
+                    # The gather of the parameters of the same layers: when gradients are reduced
+                    # in fp32 (frameworks.py) they fill more buckets than the bf16 parameters, so
+                    # the reduce group's position maps proportionally onto the gather groups.
+                    gg = min(g * gather_groups[i.dim] // groups, gather_groups[i.dim] - 1)
+                    extra += gathers.get((i.dim, gg), 0.0)
                 ready[g] = max(ready.get(g, 0.0), t.end + extra)
         compute_end = max(t.end for t in mine if t.stream == "compute" and t.kind != "optimizer")
         slice_f = first_f.duration / groups

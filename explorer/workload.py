@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from .activations import layer_activation_bytes
 from .attention import AttentionBlock, Gemm, attention_block, attention_params
+from .frameworks import profile
 from .hardware import BYTES_PER_ELEMENT, gemm_large_efficiency
 from .kernels import attention_seconds, gemm_seconds
 from .scenario import Scenario
@@ -137,15 +138,6 @@ def mlp_gemms(tokens: float, h: float, f: float, mats: int, tp: int, count: floa
     return (Gemm(tokens, (mats - 1) * f / tp, h, count), Gemm(tokens, h, f / tp, count))
 
 
-def _elementwise_factor(framework: str) -> float:
-    """The framework's factor on element-wise HBM passes (explorer/frameworks.py; 1 = fused)."""
-    try:
-        from .frameworks import profile
-    except ImportError:          # TEMPORARY until explorer/frameworks.py lands
-        return 1.0
-    return profile(framework).elementwise_factor
-
-
 class _Timer:
     """Times GEMM lists on the scenario's GPU, in the dtype each GEMM runs in."""
 
@@ -200,7 +192,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     tokens = b * s / cp / p.token_slices
     mats = _mlp_matrices(m.ffn_kind)
     sp = p.sequence_parallel and t > 1
-    elementwise = _elementwise_factor(tr.framework)
+    elementwise = profile(tr.framework).elementwise_factor   # 1 = fused kernels (Megatron)
 
     blk = attention_block(m, tokens, s, t)
     dense_gemms = list(blk.gemms)

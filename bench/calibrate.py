@@ -1,49 +1,101 @@
-"""Predicted vs published: Megatron-LM SC21 Table 1 and the nccl-tests calibration rows.
+"""The fidelity report: every published reference row next to the simulator's prediction.
 
-Run: python bench/calibrate.py
-Prints one line per row and the mean/max absolute relative error, the figures quoted when the
-default constants (hardware.GEMM_FRACTION_OF_MEASURED, topology.SCALE_UP_EFFICIENCY,
-collectives.NVLS_EFFICIENCY) were fitted.
+Run: python bench/calibrate.py [--markdown]
+Groups: training runs (Megatron-LM SC21 Table 1 and the sourced rows of
+explorer/data/reference/training_runs.csv, explorer/reference_training.py), collectives
+(explorer.fidelity_collectives) and GEMMs (explorer.kernels_reference), when those modules exist.
+Each row shows measured, predicted, error and role (calibration rows are the ones default constants
+may be fitted to; validation rows never are); then mean and max |error| per group and per role.
 """
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from explorer.calibration import megatron_rows, megatron_scenario, read_csv  # noqa: E402
-from explorer.nccl_table import collective_rows  # noqa: E402
-from explorer.scenario import from_dict  # noqa: E402
-from explorer.simulate import simulate  # noqa: E402
+from explorer.fidelity import ROLES, ReferenceRow, summary  # noqa: E402
+from explorer.reference_training import training_reference_rows  # noqa: E402
 
 
-def main() -> None:
-    errs = []
-    print(f"{'model':>8} {'tp':>3} {'pp':>3} {'dp':>3} {'gpus':>5} "
-          f"{'measured':>9} {'predicted':>9} {'error':>7}  bubble  mfu")
-    for row in megatron_rows():
-        r = simulate(megatron_scenario(row))
-        err = r.tflops_per_gpu / row.achieved_tflops_per_gpu - 1
-        errs.append(abs(err))
-        print(f"{row.params_billion:>7g}B {row.tp:>3} {row.pp:>3} {row.dp:>3} {row.gpus:>5} "
-              f"{row.achieved_tflops_per_gpu:>9.0f} {r.tflops_per_gpu:>9.1f} {err:>+7.1%}  "
-              f"{r.bubble_fraction:.3f}  {r.mfu:.3f}")
-    print(f"Megatron SC21 Table 1: mean |error| {sum(errs) / len(errs):.1%}, max {max(errs):.1%}")
-    nerr = []
-    for row in read_csv("nccl_busbw.csv"):
-        size = 8 * 2**30 if row["size_bytes"] == "large" else int(row["size_bytes"])
-        sc = from_dict({"model": {"preset": "llama3-8b"}, "training": {"global_batch": 8},
-                        "hardware": {"gpu": row["gpu"]},
-                        "cluster": {"gpus_per_node": int(row["gpus"]), "nodes": 1}})
-        out = collective_rows(sc, row["collective"].replace("_", "-"), int(row["gpus"]), [size],
-                              row["algorithm"])[0]
-        err = out["busbw_GBps"] / float(row["busbw_GBps"]) - 1
-        nerr.append(abs(err))
-        print(f"nccl {row['gpu']:>10} {row['collective']} {row['algorithm']:>5}: "
-              f"measured {float(row['busbw_GBps']):7.1f} "
-              f"predicted {out['busbw_GBps']:7.1f} GB/s ({err:+.1%})")
-    print(f"nccl-tests rows: mean |error| {sum(nerr) / len(nerr):.1%}, max {max(nerr):.1%}")
+def _optional(module: str, function: str) -> Callable[[], list[ReferenceRow]] | None:
+    """A reference-row producer of a module being written by another area, if it exists yet."""
+    try:
+        mod = __import__(module, fromlist=[function])
+    except ImportError:
+        return None
+    return getattr(mod, function, None)
+
+
+def all_rows() -> tuple[list[ReferenceRow], list[str]]:
+    """Every reference row, and the producers that are not available yet."""
+    rows = training_reference_rows()
+    missing = []
+    for module, function in (("explorer.fidelity_collectives", "collective_reference_rows"),
+                             ("explorer.kernels_reference", "gemm_reference_rows")):
+        produce = _optional(module, function)
+        if produce is None:
+            missing.append(f"{module}.{function}")
+        else:
+            rows += produce()
+    return rows, missing
+
+
+def _groups(rows: list[ReferenceRow]) -> dict[str, list[ReferenceRow]]:
+    out: dict[str, list[ReferenceRow]] = {}
+    for r in rows:
+        out.setdefault(r.group, []).append(r)
+    return out
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3f}" if abs(x) < 10 else f"{x:,.1f}"
+
+
+def text_report(rows: list[ReferenceRow]) -> str:
+    lines = []
+    for group, mine in _groups(rows).items():
+        lines.append(f"\n{group}  [{mine[0].unit}]")
+        lines.append(f"  {'setup':<46} {'measured':>11} {'predicted':>11} {'error':>8}  role")
+        for r in mine:
+            lines.append(f"  {r.label:<46} {_fmt(r.measured):>11} {_fmt(r.predicted):>11} {r.error:>+8.1%}  "
+                         f"{r.role}")
+        mean, worst, n = summary(mine)
+        lines.append(f"  -> {n} rows: mean |error| {mean:.1%}, max {worst:.1%}")
+    lines.append("\nBy role:")
+    for role in ROLES:
+        mean, worst, n = summary(rows, role)
+        lines.append(f"  {role:<12} {n:3d} rows: mean |error| {mean:.1%}, max {worst:.1%}")
+    return "\n".join(lines)
+
+
+def markdown_report(rows: list[ReferenceRow]) -> str:
+    lines = ["| group | setup | measured | predicted | error | role | source |",
+             "|---|---|---|---|---|---|---|"]
+    for group, mine in _groups(rows).items():
+        for r in mine:
+            lines.append(f"| {group} | {r.label} | {_fmt(r.measured)} {r.unit} | {_fmt(r.predicted)} | "
+                         f"{r.error:+.1%} | {r.role} | {r.source} |")
+    lines += ["", "| group | rows | mean \\|error\\| | max \\|error\\| |", "|---|---|---|---|"]
+    for group, mine in _groups(rows).items():
+        mean, worst, n = summary(mine)
+        lines.append(f"| {group} | {n} | {mean:.1%} | {worst:.1%} |")
+    for role in ROLES:
+        mean, worst, n = summary(rows, role)
+        lines.append(f"| all {role} rows | {n} | {mean:.1%} | {worst:.1%} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown (README's Fidelity)")
+    args = ap.parse_args(argv)
+    rows, missing = all_rows()
+    print(markdown_report(rows) if args.markdown else text_report(rows))
+    for name in missing:
+        print(f"\n(not yet available: {name})", file=sys.stderr)
 
 
 if __name__ == "__main__":

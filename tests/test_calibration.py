@@ -1,10 +1,20 @@
-"""Published throughput: Megatron-LM SC21 Table 1 with one global set of fitted defaults."""
+"""Published throughput: Megatron-LM SC21 Table 1 with one global set of fitted defaults, and the
+sourced training runs of explorer/data/reference/training_runs.csv (the fidelity report)."""
 from __future__ import annotations
+
+from functools import cache
 
 import pytest
 
-from explorer.calibration import megatron_rows, megatron_scenario
+from explorer.calibration import megatron_rows, megatron_scenario, read_csv
+from explorer.fidelity import ReferenceRow, summary
+from explorer.reference_training import sourced_rows
 from explorer.simulate import simulate
+
+
+@cache
+def _sourced() -> tuple[ReferenceRow, ...]:
+    return tuple(sourced_rows())
 
 
 @pytest.mark.parametrize("row", megatron_rows(), ids=lambda r: f"{r.params_billion:g}B-{r.gpus}gpus")
@@ -20,3 +30,36 @@ def test_megatron_fit_is_good_on_average():
     errors = [abs(simulate(megatron_scenario(r)).tflops_per_gpu / r.achieved_tflops_per_gpu - 1)
               for r in megatron_rows()]
     assert sum(errors) / len(errors) < 0.05
+
+
+HELD_OUT = ("GPT3-175B", "GPT-3 175B", "DeepSeek", "MT-NLG", "BLOOM", "OPT-")
+
+
+def test_sourced_rows_keep_a_third_for_validation_and_none_of_the_held_out_set():
+    # Issue 10 "Data": at least a third of what is sourced is validation, never fitted to; GPT-3 175B
+    # FP8 and Llama 3 70B FP8 rows of NVIDIA's tables, DeepSeek-V3, MT-NLG, BLOOM and OPT are held out.
+    rows = read_csv("training_runs.csv")
+    assert len(rows) >= 15
+    assert 3 * sum(r["role"] == "validation" for r in rows) >= len(rows)
+    assert all(r["role"] in ("calibration", "validation") and r["source"] for r in rows)
+    for r in rows:
+        assert not any(h.lower() in (r["label"] + r["model_preset"]).lower() for h in HELD_OUT), r["label"]
+        assert not (r["dtype"] == "fp8" and r["model_preset"] == "llama3-70b"), r["label"]
+
+
+def test_every_sourced_run_is_predicted_within_40_percent():
+    # TOLERANCE, current physics (numbers still move while issue 10 lands): every row right in kind,
+    # within 40% — the issue's starting point was 81% off at worst.  Today's worst row is the Llama 3
+    # 405B 16K-GPU run (-37%: pp 16 with 16 micro-batches under plain 1F1B; the paper does not
+    # state the interleaving Meta used).
+    worst = max(_sourced(), key=lambda r: abs(r.error))
+    assert abs(worst.error) < 0.40, f"{worst.group}: {worst.label} {worst.error:+.1%}"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10 target, met only after the lead's global refit; "
+                                       "strict: remove this marker once it passes")
+def test_sourced_runs_meet_the_issue_10_target():
+    # Issue 10 "Targets": training runs mean |error| <= 10%, max <= 25%, on the validation rows.
+    mean, worst, n = summary(list(_sourced()), "validation")
+    assert n >= 5
+    assert mean <= 0.10 and worst <= 0.25

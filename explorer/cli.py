@@ -258,10 +258,10 @@ def _run(ap: argparse.ArgumentParser, argv: list[str]) -> int:
         else:
             print(f"# {args.op} on {args.ranks} ranks of {one_line(sc.name)} (GB = 1e9 bytes)")
             print(f"{'size_bytes':>14} {'time_us':>12} {'algbw_GBps':>11} {'busbw_GBps':>11}  "
-                  "algorithm (limit)")
+                  "algorithm/protocol (limit)")
             for row in rows:
                 print(f"{row['size_bytes']:>14} {row['time_s'] * 1e6:>12.2f} {row['algbw_GBps']:>11.2f} "
-                      f"{row['busbw_GBps']:>11.2f}  {row['algorithm']} ({row['tier']})")
+                      f"{row['busbw_GBps']:>11.2f}  {row['algorithm']}/{row['protocol']} ({row['tier']})")
         sys.stdout.flush()
         return 0
     from .simulate import simulate  # deferred: validate/collective need no engine

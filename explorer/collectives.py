@@ -1,53 +1,67 @@
-"""Cost of one collective call on a group, per algorithm: latency-bandwidth (alpha-beta) models.
+"""Cost of one collective call on a group: NCCL's algorithms and protocols on the tiered fabric.
 
-Latency and bandwidth terms follow Thakur, Rabenseifner & Gropp, "Optimization of Collective
-Communication Operations in MPICH", IJHPCA 19(1), 2005 (Sec. 4): ring all-gather and reduce-scatter
-(n-1)*alpha + (n-1)/n * S*beta; ring all-reduce twice that; recursive halving/doubling with log2(n)
-steps of halving sizes (Rabenseifner's all-reduce = reduce-scatter + all-gather); pairwise-exchange
-all-to-all (n-1)/n * S*beta, its n-1 exchanges issued concurrently as NCCL does.  NCCL's double
-binary tree (Sanders, Speck & Traeff, Parallel Computing 35(12), 2009; NCCL 2.4) costs
-2*log2(nodes) latencies and about 2*S of traffic per node.
+Two parts multiply out per (algorithm, protocol):
 
-The beta of a multi-tier group is not one number: each boundary the traffic crosses (NVLink, node
-NICs, leaf uplinks, WAN; see topology.py) has its own share of bandwidth, and the time is set by the
-boundary whose *egress volume / share* is largest.  A ring crosses every domain boundary once per
-domain, so its egress per domain equals the per-GPU volume; an all-to-all sends (n-g)/n of each
-member's data out of a domain holding g members; halving-doubling crosses a boundary only in the
-steps whose partner distance reaches past it.
+* **Link time** — the bytes the algorithm sends across each boundary of the fabric (NVLink, node
+  NICs, leaf uplinks, WAN; topology.py) divided by the group's share of that boundary; the slowest
+  boundary sets the time.  A ring crosses every domain boundary once per domain, so its egress per
+  domain equals the per-GPU volume 2(n-1)/n*S (Thakur et al., IJHPCA 2005, Sec. 4); NCCL's double
+  binary tree (Sanders, Speck & Traeff 2009) moves about 2*S per node; NVLink SHARP (NVLS) sends
+  S to the switch and gets S back; CollNet (InfiniBand SHARP) reduces in the network, S per node;
+  a pairwise all-to-all sends (n-g)/n of each member's data out of a domain of g members.
+* **NCCL's tuning model** (:mod:`explorer.nccl_tuning`) — the protocol's share of that link
+  bandwidth (LL 1/2 capped, LL128 0.92, Simple 1; tree and PAT corrections) and NCCL's per-call
+  latency (base + hops inside and between nodes), so ``auto`` picks NCCL's (algorithm, protocol).
+
+MPI/Gloo algorithms (halving-doubling, hierarchical, their ring) are alpha-beta models in
+:mod:`explorer.mpi_algorithms`, protocol "none"; point-to-point (all-to-all, send/recv) too.
 
 Sizes S follow nccl-tests (doc/PERFORMANCE.md): the all-reduce/broadcast buffer, the *total*
-all-gather output / reduce-scatter input, the per-rank all-to-all send buffer.  ``busbw`` applies
-that document's bus factors so numbers compare with nccl-tests output.
-
-The scale-up wiring (``cluster.scale_up.kind``: crossbar NVSwitch, NVLink ring, PCIe switches;
-topology.py's module docstring) multiplies the scale-up time of each traffic pattern by
-:func:`scale_up_factor`: 1 for neighbour patterns (ring, chain), the mean hop distance for an
-all-to-all on an NVLink ring, 2 for traffic that leaves a PCIe switch from both of its GPUs.
+all-gather output / reduce-scatter input, the per-rank all-to-all send buffer; ``busbw`` applies
+that document's bus factors.  The scale-up wiring (``cluster.scale_up.kind``) multiplies the
+scale-up time of each traffic pattern by :func:`scale_up_factor`.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from . import mpi_algorithms as mpi
+from . import nccl_tuning as nt
+from .mpi_algorithms import LinkCost
 from .topology import BOUNDARY_NAMES, PCIE_GPUS_PER_SWITCH, SCALE_UP_EFFICIENCY, GroupShape
 
 OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "send-recv")
-ALGORITHMS = ("ring", "tree", "halving-doubling", "hierarchical", "nvls", "pairwise")
-# Which algorithms exist for which operation (NCCL has no tree reduce-scatter/all-gather).
-APPLICABLE = {
-    "all-reduce": ("ring", "tree", "halving-doubling", "hierarchical", "nvls"),
+NCCL_ALGORITHMS = ("ring", "tree", "nvls", "nvls-tree", "collnet", "pat")
+MPI_ALGORITHMS = ("halving-doubling", "hierarchical")
+ALGORITHMS = NCCL_ALGORITHMS + MPI_ALGORITHMS + ("pairwise",)
+# What NCCL 2.25 implements per operation (tuning.cc: broadcast/reduce ring only; all-gather and
+# reduce-scatter ring, NVLS, CollNet Direct and PAT; all-reduce everything but PAT).
+NCCL_APPLICABLE = {
+    "all-reduce": ("ring", "tree", "nvls", "nvls-tree", "collnet"),
+    "reduce-scatter": ("ring", "nvls", "pat"),
+    "all-gather": ("ring", "nvls", "pat"),
+    "all-to-all": ("pairwise",),
+    "broadcast": ("ring",),
+    "send-recv": ("ring",),
+}
+MPI_APPLICABLE = {
+    "all-reduce": ("ring", "halving-doubling", "hierarchical"),
     "reduce-scatter": ("ring", "halving-doubling", "hierarchical"),
     "all-gather": ("ring", "halving-doubling", "hierarchical"),
     "all-to-all": ("pairwise",),
-    "broadcast": ("ring", "tree"),
+    "broadcast": ("ring",),
     "send-recv": ("ring",),
 }
+# Every name selectable per operation (NCCL's, plus MPI's by name).
+APPLICABLE = {op: tuple(dict.fromkeys(NCCL_APPLICABLE[op] + MPI_APPLICABLE[op])) for op in OPS}
+LIBRARIES = ("nccl", "mpi", "gloo")
 
-# NVLink SHARP (in-switch reduction): each GPU sends S to the switch and receives S back, so the
-# all-reduce moves S per direction instead of 2(n-1)/n*S.  Achieved fraction of the link fitted to
-# the nvls row of calibration/nccl_busbw.csv: B200 8-GPU busbw 838 GB/s -> algbw 838/1.75 = 479 GB/s
-# of 900 GB/s = 0.532 (in-switch reduction throughput, not the links, limits it).
-NVLS_EFFICIENCY = 0.532
+# NVLS achieved fraction of the nominal NVLink bandwidth per GPU generation.  NCCL 2.27's
+# nvlsEfficiency gives the ratio between generations (Hopper 0.85, Blackwell 0.74); the scale is
+# fitted once to the nvls row of reference/nccl_busbw.csv (B200 8-GPU busbw 838 GB/s -> algbw
+# 838/1.75 = 479 GB/s of 900 GB/s = 0.532 -> scale 0.532/0.74 = 0.719).  Hopper: 0.611.
+NVLS_SCALE = 0.532 / 0.74
+NVLS_EFFICIENCY = {"hopper": NVLS_SCALE * 0.85, "blackwell": NVLS_SCALE * 0.74}
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -70,10 +84,11 @@ class CollectiveCost:
     n: int
     algorithm: str
     time_s: float
-    latency_s: float          # the alpha part of time_s
+    latency_s: float          # the latency part of time_s
     boundary: str             # the boundary whose bandwidth limited the call ("none" if n == 1)
     egress: tuple[float, ...] = ()   # bytes leaving one domain of each boundary (link load)
     requested: str = ""       # the algorithm asked for when it could not run here ("" otherwise)
+    protocol: str = "none"    # NCCL protocol (LL, LL128, Simple); "none" for p2p and MPI/Gloo
 
     @property
     def algbw_GBps(self) -> float:
@@ -82,6 +97,18 @@ class CollectiveCost:
     @property
     def busbw_GBps(self) -> float:
         return self.algbw_GBps * bus_factor(self.op, self.n)
+
+
+@dataclass(frozen=True)
+class NcclOptions:
+    """What the library model needs beyond the group's shape (from the scenario)."""
+
+    library: str = "nccl"       # communication.library
+    protocol: str = "auto"      # communication.protocol (forces one, like NCCL_PROTO)
+    arch: str = "hopper"        # NCCL's GPU generation (nccl_tuning.gpu_arch)
+    nvls: bool = False          # the GPU and NVSwitch reduce in the switch (NVLink SHARP)
+    sharp: bool = False         # the fabric's switches reduce (InfiniBand SHARP -> CollNet)
+    net_ll128: bool = True      # LL128 across the fabric (GPUDirect RDMA; off for TCP sockets)
 
 
 def ring_mean_distance(n: int) -> float:
@@ -101,42 +128,27 @@ def scale_up_factor(sh: GroupShape, pattern: str, dist: int = 0) -> float:
     """How many times longer a scale-up transfer of ``pattern`` takes on ``sh``'s wiring than on a
     non-blocking NVSwitch crossbar at the same per-GPU bandwidth (topology.py module docstring).
 
-    ``pattern``: ``ring`` (neighbour sends: ring steps, NCCL's intra-node tree chain, the
-    hierarchical in-node rings), ``all-to-all`` (every member to every other; the factor applies
-    to the in-node part of the volume), ``exchange`` (every member with the partner ``dist``
-    ranks away at once: a halving-doubling step).  Members are consecutive GPUs of a node.
+    ``ring`` (neighbour sends: rings, tree chains): 1; ``all-to-all``: the mean ring distance on an
+    NVLink ring, or the PCIe uplink sharing, on the in-node part of the volume; ``exchange`` (a
+    halving-doubling step with partner ``dist`` away).  Members are consecutive GPUs of a node.
     """
-    g = sh.per_domain[1]                 # members of the group inside one node
+    g = sh.per_domain[1]
     if sh.up_kind == "nvswitch" or g <= 1 or pattern == "ring":
         return 1.0
     if pattern == "all-to-all":
         if sh.up_kind == "nvlink-ring":
-            # Each byte crosses the mean ring distance of links (Dally & Towles ch. 3).
             f = ring_mean_distance(g)
         else:
-            # PCIe: one switch's uplink carries what both its GPUs send outside the pair,
-            # 2 (g-2)/g of S, where one GPU's own link carries (g-1)/g of S.
+            # PCIe: one switch's uplink carries what both its GPUs send outside the pair.
             pair = PCIE_GPUS_PER_SWITCH
             f = max(1.0, pair * (g - pair) / (g - 1))
-        # Only the in-node part, (g-1) of the n-1 peers, uses the scale-up wiring.
         return ((g - 1) * f + (sh.n - g)) / max(sh.n - 1, 1)
     if pattern == "exchange" and 0 < dist < g:
         if sh.up_kind == "nvlink-ring":
-            return float(min(dist, g - dist))        # the partner is that many hops away
+            return float(min(dist, g - dist))
         if dist >= PCIE_GPUS_PER_SWITCH:
-            return float(PCIE_GPUS_PER_SWITCH)       # both GPUs of a pair share the uplink
+            return float(PCIE_GPUS_PER_SWITCH)
     return 1.0
-
-
-@dataclass(frozen=True)
-class AlgorithmCost:
-    """What one algorithm's model gives for one call: total and latency seconds, the index of the
-    boundary whose bandwidth limits it, and the bytes leaving one domain of each boundary."""
-
-    time_s: float
-    latency_s: float
-    boundary: int
-    egress: dict[int, float]
 
 
 def _crossing(shape: GroupShape, egress: dict[int, float], up: float = 1.0) -> tuple[float, int]:
@@ -150,152 +162,184 @@ def _crossing(shape: GroupShape, egress: dict[int, float], up: float = 1.0) -> t
     return best, where
 
 
-def _ring(op: str, S: float, sh: GroupShape) -> AlgorithmCost:
-    n = sh.n
-    steps, vol = {"all-reduce": (2 * (n - 1), 2 * (n - 1) / n * S),
-                  "reduce-scatter": (n - 1, (n - 1) / n * S),
-                  "all-gather": (n - 1, (n - 1) / n * S),
-                  "broadcast": (n - 1, S),           # pipelined chain: every member forwards S once
-                  "send-recv": (1, S)}[op]
-    # Every step of a ring waits for its slowest edge, so all steps pay the outermost latency.
-    lat = steps * sh.latencies[sh.outer]
-    egress = {b: vol for b in range(len(sh.shares)) if b == 0 or sh.spans(b)}
-    bw, b = _crossing(sh, egress)
-    return AlgorithmCost(lat + bw, lat, b, egress)
+def _spanned(sh: GroupShape, volume: float) -> dict[int, float]:
+    return {b: volume for b in range(1, len(sh.shares)) if sh.spans(b)}
 
 
-def _tree(op: str, S: float, sh: GroupShape) -> AlgorithmCost | None:
+def _nvls_share(sh: GroupShape, arch: str) -> float:
+    # shares[0] carries the ring efficiency; NVLS has its own fitted fraction instead.
+    return sh.shares[0] / SCALE_UP_EFFICIENCY * NVLS_EFFICIENCY.get(arch, 0.0)
+
+
+def link_time(algo: str, op: str, S: float, sh: GroupShape,
+              o: NcclOptions) -> tuple[LinkCost, float] | None:
+    """Link-limited cost of NCCL's ``algo`` for this call and its bus bytes (bytes whose rate is
+    NCCL's busBw: the ring's per-rank volume, 2*S for trees), or None where NCCL cannot run it."""
     nodes = sh.n // sh.per_domain[1]
-    if nodes <= 1:
-        return None  # NCCL uses trees between nodes only; inside a node it is a chain (= ring)
-    depth = math.ceil(math.log2(nodes))
-    chain = sh.per_domain[1] - 1
-    passes = 2 if op == "all-reduce" else 1          # reduce up + broadcast down, pipelined
-    lat = passes * (depth * sh.latencies[sh.outer] + chain * sh.latencies[0])
-    egress = {b: passes * S for b in range(len(sh.shares)) if b == 0 or sh.spans(b)}
-    bw, b = _crossing(sh, egress)
-    return AlgorithmCost(lat + bw, lat, b, egress)
+    ppn = sh.per_domain[1]
+    if algo in ("ring", "pat"):
+        if algo == "pat" and (ppn != 1 or nodes < 2 or op not in ("all-gather", "reduce-scatter")):
+            return None     # PAT: one GPU per node only (NCCL 2.23+, ncclPatEnable)
+        vol = {"all-reduce": 2 * (sh.n - 1) / sh.n * S, "reduce-scatter": (sh.n - 1) / sh.n * S,
+               "all-gather": (sh.n - 1) / sh.n * S, "broadcast": S, "send-recv": S}[op]
+        egress = {0: vol, **_spanned(sh, vol)}
+        t, b = _crossing(sh, egress)
+        return LinkCost(t, b, egress), vol
+    if algo == "tree":
+        if nodes <= 1 or op != "all-reduce":
+            return None     # between nodes only here (inside one node NCCL's ring always wins)
+        egress = {0: 2 * S, **_spanned(sh, 2 * S)}
+        t, b = _crossing(sh, egress)
+        return LinkCost(t, b, egress), 2 * S
+    if algo in ("nvls", "nvls-tree"):
+        if not o.nvls or o.arch not in NVLS_EFFICIENCY or ppn < 2:
+            return None
+        if algo == "nvls" and nodes > 1 and not o.sharp:
+            return None     # NVLS across nodes needs CollNet (SHARP) switches (NCCL 2.25)
+        if algo == "nvls-tree" and (nodes <= 1 or op != "all-reduce"):
+            return None     # NVLS-tree is disabled on one node
+        if algo == "nvls" and op != "all-reduce":
+            if nodes > 1:
+                return None  # NVLS all-gather/reduce-scatter across nodes needs CollNet heads
+            vol = (sh.n - 1) / sh.n * S
+            t = vol / _nvls_share(sh, o.arch)
+            return LinkCost(t, 0, {0: vol}), vol
+        out = S if (algo == "nvls" or nodes <= 2) else 2 * S
+        egress = _spanned(sh, out)
+        t_out, b = _crossing(sh, egress) if egress else (0.0, 0)
+        t_in = S / _nvls_share(sh, o.arch)
+        t, b = (t_in, 0) if t_in >= t_out else (t_out, b)
+        return LinkCost(t, b, {0: S, **egress}), S
+    if algo == "collnet":
+        if not o.sharp or nodes <= 1 or op != "all-reduce":
+            return None
+        # In-node reduce-scatter and all-gather, the switches reduce S per node (NCCL CollNet).
+        egress = {0: 2 * (ppn - 1) / ppn * S, **_spanned(sh, S)}
+        t, b = _crossing(sh, egress)
+        return LinkCost(t, b, egress), 2 * S
+    return None
 
 
-def _halving_doubling(op: str, S: float, sh: GroupShape) -> AlgorithmCost:
-    n = sh.n
-    p2 = 1 << (n.bit_length() - 1)
-    lat = bw = 0.0
-    worst_b, worst_t = 0, -1.0
-    egress: dict[int, float] = {}
-    steps = int(math.log2(p2))
-    passes = 2 if op == "all-reduce" else 1
-    for j in range(steps):
-        dist = 1 << j                                   # near partners first (ranks hierarchical)
-        vol = S / (1 << (j + 1))
-        crossed = [b for b in range(len(sh.shares)) if b == 0 or dist >= sh.per_domain[b]]
-        step = {b: sh.per_domain[b] * vol if b else vol for b in crossed}
-        t, b = _crossing(sh, step, scale_up_factor(sh, "exchange", dist))
-        lat += passes * sh.latencies[max(crossed)]
-        bw += passes * t
-        for k, v in step.items():
-            egress[k] = egress.get(k, 0.0) + passes * v
-        if t > worst_t:
-            worst_t, worst_b = t, b
-    if p2 != n:
-        # Thakur et al. Sec. 4.4: the n - p2 extra ranks first hand their data to a partner and get
-        # the result back at the end: two more full-size exchanges over the outermost boundary.
-        extra = {b: S for b in range(len(sh.shares)) if b == 0 or sh.spans(b)}
-        t, b = _crossing(sh, extra)
-        lat += 2 * sh.latencies[sh.outer]
-        bw += 2 * t
-        for k, v in extra.items():
-            egress[k] = egress.get(k, 0.0) + 2 * v
-    return AlgorithmCost(lat + bw, lat, worst_b, egress)
+def _nccl_time(algo: str, proto: str, op: str, S: float, sh: GroupShape, o: NcclOptions,
+               link: LinkCost, bus_bytes: float) -> tuple[float, float]:
+    """(total, latency) seconds of NCCL's ``algo``/``proto`` given its link cost."""
+    nodes = sh.n // sh.per_domain[1]
+    ppn = sh.per_domain[1]
+    name = ("collnet-direct" if sh.up_kind == "nvswitch" else "collnet-chain") if algo == "collnet" else algo
+    intra = "pci" if sh.up_kind == "pcie" else "nvlink"
+    up_shift = (sh.latencies[0] * 1e6 - nt.NVLINK_HOP_US)
+    net_shift = (sh.latencies[1] * 1e6 - nt.NET_HOP_US) if len(sh.latencies) > 1 else 0.0
+    lat = nt.latency_us(name, proto, op, sh.n, nodes, intra, up_shift, net_shift, o.arch)
+    if algo == "ring":
+        lat *= nt.ring_plateau(op, proto, nodes, sh.n, S, o.arch)
+    lat_s = lat * 1e-6
+    outer = len(sh.shares) - 1
+    if sh.spans(outer) and outer >= 3:
+        dcs = sh.n // sh.per_domain[outer]
+        lat_s += nt.wan_hops(algo, op, dcs) * sh.latencies[outer]
+    bus = bus_bytes / link.time_s / 1e9 if link.time_s > 0 else float("inf")
+    refined = nt.refine_bus_bw(name, proto, bus, o.arch, nodes, ppn)
+    if algo == "tree":
+        refined *= nt.tree_correction(proto, S)
+    t_bw = bus_bytes / (refined * 1e9) if refined < float("inf") else 0.0
+    return lat_s + t_bw, lat_s
 
 
-def _hierarchical(op: str, S: float, sh: GroupShape) -> AlgorithmCost:
-    """Reduce-scatter level by level outward, (all-reduce at the top), all-gather back inward.
-
-    Phase l runs among the d = g_l / g_(l-1) sub-domains of a level-l domain on data S/g_(l-1) per
-    GPU; its traffic leaves every lower domain too, so the limiting boundary is the max over b < l.
-    """
-    per = list(sh.per_domain) + [sh.n]
-    passes = 2 if op == "all-reduce" else 1
-    lat = bw = 0.0
-    worst_b, worst_t = 0, -1.0
-    egress: dict[int, float] = {}
-    for level in range(1, len(per)):
-        d = per[level] // max(per[level - 1], 1)
-        if d <= 1:
-            continue
-        per_gpu = (d - 1) / d * S / per[level - 1]
-        phase = {bb: per[bb] * per_gpu for bb in range(level)}
-        t, b = _crossing(sh, phase)
-        lat += passes * (d - 1) * sh.latencies[level - 1]
-        bw += passes * t
-        for k, v in phase.items():
-            egress[k] = egress.get(k, 0.0) + passes * v
-        if t > worst_t:
-            worst_t, worst_b = t, b
-    return AlgorithmCost(lat + bw, lat, worst_b, egress)
-
-
-def _nvls(op: str, S: float, sh: GroupShape) -> AlgorithmCost | None:
-    if sh.spans(1):
-        return None  # in-switch reduction reaches the GPUs of one NVSwitch domain only
-    lat = 2 * sh.latencies[0]
-    # shares[0] carries the ring efficiency; NVLS has its own fitted one instead.
-    return AlgorithmCost(lat + S / (sh.shares[0] / SCALE_UP_EFFICIENCY * NVLS_EFFICIENCY), lat, 0, {0: S})
-
-
-def _pairwise(op: str, S: float, sh: GroupShape) -> AlgorithmCost:
+def _pairwise(op: str, S: float, sh: GroupShape) -> LinkCost:
     n = sh.n
     # NCCL posts the n-1 sends and receives of an all-to-all in one group call, so they run
     # concurrently: one latency of the farthest peer plus a scale-up latency per further peer to
-    # issue them — not Thakur's n-1 sequential exchanges, which would charge a WAN round trip per
-    # peer.  For n = 2 this is exactly a send/recv.
-    lat = sh.latencies[sh.outer] + (n - 2) * sh.latencies[0]
+    # issue them.  For n = 2 this is exactly a send/recv.
+    lat = sh.latencies[sh.outer] + max(n - 2, 0) * sh.latencies[0]
     egress = {0: (n - 1) / n * S}
     for b in range(1, len(sh.shares)):
         if sh.spans(b):
             g = sh.per_domain[b]
             egress[b] = g * S * (n - g) / n
     bw, b = _crossing(sh, egress, scale_up_factor(sh, "all-to-all"))
-    return AlgorithmCost(lat + bw, lat, b, egress)
+    return LinkCost(lat + bw, b, egress, lat)
 
 
-_IMPL = {"ring": _ring, "tree": _tree, "halving-doubling": _halving_doubling,
-         "hierarchical": _hierarchical, "nvls": _nvls, "pairwise": _pairwise}
+def _mpi(name: str, op: str, S: float, sh: GroupShape) -> LinkCost:
+    if name == "halving-doubling":
+        return mpi.halving_doubling(op, S, sh, _crossing, scale_up_factor)
+    if name == "hierarchical":
+        return mpi.hierarchical(op, S, sh, _crossing)
+    return mpi.mpi_ring(op, S, sh, _crossing)
+
+
+def _result(op: str, S: float, sh: GroupShape, alg: str, proto: str, link: LinkCost, total: float,
+            lat: float, requested: str) -> CollectiveCost:
+    egress = tuple(link.egress.get(i, 0.0) for i in range(len(sh.shares)))
+    return CollectiveCost(op, S, sh.n, alg, total, lat, BOUNDARY_NAMES[link.boundary], egress, requested,
+                          proto)
+
+
+def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[str, ...], o: NcclOptions,
+               ) -> tuple[str, str, LinkCost, float, float] | None:
+    """NCCL's choice among ``algos``: the (algorithm, protocol) of least modelled time."""
+    ll128 = sh.up_kind != "pcie" and (o.net_ll128 or not sh.spans(1))
+    best = None
+    for algo in algos:
+        got = link_time(algo, op, S, sh, o)
+        if got is None:
+            continue
+        link, bus_bytes = got
+        protos = nt.protocols_for(algo, op, ll128)
+        if o.protocol != "auto":
+            # A forced protocol is enabled even where NCCL would not enable it by default (NCCL_PROTO).
+            protos = (o.protocol,) if (o.protocol in protos or algo in ("ring", "tree")) else ()
+        for proto in protos:
+            total, lat = _nccl_time(algo, proto, op, S, sh, o, link, bus_bytes)
+            if best is None or total < best[3]:
+                best = (algo, proto, link, total, lat)
+    return best
 
 
 def cost(op: str, size_bytes: float, shape: GroupShape, algorithm: str = "auto",
-         nvls_capable: bool = False) -> CollectiveCost:
+         nvls_capable: bool = False, options: NcclOptions | None = None) -> CollectiveCost:
     """Cost of ``op`` on ``size_bytes`` (nccl-tests convention) over the group ``shape``.
 
-    ``algorithm="auto"`` evaluates every applicable algorithm and keeps the fastest (ties go to
-    the first in ALGORITHMS order, so results are deterministic).  A named algorithm that does not
-    exist for ``op`` (tree reduce-scatter/all-gather) or cannot run on this group (tree inside one
-    node, NVLS across nodes) falls back to ring, as NCCL does when the requested algorithm is not
-    available for a call (NCCL's ``NCCL_ALGO`` documentation: the list restricts the choice, and
-    ring is the algorithm every collective supports); an all-to-all has only its pairwise exchange.
-    The cost then carries the requested name in ``requested`` so callers can say so.
+    ``algorithm="auto"``: with library nccl, NCCL's choice — every (algorithm, protocol) NCCL
+    implements for the operation, costed by its tuning model, the least time wins (ties to the
+    first in NCCL_ALGORITHMS/PROTOCOLS order); with mpi/gloo, the fastest of that library's
+    algorithms.  A named algorithm that does not exist for ``op`` or cannot run on this group (tree
+    inside one node, NVLS across nodes without SHARP, CollNet without SHARP, PAT with several GPUs
+    per node) falls back to ring, as NCCL does when the requested algorithm is unavailable (its
+    ``NCCL_ALGO`` documentation); the cost then carries the requested name in ``requested``.
+    Point-to-point operations (all-to-all, send/recv) have no algorithm to choose.
     """
     if op not in OPS:
         raise ValueError(f"unknown collective {op!r} (valid: {', '.join(OPS)})")
+    o = options or NcclOptions(nvls=nvls_capable)
     if shape.n <= 1 or size_bytes <= 0:
         return CollectiveCost(op, size_bytes, shape.n, "none", 0.0, 0.0, "none")
-    candidates = APPLICABLE[op]
     forced = algorithm != "auto"
-    if forced:
-        candidates = (algorithm,) if algorithm in candidates else ()
-    best: AlgorithmCost | None = None
-    alg = ""
-    for name in candidates:
-        if name == "nvls" and not nvls_capable:
-            continue
-        res = _IMPL[name](op, size_bytes, shape)
-        if res is not None and (best is None or res.time_s < best.time_s):
-            best, alg = res, name
-    if best is None:  # forced algorithm not possible here: ring (pairwise for an all-to-all)
-        alg = "ring" if "ring" in APPLICABLE[op] else APPLICABLE[op][0]
-        best = _IMPL[alg](op, size_bytes, shape)
+    if op == "all-to-all":
+        link = _pairwise(op, size_bytes, shape)
+        requested = algorithm if forced and algorithm != "pairwise" else ""
+        return _result(op, size_bytes, shape, "pairwise", "none", link, link.time_s, link.latency_s,
+                       requested)
+    if op == "send-recv":
+        # One transfer of S between the pair: S crosses every boundary between them.
+        egress = {0: size_bytes, **_spanned(shape, size_bytes)}
+        t, b = _crossing(shape, egress)
+        lat = shape.latencies[shape.outer]
+        link = LinkCost(lat + t, b, egress, lat)
+        return _result(op, size_bytes, shape, "ring", "none", link, link.time_s, lat, "")
+    if o.library != "nccl" and (not forced or algorithm in MPI_APPLICABLE[op]):
+        names = MPI_APPLICABLE[op] if not forced else (algorithm,)
+        best = min(((n, _mpi(n, op, size_bytes, shape)) for n in names), key=lambda x: x[1].time_s)
+        name, link = best
+        return _result(op, size_bytes, shape, name, "none", link, link.time_s, link.latency_s, "")
+    if forced and algorithm in MPI_ALGORITHMS and algorithm in MPI_APPLICABLE[op]:
+        link = _mpi(algorithm, op, size_bytes, shape)
+        return _result(op, size_bytes, shape, algorithm, "none", link, link.time_s, link.latency_s, "")
+    algos = NCCL_APPLICABLE[op] if not forced else (algorithm,) if algorithm in NCCL_APPLICABLE[op] else ()
+    got = _best_nccl(op, size_bytes, shape, algos, o) if algos else None
+    if got is None:     # forced algorithm impossible here: NCCL's ring
+        got = _best_nccl(op, size_bytes, shape, ("ring",), o)
+        assert got is not None
+    alg, proto, link, total, lat = got
     requested = algorithm if forced and alg != algorithm else ""
-    egress = tuple(best.egress.get(i, 0.0) for i in range(len(shape.shares)))
-    return CollectiveCost(op, size_bytes, shape.n, alg, best.time_s, best.latency_s,
-                          BOUNDARY_NAMES[best.boundary], egress, requested)
+    return _result(op, size_bytes, shape, alg, proto, link, total, lat, requested)

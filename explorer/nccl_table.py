@@ -2,7 +2,8 @@
 collective``, bench/calibrate.py).
 
 Rows carry what nccl-tests' ``all_reduce_perf`` prints: size, time, algorithm bandwidth and bus
-bandwidth (GB = 1e9 bytes), plus the algorithm chosen and the tier that limits it.
+bandwidth (GB = 1e9 bytes), plus NCCL's algorithm and protocol chosen (``none`` for point-to-point
+and MPI/Gloo) and the tier that limits it.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 from .collectives import APPLICABLE, OPS, cost
 from .config.schema import ScenarioError, excerpt
 from .config.sections import Scenario
+from .network import nccl_options
 from .topology import Fabric
 
 
@@ -39,13 +41,15 @@ def _check(sc: Scenario, op: str, ranks: int, algorithm: str) -> None:
 def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int],
                     algorithm: str = "auto") -> list[dict]:
     """nccl-tests-like rows for ``op`` over ``ranks`` consecutive GPUs of the scenario's cluster
-    (a node fills first): size_bytes, time_s, algbw_GBps, busbw_GBps, algorithm, tier."""
+    (a node fills first): size_bytes, time_s, algbw_GBps, busbw_GBps, algorithm, protocol, tier.
+    The scenario's communication.library and communication.protocol apply, as NCCL_PROTO would."""
     _check(sc, op, ranks, algorithm)
-    nvls = sc.hardware.gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch"
+    opts = nccl_options(sc)
     shape = Fabric.for_cluster(sc.cluster).shape(np.arange(ranks, dtype=np.int64))
     rows = []
     for size in sizes:
-        c = cost(op, float(size), shape, algorithm, nvls)
+        c = cost(op, float(size), shape, algorithm, opts.nvls, opts)
         rows.append({"size_bytes": size, "time_s": c.time_s, "algbw_GBps": c.algbw_GBps,
-                     "busbw_GBps": c.busbw_GBps, "algorithm": c.algorithm, "tier": c.boundary})
+                     "busbw_GBps": c.busbw_GBps, "algorithm": c.algorithm, "protocol": c.protocol,
+                     "tier": c.boundary})
     return rows

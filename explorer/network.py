@@ -11,10 +11,23 @@ from functools import lru_cache
 
 import numpy as np
 
-from .collectives import APPLICABLE, CollectiveCost, cost
+from .collectives import APPLICABLE, CollectiveCost, NcclOptions, cost
+from .config.presets import resolved_scale_out
+from .nccl_tuning import gpu_arch
 from .placement import Placement
 from .scenario import Scenario
 from .topology import Fabric, GroupShape
+
+
+def nccl_options(sc: Scenario) -> NcclOptions:
+    """The library model's inputs from a scenario: library, forced protocol, NCCL's GPU generation,
+    NVLink SHARP (GPU and NVSwitch), InfiniBand SHARP, and whether LL128 crosses the fabric (NCCL
+    enables LL128 only over GPUDirect-RDMA paths; the eth-* fabrics are TCP sockets)."""
+    gpu, out = sc.hardware.gpu, resolved_scale_out(sc.cluster.scale_out)
+    return NcclOptions(library=sc.communication.library, protocol=sc.communication.protocol,
+                       arch=gpu_arch(gpu.name, gpu.peak_tflops, gpu.fp8_tflops),
+                       nvls=gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch",
+                       sharp=out.sharp, net_ll128=not out.fabric.startswith("eth"))
 
 
 class Network:
@@ -28,7 +41,8 @@ class Network:
         self.placement = Placement.for_scenario(sc)
         self.fabric = Fabric.for_cluster(sc.cluster)
         self.algorithm = sc.communication.algorithm
-        self.nvls = sc.hardware.gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch"
+        self.options = nccl_options(sc)
+        self.nvls = self.options.nvls
         self.cost = lru_cache(maxsize=None)(self._cost)
         self.shape = lru_cache(maxsize=None)(self._shape)
         # (op, dimension) -> why the requested algorithm could not run and what ran instead, over
@@ -54,7 +68,7 @@ class Network:
 
     def _cost(self, op: str, size_bytes: float, dim: str, stage: int) -> CollectiveCost:
         shape = self.shape(dim, stage)
-        cc = cost(op, size_bytes, shape, self.algorithm, self.nvls)
+        cc = cost(op, size_bytes, shape, self.algorithm, self.nvls, self.options)
         if self.free:
             cc = replace(cc, time_s=0.0, latency_s=0.0)
         if cc.requested and op != "send-recv":
@@ -63,9 +77,16 @@ class Network:
                 why = f"NCCL has no {cc.requested} for these operations"
             elif cc.requested == "tree":
                 why = "NCCL's tree runs between nodes only and these groups are inside one node"
-            elif cc.requested == "nvls":
-                why = ("NVLink SHARP reduces inside one NVSwitch domain only" if self.nvls
-                       else "this GPU and scale-up switch have no NVLink SHARP")
+            elif cc.requested in ("nvls", "nvls-tree"):
+                why = ("this GPU and scale-up switch have no NVLink SHARP" if not self.nvls
+                       else "NVLS-tree needs several nodes" if cc.requested == "nvls-tree"
+                       else "NVLink SHARP reduces inside one NVSwitch domain only (across nodes it "
+                            "needs cluster.scale_out.sharp)")
+            elif cc.requested == "collnet":
+                why = ("CollNet needs switches that reduce (cluster.scale_out.sharp) and groups "
+                       "spanning nodes")
+            elif cc.requested == "pat":
+                why = "PAT runs all-gather/reduce-scatter with one GPU per node only"
             else:
                 why = f"{cc.requested} cannot run on these groups"
             self.fallbacks.setdefault((op, "dp" if dim == "edp" else dim), f"{why}; {cc.algorithm} used")

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .config.presets import resolved_scale_out
+from .config.presets import fabric_presets, resolved_scale_out
 from .placement import members_per_domain
 from .scenario import Cluster
 from .vocabulary import TIERS
@@ -66,10 +66,9 @@ if TYPE_CHECKING:  # networkx costs ~0.15 s to import; only the graph builders n
 # the two ring rows of shared calibration/nccl_busbw.csv (A100 8-GPU all-reduce 235 GB/s busbw at
 # 300 GB/s NVLink: 0.783; B200 682.2 GB/s at 900 GB/s: 0.758): their mean.
 SCALE_UP_EFFICIENCY = 0.77
-# Fraction of NIC line rate NCCL reaches across InfiniBand/RoCE (64b/66b coding, headers, flow
-# control); nccl-tests all-reduce busbw between DGX nodes with 8x400G NICs is about 360 GB/s of
-# the nominal 400 GB/s (NVIDIA DGX SuperPOD H100 reference architecture, NCCL results), i.e. 0.9.
-SCALE_OUT_EFFICIENCY = 0.9
+# Fraction of NIC line rate NCCL reaches on the default fabric (ib-ndr): fitted per fabric in
+# explorer/data/fabrics.yaml (NDR: 0.94, NVIDIA's "46-48 GB/s per NIC", nccl-tests issue #290).
+SCALE_OUT_EFFICIENCY = float(fabric_presets()["ib-ndr"]["efficiency"])
 # Long-haul TCP/RDMA over WAN links loses about as much as the fabric; no calibration row exists.
 SCALE_ACROSS_EFFICIENCY = 0.9
 BOUNDARY_NAMES = TIERS                   # the vocabulary's tiers, innermost first

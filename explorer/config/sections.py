@@ -194,7 +194,9 @@ class ScaleUp:
                "(topology.py)"})
     bandwidth_GBps: float | None = field(default=None, metadata={
         **SCALE_UP_GBPS, "doc": "per GPU, per direction; default from the GPU preset"})
-    latency_us: float = field(default=2.0, metadata={**LATENCY_US, "doc": "per-message latency"})
+    latency_us: float = field(default=0.6, metadata={**LATENCY_US, "doc": (
+        "per-hop NVLink latency of NCCL's LL protocol (NCCL 2.25 tuning.cc hwLat: 0.6 us); other "
+        "protocols' hops shift by the same difference")})
 
 
 @dataclass(frozen=True)

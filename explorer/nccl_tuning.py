@@ -1,0 +1,223 @@
+"""NCCL's own tuning model: per-call latency of each (algorithm, protocol) and the bandwidth each
+protocol keeps of the links, so that ``auto`` picks what NCCL picks.
+
+Every constant below is read from NVIDIA/nccl ``src/graph/tuning.cc`` of the v2.23-v2.25 series
+(the release that added PAT and Blackwell rows; called "NCCL 2.25" below) unless the comment says
+otherwise.  Facts only: the model NCCL evaluates is, per collective, algorithm and protocol,
+
+    time = latency + nBytes / algBw,    algBw = busBw(link, protocol refinements) * ratio
+
+with ``latency = baseLat + (hops inside a node) x intra-node hwLat + (hops between nodes) x network
+hwLat``.  :mod:`explorer.collectives` supplies the link-limited part from the topology's boundary
+shares (so contention, oversubscription and the WAN still set the bandwidth); this module turns
+it into NCCL's per-protocol bandwidth and adds NCCL's latency.
+
+The two latency fields of a scenario play the role of NCCL's per-hop hardware latencies
+(``hwLat``): ``cluster.scale_up.latency_us`` is the NVLink hop of the LL protocol (NCCL 2.25:
+0.6 us) and ``cluster.scale_out.latency_us`` the network hop of the LL ring (NCCL 2.25: 2.7 us,
+InfiniBand).  A scenario that sets them differently shifts every protocol's hop by the same
+difference, the way NCCL adds a network plugin's reported latency (``graphs[a]->latencyInter``)
+to its network hops, and twice to Simple's (its flush) — NCCL 2.25 tuning.cc.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+PROTOCOLS = ("LL", "LL128", "Simple")
+# The GPU generations NCCL's tables distinguish (compCapIndex: Volta, Ampere, Hopper, Blackwell).
+ARCHS = ("volta", "ampere", "hopper", "blackwell")
+
+# baseLat [us] per algorithm and protocol (LL, LL128, Simple).  NVLS, NVLS-tree and CollNet have
+# no base latency in NCCL 2.25; PAT's is a fixed 8 us (set in its own latency formula).
+BASE_LAT_US = {
+    "tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4),
+    "collnet-direct": (0.0, 0.0, 0.0), "collnet-chain": (0.0, 0.0, 0.0),
+    "nvls": (0.0, 0.0, 0.0), "nvls-tree": (0.0, 0.0, 0.0), "pat": (8.0, 8.0, 8.0),
+}
+# hwLat [us] per hop: NVLink, PCI and network tables (NCCL 2.25).  0 where NCCL has no entry
+# (those protocols are not offered for that algorithm).
+HW_LAT_US = {
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "collnet-direct": (0.0, 0.0, 3.7),
+               "collnet-chain": (0.0, 0.0, 2.8), "nvls": (0.0, 0.0, 25.0), "nvls-tree": (0.0, 0.0, 25.0),
+               "pat": (0.0, 0.0, 4.0)},
+    "pci": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "collnet-direct": (0.0, 0.0, 3.7),
+            "collnet-chain": (0.0, 0.0, 2.8), "nvls": (0.0, 0.0, 0.0), "nvls-tree": (0.0, 0.0, 0.0),
+            "pat": (0.0, 0.0, 4.0)},
+    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "collnet-direct": (0.0, 0.0, 31.0),
+            "collnet-chain": (0.0, 0.0, 30.0), "nvls": (0.0, 0.0, 18.0), "nvls-tree": (0.0, 0.0, 14.0),
+            "pat": (0.0, 0.0, 14.0)},
+}
+# The defaults of the two scenario latency fields equal these NCCL hops (module docstring).
+NVLINK_HOP_US = HW_LAT_US["nvlink"]["ring"][0]     # 0.6 us
+NET_HOP_US = HW_LAT_US["net"]["ring"][0]           # 2.7 us
+# Inter-node rings pay at least the CPU's network post overhead per step, x3 for Simple
+# (getNetOverhead: 1 us on Intel x86, 2 us on AMD; Intel taken).
+NET_OVERHEAD_US = 1.0
+# Multi-node ring/Simple all-reduce latency x1.4 on Ampere and later ("plateau effect of ring",
+# ncclTopoGetAlgoTime; 1.9 before Ampere) once each rank's share of a channel is >= 64 bytes.
+RING_PLATEAU = {"volta": 1.9, "ampere": 1.4, "hopper": 1.4, "blackwell": 1.4}
+
+# Bus-bandwidth caps [GB/s].  index2 = 0, 1, 2 for 1, 2, >= 3 nodes.  llMaxBws rows: on one node
+# the GPU generation; across nodes the CPU vendor (Intel row = the Volta row), as NCCL does.
+LL_MAX_BW = {"volta": (39.0, 39.0, 20.4), "ampere": (87.7, 22.5, 19.0),
+             "hopper": (141.0, 45.0, 35.0), "blackwell": (282.0, 90.0, 70.0)}
+PER_CH_RING_LL128 = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 73.4}
+PER_CH_TREE_LL128 = {"volta": (20.0, 20.0, 20.0), "ampere": (20.0, 20.0, 20.0),
+                     "hopper": (36.7, 36.7, 29.0), "blackwell": (73.4, 73.4, 58.0)}
+PER_CH_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8),
+               "hopper": (38.7, 41.4, 36.0), "blackwell": (77.4, 82.8, 72.0)}
+# Channels: NCCL runs its collectives on 16 SMs by default (S. Jeaugey, NVIDIA/nccl issue #1649,
+# 2025: "the default number of SMs is 16"), one channel per SM.  Only the per-channel caps use it.
+DEFAULT_CHANNELS = 16
+# Protocol refinements of the link bandwidth (NCCL 2.25): ring LL keeps 1/2, ring LL128 0.92
+# (120/128 of each 128-byte line carries data), tree 0.92 then LL 1/3.8 and LL128 7/9 on one node
+# or 120/128 across nodes, PAT 0.75; CollNet Direct 0.85 on Hopper and later.
+RING_LL, RING_LL128, TREE_FRACTION, TREE_LL, PAT_FRACTION = 0.5, 0.92, 0.92, 1 / 3.8, 0.75
+TREE_LL128_ONE_NODE, TREE_LL128_NODES = 7 / 9, 120 / 128
+COLLNET_HOPPER = 0.85
+# treeCorrectionFactor[protocol][log2(nBytes/64)], 64 B to 256 MiB (NCCL 2.25): trees fall short
+# of their model at medium sizes.
+TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9,
+           1.0, 1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9,
+              .9, .9, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7,
+               .7, .8, .9, .9),
+}
+
+
+def gpu_arch(name: str, peak_tflops: float = 0.0, fp8_tflops: float | None = None) -> str:
+    """NCCL's GPU generation for a GPU display name (V100 -> volta, A100/A800 -> ampere,
+    H100/H800/H200/H20 -> hopper, B100/B200/GB200/B300 -> blackwell); an unknown name is hopper
+    when it has an FP8 rate above its BF16 peak, ampere otherwise.
+
+    >>> gpu_arch("A100 80GB SXM"), gpu_arch("H800 SXM"), gpu_arch("B200")
+    ('ampere', 'hopper', 'blackwell')
+    """
+    m = re.match(r"(G?)([VAHB])\d", name.upper().replace(" ", ""))
+    if m:
+        return {"V": "volta", "A": "ampere", "H": "hopper", "B": "blackwell"}[m.group(2)]
+    return "hopper" if fp8_tflops is not None and fp8_tflops > peak_tflops > 0 else "ampere"
+
+
+def node_index(nodes: int) -> int:
+    """NCCL's index2 into the cap tables: 0, 1, 2 for 1, 2, >= 3 nodes."""
+    return 0 if nodes <= 1 else 1 if nodes == 2 else 2
+
+
+def log2i(x: int) -> int:
+    """floor(log2(x)) for x >= 1 (NCCL's log2i); 0 for x < 1."""
+    return max(int(x).bit_length() - 1, 0)
+
+
+def tree_correction(protocol: str, size_bytes: float) -> float:
+    """treeCorrectionFactor of NCCL's tree all-reduce at this size (1 beyond the table)."""
+    idx = log2i(int(size_bytes) >> 6)
+    table = TREE_CORRECTION[protocol]
+    return table[idx] if int(size_bytes) >> 6 >= 1 and idx < len(table) else 1.0
+
+
+def refine_bus_bw(algo: str, proto: str, bus_bw: float, arch: str, nodes: int, ppn: int,
+                  channels: int = DEFAULT_CHANNELS) -> float:
+    """NCCL's per-protocol bus bandwidth [GB/s] from the link-limited one (``bus_bw``, i.e.
+    Simple at 100 % of the links): the "model refinements" of ncclTopoTuneModel, NCCL 2.25."""
+    i2 = node_index(nodes)
+    ll_max = LL_MAX_BW[arch if nodes == 1 else "volta"][i2]
+    if algo == "ring":
+        if proto == "LL":
+            return min(ll_max, bus_bw * RING_LL)
+        if proto == "LL128":
+            return min(bus_bw * RING_LL128, channels * PER_CH_RING_LL128[arch])
+        return bus_bw
+    if algo == "tree":
+        bw = min(bus_bw * TREE_FRACTION, channels * PER_CH_TREE[arch][i2])
+        if proto == "LL":
+            return min(bw * TREE_LL, ll_max)
+        if proto == "LL128":
+            frac = TREE_LL128_ONE_NODE if nodes == 1 else TREE_LL128_NODES
+            return min(bw * frac, channels * PER_CH_TREE_LL128[arch][i2])
+        return bw
+    if algo == "pat":
+        return bus_bw * PAT_FRACTION
+    if algo == "collnet-direct" and arch in ("hopper", "blackwell"):
+        return bus_bw * COLLNET_HOPPER
+    return bus_bw
+
+
+def protocols_for(algo: str, op: str, ll128: bool) -> tuple[str, ...]:
+    """Protocols NCCL 2.25 offers for ``algo``: NVLS, NVLS-tree, CollNet and PAT run Simple only;
+    LL128 only where NCCL enables it (NVLink inside the node; ``ll128`` False otherwise)."""
+    if algo in ("nvls", "nvls-tree", "collnet-direct", "collnet-chain", "pat"):
+        return ("Simple",)
+    return PROTOCOLS if ll128 else ("LL", "Simple")
+
+
+def _hop(table: str, algo: str, proto: str, shift_us: float, simple_twice: bool = False) -> float:
+    base = HW_LAT_US[table][algo][PROTOCOLS.index(proto)]
+    return max(0.0, base + shift_us * (2 if simple_twice and proto == "Simple" else 1))
+
+
+def latency_us(algo: str, proto: str, op: str, n: int, nodes: int, intra: str, up_shift_us: float,
+               net_shift_us: float, arch: str) -> float:
+    """NCCL 2.25's latency [us] of one call of ``op`` by ``algo``/``proto`` on ``n`` ranks over
+    ``nodes`` nodes (equal ranks per node), before the ring plateau factor.
+
+    ``intra``: "nvlink" or "pci" (NCCL's intra-node table); ``up_shift_us``/``net_shift_us``: the
+    scenario's NVLink/network hop minus NCCL's (module docstring).
+    """
+    p = PROTOCOLS.index(proto)
+    ppn = n // max(nodes, 1)
+    intra_lat = _hop(intra, algo, proto, up_shift_us)
+    # With one rank per node latencies are fully exposed: NCCL then uses the tree's network hop.
+    inter_lat = _hop("net", "tree" if ppn == 1 else algo, proto, net_shift_us, simple_twice=True)
+    base = BASE_LAT_US[algo][p]
+    if algo == "ring":
+        if op in ("broadcast", "reduce"):
+            # A pipelined chain: n hops of the outer hardware; NCCL charges Simple chunks the tree's hop.
+            hw = "net" if nodes > 1 else intra
+            hop = _hop(hw, "tree" if proto == "Simple" else "ring", proto,
+                       net_shift_us if nodes > 1 else up_shift_us, simple_twice=nodes > 1)
+            return base + n * hop
+        steps = 2 * (n - 1) if op == "all-reduce" else n - 1
+        inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if op == "all-reduce" else nodes - 1)
+        if nodes > 1:
+            intra_lat = max(intra_lat, NET_OVERHEAD_US * (3 if proto == "Simple" else 1))
+        return base + (steps - inter_steps) * intra_lat + inter_steps * inter_lat
+    if algo == "tree":
+        return base + 2 * ((ppn - 1) * intra_lat + log2i(nodes) * inter_lat)
+    if algo == "collnet-direct":
+        # 0.4 us of arity serialisation per extra local rank (NCCL 2.25).
+        return base + 2 * (min(1, ppn - 1) * intra_lat + (ppn - 1) * 0.4) + inter_lat
+    if algo == "collnet-chain":
+        return base + 2 * (ppn - 1) * intra_lat + inter_lat
+    if algo == "nvls":
+        return intra_lat + (inter_lat if nodes > 1 else 0.0)
+    if algo == "nvls-tree":
+        return base + intra_lat + 2 * log2i(nodes) * inter_lat
+    if algo == "pat":
+        # Fixed 8 us, a logarithmic network part and a linear part per rank (NCCL 2.25).
+        return base + log2i(nodes) * inter_lat / 3.5 + n * 2.8
+    raise ValueError(f"no NCCL latency model for {algo!r}")
+
+
+def ring_plateau(op: str, proto: str, nodes: int, n: int, size_bytes: float, arch: str,
+                 channels: int = DEFAULT_CHANNELS) -> float:
+    """NCCL's multi-node ring/Simple all-reduce latency multiplier (ncclTopoGetAlgoTime)."""
+    if op == "all-reduce" and proto == "Simple" and nodes > 1 and size_bytes / (channels * n) >= 64:
+        return RING_PLATEAU[arch]
+    return 1.0
+
+
+def wan_hops(algo: str, op: str, dcs: int) -> int:
+    """Sequential WAN crossings of one call over ``dcs`` datacenters (each pays the WAN latency):
+    a ring crosses each building boundary once per pass, trees twice per level, the in-network
+    algorithms up and back down once."""
+    if dcs <= 1:
+        return 0
+    if algo in ("ring", "pat", "mpi-ring"):
+        return (2 if op == "all-reduce" else 1) * (dcs - 1)
+    if algo in ("tree", "nvls-tree"):
+        return 2 * math.ceil(math.log2(dcs))
+    return 2

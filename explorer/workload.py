@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .activations import layer_activation_bytes
-from .attention import AttentionBlock, Gemm, attention_block, attention_params
+from .attention import AttentionBlock, Gemm, attention_block, attention_params, head_dims
 from .frameworks import profile
 from .hardware import BYTES_PER_ELEMENT, gemm_large_efficiency
 from .kernels import attention_seconds, gemm_seconds
@@ -157,15 +157,16 @@ class _Timer:
             d = self.dtype(g)
             eff = self.eff[d]
             flops += g.flops
-            fs += g.count * gemm_seconds(g.m, g.n, g.k, d, self.gpu, eff)
-            ds += g.count * gemm_seconds(g.m, g.k, g.n, d, self.gpu, eff)     # dX = dY W^T
-            ws += g.count * gemm_seconds(g.k, g.n, g.m, d, self.gpu, eff)     # dW = X^T dY
+            grp = int(g.count)                       # experts run as one grouped GEMM kernel
+            fs += g.count * gemm_seconds(g.m, g.n, g.k, d, self.gpu, eff, grp)
+            ds += g.count * gemm_seconds(g.m, g.k, g.n, d, self.gpu, eff, grp)     # dX = dY W^T
+            ws += g.count * gemm_seconds(g.k, g.n, g.m, d, self.gpu, eff, grp)     # dW = X^T dY
             if d == "fp8":
                 cast_f += FP8_CAST_BYTES_FWD * g.m * g.k * g.count
                 cast_b += FP8_CAST_BYTES_BWD * g.m * g.n * g.count
         return Work(flops, fs), Work(flops, ds), Work(flops, ws), cast_f, cast_b
 
-    def core(self, blk: AttentionBlock, flash: bool) -> tuple[Work, Work]:
+    def core(self, blk: AttentionBlock, flash: bool, head_dim: float, seq: float) -> tuple[Work, Work]:
         """Forward and backward Work of the attention core.
 
         Model FLOPs count what the kernel must multiply: the full s x s square for the unfused
@@ -176,8 +177,8 @@ class _Timer:
         model = blk.core_flops * (FLASH_CAUSAL_FRACTION if flash else 1.0)
         bwd_exec = model * (FLASH_BACKWARD_OVER_FORWARD if flash else 2.0)
         eff = self.eff[self.base]
-        return (Work(model, attention_seconds(model, self.gpu, eff, False, flash)),
-                Work(2 * model, attention_seconds(bwd_exec, self.gpu, eff, True, flash)))
+        return (Work(model, attention_seconds(model, self.gpu, eff, False, flash, head_dim, seq)),
+                Work(2 * model, attention_seconds(bwd_exec, self.gpu, eff, True, flash, head_dim, seq)))
 
 
 def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
@@ -217,7 +218,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
         expert_params = 0.0
     d_f, d_d, d_w, cast_f, cast_b = timer.passes(dense_gemms)
     r_f, r_d, r_w, rcast_f, rcast_b = timer.passes(routed)
-    core_f, core_b = timer.core(blk, tr.flash_attention)
+    core_f, core_b = timer.core(blk, tr.flash_attention, head_dims(m)[0], s)
 
     norm_params = 4 * h                  # two LayerNorms, gain + bias of h each, replicated over TP
     params = sum(g.params for g in dense_gemms) + norm_params + blk.latent_norm_params

@@ -132,3 +132,25 @@ def test_zero_chart_and_tier_bars_say_what_they_measure():
     memory, traffic = fig.data
     assert list(memory.y) == [40, 30, 20, 10] and list(traffic.y) == [2.0, 2.0, 2.0, 3.0]
     assert memory.marker.color[1] != memory.marker.color[0]          # the scenario's own stage stands out
+
+
+def test_choosing_a_fabric_or_framework_shows_and_simulates_its_defaults():
+    """A fabric preset sets the NIC speed and latency widgets to its values and a framework its
+    gradient bucket, and the page simulates exactly what the widgets show (the CLI agrees)."""
+    from explorer.config.presets import fabric_presets
+    from explorer.frameworks import profile
+    at = run_app()
+    at.selectbox(key="cluster.scale_out.fabric").set_value("eth-100").run()
+    fab = fabric_presets()["eth-100"]
+    assert at.number_input(key="cluster.scale_out.nic_Gbps").value == fab["nic_Gbps"]
+    assert at.number_input(key="cluster.scale_out.latency_us").value == fab["latency_us"]
+    at.selectbox(key="training.framework").set_value("deepspeed").run()
+    shows_result_or_one_line_reason(at)
+    view = parse_query(dict(at.query_params))
+    sc = from_dict(apply_overrides(preset_raw(view.scenario), view.overrides))
+    assert sc.cluster.scale_out.fabric == "eth-100" and sc.training.framework == "deepspeed"
+    assert sc.cluster.scale_out.nic_Gbps == fab["nic_Gbps"]
+    bucket = profile("deepspeed").default_bucket_MB(sc.dp, sc.training.dtype)
+    assert at.number_input(key="communication.bucket_MB").value == pytest.approx(bucket)
+    assert sc.communication.bucket_MB == pytest.approx(bucket)
+    assert seconds(at) == pytest.approx(simulate(sc).iteration_time_s, rel=5e-3)   # card rounding

@@ -3,7 +3,8 @@
 Pure data (no Streamlit): the sidebar, the state helpers and the tests read the same table, so a
 control exists in exactly one place.  Kinds: ``int``, ``float``, ``choice`` (the field's
 ``choices``), ``bool``, ``order`` (placement strings), ``dp`` (derived, shown as text),
-``gpu`` / ``model`` (preset names).
+``gpu`` / ``model`` (preset names), ``source`` (a choice whose change re-derives the widgets of
+:data:`DERIVED_WIDGETS`, e.g. a fabric preset's NIC speed and latency).
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ SECTIONS: list[tuple[str, list[Control]]] = [
     ]),
     ("Scale-out (fabric)", [
         Control("cluster.scale_out.kind", "Wiring", "choice"),
+        Control("cluster.scale_out.fabric", "Fabric (sets NIC speed, latency, efficiency)", "source"),
         Control("cluster.scale_out.nic_Gbps", "NIC speed (Gb/s)", "float"),
         Control("cluster.scale_out.nics_per_node", "NICs per node", "int"),
         Control("cluster.scale_out.latency_us", "Latency (µs)", "float"),
@@ -69,6 +71,9 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("model.moe.expert_ffn_hidden", "MoE expert width", "int"),
         Control("model.moe.max_nodes", "MoE node limit (0 = none)", "int"),
         Control("model.moe.imbalance", "MoE load imbalance (max/mean)", "float"),
+        Control("model.moe.skew", "MoE routing skew (Zipf exponent)", "float"),
+        Control("model.mtp_depth", "Multi-token prediction modules", "int"),
+        Control("model.dropout", "Dropout", "bool"),
     ]),
     ("Batch & precision", [
         Control("training.global_batch", "Global batch (sequences)", "int"),
@@ -77,9 +82,13 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("training.recompute", "Activation recompute", "choice"),
         Control("training.flash_attention", "Fused attention (FlashAttention)", "bool"),
         Control("training.optimizer", "Optimizer", "choice"),
+        Control("training.framework", "Framework", "source"),
     ]),
     ("Communication", [
+        Control("communication.library", "Collective library", "choice"),
         Control("communication.algorithm", "Collective algorithm", "choice"),
+        Control("communication.protocol", "NCCL protocol", "choice"),
+        Control("communication.comm_sms", "SMs held by communication kernels", "int"),
         Control("communication.dp_overlap", "Overlap DP with backward", "bool"),
         Control("communication.bucket_MB", "Gradient bucket (MB)", "float"),
         Control("communication.dp_priority", "Prioritise first layers' buckets (P3)", "bool"),
@@ -88,6 +97,12 @@ SECTIONS: list[tuple[str, list[Control]]] = [
     ]),
 ]
 CONTROLS: list[Control] = [c for _, items in SECTIONS for c in items]
+# Widgets whose value another control sets: choosing a fabric fills in its NIC speed and latency,
+# choosing a framework its gradient bucket (the loader's derived defaults, explorer/config).
+DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
+    "cluster.scale_out.fabric": ("cluster.scale_out.nic_Gbps", "cluster.scale_out.latency_us"),
+    "training.framework": ("communication.bucket_MB",),
+}
 # Widgets that hold a scenario value (dp is derived from the others and only displayed).
 WIDGET_KEYS: list[str] = [c.key for c in CONTROLS if c.kind != "dp"]
 MODEL_KEYS: list[str] = [k for k in WIDGET_KEYS if k.startswith("model.") and k != "model.preset"]

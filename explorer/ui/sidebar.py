@@ -8,7 +8,7 @@ import streamlit as st
 from ..scenario import gpu_presets, model_presets
 from ..share import shipped_scenarios
 from .controls import ORDERS, SECTIONS, Control
-from .state import CUSTOM, FIELDS, on_model_preset_change, on_preset_change, preset_scenario
+from .state import CUSTOM, FIELDS, on_model_preset_change, on_preset_change, on_source_change, preset_scenario
 
 
 def render() -> dict[str, Any]:
@@ -50,6 +50,9 @@ def _widget(c: Control) -> None:
         st.selectbox(c.label, opts, key=key, help="Vendor peak figures (explorer/data/gpus.yaml)")
     elif c.kind == "choice":
         st.selectbox(c.label, list(meta["choices"]), key=key, help=help_)
+    elif c.kind == "source":
+        st.selectbox(c.label, list(meta["choices"]), key=key, help=help_, on_change=on_source_change,
+                     args=(key,))
     elif c.kind == "order":
         st.selectbox(c.label, list(dict.fromkeys([st.session_state[key]] + ORDERS)), key=key, help=help_)
     elif c.kind == "bool":

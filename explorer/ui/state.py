@@ -27,7 +27,7 @@ from ..scenario import (
 )
 from ..schema import build, field_paths
 from ..share import changed_fields, flatten, parse_query, preset_raw
-from .controls import MODEL_KEYS, WIDGET_KEYS
+from .controls import DERIVED_WIDGETS, MODEL_KEYS, WIDGET_KEYS
 
 CUSTOM = "(custom)"
 MAX_UPLOAD_BYTES = 200_000
@@ -92,6 +92,27 @@ def on_model_preset_change() -> None:
     # Fields without a widget that belong to the old model would not fit the new one.
     st.session_state["_extra"] = {k: v for k, v in st.session_state.get("_extra", {}).items()
                                   if not k.startswith("model.")}
+
+
+def on_source_change(source: str) -> None:
+    """A control that sets others' defaults changed (fabric, framework): the widgets it derives
+    (controls.DERIVED_WIDGETS) take the values the loader derives for the new choice, so what the
+    sidebar shows is what is simulated.  Left as they are when the scenario is invalid."""
+    derived = DERIVED_WIDGETS[source]
+    raw = current_raw()
+    for key in derived:
+        section, _, leaf = key.rpartition(".")
+        node = raw
+        for part in section.split("."):
+            node = node.setdefault(part, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node.pop(leaf, None)          # let the loader derive it from the new choice
+    try:
+        values = widget_values(from_dict(raw))
+    except ScenarioError:
+        return
+    for key in derived:
+        st.session_state[key] = values[key]
 
 
 def on_upload() -> None:

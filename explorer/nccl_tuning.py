@@ -149,7 +149,7 @@ def refine_bus_bw(algo: str, proto: str, bus_bw: float, arch: str, nodes: int, p
 def protocols_for(algo: str, op: str, ll128: bool) -> tuple[str, ...]:
     """Protocols NCCL 2.25 offers for ``algo``: NVLS, NVLS-tree, CollNet and PAT run Simple only;
     LL128 only where NCCL enables it (NVLink inside the node; ``ll128`` False otherwise)."""
-    if algo in ("nvls", "nvls-tree", "collnet-direct", "collnet-chain", "pat"):
+    if algo in ("nvls", "nvls-tree", "collnet", "collnet-direct", "collnet-chain", "pat"):
         return ("Simple",)
     return PROTOCOLS if ll128 else ("LL", "Simple")
 

@@ -1,0 +1,166 @@
+"""NCCL's tuning model (explorer/nccl_tuning.py, constants of NVIDIA/nccl src/graph/tuning.cc,
+v2.23-2.25): closed forms for a few calls, protocol switch points, what ``auto`` may pick, the
+small-message latency floor, and the sourced nccl-tests rows with their tolerances."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer.collectives import NcclOptions, cost
+from explorer.fidelity import summary
+from explorer.fidelity_collectives import collective_reference_rows
+from explorer.nccl_table import collective_rows
+from explorer.nccl_tuning import gpu_arch, latency_us, refine_bus_bw, tree_correction
+from explorer.scenario import Cluster, ScaleUp, from_dict
+from explorer.topology import SCALE_UP_EFFICIENCY, Fabric
+
+MiB = 2**20
+SIZES = [2**k for k in range(3, 35)]          # 8 B .. 16 GiB, as nccl-tests -b 8 -e 16G -f 2
+
+
+def scenario(gpu: str = "h100-sxm", nodes: int = 1, **out) -> object:
+    return from_dict({"model": {"preset": "llama3-8b"}, "training": {"global_batch": 8 * nodes},
+                      "hardware": {"gpu": gpu}, "cluster": {"gpus_per_node": 8, "nodes": nodes,
+                                                            "scale_out": out}})
+
+
+def test_ring_ll_latency_closed_form_one_node():
+    # NCCL 2.25: baseLat ring/LL 6.6 us + 2(n-1) NVLink LL hops of 0.6 us = 15.0 us for 8 ranks.
+    assert latency_us("ring", "LL", "all-reduce", 8, 1, "nvlink", 0.0, 0.0, "hopper") == pytest.approx(15.0)
+    # Simple: 8.4 + 14 x 3.4 = 56.0 us; LL128: 14 + 14 x 1.9 = 40.6 us.
+    for proto, us in (("Simple", 56.0), ("LL128", 40.6)):
+        got = latency_us("ring", proto, "all-reduce", 8, 1, "nvlink", 0.0, 0.0, "hopper")
+        assert got == pytest.approx(us)
+
+
+def test_ring_latency_across_nodes_counts_network_hops():
+    # 32 ranks on 4 nodes, LL: 62 steps, 6 of them between nodes (2 (nodes-1)) at 2.7 us, the other
+    # 56 at max(0.6, 1 us network post overhead): 6.6 + 56 x 1.0 + 6 x 2.7 = 78.8 us.
+    assert latency_us("ring", "LL", "all-reduce", 32, 4, "nvlink", 0.0, 0.0, "hopper") == pytest.approx(78.8)
+    # Tree/LL: 6.8 + 2 (7 x 0.6 + log2(4) x 5.0) = 35.2 us.
+    assert latency_us("tree", "LL", "all-reduce", 32, 4, "nvlink", 0.0, 0.0, "hopper") == pytest.approx(35.2)
+    # NVLS-tree: 25 us in the node + 2 log2(nodes) x 14 us; the fabric's latency shifts Simple twice.
+    assert latency_us("nvls-tree", "Simple", "all-reduce", 16, 2, "nvlink", 0.0, 1.0, "hopper") == \
+        pytest.approx(25 + 2 * (14 + 2))
+
+
+def test_protocol_bandwidth_fractions():
+    # Ring LL keeps half the link, capped by llMaxBw (Hopper one node 141 GB/s); LL128 0.92;
+    # Simple all of it; tree 0.92 then LL 1/3.8; PAT 0.75 (NCCL 2.25 model refinements).
+    assert refine_bus_bw("ring", "LL", 100.0, "hopper", 1, 8) == pytest.approx(50.0)
+    assert refine_bus_bw("ring", "LL", 400.0, "hopper", 1, 8) == pytest.approx(141.0)
+    assert refine_bus_bw("ring", "LL128", 300.0, "hopper", 1, 8) == pytest.approx(276.0)
+    assert refine_bus_bw("ring", "Simple", 300.0, "hopper", 1, 8) == 300.0
+    assert refine_bus_bw("tree", "LL", 38.0, "hopper", 4, 8) == pytest.approx(38 * 0.92 / 3.8)
+    assert refine_bus_bw("pat", "Simple", 40.0, "hopper", 4, 1) == pytest.approx(30.0)
+    # Tree correction at 1 MiB (log2(2^20/64) = 14): Simple 0.5, LL128 0.6 (treeCorrectionFactor).
+    assert tree_correction("Simple", MiB) == 0.5 and tree_correction("LL128", MiB) == 0.6
+    assert tree_correction("Simple", 2**40) == 1.0
+
+
+def test_gpu_generations():
+    names = ("V100", "A100 80GB SXM", "H100 SXM", "H800 SXM", "GH200", "B200", "GB200")
+    assert [gpu_arch(n) for n in names] == ["volta", "ampere", "hopper", "hopper", "hopper", "blackwell",
+                                            "blackwell"]
+
+
+def test_one_node_h100_closed_form_at_1_mib():
+    # 1 MiB on 8 H100: ring/LL wins; time = 15 us + 1.75 MiB / min(141, 0.5 x 346.5) GB/s.
+    c = collective_rows(scenario(), "all-reduce", 8, [MiB])[0]
+    assert (c["algorithm"], c["protocol"]) == ("ring", "LL")
+    assert c["time_s"] == pytest.approx(15e-6 + 1.75 * MiB / 141e9, rel=1e-9)
+
+
+@pytest.mark.parametrize("gpu,nodes", [("a100-80gb", 1), ("h100-sxm", 1), ("a100-80gb", 4), ("h100-sxm", 4),
+                                       ("b200", 2)])
+def test_protocol_switch_points_are_monotone_in_size(gpu, nodes):
+    """Along a doubling sweep NCCL moves LL -> LL128 -> Simple and never back; the latency floor
+    is flat at the smallest sizes and the bandwidth rises to a plateau."""
+    rows = collective_rows(scenario(gpu, nodes), "all-reduce", 8 * nodes, SIZES)
+    order = {"LL": 0, "LL128": 1, "Simple": 2}
+    ranks = [order[r["protocol"]] for r in rows]
+    assert ranks == sorted(ranks) and ranks[0] == 0 and ranks[-1] == 2
+    assert rows[1]["time_s"] == pytest.approx(rows[0]["time_s"], rel=0.01)        # 8 B vs 16 B
+    busbw = [r["busbw_GBps"] for r in rows]
+    assert busbw[-1] == pytest.approx(busbw[-2], rel=0.01)                        # plateau
+    switch = next(r["size_bytes"] for r in rows if r["protocol"] != "LL")
+    assert 64 * 1024 <= switch <= 8 * MiB                                         # leaves LL at KB..MB
+
+
+def test_auto_never_picks_mpi_algorithms_with_nccl():
+    for nodes in (1, 2, 16):
+        sc = scenario("h100-sxm", nodes)
+        for op in ("all-reduce", "reduce-scatter", "all-gather"):
+            for r in collective_rows(sc, op, 8 * nodes, SIZES[::3]):
+                assert r["algorithm"] in ("ring", "tree", "nvls", "nvls-tree", "collnet", "pat"), r
+                assert r["protocol"] in ("LL", "LL128", "Simple")
+
+
+def test_one_mib_across_four_nodes_is_not_faster_than_inside_one_node():
+    for gpu in ("a100-80gb", "h100-sxm", "b200"):
+        one = collective_rows(scenario(gpu, 4), "all-reduce", 8, [MiB])[0]
+        four = collective_rows(scenario(gpu, 4), "all-reduce", 32, [MiB])[0]
+        assert four["time_s"] >= one["time_s"], gpu
+
+
+def test_nvls_is_not_picked_at_1_mib_but_is_at_the_plateau():
+    small, large = collective_rows(scenario("h100-sxm"), "all-reduce", 8, [MiB, 8 * 2**30])
+    assert small["algorithm"] == "ring" and small["protocol"] == "LL"
+    assert large["algorithm"] == "nvls"
+
+
+def test_pat_needs_one_gpu_per_node():
+    fab = Fabric.for_cluster(Cluster(gpus_per_node=8, nodes=64, scale_up=ScaleUp(bandwidth_GBps=450)))
+    one_per_node = fab.shape(np.arange(0, 512, 8))
+    pat = cost("all-gather", 64 * 1024, one_per_node, "pat")
+    assert pat.algorithm == "pat" and pat.protocol == "Simple" and not pat.requested
+    # PAT latency (NCCL 2.25): 8 + log2(64) x 14 / 3.5 + 64 x 2.8 = 211.2 us.
+    assert pat.latency_s == pytest.approx(211.2e-6)
+    assert cost("all-gather", 64 * 1024, fab.shape(np.arange(16)), "pat").requested == "pat"
+
+
+def test_collnet_only_with_sharp():
+    fab = Fabric.for_cluster(Cluster(gpus_per_node=8, nodes=4, scale_up=ScaleUp(bandwidth_GBps=450)))
+    sh = fab.shape(np.arange(32))
+    assert cost("all-reduce", 1e9, sh, "collnet").requested == "collnet"
+    on = cost("all-reduce", 1e9, sh, "collnet", options=NcclOptions(sharp=True))
+    assert on.algorithm == "collnet" and on.protocol == "Simple"
+
+
+def test_mpi_library_picks_among_its_own_algorithms():
+    fab = Fabric.for_cluster(Cluster(gpus_per_node=8, nodes=16, scale_up=ScaleUp(bandwidth_GBps=450)))
+    sh = fab.shape(np.arange(0, 128, 8))
+    for size in (1e3, 1e6, 1e9):
+        c = cost("all-reduce", size, sh, options=NcclOptions(library="gloo"))
+        assert c.algorithm in ("ring", "halving-doubling", "hierarchical") and c.protocol == "none"
+    # Small messages over 16 nodes: log2(16) = 4 exchanges per pass beat the ring's 15 steps.
+    assert cost("all-reduce", 1e3, sh, options=NcclOptions(library="mpi")).algorithm == "halving-doubling"
+
+
+def test_scale_up_latency_moves_the_nvlink_hops():
+    def t(lat):
+        fab = Fabric.for_cluster(Cluster(gpus_per_node=8, nodes=1,
+                                         scale_up=ScaleUp(bandwidth_GBps=450, latency_us=lat)))
+        return cost("all-reduce", 1e3, fab.shape(np.arange(8))).time_s
+    # 14 NVLink hops of ring/LL: +1 us per hop -> +14 us.
+    assert t(1.6) - t(0.6) == pytest.approx(14e-6, rel=1e-6)
+    assert SCALE_UP_EFFICIENCY == 0.77
+
+
+ROWS = collective_reference_rows()
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.label)
+def test_sourced_rows_within_tolerance(row):
+    """Each sourced row (source column cites it) within 50 %; the calibration rows within 15 %."""
+    assert row.source
+    tol = 0.15 if row.role == "calibration" else 0.50
+    assert row.predicted == pytest.approx(row.measured, rel=tol), row.source
+
+
+def test_fidelity_summary_per_role():
+    cal_mean, cal_max, n_cal = summary(ROWS, "calibration")
+    val_mean, val_max, n_val = summary(ROWS, "validation")
+    assert n_val * 2 >= n_cal                 # at least a third of the sourced rows are validation
+    assert cal_mean < 0.05 and cal_max < 0.15
+    assert val_mean < 0.15

@@ -42,9 +42,10 @@ from .scenario import Scenario
 # parallelism splits across TP ranks.
 ELEMENTWISE_PASSES_NORM_RESIDUAL = 10.0
 ELEMENTWISE_PASSES_DROPOUT = 5.0
-# Non-fused attention (no FlashAttention): scores written, softmax read+write, dropout read+write
-# plus mask, probabilities read by the value GEMM -> about 6.5 passes over the a*s*s score tensor.
-SCORE_PASSES = 6.5
+# Non-fused attention (no FlashAttention), besides the two batched GEMMs whose own operand traffic
+# (scores written by QK^T, probabilities read by PV) kernels.py charges: softmax read+write and
+# dropout read+write plus its 1-byte mask -> 4.5 passes over the a*s*s score tensor.
+SCORE_PASSES = 4.5
 # Backward element-wise traffic relative to forward: read the saved input and the incoming
 # gradient, write the outgoing gradient (twice the forward's read+write).
 BACKWARD_STREAM_FACTOR = 2.0

@@ -60,8 +60,8 @@ def megatron_raw(row: MegatronRow) -> dict[str, Any]:
                      "recompute": "full", "flash_attention": False},
         "hardware": {"gpu": "a100-80gb"},
         "cluster": {"gpus_per_node": 8, "nodes": row.gpus // 8,
-                    "scale_up": {"kind": "nvswitch", "bandwidth_GBps": 300, "latency_us": 2},
-                    "scale_out": {"kind": "fat-tree", "nic_Gbps": 200, "nics_per_node": 8, "latency_us": 5}},
+                    "scale_up": {"kind": "nvswitch", "bandwidth_GBps": 300},
+                    "scale_out": {"kind": "fat-tree", "fabric": "ib-hdr", "nics_per_node": 8}},
         "parallelism": {"tp": row.tp, "pp": row.pp, "dp": row.dp, "schedule": DEFAULT_SCHEDULE, "zero": 0},
         "communication": {"algorithm": "auto", "dp_overlap": False},
     }

@@ -1,7 +1,8 @@
 """Per-GPU memory: what each GPU class holds (Rajbhandari et al., ZeRO, SC20, Fig. 1 for the
-sharding; Korthikanti et al., MLSys 2023, Table 2 for activations, in workload.py)."""
+sharding; activations per layer in explorer/activations.py, replayed over the schedule's order)."""
 from __future__ import annotations
 
+from ..activations import recompute_working_bytes
 from ..network import Network
 from ..taskgraph.builder import IterationBuilder
 from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
@@ -37,6 +38,18 @@ def class_memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:
         params += layer * (1 + sc.communication.prefetch_layers)
         grads += layer / PARAM_BYTES * GRAD_BYTES
     opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer] * shard(dense, expert, zero >= 1)
-    # Activations at the schedule's peak, replaying the program order (exact for every schedule).
+    # Activations at the schedule's peak, replaying the program order (exact for every schedule),
+    # plus what one recomputed layer holds again during its own backward (explorer/activations.py).
     peak = b.schedule.peak_activations(b.orders[s], [c.act_bytes for c in chunks])
-    return MemoryBreakdown(params, grads, opt, peak)
+    return MemoryBreakdown(params, grads, opt, peak + recompute_transient(b, chunks))
+
+
+def recompute_transient(b: IterationBuilder, chunks: list) -> float:
+    """Bytes one recomputed layer re-materialises during its backward, for the largest layer kind
+    this GPU holds (one layer at a time: Chen et al. 2016, Sec. 3); 0 without recompute."""
+    sc = b.sc
+    p, tr = sc.parallelism, sc.training
+    tokens = tr.micro_batch * sc.model.seq_len / p.cp / p.token_slices
+    kinds = {moe for c in chunks
+             for moe, n in ((True, c.moe_layers), (False, c.layers - c.moe_layers)) if n > 0}
+    return max((recompute_working_bytes(sc, moe, tokens) for moe in kinds), default=0.0)

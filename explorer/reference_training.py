@@ -13,6 +13,7 @@ from typing import Any
 from .calibration import megatron_rows, megatron_scenario, read_csv
 from .fidelity import ReferenceRow
 from .scenario import Scenario, from_dict
+from .schedules.registry import megatron_schedule
 from .simulate import Result, simulate
 
 SC21_GROUP = "Megatron-LM SC21 Table 1"
@@ -52,7 +53,7 @@ def training_raw(row: dict[str, str]) -> dict[str, Any]:
         "hardware": {"gpu": row["gpu"]},
         "cluster": {"gpus_per_node": 8, "nodes": gpus // 8, "scale_out": {"fabric": fabric}},
         "parallelism": {"tp": int(row["tp"]), "pp": int(row["pp"]), "cp": int(row["cp"]),
-                        "ep": int(row["ep"]), "vpp": vpp, "schedule": "interleaved" if vpp > 1 else "1f1b",
+                        "ep": int(row["ep"]), "vpp": vpp, "schedule": megatron_schedule(vpp),
                         "zero": int(row["zero"]), "sequence_parallel": row["sequence_parallel"] == "true"},
     }
 

@@ -144,7 +144,9 @@ class _Timer:
 
     def __init__(self, sc: Scenario) -> None:
         self.gpu = sc.hardware.gpu
-        self.fp8 = sc.training.dtype == "fp8"
+        # FP8 GEMMs need FP8 tensor cores: a GPU whose fp8 peak is its bf16 peak (A100) runs the
+        # recipe in bf16 (Transformer Engine requires compute capability 8.9+ for FP8).
+        self.fp8 = sc.training.dtype == "fp8" and (self.gpu.fp8_tflops or 0) > self.gpu.peak_tflops
         self.base = "bf16" if sc.training.dtype == "fp8" else sc.training.dtype
         self.eff = {d: gemm_large_efficiency(sc, d) for d in {"fp8", self.base}}
 

@@ -39,7 +39,7 @@ def test_ideal_pipeline_card_equals_the_schedules_formula(schedule, p, m, v, rec
     assert r.bubble_fraction == pytest.approx(r.bubble_formula, abs=1e-9)
     # Ideal stages are all equal: the busiest stage idles like the mean.
     assert r.bubble_fraction_busiest == pytest.approx(r.bubble_fraction, abs=1e-9)
-    assert r.breakdown_s["optimizer"] == 0
+    assert abs(r.breakdown_s["optimizer"]) < 1e-15 * r.iteration_time_s     # none, up to float rounding
     assert all(r.breakdown_s[d] == 0 for d in ("tp", "cp", "ep", "pp", "dp"))
 
 
@@ -88,9 +88,9 @@ def test_teaching_card_is_the_mean_idle_share_of_the_stages():
     stages = [class_breakdown(r.tasks, s, T)["bubble"] / T for s in range(p)]
     assert r.bubble_fraction == pytest.approx(sum(stages) / p, rel=1e-12)
     assert r.bubble_fraction_busiest == pytest.approx(stages[r.breakdown_class], rel=1e-12)
-    # Before: the card showed the busiest stage's 24.0% while stages 0 and 3 idled 33-34%.
-    assert r.bubble_fraction_busiest == pytest.approx(0.240, abs=5e-4)
-    assert r.bubble_fraction == pytest.approx(0.2865, abs=5e-4)
+    # Before: the card showed the busiest stage's 23.5% while stages 0 and 3 idled 33-34%.
+    assert r.bubble_fraction_busiest == pytest.approx(0.2348, abs=5e-4)
+    assert r.bubble_fraction == pytest.approx(0.2820, abs=5e-4)
     assert min(stages[0], stages[3]) > 0.32
     assert r.bubble_formula == pytest.approx(3 / 11, rel=1e-12)
     d = r.to_json_dict()

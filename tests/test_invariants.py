@@ -55,12 +55,13 @@ def test_removing_oversubscription_never_slows_an_iteration(raw):
     assert flat.iteration_time_s <= over.iteration_time_s * (1 + 1e-12)
 
 
-@pytest.mark.parametrize("kind,low,high", [("fat-tree", 3.6, 4.0), ("rail-optimized", 1.9, 3.0)])
+@pytest.mark.parametrize("kind,low,high", [("fat-tree", 3.0, 4.0), ("rail-optimized", 1.5, 3.0)])
 def test_dp_crossing_a_4_to_1_spine_gets_correspondingly_slower(kind, low, high):
     # Llama 3 placement [TP, CP, PP, DP]: a DP group has one member every 16 nodes. A fat-tree leaf
     # block holds 4 nodes (one member per block: all DP traffic crosses the spine, 4x slower);
     # a rail-optimized block holds 32 nodes (two members: part of the traffic stays inside, so
-    # between 2x and 3x slower depending on the algorithm's step pattern).
+    # between 2x and 3x slower depending on the algorithm's step pattern).  NCCL's per-call latency
+    # (nccl_tuning.py), which the spine does not slow, keeps the bus-bandwidth ratios below those.
     raw = load_raw([p for p in SCENARIO_FILES if p.stem == "llama3-405b-16k"][0])
     res = {o: simulate(from_dict(apply_overrides(raw, {"cluster.scale_out.kind": kind,
                                                        "cluster.scale_out.oversubscription": o})))
@@ -83,8 +84,9 @@ def test_every_shipped_scenario_has_a_teaching_description(raw):
 
 
 def test_task_count_depends_on_pipeline_shape_not_gpu_count():
-    small = from_dict(pipeline_raw(4, 8, dp=2))
-    big_raw = pipeline_raw(4, 8, dp=2)
+    # One bucket size for both (Megatron's default bucket grows with the DP group: frameworks.py).
+    small = from_dict(pipeline_raw(4, 8, dp=2, communication__bucket_MB=160))
+    big_raw = pipeline_raw(4, 8, dp=2, communication__bucket_MB=160)
     big_raw["cluster"] = {"gpus_per_node": 8, "nodes": 1024,
                           "scale_up": {"bandwidth_GBps": 1e6, "latency_us": 0}}
     big_raw["parallelism"]["dp"] = 2048

@@ -10,7 +10,7 @@ from explorer.scenario import from_dict
 from explorer.schedules.pipeline import peak_in_flight, stage_order
 from explorer.simulate import simulate
 from explorer.taskgraph.partition import split_layers
-from explorer.taskgraph.techniques.optimizer import GRAD_BYTES
+from explorer.taskgraph.techniques.optimizer import grad_reduce_bytes
 
 from conftest import pipeline_raw
 
@@ -20,19 +20,21 @@ from conftest import pipeline_raw
 def test_bubble_of_gpipe_and_1f1b_is_p_minus_1_over_m_plus_p_minus_1(schedule, p, m):
     # SC21 Sec. 2.2.1: bubble fraction (p-1)/(m+p-1) when communication is free.
     r = simulate(from_dict(pipeline_raw(p, m, schedule)))
-    assert r.bubble_fraction == pytest.approx((p - 1) / (m + p - 1), rel=1e-3)
+    # Within 1%: the vocabulary-8 output layer is not quite free, as its GEMMs pay whole tiles
+    # (kernels.py); the schedules' formulas differ from each other by far more.
+    assert r.bubble_fraction == pytest.approx((p - 1) / (m + p - 1), rel=1e-2)
 
 
 @pytest.mark.parametrize("p,m,v", [(4, 8, 2), (8, 16, 4), (4, 4, 2), (2, 8, 3)])
 def test_interleaving_divides_the_bubble_time_by_vpp(p, m, v):
     # SC21 Sec. 2.2.2: bubble time (p-1)(F+B)/v; as a fraction: ((p-1)/v) / (m + (p-1)/v).
     inter = simulate(from_dict(pipeline_raw(p, m, "interleaved", v)))
-    assert inter.bubble_fraction == pytest.approx((p - 1) / v / (m + (p - 1) / v), rel=1e-3)
+    assert inter.bubble_fraction == pytest.approx((p - 1) / v / (m + (p - 1) / v), rel=1e-2)
     # Same layers per GPU on 1F1B: the bubble *time* is v times larger.
     raw = pipeline_raw(p, m, "1f1b")
     raw["model"]["layers"] = 2 * p * v
     plain = simulate(from_dict(raw))
-    assert plain.breakdown_s["bubble"] == pytest.approx(v * inter.breakdown_s["bubble"], rel=1e-3)
+    assert plain.breakdown_s["bubble"] == pytest.approx(v * inter.breakdown_s["bubble"], rel=1e-2)
 
 
 @pytest.mark.parametrize("schedule,v", [("gpipe", 1), ("1f1b", 1), ("interleaved", 2)])
@@ -107,10 +109,12 @@ def test_zero_bubble_h1_and_h2_bubbles_follow_the_paper(p, m):
     h2 = simulate(from_dict(pipeline_raw(p, m, "zb-h2")))
     F, B, W = _passes(h1)
     assert W > 0 and B > 0
-    # Tolerance 1%: the residual is the scenario's (tiny, non-zero) stage-to-stage transfers.
-    assert base.breakdown_s["bubble"] == pytest.approx((p - 1) * (F + B + W), rel=0.01)
-    assert h1.breakdown_s["bubble"] == pytest.approx((p - 1) * (F + B - W), rel=0.01)
-    assert h2.breakdown_s["bubble"] == pytest.approx((p - 1) * (F + B - 2 * W), rel=0.01)
+    # Tolerance 3%: the residual is the scenario's (tiny, non-zero) stage-to-stage transfers and
+    # its near-empty output layer, whose GEMMs still pay whole tiles (kernels.py); the three
+    # formulas differ by W, about a third of F + B + W here.
+    assert base.breakdown_s["bubble"] == pytest.approx((p - 1) * (F + B + W), rel=0.03)
+    assert h1.breakdown_s["bubble"] == pytest.approx((p - 1) * (F + B - W), rel=0.03)
+    assert h2.breakdown_s["bubble"] == pytest.approx((p - 1) * (F + B - 2 * W), rel=0.03)
     # Memory (Table 1 of the paper): ZB-H1 as 1F1B (p micro-batches), ZB-H2 2p-1.
     a1, ah1, ah2 = (r.memory_by_class[0].activations for r in (base, h1, h2))
     assert ah1 == pytest.approx(a1)
@@ -161,7 +165,7 @@ def test_pipedream_async_period_is_the_dp_stream_when_its_gradient_sync_is_slowe
     run = schedule_iteration(sc)
     dp_busy = []
     for s in range(p):
-        grads = run.builder.chunk_of(s, 0).params * GRAD_BYTES
+        grads = run.builder.chunk_of(s, 0).params * grad_reduce_bytes(sc)
         buckets = math.ceil(grads / (sc.communication.bucket_MB * 1e6))
         dp_busy.append(buckets * run.net.cost("all-reduce", grads / buckets, "dp", s).time_s)
     r = simulate(sc)

@@ -43,10 +43,12 @@ def test_no_wan_warning_once_the_wan_no_longer_limits_or_the_share_is_small():
     # A 100x faster WAN: the node NICs limit the reduction now, so the WAN is not blamed.
     r = simulate(load(TWO_DC, {"cluster.scale_across.bandwidth_Gbps": 160000}))
     assert r.links["dp"]["tier"] == "scale-out" and "wan" not in r.warning_kinds
-    # A shorter WAN hop as well: under the threshold nothing is said.
+    # A shorter WAN hop as well: the exposed DP (7% of the iteration: NCCL's per-call latency on
+    # 40 MB buckets, nccl_tuning.py) is the fabric's, not the WAN's, so nothing is said.
     r = simulate(load(TWO_DC, {"cluster.scale_across.bandwidth_Gbps": 16000,
                                "cluster.scale_across.latency_ms": 0.01}))
-    assert r.breakdown_s["dp"] / r.iteration_time_s < WAN_EXPOSED_WARNING_SHARE
+    assert r.breakdown_s["dp"] / r.iteration_time_s > WAN_EXPOSED_WARNING_SHARE
+    assert r.links["dp"]["tier"] == "scale-out"
     assert r.warnings == ()
 
 

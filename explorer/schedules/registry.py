@@ -102,6 +102,12 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
 )}
 
 DEFAULT = "1f1b"
+INTERLEAVED = "interleaved"     # Megatron-LM's schedule when a GPU holds several virtual stages
+
+
+def megatron_schedule(vpp: int) -> str:
+    """The schedule Megatron-LM runs for ``vpp`` virtual stages per GPU: 1F1B, interleaved above 1."""
+    return INTERLEAVED if vpp > 1 else DEFAULT
 
 
 def get(name: str) -> Schedule:

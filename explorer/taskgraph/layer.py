@@ -15,7 +15,7 @@ from ..workload import ZERO_WORK, Collective, EdgeCost, LayerCost
 from .records import LinkCall, priced_link
 from .techniques.fsdp import FsdpCost, fsdp_cost
 from .techniques.moe_routing import imbalance_extra_s, node_aware_pass, node_limited
-from .techniques.optimizer import GRAD_BYTES, PARAM_BYTES
+from .techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
 from .techniques.ring_attention import RingCost, ring_cost
 from .techniques.tp_overlap import exposed_tp
 
@@ -165,7 +165,7 @@ def fsdp_links(ctx: ChunkContext, lc: LayerCost | Params, stage: int) -> list[Li
     out: list[LinkCall] = []
     for dim, params in (("dp", lc.params), ("edp", lc.expert_params)):
         out += priced_link(ctx.net, dim, "all-gather", params * PARAM_BYTES, stage, 2)
-        out += priced_link(ctx.net, dim, "reduce-scatter", params * GRAD_BYTES, stage, 1)
+        out += priced_link(ctx.net, dim, "reduce-scatter", params * grad_reduce_bytes(ctx.sc), stage, 1)
     return out
 
 

@@ -69,4 +69,6 @@ def render(data: ViewData, raw: dict[str, Any], present: bool) -> None:
                 "(`parallelism.order`).\n"
                 "- **ZeRO**: stage 1 shards the optimizer state, 2 also the gradients, 3 also the weights — "
                 "memory falls, and stage 3 re-gathers every layer's weights for forward and backward, "
-                "3Ψ bytes per iteration against 2Ψ (Rajbhandari et al. SC20).")
+                "3Ψ bytes per micro-batch against 2Ψ per iteration when gradients travel in bf16 "
+                "(Rajbhandari et al. SC20; Megatron reduces them in fp32, which weighs the reduce-scatter "
+                "double).")

@@ -57,16 +57,14 @@ class ActivationPolicy:
 
 def selective_modules(sc: Scenario) -> frozenset[str]:
     """Modules recomputed under ``training.recompute: selective``: the scenario's
-    ``training.recompute_modules`` where it has one (a field the lead may add), else Megatron-Core's
-    default ``core_attn``."""
-    given = getattr(sc.training, "recompute_modules", None)
+    ``training.recompute_modules`` (Megatron-Core's default is ``core_attn``)."""
+    given = sc.training.recompute_modules
     return frozenset(given) if given else SELECTIVE_DEFAULT
 
 
 def fp8_storage(sc: Scenario) -> str:
-    """The FP8 activation storage recipe: the scenario's ``training.fp8_storage`` where it has one (a
-    field the lead may add: "te" | "deepseek"), else Transformer Engine's."""
-    return getattr(sc.training, "fp8_storage", None) or "te"
+    """The FP8 activation storage recipe: ``training.fp8_storage`` ("te" | "deepseek")."""
+    return sc.training.fp8_storage
 
 
 def policy_for(sc: Scenario) -> ActivationPolicy:

@@ -184,6 +184,28 @@ class _Timer:
                 Work(2 * model, attention_seconds(bwd_exec, self.gpu, eff, True, flash, head_dim, seq)))
 
 
+def _selective_recompute(sc: Scenario, timer: _Timer, blk: AttentionBlock, attn_core: Work, tokens: float,
+                         mats: int, moe_layer: bool, e: float, sp: bool) -> Work:
+    """Forward work that ``training.recompute_modules`` repeats in the backward (Megatron-Core's
+    recompute_modules; DeepSeek-V3 report Sec. 3.2.3): the attention core; the two norms (read and
+    write their input, 4 passes of h); MLA's up-projections (its query and key/value up GEMMs); the
+    routed experts' activation function (read and write their intermediates)."""
+    m, t = sc.model, sc.parallelism.tp
+    modules = set(sc.training.recompute_modules)
+    work = ZERO_WORK
+    if "core_attn" in modules:
+        work = work + attn_core
+    if "layernorm" in modules:
+        work = work + Work(0.0, 0.0, 4 * tokens * m.hidden / (t if sp else 1) * e)
+    if "mla_up_proj" in modules and m.mla is not None:
+        ups = [g for g in blk.gemms if g.k in (m.mla.q_lora_rank, m.mla.kv_lora_rank) and g.n != m.hidden]
+        work = work + timer.passes(ups)[0]
+    if "moe_act" in modules and moe_layer:
+        moe = m.moe
+        work = work + Work(0.0, 0.0, tokens * moe.top_k * mats * moe.expert_ffn_hidden / t * e)
+    return work
+
+
 def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     """Cost of one (dense or MoE) transformer layer for one micro-batch on one GPU."""
     m, p, tr = sc.model, sc.parallelism, sc.training
@@ -240,7 +262,8 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     if tr.recompute == "full":
         recompute = fwd
     elif tr.recompute == "selective":
-        recompute = attn_core
+        recompute = _selective_recompute(sc, timer, blk, attn_core, tokens, mats, moe_layer,
+                                         e * elementwise, sp)
     else:
         recompute = ZERO_WORK
 

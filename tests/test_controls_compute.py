@@ -24,6 +24,8 @@ COVERED = {
     "hardware.gpu.sms": "test_more_sms_dilute_the_communication_kernels",
     "hardware.gpu.measured_fp8_matmul_tflops": "test_fp8_gemm_measurement_sets_the_fp8_rate",
     "communication.comm_sms": "test_communication_sms_slow_the_compute_they_overlap",
+    "training.recompute_modules": "test_recompute_modules_trade_memory_for_time",
+    "training.fp8_storage": "test_deepseek_fp8_storage_keeps_less_than_transformer_engine",
 }
 
 
@@ -142,3 +144,26 @@ def test_fp8_gemm_measurement_sets_the_fp8_rate():
         return _sim("mla", (("training.dtype", dtype), ("hardware.gpu", tuple(gpu.items())))).iteration_time_s
     assert run("fp8", 1000) > run("fp8", 1300) > run("fp8", 1600)
     assert run("bf16", 1000) == run("bf16", 1600)
+
+
+def test_recompute_modules_trade_memory_for_time():
+    """Each module that selective recompute repeats (Megatron-Core recompute_modules) drops its
+    saved activations and adds its forward to the backward: adding modules lowers memory and
+    raises the iteration time, strictly."""
+    sets = ["core_attn", "core_attn,layernorm", "core_attn,layernorm,mla_up_proj"]   # YAML lists too
+    runs = [_sim("mla", (("training.recompute", "selective"), ("training.recompute_modules", s)))
+            for s in sets]
+    mem = [r.memory.activations for r in runs]
+    t = [r.iteration_time_s for r in runs]
+    assert mem[0] > mem[1] > mem[2]
+    assert t[0] < t[1] < t[2]
+
+
+def test_deepseek_fp8_storage_keeps_less_than_transformer_engine():
+    """DeepSeek-V3's FP8 recipe (report Sec. 3.3.3) caches the MoE SwiGLU inputs in FP8 and the
+    attention output once: fewer activation bytes than Transformer Engine's default, same time."""
+    fp8 = (("training.dtype", "fp8"), ("hardware.gpu", "h800"))
+    te = _sim("moe", fp8 + (("training.fp8_storage", "te"),))
+    ds = _sim("moe", fp8 + (("training.fp8_storage", "deepseek"),))
+    assert ds.memory.activations < te.memory.activations
+    assert ds.iteration_time_s == te.iteration_time_s

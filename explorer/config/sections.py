@@ -138,6 +138,14 @@ class Training:
                                                      "doc": "optimizer (sets state bytes per parameter)"})
     flash_attention: bool = field(default=True, metadata={
         "doc": "fused attention: no s x s score tensor in HBM (Dao et al. 2022)"})
+    recompute_modules: tuple[str, ...] = field(default=("core_attn",), metadata={
+        "choices": ("core_attn", "layernorm", "mla_up_proj", "moe_act"), "max_items": 4,
+        "doc": "what recompute: selective recomputes (Megatron-Core recompute_modules); DeepSeek-V3: "
+               "layernorm, mla_up_proj, moe_act"})
+    fp8_storage: str = field(default="te", metadata={
+        "choices": ("te", "deepseek"),
+        "doc": "FP8 activation storage: te = each linear keeps its FP8 input; deepseek = also the MoE "
+               "SwiGLU inputs in FP8 and the attention output once (DeepSeek-V3 Sec. 3.3.3)"})
     framework: str = field(default="megatron", metadata={
         "choices": ("megatron", "deepspeed", "megatron-deepspeed", "fsdp"),
         "doc": "training framework: its kernels, point-to-point, buckets and gradient dtype "

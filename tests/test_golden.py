@@ -1,6 +1,8 @@
 """The shipped scenarios' ``run --json`` output is stable (issue 9): a refactor must not move a
 number.  The golden files were generated with ``python -m explorer run NAME --json`` before the
-architecture work; regenerate them only for a deliberate, explained change of the model."""
+architecture work and regenerated once for issue 10's model change (NCCL's tuning model, GEMMs
+by shape, FP8, MLA/MTP, activations per architecture, framework profiles); regenerate them only
+for a deliberate, explained change of the model."""
 from __future__ import annotations
 
 import json

@@ -64,7 +64,9 @@ def zb_h1_bubble(b: BubbleInputs) -> tuple[float, str]:
     the exact bubble."""
     p, m = b.p, b.m
     F, B, W = b.passes()
-    bub = (p - 1) * (F + B - W)
+    # Never negative: a weight-gradient pass longer than F + B (tiny GEMMs paying whole tiles)
+    # fills the warm-up gaps completely, it cannot create time.
+    bub = (p - 1) * max(0.0, F + B - W)
     val = bub / (m * (F + B + W) + bub)
     if m < p:
         exact = 1 - m * (F + B + W) / ideal_makespan("zb-h1", p, m, F, B, W)

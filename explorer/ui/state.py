@@ -99,6 +99,12 @@ def on_source_change(source: str) -> None:
     (controls.DERIVED_WIDGETS) take the values the loader derives for the new choice, so what the
     sidebar shows is what is simulated.  Left as they are when the scenario is invalid."""
     derived = DERIVED_WIDGETS[source]
+    base = widget_values(preset_scenario(st.session_state["_scenario"])[1])
+    if st.session_state.get(source) == base[source]:
+        # Back to the scenario's own choice: its own values (a file may set them explicitly).
+        for key in derived:
+            st.session_state[key] = base[key]
+        return
     raw = current_raw()
     for key in derived:
         section, _, leaf = key.rpartition(".")

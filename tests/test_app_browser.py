@@ -403,8 +403,20 @@ def choose(page, key: str, option: str) -> None:
     combo.click()
     # Typing filters the list and opens it (a click alone does not always open it, and long
     # lists are virtualised); then pick the option as a person would.
-    combo.fill(option)
-    page.get_by_role("option", name=option, exact=True).first.click()
+    # A rerun that lands while the list is open closes it (a heavy scenario's page may still be
+    # settling), so a person would simply open it again: up to three tries.
+    for attempt in range(3):
+        combo.fill(option)
+        opt = page.get_by_role("option", name=option, exact=True).first
+        try:
+            opt.wait_for(state="visible", timeout=8_000)
+        except Exception:
+            if attempt == 2:
+                raise
+            combo.click()
+            continue
+        opt.click()
+        return
 
 
 @pytest.mark.parametrize("scenario,key,option", [

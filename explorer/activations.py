@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .activations_terms import Ctx, Term, attention_terms, dense_mlp_terms, moe_mlp_terms
+from .hardware import BYTES_PER_ELEMENT
 from .scenario import Scenario
 
-BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
 # Megatron-Core's recompute_modules this accounting knows (transformer_config.py).
 RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act")
 SELECTIVE_DEFAULT = frozenset({"core_attn"})        # Megatron-Core's default for "selective"

@@ -31,10 +31,10 @@ from __future__ import annotations
 from functools import lru_cache
 from math import ceil, log2
 
+from .hardware import BYTES_PER_ELEMENT as BYTES
 from .hardware import HBM_EFFICIENCY, measured_over_peak
 from .scenario import GPU
 
-BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
 # Output element size: FP8 GEMMs write bf16 (Transformer Engine and DeepGEMM outputs), fp32 GEMMs
 # write fp32, bf16/fp16 write their own type.
 OUT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 2, "fp32": 4}

@@ -10,7 +10,9 @@ the part of the simulator that models the mechanism:
 - ``default_bucket_MB``: explorer/config/loading.py fills ``communication.bucket_MB`` with it;
 - ``grad_reduce_bytes``: explorer/taskgraph/techniques/dp_buckets.py and fsdp.py;
 - ``grad_reduce_overlaps_backward`` / ``param_gather_overlaps_forward``: builder.py;
-- ``zero3_prefetch_params``: explorer/taskgraph/techniques/fsdp.py.
+- ``zero3_prefetch_params``: explorer/taskgraph/techniques/fsdp.py;
+- ``selective_policy``: explorer/workload.py (what ``training.recompute: selective`` repeats);
+- ``wgrad_accumulate_fp32``: explorer/workload.py (the weight-gradient GEMM's epilogue traffic).
 
 >>> profile("deepspeed").grad_reduce_bytes("bf16"), profile("megatron").grad_reduce_bytes("bf16")
 (2, 4)
@@ -61,6 +63,12 @@ class FrameworkProfile:
     grad_reduce_overlaps_backward: bool  # buckets leave during the backward (else after it)
     param_gather_overlaps_forward: bool  # ZeRO-1/2 parameter all-gather under the next forward
     zero3_prefetch_params: float | None  # ZeRO-3 prefetch budget in parameters; None: whole layers
+    # What selective recomputation repeats: "modules" = Megatron-Core's recompute_modules
+    # (training.recompute_modules); "every-other-matmul" = torchtitan's op-level selective AC.
+    selective_policy: str = "modules"
+    # Weight-gradient GEMMs accumulate into an fp32 main_grad buffer in their epilogue (read and
+    # write C in fp32, explorer/kernels.py) instead of writing a bf16/fp16 gradient.
+    wgrad_accumulate_fp32: bool = False
 
     def grad_reduce_bytes(self, dtype: str) -> int:
         """Bytes per gradient element on the wire for a run trained in ``dtype``."""
@@ -90,6 +98,12 @@ _MEGATRON = FrameworkProfile(
     grad_reduce_overlaps_backward=True,   # --overlap-grad-reduce (communication.dp_overlap)
     param_gather_overlaps_forward=True,   # --overlap-param-gather with the distributed optimizer
     zero3_prefetch_params=None,
+    # megatron/training/arguments.py: gradient_accumulation_fusion is on unless
+    # --no-gradient-accumulation-fusion; Megatron-Core's linear layers then call
+    # fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32 into weight.main_grad, and Transformer
+    # Engine's Linear does the same with fuse_wgrad_accumulation (NeMo recipes:
+    # gradient_accumulation_fusion: true).
+    wgrad_accumulate_fp32=True,
 )
 
 _DEEPSPEED = FrameworkProfile(
@@ -120,8 +134,9 @@ FRAMEWORK_PROFILES: dict[str, FrameworkProfile] = {
     # Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed): Megatron's model code with its fused kernels
     # (bias-GeLU, fused softmax, fused LayerNorm), trained by the DeepSpeed engine and, with pp > 1,
     # its PipelineEngine: DeepSpeed's point-to-point, buckets, gradient dtype and overlap.
+    # Its Megatron layers keep gradient_accumulation_fusion (on by default in its arguments.py too).
     "megatron-deepspeed": FrameworkProfile(**{**_DEEPSPEED.__dict__, "name": "megatron-deepspeed",
-                                              "elementwise_factor": 1.0}),
+                                              "elementwise_factor": 1.0, "wgrad_accumulate_fp32": True}),
     "fsdp": FrameworkProfile(
         name="fsdp",
         elementwise_factor=EAGER_ELEMENTWISE_FACTOR,   # eager PyTorch modules (torchtitan, HF)
@@ -137,6 +152,11 @@ FRAMEWORK_PROFILES: dict[str, FrameworkProfile] = {
         # FSDP prefetches whole units: BackwardPrefetch.BACKWARD_PRE and limit_all_gathers (at most
         # two all-gathers in flight; Zhao et al., "PyTorch FSDP", VLDB 2023, Sec. 3.3.2/4.3).
         zero3_prefetch_params=None,
+        # torchtitan's op-level selective activation checkpointing (activation_checkpoint.py,
+        # selective_ac_option "op", the "selective op" rows of docs/performance.md): the outputs of
+        # matmuls and of scaled_dot_product_attention are saved, except every second matmul of a
+        # layer, which is recomputed with every element-wise op (norms, rotary, activations).
+        selective_policy="every-other-matmul",
     ),
 }
 

@@ -38,6 +38,10 @@ from .scenario import GPU
 # Output element size: FP8 GEMMs write bf16 (Transformer Engine and DeepGEMM outputs), fp32 GEMMs
 # write fp32, bf16/fp16 write their own type.
 OUT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 2, "fp32": 4}
+# A weight-gradient GEMM fused with gradient accumulation (Megatron's gradient_accumulation_fusion,
+# Transformer Engine's fuse_wgrad_accumulation) adds its product into the fp32 ``main_grad``
+# buffer: C = A^T B + C, so its epilogue reads and writes C in fp32 (4 + 4 bytes per element).
+ACCUMULATE_FP32_BYTES = 8
 DEFAULT_SMS = 132            # H100 SXM, as the GPU dataclass documents for ``sms``
 
 # Thread-block tiles (rows x cols of C) a GEMM library chooses from.  128x256 / 256x128 are the
@@ -89,7 +93,7 @@ def _math_seconds(m: float, n: float, k: float, group: float, sms: int, sm_rate:
 
 @lru_cache(maxsize=1 << 16)
 def gemm_seconds(m: float, n: float, k: float, dtype: str, gpu: GPU, large_efficiency: float,
-                 group: int = 1) -> float:
+                 group: int = 1, accumulate_fp32: bool = False) -> float:
     """Seconds of one (m x k) @ (k x n) GEMM in ``dtype``; ``large_efficiency`` is the fraction of
     the dtype's peak that large GEMMs reach (hardware.py's fitted default or the user's).  With
     ``group`` > 1 the GEMM is one of ``group`` equal ones run as one grouped kernel (MoE experts):
@@ -100,7 +104,7 @@ def gemm_seconds(m: float, n: float, k: float, dtype: str, gpu: GPU, large_effic
     peak = dtype_peak_tflops(gpu, dtype) * 1e12
     hbm = gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY
     math = _math_seconds(m, n, k, g, sms, peak * large_efficiency / sms)
-    out = g * m * n * OUT_BYTES[dtype] / hbm
+    out = g * m * n * (ACCUMULATE_FP32_BYTES if accumulate_fp32 else OUT_BYTES[dtype]) / hbm
     memory = g * (m * k + k * n) * BYTES[dtype] / hbm + out
     return (max(math, memory) + EPILOGUE_EXPOSED * out + LAUNCH_SECONDS) / g
 

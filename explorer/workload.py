@@ -149,6 +149,8 @@ class _Timer:
         self.fp8 = sc.training.dtype == "fp8" and (self.gpu.fp8_tflops or 0) > self.gpu.peak_tflops
         self.base = "bf16" if sc.training.dtype == "fp8" else sc.training.dtype
         self.eff = {d: gemm_large_efficiency(sc, d) for d in {"fp8", self.base}}
+        # Weight-gradient GEMMs that add into the fp32 main_grad (kernels.ACCUMULATE_FP32_BYTES).
+        self.acc = profile(sc.training.framework).wgrad_accumulate_fp32
 
     def dtype(self, g: Gemm) -> str:
         return "fp8" if self.fp8 and g.fp8 else self.base
@@ -163,7 +165,7 @@ class _Timer:
             grp = int(g.count)                       # experts run as one grouped GEMM kernel
             fs += g.count * gemm_seconds(g.m, g.n, g.k, d, self.gpu, eff, grp)
             ds += g.count * gemm_seconds(g.m, g.k, g.n, d, self.gpu, eff, grp)     # dX = dY W^T
-            ws += g.count * gemm_seconds(g.k, g.n, g.m, d, self.gpu, eff, grp)     # dW = X^T dY
+            ws += g.count * gemm_seconds(g.k, g.n, g.m, d, self.gpu, eff, grp, self.acc)  # dW = X^T dY
             if d == "fp8":
                 cast_f += FP8_CAST_BYTES_FWD * g.m * g.k * g.count
                 cast_b += FP8_CAST_BYTES_BWD * g.m * g.n * g.count
@@ -182,6 +184,24 @@ class _Timer:
         eff = self.eff[self.base]
         return (Work(model, attention_seconds(model, self.gpu, eff, False, flash, head_dim, seq)),
                 Work(2 * model, attention_seconds(bwd_exec, self.gpu, eff, True, flash, head_dim, seq)))
+
+
+def _op_sac_recompute(sc: Scenario, timer: _Timer, blk: AttentionBlock, dense_gemms: list[Gemm],
+                      tokens: float, elementwise_fwd: float) -> Work:
+    """Forward work torchtitan's op-level selective AC repeats (FrameworkProfile.selective_policy
+    "every-other-matmul"): the 2nd, 4th, 6th... matmul of the layer in its module order — wq, wk,
+    wv, wo, then w1, w3, w2 (SwiGLU: ``w2(silu(w1(x)) * w3(x))``) or up, down (GeLU) — so wk, wo and
+    w3 (GeLU: down), and every element-wise op; the attention core's output is saved.  MLA or MoE
+    layers have no such fixed order: half of their linear-layer forward is charged."""
+    m, t = sc.model, sc.parallelism.tp
+    stream = Work(0.0, 0.0, elementwise_fwd)
+    if m.mla is not None or len(blk.gemms) != 2 or len(dense_gemms) != 4:
+        return timer.passes(dense_gemms)[0].scaled(0.5) + stream
+    d = head_dims(m)[0]
+    f = m.ffn_hidden
+    recomputed = [Gemm(tokens, m.kv_heads * d / t, m.hidden), blk.gemms[1],
+                  Gemm(tokens, f / t, m.hidden) if m.ffn_kind == "swiglu" else Gemm(tokens, m.hidden, f / t)]
+    return timer.passes(recomputed)[0] + stream
 
 
 def _selective_recompute(sc: Scenario, timer: _Timer, blk: AttentionBlock, attn_core: Work, tokens: float,
@@ -261,6 +281,9 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     act = layer_activation_bytes(sc, moe_layer, tokens)
     if tr.recompute == "full":
         recompute = fwd
+    elif tr.recompute == "selective" and profile(tr.framework).selective_policy == "every-other-matmul":
+        recompute = _op_sac_recompute(sc, timer, blk, dense_gemms, tokens,
+                                      fwd_stream - scores * e * elementwise + cast_fwd)
     elif tr.recompute == "selective":
         recompute = _selective_recompute(sc, timer, blk, attn_core, tokens, mats, moe_layer,
                                          e * elementwise, sp)

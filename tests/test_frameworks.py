@@ -128,3 +128,42 @@ def test_deepspeed_zero3_prefetch_budget_exposes_the_rest_of_a_large_layer():
     gather = ds.exposed_f + ds.hidden_f
     assert fs.exposed_f == 0.0
     assert ds.exposed_f == pytest.approx(gather * (1 - 5e7 / params), rel=1e-9)
+
+
+def test_fp32_gradient_accumulation_adds_six_bytes_per_weight_to_the_wgrad_epilogue():
+    # Megatron's gradient_accumulation_fusion (wgrad_gemm_accum_fp32 into main_grad): the weight-
+    # gradient GEMM reads and writes its fp32 output (8 B per weight) instead of writing bf16 (2 B).
+    # DeepSpeed's HF models write bf16 .grad; Megatron-DeepSpeed keeps Megatron's fused kernel.
+    from explorer.hardware import HBM_EFFICIENCY
+    from explorer.kernels import gemm_seconds
+    from explorer.workload import layer_cost
+    assert [profile(n).wgrad_accumulate_fp32 for n in FRAMEWORKS] == [True, False, True, False]
+    gpu = from_dict(_dp8("megatron")).hardware.gpu
+    hbm = gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY
+    # A compute-bound GEMM: the epilogue is serial (EPILOGUE_EXPOSED = 1), so exactly 6 B x m x n more.
+    extra = gemm_seconds(8192, 8192, 8192, "bf16", gpu, 0.8, 1, True) - \
+        gemm_seconds(8192, 8192, 8192, "bf16", gpu, 0.8, 1, False)
+    assert extra == pytest.approx(8192 * 8192 * 6 / hbm, rel=1e-9)
+    # In a layer: megatron's wgrad is slower than deepspeed's by about 6 B per weight of the layer.
+    meg, ds = (layer_cost(from_dict(_dp8(f)), False) for f in ("megatron", "deepspeed"))
+    assert meg.bwd_weight.gemm_s - ds.bwd_weight.gemm_s == pytest.approx(6 * meg.params / hbm, rel=0.02)
+    assert meg.fwd.gemm_s == ds.fwd.gemm_s
+
+
+def test_torchtitan_selective_op_ac_recomputes_every_other_matmul():
+    # torchtitan op-level SAC saves matmul and SDPA outputs except every second matmul of the layer:
+    # wk, wo and w3 of a Llama layer (order wq, wk, wv, wo, w1, w3, w2), plus the element-wise ops.
+    from explorer.workload import layer_cost
+    raw = _dp8("fsdp", zero=3)
+    raw["training"]["recompute"] = "selective"
+    lc = layer_cost(from_dict(raw), False)
+    tokens, h, kv, f = 8192, 4096, 1024, 14336          # Llama 3 8B, seq 8192, micro-batch 1
+    assert lc.recompute.gemm_flops == pytest.approx(2 * tokens * (h * kv + h * h + h * f), rel=1e-12)
+    # ... which is 36.5% of the layer's linear forward FLOPs (wq wk wv wo w1 w3 w2), no attention core.
+    linear = 2 * tokens * (h * (h + 2 * kv) + h * h + 3 * h * f)
+    assert lc.recompute.gemm_flops / linear == pytest.approx(0.365, abs=0.001)
+    assert lc.recompute.stream_bytes > 0
+    # Megatron's selective recomputes its recompute_modules (default: the attention core) instead.
+    raw["training"]["framework"] = "megatron"
+    meg = layer_cost(from_dict(raw), False)
+    assert meg.recompute.gemm_flops == pytest.approx(meg.attn_core_fwd.gemm_flops, rel=1e-12)

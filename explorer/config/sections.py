@@ -133,7 +133,8 @@ class Training:
                                                  "doc": "compute and activation precision"})
     recompute: str = field(default="none", metadata={"choices": ("none", "selective", "full"),
                                                      "doc": "activation recomputation "
-                                                            "(Korthikanti et al. 2022)"})
+                                                            "(Korthikanti et al. 2022); selective "
+                                                            "under fsdp is torchtitan's op-level AC"})
     optimizer: str = field(default="adam", metadata={"choices": ("adam", "sgd"),
                                                      "doc": "optimizer (sets state bytes per parameter)"})
     flash_attention: bool = field(default=True, metadata={
@@ -148,8 +149,8 @@ class Training:
                "SwiGLU inputs in FP8 and the attention output once (DeepSeek-V3 Sec. 3.3.3)"})
     framework: str = field(default="megatron", metadata={
         "choices": ("megatron", "deepspeed", "megatron-deepspeed", "fsdp"),
-        "doc": "training framework: its kernels, point-to-point, buckets and gradient dtype "
-               "(explorer/frameworks.py)"})
+        "doc": "training framework: its kernels, point-to-point, buckets, gradient dtype and fp32 "
+               "gradient accumulation (explorer/frameworks.py)"})
 
 
 @dataclass(frozen=True)

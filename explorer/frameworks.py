@@ -12,7 +12,8 @@ the part of the simulator that models the mechanism:
 - ``grad_reduce_overlaps_backward`` / ``param_gather_overlaps_forward``: builder.py;
 - ``zero3_prefetch_params``: explorer/taskgraph/techniques/fsdp.py;
 - ``selective_policy``: explorer/workload.py (what ``training.recompute: selective`` repeats);
-- ``wgrad_accumulate_fp32``: explorer/workload.py (the weight-gradient GEMM's epilogue traffic).
+- ``wgrad_accumulate_fp32``: explorer/workload.py (the weight-gradient GEMM's epilogue traffic);
+- ``p2p_scatter_gather``: explorer/taskgraph/layer.py (bytes of one pipeline transfer).
 
 >>> profile("deepspeed").grad_reduce_bytes("bf16"), profile("megatron").grad_reduce_bytes("bf16")
 (2, 4)
@@ -69,6 +70,9 @@ class FrameworkProfile:
     # Weight-gradient GEMMs accumulate into an fp32 main_grad buffer in their epilogue (read and
     # write C in fp32, explorer/kernels.py) instead of writing a bf16/fp16 gradient.
     wgrad_accumulate_fp32: bool = False
+    # Each TP rank sends 1/tp of a stage's output to the next stage (Megatron's scatter/gather
+    # optimisation, Narayanan et al. SC21 Sec. 4.1) rather than the whole replicated tensor.
+    p2p_scatter_gather: bool = True
 
     def grad_reduce_bytes(self, dtype: str) -> int:
         """Bytes per gradient element on the wire for a run trained in ``dtype``."""
@@ -126,6 +130,10 @@ _DEEPSPEED = FrameworkProfile(
     param_gather_overlaps_forward=False,
     # runtime/zero/config.py: stage3_prefetch_bucket_size = 5e7 parameters fetched ahead of use.
     zero3_prefetch_params=5e7,
+    # runtime/pipe/engine.py _exec_send_activations sends the stage's output tensors as they are:
+    # with Megatron's TP layers inside (Megatron-DeepSpeed) that is the full, TP-replicated
+    # activation from every TP rank (no scatter/gather).
+    p2p_scatter_gather=False,
 )
 
 FRAMEWORK_PROFILES: dict[str, FrameworkProfile] = {

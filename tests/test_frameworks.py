@@ -167,3 +167,20 @@ def test_torchtitan_selective_op_ac_recomputes_every_other_matmul():
     raw["training"]["framework"] = "megatron"
     meg = layer_cost(from_dict(raw), False)
     assert meg.recompute.gemm_flops == pytest.approx(meg.attn_core_fwd.gemm_flops, rel=1e-12)
+
+
+def test_deepspeed_pipeline_sends_the_whole_activation_from_every_tp_rank():
+    # Megatron: scatter/gather (SC21 Sec. 4.1), each TP rank sends 1/tp of b*s*h; DeepSpeed's
+    # PipelineEngine sends the stage output as it is (replicated over TP) unless it is already
+    # sequence-parallel sharded.
+    from explorer.taskgraph.layer import pp_message_bytes
+    raw = {"model": {"layers": 8, "hidden": 4096, "heads": 32, "vocab": 32000, "seq_len": 2048},
+           "training": {"global_batch": 8, "micro_batch": 2},
+           "hardware": {"gpu": "a100-80gb"}, "cluster": {"gpus_per_node": 8, "nodes": 2},
+           "parallelism": {"tp": 4, "pp": 4, "zero": 1}}
+    full = 2 * 2048 * 4096 * 2
+    for framework, expect in (("megatron", full / 4), ("megatron-deepspeed", full), ("deepspeed", full)):
+        raw["training"]["framework"] = framework
+        assert pp_message_bytes(from_dict(raw)) == expect, framework
+    raw["parallelism"]["sequence_parallel"] = True
+    assert pp_message_bytes(from_dict(raw)) == full / 4

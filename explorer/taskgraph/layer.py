@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..collectives import bus_factor
+from ..frameworks import profile as framework_profile
 from ..hardware import BYTES_PER_ELEMENT, ComputeModel
 from ..moe_load import busiest_rank_factor
 from ..network import Network
@@ -218,6 +219,10 @@ def comm_info(ctx: ChunkContext, stage: int) -> dict:
 def pp_message_bytes(sc: Scenario) -> float:
     """Bytes of one pipeline transfer (activations of one unit, or their gradients) per GPU."""
     e = BYTES_PER_ELEMENT["bf16" if sc.training.dtype == "fp8" else sc.training.dtype]
-    # Scatter/gather optimisation (Narayanan SC21 Sec. 4.1): each TP rank sends 1/tp of the tensor.
+    # Scatter/gather optimisation (Narayanan SC21 Sec. 4.1), or a sequence-parallel stage output:
+    # each TP rank sends 1/tp of the tensor.  Frameworks without it send the whole (TP-replicated)
+    # output from every TP rank (FrameworkProfile.p2p_scatter_gather).
+    split = sc.parallelism.tp if (framework_profile(sc.training.framework).p2p_scatter_gather
+                                  or sc.parallelism.sequence_parallel) else 1
     return (sc.training.micro_batch * sc.model.seq_len / sc.parallelism.cp / sc.parallelism.token_slices
-            * sc.model.hidden * e / sc.parallelism.tp)
+            * sc.model.hidden * e / split)

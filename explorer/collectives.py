@@ -6,9 +6,9 @@ Two parts multiply out per (algorithm, protocol):
   NICs, leaf uplinks, WAN; topology.py) divided by the group's share of that boundary; the slowest
   boundary sets the time.  A ring crosses every domain boundary once per domain, so its egress per
   domain equals the per-GPU volume 2(n-1)/n*S (Thakur et al., IJHPCA 2005, Sec. 4); NCCL's double
-  binary tree (Sanders, Speck & Traeff 2009) moves about 2*S per node; NVLink SHARP (NVLS) sends
-  S to the switch and gets S back; CollNet (InfiniBand SHARP) reduces in the network, S per node;
-  a pairwise all-to-all sends (n-g)/n of each member's data out of a domain of g members.
+  binary tree (Sanders, Speck & Traeff 2009) moves about 2*S per node (S on two nodes); NVLink
+  SHARP (NVLS) sends S to the switch and gets S back; CollNet (InfiniBand SHARP) reduces in the
+  network, S per node; a pairwise all-to-all sends (n-g)/n of each member's data out of a domain of g members.
 * **NCCL's tuning model** (:mod:`explorer.nccl_tuning`) — the protocol's share of that link
   bandwidth (LL 1/2 capped, LL128 0.92, Simple 1; tree and PAT corrections) and NCCL's per-call
   latency (base + hops inside and between nodes), so ``auto`` picks NCCL's (algorithm, protocol).
@@ -109,6 +109,8 @@ class NcclOptions:
     nvls: bool = False          # the GPU and NVSwitch reduce in the switch (NVLink SHARP)
     sharp: bool = False         # the fabric's switches reduce (InfiniBand SHARP -> CollNet)
     net_ll128: bool = True      # LL128 across the fabric (GPUDirect RDMA; off for TCP sockets)
+    net_channels: int = nt.DEFAULT_CHANNELS   # NCCL's multi-node graph channels (nt.net_channels)
+    nics_per_node: int = 0      # NICs of a node (0: unknown, no ring member leaves by its own NIC)
 
 
 def ring_mean_distance(n: int) -> float:
@@ -182,13 +184,27 @@ def link_time(algo: str, op: str, S: float, sh: GroupShape,
             return None     # PAT: one GPU per node only (NCCL 2.23+, ncclPatEnable)
         vol = {"all-reduce": 2 * (sh.n - 1) / sh.n * S, "reduce-scatter": (sh.n - 1) / sh.n * S,
                "all-gather": (sh.n - 1) / sh.n * S, "broadcast": S, "send-recv": S}[op]
-        egress = {0: vol, **_spanned(sh, vol)}
+        up = vol
+        if nodes > 1 and o.nics_per_node >= ppn:
+            # Each channel's ring leaves a node once, through the NIC of one member; with a NIC per
+            # member the exits rotate over the members (one NIC per channel: NCCL's graph search,
+            # rail-aligned "GPUi <-> NICi"), so a member forwards (ppn-1)/ppn of its ring traffic over
+            # NVLink and the rest through its own NIC (PCIe), not both.
+            up = vol * (ppn - 1) / ppn
+        egress = {0: up, **_spanned(sh, vol)}
         t, b = _crossing(sh, egress)
         return LinkCost(t, b, egress), vol
     if algo == "tree":
         if nodes <= 1 or op != "all-reduce":
             return None     # between nodes only here (inside one node NCCL's ring always wins)
-        egress = {0: 2 * S, **_spanned(sh, 2 * S)}
+        # Each node sends about 2*S out: in one of the two trees it is an inner node (S/2 up to
+        # its parent, S/2 down to each of two children), in the other a leaf (S/2 up).  With two
+        # nodes each tree is a single edge: a node is the root of one (S/2 down) and the leaf of
+        # the other (S/2 up), so only S leaves a node while the ring still sends 2(n-1)/n*S -- why
+        # nccl-tests' busbw on two nodes "can exceed the actual available peak BW" (AddyLaddy,
+        # NVIDIA, nccl-tests issue #22; again in nccl-tests issue #169, 2023).
+        out = S if nodes == 2 else 2 * S
+        egress = {0: 2 * S, **_spanned(sh, out)}
         t, b = _crossing(sh, egress)
         return LinkCost(t, b, egress), 2 * S
     if algo in ("nvls", "nvls-tree"):
@@ -231,14 +247,17 @@ def _nccl_time(algo: str, proto: str, op: str, S: float, sh: GroupShape, o: Nccl
     net_shift = (sh.latencies[1] * 1e6 - nt.NET_HOP_US) if len(sh.latencies) > 1 else 0.0
     lat = nt.latency_us(name, proto, op, sh.n, nodes, intra, up_shift, net_shift, o.arch)
     if algo == "ring":
-        lat *= nt.ring_plateau(op, proto, nodes, sh.n, S, o.arch)
+        lat *= nt.ring_plateau(op, proto, nodes, sh.n, S, o.arch,
+                               o.net_channels if nodes > 1 else nt.DEFAULT_CHANNELS)
     lat_s = lat * 1e-6
     outer = len(sh.shares) - 1
     if sh.spans(outer) and outer >= 3:
         dcs = sh.n // sh.per_domain[outer]
         lat_s += nt.wan_hops(algo, op, dcs) * sh.latencies[outer]
     bus = bus_bytes / link.time_s / 1e9 if link.time_s > 0 else float("inf")
-    refined = nt.refine_bus_bw(name, proto, bus, o.arch, nodes, ppn)
+    # Across nodes NCCL caps per channel of its searched graph; inside a node, per SM channel.
+    channels = o.net_channels if nodes > 1 else nt.DEFAULT_CHANNELS
+    refined = nt.refine_bus_bw(name, proto, bus, o.arch, nodes, ppn, channels)
     if algo == "tree":
         refined *= nt.tree_correction(proto, S)
     t_bw = bus_bytes / (refined * 1e9) if refined < float("inf") else 0.0

@@ -70,6 +70,25 @@ PER_CH_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8),
 # Channels: NCCL runs its collectives on 16 SMs by default (S. Jeaugey, NVIDIA/nccl issue #1649,
 # 2025: "the default number of SMs is 16"), one channel per SM.  Only the per-channel caps use it.
 DEFAULT_CHANNELS = 16
+# Across nodes the tuning model multiplies the per-channel caps by the channels of the searched
+# graph (graphs[a]->nChannels), not by the SMs: the search gives each channel one NIC, and
+# ncclTopoCompute (src/graph/search.cc, NCCL 2.12-2.25) duplicates the channels, halving their
+# bandwidth, only when a channel's bandwidth is >= 25 GB/s.  The searched bandwidth is the NIC's
+# line rate rounded down to the search's speed ladder (speedArrayInter: ..., 30, 28, 24, ...), so
+# HDR's 25 GB/s becomes 24: 200 Gb/s and 100 Gb/s NICs keep one channel per NIC, 400 Gb/s get two.
+DUP_CHANNEL_GBPS = 25.0
+
+
+def net_channels(nics_per_node: int, nic_GBps: float) -> int:
+    """Channels of NCCL's multi-node graph for ``nics_per_node`` NICs of ``nic_GBps`` each
+    (DUP_CHANNEL_GBPS), capped at the DEFAULT_CHANNELS SMs.
+
+    >>> net_channels(4, 25.0), net_channels(4, 12.5), net_channels(8, 50.0)
+    (4, 4, 16)
+    """
+    n = max(int(nics_per_node), 1)
+    # Strictly above: a 25 GB/s line rate is searched at 24 GB/s (comment above).
+    return min(2 * n if nic_GBps > DUP_CHANNEL_GBPS else n, DEFAULT_CHANNELS)
 # Protocol refinements of the link bandwidth (NCCL 2.25): ring LL keeps 1/2, ring LL128 0.92
 # (120/128 of each 128-byte line carries data), tree 0.92 then LL 1/3.8 and LL128 7/9 on one node
 # or 120/128 across nodes, PAT 0.75; CollNet Direct 0.85 on Hopper and later.

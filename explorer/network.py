@@ -13,7 +13,7 @@ import numpy as np
 
 from .collectives import APPLICABLE, CollectiveCost, NcclOptions, cost
 from .config.presets import resolved_scale_out
-from .nccl_tuning import gpu_arch
+from .nccl_tuning import gpu_arch, net_channels
 from .placement import Placement
 from .scenario import Scenario
 from .topology import Fabric, GroupShape
@@ -27,7 +27,9 @@ def nccl_options(sc: Scenario) -> NcclOptions:
     return NcclOptions(library=sc.communication.library, protocol=sc.communication.protocol,
                        arch=gpu_arch(gpu.name, gpu.peak_tflops, gpu.fp8_tflops),
                        nvls=gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch",
-                       sharp=out.sharp, net_ll128=not out.fabric.startswith("eth"))
+                       sharp=out.sharp, net_ll128=not out.fabric.startswith("eth"),
+                       net_channels=net_channels(out.nics_per_node, out.nic_Gbps / 8),
+                       nics_per_node=out.nics_per_node)
 
 
 class Network:

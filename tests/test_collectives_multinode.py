@@ -1,0 +1,91 @@
+"""Collectives across nodes: what NCCL's algorithms send through the NICs on two and more nodes,
+the channel count of NCCL's multi-node graph, and the point-to-point rules NVIDIA engineers state
+for all-to-all and all-gather (each test cites its source)."""
+from __future__ import annotations
+
+import pytest
+
+from explorer.fidelity_collectives import scenario_for
+from explorer.nccl_table import collective_rows
+from explorer.nccl_tuning import PER_CH_TREE, TREE_FRACTION, net_channels
+
+GiB = 2**30
+
+
+def rows(gpu, nodes, fabric, nic, nics, op="all-reduce", sizes=(GiB,), algorithm="auto"):
+    sc = scenario_for({"gpu": gpu, "nodes": nodes, "gpus_per_node": 8, "fabric": fabric, "nic_Gbps": nic,
+                       "nics_per_node": nics})
+    return collective_rows(sc, op, sc.gpus, list(sizes), algorithm)
+
+
+def test_net_channels_follow_nccl_search_duplication():
+    # search.cc (NCCL 2.12-2.25): channels duplicated only when a channel's bandwidth is >= 25 GB/s;
+    # HDR's 25 GB/s is searched at 24 -> one channel per NIC; NDR (50 GB/s) -> two; capped at 16 SMs.
+    assert net_channels(4, 25.0) == 4
+    assert net_channels(4, 12.5) == 4
+    assert net_channels(8, 50.0) == 16
+    assert net_channels(32, 12.5) == 16
+
+
+def test_two_node_tree_sends_one_buffer_per_node_and_beats_the_ring():
+    # Two p4d nodes (4 x 100 Gb/s EFA): only S leaves a node with NCCL's tree (each tree is one
+    # edge), so busbw exceeds the NIC rate (AddyLaddy, NVIDIA, nccl-tests #22 and #169).
+    # Closed form: NIC share 50 GB/s x 0.60 (efa) = 30 GB/s; tree busBw (NCCL's) 2 x 30 x 0.92;
+    # algbw = half of it; nccl-tests busbw = algbw x 2(n-1)/n.
+    tree = rows("a100-80gb", 2, "efa", 100, 4)[0]
+    ring = rows("a100-80gb", 2, "efa", 100, 4, algorithm="ring")[0]
+    assert tree["algorithm"] == "tree"
+    expected = 30.0 * TREE_FRACTION * 2 * 15 / 16
+    assert tree["busbw_GBps"] == pytest.approx(expected, rel=0.01)
+    assert tree["busbw_GBps"] > 1.6 * ring["busbw_GBps"]
+    # Measured: 57.17 GB/s on two nodes, 29.61 on four (NVIDIA/nccl issue #527): within 10 %.
+    assert tree["busbw_GBps"] == pytest.approx(57.17, rel=0.10)
+
+
+def test_three_or_more_nodes_get_no_tree_bonus():
+    # "This is not the case for jobs run on 3 or more servers" (AddyLaddy, nccl-tests #169): the
+    # tree sends ~2S per node like the ring, so the plateau is the NIC rate.
+    three = rows("a100-80gb", 3, "efa", 100, 4)[0]
+    assert three["busbw_GBps"] == pytest.approx(30.0, rel=0.02)
+
+
+def test_hdr_two_nodes_keep_the_ring_because_four_tree_channels_cap_it():
+    # 4 x HDR: four graph channels x perChMaxTreeBw (Ampere, 2 nodes: 23.6 GB/s) = 94.4 GB/s of
+    # NCCL busBw, i.e. 47 GB/s algbw -- below the ring's, so NCCL stays on the ring (measured 86
+    # and 91 GB/s: nccl #1048, nccl-tests #100).
+    r = rows("a100-80gb", 2, "ib-hdr", 200, 4, sizes=(8 * GiB,))[0]
+    assert r["algorithm"] == "ring"
+    assert 4 * PER_CH_TREE["ampere"][1] / 2 < r["algbw_GBps"]
+    assert r["busbw_GBps"] == pytest.approx(91.0, rel=0.10)
+
+
+def test_all_to_all_busbw_is_twice_the_nic_on_two_nodes_and_tends_to_it_on_many():
+    # S. Jeaugey (NVIDIA, nccl-tests #130): "On 2 nodes, 50% of the traffic is inter-node so you
+    # should see BusBW = 2x network bandwidth per GPU ... general formula is N/(N-1)x".
+    # H100, 8 x NDR per node: per-GPU network bandwidth 50 GB/s x 0.94.
+    per_gpu = 50.0 * 0.94
+    for nodes, factor in ((2, 2.0), (4, 4 / 3), (8, 8 / 7)):
+        r = rows("h100-sxm", nodes, "ib-ndr", 400, 8, op="all-to-all", sizes=(4 * GiB,))[0]
+        n = 8 * nodes
+        # nccl-tests' busbw factor (n-1)/n against the per-node N/(N-1) rule.
+        assert r["busbw_GBps"] == pytest.approx(per_gpu * factor * (n - 1) / n * nodes / (nodes - 1)
+                                                * (nodes - 1) / nodes, rel=0.03)
+        assert r["protocol"] == "none"
+
+
+@pytest.mark.parametrize("op", ["all-gather", "reduce-scatter"])
+def test_multinode_ring_all_gather_and_reduce_scatter_run_at_the_nic_rate(op):
+    # A ring crosses each node boundary once per pass: busbw = per-GPU NIC rate x efficiency
+    # (nccl-tests doc/PERFORMANCE.md bus factor (n-1)/n); "46-48 GB/s per NIC" at NDR (#290).
+    r = rows("h100-sxm", 4, "ib-ndr", 400, 8, op=op, sizes=(8 * GiB,))[0]
+    assert r["algorithm"] == "ring" and r["protocol"] == "Simple"
+    assert r["busbw_GBps"] == pytest.approx(8 * 50.0 * 0.94, rel=0.02)
+
+
+def test_medium_sizes_across_nodes_are_slower_than_the_plateau_and_monotone():
+    sizes = [2**k for k in range(20, 35)]          # 1 MiB .. 16 GiB
+    for gpu, nodes, fabric, nic, nics in (("h100-sxm", 4, "ib-ndr", 400, 8), ("a100-80gb", 2, "efa", 100, 4),
+                                          ("a100-80gb", 3, "ib-hdr", 200, 4)):
+        bw = [r["busbw_GBps"] for r in rows(gpu, nodes, fabric, nic, nics, sizes=sizes)]
+        assert all(b2 >= b1 * 0.97 for b1, b2 in zip(bw, bw[1:], strict=False)), (gpu, nodes, bw)
+        assert bw[0] < 0.5 * bw[-1]

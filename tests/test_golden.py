@@ -1,7 +1,9 @@
 """The shipped scenarios' ``run --json`` output is stable (issue 9): a refactor must not move a
 number.  The golden files were generated with ``python -m explorer run NAME --json`` before the
 architecture work and regenerated once for issue 10's model change (NCCL's tuning model, GEMMs
-by shape, FP8, MLA/MTP, activations per architecture, framework profiles); regenerate them only
+by shape, FP8, MLA/MTP, activations per architecture, framework profiles) and again for its second
+part (Megatron's fp32 gradient-accumulation epilogue with the refit GEMM fraction, DeepSpeed's
+unscattered pipeline sends, NCCL's multi-node channels and two-node tree); regenerate them only
 for a deliberate, explained change of the model."""
 from __future__ import annotations
 

@@ -8,24 +8,22 @@ timeline.  This module is the wiring.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .analysis.breakdown import CATEGORIES, MemoryBreakdown
+from .analysis.breakdown import CATEGORIES, COMM_DIMS, MemoryBreakdown
 from .analysis.bubble import bubble_formula, bubble_summary, explain_bubble, stage_passes
-from .analysis.memory import class_memory
-from .analysis.report import (
-    WAN_EXPOSED_WARNING_SHARE,
-    Notice,
-    bottleneck,
-    comm_bytes,
-    link_summary,
-    warnings_for,
-)
+from .analysis.measures import Measures, measure
+from .analysis.report import WAN_EXPOSED_WARNING_SHARE, Notice, bottleneck, warnings_for
 from .analysis.steady_state import ScheduledRun, schedule_iteration
+from .config.budget import check_unfolded_budget
 from .engine import Task
+from .fold import FoldInfo, simulate_folded
+from .network import Network
 from .scenario import Scenario
+from .taskgraph.builder import IterationBuilder
 from .timeline import Timeline, build_timeline
-from .utilisation import tier_utilisation, traffic_by_tier
+from .topology import BOUNDARY_NAMES
 
 # Names other modules and tests import from here.
 __all__ = ["GPUClass", "Notice", "Result", "ScheduledRun", "SimulationError", "WAN_EXPOSED_WARNING_SHARE",
@@ -76,7 +74,9 @@ class Result:
     stage_layers: tuple[int, ...]
     links: dict[str, dict]                     # per dimension: algorithm, tier, busbw of its main call
     utilisation: dict[str, float]              # average busy fraction of each tier boundary
-    tasks: list[Task] = field(repr=False)
+    # Every scheduled task; a folded result's list unfolds only when read (fold_tasks.FoldedTasks).
+    tasks: Sequence[Task] = field(repr=False)
+    fold: FoldInfo | None = field(default=None, repr=False)   # how the steady state was folded
 
     @property
     def notices(self) -> tuple[Notice, ...]:
@@ -131,11 +131,32 @@ class Result:
         }
 
 
-def simulate(sc: Scenario) -> Result:
-    """Simulate one training iteration of ``sc`` (deterministic: same scenario, same result)."""
+def simulate(sc: Scenario, fold: bool = True) -> Result:
+    """Simulate one training iteration of ``sc`` (deterministic: same scenario, same result).
+
+    With ``fold`` (the default) a long pipeline's steady state is folded (explorer/fold.py): three
+    small simulations prove the period and every figure is extrapolated, equal to the full
+    simulation's to float rounding; the task list then unfolds only when read.  Where the period
+    cannot be proven, and with ``fold=False``, every task is scheduled."""
+    if fold:
+        folded = simulate_folded(sc)
+        if folded is not None:
+            r = folded.run
+            return assemble(sc, r.builder, r.net, folded.measures, folded.tasks, folded.info)
+    check_unfolded_budget(sc)
     r = schedule_iteration(sc)
-    builder, net, tasks, T = r.builder, r.net, r.tasks, r.T
-    p, v, m = builder.p, builder.v, builder.m
+    return assemble(sc, r.builder, r.net, measure(r), r.tasks)
+
+
+def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures, tasks: Sequence[Task],
+             fold_info: FoldInfo | None = None) -> Result:
+    """The Result of ``sc`` from its per-class measures: maxima over classes, ratios and sentences.
+
+    ``builder`` and ``net`` give what does not depend on the micro-batch count (classes, chunks,
+    the layer split); the count is the scenario's own, whatever count ``builder`` was built for."""
+    p, v = builder.p, builder.v
+    m = sc.micro_batches * sc.parallelism.token_slices        # pipeline units of one iteration
+    T = ms.T
     par = sc.parallelism
     per_stage = par.tp * par.cp * sc.dp
 
@@ -150,19 +171,12 @@ def simulate(sc: Scenario) -> Result:
 
     # Slowest class: the one with the most compute-stream work — the stage that bounds throughput
     # (ties: the one that finishes last, then the lowest index).
-    end = [0.0] * p
-    busy = [0.0] * p
-    for t in tasks:
-        end[t.cls] = max(end[t.cls], t.end)
-        if t.stream == "compute":
-            busy[t.cls] += t.duration
-    slow = max(range(p), key=lambda s: (round(busy[s], 12), round(end[s], 12), -s))
-    breakdowns = [r.breakdown(s) for s in range(p)]
-    breakdown = breakdowns[slow]
+    slow = max(range(p), key=lambda s: (round(ms.busy[s], 12), round(ms.end[s], 12), -s))
+    breakdown = ms.breakdowns[slow]
     # The Bubble card: the pipeline's idle share averaged over its stages (each stage's bubble
     # seconds from its own breakdown); the busiest stage's is reported beside it.
-    bubble_mean = sum(b["bubble"] for b in breakdowns) / p / T
-    formula, formula_text = bubble_formula(sc, builder)
+    bubble_mean = sum(b["bubble"] for b in ms.breakdowns) / p / T
+    formula, formula_text = bubble_formula(sc, builder, m)
     story = bubble_summary(sc, bubble_mean, breakdown["bubble"] / T, formula_text, p)
 
     # Throughput and FLOPs: every GPU of a stage does that stage's per-GPU work.
@@ -172,10 +186,11 @@ def simulate(sc: Scenario) -> Result:
     peak = sc.hardware.gpu.peak_tflops * 1e12
     fp8_peak = (sc.hardware.gpu.fp8_tflops or sc.hardware.gpu.peak_tflops) * 1e12
 
-    memory_by_class = tuple(class_memory(builder, net, s) for s in range(p))
-    memory = max(memory_by_class, key=lambda mb: mb.total)
-    comm = comm_bytes(builder, r.by_class, m)
-    links = link_summary(builder, tasks)
+    memory = max(ms.memory, key=lambda mb: mb.total)
+    comm = {k: max([0.0, *(c[k] for c in ms.comm)]) for k in COMM_DIMS}
+    traffic = {d: {tier: max([0.0, *(tr[d][i] for tr in ms.traffic)])
+                   for i, tier in enumerate(BOUNDARY_NAMES)} for d in COMM_DIMS}
+    links = ms.links
     res_breakdown = {k: breakdown[k] for k in CATEGORIES}
     notices = warnings_for(sc, memory, links, net, res_breakdown, T)
     result = Result(
@@ -184,13 +199,13 @@ def simulate(sc: Scenario) -> Result:
         bubble_fraction=bubble_mean, bubble_fraction_busiest=breakdown["bubble"] / T,
         bubble_formula=formula, bubble_formula_text=formula_text,
         bubble_explanation=story, breakdown_s=res_breakdown,
-        breakdown_class=slow, memory=memory, memory_by_class=memory_by_class, comm_bytes_per_gpu=comm,
-        comm_bytes_by_tier=traffic_by_tier(builder, r.by_class),
+        breakdown_class=slow, memory=memory, memory_by_class=ms.memory, comm_bytes_per_gpu=comm,
+        comm_bytes_by_tier=traffic,
         bottleneck=bottleneck(sc, res_breakdown, links, T, m), warnings=tuple(n.message for n in notices),
         warning_kinds=tuple(n.kind for n in notices), classes=tuple(classes),
         stage_layers=builder.layer_counts, links=links,
-        utilisation=tier_utilisation(builder, net, r.by_class, T),
-        tasks=tasks)
+        utilisation={k: v / T if T > 0 else 0.0 for k, v in ms.link_load.items()},
+        tasks=tasks, fold=fold_info)
     _check_finite(result)
     return result
 

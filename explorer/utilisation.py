@@ -62,11 +62,18 @@ def traffic_by_tier(b: IterationBuilder, by_class: list[list[Task]]) -> dict[str
     tiers = BOUNDARY_NAMES
     out = {d: dict.fromkeys(tiers, 0.0) for d in COMM_DIMS}
     for s, mine in enumerate(by_class):
-        acc = {d: [0.0] * len(tiers) for d in COMM_DIMS}
-        for call in class_calls(b, s, mine):
-            key = "dp" if call.dim == "edp" else call.dim
-            acc[key] = [a + call.per_gpu(i) for i, a in enumerate(acc[key])]
+        acc = class_traffic(b, s, mine)
         for d in COMM_DIMS:
             for i, tier in enumerate(tiers):
                 out[d][tier] = max(out[d][tier], acc[d][i])
     return out
+
+
+def class_traffic(b: IterationBuilder, s: int, mine: list[Task]) -> dict[str, list[float]]:
+    """Bytes one GPU of class ``s`` sends across each tier boundary per iteration, per dimension
+    (traffic_by_tier before its maximum over classes)."""
+    acc = {d: [0.0] * len(BOUNDARY_NAMES) for d in COMM_DIMS}
+    for call in class_calls(b, s, mine):
+        key = "dp" if call.dim == "edp" else call.dim
+        acc[key] = [a + call.per_gpu(i) for i, a in enumerate(acc[key])]
+    return acc

@@ -27,12 +27,14 @@ def stage_passes(b: IterationBuilder) -> tuple[float, float, float]:
     return F, B, W
 
 
-def bubble_formula(sc: Scenario, b: IterationBuilder) -> tuple[float, str]:
+def bubble_formula(sc: Scenario, b: IterationBuilder, m: int | None = None) -> tuple[float, str]:
     """The schedule's own closed-form bubble fraction for this p, m, v (and F, B, W where the
     formula needs them), and the formula as text.  Under ``parallelism.ideal_pipeline`` the Bubble
-    card equals it exactly (tests/test_bubble.py)."""
+    card equals it exactly (tests/test_bubble.py).  ``m``: the pipeline units, when ``b`` was built
+    for another count (the fold's reduced runs; F, B and W do not depend on it)."""
     par = sc.parallelism
-    p, v, m = b.p, b.v, b.m
+    p, v = b.p, b.v
+    m = b.m if m is None else m
     k = par.token_slices
     unit = "micro-batches" if k == 1 else f"units (micro-batches x {k} token slices)"
     if p == 1:

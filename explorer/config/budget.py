@@ -37,7 +37,7 @@ so :data:`MAX_WORK` = 300,000 keeps every allowed simulation under about 3.5 s a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..schedules import registry
 from .schema import ScenarioError
@@ -104,16 +104,46 @@ def estimate(sc: Scenario) -> WorkEstimate:
     return WorkEstimate(int(tasks), int(rows), p, sc.model.layers)
 
 
+def folded_estimate(sc: Scenario) -> WorkEstimate | None:
+    """The work of the steady-state fold's three reduced simulations (explorer/fold_plan.py), or
+    None when ``sc`` does not fold."""
+    from ..fold_plan import plan  # deferred: the plan reads the schedule registry only
+
+    fp = plan(sc)
+    if fp is None:
+        return None
+    parts = [estimate(replace(sc, training=replace(sc.training,
+                                                  global_batch=n * sc.training.micro_batch * sc.dp)))
+             for n in fp.counts]
+    return WorkEstimate(sum(e.tasks for e in parts), sum(e.timeline_rows for e in parts), sc.parallelism.pp,
+                        sc.model.layers)
+
+
 def check_budget(sc: Scenario) -> None:
-    """Raise a one-line ScenarioError when simulating ``sc`` would exceed :data:`MAX_WORK`."""
+    """Raise a one-line ScenarioError when simulating ``sc`` would exceed :data:`MAX_WORK` — in full,
+    or, when the steady state folds, its three reduced simulations."""
     e = estimate(sc)
     if e.work > MAX_WORK:
-        par = sc.parallelism
-        raise ScenarioError(
-            "training.global_batch",
-            f"{sc.micro_batches * par.token_slices:,} pipeline units x {par.pp * par.vpp:,} pipeline "
-            f"chunks need "
-            f"about {e.tasks:,} engine tasks on {par.pp:,} stages, beyond the simulation budget "
-            f"(tasks x (1 + pp/{STAGE_WEIGHT}) + {LAYER_WEIGHT} x model.layers <= {MAX_WORK:,}, "
-            f"here {e.work:,}); "
-            f"make it smaller with {KNOBS}")
+        folded = folded_estimate(sc)
+        if folded is None or folded.work > MAX_WORK:
+            _refuse(sc, e, "")
+
+
+def check_unfolded_budget(sc: Scenario) -> None:
+    """Raise a ScenarioError when the full simulation of ``sc`` exceeds :data:`MAX_WORK` (a scenario
+    admitted for its fold whose period could not be proven)."""
+    e = estimate(sc)
+    if e.work > MAX_WORK:
+        _refuse(sc, e, " (its steady state could not be folded)")
+
+
+def _refuse(sc: Scenario, e: WorkEstimate, why: str) -> None:
+    par = sc.parallelism
+    raise ScenarioError(
+        "training.global_batch",
+        f"{sc.micro_batches * par.token_slices:,} pipeline units x {par.pp * par.vpp:,} pipeline "
+        f"chunks need "
+        f"about {e.tasks:,} engine tasks on {par.pp:,} stages{why}, beyond the simulation budget "
+        f"(tasks x (1 + pp/{STAGE_WEIGHT}) + {LAYER_WEIGHT} x model.layers <= {MAX_WORK:,}, "
+        f"here {e.work:,}); "
+        f"make it smaller with {KNOBS}")

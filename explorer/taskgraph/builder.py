@@ -232,7 +232,8 @@ class IterationBuilder:
         if slow > 0:
             parts = parts + (("compute", slow),)
         info = PassInfo(step.f.mb, step.f.local, 0, chf.comm, (), flops, hidden,
-                        f"F mb {step.f.mb} dir {step.f.lane} + B mb {step.b.mb} dir {step.b.lane}")
+                        f"F mb {step.f.mb} dir {step.f.lane} + B mb {step.b.mb} dir {step.b.lane}",
+                        step.b.mb, step.b.local)
         tid = g.add(Task(s, "compute", "F&B", sum(x for _, x in parts), deps, parts=parts, info=info))
         self._fsdp_hidden_task(g, s, tid, step.f, chf, chf.fsdp_hidden[0] + chb.fsdp_hidden[1])
         return tid

@@ -90,6 +90,8 @@ class PassInfo(NamedTuple):
     flops: float = 0.0
     hidden: tuple = ()                  # (dim, seconds) of communication hidden under the pass
     op: str = ""                        # the fused pair, in words
+    pair_mb: int = -1                   # a fused F&B: the backward's micro-batch (-1 otherwise)
+    pair_chunk: int = -1                # ... and its local chunk (DualPipe's direction)
 
 
 class TransferInfo(NamedTuple):

@@ -1,0 +1,126 @@
+"""The steady-state fold: a full iteration's figures and timeline from three small simulations.
+
+With identical micro-batches, every stage's schedule becomes periodic after its warm-up, so the
+full simulation repeats one block of tasks hundreds of times.  Instead of scheduling them all, the
+fold (plan in explorer/fold_plan.py):
+
+1. simulates the scenario with ``base``, ``base + step`` and ``base + 2*step`` micro-batches;
+2. proves that each run is the one before with exactly one period inserted — every task early
+   (unchanged) or late (``step`` micro-batches later and ``delta`` seconds later, its binding
+   dependency alike), the same ``delta`` both times (fold_tasks.match_shift) — and that every
+   measure before a maximum (analysis/measures.py) is affine in the micro-batch count;
+3. extrapolates the measures to the scenario's count and keeps the largest run as the folded task
+   list, which unfolds only when read (fold_tasks.FoldedTasks).
+
+Both proofs are checked to 1e-12 relative; when either fails (a schedule whose period has not set
+in, priorities that reorder across periods) the caller simulates in full.  Timelines are exact to
+float rounding: a folded figure equals the unfolded one to about 1e-13 relative.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .analysis.measures import Measures, measure
+from .analysis.steady_state import ScheduledRun, schedule_iteration
+from .fold_plan import FoldPlan, plan
+from .fold_tasks import FoldedTasks, match_shift
+from .network import Network
+from .scenario import Scenario
+from .taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
+
+REL_TOL = 1e-12            # times and measures must repeat to this, relative to the iteration
+
+
+@dataclass(frozen=True)
+class FoldInfo:
+    """How a result was folded (what the bench and the Gantt report)."""
+
+    counts: tuple[int, int, int]      # micro-batches of the three reduced simulations
+    step: int                         # micro-batches per period
+    periods: int                      # periods beyond the largest reduced simulation
+    delta_s: float                    # seconds one period adds
+    simulated_tasks: int              # tasks the three reduced simulations scheduled
+    block_tasks: int                  # tasks of the repeated block
+
+    @property
+    def repeats(self) -> int:
+        """How often the block runs in the full timeline (the Gantt's "xK")."""
+        return self.periods + 1
+
+    def describe(self) -> str:
+        return (f"folded: simulated {'/'.join(map(str, self.counts))} micro-batches, a block of "
+                f"{self.block_tasks:,} tasks x{self.repeats} ({self.step} micro-batch"
+                f"{'es' if self.step > 1 else ''}, {self.delta_s * 1e3:.3g} ms per period)")
+
+
+@dataclass(frozen=True)
+class FoldedRun:
+    """A folded simulation: measures at the scenario's micro-batch count and the folded tasks."""
+
+    run: ScheduledRun                 # the largest reduced run (its builder: m-independent facts)
+    measures: Measures
+    tasks: FoldedTasks
+    info: FoldInfo
+
+
+def reduced(sc: Scenario, micro_batches: int) -> Scenario:
+    """``sc`` with ``micro_batches`` micro-batches per pipeline (the global batch changed only)."""
+    gb = micro_batches * sc.training.micro_batch * sc.dp
+    return replace(sc, training=replace(sc.training, global_batch=gb))
+
+
+def simulate_folded(sc: Scenario, ideal: frozenset[str] | None = None) -> FoldedRun | None:
+    """The folded simulation of ``sc``, or None when folding does not pay or is not proven."""
+    for scale in (1, 2):
+        fp = plan(sc, scale)
+        if fp is None:
+            return None
+        out = _try(sc, fp, ideal)
+        if out is not None:
+            return out
+    return None
+
+
+def _try(sc: Scenario, fp: FoldPlan, ideal: frozenset[str] | None) -> FoldedRun | None:
+    runs = [schedule_iteration(reduced(sc, m), ideal) for m in fp.counts]
+    ms = [measure(r) for r in runs]
+    if len({m.structure() for m in ms}) != 1:
+        return None
+    b = runs[-1].builder
+    lanes = 2 if b.schedule.two_directions else 1
+    shift = (runs[1].builder.m_sim - runs[0].builder.m_sim) // lanes
+    tol = REL_TOL * max(max(t.end for t in runs[-1].tasks), 1e-30)
+    first = match_shift(runs[0].tasks, runs[1].tasks, shift, tol)
+    second = match_shift(runs[1].tasks, runs[2].tasks, shift, tol)
+    if first is None or second is None or abs(first.delta - second.delta) > tol:
+        return None
+    values = _extrapolate([m.flat() for m in ms], fp.periods, ms[-1].T)
+    if values is None:
+        return None
+    if ideal is None:
+        ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
+    folded = FoldedTasks(runs[-1].tasks, second, fp.periods, _rebuild(sc, ideal))
+    block = len(folded.block)
+    info = FoldInfo(fp.counts, fp.step, fp.periods, second.delta, sum(len(r.tasks) for r in runs), block)
+    return FoldedRun(runs[-1], ms[-1].with_flat(values), folded, info)
+
+
+def _rebuild(sc: Scenario, ideal: frozenset[str]):
+    """The full task graph of ``sc``, unscheduled (the folded task list fills in its times)."""
+    def build() -> list:
+        return IterationBuilder(sc, Network(sc, free="comm" in ideal), ideal).build().tasks
+    return build
+
+
+def _extrapolate(points: list[list[float]], periods: int, T: float) -> list[float] | None:
+    """Each value ``periods`` steps beyond the third point, when the three points lie on a line
+    (to REL_TOL of the value, or of the iteration for values near zero); None otherwise."""
+    a, b, c = points
+    out = []
+    for x, y, z in zip(a, b, c, strict=True):
+        scale = max(abs(x), abs(y), abs(z))
+        if abs((z - y) - (y - x)) > REL_TOL * max(scale, 1e-3 * T):
+            return None
+        out.append(z + periods * (z - y))
+    return out
+

@@ -1,0 +1,183 @@
+"""Task identities across micro-batch counts, the proof that one more period was inserted, and
+the folded task list that unfolds only when it is read.
+
+A task is identified by what it is (class, stream, kind, chunk, direction, bucket, ...) and the
+pipeline unit it belongs to (``mb``, -1 for once-per-iteration tasks).  Two runs that differ by
+``shift`` units per lane differ by one inserted period when every task of the larger run is either
+*early* — the same unit, the same times and the same binding dependency as in the smaller run — or
+*late* — the unit ``shift`` earlier in the smaller run, its times later by exactly ``delta``, its
+binding dependency shifted alike (:func:`match_shift`).  Per identity the late units form a
+suffix; its first ``shift`` units are the repeated block (they follow early units by one period).
+With ``n`` more periods, unit ``x`` of an identity whose late suffix starts at ``split`` is
+(:meth:`Period.source`): the same task below ``split``; a copy ``j = (x-split)//shift`` of the block
+up to ``split + (n+1)*shift``; the task ``n*shift`` units earlier, ``n`` periods later, beyond.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from .engine import Task
+from .taskgraph.records import BucketInfo, OverlapInfo, PassInfo, StepInfo, TransferInfo
+
+Key = tuple[tuple, int]          # (identity, unit): unit -1 for once-per-iteration tasks
+
+
+def task_keys(tasks: Sequence[Task]) -> list[Key]:
+    """The key of every task, in task order (duplicates of an identity and unit numbered)."""
+    out: list[Key] = []
+    seen: dict[Key, int] = {}
+    for t in tasks:
+        i = t.info
+        if isinstance(i, PassInfo):
+            # A fused F&B: the backward's unit relative to the forward's, which both shift alike.
+            pair = i.pair_mb - i.micro_batch if i.pair_mb >= 0 else None
+            ident: tuple = (t.cls, t.stream, t.kind, i.chunk, i.pair_chunk, pair)
+            mb = i.micro_batch
+        elif isinstance(i, TransferInfo):
+            ident, mb = (t.cls, t.stream, "pp", i.chunk, i.direction, i.pair), i.micro_batch
+        elif isinstance(i, OverlapInfo):
+            parent = tasks[t.deps[0][0]].kind if t.deps else ""
+            ident, mb = (t.cls, t.stream, "overlap", i.chunk, parent), i.micro_batch
+        elif isinstance(i, BucketInfo):
+            ident, mb = (t.cls, t.stream, "bucket", i.chunk, i.dim, i.op, i.layer_rank), -1
+        elif isinstance(i, StepInfo):
+            ident, mb = (t.cls, t.stream, "step"), -1
+        else:
+            ident, mb = (t.cls, t.stream, t.kind), -1
+        key = (ident, mb)
+        n = seen.get(key, 0)
+        seen[key] = n + 1
+        out.append(((*ident, n), mb) if n else key)
+    return out
+
+
+def shifted(key: Key, units: int) -> Key:
+    ident, mb = key
+    return (ident, mb + units) if mb >= 0 else key
+
+
+@dataclass(frozen=True)
+class Shift:
+    """How a run with one more period relates to the run before (see the module docstring)."""
+
+    delta: float                          # seconds one period adds
+    shift: int                            # units per lane one period adds
+    late: list[bool]                      # per task of the larger run
+    split: dict[tuple, int]               # identity -> first late unit (identities with units)
+
+
+def match_shift(small: Sequence[Task], big: Sequence[Task], shift: int, tol: float) -> Shift | None:
+    """The inserted period that turns run ``small`` into run ``big`` (``shift`` more units per
+    lane), or None when ``big`` is not ``small`` with one period inserted (times within ``tol``
+    seconds)."""
+    ks, kb = task_keys(small), task_keys(big)
+    index = dict(zip(ks, range(len(ks)), strict=True))
+    delta = max(t.end for t in big) - max(t.end for t in small)
+    late: list[bool] = []
+    split: dict[tuple, int] = {}
+    last_early: dict[tuple, int] = {}
+
+    def same(t: Task, u: Task, d: float) -> bool:
+        return (abs(t.start - u.start - d) <= tol and abs(t.end - u.end - d) <= tol
+                and abs(t.ready - u.ready - d) <= tol and t.duration == u.duration)
+
+    def binding(keys: list[Key], t: Task) -> Key | None:
+        return keys[t.binding] if t.binding >= 0 else None
+
+    for t, key in zip(big, kb, strict=True):
+        ident, mb = key
+        j = index.get(key)
+        bt = binding(kb, t)
+        if j is not None and same(t, small[j], 0.0) and bt == binding(ks, small[j]):
+            late.append(False)
+            if mb >= 0:
+                last_early[ident] = max(last_early.get(ident, -1), mb)
+            continue
+        j = index.get(shifted(key, -shift))
+        if j is None or not same(t, small[j], delta):
+            return None
+        bs = binding(ks, small[j])
+        if (bt is None) != (bs is None) or (bt is not None and bt != shifted(bs, shift)):
+            return None
+        late.append(True)
+        if mb >= 0:
+            split[ident] = min(split.get(ident, mb), mb)
+    # The late units of an identity must be a suffix, and an identity with units must have grown.
+    if any(last_early.get(ident, -1) >= first for ident, first in split.items()):
+        return None
+    if any(ident not in split for ident in last_early):
+        return None
+    return Shift(delta, shift, late, split)
+
+
+@dataclass
+class FoldedTasks(Sequence[Task]):
+    """The task list of the full iteration, held as a reduced run and its period; it unfolds
+    (``materialize``) only when read element by element.
+
+    ``tasks``: the largest reduced run; ``fold``: how one period relates it to the run before;
+    ``periods``: periods beyond it; ``rebuild``: builds the full task graph (the builder's order,
+    dependencies and payloads), whose times are then copied from the reduced run, shifted."""
+
+    tasks: list[Task]
+    fold: Shift
+    periods: int
+    rebuild: object                                   # () -> list[Task], the full graph unscheduled
+    _full: list[Task] | None = field(default=None, repr=False)
+
+    @property
+    def block(self) -> list[int]:
+        """Indices (in ``tasks``) of the repeated block: the first ``shift`` late units per identity."""
+        keys = task_keys(self.tasks)
+        out = []
+        for i, ((ident, mb), late) in enumerate(zip(keys, self.fold.late, strict=True)):
+            if late and mb >= 0 and mb < self.fold.split[ident] + self.fold.shift:
+                out.append(i)
+        return out
+
+    def __len__(self) -> int:
+        return len(self.tasks) + self.periods * len(self.block)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self.materialize()[i]
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(self.materialize())
+
+    def source(self, key: Key) -> tuple[Key, int]:
+        """The key in the reduced run whose task, ``j`` periods later, is task ``key`` of the full
+        run: (key, j)."""
+        ident, mb = key
+        n, s = self.periods, self.fold.shift
+        if mb < 0:
+            return key, -1                           # j decided by the task being late or early
+        first = self.fold.split.get(ident)
+        if first is None or mb < first:
+            return key, 0
+        if mb < first + (n + 1) * s:
+            r = mb - first
+            return (ident, first + r % s), r // s
+        return (ident, mb - n * s), n
+
+    def materialize(self) -> list[Task]:
+        """The full task list: the builder's graph with every task's times taken from its source
+        in the reduced run, ``j`` periods later (computed once, then kept)."""
+        if self._full is not None:
+            return self._full
+        full: list[Task] = self.rebuild()            # type: ignore[operator]
+        keys = task_keys(full)
+        where = dict(zip(keys, range(len(keys)), strict=True))
+        small_keys = task_keys(self.tasks)
+        small = dict(zip(small_keys, range(len(small_keys)), strict=True))
+        d, s, n = self.fold.delta, self.fold.shift, self.periods
+        for t, key in zip(full, keys, strict=True):
+            src, j = self.source(key)
+            i = small[src]
+            u = self.tasks[i]
+            if j < 0:
+                j = n if self.fold.late[i] else 0
+            t.ready, t.start, t.end = u.ready + j * d, u.start + j * d, u.end + j * d
+            t.binding = where[shifted(small_keys[u.binding], j * s)] if u.binding >= 0 else -1
+        self._full = full
+        return full

@@ -14,7 +14,7 @@ up to ``split + (n+1)*shift``; the task ``n*shift`` units earlier, ``n`` periods
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .engine import Task
@@ -135,6 +135,16 @@ class FoldedTasks(Sequence[Task]):
             if late and mb >= 0 and mb < self.fold.split[ident] + self.fold.shift:
                 out.append(i)
         return out
+
+    def block_span(self) -> tuple[float, float]:
+        """Start and end (in the reduced run's time) of the repeated block."""
+        block = [self.tasks[i] for i in self.block]
+        return min(t.start for t in block), max(t.end for t in block)
+
+    def estimate(self, rows: Callable[[Sequence[Task]], int]) -> int:
+        """``rows`` (a count over a task list) of the full list, without unfolding it: the reduced
+        run's count plus the block's for every further period."""
+        return rows(self.tasks) + self.periods * rows([self.tasks[i] for i in self.block])
 
     def __len__(self) -> int:
         return len(self.tasks) + self.periods * len(self.block)

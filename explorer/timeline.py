@@ -11,9 +11,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from .engine import Task
+from .fold_tasks import FoldedTasks
 from .taskgraph.records import BucketInfo, OverlapInfo, PassInfo, TransferInfo
 from .vocabulary import BLOCKING_DIMS, LANE_OF, STREAMS
 
@@ -37,6 +39,9 @@ class Timeline:
     class_labels: tuple[str, ...]
     coarse: bool                     # one row per task part instead of per layer
     truncated: bool = False          # rows beyond max_rows were dropped (even coarse was too big)
+    # A folded drawing (folded_timeline): the rows are a reduced run's, in which the block between
+    # these start and end seconds repeats this many times in the full iteration; None otherwise.
+    fold: tuple[float, float, int] | None = None
 
     def __len__(self) -> int:
         return len(self.columns["start_s"])
@@ -118,9 +123,12 @@ def _hidden_all(t: Task) -> tuple:
     return t.info.hidden if isinstance(t.info, PassInfo) else ()
 
 
-def estimate_rows(tasks: list[Task], coarse: bool = False) -> int:
+def estimate_rows(tasks: Sequence[Task], coarse: bool = False) -> int:
     """Rows build_timeline would produce (per layer, or ``coarse``: per task part), without
-    building them: one pass over the tasks, so a download can be refused or coarsened first."""
+    building them: one pass over the tasks, so a download can be refused or coarsened first (a
+    folded task list is counted folded: its reduced run and its block once per further period)."""
+    if isinstance(tasks, FoldedTasks):
+        return tasks.estimate(lambda ts: estimate_rows(ts, coarse))
     n = 0
     for t in tasks:
         parts = max(len(t.parts), 1) + len(_hidden_all(t))
@@ -154,6 +162,17 @@ def build_timeline(tasks: list[Task], class_labels: tuple[str, ...], max_segment
         else:
             _expand_layers(rows, t, layer_parts, layers)
     return Timeline(rows.cols, class_labels, coarse, rows.truncated)
+
+
+def folded_timeline(tasks: Sequence[Task], class_labels: tuple[str, ...],
+                    max_segments: int = 60_000) -> Timeline:
+    """What the Gantt draws: a folded task list as its reduced run, with the span of the repeated
+    block and how often it repeats (``fold``, drawn as "xK"), so that nothing is unfolded; any other
+    task list as build_timeline draws it."""
+    if not isinstance(tasks, FoldedTasks):
+        return build_timeline(tasks, class_labels, max_segments)
+    tl = build_timeline(tasks.tasks, class_labels, max_segments)
+    return replace(tl, fold=(*tasks.block_span(), tasks.periods + 1))
 
 
 # (micro_batch, chunk, bytes, group, algorithm, tier, busbw_GBps, detail, overlapped) of a row.

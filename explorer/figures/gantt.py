@@ -108,7 +108,8 @@ def _rasterize(rows: list[tuple], iteration_s: float, bins: int) -> list[tuple]:
 
 def gantt(columns: dict[str, list], lane_names: tuple[str, ...], iteration_s: float,
           max_bars: int = 4000, height: int | None = None, font_size: int = 12,
-          bands: bool | None = None) -> tuple[go.Figure, GanttInfo]:
+          bands: bool | None = None,
+          fold: tuple[float, float, int] | None = None) -> tuple[go.Figure, GanttInfo]:
     """Gantt chart of the timeline table (see timeline.COLUMNS); ``lane_names[k]`` names GPU class
     k on the axis (:func:`lane_name`: its name and multiplicity).
 
@@ -116,6 +117,9 @@ def gantt(columns: dict[str, list], lane_names: tuple[str, ...], iteration_s: fl
     (``bands``, default when there are more than 6 classes) each class is one band: the compute
     stream in the middle — blocking TP/CP/EP collectives drawn on it in their own colour, since
     compute waits for them — the ``dp`` stream as a thin lane above and ``pp`` below.
+
+    ``fold``: the rows are a folded timeline (timeline.folded_timeline) whose block between start
+    and end seconds repeats K times; it is shaded and labelled "xK" (``iteration_s``: the drawn span).
     """
     n = len(columns["start_s"])
     classes = sorted(set(columns["gpu_class"])) or [0]
@@ -160,6 +164,11 @@ def gantt(columns: dict[str, list], lane_names: tuple[str, ...], iteration_s: fl
         legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0, font=dict(size=font_size)),
         xaxis=dict(title="time (ms)", range=[0, iteration_s * 1e3 * 1.01], showgrid=True, zeroline=False),
         yaxis=yaxis, font=dict(size=font_size), hoverlabel=dict(font_size=font_size), uirevision="gantt")
+    if fold is not None:
+        x0, x1, repeats = fold
+        fig.add_vrect(x0=x0 * 1e3, x1=x1 * 1e3, fillcolor="rgba(90,90,90,0.08)", line_width=1,
+                      line_dash="dot", annotation_text=f"×{repeats:,}", annotation_position="top left")
+        fig.update_xaxes(title=f"time (ms) — steady state folded: the shaded block repeats ×{repeats:,}")
     return fig, GanttInfo(bars_drawn, n, merged, rows_count)
 
 

@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 from .. import figures
 from ..figures.gantt import lane_name
 from ..scenario import Scenario, from_dict, to_yaml
-from ..timeline import build_timeline, estimate_rows
+from ..timeline import build_timeline, estimate_rows, folded_timeline
 
 MAX_BARS = 2500                  # SVG bars drawn at most; more are aggregated (figures.gantt)
 MAX_CACHE_BYTES = 256 * 2**20    # all cached views together
@@ -100,12 +100,14 @@ def _compute(raw_json: str) -> ViewData:
     res = simulate(sc)
     labels = tuple(c.label for c in res.classes)
     # Per-layer bars when they fit the budget, else one bar per pass and part; the Gantt then
-    # aggregates to screen resolution.  The task list itself is not kept.
-    draw = build_timeline(res.tasks, labels, max_segments=MAX_BARS)
-    full_rows = len(draw) if not draw.coarse else estimate_rows(res.tasks)
+    # aggregates to screen resolution.  A folded steady state is drawn folded (its block once,
+    # marked "xK"), never unfolded here.  The task list itself is not kept.
+    draw = folded_timeline(res.tasks, labels, max_segments=MAX_BARS)
+    full_rows = len(draw) if not draw.coarse and draw.fold is None else estimate_rows(res.tasks)
     j = res.to_json_dict()
     lanes = tuple(lane_name(c.name, c.gpus) for c in res.classes)
-    fig, info = figures.gantt(draw.columns, lanes, j["iteration_time_s"], max_bars=MAX_BARS)
+    span = max(draw.columns["end_s"], default=0.0) if draw.fold else j["iteration_time_s"]
+    fig, info = figures.gantt(draw.columns, lanes, span, max_bars=MAX_BARS, fold=draw.fold)
     names = tuple(c.name for c in res.classes)
     return ViewData(sc, j, labels, names, names[res.breakdown_class],
                     tuple(m.as_GB() for m in res.memory_by_class),

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from explorer.scenario import SETTABLE, SETTABLE_ROOTS, load, load_raw
-from explorer.simulate import explain_bubble, simulate
+from explorer.simulate import explain_bubble, simulate, stage_passes
+from explorer.taskgraph.builder import IterationBuilder
 
 SCEN = Path(__file__).resolve().parent.parent / "scenarios"
 NAMES = sorted(p.stem for p in SCEN.glob("*.yaml"))
@@ -187,14 +188,14 @@ def test_two_datacenters_mpi_halving_doubling_sends_half_across_and_is_faster():
 
 def test_two_datacenters_hierarchical_sends_no_less_and_is_not_faster_than_mpi():
     """Forcing `communication.algorithm: hierarchical` (reduce inside each building first) sends no
-    less across and is no faster (6.89 s against 6.88 s)."""
+    less across and is no faster (6.90 s against 6.89 s)."""
     mpi = sim(TD, ov={"communication.library": "mpi"})
     hier = sim(TD, ov={"communication.algorithm": "hierarchical"})
     assert {t.info.algorithm for t in hier.tasks if t.kind == "dp"} == {"hierarchical"}
     assert (hier.comm_bytes_by_tier["dp"]["scale-across"]
             >= mpi.comm_bytes_by_tier["dp"]["scale-across"] * 0.999)
     assert mpi.iteration_time_s <= hier.iteration_time_s < mpi.iteration_time_s * 1.005
-    assert about(hier.iteration_time_s, 6.89, 0.002) and about(mpi.iteration_time_s, 6.88, 0.002)
+    assert about(hier.iteration_time_s, 6.90, 0.002) and about(mpi.iteration_time_s, 6.89, 0.002)
 
 
 def test_two_datacenters_more_wan_bandwidth_shrinks_exposed_dp():
@@ -271,12 +272,12 @@ def test_teaching_formula_is_3_over_11():
 
 def test_teaching_card_a_little_above_formula_busiest_about_24():
     """the layers split [6, 7, 7, 4]; the Bubble card (idle share averaged over the 4 stages) reads
-    about 28%, a little above the formula, while the busiest stage idles about 23% (on hover)."""
+    about 28%, a little above the formula, while the busiest stage idles about 24% (on hover)."""
     r = sim(TE)
     assert tuple(r.stage_layers) == (6, 7, 7, 4)
     assert r.bubble_formula < r.bubble_fraction < r.bubble_formula + 0.04
     assert abs(r.bubble_fraction - 0.28) <= 0.01
-    assert abs(r.bubble_fraction_busiest - 0.23) <= 0.01
+    assert abs(r.bubble_fraction_busiest - 0.24) <= 0.01
 
 
 def test_teaching_ideal_pipeline_card_equals_formula():
@@ -293,15 +294,15 @@ def test_teaching_pp_lane_carries_activations_over_nvlink():
     assert any(t.kind == "pp" for t in r.tasks)
 
 
-def test_teaching_dp_overlapped_on_nvlink_and_dp_overlap_false_exposes_about_7ms():
+def test_teaching_dp_overlapped_on_nvlink_and_dp_overlap_false_exposes_about_8ms():
     """the two replicas of each stage all-reduce their gradients over NVLink in the `dp` lane ...
-    only about 1.6 ms stays exposed; `communication.dp_overlap: false` makes it about 7.4 ms
+    only about 1.3 ms stays exposed; `communication.dp_overlap: false` makes it about 8.0 ms
     (Megatron all-reduces bf16 gradients in fp32: 1.4 GB per GPU, twice their bf16 size)."""
     r, off = sim(TE), sim(TE, ov={"communication.dp_overlap": False})
     assert r.links["dp"]["tier"] == "scale-up" and r.links["dp"]["op"] == "all-reduce"
-    assert about(r.breakdown_s["dp"], 1.6e-3, 0.05)
+    assert about(r.breakdown_s["dp"], 1.3e-3, 0.05)
     assert off.breakdown_s["dp"] > r.breakdown_s["dp"]
-    assert about(off.breakdown_s["dp"], 7.4e-3, 0.05)
+    assert about(off.breakdown_s["dp"], 8.0e-3, 0.05)
     c = r.breakdown_class
     sent = sum(t.info.bytes for t in r.tasks if t.kind == "dp" and t.cls == c)
     assert about(sent / 1e9, 1.4, 0.03) and about(sent, 2 * r.memory_by_class[c].params, 0.01)
@@ -326,11 +327,11 @@ def test_teaching_global_batch_64_shrinks_bubble():
 
 
 def test_teaching_pp2_formula_one_fifth():
-    """`parallelism.pp: 2` (dp becomes 4 and m = 4: formula 1/5 = 20%, card about 16%)."""
+    """`parallelism.pp: 2` (dp becomes 4 and m = 4: formula 1/5 = 20%, card about 17%)."""
     r = sim(TE, ov={"parallelism.pp": 2})
     assert r.scenario.parallelism.dp == 4
     assert r.bubble_formula == pytest.approx(1 / 5)
-    assert abs(r.bubble_fraction - 0.16) <= 0.01
+    assert abs(r.bubble_fraction - 0.17) <= 0.01
 
 
 def test_teaching_token_slices_act_like_4x_micro_batches():
@@ -348,46 +349,49 @@ def test_teaching_token_slices_act_like_4x_micro_batches():
 MG = "megatron-gpt3-175b"
 
 
-def test_megatron_about_140_to_150_tflops():
-    """The paper estimates about 140 TFLOP/s per GPU for this run ...; the simulation gives about 150."""
+def test_megatron_about_140_to_146_tflops():
+    """The paper estimates about 140 TFLOP/s per GPU for this run ...; the simulation gives about 146."""
     r = sim(MG)
-    assert about(r.tflops_per_gpu, 150, 0.07)
+    assert about(r.tflops_per_gpu, 146, 0.07)
     assert about(r.tflops_per_gpu, 140, 0.15)
 
 
-def test_megatron_recompute_is_a_third_of_compute():
-    """Recompute runs the whole forward pass again inside every backward — about a third of the
-    compute (5.9 s against 18.2 s)"""
+def test_megatron_recompute_is_about_31_percent_of_compute():
+    """Recompute runs the whole forward pass again inside every backward — about 31% of the compute
+    (5.8 s against 18.8 s), a little less than the third that a backward of exactly twice the
+    forward would give: the backward costs more, not least because its weight-gradient GEMMs also
+    pay the fp32 gradient-accumulation epilogue"""
     bd = sim(MG).breakdown_s
-    assert about(bd["recompute"] / bd["compute"], 1 / 3, 0.08)
-    assert about(bd["recompute"], 5.9, 0.08) and about(bd["compute"], 18.2, 0.08)
+    assert bd["recompute"] / bd["compute"] < 1 / 3
+    assert about(bd["recompute"] / bd["compute"], 0.31, 0.08)
+    assert about(bd["recompute"], 5.8, 0.08) and about(bd["compute"], 18.8, 0.08)
 
 
 def test_megatron_hardware_tflops_above_model_flops():
-    """`tflops_per_gpu` (hardware FLOPs, 150) is higher than the model FLOP/s behind MFU (36% of
-    the 312 TFLOP/s peak, about 112)."""
+    """`tflops_per_gpu` (hardware FLOPs, 146) is higher than the model FLOP/s behind MFU (35% of
+    the 312 TFLOP/s peak, about 109)."""
     r = sim(MG)
     peak = r.scenario.hardware.gpu.peak_tflops
     assert peak == 312
     assert r.tflops_per_gpu > r.mfu * peak
-    assert abs(r.mfu - 0.36) <= 0.005 and about(r.mfu * peak, 112, 0.01)
+    assert abs(r.mfu - 0.35) <= 0.005 and about(r.mfu * peak, 109, 0.01)
 
 
 def test_megatron_selective_recompute_faster_more_memory():
-    """`training.recompute: selective` shortens the iteration from 29.6 to about 22.8 s and raises
+    """`training.recompute: selective` shortens the iteration from 30.2 to about 23.6 s and raises
     memory from 46 to 76 GB per GPU."""
     r, s = sim(MG), sim(MG, ov={"training.recompute": "selective"})
-    assert about(r.iteration_time_s, 29.6, 0.01) and about(s.iteration_time_s, 22.8, 0.01)
+    assert about(r.iteration_time_s, 30.2, 0.01) and about(s.iteration_time_s, 23.6, 0.01)
     assert about(r.memory.total / 1e9, 46, 0.02) and about(s.memory.total / 1e9, 76, 0.02)
 
 
 def test_megatron_bubble_formula_7_over_103_card_a_little_less():
     """(p-1)/(m+p-1) = 7/103 = 6.8% for equal stages; the Bubble card ... reads a little less,
-    about 6.4%, ... the busiest stage idles about 5%."""
+    about 6.5%, ... the busiest stage idles about 5%."""
     r = sim(MG)
     assert r.bubble_formula == pytest.approx(7 / 103)
     assert r.bubble_formula - 0.015 < r.bubble_fraction < r.bubble_formula
-    assert abs(r.bubble_fraction - 0.064) <= 0.002
+    assert abs(r.bubble_fraction - 0.065) <= 0.002
     assert abs(r.bubble_fraction_busiest - 0.05) <= 0.01
 
 
@@ -421,19 +425,19 @@ def test_megatron_gradient_allreduce_crosses_infiniband_unoverlapped():
 
 
 def test_megatron_dp_overlap_shrinks_exposed_dp():
-    """Try `communication.dp_overlap: true` (exposed DP 1.09 -> 0.73 s)"""
+    """Try `communication.dp_overlap: true` (exposed DP 1.09 -> 0.72 s)"""
     r, o = sim(MG), sim(MG, ov={"communication.dp_overlap": True})
     assert o.breakdown_s["dp"] < r.breakdown_s["dp"]
-    assert about(o.breakdown_s["dp"], 0.73, 0.03)
+    assert about(o.breakdown_s["dp"], 0.72, 0.03)
 
 
 def test_megatron_interleaved_vpp2_halves_bubble():
-    """`parallelism.schedule: interleaved` with `parallelism.vpp: 2` (Bubble card 6.4 -> 3.6%,
-    iteration 29.6 -> 28.6 s)."""
+    """`parallelism.schedule: interleaved` with `parallelism.vpp: 2` (Bubble card 6.5 -> 3.6%,
+    iteration 30.2 -> 29.2 s)."""
     r, i = sim(MG), sim(MG, ov={"parallelism.schedule": "interleaved", "parallelism.vpp": 2})
     assert i.bubble_fraction < r.bubble_fraction and i.iteration_time_s < r.iteration_time_s
     assert abs(i.bubble_fraction - 0.036) <= 0.002
-    assert about(i.iteration_time_s, 28.6, 0.01)
+    assert about(i.iteration_time_s, 29.2, 0.01)
 
 
 # --------------------------------------------------------------------------- llama3-405b-16k
@@ -528,11 +532,11 @@ def test_llama_full_recompute_fits_at_a_price():
 
 def test_llama_tp_overlap_hides_three_quarters():
     """(`communication.tp_overlap: true`): ... hide about three quarters ... (exposed TP 0.73 -> 0.18 s,
-    iteration 7.2 -> 6.4 s)."""
+    iteration 7.2 -> 6.5 s)."""
     r, o = sim(LL), sim(LL, ov={"communication.tp_overlap": True})
     assert abs(1 - o.breakdown_s["tp"] / r.breakdown_s["tp"] - 0.75) <= 0.07
     assert about(r.breakdown_s["tp"], 0.73, 0.05) and about(o.breakdown_s["tp"], 0.18, 0.1)
-    assert about(o.iteration_time_s, 6.4, 0.04)
+    assert about(o.iteration_time_s, 6.5, 0.04)
 
 
 def test_llama_mfu_about_36():
@@ -562,18 +566,18 @@ def test_long_context_order_moves_ring_to_nics_still_hidden_at_400G():
 
 def test_long_context_slow_nics_expose_the_ring_only_across_nodes():
     """Add `cluster.scale_out.nic_Gbps: 50` and about 5.0 s of exposed ring time appears (iteration
-    6.6 -> 11.9 s); 50 Gb/s NICs alone, with the ring on NVLink, leave `cp` at zero."""
+    6.5 -> 11.9 s); 50 Gb/s NICs alone, with the ring on NVLink, leave `cp` at zero."""
     both = sim(LC, ov={"parallelism.order": "tp-dp-cp-pp", "cluster.scale_out.nic_Gbps": 50})
     assert about(both.breakdown_s["cp"], 5.0, 0.06) and about(both.iteration_time_s, 11.9, 0.04)
-    assert about(sim(LC).iteration_time_s, 6.6, 0.03)
+    assert about(sim(LC).iteration_time_s, 6.5, 0.03)
     assert sim(LC, ov={"cluster.scale_out.nic_Gbps": 50}).breakdown_s["cp"] == 0
 
 
 def test_long_context_shorter_sequences_expose_the_ring():
     """with the ring across the NICs, `model.seq_len: 16384` exposes about 0.08 s of `cp` (nearly a
-    fifth of its 0.44 s iteration) even at 400 Gb/s."""
+    fifth of its 0.45 s iteration) even at 400 Gb/s."""
     r = sim(LC, ov={"parallelism.order": "tp-dp-cp-pp", "model.seq_len": 16384})
-    assert about(r.breakdown_s["cp"], 0.08, 0.1) and about(r.iteration_time_s, 0.44, 0.04)
+    assert about(r.breakdown_s["cp"], 0.08, 0.1) and about(r.iteration_time_s, 0.45, 0.04)
     assert 0.15 < r.breakdown_s["cp"] / r.iteration_time_s < 0.2
 
 
@@ -618,9 +622,9 @@ def test_fsdp_each_prefetched_layer_adds_about_1GB():
 
 def test_fsdp_prefetch_hides_gathers_and_zero_prefetch_exposes_them():
     """only what does not fit behind it is exposed (about 0.05 s). Set `communication.prefetch_layers: 0`
-    ...: exposed DP about 0.84 s, iteration 3.1 -> 3.9 s."""
+    ...: exposed DP about 0.78 s, iteration 3.1 -> 3.9 s."""
     r, z = sim(FS), sim(FS, ov={"communication.prefetch_layers": 0})
-    assert about(r.breakdown_s["dp"], 0.05, 0.2) and about(z.breakdown_s["dp"], 0.84, 0.06)
+    assert about(r.breakdown_s["dp"], 0.05, 0.2) and about(z.breakdown_s["dp"], 0.78, 0.06)
     assert about(r.iteration_time_s, 3.1, 0.03) and about(z.iteration_time_s, 3.9, 0.03)
 
 
@@ -662,27 +666,27 @@ def test_deepseek_nvlink_four_times_the_nic():
 
 
 def test_deepseek_ep_limited_by_nics_and_is_the_bottleneck():
-    """limited by the node NICs. Exposed EP is the bottleneck: 1.5 s, about a tenth of the 15.2 s
+    """limited by the node NICs. Exposed EP is the bottleneck: 1.5 s, about a tenth of the 15.6 s
     iteration."""
     r = sim(DS)
     assert r.links["ep"]["tier"] == "scale-out" and r.links["ep"]["group"] == 64
     assert r.bottleneck.startswith("EP takes")
     assert about(r.breakdown_s["ep"], 1.5, 0.05)
     assert abs(r.breakdown_s["ep"] / r.iteration_time_s - 0.1) <= 0.015
-    assert about(r.iteration_time_s, 15.2, 0.02)
+    assert about(r.iteration_time_s, 15.6, 0.02)
 
 
 def test_deepseek_unlimited_routing_multiplies_ep_about_5x():
     """set `model.moe.max_nodes: 0` (plain all-to-all) and watch the exposed EP time grow about 5x
-    (1.5 -> 7.7 s; iteration 15.2 -> 21.9 s)."""
+    (1.5 -> 7.5 s; iteration 15.6 -> 21.9 s)."""
     r, u = sim(DS), sim(DS, ov={"model.moe.max_nodes": 0})
     assert 4.5 <= u.breakdown_s["ep"] / r.breakdown_s["ep"] <= 5.5
-    assert about(u.breakdown_s["ep"], 7.7, 0.04) and about(u.iteration_time_s, 21.9, 0.03)
+    assert about(u.breakdown_s["ep"], 7.5, 0.04) and about(u.iteration_time_s, 21.9, 0.03)
 
 
 def test_deepseek_imbalance_slows_the_iteration():
-    """`model.moe.imbalance: 1.5` slows the iteration from 15.2 to about 18.2 s."""
-    assert about(sim(DS, ov={"model.moe.imbalance": 1.5}).iteration_time_s, 18.2, 0.03)
+    """`model.moe.imbalance: 1.5` slows the iteration from 15.6 to about 18.4 s."""
+    assert about(sim(DS, ov={"model.moe.imbalance": 1.5}).iteration_time_s, 18.4, 0.03)
 
 
 def test_deepseek_dualpipe_fused_bars():
@@ -692,10 +696,10 @@ def test_deepseek_dualpipe_fused_bars():
 
 def test_deepseek_1f1b_multiplies_exposed_ep_more_than_fivefold():
     """Switch `parallelism.schedule: 1f1b` and the exposed EP time grows more than fivefold (1.5 -> 8.4 s;
-    iteration 22.5 s)."""
+    iteration 22.7 s)."""
     r, o = sim(DS), sim(DS, ov={"parallelism.schedule": "1f1b"})
     assert 5.0 < o.breakdown_s["ep"] / r.breakdown_s["ep"] <= 6.0
-    assert about(o.breakdown_s["ep"], 8.4, 0.03) and about(o.iteration_time_s, 22.5, 0.03)
+    assert about(o.breakdown_s["ep"], 8.4, 0.03) and about(o.iteration_time_s, 22.7, 0.03)
 
 
 def test_deepseek_dualpipe_two_weight_copies_and_pp_plus_1_activations():
@@ -728,30 +732,30 @@ def test_deepseek_memory_recipe_makes_dualpipe_fit():
 
 
 def test_deepseek_full_recompute_fits():
-    """`training.recompute: full` brings it to about 33 GB at 18.4 s per iteration."""
+    """`training.recompute: full` brings it to about 33 GB at 18.5 s per iteration."""
     r = sim(DS, ov={"training.recompute": "full"})
     assert about(r.memory.total / 1e9, 33, 0.02) and "memory" not in r.warning_kinds
-    assert about(r.iteration_time_s, 18.4, 0.02) and r.iteration_time_s > sim(DS).iteration_time_s
+    assert about(r.iteration_time_s, 18.5, 0.02) and r.iteration_time_s > sim(DS).iteration_time_s
 
 
 def test_deepseek_mtp_on_the_edge_ranks():
     """The MTP module sits on the edge ranks: `model.mtp_depth: 0` lowers their memory from 73.9 to
-    71.4 GB and the iteration to 14.9 s."""
+    71.4 GB and the iteration to 15.1 s."""
     d, n = sim(DS), sim(DS, ov={"model.mtp_depth": 0})
     assert d.scenario.model.mtp_depth == 1 and d.scenario.model.mla is not None
     per = [m.total / 1e9 for m in d.memory_by_class]
     assert per[0] == per[-1] == max(per) and about(per[0], 73.9, 0.005)
     assert about(n.memory_by_class[0].total / 1e9, 71.4, 0.005) and about(n.memory.total / 1e9, 71.4, 0.005)
-    assert about(n.iteration_time_s, 14.9, 0.01)
+    assert about(n.iteration_time_s, 15.1, 0.01)
 
 
 def test_deepseek_comm_sms_slow_the_overlapped_compute():
     """(`communication.comm_sms: 20`, ...): 20 of the H800's 132 SMs run the communication kernels, so
     the computation an all-to-all hides behind runs at 112/132 of its speed meanwhile;
-    `communication.comm_sms: 0` (communication for free) shortens the iteration from 15.2 to 14.7 s."""
+    `communication.comm_sms: 0` (communication for free) shortens the iteration from 15.6 to 15.1 s."""
     d, z = sim(DS), sim(DS, ov={"communication.comm_sms": 0})
     assert d.scenario.communication.comm_sms == 20 and d.scenario.hardware.gpu.sms == 132
-    assert about(z.iteration_time_s, 14.7, 0.01) and z.iteration_time_s < d.iteration_time_s
+    assert about(z.iteration_time_s, 15.1, 0.01) and z.iteration_time_s < d.iteration_time_s
     # 1F1B hides no all-to-all behind computation: the SMs cost it nothing
     o, oz = sim(DS, ov={"parallelism.schedule": "1f1b"}), sim(DS, ov={"parallelism.schedule": "1f1b",
                                                                       "communication.comm_sms": 0})
@@ -763,33 +767,48 @@ def test_deepseek_comm_sms_slow_the_overlapped_compute():
 ZB = "zero-bubble-8gpu"
 
 
-def test_zero_bubble_formula_drops_from_30_to_17_at_same_stage0_activations():
-    """the bubble drops from (p-1)(F+B+W) to (p-1)(F+B-W): the formula from 30.4% to 17.2% of the
-    iteration, at the same activation memory on stage 0 (p micro-batches in flight, about 5.7 GB)."""
+def test_zero_bubble_formula_drops_from_30_to_13_5_at_same_stage0_activations():
+    """the bubble drops from (p-1)(F+B+W) to (p-1)(F+B-W): the formula from 30.4% to 13.5% of the
+    iteration, at the same activation memory on stage 0 (p micro-batches in flight, about 5.7 GB).
+    W is long here (2.8 ms, against F = 2.6 ms and B = 3.3 ms): each weight-gradient GEMM also pays
+    the fp32 gradient-accumulation epilogue"""
     z, o = sim(ZB), sim(ZB, ov={"parallelism.schedule": "1f1b"})
     assert o.bubble_formula == pytest.approx(7 / 23)
-    assert abs(z.bubble_formula - 0.172) <= 0.001
+    assert abs(z.bubble_formula - 0.135) <= 0.001
+    nums = dict(re.findall(r"([FBW]) = ([\d.]+) ms", z.bubble_formula_text))
+    F, B, W = (float(nums[k]) for k in "FBW")
+    assert about(W, 2.8, 0.02) and about(B, 3.3, 0.02) and about(F, 2.6, 0.02) and F < W < B
     assert z.memory_by_class[0].activations == pytest.approx(o.memory_by_class[0].activations, rel=0.01)
     assert about(z.memory_by_class[0].activations / 1e9, 5.7, 0.05)
 
 
-def test_zero_bubble_card_above_formula_from_the_split():
-    """The Bubble card (averaged over stages) reads about 25%, above the formula, because the layers
-    split [4, 4, 5, 4, 4, 4, 4, 3]; `parallelism.ideal_pipeline: true` makes them agree."""
+def test_zero_bubble_card_above_formula_from_the_split_and_w_longer_than_f():
+    """The Bubble card (averaged over stages) reads about 24%, above the formula, mostly because the
+    layers split [4, 4, 5, 4, 4, 4, 4, 3]: `parallelism.ideal_pipeline: true` (equal stages, free
+    communication) brings it down to 14.2%. The remaining 0.7 points come from W being longer than
+    F: a deferred W fills gaps of at most F, so the order's exact bubble is (p-1)B, which the
+    paper's (p-1)(F+B-W) equals only while W <= F."""
     z = sim(ZB)
     assert tuple(z.stage_layers) == (4, 4, 5, 4, 4, 4, 4, 3)
-    assert abs(z.bubble_fraction - 0.25) <= 0.01 and z.bubble_fraction > z.bubble_formula
+    assert abs(z.bubble_fraction - 0.24) <= 0.01 and z.bubble_fraction > z.bubble_formula
     i = sim(ZB, ov={"parallelism.ideal_pipeline": True})
-    assert i.bubble_fraction == pytest.approx(i.bubble_formula, abs=1e-6)
+    sc = i.scenario
+    p, m = sc.parallelism.pp, sc.training.global_batch // (sc.parallelism.dp * sc.training.micro_batch)
+    F, B, W = stage_passes(IterationBuilder(sc))
+    assert W > F
+    assert i.bubble_fraction == pytest.approx((p - 1) * B / (m * (F + B + W) + (p - 1) * B), abs=1e-6)
+    assert abs(i.bubble_fraction - 0.142) <= 0.001
+    assert abs(i.bubble_fraction - i.bubble_formula - 0.007) <= 0.001
+    assert z.bubble_fraction - i.bubble_fraction > 10 * (i.bubble_fraction - i.bubble_formula)
 
 
 def test_zero_bubble_1f1b_same_compute_larger_bubble():
     """Switch `parallelism.schedule: 1f1b` (the baseline) and back: same compute, larger bubble (card
-    about 35%, iteration 0.19 -> 0.22 s)."""
+    about 35%, iteration 0.20 -> 0.23 s)."""
     z, o = sim(ZB), sim(ZB, ov={"parallelism.schedule": "1f1b"})
     assert o.breakdown_s["compute"] == pytest.approx(z.breakdown_s["compute"], rel=1e-6)
     assert o.bubble_fraction > z.bubble_fraction and abs(o.bubble_fraction - 0.35) <= 0.01
-    assert about(z.iteration_time_s, 0.19, 0.03) and about(o.iteration_time_s, 0.22, 0.03)
+    assert about(z.iteration_time_s, 0.20, 0.03) and about(o.iteration_time_s, 0.23, 0.03)
 
 
 def test_zero_bubble_zbh2_doubles_warmup_memory():
@@ -801,14 +820,18 @@ def test_zero_bubble_zbh2_doubles_warmup_memory():
 
 
 def test_zero_bubble_zbh2_not_zero_here_because_f_plus_b_exceeds_2w():
-    """here F+B is about 6.0 ms against 2W of about 4.3 ms, so the formula gives 8.5%. ... the
-    metrics the steady state (about 0.17 s)."""
+    """zero when F+B <= 2W; here F+B is about 5.9 ms against 2W of about 5.6 ms (the epilogue makes
+    W long), so the formula gives only 1.5%, close to zero but not zero (the order itself idles a
+    little more, as with ZB-H1, because W is longer than F). ... the metrics the steady state (about
+    0.18 s)."""
     h2 = sim(ZB, ov={"parallelism.schedule": "zb-h2"})
     nums = dict(re.findall(r"([FBW]) = ([\d.]+) ms", h2.bubble_formula_text))
     F, B, W = (float(nums[k]) for k in "FBW")
-    assert about(F + B, 6.0, 0.02) and about(2 * W, 4.3, 0.02) and F + B > 2 * W
-    assert abs(h2.bubble_formula - 0.085) <= 0.001
-    assert about(h2.iteration_time_s, 0.17, 0.05) and h2.iteration_time_s < sim(ZB).iteration_time_s
+    assert about(F + B, 5.9, 0.02) and about(2 * W, 5.6, 0.02) and F + B > 2 * W
+    assert abs(h2.bubble_formula - 0.015) <= 0.001 and h2.bubble_formula > 0
+    assert about(h2.iteration_time_s, 0.18, 0.05) and h2.iteration_time_s < sim(ZB).iteration_time_s
+    ideal = sim(ZB, ov={"parallelism.schedule": "zb-h2", "parallelism.ideal_pipeline": True})
+    assert W > F and ideal.bubble_fraction > ideal.bubble_formula + 0.005
 
 
 def test_zero_bubble_pipedream_busiest_stage_never_idles():

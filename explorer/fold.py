@@ -39,7 +39,7 @@ class FoldInfo:
     step: int                         # micro-batches per period
     periods: int                      # periods beyond the largest reduced simulation
     delta_s: float                    # seconds one period adds
-    simulated_tasks: int              # tasks the three reduced simulations scheduled
+    simulated_tasks: int              # tasks the reduced simulations scheduled (the search's too)
     block_tasks: int                  # tasks of the repeated block
 
     @property
@@ -70,38 +70,61 @@ def reduced(sc: Scenario, micro_batches: int) -> Scenario:
 
 
 def simulate_folded(sc: Scenario, ideal: frozenset[str] | None = None) -> FoldedRun | None:
-    """The folded simulation of ``sc``, or None when folding does not pay or is not proven."""
-    for scale in (1, 2):
-        fp = plan(sc, scale)
-        if fp is None:
+    """The folded simulation of ``sc``, or None when folding does not pay or is not proven.
+
+    Simulates the plan's candidate triples in turn (fold_plan.FoldPlan.triples, sharing runs) and
+    stops at the first that proves a period; gives up at the plan's limit of micro-batches, so that
+    the fold never costs much more than the full simulation it replaces."""
+    fp = plan(sc)
+    if fp is None:
+        return None
+    done: dict[int, tuple[ScheduledRun, Measures]] = {}
+    for triple in fp.triples():
+        if sum({*done, *triple}) > fp.limit:
             return None
-        out = _try(sc, fp, ideal)
+        for c in triple:
+            if c not in done:
+                r = schedule_iteration(reduced(sc, c), ideal)
+                done[c] = (r, measure(r))
+        simulated = sum(len(x.tasks) for x, _ in done.values())
+        out = _try(sc, fp, triple, [done[n] for n in triple], ideal, simulated)
         if out is not None:
             return out
     return None
 
 
-def _try(sc: Scenario, fp: FoldPlan, ideal: frozenset[str] | None) -> FoldedRun | None:
-    runs = [schedule_iteration(reduced(sc, m), ideal) for m in fp.counts]
-    ms = [measure(r) for r in runs]
-    if len({m.structure() for m in ms}) != 1:
+def _try(sc: Scenario, fp: FoldPlan, counts: tuple[int, int, int], done: list[tuple[ScheduledRun, Measures]],
+         ideal: frozenset[str] | None, simulated: int) -> FoldedRun | None:
+    """The fold over the three reduced runs ``done`` (of ``counts`` micro-batches), if both proofs
+    hold: cheap ones first (the iteration time on a line), the task-by-task match last."""
+    runs = [r for r, _ in done]
+    ms = [x for _, x in done]
+    step = counts[1] - counts[0]
+    periods = (fp.micro_batches - counts[2]) // step
+    if len({x.structure() for x in ms}) != 1 or _extrapolate([[x.T] for x in ms], periods, ms[-1].T) is None:
+        return None
+    values = _extrapolate([x.flat() for x in ms], periods, ms[-1].T)
+    if values is None:
+        return None
+    # A maximum inside the iteration time (a never-flushing pipeline's busiest stream against its
+    # compute window) must stay on the same side up to the scenario's count, or T is not affine.
+    if len({x.pace_margin > 0 for x in ms} | {values[-1] > 0}) != 1:
         return None
     b = runs[-1].builder
     lanes = 2 if b.schedule.two_directions else 1
     shift = (runs[1].builder.m_sim - runs[0].builder.m_sim) // lanes
     tol = REL_TOL * max(max(t.end for t in runs[-1].tasks), 1e-30)
     first = match_shift(runs[0].tasks, runs[1].tasks, shift, tol)
-    second = match_shift(runs[1].tasks, runs[2].tasks, shift, tol)
-    if first is None or second is None or abs(first.delta - second.delta) > tol:
+    if first is None:
         return None
-    values = _extrapolate([m.flat() for m in ms], fp.periods, ms[-1].T)
-    if values is None:
+    second = match_shift(runs[1].tasks, runs[2].tasks, shift, tol)
+    if second is None or abs(first.delta - second.delta) > tol:
         return None
     if ideal is None:
         ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
-    folded = FoldedTasks(runs[-1].tasks, second, fp.periods, _rebuild(sc, ideal))
+    folded = FoldedTasks(runs[-1].tasks, second, periods, _rebuild(sc, ideal))
     block = len(folded.block)
-    info = FoldInfo(fp.counts, fp.step, fp.periods, second.delta, sum(len(r.tasks) for r in runs), block)
+    info = FoldInfo(counts, step, periods, second.delta, simulated, block)
     return FoldedRun(runs[-1], ms[-1].with_flat(values), folded, info)
 
 

@@ -2,12 +2,15 @@
 simulating so that the work budget (config/budget.py) can count the folded simulation.
 
 With identical micro-batches every stage's schedule becomes periodic after its warm-up: adding
-``step`` micro-batches inserts one more period in the middle of the timeline and shifts what
-follows.  The fold simulates three reduced counts ``base``, ``base + step``, ``base + 2*step``,
-checks that the second and third differ from the first and second by exactly one period, and
-extrapolates to the scenario's count.  ``step`` is the schedule's granularity (the interleaved
-schedule needs whole groups of ``pp`` micro-batches, DualPipe an even count); ``base`` covers the
-warm-up and the cool-down of the deepest pipeline position (``pp x vpp`` units) with margin.
+one period of micro-batches inserts one more block in the middle of the timeline and shifts what
+follows.  The fold simulates reduced counts ``base``, ``base + g``, ``base + 2g``, ... (``g`` the
+schedule's granularity: the interleaved schedule needs whole groups of ``pp`` micro-batches) and
+stops at the first three counts ``c - 2k, c - k, c`` that prove a period of ``k`` micro-batches —
+unequal stages can make a 1F1B-like steady state repeat only every few micro-batches (the
+cyclicity of max-plus systems) — with ``c`` a whole number of periods below the scenario's count;
+when none does from ``base``, from twice ``base`` (the transient of unequal stages can last a few
+fills), within a limit of micro-batches simulated in all.
+``base`` covers one fill of the pipeline (``pp x vpp`` units): warm-up, a steady phase, cool-down.
 """
 from __future__ import annotations
 
@@ -16,30 +19,45 @@ from dataclasses import dataclass
 from .schedules import registry
 from .schedules.base import ScenarioLike
 
-# Folding pays once the three reduced simulations together are smaller than the full one by this
-# factor (below it the full simulation is about as cheap and needs no proof).
+# Folding pays once the reduced simulations together are smaller than the full one by this factor
+# (below it the full simulation is about as cheap and needs no proof).
 MIN_GAIN = 1.5
-# Units per pipeline position the base count holds: one fill of the pipeline gives every stage a
-# warm-up, a steady phase and a cool-down (the 1F1B family reaches its period within one fill).
-WARMUP_UNITS = 1
+# The search may simulate at most this many times the micro-batches of the first three counts, or
+# SEARCH_FLOOR micro-batches when that is more (small pipelines: cheap runs, long transients).
+SEARCH_FACTOR = 4
+SEARCH_FLOOR = 256
+PERIODS = (1, 2, 3, 4)          # periods tried, in granularity steps
 
 
 @dataclass(frozen=True)
 class FoldPlan:
-    """The reduced micro-batch counts of a folded simulation (micro-batches per pipeline)."""
+    """Where the fold's search starts and how far it may go (micro-batches per pipeline)."""
 
     micro_batches: int        # the scenario's count
     base: int                 # the first reduced count
-    step: int                 # between reduced counts: the schedule's granularity
+    granularity: int          # between reduced counts
+    limit: int                # micro-batches all reduced simulations together may hold
 
     @property
-    def counts(self) -> tuple[int, int, int]:
-        return self.base, self.base + self.step, self.base + 2 * self.step
+    def first(self) -> tuple[int, int, int]:
+        """The first three counts (a period of one step), for the work budget."""
+        g = self.granularity
+        return self.base, self.base + g, self.base + 2 * g
 
-    @property
-    def periods(self) -> int:
-        """Periods of ``step`` micro-batches beyond the largest reduced count (the extrapolation)."""
-        return (self.micro_batches - self.counts[-1]) // self.step
+    def triples(self):
+        """Candidate triples ``(c - 2k, c - k, c)`` in the order the search tries them: periods of
+        1-4 steps from the base, then from twice the base, and so on (a period that sets in late),
+        each ending a whole number of periods below the scenario's count."""
+        g, m = self.granularity, self.micro_batches
+        start = self.base
+        while 3 * start <= self.limit:
+            for k in PERIODS:
+                step = k * g
+                c = start + 2 * step
+                c += (m - c) % step
+                if c < m:
+                    yield c - 2 * step, c - step, c
+            start *= 2
 
 
 def granularity(sc: ScenarioLike) -> int:
@@ -47,24 +65,30 @@ def granularity(sc: ScenarioLike) -> int:
     sched = registry.get(sc.parallelism.schedule)
     if sched.virtual_stages:
         return sc.parallelism.pp            # whole groups of pp micro-batches (SC21 Sec. 2.2.2)
-    if sched.two_directions:
-        return 2                            # half from each end
     return 1
 
 
-def plan(sc: ScenarioLike, base_scale: int = 1) -> FoldPlan | None:
-    """The fold's reduced counts for ``sc``, or None when folding cannot pay (few micro-batches,
-    no pipeline).  ``base_scale`` multiplies the base count (the fold's second try)."""
+def foldable(sc: ScenarioLike) -> bool:
+    """Whether adding micro-batches inserts one period at one place of the timeline: not GPipe's
+    all-forwards-then-all-backwards order (it grows in both phases) nor DualPipe's two directions
+    (both ends grow); those are simulated in full."""
+    sched = registry.get(sc.parallelism.schedule)
+    return not sched.two_directions and sched.name != "gpipe"
+
+
+def plan(sc: ScenarioLike) -> FoldPlan | None:
+    """The fold's search for ``sc``, or None when folding cannot pay (few micro-batches) or one
+    inserted period cannot describe the schedule's growth (:func:`foldable`)."""
     par = sc.parallelism
+    if not foldable(sc):
+        return None
     m = sc.training.global_batch // (sc.training.micro_batch * (par.dp or 1))
-    step = granularity(sc)
-    positions = par.pp * par.vpp
-    # Units (micro-batches x token slices) to cover warm-up and cool-down, in micro-batches.
-    need = -(-(WARMUP_UNITS * positions * base_scale + 2) // par.token_slices)
-    if registry.get(par.schedule).two_directions:
-        need = max(need, -(-(2 * par.pp) // par.token_slices) + 2)     # DualPipe: units >= 2 pp
-    base = -(-max(need, step) // step) * step
-    fold = FoldPlan(m, base, step)
-    if fold.counts[-1] >= m or (m - fold.counts[-1]) % step or sum(fold.counts) * MIN_GAIN > m:
+    g = granularity(sc)
+    # Units (micro-batches x token slices) of one pipeline fill and two more, in micro-batches.
+    need = -(-(par.pp * par.vpp + 2) // par.token_slices)
+    base = -(-max(need, g) // g) * g
+    first = 3 * base + 3 * g
+    fold = FoldPlan(m, base, g, min(int(m / MIN_GAIN), max(SEARCH_FACTOR * first, SEARCH_FLOOR)))
+    if first > fold.limit:
         return None
     return fold

@@ -31,6 +31,7 @@ class Measures:
     traffic: tuple[dict[str, tuple[float, ...]], ...]  # per class: dimension -> bytes per tier boundary
     link_load: dict[str, float]                       # per tier: bytes / capacity (utilisation x T)
     links: dict[str, dict]                            # the main call of each dimension (m-independent)
+    pace_margin: float = 0.0                          # ScheduledRun.pace_margin (its sign must not flip)
 
     def flat(self) -> list[float]:
         """Every number in a fixed order (the fold's affine check and extrapolation)."""
@@ -45,6 +46,7 @@ class Measures:
         for tr in self.traffic:
             out += [x for d in COMM_DIMS for x in tr[d]]
         out += list(self.link_load.values())
+        out.append(self.pace_margin)
         return out
 
     def with_flat(self, values: list[float]) -> Measures:
@@ -60,9 +62,10 @@ class Measures:
         comm = tuple({k: next(it) for k in COMM_DIMS} for _ in range(n))
         traffic = tuple({d: tuple(next(it) for _ in range(tiers)) for d in COMM_DIMS} for _ in range(n))
         link_load = {k: next(it) for k in self.link_load}
+        pace_margin = next(it)
         if next(it, None) is not None:
             raise ValueError("Measures.with_flat: more values than measures")
-        return Measures(T, breakdowns, busy, end, memory, comm, traffic, link_load, self.links)
+        return Measures(T, breakdowns, busy, end, memory, comm, traffic, link_load, self.links, pace_margin)
 
     def structure(self) -> tuple:
         """What must be equal, not extrapolated, between two micro-batch counts."""
@@ -85,7 +88,8 @@ def measure(r: ScheduledRun) -> Measures:
         T=r.T, breakdowns=tuple(r.breakdown(s) for s in range(p)), busy=tuple(busy), end=tuple(end),
         memory=tuple(class_memory(b, r.net, s) for s in range(p)), comm=tuple(comm),
         traffic=tuple({d: tuple(v) for d, v in class_traffic(b, s, r.by_class[s]).items()} for s in range(p)),
-        link_load=tier_utilisation(b, r.net, r.by_class, 1.0), links=link_summary(b, r.tasks))
+        link_load=tier_utilisation(b, r.net, r.by_class, 1.0), links=link_summary(b, r.tasks),
+        pace_margin=r.pace_margin)
 
 
 def class_comm_bytes(r: ScheduledRun, s: int) -> dict[str, float]:

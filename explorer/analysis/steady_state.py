@@ -33,6 +33,9 @@ class ScheduledRun:
     enders: list[Task]               # the tasks that end last, in task order
     measured: float | None = None    # the window's length when a stream's busy time set T beyond it
     pace: str = "bubble"             # ... and the breakdown category charged with T - measured
+    # A never-flushing pipeline: its busiest stream's seconds per iteration minus the compute window
+    # (> 0: that stream sets T).  The fold keeps the side of this maximum fixed (explorer/fold.py).
+    pace_margin: float = 0.0
 
     def breakdown(self, s: int) -> dict[str, float]:
         """Seconds of the iteration per category on class ``s`` (sums to ``T``): the compute stream
@@ -98,8 +101,10 @@ def _async_run(builder: IterationBuilder, net: Network, tasks: list[Task], by_cl
     enders = [t for t in tasks if t.end == makespan]
     busy, stream = max((b, st) for mine in by_class for st, b in stream_busy(builder, mine).items())
     if busy <= measured:
-        return ScheduledRun(builder, net, tasks, by_class, measured, first, enders)
-    return ScheduledRun(builder, net, tasks, by_class, busy, first, enders, measured, PACE_CATEGORY[stream])
+        return ScheduledRun(builder, net, tasks, by_class, measured, first, enders,
+                            pace_margin=busy - measured)
+    return ScheduledRun(builder, net, tasks, by_class, busy, first, enders, measured, PACE_CATEGORY[stream],
+                        busy - measured)
 
 
 def stream_busy(b: IterationBuilder, mine: list[Task]) -> dict[str, float]:

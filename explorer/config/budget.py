@@ -105,18 +105,15 @@ def estimate(sc: Scenario) -> WorkEstimate:
 
 
 def folded_estimate(sc: Scenario) -> WorkEstimate | None:
-    """The work of the steady-state fold's three reduced simulations (explorer/fold_plan.py), or
-    None when ``sc`` does not fold."""
+    """The most work the steady-state fold's reduced simulations may take (explorer/fold_plan.py:
+    its limit of micro-batches, as one simulation), or None when ``sc`` does not fold."""
     from ..fold_plan import plan  # deferred: the plan reads the schedule registry only
 
     fp = plan(sc)
     if fp is None:
         return None
-    parts = [estimate(replace(sc, training=replace(sc.training,
-                                                  global_batch=n * sc.training.micro_batch * sc.dp)))
-             for n in fp.counts]
-    return WorkEstimate(sum(e.tasks for e in parts), sum(e.timeline_rows for e in parts), sc.parallelism.pp,
-                        sc.model.layers)
+    return estimate(replace(sc, training=replace(sc.training,
+                                                 global_batch=fp.limit * sc.training.micro_batch * sc.dp)))
 
 
 def check_budget(sc: Scenario) -> None:

@@ -70,52 +70,66 @@ def run(graph: TaskGraph) -> float:
     """
     tasks = graph.tasks
     n = len(tasks)
-    waiting = [len(t.deps) for t in tasks]
+    waiting = [0] * n
     ready_at = [0.0] * n
     dependents: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for i, t in enumerate(tasks):
-        for d, frac in t.deps:
+        deps = t.deps
+        waiting[i] = len(deps)
+        for d, frac in deps:
             if not 0 <= d < n or d == i:
                 raise CycleError(f"task {i} ({t.kind}) depends on missing task {d}")
             dependents[d].append((i, frac))
+    # Streams as integers numbered in (class, stream) order, so that sorting them visits streams in
+    # the same order as sorting the (class, stream) pairs (determinism), at a fraction of the cost.
+    streams = sorted({(t.cls, t.stream) for t in tasks})
+    number = {k: j for j, k in enumerate(streams)}
+    stream_of = [number[(t.cls, t.stream)] for t in tasks]
     arrivals = [(0.0, i) for i in range(n) if waiting[i] == 0]   # (ready time, task): ids are unique
     heapq.heapify(arrivals)
-    finishes: list[tuple[float, int, tuple[int, str]]] = []        # (end time, task, stream)
-    queues: dict[tuple[int, str], list[tuple[int, float, int]]] = {}
-    busy: dict[tuple[int, str], bool] = {}
+    finishes: list[tuple[float, int, int]] = []                   # (end time, task, stream)
+    queues: list[list[tuple[int, float, int]]] = [[] for _ in streams]
+    busy = [False] * len(streams)
+    push, pop = heapq.heappush, heapq.heappop
+    inf = float("inf")
     done = 0
     makespan = 0.0
     while arrivals or finishes:
-        now = min(arrivals[0][0] if arrivals else float("inf"), finishes[0][0] if finishes else float("inf"))
+        a = arrivals[0][0] if arrivals else inf
+        f = finishes[0][0] if finishes else inf
+        now = a if a < f else f
         touched = set()
         while finishes and finishes[0][0] <= now:
-            _, _, key = heapq.heappop(finishes)
+            key = pop(finishes)[2]
             busy[key] = False
             touched.add(key)
         while arrivals and arrivals[0][0] <= now:
-            ready, i = heapq.heappop(arrivals)
-            key = (tasks[i].cls, tasks[i].stream)
-            heapq.heappush(queues.setdefault(key, []), (tasks[i].priority, ready, i))
+            ready, i = pop(arrivals)
+            key = stream_of[i]
+            push(queues[key], (tasks[i].priority, ready, i))
             touched.add(key)
         for key in sorted(touched):
-            queue = queues.get(key)
-            if busy.get(key) or not queue:
+            queue = queues[key]
+            if busy[key] or not queue:
                 continue
-            _, ready, i = heapq.heappop(queue)
+            _, ready, i = pop(queue)
             t = tasks[i]
-            t.ready, t.start, t.end = ready, now, now + t.duration
+            dur = t.duration
+            end = now + dur
+            t.ready, t.start, t.end = ready, now, end
             busy[key] = True
-            heapq.heappush(finishes, (t.end, i, key))
-            makespan = max(makespan, t.end)
+            push(finishes, (end, i, key))
+            if end > makespan:
+                makespan = end
             done += 1
             for j, frac in dependents[i]:
-                at = now + frac * t.duration
+                at = now + frac * dur
                 if at >= ready_at[j]:
                     ready_at[j] = at
                     tasks[j].binding = i
                 waiting[j] -= 1
                 if waiting[j] == 0:
-                    heapq.heappush(arrivals, (ready_at[j], j))
+                    push(arrivals, (ready_at[j], j))
     if done != n:
         raise CycleError(f"{n - done} tasks never became ready (dependency cycle)")
     return makespan

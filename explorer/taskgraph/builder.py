@@ -262,27 +262,32 @@ class IterationBuilder:
         """Pipeline transfers F(position k) -> F(k+1) and B(k+1) -> B(k) along each lane; a
         backward after its own forward, a weight-gradient pass after its backward."""
         lay, ids, tasks = self.layout, comp.ids, g.tasks
+        # Per (rank, lane, local chunk): the neighbours along the lane and the pair each transfer
+        # uses — the same for every unit, looked up once (the 1T-parameter row has 65k passes).
+        hops: dict[tuple[int, int, int], tuple] = {}
         for (kind, s, lane, mb, local), tid in list(ids.items()):
             if kind == "W":
                 tasks[tid].deps.append((ids[("B", s, lane, mb, local)], 1.0))
                 continue
-            pos = lay.position(s, lane, local)
-            if kind == "F" and pos + 1 < lay.length:
-                r2, l2 = lay.at(lane, pos + 1)
-                self._transfer(g, s, tid, ids[("F", r2, lane, mb, l2)], mb, local, "forward",
-                               lay.pair(s, r2, "forward"))
+            hop = hops.get((s, lane, local))
+            if hop is None:
+                pos = lay.position(s, lane, local)
+                nxt = lay.at(lane, pos + 1) if pos + 1 < lay.length else None
+                prv = lay.at(lane, pos - 1) if pos > 0 else None
+                hop = hops[(s, lane, local)] = (
+                    nxt, nxt and self._transfer_shape(lay.pair(s, nxt[0], "forward"), s),
+                    prv, prv and self._transfer_shape(lay.pair(s, prv[0], "backward"), s))
+            nxt, fwd, prv, bwd = hop
+            if kind == "F" and nxt is not None:
+                self._transfer(g, fwd, tid, ids[("F", nxt[0], lane, mb, nxt[1])], mb, local, "forward")
             if kind == "B":
-                if pos > 0:
-                    r2, l2 = lay.at(lane, pos - 1)
-                    self._transfer(g, s, tid, ids[("B", r2, lane, mb, l2)], mb, local, "backward",
-                                   lay.pair(s, r2, "backward"))
+                if prv is not None:
+                    self._transfer(g, bwd, tid, ids[("B", prv[0], lane, mb, prv[1])], mb, local, "backward")
                 tasks[tid].deps.append((ids[("F", s, lane, mb, local)], 1.0))
 
-    def _transfer(self, g: TaskGraph, s: int, src: int, dst: int, mb: int, local: int, direction: str,
-                  pair: int) -> None:
+    def _transfer_shape(self, pair: int, s: int) -> tuple:
+        """What every transfer of ``s`` on ``pair`` shares: its priced cost, calls and stream."""
         cc = self.net.cost("send-recv", self.pp_msg_bytes, "pp", pair)
-        info = TransferInfo(mb, local, self.pp_msg_bytes, 2, "p2p", cc.boundary, cc.busbw_GBps, direction,
-                            pair)
         links = self._pp_links.get(pair)
         if links is None:
             # Two iterations simulated back to back count as one (m of m_sim units per iteration).
@@ -293,8 +298,15 @@ class IterationBuilder:
         # compute stream right after the pass that produced it (priority -1 wins the tie with the
         # next pass); otherwise it runs on the pp stream beside compute.
         blocking = framework_profile(self.sc.training.framework).blocking_p2p
-        tid = g.add(Task(s, "compute" if blocking else "pp", "pp", cc.time_s, [(src, 1.0)],
-                         priority=-1 if blocking else 0, parts=(("pp", cc.time_s),), info=info, links=links))
+        return (s, "compute" if blocking else "pp", -1 if blocking else 0, cc.time_s, (("pp", cc.time_s),),
+                links, cc.boundary, cc.busbw_GBps, pair)
+
+    def _transfer(self, g: TaskGraph, shape: tuple, src: int, dst: int, mb: int, local: int,
+                  direction: str) -> None:
+        s, stream, priority, time_s, parts, links, boundary, busbw, pair = shape
+        info = TransferInfo(mb, local, self.pp_msg_bytes, 2, "p2p", boundary, busbw, direction, pair)
+        tid = g.add(Task(s, stream, "pp", time_s, [(src, 1.0)], priority=priority, parts=parts, info=info,
+                         links=links))
         g.tasks[dst].deps.append((tid, 1.0))
 
     def _iteration_end(self, g: TaskGraph, comp: _Compute) -> None:

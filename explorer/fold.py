@@ -4,7 +4,8 @@ With identical micro-batches, every stage's schedule becomes periodic after its 
 full simulation repeats one block of tasks hundreds of times.  Instead of scheduling them all, the
 fold (plan in explorer/fold_plan.py):
 
-1. simulates the scenario with ``base``, ``base + step`` and ``base + 2*step`` micro-batches;
+1. simulates the scenario with reduced micro-batch counts ``c - 2k``, ``c - k`` and ``c`` (the
+   plan's candidates: periods of ``k`` = 1-4 steps from one pipeline fill on);
 2. proves that each run is the one before with exactly one period inserted — every task early
    (unchanged) or late (``step`` micro-batches later and ``delta`` seconds later, its binding
    dependency alike), the same ``delta`` both times (fold_tasks.match_shift) — and that every

@@ -185,3 +185,16 @@ def test_the_work_budget_admits_a_long_pipeline_by_its_fold():
     assert r.fold is not None and len(r.tasks) > 1_000_000 > 10 * r.fold.simulated_tasks
     with pytest.raises(ScenarioError, match="could not be folded"):
         simulate(sc, fold=False)
+
+
+def test_the_bubble_decomposition_folds_its_ideal_pipelines_exactly():
+    """explain_bubble's extra simulations (ideal-pipeline aspects) fold too, to the same card."""
+    from explorer.analysis.bubble import _mean_bubble
+    from explorer.fold import simulate_folded
+
+    sc = from_dict(BASE)
+    for aspects in (frozenset({"comm"}), frozenset({"optimizer", "comm"})):
+        assert simulate_folded(sc, aspects) is not None
+        r = schedule_iteration(sc, aspects)
+        full = sum(r.breakdown(s)["bubble"] for s in range(r.builder.p)) / r.builder.p / r.T
+        assert _mean_bubble(sc, aspects) == pytest.approx(full, rel=1e-9)

@@ -48,7 +48,14 @@ WATERFALL_MAX_TASKS = 200_000
 
 
 def _mean_bubble(sc: Scenario, ideal: frozenset[str]) -> float:
-    """The Bubble card of ``sc`` simulated with the given ideal-pipeline aspects."""
+    """The Bubble card of ``sc`` simulated with the given ideal-pipeline aspects (its steady state
+    folded where it folds, explorer/fold.py)."""
+    from ..fold import simulate_folded  # deferred: the fold builds on the analysis modules
+
+    folded = simulate_folded(sc, ideal)
+    if folded is not None:
+        ms = folded.measures
+        return sum(b["bubble"] for b in ms.breakdowns) / len(ms.breakdowns) / ms.T
     r = schedule_iteration(sc, ideal)
     return sum(r.breakdown(s)["bubble"] for s in range(r.builder.p)) / r.builder.p / r.T
 

@@ -73,7 +73,7 @@ def foldable(sc: ScenarioLike) -> bool:
     all-forwards-then-all-backwards order (it grows in both phases) nor DualPipe's two directions
     (both ends grow); those are simulated in full."""
     sched = registry.get(sc.parallelism.schedule)
-    return not sched.two_directions and sched.name != "gpipe"
+    return sched.grows_in_one_place and not sched.two_directions
 
 
 def plan(sc: ScenarioLike) -> FoldPlan | None:

@@ -653,7 +653,9 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
     "rule_stage_layers_count": [({"parallelism.stage_layers": [16, 8, 8]}, "parallelism.stage_layers")],
     "rule_stage_layers_sum": [({"parallelism.stage_layers": [16, 15]}, "parallelism.stage_layers")],
     "rule_stage_layers_not_empty": [({"parallelism.stage_layers": [32, 0]}, "parallelism.stage_layers")],
-    "rule_work_budget": [({"training.global_batch": 400_000}, "training.global_batch")],
+    # GPipe does not fold (explorer/fold_plan.py), so its 100,000 micro-batches are simulated in full.
+    "rule_work_budget": [({"training.global_batch": 400_000, "parallelism.schedule": "gpipe"},
+                          "training.global_batch")],
 }
 
 

@@ -53,6 +53,9 @@ class Schedule:
     two_directions: bool = False       # DualPipe: rank r holds stage r and stage p-1-r; fused F&B ops
     weight_versions: Callable[[int, int], int] = _one_version   # parameter copies per stage (stashing)
     citation: str = ""
+    # More micro-batches insert one repeated period at one place of the timeline (explorer/fold.py);
+    # False for GPipe (all forwards, then all backwards: it grows in both phases).
+    grows_in_one_place: bool = True
 
     @property
     def overlapping(self) -> bool:
@@ -78,7 +81,7 @@ class Schedule:
 SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
     Schedule("gpipe", pipeline.gpipe, False, Window.FLUSH, 1, pipeline.gpipe_in_flight,
              pipeline.peak_activations, pipeline.flush_bubble, pipeline.no_rule,
-             citation="Huang et al., GPipe, NeurIPS 2019"),
+             citation="Huang et al., GPipe, NeurIPS 2019", grows_in_one_place=False),
     Schedule("1f1b", pipeline.one_f_one_b, False, Window.FLUSH, 1, pipeline.one_f_one_b_in_flight,
              pipeline.peak_activations, pipeline.flush_bubble, pipeline.no_rule,
              citation="Narayanan et al., PipeDream-Flush, ICML 2021 / SC21"),

@@ -699,7 +699,8 @@ def _closed_form(schedule: str, r: Result, p: int, m: int, v: int) -> float:
         return 0.0                                                      # PipeDream, steady state
     k = _passes(r)
     F, B, W = k["forward"], k["backward"], k["weight-grad"]
-    bubble = (p - 1) * (F + B - (W if schedule == "zb-h1" else 2 * W))  # Qi et al. 2024 Sec. 3.1
+    # Qi et al. 2024 Sec. 3.1, with a W longer than F filling only an F-long gap (zero_bubble.py).
+    bubble = (p - 1) * max(0.0, F + B - (1 if schedule == "zb-h1" else 2) * min(F, W))
     return bubble / (m * (F + B + W) + bubble)
 
 

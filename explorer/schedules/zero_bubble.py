@@ -59,32 +59,34 @@ def zb_h2_in_flight(stage: int, p: int, m: int, v: int = 1) -> int:
 
 
 def zb_h1_bubble(b: BubbleInputs) -> tuple[float, str]:
-    """Qi et al. ICLR 2024 Sec. 3.1 / Table 1: bubble (p-1)(F+B-W) against m(F+B+W) of work.  The
-    closed form assumes the warm-up is filled (m >= p); otherwise the order's critical path gives
-    the exact bubble."""
+    """Qi et al. ICLR 2024 Sec. 3.1 / Table 1: bubble (p-1)(F+B-W) against m(F+B+W) of work, for
+    W <= F.  A deferred W fills a cool-down gap of at most F (the gap a stage waits for the next
+    stage's B after its own F), so a W longer than F leaves (p-1)B: in general (p-1)(F+B-min(F,W)),
+    which the order's critical path (ideal_makespan) reproduces.  The closed form assumes the warm-up
+    is filled (m >= p); otherwise the critical path gives the exact bubble."""
     p, m = b.p, b.m
     F, B, W = b.passes()
-    # Never negative: a weight-gradient pass longer than F + B (tiny GEMMs paying whole tiles)
-    # fills the warm-up gaps completely, it cannot create time.
-    bub = (p - 1) * max(0.0, F + B - W)
+    bub = (p - 1) * (F + B - min(F, W))
     val = bub / (m * (F + B + W) + bub)
     if m < p:
         exact = 1 - m * (F + B + W) / ideal_makespan("zb-h1", p, m, F, B, W)
         return exact, (f"1 - m(F+B+W)/T = {exact:.1%}, T the critical path of the ZB-H1 order with p = {p}, "
                        f"m = {m} < p (the paper's (p-1)(F+B-W) assumes m >= p and gives {val:.1%})")
-    return val, (f"(p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W)) = {val:.1%} with p = {p}, m = {m}, "
+    return val, (f"(p-1)(F+B-min(F,W))/(m(F+B+W)+(p-1)(F+B-min(F,W))) = {val:.1%} with p = {p}, m = {m}, "
                  f"F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms "
                  f"(Qi et al. 2024, Table 1)")
 
 
 def zb_h2_bubble(b: BubbleInputs) -> tuple[float, str]:
-    """Qi et al. ICLR 2024 Sec. 3.1: bubble (p-1)(F+B-2W), zero once F+B <= 2W; consecutive
+    """Qi et al. ICLR 2024 Sec. 3.1: bubble (p-1)(F+B-2W), zero once F+B <= 2W, for W <= F; as in
+    ZB-H1 a W fills at most an F-long gap, so in general (p-1)·max(0, F+B-2·min(F,W)); consecutive
     iterations overlap, so the iteration is the steady-state period m(F+B+W) + bubble."""
     p, m = b.p, b.m
     F, B, W = b.passes()
-    bub = (p - 1) * max(0.0, F + B - 2 * W)
+    bub = (p - 1) * max(0.0, F + B - 2 * min(F, W))
     val = bub / (m * (F + B + W) + bub)
-    return val, (f"(p-1)·max(0, F+B-2W)/(m(F+B+W)+(p-1)·max(0, F+B-2W)) = {val:.1%} with p = {p}, m = {m}, "
+    return val, (f"(p-1)·max(0, F+B-2min(F,W))/(m(F+B+W)+(p-1)·max(0, F+B-2min(F,W))) = {val:.1%} "
+                 f"with p = {p}, m = {m}, "
                  f"F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms "
                  f"(Qi et al. 2024, Sec. 3.1)")
 
@@ -93,7 +95,7 @@ def ideal_makespan(schedule: str, p: int, m: int, F: float, B: float, W: float) 
     """Makespan of a zero-bubble order with free communication and passes costing F, B (input
     gradients) and W (weight gradients): a critical-path evaluation of the order (each op starts
     when its stage's previous op and the same micro-batch's pass on the neighbouring stage are
-    done), independent of the engine.  For m >= p it equals m(F+B+W) + (p-1)(F+B-W) for ZB-H1
+    done), independent of the engine.  For m >= p it equals m(F+B+W) + (p-1)(F+B-min(F,W)) for ZB-H1
     (Qi et al. 2024, Table 1); for fewer micro-batches the warm-up is not filled and it is longer."""
     orders = [zero_bubble_order(schedule, s, p, m) for s in range(p)]
     f_end: dict[tuple[int, int], float] = {}

@@ -1,4 +1,5 @@
-"""Command line: ``python -m explorer run|collective|validate|list``.
+"""Command line: ``python -m explorer run|collective|validate|list`` and the commands of
+:mod:`explorer.commands` (diff, sweep, search, sensitivity, scaling).
 
 Every invalid input ends in one line on stderr naming the field and what would be valid, and
 exit code 2; no traceback.  Anything else that goes wrong is one line ``internal error
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .collectives import OPS
+from .commands import commands
 from .config.schema import excerpt, one_line
 from .config.shipped import resolve_scenario_path, shipped_scenarios
 from .nccl_table import collective_rows
@@ -206,11 +208,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     v.add_argument("scenario")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     sub.add_parser("list", help="list shipped scenarios with their titles")
+    extra = {}
+    for mod in commands():
+        extra[mod.NAME] = mod
+        mod.add_arguments(sub.add_parser(mod.NAME, help=mod.HELP))
     if not argv:
         print(ap.format_help(), end="", file=sys.stderr)
         return 2
     try:
-        return _run(ap, argv)
+        return _run(ap, argv, extra)
     except BrokenPipeError:
         _silence_stdout()
         return 0
@@ -230,9 +236,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _run(ap: argparse.ArgumentParser, argv: list[str]) -> int:
+def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None) -> int:
     """The command itself; errors propagate to :func:`main`, which turns each into one line."""
     args = ap.parse_args(argv)
+    if extra and args.command in extra:
+        code = extra[args.command].run(args)
+        sys.stdout.flush()
+        return code
     if args.command == "list":
         rows = scenario_list()
         width = max((len(name) for name, _ in rows), default=0)

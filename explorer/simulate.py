@@ -111,7 +111,7 @@ class Result:
             "breakdown_s": self.breakdown_s,
             "breakdown_class": self.classes[self.breakdown_class].label,
             "memory_GB": self.memory.as_GB(),
-            "memory_capacity_GB": sc.hardware.gpu.memory_GB,
+            "memory_capacity_GB": sc.hardware.gpu.capacity_bytes / 1e9,   # GB = 1e9 B, as memory_GB
             "comm_bytes_per_gpu": self.comm_bytes_per_gpu,
             "comm_bytes_by_tier": self.comm_bytes_by_tier,
             "bottleneck": self.bottleneck,

@@ -101,10 +101,11 @@ def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], 
               breakdown: dict[str, float], T: float) -> tuple[Notice, ...]:
     """Warnings that follow from the simulated numbers (each quotes the number it rests on)."""
     out: list[Notice] = []
-    cap = sc.hardware.gpu.memory_GB * 1e9
+    gpu = sc.hardware.gpu
+    cap = gpu.capacity_bytes
     if memory.total > cap:
         out.append(Notice("memory", f"memory: {memory.total / 1e9:.1f} GB per GPU exceeds the "
-                          f"{sc.hardware.gpu.memory_GB:g} GB of {sc.hardware.gpu.name}; "
+                          f"{cap / 1e9:.1f} GB ({gpu.memory_GB:g} GiB) of {gpu.name}; "
                           f"raise tp/pp, use ZeRO or "
                           f"activation recomputation"))
     if net.fallbacks:

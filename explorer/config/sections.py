@@ -163,7 +163,7 @@ class GPU:
     fp8_tflops: float | None = field(default=None, metadata={
         **TFLOPS, "doc": "dense fp8 peak, TFLOP/s; default peak_tflops"})
     memory_GB: float = field(default=0.0, metadata={"required": True, "min": 0.1, "max": 1e5,
-                                                    "doc": "HBM capacity, GB",
+                                                    "doc": "HBM capacity as vendors quote it, GiB (80 = 85.9e9 B)",
                                                     "why": "a B200 holds 192 GB; 0.1 GB to 100 TB per GPU"})
     hbm_GBps: float = field(default=0.0, metadata={
         "required": True, "min": 1, "max": 1e7, "doc": "HBM bandwidth, GB/s",
@@ -179,6 +179,14 @@ class GPU:
     sms: int | None = field(default=None, metadata={
         "min": 1, "max": 100_000, "doc": "streaming multiprocessors; default 132 (H100 SXM)"})
     preset: str | None = field(default=None, metadata={"derived": True})
+
+    @property
+    def capacity_bytes(self) -> float:
+        """HBM capacity in bytes.  Vendors' "80 GB" is 80 GiB: an H100 SXM carries five 16 GiB HBM3
+        stacks and ``nvidia-smi`` reports 81,559 MiB of it (an A100 80GB 81,920 MiB), so the memory a
+        framework can fill is ~85.5e9-85.9e9 bytes, not 80e9 — the GB = 1e9 figures this simulator
+        prints are compared against that."""
+        return self.memory_GB * 2.0**30
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ def memory(by_class: list[dict[str, float]], labels: list[str], capacity_GB: flo
         fig.add_trace(go.Bar(x=labels, y=[m[kind] for m in by_class], name=kind, marker_color=color,
                              hovertemplate=f"{kind}: %{{y:.1f}} GB<extra>%{{x}}</extra>"))
     fig.add_hline(y=capacity_GB, line_dash="dash", line_color="#C00",
-                  annotation_text=f"capacity {capacity_GB:g} GB", annotation_position="top left")
+                  annotation_text=f"capacity {capacity_GB:.1f} GB", annotation_position="top left")
     top = max([capacity_GB] + [sum(m[k] for k in colors) for m in by_class])
     fig.update_layout(barmode="stack", height=height, margin=dict(l=10, r=10, t=30, b=40),
                       yaxis=dict(title="GB per GPU", range=[0, top * 1.12]), font=dict(size=font_size),

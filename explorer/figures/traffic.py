@@ -54,7 +54,7 @@ def zero_tradeoff(points: Sequence[dict], capacity_GB: float, current: int, heig
                          textposition="outside",
                          hovertemplate="%{x}: %{y:.2f} GB sent per GPU<extra></extra>"), row=1, col=2)
     fig.add_hline(y=capacity_GB, line_dash="dash", line_color="#C00", row=1, col=1,
-                  annotation_text=f"capacity {capacity_GB:g} GB", annotation_position="top right")
+                  annotation_text=f"capacity {capacity_GB:.1f} GB", annotation_position="top right")
     top = max([capacity_GB] + [p["memory_GB"] for p in points])
     fig.update_yaxes(range=[0, top * 1.2], row=1, col=1)
     fig.update_yaxes(range=[0, max([p["dp_GB"] for p in points] + [1e-9]) * 1.25], row=1, col=2)

@@ -14,7 +14,7 @@ def render(data: ViewData, present: bool) -> None:
                     key="memory", config={"displaylogo": False})
     mem, cap = j["memory_GB"]["total"], j["memory_capacity_GB"]
     if mem > cap:
-        st.warning(f"The fullest stage needs {mem:.1f} GB per GPU, more than the {cap:g} GB of the GPU: "
+        st.warning(f"The fullest stage needs {mem:.1f} GB per GPU, more than the {cap:.1f} GB of the GPU: "
                    "raise tp or pp, shard with ZeRO, or recompute activations.", icon="⚠️")
     if not present:
         with st.expander("How to read this"):

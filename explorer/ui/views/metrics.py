@@ -28,5 +28,5 @@ def render(data: ViewData, present: bool = False) -> None:
                    delta=(f"busiest stage {busiest:.1%}" if busiest is not None and present else None),
                    delta_color="off", delta_arrow="off")
     cols[5].metric("Memory per GPU", f"{mem:.1f} GB", border=True,
-                   delta=(f"over {cap:g} GB" if mem > cap else f"of {cap:g} GB"),
+                   delta=(f"over {cap:.1f} GB" if mem > cap else f"of {cap:.1f} GB"),
                    delta_color="inverse" if mem > cap else "off", delta_arrow="off")

@@ -162,9 +162,10 @@ class GPU:
                                                       "doc": "dense bf16/fp16 peak, TFLOP/s"})
     fp8_tflops: float | None = field(default=None, metadata={
         **TFLOPS, "doc": "dense fp8 peak, TFLOP/s; default peak_tflops"})
-    memory_GB: float = field(default=0.0, metadata={"required": True, "min": 0.1, "max": 1e5,
-                                                    "doc": "HBM capacity as vendors quote it, GiB (80 = 85.9e9 B)",
-                                                    "why": "a B200 holds 192 GB; 0.1 GB to 100 TB per GPU"})
+    memory_GB: float = field(default=0.0, metadata={
+        "required": True, "min": 0.1, "max": 1e5,
+        "doc": "HBM capacity as vendors quote it, GiB (80 = 85.9e9 B)",
+        "why": "a B200 holds 192 GB; 0.1 GB to 100 TB per GPU"})
     hbm_GBps: float = field(default=0.0, metadata={
         "required": True, "min": 1, "max": 1e7, "doc": "HBM bandwidth, GB/s",
         "why": "a B200 streams 8,000 GB/s; up to 1e7 for an idealised GPU"})

@@ -321,8 +321,8 @@ class Communication:
         "doc": "NCCL protocol; auto = NCCL's choice per call"})
     comm_sms: int | None = field(default=None, metadata={
         "min": 0, "max": 100_000,
-        "doc": "SMs communication kernels occupy while they overlap compute (DeepSeek-V3: 20 of 132); "
-               "default NCCL's channel count"})
+        "doc": "SMs communication kernels occupy while they overlap a pass's compute (DeepSeek-V3: 20 of "
+               "132); default 0: overlap costs no SMs"})
     dp_overlap: bool = field(default=True, metadata={"doc": "overlap gradient reduction with backward"})
     bucket_MB: float | None = field(default=None, metadata={
         "min": 0.001, "max": 1e5, "why": "1 KB to 100 GB; PyTorch DDP uses 25 MB",

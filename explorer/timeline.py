@@ -40,8 +40,9 @@ class Timeline:
     coarse: bool                     # one row per task part instead of per layer
     truncated: bool = False          # rows beyond max_rows were dropped (even coarse was too big)
     # A folded drawing (folded_timeline): the rows are a reduced run's, in which the block between
-    # these start and end seconds repeats this many times in the full iteration; None otherwise.
-    fold: tuple[float, float, int] | None = None
+    # these start and end seconds repeats this many times in the full iteration, each repeat one
+    # period (seconds) later; None otherwise.
+    fold: tuple[float, float, int, float] | None = None
 
     def __len__(self) -> int:
         return len(self.columns["start_s"])
@@ -172,7 +173,7 @@ def folded_timeline(tasks: Sequence[Task], class_labels: tuple[str, ...],
     if not isinstance(tasks, FoldedTasks):
         return build_timeline(tasks, class_labels, max_segments)
     tl = build_timeline(tasks.tasks, class_labels, max_segments)
-    return replace(tl, fold=(*tasks.block_span(), tasks.periods + 1))
+    return replace(tl, fold=(*tasks.block_span(), tasks.periods + 1, tasks.fold.delta))
 
 
 # (micro_batch, chunk, bytes, group, algorithm, tier, busbw_GBps, detail, overlapped) of a row.

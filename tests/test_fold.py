@@ -14,6 +14,7 @@ from test_random_scenarios import SCHEDULES, random_raw
 
 from explorer.analysis.steady_state import schedule_iteration
 from explorer.config import shipped_scenarios
+from explorer.figures.gantt import folded_ticks
 from explorer.fold import reduced
 from explorer.fold_tasks import match_shift
 from explorer.scenario import ScenarioError, from_dict, load
@@ -161,8 +162,17 @@ def test_megatron_175b_folds_and_its_drawing_and_downloads_unfold_lazily():
     assert r.fold is not None and r.fold.repeats > 10
     labels = tuple(c.label for c in r.classes)
     drawn = folded_timeline(r.tasks, labels, 2500)
-    start, end, repeats = drawn.fold
+    start, end, repeats, period = drawn.fold
     assert 0 <= start < end and repeats == r.fold.repeats
+    # The drawn axis is labelled in the full iteration's time: the last drawn task ends, K - 1
+    # periods later, where the full iteration's last task ends.
+    span = max(drawn.columns["end_s"])
+    assert span + (repeats - 1) * period == pytest.approx(max(t.end for t in full.tasks), rel=1e-9)
+    vals, texts, unit = folded_ticks(span, start, end, repeats, period)
+    assert unit == "s" and vals[-1] <= span * 1e3
+    last = vals[-1] / 1e3 + (repeats - 1) * period
+    assert float(texts[-1].replace(",", "")) == pytest.approx(last, rel=1e-2)
+    assert not any(start * 1e3 < v < end * 1e3 for v in vals)       # no tick inside the block
     assert len(drawn) < len(build_timeline(full.tasks, labels, 2500))
     # The download budget counts the folded list as the full one, without unfolding it.
     assert estimate_rows(r.tasks) == estimate_rows(full.tasks)

@@ -9,6 +9,7 @@ iteration in slivers between GEMMs stays visible instead of vanishing under the 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -109,7 +110,7 @@ def _rasterize(rows: list[tuple], iteration_s: float, bins: int) -> list[tuple]:
 def gantt(columns: dict[str, list], lane_names: tuple[str, ...], iteration_s: float,
           max_bars: int = 4000, height: int | None = None, font_size: int = 12,
           bands: bool | None = None,
-          fold: tuple[float, float, int] | None = None) -> tuple[go.Figure, GanttInfo]:
+          fold: tuple[float, float, int, float] | None = None) -> tuple[go.Figure, GanttInfo]:
     """Gantt chart of the timeline table (see timeline.COLUMNS); ``lane_names[k]`` names GPU class
     k on the axis (:func:`lane_name`: its name and multiplicity).
 
@@ -119,7 +120,8 @@ def gantt(columns: dict[str, list], lane_names: tuple[str, ...], iteration_s: fl
     compute waits for them — the ``dp`` stream as a thin lane above and ``pp`` below.
 
     ``fold``: the rows are a folded timeline (timeline.folded_timeline) whose block between start
-    and end seconds repeats K times; it is shaded and labelled "xK" (``iteration_s``: the drawn span).
+    and end seconds repeats K times, one period apart; it is shaded and labelled "xK", and the time
+    axis is labelled in the full iteration's time (``iteration_s``: the drawn span).
     """
     n = len(columns["start_s"])
     classes = sorted(set(columns["gpu_class"])) or [0]
@@ -165,11 +167,53 @@ def gantt(columns: dict[str, list], lane_names: tuple[str, ...], iteration_s: fl
         xaxis=dict(title="time (ms)", range=[0, iteration_s * 1e3 * 1.01], showgrid=True, zeroline=False),
         yaxis=yaxis, font=dict(size=font_size), hoverlabel=dict(font_size=font_size), uirevision="gantt")
     if fold is not None:
-        x0, x1, repeats = fold
+        x0, x1, repeats, period = fold
         fig.add_vrect(x0=x0 * 1e3, x1=x1 * 1e3, fillcolor="rgba(90,90,90,0.08)", line_width=1,
-                      line_dash="dot", annotation_text=f"×{repeats:,}", annotation_position="top left")
-        fig.update_xaxes(title=f"time (ms) — steady state folded: the shaded block repeats ×{repeats:,}")
+                      line_dash="dot")
+        # The label sits mid-height on an opaque box: at the block's top corner it covered stage 0.
+        fig.add_annotation(x=(x0 + x1) / 2 * 1e3, y=0.5, yref="paper", showarrow=False,
+                           text=f"<b>×{repeats:,}</b> periods", font=dict(size=font_size + 1),
+                           bgcolor="rgba(255,255,255,0.9)", bordercolor="#666", borderwidth=1)
+        vals, texts, unit = folded_ticks(iteration_s, x0, x1, repeats, period)
+        fig.update_xaxes(tickmode="array", tickvals=vals, ticktext=texts,
+                         title=f"time ({unit}) — folded: the shaded block stands for {repeats:,} "
+                               f"periods of {period * 1e3:,.1f} ms")
     return fig, GanttInfo(bars_drawn, n, merged, rows_count)
+
+
+def _nice_step(raw: float) -> float:
+    """The 1-2-5 x 10^k step nearest above ``raw`` (axis ticks)."""
+    mag = 10.0 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
+    return next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+
+
+def folded_ticks(span_s: float, x0: float, x1: float, repeats: int,
+                 period: float) -> tuple[list[float], list[str], str]:
+    """Tick positions (ms on the drawn axis) and labels in the iteration's own time for a folded
+    Gantt: left of the block the drawn time is the real time; the block [x0, x1] (one period of
+    every stage, skewed across stages) stands for ``repeats`` periods, so a point right of it is
+    (repeats - 1) x period later than drawn (explorer/fold_tasks.py: a task n periods later is
+    shifted by n x delta).  Inside the block no tick is placed: its time is ambiguous.  Labels are
+    in s when the real iteration is 10 s or longer, else ms."""
+    shift = (repeats - 1) * period
+    total = span_s + shift
+    unit, scale = ("s", 1.0) if total >= 10 else ("ms", 1e3)
+    step = _nice_step(span_s / 8) if span_s > 0 else 1.0
+    keep = 0.04 * span_s                        # no tick crowding the block's edges
+    drawn = [0.0, x0, x1] + [k * step for k in range(1, int(span_s / step) + 1)
+                             if abs(k * step - x0) > keep and abs(k * step - x1) > keep
+                             and not x0 < k * step < x1]
+    drawn = sorted(set(drawn))
+
+    def real(t: float) -> float:
+        return t + shift if t >= x1 else t
+
+    def fmt(v: float) -> str:
+        v *= scale
+        # One decimal up to 1,000: the block's end and the next tick can be <1 unit apart.
+        return "0" if v == 0 else f"{v:,.0f}" if abs(v) >= 1000 else f"{v:,.1f}"
+
+    return [t * 1e3 for t in drawn], [fmt(real(t)) for t in drawn], unit
 
 
 def _aggregated(fig: go.Figure, columns: dict[str, list], iteration_s: float, max_bars: int, bands: bool,

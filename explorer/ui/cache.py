@@ -44,6 +44,7 @@ class ViewData:
     gantt: go.Figure
     gantt_info: figures.GanttInfo
     full_rows: int               # per-layer operations of the whole timeline (downloads)
+    fold: tuple[float, float, int, float] | None = None   # block start/end s, repeats, period s
 
     def size_bytes(self) -> int:
         """Rough footprint, for the cache's byte budget."""
@@ -112,7 +113,7 @@ def _compute(raw_json: str) -> ViewData:
     return ViewData(sc, j, labels, names, names[res.breakdown_class],
                     tuple(m.as_GB() for m in res.memory_by_class),
                     dict(res.utilisation),
-                    to_yaml(sc), fig, info, full_rows)
+                    to_yaml(sc), fig, info, full_rows, draw.fold)
 
 
 def summary(raw_json: str) -> dict[str, Any]:

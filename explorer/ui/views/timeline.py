@@ -66,6 +66,11 @@ def _captions(data: ViewData) -> None:
     if len(data.labels) > 6:
         notes.append("One band per pipeline stage: compute in the middle (blocking TP/CP/EP collectives "
                      "in their colours just below it), the `dp` stream above, `pp` transfers below.")
+    if data.fold is not None:
+        _, _, k, period = data.fold
+        notes.append(f"Steady state folded: every stage repeats the same {period * 1e3:,.1f} ms pattern "
+                     f"{k:,} times, so the chart draws it once (shaded, ×{k:,}) and the time axis right of "
+                     "it counts every repeat; the metrics are those of the full iteration, exactly.")
     info = data.gantt_info
     if info.merged or data.full_rows > info.operations:
         how = ("then aggregated to screen resolution: a bar shows the kind that fills most of its pixels; "

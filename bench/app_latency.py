@@ -21,7 +21,10 @@ The "card" column is the first feedback: until the Iteration time card alone sho
 
 Targets (issue): median <= 1.5 s after a control change, <= 5 s first load.
 
-Usage: python bench/app_latency.py [--repeat N] [--scenario NAME ...]
+``--set KEY=VALUE`` (repeatable) opens every scenario with those overrides in its link, e.g. the
+issue's check of a long pipeline: ``--scenario megatron-gpt3-175b --set training.global_batch=16384``.
+
+Usage: python bench/app_latency.py [--repeat N] [--scenario NAME ...] [--set KEY=VALUE ...]
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parents[1]
 for p in (ROOT, ROOT / "tests"):
@@ -41,6 +45,7 @@ from browser_support import CHROMIUM_ARGS, chromium_path, streamlit_server, wait
 TARGET_CHANGE_S = 1.5
 TARGET_LOAD_S = 5.0
 VIEWPORT = {"width": 1600, "height": 1000}
+BASE: dict = {}          # --set overrides, applied to every scenario (in its link too)
 CONTROLS = ("cluster.scale_out.nic_Gbps", "cluster.scale_up.bandwidth_GBps", "model.seq_len")
 
 SETTLED_JS = """([label, expected, oldData]) => {
@@ -72,7 +77,8 @@ def expected_display(name: str, overrides: dict) -> str:
     from explorer.scenario import apply_overrides, from_dict
     from explorer.share import preset_raw
     from explorer.simulate import simulate
-    return fmt_time(simulate(from_dict(apply_overrides(preset_raw(name), overrides))).iteration_time_s)
+    raw = apply_overrides(preset_raw(name), {**BASE, **overrides})
+    return fmt_time(simulate(from_dict(raw)).iteration_time_s)
 
 
 def plan_changes(
@@ -81,9 +87,9 @@ def plan_changes(
     """Pick the control and its values: ``repeat`` never-seen values whose displayed iteration
     times differ from one step to the next, then ``repeat`` alternations between two visited
     values.  Returns (key, base value, new [(value, display)], cached [(value, display)])."""
-    from explorer.scenario import from_dict, to_dict
+    from explorer.scenario import apply_overrides, from_dict, to_dict
     from explorer.share import flatten, preset_raw
-    flat = flatten(to_dict(from_dict(preset_raw(name))))
+    flat = flatten(to_dict(from_dict(apply_overrides(preset_raw(name), BASE))))
     base_display = expected_display(name, {})
     for key in CONTROLS:
         base = float(flat[key])
@@ -170,7 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=7, help="loads and changes (of each kind) per scenario [7]")
     ap.add_argument("--scenario", action="append", help="only this shipped scenario (repeatable)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override applied to every scenario, in its link too (repeatable)")
     args = ap.parse_args(argv)
+    from explorer.scenario import parse_assignment
+    BASE.update(dict(parse_assignment(s) for s in args.set))
     if args.repeat < 2:
         ap.error("--repeat must be at least 2")
     exe = chromium_path()
@@ -193,14 +203,15 @@ def main(argv: list[str] | None = None) -> int:
         # Server cold start: the first page ever imports the app's modules.  Use a scenario
         # variant no measurement below will ask for, so that every scenario's first visit stays
         # uncached.
-        cold_url = f"{base}?scenario={names[0]}&cluster.scale_up.latency_us=2.5"
+        cold_set = {**{k: str(v) for k, v in BASE.items()}, "cluster.scale_up.latency_us": "2.5"}
+        cold_url = f"{base}?{urlencode({'scenario': names[0], **cold_set})}"
         cold, _ = load_once(browser, cold_url,
                             expected_display(names[0], {"cluster.scale_up.latency_us": 2.5}))
         print(f"server cold start (first page after launch, new context): {cold:.2f} s", flush=True)
         for name in names:
             key, base_value, new, cached = plans[name]
             base_display = expected_display(name, {})
-            url = f"{base}?scenario={name}"
+            url = f"{base}?{urlencode({'scenario': name, **{k: str(v) for k, v in BASE.items()}})}"
             loads = [load_once(browser, url, base_display)[0] for _ in range(args.repeat)]
             ctx = browser.new_context(viewport=VIEWPORT)
             page = ctx.new_page()

@@ -1,0 +1,125 @@
+"""The scenario a design-space run starts from, as the raw mapping every variant overrides.
+
+A run names a scenario (a shipped name or a file) and optional ``--set`` overrides.  Its variants
+are that raw mapping plus dotted-key overrides, each validated by :func:`explorer.scenario.from_dict`
+exactly as a file would be.  ``parallelism.dp`` is removed from the mapping unless the user sets or
+varies it, so the data-parallel degree follows tp, pp, cp and the cluster size — as in the app and
+in share links (explorer/share.py ``preset_raw``) — and a variant with ``parallelism.tp=4`` is a
+4-way tensor-parallel layout of the same GPUs rather than a contradiction.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlencode
+
+from ..config.schema import excerpt
+from ..scenario import (
+    Scenario,
+    ScenarioError,
+    apply_overrides,
+    from_dict,
+    is_settable,
+    load_raw,
+    resolve_scenario_path,
+    set_dotted,
+    shipped_scenarios,
+)
+from ..share import DEFAULT_SCENARIO, MAX_PARAMS, SharedView, preset_raw, to_query
+
+DP_KEY = "parallelism.dp"
+
+
+@dataclass(frozen=True)
+class Base:
+    """A run's starting point: ``raw`` (with --set applied, dp derived unless given), the shipped
+    scenario it is (for share links; None for another file) and the name to print."""
+
+    raw: Mapping[str, Any]
+    shipped: str | None
+    label: str
+    sets: Mapping[str, Any] = field(default_factory=dict)
+
+    def variant_raw(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """A deep copy of the raw mapping with ``overrides`` (dotted keys) applied."""
+        return apply_overrides(self.raw, overrides)
+
+    def scenario(self, overrides: Mapping[str, Any] | None = None) -> Scenario:
+        """The validated scenario of ``overrides`` on this base (ScenarioError when invalid)."""
+        return from_dict(self.variant_raw(overrides or {}))
+
+
+def check_key(key: str, flag: str = "--vary") -> None:
+    """Raise a one-line ScenarioError naming ``key`` when it is not a field an override may set."""
+    if is_settable(key):
+        return
+    try:
+        set_dotted({}, key, None)      # raises the loader's message: deepest valid prefix, suggestions
+    except ScenarioError as exc:
+        raise ScenarioError(key, f"is not a scenario field ({flag}): {exc}") from None
+    raise ScenarioError(key, f"is not a scenario field ({flag})")    # pragma: no cover - set_dotted raised
+
+
+def shipped_name(name: str) -> str | None:
+    """The shipped scenario that ``name`` (a shipped name or a path) resolves to, or None."""
+    path = resolve_scenario_path(name).resolve()
+    for stem, p in shipped_scenarios().items():
+        if p.resolve() == path:
+            return stem
+    return None
+
+
+def open_base(name: str, sets: Mapping[str, Any] | None = None, keep_dp: bool = False) -> Base:
+    """The base of a run on scenario ``name`` with ``sets`` applied; ``keep_dp`` keeps the file's
+    ``parallelism.dp`` (the caller varies it).  The base itself is not validated here: a sweep may
+    start from a scenario only its variants make valid."""
+    sets = dict(sets or {})
+    for key in sets:
+        check_key(key, "--set")
+    raw = load_raw(resolve_scenario_path(name))
+    if not keep_dp and DP_KEY not in sets and isinstance(raw.get("parallelism"), dict):
+        raw["parallelism"].pop("dp", None)
+    raw = apply_overrides(raw, sets)
+    shipped = shipped_name(name)
+    return Base(raw, shipped, shipped or excerpt(name).strip("'"), sets)
+
+
+@lru_cache(maxsize=16)
+def _reference(name: str) -> Scenario:
+    """The scenario a link to shipped scenario ``name`` starts from (dp derived, as links do)."""
+    return from_dict(preset_raw(name))
+
+
+def share_query(base: Base, sc: Scenario) -> str | None:
+    """The share-link query string (``scenario=...&dotted.key=value...``) that opens ``sc`` in the
+    app (explorer/share.py ``to_query``).  A scenario that is not shipped is described relative to
+    the app's default scenario, every differing field spelled out; None if that needs more
+    parameters than a link reads."""
+    name = base.shipped or DEFAULT_SCENARIO
+    query = to_query(SharedView(name), _reference(name), sc)
+    if len(query) > MAX_PARAMS:
+        return None
+    return urlencode(query)
+
+
+def cluster_overrides(sc: Scenario, gpus: int, flag: str = "--gpus") -> dict[str, Any]:
+    """Overrides giving ``sc``'s cluster ``gpus`` GPUs.  A cluster is nodes x gpus_per_node, so
+    whole nodes are added or removed; fewer GPUs than one node shrink that node (one node of
+    ``gpus``).  Datacenters must still split the nodes evenly."""
+    c = sc.cluster
+    if gpus < 1:
+        raise ScenarioError(flag, f"{gpus} must be at least 1")
+    if gpus % c.gpus_per_node == 0:
+        out: dict[str, Any] = {"cluster.nodes": gpus // c.gpus_per_node}
+    elif gpus < c.gpus_per_node and c.gpus_per_node % gpus == 0 and c.datacenters == 1:
+        out = {"cluster.gpus_per_node": gpus, "cluster.nodes": 1}
+    else:
+        raise ScenarioError(flag, f"{gpus} GPUs is not a whole number of {c.gpus_per_node}-GPU nodes "
+                            f"(use a multiple of {c.gpus_per_node}, or a divisor of it for one node)")
+    nodes = out["cluster.nodes"]
+    if nodes % c.datacenters:
+        raise ScenarioError(flag, f"{gpus} GPUs = {nodes} nodes do not split evenly over {c.datacenters} "
+                            f"datacenters (use a multiple of {c.gpus_per_node * c.datacenters})")
+    return out

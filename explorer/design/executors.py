@@ -1,0 +1,143 @@
+"""Where design-space work runs: this process, a local process pool, or a Dask cluster.
+
+Work arrives as a list of *chunks* (each a picklable argument of one top-level function) whose
+boundaries the caller fixes from the work alone, never from the executor, so every executor runs
+exactly the same computations and returns bit-identical results, in chunk order.
+
+- ``local`` (the default): the chunks run in this process when the caller says the work is small
+  (``in_process``; sweep and search say so below about a second of work, where starting worker
+  processes would cost more than it saves) or when there is one chunk or one CPU; otherwise on a
+  :class:`concurrent.futures.ProcessPoolExecutor` of one worker per CPU.  Workers are forked
+  when this process runs one thread (the CLI, a script: fast, and no ``__main__`` guard needed);
+  a threaded host (the Streamlit server) starts them from a ``forkserver`` instead, because
+  forking a process whose other threads may hold locks can deadlock the child.
+- ``dask``: the chunks are Dask futures on the scheduler at ``address`` (``tcp://HOST:8786``,
+  workers started with ``dask worker``; they need this package installed at the same version), or
+  on a :class:`distributed.LocalCluster` of one single-threaded worker per CPU when no address is
+  given.
+
+``progress(done, total)`` is called after every finished chunk with counts of items (the caller's
+sizes), from the calling thread.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..scenario import ScenarioError
+
+T = TypeVar("T")
+R = TypeVar("R")
+Progress = Callable[[int, int], None]
+EXECUTORS = ("local", "dask")
+CONNECT_TIMEOUT_S = 10         # a wrong --address fails in seconds, not minutes
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:      # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """How to run: ``kind`` local or dask; ``address`` of a Dask scheduler (dask only; None starts
+    a LocalCluster); ``workers`` (None: one per CPU); ``processes`` False runs a LocalCluster's
+    workers as threads of this process (quick to start; tests use it)."""
+
+    kind: str = "local"
+    address: str | None = None
+    workers: int | None = None
+    processes: bool = True
+
+    def __post_init__(self) -> None:
+        if self.kind not in EXECUTORS:
+            raise ScenarioError("--executor", f"{self.kind!r} is not one of {', '.join(EXECUTORS)}")
+        if self.address is not None and self.kind != "dask":
+            raise ScenarioError("--address", "needs --executor dask (a Dask scheduler's address)")
+        if self.workers is not None and self.workers < 1:
+            raise ScenarioError("--workers", f"{self.workers} must be at least 1")
+
+
+def map_chunks(fn: Callable[[T], R], chunks: Sequence[T], spec: ExecutorSpec | None = None, *,
+               sizes: Sequence[int] | None = None, in_process: bool = False,
+               progress: Progress | None = None) -> list[R]:
+    """``[fn(c) for c in chunks]``, run where ``spec`` says (module docstring), in chunk order."""
+    spec = spec or ExecutorSpec()
+    sizes = list(sizes) if sizes is not None else [1] * len(chunks)
+    if spec.kind == "dask":
+        return _dask(fn, chunks, spec, sizes, progress)
+    workers = min(spec.workers or cpu_count(), len(chunks))
+    if in_process or workers <= 1:
+        return _here(fn, chunks, sizes, progress)
+    return _pool(fn, chunks, workers, sizes, progress)
+
+
+def _here(fn: Callable[[T], R], chunks: Sequence[T], sizes: list[int], progress: Progress | None) -> list[R]:
+    out, done, total = [], 0, sum(sizes)
+    for chunk, size in zip(chunks, sizes, strict=True):
+        out.append(fn(chunk))
+        done += size
+        if progress:
+            progress(done, total)
+    return out
+
+
+def _pool(fn: Callable[[T], R], chunks: Sequence[T], workers: int, sizes: list[int],
+          progress: Progress | None) -> list[R]:
+    out: list[Any] = [None] * len(chunks)
+    done, total = 0, sum(sizes)
+    method = "fork" if threading.active_count() == 1 else "forkserver"
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as ex:
+        futures = {ex.submit(fn, c): i for i, c in enumerate(chunks)}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            out[i] = fut.result()
+            done += sizes[i]
+            if progress:
+                progress(done, total)
+    return out
+
+
+def _dask(fn: Callable[[T], R], chunks: Sequence[T], spec: ExecutorSpec, sizes: list[int],
+          progress: Progress | None) -> list[R]:
+    from distributed import Client, LocalCluster  # deferred: Dask costs a quarter second to import
+    from distributed import as_completed as dask_completed
+
+    cluster = None
+    try:
+        if spec.address is None:
+            cluster = LocalCluster(n_workers=spec.workers or cpu_count(), threads_per_worker=1,
+                                   processes=spec.processes, dashboard_address=None,
+                                   silence_logs=logging.ERROR)
+            client = Client(cluster)
+        else:
+            try:
+                client = Client(spec.address, timeout=CONNECT_TIMEOUT_S)
+            except (OSError, TimeoutError, ValueError) as exc:
+                raise ScenarioError("--address", f"cannot reach the Dask scheduler at {spec.address!r} "
+                                    f"({type(exc).__name__}: {exc}); start one with `dask scheduler` "
+                                    "and workers with `dask worker tcp://HOST:8786`") from None
+        with client:
+            futures = client.map(fn, list(chunks), pure=False)
+            index = {f.key: i for i, f in enumerate(futures)}
+            out: list[Any] = [None] * len(chunks)
+            done, total = 0, sum(sizes)
+            for fut in dask_completed(futures):
+                i = index[fut.key]
+                out[i] = fut.result()
+                done += sizes[i]
+                if progress:
+                    progress(done, total)
+            return out
+    finally:
+        if cluster is not None:
+            cluster.close()

@@ -1,0 +1,112 @@
+"""Scoring many scenarios at once: the fast estimator by default, the full engine on request.
+
+This is the one place the design-space tools (sweep, search, sensitivity, scaling) turn scenarios
+into figures, so switching the estimator in or out is one line (:func:`_estimator`).  Both engines
+give the same :class:`Scores`: one NumPy array per figure, aligned with the scenarios, plus the
+breakdown by category.  The full engine is :func:`explorer.simulate.simulate`, scenario by
+scenario; a scenario it refuses (the unfolded work budget) comes back as a reason instead of a
+score.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..scenario import Scenario, ScenarioError
+from ..vocabulary import CATEGORIES
+
+ENGINES = ("estimate", "full")
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Figures of ``n`` scored scenarios, index-aligned (the fields of the estimator's Estimates).
+
+    ``memory_GB_total`` is the busiest GPU's memory; ``fits`` whether every GPU's memory is within
+    its capacity; ``breakdown_s`` maps each breakdown category (explorer/vocabulary.py) to seconds.
+    """
+
+    iteration_time_s: np.ndarray
+    memory_GB_total: np.ndarray
+    fits: np.ndarray
+    mfu: np.ndarray
+    tokens_per_s: np.ndarray
+    breakdown_s: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.iteration_time_s)
+
+    def row(self, i: int) -> dict[str, Any]:
+        """Scenario ``i``'s figures as plain Python numbers (JSON-ready)."""
+        return {"iteration_time_s": float(self.iteration_time_s[i]), "mfu": float(self.mfu[i]),
+                "tokens_per_s": float(self.tokens_per_s[i]),
+                "memory_GB_total": float(self.memory_GB_total[i]), "fits": bool(self.fits[i]),
+                "breakdown_s": {k: float(v[i]) for k, v in self.breakdown_s.items()}}
+
+
+def empty_scores() -> Scores:
+    """Scores of no scenario (what an all-invalid chunk scores)."""
+    z = np.zeros(0)
+    return Scores(z, z, np.zeros(0, dtype=bool), z, z, {k: z for k in CATEGORIES})
+
+
+def _estimator() -> Callable[[Sequence[Scenario]], Any] | None:
+    """The vectorised estimator (explorer/estimate), or None while it is not installed."""
+    try:
+        from ..estimate import estimate_many
+    except ImportError:
+        return None
+    return estimate_many
+
+
+def estimator_available() -> bool:
+    """Whether ``engine="estimate"`` uses the vectorised estimator (else it falls back to the
+    full engine, the same figures more slowly)."""
+    return _estimator() is not None
+
+
+def score(scenarios: Sequence[Scenario], engine: str = "estimate") -> tuple[Scores, list[str | None]]:
+    """Score ``scenarios`` with ``engine`` ("estimate" or "full").
+
+    Returns the scores and, per scenario, None or the one-line reason the engine refused it (the
+    refused rows hold NaN and ``fits`` False).  Deterministic: the same scenarios in the same
+    order give the same numbers, whichever process runs this.
+    """
+    if engine not in ENGINES:
+        raise ScenarioError("--engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
+    est = _estimator() if engine == "estimate" else None
+    if est is None:
+        return _score_full(scenarios)
+    if not scenarios:
+        return empty_scores(), []
+    e = est(list(scenarios))
+    return Scores(np.asarray(e.iteration_time_s, dtype=float), np.asarray(e.memory_GB_total, dtype=float),
+                  np.asarray(e.fits, dtype=bool), np.asarray(e.mfu, dtype=float),
+                  np.asarray(e.tokens_per_s, dtype=float),
+                  {k: np.asarray(v, dtype=float) for k, v in e.breakdown_s.items()}), [None] * len(scenarios)
+
+
+def _score_full(scenarios: Sequence[Scenario]) -> tuple[Scores, list[str | None]]:
+    """The full engine, one simulation per scenario."""
+    from ..simulate import simulate  # deferred: the engine is only needed here
+
+    n = len(scenarios)
+    cols = {k: np.full(n, np.nan) for k in ("t", "mem", "mfu", "tps")}
+    fits = np.zeros(n, dtype=bool)
+    parts = {k: np.full(n, np.nan) for k in CATEGORIES}
+    reasons: list[str | None] = [None] * n
+    for i, sc in enumerate(scenarios):
+        try:
+            r = simulate(sc)
+        except ScenarioError as exc:        # beyond the budget once unfolded: a reason, not a crash
+            reasons[i] = str(exc)
+            continue
+        cols["t"][i], cols["mfu"][i], cols["tps"][i] = r.iteration_time_s, r.mfu, r.tokens_per_s
+        cols["mem"][i] = r.memory.total / 1e9
+        fits[i] = not r.memory_over_capacity
+        for k in CATEGORIES:
+            parts[k][i] = r.breakdown_s.get(k, 0.0)
+    return Scores(cols["t"], cols["mem"], fits, cols["mfu"], cols["tps"], parts), reasons

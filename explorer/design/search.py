@@ -1,0 +1,192 @@
+"""Search: the fastest layouts of one model on one cluster that fit in memory.
+
+1. enumerate every layout of explorer/design/space.py (arithmetic pruning only);
+2. build and validate each one's scenario with the loader's rules, and score the valid ones with
+   the estimator (in chunks, on the executor): iteration time, memory, whether it fits;
+3. rank the layouts that fit by estimated time and simulate them with the full engine, best first,
+   until ``top`` of them fit by the full engine's memory too (a layout the estimator let through
+   but the engine finds over capacity is skipped and the next one taken);
+4. return those sorted by the full engine's time, each with its breakdown and share link, beside
+   the counts (enumerated / valid / fit), the reasons layouts were invalid and each phase's time.
+
+The scenario's own layout is simulated too and reported (``baseline``), and with
+``include_baseline`` it competes in the final ranking, so the answer is never slower than what the
+user already has.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..scenario import Scenario, ScenarioError
+from . import chunks as work
+from .base import Base, cluster_overrides, share_query
+from .executors import ExecutorSpec, Progress, map_chunks
+from .scores import estimator_available, score
+from .space import Layout, LayoutBuilder, Space, enumerate_layouts, search_raw
+
+MAX_EXTRA_FULL = 200           # layouts simulated beyond ``top`` when the engine rejects the estimator's fits
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A layout simulated with the full engine."""
+
+    layout: Layout
+    dp: int
+    figures: Mapping[str, Any]        # Scores.row() of the full engine: time, mfu, memory, fits, breakdown
+    estimate_s: float | None          # the estimator's iteration time (None for the baseline)
+    link: str | None
+    baseline: bool = False
+
+    @property
+    def iteration_time_s(self) -> float:
+        return self.figures["iteration_time_s"]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``search --json`` object."""
+        return {"overrides": self.layout.overrides(), **self.figures, "estimate_s": self.estimate_s,
+                "link": self.link, "baseline": self.baseline,
+                "layout": {"tp": self.layout.tp, "pp": self.layout.pp, "dp": self.dp, "cp": self.layout.cp,
+                           "ep": self.layout.ep, "vpp": self.layout.vpp, "schedule": self.layout.schedule,
+                           "zero": self.layout.zero, "micro_batch": self.layout.micro_batch,
+                           "recompute": self.layout.recompute,
+                           "sequence_parallel": self.layout.sequence_parallel}}
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What a search found and what it cost."""
+
+    gpus: int
+    enumerated: int
+    valid: int
+    fit: int
+    reasons: tuple[tuple[str, int], ...]      # (field, layouts it made invalid), most frequent first
+    top: tuple[Candidate, ...]                # sorted by the full engine's iteration time
+    baseline: Candidate | None                # the scenario's own layout, when valid at this size
+    seconds: Mapping[str, float] = field(default_factory=dict)   # enumerate, estimate, full, total
+    engine: str = "estimate"                  # what ranked the layouts ("full" while no estimator)
+    simulated: int = 0                        # layouts the full-engine phase simulated
+
+
+@dataclass(frozen=True)
+class _Job:
+    raw: Mapping[str, Any]
+    layouts: tuple[Layout, ...]
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """One chunk's scores, aligned with its layouts (NaN and fits False where invalid)."""
+
+    reason_fields: tuple[str | None, ...]     # None where valid
+    iteration_time_s: np.ndarray
+    memory_GB_total: np.ndarray
+    fits: np.ndarray
+
+
+def _score_chunk(job: _Job) -> _Scored:
+    """Build, validate and estimate one chunk of layouts (runs in a worker)."""
+    builder = LayoutBuilder(job.raw)
+    n = len(job.layouts)
+    reasons: list[str | None] = [None] * n
+    scenarios: list[Scenario] = []
+    slots: list[int] = []
+    for i, layout in enumerate(job.layouts):
+        try:
+            scenarios.append(builder.scenario(layout))
+            slots.append(i)
+        except ScenarioError as exc:
+            reasons[i] = exc.field
+    s, refused = score(scenarios, "estimate")
+    t, mem, fits = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=bool)
+    idx = np.asarray(slots, dtype=int)
+    if len(idx):
+        t[idx], mem[idx], fits[idx] = s.iteration_time_s, s.memory_GB_total, s.fits
+    for j, why in enumerate(refused):
+        if why is not None:
+            reasons[slots[j]], fits[slots[j]] = "training.global_batch", False
+    return _Scored(tuple(reasons), t, mem, fits)
+
+
+def _full(base: Base, builder: LayoutBuilder, layout: Layout, estimate_s: float | None,
+          baseline: bool = False) -> Candidate | None:
+    """``layout`` simulated with the full engine, or None when the engine refuses it."""
+    sc = builder.scenario(layout)
+    s, refused = score([sc], "full")
+    if refused[0] is not None:
+        return None
+    return Candidate(layout, sc.dp, s.row(0), estimate_s, share_query(base, sc), baseline)
+
+
+def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | None = None,
+           executor: ExecutorSpec | None = None, progress: Progress | None = None,
+           include_baseline: bool = True) -> SearchResult:
+    """Search the layouts of ``base``'s model and cluster (at ``gpus`` GPUs if given: whole nodes
+    added or removed, explorer/design/base.py ``cluster_overrides``); the steps are in the module
+    docstring.  Raises ScenarioError when the model or cluster themselves are invalid."""
+    if top < 1:
+        raise ScenarioError("--top", f"{top} must be at least 1")
+    t0 = time.perf_counter()
+    raw = search_raw(base.raw)
+    builder = LayoutBuilder(raw)
+    parsed = builder.parsed
+    if gpus is not None:
+        raw = search_raw(base.variant_raw(cluster_overrides(parsed, gpus)))
+        builder = LayoutBuilder(raw)
+        parsed = builder.parsed
+    layouts = list(enumerate_layouts(parsed, space or Space()))
+    t1 = time.perf_counter()
+
+    jobs = [_Job(raw, tuple(c)) for c in work.split(layouts, work.chunk_size("estimate"))]
+    scored = map_chunks(_score_chunk, jobs, executor or ExecutorSpec(), sizes=[len(j.layouts) for j in jobs],
+                        in_process=work.in_process(len(layouts), "estimate"), progress=progress)
+    reasons = [r for c in scored for r in c.reason_fields]
+    t_est = np.concatenate([c.iteration_time_s for c in scored]) if scored else np.zeros(0)
+    fits = np.concatenate([c.fits for c in scored]) if scored else np.zeros(0, dtype=bool)
+    valid = sum(r is None for r in reasons)
+    t2 = time.perf_counter()
+
+    ranked = sorted(np.flatnonzero(fits), key=lambda i: (t_est[i], i))
+    top_list: list[Candidate] = []
+    simulated = 0
+    for i in ranked:
+        if len(top_list) >= top or simulated >= top + MAX_EXTRA_FULL:
+            break
+        simulated += 1
+        cand = _full(base, builder, layouts[i], float(t_est[i]))
+        if cand is not None and cand.figures["fits"]:
+            top_list.append(cand)
+    baseline = _baseline(base, builder, parsed)
+    if (include_baseline and baseline is not None and baseline.figures["fits"]
+            and all(c.layout != baseline.layout for c in top_list)):
+        top_list.append(baseline)
+    top_list.sort(key=lambda c: c.iteration_time_s)
+    t3 = time.perf_counter()
+    return SearchResult(
+        gpus=parsed.cluster.gpus, enumerated=len(layouts), valid=valid, fit=int(fits.sum()),
+        reasons=tuple(Counter(r for r in reasons if r is not None).most_common()),
+        top=tuple(top_list[:top]), baseline=baseline,
+        seconds={"enumerate": t1 - t0, "estimate": t2 - t1, "full": t3 - t2, "total": t3 - t0},
+        engine=_ranking_engine(), simulated=simulated)
+
+
+def _baseline(base: Base, builder: LayoutBuilder, parsed: Scenario) -> Candidate | None:
+    """The scenario's own layout on the searched cluster, simulated; None when invalid there."""
+    p, t = parsed.parallelism, parsed.training
+    own = Layout(p.tp, p.pp, p.cp, p.ep, p.vpp, p.schedule, p.zero, t.micro_batch, t.recompute,
+                 p.sequence_parallel)
+    try:
+        return _full(base, builder, own, None, baseline=True)
+    except ScenarioError:
+        return None
+
+
+def _ranking_engine() -> str:
+    return "estimate" if estimator_available() else "full"

@@ -1,0 +1,101 @@
+"""Sensitivity: which 2x hardware upgrade buys the most.
+
+Each change is a set of field overrides computed from the loaded scenario (so a default filled from
+a preset — a fabric's NIC speed, a GPU's NVLink bandwidth — is doubled too), simulated with the
+full engine (about ten runs):
+
+==================  ====================================================================
+change              fields
+==================  ====================================================================
+2x compute          hardware.gpu peak_tflops, fp8_tflops and the measured GEMM throughputs
+                    (the measured/peak ratio sets GEMM efficiency, so all double together)
+2x HBM bandwidth    hardware.gpu.hbm_GBps
+2x scale-up bw      cluster.scale_up.bandwidth_GBps
+2x scale-out bw     cluster.scale_out.nic_Gbps
+2x scale-across bw  cluster.scale_across.bandwidth_Gbps
+1/2 latency         cluster.scale_up.latency_us, cluster.scale_out.latency_us,
+                    cluster.scale_across.latency_ms (one change each)
+==================  ====================================================================
+
+``speedup`` = base time / new time: above 1 the upgrade helps.  A tier the scenario never crosses
+(scale-out on one node, scale-across in one datacenter) gives exactly 1.0: the engine does not
+read it.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..scenario import Scenario
+from .base import Base
+from .scores import score
+
+Change = Callable[[Scenario], dict[str, Any]]
+
+
+def _compute(sc: Scenario) -> dict[str, Any]:
+    g = sc.hardware.gpu
+    out: dict[str, Any] = {"hardware.gpu.peak_tflops": 2 * g.peak_tflops,
+                           "hardware.gpu.fp8_tflops": 2 * (g.fp8_tflops or g.peak_tflops)}
+    # The measured largest-GEMM figures are the ceilings GEMM efficiency is taken from
+    # (hardware.py measured_over_peak): doubling the peak alone would halve the efficiency instead.
+    if g.measured_matmul_tflops:
+        out["hardware.gpu.measured_matmul_tflops"] = 2 * g.measured_matmul_tflops
+    if g.measured_fp8_matmul_tflops:
+        out["hardware.gpu.measured_fp8_matmul_tflops"] = 2 * g.measured_fp8_matmul_tflops
+    return out
+
+
+CHANGES: dict[str, Change] = {
+    "2x compute": _compute,
+    "2x HBM bandwidth": lambda sc: {"hardware.gpu.hbm_GBps": 2 * sc.hardware.gpu.hbm_GBps},
+    "2x scale-up bandwidth": lambda sc: {
+        "cluster.scale_up.bandwidth_GBps": 2 * sc.cluster.scale_up.bandwidth_GBps},
+    "2x scale-out bandwidth": lambda sc: {"cluster.scale_out.nic_Gbps": 2 * sc.cluster.scale_out.nic_Gbps},
+    "2x scale-across bandwidth": lambda sc: {
+        "cluster.scale_across.bandwidth_Gbps": 2 * sc.cluster.scale_across.bandwidth_Gbps},
+    "1/2 scale-up latency": lambda sc: {"cluster.scale_up.latency_us": sc.cluster.scale_up.latency_us / 2},
+    "1/2 scale-out latency": lambda sc: {"cluster.scale_out.latency_us": sc.cluster.scale_out.latency_us / 2},
+    "1/2 scale-across latency": lambda sc: {
+        "cluster.scale_across.latency_ms": sc.cluster.scale_across.latency_ms / 2},
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One upgrade: its name, the overrides that make it, the new time and base time / new time."""
+
+    change: str
+    overrides: dict[str, Any]
+    iteration_time_s: float
+    speedup: float
+    breakdown_s: dict[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"change": self.change, "iteration_time_s": self.iteration_time_s, "speedup": self.speedup,
+                "overrides": self.overrides, "breakdown_s": self.breakdown_s}
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """The base iteration and one row per change, sorted by speedup (largest first)."""
+
+    base_time_s: float
+    base_breakdown_s: dict[str, float]
+    rows: tuple[Row, ...]
+
+
+def sensitivity(base: Base, changes: dict[str, Change] | None = None) -> Sensitivity:
+    """Simulate ``base`` and each change (default :data:`CHANGES`) with the full engine."""
+    sc = base.scenario()
+    changes = CHANGES if changes is None else changes
+    overrides = {name: fn(sc) for name, fn in changes.items()}
+    variants = [sc] + [base.scenario(ov) for ov in overrides.values()]
+    s, _ = score(variants, "full")      # validated scenarios within the budget: never refused
+    t0 = float(s.iteration_time_s[0])
+    rows = [Row(name, ov, float(s.iteration_time_s[i + 1]), t0 / float(s.iteration_time_s[i + 1]),
+                s.row(i + 1)["breakdown_s"])
+            for i, (name, ov) in enumerate(overrides.items())]
+    rows.sort(key=lambda r: -r.speedup)
+    return Sensitivity(t0, s.row(0)["breakdown_s"], tuple(rows))

@@ -1,0 +1,184 @@
+"""The layout space of a search: every parallel layout of one model on one cluster worth scoring.
+
+A :class:`Layout` is the set of fields a search chooses — tp, pp, cp, ep, vpp, schedule, ZeRO
+stage, micro-batch, recompute and sequence parallelism; dp is derived as GPUs / (tp·pp·cp).
+:func:`enumerate_layouts` lists them with arithmetic pruning only (no scenario is built):
+
+- tp divides the GPUs of a node (tensor parallelism stays on NVLink);
+- cp is 1 or a power of two with seq_len divisible by 2·cp (load-balanced ring attention) and at
+  least MIN_CP_TOKENS tokens per rank (shorter shards cannot hide the K/V exchange);
+- pp divides GPUs / (tp·cp) and is at most the layer count;
+- dp divides the global batch, the micro-batch is a power of two up to MAX_MICRO_BATCH dividing
+  global_batch / dp;
+- schedules are the registry's synchronous ones (:func:`synchronous_schedules`; PipeDream's
+  asynchronous one only when named in :class:`Space`);
+- pp = 1 runs the registry's default schedule only (every schedule is the same without a pipeline);
+  a schedule with virtual stages (interleaved) takes vpp from VPP_CHOICES with pp·vpp <= layers,
+  the others vpp = 1.  Layers need not divide pp·vpp: the simulator balances uneven stages, as
+  Llama 3 ran 126 layers on 16 stages;
+- ep is 1 for a dense model, else a divisor of the experts that divides dp·cp;
+- sequence parallelism only where tp > 1 (it is a no-op without TP).
+
+Everything else (the registry's schedule rules, tp against the heads, the work budget, ...) is left
+to the scenario rules: :class:`LayoutBuilder` builds each layout's :class:`Scenario` exactly as
+``from_dict(apply_overrides(raw, layout.overrides()))`` would (a test checks it), 100x faster,
+by replacing fields of a scenario parsed once and re-running the loader's defaults and rules.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..config.loading import resolve_presets
+from ..config.schema import build
+from ..scenario import Scenario, fill_defaults, validate
+from ..schedules import registry
+
+MIN_CP_TOKENS = 1024
+MAX_MICRO_BATCH = 16
+VPP_CHOICES = (2, 3, 4, 6, 8)
+RECOMPUTE = ("none", "selective", "full")
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+@dataclass(frozen=True, order=True)
+class Layout:
+    """The fields a search chooses (dp follows from them and the GPU count)."""
+
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    vpp: int
+    schedule: str
+    zero: int
+    micro_batch: int
+    recompute: str
+    sequence_parallel: bool
+
+    def overrides(self) -> dict[str, Any]:
+        """The layout as dotted-key overrides of a scenario (dp left to be derived)."""
+        return {"parallelism.tp": self.tp, "parallelism.pp": self.pp, "parallelism.cp": self.cp,
+                "parallelism.ep": self.ep, "parallelism.vpp": self.vpp, "parallelism.schedule": self.schedule,
+                "parallelism.zero": self.zero, "parallelism.sequence_parallel": self.sequence_parallel,
+                "training.micro_batch": self.micro_batch, "training.recompute": self.recompute}
+
+    @classmethod
+    def of(cls, sc: Scenario) -> Layout:
+        """The layout a scenario runs."""
+        p, t = sc.parallelism, sc.training
+        return cls(p.tp, p.pp, p.cp, p.ep, p.vpp, p.schedule, p.zero, t.micro_batch, t.recompute,
+                   p.sequence_parallel)
+
+    def label(self) -> str:
+        """One short line: ``tp 8 · pp 16 · cp 1 · ep 1 · interleaved v2 · ZeRO 1 · mb 1 · none · SP``."""
+        sched = f"{self.schedule} v{self.vpp}" if self.vpp > 1 else self.schedule
+        return (f"tp {self.tp} · pp {self.pp} · cp {self.cp} · ep {self.ep} · {sched} · ZeRO {self.zero} · "
+                f"mb {self.micro_batch} · recompute {self.recompute}"
+                + (" · SP" if self.sequence_parallel else ""))
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _powers_of_two_dividing(n: int, limit: int) -> list[int]:
+    out, d = [], 1
+    while d <= limit and n % d == 0:
+        out.append(d)
+        d *= 2
+    return out
+
+
+@dataclass(frozen=True)
+class Space:
+    """Which values a search may choose beyond the arithmetic of the module docstring (defaults:
+    all of them); narrowing it makes a search faster."""
+
+    schedules: tuple[str, ...] = ()               # () = every synchronous schedule of the registry
+    zero: tuple[int, ...] = ZERO_STAGES
+    recompute: tuple[str, ...] = RECOMPUTE
+    max_micro_batch: int = MAX_MICRO_BATCH
+    vpp: tuple[int, ...] = VPP_CHOICES
+    sequence_parallel: tuple[bool, ...] = (False, True)
+
+
+def enumerate_layouts(sc: Scenario, space: Space = Space()) -> Iterator[Layout]:
+    """Every layout of the module docstring for ``sc``'s model, batch and cluster, in a fixed order."""
+    gpus, per_node = sc.cluster.gpus, sc.cluster.gpus_per_node
+    m, batch = sc.model, sc.training.global_batch
+    schedules = space.schedules or synchronous_schedules()
+    for tp in (d for d in _divisors(per_node) if gpus % d == 0):
+        cps = [c for c in _powers_of_two_dividing(gpus // tp, gpus)
+               if c == 1 or (m.seq_len % (2 * c) == 0 and m.seq_len // c >= MIN_CP_TOKENS)]
+        sps = [s for s in space.sequence_parallel if tp > 1 or not s] or [False]
+        for cp in cps:
+            for pp in (d for d in _divisors(gpus // (tp * cp)) if d <= m.layers):
+                dp = gpus // (tp * cp * pp)
+                if batch % dp:
+                    continue
+                eps = [e for e in _divisors(m.moe.experts) if (dp * cp) % e == 0] if m.is_moe else [1]
+                for sched, vpp in _schedules(pp, m.layers, schedules, space.vpp):
+                    for mb in _powers_of_two_dividing(batch // dp, space.max_micro_batch):
+                        for ep in eps:
+                            for zero in space.zero:
+                                for rc in space.recompute:
+                                    for sp in sps:
+                                        yield Layout(tp, pp, cp, ep, vpp, sched, zero, mb, rc, sp)
+
+
+def synchronous_schedules() -> tuple[str, ...]:
+    """The registry's schedules that keep synchronous SGD: all but those that never flush
+    (PipeDream's asynchronous weight stashing trains on stale weights, a different optimisation,
+    so it competes only when asked for by name)."""
+    return tuple(n for n in registry.names() if registry.get(n).window is not registry.Window.ASYNC)
+
+
+def _schedules(pp: int, layers: int, names: tuple[str, ...], vpps: tuple[int, ...]) -> list[tuple[str, int]]:
+    """(schedule, vpp) pairs for ``pp`` stages (module docstring)."""
+    if pp == 1:
+        return [(registry.DEFAULT, 1)]
+    out = []
+    for name in names:
+        if registry.get(name).virtual_stages:
+            out += [(name, v) for v in vpps if v > 1 and pp * v <= layers]
+        else:
+            out.append((name, 1))
+    return out
+
+
+def search_raw(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``raw`` ready for layouts: dp derived and no explicit layer split (both follow the layout)."""
+    out = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in raw.items()}
+    par = out.get("parallelism")
+    if isinstance(par, dict):
+        par.pop("dp", None)
+        par.pop("stage_layers", None)
+    return out
+
+
+class LayoutBuilder:
+    """Builds a layout's validated Scenario on a raw base (from :func:`search_raw`) without parsing
+    the base again: the parsed, not yet defaulted base is kept and each layout replaces its fields,
+    then the loader's :func:`fill_defaults` and rules run as in ``from_dict``."""
+
+    def __init__(self, raw: Mapping[str, Any]) -> None:
+        self._parsed = build(Scenario, resolve_presets(raw))
+
+    @property
+    def parsed(self) -> Scenario:
+        """The base as parsed, derived defaults not filled and cross-field rules not checked (its
+        model, batch and cluster are what a layout enumeration reads)."""
+        return self._parsed
+
+    def scenario(self, layout: Layout) -> Scenario:
+        """The validated scenario of ``layout`` (ScenarioError, as from_dict raises, when invalid)."""
+        s = self._parsed
+        par = replace(s.parallelism, tp=layout.tp, pp=layout.pp, cp=layout.cp, ep=layout.ep, vpp=layout.vpp,
+                      schedule=layout.schedule, zero=layout.zero, sequence_parallel=layout.sequence_parallel,
+                      dp=None, stage_layers=None)
+        tr = replace(s.training, micro_batch=layout.micro_batch, recompute=layout.recompute)
+        sc = fill_defaults(replace(s, parallelism=par, training=tr))
+        validate(sc)
+        return sc

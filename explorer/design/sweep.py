@@ -1,0 +1,164 @@
+"""Sweep: the cartesian product of a few fields' values, each combination validated and scored.
+
+``--vary parallelism.tp=1,2,4,8 --vary cluster.scale_out.nic_Gbps=100,200,400,800`` gives 16
+combinations, the first key varying slowest.  Each combination is the base scenario plus its
+overrides, validated by the loader (an invalid one is kept with the one-line reason and the field
+it names, so the reasons can be counted), then scored by the estimator or, with ``engine="full"``,
+the full engine.  Values are parsed as a YAML flow list, so ``parallelism.stage_layers=[7,9],[8,8]``
+and ``hardware.gpu=h100-sxm,b200`` work.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config.inputs import parse_value
+from ..config.schema import excerpt
+from ..scenario import Scenario, ScenarioError
+from . import chunks as work
+from .base import Base, check_key, share_query
+from .executors import ExecutorSpec, Progress, map_chunks
+from .scores import score
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+MAX_COMBINATIONS = 1_000_000    # beyond this a sweep is a typo (and its results a gigabyte)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One combination: its overrides and either its figures or why it is invalid."""
+
+    overrides: Mapping[str, Any]
+    valid: bool
+    reason: str | None = None          # the loader's (or engine's) one-line message, when invalid
+    reason_field: str | None = None    # the field that message names (what reasons are counted by)
+    figures: Mapping[str, Any] = field(default_factory=dict)   # Scores.row(): time, mfu, memory, ...
+    link: str | None = None            # share-link query string (explorer/design/base.py)
+
+    @property
+    def iteration_time_s(self) -> float | None:
+        return self.figures.get("iteration_time_s")
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``sweep --json`` object: overrides, valid, then reason or the figures and link."""
+        out: dict[str, Any] = {"overrides": dict(self.overrides), "valid": self.valid}
+        if not self.valid:
+            out["reason"] = self.reason
+            out["reason_field"] = self.reason_field
+            return out
+        return {**out, **self.figures, "link": self.link}
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Every combination in product order, the engine used and the wall time."""
+
+    keys: tuple[str, ...]
+    points: tuple[Point, ...]
+    engine: str
+    seconds: float
+
+    @property
+    def valid(self) -> list[Point]:
+        return [p for p in self.points if p.valid]
+
+    def reason_counts(self) -> list[tuple[str, int, str]]:
+        """(kind of reason, how many combinations it made invalid, one example message), most
+        frequent first.  Messages of one kind differ only in their numbers ("2048 is not divisible
+        by 4096", "... by 8192"), so the kind is the message with every number replaced by N."""
+        counts: Counter[str] = Counter()
+        example: dict[str, str] = {}
+        for p in self.points:
+            if not p.valid:
+                kind = _NUMBER.sub("N", p.reason or "")
+                counts[kind] += 1
+                example.setdefault(kind, p.reason or "")
+        return [(kind, n, example[kind]) for kind, n in counts.most_common()]
+
+
+def parse_vary(specs: Sequence[str]) -> dict[str, list[Any]]:
+    """``["key=v1,v2", ...]`` -> ``{key: [v1, v2]}``, values parsed as YAML; unknown keys, empty
+    value lists and a key given twice raise a one-line ScenarioError naming the key."""
+    out: dict[str, list[Any]] = {}
+    for spec in specs:
+        if "=" not in spec:
+            raise ScenarioError("--vary", f"{excerpt(spec)} is not of the form dotted.key=v1,v2,...")
+        key, _, text = spec.partition("=")
+        key = key.strip()
+        check_key(key)
+        if key in out:
+            raise ScenarioError(key, "is given to --vary twice; list all its values once: key=v1,v2")
+        values = parse_value(f"[{text}]", key)
+        if not isinstance(values, list) or not values or any(v is None for v in values):
+            raise ScenarioError(key, f"{excerpt(text)}: give one or more comma-separated values")
+        out[key] = values
+    if not out:
+        raise ScenarioError("--vary", "give at least one --vary dotted.key=v1,v2,...")
+    return out
+
+
+def combinations(vary: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """The cartesian product as override mappings, the first key varying slowest."""
+    n = 1
+    for values in vary.values():
+        n *= len(values)
+    if n > MAX_COMBINATIONS:
+        raise ScenarioError("--vary", f"{n:,} combinations; at most {MAX_COMBINATIONS:,} "
+                            "(sweep fewer values or use search)")
+    keys = list(vary)
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*vary.values())]
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One chunk of a sweep, shipped to a worker."""
+
+    base: Base
+    overrides: tuple[Mapping[str, Any], ...]
+    engine: str
+    links: bool
+
+
+def _evaluate(job: _Job) -> list[Point]:
+    """Validate and score one chunk (runs in a worker)."""
+    scenarios: list[Scenario] = []
+    slots: list[int] = []
+    out: list[Point | None] = [None] * len(job.overrides)
+    for i, ov in enumerate(job.overrides):
+        try:
+            scenarios.append(job.base.scenario(ov))
+            slots.append(i)
+        except ScenarioError as exc:
+            out[i] = Point(ov, False, str(exc), exc.field)
+    scores, refused = score(scenarios, job.engine)
+    for j, (i, sc) in enumerate(zip(slots, scenarios, strict=True)):
+        ov = job.overrides[i]
+        if refused[j] is not None:
+            out[i] = Point(ov, False, refused[j], "training.global_batch")
+            continue
+        out[i] = Point(ov, True, figures=scores.row(j), link=share_query(job.base, sc) if job.links else None)
+    return [p for p in out if p is not None]
+
+
+def sweep(base: Base, vary: Mapping[str, Sequence[Any]], engine: str = "estimate",
+          executor: ExecutorSpec | None = None, progress: Progress | None = None,
+          links: bool = True) -> SweepResult:
+    """Validate and score every combination of ``vary`` on ``base`` (explorer/design/base.py
+    ``open_base``; open it with ``keep_dp=True`` to vary ``parallelism.dp`` itself); ``links`` adds
+    each valid point's share link (about 0.5 ms each)."""
+    for key in vary:
+        check_key(key)
+        if key in base.sets:
+            raise ScenarioError(key, "is both set (--set) and varied (--vary); give it once")
+    combos = combinations(vary)
+    t0 = time.perf_counter()
+    jobs = [_Job(base, tuple(c), engine, links) for c in work.split(combos, work.chunk_size(engine))]
+    results = map_chunks(_evaluate, jobs, executor or ExecutorSpec(), sizes=[len(j.overrides) for j in jobs],
+                         in_process=work.in_process(len(combos), engine), progress=progress)
+    points = tuple(p for chunk in results for p in chunk)
+    return SweepResult(tuple(vary), points, engine, time.perf_counter() - t0)

@@ -1,0 +1,126 @@
+"""Figures of the design space (no Streamlit here: the app only places them).
+
+- :func:`heatmap` — a sweep's metric over two varied fields (explorer/design/sweep.py);
+- :func:`tornado` — the iteration-time saving of each 2x upgrade (explorer/design/sensitivity.py);
+- :func:`scaling_curve` — iteration time, MFU and exposed communication per dimension against the
+  GPU count (explorer/design/scaling.py).
+
+Every point carries its share-link query string in ``customdata`` so the app can open the scenario
+a user clicks.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..design.scaling import ScalePoint
+from ..design.sensitivity import Sensitivity
+from ..design.sweep import Point
+from ..vocabulary import CATEGORY_COLORS, COMM_DIMS
+
+METRICS = {"iteration_time_s": ("iteration time (s)", min), "mfu": ("MFU", max),
+           "tokens_per_s": ("tokens/s", max), "memory_GB_total": ("memory per GPU (GB)", min)}
+
+
+def _label(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def heatmap(points: Sequence[Point], x_key: str, y_key: str, metric: str = "iteration_time_s",
+            height: int = 420, font_size: int = 12) -> go.Figure:
+    """``metric`` of a sweep over ``x_key`` x ``y_key``.  Where the sweep varied other fields too, a
+    cell shows the best value over them (the smallest time or memory, the largest MFU or
+    throughput); a cell with no valid combination is blank and its hover names the commonest
+    reason.  ``customdata`` holds the best point's link."""
+    title, best = METRICS[metric]
+    xs = list(dict.fromkeys(_label(p.overrides[x_key]) for p in points))
+    ys = list(dict.fromkeys(_label(p.overrides[y_key]) for p in points))
+    z = [[math.nan] * len(xs) for _ in ys]
+    link = [[""] * len(xs) for _ in ys]
+    text = [[""] * len(xs) for _ in ys]
+    for p in points:
+        i, j = ys.index(_label(p.overrides[y_key])), xs.index(_label(p.overrides[x_key]))
+        if not p.valid:
+            text[i][j] = text[i][j] or f"invalid: {p.reason}"
+            continue
+        value = p.figures[metric]
+        better = value < z[i][j] if best is min else value > z[i][j]
+        if math.isnan(z[i][j]) or better:
+            z[i][j], link[i][j] = value, p.link or ""
+            text[i][j] = f"{title}: {value:.4g}" + ("" if p.figures.get("fits", True) else " (does not fit)")
+    fig = go.Figure(go.Heatmap(
+        x=xs, y=ys, z=z, customdata=link, text=text, hovertemplate="%{y} · %{x}<br>%{text}<extra></extra>",
+        colorscale="Viridis", reversescale=best is min, colorbar=dict(title=title), hoverongaps=True))
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=40), font=dict(size=font_size),
+                      xaxis=dict(title=x_key, type="category"), yaxis=dict(title=y_key, type="category"))
+    return fig
+
+
+def tornado(result: Sensitivity, height: int = 360, font_size: int = 12) -> go.Figure:
+    """Horizontal bars: the share of the iteration each upgrade saves (1 - new/base), largest on
+    top, labelled with the speedup; a change to an unused tier is a zero-length bar."""
+    rows = sorted(result.rows, key=lambda r: r.speedup)
+    saved = [100.0 * (1.0 - 1.0 / r.speedup) for r in rows]
+    fig = go.Figure(go.Bar(
+        y=[r.change for r in rows], x=saved, orientation="h",
+        marker_color=["#4C78A8" if s >= 0 else "#E45756" for s in saved],
+        text=[f"{r.speedup:.3f}x" for r in rows], textposition="auto",
+        customdata=[r.iteration_time_s for r in rows],
+        hovertemplate="%{y}: %{customdata:.4g} s (%{x:.1f}% saved)<extra></extra>"))
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=40), font=dict(size=font_size),
+                      xaxis=dict(title=f"% of the {result.base_time_s:.4g} s iteration saved"),
+                      showlegend=False)
+    return fig
+
+
+def scaling_curve(points: Sequence[ScalePoint], height: int = 520, font_size: int = 12) -> go.Figure:
+    """Top: iteration time (left axis) and MFU (right axis) against GPUs (log scale); bottom: the
+    exposed communication of each dimension that has any, seconds.  Invalid sizes are left out."""
+    ok = [p for p in points if p.valid]
+    gpus = [p.gpus for p in ok]
+    links = [p.link or "" for p in ok]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4],
+                        specs=[[{"secondary_y": True}], [{}]])
+    fig.add_trace(go.Scatter(x=gpus, y=[p.figures["iteration_time_s"] for p in ok], name="iteration time",
+                             mode="lines+markers", customdata=links, line=dict(color="#4C78A8"),
+                             hovertemplate="%{x:,} GPUs: %{y:.4g} s<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=gpus, y=[100 * p.figures["mfu"] for p in ok], name="MFU", mode="lines+markers",
+                             customdata=links, line=dict(color="#F58518", dash="dot"),
+                             hovertemplate="%{x:,} GPUs: MFU %{y:.1f}%<extra></extra>"),
+                  row=1, col=1, secondary_y=True)
+    for d in COMM_DIMS:
+        ys = [p.exposed_s[d] for p in ok]
+        if any(y > 0 for y in ys):
+            fig.add_trace(go.Scatter(x=gpus, y=ys, name=f"exposed {d}", mode="lines+markers",
+                                     customdata=links, line=dict(color=CATEGORY_COLORS[d]),
+                                     hovertemplate=f"%{{x:,}} GPUs: exposed {d} %{{y:.4g}} s<extra></extra>"),
+                          row=2, col=1)
+    fig.update_xaxes(type="log", title_text="GPUs", row=2, col=1)
+    fig.update_xaxes(type="log", row=1, col=1)
+    fig.update_yaxes(title_text="iteration (s)", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="MFU (%)", rangemode="tozero", row=1, col=1, secondary_y=True)
+    fig.update_yaxes(title_text="exposed (s)", rangemode="tozero", row=2, col=1)
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=40), font=dict(size=font_size),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    return fig
+
+
+def top_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A search's top layouts (their ``to_json`` objects) as table rows for display: rank, time,
+    MFU, memory, the layout in one line and the link."""
+    out = []
+    for rank, r in enumerate(rows, 1):
+        lay = r["layout"]
+        sched = f"{lay['schedule']} v{lay['vpp']}" if lay["vpp"] > 1 else lay["schedule"]
+        out.append({"rank": rank, "iteration_time_s": r["iteration_time_s"], "mfu": r["mfu"],
+                    "memory_GB": r["memory_GB_total"],
+                    "layout": f"tp {lay['tp']} · pp {lay['pp']} · dp {lay['dp']} · cp {lay['cp']} · "
+                              f"ep {lay['ep']} · {sched} · ZeRO {lay['zero']} · mb {lay['micro_batch']} · "
+                              f"{lay['recompute']}"
+                              + (" · SP" if lay["sequence_parallel"] else ""),
+                    "yours": r.get("baseline", False), "link": r["link"]})
+    return out

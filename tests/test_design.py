@@ -1,0 +1,264 @@
+"""Design-space tools (explorer/design): sweep, search, sensitivity, scaling and their executors.
+
+Numbers are checked against the full engine (explorer.simulate) and the loader (from_dict), so a
+sweep or search can only report what a plain ``run`` of the same scenario reports.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from urllib.parse import parse_qsl
+
+import pytest
+import yaml
+
+from explorer.design.base import cluster_overrides, open_base, share_query
+from explorer.design.executors import ExecutorSpec, map_chunks
+from explorer.design.scaling import scaling
+from explorer.design.search import search
+from explorer.design.sensitivity import CHANGES, sensitivity
+from explorer.design.space import Layout, LayoutBuilder, Space, enumerate_layouts, search_raw
+from explorer.design.sweep import _evaluate, _Job, combinations, parse_vary, sweep
+from explorer.scenario import ScenarioError, apply_overrides, from_dict
+from explorer.share import parse_query, preset_raw
+from explorer.simulate import simulate
+
+VARY = ["parallelism.pp=1,2,3,4,8", "training.micro_batch=1,2,4"]
+
+
+def _open(link: str):
+    """What the app reads from a share link's query string."""
+    return parse_query(dict(parse_qsl(link)))
+
+
+@pytest.fixture(scope="module")
+def teaching_sweep():
+    return sweep(open_base("teaching-8gpu"), parse_vary(VARY), engine="full")
+
+
+def test_sweep_is_the_cartesian_product_first_key_slowest(teaching_sweep):
+    got = [dict(p.overrides) for p in teaching_sweep.points]
+    assert got == [{"parallelism.pp": pp, "training.micro_batch": mb}
+                   for pp in (1, 2, 3, 4, 8) for mb in (1, 2, 4)]
+    assert len(combinations(parse_vary(VARY + ["parallelism.zero=0,1,2"]))) == 45
+
+
+def test_sweep_counts_invalid_combinations_by_reason(teaching_sweep):
+    invalid = {(p.overrides["parallelism.pp"], p.overrides["training.micro_batch"]): p.reason
+               for p in teaching_sweep.points if not p.valid}
+    # pp 3 cannot divide 8 GPUs (three combinations); pp 1 leaves dp 8, and 4 x 8 does not divide 16.
+    assert set(invalid) == {(3, 1), (3, 2), (3, 4), (1, 4)}
+    assert invalid[(1, 4)].startswith("training.global_batch: 16 is not divisible by micro_batch*dp = 4*8")
+    counts = [(n, ex.split(":")[0]) for _, n, ex in teaching_sweep.reason_counts()]
+    assert counts == [(3, "parallelism"), (1, "training.global_batch")]
+
+
+def test_sweep_figures_are_the_engines_and_links_reopen_the_point(teaching_sweep):
+    for p in teaching_sweep.valid[:4]:
+        sc = from_dict(apply_overrides(preset_raw("teaching-8gpu"), p.overrides))
+        r = simulate(sc)
+        assert p.figures["iteration_time_s"] == r.iteration_time_s
+        assert p.figures["memory_GB_total"] == r.memory.total / 1e9
+        assert p.figures["fits"] is (not r.memory_over_capacity)
+        assert sum(p.figures["breakdown_s"].values()) == pytest.approx(r.iteration_time_s, rel=1e-9)
+        view = _open(p.link)
+        assert view.warnings == []
+        assert from_dict(apply_overrides(preset_raw(view.scenario), view.overrides)) == sc
+
+
+def test_sweep_rejects_unknown_keys_and_values_naming_the_key():
+    with pytest.raises(ScenarioError, match=r"^parallelism\.tpp: is not a scenario field.*did you mean 'tp'"):
+        parse_vary(["parallelism.tpp=1,2"])
+    with pytest.raises(ScenarioError, match=r"^parallelism\.tp: is given to --vary twice"):
+        parse_vary(["parallelism.tp=1", "parallelism.tp=2"])
+    with pytest.raises(ScenarioError, match=r"^parallelism\.pp: is both set"):
+        sweep(open_base("teaching-8gpu", {"parallelism.pp": 2}), {"parallelism.pp": [1, 2]})
+
+
+def test_list_values_and_presets_can_be_varied():
+    vary = parse_vary(["parallelism.stage_layers=[5,7,7,5],[6,6,6,6]", "hardware.gpu=h100-sxm,b200"])
+    assert vary["parallelism.stage_layers"] == [[5, 7, 7, 5], [6, 6, 6, 6]]
+    res = sweep(open_base("teaching-8gpu"), vary, engine="full")
+    assert all(p.valid for p in res.points)
+    times = {(tuple(p.overrides["parallelism.stage_layers"]), p.overrides["hardware.gpu"]): p.iteration_time_s
+             for p in res.points}
+    assert times[(6, 6, 6, 6), "b200"] < times[(6, 6, 6, 6), "h100-sxm"]
+
+
+def test_executors_give_identical_results():
+    """The same chunks on this process, a local process pool and a Dask LocalCluster of two worker
+    processes: bit-identical points, in the same order."""
+    base = open_base("teaching-8gpu")
+    combos = combinations(parse_vary(["parallelism.pp=1,2,4", "training.micro_batch=1,2",
+                                      "parallelism.zero=0,3"]))
+    jobs = [_Job(base, tuple(combos[i:i + 3]), "full", True) for i in range(0, len(combos), 3)]
+    here = map_chunks(_evaluate, jobs, ExecutorSpec("local"), in_process=True)
+    pool = map_chunks(_evaluate, jobs, ExecutorSpec("local", workers=2))
+    dask = map_chunks(_evaluate, jobs, ExecutorSpec("dask", workers=2))
+    assert here == pool == dask
+    assert sum(len(c) for c in here) == 12 and all(p.valid for c in here for p in c)
+    vary = parse_vary(["parallelism.pp=2,4"])
+    threads = sweep(base, vary, "full", ExecutorSpec("dask", workers=1, processes=False))
+    assert threads.points == sweep(base, vary, "full").points
+
+
+def test_executor_spec_rejects_an_address_without_dask():
+    with pytest.raises(ScenarioError, match="^--address: needs --executor dask"):
+        ExecutorSpec("local", "tcp://127.0.0.1:8786")
+    with pytest.raises(ScenarioError, match="^--executor"):
+        ExecutorSpec("ray")
+
+
+@pytest.mark.parametrize("name", ["teaching-8gpu", "llama3-405b-16k", "deepseek-v3"])
+def test_layout_builder_is_from_dict(name):
+    """The search's fast construction gives the loader's scenario, or the loader's exact error."""
+    raw = search_raw(open_base(name).raw)
+    builder = LayoutBuilder(raw)
+    layouts = list(enumerate_layouts(builder.parsed))
+    for layout in random.Random(11).sample(layouts, 60):
+        try:
+            want = from_dict(apply_overrides(raw, layout.overrides()))
+        except ScenarioError as exc:
+            with pytest.raises(ScenarioError) as got:
+                builder.scenario(layout)
+            assert str(got.value) == str(exc)
+            continue
+        assert builder.scenario(layout) == want
+
+
+def test_every_shipped_layout_is_in_its_search_space():
+    for name in ("teaching-8gpu", "megatron-gpt3-175b", "llama3-405b-16k", "two-datacenters", "deepseek-v3",
+                 "fsdp-llama3-8b", "long-context-cp", "zero-bubble-8gpu"):
+        sc = from_dict(preset_raw(name))
+        assert Layout.of(sc) in set(enumerate_layouts(sc)), name
+
+
+@pytest.fixture(scope="module")
+def teaching_search():
+    return search(open_base("teaching-8gpu"), top=5, include_baseline=False)
+
+
+def test_search_returns_valid_fitting_layouts_sorted_by_the_full_engine(teaching_search):
+    r = teaching_search
+    assert r.enumerated > r.valid >= r.fit > 0 and len(r.top) == 5
+    times = [c.iteration_time_s for c in r.top]
+    assert times == sorted(times)
+    for c in r.top:
+        sc = from_dict(apply_overrides(search_raw(preset_raw("teaching-8gpu")), c.layout.overrides()))
+        res = simulate(sc)
+        assert c.iteration_time_s == res.iteration_time_s and not res.memory_over_capacity
+        assert c.figures["memory_GB_total"] <= sc.hardware.gpu.capacity_bytes / 1e9
+        assert _open(c.link).warnings == []
+
+
+def test_search_top_result_beats_the_shipped_layout(teaching_search):
+    """Without the shipped layout injected, the search alone finds something at least as fast."""
+    shipped = simulate(from_dict(preset_raw("teaching-8gpu"))).iteration_time_s
+    assert teaching_search.baseline.iteration_time_s == shipped
+    assert teaching_search.top[0].iteration_time_s <= shipped
+    assert not any(c.baseline for c in teaching_search.top)
+
+
+def test_search_drops_layouts_that_do_not_fit():
+    """On a 9 GB GPU the shipped 1F1B layout (9.9 GB) does not fit; every layout returned does."""
+    base = open_base("teaching-8gpu", {"hardware.gpu.memory_GB": 9})
+    r = search(base, top=3, space=Space(schedules=("1f1b", "gpipe"), zero=(0, 1), recompute=("none", "full")))
+    assert r.baseline is not None and not r.baseline.figures["fits"]
+    assert r.fit < r.valid and r.top
+    cap = 9 * 2**30 / 1e9
+    assert all(c.figures["fits"] and c.figures["memory_GB_total"] <= cap for c in r.top)
+
+
+def test_search_at_another_size_changes_whole_nodes():
+    sc = from_dict(preset_raw("megatron-gpt3-175b"))
+    assert cluster_overrides(sc, 2048) == {"cluster.nodes": 256}
+    assert cluster_overrides(from_dict(preset_raw("teaching-8gpu")), 4) == {"cluster.gpus_per_node": 4,
+                                                                            "cluster.nodes": 1}
+    with pytest.raises(ScenarioError, match="^--gpus: 12 GPUs is not a whole number of 8-GPU nodes"):
+        cluster_overrides(sc, 12)
+    r = search(open_base("teaching-8gpu"), gpus=4, top=1, space=Space(schedules=("1f1b",), zero=(1,),
+                                                                      recompute=("none",)))
+    assert r.gpus == 4 and r.top[0].dp * r.top[0].layout.tp * r.top[0].layout.pp * r.top[0].layout.cp == 4
+
+
+@pytest.fixture(scope="module")
+def sens():
+    return {n: {r.change: r for r in sensitivity(open_base(n, keep_dp=True)).rows}
+            for n in ("teaching-8gpu", "two-datacenters", "llama3-405b-16k")}
+
+
+def test_sensitivity_compute_bound_scenario_gains_most_from_compute(sens):
+    rows = sens["teaching-8gpu"]
+    network = [r.speedup for c, r in rows.items() if "scale" in c]
+    assert rows["2x compute"].speedup > 1.3 > max(network)
+    assert rows["2x HBM bandwidth"].speedup > 1.0
+
+
+def test_sensitivity_scale_across_bandwidth_helps_two_datacenters(sens):
+    rows = sens["two-datacenters"]
+    assert rows["2x scale-across bandwidth"].speedup > 1.1
+    assert rows["1/2 scale-across latency"].speedup > 1.0
+
+
+def test_sensitivity_unused_tiers_give_exactly_one(sens):
+    for change in ("2x scale-out bandwidth", "1/2 scale-out latency", "2x scale-across bandwidth",
+                   "1/2 scale-across latency"):
+        assert sens["teaching-8gpu"][change].speedup == 1.0          # one node: no fabric, no WAN
+    for change in ("2x scale-across bandwidth", "1/2 scale-across latency"):
+        assert sens["llama3-405b-16k"][change].speedup == 1.0        # one datacenter
+
+
+def test_sensitivity_upgrades_never_slow_down_and_speedup_is_the_time_ratio(sens):
+    base = simulate(from_dict(preset_raw("two-datacenters"))).iteration_time_s
+    for rows in sens.values():
+        assert set(rows) == set(CHANGES)
+        assert all(r.speedup >= 1.0 - 1e-12 for r in rows.values())
+    r = sens["two-datacenters"]["2x compute"]
+    assert r.speedup == base / r.iteration_time_s
+    assert r.overrides["hardware.gpu.peak_tflops"] == 2 * 989
+
+
+def test_weak_scaling_keeps_tokens_per_gpu_and_pays_for_the_reduction():
+    pts = scaling(open_base("two-datacenters"), [256, 1024, 4096], "weak")
+    assert all(p.valid for p in pts)
+    assert [p.global_batch for p in pts] == [128, 512, 2048]
+    assert {p.tokens_per_gpu for p in pts} == {4096.0}
+    t = [p.figures["iteration_time_s"] for p in pts]
+    dp = [p.exposed_s["dp"] for p in pts]
+    # Same work per GPU; only the gradient reduction over more ranks grows, so time rises slowly.
+    assert t[0] < t[1] < t[2] < 1.2 * t[0] and dp[0] < dp[1] < dp[2]
+    assert pts[0].figures["breakdown_s"]["compute"] == pytest.approx(pts[2].figures["breakdown_s"]["compute"],
+                                                                     rel=1e-9)
+
+
+def test_strong_scaling_halves_work_per_gpu_and_lowers_mfu():
+    pts = scaling(open_base("two-datacenters"), [512, 1024, 2048], "strong")
+    assert [p.global_batch for p in pts] == [512, 512, 512]
+    assert [p.tokens_per_gpu for p in pts] == [8192.0, 4096.0, 2048.0]
+    t = [p.figures["iteration_time_s"] for p in pts]
+    mfu = [p.figures["mfu"] for p in pts]
+    compute = [p.figures["breakdown_s"]["compute"] for p in pts]
+    assert t[0] > t[1] > t[2] and mfu[0] > mfu[1] > mfu[2]
+    # Half the micro-batches per replica: half the compute; the reduction does not shrink, so the
+    # time falls by less than half.
+    assert compute[1] == pytest.approx(compute[0] / 2, rel=1e-6) and t[1] > t[0] / 2
+
+
+def test_scaling_reports_sizes_the_layout_cannot_take():
+    pts = scaling(open_base("llama3-405b-16k"), [16384, 32768], "strong")
+    assert pts[0].valid and not pts[1].valid
+    assert pts[1].reason.startswith("training.global_batch: 2048 leaves (8) micro-batches per pipeline")
+
+
+def test_links_of_files_that_are_not_shipped_describe_every_field(tmp_path):
+    """A file outside scenarios/ is linked as the app's default scenario plus every field that
+    differs, so the link still opens the same scenario (its description aside: links never carry it)."""
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(preset_raw("two-datacenters")), encoding="utf-8")
+    base = open_base(str(path))
+    assert base.shipped is None
+    sc = base.scenario({"parallelism.pp": 8})
+    view = _open(share_query(base, sc))
+    assert view.scenario == "teaching-8gpu" and view.warnings == []
+    opened = from_dict(apply_overrides(preset_raw("teaching-8gpu"), view.overrides))
+    assert replace(opened, description=sc.description) == sc

@@ -1,0 +1,66 @@
+"""``scaling SCENARIO [--gpus 1024,2048,...] [--mode weak|strong] [--set K=V ...] [--json]``.
+
+Iteration time, MFU and exposed communication per dimension as the cluster grows by data-parallel
+replicas (explorer/design/scaling.py): weak scaling grows the global batch with dp, strong scaling
+keeps it.  ``--json`` prints a list, one object per size: ``gpus``, ``overrides``, ``valid``, then
+``reason`` or ``dp``, ``global_batch``, ``iteration_time_s``, ``mfu``, ``tokens_per_s``,
+``tokens_per_gpu``, ``memory_GB_total``, ``fits``, ``breakdown_s``, ``exposed_s`` and ``link``.
+"""
+from __future__ import annotations
+
+import argparse
+
+from ..config.schema import excerpt, one_line
+from ..design.base import open_base
+from ..design.cli_support import add_set_argument, dumps, fmt_s, parse_sets
+from ..design.scaling import MODES, ScalePoint, scaling
+from ..scenario import ScenarioError
+from ..vocabulary import COMM_DIMS
+
+NAME = "scaling"
+HELP = "iteration time, MFU and exposed communication as GPUs grow (weak or strong scaling)"
+MAX_SIZES = 64
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario")
+    parser.add_argument("--gpus", default=None, metavar="N1,N2,...",
+                        help="cluster sizes (default: the scenario's GPUs x 1/4 .. 8)")
+    parser.add_argument("--mode", choices=MODES, default="weak",
+                        help="weak: global batch grows with dp (default); strong: global batch fixed")
+    add_set_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print a JSON list, one object per size")
+
+
+def parse_gpus(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        sizes = [int(s.replace("_", "")) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ScenarioError("--gpus", f"{excerpt(text)} is not a comma list of GPU counts") from None
+    if not sizes or len(sizes) > MAX_SIZES:
+        raise ScenarioError("--gpus", f"give 1 to {MAX_SIZES} GPU counts")
+    return sizes
+
+
+def run(args: argparse.Namespace) -> int:
+    base = open_base(args.scenario, parse_sets(args.set))
+    points = scaling(base, parse_gpus(args.gpus), args.mode)
+    print(dumps([p.to_json() for p in points]) if args.json else scaling_text(points, base.label, args.mode))
+    return 0
+
+
+def scaling_text(points: list[ScalePoint], label: str, mode: str) -> str:
+    lines = [f"# {mode} scaling of {one_line(label)} (full engine; extra GPUs are data-parallel replicas)",
+             f"{'GPUs':>8} {'dp':>6} {'batch':>7} {'iteration':>10} {'MFU':>6} {'tokens/GPU':>10}  "
+             + " ".join(f"{'exp ' + d:>9}" for d in COMM_DIMS)]
+    for p in points:
+        if not p.valid:
+            lines.append(f"{p.gpus:>8,}  invalid: {one_line(p.reason or '')}")
+            continue
+        f = p.figures
+        lines.append(f"{p.gpus:>8,} {p.dp:>6,} {p.global_batch:>7,} {fmt_s(f['iteration_time_s']):>10} "
+                     f"{f['mfu']:>6.1%} {p.tokens_per_gpu:>10,.0f}  "
+                     + " ".join(f"{fmt_s(p.exposed_s[d]):>9}" for d in COMM_DIMS))
+    return "\n".join(lines)

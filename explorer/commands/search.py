@@ -1,0 +1,122 @@
+"""``search SCENARIO [--gpus N] [--top K] [--schedules A,B] [--zero 1,2] [--recompute none,full]
+[--executor local|dask] [--address tcp://HOST:PORT] [--json]``.
+
+Every layout of the scenario's model on its cluster (``--gpus N``: N GPUs, whole nodes) that is
+valid and fits in memory, ranked by the estimator; the top K simulated with the full engine
+(explorer/design/search.py).  ``--json`` prints a list sorted by ``iteration_time_s`` (full
+engine), each with ``overrides``, ``iteration_time_s``, ``memory_GB_total``, ``link``, ``mfu``,
+``tokens_per_s``, ``fits``, ``breakdown_s``, ``estimate_s``, ``layout`` (with dp) and ``baseline``
+(the scenario's own layout); the counts and timings go to stderr as one line.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..config.schema import excerpt, one_line
+from ..design.base import open_base
+from ..design.cli_support import (
+    add_executor_arguments,
+    add_set_argument,
+    dumps,
+    executor_spec,
+    fmt_breakdown,
+    fmt_s,
+    parse_sets,
+    progress_bar,
+)
+from ..design.search import SearchResult, search
+from ..design.space import RECOMPUTE, ZERO_STAGES, Space
+from ..scenario import ScenarioError
+from ..schedules import registry
+
+NAME = "search"
+HELP = "fastest valid layouts that fit in memory: estimator ranking, top K on the full engine"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario")
+    parser.add_argument("--gpus", type=int, default=None, help="search at this many GPUs (whole nodes)")
+    parser.add_argument("--top", type=int, default=10, help="layouts re-simulated and printed (default 10)")
+    parser.add_argument("--schedules", default=None, metavar="A,B",
+                        help="schedules to consider (default: every synchronous one; 'all' adds "
+                             "pipedream-async)")
+    parser.add_argument("--zero", default=None, metavar="0,1,2,3", help="ZeRO stages to consider")
+    parser.add_argument("--recompute", default=None, metavar="none,selective,full",
+                        help="recompute modes to consider")
+    add_set_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print a JSON list sorted by iteration time")
+    add_executor_arguments(parser)
+
+
+def _choices(text: str | None, valid: tuple, flag: str, cast=str) -> tuple:
+    """A comma list restricted to ``valid``; () when not given."""
+    if text is None:
+        return ()
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    try:
+        values = tuple(cast(s) for s in items)
+    except ValueError:
+        raise ScenarioError(flag, f"{excerpt(text)} is not a comma list of "
+                            f"{', '.join(map(str, valid))}") from None
+    bad = [v for v in values if v not in valid]
+    if bad or not values:
+        raise ScenarioError(flag, f"{excerpt(text)}: valid values are {', '.join(map(str, valid))}")
+    return values
+
+
+def space_from_args(args: argparse.Namespace) -> Space:
+    names = registry.names()
+    schedules = names if (args.schedules or "").strip() == "all" else \
+        _choices(args.schedules, names, "--schedules")
+    return Space(schedules=schedules,
+                 zero=_choices(args.zero, ZERO_STAGES, "--zero", int) or ZERO_STAGES,
+                 recompute=_choices(args.recompute, RECOMPUTE, "--recompute") or RECOMPUTE)
+
+
+def run(args: argparse.Namespace) -> int:
+    base = open_base(args.scenario, parse_sets(args.set))
+    with progress_bar("search", unit="layout") as progress:
+        result = search(base, args.gpus, args.top, space_from_args(args), executor_spec(args), progress)
+    if args.json:
+        print(counts_line(result), file=sys.stderr)
+        print(dumps([c.to_json() for c in result.top]))
+    else:
+        print(search_text(result, base.label))
+    return 0
+
+
+def counts_line(r: SearchResult) -> str:
+    """Counts and phase timings in one line."""
+    s = r.seconds
+    rate = r.enumerated / s["estimate"] if s["estimate"] > 0 else 0.0
+    return (f"{r.gpus:,} GPUs: {r.enumerated:,} layouts enumerated, {r.valid:,} valid, "
+            f"{r.fit:,} fit in memory; "
+            f"{'estimator' if r.engine == 'estimate' else 'full engine (no estimator installed)'} "
+            f"{s['estimate']:.1f} s ({rate:,.0f} layouts/s), full engine on {r.simulated} layouts "
+            f"{s['full']:.1f} s, total {s['total']:.1f} s")
+
+
+def search_text(r: SearchResult, label: str) -> str:
+    lines = [f"# search: {one_line(label)}", counts_line(r)]
+    for field, n in r.reasons[:6]:
+        lines.append(f"  {n:>8,} invalid by {one_line(field)}")
+    if not r.top:
+        lines.append("no valid layout fits in memory")
+    for rank, c in enumerate(r.top, 1):
+        f = c.figures
+        mark = "  <- the scenario's own layout" if c.baseline else ""
+        est = f" (estimated {fmt_s(c.estimate_s)})" if c.estimate_s is not None else ""
+        lines += ["", f"{rank:>2}. {fmt_s(c.iteration_time_s)}{est} · MFU {f['mfu']:.1%} · "
+                      f"{f['memory_GB_total']:.1f} GB · dp {c.dp}{mark}",
+                  f"    {c.layout.label()}",
+                  f"    {fmt_breakdown(f['breakdown_s'])}",
+                  f"    ?{c.link}" if c.link else "    (no link: too many fields differ)"]
+    b = r.baseline
+    if b is not None:
+        fits = "" if b.figures["fits"] else " (does not fit)"
+        lines += ["", f"the scenario's own layout: {fmt_s(b.iteration_time_s)} · "
+                      f"{b.figures['memory_GB_total']:.1f} GB{fits} · {b.layout.label()}"]
+        if r.top and b.figures["fits"]:
+            lines.append(f"best found is {b.iteration_time_s / r.top[0].iteration_time_s:.2f}x faster")
+    return "\n".join(lines)

@@ -1,0 +1,41 @@
+"""``sensitivity SCENARIO [--set K=V ...] [--json]``: which 2x upgrade buys the most.
+
+The iteration time after doubling compute, HBM bandwidth and each tier's bandwidth and halving
+each tier's latency, full engine (explorer/design/sensitivity.py).  ``--json`` prints a list of
+``{change, iteration_time_s, speedup, overrides, breakdown_s}`` (speedup = base time / new time),
+sorted by speedup; the text form is the same as a table.
+"""
+from __future__ import annotations
+
+import argparse
+
+from ..config.schema import one_line
+from ..design.base import open_base
+from ..design.cli_support import add_set_argument, dumps, fmt_s, parse_sets
+from ..design.sensitivity import Sensitivity, sensitivity
+
+NAME = "sensitivity"
+HELP = "iteration time after doubling compute, HBM and each tier's bandwidth, halving latencies"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario")
+    add_set_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print a JSON list sorted by speedup")
+
+
+def run(args: argparse.Namespace) -> int:
+    base = open_base(args.scenario, parse_sets(args.set), keep_dp=True)
+    result = sensitivity(base)
+    print(dumps([r.to_json() for r in result.rows]) if args.json else sensitivity_text(result, base.label))
+    return 0
+
+
+def sensitivity_text(s: Sensitivity, label: str) -> str:
+    lines = [f"# sensitivity of {one_line(label)}: base iteration {fmt_s(s.base_time_s)} (full engine)",
+             f"{'change':<28} {'iteration':>10} {'speedup':>8}  saved"]
+    for r in s.rows:
+        saved = 1 - 1 / r.speedup
+        lines.append(f"{r.change:<28} {fmt_s(r.iteration_time_s):>10} {r.speedup:>7.3f}x  {saved:6.1%}  "
+                     + "#" * int(round(40 * max(saved, 0.0))))
+    return "\n".join(lines)

@@ -1,0 +1,100 @@
+"""``sweep SCENARIO --vary KEY=V1,V2 [--vary ...] [--set K=V] [--full] [--json] [--csv OUT]``.
+
+The cartesian product of the varied values (explorer/design/sweep.py), each combination validated
+(an invalid one is listed with its one-line reason, and the reasons are counted) and scored by the
+estimator, or the full engine with ``--full``.  ``--json`` prints a list, one object per
+combination in product order: ``overrides``, ``valid``, then ``reason`` (and ``reason_field``) or
+``iteration_time_s``, ``mfu``, ``tokens_per_s``, ``memory_GB_total``, ``fits``, ``breakdown_s`` and
+``link`` (the share-link query string).  ``--csv`` writes the same rows as a table.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+from ..config.schema import one_line
+from ..design.base import DP_KEY, open_base
+from ..design.cli_support import (
+    add_executor_arguments,
+    add_set_argument,
+    dumps,
+    executor_spec,
+    fmt_s,
+    parse_sets,
+    progress_bar,
+)
+from ..design.sweep import SweepResult, parse_vary, sweep
+from ..vocabulary import CATEGORIES
+
+NAME = "sweep"
+HELP = "cartesian product of field values, each validated and scored (estimator; --full: engine)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario")
+    parser.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2,...",
+                        help="a field and its values (repeat for a product)")
+    add_set_argument(parser)
+    parser.add_argument("--full", action="store_true", help="score with the full engine, not the estimator")
+    parser.add_argument("--json", action="store_true", help="print a JSON list, one object per combination")
+    parser.add_argument("--csv", metavar="OUT.csv", help="write one row per combination")
+    add_executor_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    vary = parse_vary(args.vary)
+    sets = parse_sets(args.set)
+    base = open_base(args.scenario, sets, keep_dp=DP_KEY in vary)
+    with progress_bar("sweep") as progress:
+        result = sweep(base, vary, "full" if args.full else "estimate", executor_spec(args), progress)
+    if args.csv:
+        write_csv(result, Path(args.csv))
+    print(dumps([p.to_json() for p in result.points]) if args.json else sweep_text(result, base.label))
+    return 0
+
+
+def write_csv(result: SweepResult, path: Path) -> None:
+    """One row per combination: the varied values, valid, reason, the figures and the link."""
+    cols = [*result.keys, "valid", "reason", "iteration_time_s", "mfu", "tokens_per_s", "memory_GB_total",
+            "fits", *(f"breakdown_{k}_s" for k in CATEGORIES), "link"]
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(cols)
+        for p in result.points:
+            f = p.figures
+            b = f.get("breakdown_s", {})
+            w.writerow([*(p.overrides[k] for k in result.keys), p.valid, p.reason or "",
+                        *(f.get(k, "") for k in ("iteration_time_s", "mfu", "tokens_per_s", "memory_GB_total",
+                                                 "fits")),
+                        *(b.get(k, "") for k in CATEGORIES), p.link or ""])
+
+
+def sweep_text(result: SweepResult, label: str) -> str:
+    """The readable table: one line per combination, then the counts and reasons."""
+    keys = result.keys
+    widths = [max(len(k.split(".")[-1]), *(len(one_line(str(p.overrides[k]))) for p in result.points))
+              for k in keys]
+    head = "  ".join(f"{k.split('.')[-1]:>{w}}" for k, w in zip(keys, widths, strict=True))
+    lines = [f"# sweep of {one_line(label)} ({'full engine' if result.engine == 'full' else 'estimator'})",
+             f"{head}  {'iteration':>10}  {'MFU':>6}  {'memory':>9}  fits"]
+    for p in result.points:
+        values = "  ".join(f"{one_line(str(p.overrides[k])):>{w}}" for k, w in zip(keys, widths, strict=True))
+        if p.valid:
+            f = p.figures
+            lines.append(f"{values}  {fmt_s(f['iteration_time_s']):>10}  {f['mfu']:>6.1%}  "
+                         f"{f['memory_GB_total']:>6.1f} GB  {'yes' if f['fits'] else 'NO'}")
+        else:
+            lines.append(f"{values}  invalid: {one_line(p.reason or '')}")
+    valid = result.valid
+    fit = [p for p in valid if p.figures["fits"]]
+    lines += ["", f"{len(result.points):,} combinations: {len(valid):,} valid ({len(fit):,} fit in memory), "
+                  f"{len(result.points) - len(valid):,} invalid; {result.seconds:.2f} s"]
+    for _, n, example in result.reason_counts():
+        lines.append(f"  {n:>6,} x {one_line(example)}")
+    if fit:
+        best = min(fit, key=lambda p: p.figures["iteration_time_s"])
+        lines.append(f"fastest that fits: {fmt_s(best.figures['iteration_time_s'])} at "
+                     + ", ".join(f"{k}={one_line(str(v))}" for k, v in best.overrides.items())
+                     + (f"  (?{best.link})" if best.link else ""))
+    return "\n".join(lines)

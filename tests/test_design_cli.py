@@ -1,0 +1,103 @@
+"""The design-space commands as a user runs them: ``python -m explorer sweep|search|sensitivity|scaling``
+in a subprocess, their JSON contracts (issue 11) and one-line errors."""
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "explorer", *args], cwd=ROOT, capture_output=True,
+                          text=True, encoding="utf-8", timeout=timeout)
+
+
+def ok_json(*args: str):
+    proc = cli(*args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1
+    return json.loads(lines[0]), proc.stderr
+
+
+def test_sweep_json_contract_and_csv(tmp_path):
+    out = tmp_path / "sweep.csv"
+    rows, _ = ok_json("sweep", "llama3-405b-16k", "--vary", "parallelism.tp=4,8",
+                      "--vary", "cluster.scale_out.nic_Gbps=200,400", "--set", "parallelism.zero=1",
+                      "--full", "--csv", str(out))
+    assert [r["overrides"] for r in rows] == [
+        {"parallelism.tp": tp, "cluster.scale_out.nic_Gbps": nic} for tp in (4, 8) for nic in (200, 400)]
+    bad, good = rows[:2], rows[2:]
+    for r in bad:
+        assert not r["valid"] and "iteration_time_s" not in r
+        assert r["reason"].startswith("training.global_batch: 2048 leaves (8) micro-batches")
+    for r in good:
+        assert r["valid"] and "reason" not in r
+        assert {"iteration_time_s", "mfu", "memory_GB_total", "fits", "breakdown_s", "link"} <= set(r)
+        assert r["link"].startswith("scenario=llama3-405b-16k&")
+    assert good[0]["iteration_time_s"] > good[1]["iteration_time_s"]        # faster NICs, faster iteration
+    table = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert [t["valid"] for t in table] == ["False", "False", "True", "True"]
+    assert float(table[3]["iteration_time_s"]) == good[1]["iteration_time_s"]
+
+
+def test_sweep_text_counts_reasons():
+    proc = cli("sweep", "teaching-8gpu", "--vary", "parallelism.pp=1,2,3,4,8",
+               "--vary", "training.micro_batch=1,2,4")
+    assert proc.returncode == 0, proc.stderr
+    assert "15 combinations: 11 valid (11 fit in memory), 4 invalid" in proc.stdout
+    assert "      3 x parallelism: tp*pp*cp = 3 does not divide the 8 GPUs" in proc.stdout
+    assert "fastest that fits:" in proc.stdout
+
+
+def test_sweep_typo_in_a_key_is_exit_2_naming_it():
+    proc = cli("sweep", "teaching-8gpu", "--vary", "cluster.scale_ot.nic_Gbps=100,200")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("error: cluster.scale_ot.nic_Gbps: is not a scenario field")
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_search_json_contract():
+    rows, err = ok_json("search", "teaching-8gpu", "--top", "3", "--zero", "0,1", "--recompute", "none")
+    assert len(rows) == 3
+    times = [r["iteration_time_s"] for r in rows]
+    assert times == sorted(times)
+    for r in rows:
+        assert {"overrides", "iteration_time_s", "memory_GB_total", "link", "fits", "layout"} <= set(r)
+        assert r["fits"] and r["link"].startswith("scenario=teaching-8gpu")
+        assert r["overrides"]["parallelism.zero"] in (0, 1) and r["overrides"]["training.recompute"] == "none"
+    assert "layouts enumerated" in err and "fit in memory" in err
+
+
+def test_search_bad_flags_are_exit_2():
+    proc = cli("search", "teaching-8gpu", "--gpus", "12")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --gpus: 12 GPUs is not a whole number")
+    proc = cli("search", "teaching-8gpu", "--zero", "5")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --zero:")
+    proc = cli("search", "teaching-8gpu", "--address", "tcp://127.0.0.1:8786")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --address: needs --executor dask")
+
+
+def test_sensitivity_json_contract_and_table():
+    rows, _ = ok_json("sensitivity", "two-datacenters")
+    assert len(rows) == 8
+    assert all({"change", "iteration_time_s", "speedup", "overrides"} <= set(r) for r in rows)
+    speedups = [r["speedup"] for r in rows]
+    assert speedups == sorted(speedups, reverse=True)
+    by = {r["change"]: r for r in rows}
+    assert by["2x scale-across bandwidth"]["overrides"] == {"cluster.scale_across.bandwidth_Gbps": 3200}
+    proc = cli("sensitivity", "teaching-8gpu")
+    assert proc.returncode == 0 and proc.stdout.splitlines()[2].startswith("2x compute")
+
+
+def test_scaling_json_contract():
+    rows, _ = ok_json("scaling", "teaching-8gpu", "--gpus", "8,16,32", "--mode", "strong")
+    assert [r["gpus"] for r in rows] == [8, 16, 32] and all(r["valid"] for r in rows)
+    assert all({"iteration_time_s", "mfu", "exposed_s", "dp", "global_batch", "link"} <= set(r) for r in rows)
+    assert [r["global_batch"] for r in rows] == [16, 16, 16]
+    assert rows[0]["iteration_time_s"] > rows[2]["iteration_time_s"]

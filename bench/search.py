@@ -1,0 +1,60 @@
+"""A full layout search for llama3-405b-16k (or another scenario): how many layouts, how long.
+
+Run: python bench/search.py [--scenario llama3-405b-16k] [--top 10] [--executor local|dask]
+                            [--address tcp://HOST:8786] [--workers N] [--gpus N]
+
+Prints the layouts enumerated / valid / fitting in memory, the commonest reasons layouts were
+invalid, the seconds of each phase (enumeration; validation + estimator on the executor; the full
+engine on the top K) with the estimator's rate, and the top layouts against the scenario's own.
+While explorer/estimate is not installed the ranking phase runs the full engine instead (the same
+figures, much slower); the first line says which.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from explorer.design import ExecutorSpec, estimator_available, open_base, search  # noqa: E402
+from explorer.design.executors import cpu_count  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenario", default="llama3-405b-16k")
+    ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--gpus", type=int, default=None)
+    ap.add_argument("--executor", default="local", choices=("local", "dask"))
+    ap.add_argument("--address", default=None)
+    ap.add_argument("--workers", type=int, default=None)
+    args = ap.parse_args()
+    spec = ExecutorSpec(args.executor, args.address, args.workers)
+    ranker = "the estimator" if estimator_available() else "the FULL ENGINE (explorer/estimate not installed)"
+    print(f"search {args.scenario}: ranking by {ranker}; executor {spec.kind}, "
+          f"{args.workers or cpu_count()} workers")
+    t0 = time.perf_counter()
+    r = search(open_base(args.scenario), args.gpus, args.top, executor=spec)
+    wall = time.perf_counter() - t0
+    s = r.seconds
+    print(f"{r.gpus:,} GPUs: {r.enumerated:,} layouts enumerated, {r.valid:,} valid, {r.fit:,} fit in memory")
+    for field, n in r.reasons[:5]:
+        print(f"  {n:>8,} invalid by {field}")
+    print(f"phases: enumerate {s['enumerate']:.2f} s · validate + estimate {s['estimate']:.2f} s "
+          f"({r.enumerated / max(s['estimate'], 1e-9):,.0f} layouts/s) · full engine on {r.simulated} "
+          f"layouts (+ the baseline) {s['full']:.2f} s · total {s['total']:.2f} s (wall {wall:.2f} s)")
+    for rank, c in enumerate(r.top[:5], 1):
+        est = f"{c.estimate_s:.3f} s" if c.estimate_s is not None else "-"
+        print(f"  {rank}. {c.iteration_time_s:.3f} s (estimate {est}) · "
+              f"{c.figures['memory_GB_total']:.1f} GB · dp {c.dp} · {c.layout.label()}"
+              + ("  <- shipped layout" if c.baseline else ""))
+    if r.baseline is not None:
+        b = r.baseline
+        print(f"shipped layout: {b.iteration_time_s:.3f} s · {b.figures['memory_GB_total']:.1f} GB · "
+              f"{b.layout.label()}; best found {b.iteration_time_s / r.top[0].iteration_time_s:.3f}x faster")
+
+
+if __name__ == "__main__":
+    main()

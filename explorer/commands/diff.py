@@ -1,0 +1,155 @@
+"""``diff A [B] [--set K=V ...] [--set-b K=V ...] [--json]``: where the iteration time goes
+between two scenarios.
+
+A and B are scenario files or shipped names, as ``run`` takes them.  ``--set`` overrides A; when B
+is not given, B is A (with A's ``--set``) plus ``--set-b`` — "B is A plus overrides".  When B is
+given, ``--set`` applies to A only and ``--set-b`` to B.  ``--json`` prints
+``{"a": <run json>, "b": <run json>, "delta_s": {category: seconds}, ...}`` where ``a`` and ``b``
+are exactly what ``run --json`` prints and ``delta_s`` sums to
+``b.iteration_time_s - a.iteration_time_s`` (explorer/analysis/compare.py).  The text form puts
+both headlines side by side with their differences, and draws the difference as a waterfall of
+text bars.  A bad key or value raises ScenarioError naming it (one line, exit 2, by explorer.cli).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+
+from ..analysis.compare import Comparison, Step, compare, waterfall_steps
+from ..config.schema import excerpt, one_line
+from ..scenario import Scenario, ScenarioError
+
+NAME = "diff"
+HELP = "compare two scenarios: headlines side by side, iteration-time difference by category"
+WATERFALL_WIDTH = 44      # characters of the text waterfall's axis
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", metavar="A", help="scenario file or shipped name")
+    parser.add_argument("b", metavar="B", nargs="?", default=None,
+                        help="scenario file or shipped name (default: A, with A's --set)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a field of A (and of B when B is not given)")
+    parser.add_argument("--set-b", action="append", default=[], metavar="KEY=VALUE", dest="set_b",
+                        help="override a field of B")
+    parser.add_argument("--json", action="store_true", help="print one JSON object {a, b, delta_s, ...}")
+
+
+def load_pair(a: str, b: str | None, sets: Sequence[str], sets_b: Sequence[str]) -> tuple[Scenario, Scenario]:
+    """A and B as the command reads them.  An error while loading B says so (``B: <field>: ...``),
+    so a bad ``--set-b`` key or value is told apart from A's."""
+    from ..cli import load_scenario
+
+    sc_a = load_scenario(a, sets)
+    for text in sets_b:
+        if "=" not in text:
+            raise ScenarioError("--set-b", f"{excerpt(text)} is not of the form dotted.key=value")
+    try:
+        sc_b = load_scenario(a, [*sets, *sets_b]) if b is None else load_scenario(b, sets_b)
+    except ScenarioError as exc:
+        raise ScenarioError("B", str(exc)) from None
+    return sc_a, sc_b
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..cli import InternalError
+    from ..simulate import simulate
+
+    sc_a, sc_b = load_pair(args.a, args.b, args.set, args.set_b)
+    cmp = compare(simulate(sc_a), simulate(sc_b))
+    try:
+        text = json.dumps(cmp.to_json_dict(), allow_nan=False)
+    except ValueError:
+        raise InternalError("the simulation produced a non-finite number") from None
+    if args.json:
+        print(text)
+    else:
+        b_label = (f"A + {', '.join(args.set_b)}" if args.b is None and args.set_b
+                   else "A" if args.b is None else sc_b.name)
+        print(diff_text(cmp, sc_a, sc_b, b_label))
+    return 0
+
+
+def _unit(cmp: Comparison) -> tuple[float, str]:
+    longest = max(cmp.a["iteration_time_s"], cmp.b["iteration_time_s"])
+    return (1e3, "ms") if longest < 10 else (1.0, "s")
+
+
+def _seconds(v: float, scale: float, unit: str, signed: bool = False) -> str:
+    """A time in the comparison's unit: ms with one decimal, or s with three."""
+    sign = "+" if signed else ""
+    return f"{v * scale:{sign},.1f} {unit}" if unit == "ms" else f"{v:{sign},.3f} s"
+
+
+def _layout(sc: Scenario) -> str:
+    p = sc.parallelism
+    return (f"{sc.gpus:,} x {sc.hardware.gpu.name} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · "
+            f"ep {p.ep} · vpp {p.vpp} · {p.schedule} · ZeRO {p.zero} · {sc.micro_batches} micro-batches")
+
+
+def _card(key: str, v: float, scale: float, unit: str, signed: bool = False) -> str:
+    sign = "+" if signed else ""
+    if key == "iteration_time_s":
+        return _seconds(v, scale, unit, signed)
+    if key in ("mfu", "bubble_fraction"):
+        return f"{v * 100:{sign}.1f} pt" if signed else f"{v:.1%}"
+    if key == "memory_GB_total":
+        return f"{v:{sign}.1f} GB"
+    if key == "tflops_per_gpu":
+        return f"{v:{sign},.1f}"
+    return f"{v:{sign},.0f}"
+
+
+def diff_text(cmp: Comparison, sc_a: Scenario, sc_b: Scenario, b_label: str) -> str:
+    """The readable form: both scenarios, their cards side by side with B - A, memory by kind,
+    and the waterfall of the difference."""
+    scale, unit = _unit(cmp)
+    lines = [f"A  {one_line(sc_a.name)}", f"   {_layout(sc_a)}",
+             f"B  {one_line(b_label)}", f"   {_layout(sc_b)}", "",
+             f"  {'':<16} {'A':>14} {'B':>14} {'B - A':>14}"]
+    for d in cmp.metrics:
+        points = d.key in ("mfu", "bubble_fraction")        # shares: their difference in points
+        rel = f"  ({d.relative:+.1%})" if d.relative is not None and not points else ""
+        a, b = _card(d.key, d.a, scale, unit), _card(d.key, d.b, scale, unit)
+        change = _card(d.key, d.delta, scale, unit, signed=True)
+        lines.append(f"  {d.label:<16} {a:>14} {b:>14} {change:>14}{rel}")
+    lines += ["", "  memory per GPU, fullest stage (GB):"]
+    for d in cmp.memory_GB:
+        lines.append(f"    {d.label:<12} {d.a:>10.2f} {d.b:>10.2f} {d.delta:>+10.2f}")
+    lines += ["", f"  where the difference goes (B - A = {_seconds(cmp.difference_s, scale, unit, True)}; "
+                  "each side's busiest stage):"]
+    lines += waterfall_lines(waterfall_steps(cmp), scale, unit)
+    return "\n".join(lines)
+
+
+def waterfall_lines(steps: Sequence[Step], scale: float, unit: str,
+                    width: int = WATERFALL_WIDTH) -> list[str]:
+    """The waterfall as text: A and B as ``#`` bars from the axis start, each category as a
+    segment from the running total before it to the one after it (``+`` adds time, ``-`` saves
+    it).  The axis starts below the lowest running total by as much as the totals span, so the
+    changes fill at least half of it; the last line gives its range."""
+    path, running = [], 0.0
+    for s in steps:
+        running = s.value_s if s.measure != "relative" else running + s.value_s
+        path.append(running)
+    lo_path, hi = min(path), max(path)
+    lo = max(0.0, lo_path - max(hi - lo_path, 0.05 * hi))
+    span = (hi - lo) or 1.0
+
+    def col(x: float) -> int:
+        return round((x - lo) / span * width)
+
+    out, before = [], 0.0
+    for s, after in zip(steps, path, strict=True):
+        if s.measure == "relative":
+            a, b = sorted((col(before), col(after)))
+            bar = " " * a + ("+" if s.value_s > 0 else "-") * max(1, b - a)
+            value = _seconds(s.value_s, scale, unit, signed=True)
+        else:
+            bar = "#" * max(1, col(after))
+            value = _seconds(s.value_s, scale, unit)
+        out.append(f"    {s.label:<10} {value:>14}  |{bar}")
+        before = after
+    out.append(f"    {'':<10} {'':>14}  axis {_seconds(lo, scale, unit)} .. {_seconds(hi, scale, unit)}")
+    return out

@@ -2,11 +2,12 @@
 
 A link is ``?scenario=<file in scenarios/ without extension>`` plus one parameter per field that
 differs from that file, as its dotted key (``parallelism.pp=8``), plus ``view=`` for the tab and
-``present=1`` for presentation mode.  Parsing is defensive: names are checked against the shipped
-files (never used as paths), values go through the bounded parser of inputs.py (no tags, aliases,
-deep nesting) with a size cap, and anything invalid is dropped with a one-line warning that names
-it (keys and values quoted short and escaped), so a hostile or stale link still opens on a valid
-scenario.
+``present=1`` for presentation mode.  The Compare view's scenario B is A plus overrides, each
+written ``b.<dotted.key>=value`` (``b.parallelism.pp=2``) and validated like A's, on top of A.
+Parsing is defensive: names are checked against the shipped files (never used as paths), values
+go through the bounded parser of inputs.py (no tags, aliases, deep nesting) with a size cap, and
+anything invalid is dropped with a one-line warning that names it (keys and values quoted short
+and escaped), so a hostile or stale link still opens on a valid scenario.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ from .scenario import (
 )
 
 DEFAULT_SCENARIO = "teaching-8gpu"
-VIEWS = ("timeline", "memory", "traffic", "topology", "scenario")
+VIEWS = ("timeline", "memory", "traffic", "topology", "scenario", "compare")
+B_PREFIX = "b."                # a link's overrides of the Compare view's scenario B (on top of A)
 RESERVED = {"scenario", "view", "present"}
 MAX_VALUE_CHARS = 200          # a field value is a number, a word or a short list
 MAX_PARAMS = 100
@@ -44,6 +46,7 @@ class SharedView:
 
     scenario: str
     overrides: dict[str, Any] = field(default_factory=dict)
+    b_overrides: dict[str, Any] = field(default_factory=dict)    # B = A plus these (Compare view)
     view: str = VIEWS[0]
     present: bool = False
     warnings: list[str] = field(default_factory=list)
@@ -70,6 +73,7 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
         out.warnings.append(f"link has {len(items)} parameters; only the first {MAX_PARAMS} were read")
         items = items[:MAX_PARAMS]
     raw_overrides: dict[str, Any] = {}
+    raw_b: dict[str, Any] = {}
     for key, value in items:
         key, value = str(key), _first(value)
         if len(key) > 100:
@@ -92,14 +96,18 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
                 out.warnings.append(f"ignored view={_short(value)}: valid views are {', '.join(VIEWS)}")
         elif key == "present":
             out.present = value.lower() in ("1", "true", "yes", "on")
-        elif key in NOT_IN_LINKS or not is_settable(key):
-            out.warnings.append(f"ignored {_short(key)}: not a scenario field")
         else:
+            target, name = (raw_b, key[len(B_PREFIX):]) if key.startswith(B_PREFIX) else (raw_overrides, key)
+            if name in NOT_IN_LINKS or not is_settable(name):
+                out.warnings.append(f"ignored {_short(key)}: not a scenario field")
+                continue
             try:
-                raw_overrides[key] = parse_value(value, key)
+                target[name] = parse_value(value, key)
             except ScenarioError as exc:
                 out.warnings.append(f"ignored {key}={_short(value)}: {exc}")
-    out.overrides = accept_overrides(preset_raw(out.scenario), raw_overrides, out.warnings)
+    base = preset_raw(out.scenario)
+    out.overrides = accept_overrides(base, raw_overrides, out.warnings)
+    out.b_overrides = accept_overrides(apply_overrides(base, out.overrides), raw_b, out.warnings, B_PREFIX)
     return out
 
 
@@ -115,9 +123,10 @@ def preset_raw(name: str) -> dict[str, Any]:
 
 
 def accept_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any],
-                     warnings: list[str]) -> dict[str, Any]:
+                     warnings: list[str], prefix: str = "") -> dict[str, Any]:
     """The overrides that keep the scenario valid: all of them if together they are valid,
-    otherwise each one in link order if it is valid on top of those accepted before it."""
+    otherwise each one in link order if it is valid on top of those accepted before it.  Each
+    one dropped adds a warning naming it as the link wrote it (``prefix`` + key)."""
     if not overrides:
         return {}
     try:
@@ -132,7 +141,7 @@ def accept_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any],
             from_dict(apply_overrides(base, trial))
             accepted = trial
         except ScenarioError as exc:
-            warnings.append(f"ignored {_short(key)}={_short(value)}: {exc}")
+            warnings.append(f"ignored {prefix}{_short(key)}={_short(value)}: {exc}")
     return accepted
 
 
@@ -184,8 +193,10 @@ def changed_fields(base: Scenario, current: Scenario) -> dict[str, str]:
 
 
 def to_query(view: SharedView, base: Scenario, current: Scenario) -> dict[str, str]:
-    """Query parameters for the address bar: scenario, changed fields, view, present."""
+    """Query parameters for the address bar: scenario, changed fields, B's overrides (``b.``),
+    view, present."""
     q = {"scenario": view.scenario, **changed_fields(base, current)}
+    q.update({B_PREFIX + k: format_value(v) for k, v in view.b_overrides.items()})
     if view.view != VIEWS[0]:
         q["view"] = view.view
     if view.present:

@@ -262,3 +262,20 @@ def test_links_of_files_that_are_not_shipped_describe_every_field(tmp_path):
     assert view.scenario == "teaching-8gpu" and view.warnings == []
     opened = from_dict(apply_overrides(preset_raw("teaching-8gpu"), view.overrides))
     assert replace(opened, description=sc.description) == sc
+
+
+def test_figures_draw_the_results(teaching_sweep):
+    from explorer.figures.design import heatmap, scaling_curve, tornado
+
+    fig = heatmap(teaching_sweep.points, "parallelism.pp", "training.micro_batch")
+    z = fig.data[0].z
+    assert list(fig.data[0].x) == ["1", "2", "3", "4", "8"] and list(fig.data[0].y) == ["1", "2", "4"]
+    by = {(p.overrides["parallelism.pp"], p.overrides["training.micro_batch"]): p
+          for p in teaching_sweep.points}
+    assert z[0][1] == by[2, 1].iteration_time_s and fig.data[0].customdata[0][1] == by[2, 1].link
+    assert z[0][2] != z[0][2] and z[2][0] != z[2][0]          # invalid cells are gaps (NaN)
+    bars = tornado(sensitivity(open_base("teaching-8gpu", keep_dp=True))).data[0]
+    assert list(bars.y)[-1] == "2x compute" and len(bars.y) == len(CHANGES)
+    curve = scaling_curve(scaling(open_base("teaching-8gpu"), [8, 16, 32]))
+    assert [t.name for t in curve.data][:2] == ["iteration time", "MFU"]
+    assert list(curve.data[0].x) == [8, 16, 32]

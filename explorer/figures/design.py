@@ -99,10 +99,12 @@ def scaling_curve(points: Sequence[ScalePoint], height: int = 520, font_size: in
                                      customdata=links, line=dict(color=CATEGORY_COLORS[d]),
                                      hovertemplate=f"%{{x:,}} GPUs: exposed {d} %{{y:.4g}} s<extra></extra>"),
                           row=2, col=1)
-    fig.update_xaxes(type="log", title_text="GPUs", row=2, col=1)
-    fig.update_xaxes(type="log", row=1, col=1)
+    # Ticks at the simulated sizes (powers of two read badly on plotly's default log ticks).
+    ticks = dict(type="log", tickvals=gpus, ticktext=[f"{g:,}" for g in gpus])
+    fig.update_xaxes(title_text="GPUs", row=2, col=1, **ticks)
+    fig.update_xaxes(row=1, col=1, **ticks)
     fig.update_yaxes(title_text="iteration (s)", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text="MFU (%)", rangemode="tozero", row=1, col=1, secondary_y=True)
+    fig.update_yaxes(title_text="MFU (%)", rangemode="tozero", showgrid=False, row=1, col=1, secondary_y=True)
     fig.update_yaxes(title_text="exposed (s)", rangemode="tozero", row=2, col=1)
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=40), font=dict(size=font_size),
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))

@@ -1,9 +1,9 @@
 """The page: link -> state -> sidebar -> scenario -> cached results -> address bar -> views.
 
-The address bar always holds ``scenario=<preset>`` plus every field that differs from it, the view
-and presentation mode, so it is the share link.  An invalid combination of controls shows its
-one-line reason in the sidebar section of the field and at the top, while the last valid result
-stays on screen.  An unexpected error shows a short message with an id; its traceback goes to the
+The address bar always holds ``scenario=<preset>`` plus every field that differs from it, the
+Compare view's B as ``b.<field>`` overrides of A, the view and presentation mode, so it is the
+share link.  An invalid combination of controls shows its one-line reason in the sidebar section
+of the field and at the top, while the last valid result stays on screen.  An unexpected error shows a short message with an id; its traceback goes to the
 server log, never to the page.
 """
 from __future__ import annotations
@@ -21,12 +21,12 @@ from ..share import SharedView, to_query
 from . import sidebar, style
 from .cache import ViewData, view_data
 from .controls import section_of
-from .state import current_raw, init_state, preset_scenario
-from .views import files, memory, metrics, timeline, topology, traffic
+from .state import current_raw, init_state, preset_scenario, resolve_b
+from .views import compare, files, memory, metrics, timeline, topology, traffic
 
 LOG = logging.getLogger("commexplorer")
 VIEW_LABELS = {"timeline": "Timeline", "memory": "Memory", "traffic": "Traffic", "topology": "Topology",
-               "scenario": "Scenario & files"}
+               "scenario": "Scenario & files", "compare": "Compare"}
 
 
 def share_link(query: dict[str, str]) -> str:
@@ -95,6 +95,8 @@ def main() -> None:
     tab_label = st.session_state.get("view_tab")
     if tab_label:
         view.view = next((k for k, v in VIEW_LABELS.items() if v == tab_label), view.view)
+    b_side = resolve_b(raw)
+    view.b_overrides = b_side.overrides
     query = to_query(view, preset_scenario(name)[1], sc)
     if dict(st.query_params) != query:
         st.query_params.from_dict(query)
@@ -109,7 +111,8 @@ def main() -> None:
     if error is not None:
         st.error(f"{error} — showing the last valid scenario.", icon="⚠️")
 
-    metrics.render(data, present)
+    if view.view != "compare":        # the Compare view shows A's cards beside B's
+        metrics.render(data, present)
     default = VIEW_LABELS.get(view.view, VIEW_LABELS["timeline"])
     tabs = st.tabs(list(VIEW_LABELS.values()), key="view_tab", default=default, on_change="rerun")
     for tab, key in zip(tabs, VIEW_LABELS, strict=True):
@@ -125,6 +128,8 @@ def main() -> None:
                     traffic.render(data, raw, present)
                 elif key == "topology":
                     topology.render(data, present)
+                elif key == "compare":
+                    compare.render(data, raw_json, b_side, present)
                 else:
                     files.render(data, raw_json)
             except Exception:  # noqa: BLE001 - the page must survive any view's bug

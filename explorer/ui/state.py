@@ -7,14 +7,20 @@ or an upload set that have no widget (``stage_layers``, MoE sizes, ...).
 Streamlit forbids writing a widget's value once the widget exists in the current run, so
 everything that replaces several widget values at once — a new preset, a model preset, an
 uploaded file — happens in a widget callback, which runs before the next script run.
+
+The Compare view's scenario B is A plus ``_b_overrides`` (dotted key -> value, from the link's
+``b.`` parameters and the view's editor); :func:`resolve_b` validates it on top of the current A
+and keeps the last valid B when it is not.
 """
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
+from ..config.inputs import parse_value
 from ..scenario import (
     Model,
     Scenario,
@@ -26,7 +32,7 @@ from ..scenario import (
     to_dict,
 )
 from ..schema import build, field_paths
-from ..share import changed_fields, flatten, parse_query, preset_raw
+from ..share import changed_fields, flatten, format_value, parse_query, preset_raw
 from .controls import DERIVED_WIDGETS, MODEL_KEYS, WIDGET_KEYS
 
 CUSTOM = "(custom)"
@@ -152,6 +158,9 @@ def init_state() -> None:
     st.session_state["_extra"] = {k: v for k, v in view.overrides.items() if k not in WIDGET_KEYS}
     st.session_state["_last_good"] = None
     st.session_state["_link_json"] = None
+    st.session_state["_b_overrides"] = dict(view.b_overrides)
+    st.session_state["_b_good"] = None
+    st.session_state["_b_msg"] = None
     st.session_state["_init"] = True
 
 
@@ -172,3 +181,73 @@ def current_raw() -> dict[str, Any]:
         # A new model preset replaces the dims the old one had: start the model from it.
         raw["model"] = {"preset": overrides.pop("model.preset")}
     return apply_overrides(raw, overrides)
+
+
+# --- Scenario B of the Compare view ----------------------------------------------------------------
+@dataclass(frozen=True)
+class BSide:
+    """Scenario B as the page shows it: the overrides of A it was built from (the link's ``b.``
+    parameters), its raw mapping, and why the overrides being edited are not valid (or None)."""
+
+    overrides: dict[str, Any]
+    raw: dict[str, Any]
+    error: str | None = None
+
+
+def resolve_b(raw_a: dict[str, Any]) -> BSide:
+    """B = A plus ``_b_overrides`` when that is a valid scenario (remembered as the last valid B);
+    otherwise the last valid B (A itself before there was one) with the reason."""
+    ss = st.session_state
+    over = dict(ss.get("_b_overrides") or {})
+    try:
+        raw_b = apply_overrides(raw_a, over)
+        from_dict(raw_b)
+    except ScenarioError as exc:
+        good = ss.get("_b_good") or ({}, raw_a)
+        return BSide(dict(good[0]), good[1], str(exc))
+    ss["_b_good"] = (over, raw_b)
+    return BSide(over, raw_b)
+
+
+def a_value(key: str) -> str:
+    """The current A's value of ``key`` as the B editor pre-fills it (empty when A leaves it unset)."""
+    try:
+        flat = flatten(to_dict(from_dict(current_raw())))
+    except ScenarioError:
+        return ""
+    value = flat.get(key)
+    return "" if value is None else format_value(value)
+
+
+def on_b_field_change() -> None:
+    """A field was picked in the B editor: its value box shows B's value of it to edit (its
+    override, or A's value when B does not override it)."""
+    key = st.session_state["_b_field"]
+    over = st.session_state.get("_b_overrides") or {}
+    st.session_state["_b_value"] = format_value(over[key]) if key in over else a_value(key)
+
+
+def on_b_set() -> None:
+    """Set the editor's field to its value in B (last set last); a value that does not parse is
+    refused with its one-line reason in ``_b_msg``.  Rules between fields are checked by
+    :func:`resolve_b`, so a combination valid only together can be entered one field at a time."""
+    ss = st.session_state
+    key, text = ss.get("_b_field"), str(ss.get("_b_value") or "")
+    try:
+        value = parse_value(text, key)
+        if value is None:
+            raise ScenarioError(key, "type a value to set in B")
+    except ScenarioError as exc:
+        ss["_b_msg"] = str(exc)
+        return
+    over = {k: v for k, v in (ss.get("_b_overrides") or {}).items() if k != key}
+    over[key] = value
+    ss["_b_overrides"] = over
+    ss["_b_msg"] = None
+
+
+def on_b_remove(key: str) -> None:
+    """Drop one override of B (B falls back to A's value of that field)."""
+    ss = st.session_state
+    ss["_b_overrides"] = {k: v for k, v in (ss.get("_b_overrides") or {}).items() if k != key}
+    ss["_b_msg"] = None

@@ -1,0 +1,214 @@
+"""The Compare tab: scenario A (the sidebar) against B (A plus overrides edited here).
+
+Shows the metric cards of A and B with B's differences, the waterfall of the iteration-time
+difference by category, both Gantt charts on one time axis and memory side by side.  B is
+simulated through the same byte-bounded cache as A (cache.view_data), so switching back and forth
+between overrides costs nothing the second time.  An invalid B shows its one-line reason and the
+last valid B stays on screen.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from ... import figures
+from ...analysis.compare import Comparison, Delta, compare
+from ...config.budget import check_unfolded_budget
+from ...figures import compare as cfig
+from ...figures.gantt import GanttInfo, lane_name
+from ...scenario import SETTABLE, ScenarioError, from_dict
+from ...share import format_value
+from ...timeline import build_timeline
+from ..cache import BYTES_PER_BAR, MAX_BARS, ByteBoundedLRU, ViewData, view_data
+from ..controls import WIDGET_KEYS
+from ..state import BSide, on_b_field_change, on_b_remove, on_b_set
+from .metrics import fmt_time
+from .timeline import gantt_figure
+
+# Fields the editor offers: the sidebar's first (in its order), then every other settable field.
+FIELDS: tuple[str, ...] = tuple(dict.fromkeys(
+    [k for k in WIDGET_KEYS if k != "model.preset"]
+    + [k for k, f in SETTABLE.items() if k not in ("name", "description") and not f.metadata.get("derived")]))
+DEFAULT_FIELD = "parallelism.pp"
+# Which way is better for each card: "inverse" = less is better (Streamlit colours a fall green).
+BETTER = {"iteration_time_s": "inverse", "tokens_per_s": "normal", "mfu": "normal",
+          "tflops_per_gpu": "normal", "bubble_fraction": "inverse", "memory_GB_total": "inverse"}
+
+
+def render(data: ViewData, raw_json: str, b: BSide, present: bool) -> None:
+    """The tab.  ``data`` is A's cached view (``raw_json`` its key), ``b`` the B that
+    :func:`state.resolve_b` settled on."""
+    _editor(b, present)
+    b_json = json.dumps(b.raw, sort_keys=True, default=str)
+    try:
+        data_b = view_data(b_json)
+    except ScenarioError as exc:           # valid rules but beyond the work budget
+        st.error(f"B cannot be simulated — {exc}", icon="⚠️")
+        return
+    cmp = compare(data.json, data_b.json)
+    _cards(cmp, present)
+    font = 15 if present else 12
+    left, right = st.columns([3, 2], gap="small")
+    with left:
+        (da, real_a), (db, real_b) = unfolded(data, raw_json), unfolded(data_b, b_json)
+        cap = 290 if present else 330
+        pair = (gantt_figure(da, present), gantt_figure(db, present))
+        heights = (cfig.gantt_height(da.gantt_info.lanes, cap), cfig.gantt_height(db.gantt_info.lanes, cap))
+        titles = (f"A · {_short(data.scenario.name)}", _b_title(b))
+        if real_a and real_b:
+            ga, gb = cfig.shared_time_axis(*pair, heights=heights, titles=titles)
+        else:   # a folded drawing's axis is compressed: no common scale exists, say so
+            ga, gb = (cfig.titled(f, t, h) for f, t, h in zip(pair, titles, heights, strict=True))
+            st.caption("A folded steady state too long to draw in full: each chart keeps its own folded "
+                       "time axis (labelled in real time); the waterfall gives the exact difference.")
+        st.plotly_chart(ga, key="gantt_a", config={"displaylogo": False, "scrollZoom": True})
+        st.plotly_chart(gb, key="gantt_b", config={"displaylogo": False, "scrollZoom": True})
+    with right:
+        st.plotly_chart(cfig.waterfall(cmp, height=330 if present else 320, font_size=font), key="waterfall",
+                        config={"displayModeBar": False})
+        st.plotly_chart(cfig.memory_side_by_side(cmp, height=290 if present else 300, font_size=font),
+                        key="memory_ab", config={"displayModeBar": False})
+    if not present:
+        with st.expander("How to read this"):
+            st.markdown(HOW_TO_READ)
+
+
+# Gantt charts of folded scenarios drawn in full for the comparison (a folded chart's time axis is
+# compressed, so two of them cannot share one); bounded by bytes like the view cache.
+_UNFOLDED = ByteBoundedLRU(64 * 2**20)
+
+
+def unfolded(data: ViewData, raw_json: str) -> tuple[ViewData, bool]:
+    """``data`` with a Gantt on the iteration's real time axis, and whether it is: unchanged when
+    the steady state is not folded; a folded one is re-drawn unfolded (cached) when its full
+    timeline is within the work budget, else left folded (False)."""
+    if data.fold is None:
+        return data, True
+    try:
+        check_unfolded_budget(data.scenario)
+    except ScenarioError:
+        return data, False
+    fig, info = _UNFOLDED.get_or_compute(raw_json, lambda: _draw_unfolded(raw_json),
+                                         lambda v: v[1].bars * BYTES_PER_BAR + 4096)
+    return dataclasses.replace(data, gantt=fig, gantt_info=info, fold=None), True
+
+
+def _draw_unfolded(raw_json: str) -> tuple[go.Figure, GanttInfo]:
+    from ...simulate import simulate
+
+    res = simulate(from_dict(json.loads(raw_json)))
+    draw = build_timeline(res.tasks, tuple(c.label for c in res.classes), max_segments=MAX_BARS)
+    lanes = tuple(lane_name(c.name, c.gpus) for c in res.classes)
+    return figures.gantt(draw.columns, lanes, res.iteration_time_s, max_bars=MAX_BARS)
+
+
+def _short(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _b_title(b: BSide) -> str:
+    """``B · A + pp = 2, ...`` (cut to a title's length)."""
+    if not b.overrides:
+        return "B · same as A"
+    return "B · A + " + _short(", ".join(f"{k.rpartition('.')[2]} = {format_value(v)}"
+                                         for k, v in b.overrides.items()))
+
+
+def _editor(b: BSide, present: bool) -> None:
+    """B's overrides as removable chips, a field picker and a value box; the one-line reason when
+    the overrides being edited (or a value typed) are invalid."""
+    over = st.session_state.get("_b_overrides") or {}
+    st.session_state.setdefault("_b_field", DEFAULT_FIELD)
+    with st.container(horizontal=True, vertical_alignment="center", gap="small"):
+        st.markdown("**B = A +**" if over else "**B = A** — set a field to compare:")
+        for key, value in over.items():
+            st.button(f"{key} = {format_value(value)}", key=f"_b_rm_{key}", icon=":material/close:",
+                      on_click=on_b_remove, args=(key,), help="Remove this override from B")
+        box = st.popover("Edit B", icon=":material/edit:") if present else None
+    with box or st.container():
+        c1, c2, c3 = st.columns([3, 2, 1], vertical_alignment="bottom", gap="small")
+        c1.selectbox("Field of B", FIELDS, key="_b_field", on_change=on_b_field_change,
+                     label_visibility="collapsed", help="Any scenario field (dotted key, as --set takes it)")
+        if "_b_value" not in st.session_state:
+            on_b_field_change()
+        c2.text_input("Value in B", key="_b_value", label_visibility="collapsed",
+                      placeholder="value in B (YAML: 8, 1e6, true, ring, [5,7,7,5])")
+        c3.button("Set in B", key="_b_set", on_click=on_b_set, type="primary", width="stretch")
+    msg = st.session_state.get("_b_msg")
+    if msg:
+        st.error(f"Not set — {msg}", icon="⚠️")
+    if b.error:
+        st.error(f"B is not valid — {b.error}; showing the last valid B.", icon="⚠️")
+
+
+def _fmt(d: Delta, v: float) -> str:
+    if d.key == "iteration_time_s":
+        return fmt_time(v)
+    if d.key in ("mfu", "bubble_fraction"):
+        return f"{v:.1%}"
+    if d.key == "tflops_per_gpu":
+        return f"{v:.0f}"
+    if d.key == "memory_GB_total":
+        return f"{v:.1f} GB"
+    return f"{v:,.0f}"
+
+
+def delta_text(d: Delta) -> str:
+    """B - A short enough for a card at 1280 px: time in its unit, shares in points, throughput
+    as a percentage, TFLOP/s and memory in their units."""
+    if d.key == "iteration_time_s":
+        return f"{d.delta * 1e3:+,.1f} ms" if abs(d.delta) < 1 else f"{d.delta:+,.3f} s"
+    if d.key in ("mfu", "bubble_fraction"):
+        return f"{d.delta * 100:+.1f} pt"
+    if d.key == "tflops_per_gpu":
+        return f"{d.delta:+,.1f}"
+    if d.key == "memory_GB_total":
+        return f"{d.delta:+,.1f} GB"
+    return f"{d.relative:+.1%}" if d.relative is not None else f"{d.delta:+,.0f}"
+
+
+# The A/B marker beside the cards; a card's delta description (A's value, presentation mode) wraps
+# under the delta instead of being cut to an ellipsis.
+CARD_CSS = """<style>
+.ab-side {font-size: 1.5rem; white-space: nowrap; font-weight: 700; text-align: center; color: #555;}
+div:has(> [data-testid="stMetricDeltaDescription"]) {flex-wrap: wrap; row-gap: 2px;}
+[data-testid="stMetricDeltaDescription"] {flex-shrink: 0; max-width: none; overflow: visible;}
+[data-testid="stMetricDeltaDescription"] * {overflow: visible; text-overflow: clip; white-space: nowrap;}
+</style>"""
+
+
+def _cards(cmp: Comparison, present: bool) -> None:
+    """Two rows of cards, A above B, B's with B - A (green where B is better).  Presentation mode
+    has room for one row: B's cards, each with B - A and A's value beside it."""
+    st.markdown(CARD_CSS, unsafe_allow_html=True)
+    for side in ("B",) if present else ("A", "B"):
+        cols = st.columns([0.3] + [1] * len(cmp.metrics), gap="small", vertical_alignment="center")
+        cols[0].markdown(f"<div class='ab-side'>{'A→B' if present else side}</div>", unsafe_allow_html=True)
+        for col, d in zip(cols[1:], cmp.metrics, strict=True):
+            kwargs: dict[str, Any] = {}
+            if side == "B":
+                text = delta_text(d)
+                same = not any(ch in "123456789" for ch in text)      # no change at this precision
+                kwargs = dict(delta="same as A" if same else text, delta_arrow="off" if same else "auto",
+                              delta_color="off" if same else BETTER[d.key])
+                if present:
+                    kwargs["delta_description"] = f"from {_fmt(d, d.a)}"
+            elif d.key == "memory_GB_total":
+                kwargs = dict(help=f"of {cmp.a['memory_capacity_GB']:.1f} GB per GPU")
+            col.metric(d.label, _fmt(d, d.a if side == "A" else d.b), border=True, **kwargs)
+
+
+HOW_TO_READ = (
+    "- **A** is the scenario of the sidebar; **B** is A plus the overrides above (the address bar "
+    "carries them as `b.<field>=value`, so the link reopens this comparison).\n"
+    "- **The waterfall** starts at A's iteration time, adds what B spends more (red) or less (green) "
+    "in each category — compute, recompute, exposed tp/cp/ep/pp/dp communication, pipeline bubble, "
+    "optimizer — and ends at B's time. Each side is broken down on its own busiest stage, as in the "
+    "Timeline tab, so the bars sum exactly to the difference.\n"
+    "- **The Gantt charts** share one time axis: the shorter iteration ends early.\n"
+    "- **Memory**: the fullest stage of each side, by kind, against each GPU's capacity.\n"
+    "- The same comparison on the command line: `python -m explorer diff SCENARIO --set-b key=value`.")

@@ -49,7 +49,7 @@ def waterfall(cmp: Comparison, height: int = 320, font_size: int = 12) -> go.Fig
         title=dict(text=f"B − A = {cmp.difference_s * scale:+,.{digits}f} {unit}, by category",
                    font=dict(size=font_size + 1)),
         xaxis=dict(title=unit, range=[max(0.0, lo - 1.2 * pad), hi + 0.45 * pad]),
-        yaxis=dict(autorange="reversed", automargin=True))
+        yaxis=dict(autorange="reversed", automargin=True, tickfont=dict(size=font_size)))
     return fig
 
 

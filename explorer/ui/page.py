@@ -3,8 +3,8 @@
 The address bar always holds ``scenario=<preset>`` plus every field that differs from it, the
 Compare view's B as ``b.<field>`` overrides of A, the view and presentation mode, so it is the
 share link.  An invalid combination of controls shows its one-line reason in the sidebar section
-of the field and at the top, while the last valid result stays on screen.  An unexpected error shows a short message with an id; its traceback goes to the
-server log, never to the page.
+of the field and at the top, while the last valid result stays on screen.  An unexpected error
+shows a short message with an id; its traceback goes to the server log, never to the page.
 """
 from __future__ import annotations
 

@@ -1,0 +1,122 @@
+"""The iteration split into the categories of Result.breakdown_s, for the busiest stage of each row.
+
+As the simulation does (simulate.assemble), the breakdown is the one of the stage with the most
+compute-stream work.  Its busy seconds are exact: every pass's parts (compute with weight
+gradients and SM contention, recompute, exposed tp/cp/ep and ZeRO-3 dp), blocking sends (pp) and
+the optimizer step, for every pass the stage runs.  Its idle seconds are split without the
+engine's walk along binding dependencies: the wait for its own gradient buckets after its last
+pass, its trailing ZeRO gathers and a first forward held by its parameter gather are charged to
+dp; the pipeline transfers on the way of the first unit to the stage and of the last one back
+(one hop per stage pair it crosses) to pp; the time a slower stream adds to PipeDream's period to
+that stream's category (analysis/steady_state.PACE_CATEGORY); the rest to the bubble.  The
+categories sum to the iteration time.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..vocabulary import CATEGORIES
+from .chunk_basis import BWD, F_IDX, FWD, PARTS
+from .pipeline import GroupTimes
+from .profile import RowProfile
+from .sync import Ending, Window_
+
+_PASS_CATS = ("compute", "recompute", "tp", "cp", "ep", "dp")
+_CAT_OF = {"compute": 0, "weight-grad": 0, "recompute": 1, "tp": 2, "cp": 3, "ep": 4, "dp": 5}
+_FOLD = np.zeros((len(PARTS), len(_PASS_CATS)))
+for _i, _k in enumerate(PARTS):
+    _FOLD[_i, _CAT_OF[_k]] = 1.0
+_COMM = [i for i, k in enumerate(PARTS) if k in ("tp", "cp", "ep", "dp")]
+_COMPUTE = [i for i, k in enumerate(PARTS) if k not in ("tp", "cp", "ep", "dp")]
+_WGRAD = PARTS.index("weight-grad")
+
+
+def _column_parts(profs: list[RowProfile], gt: GroupTimes) -> np.ndarray:
+    """(g, K, categories) the parts of one op of every duration-table column (Program order)."""
+    pr0 = profs[0]
+    feat = np.stack([r.feat for r in profs])[:, pr0.holds]            # (g, p, nch, F)
+    sm = np.array([r.sm_factor for r in profs])[:, None, None]
+    fwd, bwd = feat[..., FWD], feat[..., BWD]
+    slow_f = sm * (feat[..., F_IDX["hidden_f"]] + feat[..., F_IDX["fsdp_hidden_f"]])
+    slow_b = sm * (feat[..., F_IDX["hidden_b"]] + feat[..., F_IDX["fsdp_hidden_b"]])
+    F = fwd @ _FOLD
+    F[..., 0] += slow_f
+    B = bwd @ _FOLD
+    B[..., 0] += slow_b
+    W = np.zeros_like(B)
+    W[..., 0] = bwd[..., _WGRAD]
+    Bi = B - W
+    g, p, nch = feat.shape[:3]
+    table = np.stack([F, B, Bi, W], axis=3).reshape(g, p * nch * 4, len(_PASS_CATS))
+    # Fused F&B (chunks.fuse): compute parts of both, communication beyond them split in proportion.
+    pair = fwd[:, :, :, None, :] + bwd[:, :, None, :, :]             # (g, p, lf, lb, PARTS)
+    comp = pair[..., _COMPUTE] @ _FOLD[_COMPUTE]
+    comm_parts = pair[..., _COMM]
+    t_comp = comp.sum(-1)
+    t_comm = comm_parts.sum(-1)
+    excess = np.maximum(0.0, t_comm - t_comp)
+    scale = np.divide(excess, t_comm, out=np.zeros_like(excess), where=t_comm > 0)
+    fused = comp + (comm_parts * scale[..., None]) @ _FOLD[_COMM]
+    fused[..., 0] += gt.fused - (t_comp + excess)                    # SM contention of the pair
+    return np.concatenate([table, fused.reshape(g, p * nch * nch, len(_PASS_CATS))], axis=1)
+
+
+def breakdowns(profs: list[RowProfile], gt: GroupTimes, en: Ending, win: Window_) -> np.ndarray:
+    """(g, CATEGORIES) seconds of the busiest stage of each row, summing to the iteration time."""
+    prog = gt.prog
+    g, p = en.end.shape
+    parts = _column_parts(profs, gt)                                  # (g, K, 6)
+    real = prog.mb[:, None] < np.array([r.units for r in profs])[None, :]
+    share = np.array([r.m / r.units for r in profs])                  # one iteration of those simulated
+    # Per stage: ops' parts summed (stage-major op order), blocking sends on the compute stream.
+    per_op = parts[:, prog.dur] * real.T[:, :, None]                  # (g, n, 6)
+    starts = np.r_[0, prog.last_op[:-1] + 1]
+    busy_parts = np.add.reduceat(per_op, starts, axis=1) * share[:, None, None]      # (g, p, 6)
+    sends = np.zeros((g, p))
+    if profs[0].blocking:
+        tr = np.stack([r.transfer for r in profs])                    # (g, p)
+        sf = np.where(prog.send_f >= 0, tr[:, np.maximum(prog.send_f, 0)], 0.0)
+        sb = np.where(prog.send_b >= 0, tr[:, np.maximum(prog.send_b, 0)], 0.0)
+        sends = np.add.reduceat((sf + sb) * real.T, starts, axis=1) * share[:, None]
+    opt = np.stack([r.optimizer for r in profs])
+    busy = busy_parts.sum(-1) + sends + opt
+    # simulate.assemble: most compute-stream work, then the later end, then the lower stage.
+    order = np.lexsort((-np.arange(p)[None, :].repeat(g, 0), np.round(en.end, 12), np.round(busy, 12)),
+                       axis=1)
+    k = order[:, -1]
+    rows = np.arange(g)
+    out = np.zeros((g, len(CATEGORIES)))
+    idx = {c: i for i, c in enumerate(CATEGORIES)}
+    for j, c in enumerate(_PASS_CATS):
+        out[:, idx[c]] = busy_parts[rows, k, j]
+    out[:, idx["pp"]] = sends[rows, k]
+    out[:, idx["optimizer"]] = opt[rows, k]
+    T = win.T
+    # A window shorter than the stage's work (P3's next iteration starts before this step ends,
+    # PipeDream's window between backwards): the step, then compute, fall outside it.
+    over = np.maximum(0.0, out.sum(1) - T)
+    for col in ("optimizer", "compute"):
+        take = np.minimum(over, out[:, idx[col]])
+        out[:, idx[col]] -= take
+        over = over - take
+    idle = np.maximum(0.0, T - out.sum(1))
+    gates = np.stack([r.gates[:, 0] for r in profs])[rows, k]
+    gate_wait = np.where((gates > 0) & (np.abs(en.first[rows, k] - gates) <= 1e-12 * np.maximum(T, 1e-30)),
+                         gates, 0.0)
+    trailing = np.stack([r.trailing for r in profs])[rows, k]
+    dp_wait = np.maximum(0.0, en.dp_end[rows, k] - en.free[rows, k]) + trailing + gate_wait
+    hops = np.array([r.transfer[:max(r.p - 1, 0)].sum() for r in profs]) * (not profs[0].blocking)
+    pp_wait = 2 * hops
+    for col, wait in (("dp", dp_wait), ("pp", pp_wait)):
+        take = np.minimum(wait, idle)
+        out[:, idx[col]] += take
+        idle = idle - take
+    for r, cat in enumerate(win.pace_category):
+        if win.pace[r] > 0:
+            take = min(win.pace[r], idle[r])
+            out[r, idx[cat]] += take
+            idle[r] -= take
+    out[:, idx["bubble"]] += idle
+    # Float rounding: make the categories sum to T exactly.
+    out[:, idx["bubble"]] += T - out.sum(1)
+    return out

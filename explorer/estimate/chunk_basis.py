@@ -1,0 +1,156 @@
+"""Per-chunk work as a linear combination of a few priced pieces, each priced once.
+
+taskgraph/chunks.chunk_work prices a pipeline chunk by adding up its layers (layer_parts, with every
+technique applied) and, on the first and last chunk, the embedding and the output layer: every
+figure of a ChunkWork is a sum over those pieces.  So the chunk of ``n_dense`` dense and ``n_moe``
+MoE layers, first and/or last, is exactly
+
+    n_dense * [one dense layer] + n_moe * [one MoE layer] + first * [embedding] + last * [output]
+
+where each bracket is chunk_work itself, called once on a chunk holding only that piece (a middle
+chunk of one layer; an end chunk of no layer; the single chunk of a one-chunk pipeline for both
+ends at once).  :func:`basis` memoises those calls per compute key, the shapes of the groups the
+stage talks to and the options chunk_work reads; :data:`FEATURES` is the order of the numbers kept.
+The engine's split of layers over chunks (IterationBuilder._split) is memoised the same way.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import accumulate
+
+import numpy as np
+
+from ..hardware import ComputeModel
+from ..scenario import Scenario
+from ..taskgraph.chunks import ChunkContext, ChunkWork, chunk_work
+from ..taskgraph.partition import choose_split
+from ..workload import embedding_cost, layer_cost, logits_cost
+from .keys import RowNetwork, compute_key
+
+PARTS = ("compute", "recompute", "weight-grad", "tp", "cp", "ep", "dp")   # a pass's parts, in order
+COMPUTE_PARTS = ("compute", "recompute", "weight-grad")
+FEATURES = (*(f"fwd.{k}" for k in PARTS), *(f"bwd.{k}" for k in PARTS),
+            "hidden_f", "hidden_b", "fsdp_hidden_f", "fsdp_hidden_b",
+            "hw_flops", "model_flops", "params", "expert_params", "act_bytes", "fsdp_bytes")
+F_IDX = {k: i for i, k in enumerate(FEATURES)}
+FWD = slice(0, len(PARTS))
+BWD = slice(len(PARTS), 2 * len(PARTS))
+ROLES = ("dense", "moe", "first", "last", "only")
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What a compute key prices once: the two layer kinds and both ends (workload.py)."""
+
+    dense: object
+    moe: object
+    emb: object
+    logits: object
+    cm: ComputeModel
+
+
+_COSTS: dict[tuple, Costs] = {}
+_SPLITS: dict[tuple, tuple[int, ...]] = {}
+_BASES: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+_MAX = 20000
+
+
+def _remember(table: dict, key: tuple, value):
+    if len(table) >= _MAX:
+        table.clear()
+    table[key] = value
+    return value
+
+
+def costs(sc: Scenario, ckey: tuple | None = None) -> Costs:
+    """Layer, embedding and output-layer costs of ``sc`` (memoised per compute key)."""
+    ckey = compute_key(sc) if ckey is None else ckey
+    out = _COSTS.get(ckey)
+    if out is None:
+        moe = layer_cost(sc, moe_layer=True) if sc.model.is_moe else None
+        out = _remember(_COSTS, ckey, Costs(layer_cost(sc, moe_layer=False), moe, embedding_cost(sc),
+                                            logits_cost(sc), ComputeModel.for_scenario(sc)))
+    return out
+
+
+def layer_split(sc: Scenario, ckey: tuple, two_directions: bool) -> tuple[int, ...]:
+    """Layers per chunk, as IterationBuilder._split chooses them (memoised)."""
+    par = sc.parallelism
+    if par.stage_layers is not None:
+        return tuple(par.stage_layers)
+    key = (ckey, par.pp, par.vpp, two_directions)
+    out = _SPLITS.get(key)
+    if out is None:
+        c = costs(sc, ckey)
+
+        def train(lc) -> float:
+            return sum(c.cm.time(w) for w in (lc.fwd, lc.bwd_input, lc.bwd_weight))
+
+        m = sc.model
+        dense_t = train(c.dense)
+        moe_t = train(c.moe) if c.moe else dense_t
+        per_layer = [moe_t if m.is_moe and i >= m.moe.dense_layers else dense_t for i in range(m.layers)]
+        stages = None if two_directions else par.pp
+        out = _remember(_SPLITS, key, choose_split(None, per_layer, par.pp * par.vpp, stages, train(c.emb),
+                                                   train(c.logits)))
+    return out
+
+
+def chunk_counts(sc: Scenario, split: tuple[int, ...]) -> np.ndarray:
+    """(chunks, 5) coefficients of each chunk on :data:`ROLES`: dense layers, MoE layers, holds the
+    embedding, holds the output layer, is the only chunk (both ends, priced together)."""
+    m = sc.model
+    n = len(split)
+    counts = np.asarray(split, dtype=float)
+    first = np.fromiter(accumulate((0, *split[:-1])), float, n)
+    if m.is_moe:
+        moe = np.clip(first + counts - np.maximum(first, m.moe.dense_layers), 0, None)
+    else:
+        moe = np.zeros(n)
+    out = np.zeros((n, len(ROLES)))
+    out[:, 0] = counts - moe
+    out[:, 1] = moe
+    if n == 1:
+        out[0, 4] = 1.0
+    else:
+        out[0, 2] = 1.0
+        out[-1, 3] = 1.0
+    return out
+
+
+def _features(ch: ChunkWork) -> np.ndarray:
+    fwd, bwd = dict(ch.fwd_parts), dict(ch.bwd_parts)
+    return np.array([*(fwd.get(k, 0.0) for k in PARTS), *(bwd.get(k, 0.0) for k in PARTS),
+                     sum(v for _, v in ch.hidden_f), sum(v for _, v in ch.hidden_b),
+                     ch.fsdp_hidden[0], ch.fsdp_hidden[1], ch.hw_flops, ch.model_flops, ch.params,
+                     ch.expert_params, ch.act_bytes, ch.fsdp_bytes])
+
+
+def basis(sc: Scenario, ckey: tuple, net: RowNetwork, stage: int, ideal: frozenset[str], tied: bool,
+          sig: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """(5, features) of one piece per role priced on ``stage`` (whose group shapes are ``sig``), and
+    (5,) the bf16 bytes of the largest layer of each piece that ZeRO-3 gathers (fsdp_layer_bytes)."""
+    com = sc.communication
+    key = (ckey, sig, net.free, ideal, tied, sc.parallelism.zero, com.prefetch_layers, com.dp_overlap,
+           com.tp_overlap)
+    out = _BASES.get(key)
+    if out is not None:
+        return out
+    c = costs(sc, ckey)
+    m = sc.model
+    rows, layer_bytes = [], []
+    for role in ROLES:
+        chunks = 1 if role == "only" else 3
+        ctx = ChunkContext(sc, net, c.cm, ideal, c.dense, c.moe, c.emb, c.logits, chunks, tied)   # type: ignore[arg-type]
+        if role == "dense":
+            if m.is_moe and m.moe.dense_layers == 0:
+                ch = None                     # every layer is an MoE layer: the piece is never used
+            else:
+                ch = chunk_work(ctx, 1, stage, 0, 1)
+        elif role == "moe":
+            ch = chunk_work(ctx, 1, stage, m.moe.dense_layers, 1) if m.is_moe else None
+        else:
+            ch = chunk_work(ctx, {"first": 0, "last": 2, "only": 0}[role], stage, 0, 0)
+        rows.append(_features(ch) if ch is not None else np.zeros(len(FEATURES)))
+        layer_bytes.append(ch.fsdp_layer_bytes if ch is not None else 0.0)
+    return _remember(_BASES, key, (np.array(rows), np.array(layer_bytes)))

@@ -1,0 +1,199 @@
+"""A schedule's program order compiled once into arrays: the estimator's view of the task graph.
+
+The builder (taskgraph/builder.py) turns every stage's program order (schedules/registry.py) into
+tasks with dependencies; the engine then starts each task when its stream is free and its inputs
+have arrived.  The pipeline part of that graph depends only on the schedule, p, v and the units
+simulated, so it is compiled here once per shape (memoised) into flat arrays:
+
+- one entry per op (a pass, or DualPipe's fused F&B) in stage-major program order, with the
+  duration it takes (an index into the per-row table of pass durations, :data:`KINDS` x chunk, or
+  the fused table for F&B);
+- the up to four times its start waits for, as indices into one time vector (see
+  :class:`Program`): the previous op of its stage (program order), the arrival of the forward
+  transfer from the previous pipeline position, the arrival of the backward transfer from the
+  next position, its own forward (a backward) or its own input-gradient pass (a weight-gradient
+  pass), and for the first forward of each chunk the ZeRO 1-2 parameter gather it waits for
+  (builder._gathers_at_start);
+- the transfers it sends when it ends, on which stage pair (layout.pair), forward before backward
+  (the order the builder creates them, which is the pp stream's FIFO order);
+- a *step* per op such that every op's inputs come from strictly earlier steps: at most one op per
+  stage per step, so a step is evaluated for all stages (and all rows) at once
+  (estimate/critical_path.py).
+
+Nothing here is a model of its own: the orders are the registry's, the dependencies the builder's
+(``_data_dependencies``, ``_compute_tasks``), the pairs the layout's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from ..schedules.registry import get as get_schedule
+from ..taskgraph.layout import Fused, Pass, layout_for, normalise
+
+KINDS = ("F", "B", "Bi", "W")          # pass kinds of the duration table (B: full backward)
+
+
+@dataclass(frozen=True)
+class Program:
+    """The compiled order of one shape (schedule, p, v, units simulated).
+
+    Time vector layout (per row): ``[0, gates (p*nch), op ends (n), F arrivals (n), B arrivals (n)]``;
+    index 0 is the constant 0 (an input that does not exist).  ``src`` columns: previous op of
+    the stage is not listed (the stage clock carries it); 0 forward arrival, 1 backward arrival,
+    2 same-stage input (own forward / own backward), 3 gate.
+    """
+
+    schedule: str
+    p: int
+    v: int
+    units: int                       # pipeline units simulated (m x iterations simulated)
+    nch: int                         # chunks per rank
+    stage: np.ndarray                # (n,) stage of each op
+    dur: np.ndarray                  # (n,) index into the row's duration table (see durations_index)
+    src: np.ndarray                  # (n, 4) time-vector indices of the inputs
+    send_f: np.ndarray               # (n,) pair of the forward transfer it sends, -1 none
+    send_b: np.ndarray               # (n,) pair of the backward transfer it sends, -1 none
+    steps: tuple[np.ndarray, ...]    # op indices of each step (at most one per stage)
+    kind: np.ndarray                 # (n,) 0 F, 1 B, 2 Bi, 3 W, 4 fused F&B
+    local: np.ndarray                # (n,) local chunk (the forward's for F&B)
+    local_b: np.ndarray              # (n,) the backward's local chunk for F&B, else local
+    mb: np.ndarray                   # (n,) unit (the backward's for F&B)
+    grads_op: np.ndarray             # (p, nch) op completing each chunk's gradients (builder.grads_done)
+    last_op: np.ndarray              # (p,) last op of each stage
+
+    @property
+    def n(self) -> int:
+        return len(self.stage)
+
+    @property
+    def gate0(self) -> int:
+        return 1
+
+    @property
+    def end0(self) -> int:
+        return 1 + self.p * self.nch
+
+    def durations_index(self, s: int, local: int, kind: str) -> int:
+        """Column of the duration table: stage-major, then chunk, then KINDS; fused after."""
+        return (s * self.nch + local) * len(KINDS) + KINDS.index(kind)
+
+    def fused_index(self, s: int, lf: int, lb: int) -> int:
+        return self.p * self.nch * len(KINDS) + (s * self.nch + lf) * self.nch + lb
+
+
+@lru_cache(maxsize=512)
+def compile_program(schedule: str, p: int, v: int, units: int) -> Program:
+    """The program of ``schedule`` for p stages, v virtual stages and ``units`` pipeline units
+    simulated (the builder's m_sim)."""
+    sched = get_schedule(schedule)
+    lay = layout_for(sched, p, v)
+    nch = sched.chunks_per_rank(v)
+    orders = [[normalise(op, sched) for op in sched.order(s, p, units, v)] for s in range(p)]
+    n = sum(len(o) for o in orders)
+    prog_stage = np.zeros(n, np.int64)
+    kind = np.zeros(n, np.int64)
+    local = np.zeros(n, np.int64)
+    local_b = np.zeros(n, np.int64)
+    mb = np.zeros(n, np.int64)
+    dur = np.zeros(n, np.int64)
+    # Which op holds each pass: (F|B, lane, unit, position) -> op index; W and Bi register as W/B.
+    where: dict[tuple, int] = {}
+    i = 0
+    none = np.zeros(0, np.int64)
+    tmp = Program(schedule, p, v, units, nch, none, none, none, none, none, (), none, none, none, none,
+                  np.zeros((p, nch), np.int64), np.zeros(p, np.int64))
+    grads = np.zeros((p, nch), np.int64)
+    last = np.zeros(p, np.int64)
+    for s, order in enumerate(orders):
+        for st in order:
+            prog_stage[i] = s
+            if isinstance(st, Fused):
+                kind[i], local[i], local_b[i], mb[i] = 4, st.f.local, st.b.local, st.b.mb
+                dur[i] = tmp.fused_index(s, st.f.local, st.b.local)
+                members: tuple[Pass, ...] = (st.f, st.b)
+            else:
+                kind[i] = KINDS.index(st.kind)
+                local[i] = local_b[i] = st.local
+                mb[i] = st.mb
+                dur[i] = tmp.durations_index(s, st.local, st.kind)
+                members = (st,)
+            for ps in members:
+                key = "B" if ps.kind == "Bi" else ps.kind
+                where[(key, ps.lane, ps.mb, lay.position(s, ps.lane, ps.local))] = i
+                if ps.kind in ("B", "W"):
+                    grads[s, ps.local] = i
+            i += 1
+        last[s] = i - 1
+    end0 = 1 + p * nch
+    arr_f0, arr_b0 = end0 + n, end0 + 2 * n
+    src = np.zeros((n, 4), np.int64)
+    send_f = np.full(n, -1, np.int64)
+    send_b = np.full(n, -1, np.int64)
+    first_f: set[tuple[int, int]] = set()
+    i = 0
+    for s, order in enumerate(orders):
+        for st in order:
+            members = (st.f, st.b) if isinstance(st, Fused) else (st,)
+            for ps in members:
+                pos = lay.position(s, ps.lane, ps.local)
+                if ps.kind == "F":
+                    if pos > 0:
+                        src[i, 0] = arr_f0 + where[("F", ps.lane, ps.mb, pos - 1)]
+                    if pos + 1 < lay.length:
+                        send_f[i] = lay.pair(s, lay.at(ps.lane, pos + 1)[0], "forward")
+                    if ps.mb == 0 and (s, ps.local) not in first_f:
+                        first_f.add((s, ps.local))
+                        src[i, 3] = 1 + s * nch + ps.local
+                elif ps.kind in ("B", "Bi"):
+                    if pos + 1 < lay.length:
+                        src[i, 1] = arr_b0 + where[("B", ps.lane, ps.mb, pos + 1)]
+                    src[i, 2] = end0 + where[("F", ps.lane, ps.mb, pos)]
+                    if pos > 0:
+                        send_b[i] = lay.pair(s, lay.at(ps.lane, pos - 1)[0], "backward")
+                else:                                             # W after its input-gradient pass
+                    src[i, 2] = end0 + where[("B", ps.lane, ps.mb, pos)]
+            i += 1
+    steps = _steps(prog_stage, src, end0, n)
+    return Program(schedule, p, v, units, nch, prog_stage, dur, src, send_f, send_b, steps, kind, local,
+                   local_b, mb, grads, last)
+
+
+def _steps(stage: np.ndarray, src: np.ndarray, end0: int, n: int) -> tuple[np.ndarray, ...]:
+    """Level of each op: one after the previous op of its stage and after every op it waits for
+    (through a transfer or on its own stage), so a level holds at most one op per stage.  Stages
+    advance round-robin as far as their inputs are levelled (schedules.base.critical_path's walk)."""
+    producer = np.where(src[:, :3] >= end0, (src[:, :3] - end0) % n, -1).tolist()
+    level = [-1] * n
+    starts = np.flatnonzero(np.r_[True, stage[1:] != stage[:-1]]).tolist()
+    ends = starts[1:] + [n]
+    pos = list(starts)
+    left = n
+    while left:
+        progressed = False
+        for k in range(len(starts)):
+            i = pos[k]
+            while i < ends[k]:
+                need = level[i - 1] + 1 if i > starts[k] else 0
+                blocked = False
+                for j in producer[i]:
+                    if j >= 0:
+                        if level[j] < 0:
+                            blocked = True
+                            break
+                        need = max(need, level[j] + 1)
+                if blocked:
+                    break
+                level[i] = need
+                i += 1
+                left -= 1
+                progressed = True
+            pos[k] = i
+        if not progressed:
+            raise RuntimeError("schedule order deadlocks")      # a schedule bug, never user input
+    lv = np.array(level)
+    order = np.argsort(lv, kind="stable")
+    bounds = np.searchsorted(lv[order], np.arange(lv.max() + 2))
+    return tuple(order[bounds[k]:bounds[k + 1]] for k in range(len(bounds) - 1) if bounds[k + 1] > bounds[k])

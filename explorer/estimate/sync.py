@@ -1,0 +1,144 @@
+"""The end of an iteration: gradient buckets, the optimizer step, ZeRO gathers and the window.
+
+After its last pass a stage waits for its gradient buckets (taskgraph/techniques/dp_buckets.py),
+steps the optimizer, and under ZeRO 1-2 without overlap gathers its parameters
+(IterationBuilder._iteration_end).  The buckets run one at a time on the stage's dp stream, first
+come first served; a bucket task j of a chunk becomes ready part-way through the pass that
+completes the chunk's gradients (after (j+1)/M of its M buckets, PyTorch DDP; Li et al. VLDB 2020
+Sec. 3.2.3), or after the stage's last pass when the reduction does not overlap.  A single server
+serving jobs in order of arrival finishes the last at max_j (r_j + sum_{i>=j} d_i) (jobs sorted by
+ready time r, durations d) — the closed form used here for every stage and row at once.
+
+The iteration then is what the schedule's registry entry says (Window, analysis/steady_state.py):
+the makespan of a flushing pipeline; the longest span of a stage when iterations overlap (ZB-H2);
+PipeDream's steady-state period of m backwards, or the busiest stream's seconds per iteration
+when longer (SOSP 2019 Sec. 3).  P3 bucket priorities (dp_priority) are replayed per row on a
+priority queue, as the engine runs them (estimate/priority.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..schedules.registry import Window
+from .chunk_basis import F_IDX
+from .pipeline import GroupTimes
+from .profile import JOBS, RowProfile
+
+
+def fifo_end(ready: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """End of the last of jobs served one at a time in order of ``ready`` (last axis)."""
+    order = np.argsort(ready, axis=-1, kind="stable")
+    r = np.take_along_axis(ready, order, -1)
+    d = np.take_along_axis(dur, order, -1)
+    suffix = np.flip(np.cumsum(np.flip(d, -1), -1), -1)
+    return (r + suffix).max(axis=-1)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """Per row and stage (g, p): when things happen at the end of the iteration."""
+
+    last_pass: np.ndarray        # end of the stage's last pass
+    free: np.ndarray             # compute stream free after it (blocking sends included)
+    dp_end: np.ndarray           # last gradient bucket done (0 when none)
+    step_end: np.ndarray         # optimizer step done
+    end: np.ndarray              # everything of the stage done (trailing gathers included)
+    first: np.ndarray            # start of the stage's first pass
+
+
+def ending(profs: list[RowProfile], gt: GroupTimes) -> Ending:
+    """When each stage of each row ends its iteration (FIFO buckets, optimizer, gathers)."""
+    cols = np.arange(len(profs))[:, None]
+    last_idx = np.array([r.last for r in gt.real])
+    last_pass = gt.ops.end[last_idx, cols]
+    free = gt.ops.free[last_idx, cols]
+    first = gt.per_stage("first")
+    start, dur = gt.grads()                                          # (g, p, nch)
+    frac = np.stack([r.job_frac for r in profs])                     # (g, p, nch*JOBS)
+    jd = np.stack([r.job_dur for r in profs])
+    overlap = np.array([r.overlap_reduce for r in profs])[:, None, None]
+    in_pass = np.repeat(start, JOBS, axis=-1) + frac * np.repeat(dur, JOBS, axis=-1)
+    ready = np.where(overlap, in_pass, last_pass[..., None])
+    ready = np.where(jd > 0, ready, 0.0)
+    dp_end = np.where(jd.sum(-1) > 0, fifo_end(ready, jd), 0.0)
+    opt = np.stack([r.optimizer for r in profs])
+    step_end = np.maximum(free, dp_end) + opt
+    end = step_end + np.stack([r.trailing for r in profs])
+    return Ending(last_pass, free, dp_end, step_end, end, first)
+
+
+@dataclass(frozen=True)
+class Window_:
+    """The iteration time of each row and, when a stream other than compute sets it, the time
+    beyond the compute window and the category charged with it (steady_state.PACE_CATEGORY)."""
+
+    T: np.ndarray                # (g,)
+    window_start: np.ndarray     # (g, p) where each stage's iteration starts
+    pace: np.ndarray             # (g,) seconds set by a slower stream (PipeDream), else 0
+    pace_category: list[str]
+
+
+def window(profs: list[RowProfile], gt: GroupTimes, en: Ending) -> Window_:
+    """The iteration time as the schedule's registry entry measures it (see module docstring)."""
+    sched = profs[0].schedule
+    g, p = en.end.shape
+    zeros = np.zeros(g)
+    if sched.window is Window.FLUSH:
+        return Window_(en.end.max(axis=1), np.zeros((g, p)), zeros, ["bubble"] * g)
+    if sched.window is Window.OVERLAP:
+        return Window_((en.end - en.first).max(axis=1), en.first, zeros, ["bubble"] * g)
+    return _async(profs, gt, en)
+
+
+def _async(profs: list[RowProfile], gt: GroupTimes, en: Ending) -> Window_:
+    """PipeDream (analysis/steady_state.schedule_iteration, Window.ASYNC): one period of m
+    backwards in the second of two iterations, or the busiest stream per iteration."""
+    g, p = en.end.shape
+    T = np.zeros(g)
+    starts = np.zeros((g, p))
+    pace = np.zeros(g)
+    cats = []
+    for r, prof in enumerate(profs):
+        m, ops = prof.m, gt.real[r]
+        ends = gt.ops.end[:, r]
+        ks = [m - 1 - (p - 1 - s) for s in range(p)]
+        if min(ks) >= 0:
+            first = [ends[ops.backward[(s, ks[s])]] for s in range(p)]
+            measured = max(ends[ops.backward[(s, ks[s] + m)]] - first[s] for s in range(p))
+        else:
+            first = [ends[ops.backward[(s, m - 1)]] for s in range(p)]
+            measured = max(en.end[r, s] - first[s] for s in range(p))
+        busy, stream = _busiest_stream(prof, gt, r)
+        starts[r] = first
+        if busy <= measured:
+            T[r], cats = measured, [*cats, "bubble"]
+        else:
+            T[r], pace[r] = busy, busy - measured
+            cats.append({"compute": "optimizer", "pp": "pp", "dp": "dp"}[stream])
+    return Window_(T, starts, pace, cats)
+
+
+def _busiest_stream(prof: RowProfile, gt: GroupTimes, r: int) -> tuple[float, str]:
+    """steady_state.stream_busy: per-unit tasks count m/m_sim of their seconds, the buckets, gathers
+    and the optimizer step once; the largest over stages and streams."""
+    p, m, units = prof.p, prof.m, prof.units
+    share = m / units
+    table = gt.table[r]                                              # (p, nch, KINDS)
+    best = (-1.0, "compute")
+    fsdp = prof.feat[prof.holds, F_IDX["fsdp_hidden_f"]] + prof.feat[prof.holds, F_IDX["fsdp_hidden_b"]]
+    for s in range(p):
+        compute = units * share * (table[s, :, 0] + table[s, :, 1]).sum() + prof.optimizer[s]
+        sends = units * share * ((prof.transfer[s] if s < p - 1 else 0.0)
+                                 + (prof.transfer[s - 1] if s > 0 else 0.0))
+        pp = 0.0
+        if prof.blocking:
+            compute += sends
+        else:
+            pp = sends
+        dp = (prof.job_dur[s].sum() + prof.trailing[s] + prof.gates[s].max(initial=0.0)
+              + units * share * fsdp[s].sum())
+        for cand in ((compute, "compute"), (pp, "pp"), (dp, "dp")):
+            best = max(best, cand)              # ties: as steady_state's max over (seconds, stream)
+    return best

@@ -85,21 +85,22 @@ def test_list_values_and_presets_can_be_varied():
     assert times[(6, 6, 6, 6), "b200"] < times[(6, 6, 6, 6), "h100-sxm"]
 
 
-def test_executors_give_identical_results():
+@pytest.mark.parametrize("engine", ["estimate", "full"])
+def test_executors_give_identical_results(engine):
     """The same chunks on this process, a local process pool and a Dask LocalCluster of two worker
     processes: bit-identical points, in the same order."""
     base = open_base("teaching-8gpu")
     combos = combinations(parse_vary(["parallelism.pp=1,2,4", "training.micro_batch=1,2",
                                       "parallelism.zero=0,3"]))
-    jobs = [_Job(base, tuple(combos[i:i + 3]), "full", True) for i in range(0, len(combos), 3)]
+    jobs = [_Job(base, tuple(combos[i:i + 3]), engine, True) for i in range(0, len(combos), 3)]
     here = map_chunks(_evaluate, jobs, ExecutorSpec("local"), in_process=True)
     pool = map_chunks(_evaluate, jobs, ExecutorSpec("local", workers=2))
     dask = map_chunks(_evaluate, jobs, ExecutorSpec("dask", workers=2))
     assert here == pool == dask
     assert sum(len(c) for c in here) == 12 and all(p.valid for c in here for p in c)
     vary = parse_vary(["parallelism.pp=2,4"])
-    threads = sweep(base, vary, "full", ExecutorSpec("dask", workers=1, processes=False))
-    assert threads.points == sweep(base, vary, "full").points
+    threads = sweep(base, vary, engine, ExecutorSpec("dask", workers=1, processes=False))
+    assert threads.points == sweep(base, vary, engine).points
 
 
 def test_executor_spec_rejects_an_address_without_dask():
@@ -133,30 +134,35 @@ def test_every_shipped_layout_is_in_its_search_space():
         assert Layout.of(sc) in set(enumerate_layouts(sc)), name
 
 
-@pytest.fixture(scope="module")
-def teaching_search():
-    return search(open_base("teaching-8gpu"), top=5, include_baseline=False)
+SEARCHED = ("teaching-8gpu", "zero-bubble-8gpu")
 
 
-def test_search_returns_valid_fitting_layouts_sorted_by_the_full_engine(teaching_search):
-    r = teaching_search
+@pytest.fixture(scope="module", params=SEARCHED)
+def searched(request):
+    """(scenario name, its full default search) for the small shipped scenarios."""
+    return request.param, search(open_base(request.param), top=5, include_baseline=False)
+
+
+def test_search_returns_valid_fitting_layouts_sorted_by_the_full_engine(searched):
+    name, r = searched
     assert r.enumerated > r.valid >= r.fit > 0 and len(r.top) == 5
     times = [c.iteration_time_s for c in r.top]
     assert times == sorted(times)
     for c in r.top:
-        sc = from_dict(apply_overrides(search_raw(preset_raw("teaching-8gpu")), c.layout.overrides()))
+        sc = from_dict(apply_overrides(search_raw(preset_raw(name)), c.layout.overrides()))
         res = simulate(sc)
         assert c.iteration_time_s == res.iteration_time_s and not res.memory_over_capacity
         assert c.figures["memory_GB_total"] <= sc.hardware.gpu.capacity_bytes / 1e9
         assert _open(c.link).warnings == []
 
 
-def test_search_top_result_beats_the_shipped_layout(teaching_search):
+def test_search_top_result_beats_the_shipped_layout(searched):
     """Without the shipped layout injected, the search alone finds something at least as fast."""
-    shipped = simulate(from_dict(preset_raw("teaching-8gpu"))).iteration_time_s
-    assert teaching_search.baseline.iteration_time_s == shipped
-    assert teaching_search.top[0].iteration_time_s <= shipped
-    assert not any(c.baseline for c in teaching_search.top)
+    name, r = searched
+    shipped = simulate(from_dict(preset_raw(name))).iteration_time_s
+    assert r.baseline.iteration_time_s == shipped
+    assert r.top[0].iteration_time_s <= shipped
+    assert not any(c.baseline for c in r.top)
 
 
 def test_search_drops_layouts_that_do_not_fit():

@@ -12,15 +12,19 @@ exactly the same computations and returns bit-identical results, in chunk order.
   a threaded host (the Streamlit server) starts them from a ``forkserver`` instead, because
   forking a process whose other threads may hold locks can deadlock the child.
 - ``dask``: the chunks are Dask futures on the scheduler at ``address`` (``tcp://HOST:8786``,
-  workers started with ``dask worker``; they need this package installed at the same version), or
-  on a :class:`distributed.LocalCluster` of one single-threaded worker per CPU when no address is
-  given.
+  workers started with ``dask worker``), or on a :class:`distributed.LocalCluster` of one
+  single-threaded worker per CPU when no address is given.  The scheduler and every worker need
+  this package installed at the same version (the scheduler unpickles the task graph, which names
+  our functions): before any work, one probe task compares a fingerprint of the worker's
+  ``explorer`` sources with ours, so a missing or different install is a one-line error instead
+  of a hang or silently different numbers.
 
 ``progress(done, total)`` is called after every finished chunk with counts of items (the caller's
 sizes), from the calling thread.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import multiprocessing
 import os
@@ -28,6 +32,8 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ..scenario import ScenarioError
@@ -37,6 +43,8 @@ R = TypeVar("R")
 Progress = Callable[[int, int], None]
 EXECUTORS = ("local", "dask")
 CONNECT_TIMEOUT_S = 10         # a wrong --address fails in seconds, not minutes
+PROBE_TIMEOUT_S = 60           # a worker that cannot import explorer dies; no answer within this is an error
+_PACKAGE = Path(__file__).resolve().parents[1]     # explorer/
 
 
 def cpu_count() -> int:
@@ -127,6 +135,7 @@ def _dask(fn: Callable[[T], R], chunks: Sequence[T], spec: ExecutorSpec, sizes: 
                                     f"({type(exc).__name__}: {exc}); start one with `dask scheduler` "
                                     "and workers with `dask worker tcp://HOST:8786`") from None
         with client:
+            _check_workers(client, spec.address)
             futures = client.map(fn, list(chunks), pure=False)
             index = {f.key: i for i, f in enumerate(futures)}
             out: list[Any] = [None] * len(chunks)
@@ -141,3 +150,35 @@ def _dask(fn: Callable[[T], R], chunks: Sequence[T], spec: ExecutorSpec, sizes: 
     finally:
         if cluster is not None:
             cluster.close()
+
+
+@cache
+def source_fingerprint() -> str:
+    """SHA-256 of every ``explorer/**/*.py`` file (path and bytes): equal on two machines when they
+    run the same code, so their numbers are the same."""
+    h = hashlib.sha256()
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        h.update(str(path.relative_to(_PACKAGE)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _check_workers(client: Any, address: str | None) -> None:
+    """One probe task: a worker answers with its source fingerprint, which must equal ours."""
+    where = f"the Dask cluster at {address!r}" if address else "the Dask LocalCluster"
+    hint = ("install this package at the same version on the scheduler and every worker (pip install .), "
+            "or run the workers from the same checkout")
+    try:
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
+    except (TimeoutError, OSError):
+        raise ScenarioError("--address", f"{where} has no workers; start some with "
+                            f"`dask worker {address or 'tcp://HOST:8786'}`") from None
+    try:
+        theirs = client.submit(source_fingerprint, pure=False).result(timeout=PROBE_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - whatever Dask raises (timeout, deserialisation), one line
+        raise ScenarioError("--executor", f"{where} could not run a CommExplorer task "
+                            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                            f"{hint}") from None
+    if theirs != source_fingerprint():
+        raise ScenarioError("--executor", f"the workers of {where} run different explorer sources than this "
+                            f"process, so their numbers could differ; {hint}")

@@ -18,7 +18,10 @@ T = TypeVar("T")
 # simulates in 3-80 ms (shipped scenarios), 30 ms taken as typical.
 SECONDS_PER_CONFIG = {"estimate": 1e-3, "full": 3e-2}
 CHUNK_SECONDS = 0.25            # long enough to amortise shipping a chunk, short for a smooth bar
-IN_PROCESS_SECONDS = 1.0        # below this, starting worker processes costs more than it saves
+# Below this much work a pool buys little: forking two workers costs about 10 ms, but a threaded host
+# starts them from a forkserver (explorer/design/executors.py: imports, about 0.3 s), and workers
+# do not keep the memoised cost pieces they compute.
+IN_PROCESS_SECONDS = 0.25
 
 
 def seconds_per_config(engine: str) -> float:

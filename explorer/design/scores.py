@@ -89,6 +89,11 @@ def score(scenarios: Sequence[Scenario], engine: str = "estimate") -> tuple[Scor
                   {k: np.asarray(v, dtype=float) for k, v in e.breakdown_s.items()}), [None] * len(scenarios)
 
 
+def reason_field(reason: str) -> str:
+    """The field a one-line ScenarioError message names (its text before the first ": ")."""
+    return reason.split(": ", 1)[0]
+
+
 def _score_full(scenarios: Sequence[Scenario]) -> tuple[Scores, list[str | None]]:
     """The full engine, one simulation per scenario."""
     from ..simulate import simulate  # deferred: the engine is only needed here

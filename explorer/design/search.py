@@ -27,7 +27,7 @@ from ..scenario import Scenario, ScenarioError
 from . import chunks as work
 from .base import Base, cluster_overrides, share_query
 from .executors import ExecutorSpec, Progress, map_chunks
-from .scores import estimator_available, score
+from .scores import estimator_available, reason_field, score
 from .space import Layout, LayoutBuilder, Space, enumerate_layouts, search_raw
 
 MAX_EXTRA_FULL = 200           # layouts simulated beyond ``top`` when the engine rejects the estimator's fits
@@ -111,18 +111,30 @@ def _score_chunk(job: _Job) -> _Scored:
         t[idx], mem[idx], fits[idx] = s.iteration_time_s, s.memory_GB_total, s.fits
     for j, why in enumerate(refused):
         if why is not None:
-            reasons[slots[j]], fits[slots[j]] = "training.global_batch", False
+            reasons[slots[j]], fits[slots[j]] = reason_field(why), False
     return _Scored(tuple(reasons), t, mem, fits)
 
 
-def _full(base: Base, builder: LayoutBuilder, layout: Layout, estimate_s: float | None,
-          baseline: bool = False) -> Candidate | None:
-    """``layout`` simulated with the full engine, or None when the engine refuses it."""
-    sc = builder.scenario(layout)
+@dataclass(frozen=True)
+class _FullJob:
+    base: Base
+    raw: Mapping[str, Any]
+    layout: Layout
+    estimate_s: float | None
+    baseline: bool = False
+
+
+def _simulate(job: _FullJob) -> Candidate | None:
+    """One layout on the full engine (runs in a worker); None when the layout is invalid (the
+    baseline at another size) or the engine refuses it."""
+    try:
+        sc = LayoutBuilder(job.raw).scenario(job.layout)
+    except ScenarioError:
+        return None
     s, refused = score([sc], "full")
     if refused[0] is not None:
         return None
-    return Candidate(layout, sc.dp, s.row(0), estimate_s, share_query(base, sc), baseline)
+    return Candidate(job.layout, sc.dp, s.row(0), job.estimate_s, share_query(job.base, sc), job.baseline)
 
 
 def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | None = None,
@@ -133,59 +145,66 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     docstring.  Raises ScenarioError when the model or cluster themselves are invalid."""
     if top < 1:
         raise ScenarioError("--top", f"{top} must be at least 1")
+    executor = executor or ExecutorSpec()
     t0 = time.perf_counter()
     raw = search_raw(base.raw)
-    builder = LayoutBuilder(raw)
-    parsed = builder.parsed
+    parsed = LayoutBuilder(raw).parsed
     if gpus is not None:
         raw = search_raw(base.variant_raw(cluster_overrides(parsed, gpus)))
-        builder = LayoutBuilder(raw)
-        parsed = builder.parsed
+        parsed = LayoutBuilder(raw).parsed
     layouts = list(enumerate_layouts(parsed, space or Space()))
     t1 = time.perf_counter()
 
     jobs = [_Job(raw, tuple(c)) for c in work.split(layouts, work.chunk_size("estimate"))]
-    scored = map_chunks(_score_chunk, jobs, executor or ExecutorSpec(), sizes=[len(j.layouts) for j in jobs],
+    scored = map_chunks(_score_chunk, jobs, executor, sizes=[len(j.layouts) for j in jobs],
                         in_process=work.in_process(len(layouts), "estimate"), progress=progress)
     reasons = [r for c in scored for r in c.reason_fields]
     t_est = np.concatenate([c.iteration_time_s for c in scored]) if scored else np.zeros(0)
     fits = np.concatenate([c.fits for c in scored]) if scored else np.zeros(0, dtype=bool)
-    valid = sum(r is None for r in reasons)
     t2 = time.perf_counter()
 
-    ranked = sorted(np.flatnonzero(fits), key=lambda i: (t_est[i], i))
-    top_list: list[Candidate] = []
-    simulated = 0
-    for i in ranked:
-        if len(top_list) >= top or simulated >= top + MAX_EXTRA_FULL:
-            break
-        simulated += 1
-        cand = _full(base, builder, layouts[i], float(t_est[i]))
-        if cand is not None and cand.figures["fits"]:
-            top_list.append(cand)
-    baseline = _baseline(base, builder, parsed)
+    order = sorted(np.flatnonzero(fits), key=lambda i: (t_est[i], i))       # ties: enumeration order
+    ranked = [(layouts[i], float(t_est[i])) for i in order]
+    top_list, baseline, simulated = _full_phase(base, raw, Layout.of(parsed), ranked, top, executor)
     if (include_baseline and baseline is not None and baseline.figures["fits"]
             and all(c.layout != baseline.layout for c in top_list)):
         top_list.append(baseline)
     top_list.sort(key=lambda c: c.iteration_time_s)
     t3 = time.perf_counter()
     return SearchResult(
-        gpus=parsed.cluster.gpus, enumerated=len(layouts), valid=valid, fit=int(fits.sum()),
-        reasons=tuple(Counter(r for r in reasons if r is not None).most_common()),
+        gpus=parsed.cluster.gpus, enumerated=len(layouts), valid=sum(r is None for r in reasons),
+        fit=int(fits.sum()), reasons=tuple(Counter(r for r in reasons if r is not None).most_common()),
         top=tuple(top_list[:top]), baseline=baseline,
         seconds={"enumerate": t1 - t0, "estimate": t2 - t1, "full": t3 - t2, "total": t3 - t0},
         engine=_ranking_engine(), simulated=simulated)
 
 
-def _baseline(base: Base, builder: LayoutBuilder, parsed: Scenario) -> Candidate | None:
-    """The scenario's own layout on the searched cluster, simulated; None when invalid there."""
-    p, t = parsed.parallelism, parsed.training
-    own = Layout(p.tp, p.pp, p.cp, p.ep, p.vpp, p.schedule, p.zero, t.micro_batch, t.recompute,
-                 p.sequence_parallel)
-    try:
-        return _full(base, builder, own, None, baseline=True)
-    except ScenarioError:
-        return None
+def _full_phase(base: Base, raw: Mapping[str, Any], own: Layout, ranked: list[tuple[Layout, float]], top: int,
+                executor: ExecutorSpec) -> tuple[list[Candidate], Candidate | None, int]:
+    """Simulate ``ranked`` (layout, estimated time) best first, in batches of the places still
+    open, until ``top`` fit by the full engine's memory or MAX_EXTRA_FULL more were tried; the first
+    batch also simulates the scenario's own layout.  Returns (fitting candidates, baseline,
+    layouts simulated)."""
+    found: list[Candidate] = []
+    baseline: Candidate | None = None
+    tried = 0
+    batch = [_FullJob(base, raw, own, None, baseline=True)]
+    while True:
+        room = min(top - len(found), top + MAX_EXTRA_FULL - tried)
+        batch += [_FullJob(base, raw, lay, est) for lay, est in ranked[tried:tried + max(room, 0)]]
+        if not batch:
+            return found, baseline, tried
+        for job, cand in zip(batch, map_chunks(_simulate, batch, executor,
+                                               in_process=work.in_process(len(batch), "full")), strict=True):
+            if job.baseline:
+                baseline = cand
+                continue
+            tried += 1
+            if cand is not None and cand.figures["fits"]:
+                found.append(cand)
+        batch = []
+        if len(found) >= top or tried >= len(ranked) or room <= 0:
+            return found, baseline, tried
 
 
 def _ranking_engine() -> str:

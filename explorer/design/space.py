@@ -66,7 +66,7 @@ class Layout:
 
     @classmethod
     def of(cls, sc: Scenario) -> Layout:
-        """The layout a scenario runs."""
+        """The layout a scenario runs (a loaded or a merely parsed one: the fields are the same)."""
         p, t = sc.parallelism, sc.training
         return cls(p.tp, p.pp, p.cp, p.ep, p.vpp, p.schedule, p.zero, t.micro_batch, t.recompute,
                    p.sequence_parallel)

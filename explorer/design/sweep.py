@@ -23,7 +23,7 @@ from ..scenario import Scenario, ScenarioError
 from . import chunks as work
 from .base import Base, check_key, share_query
 from .executors import ExecutorSpec, Progress, map_chunks
-from .scores import score
+from .scores import reason_field, score
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 MAX_COMBINATIONS = 1_000_000    # beyond this a sweep is a typo (and its results a gigabyte)
@@ -139,7 +139,7 @@ def _evaluate(job: _Job) -> list[Point]:
     for j, (i, sc) in enumerate(zip(slots, scenarios, strict=True)):
         ov = job.overrides[i]
         if refused[j] is not None:
-            out[i] = Point(ov, False, refused[j], "training.global_batch")
+            out[i] = Point(ov, False, refused[j], reason_field(refused[j]))
             continue
         out[i] = Point(ov, True, figures=scores.row(j), link=share_query(job.base, sc) if job.links else None)
     return [p for p in out if p is not None]

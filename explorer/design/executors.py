@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -101,6 +99,9 @@ def _here(fn: Callable[[T], R], chunks: Sequence[T], sizes: list[int], progress:
 
 def _pool(fn: Callable[[T], R], chunks: Sequence[T], workers: int, sizes: list[int],
           progress: Progress | None) -> list[R]:
+    import multiprocessing  # deferred, as Dask below: every CLI command imports this module
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     out: list[Any] = [None] * len(chunks)
     done, total = 0, sum(sizes)
     method = "fork" if threading.active_count() == 1 else "forkserver"

@@ -285,3 +285,29 @@ def test_figures_draw_the_results(teaching_sweep):
     curve = scaling_curve(scaling(open_base("teaching-8gpu"), [8, 16, 32]))
     assert [t.name for t in curve.data][:2] == ["iteration time", "MFU"]
     assert list(curve.data[0].x) == [8, 16, 32]
+
+
+def test_sweep_uses_the_estimators_override_path_when_it_has_one(monkeypatch):
+    """Without links, a sweep hands its overrides to ``estimate_overrides`` when the estimator has
+    one; a stand-in that validates and estimates as the ordinary path gives the same points."""
+    import explorer.estimate as est
+
+    calls = []
+
+    def estimate_overrides(raw, overrides):
+        calls.append(len(overrides))
+        scs, reasons = [], []
+        for ov in overrides:
+            try:
+                scs.append(from_dict(apply_overrides(raw, ov)))
+                reasons.append(None)
+            except ScenarioError as exc:
+                reasons.append(str(exc))
+        idx = [i for i, r in enumerate(reasons) if r is None]
+        return est.Estimates.scatter(len(overrides), [(idx, est.estimate_many(scs))]), reasons
+
+    base, vary = open_base("teaching-8gpu"), parse_vary(VARY)
+    plain = sweep(base, vary, links=False)
+    monkeypatch.setattr(est, "estimate_overrides", estimate_overrides, raising=False)
+    fast = sweep(base, vary, links=False)
+    assert calls == [15] and fast.points == plain.points

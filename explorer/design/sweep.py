@@ -23,7 +23,7 @@ from ..scenario import Scenario, ScenarioError
 from . import chunks as work
 from .base import Base, check_key, share_query
 from .executors import ExecutorSpec, Progress, map_chunks
-from .scores import reason_field, score
+from .scores import reason_field, score, score_overrides
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 MAX_COMBINATIONS = 1_000_000    # beyond this a sweep is a typo (and its results a gigabyte)
@@ -125,7 +125,13 @@ class _Job:
 
 
 def _evaluate(job: _Job) -> list[Point]:
-    """Validate and score one chunk (runs in a worker)."""
+    """Validate and score one chunk (runs in a worker).  Without links (which need each scenario)
+    the estimator's own override path is used when it has one (explorer/design/scores.py)."""
+    fast = None if job.engine != "estimate" or job.links else score_overrides(job.base.raw, job.overrides)
+    if fast is not None:
+        got, reasons = fast
+        return [Point(ov, False, why, reason_field(why)) if why else Point(ov, True, figures=got.row(i))
+                for i, (ov, why) in enumerate(zip(job.overrides, reasons, strict=True))]
     scenarios: list[Scenario] = []
     slots: list[int] = []
     out: list[Point | None] = [None] * len(job.overrides)

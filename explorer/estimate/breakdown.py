@@ -17,7 +17,7 @@ import numpy as np
 
 from ..vocabulary import CATEGORIES
 from .chunk_basis import BWD, F_IDX, FWD, PARTS
-from .pipeline import GroupTimes
+from .pipeline import StageTimes
 from .profile import RowProfile
 from .sync import Ending, Window_
 
@@ -31,8 +31,8 @@ _COMPUTE = [i for i, k in enumerate(PARTS) if k not in ("tp", "cp", "ep", "dp")]
 _WGRAD = PARTS.index("weight-grad")
 
 
-def _column_parts(profs: list[RowProfile], gt: GroupTimes) -> np.ndarray:
-    """(g, K, categories) the parts of one op of every duration-table column (Program order)."""
+def _column_parts(profs: list[RowProfile], st: StageTimes) -> np.ndarray:
+    """(g, p, J, categories) the parts of one op of each stage's own columns (RealOps.per_column)."""
     pr0 = profs[0]
     feat = np.stack([r.feat for r in profs])[:, pr0.holds]            # (g, p, nch, F)
     sm = np.array([r.sm_factor for r in profs])[:, None, None]
@@ -47,7 +47,7 @@ def _column_parts(profs: list[RowProfile], gt: GroupTimes) -> np.ndarray:
     W[..., 0] = bwd[..., _WGRAD]
     Bi = B - W
     g, p, nch = feat.shape[:3]
-    table = np.stack([F, B, Bi, W], axis=3).reshape(g, p * nch * 4, len(_PASS_CATS))
+    table = np.stack([F, B, Bi, W], axis=3).reshape(g, p, nch * 4, len(_PASS_CATS))
     # Fused F&B (chunks.fuse): compute parts of both, communication beyond them split in proportion.
     pair = fwd[:, :, :, None, :] + bwd[:, :, None, :, :]             # (g, p, lf, lb, PARTS)
     comp = pair[..., _COMPUTE] @ _FOLD[_COMPUTE]
@@ -57,27 +57,21 @@ def _column_parts(profs: list[RowProfile], gt: GroupTimes) -> np.ndarray:
     excess = np.maximum(0.0, t_comm - t_comp)
     scale = np.divide(excess, t_comm, out=np.zeros_like(excess), where=t_comm > 0)
     fused = comp + (comm_parts * scale[..., None]) @ _FOLD[_COMM]
-    fused[..., 0] += gt.fused - (t_comp + excess)                    # SM contention of the pair
-    return np.concatenate([table, fused.reshape(g, p * nch * nch, len(_PASS_CATS))], axis=1)
+    fused[..., 0] += st.fused - (t_comp + excess)                    # SM contention of the pair
+    return np.concatenate([table, fused.reshape(g, p, nch * nch, len(_PASS_CATS))], axis=2)
 
 
-def breakdowns(profs: list[RowProfile], gt: GroupTimes, en: Ending, win: Window_) -> np.ndarray:
+def breakdowns(profs: list[RowProfile], st: StageTimes, en: Ending, win: Window_) -> np.ndarray:
     """(g, CATEGORIES) seconds of the busiest stage of each row, summing to the iteration time."""
-    prog = gt.prog
     g, p = en.end.shape
-    parts = _column_parts(profs, gt)                                  # (g, K, 6)
-    real = prog.mb[:, None] < np.array([r.units for r in profs])[None, :]
+    parts = _column_parts(profs, st)                                  # (g, p, J, 6)
     share = np.array([r.m / r.units for r in profs])                  # one iteration of those simulated
-    # Per stage: ops' parts summed (stage-major op order), blocking sends on the compute stream.
-    per_op = parts[:, prog.dur] * real.T[:, :, None]                  # (g, n, 6)
-    starts = np.r_[0, prog.last_op[:-1] + 1]
-    busy_parts = np.add.reduceat(per_op, starts, axis=1) * share[:, None, None]      # (g, p, 6)
+    # Per stage: its ops' parts (how many ops of each column it runs, times the column's parts).
+    busy_parts = np.einsum("gpj,gpjc->gpc", st.per_column, parts) * share[:, None, None]
     sends = np.zeros((g, p))
     if profs[0].blocking:
-        tr = np.stack([r.transfer for r in profs])                    # (g, p)
-        sf = np.where(prog.send_f >= 0, tr[:, np.maximum(prog.send_f, 0)], 0.0)
-        sb = np.where(prog.send_b >= 0, tr[:, np.maximum(prog.send_b, 0)], 0.0)
-        sends = np.add.reduceat((sf + sb) * real.T, starts, axis=1) * share[:, None]
+        tr = np.stack([r.transfer for r in profs])                    # (g, pairs)
+        sends = np.einsum("gsq,gq->gs", st.sends, tr) * share[:, None]
     opt = np.stack([r.optimizer for r in profs])
     busy = busy_parts.sum(-1) + sends + opt
     # simulate.assemble: most compute-stream work, then the later end, then the lower stage.

@@ -25,7 +25,7 @@ from ..scenario import Scenario
 from ..taskgraph.chunks import ChunkContext, ChunkWork, chunk_work
 from ..taskgraph.partition import choose_split
 from ..workload import embedding_cost, layer_cost, logits_cost
-from .keys import RowNetwork, compute_key
+from .keys import RowNetwork, compute_key, memo_table
 
 PARTS = ("compute", "recompute", "weight-grad", "tp", "cp", "ep", "dp")   # a pass's parts, in order
 COMPUTE_PARTS = ("compute", "recompute", "weight-grad")
@@ -49,20 +49,17 @@ class Costs:
     cm: ComputeModel
 
 
-_COSTS: dict[tuple, Costs] = {}
-_SPLITS: dict[tuple, tuple[int, ...]] = {}
-_BASES: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-_MAX = 20000
+_COSTS = memo_table()
+_SPLITS = memo_table()
+_BASES = memo_table()
 
 
-def _remember(table: dict, key: tuple, value):
-    if len(table) >= _MAX:
-        table.clear()
+def _remember(table: dict, key, value):
     table[key] = value
     return value
 
 
-def costs(sc: Scenario, ckey: tuple | None = None) -> Costs:
+def costs(sc: Scenario, ckey: int | None = None) -> Costs:
     """Layer, embedding and output-layer costs of ``sc`` (memoised per compute key)."""
     ckey = compute_key(sc) if ckey is None else ckey
     out = _COSTS.get(ckey)
@@ -73,7 +70,7 @@ def costs(sc: Scenario, ckey: tuple | None = None) -> Costs:
     return out
 
 
-def layer_split(sc: Scenario, ckey: tuple, two_directions: bool) -> tuple[int, ...]:
+def layer_split(sc: Scenario, ckey: int, two_directions: bool) -> tuple[int, ...]:
     """Layers per chunk, as IterationBuilder._split chooses them (memoised)."""
     par = sc.parallelism
     if par.stage_layers is not None:
@@ -126,7 +123,7 @@ def _features(ch: ChunkWork) -> np.ndarray:
                      ch.expert_params, ch.act_bytes, ch.fsdp_bytes])
 
 
-def basis(sc: Scenario, ckey: tuple, net: RowNetwork, stage: int, ideal: frozenset[str], tied: bool,
+def basis(sc: Scenario, ckey: int, net: RowNetwork, stage: int, ideal: frozenset[str], tied: bool,
           sig: tuple) -> tuple[np.ndarray, np.ndarray]:
     """(5, features) of one piece per role priced on ``stage`` (whose group shapes are ``sig``), and
     (5,) the bf16 bytes of the largest layer of each piece that ZeRO-3 gathers (fsdp_layer_bytes)."""

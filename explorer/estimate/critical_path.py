@@ -14,7 +14,7 @@ Rows with fewer units than the program's share it: the ops of the units a row do
 *phantoms* — no duration, no transfer time, ready at once — which leave every real op's time
 unchanged when the row's own order is the program's order with those ops removed (true of every
 schedule whose order keeps its units in order: GPipe, 1F1B, interleaved, zero bubble, PipeDream;
-DualPipe's phases depend on the count, so it is compiled per count, estimate/pipeline.py).
+DualPipe's phases depend on the count, so it is compiled per count, estimate/many.py).
 """
 from __future__ import annotations
 
@@ -31,14 +31,14 @@ class OpTimes:
 
     start: np.ndarray            # (n, g)
     end: np.ndarray              # (n, g) end of the pass (before a blocking send)
-    free: np.ndarray             # (n, g) when the stage's compute stream is free after it (sends included)
+    clock: np.ndarray            # (p, g) each stage's compute stream free after its last op
 
 
-def evaluate(prog: Program, dur: np.ndarray, send_f: np.ndarray, send_b: np.ndarray, real: np.ndarray,
-             gates: np.ndarray, blocking: bool) -> OpTimes:
+def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray, gates: np.ndarray,
+             blocking: bool) -> OpTimes:
     """Times of every op of ``prog`` for g rows.
 
-    ``dur``: (n, g) seconds of each op; ``send_f``/``send_b``: (n, g) seconds of the forward/backward
+    ``dur``: (n, g) seconds of each op; ``sends``: (2, n, g) seconds of the forward and backward
     transfer it sends (0 where none); ``real``: (n, g) 1.0 for the row's own ops, 0.0 for phantoms;
     ``gates``: (p*nch, g) when each chunk's first forward may start (ZeRO 1-2 parameter gathers);
     ``blocking``: sends run on the sender's compute stream instead of its pp stream."""
@@ -48,33 +48,27 @@ def evaluate(prog: Program, dur: np.ndarray, send_f: np.ndarray, send_b: np.ndar
     times = np.zeros((end0 + 3 * n, g))
     times[1:end0] = gates
     start = np.empty((n, g))
-    free_after = np.empty((n, g))
     clock = np.zeros((p, g))
     pp_free = np.zeros((p, g))
-    has_f, has_b = prog.send_f >= 0, prog.send_b >= 0
-    for idx in prog.steps:
-        st = prog.stage[idx]
-        ready = times[prog.src[idx]].max(axis=1) * real[idx]      # phantoms wait for nothing
-        s0 = np.maximum(clock[st], ready)
-        e0 = s0 + dur[idx]
+    stage, src = prog.stage, prog.src
+    for idx, plan in zip(prog.steps, prog.sends, strict=True):
+        st = stage[idx]
+        ready = times[src[idx]].max(axis=1)
+        ready *= real[idx]                                          # phantoms wait for nothing
+        s0 = np.maximum(clock[st], ready, out=ready)
         start[idx] = s0
+        e0 = s0 + dur[idx]
         times[end0 + idx] = e0
-        free = e0
-        for sends, mask_all, base in ((send_f, has_f, end0 + n), (send_b, has_b, end0 + 2 * n)):
-            mask = mask_all[idx]
-            if not mask.any():
-                continue
-            sel = idx[mask]
-            after = free[mask]
+        for pos, ops, ss, slot, col in plan:
+            after = e0[pos]
             if blocking:
-                arrive = after + sends[sel]
-                free = free.copy()
-                free[mask] = arrive
+                arrive = after + sends[col, ops]
+                e0 = e0.copy()
+                e0[pos] = arrive                                   # the compute stream sends
             else:
-                ss = prog.stage[sel]
-                arrive = np.maximum(pp_free[ss], after) + sends[sel]
+                arrive = np.maximum(pp_free[ss], after)
+                arrive += sends[col, ops]
                 pp_free[ss] = arrive
-            times[base + sel] = arrive
-        clock[st] = free
-        free_after[idx] = free
-    return OpTimes(start, times[end0:end0 + n], free_after)
+            times[slot] = arrive
+        clock[st] = e0
+    return OpTimes(start, times[end0:end0 + n], clock)

@@ -1,4 +1,4 @@
-"""What each cost depends on, as hashable keys, and the network shared by the rows that agree on it.
+"""What each cost depends on, as small hashable keys, and the network shared by the rows that agree on it.
 
 The estimator prices a configuration from the same functions as the engine, but only once per
 distinct input: a layer's cost (explorer/workload.py) reads the model, the training options other
@@ -6,8 +6,12 @@ than the global batch and the optimizer, the GPU, and the tp, cp, ep, sequence-p
 token-slice degrees — not pp, dp, vpp, the schedule, ZeRO or the network; a collective's cost
 (explorer/collectives.py via explorer/network.py) reads the cluster, the rank placement and the
 library options, not the model.  :func:`compute_key` and :func:`network_key` name exactly those
-inputs, so that a sweep over the NIC bandwidth re-prices only the calls, and a sweep over
-pp re-prices nothing of a layer.
+inputs, so that a sweep over the NIC bandwidth re-prices only the calls, and a sweep over pp
+re-prices nothing of a layer.
+
+Keys are interned to integers (:func:`intern`), and the big frozen sections (model, GPU, cluster)
+to integers by identity first (:func:`object_id`): hashing a nested dataclass walks all its fields,
+while rows derived from one base by ``dataclasses.replace`` share the sections they do not change.
 """
 from __future__ import annotations
 
@@ -19,37 +23,78 @@ from ..scenario import Scenario
 # The dimensions whose group a pass's own collectives use (layer_parts, fsdp_cost); their shapes
 # on a stage decide whether two stages price a layer alike.
 PASS_DIMS = ("tp", "cp", "ep", "dp", "edp")
+_MAX = 100_000                 # entries of a memo table before it is cleared (long sessions)
+
+_OBJECTS: dict[Any, int] = {}
+_BY_IDENTITY: dict[int, tuple[Any, int]] = {}
+_KEYS: dict[tuple, int] = {}
+_TABLES: list[dict] = []
 
 
-def compute_key(sc: Scenario) -> tuple:
+def memo_table() -> dict:
+    """A memo dictionary keyed by interned integers: emptied with the interning tables."""
+    table: dict = {}
+    _TABLES.append(table)
+    return table
+
+
+def clear() -> None:
+    """Forget every interned key and every memoised piece (their integers would be reused)."""
+    for t in (_OBJECTS, _BY_IDENTITY, _KEYS, *_TABLES):
+        t.clear()
+
+
+def bound_memory() -> None:
+    """Between rows: start afresh when a long session has filled the tables."""
+    if len(_OBJECTS) >= _MAX or len(_BY_IDENTITY) >= _MAX or len(_KEYS) >= _MAX or \
+            any(len(t) >= _MAX for t in _TABLES):
+        clear()
+
+
+def object_id(obj: Any) -> int:
+    """A small integer equal for equal objects (by identity first, then by value)."""
+    hit = _BY_IDENTITY.get(id(obj))
+    if hit is not None and hit[0] is obj:
+        return hit[1]
+    i = _OBJECTS.setdefault(obj, len(_OBJECTS))
+    _BY_IDENTITY[id(obj)] = (obj, i)          # holds the object, so its id is not reused meanwhile
+    return i
+
+
+def intern(key: tuple) -> int:
+    """A small integer for ``key`` (equal keys, equal integers)."""
+    return _KEYS.setdefault(key, len(_KEYS))
+
+
+def compute_key(sc: Scenario) -> int:
     """Everything workload.layer_cost / embedding_cost / logits_cost and the compute model read."""
     t, p = sc.training, sc.parallelism
-    return (sc.model, t.micro_batch, t.dtype, t.recompute, t.flash_attention, t.recompute_modules,
-            t.fp8_storage, t.framework, sc.hardware, p.tp, p.cp, p.ep,
-            p.sequence_parallel and p.tp > 1, p.token_slices)
+    return intern(("compute", object_id(sc.model), t.micro_batch, t.dtype, t.recompute, t.flash_attention,
+                   t.recompute_modules, t.fp8_storage, t.framework, object_id(sc.hardware), p.tp, p.cp, p.ep,
+                   p.sequence_parallel and p.tp > 1, p.token_slices))
 
 
-def network_key(sc: Scenario, free: bool) -> tuple:
+def network_key(sc: Scenario, free: bool) -> int:
     """Everything network.Network reads: the cluster, the degrees and their placement order, the
     collective library's options and the GPU (NCCL's generation, NVLink SHARP)."""
     p, c = sc.parallelism, sc.communication
-    return (sc.cluster, p.tp, p.cp, sc.dp, p.pp, p.ep, p.order, c.algorithm, c.library, c.protocol,
-            sc.hardware.gpu, free)
+    return intern(("network", object_id(sc.cluster), p.tp, p.cp, sc.dp, p.pp, p.ep, p.order, c.algorithm,
+                   c.library, c.protocol, object_id(sc.hardware.gpu), free))
 
 
 # Networks by key: every row of a sweep that keeps the cluster, the degrees and the library shares
 # one (and its cached shapes and calls).  Bounded: cleared when a long session fills it.
-_NETWORKS: dict[tuple, Network] = {}
+_NETWORKS: dict[int, Network] = {}
 _MAX_NETWORKS = 4096
 
 
-def shared_network(sc: Scenario, key: tuple) -> Network:
+def shared_network(sc: Scenario, key: int, free: bool) -> Network:
     """The Network of ``key`` (built from the first scenario that asked for it)."""
     net = _NETWORKS.get(key)
     if net is None:
         if len(_NETWORKS) >= _MAX_NETWORKS:
             _NETWORKS.clear()
-        net = _NETWORKS[key] = Network(sc, free=key[-1])
+        net = _NETWORKS[key] = Network(sc, free=free)
     return net
 
 
@@ -60,9 +105,9 @@ class RowNetwork:
 
     __slots__ = ("sc", "free", "net", "cost", "shape", "placement")
 
-    def __init__(self, sc: Scenario, free: bool = False, key: tuple | None = None) -> None:
+    def __init__(self, sc: Scenario, free: bool, key: int) -> None:
         self.sc = sc
-        self.net = shared_network(sc, key if key is not None else network_key(sc, free))
+        self.net = shared_network(sc, key, free)
         self.free = free
         self.cost = self.net.cost
         self.shape = self.net.shape

@@ -1,12 +1,14 @@
 """estimate_many: validated scenarios in, one row of estimates each out.
 
-Rows are priced one by one from memoised pieces (estimate/profile.py), then grouped by what their
-pipeline program shares — the schedule, p, v and whether sends block (DualPipe also by its unit
-count, its phases depending on it) — and every group is evaluated at once: the pipeline's critical
-path (estimate/pipeline.py), the buckets, optimizer and iteration window (estimate/sync.py), the
-breakdown and the memory.  Throughput and MFU follow simulate.assemble: tokens per iteration over
-the iteration time; model FLOPs without recompute per GPU over time and the bf16 dense peak
-(PaLM App. B), hardware FLOPs with recompute for TFLOP/s (Megatron-LM SC21 Eq. 3).
+Rows are priced one by one from memoised pieces (estimate/profile.py).  Their pipelines run grouped
+by what a compiled program shares — the schedule, p, v, whether sends block, and counts of units
+within a factor of two (phantom units pad the shorter; DualPipe by its exact count) — long ones at a
+few reduced counts and extrapolated over their steady state (estimate/steady.py).  Then, per
+schedule, p, v and send kind, the buckets, optimizer and iteration window (estimate/sync.py), the
+breakdown and the memory are computed for all rows at once.  Throughput and MFU follow
+simulate.assemble: tokens per iteration over its time; model FLOPs without recompute per GPU over
+time and the bf16 dense peak (PaLM App. B); hardware FLOPs with recompute for TFLOP/s (Megatron-LM
+SC21 Eq. 3).
 """
 from __future__ import annotations
 
@@ -15,34 +17,100 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..scenario import Scenario
+from ..schedules.registry import Window
 from ..vocabulary import CATEGORIES
 from .breakdown import breakdowns
-from .chunk_basis import F_IDX
-from .memory import stage_memory
-from .pipeline import run_group
+from .memory import memory_total
+from .pipeline import StageTimes, run_group
 from .priority import p3_period
 from .profile import RowProfile, row_profile
 from .result import Estimates
+from .steady import extrapolate, reduced_counts
 from .sync import Window_, ending, window
 
+SCALE_BITS = 10          # rows of one program: unit counts within a factor of 2**SCALE_BITS
 
-def group_key(prof: RowProfile) -> tuple:
-    """Rows with the same key run one compiled program (phantom units pad the shorter ones)."""
-    sched = prof.schedule
-    return (sched.name, prof.p, prof.v, prof.blocking, prof.units if sched.two_directions else 0)
+
+def _needs_ops(prof: RowProfile) -> bool:
+    """PipeDream's window and P3's replay read individual op times."""
+    return prof.schedule.window is Window.ASYNC or prof.sc.communication.dp_priority
+
+
+def _run(profs: Sequence[RowProfile], jobs: list[tuple[int, int]],
+         keep: list[bool]) -> list[tuple[StageTimes, int]]:
+    """Evaluate (row, units) jobs grouped by program; per job its group's times and its column."""
+    groups: dict[tuple, list[int]] = {}
+    for j, (i, units) in enumerate(jobs):
+        pr = profs[i]
+        sched = pr.schedule
+        scale = units if sched.two_directions else (units - 1).bit_length() // SCALE_BITS
+        groups.setdefault((sched.name, pr.p, pr.v, pr.blocking, scale), []).append(j)
+    out: list[tuple[StageTimes, int]] = [None] * len(jobs)          # type: ignore[list-item]
+    for members in groups.values():
+        st = run_group([profs[jobs[j][0]] for j in members], [jobs[j][1] for j in members],
+                       any(keep[j] for j in members))
+        for col, j in enumerate(members):
+            out[j] = (st, col)
+    return out
 
 
 def estimate_profiles(profs: Sequence[RowProfile]) -> Estimates:
     """Estimates of already-profiled rows (in their order)."""
     n = len(profs)
-    groups: dict[tuple, list[int]] = {}
+    plans = [reduced_counts(pr) for pr in profs]
+    jobs: list[tuple[int, int]] = []
+    keep: list[bool] = []
+    for i, (pr, counts) in enumerate(zip(profs, plans, strict=True)):
+        for u in counts or [pr.units]:
+            jobs.append((i, u))
+            keep.append(counts is None and _needs_ops(pr))
+    done = _run(profs, jobs, keep)
+    per_row: list[StageTimes | tuple[StageTimes, int] | None] = [None] * n
+    j = 0
+    again: list[int] = []
+    for i, counts in enumerate(plans):
+        if counts is None:
+            per_row[i] = done[j]
+            j += 1
+            continue
+        mine = done[j:j + len(counts)]
+        j += len(counts)
+        got = extrapolate(StageTimes.concat([st.take([col]) for st, col in mine]), profs[i].units, counts)
+        if got is None:
+            again.append(i)
+        else:
+            per_row[i] = got
+    if again:                                     # no period proven: the row at its own count
+        for i, res in zip(again, _run(profs, [(i, profs[i].units) for i in again],
+                                      [_needs_ops(profs[i]) for i in again]), strict=True):
+            per_row[i] = res
+    finals: dict[tuple, list[int]] = {}
     for i, pr in enumerate(profs):
-        groups.setdefault(group_key(pr), []).append(i)
+        finals.setdefault((pr.schedule.name, pr.p, pr.v, pr.blocking), []).append(i)
     pieces = []
-    for idx in groups.values():
-        rows = [profs[i] for i in idx]
-        pieces.append((np.array(idx), _estimate_group(rows)))
+    for idx in finals.values():
+        pieces.append((np.array(idx), _finish([profs[i] for i in idx], _gather([per_row[i] for i in idx]))))
     return Estimates.scatter(n, pieces)
+
+
+def _gather(rows: list) -> StageTimes:
+    """One StageTimes of ``rows`` (each an extrapolated one-row StageTimes or a column of a group's),
+    taking the columns of each group at once."""
+    sources: dict[int, tuple[StageTimes, list[int], list[int]]] = {}
+    singles: list[tuple[int, StageTimes]] = []
+    for pos, r in enumerate(rows):
+        if isinstance(r, StageTimes):
+            singles.append((pos, r))
+        else:
+            got = sources.setdefault(id(r[0]), (r[0], [], []))
+            got[1].append(pos)
+            got[2].append(r[1])
+    parts = [st.take(cols) for st, _, cols in sources.values()] + [st for _, st in singles]
+    order = [p for _, poss, _ in sources.values() for p in poss] + [p for p, _ in singles]
+    st = parts[0] if len(parts) == 1 else StageTimes.concat(parts)
+    if order != list(range(len(rows))):
+        st = st.take(np.argsort(order))
+    return st
 
 
 def estimate_many(scenarios: Sequence[Scenario]) -> Estimates:
@@ -55,22 +123,22 @@ def estimate(sc: Scenario) -> Estimates:
     return estimate_many([sc])
 
 
-def _estimate_group(profs: list[RowProfile]) -> Estimates:
-    gt = run_group(profs)
-    en = ending(profs, gt)
-    win = window(profs, gt, en)
+def _finish(profs: list[RowProfile], st: StageTimes) -> Estimates:
+    """Iteration end, window, breakdown, memory and throughput of rows sharing schedule, p, v."""
+    en = ending(profs, st)
+    win = window(profs, st, en)
     p3 = [r for r, pr in enumerate(profs) if pr.sc.communication.dp_priority]
     if p3:
         T, starts = win.T.copy(), win.window_start.copy()
         for r in p3:
-            T[r], starts[r], _ = p3_period(profs[r], gt, r)
+            T[r], starts[r], _ = p3_period(profs[r], st, r)
         win = Window_(T, starts, win.pace, win.pace_category)
-    bd = breakdowns(profs, gt, en, win)
+    bd = breakdowns(profs, st, en, win)
     T = win.T
-    mem = np.array([stage_memory(pr).sum(axis=1).max() for pr in profs])
+    mem = np.array([memory_total(pr) for pr in profs])
     cap = np.array([pr.sc.hardware.gpu.capacity_bytes for pr in profs])
-    hw = np.array([pr.feat[:, F_IDX["hw_flops"]].sum() * pr.m / pr.p for pr in profs])
-    model = np.array([pr.feat[:, F_IDX["model_flops"]].sum() * pr.m / pr.p for pr in profs])
+    hw = np.array([pr.layout.hw_flops * pr.m / pr.p for pr in profs])
+    model = np.array([pr.layout.model_flops * pr.m / pr.p for pr in profs])
     peak = np.array([pr.sc.hardware.gpu.peak_tflops * 1e12 for pr in profs])
     tokens = np.array([pr.sc.training.global_batch * pr.sc.model.seq_len for pr in profs], dtype=float)
     return Estimates(T, {k: bd[:, i] for i, k in enumerate(CATEGORIES)}, mem / 1e9, mem <= cap,

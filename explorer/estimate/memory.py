@@ -11,23 +11,40 @@ schedules/dualpipe.py), whose result it equals for any bytes.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from ..activations import recompute_working_bytes
 from ..schedules.registry import Schedule
 from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
 from .chunk_basis import F_IDX
+from .keys import memo_table
 from .profile import RowProfile
 
-_TRANSIENT: dict[tuple, tuple[float, float]] = {}
+_TRANSIENT = memo_table()
+_TOTALS = memo_table()
+_LIVE: dict[tuple, np.ndarray] = {}
 
 
-@lru_cache(maxsize=4096)
-def live_counts(schedule: Schedule, p: int, units: int, v: int, stage: int) -> np.ndarray:
-    """(K, nch) the distinct vectors of per-chunk activations alive after each op of the stage's
-    order (peak_activations' replay with one unit of bytes per chunk and counted per chunk)."""
+def live_counts(schedule: Schedule, p: int, units: int, v: int) -> np.ndarray:
+    """(p, K, nch) per stage the distinct vectors of per-chunk activations alive after each op of
+    its order (padded with zeros), memoised per shape."""
+    key = (schedule.name, p, units, v)
+    got = _LIVE.get(key)
+    if got is None:
+        per = [_stage_counts(schedule, p, units, v, s) for s in range(p)]
+        k = max(len(x) for x in per)
+        got = np.zeros((p, k, schedule.chunks_per_rank(v)))
+        for s, x in enumerate(per):
+            got[s, :len(x)] = x
+        if len(_LIVE) > 4096:
+            _LIVE.clear()
+        _LIVE[key] = got
+    return got
+
+
+def _stage_counts(schedule: Schedule, p: int, units: int, v: int, stage: int) -> np.ndarray:
+    """The distinct vectors of per-chunk activations alive after each op of the stage's order
+    (peak_activations' replay with one unit of bytes per chunk, counted per chunk)."""
     order = schedule.order(stage, p, units, v)
     nch = schedule.chunks_per_rank(v)
     live = np.zeros(nch)
@@ -64,18 +81,26 @@ def _transient(prof: RowProfile) -> tuple[float, float]:
         tokens = sc.training.micro_batch * sc.model.seq_len / sc.parallelism.cp / sc.parallelism.token_slices
         got = _TRANSIENT[prof.ckey] = (recompute_working_bytes(sc, False, tokens),
                                        recompute_working_bytes(sc, True, tokens) if sc.model.is_moe else 0.0)
-        if len(_TRANSIENT) > 20000:
-            _TRANSIENT.clear()
+    return got
+
+
+def memory_total(prof: RowProfile) -> float:
+    """Bytes per GPU of the busiest stage (max over stages of the total), memoised on what it
+    reads (RowProfile.memory_key: no network, so a sweep over bandwidths prices it once)."""
+    got = _TOTALS.get(prof.memory_key)
+    if got is None:
+        got = _TOTALS[prof.memory_key] = float(stage_memory(prof).sum(axis=1).max())
     return got
 
 
 def stage_memory(prof: RowProfile) -> np.ndarray:
-    """(p, 4) bytes per GPU of each stage: parameters, gradients, optimizer state, activations."""
+    """(p, 4) bytes per GPU of each stage: parameters, gradients, optimizer state, activations
+    (analysis/memory.class_memory)."""
     sc, p = prof.sc, prof.p
     zero = sc.parallelism.zero
     held = prof.holds
-    dense = prof.feat[held, F_IDX["params"]].sum(axis=1)
-    expert = prof.feat[held, F_IDX["expert_params"]].sum(axis=1)
+    dense = prof.layout.params.sum(axis=1)
+    expert = prof.layout.expert.sum(axis=1)
     nd = prof.dp_groups[:, 0]
     ne = np.where(expert > 0, prof.dp_groups[:, 1], 1)
 
@@ -86,15 +111,15 @@ def stage_memory(prof: RowProfile) -> np.ndarray:
     params = PARAM_BYTES * shard(zero >= 3) * versions
     grads = GRAD_BYTES * shard(zero >= 2)
     if zero >= 3:
+        # ZeRO-3 working set: the gathered layer, prefetch_layers more, one layer's full gradients.
         layer = prof.layer_bytes[held].max(axis=1)
         params = params + layer * (1 + sc.communication.prefetch_layers)
         grads = grads + layer / PARAM_BYTES * GRAD_BYTES
     opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer] * shard(zero >= 1)
-    act_chunk = prof.feat[held, F_IDX["act_bytes"]]                       # (p, nch)
+    counts = prof.counts[held]                                           # (p, nch, ROLES)
     dense_t, moe_t = _transient(prof)
-    n_dense = prof.counts[held, 0].sum(axis=1)
-    n_moe = prof.counts[held, 1].sum(axis=1)
-    transient = np.maximum(np.where(n_dense > 0, dense_t, 0.0), np.where(n_moe > 0, moe_t, 0.0))
-    peak = np.array([float((live_counts(prof.schedule, p, prof.units, prof.v, s) @ act_chunk[s]).max())
-                     for s in range(p)])
-    return np.stack([params, grads, opt, peak + transient], axis=1)
+    transient = np.maximum(np.where(counts[..., 0].sum(-1) > 0, dense_t, 0.0),
+                           np.where(counts[..., 1].sum(-1) > 0, moe_t, 0.0))
+    act = prof.feat[held, F_IDX["act_bytes"]]                            # (p, nch)
+    peak = np.einsum("skc,sc->sk", live_counts(prof.schedule, p, prof.units, prof.v), act).max(axis=1)
+    return np.stack([params, grads, opt, peak + transient], axis=-1)

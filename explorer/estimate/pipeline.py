@@ -56,9 +56,18 @@ class RealOps:
     grads: np.ndarray            # (p, nch) op completing each chunk's gradients
     first: np.ndarray            # (p,) first op of each stage
     backward: dict[tuple[int, int], int]   # (stage, unit) -> its (full) backward op
+    per_column: np.ndarray       # (p, J) ops of each stage per column of its own: KINDS x chunk, then fused
+    sends: np.ndarray            # (p, p) transfers each stage sends per stage pair
 
 
 _REAL: dict[tuple, RealOps] = {}
+
+
+def own_columns(prog: Program, s: int) -> np.ndarray:
+    """The duration-table columns of stage ``s``: its chunks' KINDS, then its fused pairs."""
+    nk = prog.nch * len(KINDS)
+    fused0 = prog.p * nk + s * prog.nch * prog.nch
+    return np.r_[s * nk:(s + 1) * nk, fused0:fused0 + prog.nch * prog.nch]
 
 
 def real_ops(prog: Program, units: int) -> RealOps:
@@ -87,50 +96,71 @@ def _real_ops(prog: Program, units: int) -> RealOps:
             grads[s, c] = got[-1] if len(got) else mine[-1]
     backward = {(int(prog.stage[i]), int(prog.mb[i])): int(i)
                 for i in idx[real & (prog.kind == KINDS.index("B"))]}
-    return RealOps(last, grads, first, backward)
+    k = prog.fused_index(prog.p - 1, prog.nch - 1, prog.nch - 1) + 1
+    every = np.bincount(prog.stage[real] * k + prog.dur[real], minlength=prog.p * k).reshape(prog.p, k)
+    per_column = np.stack([every[s, own_columns(prog, s)] for s in range(prog.p)])
+    sends = np.zeros((prog.p, prog.p))
+    for pairs in (prog.send_f, prog.send_b):
+        sel = real & (pairs >= 0)
+        np.add.at(sends, (prog.stage[sel], pairs[sel]), 1.0)
+    return RealOps(last, grads, first, backward, per_column, sends)
 
 
 @dataclass(frozen=True)
-class GroupTimes:
-    """The pipeline part of a group's rows (last axis: rows)."""
+class StageTimes:
+    """Per row (first axis) and stage: the pipeline facts the end of an iteration reads."""
 
-    prog: Program
-    ops: OpTimes
-    real: list[RealOps]
+    first: np.ndarray            # (g, p) start of each stage's first pass
+    last_end: np.ndarray         # (g, p) end of its last pass
+    free: np.ndarray             # (g, p) its compute stream free after it (blocking sends included)
+    grads_start: np.ndarray      # (g, p, nch) start of the pass completing each chunk's gradients
+    grads_dur: np.ndarray        # (g, p, nch) its seconds
+    per_column: np.ndarray       # (g, p, J) ops of each stage per column of its own (RealOps)
+    sends: np.ndarray            # (g, p, p) transfers each stage sends per stage pair
     table: np.ndarray            # (g, p, nch, KINDS) pass seconds
-    fused: np.ndarray            # (g, p, nch, nch)
+    fused: np.ndarray            # (g, p, nch, nch) fused F&B seconds
+    # Rows evaluated in full keep their op times (PipeDream's window, P3's replay): per row the
+    # program, its op times (all rows of its group) with the row's column, and its ops; else None.
+    ops: tuple[tuple[Program, OpTimes, int, RealOps] | None, ...]
 
-    def per_stage(self, which: str) -> np.ndarray:
-        """(g, p) a time of each stage's ``first`` or ``last`` op: its start or end (the compute
-        stream's free time after a last op's blocking sends)."""
-        cols = np.arange(len(self.real))
-        idx = np.array([getattr(r, which) for r in self.real])           # (g, p)
-        arr = self.ops.start if which == "first" else self.ops.free
-        return arr[idx, cols[:, None]]
+    def take(self, idx: np.ndarray | list[int]) -> StageTimes:
+        """The rows ``idx``."""
+        idx = np.asarray(idx)
+        return StageTimes(*(getattr(self, f)[idx] for f in _ARRAYS), tuple(self.ops[i] for i in idx))
 
-    def grads(self) -> tuple[np.ndarray, np.ndarray]:
-        """(g, p, nch) start and duration of the pass completing each chunk's gradients."""
-        cols = np.arange(len(self.real))[:, None, None]
-        idx = np.array([r.grads for r in self.real])
-        start = self.ops.start[idx, cols]
-        return start, self.ops.end[idx, cols] - start
+    @staticmethod
+    def concat(parts: list[StageTimes]) -> StageTimes:
+        return StageTimes(*(np.concatenate([getattr(p, f) for p in parts]) for f in _ARRAYS),
+                          tuple(o for p in parts for o in p.ops))
 
 
-def run_group(profs: list[RowProfile]) -> GroupTimes:
-    """Evaluate the pipeline of rows sharing schedule, p, v and send kind."""
+_ARRAYS = ("first", "last_end", "free", "grads_start", "grads_dur", "per_column", "sends", "table", "fused")
+
+
+def run_group(profs: list[RowProfile], units: list[int], keep_ops: bool = False) -> StageTimes:
+    """Evaluate the pipeline of rows sharing schedule, p, v and send kind, row i with ``units[i]``
+    units (its own count, or a reduced one, estimate/steady.py)."""
     pr0 = profs[0]
-    units = max(r.units for r in profs)
-    prog = compile_program(pr0.schedule.name, pr0.p, pr0.v, units)
+    prog = compile_program(pr0.schedule.name, pr0.p, pr0.v, max(units))
     feat = np.stack([r.feat for r in profs])
     sm = np.array([r.sm_factor for r in profs])
     table, fused = pass_table(feat, pr0.holds, sm)
     g = len(profs)
     flat = np.concatenate([table.reshape(g, -1), fused.reshape(g, -1)], axis=1)   # Program's column order
-    real = (prog.mb[:, None] < np.array([r.units for r in profs])[None, :]).astype(float)
+    real = (prog.mb[:, None] < np.array(units)[None, :]).astype(float)
     dur = flat[:, prog.dur].T * real
     transfer = np.stack([r.transfer for r in profs], axis=1)                      # (p, g)
-    send_f = np.where(prog.send_f[:, None] >= 0, transfer[np.maximum(prog.send_f, 0)], 0.0) * real
-    send_b = np.where(prog.send_b[:, None] >= 0, transfer[np.maximum(prog.send_b, 0)], 0.0) * real
+    sends = np.stack([np.where(pairs[:, None] >= 0, transfer[np.maximum(pairs, 0)], 0.0) * real
+                      for pairs in (prog.send_f, prog.send_b)])
     gates = np.stack([r.gates.reshape(-1) for r in profs], axis=1)
-    ops = evaluate(prog, dur, send_f, send_b, real, gates, pr0.blocking)
-    return GroupTimes(prog, ops, [real_ops(prog, r.units) for r in profs], table, fused)
+    ops = evaluate(prog, dur, sends, real, gates, pr0.blocking)
+    reals = [real_ops(prog, u) for u in units]
+    cols = np.arange(g)
+    first = ops.start[np.array([r.first for r in reals]), cols[:, None]]
+    last = np.array([r.last for r in reals])
+    grads = np.array([r.grads for r in reals])
+    g_start = ops.start[grads, cols[:, None, None]]
+    return StageTimes(first, ops.end[last, cols[:, None]], ops.clock.T, g_start,
+                      ops.end[grads, cols[:, None, None]] - g_start, np.stack([r.per_column for r in reals]),
+                      np.stack([r.sends for r in reals]), table, fused,
+                      tuple((prog, ops, i, reals[i]) if keep_ops else None for i in range(g)))

@@ -19,7 +19,7 @@ import numpy as np
 from ..taskgraph.techniques.dp_buckets import MAX_BUCKET_TASKS, _per_task
 from ..taskgraph.techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
 from .chunk_basis import F_IDX
-from .pipeline import GroupTimes
+from .pipeline import StageTimes
 from .profile import RowProfile
 
 
@@ -50,13 +50,13 @@ def _tasks(prof: RowProfile, s: int, c: int, op: str) -> list[dict]:
     return out
 
 
-def p3_period(prof: RowProfile, gt: GroupTimes, r: int) -> tuple[float, np.ndarray, np.ndarray]:
+def p3_period(prof: RowProfile, st: StageTimes, r: int) -> tuple[float, np.ndarray, np.ndarray]:
     """(iteration time, (p,) window start, (p,) end of each stage's last bucket) of row ``r``."""
     p, nch = prof.p, prof.nch
     zero = prof.sc.parallelism.zero
     op = "all-reduce" if zero == 0 else "reduce-scatter"
-    ops = gt.real[r]
-    start, end, free = gt.ops.start[:, r], gt.ops.end[:, r], gt.ops.free[:, r]
+    _, times, col, ops = st.ops[r]
+    start, end, clock = times.start[:, col], times.end[:, col], times.clock[:, col]
     period = 0.0
     window = np.zeros(p)
     dp_end = np.zeros(p)
@@ -84,7 +84,7 @@ def p3_period(prof: RowProfile, gt: GroupTimes, r: int) -> tuple[float, np.ndarr
                 gg = min(g * g_groups[t["dim"]] // groups, g_groups[t["dim"]] - 1)
                 extra += g_dur.get((t["dim"], gg), 0.0)
             ready[g] = max(ready.get(g, 0.0), t["end"] + extra)
-        compute_end = free[ops.last[s]]
+        compute_end = clock[s]
         slice_f = (end[first] - start[first]) / groups
         restart = max([compute_end] + [rt - g * slice_f for g, rt in ready.items()])
         window[s] = start[first]

@@ -2,21 +2,23 @@
 
 The builder (taskgraph/builder.py) gives every stage its chunks, prices them and adds the
 transfers, gradient buckets, parameter gathers and the optimizer step.  This module computes the
-same quantities for one scenario without building the graph, from memoised pieces:
+same quantities for one scenario without building the graph, from pieces memoised on what they
+depend on (estimate/keys.py):
 
-- chunk work: estimate/chunk_basis.py (chunk_work's pieces, the builder's layer split);
-- pipeline transfers: one send-recv of layer.pp_message_bytes on each stage pair (builder's
-  _transfer_shape);
-- gradient buckets and ZeRO 1-2 gathers: the bucket tasks techniques/dp_buckets.dp_tasks creates
-  (the same bucket count, merging into at most MAX_BUCKET_TASKS tasks and readiness fractions);
+- per network key: the shared Network, each stage's group shapes and data-parallel group sizes;
+- per chunk layout (compute key, network key, schedule, p, v, options chunk_work reads): the
+  chunks' work (estimate/chunk_basis.py: chunk_work's pieces, the builder's layer split);
+- per message size: one send-recv of layer.pp_message_bytes on each stage pair (_transfer_shape);
+- per layout and bucket options: the bucket tasks techniques/dp_buckets.dp_tasks creates (the same
+  bucket count, merging into at most MAX_BUCKET_TASKS tasks and readiness fractions) and the ZeRO
+  1-2 parameter gathers (at the start under the first forwards, or after the step);
 - the optimizer step: techniques/optimizer.optimizer_time.
 
-What remains per row is a handful of dictionary look-ups and small arrays; the per-row arithmetic
-over stages happens later, for many rows at once (estimate/pipeline.py, estimate/sync.py).
+What remains per row is a few dictionary look-ups; the arithmetic over stages happens for many
+rows at once (estimate/pipeline.py, estimate/sync.py).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,14 +30,50 @@ from ..schedules.registry import get as get_schedule
 from ..taskgraph.builder import IDEAL_ASPECTS
 from ..taskgraph.layer import pp_message_bytes
 from ..taskgraph.layout import layout_for
-from ..taskgraph.techniques.dp_buckets import MAX_BUCKET_TASKS, _per_task
-from ..taskgraph.techniques.optimizer import PARAM_BYTES, grad_reduce_bytes, optimizer_time
+from ..taskgraph.techniques.optimizer import OPTIMIZER_TRAFFIC_BYTES, grad_reduce_bytes
+from .buckets import dp_work
 from .chunk_basis import F_IDX, FEATURES, basis, chunk_counts, costs, layer_split
-from .keys import RowNetwork, compute_key, network_key
+from .keys import RowNetwork, bound_memory, compute_key, intern, memo_table, network_key
 
 _BALANCED = [F_IDX[k] for k in FEATURES if k.startswith(("fwd.", "bwd.", "fsdp_hidden"))] + \
     [F_IDX["hw_flops"], F_IDX["model_flops"], F_IDX["fsdp_bytes"]]
-JOBS = 2 * MAX_BUCKET_TASKS          # bucket tasks of one chunk: dense and expert gradients
+_NETS = memo_table()
+_LAYOUTS = memo_table()
+_TRANSFERS = memo_table()
+_DP = memo_table()
+_OPT = memo_table()
+
+
+@dataclass(frozen=True)
+class NetInfo:
+    """What a network key gives every row: the network, group shapes and sizes per stage."""
+
+    net: RowNetwork
+    sigs: tuple[tuple, ...]          # per stage: the shapes of the groups its passes talk to
+    dp_groups: np.ndarray            # (p, 2) data-parallel and expert data-parallel group sizes
+    key: int
+    free: bool
+    stage_class: np.ndarray          # (p,) stages placed alike (their groups have the same shapes)
+    reps: tuple[int, ...]            # the first stage of each class
+
+    def for_row(self, sc: Scenario) -> RowNetwork:
+        """The network as a row sees it: the shared shapes and calls, the row's own scenario."""
+        return self.net if self.net.sc is sc else RowNetwork(sc, self.free, self.key)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The chunks of one layout: their work, who holds them, what ZeRO and the step read."""
+
+    feat: np.ndarray                 # (p*v, FEATURES) per global chunk
+    counts: np.ndarray               # (p*v, ROLES) dense layers, MoE layers, ends of each chunk
+    layer_bytes: np.ndarray          # (p*v,) largest layer ZeRO-3 gathers per chunk
+    holds: np.ndarray                # (p, nch) global chunk of each (stage, local chunk)
+    params: np.ndarray               # (p, nch) dense parameters of each held chunk
+    expert: np.ndarray               # (p, nch) expert parameters
+    key: int
+    hw_flops: float                  # FLOPs per unit summed over every chunk (recompute included)
+    model_flops: float               # ... without recompute (the MFU numerator)
 
 
 @dataclass(frozen=True)
@@ -50,10 +88,7 @@ class RowProfile:
     m: int                           # pipeline units of one iteration
     units: int                       # units simulated (m x iterations simulated)
     blocking: bool                   # pipeline sends on the compute stream
-    feat: np.ndarray                 # (p*v, FEATURES) per global chunk
-    counts: np.ndarray               # (p*v, ROLES) dense layers, MoE layers, ends of each chunk
-    layer_bytes: np.ndarray          # (p*v,) largest layer ZeRO-3 gathers per chunk
-    holds: np.ndarray                # (p, nch) global chunk of each (stage, local chunk)
+    layout: Layout
     transfer: np.ndarray             # (p,) one pipeline transfer on each stage pair
     sm_factor: float                 # share of a pass slowed per second of hidden communication
     job_frac: np.ndarray             # (p, nch*JOBS) readiness of each reduce bucket task in its pass
@@ -62,124 +97,155 @@ class RowProfile:
     gates: np.ndarray                # (p, nch) when each chunk's first forward may start
     trailing: np.ndarray             # (p,) ZeRO 1-2 gathers after the optimizer step
     optimizer: np.ndarray            # (p,) optimizer step seconds
-    dp_groups: np.ndarray            # (p, 2) data-parallel and expert data-parallel group sizes
-    net: RowNetwork
-    ckey: tuple
+    netinfo: NetInfo
+    ckey: int
+    memory_key: tuple                # what the per-GPU memory depends on (estimate/memory.py)
 
+    @property
+    def feat(self) -> np.ndarray:
+        return self.layout.feat
 
-def _ideal(sc: Scenario) -> frozenset[str]:
-    return IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
+    @property
+    def counts(self) -> np.ndarray:
+        return self.layout.counts
+
+    @property
+    def layer_bytes(self) -> np.ndarray:
+        return self.layout.layer_bytes
+
+    @property
+    def holds(self) -> np.ndarray:
+        return self.layout.holds
+
+    @property
+    def dp_groups(self) -> np.ndarray:
+        return self.netinfo.dp_groups
+
+    @property
+    def net(self) -> RowNetwork:
+        """The row's network (its own scenario, the shared shapes and calls)."""
+        return self.netinfo.for_row(self.sc)
 
 
 def row_profile(sc: Scenario) -> RowProfile:
     """Everything the estimate of ``sc`` needs, from memoised pieces (see module docstring)."""
-    par, com = sc.parallelism, sc.communication
+    bound_memory()
+    par, com, tr = sc.parallelism, sc.communication, sc.training
     sched = get_schedule(par.schedule)
-    ideal = _ideal(sc)
-    free = "comm" in ideal
+    ideal = IDEAL_ASPECTS if par.ideal_pipeline else frozenset()
+    free = par.ideal_pipeline
     ckey = compute_key(sc)
-    net = RowNetwork(sc, free, network_key(sc, free))
+    nkey = network_key(sc, free)
+    info = _NETS.get(nkey)
+    if info is None:
+        info = _NETS[nkey] = _netinfo(sc, free, nkey)
     p, v = par.pp, par.vpp
-    nch = sched.chunks_per_rank(v)
-    m = sc.micro_batches * par.token_slices
-    tied = sc.model.tied_embeddings and (p == 1 or sched.two_directions)
-    split = layer_split(sc, ckey, sched.two_directions)
-    counts = chunk_counts(sc, split)
-    nchunks = len(split)
-    feat = np.empty((nchunks, len(FEATURES)))
-    layer_bytes = np.empty(nchunks)
-    sigs = [net.stage_signature(s) for s in range(p)]
-    by_sig: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-    for gc in range(nchunks):
-        s = gc % p
-        sig = sigs[s]
-        b = by_sig.get(sig)
-        if b is None:
-            b = by_sig[sig] = basis(sc, ckey, net, s, ideal, tied, sig)
-        feat[gc] = counts[gc] @ b[0]
-        present = counts[gc] > 0
-        layer_bytes[gc] = float(np.max(np.where(present, b[1], 0.0)))
-    if "balance" in ideal:
-        feat[:, _BALANCED] = feat[:, _BALANCED].mean(axis=0)
-    lay = layout_for(sched, p, v)
-    holds = np.array([[lay.chunk_index(s, c) for c in range(nch)] for s in range(p)])
+    lkey = intern(("layout", ckey, nkey, sched.name, v, par.stage_layers, ideal, par.zero,
+                   com.prefetch_layers, com.dp_overlap, com.tp_overlap))
+    layout = _LAYOUTS.get(lkey)
+    if layout is None:
+        layout = _LAYOUTS[lkey] = _layout(sc, sched, ckey, info, ideal, lkey)
     msg = pp_message_bytes(sc)
-    transfer = np.array([net.cost("send-recv", msg, "pp", k).time_s for k in range(p)]) if p > 1 \
-        else np.zeros(1)
+    transfer = _TRANSFERS.get((nkey, msg))
+    if transfer is None:
+        transfer = _TRANSFERS[(nkey, msg)] = _transfers(info, msg, p)
+    fw = framework_profile(tr.framework)
+    gather_overlap = com.dp_overlap and fw.param_gather_overlaps_forward
+    dkey = (lkey, com.bucket_MB, grad_reduce_bytes(sc), gather_overlap)
+    dp = _DP.get(dkey)
+    if dp is None:
+        dp = _DP[dkey] = dp_work(sc, info.for_row(sc), layout.params, layout.expert, gather_overlap,
+                                 info.stage_class, info.reps)
     gpu = sc.hardware.gpu
-    sm_factor = 0.0 if ideal else min(com.comm_sms or 0, (gpu.sms or 132) - 1) / (gpu.sms or 132)
-    fw = framework_profile(sc.training.framework)
-    dp_groups = np.array([[net.group_size("dp", s), net.group_size("edp", s)] for s in range(p)])
-    params = feat[holds, F_IDX["params"]]                    # (p, nch)
-    expert = feat[holds, F_IDX["expert_params"]]
-    job_frac, job_dur, gates, trailing = _dp_work(sc, net, params, expert, fw)
-    if "optimizer" in ideal:
-        opt = np.zeros(p)
-    else:
-        hbm = costs(sc, ckey).cm.hbm_bytes_per_s
-        opt = np.array([optimizer_time(params[s].sum(), expert[s].sum(), int(dp_groups[s, 0]),
-                                       int(dp_groups[s, 1]), par.zero, sc.training.optimizer, hbm)
-                        for s in range(p)])
-    return RowProfile(sc, sched, p, v, nch, m, m * sched.iterations_simulated, fw.blocking_p2p, feat,
-                      counts, layer_bytes, holds, transfer, sm_factor, job_frac, job_dur,
-                      com.dp_overlap and fw.grad_reduce_overlaps_backward, gates, trailing, opt, dp_groups,
-                      net, ckey)
+    sms = gpu.sms or 132
+    sm_factor = 0.0 if ideal else min(com.comm_sms or 0, sms - 1) / sms
+    okey = (lkey, tr.optimizer)
+    opt = _OPT.get(okey)
+    if opt is None:
+        opt = _OPT[okey] = np.zeros(p) if "optimizer" in ideal else \
+            _optimizer(layout, info.dp_groups, par.zero, tr.optimizer, costs(sc, ckey).cm.hbm_bytes_per_s)
+    m = sc.micro_batches * par.token_slices
+    units = m * sched.iterations_simulated
+    # Memory reads the chunks' bytes (not their times: no network) and the data-parallel sizes.
+    mkey = (ckey, sched.name, v, par.stage_layers, par.ideal_pipeline, sc.dp, par.cp, par.ep, par.zero,
+            com.prefetch_layers, tr.optimizer, units, p)
+    return RowProfile(sc, sched, p, v, sched.chunks_per_rank(v), m, units,
+                      fw.blocking_p2p, layout, transfer, sm_factor, dp[0], dp[1],
+                      com.dp_overlap and fw.grad_reduce_overlaps_backward, dp[2], dp[3], opt, info, ckey, mkey)
 
 
-def bucket_tasks(sc: Scenario, net: RowNetwork, params: float, expert: float, stage: int,
-                 op: str) -> list[tuple[float, float]]:
-    """(readiness fraction, seconds) of each bucket task dp_buckets.dp_tasks makes for a chunk
-    holding ``params`` dense and ``expert`` expert parameters, dense first."""
-    nbytes = grad_reduce_bytes(sc) if op != "all-gather" else PARAM_BYTES
-    out: list[tuple[float, float]] = []
-    for dim, n_params in (("dp", params), ("edp", expert)):
-        total = n_params * nbytes
-        if total <= 0 or net.group_size(dim, stage) <= 1:
-            continue
-        bucket = sc.communication.bucket_MB * 1e6
-        buckets = 1 if sc.parallelism.zero == 3 else max(1, math.ceil(total / bucket))
-        cc = net.cost(op, total / buckets, dim, stage)
-        tasks = min(buckets, MAX_BUCKET_TASKS)
-        done = 0
-        for j in range(tasks):
-            k = _per_task(buckets, tasks, j)
-            done += k
-            out.append((done / buckets, k * cc.time_s))
+def _netinfo(sc: Scenario, free: bool, nkey: int) -> NetInfo:
+    """The network of ``nkey`` and its stages grouped by placement: a stage's groups are those of
+    stage 0 translated by ``stage x stride(pp)`` GPUs (placement.Placement), and how a group sits on
+    the tiers depends only on that offset modulo each tier's domain (topology.Fabric.shape), so
+    stages with equal residues have equal shapes and are priced once."""
+    net = RowNetwork(sc, free, nkey)
+    p = sc.parallelism.pp
+    stride = net.placement.strides["pp"]
+    domains = [b.domain_gpus for b in net.net.fabric.boundaries]
+    classes: dict[tuple, int] = {}
+    stage_class = np.array([classes.setdefault(tuple(s * stride % d for d in domains), len(classes))
+                            for s in range(p)])
+    reps = tuple(int(np.flatnonzero(stage_class == c)[0]) for c in range(len(classes)))
+    rep_sigs = [net.stage_signature(r) for r in reps]
+    sigs = tuple(rep_sigs[c] for c in stage_class)
+    groups = np.array([[net.group_size("dp", r), net.group_size("edp", r)] for r in reps])[stage_class]
+    return NetInfo(net, sigs, groups, nkey, free, stage_class, reps)
+
+
+def _transfers(info: NetInfo, msg: float, p: int) -> np.ndarray:
+    """(p,) one transfer on each stage pair (s, s+1); pair p-1 wraps to stage 0 (network.members)."""
+    if p == 1:
+        return np.zeros(1)
+    cost = info.net.cost
+    per_class = {}
+    out = np.empty(p)
+    for k in range(p - 1):
+        c = info.stage_class[k]
+        if c not in per_class:
+            per_class[c] = cost("send-recv", msg, "pp", k).time_s
+        out[k] = per_class[c]
+    out[p - 1] = cost("send-recv", msg, "pp", p - 1).time_s
     return out
 
 
-def _dp_work(sc: Scenario, net: RowNetwork, params: np.ndarray, expert: np.ndarray, fw) -> tuple:
-    """Reduce bucket tasks per stage, ZeRO 1-2 gathers at the start (gates) or after the step."""
-    p, nch = params.shape
-    zero, com = sc.parallelism.zero, sc.communication
-    frac = np.zeros((p, nch * JOBS))
-    dur = np.zeros((p, nch * JOBS))
-    gates = np.zeros((p, nch))
-    trailing = np.zeros(p)
-    if zero == 3:
-        return frac, dur, gates, trailing
-    op = "all-reduce" if zero == 0 else "reduce-scatter"
-    gather_overlap = com.dp_overlap and fw.param_gather_overlaps_forward
-    memo: dict[tuple, tuple] = {}
-    for s in range(p):
-        sig = (net.shape("dp", s), net.shape("edp", s))
-        clock = 0.0
-        for c in range(nch):
-            key = (params[s, c], expert[s, c], sig)
-            got = memo.get(key)
-            if got is None:
-                red = bucket_tasks(sc, net, params[s, c], expert[s, c], s, op)
-                gat = (bucket_tasks(sc, net, params[s, c], expert[s, c], s, "all-gather")
-                       if zero in (1, 2) else [])
-                got = memo[key] = (red, sum(d for _, d in gat), bool(gat))
-            red, gather_s, has_gather = got
-            for j, (f, d) in enumerate(red):
-                frac[s, c * JOBS + j] = f
-                dur[s, c * JOBS + j] = d
-            if gather_overlap:
-                clock += gather_s
-                if has_gather:
-                    gates[s, c] = clock
-            else:
-                trailing[s] += gather_s
-    return frac, dur, gates, trailing
+def _layout(sc: Scenario, sched: Schedule, ckey: int, info: NetInfo, ideal: frozenset[str],
+            lkey: int) -> Layout:
+    """The chunks of ``sc``: the builder's split, each chunk priced as chunk_work prices it."""
+    par = sc.parallelism
+    p, v = par.pp, par.vpp
+    tied = sc.model.tied_embeddings and (p == 1 or sched.two_directions)
+    split = layer_split(sc, ckey, sched.two_directions)
+    counts = chunk_counts(sc, split)
+    # Stages whose groups have the same shapes price a piece alike: one class each.
+    classes: dict[tuple, int] = {}
+    stage_cls = [classes.setdefault(sig, len(classes)) for sig in info.sigs]
+    first_stage: dict[int, int] = {}
+    for s, c in enumerate(stage_cls):
+        first_stage.setdefault(c, s)
+    net = info.for_row(sc)
+    pieces = [basis(sc, ckey, net, first_stage[c], ideal, tied, sig) for sig, c in classes.items()]
+    cls = np.array(stage_cls)[np.arange(len(split)) % p]  # the builder prices chunk gc on stage gc % p
+    roles = np.stack([b[0] for b in pieces])[cls]         # (chunks, ROLES, FEATURES)
+    feat = np.einsum("cr,crf->cf", counts, roles)
+    layer_bytes = np.where(counts > 0, np.stack([b[1] for b in pieces])[cls], 0.0).max(axis=1)
+    if "balance" in ideal:
+        feat[:, _BALANCED] = feat[:, _BALANCED].mean(axis=0)
+    lay = layout_for(sched, p, v)
+    holds = np.array([[lay.chunk_index(s, c) for c in range(sched.chunks_per_rank(v))] for s in range(p)])
+    return Layout(feat, counts, layer_bytes, holds, feat[holds, F_IDX["params"]],
+                  feat[holds, F_IDX["expert_params"]], lkey, float(feat[:, F_IDX["hw_flops"]].sum()),
+                  float(feat[:, F_IDX["model_flops"]].sum()))
+
+
+def _optimizer(layout: Layout, groups: np.ndarray, zero: int, optimizer: str, hbm: float) -> np.ndarray:
+    """techniques/optimizer.optimizer_time for every stage: ZeRO >= 1 steps each GPU's shard only."""
+    dense = layout.params.sum(axis=1)
+    expert = layout.expert.sum(axis=1)
+    if zero >= 1:
+        dense = dense / groups[:, 0]
+        expert = expert / np.maximum(groups[:, 1], 1)
+    return (dense + expert) * OPTIMIZER_TRAFFIC_BYTES[optimizer] / hbm
+
+
+__all__ = ["Layout", "NetInfo", "RowProfile", "row_profile"]

@@ -57,6 +57,10 @@ class Program:
     send_f: np.ndarray               # (n,) pair of the forward transfer it sends, -1 none
     send_b: np.ndarray               # (n,) pair of the backward transfer it sends, -1 none
     steps: tuple[np.ndarray, ...]    # op indices of each step (at most one per stage)
+    # Per step: the ops that send, in the order they send (forward before backward), as
+    # (positions in the step, sending ops, their stages, arrival slots in the time vector,
+    # columns of the per-op send seconds: 0 forward, 1 backward); a fused F&B sends twice.
+    sends: tuple[tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...], ...]
     kind: np.ndarray                 # (n,) 0 F, 1 B, 2 Bi, 3 W, 4 fused F&B
     local: np.ndarray                # (n,) local chunk (the forward's for F&B)
     local_b: np.ndarray              # (n,) the backward's local chunk for F&B, else local
@@ -103,7 +107,7 @@ def compile_program(schedule: str, p: int, v: int, units: int) -> Program:
     where: dict[tuple, int] = {}
     i = 0
     none = np.zeros(0, np.int64)
-    tmp = Program(schedule, p, v, units, nch, none, none, none, none, none, (), none, none, none, none,
+    tmp = Program(schedule, p, v, units, nch, none, none, none, none, none, (), (), none, none, none, none,
                   np.zeros((p, nch), np.int64), np.zeros(p, np.int64))
     grads = np.zeros((p, nch), np.int64)
     last = np.zeros(p, np.int64)
@@ -157,8 +161,27 @@ def compile_program(schedule: str, p: int, v: int, units: int) -> Program:
                     src[i, 2] = end0 + where[("B", ps.lane, ps.mb, pos)]
             i += 1
     steps = _steps(prog_stage, src, end0, n)
-    return Program(schedule, p, v, units, nch, prog_stage, dur, src, send_f, send_b, steps, kind, local,
+    return Program(schedule, p, v, units, nch, prog_stage, dur, src, send_f, send_b, steps,
+                   tuple(_send_plan(idx, prog_stage, send_f, send_b, end0, n) for idx in steps), kind, local,
                    local_b, mb, grads, last)
+
+
+def _send_plan(idx: np.ndarray, stage: np.ndarray, send_f: np.ndarray, send_b: np.ndarray, end0: int,
+               n: int) -> tuple:
+    """The sends of one step as passes over disjoint stages: every op's first send, then the
+    second send of the ops that send two (DualPipe's F&B: forward, then backward)."""
+    f, b = send_f[idx] >= 0, send_b[idx] >= 0
+    first = f | b
+    passes = []
+    for mask, use_f in ((first, None), (f & b, False)):
+        pos = np.flatnonzero(mask)
+        if not len(pos):
+            continue
+        ops = idx[pos]
+        fwd = f[pos] if use_f is None else np.zeros(len(pos), bool)
+        slot = np.where(fwd, end0 + n + ops, end0 + 2 * n + ops)
+        passes.append((pos, ops, stage[ops], slot, np.where(fwd, 0, 1)))
+    return tuple(passes)
 
 
 def _steps(stage: np.ndarray, src: np.ndarray, end0: int, n: int) -> tuple[np.ndarray, ...]:

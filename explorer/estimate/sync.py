@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..schedules.registry import Window
+from .buckets import JOBS
 from .chunk_basis import F_IDX
-from .pipeline import GroupTimes
-from .profile import JOBS, RowProfile
+from .pipeline import StageTimes
+from .profile import RowProfile
 
 
 def fifo_end(ready: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -48,14 +49,10 @@ class Ending:
     first: np.ndarray            # start of the stage's first pass
 
 
-def ending(profs: list[RowProfile], gt: GroupTimes) -> Ending:
+def ending(profs: list[RowProfile], st: StageTimes) -> Ending:
     """When each stage of each row ends its iteration (FIFO buckets, optimizer, gathers)."""
-    cols = np.arange(len(profs))[:, None]
-    last_idx = np.array([r.last for r in gt.real])
-    last_pass = gt.ops.end[last_idx, cols]
-    free = gt.ops.free[last_idx, cols]
-    first = gt.per_stage("first")
-    start, dur = gt.grads()                                          # (g, p, nch)
+    last_pass, free, first = st.last_end, st.free, st.first
+    start, dur = st.grads_start, st.grads_dur                        # (g, p, nch)
     frac = np.stack([r.job_frac for r in profs])                     # (g, p, nch*JOBS)
     jd = np.stack([r.job_dur for r in profs])
     overlap = np.array([r.overlap_reduce for r in profs])[:, None, None]
@@ -80,7 +77,7 @@ class Window_:
     pace_category: list[str]
 
 
-def window(profs: list[RowProfile], gt: GroupTimes, en: Ending) -> Window_:
+def window(profs: list[RowProfile], st: StageTimes, en: Ending) -> Window_:
     """The iteration time as the schedule's registry entry measures it (see module docstring)."""
     sched = profs[0].schedule
     g, p = en.end.shape
@@ -89,10 +86,10 @@ def window(profs: list[RowProfile], gt: GroupTimes, en: Ending) -> Window_:
         return Window_(en.end.max(axis=1), np.zeros((g, p)), zeros, ["bubble"] * g)
     if sched.window is Window.OVERLAP:
         return Window_((en.end - en.first).max(axis=1), en.first, zeros, ["bubble"] * g)
-    return _async(profs, gt, en)
+    return _async(profs, st, en)
 
 
-def _async(profs: list[RowProfile], gt: GroupTimes, en: Ending) -> Window_:
+def _async(profs: list[RowProfile], st: StageTimes, en: Ending) -> Window_:
     """PipeDream (analysis/steady_state.schedule_iteration, Window.ASYNC): one period of m
     backwards in the second of two iterations, or the busiest stream per iteration."""
     g, p = en.end.shape
@@ -101,8 +98,9 @@ def _async(profs: list[RowProfile], gt: GroupTimes, en: Ending) -> Window_:
     pace = np.zeros(g)
     cats = []
     for r, prof in enumerate(profs):
-        m, ops = prof.m, gt.real[r]
-        ends = gt.ops.end[:, r]
+        _, times, col, ops = st.ops[r]
+        m = prof.m
+        ends = times.end[:, col]
         ks = [m - 1 - (p - 1 - s) for s in range(p)]
         if min(ks) >= 0:
             first = [ends[ops.backward[(s, ks[s])]] for s in range(p)]
@@ -110,7 +108,7 @@ def _async(profs: list[RowProfile], gt: GroupTimes, en: Ending) -> Window_:
         else:
             first = [ends[ops.backward[(s, m - 1)]] for s in range(p)]
             measured = max(en.end[r, s] - first[s] for s in range(p))
-        busy, stream = _busiest_stream(prof, gt, r)
+        busy, stream = _busiest_stream(prof, st, r)
         starts[r] = first
         if busy <= measured:
             T[r], cats = measured, [*cats, "bubble"]
@@ -120,12 +118,12 @@ def _async(profs: list[RowProfile], gt: GroupTimes, en: Ending) -> Window_:
     return Window_(T, starts, pace, cats)
 
 
-def _busiest_stream(prof: RowProfile, gt: GroupTimes, r: int) -> tuple[float, str]:
+def _busiest_stream(prof: RowProfile, st: StageTimes, r: int) -> tuple[float, str]:
     """steady_state.stream_busy: per-unit tasks count m/m_sim of their seconds, the buckets, gathers
     and the optimizer step once; the largest over stages and streams."""
     p, m, units = prof.p, prof.m, prof.units
     share = m / units
-    table = gt.table[r]                                              # (p, nch, KINDS)
+    table = st.table[r]                                              # (p, nch, KINDS)
     best = (-1.0, "compute")
     fsdp = prof.feat[prof.holds, F_IDX["fsdp_hidden_f"]] + prof.feat[prof.holds, F_IDX["fsdp_hidden_b"]]
     for s in range(p):

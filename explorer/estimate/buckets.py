@@ -1,0 +1,84 @@
+"""Gradient buckets and ZeRO 1-2 parameter gathers of every stage, as dp_buckets.dp_tasks makes them.
+
+Per held chunk and kind of gradient (dense over the dp group, expert over the edp group), the
+builder cuts ``params x bytes`` into ``ceil(total / bucket_MB)`` buckets (one under ZeRO-3, which
+reduces layer by layer instead) and merges them into at most MAX_BUCKET_TASKS tasks, task j taking
+``buckets // tasks`` buckets plus one of the remainder, ready once the pass has produced its
+buckets (fraction ``done / buckets``); gradients travel in the framework's reduction dtype,
+gathered parameters in bf16 (Li et al. VLDB 2020 Sec. 3.2.3; Rajbhandari et al. SC20).  The same
+arithmetic, over arrays of stages x chunks; one collective priced per distinct bucket size and
+group shape.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..scenario import Scenario
+from ..taskgraph.techniques.dp_buckets import MAX_BUCKET_TASKS
+from ..taskgraph.techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
+from .keys import RowNetwork
+
+JOBS = 2 * MAX_BUCKET_TASKS          # bucket tasks of one chunk: dense, then expert gradients
+_J = np.arange(MAX_BUCKET_TASKS)
+
+
+def _tasks(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, op: str, nbytes: float,
+           classes: np.ndarray, reps: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(p, nch, MAX_BUCKET_TASKS) readiness fraction and seconds of each task, (p, nch) buckets and
+    seconds of one bucket, for ``n_params`` parameters per held chunk on ``dim``'s groups (stages
+    of one placement class share their group shapes: one call priced per class and size)."""
+    total = n_params * nbytes
+    groups = np.array([net.group_size(dim, r) for r in reps])[classes]
+    live = (total > 0) & (groups[:, None] > 1)
+    if sc.parallelism.zero == 3:
+        buckets = np.ones_like(total)
+    else:
+        buckets = np.maximum(1.0, np.ceil(total / (sc.communication.bucket_MB * 1e6)))
+    size = np.where(live, total / buckets, 0.0)
+    one = np.zeros_like(total)
+    for c, rep in enumerate(reps):
+        mine = (classes == c)[:, None] & live
+        if mine.any():
+            sizes, inverse = np.unique(size[mine], return_inverse=True)
+            times = np.array([net.cost(op, float(x), dim, rep).time_s for x in sizes])
+            one[mine] = times[inverse]
+    tasks = np.minimum(buckets, MAX_BUCKET_TASKS)
+    b, t = buckets[..., None], tasks[..., None]
+    k = np.where(_J < t, b // t + (_J < b % t), 0.0)          # dp_buckets._per_task
+    frac = np.cumsum(k, axis=-1) / b
+    live3 = live[..., None]
+    return (np.where(live3, frac, 0.0), np.where(live3, k * one[..., None], 0.0), np.where(live, buckets, 0),
+            one)
+
+
+def dp_work(sc: Scenario, net: RowNetwork, params: np.ndarray, expert: np.ndarray, gather_overlap: bool,
+            classes: np.ndarray, reps: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per stage: readiness and seconds of the reduce bucket tasks of its chunks ((p, nch*JOBS)),
+    when each chunk's first forward may start ((p, nch): its gathers done under ZeRO 1-2 with
+    overlap, IterationBuilder._gathers_at_start) and the gathers after the step ((p,))."""
+    p, nch = params.shape
+    zero = sc.parallelism.zero
+    frac = np.zeros((p, nch, JOBS))
+    dur = np.zeros((p, nch, JOBS))
+    gates = np.zeros((p, nch))
+    trailing = np.zeros(p)
+    if zero == 3:                     # FSDP reduces layer by layer (techniques/fsdp.py), no buckets
+        return frac.reshape(p, -1), dur.reshape(p, -1), gates, trailing
+    op = "all-reduce" if zero == 0 else "reduce-scatter"
+    gather = np.zeros((p, nch))
+    has_gather = np.zeros((p, nch), bool)
+    for half, (dim, n_params) in enumerate((("dp", params), ("edp", expert))):
+        f, d, _, _ = _tasks(sc, net, n_params, dim, op, grad_reduce_bytes(sc), classes, reps)
+        frac[..., half * MAX_BUCKET_TASKS:(half + 1) * MAX_BUCKET_TASKS] = f
+        dur[..., half * MAX_BUCKET_TASKS:(half + 1) * MAX_BUCKET_TASKS] = d
+        if zero in (1, 2):
+            _, _, buckets, one = _tasks(sc, net, n_params, dim, "all-gather", PARAM_BYTES, classes, reps)
+            gather += buckets * one
+            has_gather |= buckets > 0
+    if gather_overlap:
+        # Issued at the start on the dp stream, chunk by chunk: a chunk's first forward waits for
+        # its own gathers, which follow those of the chunks before it.
+        gates = np.where(has_gather, np.cumsum(gather, axis=1), 0.0)
+    else:
+        trailing = gather.sum(axis=1)
+    return frac.reshape(p, -1), dur.reshape(p, -1), gates, trailing

@@ -35,13 +35,17 @@ def _tasks(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, op: st
     else:
         buckets = np.maximum(1.0, np.ceil(total / (sc.communication.bucket_MB * 1e6)))
     size = np.where(live, total / buckets, 0.0)
-    one = np.zeros_like(total)
-    for c, rep in enumerate(reps):
-        mine = (classes == c)[:, None] & live
-        if mine.any():
-            sizes, inverse = np.unique(size[mine], return_inverse=True)
-            times = np.array([net.cost(op, float(x), dim, rep).time_s for x in sizes])
-            one[mine] = times[inverse]
+    one = np.zeros(total.size)
+    priced: dict[tuple[int, float], float] = {}
+    cls = np.repeat(classes, total.shape[1]).tolist()
+    flat = size.ravel().tolist()
+    for i in np.flatnonzero(live.ravel()).tolist():
+        key = (cls[i], flat[i])
+        t = priced.get(key)
+        if t is None:
+            t = priced[key] = net.cost(op, key[1], dim, reps[key[0]]).time_s
+        one[i] = t
+    one = one.reshape(total.shape)
     tasks = np.minimum(buckets, MAX_BUCKET_TASKS)
     b, t = buckets[..., None], tasks[..., None]
     k = np.where(_J < t, b // t + (_J < b % t), 0.0)          # dp_buckets._per_task

@@ -1,14 +1,19 @@
 """estimate_many: validated scenarios in, one row of estimates each out.
 
 Rows are priced one by one from memoised pieces (estimate/profile.py).  Their pipelines run grouped
-by what a compiled program shares — the schedule, p, v, whether sends block, and counts of units
-within a factor of two (phantom units pad the shorter; DualPipe by its exact count) — long ones at a
-few reduced counts and extrapolated over their steady state (estimate/steady.py).  Then, per
+by what a compiled program shares — the schedule, p, v, whether sends block, and unit counts within
+a factor of 2**SCALE_BITS (phantom units pad the shorter; DualPipe by its exact count).  Then, per
 schedule, p, v and send kind, the buckets, optimizer and iteration window (estimate/sync.py), the
 breakdown and the memory are computed for all rows at once.  Throughput and MFU follow
 simulate.assemble: tokens per iteration over its time; model FLOPs without recompute per GPU over
 time and the bf16 dense peak (PaLM App. B); hardware FLOPs with recompute for TFLOP/s (Megatron-LM
 SC21 Eq. 3).
+
+Every unit of every row is evaluated: extrapolating a periodic steady state from a few short runs
+(as explorer/fold.py does) needs the fold's proof on every task and its binding dependency —
+per-stage end times alone repeating over a few counts do not prove it (unequal stages and pipeline
+transfers can take many units to settle into their critical cycle), and the engine itself then
+simulates in full.
 """
 from __future__ import annotations
 
@@ -25,10 +30,9 @@ from .pipeline import StageTimes, run_group
 from .priority import p3_period
 from .profile import RowProfile, row_profile
 from .result import Estimates
-from .steady import extrapolate, reduced_counts
 from .sync import Window_, ending, window
 
-SCALE_BITS = 10          # rows of one program: unit counts within a factor of 2**SCALE_BITS
+SCALE_BITS = 3          # rows of one program: unit counts within a factor of 2**SCALE_BITS
 
 
 def _needs_ops(prof: RowProfile) -> bool:
@@ -57,56 +61,25 @@ def _run(profs: Sequence[RowProfile], jobs: list[tuple[int, int]],
 def estimate_profiles(profs: Sequence[RowProfile]) -> Estimates:
     """Estimates of already-profiled rows (in their order)."""
     n = len(profs)
-    plans = [reduced_counts(pr) for pr in profs]
-    jobs: list[tuple[int, int]] = []
-    keep: list[bool] = []
-    for i, (pr, counts) in enumerate(zip(profs, plans, strict=True)):
-        for u in counts or [pr.units]:
-            jobs.append((i, u))
-            keep.append(counts is None and _needs_ops(pr))
-    done = _run(profs, jobs, keep)
-    per_row: list[StageTimes | tuple[StageTimes, int] | None] = [None] * n
-    j = 0
-    again: list[int] = []
-    for i, counts in enumerate(plans):
-        if counts is None:
-            per_row[i] = done[j]
-            j += 1
-            continue
-        mine = done[j:j + len(counts)]
-        j += len(counts)
-        got = extrapolate(StageTimes.concat([st.take([col]) for st, col in mine]), profs[i].units, counts)
-        if got is None:
-            again.append(i)
-        else:
-            per_row[i] = got
-    if again:                                     # no period proven: the row at its own count
-        for i, res in zip(again, _run(profs, [(i, profs[i].units) for i in again],
-                                      [_needs_ops(profs[i]) for i in again]), strict=True):
-            per_row[i] = res
+    done = _run(profs, [(i, pr.units) for i, pr in enumerate(profs)], [_needs_ops(pr) for pr in profs])
     finals: dict[tuple, list[int]] = {}
     for i, pr in enumerate(profs):
         finals.setdefault((pr.schedule.name, pr.p, pr.v, pr.blocking), []).append(i)
     pieces = []
     for idx in finals.values():
-        pieces.append((np.array(idx), _finish([profs[i] for i in idx], _gather([per_row[i] for i in idx]))))
+        pieces.append((np.array(idx), _finish([profs[i] for i in idx], _gather([done[i] for i in idx]))))
     return Estimates.scatter(n, pieces)
 
 
-def _gather(rows: list) -> StageTimes:
-    """One StageTimes of ``rows`` (each an extrapolated one-row StageTimes or a column of a group's),
-    taking the columns of each group at once."""
+def _gather(rows: list[tuple[StageTimes, int]]) -> StageTimes:
+    """One StageTimes of ``rows`` (each a column of a group's), taking each group's columns at once."""
     sources: dict[int, tuple[StageTimes, list[int], list[int]]] = {}
-    singles: list[tuple[int, StageTimes]] = []
-    for pos, r in enumerate(rows):
-        if isinstance(r, StageTimes):
-            singles.append((pos, r))
-        else:
-            got = sources.setdefault(id(r[0]), (r[0], [], []))
-            got[1].append(pos)
-            got[2].append(r[1])
-    parts = [st.take(cols) for st, _, cols in sources.values()] + [st for _, st in singles]
-    order = [p for _, poss, _ in sources.values() for p in poss] + [p for p, _ in singles]
+    for pos, (st, col) in enumerate(rows):
+        got = sources.setdefault(id(st), (st, [], []))
+        got[1].append(pos)
+        got[2].append(col)
+    parts = [st.take(cols) for st, _, cols in sources.values()]
+    order = [p for _, poss, _ in sources.values() for p in poss]
     st = parts[0] if len(parts) == 1 else StageTimes.concat(parts)
     if order != list(range(len(rows))):
         st = st.take(np.argsort(order))

@@ -1,0 +1,160 @@
+"""Many configurations given as dotted-key overrides of one base: validated quickly, then estimated.
+
+``from_dict(apply_overrides(base_raw, ov))`` copies the whole raw mapping, resolves the presets,
+rebuilds every section from it checking each field's type and bounds (about a millisecond, most of
+it typing.get_type_hints), fills the derived defaults and runs the cross-field rules.  For a sweep
+of one base, the base's sections are built once; a row then
+
+- converts each overridden value with the schema's own checks (schema.convert_scalar /
+  convert_tuple with the field's type and metadata, None only where the field is optional) and puts
+  it into a copy of the built base (dataclasses.replace along the path);
+- fills the derived defaults and runs every rule (loading.fill_defaults, rules.validate), exactly
+  as from_dict does.
+
+What it skips is re-checking the fields nobody overrode: they were checked when the base was
+built, and no check of a field reads another field (those are the rules, which all run).  An
+override the fast path does not express the way the raw mapping would — a preset name
+(``model.preset``, ``hardware.gpu`` as a whole), a key that names no settable leaf, a value that
+fails its check (so that the message is the one from_dict gives first), a section the base leaves
+empty — goes through from_dict itself.  Touching ``hardware.gpu.<field>`` drops the GPU's preset
+name, as set_dotted does when it expands the preset into a mapping.  tests/test_estimator.py checks
+that the scenarios and the messages equal from_dict's.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from ..config.loading import fill_defaults, resolve_presets
+from ..config.rules import validate
+from ..config.schema import build, convert_scalar, convert_tuple
+from ..scenario import SETTABLE, Scenario, ScenarioError, apply_overrides, from_dict
+from .many import estimate_profiles
+from .profile import row_profile
+from .result import Estimates
+
+_SLOW = object()                    # marker: this override needs from_dict
+
+
+@cache
+def _field(path: str) -> tuple[tuple[str, ...], Any, bool, Mapping[str, Any]] | None:
+    """(section path, leaf type, optional, metadata) of a settable leaf, or None when the fast path
+    cannot set it (a derived field, a whole section)."""
+    f = SETTABLE.get(path)
+    if f is None or f.metadata.get("derived"):
+        return None
+    parts = path.split(".")
+    cls: Any = Scenario
+    for name in parts[:-1]:
+        tp, _ = _unwrap(typing.get_type_hints(cls)[name])
+        if not dataclasses.is_dataclass(tp):
+            return None
+        cls = tp
+    tp, optional = _unwrap(typing.get_type_hints(cls)[parts[-1]])
+    if dataclasses.is_dataclass(tp):
+        return None
+    return tuple(parts[:-1]), tp, optional, f.metadata
+
+
+def _unwrap(tp: Any) -> tuple[Any, bool]:
+    """``X | None`` -> (X, True); anything else -> (tp, False) (as schema.build reads a type)."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(tp)) == 2:
+            return args[0], True
+    return tp, False
+
+
+def _convert(path: str, value: Any) -> Any:
+    """The override's value as schema.build would store it, or _SLOW."""
+    spec = _field(path)
+    if spec is None:
+        return _SLOW
+    _, tp, optional, meta = spec
+    try:
+        if value is None:
+            return None if optional else _SLOW
+        if typing.get_origin(tp) is tuple:
+            return convert_tuple(value, typing.get_args(tp)[0], path, meta)
+        return convert_scalar(value, tp, path, meta)
+    except ScenarioError:
+        return _SLOW
+
+
+def _apply(base: Scenario, changes: dict[tuple[str, ...], dict[str, Any]]) -> Scenario | None:
+    """``base`` with the leaf changes applied section by section (None: a section is empty)."""
+    def rebuilt(obj: Any, prefix: tuple[str, ...]) -> Any:
+        edits = dict(changes.get(prefix, {}))
+        for sub in {k[len(prefix)] for k in changes if len(k) > len(prefix) and k[:len(prefix)] == prefix}:
+            child = getattr(obj, sub)
+            if child is None:
+                raise LookupError(sub)
+            edits[sub] = rebuilt(child, (*prefix, sub))
+        return dataclasses.replace(obj, **edits) if edits else obj
+    try:
+        return rebuilt(base, ())
+    except LookupError:
+        return None
+
+
+def scenarios_from_overrides(base_raw: Mapping[str, Any],
+                             overrides: Sequence[Mapping[str, Any]]) -> tuple[list[Scenario | None], list[str | None]]:
+    """Each override's validated scenario (None when invalid) and its one-line ScenarioError text
+    (None when valid), equal to ``from_dict(apply_overrides(base_raw, ov))``'s."""
+    try:
+        built = build(Scenario, resolve_presets(base_raw))
+        for section in ("model", "training"):
+            if section not in base_raw:
+                raise ScenarioError(section, "is required")
+    except ScenarioError:
+        built = None                      # every row fails as from_dict fails: let it say so
+    out: list[Scenario | None] = []
+    reasons: list[str | None] = []
+    for ov in overrides:
+        sc = _fast(built, ov) if built is not None else _SLOW
+        try:
+            if sc is _SLOW:
+                sc = from_dict(apply_overrides(base_raw, ov))
+            else:
+                sc = fill_defaults(sc)
+                validate(sc)
+            out.append(sc)
+            reasons.append(None)
+        except ScenarioError as exc:
+            out.append(None)
+            reasons.append(str(exc))
+    return out, reasons
+
+
+def _fast(built: Scenario, ov: Mapping[str, Any]) -> Any:
+    """The unfilled scenario of one override, or _SLOW."""
+    changes: dict[tuple[str, ...], dict[str, Any]] = {}
+    for key, value in ov.items():
+        if not isinstance(key, str) or key == "model.preset":
+            return _SLOW
+        conv = _convert(key, value)
+        if conv is _SLOW:
+            return _SLOW
+        section, _, _, _ = _field(key)           # type: ignore[misc]
+        changes.setdefault(section, {})[key.rsplit(".", 1)[1]] = conv
+        if section == ("hardware", "gpu"):
+            changes[section]["preset"] = None    # set_dotted expands the preset name into a mapping
+    sc = _apply(built, changes)
+    return _SLOW if sc is None else sc
+
+
+def estimate_overrides(base_raw: Mapping[str, Any],
+                       overrides: Sequence[Mapping[str, Any]]) -> tuple[Estimates, list[str | None]]:
+    """Estimates of ``base_raw`` under each override (dotted key -> value, as ``--set`` and share
+    links give them), and per row the one-line reason it is invalid (None when valid; its row is
+    NaN and ``fits`` False)."""
+    scenarios, reasons = scenarios_from_overrides(base_raw, overrides)
+    valid = [i for i, sc in enumerate(scenarios) if sc is not None]
+    est = estimate_profiles([row_profile(scenarios[i]) for i in valid])    # type: ignore[arg-type]
+    return Estimates.scatter(len(scenarios), [(np.array(valid, dtype=int), est)] if valid else []), reasons

@@ -4,6 +4,9 @@ A link is ``?scenario=<file in scenarios/ without extension>`` plus one paramete
 differs from that file, as its dotted key (``parallelism.pp=8``), plus ``view=`` for the tab and
 ``present=1`` for presentation mode.  The Compare view's scenario B is A plus overrides, each
 written ``b.<dotted.key>=value`` (``b.parallelism.pp=2``) and validated like A's, on top of A.
+The Design-space view's settings are ``d.<setting>=value`` (:data:`DESIGN_KEYS`: the heatmap's
+fields ``d.x``/``d.y``, their values ``d.xv``/``d.yv``, metric ``d.m``, scaling mode
+``d.scale``), kept here as short strings and validated by the view.
 Parsing is defensive: names are checked against the shipped files (never used as paths), values
 go through the bounded parser of inputs.py (no tags, aliases, deep nesting) with a size cap, and
 anything invalid is dropped with a one-line warning that names it (keys and values quoted short
@@ -31,8 +34,10 @@ from .scenario import (
 )
 
 DEFAULT_SCENARIO = "teaching-8gpu"
-VIEWS = ("timeline", "memory", "traffic", "topology", "scenario", "compare")
+VIEWS = ("timeline", "memory", "traffic", "topology", "scenario", "compare", "design")
 B_PREFIX = "b."                # a link's overrides of the Compare view's scenario B (on top of A)
+D_PREFIX = "d."                # a link's Design-space view settings
+DESIGN_KEYS = ("x", "xv", "y", "yv", "m", "scale")
 RESERVED = {"scenario", "view", "present"}
 MAX_VALUE_CHARS = 200          # a field value is a number, a word or a short list
 MAX_PARAMS = 100
@@ -47,6 +52,7 @@ class SharedView:
     scenario: str
     overrides: dict[str, Any] = field(default_factory=dict)
     b_overrides: dict[str, Any] = field(default_factory=dict)    # B = A plus these (Compare view)
+    design: dict[str, str] = field(default_factory=dict)         # d.<setting> (Design-space view)
     view: str = VIEWS[0]
     present: bool = False
     warnings: list[str] = field(default_factory=list)
@@ -96,6 +102,12 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
                 out.warnings.append(f"ignored view={_short(value)}: valid views are {', '.join(VIEWS)}")
         elif key == "present":
             out.present = value.lower() in ("1", "true", "yes", "on")
+        elif key.startswith(D_PREFIX):
+            if key[len(D_PREFIX):] in DESIGN_KEYS:
+                out.design[key[len(D_PREFIX):]] = one_line(value)
+            else:
+                out.warnings.append(f"ignored {_short(key)}: not a Design-space setting "
+                                    f"(valid: {', '.join(D_PREFIX + k for k in DESIGN_KEYS)})")
         else:
             target, name = (raw_b, key[len(B_PREFIX):]) if key.startswith(B_PREFIX) else (raw_overrides, key)
             if name in NOT_IN_LINKS or not is_settable(name):
@@ -194,9 +206,10 @@ def changed_fields(base: Scenario, current: Scenario) -> dict[str, str]:
 
 def to_query(view: SharedView, base: Scenario, current: Scenario) -> dict[str, str]:
     """Query parameters for the address bar: scenario, changed fields, B's overrides (``b.``),
-    view, present."""
+    the Design-space settings (``d.``), view, present."""
     q = {"scenario": view.scenario, **changed_fields(base, current)}
     q.update({B_PREFIX + k: format_value(v) for k, v in view.b_overrides.items()})
+    q.update({D_PREFIX + k: v for k, v in view.design.items() if k in DESIGN_KEYS})
     if view.view != VIEWS[0]:
         q["view"] = view.view
     if view.present:

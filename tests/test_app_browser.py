@@ -177,7 +177,7 @@ def test_default_page_renders_metrics_and_gantt(app, default_iteration):
     assert metric_value(page, "Iteration time") == default_iteration
     assert query_of(page.url).get("scenario") == [DEFAULT]
     assert page.get_by_role("tab").all_inner_texts() == ["Timeline", "Memory", "Traffic", "Topology",
-                                                                "Scenario & files", "Compare"]
+                                                                "Scenario & files", "Compare", "Design space"]
     assert page.get_by_role("button", name="Copy link").is_visible()
     assert not link_warnings(page)
 

@@ -22,11 +22,11 @@ from . import sidebar, style
 from .cache import ViewData, view_data
 from .controls import section_of
 from .state import current_raw, init_state, preset_scenario, resolve_b
-from .views import compare, files, memory, metrics, timeline, topology, traffic
+from .views import compare, design, files, memory, metrics, timeline, topology, traffic
 
 LOG = logging.getLogger("commexplorer")
 VIEW_LABELS = {"timeline": "Timeline", "memory": "Memory", "traffic": "Traffic", "topology": "Topology",
-               "scenario": "Scenario & files", "compare": "Compare"}
+               "scenario": "Scenario & files", "compare": "Compare", "design": "Design space"}
 
 
 def share_link(query: dict[str, str]) -> str:
@@ -97,6 +97,7 @@ def main() -> None:
         view.view = next((k for k, v in VIEW_LABELS.items() if v == tab_label), view.view)
     b_side = resolve_b(raw)
     view.b_overrides = b_side.overrides
+    view.design = design.link_params(view.design, sc)
     query = to_query(view, preset_scenario(name)[1], sc)
     if dict(st.query_params) != query:
         st.query_params.from_dict(query)
@@ -130,6 +131,8 @@ def main() -> None:
                     topology.render(data, present)
                 elif key == "compare":
                     compare.render(data, raw_json, b_side, present)
+                elif key == "design":
+                    design.render(data, raw_json, query, present)
                 else:
                     files.render(data, raw_json)
             except Exception:  # noqa: BLE001 - the page must survive any view's bug

@@ -1,0 +1,394 @@
+"""The Design-space tab: the scenario of the sidebar (A) among its neighbours.
+
+Four panels, each computed by explorer/design through views/design_runs.py and cached for all
+sessions: a heatmap of iteration time or MFU over two chosen fields (a sweep on the estimator),
+the tornado of 2x upgrades (sensitivity), the fastest layouts that fit (search, on a button), and
+the weak or strong scaling curve.  Every cell, bar, point and row has the share link of its
+scenario: click a chart's bar or point to get it, and the tables (under the charts; the search's
+table itself) link every row.  Work runs with a progress display, and what is estimated to take
+more than a few seconds waits for a button.  The heatmap's fields, values and metric and the
+scaling mode are part of the page's link (``d.x``, ``d.xv``, ``d.y``, ``d.yv``, ``d.m``,
+``d.scale``).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import streamlit as st
+
+from ...config.schema import excerpt
+from ...design import estimator_available
+from ...figures import design as dfig
+from ...scenario import Scenario, ScenarioError
+from ..cache import ViewData
+from . import design_runs as runs
+from . import design_search as searching
+from .compare import FIELDS as COMPARE_FIELDS
+
+FIELDS = tuple(k for k in COMPARE_FIELDS if k != "parallelism.dp")
+DEFAULT_X, DEFAULT_Y = "parallelism.tp", "parallelism.pp"
+METRICS = {"iteration_time_s": "Iteration time", "mfu": "MFU"}
+MODES = ("weak", "strong")
+KEYS = {"x": "_d_x", "xv": "_d_xv", "y": "_d_y", "yv": "_d_yv", "m": "_d_m", "scale": "_d_scale"}
+CHART = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
+
+
+# --- State and link ------------------------------------------------------------------------------
+def _short(text: Any) -> str:
+    s = excerpt(text) if not isinstance(text, str) else text
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+def _init_state(link: dict[str, str], sc: Scenario) -> None:
+    """Fill the tab's widgets from the link's ``d.`` parameters the first time it is drawn (and
+    again after another tab was shown, from the state the link kept); an unusable one is
+    replaced by its default and named in a warning."""
+    ss = st.session_state
+    if KEYS["x"] in ss:
+        return
+    warnings: list[str] = []
+
+    def field(which: str, default: str, other: str | None) -> str:
+        key = link.get(which, default)
+        if key not in FIELDS or key == other:
+            if which in link:
+                warnings.append(f"ignored d.{which}={_short(key)}: not a field the heatmap can vary"
+                                + (" (it is the other axis)" if key == other else ""))
+            key = default if default != other else next(f for f in FIELDS if f != other)
+        return key
+
+    def values(which: str, key: str) -> str:
+        if which in link:
+            try:
+                return runs.values_text(runs.parse_values(key, link[which]))
+            except ScenarioError as exc:
+                warnings.append(f"ignored d.{which}={_short(link[which])}: {exc}")
+        return runs.values_text(runs.default_values(key, sc))
+
+    x = field("x", DEFAULT_X, None)
+    y = field("y", DEFAULT_Y, x)
+    ss[KEYS["x"]], ss[KEYS["y"]] = x, y
+    ss[KEYS["xv"]], ss[KEYS["yv"]] = values("xv", x), values("yv", y)
+    for which, options, default in (("m", tuple(METRICS), "iteration_time_s"), ("scale", MODES, "weak")):
+        value = link.get(which, default)
+        if value not in options:
+            warnings.append(f"ignored d.{which}={_short(value)}: valid values are {', '.join(options)}")
+            value = default
+        ss[KEYS[which]] = value
+    if not ss.get("_d_seen"):
+        ss["_d_seen"], ss["_d_warnings"] = True, warnings
+
+
+def link_params(current: dict[str, str], sc: Scenario) -> dict[str, str]:
+    """The tab's state as the link's ``d.`` parameters (without ``d.``): the fields, values,
+    metric and scaling mode that differ from their defaults.  ``current`` (the link's) is kept
+    while the tab's widgets do not exist."""
+    ss = st.session_state
+    if KEYS["x"] not in ss:
+        return current
+    out: dict[str, str] = {}
+    x, y = ss[KEYS["x"]], ss[KEYS["y"]]
+    for which, key, default in (("x", x, DEFAULT_X), ("y", y, DEFAULT_Y)):
+        if key != default:
+            out[which] = key
+        try:
+            text = runs.values_text(runs.parse_values(key, str(ss[KEYS[which + "v"]])))
+        except ScenarioError:
+            continue            # an invalid list stays out of the link
+        if text != runs.values_text(runs.default_values(key, sc)):
+            out[which + "v"] = text
+    for which, options in (("m", tuple(METRICS)), ("scale", MODES)):
+        value = ss.get(KEYS[which])
+        if value in options[1:]:           # the first is the default; None (a cleared choice) too
+            out[which] = value
+    return out
+
+
+def _on_field(which: str) -> None:
+    """An axis field was picked: its values box takes that field's default values."""
+    ss = st.session_state
+    sc = ss.get("_d_scenario")
+    key = ss[KEYS[which]]
+    ss[KEYS[which + "v"]] = runs.values_text(runs.default_values(key, sc)) if sc is not None else ""
+    ss["_d_warnings"] = []
+
+
+def _href(query: str | None) -> str | None:
+    """The share query string as an absolute link (like page.share_link)."""
+    if not query:
+        return None
+    return f"{(st.context.url or '').split('?')[0]}?{query}"
+
+
+# --- Shared pieces -------------------------------------------------------------------------------
+@contextmanager
+def _progress(slot: Any, label: str, unit: str) -> Iterator[Callable[[int, int], None]]:
+    """A status box in ``slot`` (an st.empty) with a progress bar while the block runs, removed
+    after it; yields the library's ``progress(done, total)``."""
+    with slot.status(label, expanded=True):
+        bar = st.progress(0.0, text="starting…")
+
+        def update(done: int, total: int) -> None:
+            bar.progress(min(1.0, done / max(total, 1)), text=f"{done:,} of {total:,} {unit}")
+
+        yield update
+    slot.empty()
+
+
+def _guard(what: str, fn: Callable[..., None], *args: Any) -> None:
+    """Run one panel; a bad input is one line, anything unexpected an id (page.internal_error)."""
+    try:
+        fn(*args)
+    except ScenarioError as exc:
+        st.error(f"{what}: {exc}", icon="⚠️")
+    except Exception:  # noqa: BLE001 - one panel's bug must not take the others down
+        from ..page import internal_error
+        internal_error(f"computing the {what.lower()}")
+
+
+def _run(key: tuple, cost_s: float, button: str, label: str, compute: Callable[[], Any]) -> Any | None:
+    """The cached result of ``key``; computed now when estimated cheap (AUTO_SECONDS) or when the
+    button is pressed, else None after drawing the button."""
+    slot = st.empty()          # always there, so the elements below keep their places between runs
+    got = runs.lookup(key)
+    if got is not None:
+        return got
+    if cost_s > runs.AUTO_SECONDS and not st.button(f"{button} (about {cost_s:,.0f} s)",
+                                                    key=f"_d_run_{key[0]}"):
+        return None
+    with slot.status(label, expanded=False):
+        got = runs.cached(key, compute)
+    slot.empty()
+    return got
+
+
+def _selected(event: Any) -> dict[str, Any] | None:
+    """The first point a chart's selection holds, or None."""
+    try:
+        points = event.selection.points
+    except AttributeError:
+        return None
+    return points[0] if points else None
+
+
+def _link_line(text: str, query: str | None) -> None:
+    href = _href(query)
+    if href:
+        st.markdown(f"**{text}** — [open this scenario ↗]({href})")
+
+
+def _head(text: str, present: bool) -> None:
+    st.markdown(f"{'####' if present else '#####'} {text}")
+
+
+# --- Panels --------------------------------------------------------------------------------------
+def _axes(sc: Scenario, present: bool) -> runs.Grid | None:
+    """The heatmap's controls; the grid they describe, or None with the one-line reason."""
+    box = st.popover("Heatmap axes", icon=":material/tune:") if present else st.container()
+    with box:
+        cols = st.columns([3, 2, 3, 2, 2], gap="small", vertical_alignment="bottom")
+        cols[0].selectbox("Heatmap x axis", FIELDS, key=KEYS["x"], on_change=_on_field, args=("x",),
+                          help="Any scenario field (dotted key); its values are prefilled")
+        cols[1].text_input("x values", key=KEYS["xv"], help="Comma-separated YAML values, e.g. 1,2,4,8",
+                           on_change=st.session_state.__setitem__, args=("_d_warnings", []))
+        cols[2].selectbox("Heatmap y axis", FIELDS, key=KEYS["y"], on_change=_on_field, args=("y",))
+        cols[3].text_input("y values", key=KEYS["yv"], on_change=st.session_state.__setitem__,
+                           args=("_d_warnings", []))
+        cols[4].selectbox("Colour by", tuple(METRICS), key=KEYS["m"], format_func=METRICS.get)
+    ss = st.session_state
+    x, y = ss[KEYS["x"]], ss[KEYS["y"]]
+    if x == y:
+        raise ScenarioError(y, "is on both axes; pick two different fields")
+    xs, ys = runs.parse_values(x, ss[KEYS["xv"]]), runs.parse_values(y, ss[KEYS["yv"]])
+    return runs.Grid(x, tuple(xs), y, tuple(ys))
+
+
+def _heatmap(base: runs.Base, raw_json: str, grid: runs.Grid, present: bool) -> None:
+    metric = st.session_state[KEYS["m"]]
+    short = {k: k.rpartition(".")[2] for k in (grid.x, grid.y)}
+    _head(f"{METRICS[metric]} over {short[grid.x]} × {short[grid.y]}", present)
+    swept, dropped = runs.sweep_base(base, grid)
+    cost = grid.cells * runs.per_config_seconds(raw_json)
+    key = grid.key(raw_json, base.shipped or "")
+    slot = st.empty()          # always there, so the elements below keep their places between runs
+    res = runs.lookup(key)
+    if res is None:
+        if cost > runs.AUTO_SECONDS and not st.button(f"Run the sweep ({grid.cells} combinations, about "
+                                                      f"{cost:,.0f} s)", key="_d_run_sweep"):
+            return
+        with _progress(slot, f"Sweeping {grid.cells} combinations…", "combinations") as progress:
+            res = runs.cached(key, lambda: runs.run_sweep(swept, grid, progress))
+    fig = dfig.heatmap(res.points, grid.x, grid.y, metric, height=330 if present else 380,
+                       font_size=15 if present else 12)
+    runs.cell_overlay(fig, res.points, grid, metric, 14 if present else 11)
+    event = st.plotly_chart(fig, key="_d_heatmap", config=CHART, on_select="rerun", selection_mode="points")
+    point = _selected(event)
+    data = point.get("customdata") if point is not None else None
+    if isinstance(data, list) and data and data[0]:
+        cell = data[1].split("<br>")
+        _link_line(f"{cell[0]}, {cell[1]}", data[0])
+    valid = len(res.valid)
+    engine = "estimator" if estimator_available() else "full engine"
+    st.caption(f"{valid} of {grid.cells} combinations valid ({engine}, {res.seconds:.2f} s); hover a blank "
+               "cell for why it is invalid, click a cell for its link"
+               + ("; the scenario's layer split is dropped while pp varies" if dropped else "") + ".")
+    if not present:
+        with st.expander("Every cell, with its link"):
+            st.dataframe(runs.cell_rows(res.points, grid, _href), hide_index=True,
+                         column_config=_LINK_COLUMNS)
+
+
+_LINK_COLUMNS = {"open": st.column_config.LinkColumn("open", display_text="open ↗", width="small"),
+                 "iteration (s)": st.column_config.NumberColumn(format="%.4g"),
+                 "MFU (%)": st.column_config.NumberColumn(format="%.1f"),
+                 "memory (GB)": st.column_config.NumberColumn(format="%.1f")}
+
+
+def _tornado(base: runs.Base, raw_json: str, present: bool) -> None:
+    _head("Which 2× upgrade buys the most", present)
+    got = _run(("sens", raw_json, base.shipped), 9 * runs.probe_seconds(raw_json), "Run the sensitivity",
+               "Simulating 8 upgrades on the full engine…", lambda: runs.run_sensitivity(base))
+    if got is None:
+        return
+    fig = dfig.tornado(got.result, height=330 if present else 380, font_size=15 if present else 12)
+    event = st.plotly_chart(fig, key="_d_tornado", config=CHART, on_select="rerun", selection_mode="points")
+    point = _selected(event)
+    if point is not None and point.get("y") in got.links:
+        _link_line(str(point["y"]), got.links[point["y"]])
+    st.caption("Full engine; bar = share of the iteration saved, label = speedup. Click a bar for its link.")
+    if not present:
+        with st.expander("Every upgrade, with its link"):
+            st.dataframe([{"change": r.change, "iteration (s)": r.iteration_time_s, "speedup": r.speedup,
+                           "open": _href(got.links[r.change])} for r in got.result.rows],
+                         hide_index=True, column_config={
+                             **_LINK_COLUMNS, "speedup": st.column_config.NumberColumn(format="%.3fx")})
+
+
+def _search(base: runs.Base, raw_json: str, query: dict[str, str], present: bool) -> None:
+    sc = base.scenario()
+    _head(f"Fastest layouts of this model on {sc.gpus:,} GPUs that fit", present)
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
+        st.number_input("Top", min_value=1, max_value=20, value=searching.DEFAULT_TOP, key="_d_top",
+                        width=110)
+        st.selectbox("Depth", tuple(searching.DEPTHS), key="_d_depth", width=150,
+                     format_func=lambda d: {"quick": "quick (~5 s)", "thorough": "thorough (~30 s)",
+                                            "exhaustive": "every layout"}[d],
+                     help="How long the search may take; a shorter one searches a narrowed layout space")
+        pressed = st.button("Search layouts", key="_d_search", type="primary", icon=":material/search:")
+    top, depth = int(st.session_state["_d_top"]), st.session_state["_d_depth"]
+    key = ("search", raw_json, base.shipped, top, depth)
+    slot = st.empty()
+    run = runs.lookup(key)
+    if run is None and pressed:
+        with _progress(slot, "Searching layouts: validating and estimating…", "layouts") as progress:
+            run = runs.cached(key, lambda: searching.run_search(base, raw_json, top, depth, progress))
+    if run is None:
+        st.caption("Every layout (tp, pp, cp, ep, dp, schedule, vpp, ZeRO, micro-batch, recompute, sequence "
+                   "parallel) of this model, batch and cluster is validated and ranked by the estimator; "
+                   "the fastest that fit are re-simulated on the full engine. Press the button to start.")
+        return
+    res, plan = run.result, run.plan
+    ranker = "the estimator" if res.engine == "estimate" else "the full engine (no estimator installed)"
+    st.caption(f"**{res.enumerated:,}** layouts enumerated · **{res.valid:,}** valid · **{res.fit:,}** fit "
+               f"in memory · ranked by {ranker}, the top {len(res.top)} re-simulated on the full engine · "
+               f"**{run.seconds:.1f} s**. Each row opens its scenario.")
+    if plan.narrowed or plan.top < top:
+        cut = [f"top {plan.top} instead of {top}"] if plan.top < top else []
+        command = searching.cli_command(base.shipped or "", query, top)
+        st.caption(f"Narrowed to fit the {depth} depth ({plan.layouts:,} of {plan.full_layouts:,} layouts; "
+                   f"{plan.per_layout_s * 1e3:.2f} ms a layout here): " + "; ".join(list(plan.narrowed) + cut)
+                   + f". Every layout: depth *every layout*, or `{command}`.")
+    rows = dfig.top_table([c.to_json() for c in res.top])
+    ms = bool(rows) and max(r["iteration_time_s"] for r in rows) < 1
+    # The link first (always in view), the layout last (the long one), without its 1-way cp and ep.
+    table = [{"#": r["rank"], "open": _href(r["link"]),
+              "iteration": r["iteration_time_s"] * (1e3 if ms else 1),
+              "MFU (%)": 100 * r["mfu"], "memory (GB)": r["memory_GB"], "yours": "✓" if r["yours"] else "",
+              "layout": " · ".join(x for x in r["layout"].split(" · ") if x not in ("cp 1", "ep 1"))}
+             for r in rows]
+    column = st.column_config
+    st.dataframe(table, hide_index=True, column_config={
+        **_LINK_COLUMNS, "layout": column.TextColumn(width="large"),
+        "yours": column.TextColumn(width="small"),
+        "iteration": column.NumberColumn("iteration (ms)" if ms else "iteration (s)",
+                                         format="%.1f" if ms else "%.3f")})
+
+
+def _scaling(base: runs.Base, raw_json: str, present: bool) -> None:
+    _head("Scaling: iteration time, MFU, exposed communication", present)
+    st.segmented_control("Scaling", MODES, key=KEYS["scale"], label_visibility="collapsed",
+                         help="weak: the global batch grows with the GPUs; strong: it stays fixed")
+    mode = st.session_state.get(KEYS["scale"]) or "weak"
+    sizes = runs.scaling_sizes(base.scenario())
+    got = _run(("scale", raw_json, base.shipped, mode), 3 * len(sizes) * runs.probe_seconds(raw_json),
+               "Run the scaling curve", f"Simulating {len(sizes)} cluster sizes on the full engine…",
+               lambda: runs.run_scaling(base, mode))
+    if got is None:
+        return
+    fig = dfig.scaling_curve(got, height=400 if present else 440, font_size=15 if present else 12)
+    event = st.plotly_chart(fig, key="_d_scaling", config=CHART, on_select="rerun", selection_mode="points")
+    point = _selected(event)
+    links = {p.gpus: p.link for p in got if p.valid}
+    if point is not None and point.get("x") in links:
+        _link_line(f"{point['x']:,} GPUs ({mode} scaling)", links[point["x"]])
+    bad = [p for p in got if not p.valid]
+    left_out = ", ".join(f"{p.gpus:,}" for p in bad)
+    st.caption("Full engine; the extra GPUs are data-parallel replicas. Click a point for its link."
+               + (f" Left out: {left_out} GPUs ({bad[0].reason})." if bad else ""))
+    if not present:
+        with st.expander("Every size, with its link"):
+            st.dataframe([{"GPUs": p.gpus, "dp": p.dp, "global batch": p.global_batch,
+                           "iteration (s)": p.figures.get("iteration_time_s"),
+                           "MFU (%)": 100 * p.figures["mfu"] if p.valid else None,
+                           "status": "ok" if p.valid else p.reason, "open": _href(p.link)} for p in got],
+                         hide_index=True, column_config=_LINK_COLUMNS)
+
+
+# --- The tab -------------------------------------------------------------------------------------
+def render(data: ViewData, raw_json: str, query: dict[str, str], present: bool) -> None:
+    """The tab for A (``data``, cached under ``raw_json``); ``query`` is the page's share link."""
+    sc = data.scenario
+    ss = st.session_state
+    ss["_d_scenario"] = sc
+    view = ss["_view"]
+    _init_state(view.design, sc)
+    for w in ss.get("_d_warnings") or []:
+        st.warning(f"Link: {w}", icon="⚠️")
+    base = runs.make_base(json.loads(raw_json), ss["_scenario"], sc.name)
+    try:
+        grid = _axes(sc, present)
+    except ScenarioError as exc:
+        grid = None
+        st.error(f"Heatmap: {exc}", icon="⚠️")
+    left, right = st.columns([3, 2], gap="medium")
+    with left:
+        if grid is not None:
+            _guard("Heatmap", _heatmap, base, raw_json, grid, present)
+    with right:
+        _guard("Sensitivity", _tornado, base, raw_json, present)
+    left, right = st.columns([3, 2], gap="medium")
+    with left:
+        _guard("Search", _search, base, raw_json, query, present)
+    with right:
+        _guard("Scaling curve", _scaling, base, raw_json, present)
+    if not present:
+        with st.expander("How to read this"):
+            st.markdown(HOW_TO_READ)
+
+
+HOW_TO_READ = (
+    "- Everything here starts from the scenario of the sidebar, and every cell, bar, point and row "
+    "has the share link of its own scenario: click a chart for it, or open the tables.\n"
+    "- **Heatmap**: the sweep of two fields (any field, any values; the first valid cells are the "
+    "estimator's, `python -m explorer sweep` gives the same). A blank cell is an invalid combination: "
+    "hover it for the loader's reason. *over mem.* marks a layout that does not fit in memory.\n"
+    "- **Upgrades**: the iteration after doubling compute, HBM bandwidth or one network tier's "
+    "bandwidth, or halving a latency (full engine). A tier the scenario never crosses saves nothing.\n"
+    "- **Layouts**: the search validates every layout of this model on these GPUs, ranks those that "
+    "fit by the estimator and re-simulates the fastest on the full engine; ✓ marks the sidebar's own "
+    "layout. A quick search narrows big spaces and says how; `python -m explorer search` searches all.\n"
+    "- **Scaling**: more GPUs as data-parallel replicas; weak scaling keeps each GPU's batch, strong "
+    "scaling the global batch.")

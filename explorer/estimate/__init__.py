@@ -1,10 +1,35 @@
 """A fast, vectorised estimate of many configurations, from the engine's own cost functions.
 
 ``estimate_many(scenarios)`` returns :class:`Estimates` (iteration time, breakdown, memory, fit,
-MFU, tokens/s), one row per validated scenario; ``estimate(sc)`` one row; ``estimate_overrides``
-many configurations given as dotted-key overrides of one base, with a cheaper validation.
+MFU, tokens/s), one row per validated scenario; ``estimate(sc)`` one row; ``estimate_overrides(raw,
+overrides)`` many dotted-key variants of one base, validated faster than ``from_dict`` one by one,
+with per row the one-line reason it is invalid.
+
+How (one module per concept):
+
+==============  ==================================================================================
+keys            what each cost depends on (compute key, network key), interned; the shared network
+chunk_basis     a chunk's work as chunk_work's pieces (one layer of each kind, each end) x counts;
+                the builder's layer split
+buckets         gradient buckets and ZeRO 1-2 gathers as dp_buckets.dp_tasks makes them
+profile         one row as arrays over stages: chunks, passes' parts, transfers, buckets, optimizer
+program         a schedule's program order compiled once per shape into steps of ops
+critical_path   the engine's longest path over a program, every stage and row of a step at once
+pipeline        pass durations (SM contention, DualPipe's fused pairs) and a group's stage times
+sync            FIFO bucket tails, optimizer, gathers; the iteration window of the registry entry
+priority        P3 bucket priorities replayed on a priority queue (rare option, per row)
+memory          per-GPU memory as analysis/memory.class_memory, the peak replayed as live counts
+breakdown       the busiest stage's seconds per category
+many            estimate_many: grouping, assembly, throughput and MFU
+overrides       estimate_overrides: the fast validation of many overrides of one base
+result          the Estimates record
+==============  ==================================================================================
+
+Agreement: equal to ``explorer.simulate.simulate`` to float rounding (iteration time, memory,
+fit) on every shipped scenario and on random valid scenarios (tests/test_estimator.py).
 """
 from .many import estimate, estimate_many
+from .overrides import estimate_overrides, scenarios_from_overrides
 from .result import Estimates
 
-__all__ = ["Estimates", "estimate", "estimate_many"]
+__all__ = ["Estimates", "estimate", "estimate_many", "estimate_overrides", "scenarios_from_overrides"]

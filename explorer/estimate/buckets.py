@@ -22,8 +22,11 @@ JOBS = 2 * MAX_BUCKET_TASKS          # bucket tasks of one chunk: dense, then ex
 _J = np.arange(MAX_BUCKET_TASKS)
 
 
+Arrays4 = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
 def _tasks(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, op: str, nbytes: float,
-           classes: np.ndarray, reps: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+           classes: np.ndarray, reps: tuple[int, ...]) -> Arrays4:
     """(p, nch, MAX_BUCKET_TASKS) readiness fraction and seconds of each task, (p, nch) buckets and
     seconds of one bucket, for ``n_params`` parameters per held chunk on ``dim``'s groups (stages
     of one placement class share their group shapes: one call priced per class and size)."""
@@ -56,7 +59,7 @@ def _tasks(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, op: st
 
 
 def dp_work(sc: Scenario, net: RowNetwork, params: np.ndarray, expert: np.ndarray, gather_overlap: bool,
-            classes: np.ndarray, reps: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+            classes: np.ndarray, reps: tuple[int, ...]) -> Arrays4:
     """Per stage: readiness and seconds of the reduce bucket tasks of its chunks ((p, nch*JOBS)),
     when each chunk's first forward may start ((p, nch): its gathers done under ZeRO 1-2 with
     overlap, IterationBuilder._gathers_at_start) and the gathers after the step ((p,))."""

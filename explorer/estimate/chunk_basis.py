@@ -128,8 +128,9 @@ def basis(sc: Scenario, ckey: int, net: RowNetwork, stage: int, ideal: frozenset
     """(5, features) of one piece per role priced on ``stage`` (whose group shapes are ``sig``), and
     (5,) the bf16 bytes of the largest layer of each piece that ZeRO-3 gathers (fsdp_layer_bytes)."""
     com = sc.communication
-    key = (ckey, sig, net.free, ideal, tied, sc.parallelism.zero, com.prefetch_layers, com.dp_overlap,
-           com.tp_overlap)
+    # The group shapes and the library's choices (algorithm, NCCL options) price every call.
+    key = (ckey, sig, net.net.algorithm, net.net.options, net.free, ideal, tied, sc.parallelism.zero,
+           com.prefetch_layers, com.dp_overlap, com.tp_overlap)
     out = _BASES.get(key)
     if out is not None:
         return out

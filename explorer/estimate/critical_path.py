@@ -32,6 +32,7 @@ class OpTimes:
     start: np.ndarray            # (n, g)
     end: np.ndarray              # (n, g) end of the pass (before a blocking send)
     clock: np.ndarray            # (p, g) each stage's compute stream free after its last op
+    pp_free: np.ndarray          # (p, g) each stage's pp stream free after its last transfer
 
 
 def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray, gates: np.ndarray,
@@ -71,4 +72,4 @@ def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray
                 pp_free[ss] = arrive
             times[slot] = arrive
         clock[st] = e0
-    return OpTimes(start, times[end0:end0 + n], clock)
+    return OpTimes(start, times[end0:end0 + n], clock, pp_free)

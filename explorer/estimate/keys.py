@@ -84,7 +84,7 @@ def network_key(sc: Scenario, free: bool) -> int:
 
 # Networks by key: every row of a sweep that keeps the cluster, the degrees and the library shares
 # one (and its cached shapes and calls).  Bounded: cleared when a long session fills it.
-_NETWORKS: dict[int, Network] = {}
+_NETWORKS: dict[int, Network] = memo_table()
 _MAX_NETWORKS = 4096
 
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..scenario import Scenario
+from ..scenario import Scenario, ScenarioError
 from ..schedules.registry import Window
 from ..vocabulary import CATEGORIES
 from .breakdown import breakdowns
@@ -33,6 +33,12 @@ from .result import Estimates
 from .sync import Window_, ending, window
 
 SCALE_BITS = 3          # rows of one program: unit counts within a factor of 2**SCALE_BITS
+# A row of more ops than this (units x stages x chunks x passes) is left to the full simulation,
+# which folds its steady state (explorer/fold.py): a validated scenario may hold millions of
+# micro-batches when its fold is small, and the estimator evaluates every unit.  About the work
+# budget of one simulation (config/budget.MAX_WORK).
+MAX_ROW_OPS = 300_000
+MAX_ELEMENTS = 2_000_000  # ops x rows of one evaluation (about 16 MB per array)
 
 
 def _needs_ops(prof: RowProfile) -> bool:
@@ -51,24 +57,55 @@ def _run(profs: Sequence[RowProfile], jobs: list[tuple[int, int]],
         groups.setdefault((sched.name, pr.p, pr.v, pr.blocking, scale), []).append(j)
     out: list[tuple[StageTimes, int]] = [None] * len(jobs)          # type: ignore[list-item]
     for members in groups.values():
-        st = run_group([profs[jobs[j][0]] for j in members], [jobs[j][1] for j in members],
-                       any(keep[j] for j in members))
-        for col, j in enumerate(members):
-            out[j] = (st, col)
+        size = max(1, MAX_ELEMENTS // max(row_ops(profs[jobs[j][0]]) for j in members))
+        for k in range(0, len(members), size):
+            part = members[k:k + size]
+            st = run_group([profs[jobs[j][0]] for j in part], [jobs[j][1] for j in part],
+                           any(keep[j] for j in part))
+            for col, j in enumerate(part):
+                out[j] = (st, col)
     return out
 
 
-def estimate_profiles(profs: Sequence[RowProfile]) -> Estimates:
-    """Estimates of already-profiled rows (in their order)."""
+def row_ops(prof: RowProfile) -> int:
+    """The ops of one row's program (units x stages x chunks x passes per chunk and unit)."""
+    return prof.units * prof.p * prof.nch * (3 if prof.schedule.split_backward else 2)
+
+
+def estimate_profiles(profs: Sequence[RowProfile]) -> tuple[Estimates, list[str | None]]:
+    """Estimates of already-profiled rows (in their order), and per row None or the one-line reason
+    the full simulation refused a row too long for the estimator (its row NaN)."""
     n = len(profs)
-    done = _run(profs, [(i, pr.units) for i, pr in enumerate(profs)], [_needs_ops(pr) for pr in profs])
+    mine = [i for i, pr in enumerate(profs) if row_ops(pr) <= MAX_ROW_OPS]
+    runs = _run(profs, [(i, profs[i].units) for i in mine], [_needs_ops(profs[i]) for i in mine])
+    done = dict(zip(mine, runs, strict=True))
     finals: dict[tuple, list[int]] = {}
-    for i, pr in enumerate(profs):
+    for i in mine:
+        pr = profs[i]
         finals.setdefault((pr.schedule.name, pr.p, pr.v, pr.blocking), []).append(i)
     pieces = []
     for idx in finals.values():
         pieces.append((np.array(idx), _finish([profs[i] for i in idx], _gather([done[i] for i in idx]))))
-    return Estimates.scatter(n, pieces)
+    reasons: list[str | None] = [None] * n
+    for i in (i for i in range(n) if i not in done):
+        est, reasons[i] = simulated(profs[i].sc)
+        pieces.append((np.array([i]), est))
+    return Estimates.scatter(n, pieces), reasons
+
+
+def simulated(sc: Scenario) -> tuple[Estimates, str | None]:
+    """One row from the full simulation (explorer.simulate.simulate, its steady state folded), or
+    a NaN row and the one-line reason it refused the scenario."""
+    from ..simulate import simulate  # deferred: only the rows too long for the estimator need it
+
+    try:
+        r = simulate(sc)
+    except ScenarioError as exc:
+        return Estimates.empty(1), str(exc)
+    mem = r.memory.total
+    return Estimates(np.array([r.iteration_time_s]), {k: np.array([r.breakdown_s[k]]) for k in CATEGORIES},
+                     np.array([mem / 1e9]), np.array([not r.memory_over_capacity]), np.array([r.mfu]),
+                     np.array([r.tokens_per_s]), np.array([r.tflops_per_gpu])), None
 
 
 def _gather(rows: list[tuple[StageTimes, int]]) -> StageTimes:
@@ -87,8 +124,9 @@ def _gather(rows: list[tuple[StageTimes, int]]) -> StageTimes:
 
 
 def estimate_many(scenarios: Sequence[Scenario]) -> Estimates:
-    """Estimates of validated scenarios (explorer.scenario.from_dict), one row each, in order."""
-    return estimate_profiles([row_profile(sc) for sc in scenarios])
+    """Estimates of validated scenarios (explorer.scenario.from_dict), one row each, in order.  A
+    row of more than MAX_ROW_OPS ops comes from the full simulation (NaN if it refuses)."""
+    return estimate_profiles([row_profile(sc) for sc in scenarios])[0]
 
 
 def estimate(sc: Scenario) -> Estimates:

@@ -19,10 +19,11 @@ from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, 
 from .chunk_basis import F_IDX
 from .keys import memo_table
 from .profile import RowProfile
+from .program import Program, compile_program, program_units
 
 _TRANSIENT = memo_table()
 _TOTALS = memo_table()
-_LIVE: dict[tuple, np.ndarray] = {}
+_LIVE: dict[tuple, np.ndarray] = memo_table()
 
 
 def live_counts(schedule: Schedule, p: int, units: int, v: int) -> np.ndarray:
@@ -31,46 +32,38 @@ def live_counts(schedule: Schedule, p: int, units: int, v: int) -> np.ndarray:
     key = (schedule.name, p, units, v)
     got = _LIVE.get(key)
     if got is None:
-        per = [_stage_counts(schedule, p, units, v, s) for s in range(p)]
+        prog = compile_program(schedule.name, p, v, program_units(schedule, units))
+        per = [_stage_counts(prog, schedule.two_directions, s, units) for s in range(p)]
         k = max(len(x) for x in per)
-        got = np.zeros((p, k, schedule.chunks_per_rank(v)))
+        got = np.zeros((p, k, prog.nch))
         for s, x in enumerate(per):
             got[s, :len(x)] = x
-        if len(_LIVE) > 4096:
-            _LIVE.clear()
         _LIVE[key] = got
     return got
 
 
-def _stage_counts(schedule: Schedule, p: int, units: int, v: int, stage: int) -> np.ndarray:
-    """The distinct vectors of per-chunk activations alive after each op of the stage's order
-    (peak_activations' replay with one unit of bytes per chunk, counted per chunk)."""
-    order = schedule.order(stage, p, units, v)
-    nch = schedule.chunks_per_rank(v)
-    live = np.zeros(nch)
-    seen = [live.copy()]
-    if schedule.two_directions:
-        # dualpipe.peak_activations: a fused F&B adds the forward's chunk, peaks, frees the backward's.
-        for op in order:
-            if op[0] == "FB":
-                live[op[1][0]] += 1
-                seen.append(live.copy())
-                live[op[2][0]] -= 1
-            elif op[0] == "F":
-                live[op[1]] += 1
-            elif op[0] in ("B", "W"):
-                live[op[1]] -= 1
-            seen.append(live.copy())
+def _stage_counts(prog: Program, two_directions: bool, stage: int, units: int) -> np.ndarray:
+    """The distinct vectors of per-chunk activations alive after each op of the stage's order: the
+    registry's peak_activations replay, with one unit of bytes per chunk counted per chunk.
+
+    schedules/pipeline.peak_activations: a forward adds its chunk, the pass completing the
+    gradients (B, or W when the backward is split) frees it.  schedules/dualpipe.peak_activations:
+    a full backward or a weight-gradient pass frees (an input-gradient pass keeps them for its W),
+    and a fused F&B adds the forward's chunk, peaks, then frees the backward's."""
+    ops = np.flatnonzero((prog.stage == stage) & (prog.mb < units))     # the row's own ops
+    kind, local, local_b = prog.kind[ops], prog.local[ops], prog.local_b[ops]
+    f, b, bi, w, fb = (kind == k for k in range(5))
+    if two_directions:
+        release = b | w
     else:
-        # pipeline.peak_activations: forwards add, the pass completing the gradients frees.
-        release = "W" if any(kind == "W" for kind, _, _ in order) else "B"
-        for kind, _, c in order:
-            if kind == "F":
-                live[c] += 1
-            elif kind == release:
-                live[c] -= 1
-            seen.append(live.copy())
-    return np.unique(np.array(seen), axis=0)
+        release = w if w.any() else b
+    eye = np.eye(prog.nch)
+    add = (f | fb)[:, None] * eye[local]
+    free = release[:, None] * eye[local] + fb[:, None] * eye[local_b]
+    after = np.cumsum(add - free, axis=0)
+    peak_inside = (after + fb[:, None] * eye[local_b])[fb]       # a fused pair, between its halves
+    seen = np.vstack([np.zeros((1, prog.nch)), after, peak_inside])
+    return np.unique(seen, axis=0)
 
 
 def _transient(prof: RowProfile) -> tuple[float, float]:

@@ -103,8 +103,8 @@ def _apply(base: Scenario, changes: dict[tuple[str, ...], dict[str, Any]]) -> Sc
         return None
 
 
-def scenarios_from_overrides(base_raw: Mapping[str, Any],
-                             overrides: Sequence[Mapping[str, Any]]) -> tuple[list[Scenario | None], list[str | None]]:
+def scenarios_from_overrides(base_raw: Mapping[str, Any], overrides: Sequence[Mapping[str, Any]]
+                             ) -> tuple[list[Scenario | None], list[str | None]]:
     """Each override's validated scenario (None when invalid) and its one-line ScenarioError text
     (None when valid), equal to ``from_dict(apply_overrides(base_raw, ov))``'s."""
     try:
@@ -156,5 +156,8 @@ def estimate_overrides(base_raw: Mapping[str, Any],
     NaN and ``fits`` False)."""
     scenarios, reasons = scenarios_from_overrides(base_raw, overrides)
     valid = [i for i, sc in enumerate(scenarios) if sc is not None]
-    est = estimate_profiles([row_profile(scenarios[i]) for i in valid])    # type: ignore[arg-type]
+    est, refused = estimate_profiles([row_profile(scenarios[i]) for i in valid])    # type: ignore[arg-type]
+    for i, why in zip(valid, refused, strict=True):
+        if why is not None:
+            reasons[i] = why
     return Estimates.scatter(len(scenarios), [(np.array(valid, dtype=int), est)] if valid else []), reasons

@@ -16,8 +16,9 @@ import numpy as np
 
 from .chunk_basis import BWD, COMPUTE_PARTS, F_IDX, FWD, PARTS
 from .critical_path import OpTimes, evaluate
+from .keys import memo_table
 from .profile import RowProfile
-from .program import KINDS, Program, compile_program
+from .program import KINDS, Program, compile_program, program_units
 
 _COMP = [i for i, k in enumerate(PARTS) if k in COMPUTE_PARTS]
 _COMM = [i for i, k in enumerate(PARTS) if k not in COMPUTE_PARTS]
@@ -60,7 +61,7 @@ class RealOps:
     sends: np.ndarray            # (p, p) transfers each stage sends per stage pair
 
 
-_REAL: dict[tuple, RealOps] = {}
+_REAL: dict[tuple, RealOps] = memo_table()
 
 
 def own_columns(prog: Program, s: int) -> np.ndarray:
@@ -75,8 +76,6 @@ def real_ops(prog: Program, units: int) -> RealOps:
     key = (prog.schedule, prog.p, prog.v, prog.units, units)
     got = _REAL.get(key)
     if got is None:
-        if len(_REAL) > 4096:
-            _REAL.clear()
         got = _REAL[key] = _real_ops(prog, units)
     return got
 
@@ -113,6 +112,7 @@ class StageTimes:
     first: np.ndarray            # (g, p) start of each stage's first pass
     last_end: np.ndarray         # (g, p) end of its last pass
     free: np.ndarray             # (g, p) its compute stream free after it (blocking sends included)
+    last_send: np.ndarray        # (g, p) its pp stream free after its last transfer (0 when blocking)
     grads_start: np.ndarray      # (g, p, nch) start of the pass completing each chunk's gradients
     grads_dur: np.ndarray        # (g, p, nch) its seconds
     per_column: np.ndarray       # (g, p, J) ops of each stage per column of its own (RealOps)
@@ -134,14 +134,15 @@ class StageTimes:
                           tuple(o for p in parts for o in p.ops))
 
 
-_ARRAYS = ("first", "last_end", "free", "grads_start", "grads_dur", "per_column", "sends", "table", "fused")
+_ARRAYS = ("first", "last_end", "free", "last_send", "grads_start", "grads_dur", "per_column", "sends",
+           "table", "fused")
 
 
 def run_group(profs: list[RowProfile], units: list[int], keep_ops: bool = False) -> StageTimes:
     """Evaluate the pipeline of rows sharing schedule, p, v and send kind, row i with ``units[i]``
     units (its own count, or a reduced one, estimate/steady.py)."""
     pr0 = profs[0]
-    prog = compile_program(pr0.schedule.name, pr0.p, pr0.v, max(units))
+    prog = compile_program(pr0.schedule.name, pr0.p, pr0.v, program_units(pr0.schedule, max(units)))
     feat = np.stack([r.feat for r in profs])
     sm = np.array([r.sm_factor for r in profs])
     table, fused = pass_table(feat, pr0.holds, sm)
@@ -160,7 +161,7 @@ def run_group(profs: list[RowProfile], units: list[int], keep_ops: bool = False)
     last = np.array([r.last for r in reals])
     grads = np.array([r.grads for r in reals])
     g_start = ops.start[grads, cols[:, None, None]]
-    return StageTimes(first, ops.end[last, cols[:, None]], ops.clock.T, g_start,
+    return StageTimes(first, ops.end[last, cols[:, None]], ops.clock.T, ops.pp_free.T, g_start,
                       ops.end[grads, cols[:, None, None]] - g_start, np.stack([r.per_column for r in reals]),
                       np.stack([r.sends for r in reals]), table, fused,
                       tuple((prog, ops, i, reals[i]) if keep_ops else None for i in range(g)))

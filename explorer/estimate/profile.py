@@ -169,9 +169,9 @@ def row_profile(sc: Scenario) -> RowProfile:
     # Memory reads the chunks' bytes (not their times: no network) and the data-parallel sizes.
     mkey = (ckey, sched.name, v, par.stage_layers, par.ideal_pipeline, sc.dp, par.cp, par.ep, par.zero,
             com.prefetch_layers, tr.optimizer, units, p)
-    return RowProfile(sc, sched, p, v, sched.chunks_per_rank(v), m, units,
-                      fw.blocking_p2p, layout, transfer, sm_factor, dp[0], dp[1],
-                      com.dp_overlap and fw.grad_reduce_overlaps_backward, dp[2], dp[3], opt, info, ckey, mkey)
+    return RowProfile(sc, sched, p, v, sched.chunks_per_rank(v), m, units, fw.blocking_p2p, layout, transfer,
+                      sm_factor, dp[0], dp[1], com.dp_overlap and fw.grad_reduce_overlaps_backward, dp[2],
+                      dp[3], opt, info, ckey, mkey)
 
 
 def _netinfo(sc: Scenario, free: bool, nkey: int) -> NetInfo:

@@ -31,7 +31,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..schedules.registry import get as get_schedule
-from ..taskgraph.layout import Fused, Pass, layout_for, normalise
+from ..taskgraph.layout import Fused, layout_for, normalise
 
 KINDS = ("F", "B", "Bi", "W")          # pass kinds of the duration table (B: full backward)
 
@@ -88,6 +88,13 @@ class Program:
         return self.p * self.nch * len(KINDS) + (s * self.nch + lf) * self.nch + lb
 
 
+def program_units(schedule, units: int) -> int:
+    """The units a program is compiled for to serve a row of ``units``: the next power of two, so
+    that rows and sweeps share programs (phantom units pad the row, estimate/critical_path.py);
+    exactly ``units`` for DualPipe, whose phases depend on the count."""
+    return units if schedule.two_directions else 1 << max(0, units - 1).bit_length()
+
+
 @lru_cache(maxsize=512)
 def compile_program(schedule: str, p: int, v: int, units: int) -> Program:
     """The program of ``schedule`` for p stages, v virtual stages and ``units`` pipeline units
@@ -95,71 +102,68 @@ def compile_program(schedule: str, p: int, v: int, units: int) -> Program:
     sched = get_schedule(schedule)
     lay = layout_for(sched, p, v)
     nch = sched.chunks_per_rank(v)
-    orders = [[normalise(op, sched) for op in sched.order(s, p, units, v)] for s in range(p)]
-    n = sum(len(o) for o in orders)
-    prog_stage = np.zeros(n, np.int64)
-    kind = np.zeros(n, np.int64)
-    local = np.zeros(n, np.int64)
-    local_b = np.zeros(n, np.int64)
-    mb = np.zeros(n, np.int64)
-    dur = np.zeros(n, np.int64)
-    # Which op holds each pass: (F|B, lane, unit, position) -> op index; W and Bi register as W/B.
-    where: dict[tuple, int] = {}
-    i = 0
-    none = np.zeros(0, np.int64)
-    tmp = Program(schedule, p, v, units, nch, none, none, none, none, none, (), (), none, none, none, none,
-                  np.zeros((p, nch), np.int64), np.zeros(p, np.int64))
-    grads = np.zeros((p, nch), np.int64)
-    last = np.zeros(p, np.int64)
-    for s, order in enumerate(orders):
-        for st in order:
-            prog_stage[i] = s
-            if isinstance(st, Fused):
-                kind[i], local[i], local_b[i], mb[i] = 4, st.f.local, st.b.local, st.b.mb
-                dur[i] = tmp.fused_index(s, st.f.local, st.b.local)
-                members: tuple[Pass, ...] = (st.f, st.b)
-            else:
-                kind[i] = KINDS.index(st.kind)
-                local[i] = local_b[i] = st.local
-                mb[i] = st.mb
-                dur[i] = tmp.durations_index(s, st.local, st.kind)
-                members = (st,)
-            for ps in members:
-                key = "B" if ps.kind == "Bi" else ps.kind
-                where[(key, ps.lane, ps.mb, lay.position(s, ps.lane, ps.local))] = i
-                if ps.kind in ("B", "W"):
-                    grads[s, ps.local] = i
-            i += 1
-        last[s] = i - 1
+    L = lay.length
+    # One record per pass ("member"; a fused F&B has two): op, stage, kind, lane, unit, local chunk.
+    rec: list[tuple[int, int, int, int, int, int]] = []
+    n = 0
+    for s in range(p):
+        for op in sched.order(s, p, units, v):
+            st = normalise(op, sched)
+            for ps in ((st.f, st.b) if isinstance(st, Fused) else (st,)):
+                rec.append((n, s, KINDS.index(ps.kind), ps.lane, ps.mb, ps.local))
+            n += 1
+    r = np.array(rec, dtype=np.int64).reshape(-1, 6)
+    m_op, m_stage, m_kind, m_lane, m_unit, m_local = r.T
+    fused = np.bincount(m_op, minlength=n) == 2
+    first = np.r_[True, m_op[1:] != m_op[:-1]]                 # the F member of a fused op comes first
+    prog_stage = m_stage[first]
+    kind = np.where(fused, 4, m_kind[first])
+    local = m_local[first]
+    local_b = np.where(fused, m_local[~first][np.cumsum(fused) - 1] if fused.any() else 0, local)
+    mb = np.where(fused, m_unit[~first][np.cumsum(fused) - 1] if fused.any() else 0, m_unit[first])
+    # Positions along the lane (layout.Layout.position) and which op holds each pass there.
+    if sched.two_directions:
+        pos = np.where(m_lane == 0, m_stage, p - 1 - m_stage)
+    else:
+        pos = m_local * p + m_stage
+    is_f = m_kind == KINDS.index("F")
+    is_b = (m_kind == KINDS.index("B")) | (m_kind == KINDS.index("Bi"))
+    is_w = m_kind == KINDS.index("W")
+    lanes = 2 if sched.two_directions else 1
+    at_f = np.full((lanes, units, L), -1, np.int64)
+    at_b = np.full((lanes, units, L), -1, np.int64)
+    at_f[m_lane[is_f], m_unit[is_f], pos[is_f]] = m_op[is_f]
+    at_b[m_lane[is_b], m_unit[is_b], pos[is_b]] = m_op[is_b]
     end0 = 1 + p * nch
-    arr_f0, arr_b0 = end0 + n, end0 + 2 * n
     src = np.zeros((n, 4), np.int64)
+    f_in = is_f & (pos > 0)
+    src[m_op[f_in], 0] = end0 + n + at_f[m_lane[f_in], m_unit[f_in], pos[f_in] - 1]
+    b_in = is_b & (pos + 1 < L)
+    src[m_op[b_in], 1] = end0 + 2 * n + at_b[m_lane[b_in], m_unit[b_in], pos[b_in] + 1]
+    src[m_op[is_b], 2] = end0 + at_f[m_lane[is_b], m_unit[is_b], pos[is_b]]
+    src[m_op[is_w], 2] = end0 + at_b[m_lane[is_w], m_unit[is_w], pos[is_w]]
+    gate = is_f & (m_unit == 0)                               # builder._gathers_at_start
+    src[m_op[gate], 3] = 1 + m_stage[gate] * nch + m_local[gate]
+    # The stage pair a transfer uses (layout.Layout.pair): forward from stage s on pair s,
+    # backward on pair s-1 (wrapping between virtual chunks); two lanes use the lower rank's pair.
     send_f = np.full(n, -1, np.int64)
     send_b = np.full(n, -1, np.int64)
-    first_f: set[tuple[int, int]] = set()
-    i = 0
-    for s, order in enumerate(orders):
-        for st in order:
-            members = (st.f, st.b) if isinstance(st, Fused) else (st,)
-            for ps in members:
-                pos = lay.position(s, ps.lane, ps.local)
-                if ps.kind == "F":
-                    if pos > 0:
-                        src[i, 0] = arr_f0 + where[("F", ps.lane, ps.mb, pos - 1)]
-                    if pos + 1 < lay.length:
-                        send_f[i] = lay.pair(s, lay.at(ps.lane, pos + 1)[0], "forward")
-                    if ps.mb == 0 and (s, ps.local) not in first_f:
-                        first_f.add((s, ps.local))
-                        src[i, 3] = 1 + s * nch + ps.local
-                elif ps.kind in ("B", "Bi"):
-                    if pos + 1 < lay.length:
-                        src[i, 1] = arr_b0 + where[("B", ps.lane, ps.mb, pos + 1)]
-                    src[i, 2] = end0 + where[("F", ps.lane, ps.mb, pos)]
-                    if pos > 0:
-                        send_b[i] = lay.pair(s, lay.at(ps.lane, pos - 1)[0], "backward")
-                else:                                             # W after its input-gradient pass
-                    src[i, 2] = end0 + where[("B", ps.lane, ps.mb, pos)]
-            i += 1
+    f_out = is_f & (pos + 1 < L)
+    b_out = is_b & (pos > 0)
+    if sched.two_directions:
+        nxt = lambda q, lane: np.where(lane == 0, q, p - 1 - q)          # noqa: E731 - Layout.at's rank
+        send_f[m_op[f_out]] = np.minimum(m_stage[f_out], nxt(pos[f_out] + 1, m_lane[f_out]))
+        send_b[m_op[b_out]] = np.minimum(m_stage[b_out], nxt(pos[b_out] - 1, m_lane[b_out]))
+    else:
+        send_f[m_op[f_out]] = m_stage[f_out]
+        send_b[m_op[b_out]] = (m_stage[b_out] - 1) % p
+    # Duration-table columns (Program.durations_index / fused_index).
+    dur = np.where(kind == 4, p * nch * len(KINDS) + (prog_stage * nch + local) * nch + local_b,
+                   (prog_stage * nch + local) * len(KINDS) + np.minimum(kind, 3))
+    grads = np.zeros((p, nch), np.int64)
+    done = (m_kind == KINDS.index("B")) | is_w                # builder: B or W completes the gradients
+    np.maximum.at(grads, (m_stage[done], m_local[done]), m_op[done])
+    last = np.r_[np.flatnonzero(prog_stage[1:] != prog_stage[:-1]), n - 1]
     steps = _steps(prog_stage, src, end0, n)
     return Program(schedule, p, v, units, nch, prog_stage, dur, src, send_f, send_b, steps,
                    tuple(_send_plan(idx, prog_stage, send_f, send_b, end0, n) for idx in steps), kind, local,

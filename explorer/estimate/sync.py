@@ -62,7 +62,9 @@ def ending(profs: list[RowProfile], st: StageTimes) -> Ending:
     dp_end = np.where(jd.sum(-1) > 0, fifo_end(ready, jd), 0.0)
     opt = np.stack([r.optimizer for r in profs])
     step_end = np.maximum(free, dp_end) + opt
-    end = step_end + np.stack([r.trailing for r in profs])
+    # A stage's last task may be a transfer it sends after its step (a never-flushing or
+    # overlapping window measures the stage's own tasks: steady_state.schedule_iteration).
+    end = np.maximum(step_end + np.stack([r.trailing for r in profs]), st.last_send)
     return Ending(last_pass, free, dp_end, step_end, end, first)
 
 

@@ -1,0 +1,162 @@
+"""How fast and how close the vectorised estimator (explorer/estimate) is.
+
+Run: python bench/estimator.py [--random 300] [--full-rows 12]
+
+Prints, for sweeps of llama3-405b-16k:
+
+- (a) the estimator's rate in configurations per second: the *core* (validated scenarios in,
+  ``estimate_many``) and *end to end* (dotted-key override dicts in, ``estimate_overrides``, its
+  validation included; and, for comparison, ``from_dict`` per row then ``estimate_many``), each the
+  first time in the process (every distinct layer, network, layer split and schedule shape priced
+  and compiled once) and again with those memoised;
+- (b) the full simulation's rate on a few of the same rows, and the ratio;
+- agreement: mean and max |relative error| of iteration time and memory against the full
+  simulation on the shipped scenarios and on random valid scenarios (tests/test_random_scenarios.py).
+
+The realistic grid is the scenario's own global batch over tp x pp x micro-batch x vpp x NIC
+bandwidth x recompute x ZeRO stage; the deep grid adds pp 64, three global batches and the
+zero-bubble and GPipe schedules, whose rows are many times longer (the estimator evaluates every
+unit of every row: its cost grows with micro-batches x stages x virtual stages).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from test_random_scenarios import random_raw  # noqa: E402
+
+from explorer.estimate import estimate_many, estimate_overrides  # noqa: E402
+from explorer.estimate import keys as estimate_keys  # noqa: E402
+from explorer.estimate.program import compile_program  # noqa: E402
+from explorer.scenario import (  # noqa: E402
+    ScenarioError,
+    apply_overrides,
+    from_dict,
+    load,
+    load_raw,
+    shipped_scenarios,
+)
+from explorer.simulate import simulate  # noqa: E402
+
+REALISTIC = {"parallelism.tp": [1, 2, 4, 8], "parallelism.pp": [1, 2, 4, 8, 16, 32],
+             "training.micro_batch": [1, 2, 4], "parallelism.vpp": [1, 2, 4],
+             "cluster.scale_out.nic_Gbps": [100, 200, 400, 800],
+             "training.recompute": ["none", "selective", "full"], "parallelism.zero": [1, 2]}
+DEEP = {"parallelism.tp": [1, 2, 4, 8, 16], "parallelism.pp": [4, 8, 16, 32, 64],
+        "training.micro_batch": [1, 2], "parallelism.vpp": [1, 2, 4],
+        "cluster.scale_out.nic_Gbps": [200, 800], "training.global_batch": [2048, 4096, 8192],
+        "parallelism.schedule": ["1f1b", "zb-h1", "gpipe", "interleaved"]}
+
+
+def overrides(grid: dict) -> list[dict]:
+    """Every combination of ``grid``, dp derived, the layer split balanced; virtual stages with the
+    interleaved schedule only (and it only with them), 1F1B when the grid names no schedule."""
+    out = []
+    for combo in itertools.product(*grid.values()):
+        ov = {**dict(zip(grid, combo, strict=True)), "parallelism.dp": None, "parallelism.stage_layers": None}
+        interleaved = ov["parallelism.vpp"] > 1
+        sched = ov.setdefault("parallelism.schedule", "interleaved" if interleaved else "1f1b")
+        if interleaved != (sched == "interleaved"):
+            continue
+        out.append(ov)
+    return out
+
+
+def forget() -> None:
+    """Start the estimator afresh, as a new process does."""
+    estimate_keys.clear()
+    compile_program.cache_clear()
+
+
+def timed(fn, *args):
+    t = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t
+
+
+def rates(name: str, raw: dict, ovs: list[dict], full_rows: int) -> None:
+    scenarios = []
+    for ov in ovs:
+        try:
+            scenarios.append(from_dict(apply_overrides(raw, ov)))
+        except ScenarioError:
+            pass
+    n, k = len(ovs), len(scenarios)
+    print(f"\n{name}: {n:,} combinations, {k:,} valid")
+    forget()
+    _, cold = timed(estimate_many, scenarios)
+    _, warm = timed(estimate_many, scenarios)
+    print(f"  core (estimate_many, validated scenarios in):   first {k / cold:9,.0f} configs/s "
+          f"({cold:.2f} s)   memoised {k / warm:9,.0f} configs/s ({warm:.3f} s)")
+    forget()
+    _, cold_o = timed(estimate_overrides, raw, ovs)
+    _, warm_o = timed(estimate_overrides, raw, ovs)
+    print(f"  end to end (estimate_overrides, dicts in):       first {n / cold_o:9,.0f} combos/s  "
+          f"({cold_o:.2f} s)   memoised {n / warm_o:9,.0f} combos/s  ({warm_o:.3f} s)"
+          f"   = {k / warm_o:,.0f} valid configs/s")
+
+    def via_from_dict():
+        ok = []
+        for ov in ovs:
+            try:
+                ok.append(from_dict(apply_overrides(raw, ov)))
+            except ScenarioError:
+                pass
+        return estimate_many(ok)
+
+    _, slow = timed(via_from_dict)
+    print(f"  end to end with from_dict per row (memoised):    {n / slow:9,.0f} combos/s  ({slow:.2f} s)")
+    sample = random.Random(0).sample(scenarios, min(full_rows, k))
+    t = time.perf_counter()
+    for sc in sample:
+        simulate(sc)
+    per = (time.perf_counter() - t) / len(sample)
+    print(f"  full simulation, {len(sample)} of these rows:            {1 / per:9,.1f} configs/s "
+          f"({per * 1e3:.0f} ms each): the memoised core is {per * k / warm:,.0f}x faster")
+
+
+def agreement(label: str, scenarios: list) -> None:
+    est = estimate_many(scenarios)
+    t_err, m_err, fit_ok = [], [], 0
+    for i, sc in enumerate(scenarios):
+        r = simulate(sc)
+        t_err.append(abs(est.iteration_time_s[i] / r.iteration_time_s - 1))
+        m_err.append(abs(est.memory_GB_total[i] / r.memory.as_GB()["total"] - 1))
+        fit_ok += bool(est.fits[i]) is (not r.memory_over_capacity)
+    print(f"  {label:34s} n={len(scenarios):4d}  iteration time |err| mean {statistics.fmean(t_err):.1e} "
+          f"max {max(t_err):.1e}   memory |err| max {max(m_err):.1e}   fits agree {fit_ok}/{len(scenarios)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--random", type=int, default=300, help="random valid scenarios for the agreement")
+    ap.add_argument("--full-rows", type=int, default=12, help="rows simulated in full for the ratio")
+    args = ap.parse_args()
+    raw = load_raw(shipped_scenarios()["llama3-405b-16k"])
+    rates("llama3-405b-16k, realistic grid (tp x pp x mb x vpp x NIC x recompute x ZeRO)", raw,
+          overrides(REALISTIC), args.full_rows)
+    rates("llama3-405b-16k, deep grid (pp to 64, global batch to 8192, 1F1B/ZB-H1/GPipe/interleaved)", raw,
+          overrides(DEEP), args.full_rows)
+    print("\nagreement with the full simulation (explorer.simulate.simulate):")
+    agreement("shipped scenarios", [load(p) for _, p in sorted(shipped_scenarios().items())])
+    rng = random.Random(2026)
+    scs = []
+    while len(scs) < args.random:
+        try:
+            scs.append(from_dict(random_raw(rng)))
+        except ScenarioError:
+            continue
+    agreement("random valid scenarios (seed 2026)", scs)
+
+
+if __name__ == "__main__":
+    main()

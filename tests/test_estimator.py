@@ -1,0 +1,200 @@
+"""The vectorised estimator (explorer/estimate) against the full simulation.
+
+Stated agreement: the estimator evaluates the engine's own cost functions and the critical path of
+the schedule's order, so its iteration time, per-GPU memory and fit equal simulate()'s to float
+rounding — asserted here to 1e-9 relative (far inside the 5 % it was asked to meet) on every
+shipped scenario, on variants that exercise every window, send kind and ZeRO stage, and on random
+valid scenarios of tests/test_random_scenarios.py's generator.  Equal numbers give equal rankings:
+on layout sets of llama3-405b-16k and megatron-gpt3-175b every pair whose simulated times differ
+is ordered the same (Kendall tau 1).  estimate_overrides' fast validation gives the scenarios and
+one-line reasons of from_dict.  Timings are in bench/estimator.py, not here.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import numpy as np
+import pytest
+from test_random_scenarios import random_raw
+
+from explorer.estimate import Estimates, estimate, estimate_many, estimate_overrides, scenarios_from_overrides
+from explorer.scenario import ScenarioError, apply_overrides, from_dict, load, load_raw, shipped_scenarios
+from explorer.simulate import simulate
+from explorer.vocabulary import CATEGORIES
+
+REL = 1e-9                    # float rounding: the estimate adds the same seconds in another order
+SHIPPED = shipped_scenarios()
+
+
+def assert_agrees(scenarios, est: Estimates) -> list[float]:
+    """Every row of ``est`` equals simulate() of its scenario; returns the relative time errors."""
+    errs = []
+    for i, sc in enumerate(scenarios):
+        r = simulate(sc)
+        T = r.iteration_time_s
+        err = abs(est.iteration_time_s[i] / T - 1)
+        errs.append(err)
+        assert err <= REL, (sc.name, est.iteration_time_s[i], T)
+        assert est.memory_GB_total[i] == pytest.approx(r.memory.as_GB()["total"], rel=REL, abs=1e-12)
+        assert bool(est.fits[i]) is (not r.memory_over_capacity)
+        assert est.mfu[i] == pytest.approx(r.mfu, rel=1e-8)
+        assert est.tokens_per_s[i] == pytest.approx(r.tokens_per_s, rel=1e-8)
+        assert est.tflops_per_gpu[i] == pytest.approx(r.tflops_per_gpu, rel=1e-8)
+        parts = [est.breakdown_s[k][i] for k in CATEGORIES]
+        assert sum(parts) == pytest.approx(est.iteration_time_s[i], rel=1e-12)
+        assert min(parts) >= -1e-12 * T
+    return errs
+
+
+def test_shipped_scenarios_agree_with_the_simulation():
+    scs = [load(p) for _, p in sorted(SHIPPED.items())]
+    assert len(scs) == 8
+    assert max(assert_agrees(scs, estimate_many(scs))) <= REL
+
+
+VARIANTS = [
+    ("teaching-8gpu", {"parallelism.stage_layers": [3, 9, 7, 5]}),
+    ("teaching-8gpu", {"parallelism.ideal_pipeline": True}),
+    ("teaching-8gpu", {"communication.dp_priority": True}),
+    ("megatron-gpt3-175b", {"training.framework": "deepspeed"}),               # blocking sends
+    ("megatron-gpt3-175b", {"parallelism.schedule": "pipedream-async"}),      # ASYNC window
+    ("megatron-gpt3-175b", {"parallelism.schedule": "zb-h2"}),                # OVERLAP window
+    ("megatron-gpt3-175b", {"parallelism.schedule": "gpipe", "parallelism.zero": 2}),
+    ("megatron-gpt3-175b", {"parallelism.schedule": "interleaved", "parallelism.vpp": 3}),
+    ("llama3-405b-16k", {"parallelism.zero": 3}),
+    ("llama3-405b-16k", {"communication.dp_priority": True}),
+    ("fsdp-llama3-8b", {"training.framework": "fsdp", "parallelism.pp": 2, "parallelism.dp": 32}),
+    ("two-datacenters", {"parallelism.ideal_pipeline": True}),
+    ("deepseek-v3", {"communication.comm_sms": 0, "model.moe.skew": 0.8}),
+    ("zero-bubble-8gpu", {"parallelism.schedule": "zb-h2", "communication.dp_overlap": False}),
+]
+
+
+def test_variants_of_every_window_send_kind_and_zero_stage_agree():
+    scs = [load(SHIPPED[name], ov) for name, ov in VARIANTS]
+    assert_agrees(scs, estimate_many(scs))
+
+
+def random_scenarios(seed: int, n: int):
+    rng = random.Random(seed)
+    out = []
+    while len(out) < n:
+        try:
+            out.append(from_dict(random_raw(rng)))
+        except ScenarioError:
+            continue
+    return out
+
+
+def test_random_valid_scenarios_agree_with_the_simulation():
+    scs = random_scenarios(11, 160)
+    kinds = {(sc.parallelism.schedule, sc.parallelism.zero) for sc in scs}
+    assert len({s for s, _ in kinds}) == 7 and len({z for _, z in kinds}) == 4     # every schedule, stage
+    errs = assert_agrees(scs, estimate_many(scs))
+    assert max(errs) <= REL
+
+
+def test_a_batch_gives_each_row_what_it_gives_alone():
+    """Grouping, padding with phantom units and memoisation never mix rows: a mixed batch equals
+    the rows estimated one by one, in order."""
+    scs = random_scenarios(5, 40) + [load(p) for _, p in sorted(SHIPPED.items())]
+    many = estimate_many(scs)
+    for i, sc in enumerate(scs):
+        one = estimate(sc)
+        assert one.iteration_time_s[0] == pytest.approx(many.iteration_time_s[i], rel=1e-13)
+        assert one.memory_GB_total[0] == many.memory_GB_total[i]
+        for k in CATEGORIES:
+            assert one.breakdown_s[k][0] == pytest.approx(many.breakdown_s[k][i], rel=1e-12, abs=1e-15)
+
+
+def layouts(name: str, grid: dict) -> list:
+    out = []
+    for combo in itertools.product(*grid.values()):
+        ov = {**dict(zip(grid, combo, strict=True)), "parallelism.dp": None, "parallelism.stage_layers": None}
+        ov["parallelism.schedule"] = ov.get("parallelism.schedule") or (
+            "interleaved" if ov["parallelism.vpp"] > 1 else "1f1b")
+        try:
+            out.append(load(SHIPPED[name], ov))
+        except ScenarioError:
+            continue
+    return out
+
+
+def kendall_tau(a: np.ndarray, b: np.ndarray) -> tuple[float, list]:
+    """Kendall's tau of two orderings and the pairs they order differently."""
+    conc = disc = 0
+    flips = []
+    for i, j in itertools.combinations(range(len(a)), 2):
+        s = np.sign(a[i] - a[j]) * np.sign(b[i] - b[j])
+        conc += s > 0
+        disc += s < 0
+        if s < 0:
+            flips.append((i, j))
+    return (conc - disc) / max(conc + disc, 1), flips
+
+
+@pytest.mark.parametrize("name, grid", [
+    ("llama3-405b-16k", {"parallelism.tp": [4, 8], "parallelism.pp": [8, 16], "parallelism.vpp": [1, 2],
+                         "training.micro_batch": [1, 2], "training.global_batch": [2048, 4096]}),
+    ("megatron-gpt3-175b", {"parallelism.tp": [4, 8], "parallelism.pp": [4, 8, 16], "parallelism.vpp": [1, 2],
+                            "training.micro_batch": [1, 2]}),
+])
+def test_layouts_rank_as_the_simulation_ranks_them(name, grid):
+    scs = layouts(name, grid)
+    assert len(scs) >= 12
+    est = estimate_many(scs).iteration_time_s
+    sim = np.array([simulate(sc).iteration_time_s for sc in scs])
+    # The layouts differ: no two simulated times within 1e-6 of each other, so every pair counts.
+    gaps = [abs(x / y - 1) for x, y in itertools.combinations(sim, 2)]
+    assert min(gaps) > 1e-6
+    tau, flips = kendall_tau(est, sim)
+    assert tau == 1.0 and flips == [], flips
+
+
+def test_estimate_overrides_validates_as_from_dict_does():
+    raw = load_raw(SHIPPED["llama3-405b-16k"])
+    grid = {"parallelism.tp": [1, 4, 8, 16], "parallelism.pp": [4, 16, 32], "parallelism.vpp": [1, 2],
+            "training.micro_batch": [1, 4], "cluster.scale_out.nic_Gbps": [200, 400]}
+    ovs = [{**dict(zip(grid, c, strict=True)), "parallelism.dp": None}
+           for c in itertools.product(*grid.values())]
+    ovs += [{"hardware.gpu": "b200"}, {"hardware.gpu.peak_tflops": 1200}, {"model.preset": "llama3-70b"},
+            {"model.moe.experts": 8}, {"parallelism.tp": "eight"}, {"parallelism.tp": 3}, {"no.such.key": 1},
+            {"hardware.gpu.preset": "h100-sxm"}, {"communication.bucket_MB": None},
+            {"training.framework": "deepspeed"}, {"parallelism.stage_layers": [60, 66]},
+            {"parallelism.pp": 2, "parallelism.dp": None, "parallelism.stage_layers": [60, 66]},
+            {"parallelism.tp": 16, "parallelism.dp": None, "training.dtype": "fp8"}, {}]
+    scs, reasons = scenarios_from_overrides(raw, ovs)
+    for ov, sc, why in zip(ovs, scs, reasons, strict=True):
+        try:
+            want, want_why = from_dict(apply_overrides(raw, ov)), None
+        except ScenarioError as exc:
+            want, want_why = None, str(exc)
+        assert sc == want and why == want_why, ov
+    assert 20 < sum(r is None for r in reasons) < len(ovs) - 20          # both kinds are exercised
+    est, reasons2 = estimate_overrides(raw, ovs)
+    assert reasons2 == reasons
+    valid = [i for i, r in enumerate(reasons) if r is None]
+    ref = estimate_many([scs[i] for i in valid])
+    assert np.array_equal(est.iteration_time_s[valid], ref.iteration_time_s)
+    bad = [i for i, r in enumerate(reasons) if r is not None]
+    assert np.isnan(est.iteration_time_s[bad]).all() and not est.fits[bad].any()
+    assert all("\n" not in r for r in reasons if r is not None)
+
+
+def test_estimates_are_arrays_of_one_length_with_the_result_conventions():
+    tight = load(SHIPPED["llama3-405b-16k"], {"parallelism.zero": 0})          # does not fit in 80 GB
+    scs = [load(SHIPPED["teaching-8gpu"]), tight]
+    est = estimate_many(scs)
+    assert len(est) == 2 and est.fits.dtype == bool
+    arrays = (est.iteration_time_s, est.memory_GB_total, est.mfu, est.tokens_per_s, *est.breakdown_s.values())
+    for arr in arrays:
+        assert isinstance(arr, np.ndarray) and arr.shape == (2,) and arr.dtype == np.float64
+    assert list(est.breakdown_s) == list(CATEGORIES)
+    assert est.fits.tolist() == [True, False]
+    assert simulate(tight).memory_over_capacity
+    assert est.memory_GB_total[1] * 1e9 > tight.hardware.gpu.capacity_bytes
+    row = est.row(0)
+    assert math.isclose(row["iteration_time_s"], sum(row["breakdown_s"].values()), rel_tol=1e-12)
+    assert len(estimate_many([])) == 0

@@ -36,7 +36,7 @@ from test_random_scenarios import random_raw  # noqa: E402
 
 from explorer.estimate import estimate_many, estimate_overrides  # noqa: E402
 from explorer.estimate import keys as estimate_keys  # noqa: E402
-from explorer.estimate.program import compile_program  # noqa: E402
+from explorer.estimate.program import clear_programs  # noqa: E402
 from explorer.scenario import (  # noqa: E402
     ScenarioError,
     apply_overrides,
@@ -74,7 +74,7 @@ def overrides(grid: dict) -> list[dict]:
 def forget() -> None:
     """Start the estimator afresh, as a new process does."""
     estimate_keys.clear()
-    compile_program.cache_clear()
+    clear_programs()
 
 
 def timed(fn, *args):

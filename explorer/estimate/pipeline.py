@@ -56,7 +56,7 @@ class RealOps:
     last: np.ndarray             # (p,) last op of each stage
     grads: np.ndarray            # (p, nch) op completing each chunk's gradients
     first: np.ndarray            # (p,) first op of each stage
-    backward: dict[tuple[int, int], int]   # (stage, unit) -> its (full) backward op
+    backward_ops: np.ndarray     # (p, units) each stage's (full) backward op of each unit (-1: none)
     per_column: np.ndarray       # (p, J) ops of each stage per column of its own: KINDS x chunk, then fused
     sends: np.ndarray            # (p, p) transfers each stage sends per stage pair
 
@@ -83,18 +83,18 @@ def real_ops(prog: Program, units: int) -> RealOps:
 def _real_ops(prog: Program, units: int) -> RealOps:
     real = prog.mb < units
     idx = np.arange(prog.n)
-    last = np.zeros(prog.p, np.int64)
-    first = np.zeros(prog.p, np.int64)
-    grads = np.zeros((prog.p, prog.nch), np.int64)
+    last = np.full(prog.p, -1, np.int64)
+    first = np.full(prog.p, prog.n, np.int64)
+    np.maximum.at(last, prog.stage[real], idx[real])
+    np.minimum.at(first, prog.stage[real], idx[real])
+    # The pass completing each chunk's gradients: its last full backward or weight-gradient pass.
     completes = real & ((prog.kind == KINDS.index("B")) | (prog.kind == KINDS.index("W")) | (prog.kind == 4))
-    for s in range(prog.p):
-        mine = idx[(prog.stage == s) & real]
-        first[s], last[s] = mine[0], mine[-1]
-        for c in range(prog.nch):
-            got = idx[completes & (prog.stage == s) & (prog.local_b == c)]
-            grads[s, c] = got[-1] if len(got) else mine[-1]
-    backward = {(int(prog.stage[i]), int(prog.mb[i])): int(i)
-                for i in idx[real & (prog.kind == KINDS.index("B"))]}
+    grads = np.full((prog.p, prog.nch), -1, np.int64)
+    np.maximum.at(grads, (prog.stage[completes], prog.local_b[completes]), idx[completes])
+    grads = np.where(grads < 0, last[:, None], grads)
+    backward = np.full((prog.p, units), -1, np.int64)
+    full_b = real & (prog.kind == KINDS.index("B"))
+    backward[prog.stage[full_b], prog.mb[full_b]] = idx[full_b]
     k = prog.fused_index(prog.p - 1, prog.nch - 1, prog.nch - 1) + 1
     every = np.bincount(prog.stage[real] * k + prog.dur[real], minlength=prog.p * k).reshape(prog.p, k)
     per_column = np.stack([every[s, own_columns(prog, s)] for s in range(prog.p)])

@@ -26,7 +26,6 @@ Nothing here is a model of its own: the orders are the registry's, the dependenc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -95,10 +94,31 @@ def program_units(schedule, units: int) -> int:
     return units if schedule.two_directions else 1 << max(0, units - 1).bit_length()
 
 
-@lru_cache(maxsize=512)
+# Compiled programs kept for reuse, least recently used first out, up to this many ops in all
+# (a program holds about 150 bytes per op: some 150 MB).
+MAX_CACHED_OPS = 1_000_000
+_PROGRAMS: dict[tuple, Program] = {}
+
+
 def compile_program(schedule: str, p: int, v: int, units: int) -> Program:
     """The program of ``schedule`` for p stages, v virtual stages and ``units`` pipeline units
-    simulated (the builder's m_sim)."""
+    simulated (the builder's m_sim), memoised."""
+    key = (schedule, p, v, units)
+    prog = _PROGRAMS.pop(key, None)
+    if prog is None:
+        prog = _compile(schedule, p, v, units)
+        while _PROGRAMS and sum(x.n for x in _PROGRAMS.values()) + prog.n > MAX_CACHED_OPS:
+            del _PROGRAMS[next(iter(_PROGRAMS))]
+    _PROGRAMS[key] = prog                      # most recently used last
+    return prog
+
+
+def clear_programs() -> None:
+    """Forget every compiled program."""
+    _PROGRAMS.clear()
+
+
+def _compile(schedule: str, p: int, v: int, units: int) -> Program:
     sched = get_schedule(schedule)
     lay = layout_for(sched, p, v)
     nch = sched.chunks_per_rank(v)

@@ -105,10 +105,10 @@ def _async(profs: list[RowProfile], st: StageTimes, en: Ending) -> Window_:
         ends = times.end[:, col]
         ks = [m - 1 - (p - 1 - s) for s in range(p)]
         if min(ks) >= 0:
-            first = [ends[ops.backward[(s, ks[s])]] for s in range(p)]
-            measured = max(ends[ops.backward[(s, ks[s] + m)]] - first[s] for s in range(p))
+            first = [ends[ops.backward_ops[s, ks[s]]] for s in range(p)]
+            measured = max(ends[ops.backward_ops[s, ks[s] + m]] - first[s] for s in range(p))
         else:
-            first = [ends[ops.backward[(s, m - 1)]] for s in range(p)]
+            first = [ends[ops.backward_ops[s, m - 1]] for s in range(p)]
             measured = max(en.end[r, s] - first[s] for s in range(p))
         busy, stream = _busiest_stream(prof, st, r)
         starts[r] = first

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import random
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,8 +37,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 from test_random_scenarios import random_raw  # noqa: E402
 
 from explorer.estimate import estimate_many, estimate_overrides  # noqa: E402
-from explorer.estimate import keys as estimate_keys  # noqa: E402
-from explorer.estimate.program import clear_programs  # noqa: E402
 from explorer.scenario import (  # noqa: E402
     ScenarioError,
     apply_overrides,
@@ -57,6 +57,9 @@ DEEP = {"parallelism.tp": [1, 2, 4, 8, 16], "parallelism.pp": [4, 8, 16, 32, 64]
         "parallelism.schedule": ["1f1b", "zb-h1", "gpipe", "interleaved"]}
 
 
+GRIDS = {"realistic": REALISTIC, "deep": DEEP}
+
+
 def overrides(grid: dict) -> list[dict]:
     """Every combination of ``grid``, dp derived, the layer split balanced; virtual stages with the
     interleaved schedule only (and it only with them), 1F1B when the grid names no schedule."""
@@ -71,38 +74,26 @@ def overrides(grid: dict) -> list[dict]:
     return out
 
 
-def forget() -> None:
-    """Start the estimator afresh, as a new process does."""
-    estimate_keys.clear()
-    clear_programs()
-
-
 def timed(fn, *args):
     t = time.perf_counter()
     out = fn(*args)
     return out, time.perf_counter() - t
 
 
-def rates(name: str, raw: dict, ovs: list[dict], full_rows: int) -> None:
+def child(grid_name: str) -> None:
+    """In a fresh process: the grid's rates, first call then memoised, as one JSON line."""
+    raw = load_raw(shipped_scenarios()["llama3-405b-16k"])
+    ovs = overrides(GRIDS[grid_name])
     scenarios = []
     for ov in ovs:
         try:
             scenarios.append(from_dict(apply_overrides(raw, ov)))
         except ScenarioError:
             pass
-    n, k = len(ovs), len(scenarios)
-    print(f"\n{name}: {n:,} combinations, {k:,} valid")
-    forget()
-    _, cold = timed(estimate_many, scenarios)
-    _, warm = timed(estimate_many, scenarios)
-    print(f"  core (estimate_many, validated scenarios in):   first {k / cold:9,.0f} configs/s "
-          f"({cold:.2f} s)   memoised {k / warm:9,.0f} configs/s ({warm:.3f} s)")
-    forget()
-    _, cold_o = timed(estimate_overrides, raw, ovs)
-    _, warm_o = timed(estimate_overrides, raw, ovs)
-    print(f"  end to end (estimate_overrides, dicts in):       first {n / cold_o:9,.0f} combos/s  "
-          f"({cold_o:.2f} s)   memoised {n / warm_o:9,.0f} combos/s  ({warm_o:.3f} s)"
-          f"   = {k / warm_o:,.0f} valid configs/s")
+    out = {"combos": len(ovs), "valid": len(scenarios)}
+    _, out["core_first"] = timed(estimate_many, scenarios)
+    _, out["core_memo"] = timed(estimate_many, scenarios)
+    _, out["e2e_memo"] = timed(estimate_overrides, raw, ovs)
 
     def via_from_dict():
         ok = []
@@ -113,15 +104,51 @@ def rates(name: str, raw: dict, ovs: list[dict], full_rows: int) -> None:
                 pass
         return estimate_many(ok)
 
-    _, slow = timed(via_from_dict)
-    print(f"  end to end with from_dict per row (memoised):    {n / slow:9,.0f} combos/s  ({slow:.2f} s)")
+    _, out["from_dict_memo"] = timed(via_from_dict)
+    print(json.dumps(out))
+
+
+def child_e2e_first(grid_name: str) -> None:
+    """In a fresh process: estimate_overrides on the grid, the first call."""
+    raw = load_raw(shipped_scenarios()["llama3-405b-16k"])
+    ovs = overrides(GRIDS[grid_name])
+    _, t = timed(estimate_overrides, raw, ovs)
+    print(json.dumps({"e2e_first": t}))
+
+
+def fresh(*argv: str) -> dict:
+    """Run this script with ``argv`` in a new Python process and read its JSON line."""
+    proc = subprocess.run([sys.executable, __file__, *argv], capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def rates(grid_name: str, label: str, full_rows: int) -> None:
+    r = {**fresh("--child", grid_name), **fresh("--child-e2e", grid_name)}
+    n, k = r["combos"], r["valid"]
+    print(f"\n{label}: {n:,} combinations, {k:,} valid")
+    first, memo = r["core_first"], r["core_memo"]
+    print(f"  core (estimate_many, validated scenarios in):  first call {k / first:8,.0f} configs/s "
+          f"({first:.2f} s)   memoised {k / memo:8,.0f} configs/s ({memo:.3f} s)")
+    print(f"  end to end (estimate_overrides, dicts in):     first call {n / r['e2e_first']:8,.0f} combos/s  "
+          f"({r['e2e_first']:.2f} s)   memoised {n / r['e2e_memo']:8,.0f} combos/s  ({r['e2e_memo']:.3f} s), "
+          f"{k / r['e2e_memo']:,.0f} valid configs/s")
+    print(f"  end to end, from_dict per row (memoised):                                  "
+          f"{n / r['from_dict_memo']:8,.0f} combos/s  ({r['from_dict_memo']:.2f} s)")
+    raw = load_raw(shipped_scenarios()["llama3-405b-16k"])
+    scenarios = []
+    for ov in overrides(GRIDS[grid_name]):
+        try:
+            scenarios.append(from_dict(apply_overrides(raw, ov)))
+        except ScenarioError:
+            pass
     sample = random.Random(0).sample(scenarios, min(full_rows, k))
     t = time.perf_counter()
     for sc in sample:
         simulate(sc)
     per = (time.perf_counter() - t) / len(sample)
-    print(f"  full simulation, {len(sample)} of these rows:            {1 / per:9,.1f} configs/s "
-          f"({per * 1e3:.0f} ms each): the memoised core is {per * k / warm:,.0f}x faster")
+    print(f"  full simulation (simulate), {len(sample)} of these rows: {1 / per:8,.1f} configs/s "
+          f"({per * 1e3:.0f} ms each); the memoised core is {per * k / r['core_memo']:,.0f}x, its first call "
+          f"{per * k / r['core_first']:,.0f}x faster")
 
 
 def agreement(label: str, scenarios: list) -> None:
@@ -140,12 +167,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--random", type=int, default=300, help="random valid scenarios for the agreement")
     ap.add_argument("--full-rows", type=int, default=12, help="rows simulated in full for the ratio")
+    ap.add_argument("--child", choices=GRIDS, help=argparse.SUPPRESS)
+    ap.add_argument("--child-e2e", choices=GRIDS, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    raw = load_raw(shipped_scenarios()["llama3-405b-16k"])
-    rates("llama3-405b-16k, realistic grid (tp x pp x mb x vpp x NIC x recompute x ZeRO)", raw,
-          overrides(REALISTIC), args.full_rows)
-    rates("llama3-405b-16k, deep grid (pp to 64, global batch to 8192, 1F1B/ZB-H1/GPipe/interleaved)", raw,
-          overrides(DEEP), args.full_rows)
+    if args.child:
+        return child(args.child)
+    if args.child_e2e:
+        return child_e2e_first(args.child_e2e)
+    print("each grid's first call runs in a new process (nothing priced or compiled yet)")
+    rates("realistic", "llama3-405b-16k, realistic grid (tp x pp x mb x vpp x NIC x recompute x ZeRO)",
+          args.full_rows)
+    rates("deep", "llama3-405b-16k, deep grid (pp to 64, global batch to 8192, 1F1B/ZB-H1/GPipe/interleaved)",
+          args.full_rows)
     print("\nagreement with the full simulation (explorer.simulate.simulate):")
     agreement("shipped scenarios", [load(p) for _, p in sorted(shipped_scenarios().items())])
     rng = random.Random(2026)

@@ -51,6 +51,7 @@ class Costs:
 
 _COSTS = memo_table()
 _SPLITS = memo_table()
+_SPLIT_VALUES: dict[tuple, tuple[int, ...]] = memo_table()
 _BASES = memo_table()
 
 
@@ -86,10 +87,18 @@ def layer_split(sc: Scenario, ckey: int, two_directions: bool) -> tuple[int, ...
         m = sc.model
         dense_t = train(c.dense)
         moe_t = train(c.moe) if c.moe else dense_t
-        per_layer = [moe_t if m.is_moe and i >= m.moe.dense_layers else dense_t for i in range(m.layers)]
         stages = None if two_directions else par.pp
-        out = _remember(_SPLITS, key, choose_split(None, per_layer, par.pp * par.vpp, stages, train(c.emb),
-                                                   train(c.logits)))
+        # The split reads these numbers only (not recomputation, which the builder leaves out of a
+        # layer's training time): compute keys that agree on them share it.
+        first_moe = m.moe.dense_layers if m.is_moe else m.layers
+        emb_t, logits_t = train(c.emb), train(c.logits)
+        values = (m.layers, first_moe, dense_t, moe_t, par.pp * par.vpp, stages, emb_t, logits_t)
+        out = _SPLIT_VALUES.get(values)
+        if out is None:
+            per_layer = [moe_t if i >= first_moe else dense_t for i in range(m.layers)]
+            out = _SPLIT_VALUES[values] = choose_split(None, per_layer, par.pp * par.vpp, stages, emb_t,
+                                                       logits_t)
+        _SPLITS[key] = out
     return out
 
 

@@ -140,7 +140,7 @@ _ARRAYS = ("first", "last_end", "free", "last_send", "grads_start", "grads_dur",
 
 def run_group(profs: list[RowProfile], units: list[int], keep_ops: bool = False) -> StageTimes:
     """Evaluate the pipeline of rows sharing schedule, p, v and send kind, row i with ``units[i]``
-    units (its own count, or a reduced one, estimate/steady.py)."""
+    units (fewer than the program's: phantom units pad it, estimate/critical_path.py)."""
     pr0 = profs[0]
     prog = compile_program(pr0.schedule.name, pr0.p, pr0.v, program_units(pr0.schedule, max(units)))
     feat = np.stack([r.feat for r in profs])

@@ -4,11 +4,10 @@ Four panels, each computed by explorer/design through views/design_runs.py and c
 sessions: a heatmap of iteration time or MFU over two chosen fields (a sweep on the estimator),
 the tornado of 2x upgrades (sensitivity), the fastest layouts that fit (search, on a button), and
 the weak or strong scaling curve.  Every cell, bar, point and row has the share link of its
-scenario: click a chart's bar or point to get it, and the tables (under the charts; the search's
-table itself) link every row.  Work runs with a progress display, and what is estimated to take
-more than a few seconds waits for a button.  The heatmap's fields, values and metric and the
-scaling mode are part of the page's link (``d.x``, ``d.xv``, ``d.y``, ``d.yv``, ``d.m``,
-``d.scale``).
+scenario: click a cell, bar or point to get it, and the tables (the search's own, the others in
+expanders under their charts) link every row.  Work runs with a progress display, and what is
+estimated to take more than a few seconds waits for a button.  The heatmap's fields, values and
+metric and the scaling mode are part of the page's link (views/design_state.py).
 """
 from __future__ import annotations
 
@@ -19,101 +18,17 @@ from typing import Any
 
 import streamlit as st
 
-from ...config.schema import excerpt
 from ...design import estimator_available
 from ...figures import design as dfig
-from ...scenario import Scenario, ScenarioError
+from ...scenario import ScenarioError
 from ..cache import ViewData
 from . import design_runs as runs
 from . import design_search as searching
-from .compare import FIELDS as COMPARE_FIELDS
+from .design_state import FIELDS, KEYS, METRICS, MODES, init_state, link_params, on_field
 
-FIELDS = tuple(k for k in COMPARE_FIELDS if k != "parallelism.dp")
-DEFAULT_X, DEFAULT_Y = "parallelism.tp", "parallelism.pp"
-METRICS = {"iteration_time_s": "Iteration time", "mfu": "MFU"}
-MODES = ("weak", "strong")
-KEYS = {"x": "_d_x", "xv": "_d_xv", "y": "_d_y", "yv": "_d_yv", "m": "_d_m", "scale": "_d_scale"}
+__all__ = ["link_params", "render"]       # page.py writes link_params() into the address bar
+
 CHART = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
-
-
-# --- State and link ------------------------------------------------------------------------------
-def _short(text: Any) -> str:
-    s = excerpt(text) if not isinstance(text, str) else text
-    return s if len(s) <= 40 else s[:37] + "..."
-
-
-def _init_state(link: dict[str, str], sc: Scenario) -> None:
-    """Fill the tab's widgets from the link's ``d.`` parameters the first time it is drawn (and
-    again after another tab was shown, from the state the link kept); an unusable one is
-    replaced by its default and named in a warning."""
-    ss = st.session_state
-    if KEYS["x"] in ss:
-        return
-    warnings: list[str] = []
-
-    def field(which: str, default: str, other: str | None) -> str:
-        key = link.get(which, default)
-        if key not in FIELDS or key == other:
-            if which in link:
-                warnings.append(f"ignored d.{which}={_short(key)}: not a field the heatmap can vary"
-                                + (" (it is the other axis)" if key == other else ""))
-            key = default if default != other else next(f for f in FIELDS if f != other)
-        return key
-
-    def values(which: str, key: str) -> str:
-        if which in link:
-            try:
-                return runs.values_text(runs.parse_values(key, link[which]))
-            except ScenarioError as exc:
-                warnings.append(f"ignored d.{which}={_short(link[which])}: {exc}")
-        return runs.values_text(runs.default_values(key, sc))
-
-    x = field("x", DEFAULT_X, None)
-    y = field("y", DEFAULT_Y, x)
-    ss[KEYS["x"]], ss[KEYS["y"]] = x, y
-    ss[KEYS["xv"]], ss[KEYS["yv"]] = values("xv", x), values("yv", y)
-    for which, options, default in (("m", tuple(METRICS), "iteration_time_s"), ("scale", MODES, "weak")):
-        value = link.get(which, default)
-        if value not in options:
-            warnings.append(f"ignored d.{which}={_short(value)}: valid values are {', '.join(options)}")
-            value = default
-        ss[KEYS[which]] = value
-    if not ss.get("_d_seen"):
-        ss["_d_seen"], ss["_d_warnings"] = True, warnings
-
-
-def link_params(current: dict[str, str], sc: Scenario) -> dict[str, str]:
-    """The tab's state as the link's ``d.`` parameters (without ``d.``): the fields, values,
-    metric and scaling mode that differ from their defaults.  ``current`` (the link's) is kept
-    while the tab's widgets do not exist."""
-    ss = st.session_state
-    if KEYS["x"] not in ss:
-        return current
-    out: dict[str, str] = {}
-    x, y = ss[KEYS["x"]], ss[KEYS["y"]]
-    for which, key, default in (("x", x, DEFAULT_X), ("y", y, DEFAULT_Y)):
-        if key != default:
-            out[which] = key
-        try:
-            text = runs.values_text(runs.parse_values(key, str(ss[KEYS[which + "v"]])))
-        except ScenarioError:
-            continue            # an invalid list stays out of the link
-        if text != runs.values_text(runs.default_values(key, sc)):
-            out[which + "v"] = text
-    for which, options in (("m", tuple(METRICS)), ("scale", MODES)):
-        value = ss.get(KEYS[which])
-        if value in options[1:]:           # the first is the default; None (a cleared choice) too
-            out[which] = value
-    return out
-
-
-def _on_field(which: str) -> None:
-    """An axis field was picked: its values box takes that field's default values."""
-    ss = st.session_state
-    sc = ss.get("_d_scenario")
-    key = ss[KEYS[which]]
-    ss[KEYS[which + "v"]] = runs.values_text(runs.default_values(key, sc)) if sc is not None else ""
-    ss["_d_warnings"] = []
 
 
 def _href(query: str | None) -> str | None:
@@ -149,9 +64,11 @@ def _guard(what: str, fn: Callable[..., None], *args: Any) -> None:
         internal_error(f"computing the {what.lower()}")
 
 
-def _run(key: tuple, cost_s: float, button: str, label: str, compute: Callable[[], Any]) -> Any | None:
-    """The cached result of ``key``; computed now when estimated cheap (AUTO_SECONDS) or when the
-    button is pressed, else None after drawing the button."""
+def _run(key: tuple, cost_s: float, button: str, label: str, compute: Callable[[Any], Any],
+         unit: str = "") -> Any | None:
+    """The cached result of ``key``; else ``compute(progress)`` now when estimated cheap
+    (AUTO_SECONDS) or when the button is pressed, with a progress bar counting ``unit`` (a
+    spinner without one), else None after drawing the button."""
     slot = st.empty()          # always there, so the elements below keep their places between runs
     got = runs.lookup(key)
     if got is not None:
@@ -159,8 +76,8 @@ def _run(key: tuple, cost_s: float, button: str, label: str, compute: Callable[[
     if cost_s > runs.AUTO_SECONDS and not st.button(f"{button} (about {cost_s:,.0f} s)",
                                                     key=f"_d_run_{key[0]}"):
         return None
-    with slot.status(label, expanded=False):
-        got = runs.cached(key, compute)
+    with _progress(slot, label, unit) if unit else slot.status(label) as progress:
+        got = runs.cached(key, lambda: compute(progress if unit else None))
     slot.empty()
     return got
 
@@ -185,19 +102,22 @@ def _head(text: str, present: bool) -> None:
 
 
 # --- Panels --------------------------------------------------------------------------------------
-def _axes(sc: Scenario, present: bool) -> runs.Grid | None:
-    """The heatmap's controls; the grid they describe, or None with the one-line reason."""
-    box = st.popover("Heatmap axes", icon=":material/tune:") if present else st.container()
+def _axes(box: Any) -> None:
+    """The heatmap's controls, in ``box`` (a row above the charts, or presentation's popover)."""
     with box:
         cols = st.columns([3, 2, 3, 2, 2], gap="small", vertical_alignment="bottom")
-        cols[0].selectbox("Heatmap x axis", FIELDS, key=KEYS["x"], on_change=_on_field, args=("x",),
+        cols[0].selectbox("Heatmap x axis", FIELDS, key=KEYS["x"], on_change=on_field, args=("x",),
                           help="Any scenario field (dotted key); its values are prefilled")
         cols[1].text_input("x values", key=KEYS["xv"], help="Comma-separated YAML values, e.g. 1,2,4,8",
                            on_change=st.session_state.__setitem__, args=("_d_warnings", []))
-        cols[2].selectbox("Heatmap y axis", FIELDS, key=KEYS["y"], on_change=_on_field, args=("y",))
+        cols[2].selectbox("Heatmap y axis", FIELDS, key=KEYS["y"], on_change=on_field, args=("y",))
         cols[3].text_input("y values", key=KEYS["yv"], on_change=st.session_state.__setitem__,
                            args=("_d_warnings", []))
         cols[4].selectbox("Colour by", tuple(METRICS), key=KEYS["m"], format_func=METRICS.get)
+
+
+def _grid() -> runs.Grid:
+    """The grid the controls describe (a one-line ScenarioError when they do not describe one)."""
     ss = st.session_state
     x, y = ss[KEYS["x"]], ss[KEYS["y"]]
     if x == y:
@@ -206,22 +126,26 @@ def _axes(sc: Scenario, present: bool) -> runs.Grid | None:
     return runs.Grid(x, tuple(xs), y, tuple(ys))
 
 
-def _heatmap(base: runs.Base, raw_json: str, grid: runs.Grid, present: bool) -> None:
-    metric = st.session_state[KEYS["m"]]
-    short = {k: k.rpartition(".")[2] for k in (grid.x, grid.y)}
-    _head(f"{METRICS[metric]} over {short[grid.x]} × {short[grid.y]}", present)
+def _heatmap(base: runs.Base, raw_json: str, present: bool) -> None:
+    ss = st.session_state
+    metric = ss[KEYS["m"]]
+    short = {k: ss[KEYS[k]].rpartition(".")[2] for k in ("x", "y")}
+    with st.container(horizontal=True, vertical_alignment="bottom"):
+        _head(f"{METRICS[metric]} over {short['x']} × {short['y']}", present)
+        if present:
+            _axes(st.popover("Axes", icon=":material/tune:"))
+    try:
+        grid = _grid()
+    except ScenarioError as exc:
+        st.error(f"Heatmap: {exc}", icon="⚠️")
+        return
     swept, dropped = runs.sweep_base(base, grid)
-    cost = grid.cells * runs.per_config_seconds(raw_json)
-    key = grid.key(raw_json, base.shipped or "")
-    slot = st.empty()          # always there, so the elements below keep their places between runs
-    res = runs.lookup(key)
+    res = _run(grid.key(raw_json, base.shipped or ""), grid.cells * runs.per_config_seconds(raw_json),
+               f"Run the sweep ({grid.cells} combinations)", f"Sweeping {grid.cells} combinations…",
+               lambda progress: runs.run_sweep(swept, grid, progress), "combinations")
     if res is None:
-        if cost > runs.AUTO_SECONDS and not st.button(f"Run the sweep ({grid.cells} combinations, about "
-                                                      f"{cost:,.0f} s)", key="_d_run_sweep"):
-            return
-        with _progress(slot, f"Sweeping {grid.cells} combinations…", "combinations") as progress:
-            res = runs.cached(key, lambda: runs.run_sweep(swept, grid, progress))
-    fig = dfig.heatmap(res.points, grid.x, grid.y, metric, height=330 if present else 380,
+        return
+    fig = dfig.heatmap(res.points, grid.x, grid.y, metric, height=300 if present else 380,
                        font_size=15 if present else 12)
     runs.cell_overlay(fig, res.points, grid, metric, 14 if present else 11)
     event = st.plotly_chart(fig, key="_d_heatmap", config=CHART, on_select="rerun", selection_mode="points")
@@ -232,8 +156,8 @@ def _heatmap(base: runs.Base, raw_json: str, grid: runs.Grid, present: bool) -> 
         _link_line(f"{cell[0]}, {cell[1]}", data[0])
     valid = len(res.valid)
     engine = "estimator" if estimator_available() else "full engine"
-    st.caption(f"{valid} of {grid.cells} combinations valid ({engine}, {res.seconds:.2f} s); hover a blank "
-               "cell for why it is invalid, click a cell for its link"
+    st.caption(f"{valid} of {grid.cells} combinations valid ({engine}, {res.seconds:.2f} s); ⚠ = over "
+               "memory; hover an invalid cell for why, click a cell for its link"
                + ("; the scenario's layer split is dropped while pp varies" if dropped else "") + ".")
     if not present:
         with st.expander("Every cell, with its link"):
@@ -241,7 +165,7 @@ def _heatmap(base: runs.Base, raw_json: str, grid: runs.Grid, present: bool) -> 
                          column_config=_LINK_COLUMNS)
 
 
-_LINK_COLUMNS = {"open": st.column_config.LinkColumn("open", display_text="open ↗", width="small"),
+_LINK_COLUMNS = {"open": st.column_config.LinkColumn("open", display_text="open ↗", width=62),
                  "iteration (s)": st.column_config.NumberColumn(format="%.4g"),
                  "MFU (%)": st.column_config.NumberColumn(format="%.1f"),
                  "memory (GB)": st.column_config.NumberColumn(format="%.1f")}
@@ -250,7 +174,7 @@ _LINK_COLUMNS = {"open": st.column_config.LinkColumn("open", display_text="open 
 def _tornado(base: runs.Base, raw_json: str, present: bool) -> None:
     _head("Which 2× upgrade buys the most", present)
     got = _run(("sens", raw_json, base.shipped), 9 * runs.probe_seconds(raw_json), "Run the sensitivity",
-               "Simulating 8 upgrades on the full engine…", lambda: runs.run_sensitivity(base))
+               "Simulating 8 upgrades on the full engine…", lambda _: runs.run_sensitivity(base))
     if got is None:
         return
     fig = dfig.tornado(got.result, height=330 if present else 380, font_size=15 if present else 12)
@@ -291,30 +215,25 @@ def _search(base: runs.Base, raw_json: str, query: dict[str, str], present: bool
                    "the fastest that fit are re-simulated on the full engine. Press the button to start.")
         return
     res, plan = run.result, run.plan
+    table, ms = searching.table_rows(res, _href)
+    column = st.column_config
+    height = min(len(table), 5 if present else 10) * 35 + 38
+    st.dataframe(table, hide_index=True, height=height, column_config={
+        **_LINK_COLUMNS, "#": column.NumberColumn(width=28), "layout": column.TextColumn(width="large"),
+        "GB": column.NumberColumn("GB", format="%.1f", width=50, help="memory per GPU"),
+        "MFU (%)": column.NumberColumn("MFU", format="%.1f%%", width=56),
+        "iteration": column.NumberColumn("ms" if ms else "s", format="%.1f" if ms else "%.3f", width=60,
+                                         help="iteration time, full engine")})
     ranker = "the estimator" if res.engine == "estimate" else "the full engine (no estimator installed)"
     st.caption(f"**{res.enumerated:,}** layouts enumerated · **{res.valid:,}** valid · **{res.fit:,}** fit "
                f"in memory · ranked by {ranker}, the top {len(res.top)} re-simulated on the full engine · "
                f"**{run.seconds:.1f} s**. Each row opens its scenario.")
     if plan.narrowed or plan.top < top:
-        cut = [f"top {plan.top} instead of {top}"] if plan.top < top else []
+        kept = list(plan.narrowed) + ([f"top {plan.top} of {top}"] if plan.top < top else [])
         command = searching.cli_command(base.shipped or "", query, top)
-        st.caption(f"Narrowed to fit the {depth} depth ({plan.layouts:,} of {plan.full_layouts:,} layouts; "
-                   f"{plan.per_layout_s * 1e3:.2f} ms a layout here): " + "; ".join(list(plan.narrowed) + cut)
-                   + f". Every layout: depth *every layout*, or `{command}`.")
-    rows = dfig.top_table([c.to_json() for c in res.top])
-    ms = bool(rows) and max(r["iteration_time_s"] for r in rows) < 1
-    # The link first (always in view), the layout last (the long one), without its 1-way cp and ep.
-    table = [{"#": r["rank"], "open": _href(r["link"]),
-              "iteration": r["iteration_time_s"] * (1e3 if ms else 1),
-              "MFU (%)": 100 * r["mfu"], "memory (GB)": r["memory_GB"], "yours": "✓" if r["yours"] else "",
-              "layout": " · ".join(x for x in r["layout"].split(" · ") if x not in ("cp 1", "ep 1"))}
-             for r in rows]
-    column = st.column_config
-    st.dataframe(table, hide_index=True, column_config={
-        **_LINK_COLUMNS, "layout": column.TextColumn(width="large"),
-        "yours": column.TextColumn(width="small"),
-        "iteration": column.NumberColumn("iteration (ms)" if ms else "iteration (s)",
-                                         format="%.1f" if ms else "%.3f")})
+        st.caption(f"The {depth} depth searched {plan.layouts:,} of {plan.full_layouts:,} layouts "
+                   f"({plan.per_layout_s * 1e3:.2f} ms each here): {' · '.join(kept)}. All of them: depth "
+                   f"*every layout*, or `{command}`.")
 
 
 def _scaling(base: runs.Base, raw_json: str, present: bool) -> None:
@@ -325,7 +244,7 @@ def _scaling(base: runs.Base, raw_json: str, present: bool) -> None:
     sizes = runs.scaling_sizes(base.scenario())
     got = _run(("scale", raw_json, base.shipped, mode), 3 * len(sizes) * runs.probe_seconds(raw_json),
                "Run the scaling curve", f"Simulating {len(sizes)} cluster sizes on the full engine…",
-               lambda: runs.run_scaling(base, mode))
+               lambda _: runs.run_scaling(base, mode))
     if got is None:
         return
     fig = dfig.scaling_curve(got, height=400 if present else 440, font_size=15 if present else 12)
@@ -354,24 +273,21 @@ def render(data: ViewData, raw_json: str, query: dict[str, str], present: bool) 
     ss = st.session_state
     ss["_d_scenario"] = sc
     view = ss["_view"]
-    _init_state(view.design, sc)
+    init_state(view.design, sc)
     for w in ss.get("_d_warnings") or []:
         st.warning(f"Link: {w}", icon="⚠️")
     base = runs.make_base(json.loads(raw_json), ss["_scenario"], sc.name)
-    try:
-        grid = _axes(sc, present)
-    except ScenarioError as exc:
-        grid = None
-        st.error(f"Heatmap: {exc}", icon="⚠️")
-    left, right = st.columns([3, 2], gap="medium")
+    if not present:
+        _axes(st.container())
+    # The heatmap beside the search (the two a user comes for), then the upgrades beside scaling.
+    left, right = st.columns([4, 5], gap="medium")
     with left:
-        if grid is not None:
-            _guard("Heatmap", _heatmap, base, raw_json, grid, present)
+        _guard("Heatmap", _heatmap, base, raw_json, present)
     with right:
-        _guard("Sensitivity", _tornado, base, raw_json, present)
-    left, right = st.columns([3, 2], gap="medium")
-    with left:
         _guard("Search", _search, base, raw_json, query, present)
+    left, right = st.columns(2, gap="medium")
+    with left:
+        _guard("Sensitivity", _tornado, base, raw_json, present)
     with right:
         _guard("Scaling curve", _scaling, base, raw_json, present)
     if not present:
@@ -382,13 +298,14 @@ def render(data: ViewData, raw_json: str, query: dict[str, str], present: bool) 
 HOW_TO_READ = (
     "- Everything here starts from the scenario of the sidebar, and every cell, bar, point and row "
     "has the share link of its own scenario: click a chart for it, or open the tables.\n"
-    "- **Heatmap**: the sweep of two fields (any field, any values; the first valid cells are the "
-    "estimator's, `python -m explorer sweep` gives the same). A blank cell is an invalid combination: "
-    "hover it for the loader's reason. *over mem.* marks a layout that does not fit in memory.\n"
+    "- **Heatmap**: the sweep of two fields (any field, any values) on the estimator — "
+    "`python -m explorer sweep SCENARIO --vary ...` gives the same numbers. A cell marked *invalid* "
+    "breaks a rule: hover it for the loader's reason. *⚠ mem* marks a layout over the GPU's memory.\n"
+    "- **Layouts**: the search validates every layout of this model on these GPUs, ranks those that "
+    "fit by the estimator and re-simulates the fastest on the full engine; *yours* marks the sidebar's "
+    "own layout. A quick search narrows a big space and says how; `python -m explorer search` "
+    "searches all of it.\n"
     "- **Upgrades**: the iteration after doubling compute, HBM bandwidth or one network tier's "
     "bandwidth, or halving a latency (full engine). A tier the scenario never crosses saves nothing.\n"
-    "- **Layouts**: the search validates every layout of this model on these GPUs, ranks those that "
-    "fit by the estimator and re-simulates the fastest on the full engine; ✓ marks the sidebar's own "
-    "layout. A quick search narrows big spaces and says how; `python -m explorer search` searches all.\n"
     "- **Scaling**: more GPUs as data-parallel replicas; weak scaling keeps each GPU's batch, strong "
     "scaling the global batch.")

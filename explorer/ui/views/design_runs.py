@@ -85,7 +85,7 @@ def probe_seconds(raw_json: str) -> float:
             t0 = time.perf_counter()
             score([sc], "full")
             best = min(best, time.perf_counter() - t0)
-            if best > 0.25:
+            if best > 1.0:
                 break
         return best
     return cached(("probe", raw_json), run)
@@ -199,11 +199,17 @@ def _wrap(text: str, width: int = 60) -> str:
     return "<br>".join(lines + [line])
 
 
+def _cell_time(s: float) -> str:
+    """Seconds in about three digits, to fit a cell: ``38.2 s``, ``107 ms``."""
+    value, unit = (s, "s") if s >= 1 else (s * 1e3, "ms")
+    return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
+
+
 def cell_overlay(fig: Any, points: Sequence[Point], grid: Grid, metric: str, size: int) -> None:
     """Make the heatmap's cells clickable and labelled: a scatter of invisible square markers on
     the cell centres (Plotly selects scatter points, never heatmap cells) carrying each cell's
     link and hover text (the heatmap's own hover is switched off), and the cell's value,
-    "invalid" or a memory warning written in it (annotations, which a selection does not dim)
+    "invalid", or ⚠ for over memory, written in it (annotations, which a selection does not dim)
     when the grid is small enough to read."""
     xs = list(dict.fromkeys(_label(p.overrides[grid.x]) for p in points))
     ys = list(dict.fromkeys(_label(p.overrides[grid.y]) for p in points))
@@ -218,8 +224,8 @@ def cell_overlay(fig: Any, points: Sequence[Point], grid: Grid, metric: str, siz
         else:
             f = p.figures
             v = f[metric]
-            label = fmt_time(v) if metric == "iteration_time_s" else f"{v:.1%}"
-            label += "" if f.get("fits", True) else "<br>over mem."
+            label = _cell_time(v) if metric == "iteration_time_s" else f"{v:.1%}"
+            label += "" if f.get("fits", True) else " ⚠"
             # Viridis is light (yellow) at the better end: dark text there, white elsewhere.
             better = (hi - v if metric == "iteration_time_s" else v - lo) / ((hi - lo) or 1.0)
             color = "#222" if better > 0.55 else "white"
@@ -232,10 +238,13 @@ def cell_overlay(fig: Any, points: Sequence[Point], grid: Grid, metric: str, siz
         if grid.cells <= 64:       # annotations take positions: a category axis reads "8" as position 8
             fig.add_annotation(x=xs.index(x), y=ys.index(y), text=label, showarrow=False,
                                font=dict(size=size, color=color))
-    fig.update_traces(hoverinfo="skip", hovertemplate=None, selector=dict(type="heatmap"))
+    title = "s" if metric == "iteration_time_s" else "MFU"
+    fig.update_traces(hoverinfo="skip", hovertemplate=None, selector=dict(type="heatmap"),
+                      colorbar=dict(title=dict(text=title), thickness=14))
     fig.add_scatter(x=px, y=py, mode="markers", customdata=data, showlegend=False,
                     hovertemplate="%{customdata[1]}<extra></extra>",
                     marker=dict(symbol="square", size=44, color="rgba(0,0,0,0)"),
+                    hoverlabel=dict(bgcolor="white", bordercolor="#888", font_color="#222", align="left"),
                     selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)))
 
 

@@ -12,6 +12,8 @@ at the next chunk when the user moves on), reporting progress per chunk.
 from __future__ import annotations
 
 import itertools
+import json
+import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -23,12 +25,14 @@ from ...design.scores import score
 from ...design.search import SearchResult
 from ...design.space import LayoutBuilder, enumerate_layouts, search_raw
 from ...scenario import Scenario, ScenarioError
-from .design_runs import IN_PROCESS, probe_seconds
+from .design_runs import IN_PROCESS, cached, probe_seconds
 
 DEFAULT_TOP = 10
+MIN_TOP = 3                  # the top K is never shrunk below this
 DEPTHS = {"quick": 5.0, "thorough": 30.0, "exhaustive": None}     # seconds a search may take (None: all)
 FULL_FACTOR = 12             # a top layout's full simulation against A's own (llama3-405b-16k: 3-15x)
-SAMPLE = 64                  # layouts timed to price a search of this scenario
+SAMPLE = 64                  # layouts timed to price a search of this scenario (at most)
+SAMPLE_SECONDS = 1.0         # ... and at most this long for their first pass
 BATCH_FACTOR = 0.6           # a search's chunk of 250 against the sample's 64, per layout
 
 
@@ -47,20 +51,21 @@ class SearchPlan:
     seconds: float
 
 
-def _steps(own: Layout) -> list[tuple[str, Callable[[Space], Space]]]:
-    """Narrowing steps, least informative choices first."""
+def _steps(own: Layout) -> list[tuple[str, str, Callable[[Space], Space]]]:
+    """Narrowing steps, least informative choices first: (what it narrows, how, the step); a
+    later step on the same choice supersedes an earlier one."""
     vpp = own.vpp if own.vpp > 1 else 2
     recompute = tuple(dict.fromkeys((own.recompute, "selective")))
     schedules = tuple(dict.fromkeys((own.schedule, "1f1b", "interleaved")))
     return [
-        ("sequence parallelism on wherever tp > 1", lambda s: replace(s, sequence_parallel=(True,))),
-        (f"ZeRO stage {own.zero} only", lambda s: replace(s, zero=(own.zero,))),
-        (f"recompute {' or '.join(recompute)}", lambda s: replace(s, recompute=recompute)),
-        (f"interleaving at vpp {vpp} only", lambda s: replace(s, vpp=(vpp,))),
-        ("micro-batches up to 2", lambda s: replace(s, max_micro_batch=2)),
-        (f"schedules {', '.join(schedules)}", lambda s: replace(s, schedules=schedules)),
-        ("micro-batch 1", lambda s: replace(s, max_micro_batch=1)),
-        (f"schedule {own.schedule} only", lambda s: replace(s, schedules=(own.schedule,))),
+        ("sp", "SP on where tp > 1", lambda s: replace(s, sequence_parallel=(True,))),
+        ("zero", f"ZeRO {own.zero}", lambda s: replace(s, zero=(own.zero,))),
+        ("recompute", f"recompute {'/'.join(recompute)}", lambda s: replace(s, recompute=recompute)),
+        ("vpp", f"vpp {vpp}", lambda s: replace(s, vpp=(vpp,))),
+        ("mb", "micro-batch ≤ 2", lambda s: replace(s, max_micro_batch=2)),
+        ("schedule", f"schedules {'/'.join(schedules)}", lambda s: replace(s, schedules=schedules)),
+        ("mb", "micro-batch 1", lambda s: replace(s, max_micro_batch=1)),
+        ("schedule", f"{own.schedule} only", lambda s: replace(s, schedules=(own.schedule,))),
     ]
 
 
@@ -82,70 +87,86 @@ def _extent(parsed: Scenario, space: Space) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class _Price:
-    """What a search costs here: seconds per layout once its shape is compiled, seconds per new
-    shape, and the seconds the pricing itself took."""
+    """What a search costs here: seconds per layout once its shape is compiled, and per new shape."""
 
     per_layout: float
     per_shape: float
-    spent: float
 
     def seconds(self, layouts: int, shapes: int) -> float:
         return layouts * self.per_layout + shapes * self.per_shape
 
 
 def _price(raw: Mapping[str, Any], parsed: Scenario, n: int) -> _Price:
-    """SAMPLE layouts spread over the enumeration, scored twice: the first pass compiles their
-    shapes (memoised, so the search reuses them), the second runs compiled.  A search scores
-    chunks of 250, cheaper per layout than the sample's 64 (BATCH_FACTOR).  Within 30 % of the
-    estimate phase on teaching-8gpu and llama3-405b-16k."""
-    sample = list(itertools.islice(enumerate_layouts(parsed), 0, None, max(1, n // SAMPLE)))[:SAMPLE]
+    """Up to SAMPLE layouts spread over the enumeration, scored twice: the first pass (in groups
+    of 8, stopped after SAMPLE_SECONDS: an MoE layout can cost 50 ms) compiles their shapes
+    (memoised, so the search reuses them), the second runs compiled.  A search scores chunks of
+    250, cheaper per layout than the sample (BATCH_FACTOR).  Within 30 % of the estimate phase on
+    teaching-8gpu, llama3-405b-16k and megatron-gpt3-175b."""
+    layouts = list(itertools.islice(enumerate_layouts(parsed), 0, None, max(1, n // SAMPLE)))[:SAMPLE]
+    random.Random(0).shuffle(layouts)       # any prefix spread over the whole space
     builder = LayoutBuilder(raw)
-    passes = []
-    for _ in range(2):
-        t0 = time.perf_counter()
-        scenarios = []
-        for layout in sample:
+
+    def build(group: list[Layout]) -> list[Scenario]:
+        out = []
+        for layout in group:
             try:
-                scenarios.append(builder.scenario(layout))
+                out.append(builder.scenario(layout))
             except ScenarioError:
                 pass
-        score(scenarios, "estimate")
-        passes.append(time.perf_counter() - t0)
+        return out
+
+    t0 = time.perf_counter()
+    sample: list[Layout] = []
+    for i in range(0, len(layouts), 8):
+        if sample and time.perf_counter() - t0 > SAMPLE_SECONDS:
+            break
+        sample += layouts[i:i + 8]
+        score(build(layouts[i:i + 8]), "estimate")
+    t1 = time.perf_counter()
+    score(build(sample), "estimate")
+    t2 = time.perf_counter()
     gpus, batch = parsed.cluster.gpus, parsed.training.global_batch
     shapes = len({_shape(lay, gpus, batch) for lay in sample}) or 1
-    n = max(1, len(sample))
-    return _Price(BATCH_FACTOR * passes[1] / n, max(0.0, passes[0] - passes[1]) / shapes, sum(passes))
+    k = max(1, len(sample))
+    return _Price(BATCH_FACTOR * (t2 - t1) / k, max(0.0, (t1 - t0) - (t2 - t1)) / shapes)
 
 
 def plan_search(base: Base, probe_s: float, top: int = DEFAULT_TOP,
                 budget_s: float | None = 5.0) -> SearchPlan:
     """The widest space whose search is expected within ``budget_s`` (None: the whole space), and
-    a top K small enough that re-simulating it on the full engine takes under 40 % of the budget
-    (module docstring)."""
+    a top K small enough that re-simulating it on the full engine takes under 40 % of the budget,
+    but at least MIN_TOP (module docstring)."""
     raw = search_raw(base.raw)
     parsed = LayoutBuilder(raw).parsed
     own = Layout.of(base.scenario())
-    space, narrowed = Space(), []
+    space = Space()
     full, shapes = _extent(parsed, space)
     n = full
-    price = _price(raw, parsed, full)
-    k = top if budget_s is None else max(1, min(top, int(0.4 * budget_s / (FULL_FACTOR * probe_s))))
-    fixed = price.spent + (k + 1) * FULL_FACTOR * probe_s
+    # Priced once per scenario and process: a second search here finds the sample's shapes
+    # compiled (cheap) but not necessarily the rest of the space, so the first, cold price stays.
+    t0 = time.perf_counter()
+    price = cached(("price", json.dumps(raw, sort_keys=True, default=str)), lambda: _price(raw, parsed, full))
+    spent = time.perf_counter() - t0
+    k = top if budget_s is None else min(top, max(MIN_TOP, int(0.4 * budget_s / (FULL_FACTOR * probe_s))))
+    fixed = spent + (k + 1) * FULL_FACTOR * probe_s
     # Steps in order; one that saves under a tenth (fewer layouts when the shapes cost most) is
     # left for a second pass, taken only if the first did not reach the budget.
     pending = _steps(own) if budget_s is not None else []
+    narrowed: dict[str, str] = {}
     for min_saving in (0.1, 0.0):
-        for phrase, step in list(pending):
+        for step in list(pending):
             cost = price.seconds(n, shapes)
             if cost + fixed <= budget_s:
                 break
-            trial = step(space)
+            trial = step[2](space)
             n2, shapes2 = _extent(parsed, trial)
             if price.seconds(n2, shapes2) < (1 - min_saving) * cost:
                 space, n, shapes = trial, n2, shapes2
-                narrowed.append(phrase)
-                pending.remove((phrase, step))
-    return SearchPlan(space, n, full, tuple(narrowed), k, price.per_layout, price.seconds(n, shapes) + fixed)
+                narrowed.pop(step[0], None)
+                narrowed[step[0]] = step[1]
+                pending.remove(step)
+    return SearchPlan(space, n, full, tuple(narrowed.values()), k, price.per_layout,
+                      price.seconds(n, shapes) + fixed)
 
 
 @dataclass(frozen=True)
@@ -172,3 +193,27 @@ def cli_command(name: str, query: Mapping[str, str], top: int) -> str:
     sets = " ".join(f"--set {k}={v}" for k, v in query.items()
                     if "." in k and not k.startswith(("b.", "d.")))
     return f"python -m explorer search {name} --top {top}" + (f" {sets}" if sets else "")
+
+
+def layout_label(lay: dict[str, Any]) -> str:
+    """A layout in a table cell: ``tp4 pp32 dp32 cp4 · interleaved v2 · ZeRO 1 · mb1 · SP`` (1-way
+    cp and ep, and no recompute, left out)."""
+    degrees = " ".join(f"{k}{lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep")
+                       if k in ("tp", "pp", "dp") or lay[k] > 1)
+    parts = [degrees, lay["schedule"] + (f" v{lay['vpp']}" if lay["vpp"] > 1 else ""), f"ZeRO {lay['zero']}",
+             f"mb{lay['micro_batch']}"]
+    parts += [f"{lay['recompute']} recompute"] if lay["recompute"] != "none" else []
+    return " · ".join(parts + (["SP"] if lay["sequence_parallel"] else []))
+
+
+def table_rows(result: SearchResult,
+               href: Callable[[str | None], str | None]) -> tuple[list[dict[str, Any]], bool]:
+    """The top layouts as table rows — rank, link (``href`` of the share query), iteration time,
+    MFU in %, memory, layout (the sidebar's own marked *yours*), the link first so it stays in
+    view and the long layout last — and whether times are in milliseconds (all under a second)."""
+    rows = [c.to_json() for c in result.top]
+    ms = bool(rows) and max(r["iteration_time_s"] for r in rows) < 1
+    return [{"#": i, "open": href(r["link"]), "iteration": r["iteration_time_s"] * (1e3 if ms else 1),
+             "MFU (%)": 100 * r["mfu"], "GB": r["memory_GB_total"],
+             "layout": ("yours: " if r["baseline"] else "") + layout_label(r["layout"])}
+            for i, r in enumerate(rows, 1)], ms

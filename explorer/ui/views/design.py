@@ -40,14 +40,16 @@ def _href(query: str | None) -> str | None:
 
 # --- Shared pieces -------------------------------------------------------------------------------
 @contextmanager
-def _progress(slot: Any, label: str, unit: str) -> Iterator[Callable[[int, int], None]]:
+def _progress(slot: Any, label: str, unit: str, then: str = "") -> Iterator[Callable[[int, int], None]]:
     """A status box in ``slot`` (an st.empty) with a progress bar while the block runs, removed
-    after it; yields the library's ``progress(done, total)``."""
+    after it; yields the library's ``progress(done, total)``.  ``then`` says what follows the
+    last item (the search's full-engine phase)."""
     with slot.status(label, expanded=True):
         bar = st.progress(0.0, text="starting…")
 
         def update(done: int, total: int) -> None:
-            bar.progress(min(1.0, done / max(total, 1)), text=f"{done:,} of {total:,} {unit}")
+            text = f"{done:,} of {total:,} {unit}" + (f"; {then}" if then and done >= total else "")
+            bar.progress(min(1.0, done / max(total, 1)), text=text)
 
         yield update
     slot.empty()
@@ -207,7 +209,8 @@ def _search(base: runs.Base, raw_json: str, query: dict[str, str], present: bool
     slot = st.empty()
     run = runs.lookup(key)
     if run is None and pressed:
-        with _progress(slot, "Searching layouts: validating and estimating…", "layouts") as progress:
+        with _progress(slot, "Searching layouts: validating and estimating…", "layouts",
+                       "simulating the fastest on the full engine…") as progress:
             run = runs.cached(key, lambda: searching.run_search(base, raw_json, top, depth, progress))
     if run is None:
         st.caption("Every layout (tp, pp, cp, ep, dp, schedule, vpp, ZeRO, micro-batch, recompute, sequence "
@@ -300,7 +303,7 @@ HOW_TO_READ = (
     "has the share link of its own scenario: click a chart for it, or open the tables.\n"
     "- **Heatmap**: the sweep of two fields (any field, any values) on the estimator — "
     "`python -m explorer sweep SCENARIO --vary ...` gives the same numbers. A cell marked *invalid* "
-    "breaks a rule: hover it for the loader's reason. *⚠ mem* marks a layout over the GPU's memory.\n"
+    "breaks a rule: hover it for the loader's reason. ⚠ marks a layout over the GPU's memory.\n"
     "- **Layouts**: the search validates every layout of this model on these GPUs, ranks those that "
     "fit by the estimator and re-simulates the fastest on the full engine; *yours* marks the sidebar's "
     "own layout. A quick search narrows a big space and says how; `python -m explorer search` "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import shlex
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -190,7 +191,7 @@ def run_search(base: Base, raw_json: str, top: int, depth: str,
 
 def cli_command(name: str, query: Mapping[str, str], top: int) -> str:
     """The command that searches A's whole space: ``python -m explorer search NAME --top K --set ...``."""
-    sets = " ".join(f"--set {k}={v}" for k, v in query.items()
+    sets = " ".join(f"--set {shlex.quote(f'{k}={v}')}" for k, v in query.items()
                     if "." in k and not k.startswith(("b.", "d.")))
     return f"python -m explorer search {name} --top {top}" + (f" {sets}" if sets else "")
 

@@ -17,9 +17,9 @@ for p in (ROOT, ROOT / "tests"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from browser_support import CHROMIUM_ARGS, chromium_path, streamlit_server, wait_ready  # noqa: E402
+from explorer.share import VIEWS  # noqa: E402
 
-VIEWS = ("timeline", "memory", "traffic", "topology", "scenario")
+from browser_support import CHROMIUM_ARGS, chromium_path, streamlit_server, wait_ready  # noqa: E402
 
 
 def main() -> int:

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from explorer import share
 from explorer.scenario import model_presets
 
 from conftest import ROOT, SCENARIO_FILES
@@ -147,7 +148,12 @@ def sweep(at: AppTest, preset: str, k_num: int, k_opt: int, controls: int | None
     return problems
 
 
-VIEWS = ["timeline", "memory", "traffic", "topology", "scenario"]
+VIEWS = list(share.VIEWS)
+# Compare simulates B and Design space runs a sweep after each change: on every preset that would
+# double the suite; the light presets exercise their code paths (FULL_SWEEP runs them everywhere).
+COSTLY_VIEWS = {"compare", "design"}
+LIGHT = [p for p in PRESETS if p not in HEAVY][:3]
+VIEW_CASES = [(p, v) for v in VIEWS[1:] for p in PRESETS if FULL or v not in COSTLY_VIEWS or p in LIGHT]
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -165,8 +171,7 @@ def test_every_sidebar_control_through_its_range(preset):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("view", VIEWS[1:])
-@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize(("preset", "view"), VIEW_CASES)
 def test_every_view_survives_control_changes(preset, view):
     """AppTest renders only the open tab, so each other view is opened on every preset and a
     seeded sample of controls is changed under it (every control with FULL_SWEEP): the view must

@@ -77,4 +77,5 @@ def test_validation_rules_name_the_field():
     assert registry.validate(_sc("dualpipe", pp=3))[0] == "parallelism.pp"
     assert registry.validate(_sc("dualpipe", pp=4, global_batch=12)) [0] == "training.global_batch"
     assert registry.validate(_sc("dualpipe", pp=4, global_batch=16)) is None
-    assert set(registry.priority_schedules()) == {"gpipe", "1f1b", "interleaved", "zb-h1"}
+    assert set(registry.priority_schedules()) == {"gpipe", "1f1b", "interleaved", "zb-h1", "1f1b-latency",
+                                                 "crosspipe"}

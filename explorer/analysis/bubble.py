@@ -39,7 +39,7 @@ def bubble_formula(sc: Scenario, b: IterationBuilder, m: int | None = None) -> t
     unit = "micro-batches" if k == 1 else f"units (micro-batches x {k} token slices)"
     if p == 1:
         return 0.0, "no pipeline (pp = 1): no bubble"
-    return b.schedule.bubble(BubbleInputs(p, v, m, unit, lambda: stage_passes(b)))
+    return b.schedule.bubble(BubbleInputs(p, v, m, unit, lambda: stage_passes(b), b.timing))
 
 
 # Beyond this many engine tasks the card-versus-formula decomposition (four more simulations of

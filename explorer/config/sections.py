@@ -302,6 +302,12 @@ class Parallelism:
     ideal_pipeline: bool = field(default=False, metadata={
         "doc": "teaching: equal stages, no embedding/logits, no optimizer, free communication, so the "
                "bubble equals the schedule's closed form"})
+    max_in_flight: int = field(default=0, metadata={
+        "min": 0, "max": 100_000,
+        "doc": "1f1b-latency and crosspipe: most micro-batches a stage holds in flight (activation "
+               "memory); 0 = latency-aware 1F1B's p - s plus the extra warm-up that covers the WAN "
+               "round trip",
+        "why": "0 (as many as cover the round trip) up to 100,000"})
 
 
 @dataclass(frozen=True)

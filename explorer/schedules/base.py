@@ -21,6 +21,28 @@ class BubbleInputs:
     m: int
     unit: str
     passes: Callable[[], tuple[float, float, float]]
+    # The pipeline's real per-stage costs and transfer delays (None without a builder): the
+    # cross-datacenter formulas read the WAN boundaries from it (schedules/cross_dc.py).
+    timing: Callable[[], Timing | None] = lambda: None
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What a latency-aware order needs, from the builder: seconds of one unit's forward (``fwd``)
+    and full backward (``bwd``) on each stage, the seconds a transfer on each stage boundary takes
+    from send to arrival (``delay``, p-1 entries: latency plus size over bandwidth, the same both
+    ways), which boundaries cross datacenters (``wan``) and the cap on micro-batches in flight per
+    stage (``max_in_flight``, 0 = none)."""
+
+    fwd: tuple[float, ...]
+    bwd: tuple[float, ...]
+    delay: tuple[float, ...]
+    wan: tuple[bool, ...]
+    max_in_flight: int = 0
+
+    @property
+    def p(self) -> int:
+        return len(self.fwd)
 
 
 class _Parallelism(Protocol):

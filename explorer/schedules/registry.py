@@ -11,10 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from . import dualpipe, pipedream, pipeline, zero_bubble
-from .base import BubbleInputs, Op, Problem, ScenarioLike
+from . import cross_dc, crosspipe, dualpipe, pipedream, pipeline, zero_bubble
+from .base import BubbleInputs, Op, Problem, ScenarioLike, Timing
 
 OrderFn = Callable[[int, int, int, int], list[Op]]          # (stage, p, units simulated, v) -> ops
+TimedFn = Callable[[int, int, Timing], list[list[Op]]]     # (p, units simulated, timing) -> every stage's ops
 
 
 class Window(Enum):
@@ -56,6 +57,9 @@ class Schedule:
     # More micro-batches insert one repeated period at one place of the timeline (explorer/fold.py);
     # False for GPipe (all forwards, then all backwards: it grows in both phases).
     grows_in_one_place: bool = True
+    # Orders that depend on the pipeline's costs and link delays (cross-datacenter schedules):
+    # given them, ``timed`` replaces ``order``, which stays the order without any WAN.
+    timed: TimedFn | None = None
 
     @property
     def overlapping(self) -> bool:
@@ -68,6 +72,12 @@ class Schedule:
         releases and let the next iteration start early: only on schedules that flush, with fused
         backwards or one chunk in each direction."""
         return self.window is Window.FLUSH and not self.two_directions
+
+    def orders(self, p: int, units: int, v: int, timing: Callable[[], Timing]) -> list[list[Op]]:
+        """Every stage's program order over ``units``; ``timing`` is asked only by a timed schedule."""
+        if self.timed is not None:
+            return self.timed(p, units, timing())
+        return [self.order(s, p, units, v) for s in range(p)]
 
     def chunks_per_rank(self, v: int) -> int:
         """Model chunks one GPU holds: v virtual stages, or both ends for two directions."""
@@ -83,7 +93,7 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
              pipeline.peak_activations, pipeline.flush_bubble, pipeline.no_rule,
              citation="Huang et al., GPipe, NeurIPS 2019", grows_in_one_place=False),
     Schedule("1f1b", pipeline.one_f_one_b, False, Window.FLUSH, 1, pipeline.one_f_one_b_in_flight,
-             pipeline.peak_activations, pipeline.flush_bubble, pipeline.no_rule,
+             pipeline.peak_activations, cross_dc.one_f_one_b_bubble, pipeline.no_rule,
              citation="Narayanan et al., PipeDream-Flush, ICML 2021 / SC21"),
     Schedule("interleaved", pipeline.interleaved, False, Window.FLUSH, 1, pipeline.interleaved_in_flight,
              pipeline.peak_activations, pipeline.interleaved_bubble, pipeline.interleaved_rule,
@@ -102,6 +112,17 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
     Schedule("pipedream-async", pipedream.order, False, Window.ASYNC, pipedream.ITERATIONS_SIMULATED,
              pipeline.one_f_one_b_in_flight, pipeline.peak_activations, pipedream.bubble, pipeline.no_rule,
              weight_versions=pipedream.weight_versions, citation="Narayanan et al., PipeDream, SOSP 2019"),
+    # Cross-datacenter schedules (issue 12): their orders read the WAN delays (schedules/cross_dc.py).
+    Schedule("1f1b-latency", pipeline.one_f_one_b, False, Window.FLUSH, 1, pipeline.one_f_one_b_in_flight,
+             pipeline.peak_activations, cross_dc.latency_bubble, pipeline.no_rule,
+             timed=cross_dc.latency_orders,
+             citation="1F1B with extra warm-up over the WAN (CrossPipe, Chen et al., ATC 2025; GeoPipe)"),
+    # The greedy order depends on the micro-batch count as a whole: no single inserted period.
+    Schedule("crosspipe", pipeline.one_f_one_b, False, Window.FLUSH, 1, pipeline.one_f_one_b_in_flight,
+             pipeline.peak_activations, cross_dc.latency_bubble, pipeline.no_rule,
+             timed=crosspipe.orders, grows_in_one_place=False,
+             citation="Chen et al., CrossPipe: Towards Optimal Pipeline Schedules for Cross-Datacenter "
+                      "Training, ATC 2025"),
 )}
 
 DEFAULT = "1f1b"

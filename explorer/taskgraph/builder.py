@@ -23,7 +23,9 @@ from ..frameworks import profile as framework_profile
 from ..hardware import ComputeModel
 from ..network import Network
 from ..scenario import Scenario
+from ..schedules.base import Timing
 from ..schedules.registry import get as get_schedule
+from ..vocabulary import TIERS
 from ..workload import EdgeCost, LayerCost, embedding_cost, layer_cost, logits_cost
 from .chunks import COMPUTE_PARTS, ChunkContext, ChunkWork, balanced, chunk_work, fuse, sum_parts
 from .layer import pp_message_bytes
@@ -33,6 +35,7 @@ from .records import OverlapInfo, PassInfo, StepInfo, TransferInfo, priced_link
 from .techniques.dp_buckets import dp_tasks
 from .techniques.optimizer import optimizer_time
 
+WAN = TIERS.index("scale-across")          # a call's egress entry that leaves the datacenter
 IDEAL_ASPECTS = frozenset({"balance", "edges", "optimizer", "comm"})
 TASK_KIND = {"F": "forward", "B": "backward", "Bi": "backward", "W": "weight-grad"}
 
@@ -90,7 +93,7 @@ class IterationBuilder:
         if "balance" in self.ideal:
             self.chunks = balanced(self.chunks)
         # Program order of every stage over the units simulated (the registry's order function).
-        self.orders = [self.schedule.order(s, self.p, self.m_sim, self.v) for s in range(self.p)]
+        self.orders = self.schedule.orders(self.p, self.m_sim, self.v, self.timing)
         self.pp_msg_bytes = pp_message_bytes(sc)
         # Per (rank, local chunk, pass kind): parts, drawing template, timeline fields, FSDP
         # hidden seconds — the same for every micro-batch, computed once (the 1T-parameter row
@@ -114,6 +117,16 @@ class IterationBuilder:
         stages = None if self.schedule.two_directions else self.p
         return choose_split(None, costs, self.p * self.v, stages, self._train_time(self.emb),
                             self._train_time(self.logits))
+
+    def timing(self) -> Timing:
+        """Per-stage forward and full backward seconds of one unit (first chunk of each stage, as
+        the cross-datacenter schedules have one), each boundary's transfer seconds and whether it
+        crosses datacenters, and the in-flight cap: what a timed schedule orders by (registry)."""
+        fwd = tuple(sum(x for _, x in self.chunk_of(s, 0).fwd_parts) for s in range(self.p))
+        bwd = tuple(sum(x for _, x in self.chunk_of(s, 0).bwd_parts) for s in range(self.p))
+        costs = [self.net.cost("send-recv", pp_message_bytes(self.sc), "pp", s) for s in range(self.p - 1)]
+        return Timing(fwd, bwd, tuple(c.time_s for c in costs), tuple(c.egress[WAN] > 0 for c in costs),
+                      self.sc.parallelism.max_in_flight)
 
     def rank_chunks(self, s: int) -> list[tuple[ChunkWork, int]]:
         """The chunks GPU class ``s`` holds and how many pipeline units each processes."""

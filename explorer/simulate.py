@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .analysis.breakdown import CATEGORIES, COMM_DIMS, MemoryBreakdown
 from .analysis.bubble import bubble_formula, bubble_summary, explain_bubble, stage_passes
 from .analysis.measures import Measures, measure
-from .analysis.report import WAN_EXPOSED_WARNING_SHARE, Notice, bottleneck, warnings_for
+from .analysis.report import WAN_EXPOSED_WARNING_SHARE, Notice, bottleneck, wan_report, warnings_for
 from .analysis.steady_state import ScheduledRun, schedule_iteration
 from .config.budget import check_unfolded_budget
 from .engine import Task
@@ -77,6 +77,8 @@ class Result:
     # Every scheduled task; a folded result's list unfolds only when read (fold_tasks.FoldedTasks).
     tasks: Sequence[Task] = field(repr=False)
     fold: FoldInfo | None = field(default=None, repr=False)   # how the steady state was folded
+    # Per WAN link: {a, b, bytes_per_iteration, utilisation, ...} (wan_report); empty in one datacenter.
+    wan_links: tuple[dict, ...] = ()
 
     @property
     def notices(self) -> tuple[Notice, ...]:
@@ -126,6 +128,7 @@ class Result:
             # "tier_utilisation" is the same mapping under its first name, kept for compatibility.
             "utilisation": self.utilisation,
             "tier_utilisation": self.utilisation,
+            "wan_links": [dict(link) for link in self.wan_links],
             "parallelism": {"tp": par.tp, "pp": par.pp, "dp": sc.dp, "cp": par.cp, "ep": par.ep,
                             "vpp": par.vpp, "schedule": par.schedule, "zero": par.zero},
         }
@@ -165,7 +168,8 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
     classes = []
     for s in range(p):
         dc = net.placement.gpu(pp=s) // gpus_per_dc
-        name = f"stage {s}" + (f" · DC {dc}" if sc.cluster.datacenters > 1 else "")
+        where = sc.cluster.datacenter_names[dc] if sc.cluster.datacenter_names else f"DC {dc}"
+        name = f"stage {s}" + (f" · {where}" if sc.cluster.datacenters > 1 else "")
         layers = tuple(builder.layer_counts[c * p + s] for c in range(v))
         classes.append(GPUClass(s, f"{name} (×{per_stage} GPUs)", s, per_stage, layers, dc, name))
 
@@ -204,8 +208,8 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
         bottleneck=bottleneck(sc, res_breakdown, links, T, m), warnings=tuple(n.message for n in notices),
         warning_kinds=tuple(n.kind for n in notices), classes=tuple(classes),
         stage_layers=builder.layer_counts, links=links,
-        utilisation={k: v / T if T > 0 else 0.0 for k, v in ms.link_load.items()},
-        tasks=tasks, fold=fold_info)
+        utilisation={k: v / T if T > 0 else 0.0 for k, v in ms.link_load.items() if isinstance(k, str)},
+        tasks=tasks, fold=fold_info, wan_links=wan_report(net, ms.link_load, T))
     _check_finite(result)
     return result
 
@@ -226,7 +230,8 @@ def _check_finite(r: Result) -> None:
               **{f"comm_bytes_per_gpu.{k}": v for k, v in r.comm_bytes_per_gpu.items()},
               **{f"comm_bytes_by_tier.{d}.{k}": v
                  for d, t in r.comm_bytes_by_tier.items() for k, v in t.items()},
-              **{f"tier_utilisation.{k}": v for k, v in r.utilisation.items()}}
+              **{f"tier_utilisation.{k}": v for k, v in r.utilisation.items()},
+              **{f"wan_links.{w['a']}-{w['b']}": w["bytes_per_iteration"] for w in r.wan_links}}
     for name, x in positive.items():
         if not (math.isfinite(x) and x > 0):
             raise SimulationError(f"internal error: {name} = {x!r} for scenario {r.scenario.name!r} "

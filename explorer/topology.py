@@ -58,6 +58,7 @@ from .config.presets import fabric_presets, resolved_scale_out
 from .placement import members_per_domain
 from .scenario import Cluster
 from .vocabulary import TIERS
+from .wan import Wan
 
 if TYPE_CHECKING:  # networkx costs ~0.15 s to import; only the graph builders need it
     import networkx as nx
@@ -94,6 +95,7 @@ class Fabric:
     leaf_nodes: int
     gpus: int
     up_kind: str = "nvswitch"   # scale-up wiring: one of SCALE_UP_KINDS
+    wan: Wan | None = None      # the datacenters' links (explorer/wan.py); None: built without them
 
     @classmethod
     def for_cluster(cls, c: Cluster) -> Fabric:
@@ -114,14 +116,25 @@ class Fabric:
                      wan.bandwidth_Gbps * 1e9 / 8 * SCALE_ACROSS_EFFICIENCY,
                      wan.latency_ms * 1e-3),
         )
-        return cls(bounds, leaf_nodes, c.gpus, up.kind)
+        wan = Wan.for_cluster(c, SCALE_ACROSS_EFFICIENCY) if c.datacenters > 1 else None
+        return cls(bounds, leaf_nodes, c.gpus, up.kind, wan)
 
     def shape(self, members: np.ndarray) -> GroupShape:
-        """How a group (GPU ids of one representative group) sits on the boundaries."""
+        """How a group (GPU ids of one representative group) sits on the boundaries.  Across
+        datacenters the share and latency are those of the slowest WAN link the group's datacenter
+        ring crosses (explorer/wan.py); on a uniform mesh, the datacenter egress's own."""
         n = len(members)
         per = tuple(members_per_domain(members, b.domain_gpus) for b in self.boundaries)
-        shares = tuple(b.capacity_Bps * g / b.domain_gpus for b, g in zip(self.boundaries, per, strict=True))
-        return GroupShape(n, per, shares, tuple(b.latency_s for b in self.boundaries), self.up_kind)
+        shares = [b.capacity_Bps * g / b.domain_gpus for b, g in zip(self.boundaries, per, strict=True)]
+        latencies = [b.latency_s for b in self.boundaries]
+        loads: tuple = ()
+        top = self.boundaries[-1]
+        if self.wan is not None and n > per[-1]:
+            dcs, first = np.unique(np.asarray(members) // top.domain_gpus, return_index=True)
+            order = tuple(int(d) for d in dcs[np.argsort(first)])     # datacenters in rank order
+            loads = self.wan.ring_loads(order)
+            shares[-1], latencies[-1] = self.wan.limit(order, loads, per[-1], top.domain_gpus)
+        return GroupShape(n, per, tuple(shares), tuple(latencies), self.up_kind, loads)
 
 
 @dataclass(frozen=True)
@@ -138,6 +151,8 @@ class GroupShape:
     shares: tuple[float, ...]
     latencies: tuple[float, ...]
     up_kind: str = "nvswitch"   # scale-up wiring (module docstring); priced by collectives.scale_up_factor
+    # Across datacenters: (from, to, shares) of each WAN link its datacenter ring loads (explorer/wan.py).
+    wan_loads: tuple[tuple[int, int, float], ...] = ()
 
     def spans(self, b: int) -> bool:
         """Whether the group has members on both sides of boundary ``b``."""
@@ -201,11 +216,10 @@ def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
                     g.add_edge(leaf, f"spine/{dc}", tier="spine",
                                capacity_Bps=down * nic_Bps / out.oversubscription)
                 g.add_edge(nic, leaf, tier="scale-out", capacity_Bps=nic_Bps)
-    if c.datacenters > 1:
-        for a in range(c.datacenters):
-            for b in range(a + 1, c.datacenters):
-                g.add_edge(f"dc/{a}", f"dc/{b}", tier="scale-across",
-                           capacity_Bps=c.scale_across.bandwidth_Gbps * 1e9 / 8)
+    if fab.wan is not None:
+        for link in fab.wan.links:     # the WAN topology's links (a full mesh by default)
+            g.add_edge(f"dc/{link.a}", f"dc/{link.b}", tier="scale-across",
+                       capacity_Bps=link.bandwidth_Gbps * 1e9 / 8)
     return g
 
 

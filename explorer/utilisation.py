@@ -35,8 +35,9 @@ def class_calls(b: IterationBuilder, s: int, mine: list[Task]) -> list[LinkCall]
 
 
 def tier_utilisation(b: IterationBuilder, net: Network, by_class: list[list[Task]],
-                     T: float) -> dict[str, float]:
-    """Average utilisation (0..1) of each tier boundary during one iteration of length ``T``."""
+                     T: float) -> dict:
+    """Average utilisation (0..1) of each tier boundary during one iteration of length ``T`` (by
+    tier name) and of each direction of each WAN link (by ``("wan", from, to)``)."""
     sc = b.sc
     per_stage = sc.parallelism.tp * sc.parallelism.cp * sc.dp     # GPUs behaving like one class
     traffic = [0.0] * len(BOUNDARY_NAMES)
@@ -44,10 +45,39 @@ def tier_utilisation(b: IterationBuilder, net: Network, by_class: list[list[Task
         for call in class_calls(b, s, mine):
             for i in range(len(call.egress)):
                 traffic[i] += call.domain_traffic(i, per_stage)
-    out = {}
+    out: dict = {}
     for i, bd in enumerate(net.fabric.boundaries):
         domains = max(sc.gpus / bd.domain_gpus, 1)
         out[bd.name] = traffic[i] / (domains * bd.capacity_Bps * T) if T > 0 else 0.0
+    wan = net.fabric.wan
+    if wan is not None:
+        # Each WAN link direction under the key ("wan", from, to), as bytes / its capacity too
+        # (simulate.assemble turns these into the wan_links report).
+        loads = wan_link_bytes(b, by_class)
+        for link in wan.links:
+            for u, v in ((link.a, link.b), (link.b, link.a)):
+                out[("wan", u, v)] = loads.get((u, v), 0.0) / (link.capacity_Bps * T) if T > 0 else 0.0
+    return out
+
+
+def wan_link_bytes(b: IterationBuilder, by_class: list[list[Task]]) -> dict[tuple[int, int], float]:
+    """Bytes per iteration on each directed WAN link (from, to), all GPUs' traffic.
+
+    A call's datacenter ring puts ``load`` shares on a link, a share being the egress[3] one
+    datacenter sends per call (explorer/wan.py): ``count x groups x load x egress[3]`` for a
+    collective, where ``groups`` = the stage's GPUs / the group size; a pipeline transfer (a pair,
+    one way per call) puts half of its bytes on each direction of its ring of two, which is exact
+    over an iteration when activations and their gradients are the same size."""
+    sc = b.sc
+    per_stage = sc.parallelism.tp * sc.parallelism.cp * sc.dp
+    out: dict[tuple[int, int], float] = {}
+    for s, mine in enumerate(by_class):
+        for call in class_calls(b, s, mine):
+            if not call.wan_loads:
+                continue
+            each = (call.count * per_stage / 2 if call.pairwise else call.count * per_stage / call.group)
+            for u, v, x in call.wan_loads:
+                out[(u, v)] = out.get((u, v), 0.0) + each * x * call.egress[3]
     return out
 
 

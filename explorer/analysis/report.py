@@ -2,6 +2,7 @@
 one sentence and the warnings (a kind and a message each)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..engine import Task
@@ -126,4 +127,26 @@ def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], 
                               f"({breakdown[dim]:.3g} s); its {li['op']} over {li['group']} GPUs "
                               f"is limited by "
                               f"{TIER_WORDS['scale-across']} at {li['busbw_GBps']:.1f} GB/s bus bandwidth"))
+    return tuple(out)
+
+
+def wan_report(net: Network, link_load: Mapping, T: float) -> tuple[dict, ...]:
+    """The ``wan_links`` figure: per link of the WAN topology (datacenters by name), the bytes per
+    iteration of its busier direction (links are full duplex at ``bandwidth_Gbps`` per direction),
+    both directions' bytes, and the utilisation = bytes / (achievable capacity x iteration time),
+    the convention of the tier ``utilisation`` (capacity = bandwidth x 0.9, topology.py).
+    ``link_load`` holds bytes / capacity per direction under ``("wan", from, to)``
+    (utilisation.tier_utilisation), already extrapolated by the fold."""
+    wan = net.fabric.wan
+    if wan is None:
+        return ()
+    out = []
+    for link in wan.links:
+        ab = link_load.get(("wan", link.a, link.b), 0.0) * link.capacity_Bps
+        ba = link_load.get(("wan", link.b, link.a), 0.0) * link.capacity_Bps
+        busier = max(ab, ba)
+        out.append({"a": wan.names[link.a], "b": wan.names[link.b], "bytes_per_iteration": busier,
+                    "utilisation": busier / (link.capacity_Bps * T) if T > 0 else 0.0,
+                    "bytes_a_to_b": ab, "bytes_b_to_a": ba, "bandwidth_Gbps": link.bandwidth_Gbps,
+                    "latency_ms": link.latency_s * 1e3})
     return tuple(out)

@@ -16,7 +16,7 @@ HEADER = "| key | default | valid | meaning |\n|---|---|---|---|"
 def _default(f: dataclasses.Field) -> str:
     if f.metadata.get("required"):
         return "required"
-    if f.default is dataclasses.MISSING or f.default is None or f.default == "":
+    if f.default is dataclasses.MISSING or f.default is None or f.default in ("", ()):
         return "—"
     if isinstance(f.default, bool):
         return "true" if f.default else "false"
@@ -29,6 +29,8 @@ def _number(x) -> str:
 
 def _valid(f: dataclasses.Field) -> str:
     m = f.metadata
+    if "valid" in m:                      # a structured field says what it takes in words
+        return m["valid"]
     if "choices" in m:
         return " \\| ".join(m["choices"])
     if "min" in m or "gt" in m or "max" in m:

@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from ..frameworks import profile
+from .datacenters import resolve_scale_across
 from .inputs import MAX_BYTES, parse_document
 from .overrides import apply_overrides
 from .presets import DEFAULT_GPU, gpu_presets, preset, resolved_scale_out
@@ -56,6 +57,8 @@ def resolve_presets(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``raw`` with ``model.preset`` and ``hardware.gpu`` (a name) expanded to mappings;
     fields the scenario gives win over the preset's (``model.moe`` merged key by key)."""
     raw = copy.deepcopy(dict(raw))
+    # The datacenters list, the WAN preset and parallelism.span; first, as a list may name the GPU.
+    resolve_scale_across(raw)
     model = raw.get("model")
     if isinstance(model, dict) and model.get("preset") is not None:
         base = preset("models", model["preset"], "model.preset")
@@ -156,6 +159,10 @@ def to_dict(sc: Scenario) -> dict[str, Any]:
     """A plain mapping that :func:`from_dict` turns back into an equal scenario (a preset GPU
     that nobody changed is written as its name)."""
     out = dump(sc)
+    c = sc.cluster
+    if c.datacenter_names:      # the list form, as written (its total is cluster.nodes)
+        out["cluster"]["datacenters"] = [{"name": n, "nodes": c.nodes // c.datacenters}
+                                         for n in c.datacenter_names]
     gpu = sc.hardware.gpu
     if gpu.preset is not None and replace(gpu, preset=None) == _filled_gpu_preset(gpu.preset):
         out["hardware"]["gpu"] = gpu.preset

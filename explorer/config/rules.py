@@ -243,6 +243,9 @@ RULES: tuple[Rule, ...] = (
 
 
 def validate(sc: Scenario) -> None:
-    """Run every rule of :data:`RULES` in order; the first that fails raises its ScenarioError."""
-    for rule in RULES:
+    """Run every rule of :data:`RULES` in order, then the scale-across rules
+    (:data:`explorer.config.wan_rules.WAN_RULES`); the first that fails raises its ScenarioError."""
+    from .wan_rules import WAN_RULES  # its own module: the scale-across fields' rules
+
+    for rule in (*RULES, *WAN_RULES):
         rule(sc)

@@ -14,6 +14,7 @@ Recognised metadata keys:
 ``required``             the key must be given (its default is a placeholder)
 ``derived``              filled by the loader, never by the user (not listed as a valid key)
 ``doc``                  one-line description (used by the README reference and app help)
+``valid``                what a structured field accepts, in words (the README's "valid" column)
 """
 from __future__ import annotations
 
@@ -249,11 +250,22 @@ def build(cls: type, data: Any, path: str = "") -> Any:
             raise ScenarioError(sub, f"is empty; expected {_type_name(tp)}")
         if dataclasses.is_dataclass(tp):
             kwargs[name] = build(tp, value, sub)
+        elif typing.get_origin(tp) is tuple and dataclasses.is_dataclass(typing.get_args(tp)[0]):
+            kwargs[name] = build_items(typing.get_args(tp)[0], value, sub, f.metadata)
         elif typing.get_origin(tp) is tuple:
             kwargs[name] = convert_tuple(value, typing.get_args(tp)[0], sub, f.metadata)
         else:
             kwargs[name] = convert_scalar(value, tp, sub, f.metadata)
     return cls(**kwargs)
+
+
+def build_items(cls: type, value: Any, path: str, meta: Mapping[str, Any]) -> tuple:
+    """A YAML list of mappings as a tuple of ``cls`` (e.g. WAN links), each built strictly."""
+    if not isinstance(value, (list, tuple)):
+        raise ScenarioError(path, f"{_describe(value)} is not a list of mappings")
+    if len(value) > meta.get("max_items", 100000):
+        raise ScenarioError(path, f"{len(value)} items is more than {meta.get('max_items')}")
+    return tuple(build(cls, v, f"{path}[{i}]") for i, v in enumerate(value))
 
 
 def user_keys(cls: type) -> list[str]:

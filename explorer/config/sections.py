@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..schedules import registry
+from .wan import ScaleAcross
 
 MAX_GPUS = 10_000_000          # "sizes beyond sane limits" (issue 2): more GPUs than any cluster
 
@@ -244,29 +245,24 @@ class ScaleOut:
 
 
 @dataclass(frozen=True)
-class ScaleAcross:
-    """The WAN between datacenters."""
-
-    bandwidth_Gbps: float = field(default=400.0, metadata={
-        "min": 0.001, "max": 1e6, "why": "from 1 Mb/s to 1 Pb/s (a fibre pair carries about 50 Tb/s)",
-        "doc": "between two datacenters, per direction"})
-    latency_ms: float = field(default=5.0, metadata={
-        "min": 0, "max": 1e4, "doc": "one-way WAN latency",
-        "why": "0 (idealised) to 10 s; a geostationary hop is 0.27 s"})
-
-
-@dataclass(frozen=True)
 class Cluster:
     """Nodes of GPUs, the datacenters they sit in, and the three network tiers."""
 
     gpus_per_node: int = field(default=8, metadata={"min": 1, "max": 1024,
                                                     "doc": "GPUs sharing the scale-up domain"})
     nodes: int = field(default=1, metadata={"min": 1, "max": MAX_GPUS, "doc": "nodes in the cluster"})
-    datacenters: int = field(default=1, metadata={"min": 1, "max": 1024,
-                                                  "doc": "buildings/datacenters; nodes split evenly"})
+    datacenters: int = field(default=1, metadata={
+        "min": 1, "max": 1024,
+        "doc": "buildings/datacenters; nodes split evenly; or a list of {name, nodes, gpu} (same nodes "
+               "and GPU in each, for now)"})
     scale_up: ScaleUp = field(default_factory=ScaleUp)
     scale_out: ScaleOut = field(default_factory=ScaleOut)
     scale_across: ScaleAcross = field(default_factory=ScaleAcross)
+    datacenter_names: tuple[str, ...] = field(default=(), metadata={"derived": True})
+
+    def datacenter_name(self, d: int) -> str:
+        """Name of datacenter ``d``: its name in the list form, else ``dc<d>``."""
+        return self.datacenter_names[d] if self.datacenter_names else f"dc{d}"
 
     @property
     def gpus(self) -> int:
@@ -294,6 +290,11 @@ class Parallelism:
     sequence_parallel: bool = field(default=False, metadata={
         "doc": "Megatron sequence parallelism (RS/AG instead of AR)"})
     order: str = field(default="tp-cp-ep-dp-pp", metadata={"doc": "rank placement, innermost first"})
+    span: str = field(default="auto", metadata={
+        "choices": ("auto", "dp", "pp", "dp+pp"),
+        "doc": "which dimensions cross datacenters, as a placement order: auto = what order implies; "
+               "dp = tp-cp-ep-pp-dp; pp and dp+pp = tp-cp-ep-dp-pp (pp: whole stages per datacenter; "
+               "dp+pp: fewer stages than datacenters, each stage's DP spans several)"})
     token_slices: int = field(default=1, metadata={
         "min": 1, "max": 1024, "doc": "TeraPipe: token slices per sequence that pipeline separately"})
     stage_layers: tuple[int, ...] | None = field(default=None, metadata={

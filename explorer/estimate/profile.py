@@ -183,9 +183,12 @@ def _netinfo(sc: Scenario, free: bool, nkey: int) -> NetInfo:
     p = sc.parallelism.pp
     stride = net.placement.strides["pp"]
     domains = [b.domain_gpus for b in net.net.fabric.boundaries]
+    # Across datacenters the WAN links a group loads depend on which datacenters it is in, not only
+    # on its offset inside one (explorer/wan.py): the stage's datacenter joins the key.
+    dc = domains[-1] if net.net.fabric.wan is not None else sc.gpus + 1
     classes: dict[tuple, int] = {}
-    stage_class = np.array([classes.setdefault(tuple(s * stride % d for d in domains), len(classes))
-                            for s in range(p)])
+    stage_class = np.array([classes.setdefault((*(s * stride % d for d in domains), s * stride // dc),
+                                               len(classes)) for s in range(p)])
     reps = tuple(int(np.flatnonzero(stage_class == c)[0]) for c in range(len(classes)))
     rep_sigs = [net.stage_signature(r) for r in reps]
     sigs = tuple(rep_sigs[c] for c in stage_class)

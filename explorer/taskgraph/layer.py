@@ -177,7 +177,7 @@ def _ep_links(ctx: ChunkContext, call: Collective, stage: int) -> list[LinkCall]
     if not node_limited(sh, moe.max_nodes):
         return priced_link(ctx.net, "ep", call.op, call.size_bytes, stage, 1)
     cc, _ = node_aware_pass(call.size_bytes, sh, moe.top_k, moe.max_nodes)
-    return [LinkCall("ep", call.op, cc.egress, sh.n, sh.per_domain, 1)]
+    return [LinkCall("ep", call.op, cc.egress, sh.n, sh.per_domain, 1, wan_loads=sh.wan_loads)]
 
 
 def layer_links(ctx: ChunkContext, lc: LayerCost, stage: int) -> list[LinkCall]:

@@ -35,11 +35,14 @@ class LinkCall:
     per_domain: tuple[int, ...]
     count: float
     pairwise: bool = False
+    # Across datacenters: (from, to, shares) per WAN link the group's datacenter ring loads, one
+    # share being egress[3] (GroupShape.wan_loads; explorer/wan.py).
+    wan_loads: tuple[tuple[int, int, float], ...] = ()
 
     def scaled(self, factor: float) -> LinkCall:
         """The same call made ``factor`` times as often."""
         return LinkCall(self.dim, self.op, self.egress, self.group, self.per_domain, self.count * factor,
-                        self.pairwise)
+                        self.pairwise, self.wan_loads)
 
     def per_gpu(self, boundary: int) -> float:
         """Bytes one GPU sends across ``boundary`` over all ``count`` calls: a domain's egress
@@ -71,7 +74,7 @@ def priced_link(net: Network, dim: str, op: str, size: float, stage: int, count:
     if sh.n <= 1:
         return []
     cc = net.cost(op, size, dim, stage)
-    return [LinkCall(dim, op, cc.egress, sh.n, sh.per_domain, count, pairwise)]
+    return [LinkCall(dim, op, cc.egress, sh.n, sh.per_domain, count, pairwise, sh.wan_loads)]
 
 
 # -- what a task is ------------------------------------------------------------------------------

@@ -47,8 +47,10 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("cluster.scale_out.switch_radix", "Leaf switch ports", "int"),
     ]),
     ("Scale-across (WAN)", [
+        Control("cluster.scale_across.preset", "WAN technology (sets bandwidth and latency)", "source"),
         Control("cluster.scale_across.bandwidth_Gbps", "WAN bandwidth (Gb/s)", "float"),
         Control("cluster.scale_across.latency_ms", "WAN latency (ms)", "float"),
+        Control("cluster.scale_across.topology", "WAN topology", "choice"),
     ]),
     ("GPUs & cluster", [
         Control("hardware.gpu", "GPU", "gpu"),
@@ -102,6 +104,7 @@ CONTROLS: list[Control] = [c for _, items in SECTIONS for c in items]
 DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
     "cluster.scale_out.fabric": ("cluster.scale_out.nic_Gbps", "cluster.scale_out.latency_us"),
     "training.framework": ("communication.bucket_MB",),
+    "cluster.scale_across.preset": ("cluster.scale_across.bandwidth_Gbps", "cluster.scale_across.latency_ms"),
 }
 # Widgets that hold a scenario value (dp is derived from the others and only displayed).
 WIDGET_KEYS: list[str] = [c.key for c in CONTROLS if c.kind != "dp"]

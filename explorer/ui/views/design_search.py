@@ -26,6 +26,7 @@ from ...design.scores import score
 from ...design.search import SearchResult
 from ...design.space import LayoutBuilder, enumerate_layouts, search_raw
 from ...scenario import Scenario, ScenarioError
+from ...schedules import registry
 from .design_runs import IN_PROCESS, cached, probe_seconds
 
 DEFAULT_TOP = 10
@@ -57,7 +58,8 @@ def _steps(own: Layout) -> list[tuple[str, str, Callable[[Space], Space]]]:
     later step on the same choice supersedes an earlier one."""
     vpp = own.vpp if own.vpp > 1 else 2
     recompute = tuple(dict.fromkeys((own.recompute, "selective")))
-    schedules = tuple(dict.fromkeys((own.schedule, "1f1b", "interleaved")))
+    megatron = (registry.megatron_schedule(1), registry.megatron_schedule(2))    # 1F1B, interleaved
+    schedules = tuple(dict.fromkeys((own.schedule, *megatron)))
     return [
         ("sp", "SP on where tp > 1", lambda s: replace(s, sequence_parallel=(True,))),
         ("zero", f"ZeRO {own.zero}", lambda s: replace(s, zero=(own.zero,))),

@@ -1,0 +1,98 @@
+"""``advise SCENARIO [--top K] [--json] [--set K=V ...] [--executor local|dask]``.
+
+Which dimensions of the scenario's training should cross its datacenters: every placement (span
+dp / pp / dp+pp, pipeline depth, flat or hierarchical DP, schedule) ranked by the estimator, the
+top K, the naive placement (DP flat across everything) and the scenario's own simulated with the
+full engine (explorer/design/advise.py).  ``--json`` prints a list sorted by ``iteration_time_s``
+(full engine), each with ``placement`` (label), ``overrides`` (apply them with ``--set``),
+``iteration_time_s``, ``mfu``, ``tokens_per_s``, ``memory_GB_total``, ``fits``, ``breakdown_s``,
+``wan_links`` (summary), ``estimate_s``, ``link`` (share query string), ``own`` and ``naive``;
+the counts, timings and the gain over the naive placement go to stderr as one line.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..config.schema import one_line
+from ..design.advise import Advice, AdviceResult, advise
+from ..design.base import open_base
+from ..design.cli_support import (
+    add_executor_arguments,
+    add_set_argument,
+    dumps,
+    executor_spec,
+    fmt_breakdown,
+    fmt_s,
+    parse_sets,
+)
+
+NAME = "advise"
+HELP = "placement advisor: which dimensions should cross datacenters, ranked (best vs naive DP-across)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario")
+    parser.add_argument("--top", type=int, default=5,
+                        help="placements simulated in full and printed (default 5)")
+    add_set_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print a JSON list sorted by iteration time")
+    add_executor_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    base = open_base(args.scenario, parse_sets(args.set))
+    result = advise(base, args.top, executor_spec(args))
+    if args.json:
+        print(summary_line(result), file=sys.stderr)
+        print(dumps([a.to_json() for a in result.top]))
+    else:
+        print(advise_text(result, base.label))
+    return 0
+
+
+def gain_line(r: AdviceResult) -> str:
+    """The best placement against the naive one (DP flat across everything)."""
+    if not r.top:
+        return "no placement fits in memory"
+    if r.naive is None:
+        return "the naive placement (DP flat across all datacenters) is not valid for this pipeline"
+    fits = "" if r.naive.figures["fits"] else ", which does not fit in memory"
+    return (f"best vs naive (DP flat ring across all datacenters, {fmt_s(r.naive.iteration_time_s)}{fits}): "
+            f"{r.speedup:.2f}x faster, {1 - 1 / r.speedup:.0%} less time per iteration")
+
+
+def summary_line(r: AdviceResult) -> str:
+    """Counts and phase timings in one line, then the gain over the naive placement."""
+    s = r.seconds
+    return (f"{r.gpus:,} GPUs in {r.datacenters} datacenters: {r.enumerated} placements, {r.valid} valid, "
+            f"{r.fit} fit; estimator {s['estimate']:.1f} s, timed schedules {s['timed']:.1f} s, "
+            f"full engine {s['full']:.1f} s, total {s['total']:.1f} s; {gain_line(r)}")
+
+
+def advise_text(r: AdviceResult, label: str) -> str:
+    """The ranked table, the naive and own placements and the gain of the best over the naive."""
+    lines = [f"# advise: {one_line(label)}", summary_line(r)]
+    for fld, n in r.reasons[:4]:
+        lines.append(f"  {n:>6,} placements invalid by {one_line(fld)}")
+    lines += ["", f"{'#':>2}  {'iteration':>10}  {'MFU':>6}  {'memory':>8}  {'WAN util':>8}  placement"]
+    for rank, a in enumerate(r.top, 1):
+        lines.append(_row(str(rank), a))
+    for tag, a in (("naive", r.naive), ("own", r.own)):
+        if a is not None and all(a.label != b.label for b in r.top):
+            lines.append(_row(tag[:2], a))
+    if r.top:
+        best = r.top[0]
+        lines += ["", f"best: {best.label}", f"  {fmt_breakdown(best.figures['breakdown_s'])}",
+                  "  --set " + " --set ".join(f"{k}={v}" for k, v in best.overrides.items())]
+        if best.link:
+            lines.append(f"  ?{best.link}")
+    lines += ["", gain_line(r)]
+    return "\n".join(lines)
+
+
+def _row(rank: str, a: Advice) -> str:
+    f = a.figures
+    mem = f"{f['memory_GB_total']:.1f} GB" + ("" if f["fits"] else "!")
+    return (f"{rank:>2}  {fmt_s(f['iteration_time_s']):>10}  {f['mfu']:>6.1%}  {mem:>8}  "
+            f"{a.wan_links['max_utilisation']:>8.0%}  {a.label}")

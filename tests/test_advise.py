@@ -1,0 +1,122 @@
+"""The placement advisor (issue 12, point 5): ``python -m explorer advise`` — its JSON contract,
+placements that reproduce with ``--set``, a best never slower than the shipped hand-written
+placements, the 32K-GPU case within its time budget, and one-line errors."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from explorer.design import open_base
+from explorer.design.advise import Placement, advise, enumerate_placements
+from explorer.schedules import registry
+from explorer.simulate import simulate
+
+ROOT = Path(__file__).resolve().parents[1]
+KEYS = {"placement", "overrides", "iteration_time_s", "mfu", "memory_GB_total", "fits", "wan_links", "link"}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "explorer", *args], cwd=ROOT, capture_output=True,
+                          text=True, encoding="utf-8", timeout=120)
+
+
+def sets(overrides: dict) -> list[str]:
+    """``--set`` flags for overrides (JSON is YAML, so every value reads back as itself)."""
+    return [a for k, v in overrides.items() for a in ("--set", f"{k}={json.dumps(v)}")]
+
+
+@pytest.fixture(scope="module")
+def two_dc():
+    return advise(open_base("two-datacenters"), top=3)
+
+
+@pytest.fixture(scope="module")
+def cross_region():
+    return advise(open_base("cross-region-pp"), top=3)
+
+
+def test_json_contract_sorted_and_reproduced_by_set():
+    proc = cli("advise", "cross-region-pp", "--top", "3", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert len(rows) == 3 and all(KEYS <= set(r) for r in rows)
+    times = [r["iteration_time_s"] for r in rows]
+    assert times == sorted(times) and times[0] > 0
+    assert all(r["fits"] and r["link"].startswith("scenario=cross-region-pp&") for r in rows)
+    assert all(r["wan_links"]["links"] == 1 and r["wan_links"]["busiest"] == "dc0-dc1" for r in rows)
+    assert "best vs naive" in proc.stderr and "x faster" in proc.stderr
+    for r in rows[:2]:                       # the full engine with the row's overrides, as a user runs it
+        run = cli("run", "cross-region-pp", "--json", *sets(r["overrides"]))
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["iteration_time_s"] == pytest.approx(r["iteration_time_s"], rel=1e-9)
+
+
+def test_text_table_and_gain_over_naive():
+    proc = cli("advise", "two-datacenters", "--top", "2")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert " 1  " in out and " 2  " in out and "(the scenario's own)" in out
+    assert "best vs naive (DP flat ring across all datacenters, 7.996 s):" in out
+    assert "--set parallelism.span=" in out
+
+
+def test_two_datacenters_best_beats_every_hand_written_placement(two_dc):
+    """The scenario's placement and the alternatives its description walks through (PP across, MPI,
+    hierarchical) are all no faster than the advisor's best."""
+    best = two_dc.top[0].iteration_time_s
+    assert two_dc.naive is not None and two_dc.naive.iteration_time_s == pytest.approx(7.996, abs=1e-3)
+    assert two_dc.own is not None and two_dc.own.iteration_time_s == pytest.approx(7.996, abs=1e-3)
+    assert two_dc.speedup > 1.7 and best < 4.6
+    base = open_base("two-datacenters")
+    for ov in ({"parallelism.order": "tp-cp-ep-dp-pp"}, {"communication.library": "mpi"},
+               {"communication.algorithm": "hierarchical"}):
+        assert simulate(base.scenario(ov)).iteration_time_s >= best
+
+
+def test_cross_region_best_beats_its_schedules_and_dp_across(cross_region):
+    best = cross_region.top[0].iteration_time_s
+    base = open_base("cross-region-pp")
+    hand = [cross_region.own.iteration_time_s]
+    hand += [simulate(base.scenario({"parallelism.schedule": s})).iteration_time_s
+             for s in registry.names() if registry.get(s).timed is not None]
+    hand.append(simulate(base.scenario({"parallelism.order": "tp-cp-ep-pp-dp"})).iteration_time_s)
+    assert hand[0] == pytest.approx(5.537, abs=2e-3)        # the description's 1F1B over 10 ms
+    assert min(hand[1:3]) == pytest.approx(5.22, abs=1e-2)  # its latency-aware schedules
+    assert all(t >= best for t in hand) and best < 4.5
+    assert cross_region.naive.iteration_time_s == pytest.approx(6.146, abs=2e-3)
+
+
+def test_placements_follow_the_span_rules():
+    sc = open_base("two-datacenters").scenario()
+    rows, timed = enumerate_placements(sc)
+    assert {r.span for r in rows} == {"dp", "pp"}             # dp+pp needs 3+ datacenters
+    assert all(r.pp % 2 == 0 for r in rows if r.span == "pp")
+    assert all(512 % (8 * r.pp) == 0 for r in rows if r.span == "dp")
+    assert {t.schedule for t in timed} == {n for n in registry.names() if registry.get(n).timed is not None}
+    assert all(t.pipeline_crosses for t in timed)
+    assert Placement("dp", 4, 1, registry.DEFAULT, "nccl", "ring") in rows
+
+
+def test_32k_gpus_two_datacenters_within_budget():
+    base = open_base("two-datacenters", {"cluster.nodes": 4096, "training.global_batch": 4096,
+                                         "cluster.scale_across.bandwidth_Gbps": 51200})
+    r = advise(base, top=2)
+    assert r.gpus == 32768 and r.enumerated > 250 and r.fit > 200
+    assert r.speedup > 2.0
+    # Issue 12 asks for 10 s on the reference machine (bench/advise.py: about 1.5 s); twice that
+    # leaves room for a loaded CI runner.
+    assert r.seconds["total"] < 20
+
+
+@pytest.mark.parametrize("args, line", [
+    (("teaching-8gpu",), "error: cluster.datacenters: advise needs at least 2 datacenters (got 1)"),
+    (("two-datacenters", "--top", "0"), "error: --top: 0 must be at least 1"),
+])
+def test_invalid_input_is_exit_2_in_one_line(args, line):
+    proc = cli("advise", *args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == line

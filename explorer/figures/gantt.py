@@ -9,6 +9,7 @@ iteration in slivers between GEMMs stays visible instead of vanishing under the 
 """
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -27,6 +28,10 @@ OVERLAPPED = " (overlapped)"
 RASTER_COLUMNS = 800
 # Narrowest communication bar drawn, as a fraction of the time axis (about 2 px of an 800-px chart).
 MIN_COMM_WIDTH = 0.0025
+# Bars whose limiting tier is the WAN between datacenters keep their kind's colour and get this
+# dark outline (and a legend entry), so the bars that cross the WAN stand out.
+WAN_TIER, WAN_OUTLINE, WAN_OUTLINE_WIDTH = "scale-across", "#111111", 2.5
+WAN_LEGEND = "crosses the WAN (outlined)"
 # In aggregated bands the compute row splits in two: compute kinds above, blocking collectives
 # below, so that both stay visible where they share a pixel column.
 SPLIT_OFFSETS = {"compute": (-0.11, 0.28), "comm": (0.15, 0.2)}
@@ -58,8 +63,10 @@ def _sort_key(kind: str) -> tuple[int, int]:
     return (KIND_ORDER.index(base) if base in KIND_ORDER else 99, kind.endswith(OVERLAPPED))
 
 
-def _marker(kind: str, opacity=None) -> dict:
+def _marker(kind: str, opacity=None, wan: list[bool] | None = None) -> dict:
     m = dict(color=KIND_COLORS.get(_base_kind(kind), "#999"), line=dict(width=0))
+    if wan is not None and any(wan):
+        m["line"] = dict(color=WAN_OUTLINE, width=[WAN_OUTLINE_WIDTH if w else 0 for w in wan])
     if kind.endswith(OVERLAPPED):
         # Hidden under compute: hatched, so it reads as "happening, not waited for".
         m["pattern"] = dict(shape="/", fgcolor="white", size=5, solidity=0.35, fillmode="overlay")
@@ -149,6 +156,10 @@ def gantt(columns: dict[str, list], lane_names: tuple[str, ...], iteration_s: fl
     drawn = {t.name for t in fig.data}
     for kind in sorted({columns["kind"][i] for i in range(n)} - drawn, key=_sort_key):
         fig.add_trace(go.Bar(x=[None], y=[None], orientation="h", name=kind, marker=_marker(kind)))
+    if WAN_TIER in columns.get("tier", ()):
+        outline = dict(color=WAN_OUTLINE, width=WAN_OUTLINE_WIDTH)
+        fig.add_trace(go.Bar(x=[None], y=[None], orientation="h", name=WAN_LEGEND,
+                             marker=dict(color="white", line=outline)))
     if bands:
         yaxis = dict(tickmode="array", tickvals=classes, ticktext=[short[k] for k in classes],
                      range=[max(classes) + 0.6, min(classes) - 0.6], automargin=True, showgrid=False,
@@ -224,10 +235,16 @@ def _aggregated(fig: go.Figure, columns: dict[str, list], iteration_s: float, ma
         return (c, lane)
 
     rows = []
+    tiers = columns.get("tier") or [None] * len(columns["start_s"])
+    wan_spans: dict[tuple, list[tuple[float, float]]] = {}
     for i in range(len(columns["start_s"])):
         key = row_of(columns["gpu_class"][i], columns["lane"][i], columns["kind"][i])
         rows.append((key, columns["kind"][i], columns["start_s"][i], columns["end_s"][i],
                      key[1] == "comm" or key[1] in COMM_LANES))
+        if tiers[i] == WAN_TIER:
+            span = (columns["start_s"][i], columns["end_s"][i])
+            wan_spans.setdefault((key, columns["kind"][i]), []).append(span)
+    merged_spans = {k: _merge(v) for k, v in wan_spans.items()}
     bins = RASTER_COLUMNS
     raster = _rasterize(rows, iteration_s, bins)
     while len(raster) > max_bars and bins > 100:
@@ -240,14 +257,15 @@ def _aggregated(fig: go.Figure, columns: dict[str, list], iteration_s: float, ma
         else:
             pos = where(c, row)
         comm = row == "comm" or row in COMM_LANES
-        by_kind.setdefault(kind, []).append((pos, s, e, ops, short[c], row, fill, comm))
+        wan = _overlaps(merged_spans.get(((c, row), kind), ([], [])), s, e)
+        by_kind.setdefault(kind, []).append((pos, s, e, ops, short[c], row, fill, comm, wan))
     for kind in sorted(by_kind, key=_sort_key):
         bars = by_kind[kind]
         fig.add_trace(go.Bar(
             y=[b[0][0] for b in bars], width=[b[0][1] for b in bars] if bands else None,
             base=[b[1] * 1e3 for b in bars], x=[(b[2] - b[1]) * 1e3 for b in bars],
             orientation="h", name=kind,
-            marker=_marker(kind, [0.3 + 0.7 * b[6] if b[7] else 1.0 for b in bars]),
+            marker=_marker(kind, [0.3 + 0.7 * b[6] if b[7] else 1.0 for b in bars], [b[8] for b in bars]),
             customdata=[[b[3], (b[2] - b[1]) * 1e3, b[4], b[5], b[6] * 100] for b in bars],
             hovertemplate=(f"<b>{kind}</b> (mostly) · %{{customdata[2]}} · %{{customdata[3]}}<br>"
                            "busy %{customdata[4]:.0f}% of this span · "
@@ -255,6 +273,26 @@ def _aggregated(fig: go.Figure, columns: dict[str, list], iteration_s: float, ma
                            "span %{customdata[1]:.3f} ms from %{base:.3f} ms (aggregated view)"
                            "<extra></extra>")))
     return len(raster)
+
+
+def _merge(spans: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """Disjoint sorted intervals covering ``spans``, as (starts, ends)."""
+    starts: list[float] = []
+    ends: list[float] = []
+    for a, b in sorted(spans):
+        if ends and a <= ends[-1]:
+            ends[-1] = max(ends[-1], b)
+        else:
+            starts.append(a)
+            ends.append(b)
+    return starts, ends
+
+
+def _overlaps(merged: tuple[list[float], list[float]], s: float, e: float) -> bool:
+    """Whether [s, e) meets one of the disjoint intervals of :func:`_merge`."""
+    starts, ends = merged
+    k = bisect.bisect_left(starts, e) - 1        # the last interval starting before e
+    return k >= 0 and ends[k] > s
 
 
 def _fmt_bytes(n) -> str:
@@ -317,5 +355,6 @@ def _exact(fig: go.Figure, c: dict[str, list], bands: bool, where, short: dict[i
         fig.add_trace(go.Bar(
             y=[p[0] for p in pos], width=[p[1] for p in pos] if bands else None,
             base=[c["start_s"][i] * 1e3 for i in ii], x=[max(c["duration_s"][i] * 1e3, least) for i in ii],
-            orientation="h", name=kind, marker=_marker(kind), customdata=custom,
+            orientation="h", name=kind, customdata=custom,
+            marker=_marker(kind, wan=[c["tier"][i] == WAN_TIER for i in ii] if "tier" in c else None),
             hovertemplate=COMPUTE_HOVER if compute else COMM_HOVER))

@@ -22,10 +22,27 @@ def hot_tier(data: ViewData) -> tuple[str | None, str]:
     return (max(util, key=util.get) if util else None), "busiest"
 
 
+def render_datacenters(data: ViewData, present: bool) -> None:
+    """The datacenter map (two or more datacenters): boxes by GPUs, WAN links by bytes and utilisation."""
+    j = data.json
+    fig = figures.datacenter_map(data.scenario, j.get("wan_links", []), j["comm_bytes_by_tier"],
+                                 height=330 if present else 400, font_size=15 if present else 12)
+    if fig is None:
+        return
+    st.plotly_chart(fig, key="datacenters", config={"displaylogo": False})
+    busiest = max(j["wan_links"], key=lambda w: w["utilisation"], default=None)
+    if busiest and busiest["utilisation"] > 0 and not present:
+        st.caption(f"Limiting WAN link: **{busiest['a']} ↔ {busiest['b']}**, "
+                   f"{busiest['bytes_per_iteration'] / 1e9:,.1f} GB per iteration in its busier direction, "
+                   f"{busiest['utilisation']:.0%} of its achievable capacity over the iteration. "
+                   "Hover a link for both directions.")
+
+
 def render(data: ViewData, present: bool) -> None:
     j = data.json
     util = data.utilisation
     hot, note = hot_tier(data)
+    render_datacenters(data, present)
     st.plotly_chart(figures.topology(data.scenario, util, hot=hot, hot_note=note,
                                      height=400 if present else 460, font_size=15 if present else 12),
                     key="topology", config={"displaylogo": False})
@@ -51,4 +68,8 @@ def render(data: ViewData, present: bool) -> None:
                 "saturated). All groups of a dimension communicate at once and share the links they cross, "
                 "so rank placement (`parallelism.order`) decides which tier each dimension loads; an "
                 "oversubscribed spine or a WAN shows up here first. The table gives every dimension's bytes "
-                "per GPU and one typical call; the Traffic tab splits the bytes by tier.")
+                "per GPU and one typical call; the Traffic tab splits the bytes by tier. With two or more "
+                "datacenters, the map above draws each datacenter as a box sized by its GPUs (labelled with "
+                "the dimensions whose traffic crosses the WAN) and each link of the WAN topology (mesh, ring "
+                "or hub) with the bytes of its busier direction per iteration and how busy that direction "
+                "is, on the same absolute scale; the most utilised link is outlined and labelled limiting.")

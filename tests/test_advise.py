@@ -99,6 +99,12 @@ def test_placements_follow_the_span_rules():
     assert {t.schedule for t in timed} == {n for n in registry.names() if registry.get(n).timed is not None}
     assert all(t.pipeline_crosses for t in timed)
     assert Placement("dp", 4, 1, registry.DEFAULT, "nccl", "ring") in rows
+    four = open_base("two-datacenters", {"cluster.datacenters": 4}).scenario()
+    rows4, _ = enumerate_placements(four)
+    mixed = {r.pp for r in rows4 if r.span == "dp+pp"}
+    assert mixed == {2}                                       # 2 stages, each over 2 of the 4 datacenters
+    assert Placement("dp+pp", 2, 1, registry.DEFAULT, "nccl", "ring").label(4) == \
+        "DP+PP across 4 DCs · each of 2 stages over 2 DCs · DP flat ring · " + registry.DEFAULT
 
 
 def test_32k_gpus_two_datacenters_within_budget():

@@ -51,7 +51,9 @@ def test_two_datacenters_one_box_each_and_one_link_with_the_runs_numbers():
     assert link.meta["limiting"] and len(role(fig, "halo")) == 1
     labels = [a.text for a in fig.layout.annotations]
     assert "<b>limiting</b> · 410.2 GB / iter · 29% busy" in labels
-    assert all("across: DP" in a.text for a in fig.layout.annotations if "GPUs" in a.text)
+    box_labels = [a.text for a in fig.layout.annotations if "GPUs" in a.text]
+    assert box_labels == ["<b>dc0</b><br>512 GPUs · H100 SXM<br>across: DP",
+                          "<b>dc1</b><br>512 GPUs · H100 SXM<br>across: DP"]
     assert "dc1 → dc0: 410.2 GB" in link.hovertext[0] and "1,600 Gb/s" in link.hovertext[0]
 
 
@@ -81,7 +83,7 @@ def test_ring_draws_four_links_and_the_mesh_two_idle_diagonals():
     links = role(mesh, "wan-link")
     assert len(links) == 6
     idle = sorted((t.meta["a"], t.meta["b"]) for t in links if t.meta["bytes"] == 0)
-    assert idle == [("building-A", "building-C"), ("building-B", "building-D")]
+    assert idle == [("dc0", "dc2"), ("dc1", "dc3")]
     assert all(t.line.color == "rgb(205,205,205)" for t in links if t.meta["bytes"] == 0)
 
 

@@ -77,7 +77,7 @@ def _centres(topology: str, dcs: int) -> list[tuple[float, float]]:
     """Box centres: two side by side; a hub in the middle of its spokes; else a circle whose ring
     links are its sides (datacenter i next to i+1, clockwise from the top left)."""
     if dcs == 2:
-        return [(-1.0, 0.0), (1.0, 0.0)]
+        return [(-1.6, 0.0), (1.6, 0.0)]
     if topology == "hub":
         n = dcs - 1
         start = math.pi if n == 2 else math.pi / 2 + math.pi / n
@@ -115,7 +115,8 @@ def datacenter_map(sc: Scenario, wan_links: Sequence[Mapping], comm_bytes_by_tie
     centres = _centres(wan.topology, dcs)
     gpus = [c.gpus // dcs] * dcs                       # equal datacenters (config/datacenters.py)
     gap = min(math.dist(p, q) for i, p in enumerate(centres) for q in centres[i + 1:])
-    hw_max = min(0.34 * gap, 0.62)
+    hw_max = min(0.34 * gap, 0.6)
+    gpu = getattr(sc.hardware.gpu, "name", str(sc.hardware.gpu))
     crossing = crossing_dims(comm_bytes_by_tier)
     crosses = ", ".join(d.upper() for d in crossing) or "nothing"
     fig = go.Figure()
@@ -156,9 +157,9 @@ def datacenter_map(sc: Scenario, wan_links: Sequence[Mapping], comm_bytes_by_tie
         boxes.append((x - hw, y - hh, x + hw, y + hh))
         name = c.datacenter_name(d)
         role = " (hub)" if wan.topology == "hub" and d == 0 and dcs > 2 else ""
-        label = f"<b>{name}</b>{role}<br>{gpus[d]:,} GPUs<br>{sc.hardware.gpu}<br>across: {crosses}"
+        label = f"<b>{name}</b>{role}<br>{gpus[d]:,} GPUs · {gpu}<br>across: {crosses}"
         hover = (f"<b>{name}</b>{role}: {gpus[d]:,} GPUs ({c.nodes // dcs:,} nodes of {c.gpus_per_node}) · "
-                 f"{sc.hardware.gpu}<br>crossing the WAN: {crosses}")
+                 f"{gpu}<br>crossing the WAN: {crosses}")
         fig.add_trace(go.Scatter(
             x=[x - hw, x + hw, x + hw, x - hw, x - hw], y=[y - hh, y - hh, y + hh, y + hh, y - hh],
             fill="toself", fillcolor=BOX_FILL, mode="lines", line=dict(color=BOX_LINE, width=2),

@@ -26,7 +26,8 @@ def render_datacenters(data: ViewData, present: bool) -> None:
     """The datacenter map (two or more datacenters): boxes by GPUs, WAN links by bytes and utilisation."""
     j = data.json
     fig = figures.datacenter_map(data.scenario, j.get("wan_links", []), j["comm_bytes_by_tier"],
-                                 height=330 if present else 400, font_size=15 if present else 12)
+                                 height=(250 if present else 290) if data.scenario.cluster.datacenters == 2
+                                 else (330 if present else 420), font_size=15 if present else 12)
     if fig is None:
         return
     st.plotly_chart(fig, key="datacenters", config={"displaylogo": False})

@@ -54,7 +54,7 @@ def crossing_dims(comm_bytes_by_tier: Mapping[str, Mapping[str, float]]) -> tupl
 
 def link_views(sc: Scenario, wan_links: Sequence[Mapping]) -> tuple[WanLinkView, ...]:
     """The topology's links with their ``wan_links`` numbers (a link the report lacks is idle at the
-    scenario's nominal figures); the most utilised busy link is marked limiting."""
+    scenario's nominal figures); the most utilised busy link, and any loaded as much, is limiting."""
     c = sc.cluster
     names = [c.datacenter_name(d) for d in range(c.datacenters)]
     by_pair = {frozenset((w["a"], w["b"])): w for w in wan_links}
@@ -69,8 +69,9 @@ def link_views(sc: Scenario, wan_links: Sequence[Mapping]) -> tuple[WanLinkView,
                           bytes_b_to_a=ba if forward else ab,
                           bandwidth_Gbps=w.get("bandwidth_Gbps", wan.bandwidth_Gbps),
                           latency_ms=w.get("latency_ms", wan.latency_ms)))
-    top = max(range(len(views)), key=lambda i: views[i]["utilisation"], default=None)
-    return tuple(WanLinkView(**v, limiting=i == top and v["utilisation"] > 0) for i, v in enumerate(views))
+    top = max((v["utilisation"] for v in views), default=0.0)
+    # Equally loaded links (a ring collective loads every link it crosses alike) are all limiting.
+    return tuple(WanLinkView(**v, limiting=top > 0 and v["utilisation"] >= top * (1 - 1e-3)) for v in views)
 
 
 def _centres(topology: str, dcs: int) -> list[tuple[float, float]]:
@@ -81,14 +82,15 @@ def _centres(topology: str, dcs: int) -> list[tuple[float, float]]:
     if topology == "hub":
         n = dcs - 1
         start = math.pi if n == 2 else math.pi / 2 + math.pi / n
-        return [(0.0, 0.0)] + [(1.25 * math.cos(start - 2 * math.pi * k / n),
+        return [(0.0, 0.0)] + [(2.2 * math.cos(start - 2 * math.pi * k / n),
                                 1.25 * math.sin(start - 2 * math.pi * k / n)) for k in range(n)]
-    start = math.pi / 2 + math.pi / dcs
-    return [(math.cos(start - 2 * math.pi * k / dcs), math.sin(start - 2 * math.pi * k / dcs))
+    start = math.pi / 2 + math.pi / dcs                   # an ellipse: the figure is wider than tall
+    return [(2.0 * math.cos(start - 2 * math.pi * k / dcs), math.sin(start - 2 * math.pi * k / dcs))
             for k in range(dcs)]
 
 
-def _gb(n: float) -> str:
+def format_bytes(n: float) -> str:
+    """Bytes as TB, GB or MB with a few digits (link labels)."""
     return f"{n / 1e12:,.2f} TB" if n >= 1e12 else f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.1f} MB"
 
 
@@ -115,7 +117,7 @@ def datacenter_map(sc: Scenario, wan_links: Sequence[Mapping], comm_bytes_by_tie
     centres = _centres(wan.topology, dcs)
     gpus = [c.gpus // dcs] * dcs                       # equal datacenters (config/datacenters.py)
     gap = min(math.dist(p, q) for i, p in enumerate(centres) for q in centres[i + 1:])
-    hw_max = min(0.34 * gap, 0.6)
+    hw_max = min(0.42 * gap, 0.6)
     gpu = getattr(sc.hardware.gpu, "name", str(sc.hardware.gpu))
     crossing = crossing_dims(comm_bytes_by_tier)
     crosses = ", ".join(d.upper() for d in crossing) or "nothing"
@@ -130,15 +132,15 @@ def datacenter_map(sc: Scenario, wan_links: Sequence[Mapping], comm_bytes_by_tie
         xs = [p[0] + (q[0] - p[0]) * k / steps for k in range(steps + 1)]
         ys = [p[1] + (q[1] - p[1]) * k / steps for k in range(steps + 1)]
         hover = (f"<b>WAN link {na} ↔ {nb}</b>{' — limiting (most utilised)' if link.limiting else ''}<br>"
-                 f"{na} → {nb}: {_gb(link.bytes_a_to_b)} per iteration<br>"
-                 f"{nb} → {na}: {_gb(link.bytes_b_to_a)} per iteration<br>"
+                 f"{na} → {nb}: {format_bytes(link.bytes_a_to_b)} per iteration<br>"
+                 f"{nb} → {na}: {format_bytes(link.bytes_b_to_a)} per iteration<br>"
                  f"busier direction {u:.1%} of its achievable capacity over the iteration<br>"
                  f"{link.bandwidth_Gbps:,g} Gb/s per direction · {link.latency_ms:g} ms one way")
         if link.limiting:
             fig.add_trace(go.Scatter(x=[p[0], q[0]], y=[p[1], q[1]], mode="lines", hoverinfo="skip",
                                      showlegend=False, line=dict(color=HALO, width=width + 6),
                                      meta={"role": "halo", "a": na, "b": nb}))
-        text = f"{_gb(link.bytes_per_iteration)} / iter · {u:.0%} busy"
+        text = f"{format_bytes(link.bytes_per_iteration)} / iter · {u:.0%} busy"
         fig.add_trace(go.Scatter(
             x=xs, y=ys, mode="lines", line=dict(color=utilisation_color(u), width=width),
             hoverinfo="text", hovertext=[hover] * len(xs), showlegend=False, name=f"{na} ↔ {nb}: {text}",
@@ -149,7 +151,7 @@ def datacenter_map(sc: Scenario, wan_links: Sequence[Mapping], comm_bytes_by_tie
                            bordercolor=HALO if link.limiting else "#999",
                            borderwidth=2 if link.limiting else 1,
                            text=("<b>limiting</b> · " if link.limiting else "") + text,
-                           font=dict(size=font_size - 1), name="wan-label")
+                           font=dict(size=font_size - 1, color="#111"), name="wan-label")
     boxes = []
     for d, (x, y) in enumerate(centres):
         s = math.sqrt(gpus[d] / max(gpus))
@@ -157,7 +159,7 @@ def datacenter_map(sc: Scenario, wan_links: Sequence[Mapping], comm_bytes_by_tie
         boxes.append((x - hw, y - hh, x + hw, y + hh))
         name = c.datacenter_name(d)
         role = " (hub)" if wan.topology == "hub" and d == 0 and dcs > 2 else ""
-        label = f"<b>{name}</b>{role}<br>{gpus[d]:,} GPUs · {gpu}<br>across: {crosses}"
+        label = f"<b>{name}</b>{role}<br>{gpus[d]:,} GPUs<br>{gpu}<br>across: {crosses}"
         hover = (f"<b>{name}</b>{role}: {gpus[d]:,} GPUs ({c.nodes // dcs:,} nodes of {c.gpus_per_node}) · "
                  f"{gpu}<br>crossing the WAN: {crosses}")
         fig.add_trace(go.Scatter(

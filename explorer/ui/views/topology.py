@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ... import figures
+from ...figures.datacenters import format_bytes
 from ...vocabulary import COMM_DIMS
 from ..cache import ViewData
 
@@ -27,14 +28,17 @@ def render_datacenters(data: ViewData, present: bool) -> None:
     j = data.json
     fig = figures.datacenter_map(data.scenario, j.get("wan_links", []), j["comm_bytes_by_tier"],
                                  height=(250 if present else 290) if data.scenario.cluster.datacenters == 2
-                                 else (330 if present else 420), font_size=15 if present else 12)
+                                 else (360 if present else 420), font_size=15 if present else 12)
     if fig is None:
         return
     st.plotly_chart(fig, key="datacenters", config={"displaylogo": False})
     busiest = max(j["wan_links"], key=lambda w: w["utilisation"], default=None)
     if busiest and busiest["utilisation"] > 0 and not present:
-        st.caption(f"Limiting WAN link: **{busiest['a']} ↔ {busiest['b']}**, "
-                   f"{busiest['bytes_per_iteration'] / 1e9:,.1f} GB per iteration in its busier direction, "
+        tied = sum(w["utilisation"] >= busiest["utilisation"] * (1 - 1e-3) for w in j["wan_links"])
+        more = f" (and {tied - 1} more, equally loaded)" if tied > 1 else ""
+        which = f"**{busiest['a']} ↔ {busiest['b']}**{more}"
+        st.caption(f"Limiting WAN link: {which}, "
+                   f"{format_bytes(busiest['bytes_per_iteration'])} per iteration in its busier direction, "
                    f"{busiest['utilisation']:.0%} of its achievable capacity over the iteration. "
                    "Hover a link for both directions.")
 

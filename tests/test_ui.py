@@ -9,7 +9,7 @@ from explorer.scenario import apply_overrides, from_dict, load, model_presets
 from explorer.share import parse_query, preset_raw
 from explorer.simulate import simulate
 
-from app_support import run_app, seconds
+from app_support import qp, run_app, seconds
 from conftest import ROOT, SCENARIO_FILES
 
 
@@ -159,3 +159,16 @@ def test_choosing_a_fabric_or_framework_shows_and_simulates_its_defaults():
     assert at.number_input(key="communication.bucket_MB").value == pytest.approx(bucket)
     assert sc.communication.bucket_MB == pytest.approx(bucket)
     assert seconds(at) == pytest.approx(simulate(sc).iteration_time_s, rel=5e-3)   # card rounding
+
+
+def test_named_datacenters_open_and_stay_named():
+    """A link giving cluster.datacenters as a list of named datacenters (issue 12's list form) opens
+    without an error: the sidebar shows the count and the names (no number box for a list) and the
+    simulated scenario keeps the names, so nothing is coerced or lost."""
+    at = run_app(scenario="two-datacenters",
+                 **{"cluster.datacenters": "[{name: east, nodes: 64}, {name: west, nodes: 64}]"})
+    assert not at.error, [e.value for e in at.error]
+    box = next(t for t in at.sidebar.text_input if t.label == "Datacenters")
+    assert box.value == "2: east, west" and box.disabled
+    assert seconds(at) == pytest.approx(7.996, rel=1e-3)
+    assert "east" in (qp(at, "cluster.datacenters") or "")

@@ -26,6 +26,14 @@ def render() -> dict[str, Any]:
     return placeholders
 
 
+def list_summary(value: list | tuple | dict) -> str:
+    """A list-valued field in one line: its length and the names of its items when they have one
+    (``4: A, B, C, D``)."""
+    items = list(value.values()) if isinstance(value, dict) else list(value)
+    names = [str(i.get("name")) for i in items if isinstance(i, dict) and i.get("name")]
+    return f"{len(items)}: {', '.join(names)}" if names else f"{len(items)} items"
+
+
 def _derived_dp() -> str:
     s = st.session_state
     denom = s["parallelism.tp"] * s["parallelism.pp"] * s["parallelism.cp"]
@@ -40,6 +48,14 @@ def _widget(c: Control) -> None:
     meta = field.metadata if field is not None else {}
     help_ = meta.get("doc")
     key = c.key
+    value = st.session_state.get(key)
+    if isinstance(value, (list, tuple, dict)):
+        # A list form (cluster.datacenters as named datacenters) has no number box: it is shown and
+        # kept as the scenario gives it (current_raw passes it through), never coerced to a count.
+        st.text_input(c.label, value=list_summary(value), disabled=True,
+                      help=f"{help_ or ''} — given as a list in the scenario; edit it in the YAML "
+                           "(Scenario & files) or the link")
+        return
     if c.kind == "dp":
         st.markdown(_derived_dp())
     elif c.kind == "model":

@@ -198,3 +198,90 @@ def test_estimates_are_arrays_of_one_length_with_the_result_conventions():
     row = est.row(0)
     assert math.isclose(row["iteration_time_s"], sum(row["breakdown_s"].values()), rel_tol=1e-12)
     assert len(estimate_many([])) == 0
+
+
+# --- The fast mode (explorer/estimate/fast.py, what search ranks with) -----------------------------
+# Stated bound: its iteration time is within fast.STATED_BOUND (0.5 %) of the exact estimator's —
+# itself equal to simulate() to 1e-9 above, so the bound holds against the full simulation — on the
+# shipped scenarios, 200 random valid scenarios and the deep grid of bench/estimator.py (pp to 64,
+# global batch to 8192, four schedules), where most rows are extrapolated; its memory within the same
+# bound.  Rankings: Kendall tau 1 against the exact ranking on every pair of layouts whose exact times
+# differ by more than 1 % (closer pairs may swap: the bound is 0.5 % each way).
+
+def deep_grid_scenarios(step: int) -> list:
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from estimator import DEEP, overrides
+    raw = load_raw(SHIPPED["llama3-405b-16k"])
+    out = []
+    for ov in overrides(DEEP)[::step]:
+        try:
+            out.append(from_dict(apply_overrides(raw, ov)))
+        except ScenarioError:
+            continue
+    return out
+
+
+LONG = {"parallelism.tp": [8, 16], "parallelism.pp": [4, 8, 16, 32], "training.global_batch": [8192, 16384],
+        "training.micro_batch": [1], "parallelism.vpp": [1, 2],
+        "parallelism.schedule": ["1f1b", "zb-h1", "gpipe", "interleaved"]}
+
+
+def long_pipelines() -> list:
+    """llama3-405b-16k layouts with many units: most are longer than 4 x p x v (extrapolated)."""
+    return [sc for sc in layouts("llama3-405b-16k", LONG)
+            if (sc.parallelism.vpp > 1) == (sc.parallelism.schedule == "interleaved")]
+
+
+def assert_fast_within_bound(scs) -> np.ndarray:
+    from explorer.estimate.fast import STATED_BOUND
+    exact = estimate_many(scs)
+    fast = estimate_many(scs, exact=False)
+    err = np.abs(fast.iteration_time_s / exact.iteration_time_s - 1)
+    assert err.max() <= STATED_BOUND, scs[int(err.argmax())].name
+    assert np.abs(fast.memory_GB_total / exact.memory_GB_total - 1).max() <= STATED_BOUND
+    for k in CATEGORIES:
+        assert (fast.breakdown_s[k] >= -1e-9 * fast.iteration_time_s).all()
+    return exact.iteration_time_s
+
+
+def extrapolated(scs) -> int:
+    from explorer.estimate.fast import _extrapolable, _plain
+    from explorer.estimate.profile import row_profile
+    return sum(bool(pr is not None and _extrapolable(pr)) for pr in (_plain(row_profile(sc)) for sc in scs))
+
+
+def test_fast_mode_is_within_its_bound_on_shipped_random_and_deep_scenarios():
+    shipped = [load(p) for _, p in sorted(SHIPPED.items())]
+    rand = random_scenarios(23, 200)
+    deep = deep_grid_scenarios(2)
+    long = long_pipelines()
+    assert extrapolated(long) >= 20 and extrapolated(deep) >= 5                  # the mode is exercised
+    for scs in (shipped, rand, deep, long):
+        assert_fast_within_bound(scs)
+
+
+def test_fast_mode_ranks_long_pipelines_as_the_exact_estimate_beyond_one_percent():
+    deep = long_pipelines() + deep_grid_scenarios(3)
+    exact = estimate_many(deep).iteration_time_s
+    fast = estimate_many(deep, exact=False).iteration_time_s
+    flips = [(i, j) for i, j in itertools.combinations(range(len(deep)), 2)
+             if abs(exact[i] / exact[j] - 1) > 0.01
+             and np.sign(exact[i] - exact[j]) != np.sign(fast[i] - fast[j])]
+    assert flips == []
+
+
+@pytest.mark.parametrize("name, grid", [
+    ("llama3-405b-16k", {"parallelism.tp": [4, 8], "parallelism.pp": [8, 16], "parallelism.vpp": [1, 2],
+                         "training.micro_batch": [1, 2], "training.global_batch": [2048, 4096]}),
+    ("megatron-gpt3-175b", {"parallelism.tp": [4, 8], "parallelism.pp": [4, 8, 16], "parallelism.vpp": [1, 2],
+                            "training.micro_batch": [1, 2]}),
+])
+def test_fast_mode_ranks_the_layout_sets_as_the_simulation_beyond_one_percent(name, grid):
+    scs = layouts(name, grid)
+    fast = estimate_many(scs, exact=False).iteration_time_s
+    sim = estimate_many(scs).iteration_time_s            # equal to simulate() (the test above)
+    for i, j in itertools.combinations(range(len(scs)), 2):
+        if abs(sim[i] / sim[j] - 1) > 0.01:
+            assert np.sign(fast[i] - fast[j]) == np.sign(sim[i] - sim[j]), (scs[i].name, scs[j].name)

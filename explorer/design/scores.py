@@ -53,7 +53,7 @@ def empty_scores() -> Scores:
     return Scores(z, z, np.zeros(0, dtype=bool), z, z, {k: z for k in CATEGORIES})
 
 
-def _estimator() -> Callable[[Sequence[Scenario]], Any] | None:
+def _estimator() -> Callable[..., Any] | None:
     """The vectorised estimator (explorer/estimate), or None while it is not installed."""
     try:
         from ..estimate import estimate_many
@@ -81,8 +81,10 @@ def estimator_available() -> bool:
     return _estimator() is not None
 
 
-def score(scenarios: Sequence[Scenario], engine: str = "estimate") -> tuple[Scores, list[str | None]]:
-    """Score ``scenarios`` with ``engine`` ("estimate" or "full").
+def score(scenarios: Sequence[Scenario], engine: str = "estimate",
+          exact: bool = True) -> tuple[Scores, list[str | None]]:
+    """Score ``scenarios`` with ``engine`` ("estimate" or "full"); ``exact=False`` lets the
+    estimator extrapolate long pipelines (its fast mode, explorer/estimate/fast.py: for ranking).
 
     Returns the scores and, per scenario, None or the one-line reason the engine refused it (the
     refused rows hold NaN and ``fits`` False).  Deterministic: the same scenarios in the same
@@ -95,7 +97,7 @@ def score(scenarios: Sequence[Scenario], engine: str = "estimate") -> tuple[Scor
         return _score_full(scenarios)
     if not scenarios:
         return empty_scores(), []
-    return _from_estimates(est(list(scenarios))), [None] * len(scenarios)
+    return _from_estimates(est(list(scenarios), exact)), [None] * len(scenarios)
 
 
 def _from_estimates(e: Any) -> Scores:

@@ -21,14 +21,17 @@ priority        P3 bucket priorities replayed on a priority queue (rare option, 
 memory          per-GPU memory as analysis/memory.class_memory, the peak replayed as live counts
 breakdown       the busiest stage's seconds per category
 many            estimate_many: grouping, assembly, throughput and MFU
+fast            estimate_many(..., exact=False): long rows at two short unit counts, extrapolated
 overrides       estimate_overrides: the fast validation of many overrides of one base
 result          the Estimates record
 ==============  ==================================================================================
 
 Agreement: equal to ``explorer.simulate.simulate`` to float rounding (iteration time, memory,
-fit) on every shipped scenario and on random valid scenarios (tests/test_estimator.py).
+fit) on every shipped scenario and on random valid scenarios (tests/test_estimator.py); with
+``exact=False`` (what search ranks with) within fast.STATED_BOUND, layout rankings kept.
 """
-from .many import estimate, estimate_many
+from .fast import estimate_many
+from .many import estimate
 from .overrides import estimate_overrides, scenarios_from_overrides
 from .result import Estimates
 

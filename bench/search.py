@@ -1,7 +1,7 @@
 """A full layout search for llama3-405b-16k (or another scenario): how many layouts, how long.
 
 Run: python bench/search.py [--scenario llama3-405b-16k] [--top 10] [--executor local|dask]
-                            [--address tcp://HOST:8786] [--workers N] [--gpus N]
+                            [--address tcp://HOST:8786] [--workers N] [--gpus N] [--schedules a,b]
 
 Prints the layouts enumerated / valid / fitting in memory, the commonest reasons layouts were
 invalid, the seconds of each phase (enumeration; validation + estimator on the executor; the full
@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from explorer.design import ExecutorSpec, estimator_available, open_base, search  # noqa: E402
 from explorer.design.executors import cpu_count  # noqa: E402
+from explorer.design.space import Space  # noqa: E402
 
 
 def main() -> None:
@@ -30,13 +31,15 @@ def main() -> None:
     ap.add_argument("--executor", default="local", choices=("local", "dask"))
     ap.add_argument("--address", default=None)
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--schedules", default="", help="comma-separated (default: all synchronous)")
     args = ap.parse_args()
     spec = ExecutorSpec(args.executor, args.address, args.workers)
     ranker = "the estimator" if estimator_available() else "the FULL ENGINE (explorer/estimate not installed)"
     print(f"search {args.scenario}: ranking by {ranker}; executor {spec.kind}, "
           f"{args.workers or cpu_count()} workers")
     t0 = time.perf_counter()
-    r = search(open_base(args.scenario), args.gpus, args.top, executor=spec)
+    space = Space(schedules=tuple(s for s in args.schedules.split(",") if s))
+    r = search(open_base(args.scenario), args.gpus, args.top, space=space, executor=spec)
     wall = time.perf_counter() - t0
     s = r.seconds
     print(f"{r.gpus:,} GPUs: {r.enumerated:,} layouts enumerated, {r.valid:,} valid, {r.fit:,} fit in memory")

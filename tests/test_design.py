@@ -313,3 +313,15 @@ def test_sweep_uses_the_estimators_override_path_when_it_has_one(monkeypatch):
 
     monkeypatch.setattr(est, "estimate_overrides", estimate_overrides, raising=False)
     assert sweep(base, vary, links=False).points == tuple(want) and calls == [15]
+
+
+def test_search_space_leaves_latency_timed_schedules_out_without_a_wan():
+    """With one datacenter a latency-timed schedule (1f1b-latency, crosspipe) runs its base order,
+    so the search would only repeat layouts; across datacenters they compete."""
+    from explorer.schedules import registry
+    one = from_dict(preset_raw("teaching-8gpu"))
+    two = from_dict(preset_raw("two-datacenters"))
+    timed = {n for n in registry.names() if registry.get(n).timed is not None}
+    assert timed
+    assert not timed & {lay.schedule for lay in enumerate_layouts(one)}
+    assert timed <= {lay.schedule for lay in enumerate_layouts(two)}

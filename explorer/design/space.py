@@ -108,7 +108,7 @@ def enumerate_layouts(sc: Scenario, space: Space = Space()) -> Iterator[Layout]:
     """Every layout of the module docstring for ``sc``'s model, batch and cluster, in a fixed order."""
     gpus, per_node = sc.cluster.gpus, sc.cluster.gpus_per_node
     m, batch = sc.model, sc.training.global_batch
-    schedules = space.schedules or synchronous_schedules()
+    schedules = space.schedules or synchronous_schedules(wan=sc.cluster.datacenters > 1)
     for tp in (d for d in _divisors(per_node) if gpus % d == 0):
         cps = [c for c in _powers_of_two_dividing(gpus // tp, gpus)
                if c == 1 or (m.seq_len % (2 * c) == 0 and m.seq_len // c >= MIN_CP_TOKENS)]
@@ -128,11 +128,14 @@ def enumerate_layouts(sc: Scenario, space: Space = Space()) -> Iterator[Layout]:
                                         yield Layout(tp, pp, cp, ep, vpp, sched, zero, mb, rc, sp)
 
 
-def synchronous_schedules() -> tuple[str, ...]:
+def synchronous_schedules(wan: bool = True) -> tuple[str, ...]:
     """The registry's schedules that keep synchronous SGD: all but those that never flush
     (PipeDream's asynchronous weight stashing trains on stale weights, a different optimisation,
-    so it competes only when asked for by name)."""
-    return tuple(n for n in registry.names() if registry.get(n).window is not registry.Window.ASYNC)
+    so it competes only when asked for by name).  Without a WAN (``wan`` False: one datacenter) the
+    latency-timed schedules are left out: with no link delay their order is their base order, so
+    they would only repeat those layouts."""
+    return tuple(n for n in registry.names() if registry.get(n).window is not registry.Window.ASYNC
+                 and (wan or registry.get(n).timed is None))
 
 
 def _schedules(pp: int, layers: int, names: tuple[str, ...], vpps: tuple[int, ...]) -> list[tuple[str, int]]:

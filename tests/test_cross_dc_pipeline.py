@@ -11,7 +11,7 @@ from explorer.analysis.steady_state import schedule_iteration
 from explorer.estimate import estimate
 from explorer.fold import simulate_folded
 from explorer.scenario import from_dict, load
-from explorer.schedules import cross_dc
+from explorer.schedules import cross_dc, pipeline
 from explorer.schedules.base import Timing
 from explorer.schedules.pipeline import one_f_one_b
 from explorer.simulate import simulate
@@ -122,7 +122,7 @@ def test_crosspipe_respects_its_memory_cap():
     """Peak micro-batches in flight on every stage <= parallelism.max_in_flight, on the real orders."""
     for cap in (1, 2, 3, 5, 9):
         b = IterationBuilder(from_dict(cross_raw(6, 12, "crosspipe", 3.0, parallelism__max_in_flight=cap)))
-        assert max(cross_dc.peak_in_flight(o) for o in b.orders) <= cap
+        assert max(pipeline.peak_in_flight(o) for o in b.orders) <= cap
         assert sorted(op for o in b.orders for op in o) == sorted(
             op for s in range(6) for op in one_f_one_b(s, 6, 12))       # every pass exactly once
 
@@ -131,7 +131,7 @@ def test_latency_aware_memory_is_one_more_micro_batch_before_the_wan():
     """Extra warm-up k = ceil(R/(F+B)) = 1 here: stages before the WAN hold p - s + 1 micro-batches,
     the others 1F1B's p - s; the memory report replays those orders."""
     b = IterationBuilder(from_dict(cross_raw(4, 8, "1f1b-latency", 0.5)))
-    assert [cross_dc.peak_in_flight(o) for o in b.orders] == [5, 4, 2, 1]
+    assert [pipeline.peak_in_flight(o) for o in b.orders] == [5, 4, 2, 1]
     t = Timing((1.0,) * 4, (2.0,) * 4, (0.0, 7.0, 0.0), (False, True, False))
     assert cross_dc.extra_warmup(t) == (5, 5, 0, 0)                   # ceil(R/(F+B)) = ceil(14/3)
 

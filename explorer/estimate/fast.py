@@ -30,10 +30,9 @@ import numpy as np
 
 from ..scenario import Scenario
 from ..schedules.registry import get as get_schedule
-from ..vocabulary import CATEGORIES
 from .breakdown import breakdowns
 from .keys import memo_table
-from .many import MAX_ROW_OPS, _gather, _needs_ops, _run, estimate_profiles, row_ops
+from .many import MAX_ROW_OPS, _gather, _needs_ops, _run, estimate_profiles, estimates_of, row_ops
 from .memory import memory_total, stage_memory
 from .pipeline import _ARRAYS, StageTimes
 from .profile import RowProfile, row_profile
@@ -65,6 +64,8 @@ def _extrapolable(prof: RowProfile) -> bool:
 def _plain(prof: RowProfile) -> RowProfile | None:
     """The row the fast mode evaluates: a timed schedule without a WAN as 1F1B; None when the row
     must come from the exact path."""
+    if prof.sc.cluster.stragglers.active:
+        return None                 # replicas that differ: the simulation's (explorer/replicas.py)
     if prof.schedule.timed is None:
         return prof
     if prof.netinfo.net.net.fabric.wan is not None:
@@ -154,16 +155,9 @@ def _finish(profs: list[RowProfile], runs: list[tuple], spans: list[tuple[int, i
     en = ending(profs, st)
     win = window(profs, st, en)
     bd = breakdowns(profs, st, en, win)
-    T = win.T
     mem = np.array([memory_total(pr) if s is None else _memory(pr, *s)
                     for pr, s in zip(profs, spans, strict=True)])
-    cap = np.array([pr.sc.hardware.gpu.capacity_bytes for pr in profs])
-    hw = np.array([pr.layout.hw_flops * pr.m / pr.p for pr in profs])
-    model = np.array([pr.layout.model_flops * pr.m / pr.p for pr in profs])
-    peak = np.array([pr.sc.hardware.gpu.peak_tflops * 1e12 for pr in profs])
-    tokens = np.array([pr.sc.training.global_batch * pr.sc.model.seq_len for pr in profs], dtype=float)
-    return Estimates(T, {k: bd[:, i] for i, k in enumerate(CATEGORIES)}, mem / 1e9, mem <= cap,
-                     model / T / peak, tokens / T, hw / T / 1e12)
+    return estimates_of(profs, win.T, bd, mem)
 
 
 def estimate_many(scenarios: Sequence[Scenario], exact: bool = True) -> Estimates:

@@ -78,7 +78,9 @@ def estimate_profiles(profs: Sequence[RowProfile]) -> tuple[Estimates, list[str 
     n = len(profs)
     # Orders that depend on the row's own costs (registry ``timed``: cross-datacenter schedules)
     # share no compiled program: those rows come from the simulation, exact by construction.
-    mine = [i for i, pr in enumerate(profs) if row_ops(pr) <= MAX_ROW_OPS and pr.schedule.timed is None]
+    # So do rows whose replicas differ (stragglers: one simulation per kind, explorer/replicas.py).
+    mine = [i for i, pr in enumerate(profs) if row_ops(pr) <= MAX_ROW_OPS and pr.schedule.timed is None
+            and not pr.sc.cluster.stragglers.active]
     runs = _run(profs, [(i, profs[i].units) for i in mine], [_needs_ops(profs[i]) for i in mine])
     done = dict(zip(mine, runs, strict=True))
     finals: dict[tuple, list[int]] = {}
@@ -147,8 +149,13 @@ def _finish(profs: list[RowProfile], st: StageTimes) -> Estimates:
             T[r], starts[r], _ = p3_period(profs[r], st, r)
         win = Window_(T, starts, win.pace, win.pace_category)
     bd = breakdowns(profs, st, en, win)
-    T = win.T
-    mem = np.array([memory_total(pr) for pr in profs])
+    return estimates_of(profs, win.T, bd, np.array([memory_total(pr) for pr in profs]))
+
+
+def estimates_of(profs: Sequence[RowProfile], T: np.ndarray, bd: np.ndarray, mem: np.ndarray) -> Estimates:
+    """The figures of each row from its iteration time ``T``, breakdown columns ``bd`` (CATEGORIES
+    order) and peak memory ``mem`` in bytes: fit against the GPU's capacity, MFU over the bf16 peak,
+    tokens/s and hardware TFLOP/s per GPU (the conventions of explorer/analysis/breakdown.py)."""
     cap = np.array([pr.sc.hardware.gpu.capacity_bytes for pr in profs])
     hw = np.array([pr.layout.hw_flops * pr.m / pr.p for pr in profs])
     model = np.array([pr.layout.model_flops * pr.m / pr.p for pr in profs])

@@ -125,15 +125,6 @@ def timed_makespan(orders: list[list[Op]], t: Timing) -> float:
     return critical_path(orders, finish, "cross-datacenter")
 
 
-def peak_in_flight(order: list[Op]) -> int:
-    """Most micro-batches whose forward ran and backward did not, along ``order``."""
-    live = peak = 0
-    for kind, _, _ in order:
-        live += 1 if kind == "F" else -1
-        peak = max(peak, live)
-    return peak
-
-
 def _wan_boundaries(b: BubbleInputs) -> tuple[Timing | None, list[int]]:
     t = b.timing()
     if t is None:

@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 
 from .base import Timing
-from .cross_dc import extra_warmup, latency_orders, peak_in_flight, timed_makespan, warmup_order
-from .pipeline import Op
+from .cross_dc import extra_warmup, latency_orders, timed_makespan, warmup_order
+from .pipeline import Op, peak_in_flight
 
 
 def caps(t: Timing) -> tuple[int, ...]:

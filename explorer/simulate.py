@@ -20,6 +20,7 @@ from .config.budget import check_unfolded_budget
 from .engine import Task
 from .fold import FoldInfo, simulate_folded
 from .network import Network
+from .replicas import combine, variants
 from .scenario import Scenario
 from .taskgraph.builder import IterationBuilder
 from .timeline import Timeline, build_timeline
@@ -79,6 +80,9 @@ class Result:
     fold: FoldInfo | None = field(default=None, repr=False)   # how the steady state was folded
     # Per WAN link: {a, b, bytes_per_iteration, utilisation, ...} (wan_report); empty in one datacenter.
     wan_links: tuple[dict, ...] = ()
+    # Replicas that differ (stragglers; explorer/replicas.py): per variant its name, replicas, own
+    # iteration time and wait for the slowest; empty when every replica is alike.
+    replicas: tuple[dict, ...] = ()
 
     @property
     def notices(self) -> tuple[Notice, ...]:
@@ -129,6 +133,7 @@ class Result:
             "utilisation": self.utilisation,
             "tier_utilisation": self.utilisation,
             "wan_links": [dict(link) for link in self.wan_links],
+            **({"replicas": [dict(row) for row in self.replicas]} if self.replicas else {}),
             "parallelism": {"tp": par.tp, "pp": par.pp, "dp": sc.dp, "cp": par.cp, "ep": par.ep,
                             "vpp": par.vpp, "schedule": par.schedule, "zero": par.zero},
         }
@@ -140,7 +145,11 @@ def simulate(sc: Scenario, fold: bool = True) -> Result:
     With ``fold`` (the default) a long pipeline's steady state is folded (explorer/fold.py): three
     small simulations prove the period and every figure is extrapolated, equal to the full
     simulation's to float rounding; the task list then unfolds only when read.  Where the period
-    cannot be proven, and with ``fold=False``, every task is scheduled."""
+    cannot be proven, and with ``fold=False``, every task is scheduled.  Replicas that differ
+    (stragglers) are simulated once per kind and joined (explorer/replicas.py)."""
+    kinds = variants(sc)
+    if kinds:
+        return combine(sc, kinds, lambda v: simulate(v, fold))
     if fold:
         folded = simulate_folded(sc)
         if folded is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..schedules import registry
+from .stragglers import Stragglers
 from .wan import ScaleAcross
 
 MAX_GPUS = 10_000_000          # "sizes beyond sane limits" (issue 2): more GPUs than any cluster
@@ -258,6 +259,7 @@ class Cluster:
     scale_up: ScaleUp = field(default_factory=ScaleUp)
     scale_out: ScaleOut = field(default_factory=ScaleOut)
     scale_across: ScaleAcross = field(default_factory=ScaleAcross)
+    stragglers: Stragglers = field(default_factory=Stragglers)
     datacenter_names: tuple[str, ...] = field(default=(), metadata={"derived": True})
 
     def datacenter_name(self, d: int) -> str:

@@ -27,7 +27,7 @@ from ..schedules.base import Timing
 from ..schedules.registry import get as get_schedule
 from ..vocabulary import TIERS
 from ..workload import EdgeCost, LayerCost, embedding_cost, layer_cost, logits_cost
-from .chunks import COMPUTE_PARTS, ChunkContext, ChunkWork, balanced, chunk_work, fuse, sum_parts
+from .chunks import COMPUTE_PARTS, ChunkContext, ChunkWork, balanced, chunk_work, fuse, slowed, sum_parts
 from .layer import pp_message_bytes
 from .layout import Fused, Layout, Pass, layout_for, normalise
 from .partition import choose_split
@@ -92,6 +92,10 @@ class IterationBuilder:
                        for gc, n in enumerate(self.layer_counts)]
         if "balance" in self.ideal:
             self.chunks = balanced(self.chunks)
+        slow = sc.cluster.stragglers.stage_slowdown
+        if slow:
+            # A straggler replica (explorer/replicas.py): its slow stages' kernels take longer.
+            self.chunks = [slowed(ch, slow[gc % self.p]) for gc, ch in enumerate(self.chunks)]
         # Program order of every stage over the units simulated (the registry's order function).
         self.orders = self.schedule.orders(self.p, self.m_sim, self.v, self.timing)
         self.pp_msg_bytes = pp_message_bytes(sc)

@@ -28,7 +28,7 @@ from .records import LinkCall
 from .techniques.optimizer import PARAM_BYTES
 
 __all__ = ["COMPUTE_PARTS", "ChunkContext", "ChunkWork", "Params", "balanced", "chunk_work", "fuse",
-           "sum_parts"]
+           "slowed", "sum_parts"]
 
 
 @dataclass(frozen=True)
@@ -222,6 +222,20 @@ def balanced(chunks: list[ChunkWork]) -> list[ChunkWork]:
                            bwd_layer=tuple((a, v / k) for a, v in bwd), hw_flops=hw, model_flops=model,
                            tp_bytes=tpb, cp_bytes=cpb, ep_bytes=epb, fsdp_bytes=fsdp_b, fsdp_hidden=hid))
     return out
+
+
+def slowed(ch: ChunkWork, factor: float) -> ChunkWork:
+    """``ch`` on a GPU whose kernels take ``factor`` times longer (a straggler): its compute,
+    recompute and weight-gradient parts scaled, its communication parts unchanged (the network is
+    not slower; the peers' wait for the slow GPU is what the schedule then shows)."""
+    if factor == 1.0:
+        return ch
+
+    def scale(parts: Parts) -> Parts:
+        return tuple((k, v * factor if k in COMPUTE_PARTS else v) for k, v in parts)
+
+    return replace(ch, fwd_parts=scale(ch.fwd_parts), bwd_parts=scale(ch.bwd_parts),
+                   fwd_layer=scale(ch.fwd_layer), bwd_layer=scale(ch.bwd_layer))
 
 
 def fuse(fwd: Parts, bwd: Parts) -> Parts:

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..scenario import Scenario
 from ..schedules.registry import get as get_schedule
+from ..schedules.registry import megatron_schedule
 from .breakdown import breakdowns
 from .keys import memo_table
 from .many import MAX_ROW_OPS, _gather, _needs_ops, _run, estimate_profiles, estimates_of, row_ops
@@ -70,7 +71,7 @@ def _plain(prof: RowProfile) -> RowProfile | None:
         return prof
     if prof.netinfo.net.net.fabric.wan is not None:
         return None
-    return replace(prof, schedule=get_schedule("1f1b"))
+    return replace(prof, schedule=get_schedule(megatron_schedule(1)))      # 1F1B
 
 
 def _extrapolate(a: StageTimes, b: StageTimes, scale: np.ndarray) -> StageTimes:

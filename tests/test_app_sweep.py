@@ -35,7 +35,7 @@ from conftest import ROOT, SCENARIO_FILES
 
 APP = str(ROOT / "app.py")
 PRESETS = [p.stem for p in SCENARIO_FILES]
-HEAVY = {"llama3-405b-16k", "deepseek-v3", "megatron-gpt3-175b"}
+HEAVY = {"llama3-405b-16k", "deepseek-v3", "megatron-gpt3-175b", "straggler-16k"}
 FULL = os.environ.get("COMMEXPLORER_FULL_SWEEP", "") == "1"
 # Select boxes swept by their own tests (their options are presets, not field values).
 PRESET_SELECTS = {"_scenario", "model.preset", "hardware.gpu"}

@@ -117,3 +117,18 @@ def test_bounds_refused():
     with pytest.raises(ScenarioError, match="slowdown"):
         load(TEACHING, {"cluster.stragglers.slowdown": 0.5})
 
+
+
+def test_the_fold_does_not_admit_stragglers_beyond_the_work_budget():
+    """The 1T-parameter row with 4,096 micro-batches is admitted for its fold; with a straggler the
+    replicas are joined into one task list the timeline draws unfolded (explorer/replicas.py), so
+    the same pipeline is refused with the budget's one-line reason instead of hanging the page."""
+    raw = {"model": {"layers": 128, "hidden": 25600, "heads": 160, "vocab": 51200, "seq_len": 2048},
+           "training": {"global_batch": 4096, "micro_batch": 1, "recompute": "full"},
+           "hardware": {"gpu": "a100-80gb"}, "cluster": {"nodes": 64, "gpus_per_node": 8},
+           "parallelism": {"tp": 8, "pp": 64, "zero": 0}}
+    from_dict(raw)                                   # admitted: it folds
+    slow = {**raw, "cluster": {**raw["cluster"], "stragglers": {"count": 1, "slowdown": 1.5}}}
+    with pytest.raises(ScenarioError) as err:
+        from_dict(slow)
+    assert str(err.value).startswith("training.global_batch") and "\n" not in str(err.value)

@@ -329,3 +329,22 @@ def test_every_wan_rule_has_a_one_line_case(rule):
         with pytest.raises(ScenarioError, match="^" + message) as err:
             load(TWO_DC, {**THREE, **change})
         assert "\n" not in str(err.value)
+
+
+def test_a_thousand_datacenters_list_only_their_loaded_links_and_draw_no_map():
+    """A mesh of 1,024 datacenters has 523,776 links: wan_links lists only those that carry traffic
+    (each with bytes), up to 16 datacenters every link is listed (idle ones too), and the datacenter
+    map draws up to 16 datacenters."""
+    from explorer.analysis.report import MAX_LISTED_WAN_LINKS
+    from explorer.figures import MAX_MAP_DATACENTERS, datacenter_map
+    from explorer.share import preset_raw
+    big = simulate(from_dict(apply_overrides(preset_raw("llama3-405b-16k"), {"cluster.datacenters": 1024})))
+    links = big.to_json_dict()["wan_links"]
+    assert 0 < len(links) < 1024 * 1023 // 2 and all(w["bytes_per_iteration"] > 0 for w in links)
+    assert datacenter_map(big.scenario, links, big.comm_bytes_by_tier) is None
+    mesh4 = {"cluster.datacenters": 4, "cluster.scale_across.topology": "mesh"}
+    four = simulate(from_dict(apply_overrides(preset_raw("two-datacenters"), mesh4)))
+    listed = four.to_json_dict()["wan_links"]
+    assert len(listed) == 6 <= MAX_LISTED_WAN_LINKS and any(w["bytes_per_iteration"] == 0 for w in listed)
+    assert MAX_MAP_DATACENTERS == 16
+    assert datacenter_map(four.scenario, listed, four.comm_bytes_by_tier) is not None

@@ -130,21 +130,30 @@ def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], 
     return tuple(out)
 
 
+# Every link is listed up to a mesh of 16 datacenters (120 links, the issue's range); beyond, only the
+# links that carry traffic: a mesh of 1,024 datacenters has 523,776 links, 86 MB of JSON if all listed.
+MAX_LISTED_WAN_LINKS = 120
+
+
 def wan_report(net: Network, link_load: Mapping, T: float) -> tuple[dict, ...]:
     """The ``wan_links`` figure: per link of the WAN topology (datacenters by name), the bytes per
     iteration of its busier direction (links are full duplex at ``bandwidth_Gbps`` per direction),
     both directions' bytes, and the utilisation = bytes / (achievable capacity x iteration time),
     the convention of the tier ``utilisation`` (capacity = bandwidth x 0.9, topology.py).
     ``link_load`` holds bytes / capacity per direction under ``("wan", from, to)``
-    (utilisation.tier_utilisation), already extrapolated by the fold."""
+    (utilisation.tier_utilisation), already extrapolated by the fold.  Beyond
+    :data:`MAX_LISTED_WAN_LINKS` links only the loaded ones are listed."""
     wan = net.fabric.wan
     if wan is None:
         return ()
+    every = len(wan.links) <= MAX_LISTED_WAN_LINKS
     out = []
     for link in wan.links:
         ab = link_load.get(("wan", link.a, link.b), 0.0) * link.capacity_Bps
         ba = link_load.get(("wan", link.b, link.a), 0.0) * link.capacity_Bps
         busier = max(ab, ba)
+        if not every and busier <= 0:
+            continue
         out.append({"a": wan.names[link.a], "b": wan.names[link.b], "bytes_per_iteration": busier,
                     "utilisation": busier / (link.capacity_Bps * T) if T > 0 else 0.0,
                     "bytes_a_to_b": ab, "bytes_b_to_a": ba, "bandwidth_Gbps": link.bandwidth_Gbps,

@@ -10,7 +10,7 @@
   (traffic.py).
 """
 from .charts import CATEGORY_COLORS, KIND_COLORS, TIER_LABELS, breakdown, memory  # noqa: F401
-from .datacenters import datacenter_map  # noqa: F401
+from .datacenters import MAX_MAP_DATACENTERS, datacenter_map  # noqa: F401
 from .gantt import GanttInfo, gantt  # noqa: F401
 from .topology import topology  # noqa: F401
 from .traffic import traffic_by_tier, zero_tradeoff  # noqa: F401

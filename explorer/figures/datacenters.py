@@ -103,14 +103,20 @@ def _label_spot(p: tuple[float, float], q: tuple[float, float], taken: list[tupl
     return spot
 
 
+# Boxes stay readable up to 16 datacenters (the range of multi-datacenter training studies); a
+# cluster split into more is drawn by the topology figure alone.
+MAX_MAP_DATACENTERS = 16
+
+
 def datacenter_map(sc: Scenario, wan_links: Sequence[Mapping], comm_bytes_by_tier: Mapping, *,
                    height: int = 460, font_size: int = 12) -> go.Figure | None:
     """Datacenters of ``sc`` as boxes (area by GPUs; name, GPUs and what crosses the WAN) joined by
     the WAN topology's links labelled with bytes per iteration and utilisation; None for one
-    datacenter.  ``wan_links`` and ``comm_bytes_by_tier`` are the run's JSON figures."""
+    datacenter or more than :data:`MAX_MAP_DATACENTERS`.  ``wan_links`` and ``comm_bytes_by_tier``
+    are the run's JSON figures."""
     c = sc.cluster
     dcs = c.datacenters
-    if dcs < 2:
+    if dcs < 2 or dcs > MAX_MAP_DATACENTERS:
         return None
     wan = c.scale_across
     links = link_views(sc, wan_links)

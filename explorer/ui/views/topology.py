@@ -30,6 +30,9 @@ def render_datacenters(data: ViewData, present: bool) -> None:
                                  height=(250 if present else 290) if data.scenario.cluster.datacenters == 2
                                  else (360 if present else 420), font_size=15 if present else 12)
     if fig is None:
+        if data.scenario.cluster.datacenters > figures.MAX_MAP_DATACENTERS:
+            st.caption(f"{data.scenario.cluster.datacenters:,} datacenters: the datacenter map draws up to "
+                       f"{figures.MAX_MAP_DATACENTERS}; `wan_links` in the JSON lists the loaded links.")
         return
     st.plotly_chart(fig, key="datacenters", config={"displaylogo": False})
     busiest = max(j["wan_links"], key=lambda w: w["utilisation"], default=None)

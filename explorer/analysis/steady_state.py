@@ -48,12 +48,16 @@ class ScheduledRun:
         return out
 
 
-def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None) -> ScheduledRun:
+def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None,
+                       net: Network | None = None) -> ScheduledRun:
     """Build and run the task graph of ``sc`` (with the given ideal-pipeline aspects; the
-    scenario's own ``ideal_pipeline`` when None) and find its iteration window."""
+    scenario's own ``ideal_pipeline`` when None) and find its iteration window.  ``net``: a
+    network of a scenario that differs from ``sc`` at most in its global batch (the fold's reduced
+    runs share one, and with it every call it priced), else a new one."""
     if ideal is None:
         ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
-    net = Network(sc, free="comm" in ideal)
+    if net is None:
+        net = Network(sc, free="comm" in ideal)
     builder = IterationBuilder(sc, net, ideal)
     graph = builder.build()
     makespan = run(graph)

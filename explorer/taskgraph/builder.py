@@ -207,7 +207,8 @@ class IterationBuilder:
         return comp
 
     def _pass_shape(self, s: int, local: int, kind: str) -> tuple:
-        """(chunk, parts, duration, layer template, timeline fields, FSDP hidden seconds) of a pass."""
+        """(chunk, parts, duration, layer template, timeline fields, FSDP hidden seconds) of a pass;
+        parts and duration include the SM contention of the communication hidden under it."""
         key = (s, local, kind)
         if key not in self._pass_cache:
             ch = self.chunk_of(s, local)
@@ -219,16 +220,17 @@ class IterationBuilder:
                 w = kind == "W"
                 parts, layer_parts = ch.split(ch.bwd_parts, w), ch.split(ch.bwd_layer, w)
             hidden = ch.fsdp_hidden[0 if kind == "F" else 1] if kind != "W" else 0.0
-            self._pass_cache[key] = (ch, parts, sum(x for _, x in parts), layer_parts, ch.pass_fields(kind),
-                                     hidden)
+            dur = sum(x for _, x in parts)
+            flops, hidden_comm = ch.pass_fields(kind)
+            slow = self._sm_contention(sum(v for _, v in hidden_comm) + hidden)
+            if slow > 0:
+                parts, dur = parts + (("compute", slow),), dur + slow
+            self._pass_cache[key] = (ch, parts, dur, layer_parts, (flops, hidden_comm), hidden)
         return self._pass_cache[key]
 
     def _pass_task(self, g: TaskGraph, s: int, ps: Pass, deps: list) -> int:
         ch, parts, dur, layer_parts, extras, hidden = self._pass_shape(s, ps.local, ps.kind)
         flops, hidden_comm = extras
-        slow = self._sm_contention(sum(v for _, v in hidden_comm) + hidden)
-        if slow > 0:
-            parts, dur = parts + (("compute", slow),), dur + slow
         info = PassInfo(ps.mb, ps.local, ch.layers, ch.comm, layer_parts, flops, hidden_comm)
         tid = g.add(Task(s, "compute", TASK_KIND[ps.kind], dur, deps, parts=parts, info=info))
         if hidden > 0:

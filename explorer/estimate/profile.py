@@ -32,8 +32,17 @@ from ..taskgraph.layer import pp_message_bytes
 from ..taskgraph.layout import layout_for
 from ..taskgraph.techniques.optimizer import OPTIMIZER_TRAFFIC_BYTES, grad_reduce_bytes
 from .buckets import dp_work
-from .chunk_basis import F_IDX, FEATURES, basis, chunk_counts, costs, layer_split
-from .keys import RowNetwork, bound_memory, compute_key, intern, memo_table, network_key
+from .chunk_basis import (
+    F_IDX,
+    FEATURES,
+    basis,
+    basis_key,
+    chunk_counts,
+    costs,
+    layer_split,
+    pricing_signature,
+)
+from .keys import PASS_DIMS, RowNetwork, bound_memory, compute_key, intern, memo_table, network_key
 
 _BALANCED = [F_IDX[k] for k in FEATURES if k.startswith(("fwd.", "bwd.", "fsdp_hidden"))] + \
     [F_IDX["hw_flops"], F_IDX["model_flops"], F_IDX["fsdp_bytes"]]
@@ -42,6 +51,8 @@ _LAYOUTS = memo_table()
 _TRANSFERS = memo_table()
 _DP = memo_table()
 _OPT = memo_table()
+_CLASSES = memo_table()
+_HOLDS = memo_table()
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,7 @@ class Layout:
     params: np.ndarray               # (p, nch) dense parameters of each held chunk
     expert: np.ndarray               # (p, nch) expert parameters
     key: int
+    pkey: int                        # interned held parameters (what the buckets and the step read)
     hw_flops: float                  # FLOPs per unit summed over every chunk (recompute included)
     model_flops: float               # ... without recompute (the MFU numerator)
 
@@ -140,18 +152,16 @@ def row_profile(sc: Scenario) -> RowProfile:
     if info is None:
         info = _NETS[nkey] = _netinfo(sc, free, nkey)
     p, v = par.pp, par.vpp
-    lkey = intern(("layout", ckey, nkey, sched.name, v, par.stage_layers, ideal, par.zero,
-                   com.prefetch_layers, com.dp_overlap, com.tp_overlap))
-    layout = _LAYOUTS.get(lkey)
-    if layout is None:
-        layout = _LAYOUTS[lkey] = _layout(sc, sched, ckey, info, ideal, lkey)
+    layout = _layout_of(sc, sched, ckey, info, ideal)
     msg = pp_message_bytes(sc)
     transfer = _TRANSFERS.get((nkey, msg))
     if transfer is None:
         transfer = _TRANSFERS[(nkey, msg)] = _transfers(info, msg, p)
     fw = framework_profile(tr.framework)
     gather_overlap = com.dp_overlap and fw.param_gather_overlaps_forward
-    dkey = (lkey, com.bucket_MB, grad_reduce_bytes(sc), gather_overlap)
+    # The buckets read the held parameters (not the chunks' times), the network and ZeRO's options:
+    # rows that differ in micro-batch or recompute share them.
+    dkey = (nkey, layout.pkey, par.zero, com.bucket_MB, grad_reduce_bytes(sc), gather_overlap)
     dp = _DP.get(dkey)
     if dp is None:
         dp = _DP[dkey] = dp_work(sc, info.for_row(sc), layout.params, layout.expert, gather_overlap,
@@ -159,11 +169,13 @@ def row_profile(sc: Scenario) -> RowProfile:
     gpu = sc.hardware.gpu
     sms = gpu.sms or 132
     sm_factor = 0.0 if ideal else min(com.comm_sms or 0, sms - 1) / sms
-    okey = (lkey, tr.optimizer)
+    no_step = "optimizer" in ideal
+    hbm = costs(sc, ckey).cm.hbm_bytes_per_s
+    okey = (layout.pkey, nkey, par.zero, tr.optimizer, hbm, no_step)
     opt = _OPT.get(okey)
     if opt is None:
-        opt = _OPT[okey] = np.zeros(p) if "optimizer" in ideal else \
-            _optimizer(layout, info.dp_groups, par.zero, tr.optimizer, costs(sc, ckey).cm.hbm_bytes_per_s)
+        opt = _OPT[okey] = np.zeros(p) if no_step else \
+            _optimizer(layout, info.dp_groups, par.zero, tr.optimizer, hbm)
     m = sc.micro_batches * par.token_slices
     units = m * sched.iterations_simulated
     # Memory reads the chunks' bytes (not their times: no network) and the data-parallel sizes.
@@ -172,6 +184,24 @@ def row_profile(sc: Scenario) -> RowProfile:
     return RowProfile(sc, sched, p, v, sched.chunks_per_rank(v), m, units, fw.blocking_p2p, layout, transfer,
                       sm_factor, dp[0], dp[1], com.dp_overlap and fw.grad_reduce_overlaps_backward, dp[2],
                       dp[3], opt, info, ckey, mkey)
+
+
+def _layout_of(sc: Scenario, sched: Schedule, ckey: int, info: NetInfo, ideal: frozenset[str]) -> Layout:
+    """The row's Layout, shared by every row whose chunks are priced alike: the same split, the same
+    pieces per stage class (chunk_basis.basis_key) and the same schedule shape (p, v)."""
+    par = sc.parallelism
+    p, v = par.pp, par.vpp
+    tied = sc.model.tied_embeddings and (p == 1 or sched.two_directions)
+    split = layer_split(sc, ckey, sched.two_directions)
+    pattern, cls, first, netsigs = _stage_classes(info, par.zero == 3)
+    bkeys = tuple(basis_key(sc, ckey, ns, ideal, tied) for ns in netsigs)
+    lkey = intern(("layout", bkeys, pattern, split, sched.name, p, v, "balance" in ideal))
+    layout = _LAYOUTS.get(lkey)
+    if layout is None:
+        net = info.for_row(sc)
+        pieces = [basis(sc, ckey, net, s, ideal, tied, k) for s, k in zip(first, bkeys, strict=True)]
+        layout = _LAYOUTS[lkey] = _layout(sc, sched, split, cls, pieces, ideal, lkey)
+    return layout
 
 
 def _netinfo(sc: Scenario, free: bool, nkey: int) -> NetInfo:
@@ -212,33 +242,55 @@ def _transfers(info: NetInfo, msg: float, p: int) -> np.ndarray:
     return out
 
 
-def _layout(sc: Scenario, sched: Schedule, ckey: int, info: NetInfo, ideal: frozenset[str],
-            lkey: int) -> Layout:
-    """The chunks of ``sc``: the builder's split, each chunk priced as chunk_work prices it."""
+def _stage_classes(info: NetInfo, fsdp: bool) -> tuple[int, np.ndarray, tuple[int, ...], tuple[int, ...]]:
+    """Stages whose pass groups price alike, per network and ``fsdp`` (ZeRO-3: chunk_work then reads
+    the dp and edp groups too, else only tp, cp, ep): the interned class pattern, (p,) each stage's
+    class, the first stage of each class and its interned pricing signature (memoised)."""
+    key = (info.key, fsdp)
+    got = _CLASSES.get(key)
+    if got is None:
+        net = info.net
+        dims = len(PASS_DIMS) if fsdp else 3       # PASS_DIMS starts tp, cp, ep
+        classes: dict[tuple, int] = {}
+        stage_cls = [classes.setdefault(sig[:dims], len(classes)) for sig in info.sigs]
+        first: dict[int, int] = {}
+        for s, c in enumerate(stage_cls):
+            first.setdefault(c, s)
+        netsigs = tuple(intern(("netsig", pricing_signature(net, sig))) for sig in classes)
+        got = _CLASSES[key] = (intern(("classes", tuple(stage_cls))), np.array(stage_cls),
+                               tuple(first[c] for c in range(len(classes))), netsigs)
+    return got
+
+
+def _layout(sc: Scenario, sched: Schedule, split: tuple[int, ...], stage_cls: np.ndarray,
+            pieces: list[tuple[np.ndarray, np.ndarray]], ideal: frozenset[str], lkey: int) -> Layout:
+    """The chunks of ``sc``: the builder's split, each chunk priced as chunk_work prices it (from the
+    ``pieces`` of its stage's class: chunk_basis.basis)."""
     par = sc.parallelism
     p, v = par.pp, par.vpp
-    tied = sc.model.tied_embeddings and (p == 1 or sched.two_directions)
-    split = layer_split(sc, ckey, sched.two_directions)
     counts = chunk_counts(sc, split)
-    # Stages whose groups have the same shapes price a piece alike: one class each.
-    classes: dict[tuple, int] = {}
-    stage_cls = [classes.setdefault(sig, len(classes)) for sig in info.sigs]
-    first_stage: dict[int, int] = {}
-    for s, c in enumerate(stage_cls):
-        first_stage.setdefault(c, s)
-    net = info.for_row(sc)
-    pieces = [basis(sc, ckey, net, first_stage[c], ideal, tied, sig) for sig, c in classes.items()]
-    cls = np.array(stage_cls)[np.arange(len(split)) % p]  # the builder prices chunk gc on stage gc % p
+    cls = stage_cls[np.arange(len(split)) % p]              # the builder prices chunk gc on stage gc % p
     roles = np.stack([b[0] for b in pieces])[cls]         # (chunks, ROLES, FEATURES)
     feat = np.einsum("cr,crf->cf", counts, roles)
     layer_bytes = np.where(counts > 0, np.stack([b[1] for b in pieces])[cls], 0.0).max(axis=1)
     if "balance" in ideal:
         feat[:, _BALANCED] = feat[:, _BALANCED].mean(axis=0)
-    lay = layout_for(sched, p, v)
-    holds = np.array([[lay.chunk_index(s, c) for c in range(sched.chunks_per_rank(v))] for s in range(p)])
-    return Layout(feat, counts, layer_bytes, holds, feat[holds, F_IDX["params"]],
-                  feat[holds, F_IDX["expert_params"]], lkey, float(feat[:, F_IDX["hw_flops"]].sum()),
-                  float(feat[:, F_IDX["model_flops"]].sum()))
+    holds = _holds(sched, p, v)
+    params, expert = feat[holds, F_IDX["params"]], feat[holds, F_IDX["expert_params"]]
+    pkey = intern(("params", params.shape, params.tobytes(), expert.tobytes()))
+    return Layout(feat, counts, layer_bytes, holds, params, expert, lkey, pkey,
+                  float(feat[:, F_IDX["hw_flops"]].sum()), float(feat[:, F_IDX["model_flops"]].sum()))
+
+
+def _holds(sched: Schedule, p: int, v: int) -> np.ndarray:
+    """(p, chunks per rank) the global chunk of each (stage, local chunk): layout_for (memoised)."""
+    key = (sched.name, p, v)
+    got = _HOLDS.get(key)
+    if got is None:
+        lay = layout_for(sched, p, v)
+        got = _HOLDS[key] = np.array([[lay.chunk_index(s, c) for c in range(sched.chunks_per_rank(v))]
+                                      for s in range(p)])
+    return got
 
 
 def _optimizer(layout: Layout, groups: np.ndarray, zero: int, optimizer: str, hbm: float) -> np.ndarray:

@@ -184,6 +184,9 @@ def _program_name() -> str:
     return "commexplorer" if Path(sys.argv[0]).stem == "commexplorer" else "python -m explorer"
 
 
+BUILTIN_COMMANDS = ("run", "collective", "validate", "list")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return the exit code (0 ok, 1 internal error, 2 invalid input or usage)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -210,9 +213,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     sub.add_parser("list", help="list shipped scenarios with their titles")
     extra = {}
-    for mod in commands():
-        extra[mod.NAME] = mod
-        mod.add_arguments(sub.add_parser(mod.NAME, help=mod.HELP))
+    # The other commands' modules import the design tools (search, sweeps: ~30 ms); a built-in
+    # command never needs them, so they are imported only when another command (or help) is asked.
+    if not argv or argv[0] not in BUILTIN_COMMANDS:
+        for mod in commands():
+            extra[mod.NAME] = mod
+            mod.add_arguments(sub.add_parser(mod.NAME, help=mod.HELP))
     if not argv:
         print(ap.format_help(), end="", file=sys.stderr)
         return 2

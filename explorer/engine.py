@@ -77,16 +77,15 @@ def run(graph: TaskGraph) -> float:
     """
     tasks = graph.tasks
     n = len(tasks)
-    waiting = [0] * n
+    waiting = [len(t.deps) for t in tasks]
     ready_at = [0.0] * n
     dependents: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for i, t in enumerate(tasks):
-        deps = t.deps
-        waiting[i] = len(deps)
-        for d, frac in deps:
+        for dep in t.deps:
+            d = dep[0]
             if not 0 <= d < n or d == i:
                 raise CycleError(f"task {i} ({t.kind}) depends on missing task {d}")
-            dependents[d].append((i, frac))
+            dependents[d].append((i, dep[1]))
     # Streams as integers numbered in (class, stream) order, so that sorting them visits streams in
     # the same order as sorting the (class, stream) pairs (determinism), at a fraction of the cost.
     keys = [(t.cls, t.stream) for t in tasks]

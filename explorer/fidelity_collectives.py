@@ -4,10 +4,11 @@
 Tables (explorer/data/reference/): ``nccl_busbw.csv`` (one node, the scale-up calibration),
 ``nccl_multinode.csv`` (one to four nodes, per fabric: plateau bus bandwidths at 128 MiB-16 GiB and
 mid-size rows at 1-64 MiB, printed as their own group) and ``nccl_latency.csv`` (the latency floor
-at the smallest sizes).  Each row says whether a constant was fitted to it (``calibration``) or not
-(``validation``); the source column cites it.  A row's ``protocol`` column (auto, or a protocol
-NCCL_PROTO forced on that system) and its ``algorithm`` column (auto, or NCCL_ALGO) are applied to
-the scenario, as the run that produced the row had them.
+at the smallest sizes) and ``nccl_relative.csv`` (all-gather, reduce-scatter and all-to-all across
+nodes as a ratio to the same system's all-reduce).  Each row says whether a constant was fitted to
+it (``calibration``) or not (``validation``); the source column cites it.  A row's ``protocol``
+column (auto, or a protocol NCCL_PROTO forced on that system) and its ``algorithm`` column (auto, or
+NCCL_ALGO) are applied to the scenario, as the run that produced the row had them.
 """
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def predict(row: dict[str, Any]) -> dict[str, Any]:
     """The ``collective --json`` row for the setup of a reference row (all GPUs of the cluster)."""
     sc = scenario_for(row)
     size = 8 * 2**30 if row["size_bytes"] == "large" else int(row["size_bytes"])
-    op = row["collective"].replace("_", "-")
+    # nccl-tests names (all_reduce_perf, alltoall_perf) -> the CLI's operation names.
+    op = {"alltoall": "all-to-all"}.get(row["collective"], row["collective"].replace("_", "-"))
     return collective_rows(sc, op, sc.gpus, [size], row["algorithm"])[0]
 
 
@@ -77,6 +79,14 @@ def collective_reference_rows() -> list[ReferenceRow]:
                  if int(row["size_bytes"]) < MID_SIZE_LIMIT else "nccl-tests multi-node")
         out.append(ReferenceRow(group, _label(row, int(row["size_bytes"])), float(row["busbw_GBps"]),
                                 predict(row)["busbw_GBps"], "GB/s busbw", row["role"], row["source"]))
+    for row in read_csv("nccl_relative.csv"):
+        ref = {**row, "collective": "all_reduce", "size_bytes": row["ref_size_bytes"]}
+        ref_mib = int(row["ref_size_bytes"]) / 2**20
+        label = _label(row, int(row["size_bytes"])) + f" / all_reduce {ref_mib:g} MiB"
+        out.append(ReferenceRow("nccl-tests multi-node, relative to all-reduce", label,
+                                float(row["busbw_GBps"]) / float(row["ref_busbw_GBps"]),
+                                predict(row)["busbw_GBps"] / predict(ref)["busbw_GBps"], "x all_reduce busbw",
+                                row["role"], row["source"]))
     for row in read_csv("nccl_latency.csv"):
         out.append(ReferenceRow("nccl-tests latency floor", _label(row, int(row["size_bytes"])),
                                 float(row["time_us"]), predict(row)["time_s"] * 1e6, "us per call",

@@ -23,6 +23,7 @@ from .collectives import OPS
 from .commands import commands
 from .config.schema import excerpt, one_line
 from .config.shipped import resolve_scenario_path, shipped_scenarios
+from .hetero import gpu_summary
 from .nccl_table import collective_rows
 from .scenario import Scenario, ScenarioError, load, load_raw, parse_assignment
 
@@ -102,7 +103,7 @@ def summary_text(res) -> str:
     p = sc.parallelism
     lines = [
         f"{one_line(sc.name)}",
-        f"  {sc.gpus:,} x {sc.hardware.gpu.name} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · "
+        f"  {gpu_summary(sc)} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · "
         f"ep {p.ep} · "
         f"vpp {p.vpp} · {p.schedule} · ZeRO {p.zero} · {sc.micro_batches} micro-batches",
         f"  stage layers: {', '.join(map(str, res.stage_layers))}",

@@ -169,12 +169,10 @@ GROUPS = ("nccl-tests one node", "nccl-tests multi-node", "nccl-tests latency fl
           "nccl-tests multi-node 1-64 MiB")
 # Groups that do not meet issue 10's target yet: (mean, max) |error| per role they must not get worse than
 # (today's figures, rounded up), and a strict xfail on the target itself so meeting it is noticed.
-#  * latency floor (8-64 B, outside the target's 1 MiB..16 GiB): one EFA latency (26 us) for the p4de/p5 and
-#    the p6-b200 generations; p6 8 B is +42 %.
-#  * 1-64 MiB across nodes: EFA's measured ramp is slower than NCCL's model (p5 NVLS-tree +38..+54 %), and
-#    one GPU per node driving four NICs is capped by its PCIe link, which is not modelled (+65..+88 %).
-NOT_YET = {"nccl-tests latency floor": {"calibration": (0.19, 0.43), "validation": (0.07, 0.12)},
-           "nccl-tests multi-node 1-64 MiB": {"calibration": (0.26, 0.42), "validation": (0.51, 0.89)}}
+#  * 1-64 MiB across nodes: calibration rows meet it (10 % / 25 %); the validation rows do not, because one
+#    GPU per node driving four NICs is capped by its PCIe link, which is not modelled (nccl-tests #232: +36 %,
+#    +60 %).
+NOT_YET = {"nccl-tests multi-node 1-64 MiB": {"calibration": (0.11, 0.26), "validation": (0.20, 0.60)}}
 
 
 @pytest.mark.parametrize("group", GROUPS)

@@ -98,3 +98,48 @@ def test_a_priced_field_is_not_reused_across_scenarios():
         for i, sc in enumerate(rows):
             assert est.iteration_time_s[i] == pytest.approx(simulate(sc).iteration_time_s, rel=1e-9), i
         checked += 1
+
+
+def _check_classes(sc) -> int:
+    """Every stage's group of every dimension has the shape of its class representative's."""
+    from explorer.estimate.keys import network_key
+    from explorer.estimate.stages import netinfo
+
+    info = netinfo(sc, False, network_key(sc, False))
+    net = info.net.net
+    for dim, (cls, reps) in info.dims.items():
+        for s, c in enumerate(cls.tolist()):
+            assert net.fabric.shape(net.members(dim, s)) == net.fabric.shape(net.members(dim, reps[c])), \
+                (sc.name, dim, s, reps[c])
+    return sum(len(reps) for _, reps in info.dims.values())
+
+
+def test_stage_classes_price_alike():
+    """estimate/stages.py groups stages per dimension by offsets; each class's shapes are equal
+    (checked against topology.Fabric.shape on every stage) on layouts whose stages straddle nodes,
+    leaf blocks and datacenters."""
+    from explorer.scenario import load_raw, shipped_scenarios
+
+    raw = load_raw(shipped_scenarios()["llama3-405b-16k"])
+    seen = 0
+    for ov in [{"parallelism.tp": 4, "parallelism.pp": 32, "parallelism.order": "tp-pp-dp"},
+               {"parallelism.tp": 2, "parallelism.pp": 16, "parallelism.cp": 2},
+               {"parallelism.tp": 8, "parallelism.pp": 64, "parallelism.order": "tp-cp-dp-pp"},
+               {"parallelism.tp": 1, "parallelism.pp": 8, "parallelism.order": "dp-tp-cp-pp"},
+               {"parallelism.tp": 4, "parallelism.pp": 32, "cluster.scale_out.switch_radix": 8}]:
+        try:
+            sc = from_dict(apply_overrides(raw, {**ov, "parallelism.dp": None, "parallelism.vpp": 1,
+                                                 "parallelism.schedule": "1f1b",
+                                                 "parallelism.stage_layers": None}))
+        except ScenarioError:
+            continue
+        seen += 1
+        _check_classes(sc)
+    assert seen >= 3
+    rng = random.Random(5)
+    for _ in range(60):
+        try:
+            sc = from_dict(random_raw(rng))
+        except ScenarioError:
+            continue
+        _check_classes(sc)

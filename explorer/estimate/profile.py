@@ -40,9 +40,9 @@ from .chunk_basis import (
     chunk_counts,
     costs,
     layer_split,
-    pricing_signature,
 )
-from .keys import PASS_DIMS, RowNetwork, bound_memory, compute_key, intern, memo_table, network_key
+from .keys import RowNetwork, bound_memory, compute_key, intern, memo_table, network_key
+from .stages import NetInfo, netinfo, stage_classes, transfers
 
 _BALANCED = [F_IDX[k] for k in FEATURES if k.startswith(("fwd.", "bwd.", "fsdp_hidden"))] + \
     [F_IDX["hw_flops"], F_IDX["model_flops"], F_IDX["fsdp_bytes"]]
@@ -51,25 +51,7 @@ _LAYOUTS = memo_table()
 _TRANSFERS = memo_table()
 _DP = memo_table()
 _OPT = memo_table()
-_CLASSES = memo_table()
 _HOLDS = memo_table()
-
-
-@dataclass(frozen=True)
-class NetInfo:
-    """What a network key gives every row: the network, group shapes and sizes per stage."""
-
-    net: RowNetwork
-    sigs: tuple[tuple, ...]          # per stage: the shapes of the groups its passes talk to
-    dp_groups: np.ndarray            # (p, 2) data-parallel and expert data-parallel group sizes
-    key: int
-    free: bool
-    stage_class: np.ndarray          # (p,) stages placed alike (their groups have the same shapes)
-    reps: tuple[int, ...]            # the first stage of each class
-
-    def for_row(self, sc: Scenario) -> RowNetwork:
-        """The network as a row sees it: the shared shapes and calls, the row's own scenario."""
-        return self.net if self.net.sc is sc else RowNetwork(sc, self.free, self.key)
 
 
 @dataclass(frozen=True)
@@ -150,13 +132,13 @@ def row_profile(sc: Scenario) -> RowProfile:
     nkey = network_key(sc, free)
     info = _NETS.get(nkey)
     if info is None:
-        info = _NETS[nkey] = _netinfo(sc, free, nkey)
+        info = _NETS[nkey] = netinfo(sc, free, nkey)
     p, v = par.pp, par.vpp
     layout = _layout_of(sc, sched, ckey, info, ideal)
     msg = pp_message_bytes(sc)
     transfer = _TRANSFERS.get((nkey, msg))
     if transfer is None:
-        transfer = _TRANSFERS[(nkey, msg)] = _transfers(info, msg, p)
+        transfer = _TRANSFERS[(nkey, msg)] = transfers(info, msg, p)
     fw = framework_profile(tr.framework)
     gather_overlap = com.dp_overlap and fw.param_gather_overlaps_forward
     # The buckets read the held parameters (not the chunks' times), the network and ZeRO's options:
@@ -165,7 +147,7 @@ def row_profile(sc: Scenario) -> RowProfile:
     dp = _DP.get(dkey)
     if dp is None:
         dp = _DP[dkey] = dp_work(sc, info.for_row(sc), layout.params, layout.expert, gather_overlap,
-                                 info.stage_class, info.reps)
+                                 info.dims)
     gpu = sc.hardware.gpu
     sms = gpu.sms or 132
     sm_factor = 0.0 if ideal else min(com.comm_sms or 0, sms - 1) / sms
@@ -193,7 +175,7 @@ def _layout_of(sc: Scenario, sched: Schedule, ckey: int, info: NetInfo, ideal: f
     p, v = par.pp, par.vpp
     tied = sc.model.tied_embeddings and (p == 1 or sched.two_directions)
     split = layer_split(sc, ckey, sched.two_directions)
-    pattern, cls, first, netsigs = _stage_classes(info, par.zero == 3)
+    pattern, cls, first, netsigs = stage_classes(info, par.zero == 3)
     bkeys = tuple(basis_key(sc, ckey, ns, ideal, tied) for ns in netsigs)
     lkey = intern(("layout", bkeys, pattern, split, sched.name, p, v, "balance" in ideal))
     layout = _LAYOUTS.get(lkey)
@@ -202,64 +184,6 @@ def _layout_of(sc: Scenario, sched: Schedule, ckey: int, info: NetInfo, ideal: f
         pieces = [basis(sc, ckey, net, s, ideal, tied, k) for s, k in zip(first, bkeys, strict=True)]
         layout = _LAYOUTS[lkey] = _layout(sc, sched, split, cls, pieces, ideal, lkey)
     return layout
-
-
-def _netinfo(sc: Scenario, free: bool, nkey: int) -> NetInfo:
-    """The network of ``nkey`` and its stages grouped by placement: a stage's groups are those of
-    stage 0 translated by ``stage x stride(pp)`` GPUs (placement.Placement), and how a group sits on
-    the tiers depends only on that offset modulo each tier's domain (topology.Fabric.shape), so
-    stages with equal residues have equal shapes and are priced once."""
-    net = RowNetwork(sc, free, nkey)
-    p = sc.parallelism.pp
-    stride = net.placement.strides["pp"]
-    domains = [b.domain_gpus for b in net.net.fabric.boundaries]
-    # Across datacenters the WAN links a group loads depend on which datacenters it is in, not only
-    # on its offset inside one (explorer/wan.py): the stage's datacenter joins the key.
-    dc = domains[-1] if net.net.fabric.wan is not None else sc.gpus + 1
-    classes: dict[tuple, int] = {}
-    stage_class = np.array([classes.setdefault((*(s * stride % d for d in domains), s * stride // dc),
-                                               len(classes)) for s in range(p)])
-    reps = tuple(int(np.flatnonzero(stage_class == c)[0]) for c in range(len(classes)))
-    rep_sigs = [net.stage_signature(r) for r in reps]
-    sigs = tuple(rep_sigs[c] for c in stage_class)
-    groups = np.array([[net.group_size("dp", r), net.group_size("edp", r)] for r in reps])[stage_class]
-    return NetInfo(net, sigs, groups, nkey, free, stage_class, reps)
-
-
-def _transfers(info: NetInfo, msg: float, p: int) -> np.ndarray:
-    """(p,) one transfer on each stage pair (s, s+1); pair p-1 wraps to stage 0 (network.members)."""
-    if p == 1:
-        return np.zeros(1)
-    cost = info.net.cost
-    per_class = {}
-    out = np.empty(p)
-    for k in range(p - 1):
-        c = info.stage_class[k]
-        if c not in per_class:
-            per_class[c] = cost("send-recv", msg, "pp", k).time_s
-        out[k] = per_class[c]
-    out[p - 1] = cost("send-recv", msg, "pp", p - 1).time_s
-    return out
-
-
-def _stage_classes(info: NetInfo, fsdp: bool) -> tuple[int, np.ndarray, tuple[int, ...], tuple[int, ...]]:
-    """Stages whose pass groups price alike, per network and ``fsdp`` (ZeRO-3: chunk_work then reads
-    the dp and edp groups too, else only tp, cp, ep): the interned class pattern, (p,) each stage's
-    class, the first stage of each class and its interned pricing signature (memoised)."""
-    key = (info.key, fsdp)
-    got = _CLASSES.get(key)
-    if got is None:
-        net = info.net
-        dims = len(PASS_DIMS) if fsdp else 3       # PASS_DIMS starts tp, cp, ep
-        classes: dict[tuple, int] = {}
-        stage_cls = [classes.setdefault(sig[:dims], len(classes)) for sig in info.sigs]
-        first: dict[int, int] = {}
-        for s, c in enumerate(stage_cls):
-            first.setdefault(c, s)
-        netsigs = tuple(intern(("netsig", pricing_signature(net, sig))) for sig in classes)
-        got = _CLASSES[key] = (intern(("classes", tuple(stage_cls))), np.array(stage_cls),
-                               tuple(first[c] for c in range(len(classes))), netsigs)
-    return got
 
 
 def _layout(sc: Scenario, sched: Schedule, split: tuple[int, ...], stage_cls: np.ndarray,

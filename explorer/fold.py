@@ -82,15 +82,18 @@ def simulate_folded(sc: Scenario, ideal: frozenset[str] | None = None) -> Folded
     done: dict[int, tuple[ScheduledRun, Measures]] = {}
     if ideal is None:
         ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
-    # One network for every reduced run: pricing depends on the cluster and layout, never on the
-    # micro-batch count, so each call is priced once instead of once per run.
-    net = Network(sc, free="comm" in ideal)
+    # One builder (and network) for every reduced run: the layer split, chunks, priced calls and
+    # passes never depend on the micro-batch count, so they are made once instead of once per run.
+    base: IterationBuilder | None = None
     for triple in fp.triples():
         if sum({*done, *triple}) > fp.limit:
             return None
         for c in triple:
             if c not in done:
-                r = schedule_iteration(reduced(sc, c), ideal, net)
+                small = reduced(sc, c)
+                if base is None:
+                    base = IterationBuilder(small, Network(sc, free="comm" in ideal), ideal)
+                r = schedule_iteration(small, ideal, base.for_scenario(small))
                 done[c] = (r, measure(r))
         simulated = sum(len(x.tasks) for x, _ in done.values())
         out = _try(sc, fp, triple, [done[n] for n in triple], ideal, simulated)

@@ -49,16 +49,16 @@ class ScheduledRun:
 
 
 def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None,
-                       net: Network | None = None) -> ScheduledRun:
+                       builder: IterationBuilder | None = None) -> ScheduledRun:
     """Build and run the task graph of ``sc`` (with the given ideal-pipeline aspects; the
-    scenario's own ``ideal_pipeline`` when None) and find its iteration window.  ``net``: a
-    network of a scenario that differs from ``sc`` at most in its global batch (the fold's reduced
-    runs share one, and with it every call it priced), else a new one."""
-    if ideal is None:
-        ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
-    if net is None:
-        net = Network(sc, free="comm" in ideal)
-    builder = IterationBuilder(sc, net, ideal)
+    scenario's own ``ideal_pipeline`` when None) and find its iteration window.  ``builder``: one
+    already made for ``sc`` (the fold's reduced runs share their m-independent parts,
+    IterationBuilder.for_scenario), else a new one."""
+    if builder is None:
+        if ideal is None:
+            ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
+        builder = IterationBuilder(sc, Network(sc, free="comm" in ideal), ideal)
+    net = builder.net
     graph = builder.build()
     makespan = run(graph)
     tasks = graph.tasks

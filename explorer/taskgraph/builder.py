@@ -15,6 +15,7 @@ fused F&B op of DualPipe included.  Per stage it emits:
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -104,6 +105,18 @@ class IterationBuilder:
         # has 65k passes).
         self._pass_cache: dict[tuple[int, int, str], tuple] = {}
         self._pp_links: dict[int, tuple] = {}         # pair -> the calls of one transfer on it
+
+    def for_scenario(self, sc: Scenario) -> IterationBuilder:
+        """This builder for ``sc``, a scenario that differs from its own at most in the global batch
+        (the fold's reduced runs): the layer split, chunks and priced passes — none of which reads
+        the micro-batch count — are shared; the unit counts and program orders are ``sc``'s."""
+        b = copy.copy(self)
+        b.sc = sc
+        b.m = sc.micro_batches * sc.parallelism.token_slices
+        b.m_sim = b.m * self.schedule.iterations_simulated
+        b.orders = self.schedule.orders(self.p, b.m_sim, self.v, b.timing)
+        b._pp_links = {}                 # a transfer's calls count m / m_sim of an iteration
+        return b
 
     # -- layer split and chunks -----------------------------------------------------------------
     def _train_time(self, lc: LayerCost | EdgeCost) -> float:

@@ -142,8 +142,10 @@ def row_profile(sc: Scenario) -> RowProfile:
     fw = framework_profile(tr.framework)
     gather_overlap = com.dp_overlap and fw.param_gather_overlaps_forward
     # The buckets read the held parameters (not the chunks' times), the network and ZeRO's options:
-    # rows that differ in micro-batch or recompute share them.
-    dkey = (nkey, layout.pkey, par.zero, com.bucket_MB, grad_reduce_bytes(sc), gather_overlap)
+    # rows that differ in micro-batch or recompute share them.  dp_work tells ZeRO stages apart only
+    # as 0 (all-reduce), 1-2 (reduce-scatter, then gathers) and 3 (no buckets): 1 and 2 share.
+    dkey = (nkey, layout.pkey, min(par.zero, 1) if par.zero < 3 else 3, com.bucket_MB, grad_reduce_bytes(sc),
+            gather_overlap)
     dp = _DP.get(dkey)
     if dp is None:
         dp = _DP[dkey] = dp_work(sc, info.for_row(sc), layout.params, layout.expert, gather_overlap,
@@ -153,7 +155,7 @@ def row_profile(sc: Scenario) -> RowProfile:
     sm_factor = 0.0 if ideal else min(com.comm_sms or 0, sms - 1) / sms
     no_step = "optimizer" in ideal
     hbm = costs(sc, ckey).cm.hbm_bytes_per_s
-    okey = (layout.pkey, nkey, par.zero, tr.optimizer, hbm, no_step)
+    okey = (layout.pkey, nkey, par.zero >= 1, tr.optimizer, hbm, no_step)     # _optimizer reads zero >= 1
     opt = _OPT.get(okey)
     if opt is None:
         opt = _OPT[okey] = np.zeros(p) if no_step else \

@@ -104,35 +104,36 @@ def run(graph: TaskGraph) -> float:
     while arrivals or wakeups:
         if not wakeups or (arrivals and arrivals[0][0] <= wakeups[0][0]):
             now = arrivals[0][0]
+            # Fast path: the only event at ``now`` is one arrival (no wake-up due, the heap's second
+            # smallest — a child of its root — later), so its stream alone is touched.
+            k = len(arrivals)
+            if ((not wakeups or wakeups[0][0] > now)
+                    and (k == 1 or (arrivals[1][0] > now and (k == 2 or arrivals[2][0] > now)))):
+                ready, i = pop(arrivals)
+                key = stream_of[i]
+                queue = queues[key]
+                if free_at[key] > now:
+                    if not queue:
+                        push(wakeups, (free_at[key], key))      # waits for the running task
+                    push(queue, (priority[i], ready, i))
+                    continue
+                if not queue:
+                    starts: list[tuple[int, float, int]] | tuple = ((key, ready, i),)
+                else:                                           # not reached: a free stream's queue
+                    push(arrivals, (ready, i))                  # is empty between events
+                    starts = _starts(now, arrivals, wakeups, queues, free_at, stream_of, priority)
+            else:
+                starts = _starts(now, arrivals, wakeups, queues, free_at, stream_of, priority)
         else:
             now = wakeups[0][0]
-        touched: list[int] = []
-        while wakeups and wakeups[0][0] <= now:
-            key = pop(wakeups)[1]
-            if key not in touched:
-                touched.append(key)
-        while arrivals and arrivals[0][0] <= now:
-            ready, i = pop(arrivals)
-            key = stream_of[i]
-            queue = queues[key]
-            if free_at[key] > now and not queue:
-                push(wakeups, (free_at[key], key))              # waits for the running task
-            push(queue, (priority[i], ready, i))
-            if key not in touched:
-                touched.append(key)
-        if len(touched) > 1:
-            touched.sort()
-        for key in touched:
-            queue = queues[key]
-            if free_at[key] > now or not queue:
-                continue
-            _, ready, i = pop(queue)
+            starts = _starts(now, arrivals, wakeups, queues, free_at, stream_of, priority)
+        for key, ready, i in starts:
             t = tasks[i]
             dur = duration[i]
             end = now + dur
             t.ready, t.start, t.end = ready, now, end
             free_at[key] = end
-            if queue:
+            if queues[key]:
                 push(wakeups, (end, key))
             if end > makespan:
                 makespan = end
@@ -148,3 +149,34 @@ def run(graph: TaskGraph) -> float:
     if done != n:
         raise CycleError(f"{n - done} tasks never became ready (dependency cycle)")
     return makespan
+
+
+def _starts(now: float, arrivals: list, wakeups: list, queues: list, free_at: list[float],
+            stream_of: list[int], priority: list[int]) -> list[tuple[int, float, int]]:
+    """The events due at ``now``: queue every arrival, then — in stream order — the task each
+    touched free stream starts, as (stream, ready time, task).  Starting a task never changes
+    another stream's queue, so choosing every start before running any is the same as choosing
+    them one by one."""
+    pop, push = heapq.heappop, heapq.heappush
+    touched: list[int] = []
+    while wakeups and wakeups[0][0] <= now:
+        key = pop(wakeups)[1]
+        if key not in touched:
+            touched.append(key)
+    while arrivals and arrivals[0][0] <= now:
+        ready, i = pop(arrivals)
+        key = stream_of[i]
+        queue = queues[key]
+        if free_at[key] > now and not queue:
+            push(wakeups, (free_at[key], key))              # waits for the running task
+        push(queue, (priority[i], ready, i))
+        if key not in touched:
+            touched.append(key)
+    touched.sort()
+    out = []
+    for key in touched:
+        queue = queues[key]
+        if free_at[key] <= now and queue:
+            _, ready, i = pop(queue)
+            out.append((key, ready, i))
+    return out

@@ -67,6 +67,8 @@ class Program:
     mb: np.ndarray                   # (n,) unit (the backward's for F&B)
     grads_op: np.ndarray             # (p, nch) op completing each chunk's gradients (builder.grads_done)
     last_op: np.ndarray              # (p,) last op of each stage
+    order: np.ndarray                # (n,) the ops step after step (the steps concatenated)
+    bounds: tuple[int, ...]          # step k is order[bounds[k]:bounds[k + 1]]
 
     @property
     def n(self) -> int:
@@ -213,19 +215,20 @@ def _compile(schedule: str, p: int, v: int, units: int) -> Program:
     np.maximum.at(grads, (m_stage[done], m_local[done]), m_op[done])
     last = np.r_[np.flatnonzero(prog_stage[1:] != prog_stage[:-1]), n - 1]
     steps = _steps(prog_stage, src, end0, n)
-    return Program(schedule, p, v, units, nch, prog_stage, dur, src, send_f, send_b, steps,
-                   _send_plans(steps, prog_stage, send_f, send_b, end0, n), kind, local,
-                   local_b, mb, grads, last)
-
-
-def _send_plans(steps: tuple[np.ndarray, ...], stage: np.ndarray, send_f: np.ndarray, send_b: np.ndarray,
-                end0: int, n: int) -> tuple:
-    """Per step, its sends as passes over disjoint stages: every op's first send, then the second
-    send of the ops that send two (DualPipe's F&B: forward, then backward).  Computed for the whole
-    program at once and cut per step (a step's arrays are views)."""
     order = np.concatenate(steps)
     bounds = np.r_[0, np.cumsum([len(x) for x in steps])]
-    step_of = np.repeat(np.arange(len(steps)), np.diff(bounds))
+    return Program(schedule, p, v, units, nch, prog_stage, dur, src, send_f, send_b, steps,
+                   _send_plans(order, bounds, prog_stage, send_f, send_b, end0, n), kind, local,
+                   local_b, mb, grads, last, order, tuple(bounds.tolist()))
+
+
+def _send_plans(order: np.ndarray, bounds: np.ndarray, stage: np.ndarray, send_f: np.ndarray,
+                send_b: np.ndarray, end0: int, n: int) -> tuple:
+    """Per step (``order[bounds[k]:bounds[k + 1]]``), its sends as passes over disjoint stages: every
+    op's first send, then the second send of the ops that send two (DualPipe's F&B: forward, then
+    backward).  Computed for the whole program at once and cut per step (a step's arrays are views)."""
+    steps = len(bounds) - 1
+    step_of = np.repeat(np.arange(steps), np.diff(bounds))
     f, b = send_f[order] >= 0, send_b[order] >= 0
     cut_passes = []
     for mask, use_f in (((f | b), None), ((f & b), False)):
@@ -240,7 +243,7 @@ def _send_plans(steps: tuple[np.ndarray, ...], stage: np.ndarray, send_f: np.nda
         cuts = np.searchsorted(at, bounds).tolist()
         cut_passes.append((cols, cuts))
     out = []
-    for k in range(len(steps)):
+    for k in range(steps):
         passes = []
         for got in cut_passes:
             if got is None:

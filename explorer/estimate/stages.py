@@ -48,13 +48,12 @@ class NetInfo:
 
 def _dim_classes(net: RowNetwork, dim: str, stages: int) -> Classes:
     """Classes of ``stages`` stages for ``dim`` by the rule of the module docstring."""
-    members = net.members(dim, 0)
-    g = np.unique(members)
+    g = np.sort(net.members(dim, 0))
     stride = net.placement.strides["pp"]
     fabric = net.net.fabric
     offs = np.arange(stages, dtype=np.int64) * stride
-    # The spacing rule needs distinct members (members_per_domain counts repeated ids).
-    gap = int(np.diff(g).min()) if 1 < len(g) == len(members) else 0
+    # The spacing rule needs distinct members (members_per_domain counts repeated ids): gap 0 else.
+    gap = int(np.diff(g).min()) if len(g) > 1 else 0
     lo, hi = int(g[0]), int(g[-1])
     cols = []
     for b in fabric.boundaries:
@@ -63,12 +62,13 @@ def _dim_classes(net: RowNetwork, dim: str, stages: int) -> Classes:
         cols.append(np.where(one, -1, -2 if 0 < gap and gap >= d else offs % d))
     if fabric.wan is not None:
         cols.append(offs)
-    _, first, cls = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
-    # Number the classes in stage order (class 0 holds stage 0), the representative its first stage.
-    order = np.argsort(first)
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    return rank[cls.ravel()], tuple(int(first[i]) for i in order)
+    # Classes numbered in stage order (class 0 holds stage 0), each represented by its first stage.
+    classes: dict[tuple, int] = {}
+    cls = [classes.setdefault(key, len(classes)) for key in map(tuple, np.stack(cols, axis=1).tolist())]
+    reps: dict[int, int] = {}
+    for s, c in enumerate(cls):
+        reps.setdefault(c, s)
+    return np.array(cls, dtype=np.int64), tuple(reps[c] for c in range(len(classes)))
 
 
 def netinfo(sc: Scenario, free: bool, nkey: int) -> NetInfo:

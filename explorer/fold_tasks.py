@@ -147,6 +147,7 @@ class FoldedTasks(Sequence[Task]):
             split, shift = self.fold.split, self.fold.shift
             pairs = enumerate(zip(self.keys, self.fold.late, strict=True))
             self._block = [i for i, ((ident, mb), late) in pairs if late and 0 <= mb < split[ident] + shift]
+            self.keys = None             # not kept with the result: materialize() makes them again
         return self._block
 
     def block_span(self) -> tuple[float, float]:

@@ -5,13 +5,16 @@ transfers, gradient buckets, parameter gathers and the optimizer step.  This mod
 same quantities for one scenario without building the graph, from pieces memoised on what they
 depend on (estimate/keys.py):
 
-- per network key: the shared Network, each stage's group shapes and data-parallel group sizes;
-- per chunk layout (compute key, network key, schedule, p, v, options chunk_work reads): the
-  chunks' work (estimate/chunk_basis.py: chunk_work's pieces, the builder's layer split);
-- per message size: one send-recv of layer.pp_message_bytes on each stage pair (_transfer_shape);
-- per layout and bucket options: the bucket tasks techniques/dp_buckets.dp_tasks creates (the same
-  bucket count, merging into at most MAX_BUCKET_TASKS tasks and readiness fractions) and the ZeRO
-  1-2 parameter gathers (at the start under the first forwards, or after the step);
+- per network key: the shared Network, its stages' classes per dimension (estimate/stages.py) and
+  the data-parallel group sizes;
+- per chunk layout (the chunk pieces' keys per stage class, the layer split, schedule, p, v): the
+  chunks' work (estimate/chunk_basis.py: chunk_work's pieces, keyed by what chunk_work reads of the
+  groups, so rows that differ only in the NIC bandwidth or ZeRO 1 vs 2 share them);
+- per message size: one send-recv of layer.pp_message_bytes on each stage pair (stages.transfers);
+- per network, held parameters and bucket options: the bucket tasks techniques/dp_buckets.dp_tasks
+  creates (the same bucket count, merging into at most MAX_BUCKET_TASKS tasks and readiness
+  fractions) and the ZeRO 1-2 parameter gathers (at the start under the first forwards, or after
+  the step): rows that differ in micro-batch or recompute share them;
 - the optimizer step: techniques/optimizer.optimizer_time.
 
 What remains per row is a few dictionary look-ups; the arithmetic over stages happens for many

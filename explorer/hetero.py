@@ -41,7 +41,8 @@ Not modelled: a stage's kernels in PP-across scaled by one per-stage factor, not
 its TP collectives at hardware.gpu's scale-up bandwidth; uneven layer splits that give slower
 stages fewer layers (set ``parallelism.stage_layers`` by hand); ZeRO shards with unequal sizes
 (each kind is sharded as over its own D x r_d replicas); the joint DP collective runs at the
-slowest kind's cost for everyone; stragglers in such a cluster (refused).
+slowest kind's cost for everyone; stragglers in such a cluster, and two-direction schedules with PP
+across (DualPipe runs each stage on two ranks, here of two GPU types) - both refused.
 """
 from __future__ import annotations
 

@@ -10,15 +10,22 @@ from hetero_support import raw
 from explorer.config.hetero_rules import HETERO_RULES
 from explorer.config.loading import to_dict
 from explorer.scenario import ScenarioError, from_dict
+from explorer.schedules import registry
 
 H100, A100, B200 = "h100-sxm", "a100-80gb", "b200"
 TWO_GPUS = [{"name": "a", "nodes": 1, "gpu": H100}, {"name": "b", "nodes": 1, "gpu": A100}]
+TWO_WAY = next(n for n in registry.names() if registry.get(n).two_directions)
 UNEQUAL = [{"name": "a", "nodes": 2}, {"name": "b", "nodes": 1}]
 
 
 def _with(r: dict, **cluster) -> dict:
     r = copy.deepcopy(r)
     r["cluster"].update(cluster)
+    return r
+
+
+def _batch(r: dict, global_batch: int) -> dict:
+    r["training"]["global_batch"] = global_batch
     return r
 
 
@@ -32,6 +39,8 @@ HETERO_RULE_CASES = {
     "rule_no_stragglers_when_heterogeneous": (_with(raw(TWO_GPUS), stragglers={"count": 1, "slowdown": 2.0}),
                                               "cluster.stragglers", "not modelled"),
     "rule_speed_split_whole": (None, "parallelism.batch_split", "cannot split"),
+    "rule_pp_across_one_direction": (_batch(raw(TWO_GPUS, pp=2, span="pp", schedule=TWO_WAY), 32),
+                                     "parallelism.schedule", "runs each stage on two ranks"),
 }
 
 

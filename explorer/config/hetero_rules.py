@@ -10,6 +10,7 @@ tests/test_heterogeneous_config.py (``HETERO_RULE_CASES``, checked to cover ever
 """
 from __future__ import annotations
 
+from ..schedules import registry
 from .schema import ScenarioError
 from .sections import ORDER_DIMS, Scenario
 
@@ -91,5 +92,17 @@ def rule_speed_split_whole(sc: Scenario) -> None:
         micro_batches_per_kind(sc)
 
 
-HETERO_RULES = (rule_unequal_sizes_dp_across, rule_gpu_types_dp_or_pp, rule_no_stragglers_when_heterogeneous,
-                rule_speed_split_whole)
+def rule_pp_across_one_direction(sc: Scenario) -> None:
+    """PP across datacenters of different GPUs: a schedule whose ranks each hold one stage's chunks.
+    A two-direction schedule (DualPipe) gives each rank a stage from each end of the model, so one
+    stage would run on two GPU types; its per-stage factor cannot say which."""
+    p = sc.parallelism
+    if sc.cluster.datacenter_gpus and pp_across(sc) and registry.get(p.schedule).two_directions:
+        raise ScenarioError("parallelism.schedule", f"{p.schedule} runs each stage on two ranks (one per "
+                            "direction), here in datacenters of different GPUs; with PP across different "
+                            "GPUs use a one-direction schedule (valid: " + ", ".join(
+                                n for n in registry.names() if not registry.get(n).two_directions) + ")")
+
+
+HETERO_RULES = (rule_pp_across_one_direction, rule_unequal_sizes_dp_across, rule_gpu_types_dp_or_pp,
+                rule_no_stragglers_when_heterogeneous, rule_speed_split_whole)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .engine import Task
+from .gc_pause import paused_collector
 from .taskgraph.records import BucketInfo, OverlapInfo, PassInfo, StepInfo, TransferInfo
 
 Key = tuple[tuple, int]          # (identity, unit): unit -1 for once-per-iteration tasks
@@ -189,6 +190,12 @@ class FoldedTasks(Sequence[Task]):
         in the reduced run, ``j`` periods later (computed once, then kept)."""
         if self._full is not None:
             return self._full
+        with paused_collector():                     # 100k+ live tasks: see explorer/gc_pause.py
+            self._full = self._unfold()
+        return self._full
+
+    def _unfold(self) -> list[Task]:
+        """materialize() without its cache: the full graph rebuilt, every task's times copied."""
         full: list[Task] = self.rebuild()            # type: ignore[operator]
         keys = task_keys(full)
         where = dict(zip(keys, range(len(keys)), strict=True))
@@ -203,5 +210,4 @@ class FoldedTasks(Sequence[Task]):
                 j = n if self.fold.late[i] else 0
             t.ready, t.start, t.end = u.ready + j * d, u.start + j * d, u.end + j * d
             t.binding = where[shifted(small_keys[u.binding], j * s)] if u.binding >= 0 else -1
-        self._full = full
         return full

@@ -196,25 +196,28 @@ class IterationBuilder:
         """Compute tasks in program order; their data dependencies come in a second pass, once
         every task id exists."""
         comp = _Compute({}, [-1] * self.p, {})
+        ids, grads_done, schedule = comp.ids, comp.grads_done, self.schedule
         for s in range(self.p):
             prev = -1
             for op in self.orders[s]:
-                step = normalise(op, self.schedule)
+                step = normalise(op, schedule)
                 deps = [(prev, 1.0)] if prev >= 0 else []
-                first = step.f if isinstance(step, Fused) else step
-                if first.kind == "F" and first.mb == 0 and (s, first.local) in ag_start:
+                fused = type(step) is Fused
+                first = step.f if fused else step
+                if ag_start and first.kind == "F" and first.mb == 0 and (s, first.local) in ag_start:
                     deps.append((ag_start[(s, first.local)], 1.0))
-                if isinstance(step, Fused):
+                if fused:
                     tid = self._fused_task(g, s, step, deps)
-                    members = (step.f, step.b)
+                    members: tuple[Pass, ...] = (step.f, step.b)
                 else:
                     tid = self._pass_task(g, s, step, deps)
                     members = (step,)
                 for ps in members:
+                    kind = ps.kind
                     # Input-gradient passes (Bi) take the backward's place in the pipeline.
-                    comp.ids[("B" if ps.kind == "Bi" else ps.kind, s, ps.lane, ps.mb, ps.local)] = tid
-                    if ps.kind in ("B", "W"):          # the pass that completes the chunk's gradients
-                        comp.grads_done[(s, ps.local)] = tid
+                    ids[("B" if kind == "Bi" else kind, s, ps.lane, ps.mb, ps.local)] = tid
+                    if kind == "B" or kind == "W":     # the pass that completes the chunk's gradients
+                        grads_done[(s, ps.local)] = tid
                 prev = tid
             comp.last[s] = prev
         return comp
@@ -242,10 +245,13 @@ class IterationBuilder:
         return self._pass_cache[key]
 
     def _pass_task(self, g: TaskGraph, s: int, ps: Pass, deps: list) -> int:
-        ch, parts, dur, layer_parts, extras, hidden = self._pass_shape(s, ps.local, ps.kind)
-        flops, hidden_comm = extras
-        info = PassInfo(ps.mb, ps.local, ch.layers, ch.comm, layer_parts, flops, hidden_comm)
-        tid = g.add(Task(s, "compute", TASK_KIND[ps.kind], dur, deps, parts=parts, info=info))
+        kind, local = ps.kind, ps.local
+        shape = self._pass_cache.get((s, local, kind)) or self._pass_shape(s, local, kind)
+        ch, parts, dur, layer_parts, (flops, hidden_comm), hidden = shape
+        info = PassInfo(ps.mb, local, ch.layers, ch.comm, layer_parts, flops, hidden_comm)
+        tasks = g.tasks                  # TaskGraph.add inlined: one call fewer per pass
+        tasks.append(Task(s, "compute", TASK_KIND[kind], dur, deps, 0, parts, info))
+        tid = len(tasks) - 1
         if hidden > 0:
             self._fsdp_hidden_task(g, s, tid, ps, ch, hidden)
         return tid

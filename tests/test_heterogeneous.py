@@ -153,3 +153,22 @@ def test_shipped_scenario_mixes_h100_and_b200():
     assert sc.cluster.datacenter_gpus == ("h100-sxm", "b200")
     r = simulate(sc)
     assert {x["gpu"] for x in r.replicas} == {"H100 SXM", "B200"}
+
+
+@pytest.mark.parametrize("schedule", ["", "interleaved"])
+def test_pp_across_a_slower_datacenter_never_speeds_up_a_faster_one_never_slows(schedule):
+    """PP across (2 stages, one per datacenter): A100 stages in one datacenter never make the
+    iteration faster than all-H100, B200 stages never slower (1F1B and the interleaved schedule,
+    whose ranks hold chunks s, s + p: still one GPU type per rank)."""
+    extra = {"vpp": 2, "schedule": _interleaved()} if schedule else {}
+
+    def t(a: str, b: str) -> float:
+        return simulate(scenario(dcs(a, b), pp=2, span="pp", **extra)).iteration_time_s
+    base = t(H100, H100)
+    assert t(H100, A100) > base
+    assert t(H100, B200) <= base
+
+
+def _interleaved() -> str:
+    from explorer.schedules import registry
+    return registry.megatron_schedule(2)

@@ -31,15 +31,18 @@ load balancing).  Memory is checked per kind against its GPU's capacity.
 **PP across** (``span: pp``; equal sizes; every datacenter holds whole stages).  Each stage runs
 at its datacenter's GPU: its kernels take ``stage_factor`` = one layer's training seconds on that
 GPU over that on ``hardware.gpu`` (:func:`stage_factors`; the straggler hook of the builder), and
-its memory is checked against that GPU's capacity.
+its memory is checked against that GPU's capacity.  With ``batch_split: speed`` (and no explicit
+``stage_layers``, vpp 1) the layers are split so the slowest stage finishes first: a slower GPU's
+stages get fewer layers (:func:`speed_layers`; HetPipe Sec. 4 and Metis, Um et al., USENIX ATC'24,
+partition layers by device speed).
 
 Headline figures of a heterogeneous run: tokens/s = global batch x sequence / iteration; TFLOP/s
 per GPU averaged over all GPUs; MFU = model FLOPs / (iteration x the sum of every GPU's bf16 peak).
 
 Not modelled: a stage's kernels in PP-across scaled by one per-stage factor, not kernel by kernel
 (a GPU with a different FLOP/byte balance speeds GEMMs and memory-bound kernels differently), and
-its TP collectives at hardware.gpu's scale-up bandwidth; uneven layer splits that give slower
-stages fewer layers (set ``parallelism.stage_layers`` by hand); ZeRO shards with unequal sizes
+its TP collectives at hardware.gpu's scale-up bandwidth; the layer split by speed counts every
+layer as dense and is not offered for interleaved stages (vpp > 1); ZeRO shards with unequal sizes
 (each kind is sharded as over its own D x r_d replicas); the joint DP collective runs at the
 slowest kind's cost for everyone; stragglers in such a cluster, and two-direction schedules with PP
 across (DualPipe runs each stage on two ranks, here of two GPU types) - both refused.
@@ -58,7 +61,7 @@ from .config.sections import GPU
 from .hardware import ComputeModel
 from .replicas import Variant
 from .scenario import Scenario
-from .workload import layer_cost
+from .workload import embedding_cost, layer_cost, logits_cost
 
 
 @cache
@@ -90,8 +93,8 @@ def on_gpu(sc: Scenario, gpu: GPU) -> Scenario:
 def layer_seconds(sc: Scenario) -> float:
     """Training seconds (forward + both backward halves) of one dense layer on ``sc``'s GPU: the
     yardstick of a GPU's speed for this model."""
-    cm, lc = ComputeModel.for_scenario(sc), layer_cost(sc, moe_layer=False)
-    return sum(cm.time(w) for w in (lc.fwd, lc.bwd_input, lc.bwd_weight))
+    cm = ComputeModel.for_scenario(sc)
+    return sum(cm.time(w) for w in _passes(layer_cost(sc, moe_layer=False)))
 
 
 def stage_factors(sc: Scenario) -> tuple[float, ...]:
@@ -100,6 +103,40 @@ def stage_factors(sc: Scenario) -> tuple[float, ...]:
     per_dc = p.pp // c.datacenters
     base = layer_seconds(sc)
     return tuple(layer_seconds(on_gpu(sc, dc_gpu(sc, s // per_dc))) / base for s in range(p.pp))
+
+
+def speed_layers(sc: Scenario, factors: tuple[float, ...]) -> tuple[int, ...]:
+    """PP across with ``batch_split: speed``: layers per stage that minimise the slowest stage's
+    time, stage s taking ``factors[s]`` x (its layers' training seconds + the embedding on the first,
+    the output layer on the last), each stage at least one layer (HetPipe's and Metis' partitioning
+    of layers by device speed).  Every layer counts as a dense layer (``layer_seconds``)."""
+    p, L = len(factors), sc.model.layers
+    cm = ComputeModel.for_scenario(sc)
+    edge = [0.0] * p
+    edge[0] += sum(cm.time(w) for w in _passes(embedding_cost(sc)))
+    edge[-1] += sum(cm.time(w) for w in _passes(logits_cost(sc)))
+    unit = layer_seconds(sc)
+
+    def fill(T: float) -> list[int] | None:
+        """Most layers each stage fits in time T (at least 1), or None when they do not add up."""
+        n = [max(1, int((T / f - e) / unit)) for f, e in zip(factors, edge, strict=True)]
+        return n if sum(n) >= L else None
+
+    lo, hi = 0.0, max(factors) * (L * unit + sum(edge))
+    for _ in range(100):                       # bisection on the bottleneck time
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if fill(mid) else (mid, hi)
+    n = fill(hi) or [1] * p
+    extra = sum(n) - L
+    for s in sorted(range(p), key=lambda k: (n[k] * unit + edge[k]) * factors[k], reverse=True):
+        cut = min(extra, n[s] - 1)          # trim the surplus from the stages that finish last
+        n[s] -= cut
+        extra -= cut
+    return tuple(n)
+
+
+def _passes(lc):
+    return (lc.fwd, lc.bwd_input, lc.bwd_weight)
 
 
 def split_micro_batches(total: int, replicas: list[int], speeds: list[float]) -> list[int]:
@@ -189,8 +226,11 @@ def variants(sc: Scenario) -> list[Variant]:
     c, p = sc.cluster, sc.parallelism
     alike = replace(c, datacenter_nodes=(), datacenter_gpus=())
     if not dp_across(sc):
-        st = replace(c.stragglers, stage_slowdown=stage_factors(sc))
-        return [Variant("", replace(sc, cluster=replace(alike, stragglers=st)), sc.dp)]
+        factors = stage_factors(sc)
+        st = replace(c.stragglers, stage_slowdown=factors)
+        if p.batch_split == "speed" and p.stage_layers is None and p.vpp == 1:
+            p = replace(p, stage_layers=speed_layers(sc, factors))
+        return [Variant("", replace(sc, cluster=replace(alike, stragglers=st), parallelism=p), sc.dp)]
     replica = p.tp * p.cp * p.pp
     out = []
     for (ds, gpu, nodes), m in zip(kinds(sc), micro_batches_per_kind(sc), strict=True):

@@ -172,3 +172,15 @@ def test_pp_across_a_slower_datacenter_never_speeds_up_a_faster_one_never_slows(
 def _interleaved() -> str:
     from explorer.schedules import registry
     return registry.megatron_schedule(2)
+
+
+def test_pp_across_speed_layers_give_the_half_rate_stage_half_the_layers(half_h100):
+    """PP across, batch_split speed: the half-rate stage gets about half the layers of the full-rate
+    one (24 = 16 + 8 up to the embedding and output layer) and the iteration is never slower than
+    with the default split."""
+    even = simulate(scenario(dcs(H100, half_h100), pp=2, span="pp"))
+    sc = scenario(dcs(H100, half_h100), pp=2, span="pp", batch_split="speed")
+    layers = hetero.speed_layers(sc, hetero.stage_factors(sc))
+    assert sum(layers) == 24 and layers[0] > layers[1] and abs(layers[0] - 2 * layers[1]) <= 3
+    fast = simulate(sc)
+    assert fast.stage_layers == layers and fast.iteration_time_s < even.iteration_time_s

@@ -326,8 +326,9 @@ class Parallelism:
         "why": "0 (as many as cover the round trip) up to 100,000"})
     batch_split: str = field(default="even", metadata={
         "choices": ("even", "speed"),
-        "doc": "datacenters of different GPUs: even = every DP replica gets the same micro-batches; speed "
-               "= micro-batches per replica in proportion to its GPUs' speed (load-balanced)"})
+        "doc": "datacenters of different GPUs: even = every DP replica gets the same micro-batches (and "
+               "PP stages the default layer split); speed = micro-batches per replica in proportion to its "
+               "GPUs' speed, with PP across layers per stage by its GPU's speed (load-balanced)"})
 
 
 @dataclass(frozen=True)

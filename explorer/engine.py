@@ -80,17 +80,25 @@ def run(graph: TaskGraph) -> float:
     waiting = [len(t.deps) for t in tasks]
     ready_at = [0.0] * n
     dependents: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-    for i, t in enumerate(tasks):
-        for dep in t.deps:
-            d = dep[0]
-            if not 0 <= d < n or d == i:
-                raise CycleError(f"task {i} ({t.kind}) depends on missing task {d}")
-            dependents[d].append((i, dep[1]))
+    i = -1
+    try:
+        for i, t in enumerate(tasks):
+            for d, frac in t.deps:
+                if d < 0 or d == i:      # (beyond the last task: the IndexError below)
+                    raise IndexError
+                dependents[d].append((i, frac))
+    except IndexError:
+        t = tasks[i]
+        bad = next(d for d, _ in t.deps if not 0 <= d < n or d == i)
+        raise CycleError(f"task {i} ({t.kind}) depends on missing task {bad}") from None
     # Streams as integers numbered in (class, stream) order, so that sorting them visits streams in
     # the same order as sorting the (class, stream) pairs (determinism), at a fraction of the cost.
-    keys = [(t.cls, t.stream) for t in tasks]
-    number = {k: j for j, k in enumerate(sorted(set(keys)))}
-    stream_of = [number[k] for k in keys]
+    number: dict[tuple[int, str], int] = {}
+    stream_of = [number.setdefault((t.cls, t.stream), len(number)) for t in tasks]
+    rank = {k: j for j, k in enumerate(sorted(number))}
+    if any(rank[k] != j for k, j in number.items()):
+        order = [rank[k] for k in number]          # first-seen numbers -> sorted numbers
+        stream_of = [order[j] for j in stream_of]
     priority = [t.priority for t in tasks]
     duration = [t.duration for t in tasks]
     arrivals = [(0.0, i) for i in range(n) if waiting[i] == 0]   # (ready time, task): ids are unique

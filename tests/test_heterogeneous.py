@@ -174,7 +174,7 @@ def _interleaved() -> str:
     return registry.megatron_schedule(2)
 
 
-def test_pp_across_speed_layers_give_the_half_rate_stage_half_the_layers(half_h100):
+def test_pp_across_speed_layers_balance_the_stages(half_h100):
     """PP across, batch_split speed: stage s takes f_s x (n_s layers + its edge layer: the embedding
     on the first, the output layer on the last); the split is the one whose slower stage finishes
     first - moving a layer either way makes the slower stage slower.  The half-rate last stage,

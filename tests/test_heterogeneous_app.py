@@ -52,3 +52,15 @@ def test_maps_draw_each_datacenter_at_its_size_and_gpu():
     assert fills["H100 SXM"] != fills["B200"]
     texts = [a.text for a in figures.topology(sc, r.utilisation).layout.annotations]
     assert "datacenter 0 · 2 nodes · H100 SXM" in texts and "datacenter 1 · 1 node · B200" in texts
+
+
+def test_a_link_with_unequal_datacenters_opens():
+    """A share link that resizes the datacenters (96 H100 nodes, 32 B200 nodes): the page shows the
+    simulated iteration, the sidebar the list."""
+    dcs = ("[{name: hopper, nodes: 96, gpu: h100-sxm}, {name: blackwell, nodes: 32, gpu: b200}]")
+    at = run_app(scenario="mixed-generations", **{"cluster.datacenters": dcs, "view": "topology"})
+    assert not at.error, [e.value for e in at.error]
+    want = _t(**{"cluster.datacenters": [{"name": "hopper", "nodes": 96, "gpu": "h100-sxm"},
+                                         {"name": "blackwell", "nodes": 32, "gpu": "b200"}]})
+    assert seconds(at) == pytest.approx(want, rel=0.001)
+    assert [t.value for t in at.text_input if t.label == "Datacenters"] == ["2: hopper, blackwell"]

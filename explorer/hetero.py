@@ -11,9 +11,9 @@ kind is simulated on its own GPU — peak FLOP/s, GEMM efficiency, HBM bandwidth
 and its preset's scale-up (NVLink) bandwidth — as if every datacenter were like its own: same
 count, its size.  The replicas join at the data-parallel gradient reduction, which waits for its
 last member (synchronous SGD), so the fast replicas wait there and the iteration is the slowest
-kind's (HetPipe, Park et al., USENIX ATC'20, Sec. 3: "the slowest virtual worker determines the
-pace" of synchronous data parallelism; Whale, Jia et al., USENIX ATC'22, Sec. 3.3, hardware-aware
-load balancing).  Memory is checked per kind against its GPU's capacity.
+kind's: in synchronous data parallelism over GPUs of different speeds the slowest worker sets
+the pace (HetPipe, Park et al., USENIX ATC'20; Whale, Jia et al., USENIX ATC'22, whose
+hardware-aware load balancing is the remedy below).  Memory is checked per kind against its GPU's capacity.
 
 - *Unequal sizes* (e.g. 512 and 256 nodes): datacenter ``d`` holds ``r_d`` = its GPUs / (tp*cp*pp)
   replicas; the global batch splits evenly over all replicas (``parallelism.batch_split: even``).
@@ -33,7 +33,7 @@ at its datacenter's GPU: its kernels take ``stage_factor`` = one layer's trainin
 GPU over that on ``hardware.gpu`` (:func:`stage_factors`; the straggler hook of the builder), and
 its memory is checked against that GPU's capacity.  With ``batch_split: speed`` (and no explicit
 ``stage_layers``, vpp 1) the layers are split so the slowest stage finishes first: a slower GPU's
-stages get fewer layers (:func:`speed_layers`; HetPipe Sec. 4 and Metis, Um et al., USENIX ATC'24,
+stages get fewer layers (:func:`speed_layers`; HetPipe, and Metis, Um et al., USENIX ATC'24,
 partition layers by device speed).
 
 Headline figures of a heterogeneous run: tokens/s = global batch x sequence / iteration; TFLOP/s

@@ -313,18 +313,27 @@ class IterationBuilder:
                 nxt = lay.at(lane, pos + 1) if pos + 1 < lay.length else None
                 prv = lay.at(lane, pos - 1) if pos > 0 else None
                 hop = hops[(s, lane, local)] = (
-                    nxt, nxt and self._transfer_shape(lay.pair(s, nxt[0], "forward"), s),
-                    prv, prv and self._transfer_shape(lay.pair(s, prv[0], "backward"), s))
+                    nxt, nxt and self._transfer_shape(lay.pair(s, nxt[0], "forward"), s, "forward"),
+                    prv, prv and self._transfer_shape(lay.pair(s, prv[0], "backward"), s, "backward"))
             nxt, fwd, prv, bwd = hop
             if kind == "F" and nxt is not None:
-                self._transfer(g, fwd, tid, ids[("F", nxt[0], lane, mb, nxt[1])], mb, local, "forward")
-            if kind == "B":
-                if prv is not None:
-                    self._transfer(g, bwd, tid, ids[("B", prv[0], lane, mb, prv[1])], mb, local, "backward")
+                dst = ids[("F", nxt[0], lane, mb, nxt[1])]
+            elif kind == "B":
                 tasks[tid].deps.append((ids[("F", s, lane, mb, local)], 1.0))
+                if prv is None:
+                    continue
+                dst, fwd = ids[("B", prv[0], lane, mb, prv[1])], bwd
+            else:
+                continue
+            # The transfer (see _transfer_shape), made inline: the 1T-parameter row has 65k of them.
+            st, stream, priority, time_s, parts, links, tail = fwd
+            tasks.append(Task(st, stream, "pp", time_s, [(tid, 1.0)], priority, parts,
+                              TransferInfo(mb, local, *tail), links))
+            tasks[dst].deps.append((len(tasks) - 1, 1.0))
 
-    def _transfer_shape(self, pair: int, s: int) -> tuple:
-        """What every transfer of ``s`` on ``pair`` shares: its priced cost, calls and stream."""
+    def _transfer_shape(self, pair: int, s: int, direction: str) -> tuple:
+        """What every transfer of ``s`` on ``pair`` in ``direction`` shares: its stream, priority,
+        priced cost and calls, and its payload's fields after the unit and chunk."""
         cc = self.net.cost("send-recv", self.pp_msg_bytes, "pp", pair)
         links = self._pp_links.get(pair)
         if links is None:
@@ -337,15 +346,7 @@ class IterationBuilder:
         # next pass); otherwise it runs on the pp stream beside compute.
         blocking = framework_profile(self.sc.training.framework).blocking_p2p
         return (s, "compute" if blocking else "pp", -1 if blocking else 0, cc.time_s, (("pp", cc.time_s),),
-                links, cc.boundary, cc.busbw_GBps, pair)
-
-    def _transfer(self, g: TaskGraph, shape: tuple, src: int, dst: int, mb: int, local: int,
-                  direction: str) -> None:
-        s, stream, priority, time_s, parts, links, boundary, busbw, pair = shape
-        info = TransferInfo(mb, local, self.pp_msg_bytes, 2, "p2p", boundary, busbw, direction, pair)
-        tasks = g.tasks                  # TaskGraph.add inlined: one call fewer per transfer
-        tasks.append(Task(s, stream, "pp", time_s, [(src, 1.0)], priority, parts, info, links))
-        tasks[dst].deps.append((len(tasks) - 1, 1.0))
+                links, (self.pp_msg_bytes, 2, "p2p", cc.boundary, cc.busbw_GBps, direction, pair))
 
     def _iteration_end(self, g: TaskGraph, comp: _Compute) -> None:
         """Gradient reduction (bucketed, overlapped with the last backward when dp_overlap, else

@@ -67,7 +67,6 @@ def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None,
     # Schedules whose consecutive iterations overlap (ZB-H2 with the optimizer's global sync
     # bypassed, Qi et al. ICLR 2024 Sec. 4) repeat every max-over-stages *span*; the others flush,
     # so an iteration is the whole makespan.
-    first = [min((t.start for t in mine if t.stream == "compute"), default=0.0) for mine in by_class]
     window_kind = builder.schedule.window
     if window_kind is Window.ASYNC:
         # Steady state (Narayanan et al., PipeDream, SOSP 2019) of two back-to-back iterations:
@@ -88,6 +87,7 @@ def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None,
     if sc.communication.dp_priority:
         T, window = _next_iteration_period(builder, by_class)
     elif window_kind is not Window.FLUSH:
+        first = [min((t.start for t in mine if t.stream == "compute"), default=0.0) for mine in by_class]
         last = [max(t.end for t in mine) for mine in by_class]
         T = max(last[s] - first[s] for s in range(p))
         window = first

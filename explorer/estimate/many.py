@@ -78,9 +78,10 @@ def estimate_profiles(profs: Sequence[RowProfile]) -> tuple[Estimates, list[str 
     n = len(profs)
     # Orders that depend on the row's own costs (registry ``timed``: cross-datacenter schedules)
     # share no compiled program: those rows come from the simulation, exact by construction.
-    # So do rows whose replicas differ (stragglers: one simulation per kind, explorer/replicas.py).
+    # So do rows whose replicas differ (stragglers: one simulation per kind, explorer/replicas.py) and
+    # heterogeneous datacenters (explorer/hetero.py: GPU types per datacenter, MFU over every peak).
     mine = [i for i, pr in enumerate(profs) if row_ops(pr) <= MAX_ROW_OPS and pr.schedule.timed is None
-            and not pr.sc.cluster.stragglers.active]
+            and not replicas_differ(pr.sc)]
     runs = _run(profs, [(i, profs[i].units) for i in mine], [_needs_ops(profs[i]) for i in mine])
     done = dict(zip(mine, runs, strict=True))
     finals: dict[tuple, list[int]] = {}
@@ -95,6 +96,12 @@ def estimate_profiles(profs: Sequence[RowProfile]) -> tuple[Estimates, list[str 
         est, reasons[i] = simulated(profs[i].sc)
         pieces.append((np.array([i]), est))
     return Estimates.scatter(n, pieces), reasons
+
+
+def replicas_differ(sc: Scenario) -> bool:
+    """Rows the estimator hands to the simulation: replicas that differ (stragglers) or datacenters
+    that differ in size or GPU type."""
+    return sc.cluster.stragglers.active or sc.cluster.heterogeneous
 
 
 def simulated(sc: Scenario) -> tuple[Estimates, str | None]:

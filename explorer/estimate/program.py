@@ -260,9 +260,57 @@ def _steps(stage: np.ndarray, src: np.ndarray, end0: int, n: int) -> tuple[np.nd
     """Level of each op: one after the previous op of its stage and after every op it waits for
     (through a transfer or on its own stage), so a level holds at most one op per stage.  Stages
     advance round-robin as far as their inputs are levelled (schedules.base.critical_path's walk)."""
-    producer = np.where(src[:, :3] >= end0, (src[:, :3] - end0) % n, -1).tolist()
-    level = [-1] * n
+    prod = np.where(src[:, :3] >= end0, (src[:, :3] - end0) % n, -1)
+    # An input on the op's own stage, earlier in its order, is levelled before it and below it (a
+    # stage's levels rise op by op): it never delays the op, so only the other inputs are walked.
+    own = (prod >= 0) & (stage[np.maximum(prod, 0)] == stage[:, None]) & (prod < np.arange(n)[:, None])
+    prod = np.where(own, -1, prod)
     starts = np.flatnonzero(np.r_[True, stage[1:] != stage[:-1]]).tolist()
+    if (prod >= 0).sum(axis=1).max(initial=0) <= 1:
+        level = _walk_one(prod.max(axis=1).tolist(), starts, n)
+    else:
+        level = _walk(prod.tolist(), starts, n)
+    lv = np.array(level)
+    order = np.argsort(lv, kind="stable")
+    bounds = np.searchsorted(lv[order], np.arange(lv.max() + 2))
+    return tuple(order[bounds[k]:bounds[k + 1]] for k in range(len(bounds) - 1) if bounds[k + 1] > bounds[k])
+
+
+def _walk_one(producer: list[int], starts: list[int], n: int) -> list[int]:
+    """:func:`_walk` for ops waiting for one op at most (-1: none), the common case (no fused F&B)."""
+    level = [-1] * n
+    ends = starts[1:] + [n]
+    pos = list(starts)
+    left = n
+    while left:
+        progressed = False
+        for k in range(len(starts)):
+            i, end = pos[k], ends[k]
+            prev = level[i - 1] if i > starts[k] else -1
+            while i < end:
+                j = producer[i]
+                if j >= 0:
+                    lj = level[j]
+                    if lj < 0:
+                        break
+                    if lj > prev:
+                        prev = lj
+                prev += 1
+                level[i] = prev
+                i += 1
+            if i > pos[k]:
+                left -= i - pos[k]
+                progressed = True
+            pos[k] = i
+        if not progressed:
+            raise RuntimeError("schedule order deadlocks")      # a schedule bug, never user input
+    return level
+
+
+def _walk(producer: list[list[int]], starts: list[int], n: int) -> list[int]:
+    """Levels of ops (stage-major, a stage's ops from ``starts``) waiting for the ops listed per op
+    (-1: none): stage by stage round-robin, each as far as its inputs are levelled."""
+    level = [-1] * n
     ends = starts[1:] + [n]
     pos = list(starts)
     left = n
@@ -273,26 +321,17 @@ def _steps(stage: np.ndarray, src: np.ndarray, end0: int, n: int) -> tuple[np.nd
             prev = level[i - 1] if i > starts[k] else -1
             while i < end:
                 need = prev + 1
-                # The three inputs unrolled (this loop visits every op of every compiled program).
-                a, b, c = producer[i]
-                if a >= 0:
-                    la = level[a]
-                    if la < 0:
-                        break
-                    if la >= need:
-                        need = la + 1
-                if b >= 0:
-                    lb = level[b]
-                    if lb < 0:
-                        break
-                    if lb >= need:
-                        need = lb + 1
-                if c >= 0:
-                    lc = level[c]
-                    if lc < 0:
-                        break
-                    if lc >= need:
-                        need = lc + 1
+                blocked = False
+                for j in producer[i]:
+                    if j >= 0:
+                        lj = level[j]
+                        if lj < 0:
+                            blocked = True
+                            break
+                        if lj >= need:
+                            need = lj + 1
+                if blocked:
+                    break
                 level[i] = prev = need
                 i += 1
             if i > pos[k]:
@@ -301,7 +340,4 @@ def _steps(stage: np.ndarray, src: np.ndarray, end0: int, n: int) -> tuple[np.nd
             pos[k] = i
         if not progressed:
             raise RuntimeError("schedule order deadlocks")      # a schedule bug, never user input
-    lv = np.array(level)
-    order = np.argsort(lv, kind="stable")
-    bounds = np.searchsorted(lv[order], np.arange(lv.max() + 2))
-    return tuple(order[bounds[k]:bounds[k + 1]] for k in range(len(bounds) - 1) if bounds[k + 1] > bounds[k])
+    return level

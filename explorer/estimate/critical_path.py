@@ -54,6 +54,7 @@ def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray
     order, bounds = prog.order, prog.bounds
     stage_o, src_o, slot_o = prog.stage[order], prog.src[order], end0 + order
     dur_o, real_o = dur[order], real[order]
+    sent = sends[prog.send_cols, prog.send_ops]                     # every send's seconds, in plan order
     start_o = np.empty((n, g))
     for k, plan in enumerate(prog.sends):
         lo, hi = bounds[k], bounds[k + 1]
@@ -64,15 +65,15 @@ def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray
         start_o[lo:hi] = s0
         e0 = s0 + dur_o[lo:hi]
         times[slot_o[lo:hi]] = e0
-        for pos, ops, ss, slot, col in plan:
+        for pos, _, ss, slot, a, b in plan:
             after = e0[pos]
             if blocking:
-                arrive = after + sends[col, ops]
+                arrive = after + sent[a:b]
                 e0 = e0.copy()
                 e0[pos] = arrive                                   # the compute stream sends
             else:
                 arrive = np.maximum(pp_free[ss], after)
-                arrive += sends[col, ops]
+                arrive += sent[a:b]
                 pp_free[ss] = arrive
             times[slot] = arrive
         clock[st] = e0

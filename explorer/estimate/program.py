@@ -58,9 +58,9 @@ class Program:
     send_b: np.ndarray               # (n,) pair of the backward transfer it sends, -1 none
     steps: tuple[np.ndarray, ...]    # op indices of each step (at most one per stage)
     # Per step: the ops that send, in the order they send (forward before backward), as
-    # (positions in the step, sending ops, their stages, arrival slots in the time vector,
-    # columns of the per-op send seconds: 0 forward, 1 backward); a fused F&B sends twice.
-    sends: tuple[tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...], ...]
+    # (positions in the step, sending ops, their stages, arrival slots in the time vector, and the
+    # slice lo:hi of send_cols/send_ops they are); a fused F&B sends twice.
+    sends: tuple[tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int], ...], ...]
     kind: np.ndarray                 # (n,) 0 F, 1 B, 2 Bi, 3 W, 4 fused F&B
     local: np.ndarray                # (n,) local chunk (the forward's for F&B)
     local_b: np.ndarray              # (n,) the backward's local chunk for F&B, else local
@@ -69,6 +69,8 @@ class Program:
     last_op: np.ndarray              # (p,) last op of each stage
     order: np.ndarray                # (n,) the ops step after step (the steps concatenated)
     bounds: tuple[int, ...]          # step k is order[bounds[k]:bounds[k + 1]]
+    send_cols: np.ndarray            # every send, step after step: 0 forward, 1 backward transfer
+    send_ops: np.ndarray             # ... and the op that sends it
 
     @property
     def n(self) -> int:
@@ -217,43 +219,46 @@ def _compile(schedule: str, p: int, v: int, units: int) -> Program:
     steps = _steps(prog_stage, src, end0, n)
     order = np.concatenate(steps)
     bounds = np.r_[0, np.cumsum([len(x) for x in steps])]
-    return Program(schedule, p, v, units, nch, prog_stage, dur, src, send_f, send_b, steps,
-                   _send_plans(order, bounds, prog_stage, send_f, send_b, end0, n), kind, local,
-                   local_b, mb, grads, last, order, tuple(bounds.tolist()))
+    plans, send_cols, send_ops = _send_plans(order, bounds, prog_stage, send_f, send_b, end0, n)
+    return Program(schedule, p, v, units, nch, prog_stage, dur, src, send_f, send_b, steps, plans, kind,
+                   local, local_b, mb, grads, last, order, tuple(bounds.tolist()), send_cols, send_ops)
 
 
 def _send_plans(order: np.ndarray, bounds: np.ndarray, stage: np.ndarray, send_f: np.ndarray,
-                send_b: np.ndarray, end0: int, n: int) -> tuple:
+                send_b: np.ndarray, end0: int, n: int) -> tuple[tuple, np.ndarray, np.ndarray]:
     """Per step (``order[bounds[k]:bounds[k + 1]]``), its sends as passes over disjoint stages: every
     op's first send, then the second send of the ops that send two (DualPipe's F&B: forward, then
-    backward).  Computed for the whole program at once and cut per step (a step's arrays are views)."""
+    backward).  Computed for the whole program at once and cut per step (a step's arrays are views).
+    Also every send's (column, op), passes one after the other: a pass's ``lo:hi`` slices them."""
     steps = len(bounds) - 1
     step_of = np.repeat(np.arange(steps), np.diff(bounds))
     f, b = send_f[order] >= 0, send_b[order] >= 0
     cut_passes = []
+    flat_cols, flat_ops = [], []
+    base = 0
     for mask, use_f in (((f | b), None), ((f & b), False)):
         at = np.flatnonzero(mask)
         if not len(at):
-            cut_passes.append(None)
             continue
         ops = order[at]
         fwd = f[at] if use_f is None else np.zeros(len(at), bool)
-        cols = (at - bounds[step_of[at]], ops, stage[ops], np.where(fwd, end0 + n + ops, end0 + 2 * n + ops),
-                np.where(fwd, 0, 1))
-        cuts = np.searchsorted(at, bounds).tolist()
-        cut_passes.append((cols, cuts))
+        col = np.where(fwd, 0, 1)
+        cols = (at - bounds[step_of[at]], ops, stage[ops], np.where(fwd, end0 + n + ops, end0 + 2 * n + ops))
+        cut_passes.append((cols, np.searchsorted(at, bounds).tolist(), base))
+        flat_cols.append(col)
+        flat_ops.append(ops)
+        base += len(at)
     out = []
     for k in range(steps):
         passes = []
-        for got in cut_passes:
-            if got is None:
-                continue
-            cols, cuts = got
+        for cols, cuts, first in cut_passes:
             lo, hi = cuts[k], cuts[k + 1]
             if hi > lo:
-                passes.append(tuple(c[lo:hi] for c in cols))
+                passes.append((*(c[lo:hi] for c in cols), first + lo, first + hi))
         out.append(tuple(passes))
-    return tuple(out)
+    empty = np.zeros(0, np.int64)
+    return (tuple(out), np.concatenate(flat_cols) if flat_cols else empty,
+            np.concatenate(flat_ops) if flat_ops else empty)
 
 
 def _steps(stage: np.ndarray, src: np.ndarray, end0: int, n: int) -> tuple[np.ndarray, ...]:

@@ -25,11 +25,13 @@ Nothing here is a model of its own: the orders are the registry's, the dependenc
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
 
+from ..schedules.registry import Schedule
 from ..schedules.registry import get as get_schedule
 from ..taskgraph.layout import Fused, layout_for, normalise
 
@@ -130,20 +132,19 @@ _MEMBERS: dict[str, dict[tuple, tuple]] = {}
 _MAX_MEMBERS = 2_000_000
 
 
-def _members(sched, order) -> list[tuple]:
+def _members(sched: Schedule, order: Iterable[tuple]) -> list[tuple]:
     """The records of every op of ``order`` (memoised per schedule and op)."""
     memo = _MEMBERS.get(sched.name)
     if memo is None or len(memo) > _MAX_MEMBERS:
         memo = _MEMBERS[sched.name] = {}
-    get = memo.get
-    out = []
-    for op in order:
-        rec = get(op)
-        if rec is None:
-            st = normalise(op, sched)
-            rec = memo[op] = tuple((KINDS.index(ps.kind), ps.lane, ps.mb, ps.local)
-                                   for ps in ((st.f, st.b) if isinstance(st, Fused) else (st,)))
-        out.append(rec)
+    ops = list(order)
+    out = list(map(memo.get, ops))
+    if None in out:
+        for k, op in enumerate(ops):
+            if out[k] is None:
+                st = normalise(op, sched)
+                out[k] = memo[op] = tuple((KINDS.index(ps.kind), ps.lane, ps.mb, ps.local)
+                                          for ps in ((st.f, st.b) if isinstance(st, Fused) else (st,)))
     return out
 
 

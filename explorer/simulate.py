@@ -21,6 +21,7 @@ from .analysis.steady_state import ScheduledRun, schedule_iteration
 from .config.budget import check_unfolded_budget
 from .engine import Task
 from .fold import FoldInfo, simulate_folded
+from .lowcomm import STEP_TIERS, SyncWindow, simulate_window
 from .network import Network
 from .replicas import combine, variants
 from .scenario import Scenario
@@ -85,6 +86,22 @@ class Result:
     # Replicas that differ (stragglers; explorer/replicas.py): per variant its name, replicas, own
     # iteration time and wait for the slowest; empty when every replica is alike.
     replicas: tuple[dict, ...] = ()
+    # A window of inner steps and its synchronisation (training.sync; explorer/lowcomm); None when
+    # every step synchronises.
+    sync_window: SyncWindow | None = None
+
+    @property
+    def time_per_step_s(self) -> float:
+        """Seconds per training step amortised over the simulated window (the iteration time when
+        every step synchronises)."""
+        return self.sync_window.time_per_step_s if self.sync_window else self.iteration_time_s
+
+    @property
+    def bytes_per_step(self) -> dict[str, float]:
+        """Tier -> bytes one GPU sends per step across it (``scale-up``: on its scale-up link,
+        ``scale-out``: out of its node, ``scale-across``: out of its datacenter), amortised over
+        the window; the largest GPU class's, summed over dimensions."""
+        return {t: sum(d.get(t, 0.0) for d in self.comm_bytes_by_tier.values()) for t in STEP_TIERS}
 
     @property
     def notices(self) -> tuple[Notice, ...]:
@@ -136,6 +153,9 @@ class Result:
             "tier_utilisation": self.utilisation,
             "wan_links": [dict(link) for link in self.wan_links],
             **({"replicas": [dict(row) for row in self.replicas]} if self.replicas else {}),
+            "time_per_step_s": self.time_per_step_s,
+            "bytes_per_step": self.bytes_per_step,
+            **({"sync": self.sync_window.to_json_dict()} if self.sync_window else {}),
             "parallelism": {"tp": par.tp, "pp": par.pp, "dp": sc.dp, "cp": par.cp, "ep": par.ep,
                             "vpp": par.vpp, "schedule": par.schedule, "zero": par.zero},
         }
@@ -148,7 +168,9 @@ def simulate(sc: Scenario, fold: bool = True) -> Result:
     small simulations prove the period and every figure is extrapolated, equal to the full
     simulation's to float rounding; the task list then unfolds only when read.  Where the period
     cannot be proven, and with ``fold=False``, every task is scheduled.  Replicas that differ
-    (stragglers) are simulated once per kind and joined (explorer/replicas.py)."""
+    (stragglers) are simulated once per kind and joined (explorer/replicas.py).  With
+    ``training.sync`` other than every-step, the inner step is simulated and the window of
+    inner steps and their synchronisation is added (explorer/lowcomm)."""
     with _no_cycle_collection():
         return _simulate(sc, fold)
 
@@ -172,6 +194,9 @@ def _no_cycle_collection() -> Iterator[None]:
 
 def _simulate(sc: Scenario, fold: bool) -> Result:
     """simulate() with the collector paused (see there)."""
+    if sc.training.sync.windowed:
+        # Replicas train apart for H steps: one inner step, then the window (explorer/lowcomm).
+        return simulate_window(sc, lambda inner: _simulate(inner, fold))
     kinds = variants(sc)
     if kinds:
         return combine(sc, kinds, lambda v: simulate(v, fold))

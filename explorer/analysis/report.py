@@ -98,17 +98,24 @@ class Notice:
     message: str
 
 
+def memory_notice(sc: Scenario, memory: MemoryBreakdown) -> Notice | None:
+    """The ``memory`` warning when ``memory`` exceeds the GPU's capacity (None when it fits)."""
+    gpu = sc.hardware.gpu
+    cap = gpu.capacity_bytes
+    if memory.total <= cap:
+        return None
+    return Notice("memory", f"memory: {memory.total / 1e9:.1f} GB per GPU exceeds the "
+                  f"{cap / 1e9:.1f} GB ({gpu.memory_GB:g} GiB) of {gpu.name}; "
+                  f"raise tp/pp, use ZeRO or activation recomputation")
+
+
 def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], net: Network,
               breakdown: dict[str, float], T: float) -> tuple[Notice, ...]:
     """Warnings that follow from the simulated numbers (each quotes the number it rests on)."""
     out: list[Notice] = []
-    gpu = sc.hardware.gpu
-    cap = gpu.capacity_bytes
-    if memory.total > cap:
-        out.append(Notice("memory", f"memory: {memory.total / 1e9:.1f} GB per GPU exceeds the "
-                          f"{cap / 1e9:.1f} GB ({gpu.memory_GB:g} GiB) of {gpu.name}; "
-                          f"raise tp/pp, use ZeRO or "
-                          f"activation recomputation"))
+    over = memory_notice(sc, memory)
+    if over is not None:
+        out.append(over)
     if net.fallbacks:
         # One sentence per reason, naming each operation with the dimensions that issued it.
         by_why: dict[str, dict[str, list[str]]] = {}

@@ -245,7 +245,8 @@ RULES: tuple[Rule, ...] = (
 def validate(sc: Scenario) -> None:
     """Run every rule of :data:`RULES` in order, then the scale-across rules
     (:data:`explorer.config.wan_rules.WAN_RULES`); the first that fails raises its ScenarioError."""
+    from .sync_rules import SYNC_RULES  # replicas that train apart (training.sync)
     from .wan_rules import WAN_RULES  # its own module: the scale-across fields' rules
 
-    for rule in (*RULES, *WAN_RULES):
+    for rule in (*RULES, *WAN_RULES, *SYNC_RULES):
         rule(sc)

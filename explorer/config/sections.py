@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..schedules import registry
 from .stragglers import Stragglers
+from .sync import Sync
 from .wan import ScaleAcross
 
 MAX_GPUS = 10_000_000          # "sizes beyond sane limits" (issue 2): more GPUs than any cluster
@@ -153,6 +154,7 @@ class Training:
         "choices": ("megatron", "deepspeed", "megatron-deepspeed", "fsdp"),
         "doc": "training framework: its kernels, point-to-point, buckets, gradient dtype and fp32 "
                "gradient accumulation (explorer/frameworks.py)"})
+    sync: Sync = field(default_factory=Sync)
 
 
 @dataclass(frozen=True)

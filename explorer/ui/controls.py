@@ -86,6 +86,13 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("training.optimizer", "Optimizer", "choice"),
         Control("training.framework", "Framework", "source"),
     ]),
+    ("Synchronisation (low-communication)", [
+        Control("training.sync.kind", "Replicas synchronise", "choice"),
+        Control("training.sync.inner_steps", "Inner steps between syncs (H)", "int"),
+        Control("training.sync.fragments", "Fragments (streaming)", "int"),
+        Control("training.sync.overlap_steps", "Overlap steps (streaming)", "int"),
+        Control("training.sync.outer_dtype", "Outer gradient precision", "choice"),
+    ]),
     ("Communication", [
         Control("communication.library", "Collective library", "choice"),
         Control("communication.algorithm", "Collective algorithm", "choice"),

@@ -8,6 +8,7 @@ from ... import figures
 from ...schedules import registry
 from ...schedules.registry import Window
 from ..cache import ViewData, bubble_story
+from . import sync
 
 # What the chart shows for schedules whose iterations overlap (the metrics measure a steady state).
 WINDOW_NOTE = {Window.OVERLAP: "one iteration alone", Window.ASYNC: "two iterations back to back"}
@@ -32,6 +33,7 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
         st.plotly_chart(gantt_figure(data, present), key="gantt",
                         config={"displaylogo": False, "scrollZoom": True})
         _captions(data)
+        sync.render(data, present)
     with right:
         st.info(j["bottleneck"])
         if j["parallelism"]["pp"] > 1:

@@ -1,0 +1,38 @@
+"""The low-communication window under the Gantt (training.sync): one window of inner steps and its
+synchronisation, the sentences that explain it, and a one-click comparison with every-step
+synchronisation (the Compare view with B = every-step, which the share link carries)."""
+from __future__ import annotations
+
+import streamlit as st
+
+from ...figures.sync_window import sync_window_figure
+from ...lowcomm import SyncWindow
+from ...lowcomm.report import sync_sentences
+from ..cache import ViewData
+
+BASELINE = {"training.sync.kind": "every-step"}
+
+
+def _compare_with_baseline() -> None:
+    """Open the Compare view with B = this scenario synchronised every step (a widget callback:
+    it runs before the next script run, when the tab's state may still be written)."""
+    st.session_state["_b_overrides"] = dict(BASELINE)
+    st.session_state["_b_msg"] = None
+    st.session_state["view_tab"] = "Compare"
+
+
+def render(data: ViewData, present: bool) -> None:
+    """Draw the window of ``data``'s run, if it has one."""
+    sync = data.json.get("sync")
+    if not sync:
+        return
+    w = SyncWindow.from_json(sync)
+    st.plotly_chart(sync_window_figure(w, height=210 if present else 240, font_size=15 if present else 12),
+                    key="sync_window", config={"displaylogo": False})
+    lines = sync_sentences(w)
+    st.caption(" · ".join(lines[:-1]))
+    note = lines[-1].removeprefix("quality: ").removesuffix(" — not simulated here")
+    st.caption(f"Quality (cited from the paper, not simulated): {note}")
+    st.button("Compare with every-step synchronisation", key="sync_baseline", on_click=_compare_with_baseline,
+              icon=":material/compare_arrows:",
+              help="Opens the Compare view with B = this scenario synchronised every step")

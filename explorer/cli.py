@@ -132,6 +132,9 @@ def summary_text(res) -> str:
     if res.sync_window is not None:
         from .lowcomm.report import sync_sentences
         lines += [f"  sync: {one_line(x)}" for x in sync_sentences(res.sync_window)]
+    if res.exchange is not None:
+        from .lowcomm.report import exchange_sentences
+        lines += [f"  dp: {one_line(x)}" for x in exchange_sentences(res.exchange)]
     if res.scenario.parallelism.pp > 1:
         from .simulate import explain_bubble  # three more simulations: only for the readable summary
         lines.append(f"  bubble: {one_line(explain_bubble(res))}")

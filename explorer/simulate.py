@@ -22,6 +22,7 @@ from .config.budget import check_unfolded_budget
 from .engine import Task
 from .fold import FoldInfo, simulate_folded
 from .lowcomm import STEP_TIERS, SyncWindow, simulate_window
+from .lowcomm.decentral import Exchange, simulate_exchange
 from .network import Network
 from .replicas import combine, variants
 from .scenario import Scenario
@@ -89,6 +90,8 @@ class Result:
     # A window of inner steps and its synchronisation (training.sync; explorer/lowcomm); None when
     # every step synchronises.
     sync_window: SyncWindow | None = None
+    # Gossip or parameter-server data parallelism (parallelism.dp_kind; explorer/lowcomm/decentral.py).
+    exchange: Exchange | None = None
 
     @property
     def time_per_step_s(self) -> float:
@@ -156,6 +159,7 @@ class Result:
             "time_per_step_s": self.time_per_step_s,
             "bytes_per_step": self.bytes_per_step,
             **({"sync": self.sync_window.to_json_dict()} if self.sync_window else {}),
+            **({"dp_exchange": self.exchange.to_json_dict()} if self.exchange else {}),
             "parallelism": {"tp": par.tp, "pp": par.pp, "dp": sc.dp, "cp": par.cp, "ep": par.ep,
                             "vpp": par.vpp, "schedule": par.schedule, "zero": par.zero},
         }
@@ -197,6 +201,9 @@ def _simulate(sc: Scenario, fold: bool) -> Result:
     if sc.training.sync.windowed:
         # Replicas train apart for H steps: one inner step, then the window (explorer/lowcomm).
         return simulate_window(sc, lambda inner: _simulate(inner, fold))
+    if sc.parallelism.dp_kind != "allreduce":
+        # Replicas agree by gossip or through parameter servers: one replica's step, then the exchange.
+        return simulate_exchange(sc, lambda replica: _simulate(replica, fold))
     kinds = variants(sc)
     if kinds:
         return combine(sc, kinds, lambda v: simulate(v, fold))

@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..schedules import registry
+from .compression import Compression
 from .stragglers import Stragglers
-from .sync import Sync
+from .sync import DP_KINDS, Sync
 from .wan import ScaleAcross
 
 MAX_GPUS = 10_000_000          # "sizes beyond sane limits" (issue 2): more GPUs than any cluster
@@ -313,6 +314,21 @@ class Parallelism:
                "memory); 0 = latency-aware 1F1B's p - s plus the extra warm-up that covers the WAN "
                "round trip",
         "why": "0 (as many as cover the round trip) up to 100,000"})
+    dp_kind: str = field(default="allreduce", metadata={
+        "choices": DP_KINDS,
+        "doc": "how data-parallel replicas agree each step: allreduce = gradient all-reduce; gossip-* = "
+               "each replica averages its model with its neighbours on a ring, a 2-D torus or an "
+               "exponential graph (D-PSGD); parameter-server = replicas push gradients to and pull "
+               "weights from ps_servers server nodes (explorer/lowcomm/decentral.py)"})
+    ps_servers: int = field(default=1, metadata={
+        "min": 1, "max": 1_000_000, "why": "1 up to a million server nodes",
+        "doc": "parameter-server: server nodes (one NIC of the fabric's speed each) the replicas push "
+               "gradients to and pull weights from"})
+    gossip_peers: int = field(default=0, metadata={
+        "min": 0, "max": 64, "why": "0 (every neighbour of the graph) up to 64",
+        "doc": "gossip: neighbours a replica exchanges with per step; 0 = every neighbour of the graph "
+               "(ring 2, torus 4, exponential log2 n); 1 on the exponential graph = one-peer "
+               "exponential (a different power-of-two neighbour each step)"})
 
 
 @dataclass(frozen=True)
@@ -345,6 +361,7 @@ class Communication:
         "doc": "overlap TP collectives with the GEMMs beside them"})
     prefetch_layers: int = field(default=1, metadata={
         "min": 0, "max": 64, "doc": "ZeRO-3/FSDP: layers whose parameters are gathered ahead"})
+    compression: Compression = field(default_factory=Compression)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+DP_KINDS = ("allreduce", "gossip-ring", "gossip-torus", "gossip-exponential", "parameter-server")
 SYNC_KINDS = ("every-step", "local-sgd", "diloco", "streaming-diloco", "independent")
 # Bytes per parameter of the outer synchronisation's payload.  int4 is Streaming DiLoCo's 4-bit
 # (E3M0) outer gradient (arXiv 2501.18512, Sec. 2.3); scales are one per large block, not counted.
@@ -53,7 +54,8 @@ class Sync:
                "result is needed (Streaming DiLoCo's tau; 0 = blocking); ignored by the other kinds"})
     outer_dtype: str = field(default="fp32", metadata={
         "choices": tuple(OUTER_DTYPE_BYTES),
-        "doc": "precision of the outer gradient on the wire (Streaming DiLoCo: int4, 4-bit E3M0)"})
+        "doc": "precision of the outer gradient (and of gossip / parameter-server exchanges) on the wire "
+               "(Streaming DiLoCo: int4, 4-bit E3M0); communication.compression is the alternative"})
 
     @property
     def windowed(self) -> bool:

@@ -1,6 +1,7 @@
 """The window of a low-communication run in words (the CLI summary and the app's caption)."""
 from __future__ import annotations
 
+from .decentral import Exchange
 from .window import SyncWindow
 
 
@@ -41,3 +42,19 @@ def sync_sentences(w: SyncWindow) -> list[str]:
         out.append("hidden: never (the synchronisation blocks every replica; streaming-diloco overlaps it)")
     out.append(f"quality: {w.quality}")
     return out
+
+
+def exchange_sentences(x: Exchange) -> list[str]:
+    """What gossip or the parameter servers cost per step, one sentence per line."""
+    sent = max(x.bytes_per_gpu.values()) if x.bytes_per_gpu else 0.0
+    if x.kind == "parameter-server":
+        out = [f"parameter-server: {x.replicas} replicas push gradients to and pull weights from {x.peers} "
+               f"server node(s): {_s(x.exchange_s)} per step after the replica's {_s(x.step_s)}",
+               f"servers: {_gb(x.server_nic_bytes)} through each server NIC per step each way, busy "
+               f"{x.server_nic_utilisation:.0%} of the step; each GPU pushes {_gb(sent)} ({x.payload_dtype})"]
+    else:
+        out = [f"{x.kind}: each of {x.replicas} replicas averages its model with {x.peers} neighbour(s) per "
+               f"step: {_gb(sent)} sent per GPU ({x.payload_dtype}), {_s(x.exchange_s)}, overlapped with the "
+               f"replica's {_s(x.step_s)} step; {_s(x.exposed_s)} exposed"]
+    note = x.quality.removesuffix(" — not simulated here")
+    return out + [f"quality: {note} — not simulated here"]

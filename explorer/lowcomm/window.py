@@ -40,6 +40,7 @@ from ..config.schema import ScenarioError
 from ..network import Network
 from ..taskgraph.builder import IterationBuilder
 from ..topology import BOUNDARY_NAMES, GroupShape
+from .compression import plan
 from .quality import quality_note
 
 if TYPE_CHECKING:
@@ -168,6 +169,9 @@ def _price(sc: Scenario, inner: Scenario) -> _Priced:
     D, dc_gpus = sc.cluster.datacenters, sc.cluster.gpus // sc.cluster.datacenters
     per = dict.fromkeys(BOUNDARY_NAMES, 0.0)
     wan = sync = frag = cross = most = 0.0
+    comp = sc.communication.compression
+    pl = plan(comp, sc.model, sc.parallelism.tp, D)
+    hbm = sc.hardware.gpu.hbm_GBps * 1e9
     stage_gpus_per_dc = sc.parallelism.tp * sc.parallelism.cp * inner.dp
     for s in range(sc.parallelism.pp):
         chunks = [ch for ch, _ in b.rank_chunks(s)]
@@ -177,23 +181,32 @@ def _price(sc: Scenario, inner: Scenario) -> _Priced:
         most = max(most, dense / inner_groups["dp"] + (expert / inner_groups["edp"] if expert else 0.0))
         first = int(net.placement.gpu(pp=s))
         across = net.fabric.shape(np.array([first + k * dc_gpus for k in range(D)], dtype=np.int64))
-        t_all = t_frag = 0.0
+        t_all = t_frag = t_cross = 0.0
         sent = [0.0] * len(BOUNDARY_NAMES)
         for dim, count in (("dp", dense), ("edp", expert)):
             size = count * sy.payload_bytes
             if size <= 0:
                 continue
             gather = inner_net.shape(dim, s)
-            calls = [("all-reduce", size / gather.n, across)]
+            elements = count / gather.n              # this GPU's slice
+            if comp.active:                          # the compressor's collectives on the slice
+                calls = [(op, elements * per, across) for op, per in pl.ops]
+                coding = pl.seconds(elements, hbm)
+            else:
+                calls = [("all-reduce", size / gather.n, across)]
+                coding = 0.0
             if sc.parallelism.zero < 3 and gather.n > 1:
                 calls.append(("all-gather", size, gather))
+            t_all += coding
+            t_frag += coding / sy.fragments
             for op, nbytes, shape in calls:
                 whole = cost(op, nbytes, shape, net.algorithm, net.nvls, net.options)
                 t_all += whole.time_s
-                cross = max(cross, whole.time_s) if shape is across else cross
+                if shape is across:
+                    t_cross += whole.time_s
                 t_frag += cost(op, nbytes / sy.fragments, shape, net.algorithm, net.nvls, net.options).time_s
                 sent = [a + x for a, x in zip(sent, _sent(whole, shape), strict=True)]
-        sync, frag = max(sync, t_all), max(frag, t_frag)
+        sync, frag, cross = max(sync, t_all), max(frag, t_frag), max(cross, t_cross)
         for i, tier in enumerate(BOUNDARY_NAMES):
             per[tier] = max(per[tier], sent[i])
         wan += sent[BOUNDARY_NAMES.index("scale-across")] * stage_gpus_per_dc
@@ -247,15 +260,25 @@ def simulate_window(sc: Scenario, simulate_inner: Callable[[Scenario], Result]) 
         by_tier["dp"][t] = by_tier["dp"].get(t, 0.0) + sync_dp.get(t, 0.0)
     comm = dict(inner.comm_bytes_per_gpu)
     comm["dp"] = comm.get("dp", 0.0) + sync_dp["scale-up"]
-    extra = OUTER_STATE_BYTES[sc.training.sync.kind] * w.slice_params
+    # The outer state of the slice, and a compressor's error-feedback residual for it.
+    ef = plan(sc.communication.compression, sc.model, sc.parallelism.tp, sc.cluster.datacenters).ef_bytes
+    extra = (OUTER_STATE_BYTES[sc.training.sync.kind] + (ef if w.kind != "independent" else 0.0)) \
+        * w.slice_params
     mem = inner.memory
     memory = MemoryBreakdown(mem.params, mem.grads, mem.optimizer + extra, mem.activations)
     warnings, kinds = inner.warnings, inner.warning_kinds
     over = memory_notice(sc, memory)
     if over is not None and "memory" not in kinds:
         warnings, kinds = (*warnings, over.message), (*kinds, over.kind)
+    story = inner.bottleneck
+    per_step = (w.exposed_sync_s + w.update_s) / w.inner_steps
+    others = [v for k, v in inner.breakdown_s.items() if k not in ("compute", "recompute")]
+    if per_step > max(others, default=0.0):
+        story = (f"The WAN synchronisation every {w.inner_steps} steps adds {per_step:.3g} s per step "
+                 f"({per_step / w.time_per_step_s:.1%}) to the {w.inner_step_s:.3g} s inner step: its "
+                 f"{w.exposed_sync_s:.3g} s per window are not hidden.")
     # The D datacenters step together: D times the inner scenario's tokens, per-GPU rates unchanged.
-    return replace(inner, scenario=sc, warnings=warnings, warning_kinds=kinds,
+    return replace(inner, scenario=sc, bottleneck=story, warnings=warnings, warning_kinds=kinds,
                    tokens_per_s=inner.tokens_per_s * sc.cluster.datacenters * slow,
                    tflops_per_gpu=inner.tflops_per_gpu * slow, mfu=inner.mfu * slow,
                    mfu_fp8_peak=None if inner.mfu_fp8_peak is None else inner.mfu_fp8_peak * slow,

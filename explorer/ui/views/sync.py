@@ -1,13 +1,15 @@
-"""The low-communication window under the Gantt (training.sync): one window of inner steps and its
-synchronisation, the sentences that explain it, and a one-click comparison with every-step
-synchronisation (the Compare view with B = every-step, which the share link carries)."""
+"""Low-communication training under the Gantt: for training.sync, one window of inner steps and its
+synchronisation; for parallelism.dp_kind, the gossip or parameter-server exchange; the sentences
+that explain them, and a one-click comparison with the synchronous baseline (the Compare view with
+B = every-step or allreduce, which the share link carries)."""
 from __future__ import annotations
 
 import streamlit as st
 
 from ...figures.sync_window import sync_window_figure
 from ...lowcomm import SyncWindow
-from ...lowcomm.report import sync_sentences
+from ...lowcomm.decentral import Exchange
+from ...lowcomm.report import exchange_sentences, sync_sentences
 from ..cache import ViewData
 
 BASELINE = {"training.sync.kind": "every-step"}
@@ -21,8 +23,24 @@ def _compare_with_baseline() -> None:
     st.session_state["view_tab"] = "Compare"
 
 
+def _compare_with_allreduce() -> None:
+    """Open the Compare view with B = this scenario's replicas all-reducing their gradients."""
+    st.session_state["_b_overrides"] = {"parallelism.dp_kind": "allreduce"}
+    st.session_state["_b_msg"] = None
+    st.session_state["view_tab"] = "Compare"
+
+
 def render(data: ViewData, present: bool) -> None:
-    """Draw the window of ``data``'s run, if it has one."""
+    """Draw the window of ``data``'s run, if it has one, or its gossip / parameter-server exchange."""
+    x = data.json.get("dp_exchange")
+    if x:
+        lines = exchange_sentences(Exchange(**x))
+        st.caption(" · ".join(lines[:-1]))
+        st.caption(f"Quality (cited from the paper, not simulated): "
+                   f"{lines[-1].removeprefix('quality: ').removesuffix(' — not simulated here')}")
+        st.button("Compare with the gradient all-reduce", key="dp_baseline", on_click=_compare_with_allreduce,
+                  icon=":material/compare_arrows:",
+                  help="Opens the Compare view with B = this scenario with parallelism.dp_kind: allreduce")
     sync = data.json.get("sync")
     if not sync:
         return

@@ -1,0 +1,80 @@
+"""communication.compression (explorer/lowcomm/compression.py): bytes per element of each kind,
+the collectives it needs, encode/decode HBM work and error-feedback memory, and their effect on the
+outer synchronisation of DiLoCo and the gossip exchange."""
+from __future__ import annotations
+
+import pytest
+
+from explorer.config.compression import Compression
+from explorer.lowcomm.compression import plan, powersgd_factor
+from explorer.scenario import ScenarioError, load
+from explorer.simulate import simulate
+
+from conftest import ROOT
+
+SD = ROOT / "scenarios" / "streaming-diloco-1gbps.yaml"
+DILOCO = {"training.sync.kind": "diloco", "training.sync.outer_dtype": "fp32"}
+
+
+def _model():
+    return load(SD).model
+
+
+@pytest.mark.parametrize("kind, wire, ops", [
+    ("none", 4.0, ("all-reduce",)), ("fp16", 2.0, ("all-reduce",)),
+    ("fp8", 1.0, ("all-to-all", "all-gather")), ("int4", 0.5 + 2 / 128, ("all-to-all", "all-gather")),
+    ("1bit", 1 / 8, ("all-to-all", "all-gather")),
+])
+def test_quantisers_wire_bytes_and_collectives(kind, wire, ops):
+    p = plan(Compression(kind), _model(), 1, 8)
+    assert p.wire == pytest.approx(wire) and tuple(op for op, _ in p.ops) == ops
+    assert p.ef_bytes == (0.0 if kind in ("none", "fp16") else 4.0)
+
+
+def test_topk_is_all_gathered_and_grows_with_the_group():
+    """Each rank's entries differ (value + index, 8 bytes each): the all-gather buffer is n x kept."""
+    for n in (2, 8, 64):
+        p = plan(Compression("topk", ratio=0.01), _model(), 1, n)
+        assert p.wire == pytest.approx(0.08) and p.ops == (("all-gather", pytest.approx(n * 0.08)),)
+
+
+def test_powersgd_sends_rank_r_factors():
+    """Vogels et al. 2019: a rank-r approximation of an m x n matrix sends r(m + n) numbers; for
+    Llama 3 8B (h 4096, 8 KV heads, FFN 14336, SwiGLU) at rank 4 that is under 0.2% of the gradient."""
+    m = _model()
+    h, f, kv = 4096, 14336, 1024
+    shapes = [(h, h + 2 * kv), (h, h), (h, f), (h, f), (f, h)]
+    expect = sum(4 * (a + b) for a, b in shapes) / sum(a * b for a, b in shapes)
+    assert powersgd_factor(m, 1, 4) == pytest.approx(expect) and expect < 0.002
+    assert powersgd_factor(m, 8, 4) > powersgd_factor(m, 1, 4)        # TP slices are skinnier
+    p = plan(Compression("powersgd", rank=4), m, 1, 8)
+    assert p.wire == pytest.approx(4 * expect) and [op for op, _ in p.ops] == ["all-reduce", "all-reduce"]
+
+
+def test_coding_time_is_hbm_passes():
+    p = plan(Compression("1bit"), _model(), 1, 8)
+    assert p.seconds(1e9, 2e12) == pytest.approx(1e9 * ((12 + 1 / 8) + (2 / 8 + 4)) / 2e12)
+    assert plan(Compression("none"), _model(), 1, 8).seconds(1e9, 2e12) == 0.0
+
+
+def test_outer_sync_bytes_follow_the_wire_ratio():
+    """DiLoCo's WAN bytes per sync: fp16 half of fp32; 1-bit 1/32 on the all-to-all + all-gather."""
+    fp32 = simulate(load(SD, DILOCO)).sync_window
+    half = simulate(load(SD, {**DILOCO, "communication.compression.kind": "fp16"})).sync_window
+    one = simulate(load(SD, {**DILOCO, "communication.compression.kind": "1bit"})).sync_window
+    assert half.wan_bytes_per_sync == pytest.approx(fp32.wan_bytes_per_sync / 2, rel=1e-9)
+    # Two datacenters: a ring all-reduce sends 2(D-1)/D = 1 slice; all-to-all + all-gather also 1.
+    assert one.wan_bytes_per_sync == pytest.approx(fp32.wan_bytes_per_sync / 32, rel=1e-9)
+    assert one.sync_s < half.sync_s < fp32.sync_s
+
+
+def test_error_feedback_adds_a_residual_per_parameter_of_the_slice():
+    base = simulate(load(SD, DILOCO))
+    one = simulate(load(SD, {**DILOCO, "communication.compression.kind": "1bit"}))
+    assert one.memory.optimizer - base.memory.optimizer == pytest.approx(4 * base.sync_window.slice_params)
+
+
+def test_outer_dtype_and_compression_are_one_choice():
+    with pytest.raises(ScenarioError) as e:
+        load(SD, {"communication.compression.kind": "1bit"})          # the scenario's outer_dtype is int4
+    assert e.value.field == "training.sync.outer_dtype"

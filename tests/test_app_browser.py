@@ -49,7 +49,7 @@ def cli_iteration(scenario: str, *sets: str) -> str:
         args += ["--set", s]
     proc = subprocess.run(args + ["--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{proc.stderr}"
-    return fmt_time(json.loads(proc.stdout)["iteration_time_s"])
+    return fmt_time(json.loads(proc.stdout)["time_per_step_s"])
 
 
 def query_of(url: str) -> dict[str, list[str]]:

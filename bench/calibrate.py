@@ -64,6 +64,11 @@ def text_report(rows: list[ReferenceRow]) -> str:
                          f"{r.role}")
         mean, worst, n = summary(mine)
         lines.append(f"  -> {n} rows: mean |error| {mean:.1%}, max {worst:.1%}")
+        # Per role too: a group's validation rows were never fitted to, so they are reported apart.
+        for role in ROLES:
+            mean, worst, n = summary(mine, role)
+            if n:
+                lines.append(f"     {role:<12} {n:3d} rows: mean |error| {mean:.1%}, max {worst:.1%}")
     lines.append("\nBy role:")
     for role in ROLES:
         mean, worst, n = summary(rows, role)

@@ -23,6 +23,7 @@ from .collectives import OPS
 from .commands import commands
 from .config.schema import excerpt, one_line
 from .config.shipped import resolve_scenario_path, shipped_scenarios
+from .hetero import gpu_summary
 from .nccl_table import collective_rows
 from .scenario import Scenario, ScenarioError, load, load_raw, parse_assignment
 
@@ -102,7 +103,7 @@ def summary_text(res) -> str:
     p = sc.parallelism
     lines = [
         f"{one_line(sc.name)}",
-        f"  {sc.gpus:,} x {sc.hardware.gpu.name} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · "
+        f"  {gpu_summary(sc)} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · "
         f"ep {p.ep} · "
         f"vpp {p.vpp} · {p.schedule} · ZeRO {p.zero} · {sc.micro_batches} micro-batches",
         f"  stage layers: {', '.join(map(str, res.stage_layers))}",
@@ -192,6 +193,9 @@ def _program_name() -> str:
     return "commexplorer" if Path(sys.argv[0]).stem == "commexplorer" else "python -m explorer"
 
 
+BUILTIN_COMMANDS = ("run", "collective", "validate", "list")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return the exit code (0 ok, 1 internal error, 2 invalid input or usage)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -218,9 +222,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     sub.add_parser("list", help="list shipped scenarios with their titles")
     extra = {}
-    for mod in commands():
-        extra[mod.NAME] = mod
-        mod.add_arguments(sub.add_parser(mod.NAME, help=mod.HELP))
+    # The other commands' modules import the design tools (search, sweeps: ~30 ms); a built-in
+    # command never needs them, so they are imported only when another command (or help) is asked.
+    if not argv or argv[0] not in BUILTIN_COMMANDS:
+        for mod in commands():
+            extra[mod.NAME] = mod
+            mod.add_arguments(sub.add_parser(mod.NAME, help=mod.HELP))
     if not argv:
         print(ap.format_help(), end="", file=sys.stderr)
         return 2

@@ -111,6 +111,7 @@ class NcclOptions:
     net_ll128: bool = True      # LL128 across the fabric (GPUDirect RDMA; off for TCP sockets)
     net_channels: int = nt.DEFAULT_CHANNELS   # NCCL's multi-node graph channels (nt.net_channels)
     nics_per_node: int = 0      # NICs of a node (0: unknown, no ring member leaves by its own NIC)
+    gpus_per_node: int = 0      # GPUs of a node (0: unknown, a group across nodes takes whole nodes)
 
 
 def ring_mean_distance(n: int) -> float:
@@ -261,7 +262,12 @@ def _nccl_time(algo: str, proto: str, op: str, S: float, sh: GroupShape, o: Nccl
     if algo == "tree":
         refined *= nt.tree_correction(proto, S)
     t_bw = bus_bytes / (refined * 1e9) if refined < float("inf") else 0.0
-    return lat_s + t_bw, lat_s
+    # Across nodes the chunk pipeline fills and drains through the network (nccl_tuning.pipeline_fill_s); a
+    # group with ppn of a node's gpus_per_node GPUs has that fraction of the node's NICs and channels.
+    frac = ppn / o.gpus_per_node if o.gpus_per_node >= ppn else 1.0
+    fill = (nt.pipeline_fill_s(S, o.net_channels, sh.shares[1], frac)
+            if nodes > 1 and len(sh.shares) > 1 else 0.0)
+    return lat_s + t_bw + fill, lat_s
 
 
 def _pairwise(op: str, S: float, sh: GroupShape) -> LinkCost:

@@ -67,58 +67,82 @@ def run(graph: TaskGraph) -> float:
     smallest (priority, ready time, insertion order) — so among equally urgent tasks a stream is
     first-come first-served, and a more urgent task (a P3/ByteScheduler-prioritised gradient
     bucket, say) overtakes queued ones without preempting the running one.
+
+    Events are arrivals (a task's dependencies satisfied) and wake-ups (a busy stream frees while
+    tasks queue for it).  A stream is free at ``now`` once its running task ended by ``now``; a
+    wake-up is only scheduled when a task waits for a busy stream, since a stream that frees with
+    nothing queued starts its next task when that task arrives (most passes of a pipeline arrive
+    just as their stream frees) — the same timeline as one finish event per task, at fewer heap
+    operations.
     """
     tasks = graph.tasks
     n = len(tasks)
-    waiting = [0] * n
+    waiting = [len(t.deps) for t in tasks]
     ready_at = [0.0] * n
     dependents: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-    for i, t in enumerate(tasks):
-        deps = t.deps
-        waiting[i] = len(deps)
-        for d, frac in deps:
-            if not 0 <= d < n or d == i:
-                raise CycleError(f"task {i} ({t.kind}) depends on missing task {d}")
-            dependents[d].append((i, frac))
+    i = -1
+    try:
+        for i, t in enumerate(tasks):
+            for d, frac in t.deps:
+                if d < 0 or d == i:      # (beyond the last task: the IndexError below)
+                    raise IndexError
+                dependents[d].append((i, frac))
+    except IndexError:
+        t = tasks[i]
+        bad = next(d for d, _ in t.deps if not 0 <= d < n or d == i)
+        raise CycleError(f"task {i} ({t.kind}) depends on missing task {bad}") from None
     # Streams as integers numbered in (class, stream) order, so that sorting them visits streams in
     # the same order as sorting the (class, stream) pairs (determinism), at a fraction of the cost.
-    streams = sorted({(t.cls, t.stream) for t in tasks})
-    number = {k: j for j, k in enumerate(streams)}
-    stream_of = [number[(t.cls, t.stream)] for t in tasks]
+    number: dict[tuple[int, str], int] = {}
+    stream_of = [number.setdefault((t.cls, t.stream), len(number)) for t in tasks]
+    rank = {k: j for j, k in enumerate(sorted(number))}
+    if any(rank[k] != j for k, j in number.items()):
+        order = [rank[k] for k in number]          # first-seen numbers -> sorted numbers
+        stream_of = [order[j] for j in stream_of]
+    priority = [t.priority for t in tasks]
+    duration = [t.duration for t in tasks]
     arrivals = [(0.0, i) for i in range(n) if waiting[i] == 0]   # (ready time, task): ids are unique
     heapq.heapify(arrivals)
-    finishes: list[tuple[float, int, int]] = []                   # (end time, task, stream)
-    queues: list[list[tuple[int, float, int]]] = [[] for _ in streams]
-    busy = [False] * len(streams)
+    wakeups: list[tuple[float, int]] = []                         # (end of a running task, stream)
+    queues: list[list[tuple[int, float, int]]] = [[] for _ in number]
+    free_at = [0.0] * len(number)                                 # when each stream's running task ends
     push, pop = heapq.heappush, heapq.heappop
-    inf = float("inf")
     done = 0
     makespan = 0.0
-    while arrivals or finishes:
-        a = arrivals[0][0] if arrivals else inf
-        f = finishes[0][0] if finishes else inf
-        now = a if a < f else f
-        touched = set()
-        while finishes and finishes[0][0] <= now:
-            key = pop(finishes)[2]
-            busy[key] = False
-            touched.add(key)
-        while arrivals and arrivals[0][0] <= now:
-            ready, i = pop(arrivals)
-            key = stream_of[i]
-            push(queues[key], (tasks[i].priority, ready, i))
-            touched.add(key)
-        for key in sorted(touched):
-            queue = queues[key]
-            if busy[key] or not queue:
-                continue
-            _, ready, i = pop(queue)
+    while arrivals or wakeups:
+        if not wakeups or (arrivals and arrivals[0][0] <= wakeups[0][0]):
+            now = arrivals[0][0]
+            # Fast path: the only event at ``now`` is one arrival (no wake-up due, the heap's second
+            # smallest — a child of its root — later), so its stream alone is touched.
+            k = len(arrivals)
+            if ((not wakeups or wakeups[0][0] > now)
+                    and (k == 1 or (arrivals[1][0] > now and (k == 2 or arrivals[2][0] > now)))):
+                ready, i = pop(arrivals)
+                key = stream_of[i]
+                queue = queues[key]
+                if free_at[key] > now:
+                    if not queue:
+                        push(wakeups, (free_at[key], key))      # waits for the running task
+                    push(queue, (priority[i], ready, i))
+                    continue
+                if not queue:
+                    starts: list[tuple[int, float, int]] | tuple = ((key, ready, i),)
+                else:                                           # not reached: a free stream's queue
+                    push(arrivals, (ready, i))                  # is empty between events
+                    starts = _starts(now, arrivals, wakeups, queues, free_at, stream_of, priority)
+            else:
+                starts = _starts(now, arrivals, wakeups, queues, free_at, stream_of, priority)
+        else:
+            now = wakeups[0][0]
+            starts = _starts(now, arrivals, wakeups, queues, free_at, stream_of, priority)
+        for key, ready, i in starts:
             t = tasks[i]
-            dur = t.duration
+            dur = duration[i]
             end = now + dur
             t.ready, t.start, t.end = ready, now, end
-            busy[key] = True
-            push(finishes, (end, i, key))
+            free_at[key] = end
+            if queues[key]:
+                push(wakeups, (end, key))
             if end > makespan:
                 makespan = end
             done += 1
@@ -133,3 +157,34 @@ def run(graph: TaskGraph) -> float:
     if done != n:
         raise CycleError(f"{n - done} tasks never became ready (dependency cycle)")
     return makespan
+
+
+def _starts(now: float, arrivals: list, wakeups: list, queues: list, free_at: list[float],
+            stream_of: list[int], priority: list[int]) -> list[tuple[int, float, int]]:
+    """The events due at ``now``: queue every arrival, then — in stream order — the task each
+    touched free stream starts, as (stream, ready time, task).  Starting a task never changes
+    another stream's queue, so choosing every start before running any is the same as choosing
+    them one by one."""
+    pop, push = heapq.heappop, heapq.heappush
+    touched: list[int] = []
+    while wakeups and wakeups[0][0] <= now:
+        key = pop(wakeups)[1]
+        if key not in touched:
+            touched.append(key)
+    while arrivals and arrivals[0][0] <= now:
+        ready, i = pop(arrivals)
+        key = stream_of[i]
+        queue = queues[key]
+        if free_at[key] > now and not queue:
+            push(wakeups, (free_at[key], key))              # waits for the running task
+        push(queue, (priority[i], ready, i))
+        if key not in touched:
+            touched.append(key)
+    touched.sort()
+    out = []
+    for key in touched:
+        queue = queues[key]
+        if free_at[key] <= now and queue:
+            _, ready, i = pop(queue)
+            out.append((key, ready, i))
+    return out

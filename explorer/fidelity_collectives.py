@@ -2,9 +2,13 @@
 ``collective`` predicts for the same cluster (``bench/calibrate.py`` prints them).
 
 Tables (explorer/data/reference/): ``nccl_busbw.csv`` (one node, the scale-up calibration),
-``nccl_multinode.csv`` (plateau bus bandwidths, one to four nodes, per fabric) and
-``nccl_latency.csv`` (the latency floor at the smallest sizes).  Each row says whether a constant
-was fitted to it (``calibration``) or not (``validation``); the source column cites it.
+``nccl_multinode.csv`` (one to four nodes, per fabric: plateau bus bandwidths at 128 MiB-16 GiB and
+mid-size rows at 1-64 MiB, printed as their own group) and ``nccl_latency.csv`` (the latency floor
+at the smallest sizes) and ``nccl_relative.csv`` (all-gather, reduce-scatter and all-to-all across
+nodes as a ratio to the same system's all-reduce).  Each row says whether a constant was fitted to
+it (``calibration``) or not (``validation``); the source column cites it.  A row's ``protocol``
+column (auto, or a protocol NCCL_PROTO forced on that system) and its ``algorithm`` column (auto, or
+NCCL_ALGO) are applied to the scenario, as the run that produced the row had them.
 """
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ from .nccl_table import collective_rows
 from .scenario import from_dict
 
 ONE_NODE_SOURCE = "public benchmark notes (ml-engineering network chapter)"
+# Multi-node rows below this size form the "mid-size" group (the issue's 1-64 MiB regime).
+MID_SIZE_LIMIT = 128 * 2**20
 
 
 def scenario_for(row: dict[str, Any]) -> Scenario:
@@ -29,16 +35,22 @@ def scenario_for(row: dict[str, Any]) -> Scenario:
     if row.get("fabric"):
         out = {"fabric": row["fabric"], "nic_Gbps": float(row["nic_Gbps"]),
                "nics_per_node": int(row["nics_per_node"])}
-    return from_dict({"model": {"preset": "llama3-8b"}, "training": {"global_batch": gpn * nodes},
-                      "hardware": {"gpu": row["gpu"]},
-                      "cluster": {"gpus_per_node": gpn, "nodes": nodes, "scale_out": out}})
+    doc: dict[str, Any] = {"model": {"preset": "llama3-8b"}, "training": {"global_batch": gpn * nodes},
+                           "hardware": {"gpu": row["gpu"]},
+                           "cluster": {"gpus_per_node": gpn, "nodes": nodes, "scale_out": out}}
+    proto = row.get("protocol") or "auto"
+    if proto != "auto":
+        # The measured run had NCCL_PROTO forced (e.g. aws-ofi-nccl on p4d/p4de): price it the same way.
+        doc["communication"] = {"protocol": proto}
+    return from_dict(doc)
 
 
 def predict(row: dict[str, Any]) -> dict[str, Any]:
     """The ``collective --json`` row for the setup of a reference row (all GPUs of the cluster)."""
     sc = scenario_for(row)
     size = 8 * 2**30 if row["size_bytes"] == "large" else int(row["size_bytes"])
-    op = row["collective"].replace("_", "-")
+    # nccl-tests names (all_reduce_perf, alltoall_perf) -> the CLI's operation names.
+    op = {"alltoall": "all-to-all"}.get(row["collective"], row["collective"].replace("_", "-"))
     return collective_rows(sc, op, sc.gpus, [size], row["algorithm"])[0]
 
 
@@ -46,7 +58,8 @@ def _label(row: dict[str, Any], size: int) -> str:
     nodes = int(row.get("nodes", 1) or 1)
     gpn = int(row.get("gpus_per_node", row.get("gpus", 8)))
     fab = f" {row['fabric']}" if row.get("fabric") and nodes > 1 else ""
-    alg = "" if row["algorithm"] == "auto" else f" ({row['algorithm']})"
+    forced = [x for x in (row["algorithm"], row.get("protocol") or "auto") if x != "auto"]
+    alg = f" ({'/'.join(forced)})" if forced else ""
     unit = f"{size / 2**20:g} MiB" if size >= 2**20 else f"{size} B"
     return f"{row['gpu']} {nodes}x{gpn}{fab} {row['collective']} {unit}{alg}"
 
@@ -62,9 +75,18 @@ def collective_reference_rows() -> list[ReferenceRow]:
                                 predict(row)["busbw_GBps"], "GB/s busbw", "calibration",
                                 f"nccl_busbw.csv: {row['source']}"))
     for row in read_csv("nccl_multinode.csv"):
-        group = "nccl-tests one node" if int(row["nodes"]) == 1 else "nccl-tests multi-node"
+        group = ("nccl-tests one node" if int(row["nodes"]) == 1 else "nccl-tests multi-node 1-64 MiB"
+                 if int(row["size_bytes"]) < MID_SIZE_LIMIT else "nccl-tests multi-node")
         out.append(ReferenceRow(group, _label(row, int(row["size_bytes"])), float(row["busbw_GBps"]),
                                 predict(row)["busbw_GBps"], "GB/s busbw", row["role"], row["source"]))
+    for row in read_csv("nccl_relative.csv"):
+        ref = {**row, "collective": "all_reduce", "size_bytes": row["ref_size_bytes"]}
+        ref_mib = int(row["ref_size_bytes"]) / 2**20
+        label = _label(row, int(row["size_bytes"])) + f" / all_reduce {ref_mib:g} MiB"
+        out.append(ReferenceRow("nccl-tests multi-node, relative to all-reduce", label,
+                                float(row["busbw_GBps"]) / float(row["ref_busbw_GBps"]),
+                                predict(row)["busbw_GBps"] / predict(ref)["busbw_GBps"], "x all_reduce busbw",
+                                row["role"], row["source"]))
     for row in read_csv("nccl_latency.csv"):
         out.append(ReferenceRow("nccl-tests latency floor", _label(row, int(row["size_bytes"])),
                                 float(row["time_us"]), predict(row)["time_s"] * 1e6, "us per call",

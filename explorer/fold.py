@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from .analysis.measures import Measures, measure
 from .analysis.steady_state import ScheduledRun, schedule_iteration
 from .fold_plan import FoldPlan, plan
-from .fold_tasks import FoldedTasks, match_shift
+from .fold_tasks import FoldedTasks, match_shift, task_keys
 from .network import Network
 from .scenario import Scenario
 from .taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
@@ -80,12 +80,20 @@ def simulate_folded(sc: Scenario, ideal: frozenset[str] | None = None) -> Folded
     if fp is None:
         return None
     done: dict[int, tuple[ScheduledRun, Measures]] = {}
+    if ideal is None:
+        ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
+    # One builder (and network) for every reduced run: the layer split, chunks, priced calls and
+    # passes never depend on the micro-batch count, so they are made once instead of once per run.
+    base: IterationBuilder | None = None
     for triple in fp.triples():
         if sum({*done, *triple}) > fp.limit:
             return None
         for c in triple:
             if c not in done:
-                r = schedule_iteration(reduced(sc, c), ideal)
+                small = reduced(sc, c)
+                if base is None:
+                    base = IterationBuilder(small, Network(sc, free="comm" in ideal), ideal)
+                r = schedule_iteration(small, ideal, base.for_scenario(small))
                 done[c] = (r, measure(r))
         simulated = sum(len(x.tasks) for x, _ in done.values())
         out = _try(sc, fp, triple, [done[n] for n in triple], ideal, simulated)
@@ -95,7 +103,7 @@ def simulate_folded(sc: Scenario, ideal: frozenset[str] | None = None) -> Folded
 
 
 def _try(sc: Scenario, fp: FoldPlan, counts: tuple[int, int, int], done: list[tuple[ScheduledRun, Measures]],
-         ideal: frozenset[str] | None, simulated: int) -> FoldedRun | None:
+         ideal: frozenset[str], simulated: int) -> FoldedRun | None:
     """The fold over the three reduced runs ``done`` (of ``counts`` micro-batches), if both proofs
     hold: cheap ones first (the iteration time on a line), the task-by-task match last."""
     runs = [r for r, _ in done]
@@ -115,15 +123,14 @@ def _try(sc: Scenario, fp: FoldPlan, counts: tuple[int, int, int], done: list[tu
     lanes = 2 if b.schedule.two_directions else 1
     shift = (runs[1].builder.m_sim - runs[0].builder.m_sim) // lanes
     tol = REL_TOL * max(max(t.end for t in runs[-1].tasks), 1e-30)
-    first = match_shift(runs[0].tasks, runs[1].tasks, shift, tol)
+    keys = [task_keys(r.tasks) for r in runs]
+    first = match_shift(runs[0].tasks, runs[1].tasks, shift, tol, (keys[0], keys[1]))
     if first is None:
         return None
-    second = match_shift(runs[1].tasks, runs[2].tasks, shift, tol)
+    second = match_shift(runs[1].tasks, runs[2].tasks, shift, tol, (keys[1], keys[2]))
     if second is None or abs(first.delta - second.delta) > tol:
         return None
-    if ideal is None:
-        ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
-    folded = FoldedTasks(runs[-1].tasks, second, periods, _rebuild(sc, ideal))
+    folded = FoldedTasks(runs[-1].tasks, second, periods, _rebuild(sc, ideal), keys[2])
     block = len(folded.block)
     info = FoldInfo(counts, step, periods, second.delta, simulated, block)
     return FoldedRun(runs[-1], ms[-1].with_flat(values), folded, info)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .engine import Task
+from .gc_pause import paused_collector
 from .taskgraph.records import BucketInfo, OverlapInfo, PassInfo, StepInfo, TransferInfo
 
 Key = tuple[tuple, int]          # (identity, unit): unit -1 for once-per-iteration tasks
@@ -27,28 +28,32 @@ def task_keys(tasks: Sequence[Task]) -> list[Key]:
     """The key of every task, in task order (duplicates of an identity and unit numbered)."""
     out: list[Key] = []
     seen: dict[Key, int] = {}
+    append = out.append
     for t in tasks:
         i = t.info
-        if isinstance(i, PassInfo):
+        kind = type(i)                  # exact payload types (taskgraph.records): a dispatch per task
+        if kind is PassInfo:
             # A fused F&B: the backward's unit relative to the forward's, which both shift alike.
             pair = i.pair_mb - i.micro_batch if i.pair_mb >= 0 else None
-            ident: tuple = (t.cls, t.stream, t.kind, i.chunk, i.pair_chunk, pair)
-            mb = i.micro_batch
-        elif isinstance(i, TransferInfo):
-            ident, mb = (t.cls, t.stream, "pp", i.chunk, i.direction, i.pair), i.micro_batch
-        elif isinstance(i, OverlapInfo):
+            key: Key = ((t.cls, t.stream, t.kind, i.chunk, i.pair_chunk, pair), i.micro_batch)
+        elif kind is TransferInfo:
+            key = ((t.cls, t.stream, "pp", i.chunk, i.direction, i.pair), i.micro_batch)
+        elif kind is OverlapInfo:
             parent = tasks[t.deps[0][0]].kind if t.deps else ""
-            ident, mb = (t.cls, t.stream, "overlap", i.chunk, parent), i.micro_batch
-        elif isinstance(i, BucketInfo):
-            ident, mb = (t.cls, t.stream, "bucket", i.chunk, i.dim, i.op, i.layer_rank), -1
-        elif isinstance(i, StepInfo):
-            ident, mb = (t.cls, t.stream, "step"), -1
+            key = ((t.cls, t.stream, "overlap", i.chunk, parent), i.micro_batch)
+        elif kind is BucketInfo:
+            key = ((t.cls, t.stream, "bucket", i.chunk, i.dim, i.op, i.layer_rank), -1)
+        elif kind is StepInfo:
+            key = ((t.cls, t.stream, "step"), -1)
         else:
-            ident, mb = (t.cls, t.stream, t.kind), -1
-        key = (ident, mb)
-        n = seen.get(key, 0)
-        seen[key] = n + 1
-        out.append(((*ident, n), mb) if n else key)
+            key = ((t.cls, t.stream, t.kind), -1)
+        n = seen.get(key)
+        if n is None:
+            seen[key] = 1
+            append(key)
+        else:
+            seen[key] = n + 1
+            append(((*key[0], n), key[1]))
     return out
 
 
@@ -67,11 +72,12 @@ class Shift:
     split: dict[tuple, int]               # identity -> first late unit (identities with units)
 
 
-def match_shift(small: Sequence[Task], big: Sequence[Task], shift: int, tol: float) -> Shift | None:
+def match_shift(small: Sequence[Task], big: Sequence[Task], shift: int, tol: float,
+                keys: tuple[list[Key], list[Key]] | None = None) -> Shift | None:
     """The inserted period that turns run ``small`` into run ``big`` (``shift`` more units per
     lane), or None when ``big`` is not ``small`` with one period inserted (times within ``tol``
-    seconds)."""
-    ks, kb = task_keys(small), task_keys(big)
+    seconds).  ``keys``: both runs' :func:`task_keys`, when the caller has them already."""
+    ks, kb = keys if keys is not None else (task_keys(small), task_keys(big))
     index = dict(zip(ks, range(len(ks)), strict=True))
     delta = max(t.end for t in big) - max(t.end for t in small)
     late: list[bool] = []
@@ -82,27 +88,31 @@ def match_shift(small: Sequence[Task], big: Sequence[Task], shift: int, tol: flo
         return (abs(t.start - u.start - d) <= tol and abs(t.end - u.end - d) <= tol
                 and abs(t.ready - u.ready - d) <= tol and t.duration == u.duration)
 
-    def binding(keys: list[Key], t: Task) -> Key | None:
-        return keys[t.binding] if t.binding >= 0 else None
-
     for t, key in zip(big, kb, strict=True):
         ident, mb = key
         j = index.get(key)
-        bt = binding(kb, t)
-        if j is not None and same(t, small[j], 0.0) and bt == binding(ks, small[j]):
-            late.append(False)
-            if mb >= 0:
-                last_early[ident] = max(last_early.get(ident, -1), mb)
-            continue
-        j = index.get(shifted(key, -shift))
-        if j is None or not same(t, small[j], delta):
+        bt = kb[t.binding] if t.binding >= 0 else None
+        if j is not None:
+            u = small[j]
+            # Early: the same times (a float compare first: most early tasks are equal exactly).
+            if ((t.start == u.start and t.end == u.end and t.ready == u.ready and t.duration == u.duration)
+                    or same(t, u, 0.0)) and bt == (ks[u.binding] if u.binding >= 0 else None):
+                late.append(False)
+                if mb >= 0 and last_early.get(ident, -1) < mb:
+                    last_early[ident] = mb
+                continue
+        j = index.get((ident, mb - shift) if mb >= 0 else key)
+        if j is None:
             return None
-        bs = binding(ks, small[j])
+        u = small[j]
+        if not same(t, u, delta):
+            return None
+        bs = ks[u.binding] if u.binding >= 0 else None
         if (bt is None) != (bs is None) or (bt is not None and bt != shifted(bs, shift)):
             return None
         late.append(True)
-        if mb >= 0:
-            split[ident] = min(split.get(ident, mb), mb)
+        if mb >= 0 and split.get(ident, mb) >= mb:
+            split[ident] = mb
     # The late units of an identity must be a suffix, and an identity with units must have grown.
     if any(last_early.get(ident, -1) >= first for ident, first in split.items()):
         return None
@@ -124,17 +134,22 @@ class FoldedTasks(Sequence[Task]):
     fold: Shift
     periods: int
     rebuild: object                                   # () -> list[Task], the full graph unscheduled
+    keys: list[Key] | None = field(default=None, repr=False)     # task_keys(tasks), when known
     _full: list[Task] | None = field(default=None, repr=False)
+    _block: list[int] | None = field(default=None, repr=False)
 
     @property
     def block(self) -> list[int]:
-        """Indices (in ``tasks``) of the repeated block: the first ``shift`` late units per identity."""
-        keys = task_keys(self.tasks)
-        out = []
-        for i, ((ident, mb), late) in enumerate(zip(keys, self.fold.late, strict=True)):
-            if late and mb >= 0 and mb < self.fold.split[ident] + self.fold.shift:
-                out.append(i)
-        return out
+        """Indices (in ``tasks``) of the repeated block: the first ``shift`` late units per identity
+        (computed once, then kept)."""
+        if self._block is None:
+            if self.keys is None:
+                self.keys = task_keys(self.tasks)
+            split, shift = self.fold.split, self.fold.shift
+            pairs = enumerate(zip(self.keys, self.fold.late, strict=True))
+            self._block = [i for i, ((ident, mb), late) in pairs if late and 0 <= mb < split[ident] + shift]
+            self.keys = None             # not kept with the result: materialize() makes them again
+        return self._block
 
     def block_span(self) -> tuple[float, float]:
         """Start and end (in the reduced run's time) of the repeated block."""
@@ -175,10 +190,16 @@ class FoldedTasks(Sequence[Task]):
         in the reduced run, ``j`` periods later (computed once, then kept)."""
         if self._full is not None:
             return self._full
+        with paused_collector():                     # 100k+ live tasks: see explorer/gc_pause.py
+            self._full = self._unfold()
+        return self._full
+
+    def _unfold(self) -> list[Task]:
+        """materialize() without its cache: the full graph rebuilt, every task's times copied."""
         full: list[Task] = self.rebuild()            # type: ignore[operator]
         keys = task_keys(full)
         where = dict(zip(keys, range(len(keys)), strict=True))
-        small_keys = task_keys(self.tasks)
+        small_keys = self.keys if self.keys is not None else task_keys(self.tasks)
         small = dict(zip(small_keys, range(len(small_keys)), strict=True))
         d, s, n = self.fold.delta, self.fold.shift, self.periods
         for t, key in zip(full, keys, strict=True):
@@ -189,5 +210,4 @@ class FoldedTasks(Sequence[Task]):
                 j = n if self.fold.late[i] else 0
             t.ready, t.start, t.end = u.ready + j * d, u.start + j * d, u.end + j * d
             t.binding = where[shifted(small_keys[u.binding], j * s)] if u.binding >= 0 else -1
-        self._full = full
         return full

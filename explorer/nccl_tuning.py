@@ -89,6 +89,43 @@ def net_channels(nics_per_node: int, nic_GBps: float) -> int:
     n = max(int(nics_per_node), 1)
     # Strictly above: a 25 GB/s line rate is searched at 24 GB/s (comment above).
     return min(2 * n if nic_GBps > DUP_CHANNEL_GBPS else n, DEFAULT_CHANNELS)
+
+
+# Pipeline fill across the network.  NCCL moves each channel's share through the network in chunks of
+# one protocol step: Simple's step is NCCL_BUFFSIZE / NCCL_STEPS = 4 MiB / 8 = 512 KiB (NCCL defaults;
+# aws-ofi-nccl also sets 512 KiB NVLS/NVLS-tree chunks on p5, src/platform-aws.cpp), and a call whose data
+# crosses nodes cannot finish before its first chunk has gone through every stage and its last has drained.
+# NCCL's own model (time = latency + bytes / bandwidth) omits this; measured 1-64 MiB all-reduces across
+# nodes show it (reference/nccl_multinode.csv).  The fill is PIPELINE_FILL_CHUNKS chunk-times of one network
+# channel, chunks shrinking to size/channels for calls under one chunk per channel.  PIPELINE_FILL_CHUNKS = 2
+# (one fill and one drain) fitted to the calibration rows of that table: 1-64 MiB calibration mean |error|
+# 26 % -> 10 %; the plateau rows (>= 128 MiB) move by under 1 %.
+NET_CHUNK_BYTES = 512 * 1024
+PIPELINE_FILL_CHUNKS = 2.0
+
+
+def pipeline_fill_s(size_bytes: float, channels: int, group_net_Bps: float,
+                    node_fraction: float = 1.0) -> float:
+    """Seconds a call of ``size_bytes`` spends filling and draining NCCL's chunk pipeline across nodes:
+    PIPELINE_FILL_CHUNKS chunks of min(NET_CHUNK_BYTES, size / the group's channels), each at one network
+    channel's bandwidth.  ``channels``: the node's network channels (net_channels); ``group_net_Bps``: the
+    group's share of its node's network egress (bytes/s); ``node_fraction``: the share of the node's GPUs
+    (and so of its NICs and channels) the group holds -- a channel's bandwidth is the node's over its
+    channels whatever the group.  0 without a network bandwidth.
+
+    >>> round(pipeline_fill_s(64 * 2**20, 16, 240e9) * 1e6, 1)   # 2 x p5: 2 x 512 KiB at 15 GB/s
+    69.9
+    >>> round(pipeline_fill_s(64 * 2**20, 8, 24e9, 1 / 8) * 1e6, 1)   # 1 GPU of 8, 8 x HDR: 24 GB/s
+    43.7
+    """
+    if group_net_Bps <= 0 or group_net_Bps == float("inf") or node_fraction <= 0:
+        return 0.0
+    node_channels = max(int(channels), 1)
+    channel_Bps = group_net_Bps / node_fraction / node_channels
+    group_channels = max(node_channels * node_fraction, 1.0)
+    return PIPELINE_FILL_CHUNKS * min(NET_CHUNK_BYTES, size_bytes / group_channels) / channel_Bps
+
+
 # Protocol refinements of the link bandwidth (NCCL 2.25): ring LL keeps 1/2, ring LL128 0.92
 # (120/128 of each 128-byte line carries data), tree 0.92 then LL 1/3.8 and LL128 7/9 on one node
 # or 120/128 across nodes, PAT 0.75; CollNet Direct 0.85 on Hopper and later.

@@ -29,7 +29,7 @@ def nccl_options(sc: Scenario) -> NcclOptions:
                        nvls=gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch",
                        sharp=out.sharp, net_ll128=not out.fabric.startswith("eth"),
                        net_channels=net_channels(out.nics_per_node, out.nic_Gbps / 8),
-                       nics_per_node=out.nics_per_node)
+                       nics_per_node=out.nics_per_node, gpus_per_node=sc.cluster.gpus_per_node)
 
 
 class Network:

@@ -39,10 +39,16 @@ class Variant:
     tag: str
     sc: Scenario
     replicas: int
+    # Heterogeneous datacenters with DP across (explorer/hetero.py): the datacenters of this kind.
+    datacenters: tuple[int, ...] = ()
 
 
 def variants(sc: Scenario) -> list[Variant]:
-    """The variants of ``sc``'s replicas (module docstring); empty when every replica is alike."""
+    """The variants of ``sc``'s replicas (module docstring; datacenters that differ:
+    explorer/hetero.py); empty when every replica is alike."""
+    if sc.cluster.heterogeneous:
+        from . import hetero  # deferred: hetero builds on this module's Variant
+        return hetero.variants(sc)
     st = sc.cluster.stragglers
     if not st.active:
         return []
@@ -89,9 +95,9 @@ class JoinedTasks(Sequence[Task]):
             for tasks, offset in self.parts[1:]:
                 base = len(out)
                 own = list(tasks)
-                same = len(own) == len(slowest)
+                twin = _sync_twins(own, slowest)
                 for i, t in enumerate(own):
-                    src = slowest[i] if same and _is_sync(t) else t
+                    src = slowest[twin[i]] if i in twin else t
                     out.append(replace(t, cls=t.cls + offset, deps=[(d + base, w) for d, w in t.deps],
                                        binding=t.binding + base if t.binding >= 0 else -1,
                                        ready=src.ready, start=src.start, end=src.end))
@@ -111,42 +117,77 @@ class JoinedTasks(Sequence[Task]):
 def wait_s(own: Sequence[Task], slowest: Sequence[Task]) -> float:
     """How long a faster variant's classes wait for the slowest at the iteration's end: the
     largest delay of a joint collective past the time its own replica had it ready."""
-    if len(own) != len(slowest):
-        return 0.0
-    return max([0.0, *(s.start - t.start for t, s in zip(own, slowest, strict=True) if _is_sync(t))])
+    twin = _sync_twins(own, slowest)
+    return max([0.0, *(slowest[j].start - own[i].start for i, j in twin.items())])
+
+
+def _sync_twins(own: Sequence[Task], slowest: Sequence[Task]) -> dict[int, int]:
+    """Index in ``own`` -> index in ``slowest`` of the same joint collective: the k-th sync task of
+    each (replicas with other micro-batch counts have other task counts but the same buckets);
+    empty when their sync tasks differ in number (nothing can be joined)."""
+    mine = [i for i, t in enumerate(own) if _is_sync(t)]
+    theirs = [i for i, t in enumerate(slowest) if _is_sync(t)]
+    return dict(zip(mine, theirs, strict=True)) if len(mine) == len(theirs) else {}
 
 
 def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], object]):
     """The Result of ``sc`` from one simulation per variant (``run``): the slowest variant's
     figures, every variant's classes (named ``stage s (tag)``, ``gpus`` = replicas x tp x cp), their
-    memories and tasks, and per variant its replicas, own iteration time and wait."""
+    memories and tasks, and per variant its replicas, own iteration time and wait.  Datacenters
+    that differ (explorer/hetero.py) name classes by datacenter and GPU, check memory per GPU type
+    and give the whole cluster's throughput figures (hetero.headline)."""
+    from . import hetero  # deferred: hetero builds on this module's Variant
     from .analysis.report import Notice  # deferred: analysis imports simulate's neighbours
     results = [run(v.sc) for v in vs]
     order = sorted(range(len(vs)), key=lambda i: -results[i].iteration_time_s)
     slow = results[order[0]]
+    het = sc.cluster.heterogeneous
     per_replica = sc.parallelism.tp * sc.parallelism.cp
-    classes, memory, parts, rows = [], [], [], []
+    classes, memory, parts, rows, mem_notes = [], [], [], [], []
     for i in order:
         v, r = vs[i], results[i]
+        gpu = v.sc.hardware.gpu
         offset = len(classes)
         for c in r.classes:
-            name = c.name + (f" ({v.tag})" if v.tag else "")
+            if v.datacenters:          # DP across datacenters that differ: this kind's datacenters
+                c = replace(c, datacenter=v.datacenters[0], name=f"stage {c.stage} · {v.tag} · {gpu.name}")
+            elif het:                  # PP across: each stage on its own datacenter's GPU
+                c = replace(c, name=f"{c.name} · {hetero.dc_gpu(sc, c.datacenter).name}")
+            name = c.name + (f" ({v.tag})" if v.tag and not v.datacenters else "")
             gpus = v.replicas * per_replica
             classes.append(replace(c, index=offset + c.index, name=name, gpus=gpus,
                                    label=f"{name} (×{gpus} GPUs)"))
         memory += list(r.memory_by_class)
         parts.append((r.tasks, offset))
+        mem_notes += [Notice(n.kind, f"{v.tag} ({gpu.name}): {n.message}" if v.datacenters else n.message)
+                      for n in r.notices if n.kind == "memory"]
+        if het and not v.datacenters:
+            continue                   # PP across: one kind of replica, no rows
         rows.append({"name": v.tag or "at speed", "replicas": v.replicas,
                      "iteration_time_s": r.iteration_time_s,
-                     "wait_s": 0.0 if i == order[0] else wait_s(r.tasks, slow.tasks)})
+                     "wait_s": 0.0 if i == order[0] else wait_s(r.tasks, slow.tasks),
+                     **({"gpu": gpu.name, "micro_batches": v.sc.micro_batches,
+                         "memory_GB": max(mb.total for mb in r.memory_by_class) / 1e9,
+                         "memory_capacity_GB": gpu.capacity_bytes / 1e9,
+                         # Bytes one GPU of this kind sends for DP per tier (hierarchical: the WAN
+                         # share is S / its datacenter's replicas; hetero.py's docstring).
+                         "dp_bytes_per_gpu_by_tier": dict(r.comm_bytes_by_tier["dp"])}
+                        if v.datacenters else {})})
     notices = list(slow.notices)
+    if het:
+        notices = [n for n in notices if n.kind != "memory"]
+        notices += (mem_notes if vs[0].datacenters else
+                    [Notice(k, m) for k, m in hetero.stage_memory_notices(sc, memory)])
     fast = [row for row in rows[1:] if row["wait_s"] > 0]
     if fast:
         w = max(row["wait_s"] for row in fast)
+        who = "replicas at speed" if not het else "replicas on faster GPUs or in other datacenters"
         notices.append(Notice("straggler", (
-            f"stragglers: {sum(row['replicas'] for row in fast):,} replicas at speed would finish in "
-            f"{min(row['iteration_time_s'] for row in fast):.4g} s but wait up to {w * 1e3:.4g} ms at the "
-            f"gradient reduction for the {rows[0]['name']} ({slow.iteration_time_s:.4g} s per iteration)")))
+            f"{'stragglers' if not het else 'datacenters'}: {sum(row['replicas'] for row in fast):,} {who} "
+            f"would finish in {min(row['iteration_time_s'] for row in fast):.4g} s but wait up to "
+            f"{w * 1e3:.4g} ms at the gradient reduction for the {rows[0]['name']} "
+            f"({slow.iteration_time_s:.4g} s per iteration)")))
+    figures = hetero.headline(sc, vs, results, slow.iteration_time_s) if het else {}
     return replace(slow, scenario=sc, classes=tuple(classes), memory_by_class=tuple(memory),
                    tasks=JoinedTasks(parts), warnings=tuple(n.message for n in notices),
-                   warning_kinds=tuple(n.kind for n in notices), replicas=tuple(rows))
+                   warning_kinds=tuple(n.kind for n in notices), replicas=tuple(rows), **figures)

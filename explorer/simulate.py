@@ -7,10 +7,8 @@ timeline.  This module is the wiring.
 """
 from __future__ import annotations
 
-import gc
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .analysis.breakdown import CATEGORIES, COMM_DIMS, MemoryBreakdown
@@ -21,6 +19,7 @@ from .analysis.steady_state import ScheduledRun, schedule_iteration
 from .config.budget import check_unfolded_budget
 from .engine import Task
 from .fold import FoldInfo, simulate_folded
+from .gc_pause import paused_collector
 from .lowcomm import STEP_TIERS, SyncWindow, simulate_window
 from .lowcomm.decentral import Exchange, simulate_exchange
 from .network import Network
@@ -175,25 +174,8 @@ def simulate(sc: Scenario, fold: bool = True) -> Result:
     (stragglers) are simulated once per kind and joined (explorer/replicas.py).  With
     ``training.sync`` other than every-step, the inner step is simulated and the window of
     inner steps and their synchronisation is added (explorer/lowcomm)."""
-    with _no_cycle_collection():
+    with paused_collector():         # tens of thousands of live tasks: see explorer/gc_pause.py
         return _simulate(sc, fold)
-
-
-@contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for one simulation, restoring its state after.
-
-    A simulation allocates tens of thousands of tasks that all stay alive until it returns, so
-    every collection the allocations trigger finds nothing to free yet traverses the whole heap
-    (on the 1T-parameter row that was ~40% of the run).  Reference counting still frees acyclic
-    garbage at once; cycles left behind are collected after the simulation as usual."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _simulate(sc: Scenario, fold: bool) -> Result:

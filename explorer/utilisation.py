@@ -35,14 +35,15 @@ def class_calls(b: IterationBuilder, s: int, mine: list[Task]) -> list[LinkCall]
 
 
 def tier_utilisation(b: IterationBuilder, net: Network, by_class: list[list[Task]],
-                     T: float) -> dict:
+                     T: float, calls: list[list[LinkCall]] | None = None) -> dict:
     """Average utilisation (0..1) of each tier boundary during one iteration of length ``T`` (by
-    tier name) and of each direction of each WAN link (by ``("wan", from, to)``)."""
+    tier name) and of each direction of each WAN link (by ``("wan", from, to)``).  ``calls``: each
+    class's :func:`class_calls`, when the caller has them already."""
     sc = b.sc
     per_stage = sc.parallelism.tp * sc.parallelism.cp * sc.dp     # GPUs behaving like one class
     traffic = [0.0] * len(BOUNDARY_NAMES)
     for s, mine in enumerate(by_class):
-        for call in class_calls(b, s, mine):
+        for call in (calls[s] if calls is not None else class_calls(b, s, mine)):
             for i in range(len(call.egress)):
                 traffic[i] += call.domain_traffic(i, per_stage)
     out: dict = {}
@@ -53,14 +54,15 @@ def tier_utilisation(b: IterationBuilder, net: Network, by_class: list[list[Task
     if wan is not None:
         # Each WAN link direction under the key ("wan", from, to), as bytes / its capacity too
         # (simulate.assemble turns these into the wan_links report).
-        loads = wan_link_bytes(b, by_class)
+        loads = wan_link_bytes(b, by_class, calls)
         for link in wan.links:
             for u, v in ((link.a, link.b), (link.b, link.a)):
                 out[("wan", u, v)] = loads.get((u, v), 0.0) / (link.capacity_Bps * T) if T > 0 else 0.0
     return out
 
 
-def wan_link_bytes(b: IterationBuilder, by_class: list[list[Task]]) -> dict[tuple[int, int], float]:
+def wan_link_bytes(b: IterationBuilder, by_class: list[list[Task]],
+                   calls: list[list[LinkCall]] | None = None) -> dict[tuple[int, int], float]:
     """Bytes per iteration on each directed WAN link (from, to), all GPUs' traffic.
 
     A call's datacenter ring puts ``load`` shares on a link, a share being the egress[3] one
@@ -72,7 +74,7 @@ def wan_link_bytes(b: IterationBuilder, by_class: list[list[Task]]) -> dict[tupl
     per_stage = sc.parallelism.tp * sc.parallelism.cp * sc.dp
     out: dict[tuple[int, int], float] = {}
     for s, mine in enumerate(by_class):
-        for call in class_calls(b, s, mine):
+        for call in (calls[s] if calls is not None else class_calls(b, s, mine)):
             if not call.wan_loads:
                 continue
             each = (call.count * per_stage / 2 if call.pairwise else call.count * per_stage / call.group)
@@ -99,11 +101,12 @@ def traffic_by_tier(b: IterationBuilder, by_class: list[list[Task]]) -> dict[str
     return out
 
 
-def class_traffic(b: IterationBuilder, s: int, mine: list[Task]) -> dict[str, list[float]]:
+def class_traffic(b: IterationBuilder, s: int, mine: list[Task],
+                  calls: list[LinkCall] | None = None) -> dict[str, list[float]]:
     """Bytes one GPU of class ``s`` sends across each tier boundary per iteration, per dimension
-    (traffic_by_tier before its maximum over classes)."""
+    (traffic_by_tier before its maximum over classes); ``calls``: its :func:`class_calls`, if known."""
     acc = {d: [0.0] * len(BOUNDARY_NAMES) for d in COMM_DIMS}
-    for call in class_calls(b, s, mine):
+    for call in (calls if calls is not None else class_calls(b, s, mine)):
         key = "dp" if call.dim == "edp" else call.dim
         acc[key] = [a + call.per_gpu(i) for i, a in enumerate(acc[key])]
     return acc

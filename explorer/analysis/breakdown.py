@@ -47,18 +47,23 @@ def class_breakdown(tasks: list[Task], cls: int, iteration_s: float, start_s: fl
     out = dict.fromkeys(CATEGORIES, 0.0)
     if mine is None:
         mine = [t for t in tasks if t.cls == cls]
-    compute = sorted((t for t in mine if t.stream == "compute" and t.duration > 0), key=lambda t: t.start)
+    compute = [t for t in mine if t.stream == "compute" and t.duration > 0]
+    compute.sort(key=_start)
     end = start_s + iteration_s
+    category_of = CATEGORY_OF_PART
 
     def explain(a: float, b: float, d: Task | None) -> None:
         """Charge the idle interval [a, b] by walking back the chain of binding dependencies:
         communication (and the wait for its stream) is charged to its dimension, other classes'
         compute to the bubble; the walk stops at this class's own compute."""
         while d is not None and b - a > 1e-15:
-            if d.stream == "compute" and d.cls == cls:
-                break
-            cat = CATEGORY_OF_PART.get(d.kind, "bubble") if d.stream != "compute" else "bubble"
-            lo = max(a, d.ready)
+            if d.stream == "compute":
+                if d.cls == cls:
+                    break
+                cat = "bubble"
+            else:
+                cat = category_of.get(d.kind, "bubble")
+            lo = d.ready if d.ready > a else a
             if b > lo:
                 out[cat] += b - lo
                 b = lo
@@ -68,16 +73,19 @@ def class_breakdown(tasks: list[Task], cls: int, iteration_s: float, start_s: fl
 
     at = start_s
     for t in compute:
-        lo, hi = max(t.start, start_s), min(t.end, end)
-        if t.start > at and at < end:
-            explain(at, min(t.start, end), tasks[t.binding] if t.binding >= 0 else None)
+        ts, te = t.start, t.end
+        lo = ts if ts > start_s else start_s
+        hi = te if te < end else end
+        if ts > at and at < end:
+            explain(at, ts if ts < end else end, tasks[t.binding] if t.binding >= 0 else None)
         if hi > lo:
             # Only the part of the task inside the window counts (overlapping-iteration schedules
             # simulate more than one iteration), its parts in proportion.
             share = (hi - lo) / t.duration
             for k, v in t.parts:
-                out[CATEGORY_OF_PART[k]] += v * share
-        at = max(at, hi)
+                out[category_of[k]] += v * share
+        if hi > at:
+            at = hi
     if end > at:
         # Tail: this class is done; explain what the iteration still waits for.
         if last_enders is None:
@@ -87,6 +95,10 @@ def class_breakdown(tasks: list[Task], cls: int, iteration_s: float, start_s: fl
         last = next((t for t in last_enders if t.cls == cls), last_enders[0])
         explain(at, end, last)
     return out
+
+
+def _start(t: Task) -> float:
+    return t.start
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..taskgraph.records import BucketInfo, TransferInfo
-from ..utilisation import class_traffic, tier_utilisation
+from ..utilisation import class_calls, class_traffic, tier_utilisation
 from .breakdown import CATEGORIES, COMM_DIMS, MemoryBreakdown
 from .memory import class_memory
 from .report import link_summary
@@ -84,11 +84,14 @@ def measure(r: ScheduledRun) -> Measures:
             if t.stream == "compute":
                 busy[s] += t.duration
         comm.append(class_comm_bytes(r, s))
+    # Each class's network calls, gathered once for its traffic and the tiers' load.
+    calls = [class_calls(b, s, mine) for s, mine in enumerate(r.by_class)]
     return Measures(
         T=r.T, breakdowns=tuple(r.breakdown(s) for s in range(p)), busy=tuple(busy), end=tuple(end),
         memory=tuple(class_memory(b, r.net, s) for s in range(p)), comm=tuple(comm),
-        traffic=tuple({d: tuple(v) for d, v in class_traffic(b, s, r.by_class[s]).items()} for s in range(p)),
-        link_load=tier_utilisation(b, r.net, r.by_class, 1.0), links=link_summary(b, r.tasks),
+        traffic=tuple({d: tuple(v) for d, v in class_traffic(b, s, r.by_class[s], calls[s]).items()}
+                      for s in range(p)),
+        link_load=tier_utilisation(b, r.net, r.by_class, 1.0, calls), links=link_summary(b, r.tasks),
         pace_margin=r.pace_margin)
 
 

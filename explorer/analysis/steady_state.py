@@ -48,13 +48,17 @@ class ScheduledRun:
         return out
 
 
-def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None) -> ScheduledRun:
+def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None,
+                       builder: IterationBuilder | None = None) -> ScheduledRun:
     """Build and run the task graph of ``sc`` (with the given ideal-pipeline aspects; the
-    scenario's own ``ideal_pipeline`` when None) and find its iteration window."""
-    if ideal is None:
-        ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
-    net = Network(sc, free="comm" in ideal)
-    builder = IterationBuilder(sc, net, ideal)
+    scenario's own ``ideal_pipeline`` when None) and find its iteration window.  ``builder``: one
+    already made for ``sc`` (the fold's reduced runs share their m-independent parts,
+    IterationBuilder.for_scenario), else a new one."""
+    if builder is None:
+        if ideal is None:
+            ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
+        builder = IterationBuilder(sc, Network(sc, free="comm" in ideal), ideal)
+    net = builder.net
     graph = builder.build()
     makespan = run(graph)
     tasks = graph.tasks

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from ..analysis.compare import Comparison, Step, compare, waterfall_steps
 from ..config.schema import excerpt, one_line
+from ..hetero import gpu_summary
 from ..scenario import Scenario, ScenarioError
 
 NAME = "diff"
@@ -84,7 +85,7 @@ def _seconds(v: float, scale: float, unit: str, signed: bool = False) -> str:
 
 def _layout(sc: Scenario) -> str:
     p = sc.parallelism
-    return (f"{sc.gpus:,} x {sc.hardware.gpu.name} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · "
+    return (f"{gpu_summary(sc)} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · "
             f"ep {p.ep} · vpp {p.vpp} · {p.schedule} · ZeRO {p.zero} · {sc.micro_batches} micro-batches")
 
 

@@ -121,9 +121,11 @@ def check_budget(sc: Scenario) -> None:
     or, when the steady state folds, its three reduced simulations."""
     e = estimate(sc)
     if e.work > MAX_WORK:
-        # Replicas that differ (stragglers) are simulated folded but joined into one task list that
-        # the timeline draws and downloads unfolded (explorer/replicas.py): the fold does not admit them.
-        folded = None if sc.cluster.stragglers.active else folded_estimate(sc)
+        # Replicas that differ (stragglers, datacenters that differ) are simulated folded but joined
+        # into one task list that the timeline draws and downloads unfolded (explorer/replicas.py):
+        # the fold does not admit them.
+        differ = sc.cluster.stragglers.active or sc.cluster.heterogeneous
+        folded = None if differ else folded_estimate(sc)
         if folded is None or folded.work > MAX_WORK:
             _refuse(sc, e, "")
 

@@ -4,8 +4,10 @@ Three shorthands are expanded on the raw mapping (like ``model.preset`` in loadi
 the sections hold the resolved form:
 
 - ``cluster.datacenters`` as a list of ``{name, nodes, gpu}`` becomes the datacenter count, the
-  total ``cluster.nodes`` and the derived ``cluster.datacenter_names``.  Only equal datacenters
-  (same nodes, same GPU) are supported for now; anything else is a one-line error.
+  total ``cluster.nodes`` and the derived ``cluster.datacenter_names``; datacenters of different
+  sizes add ``cluster.datacenter_nodes`` and datacenters of different GPU presets (``gpu`` a name
+  of explorer/data/gpus.yaml; left out = ``hardware.gpu``) add ``cluster.datacenter_gpus``.  How
+  such a cluster is simulated, and which placements it admits, is explorer/hetero.py.
 - ``cluster.scale_across.preset`` fills ``bandwidth_Gbps`` and ``latency_ms`` where the scenario
   leaves them out (or gives null); link ends given as integers become their text.
 - ``parallelism.span`` sets ``parallelism.order`` (SPAN_ORDERS); an explicit order that disagrees
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .presets import DEFAULT_GPU
+from .presets import DEFAULT_GPU, gpu_presets
 from .schema import ScenarioError, excerpt, unknown_key_error
 from .wan import WAN_PRESETS
 
@@ -32,8 +34,9 @@ def resolve_scale_across(raw: dict[str, Any]) -> None:
     """Expand the shorthands of the module docstring in ``raw`` (a private copy), in place."""
     cluster = raw.get("cluster")
     if isinstance(cluster, dict):
-        if "datacenter_names" in cluster:
-            raise unknown_key_error("datacenter_names", ["datacenters"], "cluster")
+        for derived in ("datacenter_names", "datacenter_nodes", "datacenter_gpus"):
+            if derived in cluster:
+                raise unknown_key_error(derived, ["datacenters"], "cluster")
         if isinstance(cluster.get("datacenters"), list):
             _resolve_list(raw, cluster)
         wan = cluster.get("scale_across")
@@ -74,29 +77,32 @@ def _resolve_list(raw: dict[str, Any], cluster: dict[str, Any]) -> None:
         gpus.append(item.get("gpu"))
     if len(set(names)) != len(names):
         raise ScenarioError(path, f"names {excerpt(names)} repeat; give each datacenter its own name")
-    if len(set(nodes)) > 1:
-        sizes = ", ".join(f"{a} {n} nodes" for a, n in zip(names, nodes, strict=True))
-        raise ScenarioError(path, f"datacenters of different sizes ({sizes}) are not supported yet; "
-                            "give every datacenter the same nodes")
     hw = raw.get("hardware") if isinstance(raw.get("hardware"), dict) else None
     cluster_gpu = hw.get("gpu") if hw is not None else None
-    given = {g for g in gpus if g is not None}
-    if not given and cluster_gpu is None:
-        cluster_gpu = DEFAULT_GPU
-    if given and cluster_gpu is None:
-        # Every datacenter names its GPU and the scenario names none: that is the scenario's GPU.
-        cluster_gpu = next(iter(given))
+    table = gpu_presets()
+    for i, g in enumerate(gpus):
+        if g is not None and (not isinstance(g, str) or g not in table):
+            raise ScenarioError(f"{path}[{i}].gpu", f"{excerpt(g)} is not a GPU preset (valid: "
+                                f"{', '.join(table)}); leave it out for hardware.gpu")
+    given = [g for g in gpus if g is not None]
+    if cluster_gpu is None:
+        # No hardware.gpu: the first datacenter's GPU (else the default) is the scenario's.
+        cluster_gpu = given[0] if given else DEFAULT_GPU
         raw["hardware"] = {**(hw or {}), "gpu": cluster_gpu}
-    name_of = cluster_gpu if isinstance(cluster_gpu, str) else (
-        cluster_gpu.get("name") if isinstance(cluster_gpu, dict) else None)
-    if len(given) > 1 or (given and given != {name_of}):
-        raise ScenarioError(path, f"different GPU types ({', '.join(sorted(map(str, given | {name_of})))}) "
-                            "are not supported yet; give every datacenter hardware.gpu")
-    total = nodes[0] * len(nodes)
+    name_of = cluster_gpu if isinstance(cluster_gpu, str) else None
+    own = [g if g is not None else name_of for g in gpus]
+    if any(g != name_of for g in own):
+        if name_of is None:
+            raise ScenarioError("hardware.gpu", "is a custom mapping, but cluster.datacenters names GPU "
+                                "presets; give hardware.gpu a preset name (valid: " + ", ".join(table) + ")")
+        cluster["datacenter_gpus"] = own
+    total = sum(nodes)
+    if len(set(nodes)) > 1:
+        cluster["datacenter_nodes"] = nodes
     if "nodes" in cluster and cluster["nodes"] != total:
+        sizes = " + ".join(map(str, nodes))
         raise ScenarioError("cluster.nodes", f"{excerpt(cluster['nodes'])} but cluster.datacenters holds "
-                            f"{len(nodes)} x {nodes[0]} = {total} nodes; drop cluster.nodes or make them "
-                            "agree")
+                            f"{sizes} = {total} nodes; drop cluster.nodes or make them agree")
     cluster["nodes"] = total
     cluster["datacenters"] = len(names)
     cluster["datacenter_names"] = names

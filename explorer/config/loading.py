@@ -161,8 +161,10 @@ def to_dict(sc: Scenario) -> dict[str, Any]:
     out = dump(sc)
     c = sc.cluster
     if c.datacenter_names:      # the list form, as written (its total is cluster.nodes)
-        out["cluster"]["datacenters"] = [{"name": n, "nodes": c.nodes // c.datacenters}
-                                         for n in c.datacenter_names]
+        gpus = c.datacenter_gpus
+        out["cluster"]["datacenters"] = [
+            {"name": n, "nodes": c.nodes_of(d), **({"gpu": gpus[d]} if gpus else {})}
+            for d, n in enumerate(c.datacenter_names)]
     gpu = sc.hardware.gpu
     if gpu.preset is not None and replace(gpu, preset=None) == _filled_gpu_preset(gpu.preset):
         out["hardware"]["gpu"] = gpu.preset

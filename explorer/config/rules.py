@@ -192,9 +192,9 @@ def rule_order_lists_each_dim(sc: Scenario) -> None:
 
 
 def rule_datacenters_divide_nodes(sc: Scenario) -> None:
-    """Datacenters hold the same number of nodes."""
+    """Datacenters of the integer form hold the same number of nodes."""
     c = sc.cluster
-    if c.nodes % c.datacenters:
+    if c.nodes % c.datacenters and not c.datacenter_nodes:    # a list of sizes says its own
         raise ScenarioError("cluster.datacenters", f"{c.datacenters} does not divide nodes={c.nodes} "
                             f"(valid: {divisors(c.nodes)})")
 
@@ -245,8 +245,9 @@ RULES: tuple[Rule, ...] = (
 def validate(sc: Scenario) -> None:
     """Run every rule of :data:`RULES` in order, then the scale-across rules
     (:data:`explorer.config.wan_rules.WAN_RULES`); the first that fails raises its ScenarioError."""
-    from .sync_rules import SYNC_RULES  # replicas that train apart (training.sync)
+    from .hetero_rules import HETERO_RULES  # datacenters that differ (explorer/hetero.py)
+    from .sync_rules import SYNC_RULES  # replicas that train apart or gossip (low-communication)
     from .wan_rules import WAN_RULES  # its own module: the scale-across fields' rules
 
-    for rule in (*RULES, *WAN_RULES, *SYNC_RULES):
+    for rule in (*RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES):
         rule(sc)

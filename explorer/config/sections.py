@@ -257,17 +257,30 @@ class Cluster:
     nodes: int = field(default=1, metadata={"min": 1, "max": MAX_GPUS, "doc": "nodes in the cluster"})
     datacenters: int = field(default=1, metadata={
         "min": 1, "max": 1024,
-        "doc": "buildings/datacenters; nodes split evenly; or a list of {name, nodes, gpu} (same nodes "
-               "and GPU in each, for now)"})
+        "doc": "buildings/datacenters; nodes split evenly; or a list of {name, nodes, gpu} (sizes and "
+               "GPU presets may differ: explorer/hetero.py)"})
     scale_up: ScaleUp = field(default_factory=ScaleUp)
     scale_out: ScaleOut = field(default_factory=ScaleOut)
     scale_across: ScaleAcross = field(default_factory=ScaleAcross)
     stragglers: Stragglers = field(default_factory=Stragglers)
     datacenter_names: tuple[str, ...] = field(default=(), metadata={"derived": True})
+    # From the list form (config/datacenters.py): each datacenter's nodes when they differ, and its
+    # GPU preset when some datacenter's differs from hardware.gpu; empty = all alike.
+    datacenter_nodes: tuple[int, ...] = field(default=(), metadata={"derived": True})
+    datacenter_gpus: tuple[str, ...] = field(default=(), metadata={"derived": True})
 
     def datacenter_name(self, d: int) -> str:
         """Name of datacenter ``d``: its name in the list form, else ``dc<d>``."""
         return self.datacenter_names[d] if self.datacenter_names else f"dc{d}"
+
+    def nodes_of(self, d: int) -> int:
+        """Nodes of datacenter ``d`` (its own in the list form, else an equal share)."""
+        return self.datacenter_nodes[d] if self.datacenter_nodes else self.nodes // self.datacenters
+
+    @property
+    def heterogeneous(self) -> bool:
+        """Whether the datacenters differ in size or GPU type (explorer/hetero.py simulates them)."""
+        return bool(self.datacenter_nodes or self.datacenter_gpus)
 
     @property
     def gpus(self) -> int:
@@ -314,6 +327,11 @@ class Parallelism:
                "memory); 0 = latency-aware 1F1B's p - s plus the extra warm-up that covers the WAN "
                "round trip",
         "why": "0 (as many as cover the round trip) up to 100,000"})
+    batch_split: str = field(default="even", metadata={
+        "choices": ("even", "speed"),
+        "doc": "datacenters of different GPUs: even = every DP replica gets the same micro-batches (and "
+               "PP stages the default layer split); speed = micro-batches per replica in proportion to its "
+               "GPUs' speed, with PP across layers per stage by its GPU's speed (load-balanced)"})
     dp_kind: str = field(default="allreduce", metadata={
         "choices": DP_KINDS,
         "doc": "how data-parallel replicas agree each step: allreduce = gradient all-reduce; gossip-* = "

@@ -49,12 +49,14 @@ def rule_span_crosses(sc: Scenario) -> None:
     D = c.datacenters
     if p.span == "auto" or D < 2:
         return
-    dc_gpus = c.gpus // D
     replica = p.tp * p.cp * p.pp
-    if p.span == "dp" and dc_gpus % replica:
+    odd = [d for d in range(D) if c.nodes_of(d) * c.gpus_per_node % replica]
+    if p.span == "dp" and odd:
+        where = (f"datacenter {c.datacenter_name(odd[0])} of {c.nodes_of(odd[0]) * c.gpus_per_node} GPUs"
+                 if c.datacenter_nodes else f"one datacenter of {c.gpus // D} GPUs")
         raise ScenarioError("parallelism.span", f"dp keeps each pipeline (tp*cp*pp = {replica} GPUs) inside "
-                            f"one datacenter of {dc_gpus} GPUs, which it does not divide; use span pp or "
-                            "fewer tp*cp*pp")
+                            f"{where}, which it does not divide; use "
+                            f"{'span pp or ' if not c.datacenter_nodes else ''}fewer tp*cp*pp")
     if p.span == "pp" and p.pp % D:
         raise ScenarioError("parallelism.span", f"pp puts whole stages in each datacenter: pp = {p.pp} must "
                             f"be a multiple of the {D} datacenters")

@@ -9,8 +9,9 @@ How (one module per concept):
 
 ==============  ==================================================================================
 keys            what each cost depends on (compute key, network key), interned; the shared network
-chunk_basis     a chunk's work as chunk_work's pieces (one layer of each kind, each end) x counts;
-                the builder's layer split
+stages          a network's stages grouped per dimension by where their groups sit (priced once)
+chunk_basis     a chunk's work as chunk_work's pieces (one layer of each kind, each end) x counts,
+                keyed by what chunk_work reads of the groups; the builder's layer split
 buckets         gradient buckets and ZeRO 1-2 gathers as dp_buckets.dp_tasks makes them
 profile         one row as arrays over stages: chunks, passes' parts, transfers, buckets, optimizer
 program         a schedule's program order compiled once per shape into steps of ops

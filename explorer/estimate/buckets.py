@@ -11,6 +11,8 @@ group shape.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from ..scenario import Scenario
@@ -59,10 +61,11 @@ def _tasks(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, op: st
 
 
 def dp_work(sc: Scenario, net: RowNetwork, params: np.ndarray, expert: np.ndarray, gather_overlap: bool,
-            classes: np.ndarray, reps: tuple[int, ...]) -> Arrays4:
+            dims: Mapping[str, tuple[np.ndarray, tuple[int, ...]]]) -> Arrays4:
     """Per stage: readiness and seconds of the reduce bucket tasks of its chunks ((p, nch*JOBS)),
     when each chunk's first forward may start ((p, nch): its gathers done under ZeRO 1-2 with
-    overlap, IterationBuilder._gathers_at_start) and the gathers after the step ((p,))."""
+    overlap, IterationBuilder._gathers_at_start) and the gathers after the step ((p,)).  ``dims``:
+    per dimension the stages' classes and their representatives (estimate/stages.py)."""
     p, nch = params.shape
     zero = sc.parallelism.zero
     frac = np.zeros((p, nch, JOBS))
@@ -75,6 +78,7 @@ def dp_work(sc: Scenario, net: RowNetwork, params: np.ndarray, expert: np.ndarra
     gather = np.zeros((p, nch))
     has_gather = np.zeros((p, nch), bool)
     for half, (dim, n_params) in enumerate((("dp", params), ("edp", expert))):
+        classes, reps = dims[dim]
         f, d, _, _ = _tasks(sc, net, n_params, dim, op, grad_reduce_bytes(sc), classes, reps)
         frac[..., half * MAX_BUCKET_TASKS:(half + 1) * MAX_BUCKET_TASKS] = f
         dur[..., half * MAX_BUCKET_TASKS:(half + 1) * MAX_BUCKET_TASKS] = d

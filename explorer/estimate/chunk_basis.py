@@ -25,7 +25,7 @@ from ..scenario import Scenario
 from ..taskgraph.chunks import ChunkContext, ChunkWork, chunk_work
 from ..taskgraph.partition import choose_split
 from ..workload import embedding_cost, layer_cost, logits_cost
-from .keys import RowNetwork, compute_key, memo_table
+from .keys import RowNetwork, compute_key, intern, memo_table
 
 PARTS = ("compute", "recompute", "weight-grad", "tp", "cp", "ep", "dp")   # a pass's parts, in order
 COMPUTE_PARTS = ("compute", "recompute", "weight-grad")
@@ -132,14 +132,40 @@ def _features(ch: ChunkWork) -> np.ndarray:
                      ch.expert_params, ch.act_bytes, ch.fsdp_bytes])
 
 
-def basis(sc: Scenario, ckey: int, net: RowNetwork, stage: int, ideal: frozenset[str], tied: bool,
-          sig: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """(5, features) of one piece per role priced on ``stage`` (whose group shapes are ``sig``), and
-    (5,) the bf16 bytes of the largest layer of each piece that ZeRO-3 gathers (fsdp_layer_bytes)."""
+def pricing_signature(net: RowNetwork, sig: tuple) -> tuple:
+    """What collectives.cost reads of the groups ``sig`` and of the library options, so that networks
+    that differ only where no call of these groups looks price a piece alike.  A group inside one node
+    (not spanning boundary 1, hence no outer one either) reads its size, its members per domain, the
+    scale-up share, the latencies (NCCL's net hop shift reads latencies[1]) and the wiring: the shares
+    of boundaries it does not span are never read (collectives._spanned, _crossing, _pairwise,
+    mpi_algorithms, moe_routing.node_aware_pass loop over spanned boundaries only).  When no group of
+    ``sig`` leaves a node, the options that only apply across nodes (SHARP, LL128 over the fabric,
+    the fabric's channels, NICs per node: each read under ``nodes > 1`` or ``spans(1)``) are left out
+    too.  Why: a sweep over the NIC bandwidth then prices TP/CP/EP pieces inside a node once."""
+    o = net.net.options
+    inside = [not s.spans(1) for s in sig]
+    shapes = tuple(s if not ok else ("in-node", s.n, s.per_domain, s.shares[0], s.latencies, s.up_kind,
+                                     s.wan_loads) for s, ok in zip(sig, inside, strict=True))
+    opts = (o.library, o.protocol, o.arch, o.nvls) if all(inside) else o
+    return shapes, opts, net.net.algorithm, net.free
+
+
+def basis_key(sc: Scenario, ckey: int, netsig: int, ideal: frozenset[str], tied: bool) -> int:
+    """The interned key of :func:`basis`: the compute key, the stage's interned pricing signature
+    (:func:`pricing_signature`), and the options chunk_work reads.  ZeRO enters only as ``zero == 3``
+    (chunks.py and layer.py test nothing else), and the prefetch depth and dp overlap only then
+    (they reach chunk_work through fsdp_cost alone)."""
     com = sc.communication
-    # The group shapes and the library's choices (algorithm, NCCL options) price every call.
-    key = (ckey, sig, net.net.algorithm, net.net.options, net.free, ideal, tied, sc.parallelism.zero,
-           com.prefetch_layers, com.dp_overlap, com.tp_overlap)
+    fsdp = sc.parallelism.zero == 3
+    extra = (com.prefetch_layers, com.dp_overlap) if fsdp else ()
+    return intern(("basis", ckey, netsig, ideal, tied, fsdp, com.tp_overlap, *extra))
+
+
+def basis(sc: Scenario, ckey: int, net: RowNetwork, stage: int, ideal: frozenset[str], tied: bool,
+          key: int) -> tuple[np.ndarray, np.ndarray]:
+    """(5, features) of one piece per role priced on ``stage`` (whose pricing key is ``key``, from
+    :func:`basis_key`), and (5,) the bf16 bytes of the largest layer of each piece that ZeRO-3
+    gathers (fsdp_layer_bytes)."""
     out = _BASES.get(key)
     if out is not None:
         return out

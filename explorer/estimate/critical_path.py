@@ -48,18 +48,22 @@ def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray
     end0 = prog.end0
     times = np.zeros((end0 + 3 * n, g))
     times[1:end0] = gates
-    start = np.empty((n, g))
     clock = np.zeros((p, g))
     pp_free = np.zeros((p, g))
-    stage, src = prog.stage, prog.src
-    for idx, plan in zip(prog.steps, prog.sends, strict=True):
-        st = stage[idx]
-        ready = times[src[idx]].max(axis=1)
-        ready *= real[idx]                                          # phantoms wait for nothing
+    # Everything a step reads of its own ops, laid out step after step: a step takes slices.
+    order, bounds = prog.order, prog.bounds
+    stage_o, src_o, slot_o = prog.stage[order], prog.src[order], end0 + order
+    dur_o, real_o = dur[order], real[order]
+    start_o = np.empty((n, g))
+    for k, plan in enumerate(prog.sends):
+        lo, hi = bounds[k], bounds[k + 1]
+        st = stage_o[lo:hi]
+        ready = times[src_o[lo:hi]].max(axis=1)
+        ready *= real_o[lo:hi]                                      # phantoms wait for nothing
         s0 = np.maximum(clock[st], ready, out=ready)
-        start[idx] = s0
-        e0 = s0 + dur[idx]
-        times[end0 + idx] = e0
+        start_o[lo:hi] = s0
+        e0 = s0 + dur_o[lo:hi]
+        times[slot_o[lo:hi]] = e0
         for pos, ops, ss, slot, col in plan:
             after = e0[pos]
             if blocking:
@@ -72,4 +76,6 @@ def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray
                 pp_free[ss] = arrive
             times[slot] = arrive
         clock[st] = e0
+    start = np.empty((n, g))
+    start[order] = start_o
     return OpTimes(start, times[end0:end0 + n], clock, pp_free)

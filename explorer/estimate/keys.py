@@ -86,6 +86,7 @@ def network_key(sc: Scenario, free: bool) -> int:
 # one (and its cached shapes and calls).  Bounded: cleared when a long session fills it.
 _NETWORKS: dict[int, Network] = memo_table()
 _MAX_NETWORKS = 4096
+_SIZES: dict[tuple[int, str], int] = memo_table()
 
 
 def shared_network(sc: Scenario, key: int, free: bool) -> Network:
@@ -103,18 +104,25 @@ class RowNetwork:
     of the same :func:`network_key` (Network caches them per instance), while ``sc`` is the row's
     own scenario (fsdp_cost reads its framework and dtype from ``net.sc``)."""
 
-    __slots__ = ("sc", "free", "net", "cost", "shape", "placement")
+    __slots__ = ("sc", "free", "net", "cost", "shape", "placement", "key")
 
     def __init__(self, sc: Scenario, free: bool, key: int) -> None:
         self.sc = sc
         self.net = shared_network(sc, key, free)
         self.free = free
+        self.key = key
         self.cost = self.net.cost
         self.shape = self.net.shape
         self.placement = self.net.placement
 
     def group_size(self, dim: str, stage: int = 0) -> int:
-        return self.net.shape(dim, stage).n
+        """Network.group_size without placing the group on the fabric: Fabric.shape's ``n`` is the
+        number of members, and every group of a dimension is a translate of stage 0's (placement.py)."""
+        key = (self.key, dim)
+        n = _SIZES.get(key)
+        if n is None:
+            n = _SIZES[key] = len(self.net.members(dim, 0))
+        return n
 
     def members(self, dim: str, stage: int) -> Any:
         return self.net.members(dim, stage)

@@ -5,13 +5,16 @@ transfers, gradient buckets, parameter gathers and the optimizer step.  This mod
 same quantities for one scenario without building the graph, from pieces memoised on what they
 depend on (estimate/keys.py):
 
-- per network key: the shared Network, each stage's group shapes and data-parallel group sizes;
-- per chunk layout (compute key, network key, schedule, p, v, options chunk_work reads): the
-  chunks' work (estimate/chunk_basis.py: chunk_work's pieces, the builder's layer split);
-- per message size: one send-recv of layer.pp_message_bytes on each stage pair (_transfer_shape);
-- per layout and bucket options: the bucket tasks techniques/dp_buckets.dp_tasks creates (the same
-  bucket count, merging into at most MAX_BUCKET_TASKS tasks and readiness fractions) and the ZeRO
-  1-2 parameter gathers (at the start under the first forwards, or after the step);
+- per network key: the shared Network, its stages' classes per dimension (estimate/stages.py) and
+  the data-parallel group sizes;
+- per chunk layout (the chunk pieces' keys per stage class, the layer split, schedule, p, v): the
+  chunks' work (estimate/chunk_basis.py: chunk_work's pieces, keyed by what chunk_work reads of the
+  groups, so rows that differ only in the NIC bandwidth or ZeRO 1 vs 2 share them);
+- per message size: one send-recv of layer.pp_message_bytes on each stage pair (stages.transfers);
+- per network, held parameters and bucket options: the bucket tasks techniques/dp_buckets.dp_tasks
+  creates (the same bucket count, merging into at most MAX_BUCKET_TASKS tasks and readiness
+  fractions) and the ZeRO 1-2 parameter gathers (at the start under the first forwards, or after
+  the step): rows that differ in micro-batch or recompute share them;
 - the optimizer step: techniques/optimizer.optimizer_time.
 
 What remains per row is a few dictionary look-ups; the arithmetic over stages happens for many
@@ -32,8 +35,17 @@ from ..taskgraph.layer import pp_message_bytes
 from ..taskgraph.layout import layout_for
 from ..taskgraph.techniques.optimizer import OPTIMIZER_TRAFFIC_BYTES, grad_reduce_bytes
 from .buckets import dp_work
-from .chunk_basis import F_IDX, FEATURES, basis, chunk_counts, costs, layer_split
+from .chunk_basis import (
+    F_IDX,
+    FEATURES,
+    basis,
+    basis_key,
+    chunk_counts,
+    costs,
+    layer_split,
+)
 from .keys import RowNetwork, bound_memory, compute_key, intern, memo_table, network_key
+from .stages import NetInfo, netinfo, stage_classes, transfers
 
 _BALANCED = [F_IDX[k] for k in FEATURES if k.startswith(("fwd.", "bwd.", "fsdp_hidden"))] + \
     [F_IDX["hw_flops"], F_IDX["model_flops"], F_IDX["fsdp_bytes"]]
@@ -42,23 +54,7 @@ _LAYOUTS = memo_table()
 _TRANSFERS = memo_table()
 _DP = memo_table()
 _OPT = memo_table()
-
-
-@dataclass(frozen=True)
-class NetInfo:
-    """What a network key gives every row: the network, group shapes and sizes per stage."""
-
-    net: RowNetwork
-    sigs: tuple[tuple, ...]          # per stage: the shapes of the groups its passes talk to
-    dp_groups: np.ndarray            # (p, 2) data-parallel and expert data-parallel group sizes
-    key: int
-    free: bool
-    stage_class: np.ndarray          # (p,) stages placed alike (their groups have the same shapes)
-    reps: tuple[int, ...]            # the first stage of each class
-
-    def for_row(self, sc: Scenario) -> RowNetwork:
-        """The network as a row sees it: the shared shapes and calls, the row's own scenario."""
-        return self.net if self.net.sc is sc else RowNetwork(sc, self.free, self.key)
+_HOLDS = memo_table()
 
 
 @dataclass(frozen=True)
@@ -72,6 +68,7 @@ class Layout:
     params: np.ndarray               # (p, nch) dense parameters of each held chunk
     expert: np.ndarray               # (p, nch) expert parameters
     key: int
+    pkey: int                        # interned held parameters (what the buckets and the step read)
     hw_flops: float                  # FLOPs per unit summed over every chunk (recompute included)
     model_flops: float               # ... without recompute (the MFU numerator)
 
@@ -138,32 +135,34 @@ def row_profile(sc: Scenario) -> RowProfile:
     nkey = network_key(sc, free)
     info = _NETS.get(nkey)
     if info is None:
-        info = _NETS[nkey] = _netinfo(sc, free, nkey)
+        info = _NETS[nkey] = netinfo(sc, free, nkey)
     p, v = par.pp, par.vpp
-    lkey = intern(("layout", ckey, nkey, sched.name, v, par.stage_layers, ideal, par.zero,
-                   com.prefetch_layers, com.dp_overlap, com.tp_overlap))
-    layout = _LAYOUTS.get(lkey)
-    if layout is None:
-        layout = _LAYOUTS[lkey] = _layout(sc, sched, ckey, info, ideal, lkey)
+    layout = _layout_of(sc, sched, ckey, info, ideal)
     msg = pp_message_bytes(sc)
     transfer = _TRANSFERS.get((nkey, msg))
     if transfer is None:
-        transfer = _TRANSFERS[(nkey, msg)] = _transfers(info, msg, p)
+        transfer = _TRANSFERS[(nkey, msg)] = transfers(info, msg, p)
     fw = framework_profile(tr.framework)
     gather_overlap = com.dp_overlap and fw.param_gather_overlaps_forward
-    dkey = (lkey, com.bucket_MB, grad_reduce_bytes(sc), gather_overlap)
+    # The buckets read the held parameters (not the chunks' times), the network and ZeRO's options:
+    # rows that differ in micro-batch or recompute share them.  dp_work tells ZeRO stages apart only
+    # as 0 (all-reduce), 1-2 (reduce-scatter, then gathers) and 3 (no buckets): 1 and 2 share.
+    dkey = (nkey, layout.pkey, min(par.zero, 1) if par.zero < 3 else 3, com.bucket_MB, grad_reduce_bytes(sc),
+            gather_overlap)
     dp = _DP.get(dkey)
     if dp is None:
         dp = _DP[dkey] = dp_work(sc, info.for_row(sc), layout.params, layout.expert, gather_overlap,
-                                 info.stage_class, info.reps)
+                                 info.dims)
     gpu = sc.hardware.gpu
     sms = gpu.sms or 132
     sm_factor = 0.0 if ideal else min(com.comm_sms or 0, sms - 1) / sms
-    okey = (lkey, tr.optimizer)
+    no_step = "optimizer" in ideal
+    hbm = costs(sc, ckey).cm.hbm_bytes_per_s
+    okey = (layout.pkey, nkey, par.zero >= 1, tr.optimizer, hbm, no_step)     # _optimizer reads zero >= 1
     opt = _OPT.get(okey)
     if opt is None:
-        opt = _OPT[okey] = np.zeros(p) if "optimizer" in ideal else \
-            _optimizer(layout, info.dp_groups, par.zero, tr.optimizer, costs(sc, ckey).cm.hbm_bytes_per_s)
+        opt = _OPT[okey] = np.zeros(p) if no_step else \
+            _optimizer(layout, info.dp_groups, par.zero, tr.optimizer, hbm)
     m = sc.micro_batches * par.token_slices
     units = m * sched.iterations_simulated
     # Memory reads the chunks' bytes (not their times: no network) and the data-parallel sizes.
@@ -174,71 +173,53 @@ def row_profile(sc: Scenario) -> RowProfile:
                       dp[3], opt, info, ckey, mkey)
 
 
-def _netinfo(sc: Scenario, free: bool, nkey: int) -> NetInfo:
-    """The network of ``nkey`` and its stages grouped by placement: a stage's groups are those of
-    stage 0 translated by ``stage x stride(pp)`` GPUs (placement.Placement), and how a group sits on
-    the tiers depends only on that offset modulo each tier's domain (topology.Fabric.shape), so
-    stages with equal residues have equal shapes and are priced once."""
-    net = RowNetwork(sc, free, nkey)
-    p = sc.parallelism.pp
-    stride = net.placement.strides["pp"]
-    domains = [b.domain_gpus for b in net.net.fabric.boundaries]
-    # Across datacenters the WAN links a group loads depend on which datacenters it is in, not only
-    # on its offset inside one (explorer/wan.py): the stage's datacenter joins the key.
-    dc = domains[-1] if net.net.fabric.wan is not None else sc.gpus + 1
-    classes: dict[tuple, int] = {}
-    stage_class = np.array([classes.setdefault((*(s * stride % d for d in domains), s * stride // dc),
-                                               len(classes)) for s in range(p)])
-    reps = tuple(int(np.flatnonzero(stage_class == c)[0]) for c in range(len(classes)))
-    rep_sigs = [net.stage_signature(r) for r in reps]
-    sigs = tuple(rep_sigs[c] for c in stage_class)
-    groups = np.array([[net.group_size("dp", r), net.group_size("edp", r)] for r in reps])[stage_class]
-    return NetInfo(net, sigs, groups, nkey, free, stage_class, reps)
-
-
-def _transfers(info: NetInfo, msg: float, p: int) -> np.ndarray:
-    """(p,) one transfer on each stage pair (s, s+1); pair p-1 wraps to stage 0 (network.members)."""
-    if p == 1:
-        return np.zeros(1)
-    cost = info.net.cost
-    per_class = {}
-    out = np.empty(p)
-    for k in range(p - 1):
-        c = info.stage_class[k]
-        if c not in per_class:
-            per_class[c] = cost("send-recv", msg, "pp", k).time_s
-        out[k] = per_class[c]
-    out[p - 1] = cost("send-recv", msg, "pp", p - 1).time_s
-    return out
-
-
-def _layout(sc: Scenario, sched: Schedule, ckey: int, info: NetInfo, ideal: frozenset[str],
-            lkey: int) -> Layout:
-    """The chunks of ``sc``: the builder's split, each chunk priced as chunk_work prices it."""
+def _layout_of(sc: Scenario, sched: Schedule, ckey: int, info: NetInfo, ideal: frozenset[str]) -> Layout:
+    """The row's Layout, shared by every row whose chunks are priced alike: the same split, the same
+    pieces per stage class (chunk_basis.basis_key) and the same schedule shape (p, v)."""
     par = sc.parallelism
     p, v = par.pp, par.vpp
     tied = sc.model.tied_embeddings and (p == 1 or sched.two_directions)
     split = layer_split(sc, ckey, sched.two_directions)
+    pattern, cls, first, netsigs = stage_classes(info, par.zero == 3)
+    bkeys = tuple(basis_key(sc, ckey, ns, ideal, tied) for ns in netsigs)
+    lkey = intern(("layout", bkeys, pattern, split, sched.name, p, v, "balance" in ideal))
+    layout = _LAYOUTS.get(lkey)
+    if layout is None:
+        net = info.for_row(sc)
+        pieces = [basis(sc, ckey, net, s, ideal, tied, k) for s, k in zip(first, bkeys, strict=True)]
+        layout = _LAYOUTS[lkey] = _layout(sc, sched, split, cls, pieces, ideal, lkey)
+    return layout
+
+
+def _layout(sc: Scenario, sched: Schedule, split: tuple[int, ...], stage_cls: np.ndarray,
+            pieces: list[tuple[np.ndarray, np.ndarray]], ideal: frozenset[str], lkey: int) -> Layout:
+    """The chunks of ``sc``: the builder's split, each chunk priced as chunk_work prices it (from the
+    ``pieces`` of its stage's class: chunk_basis.basis)."""
+    par = sc.parallelism
+    p, v = par.pp, par.vpp
     counts = chunk_counts(sc, split)
-    # Stages whose groups have the same shapes price a piece alike: one class each.
-    classes: dict[tuple, int] = {}
-    stage_cls = [classes.setdefault(sig, len(classes)) for sig in info.sigs]
-    first_stage: dict[int, int] = {}
-    for s, c in enumerate(stage_cls):
-        first_stage.setdefault(c, s)
-    net = info.for_row(sc)
-    pieces = [basis(sc, ckey, net, first_stage[c], ideal, tied, sig) for sig, c in classes.items()]
-    cls = np.array(stage_cls)[np.arange(len(split)) % p]  # the builder prices chunk gc on stage gc % p
+    cls = stage_cls[np.arange(len(split)) % p]              # the builder prices chunk gc on stage gc % p
     roles = np.stack([b[0] for b in pieces])[cls]         # (chunks, ROLES, FEATURES)
     feat = np.einsum("cr,crf->cf", counts, roles)
     layer_bytes = np.where(counts > 0, np.stack([b[1] for b in pieces])[cls], 0.0).max(axis=1)
     if "balance" in ideal:
         feat[:, _BALANCED] = feat[:, _BALANCED].mean(axis=0)
-    lay = layout_for(sched, p, v)
-    holds = np.array([[lay.chunk_index(s, c) for c in range(sched.chunks_per_rank(v))] for s in range(p)])
-    return Layout(feat, counts, layer_bytes, holds, feat[holds, F_IDX["params"]],
-                  feat[holds, F_IDX["expert_params"]], lkey, float(feat[:, F_IDX["hw_flops"]].sum()),
-                  float(feat[:, F_IDX["model_flops"]].sum()))
+    holds = _holds(sched, p, v)
+    params, expert = feat[holds, F_IDX["params"]], feat[holds, F_IDX["expert_params"]]
+    pkey = intern(("params", params.shape, params.tobytes(), expert.tobytes()))
+    return Layout(feat, counts, layer_bytes, holds, params, expert, lkey, pkey,
+                  float(feat[:, F_IDX["hw_flops"]].sum()), float(feat[:, F_IDX["model_flops"]].sum()))
+
+
+def _holds(sched: Schedule, p: int, v: int) -> np.ndarray:
+    """(p, chunks per rank) the global chunk of each (stage, local chunk): layout_for (memoised)."""
+    key = (sched.name, p, v)
+    got = _HOLDS.get(key)
+    if got is None:
+        lay = layout_for(sched, p, v)
+        got = _HOLDS[key] = np.array([[lay.chunk_index(s, c) for c in range(sched.chunks_per_rank(v))]
+                                      for s in range(p)])
+    return got
 
 
 def _optimizer(layout: Layout, groups: np.ndarray, zero: int, optimizer: str, hbm: float) -> np.ndarray:

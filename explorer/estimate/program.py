@@ -26,6 +26,7 @@ Nothing here is a model of its own: the orders are the registry's, the dependenc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -66,6 +67,8 @@ class Program:
     mb: np.ndarray                   # (n,) unit (the backward's for F&B)
     grads_op: np.ndarray             # (p, nch) op completing each chunk's gradients (builder.grads_done)
     last_op: np.ndarray              # (p,) last op of each stage
+    order: np.ndarray                # (n,) the ops step after step (the steps concatenated)
+    bounds: tuple[int, ...]          # step k is order[bounds[k]:bounds[k + 1]]
 
     @property
     def n(self) -> int:
@@ -118,21 +121,48 @@ def clear_programs() -> None:
     _PROGRAMS.clear()
 
 
+# Per schedule: each op of its order as its passes' records (KINDS index, lane, unit, local chunk),
+# as taskgraph/layout.normalise reads it.  Every stage's order repeats the same ops (F of unit i on
+# chunk c ...) and so do programs of other p or unit counts: each op is normalised once.
+_MEMBERS: dict[str, dict[tuple, tuple]] = {}
+_MAX_MEMBERS = 2_000_000
+
+
+def _members(sched, order) -> list[tuple]:
+    """The records of every op of ``order`` (memoised per schedule and op)."""
+    memo = _MEMBERS.get(sched.name)
+    if memo is None or len(memo) > _MAX_MEMBERS:
+        memo = _MEMBERS[sched.name] = {}
+    get = memo.get
+    out = []
+    for op in order:
+        rec = get(op)
+        if rec is None:
+            st = normalise(op, sched)
+            rec = memo[op] = tuple((KINDS.index(ps.kind), ps.lane, ps.mb, ps.local)
+                                   for ps in ((st.f, st.b) if isinstance(st, Fused) else (st,)))
+        out.append(rec)
+    return out
+
+
 def _compile(schedule: str, p: int, v: int, units: int) -> Program:
     sched = get_schedule(schedule)
     lay = layout_for(sched, p, v)
     nch = sched.chunks_per_rank(v)
     L = lay.length
     # One record per pass ("member"; a fused F&B has two): op, stage, kind, lane, unit, local chunk.
-    rec: list[tuple[int, int, int, int, int, int]] = []
-    n = 0
+    per_op: list[tuple] = []
+    per_stage: list[int] = []
     for s in range(p):
-        for op in sched.order(s, p, units, v):
-            st = normalise(op, sched)
-            for ps in ((st.f, st.b) if isinstance(st, Fused) else (st,)):
-                rec.append((n, s, KINDS.index(ps.kind), ps.lane, ps.mb, ps.local))
-            n += 1
-    r = np.array(rec, dtype=np.int64).reshape(-1, 6)
+        got = _members(sched, sched.order(s, p, units, v))
+        per_op += got
+        per_stage.append(len(got))
+    n = len(per_op)
+    sizes = np.fromiter(map(len, per_op), np.int64, n)
+    flat = [m[0] for m in per_op] if sizes.max(initial=1) == 1 else list(chain.from_iterable(per_op))
+    members = np.array(flat, dtype=np.int64).reshape(-1, 4)
+    ids = np.repeat(np.arange(n, dtype=np.int64), sizes)
+    r = np.column_stack([ids, np.repeat(np.repeat(np.arange(p, dtype=np.int64), per_stage), sizes), members])
     m_op, m_stage, m_kind, m_lane, m_unit, m_local = r.T
     fused = np.bincount(m_op, minlength=n) == 2
     first = np.r_[True, m_op[1:] != m_op[:-1]]                 # the F member of a fused op comes first
@@ -185,27 +215,45 @@ def _compile(schedule: str, p: int, v: int, units: int) -> Program:
     np.maximum.at(grads, (m_stage[done], m_local[done]), m_op[done])
     last = np.r_[np.flatnonzero(prog_stage[1:] != prog_stage[:-1]), n - 1]
     steps = _steps(prog_stage, src, end0, n)
+    order = np.concatenate(steps)
+    bounds = np.r_[0, np.cumsum([len(x) for x in steps])]
     return Program(schedule, p, v, units, nch, prog_stage, dur, src, send_f, send_b, steps,
-                   tuple(_send_plan(idx, prog_stage, send_f, send_b, end0, n) for idx in steps), kind, local,
-                   local_b, mb, grads, last)
+                   _send_plans(order, bounds, prog_stage, send_f, send_b, end0, n), kind, local,
+                   local_b, mb, grads, last, order, tuple(bounds.tolist()))
 
 
-def _send_plan(idx: np.ndarray, stage: np.ndarray, send_f: np.ndarray, send_b: np.ndarray, end0: int,
-               n: int) -> tuple:
-    """The sends of one step as passes over disjoint stages: every op's first send, then the
-    second send of the ops that send two (DualPipe's F&B: forward, then backward)."""
-    f, b = send_f[idx] >= 0, send_b[idx] >= 0
-    first = f | b
-    passes = []
-    for mask, use_f in ((first, None), (f & b, False)):
-        pos = np.flatnonzero(mask)
-        if not len(pos):
+def _send_plans(order: np.ndarray, bounds: np.ndarray, stage: np.ndarray, send_f: np.ndarray,
+                send_b: np.ndarray, end0: int, n: int) -> tuple:
+    """Per step (``order[bounds[k]:bounds[k + 1]]``), its sends as passes over disjoint stages: every
+    op's first send, then the second send of the ops that send two (DualPipe's F&B: forward, then
+    backward).  Computed for the whole program at once and cut per step (a step's arrays are views)."""
+    steps = len(bounds) - 1
+    step_of = np.repeat(np.arange(steps), np.diff(bounds))
+    f, b = send_f[order] >= 0, send_b[order] >= 0
+    cut_passes = []
+    for mask, use_f in (((f | b), None), ((f & b), False)):
+        at = np.flatnonzero(mask)
+        if not len(at):
+            cut_passes.append(None)
             continue
-        ops = idx[pos]
-        fwd = f[pos] if use_f is None else np.zeros(len(pos), bool)
-        slot = np.where(fwd, end0 + n + ops, end0 + 2 * n + ops)
-        passes.append((pos, ops, stage[ops], slot, np.where(fwd, 0, 1)))
-    return tuple(passes)
+        ops = order[at]
+        fwd = f[at] if use_f is None else np.zeros(len(at), bool)
+        cols = (at - bounds[step_of[at]], ops, stage[ops], np.where(fwd, end0 + n + ops, end0 + 2 * n + ops),
+                np.where(fwd, 0, 1))
+        cuts = np.searchsorted(at, bounds).tolist()
+        cut_passes.append((cols, cuts))
+    out = []
+    for k in range(steps):
+        passes = []
+        for got in cut_passes:
+            if got is None:
+                continue
+            cols, cuts = got
+            lo, hi = cuts[k], cuts[k + 1]
+            if hi > lo:
+                passes.append(tuple(c[lo:hi] for c in cols))
+        out.append(tuple(passes))
+    return tuple(out)
 
 
 def _steps(stage: np.ndarray, src: np.ndarray, end0: int, n: int) -> tuple[np.ndarray, ...]:
@@ -221,21 +269,34 @@ def _steps(stage: np.ndarray, src: np.ndarray, end0: int, n: int) -> tuple[np.nd
     while left:
         progressed = False
         for k in range(len(starts)):
-            i = pos[k]
-            while i < ends[k]:
-                need = level[i - 1] + 1 if i > starts[k] else 0
-                blocked = False
-                for j in producer[i]:
-                    if j >= 0:
-                        if level[j] < 0:
-                            blocked = True
-                            break
-                        need = max(need, level[j] + 1)
-                if blocked:
-                    break
-                level[i] = need
+            i, end = pos[k], ends[k]
+            prev = level[i - 1] if i > starts[k] else -1
+            while i < end:
+                need = prev + 1
+                # The three inputs unrolled (this loop visits every op of every compiled program).
+                a, b, c = producer[i]
+                if a >= 0:
+                    la = level[a]
+                    if la < 0:
+                        break
+                    if la >= need:
+                        need = la + 1
+                if b >= 0:
+                    lb = level[b]
+                    if lb < 0:
+                        break
+                    if lb >= need:
+                        need = lb + 1
+                if c >= 0:
+                    lc = level[c]
+                    if lc < 0:
+                        break
+                    if lc >= need:
+                        need = lc + 1
+                level[i] = prev = need
                 i += 1
-                left -= 1
+            if i > pos[k]:
+                left -= i - pos[k]
                 progressed = True
             pos[k] = i
         if not progressed:

@@ -18,12 +18,16 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from ..config.wan import topology_pairs
+from ..hetero import dc_gpu
 from ..scenario import Scenario
 from ..vocabulary import COMM_DIMS
 from .topology import UTIL_STOPS, utilisation_color
 
 HALO = "#222"
 BOX_FILL, BOX_LINE = "#EEF3FA", "#4C78A8"
+# Box fills by GPU type, in the order the datacenters name them: the first (usually the only) type
+# keeps BOX_FILL; datacenters of another generation are told apart at a glance.
+GPU_FILLS = (BOX_FILL, "#FCEBD6", "#E3F2E1", "#F3E3F3")
 LABEL_SPOTS = (0.5, 0.35, 0.65, 0.25, 0.75)   # where along a link its label may sit, in order
 
 
@@ -121,10 +125,11 @@ def datacenter_map(sc: Scenario, wan_links: Sequence[Mapping], comm_bytes_by_tie
     wan = c.scale_across
     links = link_views(sc, wan_links)
     centres = _centres(wan.topology, dcs)
-    gpus = [c.gpus // dcs] * dcs                       # equal datacenters (config/datacenters.py)
+    gpus = [c.nodes_of(d) * c.gpus_per_node for d in range(dcs)]      # sizes may differ (hetero.py)
+    kinds = [dc_gpu(sc, d).name for d in range(dcs)]
+    fills = {k: GPU_FILLS[i % len(GPU_FILLS)] for i, k in enumerate(dict.fromkeys(kinds))}
     gap = min(math.dist(p, q) for i, p in enumerate(centres) for q in centres[i + 1:])
     hw_max = min(0.42 * gap, 0.6)
-    gpu = getattr(sc.hardware.gpu, "name", str(sc.hardware.gpu))
     crossing = crossing_dims(comm_bytes_by_tier)
     crosses = ", ".join(d.upper() for d in crossing) or "nothing"
     fig = go.Figure()
@@ -165,14 +170,15 @@ def datacenter_map(sc: Scenario, wan_links: Sequence[Mapping], comm_bytes_by_tie
         boxes.append((x - hw, y - hh, x + hw, y + hh))
         name = c.datacenter_name(d)
         role = " (hub)" if wan.topology == "hub" and d == 0 and dcs > 2 else ""
+        gpu = kinds[d]
         label = f"<b>{name}</b>{role}<br>{gpus[d]:,} GPUs<br>{gpu}<br>across: {crosses}"
-        hover = (f"<b>{name}</b>{role}: {gpus[d]:,} GPUs ({c.nodes // dcs:,} nodes of {c.gpus_per_node}) · "
+        hover = (f"<b>{name}</b>{role}: {gpus[d]:,} GPUs ({c.nodes_of(d):,} nodes of {c.gpus_per_node}) · "
                  f"{gpu}<br>crossing the WAN: {crosses}")
         fig.add_trace(go.Scatter(
             x=[x - hw, x + hw, x + hw, x - hw, x - hw], y=[y - hh, y - hh, y + hh, y + hh, y - hh],
-            fill="toself", fillcolor=BOX_FILL, mode="lines", line=dict(color=BOX_LINE, width=2),
+            fill="toself", fillcolor=fills[gpu], mode="lines", line=dict(color=BOX_LINE, width=2),
             hoveron="fills", hoverinfo="text", text=hover, showlegend=False, name=name,
-            meta={"role": "datacenter", "name": name, "gpus": gpus[d]}))
+            meta={"role": "datacenter", "name": name, "gpus": gpus[d], "gpu": gpu}))
         fig.add_annotation(x=x, y=y, text=label, showarrow=False, font=dict(size=font_size, color="#111"))
     _colour_bar(fig, font_size)
     xs = [v for b in boxes for v in (b[0], b[2])]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from ..hetero import dc_gpu
 from ..placement import Placement
 from ..scenario import Scenario
 from ..topology import Fabric
@@ -227,7 +228,8 @@ def topology(sc: Scenario, utilisation: dict[str, float], *, hot: str | None = N
     c = sc.cluster
     detailed = c.nodes <= DETAIL_MAX_NODES and c.gpus <= DETAIL_MAX_GPUS
     leaf_nodes = Fabric.for_cluster(c).leaf_nodes
-    dcs, per_dc = c.datacenters, c.nodes // c.datacenters
+    # Datacenters may differ in size (explorer/hetero.py): the layout is sized for the largest.
+    dcs, per_dc = c.datacenters, max(c.nodes_of(d) for d in range(c.datacenters))
     blocks = -(-per_dc // leaf_nodes)
     # Collapsed: a budget of roughly 14 node boxes across keeps labels legible at 1280 px.
     max_dcs, max_blocks, max_nodes = (10**9,) * 3 if detailed else ((2, 2, 2) if dcs > 1 else (1, 3, 3))
@@ -247,11 +249,13 @@ def topology(sc: Scenario, utilisation: dict[str, float], *, hot: str | None = N
     x = 0.0
     for dc in range(min(dcs, max_dcs)):
         dc_x0, tops = x, []
-        for b in range(min(blocks, max_blocks)):
-            here = min(leaf_nodes, per_dc - b * leaf_nodes)
+        dc_nodes, first_node = c.nodes_of(dc), sum(c.nodes_of(e) for e in range(dc))
+        dc_blocks = -(-dc_nodes // leaf_nodes)
+        for b in range(min(dc_blocks, max_blocks)):
+            here = min(leaf_nodes, dc_nodes - b * leaf_nodes)
             bx0, kids = x, []
             for k in range(min(here, max_nodes)):
-                n = dc * per_dc + b * leaf_nodes + k
+                n = first_node + b * leaf_nodes + k
                 nb = _Box(x, 0.0, x + node_w, node_h)
                 hover = f"node {n}: {up_note}, {out.nics_per_node} x {out.nic_Gbps:g} Gb/s NICs"
                 if detailed:
@@ -273,7 +277,7 @@ def topology(sc: Scenario, utilisation: dict[str, float], *, hot: str | None = N
                            f"{here - max_nodes} more nodes in leaf block {b}", dash="dot")
                 kids.append((gb, True))
                 x += 1.0
-            if per_dc > 1:
+            if dc_nodes > 1:
                 rail = f" · {out.nics_per_node} rail leaves" if out.kind == "rail-optimized" else ""
                 leaf = d.box(_Box(bx0, y_leaf, x - 0.15, y_leaf + LEVEL_H), "leaf", "white",
                              f"leaf block {b} · {here} nodes", f"leaf block {b}: {here} nodes{rail}, "
@@ -284,13 +288,13 @@ def topology(sc: Scenario, utilisation: dict[str, float], *, hot: str | None = N
             else:
                 tops += kids
             x += 0.35
-        if blocks > max_blocks:
-            more = blocks - max_blocks
+        if dc_blocks > max_blocks:
+            more = dc_blocks - max_blocks
             tops.append((d.box(_Box(x, y_leaf, x + 1.6, y_leaf + LEVEL_H), "more", "white",
                                f"+{more} more blocks", f"{more} more leaf blocks", dash="dot"), True))
             x += 1.95
         top = tops[0][0]
-        if blocks > 1:
+        if dc_blocks > 1:
             top = d.box(_Box(dc_x0, y_spine, x - 0.35, y_spine + LEVEL_H), "spine", "white",
                         f"spine · {out.oversubscription:g}:1 oversubscribed", f"spine of datacenter {dc}")
             for kid, ghost in tops:
@@ -301,7 +305,8 @@ def topology(sc: Scenario, utilisation: dict[str, float], *, hot: str | None = N
             d.fig.add_shape(type="rect", x0=frame.x0, x1=frame.x1, y0=frame.y0, y1=frame.y1, layer="below",
                             line=dict(color="#888", width=1, dash="dash"), name="datacenter")
             d.fig.add_annotation(x=frame.x0 + 0.1, y=frame.y1 - 0.05, showarrow=False,
-                                 text=f"datacenter {dc} · {per_dc} node{'s' if per_dc > 1 else ''}",
+                                 text=f"datacenter {dc} · {dc_nodes} node{'s' if dc_nodes > 1 else ''}"
+                                      + (f" · {dc_gpu(sc, dc).name}" if c.datacenter_gpus else ""),
                                  xanchor="left", yanchor="top", font=dict(size=font_size, color="#444"))
             gw = d.box(_Box(top.cx - 0.9, y_top + 1.2, top.cx + 0.9, y_top + 1.2 + LEVEL_H), "gateway",
                        "white", "WAN gateway", f"datacenter {dc} gateway")

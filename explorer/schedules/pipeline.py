@@ -76,14 +76,15 @@ def peak_activations(order: list[Op], act: list[float]) -> float:
     """Peak activation bytes of one stage, replaying its program order: a forward adds its chunk's
     ``act`` bytes, the pass that completes the gradients (B, or W when the backward is split)
     frees them."""
-    release = "W" if any(kind == "W" for kind, _, _ in order) else "B"
+    release = "W" if any(op[0] == "W" for op in order) else "B"
     live = peak = 0.0
     for kind, _, c in order:
         if kind == "F":
             live += act[c]
+            if live > peak:               # only a forward can raise the peak
+                peak = live
         elif kind == release:
             live -= act[c]
-        peak = max(peak, live)
     return peak
 
 

@@ -15,6 +15,7 @@ fused F&B op of DualPipe included.  Per stage it emits:
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -105,6 +106,18 @@ class IterationBuilder:
         self._pass_cache: dict[tuple[int, int, str], tuple] = {}
         self._pp_links: dict[int, tuple] = {}         # pair -> the calls of one transfer on it
 
+    def for_scenario(self, sc: Scenario) -> IterationBuilder:
+        """This builder for ``sc``, a scenario that differs from its own at most in the global batch
+        (the fold's reduced runs): the layer split, chunks and priced passes — none of which reads
+        the micro-batch count — are shared; the unit counts and program orders are ``sc``'s."""
+        b = copy.copy(self)
+        b.sc = sc
+        b.m = sc.micro_batches * sc.parallelism.token_slices
+        b.m_sim = b.m * self.schedule.iterations_simulated
+        b.orders = self.schedule.orders(self.p, b.m_sim, self.v, b.timing)
+        b._pp_links = {}                 # a transfer's calls count m / m_sim of an iteration
+        return b
+
     # -- layer split and chunks -----------------------------------------------------------------
     def _train_time(self, lc: LayerCost | EdgeCost) -> float:
         t = self.cm.time
@@ -183,31 +196,35 @@ class IterationBuilder:
         """Compute tasks in program order; their data dependencies come in a second pass, once
         every task id exists."""
         comp = _Compute({}, [-1] * self.p, {})
+        ids, grads_done, schedule = comp.ids, comp.grads_done, self.schedule
         for s in range(self.p):
             prev = -1
             for op in self.orders[s]:
-                step = normalise(op, self.schedule)
+                step = normalise(op, schedule)
                 deps = [(prev, 1.0)] if prev >= 0 else []
-                first = step.f if isinstance(step, Fused) else step
-                if first.kind == "F" and first.mb == 0 and (s, first.local) in ag_start:
+                fused = type(step) is Fused
+                first = step.f if fused else step
+                if ag_start and first.kind == "F" and first.mb == 0 and (s, first.local) in ag_start:
                     deps.append((ag_start[(s, first.local)], 1.0))
-                if isinstance(step, Fused):
+                if fused:
                     tid = self._fused_task(g, s, step, deps)
-                    members = (step.f, step.b)
+                    members: tuple[Pass, ...] = (step.f, step.b)
                 else:
                     tid = self._pass_task(g, s, step, deps)
                     members = (step,)
                 for ps in members:
+                    kind = ps.kind
                     # Input-gradient passes (Bi) take the backward's place in the pipeline.
-                    comp.ids[("B" if ps.kind == "Bi" else ps.kind, s, ps.lane, ps.mb, ps.local)] = tid
-                    if ps.kind in ("B", "W"):          # the pass that completes the chunk's gradients
-                        comp.grads_done[(s, ps.local)] = tid
+                    ids[("B" if kind == "Bi" else kind, s, ps.lane, ps.mb, ps.local)] = tid
+                    if kind == "B" or kind == "W":     # the pass that completes the chunk's gradients
+                        grads_done[(s, ps.local)] = tid
                 prev = tid
             comp.last[s] = prev
         return comp
 
     def _pass_shape(self, s: int, local: int, kind: str) -> tuple:
-        """(chunk, parts, duration, layer template, timeline fields, FSDP hidden seconds) of a pass."""
+        """(chunk, parts, duration, layer template, timeline fields, FSDP hidden seconds) of a pass;
+        parts and duration include the SM contention of the communication hidden under it."""
         key = (s, local, kind)
         if key not in self._pass_cache:
             ch = self.chunk_of(s, local)
@@ -219,18 +236,22 @@ class IterationBuilder:
                 w = kind == "W"
                 parts, layer_parts = ch.split(ch.bwd_parts, w), ch.split(ch.bwd_layer, w)
             hidden = ch.fsdp_hidden[0 if kind == "F" else 1] if kind != "W" else 0.0
-            self._pass_cache[key] = (ch, parts, sum(x for _, x in parts), layer_parts, ch.pass_fields(kind),
-                                     hidden)
+            dur = sum(x for _, x in parts)
+            flops, hidden_comm = ch.pass_fields(kind)
+            slow = self._sm_contention(sum(v for _, v in hidden_comm) + hidden)
+            if slow > 0:
+                parts, dur = parts + (("compute", slow),), dur + slow
+            self._pass_cache[key] = (ch, parts, dur, layer_parts, (flops, hidden_comm), hidden)
         return self._pass_cache[key]
 
     def _pass_task(self, g: TaskGraph, s: int, ps: Pass, deps: list) -> int:
-        ch, parts, dur, layer_parts, extras, hidden = self._pass_shape(s, ps.local, ps.kind)
-        flops, hidden_comm = extras
-        slow = self._sm_contention(sum(v for _, v in hidden_comm) + hidden)
-        if slow > 0:
-            parts, dur = parts + (("compute", slow),), dur + slow
-        info = PassInfo(ps.mb, ps.local, ch.layers, ch.comm, layer_parts, flops, hidden_comm)
-        tid = g.add(Task(s, "compute", TASK_KIND[ps.kind], dur, deps, parts=parts, info=info))
+        kind, local = ps.kind, ps.local
+        shape = self._pass_cache.get((s, local, kind)) or self._pass_shape(s, local, kind)
+        ch, parts, dur, layer_parts, (flops, hidden_comm), hidden = shape
+        info = PassInfo(ps.mb, local, ch.layers, ch.comm, layer_parts, flops, hidden_comm)
+        tasks = g.tasks                  # TaskGraph.add inlined: one call fewer per pass
+        tasks.append(Task(s, "compute", TASK_KIND[kind], dur, deps, 0, parts, info))
+        tid = len(tasks) - 1
         if hidden > 0:
             self._fsdp_hidden_task(g, s, tid, ps, ch, hidden)
         return tid
@@ -322,9 +343,9 @@ class IterationBuilder:
                   direction: str) -> None:
         s, stream, priority, time_s, parts, links, boundary, busbw, pair = shape
         info = TransferInfo(mb, local, self.pp_msg_bytes, 2, "p2p", boundary, busbw, direction, pair)
-        tid = g.add(Task(s, stream, "pp", time_s, [(src, 1.0)], priority=priority, parts=parts, info=info,
-                         links=links))
-        g.tasks[dst].deps.append((tid, 1.0))
+        tasks = g.tasks                  # TaskGraph.add inlined: one call fewer per transfer
+        tasks.append(Task(s, stream, "pp", time_s, [(src, 1.0)], priority, parts, info, links))
+        tasks[dst].deps.append((len(tasks) - 1, 1.0))
 
     def _iteration_end(self, g: TaskGraph, comp: _Compute) -> None:
         """Gradient reduction (bucketed, overlapped with the last backward when dp_overlap, else

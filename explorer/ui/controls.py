@@ -57,6 +57,7 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("cluster.nodes", "Nodes", "int"),
         Control("cluster.gpus_per_node", "GPUs per node", "int"),
         Control("cluster.datacenters", "Datacenters", "int"),
+        Control("parallelism.batch_split", "Batch split over GPU types", "choice"),
     ]),
     ("Model", [
         Control("model.preset", "Model preset", "model"),

@@ -1,0 +1,145 @@
+"""The estimator's memo tables (explorer/estimate) never change a result.
+
+The estimator prices each piece once per key of what it reads (estimate/keys.py, chunk_basis.basis_key,
+profile.py): rows of a sweep share chunk pieces, layouts, buckets and optimizer steps.  A key that
+missed a field the price reads would hand one row another's price.  So: every row priced together
+with many neighbours (shared, warm tables) equals the same row priced alone in emptied tables
+(cold), bit for bit, on random valid scenarios and variants of each that differ in one priced field
+(NIC bandwidth, dtype, ZeRO stage, micro-batch, collective algorithm); and a second pricing of the
+same rows equals the first.
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from test_random_scenarios import random_raw
+
+from explorer.estimate import Estimates, estimate_many
+from explorer.estimate.keys import clear
+from explorer.scenario import ScenarioError, apply_overrides, from_dict
+from explorer.simulate import simulate
+from explorer.vocabulary import CATEGORIES
+
+# One priced field changed at a time: each must reach the price it feeds.
+CHANGES = [{"cluster.scale_out.nic_Gbps": 100}, {"cluster.scale_out.nic_Gbps": 800},
+           {"training.dtype": "fp8"}, {"training.dtype": "bf16"}, {"parallelism.zero": 1},
+           {"parallelism.zero": 2}, {"parallelism.zero": 3}, {"training.micro_batch": 2},
+           {"communication.algorithm": "ring"}, {"parallelism.zero": 3, "communication.prefetch_layers": 0},
+           {"parallelism.zero": 3, "communication.dp_overlap": False}, {"communication.tp_overlap": True}]
+
+
+def _rows(seed: int, bases: int) -> list:
+    rng = random.Random(seed)
+    out = []
+    while len(out) < bases * 3:
+        raw = random_raw(rng)
+        try:
+            out.append(from_dict(raw))
+        except ScenarioError:
+            continue
+        for ov in rng.sample(CHANGES, 3):
+            try:
+                out.append(from_dict(apply_overrides(raw, ov)))
+            except ScenarioError:
+                pass
+    return out
+
+
+def _fields(est: Estimates, i: int) -> list[float]:
+    return [est.iteration_time_s[i], est.memory_GB_total[i], float(est.fits[i]), est.mfu[i],
+            est.tokens_per_s[i], est.tflops_per_gpu[i], *(est.breakdown_s[k][i] for k in CATEGORIES)]
+
+
+def _same(a: list[float], b: list[float]) -> bool:
+    return bool(np.array_equal(np.array(a), np.array(b), equal_nan=True))
+
+
+def test_shared_pricing_equals_cold_pricing_row_by_row():
+    rows = _rows(7, 14)
+    clear()
+    shared = estimate_many(rows)
+    again = estimate_many(rows)
+    for i, sc in enumerate(rows):
+        assert _same(_fields(shared, i), _fields(again, i)), sc.name
+        clear()
+        cold = estimate_many([sc])
+        assert _same(_fields(shared, i), _fields(cold, 0)), (i, sc.name)
+
+
+def test_fast_mode_shared_equals_cold():
+    rows = _rows(11, 12)
+    clear()
+    shared = estimate_many(rows, exact=False)
+    for i, sc in enumerate(rows):
+        clear()
+        assert _same(_fields(shared, i), _fields(estimate_many([sc], exact=False), 0)), (i, sc.name)
+
+
+def test_a_priced_field_is_not_reused_across_scenarios():
+    """Variants differing in the NIC bandwidth (data-parallel buckets cross nodes; TP groups inside a
+    node share their pieces) or the dtype (every layer's time), priced right after their base, each
+    equal the full simulation of their own scenario."""
+    rng = random.Random(3)
+    checked = 0
+    while checked < 4:
+        raw = random_raw(rng)
+        raw["cluster"].update(nodes=2, datacenters=1)
+        try:
+            base = from_dict(raw)
+            dtype = "fp8" if base.training.dtype == "bf16" else "bf16"
+            rows = [base, from_dict(apply_overrides(raw, {"cluster.scale_out.nic_Gbps": 25})),
+                    from_dict(apply_overrides(raw, {"training.dtype": dtype}))]
+        except ScenarioError:
+            continue
+        clear()
+        est = estimate_many(rows)
+        for i, sc in enumerate(rows):
+            assert est.iteration_time_s[i] == pytest.approx(simulate(sc).iteration_time_s, rel=1e-9), i
+        checked += 1
+
+
+def _check_classes(sc) -> int:
+    """Every stage's group of every dimension has the shape of its class representative's."""
+    from explorer.estimate.keys import network_key
+    from explorer.estimate.stages import netinfo
+
+    info = netinfo(sc, False, network_key(sc, False))
+    net = info.net.net
+    for dim, (cls, reps) in info.dims.items():
+        for s, c in enumerate(cls.tolist()):
+            assert net.fabric.shape(net.members(dim, s)) == net.fabric.shape(net.members(dim, reps[c])), \
+                (sc.name, dim, s, reps[c])
+    return sum(len(reps) for _, reps in info.dims.values())
+
+
+def test_stage_classes_price_alike():
+    """estimate/stages.py groups stages per dimension by offsets; each class's shapes are equal
+    (checked against topology.Fabric.shape on every stage) on layouts whose stages straddle nodes,
+    leaf blocks and datacenters."""
+    from explorer.scenario import load_raw, shipped_scenarios
+
+    raw = load_raw(shipped_scenarios()["llama3-405b-16k"])
+    seen = 0
+    for ov in [{"parallelism.tp": 4, "parallelism.pp": 32, "parallelism.order": "tp-pp-dp"},
+               {"parallelism.tp": 2, "parallelism.pp": 16, "parallelism.cp": 2},
+               {"parallelism.tp": 8, "parallelism.pp": 64, "parallelism.order": "tp-cp-dp-pp"},
+               {"parallelism.tp": 1, "parallelism.pp": 8, "parallelism.order": "dp-tp-cp-pp"},
+               {"parallelism.tp": 4, "parallelism.pp": 32, "cluster.scale_out.switch_radix": 8}]:
+        try:
+            sc = from_dict(apply_overrides(raw, {**ov, "parallelism.dp": None, "parallelism.vpp": 1,
+                                                 "parallelism.schedule": "1f1b",
+                                                 "parallelism.stage_layers": None}))
+        except ScenarioError:
+            continue
+        seen += 1
+        _check_classes(sc)
+    assert seen >= 3
+    rng = random.Random(5)
+    for _ in range(60):
+        try:
+            sc = from_dict(random_raw(rng))
+        except ScenarioError:
+            continue
+        _check_classes(sc)

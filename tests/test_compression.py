@@ -1,12 +1,12 @@
-"""communication.compression (explorer/lowcomm/compression.py): bytes per element of each kind,
+"""communication.compression (explorer/compression.py): bytes per element of each kind,
 the collectives it needs, encode/decode HBM work and error-feedback memory, and their effect on the
 outer synchronisation of DiLoCo and the gossip exchange."""
 from __future__ import annotations
 
 import pytest
 
+from explorer.compression import plan, powersgd_factor
 from explorer.config.compression import Compression
-from explorer.lowcomm.compression import plan, powersgd_factor
 from explorer.scenario import ScenarioError, load
 from explorer.simulate import simulate
 
@@ -69,12 +69,59 @@ def test_outer_sync_bytes_follow_the_wire_ratio():
 
 
 def test_error_feedback_adds_a_residual_per_parameter_of_the_slice():
+    """The outer gradient's residual covers the GPU's slice; the inner data-parallel gradients,
+    compressed too, keep one per parameter the GPU holds."""
     base = simulate(load(SD, DILOCO))
     one = simulate(load(SD, {**DILOCO, "communication.compression.kind": "1bit"}))
-    assert one.memory.optimizer - base.memory.optimizer == pytest.approx(4 * base.sync_window.slice_params)
+    params = base.memory.params / 2                                     # bf16 weights
+    assert one.memory.optimizer - base.memory.optimizer == pytest.approx(
+        4 * base.sync_window.slice_params + 4 * params)
 
 
 def test_outer_dtype_and_compression_are_one_choice():
     with pytest.raises(ScenarioError) as e:
         load(SD, {"communication.compression.kind": "1bit"})          # the scenario's outer_dtype is int4
     assert e.value.field == "training.sync.outer_dtype"
+
+
+CLOUD = ROOT / "scenarios" / "cloud-25g-dp.yaml"
+NVLINK = {"cluster.nodes": 1, "parallelism.dp": 8, "cluster.scale_up.kind": "nvswitch",
+          "cluster.scale_up.bandwidth_GBps": 300, "training.global_batch": 256}
+
+
+def _cloud(kind: str, **over):
+    return simulate(load(CLOUD, {"communication.compression.kind": kind, **over}))
+
+
+def test_encode_and_decode_run_on_the_compute_stream():
+    """One encode before and one decode after each compressed bucket task, on the compute stream,
+    lasting the plan's HBM passes over the bucket's elements."""
+    res = _cloud("1bit")
+    coders = [t for t in res.tasks if t.kind == "compress"]
+    buckets = [t for t in res.tasks if t.kind == "dp"]
+    assert coders and len(coders) == 2 * len(buckets) and all(t.stream == "compute" for t in coders)
+    sc = res.scenario
+    p = plan(sc.communication.compression, sc.model, 1, 64)
+    elements = sum(t.info.bucket_bytes * t.info.buckets for t in buckets) / 4    # fp32 gradients
+    hbm = sc.hardware.gpu.hbm_GBps * 1e9
+    coding = elements * (p.encode_bytes + p.decode_bytes) / hbm
+    assert sum(t.duration for t in coders) == pytest.approx(coding)
+
+
+def test_compression_pays_on_25_gbe_and_not_on_nvlink():
+    """25 GbE: every compressor beats none (1.13 s); one NVSwitch node: every compressor is slower,
+    the all-reduce being hidden already and the encode/decode added to the compute."""
+    none = _cloud("none").iteration_time_s
+    for kind in ("fp16", "1bit", "powersgd"):
+        assert _cloud(kind).iteration_time_s < 0.7 * none
+    local = _cloud("none", **NVLINK).iteration_time_s
+    for kind in ("fp16", "1bit", "powersgd"):
+        assert _cloud(kind, **NVLINK).iteration_time_s > local
+
+
+def test_dp_bytes_follow_the_wire_and_the_residual_is_held():
+    none, one = _cloud("none"), _cloud("1bit")
+    # 1-bit: all-to-all + all-gather of 1/8 byte per element against an fp32 ring all-reduce.
+    assert one.comm_bytes_per_gpu["dp"] == pytest.approx(none.comm_bytes_per_gpu["dp"] * (2 / 8) / (2 * 4),
+                                                         rel=1e-9)
+    assert one.memory.optimizer - none.memory.optimizer == pytest.approx(4 * none.memory.params / 2)

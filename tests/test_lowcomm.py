@@ -135,6 +135,8 @@ SYNC_RULE_CASES = {
                                     {"training.sync.kind": "diloco"}, "training.sync.kind"),
     "rule_sync_whole_replicas": (TWO_DC, {"training.sync.kind": "diloco",
                                           "parallelism.order": "tp-cp-ep-dp-pp"}, "training.sync.kind"),
+    "rule_one_compressor": (TWO_DC, {"training.sync.kind": "diloco", "training.sync.outer_dtype": "int4",
+                                     "communication.compression.kind": "1bit"}, "training.sync.outer_dtype"),
     "rule_dp_kind_replicas": (TWO_DC, {"parallelism.dp_kind": "gossip-ring"}, "parallelism.zero"),
     "rule_sync_fragments": (TWO_DC, {"training.sync.kind": "streaming-diloco", "training.sync.fragments": 81},
                             "training.sync.fragments"),

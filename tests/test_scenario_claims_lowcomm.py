@@ -138,3 +138,45 @@ def test_cbtm_against_one_model():
     assert about(sim(CB, {**EVERY, "cluster.scale_across.bandwidth_Gbps": 10}).iteration_time_s, 8.47, 0.005)
     dl = sim(CB, {"training.sync.kind": "diloco", "training.sync.inner_steps": 100})
     assert about(dl.time_per_step_s, 0.743, 0.002)
+
+
+# --------------------------------------------------------------------------- compression
+CG = "cloud-25g-dp"
+ONE_NODE = {"cluster.nodes": 1, "parallelism.dp": 8, "cluster.scale_up.kind": "nvswitch",
+            "cluster.scale_up.bandwidth_GBps": 300, "training.global_batch": 256}
+
+
+def _kind(k: str, extra: dict | None = None):
+    return sim(CG, {"communication.compression.kind": k, **(extra or {})})
+
+
+def test_cloud_without_compression():
+    """1.13 s per step, 81% of it the all-reduce, limited by the node NIC at 3 GB/s."""
+    r = _kind("none")
+    assert about(r.iteration_time_s, 1.13, 0.005)
+    assert about(r.breakdown_s["dp"] / r.iteration_time_s, 0.81, 0.01)
+    assert r.links["dp"]["tier"] == "scale-out" and about(r.links["dp"]["busbw_GBps"], 3.0, 0.1)
+
+
+def test_cloud_one_bit_as_shipped():
+    """0.355 s; the residual adds 1.5 GB per GPU (the all-reduce: 1.5 GB per GPU per step uncompressed)."""
+    r = sim(CG)
+    assert about(r.iteration_time_s, 0.355, 0.005)
+    none = _kind("none")
+    assert about(r.memory.optimizer - none.memory.optimizer, 1.46e9, 0.01)
+    assert about(none.comm_bytes_per_gpu["dp"], 2 * 63 / 64 * 1.46e9, 0.01)     # ring all-reduce
+
+
+def test_cloud_other_compressors():
+    """powersgd 0.238 s; fp16 0.741 s; int4 0.759 s (slower than fp16); top-k 1% 0.879 s."""
+    assert about(_kind("powersgd").iteration_time_s, 0.238, 0.005)
+    fp16, int4 = _kind("fp16").iteration_time_s, _kind("int4").iteration_time_s
+    assert about(fp16, 0.741, 0.005) and about(int4, 0.759, 0.005) and int4 > fp16
+    assert about(_kind("topk").iteration_time_s, 0.879, 0.005)
+
+
+def test_cloud_compression_does_not_pay_on_one_nvswitch_node():
+    """220.4 ms without compression, 222.2 ms with 1-bit, 225.7 ms with fp16."""
+    assert about(_kind("none", ONE_NODE).iteration_time_s, 0.2204, 0.002)
+    assert about(_kind("1bit", ONE_NODE).iteration_time_s, 0.2222, 0.002)
+    assert about(_kind("fp16", ONE_NODE).iteration_time_s, 0.2257, 0.002)

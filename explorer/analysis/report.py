@@ -71,7 +71,8 @@ def bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: fl
         li = links[worst]
         return (f"{head} (exposed {worst} communication): its {li['op']} over {li['group']} GPUs "
                 f"is limited by "
-                f"{TIER_WORDS[li['tier']]} at {li['busbw_GBps']:.0f} GB/s bus bandwidth ({li['algorithm']}).")
+                f"{TIER_WORDS[li['tier']]} at {_gbs(li['busbw_GBps'])} GB/s bus bandwidth "
+                f"({li['algorithm']}).")
     if worst == "bubble":
         p = sc.parallelism
         return (f"{head} on the busiest stage (pipeline bubble): {p.pp} stages and {m} micro-batches with "
@@ -96,6 +97,11 @@ class Notice:
 
     kind: str
     message: str
+
+
+def _gbs(x: float) -> str:
+    """A bus bandwidth in GB/s: whole numbers from 10, two significant digits below (0.39, 3.2)."""
+    return f"{x:.0f}" if x >= 10 else f"{x:.2g}"
 
 
 def memory_notice(sc: Scenario, memory: MemoryBreakdown) -> Notice | None:

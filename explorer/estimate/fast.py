@@ -33,7 +33,16 @@ from ..schedules.registry import get as get_schedule
 from ..schedules.registry import megatron_schedule
 from .breakdown import breakdowns
 from .keys import memo_table
-from .many import MAX_ROW_OPS, _gather, _needs_ops, _run, estimate_profiles, estimates_of, row_ops
+from .many import (
+    MAX_ROW_OPS,
+    _gather,
+    _needs_ops,
+    _run,
+    estimate_profiles,
+    estimates_of,
+    needs_simulation,
+    row_ops,
+)
 from .memory import memory_total, stage_memory
 from .pipeline import _ARRAYS, StageTimes
 from .profile import RowProfile, row_profile
@@ -65,8 +74,8 @@ def _extrapolable(prof: RowProfile) -> bool:
 def _plain(prof: RowProfile) -> RowProfile | None:
     """The row the fast mode evaluates: a timed schedule without a WAN as 1F1B; None when the row
     must come from the exact path."""
-    if prof.sc.cluster.stragglers.active:
-        return None                 # replicas that differ: the simulation's (explorer/replicas.py)
+    if needs_simulation(prof.sc):
+        return None                 # the simulation's (many.needs_simulation)
     if prof.schedule.timed is None:
         return prof
     if prof.netinfo.net.net.fabric.wan is not None:

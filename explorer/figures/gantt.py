@@ -20,8 +20,8 @@ from ..vocabulary import BLOCKING_DIMS, COMM_DIMS, KIND_COLORS, STREAMS
 LANES = STREAMS
 COMM_LANES = frozenset(COMM_DIMS)
 COMPUTE_KINDS = frozenset({"forward", "backward", "F&B", "weight-grad", "recompute", "optimizer",
-                           "embedding/logits"})
-KIND_ORDER = ("forward", "backward", "F&B", "weight-grad", "recompute", "optimizer",
+                           "embedding/logits", "compress"})
+KIND_ORDER = ("forward", "backward", "F&B", "weight-grad", "recompute", "optimizer", "compress",
               "tp", "cp", "ep", "pp", "dp")
 OVERLAPPED = " (overlapped)"
 # Columns of the aggregated Gantt: about the chart's width in pixels at 1440 px (70% of the page).

@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..collectives import cost
+from ..compression import plan
 from ..config.loading import from_dict, to_dict
 from ..config.schema import ScenarioError
 from ..network import Network
 from ..taskgraph.builder import IterationBuilder
 from ..topology import BOUNDARY_NAMES
-from .compression import plan
 
 if TYPE_CHECKING:
     from ..scenario import Scenario

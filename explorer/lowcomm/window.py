@@ -35,12 +35,12 @@ import numpy as np
 from ..analysis.breakdown import MemoryBreakdown
 from ..analysis.report import memory_notice
 from ..collectives import CollectiveCost, cost
+from ..compression import plan
 from ..config.loading import from_dict, to_dict
 from ..config.schema import ScenarioError
 from ..network import Network
 from ..taskgraph.builder import IterationBuilder
 from ..topology import BOUNDARY_NAMES, GroupShape
-from .compression import plan
 from .quality import quality_note
 
 if TYPE_CHECKING:

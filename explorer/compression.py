@@ -31,10 +31,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config.compression import Compression
-from ..config.sections import Model
+from .config.compression import Compression
+from .config.sections import Model
 
 INT4_BLOCK = 128                  # elements per fp16 scale of the 4-bit code
+# fp32 error-feedback residual per parameter of the biased compressors (fp16 rounds, unbiased enough).
+EF_BYTES = {"none": 0.0, "fp16": 0.0, "fp8": 4.0, "int4": 4.0, "1bit": 4.0, "topk": 4.0, "powersgd": 4.0}
 REDUCE_BYTES = 4.0                # the uncompressed reduction's element (fp32)
 
 
@@ -77,12 +79,20 @@ def plan(c: Compression, m: Model, tp: int, n: int) -> Plan:
         q = {"fp8": 1.0, "int4": 0.5 + 2 / INT4_BLOCK, "1bit": 1 / 8}[k]
         # encode: read grad + residual, write residual + code; decode: read the n codes of its
         # chunk (all-to-all) and the gathered codes, write fp32.
-        return Plan(k, q, (("all-to-all", q), ("all-gather", q)), 4 + 4 + 4 + q, 2 * q + 4, 4.0)
+        return Plan(k, q, (("all-to-all", q), ("all-gather", q)), 4 + 4 + 4 + q, 2 * q + 4, EF_BYTES[k])
     if k == "topk":
         kept = 8.0 * c.ratio                         # fp32 value + int32 index per kept entry
         # The all-gather's buffer is every rank's entries: n x kept per element of one rank.
-        return Plan(k, kept, (("all-gather", n * kept),), 4 * 4 + 4 + 4 + kept, n * kept + 4, 4.0)
+        return Plan(k, kept, (("all-gather", n * kept),), 4 * 4 + 4 + 4 + kept, n * kept + 4, EF_BYTES[k])
     factor = powersgd_factor(m, tp, c.rank)
     half = REDUCE_BYTES * factor / 2                 # P and Q, about half each
     return Plan(k, REDUCE_BYTES * factor, (("all-reduce", half), ("all-reduce", half)),
-                4 + 4 + 4 + 4, 4 + 4, 4.0)
+                4 + 4 + 4 + 4, 4 + 4, EF_BYTES[k])
+
+
+
+def residual_bytes(c: Compression, dense: float, expert: float, dp_group: int, edp_group: int) -> float:
+    """Error-feedback memory of one GPU: an fp32 residual per parameter whose gradient is compressed
+    (dense ones when its data-parallel group has more than one rank, experts likewise), kept whole
+    even under ZeRO: the residual belongs to the local gradient, before any reduction."""
+    return EF_BYTES[c.kind] * ((dense if dp_group > 1 else 0.0) + (expert if edp_group > 1 else 0.0))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from ..lowcomm import SyncWindow
+from ..lowcomm.consensus import KNEE_SHARE, ConsensusCurve
 
 LANES = ("inner steps", "WAN", "stall")
 COLOURS = {"compute": "#4C78A8", "sync": "#E45756", "stall": "#B279A2", "update": "#9D9D9D"}
@@ -160,4 +161,29 @@ def sync_window_figure(w: SyncWindow, height: int = 240, font_size: int = 12, fo
                       title=dict(text=f"One window: {w.inner_steps} inner steps and their synchronisation "
                                       f"· {w.time_per_step_s:.4g} s per step", font=dict(size=font_size + 1)))
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(LANES)))
+    return fig
+
+
+def consensus_figure(curve: ConsensusCurve, height: int = 300, font_size: int = 12) -> go.Figure:
+    """Time per step against the synchronisation period, one line per replica count, each knee
+    (explorer/lowcomm/consensus.py) marked with a diamond."""
+    fig = go.Figure()
+    for D, knee in curve.knees.items():
+        pts = [p for p in curve.points if p.replicas == D]
+        fig.add_trace(go.Scatter(
+            x=[p.inner_steps for p in pts], y=[p.time_per_step_s for p in pts], mode="lines+markers",
+            name=f"{D} replicas", customdata=[[p.sync_share] for p in pts],
+            hovertemplate=f"{D} replicas, H = %{{x}}: %{{y:.4g}} s per step, sync %{{customdata[0]:.0%}}"
+                          "<extra></extra>"))
+        if knee is not None:
+            k = next(p for p in pts if p.inner_steps == knee)
+            fig.add_trace(go.Scatter(x=[knee], y=[k.time_per_step_s], mode="markers", showlegend=False,
+                                     marker=dict(symbol="diamond", size=12, color="black"),
+                                     hovertemplate=f"knee of {D} replicas: H = {knee}<extra></extra>"))
+    fig.update_xaxes(type="log", title_text="synchronisation period H (inner steps)")
+    fig.update_yaxes(title_text="time per step (s)", rangemode="tozero")
+    fig.update_layout(height=height, font=dict(size=font_size), margin=dict(l=6, r=6, t=30, b=30),
+                      title=dict(text=f"{curve.kind}: how many replicas, how often to synchronise "
+                                      f"(◆ knee: sync ≤ {KNEE_SHARE:.0%} of a step)",
+                                 font=dict(size=font_size + 1)))
     return fig

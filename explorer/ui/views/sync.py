@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...figures.sync_window import sync_window_figure
+from ...figures.sync_window import consensus_figure, sync_window_figure
 from ...lowcomm import SyncWindow
 from ...lowcomm.decentral import Exchange
 from ...lowcomm.report import exchange_sentences, sync_sentences
-from ..cache import ViewData
+from ..cache import ViewData, consensus_curve
 
 BASELINE = {"training.sync.kind": "every-step"}
 
@@ -30,8 +30,19 @@ def _compare_with_allreduce() -> None:
     st.session_state["view_tab"] = "Compare"
 
 
-def render(data: ViewData, present: bool) -> None:
+def _compare_uncompressed() -> None:
+    """Open the Compare view with B = this scenario without gradient compression."""
+    st.session_state["_b_overrides"] = {"communication.compression.kind": "none"}
+    st.session_state["_b_msg"] = None
+    st.session_state["view_tab"] = "Compare"
+
+
+def render(data: ViewData, raw_json: str, present: bool) -> None:
     """Draw the window of ``data``'s run, if it has one, or its gossip / parameter-server exchange."""
+    if data.scenario.communication.compression.active:
+        st.button("Compare without compression", key="compression_baseline", on_click=_compare_uncompressed,
+                  icon=":material/compare_arrows:",
+                  help="Opens the Compare view with B = this scenario without compression")
     x = data.json.get("dp_exchange")
     if x:
         lines = exchange_sentences(Exchange(**x))
@@ -45,8 +56,17 @@ def render(data: ViewData, present: bool) -> None:
     if not sync:
         return
     w = SyncWindow.from_json(sync)
-    st.plotly_chart(sync_window_figure(w, height=210 if present else 240, font_size=15 if present else 12),
+    fold = st.toggle("Fold repeated inner steps", value=True, key="sync_fold",
+                     help="Runs of identical inner steps drawn as one block marked xK; off: every step")
+    st.plotly_chart(sync_window_figure(w, height=210 if present else 240, font_size=15 if present else 12,
+                                       fold=fold),
                     key="sync_window", config={"displaylogo": False})
+    if w.kind in ("local-sgd", "diloco") and not present:
+        how = st.expander("How many replicas, how often to synchronise", key="consensus", on_change="rerun")
+        if how.open:
+            with how:
+                st.plotly_chart(consensus_figure(consensus_curve(raw_json)), key="consensus_chart",
+                                config={"displaylogo": False})
     lines = sync_sentences(w)
     st.caption(" · ".join(lines[:-1]))
     note = lines[-1].removeprefix("quality: ").removesuffix(" — not simulated here")

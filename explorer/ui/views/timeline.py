@@ -33,7 +33,7 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
         st.plotly_chart(gantt_figure(data, present), key="gantt",
                         config={"displaylogo": False, "scrollZoom": True})
         _captions(data)
-        sync.render(data, present)
+        sync.render(data, raw_json, present)
     with right:
         st.info(j["bottleneck"])
         if j["parallelism"]["pp"] > 1:

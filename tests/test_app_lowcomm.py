@@ -60,3 +60,4 @@ def test_the_consensus_curve_opens_in_the_timeline():
     at = run_app(scenario="diloco-cross-region")
     exp = next(e for e in at.expander if e.label == "How many replicas, how often to synchronise")
     assert exp is not None
+

@@ -11,6 +11,7 @@ from ...lowcomm import SyncWindow
 from ...lowcomm.decentral import Exchange
 from ...lowcomm.report import exchange_sentences, sync_sentences
 from ..cache import ViewData, consensus_curve
+from ..export import chart
 
 BASELINE = {"training.sync.kind": "every-step"}
 
@@ -58,14 +59,14 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
     w = SyncWindow.from_json(sync)
     fold = st.toggle("Fold repeated inner steps", value=True, key="sync_fold",
                      help="Runs of identical inner steps drawn as one block marked xK; off: every step")
-    st.plotly_chart(sync_window_figure(w, height=210 if present else 240, font_size=15 if present else 12,
+    chart(sync_window_figure(w, height=210 if present else 240, font_size=15 if present else 12,
                                        fold=fold),
-                    key="sync_window", config={"displaylogo": False})
+                    key="sync_window", present=present, config={"displaylogo": False})
     if w.kind in ("local-sgd", "diloco") and not present:
         how = st.expander("How many replicas, how often to synchronise", key="consensus", on_change="rerun")
         if how.open:
             with how:
-                st.plotly_chart(consensus_figure(consensus_curve(raw_json)), key="consensus_chart",
+                chart(consensus_figure(consensus_curve(raw_json)), key="consensus_chart", present=present,
                                 config={"displaylogo": False})
     lines = sync_sentences(w)
     st.caption(" · ".join(lines[:-1]))

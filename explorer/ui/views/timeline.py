@@ -8,6 +8,7 @@ from ... import figures
 from ...schedules import registry
 from ...schedules.registry import Window
 from ..cache import ViewData, bubble_story
+from ..export import chart
 from . import sync
 
 # What the chart shows for schedules whose iterations overlap (the metrics measure a steady state).
@@ -30,7 +31,7 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
     font = 15 if present else 12
     left, right = st.columns([7, 3], gap="small")
     with left:
-        st.plotly_chart(gantt_figure(data, present), key="gantt",
+        chart(gantt_figure(data, present), key="gantt", present=present,
                         config={"displaylogo": False, "scrollZoom": True})
         _captions(data)
         sync.render(data, raw_json, present)
@@ -44,10 +45,10 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
                 if why.open:
                     with why:
                         st.markdown(bubble_story(raw_json))
-        st.plotly_chart(figures.breakdown(j["breakdown_s"], j["iteration_time_s"],
+        chart(figures.breakdown(j["breakdown_s"], j["iteration_time_s"],
                                           title=f"Where the time goes · {data.breakdown_name}",
                                           height=240 if present else 300, font_size=font),
-                        key="breakdown", config={"displayModeBar": False})
+                        key="breakdown", present=present, config={"displayModeBar": False})
         for w in j["warnings"]:
             st.warning(w, icon="⚠️")
     if not present:

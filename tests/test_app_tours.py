@@ -24,3 +24,9 @@ def test_the_sidebar_starts_a_tour():
     next(b for b in at.button if b.key == "tour_start_zero-fsdp").click().run()
     assert not at.exception and qp(at, "tour") == "zero-fsdp" and qp(at, "scenario") == "fsdp-llama3-8b"
     assert qp(at, "parallelism.zero") == "0"
+
+
+def test_the_textbook_diagram_steps_through():
+    at = run_app(scenario="zero-bubble-8gpu")
+    exp = next(e for e in at.expander if e.label.startswith("Textbook diagram"))
+    assert exp is not None

@@ -9,7 +9,7 @@ from ...schedules import registry
 from ...schedules.registry import Window
 from ..cache import ViewData, bubble_story
 from ..export import chart
-from . import sync
+from . import sync, textbook
 
 # What the chart shows for schedules whose iterations overlap (the metrics measure a steady state).
 WINDOW_NOTE = {Window.OVERLAP: "one iteration alone", Window.ASYNC: "two iterations back to back"}
@@ -35,6 +35,7 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
                         config={"displaylogo": False, "scrollZoom": True})
         _captions(data)
         sync.render(data, raw_json, present)
+        textbook.render(data, present)
     with right:
         st.info(j["bottleneck"])
         if j["parallelism"]["pp"] > 1:

@@ -438,3 +438,17 @@ def test_sample_of_controls_in_chromium(app, scenario, key, option):
     errors = page.locator('[data-testid="stAlert"]').filter(has_text="⚠").all_inner_texts()
     has_metrics = bool(metric_value(page, "Iteration time"))
     assert has_metrics or errors
+
+
+# ------------------------------------------------------------------------------------------------
+# Teaching: click a Gantt bar to explain it (issue 14.3)
+# ------------------------------------------------------------------------------------------------
+def test_clicking_a_gantt_bar_explains_it(app):
+    app.open()
+    app.assert_healthy()
+    page = app.page
+    bar = page.locator(".js-plotly-plot .barlayer .point path").first
+    bar.click(force=True)
+    page.get_by_text("Explain this bar").first.wait_for(timeout=30_000)
+    text = page.get_by_text("Shorter with").first.inner_text()
+    assert "Shorter with" in text

@@ -108,7 +108,9 @@ def summary_text(res) -> str:
         f"vpp {p.vpp} · {p.schedule} · ZeRO {p.zero} · {sc.micro_batches} micro-batches",
         f"  stage layers: {', '.join(map(str, res.stage_layers))}",
         "",
-        f"  iteration time   {_fmt_s(res.iteration_time_s)}",
+        f"  iteration time   {_fmt_s(res.iteration_time_s)}"
+        + ("" if res.sync_window is None else f"  (inner step; {_fmt_s(res.time_per_step_s)} per step "
+                                              "with synchronisation)"),
         f"  tokens/s         {res.tokens_per_s:,.0f}",
         f"  TFLOP/s per GPU  {res.tflops_per_gpu:.1f}  (hardware FLOPs, recompute included)",
         f"  MFU              {res.mfu:.1%}",
@@ -128,6 +130,12 @@ def summary_text(res) -> str:
               "  bytes sent per GPU: "
               + ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in res.comm_bytes_per_gpu.items() if v),
               "", f"  bottleneck: {one_line(res.bottleneck)}"]
+    if res.sync_window is not None:
+        from .lowcomm.report import sync_sentences
+        lines += [f"  sync: {one_line(x)}" for x in sync_sentences(res.sync_window)]
+    if res.exchange is not None:
+        from .lowcomm.report import exchange_sentences
+        lines += [f"  dp: {one_line(x)}" for x in exchange_sentences(res.exchange)]
     if res.scenario.parallelism.pp > 1:
         from .simulate import explain_bubble  # three more simulations: only for the readable summary
         lines.append(f"  bubble: {one_line(explain_bubble(res))}")

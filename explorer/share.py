@@ -38,7 +38,7 @@ VIEWS = ("timeline", "memory", "traffic", "topology", "scenario", "compare", "de
 B_PREFIX = "b."                # a link's overrides of the Compare view's scenario B (on top of A)
 D_PREFIX = "d."                # a link's Design-space view settings
 DESIGN_KEYS = ("x", "xv", "y", "yv", "m", "scale")
-RESERVED = {"scenario", "view", "present"}
+RESERVED = {"scenario", "view", "present", "tour", "step"}
 MAX_VALUE_CHARS = 200          # a field value is a number, a word or a short list
 MAX_PARAMS = 100
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,80}$")
@@ -55,6 +55,8 @@ class SharedView:
     design: dict[str, str] = field(default_factory=dict)         # d.<setting> (Design-space view)
     view: str = VIEWS[0]
     present: bool = False
+    tour: str | None = None          # a guided tour being played (explorer/tours.py) ...
+    step: int = 1                    # ... at this step, 1-based
     warnings: list[str] = field(default_factory=list)
 
 
@@ -102,6 +104,14 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
                 out.warnings.append(f"ignored view={_short(value)}: valid views are {', '.join(VIEWS)}")
         elif key == "present":
             out.present = value.lower() in ("1", "true", "yes", "on")
+        elif key == "tour":
+            from .tours import tours
+            if NAME_RE.match(value) and value in tours():
+                out.tour = value
+            else:
+                out.warnings.append(f"ignored tour={_short(value)}: not a tour (valid: {', '.join(tours())})")
+        elif key == "step":
+            out.step = int(value) if value.isdigit() and 0 < int(value) <= 1000 else 0
         elif key.startswith(D_PREFIX):
             if key[len(D_PREFIX):] in DESIGN_KEYS:
                 out.design[key[len(D_PREFIX):]] = one_line(value)
@@ -117,6 +127,12 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
                 target[name] = parse_value(value, key)
             except ScenarioError as exc:
                 out.warnings.append(f"ignored {key}={_short(value)}: {exc}")
+    if out.tour is not None:
+        from .tours import tours
+        n = len(tours()[out.tour].steps)
+        if not 1 <= out.step <= n:
+            out.warnings.append(f"ignored step: tour {out.tour} has steps 1 to {n}; showing step 1")
+            out.step = 1
     base = preset_raw(out.scenario)
     out.overrides = accept_overrides(base, raw_overrides, out.warnings)
     out.b_overrides = accept_overrides(apply_overrides(base, out.overrides), raw_b, out.warnings, B_PREFIX)
@@ -214,4 +230,6 @@ def to_query(view: SharedView, base: Scenario, current: Scenario) -> dict[str, s
         q["view"] = view.view
     if view.present:
         q["present"] = "1"
+    if view.tour is not None:
+        q.update(tour=view.tour, step=str(view.step))
     return q

@@ -20,6 +20,8 @@ from .config.budget import check_unfolded_budget
 from .engine import Task
 from .fold import FoldInfo, simulate_folded
 from .gc_pause import paused_collector
+from .lowcomm import STEP_TIERS, SyncWindow, simulate_window
+from .lowcomm.decentral import Exchange, simulate_exchange
 from .network import Network
 from .replicas import combine, variants
 from .scenario import Scenario
@@ -84,6 +86,24 @@ class Result:
     # Replicas that differ (stragglers; explorer/replicas.py): per variant its name, replicas, own
     # iteration time and wait for the slowest; empty when every replica is alike.
     replicas: tuple[dict, ...] = ()
+    # A window of inner steps and its synchronisation (training.sync; explorer/lowcomm); None when
+    # every step synchronises.
+    sync_window: SyncWindow | None = None
+    # Gossip or parameter-server data parallelism (parallelism.dp_kind; explorer/lowcomm/decentral.py).
+    exchange: Exchange | None = None
+
+    @property
+    def time_per_step_s(self) -> float:
+        """Seconds per training step amortised over the simulated window (the iteration time when
+        every step synchronises)."""
+        return self.sync_window.time_per_step_s if self.sync_window else self.iteration_time_s
+
+    @property
+    def bytes_per_step(self) -> dict[str, float]:
+        """Tier -> bytes one GPU sends per step across it (``scale-up``: on its scale-up link,
+        ``scale-out``: out of its node, ``scale-across``: out of its datacenter), amortised over
+        the window; the largest GPU class's, summed over dimensions."""
+        return {t: sum(d.get(t, 0.0) for d in self.comm_bytes_by_tier.values()) for t in STEP_TIERS}
 
     @property
     def notices(self) -> tuple[Notice, ...]:
@@ -135,6 +155,10 @@ class Result:
             "tier_utilisation": self.utilisation,
             "wan_links": [dict(link) for link in self.wan_links],
             **({"replicas": [dict(row) for row in self.replicas]} if self.replicas else {}),
+            "time_per_step_s": self.time_per_step_s,
+            "bytes_per_step": self.bytes_per_step,
+            **({"sync": self.sync_window.to_json_dict()} if self.sync_window else {}),
+            **({"dp_exchange": self.exchange.to_json_dict()} if self.exchange else {}),
             "parallelism": {"tp": par.tp, "pp": par.pp, "dp": sc.dp, "cp": par.cp, "ep": par.ep,
                             "vpp": par.vpp, "schedule": par.schedule, "zero": par.zero},
         }
@@ -147,13 +171,21 @@ def simulate(sc: Scenario, fold: bool = True) -> Result:
     small simulations prove the period and every figure is extrapolated, equal to the full
     simulation's to float rounding; the task list then unfolds only when read.  Where the period
     cannot be proven, and with ``fold=False``, every task is scheduled.  Replicas that differ
-    (stragglers) are simulated once per kind and joined (explorer/replicas.py)."""
+    (stragglers) are simulated once per kind and joined (explorer/replicas.py).  With
+    ``training.sync`` other than every-step, the inner step is simulated and the window of
+    inner steps and their synchronisation is added (explorer/lowcomm)."""
     with paused_collector():         # tens of thousands of live tasks: see explorer/gc_pause.py
         return _simulate(sc, fold)
 
 
 def _simulate(sc: Scenario, fold: bool) -> Result:
     """simulate() with the collector paused (see there)."""
+    if sc.training.sync.windowed:
+        # Replicas train apart for H steps: one inner step, then the window (explorer/lowcomm).
+        return simulate_window(sc, lambda inner: _simulate(inner, fold))
+    if sc.parallelism.dp_kind != "allreduce":
+        # Replicas agree by gossip or through parameter servers: one replica's step, then the exchange.
+        return simulate_exchange(sc, lambda replica: _simulate(replica, fold))
     kinds = variants(sc)
     if kinds:
         return combine(sc, kinds, lambda v: simulate(v, fold))

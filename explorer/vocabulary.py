@@ -27,7 +27,7 @@ TIER_LABELS = {"scale-up": "NVLink / NVSwitch (scale-up)", "scale-out": "node NI
 KIND_COLORS = {
     "forward": "#4C78A8", "backward": "#F58518", "weight-grad": "#EECA3B", "recompute": "#B279A2",
     "tp": "#54A24B", "cp": "#72B7B2", "ep": "#FF9DA6", "pp": "#9D755D", "dp": "#E45756",
-    "optimizer": "#79706E", "embedding/logits": "#4C78A8", "F&B": "#8F6BB3",
+    "optimizer": "#79706E", "embedding/logits": "#4C78A8", "F&B": "#8F6BB3", "compress": "#3A8E7E",
 }
 CATEGORY_COLORS = {"compute": "#4C78A8", "recompute": "#B279A2", "tp": "#54A24B", "cp": "#72B7B2",
                    "ep": "#FF9DA6", "pp": "#9D755D", "dp": "#E45756", "bubble": "#D3D3D3",

@@ -49,7 +49,7 @@ def cli_iteration(scenario: str, *sets: str) -> str:
         args += ["--set", s]
     proc = subprocess.run(args + ["--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{proc.stderr}"
-    return fmt_time(json.loads(proc.stdout)["iteration_time_s"])
+    return fmt_time(json.loads(proc.stdout)["time_per_step_s"])
 
 
 def query_of(url: str) -> dict[str, list[str]]:
@@ -438,3 +438,17 @@ def test_sample_of_controls_in_chromium(app, scenario, key, option):
     errors = page.locator('[data-testid="stAlert"]').filter(has_text="⚠").all_inner_texts()
     has_metrics = bool(metric_value(page, "Iteration time"))
     assert has_metrics or errors
+
+
+# ------------------------------------------------------------------------------------------------
+# Teaching: click a Gantt bar to explain it (issue 14.3)
+# ------------------------------------------------------------------------------------------------
+def test_clicking_a_gantt_bar_explains_it(app):
+    app.open()
+    app.assert_healthy()
+    page = app.page
+    bar = page.locator(".js-plotly-plot .barlayer .point path").first
+    bar.click(force=True)
+    page.get_by_text("Explain this bar").first.wait_for(timeout=30_000)
+    text = page.get_by_text("Shorter with").first.inner_text()
+    assert "Shorter with" in text

@@ -3,6 +3,7 @@ sharding; activations per layer in explorer/activations.py, replayed over the sc
 from __future__ import annotations
 
 from ..activations import recompute_working_bytes
+from ..compression import residual_bytes
 from ..network import Network
 from ..taskgraph.builder import IterationBuilder
 from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
@@ -38,6 +39,8 @@ def class_memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:
         params += layer * (1 + sc.communication.prefetch_layers)
         grads += layer / PARAM_BYTES * GRAD_BYTES
     opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer] * shard(dense, expert, zero >= 1)
+    # Compressed gradients keep an error-feedback residual (explorer/compression.py).
+    opt += residual_bytes(sc.communication.compression, dense, expert, nd, ne)
     # Activations at the schedule's peak, replaying the program order (exact for every schedule),
     # plus what one recomputed layer holds again during its own backward (explorer/activations.py).
     peak = b.schedule.peak_activations(b.orders[s], [c.act_bytes for c in chunks])

@@ -71,7 +71,8 @@ def bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: fl
         li = links[worst]
         return (f"{head} (exposed {worst} communication): its {li['op']} over {li['group']} GPUs "
                 f"is limited by "
-                f"{TIER_WORDS[li['tier']]} at {li['busbw_GBps']:.0f} GB/s bus bandwidth ({li['algorithm']}).")
+                f"{TIER_WORDS[li['tier']]} at {_gbs(li['busbw_GBps'])} GB/s bus bandwidth "
+                f"({li['algorithm']}).")
     if worst == "bubble":
         p = sc.parallelism
         return (f"{head} on the busiest stage (pipeline bubble): {p.pp} stages and {m} micro-batches with "
@@ -98,17 +99,29 @@ class Notice:
     message: str
 
 
+def _gbs(x: float) -> str:
+    """A bus bandwidth in GB/s: whole numbers from 10, two significant digits below (0.39, 3.2)."""
+    return f"{x:.0f}" if x >= 10 else f"{x:.2g}"
+
+
+def memory_notice(sc: Scenario, memory: MemoryBreakdown) -> Notice | None:
+    """The ``memory`` warning when ``memory`` exceeds the GPU's capacity (None when it fits)."""
+    gpu = sc.hardware.gpu
+    cap = gpu.capacity_bytes
+    if memory.total <= cap:
+        return None
+    return Notice("memory", f"memory: {memory.total / 1e9:.1f} GB per GPU exceeds the "
+                  f"{cap / 1e9:.1f} GB ({gpu.memory_GB:g} GiB) of {gpu.name}; "
+                  f"raise tp/pp, use ZeRO or activation recomputation")
+
+
 def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], net: Network,
               breakdown: dict[str, float], T: float) -> tuple[Notice, ...]:
     """Warnings that follow from the simulated numbers (each quotes the number it rests on)."""
     out: list[Notice] = []
-    gpu = sc.hardware.gpu
-    cap = gpu.capacity_bytes
-    if memory.total > cap:
-        out.append(Notice("memory", f"memory: {memory.total / 1e9:.1f} GB per GPU exceeds the "
-                          f"{cap / 1e9:.1f} GB ({gpu.memory_GB:g} GiB) of {gpu.name}; "
-                          f"raise tp/pp, use ZeRO or "
-                          f"activation recomputation"))
+    over = memory_notice(sc, memory)
+    if over is not None:
+        out.append(over)
     if net.fallbacks:
         # One sentence per reason, naming each operation with the dimensions that issued it.
         by_why: dict[str, dict[str, list[str]]] = {}

@@ -12,7 +12,8 @@ from types import ModuleType
 
 # Registration order is the order of ``--help``.  Modules are imported lazily so ``list`` and
 # ``validate`` stay fast.
-COMMAND_MODULES: tuple[str, ...] = ("diff", "sweep", "search", "sensitivity", "scaling", "advise")
+COMMAND_MODULES: tuple[str, ...] = ("diff", "sweep", "search", "sensitivity", "scaling", "advise",
+                                     "consensus")
 
 
 def commands() -> list[ModuleType]:

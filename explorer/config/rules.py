@@ -246,7 +246,8 @@ def validate(sc: Scenario) -> None:
     """Run every rule of :data:`RULES` in order, then the scale-across rules
     (:data:`explorer.config.wan_rules.WAN_RULES`); the first that fails raises its ScenarioError."""
     from .hetero_rules import HETERO_RULES  # datacenters that differ (explorer/hetero.py)
+    from .sync_rules import SYNC_RULES  # replicas that train apart or gossip (low-communication)
     from .wan_rules import WAN_RULES  # its own module: the scale-across fields' rules
 
-    for rule in (*RULES, *WAN_RULES, *HETERO_RULES):
+    for rule in (*RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES):
         rule(sc)

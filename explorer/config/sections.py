@@ -14,7 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..schedules import registry
+from .compression import Compression
+from .model_parts import MLA, MoE
 from .stragglers import Stragglers
+from .sync import DP_KINDS, Sync
 from .wan import ScaleAcross
 
 MAX_GPUS = 10_000_000          # "sizes beyond sane limits" (issue 2): more GPUs than any cluster
@@ -33,49 +36,6 @@ ORDER_DIMS = ("tp", "cp", "dp", "pp")
 # Scale-out link technologies with a preset in explorer/data/fabrics.yaml.
 FABRICS = ("ib-hdr", "ib-ndr", "ib-xdr", "roce-400", "efa", "eth-100", "eth-25")
 SCHEDULES = registry.names()    # the pipeline schedules the registry describes (explorer/schedules)
-
-
-@dataclass(frozen=True)
-class MoE:
-    """Mixture-of-experts layers (absent or ``experts: 0`` = a dense model)."""
-
-    experts: int = field(default=0, metadata={"min": 0, "max": 65536,
-                                              "doc": "routed experts per MoE layer (0 = dense)"})
-    top_k: int = field(default=0, metadata={"min": 0, "max": 1024, "doc": "experts each token is routed to"})
-    expert_ffn_hidden: int = field(default=0, metadata={"min": 0, "max": 1_048_576,
-                                                        "doc": "FFN width of one expert"})
-    shared_experts: int = field(default=0, metadata={"min": 0, "max": 64,
-                                                     "doc": "always-active experts per MoE layer"})
-    dense_layers: int = field(default=0, metadata={"min": 0, "max": 100_000,
-                                                   "doc": "leading layers that stay dense"})
-    max_nodes: int = field(default=0, metadata={
-        "min": 0, "max": 1_000_000,
-        "doc": "0: no node limit and plain all-to-all dispatch (every top_k copy crosses the fabric); "
-               "M > 0: node-aware dispatch (one fabric copy per destination node, then NVLink; "
-               "DeepSeek-V3) with at most M nodes per token"})
-    imbalance: float = field(default=1.0, metadata={"min": 1.0, "max": 64.0,
-                                                    "doc": "extra factor on the busiest expert rank's load, "
-                                                           "on top of what skew implies"})
-    skew: float = field(default=0.0, metadata={
-        "min": 0.0, "max": 4.0, "doc": "Zipf exponent of expert popularity (0 = uniform routing); the "
-                                       "busiest EP rank's share of tokens follows from it"})
-
-
-@dataclass(frozen=True)
-class MLA:
-    """Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1; V3 Sec. 2.1.1):
-    queries and keys/values go through low-rank latent projections; heads carry a positional
-    (rope) and a content (nope) part."""
-
-    q_lora_rank: int = field(default=1536, metadata={"min": 0, "max": 1_048_576,
-                                                     "doc": "query latent rank (0 = uncompressed queries)"})
-    kv_lora_rank: int = field(default=512, metadata={"min": 1, "max": 1_048_576,
-                                                     "doc": "key/value latent rank d_c"})
-    qk_nope_head_dim: int = field(default=128, metadata={"min": 1, "max": 65536,
-                                                         "doc": "per-head query/key content dimension"})
-    qk_rope_head_dim: int = field(default=64, metadata={"min": 0, "max": 65536,
-                                                        "doc": "per-head decoupled rope dimension"})
-    v_head_dim: int = field(default=128, metadata={"min": 1, "max": 65536, "doc": "per-head value dimension"})
 
 
 @dataclass(frozen=True)
@@ -153,6 +113,7 @@ class Training:
         "choices": ("megatron", "deepspeed", "megatron-deepspeed", "fsdp"),
         "doc": "training framework: its kernels, point-to-point, buckets, gradient dtype and fp32 "
                "gradient accumulation (explorer/frameworks.py)"})
+    sync: Sync = field(default_factory=Sync)
 
 
 @dataclass(frozen=True)
@@ -329,6 +290,21 @@ class Parallelism:
         "doc": "datacenters of different GPUs: even = every DP replica gets the same micro-batches (and "
                "PP stages the default layer split); speed = micro-batches per replica in proportion to its "
                "GPUs' speed, with PP across layers per stage by its GPU's speed (load-balanced)"})
+    dp_kind: str = field(default="allreduce", metadata={
+        "choices": DP_KINDS,
+        "doc": "how data-parallel replicas agree each step: allreduce = gradient all-reduce; gossip-* = "
+               "each replica averages its model with its neighbours on a ring, a 2-D torus or an "
+               "exponential graph (D-PSGD); parameter-server = replicas push gradients to and pull "
+               "weights from ps_servers server nodes (explorer/lowcomm/decentral.py)"})
+    ps_servers: int = field(default=1, metadata={
+        "min": 1, "max": 1_000_000, "why": "1 up to a million server nodes",
+        "doc": "parameter-server: server nodes (one NIC of the fabric's speed each) the replicas push "
+               "gradients to and pull weights from"})
+    gossip_peers: int = field(default=0, metadata={
+        "min": 0, "max": 64, "why": "0 (every neighbour of the graph) up to 64",
+        "doc": "gossip: neighbours a replica exchanges with per step; 0 = every neighbour of the graph "
+               "(ring 2, torus 4, exponential log2 n); 1 on the exponential graph = one-peer "
+               "exponential (a different power-of-two neighbour each step)"})
 
 
 @dataclass(frozen=True)
@@ -361,6 +337,7 @@ class Communication:
         "doc": "overlap TP collectives with the GEMMs beside them"})
     prefetch_layers: int = field(default=1, metadata={
         "min": 0, "max": 64, "doc": "ZeRO-3/FSDP: layers whose parameters are gathered ahead"})
+    compression: Compression = field(default_factory=Compression)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from .many import (
     _run,
     estimate_profiles,
     estimates_of,
-    replicas_differ,
+    needs_simulation,
     row_ops,
 )
 from .memory import memory_total, stage_memory
@@ -74,8 +74,8 @@ def _extrapolable(prof: RowProfile) -> bool:
 def _plain(prof: RowProfile) -> RowProfile | None:
     """The row the fast mode evaluates: a timed schedule without a WAN as 1F1B; None when the row
     must come from the exact path."""
-    if replicas_differ(prof.sc):
-        return None                 # replicas that differ: the simulation's (explorer/replicas.py)
+    if needs_simulation(prof.sc):
+        return None                 # the simulation's (many.needs_simulation)
     if prof.schedule.timed is None:
         return prof
     if prof.netinfo.net.net.fabric.wan is not None:

@@ -72,16 +72,24 @@ def row_ops(prof: RowProfile) -> int:
     return prof.units * prof.p * prof.nch * (3 if prof.schedule.split_backward else 2)
 
 
+def needs_simulation(sc: Scenario) -> bool:
+    """Rows the estimator leaves to the simulation, exact by construction: replicas that differ
+    (stragglers, datacenters of different GPUs or sizes: explorer/replicas.py, hetero.py), replicas
+    that train apart or gossip (explorer/lowcomm) and compressed gradients (explorer/compression.py),
+    whose pricing the estimator's memoised tables do not key on."""
+    return (sc.cluster.stragglers.active or sc.cluster.heterogeneous or sc.training.sync.windowed
+            or sc.parallelism.dp_kind != "allreduce" or sc.communication.compression.active)
+
+
 def estimate_profiles(profs: Sequence[RowProfile]) -> tuple[Estimates, list[str | None]]:
     """Estimates of already-profiled rows (in their order), and per row None or the one-line reason
     the full simulation refused a row too long for the estimator (its row NaN)."""
     n = len(profs)
     # Orders that depend on the row's own costs (registry ``timed``: cross-datacenter schedules)
     # share no compiled program: those rows come from the simulation, exact by construction.
-    # So do rows whose replicas differ (stragglers: one simulation per kind, explorer/replicas.py) and
-    # heterogeneous datacenters (explorer/hetero.py: GPU types per datacenter, MFU over every peak).
+    # So do the rows of needs_simulation.
     mine = [i for i, pr in enumerate(profs) if row_ops(pr) <= MAX_ROW_OPS and pr.schedule.timed is None
-            and not replicas_differ(pr.sc)]
+            and not needs_simulation(pr.sc)]
     runs = _run(profs, [(i, profs[i].units) for i in mine], [_needs_ops(profs[i]) for i in mine])
     done = dict(zip(mine, runs, strict=True))
     finals: dict[tuple, list[int]] = {}
@@ -96,12 +104,6 @@ def estimate_profiles(profs: Sequence[RowProfile]) -> tuple[Estimates, list[str 
         est, reasons[i] = simulated(profs[i].sc)
         pieces.append((np.array([i]), est))
     return Estimates.scatter(n, pieces), reasons
-
-
-def replicas_differ(sc: Scenario) -> bool:
-    """Rows the estimator hands to the simulation: replicas that differ (stragglers) or datacenters
-    that differ in size or GPU type."""
-    return sc.cluster.stragglers.active or sc.cluster.heterogeneous
 
 
 def simulated(sc: Scenario) -> tuple[Estimates, str | None]:

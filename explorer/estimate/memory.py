@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..activations import recompute_working_bytes
+from ..compression import residual_bytes
 from ..schedules.registry import Schedule
 from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
 from .chunk_basis import F_IDX
@@ -109,6 +110,10 @@ def stage_memory(prof: RowProfile) -> np.ndarray:
         params = params + layer * (1 + sc.communication.prefetch_layers)
         grads = grads + layer / PARAM_BYTES * GRAD_BYTES
     opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer] * shard(zero >= 1)
+    comp = sc.communication.compression
+    if comp.active:      # error-feedback residual, as analysis/memory.class_memory adds it
+        opt = opt + np.array([residual_bytes(comp, d, e, g, h) for d, e, g, h in zip(
+            dense.tolist(), expert.tolist(), nd.tolist(), ne.tolist(), strict=True)])
     counts = prof.counts[held]                                           # (p, nch, ROLES)
     dense_t, moe_t = _transient(prof)
     transient = np.maximum(np.where(counts[..., 0].sum(-1) > 0, dense_t, 0.0),

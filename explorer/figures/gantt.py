@@ -20,8 +20,8 @@ from ..vocabulary import BLOCKING_DIMS, COMM_DIMS, KIND_COLORS, STREAMS
 LANES = STREAMS
 COMM_LANES = frozenset(COMM_DIMS)
 COMPUTE_KINDS = frozenset({"forward", "backward", "F&B", "weight-grad", "recompute", "optimizer",
-                           "embedding/logits"})
-KIND_ORDER = ("forward", "backward", "F&B", "weight-grad", "recompute", "optimizer",
+                           "embedding/logits", "compress"})
+KIND_ORDER = ("forward", "backward", "F&B", "weight-grad", "recompute", "optimizer", "compress",
               "tp", "cp", "ep", "pp", "dp")
 OVERLAPPED = " (overlapped)"
 # Columns of the aggregated Gantt: about the chart's width in pixels at 1440 px (70% of the page).
@@ -342,11 +342,14 @@ def _exact(fig: go.Figure, c: dict[str, list], bands: bool, where, short: dict[i
                 rate = (f"{f / c['duration_s'][i] / 1e12:.0f} TFLOP/s achieved"
                         if f and c["duration_s"][i] > 0 else "")
                 what = f"{_fmt_flops(f)} · {rate}" if f else "memory-bound work (HBM traffic)"
-                custom.append(head + [what, ""])
+                # [8:] raw numbers for "Explain this bar" (explorer/teaching/explain.py).
+                custom.append(head + [what, "", f or 0.0, 0.0, 0, 0.0, "", ""])
             else:
                 bw = f" · achieved {c['busbw_GBps'][i]:.1f} GB/s bus bandwidth" if c["busbw_GBps"][i] else ""
                 custom.append(head + [f"{_fmt_bytes(c['bytes'][i])} over a group of {c['group'][i] or '–'}",
-                                      f"{c['algorithm'][i] or 'p2p'} · limited by {c['tier'][i] or '–'}{bw}"])
+                                      f"{c['algorithm'][i] or 'p2p'} · limited by {c['tier'][i] or '–'}{bw}",
+                                      0.0, c["bytes"][i] or 0.0, c["group"][i] or 0,
+                                      c["busbw_GBps"][i] or 0.0, c["tier"][i] or "", c["algorithm"][i] or ""])
         compute = c["lane"][ii[0]] == "compute"
         # A collective of 2 ms in an 8 s iteration is narrower than a pixel: communication bars are
         # drawn at least MIN_COMM_WIDTH of the axis wide so that they stay visible (the hover gives

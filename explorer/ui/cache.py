@@ -125,6 +125,15 @@ def summary(raw_json: str) -> dict[str, Any]:
                                  lambda j: len(json.dumps(j, default=str)) + 1024)
 
 
+def consensus_curve(raw_json: str):
+    """The local-SGD / DiLoCo consensus curve of a scenario (explorer/lowcomm/consensus.py: one
+    inner step per replica count; on demand, cached)."""
+    def compute():
+        from ..lowcomm.consensus import consensus
+        return consensus(json.loads(raw_json))
+    return _SMALL.get_or_compute(("consensus", raw_json), compute, lambda c: 512 * len(c.points) + 1024)
+
+
 def bubble_story(raw_json: str) -> str:
     """The card-versus-formula decomposition of a scenario (three extra simulations: on demand)."""
     def compute() -> str:

@@ -87,6 +87,16 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("training.optimizer", "Optimizer", "choice"),
         Control("training.framework", "Framework", "source"),
     ]),
+    ("Synchronisation (low-communication)", [
+        Control("training.sync.kind", "Replicas synchronise", "choice"),
+        Control("training.sync.inner_steps", "Inner steps between syncs (H)", "int"),
+        Control("training.sync.fragments", "Fragments (streaming)", "int"),
+        Control("training.sync.overlap_steps", "Overlap steps (streaming)", "int"),
+        Control("training.sync.outer_dtype", "Outer gradient / exchange precision", "choice"),
+        Control("parallelism.dp_kind", "Replicas agree by", "choice"),
+        Control("parallelism.gossip_peers", "Gossip peers per step (0 = all)", "int"),
+        Control("parallelism.ps_servers", "Parameter servers", "int"),
+    ]),
     ("Communication", [
         Control("communication.library", "Collective library", "choice"),
         Control("communication.algorithm", "Collective algorithm", "choice"),
@@ -97,6 +107,9 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("communication.dp_priority", "Prioritise first layers' buckets (P3)", "bool"),
         Control("communication.tp_overlap", "Overlap TP with GEMMs", "bool"),
         Control("communication.prefetch_layers", "ZeRO-3 prefetch (layers)", "int"),
+        Control("communication.compression.kind", "Gradient compression", "choice"),
+        Control("communication.compression.ratio", "Top-k share kept", "float"),
+        Control("communication.compression.rank", "PowerSGD rank", "int"),
     ]),
 ]
 CONTROLS: list[Control] = [c for _, items in SECTIONS for c in items]

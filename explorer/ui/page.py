@@ -22,7 +22,7 @@ from . import sidebar, style
 from .cache import ViewData, view_data
 from .controls import section_of
 from .state import current_raw, init_state, preset_scenario, resolve_b
-from .views import compare, design, files, memory, metrics, timeline, topology, traffic
+from .views import compare, design, files, memory, metrics, timeline, topology, tour, traffic
 
 LOG = logging.getLogger("commexplorer")
 VIEW_LABELS = {"timeline": "Timeline", "memory": "Memory", "traffic": "Traffic", "topology": "Topology",
@@ -78,6 +78,7 @@ def main() -> None:
     present = view.present
     style.inject(present)
     placeholders = sidebar.render()
+    tour.render_launcher(present, VIEW_LABELS)
     raw, sc, error = _resolve(placeholders)
     got = _view_data(raw)
     if got is None:
@@ -109,6 +110,7 @@ def main() -> None:
         st.code(share_link(query), language=None, wrap_lines=True)
     for w in st.session_state.get("_warnings", []):
         st.warning(f"Link: {w}", icon="⚠️")
+    tour.render_bar(view, present, VIEW_LABELS)
     if error is not None:
         st.error(f"{error} — showing the last valid scenario.", icon="⚠️")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from ...collectives import bus_factor
+from ...compression import plan
 from ...engine import Task, TaskGraph
 from ...network import Network
 from ...scenario import Scenario
@@ -30,6 +31,30 @@ from .optimizer import PARAM_BYTES, grad_reduce_bytes
 # the merged buckets keep their total bytes and time.  A modelling resolution, not a measurement
 # (config/budget.py counts with the same value).
 MAX_BUCKET_TASKS = 8
+
+
+def reduce_plan(sc: Scenario, op: str, n: int) -> tuple[tuple[str, float], ...] | None:
+    """The collectives (and bytes per gradient element) a compressed bucket reduction runs instead
+    of ``op`` over ``n`` ranks; None when it is not compressed (communication.compression none, or
+    a parameter gather).  Under ZeRO 1-2 a quantiser's reduce-scatter is its all-to-all phase alone
+    (each rank keeps its summed shard; ZeRO++ qgZ, Wang et al. 2024)."""
+    comp = sc.communication.compression
+    if not comp.active or op not in ("all-reduce", "reduce-scatter"):
+        return None
+    ops = plan(comp, sc.model, sc.parallelism.tp, n).ops
+    if op == "reduce-scatter" and ops[0][0] == "all-to-all":
+        ops = ops[:1]
+    return ops
+
+
+def wire_seconds(net: Network, op: str, size: float, dim: str, stage: int,
+                 ops: tuple[tuple[str, float], ...] | None, nbytes: float) -> float:
+    """Seconds on the wire of one bucket's ``op`` on ``size`` bytes: the collective, or a
+    compressor's collectives (``ops``: bytes per element of ``size / nbytes`` elements)."""
+    if ops is None:
+        return net.cost(op, size, dim, stage).time_s
+    elements = size / nbytes
+    return sum(net.cost(o, elements * per, dim, stage).time_s for o, per in ops)
 
 
 def _per_task(buckets: int, tasks: int, j: int) -> int:
@@ -59,6 +84,13 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
             buckets = max(1, math.ceil(total / (sc.communication.bucket_MB * 1e6)))
         size = total / buckets
         cc = net.cost(op, size, dim, s)
+        ops = reduce_plan(sc, op, cc.n)
+        seconds = wire_seconds(net, op, size, dim, s, ops, nbytes)
+        # A compressor's encode runs on the compute stream before the bucket leaves, its decode
+        # after it returns (PyTorch DDP communication hooks run their kernels in the backward's
+        # stream; Vogels et al. 2019 Sec. 5): element-wise HBM passes (explorer/compression.py).
+        coder = plan(sc.communication.compression, sc.model, sc.parallelism.tp, cc.n) if ops else None
+        hbm = sc.hardware.gpu.hbm_GBps * 1e9
         tasks = min(buckets, MAX_BUCKET_TASKS)
         for j in range(tasks):
             k = _per_task(buckets, tasks, j)
@@ -67,13 +99,33 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
                 done = sum(_per_task(buckets, tasks, i) for i in range(j + 1))
                 d.append((ready_task, done / buckets))
             # Layer order of the group: layer_rank 0 holds the chunk's first layers (produced last).
-            info = BucketInfo(c, size * k, size * k * bus_factor(op, cc.n), k, size, cc.n, cc.algorithm,
-                              cc.boundary, cc.busbw_GBps, op, dim, tasks - 1 - j, tasks,
+            if ops is None:
+                sent, bus = size * k, size * k * bus_factor(op, cc.n)
+            else:                      # the compressed buffers the compressor's collectives move
+                elements = size / nbytes
+                sent = k * elements * sum(per for _, per in ops)
+                bus = k * elements * sum(per * bus_factor(o, cc.n) for o, per in ops)
+            shown, label = cc, op
+            if ops is not None:        # the hover and the bottleneck name what ran: the first call
+                shown = net.cost(ops[0][0], elements * ops[0][1], dim, s)
+                label = f"{sc.communication.compression.kind} {'+'.join(o for o, _ in ops)}"
+            info = BucketInfo(c, sent, bus, k, size, cc.n, shown.algorithm,
+                              shown.boundary, shown.busbw_GBps, label, dim, tasks - 1 - j, tasks,
                               k / buckets * params / max(ch.params + ch.expert_params, 1.0))
             priority = 1
             if sc.communication.dp_priority and ready_task is not None:
                 priority = 1 + priority_rank * MAX_BUCKET_TASKS + (tasks - 1 - j)
-            links = tuple(priced_link(net, dim, op, size, s, k))
-            out.append(g.add(Task(s, "dp", "dp", k * cc.time_s, d, priority=priority,
-                                  parts=(("dp", k * cc.time_s),), info=info, links=links)))
+            if ops is None:
+                links = tuple(priced_link(net, dim, op, size, s, k))
+            else:                      # what the compressor's collectives put on the wire
+                links = tuple(c for o, per in ops for c in priced_link(net, dim, o, elements * per, s, k))
+            if coder is not None:
+                enc = k * elements * coder.encode_bytes / hbm
+                d = [(g.add(Task(s, "compute", "compress", enc, d, parts=(("compute", enc),))), 1.0)]
+            tid = g.add(Task(s, "dp", "dp", k * seconds, d, priority=priority,
+                             parts=(("dp", k * seconds),), info=info, links=links))
+            if coder is not None:
+                dec = k * elements * coder.decode_bytes / hbm
+                tid = g.add(Task(s, "compute", "compress", dec, [(tid, 1.0)], parts=(("compute", dec),)))
+            out.append(tid)
     return out

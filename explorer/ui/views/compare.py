@@ -25,6 +25,7 @@ from ...share import format_value
 from ...timeline import build_timeline
 from ..cache import BYTES_PER_BAR, MAX_BARS, ByteBoundedLRU, ViewData, view_data
 from ..controls import WIDGET_KEYS
+from ..export import chart
 from ..state import BSide, on_b_field_change, on_b_remove, on_b_set
 from .metrics import fmt_time
 from .timeline import gantt_figure
@@ -65,13 +66,13 @@ def render(data: ViewData, raw_json: str, b: BSide, present: bool) -> None:
             ga, gb = (cfig.titled(f, t, h) for f, t, h in zip(pair, titles, heights, strict=True))
             st.caption("A folded steady state too long to draw in full: each chart keeps its own folded "
                        "time axis (labelled in real time); the waterfall gives the exact difference.")
-        st.plotly_chart(ga, key="gantt_a", config={"displaylogo": False, "scrollZoom": True})
-        st.plotly_chart(gb, key="gantt_b", config={"displaylogo": False, "scrollZoom": True})
+        chart(ga, key="gantt_a", present=present, config={"displaylogo": False, "scrollZoom": True})
+        chart(gb, key="gantt_b", present=present, config={"displaylogo": False, "scrollZoom": True})
     with right:
-        st.plotly_chart(cfig.waterfall(cmp, height=330 if present else 320, font_size=font), key="waterfall",
-                        config={"displayModeBar": False})
-        st.plotly_chart(cfig.memory_side_by_side(cmp, height=290 if present else 300, font_size=font),
-                        key="memory_ab", config={"displayModeBar": False})
+        chart(cfig.waterfall(cmp, height=330 if present else 320, font_size=font), key="waterfall",
+              present=present, config={"displayModeBar": False})
+        chart(cfig.memory_side_by_side(cmp, height=290 if present else 300, font_size=font),
+                        key="memory_ab", present=present, config={"displayModeBar": False})
     if not present:
         with st.expander("How to read this"):
             st.markdown(HOW_TO_READ)

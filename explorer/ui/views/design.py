@@ -22,6 +22,7 @@ from ...design import estimator_available
 from ...figures import design as dfig
 from ...scenario import ScenarioError
 from ..cache import ViewData
+from ..export import chart
 from . import design_runs as runs
 from . import design_search as searching
 from .design_state import FIELDS, KEYS, METRICS, MODES, init_state, link_params, on_field
@@ -150,7 +151,8 @@ def _heatmap(base: runs.Base, raw_json: str, present: bool) -> None:
     fig = dfig.heatmap(res.points, grid.x, grid.y, metric, height=300 if present else 380,
                        font_size=15 if present else 12)
     runs.cell_overlay(fig, res.points, grid, metric, 14 if present else 11)
-    event = st.plotly_chart(fig, key="_d_heatmap", config=CHART, on_select="rerun", selection_mode="points")
+    event = chart(fig, key="_d_heatmap", present=present, config=CHART, on_select="rerun",
+                  selection_mode="points")
     point = _selected(event)
     data = point.get("customdata") if point is not None else None
     if isinstance(data, list) and data and data[0]:
@@ -180,7 +182,8 @@ def _tornado(base: runs.Base, raw_json: str, present: bool) -> None:
     if got is None:
         return
     fig = dfig.tornado(got.result, height=330 if present else 380, font_size=15 if present else 12)
-    event = st.plotly_chart(fig, key="_d_tornado", config=CHART, on_select="rerun", selection_mode="points")
+    event = chart(fig, key="_d_tornado", present=present, config=CHART, on_select="rerun",
+                  selection_mode="points")
     point = _selected(event)
     if point is not None and point.get("y") in got.links:
         _link_line(str(point["y"]), got.links[point["y"]])
@@ -251,7 +254,8 @@ def _scaling(base: runs.Base, raw_json: str, present: bool) -> None:
     if got is None:
         return
     fig = dfig.scaling_curve(got, height=400 if present else 440, font_size=15 if present else 12)
-    event = st.plotly_chart(fig, key="_d_scaling", config=CHART, on_select="rerun", selection_mode="points")
+    event = chart(fig, key="_d_scaling", present=present, config=CHART, on_select="rerun",
+                  selection_mode="points")
     point = _selected(event)
     links = {p.gpus: p.link for p in got if p.valid}
     if point is not None and point.get("x") in links:

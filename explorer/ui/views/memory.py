@@ -5,13 +5,14 @@ import streamlit as st
 
 from ... import figures
 from ..cache import ViewData
+from ..export import chart
 
 
 def render(data: ViewData, present: bool) -> None:
     j = data.json
-    st.plotly_chart(figures.memory(list(data.memory), list(data.names), j["memory_capacity_GB"],
+    chart(figures.memory(list(data.memory), list(data.names), j["memory_capacity_GB"],
                                    height=360 if present else 380, font_size=15 if present else 12),
-                    key="memory", config={"displaylogo": False})
+                    key="memory", present=present, config={"displaylogo": False})
     mem, cap = j["memory_GB"]["total"], j["memory_capacity_GB"]
     if mem > cap:
         st.warning(f"The fullest stage needs {mem:.1f} GB per GPU, more than the {cap:.1f} GB of the GPU: "

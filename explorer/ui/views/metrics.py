@@ -17,7 +17,14 @@ def render(data: ViewData, present: bool = False) -> None:
     cols = st.columns(6, gap="small")
     # Help icons only where a card needs a second number: at six cards per row on a 1280-px
     # projector a label has ~150 px.
-    cols[0].metric("Iteration time", fmt_time(j["iteration_time_s"]), border=True)
+    if j.get("sync"):
+        # Replicas that train apart: the step's cost amortised over the window (explorer/lowcomm).
+        cols[0].metric("Time per step", fmt_time(j["time_per_step_s"]), border=True,
+                       help=f"Amortised over {j['sync']['inner_steps']} inner steps and their sync",
+                       delta=f"inner step {fmt_time(j['iteration_time_s'])}", delta_color="off",
+                       delta_arrow="off")
+    else:
+        cols[0].metric("Iteration time", fmt_time(j["iteration_time_s"]), border=True)
     cols[1].metric("Tokens/s", f"{j['tokens_per_s']:,.0f}", border=True)
     cols[2].metric("MFU", f"{j['mfu']:.1%}", border=True)
     cols[3].metric("TFLOP/s per GPU", f"{j['tflops_per_gpu']:.0f}", border=True)

@@ -7,7 +7,10 @@ import streamlit as st
 from ... import figures
 from ...schedules import registry
 from ...schedules.registry import Window
+from ...teaching.explain import explain_bar
 from ..cache import ViewData, bubble_story
+from ..export import chart
+from . import sync, textbook
 
 # What the chart shows for schedules whose iterations overlap (the metrics measure a steady state).
 WINDOW_NOTE = {Window.OVERLAP: "one iteration alone", Window.ASYNC: "two iterations back to back"}
@@ -29,9 +32,13 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
     font = 15 if present else 12
     left, right = st.columns([7, 3], gap="small")
     with left:
-        st.plotly_chart(gantt_figure(data, present), key="gantt",
-                        config={"displaylogo": False, "scrollZoom": True})
+        event = chart(gantt_figure(data, present), key="gantt", present=present,
+                      config={"displaylogo": False, "scrollZoom": True}, on_select="rerun",
+                      selection_mode="points")
+        _explain(data, event)
         _captions(data)
+        sync.render(data, raw_json, present)
+        textbook.render(data, present)
     with right:
         st.info(j["bottleneck"])
         if j["parallelism"]["pp"] > 1:
@@ -42,15 +49,30 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
                 if why.open:
                     with why:
                         st.markdown(bubble_story(raw_json))
-        st.plotly_chart(figures.breakdown(j["breakdown_s"], j["iteration_time_s"],
+        chart(figures.breakdown(j["breakdown_s"], j["iteration_time_s"],
                                           title=f"Where the time goes · {data.breakdown_name}",
                                           height=240 if present else 300, font_size=font),
-                        key="breakdown", config={"displayModeBar": False})
+                        key="breakdown", present=present, config={"displayModeBar": False})
         for w in j["warnings"]:
             st.warning(w, icon="⚠️")
     if not present:
         with st.expander("How to read this"):
             st.markdown(HOW_TO_READ)
+
+
+def _explain(data: ViewData, event) -> None:
+    """The derivation of the bar the user clicked (explorer/teaching/explain.py), if any."""
+    points = (getattr(event, "selection", None) or {}).get("points") or []
+    custom = points[0].get("customdata") if points else None
+    if not custom:
+        st.caption("Click a bar of the Gantt to see how its duration comes about.")
+        return
+    gpu = data.scenario.hardware.gpu
+    fp8 = data.scenario.training.dtype == "fp8"
+    with st.container(border=True):
+        st.markdown("**Explain this bar**")
+        st.markdown(explain_bar(custom, gpu.fp8_tflops if fp8 else gpu.peak_tflops, gpu.name,
+                                "fp8" if fp8 else "bf16"))
 
 
 def _captions(data: ViewData) -> None:

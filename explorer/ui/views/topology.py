@@ -7,6 +7,7 @@ from ... import figures
 from ...figures.datacenters import format_bytes
 from ...vocabulary import COMM_DIMS
 from ..cache import ViewData
+from ..export import chart
 
 DIMS = COMM_DIMS
 
@@ -34,7 +35,7 @@ def render_datacenters(data: ViewData, present: bool) -> None:
             st.caption(f"{data.scenario.cluster.datacenters:,} datacenters: the datacenter map draws up to "
                        f"{figures.MAX_MAP_DATACENTERS}; `wan_links` in the JSON lists the loaded links.")
         return
-    st.plotly_chart(fig, key="datacenters", config={"displaylogo": False})
+    chart(fig, key="datacenters", present=present, config={"displaylogo": False})
     busiest = max(j["wan_links"], key=lambda w: w["utilisation"], default=None)
     if busiest and busiest["utilisation"] > 0 and not present:
         tied = sum(w["utilisation"] >= busiest["utilisation"] * (1 - 1e-3) for w in j["wan_links"])
@@ -51,9 +52,9 @@ def render(data: ViewData, present: bool) -> None:
     util = data.utilisation
     hot, note = hot_tier(data)
     render_datacenters(data, present)
-    st.plotly_chart(figures.topology(data.scenario, util, hot=hot, hot_note=note,
+    chart(figures.topology(data.scenario, util, hot=hot, hot_note=note,
                                      height=400 if present else 460, font_size=15 if present else 12),
-                    key="topology", config={"displaylogo": False})
+                    key="topology", present=present, config={"displaylogo": False})
     label = figures.TIER_LABELS.get(hot, hot) if hot else "none"
     st.markdown(f"The link that costs the most time: **{label}** — {note}. Average utilisation over the "
                 "iteration: " + " · ".join(f"{figures.TIER_LABELS[k]} {v:.0%}" for k, v in util.items()

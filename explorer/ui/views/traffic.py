@@ -9,6 +9,7 @@ import streamlit as st
 from ... import figures, vocabulary
 from ...scenario import ScenarioError, apply_overrides, from_dict
 from ..cache import ViewData, summary
+from ..export import chart
 
 TIERS = vocabulary.TIERS
 
@@ -41,7 +42,7 @@ def render(data: ViewData, raw: dict[str, Any], present: bool) -> None:
     with left:
         st.markdown("**Bytes each GPU sends per iteration**")
         if by_tier:
-            st.plotly_chart(figures.traffic_by_tier(by_tier, font_size=font), key="traffic",
+            chart(figures.traffic_by_tier(by_tier, font_size=font), key="traffic", present=present,
                             config={"displaylogo": False})
         rows = []
         for dim, total in j["comm_bytes_per_gpu"].items():
@@ -53,8 +54,8 @@ def render(data: ViewData, raw: dict[str, Any], present: bool) -> None:
     with right:
         st.markdown("**ZeRO stages: memory against traffic** (iteration time under each stage)")
         points, skipped = zero_points(raw)
-        st.plotly_chart(figures.zero_tradeoff(points, j["memory_capacity_GB"], j["parallelism"]["zero"],
-                                              font_size=font), key="zero", config={"displaylogo": False})
+        chart(figures.zero_tradeoff(points, j["memory_capacity_GB"], j["parallelism"]["zero"],
+                                    font_size=font), key="zero", present=present)
         for s in skipped:
             st.caption(s)
     if not present:

@@ -1,0 +1,64 @@
+"""``consensus SCENARIO [--replicas 2,4,8,16] [--periods 1,10,100,1000] [--set K=V ...] [--json]``.
+
+Time per step and the synchronisation's share of it against the number of replicas (datacenters,
+weak scaling) and the synchronisation period H, with each curve's knee (explorer/lowcomm/
+consensus.py).  ``--json`` prints {kind, knee_share, points: [{replicas, inner_steps,
+inner_step_s, time_per_step_s, sync_share, tokens_per_s}], knees: {replicas: H or null}, skipped}.
+"""
+from __future__ import annotations
+
+import argparse
+
+from ..config.schema import excerpt, one_line
+from ..design.base import open_base
+from ..design.cli_support import add_set_argument, dumps, fmt_s, parse_sets
+from ..lowcomm.consensus import KNEE_SHARE, PERIODS, REPLICAS, ConsensusCurve, consensus
+from ..scenario import ScenarioError
+
+NAME = "consensus"
+HELP = "time per step against replicas and synchronisation period (local SGD / DiLoCo), with the knee"
+MAX_VALUES = 32
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario")
+    parser.add_argument("--replicas", default=None, metavar="D1,D2,...",
+                        help="replica (datacenter) counts; default " + ",".join(map(str, REPLICAS)))
+    parser.add_argument("--periods", default=None, metavar="H1,H2,...",
+                        help="synchronisation periods in inner steps; default " + ",".join(map(str, PERIODS)))
+    add_set_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print the curve as JSON")
+
+
+def _ints(text: str | None, flag: str, default: tuple[int, ...]) -> tuple[int, ...]:
+    if text is None:
+        return default
+    try:
+        values = tuple(int(s.replace("_", "")) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise ScenarioError(flag, f"{excerpt(text)} is not a comma list of whole numbers") from None
+    if not values or len(values) > MAX_VALUES or min(values) < 1:
+        raise ScenarioError(flag, f"give 1 to {MAX_VALUES} whole numbers of at least 1")
+    return values
+
+
+def run(args: argparse.Namespace) -> int:
+    base = open_base(args.scenario, parse_sets(args.set), keep_dp=True)
+    curve = consensus(base.raw, _ints(args.replicas, "--replicas", REPLICAS),
+                      _ints(args.periods, "--periods", PERIODS))
+    print(dumps(curve.to_json()) if args.json else consensus_text(curve, base.label))
+    return 0
+
+
+def consensus_text(curve: ConsensusCurve, label: str) -> str:
+    periods = sorted({p.inner_steps for p in curve.points})
+    lines = [f"# {curve.kind}: time per step of {one_line(label)} by replicas (rows) and period H (columns); "
+             f"* marks each row's knee (synchronisation <= {KNEE_SHARE:.0%} of a step)",
+             f"{'replicas':>8} {'inner':>9}  " + " ".join(f"{'H=' + str(h):>9}" for h in periods)]
+    for D, knee in curve.knees.items():
+        row = {p.inner_steps: p for p in curve.points if p.replicas == D}
+        cells = [f"{fmt_s(row[h].time_per_step_s) + ('*' if h == knee else ' '):>9}" for h in periods]
+        lines.append(f"{D:>8} {fmt_s(row[periods[0]].inner_step_s):>9}  " + " ".join(cells))
+    for D, why in curve.skipped.items():
+        lines.append(f"{D:>8}  cannot run: {one_line(why)}")
+    return "\n".join(lines)

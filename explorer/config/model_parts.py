@@ -1,0 +1,48 @@
+"""The model's optional parts: a mixture of experts (``model.moe``) and multi-head latent attention
+(``model.mla``), kept beside :mod:`explorer.config.sections` (which re-exports them)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class MoE:
+    """Mixture-of-experts layers (absent or ``experts: 0`` = a dense model)."""
+
+    experts: int = field(default=0, metadata={"min": 0, "max": 65536,
+                                              "doc": "routed experts per MoE layer (0 = dense)"})
+    top_k: int = field(default=0, metadata={"min": 0, "max": 1024, "doc": "experts each token is routed to"})
+    expert_ffn_hidden: int = field(default=0, metadata={"min": 0, "max": 1_048_576,
+                                                        "doc": "FFN width of one expert"})
+    shared_experts: int = field(default=0, metadata={"min": 0, "max": 64,
+                                                     "doc": "always-active experts per MoE layer"})
+    dense_layers: int = field(default=0, metadata={"min": 0, "max": 100_000,
+                                                   "doc": "leading layers that stay dense"})
+    max_nodes: int = field(default=0, metadata={
+        "min": 0, "max": 1_000_000,
+        "doc": "0: no node limit and plain all-to-all dispatch (every top_k copy crosses the fabric); "
+               "M > 0: node-aware dispatch (one fabric copy per destination node, then NVLink; "
+               "DeepSeek-V3) with at most M nodes per token"})
+    imbalance: float = field(default=1.0, metadata={"min": 1.0, "max": 64.0,
+                                                    "doc": "extra factor on the busiest expert rank's load, "
+                                                           "on top of what skew implies"})
+    skew: float = field(default=0.0, metadata={
+        "min": 0.0, "max": 4.0, "doc": "Zipf exponent of expert popularity (0 = uniform routing); the "
+                                       "busiest EP rank's share of tokens follows from it"})
+
+
+@dataclass(frozen=True)
+class MLA:
+    """Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1; V3 Sec. 2.1.1):
+    queries and keys/values go through low-rank latent projections; heads carry a positional
+    (rope) and a content (nope) part."""
+
+    q_lora_rank: int = field(default=1536, metadata={"min": 0, "max": 1_048_576,
+                                                     "doc": "query latent rank (0 = uncompressed queries)"})
+    kv_lora_rank: int = field(default=512, metadata={"min": 1, "max": 1_048_576,
+                                                     "doc": "key/value latent rank d_c"})
+    qk_nope_head_dim: int = field(default=128, metadata={"min": 1, "max": 65536,
+                                                         "doc": "per-head query/key content dimension"})
+    qk_rope_head_dim: int = field(default=64, metadata={"min": 0, "max": 65536,
+                                                        "doc": "per-head decoupled rope dimension"})
+    v_head_dim: int = field(default=128, metadata={"min": 1, "max": 65536, "doc": "per-head value dimension"})

@@ -1,0 +1,96 @@
+"""Cross-field rules of low-communication training: ``training.sync`` (replicas that train apart
+must be whole datacenters) and ``parallelism.dp_kind`` (gossip and parameter-server replicas).
+
+Run by ``rules.validate`` after the other rules; one case each in tests/test_lowcomm.py
+(``SYNC_RULE_CASES``, checked to cover every entry of :data:`SYNC_RULES`).
+"""
+from __future__ import annotations
+
+from .schema import ScenarioError
+from .sections import Scenario
+
+
+def rule_sync_needs_datacenters(sc: Scenario) -> None:
+    """Replicas that synchronise every H steps are the datacenters: at least two."""
+    sy = sc.training.sync
+    if sy.windowed and sc.cluster.datacenters < 2:
+        raise ScenarioError("training.sync.kind", f"{sy.kind} trains one replica per datacenter and needs "
+                            f"cluster.datacenters >= 2 (got {sc.cluster.datacenters}); use every-step "
+                            "or add datacenters")
+
+
+def rule_sync_whole_replicas(sc: Scenario) -> None:
+    """Each datacenter holds whole pipelines (DP is what crosses) and an equal share of the batch."""
+    sy, c, p = sc.training.sync, sc.cluster, sc.parallelism
+    if not sy.windowed:
+        return
+    from ..placement import Placement  # placement reads the validated scenario's degrees
+
+    D = c.datacenters
+    dc_gpus = c.gpus // D
+    pl = Placement.for_scenario(sc)
+    home = {pl.gpu(pp=s) // dc_gpus for s in range(p.pp)} | {pl.gpu(tp=p.tp - 1, cp=p.cp - 1) // dc_gpus}
+    if sc.dp % D or len(home) > 1:
+        raise ScenarioError("training.sync.kind", f"{sy.kind} needs whole model replicas in every "
+                            f"datacenter (dp = {sc.dp} a multiple of the {D} datacenters, pipelines "
+                            "inside one); set parallelism.span: dp")
+    if sc.training.global_batch % D:
+        raise ScenarioError("training.global_batch", f"{sc.training.global_batch} sequences do not split "
+                            f"evenly over the {D} datacenters training apart; use a multiple of {D}")
+
+
+def rule_sync_fragments(sc: Scenario) -> None:
+    """Streaming DiLoCo's fragments: at most one per layer, synchronised in turn within H steps."""
+    sy = sc.training.sync
+    if sy.kind != "streaming-diloco":        # the other kinds synchronise the whole model: ignored
+        return
+    if sy.fragments > sc.model.layers:
+        raise ScenarioError("training.sync.fragments", f"{sy.fragments} fragments for {sc.model.layers} "
+                            f"layers; a fragment holds whole layers (at most {sc.model.layers})")
+    if sy.fragments > sy.inner_steps:
+        raise ScenarioError("training.sync.fragments", f"{sy.fragments} fragments synchronised in turn need "
+                            f"at least as many inner steps (inner_steps = {sy.inner_steps})")
+    gap = sy.inner_steps // sy.fragments
+    if sy.overlap_steps > gap:
+        raise ScenarioError("training.sync.overlap_steps", f"{sy.overlap_steps} inner steps of overlap "
+                            f"exceed the {gap} steps between two fragments' synchronisations "
+                            f"(inner_steps / fragments); use 0 .. {gap}")
+
+
+def rule_dp_kind_replicas(sc: Scenario) -> None:
+    """Gossip and parameter-server replicas each keep a whole model and step every iteration."""
+    p = sc.parallelism
+    if p.dp_kind == "allreduce":
+        return
+    field = "parallelism.dp_kind"
+    if sc.dp < 2:
+        raise ScenarioError(field, f"{p.dp_kind} needs at least 2 data-parallel replicas (dp = {sc.dp}); "
+                            "use allreduce or more GPUs")
+    if p.zero:
+        raise ScenarioError("parallelism.zero", f"{p.zero} shards the optimizer over the replicas, but with "
+                            f"{p.dp_kind} each replica keeps its whole model; use 0")
+    if p.ep > 1:
+        raise ScenarioError(field, f"{p.dp_kind} needs replicas that hold all their experts (ep = {p.ep} "
+                            "spreads them over the data-parallel ranks); use allreduce or ep 1")
+    if sc.training.sync.windowed:
+        raise ScenarioError(field, f"{p.dp_kind} replaces the every-step all-reduce; training.sync.kind "
+                            f"{sc.training.sync.kind} replaces it too — choose one (set allreduce)")
+    if sc.training.global_batch % sc.dp:
+        raise ScenarioError("training.global_batch", f"{sc.training.global_batch} sequences do not split "
+                            f"evenly over the {sc.dp} replicas; use a multiple of {sc.dp}")
+    if p.dp_kind == "parameter-server" and sc.cluster.datacenters > 1:
+        raise ScenarioError(field, "parameter-server places its servers in one datacenter's fabric: use "
+                            f"cluster.datacenters 1 (got {sc.cluster.datacenters}) or gossip")
+
+
+def rule_one_compressor(sc: Scenario) -> None:
+    """The outer gradient is compressed by outer_dtype or by communication.compression, not both."""
+    sy, comp = sc.training.sync, sc.communication.compression
+    if comp.active and sy.outer_dtype != "fp32" and (sy.windowed or sc.parallelism.dp_kind != "allreduce"):
+        raise ScenarioError("training.sync.outer_dtype", f"{sy.outer_dtype} and communication.compression "
+                            f"{comp.kind} both compress what the replicas exchange; keep one (outer_dtype "
+                            "fp32 with the compressor, or compression none)")
+
+
+SYNC_RULES = (rule_one_compressor, rule_sync_needs_datacenters, rule_sync_whole_replicas, rule_sync_fragments,
+              rule_dp_kind_replicas)

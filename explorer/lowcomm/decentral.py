@@ -1,0 +1,224 @@
+"""Decentralised data parallelism (``parallelism.dp_kind``): gossip and the parameter server.
+
+Each data-parallel replica (tp x cp x pp GPUs) computes its step alone — the *replica step*, the
+scenario with dp = 1 and 1/dp of the batch, simulated once — and then, instead of the gradient
+all-reduce, the replicas agree by:
+
+- **gossip** (D-PSGD: Lian et al., "Can Decentralized Algorithms Outperform Centralized
+  Algorithms?", NeurIPS 2017): every GPU sends its parameter shard to each neighbour of its replica
+  on a graph and averages what it receives.  Neighbours of replica r among n: ring r+-1; 2-D torus
+  (rows x cols, rows the largest divisor of n not above sqrt(n)) r+-1 in its row and r+-cols;
+  exponential graph r + 2^i mod n, i < ceil(log2 n) (Assran et al., SGP, ICML 2019; Ying et al.,
+  "Exponential Graph is Provably Efficient for Decentralized Deep Training", NeurIPS 2021), or
+  one of them per step (one-peer exponential, ``gossip_peers: 1``).  One step moves one model per
+  peer.  D-PSGD overlaps the exchange with the gradient computation (Lian et al. 2017, Sec. 3), so
+  only what exceeds the replica step is exposed, plus the averaging (k+2 shards through HBM).
+- **parameter server** (Li et al., "Scaling Distributed Machine Learning with the Parameter
+  Server", OSDI 2014): every GPU pushes its gradient shard, split over ``ps_servers`` server nodes,
+  and pulls the updated parameters (bulk-synchronous: after the backward, before the next
+  forward).  A server's NIC carries replicas x model bytes / S each way per step (the bottleneck
+  BytePS analyses: Jiang et al., OSDI 2020, Sec. 3); a server has one NIC of the fabric's speed.
+
+Each exchange is priced by the network model on the pair it joins (a point-to-point transfer,
+every GPU of the domain at once), the slowest stage setting the step.  Not modelled: asynchronous
+gossip (AD-PSGD), which differs from synchronous gossip only when replicas run at different speeds,
+and the servers' own update time.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..collectives import cost
+from ..compression import plan
+from ..config.loading import from_dict, to_dict
+from ..config.schema import ScenarioError
+from ..network import Network
+from ..taskgraph.builder import IterationBuilder
+from ..topology import BOUNDARY_NAMES
+
+if TYPE_CHECKING:
+    from ..scenario import Scenario
+    from ..simulate import Result
+
+QUALITY = {
+    "gossip": ("D-PSGD (Lian et al., NeurIPS 2017) proves the convergence rate of centralised SGD once the "
+               "steps outnumber what the graph's spectral gap demands; exponential graphs keep that gap "
+               "at order 1/log2(n) (Ying et al., NeurIPS 2021) — not simulated here"),
+    "parameter-server": ("a synchronous parameter server computes the same SGD step as an all-reduce: only "
+                         "where the sum happens differs (Li et al., OSDI 2014) — not simulated here"),
+}
+
+
+def peer_offsets(kind: str, n: int, peers: int = 0) -> list[int]:
+    """DP-rank offsets of replica 0's neighbours on ``kind``'s graph of ``n`` replicas.
+
+    >>> peer_offsets("gossip-ring", 8), peer_offsets("gossip-exponential", 8)
+    ([1, 7], [1, 2, 4])
+    >>> peer_offsets("gossip-torus", 12), peer_offsets("gossip-exponential", 8, 1)
+    ([1, 3, 4, 8], [1])
+    """
+    if kind == "gossip-ring":
+        out = [1, n - 1]
+    elif kind == "gossip-torus":
+        rows = max(d for d in range(1, math.isqrt(n) + 1) if n % d == 0)
+        cols = n // rows
+        out = [1 % cols, (cols - 1) % cols, cols % n, (n - cols) % n]
+    else:
+        out = [2 ** i % n for i in range(math.ceil(math.log2(n)))]
+    out = sorted({o for o in out if o % n})
+    return out[:peers] if peers else out
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """What the replicas exchange per step and what it costs (module docstring)."""
+
+    kind: str
+    replicas: int
+    peers: int                       # neighbours per step (gossip); server nodes (parameter server)
+    payload_dtype: str
+    step_s: float                    # the replica's own step (compute, TP/PP, bubble, optimizer)
+    exchange_s: float                # the exchange alone
+    exposed_s: float                 # what the exchange adds to the step
+    bytes_per_gpu: dict[str, float]  # tier -> bytes one GPU sends per step
+    server_nic_bytes: float          # parameter server: bytes through one server NIC per step, each way
+    server_nic_utilisation: float    # of the step
+    quality: str
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.__dict__.items()}
+
+
+def replica_scenario(sc: Scenario) -> Scenario:
+    """One data-parallel replica alone: dp = 1, 1/dp of the batch, on as many GPUs as it spans."""
+    p, c, dp = sc.parallelism, sc.cluster, sc.dp
+    gpus = p.tp * p.cp * p.pp
+    raw = to_dict(sc)
+    raw.pop("description", None)
+    cl = raw["cluster"]
+    cl.pop("stragglers", None)
+    cl.update(datacenters=1, **({"nodes": gpus // c.gpus_per_node} if gpus >= c.gpus_per_node
+                                else {"nodes": 1, "gpus_per_node": gpus}))
+    raw["training"]["global_batch"] = sc.training.global_batch // dp
+    raw["parallelism"].update(dp=1, dp_kind="allreduce", span="auto")
+    try:
+        return from_dict(raw)
+    except ScenarioError as e:
+        raise ScenarioError("parallelism.dp_kind", f"{p.dp_kind}: one replica alone cannot run this "
+                            f"layout: {e.field}: {e.message}") from None
+
+
+def _pair(net: Network, sc: Scenario, a: int, offset: int, nbytes: float) -> tuple[float, list[float], int]:
+    """Seconds and per-boundary bytes of GPU ``a`` sending ``nbytes`` to its counterpart ``offset``
+    replicas on, while every GPU sends to its own counterpart at that offset.
+
+    A domain's egress is shared by the GPUs of the domain whose counterpart lies outside it (on a
+    ring of replicas over two datacenters only the replicas at the seam cross the WAN), not by all
+    of its GPUs as for a collective whose groups all span the boundary."""
+    pl, dp = net.placement, sc.dp
+    stride = pl.strides["dp"]
+
+    def peer(g: np.ndarray) -> np.ndarray:
+        d = (g // stride) % dp
+        return g + ((d + offset) % dp - d) * stride
+
+    b_gpu = int(peer(np.array([a]))[0])
+    shape = net.fabric.shape(np.array([a, b_gpu], dtype=np.int64))
+    shares = list(shape.shares)
+    for i, bound in enumerate(net.fabric.boundaries):
+        if i == 0 or not shape.spans(i):
+            continue
+        first = a // bound.domain_gpus * bound.domain_gpus
+        mine = np.arange(first, min(first + bound.domain_gpus, sc.cluster.gpus), dtype=np.int64)
+        crossers = int(np.count_nonzero(peer(mine) // bound.domain_gpus != a // bound.domain_gpus))
+        shares[i] *= bound.domain_gpus / max(crossers, 1)
+    shape = replace(shape, shares=tuple(shares))
+    cc = cost("send-recv", nbytes, shape, net.algorithm, net.nvls, net.options)
+    sent = [e / shape.per_domain[i] for i, e in enumerate(cc.egress)]
+    return cc.time_s, sent + [0.0] * (len(BOUNDARY_NAMES) - len(sent)), b_gpu
+
+
+def exchange(sc: Scenario, step_s: float) -> Exchange:
+    """The per-step exchange of ``sc``'s dp_kind after a replica step of ``step_s`` seconds."""
+    p, dp = sc.parallelism, sc.dp
+    comp = sc.communication.compression
+    pl_comp = plan(comp, sc.model, p.tp, dp)
+    # What crosses: the model (gossip; compressed like CHOCO-SGD's model differences, Koloskova et
+    # al., ICML 2019) or the gradient (parameter server), at the compressor's wire bytes if any.
+    payload = pl_comp.wire if comp.active else sc.training.sync.payload_bytes
+    net = Network(sc)
+    b = IterationBuilder(sc, net)
+    pl = net.placement
+    hbm = sc.hardware.gpu.hbm_GBps * 1e9
+    worst, sent_max, avg = 0.0, [0.0] * len(BOUNDARY_NAMES), 0.0
+    model = 0.0
+    offsets = [] if p.dp_kind == "parameter-server" else peer_offsets(p.dp_kind, dp, p.gossip_peers)
+    far = sc.cluster.gpus_per_node          # a GPU on another node: where a server's traffic goes
+    for s in range(p.pp):
+        params = sum(ch.params + ch.expert_params for ch, _ in b.rank_chunks(s))
+        nbytes = params * payload
+        model += nbytes * p.tp * p.cp
+        g0 = int(pl.gpu(pp=s))
+        t, sent = 0.0, [0.0] * len(BOUNDARY_NAMES)
+        if offsets:
+            for o in offsets:               # one model per peer, the NIC sending them in turn
+                dt, ds, _ = _pair(net, sc, g0, o, nbytes)
+                t += dt
+                sent = [x + y for x, y in zip(sent, ds, strict=True)]
+            coding = pl_comp.seconds(params, hbm) * len(offsets) if comp.active else 0.0
+            avg = max(avg, (len(offsets) + 2) * nbytes / hbm + coding)
+        else:                               # to a server: every GPU's node NIC is busy pushing
+            shape = net.fabric.shape(np.array([g0, (g0 + far) % sc.cluster.gpus], dtype=np.int64))
+            cc = cost("send-recv", nbytes, shape, net.algorithm, net.nvls, net.options)
+            t = cc.time_s
+            sent = [e / shape.per_domain[i] for i, e in enumerate(cc.egress)]
+            sent += [0.0] * (len(BOUNDARY_NAMES) - len(sent))
+        worst = max(worst, t)
+        sent_max = [max(x, y) for x, y in zip(sent_max, sent, strict=True)]
+    tiers = dict(zip(BOUNDARY_NAMES, sent_max, strict=True))
+    if offsets:
+        exposed = max(0.0, worst - step_s) + avg
+        return Exchange(p.dp_kind, dp, len(offsets), sc.training.sync.outer_dtype, step_s, worst, exposed,
+                        tiers, 0.0, 0.0, QUALITY["gossip"])
+    so = sc.cluster.scale_out
+    server_Bps = so.nic_Gbps / 8 * 1e9 * (so.efficiency or 1.0)    # the fabric's achievable share
+    server_bytes = dp * model / p.ps_servers             # each way, per server NIC
+    one_way = max(worst, server_bytes / server_Bps)      # push (or pull): the slower end
+    exposed = 2 * one_way
+    return Exchange(p.dp_kind, dp, p.ps_servers, sc.training.sync.outer_dtype, step_s, exposed, exposed,
+                    tiers, server_bytes, server_bytes / server_Bps / (step_s + exposed),
+                    QUALITY["parameter-server"])
+
+
+def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Result]) -> Result:
+    """The Result of ``sc`` with dp_kind gossip or parameter-server: the replica step's timeline
+    and breakdown with the exposed exchange added as ``dp``, the iteration that long."""
+    rep = simulate_replica(replica_scenario(sc))
+    x = exchange(sc, rep.iteration_time_s)
+    T = rep.iteration_time_s + x.exposed_s
+    slow = rep.iteration_time_s / T
+    breakdown = dict(rep.breakdown_s)
+    breakdown["dp"] = breakdown.get("dp", 0.0) + x.exposed_s
+    by_tier = {d: dict(t) for d, t in rep.comm_bytes_by_tier.items()}
+    by_tier["dp"] = {t: by_tier["dp"].get(t, 0.0) + x.bytes_per_gpu.get(t, 0.0) for t in BOUNDARY_NAMES}
+    comm = dict(rep.comm_bytes_per_gpu)
+    comm["dp"] = comm.get("dp", 0.0) + max(x.bytes_per_gpu.values())
+    story = rep.bottleneck
+    others = [v for k, v in rep.breakdown_s.items() if k not in ("compute", "recompute", "dp")]
+    if x.exposed_s > max(others, default=0.0):
+        what = ("pushing gradients to and pulling weights from the parameter servers"
+                if x.kind == "parameter-server" else f"the {x.kind} exchange with {x.peers} neighbour(s)")
+        story = (f"DP takes {breakdown['dp'] / T:.1%} of the iteration: {what} adds {x.exposed_s:.3g} s "
+                 f"to the replica's {x.step_s:.3g} s step.")
+    return replace(rep, scenario=sc, iteration_time_s=T, bottleneck=story,
+                   tokens_per_s=rep.tokens_per_s * sc.dp * slow,
+                   tflops_per_gpu=rep.tflops_per_gpu * slow, mfu=rep.mfu * slow,
+                   mfu_fp8_peak=None if rep.mfu_fp8_peak is None else rep.mfu_fp8_peak * slow,
+                   bubble_fraction=rep.bubble_fraction * slow,
+                   bubble_fraction_busiest=rep.bubble_fraction_busiest * slow,
+                   breakdown_s=breakdown, comm_bytes_per_gpu=comm, comm_bytes_by_tier=by_tier, exchange=x)

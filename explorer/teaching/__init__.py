@@ -1,0 +1,1 @@
+"""Teaching aids: the textbook (unit-time) diagram of a schedule (issue 14)."""

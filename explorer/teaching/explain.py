@@ -1,0 +1,74 @@
+"""Explain this bar (issue 14.3): the derivation of one Gantt bar with the scenario's numbers.
+
+A compute bar: its model FLOPs over its duration is the rate achieved; against the GPU's dense
+peak in the training dtype that is the efficiency the kernel model gave its GEMM shapes
+(explorer/kernels.py: time = FLOPs / (peak x efficiency) for the matrix work, element-wise work at
+HBM bandwidth).  A collective: its bytes times the nccl-tests bus factor (doc/PERFORMANCE.md:
+2(n-1)/n for an all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for a
+point-to-point transfer) over the bus bandwidth it achieved is the time the data takes; the rest
+of the bar is latency (per-step and per-call, NCCL's tuning model: explorer/nccl_tuning.py).
+Each explanation ends with what would make the bar shorter.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..collectives import bus_factor
+from ..vocabulary import TIER_LABELS
+
+OP_OF_DETAIL = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
+SHORTER = {
+    "compute": "a larger tensor- or pipeline-parallel split (fewer FLOPs per GPU), FP8 GEMMs, or a "
+               "faster GPU; skinny GEMMs (small hidden, many TP ranks, few tokens per expert) run further "
+               "below peak",
+    "scale-up": "a faster scale-up link (NVLink bandwidth), NVLS where the switch reduces, or overlapping it "
+                "with compute (communication.tp_overlap)",
+    "scale-out": "faster NICs or more of them per node, a hierarchical algorithm that crosses nodes once, "
+                 "overlap with the backward (communication.dp_overlap), or compression",
+    "spine": "less oversubscription in the leaf-spine fabric, or keeping the group inside one leaf block",
+    "scale-across": "more WAN bandwidth, a hierarchical reduction that crosses the WAN once, putting PP "
+                    "instead of DP across, or synchronising less often (training.sync)",
+}
+
+
+def _op(detail: str) -> str:
+    return next((op for op in OP_OF_DETAIL if op in detail), "send-recv")
+
+
+def explain_bar(custom: Sequence[Any], peak_tflops: float, gpu: str, dtype: str) -> str:
+    """Markdown derivation of the Gantt bar whose hover data is ``custom`` (figures/gantt.py
+    ``_exact``: kind, micro-batch, chunk, detail, where, duration ms, two texts, then flops,
+    bytes, group, busbw GB/s, tier, algorithm)."""
+    if len(custom) < 14:
+        return ("This is an aggregated bar (the timeline is too large to draw every operation): zoom in "
+                "with fewer micro-batches or layers, or download the trace, to explain one operation.")
+    kind, mb, chunk, detail, where, dur_ms = custom[:6]
+    flops, nbytes, group, busbw, tier, algorithm = custom[8:14]
+    head = f"**{kind}** · {where} · micro-batch {mb} · chunk {chunk} · **{dur_ms:.3f} ms**"
+    dur = dur_ms / 1e3
+    if flops:
+        rate = flops / dur / 1e12 if dur > 0 else 0.0
+        eff = rate / peak_tflops if peak_tflops else 0.0
+        return (f"{head}\n\n"
+                f"- model FLOPs: **{flops / 1e12:.3f} TFLOP** (this GPU's share of the pass)\n"
+                f"- achieved: {flops / 1e12:.3f} TFLOP / {dur_ms:.3f} ms = **{rate:,.0f} TFLOP/s**, "
+                f"**{eff:.0%}** of the {gpu}'s {dtype} dense peak ({peak_tflops:,.0f} TFLOP/s)\n"
+                f"- time = FLOPs / (peak x efficiency) for the GEMMs, plus element-wise work at HBM "
+                f"bandwidth (explorer/kernels.py)\n\n"
+                f"Shorter with: {SHORTER['compute']}.")
+    if not nbytes:
+        return f"{head}\n\nMemory-bound work (norms, activations, optimizer): HBM bytes / HBM bandwidth."
+    op = _op(str(detail))
+    factor = bus_factor(op, int(group)) if group else 1.0
+    data_s = nbytes * factor / (busbw * 1e9) if busbw else 0.0
+    latency = max(dur - data_s, 0.0)
+    tier_name = TIER_LABELS.get(tier, tier or "—")
+    return (f"{head}\n\n"
+            f"- {op} of **{nbytes / 1e6:,.2f} MB** over **{group} GPUs** ({algorithm or 'point-to-point'})\n"
+            f"- bus bytes = bytes x bus factor = {nbytes / 1e6:,.2f} MB x {factor:.3f} = "
+            f"{nbytes * factor / 1e6:,.2f} MB (nccl-tests convention)\n"
+            f"- at the **{busbw:,.1f} GB/s** bus bandwidth it achieved: {data_s * 1e3:.3f} ms of data, "
+            f"{latency * 1e3:.3f} ms of latency (per-step and per-call)\n"
+            f"- limited by: **{tier_name}**\n\n"
+            f"Shorter with: {SHORTER.get(tier, SHORTER['scale-out'])}.")

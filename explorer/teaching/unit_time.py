@@ -1,0 +1,109 @@
+"""The textbook diagram of a pipeline schedule: every pass one time unit, communication free.
+
+The papers draw their schedules this way — F = B = W = 1, a full (unsplit) backward B + W = 2, a
+fused DualPipe pair the sum of its passes (GPipe: Huang et al. 2019 Fig. 2; 1F1B and interleaved:
+Narayanan et al. SC21 Fig. 3-4; ZB-H1/ZB-H2: Qi et al. ICLR 2024 Fig. 2-3; DualPipe: DeepSeek-V3
+report Fig. 5).  :func:`unit_grid` runs each rank's program order from the registry (the same
+orders the engine runs) on the pipeline layout of explorer/taskgraph/layout.py: a forward waits for
+the forward of the previous position of its lane, a backward for the next position's backward (the
+last position's for its own forward), a weight-gradient pass for its own input-gradient pass, and
+every op for the previous op of its rank.  Its cells are what the app's *Textbook diagram* draws
+and step-through reveals.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..schedules.registry import get as get_schedule
+from ..taskgraph.layout import Fused, Pass, layout_for, normalise
+
+UNIT = {"F": 1, "Bi": 1, "W": 1, "B": 2}        # B = a full backward (B + W)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One op on one rank: when it starts and how many units it lasts, and what to print in it."""
+
+    rank: int
+    start: int
+    units: int
+    kind: str                  # F | B | Bi | W | F&B
+    mb: int                    # the micro-batch (0-based); for F&B the forward's
+    lane: int                  # DualPipe's direction (0: from rank 0), else 0
+    chunk: int                 # the rank's local chunk (virtual stage)
+    label: str                 # "3" for micro-batch 3 (1-based, as the papers number them)
+
+
+def unit_grid(schedule: str, p: int, m: int, v: int = 1) -> list[Cell]:
+    """Every op of ``schedule`` on ``p`` ranks and ``m`` micro-batches (``v`` chunks per rank) at
+    unit cost, in start order per rank."""
+    sch = get_schedule(schedule)
+    lay = layout_for(sch, p, v)
+    orders = [[normalise(op, sch) for op in sch.order(r, p, m, v)] for r in range(p)]
+    f_end: dict[tuple[int, int, int], int] = {}       # (lane, mb, position) -> end
+    b_end: dict[tuple[int, int, int], int] = {}
+    bi_end: dict[tuple[int, int, int, int], int] = {}
+    cells: list[Cell] = []
+
+    def ready(ps: Pass, r: int) -> int | None:
+        pos = lay.position(r, ps.lane, ps.local)
+        if ps.kind == "F":
+            return 0 if pos == 0 else f_end.get((ps.lane, ps.mb, pos - 1))
+        if ps.kind == "W":
+            return bi_end.get((r, ps.lane, ps.mb, ps.local))
+        if pos == lay.length - 1:
+            return f_end.get((ps.lane, ps.mb, pos))
+        return b_end.get((ps.lane, ps.mb, pos + 1))
+
+    def record(ps: Pass, r: int, end: int) -> None:
+        pos = lay.position(r, ps.lane, ps.local)
+        if ps.kind == "F":
+            f_end[(ps.lane, ps.mb, pos)] = end
+        elif ps.kind in ("B", "Bi"):
+            b_end[(ps.lane, ps.mb, pos)] = end
+            bi_end[(r, ps.lane, ps.mb, ps.local)] = end
+
+    pos = [0] * p
+    clock = [0] * p
+    remaining = sum(len(o) for o in orders)
+    while remaining:
+        progressed = False
+        for r in range(p):
+            while pos[r] < len(orders[r]):
+                op = orders[r][pos[r]]
+                parts = (op.f, op.b) if isinstance(op, Fused) else (op,)
+                deps = [ready(ps, r) for ps in parts]
+                if any(d is None for d in deps):
+                    break
+                start = max([clock[r], *deps])
+                units = sum(UNIT[ps.kind] for ps in parts)
+                for ps in parts:
+                    record(ps, r, start + units)
+                first = parts[0]
+                cells.append(Cell(r, start, units, "F&B" if isinstance(op, Fused) else first.kind, first.mb,
+                                  first.lane, first.local, str(first.mb + 1)))
+                clock[r] = start + units
+                pos[r] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            raise RuntimeError(f"{schedule} order deadlocks at unit time")
+    return sorted(cells, key=lambda c: (c.rank, c.start))
+
+
+def makespan(cells: list[Cell]) -> int:
+    return max(c.start + c.units for c in cells)
+
+
+def as_rows(cells: list[Cell], p: int) -> list[str]:
+    """The grid as text, one row per rank and one character per unit: the micro-batch (1-9, then
+    a-z) in the kind's case — upper for forwards, lower for backward units, '*' for weight
+    gradients, '.' for idle (how the tests write the papers' figures)."""
+    width = makespan(cells)
+    rows = [["."] * width for _ in range(p)]
+    for c in cells:
+        digit = "123456789abcdefghijklmnopqrstuvwxyz"[c.mb % 35]
+        ch = {"F": digit.upper(), "B": digit.lower(), "Bi": digit.lower(), "W": "*", "F&B": "#"}[c.kind]
+        for t in range(c.start, c.start + c.units):
+            rows[c.rank][t] = ch
+    return ["".join(r) for r in rows]

@@ -154,7 +154,7 @@ def sync_window_figure(w: SyncWindow, height: int = 240, font_size: int = 12, fo
             edges.append(t)
             drawn.append(fmap(t))
     title = "seconds into the window" + (" (long runs of steps folded)" if fmap.cuts else "")
-    fig.update_xaxes(tickvals=[fmap(t) for t in edges], ticktext=[f"{t:.4g}" for t in edges],
+    fig.update_xaxes(tickvals=[fmap(t) for t in edges], ticktext=[f"{max(t, 0.0):.4g}" for t in edges],
                      title_text=title, rangemode="tozero")
     fig.update_layout(barmode="overlay", height=height, font=dict(size=font_size),
                       margin=dict(l=6, r=6, t=46, b=30), showlegend=False,

@@ -154,7 +154,8 @@ def sync_window_figure(w: SyncWindow, height: int = 240, font_size: int = 12, fo
             edges.append(t)
             drawn.append(fmap(t))
     title = "seconds into the window" + (" (long runs of steps folded)" if fmap.cuts else "")
-    fig.update_xaxes(tickvals=[fmap(t) for t in edges], ticktext=[f"{max(t, 0.0):.4g}" for t in edges],
+    labels = [f"{(t if t > 0 else 0.0):.4g}" for t in edges]          # never "-0"
+    fig.update_xaxes(tickvals=[fmap(t) for t in edges], ticktext=labels,
                      title_text=title, rangemode="tozero")
     fig.update_layout(barmode="overlay", height=height, font=dict(size=font_size),
                       margin=dict(l=6, r=6, t=46, b=30), showlegend=False,

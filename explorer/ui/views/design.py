@@ -23,6 +23,7 @@ from ...figures import design as dfig
 from ...scenario import ScenarioError
 from ..cache import ViewData
 from ..export import chart
+from . import design_advise
 from . import design_runs as runs
 from . import design_search as searching
 from .design_state import FIELDS, KEYS, METRICS, MODES, init_state, link_params, on_field
@@ -292,6 +293,7 @@ def render(data: ViewData, raw_json: str, query: dict[str, str], present: bool) 
         _guard("Heatmap", _heatmap, base, raw_json, present)
     with right:
         _guard("Search", _search, base, raw_json, query, present)
+    _guard("Placement advisor", design_advise.render, base, raw_json, present, _href, _LINK_COLUMNS, _head)
     left, right = st.columns(2, gap="medium")
     with left:
         _guard("Sensitivity", _tornado, base, raw_json, present)

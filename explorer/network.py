@@ -32,6 +32,18 @@ def nccl_options(sc: Scenario) -> NcclOptions:
                        nics_per_node=out.nics_per_node, gpus_per_node=sc.cluster.gpus_per_node)
 
 
+def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:
+    """Pipeline stages with a GPU on a degraded node (cluster.faults: the cluster's last nodes)."""
+    f = sc.cluster.faults
+    if not f.degraded:
+        return frozenset()
+    gpn, nodes = sc.cluster.gpus_per_node, sc.cluster.nodes
+    first = max(nodes - f.degraded_nodes, 0) * gpn
+    ids = np.arange(first, nodes * gpn, dtype=np.int64)
+    stages = (ids // placement.strides["pp"]) % sc.parallelism.pp
+    return frozenset(int(s) for s in np.unique(stages))
+
+
 class Network:
     """Group shapes and collective costs for one scenario."""
 
@@ -45,6 +57,7 @@ class Network:
         self.algorithm = sc.communication.algorithm
         self.options = nccl_options(sc)
         self.nvls = self.options.nvls
+        self.degraded_stages = degraded_stages(sc, self.placement)
         self.cost = lru_cache(maxsize=None)(self._cost)
         self.shape = lru_cache(maxsize=None)(self._shape)
         # (op, dimension) -> why the requested algorithm could not run and what ran instead, over
@@ -66,7 +79,13 @@ class Network:
         return pl.members(dim, stage)
 
     def _shape(self, dim: str, stage: int) -> GroupShape:
-        return self.fabric.shape(self.members(dim, stage))
+        shape = self.fabric.shape(self.members(dim, stage))
+        if dim in ("dp", "edp") and stage in self.degraded_stages and shape.spans(1):
+            # A data-parallel group through a degraded node is as fast as that node's NICs
+            # (cluster.faults: a ring runs at its slowest link's rate).
+            f = self.sc.cluster.faults.nic_factor
+            shape = replace(shape, shares=(shape.shares[0], shape.shares[1] * f, *shape.shares[2:]))
+        return shape
 
     def _cost(self, op: str, size_bytes: float, dim: str, stage: int) -> CollectiveCost:
         shape = self.shape(dim, stage)

@@ -18,6 +18,7 @@ from .analysis.report import WAN_EXPOSED_WARNING_SHARE, Notice, bottleneck, wan_
 from .analysis.steady_state import ScheduledRun, schedule_iteration
 from .config.budget import check_unfolded_budget
 from .engine import Task
+from .faults import simulate_survivors
 from .fold import FoldInfo, simulate_folded
 from .gc_pause import paused_collector
 from .lowcomm import STEP_TIERS, SyncWindow, simulate_window
@@ -183,6 +184,9 @@ def _simulate(sc: Scenario, fold: bool) -> Result:
     if sc.training.sync.windowed:
         # Replicas train apart for H steps: one inner step, then the window (explorer/lowcomm).
         return simulate_window(sc, lambda inner: _simulate(inner, fold))
+    if sc.cluster.faults.failed_nodes:
+        # Training restarts on the replicas that survive (explorer/faults.py).
+        return simulate_survivors(sc, lambda surv: _simulate(surv, fold))
     if sc.parallelism.dp_kind != "allreduce":
         # Replicas agree by gossip or through parameter servers: one replica's step, then the exchange.
         return simulate_exchange(sc, lambda replica: _simulate(replica, fold))

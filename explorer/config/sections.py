@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..schedules import registry
 from .compression import Compression
+from .faults import Faults
 from .model_parts import MLA, MoE
 from .stragglers import Stragglers
 from .sync import DP_KINDS, Sync
@@ -221,6 +222,7 @@ class Cluster:
     scale_out: ScaleOut = field(default_factory=ScaleOut)
     scale_across: ScaleAcross = field(default_factory=ScaleAcross)
     stragglers: Stragglers = field(default_factory=Stragglers)
+    faults: Faults = field(default_factory=Faults)
     datacenter_names: tuple[str, ...] = field(default=(), metadata={"derived": True})
     # From the list form (config/datacenters.py): each datacenter's nodes when they differ, and its
     # GPU preset when some datacenter's differs from hardware.gpu; empty = all alike.

@@ -92,5 +92,29 @@ def rule_one_compressor(sc: Scenario) -> None:
                             "fp32 with the compressor, or compression none)")
 
 
-SYNC_RULES = (rule_one_compressor, rule_sync_needs_datacenters, rule_sync_whole_replicas, rule_sync_fragments,
+def rule_compression_needs_buckets(sc: Scenario) -> None:
+    """Compression acts on data-parallel buckets: ZeRO-3/FSDP reduces layer by layer, uncompressed."""
+    comp = sc.communication.compression
+    if comp.active and sc.parallelism.zero == 3:
+        raise ScenarioError("communication.compression.kind", f"{comp.kind} compresses the gradient buckets "
+                            "of ZeRO 0-2; ZeRO-3/FSDP's layer-wise reduce-scatter is not compressed here "
+                            "(use parallelism.zero 0-2 or compression none)")
+
+
+def rule_faults_fit(sc: Scenario) -> None:
+    """Failed and degraded nodes exist, and failures are simulated in one datacenter."""
+    f, c = sc.cluster.faults, sc.cluster
+    if f.failed_nodes >= c.nodes:
+        raise ScenarioError("cluster.faults.failed_nodes", f"{f.failed_nodes} of {c.nodes} nodes: some must "
+                            f"survive (at most {c.nodes - 1})")
+    if f.failed_nodes and c.datacenters > 1:
+        raise ScenarioError("cluster.faults.failed_nodes", "dropping replicas would leave the datacenters "
+                            f"unequal; failed nodes are simulated in one datacenter (got {c.datacenters})")
+    if f.degraded_nodes > c.nodes:
+        raise ScenarioError("cluster.faults.degraded_nodes", f"{f.degraded_nodes} of {c.nodes} nodes; at "
+                            f"most {c.nodes}")
+
+
+SYNC_RULES = (rule_faults_fit, rule_one_compressor, rule_compression_needs_buckets,
+              rule_sync_needs_datacenters, rule_sync_whole_replicas, rule_sync_fragments,
               rule_dp_kind_replicas)

@@ -110,7 +110,7 @@ def replica_scenario(sc: Scenario) -> Scenario:
         return from_dict(raw)
     except ScenarioError as e:
         raise ScenarioError("parallelism.dp_kind", f"{p.dp_kind}: one replica alone cannot run this "
-                            f"layout: {e.field}: {e.message}") from None
+                            f"layout: {e}") from None
 
 
 def _pair(net: Network, sc: Scenario, a: int, offset: int, nbytes: float) -> tuple[float, list[float], int]:

@@ -133,7 +133,7 @@ def inner_scenario(sc: Scenario) -> Scenario:
     except ScenarioError as e:
         raise ScenarioError("training.sync.kind", f"{sc.training.sync.kind}: one datacenter alone "
                             f"({c.nodes // D} nodes, global batch {sc.training.global_batch // D}) "
-                            f"cannot run this layout: {e.field}: {e.message}") from None
+                            f"cannot run this layout: {e}") from None
 
 
 @dataclass(frozen=True)

@@ -94,8 +94,13 @@ class IterationBuilder:
         if "balance" in self.ideal:
             self.chunks = balanced(self.chunks)
         slow = sc.cluster.stragglers.stage_slowdown
-        if slow:
-            # A straggler replica (explorer/replicas.py): its slow stages' kernels take longer.
+        # A straggler replica (explorer/replicas.py): its slow ranks' kernels take longer.  One
+        # direction: chunk gc lives on rank gc mod p alone, so the chunk is slowed.  DualPipe's
+        # chunks are each held by two ranks (one per direction), so the slowing follows the rank
+        # that runs the pass (chunk_of), never the chunk both share.
+        self._rank_slow: tuple[float, ...] = slow if slow and self.schedule.two_directions else ()
+        self._slowed: dict[tuple[int, int], ChunkWork] = {}
+        if slow and not self._rank_slow:
             self.chunks = [slowed(ch, slow[gc % self.p]) for gc, ch in enumerate(self.chunks)]
         # Program order of every stage over the units simulated (the registry's order function).
         self.orders = self.schedule.orders(self.p, self.m_sim, self.v, self.timing)
@@ -151,8 +156,15 @@ class IterationBuilder:
         return [(self.chunk_of(s, c), self.m // lanes) for c in range(self.schedule.chunks_per_rank(self.v))]
 
     def chunk_of(self, s: int, c: int) -> ChunkWork:
-        """Local chunk ``c`` of class ``s``: the virtual stage, or DualPipe's direction."""
-        return self.chunks[self.layout.chunk_index(s, c)]
+        """Local chunk ``c`` of class ``s``: the virtual stage, or DualPipe's direction (on a
+        straggler rank, as that rank runs it)."""
+        ch = self.chunks[self.layout.chunk_index(s, c)]
+        if not self._rank_slow or self._rank_slow[s] == 1.0:
+            return ch
+        got = self._slowed.get((s, c))
+        if got is None:
+            got = self._slowed[(s, c)] = slowed(ch, self._rank_slow[s])
+        return got
 
     def optimizer_time(self, s: int) -> float:
         """Seconds of class ``s``'s optimizer step (0 under the ideal pipeline's ``optimizer``)."""

@@ -40,6 +40,7 @@ from ..config.schema import ScenarioError
 from ..network import Network
 from ..taskgraph.builder import IterationBuilder
 from ..topology import BOUNDARY_NAMES
+from .window import sent_per_boundary
 
 if TYPE_CHECKING:
     from ..scenario import Scenario
@@ -139,8 +140,7 @@ def _pair(net: Network, sc: Scenario, a: int, offset: int, nbytes: float) -> tup
         shares[i] *= bound.domain_gpus / max(crossers, 1)
     shape = replace(shape, shares=tuple(shares))
     cc = cost("send-recv", nbytes, shape, net.algorithm, net.nvls, net.options)
-    sent = [e / shape.per_domain[i] for i, e in enumerate(cc.egress)]
-    return cc.time_s, sent + [0.0] * (len(BOUNDARY_NAMES) - len(sent)), b_gpu
+    return cc.time_s, sent_per_boundary(cc, shape), b_gpu
 
 
 def exchange(sc: Scenario, step_s: float) -> Exchange:
@@ -175,9 +175,7 @@ def exchange(sc: Scenario, step_s: float) -> Exchange:
         else:                               # to a server: every GPU's node NIC is busy pushing
             shape = net.fabric.shape(np.array([g0, (g0 + far) % sc.cluster.gpus], dtype=np.int64))
             cc = cost("send-recv", nbytes, shape, net.algorithm, net.nvls, net.options)
-            t = cc.time_s
-            sent = [e / shape.per_domain[i] for i, e in enumerate(cc.egress)]
-            sent += [0.0] * (len(BOUNDARY_NAMES) - len(sent))
+            t, sent = cc.time_s, sent_per_boundary(cc, shape)
         worst = max(worst, t)
         sent_max = [max(x, y) for x, y in zip(sent_max, sent, strict=True)]
     tiers = dict(zip(BOUNDARY_NAMES, sent_max, strict=True))

@@ -146,7 +146,7 @@ class _Priced:
     slice_params: float            # largest parameter slice one GPU reduces and updates
 
 
-def _sent(cc: CollectiveCost, shape: GroupShape) -> list[float]:
+def sent_per_boundary(cc: CollectiveCost, shape: GroupShape) -> list[float]:
     """Bytes one member sends across each boundary in call ``cc`` (its domain's egress shared by
     the group's members in that domain)."""
     return [e / shape.per_domain[b] for b, e in enumerate(cc.egress)] + [0.0] * (
@@ -205,7 +205,7 @@ def _price(sc: Scenario, inner: Scenario) -> _Priced:
                 if shape is across:
                     t_cross += whole.time_s
                 t_frag += cost(op, nbytes / sy.fragments, shape, net.algorithm, net.nvls, net.options).time_s
-                sent = [a + x for a, x in zip(sent, _sent(whole, shape), strict=True)]
+                sent = [a + x for a, x in zip(sent, sent_per_boundary(whole, shape), strict=True)]
         sync, frag, cross = max(sync, t_all), max(frag, t_frag), max(cross, t_cross)
         for i, tier in enumerate(BOUNDARY_NAMES):
             per[tier] = max(per[tier], sent[i])

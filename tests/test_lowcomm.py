@@ -180,3 +180,11 @@ def test_window_round_trips_through_json():
     for kind in ("diloco", "streaming-diloco", "independent"):
         w = _run(kind=kind).sync_window
         assert SyncWindow.from_json(json.loads(json.dumps(w.to_json_dict()))) == w
+
+
+def test_windows_and_exchanges_run_under_the_ideal_pipeline():
+    """The teaching switch (equal stages, free communication inside the step) composes with both."""
+    for over in ({"training.sync.kind": "diloco"},
+                 {"parallelism.dp_kind": "gossip-ring", "parallelism.zero": 0}):
+        res = simulate(load(TWO_DC, {**over, "parallelism.ideal_pipeline": True}))
+        assert res.time_per_step_s >= res.iteration_time_s > 0

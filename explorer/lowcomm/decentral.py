@@ -152,7 +152,7 @@ def exchange(sc: Scenario, step_s: float) -> Exchange:
     # al., ICML 2019) or the gradient (parameter server), at the compressor's wire bytes if any.
     payload = pl_comp.wire if comp.active else sc.training.sync.payload_bytes
     net = Network(sc)
-    b = IterationBuilder(sc, net)
+    b = IterationBuilder(sc, net, ideal=frozenset())      # parameter counts only: the real chunks
     pl = net.placement
     hbm = sc.hardware.gpu.hbm_GBps * 1e9
     worst, sent_max, avg = 0.0, [0.0] * len(BOUNDARY_NAMES), 0.0

@@ -165,7 +165,7 @@ def _price(sc: Scenario, inner: Scenario) -> _Priced:
     ZeRO-3, whose GPUs keep their shard)."""
     sy = sc.training.sync
     net, inner_net = Network(sc), Network(inner)
-    b = IterationBuilder(sc, net)
+    b = IterationBuilder(sc, net, ideal=frozenset())      # parameter counts only: the real chunks
     D, dc_gpus = sc.cluster.datacenters, sc.cluster.gpus // sc.cluster.datacenters
     per = dict.fromkeys(BOUNDARY_NAMES, 0.0)
     wan = sync = frag = cross = most = 0.0

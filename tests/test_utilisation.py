@@ -19,6 +19,13 @@ SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 TOL = 1e-9
 
 
+def _replaced(sc) -> bool:
+    """Scenarios whose result is built around another scheduled run: a window of inner steps,
+    gossip or parameter-server replicas, failed nodes."""
+    return (sc.training.sync.windowed or sc.parallelism.dp_kind != "allreduce"
+            or sc.cluster.faults.failed_nodes > 0)
+
+
 def _check(sc) -> None:
     """Utilisation is within [0, 1] and equals the bytes the tasks moved — each class's per-GPU
     bytes (what the traffic view shows) times the GPUs that behave like it — over the capacity."""
@@ -40,6 +47,11 @@ def _check(sc) -> None:
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
 def test_shipped_scenarios_never_load_a_tier_beyond_capacity(path):
     sc = load(path)
+    if _replaced(sc):
+        # The iteration is not one scheduled run of sc (explorer/lowcomm, faults.py): the amortised
+        # utilisation is checked against the JSON bytes below, and stays within capacity.
+        assert all(0.0 <= u <= 1.0 + TOL for u in simulate(sc).utilisation.values())
+        return
     _check(sc)
     j = simulate(sc).to_json_dict()
     assert j["utilisation"] == j["tier_utilisation"]
@@ -101,5 +113,6 @@ def test_json_utilisation_equals_the_json_bytes_by_tier(path):
     for bd in net.fabric.boundaries:
         sent = sum(j["comm_bytes_by_tier"][d][bd.name] for d in j["comm_bytes_by_tier"]) * sc.gpus
         domains = max(sc.gpus / bd.domain_gpus, 1)
-        assert j["utilisation"][bd.name] * domains * bd.capacity_Bps * j["iteration_time_s"] == \
+        # Per step (amortised over a window of inner steps; the iteration otherwise).
+        assert j["utilisation"][bd.name] * domains * bd.capacity_Bps * j["time_per_step_s"] == \
             pytest.approx(sent, rel=1e-9, abs=1e-6)

@@ -91,7 +91,9 @@ def estimate(sc: Scenario) -> WorkEstimate:
     dp_group = sc.dp * par.cp
     dims = (1 if dp_group > 1 else 0) + (1 if sc.model.is_moe and dp_group // par.ep > 1 else 0)
     ops = {0: 1, 1: 2, 2: 2, 3: 0}[par.zero]
-    dp_tasks = p * chunks * dims * ops * MAX_BUCKET_TASKS
+    # A compressed reduction adds an encode and a decode task per bucket task (dp_buckets.dp_tasks).
+    coded = 3 if sc.communication.compression.active and par.zero in (0, 1, 2) else 1
+    dp_tasks = p * chunks * dims * ops * MAX_BUCKET_TASKS * coded
     fsdp = p * passes if par.zero == 3 and dims else 0
     tasks = p * compute + pp_tasks + dp_tasks + fsdp + p          # + one optimizer step per stage
 

@@ -40,7 +40,7 @@ from ..config.schema import ScenarioError
 from ..network import Network
 from ..taskgraph.builder import IterationBuilder
 from ..topology import BOUNDARY_NAMES
-from .window import sent_per_boundary
+from .window import amortised_utilisation, sent_per_boundary
 
 if TYPE_CHECKING:
     from ..scenario import Scenario
@@ -214,6 +214,7 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
         story = (f"DP takes {breakdown['dp'] / T:.1%} of the iteration: {what} adds {x.exposed_s:.3g} s "
                  f"to the replica's {x.step_s:.3g} s step.")
     return replace(rep, scenario=sc, iteration_time_s=T, bottleneck=story,
+                   utilisation=amortised_utilisation(sc, by_tier, T),
                    tokens_per_s=rep.tokens_per_s * sc.dp * slow,
                    tflops_per_gpu=rep.tflops_per_gpu * slow, mfu=rep.mfu * slow,
                    mfu_fp8_peak=None if rep.mfu_fp8_peak is None else rep.mfu_fp8_peak * slow,

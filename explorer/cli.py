@@ -106,12 +106,13 @@ def summary_text(res) -> str:
         f"  {gpu_summary(sc)} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · "
         f"ep {p.ep} · "
         f"vpp {p.vpp} · {p.schedule} · ZeRO {p.zero} · {sc.micro_batches} micro-batches",
-        f"  stage layers: {', '.join(map(str, res.stage_layers))}",
+        f"  stage layers: {', '.join(map(str, res.stage_layers))}"
+        + ("" if sc.model.conv is None else f"  (residual blocks of a {sc.model.conv.label})"),
         "",
         f"  iteration time   {_fmt_s(res.iteration_time_s)}"
         + ("" if res.sync_window is None else f"  (inner step; {_fmt_s(res.time_per_step_s)} per step "
                                               "with synchronisation)"),
-        f"  tokens/s         {res.tokens_per_s:,.0f}",
+        f"  {sc.model.samples + '/s':<17}{res.tokens_per_s:,.0f}",
         f"  TFLOP/s per GPU  {res.tflops_per_gpu:.1f}  (hardware FLOPs, recompute included)",
         f"  MFU              {res.mfu:.1%}",
         f"  bubble           {res.bubble_fraction:.1%}",

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import convnet_arch
 from .config.compression import Compression
 from .config.sections import Model
 
@@ -60,6 +61,13 @@ class Plan:
 def powersgd_factor(m: Model, tp: int, rank: int) -> float:
     """(P + Q elements) / (gradient elements) of one layer's weight matrices, each m x n cut by tp:
     r (m + n) / (m n) summed over QKV, the output projection and the MLP (Vogels et al. 2019)."""
+    if m.conv is not None:
+        # A ResNet (explorer/convnet_arch.py): each kernel reshaped to a matrix; the batch-norm
+        # vectors and biases are sent uncompressed (PowerSGD all-reduces rank-1 tensors as they are).
+        c = m.conv
+        net = convnet_arch.build(c.depth, c.image_size, c.frames, c.width, c.classes)
+        mats = sum(min(rank * (a + b), a * b) for a, b in net.matrices)
+        return min(1.0, (mats + net.params - sum(a * b for a, b in net.matrices)) / net.params)
     h, f = m.hidden, m.ffn_hidden
     kv = (m.kv_heads or m.heads) * (h // m.heads)
     mats = 3 if m.ffn_kind == "swiglu" else 2

@@ -53,6 +53,7 @@ from dataclasses import replace
 from functools import cache
 from itertools import product
 
+from . import convnet
 from .config.hetero_rules import dp_across
 from .config.loading import DEFAULT_SMS
 from .config.presets import gpu_presets
@@ -94,6 +95,9 @@ def layer_seconds(sc: Scenario) -> float:
     """Training seconds (forward + both backward halves) of one dense layer on ``sc``'s GPU: the
     yardstick of a GPU's speed for this model."""
     cm = ComputeModel.for_scenario(sc)
+    if sc.model.conv is not None:       # a ResNet's blocks differ: the average block
+        blocks = convnet.block_costs(sc)
+        return sum(cm.time(w) for b in blocks for w in _passes(b)) / len(blocks)
     return sum(cm.time(w) for w in _passes(layer_cost(sc, moe_layer=False)))
 
 

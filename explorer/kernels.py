@@ -79,15 +79,40 @@ def dtype_peak_tflops(gpu: GPU, dtype: str) -> float:
     return gpu.peak_tflops
 
 
-def _math_seconds(m: float, n: float, k: float, group: float, sms: int, sm_rate: float) -> float:
-    """Wave- and tile-quantized time of the main loop, best tile (User's Guide Sec. 3.1-3.2)."""
+# Split-K (cuBLAS and CUTLASS split-K / "parallel reduction" kernels; Osama et al., Stream-K,
+# PPoPP 2023, Sec. 2): when the output has fewer tiles than the GPU has SMs, the k dimension is
+# cut into slices computed by separate thread blocks whose fp32 partial tiles are then summed.
+# A slice is at least SPLIT_K_MIN_DEPTH deep (a few k-iterations of the main loop's pipeline);
+# the partials cost a write and a read of an fp32 m x n per slice at HBM bandwidth.  Libraries
+# split only reductions far deeper than the output is wide: every slice stays at least
+# SPLIT_K_MIN_RATIO x max(m, n) deep (so the split grows with k and shrinks as the output widens,
+# keeping efficiency monotone in each dimension).  That splits the weight gradients of
+# convolutions (C_in*k*k x C_out reduced over batch x positions, which cuDNN's wgrad kernels
+# parallelise; Chetlur et al., arXiv 1410.0759), not DeepGEMM's small-M GEMMs (k about 3x n),
+# which its published rows show unsplit (gemm_benchmarks.csv).
+SPLIT_K_MIN_DEPTH = 256
+SPLIT_K_MIN_RATIO = 16
+SPLIT_K_PARTIAL_BYTES = 2 * 4
+
+
+def _math_seconds(m: float, n: float, k: float, group: float, sms: int, sm_rate: float,
+                  hbm: float = float("inf")) -> float:
+    """Wave- and tile-quantized time of the main loop, best tile (User's Guide Sec. 3.1-3.2), and
+    for an output of fewer tiles than SMs the best split-K, partial sums included."""
     best = float("inf")
+    most = k / (SPLIT_K_MIN_RATIO * max(m, n))          # slices allowed by the depth rule
     for tm, tn in TILES:
         tiles = group * ceil(m / tm) * ceil(n / tn)
-        full = tiles / sms
-        waves = full + WAVE_TAIL_EXPOSED * (ceil(full) - full)
         reuse = (tm * tn / (tm + tn) / _BIG) ** TILE_REUSE_EXPONENT
-        best = min(best, waves * 2.0 * tm * tn * k / (sm_rate * reuse))
+        split = 1
+        while True:
+            full = tiles * split / sms
+            waves = full + WAVE_TAIL_EXPOSED * (ceil(full) - full)
+            partials = SPLIT_K_PARTIAL_BYTES * split * group * m * n / hbm if split > 1 else 0.0
+            best = min(best, waves * 2.0 * tm * tn * ceil(k / split) / (sm_rate * reuse) + partials)
+            if tiles * split * 2 > sms or k / (split * 2) < SPLIT_K_MIN_DEPTH or split * 2 > most:
+                break
+            split *= 2
     return best
 
 
@@ -103,7 +128,7 @@ def gemm_seconds(m: float, n: float, k: float, dtype: str, gpu: GPU, large_effic
     sms = gpu.sms or DEFAULT_SMS
     peak = dtype_peak_tflops(gpu, dtype) * 1e12
     hbm = gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY
-    math = _math_seconds(m, n, k, g, sms, peak * large_efficiency / sms)
+    math = _math_seconds(m, n, k, g, sms, peak * large_efficiency / sms, hbm)
     out = g * m * n * (ACCUMULATE_FP32_BYTES if accumulate_fp32 else OUT_BYTES[dtype]) / hbm
     memory = g * (m * k + k * n) * BYTES[dtype] / hbm + out
     return (max(math, memory) + EPILOGUE_EXPOSED * out + LAUNCH_SECONDS) / g

@@ -139,7 +139,7 @@ def mlp_gemms(tokens: float, h: float, f: float, mats: int, tp: int, count: floa
     return (Gemm(tokens, (mats - 1) * f / tp, h, count), Gemm(tokens, h, f / tp, count))
 
 
-class _Timer:
+class GemmTimer:
     """Times GEMM lists on the scenario's GPU, in the dtype each GEMM runs in."""
 
     def __init__(self, sc: Scenario) -> None:
@@ -186,7 +186,7 @@ class _Timer:
                 Work(2 * model, attention_seconds(bwd_exec, self.gpu, eff, True, flash, head_dim, seq)))
 
 
-def _op_sac_recompute(sc: Scenario, timer: _Timer, blk: AttentionBlock, dense_gemms: list[Gemm],
+def _op_sac_recompute(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, dense_gemms: list[Gemm],
                       tokens: float, elementwise_fwd: float) -> Work:
     """Forward work torchtitan's op-level selective AC repeats (FrameworkProfile.selective_policy
     "every-other-matmul"): the 2nd, 4th, 6th... matmul of the layer in its module order — wq, wk,
@@ -204,7 +204,7 @@ def _op_sac_recompute(sc: Scenario, timer: _Timer, blk: AttentionBlock, dense_ge
     return timer.passes(recomputed)[0] + stream
 
 
-def _selective_recompute(sc: Scenario, timer: _Timer, blk: AttentionBlock, attn_core: Work, tokens: float,
+def _selective_recompute(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, attn_core: Work, tokens: float,
                          mats: int, moe_layer: bool, e: float, sp: bool) -> Work:
     """Forward work that ``training.recompute_modules`` repeats in the backward (Megatron-Core's
     recompute_modules; DeepSeek-V3 report Sec. 3.2.3): the attention core; the two norms (read and
@@ -230,7 +230,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     """Cost of one (dense or MoE) transformer layer for one micro-batch on one GPU."""
     m, p, tr = sc.model, sc.parallelism, sc.training
     t, cp = p.tp, p.cp
-    timer = _Timer(sc)
+    timer = GemmTimer(sc)
     e = BYTES_PER_ELEMENT[timer.base]             # activations stay in the bf16 (or fp16/fp32) dtype
     b, s, h, a = tr.micro_batch, m.seq_len, m.hidden, m.heads
     # Tokens of one pipeline unit on this GPU: the sequence shard (cp), cut into token slices
@@ -326,7 +326,7 @@ def logits_cost(sc: Scenario) -> EdgeCost:
     ``mtp_depth`` modules adds a 2h -> h projection and another pass through the shared output head
     (its transformer block is priced as an extra layer of the last stage, explorer/taskgraph)."""
     m, p, tr = sc.model, sc.parallelism, sc.training
-    timer = _Timer(sc)
+    timer = GemmTimer(sc)
     tokens = tr.micro_batch * m.seq_len / p.cp / p.token_slices
     heads = 1 + m.mtp_depth
     gemms = [Gemm(tokens, m.vocab / p.tp, m.hidden, heads, fp8=False)]

@@ -200,12 +200,17 @@ def test_every_model_preset_on_every_scenario(preset):
         found = page_problems(at, f"{preset}: model.preset = {name}")
         problems += found
         if not found:
-            # The preset's dimensions reached the controls.
-            layers = at.sidebar.number_input(key="model.layers").value
-            expected = model_presets()[name]["layers"]
-            if layers != expected:
-                problems.append(f"{preset}: model.preset = {name} left model.layers at {layers}, "
-                                f"not {expected}")
+            # The preset's dimensions reached the controls (a ResNet's depth; its transformer
+            # fields are derived and not shown).
+            conv = model_presets()[name].get("conv")
+            if conv is not None:
+                got, expected, what = (at.sidebar.selectbox(key="model.conv.depth").value, conv["depth"],
+                                       "model.conv.depth")
+            else:
+                got, expected, what = (at.sidebar.number_input(key="model.layers").value,
+                                       model_presets()[name]["layers"], "model.layers")
+            if got != expected:
+                problems.append(f"{preset}: model.preset = {name} left {what} at {got}, not {expected}")
     assert not problems, "\n".join(problems)
 
 

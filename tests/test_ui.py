@@ -174,3 +174,27 @@ def test_named_datacenters_open_and_stay_named():
     assert seconds(at) == pytest.approx(simulate(load(ROOT / "scenarios" / "two-datacenters.yaml"))
                                         .iteration_time_s, rel=1e-3)
     assert "east" in (qp(at, "cluster.datacenters") or "")
+
+
+def test_a_resnet_scenario_shows_its_own_controls_and_its_link_reproduces_it():
+    """A convolutional network (model.conv): the sidebar offers its depth, image size, frames and
+    classes instead of the transformer's fields (derived, summarised in a caption); the card
+    counts images; a deeper ResNet takes longer and the address bar reproduces it."""
+    at = run_app(scenario="resnet50-cloud-dp")
+    shows_result_or_one_line_reason(at)
+    assert not at.error, [e.value for e in at.error]
+    keys = {w.key for w in at.sidebar.number_input} | {w.key for w in at.sidebar.selectbox}
+    assert {"model.conv.depth", "model.conv.image_size", "model.conv.frames", "model.conv.classes"} <= keys
+    assert not keys & {"model.layers", "model.hidden", "model.heads", "model.seq_len", "model.vocab"}
+    assert any("16 residual blocks" in c.value for c in at.sidebar.caption)
+    assert any(m.label == "Images/s" for m in at.metric)
+    before = seconds(at)
+    at.sidebar.selectbox(key="model.conv.depth").set_value(101).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert seconds(at) > before
+    assert at.query_params["model.conv.depth"] in ("101", ["101"])
+    assert seconds(at) == pytest.approx(link_result(at), rel=2e-3)
+    # Back to a transformer preset: its controls return and the conv section is gone.
+    at.sidebar.selectbox(key="model.preset").set_value("llama3-8b").run()
+    assert not at.exception
+    assert "model.layers" in {w.key for w in at.sidebar.number_input}

@@ -615,6 +615,15 @@ _MIXTRAL = {"model.preset": "mixtral-8x7b"}
 RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
     "rule_gpu_count": [({"cluster.nodes": MAX_GPUS // 8 + 1}, "cluster.nodes")],
     "rule_degrees_fill_cluster": [({"parallelism.dp": 3}, "parallelism.dp")],
+    "rule_conv_trains_data_parallel": [
+        ({"model": {"preset": "resnet-50"}}, "parallelism.tp"),
+        ({"model": {"preset": "resnet-50"}, "parallelism": {"tp": 1, "pp": 1, "dp": 16},
+          "training.recompute": "full"}, "training.recompute"),
+        ({"model": {"preset": "resnet-50"}, "parallelism": {"tp": 1, "pp": 1, "dp": 16},
+          "training.dtype": "fp8"}, "training.dtype"),
+        ({"model": {"preset": "resnet-50", "mtp_depth": 1}, "parallelism": {"tp": 1, "pp": 1, "dp": 16}},
+         "model.mtp_depth"),
+    ],
     "rule_tp_divides_heads": [({"model": {"layers": 4, "hidden": 768, "heads": 12},
                                "parallelism": {"tp": 8, "pp": 1, "dp": 2}}, "parallelism.tp")],
     "rule_kv_heads_divide_heads": [({"model.kv_heads": 5}, "model.kv_heads")],

@@ -32,7 +32,7 @@ def _valid(f: dataclasses.Field) -> str:
     if "valid" in m:                      # a structured field says what it takes in words
         return m["valid"]
     if "choices" in m:
-        return " \\| ".join(m["choices"])
+        return " \\| ".join(map(str, m["choices"]))
     if "min" in m or "gt" in m or "max" in m:
         lo = _number(m["min"]) if "min" in m else f"> {_number(m['gt'])}"
         return f"{lo} .. {_number(m['max'])}" if "max" in m else f"≥ {lo}"

@@ -32,9 +32,11 @@ from typing import Any
 
 import yaml
 
+from .. import convnet_arch
 from ..frameworks import profile
 from .datacenters import resolve_scale_across
 from .inputs import MAX_BYTES, parse_document
+from .model_parts import Conv
 from .overrides import apply_overrides
 from .presets import DEFAULT_GPU, gpu_presets, preset, resolved_scale_out
 from .rules import validate
@@ -51,6 +53,11 @@ FALLBACK_SCALE_UP_GBPS = 300.0
 DEFAULT_SMS = 132
 # SMs that communication kernels hold while they overlap compute, when the scenario gives none.
 DEFAULT_COMM_SMS = 0
+# The transformer fields a convolutional network (model.conv) derives, and what they become: a
+# sample is one image or clip (seq_len 1), layers are its residual blocks, hidden the channels of
+# its last feature map (the classifier's input), vocab its classes; no dropout, nothing tied.
+CONV_DERIVED = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len", "vocab", "dropout",
+                "tied_embeddings")
 
 
 def resolve_presets(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -62,10 +69,13 @@ def resolve_presets(raw: Mapping[str, Any]) -> dict[str, Any]:
     model = raw.get("model")
     if isinstance(model, dict) and model.get("preset") is not None:
         base = preset("models", model["preset"], "model.preset")
-        moe = model.get("moe")
-        if isinstance(moe, dict) and isinstance(base.get("moe"), dict):
-            model = {**model, "moe": {**base["moe"], **moe}}
+        for part in ("moe", "conv"):
+            given = model.get(part)
+            if isinstance(given, dict) and isinstance(base.get(part), dict):
+                model = {**model, part: {**base[part], **given}}
         raw["model"] = {**base, **model}
+    if isinstance(raw.get("model"), dict):
+        raw["model"] = derive_conv(raw["model"])
     hw = raw.get("hardware")
     if isinstance(hw, dict):
         gpu = hw.get("gpu")
@@ -77,6 +87,24 @@ def resolve_presets(raw: Mapping[str, Any]) -> dict[str, Any]:
     elif hw is None:
         raw["hardware"] = {"gpu": {**preset("gpus", DEFAULT_GPU, "hardware.gpu"), "preset": DEFAULT_GPU}}
     return raw
+
+
+def derive_conv(model: dict[str, Any]) -> dict[str, Any]:
+    """``model`` with the fields a convolutional network derives (CONV_DERIVED) filled in from
+    ``model.conv``; a given one that disagrees is refused, naming it.  Unchanged without a conv
+    section, or when its values are not yet valid (building the section then says why)."""
+    conv = model.get("conv")
+    if not isinstance(conv, dict):
+        return model
+    c = build(Conv, conv, "model.conv")       # a bad conv field is reported as itself, first
+    net = convnet_arch.build(c.depth, c.image_size, c.frames, c.width, c.classes)
+    derived = dict(zip(CONV_DERIVED, (len(net.blocks), net.features, 1, 1, net.features, 1, net.classes,
+                                      False, False), strict=True))
+    for k, v in derived.items():
+        if model.get(k) is not None and model[k] != v:
+            raise ScenarioError(f"model.{k}", f"{model[k]!r} does not match model.conv (a ResNet-{net.depth} "
+                                              f"gives {v!r}); leave it out, it is derived from model.conv")
+    return {**model, **derived}
 
 
 def fill_defaults(sc: Scenario) -> Scenario:
@@ -159,6 +187,8 @@ def to_dict(sc: Scenario) -> dict[str, Any]:
     """A plain mapping that :func:`from_dict` turns back into an equal scenario (a preset GPU
     that nobody changed is written as its name)."""
     out = dump(sc)
+    if sc.model.conv is not None:            # derived again at load (derive_conv)
+        out["model"] = {k: v for k, v in out["model"].items() if k not in CONV_DERIVED}
     c = sc.cluster
     if c.datacenter_names:      # the list form, as written (its total is cluster.nodes)
         gpus = c.datacenter_gpus

@@ -46,3 +46,31 @@ class MLA:
     qk_rope_head_dim: int = field(default=64, metadata={"min": 0, "max": 65536,
                                                         "doc": "per-head decoupled rope dimension"})
     v_head_dim: int = field(default=128, metadata={"min": 1, "max": 65536, "doc": "per-head value dimension"})
+
+
+@dataclass(frozen=True)
+class Conv:
+    """A residual convolutional network instead of a transformer (explorer/convnet_arch.py):
+    ResNet-18 to -152 on images (He et al. 2016, v1.5 strides), or the SlowOnly 3D ResNet on
+    video clips when ``frames`` > 1 (Feichtenhofer et al. 2019).  A sample is one image or clip;
+    the loader derives the transformer fields from it (layers = residual blocks, hidden = the last
+    feature map's channels, vocab = classes, seq_len 1)."""
+
+    depth: int = field(default=50, metadata={"choices": (18, 34, 50, 101, 152),
+                                             "doc": "ResNet depth (layers with weights)"})
+    image_size: int = field(default=224, metadata={"min": 32, "max": 4096,
+                                                   "doc": "input height and width in pixels"})
+    frames: int = field(default=1, metadata={"min": 1, "max": 1024,
+                                             "doc": "frames per clip: 1 = images (ResNet), more = a video "
+                                                    "model (SlowOnly: res4/res5 conv1 3x1x1)"})
+    width: int = field(default=64, metadata={
+        "min": 8, "max": 4096, "doc": "channels of the stem and the first stage (64 in ResNet)"})
+    classes: int = field(default=1000, metadata={
+        "min": 1, "max": 1_000_000, "doc": "classifier outputs (ImageNet 1000, Kinetics-400 400)"})
+
+    @property
+    def label(self) -> str:
+        """The network's name: "ResNet-50", or "SlowOnly ResNet-50 (8 frames)" for a video model."""
+        if self.frames > 1:
+            return f"SlowOnly ResNet-{self.depth} ({self.frames} frames)"
+        return f"ResNet-{self.depth}"

@@ -51,6 +51,29 @@ def rule_degrees_fill_cluster(sc: Scenario) -> None:
                             f"{gpus} GPUs; {fix}")
 
 
+def rule_conv_trains_data_parallel(sc: Scenario) -> None:
+    """A convolutional network (model.conv) trains data-parallel (ZeRO/FSDP allowed): its layer
+    table has no heads to split, no stages are modelled for it, no sequence to shard, no experts,
+    no recomputation or FP8 recipe (explorer/convnet.py)."""
+    m, p, tr = sc.model, sc.parallelism, sc.training
+    if m.conv is None:
+        return
+    why = "a convolutional network (model.conv) trains data-parallel here"
+    for dim in ("tp", "pp", "cp", "ep", "token_slices"):
+        if getattr(p, dim) != 1:
+            raise ScenarioError(f"parallelism.{dim}", f"{getattr(p, dim)}: {why}; set it to 1 "
+                                                      "(dp and ZeRO/FSDP are the levers)")
+    for part, value, ok in (("moe", m.moe, None), ("mla", m.mla, None), ("mtp_depth", m.mtp_depth, 0)):
+        if value != ok and not (part == "moe" and not m.is_moe):
+            raise ScenarioError(f"model.{part}", f"is a transformer part; {why} without it (remove it)")
+    if tr.recompute != "none":
+        raise ScenarioError("training.recompute", f"{tr.recompute!r}: recomputing convolutional blocks is "
+                                                  "not modelled; use none")
+    if tr.dtype == "fp8":
+        raise ScenarioError("training.dtype", "'fp8': convolutional networks train in fp16/bf16 mixed "
+                                              "precision or fp32 (TF32) here; use bf16, fp16 or fp32")
+
+
 def rule_tp_divides_heads(sc: Scenario) -> None:
     """Tensor parallelism splits the attention heads evenly."""
     m, tp = sc.model, sc.parallelism.tp
@@ -229,7 +252,8 @@ def rule_work_budget(sc: Scenario) -> None:
 
 
 RULES: tuple[Rule, ...] = (
-    rule_gpu_count, rule_degrees_fill_cluster, rule_tp_divides_heads, rule_kv_heads_divide_heads,
+    rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_tp_divides_heads,
+    rule_kv_heads_divide_heads,
     rule_tp_and_kv_heads_divide, rule_layers_fill_chunks, rule_dp_priority_needs_flushing_schedule,
     rule_batch_divides,
     rule_schedule,                 # after the batch rule: the registry's rules count whole micro-batches

@@ -10,7 +10,7 @@ Recognised metadata keys:
 ``min`` / ``max``        inclusive numeric bounds
 ``gt``                   exclusive lower bound
 ``why``                  the physical reason for the bounds, quoted in the error message
-``choices``              allowed string values
+``choices``              allowed values (strings, or integers such as a ResNet's depth)
 ``required``             the key must be given (its default is a placeholder)
 ``derived``              filled by the loader, never by the user (not listed as a valid key)
 ``doc``                  one-line description (used by the README reference and app help)
@@ -136,6 +136,8 @@ def convert_scalar(value: Any, tp: Any, path: str, meta: Mapping[str, Any]) -> A
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ScenarioError(path, f"{_describe(value)} is not an integer")
+        if "choices" in meta and value not in meta["choices"]:
+            raise ScenarioError(path, f"{value} is not one of {', '.join(map(str, meta['choices']))}")
     elif tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ScenarioError(path, f"{_describe(value)} is not a number")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ..schedules import registry
 from .compression import Compression
 from .faults import Faults
-from .model_parts import MLA, MoE
+from .model_parts import MLA, Conv, MoE
 from .stragglers import Stragglers
 from .sync import DP_KINDS, Sync
 from .wan import ScaleAcross
@@ -41,7 +41,9 @@ SCHEDULES = registry.names()    # the pipeline schedules the registry describes 
 
 @dataclass(frozen=True)
 class Model:
-    """The transformer: shape, vocabulary, sequence length and optional MoE layers."""
+    """The network: a transformer (shape, vocabulary, sequence length, optional MoE layers and
+    MLA) or, with ``conv``, a residual convolutional network whose transformer fields the loader
+    derives (layers = blocks, hidden = last channels, vocab = classes, seq_len 1 sample)."""
 
     preset: str | None = field(default=None, metadata={
         "doc": "start from a named model (explorer/data/models.yaml)"})
@@ -72,11 +74,22 @@ class Model:
         "min": 0, "max": 16, "doc": "multi-token prediction modules after the last layer (DeepSeek-V3: 1)"})
     dropout: bool = field(default=True, metadata={
         "doc": "attention and hidden dropout (GPT-3, Megatron); Llama and DeepSeek train without"})
+    conv: Conv | None = field(default=None, metadata={
+        "doc": "a convolutional network (ResNet, SlowOnly video ResNet) instead of a transformer; "
+               "absent = a transformer"})
 
     @property
     def is_moe(self) -> bool:
         """Whether tokens are routed to experts (some experts and a top_k)."""
         return self.moe is not None and self.moe.experts > 0 and self.moe.top_k > 0
+
+    @property
+    def samples(self) -> str:
+        """What one sequence of the batch is, plural, for labels: tokens are counted per second for
+        a transformer; a convolutional network counts images (or clips of a video model)."""
+        if self.conv is None:
+            return "tokens"
+        return "clips" if self.conv.frames > 1 else "images"
 
     @property
     def moe_layers(self) -> int:

@@ -76,9 +76,11 @@ def needs_simulation(sc: Scenario) -> bool:
     """Rows the estimator leaves to the simulation, exact by construction: replicas that differ
     (stragglers, datacenters of different GPUs or sizes: explorer/replicas.py, hetero.py), replicas
     that train apart or gossip (explorer/lowcomm), compressed gradients (explorer/compression.py)
-    and faults (explorer/faults.py, degraded NICs in network.py),
+    faults (explorer/faults.py, degraded NICs in network.py) and convolutional networks, whose
+    blocks differ (explorer/convnet.py),
     whose pricing the estimator's memoised tables do not key on."""
-    return (sc.cluster.stragglers.active or sc.cluster.heterogeneous or sc.training.sync.windowed
+    return (sc.model.conv is not None or sc.cluster.stragglers.active or sc.cluster.heterogeneous
+            or sc.training.sync.windowed
             or sc.parallelism.dp_kind != "allreduce" or sc.communication.compression.active
             or sc.cluster.faults.failed_nodes > 0 or sc.cluster.faults.degraded)
 

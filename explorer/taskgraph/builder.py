@@ -19,6 +19,7 @@ import copy
 from dataclasses import dataclass
 from itertools import accumulate
 
+from .. import convnet
 from ..engine import Task, TaskGraph
 from ..frameworks import profile as framework_profile
 from ..hardware import ComputeModel
@@ -76,10 +77,16 @@ class IterationBuilder:
         # Schedules that never flush simulate several iterations back to back (registry).
         self.m_sim = self.m * self.schedule.iterations_simulated
         self.layout: Layout = layout_for(self.schedule, self.p, self.v)
-        self.dense = layer_cost(sc, moe_layer=False)
-        self.moe = layer_cost(sc, moe_layer=True) if sc.model.is_moe else None
-        self.emb = embedding_cost(sc)
-        self.logits = logits_cost(sc)
+        self.blocks: tuple[LayerCost, ...] = ()
+        if sc.model.conv is not None:          # a ResNet: every block its own cost
+            self.blocks = convnet.block_costs(sc)
+            self.dense, self.moe = self.blocks[0], None
+            self.emb, self.logits = convnet.stem_cost(sc), convnet.head_cost(sc)
+        else:
+            self.dense = layer_cost(sc, moe_layer=False)
+            self.moe = layer_cost(sc, moe_layer=True) if sc.model.is_moe else None
+            self.emb = embedding_cost(sc)
+            self.logits = logits_cost(sc)
         # Tied input/output embeddings (model.tied_embeddings): when one GPU holds both the
         # embedding chunk and the output-layer chunk (pp 1, or DualPipe whose edge ranks hold
         # both ends) the shared matrix exists once on it.  On different stages each keeps a copy
@@ -87,7 +94,7 @@ class IterationBuilder:
         tied = sc.model.tied_embeddings and (self.p == 1 or self.schedule.two_directions)
         self.layer_counts = self._split()
         ctx = ChunkContext(sc, self.net, self.cm, self.ideal, self.dense, self.moe, self.emb, self.logits,
-                           self.p * self.v, tied)
+                           self.p * self.v, tied, self.blocks)
         starts = [0, *accumulate(self.layer_counts)]
         self.chunks = [chunk_work(ctx, gc, gc % self.p, starts[gc], n)
                        for gc, n in enumerate(self.layer_counts)]
@@ -136,6 +143,8 @@ class IterationBuilder:
         dense_t = self._train_time(self.dense)
         moe_t = self._train_time(self.moe) if self.moe else dense_t
         costs = [moe_t if m.is_moe and i >= m.moe.dense_layers else dense_t for i in range(m.layers)]
+        if self.blocks:
+            costs = [self._train_time(b) for b in self.blocks]
         stages = None if self.schedule.two_directions else self.p
         return choose_split(None, costs, self.p * self.v, stages, self._train_time(self.emb),
                             self._train_time(self.logits))

@@ -60,6 +60,20 @@ class ChunkWork:
     flops_b: float = 0.0
     flops_w: float = 0.0
     link_calls: tuple[LinkCall, ...] = ()           # TP/EP/CP/ZeRO-3 calls per pipeline unit, as priced
+    # When the chunk's gradients are ready during its backward: (fraction of the backward's time,
+    # fraction of the chunk's parameters whose gradients exist by then), cumulative, in backward
+    # order.  Empty: in proportion (a transformer's equal layers); a ResNet's blocks differ.
+    grad_curve: tuple[tuple[float, float], ...] = ()
+
+    def ready_fraction(self, share: float) -> float:
+        """Fraction of the chunk's backward after which ``share`` of its parameters have their
+        gradients (a DP bucket of the first ``share`` in backward order is ready then)."""
+        if not self.grad_curve:
+            return share
+        for t, p in self.grad_curve:
+            if p >= share - 1e-12:
+                return t
+        return 1.0
 
     def pass_fields(self, kind: str) -> tuple[float, Parts]:
         """FLOPs of one pass of this chunk (F, B full, Bi input gradients only, W) and the
@@ -160,20 +174,27 @@ def chunk_work(ctx: ChunkContext, gc: int, stage: int, first_layer: int, layers:
     m = ctx.sc.model
     n_moe = sum(1 for i in range(first_layer, first_layer + layers) if m.is_moe and i >= m.moe.dense_layers)
     kinds = [(ctx.dense, layers - n_moe)] + ([(ctx.moe, n_moe)] if n_moe else [])
+    if ctx.blocks:                     # a ResNet's blocks, each its own cost
+        kinds = [(ctx.blocks[i], 1) for i in range(first_layer, first_layer + layers)]
     a = _Acc()
     lf: Parts = ()
     lb: Parts = ()
+    steps: list[tuple[float, float]] = []      # (backward seconds, parameters) per layer, forward order
     for lc, count in kinds:
         if count:
             lp = _add_layers(ctx, a, lc, count, stage)
             lf, lb = lp.fwd, lp.bwd
+            steps.append((count * sum(v for _, v in lp.bwd), count * lc.params))
+    if ctx.blocks:                     # the drawing template: the chunk's average block
+        lf, lb = (tuple((k, v / max(layers, 1)) for k, v in sum_parts(*acc)) for acc in (a.fwd, a.bwd))
     if m.mtp_depth and gc == ctx.chunks - 1 and "edges" not in ctx.ideal:
         # Multi-token prediction (DeepSeek-V3 Sec. 2.2): each module's transformer block, of the
         # kind of the model's last layer, runs after the main model on the last stage (its
         # projection and output head are in ctx.logits).
         last = ctx.moe if ctx.moe is not None and m.moe_layers else ctx.dense
         _add_layers(ctx, a, last, m.mtp_depth, stage)
-    for edge, here in ((ctx.emb, gc == 0), (ctx.logits, gc == ctx.chunks - 1)):
+    edges: list[tuple[float, float]] = [(0.0, 0.0), (0.0, 0.0)]     # stem, head (backward s, params)
+    for i, (edge, here) in enumerate(((ctx.emb, gc == 0), (ctx.logits, gc == ctx.chunks - 1))):
         if not here or "edges" in ctx.ideal:
             continue
         if edge is ctx.logits and ctx.tied_same_gpu:
@@ -181,11 +202,27 @@ def chunk_work(ctx: ChunkContext, gc: int, stage: int, first_layer: int, layers:
             # held, reduced and updated once (counted with the embedding on chunk 0).
             edge = replace(edge, params=0.0)
         _add_edge(ctx, a, edge, stage)
+        edges[i] = (ctx.cm.time(edge.bwd_input) + ctx.cm.time(edge.bwd_weight), edge.params)
+    curve = _grad_curve([edges[1], *reversed(steps), edges[0]]) if ctx.blocks else ()
     return ChunkWork(gc, layers, n_moe, sum_parts(*a.fwd), sum_parts(*a.bwd), lf, lb, a.hw, a.model, a.params,
                      a.eparams, a.act, a.tpb, a.cpb, a.epb, _calls(ctx, stage, a.layer_bytes),
                      (a.hid_f, a.hid_b),
                      a.fsdp_bytes, a.layer_bytes, sum_parts(*a.over_f), sum_parts(*a.over_b), a.fl_f, a.fl_b,
-                     a.fl_w, tuple(a.links))
+                     a.fl_w, tuple(a.links), curve)
+
+
+def _grad_curve(backward: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+    """ChunkWork.grad_curve from (seconds, parameters) of each part in backward order: a part's
+    gradients exist once its backward ends (PyTorch DDP's autograd hooks mark them ready then;
+    Li et al., VLDB 2020, Sec. 3.2.3)."""
+    total_t = sum(t for t, _ in backward) or 1.0
+    total_p = sum(p for _, p in backward) or 1.0
+    out, t_acc, p_acc = [], 0.0, 0.0
+    for t, p in backward:
+        t_acc += t
+        p_acc += p
+        out.append((t_acc / total_t, p_acc / total_p))
+    return tuple(out)
 
 
 def _calls(ctx: ChunkContext, stage: int, layer_bytes: float) -> dict:

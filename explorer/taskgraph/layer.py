@@ -46,6 +46,9 @@ class ChunkContext:
     logits: EdgeCost
     chunks: int                      # pp * vpp
     tied_same_gpu: bool              # tied embeddings held once (one GPU holds both ends)
+    # A convolutional network's blocks, each its own cost (explorer/convnet.py); empty for a
+    # transformer, whose layers are all ``dense`` or ``moe``.
+    blocks: tuple[LayerCost, ...] = ()
 
     @property
     def expert_load(self) -> float:

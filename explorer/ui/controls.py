@@ -77,6 +77,10 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("model.moe.skew", "MoE routing skew (Zipf exponent)", "float"),
         Control("model.mtp_depth", "Multi-token prediction modules", "int"),
         Control("model.dropout", "Dropout", "bool"),
+        Control("model.conv.depth", "ResNet depth", "choice"),
+        Control("model.conv.image_size", "Image size (pixels)", "int"),
+        Control("model.conv.frames", "Frames per clip (1 = images)", "int"),
+        Control("model.conv.classes", "Classes", "int"),
     ]),
     ("Batch & precision", [
         Control("training.global_batch", "Global batch (sequences)", "int"),
@@ -123,6 +127,10 @@ DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
 # Widgets that hold a scenario value (dp is derived from the others and only displayed).
 WIDGET_KEYS: list[str] = [c.key for c in CONTROLS if c.kind != "dp"]
 MODEL_KEYS: list[str] = [k for k in WIDGET_KEYS if k.startswith("model.") and k != "model.preset"]
+# A convolutional network's controls, and the transformer's (which a ResNet derives, so the
+# sidebar shows one set or the other: explorer/ui/state.conv_active).
+CONV_KEYS: frozenset[str] = frozenset(k for k in MODEL_KEYS if k.startswith("model.conv."))
+TRANSFORMER_KEYS: frozenset[str] = frozenset(k for k in MODEL_KEYS if k not in CONV_KEYS)
 ORDERS = ["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-cp-pp-dp", "tp-pp-cp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp",
           "tp-cp-dp-pp", "dp-tp-cp-pp", "pp-tp-cp-dp"]
 SECTION_OF_PREFIX = {"model": "Model", "training": "Batch & precision", "hardware": "GPUs & cluster",

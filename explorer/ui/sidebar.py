@@ -5,10 +5,19 @@ from typing import Any
 
 import streamlit as st
 
-from ..scenario import gpu_presets, model_presets
+from ..scenario import ScenarioError, from_dict, gpu_presets, model_presets
 from ..share import shipped_scenarios
-from .controls import ORDERS, SECTIONS, Control
-from .state import CUSTOM, FIELDS, on_model_preset_change, on_preset_change, on_source_change, preset_scenario
+from .controls import CONV_KEYS, ORDERS, SECTIONS, TRANSFORMER_KEYS, Control
+from .state import (
+    CUSTOM,
+    FIELDS,
+    conv_active,
+    current_raw,
+    on_model_preset_change,
+    on_preset_change,
+    on_source_change,
+    preset_scenario,
+)
 
 
 def render() -> dict[str, Any]:
@@ -34,6 +43,17 @@ def list_summary(value: list | tuple | dict) -> str:
     return f"{len(items)}: {', '.join(names)}" if names else f"{len(items)} items"
 
 
+def _conv_caption() -> str:
+    """What a convolutional network makes of the transformer's fields (derived at load)."""
+    try:
+        m = from_dict(current_raw()).model
+    except ScenarioError:
+        return "A convolutional network: its blocks, channels and classes follow from its depth."
+    return (f"A {m.conv.label}: {m.layers} residual blocks, {m.hidden} channels into a "
+            f"{m.vocab}-class classifier; the batch counts {m.samples}. Trains data-parallel "
+            "(tp, pp, cp, ep 1).")
+
+
 def _derived_dp() -> str:
     s = st.session_state
     denom = s["parallelism.tp"] * s["parallelism.pp"] * s["parallelism.cp"]
@@ -44,6 +64,10 @@ def _derived_dp() -> str:
 
 
 def _widget(c: Control) -> None:
+    if c.key in (TRANSFORMER_KEYS if conv_active() else CONV_KEYS):
+        if c.key == "model.layers":        # where the transformer's fields were: what they are now
+            st.caption(_conv_caption())
+        return
     field = FIELDS.get(c.key)
     meta = field.metadata if field is not None else {}
     help_ = meta.get("doc")

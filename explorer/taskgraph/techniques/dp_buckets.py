@@ -97,7 +97,8 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
             d = list(deps)
             if ready_task is not None:
                 done = sum(_per_task(buckets, tasks, i) for i in range(j + 1))
-                d.append((ready_task, done / buckets))
+                # In proportion for equal layers; a ResNet's gradients by its blocks' sizes.
+                d.append((ready_task, ch.ready_fraction(done / buckets)))
             # Layer order of the group: layer_rank 0 holds the chunk's first layers (produced last).
             if ops is None:
                 sent, bus = size * k, size * k * bus_factor(op, cc.n)

@@ -25,7 +25,8 @@ def render(data: ViewData, present: bool = False) -> None:
                        delta_arrow="off")
     else:
         cols[0].metric("Iteration time", fmt_time(j["iteration_time_s"]), border=True)
-    cols[1].metric("Tokens/s", f"{j['tokens_per_s']:,.0f}", border=True)
+    # Tokens for a transformer; images or clips for a convolutional network (model.conv).
+    cols[1].metric(f"{data.scenario.model.samples.capitalize()}/s", f"{j['tokens_per_s']:,.0f}", border=True)
     cols[2].metric("MFU", f"{j['mfu']:.1%}", border=True)
     cols[3].metric("TFLOP/s per GPU", f"{j['tflops_per_gpu']:.0f}", border=True)
     cols[4].metric("Bubble", f"{j['bubble_fraction']:.1%}", border=True,

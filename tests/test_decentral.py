@@ -104,3 +104,32 @@ def test_json_reports_the_exchange():
     x = out["dp_exchange"]
     assert x["kind"] == "parameter-server" and x["peers"] == 8 and "OSDI 2014" in x["quality"]
     assert out["time_per_step_s"] == out["iteration_time_s"]
+
+
+# Teaching-8gpu as 8 one-GPU replicas under the ideal pipeline: a replica's step is pure compute, so
+# a straggler at slowdown 2 takes exactly twice as long (explorer/replicas.py slows compute kernels).
+EIGHT = ROOT / "scenarios" / "teaching-8gpu.yaml"
+EIGHT_REPLICAS = {"parallelism.pp": 1, "parallelism.dp": 8, "parallelism.ideal_pipeline": True}
+ONE_STRAGGLER = {"cluster.stragglers.count": 1, "cluster.stragglers.slowdown": 2.0}
+
+
+def _eight(kind: str, **over):
+    return simulate(load(EIGHT, {**EIGHT_REPLICAS, "parallelism.dp_kind": kind, **over}))
+
+
+def test_synchronous_gossip_runs_at_the_stragglers_pace():
+    """D-PSGD (Lian et al. 2017, Alg. 1): each step needs the neighbours' models of the last, so one
+    replica at half speed halves everyone's throughput; its kind is simulated (it was ignored)."""
+    even = _eight("gossip-ring")
+    slow = _eight("gossip-ring", **ONE_STRAGGLER)
+    x = slow.exchange
+    assert x.slowest_replica_step_s == pytest.approx(2 * x.fastest_replica_step_s, rel=1e-12)
+    assert x.fastest_replica_step_s == pytest.approx(even.iteration_time_s, rel=1e-12)
+    assert slow.iteration_time_s == pytest.approx(2 * even.iteration_time_s, rel=1e-12)
+    assert x.samples_per_s == pytest.approx(even.exchange.samples_per_s / 2, rel=1e-12)
+    assert [(r["name"], r["replicas"]) for r in slow.replicas] == [("straggler replica", 1), ("at speed", 7)]
+    assert slow.replicas[1]["wait_s"] == pytest.approx(even.iteration_time_s, rel=1e-12)
+    assert "straggler" in slow.warning_kinds
+    assert sum(slow.breakdown_s.values()) == pytest.approx(slow.iteration_time_s, rel=1e-12)
+    ps = _eight("parameter-server", **ONE_STRAGGLER)            # bulk-synchronous: waits too
+    assert ps.iteration_time_s > _eight("parameter-server").iteration_time_s

@@ -20,14 +20,21 @@ all-reduce, the replicas agree by:
   BytePS analyses: Jiang et al., OSDI 2020, Sec. 3); a server has one NIC of the fabric's speed.
 
 Each exchange is priced by the network model on the pair it joins (a point-to-point transfer,
-every GPU of the domain at once), the slowest stage setting the step.  Not modelled: asynchronous
-gossip (AD-PSGD), which differs from synchronous gossip only when replicas run at different speeds,
-and the servers' own update time.
+every GPU of the domain at once), the slowest stage setting the step.
+
+Stragglers (``cluster.stragglers``): the kinds of replica of :func:`explorer.replicas.variants` (the
+straggler replica and the replicas at speed) are each simulated once, alone.  A replica's own cycle
+is its step plus what its exchange exposes, its averaging slowed like its other kernels.  Both
+kinds here are synchronous: a D-PSGD replica needs its neighbours' models of the previous step, so
+in steady state the barrier propagates through the graph and every replica runs at the slowest
+one's cycle (Lian et al. 2017, Alg. 1; the weakness AD-PSGD removes: Lian et al., "Asynchronous
+Decentralized Parallel Stochastic Gradient Descent", ICML 2018, Sec. 1); a bulk-synchronous
+parameter server waits for the last push.  Not modelled: the servers' own update time.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +45,7 @@ from ..compression import plan
 from ..config.loading import from_dict, to_dict
 from ..config.schema import ScenarioError
 from ..network import Network
+from ..replicas import Variant, variants
 from ..taskgraph.builder import IterationBuilder
 from ..topology import BOUNDARY_NAMES
 from .window import amortised_utilisation, sent_per_boundary
@@ -75,6 +83,22 @@ def peer_offsets(kind: str, n: int, peers: int = 0) -> list[int]:
     return out[:peers] if peers else out
 
 
+
+@dataclass(frozen=True)
+class ReplicaKind:
+    """A kind of data-parallel replica (:class:`explorer.replicas.Variant`): how many replicas are of
+    this kind and the step one of them takes alone."""
+
+    tag: str                                  # "" at speed; "straggler replica", ...
+    replicas: int
+    step_s: float                             # its step alone (compute, TP/PP, bubble, optimizer)
+    stage_slowdown: tuple[float, ...] = ()    # its stages' kernel factors (empty: every stage at speed)
+
+    def factor(self, stage: int) -> float:
+        """The factor on pipeline stage ``stage``'s kernels (cluster.stragglers.slowdown or 1)."""
+        return self.stage_slowdown[stage] if self.stage_slowdown else 1.0
+
+
 @dataclass(frozen=True)
 class Exchange:
     """What the replicas exchange per step and what it costs (module docstring)."""
@@ -83,20 +107,27 @@ class Exchange:
     replicas: int
     peers: int                       # neighbours per step (gossip); server nodes (parameter server)
     payload_dtype: str
-    step_s: float                    # the replica's own step (compute, TP/PP, bubble, optimizer)
+    step_s: float                    # the pace-setting replica's own step (compute, TP/PP, bubble, optimizer)
     exchange_s: float                # the exchange alone
-    exposed_s: float                 # what the exchange adds to the step
+    exposed_s: float                 # what the exchange adds to that step
     bytes_per_gpu: dict[str, float]  # tier -> bytes one GPU sends per step
     server_nic_bytes: float          # parameter server: bytes through one server NIC per step, each way
     server_nic_utilisation: float    # of the step
     quality: str
+    # Replicas that differ (cluster.stragglers): each replica's own cycle alone — its step plus what
+    # the exchange exposes to it — for the fastest and the slowest kind (equal without stragglers),
+    # and the sequences per second all replicas process together.
+    fastest_replica_step_s: float = 0.0
+    slowest_replica_step_s: float = 0.0
+    samples_per_s: float = 0.0
 
     def to_json_dict(self) -> dict[str, Any]:
         return {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.__dict__.items()}
 
 
 def replica_scenario(sc: Scenario) -> Scenario:
-    """One data-parallel replica alone: dp = 1, 1/dp of the batch, on as many GPUs as it spans."""
+    """One data-parallel replica alone: dp = 1, 1/dp of the batch, on as many GPUs as it spans.  A
+    straggler replica's scenario (explorer/replicas.py) keeps its stages' kernel factors."""
     p, c, dp = sc.parallelism, sc.cluster, sc.dp
     gpus = p.tp * p.cp * p.pp
     raw = to_dict(sc)
@@ -108,10 +139,15 @@ def replica_scenario(sc: Scenario) -> Scenario:
     raw["training"]["global_batch"] = sc.training.global_batch // dp
     raw["parallelism"].update(dp=1, dp_kind="allreduce", span="auto")
     try:
-        return from_dict(raw)
+        rep = from_dict(raw)
     except ScenarioError as e:
         raise ScenarioError("parallelism.dp_kind", f"{p.dp_kind}: one replica alone cannot run this "
                             f"layout: {e}") from None
+    slow = c.stragglers.stage_slowdown
+    if not slow:
+        return rep
+    return replace(rep, cluster=replace(rep.cluster, stragglers=replace(rep.cluster.stragglers,
+                                                                          stage_slowdown=slow)))
 
 
 def _pair(net: Network, sc: Scenario, a: int, offset: int, nbytes: float) -> tuple[float, list[float], int]:
@@ -143,8 +179,9 @@ def _pair(net: Network, sc: Scenario, a: int, offset: int, nbytes: float) -> tup
     return cc.time_s, sent_per_boundary(cc, shape), b_gpu
 
 
-def exchange(sc: Scenario, step_s: float) -> Exchange:
-    """The per-step exchange of ``sc``'s dp_kind after a replica step of ``step_s`` seconds."""
+def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tuple[float, ...]]:
+    """The per-step exchange of ``sc``'s dp_kind between replicas of ``kinds`` (one kind when every
+    replica is alike), and each kind's own cycle: its step plus what the exchange exposes to it."""
     p, dp = sc.parallelism, sc.dp
     comp = sc.communication.compression
     pl_comp = plan(comp, sc.model, p.tp, dp)
@@ -155,7 +192,8 @@ def exchange(sc: Scenario, step_s: float) -> Exchange:
     b = IterationBuilder(sc, net, ideal=frozenset())      # parameter counts only: the real chunks
     pl = net.placement
     hbm = sc.hardware.gpu.hbm_GBps * 1e9
-    worst, sent_max, avg = 0.0, [0.0] * len(BOUNDARY_NAMES), 0.0
+    worst, sent_max = 0.0, [0.0] * len(BOUNDARY_NAMES)
+    avg: list[float] = []                   # per stage: averaging the received models through HBM
     model = 0.0
     offsets = [] if p.dp_kind == "parameter-server" else peer_offsets(p.dp_kind, dp, p.gossip_peers)
     far = sc.cluster.gpus_per_node          # a GPU on another node: where a server's traffic goes
@@ -171,7 +209,7 @@ def exchange(sc: Scenario, step_s: float) -> Exchange:
                 t += dt
                 sent = [x + y for x, y in zip(sent, ds, strict=True)]
             coding = pl_comp.seconds(params, hbm) * len(offsets) if comp.active else 0.0
-            avg = max(avg, (len(offsets) + 2) * nbytes / hbm + coding)
+            avg.append((len(offsets) + 2) * nbytes / hbm + coding)
         else:                               # to a server: every GPU's node NIC is busy pushing
             shape = net.fabric.shape(np.array([g0, (g0 + far) % sc.cluster.gpus], dtype=np.int64))
             cc = cost("send-recv", nbytes, shape, net.algorithm, net.nvls, net.options)
@@ -179,25 +217,50 @@ def exchange(sc: Scenario, step_s: float) -> Exchange:
         worst = max(worst, t)
         sent_max = [max(x, y) for x, y in zip(sent_max, sent, strict=True)]
     tiers = dict(zip(BOUNDARY_NAMES, sent_max, strict=True))
+    batch = sc.training.global_batch
     if offsets:
-        exposed = max(0.0, worst - step_s) + avg
-        return Exchange(p.dp_kind, dp, len(offsets), sc.training.sync.outer_dtype, step_s, worst, exposed,
-                        tiers, 0.0, 0.0, QUALITY["gossip"])
+        # D-PSGD overlaps the exchange with the step (Lian et al. 2017, Sec. 3): a replica's cycle is
+        # its step plus the exchange's excess over it plus its averaging, a kernel that a
+        # straggler's stage runs ``slowdown`` times longer (explorer/config/stragglers.py).
+        exposed = [max(0.0, worst - k.step_s) + max(k.factor(s) * a for s, a in enumerate(avg))
+                   for k in kinds]
+        cycles = tuple(k.step_s + e for k, e in zip(kinds, exposed, strict=True))
+        pace = max(range(len(kinds)), key=lambda i: cycles[i])     # every replica waits for it
+        T = cycles[pace]
+        return (Exchange(p.dp_kind, dp, len(offsets), sc.training.sync.outer_dtype, kinds[pace].step_s, worst,
+                         exposed[pace], tiers, 0.0, 0.0, QUALITY["gossip"], min(cycles), T, batch / T),
+                cycles)
     so = sc.cluster.scale_out
     server_Bps = so.nic_Gbps / 8 * 1e9 * (so.efficiency or 1.0)    # the fabric's achievable share
     server_bytes = dp * model / p.ps_servers             # each way, per server NIC
     one_way = max(worst, server_bytes / server_Bps)      # push (or pull): the slower end
-    exposed = 2 * one_way
-    return Exchange(p.dp_kind, dp, p.ps_servers, sc.training.sync.outer_dtype, step_s, exposed, exposed,
-                    tiers, server_bytes, server_bytes / server_Bps / (step_s + exposed),
-                    QUALITY["parameter-server"])
+    exposed_ps = 2 * one_way
+    # Bulk-synchronous (Li et al., OSDI 2014): the servers update once every replica has pushed.
+    cycles = tuple(k.step_s + exposed_ps for k in kinds)
+    pace = max(range(len(kinds)), key=lambda i: cycles[i])
+    T = cycles[pace]
+    return (Exchange(p.dp_kind, dp, p.ps_servers, sc.training.sync.outer_dtype, kinds[pace].step_s,
+                     exposed_ps, exposed_ps, tiers, server_bytes, server_bytes / server_Bps / T,
+                     QUALITY["parameter-server"], min(cycles), T, batch / T),
+            cycles)
 
 
 def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Result]) -> Result:
     """The Result of ``sc`` with dp_kind gossip or parameter-server: the replica step's timeline
-    and breakdown with the exposed exchange added as ``dp``, the iteration that long."""
-    rep = simulate_replica(replica_scenario(sc))
-    x = exchange(sc, rep.iteration_time_s)
+    and breakdown with the exposed exchange added as ``dp``, the iteration that long.  With
+    stragglers each kind of replica (explorer/replicas.py) is simulated once and every replica runs
+    at the slowest kind's cycle (module docstring); ``replicas`` lists each kind's own cycle and
+    wait."""
+    from ..analysis.report import Notice  # deferred: analysis imports simulate's neighbours
+
+    # One simulation per kind of replica: the straggler replica and the replicas at speed.
+    vs = variants(sc) if sc.cluster.stragglers.active else [Variant("", sc, sc.dp)]
+    reps = [simulate_replica(replica_scenario(v.sc)) for v in vs]
+    kinds = [ReplicaKind(v.tag, v.replicas, r.iteration_time_s, v.sc.cluster.stragglers.stage_slowdown)
+             for v, r in zip(vs, reps, strict=True)]
+    x, cycles = exchange(sc, kinds)
+    pace = cycles.index(max(cycles))
+    rep = reps[pace]
     T = rep.iteration_time_s + x.exposed_s
     slow = rep.iteration_time_s / T
     breakdown = dict(rep.breakdown_s)
@@ -213,6 +276,18 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
                 if x.kind == "parameter-server" else f"the {x.kind} exchange with {x.peers} neighbour(s)")
         story = (f"DP takes {breakdown['dp'] / T:.1%} of the iteration: {what} adds {x.exposed_s:.3g} s "
                  f"to the replica's {x.step_s:.3g} s step.")
+    rows: tuple[dict, ...] = ()
+    notices = list(rep.notices)
+    if len(kinds) > 1:
+        rows = tuple({"name": k.tag or "at speed", "replicas": k.replicas, "iteration_time_s": c,
+                      "wait_s": T - c} for k, c in zip(kinds, cycles, strict=True))
+        fast = [row for row in rows if row["wait_s"] > 0]
+        if fast:
+            notices.append(Notice("straggler", (
+                f"stragglers: {sum(row['replicas'] for row in fast):,} replicas would step in "
+                f"{min(row['iteration_time_s'] for row in fast):.4g} s but wait for the "
+                f"{kinds[pace].tag or 'slowest replica'} ({T:.4g} s per step): {x.kind} is synchronous, "
+                "each step waits for the neighbours' models of the last")))
     return replace(rep, scenario=sc, iteration_time_s=T, bottleneck=story,
                    utilisation=amortised_utilisation(sc, by_tier, T),
                    tokens_per_s=rep.tokens_per_s * sc.dp * slow,
@@ -220,4 +295,6 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
                    mfu_fp8_peak=None if rep.mfu_fp8_peak is None else rep.mfu_fp8_peak * slow,
                    bubble_fraction=rep.bubble_fraction * slow,
                    bubble_fraction_busiest=rep.bubble_fraction_busiest * slow,
-                   breakdown_s=breakdown, comm_bytes_per_gpu=comm, comm_bytes_by_tier=by_tier, exchange=x)
+                   breakdown_s=breakdown, comm_bytes_per_gpu=comm, comm_bytes_by_tier=by_tier, exchange=x,
+                   replicas=rows, warnings=tuple(n.message for n in notices),
+                   warning_kinds=tuple(n.kind for n in notices))

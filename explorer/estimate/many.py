@@ -75,7 +75,8 @@ def row_ops(prof: RowProfile) -> int:
 def needs_simulation(sc: Scenario) -> bool:
     """Rows the estimator leaves to the simulation, exact by construction: replicas that differ
     (stragglers, datacenters of different GPUs or sizes: explorer/replicas.py, hetero.py), replicas
-    that train apart or gossip (explorer/lowcomm), compressed gradients (explorer/compression.py)
+    that train apart, gossip (synchronous, or gossip-async at each replica's own pace) or use
+    parameter servers (explorer/lowcomm), compressed gradients (explorer/compression.py)
     and faults (explorer/faults.py, degraded NICs in network.py),
     whose pricing the estimator's memoised tables do not key on."""
     return (sc.cluster.stragglers.active or sc.cluster.heterogeneous or sc.training.sync.windowed

@@ -24,7 +24,13 @@ def render(data: ViewData, present: bool = False) -> None:
                        delta=f"inner step {fmt_time(j['iteration_time_s'])}", delta_color="off",
                        delta_arrow="off")
     else:
-        cols[0].metric("Iteration time", fmt_time(j["iteration_time_s"]), border=True)
+        x = j.get("dp_exchange") or {}
+        fast, slow = x.get("fastest_replica_step_s", 0.0), x.get("slowest_replica_step_s", 0.0)
+        # Asynchronous gossip past stragglers: the time of one global batch at the aggregate rate.
+        pace = (f"Equivalent global-batch time: with no barrier each replica steps at its own pace "
+                f"(every {fmt_time(fast)} to {fmt_time(slow)}), {x['samples_per_s']:,.4g} sequences/s "
+                "together" if x.get("kind") == "gossip-async" and slow > fast else None)
+        cols[0].metric("Iteration time", fmt_time(j["iteration_time_s"]), border=True, help=pace)
     cols[1].metric("Tokens/s", f"{j['tokens_per_s']:,.0f}", border=True)
     cols[2].metric("MFU", f"{j['mfu']:.1%}", border=True)
     cols[3].metric("TFLOP/s per GPU", f"{j['tflops_per_gpu']:.0f}", border=True)

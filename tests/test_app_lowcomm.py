@@ -68,3 +68,30 @@ def test_the_consensus_curve_opens_in_the_timeline():
     exp = next(e for e in at.expander if e.label == "How many replicas, how often to synchronise")
     assert exp is not None
 
+
+
+def test_async_gossip_in_the_sidebar_runs_past_a_straggler():
+    """On gossip-exponential with one GPU at half speed (a link's overrides), the sidebar's "Replicas
+    agree by" set to gossip-async moves the step from the straggler's pace (synchronous gossip) to
+    the aggregate rate, and the captions say what asynchrony buys and what it costs (staleness)."""
+    from app_support import seconds
+    link = {"scenario": "gossip-exponential", "cluster.stragglers.count": "1",
+            "cluster.stragglers.slowdown": "2"}
+    at = run_app(**link)
+    sync = seconds(at)
+    assert any(c.value.startswith("Replicas at different speeds") and "waits for the slowest" in c.value
+               for c in at.caption)
+    at.selectbox(key="parallelism.dp_kind").set_value("gossip-async").run()
+    assert not at.exception
+    ov = {"parallelism.dp_kind": "gossip-async", "cluster.stragglers.count": 1,
+          "cluster.stragglers.slowdown": 2}
+    res = simulate(load(ROOT / "scenarios" / "gossip-exponential.yaml", ov))
+    assert seconds(at) < 0.6 * sync
+    card = next(m for m in at.metric if m.label == "Iteration time")
+    assert card.value == fmt_time(res.time_per_step_s) and "own pace" in card.help
+    captions = [c.value for c in at.caption]
+    assert any("own pace" in c and "synchronous gossip would hold" in c for c in captions), captions
+    assert any(c.startswith("Quality") and "ICML 2018" in c and "staleness" in c for c in captions)
+    query = _links(at)["Compare with synchronous gossip"]
+    assert query["b.parallelism.dp_kind"] == "gossip-exponential"
+    assert query["b.parallelism.gossip_peers"] == "1"

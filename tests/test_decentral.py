@@ -104,3 +104,141 @@ def test_json_reports_the_exchange():
     x = out["dp_exchange"]
     assert x["kind"] == "parameter-server" and x["peers"] == 8 and "OSDI 2014" in x["quality"]
     assert out["time_per_step_s"] == out["iteration_time_s"]
+
+
+# Teaching-8gpu as 8 one-GPU replicas under the ideal pipeline: a replica's step is pure compute, so
+# a straggler at slowdown 2 takes exactly twice as long (explorer/replicas.py slows compute kernels).
+EIGHT = ROOT / "scenarios" / "teaching-8gpu.yaml"
+EIGHT_REPLICAS = {"parallelism.pp": 1, "parallelism.dp": 8, "parallelism.ideal_pipeline": True}
+ONE_STRAGGLER = {"cluster.stragglers.count": 1, "cluster.stragglers.slowdown": 2.0}
+
+
+def _eight(kind: str, **over):
+    return simulate(load(EIGHT, {**EIGHT_REPLICAS, "parallelism.dp_kind": kind, **over}))
+
+
+def test_synchronous_gossip_runs_at_the_stragglers_pace():
+    """D-PSGD (Lian et al. 2017, Alg. 1): each step needs the neighbours' models of the last, so one
+    replica at half speed halves everyone's throughput; its kind is simulated (it was ignored)."""
+    even = _eight("gossip-ring")
+    slow = _eight("gossip-ring", **ONE_STRAGGLER)
+    x = slow.exchange
+    assert x.slowest_replica_step_s == pytest.approx(2 * x.fastest_replica_step_s, rel=1e-12)
+    assert x.fastest_replica_step_s == pytest.approx(even.iteration_time_s, rel=1e-12)
+    assert slow.iteration_time_s == pytest.approx(2 * even.iteration_time_s, rel=1e-12)
+    assert x.samples_per_s == pytest.approx(even.exchange.samples_per_s / 2, rel=1e-12)
+    assert [(r["name"], r["replicas"]) for r in slow.replicas] == [("straggler replica", 1), ("at speed", 7)]
+    assert slow.replicas[1]["wait_s"] == pytest.approx(even.iteration_time_s, rel=1e-12)
+    assert "straggler" in slow.warning_kinds
+    assert sum(slow.breakdown_s.values()) == pytest.approx(slow.iteration_time_s, rel=1e-12)
+    ps = _eight("parameter-server", **ONE_STRAGGLER)            # bulk-synchronous: waits too
+    assert ps.iteration_time_s > _eight("parameter-server").iteration_time_s
+
+
+# --------------------------------------------------------------------------- asynchronous gossip
+def test_async_gossip_with_equal_replicas_is_one_peer_gossip():
+    """AD-PSGD (Lian et al. 2018, Alg. 1) with replicas alike: one model each way with one ring
+    neighbour per step, overlapped with the step: time per step max(step, exchange) + the pairwise
+    average (3 shards through HBM), bytes those of one-peer gossip, as fast as synchronous one-peer
+    gossip (no one waits when no one is slower)."""
+    for over in ({}, {"cluster.scale_out.nic_Gbps": 10}):        # compute-bound, then exchange-bound
+        res = _run("gossip-async", **over)
+        x = res.exchange
+        assert x.kind == "gossip-async" and x.peers == 1 and x.asynchronous
+        shard = simulate(replica_scenario(res.scenario)).memory.params / 2 * 4       # fp32 payload
+        avg = 3 * shard / (res.scenario.hardware.gpu.hbm_GBps * 1e9)
+        assert res.iteration_time_s == pytest.approx(max(x.step_s, x.exchange_s) + avg, rel=1e-12)
+        assert res.time_per_step_s == res.iteration_time_s
+        one_peer = _run("gossip-exponential", **{"parallelism.gossip_peers": 1}, **over)
+        for tier in ("scale-up", "scale-out"):      # one model each way leaves the GPU and its node
+            assert x.bytes_per_gpu[tier] == one_peer.exchange.bytes_per_gpu[tier]
+        # Replica 0's neighbour r-1 lies across the spine, r+1 does not: one of them at random.
+        ring = _run("gossip-ring", **over).exchange.bytes_per_gpu
+        assert x.bytes_per_gpu["spine"] == ring["spine"] / 2 > 0
+        assert res.iteration_time_s == pytest.approx(one_peer.iteration_time_s, rel=1e-12)
+        assert x.fastest_replica_step_s == x.slowest_replica_step_s == res.iteration_time_s
+        assert x.samples_per_s == pytest.approx(res.scenario.training.global_batch / res.iteration_time_s)
+        assert sum(res.breakdown_s.values()) == pytest.approx(res.iteration_time_s, rel=1e-9)
+        assert res.replicas == ()
+    assert x.exchange_s > x.step_s           # 10 Gb/s: communication-bound, at the exchange's rate
+
+
+def test_async_gossip_runs_each_replica_at_its_own_pace():
+    """8 replicas, one at half speed: AD-PSGD processes 7 + 1/2 replica batches per cycle of the
+    others, (7 + 1/2)/8 of the throughput without the straggler; synchronous gossip halves it."""
+    even, slow = _eight("gossip-async"), _eight("gossip-async", **ONE_STRAGGLER)
+    x = slow.exchange
+    assert x.slowest_replica_step_s == pytest.approx(2 * x.fastest_replica_step_s, rel=1e-12)
+    assert x.fastest_replica_step_s == pytest.approx(even.iteration_time_s, rel=1e-12)
+    assert x.samples_per_s / even.exchange.samples_per_s == pytest.approx((7 + 1 / 2) / 8, rel=1e-12)
+    # The time per step is the equivalent global batch's: B over the aggregate throughput.
+    assert slow.iteration_time_s == pytest.approx(even.iteration_time_s * 8 / 7.5, rel=1e-12)
+    assert slow.tokens_per_s / even.tokens_per_s == pytest.approx(7.5 / 8, rel=1e-12)
+    for sync in ("gossip-ring", "gossip-exponential"):
+        assert _eight(sync, **ONE_STRAGGLER).exchange.samples_per_s / _eight(sync).exchange.samples_per_s \
+            == pytest.approx(1 / 2, rel=1e-12)
+    assert all(row["wait_s"] == 0.0 for row in slow.replicas) and "straggler" not in slow.warning_kinds
+    assert sum(slow.breakdown_s.values()) == pytest.approx(slow.iteration_time_s, rel=1e-12)
+
+
+def test_async_throughput_is_the_sum_of_the_replicas_rates():
+    """Without the ideal pipeline (TP, PP and the optimizer are not slowed): sequences per second =
+    sum over kinds of replicas x (B/dp) / own cycle, and the time per step B over that."""
+    res = _run("gossip-async", **ONE_STRAGGLER)
+    sc, x = res.scenario, res.exchange
+    per_replica = sc.training.global_batch / sc.dp
+    rate = sum(row["replicas"] * per_replica / row["iteration_time_s"] for row in res.replicas)
+    assert x.samples_per_s == pytest.approx(rate, rel=1e-12)
+    assert res.iteration_time_s == pytest.approx(sc.training.global_batch / rate, rel=1e-12)
+    cycles = sorted(row["iteration_time_s"] for row in res.replicas)
+    assert (x.fastest_replica_step_s, x.slowest_replica_step_s) == (cycles[0], cycles[-1])
+    assert x.fastest_replica_step_s < res.iteration_time_s < x.slowest_replica_step_s
+    assert sum(res.breakdown_s.values()) == pytest.approx(res.iteration_time_s, rel=1e-12)
+    sync = _run("gossip-ring", **ONE_STRAGGLER)
+    assert sync.iteration_time_s == pytest.approx(max(r["iteration_time_s"] for r in sync.replicas))
+
+
+def test_async_exchange_in_run_json():
+    """``run --json``: dp_exchange carries the fastest and slowest replica cycles and the aggregate
+    throughput, and the app rebuilds the exchange from it."""
+    import json
+
+    from explorer.lowcomm.decentral import Exchange
+    out = json.loads(json.dumps(_eight("gossip-async", **ONE_STRAGGLER).to_json_dict()))
+    x = out["dp_exchange"]
+    assert x["kind"] == "gossip-async" and "ICML 2018" in x["quality"] and "staleness" in x["quality"]
+    assert x["slowest_replica_step_s"] == pytest.approx(2 * x["fastest_replica_step_s"], rel=1e-12)
+    assert out["time_per_step_s"] == pytest.approx(x["global_batch"] / x["samples_per_s"], rel=1e-12)
+    assert Exchange(**x).asynchronous
+
+
+def test_the_estimator_leaves_async_gossip_to_the_simulation():
+    from explorer.estimate.many import estimate, needs_simulation
+    sc = load(EIGHT, {**EIGHT_REPLICAS, "parallelism.dp_kind": "gossip-async", **ONE_STRAGGLER})
+    assert needs_simulation(sc)
+    assert estimate(sc).iteration_time_s[0] == simulate(sc).iteration_time_s
+
+
+@pytest.mark.parametrize("over, field", [
+    ({}, "parallelism.zero"),                                           # ZeRO-1 as shipped
+    ({"parallelism.zero": 3}, "parallelism.zero"),
+    ({"parallelism.zero": 0, "parallelism.gossip_peers": 2}, "parallelism.gossip_peers"),
+    ({"parallelism.zero": 0, "training.sync.kind": "diloco"}, "parallelism.dp_kind"),
+    ({"parallelism.zero": 0, "training.global_batch": 1000}, "training.global_batch"),
+    ({"parallelism.zero": 0, "training.sync.outer_dtype": "bf16", "communication.compression.kind": "fp16"},
+     "training.sync.outer_dtype"),
+])
+def test_async_gossip_refusals_name_their_field(over, field):
+    with pytest.raises(ScenarioError) as e:
+        load(TD, {"parallelism.dp_kind": "gossip-async", **over})
+    assert e.value.field == field and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("over, field", [
+    ({"parallelism.dp": 1, "parallelism.pp": 8}, "parallelism.dp_kind"),     # one replica
+    ({"model.preset": "mixtral-8x7b", "parallelism.ep": 2}, "parallelism.dp_kind"),
+])
+def test_async_gossip_needs_whole_replicas(over, field):
+    with pytest.raises(ScenarioError) as e:
+        load(EIGHT, {**EIGHT_REPLICAS, "parallelism.dp_kind": "gossip-async", **over})
+    assert e.value.field == field

@@ -307,10 +307,12 @@ class Parallelism:
                "GPUs' speed, with PP across layers per stage by its GPU's speed (load-balanced)"})
     dp_kind: str = field(default="allreduce", metadata={
         "choices": DP_KINDS,
-        "doc": "how data-parallel replicas agree each step: allreduce = gradient all-reduce; gossip-* = "
-               "each replica averages its model with its neighbours on a ring, a 2-D torus or an "
-               "exponential graph (D-PSGD); parameter-server = replicas push gradients to and pull "
-               "weights from ps_servers server nodes (explorer/lowcomm/decentral.py)"})
+        "doc": "how data-parallel replicas agree each step: allreduce = gradient all-reduce; gossip-ring / "
+               "-torus / -exponential = each replica averages its model with its neighbours on a ring, a "
+               "2-D torus or an exponential graph (D-PSGD, synchronous); gossip-async = with one random "
+               "ring neighbour, no barrier, each replica at its own pace (AD-PSGD); parameter-server = "
+               "replicas push gradients to and pull weights from ps_servers server nodes "
+               "(explorer/lowcomm/decentral.py)"})
     ps_servers: int = field(default=1, metadata={
         "min": 1, "max": 1_000_000, "why": "1 up to a million server nodes",
         "doc": "parameter-server: server nodes (one NIC of the fabric's speed each) the replicas push "
@@ -319,7 +321,8 @@ class Parallelism:
         "min": 0, "max": 64, "why": "0 (every neighbour of the graph) up to 64",
         "doc": "gossip: neighbours a replica exchanges with per step; 0 = every neighbour of the graph "
                "(ring 2, torus 4, exponential log2 n); 1 on the exponential graph = one-peer "
-               "exponential (a different power-of-two neighbour each step)"})
+               "exponential (a different power-of-two neighbour each step); gossip-async always averages "
+               "with one (0 or 1)"})
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-DP_KINDS = ("allreduce", "gossip-ring", "gossip-torus", "gossip-exponential", "parameter-server")
+# parallelism.dp_kind (explorer/lowcomm/decentral.py); values are only ever added, never renamed.
+DP_KINDS = ("allreduce", "gossip-ring", "gossip-torus", "gossip-exponential", "gossip-async",
+            "parameter-server")
 SYNC_KINDS = ("every-step", "local-sgd", "diloco", "streaming-diloco", "independent")
 # Bytes per parameter of the outer synchronisation's payload.  int4 is Streaming DiLoCo's 4-bit
 # (E3M0) outer gradient (arXiv 2501.18512, Sec. 2.3); scales are one per large block, not counted.

@@ -58,7 +58,8 @@ def rule_sync_fragments(sc: Scenario) -> None:
 
 
 def rule_dp_kind_replicas(sc: Scenario) -> None:
-    """Gossip and parameter-server replicas each keep a whole model and step every iteration."""
+    """Gossip (synchronous or asynchronous) and parameter-server replicas each keep a whole model
+    and step every iteration."""
     p = sc.parallelism
     if p.dp_kind == "allreduce":
         return
@@ -78,6 +79,11 @@ def rule_dp_kind_replicas(sc: Scenario) -> None:
     if sc.training.global_batch % sc.dp:
         raise ScenarioError("training.global_batch", f"{sc.training.global_batch} sequences do not split "
                             f"evenly over the {sc.dp} replicas; use a multiple of {sc.dp}")
+    if p.dp_kind == "gossip-async" and p.gossip_peers > 1:
+        # AD-PSGD's atomic averaging joins two workers (Lian et al., ICML 2018, Alg. 1).
+        raise ScenarioError("parallelism.gossip_peers", f"gossip-async averages with one random neighbour "
+                            f"per step (AD-PSGD), not {p.gossip_peers}; use 0 or 1, or a synchronous "
+                            "gossip kind for more")
     if p.dp_kind == "parameter-server" and sc.cluster.datacenters > 1:
         raise ScenarioError(field, "parameter-server places its servers in one datacenter's fabric: use "
                             f"cluster.datacenters 1 (got {sc.cluster.datacenters}) or gossip")

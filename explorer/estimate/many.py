@@ -75,9 +75,10 @@ def row_ops(prof: RowProfile) -> int:
 def needs_simulation(sc: Scenario) -> bool:
     """Rows the estimator leaves to the simulation, exact by construction: replicas that differ
     (stragglers, datacenters of different GPUs or sizes: explorer/replicas.py, hetero.py), replicas
-    that train apart or gossip (explorer/lowcomm), compressed gradients (explorer/compression.py)
-    faults (explorer/faults.py, degraded NICs in network.py) and convolutional networks, whose
-    blocks differ (explorer/convnet.py),
+    that train apart, gossip (synchronous, or gossip-async at each replica's own pace) or use
+    parameter servers (explorer/lowcomm), compressed gradients (explorer/compression.py), faults
+    (explorer/faults.py, degraded NICs in network.py) and convolutional networks, whose blocks
+    differ (explorer/convnet.py),
     whose pricing the estimator's memoised tables do not key on."""
     return (sc.model.conv is not None or sc.cluster.stragglers.active or sc.cluster.heterogeneous
             or sc.training.sync.windowed

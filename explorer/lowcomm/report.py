@@ -52,9 +52,35 @@ def exchange_sentences(x: Exchange) -> list[str]:
                f"server node(s): {_s(x.exchange_s)} per step after the replica's {_s(x.step_s)}",
                f"servers: {_gb(x.server_nic_bytes)} through each server NIC per step each way, busy "
                f"{x.server_nic_utilisation:.0%} of the step; each GPU pushes {_gb(sent)} ({x.payload_dtype})"]
+    elif x.asynchronous:
+        out = [f"{x.kind} (AD-PSGD): each of {x.replicas} replicas averages its model with one random ring "
+               f"neighbour per step, with no barrier: {_gb(sent)} sent per GPU ({x.payload_dtype}), "
+               f"{_s(x.exchange_s)}, concurrent with the replica's {_s(x.step_s)} step; {_s(x.exposed_s)} "
+               "exposed"]
     else:
         out = [f"{x.kind}: each of {x.replicas} replicas averages its model with {x.peers} neighbour(s) per "
                f"step: {_gb(sent)} sent per GPU ({x.payload_dtype}), {_s(x.exchange_s)}, overlapped with the "
                f"replica's {_s(x.step_s)} step; {_s(x.exposed_s)} exposed"]
+    out += straggler_sentences(x)
     note = x.quality.removesuffix(" — not simulated here")
     return out + [f"quality: {note} — not simulated here"]
+
+
+def straggler_sentences(x: Exchange) -> list[str]:
+    """What replicas of different speeds (cluster.stragglers) cost under ``x``: nothing to say when
+    they are alike.  Relative throughputs against every replica at the fastest one's cycle: the
+    synchronous kinds run at the slowest cycle (fastest / slowest), gossip-async at the aggregate
+    rate (samples_per_s x fastest / global_batch; explorer/lowcomm/decentral.py)."""
+    fast, slow = x.fastest_replica_step_s, x.slowest_replica_step_s
+    if not x.global_batch or slow <= fast:
+        return []
+    sync_share = fast / slow
+    if x.asynchronous:
+        share = x.samples_per_s * fast / x.global_batch
+        return [f"stragglers: every replica steps at its own pace, the fastest every {_s(fast)}, the "
+                f"slowest every {_s(slow)}; together {x.samples_per_s:,.4g} sequences/s, {share:.1%} of the "
+                f"rate with none, where synchronous gossip would hold every replica to the slowest "
+                f"({sync_share:.1%})"]
+    return [f"stragglers: every replica waits for the slowest, stepping every {_s(slow)} instead of "
+            f"{_s(fast)}: {x.samples_per_s:,.4g} sequences/s, {sync_share:.1%} of the rate with none"
+            + ("" if x.kind == "parameter-server" else " (gossip-async lets each run at its own pace)")]

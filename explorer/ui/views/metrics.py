@@ -24,7 +24,14 @@ def render(data: ViewData, present: bool = False) -> None:
                        delta=f"inner step {fmt_time(j['iteration_time_s'])}", delta_color="off",
                        delta_arrow="off")
     else:
-        cols[0].metric("Iteration time", fmt_time(j["iteration_time_s"]), border=True)
+        x = j.get("dp_exchange") or {}
+        fast, slow = x.get("fastest_replica_step_s", 0.0), x.get("slowest_replica_step_s", 0.0)
+        # Asynchronous gossip past stragglers: the time of one global batch at the aggregate rate.
+        unit = "sequences" if data.scenario.model.conv is None else data.scenario.model.samples
+        pace = (f"Equivalent global-batch time: with no barrier each replica steps at its own pace "
+                f"(every {fmt_time(fast)} to {fmt_time(slow)}), {x['samples_per_s']:,.4g} {unit}/s "
+                "together" if x.get("kind") == "gossip-async" and slow > fast else None)
+        cols[0].metric("Iteration time", fmt_time(j["iteration_time_s"]), border=True, help=pace)
     # Tokens for a transformer; images or clips for a convolutional network (model.conv).
     cols[1].metric(f"{data.scenario.model.samples.capitalize()}/s", f"{j['tokens_per_s']:,.0f}", border=True)
     cols[2].metric("MFU", f"{j['mfu']:.1%}", border=True)

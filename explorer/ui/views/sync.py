@@ -1,7 +1,8 @@
 """Low-communication training under the Gantt: for training.sync, one window of inner steps and its
 synchronisation; for parallelism.dp_kind, the gossip or parameter-server exchange; the sentences
-that explain them, and a one-click comparison with the synchronous baseline (the Compare view with
-B = every-step or allreduce, which the share link carries)."""
+that explain them (with stragglers, what asynchronous gossip buys), and a one-click comparison with
+the synchronous baseline (the Compare view with B = every-step, allreduce or, for gossip-async,
+synchronous one-peer gossip, which the share link carries)."""
 from __future__ import annotations
 
 from urllib.parse import urlencode
@@ -16,6 +17,8 @@ from ..cache import ViewData, consensus_curve
 from ..export import chart
 
 BASELINE = {"training.sync.kind": "every-step"}
+# gossip-async's synchronous counterpart: one model per step to one neighbour, with the barrier.
+SYNC_GOSSIP = {"parallelism.dp_kind": "gossip-exponential", "parallelism.gossip_peers": "1"}
 
 
 def compare_link(label: str, b_overrides: dict[str, str], why: str) -> None:
@@ -34,12 +37,22 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
                      "Opens the Compare view with B = this scenario without compression")
     x = data.json.get("dp_exchange")
     if x:
-        lines = exchange_sentences(Exchange(**x))
-        st.caption(" · ".join(lines[:-1]))
+        ex = Exchange(**x)
+        lines = exchange_sentences(ex)
+        # The stragglers' sentence (what gossip-async buys when replicas differ in speed) on its own.
+        speeds = [line for line in lines[:-1] if line.startswith("stragglers: ")]
+        st.caption(" · ".join(line for line in lines[:-1] if line not in speeds))
+        for line in speeds:
+            st.caption("Replicas at different speeds (cluster.stragglers): "
+                       + line.removeprefix("stragglers: "))
         st.caption(f"Quality (cited from the paper, not simulated): "
                    f"{lines[-1].removeprefix('quality: ').removesuffix(' — not simulated here')}")
         compare_link("Compare with the gradient all-reduce", {"parallelism.dp_kind": "allreduce"},
                      "Opens the Compare view with B = this scenario with parallelism.dp_kind: allreduce")
+        if ex.asynchronous:
+            compare_link("Compare with synchronous gossip", SYNC_GOSSIP,
+                         "Opens the Compare view with B = this scenario with synchronous one-peer gossip "
+                         "(D-PSGD on the exponential graph, parallelism.gossip_peers: 1)")
     sync = data.json.get("sync")
     if not sync:
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.scenario import load_raw
+from explorer.scenario import load, load_raw
 
 from app_support import qp, run_app, seconds
 from conftest import SCENARIO_FILES
@@ -18,7 +18,9 @@ def test_every_preset_renders_metrics_and_charts(path):
     # Replicas that train apart show the amortised step first (explorer/lowcomm).
     sync = (load_raw(path).get("training") or {}).get("sync") or {}
     first = "Time per step" if sync.get("kind", "every-step") != "every-step" else "Iteration time"
-    assert labels == [first, "Tokens/s", "MFU", "TFLOP/s per GPU", "Bubble", "Memory per GPU"]
+    # A convolutional network counts images (or clips), a transformer tokens.
+    rate = f"{load(path).model.samples.capitalize()}/s"
+    assert labels == [first, rate, "MFU", "TFLOP/s per GPU", "Bubble", "Memory per GPU"]
     assert seconds(at) > 0
     assert not [w for w in at.warning if w.value.startswith("Link:")]
     assert qp(at, "scenario") == path.stem

@@ -34,6 +34,7 @@ if chromium_path() is None:  # pragma: no cover - depends on the environment
 METRICS = ("Iteration time", "Tokens/s", "MFU", "TFLOP/s per GPU", "Bubble", "Memory per GPU")
 # The first card: the iteration, or the amortised step of replicas that train apart (explorer/lowcomm).
 FIRST_CARDS = ("Iteration time", "Time per step")
+RATE_CARDS = ("Tokens/s", "Images/s", "Clips/s")
 VIEWPORT = {"width": 1600, "height": 1000}
 DEFAULT = "teaching-8gpu"
 
@@ -97,7 +98,9 @@ def assert_healthy(page, errors: list[str]) -> None:
     assert "Traceback" not in page.content()
     assert not errors, f"page JS errors: {errors}"
     first = FIRST_CARDS[0] if page.get_by_text(FIRST_CARDS[0], exact=True).count() else FIRST_CARDS[1]
-    for label in (first, *METRICS[1:]):
+    # The rate card counts tokens, or images / clips for a convolutional network (model.conv).
+    rate = next((r for r in RATE_CARDS if page.get_by_text(r, exact=True).count()), RATE_CARDS[0])
+    for label in (first, rate, *METRICS[2:]):
         assert metric_value(page, label), f"metric {label!r} is empty"
 
 
@@ -348,14 +351,15 @@ TRUNCATED_JS = """() => [...document.querySelectorAll(
     .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)"""
 
 
-@pytest.mark.parametrize("scenario", ["teaching-8gpu", "llama3-405b-16k"])
+@pytest.mark.parametrize("scenario", ["teaching-8gpu", "llama3-405b-16k", "resnet50-cloud-dp"])
 def test_cards_are_never_truncated_at_1280x720(projector, scenario):
     projector.open(f"?scenario={scenario}")
     projector.assert_healthy()
     assert projector.page.evaluate(TRUNCATED_JS) == []
 
 
-@pytest.mark.parametrize("scenario", ["teaching-8gpu", "megatron-gpt3-175b", "two-datacenters"])
+@pytest.mark.parametrize("scenario", ["teaching-8gpu", "megatron-gpt3-175b", "two-datacenters",
+                                      "resnet50-cloud-dp"])
 def test_presentation_fits_title_cards_chart_and_sentence_on_one_projector_screen(projector, scenario):
     projector.open(f"?scenario={scenario}&present=1")
     projector.assert_healthy()

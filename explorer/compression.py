@@ -26,6 +26,13 @@ and the code (encode), reading codes and accumulating fp32 (decode); top-k's rad
 its keys four times (one pass per byte of a 32-bit key); PowerSGD's three skinny products M Q,
 M^T P and P Q^T each read M once.  Biased compressors keep an fp32 error-feedback residual per
 parameter (Karimireddy et al., "Error Feedback Fixes SignSGD", ICML 2019; Seide et al. 2014).
+
+When the reduction overlaps the backward (``communication.dp_overlap``), the kinds that run as
+communication hooks of PyTorch DDP or inside ZeRO's bucketed reduction (fp16: fp16_compress_hook;
+powersgd: powerSGD_hook, Vogels et al. Sec. 5; fp8/int4: ZeRO++ qgZ in the backward's
+reduce-scatter; top-k as a DDP hook) encode each bucket as it becomes ready and send it at once;
+1-bit Adam compresses inside the optimizer step (DeepSpeed's OnebitAdam.step calls its
+compressed_allreduce), after the backward (``OVERLAPS_BACKWARD``).
 """
 from __future__ import annotations
 
@@ -35,6 +42,8 @@ from . import convnet_arch
 from .config.compression import Compression
 from .config.sections import Model
 
+# Kinds whose buckets leave during the backward when it overlaps (module docstring).
+OVERLAPS_BACKWARD = frozenset({"none", "fp16", "fp8", "int4", "topk", "powersgd"})
 INT4_BLOCK = 128                  # elements per fp16 scale of the 4-bit code
 # fp32 error-feedback residual per parameter of the biased compressors (fp16 rounds, unbiased enough).
 EF_BYTES = {"none": 0.0, "fp16": 0.0, "fp8": 4.0, "int4": 4.0, "1bit": 4.0, "topk": 4.0, "powersgd": 4.0}

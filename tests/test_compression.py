@@ -125,3 +125,22 @@ def test_dp_bytes_follow_the_wire_and_the_residual_is_held():
     assert one.comm_bytes_per_gpu["dp"] == pytest.approx(none.comm_bytes_per_gpu["dp"] * (2 / 8) / (2 * 4),
                                                          rel=1e-9)
     assert one.memory.optimizer - none.memory.optimizer == pytest.approx(4 * none.memory.params / 2)
+
+
+@pytest.mark.parametrize("kind, overlaps", [("powersgd", True), ("fp16", True), ("int4", True),
+                                            ("1bit", False)])
+def test_hooked_compressors_send_buckets_during_the_backward(kind, overlaps):
+    """With dp_overlap, DDP communication hooks (fp16, PowerSGD) and ZeRO++'s quantised reduction
+    send each bucket as it becomes ready, during the backward; 1-bit Adam compresses in the
+    optimizer step, so its first reduction starts only after the last backward pass ends."""
+    from explorer.engine import run
+    from explorer.taskgraph.builder import IterationBuilder
+
+    sc = load(ROOT / "scenarios" / "resnet50-cloud-dp.yaml", {"communication.compression.kind": kind})
+    g = IterationBuilder(sc).build()
+    run(g)
+    backward_end = max(t.end for t in g.tasks if t.stream == "compute" and t.kind == "backward")
+    first_dp = min(t.start for t in g.tasks if t.stream == "dp")
+    assert (first_dp < backward_end) is overlaps
+    # The encode and decode are still charged to the compute stream, whichever the order.
+    assert sum(t.duration for t in g.tasks if t.kind == "compress") > 0

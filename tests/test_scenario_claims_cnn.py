@@ -39,37 +39,38 @@ def test_gradients_arrive_early():
 
 
 def test_powersgd_as_shipped():
-    """As shipped, PowerSGD rank 4: 37.7 ms per step ... 1.5% of the bytes"""
+    """As shipped, PowerSGD rank 4: 33.0 ms per step ... 1.5% of the bytes"""
     r = sim(RN)
-    assert about(r.iteration_time_s, 0.0377, 0.003)
+    assert about(r.iteration_time_s, 0.0330, 0.003)
     assert about(sim(RN).comm_bytes_per_gpu["dp"] / sim(RN, {"communication.compression.kind": "none"})
                  .comm_bytes_per_gpu["dp"], 0.015, 0.05)
 
 
 def test_without_compression_and_the_other_compressors():
-    """91.5 ms, 65% of it the 102 MB fp32 gradient ... fp16 76.9 ms; int4 74.1 ms; 1-bit 44.9 ms;
-    top-k 1% 82.2 ms"""
+    """91.5 ms, 65% of it the 102 MB fp32 gradient ... fp16 55.7 ms; int4 52.9 ms; top-k 1% 61.0 ms;
+    1-bit 44.9 ms ... none of it overlaps"""
     none = sim(RN, {"communication.compression.kind": "none"})
     assert about(none.iteration_time_s, 0.0915, 0.003)
     assert about(none.breakdown_s["dp"] / none.iteration_time_s, 0.65, 0.01)
-    for kind, t in (("fp16", 0.0769), ("int4", 0.0741), ("1bit", 0.0449), ("topk", 0.0822)):
+    for kind, t in (("fp16", 0.0557), ("int4", 0.0529), ("1bit", 0.0449), ("topk", 0.0610)):
         assert about(_kind(kind), t, 0.003), kind
 
 
 def test_a_faster_nic_buys_what_powersgd_buys():
-    """eth-100, no compression: 37.0 ms"""
+    """eth-100, no compression: 37.0 ms — PowerSGD on 25 GbE beats a 4x faster NIC"""
     t = sim(RN, {"cluster.scale_out.fabric": "eth-100", "communication.compression.kind": "none"})
-    assert about(t.iteration_time_s, 0.0370, 0.003)
+    assert about(t.iteration_time_s, 0.0370, 0.003) and sim(RN).iteration_time_s < t.iteration_time_s
 
 
 def test_compression_does_not_pay_on_one_nvswitch_node():
-    """32.1 ms without compression, 32.1 ms with 1-bit, 32.5 ms with fp16"""
-    none, onebit, fp16 = (_kind(k, ONE_NODE) for k in ("none", "1bit", "fp16"))
-    assert about(none, 0.0321, 0.003) and about(onebit, 0.0321, 0.003) and about(fp16, 0.0325, 0.003)
-    assert onebit >= none and fp16 > none
+    """32.1 ms without compression, 32.1 ms with 1-bit, 32.0 ms with fp16, 32.2 ms with PowerSGD"""
+    none, onebit, fp16, psgd = (_kind(k, ONE_NODE) for k in ("none", "1bit", "fp16", "powersgd"))
+    assert about(none, 0.0321, 0.003) and about(onebit, 0.0321, 0.003)
+    assert about(fp16, 0.0320, 0.003) and about(psgd, 0.0322, 0.003)
+    assert max(none, onebit, fp16, psgd) / min(none, onebit, fp16, psgd) < 1.01
 
 
 def test_the_video_model():
-    """51.2 ms per step with PowerSGD, 116.9 ms without compression"""
-    assert about(sim(RN, VIDEO).iteration_time_s, 0.0512, 0.003)
+    """45.3 ms per step with PowerSGD, 116.9 ms without compression"""
+    assert about(sim(RN, VIDEO).iteration_time_s, 0.0453, 0.003)
     assert about(_kind("none", VIDEO), 0.1169, 0.003)

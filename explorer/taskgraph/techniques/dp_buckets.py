@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from ...collectives import bus_factor
-from ...compression import plan
+from ...compression import OVERLAPS_BACKWARD, plan
 from ...engine import Task, TaskGraph
 from ...network import Network
 from ...scenario import Scenario
@@ -90,6 +90,7 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
         # after it returns (PyTorch DDP communication hooks run their kernels in the backward's
         # stream; Vogels et al. 2019 Sec. 5): element-wise HBM passes (explorer/compression.py).
         coder = plan(sc.communication.compression, sc.model, sc.parallelism.tp, cc.n) if ops else None
+        hooked = ready_task is not None and sc.communication.compression.kind in OVERLAPS_BACKWARD
         hbm = sc.hardware.gpu.hbm_GBps * 1e9
         tasks = min(buckets, MAX_BUCKET_TASKS)
         for j in range(tasks):
@@ -120,13 +121,23 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
                 links = tuple(priced_link(net, dim, op, size, s, k))
             else:                      # what the compressor's collectives put on the wire
                 links = tuple(c for o, per in ops for c in priced_link(net, dim, o, elements * per, s, k))
+            enc_task = None
             if coder is not None:
                 enc = k * elements * coder.encode_bytes / hbm
-                d = [(g.add(Task(s, "compute", "compress", enc, d, parts=(("compute", enc),))), 1.0)]
+                enc_task = g.add(Task(s, "compute", "compress", enc, d, parts=(("compute", enc),)))
+                # Overlapped with the backward, a DDP communication hook encodes a bucket the
+                # moment autograd marks it ready, its kernels interleaved with the backward's in the
+                # same stream: the collective leaves then, and the encode's time is charged to the
+                # compute stream (drawn after the backward pass that it interleaves with).  Without
+                # overlap, or for 1-bit Adam (compressed in the optimizer step), the encode runs
+                # after the backward, before the collective (explorer/compression.py).
+                if not hooked:
+                    d = [(enc_task, 1.0)]
             tid = g.add(Task(s, "dp", "dp", k * seconds, d, priority=priority,
                              parts=(("dp", k * seconds),), info=info, links=links))
             if coder is not None:
                 dec = k * elements * coder.decode_bytes / hbm
-                tid = g.add(Task(s, "compute", "compress", dec, [(tid, 1.0)], parts=(("compute", dec),)))
+                after = [(tid, 1.0)] + ([(enc_task, 1.0)] if hooked else [])
+                tid = g.add(Task(s, "compute", "compress", dec, after, parts=(("compute", dec),)))
             out.append(tid)
     return out

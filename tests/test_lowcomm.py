@@ -188,3 +188,37 @@ def test_windows_and_exchanges_run_under_the_ideal_pipeline():
                  {"parallelism.dp_kind": "gossip-ring", "parallelism.zero": 0}):
         res = simulate(load(TWO_DC, {**over, "parallelism.ideal_pipeline": True}))
         assert res.time_per_step_s >= res.iteration_time_s > 0
+
+
+# --------------------------------------------------------------------------- groups of nodes
+RN = ROOT / "scenarios" / "resnet50-cloud-dp.yaml"
+LOCAL = {"communication.compression.kind": "none", "training.sync.kind": "local-sgd",
+         "training.sync.replica_nodes": 1, "training.sync.inner_steps": 8}
+
+
+def test_local_sgd_among_the_nodes_of_one_datacenter_closed_form():
+    """Eight one-node groups of ResNet-50 (25.56M parameters, fp32 outer payload): each GPU
+    all-reduces its 1/8 slice with its 7 counterparts over the node NICs, a ring: 2 x 7/8 x
+    102.2 MB / 8 = 22.4 MB per GPU per synchronisation, 1/8 of it per step; nothing crosses a WAN;
+    the inner step is one node's, with 1/8 of the global batch."""
+    from explorer import convnet_arch
+    r = simulate(load(RN, LOCAL))
+    w = r.sync_window
+    slice_bytes = convnet_arch.build(50).params * 4 / 8
+    assert w.replicas == 8 and w.group_nodes == 1 and w.link == "fabric"
+    assert w.sync_bytes_per_gpu["scale-out"] == pytest.approx(2 * 7 / 8 * slice_bytes, rel=1e-9)
+    assert w.wan_bytes_per_sync == 0.0 and r.bytes_per_step["scale-across"] == 0.0
+    inner = inner_scenario(load(RN, LOCAL))
+    assert (inner.cluster.nodes, inner.dp, inner.training.global_batch) == (1, 8, 512)
+    assert r.time_per_step_s == pytest.approx(w.inner_step_s + (w.sync_s + w.update_s) / 8, rel=1e-12)
+    assert r.tokens_per_s == pytest.approx(4096 / r.time_per_step_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"training.sync.replica_nodes": 3}, "training.sync.replica_nodes"),     # 3 does not divide 8
+    ({"training.sync.replica_nodes": 8}, "training.sync.replica_nodes"),     # one group only
+])
+def test_replica_groups_must_divide_and_be_several(changes, field):
+    with pytest.raises(ScenarioError) as info:
+        load(RN, {**LOCAL, **changes})
+    assert info.value.field == field and "\n" not in str(info.value)

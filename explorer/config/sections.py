@@ -378,6 +378,13 @@ class Scenario:
         return self.cluster.gpus
 
     @property
+    def sync_groups(self) -> int:
+        """Groups that train apart under ``training.sync``: the datacenters, or the cluster's nodes
+        in groups of ``training.sync.replica_nodes``."""
+        n = self.training.sync.replica_nodes
+        return self.cluster.datacenters if n == 0 else max(self.cluster.nodes // n, 1)
+
+    @property
     def dp(self) -> int:
         """The data-parallel degree (filled at load when the file leaves it out)."""
         assert self.parallelism.dp is not None  # filled by loading.fill_defaults

@@ -37,8 +37,9 @@ class Sync:
 
     kind: str = field(default="every-step", metadata={
         "choices": SYNC_KINDS,
-        "doc": "every-step = synchronous; local-sgd / diloco = each datacenter trains alone for "
-               "inner_steps steps, then the replicas all-reduce over the WAN; streaming-diloco = "
+        "doc": "every-step = synchronous; local-sgd / diloco = each datacenter (or group of "
+               "replica_nodes nodes) trains alone for inner_steps steps, then the groups all-reduce "
+               "(over the WAN between datacenters); streaming-diloco = "
                "fragments synchronised staggered and overlapped; independent = never (c-BTM)"})
     inner_steps: int = field(default=100, metadata={
         "min": 1, "max": 1_000_000,
@@ -54,6 +55,12 @@ class Sync:
         "why": "0 (blocking) up to a million inner steps",
         "doc": "streaming-diloco: inner steps a fragment's synchronisation may run behind before its "
                "result is needed (Streaming DiLoCo's tau; 0 = blocking); ignored by the other kinds"})
+    replica_nodes: int = field(default=0, metadata={
+        "min": 0, "max": 10_000_000,
+        "why": "0 (each datacenter is one replica group) or the nodes of a group",
+        "doc": "nodes of each group that trains apart: 0 = a datacenter (the replicas are the "
+               "datacenters); N = groups of N nodes, local SGD inside a datacenter too (Lin et al., "
+               "ICLR 2020), their synchronisation over the links that join them"})
     outer_dtype: str = field(default="fp32", metadata={
         "choices": tuple(OUTER_DTYPE_BYTES),
         "doc": "precision of the outer gradient (and of gossip / parameter-server exchanges) on the wire "

@@ -1,5 +1,6 @@
 """Cross-field rules of low-communication training: ``training.sync`` (replicas that train apart
-must be whole datacenters) and ``parallelism.dp_kind`` (gossip and parameter-server replicas).
+must be whole datacenters or whole groups of nodes) and ``parallelism.dp_kind`` (gossip and
+parameter-server replicas).
 
 Run by ``rules.validate`` after the other rules; one case each in tests/test_lowcomm.py
 (``SYNC_RULE_CASES``, checked to cover every entry of :data:`SYNC_RULES`).
@@ -11,12 +12,21 @@ from .sections import Scenario
 
 
 def rule_sync_needs_datacenters(sc: Scenario) -> None:
-    """Replicas that synchronise every H steps are the datacenters: at least two."""
-    sy = sc.training.sync
-    if sy.windowed and sc.cluster.datacenters < 2:
+    """Replicas that synchronise every H steps are the datacenters, or groups of
+    ``replica_nodes`` nodes that do not straddle a datacenter: at least two."""
+    sy, c = sc.training.sync, sc.cluster
+    n = sy.replica_nodes
+    if n and (c.nodes // c.datacenters) % n:
+        raise ScenarioError("training.sync.replica_nodes", f"{n} nodes per group do not divide the "
+                            f"{c.nodes // c.datacenters} nodes of a datacenter; use a divisor of it")
+    if sy.windowed and sc.sync_groups < 2:
+        if n:
+            raise ScenarioError("training.sync.replica_nodes", f"{n} nodes per group leave one group of "
+                                f"the {c.nodes} nodes; {sy.kind} needs at least two (use at most "
+                                f"{c.nodes // 2})")
         raise ScenarioError("training.sync.kind", f"{sy.kind} trains one replica per datacenter and needs "
-                            f"cluster.datacenters >= 2 (got {sc.cluster.datacenters}); use every-step "
-                            "or add datacenters")
+                            f"cluster.datacenters >= 2 (got {c.datacenters}); use every-step, add "
+                            "datacenters or set training.sync.replica_nodes")
 
 
 def rule_sync_whole_replicas(sc: Scenario) -> None:
@@ -26,17 +36,20 @@ def rule_sync_whole_replicas(sc: Scenario) -> None:
         return
     from ..placement import Placement  # placement reads the validated scenario's degrees
 
-    D = c.datacenters
+    D = sc.sync_groups
+    what = "datacenters" if sy.replica_nodes == 0 else f"groups of {sy.replica_nodes} nodes"
     dc_gpus = c.gpus // D
     pl = Placement.for_scenario(sc)
     home = {pl.gpu(pp=s) // dc_gpus for s in range(p.pp)} | {pl.gpu(tp=p.tp - 1, cp=p.cp - 1) // dc_gpus}
     if sc.dp % D or len(home) > 1:
+        fix = "set parallelism.span: dp" if sy.replica_nodes == 0 else \
+            "use larger groups (training.sync.replica_nodes) or place dp outermost"
         raise ScenarioError("training.sync.kind", f"{sy.kind} needs whole model replicas in every "
-                            f"datacenter (dp = {sc.dp} a multiple of the {D} datacenters, pipelines "
-                            "inside one); set parallelism.span: dp")
+                            f"group (dp = {sc.dp} a multiple of the {D} {what}, pipelines inside one); "
+                            f"{fix}")
     if sc.training.global_batch % D:
         raise ScenarioError("training.global_batch", f"{sc.training.global_batch} sequences do not split "
-                            f"evenly over the {D} datacenters training apart; use a multiple of {D}")
+                            f"evenly over the {D} {what} training apart; use a multiple of {D}")
 
 
 def rule_sync_fragments(sc: Scenario) -> None:

@@ -47,7 +47,7 @@ def window_segments(w: SyncWindow) -> list[Segment]:
     if w.kind != "streaming-diloco":
         t = H * T
         out = [_steps(0, H, 0.0, T),
-               Segment("WAN", t, t + w.sync_s, "sync", f"all-reduce of the model ({w.outer_dtype})"),
+               Segment(w.link, t, t + w.sync_s, "sync", f"all-reduce of the model ({w.outer_dtype})"),
                Segment("stall", t, t + w.sync_s, "stall", "every replica waits for the synchronisation")]
         if w.update_s > 0:
             end = t + w.sync_s
@@ -74,7 +74,7 @@ def window_segments(w: SyncWindow) -> list[Segment]:
             last = step
             f = sends[step]
             end = t + w.fragment_sync_s
-            out.append(Segment("WAN", t, end, "sync", f"fragment {f + 1} of {F} ({w.outer_dtype})"))
+            out.append(Segment(w.link, t, end, "sync", f"fragment {f + 1} of {F} ({w.outer_dtype})"))
             pending.append((step + 1 + tau, end, f))
     # The last fragment is due tau steps into the next window: the wait it causes there is drawn
     # here, at the window's end, so that the window's length is the steady-state period.
@@ -161,7 +161,8 @@ def sync_window_figure(w: SyncWindow, height: int = 240, font_size: int = 12, fo
                       margin=dict(l=6, r=6, t=46, b=30), showlegend=False,
                       title=dict(text=f"One window: {w.inner_steps} inner steps and their synchronisation "
                                       f"· {w.time_per_step_s:.4g} s per step", font=dict(size=font_size + 1)))
-    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(LANES)))
+    lanes = [w.link if lane == "WAN" else lane for lane in LANES]     # "fabric" for node groups
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(lanes)))
     return fig
 
 

@@ -1,8 +1,9 @@
 """How many replicas, and how often to synchronise them, when communication is not free.
 
 The classic question of local SGD (Stich, ICLR 2019; Lin et al., ICLR 2020) and of model
-averaging across workers: for each number of replicas D (datacenters, each as large as the base
-scenario's: weak scaling, every replica with the base's per-datacenter batch) and each
+averaging across workers: for each number of replicas D (datacenters, or groups of
+``training.sync.replica_nodes`` nodes, each as large as the base scenario's: weak scaling, every
+replica with the base's per-group batch) and each
 synchronisation period H, the amortised time per step of a scenario with ``training.sync`` of
 kind local-sgd or diloco (the base's kind, diloco by default) and the share of it the
 synchronisation takes.  The *knee* of each D's curve is the smallest H whose synchronisation
@@ -60,15 +61,19 @@ def consensus(raw: Mapping[str, Any], replicas: Sequence[int] = REPLICAS,
     """The curve of the scenario mapping ``raw`` (module docstring)."""
     base = from_dict(raw)
     kind = base.training.sync.kind if base.training.sync.kind in ("local-sgd", "diloco") else "diloco"
-    D0 = base.cluster.datacenters
-    if base.cluster.nodes % D0 or base.training.global_batch % D0:
+    # The replicas are the datacenters, or (training.sync.replica_nodes) groups of nodes in one.
+    groups = base.training.sync.replica_nodes > 0 and base.cluster.datacenters == 1
+    D0 = base.sync_groups if groups else base.cluster.datacenters
+    if base.cluster.nodes % D0 or base.training.global_batch % D0 or base.dp % D0:
         raise ScenarioError("cluster.datacenters", "the base must split evenly into datacenters")
     per_dc_nodes, per_dc_batch = base.cluster.nodes // D0, base.training.global_batch // D0
     points, knees, skipped = [], {}, {}
     for D in replicas:
-        over = {"cluster.datacenters": D, "cluster.nodes": per_dc_nodes * D,
+        over = {"cluster.nodes": per_dc_nodes * D,
                 "training.global_batch": per_dc_batch * D, "training.sync.kind": kind,
                 "parallelism.dp": base.dp // D0 * D}
+        if not groups:
+            over["cluster.datacenters"] = D
         try:
             sc = from_dict(apply_overrides(dict(raw), over))
             inner = simulate(inner_scenario(sc))

@@ -20,17 +20,22 @@ def _gbps(x: float) -> str:
 def sync_sentences(w: SyncWindow) -> list[str]:
     """What the window costs and what crosses the WAN, one sentence per line."""
     if w.kind == "independent":
-        return [f"independent: {w.replicas} datacenters train separate models and never synchronise "
+        return [f"independent: {w.replicas} {w.groups} train separate models and never synchronise "
                 f"(time per step = the inner step, {_s(w.inner_step_s)}; the final merge is not timed)",
                 f"quality: {w.quality}"]
     streaming = w.kind == "streaming-diloco"
     every = f"every {w.inner_steps} steps" + (f", {w.fragments} fragments in turn" if streaming else "")
-    out = [f"{w.kind}: {w.replicas} datacenters train apart and synchronise {every}; inner step "
+    out = [f"{w.kind}: {w.replicas} {w.groups} train apart and synchronise {every}; inner step "
            f"{_s(w.inner_step_s)}, whole-model synchronisation {_s(w.sync_s)} ({w.outer_dtype}), exposed "
-           f"{_s(w.exposed_sync_s)} per window of {_s(w.window_s)} -> {_s(w.time_per_step_s)} per step",
-           f"WAN: {_gb(w.wan_bytes_per_sync)} leave each datacenter per synchronisation "
-           f"({_gb(w.wan_bytes_per_sync / w.inner_steps)} per step amortised), at "
-           f"{_gbps(w.peak_wan_Gbps)} while it runs"]
+           f"{_s(w.exposed_sync_s)} per window of {_s(w.window_s)} -> {_s(w.time_per_step_s)} per step"]
+    if w.group_nodes == 0 or w.wan_bytes_per_sync > 0:
+        out.append(f"WAN: {_gb(w.wan_bytes_per_sync)} leave each datacenter per synchronisation "
+                   f"({_gb(w.wan_bytes_per_sync / w.inner_steps)} per step amortised), at "
+                   f"{_gbps(w.peak_wan_Gbps)} while it runs")
+    else:
+        nic = w.sync_bytes_per_gpu.get("scale-out", 0.0)
+        out.append(f"fabric: each GPU sends {_gb(nic)} through its node's NICs per synchronisation "
+                   f"({_gb(nic / w.inner_steps)} per step amortised); nothing crosses a WAN")
     if w.wan_Gbps_needed is not None:
         hides = (f"it hides completely from {_gbps(w.wan_Gbps_to_hide)}" if w.wan_Gbps_to_hide is not None
                  else "it never hides completely (the in-datacenter gather alone outlasts the overlap)")

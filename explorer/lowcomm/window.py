@@ -4,7 +4,9 @@ Every datacenter holds whole model replicas (``parallelism.span: dp``) and train
 in-datacenter parallelism, unchanged: the *inner step* is the scenario restricted to one datacenter
 with 1/D of the global batch (:func:`inner_scenario`), simulated once — all D datacenters run it
 at the same time, so one inner step still processes the whole global batch.  Every H inner steps
-the replicas all-reduce their outer gradient over the WAN:
+the replicas all-reduce their outer gradient over the WAN.  With ``replica_nodes`` the groups are
+N nodes each instead of datacenters (local SGD inside one datacenter, Lin et al., ICLR 2020): the
+same window, the synchronisation over the node NICs and the fabric that join the groups:
 
 - the payload is every parameter a GPU holds, in ``outer_dtype`` (fp32 = 4 bytes, int4 = 0.5);
 - it is priced as the data-parallel group's all-reduce of the full scenario (the network model's
@@ -70,7 +72,7 @@ class SyncWindow:
     fragments: int
     overlap_steps: int
     outer_dtype: str
-    replicas: int                  # datacenters training apart
+    replicas: int                  # groups training apart (datacenters, or replica_nodes nodes)
     inner_step_s: float            # one inner step (the Gantt)
     sync_s: float                  # one synchronisation of the whole model (all fragments together)
     fragment_sync_s: float         # one fragment's synchronisation
@@ -87,6 +89,17 @@ class SyncWindow:
     wan_Gbps_to_hide: float | None  # WAN bandwidth at which the sync hides (None: it never does)
     quality: str
     slice_params: float = 0.0      # parameters one GPU reduces, updates and keeps outer state for
+    group_nodes: int = 0           # training.sync.replica_nodes: 0 = the groups are datacenters
+
+    @property
+    def groups(self) -> str:
+        """What trains apart, for sentences: "datacenters" or "groups of N nodes"."""
+        return "datacenters" if self.group_nodes == 0 else f"groups of {self.group_nodes} node(s)"
+
+    @property
+    def link(self) -> str:
+        """What the synchronisation crosses: the WAN between datacenters, or the fabric."""
+        return "WAN" if self.group_nodes == 0 else "fabric"
 
     @property
     def time_per_step_s(self) -> float:
@@ -110,14 +123,15 @@ class SyncWindow:
                 "bytes_per_step": dict(self.bytes_per_step),
                 "peak_wan_Gbps": self.peak_wan_Gbps, "wan_Gbps_needed": self.wan_Gbps_needed,
                 "wan_Gbps_to_hide": self.wan_Gbps_to_hide,
-                "quality": self.quality, "slice_params": self.slice_params}
+                "quality": self.quality, "slice_params": self.slice_params,
+                "replica_nodes": self.group_nodes, "group_nodes": self.group_nodes}
 
 
 def inner_scenario(sc: Scenario) -> Scenario:
-    """One datacenter of ``sc`` training its replicas alone: nodes / D, global batch / D, dp / D,
-    synchronised every step inside.  Raises a ScenarioError on ``training.sync.kind`` when that
-    datacenter cannot run the layout (the message says why)."""
-    c, D = sc.cluster, sc.cluster.datacenters
+    """One group of ``sc`` (a datacenter, or replica_nodes nodes) training its replicas alone:
+    nodes / D, global batch / D, dp / D, synchronised every step inside.  Raises a ScenarioError on
+    ``training.sync.kind`` when that group cannot run the layout (the message says why)."""
+    c, D = sc.cluster, sc.sync_groups
     raw = to_dict(sc)
     raw.pop("description", None)
     cl = raw["cluster"]
@@ -131,7 +145,7 @@ def inner_scenario(sc: Scenario) -> Scenario:
     try:
         return from_dict(raw)
     except ScenarioError as e:
-        raise ScenarioError("training.sync.kind", f"{sc.training.sync.kind}: one datacenter alone "
+        raise ScenarioError("training.sync.kind", f"{sc.training.sync.kind}: one group alone "
                             f"({c.nodes // D} nodes, global batch {sc.training.global_batch // D}) "
                             f"cannot run this layout: {e}") from None
 
@@ -166,7 +180,8 @@ def _price(sc: Scenario, inner: Scenario) -> _Priced:
     sy = sc.training.sync
     net, inner_net = Network(sc), Network(inner)
     b = IterationBuilder(sc, net, ideal=frozenset())      # parameter counts only: the real chunks
-    D, dc_gpus = sc.cluster.datacenters, sc.cluster.gpus // sc.cluster.datacenters
+    D = sc.sync_groups
+    dc_gpus = sc.cluster.gpus // D
     per = dict.fromkeys(BOUNDARY_NAMES, 0.0)
     wan = sync = frag = cross = most = 0.0
     comp = sc.communication.compression
@@ -220,9 +235,9 @@ def window(sc: Scenario, inner: Result) -> SyncWindow:
     t_in = inner.iteration_time_s
     steps_bytes = {t: sum(d[t] for d in inner.comm_bytes_by_tier.values()) for t in STEP_TIERS}
     if sy.kind == "independent":
-        return SyncWindow(sy.kind, H, F, tau, sy.outer_dtype, sc.cluster.datacenters, t_in, 0.0, 0.0, 0.0,
+        return SyncWindow(sy.kind, H, F, tau, sy.outer_dtype, sc.sync_groups, t_in, 0.0, 0.0, 0.0,
                           0.0, H * t_in, 0.0, dict.fromkeys(STEP_TIERS, 0.0), steps_bytes, 0.0, None,
-                          None, quality_note(sy.kind))
+                          None, quality_note(sy.kind), 0.0, sy.replica_nodes)
     pr = _price(sc, inner.scenario)
     hbm = sc.hardware.gpu.hbm_GBps * 1e9
     update = UPDATE_BYTES[sy.kind] * pr.slice_params / hbm
@@ -243,9 +258,9 @@ def window(sc: Scenario, inner: Result) -> SyncWindow:
         peak = pr.wan_bytes * 8 / pr.cross_s / 1e9 if pr.cross_s > 0 else 0.0
     per_gpu = {t: pr.per_gpu[t] for t in STEP_TIERS}
     per_step = {t: steps_bytes[t] + per_gpu[t] / H for t in STEP_TIERS}
-    return SyncWindow(sy.kind, H, F, tau, sy.outer_dtype, sc.cluster.datacenters, t_in, pr.sync_s,
+    return SyncWindow(sy.kind, H, F, tau, sy.outer_dtype, sc.sync_groups, t_in, pr.sync_s,
                       pr.fragment_s, exposed, update, H * t_in + exposed + update, pr.wan_bytes, per_gpu,
-                      per_step, peak, needed, hide, quality_note(sy.kind), pr.slice_params)
+                      per_step, peak, needed, hide, quality_note(sy.kind), pr.slice_params, sy.replica_nodes)
 
 
 def simulate_window(sc: Scenario, simulate_inner: Callable[[Scenario], Result]) -> Result:
@@ -261,7 +276,7 @@ def simulate_window(sc: Scenario, simulate_inner: Callable[[Scenario], Result]) 
     comm = dict(inner.comm_bytes_per_gpu)
     comm["dp"] = comm.get("dp", 0.0) + sync_dp["scale-up"]
     # The outer state of the slice, and a compressor's error-feedback residual for it.
-    ef = plan(sc.communication.compression, sc.model, sc.parallelism.tp, sc.cluster.datacenters).ef_bytes
+    ef = plan(sc.communication.compression, sc.model, sc.parallelism.tp, sc.sync_groups).ef_bytes
     extra = (OUTER_STATE_BYTES[sc.training.sync.kind] + (ef if w.kind != "independent" else 0.0)) \
         * w.slice_params
     mem = inner.memory
@@ -274,14 +289,14 @@ def simulate_window(sc: Scenario, simulate_inner: Callable[[Scenario], Result]) 
     per_step = (w.exposed_sync_s + w.update_s) / w.inner_steps
     others = [v for k, v in inner.breakdown_s.items() if k not in ("compute", "recompute")]
     if per_step > max(others, default=0.0):
-        story = (f"The WAN synchronisation every {w.inner_steps} steps adds {per_step:.3g} s per step "
+        story = (f"The {w.link} synchronisation every {w.inner_steps} steps adds {per_step:.3g} s per step "
                  f"({per_step / w.time_per_step_s:.1%}) to the {w.inner_step_s:.3g} s inner step: its "
                  f"{w.exposed_sync_s:.3g} s per window are not hidden.")
-    # The D datacenters step together: D times the inner scenario's tokens, per-GPU rates unchanged.
+    # The D groups step together: D times the inner scenario's tokens, per-GPU rates unchanged.
     util = amortised_utilisation(sc, by_tier, w.time_per_step_s)
     return replace(inner, scenario=sc, bottleneck=story, utilisation=util, warnings=warnings,
                    warning_kinds=kinds,
-                   tokens_per_s=inner.tokens_per_s * sc.cluster.datacenters * slow,
+                   tokens_per_s=inner.tokens_per_s * sc.sync_groups * slow,
                    tflops_per_gpu=inner.tflops_per_gpu * slow, mfu=inner.mfu * slow,
                    mfu_fp8_peak=None if inner.mfu_fp8_peak is None else inner.mfu_fp8_peak * slow,
                    comm_bytes_per_gpu=comm, comm_bytes_by_tier=by_tier, memory=memory, sync_window=w)

@@ -96,6 +96,7 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("training.sync.inner_steps", "Inner steps between syncs (H)", "int"),
         Control("training.sync.fragments", "Fragments (streaming)", "int"),
         Control("training.sync.overlap_steps", "Overlap steps (streaming)", "int"),
+        Control("training.sync.replica_nodes", "Nodes per replica group (0 = a datacenter)", "int"),
         Control("training.sync.outer_dtype", "Outer gradient / exchange precision", "choice"),
         Control("parallelism.dp_kind", "Replicas agree by", "choice"),
         Control("parallelism.gossip_peers", "Gossip peers per step (0 = all)", "int"),

@@ -20,6 +20,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from .. import figures
+from ..analysis.memory_timeline import memory_timeline
 from ..figures.gantt import lane_name
 from ..scenario import Scenario, from_dict, to_yaml
 from ..timeline import build_timeline, estimate_rows, folded_timeline
@@ -45,11 +46,13 @@ class ViewData:
     gantt_info: figures.GanttInfo
     full_rows: int               # per-layer operations of the whole timeline (downloads)
     fold: tuple[float, float, int, float] | None = None   # block start/end s, repeats, period s
+    memory_curves: tuple = ()    # per class, memory over the timeline (analysis/memory_timeline.py)
 
     def size_bytes(self) -> int:
         """Rough footprint, for the cache's byte budget."""
         return (len(json.dumps(self.json, default=str)) + len(self.yaml)
-                + self.gantt_info.bars * BYTES_PER_BAR + 4096)
+                + self.gantt_info.bars * BYTES_PER_BAR + 4096
+                + sum(16 * len(c.points) for c in self.memory_curves))
 
 
 class ByteBoundedLRU:
@@ -113,7 +116,7 @@ def _compute(raw_json: str) -> ViewData:
     return ViewData(sc, j, labels, names, names[res.breakdown_class],
                     tuple(m.as_GB() for m in res.memory_by_class),
                     dict(res.utilisation),
-                    to_yaml(sc), fig, info, full_rows, draw.fold)
+                    to_yaml(sc), fig, info, full_rows, draw.fold, memory_timeline(res))
 
 
 def summary(raw_json: str) -> dict[str, Any]:

@@ -1,18 +1,26 @@
-"""The Memory tab: per-GPU memory of each pipeline stage against the GPU's capacity."""
+"""The Memory tab: per-GPU memory of each pipeline stage against the GPU's capacity — at its peak,
+by kind, and over the iteration on the Gantt's time axis (activations growing through the warm-up
+and draining in the cool-down)."""
 from __future__ import annotations
 
 import streamlit as st
 
 from ... import figures
+from ...figures.memory_timeline import memory_timeline_figure
 from ..cache import ViewData
 from ..export import chart
 
 
 def render(data: ViewData, present: bool) -> None:
     j = data.json
-    chart(figures.memory(list(data.memory), list(data.names), j["memory_capacity_GB"],
-                                   height=360 if present else 380, font_size=15 if present else 12),
-                    key="memory", present=present, config={"displaylogo": False})
+    bars, over_time = st.columns([2, 3], gap="medium")
+    with bars:
+        st.markdown("**At the peak, by kind**")
+        chart(figures.memory(list(data.memory), list(data.names), j["memory_capacity_GB"],
+                             height=360 if present else 380, font_size=15 if present else 12),
+              key="memory", present=present, config={"displaylogo": False})
+    with over_time:
+        _over_time(data, present)
     mem, cap = j["memory_GB"]["total"], j["memory_capacity_GB"]
     if mem > cap:
         st.warning(f"The fullest stage needs {mem:.1f} GB per GPU, more than the {cap:.1f} GB of the GPU: "
@@ -26,3 +34,28 @@ def render(data: ViewData, present: bool) -> None:
                 "of the stage's schedule — with 1F1B the first stage holds `pp` micro-batches in flight, "
                 "with GPipe all of them (Korthikanti et al. 2022 for the bytes per layer). The Traffic tab "
                 "shows what each ZeRO stage costs in bytes sent.")
+
+
+def _over_time(data: ViewData, present: bool) -> None:
+    """Memory over the iteration per stage (explorer/analysis/memory_timeline.py)."""
+    j = data.json
+    st.markdown("**Over the iteration** (same time axis as the Gantt)")
+    curves = data.memory_curves
+    if not curves:
+        st.caption("No pipeline passes to follow in this run.")
+        return
+    span = j["iteration_time_s"]
+    if data.fold is not None:        # the Gantt draws the folded timeline: follow its axis
+        span = max(t for c in curves for t, _ in c.points) * 1.02
+    chart(memory_timeline_figure(curves, span, j["memory_capacity_GB"], height=360 if present else 380,
+                                 font_size=15 if present else 12),
+          key="memory_timeline", present=present, config={"displaylogo": False})
+    first = curves[0]
+    caption = (f"{first.name}: {first.peak_activations / 1e9:.2f} GB of activations at most in flight "
+               f"on top of {first.static / 1e9:.2f} GB of weights, gradients and optimizer state.")
+    if data.fold is not None:
+        caption += " The steady state is folded here as in the Gantt."
+    if not present:
+        caption += (" A forward's activations stay until the pass that completes its gradients; "
+                    "switch the schedule to gpipe to see them pile up, to 1f1b to see them bounded.")
+    st.caption(caption)

@@ -21,7 +21,7 @@ def render(data: ViewData, present: bool = False) -> None:
         # Replicas that train apart: the step's cost amortised over the window (explorer/lowcomm).
         cols[0].metric("Time per step", fmt_time(j["time_per_step_s"]), border=True,
                        help=f"Amortised over {j['sync']['inner_steps']} inner steps and their sync",
-                       delta=f"inner step {fmt_time(j['iteration_time_s'])}", delta_color="off",
+                       delta=f"inner {fmt_time(j['iteration_time_s'])}", delta_color="off",
                        delta_arrow="off")
     else:
         x = j.get("dp_exchange") or {}

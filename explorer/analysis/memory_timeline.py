@@ -1,0 +1,88 @@
+"""Per-GPU memory over the iteration: what each GPU class holds at every instant of the timeline.
+
+The static part (weights, gradients, optimizer state, as the ZeRO stage shards them) is held
+throughout; activations follow the passes as the simulated schedule ran them, with the rule the
+memory report's peak replays (explorer/schedules/pipeline.peak_activations, dualpipe's likewise):
+a forward's activations are live from the end of that forward (one pipeline unit of its chunk,
+ChunkWork.act_bytes) until the end of the pass that completes its gradients — the backward, or the
+weight-gradient pass when the schedule splits them (zero-bubble, DualPipe); a fused F&B adds its
+forward's and frees its backward's.  Between events the level is constant, so the curve's maximum
+plus the recompute working set of one layer (activations.py; a transient inside a backward, kept
+as ``transient``) is exactly the report's activation peak.
+
+This is the view that makes 1F1B's bounded memory against GPipe's obvious (Narayanan et al. SC21,
+Sec. 2.2: 1F1B keeps at most p micro-batches in flight, GPipe all m).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..network import Network
+from ..taskgraph.builder import IterationBuilder
+from ..taskgraph.records import PassInfo
+from .memory import recompute_transient
+
+
+@dataclass(frozen=True)
+class MemoryCurve:
+    """One GPU class's memory over time: a step function through ``points`` (time s, bytes),
+    each level held until the next point; ``static`` bytes (weights, gradients, optimizer)."""
+
+    cls: int
+    name: str
+    static: float
+    points: tuple[tuple[float, float], ...]       # (time s, activation bytes from then on)
+    transient: float = 0.0        # one recomputed layer's working set, live inside a backward
+
+    @property
+    def peak_activations(self) -> float:
+        """The highest activation level reached."""
+        return max((b for _, b in self.points), default=0.0)
+
+
+def memory_timeline(res) -> tuple[MemoryCurve, ...]:
+    """Per GPU class of ``res`` (a simulate Result), its memory over the simulated timeline.
+
+    Classes are pipeline stages here; a run whose classes are not one per stage (replicas that
+    differ, windows, exchanges) gives the stages of its first replica (the timeline it draws)."""
+    sc = res.scenario
+    b = IterationBuilder(sc, Network(sc))
+    chunks = {(s, c): b.chunk_of(s, c).act_bytes
+              for s in range(b.p) for c in range(b.schedule.chunks_per_rank(b.v))}
+    by_cls: dict[int, list] = {}
+    for t in res.tasks:
+        if t.stream == "compute" and isinstance(t.info, PassInfo):
+            by_cls.setdefault(t.cls, []).append(t)
+    out = []
+    for cls, tasks in sorted(by_cls.items()):
+        stage = res.classes[cls].stage if cls < len(res.classes) else cls
+        events: list[tuple[float, float]] = []
+        for t in tasks:
+            info = t.info
+            act = chunks.get((stage, info.chunk), 0.0)
+            if t.kind == "forward":
+                events.append((t.end, act))
+            elif t.kind == "F&B":
+                # Both halves' activations are live inside the fused pass (DualPipe's replay
+                # counts the forward's before it frees the backward's).
+                events.append((t.start, act))
+                events.append((t.end, -chunks.get((stage, info.pair_chunk), 0.0)))
+            elif t.kind == "weight-grad" or (t.kind == "backward"
+                                              and any(k == "weight-grad" for k, _ in t.parts)):
+                # A full backward (its parts include the weight gradients) or the weight-gradient
+                # pass of a split one completes the gradients; an input-gradient pass keeps them.
+                events.append((t.end, -act))
+        events.sort(key=lambda e: e[0])
+        level, points = 0.0, [(0.0, 0.0)]
+        for time, delta in events:
+            level = max(level + delta, 0.0)
+            if points[-1][0] == time:
+                points[-1] = (time, level)
+            else:
+                points.append((time, level))
+        mem = res.memory_by_class[cls] if cls < len(res.memory_by_class) else res.memory
+        name = res.classes[cls].name if cls < len(res.classes) else f"stage {stage}"
+        held = [ch for ch, _ in b.rank_chunks(stage)] if stage < b.p else []
+        out.append(MemoryCurve(cls, name, mem.params + mem.grads + mem.optimizer, tuple(points),
+                               recompute_transient(b, held) if held else 0.0))
+    return tuple(out)

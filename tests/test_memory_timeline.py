@@ -1,0 +1,68 @@
+"""Memory over time (explorer/analysis/memory_timeline.py): the curve replays the simulated passes
+with the memory report's rule, so its maximum (plus the recompute transient) is the report's
+activation peak for every schedule; GPipe piles up all m micro-batches, 1F1B at most p; every
+activation is freed by the end of a flushing iteration; the Memory view draws it."""
+from __future__ import annotations
+
+import pytest
+
+from explorer.analysis.memory_timeline import memory_timeline
+from explorer.scenario import load
+from explorer.simulate import simulate
+from explorer.taskgraph.builder import IterationBuilder
+
+from app_support import run_app
+from conftest import ROOT
+
+TEACH = ROOT / "scenarios" / "teaching-8gpu.yaml"
+SCHEDULES = [({"parallelism.schedule": "1f1b"}, "1f1b"), ({"parallelism.schedule": "gpipe"}, "gpipe"),
+             ({"parallelism.schedule": "interleaved", "parallelism.vpp": 2}, "interleaved"),
+             ({"parallelism.schedule": "zb-h1"}, "zb-h1"), ({"parallelism.schedule": "zb-h2"}, "zb-h2"),
+             ({"parallelism.schedule": "dualpipe"}, "dualpipe")]
+
+
+@pytest.mark.parametrize("over", [s for s, _ in SCHEDULES], ids=[n for _, n in SCHEDULES])
+def test_curve_peak_is_the_reports_activation_peak(over):
+    res = simulate(load(TEACH, over))
+    curves = memory_timeline(res)
+    assert len(curves) == len(res.memory_by_class)
+    for c, mem in zip(curves, res.memory_by_class, strict=True):
+        assert c.peak_activations + c.transient == pytest.approx(mem.activations, rel=1e-9)
+        assert c.static == pytest.approx(mem.params + mem.grads + mem.optimizer, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["megatron-gpt3-175b", "deepseek-v3"])
+def test_folded_and_recomputing_runs_keep_the_identity(name):
+    """A folded steady state (megatron-gpt3-175b) and selective recompute (deepseek-v3)."""
+    res = simulate(load(ROOT / "scenarios" / f"{name}.yaml"))
+    for c, mem in zip(memory_timeline(res), res.memory_by_class, strict=True):
+        assert c.peak_activations + c.transient == pytest.approx(mem.activations, rel=1e-9)
+
+
+def test_gpipe_holds_every_micro_batch_and_1f1b_at_most_p():
+    """Stage 0 of teaching-8gpu (p = 4): GPipe keeps all m of its micro-batches' activations at once
+    (GPipe, Huang et al. 2019), 1F1B at most p (Narayanan et al. SC21, Sec. 2.2)."""
+    sc = load(TEACH, {"parallelism.schedule": "gpipe"})
+    act = IterationBuilder(sc).chunk_of(0, 0).act_bytes
+    m, p = sc.micro_batches, sc.parallelism.pp
+    gpipe = memory_timeline(simulate(sc))[0]
+    one = memory_timeline(simulate(load(TEACH)))[0]
+    assert gpipe.peak_activations == pytest.approx(m * act, rel=1e-9)
+    assert one.peak_activations == pytest.approx(min(p, m) * act, rel=1e-9)
+    assert m > p
+
+
+@pytest.mark.parametrize("over", [s for s, _ in SCHEDULES], ids=[n for _, n in SCHEDULES])
+def test_everything_is_freed_by_the_end(over):
+    for c in memory_timeline(simulate(load(TEACH, over))):
+        assert c.points[0] == (0.0, 0.0)
+        assert c.points[-1][1] == pytest.approx(0.0, abs=1e-6 * c.peak_activations)
+        times = [t for t, _ in c.points]
+        assert times == sorted(times)
+
+
+def test_memory_view_draws_the_timeline():
+    at = run_app(scenario="teaching-8gpu", view="memory", **{"parallelism.schedule": "gpipe"})
+    assert not at.exception and not at.error
+    assert any("Over the iteration" in m.value for m in at.markdown)
+    assert any("activations at most in flight" in c.value for c in at.caption)

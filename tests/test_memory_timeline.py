@@ -66,3 +66,17 @@ def test_memory_view_draws_the_timeline():
     assert not at.exception and not at.error
     assert any("Over the iteration" in m.value for m in at.markdown)
     assert any("activations at most in flight" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("ideal", [False, True], ids=["as-shipped", "ideal-pipeline"])
+def test_every_shipped_scenario_has_a_curve_per_class(ideal):
+    """The Memory view computes the curves for every page: no shipped scenario, with or without
+    the ideal pipeline (whose network is free), may fail here; peaks match the report."""
+    from conftest import SCENARIO_FILES
+    for path in SCENARIO_FILES:
+        res = simulate(load(path, {"parallelism.ideal_pipeline": ideal}))
+        curves = memory_timeline(res)
+        assert curves, path.stem
+        for c in curves:
+            mem = res.memory_by_class[c.cls]
+            assert c.peak_activations + c.transient == pytest.approx(mem.activations, rel=1e-9), path.stem

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..network import Network
 from ..taskgraph.builder import IterationBuilder
 from ..taskgraph.records import PassInfo
 from .memory import recompute_transient
@@ -46,7 +45,7 @@ def memory_timeline(res) -> tuple[MemoryCurve, ...]:
     Classes are pipeline stages here; a run whose classes are not one per stage (replicas that
     differ, windows, exchanges) gives the stages of its first replica (the timeline it draws)."""
     sc = res.scenario
-    b = IterationBuilder(sc, Network(sc))
+    b = IterationBuilder(sc)          # the simulation's own (its network free under the ideal pipeline)
     chunks = {(s, c): b.chunk_of(s, c).act_bytes
               for s in range(b.p) for c in range(b.schedule.chunks_per_rank(b.v))}
     by_cls: dict[int, list] = {}

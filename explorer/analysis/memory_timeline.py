@@ -15,8 +15,9 @@ Sec. 2.2: 1F1B keeps at most p micro-batches in flight, GPipe all m).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ..fold_tasks import FoldedTasks
 from ..taskgraph.builder import IterationBuilder
 from ..taskgraph.records import PassInfo
 from .memory import recompute_transient
@@ -40,16 +41,27 @@ class MemoryCurve:
 
 
 def memory_timeline(res) -> tuple[MemoryCurve, ...]:
-    """Per GPU class of ``res`` (a simulate Result), its memory over the simulated timeline.
+    """Per GPU class of ``res`` (a simulate Result), its memory over the simulated timeline (the
+    reduced run of a folded one, the timeline the Gantt draws).
 
     Classes are pipeline stages here; a run whose classes are not one per stage (replicas that
     differ, windows, exchanges) gives the stages of its first replica (the timeline it draws)."""
     sc = res.scenario
-    b = IterationBuilder(sc)          # the simulation's own (its network free under the ideal pipeline)
+    # Chunks read no micro-batch count (IterationBuilder.for_scenario), so a builder of a few
+    # micro-batches prices them without building the program order of a huge batch (the
+    # simulation folds those; an order of 10^8 units would not fit in memory).  The builder is the
+    # simulation's own kind: its network is free under the ideal pipeline.
+    p = sc.parallelism
+    few = sc.training.micro_batch * sc.dp * 2 * p.pp * p.vpp
+    small = replace(sc.training, global_batch=min(few, sc.training.global_batch))
+    b = IterationBuilder(replace(sc, training=small))
     chunks = {(s, c): b.chunk_of(s, c).act_bytes
               for s in range(b.p) for c in range(b.schedule.chunks_per_rank(b.v))}
+    # A folded run is followed through its reduced run, as the Gantt draws it (unfolding a
+    # 10^5-micro-batch iteration here would build every task again).
+    tasks = res.tasks.tasks if isinstance(res.tasks, FoldedTasks) else res.tasks
     by_cls: dict[int, list] = {}
-    for t in res.tasks:
+    for t in tasks:
         if t.stream == "compute" and isinstance(t.info, PassInfo):
             by_cls.setdefault(t.cls, []).append(t)
     out = []

@@ -52,7 +52,7 @@ class ViewData:
         """Rough footprint, for the cache's byte budget."""
         return (len(json.dumps(self.json, default=str)) + len(self.yaml)
                 + self.gantt_info.bars * BYTES_PER_BAR + 4096
-                + sum(16 * len(c.points) for c in self.memory_curves))
+                + sum(112 * len(c.points) for c in self.memory_curves))   # a (float, float) tuple
 
 
 class ByteBoundedLRU:

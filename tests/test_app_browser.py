@@ -463,3 +463,44 @@ def test_clicking_a_gantt_bar_explains_it(app):
     page.get_by_text("Explain this bar").first.wait_for(timeout=30_000)
     text = page.get_by_text("Shorter with").first.inner_text()
     assert "Shorter with" in text
+
+
+def test_a_collective_bar_steps_through_its_call(app):
+    """Clicking a data-parallel bar opens *Step through this call*: at its last step (the default)
+    every ring link has carried 2(n-1)/n of the call's bytes, the table says so, and the step's
+    alpha-beta sentence is there."""
+    app.open()
+    app.assert_healthy()
+    page = app.page
+    bars = page.locator(".js-plotly-plot .barlayer .point path")
+    found = False
+    for i in range(bars.count() - 1, max(bars.count() - 40, -1), -1):
+        bars.nth(i).click(force=True)
+        page.wait_for_timeout(600)
+        if page.get_by_text("Step through this call").count():
+            found = True
+            break
+    assert found, "no collective bar opened the step-through"
+    page.get_by_text("Step through this call").first.click()
+    page.get_by_text("t = α + bytes / β").first.wait_for(timeout=30_000)
+    sentence = page.get_by_text("t = α + bytes / β").first.inner_text()
+    assert "all-reduce" in sentence and "step" in sentence
+    cells = page.locator('[data-testid="stTable"] td')
+    cells.first.wait_for(timeout=30_000)
+    page.wait_for_timeout(300)            # the table's rows render together; let the last settle
+    texts = [cells.nth(i).inner_text().strip() for i in range(cells.count())]
+    mb = [float(t.replace(",", "")) for t in texts
+          if t and "→" not in t and t.replace(",", "").replace(".", "").isdigit()]
+    links = [t for t in texts if "→" in t]
+    assert links and len(mb) == len(links), texts
+    assert len(set(mb)) == 1, mb            # a ring: every link the same
+    # The call as the explanation states it: "<op> of X MB over n GPUs (ring)".
+    import re
+    said = re.search(r"of ([\d,.]+) MB over (\d+) GPUs \((\w[\w-]*)\)", page.content().replace("<strong>", "")
+                     .replace("</strong>", ""))
+    assert said, "the explanation names no call"
+    size, n, algorithm = float(said.group(1).replace(",", "")), int(said.group(2)), said.group(3)
+    if algorithm == "ring" and 2 <= n <= 16:
+        # The table has 3 decimals, the explanation's size 2: within their rounding.
+        assert mb[0] == pytest.approx(2 * (n - 1) / n * size, abs=0.011)
+    app.assert_healthy()

@@ -10,7 +10,7 @@ from ...schedules.registry import Window
 from ...teaching.explain import explain_bar
 from ..cache import ViewData, bubble_story
 from ..export import chart
-from . import sync, textbook
+from . import collective, sync, textbook
 
 # What the chart shows for schedules whose iterations overlap (the metrics measure a steady state).
 WINDOW_NOTE = {Window.OVERLAP: "one iteration alone", Window.ASYNC: "two iterations back to back"}
@@ -35,12 +35,17 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
         event = chart(gantt_figure(data, present), key="gantt", present=present,
                       config={"displaylogo": False, "scrollZoom": True}, on_select="rerun",
                       selection_mode="points")
-        _explain(data, event)
+        _explain(data, event, raw_json)
         _captions(data)
         sync.render(data, raw_json, present)
         textbook.render(data, present)
     with right:
         st.info(j["bottleneck"])
+        bar = bottleneck_bar(data)
+        if bar is not None and not present:
+            st.button("Explain the bar it names", key="explain_bottleneck", icon=":material/ads_click:",
+                      on_click=_pick, args=(raw_json, bar),
+                      help="Opens the derivation of the longest bar of the category this sentence names")
         if j["parallelism"]["pp"] > 1:
             st.caption(j["bubble_explanation"])
             # Under the ideal pipeline card and formula agree: nothing to decompose.
@@ -60,10 +65,43 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
             st.markdown(HOW_TO_READ)
 
 
-def _explain(data: ViewData, event) -> None:
-    """The derivation of the bar the user clicked (explorer/teaching/explain.py), if any."""
+# The word a bottleneck sentence starts with -> the Gantt traces (kinds) whose bars it talks about.
+BOTTLENECK_KINDS = {"dp": ("dp",), "tp": ("tp",), "pp": ("pp",), "ep": ("ep",), "cp": ("cp",),
+                    "optimizer": ("optimizer",), "compute": ("forward", "backward", "F&B"),
+                    "recompute": ("recompute", "backward")}
+
+
+def bottleneck_bar(data: ViewData) -> list | None:
+    """The hover data of the longest Gantt bar of the category the bottleneck sentence names
+    (None for the bubble, which is no bar, or an aggregated chart without exact bars)."""
+    first = data.json["bottleneck"].split(" ", 1)[0].lower()
+    kinds = BOTTLENECK_KINDS.get(first)
+    if kinds is None:
+        return None
+    best, best_ms = None, -1.0
+    for tr in data.gantt.data:
+        if tr.name not in kinds or tr.customdata is None:
+            continue
+        for row in tr.customdata:
+            if len(row) >= 14 and float(row[5]) > best_ms:
+                best, best_ms = list(row), float(row[5])
+    return best
+
+
+def _pick(raw_json: str, bar: list) -> None:
+    st.session_state["_explain_pick"] = (raw_json, bar)
+
+
+def _explain(data: ViewData, event, raw_json: str = "") -> None:
+    """The derivation of the bar the user clicked (explorer/teaching/explain.py), or of the bar the
+    bottleneck sentence names when its button was pressed for this scenario."""
     points = (getattr(event, "selection", None) or {}).get("points") or []
     custom = points[0].get("customdata") if points else None
+    picked = st.session_state.get("_explain_pick")
+    if not custom and picked is not None and picked[0] == raw_json:
+        custom = picked[1]
+    elif custom:
+        st.session_state.pop("_explain_pick", None)     # a click on the chart takes over
     if not custom:
         st.caption("Click a bar of the Gantt to see how its duration comes about.")
         return
@@ -73,6 +111,7 @@ def _explain(data: ViewData, event) -> None:
         st.markdown("**Explain this bar**")
         st.markdown(explain_bar(custom, gpu.fp8_tflops if fp8 else gpu.peak_tflops, gpu.name,
                                 "fp8" if fp8 else "bf16"))
+        collective.render_call(data, custom)
 
 
 def _captions(data: ViewData) -> None:

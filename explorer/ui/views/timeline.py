@@ -35,17 +35,19 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
         event = chart(gantt_figure(data, present), key="gantt", present=present,
                       config={"displaylogo": False, "scrollZoom": True}, on_select="rerun",
                       selection_mode="points")
-        _explain(data, event, raw_json)
+        _explain(data, event, present)
         _captions(data)
         sync.render(data, raw_json, present)
         textbook.render(data, present)
     with right:
         st.info(j["bottleneck"])
-        bar = bottleneck_bar(data)
-        if bar is not None and not present:
-            st.button("Explain the bar it names", key="explain_bottleneck", icon=":material/ads_click:",
-                      on_click=_pick, args=(raw_json, bar),
-                      help="Opens the derivation of the longest bar of the category this sentence names")
+        if not present:
+            # Always drawn (disabled when the sentence names no single bar, e.g. the bubble), so that
+            # the widget and its state never come and go with the scenario.
+            st.toggle("Explain the bar it names", key="explain_bottleneck",
+                      disabled=bottleneck_bar(data) is None,
+                      help="Shows the derivation of the longest bar of the category this sentence names "
+                           "(a click on the chart shows that bar instead); none for the bubble")
         if j["parallelism"]["pp"] > 1:
             st.caption(j["bubble_explanation"])
             # Under the ideal pipeline card and formula agree: nothing to decompose.
@@ -88,20 +90,13 @@ def bottleneck_bar(data: ViewData) -> list | None:
     return best
 
 
-def _pick(raw_json: str, bar: list) -> None:
-    st.session_state["_explain_pick"] = (raw_json, bar)
-
-
-def _explain(data: ViewData, event, raw_json: str = "") -> None:
-    """The derivation of the bar the user clicked (explorer/teaching/explain.py), or of the bar the
-    bottleneck sentence names when its button was pressed for this scenario."""
+def _explain(data: ViewData, event, present: bool = False) -> None:
+    """The derivation of the bar the user clicked (explorer/teaching/explain.py), or else, with the
+    bottleneck sentence's toggle on, of the bar that sentence names."""
     points = (getattr(event, "selection", None) or {}).get("points") or []
     custom = points[0].get("customdata") if points else None
-    picked = st.session_state.get("_explain_pick")
-    if not custom and picked is not None and picked[0] == raw_json:
-        custom = picked[1]
-    elif custom:
-        st.session_state.pop("_explain_pick", None)     # a click on the chart takes over
+    if not custom and st.session_state.get("explain_bottleneck") and not present:
+        custom = bottleneck_bar(data)
     if not custom:
         st.caption("Click a bar of the Gantt to see how its duration comes about.")
         return

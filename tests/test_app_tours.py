@@ -27,6 +27,15 @@ def test_the_sidebar_starts_a_tour():
 
 
 def test_the_textbook_diagram_steps_through():
+    """Opening the Timeline's textbook diagram and moving its slider prints what every rank does and
+    why (explorer/teaching/schedule_story.py) — here ZB-H1's first bubble on rank 0."""
     at = run_app(scenario="zero-bubble-8gpu")
-    exp = next(e for e in at.expander if e.label.startswith("Textbook diagram"))
-    assert exp is not None
+    assert any(e.label.startswith("Textbook diagram") for e in at.expander)
+    at.session_state["textbook"] = True
+    at.run()
+    at.slider(key="textbook_t").set_value(9).run()           # units 0-8 shown: rank 0 idles in 8
+    assert not at.exception
+    story = next(m.value for m in at.markdown if m.value.startswith("In unit 8:"))
+    assert story.count("- **rank") == 8
+    assert ("- **rank 0** — idle (bubble): its input gradient of micro-batch 1 waits for rank 1's "
+            "gradient") in story

@@ -29,10 +29,20 @@ def phase(cells: list[Cell], rank: int, t: int) -> str:
     return "cool-down" if last_f is not None and t > last_f else "steady state"
 
 
+def _text(c: Cell, two_way: bool) -> str:
+    """A cell's label: its micro-batch, primed when it entered at the last rank (DeepSeek-V3 Fig. 5
+    tells the two directions apart by the numbers' colour); a fused F&B shows both of its passes."""
+    def mb(n: int, lane: int) -> str:
+        return f"{n}\u2032" if two_way and lane == 1 else str(n)
+    label = mb(c.mb + 1, c.lane)
+    return f"{label}|{mb(c.b_mb + 1, c.b_lane)}" if c.kind == "F&B" else label
+
+
 def unit_figure(cells: list[Cell], p: int, title: str, upto: int | None = None, height: int = 260,
                 font_size: int = 12) -> go.Figure:
     """The grid; with ``upto``, only ops started before it, those running at it outlined."""
     T = makespan(cells)
+    two_way = any(c.lane == 1 for c in cells)
     shown = [c for c in cells if upto is None or c.start < upto]
     fig = go.Figure()
     for kind in ("F", "B", "Bi", "W", "F&B"):
@@ -42,7 +52,7 @@ def unit_figure(cells: list[Cell], p: int, title: str, upto: int | None = None, 
         running = [upto is not None and c.start <= upto - 1 < c.start + c.units for c in mine]
         fig.add_trace(go.Bar(
             y=[f"rank {c.rank}" for c in mine], x=[c.units for c in mine], base=[c.start for c in mine],
-            orientation="h", name=NAMES[kind], text=[c.label for c in mine], textposition="inside",
+            orientation="h", name=NAMES[kind], text=[_text(c, two_way) for c in mine], textposition="inside",
             insidetextanchor="middle", textfont=dict(size=font_size),
             marker=dict(color=KIND_COLORS[KIND_OF[kind]],
                         line=dict(color=["black" if r else "white" for r in running],

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..schedules.registry import INTERLEAVED
 from ..schedules.registry import get as get_schedule
 from ..taskgraph.layout import Fused, Pass, layout_for, normalise
 
@@ -32,6 +33,12 @@ class Cell:
     lane: int                  # DualPipe's direction (0: from rank 0), else 0
     chunk: int                 # the rank's local chunk (virtual stage)
     label: str                 # "3" for micro-batch 3 (1-based, as the papers number them)
+    ready: int = 0             # when its inputs existed (it may start later: its rank was busy)
+    source: int = -1           # the rank whose op released it last (-1: its own rank, or none)
+    b_mb: int = -1             # for F&B: the backward's micro-batch and direction
+    b_lane: int = -1
+    wait_kind: str = ""        # the pass whose input arrived last (F: activations, else gradient)
+    wait_mb: int = -1          # and its micro-batch
 
 
 def unit_grid(schedule: str, p: int, m: int, v: int = 1) -> list[Cell]:
@@ -40,15 +47,16 @@ def unit_grid(schedule: str, p: int, m: int, v: int = 1) -> list[Cell]:
     sch = get_schedule(schedule)
     lay = layout_for(sch, p, v)
     orders = [[normalise(op, sch) for op in sch.order(r, p, m, v)] for r in range(p)]
-    f_end: dict[tuple[int, int, int], int] = {}       # (lane, mb, position) -> end
-    b_end: dict[tuple[int, int, int], int] = {}
-    bi_end: dict[tuple[int, int, int, int], int] = {}
+    f_end: dict[tuple[int, int, int], tuple[int, int]] = {}   # (lane, mb, position) -> (end, rank)
+    b_end: dict[tuple[int, int, int], tuple[int, int]] = {}
+    bi_end: dict[tuple[int, int, int, int], tuple[int, int]] = {}
     cells: list[Cell] = []
 
-    def ready(ps: Pass, r: int) -> int | None:
+    def ready(ps: Pass, r: int) -> tuple[int, int] | None:
+        """(when, by which rank) the inputs of ``ps`` on rank ``r`` exist, or None if not yet."""
         pos = lay.position(r, ps.lane, ps.local)
         if ps.kind == "F":
-            return 0 if pos == 0 else f_end.get((ps.lane, ps.mb, pos - 1))
+            return (0, -1) if pos == 0 else f_end.get((ps.lane, ps.mb, pos - 1))
         if ps.kind == "W":
             return bi_end.get((r, ps.lane, ps.mb, ps.local))
         if pos == lay.length - 1:
@@ -58,10 +66,10 @@ def unit_grid(schedule: str, p: int, m: int, v: int = 1) -> list[Cell]:
     def record(ps: Pass, r: int, end: int) -> None:
         pos = lay.position(r, ps.lane, ps.local)
         if ps.kind == "F":
-            f_end[(ps.lane, ps.mb, pos)] = end
+            f_end[(ps.lane, ps.mb, pos)] = (end, r)
         elif ps.kind in ("B", "Bi"):
-            b_end[(ps.lane, ps.mb, pos)] = end
-            bi_end[(r, ps.lane, ps.mb, ps.local)] = end
+            b_end[(ps.lane, ps.mb, pos)] = (end, r)
+            bi_end[(r, ps.lane, ps.mb, ps.local)] = (end, r)
 
     pos = [0] * p
     clock = [0] * p
@@ -75,13 +83,17 @@ def unit_grid(schedule: str, p: int, m: int, v: int = 1) -> list[Cell]:
                 deps = [ready(ps, r) for ps in parts]
                 if any(d is None for d in deps):
                     break
-                start = max([clock[r], *deps])
+                (when, by), waited = max(zip(deps, parts, strict=True), key=lambda d: d[0])
+                start = max(clock[r], when)
                 units = sum(UNIT[ps.kind] for ps in parts)
                 for ps in parts:
                     record(ps, r, start + units)
-                first = parts[0]
-                cells.append(Cell(r, start, units, "F&B" if isinstance(op, Fused) else first.kind, first.mb,
-                                  first.lane, first.local, str(first.mb + 1)))
+                first, last = parts[0], parts[-1]
+                fused = isinstance(op, Fused)
+                cells.append(Cell(r, start, units, "F&B" if fused else first.kind, first.mb, first.lane,
+                                  first.local, str(first.mb + 1), when, -1 if by == r else by,
+                                  last.mb if fused else -1, last.lane if fused else -1,
+                                  waited.kind, waited.mb))
                 clock[r] = start + units
                 pos[r] += 1
                 remaining -= 1
@@ -89,6 +101,23 @@ def unit_grid(schedule: str, p: int, m: int, v: int = 1) -> list[Cell]:
         if not progressed:
             raise RuntimeError(f"{schedule} order deadlocks at unit time")
     return sorted(cells, key=lambda c: (c.rank, c.start))
+
+
+DRAWN_MICRO_BATCHES = 12   # enough for the steady state, few enough to read
+
+
+def textbook_micro_batches(schedule: str, p: int, m: int) -> int:
+    """How many of a scenario's ``m`` micro-batches the textbook diagram draws: at most
+    DRAWN_MICRO_BATCHES, but never fewer than the schedule needs — interleaving takes groups of
+    p (Megatron's rule), DualPipe an even number of at least 2p (its reference implementation)."""
+    sch = get_schedule(schedule)
+    if sch.two_directions:
+        drawn = min(m, max(DRAWN_MICRO_BATCHES, 2 * p))
+        return drawn - drawn % 2
+    drawn = min(m, DRAWN_MICRO_BATCHES)
+    if sch.name == INTERLEAVED and m >= p:
+        drawn = max(p, drawn - drawn % p)
+    return drawn
 
 
 def makespan(cells: list[Cell]) -> int:

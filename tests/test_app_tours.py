@@ -27,15 +27,32 @@ def test_the_sidebar_starts_a_tour():
 
 
 def test_the_textbook_diagram_steps_through():
-    """Opening the Timeline's textbook diagram and moving its slider prints what every rank does and
-    why (explorer/teaching/schedule_story.py) — here ZB-H1's first bubble on rank 0."""
+    """Opening the Timeline's step-through in its textbook mode and moving its slider prints what
+    every rank does and why (explorer/teaching/schedule_story.py) — here ZB-H1's first bubble on
+    rank 0."""
     at = run_app(scenario="zero-bubble-8gpu")
-    assert any(e.label.startswith("Textbook diagram") for e in at.expander)
+    assert any(e.label.startswith("Step through the schedule") for e in at.expander)
     at.session_state["textbook"] = True
     at.run()
+    at.radio(key="step_mode").set_value("textbook diagram (unit time)").run()
     at.slider(key="textbook_t").set_value(9).run()           # units 0-8 shown: rank 0 idles in 8
     assert not at.exception
     story = next(m.value for m in at.markdown if m.value.startswith("In unit 8:"))
     assert story.count("- **rank") == 8
     assert ("- **rank 0** — idle (bubble): its input gradient of micro-batch 1 waits for rank 1's "
             "gradient") in story
+
+
+def test_the_scenario_timeline_steps_through():
+    """The same expander on the scenario's own timeline: one sentence per stage at the moment the
+    slider names; moving it from the warm-up into the cool-down changes the phases it reports."""
+    at = run_app(scenario="teaching-8gpu")
+    at.session_state["textbook"] = True
+    at.run()
+    at.slider(key="step_scenario").set_value(10).run()
+    early = next(m.value for m in at.markdown if m.value.startswith("At "))
+    assert early.count("\n- stage") == 4 and "stage 0: warm-up — forward of micro-batch" in early
+    assert "stage 3: idle (bubble)" in early or "stage 3: warm-up" in early
+    at.slider(key="step_scenario").set_value(185).run()
+    late = next(m.value for m in at.markdown if m.value.startswith("At "))
+    assert "warm-up" not in late and ("cool-down" in late or "optimizer" in late)

@@ -7,8 +7,8 @@ report Fig. 5).  :func:`unit_grid` runs each rank's program order from the regis
 orders the engine runs) on the pipeline layout of explorer/taskgraph/layout.py: a forward waits for
 the forward of the previous position of its lane, a backward for the next position's backward (the
 last position's for its own forward), a weight-gradient pass for its own input-gradient pass, and
-every op for the previous op of its rank.  Its cells are what the app's *Textbook diagram* draws
-and step-through reveals.
+every op for the previous op of its rank.  Its cells are what the app's step-through draws in its
+textbook mode.
 """
 from __future__ import annotations
 

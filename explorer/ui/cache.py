@@ -23,6 +23,7 @@ from .. import figures
 from ..analysis.memory_timeline import memory_timeline
 from ..figures.gantt import lane_name
 from ..scenario import Scenario, from_dict, to_yaml
+from ..teaching.timeline_story import passes
 from ..timeline import build_timeline, estimate_rows, folded_timeline
 
 MAX_BARS = 2500                  # SVG bars drawn at most; more are aggregated (figures.gantt)
@@ -47,12 +48,14 @@ class ViewData:
     full_rows: int               # per-layer operations of the whole timeline (downloads)
     fold: tuple[float, float, int, float] | None = None   # block start/end s, repeats, period s
     memory_curves: tuple = ()    # per class, memory over the timeline (analysis/memory_timeline.py)
+    passes: tuple = ()           # per class, the drawn timeline's passes (teaching/timeline_story.py)
 
     def size_bytes(self) -> int:
         """Rough footprint, for the cache's byte budget."""
         return (len(json.dumps(self.json, default=str)) + len(self.yaml)
                 + self.gantt_info.bars * BYTES_PER_BAR + 4096
-                + sum(112 * len(c.points) for c in self.memory_curves))   # a (float, float) tuple
+                + sum(112 * len(c.points) for c in self.memory_curves)    # a (float, float) tuple
+                + sum(200 * len(p) for p in self.passes))                 # a Pass and its fields
 
 
 class ByteBoundedLRU:
@@ -116,7 +119,8 @@ def _compute(raw_json: str) -> ViewData:
     return ViewData(sc, j, labels, names, names[res.breakdown_class],
                     tuple(m.as_GB() for m in res.memory_by_class),
                     dict(res.utilisation),
-                    to_yaml(sc), fig, info, full_rows, draw.fold, memory_timeline(res))
+                    to_yaml(sc), fig, info, full_rows, draw.fold, memory_timeline(res),
+                    passes(draw.columns))
 
 
 def summary(raw_json: str) -> dict[str, Any]:

@@ -93,3 +93,24 @@ def test_a_folded_run_is_not_unfolded():
     assert res.tasks._full is None
     for c, mem in zip(curves, res.memory_by_class, strict=True):
         assert c.peak_activations + c.transient == pytest.approx(mem.activations, rel=1e-9)
+
+
+def test_activations_build_up_through_the_forward_and_drain_through_the_backward():
+    """Layer by layer: halfway through stage 0's first forward half its chunk's activations exist,
+    halfway through the backward that frees them half are gone (ResNet-50 in data parallel: one
+    micro-batch, so the curve is one ramp up and one ramp down)."""
+    res = simulate(load(TEACH))
+    act = IterationBuilder(load(TEACH)).chunk_of(0, 0).act_bytes
+    curve = memory_timeline(res)[0]
+    first = min((t for t in res.tasks if t.cls == 0 and t.kind == "forward"), key=lambda t: t.start)
+    assert curve.at((first.start + first.end) / 2) == pytest.approx(act / 2, rel=1e-9)
+    assert curve.at(first.end) == pytest.approx(act, rel=1e-9)
+    cnn = load(ROOT / "scenarios" / "resnet50-cloud-dp.yaml")
+    res = simulate(cnn)
+    (curve,) = memory_timeline(res)
+    fwd = next(t for t in res.tasks if t.kind == "forward")
+    bwd = next(t for t in res.tasks if t.kind == "backward")
+    peak = curve.peak_activations
+    assert curve.at((fwd.start + fwd.end) / 2) == pytest.approx(peak / 2, rel=1e-9)
+    assert curve.at((bwd.start + bwd.end) / 2) == pytest.approx(peak / 2, rel=1e-9)
+    assert curve.at(bwd.end) == pytest.approx(0.0, abs=1e-6 * peak)

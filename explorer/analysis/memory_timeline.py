@@ -3,12 +3,14 @@
 The static part (weights, gradients, optimizer state, as the ZeRO stage shards them) is held
 throughout; activations follow the passes as the simulated schedule ran them, with the rule the
 memory report's peak replays (explorer/schedules/pipeline.peak_activations, dualpipe's likewise):
-a forward's activations are live from the end of that forward (one pipeline unit of its chunk,
-ChunkWork.act_bytes) until the end of the pass that completes its gradients — the backward, or the
-weight-gradient pass when the schedule splits them (zero-bubble, DualPipe); a fused F&B adds its
-forward's and frees its backward's.  Between events the level is constant, so the curve's maximum
-plus the recompute working set of one layer (activations.py; a transient inside a backward, kept
-as ``transient``) is exactly the report's activation peak.
+a forward stores its chunk's activations (one pipeline unit, ChunkWork.act_bytes) layer by layer,
+so the level climbs linearly through the forward, and the pass that completes its gradients — the
+backward, or the weight-gradient pass when the schedule splits them (zero-bubble, DualPipe) —
+frees them layer by layer, so it falls linearly through that pass; a fused F&B adds its forward's
+at its start and frees its backward's at its end (DualPipe's replay).  Passes on one GPU's compute
+stream do not overlap, so the curve's vertices are the report's replay at pass boundaries: its
+maximum plus the recompute working set of one layer (activations.py; a transient inside a
+backward, kept as ``transient``) is exactly the report's activation peak.
 
 This is the view that makes 1F1B's bounded memory against GPipe's obvious (Narayanan et al. SC21,
 Sec. 2.2: 1F1B keeps at most p micro-batches in flight, GPipe all m).
@@ -25,14 +27,22 @@ from .memory import recompute_transient
 
 @dataclass(frozen=True)
 class MemoryCurve:
-    """One GPU class's memory over time: a step function through ``points`` (time s, bytes),
-    each level held until the next point; ``static`` bytes (weights, gradients, optimizer)."""
+    """One GPU class's memory over time: piecewise linear through ``points`` (time s, bytes), two
+    points at one time being a jump; ``static`` bytes (weights, gradients, optimizer)."""
 
     cls: int
     name: str
     static: float
-    points: tuple[tuple[float, float], ...]       # (time s, activation bytes from then on)
+    points: tuple[tuple[float, float], ...]       # (time s, activation bytes at that time)
     transient: float = 0.0        # one recomputed layer's working set, live inside a backward
+
+    def at(self, t: float) -> float:
+        """Activation bytes at time ``t`` (after a jump at ``t``; the last level beyond the end)."""
+        pts = self.points
+        for (t0, b0), (t1, b1) in zip(pts, pts[1:], strict=False):
+            if t0 <= t < t1:
+                return b0 + (b1 - b0) * (t - t0) / (t1 - t0)
+        return next((b for tt, b in reversed(pts) if tt <= t), 0.0)
 
     @property
     def peak_activations(self) -> float:
@@ -67,30 +77,30 @@ def memory_timeline(res) -> tuple[MemoryCurve, ...]:
     out = []
     for cls, tasks in sorted(by_cls.items()):
         stage = res.classes[cls].stage if cls < len(res.classes) else cls
-        events: list[tuple[float, float]] = []
+        # (start, end, bytes): a change spread evenly over [start, end] (a jump when they agree).
+        events: list[tuple[float, float, float]] = []
         for t in tasks:
             info = t.info
             act = chunks.get((stage, info.chunk), 0.0)
             if t.kind == "forward":
-                events.append((t.end, act))
+                events.append((t.start, t.end, act))
             elif t.kind == "F&B":
                 # Both halves' activations are live inside the fused pass (DualPipe's replay
                 # counts the forward's before it frees the backward's).
-                events.append((t.start, act))
-                events.append((t.end, -chunks.get((stage, info.pair_chunk), 0.0)))
+                events.append((t.start, t.start, act))
+                events.append((t.end, t.end, -chunks.get((stage, info.pair_chunk), 0.0)))
             elif t.kind == "weight-grad" or (t.kind == "backward"
                                               and any(k == "weight-grad" for k, _ in t.parts)):
                 # A full backward (its parts include the weight gradients) or the weight-gradient
                 # pass of a split one completes the gradients; an input-gradient pass keeps them.
-                events.append((t.end, -act))
-        events.sort(key=lambda e: e[0])
+                events.append((t.start, t.end, -act))
+        events.sort(key=lambda e: (e[0], e[1]))
         level, points = 0.0, [(0.0, 0.0)]
-        for time, delta in events:
+        for start, end, delta in events:
+            if points[-1] != (start, level):
+                points.append((start, level))
             level = max(level + delta, 0.0)
-            if points[-1][0] == time:
-                points[-1] = (time, level)
-            else:
-                points.append((time, level))
+            points.append((end, level))
         mem = res.memory_by_class[cls] if cls < len(res.memory_by_class) else res.memory
         name = res.classes[cls].name if cls < len(res.classes) else f"stage {stage}"
         held = [ch for ch, _ in b.rank_chunks(stage)] if stage < b.p else []

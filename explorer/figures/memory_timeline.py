@@ -23,7 +23,8 @@ def _pick(curves: tuple[MemoryCurve, ...]) -> list[MemoryCurve]:
 
 def memory_timeline_figure(curves: tuple[MemoryCurve, ...], iteration_s: float, capacity_GB: float,
                            height: int = 300, font_size: int = 12) -> go.Figure:
-    """Step curves of static + live activations (GB) per stage over [0, iteration] in ms, the
+    """Curves of static + live activations (GB) per stage (rising through each forward, falling
+    through each freeing pass) over [0, iteration] in ms, the
     capacity dashed when it is within CAPACITY_IN_VIEW of the curves (else named on the y axis); each
     curve's hover gives the level and its activation share."""
     fig = go.Figure()
@@ -31,10 +32,10 @@ def memory_timeline_figure(curves: tuple[MemoryCurve, ...], iteration_s: float, 
     for i, c in enumerate(_pick(curves)):
         xs = [t * 1e3 for t, _ in c.points] + [iteration_s * 1e3]
         ys = [(c.static + b) / 1e9 for _, b in c.points]
-        ys.append(ys[-1])
+        ys.append(ys[-1])                    # held after the last pass, to the end of the axis
         top = max(top, max(ys))
         fig.add_trace(go.Scatter(
-            x=xs, y=ys, mode="lines", line=dict(shape="hv", width=2, color=PALETTE[i % len(PALETTE)]),
+            x=xs, y=ys, mode="lines", line=dict(shape="linear", width=2, color=PALETTE[i % len(PALETTE)]),
             name=c.name, customdata=[[(y * 1e9 - c.static) / 1e9] for y in ys],
             hovertemplate="%{y:.2f} GB at %{x:.1f} ms (activations %{customdata[0]:.2f} GB)"
                           f"<extra>{c.name}</extra>"))

@@ -56,6 +56,9 @@ def _over_time(data: ViewData, present: bool) -> None:
     if data.fold is not None:
         caption += " The steady state is folded here as in the Gantt."
     if not present:
-        caption += (" A forward's activations stay until the pass that completes its gradients; "
-                    "switch the schedule to gpipe to see them pile up, to 1f1b to see them bounded.")
+        caption += (" A forward stores its activations layer by layer and the pass that completes its "
+                    "gradients frees them layer by layer"
+                    + ("; switch the schedule to gpipe to see them pile up, to 1f1b to see them bounded."
+                       if data.scenario.parallelism.pp > 1 else
+                       ": with one stage, each micro-batch's rise and fall is one tooth of the curve."))
     st.caption(caption)

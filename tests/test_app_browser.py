@@ -516,3 +516,38 @@ def test_a_collective_bar_steps_through_its_call(app):
         # The table has 3 decimals, the explanation's size 2: within their rounding.
         assert mb[0] == pytest.approx(2 * (n - 1) / n * size, abs=0.011)
     app.assert_healthy()
+
+
+def test_the_schedule_steps_through_in_chromium(app):
+    """The Timeline's *Step through the schedule*: opened, it prints one sentence per stage at the
+    moment its slider names (a quarter of the timeline by default), and the keyboard moves it on;
+    its textbook mode prints one per rank at unit time (zero-bubble-8gpu: 8 stages, ZB-H1)."""
+    app.open("?scenario=zero-bubble-8gpu")
+    app.assert_healthy()
+    page = app.page
+    page.get_by_text("Step through the schedule").first.click()
+    slider = page.locator('[data-testid="stSlider"] input[type="range"]').last
+    slider.wait_for(state="attached", timeout=60_000)
+    page.get_by_text("stage 7:", exact=False).first.wait_for(timeout=30_000)
+    story = page.locator('[data-testid="stMarkdownContainer"]', has_text="stage 7:").last.inner_text()
+    assert story.startswith("At ") and story.count("stage ") >= 8
+    before = story.splitlines()[0]
+    slider.focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    page.wait_for_function("(b) => ![...document.querySelectorAll('[data-testid=stMarkdownContainer]')]"
+                           ".some(e => e.innerText.startsWith(b))", arg=before, timeout=30_000)
+    wait_ready(page)
+    page.get_by_text("textbook diagram (unit time)").click()
+    wait_ready(page)
+    page.get_by_text("Step through (time unit)").first.wait_for(timeout=30_000)
+    slider = page.locator('[data-testid="stSlider"] input[type="range"]').last
+    slider.focus()
+    page.keyboard.press("Home")
+    for _ in range(9):                          # units 0-8 shown: rank 0 waits in unit 8 (ZB-H1)
+        page.keyboard.press("ArrowRight")
+    page.get_by_text("In unit 8:").first.wait_for(timeout=30_000)
+    wait_ready(page)
+    text = page.inner_text("body")
+    assert "idle (bubble): its input gradient of micro-batch 1 waits for rank 1's gradient" in text
+    app.assert_healthy()

@@ -125,7 +125,8 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
                       "Training, ATC 2025"),
 )}
 
-DEFAULT = "1f1b"
+ONE_F_ONE_B = "1f1b"            # PipeDream-Flush: the reference other schedules' warm-ups are compared with
+DEFAULT = ONE_F_ONE_B
 INTERLEAVED = "interleaved"     # Megatron-LM's schedule when a GPU holds several virtual stages
 
 

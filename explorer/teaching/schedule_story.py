@@ -11,6 +11,7 @@ overlaps (DeepSeek-V3 report Sec. 3.2.1).
 """
 from __future__ import annotations
 
+from ..schedules.registry import ONE_F_ONE_B
 from .unit_time import Cell, unit_grid
 
 
@@ -70,7 +71,7 @@ def narrate(cells: list[Cell], p: int, rank: int, t: int, v: int = 1) -> str:
             if v == 1 and not two_way and n > p - rank:
                 more = n - p + rank
                 m = sum(c.kind == "F" for c in mine)
-                fills = _warm_up_idle(mine) < _warm_up_idle([c for c in unit_grid("1f1b", p, m)
+                fills = _warm_up_idle(mine) < _warm_up_idle([c for c in unit_grid(ONE_F_ONE_B, p, m)
                                                              if c.rank == rank])
                 extra = (f"; 1F1B runs p - r = {p - rank}, and "
                          + (f"the {more} extra fill the wait 1F1B has before its first gradient arrives, "

@@ -23,11 +23,12 @@ scale-up time of each traffic pattern by :func:`scale_up_factor`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import mpi_algorithms as mpi
 from . import nccl_tuning as nt
 from .mpi_algorithms import LinkCost
+from .pcie_link import pcie_bound, pcie_boundary, pcie_time
 from .topology import BOUNDARY_NAMES, PCIE_GPUS_PER_SWITCH, SCALE_UP_EFFICIENCY, GroupShape
 
 OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "send-recv")
@@ -112,6 +113,7 @@ class NcclOptions:
     net_channels: int = nt.DEFAULT_CHANNELS   # NCCL's multi-node graph channels (nt.net_channels)
     nics_per_node: int = 0      # NICs of a node (0: unknown, no ring member leaves by its own NIC)
     gpus_per_node: int = 0      # GPUs of a node (0: unknown, a group across nodes takes whole nodes)
+    pcie_Bps: float = float("inf")  # each GPU's PCIe link to its NICs, bytes/s (hardware.gpu.pcie_GBps)
 
 
 def ring_mean_distance(n: int) -> float:
@@ -267,7 +269,8 @@ def _nccl_time(algo: str, proto: str, op: str, S: float, sh: GroupShape, o: Nccl
     frac = ppn / o.gpus_per_node if o.gpus_per_node >= ppn else 1.0
     fill = (nt.pipeline_fill_s(S, o.net_channels, sh.shares[1], frac)
             if nodes > 1 and len(sh.shares) > 1 else 0.0)
-    return lat_s + t_bw + fill, lat_s
+    # The PCIe links are a separate stage of the same pipeline: the call runs at the slower of the two.
+    return lat_s + max(t_bw + fill, pcie_time(link, sh, o.pcie_Bps, proto)), lat_s
 
 
 def _pairwise(op: str, S: float, sh: GroupShape) -> LinkCost:
@@ -317,7 +320,10 @@ def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[str, ...], o: Ncc
         for proto in protos:
             total, lat = _nccl_time(algo, proto, op, S, sh, o, link, bus_bytes)
             if best is None or total < best[3]:
-                best = (algo, proto, link, total, lat)
+                t_pcie = pcie_time(link, sh, o.pcie_Bps, proto)
+                limited = 0 < t_pcie and total - lat <= t_pcie * (1 + 1e-12)
+                best = (algo, proto, replace(link, boundary=pcie_boundary(sh)) if limited else link,
+                        total, lat)
     return best
 
 
@@ -341,7 +347,7 @@ def cost(op: str, size_bytes: float, shape: GroupShape, algorithm: str = "auto",
         return CollectiveCost(op, size_bytes, shape.n, "none", 0.0, 0.0, "none")
     forced = algorithm != "auto"
     if op == "all-to-all":
-        link = _pairwise(op, size_bytes, shape)
+        link = pcie_bound(_pairwise(op, size_bytes, shape), shape, o.pcie_Bps)
         requested = algorithm if forced and algorithm != "pairwise" else ""
         return _result(op, size_bytes, shape, "pairwise", "none", link, link.time_s, link.latency_s,
                        requested)
@@ -350,15 +356,15 @@ def cost(op: str, size_bytes: float, shape: GroupShape, algorithm: str = "auto",
         egress = {0: size_bytes, **_spanned(shape, size_bytes)}
         t, b = _crossing(shape, egress)
         lat = shape.latencies[shape.outer]
-        link = LinkCost(lat + t, b, egress, lat)
+        link = pcie_bound(LinkCost(lat + t, b, egress, lat), shape, o.pcie_Bps)
         return _result(op, size_bytes, shape, "ring", "none", link, link.time_s, lat, "")
     if o.library != "nccl" and (not forced or algorithm in MPI_APPLICABLE[op]):
         names = MPI_APPLICABLE[op] if not forced else (algorithm,)
         best = min(((n, _mpi(n, op, size_bytes, shape)) for n in names), key=lambda x: x[1].time_s)
-        name, link = best
+        name, link = best[0], pcie_bound(best[1], shape, o.pcie_Bps)
         return _result(op, size_bytes, shape, name, "none", link, link.time_s, link.latency_s, "")
     if forced and algorithm in MPI_ALGORITHMS and algorithm in MPI_APPLICABLE[op]:
-        link = _mpi(algorithm, op, size_bytes, shape)
+        link = pcie_bound(_mpi(algorithm, op, size_bytes, shape), shape, o.pcie_Bps)
         return _result(op, size_bytes, shape, algorithm, "none", link, link.time_s, link.latency_s, "")
     algos = NCCL_APPLICABLE[op] if not forced else (algorithm,) if algorithm in NCCL_APPLICABLE[op] else ()
     got = _best_nccl(op, size_bytes, shape, algos, o) if algos else None

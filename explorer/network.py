@@ -22,14 +22,16 @@ from .topology import Fabric, GroupShape
 def nccl_options(sc: Scenario) -> NcclOptions:
     """The library model's inputs from a scenario: library, forced protocol, NCCL's GPU generation,
     NVLink SHARP (GPU and NVSwitch), InfiniBand SHARP, and whether LL128 crosses the fabric (NCCL
-    enables LL128 only over GPUDirect-RDMA paths; the eth-* fabrics are TCP sockets)."""
+    enables LL128 only over GPUDirect-RDMA paths; the eth-* fabrics are TCP sockets) and the GPU's
+    PCIe link to its NICs."""
     gpu, out = sc.hardware.gpu, resolved_scale_out(sc.cluster.scale_out)
     return NcclOptions(library=sc.communication.library, protocol=sc.communication.protocol,
                        arch=gpu_arch(gpu.name, gpu.peak_tflops, gpu.fp8_tflops),
                        nvls=gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch",
                        sharp=out.sharp, net_ll128=not out.fabric.startswith("eth"),
                        net_channels=net_channels(out.nics_per_node, out.nic_Gbps / 8),
-                       nics_per_node=out.nics_per_node, gpus_per_node=sc.cluster.gpus_per_node)
+                       nics_per_node=out.nics_per_node, gpus_per_node=sc.cluster.gpus_per_node,
+                       pcie_Bps=gpu.pcie_GBps * 1e9 if gpu.pcie_GBps else float("inf"))
 
 
 def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:

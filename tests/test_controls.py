@@ -554,9 +554,10 @@ def test_explicit_dp_is_the_data_parallel_degree():
 
 def test_smaller_scale_up_domain_pushes_tp_onto_the_fabric():
     """cluster.gpus_per_node: TP 8 on 4-GPU nodes spans two nodes and its all-reduces cross the
-    NICs (same GPU count): slower, TP exposed time grows."""
+    NICs (same GPU count, one HDR NIC per GPU): slower, TP exposed time grows."""
     eight = sim("megatron-gpt3-175b", {"cluster.gpus_per_node": 8, "cluster.nodes": 128})
-    four = sim("megatron-gpt3-175b", {"cluster.gpus_per_node": 4, "cluster.nodes": 256})
+    four = sim("megatron-gpt3-175b", {"cluster.gpus_per_node": 4, "cluster.nodes": 256,
+                                      "cluster.scale_out.nics_per_node": 4})
     assert four.links["tp"]["tier"] == "scale-out" and eight.links["tp"]["tier"] == "scale-up"
     assert four.breakdown_s["tp"] > eight.breakdown_s["tp"]
     assert four.iteration_time_s > eight.iteration_time_s

@@ -6,6 +6,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+import pytest
+
 from explorer.nccl_table import collective_rows
 from explorer.scenario import apply_overrides, from_dict
 from explorer.simulate import simulate
@@ -79,7 +81,32 @@ def test_forcing_a_protocol_is_never_faster_and_strictly_slower_off_its_range():
     assert all_reduce_s(4096, 8, nodes=1, communication__protocol="LL") == all_reduce_s(4096, 8, nodes=1)
 
 
+def _one_gpu_nodes(**overrides: Any) -> float:
+    """busbw of an 8 GiB all-reduce between two nodes of one H100 each, four 400 Gb/s NICs per node
+    (the setup of nccl-tests issue #232)."""
+    raw = {"model": {"preset": "llama3-8b"}, "training": {"global_batch": 2},
+           "hardware": {"gpu": "h100-sxm"},
+           "cluster": {"gpus_per_node": 1, "nodes": 2,
+                       "scale_out": {"fabric": "roce-400", "nic_Gbps": 400, "nics_per_node": 4}}}
+    sc = from_dict(apply_overrides(raw, {k.replace("__", "."): v for k, v in overrides.items()}))
+    return collective_rows(sc, "all-reduce", 2, [8 * GiB])[0]["busbw_GBps"]
+
+
+def test_pcie_link_caps_what_one_gpu_sends_through_many_nics():
+    """hardware.gpu.pcie_GBps: one H100 with four 400 Gb/s NICs is held to its PCIe 5.0 x16 link --
+    busbw about 50 GB/s as measured (nccl-tests issue #232: "busbw is 50"), not the NICs' 200; the
+    NICs' own model is the bound again once the link is wide enough, and a narrower link is slower
+    in proportion (two ranks: busbw = S / t = the link's rate)."""
+    measured = 50.0
+    assert _one_gpu_nodes() == pytest.approx(measured, rel=0.10)
+    assert _one_gpu_nodes(hardware__gpu__pcie_GBps=26.4) == pytest.approx(26.4, rel=0.01)
+    assert _one_gpu_nodes(hardware__gpu__pcie_GBps=None) > 1.5 * _one_gpu_nodes()
+    # Eight GPUs with one NIC each are NIC-bound: the link changes nothing there.
+    assert all_reduce_s(GiB, 32, hardware__gpu__pcie_GBps=None) == all_reduce_s(GiB, 32)
+
+
 COVERED = {
+    "hardware.gpu.pcie_GBps": "test_pcie_link_caps_what_one_gpu_sends_through_many_nics",
     "cluster.scale_out.fabric": "test_fabric_preset_orders_the_iteration",
     "cluster.scale_out.efficiency": "test_scale_out_efficiency_shortens_fabric_bound_iterations",
     "cluster.scale_out.sharp": "test_sharp_enables_in_network_reduction",

@@ -111,3 +111,21 @@ def test_warnings_and_classes_are_typed_records():
     assert all(n.message == m for n, m in zip(r.notices, r.warnings, strict=True))
     c = r.classes[1]
     assert (c.name, c.stage, c.gpus) == ("stage 1", 1, 1024) and c.label == f"{c.name} (×{c.gpus} GPUs)"
+
+
+def test_pcie_warning_names_the_link_when_nics_outrun_it():
+    """One H100 per node with four 400 Gb/s NICs: the PCIe link (52.8 GB/s) carries less than the
+    NICs' ~188 GB/s, and the run says so with both figures; eight GPUs with a NIC each do not."""
+    from explorer.scenario import apply_overrides, from_dict
+    from explorer.simulate import simulate
+    raw = {"model": {"preset": "llama3-8b", "layers": 2}, "training": {"global_batch": 2},
+           "hardware": {"gpu": "h100-sxm"},
+           "cluster": {"gpus_per_node": 1, "nodes": 2, "scale_out": {"fabric": "ib-ndr", "nics_per_node": 4}}}
+    r = simulate(from_dict(raw))
+    (msg,) = [w for w, k in zip(r.warnings, r.warning_kinds, strict=True) if k == "pcie"]
+    assert "52.8 GB/s" in msg and "188 GB/s" in msg
+    wide = simulate(from_dict(apply_overrides(raw, {"hardware.gpu.pcie_GBps": 400})))
+    assert "pcie" not in wide.warning_kinds
+    eight = simulate(from_dict(apply_overrides(raw, {"cluster.gpus_per_node": 8, "training.global_batch": 16,
+                                                     "cluster.scale_out.nics_per_node": 8})))
+    assert "pcie" not in eight.warning_kinds

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..config.presets import resolved_scale_out
 from ..engine import Task
 from ..network import Network
 from ..scenario import Scenario
@@ -93,7 +94,8 @@ class Notice:
     """One warning: a machine-readable ``kind`` and the sentence shown to the user.
 
     Kinds: ``memory`` (a stage exceeds the GPU's memory), ``algorithm`` (the requested collective
-    algorithm could not run for some calls), ``wan`` (exposed communication limited by the WAN)."""
+    algorithm could not run for some calls), ``wan`` (exposed communication limited by the WAN),
+    ``pcie`` (the GPUs' PCIe links carry less than their NICs)."""
 
     kind: str
     message: str
@@ -115,6 +117,22 @@ def memory_notice(sc: Scenario, memory: MemoryBreakdown) -> Notice | None:
                   f"raise tp/pp, use ZeRO or activation recomputation")
 
 
+def pcie_notice(sc: Scenario) -> Notice | None:
+    """The ``pcie`` warning when each GPU's PCIe link (hardware.gpu.pcie_GBps) carries less than its
+    share of the node's NICs achieve: traffic across nodes then runs at the link's rate and the rest
+    of the NICs' bandwidth is idle (collectives.pcie_time).  None on one node or without a link."""
+    gpu, c = sc.hardware.gpu, sc.cluster
+    out = resolved_scale_out(c.scale_out)
+    if c.nodes <= 1 or not gpu.pcie_GBps:
+        return None
+    per_gpu = out.nics_per_node * out.nic_Gbps / 8 * out.efficiency / c.gpus_per_node
+    if per_gpu <= gpu.pcie_GBps:
+        return None
+    return Notice("pcie", f"pcie: each GPU's PCIe link ({gpu.pcie_GBps:g} GB/s) carries less than its share "
+                  f"of the node's NICs ({per_gpu:.0f} GB/s): traffic between nodes runs at the link's rate; "
+                  f"more or faster NICs per GPU buy nothing here (hardware.gpu.pcie_GBps)")
+
+
 def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], net: Network,
               breakdown: dict[str, float], T: float) -> tuple[Notice, ...]:
     """Warnings that follow from the simulated numbers (each quotes the number it rests on)."""
@@ -132,6 +150,9 @@ def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], 
         out.append(Notice("algorithm", f"algorithm: communication.algorithm {sc.communication.algorithm} "
                           f"cannot "
                           f"run for every call — {'; '.join(parts)}"))
+    narrow = pcie_notice(sc)
+    if narrow is not None:
+        out.append(narrow)
     for dim in COMM_DIMS:
         li = links.get(dim)
         share = breakdown.get(dim, 0.0) / T if T > 0 else 0.0

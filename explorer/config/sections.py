@@ -156,6 +156,9 @@ class GPU:
         **TFLOPS, "doc": "largest fp8 GEMM throughput measured, TFLOP/s"})
     sms: int | None = field(default=None, metadata={
         "min": 1, "max": 100_000, "doc": "streaming multiprocessors; default 132 (H100 SXM)"})
+    pcie_GBps: float | None = field(default=None, metadata={
+        "min": 0.1, "max": 1e5, "why": "a PCIe 4.0 x16 link carries about 25 GB/s, 5.0 x16 about 53 GB/s",
+        "doc": "measured PCIe GB/s per direction between the GPU and its NICs; caps its network traffic"})
     preset: str | None = field(default=None, metadata={"derived": True})
 
     @property

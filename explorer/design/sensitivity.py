@@ -11,7 +11,8 @@ change              fields
                     (the measured/peak ratio sets GEMM efficiency, so all double together)
 2x HBM bandwidth    hardware.gpu.hbm_GBps
 2x scale-up bw      cluster.scale_up.bandwidth_GBps
-2x scale-out bw     cluster.scale_out.nic_Gbps
+2x scale-out bw     cluster.scale_out.nic_Gbps, and hardware.gpu.pcie_GBps when set (the GPU's
+                    PCIe link is the first stage of its path to the NICs)
 2x scale-across bw  cluster.scale_across.bandwidth_Gbps
 1/2 latency         cluster.scale_up.latency_us, cluster.scale_out.latency_us,
                     cluster.scale_across.latency_ms (one change each)
@@ -47,12 +48,21 @@ def _compute(sc: Scenario) -> dict[str, Any]:
     return out
 
 
+def _scale_out(sc: Scenario) -> dict[str, Any]:
+    # The GPU's PCIe link is the first stage of the path to the fabric (collectives.pcie_time): a
+    # faster network means a faster path, or doubling the NICs behind a saturated link buys nothing.
+    out: dict[str, Any] = {"cluster.scale_out.nic_Gbps": 2 * sc.cluster.scale_out.nic_Gbps}
+    if sc.hardware.gpu.pcie_GBps:
+        out["hardware.gpu.pcie_GBps"] = 2 * sc.hardware.gpu.pcie_GBps
+    return out
+
+
 CHANGES: dict[str, Change] = {
     "2x compute": _compute,
     "2x HBM bandwidth": lambda sc: {"hardware.gpu.hbm_GBps": 2 * sc.hardware.gpu.hbm_GBps},
     "2x scale-up bandwidth": lambda sc: {
         "cluster.scale_up.bandwidth_GBps": 2 * sc.cluster.scale_up.bandwidth_GBps},
-    "2x scale-out bandwidth": lambda sc: {"cluster.scale_out.nic_Gbps": 2 * sc.cluster.scale_out.nic_Gbps},
+    "2x scale-out bandwidth": lambda sc: _scale_out(sc),
     "2x scale-across bandwidth": lambda sc: {
         "cluster.scale_across.bandwidth_Gbps": 2 * sc.cluster.scale_across.bandwidth_Gbps},
     "1/2 scale-up latency": lambda sc: {"cluster.scale_up.latency_us": sc.cluster.scale_up.latency_us / 2},

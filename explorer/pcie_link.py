@@ -31,8 +31,10 @@ def pcie_time(link: LinkCost, sh: GroupShape, pcie_Bps: float, proto: str = "non
     """
     if pcie_Bps == float("inf"):
         return 0.0
-    t = max((v / (sh.per_domain[b] * pcie_Bps) for b, v in link.egress.items()
-             if b >= 1 and sh.spans(b)), default=0.0)
+    t = 0.0
+    for b, v in link.egress.items():
+        if b >= 1 and sh.n > sh.per_domain[b]:          # sh.spans(b), inlined: priced per call
+            t = max(t, v / (sh.per_domain[b] * pcie_Bps))
     return t / PAYLOAD.get(proto, 1.0)
 
 

@@ -135,6 +135,41 @@ def test_communication_sms_slow_the_compute_they_overlap():
     assert (c[2] - c[1]) == pytest.approx(c[1] - c[0], rel=0.05)
 
 
+def _dp_raw(comm_sms: int, overlap: bool = True) -> dict:
+    """Two Llama-3-8B layers, data parallel over 16 H100s in two nodes: the gradient buckets (25 MB
+    each) are reduced across the NICs while the one backward produces them."""
+    return {"model": {"preset": "llama3-8b", "layers": 2},
+            "training": {"global_batch": 16, "micro_batch": 1},
+            "hardware": {"gpu": "h100-sxm"}, "cluster": {"gpus_per_node": 8, "nodes": 2},
+            "parallelism": {"zero": 0},
+            "communication": {"dp_overlap": overlap, "comm_sms": comm_sms, "bucket_MB": 25}}
+
+
+def test_gradient_buckets_take_their_sms_from_the_backward_they_overlap():
+    """Buckets reduced under the backward hold comm_sms of the SMs while they run under it
+    (techniques/dp_contention.py): the backward that produces them grows by exactly
+    comm_sms/sms x the bucket seconds that run before it ends, served first come first served
+    from their ready points -- recomputed here from the run without contention; reduced after
+    the backward (dp_overlap off) they take nothing from it."""
+    from explorer.taskgraph.records import BucketInfo
+    from explorer.taskgraph.techniques.dp_contention import hidden_seconds
+
+    def run(c: int, overlap: bool = True) -> Result:
+        return simulate(from_dict(_dp_raw(c, overlap)))
+    free, held = run(0), run(20)
+    (bwd0,) = [t for t in free.tasks if t.kind == "backward"]
+    (bwd1,) = [t for t in held.tasks if t.kind == "backward"]
+    tids = {id(t): i for i, t in enumerate(free.tasks)}
+    jobs = [(f, t.duration) for t in free.tasks if isinstance(t.info, BucketInfo)
+            for d, f in t.deps if d == tids[id(bwd0)]]
+    assert len(jobs) >= 4                         # several buckets, ready along the backward
+    hidden = hidden_seconds(bwd0.duration, jobs)
+    assert 0 < hidden < sum(d for _, d in jobs)   # some run under the pass, the last ones after it
+    assert bwd1.duration - bwd0.duration == pytest.approx(20 / 132 * hidden, rel=1e-12)
+    assert held.iteration_time_s > free.iteration_time_s
+    assert run(20, False).iteration_time_s == run(0, False).iteration_time_s
+
+
 def test_fp8_gemm_measurement_sets_the_fp8_rate():
     """The measured largest FP8 GEMM sets the FP8 GEMM rate (hardware.py measured_over_peak):
     a faster measurement, a faster FP8 run; bf16 runs do not read it."""

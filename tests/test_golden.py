@@ -3,8 +3,10 @@ number.  The golden files were generated with ``python -m explorer run NAME --js
 architecture work and regenerated once for issue 10's model change (NCCL's tuning model, GEMMs
 by shape, FP8, MLA/MTP, activations per architecture, framework profiles) and again for its second
 part (Megatron's fp32 gradient-accumulation epilogue with the refit GEMM fraction, DeepSpeed's
-unscattered pipeline sends, NCCL's multi-node channels and two-node tree); regenerate them only
-for a deliberate, explained change of the model."""
+unscattered pipeline sends, NCCL's multi-node channels and two-node tree); deepseek-v3 once more
+when gradient buckets overlapping the backward took communication.comm_sms from it
+(taskgraph/techniques/dp_contention.py: 15.599 -> 15.613 s); regenerate them only for a
+deliberate, explained change of the model."""
 from __future__ import annotations
 
 import json

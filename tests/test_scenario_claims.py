@@ -759,10 +759,11 @@ def test_deepseek_comm_sms_slow_the_overlapped_compute():
     d, z = sim(DS), sim(DS, ov={"communication.comm_sms": 0})
     assert d.scenario.communication.comm_sms == 20 and d.scenario.hardware.gpu.sms == 132
     assert about(z.iteration_time_s, 15.1, 0.01) and z.iteration_time_s < d.iteration_time_s
-    # 1F1B hides no all-to-all behind computation: the SMs cost it nothing
+    # 1F1B hides no all-to-all behind computation: there the SMs cost only what the gradient
+    # buckets reduced under each stage's last backward take (techniques/dp_contention.py), under 1 %.
     o, oz = sim(DS, ov={"parallelism.schedule": "1f1b"}), sim(DS, ov={"parallelism.schedule": "1f1b",
                                                                       "communication.comm_sms": 0})
-    assert oz.iteration_time_s == pytest.approx(o.iteration_time_s, rel=1e-6)
+    assert 0 < o.iteration_time_s - oz.iteration_time_s < 0.01 * oz.iteration_time_s
 
 
 # --------------------------------------------------------------------------- zero-bubble-8gpu

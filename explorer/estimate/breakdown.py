@@ -68,6 +68,7 @@ def breakdowns(profs: list[RowProfile], st: StageTimes, en: Ending, win: Window_
     share = np.array([r.m / r.units for r in profs])                  # one iteration of those simulated
     # Per stage: its ops' parts (how many ops of each column it runs, times the column's parts).
     busy_parts = np.einsum("gpj,gpjc->gpc", st.per_column, parts) * share[:, None, None]
+    busy_parts[..., 0] += st.contention * share[:, None]      # the passes the gradient buckets slowed
     sends = np.zeros((g, p))
     if profs[0].blocking:
         tr = np.stack([r.transfer for r in profs])                    # (g, pairs)

@@ -54,7 +54,7 @@ MIN_BASE = 32                  # ... and at least this many units (short pipelin
 DEPTHS = 2                     # the shorter count in pipeline depths (p x v units)
 _PEAKS = memo_table()
 # StageTimes fields that are per-row constants, not growing with the unit count.
-_CONSTANT = ("first", "table", "fused")
+_CONSTANT = ("first", "table", "fused", "contention")
 
 
 def base_units(prof: RowProfile) -> int:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..taskgraph.techniques.dp_contention import hidden_many
 from .chunk_basis import BWD, COMPUTE_PARTS, F_IDX, FWD, PARTS
 from .critical_path import OpTimes, evaluate
 from .keys import memo_table
@@ -119,6 +120,7 @@ class StageTimes:
     sends: np.ndarray            # (g, p, p) transfers each stage sends per stage pair
     table: np.ndarray            # (g, p, nch, KINDS) pass seconds
     fused: np.ndarray            # (g, p, nch, nch) fused F&B seconds
+    contention: np.ndarray       # (g, p) seconds gradient buckets' SM contention adds to the stage
     # Rows evaluated in full keep their op times (PipeDream's window, P3's replay): per row the
     # program, its op times (all rows of its group) with the row's column, and its ops; else None.
     ops: tuple[tuple[Program, OpTimes, int, RealOps] | None, ...]
@@ -135,7 +137,23 @@ class StageTimes:
 
 
 _ARRAYS = ("first", "last_end", "free", "last_send", "grads_start", "grads_dur", "per_column", "sends",
-           "table", "fused")
+           "table", "fused", "contention")
+
+
+def _bucket_contention(profs: list[RowProfile], dur: np.ndarray, grads: np.ndarray) -> np.ndarray:
+    """(g, p) seconds the gradient buckets' SM contention adds to each stage (techniques/
+    dp_contention.py), added in place to ``dur`` (ops x rows) at the pass completing each chunk's
+    gradients, as dp_buckets.dp_tasks lengthens that pass."""
+    g, p, nch = grads.shape
+    sm = np.array([r.sm_factor if r.overlap_reduce else 0.0 for r in profs])
+    if not sm.any():
+        return np.zeros((g, p))
+    rows = np.broadcast_to(np.arange(g)[:, None, None], grads.shape)
+    frac = np.stack([r.job_frac for r in profs]).reshape(g, p, nch, -1)
+    jd = np.stack([r.job_dur for r in profs]).reshape(g, p, nch, -1)
+    extra = sm[:, None, None] * hidden_many(dur[grads, rows], frac, jd)
+    np.add.at(dur, (grads, rows), extra)
+    return extra.sum(axis=-1)
 
 
 def run_group(profs: list[RowProfile], units: list[int], keep_ops: bool = False) -> StageTimes:
@@ -154,14 +172,15 @@ def run_group(profs: list[RowProfile], units: list[int], keep_ops: bool = False)
     sends = np.stack([np.where(pairs[:, None] >= 0, transfer[np.maximum(pairs, 0)], 0.0) * real
                       for pairs in (prog.send_f, prog.send_b)])
     gates = np.stack([r.gates.reshape(-1) for r in profs], axis=1)
-    ops = evaluate(prog, dur, sends, real, gates, pr0.blocking)
     reals = [real_ops(prog, u) for u in units]
     cols = np.arange(g)
+    grads = np.array([r.grads for r in reals])
+    contention = _bucket_contention(profs, dur, grads)
+    ops = evaluate(prog, dur, sends, real, gates, pr0.blocking)
     first = ops.start[np.array([r.first for r in reals]), cols[:, None]]
     last = np.array([r.last for r in reals])
-    grads = np.array([r.grads for r in reals])
     g_start = ops.start[grads, cols[:, None, None]]
     return StageTimes(first, ops.end[last, cols[:, None]], ops.clock.T, ops.pp_free.T, g_start,
                       ops.end[grads, cols[:, None, None]] - g_start, np.stack([r.per_column for r in reals]),
-                      np.stack([r.sends for r in reals]), table, fused,
+                      np.stack([r.sends for r in reals]), table, fused, contention,
                       tuple((prog, ops, i, reals[i]) if keep_ops else None for i in range(g)))

@@ -33,6 +33,7 @@ from ..schedules.registry import get as get_schedule
 from ..taskgraph.builder import IDEAL_ASPECTS
 from ..taskgraph.layer import pp_message_bytes
 from ..taskgraph.layout import layout_for
+from ..taskgraph.techniques.dp_contention import sm_factor
 from ..taskgraph.techniques.optimizer import OPTIMIZER_TRAFFIC_BYTES, grad_reduce_bytes
 from .buckets import dp_work
 from .chunk_basis import (
@@ -153,9 +154,7 @@ def row_profile(sc: Scenario) -> RowProfile:
     if dp is None:
         dp = _DP[dkey] = dp_work(sc, info.for_row(sc), layout.params, layout.expert, gather_overlap,
                                  info.dims)
-    gpu = sc.hardware.gpu
-    sms = gpu.sms or 132
-    sm_factor = 0.0 if ideal else min(com.comm_sms or 0, sms - 1) / sms
+    slow = sm_factor(sc, bool(ideal))
     no_step = "optimizer" in ideal
     hbm = costs(sc, ckey).cm.hbm_bytes_per_s
     okey = (layout.pkey, nkey, par.zero >= 1, tr.optimizer, hbm, no_step)     # _optimizer reads zero >= 1
@@ -169,7 +168,7 @@ def row_profile(sc: Scenario) -> RowProfile:
     mkey = (ckey, sched.name, v, par.stage_layers, par.ideal_pipeline, sc.dp, par.cp, par.ep, par.zero,
             com.prefetch_layers, tr.optimizer, units, p)
     return RowProfile(sc, sched, p, v, sched.chunks_per_rank(v), m, units, fw.blocking_p2p, layout, transfer,
-                      sm_factor, dp[0], dp[1], com.dp_overlap and fw.grad_reduce_overlaps_backward, dp[2],
+                      slow, dp[0], dp[1], com.dp_overlap and fw.grad_reduce_overlaps_backward, dp[2],
                       dp[3], opt, info, ckey, mkey)
 
 

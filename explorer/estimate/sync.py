@@ -129,7 +129,8 @@ def _busiest_stream(prof: RowProfile, st: StageTimes, r: int) -> tuple[float, st
     best = (-1.0, "compute")
     fsdp = prof.feat[prof.holds, F_IDX["fsdp_hidden_f"]] + prof.feat[prof.holds, F_IDX["fsdp_hidden_b"]]
     for s in range(p):
-        compute = units * share * (table[s, :, 0] + table[s, :, 1]).sum() + prof.optimizer[s]
+        compute = (units * share * (table[s, :, 0] + table[s, :, 1]).sum() + prof.optimizer[s]
+                   + share * st.contention[r, s])      # a lengthened pass counts as per-unit work
         sends = units * share * ((prof.transfer[s] if s < p - 1 else 0.0)
                                  + (prof.transfer[s - 1] if s > 0 else 0.0))
         pp = 0.0

@@ -35,6 +35,7 @@ from .layout import Fused, Layout, Pass, layout_for, normalise
 from .partition import choose_split
 from .records import OverlapInfo, PassInfo, StepInfo, TransferInfo, priced_link
 from .techniques.dp_buckets import dp_tasks
+from .techniques.dp_contention import sm_factor
 from .techniques.optimizer import optimizer_time
 
 WAN = TIERS.index("scale-across")          # a call's egress entry that leaves the datacenter
@@ -196,7 +197,7 @@ class IterationBuilder:
 
     def _dp(self, g: TaskGraph, s: int, c: int, op: str, deps: list, ready_task: int | None) -> list[int]:
         return dp_tasks(g, self.sc, self.net, self.chunk_of(s, c), s, c, self.layout.chunk_index(s, c), op,
-                        deps, ready_task)
+                        deps, ready_task, sm_factor(self.sc, bool(self.ideal)))
 
     def _gathers_at_start(self, g: TaskGraph) -> dict[tuple[int, int], int]:
         """ZeRO 1-2 parameter all-gather at the start (steady state: issued after the previous
@@ -302,11 +303,7 @@ class IterationBuilder:
         communication kernels hold ``communication.comm_sms`` of the GPU's SMs meanwhile, so the
         pass's kernels progress at (1 - comm_sms/sms) of their speed for that long (DeepSeek-V3
         report Sec. 3.2.2: 20 of the H800's 132 SMs serve communication)."""
-        if hidden_s <= 0 or self.ideal:
-            return 0.0
-        gpu, c = self.sc.hardware.gpu, self.sc.communication.comm_sms or 0
-        sms = gpu.sms or 132
-        return hidden_s * min(c, sms - 1) / sms
+        return hidden_s * sm_factor(self.sc, bool(self.ideal)) if hidden_s > 0 else 0.0
 
     def _fsdp_hidden_task(self, g: TaskGraph, s: int, tid: int, ps: Pass, ch: ChunkWork,
                           hidden: float) -> None:

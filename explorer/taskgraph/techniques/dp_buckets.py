@@ -23,6 +23,7 @@ from ...network import Network
 from ...scenario import Scenario
 from ..chunks import ChunkWork
 from ..records import BucketInfo, priced_link
+from .dp_contention import hidden_seconds
 from .optimizer import PARAM_BYTES, grad_reduce_bytes
 
 # Buckets of one chunk kept as separate engine tasks; more are merged, k per task, so that the
@@ -63,14 +64,16 @@ def _per_task(buckets: int, tasks: int, j: int) -> int:
 
 
 def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c: int, priority_rank: int,
-             op: str, deps: list, ready_task: int | None) -> list[int]:
+             op: str, deps: list, ready_task: int | None, sm_factor: float = 0.0) -> list[int]:
     """Bucketed DP collectives ``op`` of chunk ``ch`` (local chunk ``c``) on class ``s``, dense and
     expert gradients; their task ids.
 
     When ``ready_task`` is given, bucket j of M becomes ready after (j+1)/M of that task (the
     backward produces gradients progressively); otherwise every bucket depends on ``deps``.
-    ``priority_rank`` orders chunks for P3 priorities (the global chunk index)."""
+    ``priority_rank`` orders chunks for P3 priorities (the global chunk index).  ``sm_factor``: the
+    share of the ready task's speed its overlapped buckets take (dp_contention), which lengthens it."""
     out: list[int] = []
+    jobs: list[tuple[float, float]] = []       # (ready fraction of ready_task, seconds) per bucket task
     # Gradients travel in the framework's reduction dtype (fp32 for Megatron bf16, explorer/
     # frameworks.py); gathered parameters in the bf16 working copy.
     nbytes = grad_reduce_bytes(sc) if op != "all-gather" else PARAM_BYTES
@@ -100,6 +103,7 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
                 done = sum(_per_task(buckets, tasks, i) for i in range(j + 1))
                 # In proportion for equal layers; a ResNet's gradients by its blocks' sizes.
                 d.append((ready_task, ch.ready_fraction(done / buckets)))
+                jobs.append((d[-1][1], k * seconds))
             # Layer order of the group: layer_rank 0 holds the chunk's first layers (produced last).
             if ops is None:
                 sent, bus = size * k, size * k * bus_factor(op, cc.n)
@@ -140,4 +144,10 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
                 after = [(tid, 1.0)] + ([(enc_task, 1.0)] if hooked else [])
                 tid = g.add(Task(s, "compute", "compress", dec, after, parts=(("compute", dec),)))
             out.append(tid)
+    if ready_task is not None and sm_factor > 0 and jobs:
+        task = g.tasks[ready_task]
+        slow = sm_factor * hidden_seconds(task.duration, jobs)
+        if slow > 0:
+            task.duration += slow
+            task.parts = task.parts + (("compute", slow),)
     return out

@@ -24,6 +24,7 @@ scale-up time of each traffic pattern by :func:`scale_up_factor`.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from . import mpi_algorithms as mpi
 from . import nccl_tuning as nt
@@ -330,6 +331,13 @@ def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[str, ...], o: Ncc
     return best
 
 
+# Calls priced once per process: a sweep's rows build their own Network, but most share group shapes
+# and bucket sizes (the estimator's realistic grid of llama3-405b-16k: 2,458 calls, 422 distinct).
+# Everything priced is immutable (frozen dataclasses of tuples), so the cached cost is shared as is.
+COST_CACHE_SIZE = 1 << 16
+
+
+@lru_cache(maxsize=COST_CACHE_SIZE)
 def cost(op: str, size_bytes: float, shape: GroupShape, algorithm: str = "auto",
          nvls_capable: bool = False, options: NcclOptions | None = None) -> CollectiveCost:
     """Cost of ``op`` on ``size_bytes`` (nccl-tests convention) over the group ``shape``.

@@ -35,6 +35,7 @@ import yaml
 from .. import convnet_arch
 from ..frameworks import profile
 from .datacenters import resolve_scale_across
+from .frozen import evolve
 from .inputs import MAX_BYTES, parse_document
 from .model_parts import Conv
 from .overrides import apply_overrides
@@ -110,27 +111,27 @@ def derive_conv(model: dict[str, Any]) -> dict[str, Any]:
 def fill_defaults(sc: Scenario) -> Scenario:
     """``sc`` with every derived default of the module docstring's table filled."""
     m = sc.model
-    model = replace(m, kv_heads=m.kv_heads or m.heads, ffn_hidden=m.ffn_hidden or 4 * m.hidden)
+    model = evolve(m, kv_heads=m.kv_heads or m.heads, ffn_hidden=m.ffn_hidden or 4 * m.hidden)
     gpu = sc.hardware.gpu
-    gpu = replace(gpu, fp8_tflops=gpu.fp8_tflops or gpu.peak_tflops, sms=gpu.sms or DEFAULT_SMS)
+    gpu = evolve(gpu, fp8_tflops=gpu.fp8_tflops or gpu.peak_tflops, sms=gpu.sms or DEFAULT_SMS)
     up = sc.cluster.scale_up
     if up.bandwidth_GBps is None:
-        up = replace(up, bandwidth_GBps=gpu.scale_up_GBps or FALLBACK_SCALE_UP_GBPS)
-    cluster = replace(sc.cluster, scale_up=up, scale_out=resolved_scale_out(sc.cluster.scale_out))
+        up = evolve(up, bandwidth_GBps=gpu.scale_up_GBps or FALLBACK_SCALE_UP_GBPS)
+    cluster = evolve(sc.cluster, scale_up=up, scale_out=resolved_scale_out(sc.cluster.scale_out))
     comm = sc.communication
     if comm.comm_sms is None:
-        comm = replace(comm, comm_sms=DEFAULT_COMM_SMS)
+        comm = evolve(comm, comm_sms=DEFAULT_COMM_SMS)
     par = sc.parallelism
     if par.dp is None:
         denom = par.tp * par.pp * par.cp
         if cluster.gpus % denom:
             raise ScenarioError("parallelism", f"tp*pp*cp = {denom} does not divide the {cluster.gpus} GPUs "
                                 f"(nodes*gpus_per_node); choose degrees whose product divides {cluster.gpus}")
-        par = replace(par, dp=cluster.gpus // denom)
+        par = evolve(par, dp=cluster.gpus // denom)
     if comm.bucket_MB is None:
-        comm = replace(comm, bucket_MB=profile(sc.training.framework).default_bucket_MB(par.dp,
+        comm = evolve(comm, bucket_MB=profile(sc.training.framework).default_bucket_MB(par.dp,
                                                                                      sc.training.dtype))
-    return replace(sc, model=model, hardware=replace(sc.hardware, gpu=gpu), cluster=cluster,
+    return evolve(sc, model=model, hardware=evolve(sc.hardware, gpu=gpu), cluster=cluster,
                    parallelism=par, communication=comm)
 
 

@@ -7,7 +7,7 @@ of one base, the base's sections are built once; a row then
 
 - converts each overridden value with the schema's own checks (schema.convert_scalar /
   convert_tuple with the field's type and metadata, None only where the field is optional) and puts
-  it into a copy of the built base (dataclasses.replace along the path);
+  it into a copy of the built base (config.frozen.evolve along the path);
 - fills the derived defaults and runs every rule (loading.fill_defaults, rules.validate), exactly
   as from_dict does.
 
@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config.frozen import evolve
 from ..config.loading import fill_defaults, resolve_presets
 from ..config.rules import validate
 from ..config.schema import build, convert_scalar, convert_tuple
@@ -96,7 +97,7 @@ def _apply(base: Scenario, changes: dict[tuple[str, ...], dict[str, Any]]) -> Sc
             if child is None:
                 raise LookupError(sub)
             edits[sub] = rebuilt(child, (*prefix, sub))
-        return dataclasses.replace(obj, **edits) if edits else obj
+        return evolve(obj, **edits) if edits else obj
     try:
         return rebuilt(base, ())
     except LookupError:

@@ -21,10 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ...kernels import DEFAULT_SMS
 from ...scenario import Scenario
-
-# SMs of a GPU whose preset does not give them: the H100 SXM's.
-DEFAULT_SMS = 132
 
 
 def sm_factor(sc: Scenario, ideal: bool = False) -> float:

@@ -64,7 +64,9 @@ def _stage_counts(prog: Program, two_directions: bool, stage: int, units: int) -
     after = np.cumsum(add - free, axis=0)
     peak_inside = (after + fb[:, None] * eye[local_b])[fb]       # a fused pair, between its halves
     seen = np.vstack([np.zeros((1, prog.nch)), after, peak_inside])
-    return np.unique(seen, axis=0)
+    # np.unique(seen, axis=0), without it: its first call imports numpy.ma (~30 ms of a sweep's
+    # first call); the rows are small counts, exact as floats.
+    return np.array(sorted(set(map(tuple, seen.tolist()))), dtype=seen.dtype).reshape(-1, prog.nch)
 
 
 def _transient(prof: RowProfile) -> tuple[float, float]:

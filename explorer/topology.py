@@ -119,12 +119,18 @@ class Fabric:
         wan = Wan.for_cluster(c, SCALE_ACROSS_EFFICIENCY) if c.datacenters > 1 else None
         return cls(bounds, leaf_nodes, c.gpus, up.kind, wan)
 
-    def shape(self, members: np.ndarray) -> GroupShape:
+    def per_domain(self, members: np.ndarray) -> tuple[int, ...]:
+        """Members of the group inside one domain of each boundary (placement.members_per_domain)."""
+        return tuple(members_per_domain(members, b.domain_gpus) for b in self.boundaries)
+
+    def shape(self, members: np.ndarray, per: tuple[int, ...] | None = None) -> GroupShape:
         """How a group (GPU ids of one representative group) sits on the boundaries.  Across
         datacenters the share and latency are those of the slowest WAN link the group's datacenter
-        ring crosses (explorer/wan.py); on a uniform mesh, the datacenter egress's own."""
+        ring crosses (explorer/wan.py); on a uniform mesh, the datacenter egress's own.  ``per``:
+        :meth:`per_domain` of ``members`` when the caller has it already."""
         n = len(members)
-        per = tuple(members_per_domain(members, b.domain_gpus) for b in self.boundaries)
+        if per is None:
+            per = self.per_domain(members)
         shares = [b.capacity_Bps * g / b.domain_gpus for b, g in zip(self.boundaries, per, strict=True)]
         latencies = [b.latency_s for b in self.boundaries]
         loads: tuple = ()

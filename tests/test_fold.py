@@ -7,7 +7,7 @@ import json
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_golden import same
 from test_random_scenarios import SCHEDULES, random_raw
@@ -52,7 +52,9 @@ def check_fold(sc) -> bool:
     """Folded == unfolded for ``sc`` (JSON to 1e-9, memory, timeline); whether it folded."""
     folded, unfolded = simulate(sc), simulate(sc, fold=False)
     assert unfolded.fold is None
-    assert same(as_json(unfolded), as_json(folded)) == []
+    # Seconds are summed in another order when folded: rounding is relative to the iteration, so a
+    # small category (an optimizer step of 0.5 ms in an 89 s PipeDream window) may differ by 1e-12 s.
+    assert same(as_json(unfolded), as_json(folded), abs_tol=1e-12 * max(unfolded.iteration_time_s, 1.0)) == []
     assert folded.memory_by_class == pytest.approx(unfolded.memory_by_class, rel=1e-9)
     if folded.fold is None:
         return False
@@ -91,6 +93,7 @@ def test_a_zero_measure_folds_to_zero_not_to_its_rounding_noise():
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10**6))
+@example(13850)   # PipeDream, pp 1: a 0.5 ms optimizer category off by 1.1e-12 s in an 89 s window
 def test_folded_results_equal_unfolded_results_for_random_scenarios(seed):
     try:
         sc = from_dict(long_raw(seed))

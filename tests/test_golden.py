@@ -21,20 +21,22 @@ from conftest import ROOT, SCENARIO_FILES
 GOLDEN = ROOT / "tests" / "golden"
 
 
-def same(a, b, path="") -> list[str]:
-    """Differences between golden ``a`` and current ``b`` (floats to 1e-9 relative); keys added
-    to ``b`` since the golden file was written are allowed."""
+def same(a, b, path="", abs_tol: float = 1e-12) -> list[str]:
+    """Differences between golden ``a`` and current ``b`` (floats to 1e-9 relative, or ``abs_tol``
+    absolute for values near zero); keys added to ``b`` since the golden file was written are
+    allowed."""
     if isinstance(a, dict):
         if not isinstance(b, dict):
             return [f"{path}: {type(b).__name__} instead of an object"]
         return [d for k in a
-                for d in (same(a[k], b[k], f"{path}.{k}") if k in b else [f"{path}.{k}: missing"])]
+                for d in (same(a[k], b[k], f"{path}.{k}", abs_tol) if k in b else [f"{path}.{k}: missing"])]
     if isinstance(a, list):
         if not isinstance(b, list) or len(a) != len(b):
             return [f"{path}: {b!r:.80} != {a!r:.80}"]
-        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in same(x, y, f"{path}[{i}]")]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True))
+                for d in same(x, y, f"{path}[{i}]", abs_tol)]
     if isinstance(a, float) or isinstance(b, float):
-        ok = isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+        ok = isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-9, abs_tol=abs_tol)
         return [] if ok else [f"{path}: {b!r} != {a!r}"]
     return [] if a == b else [f"{path}: {b!r:.80} != {a!r:.80}"]
 

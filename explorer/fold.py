@@ -96,10 +96,23 @@ def simulate_folded(sc: Scenario, ideal: frozenset[str] | None = None) -> Folded
                 r = schedule_iteration(small, ideal, base.for_scenario(small))
                 done[c] = (r, measure(r))
         simulated = sum(len(x.tasks) for x, _ in done.values())
+        if simulated >= _full_tasks(done, fp.micro_batches):
+            return None          # the per-iteration tasks (buckets, step) of each run outweigh the gain
         out = _try(sc, fp, triple, [done[n] for n in triple], ideal, simulated)
         if out is not None:
             return out
     return None
+
+
+def _full_tasks(done: dict[int, tuple[ScheduledRun, Measures]], micro_batches: int) -> float:
+    """Tasks of the full simulation, on the line through the two smallest reduced runs (a run's
+    tasks are its per-iteration ones plus a fixed number per micro-batch); inf from one run."""
+    counts = sorted(done)
+    if len(counts) < 2:
+        return float("inf")
+    c0, c1 = counts[:2]
+    t0, t1 = (len(done[c][0].tasks) for c in (c0, c1))
+    return t0 + (t1 - t0) * (micro_batches - c0) / (c1 - c0)
 
 
 def _try(sc: Scenario, fp: FoldPlan, counts: tuple[int, int, int], done: list[tuple[ScheduledRun, Measures]],

@@ -34,7 +34,11 @@ def live_counts(schedule: Schedule, p: int, units: int, v: int) -> np.ndarray:
     got = _LIVE.get(key)
     if got is None:
         prog = compile_program(schedule.name, p, v, program_units(schedule, units))
-        per = [_stage_counts(prog, schedule.two_directions, s, units) for s in range(p)]
+        # The row's own ops, grouped by stage once (in program order within a stage).
+        mine = np.flatnonzero(prog.mb < units)
+        mine = mine[np.argsort(prog.stage[mine], kind="stable")]
+        bounds = np.searchsorted(prog.stage[mine], np.arange(p + 1))
+        per = [_stage_counts(prog, schedule.two_directions, mine[bounds[s]:bounds[s + 1]]) for s in range(p)]
         k = max(len(x) for x in per)
         got = np.zeros((p, k, prog.nch))
         for s, x in enumerate(per):
@@ -43,15 +47,15 @@ def live_counts(schedule: Schedule, p: int, units: int, v: int) -> np.ndarray:
     return got
 
 
-def _stage_counts(prog: Program, two_directions: bool, stage: int, units: int) -> np.ndarray:
-    """The distinct vectors of per-chunk activations alive after each op of the stage's order: the
-    registry's peak_activations replay, with one unit of bytes per chunk counted per chunk.
+def _stage_counts(prog: Program, two_directions: bool, ops: np.ndarray) -> np.ndarray:
+    """The distinct vectors of per-chunk activations alive after each op of one stage's order
+    (``ops``: its op indices in program order): the registry's peak_activations replay, with one
+    unit of bytes per chunk counted per chunk.
 
     schedules/pipeline.peak_activations: a forward adds its chunk, the pass completing the
     gradients (B, or W when the backward is split) frees it.  schedules/dualpipe.peak_activations:
     a full backward or a weight-gradient pass frees (an input-gradient pass keeps them for its W),
     and a fused F&B adds the forward's chunk, peaks, then frees the backward's."""
-    ops = np.flatnonzero((prog.stage == stage) & (prog.mb < units))     # the row's own ops
     kind, local, local_b = prog.kind[ops], prog.local[ops], prog.local_b[ops]
     f, b, bi, w, fb = (kind == k for k in range(5))
     if two_directions:

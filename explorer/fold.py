@@ -15,8 +15,9 @@ fold (plan in explorer/fold_plan.py):
 
 Both proofs are checked to 1e-12 relative; when either fails (a schedule whose period has not set
 in, priorities that reorder across periods), or when the reduced runs would hold as many tasks as
-the full simulation (few micro-batches, many per-iteration tasks), the caller simulates in full.  Timelines are exact to
-float rounding: a folded figure equals the unfolded one to about 1e-13 relative.
+the full simulation (few micro-batches, many per-iteration tasks), the caller simulates in full.
+Timelines are exact to float rounding: a folded figure equals the unfolded one to about 1e-13
+relative.
 """
 from __future__ import annotations
 

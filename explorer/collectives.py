@@ -271,8 +271,7 @@ def _nccl_time(algo: str, proto: str, op: str, S: float, sh: GroupShape, o: Nccl
     fill = (nt.pipeline_fill_s(S, o.net_channels, sh.shares[1], frac)
             if nodes > 1 and len(sh.shares) > 1 else 0.0)
     # The PCIe links are a separate stage of the same pipeline: the call runs at the slower of the two.
-    t_pcie = pcie_time(link, sh, o.pcie_Bps, proto) if o.pcie_Bps != float("inf") else 0.0
-    return lat_s + max(t_bw + fill, t_pcie), lat_s
+    return lat_s + max(t_bw + fill, pcie_time(link, sh, o.pcie_Bps, proto)), lat_s
 
 
 def _pairwise(op: str, S: float, sh: GroupShape) -> LinkCost:
@@ -323,7 +322,7 @@ def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[str, ...], o: Ncc
             total, lat = _nccl_time(algo, proto, op, S, sh, o, link, bus_bytes)
             if best is None or total < best[3]:
                 best = (algo, proto, link, total, lat)
-    if best is not None and o.pcie_Bps != float("inf"):
+    if best is not None:
         algo, proto, link, total, lat = best
         t_pcie = pcie_time(link, sh, o.pcie_Bps, proto)
         if 0 < t_pcie and total - lat <= t_pcie * (1 + 1e-12):     # the links bound it: name their tier

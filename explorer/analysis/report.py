@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..config.presets import resolved_scale_out
 from ..engine import Task
 from ..network import Network
 from ..scenario import Scenario
@@ -117,20 +116,19 @@ def memory_notice(sc: Scenario, memory: MemoryBreakdown) -> Notice | None:
                   f"raise tp/pp, use ZeRO or activation recomputation")
 
 
-def pcie_notice(sc: Scenario) -> Notice | None:
+def pcie_notice(sc: Scenario, net: Network) -> Notice | None:
     """The ``pcie`` warning when each GPU's PCIe link (hardware.gpu.pcie_GBps) carries less than its
-    share of the node's NICs achieve: traffic across nodes then runs at the link's rate and the rest
-    of the NICs' bandwidth is idle (collectives.pcie_time).  None on one node or without a link."""
-    gpu, c = sc.hardware.gpu, sc.cluster
-    out = resolved_scale_out(c.scale_out)
-    if c.nodes <= 1 or not gpu.pcie_GBps:
+    share of the node's NICs achieve (the fabric's scale-out boundary): traffic across nodes then
+    runs at the link's rate and the rest of the NICs' bandwidth is idle (collectives.pcie_time).
+    None on one node or without a link."""
+    link = net.options.pcie_Bps
+    node = net.fabric.boundaries[1]
+    per_gpu = node.capacity_Bps / node.domain_gpus
+    if sc.cluster.nodes <= 1 or per_gpu <= link:
         return None
-    per_gpu = out.nics_per_node * out.nic_Gbps / 8 * out.efficiency / c.gpus_per_node
-    if per_gpu <= gpu.pcie_GBps:
-        return None
-    return Notice("pcie", f"pcie: each GPU's PCIe link ({gpu.pcie_GBps:g} GB/s) carries less than its share "
-                  f"of the node's NICs ({per_gpu:.0f} GB/s): traffic between nodes runs at the link's rate; "
-                  f"more or faster NICs per GPU buy nothing here (hardware.gpu.pcie_GBps)")
+    return Notice("pcie", f"pcie: each GPU's PCIe link ({link / 1e9:g} GB/s) carries less than its share "
+                  f"of the node's NICs ({per_gpu / 1e9:.0f} GB/s): traffic between nodes runs at the link's "
+                  f"rate; more or faster NICs per GPU buy nothing here (hardware.gpu.pcie_GBps)")
 
 
 def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], net: Network,
@@ -150,7 +148,7 @@ def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], 
         out.append(Notice("algorithm", f"algorithm: communication.algorithm {sc.communication.algorithm} "
                           f"cannot "
                           f"run for every call — {'; '.join(parts)}"))
-    narrow = pcie_notice(sc)
+    narrow = pcie_notice(sc, net)
     if narrow is not None:
         out.append(narrow)
     for dim in COMM_DIMS:

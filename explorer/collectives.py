@@ -30,7 +30,8 @@ from . import mpi_algorithms as mpi
 from . import nccl_tuning as nt
 from .mpi_algorithms import LinkCost
 from .pcie_link import pcie_bound, pcie_boundary, pcie_time
-from .topology import BOUNDARY_NAMES, PCIE_GPUS_PER_SWITCH, SCALE_UP_EFFICIENCY, GroupShape
+from .scale_up_wiring import scale_up_factor
+from .topology import BOUNDARY_NAMES, SCALE_UP_EFFICIENCY, GroupShape
 
 OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "send-recv")
 NCCL_ALGORITHMS = ("ring", "tree", "nvls", "nvls-tree", "collnet", "pat")
@@ -64,6 +65,11 @@ LIBRARIES = ("nccl", "mpi", "gloo")
 # 838/1.75 = 479 GB/s of 900 GB/s = 0.532 -> scale 0.532/0.74 = 0.719).  Hopper: 0.611.
 NVLS_SCALE = 0.532 / 0.74
 NVLS_EFFICIENCY = {"hopper": NVLS_SCALE * 0.85, "blackwell": NVLS_SCALE * 0.74}
+# NVLS-tree across nodes as NCCL's tuning model rates it (src/graph/tuning.cc, ncclTopoTuneModel,
+# 2.18-2.25): inter-node bandwidth, halved beyond two nodes, times .70 x nNodes / (2 (nNodes - 1)).
+# Without it NVLS-tree came out 20-30 % faster than measured at 8-64 MiB on 2 x p5 and 4 x 8 H100 NDR
+# (reference/nccl_multinode.csv).
+NVLS_TREE_RATIO = 0.70
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -115,46 +121,6 @@ class NcclOptions:
     nics_per_node: int = 0      # NICs of a node (0: unknown, no ring member leaves by its own NIC)
     gpus_per_node: int = 0      # GPUs of a node (0: unknown, a group across nodes takes whole nodes)
     pcie_Bps: float = float("inf")  # each GPU's PCIe link to its NICs, bytes/s (hardware.gpu.pcie_GBps)
-
-
-def ring_mean_distance(n: int) -> float:
-    """Mean hop distance between two distinct GPUs on a bidirectional ring of ``n``:
-    sum_k min(k, n-k) / (n-1), about n/4 (Dally & Towles, Principles and Practices of
-    Interconnection Networks, 2004, ch. 3: average distance of a ring / 1-D torus).
-
-    >>> ring_mean_distance(2), ring_mean_distance(4), round(ring_mean_distance(8), 3)
-    (1.0, 1.3333333333333333, 2.286)
-    """
-    if n <= 2:
-        return 1.0
-    return sum(min(k, n - k) for k in range(1, n)) / (n - 1)
-
-
-def scale_up_factor(sh: GroupShape, pattern: str, dist: int = 0) -> float:
-    """How many times longer a scale-up transfer of ``pattern`` takes on ``sh``'s wiring than on a
-    non-blocking NVSwitch crossbar at the same per-GPU bandwidth (topology.py module docstring).
-
-    ``ring`` (neighbour sends: rings, tree chains): 1; ``all-to-all``: the mean ring distance on an
-    NVLink ring, or the PCIe uplink sharing, on the in-node part of the volume; ``exchange`` (a
-    halving-doubling step with partner ``dist`` away).  Members are consecutive GPUs of a node.
-    """
-    g = sh.per_domain[1]
-    if sh.up_kind == "nvswitch" or g <= 1 or pattern == "ring":
-        return 1.0
-    if pattern == "all-to-all":
-        if sh.up_kind == "nvlink-ring":
-            f = ring_mean_distance(g)
-        else:
-            # PCIe: one switch's uplink carries what both its GPUs send outside the pair.
-            pair = PCIE_GPUS_PER_SWITCH
-            f = max(1.0, pair * (g - pair) / (g - 1))
-        return ((g - 1) * f + (sh.n - g)) / max(sh.n - 1, 1)
-    if pattern == "exchange" and 0 < dist < g:
-        if sh.up_kind == "nvlink-ring":
-            return float(min(dist, g - dist))
-        if dist >= PCIE_GPUS_PER_SWITCH:
-            return float(PCIE_GPUS_PER_SWITCH)
-    return 1.0
 
 
 def _crossing(shape: GroupShape, egress: dict[int, float], up: float = 1.0) -> tuple[float, int]:
@@ -224,7 +190,10 @@ def link_time(algo: str, op: str, S: float, sh: GroupShape,
             vol = (sh.n - 1) / sh.n * S
             t = vol / _nvls_share(sh, o.arch)
             return LinkCost(t, 0, {0: vol}), vol
-        out = S if (algo == "nvls" or nodes <= 2) else 2 * S
+        if algo == "nvls":
+            out = S
+        else:       # NCCL's NVLS-tree rate (NVLS_TREE_RATIO) as the bytes a node's NICs carry
+            out = (S if nodes <= 2 else 2 * S) * 2 * (nodes - 1) / nodes / NVLS_TREE_RATIO
         egress = _spanned(sh, out)
         t_out, b = _crossing(sh, egress) if egress else (0.0, 0)
         t_in = S / _nvls_share(sh, o.arch)
@@ -268,8 +237,10 @@ def _nccl_time(algo: str, proto: str, op: str, S: float, sh: GroupShape, o: Nccl
     # Across nodes the chunk pipeline fills and drains through the network (nccl_tuning.pipeline_fill_s); a
     # group with ppn of a node's gpus_per_node GPUs has that fraction of the node's NICs and channels.
     frac = ppn / o.gpus_per_node if o.gpus_per_node >= ppn else 1.0
-    fill = (nt.pipeline_fill_s(S, o.net_channels, sh.shares[1], frac)
-            if nodes > 1 and len(sh.shares) > 1 else 0.0)
+    if nodes > 1 and len(sh.shares) > 1:
+        fill = nt.pipeline_fill_s(S, o.net_channels, sh.shares[1], frac)
+    else:   # inside one node the NVLink channels fill and drain alike (nccl_tuning.node_fill_s)
+        fill = nt.node_fill_s(S, refined, proto, nt.ring_fill_hops(sh.n) if algo == "ring" else 1.0, channels)
     # The PCIe links are a separate stage of the same pipeline: the call runs at the slower of the two.
     return lat_s + max(t_bw + fill, pcie_time(link, sh, o.pcie_Bps, proto)), lat_s
 
@@ -291,10 +262,17 @@ def _pairwise(op: str, S: float, sh: GroupShape) -> LinkCost:
 
 def _mpi(name: str, op: str, S: float, sh: GroupShape) -> LinkCost:
     if name == "halving-doubling":
-        return mpi.halving_doubling(op, S, sh, _crossing, scale_up_factor)
-    if name == "hierarchical":
-        return mpi.hierarchical(op, S, sh, _crossing)
-    return mpi.mpi_ring(op, S, sh, _crossing)
+        link = mpi.halving_doubling(op, S, sh, _crossing, scale_up_factor)
+    elif name == "hierarchical":
+        link = mpi.hierarchical(op, S, sh, _crossing)
+    else:
+        link = mpi.mpi_ring(op, S, sh, _crossing)
+    if sh.spans(1) or link.time_s <= link.latency_s:
+        return link
+    # In one node MPI's segments fill a pipeline like NCCL's chunks (nccl_tuning.node_fill_s).
+    bus = bus_factor(op, sh.n) * S / (link.time_s - link.latency_s) / 1e9
+    hops = nt.ring_fill_hops(sh.n) if name == "ring" else 1.0
+    return replace(link, time_s=link.time_s + nt.node_fill_s(S, bus, "Simple", hops))
 
 
 def _result(op: str, S: float, sh: GroupShape, alg: str, proto: str, link: LinkCost, total: float,

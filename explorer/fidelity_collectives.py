@@ -3,10 +3,9 @@
 
 Tables (explorer/data/reference/): ``nccl_busbw.csv`` (one node, the scale-up calibration),
 ``nccl_multinode.csv`` (one to four nodes, per fabric: plateau bus bandwidths at 128 MiB-16 GiB and
-mid-size rows at 1-64 MiB, printed as their own group) and ``nccl_latency.csv`` (the latency floor
-at the smallest sizes) and ``nccl_relative.csv`` (all-gather, reduce-scatter and all-to-all across
-nodes as a ratio to the same system's all-reduce).  Each row says whether a constant was fitted to
-it (``calibration``) or not (``validation``); the source column cites it.  A row's ``protocol``
+mid-size rows at 1-64 MiB, printed as their own groups, one node and multi-node) and
+``nccl_latency.csv`` (the latency floor at the smallest sizes).  Each row says whether a constant was
+fitted to it (``calibration``) or not (``validation``); the source column cites it.  A row's ``protocol``
 column (auto, or a protocol NCCL_PROTO forced on that system) and its ``algorithm`` column (auto, or
 NCCL_ALGO) are applied to the scenario, as the run that produced the row had them.
 """
@@ -22,7 +21,7 @@ from .nccl_table import collective_rows
 from .scenario import from_dict
 
 ONE_NODE_SOURCE = "public benchmark notes (ml-engineering network chapter)"
-# Multi-node rows below this size form the "mid-size" group (the issue's 1-64 MiB regime).
+# Rows below this size form the "mid-size" groups (the issue's 1-64 MiB regime), one node and multi-node.
 MID_SIZE_LIMIT = 128 * 2**20
 
 
@@ -75,18 +74,11 @@ def collective_reference_rows() -> list[ReferenceRow]:
                                 predict(row)["busbw_GBps"], "GB/s busbw", "calibration",
                                 f"nccl_busbw.csv: {row['source']}"))
     for row in read_csv("nccl_multinode.csv"):
-        group = ("nccl-tests one node" if int(row["nodes"]) == 1 else "nccl-tests multi-node 1-64 MiB"
-                 if int(row["size_bytes"]) < MID_SIZE_LIMIT else "nccl-tests multi-node")
+        where = "one node" if int(row["nodes"]) == 1 else "multi-node"
+        mid = " 1-64 MiB" if int(row["size_bytes"]) < MID_SIZE_LIMIT else ""
+        group = f"nccl-tests {where}{mid}"
         out.append(ReferenceRow(group, _label(row, int(row["size_bytes"])), float(row["busbw_GBps"]),
                                 predict(row)["busbw_GBps"], "GB/s busbw", row["role"], row["source"]))
-    for row in read_csv("nccl_relative.csv"):
-        ref = {**row, "collective": "all_reduce", "size_bytes": row["ref_size_bytes"]}
-        ref_mib = int(row["ref_size_bytes"]) / 2**20
-        label = _label(row, int(row["size_bytes"])) + f" / all_reduce {ref_mib:g} MiB"
-        out.append(ReferenceRow("nccl-tests multi-node, relative to all-reduce", label,
-                                float(row["busbw_GBps"]) / float(row["ref_busbw_GBps"]),
-                                predict(row)["busbw_GBps"] / predict(ref)["busbw_GBps"], "x all_reduce busbw",
-                                row["role"], row["source"]))
     for row in read_csv("nccl_latency.csv"):
         out.append(ReferenceRow("nccl-tests latency floor", _label(row, int(row["size_bytes"])),
                                 float(row["time_us"]), predict(row)["time_s"] * 1e6, "us per call",

@@ -22,9 +22,11 @@ if TYPE_CHECKING:
 # under sustained load), on top of what kernels.py's shape model already charges.  Fitted once,
 # globally, over the calibration rows of the fidelity report (bench/calibrate.py: Megatron-LM SC21
 # Table 1, NeMo 24.07 H100 FP8, Llama 3 Table 4, torchtitan; scanned 0.83..0.98; refitted when the
-# fp32 gradient-accumulation epilogue of Megatron's weight-gradient GEMMs was priced, kernels.py):
-# 0.90 puts SC21 Table 1 at 4.9% mean |error| (0.88: 6.2%; 0.91: 4.5% but NeMo's rows at 10.1%).
-GEMM_FRACTION_OF_MEASURED = 0.90
+# fp32 gradient-accumulation epilogue of Megatron's weight-gradient GEMMs was priced, kernels.py, and
+# again with nccl_tuning.NVLINK_FILL_CHUNKS when the in-node pipeline fill was priced, which slows the TP
+# collectives of SC21's rows): 0.92 puts SC21 Table 1 at 4.9% mean |error| (0.90: 5.9%; 0.93: 4.6% but
+# the sourced validation rows at 10.1%, over issue 10's 10%).
+GEMM_FRACTION_OF_MEASURED = 0.92
 
 # Achievable fraction of HBM bandwidth for streaming kernels; STREAM-like copies on A100/H100 reach
 # about 90% of the data-sheet figure (NVIDIA "CUDA C++ Best Practices", effective bandwidth), fused

@@ -126,6 +126,49 @@ def pipeline_fill_s(size_bytes: float, channels: int, group_net_Bps: float,
     return PIPELINE_FILL_CHUNKS * min(NET_CHUNK_BYTES, size_bytes / group_channels) / channel_Bps
 
 
+# Pipeline fill inside one node.  The same chunked pipeline runs over NVLink: a call's data moves through
+# its DEFAULT_CHANNELS channels in protocol steps, and the first step has to go round before the steady
+# rate holds.  NCCL's model (time = latency + bytes / bandwidth) omits this too, and one-node nccl-tests
+# curves show it: at 4-64 MiB all_reduce reaches 20-45 % less bus bandwidth than that model gives on A100
+# (ring) and H100 (NVLS), while it agrees within 2 % from 1 GiB (reference/nccl_multinode.csv, nodes 1).
+# The fill is NVLINK_FILL_CHUNKS step-times of one channel at the call's bus bandwidth, with steps of
+# min(STEP_BYTES[protocol], size / channels).  A step's payload per channel (NCCL defaults,
+# src/include/device.h; NCCL_STEPS = 8 steps per buffer): Simple NCCL_BUFFSIZE 4 MiB / 8 = 512 KiB; LL
+# 8 lines x 512 threads x 16 B per step = 64 KiB of lines, half of it flags; LL128 120 x 640 x 8 B =
+# 600 KiB of lines, 120/128 of it data.  NVLINK_FILL_CHUNKS is part of the single global refit (with
+# hardware.GEMM_FRACTION_OF_MEASURED) over every calibration row of bench/calibrate.py: on the one-node rows
+# alone (Azure/AI-benchmarking-guide ND H100 v5 and ND A100 v4, 1 MiB-8 GiB) minimax gives 1.8 (max |error|
+# 17.7 %); 1.2 (max 25.8 % there) also keeps Megatron SC21 Table 1, whose TP all-reduces of 12-50 MiB on A100
+# it slows, within 5 % and NeMo's rows within 21 %.
+STEP_BYTES = {"LL": 32 * 1024, "LL128": 576_000, "Simple": NET_CHUNK_BYTES}
+NVLINK_FILL_CHUNKS = 1.2
+# The calibration rows are 8-GPU nodes; a shorter ring has fewer hops to fill (ring_fill_hops).
+FILL_RING_GPUS = 8
+
+
+def node_fill_s(size_bytes: float, bus_GBps: float, protocol: str = "Simple", hops: float = 1.0,
+                channels: int = DEFAULT_CHANNELS) -> float:
+    """Seconds a call of ``size_bytes`` inside one node spends filling and draining its chunk pipeline:
+    NVLINK_FILL_CHUNKS steps of min(STEP_BYTES[protocol], size / channels), each at one channel's share of
+    the call's bus bandwidth ``bus_GBps`` (GB/s), times ``hops``: the call's pipeline depth relative to the
+    calibration's (1 for NVLS and for a ring of FILL_RING_GPUS; a ring of n GPUs fills through n - 1 hops,
+    so (n - 1) / (FILL_RING_GPUS - 1)).  0 without a bandwidth.
+
+    >>> round(node_fill_s(64 * 2**20, 480.0) * 1e6, 1)   # 1.2 x 512 KiB at 30 GB/s per channel
+    21.0
+    """
+    if not 0 < bus_GBps < float("inf"):
+        return 0.0
+    channels = max(int(channels), 1)
+    step = min(STEP_BYTES.get(protocol, NET_CHUNK_BYTES), size_bytes / channels)
+    return NVLINK_FILL_CHUNKS * hops * step / (bus_GBps * 1e9 / channels)
+
+
+def ring_fill_hops(n: int) -> float:
+    """A ring of ``n`` GPUs relative to the calibration's 8-GPU rings: (n - 1) / (FILL_RING_GPUS - 1)."""
+    return max(n - 1, 0) / (FILL_RING_GPUS - 1)
+
+
 # Protocol refinements of the link bandwidth (NCCL 2.25): ring LL keeps 1/2, ring LL128 0.92
 # (120/128 of each 128-byte line carries data), tree 0.92 then LL 1/3.8 and LL128 7/9 on one node
 # or 120/128 across nodes, PAT 0.75; CollNet Direct 0.85 on Hopper and later.

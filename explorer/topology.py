@@ -24,7 +24,7 @@ graph for drawing and for tests that check the analytic shares against explicit 
 
 The scale-up boundary's *wiring* (``cluster.scale_up.kind``) is carried on every group shape and
 applied by :mod:`explorer.collectives` as a multiplier on the scale-up time of each traffic pattern
-(:func:`explorer.collectives.scale_up_factor`), always at the same ``bandwidth_GBps`` per GPU:
+(:func:`explorer.scale_up_wiring.scale_up_factor`), always at the same ``bandwidth_GBps`` per GPU:
 
 - ``nvswitch``: a non-blocking crossbar — every pattern runs at the full per-GPU bandwidth, and
   the switch can reduce in-network (NVLS, when the GPU has NVLink SHARP).
@@ -156,7 +156,7 @@ class GroupShape:
     per_domain: tuple[int, ...]
     shares: tuple[float, ...]
     latencies: tuple[float, ...]
-    up_kind: str = "nvswitch"   # scale-up wiring (module docstring); priced by collectives.scale_up_factor
+    up_kind: str = "nvswitch"   # scale-up wiring (module docstring); scale_up_wiring.scale_up_factor
     # Across datacenters: (from, to, shares) of each WAN link its datacenter ring loads (explorer/wan.py).
     wan_loads: tuple[tuple[int, int, float], ...] = ()
 

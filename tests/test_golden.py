@@ -5,8 +5,12 @@ by shape, FP8, MLA/MTP, activations per architecture, framework profiles) and ag
 part (Megatron's fp32 gradient-accumulation epilogue with the refit GEMM fraction, DeepSpeed's
 unscattered pipeline sends, NCCL's multi-node channels and two-node tree); deepseek-v3 once more
 when gradient buckets overlapping the backward took communication.comm_sms from it
-(taskgraph/techniques/dp_contention.py: 15.599 -> 15.613 s); regenerate them only for a
-deliberate, explained change of the model."""
+(taskgraph/techniques/dp_contention.py: 15.599 -> 15.613 s); and all of them when one-node
+nccl-tests curves showed the chunk pipeline's fill over NVLink (nccl_tuning.node_fill_s) and the GEMM
+fraction was refitted with it (0.90 -> 0.92), NVLS-tree across nodes took NCCL's tuning-model rate
+and RoCE became two presets (iteration times moved by -3 % to +3.5 %: deepseek-v3 15.613 -> 15.398 s,
+llama3-405b-16k 7.236 -> 7.162 s); regenerate them only for a deliberate, explained change of the
+model."""
 from __future__ import annotations
 
 import json

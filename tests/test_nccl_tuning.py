@@ -65,10 +65,12 @@ def test_gpu_generations():
 
 
 def test_one_node_h100_closed_form_at_1_mib():
-    # 1 MiB on 8 H100: ring/LL wins; time = 15 us + 1.75 MiB / min(141, 0.5 x 346.5) GB/s.
+    # 1 MiB on 8 H100: ring/LL wins; time = 15 us + 1.75 MiB / min(141, 0.5 x 346.5) GB/s, plus the
+    # in-node fill: 1.2 LL steps of min(32 KiB, 1 MiB / 16 channels) at 141/16 GB/s per channel.
     c = collective_rows(scenario(), "all-reduce", 8, [MiB])[0]
     assert (c["algorithm"], c["protocol"]) == ("ring", "LL")
-    assert c["time_s"] == pytest.approx(15e-6 + 1.75 * MiB / 141e9, rel=1e-9)
+    fill = 1.2 * 32 * 1024 / (141e9 / 16)
+    assert c["time_s"] == pytest.approx(15e-6 + 1.75 * MiB / 141e9 + fill, rel=1e-9)
 
 
 @pytest.mark.parametrize("gpu,nodes", [("a100-80gb", 1), ("h100-sxm", 1), ("a100-80gb", 4), ("h100-sxm", 4),
@@ -150,8 +152,8 @@ def test_scale_up_latency_moves_the_nvlink_hops():
 ROWS = collective_reference_rows()
 
 
-# The 1-64 MiB multi-node rows and the latency floor are checked row by row, with their known gaps, in
-# tests/test_collectives_multinode.py; here the one-node and plateau groups.
+# The 1-64 MiB rows (one node and multi-node) and the latency floor are checked row by row, with their known
+# gaps, in tests/test_collectives_multinode.py; here the plateau groups.
 PLATEAU_ROWS = [r for r in ROWS if r.group in ("nccl-tests one node", "nccl-tests multi-node")]
 
 
@@ -166,12 +168,15 @@ def test_sourced_rows_within_tolerance(row):
 
 
 GROUPS = ("nccl-tests one node", "nccl-tests multi-node", "nccl-tests latency floor",
-          "nccl-tests multi-node 1-64 MiB")
+          "nccl-tests one node 1-64 MiB", "nccl-tests multi-node 1-64 MiB")
 # Groups that do not meet issue 10's target yet: (mean, max) |error| per role they must not get worse than
-# (today's figures, rounded up), and a strict xfail on the target itself so meeting it is noticed.  None
-# today: the 1-64 MiB validation rows met it (8 % / 29 %) once one GPU per node driving four NICs was capped
-# by its PCIe link (nccl-tests #232; collectives.pcie_time).
-NOT_YET: dict[str, dict[str, tuple[float, float]]] = {}
+# (today's figures, rounded up), and a strict xfail on the target itself so meeting it is noticed.  The
+# multi-node 1-64 MiB validation rows met it (8 % / 29 %) until the 400 GbE RoCE rows of GCP's A3 Ultra and
+# A4 were added: B200 at 1-2 MiB runs 35-50 % slower than H200 on the same fabric, which the model does not
+# explain (tests/test_collectives_multinode.py KNOWN_GAPS).
+NOT_YET: dict[str, dict[str, tuple[float, float]]] = {
+    "nccl-tests multi-node 1-64 MiB": {"calibration": (0.07, 0.22), "validation": (0.16, 0.53)},
+}
 
 
 @pytest.mark.parametrize("group", GROUPS)

@@ -35,7 +35,7 @@ _FROM_PRESET = {"required": True, "hint": "or give model.preset"}
 
 ORDER_DIMS = ("tp", "cp", "dp", "pp")
 # Scale-out link technologies with a preset in explorer/data/fabrics.yaml.
-FABRICS = ("ib-hdr", "ib-ndr", "ib-xdr", "roce-400", "efa", "eth-100", "eth-25")
+FABRICS = ("ib-hdr", "ib-ndr", "ib-xdr", "roce-100", "roce-400", "efa", "eth-100", "eth-25")
 SCHEDULES = registry.names()    # the pipeline schedules the registry describes (explorer/schedules)
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import cache
 
-from ...collectives import CollectiveCost, scale_up_factor
+from ...collectives import CollectiveCost
+from ...scale_up_wiring import scale_up_factor
 from ...topology import BOUNDARY_NAMES, GroupShape
 
 

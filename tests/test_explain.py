@@ -40,9 +40,22 @@ def test_collective_bar_bus_bytes_and_latency():
     op = next((o for o in ops if o in custom[3]), "send-recv")
     factor = bus_factor(op, int(group))
     assert f"{factor:.3f}" in text and f"{nbytes * factor / 1e6:,.2f} MB" in text
-    data_ms = float(re.search(r"it achieved: ([0-9.]+) ms of data", text).group(1))
-    assert data_ms == pytest.approx(nbytes * factor / (busbw * 1e9) * 1e3, abs=1e-3)
+    call_ms = float(re.search(r"it achieved: ([0-9.]+) ms for these bytes", text).group(1))
+    assert call_ms == pytest.approx(nbytes * factor / (busbw * 1e9) * 1e3, abs=1e-3)
     assert "limited by" in text
+
+
+def test_a_blocking_tp_bar_counts_its_calls():
+    """A TP bar on the compute lane holds every all-reduce of its pass: GPT-3 175B on 8 stages has 12
+    layers per stage and 2 TP all-reduces per layer forward (Megatron's f and g), so 24 calls of 50.33 MB
+    (1 x 2048 x 12288 x 2 bytes), and the bar is 24 x one call's time, not one call plus "latency"."""
+    data, bars = _bars("megatron-gpt3-175b")
+    custom = next(c for k, c in bars if k == "tp" and c[9] and c[11] and c[3] == "all-reduce")
+    text = explain_bar(custom, 312.0, "A100", "bf16")
+    assert custom[9] == 2048 * 12288 * 2
+    call_ms = float(re.search(r"it achieved: ([0-9.]+) ms for these bytes", text).group(1))
+    calls = int(re.search(r"repeats this call about \*\*([0-9,]+) times", text).group(1))
+    assert calls == 24 and calls * call_ms == pytest.approx(custom[5], rel=2e-3)
 
 
 def test_aggregated_bars_say_so():

@@ -5,8 +5,9 @@ peak in the training dtype that is the efficiency the kernel model gave its GEMM
 (explorer/kernels.py: time = FLOPs / (peak x efficiency) for the matrix work, element-wise work at
 HBM bandwidth).  A collective: its bytes times the nccl-tests bus factor (doc/PERFORMANCE.md:
 2(n-1)/n for an all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for a
-point-to-point transfer) over the bus bandwidth it achieved is the time the data takes; the rest
-of the bar is latency (per-step and per-call, NCCL's tuning model: explorer/nccl_tuning.py).
+point-to-point transfer) over the bus bandwidth it achieved is one call's time, NCCL's latency and
+the chunk pipeline's fill included (explorer/nccl_tuning.py); a blocking TP/CP/EP bar holds every call
+of its pass, so its duration is about that many calls.
 Each explanation ends with what would make the bar shorter.
 """
 from __future__ import annotations
@@ -61,14 +62,26 @@ def explain_bar(custom: Sequence[Any], peak_tflops: float, gpu: str, dtype: str)
         return f"{head}\n\nMemory-bound work (norms, activations, optimizer): HBM bytes / HBM bandwidth."
     op = _op(str(detail))
     factor = bus_factor(op, int(group)) if group else 1.0
-    data_s = nbytes * factor / (busbw * 1e9) if busbw else 0.0
-    latency = max(dur - data_s, 0.0)
+    # The achieved bus bandwidth is bus bytes over the whole call (NCCL's latency and the chunk
+    # pipeline's fill included), so bus bytes / it is one call's time; a blocking-collective bar
+    # holds every call of its pass (its layers' TP, CP or EP calls), one typical call described.
+    call_s = nbytes * factor / (busbw * 1e9) if busbw else 0.0
+    calls = dur / call_s if call_s > 0 else 0.0
     tier_name = TIER_LABELS.get(tier, tier or "—")
+    wait = max(dur - call_s, 0.0)
+    if calls >= 1.5:
+        count = (f"- the bar repeats this call about **{calls:,.0f} times** (its pass's layers): "
+                 f"{calls:,.0f} x {call_s * 1e3:.3f} ms = {dur_ms:.3f} ms\n")
+    elif wait > 1e-3 * dur:
+        count = f"- the other {wait * 1e3:.3f} ms of the bar wait for a link or a peer\n"
+    else:
+        count = ""
     return (f"{head}\n\n"
             f"- {op} of **{nbytes / 1e6:,.2f} MB** over **{group} GPUs** ({algorithm or 'point-to-point'})\n"
             f"- bus bytes = bytes x bus factor = {nbytes / 1e6:,.2f} MB x {factor:.3f} = "
             f"{nbytes * factor / 1e6:,.2f} MB (nccl-tests convention)\n"
-            f"- at the **{busbw:,.1f} GB/s** bus bandwidth it achieved: {data_s * 1e3:.3f} ms of data, "
-            f"{latency * 1e3:.3f} ms of latency (per-step and per-call)\n"
+            f"- at the **{busbw:,.1f} GB/s** bus bandwidth it achieved: {call_s * 1e3:.3f} ms for these "
+            f"bytes (NCCL's per-call latency and the chunk pipeline's fill included)\n"
+            f"{count}"
             f"- limited by: **{tier_name}**\n\n"
             f"Shorter with: {SHORTER.get(tier, SHORTER['scale-out'])}.")

@@ -139,7 +139,10 @@ def pipeline_fill_s(size_bytes: float, channels: int, group_net_Bps: float,
 # hardware.GEMM_FRACTION_OF_MEASURED) over every calibration row of bench/calibrate.py: on the one-node rows
 # alone (Azure/AI-benchmarking-guide ND H100 v5 and ND A100 v4, 1 MiB-8 GiB) minimax gives 1.8 (max |error|
 # 17.7 %); 1.2 (max 25.8 % there) also keeps Megatron SC21 Table 1, whose TP all-reduces of 12-50 MiB on A100
-# it slows, within 5 % and NeMo's rows within 21 %.
+# it slows, within 5 % and NeMo's rows within 21 %.  Not settled: one-node all-gather and reduce-scatter
+# curves (validation rows, NCCL 2.26-2.29) run about 30 % faster at 16 MiB than this fill allows, while the
+# all-reduce curves it is fitted to are NCCL 2.18; a fill in proportion to the steps (half for one pass)
+# halves that gap at 16-64 MiB but not the 1 MiB rows, so the depth stays the ring's hops.
 STEP_BYTES = {"LL": 32 * 1024, "LL128": 576_000, "Simple": NET_CHUNK_BYTES}
 NVLINK_FILL_CHUNKS = 1.2
 # The calibration rows are 8-GPU nodes; a shorter ring has fewer hops to fill (ring_fill_hops).

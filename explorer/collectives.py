@@ -240,7 +240,7 @@ def _nccl_time(algo: str, proto: str, op: str, S: float, sh: GroupShape, o: Nccl
     if nodes > 1 and len(sh.shares) > 1:
         fill = nt.pipeline_fill_s(S, o.net_channels, sh.shares[1], frac)
     else:   # inside one node the NVLink channels fill and drain alike (nccl_tuning.node_fill_s)
-        fill = nt.node_fill_s(S, refined, proto, nt.ring_fill_hops(sh.n) if algo == "ring" else 1.0, channels)
+        fill = nt.node_fill_s(S, refined, proto, nt.fill_hops(algo, sh.n), channels)
     # The PCIe links are a separate stage of the same pipeline: the call runs at the slower of the two.
     return lat_s + max(t_bw + fill, pcie_time(link, sh, o.pcie_Bps, proto)), lat_s
 
@@ -271,8 +271,7 @@ def _mpi(name: str, op: str, S: float, sh: GroupShape) -> LinkCost:
         return link
     # In one node MPI's segments fill a pipeline like NCCL's chunks (nccl_tuning.node_fill_s).
     bus = bus_factor(op, sh.n) * S / (link.time_s - link.latency_s) / 1e9
-    hops = nt.ring_fill_hops(sh.n) if name == "ring" else 1.0
-    return replace(link, time_s=link.time_s + nt.node_fill_s(S, bus, "Simple", hops))
+    return replace(link, time_s=link.time_s + nt.node_fill_s(S, bus, "Simple", nt.fill_hops(name, sh.n)))
 
 
 def _result(op: str, S: float, sh: GroupShape, alg: str, proto: str, link: LinkCost, total: float,

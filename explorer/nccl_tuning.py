@@ -145,7 +145,7 @@ def pipeline_fill_s(size_bytes: float, channels: int, group_net_Bps: float,
 # halves that gap at 16-64 MiB but not the 1 MiB rows, so the depth stays the ring's hops.
 STEP_BYTES = {"LL": 32 * 1024, "LL128": 576_000, "Simple": NET_CHUNK_BYTES}
 NVLINK_FILL_CHUNKS = 1.2
-# The calibration rows are 8-GPU nodes; a shorter ring has fewer hops to fill (ring_fill_hops).
+# The calibration rows are 8-GPU nodes; a shorter ring has fewer hops to fill (fill_hops).
 FILL_RING_GPUS = 8
 
 
@@ -167,9 +167,14 @@ def node_fill_s(size_bytes: float, bus_GBps: float, protocol: str = "Simple", ho
     return NVLINK_FILL_CHUNKS * hops * step / (bus_GBps * 1e9 / channels)
 
 
-def ring_fill_hops(n: int) -> float:
-    """A ring of ``n`` GPUs relative to the calibration's 8-GPU rings: (n - 1) / (FILL_RING_GPUS - 1)."""
-    return max(n - 1, 0) / (FILL_RING_GPUS - 1)
+def fill_hops(algo: str, n: int) -> float:
+    """The pipeline depth of ``algo`` on ``n`` GPUs relative to the calibration's: a ring's n - 1 hops
+    over an 8-GPU ring's, (n - 1) / (FILL_RING_GPUS - 1); 1 for the other algorithms (NVLS).
+
+    >>> fill_hops("ring", 8), fill_hops("ring", 2) * 7, fill_hops("nvls", 8)
+    (1.0, 1.0, 1.0)
+    """
+    return max(n - 1, 0) / (FILL_RING_GPUS - 1) if algo == "ring" else 1.0
 
 
 # Protocol refinements of the link bandwidth (NCCL 2.25): ring LL keeps 1/2, ring LL128 0.92

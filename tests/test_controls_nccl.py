@@ -50,6 +50,13 @@ def test_fabric_preset_orders_the_iteration():
     assert times == sorted(times) and len(set(times)) == len(times)
 
 
+def test_roce_generations_order_the_iteration():
+    """fabrics.yaml: tuned 400 GbE RoCE (8 x 400 Gb/s x 0.88) sits between NDR (x 0.94) and HDR (200 Gb/s
+    x 0.96); the 100 GbE generation (x 0.54) is slower than both 400 GbE presets."""
+    t = {f: iteration(cluster__scale_out__fabric=f) for f in ("ib-ndr", "roce-400", "ib-hdr", "roce-100")}
+    assert t["ib-ndr"] < t["roce-400"] < t["ib-hdr"] < t["roce-100"]
+
+
 def test_scale_out_efficiency_shortens_fabric_bound_iterations():
     """A higher achievable fraction of line rate shortens the fabric-bound DP all-reduce."""
     times = [iteration(cluster__scale_out__efficiency=e) for e in (0.3, 0.6, 0.9)]

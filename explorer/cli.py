@@ -216,6 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--ranks", required=True, type=int)
     c.add_argument("--algorithm", default="auto")
     c.add_argument("--sizes", default=DEFAULT_SIZES)
+    c.add_argument("--gpus-per-thread", type=int, default=1, metavar="G",
+                   help="GPUs one thread drives, as nccl-tests -g (default 1: one process per GPU)")
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     c.add_argument("--json", action="store_true")
     v = sub.add_parser("validate", help="check a scenario and explain it")
@@ -276,14 +278,16 @@ def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None
         sys.stdout.flush()
         return 0
     if args.command == "collective":
-        rows = collective_rows(sc, args.op, args.ranks, parse_sizes(args.sizes), args.algorithm)
+        rows = collective_rows(sc, args.op, args.ranks, parse_sizes(args.sizes), args.algorithm,
+                               args.gpus_per_thread)
         if args.json:
             try:
                 print(json.dumps(rows, allow_nan=False))
             except ValueError:
                 raise InternalError("the collective model produced a non-finite number") from None
         else:
-            print(f"# {args.op} on {args.ranks} ranks of {one_line(sc.name)} (GB = 1e9 bytes)")
+            g = f", {args.gpus_per_thread} GPUs per thread" if args.gpus_per_thread > 1 else ""
+            print(f"# {args.op} on {args.ranks} ranks of {one_line(sc.name)}{g} (GB = 1e9 bytes)")
             print(f"{'size_bytes':>14} {'time_us':>12} {'algbw_GBps':>11} {'busbw_GBps':>11}  "
                   "algorithm/protocol (limit)")
             for row in rows:

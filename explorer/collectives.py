@@ -240,7 +240,7 @@ def _nccl_time(algo: str, proto: str, op: str, S: float, sh: GroupShape, o: Nccl
     if nodes > 1 and len(sh.shares) > 1:
         fill = nt.pipeline_fill_s(S, o.net_channels, sh.shares[1], frac)
     else:   # inside one node the NVLink channels fill and drain alike (nccl_tuning.node_fill_s)
-        fill = nt.node_fill_s(S, refined, proto, nt.fill_hops(algo, sh.n), channels)
+        fill = nt.node_fill_s(S, refined, proto, nt.fill_hops(algo, sh.n, op), channels)
     # The PCIe links are a separate stage of the same pipeline: the call runs at the slower of the two.
     return lat_s + max(t_bw + fill, pcie_time(link, sh, o.pcie_Bps, proto)), lat_s
 
@@ -271,7 +271,7 @@ def _mpi(name: str, op: str, S: float, sh: GroupShape) -> LinkCost:
         return link
     # In one node MPI's segments fill a pipeline like NCCL's chunks (nccl_tuning.node_fill_s).
     bus = bus_factor(op, sh.n) * S / (link.time_s - link.latency_s) / 1e9
-    return replace(link, time_s=link.time_s + nt.node_fill_s(S, bus, "Simple", nt.fill_hops(name, sh.n)))
+    return replace(link, time_s=link.time_s + nt.node_fill_s(S, bus, "Simple", nt.fill_hops(name, sh.n, op)))
 
 
 def _result(op: str, S: float, sh: GroupShape, alg: str, proto: str, link: LinkCost, total: float,
@@ -334,7 +334,14 @@ def cost(op: str, size_bytes: float, shape: GroupShape, algorithm: str = "auto",
         return CollectiveCost(op, size_bytes, shape.n, "none", 0.0, 0.0, "none")
     forced = algorithm != "auto"
     if op == "all-to-all":
-        link = pcie_bound(_pairwise(op, size_bytes, shape), shape, o.pcie_Bps)
+        link = _pairwise(op, size_bytes, shape)
+        if not shape.spans(1) and link.time_s > link.latency_s:
+            # In one node NCCL's point-to-point channels fill a chunk pipeline too, in one pass
+            # (nccl_tuning.node_fill_s); across nodes the network's bandwidth sets the time.
+            bus = bus_factor(op, shape.n) * size_bytes / (link.time_s - link.latency_s) / 1e9
+            fill = nt.node_fill_s(size_bytes, bus, "Simple", nt.fill_hops("p2p", shape.n, op))
+            link = replace(link, time_s=link.time_s + fill)
+        link = pcie_bound(link, shape, o.pcie_Bps)
         requested = algorithm if forced and algorithm != "pairwise" else ""
         return _result(op, size_bytes, shape, "pairwise", "none", link, link.time_s, link.latency_s,
                        requested)

@@ -88,6 +88,20 @@ def match_shift(small: Sequence[Task], big: Sequence[Task], shift: int, tol: flo
         return (abs(t.start - u.start - d) <= tol and abs(t.end - u.end - d) <= tol
                 and abs(t.ready - u.ready - d) <= tol and t.duration == u.duration)
 
+    where: dict[Key, int] | None = None
+
+    def tie(t: Task, other: Key | None) -> bool:
+        """True when ``other`` (a key of ``big``) ends when ``t``'s binding does: two dependencies
+        released ``t`` at the same instant, and which one the engine named is a tie-break, not
+        timing (both runs have the same times either way)."""
+        nonlocal where
+        if other is None or t.binding < 0:
+            return False
+        if where is None:
+            where = dict(zip(kb, range(len(kb)), strict=True))
+        k = where.get(other)
+        return k is not None and abs(big[k].end - big[t.binding].end) <= tol
+
     for t, key in zip(big, kb, strict=True):
         ident, mb = key
         j = index.get(key)
@@ -95,8 +109,9 @@ def match_shift(small: Sequence[Task], big: Sequence[Task], shift: int, tol: flo
         if j is not None:
             u = small[j]
             # Early: the same times (a float compare first: most early tasks are equal exactly).
+            bu = ks[u.binding] if u.binding >= 0 else None
             if ((t.start == u.start and t.end == u.end and t.ready == u.ready and t.duration == u.duration)
-                    or same(t, u, 0.0)) and bt == (ks[u.binding] if u.binding >= 0 else None):
+                    or same(t, u, 0.0)) and (bt == bu or tie(t, bu)):
                 late.append(False)
                 if mb >= 0 and last_early.get(ident, -1) < mb:
                     last_early[ident] = mb
@@ -108,7 +123,8 @@ def match_shift(small: Sequence[Task], big: Sequence[Task], shift: int, tol: flo
         if not same(t, u, delta):
             return None
         bs = ks[u.binding] if u.binding >= 0 else None
-        if (bt is None) != (bs is None) or (bt is not None and bt != shifted(bs, shift)):
+        if (bt is None) != (bs is None) or (bt is not None and bt != shifted(bs, shift)
+                                             and not tie(t, shifted(bs, shift))):
             return None
         late.append(True)
         if mb >= 0 and split.get(ident, mb) >= mb:

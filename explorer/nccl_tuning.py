@@ -139,10 +139,13 @@ def pipeline_fill_s(size_bytes: float, channels: int, group_net_Bps: float,
 # hardware.GEMM_FRACTION_OF_MEASURED) over every calibration row of bench/calibrate.py: on the one-node rows
 # alone (Azure/AI-benchmarking-guide ND H100 v5 and ND A100 v4, 1 MiB-8 GiB) minimax gives 1.8 (max |error|
 # 17.7 %); 1.2 (max 25.8 % there) also keeps Megatron SC21 Table 1, whose TP all-reduces of 12-50 MiB on A100
-# it slows, within 5 % and NeMo's rows within 21 %.  Not settled: one-node all-gather and reduce-scatter
-# curves (validation rows, NCCL 2.26-2.29) run about 30 % faster at 16 MiB than this fill allows, while the
-# all-reduce curves it is fitted to are NCCL 2.18; a fill in proportion to the steps (half for one pass)
-# halves that gap at 16-64 MiB but not the 1 MiB rows, so the depth stays the ring's hops.
+# it slows, within 5 % and NeMo's rows within 21 %.  The fill counts passes: an all-reduce (NCCL's ring and
+# NVLS kernels alike) is a reduce-scatter pass then an all-gather pass, each filling its pipeline, and the
+# fitted 1.2 is the all-reduce's two; all-gather, reduce-scatter, broadcast, reduce and the point-to-point
+# all-to-all make one pass and pay half (fill_hops).  Not fitted to them: on the one-node all-gather and
+# reduce-scatter curves of together-nccl-tests and xxrjun/nccl-tests-cluster (NCCL 2.26-2.29, validation)
+# this takes 16 MiB from -32 % to -20 % and 64 MiB from -9 % to -3 %, and all-to-all at 64 MiB from +24 %
+# to +15 %.
 STEP_BYTES = {"LL": 32 * 1024, "LL128": 576_000, "Simple": NET_CHUNK_BYTES}
 NVLINK_FILL_CHUNKS = 1.2
 # The calibration rows are 8-GPU nodes; a shorter ring has fewer hops to fill (fill_hops).
@@ -167,14 +170,18 @@ def node_fill_s(size_bytes: float, bus_GBps: float, protocol: str = "Simple", ho
     return NVLINK_FILL_CHUNKS * hops * step / (bus_GBps * 1e9 / channels)
 
 
-def fill_hops(algo: str, n: int) -> float:
-    """The pipeline depth of ``algo`` on ``n`` GPUs relative to the calibration's: a ring's n - 1 hops
-    over an 8-GPU ring's, (n - 1) / (FILL_RING_GPUS - 1); 1 for the other algorithms (NVLS).
+def fill_hops(algo: str, n: int, op: str = "all-reduce") -> float:
+    """The pipeline depth of ``algo`` on ``n`` GPUs for ``op`` relative to the calibration's 8-GPU
+    all-reduce: a ring's n - 1 hops over an 8-GPU ring's, (n - 1) / (FILL_RING_GPUS - 1), 1 for the other
+    algorithms (NVLS); times the passes of the operation over the calibration's two (an all-reduce is a
+    reduce-scatter pass then an all-gather pass, in NCCL's ring and NVLS kernels alike; the other
+    operations make one pass).
 
-    >>> fill_hops("ring", 8), fill_hops("ring", 2) * 7, fill_hops("nvls", 8)
-    (1.0, 1.0, 1.0)
+    >>> fill_hops("ring", 8), fill_hops("ring", 2) * 7, fill_hops("nvls", 8), fill_hops("ring", 8, "reduce")
+    (1.0, 1.0, 1.0, 0.5)
     """
-    return max(n - 1, 0) / (FILL_RING_GPUS - 1) if algo == "ring" else 1.0
+    passes = 2 if op == "all-reduce" else 1
+    return (max(n - 1, 0) / (FILL_RING_GPUS - 1) if algo == "ring" else 1.0) * passes / 2
 
 
 # Protocol refinements of the link bandwidth (NCCL 2.25): ring LL keeps 1/2, ring LL128 0.92

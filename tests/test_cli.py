@@ -188,6 +188,21 @@ def test_collective_all_reduce_json():
     assert rows[1]["busbw_GBps"] < 2 * 450
 
 
+def test_collective_gpus_per_thread_prices_nccl_tests_minus_g():
+    # nccl-tests -g 8: one thread launches every call on 8 GPUs, 8 x nccl_table.HOST_LAUNCH_US = 42.0 us
+    # per call at least; together-nccl-tests' H100 all_gather -g 8 shows 41.7 us at 1 MiB and 41.3 us at
+    # 4 MiB (reference/nccl_multinode.csv).  At 1 GiB the GPUs take longer than the launches: unchanged.
+    args = ("collective", "llama3-405b-16k", "--op", "all-gather", "--ranks", "8", "--sizes", "1M,1G",
+            "--json")
+    one = json.loads(ok(*args).stdout)
+    eight = json.loads(ok(*args, "--gpus-per-thread", "8").stdout)
+    assert one[0]["time_s"] < 30e-6 and one[0]["tier"] != "host launch"
+    assert eight[0]["time_s"] == pytest.approx(42.0e-6, rel=1e-12) and eight[0]["tier"] == "host launch"
+    assert eight[0]["busbw_GBps"] == pytest.approx(2**20 / 42.0e-6 / 1e9 * 7 / 8, rel=1e-12)
+    assert eight[1] == one[1]
+    assert "8 GPUs per thread" in ok(*args[:-1], "--gpus-per-thread", "8").stdout.splitlines()[0]
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_validate(name):
     proc = ok("validate", name)
@@ -233,8 +248,13 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) ->
     (["frobnicate"], ["frobnicate"]),
     (["collective", "megatron-gpt3-175b", "--op", "all-reduce", "--ranks", "8", "--algorithm", "nvls"],
      ["--algorithm", "nvls", "ring"]),
+    (["collective", "teaching-8gpu", "--op", "all-gather", "--ranks", "8", "--gpus-per-thread", "9"],
+     ["--gpus-per-thread", "9", "between 1 and 8"]),
+    (["collective", "teaching-8gpu", "--op", "all-gather", "--ranks", "8", "--gpus-per-thread", "x"],
+     ["--gpus-per-thread", "'x'"]),
 ], ids=["missing-file", "unknown-scenario", "unknown-set-key", "invalid-tp", "misspelt-set-key", "bad-op",
-        "zero-ranks", "bad-size", "unknown-subcommand", "nvls-on-a100"])
+        "zero-ranks", "bad-size", "unknown-subcommand", "nvls-on-a100", "too-many-gpus-per-thread",
+        "gpus-per-thread-not-a-number"])
 def test_bad_input(args, fragments):
     proc = cli(*args)
     assert_one_line_error(proc, *fragments)

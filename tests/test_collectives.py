@@ -41,11 +41,12 @@ def test_mpi_ring_all_reduce_matches_alpha_beta_closed_form(n, size):
 def test_nccl_simple_ring_reduce_scatter_and_all_gather_closed_form(op):
     # NCCL 2.25: latency 8.4 us base + (n-1) NVLink Simple hops of 3.4 us; bandwidth (n-1)/n S / B; and
     # the in-node pipeline fill: 1.2 Simple steps of 512 KiB at one of 16 channels' share of the bus
-    # bandwidth B (an 8-GPU ring, the calibration's depth: nccl_tuning.node_fill_s).
+    # bandwidth B for an 8-GPU ring's all-reduce (the calibration's depth), of which one pass (all-gather
+    # or reduce-scatter alone) fills half (nccl_tuning.node_fill_s, fill_hops).
     n, size = 8, 2**30
     sh = node().shape(np.arange(n))
     B = 300 * GB * SCALE_UP_EFFICIENCY
-    fill = 1.2 * 512 * 1024 / (B / 16)
+    fill = 1.2 / 2 * 512 * 1024 / (B / 16)
     expected = (8.4 + 7 * 3.4) * 1e-6 + (n - 1) / n * size / B + fill
     c = cost(op, size, sh, "ring", options=SIMPLE)
     assert c.time_s == pytest.approx(expected, rel=1e-12) and c.protocol == "Simple"
@@ -165,6 +166,18 @@ def test_pairwise_all_to_all_egress_across_nodes():
     # further peer (concurrent sends).
     expected = 2.7e-6 + 14 * 0.6e-6 + 8 * 1e9 * 8 / 16 / (8 * 50e9 * SCALE_OUT_EFFICIENCY)
     assert c.time_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_all_to_all_in_one_node_fills_one_pass_of_the_pipeline():
+    # 8 ranks on one NVSwitch node: the farthest peer's latency (0.6 us) plus one per further peer, the
+    # (n-1)/n S each GPU sends at the scale-up bandwidth B, and one pass of the in-node pipeline fill:
+    # half an all-reduce's 1.2 Simple steps of 512 KiB at one of 16 channels' share of B
+    # (nccl_tuning.node_fill_s, fill_hops).  Across nodes the network sets the time and there is no fill.
+    n, size = 8, 2**30
+    B = 300 * GB * SCALE_UP_EFFICIENCY
+    c = cost("all-to-all", size, node().shape(np.arange(n)))
+    expected = 0.6e-6 + (n - 2) * 0.6e-6 + (n - 1) / n * size / B + 0.6 * 512 * 1024 / (B / 16)
+    assert c.time_s == pytest.approx(expected, rel=1e-12)
 
 
 def test_nvls_only_inside_one_nvswitch_domain():

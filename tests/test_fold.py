@@ -7,6 +7,7 @@ import json
 import random
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_golden import same
@@ -16,8 +17,8 @@ from explorer.analysis.steady_state import schedule_iteration
 from explorer.config import shipped_scenarios
 from explorer.figures.gantt import folded_ticks
 from explorer.fold import reduced
-from explorer.fold_tasks import match_shift
-from explorer.scenario import ScenarioError, from_dict, load
+from explorer.fold_tasks import match_shift, task_keys
+from explorer.scenario import ScenarioError, apply_overrides, from_dict, load
 from explorer.simulate import simulate
 from explorer.timeline import build_timeline, estimate_rows, folded_timeline
 
@@ -161,6 +162,27 @@ def test_a_run_that_is_not_one_period_longer_is_not_matched():
     assert match_shift(a, b, step + 1, tol) is None   # the wrong period
     b[len(b) // 2].start += 1e-6                      # one task moved
     assert match_shift(a, b, step, tol) is None
+
+
+def test_a_binding_named_by_tie_break_does_not_stop_the_fold():
+    # Llama 3 70B across regions at 60 ms, 1F1B: in the 22-micro-batch run stage 3's backward of
+    # micro-batch 17 is released at the same instant by its forward stream (micro-batch 21) and by the pp
+    # receive of its gradient; the engine names the stream, where one period earlier it named the receive.
+    # Same times, so the period is proven and the fold matches the full simulation time for time.
+    raw = yaml.safe_load(shipped_scenarios()["cross-region-pp"].read_text(encoding="utf-8"))
+    sc = from_dict(apply_overrides(raw, {"parallelism.schedule": "1f1b", "training.global_batch": 1024,
+                                         "cluster.scale_across.latency_ms": 60}))
+    a, b = (schedule_iteration(reduced(sc, m), frozenset()).tasks for m in (20, 22))
+    tol = 1e-12 * max(t.end for t in b)
+    kb = task_keys(b)
+    where = dict(zip(kb, range(len(kb)), strict=True))
+    t = b[where[((3, "compute", "backward", 0, -1, None), 17)]]
+    recv = b[where[((4, "pp", "pp", 0, "backward", 3), 17)]]
+    assert kb[t.binding] == ((3, "compute", "forward", 0, -1, None), 21) and recv.end == t.ready
+    assert match_shift(a, b, 2, tol) is not None
+    r = simulate(sc)
+    assert r.fold is not None
+    assert_same_timeline(r, simulate(sc, fold=False))
 
 
 @pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.stem)

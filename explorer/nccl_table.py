@@ -7,8 +7,9 @@ and MPI/Gloo) and the tier that limits it.
 
 nccl-tests times a loop of back-to-back calls, so a row is the slower of the GPUs' time for one call and
 the host's time to launch it.  With ``-g G`` one thread drives G GPUs and launches G kernels per call,
-one after another (nccl-tests README: ``-g`` = GPUs per thread); with the usual one process per GPU
-(``-g 1``, as training runs) the launch hides behind the call.
+one after another (nccl-tests README: ``-g`` = GPUs per thread).  With the usual one process per GPU
+(``-g 1``, as training runs) the floor is one launch, which only the shortest calls (a send/recv of up
+to about 1 MiB inside a node) do not hide.
 """
 from __future__ import annotations
 

@@ -201,6 +201,11 @@ def test_collective_gpus_per_thread_prices_nccl_tests_minus_g():
     assert eight[0]["busbw_GBps"] == pytest.approx(2**20 / 42.0e-6 / 1e9 * 7 / 8, rel=1e-12)
     assert eight[1] == one[1]
     assert "8 GPUs per thread" in ok(*args[:-1], "--gpus-per-thread", "8").stdout.splitlines()[0]
+    # One process per GPU still launches each call: a send/recv of 8 B inside a node (0.6 us of NVLink
+    # latency in the model) is paced by the one launch, 5.25 us.
+    p2p = json.loads(ok("collective", "teaching-8gpu", "--op", "send-recv", "--ranks", "2", "--sizes", "8",
+                        "--json").stdout)
+    assert p2p[0]["time_s"] == pytest.approx(5.25e-6, rel=1e-12) and p2p[0]["tier"] == "host launch"
 
 
 @pytest.mark.parametrize("name", SHIPPED)

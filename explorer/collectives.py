@@ -245,12 +245,19 @@ def _nccl_time(algo: str, proto: str, op: str, S: float, sh: GroupShape, o: Nccl
     return lat_s + max(t_bw + fill, pcie_time(link, sh, o.pcie_Bps, proto)), lat_s
 
 
+def p2p_latency(sh: GroupShape) -> float:
+    """Seconds a point-to-point call over ``sh`` takes besides its bytes: the farthest peer's hop
+    latency and, across nodes, the proxies' hand-off (nccl_tuning.P2P_NET_US)."""
+    net = nt.P2P_NET_US * 1e-6 if len(sh.shares) > 1 and sh.spans(1) else 0.0
+    return net + sh.latencies[sh.outer]
+
+
 def _pairwise(op: str, S: float, sh: GroupShape) -> LinkCost:
     n = sh.n
     # NCCL posts the n-1 sends and receives of an all-to-all in one group call, so they run
-    # concurrently: one latency of the farthest peer plus a scale-up latency per further peer to
-    # issue them.  For n = 2 this is exactly a send/recv.
-    lat = sh.latencies[sh.outer] + max(n - 2, 0) * sh.latencies[0]
+    # concurrently: one point-to-point latency to the farthest peer (p2p_latency) plus a scale-up
+    # latency per further peer to issue them.  For n = 2 this is exactly a send/recv.
+    lat = p2p_latency(sh) + max(n - 2, 0) * sh.latencies[0]
     egress = {0: (n - 1) / n * S}
     for b in range(1, len(sh.shares)):
         if sh.spans(b):
@@ -349,7 +356,7 @@ def cost(op: str, size_bytes: float, shape: GroupShape, algorithm: str = "auto",
         # One transfer of S between the pair: S crosses every boundary between them.
         egress = {0: size_bytes, **_spanned(shape, size_bytes)}
         t, b = _crossing(shape, egress)
-        lat = shape.latencies[shape.outer]
+        lat = p2p_latency(shape)
         link = pcie_bound(LinkCost(lat + t, b, egress, lat), shape, o.pcie_Bps)
         return _result(op, size_bytes, shape, "ring", "none", link, link.time_s, lat, "")
     if o.library != "nccl" and (not forced or algorithm in MPI_APPLICABLE[op]):

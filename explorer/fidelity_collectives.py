@@ -49,7 +49,8 @@ def predict(row: dict[str, Any]) -> dict[str, Any]:
     sc = scenario_for(row)
     size = 8 * 2**30 if row["size_bytes"] == "large" else int(row["size_bytes"])
     # nccl-tests names (all_reduce_perf, alltoall_perf) -> the CLI's operation names.
-    op = {"alltoall": "all-to-all"}.get(row["collective"], row["collective"].replace("_", "-"))
+    op = {"alltoall": "all-to-all", "sendrecv": "send-recv"}.get(row["collective"],
+                                                                row["collective"].replace("_", "-"))
     # nccl-tests -g: rows run with one thread per node's GPUs launch each call G times over.
     return collective_rows(sc, op, sc.gpus, [size], row["algorithm"], int(row.get("gpus_per_thread") or 1))[0]
 

@@ -5,10 +5,11 @@ full simulation repeats one block of tasks hundreds of times.  Instead of schedu
 fold (plan in explorer/fold_plan.py):
 
 1. simulates the scenario with reduced micro-batch counts ``c - 2k``, ``c - k`` and ``c`` (the
-   plan's candidates: periods of ``k`` = 1-4 steps from one pipeline fill on);
+   plan's candidates: periods of ``k`` = 1-4 steps from one pipeline fill on), and ``c + k`` to
+   confirm;
 2. proves that each run is the one before with exactly one period inserted — every task early
    (unchanged) or late (``step`` micro-batches later and ``delta`` seconds later, its binding
-   dependency alike), the same ``delta`` both times (fold_tasks.match_shift) — and that every
+   dependency alike), the same ``delta`` all three times (fold_tasks.match_shift) — and that every
    measure before a maximum (analysis/measures.py) is affine in the micro-batch count;
 3. extrapolates the measures to the scenario's count and keeps the largest run as the folded task
    list, which unfolds only when read (fold_tasks.FoldedTasks).
@@ -87,23 +88,52 @@ def simulate_folded(sc: Scenario, ideal: frozenset[str] | None = None) -> Folded
     # One builder (and network) for every reduced run: the layer split, chunks, priced calls and
     # passes never depend on the micro-batch count, so they are made once instead of once per run.
     base: IterationBuilder | None = None
+
+    def run(c: int) -> tuple[ScheduledRun, Measures]:
+        nonlocal base
+        if c not in done:
+            small = reduced(sc, c)
+            if base is None:
+                base = IterationBuilder(small, Network(sc, free="comm" in ideal), ideal)
+            r = schedule_iteration(small, ideal, base.for_scenario(small))
+            done[c] = (r, measure(r))
+        return done[c]
+
     for triple in fp.triples():
-        if sum({*done, *triple}) > fp.limit:
+        # The triple and the run one period beyond it, which confirms the period (_confirm).
+        beyond = 2 * triple[2] - triple[1]
+        if beyond >= fp.micro_batches or sum({*done, *triple, beyond}) > fp.limit:
             return None
         for c in triple:
-            if c not in done:
-                small = reduced(sc, c)
-                if base is None:
-                    base = IterationBuilder(small, Network(sc, free="comm" in ideal), ideal)
-                r = schedule_iteration(small, ideal, base.for_scenario(small))
-                done[c] = (r, measure(r))
+            run(c)
         simulated = sum(len(x.tasks) for x, _ in done.values())
         if simulated >= _full_tasks(done, fp.micro_batches):
             return None          # the per-iteration tasks (buckets, step) of each run outweigh the gain
         out = _try(sc, fp, triple, [done[n] for n in triple], ideal, simulated)
-        if out is not None:
-            return out
+        if out is not None and _confirm(out, done[triple[1]], done[triple[2]], run(beyond)):
+            simulated = sum(len(x.tasks) for x, _ in done.values())
+            if simulated >= _full_tasks(done, fp.micro_batches):
+                return None      # with the confirming run, as many tasks as the full simulation
+            return replace(out, info=replace(out.info, simulated_tasks=simulated))
     return None
+
+
+def _confirm(out: FoldedRun, mid: tuple[ScheduledRun, Measures], last: tuple[ScheduledRun, Measures],
+             beyond: tuple[ScheduledRun, Measures]) -> bool:
+    """Whether the run one period beyond the triple is the triple's last run with the same period
+    inserted once more, its measures on the same line.  Two equal insertions can be a coincidence of
+    a longer period: a zero-bubble pipeline of 2 stages whose iteration grows by a, a, b, a, a, b
+    seconds per added micro-batch passes the triple (4, 5, 6) with a period of 1 (tests/test_fold.py,
+    seed 841); the third insertion shows b."""
+    (r2, m2), (r3, m3) = last, beyond
+    tol = REL_TOL * max(max(t.end for t in r3.tasks), 1e-30)
+    if len({mid[1].structure(), m2.structure(), m3.structure()}) != 1 or \
+            _extrapolate([mid[1].flat(), m2.flat(), m3.flat()], 1, m3.T) is None:
+        return False
+    lanes = 2 if r3.builder.schedule.two_directions else 1
+    shift = (r3.builder.m_sim - r2.builder.m_sim) // lanes
+    got = match_shift(r2.tasks, r3.tasks, shift, tol)
+    return got is not None and abs(got.delta - out.info.delta_s) <= tol
 
 
 def _full_tasks(done: dict[int, tuple[ScheduledRun, Measures]], micro_batches: int) -> float:

@@ -61,13 +61,24 @@ def _check(sc: Scenario, op: str, ranks: int, algorithm: str) -> None:
                             f"{sc.cluster.gpus_per_node} ranks")
 
 
+def _pair_shapes(fabric: Fabric, ranks: int, gpus_per_node: int) -> list:
+    """The distinct pairs of nccl-tests' sendrecv_perf on ``ranks`` consecutive GPUs: every rank sends
+    to the next and receives from the one before (the last sends to the first), all at once, so the
+    call lasts as long as its slowest pair.  Pairs inside a node are alike; the pairs that cross a node
+    boundary (the last GPU of a node to the first of the next, and the wrap-around) are priced each."""
+    pairs = [(0, 1)] + [(i, (i + 1) % ranks) for i in range(ranks)
+                        if (i + 1) % ranks // gpus_per_node != i // gpus_per_node]
+    return list({fabric.shape(np.array(p, dtype=np.int64)): None for p in pairs})
+
+
 def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int],
                     algorithm: str = "auto", gpus_per_thread: int = 1) -> list[dict]:
     """nccl-tests-like rows for ``op`` over ``ranks`` consecutive GPUs of the scenario's cluster
     (a node fills first): size_bytes, time_s, algbw_GBps, busbw_GBps, algorithm, protocol, tier.
     The scenario's communication.library and communication.protocol apply, as NCCL_PROTO would.
     ``gpus_per_thread`` is nccl-tests' ``-g``: a call takes at least the host's launch time
-    (:func:`host_floor_s`), and the tier reads ``host launch`` where that binds."""
+    (:func:`host_floor_s`), and the tier reads ``host launch`` where that binds.  ``send-recv`` on more
+    than two ranks is nccl-tests' sendrecv_perf: each rank sends to the next (:func:`_pair_shapes`)."""
     _check(sc, op, ranks, algorithm)
     if not 1 <= gpus_per_thread <= min(ranks, sc.cluster.gpus_per_node):
         most = min(ranks, sc.cluster.gpus_per_node)
@@ -75,10 +86,13 @@ def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int],
                             "(the ranks of one node a thread can drive)")
     floor = host_floor_s(gpus_per_thread)
     opts = nccl_options(sc)
-    shape = Fabric.for_cluster(sc.cluster).shape(np.arange(ranks, dtype=np.int64))
+    fabric = Fabric.for_cluster(sc.cluster)
+    shapes = _pair_shapes(fabric, ranks, sc.cluster.gpus_per_node) if op == "send-recv" else \
+        [fabric.shape(np.arange(ranks, dtype=np.int64))]
     rows = []
     for size in sizes:
-        c = cost(op, float(size), shape, algorithm, opts.nvls, opts)
+        c = max((cost(op, float(size), sh, algorithm, opts.nvls, opts) for sh in shapes),
+                key=lambda x: x.time_s)
         t, tier = (c.time_s, c.boundary) if c.time_s >= floor else (floor, "host launch")
         scale = c.time_s / t if t > 0 else 1.0
         rows.append({"size_bytes": size, "time_s": t, "algbw_GBps": c.algbw_GBps * scale,

@@ -48,6 +48,16 @@ HW_LAT_US = {
             "collnet-chain": (0.0, 0.0, 30.0), "nvls": (0.0, 0.0, 18.0), "nvls-tree": (0.0, 0.0, 14.0),
             "pat": (0.0, 0.0, 14.0)},
 }
+# Point-to-point calls across nodes (send/recv, and the grouped sends of an all-to-all; NCCL's tuning model
+# has no entry for them) go through both proxy threads, and a send waits for the receiver's credit
+# (clear-to-send) before its RDMA write, which a collective's pipelined steps do not pay per call: they
+# take P2P_NET_US besides the topology's hop latency.  Fitted to the one calibration row that shows it
+# (togethercomputer/together-nccl-tests, B200 sendrecv_perf on 2 x 8 GPUs over NDR, NCCL 2.29: 35.0 us at
+# 1 KiB = 2.7 us of network hop + 32.3 us); validation: the same sweep at 1-64 MiB and the 4-node run
+# (reference/nccl_multinode.csv, nccl_latency.csv).  One cluster only: an older release or another fabric
+# may hand off faster.  Inside a node the scenario's NVLink latency stays the whole of it, so that a
+# scenario with cluster.scale_up.latency_us 0 keeps free transfers (the closed forms of the schedules).
+P2P_NET_US = 32.3
 # The defaults of the two scenario latency fields equal these NCCL hops (module docstring).
 NVLINK_HOP_US = HW_LAT_US["nvlink"]["ring"][0]     # 0.6 us
 NET_HOP_US = HW_LAT_US["net"]["ring"][0]           # 2.7 us

@@ -208,6 +208,18 @@ def test_collective_gpus_per_thread_prices_nccl_tests_minus_g():
     assert p2p[0]["time_s"] == pytest.approx(5.25e-6, rel=1e-12) and p2p[0]["tier"] == "host launch"
 
 
+def test_collective_send_recv_on_many_ranks_is_nccl_tests_sendrecv_ring():
+    # sendrecv_perf on 16 ranks of two nodes: every rank sends to the next, so ranks 7 -> 8 and 15 -> 0
+    # cross the network through one GPU's NIC share, and that pair sets the time (busbw ~ one NIC, as
+    # together-nccl-tests' B200 sweeps show: 42-44 GB/s on 400 Gb/s NDR).  Two ranks in one node: NVLink.
+    args = ("collective", "llama3-405b-16k", "--op", "send-recv", "--sizes", "64M", "--json")
+    ring = json.loads(ok(*args, "--ranks", "16").stdout)[0]
+    pair = json.loads(ok(*args, "--ranks", "2").stdout)[0]
+    assert ring["tier"] == "scale-out" and pair["tier"] == "scale-up"
+    # One 400 Gb/s NIC at NDR's efficiency 0.94: 47 GB/s, less the latency.
+    assert 44 < ring["busbw_GBps"] < 47 and pair["busbw_GBps"] > 300
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_validate(name):
     proc = ok("validate", name)

@@ -162,10 +162,23 @@ def test_pairwise_all_to_all_egress_across_nodes():
     # 16 ranks on 2 nodes: each node sends 8 * S * 8/16 bytes through its 8 x 50 GB/s NICs.
     fab = node(nodes=2, nic_Gbps=400)
     c = cost("all-to-all", 1e9, fab.shape(np.arange(16)))
-    # Latency: the farthest peer once (ib-ndr: 2.7 us), plus one scale-up latency (0.6 us) per
-    # further peer (concurrent sends).
-    expected = 2.7e-6 + 14 * 0.6e-6 + 8 * 1e9 * 8 / 16 / (8 * 50e9 * SCALE_OUT_EFFICIENCY)
+    # Latency: the farthest peer once (ib-ndr: 2.7 us) with the proxies' hand-off of a send across
+    # nodes (nccl_tuning.P2P_NET_US, 32.3 us), plus one scale-up latency (0.6 us) per further peer
+    # (concurrent sends).
+    expected = 2.7e-6 + 32.3e-6 + 14 * 0.6e-6 + 8 * 1e9 * 8 / 16 / (8 * 50e9 * SCALE_OUT_EFFICIENCY)
     assert c.time_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_send_recv_across_nodes_pays_the_proxies_hand_off_and_inside_a_node_does_not():
+    # A pair across two nodes: the network hop (ib-ndr 2.7 us) + the proxies' hand-off of a send
+    # (nccl_tuning.P2P_NET_US, 32.3 us, fitted to together-nccl-tests' B200 sendrecv at 1 KiB) + S over
+    # the GPU's NIC share; a pair inside a node: the NVLink hop and S over NVLink only.
+    fab = node(nodes=2, nic_Gbps=400)
+    S = 64 * 2**20
+    across = cost("send-recv", S, fab.shape(np.array([7, 8])))
+    inside = cost("send-recv", S, fab.shape(np.array([0, 1])))
+    assert across.time_s == pytest.approx(2.7e-6 + 32.3e-6 + S / (50e9 * SCALE_OUT_EFFICIENCY), rel=1e-9)
+    assert inside.time_s == pytest.approx(0.6e-6 + S / (300 * GB * SCALE_UP_EFFICIENCY), rel=1e-9)
 
 
 def test_all_to_all_in_one_node_fills_one_pass_of_the_pipeline():

@@ -140,7 +140,10 @@ def test_latency_aware_memory_is_one_more_micro_batch_before_the_wan():
 def test_estimator_and_fold_agree_on_the_new_schedules(schedule):
     """The estimator equals simulate() (rows of timed orders come from the simulation); at 256
     micro-batches the fold is exact on 1F1B across the WAN (its two-micro-batch stall pattern
-    included) and on latency-aware 1F1B, and declines crosspipe (its order depends on m as a whole)."""
+    included) and on latency-aware 1F1B, and declines crosspipe (its order depends on m as a whole).
+    At 60 ms latency-aware 1F1B has not settled into a period within the fold's budget of reduced
+    runs (the proxies' hand-off of each send, nccl_tuning.P2P_NET_US, moved its stalls): it may
+    decline there, and is exact wherever it folds."""
     for ov in ({}, {"cluster.scale_across.latency_ms": 60}):
         sc = load(ROOT / "scenarios" / "cross-region-pp.yaml", {"parallelism.schedule": schedule, **ov})
         fast = float(estimate(sc).iteration_time_s[0])
@@ -150,7 +153,7 @@ def test_estimator_and_fold_agree_on_the_new_schedules(schedule):
         folded = simulate_folded(big, frozenset())
         if schedule == "crosspipe":
             assert folded is None
-        else:
+        elif folded is not None or not (ov and schedule == "1f1b-latency"):
             assert folded.measures.T == pytest.approx(schedule_iteration(big, frozenset()).T, rel=1e-9)
 
 

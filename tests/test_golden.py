@@ -11,7 +11,9 @@ fraction was refitted with it (0.90 -> 0.92), NVLS-tree across nodes took NCCL's
 and RoCE became two presets (iteration times moved by -3 % to +3.5 %: deepseek-v3 15.613 -> 15.398 s,
 llama3-405b-16k 7.236 -> 7.162 s); six once more when one-pass collectives (all-gather, reduce-scatter,
 all-to-all) inside a node filled half of an all-reduce's pipeline (nccl_tuning.fill_hops: -0.2 % to -0.8 %,
-llama3-405b-16k 7.162 -> 7.141 s); regenerate them only for a deliberate, explained change of the model."""
+llama3-405b-16k 7.162 -> 7.141 s); eleven when point-to-point calls across nodes (send/recv,
+all-to-all) took the proxies' hand-off (nccl_tuning.P2P_NET_US: +0.001 % to +0.06 %); regenerate them
+only for a deliberate, explained change of the model."""
 from __future__ import annotations
 
 import json

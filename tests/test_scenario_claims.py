@@ -577,11 +577,11 @@ def test_long_context_slow_nics_expose_the_ring_only_across_nodes():
 
 
 def test_long_context_shorter_sequences_expose_the_ring():
-    """with the ring across the NICs, `model.seq_len: 16384` exposes about 0.08 s of `cp` (nearly a
-    fifth of its 0.45 s iteration) even at 400 Gb/s."""
+    """with the ring across the NICs, `model.seq_len: 16384` exposes about 0.09 s of `cp` (a fifth of
+    its 0.46 s iteration) even at 400 Gb/s."""
     r = sim(LC, ov={"parallelism.order": "tp-dp-cp-pp", "model.seq_len": 16384})
-    assert about(r.breakdown_s["cp"], 0.08, 0.1) and about(r.iteration_time_s, 0.45, 0.04)
-    assert 0.15 < r.breakdown_s["cp"] / r.iteration_time_s < 0.2
+    assert about(r.breakdown_s["cp"], 0.09, 0.1) and about(r.iteration_time_s, 0.46, 0.04)
+    assert 0.17 < r.breakdown_s["cp"] / r.iteration_time_s < 0.23
 
 
 def test_long_context_selective_recompute_warns_about_119GB():

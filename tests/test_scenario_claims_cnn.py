@@ -47,12 +47,12 @@ def test_powersgd_as_shipped():
 
 
 def test_without_compression_and_the_other_compressors():
-    """91.4 ms, 65% of it the 102 MB fp32 gradient ... fp16 55.7 ms; int4 52.8 ms; top-k 1% 61.0 ms;
-    1-bit 44.7 ms ... none of it overlaps"""
+    """91.4 ms, 65% of it the 102 MB fp32 gradient ... fp16 55.7 ms; int4 53.0 ms; top-k 1% 61.0 ms;
+    1-bit 44.8 ms ... none of it overlaps"""
     none = sim(RN, {"communication.compression.kind": "none"})
     assert about(none.iteration_time_s, 0.0914, 0.003)
     assert about(none.breakdown_s["dp"] / none.iteration_time_s, 0.65, 0.01)
-    for kind, t in (("fp16", 0.0557), ("int4", 0.0528), ("1bit", 0.0447), ("topk", 0.0610)):
+    for kind, t in (("fp16", 0.0557), ("int4", 0.0530), ("1bit", 0.0448), ("topk", 0.0610)):
         assert about(_kind(kind), t, 0.003), kind
 
 

@@ -208,7 +208,7 @@ def test_the_bottleneck_sentence_opens_the_bar_it_names():
     at.toggle(key="explain_bottleneck").set_value(True).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     texts = " ".join(m.value for m in at.markdown)
-    assert "Explain this bar" in texts and "**dp**" in texts and "22.511 ms" in texts
+    assert "Explain this bar" in texts and "**dp**" in texts and "22.544 ms" in texts
     assert any(e.label == "Step through this call" for e in at.expander)
     # A bubble-bound page has no single bar to name: the toggle is disabled.
     bubble = run_app(scenario="teaching-8gpu")

@@ -1,4 +1,4 @@
-"""The steady-state fold: a full iteration's figures and timeline from three small simulations.
+"""The steady-state fold: a full iteration's figures and timeline from four small simulations.
 
 With identical micro-batches, every stage's schedule becomes periodic after its warm-up, so the
 full simulation repeats one block of tasks hundreds of times.  Instead of scheduling them all, the
@@ -39,7 +39,7 @@ REL_TOL = 1e-12            # times and measures must repeat to this, relative to
 class FoldInfo:
     """How a result was folded (what the bench and the Gantt report)."""
 
-    counts: tuple[int, int, int]      # micro-batches of the three reduced simulations
+    counts: tuple[int, int, int]      # micro-batches of the three reduced simulations that prove the period
     step: int                         # micro-batches per period
     periods: int                      # periods beyond the largest reduced simulation
     delta_s: float                    # seconds one period adds

@@ -169,8 +169,8 @@ def simulate(sc: Scenario, fold: bool = True) -> Result:
     """Simulate one training iteration of ``sc`` (deterministic: same scenario, same result).
 
     With ``fold`` (the default) a long pipeline's steady state is folded (explorer/fold.py): three
-    small simulations prove the period and every figure is extrapolated, equal to the full
-    simulation's to float rounding; the task list then unfolds only when read.  Where the period
+    small simulations prove the period, a fourth confirms it, and every figure is extrapolated, equal
+    to the full simulation's to float rounding; the task list then unfolds only when read.  Where the period
     cannot be proven, and with ``fold=False``, every task is scheduled.  Replicas that differ
     (stragglers) are simulated once per kind and joined (explorer/replicas.py).  With
     ``training.sync`` other than every-step, the inner step is simulated and the window of

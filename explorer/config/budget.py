@@ -120,7 +120,7 @@ def folded_estimate(sc: Scenario) -> WorkEstimate | None:
 
 def check_budget(sc: Scenario) -> None:
     """Raise a one-line ScenarioError when simulating ``sc`` would exceed :data:`MAX_WORK` — in full,
-    or, when the steady state folds, its three reduced simulations."""
+    or, when the steady state folds, its reduced simulations."""
     e = estimate(sc)
     if e.work > MAX_WORK:
         # Replicas that differ (stragglers, datacenters that differ) are simulated folded but joined

@@ -87,8 +87,8 @@ def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int],
     floor = host_floor_s(gpus_per_thread)
     opts = nccl_options(sc)
     fabric = Fabric.for_cluster(sc.cluster)
-    shapes = _pair_shapes(fabric, ranks, sc.cluster.gpus_per_node) if op == "send-recv" else \
-        [fabric.shape(np.arange(ranks, dtype=np.int64))]
+    shapes = _pair_shapes(fabric, ranks, sc.cluster.gpus_per_node) if op == "send-recv" and ranks > 2 \
+        else [fabric.shape(np.arange(ranks, dtype=np.int64))]
     rows = []
     for size in sizes:
         c = max((cost(op, float(size), sh, algorithm, opts.nvls, opts) for sh in shapes),

@@ -218,6 +218,9 @@ def test_collective_send_recv_on_many_ranks_is_nccl_tests_sendrecv_ring():
     assert ring["tier"] == "scale-out" and pair["tier"] == "scale-up"
     # One 400 Gb/s NIC at NDR's efficiency 0.94: 47 GB/s, less the latency.
     assert 44 < ring["busbw_GBps"] < 47 and pair["busbw_GBps"] > 300
+    # One rank has no peer: nothing moves, and the loop is paced by its launches alone.
+    alone = json.loads(ok(*args, "--ranks", "1").stdout)[0]
+    assert alone["algorithm"] == "none" and alone["busbw_GBps"] == 0 and alone["tier"] == "host launch"
 
 
 @pytest.mark.parametrize("name", SHIPPED)

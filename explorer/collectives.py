@@ -274,11 +274,18 @@ def _mpi(name: str, op: str, S: float, sh: GroupShape) -> LinkCost:
         link = mpi.hierarchical(op, S, sh, _crossing)
     else:
         link = mpi.mpi_ring(op, S, sh, _crossing)
+    # In one node MPI's segments fill a pipeline like NCCL's chunks.
+    return _with_node_fill(link, op, S, sh, name)
+
+
+def _with_node_fill(link: LinkCost, op: str, S: float, sh: GroupShape, algo: str) -> LinkCost:
+    """``link`` plus the in-node pipeline fill of Simple steps at its achieved bus bandwidth
+    (nccl_tuning.node_fill_s, depth fill_hops(algo)); unchanged across nodes, where the network
+    sets the time, or without a bandwidth term."""
     if sh.spans(1) or link.time_s <= link.latency_s:
         return link
-    # In one node MPI's segments fill a pipeline like NCCL's chunks (nccl_tuning.node_fill_s).
     bus = bus_factor(op, sh.n) * S / (link.time_s - link.latency_s) / 1e9
-    return replace(link, time_s=link.time_s + nt.node_fill_s(S, bus, "Simple", nt.fill_hops(name, sh.n, op)))
+    return replace(link, time_s=link.time_s + nt.node_fill_s(S, bus, "Simple", nt.fill_hops(algo, sh.n, op)))
 
 
 def _result(op: str, S: float, sh: GroupShape, alg: str, proto: str, link: LinkCost, total: float,
@@ -341,14 +348,9 @@ def cost(op: str, size_bytes: float, shape: GroupShape, algorithm: str = "auto",
         return CollectiveCost(op, size_bytes, shape.n, "none", 0.0, 0.0, "none")
     forced = algorithm != "auto"
     if op == "all-to-all":
-        link = _pairwise(op, size_bytes, shape)
-        if not shape.spans(1) and link.time_s > link.latency_s:
-            # In one node NCCL's point-to-point channels fill a chunk pipeline too, in one pass
-            # (nccl_tuning.node_fill_s); across nodes the network's bandwidth sets the time.
-            bus = bus_factor(op, shape.n) * size_bytes / (link.time_s - link.latency_s) / 1e9
-            fill = nt.node_fill_s(size_bytes, bus, "Simple", nt.fill_hops("p2p", shape.n, op))
-            link = replace(link, time_s=link.time_s + fill)
-        link = pcie_bound(link, shape, o.pcie_Bps)
+        # In one node NCCL's point-to-point channels fill a chunk pipeline too, in one pass.
+        link = pcie_bound(_with_node_fill(_pairwise(op, size_bytes, shape), op, size_bytes, shape, "p2p"),
+                          shape, o.pcie_Bps)
         requested = algorithm if forced and algorithm != "pairwise" else ""
         return _result(op, size_bytes, shape, "pairwise", "none", link, link.time_s, link.latency_s,
                        requested)

@@ -130,10 +130,15 @@ def _confirm(out: FoldedRun, mid: tuple[ScheduledRun, Measures], last: tuple[Sch
     if len({mid[1].structure(), m2.structure(), m3.structure()}) != 1 or \
             _extrapolate([mid[1].flat(), m2.flat(), m3.flat()], 1, m3.T) is None:
         return False
-    lanes = 2 if r3.builder.schedule.two_directions else 1
-    shift = (r3.builder.m_sim - r2.builder.m_sim) // lanes
-    got = match_shift(r2.tasks, r3.tasks, shift, tol)
+    got = match_shift(r2.tasks, r3.tasks, _units_per_lane(r2, r3), tol)
     return got is not None and abs(got.delta - out.info.delta_s) <= tol
+
+
+def _units_per_lane(small: ScheduledRun, big: ScheduledRun) -> int:
+    """Units one period adds to each lane of the pipeline between two reduced runs (the shift
+    match_shift compares at): DualPipe feeds two lanes, from both ends."""
+    lanes = 2 if big.builder.schedule.two_directions else 1
+    return (big.builder.m_sim - small.builder.m_sim) // lanes
 
 
 def _full_tasks(done: dict[int, tuple[ScheduledRun, Measures]], micro_batches: int) -> float:
@@ -164,9 +169,7 @@ def _try(sc: Scenario, fp: FoldPlan, counts: tuple[int, int, int], done: list[tu
     # compute window) must stay on the same side up to the scenario's count, or T is not affine.
     if len({x.pace_margin > 0 for x in ms} | {values[-1] > 0}) != 1:
         return None
-    b = runs[-1].builder
-    lanes = 2 if b.schedule.two_directions else 1
-    shift = (runs[1].builder.m_sim - runs[0].builder.m_sim) // lanes
+    shift = _units_per_lane(runs[0], runs[1])
     tol = REL_TOL * max(max(t.end for t in runs[-1].tasks), 1e-30)
     keys = [task_keys(r.tasks) for r in runs]
     first = match_shift(runs[0].tasks, runs[1].tasks, shift, tol, (keys[0], keys[1]))

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from .analysis.measures import Measures, measure
 from .analysis.steady_state import ScheduledRun, schedule_iteration
 from .fold_plan import FoldPlan, plan
@@ -197,13 +199,10 @@ def _extrapolate(points: list[list[float]], periods: int, T: float) -> list[floa
     zero to that tolerance at all three points is zero: extrapolating its rounding noise (2e-19 s
     of bubble, 250 periods on) would give -5e-17 s, a "-0.0%" where the full simulation, whose
     categories only ever add positive seconds, says "0.0%"."""
-    a, b, c = points
-    out = []
-    for x, y, z in zip(a, b, c, strict=True):
-        tol = REL_TOL * max(abs(x), abs(y), abs(z), 1e-3 * T)
-        if abs((z - y) - (y - x)) > tol:
-            return None
-        zero = abs(x) <= tol and abs(y) <= tol and abs(z) <= tol
-        out.append(0.0 if zero else z + periods * (z - y))
-    return out
+    x, y, z = (np.asarray(v, dtype=float) for v in points)
+    tol = REL_TOL * np.maximum(np.maximum(np.abs(x), np.abs(y)), np.maximum(np.abs(z), 1e-3 * T))
+    if (np.abs((z - y) - (y - x)) > tol).any():
+        return None
+    zero = (np.abs(x) <= tol) & (np.abs(y) <= tol) & (np.abs(z) <= tol)
+    return np.where(zero, 0.0, z + periods * (z - y)).tolist()
 

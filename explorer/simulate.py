@@ -16,6 +16,8 @@ from .analysis.bubble import bubble_formula, bubble_summary, explain_bubble, sta
 from .analysis.measures import Measures, measure
 from .analysis.report import WAN_EXPOSED_WARNING_SHARE, Notice, bottleneck, wan_report, warnings_for
 from .analysis.steady_state import ScheduledRun, schedule_iteration
+from .arrayfold.fold import simulate_arrays
+from .arrayfold.lazy import LazyTasks
 from .config.budget import check_unfolded_budget
 from .engine import Task
 from .faults import simulate_survivors
@@ -194,6 +196,10 @@ def _simulate(sc: Scenario, fold: bool) -> Result:
     if kinds:
         return combine(sc, kinds, lambda v: simulate(v, fold))
     if fold:
+        arrays = simulate_arrays(sc)
+        if arrays is not None:
+            tasks = LazyTasks(arrays.tasks, lambda: _tasks(sc))
+            return assemble(sc, arrays.builder, arrays.net, arrays.measures, tasks, arrays.info)
         folded = simulate_folded(sc)
         if folded is not None:
             r = folded.run
@@ -201,6 +207,17 @@ def _simulate(sc: Scenario, fold: bool) -> Result:
     check_unfolded_budget(sc)
     r = schedule_iteration(sc)
     return assemble(sc, r.builder, r.net, measure(r), r.tasks)
+
+
+def _tasks(sc: Scenario) -> Sequence[Task]:
+    """The task list of ``sc``'s iteration, folded where the task fold proves its period (what a
+    result folded from array runs makes when its timeline is first read)."""
+    with paused_collector():
+        folded = simulate_folded(sc)
+        if folded is not None:
+            return folded.tasks
+        check_unfolded_budget(sc)
+        return schedule_iteration(sc).tasks
 
 
 def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures, tasks: Sequence[Task],

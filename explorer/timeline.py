@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from .arrayfold.lazy import resolved
 from .engine import Task
 from .fold_tasks import FoldedTasks
 from .taskgraph.records import BucketInfo, OverlapInfo, PassInfo, TransferInfo
@@ -128,6 +129,7 @@ def estimate_rows(tasks: Sequence[Task], coarse: bool = False) -> int:
     """Rows build_timeline would produce (per layer, or ``coarse``: per task part), without
     building them: one pass over the tasks, so a download can be refused or coarsened first (a
     folded task list is counted folded: its reduced run and its block once per further period)."""
+    tasks = resolved(tasks)
     if isinstance(tasks, FoldedTasks):
         return tasks.estimate(lambda ts: estimate_rows(ts, coarse))
     n = 0
@@ -170,6 +172,7 @@ def folded_timeline(tasks: Sequence[Task], class_labels: tuple[str, ...],
     """What the Gantt draws: a folded task list as its reduced run, with the span of the repeated
     block and how often it repeats (``fold``, drawn as "xK"), so that nothing is unfolded; any other
     task list as build_timeline draws it."""
+    tasks = resolved(tasks)
     if not isinstance(tasks, FoldedTasks):
         return build_timeline(tasks, class_labels, max_segments)
     tl = build_timeline(tasks.tasks, class_labels, max_segments)

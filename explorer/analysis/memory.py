@@ -10,10 +10,11 @@ from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, 
 from .breakdown import MemoryBreakdown
 
 
-def class_memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:
+def class_memory(b: IterationBuilder, net: Network, s: int, peak: float | None = None) -> MemoryBreakdown:
     """Per-GPU memory of class ``s``: parameters, gradients and optimizer state of the chunks it
     holds (as the ZeRO stage shards them), the FSDP working set, and activations at the peak of
-    its program order (the registry's replay).  Reads the chunk descriptions and the order."""
+    its program order (the registry's replay).  Reads the chunk descriptions and the order;
+    ``peak``: the activations' peak when the caller replayed the order already (arrayfold)."""
     sc = b.sc
     zero = sc.parallelism.zero
     held = b.rank_chunks(s)
@@ -43,7 +44,8 @@ def class_memory(b: IterationBuilder, net: Network, s: int) -> MemoryBreakdown:
     opt += residual_bytes(sc.communication.compression, dense, expert, nd, ne)
     # Activations at the schedule's peak, replaying the program order (exact for every schedule),
     # plus what one recomputed layer holds again during its own backward (explorer/activations.py).
-    peak = b.schedule.peak_activations(b.orders[s], [c.act_bytes for c in chunks])
+    if peak is None:
+        peak = b.schedule.peak_activations(b.orders[s], [c.act_bytes for c in chunks])
     return MemoryBreakdown(params, grads, opt, peak + recompute_transient(b, chunks))
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..arrayfold.lazy import resolved
 from ..fold_tasks import FoldedTasks
 from ..taskgraph.builder import IterationBuilder
 from ..taskgraph.records import PassInfo
@@ -69,7 +70,8 @@ def memory_timeline(res) -> tuple[MemoryCurve, ...]:
               for s in range(b.p) for c in range(b.schedule.chunks_per_rank(b.v))}
     # A folded run is followed through its reduced run, as the Gantt draws it (unfolding a
     # 10^5-micro-batch iteration here would build every task again).
-    tasks = res.tasks.tasks if isinstance(res.tasks, FoldedTasks) else res.tasks
+    tasks = resolved(res.tasks)
+    tasks = tasks.tasks if isinstance(tasks, FoldedTasks) else tasks
     by_cls: dict[int, list] = {}
     for t in tasks:
         if t.stream == "compute" and isinstance(t.info, PassInfo):

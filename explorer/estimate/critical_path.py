@@ -36,13 +36,15 @@ class OpTimes:
 
 
 def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray, gates: np.ndarray,
-             blocking: bool) -> OpTimes:
+             blocking: bool, transfer_start: np.ndarray | None = None) -> OpTimes:
     """Times of every op of ``prog`` for g rows.
 
     ``dur``: (n, g) seconds of each op; ``sends``: (2, n, g) seconds of the forward and backward
     transfer it sends (0 where none); ``real``: (n, g) 1.0 for the row's own ops, 0.0 for phantoms;
     ``gates``: (p*nch, g) when each chunk's first forward may start (ZeRO 1-2 parameter gathers);
-    ``blocking``: sends run on the sender's compute stream instead of its pp stream."""
+    ``blocking``: sends run on the sender's compute stream instead of its pp stream;
+    ``transfer_start``: (2n, g), filled (when given, sends not blocking) with when each transfer
+    starts on its pp stream, forward transfers by sending op first, then backward ones."""
     g = dur.shape[1]
     n, p = prog.n, prog.p
     end0 = prog.end0
@@ -73,6 +75,8 @@ def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray
                 e0[pos] = arrive                                   # the compute stream sends
             else:
                 arrive = np.maximum(pp_free[ss], after)
+                if transfer_start is not None:
+                    transfer_start[slot - end0 - n] = arrive
                 arrive += sent[a:b]
                 pp_free[ss] = arrive
             times[slot] = arrive

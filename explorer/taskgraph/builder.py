@@ -56,11 +56,14 @@ class _Compute:
 class IterationBuilder:
     """Builds the task graph of one iteration for a scenario (see module docstring)."""
 
-    def __init__(self, sc: Scenario, net: Network | None = None, ideal: frozenset[str] | None = None) -> None:
+    def __init__(self, sc: Scenario, net: Network | None = None, ideal: frozenset[str] | None = None,
+                 split: tuple[int, ...] | None = None) -> None:
         """``ideal``: the aspects of the ideal pipeline to apply (IDEAL_ASPECTS; all of them when
         ``parallelism.ideal_pipeline`` is set): ``balance`` gives every chunk the average chunk's
         work, ``edges`` drops the embedding and logits work, ``optimizer`` drops the optimizer
-        step, ``comm`` makes every call free (``net`` must then be a ``Network(sc, free=True)``)."""
+        step, ``comm`` makes every call free (``net`` must then be a ``Network(sc, free=True)``).
+        ``split``: the layers per chunk when the caller has :meth:`_split`'s answer already (the
+        estimator memoises it, estimate/chunk_basis.layer_split)."""
         self.sc = sc
         if ideal is None:
             ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
@@ -93,7 +96,7 @@ class IterationBuilder:
         # both ends) the shared matrix exists once on it.  On different stages each keeps a copy
         # (Megatron-LM); their gradient all-reduce in the embedding group is not modelled.
         tied = sc.model.tied_embeddings and (self.p == 1 or self.schedule.two_directions)
-        self.layer_counts = self._split()
+        self.layer_counts = split if split is not None else self._split()
         ctx = ChunkContext(sc, self.net, self.cm, self.ideal, self.dense, self.moe, self.emb, self.logits,
                            self.p * self.v, tied, self.blocks)
         starts = [0, *accumulate(self.layer_counts)]

@@ -1,0 +1,13 @@
+"""The steady-state fold with its reduced runs evaluated as arrays, for pipelines of passes,
+transfers and optimizer steps (explorer/fold.py does the same with task objects for every other
+graph).
+
+==========  ======================================================================================
+rows        every task of a few reduced runs: ready, start, end, binding, from the compiled program
+walk        per-class breakdowns: busy parts, idle gaps explained along binding chains
+proof       one run is the one before with one period inserted
+traffic     bytes, tier load and main calls of the full iteration from transfer counts
+fold        eligibility, the proofs, extrapolation to the scenario's count
+lazy        the task list, made only when read
+==========  ======================================================================================
+"""

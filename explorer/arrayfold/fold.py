@@ -1,0 +1,237 @@
+"""The steady-state fold over array runs: explorer/fold.py's proof and extrapolation, with the four
+reduced simulations evaluated as arrays (arrayfold/rows.py) instead of task objects.
+
+For a pipeline whose task graph holds only passes, pipeline transfers and optimizer steps
+(:func:`eligible`: no gradient buckets, parameter gathers or overlapped FSDP calls, sends on their
+own stream, a flushing schedule whose order depends on the units alone), the reduced counts of the
+fold's plan (fold_plan.py) are evaluated as four columns of one compiled program.  The same two
+proofs as explorer/fold.py then hold or the caller falls back to it: every task of each run is the
+previous run's, early or one period late with its binding dependency (arrayfold/proof.py), the
+same delta three times; and every timed measure (iteration time, per-class breakdown, busy and
+end times, memory) lies on one line over the four counts.  The measures are extrapolated to the
+scenario's count; bytes and tier load, which do not depend on timing, are counted for the full
+iteration directly (arrayfold/traffic.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..analysis.breakdown import MemoryBreakdown
+from ..analysis.measures import Measures
+from ..analysis.memory import class_memory
+from ..estimate.chunk_basis import layer_split
+from ..estimate.keys import compute_key
+from ..estimate.many import needs_simulation
+from ..estimate.profile import row_profile
+from ..estimate.program import KINDS
+from ..fold import REL_TOL, FoldInfo, _extrapolate, reduced
+from ..fold_plan import plan
+from ..network import Network
+from ..scenario import Scenario
+from ..schedules.registry import Window
+from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
+from ..vocabulary import CATEGORIES, CATEGORY_OF_PART
+from .proof import match, unit_maps
+from .rows import Rows, evaluate_rows
+from .traffic import byte_measures, with_units
+from .walk import breakdowns
+
+
+@dataclass(frozen=True)
+class ArrayFold:
+    """A folded simulation from array runs: the measures at the scenario's count and what
+    simulate.assemble needs beside them."""
+
+    builder: IterationBuilder          # built for the smallest reduced count (m-independent facts)
+    net: Network
+    measures: Measures
+    info: FoldInfo
+    tasks: int                         # tasks of the full iteration's graph
+
+
+def eligible(sc: Scenario) -> bool:
+    """Whether the array runs hold every task the builder would make for ``sc`` (see module
+    docstring); the others go to explorer/fold.py."""
+    par = sc.parallelism
+    if needs_simulation(sc) or sc.communication.dp_priority or par.dp_kind != "allreduce":
+        return False
+    prof = row_profile(sc)
+    sched = prof.schedule
+    return (sched.window is Window.FLUSH and not sched.two_directions and sched.timed is None
+            and sched.grows_in_one_place and sched.iterations_simulated == 1 and not prof.blocking
+            and not prof.job_dur.any() and not prof.gates.any() and not prof.trailing.any()
+            and not _fsdp_hidden(prof))
+
+
+def _fsdp_hidden(prof) -> bool:
+    from ..estimate.chunk_basis import F_IDX
+    return bool(prof.feat[:, [F_IDX["fsdp_hidden_f"], F_IDX["fsdp_hidden_b"]]].any())
+
+
+def simulate_arrays(sc: Scenario) -> ArrayFold | None:
+    """The folded simulation of ``sc`` from array runs, or None when ``sc`` is not :func:`eligible`,
+    folding does not pay, or no period is proven within the plan's limit."""
+    fp = plan(sc)
+    if fp is None:
+        return None
+    ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
+    slices = sc.parallelism.token_slices
+    base: IterationBuilder | None = None
+    tried: set[int] = set()
+    for triple in fp.triples():
+        beyond = 2 * triple[2] - triple[1]
+        counts = [*triple, beyond]
+        tried |= set(counts)
+        # Four runs of as many units as the full iteration (or more) save nothing.
+        if beyond >= fp.micro_batches or sum(tried) > fp.limit or sum(counts) >= fp.micro_batches:
+            return None
+        if base is None:
+            if not eligible(sc):
+                return None
+            base = _builder(reduced(sc, counts[0]), ideal, row_profile(sc).schedule.two_directions)
+        units = [c * slices for c in counts]
+        R = evaluate_rows(base, units)
+        if R.exists.sum() >= _full_tasks(R, fp.micro_batches * slices):
+            return None
+        got = _fold(sc, base, R, counts, fp.micro_batches)
+        if got is not None:
+            return got
+    return None
+
+
+# Builders of the smallest reduced count, most recently used last: what they hold (layer split,
+# chunks, priced passes and transfers) does not depend on the micro-batch count, so a scenario that
+# changes only its global batch (the app's slider, a sweep over batch sizes) reuses one.
+MAX_BUILDERS = 8
+_BUILDERS: dict[Scenario, IterationBuilder] = {}
+
+
+def _builder(small: Scenario, ideal: frozenset[str], two_directions: bool) -> IterationBuilder:
+    """The builder of reduced scenario ``small`` (memoised), its layer split the estimator's."""
+    b = _BUILDERS.pop(small, None)
+    if b is None:
+        split = layer_split(small, compute_key(small), two_directions)
+        b = IterationBuilder(small, Network(small, free="comm" in ideal), ideal, split)
+        while len(_BUILDERS) >= MAX_BUILDERS:
+            del _BUILDERS[next(iter(_BUILDERS))]
+    _BUILDERS[small] = b
+    return b
+
+
+def _full_tasks(R: Rows, units: int) -> float:
+    """Tasks of the full graph on the line through the rows' task counts (a run's tasks are its
+    per-iteration ones plus a fixed number per unit)."""
+    k = R.exists.sum(axis=0)
+    return float(k[0] + (k[1] - k[0]) * (units - R.units[0]) / (R.units[1] - R.units[0]))
+
+
+def _fold(sc: Scenario, base: IterationBuilder, R: Rows, counts: list[int], m: int) -> ArrayFold | None:
+    """The fold over rows ``R`` (micro-batch ``counts``: a triple and the run one period beyond),
+    or None when a proof fails."""
+    T = np.array([R.end[R.exists[:, r], r].max() for r in range(R.g)])
+    tol = REL_TOL * max(float(T.max()), 1e-30)
+    shift = R.units[1] - R.units[0]
+    maps = unit_maps(R, shift)
+    deltas = [match(R, r, r + 1, shift, T, tol, maps) for r in range(3)]
+    if any(d is None for d in deltas) or max(deltas) - min(deltas) > tol:
+        return None
+    flat = _timed_measures(base, R, T)
+    step = counts[1] - counts[0]
+    periods = (m - counts[2]) // step
+    if _extrapolate(flat[1:], 1, float(T[3])) is None:
+        return None
+    values = _extrapolate(flat[:3], periods, float(T[2]))
+    if values is None:
+        return None
+    p = R.p
+    it = iter(values)
+    T_full = next(it)
+    bds = tuple({k: next(it) for k in CATEGORIES} for _ in range(p))
+    busy = tuple(next(it) for _ in range(p))
+    end = tuple(next(it) for _ in range(p))
+    memory = tuple(MemoryBreakdown(*(next(it) for _ in range(4))) for _ in range(p))
+    units = m * sc.parallelism.token_slices
+    full = with_units(base, units)
+    comm, traffic, load, links = byte_measures(full, _sends(R, units))
+    ms = Measures(T_full, bds, busy, end, memory, comm, traffic, load, links, 0.0)
+    tasks = R.exists.sum(axis=0)
+    info = FoldInfo(tuple(counts[:3]), step, periods, float(deltas[1]), int(tasks.sum()),
+                    int(tasks[3] - tasks[2]))
+    return ArrayFold(base, base.net, ms, info, int(round(_full_tasks(R, units))))
+
+
+def _timed_measures(b: IterationBuilder, R: Rows, T: np.ndarray) -> list[list[float]]:
+    """Per row, in Measures.flat's order up to memory: T, per-class breakdowns, busy seconds, end
+    times and memory (params, grads, optimizer, activations)."""
+    p = R.p
+    bd = breakdowns(R, _parts(b, R), T)
+    cls, comp = R.cls(), R.compute()
+    peaks = _peaks(b, R)
+    # Everything but the activations' peak is the same for every count: priced once per class.
+    held = [class_memory(b, b.net, s, 0.0) for s in range(p)]
+    out = []
+    for r in range(R.g):
+        here = R.exists[:, r]
+        busy = np.bincount(cls[here & comp], R.dur[here & comp, r], minlength=p)
+        end = np.zeros(p)
+        np.maximum.at(end, cls[here], R.end[here, r])
+        row = [float(T[r]), *bd[r].ravel().tolist(), *busy.tolist(), *end.tolist()]
+        for s, mb in enumerate(held):
+            # class_memory adds the peak to the recompute transient: peak + transient, as here.
+            row += [mb.params, mb.grads, mb.optimizer, float(peaks[r, s]) + mb.activations]
+        out.append(row)
+    return out
+
+
+def _parts(b: IterationBuilder, R: Rows) -> np.ndarray:
+    """(columns, CATEGORIES) the parts of one pass of each duration-table column, as the builder's
+    task carries them (IterationBuilder._pass_shape)."""
+    prog = R.prog
+    out = np.zeros((int(prog.dur.max()) + 1, len(CATEGORIES)))
+    for col in np.unique(prog.dur):
+        s, rest = divmod(int(col), prog.nch * len(KINDS))
+        local, kind = divmod(rest, len(KINDS))
+        for name, v in b._pass_shape(s, local, KINDS[kind])[1]:
+            out[col, CATEGORIES.index(CATEGORY_OF_PART[name])] += v
+    return out
+
+
+def _peaks(b: IterationBuilder, R: Rows) -> np.ndarray:
+    """(g, p) activation bytes at each stage's peak, replaying its order as
+    schedules/pipeline.peak_activations does: a forward adds its chunk's bytes, the pass completing
+    the gradients (the weight-gradient pass when the backward is split) frees them."""
+    prog = R.prog
+    act = np.array([[ch.act_bytes for ch, _ in b.rank_chunks(s)] for s in range(R.p)])
+    kind = prog.kind
+    out = np.zeros((R.g, R.p))
+    bounds = np.r_[0, prog.last_op + 1]
+    for s in range(R.p):
+        lo, hi = bounds[s], bounds[s + 1]
+        k = kind[lo:hi]
+        release = (k == KINDS.index("W")) if (k == KINDS.index("W")).any() else \
+            (k == KINDS.index("B")) | (k == KINDS.index("Bi"))
+        a = act[s, prog.local[lo:hi]]
+        step = np.where(k == KINDS.index("F"), a, np.where(release, -a, 0.0))[:, None] * R.real[lo:hi]
+        live = np.cumsum(step, axis=0)
+        fwd = (k == KINDS.index("F"))[:, None] & R.real[lo:hi]
+        out[:, s] = np.maximum(np.where(fwd, live, 0.0).max(axis=0, initial=0.0), 0.0)
+    return out
+
+
+def _sends(R: Rows, units: int) -> np.ndarray:
+    """(2, p, pairs) transfers each class sends on each pair in each direction over ``units``
+    units: exact integers on the line through the first two rows."""
+    prog = R.prog
+    out = []
+    for d, pairs in enumerate((prog.send_f, prog.send_b)):
+        per = []
+        for r in (0, 1):
+            sel = R.exists[R.n * (1 + d):R.n * (2 + d), r]
+            c = np.zeros((R.p, R.p))
+            np.add.at(c, (prog.stage[sel], pairs[sel]), 1.0)
+            per.append(c)
+        du = R.units[1] - R.units[0]
+        out.append(np.round(per[0] + (per[1] - per[0]) * (units - R.units[0]) / du))
+    return np.stack(out)

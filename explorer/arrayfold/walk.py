@@ -1,0 +1,108 @@
+"""Per-class breakdowns of array runs (arrayfold/rows.py), as analysis/breakdown.class_breakdown
+makes them from task objects, for every row and class at once.
+
+Busy time is each compute task's parts.  Idle time before a compute task — and after the class's
+last one, up to the iteration's end — is explained by walking back the chain of binding
+dependencies: a transfer's span from its ready time is charged to pp, another class's compute to
+the bubble, and the walk stops at the class's own compute or when the gap is explained; what is
+left is bubble.  Here every gap of every row walks at once, one hop per numpy step, the gaps
+whose walk ended dropping out.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..vocabulary import CATEGORIES
+from .rows import Rows
+
+BUBBLE = CATEGORIES.index("bubble")
+PP = CATEGORIES.index("pp")
+OPTIMIZER = CATEGORIES.index("optimizer")
+GAP_EPS = 1e-15              # class_breakdown's: a gap this short is explained
+
+
+def task_order(R: Rows) -> np.ndarray:
+    """(N,) each task's position in the builder's task list: passes in program order, then the
+    transfers in the order of the passes that send them, then the optimizer steps by stage."""
+    n = R.n
+    i = np.arange(n)
+    return np.concatenate([i, n + i, n + i, 2 * n + np.arange(R.p)])
+
+
+def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """(g, p, CATEGORIES) seconds of each row's iteration ``T[r]`` per category on every class.
+
+    ``parts``: (columns, CATEGORIES) the parts of one pass of each duration-table column
+    (Program.dur), as the builder's task carries them."""
+    g, p, n = R.g, R.p, R.n
+    prog = R.prog
+    out = np.zeros((g, p, len(CATEGORIES)))
+    cls, comp = R.cls(), R.compute()
+    cat = np.where(comp, BUBBLE, PP)
+    col_stage = np.zeros(len(parts), np.int64)
+    col_stage[prog.dur] = prog.stage
+    gaps: list[tuple[np.ndarray, ...]] = []
+    order = task_order(R)
+    for r in range(g):
+        sel = np.flatnonzero(R.real[:, r] & (R.dur[:n, r] > 0))
+        counts = np.bincount(prog.dur[sel], minlength=len(parts)).astype(float)
+        np.add.at(out[r], col_stage, counts[:, None] * parts)
+        opt = R.dur[3 * n:, r]
+        out[r, :, OPTIMIZER] += opt
+        # Compute tasks of each class in start order: its real passes, then its optimizer step.
+        st = prog.stage[sel]
+        first = np.r_[True, st[1:] != st[:-1]]
+        at = np.zeros(len(sel))
+        at[1:] = np.where(first[1:], 0.0, R.end[sel[:-1], r])
+        starts = R.start[sel, r]
+        gap = starts > at
+        gaps.append((at[gap], starts[gap], R.binding[sel[gap], r], st[gap], np.full(gap.sum(), r)))
+        # After the class's last compute task: what the iteration still waits for.
+        last_end = np.zeros(p)
+        np.maximum.at(last_end, st, R.end[sel, r])
+        has_opt = opt > 0
+        last_end = np.where(has_opt, R.end[3 * n:, r], last_end)
+        tail = np.flatnonzero(T[r] > last_end)
+        if len(tail):
+            enders = np.flatnonzero(R.exists[:, r] & (R.end[:, r] == T[r]))
+            enders = enders[np.argsort(order[enders], kind="stable")]
+            own = {int(cls[k]): int(k) for k in enders[::-1]}        # the first of each class
+            d = np.array([own.get(int(s), int(enders[0])) for s in tail])
+            gaps.append((last_end[tail], np.full(len(tail), T[r]), d, tail, np.full(len(tail), r)))
+    a, b, d, s, rows = (np.concatenate(x) for x in zip(*gaps, strict=True))
+    _walk(R, cls, comp, cat, a, b, d, s, rows, out)
+    return out
+
+
+def _walk(R: Rows, cls: np.ndarray, comp: np.ndarray, cat: np.ndarray, a: np.ndarray, b: np.ndarray,
+          d: np.ndarray, s: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """Charge every gap [a, b] of class ``s`` in row ``rows`` by walking its binding chain from
+    task ``d`` (class_breakdown's ``explain``), adding into ``out``.
+
+    A hop charges pp (a transfer) or the bubble (another class's compute), so each gap keeps two
+    sums, added into ``out`` at the end; gaps whose walk ended drop out as they end."""
+    g = R.g
+    ready = R.ready.ravel()                     # task-major: task t of row r at t * g + r
+    binding = R.binding.ravel()
+    stop_cls = np.where(comp, cls, -1)          # reaching its own class's compute ends a walk
+    is_pp = (cat == PP).astype(np.int64)
+    G = len(d)
+    acc = np.zeros(2 * G)                       # per gap: bubble seconds, then pp seconds
+    gid2 = 2 * np.arange(G)
+    s_all, rows_all = s, rows
+    while len(d):
+        live = (d >= 0) & (b - a > GAP_EPS)
+        live &= stop_cls[np.maximum(d, 0)] != s
+        if not live.all():
+            dead = ~live
+            acc[gid2[dead]] += np.maximum(b[dead] - a[dead], 0.0)
+            a, b, d, s, rows, gid2 = a[live], b[live], d[live], s[live], rows[live], gid2[live]
+            if not len(d):
+                break
+        flat = d * g + rows
+        lo = np.maximum(ready[flat], a)
+        acc[gid2 + is_pp[d]] += np.maximum(b - lo, 0.0)
+        b = np.minimum(b, lo)
+        d = binding[flat]
+    np.add.at(out, (rows_all, s_all, BUBBLE), acc[0::2])
+    np.add.at(out, (rows_all, s_all, PP), acc[1::2])

@@ -21,16 +21,18 @@ import numpy as np
 from ..analysis.breakdown import MemoryBreakdown
 from ..analysis.measures import Measures
 from ..analysis.memory import class_memory
+from ..engine import TaskGraph
 from ..estimate.chunk_basis import layer_split
 from ..estimate.keys import compute_key
 from ..estimate.many import needs_simulation
-from ..estimate.profile import row_profile
 from ..estimate.program import KINDS
 from ..fold import REL_TOL, FoldInfo, _extrapolate, reduced
 from ..fold_plan import plan
+from ..frameworks import profile as framework_profile
 from ..network import Network
 from ..scenario import Scenario
 from ..schedules.registry import Window
+from ..schedules.registry import get as get_schedule
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
 from ..vocabulary import CATEGORIES, CATEGORY_OF_PART
 from .proof import match, unit_maps
@@ -52,22 +54,29 @@ class ArrayFold:
 
 
 def eligible(sc: Scenario) -> bool:
-    """Whether the array runs hold every task the builder would make for ``sc`` (see module
-    docstring); the others go to explorer/fold.py."""
+    """Whether the scenario's schedule, framework and options allow a graph the array runs hold
+    (see module docstring); :func:`holds_all` then asks the builder about its gradient tasks."""
     par = sc.parallelism
-    if needs_simulation(sc) or sc.communication.dp_priority or par.dp_kind != "allreduce":
+    if needs_simulation(sc) or sc.communication.dp_priority or par.dp_kind != "allreduce" or sc.dp > 1:
         return False
-    prof = row_profile(sc)
-    sched = prof.schedule
+    sched = get_schedule(par.schedule)
     return (sched.window is Window.FLUSH and not sched.two_directions and sched.timed is None
-            and sched.grows_in_one_place and sched.iterations_simulated == 1 and not prof.blocking
-            and not prof.job_dur.any() and not prof.gates.any() and not prof.trailing.any()
-            and not _fsdp_hidden(prof))
+            and sched.grows_in_one_place and sched.iterations_simulated == 1
+            and not framework_profile(sc.training.framework).blocking_p2p)
 
 
-def _fsdp_hidden(prof) -> bool:
-    from ..estimate.chunk_basis import F_IDX
-    return bool(prof.feat[:, [F_IDX["fsdp_hidden_f"], F_IDX["fsdp_hidden_b"]]].any())
+def holds_all(b: IterationBuilder) -> bool:
+    """Whether builder ``b`` makes no data-parallel task: no gradient bucket or parameter gather
+    (its groups are one GPU: context parallelism reduces gradients over dp x cp) and no FSDP call
+    drawn under a pass — asked of the builder's own bucket maker, on a scratch graph (the answer
+    kept on the builder)."""
+    got = b.__dict__.get("_array_holds")
+    if got is None:
+        chunks = [(s, c) for s in range(b.p) for c in range(b.schedule.chunks_per_rank(b.v))]
+        got = b.__dict__["_array_holds"] = not any(
+            any(h > 0 for h in b.chunk_of(s, c).fsdp_hidden)
+            or b._dp(TaskGraph(), s, c, "all-reduce", [], None) for s, c in chunks)
+    return got
 
 
 def simulate_arrays(sc: Scenario) -> ArrayFold | None:
@@ -90,7 +99,9 @@ def simulate_arrays(sc: Scenario) -> ArrayFold | None:
         if base is None:
             if not eligible(sc):
                 return None
-            base = _builder(reduced(sc, counts[0]), ideal, row_profile(sc).schedule.two_directions)
+            base = _builder(reduced(sc, counts[0]), ideal)
+            if not holds_all(base):
+                return None
         units = [c * slices for c in counts]
         R = evaluate_rows(base, units)
         if R.exists.sum() >= _full_tasks(R, fp.micro_batches * slices):
@@ -108,11 +119,12 @@ MAX_BUILDERS = 8
 _BUILDERS: dict[Scenario, IterationBuilder] = {}
 
 
-def _builder(small: Scenario, ideal: frozenset[str], two_directions: bool) -> IterationBuilder:
-    """The builder of reduced scenario ``small`` (memoised), its layer split the estimator's."""
+def _builder(small: Scenario, ideal: frozenset[str]) -> IterationBuilder:
+    """The builder of reduced scenario ``small`` (memoised), its layer split the estimator's (one
+    direction: the array runs hold no DualPipe)."""
     b = _BUILDERS.pop(small, None)
     if b is None:
-        split = layer_split(small, compute_key(small), two_directions)
+        split = layer_split(small, compute_key(small), False)
         b = IterationBuilder(small, Network(small, free="comm" in ideal), ideal, split)
         while len(_BUILDERS) >= MAX_BUILDERS:
             del _BUILDERS[next(iter(_BUILDERS))]
@@ -170,7 +182,7 @@ def _timed_measures(b: IterationBuilder, R: Rows, T: np.ndarray) -> list[list[fl
     cls, comp = R.cls(), R.compute()
     peaks = _peaks(b, R)
     # Everything but the activations' peak is the same for every count: priced once per class.
-    held = [class_memory(b, b.net, s, 0.0) for s in range(p)]
+    held = _held_memory(b)
     out = []
     for r in range(R.g):
         here = R.exists[:, r]
@@ -187,51 +199,63 @@ def _timed_measures(b: IterationBuilder, R: Rows, T: np.ndarray) -> list[list[fl
 
 def _parts(b: IterationBuilder, R: Rows) -> np.ndarray:
     """(columns, CATEGORIES) the parts of one pass of each duration-table column, as the builder's
-    task carries them (IterationBuilder._pass_shape)."""
+    task carries them (IterationBuilder._pass_shape); kept on the builder with the rest of its
+    m-independent facts."""
     prog = R.prog
-    out = np.zeros((int(prog.dur.max()) + 1, len(CATEGORIES)))
-    for col in np.unique(prog.dur):
-        s, rest = divmod(int(col), prog.nch * len(KINDS))
-        local, kind = divmod(rest, len(KINDS))
-        for name, v in b._pass_shape(s, local, KINDS[kind])[1]:
-            out[col, CATEGORIES.index(CATEGORY_OF_PART[name])] += v
-    return out
+    got = b.__dict__.get("_array_parts")
+    if got is None or len(got) <= int(prog.dur.max()):
+        got = np.zeros((int(prog.dur.max()) + 1, len(CATEGORIES)))
+        for col in np.flatnonzero(np.bincount(prog.dur)):      # (np.unique imports numpy.ma)
+            s, rest = divmod(int(col), prog.nch * len(KINDS))
+            local, kind = divmod(rest, len(KINDS))
+            for name, v in b._pass_shape(s, local, KINDS[kind])[1]:
+                got[col, CATEGORIES.index(CATEGORY_OF_PART[name])] += v
+        b.__dict__["_array_parts"] = got
+    return got
+
+
+def _held_memory(b: IterationBuilder) -> list[MemoryBreakdown]:
+    """Per class, its memory without the activations' peak (class_memory with a peak of 0), the
+    same for every count: kept on the builder."""
+    got = b.__dict__.get("_array_memory")
+    if got is None:
+        got = b.__dict__["_array_memory"] = [class_memory(b, b.net, s, 0.0) for s in range(b.p)]
+    return got
 
 
 def _peaks(b: IterationBuilder, R: Rows) -> np.ndarray:
     """(g, p) activation bytes at each stage's peak, replaying its order as
     schedules/pipeline.peak_activations does: a forward adds its chunk's bytes, the pass completing
-    the gradients (the weight-gradient pass when the backward is split) frees them."""
+    the gradients (the weight-gradient pass when the backward is split) frees them.  Every stage
+    of a one-direction program has as many ops: the stages replay side by side."""
     prog = R.prog
-    act = np.array([[ch.act_bytes for ch, _ in b.rank_chunks(s)] for s in range(R.p)])
-    kind = prog.kind
-    out = np.zeros((R.g, R.p))
-    bounds = np.r_[0, prog.last_op + 1]
-    for s in range(R.p):
-        lo, hi = bounds[s], bounds[s + 1]
-        k = kind[lo:hi]
-        release = (k == KINDS.index("W")) if (k == KINDS.index("W")).any() else \
-            (k == KINDS.index("B")) | (k == KINDS.index("Bi"))
-        a = act[s, prog.local[lo:hi]]
-        step = np.where(k == KINDS.index("F"), a, np.where(release, -a, 0.0))[:, None] * R.real[lo:hi]
-        live = np.cumsum(step, axis=0)
-        fwd = (k == KINDS.index("F"))[:, None] & R.real[lo:hi]
-        out[:, s] = np.maximum(np.where(fwd, live, 0.0).max(axis=0, initial=0.0), 0.0)
-    return out
+    p = R.p
+    act = np.array([[ch.act_bytes for ch, _ in b.rank_chunks(s)] for s in range(p)])
+    k = prog.kind.reshape(p, -1)
+    fwd = k == KINDS.index("F")
+    has_w = (k == KINDS.index("W")).any(axis=1, keepdims=True)
+    release = np.where(has_w, k == KINDS.index("W"), (k == KINDS.index("B")) | (k == KINDS.index("Bi")))
+    a = act[np.arange(p)[:, None], prog.local.reshape(p, -1)]
+    real = R.real.reshape(p, -1, R.g)
+    step = np.where(fwd, a, np.where(release, -a, 0.0))[:, :, None] * real
+    live = np.cumsum(step, axis=1)                     # per stage and row, in program order
+    peak = np.where(fwd[:, :, None] & real, live, 0.0).max(axis=1, initial=0.0)
+    return np.maximum(peak, 0.0).T
 
 
 def _sends(R: Rows, units: int) -> np.ndarray:
-    """(2, p, pairs) transfers each class sends on each pair in each direction over ``units``
+    """(2, p, pairs) transfers each class sends on each pair forward and backward over ``units``
     units: exact integers on the line through the first two rows."""
     prog = R.prog
+    n = R.n
+    du = R.units[1] - R.units[0]
     out = []
-    for d, pairs in enumerate((prog.send_f, prog.send_b)):
+    for pairs in (prog.send_f, prog.send_b):
         per = []
         for r in (0, 1):
-            sel = R.exists[R.n * (1 + d):R.n * (2 + d), r]
+            sel = R.exists[n:2 * n, r] & (pairs >= 0)
             c = np.zeros((R.p, R.p))
             np.add.at(c, (prog.stage[sel], pairs[sel]), 1.0)
             per.append(c)
-        du = R.units[1] - R.units[0]
         out.append(np.round(per[0] + (per[1] - per[0]) * (units - R.units[0]) / du))
     return np.stack(out)

@@ -30,20 +30,20 @@ def unit_maps(R: Rows, shift: int) -> tuple[np.ndarray, np.ndarray]:
     back[ok] = table[prog.dur[ok], prog.mb[ok] - shift]
     ok = prog.mb + shift < units
     fwd[ok] = table[prog.dur[ok], prog.mb[ok] + shift]
-    steps = np.arange(3 * n, 3 * n + R.p)
+    steps = np.arange(2 * n, 2 * n + R.p)
 
     def tasks(m: np.ndarray) -> np.ndarray:
-        lift = np.where(m >= 0, m, NONE)
-        return np.concatenate([lift, np.where(m >= 0, n + m, NONE), np.where(m >= 0, 2 * n + m, NONE), steps])
+        return np.concatenate([m, np.where(m >= 0, n + m, NONE), steps])
     return tasks(back), tasks(fwd)
 
 
 def identities(R: Rows) -> tuple[np.ndarray, np.ndarray]:
-    """(N,) identity of every task (its unit aside) and its unit (-1: once per iteration)."""
+    """(N,) identity of every task (its unit aside: a transfer's is its sender's pass column) and its
+    unit (-1: once per iteration)."""
     prog = R.prog
     cols = int(prog.dur.max()) + 1
-    ident = np.concatenate([prog.dur, cols + prog.dur, 2 * cols + prog.dur, 3 * cols + np.arange(R.p)])
-    unit = np.concatenate([prog.mb, prog.mb, prog.mb, np.full(R.p, -1)])
+    ident = np.concatenate([prog.dur, cols + prog.dur, 2 * cols + np.arange(R.p)])
+    unit = np.concatenate([prog.mb, prog.mb, np.full(R.p, -1)])
     return ident, unit
 
 

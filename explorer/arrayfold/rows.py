@@ -11,8 +11,9 @@ also records — when a task's inputs were all there (``ready``) and which input
 transfer bringing its input, and its own forward (a backward) or backward (a weight-gradient
 pass); a transfer for the pass that produced it; the optimizer step for the stage's last pass.
 
-Task space (per row): pass ``i`` is ``i``, the forward transfer sent by pass ``i`` is ``n + i``,
-the backward one ``2n + i``, stage ``s``'s optimizer step ``3n + s``.
+Task space (per row), in the builder's task order: pass ``i`` is ``i``, the transfer pass ``i``
+sends (a forward pass sends its activations forward, a backward pass its gradients back; no pass
+of a one-direction schedule sends two) is ``n + i``, stage ``s``'s optimizer step ``2n + s``.
 """
 from __future__ import annotations
 
@@ -57,13 +58,13 @@ class Rows:
     def cls(self) -> np.ndarray:
         """(N,) GPU class of every task: a transfer's is its sender's."""
         st = self.prog.stage
-        return np.concatenate([st, st, st, np.arange(self.p)])
+        return np.concatenate([st, st, np.arange(self.p)])
 
     def compute(self) -> np.ndarray:
         """(N,) bool: the task runs on its class's compute stream (passes, optimizer steps)."""
         n = self.n
-        out = np.ones(3 * n + self.p, bool)
-        out[n:3 * n] = False
+        out = np.ones(2 * n + self.p, bool)
+        out[n:2 * n] = False
         return out
 
 
@@ -96,37 +97,31 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     real = prog.mb[:, None] < np.array(units)[None, :]
     realf = real.astype(float)
     dur = table[prog.dur][:, None] * realf
-    sends = np.stack([np.where(pairs[:, None] >= 0, transfer[np.maximum(pairs, 0)][:, None], 0.0) * realf
-                      for pairs in (prog.send_f, prog.send_b)])
-    gates = np.zeros((prog.end0 - 1, g))
-    t_start = np.zeros((2 * n, g))
-    ops = evaluate(prog, dur, sends, realf, gates, False, t_start)
+    pair = np.where(prog.send_f >= 0, prog.send_f, prog.send_b)
+    sent = (pair >= 0)[:, None] & real
+    seconds = np.where(pair >= 0, transfer[np.maximum(pair, 0)], 0.0)[:, None] * realf
+    t_start = np.zeros((n, g))
+    gates = np.zeros((prog.end0 - 1, g))                 # no parameter gathers (fold.holds_all)
+    ops = evaluate(prog, dur, np.stack([seconds, seconds]), realf, gates, False, t_start)
 
-    N = 3 * n + p
-    all_dur = np.zeros((N, g))
-    start = np.zeros((N, g))
-    end = np.zeros((N, g))
-    ready = np.zeros((N, g))
-    binding = np.full((N, g), NONE, np.int64)
-    exists = np.zeros((N, g), bool)
-    all_dur[:n], start[:n], end[:n], exists[:n] = dur, ops.start, ops.end, real
-
+    # The last real pass of each stage, whose end releases its optimizer step.
+    stage_start = np.r_[0, prog.last_op[:-1] + 1]
+    last = np.maximum.reduceat(np.where(real, np.arange(n)[:, None], NONE), stage_start, axis=0)
+    cols = np.arange(g)[None, :]
+    step_ready = ops.end[last, cols]
     # Transfers: ready when the pass that sends them ends, bound to it; arrival = start + seconds.
-    sent = (np.stack([prog.send_f, prog.send_b])[:, :, None] >= 0) & real[None]
-    for d in (0, 1):
-        lo = n + d * n
-        all_dur[lo:lo + n] = sends[d]
-        start[lo:lo + n] = t_start[d * n:(d + 1) * n]
-        end[lo:lo + n] = t_start[d * n:(d + 1) * n] + sends[d]
-        ready[lo:lo + n] = ops.end
-        exists[lo:lo + n] = sent[d]
-        binding[lo:lo + n] = np.where(sent[d], np.arange(n)[:, None], NONE)
+    # Optimizer steps: ready when the stage's last pass ends, its compute stream free then.
+    start = np.concatenate([ops.start, t_start, step_ready])
+    end = np.concatenate([ops.end, t_start + seconds, step_ready + optimizer[:, None]])
+    all_dur = np.concatenate([dur, seconds, np.broadcast_to(optimizer[:, None], (p, g))])
+    exists = np.concatenate([real, sent, np.ones((p, g), bool)])
 
     # Passes: the previous real pass of the stage, then the inputs the program lists.
-    idx = np.arange(n)[:, None]
-    seen = np.where(real, idx, NONE)
-    first_of_stage = np.r_[True, prog.stage[1:] != prog.stage[:-1]]
-    shifted = np.full((n, g), NONE, np.int64)
+    seen = np.where(real, np.arange(n)[:, None], NONE)
+    first_of_stage = np.zeros(n, bool)
+    first_of_stage[stage_start] = True
+    shifted = np.empty((n, g), np.int64)
+    shifted[0] = NONE
     shifted[1:] = seen[:-1]
     shifted[first_of_stage] = NONE
     # The running maximum of real indices within a stage: each stage's values lifted above every
@@ -134,43 +129,22 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     off = (np.cumsum(first_of_stage) - 1)[:, None] * (n + 1)
     prev = np.maximum.accumulate(np.where(shifted >= 0, shifted + off, off - 1), axis=0) - off
     prev = np.where(real & (prev >= 0), prev, NONE)
-    cands = [prev]
-    end0 = prog.end0
-    src = prog.src
-    f_in = np.where(src[:, 0] > 0, n + (src[:, 0] - end0 - n), NONE)
-    b_in = np.where(src[:, 1] > 0, n + (src[:, 1] - end0 - n), NONE)      # 2n + producer
-    own = np.where(src[:, 2] > 0, src[:, 2] - end0, NONE)
-    for c in (f_in, b_in, own):
-        cands.append(np.where(real & (c[:, None] >= 0), c[:, None], NONE))
-    ready[:n], binding[:n] = _binding(cands, start, end, binding_key(prog, N))
-
-    # Optimizer steps: after the stage's last pass.
-    last = np.full((p, g), NONE, np.int64)
-    for r in range(g):
-        rr = np.flatnonzero(real[:, r])
-        np.maximum.at(last[:, r], prog.stage[rr], rr)
-    cols = np.arange(g)[None, :]
-    o = slice(3 * n, 3 * n + p)
-    t_ready = end[last, cols]
-    ready[o] = t_ready
-    start[o] = t_ready                    # the compute stream is free once its last pass ended
-    end[o] = t_ready + optimizer[:, None]
-    all_dur[o] = optimizer[:, None]
-    binding[o] = last
-    exists[o] = True
+    end0, src = prog.end0, prog.src
+    arrival = np.maximum(src[:, 0], src[:, 1])            # a pass receives one transfer at most
+    inputs = (np.where(arrival > 0, n + (arrival - end0) % n, NONE),
+              np.where(src[:, 2] > 0, src[:, 2] - end0, NONE))
+    cands = [prev] + [np.where(real & (c[:, None] >= 0), c[:, None], NONE) for c in inputs]
+    p_ready, p_binding = _binding(cands, start, end, binding_key(prog))
+    ready = np.concatenate([p_ready, ops.end, step_ready])
+    binding = np.concatenate([p_binding, np.where(sent, np.arange(n)[:, None], NONE), last])
     return Rows(prog, tuple(units), real, all_dur, ready, start, end, binding, exists, last)
 
 
-def binding_key(prog: Program, N: int) -> np.ndarray:
+def binding_key(prog: Program) -> np.ndarray:
     """(N,) the order in which the engine processes tasks that start at the same instant: by GPU
     class, then stream name (compute before pp) — engine._starts visits streams sorted so."""
-    n = prog.n
-    key = np.empty(N, np.int64)
-    st = prog.stage
-    key[:n] = st * 2
-    key[n:3 * n] = np.concatenate([st, st]) * 2 + 1
-    key[3 * n:] = np.arange(prog.p) * 2
-    return key
+    st = prog.stage * 2
+    return np.concatenate([st, st + 1, np.arange(prog.p) * 2])
 
 
 def _binding(cands: list[np.ndarray], start: np.ndarray, end: np.ndarray,

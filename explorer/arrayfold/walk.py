@@ -21,14 +21,6 @@ OPTIMIZER = CATEGORIES.index("optimizer")
 GAP_EPS = 1e-15              # class_breakdown's: a gap this short is explained
 
 
-def task_order(R: Rows) -> np.ndarray:
-    """(N,) each task's position in the builder's task list: passes in program order, then the
-    transfers in the order of the passes that send them, then the optimizer steps by stage."""
-    n = R.n
-    i = np.arange(n)
-    return np.concatenate([i, n + i, n + i, 2 * n + np.arange(R.p)])
-
-
 def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray) -> np.ndarray:
     """(g, p, CATEGORIES) seconds of each row's iteration ``T[r]`` per category on every class.
 
@@ -42,12 +34,11 @@ def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray) -> np.ndarray:
     col_stage = np.zeros(len(parts), np.int64)
     col_stage[prog.dur] = prog.stage
     gaps: list[tuple[np.ndarray, ...]] = []
-    order = task_order(R)
     for r in range(g):
         sel = np.flatnonzero(R.real[:, r] & (R.dur[:n, r] > 0))
         counts = np.bincount(prog.dur[sel], minlength=len(parts)).astype(float)
         np.add.at(out[r], col_stage, counts[:, None] * parts)
-        opt = R.dur[3 * n:, r]
+        opt = R.dur[2 * n:, r]
         out[r, :, OPTIMIZER] += opt
         # Compute tasks of each class in start order: its real passes, then its optimizer step.
         st = prog.stage[sel]
@@ -61,11 +52,10 @@ def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray) -> np.ndarray:
         last_end = np.zeros(p)
         np.maximum.at(last_end, st, R.end[sel, r])
         has_opt = opt > 0
-        last_end = np.where(has_opt, R.end[3 * n:, r], last_end)
+        last_end = np.where(has_opt, R.end[2 * n:, r], last_end)
         tail = np.flatnonzero(T[r] > last_end)
         if len(tail):
             enders = np.flatnonzero(R.exists[:, r] & (R.end[:, r] == T[r]))
-            enders = enders[np.argsort(order[enders], kind="stable")]
             own = {int(cls[k]): int(k) for k in enders[::-1]}        # the first of each class
             d = np.array([own.get(int(s), int(enders[0])) for s in tail])
             gaps.append((last_end[tail], np.full(len(tail), T[r]), d, tail, np.full(len(tail), r)))

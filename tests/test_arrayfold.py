@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from test_random_scenarios import random_raw
 from explorer.analysis.steady_state import schedule_iteration
 from explorer.arrayfold.fold import eligible, holds_all, simulate_arrays
 from explorer.arrayfold.lazy import LazyTasks
+from explorer.arrayfold.proof import match, unit_maps
 from explorer.arrayfold.rows import evaluate_rows
 from explorer.arrayfold.walk import breakdowns
 from explorer.estimate.program import KINDS
@@ -182,3 +184,21 @@ def test_random_pipelines_fold_over_arrays_for_every_flushing_schedule():
             check_fold(sc)
     assert {"1f1b", "interleaved"} <= set(by_schedule), by_schedule
     assert sum(by_schedule.values()) >= 8, by_schedule
+
+
+def test_a_row_that_is_not_one_period_longer_is_not_matched():
+    """The array proof rejects the wrong period, one moved task and one changed binding."""
+    sc = from_dict(BASE)
+    runs = [schedule_iteration(reduced(sc, c)) for c in (10, 11, 12, 13)]
+    R = evaluate_rows(runs[0].builder, [10, 11, 12, 13])
+    T = np.array([r.T for r in runs])
+    tol = 1e-12 * T.max()
+    assert match(R, 1, 2, T, tol, unit_maps(R, 1)) is not None
+    assert match(R, 1, 2, T, tol, unit_maps(R, 2)) is None            # the wrong period
+    moved = R.start.copy()
+    moved[R.n // 2 + 3, 2] += 1e-6
+    assert match(replace(R, start=moved), 1, 2, T, tol, unit_maps(R, 1)) is None
+    rebound = R.binding.copy()
+    i = int(np.flatnonzero((R.binding[:, 2] >= 0) & (R.binding[:, 2] < R.n))[R.n // 2])
+    rebound[i, 2] = R.binding[i, 2] - 1
+    assert match(replace(R, binding=rebound), 1, 2, T, tol, unit_maps(R, 1)) is None

@@ -37,7 +37,7 @@ from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
 from ..vocabulary import CATEGORIES, CATEGORY_OF_PART
 from .proof import match, unit_maps
 from .rows import Rows, evaluate_rows
-from .traffic import byte_measures, with_units
+from .traffic import byte_measures
 from .walk import breakdowns
 
 
@@ -146,7 +146,7 @@ def _fold(sc: Scenario, base: IterationBuilder, R: Rows, counts: list[int], m: i
     tol = REL_TOL * max(float(T.max()), 1e-30)
     shift = R.units[1] - R.units[0]
     maps = unit_maps(R, shift)
-    deltas = [match(R, r, r + 1, shift, T, tol, maps) for r in range(3)]
+    deltas = [match(R, r, r + 1, T, tol, maps) for r in range(3)]
     if any(d is None for d in deltas) or max(deltas) - min(deltas) > tol:
         return None
     flat = _timed_measures(base, R, T)
@@ -165,8 +165,7 @@ def _fold(sc: Scenario, base: IterationBuilder, R: Rows, counts: list[int], m: i
     end = tuple(next(it) for _ in range(p))
     memory = tuple(MemoryBreakdown(*(next(it) for _ in range(4))) for _ in range(p))
     units = m * sc.parallelism.token_slices
-    full = with_units(base, units)
-    comm, traffic, load, links = byte_measures(full, _sends(R, units))
+    comm, traffic, load, links = byte_measures(base, units, _sends(R, units))
     ms = Measures(T_full, bds, busy, end, memory, comm, traffic, load, links, 0.0)
     tasks = R.exists.sum(axis=0)
     info = FoldInfo(tuple(counts[:3]), step, periods, float(deltas[1]), int(tasks.sum()),

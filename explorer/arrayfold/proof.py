@@ -11,47 +11,47 @@ The optimizer steps, once per iteration, are early or late as a whole.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .rows import NONE, Rows
 
 
-def unit_maps(R: Rows, shift: int) -> tuple[np.ndarray, np.ndarray]:
-    """(N,) each task's counterpart ``shift`` units earlier and later (NONE when there is none);
-    the optimizer steps map to themselves."""
+@dataclass(frozen=True)
+class Maps:
+    """Static maps of a program's task space for a shift of ``shift`` units."""
+
+    back: np.ndarray             # (N,) the same task ``shift`` units earlier (NONE: none)
+    fwd: np.ndarray              # (N,) ... ``shift`` units later
+    prev_same: np.ndarray        # (N,) the previous task of the same identity (unit - 1), NONE first
+    next_same: np.ndarray        # (N,) the next one (unit + 1), NONE last
+    per_unit: np.ndarray         # (N,) bool: the task belongs to a unit (not once per iteration)
+
+
+def unit_maps(R: Rows, shift: int) -> Maps:
+    """The :class:`Maps` of ``R``'s program: a pass's identity is its duration-table column
+    (stage, local chunk, kind), a transfer's its sender's; the optimizer steps map to themselves."""
     prog = R.prog
     n, units = R.n, prog.units
     cols = int(prog.dur.max()) + 1
-    table = np.full((cols, units), NONE, np.int64)
-    table[prog.dur, prog.mb] = np.arange(n)
-    back = np.full(n, NONE, np.int64)
-    fwd = np.full(n, NONE, np.int64)
-    ok = prog.mb >= shift
-    back[ok] = table[prog.dur[ok], prog.mb[ok] - shift]
-    ok = prog.mb + shift < units
-    fwd[ok] = table[prog.dur[ok], prog.mb[ok] + shift]
+    table = np.full((cols, units + 2 * shift + 2), NONE, np.int64)
+    table[prog.dur, prog.mb + shift + 1] = np.arange(n)
     steps = np.arange(2 * n, 2 * n + R.p)
+    fixed = np.full(R.p, NONE, np.int64)
 
-    def tasks(m: np.ndarray) -> np.ndarray:
-        return np.concatenate([m, np.where(m >= 0, n + m, NONE), steps])
-    return tasks(back), tasks(fwd)
-
-
-def identities(R: Rows) -> tuple[np.ndarray, np.ndarray]:
-    """(N,) identity of every task (its unit aside: a transfer's is its sender's pass column) and its
-    unit (-1: once per iteration)."""
-    prog = R.prog
-    cols = int(prog.dur.max()) + 1
-    ident = np.concatenate([prog.dur, cols + prog.dur, 2 * cols + np.arange(R.p)])
-    unit = np.concatenate([prog.mb, prog.mb, np.full(R.p, -1)])
-    return ident, unit
+    def at(offset: int) -> np.ndarray:
+        m = table[prog.dur, prog.mb + shift + 1 + offset]
+        return np.concatenate([m, np.where(m >= 0, n + m, NONE)])
+    return Maps(np.concatenate([at(-shift), steps]), np.concatenate([at(shift), steps]),
+                np.concatenate([at(-1), fixed]), np.concatenate([at(1), fixed]),
+                np.concatenate([np.ones(2 * n, bool), np.zeros(R.p, bool)]))
 
 
-def match(R: Rows, small: int, big: int, shift: int, T: np.ndarray, tol: float,
-          maps: tuple[np.ndarray, np.ndarray]) -> float | None:
-    """Seconds one period adds when row ``big`` is row ``small`` with one period of ``shift``
-    units inserted (times within ``tol``), else None.  ``maps``: :func:`unit_maps` for ``shift``."""
-    back, fwd = maps
+def match(R: Rows, small: int, big: int, T: np.ndarray, tol: float, maps: Maps) -> float | None:
+    """Seconds one period adds when row ``big`` is row ``small`` with one period of ``maps``'s
+    shift inserted (times within ``tol``), else None."""
+    back, fwd = maps.back, maps.fwd
     here = R.exists[:, big]
     delta = float(T[big] - T[small])
     s, b = small, big
@@ -59,36 +59,45 @@ def match(R: Rows, small: int, big: int, shift: int, T: np.ndarray, tol: float,
     bind_s, bind_b = R.binding[:, s], R.binding[:, b]
     end_b = R.end[:, b]
 
-    def tie(other: np.ndarray) -> np.ndarray:
-        """Whether task ``other`` of the larger row ends when each task's binding does: two inputs
-        released it at once, and which one the engine named is a tie-break, not timing."""
-        ok = (other >= 0) & (bind_b >= 0)
+    def tie(other: np.ndarray, bind: np.ndarray) -> np.ndarray:
+        """Whether task ``other`` of the larger row ends when the binding ``bind`` does: two inputs
+        released the task at once, and which one the engine named is a tie-break, not timing."""
+        ok = (other >= 0) & (bind >= 0)
         o = np.maximum(other, 0)
-        return ok & R.exists[o, b] & (np.abs(end_b[o] - end_b[np.maximum(bind_b, 0)]) <= tol)
+        return ok & R.exists[o, b] & (np.abs(end_b[o] - end_b[np.maximum(bind, 0)]) <= tol)
 
-    same = R.exists[:, s] & (R.dur[:, s] == R.dur[:, b]) & ((bind_s == bind_b) | tie(bind_s))
+    same = R.exists[:, s] & (R.dur[:, s] == R.dur[:, b])
     for xs, xb in zip(rs, rb, strict=True):
         same &= (xs == xb) | (np.abs(xb - xs) <= tol)
+    odd = same & (bind_s != bind_b)
+    if odd.any():
+        same[odd] = tie(bind_s[odd], bind_b[odd])
     early = here & same
-    k = np.where(back >= 0, back, 0)
-    shifted = np.where(bind_s[k] >= 0, fwd[np.maximum(bind_s[k], 0)], NONE)
-    late = (here & ~early & (back >= 0) & R.exists[k, s] & (R.dur[k, s] == R.dur[:, b])
-            & ((shifted == bind_b) | tie(shifted)))
-    for xs, xb in zip(rs, rb, strict=True):
-        late &= np.abs(xb - xs[k] - delta) <= tol
-    if (here & ~early & ~late).any():
+    # Late: the rest, each the task one period earlier, later by delta.
+    c = np.flatnonzero(here & ~early)
+    k = back[c]
+    if (k < 0).any():
         return None
-    ident, unit = identities(R)
-    per = unit >= 0
-    size = int(ident.max()) + 1
-    last_early = np.full(size, -1, np.int64)
-    first_late = np.full(size, np.iinfo(np.int64).max, np.int64)
-    e, lt = early & per, late & per
-    np.maximum.at(last_early, ident[e], unit[e])
-    np.minimum.at(first_late, ident[lt], unit[lt])
-    present = np.zeros(size, bool)
-    present[ident[here & per]] = True
-    grew = first_late < np.iinfo(np.int64).max
-    if (present & ~grew).any() or (last_early[grew] >= first_late[grew]).any():
+    ok = R.exists[k, s] & (R.dur[k, s] == R.dur[c, b])
+    for xs, xb in zip(rs, rb, strict=True):
+        ok &= np.abs(xb[c] - xs[k] - delta) <= tol
+    bk = bind_s[k]
+    shifted = np.where(bk >= 0, fwd[np.maximum(bk, 0)], NONE)
+    odd = shifted != bind_b[c]
+    if odd.any():
+        ok[odd] &= tie(shifted[odd], bind_b[c][odd])
+    if not ok.all():
+        return None
+    late = np.zeros(len(here), bool)
+    late[c] = True
+    # Per identity the late units form a suffix, and every identity grew: no early task follows a
+    # late one of its identity, and the last of each identity in the larger row is late.
+    prev = maps.prev_same
+    has_prev = maps.per_unit & (prev >= 0)
+    if (early & has_prev & late[np.maximum(prev, 0)]).any():
+        return None
+    nxt = maps.next_same
+    last = here & maps.per_unit & ((nxt < 0) | ~here[np.maximum(nxt, 0)])
+    if not late[last].all():
         return None
     return delta

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..estimate.critical_path import evaluate
 from ..estimate.program import KINDS, Program, compile_program
 from ..taskgraph.builder import IterationBuilder
 
@@ -100,44 +99,51 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     pair = np.where(prog.send_f >= 0, prog.send_f, prog.send_b)
     sent = (pair >= 0)[:, None] & real
     seconds = np.where(pair >= 0, transfer[np.maximum(pair, 0)], 0.0)[:, None] * realf
-    t_start = np.zeros((n, g))
-    gates = np.zeros((prog.end0 - 1, g))                 # no parameter gathers (fold.holds_all)
-    ops = evaluate(prog, dur, np.stack([seconds, seconds]), realf, gates, False, t_start)
+    start_p, end_p, t_start = _evaluate(prog, dur, seconds, realf)
 
     # The last real pass of each stage, whose end releases its optimizer step.
-    stage_start = np.r_[0, prog.last_op[:-1] + 1]
+    stage_start = stage_starts(prog)
     last = np.maximum.reduceat(np.where(real, np.arange(n)[:, None], NONE), stage_start, axis=0)
     cols = np.arange(g)[None, :]
-    step_ready = ops.end[last, cols]
+    step_ready = end_p[last, cols]
     # Transfers: ready when the pass that sends them ends, bound to it; arrival = start + seconds.
     # Optimizer steps: ready when the stage's last pass ends, its compute stream free then.
-    start = np.concatenate([ops.start, t_start, step_ready])
-    end = np.concatenate([ops.end, t_start + seconds, step_ready + optimizer[:, None]])
+    start = np.concatenate([start_p, t_start, step_ready])
+    end = np.concatenate([end_p, t_start + seconds, step_ready + optimizer[:, None]])
     all_dur = np.concatenate([dur, seconds, np.broadcast_to(optimizer[:, None], (p, g))])
     exists = np.concatenate([real, sent, np.ones((p, g), bool)])
 
-    # Passes: the previous real pass of the stage, then the inputs the program lists.
-    seen = np.where(real, np.arange(n)[:, None], NONE)
-    first_of_stage = np.zeros(n, bool)
-    first_of_stage[stage_start] = True
-    shifted = np.empty((n, g), np.int64)
-    shifted[0] = NONE
-    shifted[1:] = seen[:-1]
-    shifted[first_of_stage] = NONE
-    # The running maximum of real indices within a stage: each stage's values lifted above every
-    # earlier stage's, so that one accumulation over all ops never carries across stages.
-    off = (np.cumsum(first_of_stage) - 1)[:, None] * (n + 1)
-    prev = np.maximum.accumulate(np.where(shifted >= 0, shifted + off, off - 1), axis=0) - off
-    prev = np.where(real & (prev >= 0), prev, NONE)
+    # Passes: the previous real pass of the stage, then the transfer they receive.
+    prev = previous(real, stage_start)
     end0, src = prog.end0, prog.src
     arrival = np.maximum(src[:, 0], src[:, 1])            # a pass receives one transfer at most
-    inputs = (np.where(arrival > 0, n + (arrival - end0) % n, NONE),
-              np.where(src[:, 2] > 0, src[:, 2] - end0, NONE))
-    cands = [prev] + [np.where(real & (c[:, None] >= 0), c[:, None], NONE) for c in inputs]
-    p_ready, p_binding = _binding(cands, start, end, binding_key(prog))
-    ready = np.concatenate([p_ready, ops.end, step_ready])
+    arrival = np.where(real & (arrival > 0)[:, None], (n + (arrival - end0) % n)[:, None], NONE)
+    p_ready, p_binding = _binding(prev, arrival, start, end, binding_key(prog))
+    ready = np.concatenate([p_ready, end_p, step_ready])
     binding = np.concatenate([p_binding, np.where(sent, np.arange(n)[:, None], NONE), last])
     return Rows(prog, tuple(units), real, all_dur, ready, start, end, binding, exists, last)
+
+
+def previous(mask: np.ndarray, stage_start: np.ndarray) -> np.ndarray:
+    """(n, g) for each op where ``mask`` holds, the previous op of its stage where ``mask`` holds
+    (program order), NONE for none: a running maximum of indices, each stage's lifted above every
+    earlier stage's so that one accumulation over all ops never carries across stages."""
+    n = mask.shape[0]
+    seen = np.where(mask, np.arange(n)[:, None], NONE)
+    first = np.zeros(n, bool)
+    first[stage_start] = True
+    shifted = np.empty_like(seen)
+    shifted[0] = NONE
+    shifted[1:] = seen[:-1]
+    shifted[first] = NONE
+    off = (np.cumsum(first) - 1)[:, None] * (n + 1)
+    prev = np.maximum.accumulate(np.where(shifted >= 0, shifted + off, off - 1), axis=0) - off
+    return np.where(mask & (prev >= 0), prev, NONE)
+
+
+def stage_starts(prog: Program) -> np.ndarray:
+    """(p,) index of each stage's first op (ops are stage-major)."""
+    return np.r_[0, prog.last_op[:-1] + 1]
 
 
 def binding_key(prog: Program) -> np.ndarray:
@@ -147,38 +153,61 @@ def binding_key(prog: Program) -> np.ndarray:
     return np.concatenate([st, st + 1, np.arange(prog.p) * 2])
 
 
-def _binding(cands: list[np.ndarray], start: np.ndarray, end: np.ndarray,
+def _evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
+              real: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Start and end of every pass and start of every transfer (by sending pass) of ``prog`` for g
+    rows: estimate/critical_path.evaluate for graphs without parameter gathers or blocking sends,
+    whose passes wait for their stage and one transfer only — a pass's own forward (or backward)
+    ran earlier on its stage and never delays it, so max(clock, arrival) is the same number."""
+    n, p, g = prog.n, prog.p, dur.shape[1]
+    end0 = prog.end0
+    times = np.zeros((end0 + 3 * n, g))
+    clock = np.zeros((p, g))
+    pp_free = np.zeros((p, g))
+    order, bounds = prog.order, prog.bounds
+    arrival = np.maximum(prog.src[:, 0], prog.src[:, 1])[order]
+    stage_o, slot_o, dur_o, real_o = prog.stage[order], end0 + order, dur[order], real[order]
+    phantom = np.logical_and.reduceat(real_o, np.asarray(bounds[:-1]), axis=0).min(axis=1) == 0
+    sent = seconds[prog.send_ops]                          # one send per pass: by sending op
+    start_o = np.empty((n, g))
+    t_start = np.zeros((n, g))
+    for k, plan in enumerate(prog.sends):
+        lo, hi = bounds[k], bounds[k + 1]
+        st = stage_o[lo:hi]
+        ready = times[arrival[lo:hi]]
+        if phantom[k]:
+            ready *= real_o[lo:hi]                         # phantoms wait for nothing
+        s0 = np.maximum(clock[st], ready, out=ready)
+        start_o[lo:hi] = s0
+        e0 = s0 + dur_o[lo:hi]
+        times[slot_o[lo:hi]] = e0
+        for pos, senders, ss, slot, a, b in plan:
+            arrive = np.maximum(pp_free[ss], e0[pos])
+            t_start[senders] = arrive
+            arrive += sent[a:b]
+            pp_free[ss] = arrive
+            times[slot] = arrive
+        clock[st] = e0
+    start = np.empty((n, g))
+    start[order] = start_o
+    return start, times[end0:end0 + n], t_start
+
+
+def _binding(prev: np.ndarray, arrival: np.ndarray, start: np.ndarray, end: np.ndarray,
              key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Ready time and binding dependency of tasks with the candidate inputs ``cands`` (each (n, g),
-    NONE where absent).  The engine (engine.run) updates a task's binding as each input starts,
-    keeping the last one whose end is at least the latest so far: the latest end wins, then — at
-    equal ends — the later start, then the stream it visits later at the same instant."""
-    g = cands[0].shape[1]
-    cols = np.arange(g)[None, :]
-    C = np.stack(cands)                                              # (k, n, g)
-    safe = np.maximum(C, 0)
-    E = np.where(C >= 0, end[safe, cols], -np.inf)
-    ready = E.max(axis=0)
-    win = (E == ready) & (C >= 0)
-    best = np.take_along_axis(C, win.argmax(axis=0)[None], 0)[0]
-    # Equal ends of distinct inputs (rare: a tie of two arrivals, or zero-second transfers): the
-    # engine's order of processing decides, replayed on those tasks alone.
-    other = np.where(win, C, best[None])
-    tie = (other != best[None]).any(axis=0)
-    if tie.any():
-        t_i, t_r = np.nonzero(tie)
-        pick = np.full(len(t_i), NONE, np.int64)
-        b_start = np.full(len(t_i), -np.inf)
-        b_key = np.full(len(t_i), -1, np.int64)
-        for k in range(len(cands)):
-            c = C[k, t_i, t_r]
-            ok = win[k, t_i, t_r]
-            cs = np.where(ok, start[np.maximum(c, 0), t_r], -np.inf)
-            ck = np.where(ok, key[np.maximum(c, 0)], -1)
-            better = ok & ((cs > b_start) | ((cs == b_start) & (ck >= b_key)))
-            pick = np.where(better, c, pick)
-            b_start = np.where(better, cs, b_start)
-            b_key = np.where(better, ck, b_key)
-        best[t_i, t_r] = pick
-    found = best >= 0
-    return np.where(found, ready, 0.0), np.where(found, best, NONE)
+    """Ready time and binding dependency of passes whose inputs are the previous pass of their
+    stage ``prev`` and the transfer ``arrival`` ((n, g) each, NONE where absent).  Their own
+    forward (or backward) ended no later than ``prev``: it binds only as ``prev`` itself.  The
+    engine (engine.run) updates a task's binding as each input starts, keeping the last one whose
+    end is at least the latest so far: the later end wins, then the later start, then the stream
+    it visits later at the same instant."""
+    cols = np.arange(prev.shape[1])[None, :]
+    has_p, has_a = prev >= 0, arrival >= 0
+    ip, ia = np.maximum(prev, 0), np.maximum(arrival, 0)
+    ep = np.where(has_p, end[ip, cols], -np.inf)
+    ea = np.where(has_a, end[ia, cols], -np.inf)
+    eq = ea == ep
+    take_a = has_a & ((ea > ep) | (eq & ((start[ia, cols] > start[ip, cols])
+                                         | ((start[ia, cols] == start[ip, cols]) & (key[ia] >= key[ip])))))
+    best = np.where(take_a, arrival, prev)
+    return np.where(best >= 0, np.maximum(ep, ea), 0.0), best

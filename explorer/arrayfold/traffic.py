@@ -4,11 +4,14 @@ analysis/measures.measure reads from the task list, from the transfer counts ins
 Nothing here depends on timing.  A class's network calls are its chunks' per-unit calls times the
 units it runs and, per stage pair, the calls of one transfer times the transfers it sends
 (utilisation.class_calls counts tasks that share a calls tuple the same way); the pipeline's main
-call is its slowest transfer (report.link_summary).
+call is its slowest transfer (report.link_summary).  Every measure is linear in those counts, so
+each class's per-unit calls and each pair's transfer calls are measured once, at a count of one,
+with utilisation.class_traffic and tier_utilisation themselves (:class:`Basis`, kept on the
+builder), and an iteration's measures are the counts times them.
 """
 from __future__ import annotations
 
-import copy
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,53 +20,91 @@ from ..engine import Task
 from ..taskgraph.builder import IterationBuilder
 from ..taskgraph.records import LinkCall, TransferInfo
 from ..utilisation import class_traffic, tier_utilisation
+from ..vocabulary import COMM_DIMS
+
+DIRECTIONS = ("forward", "backward")
 
 
-def with_units(b: IterationBuilder, m: int) -> IterationBuilder:
-    """``b`` counting ``m`` pipeline units per iteration (rank_chunks, transfer calls), its program
-    orders left as they are (nothing here reads them)."""
-    out = copy.copy(b)
-    out.m = out.m_sim = m
-    out._pp_links = {}
-    return out
+@dataclass(frozen=True)
+class Basis:
+    """Measures of one unit of each class's chunk work and of one transfer on each pair."""
+
+    unit_traffic: np.ndarray         # (p, dims, tiers) bytes one GPU sends per unit, per dimension
+    unit_comm: np.ndarray            # (p, dims) bus bytes per unit (tp, cp, ep, dp; pp 0)
+    unit_load: np.ndarray            # (p, loads) bytes over capacity per unit, per load key
+    pair_traffic: np.ndarray         # (pairs, dims, tiers) one transfer on a pair (either way)
+    pair_load: np.ndarray            # (pairs, loads)
+    load_keys: tuple                 # tier_utilisation's keys (tier names, WAN link directions)
+    message: float                   # bytes of one transfer
+    tiers: int
 
 
-def transfer_tasks(b: IterationBuilder, sends: np.ndarray) -> list[tuple[Task, int]]:
-    """One representative transfer task per (class, pair, direction) that sends, and how many of
-    them the iteration has: ``sends`` (2, p, pairs) counts forward and backward transfers."""
+def basis(b: IterationBuilder) -> Basis:
+    """The :class:`Basis` of builder ``b`` (its chunks and network: the count does not matter),
+    computed once and kept on it."""
+    got = b.__dict__.get("_array_basis")
+    if got is None:
+        got = b.__dict__["_array_basis"] = _basis(b)
+    return got
+
+
+def _measure(b: IterationBuilder, s: int, calls: list[LinkCall]) -> tuple[np.ndarray, dict]:
+    traffic = class_traffic(b, s, [], calls)
+    by_class: list[list] = [[] for _ in range(b.p)]
+    per_class: list[list[LinkCall]] = [[] for _ in range(b.p)]
+    per_class[s] = calls
+    return np.array([traffic[d] for d in COMM_DIMS]), tier_utilisation(b, b.net, by_class, 1.0, per_class)
+
+
+def _basis(b: IterationBuilder) -> Basis:
+    p = b.p
+    rows = []
+    for s in range(p):
+        calls = [c for ch, _ in b.rank_chunks(s) for c in ch.link_calls]      # one unit each
+        traffic, load = _measure(b, s, calls)
+        held = [ch for ch, _ in b.rank_chunks(s)]
+        comm = [sum(getattr(ch, f"{d}_bytes") for ch in held) if d != "pp" else 0.0 for d in COMM_DIMS[:3]]
+        rows.append((traffic, load, [*comm, 0.0, sum(ch.fsdp_bytes for ch in held)]))
+    keys = tuple(rows[0][1])
+    tiers = rows[0][0].shape[1]
+    pair_traffic = np.zeros((p, len(COMM_DIMS), tiers))
+    pair_load = np.zeros((p, len(keys)))
+    for q in range(p):
+        # Forward and backward transfers on a pair share one calls tuple (builder._pp_links).
+        links = b._transfer_shape(q, q, "forward")[5]
+        if links:
+            traffic, load = _measure(b, q, list(links))
+            pair_traffic[q] = traffic
+            pair_load[q] = [load[k] for k in keys]
+    return Basis(np.stack([r[0] for r in rows]), np.array([r[2] for r in rows]),
+                 np.array([[r[1][k] for k in keys] for r in rows]), pair_traffic, pair_load, keys,
+                 b.pp_msg_bytes, tiers)
+
+
+def transfer_tasks(b: IterationBuilder, sends: np.ndarray) -> list[Task]:
+    """One representative transfer task per (class, pair, direction) that sends: ``sends``
+    (2, p, pairs) counts forward and backward transfers."""
     out = []
-    for d, direction in enumerate(("forward", "backward")):
+    for d, direction in enumerate(DIRECTIONS):
         for s, pair in zip(*np.nonzero(sends[d]), strict=True):
             st, stream, priority, time_s, parts, links, tail = b._transfer_shape(int(pair), int(s), direction)
-            t = Task(st, stream, "pp", time_s, [], priority, parts, TransferInfo(0, 0, *tail), links)
-            out.append((t, int(round(sends[d, s, pair]))))
+            out.append(Task(st, stream, "pp", time_s, [], priority, parts, TransferInfo(0, 0, *tail), links))
     return out
 
 
-def byte_measures(b: IterationBuilder,
+def byte_measures(b: IterationBuilder, units: int,
                   sends: np.ndarray) -> tuple[tuple[dict, ...], tuple[dict, ...], dict, dict]:
     """Per class bus bytes per dimension and bytes per tier boundary, the tiers' load (bytes over
-    capacity: utilisation x T) and the main call of each dimension, for builder ``b`` (its ``m``
-    the iteration's units) whose classes send ``sends`` transfers (2, p, pairs)."""
-    p = b.p
-    reps = transfer_tasks(b, sends)
-    calls: list[list[LinkCall]] = []
-    comm: list[dict[str, float]] = []
-    for s in range(p):
-        held = b.rank_chunks(s)
-        mine = [(t, k) for t, k in reps if t.cls == s]
-        own = [c.scaled(units) for ch, units in held for c in ch.link_calls]
-        # Forward and backward transfers on one pair share one calls tuple (builder._pp_links).
-        shared: dict[int, list] = {}
-        for t, k in mine:
-            entry = shared.setdefault(id(t.links), [t.links, 0])
-            entry[1] += k
-        calls.append(own + [c if k == 1 else c.scaled(k) for links, k in shared.values() for c in links])
-        per = {"tp": sum(k * c.tp_bytes for c, k in held), "cp": sum(k * c.cp_bytes for c, k in held),
-               "ep": sum(k * c.ep_bytes for c, k in held), "pp": sum(k * t.info.bytes for t, k in mine),
-               "dp": sum(k * c.fsdp_bytes for c, k in held)}
-        comm.append(per)
-    traffic = tuple({d: tuple(v) for d, v in class_traffic(b, s, [], calls[s]).items()} for s in range(p))
-    load = tier_utilisation(b, b.net, [[] for _ in range(p)], 1.0, calls)
-    links = link_summary(b, [t for t, _ in reps])
-    return tuple(comm), traffic, load, links
+    capacity: utilisation x T) and the main call of each dimension, for ``units`` pipeline units
+    per class and ``sends`` (2, p, pairs) transfers."""
+    B = basis(b)
+    per_pair = sends.sum(axis=0)                                        # (p, pairs)
+    traffic = units * B.unit_traffic + np.einsum("sq,qdt->sdt", per_pair, B.pair_traffic)
+    load = units * B.unit_load.sum(axis=0) + per_pair.sum(axis=0) @ B.pair_load
+    comm = units * B.unit_comm
+    comm[:, COMM_DIMS.index("pp")] = per_pair.sum(axis=1) * B.message
+    comm_t = tuple(dict(zip(COMM_DIMS, row.tolist(), strict=True)) for row in comm)
+    traffic_t = tuple({d: tuple(traffic[s, i].tolist()) for i, d in enumerate(COMM_DIMS)}
+                      for s in range(b.p))
+    links = link_summary(b, transfer_tasks(b, sends))
+    return comm_t, traffic_t, dict(zip(B.load_keys, load.tolist(), strict=True)), links

@@ -24,7 +24,6 @@ from ..analysis.memory import class_memory
 from ..engine import TaskGraph
 from ..estimate.chunk_basis import layer_split
 from ..estimate.keys import compute_key
-from ..estimate.many import needs_simulation
 from ..estimate.program import KINDS
 from ..fold import REL_TOL, FoldInfo, _extrapolate, reduced
 from ..fold_plan import plan
@@ -56,6 +55,8 @@ class ArrayFold:
 def eligible(sc: Scenario) -> bool:
     """Whether the scenario's schedule, framework and options allow a graph the array runs hold
     (see module docstring); :func:`holds_all` then asks the builder about its gradient tasks."""
+    from ..estimate.many import needs_simulation  # deferred: the estimator's other modules
+
     par = sc.parallelism
     if needs_simulation(sc) or sc.communication.dp_priority or par.dp_kind != "allreduce" or sc.dp > 1:
         return False

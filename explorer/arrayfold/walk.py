@@ -74,25 +74,30 @@ def _walk(R: Rows, cls: np.ndarray, comp: np.ndarray, cat: np.ndarray, a: np.nda
     g = R.g
     ready = R.ready.ravel()                     # task-major: task t of row r at t * g + r
     binding = R.binding.ravel()
-    stop_cls = np.where(comp, cls, -1)          # reaching its own class's compute ends a walk
+    owner = np.where(comp, cls, -1)             # reaching its own class's compute ends a walk
     is_pp = (cat == PP).astype(np.int64)
     G = len(d)
     acc = np.zeros(2 * G)                       # per gap: bubble seconds, then pp seconds
     gid2 = 2 * np.arange(G)
     s_all, rows_all = s, rows
     while len(d):
-        live = (d >= 0) & (b - a > GAP_EPS)
-        live &= stop_cls[np.maximum(d, 0)] != s
+        live = b - a > GAP_EPS
+        live &= d >= 0
+        live &= owner[d] != s                   # (d = -1 reads the last task: dead already)
         if not live.all():
             dead = ~live
             acc[gid2[dead]] += np.maximum(b[dead] - a[dead], 0.0)
             a, b, d, s, rows, gid2 = a[live], b[live], d[live], s[live], rows[live], gid2[live]
             if not len(d):
                 break
-        flat = d * g + rows
-        lo = np.maximum(ready[flat], a)
-        acc[gid2 + is_pp[d]] += np.maximum(b - lo, 0.0)
-        b = np.minimum(b, lo)
+        flat = d * g
+        flat += rows
+        lo = ready[flat]
+        np.maximum(lo, a, out=lo)
+        amt = b - lo
+        np.maximum(amt, 0.0, out=amt)
+        acc[gid2 + is_pp[d]] += amt
+        np.minimum(b, lo, out=b)
         d = binding[flat]
     np.add.at(out, (rows_all, s_all, BUBBLE), acc[0::2])
     np.add.at(out, (rows_all, s_all, PP), acc[1::2])

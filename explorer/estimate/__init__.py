@@ -31,9 +31,18 @@ Agreement: equal to ``explorer.simulate.simulate`` to float rounding (iteration 
 fit) on every shipped scenario and on random valid scenarios (tests/test_estimator.py); with
 ``exact=False`` (what search ranks with) within fast.STATED_BOUND, layout rankings kept.
 """
-from .fast import estimate_many
-from .many import estimate
-from .overrides import estimate_overrides, scenarios_from_overrides
-from .result import Estimates
+from __future__ import annotations
+
+from importlib import import_module
 
 __all__ = ["Estimates", "estimate", "estimate_many", "estimate_overrides", "scenarios_from_overrides"]
+# Where each name lives, imported on first use (PEP 562): the simulation imports a few of these
+# modules (program, chunk_basis, keys) and should not pay for the vectorised estimator's others.
+_HOME = {"Estimates": ".result", "estimate": ".many", "estimate_many": ".fast",
+         "estimate_overrides": ".overrides", "scenarios_from_overrides": ".overrides"}
+
+
+def __getattr__(name: str):
+    if name in _HOME:
+        return getattr(import_module(_HOME[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

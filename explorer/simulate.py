@@ -16,7 +16,7 @@ from .analysis.bubble import bubble_formula, bubble_summary, explain_bubble, sta
 from .analysis.measures import Measures, measure
 from .analysis.report import WAN_EXPOSED_WARNING_SHARE, Notice, bottleneck, wan_report, warnings_for
 from .analysis.steady_state import ScheduledRun, schedule_iteration
-from .arrayfold.fold import simulate_arrays
+from .arrayfold.fold import arrays_tasks, simulate_arrays
 from .arrayfold.lazy import LazyTasks
 from .config.budget import check_unfolded_budget
 from .engine import Task
@@ -198,7 +198,7 @@ def _simulate(sc: Scenario, fold: bool) -> Result:
     if fold:
         arrays = simulate_arrays(sc)
         if arrays is not None:
-            tasks = LazyTasks(arrays.tasks, lambda: _tasks(sc))
+            tasks = LazyTasks(arrays.tasks, lambda: arrays_tasks(arrays) or _tasks(sc))
             return assemble(sc, arrays.builder, arrays.net, arrays.measures, tasks, arrays.info)
         folded = simulate_folded(sc)
         if folded is not None:

@@ -9,6 +9,7 @@ explorer/fold.py.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import random
 from dataclasses import replace
@@ -29,11 +30,14 @@ from explorer.arrayfold.rows import evaluate_rows
 from explorer.arrayfold.walk import breakdowns
 from explorer.estimate.program import KINDS
 from explorer.fold import reduced
+from explorer.fold_tasks import FoldedTasks
 from explorer.scenario import ScenarioError, from_dict
 from explorer.simulate import simulate
 from explorer.taskgraph.records import PassInfo, StepInfo, TransferInfo
 from explorer.timeline import estimate_rows, folded_timeline
 from explorer.vocabulary import CATEGORIES, CATEGORY_OF_PART
+
+simulate_module = importlib.import_module("explorer.simulate")   # (explorer.simulate is also a function)
 
 # Korthikanti et al. 2022's 175B layout (TP 8, PP 8, no data parallelism), shrunk: 8 stages.
 BASE = {
@@ -131,9 +135,14 @@ def test_a_korthikanti_like_pipeline_folds_over_arrays_and_equals_the_full_simul
     assert check_fold(sc)
 
 
-def test_the_lazy_task_list_draws_folded_and_counts_like_the_task_fold():
+def test_the_lazy_task_list_draws_folded_and_counts_like_the_task_fold(monkeypatch):
+    """Read, the task list is the array run's with the proven period (no engine run): drawn
+    folded, counted as the unfolded list."""
     sc = from_dict(BASE)
     r = simulate(sc)
+    monkeypatch.setattr(simulate_module, "_tasks", lambda sc: pytest.fail("the task fold ran"))
+    assert isinstance(r.tasks.resolve(), FoldedTasks)
+    assert r.tasks.resolve().periods + 1 == r.fold.repeats
     labels = tuple(c.label for c in r.classes)
     drawn = folded_timeline(r.tasks, labels, 2500)
     assert drawn.fold is not None and drawn.fold[2] == r.fold.repeats

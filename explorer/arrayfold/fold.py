@@ -25,7 +25,7 @@ from ..engine import TaskGraph
 from ..estimate.chunk_basis import layer_split
 from ..estimate.keys import compute_key
 from ..estimate.program import KINDS
-from ..fold import REL_TOL, FoldInfo, _extrapolate, reduced
+from ..fold import REL_TOL, FoldInfo, _extrapolate, _rebuild, reduced
 from ..fold_plan import plan
 from ..frameworks import profile as framework_profile
 from ..network import Network
@@ -37,6 +37,7 @@ from ..vocabulary import CATEGORIES, CATEGORY_OF_PART
 from .proof import match, unit_maps
 from .rows import Rows, evaluate_rows
 from .traffic import byte_measures
+from .unfold import KeptRun, folded_tasks
 from .walk import breakdowns
 
 
@@ -50,6 +51,16 @@ class ArrayFold:
     measures: Measures
     info: FoldInfo
     tasks: int                         # tasks of the full iteration's graph
+    kept: KeptRun                      # the triple's largest run, for the task list when read
+    measures_scenario: Scenario        # the scenario simulated (its full count)
+
+
+def arrays_tasks(fold: ArrayFold):
+    """The task list of a result folded over arrays (arrayfold/unfold.py), or None when the
+    builder's graph is not the array run's (the caller runs the task fold instead)."""
+    sc = fold.measures_scenario
+    ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
+    return folded_tasks(fold.kept, fold.builder, fold.info.delta_s, fold.info.periods, _rebuild(sc, ideal))
 
 
 def eligible(sc: Scenario) -> bool:
@@ -147,8 +158,11 @@ def _fold(sc: Scenario, base: IterationBuilder, R: Rows, counts: list[int], m: i
     tol = REL_TOL * max(float(T.max()), 1e-30)
     shift = R.units[1] - R.units[0]
     maps = unit_maps(R, shift)
-    deltas = [match(R, r, r + 1, T, tol, maps) for r in range(3)]
-    if any(d is None for d in deltas) or max(deltas) - min(deltas) > tol:
+    got = [match(R, r, r + 1, T, tol, maps) for r in range(3)]
+    if any(x is None for x in got):
+        return None
+    deltas = [x[0] for x in got]
+    if max(deltas) - min(deltas) > tol:
         return None
     flat = _timed_measures(base, R, T)
     step = counts[1] - counts[0]
@@ -171,7 +185,9 @@ def _fold(sc: Scenario, base: IterationBuilder, R: Rows, counts: list[int], m: i
     tasks = R.exists.sum(axis=0)
     info = FoldInfo(tuple(counts[:3]), step, periods, float(deltas[1]), int(tasks.sum()),
                     int(tasks[3] - tasks[2]))
-    return ArrayFold(base, base.net, ms, info, int(round(_full_tasks(R, units))))
+    kept = KeptRun(reduced(sc, counts[2]), *(x[:, 2].copy() for x in (R.exists, R.ready, R.start, R.end,
+                                                                       R.binding)), got[1][1], shift)
+    return ArrayFold(base, base.net, ms, info, int(round(_full_tasks(R, units))), kept, sc)
 
 
 def _timed_measures(b: IterationBuilder, R: Rows, T: np.ndarray) -> list[list[float]]:

@@ -48,9 +48,11 @@ def unit_maps(R: Rows, shift: int) -> Maps:
                 np.concatenate([np.ones(2 * n, bool), np.zeros(R.p, bool)]))
 
 
-def match(R: Rows, small: int, big: int, T: np.ndarray, tol: float, maps: Maps) -> float | None:
-    """Seconds one period adds when row ``big`` is row ``small`` with one period of ``maps``'s
-    shift inserted (times within ``tol``), else None."""
+def match(R: Rows, small: int, big: int, T: np.ndarray, tol: float,
+          maps: Maps) -> tuple[float, np.ndarray] | None:
+    """When row ``big`` is row ``small`` with one period of ``maps``'s shift inserted (times within
+    ``tol``): the seconds one period adds and which tasks of ``big`` are late ((N,) bool); else
+    None."""
     back, fwd = maps.back, maps.fwd
     here = R.exists[:, big]
     delta = float(T[big] - T[small])
@@ -100,4 +102,4 @@ def match(R: Rows, small: int, big: int, T: np.ndarray, tol: float, maps: Maps) 
     last = here & maps.per_unit & ((nxt < 0) | ~here[np.maximum(nxt, 0)])
     if not late[last].all():
         return None
-    return delta
+    return delta, late

@@ -9,7 +9,9 @@ recomputation and with selective recomputation plus sequence parallelism.  The s
 SC21 setup of explorer/calibration.py (``megatron_raw``) with Table 3's shapes.
 
 Printed, for every row: tasks of the full task graph and tasks the simulation scheduled (fewer when
-the steady state folds, explorer/fold.py), the unfolded path's phases (graph build, engine,
+the steady state folds, explorer/fold.py; for these pipelines without data parallelism the four
+reduced runs are array columns, explorer/arrayfold, and "folded" counts their tasks), the
+unfolded path's phases (graph build, engine,
 post-engine analysis), in-process milliseconds per evaluation of ``explorer.simulate.simulate``
 (median of ``--rounds`` rounds of N evaluations; N shrinks for slow variants so a round stays near
 ``--budget`` seconds) folded and unfolded; then the 1T row at 512 and 4,096 micro-batches, whole
@@ -138,12 +140,14 @@ def phases(sc: Scenario) -> dict[str, float]:
 
 
 def fold_stats(sc: Scenario) -> tuple[int, str]:
-    """Tasks the folded simulation scheduled and how it folded (explorer/fold.py)."""
+    """Tasks the folded simulation scheduled and how it folded (explorer/fold.py; "over arrays"
+    when explorer/arrayfold ran the reduced runs)."""
     res = simulate_with(sc, True)
     fold = getattr(res, "fold", None)
     if fold is None:
         return len(res.tasks), "not folded"
-    return fold.simulated_tasks, fold.describe()
+    arrays = type(res.tasks).__name__ == "LazyTasks"
+    return fold.simulated_tasks, fold.describe() + (" over arrays" if arrays else "")
 
 
 # -- llm-analysis ---------------------------------------------------------------------------------
@@ -260,7 +264,12 @@ def main() -> None:
               f"{simulated:,} tasks scheduled; {how}")
     print(f"ratio 4,096 / 512: {costs[4096] / costs[512]:.2f} (target <= 1.5)")
 
-    print(f"\n# whole processes: python -m explorer run ROW.json --json (median of {args.procs}), seconds")
+    # An installed package's modules are byte-compiled once (pip does it; Python caches them on first
+    # import); an environment with PYTHONDONTWRITEBYTECODE set (this sandbox) would otherwise compile
+    # every module at every start, about 0.1 s that neither a user nor Calculon's figure pays.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "explorer")], check=True)
+    print(f"\n# whole processes: python -m explorer run ROW.json --json (median of {args.procs}), seconds; "
+          "modules byte-compiled (python -m compileall explorer)")
     with tempfile.TemporaryDirectory() as tmp:
         for label, shape, sel in rows():
             t = explorer_process_s(raw_row(shape, sel), args.procs, Path(tmp))

@@ -35,7 +35,7 @@ from ..schedules.registry import get as get_schedule
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
 from ..vocabulary import CATEGORIES, CATEGORY_OF_PART
 from .proof import match, unit_maps
-from .rows import Rows, evaluate_rows
+from .rows import Rows, evaluate_rows, stage_starts
 from .traffic import byte_measures
 from .unfold import KeptRun, folded_tasks
 from .walk import breakdowns
@@ -199,12 +199,16 @@ def _timed_measures(b: IterationBuilder, R: Rows, T: np.ndarray) -> list[list[fl
     peaks = _peaks(b, R)
     # Everything but the activations' peak is the same for every count: priced once per class.
     held = _held_memory(b)
+    starts = stage_starts(R.prog)
     out = []
     for r in range(R.g):
         here = R.exists[:, r]
         busy = np.bincount(cls[here & comp], R.dur[here & comp, r], minlength=p)
-        end = np.zeros(p)
-        np.maximum.at(end, cls[here], R.end[here, r])
+        # Each class's last end: passes and transfers by stage blocks, then its optimizer step.
+        n = R.n
+        live = np.where(here, R.end[:, r], 0.0)
+        end = np.maximum(np.maximum.reduceat(live[:n], starts), np.maximum.reduceat(live[n:2 * n], starts))
+        end = np.maximum(end, live[2 * n:])
         row = [float(T[r]), *bd[r].ravel().tolist(), *busy.tolist(), *end.tolist()]
         for s, mb in enumerate(held):
             # class_memory adds the peak to the recompute transient: peak + transient, as here.
@@ -270,8 +274,6 @@ def _sends(R: Rows, units: int) -> np.ndarray:
         per = []
         for r in (0, 1):
             sel = R.exists[n:2 * n, r] & (pairs >= 0)
-            c = np.zeros((R.p, R.p))
-            np.add.at(c, (prog.stage[sel], pairs[sel]), 1.0)
-            per.append(c)
+            per.append(np.bincount(prog.stage[sel] * R.p + pairs[sel], minlength=R.p * R.p).reshape(R.p, R.p))
         out.append(np.round(per[0] + (per[1] - per[0]) * (units - R.units[0]) / du))
     return np.stack(out)

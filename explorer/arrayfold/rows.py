@@ -156,40 +156,48 @@ def binding_key(prog: Program) -> np.ndarray:
 def _evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
               real: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Start and end of every pass and start of every transfer (by sending pass) of ``prog`` for g
-    rows: estimate/critical_path.evaluate for graphs without parameter gathers or blocking sends,
-    whose passes wait for their stage and one transfer only — a pass's own forward (or backward)
-    ran earlier on its stage and never delays it, so max(clock, arrival) is the same number."""
-    n, p, g = prog.n, prog.p, dur.shape[1]
+    rows: estimate/critical_path.evaluate for graphs without parameter gathers or blocking sends.
+
+    The same max and + in the same order, with two shortcuts: a pass's own forward (or backward)
+    ran earlier on its stage and never delays it, so it waits for its stage and one transfer; and
+    a stage's compute stream is free when its previous op ended, its pp stream when its previous
+    transfer arrived (first in, first out), so both are read from the time vector where those ops
+    wrote, instead of being kept apart.  Starts are recomputed after the loop from the same maxima."""
+    n, g = prog.n, dur.shape[1]
     end0 = prog.end0
     times = np.zeros((end0 + 3 * n, g))
-    clock = np.zeros((p, g))
-    pp_free = np.zeros((p, g))
     order, bounds = prog.order, prog.bounds
-    arrival = np.maximum(prog.src[:, 0], prog.src[:, 1])[order]
-    stage_o, slot_o, dur_o, real_o = prog.stage[order], end0 + order, dur[order], real[order]
+    arrival = np.maximum(prog.src[:, 0], prog.src[:, 1])
+    first = np.r_[True, prog.stage[1:] != prog.stage[:-1]]
+    before = np.where(first, 0, end0 + np.arange(n) - 1)           # the previous op's end: 0 first
+    arrival_o, before_o, slot_o, dur_o, real_o = (arrival[order], before[order], end0 + order, dur[order],
+                                                  real[order])
     phantom = np.logical_and.reduceat(real_o, np.asarray(bounds[:-1]), axis=0).min(axis=1) == 0
-    sent = seconds[prog.send_ops]                          # one send per pass: by sending op
-    start_o = np.empty((n, g))
-    t_start = np.zeros((n, g))
+    # Sends in plan order (the pp streams' FIFO order): each one's slot and the slot of the
+    # transfer its stage sent before it (0: none, the stream free from the start).
+    ops = prog.send_ops
+    slots = np.where(prog.send_cols == 0, end0 + n + ops, end0 + 2 * n + ops)
+    by_stage = np.argsort(prog.stage[ops], kind="stable")
+    prev_slot = np.zeros(len(ops), np.int64)
+    same = prog.stage[ops][by_stage][1:] == prog.stage[ops][by_stage][:-1]
+    prev_slot[by_stage[1:][same]] = slots[by_stage[:-1][same]]
+    sent = seconds[ops]                                             # one send per pass
     for k, plan in enumerate(prog.sends):
         lo, hi = bounds[k], bounds[k + 1]
-        st = stage_o[lo:hi]
-        ready = times[arrival[lo:hi]]
+        ready = times[arrival_o[lo:hi]]
         if phantom[k]:
-            ready *= real_o[lo:hi]                         # phantoms wait for nothing
-        s0 = np.maximum(clock[st], ready, out=ready)
-        start_o[lo:hi] = s0
-        e0 = s0 + dur_o[lo:hi]
+            ready *= real_o[lo:hi]                                  # phantoms wait for nothing
+        e0 = np.maximum(times[before_o[lo:hi]], ready, out=ready)
+        e0 += dur_o[lo:hi]
         times[slot_o[lo:hi]] = e0
-        for pos, senders, ss, slot, a, b in plan:
-            arrive = np.maximum(pp_free[ss], e0[pos])
-            t_start[senders] = arrive
+        for pos, _, _, slot, a, b in plan:
+            arrive = np.maximum(times[prev_slot[a:b]], e0[pos])
             arrive += sent[a:b]
-            pp_free[ss] = arrive
             times[slot] = arrive
-        clock[st] = e0
-    start = np.empty((n, g))
-    start[order] = start_o
+    wait = times[arrival] * real
+    start = np.maximum(times[before], wait, out=wait)
+    t_start = np.zeros((n, g))
+    t_start[ops] = np.maximum(times[prev_slot], times[end0 + ops])
     return start, times[end0:end0 + n], t_start
 
 

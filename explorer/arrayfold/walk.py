@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..vocabulary import CATEGORIES
-from .rows import Rows
+from .rows import Rows, stage_starts
 
 BUBBLE = CATEGORIES.index("bubble")
 PP = CATEGORIES.index("pp")
@@ -31,13 +31,16 @@ def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray) -> np.ndarray:
     out = np.zeros((g, p, len(CATEGORIES)))
     cls, comp = R.cls(), R.compute()
     cat = np.where(comp, BUBBLE, PP)
-    col_stage = np.zeros(len(parts), np.int64)
-    col_stage[prog.dur] = prog.stage
+    # Duration-table columns are stage-major blocks of nch x KINDS: one block of parts per stage.
+    width = -(-len(parts) // p)
+    table = np.zeros((p * width, len(CATEGORIES)))
+    table[:len(parts)] = parts
+    table = table.reshape(p, width, -1)
     gaps: list[tuple[np.ndarray, ...]] = []
     for r in range(g):
         sel = np.flatnonzero(R.real[:, r] & (R.dur[:n, r] > 0))
-        counts = np.bincount(prog.dur[sel], minlength=len(parts)).astype(float)
-        np.add.at(out[r], col_stage, counts[:, None] * parts)
+        counts = np.bincount(prog.dur[sel], minlength=p * width).astype(float).reshape(p, width, 1)
+        out[r] = (counts * table).sum(axis=1)
         opt = R.dur[2 * n:, r]
         out[r, :, OPTIMIZER] += opt
         # Compute tasks of each class in start order: its real passes, then its optimizer step.
@@ -49,8 +52,8 @@ def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray) -> np.ndarray:
         gap = starts > at
         gaps.append((at[gap], starts[gap], R.binding[sel[gap], r], st[gap], np.full(gap.sum(), r)))
         # After the class's last compute task: what the iteration still waits for.
-        last_end = np.zeros(p)
-        np.maximum.at(last_end, st, R.end[sel, r])
+        last_end = np.maximum.reduceat(np.where(R.real[:, r] & (R.dur[:n, r] > 0), R.end[:n, r], 0.0),
+                                       stage_starts(prog))
         has_opt = opt > 0
         last_end = np.where(has_opt, R.end[2 * n:, r], last_end)
         tail = np.flatnonzero(T[r] > last_end)
@@ -99,5 +102,7 @@ def _walk(R: Rows, cls: np.ndarray, comp: np.ndarray, cat: np.ndarray, a: np.nda
         acc[gid2 + is_pp[d]] += amt
         np.minimum(b, lo, out=b)
         d = binding[flat]
-    np.add.at(out, (rows_all, s_all, BUBBLE), acc[0::2])
-    np.add.at(out, (rows_all, s_all, PP), acc[1::2])
+    g, p = out.shape[:2]
+    where = rows_all * p + s_all
+    out[:, :, BUBBLE] += np.bincount(where, acc[0::2], g * p).reshape(g, p)
+    out[:, :, PP] += np.bincount(where, acc[1::2], g * p).reshape(g, p)

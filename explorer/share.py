@@ -14,6 +14,7 @@ and escaped), so a hostile or stale link still opens on a valid scenario.
 """
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -195,6 +196,14 @@ def format_value(v: Any) -> str:
         return "[" + ",".join(format_value(x) for x in v) + "]"
     if v is None:
         return "null"
+    if isinstance(v, str):
+        # A string YAML would read as something else ("a: b" a mapping, "true", "12", "[x]",
+        # "# x") is written quoted, as JSON, which YAML reads back as that string.
+        try:
+            plain = parse_value(v, "value") == v
+        except ScenarioError:
+            plain = False
+        return v if plain else json.dumps(v, ensure_ascii=False)
     return str(v)
 
 

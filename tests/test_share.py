@@ -26,6 +26,21 @@ def test_link_round_trips_to_the_same_scenario_and_the_same_link(scenario, overr
     assert from_dict(apply_overrides(preset_raw(scenario), again.overrides)) == sc
 
 
+@pytest.mark.parametrize("name", ["Korthikanti Table 5: 1T (full)", "true", "12", "[x]", "# x", "- a",
+                                  "null", "plain name"])
+def test_a_scenario_name_that_yaml_would_read_otherwise_round_trips(name):
+    """A name with ': ' (bench/korthikanti.py's) or one YAML reads as a boolean, number, list,
+    comment or null is written quoted; the link opens without a warning, the name intact."""
+    base = from_dict(preset_raw("teaching-8gpu"))
+    sc = from_dict(apply_overrides(preset_raw("teaching-8gpu"), {"name": name}))
+    view = parse_query({"scenario": "teaching-8gpu"})
+    query = to_query(view, base, sc)
+    again = parse_query(query)
+    assert again.warnings == []
+    assert from_dict(apply_overrides(preset_raw("teaching-8gpu"), again.overrides)).name == name
+    assert (query["name"] == name) == (name == "plain name")
+
+
 def test_dp_follows_the_other_degrees_unless_the_link_sets_it():
     view = parse_query({"scenario": "megatron-gpt3-175b", "parallelism.pp": "4"})
     sc = from_dict(apply_overrides(preset_raw("megatron-gpt3-175b"), view.overrides))

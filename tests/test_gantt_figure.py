@@ -74,3 +74,17 @@ def test_hidden_ring_attention_transfers_are_visible_on_the_cp_lane():
     assert cp.marker.pattern.shape == "/" and cp.marker.pattern.fillmode == "overlay"   # stripes over colour
     assert len(cp.x) >= 32 and min(cp.x) >= 0.002 * res.iteration_time_s * 1e3
     assert all(row[5] < x for row, x in zip(cp.customdata, cp.x, strict=True))      # true duration is shorter
+
+
+@pytest.mark.parametrize("pp,every", [(8, True), (64, False)])
+def test_band_labels_thin_out_when_the_stages_would_overlap(pp, every):
+    """Eight stages are each labelled; 64 stages in at most 600 px would print labels on top of
+    each other (the Korthikanti 1T row), so every k-th is, the first and last kept, each label at
+    least 1.5 lines of its font apart."""
+    _, _, fig, _ = figure("megatron-gpt3-175b", **{"parallelism.pp": pp, "model.layers": 128,
+                                                   "cluster.nodes": 16 * pp})
+    vals = list(fig.layout.yaxis.tickvals)
+    assert vals[0] == 0 and vals[-1] == pp - 1
+    assert (len(vals) == pp) == every
+    font = fig.layout.yaxis.tickfont.size
+    assert min(b - a for a, b in zip(vals, vals[1:])) * (fig.layout.height - 110) / pp >= 1.5 * font - 1e-9

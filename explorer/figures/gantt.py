@@ -49,6 +49,11 @@ class GanttInfo:
     lanes: int
 
 
+# A class label on the band axis needs about LABEL_PX lines of its font size in pixels; the plot
+# area is the figure's height less the legend and the axis margins.
+LABEL_PX = 1.5
+PLOT_MARGIN_PX = 110
+
 def lane_name(name: str, gpus: int) -> str:
     """A GPU class's lane label: its name and how many GPUs behave like it (``stage 0 ×2``)."""
     return f"{name} ×{gpus}"
@@ -161,11 +166,17 @@ def gantt(columns: dict[str, list], lane_names: tuple[str, ...], iteration_s: fl
         fig.add_trace(go.Bar(x=[None], y=[None], orientation="h", name=WAN_LEGEND,
                              marker=dict(color="white", line=outline)))
     if bands:
-        yaxis = dict(tickmode="array", tickvals=classes, ticktext=[short[k] for k in classes],
-                     range=[max(classes) + 0.6, min(classes) - 0.6], automargin=True, showgrid=False,
-                     zeroline=False, tickfont=dict(size=font_size))
         rows_count = len(classes)
         h = height or max(380, min(600, 80 + 28 * rows_count))
+        # Label every class while the labels fit the plot's height; beyond, every k-th one (the
+        # first and last kept), so that 64 stages do not print on top of each other.
+        step = max(1, math.ceil(rows_count * LABEL_PX * font_size / max(h - PLOT_MARGIN_PX, 1)))
+        ticks = classes[::step]
+        if ticks[-1] != classes[-1]:
+            ticks = ticks[:-1] + [classes[-1]] if len(ticks) > 1 else ticks + [classes[-1]]
+        yaxis = dict(tickmode="array", tickvals=ticks, ticktext=[short[k] for k in ticks],
+                     range=[max(classes) + 0.6, min(classes) - 0.6], automargin=True, showgrid=False,
+                     zeroline=False, tickfont=dict(size=font_size))
     else:
         order = [label[k] for k in lanes_present]
         yaxis = dict(categoryorder="array", categoryarray=order[::-1], automargin=True,

@@ -243,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
             all_cached += t_cached
             all_wr += t_wr
             all_card += t_card
-            print(f"  {name}: done", flush=True)
+            print(f"  {name}: done; each change until settled, new then cached: "
+                  f"{' '.join(f'{t:.2f}' for t in t_new)} | {' '.join(f'{t:.2f}' for t in t_cached)} s",
+                  flush=True)
         browser.close()
 
     n = args.repeat

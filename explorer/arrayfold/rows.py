@@ -1,10 +1,11 @@
 """Every task of a few reduced runs as arrays: passes, pipeline transfers and optimizer steps with
 the engine's ready, start and end times and binding dependency, for several unit counts at once.
 
-The estimator's compiled program (estimate/program.py) evaluated step by step
-(estimate/critical_path.py) gives every pass's start and end and every transfer's start and arrival
-to float rounding of the engine's own (the same max and + in the same order), for all rows of a
-group at once; rows with fewer units than the program run it with phantom units.  What the engine
+The estimator's compiled program (estimate/program.py) evaluated step by step, as
+estimate/critical_path.py does (:func:`_evaluate`), gives every pass's start and end and every
+transfer's start and arrival bit for bit as the engine computes them (the same max and + in the
+same order; tests/test_arrayfold.py), for all rows at once; rows with fewer units than the program
+run it with phantom units.  Durations are the builder's own (:func:`costs`).  What the engine
 also records — when a task's inputs were all there (``ready``) and which input came last
 (``binding``) — follows from those times and the builder's dependencies
 (taskgraph/builder.py): a pass waits for the previous pass of its stage in program order, the

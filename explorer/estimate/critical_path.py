@@ -36,15 +36,13 @@ class OpTimes:
 
 
 def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray, gates: np.ndarray,
-             blocking: bool, transfer_start: np.ndarray | None = None) -> OpTimes:
+             blocking: bool) -> OpTimes:
     """Times of every op of ``prog`` for g rows.
 
     ``dur``: (n, g) seconds of each op; ``sends``: (2, n, g) seconds of the forward and backward
     transfer it sends (0 where none); ``real``: (n, g) 1.0 for the row's own ops, 0.0 for phantoms;
     ``gates``: (p*nch, g) when each chunk's first forward may start (ZeRO 1-2 parameter gathers);
-    ``blocking``: sends run on the sender's compute stream instead of its pp stream;
-    ``transfer_start``: (n, g), filled (when given, sends not blocking) with when the transfer each
-    op sends starts on its pp stream (one per op: the array fold holds no op that sends two)."""
+    ``blocking``: sends run on the sender's compute stream instead of its pp stream."""
     g = dur.shape[1]
     n, p = prog.n, prog.p
     end0 = prog.end0
@@ -67,7 +65,7 @@ def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray
         start_o[lo:hi] = s0
         e0 = s0 + dur_o[lo:hi]
         times[slot_o[lo:hi]] = e0
-        for pos, senders, ss, slot, a, b in plan:
+        for pos, _, ss, slot, a, b in plan:
             after = e0[pos]
             if blocking:
                 arrive = after + sent[a:b]
@@ -75,8 +73,6 @@ def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray
                 e0[pos] = arrive                                   # the compute stream sends
             else:
                 arrive = np.maximum(pp_free[ss], after)
-                if transfer_start is not None:
-                    transfer_start[senders] = arrive
                 arrive += sent[a:b]
                 pp_free[ss] = arrive
             times[slot] = arrive

@@ -14,6 +14,7 @@ iteration directly (arrayfold/traffic.py).
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,13 +53,13 @@ class ArrayFold:
     info: FoldInfo
     tasks: int                         # tasks of the full iteration's graph
     kept: KeptRun                      # the triple's largest run, for the task list when read
-    measures_scenario: Scenario        # the scenario simulated (its full count)
+    scenario: Scenario                 # the scenario simulated (its full count)
 
 
 def arrays_tasks(fold: ArrayFold):
     """The task list of a result folded over arrays (arrayfold/unfold.py), or None when the
     builder's graph is not the array run's (the caller runs the task fold instead)."""
-    sc = fold.measures_scenario
+    sc = fold.scenario
     ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
     return folded_tasks(fold.kept, fold.builder, fold.info.delta_s, fold.info.periods, _rebuild(sc, ideal))
 
@@ -129,18 +130,23 @@ def simulate_arrays(sc: Scenario) -> ArrayFold | None:
 # changes only its global batch (the app's slider, a sweep over batch sizes) reuses one.
 MAX_BUILDERS = 8
 _BUILDERS: dict[Scenario, IterationBuilder] = {}
+_BUILDERS_LOCK = threading.Lock()          # the app simulates in one thread per session
 
 
 def _builder(small: Scenario, ideal: frozenset[str]) -> IterationBuilder:
     """The builder of reduced scenario ``small`` (memoised), its layer split the estimator's (one
     direction: the array runs hold no DualPipe)."""
-    b = _BUILDERS.pop(small, None)
-    if b is None:
-        split = layer_split(small, compute_key(small), False)
-        b = IterationBuilder(small, Network(small, free="comm" in ideal), ideal, split)
+    with _BUILDERS_LOCK:
+        b = _BUILDERS.pop(small, None)
+        if b is not None:
+            _BUILDERS[small] = b
+            return b
+    split = layer_split(small, compute_key(small), False)
+    b = IterationBuilder(small, Network(small, free="comm" in ideal), ideal, split)
+    with _BUILDERS_LOCK:
         while len(_BUILDERS) >= MAX_BUILDERS:
             del _BUILDERS[next(iter(_BUILDERS))]
-    _BUILDERS[small] = b
+        _BUILDERS[small] = b
     return b
 
 

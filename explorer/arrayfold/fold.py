@@ -106,8 +106,11 @@ def simulate_arrays(sc: Scenario) -> ArrayFold | None:
         beyond = 2 * triple[2] - triple[1]
         counts = [*triple, beyond]
         tried |= set(counts)
-        # Four runs of as many units as the full iteration (or more) save nothing.
-        if beyond >= fp.micro_batches or sum(tried) > fp.limit or sum(counts) >= fp.micro_batches:
+        # Four runs of as many units as the full iteration (or more) save nothing.  The plan's limit
+        # keeps the task fold's search cheaper than the engine's full run; a failed array attempt
+        # costs far less than that run, so the arrays may search up to the full count.
+        if beyond >= fp.micro_batches or sum(tried) > max(fp.limit, fp.micro_batches) \
+                or sum(counts) >= fp.micro_batches:
             return None
         if base is None:
             if not eligible(sc):

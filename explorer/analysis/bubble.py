@@ -49,9 +49,14 @@ WATERFALL_MAX_TASKS = 200_000
 
 def _mean_bubble(sc: Scenario, ideal: frozenset[str]) -> float:
     """The Bubble card of ``sc`` simulated with the given ideal-pipeline aspects (its steady state
-    folded where it folds, explorer/fold.py)."""
-    from ..fold import simulate_folded  # deferred: the fold builds on the analysis modules
+    folded where it folds: over arrays, explorer/arrayfold, or over tasks, explorer/fold.py)."""
+    from ..arrayfold.fold import simulate_arrays  # deferred: the folds build on the analysis modules
+    from ..fold import simulate_folded
 
+    arrays = simulate_arrays(sc, ideal)
+    if arrays is not None:
+        ms = arrays.measures
+        return sum(b["bubble"] for b in ms.breakdowns) / len(ms.breakdowns) / ms.T
     folded = simulate_folded(sc, ideal)
     if folded is not None:
         ms = folded.measures

@@ -59,9 +59,8 @@ class ArrayFold:
 def arrays_tasks(fold: ArrayFold):
     """The task list of a result folded over arrays (arrayfold/unfold.py), or None when the
     builder's graph is not the array run's (the caller runs the task fold instead)."""
-    sc = fold.scenario
-    ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
-    return folded_tasks(fold.kept, fold.builder, fold.info.delta_s, fold.info.periods, _rebuild(sc, ideal))
+    return folded_tasks(fold.kept, fold.builder, fold.info.delta_s, fold.info.periods,
+                        _rebuild(fold.scenario, fold.builder.ideal))
 
 
 def eligible(sc: Scenario) -> bool:
@@ -92,13 +91,15 @@ def holds_all(b: IterationBuilder) -> bool:
     return got
 
 
-def simulate_arrays(sc: Scenario) -> ArrayFold | None:
+def simulate_arrays(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayFold | None:
     """The folded simulation of ``sc`` from array runs, or None when ``sc`` is not :func:`eligible`,
-    folding does not pay, or no period is proven within the plan's limit."""
+    folding does not pay, or no period is proven within the plan's limit.  ``ideal``: the aspects
+    of the ideal pipeline to apply (the scenario's own when None; analysis/bubble.py's steps)."""
     fp = plan(sc)
     if fp is None:
         return None
-    ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
+    if ideal is None:
+        ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
     slices = sc.parallelism.token_slices
     base: IterationBuilder | None = None
     tried: set[int] = set()
@@ -132,24 +133,25 @@ def simulate_arrays(sc: Scenario) -> ArrayFold | None:
 # chunks, priced passes and transfers) does not depend on the micro-batch count, so a scenario that
 # changes only its global batch (the app's slider, a sweep over batch sizes) reuses one.
 MAX_BUILDERS = 8
-_BUILDERS: dict[Scenario, IterationBuilder] = {}
+_BUILDERS: dict[tuple[Scenario, frozenset[str]], IterationBuilder] = {}
 _BUILDERS_LOCK = threading.Lock()          # the app simulates in one thread per session
 
 
 def _builder(small: Scenario, ideal: frozenset[str]) -> IterationBuilder:
-    """The builder of reduced scenario ``small`` (memoised), its layer split the estimator's (one
-    direction: the array runs hold no DualPipe)."""
+    """The builder of reduced scenario ``small`` with the ideal-pipeline aspects ``ideal``
+    (memoised), its layer split the estimator's (one direction: the array runs hold no DualPipe)."""
+    key = (small, ideal)
     with _BUILDERS_LOCK:
-        b = _BUILDERS.pop(small, None)
+        b = _BUILDERS.pop(key, None)
         if b is not None:
-            _BUILDERS[small] = b
+            _BUILDERS[key] = b
             return b
     split = layer_split(small, compute_key(small), False)
     b = IterationBuilder(small, Network(small, free="comm" in ideal), ideal, split)
     with _BUILDERS_LOCK:
         while len(_BUILDERS) >= MAX_BUILDERS:
             del _BUILDERS[next(iter(_BUILDERS))]
-        _BUILDERS[small] = b
+        _BUILDERS[key] = b
     return b
 
 

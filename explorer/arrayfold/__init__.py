@@ -8,6 +8,7 @@ walk        per-class breakdowns: busy parts, idle gaps explained along binding 
 proof       one run is the one before with one period inserted
 traffic     bytes, tier load and main calls of the full iteration from transfer counts
 fold        eligibility, the proofs, extrapolation to the scenario's count
+unfold      the task list of the kept run with the proven period (fold_tasks.FoldedTasks)
 lazy        the task list, made only when read
 ==========  ======================================================================================
 """

@@ -2,15 +2,17 @@
 reduced simulations evaluated as arrays (arrayfold/rows.py) instead of task objects.
 
 For a pipeline whose task graph holds only passes, pipeline transfers and optimizer steps
-(:func:`eligible`: no gradient buckets, parameter gathers or overlapped FSDP calls, sends on their
-own stream, a flushing schedule whose order depends on the units alone), the reduced counts of the
-fold's plan (fold_plan.py) are evaluated as four columns of one compiled program.  The same two
+(:func:`eligible` and :func:`holds_all`: no gradient buckets, parameter gathers or overlapped FSDP
+calls, sends on their own stream, a flushing schedule whose order depends on the units alone), the
+reduced counts of the fold's plan (fold_plan.py) are evaluated as four columns of one compiled
+program.  The same two
 proofs as explorer/fold.py then hold or the caller falls back to it: every task of each run is the
 previous run's, early or one period late with its binding dependency (arrayfold/proof.py), the
 same delta three times; and every timed measure (iteration time, per-class breakdown, busy and
 end times, memory) lies on one line over the four counts.  The measures are extrapolated to the
 scenario's count; bytes and tier load, which do not depend on timing, are counted for the full
-iteration directly (arrayfold/traffic.py).
+iteration directly (arrayfold/traffic.py).  The search may try reduced counts up to the full one
+(the task fold's plan stops earlier: its reduced runs cost engine time, these a little numpy).
 """
 from __future__ import annotations
 

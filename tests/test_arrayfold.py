@@ -23,17 +23,18 @@ from test_golden import same
 from test_random_scenarios import random_raw
 
 from explorer.analysis.steady_state import schedule_iteration
-from explorer.arrayfold.fold import eligible, holds_all, simulate_arrays
+from explorer.arrayfold.fold import eligible, simulate_arrays
 from explorer.arrayfold.lazy import LazyTasks
 from explorer.arrayfold.proof import match, unit_maps
 from explorer.arrayfold.rows import evaluate_rows
+from explorer.arrayfold.tail import tail
 from explorer.arrayfold.walk import breakdowns
 from explorer.estimate.program import KINDS
 from explorer.fold import reduced
 from explorer.fold_tasks import FoldedTasks
 from explorer.scenario import ScenarioError, from_dict
 from explorer.simulate import simulate
-from explorer.taskgraph.records import PassInfo, StepInfo, TransferInfo
+from explorer.taskgraph.records import BucketInfo, PassInfo, StepInfo, TransferInfo
 from explorer.timeline import estimate_rows, folded_timeline
 from explorer.vocabulary import CATEGORIES, CATEGORY_OF_PART
 
@@ -50,30 +51,36 @@ BASE = {
 
 
 def pipeline_raw(seed: int) -> dict:
-    """A random scenario without data parallelism (tests/test_random_scenarios.py's options), long
-    enough to fold: the graphs the array runs hold (a few, with context parallelism's gradient
-    reduction or DeepSpeed's blocking sends, go to the task fold)."""
+    """A random pipeline (tests/test_random_scenarios.py's options), one or two replicas, long
+    enough to fold: the graphs the array runs hold (a few, with ZeRO gathers, SM contention, CP's
+    gradient reduction or DeepSpeed's blocking sends, go to the task fold)."""
     rng = random.Random(seed)
     raw = random_raw(rng)
     par = raw["parallelism"]
     par.update(pp=rng.choice([2, 4, 8]), ep=1, cp=rng.choice([1, 1, 1, 2]),
                schedule=rng.choice(["1f1b", "1f1b", "interleaved", "zb-h1", "zb-h2", "gpipe"]))
     par["vpp"] = 2 if par["schedule"] == "interleaved" else 1
-    gpus = par["tp"] * par["pp"] * par["cp"]
+    # Half of them with two replicas whose gradients are all-reduced in buckets (ZeRO 0).
+    dp = rng.choice([1, 2])
+    if dp == 2:
+        par["zero"] = 0
+    gpus = par["tp"] * par["pp"] * par["cp"] * dp
     gpn = min(gpus, raw["cluster"]["gpus_per_node"])
     raw["cluster"].update(gpus_per_node=gpn, nodes=gpus // gpn, datacenters=1)
     raw["model"].update(layers=rng.choice([16, 32]), vocab=rng.choice([1000, 51200]))
-    raw["training"]["global_batch"] = raw["training"]["micro_batch"] * rng.choice([64, 128, 256])
+    raw["training"]["global_batch"] = raw["training"]["micro_batch"] * dp * rng.choice([64, 128, 256])
     raw["training"]["framework"] = rng.choice(["megatron", "megatron", "fsdp", "deepspeed"])
     raw["communication"]["dp_priority"] = False
     return raw
 
 
 def engine_space(tasks, n: int, prog) -> list[int]:
-    """The task-space index (arrayfold/rows.py) of every engine task."""
+    """The task-space index (arrayfold/rows.py) of every engine task: passes by what they are,
+    transfers by their sender, the per-iteration tasks (buckets, steps) in task order from 2n."""
     look = {(int(prog.stage[i]), int(prog.kind[i]), int(prog.local[i]), int(prog.mb[i])): i for i in range(n)}
     kinds = {"forward": 0, "backward": 1, "weight-grad": 3}
     out: list[int] = []
+    tail_seen = 0
     for t in tasks:
         if isinstance(t.info, PassInfo):
             kind = kinds[t.kind]
@@ -83,24 +90,33 @@ def engine_space(tasks, n: int, prog) -> list[int]:
         elif isinstance(t.info, TransferInfo):
             out.append(n + out[t.deps[0][0]])
         else:
-            assert isinstance(t.info, StepInfo)
-            out.append(2 * n + t.cls)
+            assert isinstance(t.info, (StepInfo, BucketInfo))
+            out.append(2 * n + tail_seen)
+            tail_seen += 1
     return out
 
 
-@pytest.mark.parametrize("schedule,vpp,slices", [("1f1b", 1, 1), ("interleaved", 2, 1), ("zb-h1", 1, 1),
-                                                  ("1f1b", 1, 2)])
-def test_array_runs_are_the_engines_task_for_task(schedule, vpp, slices):
-    """Ready, start, end and the binding dependency of every pass, transfer and optimizer step of
-    four reduced runs equal the engine's bit for bit, and their breakdowns the engine's walk."""
+@pytest.mark.parametrize("schedule,vpp,slices,dp", [
+    ("1f1b", 1, 1, ""), ("interleaved", 2, 1, ""), ("zb-h1", 1, 1, ""), ("1f1b", 1, 2, ""),
+    ("1f1b", 1, 1, "overlap"), ("interleaved", 2, 1, "after"), ("zb-h1", 1, 1, "overlap")])
+def test_array_runs_are_the_engines_task_for_task(schedule, vpp, slices, dp):
+    """Ready, start, end and the binding dependency of every pass, transfer, gradient bucket and
+    optimizer step of four reduced runs equal the engine's bit for bit, and their breakdowns the
+    engine's walk.  ``dp``: two replicas whose buckets leave during the last backward (PyTorch
+    DDP's overlap) or after it (Megatron-LM of 2021)."""
     raw = json.loads(json.dumps(BASE))
     raw["parallelism"].update(schedule=schedule, vpp=vpp, token_slices=slices)
     raw["training"]["recompute"] = "selective"
+    if dp:
+        raw["cluster"]["nodes"] = 16
+        raw["parallelism"]["zero"] = 0
+        raw["communication"] = {"dp_overlap": dp == "overlap"}
     sc = from_dict(raw)
     assert eligible(sc)
     counts = [10, 11, 12, 13] if vpp == 1 else [16, 24, 32, 40]
     runs = [schedule_iteration(reduced(sc, c)) for c in counts]
-    assert holds_all(runs[0].builder)
+    tl = tail(runs[0].builder)
+    assert tl is not None and (len(tl.buckets) > 0) == bool(dp)
     R = evaluate_rows(runs[0].builder, [c * slices for c in counts])
     n = R.n
     T = np.array([r.T for r in runs])
@@ -151,7 +167,12 @@ def test_the_lazy_task_list_draws_folded_and_counts_like_the_task_fold(monkeypat
 
 
 @pytest.mark.parametrize("change,why", [
-    ({"cluster": {"nodes": 16, "gpus_per_node": 8}}, "data parallelism: gradient buckets"),
+    ({"cluster": {"nodes": 16, "gpus_per_node": 8}}, "ZeRO-1 gathers the parameters back (default zero 1)"),
+    ({"cluster": {"nodes": 16}, "parallelism": {"zero": 0},
+      "communication": {"dp_overlap": True, "comm_sms": 16}}, "buckets that slow the pass they overlap"),
+    ({"cluster": {"nodes": 16}, "parallelism": {"zero": 0}, "communication": {"dp_overlap": True,
+                                                                            "dp_priority": True}},
+     "P3 priorities reorder the dp stream"),
     ({"training": {"framework": "deepspeed"}}, "blocking sends on the compute stream"),
     ({"parallelism": {"schedule": "pipedream-async"}}, "a never-flushing window"),
     ({"parallelism": {"schedule": "gpipe"}}, "grows in two places"),
@@ -161,7 +182,7 @@ def test_the_lazy_task_list_draws_folded_and_counts_like_the_task_fold(monkeypat
 def test_graphs_the_arrays_do_not_hold_go_to_the_task_fold(change, why):
     raw = json.loads(json.dumps(BASE))
     for k, v in change.items():
-        raw[k].update(v)
+        raw.setdefault(k, {}).update(v)
     sc = from_dict(raw)
     assert simulate_arrays(sc) is None, why
     assert not isinstance(simulate(sc).tasks, LazyTasks)

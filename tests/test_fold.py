@@ -14,6 +14,7 @@ from test_golden import same
 from test_random_scenarios import SCHEDULES, random_raw
 
 from explorer.analysis.steady_state import schedule_iteration
+from explorer.arrayfold.lazy import resolved
 from explorer.config import shipped_scenarios
 from explorer.figures.gantt import folded_ticks
 from explorer.fold import reduced
@@ -213,7 +214,7 @@ def test_megatron_175b_folds_and_its_drawing_and_downloads_unfold_lazily():
     # The download budget counts the folded list as the full one, without unfolding it.
     assert estimate_rows(r.tasks) == estimate_rows(full.tasks)
     assert estimate_rows(r.tasks, coarse=True) == estimate_rows(full.tasks, coarse=True)
-    assert r.tasks._full is None                      # nothing unfolded so far
+    assert resolved(r.tasks)._full is None            # nothing unfolded so far
     csv_folded = r.timeline.to_csv().splitlines()
     csv_full = full.timeline.to_csv().splitlines()
     assert len(csv_folded) == len(csv_full) and csv_folded[0] == csv_full[0]

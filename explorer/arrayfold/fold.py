@@ -1,9 +1,10 @@
 """The steady-state fold over array runs: explorer/fold.py's proof and extrapolation, with the four
 reduced simulations evaluated as arrays (arrayfold/rows.py) instead of task objects.
 
-For a pipeline whose task graph holds only passes, pipeline transfers and optimizer steps
-(:func:`eligible` and :func:`holds_all`: no gradient buckets, parameter gathers or overlapped FSDP
-calls, sends on their own stream, a flushing schedule whose order depends on the units alone), the
+For a pipeline whose task graph holds only passes, pipeline transfers, gradient buckets and
+optimizer steps (:func:`eligible` and arrayfold/tail.py: no ZeRO 1-2 parameter gathers, P3
+priorities, compressed gradients or overlapped FSDP calls, sends on their own stream, a flushing
+schedule whose order depends on the units alone), the
 reduced counts of the fold's plan (fold_plan.py) are evaluated as four columns of one compiled
 program.  The same two
 proofs as explorer/fold.py then hold or the caller falls back to it: every task of each run is the
@@ -24,7 +25,6 @@ import numpy as np
 from ..analysis.breakdown import MemoryBreakdown
 from ..analysis.measures import Measures
 from ..analysis.memory import class_memory
-from ..engine import TaskGraph
 from ..estimate.chunk_basis import layer_split
 from ..estimate.keys import compute_key
 from ..estimate.program import KINDS
@@ -39,6 +39,7 @@ from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
 from ..vocabulary import CATEGORIES, CATEGORY_OF_PART
 from .proof import match, unit_maps
 from .rows import Rows, evaluate_rows, stage_starts
+from .tail import tail
 from .traffic import byte_measures
 from .unfold import KeptRun, folded_tasks
 from .walk import breakdowns
@@ -67,30 +68,16 @@ def arrays_tasks(fold: ArrayFold):
 
 def eligible(sc: Scenario) -> bool:
     """Whether the scenario's schedule, framework and options allow a graph the array runs hold
-    (see module docstring); :func:`holds_all` then asks the builder about its gradient tasks."""
+    (see module docstring); arrayfold/tail.py then asks the builder about its data-parallel tasks."""
     from ..estimate.many import needs_simulation  # deferred: the estimator's other modules
 
     par = sc.parallelism
-    if needs_simulation(sc) or sc.communication.dp_priority or par.dp_kind != "allreduce" or sc.dp > 1:
+    if needs_simulation(sc) or sc.communication.dp_priority or par.dp_kind != "allreduce":
         return False
     sched = get_schedule(par.schedule)
     return (sched.window is Window.FLUSH and not sched.two_directions and sched.timed is None
             and sched.grows_in_one_place and sched.iterations_simulated == 1
             and not framework_profile(sc.training.framework).blocking_p2p)
-
-
-def holds_all(b: IterationBuilder) -> bool:
-    """Whether builder ``b`` makes no data-parallel task: no gradient bucket or parameter gather
-    (its groups are one GPU: context parallelism reduces gradients over dp x cp) and no FSDP call
-    drawn under a pass — asked of the builder's own bucket maker, on a scratch graph (the answer
-    kept on the builder)."""
-    got = b.__dict__.get("_array_holds")
-    if got is None:
-        chunks = [(s, c) for s in range(b.p) for c in range(b.schedule.chunks_per_rank(b.v))]
-        got = b.__dict__["_array_holds"] = not any(
-            any(h > 0 for h in b.chunk_of(s, c).fsdp_hidden)
-            or b._dp(TaskGraph(), s, c, "all-reduce", [], None) for s, c in chunks)
-    return got
 
 
 def simulate_arrays(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayFold | None:
@@ -119,7 +106,7 @@ def simulate_arrays(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayF
             if not eligible(sc):
                 return None
             base = _builder(reduced(sc, counts[0]), ideal)
-            if not holds_all(base):
+            if tail(base) is None:
                 return None
         units = [c * slices for c in counts]
         R = evaluate_rows(base, units)
@@ -193,7 +180,7 @@ def _fold(sc: Scenario, base: IterationBuilder, R: Rows, counts: list[int], m: i
     end = tuple(next(it) for _ in range(p))
     memory = tuple(MemoryBreakdown(*(next(it) for _ in range(4))) for _ in range(p))
     units = m * sc.parallelism.token_slices
-    comm, traffic, load, links = byte_measures(base, units, _sends(R, units))
+    comm, traffic, load, links = byte_measures(base, units, _sends(R, units), R.tail)
     ms = Measures(T_full, bds, busy, end, memory, comm, traffic, load, links, 0.0)
     tasks = R.exists.sum(axis=0)
     info = FoldInfo(tuple(counts[:3]), step, periods, float(deltas[1]), int(tasks.sum()),
@@ -213,15 +200,16 @@ def _timed_measures(b: IterationBuilder, R: Rows, T: np.ndarray) -> list[list[fl
     # Everything but the activations' peak is the same for every count: priced once per class.
     held = _held_memory(b)
     starts = stage_starts(R.prog)
+    tail_starts = np.r_[0, R.tail.step[:-1] + 1]
     out = []
     for r in range(R.g):
         here = R.exists[:, r]
         busy = np.bincount(cls[here & comp], R.dur[here & comp, r], minlength=p)
-        # Each class's last end: passes and transfers by stage blocks, then its optimizer step.
+        # Each class's last end: passes and transfers by stage blocks, then its buckets and step.
         n = R.n
         live = np.where(here, R.end[:, r], 0.0)
         end = np.maximum(np.maximum.reduceat(live[:n], starts), np.maximum.reduceat(live[n:2 * n], starts))
-        end = np.maximum(end, live[2 * n:])
+        end = np.maximum(end, np.maximum.reduceat(live[2 * n:], tail_starts))
         row = [float(T[r]), *bd[r].ravel().tolist(), *busy.tolist(), *end.tolist()]
         for s, mb in enumerate(held):
             # class_memory adds the peak to the recompute transient: peak + transient, as here.

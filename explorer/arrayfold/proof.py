@@ -37,15 +37,15 @@ def unit_maps(R: Rows, shift: int) -> Maps:
     cols = int(prog.dur.max()) + 1
     table = np.full((cols, units + 2 * shift + 2), NONE, np.int64)
     table[prog.dur, prog.mb + shift + 1] = np.arange(n)
-    steps = np.arange(2 * n, 2 * n + R.p)
-    fixed = np.full(R.p, NONE, np.int64)
+    steps = np.arange(2 * n, 2 * n + len(R.tail))          # per-iteration tasks: themselves
+    fixed = np.full(len(R.tail), NONE, np.int64)
 
     def at(offset: int) -> np.ndarray:
         m = table[prog.dur, prog.mb + shift + 1 + offset]
         return np.concatenate([m, np.where(m >= 0, n + m, NONE)])
     return Maps(np.concatenate([at(-shift), steps]), np.concatenate([at(shift), steps]),
                 np.concatenate([at(-1), fixed]), np.concatenate([at(1), fixed]),
-                np.concatenate([np.ones(2 * n, bool), np.zeros(R.p, bool)]))
+                np.concatenate([np.ones(2 * n, bool), np.zeros(len(R.tail), bool)]))
 
 
 def match(R: Rows, small: int, big: int, T: np.ndarray, tol: float,

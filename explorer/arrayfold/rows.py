@@ -10,11 +10,13 @@ also records — when a task's inputs were all there (``ready``) and which input
 (``binding``) — follows from those times and the builder's dependencies
 (taskgraph/builder.py): a pass waits for the previous pass of its stage in program order, the
 transfer bringing its input, and its own forward (a backward) or backward (a weight-gradient
-pass); a transfer for the pass that produced it; the optimizer step for the stage's last pass.
+pass); a transfer for the pass that produced it; the buckets and the step as arrayfold/tail.py
+says.
 
 Task space (per row), in the builder's task order: pass ``i`` is ``i``, the transfer pass ``i``
 sends (a forward pass sends its activations forward, a backward pass its gradients back; no pass
-of a one-direction schedule sends two) is ``n + i``, stage ``s``'s optimizer step ``2n + s``.
+of a one-direction schedule sends two) is ``n + i``, then from ``2n`` each stage's gradient buckets
+and optimizer step (arrayfold/tail.py).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import numpy as np
 
 from ..estimate.program import KINDS, Program, compile_program
 from ..taskgraph.builder import IterationBuilder
+from .tail import Tail, tail
 
 NONE = -1
 
@@ -42,6 +45,7 @@ class Rows:
     binding: np.ndarray          # (N, g) task-space index of the binding dependency, NONE for none
     exists: np.ndarray           # (N, g) bool: the task is in the row's graph
     last: np.ndarray             # (p, g) each stage's last pass
+    tail: Tail                   # the per-iteration tasks from 2n on
 
     @property
     def n(self) -> int:
@@ -55,24 +59,31 @@ class Rows:
     def g(self) -> int:
         return len(self.units)
 
+    @property
+    def steps(self) -> np.ndarray:
+        """(p,) task-space index of each stage's optimizer step."""
+        return 2 * self.n + self.tail.step
+
     def cls(self) -> np.ndarray:
         """(N,) GPU class of every task: a transfer's is its sender's."""
         st = self.prog.stage
-        return np.concatenate([st, st, np.arange(self.p)])
+        return np.concatenate([st, st, self.tail.cls])
 
     def compute(self) -> np.ndarray:
         """(N,) bool: the task runs on its class's compute stream (passes, optimizer steps)."""
         n = self.n
-        out = np.ones(2 * n + self.p, bool)
-        out[n:2 * n] = False
-        return out
+        return np.concatenate([np.ones(n, bool), np.zeros(n, bool), ~self.tail.bucket])
+
+    def kind(self) -> np.ndarray:
+        """(N,) 0 a compute task, 1 a pipeline transfer (pp), 2 a gradient bucket (dp)."""
+        n = self.n
+        return np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64), 2 * self.tail.bucket])
 
 
-def costs(b: IterationBuilder) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Seconds of every duration-table column (Program.dur: stage, local chunk, pass kind), of one
-    transfer on each stage pair and of each stage's optimizer step, as the builder's tasks last
-    (its priced passes, transfers and step): kept on the builder, which does not depend on the
-    unit count."""
+def costs(b: IterationBuilder) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds of every duration-table column (Program.dur: stage, local chunk, pass kind) and of
+    one transfer on each stage pair, as the builder's tasks last (its priced passes and
+    transfers): kept on the builder, which does not depend on the unit count."""
     got = b.__dict__.get("_array_costs")
     if got is None:
         p, nch = b.p, b.schedule.chunks_per_rank(b.v)
@@ -84,7 +95,7 @@ def costs(b: IterationBuilder) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                     col = (s * nch + local) * len(KINDS) + KINDS.index(kind)
                     table[col] = b._pass_shape(s, local, kind)[2]
         pairs = np.array([b._transfer_shape(q, q, "forward")[3] for q in range(p)])
-        got = b.__dict__["_array_costs"] = (table, pairs, np.array([b.optimizer_time(s) for s in range(p)]))
+        got = b.__dict__["_array_costs"] = (table, pairs)
     return got
 
 
@@ -92,8 +103,8 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     """The tasks of builder ``b``'s scenario run with each of ``units`` pipeline units."""
     sched = b.schedule
     prog = compile_program(sched.name, b.p, b.v, max(units))
-    g, n, p = len(units), prog.n, b.p
-    table, transfer, optimizer = costs(b)
+    g, n = len(units), prog.n
+    table, transfer = costs(b)
     real = prog.mb[:, None] < np.array(units)[None, :]
     realf = real.astype(float)
     dur = table[prog.dur][:, None] * realf
@@ -102,27 +113,78 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     seconds = np.where(pair >= 0, transfer[np.maximum(pair, 0)], 0.0)[:, None] * realf
     start_p, end_p, t_start = _evaluate(prog, dur, seconds, realf)
 
-    # The last real pass of each stage, whose end releases its optimizer step.
+    # The last real pass of each stage, whose end releases its buckets (without overlap) and step.
     stage_start = stage_starts(prog)
     last = np.maximum.reduceat(np.where(real, np.arange(n)[:, None], NONE), stage_start, axis=0)
-    cols = np.arange(g)[None, :]
-    step_ready = end_p[last, cols]
+    tl = tail(b)
+    k_start, k_end, k_ready, k_binding = _tail_times(prog, tl, real, last, start_p, end_p, dur)
     # Transfers: ready when the pass that sends them ends, bound to it; arrival = start + seconds.
-    # Optimizer steps: ready when the stage's last pass ends, its compute stream free then.
-    start = np.concatenate([start_p, t_start, step_ready])
-    end = np.concatenate([end_p, t_start + seconds, step_ready + optimizer[:, None]])
-    all_dur = np.concatenate([dur, seconds, np.broadcast_to(optimizer[:, None], (p, g))])
-    exists = np.concatenate([real, sent, np.ones((p, g), bool)])
+    start = np.concatenate([start_p, t_start, k_start])
+    end = np.concatenate([end_p, t_start + seconds, k_end])
+    all_dur = np.concatenate([dur, seconds, np.broadcast_to(tl.dur[:, None], (len(tl), g))])
+    exists = np.concatenate([real, sent, np.ones((len(tl), g), bool)])
 
     # Passes: the previous real pass of the stage, then the transfer they receive.
     prev = previous(real, stage_start)
     end0, src = prog.end0, prog.src
     arrival = np.maximum(src[:, 0], src[:, 1])            # a pass receives one transfer at most
     arrival = np.where(real & (arrival > 0)[:, None], (n + (arrival - end0) % n)[:, None], NONE)
-    p_ready, p_binding = _binding(prev, arrival, start, end, binding_key(prog))
-    ready = np.concatenate([p_ready, end_p, step_ready])
-    binding = np.concatenate([p_binding, np.where(sent, np.arange(n)[:, None], NONE), last])
-    return Rows(prog, tuple(units), real, all_dur, ready, start, end, binding, exists, last)
+    p_ready, p_binding = _binding(prev, arrival, start, end, binding_key(prog, tl))
+    ready = np.concatenate([p_ready, end_p, k_ready])
+    binding = np.concatenate([p_binding, np.where(sent, np.arange(n)[:, None], NONE), k_binding])
+    return Rows(prog, tuple(units), real, all_dur, ready, start, end, binding, exists, last, tl)
+
+
+def _tail_times(prog: Program, tl: Tail, real: np.ndarray, last: np.ndarray, start_p: np.ndarray,
+                end_p: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Start, end, ready and binding ((T, g) each) of every stage's buckets and optimizer step.
+
+    A bucket is ready ``frac`` of the way through the pass that completes its chunk's gradients
+    (engine.run: ``start + frac x duration``) or, without overlap, when the stage's last pass ends;
+    each stage's dp stream runs its buckets in order of readiness, then task order.  The step waits
+    for the last pass and every bucket, bound to the one that ends last (ties as engine.run breaks
+    them: the later start, then the dp stream, visited after compute)."""
+    T, g = len(tl), real.shape[1]
+    cols = np.arange(g)[None, :]
+    if tl.overlap:
+        # builder.grads_done: the last full backward or weight-gradient pass of each (stage, chunk).
+        done = real & ((prog.kind == 1) | (prog.kind == 3))[:, None]
+        grads = np.full((prog.p, prog.nch, g), NONE, np.int64)
+        for r in range(g):
+            ops = np.flatnonzero(done[:, r])
+            np.maximum.at(grads[:, :, r], (prog.stage[ops], prog.local_b[ops]), ops)
+        pass_of = np.where(tl.bucket[:, None], grads[tl.cls, np.maximum(tl.chunk, 0)], last[tl.cls])
+    else:
+        pass_of = last[tl.cls]
+    ready = start_p[pass_of, cols] + tl.frac[:, None] * dur[pass_of, cols]
+    start = np.zeros((T, g))
+    end = np.zeros((T, g))
+    binding = np.where(tl.bucket[:, None], pass_of, NONE)
+    row = cols[0]
+    for s, k in enumerate(tl.step):
+        bucket = np.arange(tl.step[s - 1] + 1 if s else 0, k)
+        if len(bucket):
+            order = np.argsort(ready[bucket], axis=0, kind="stable")       # ties: task order
+            free = np.zeros(g)
+            for j in range(len(bucket)):
+                i = bucket[order[j]]
+                begin = np.maximum(ready[i, row], free)
+                start[i, row] = begin
+                free = begin + tl.dur[i]
+                end[i, row] = free
+        # The step: bound to the last pass (compute stream) unless a bucket ends later, or as late
+        # and started later (or at the same instant: the dp stream is visited after compute).
+        ls = last[s]
+        b_end, b_start, best = end_p[ls, row], start_p[ls, row], ls.copy()
+        for i in bucket:
+            better = (end[i] > b_end) | ((end[i] == b_end) & ((start[i] > b_start) | (start[i] == b_start)))
+            best = np.where(better, 2 * prog.n + i, best)
+            b_end, b_start = np.where(better, end[i], b_end), np.where(better, start[i], b_start)
+        ready[k] = b_end
+        start[k] = b_end
+        end[k] = b_end + tl.dur[k]
+        binding[k] = best
+    return start, end, ready, binding
 
 
 def previous(mask: np.ndarray, stage_start: np.ndarray) -> np.ndarray:
@@ -147,11 +209,11 @@ def stage_starts(prog: Program) -> np.ndarray:
     return np.r_[0, prog.last_op[:-1] + 1]
 
 
-def binding_key(prog: Program) -> np.ndarray:
+def binding_key(prog: Program, tl: Tail) -> np.ndarray:
     """(N,) the order in which the engine processes tasks that start at the same instant: by GPU
-    class, then stream name (compute before pp) — engine._starts visits streams sorted so."""
-    st = prog.stage * 2
-    return np.concatenate([st, st + 1, np.arange(prog.p) * 2])
+    class, then stream name (compute, dp, pp) — engine._starts visits streams sorted so."""
+    st = prog.stage * 3
+    return np.concatenate([st, st + 2, tl.cls * 3 + tl.bucket])
 
 
 def _evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,

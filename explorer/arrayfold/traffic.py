@@ -3,11 +3,12 @@ analysis/measures.measure reads from the task list, from the transfer counts ins
 
 Nothing here depends on timing.  A class's network calls are its chunks' per-unit calls times the
 units it runs and, per stage pair, the calls of one transfer times the transfers it sends
-(utilisation.class_calls counts tasks that share a calls tuple the same way); the pipeline's main
-call is its slowest transfer (report.link_summary).  Every measure is linear in those counts, so
-each class's per-unit calls and each pair's transfer calls are measured once, at a count of one,
-with utilisation.class_traffic and tier_utilisation themselves (:class:`Basis`, kept on the
-builder), and an iteration's measures are the counts times them.
+(utilisation.class_calls counts tasks that share a calls tuple the same way), plus its gradient
+buckets' calls once per iteration; the main call of pp is the slowest transfer, of dp the slowest
+bucket (report.link_summary).  Every measure is linear in those counts, so each class's per-unit
+calls, each pair's transfer calls and each class's buckets are measured once with
+utilisation.class_traffic and tier_utilisation themselves (:class:`Basis`, kept on the builder),
+and an iteration's measures are the counts times them.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ..taskgraph.builder import IterationBuilder
 from ..taskgraph.records import LinkCall, TransferInfo
 from ..utilisation import class_traffic, tier_utilisation
 from ..vocabulary import COMM_DIMS
+from .tail import Tail, tail
 
 DIRECTIONS = ("forward", "backward")
 
@@ -34,6 +36,9 @@ class Basis:
     unit_load: np.ndarray            # (p, loads) bytes over capacity per unit, per load key
     pair_traffic: np.ndarray         # (pairs, dims, tiers) one transfer on a pair (either way)
     pair_load: np.ndarray            # (pairs, loads)
+    step_traffic: np.ndarray         # (p, dims, tiers) each class's gradient buckets, per iteration
+    step_comm: np.ndarray            # (p, dims)
+    step_load: np.ndarray            # (p, loads)
     load_keys: tuple                 # tier_utilisation's keys (tier names, WAN link directions)
     message: float                   # bytes of one transfer
     tiers: int
@@ -76,9 +81,21 @@ def _basis(b: IterationBuilder) -> Basis:
             traffic, load = _measure(b, q, list(links))
             pair_traffic[q] = traffic
             pair_load[q] = [load[k] for k in keys]
+    # Once per iteration: each class's gradient buckets (their own calls; bus bytes on dp).
+    step_traffic = np.zeros((p, len(COMM_DIMS), tiers))
+    step_comm = np.zeros((p, len(COMM_DIMS)))
+    step_load = np.zeros((p, len(keys)))
+    tl = tail(b)
+    for s in range(p):
+        mine = [t for t in (tl.buckets if tl is not None else ()) if t.cls == s]
+        if mine:
+            traffic, load = _measure(b, s, [c for t in mine for c in t.links])
+            step_traffic[s] = traffic
+            step_load[s] = [load[k] for k in keys]
+            step_comm[s, COMM_DIMS.index("dp")] = sum(t.info.bus_bytes for t in mine)
     return Basis(np.stack([r[0] for r in rows]), np.array([r[2] for r in rows]),
-                 np.array([[r[1][k] for k in keys] for r in rows]), pair_traffic, pair_load, keys,
-                 b.pp_msg_bytes, tiers)
+                 np.array([[r[1][k] for k in keys] for r in rows]), pair_traffic, pair_load,
+                 step_traffic, step_comm, step_load, keys, b.pp_msg_bytes, tiers)
 
 
 def transfer_tasks(b: IterationBuilder, sends: np.ndarray) -> list[Task]:
@@ -92,19 +109,19 @@ def transfer_tasks(b: IterationBuilder, sends: np.ndarray) -> list[Task]:
     return out
 
 
-def byte_measures(b: IterationBuilder, units: int,
-                  sends: np.ndarray) -> tuple[tuple[dict, ...], tuple[dict, ...], dict, dict]:
+def byte_measures(b: IterationBuilder, units: int, sends: np.ndarray,
+                  tl: Tail) -> tuple[tuple[dict, ...], tuple[dict, ...], dict, dict]:
     """Per class bus bytes per dimension and bytes per tier boundary, the tiers' load (bytes over
     capacity: utilisation x T) and the main call of each dimension, for ``units`` pipeline units
-    per class and ``sends`` (2, p, pairs) transfers."""
+    per class, ``sends`` (2, p, pairs) transfers and the once-per-iteration buckets of ``tl``."""
     B = basis(b)
     per_pair = sends.sum(axis=0)                                        # (p, pairs)
-    traffic = units * B.unit_traffic + np.einsum("sq,qdt->sdt", per_pair, B.pair_traffic)
-    load = units * B.unit_load.sum(axis=0) + per_pair.sum(axis=0) @ B.pair_load
-    comm = units * B.unit_comm
-    comm[:, COMM_DIMS.index("pp")] = per_pair.sum(axis=1) * B.message
+    traffic = units * B.unit_traffic + np.einsum("sq,qdt->sdt", per_pair, B.pair_traffic) + B.step_traffic
+    load = units * B.unit_load.sum(axis=0) + per_pair.sum(axis=0) @ B.pair_load + B.step_load.sum(axis=0)
+    comm = units * B.unit_comm + B.step_comm
+    comm[:, COMM_DIMS.index("pp")] += per_pair.sum(axis=1) * B.message
     comm_t = tuple(dict(zip(COMM_DIMS, row.tolist(), strict=True)) for row in comm)
     traffic_t = tuple({d: tuple(traffic[s, i].tolist()) for i, d in enumerate(COMM_DIMS)}
                       for s in range(b.p))
-    links = link_summary(b, transfer_tasks(b, sends))
+    links = link_summary(b, [*transfer_tasks(b, sends), *tl.buckets])
     return comm_t, traffic_t, dict(zip(B.load_keys, load.tolist(), strict=True)), links

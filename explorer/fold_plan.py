@@ -5,7 +5,8 @@ With identical micro-batches every stage's schedule becomes periodic after its w
 one period of micro-batches inserts one more block in the middle of the timeline and shifts what
 follows.  The fold simulates reduced counts ``base``, ``base + g``, ``base + 2g``, ... (``g`` the
 schedule's granularity: the interleaved schedule needs whole groups of ``pp`` micro-batches) and
-stops at the first three counts ``c - 2k, c - k, c`` that prove a period of ``k`` micro-batches —
+stops at the first three counts ``c - 2k, c - k, c`` that prove a period of ``k`` micro-batches
+(:data:`PERIODS`) —
 unequal stages can make a 1F1B-like steady state repeat only every few micro-batches (the
 cyclicity of max-plus systems) — with ``c`` a whole number of periods below the scenario's count;
 when none does from ``base``, from twice ``base`` (the transient of unequal stages can last a few
@@ -26,7 +27,12 @@ MIN_GAIN = 1.5
 # SEARCH_FLOOR micro-batches when that is more (small pipelines: cheap runs, long transients).
 SEARCH_FACTOR = 4
 SEARCH_FLOOR = 256
-PERIODS = (1, 2, 3, 4)          # periods tried, in granularity steps
+# Periods tried, in granularity steps.  A pipeline whose stages differ can repeat only every few
+# micro-batches (max-plus cyclicity).  The task fold tries 1-4 within its limit; the array fold
+# (explorer/arrayfold), whose reduced runs cost little, also 6 and 8: GPT-3 175B at 16,384
+# sequences with 20 Gb/s NICs repeats every 8.
+PERIODS = (1, 2, 3, 4)
+ARRAY_PERIODS = (1, 2, 3, 4, 6, 8)
 
 
 @dataclass(frozen=True)
@@ -44,14 +50,14 @@ class FoldPlan:
         g = self.granularity
         return self.base, self.base + g, self.base + 2 * g
 
-    def triples(self):
+    def triples(self, periods: tuple[int, ...] = PERIODS):
         """Candidate triples ``(c - 2k, c - k, c)`` in the order the search tries them: periods of
-        1-4 steps from the base, then from twice the base, and so on (a period that sets in late),
-        each ending a whole number of periods below the scenario's count."""
+        ``periods`` steps from the base, then from twice the base, and so on (a period that sets in
+        late), each ending a whole number of periods below the scenario's count."""
         g, m = self.granularity, self.micro_batches
         start = self.base
         while 3 * start <= self.limit:
-            for k in PERIODS:
+            for k in periods:
                 step = k * g
                 c = start + 2 * step
                 c += (m - c) % step

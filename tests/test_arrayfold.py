@@ -32,11 +32,13 @@ from explorer.arrayfold.walk import breakdowns
 from explorer.estimate.program import KINDS
 from explorer.fold import reduced
 from explorer.fold_tasks import FoldedTasks
-from explorer.scenario import ScenarioError, from_dict
+from explorer.scenario import ScenarioError, from_dict, load
 from explorer.simulate import simulate
 from explorer.taskgraph.records import BucketInfo, PassInfo, StepInfo, TransferInfo
 from explorer.timeline import estimate_rows, folded_timeline
 from explorer.vocabulary import CATEGORIES, CATEGORY_OF_PART
+
+from conftest import ROOT
 
 simulate_module = importlib.import_module("explorer.simulate")   # (explorer.simulate is also a function)
 
@@ -188,7 +190,10 @@ def test_graphs_the_arrays_do_not_hold_go_to_the_task_fold(change, why):
     assert not isinstance(simulate(sc).tasks, LazyTasks)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The same draws every run (derandomize): a draw can land on a known gap of both folds (the test
+# below), which must not make CI pass or fail by chance; bench/fuzz.py and the fuzz in the closing
+# note draw further.
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(st.integers(0, 10**6))
 @example(0)
 def test_array_folds_equal_unfolded_results_for_random_pipelines(seed):
@@ -253,3 +258,28 @@ def test_the_bubble_explanation_folds_its_ideal_pipelines_over_arrays_to_the_sam
     assert "From formula to card" in fast
     monkeypatch.setattr(array_fold, "simulate_arrays", lambda *a: None)
     assert bubble.explain_bubble(r) == fast
+
+
+def test_a_period_of_eight_micro_batches_folds_over_arrays():
+    """GPT-3 175B at 16,384 sequences with 20 Gb/s NICs: its gradient all-reduce outlasts the
+    cool-down and the pipeline repeats only every 8 micro-batches (the task fold, which tries 1-4
+    within its limit, simulated all 30,792 tasks in full; bench/app_latency.py's first change).
+    The array fold also tries 6 and 8 (fold_plan.ARRAY_PERIODS) and equals the full simulation."""
+    sc = load(ROOT / "scenarios" / "megatron-gpt3-175b.yaml",
+              {"training.global_batch": 16384, "cluster.scale_out.nic_Gbps": 20})
+    r = simulate(sc)
+    assert isinstance(r.tasks, LazyTasks) and r.fold.step == 8
+    assert check_fold(sc)
+
+
+@pytest.mark.xfail(strict=True, reason="known gap of both folds: a breakdown decided by a rounding tie")
+def test_a_rounding_tie_that_flips_after_many_periods_is_folded_wrongly():
+    """Seed 47436 (ZB-H1 on 4 stages, 128 micro-batches, found by the property test above): its
+    times repeat every 3 micro-batches and four reduced runs prove it, but two inputs of some pass
+    end a few ulps apart (1e-16 of the run).  The engine names the later one as the binding
+    dependency, the breakdown walks through it, and from 116 micro-batches on rounding picks the
+    other: the last stage's pp share grows by 4.4e-5 s per period instead of 8.6e-6 s.  Both folds
+    extrapolate the early slope (Bubble card 0.13266 against 0.13252 unfolded).  Rejecting every
+    such near tie would stop folds that are right (tests/test_fold.py's 1F1B at ZeRO 0 has them
+    too); a breakdown that does not hinge on ulps needs the engine's tie rule to change."""
+    assert check_fold(from_dict(pipeline_raw(47436)))

@@ -29,7 +29,7 @@ from ..estimate.chunk_basis import layer_split
 from ..estimate.keys import compute_key
 from ..estimate.program import KINDS
 from ..fold import REL_TOL, FoldInfo, _extrapolate, _rebuild, reduced
-from ..fold_plan import plan
+from ..fold_plan import ARRAY_PERIODS, plan
 from ..frameworks import profile as framework_profile
 from ..network import Network
 from ..scenario import Scenario
@@ -92,7 +92,7 @@ def simulate_arrays(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayF
     slices = sc.parallelism.token_slices
     base: IterationBuilder | None = None
     tried: set[int] = set()
-    for triple in fp.triples():
+    for triple in fp.triples(ARRAY_PERIODS):
         beyond = 2 * triple[2] - triple[1]
         counts = [*triple, beyond]
         tried |= set(counts)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import re
 import types
@@ -209,6 +210,33 @@ def unknown_key_error(key: Any, known: list[str], path: str) -> ScenarioError:
     return ScenarioError(where, f"unknown key (valid keys: {', '.join(known)}){hint}")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """How :func:`build` reads one dataclass: its field names, and per field (name, Field, type
+    without Optional, whether None is allowed, kind: section, sections, tuple or scalar)."""
+
+    names: frozenset[str]
+    fields: tuple[tuple[str, dataclasses.Field, Any, bool, str], ...]
+
+
+@functools.cache
+def _plan(cls: type) -> _Plan:
+    """The field plan of ``cls``, made once per class: resolving its string annotations
+    (typing.get_type_hints) took half of every from_dict, which sweeps call per combination."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        tp, optional = _unwrap_optional(hints[f.name])
+        if dataclasses.is_dataclass(tp):
+            kind = "section"
+        elif typing.get_origin(tp) is tuple:
+            kind = "sections" if dataclasses.is_dataclass(typing.get_args(tp)[0]) else "tuple"
+        else:
+            kind = "scalar"
+        out.append((f.name, f, tp, optional, kind))
+    return _Plan(frozenset(f.name for f in dataclasses.fields(cls)), tuple(out))
+
+
 def build(cls: type, data: Any, path: str = "") -> Any:
     """Build dataclass ``cls`` from mapping ``data``, validating keys, types and bounds.
 
@@ -229,13 +257,12 @@ def build(cls: type, data: Any, path: str = "") -> Any:
         data = {}
     if not isinstance(data, Mapping):
         raise ScenarioError(path, f"{_describe(data)} is not a mapping of keys to values")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
+    plan = _plan(cls)
     for key in data:
-        if key not in fields:
+        if key not in plan.names:
             raise unknown_key_error(key, user_keys(cls), path)
     kwargs: dict[str, Any] = {}
-    for name, f in fields.items():
+    for name, f, tp, optional, kind in plan.fields:
         sub = f"{path}.{name}" if path else name
         if name not in data:
             if f.metadata.get("required") or (f.default is dataclasses.MISSING
@@ -243,18 +270,17 @@ def build(cls: type, data: Any, path: str = "") -> Any:
                 hint = f"; {f.metadata['hint']}" if "hint" in f.metadata else ""
                 raise ScenarioError(sub, f"is required ({f.metadata.get('doc', 'no default')}{hint})")
             continue
-        tp, optional = _unwrap_optional(hints[name])
         value = data[name]
         if value is None:
             if optional:
                 kwargs[name] = None
                 continue
             raise ScenarioError(sub, f"is empty; expected {_type_name(tp)}")
-        if dataclasses.is_dataclass(tp):
+        if kind == "section":
             kwargs[name] = build(tp, value, sub)
-        elif typing.get_origin(tp) is tuple and dataclasses.is_dataclass(typing.get_args(tp)[0]):
+        elif kind == "sections":
             kwargs[name] = build_items(typing.get_args(tp)[0], value, sub, f.metadata)
-        elif typing.get_origin(tp) is tuple:
+        elif kind == "tuple":
             kwargs[name] = convert_tuple(value, typing.get_args(tp)[0], sub, f.metadata)
         else:
             kwargs[name] = convert_scalar(value, tp, sub, f.metadata)
@@ -293,11 +319,9 @@ def dump(obj: Any) -> Any:
 def field_paths(cls: type, prefix: str = "") -> dict[str, dataclasses.Field]:
     """All leaf fields of a dataclass tree by dotted path (for --set, share links and docs)."""
     out: dict[str, dataclasses.Field] = {}
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        path = f"{prefix}{f.name}"
-        tp, _ = _unwrap_optional(hints[f.name])
-        if dataclasses.is_dataclass(tp):
+    for name, f, tp, _, kind in _plan(cls).fields:
+        path = f"{prefix}{name}"
+        if kind == "section":
             out.update(field_paths(tp, path + "."))
         else:
             out[path] = f

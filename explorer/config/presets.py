@@ -7,13 +7,13 @@ mapping; fields the scenario gives itself win over the preset's (see
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 from functools import cache
 from importlib import resources
 from typing import Any
 
 import yaml
 
+from .frozen import evolve
 from .schema import ScenarioError, excerpt
 from .sections import ScaleOut
 
@@ -58,6 +58,6 @@ def resolved_scale_out(out: ScaleOut) -> ScaleOut:
     if out.nic_Gbps is not None and out.latency_us is not None and out.efficiency is not None:
         return out
     fab = fabric_presets()[out.fabric]
-    return replace(out, nic_Gbps=out.nic_Gbps if out.nic_Gbps is not None else float(fab["nic_Gbps"]),
-                   latency_us=out.latency_us if out.latency_us is not None else float(fab["latency_us"]),
-                   efficiency=out.efficiency if out.efficiency is not None else float(fab["efficiency"]))
+    return evolve(out, nic_Gbps=out.nic_Gbps if out.nic_Gbps is not None else float(fab["nic_Gbps"]),
+                  latency_us=out.latency_us if out.latency_us is not None else float(fab["latency_us"]),
+                  efficiency=out.efficiency if out.efficiency is not None else float(fab["efficiency"]))

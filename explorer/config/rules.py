@@ -9,6 +9,7 @@ one case per rule (``RULE_CASES``) and checks that every entry of :data:`RULES` 
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -269,9 +270,16 @@ RULES: tuple[Rule, ...] = (
 def validate(sc: Scenario) -> None:
     """Run every rule of :data:`RULES` in order, then the scale-across rules
     (:data:`explorer.config.wan_rules.WAN_RULES`); the first that fails raises its ScenarioError."""
+    for rule in _all_rules():
+        rule(sc)
+
+
+@functools.cache
+def _all_rules() -> tuple:
+    """RULES and the rule tables of the modules that import this one (imported on first use; a
+    search validates tens of thousands of layouts, so they are looked up once)."""
     from .hetero_rules import HETERO_RULES  # datacenters that differ (explorer/hetero.py)
     from .sync_rules import SYNC_RULES  # replicas that train apart or gossip (low-communication)
     from .wan_rules import WAN_RULES  # its own module: the scale-across fields' rules
 
-    for rule in (*RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES):
-        rule(sc)
+    return (*RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES)

@@ -27,9 +27,10 @@ by replacing fields of a scenario parsed once and re-running the loader's defaul
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+from ..config.frozen import evolve
 from ..config.loading import resolve_presets
 from ..config.schema import build
 from ..scenario import Scenario, fill_defaults, validate
@@ -178,10 +179,11 @@ class LayoutBuilder:
     def scenario(self, layout: Layout) -> Scenario:
         """The validated scenario of ``layout`` (ScenarioError, as from_dict raises, when invalid)."""
         s = self._parsed
-        par = replace(s.parallelism, tp=layout.tp, pp=layout.pp, cp=layout.cp, ep=layout.ep, vpp=layout.vpp,
+        # evolve, not dataclasses.replace: the sections have no __post_init__ (config/frozen.py).
+        par = evolve(s.parallelism, tp=layout.tp, pp=layout.pp, cp=layout.cp, ep=layout.ep, vpp=layout.vpp,
                       schedule=layout.schedule, zero=layout.zero, sequence_parallel=layout.sequence_parallel,
                       dp=None, stage_layers=None)
-        tr = replace(s.training, micro_batch=layout.micro_batch, recompute=layout.recompute)
-        sc = fill_defaults(replace(s, parallelism=par, training=tr))
+        tr = evolve(s.training, micro_batch=layout.micro_batch, recompute=layout.recompute)
+        sc = fill_defaults(evolve(s, parallelism=par, training=tr))
         validate(sc)
         return sc

@@ -52,14 +52,15 @@ def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray
     pp_free = np.zeros((p, g))
     # Everything a step reads of its own ops, laid out step after step: a step takes slices.
     order, bounds = prog.order, prog.bounds
-    stage_o, src_o, slot_o = prog.stage[order], prog.src[order], end0 + order
+    stage_o, src_o, slot_o = prog.stage[order], prog.order_src, end0 + order
+    widths = prog.widths
     dur_o, real_o = dur[order], real[order]
     sent = sends[prog.send_cols, prog.send_ops]                     # every send's seconds, in plan order
     start_o = np.empty((n, g))
     for k, plan in enumerate(prog.sends):
         lo, hi = bounds[k], bounds[k + 1]
         st = stage_o[lo:hi]
-        ready = times[src_o[lo:hi]].max(axis=1)
+        ready = times[src_o[lo:hi, :widths[k]]].max(axis=1)
         ready *= real_o[lo:hi]                                      # phantoms wait for nothing
         s0 = np.maximum(clock[st], ready, out=ready)
         start_o[lo:hi] = s0

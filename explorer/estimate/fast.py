@@ -43,7 +43,7 @@ from .many import (
     needs_simulation,
     row_ops,
 )
-from .memory import memory_total, stage_memory
+from .memory import memory_total, stage_memory_at
 from .pipeline import _ARRAYS, StageTimes
 from .profile import RowProfile, row_profile
 from .result import Estimates
@@ -96,18 +96,14 @@ def _extrapolate(a: StageTimes, b: StageTimes, scale: np.ndarray) -> StageTimes:
     return StageTimes(**out, ops=(None,) * len(scale))
 
 
-def _peak_bytes(prof: RowProfile, units: int) -> np.ndarray:
-    """(p, 4) bytes per GPU per stage at ``units`` units (memoised on the memory key and count)."""
-    key = (prof.memory_key, units)
+def _memory(prof: RowProfile, a: int, b: int) -> float:
+    """The busiest stage's bytes at ``prof.units``, from the (p, 4) bytes per GPU per stage at a and
+    b units (linear; both memoised on the memory key and the counts)."""
+    key = (prof.memory_key, a, b)
     got = _PEAKS.get(key)
     if got is None:
-        got = _PEAKS[key] = stage_memory(replace(prof, units=units))
-    return got
-
-
-def _memory(prof: RowProfile, a: int, b: int) -> float:
-    """The busiest stage's bytes at ``prof.units``, from the peaks at a and b units (linear)."""
-    ma, mb = _peak_bytes(prof, a), _peak_bytes(prof, b)
+        got = _PEAKS[key] = stage_memory_at(prof, (a, b))
+    ma, mb = got
     per_stage = mb + (mb - ma) * ((prof.units - b) / (b - a))
     return float(per_stage.sum(axis=1).max())
 

@@ -96,6 +96,13 @@ def memory_total(prof: RowProfile) -> float:
 def stage_memory(prof: RowProfile) -> np.ndarray:
     """(p, 4) bytes per GPU of each stage: parameters, gradients, optimizer state, activations
     (analysis/memory.class_memory)."""
+    return stage_memory_at(prof, (prof.units,))[0]
+
+
+def stage_memory_at(prof: RowProfile, units: tuple[int, ...]) -> list[np.ndarray]:
+    """:func:`stage_memory` of ``prof`` as if it ran each count of ``units`` (the estimator's fast
+    mode reads two): the parameters, gradients and optimizer state are the same at every count, so
+    they are computed once; the activations' peak is replayed per count."""
     sc, p = prof.sc, prof.p
     zero = sc.parallelism.zero
     held = prof.holds
@@ -125,5 +132,8 @@ def stage_memory(prof: RowProfile) -> np.ndarray:
     transient = np.maximum(np.where(counts[..., 0].sum(-1) > 0, dense_t, 0.0),
                            np.where(counts[..., 1].sum(-1) > 0, moe_t, 0.0))
     act = prof.feat[held, F_IDX["act_bytes"]]                            # (p, nch)
-    peak = np.einsum("skc,sc->sk", live_counts(prof.schedule, p, prof.units, prof.v), act).max(axis=1)
-    return np.stack([params, grads, opt, peak + transient], axis=-1)
+    out = []
+    for u in units:
+        peak = np.einsum("skc,sc->sk", live_counts(prof.schedule, p, u, prof.v), act).max(axis=1)
+        out.append(np.stack([params, grads, opt, peak + transient], axis=-1))
+    return out

@@ -73,6 +73,11 @@ class Program:
     bounds: tuple[int, ...]          # step k is order[bounds[k]:bounds[k + 1]]
     send_cols: np.ndarray            # every send, step after step: 0 forward, 1 backward transfer
     send_ops: np.ndarray             # ... and the op that sends it
+    # src in step order (src[order]) with each op's existing inputs first, and per step how many
+    # columns any of its ops uses: evaluation gathers only those (most ops have one or two inputs;
+    # the gate column is used by first forwards only).  A max over fewer zeros is the same max.
+    order_src: np.ndarray
+    widths: tuple[int, ...]
 
     @property
     def n(self) -> int:
@@ -221,8 +226,20 @@ def _compile(schedule: str, p: int, v: int, units: int) -> Program:
     order = np.concatenate(steps)
     bounds = np.r_[0, np.cumsum([len(x) for x in steps])]
     plans, send_cols, send_ops = _send_plans(order, bounds, prog_stage, send_f, send_b, end0, n)
+    order_src, widths = _compact_inputs(src[order], bounds)
     return Program(schedule, p, v, units, nch, prog_stage, dur, src, send_f, send_b, steps, plans, kind,
-                   local, local_b, mb, grads, last, order, tuple(bounds.tolist()), send_cols, send_ops)
+                   local, local_b, mb, grads, last, order, tuple(bounds.tolist()), send_cols, send_ops,
+                   order_src, widths)
+
+
+def _compact_inputs(src_o: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+    """``src_o`` (ops in step order x 4 input slots, 0 where none) with each row's inputs sorted
+    largest first, so slot 0 (the constant zero) comes last, and per step the number of leading
+    columns holding any input (at least 1)."""
+    srt = -np.sort(-src_o, axis=1)
+    used = (srt > 0).sum(axis=1)
+    widths = np.maximum.reduceat(used, bounds[:-1]) if len(used) else np.zeros(0, np.int64)
+    return np.ascontiguousarray(srt), tuple(max(1, int(w)) for w in widths)
 
 
 def _send_plans(order: np.ndarray, bounds: np.ndarray, stage: np.ndarray, send_f: np.ndarray,

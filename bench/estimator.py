@@ -159,6 +159,8 @@ def rates(grid_name: str, label: str, full_rows: int) -> None:
         except ScenarioError:
             pass
     sample = random.Random(0).sample(scenarios, min(full_rows, k))
+    if not sample:
+        return
     t = time.perf_counter()
     for sc in sample:
         simulate(sc)

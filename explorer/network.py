@@ -46,8 +46,9 @@ def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:
     return frozenset(int(s) for s in np.unique(stages))
 
 
-# (placement, ep, dimension, stage, domain sizes) -> members per domain (Network._shape).
-_PER_DOMAIN: dict[tuple, tuple[int, ...]] = {}
+# (placement, ep, dimension, stage, domain sizes) -> the group's members and members per domain
+# (Network._shape).
+_PER_DOMAIN: dict[tuple, tuple[np.ndarray, tuple[int, ...]]] = {}   # members, per domain
 PER_DOMAIN_CACHE = 1 << 16
 
 
@@ -86,17 +87,20 @@ class Network:
         return pl.members(dim, stage)
 
     def _shape(self, dim: str, stage: int) -> GroupShape:
-        members = self.members(dim, stage)
-        # Members per domain depend on the placement and the domains' sizes only: a sweep's rows that
-        # differ in anything else (NIC speed, recompute, ZeRO stage...) share them.
+        # The members (placement.py: digits of the GPU id in the placement's strides) and how many
+        # share a domain depend on the placement, ep and the domains' sizes only: a sweep's rows
+        # that differ in anything else (NIC speed, recompute, ZeRO stage...) share them.
         pl = self.placement
         key = (tuple(pl.strides.items()), tuple(pl.sizes.items()), self.sc.parallelism.ep, dim, stage,
                tuple(b.domain_gpus for b in self.fabric.boundaries))
-        per = _PER_DOMAIN.get(key)
-        if per is None:
-            per = _PER_DOMAIN[key] = self.fabric.per_domain(members)
+        got = _PER_DOMAIN.get(key)
+        if got is None:
+            members = self.members(dim, stage)
+            members.flags.writeable = False                   # shared by every row with this key
+            got = _PER_DOMAIN[key] = (members, self.fabric.per_domain(members))
             if len(_PER_DOMAIN) > PER_DOMAIN_CACHE:
                 _PER_DOMAIN.pop(next(iter(_PER_DOMAIN)))      # oldest first: a bounded memo
+        members, per = got
         shape = self.fabric.shape(members, per)
         if dim in ("dp", "edp") and stage in self.degraded_stages and shape.spans(1):
             # A data-parallel group through a degraded node is as fast as that node's NICs

@@ -143,3 +143,37 @@ def test_stage_classes_price_alike():
         except ScenarioError:
             continue
         _check_classes(sc)
+
+
+@pytest.mark.parametrize("schedule,p,v,units", [("1f1b", 8, 1, 32), ("interleaved", 4, 3, 16),
+                                                ("zb-h1", 6, 1, 24), ("dualpipe", 4, 1, 8), ("gpipe", 5, 1, 8)])
+def test_compacted_inputs_hold_every_input_of_every_op(schedule, p, v, units):
+    """Program.order_src/widths (what the replay gathers) keep every input of every op: per op the
+    same non-zero slots as src (in any order), nothing but the zero slot past its step's width, and
+    each step's width is the most inputs one of its ops has (so the gather is as narrow as it can be)."""
+    from explorer.estimate.program import compile_program
+
+    prog = compile_program(schedule, p, v, units)
+    src_o = prog.src[prog.order]
+    assert prog.order_src.shape == src_o.shape
+    for row_c, row in zip(prog.order_src.tolist(), src_o.tolist(), strict=True):
+        assert sorted(x for x in row_c if x) == sorted(x for x in row if x)
+    for k, w in enumerate(prog.widths):
+        lo, hi = prog.bounds[k], prog.bounds[k + 1]
+        block = prog.order_src[lo:hi]
+        assert not block[:, w:].any()
+        assert w == max(1, int((block > 0).sum(axis=1).max()))
+    assert max(prog.widths) >= 2 and min(prog.widths) < 4      # a narrower gather than 4 slots happens
+
+
+def test_shared_group_members_are_read_only():
+    """Network._shape keeps one members array per (placement, dimension, stage, domain sizes) for
+    every row of a sweep: a row that wrote into it would move another row's groups."""
+    from explorer.network import _PER_DOMAIN, Network
+
+    sc = from_dict({"model": {"preset": "llama3-8b"}, "training": {"global_batch": 64},
+                    "cluster": {"nodes": 4}, "parallelism": {"tp": 2, "pp": 2}})
+    net = Network(sc)
+    net.shape("dp", 1)
+    members = [m for m, _ in _PER_DOMAIN.values()]
+    assert members and all(not m.flags.writeable for m in members)

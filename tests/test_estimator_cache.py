@@ -145,8 +145,11 @@ def test_stage_classes_price_alike():
         _check_classes(sc)
 
 
-@pytest.mark.parametrize("schedule,p,v,units", [("1f1b", 8, 1, 32), ("interleaved", 4, 3, 16),
-                                                ("zb-h1", 6, 1, 24), ("dualpipe", 4, 1, 8), ("gpipe", 5, 1, 8)])
+SHAPES = [("1f1b", 8, 1, 32), ("interleaved", 4, 3, 16), ("zb-h1", 6, 1, 24), ("dualpipe", 4, 1, 8),
+          ("gpipe", 5, 1, 8)]
+
+
+@pytest.mark.parametrize("schedule,p,v,units", SHAPES)
 def test_compacted_inputs_hold_every_input_of_every_op(schedule, p, v, units):
     """Program.order_src/widths (what the replay gathers) keep every input of every op: per op the
     same non-zero slots as src (in any order), nothing but the zero slot past its step's width, and

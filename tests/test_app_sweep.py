@@ -12,11 +12,12 @@ chosen on every shipped scenario.
 AppTest renders only the open tab: the full sweep runs on the Timeline view (the default), and
 each other view is opened on every preset with a seeded sample of control changes.
 
-Cost (measured on the 2-core CI machine: about 1,570 app runs in 2 min 20 s): the small presets
-are swept in full; the heavy ones (llama3-405b-16k, deepseek-v3, and megatron-gpt3-175b, whose
-new scenarios each cost 0.25-0.75 s to simulate and draw) with every control but fewer values —
-one of minimum, maximum and typical per number input, one option per select box, every toggle —
-the same seeded sample on every run.
+Cost (this 2-core machine, 2026-12-01): 34-100 s per preset for the control sweep, about 25
+minutes in all, the longest part of the suite, which therefore runs on every CPU (README "Tests").
+The small presets are swept in full; the heavy ones (llama3-405b-16k, deepseek-v3 and
+megatron-gpt3-175b, whose new scenarios each cost 0.25-0.75 s to simulate and draw) with every
+control but fewer values — one of minimum, maximum and typical per number input, one option per
+select box, every toggle — the same seeded sample on every run.
 ``COMMEXPLORER_FULL_SWEEP=1`` sweeps everything in full, in every view (opt-in: much longer).
 """
 from __future__ import annotations

@@ -48,7 +48,7 @@ def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:
 
 # (placement, ep, dimension, stage, domain sizes) -> the group's members and members per domain
 # (Network._shape).
-_PER_DOMAIN: dict[tuple, tuple[np.ndarray, tuple[int, ...]]] = {}   # members, per domain
+_PER_DOMAIN: dict[tuple, tuple[np.ndarray, tuple[int, ...]]] = {}
 PER_DOMAIN_CACHE = 1 << 16
 
 

@@ -213,10 +213,11 @@ def unknown_key_error(key: Any, known: list[str], path: str) -> ScenarioError:
 @dataclasses.dataclass(frozen=True)
 class _Plan:
     """How :func:`build` reads one dataclass: its field names, and per field (name, Field, type
-    without Optional, whether None is allowed, kind: section, sections, tuple or scalar)."""
+    without Optional, whether None is allowed, kind: section, sections, tuple or scalar, and the
+    item type of a tuple kind)."""
 
     names: frozenset[str]
-    fields: tuple[tuple[str, dataclasses.Field, Any, bool, str], ...]
+    fields: tuple[tuple[str, dataclasses.Field, Any, bool, str, Any], ...]
 
 
 @functools.cache
@@ -227,14 +228,15 @@ def _plan(cls: type) -> _Plan:
     out = []
     for f in dataclasses.fields(cls):
         tp, optional = _unwrap_optional(hints[f.name])
+        item = typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else None
         if dataclasses.is_dataclass(tp):
             kind = "section"
-        elif typing.get_origin(tp) is tuple:
-            kind = "sections" if dataclasses.is_dataclass(typing.get_args(tp)[0]) else "tuple"
+        elif item is not None:
+            kind = "sections" if dataclasses.is_dataclass(item) else "tuple"
         else:
             kind = "scalar"
-        out.append((f.name, f, tp, optional, kind))
-    return _Plan(frozenset(f.name for f in dataclasses.fields(cls)), tuple(out))
+        out.append((f.name, f, tp, optional, kind, item))
+    return _Plan(frozenset(name for name, *_ in out), tuple(out))
 
 
 def build(cls: type, data: Any, path: str = "") -> Any:
@@ -262,7 +264,7 @@ def build(cls: type, data: Any, path: str = "") -> Any:
         if key not in plan.names:
             raise unknown_key_error(key, user_keys(cls), path)
     kwargs: dict[str, Any] = {}
-    for name, f, tp, optional, kind in plan.fields:
+    for name, f, tp, optional, kind, item in plan.fields:
         sub = f"{path}.{name}" if path else name
         if name not in data:
             if f.metadata.get("required") or (f.default is dataclasses.MISSING
@@ -279,9 +281,9 @@ def build(cls: type, data: Any, path: str = "") -> Any:
         if kind == "section":
             kwargs[name] = build(tp, value, sub)
         elif kind == "sections":
-            kwargs[name] = build_items(typing.get_args(tp)[0], value, sub, f.metadata)
+            kwargs[name] = build_items(item, value, sub, f.metadata)
         elif kind == "tuple":
-            kwargs[name] = convert_tuple(value, typing.get_args(tp)[0], sub, f.metadata)
+            kwargs[name] = convert_tuple(value, item, sub, f.metadata)
         else:
             kwargs[name] = convert_scalar(value, tp, sub, f.metadata)
     return cls(**kwargs)
@@ -319,7 +321,7 @@ def dump(obj: Any) -> Any:
 def field_paths(cls: type, prefix: str = "") -> dict[str, dataclasses.Field]:
     """All leaf fields of a dataclass tree by dotted path (for --set, share links and docs)."""
     out: dict[str, dataclasses.Field] = {}
-    for name, f, tp, _, kind in _plan(cls).fields:
+    for name, f, tp, _, kind, _ in _plan(cls).fields:
         path = f"{prefix}{name}"
         if kind == "section":
             out.update(field_paths(tp, path + "."))

@@ -181,8 +181,8 @@ class LayoutBuilder:
         s = self._parsed
         # evolve, not dataclasses.replace: the sections have no __post_init__ (config/frozen.py).
         par = evolve(s.parallelism, tp=layout.tp, pp=layout.pp, cp=layout.cp, ep=layout.ep, vpp=layout.vpp,
-                      schedule=layout.schedule, zero=layout.zero, sequence_parallel=layout.sequence_parallel,
-                      dp=None, stage_layers=None)
+                     schedule=layout.schedule, zero=layout.zero, sequence_parallel=layout.sequence_parallel,
+                     dp=None, stage_layers=None)
         tr = evolve(s.training, micro_batch=layout.micro_batch, recompute=layout.recompute)
         sc = fill_defaults(evolve(s, parallelism=par, training=tr))
         validate(sc)

@@ -115,6 +115,22 @@ def test_changing_the_preset_resets_the_controls():
     assert qp(at, "parallelism.pp") is None
 
 
+def test_a_rerun_reads_no_scenario_file(monkeypatch):
+    """The scenario chooser labels all shipped presets on every rerun; their files are read once
+    per session, not again on each change (a cache smaller than the preset list re-parsed all of
+    them on every rerun, a fifth of its time)."""
+    import explorer.ui.state as state
+
+    at = run_app(scenario="teaching-8gpu")
+    reads = []
+    original = state.preset_raw
+    monkeypatch.setattr(state, "preset_raw", lambda name: reads.append(name) or original(name))
+    for pp in (2, 4, 1):
+        at.number_input(key="parallelism.pp").set_value(pp).run()
+        assert not at.exception
+    assert reads == [], f"{len(reads)} scenario files read again over 3 reruns"
+
+
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "zb-h1", "zb-h2", "dualpipe", "pipedream-async"])
 def test_every_pipeline_schedule_renders(schedule):
     at = run_app(scenario="zero-bubble-8gpu")

@@ -16,22 +16,26 @@ from .state import (
     on_model_preset_change,
     on_preset_change,
     on_source_change,
-    preset_scenario,
+    preset_titles,
 )
 
 
 def render() -> dict[str, Any]:
     """Draw the sidebar; return a placeholder per section for its error message."""
-    shipped = shipped_scenarios()
-    st.sidebar.selectbox("Scenario", list(shipped), key="_scenario", on_change=on_preset_change,
-                         format_func=lambda n: f"{n} — {preset_scenario(n)[1].name}",
+    titles = preset_titles()
+    st.sidebar.selectbox("Scenario", list(shipped_scenarios()), key="_scenario",
+                         on_change=on_preset_change,
+                         format_func=lambda n: f"{n} — {titles[n]}",
                          help="A preset from scenarios/; every change below is relative to it.")
     placeholders = {}
+    # The other kind of model's controls are hidden; decided once, not per widget (each lookup
+    # copies the preset's scenario out of Streamlit's cache).
+    hidden = TRANSFORMER_KEYS if conv_active() else CONV_KEYS
     for name, items in SECTIONS:
         with st.sidebar.expander(name, expanded=name == "Parallelism"):
             placeholders[name] = st.empty()
             for control in items:
-                _widget(control)
+                _widget(control, hidden)
     return placeholders
 
 
@@ -63,8 +67,8 @@ def _derived_dp() -> str:
     return f"**dp undefined**: tp·pp·cp = {denom} does not divide {gpus} GPUs"
 
 
-def _widget(c: Control) -> None:
-    if c.key in (TRANSFORMER_KEYS if conv_active() else CONV_KEYS):
+def _widget(c: Control, hidden: frozenset[str]) -> None:
+    if c.key in hidden:
         if c.key == "model.layers":        # where the transformer's fields were: what they are now
             st.caption(_conv_caption())
         return

@@ -33,7 +33,7 @@ from ..scenario import (
     to_dict,
 )
 from ..schema import build, field_paths
-from ..share import changed_fields, flatten, format_value, parse_query, preset_raw
+from ..share import changed_fields, flatten, format_value, parse_query, preset_raw, shipped_scenarios
 from .controls import CONV_KEYS, DERIVED_WIDGETS, MODEL_KEYS, TRANSFORMER_KEYS, WIDGET_KEYS
 
 CUSTOM = "(custom)"
@@ -41,11 +41,20 @@ MAX_UPLOAD_BYTES = 200_000
 FIELDS = field_paths(Scenario)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+# Room for every shipped preset and more: the chooser used to name all of them on each rerun
+# through a 16-entry cache, so with 19 presets every lookup missed and re-parsed its YAML.
+@st.cache_data(max_entries=64, show_spinner=False)
 def preset_scenario(name: str) -> tuple[dict, Scenario]:
     """A shipped scenario's raw mapping (dp left to be derived) and its validated form."""
     raw = preset_raw(name)
     return raw, from_dict(raw)
+
+
+@st.cache_data(show_spinner=False)
+def preset_titles() -> dict[str, str]:
+    """Each shipped preset's file name -> its scenario's ``name``, read once: the scenario chooser
+    labels every option on every rerun."""
+    return {n: preset_scenario(n)[1].name for n in shipped_scenarios()}
 
 
 def _field_default(key: str) -> Any:

@@ -33,6 +33,10 @@ def _tasks(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, op: st
     seconds of one bucket, for ``n_params`` parameters per held chunk on ``dim``'s groups (stages
     of one placement class share their group shapes: one call priced per class and size)."""
     total = n_params * nbytes
+    if not total.any():
+        # No parameters of this kind (a dense model's expert half): no task, nothing to price.
+        z = np.zeros(total.shape)
+        return np.zeros((*total.shape, MAX_BUCKET_TASKS)), np.zeros((*total.shape, MAX_BUCKET_TASKS)), z, z
     groups = np.array([net.group_size(dim, r) for r in reps])[classes]
     live = (total > 0) & (groups[:, None] > 1)
     if sc.parallelism.zero == 3:

@@ -29,6 +29,7 @@ from .keys import PASS_DIMS, RowNetwork, intern, memo_table
 
 Classes = tuple[np.ndarray, tuple[int, ...]]       # (p,) class of each stage, first stage of each class
 _CLASSES = memo_table()
+_DIM_CLASSES = memo_table()
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,20 @@ class NetInfo:
 
 
 def _dim_classes(net: RowNetwork, dim: str, stages: int) -> Classes:
-    """Classes of ``stages`` stages for ``dim`` by the rule of the module docstring."""
+    """Classes of ``stages`` stages for ``dim`` by the rule of the module docstring, memoised on
+    what the rule reads: the placement (its strides and sizes, and ep for the expert groups), the
+    domains' sizes and whether a WAN is there; not the bandwidths, so rows that differ only in a
+    link's speed share them."""
+    pl, fabric = net.placement, net.net.fabric
+    key = (tuple(pl.strides.items()), tuple(pl.sizes.items()), net.sc.parallelism.ep, dim, stages,
+           tuple(b.domain_gpus for b in fabric.boundaries), fabric.wan is not None)
+    got = _DIM_CLASSES.get(key)
+    if got is None:
+        got = _DIM_CLASSES[key] = _classify(net, dim, stages)
+    return got
+
+
+def _classify(net: RowNetwork, dim: str, stages: int) -> Classes:
     g = np.sort(net.members(dim, 0))
     stride = net.placement.strides["pp"]
     fabric = net.net.fabric

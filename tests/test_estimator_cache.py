@@ -180,3 +180,25 @@ def test_shared_group_members_are_read_only():
     net.shape("dp", 1)
     members = [m for m, _ in _PER_DOMAIN.values()]
     assert members and all(not m.flags.writeable for m in members)
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe",
+                                      "pipedream-async", "1f1b-latency", "crosspipe"])
+def test_live_counts_peak_is_the_registrys_replay_for_any_bytes(schedule):
+    """The estimator's activation peak (memory.live_counts: the distinct live-count vectors of
+    every stage, coded as integers and deduplicated for all stages at once) dotted with a row's
+    bytes per chunk is the registry's own peak_activations replay of each stage's order."""
+    from explorer.estimate.memory import live_counts
+    from explorer.schedules.registry import get
+
+    sched = get(schedule)
+    rng = np.random.default_rng(7)
+    # (Interleaved orders run a multiple of p units: validation asks for it.)
+    for p, v, units in ((1, 1, 3), (2, 1, 5), (4, 1, 8), (4, 2, 8), (8, 1, 16), (4, 2, 12), (2, 4, 6)):
+        if (v > 1) != (schedule == "interleaved") or (sched.two_directions and p % 2):
+            continue
+        live = live_counts(sched, p, units, v)
+        for s in range(p):
+            act = rng.uniform(1.0, 2.0, live.shape[2]).tolist()
+            want = sched.peak_activations(sched.order(s, p, units, v), act)
+            assert (live[s] @ np.array(act)).max() == pytest.approx(want, rel=1e-12), (p, v, units, s)

@@ -43,7 +43,7 @@ from .many import (
     needs_simulation,
     row_ops,
 )
-from .memory import memory_total, stage_memory_at
+from .memory import memory_totals, stage_memory_at
 from .pipeline import _ARRAYS, StageTimes
 from .profile import RowProfile, row_profile
 from .result import Estimates
@@ -161,8 +161,9 @@ def _finish(profs: list[RowProfile], runs: list[tuple], spans: list[tuple[int, i
     en = ending(profs, st)
     win = window(profs, st, en)
     bd = breakdowns(profs, st, en, win)
-    mem = np.array([memory_total(pr) if s is None else _memory(pr, *s)
-                    for pr, s in zip(profs, spans, strict=True)])
+    plain = [r for r, s in enumerate(spans) if s is None]
+    mem = np.array([0.0 if s is None else _memory(pr, *s) for pr, s in zip(profs, spans, strict=True)])
+    mem[plain] = memory_totals([profs[r] for r in plain])
     return estimates_of(profs, win.T, bd, mem)
 
 

@@ -25,7 +25,7 @@ from ..scenario import Scenario, ScenarioError
 from ..schedules.registry import Window
 from ..vocabulary import CATEGORIES
 from .breakdown import breakdowns
-from .memory import memory_total
+from .memory import memory_totals
 from .pipeline import StageTimes, run_group
 from .priority import p3_period
 from .profile import RowProfile, row_profile
@@ -163,7 +163,7 @@ def _finish(profs: list[RowProfile], st: StageTimes) -> Estimates:
             T[r], starts[r], _ = p3_period(profs[r], st, r)
         win = Window_(T, starts, win.pace, win.pace_category)
     bd = breakdowns(profs, st, en, win)
-    return estimates_of(profs, win.T, bd, np.array([memory_total(pr) for pr in profs]))
+    return estimates_of(profs, win.T, bd, memory_totals(profs))
 
 
 def estimates_of(profs: Sequence[RowProfile], T: np.ndarray, bd: np.ndarray, mem: np.ndarray) -> Estimates:

@@ -11,6 +11,8 @@ schedules/dualpipe.py), whose result it equals for any bytes.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..activations import recompute_working_bytes
@@ -29,7 +31,8 @@ _LIVE: dict[tuple, np.ndarray] = memo_table()
 
 def live_counts(schedule: Schedule, p: int, units: int, v: int) -> np.ndarray:
     """(p, K, nch) per stage the distinct vectors of per-chunk activations alive after each op of
-    its order (padded with zeros), memoised per shape."""
+    its order (padded with zero vectors, which every stage has before its first op), memoised per
+    shape."""
     key = (schedule.name, p, units, v)
     got = _LIVE.get(key)
     if got is None:
@@ -37,40 +40,67 @@ def live_counts(schedule: Schedule, p: int, units: int, v: int) -> np.ndarray:
         # The row's own ops, grouped by stage once (in program order within a stage).
         mine = np.flatnonzero(prog.mb < units)
         mine = mine[np.argsort(prog.stage[mine], kind="stable")]
-        bounds = np.searchsorted(prog.stage[mine], np.arange(p + 1))
-        per = [_stage_counts(prog, schedule.two_directions, mine[bounds[s]:bounds[s + 1]]) for s in range(p)]
-        k = max(len(x) for x in per)
-        got = np.zeros((p, k, prog.nch))
-        for s, x in enumerate(per):
-            got[s, :len(x)] = x
-        _LIVE[key] = got
+        got = _LIVE[key] = _stage_counts(prog, schedule.two_directions, mine, p)
     return got
 
 
-def _stage_counts(prog: Program, two_directions: bool, ops: np.ndarray) -> np.ndarray:
-    """The distinct vectors of per-chunk activations alive after each op of one stage's order
-    (``ops``: its op indices in program order): the registry's peak_activations replay, with one
-    unit of bytes per chunk counted per chunk.
+def _stage_counts(prog: Program, two_directions: bool, ops: np.ndarray, p: int) -> np.ndarray:
+    """(p, K, nch) the distinct vectors of per-chunk activations alive after each op of each stage's
+    order (``ops``: op indices, stage after stage, each stage's in program order): the registry's
+    peak_activations replay, with one unit of bytes per chunk counted per chunk, every stage at once.
 
     schedules/pipeline.peak_activations: a forward adds its chunk, the pass completing the
     gradients (B, or W when the backward is split) frees it.  schedules/dualpipe.peak_activations:
     a full backward or a weight-gradient pass frees (an input-gradient pass keeps them for its W),
     and a fused F&B adds the forward's chunk, peaks, then frees the backward's."""
-    kind, local, local_b = prog.kind[ops], prog.local[ops], prog.local_b[ops]
+    nch = prog.nch
+    kind, local, local_b, stage = prog.kind[ops], prog.local[ops], prog.local_b[ops], prog.stage[ops]
     f, b, bi, w, fb = (kind == k for k in range(5))
     if two_directions:
         release = b | w
     else:
-        release = w if w.any() else b
-    eye = np.eye(prog.nch)
+        # Per stage, as the registry decides it per order: W frees where the stage has W passes.
+        has_w = np.bincount(stage[w], minlength=p) > 0
+        release = np.where(has_w[stage], w, b)
+    eye = np.eye(nch)
     add = (f | fb)[:, None] * eye[local]
     free = release[:, None] * eye[local] + fb[:, None] * eye[local_b]
-    after = np.cumsum(add - free, axis=0)
-    peak_inside = (after + fb[:, None] * eye[local_b])[fb]       # a fused pair, between its halves
-    seen = np.vstack([np.zeros((1, prog.nch)), after, peak_inside])
-    # np.unique(seen, axis=0), without it: its first call imports numpy.ma (~30 ms of a sweep's
-    # first call); the rows are small counts, exact as floats.
-    return np.array(sorted(set(map(tuple, seen.tolist()))), dtype=seen.dtype).reshape(-1, prog.nch)
+    # Counts after each op: a running sum restarted at each stage's first op (small integers, exact).
+    run = np.cumsum(add - free, axis=0)
+    starts = np.searchsorted(stage, np.arange(p))
+    before = np.vstack([np.zeros((1, nch)), run])[starts]              # (p, nch) sum before each stage
+    after = run - before[stage]
+    inside = (after + fb[:, None] * eye[local_b])[fb]                   # a fused pair, between its halves
+    vecs = np.vstack([np.zeros((p, nch)), after, inside])
+    owner = np.r_[np.arange(p), stage, stage[fb]]
+    # Distinct vectors per stage: each (stage, vector) as one integer, sorted, repeats dropped
+    # (np.unique's first call imports numpy.ma: ~30 ms of a sweep's first call).
+    base = int(vecs.max(initial=0)) + 1
+    if p * float(base) ** nch >= 2.0 ** 62:                         # codes would overflow int64
+        return _distinct_per_stage(vecs, owner, p)
+    code = owner.astype(np.int64)
+    for c in range(nch):
+        code = code * base + vecs[:, c].astype(np.int64)
+    code = np.sort(code)
+    code = code[np.r_[True, code[1:] != code[:-1]]]
+    digits = np.empty((len(code), nch))
+    rest = code
+    for c in range(nch - 1, -1, -1):
+        rest, digits[:, c] = np.divmod(rest, base)
+    per = np.bincount(rest, minlength=p)
+    first = np.r_[0, np.cumsum(per)[:-1]]
+    out = np.zeros((p, int(per.max()), nch))
+    out[rest, np.arange(len(code)) - first[rest]] = digits
+    return out
+
+
+def _distinct_per_stage(vecs: np.ndarray, owner: np.ndarray, p: int) -> np.ndarray:
+    """:func:`_stage_counts`' last step in Python sets, for counts too large to code as integers."""
+    per = [sorted(set(map(tuple, vecs[owner == s].tolist()))) for s in range(p)]
+    out = np.zeros((p, max(map(len, per)), vecs.shape[1]))
+    for s, rows in enumerate(per):
+        out[s, :len(rows)] = rows
+    return out
 
 
 def _transient(prof: RowProfile) -> tuple[float, float]:
@@ -87,53 +117,94 @@ def _transient(prof: RowProfile) -> tuple[float, float]:
 def memory_total(prof: RowProfile) -> float:
     """Bytes per GPU of the busiest stage (max over stages of the total), memoised on what it
     reads (RowProfile.memory_key: no network, so a sweep over bandwidths prices it once)."""
-    got = _TOTALS.get(prof.memory_key)
-    if got is None:
-        got = _TOTALS[prof.memory_key] = float(stage_memory(prof).sum(axis=1).max())
-    return got
+    return float(memory_totals([prof])[0])
+
+
+def memory_totals(profs: Sequence[RowProfile]) -> np.ndarray:
+    """:func:`memory_total` of every row: the keys not memoised yet priced together, one
+    :func:`stage_memory_rows` per shape (schedule, p, v)."""
+    out = np.empty(len(profs))
+    todo: dict[tuple, dict[tuple, RowProfile]] = {}
+    for i, pr in enumerate(profs):
+        got = _TOTALS.get(pr.memory_key)
+        if got is None:
+            todo.setdefault((pr.schedule.name, pr.p, pr.v), {}).setdefault(pr.memory_key, pr)
+        else:
+            out[i] = got
+    if todo:
+        for rows in todo.values():
+            group = list(rows.values())
+            per = stage_memory_rows(group, [pr.units for pr in group])
+            for key, total in zip(rows, per.sum(axis=2).max(axis=1).tolist(), strict=True):
+                _TOTALS[key] = total
+        for i, pr in enumerate(profs):
+            out[i] = _TOTALS[pr.memory_key]
+    return out
 
 
 def stage_memory(prof: RowProfile) -> np.ndarray:
     """(p, 4) bytes per GPU of each stage: parameters, gradients, optimizer state, activations
     (analysis/memory.class_memory)."""
-    return stage_memory_at(prof, (prof.units,))[0]
+    return stage_memory_rows([prof], [prof.units])[0]
 
 
 def stage_memory_at(prof: RowProfile, units: tuple[int, ...]) -> list[np.ndarray]:
     """:func:`stage_memory` of ``prof`` as if it ran each count of ``units`` (the estimator's fast
-    mode reads two): the parameters, gradients and optimizer state are the same at every count, so
-    they are computed once; the activations' peak is replayed per count."""
-    sc, p = prof.sc, prof.p
-    zero = sc.parallelism.zero
-    held = prof.holds
-    dense = prof.layout.params.sum(axis=1)
-    expert = prof.layout.expert.sum(axis=1)
-    nd = prof.dp_groups[:, 0]
-    ne = np.where(expert > 0, prof.dp_groups[:, 1], 1)
+    mode reads two)."""
+    return list(stage_memory_rows([prof] * len(units), list(units)))
 
-    def shard(sharded: bool) -> np.ndarray:
-        return dense / nd + expert / ne if sharded else dense + expert
 
-    versions = np.array([prof.schedule.weight_versions(s, p) for s in range(p)])
+def stage_memory_rows(profs: Sequence[RowProfile], units: Sequence[int]) -> np.ndarray:
+    """(rows, p, 4) :func:`stage_memory` of rows of one shape (schedule, p, v), row r as if it ran
+    ``units[r]`` units, as arrays over rows: each distinct layout's parameters, bytes and layer
+    counts gathered once, the activations' peak replayed once per distinct count.  Row r's numbers
+    do not depend on the other rows (the same operations per element, whatever the batch)."""
+    first = profs[0]
+    sched, p, held = first.schedule, first.p, first.holds
+    layouts: dict[int, int] = {}
+    lay = [layouts.setdefault(id(pr.layout), len(layouts)) for pr in profs]
+    distinct = {k: pr.layout for pr, k in zip(profs, lay, strict=True)}
+    li = np.array(lay)
+    L = [distinct[k] for k in range(len(distinct))]
+    dense = np.stack([x.params for x in L]).sum(axis=2)[li]             # (g, p)
+    expert = np.stack([x.expert for x in L]).sum(axis=2)[li]
+    groups = np.stack([pr.dp_groups for pr in profs])                   # (g, p, 2)
+    nd = groups[..., 0]
+    ne = np.where(expert > 0, groups[..., 1], 1)
+    zero = np.array([pr.sc.parallelism.zero for pr in profs])[:, None]
+    split, whole = dense / nd + expert / ne, dense + expert
+
+    def shard(sharded: np.ndarray) -> np.ndarray:
+        return np.where(sharded, split, whole)
+
+    versions = np.array([sched.weight_versions(s, p) for s in range(p)])
     params = PARAM_BYTES * shard(zero >= 3) * versions
     grads = GRAD_BYTES * shard(zero >= 2)
-    if zero >= 3:
+    if (zero >= 3).any():
         # ZeRO-3 working set: the gathered layer, prefetch_layers more, one layer's full gradients.
-        layer = prof.layer_bytes[held].max(axis=1)
-        params = params + layer * (1 + sc.communication.prefetch_layers)
-        grads = grads + layer / PARAM_BYTES * GRAD_BYTES
-    opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer] * shard(zero >= 1)
-    comp = sc.communication.compression
-    if comp.active:      # error-feedback residual, as analysis/memory.class_memory adds it
-        opt = opt + np.array([residual_bytes(comp, d, e, g, h) for d, e, g, h in zip(
-            dense.tolist(), expert.tolist(), nd.tolist(), ne.tolist(), strict=True)])
-    counts = prof.counts[held]                                           # (p, nch, ROLES)
-    dense_t, moe_t = _transient(prof)
-    transient = np.maximum(np.where(counts[..., 0].sum(-1) > 0, dense_t, 0.0),
-                           np.where(counts[..., 1].sum(-1) > 0, moe_t, 0.0))
-    act = prof.feat[held, F_IDX["act_bytes"]]                            # (p, nch)
-    out = []
-    for u in units:
-        peak = np.einsum("skc,sc->sk", live_counts(prof.schedule, p, u, prof.v), act).max(axis=1)
-        out.append(np.stack([params, grads, opt, peak + transient], axis=-1))
-    return out
+        layer = np.stack([x.layer_bytes for x in L])[li][:, held].max(axis=2)
+        prefetch = np.array([pr.sc.communication.prefetch_layers for pr in profs])[:, None]
+        z3 = zero >= 3
+        params = np.where(z3, params + layer * (1 + prefetch), params)
+        grads = np.where(z3, grads + layer / PARAM_BYTES * GRAD_BYTES, grads)
+    state = np.array([OPTIMIZER_STATE_BYTES[pr.sc.training.optimizer] for pr in profs])[:, None]
+    opt = state * shard(zero >= 1)
+    for r, pr in enumerate(profs):
+        comp = pr.sc.communication.compression
+        if comp.active:      # error-feedback residual, as analysis/memory.class_memory adds it
+            opt[r] = opt[r] + np.array([residual_bytes(comp, d, e, g, h) for d, e, g, h in zip(
+                dense[r].tolist(), expert[r].tolist(), nd[r].tolist(), ne[r].tolist(), strict=True)])
+    counts = np.stack([x.counts for x in L])[li][:, held]              # (g, p, nch, ROLES)
+    tr = np.array([_transient(pr) for pr in profs])                     # (g, 2) dense, MoE
+    transient = np.maximum(np.where(counts[..., 0].sum(-1) > 0, tr[:, :1], 0.0),
+                           np.where(counts[..., 1].sum(-1) > 0, tr[:, 1:], 0.0))
+    act = np.stack([x.feat[:, F_IDX["act_bytes"]] for x in L])[li][:, held]   # (g, p, nch)
+    peak = np.empty((len(profs), p))
+    by_units: dict[int, list[int]] = {}
+    for r, u in enumerate(units):
+        by_units.setdefault(u, []).append(r)
+    for u, rows in by_units.items():
+        live = live_counts(sched, p, u, first.v)                        # (p, K, nch)
+        # Each row's peak: the largest of its stage's live vectors dotted with its chunks' bytes.
+        peak[rows] = (live[None] * act[rows][:, :, None, :]).sum(axis=3).max(axis=2)
+    return np.stack([params, grads, opt, peak + transient], axis=-1)

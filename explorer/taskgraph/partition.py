@@ -35,8 +35,10 @@ def split_layers(costs: list[float], chunks: int, first_extra: float, last_extra
     virtual stage) with the remainder spread where it costs least, and the uniform split with one
     layer less on a chunk whose embedding or output-layer work is heavy (>= half a layer).
 
-    Costs: prefix sums and bisection, O(chunks log n) per probe of the bisection on the cap (at most
-    60 steps; it stops once the bracket is 1e-12 relative, a thousandth of the comparisons' tolerance).
+    Costs: prefix sums and bisection, O(chunks log n) per greedy probe of a cap; the least feasible
+    cap is found among the chunk costs between the mean chunk and the mean plus the largest layer
+    (about a dozen probes, :func:`_least_cap`), or by bisection on the cap for very long lines (at
+    most 60 probes, to a bracket of 1e-12 relative, a thousandth of the comparisons' tolerance).
 
     >>> split_layers([1.0] * 24, 12, 0.0, 0.5, stages=4)
     (2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2)

@@ -202,3 +202,32 @@ def test_live_counts_peak_is_the_registrys_replay_for_any_bytes(schedule):
             act = rng.uniform(1.0, 2.0, live.shape[2]).tolist()
             want = sched.peak_activations(sched.order(s, p, units, v), act)
             assert (live[s] @ np.array(act)).max() == pytest.approx(want, rel=1e-12), (p, v, units, s)
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_rows_that_differ_only_in_memory_are_timed_once(monkeypatch, exact):
+    """ZeRO 1 and ZeRO 2 shard different state (memory) but run the same buckets, gathers and step:
+    the estimator evaluates their pipeline once (many.time_key), and each row still equals its own
+    full simulation, its memory its own."""
+    from explorer.estimate import many
+    from explorer.scenario import load_raw, shipped_scenarios
+
+    raw = load_raw(shipped_scenarios()["teaching-8gpu"])
+    layout = {"parallelism.pp": 2, "parallelism.dp": None, "parallelism.stage_layers": None}
+    rows = [from_dict(apply_overrides(raw, {**layout, "parallelism.zero": z})) for z in (1, 2, 1, 0)]
+    evaluated = []
+    real_run = many._run
+    monkeypatch.setattr(many, "_run", lambda profs, jobs, keep: evaluated.append(len(jobs)) or
+                        real_run(profs, jobs, keep))
+    if not exact:
+        from explorer.estimate import fast
+        monkeypatch.setattr(fast, "_run", many._run)
+    clear()
+    est = estimate_many(rows, exact=exact)
+    assert evaluated == [2]                     # ZeRO 1 (twice) and 2 share one evaluation; ZeRO 0 its own
+    for i, sc in enumerate(rows):
+        r = simulate(sc)
+        assert est.iteration_time_s[i] == pytest.approx(r.iteration_time_s, rel=1e-9), i
+        assert est.memory_GB_total[i] == pytest.approx(r.memory.as_GB()["total"], rel=1e-9), i
+    assert est.memory_GB_total[1] < est.memory_GB_total[0]          # ZeRO 2 shards the gradients too
+    assert est.iteration_time_s[0] == est.iteration_time_s[1] == est.iteration_time_s[2]

@@ -35,12 +35,13 @@ from .breakdown import breakdowns
 from .keys import memo_table
 from .many import (
     MAX_ROW_OPS,
+    _assemble,
     _gather,
     _needs_ops,
     _run,
     estimate_profiles,
-    estimates_of,
     needs_simulation,
+    representatives,
     row_ops,
 )
 from .memory import memory_totals, stage_memory_at
@@ -116,20 +117,27 @@ def estimate_profiles_fast(profs: Sequence[RowProfile]) -> tuple[Estimates, list
             and (_extrapolable(pr) or row_ops(pr) <= MAX_ROW_OPS)]
     taken = set(mine)
     rest = [i for i in range(n) if i not in taken]
+    rep = representatives(plain, mine)                         # type: ignore[arg-type]
+    timed = [i for i in mine if rep[i] == i]
     jobs: list[tuple[int, int]] = []
     spans: dict[int, tuple[int, int]] = {}
+    timed_set = set(timed)
+    timed_jobs: list[int] = []
     for i in mine:
         pr = plain[i]
+        first = len(jobs)
         if _extrapolable(pr):
             a = base_units(pr)
             spans[i] = (a, 2 * a)
             jobs += [(i, a), (i, 2 * a)]
         else:
             jobs.append((i, pr.units))
-    runs = _run(plain, jobs, [False] * len(jobs))          # type: ignore[arg-type]
+        if i in timed_set:
+            timed_jobs += range(first, len(jobs))
+    runs = _run(plain, [jobs[j] for j in timed_jobs], [False] * len(timed_jobs))   # type: ignore[arg-type]
     pos = 0
     done: dict[int, tuple] = {}
-    for i in mine:
+    for i in timed:
         k = 2 if i in spans else 1
         done[i] = tuple(runs[pos:pos + k])
         pos += k
@@ -139,8 +147,11 @@ def estimate_profiles_fast(profs: Sequence[RowProfile]) -> tuple[Estimates, list
         finals.setdefault((pr.schedule.name, pr.p, pr.v, pr.blocking), []).append(i)
     pieces = []
     for idx in finals.values():
-        pieces.append((np.array(idx), _finish([plain[i] for i in idx], [done[i] for i in idx],  # type: ignore
-                                              [spans.get(i) for i in idx])))
+        reps = list(dict.fromkeys(rep[i] for i in idx))
+        T, bd = _times([plain[r] for r in reps], [done[r] for r in reps], [spans.get(r) for r in reps])  # type: ignore
+        mem = _memories([plain[i] for i in idx], [spans.get(i) for i in idx])         # type: ignore[misc]
+        pieces.append((np.array(idx), _assemble([plain[i] for i in idx], T, bd, reps,  # type: ignore[misc]
+                                                [rep[i] for i in idx], mem)))
     reasons: list[str | None] = [None] * n
     if rest:
         est, why = estimate_profiles([profs[i] for i in rest])
@@ -150,8 +161,9 @@ def estimate_profiles_fast(profs: Sequence[RowProfile]) -> tuple[Estimates, list
     return Estimates.scatter(n, pieces), reasons
 
 
-def _finish(profs: list[RowProfile], runs: list[tuple], spans: list[tuple[int, int] | None]) -> Estimates:
-    """many._finish on extrapolated StageTimes, with the extrapolated memory."""
+def _times(profs: list[RowProfile], runs: list[tuple], spans: list[tuple[int, int] | None],
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """many._times on extrapolated StageTimes."""
     # Rows evaluated once pass their times through as b, with a = b (a zero slope).
     st_b = _gather([r[-1] for r in runs])
     st_a = _gather([r[0] for r in runs])
@@ -160,11 +172,15 @@ def _finish(profs: list[RowProfile], runs: list[tuple], spans: list[tuple[int, i
     st = _extrapolate(st_a, st_b, scale)
     en = ending(profs, st)
     win = window(profs, st, en)
-    bd = breakdowns(profs, st, en, win)
+    return win.T, breakdowns(profs, st, en, win)
+
+
+def _memories(profs: list[RowProfile], spans: list[tuple[int, int] | None]) -> np.ndarray:
+    """Each row's memory: exact where evaluated at its own count, else extrapolated (_memory)."""
     plain = [r for r, s in enumerate(spans) if s is None]
     mem = np.array([0.0 if s is None else _memory(pr, *s) for pr, s in zip(profs, spans, strict=True)])
     mem[plain] = memory_totals([profs[r] for r in plain])
-    return estimates_of(profs, win.T, bd, mem)
+    return mem
 
 
 def estimate_many(scenarios: Sequence[Scenario], exact: bool = True) -> Estimates:

@@ -86,6 +86,25 @@ def needs_simulation(sc: Scenario) -> bool:
             or sc.cluster.faults.failed_nodes > 0 or sc.cluster.faults.degraded)
 
 
+def time_key(prof: RowProfile, i: int) -> tuple:
+    """Everything the pipeline, the iteration's end, its window and the breakdown read of row ``i``
+    (estimate/pipeline.py, sync.py, breakdown.py): the memoised pieces by identity (equal keys
+    share one object), the shape and counts by value.  Rows equal on it take the same seconds —
+    a sweep's ZeRO 1 and ZeRO 2 rows, which differ in memory only, are timed once.  Rows whose
+    replay reads their own options (PipeDream's window, P3) are their own key."""
+    if _needs_ops(prof):
+        return (i,)
+    return (prof.schedule.name, prof.p, prof.v, prof.blocking, prof.units, prof.m, id(prof.layout),
+            prof.sm_factor, prof.overlap_reduce, id(prof.transfer), id(prof.job_frac), id(prof.job_dur),
+            id(prof.gates), id(prof.trailing), id(prof.optimizer))
+
+
+def representatives(profs: Sequence[RowProfile], rows: Sequence[int]) -> dict[int, int]:
+    """Per row of ``rows`` the first row with its :func:`time_key` (itself when it is the first)."""
+    first: dict[tuple, int] = {}
+    return {i: first.setdefault(time_key(profs[i], i), i) for i in rows}
+
+
 def estimate_profiles(profs: Sequence[RowProfile]) -> tuple[Estimates, list[str | None]]:
     """Estimates of already-profiled rows (in their order), and per row None or the one-line reason
     the full simulation refused a row too long for the estimator (its row NaN)."""
@@ -95,20 +114,35 @@ def estimate_profiles(profs: Sequence[RowProfile]) -> tuple[Estimates, list[str 
     # So do the rows of needs_simulation.
     mine = [i for i, pr in enumerate(profs) if row_ops(pr) <= MAX_ROW_OPS and pr.schedule.timed is None
             and not needs_simulation(pr.sc)]
-    runs = _run(profs, [(i, profs[i].units) for i in mine], [_needs_ops(profs[i]) for i in mine])
-    done = dict(zip(mine, runs, strict=True))
+    rep = representatives(profs, mine)
+    timed = [i for i in mine if rep[i] == i]
+    runs = _run(profs, [(i, profs[i].units) for i in timed], [_needs_ops(profs[i]) for i in timed])
+    done = dict(zip(timed, runs, strict=True))
     finals: dict[tuple, list[int]] = {}
     for i in mine:
         pr = profs[i]
         finals.setdefault((pr.schedule.name, pr.p, pr.v, pr.blocking), []).append(i)
     pieces = []
     for idx in finals.values():
-        pieces.append((np.array(idx), _finish([profs[i] for i in idx], _gather([done[i] for i in idx]))))
+        reps = list(dict.fromkeys(rep[i] for i in idx))
+        T, bd = _times([profs[r] for r in reps], _gather([done[r] for r in reps]))
+        pieces.append((np.array(idx), _assemble([profs[i] for i in idx], T, bd, reps, [rep[i] for i in idx],
+                                                memory_totals([profs[i] for i in idx]))))
     reasons: list[str | None] = [None] * n
-    for i in (i for i in range(n) if i not in done):
+    taken = set(mine)
+    for i in (i for i in range(n) if i not in taken):
         est, reasons[i] = simulated(profs[i].sc)
         pieces.append((np.array([i]), est))
     return Estimates.scatter(n, pieces), reasons
+
+
+def _assemble(profs: list[RowProfile], T: np.ndarray, bd: np.ndarray, reps: list[int], rep_of: list[int],
+              mem: np.ndarray) -> Estimates:
+    """estimates_of for ``profs``, each taking the time and breakdown of its representative (the
+    rows ``reps`` that ``T`` and ``bd`` are aligned with) and its own memory."""
+    pos = {r: k for k, r in enumerate(reps)}
+    sel = np.array([pos[r] for r in rep_of])
+    return estimates_of(profs, T[sel], bd[sel], mem)
 
 
 def simulated(sc: Scenario) -> tuple[Estimates, str | None]:
@@ -152,8 +186,9 @@ def estimate(sc: Scenario) -> Estimates:
     return estimate_many([sc])
 
 
-def _finish(profs: list[RowProfile], st: StageTimes) -> Estimates:
-    """Iteration end, window, breakdown, memory and throughput of rows sharing schedule, p, v."""
+def _times(profs: list[RowProfile], st: StageTimes) -> tuple[np.ndarray, np.ndarray]:
+    """Iteration time and breakdown columns (CATEGORIES order) of rows sharing schedule, p, v:
+    the iteration's end, its window (P3 rows replayed on their priority queue), the breakdown."""
     en = ending(profs, st)
     win = window(profs, st, en)
     p3 = [r for r, pr in enumerate(profs) if pr.sc.communication.dp_priority]
@@ -162,8 +197,7 @@ def _finish(profs: list[RowProfile], st: StageTimes) -> Estimates:
         for r in p3:
             T[r], starts[r], _ = p3_period(profs[r], st, r)
         win = Window_(T, starts, win.pace, win.pace_category)
-    bd = breakdowns(profs, st, en, win)
-    return estimates_of(profs, win.T, bd, memory_totals(profs))
+    return win.T, breakdowns(profs, st, en, win)
 
 
 def estimates_of(profs: Sequence[RowProfile], T: np.ndarray, bd: np.ndarray, mem: np.ndarray) -> Estimates:

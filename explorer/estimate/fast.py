@@ -117,24 +117,17 @@ def estimate_profiles_fast(profs: Sequence[RowProfile]) -> tuple[Estimates, list
             and (_extrapolable(pr) or row_ops(pr) <= MAX_ROW_OPS)]
     taken = set(mine)
     rest = [i for i in range(n) if i not in taken]
-    rep = representatives(plain, mine)                         # type: ignore[arg-type]
-    timed = [i for i in mine if rep[i] == i]
-    jobs: list[tuple[int, int]] = []
     spans: dict[int, tuple[int, int]] = {}
-    timed_set = set(timed)
-    timed_jobs: list[int] = []
     for i in mine:
         pr = plain[i]
-        first = len(jobs)
         if _extrapolable(pr):
             a = base_units(pr)
             spans[i] = (a, 2 * a)
-            jobs += [(i, a), (i, 2 * a)]
-        else:
-            jobs.append((i, pr.units))
-        if i in timed_set:
-            timed_jobs += range(first, len(jobs))
-    runs = _run(plain, [jobs[j] for j in timed_jobs], [False] * len(timed_jobs))   # type: ignore[arg-type]
+    # Only each time_key's first row is evaluated (many.representatives); every row keeps its span.
+    rep = representatives(plain, mine)                     # type: ignore[arg-type]
+    timed = [i for i in mine if rep[i] == i]
+    jobs = [(i, u) for i in timed for u in spans.get(i, (plain[i].units,))]   # type: ignore[union-attr]
+    runs = _run(plain, jobs, [False] * len(jobs))          # type: ignore[arg-type]
     pos = 0
     done: dict[int, tuple] = {}
     for i in timed:

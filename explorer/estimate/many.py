@@ -1,8 +1,10 @@
 """estimate_many: validated scenarios in, one row of estimates each out.
 
-Rows are priced one by one from memoised pieces (estimate/profile.py).  Their pipelines run grouped
-by what a compiled program shares — the schedule, p, v, whether sends block, and unit counts within
-a factor of 2**SCALE_BITS (phantom units pad the shorter; DualPipe by its exact count).  Then, per
+Rows are priced one by one from memoised pieces (estimate/profile.py); rows equal on everything
+their timing reads (:func:`time_key`: a sweep's ZeRO 1 and ZeRO 2 rows) are timed once.  Their
+pipelines run grouped by what a compiled program shares — the schedule, p, v, whether sends block,
+and unit counts within a factor of 2**SCALE_BITS (phantom units pad the shorter; DualPipe by its
+exact count).  Then, per
 schedule, p, v and send kind, the buckets, optimizer and iteration window (estimate/sync.py), the
 breakdown and the memory are computed for all rows at once.  Throughput and MFU follow
 simulate.assemble: tokens per iteration over its time; model FLOPs without recompute per GPU over

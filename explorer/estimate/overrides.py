@@ -88,20 +88,68 @@ def _convert(path: str, value: Any) -> Any:
         return _SLOW
 
 
-def _apply(base: Scenario, changes: dict[tuple[str, ...], dict[str, Any]]) -> Scenario | None:
-    """``base`` with the leaf changes applied section by section (None: a section is empty)."""
-    def rebuilt(obj: Any, prefix: tuple[str, ...]) -> Any:
-        edits = dict(changes.get(prefix, {}))
-        for sub in {k[len(prefix)] for k in changes if len(k) > len(prefix) and k[:len(prefix)] == prefix}:
-            child = getattr(obj, sub)
-            if child is None:
+class _Rebuilder:
+    """Sections of one base with leaf changes applied (config.frozen.evolve along the path), each
+    distinct (section, its changes) built once: a sweep's rows share the sections they change
+    alike (a grid of 5,184 rows changes its parallelism section in 144 ways), and the values of
+    one key converted once."""
+
+    def __init__(self) -> None:
+        self._sections: dict[tuple, Any] = {}
+        self._values: dict[tuple, Any] = {}
+
+    def convert(self, path: str, value: Any) -> Any:
+        """:func:`_convert`, memoised on the path, the value and its type (1, 1.0 and True differ)."""
+        try:
+            key = (path, type(value), value)
+            got = self._values.get(key, _MISSING)
+        except TypeError:                   # an unhashable value (a list for a tuple field)
+            return _convert(path, value)
+        if got is _MISSING:
+            got = self._values[key] = _convert(path, value)
+        return got
+
+    def apply(self, base: Scenario, changes: dict[tuple[str, ...], dict[str, Any]]) -> Scenario | None:
+        """``base`` with the leaf changes applied section by section (None: a section is empty)."""
+        tree: dict = {}
+        for section, leaves in changes.items():
+            node = tree
+            for name in section:
+                node = node.setdefault(name, {})
+            node[_LEAVES] = leaves
+        try:
+            return self._rebuilt(base, tree)
+        except LookupError:
+            return None
+
+    def _rebuilt(self, obj: Any, node: dict, root: bool = True) -> Any:
+        leaves = node.get(_LEAVES, {})
+        kids = []
+        for sub, child in node.items():
+            if sub is _LEAVES:
+                continue
+            part = getattr(obj, sub)
+            if part is None:
                 raise LookupError(sub)
-            edits[sub] = rebuilt(child, (*prefix, sub))
-        return evolve(obj, **edits) if edits else obj
-    try:
-        return rebuilt(base, ())
-    except LookupError:
-        return None
+            kids.append((sub, self._rebuilt(part, child, False)))
+        if root:
+            return evolve(obj, **leaves, **dict(kids))   # the whole scenario: one per row, not memoised
+        try:
+            key = (id(obj), tuple((k, type(v), v) for k, v in leaves.items()),
+                   tuple((k, id(v)) for k, v in kids))
+            got = self._sections.get(key)
+        except TypeError:
+            return evolve(obj, **leaves, **dict(kids))
+        if got is None:
+            # The key holds ids of obj and of the rebuilt children: obj is a section of the base or
+            # a memoised rebuild and each child is held by the memoised result, so none is freed
+            # and no id reused meanwhile.
+            got = self._sections[key] = evolve(obj, **leaves, **dict(kids))
+        return got
+
+
+_MISSING = object()
+_LEAVES = object()                  # the key of a node's own leaf changes in _Rebuilder.apply's tree
 
 
 def scenarios_from_overrides(base_raw: Mapping[str, Any], overrides: Sequence[Mapping[str, Any]]
@@ -117,8 +165,9 @@ def scenarios_from_overrides(base_raw: Mapping[str, Any], overrides: Sequence[Ma
         built = None                      # every row fails as from_dict fails: let it say so
     out: list[Scenario | None] = []
     reasons: list[str | None] = []
+    rebuild = _Rebuilder()
     for ov in overrides:
-        sc = _fast(built, ov) if built is not None else _SLOW
+        sc = _fast(built, ov, rebuild) if built is not None else _SLOW
         try:
             if sc is _SLOW:
                 sc = from_dict(apply_overrides(base_raw, ov))
@@ -133,20 +182,20 @@ def scenarios_from_overrides(base_raw: Mapping[str, Any], overrides: Sequence[Ma
     return out, reasons
 
 
-def _fast(built: Scenario, ov: Mapping[str, Any]) -> Any:
+def _fast(built: Scenario, ov: Mapping[str, Any], rebuild: _Rebuilder) -> Any:
     """The unfilled scenario of one override, or _SLOW."""
     changes: dict[tuple[str, ...], dict[str, Any]] = {}
     for key, value in ov.items():
         if not isinstance(key, str) or key == "model.preset":
             return _SLOW
-        conv = _convert(key, value)
+        conv = rebuild.convert(key, value)
         if conv is _SLOW:
             return _SLOW
         section, _, _, _ = _field(key)           # type: ignore[misc]
         changes.setdefault(section, {})[key.rsplit(".", 1)[1]] = conv
         if section == ("hardware", "gpu"):
             changes[section]["preset"] = None    # set_dotted expands the preset name into a mapping
-    sc = _apply(built, changes)
+    sc = rebuild.apply(built, changes)
     return _SLOW if sc is None else sc
 
 

@@ -183,6 +183,27 @@ def test_estimate_overrides_validates_as_from_dict_does():
     assert all("\n" not in r for r in reasons if r is not None)
 
 
+
+def test_rows_share_the_sections_their_overrides_leave_alone():
+    """The fast validation rebuilds each distinct (section, its changes) once and fill_defaults
+    keeps a section a default does not change, so rows that leave the model, the GPU or a section
+    as another row has it hold the same objects (the estimator's keys find them by identity);
+    and a loaded scenario is a fixed point of fill_defaults."""
+    from explorer.config.loading import fill_defaults
+
+    raw = load_raw(SHIPPED["llama3-405b-16k"])
+    ovs = [{"parallelism.zero": z, "cluster.scale_out.nic_Gbps": g} for z in (1, 2) for g in (200, 400)]
+    scs, reasons = scenarios_from_overrides(raw, ovs)
+    assert reasons == [None] * 4
+    assert len({id(sc.model) for sc in scs}) == 1 and len({id(sc.hardware) for sc in scs}) == 1
+    assert scs[0].parallelism is not scs[2].parallelism and scs[0].cluster is not scs[1].cluster
+    assert scs[0].cluster is scs[2].cluster           # the same NIC: one rebuilt and filled cluster
+    assert scs[0].cluster.scale_out.nic_Gbps == 200 and scs[1].cluster.scale_out.nic_Gbps == 400
+    for sc in scs:
+        assert fill_defaults(sc) is sc
+        assert sc == from_dict(apply_overrides(raw, ovs[scs.index(sc)]))
+
+
 def test_estimates_are_arrays_of_one_length_with_the_result_conventions():
     tight = load(SHIPPED["llama3-405b-16k"], {"parallelism.zero": 0})          # does not fit in 80 GB
     scs = [load(SHIPPED["teaching-8gpu"]), tight]

@@ -108,16 +108,59 @@ def derive_conv(model: dict[str, Any]) -> dict[str, Any]:
     return {**model, **derived}
 
 
-def fill_defaults(sc: Scenario) -> Scenario:
-    """``sc`` with every derived default of the module docstring's table filled."""
-    m = sc.model
-    model = evolve(m, kv_heads=m.kv_heads or m.heads, ffn_hidden=m.ffn_hidden or 4 * m.hidden)
-    gpu = sc.hardware.gpu
-    gpu = evolve(gpu, fp8_tflops=gpu.fp8_tflops or gpu.peak_tflops, sms=gpu.sms or DEFAULT_SMS)
-    up = sc.cluster.scale_up
+def _filled(obj: Any, **values: Any) -> Any:
+    """``obj`` with ``values`` where they differ from its own (``obj`` itself when none does), so
+    that sections a default leaves as they are stay the same objects: a sweep's rows then share
+    them, and the estimator's keys find them by identity (estimate/keys.object_id)."""
+    changes = {}
+    for k, v in values.items():
+        old = getattr(obj, k)
+        # A section counts as changed unless it is the same object (comparing one by value would
+        # walk all its fields); a plain value by value.
+        if old is not v and (hasattr(v, "__dataclass_fields__") or old != v):
+            changes[k] = v
+    return evolve(obj, **changes) if changes else obj
+
+
+# Sections filled once per input section (by identity; the entry holds the input, so its id is
+# not reused): every row of a sweep that leaves the model, the GPU or the cluster as the base has
+# them gets the same filled objects.  Bounded: emptied when full.
+_FILLS: dict[tuple, tuple[tuple, Any]] = {}
+_MAX_FILLS = 4096
+
+
+def _once(kind: str, fill: Any, *inputs: Any) -> Any:
+    key = (kind, *map(id, inputs))
+    got = _FILLS.get(key)
+    if got is not None and all(a is b for a, b in zip(got[0], inputs, strict=True)):
+        return got[1]
+    if len(_FILLS) >= _MAX_FILLS:
+        _FILLS.clear()
+    out = fill(*inputs)
+    _FILLS[key] = (inputs, out)
+    return out
+
+
+def _fill_model(m: Any) -> Any:
+    return _filled(m, kv_heads=m.kv_heads or m.heads, ffn_hidden=m.ffn_hidden or 4 * m.hidden)
+
+
+def _fill_gpu(gpu: GPU) -> GPU:
+    return _filled(gpu, fp8_tflops=gpu.fp8_tflops or gpu.peak_tflops, sms=gpu.sms or DEFAULT_SMS)
+
+
+def _fill_cluster(cluster: Any, gpu: GPU) -> Any:
+    up = cluster.scale_up
     if up.bandwidth_GBps is None:
         up = evolve(up, bandwidth_GBps=gpu.scale_up_GBps or FALLBACK_SCALE_UP_GBPS)
-    cluster = evolve(sc.cluster, scale_up=up, scale_out=resolved_scale_out(sc.cluster.scale_out))
+    return _filled(cluster, scale_up=up, scale_out=resolved_scale_out(cluster.scale_out))
+
+
+def fill_defaults(sc: Scenario) -> Scenario:
+    """``sc`` with every derived default of the module docstring's table filled."""
+    model = _once("model", _fill_model, sc.model)
+    gpu = _once("gpu", _fill_gpu, sc.hardware.gpu)
+    cluster = _once("cluster", _fill_cluster, sc.cluster, gpu)
     comm = sc.communication
     if comm.comm_sms is None:
         comm = evolve(comm, comm_sms=DEFAULT_COMM_SMS)
@@ -131,8 +174,8 @@ def fill_defaults(sc: Scenario) -> Scenario:
     if comm.bucket_MB is None:
         comm = evolve(comm, bucket_MB=profile(sc.training.framework).default_bucket_MB(par.dp,
                                                                                      sc.training.dtype))
-    return evolve(sc, model=model, hardware=evolve(sc.hardware, gpu=gpu), cluster=cluster,
-                   parallelism=par, communication=comm)
+    hardware = _once("hardware", lambda hw, g: _filled(hw, gpu=g), sc.hardware, gpu)
+    return _filled(sc, model=model, hardware=hardware, cluster=cluster, parallelism=par, communication=comm)
 
 
 def from_dict(raw: Mapping[str, Any]) -> Scenario:

@@ -28,10 +28,12 @@ Arrays4 = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 def _tasks(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, op: str, nbytes: float,
-           classes: np.ndarray, reps: tuple[int, ...]) -> Arrays4:
+           classes: np.ndarray, reps: tuple[int, ...], tasks: bool = True) -> Arrays4:
     """(p, nch, MAX_BUCKET_TASKS) readiness fraction and seconds of each task, (p, nch) buckets and
     seconds of one bucket, for ``n_params`` parameters per held chunk on ``dim``'s groups (stages
-    of one placement class share their group shapes: one call priced per class and size)."""
+    of one placement class share their group shapes: one call priced per class and size).
+    ``tasks`` False: the buckets and their seconds only (the gathers, which are not merged into
+    tasks), the first two arrays None."""
     total = n_params * nbytes
     if not total.any():
         # No parameters of this kind (a dense model's expert half): no task, nothing to price.
@@ -55,8 +57,9 @@ def _tasks(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, op: st
             t = priced[key] = net.cost(op, key[1], dim, reps[key[0]]).time_s
         one[i] = t
     one = one.reshape(total.shape)
-    tasks = np.minimum(buckets, MAX_BUCKET_TASKS)
-    b, t = buckets[..., None], tasks[..., None]
+    if not tasks:
+        return None, None, np.where(live, buckets, 0), one           # type: ignore[return-value]
+    b, t = buckets[..., None], np.minimum(buckets, MAX_BUCKET_TASKS)[..., None]
     k = np.where(_J < t, b // t + (_J < b % t), 0.0)          # dp_buckets._per_task
     frac = np.cumsum(k, axis=-1) / b
     live3 = live[..., None]
@@ -87,7 +90,8 @@ def dp_work(sc: Scenario, net: RowNetwork, params: np.ndarray, expert: np.ndarra
         frac[..., half * MAX_BUCKET_TASKS:(half + 1) * MAX_BUCKET_TASKS] = f
         dur[..., half * MAX_BUCKET_TASKS:(half + 1) * MAX_BUCKET_TASKS] = d
         if zero in (1, 2):
-            _, _, buckets, one = _tasks(sc, net, n_params, dim, "all-gather", PARAM_BYTES, classes, reps)
+            _, _, buckets, one = _tasks(sc, net, n_params, dim, "all-gather", PARAM_BYTES, classes, reps,
+                                        tasks=False)
             gather += buckets * one
             has_gather |= buckets > 0
     if gather_overlap:

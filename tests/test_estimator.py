@@ -164,7 +164,10 @@ def test_estimate_overrides_validates_as_from_dict_does():
             {"hardware.gpu.preset": "h100-sxm"}, {"communication.bucket_MB": None},
             {"training.framework": "deepspeed"}, {"parallelism.stage_layers": [60, 66]},
             {"parallelism.pp": 2, "parallelism.dp": None, "parallelism.stage_layers": [60, 66]},
-            {"parallelism.tp": 16, "parallelism.dp": None, "training.dtype": "fp8"}, {}]
+            {"parallelism.tp": 16, "parallelism.dp": None, "training.dtype": "fp8"}, {},
+            # A top-level field and a tuple of sections (the fast path once raised on both).
+            {"name": "renamed"}, {"description": "d", "parallelism.zero": 2},
+            {"cluster.scale_across.links": [[60, 66]]}, {"cluster.scale_across.links": []}]
     scs, reasons = scenarios_from_overrides(raw, ovs)
     for ov, sc, why in zip(ovs, scs, reasons, strict=True):
         try:

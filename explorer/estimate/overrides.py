@@ -60,6 +60,8 @@ def _field(path: str) -> tuple[tuple[str, ...], Any, bool, Mapping[str, Any]] | 
     tp, optional = _unwrap(typing.get_type_hints(cls)[parts[-1]])
     if dataclasses.is_dataclass(tp):
         return None
+    if typing.get_origin(tp) is tuple and any(dataclasses.is_dataclass(a) for a in typing.get_args(tp)):
+        return None                   # a tuple of sections (WAN links): built by from_dict only
     return tuple(parts[:-1]), tp, optional, f.metadata
 
 
@@ -192,7 +194,7 @@ def _fast(built: Scenario, ov: Mapping[str, Any], rebuild: _Rebuilder) -> Any:
         if conv is _SLOW:
             return _SLOW
         section, _, _, _ = _field(key)           # type: ignore[misc]
-        changes.setdefault(section, {})[key.rsplit(".", 1)[1]] = conv
+        changes.setdefault(section, {})[key.rsplit(".", 1)[-1]] = conv
         if section == ("hardware", "gpu"):
             changes[section]["preset"] = None    # set_dotted expands the preset name into a mapping
     sc = rebuild.apply(built, changes)

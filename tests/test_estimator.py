@@ -187,6 +187,32 @@ def test_estimate_overrides_validates_as_from_dict_does():
 
 
 
+
+_ODD_VALUES = [0, 1, 1.0, True, False, 2, 4, 8, 3, -1, 0.5, None, "x", "1f1b", "ring", [1, 2], [60, 66], "8",
+               1e9, 16, 400, [[60, 66]], {"a": 1}]
+
+
+def test_fast_validation_equals_from_dict_on_random_overrides():
+    """Every settable field, then random pairs and triples, with values of every kind (right, wrong
+    type, out of range, unhashable), some repeated so the fast path's memo tables are hit: each
+    row's scenario and message equal from_dict's."""
+    from explorer.scenario import SETTABLE
+
+    rng = random.Random(11)
+    keys = sorted(SETTABLE)
+    raw = load_raw(SHIPPED["teaching-8gpu"])
+    ovs = [{k: rng.choice(_ODD_VALUES)} for k in keys]                 # every field once
+    ovs += [{rng.choice(keys): rng.choice(_ODD_VALUES) for _ in range(rng.randint(2, 3))} for _ in range(60)]
+    ovs += ovs[:30]
+    scs, reasons = scenarios_from_overrides(raw, ovs)
+    for ov, sc, why in zip(ovs, scs, reasons, strict=True):
+        try:
+            want, want_why = from_dict(apply_overrides(raw, ov)), None
+        except ScenarioError as exc:
+            want, want_why = None, str(exc)
+        assert sc == want and why == want_why, ov
+    assert 5 <= sum(r is None for r in reasons) <= len(ovs) - 5          # both kinds are exercised
+
 def test_rows_share_the_sections_their_overrides_leave_alone():
     """The fast validation rebuilds each distinct (section, its changes) once and fill_defaults
     keeps a section a default does not change, so rows that leave the model, the GPU or a section

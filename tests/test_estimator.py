@@ -153,6 +153,18 @@ def test_layouts_rank_as_the_simulation_ranks_them(name, grid):
     assert tau == 1.0 and flips == [], flips
 
 
+def validated_as_from_dict(raw: dict, ovs: list[dict]) -> tuple[list, list]:
+    """scenarios_from_overrides(raw, ovs), asserting each row's scenario and message are from_dict's."""
+    scs, reasons = scenarios_from_overrides(raw, ovs)
+    for ov, sc, why in zip(ovs, scs, reasons, strict=True):
+        try:
+            want, want_why = from_dict(apply_overrides(raw, ov)), None
+        except ScenarioError as exc:
+            want, want_why = None, str(exc)
+        assert sc == want and why == want_why, ov
+    return scs, reasons
+
+
 def test_estimate_overrides_validates_as_from_dict_does():
     raw = load_raw(SHIPPED["llama3-405b-16k"])
     grid = {"parallelism.tp": [1, 4, 8, 16], "parallelism.pp": [4, 16, 32], "parallelism.vpp": [1, 2],
@@ -168,13 +180,7 @@ def test_estimate_overrides_validates_as_from_dict_does():
             # A top-level field and a tuple of sections (the fast path once raised on both).
             {"name": "renamed"}, {"description": "d", "parallelism.zero": 2},
             {"cluster.scale_across.links": [[60, 66]]}, {"cluster.scale_across.links": []}]
-    scs, reasons = scenarios_from_overrides(raw, ovs)
-    for ov, sc, why in zip(ovs, scs, reasons, strict=True):
-        try:
-            want, want_why = from_dict(apply_overrides(raw, ov)), None
-        except ScenarioError as exc:
-            want, want_why = None, str(exc)
-        assert sc == want and why == want_why, ov
+    scs, reasons = validated_as_from_dict(raw, ovs)
     assert 20 < sum(r is None for r in reasons) < len(ovs) - 20          # both kinds are exercised
     est, reasons2 = estimate_overrides(raw, ovs)
     assert reasons2 == reasons
@@ -204,13 +210,7 @@ def test_fast_validation_equals_from_dict_on_random_overrides():
     ovs = [{k: rng.choice(_ODD_VALUES)} for k in keys]                 # every field once
     ovs += [{rng.choice(keys): rng.choice(_ODD_VALUES) for _ in range(rng.randint(2, 3))} for _ in range(60)]
     ovs += ovs[:30]
-    scs, reasons = scenarios_from_overrides(raw, ovs)
-    for ov, sc, why in zip(ovs, scs, reasons, strict=True):
-        try:
-            want, want_why = from_dict(apply_overrides(raw, ov)), None
-        except ScenarioError as exc:
-            want, want_why = None, str(exc)
-        assert sc == want and why == want_why, ov
+    scs, reasons = validated_as_from_dict(raw, ovs)
     assert 5 <= sum(r is None for r in reasons) <= len(ovs) - 5          # both kinds are exercised
 
 def test_rows_share_the_sections_their_overrides_leave_alone():

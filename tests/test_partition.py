@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -79,3 +80,26 @@ def test_first_best_is_the_scan_with_better(scores):
 def test_one_chunk_holds_every_layer():
     assert P.split_layers([1.0, 2.0, 3.0], 1, 5.0, 7.0) == (3,)
     assert P.split_layers([1.0] * 126, 1, 0.0, 0.0, stages=1) == (126,)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.integers(0, 2**31))
+def test_round_scores_are_score_to_the_last_bit(seed):
+    # _spread scores every trial at once; its rounds and stage totals must be _score's own floats
+    # (equal, not close), so that the pick cannot depend on which path scored it.
+    rng = random.Random(seed)
+    stages = rng.randint(1, 16)
+    chunks = rng.randint(stages + 1, 8 * stages)          # a multiple of stages or a ragged last round
+    n = chunks + rng.randint(0, 3 * chunks)
+    costs = _layers(rng, n)
+    line = P._Line.of(costs, chunks, rng.uniform(0, 2), rng.uniform(0, 2))
+    trials = []
+    for _ in range(rng.randint(1, 6)):
+        cuts = sorted(rng.sample(range(1, n), chunks - 1))
+        trials.append([b - a for a, b in zip([0, *cuts], [*cuts, n], strict=True)])
+    cc = np.array([line.chunk_costs(t) for t in trials])
+    rounds, per = P._round_scores(cc, stages)
+    for k, t in enumerate(trials):
+        ref_rounds, ref_stage, _ = P._score(line, t, stages)
+        assert rounds[k] == ref_rounds
+        assert per[k].max() == ref_stage

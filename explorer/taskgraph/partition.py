@@ -241,16 +241,36 @@ def _spread(line: _Line, base: list[int], spare: int, stages: int) -> list[int] 
         trial[np.arange(len(free)), free] += 1
         ends = np.cumsum(trial, axis=1)
         cc = extras + prefix[ends] - prefix[ends - trial]           # _Line.chunk_costs
-        per = np.zeros((len(free), stages))
-        rounds = 0
-        for r in range(0, chunks, stages):
-            seg = cc[:, r:r + stages]
-            per[:, :seg.shape[1]] += seg
-            rounds = rounds + seg.max(axis=1)
+        rounds, per = _round_scores(cc, stages)
         t = _first_best(rounds.tolist(), per.max(axis=1).tolist(), cc.max(axis=1).tolist())
         out[free[t]] += 1
         del free[t]
     return out
+
+
+def _round_scores(cc: np.ndarray, stages: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per trial (row of ``cc``, its chunk costs): the sum over rounds of the round's largest chunk
+    and each stage's total, added round after round in :func:`_score`'s order."""
+    trials, chunks = cc.shape
+    if chunks % stages == 0:
+        # (trials, rounds, stages); the stage totals added round by round (numpy's own sum over an
+        # axis may add pairwise, which is not _score's order).
+        by_round = cc.reshape(trials, -1, stages)
+        per = by_round[:, 0].copy()
+        for k in range(1, by_round.shape[1]):
+            per += by_round[:, k]
+        peaks = by_round.max(axis=2)
+    else:                                  # a last, shorter round (any stages < chunks)
+        per = np.zeros((trials, stages))
+        peaks = np.empty((trials, -(-chunks // stages)))
+        for k, r in enumerate(range(0, chunks, stages)):
+            seg = cc[:, r:r + stages]
+            per[:, :seg.shape[1]] += seg
+            peaks[:, k] = seg.max(axis=1)
+    rounds = peaks[:, 0]
+    for k in range(1, peaks.shape[1]):
+        rounds = rounds + peaks[:, k]
+    return rounds, per
 
 
 def _first_best(*columns: list[float]) -> int:

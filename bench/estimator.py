@@ -74,6 +74,18 @@ def overrides(grid: dict) -> list[dict]:
     return out
 
 
+def valid_rows(grid: dict, raw: dict | None = None) -> list:
+    """The grid's valid combinations of llama3-405b-16k (or ``raw``), each validated by from_dict."""
+    raw = load_raw(shipped_scenarios()["llama3-405b-16k"]) if raw is None else raw
+    out = []
+    for ov in overrides(grid):
+        try:
+            out.append(from_dict(apply_overrides(raw, ov)))
+        except ScenarioError:
+            pass
+    return out
+
+
 def timed(fn, *args):
     t = time.perf_counter()
     out = fn(*args)
@@ -84,25 +96,14 @@ def child(grid_name: str) -> None:
     """In a fresh process: the grid's rates, first call then memoised, as one JSON line."""
     raw = load_raw(shipped_scenarios()["llama3-405b-16k"])
     ovs = overrides(GRIDS[grid_name])
-    scenarios = []
-    for ov in ovs:
-        try:
-            scenarios.append(from_dict(apply_overrides(raw, ov)))
-        except ScenarioError:
-            pass
+    scenarios = valid_rows(GRIDS[grid_name], raw)
     out = {"combos": len(ovs), "valid": len(scenarios)}
     _, out["core_first"] = timed(estimate_many, scenarios)
     _, out["core_memo"] = timed(estimate_many, scenarios)
     _, out["e2e_memo"] = timed(estimate_overrides, raw, ovs)
 
     def via_from_dict():
-        ok = []
-        for ov in ovs:
-            try:
-                ok.append(from_dict(apply_overrides(raw, ov)))
-            except ScenarioError:
-                pass
-        return estimate_many(ok)
+        return estimate_many(valid_rows(GRIDS[grid_name], raw))
 
     _, out["from_dict_memo"] = timed(via_from_dict)
     print(json.dumps(out))
@@ -110,13 +111,7 @@ def child(grid_name: str) -> None:
 
 def child_fast(grid_name: str) -> None:
     """In a fresh process: the fast mode (estimate_many(..., exact=False)), first call then memoised."""
-    raw = load_raw(shipped_scenarios()["llama3-405b-16k"])
-    scenarios = []
-    for ov in overrides(GRIDS[grid_name]):
-        try:
-            scenarios.append(from_dict(apply_overrides(raw, ov)))
-        except ScenarioError:
-            pass
+    scenarios = valid_rows(GRIDS[grid_name])
     _, first = timed(estimate_many, scenarios, False)
     _, memo = timed(estimate_many, scenarios, False)
     print(json.dumps({"fast_first": first, "fast_memo": memo}))
@@ -151,13 +146,7 @@ def rates(grid_name: str, label: str, full_rows: int) -> None:
           f"{k / r['e2e_memo']:,.0f} valid configs/s")
     print(f"  end to end, from_dict per row (memoised):                                  "
           f"{n / r['from_dict_memo']:8,.0f} combos/s  ({r['from_dict_memo']:.2f} s)")
-    raw = load_raw(shipped_scenarios()["llama3-405b-16k"])
-    scenarios = []
-    for ov in overrides(GRIDS[grid_name]):
-        try:
-            scenarios.append(from_dict(apply_overrides(raw, ov)))
-        except ScenarioError:
-            pass
+    scenarios = valid_rows(GRIDS[grid_name])
     sample = random.Random(0).sample(scenarios, min(full_rows, k))
     if not sample:
         return

@@ -231,3 +231,23 @@ def test_rows_that_differ_only_in_memory_are_timed_once(monkeypatch, exact):
         assert est.memory_GB_total[i] == pytest.approx(r.memory.as_GB()["total"], rel=1e-9), i
     assert est.memory_GB_total[1] < est.memory_GB_total[0]          # ZeRO 2 shards the gradients too
     assert est.iteration_time_s[0] == est.iteration_time_s[1] == est.iteration_time_s[2]
+
+
+def test_rows_that_differ_in_link_speed_share_their_bucket_plans():
+    """The cut of the gradients into buckets and tasks reads the parameters and the groups, not the
+    links: rows that differ only in the NIC bandwidth make one plan (buckets._PLANS) and price its
+    calls on their own network, so each still equals its own full simulation."""
+    from explorer.estimate import buckets
+    from explorer.scenario import load_raw, shipped_scenarios
+
+    raw = load_raw(shipped_scenarios()["llama3-405b-16k"])
+    rows = [from_dict(apply_overrides(raw, {"cluster.scale_out.nic_Gbps": g})) for g in (100, 200, 400, 800)]
+    clear()
+    estimate_many(rows[:1])
+    plans = len(buckets._PLANS)
+    assert plans > 0
+    est = estimate_many(rows)
+    assert len(buckets._PLANS) == plans
+    times = [simulate(sc).iteration_time_s for sc in rows]
+    assert est.iteration_time_s.tolist() == pytest.approx(times, rel=1e-9)
+    assert times[0] > times[-1]                   # the slower NIC exposes more of the buckets

@@ -12,13 +12,14 @@ group shape.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..scenario import Scenario
 from ..taskgraph.techniques.dp_buckets import MAX_BUCKET_TASKS
 from ..taskgraph.techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
-from .keys import RowNetwork
+from .keys import RowNetwork, memo_table
 
 JOBS = 2 * MAX_BUCKET_TASKS          # bucket tasks of one chunk: dense, then expert gradients
 _J = np.arange(MAX_BUCKET_TASKS)
@@ -27,52 +28,87 @@ _J = np.arange(MAX_BUCKET_TASKS)
 Arrays4 = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """The buckets of one kind of gradient (or the gathers) over the stages x held chunks: what does
+    not depend on the links' speeds, so rows that differ only in a bandwidth or a latency share it
+    and price its few distinct calls on their own network."""
+
+    classes: np.ndarray              # the stage classes it was made for (identity checked on a hit)
+    live: np.ndarray                 # (p, nch) a bucket to reduce: parameters and a group of > 1
+    buckets: np.ndarray              # (p, nch) buckets per held chunk (0 where not live)
+    calls: tuple[tuple[int, float], ...]   # distinct (representative stage, bucket bytes)
+    index: np.ndarray                # (p, nch) the call of each held chunk (0 where not live)
+    k: np.ndarray | None             # (p, nch, MAX_BUCKET_TASKS) buckets per task; None for gathers
+    frac: np.ndarray | None          # (p, nch, MAX_BUCKET_TASKS) readiness fraction of each task
+
+
+_PLANS = memo_table()
+
+
+def _plan(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, nbytes: float,
+          classes: np.ndarray, reps: tuple[int, ...], tasks: bool, pkey: int) -> _Plan:
+    """The bucket plan of ``n_params`` parameters per held chunk on ``dim``'s groups, memoised on
+    the parameters' interned key ``pkey``, the stage classes (shared by every network of one
+    placement: estimate/stages.py) and the options the cut reads."""
+    zero3 = sc.parallelism.zero == 3
+    key = (pkey, dim, id(classes), nbytes, zero3, sc.communication.bucket_MB, tasks)
+    got = _PLANS.get(key)
+    if got is not None and got.classes is classes:
+        return got
+    total = n_params * nbytes
+    groups = np.array([net.group_size(dim, r) for r in reps])[classes]
+    live = (total > 0) & (groups[:, None] > 1)
+    if zero3:
+        buckets = np.ones_like(total)
+    else:
+        buckets = np.maximum(1.0, np.ceil(total / (sc.communication.bucket_MB * 1e6)))
+    size = np.where(live, total / buckets, 0.0)
+    calls: dict[tuple[int, float], int] = {}
+    cls = np.repeat(classes, total.shape[1]).tolist()
+    flat = size.ravel().tolist()
+    index = np.zeros(total.size, np.int64)
+    for i in np.flatnonzero(live.ravel()).tolist():
+        index[i] = calls.setdefault((reps[cls[i]], flat[i]), len(calls))
+    k = frac = None
+    if tasks:
+        b, t = buckets[..., None], np.minimum(buckets, MAX_BUCKET_TASKS)[..., None]
+        k = np.where(_J < t, b // t + (_J < b % t), 0.0)          # dp_buckets._per_task
+        frac = np.where(live[..., None], np.cumsum(k, axis=-1) / b, 0.0)
+        k = np.where(live[..., None], k, 0.0)
+    got = _PLANS[key] = _Plan(classes, live, np.where(live, buckets, 0), tuple(calls),
+                              index.reshape(total.shape), k, frac)
+    return got
+
+
 def _tasks(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, op: str, nbytes: float,
-           classes: np.ndarray, reps: tuple[int, ...], tasks: bool = True) -> Arrays4:
+           classes: np.ndarray, reps: tuple[int, ...], pkey: int, tasks: bool = True) -> Arrays4:
     """(p, nch, MAX_BUCKET_TASKS) readiness fraction and seconds of each task, (p, nch) buckets and
     seconds of one bucket, for ``n_params`` parameters per held chunk on ``dim``'s groups (stages
     of one placement class share their group shapes: one call priced per class and size).
     ``tasks`` False: the buckets and their seconds only (the gathers, which are not merged into
     tasks), the first two arrays None."""
-    total = n_params * nbytes
-    if not total.any():
+    if not n_params.any():
         # No parameters of this kind (a dense model's expert half): no task, nothing to price.
-        z = np.zeros(total.shape)
-        return np.zeros((*total.shape, MAX_BUCKET_TASKS)), np.zeros((*total.shape, MAX_BUCKET_TASKS)), z, z
-    groups = np.array([net.group_size(dim, r) for r in reps])[classes]
-    live = (total > 0) & (groups[:, None] > 1)
-    if sc.parallelism.zero == 3:
-        buckets = np.ones_like(total)
-    else:
-        buckets = np.maximum(1.0, np.ceil(total / (sc.communication.bucket_MB * 1e6)))
-    size = np.where(live, total / buckets, 0.0)
-    one = np.zeros(total.size)
-    priced: dict[tuple[int, float], float] = {}
-    cls = np.repeat(classes, total.shape[1]).tolist()
-    flat = size.ravel().tolist()
-    for i in np.flatnonzero(live.ravel()).tolist():
-        key = (cls[i], flat[i])
-        t = priced.get(key)
-        if t is None:
-            t = priced[key] = net.cost(op, key[1], dim, reps[key[0]]).time_s
-        one[i] = t
-    one = one.reshape(total.shape)
+        z = np.zeros(n_params.shape)
+        return np.zeros((*z.shape, MAX_BUCKET_TASKS)), np.zeros((*z.shape, MAX_BUCKET_TASKS)), z, z
+    plan = _plan(sc, net, n_params, dim, nbytes, classes, reps, tasks, pkey)
+    cost = net.cost
+    priced = np.array([cost(op, size, dim, rep).time_s for rep, size in plan.calls] or [0.0])
+    one = np.where(plan.live, priced[plan.index], 0.0)
     if not tasks:
-        return None, None, np.where(live, buckets, 0), one           # type: ignore[return-value]
-    b, t = buckets[..., None], np.minimum(buckets, MAX_BUCKET_TASKS)[..., None]
-    k = np.where(_J < t, b // t + (_J < b % t), 0.0)          # dp_buckets._per_task
-    frac = np.cumsum(k, axis=-1) / b
-    live3 = live[..., None]
-    return (np.where(live3, frac, 0.0), np.where(live3, k * one[..., None], 0.0), np.where(live, buckets, 0),
-            one)
+        return None, None, plan.buckets, one                        # type: ignore[return-value]
+    return plan.frac, plan.k * one[..., None], plan.buckets, one
 
 
 def dp_work(sc: Scenario, net: RowNetwork, params: np.ndarray, expert: np.ndarray, gather_overlap: bool,
-            dims: Mapping[str, tuple[np.ndarray, tuple[int, ...]]]) -> Arrays4:
+            dims: Mapping[str, tuple[np.ndarray, tuple[int, ...]]], pkey: int) -> Arrays4:
     """Per stage: readiness and seconds of the reduce bucket tasks of its chunks ((p, nch*JOBS)),
     when each chunk's first forward may start ((p, nch): its gathers done under ZeRO 1-2 with
     overlap, IterationBuilder._gathers_at_start) and the gathers after the step ((p,)).  ``dims``:
-    per dimension the stages' classes and their representatives (estimate/stages.py)."""
+    per dimension the stages' classes and their representatives (estimate/stages.py); ``pkey``: the
+    interned key of ``params`` and ``expert`` (profile.Layout.pkey), on which the bucket plans are
+    memoised."""
     p, nch = params.shape
     zero = sc.parallelism.zero
     frac = np.zeros((p, nch, JOBS))
@@ -86,12 +122,12 @@ def dp_work(sc: Scenario, net: RowNetwork, params: np.ndarray, expert: np.ndarra
     has_gather = np.zeros((p, nch), bool)
     for half, (dim, n_params) in enumerate((("dp", params), ("edp", expert))):
         classes, reps = dims[dim]
-        f, d, _, _ = _tasks(sc, net, n_params, dim, op, grad_reduce_bytes(sc), classes, reps)
+        f, d, _, _ = _tasks(sc, net, n_params, dim, op, grad_reduce_bytes(sc), classes, reps, pkey)
         frac[..., half * MAX_BUCKET_TASKS:(half + 1) * MAX_BUCKET_TASKS] = f
         dur[..., half * MAX_BUCKET_TASKS:(half + 1) * MAX_BUCKET_TASKS] = d
         if zero in (1, 2):
             _, _, buckets, one = _tasks(sc, net, n_params, dim, "all-gather", PARAM_BYTES, classes, reps,
-                                        tasks=False)
+                                        pkey, tasks=False)
             gather += buckets * one
             has_gather |= buckets > 0
     if gather_overlap:

@@ -153,7 +153,7 @@ def row_profile(sc: Scenario) -> RowProfile:
     dp = _DP.get(dkey)
     if dp is None:
         dp = _DP[dkey] = dp_work(sc, info.for_row(sc), layout.params, layout.expert, gather_overlap,
-                                 info.dims)
+                                 info.dims, layout.pkey)
     slow = sm_factor(sc, bool(ideal))
     no_step = "optimizer" in ideal
     hbm = costs(sc, ckey).cm.hbm_bytes_per_s

@@ -29,6 +29,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 # (module, function, class or None): the pricing of each kind of distinct piece, then the rest.
 PIECES = [
+    ("explorer.estimate.fast", "row_profile", None),            # every row's pieces, looked up or priced
+    ("explorer.estimate.fast", "estimate_profiles", None),      # evaluating, memory, breakdowns
     ("explorer.estimate.profile", "netinfo", None),             # a network key's stage classes
     ("explorer.estimate.profile", "layer_split", None),         # the builder's layer split
     ("explorer.estimate.chunk_basis", "choose_split", None),    # ... its search (partition.py)

@@ -103,3 +103,35 @@ def test_round_scores_are_score_to_the_last_bit(seed):
         ref_rounds, ref_stage, _ = P._score(line, t, stages)
         assert rounds[k] == ref_rounds
         assert per[k].max() == ref_stage
+
+
+def _spread_reference(line, base, spare, stages):
+    """_spread as its docstring says, one scalar _score per trial and the _better scan."""
+    out, free = list(base), list(range(line.chunks))
+    for _ in range(spare):
+        scores = []
+        for f in free:
+            trial = list(out)
+            trial[f] += 1
+            scores.append(P._score(line, trial, stages))
+        keep = 0
+        for t in range(1, len(scores)):
+            if P._better(scores[t], scores[keep]):
+                keep = t
+        out[free[keep]] += 1
+        del free[keep]
+    return out
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.integers(0, 2**31))
+def test_spread_picks_what_scoring_each_trial_alone_picks(seed):
+    rng = random.Random(seed)
+    stages = rng.randint(1, 12)
+    chunks = stages * rng.randint(2, 4)
+    base_layers = rng.randint(1, 3)
+    spare = rng.randint(0, chunks)
+    n = chunks * base_layers + spare
+    line = P._Line.of(_layers(rng, n), chunks, rng.choice([0.0, 0.5, 2.0]), rng.choice([0.0, 0.5, 3.0]))
+    base = [base_layers] * chunks
+    assert P._spread(line, base, spare, stages) == _spread_reference(line, base, spare, stages)

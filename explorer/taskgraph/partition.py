@@ -184,16 +184,48 @@ def _least_cap(line: _Line, lo: float, hi: float, largest: float) -> float:
         return _bisect(line, lo, hi)
     caps = np.concatenate(cand) / (1 + _TOL) * (1 + 1e-13)
     caps = np.sort(caps[(caps > lo) & (caps < hi)])      # (np.unique's first call costs ~5 ms)
-    found = hi
-    while caps.size:
-        k = caps.size // 2
-        mid = float(caps[k])
-        if line.greedy(mid) is None:
-            caps = caps[k + 1:]
+    return _least_feasible(line, caps, hi)
+
+
+# Candidates closer than this (relative) are one cluster: the same chunk cost reached from
+# different first layers, apart by summation noise only.
+_CLUSTER = 1e-12
+
+
+def _least_feasible(line: _Line, caps: np.ndarray, hi: float) -> float:
+    """The least of the sorted ``caps`` whose greedy is feasible (``hi`` if none is).
+
+    Feasibility is monotone in the cap, so a bisection finds it; equal-layer models give many
+    candidates that are one chunk cost up to rounding (one per first layer), so the bisection runs
+    over clusters of near-equal candidates first (probing each cluster's largest), then inside the
+    one found: its least candidate is feasible as a rule (one probe), else a bisection inside it."""
+    if not caps.size:
+        return hi
+    starts = np.flatnonzero(np.r_[True, np.diff(caps) > caps[1:] * _CLUSTER])
+    ends = np.r_[starts[1:], caps.size]               # cluster c holds caps[starts[c]:ends[c]]
+    lo_c, hi_c, found = 0, len(starts), None
+    while lo_c < hi_c:                                # least cluster whose largest cap is feasible
+        c = (lo_c + hi_c) // 2
+        if line.greedy(float(caps[ends[c] - 1])) is None:
+            lo_c = c + 1
         else:
-            found = mid
-            caps = caps[:k]
-    return found
+            found, hi_c = c, c
+    if found is None:
+        return hi
+    inside = caps[starts[found]:ends[found]]
+    best = float(inside[-1])
+    if inside.size > 1 and line.greedy(float(inside[0])) is not None:
+        return float(inside[0])
+    inside = inside[1:-1]                             # first infeasible, last feasible: between them
+    while inside.size:
+        k = inside.size // 2
+        mid = float(inside[k])
+        if line.greedy(mid) is None:
+            inside = inside[k + 1:]
+        else:
+            best = mid
+            inside = inside[:k]
+    return best
 
 
 # Above this many layers the window's candidates are not enumerated (plain bisection).
@@ -229,18 +261,26 @@ def _spread(line: _Line, base: list[int], spare: int, stages: int) -> list[int] 
 
     Every free chunk's trial is scored at once over a (trials x chunks) array, with the arithmetic
     of :func:`_score` in its order (so the pick is the same to the last bit): a 64-chunk split
-    with 62 layers to hand out took 62 x 64 scalar scores before."""
+    with 62 layers to hand out took 62 x 64 scalar scores before.  A trial that grows chunk f
+    keeps the chunks before f, and moves those after it one layer on: three vectors of chunk
+    costs (each ``_Line.chunk_costs``'s expression on its own ends) make every trial's row."""
     chunks = line.chunks
     if min(base) < 1 or spare > chunks:
         return None
     out = list(base)
     free = list(range(chunks))
     prefix, extras = np.asarray(line.prefix), np.asarray(line.extras)
+    index = np.arange(chunks)
     for _ in range(spare):
-        trial = np.tile(np.asarray(out), (len(free), 1))
-        trial[np.arange(len(free)), free] += 1
-        ends = np.cumsum(trial, axis=1)
-        cc = extras + prefix[ends] - prefix[ends - trial]           # _Line.chunk_costs
+        counts = np.asarray(out)
+        end = np.cumsum(counts)
+        start = end - counts
+        kept = extras + prefix[end] - prefix[start]              # chunks before the one that grows
+        grown = extras + prefix[end + 1] - prefix[start]         # the one that takes the layer
+        moved = extras + prefix[end + 1] - prefix[start + 1]     # chunks after it, a layer later
+        f = np.asarray(free)
+        cc = np.where(index < f[:, None], kept, moved)
+        cc[np.arange(len(f)), f] = grown[f]
         rounds, per = _round_scores(cc, stages)
         t = _first_best(rounds.tolist(), per.max(axis=1).tolist(), cc.max(axis=1).tolist())
         out[free[t]] += 1

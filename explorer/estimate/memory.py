@@ -72,7 +72,7 @@ def _stage_counts(prog: Program, two_directions: bool, ops: np.ndarray, p: int) 
     after = run - before[stage]
     inside = (after + fb[:, None] * eye[local_b])[fb]                   # a fused pair, between its halves
     vecs = np.vstack([np.zeros((p, nch)), after, inside])
-    owner = np.r_[np.arange(p), stage, stage[fb]]
+    owner = np.concatenate((np.arange(p), stage, stage[fb]))
     # Distinct vectors per stage: each (stage, vector) as one integer, sorted, repeats dropped
     # (np.unique's first call imports numpy.ma: ~30 ms of a sweep's first call).
     base = int(vecs.max(initial=0)) + 1
@@ -82,13 +82,13 @@ def _stage_counts(prog: Program, two_directions: bool, ops: np.ndarray, p: int) 
     for c in range(nch):
         code = code * base + vecs[:, c].astype(np.int64)
     code = np.sort(code)
-    code = code[np.r_[True, code[1:] != code[:-1]]]
+    code = code[np.concatenate(([True], code[1:] != code[:-1]))]
     digits = np.empty((len(code), nch))
     rest = code
     for c in range(nch - 1, -1, -1):
         rest, digits[:, c] = np.divmod(rest, base)
     per = np.bincount(rest, minlength=p)
-    first = np.r_[0, np.cumsum(per)[:-1]]
+    first = np.concatenate(([0], np.cumsum(per)[:-1]))
     out = np.zeros((p, int(per.max()), nch))
     out[rest, np.arange(len(code)) - first[rest]] = digits
     return out

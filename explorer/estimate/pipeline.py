@@ -69,7 +69,7 @@ def own_columns(prog: Program, s: int) -> np.ndarray:
     """The duration-table columns of stage ``s``: its chunks' KINDS, then its fused pairs."""
     nk = prog.nch * len(KINDS)
     fused0 = prog.p * nk + s * prog.nch * prog.nch
-    return np.r_[s * nk:(s + 1) * nk, fused0:fused0 + prog.nch * prog.nch]
+    return np.concatenate((np.arange(s * nk, (s + 1) * nk), np.arange(fused0, fused0 + prog.nch * prog.nch)))
 
 
 def real_ops(prog: Program, units: int) -> RealOps:

@@ -173,7 +173,7 @@ def _compile(schedule: str, p: int, v: int, units: int) -> Program:
     r = np.column_stack([ids, np.repeat(np.repeat(np.arange(p, dtype=np.int64), per_stage), sizes), members])
     m_op, m_stage, m_kind, m_lane, m_unit, m_local = r.T
     fused = np.bincount(m_op, minlength=n) == 2
-    first = np.r_[True, m_op[1:] != m_op[:-1]]                 # the F member of a fused op comes first
+    first = np.concatenate(([True], m_op[1:] != m_op[:-1]))       # a fused op: its F member comes first
     prog_stage = m_stage[first]
     kind = np.where(fused, 4, m_kind[first])
     local = m_local[first]
@@ -221,10 +221,10 @@ def _compile(schedule: str, p: int, v: int, units: int) -> Program:
     grads = np.zeros((p, nch), np.int64)
     done = (m_kind == KINDS.index("B")) | is_w                # builder: B or W completes the gradients
     np.maximum.at(grads, (m_stage[done], m_local[done]), m_op[done])
-    last = np.r_[np.flatnonzero(prog_stage[1:] != prog_stage[:-1]), n - 1]
+    last = np.append(np.flatnonzero(prog_stage[1:] != prog_stage[:-1]), n - 1)
     steps = _steps(prog_stage, src, end0, n)
     order = np.concatenate(steps)
-    bounds = np.r_[0, np.cumsum([len(x) for x in steps])]
+    bounds = np.concatenate(([0], np.cumsum([len(x) for x in steps])))
     plans, send_cols, send_ops = _send_plans(order, bounds, prog_stage, send_f, send_b, end0, n)
     order_src, widths = _compact_inputs(src[order], bounds)
     return Program(schedule, p, v, units, nch, prog_stage, dur, src, send_f, send_b, steps, plans, kind,
@@ -288,7 +288,7 @@ def _steps(stage: np.ndarray, src: np.ndarray, end0: int, n: int) -> tuple[np.nd
     # stage's levels rise op by op): it never delays the op, so only the other inputs are walked.
     own = (prod >= 0) & (stage[np.maximum(prod, 0)] == stage[:, None]) & (prod < np.arange(n)[:, None])
     prod = np.where(own, -1, prod)
-    starts = np.flatnonzero(np.r_[True, stage[1:] != stage[:-1]]).tolist()
+    starts = np.flatnonzero(np.concatenate(([True], stage[1:] != stage[:-1]))).tolist()
     if (prod >= 0).sum(axis=1).max(initial=0) <= 1:
         level = _walk_one(prod.max(axis=1).tolist(), starts, n)
     else:

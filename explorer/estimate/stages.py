@@ -102,7 +102,7 @@ def transfers(info: NetInfo, msg: float, p: int) -> np.ndarray:
     cost = info.net.cost
     cls, reps = info.dims["pp"]
     per_class = np.array([cost("send-recv", msg, "pp", r).time_s for r in reps])
-    return np.r_[per_class[cls], cost("send-recv", msg, "pp", p - 1).time_s]
+    return np.append(per_class[cls], cost("send-recv", msg, "pp", p - 1).time_s)
 
 
 def stage_classes(info: NetInfo, fsdp: bool) -> tuple[int, np.ndarray, tuple[int, ...], tuple[int, ...]]:

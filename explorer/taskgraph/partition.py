@@ -201,8 +201,8 @@ def _least_feasible(line: _Line, caps: np.ndarray, hi: float) -> float:
     one found: its least candidate is feasible as a rule (one probe), else a bisection inside it."""
     if not caps.size:
         return hi
-    starts = np.flatnonzero(np.r_[True, np.diff(caps) > caps[1:] * _CLUSTER])
-    ends = np.r_[starts[1:], caps.size]               # cluster c holds caps[starts[c]:ends[c]]
+    starts = np.flatnonzero(np.concatenate(([True], caps[1:] - caps[:-1] > caps[1:] * _CLUSTER)))
+    ends = np.append(starts[1:], caps.size)             # cluster c holds caps[starts[c]:ends[c]]
     lo_c, hi_c, found = 0, len(starts), None
     while lo_c < hi_c:                                # least cluster whose largest cap is feasible
         c = (lo_c + hi_c) // 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from math import gcd
 
 import numpy as np
 
@@ -73,6 +74,43 @@ class Placement:
 
 # Groups up to this size are counted in Python (members_per_domain).
 SMALL_GROUP = 256
+
+
+def members_per_domains(members: np.ndarray, domains: tuple[int, ...]) -> tuple[int, ...]:
+    """:func:`members_per_domain` for each domain size of ``domains``.  The groups of tp, cp and pp,
+    and those of dp and the expert groups without cp, are arithmetic progressions of GPU ids: their
+    counts follow from the first id, the step and the size (:func:`_progression_count`) without
+    counting ids."""
+    n = len(members)
+    if n >= 2:
+        a, step = int(members[0]), int(members[1] - members[0])
+        if step > 0 and int(members[-1]) == a + (n - 1) * step and \
+                (n == 2 or bool((members[1:] - members[:-1] == step).all())):
+            return tuple(_progression_count(a, step, n, d) for d in domains)
+    return tuple(members_per_domain(members, d) for d in domains)
+
+
+def _progression_count(a: int, step: int, n: int, d: int) -> int:
+    """Largest number of the ids ``a + k step`` (0 <= k < n) inside one block ``[q d, (q + 1) d)``.
+
+    Ids ``step >= d`` apart never share a block; a progression inside one block has all n there.
+    Otherwise the count of block q is ceil(((q + 1) d - a) / step) - ceil((q d - a) / step), cut to
+    0..n.  A block between the first and the last holds ids over its whole width, so its count
+    depends on (q d - a) mod step only, which repeats with period step / gcd(step, d) in q; the
+    last block is cut short, so holds no more than a whole one of its phase.  The first block and
+    one period after it hold the largest."""
+    if d <= 1 or step >= d:
+        return 1
+    q0, q1 = a // d, (a + (n - 1) * step) // d
+    if q0 == q1:
+        return n
+    blocks = range(q0, min(q1, q0 + step // gcd(step, d) + 1) + 1)
+    best = 0
+    for q in blocks:
+        lo = max(0, -((a - q * d) // step))                 # ceil((q d - a) / step)
+        hi = min(n, -((a - (q + 1) * d) // step))           # ceil(((q + 1) d - a) / step)
+        best = max(best, hi - lo)
+    return best
 
 
 def members_per_domain(members: np.ndarray, domain_gpus: int) -> int:

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .config.presets import fabric_presets, resolved_scale_out
-from .placement import members_per_domain
+from .placement import members_per_domains
 from .scenario import Cluster
 from .vocabulary import TIERS
 from .wan import Wan
@@ -121,7 +121,7 @@ class Fabric:
 
     def per_domain(self, members: np.ndarray) -> tuple[int, ...]:
         """Members of the group inside one domain of each boundary (placement.members_per_domain)."""
-        return tuple(members_per_domain(members, b.domain_gpus) for b in self.boundaries)
+        return members_per_domains(members, tuple(b.domain_gpus for b in self.boundaries))
 
     def shape(self, members: np.ndarray, per: tuple[int, ...] | None = None) -> GroupShape:
         """How a group (GPU ids of one representative group) sits on the boundaries.  Across

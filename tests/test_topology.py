@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from explorer.placement import Placement
 from explorer.scenario import Cluster, ScaleAcross, ScaleOut, ScaleUp, from_dict
@@ -90,3 +92,25 @@ def test_placement_order_sets_strides():
     assert pl.strides == {"tp": 1, "cp": 8, "pp": 8, "dp": 32}
     assert list(pl.members("dp", 0)) == [0, 32, 64, 96]
     assert list(pl.members("pp", 0)) == [0, 8, 16, 24]
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(st.integers(0, 2**31))
+def test_progression_counts_equal_counting_every_member(seed):
+    # members_per_domains counts an arithmetic progression of ids in closed form; it must count
+    # what members_per_domain counts id by id, for any first id, step, size and domain, and other
+    # groups (unsorted, repeated or irregular ids) go to the counting itself.
+    from explorer.placement import members_per_domain, members_per_domains
+    rng = np.random.default_rng(seed)
+    n = int(rng.choice([1, 2, 3, 7, 64, 257, 3000]))
+    step = int(rng.choice([1, 2, 3, 5, 8, 12, 64, 100]))
+    members = int(rng.integers(0, 5000)) + step * np.arange(n, dtype=np.int64)
+    shape = rng.random()
+    if shape < 0.15:
+        members = rng.permutation(members)
+    elif shape < 0.25 and n > 2:
+        members[n // 2] += 1                             # one id off the progression
+    elif shape < 0.3:
+        members[: max(1, n // 3)] = members[0]          # repeated ids
+    domains = (1, *(int(d) for d in rng.choice([2, 3, 7, 8, 72, 256, 1000, 16384], size=3)))
+    assert members_per_domains(members, domains) == tuple(members_per_domain(members, d) for d in domains)

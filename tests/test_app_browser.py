@@ -145,9 +145,21 @@ def browser():
             b.close()
 
 
+# Playwright waits 30 s for an action by default; on a loaded 2-core machine (the suite with -n auto,
+# its own server rendering for other workers) a click has been seen to need longer.  An action that
+# never completes still fails, after the same 60 s wait_ready allows a page.
+ACTION_TIMEOUT_MS = 60_000
+
+
+def _context(browser, viewport):
+    ctx = browser.new_context(viewport=viewport)
+    ctx.set_default_timeout(ACTION_TIMEOUT_MS)
+    return ctx
+
+
 @pytest.fixture(scope="module")
 def app(browser, base_url):
-    ctx = browser.new_context(viewport=VIEWPORT)
+    ctx = _context(browser, VIEWPORT)
     yield App(ctx.new_page(), base_url)
     ctx.close()
 
@@ -155,7 +167,7 @@ def app(browser, base_url):
 @pytest.fixture
 def fresh(browser, base_url):
     """A page in a brand-new browser context."""
-    ctx = browser.new_context(viewport=VIEWPORT)
+    ctx = _context(browser, VIEWPORT)
     yield App(ctx.new_page(), base_url)
     ctx.close()
 
@@ -340,7 +352,7 @@ def _box(page, selector: str):
 
 @pytest.fixture
 def projector(browser, base_url):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    ctx = _context(browser, {"width": 1280, "height": 720})
     yield App(ctx.new_page(), base_url)
     ctx.close()
 

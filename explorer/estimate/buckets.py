@@ -78,6 +78,9 @@ def _plan(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, nbytes:
         k = np.where(live[..., None], k, 0.0)
     got = _PLANS[key] = _Plan(classes, live, np.where(live, buckets, 0), tuple(calls),
                               index.reshape(total.shape), k, frac)
+    for a in (got.live, got.buckets, got.index, got.k, got.frac):
+        if a is not None:
+            a.flags.writeable = False            # shared by every row of the plan, as network.py's members
     return got
 
 

@@ -37,6 +37,20 @@ def dropped_replicas(sc: Scenario) -> int:
     return int(np.unique((ids // pl.strides["dp"]) % sc.dp).size)
 
 
+def max_failed_nodes(sc: Scenario) -> int:
+    """The most failed nodes (the cluster's last ones) that leave one data-parallel replica whole.
+
+    A replica is the GPUs whose id has one digit in the placement's dp stride: blocks of
+    ``stride`` consecutive ids, the replicas in turn.  Replica r's last block is the last one of
+    index = r (mod dp) before the cluster's end, so the replica whose last block comes first,
+    block ``q - dp + 1`` (``q`` the block of the last GPU), survives the most failed nodes."""
+    gpn, nodes = sc.cluster.gpus_per_node, sc.cluster.nodes
+    stride = Placement.for_scenario(sc).strides["dp"]
+    q = (nodes * gpn - 1) // stride
+    last_gpu = (q - sc.dp + 2) * stride - 1          # the earliest-ending replica's last GPU
+    return nodes - last_gpu // gpn - 1
+
+
 def surviving_scenario(sc: Scenario) -> tuple[Scenario, int, int]:
     """(the cluster of surviving replicas, replicas dropped, micro-batches per surviving replica);
     a ScenarioError on ``cluster.faults.failed_nodes`` when nothing survives or the survivors do not
@@ -47,7 +61,8 @@ def surviving_scenario(sc: Scenario) -> tuple[Scenario, int, int]:
     left = sc.dp - dropped
     if left < 1:
         raise ScenarioError(field, f"{c.faults.failed_nodes} failed nodes hold a GPU of every one of the "
-                            f"{sc.dp} data-parallel replicas; nothing survives")
+                            f"{sc.dp} data-parallel replicas; nothing survives (at most "
+                            f"{max_failed_nodes(sc)} leave a replica)")
     replica = p.tp * p.cp * p.pp
     if (left * replica) % c.gpus_per_node:
         raise ScenarioError(field, f"the {left} surviving replicas of {replica} GPUs do not fill whole "

@@ -2,13 +2,17 @@
 survivors carry on; a degraded node's NICs limit the data-parallel groups through it."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from explorer.faults import dropped_replicas, surviving_scenario
+from explorer.faults import dropped_replicas, max_failed_nodes, surviving_scenario
 from explorer.scenario import ScenarioError, load
 from explorer.simulate import simulate
 
 from conftest import ROOT
+
+GPT3 = ROOT / "scenarios" / "megatron-gpt3-175b.yaml"    # TP 8 · PP 8 · DP 16 on 128 nodes, PP outermost
 
 L16K = ROOT / "scenarios" / "llama3-405b-16k.yaml"        # TP 8 · PP 16 · DP 128, DP outermost
 TD1 = {"cluster.datacenters": 1}
@@ -66,3 +70,28 @@ def test_bad_faults_name_their_field(over, field):
     with pytest.raises(ScenarioError) as e:
         load(TD, {**TD1, **over} if "cluster.datacenters" not in over else over)
     assert e.value.field == field
+
+
+def test_failures_that_leave_no_replica_are_refused_when_loaded():
+    """GPT-3 175B: a pipeline stage is 16 nodes holding one tp group of each of the 16 replicas, so
+    the last 15 nodes leave one replica and the last 16 none.  Validation refuses the scenario (the
+    CLI's validate, the app's sidebar, a sweep's row), naming the field and the most that work,
+    instead of the simulation failing after it was called valid."""
+    assert max_failed_nodes(load(GPT3)) == 15
+    assert dropped_replicas(load(GPT3, {"cluster.faults.failed_nodes": 15})) == 15
+    with pytest.raises(ScenarioError) as e:
+        load(GPT3, {"cluster.faults.failed_nodes": 44})
+    assert e.value.field == "cluster.faults.failed_nodes" and "at most 15 leave a replica" in str(e.value)
+
+
+@pytest.mark.parametrize("order", ["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "dp-tp-cp-ep-pp", "pp-tp-cp-ep-dp"])
+def test_max_failed_nodes_is_where_the_last_replica_goes(order):
+    """max_failed_nodes against counting: one more failed node drops every replica, it does not."""
+    sc = load(GPT3, {"parallelism.order": order})
+    k = max_failed_nodes(sc)
+    assert 0 <= k < sc.cluster.nodes
+
+    def dropped(n: int) -> int:
+        return dropped_replicas(replace(sc, cluster=replace(sc.cluster, faults=replace(sc.cluster.faults,
+                                                                                       failed_nodes=n))))
+    assert dropped(k) < sc.dp and dropped(k + 1) == sc.dp

@@ -139,6 +139,10 @@ SYNC_RULE_CASES = {
                                        {"communication.compression.kind": "fp16"},
                                        "communication.compression.kind"),
     "rule_faults_fit": (TWO_DC, {"cluster.faults.failed_nodes": 2}, "cluster.faults.failed_nodes"),
+    # GPT-3 175B: each pipeline stage is 16 nodes holding one GPU group of every replica, so the
+    # last 16 nodes (the last stage) hold all 16 replicas.
+    "rule_failures_leave_survivors": (ROOT / "scenarios" / "megatron-gpt3-175b.yaml",
+                                      {"cluster.faults.failed_nodes": 16}, "cluster.faults.failed_nodes"),
     "rule_one_compressor": (TWO_DC, {"training.sync.kind": "diloco", "training.sync.outer_dtype": "int4",
                                      "communication.compression.kind": "1bit"}, "training.sync.outer_dtype"),
     "rule_dp_kind_replicas": (TWO_DC, {"parallelism.dp_kind": "gossip-ring"}, "parallelism.zero"),
@@ -222,3 +226,18 @@ def test_replica_groups_must_divide_and_be_several(changes, field):
     with pytest.raises(ScenarioError) as info:
         load(RN, {**LOCAL, **changes})
     assert info.value.field == field and "\n" not in str(info.value)
+
+
+def test_degraded_nodes_slow_the_last_group_the_synchronisation_waits_for():
+    """Degraded nodes are the cluster's last: with DiLoCo across four 8-node datacenters, 15 of them
+    degrade the last datacenter wholly (and 7 of the one before), so its group, simulated alone,
+    has 8 degraded nodes and the window is the one of 8 — slower than none, and no longer refused
+    as "15 of 8 nodes" when the simulation runs a group."""
+    diloco = ROOT / "scenarios" / "diloco-cross-region.yaml"
+    slow = {"cluster.faults.nic_factor": 0.25}
+    steps = {}
+    for n in (0, 8, 15):
+        sc = load(diloco, {**slow, "cluster.faults.degraded_nodes": n})
+        assert inner_scenario(sc).cluster.faults.degraded_nodes == min(n, 8)
+        steps[n] = simulate(sc).to_json_dict()["time_per_step_s"]
+    assert steps[15] == steps[8] > steps[0]

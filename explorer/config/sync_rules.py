@@ -134,6 +134,17 @@ def rule_faults_fit(sc: Scenario) -> None:
                             f"most {c.nodes}")
 
 
-SYNC_RULES = (rule_faults_fit, rule_one_compressor, rule_compression_needs_buckets,
-              rule_sync_needs_datacenters, rule_sync_whole_replicas, rule_sync_fragments,
-              rule_dp_kind_replicas)
+def rule_failures_leave_survivors(sc: Scenario) -> None:
+    """Failed nodes leave replicas that can train: one whole at least, filling whole nodes, able to
+    run the layout with the batch they carry (explorer/faults.surviving_scenario, the cluster the
+    simulation then runs).  Runs after rule_faults_fit: fewer failed nodes than nodes, one datacenter."""
+    if sc.cluster.faults.failed_nodes:
+        # Deferred: faults builds the survivors' scenario with config.loading, which runs these rules.
+        from ..faults import surviving_scenario
+
+        surviving_scenario(sc)
+
+
+SYNC_RULES = (rule_faults_fit, rule_failures_leave_survivors, rule_one_compressor,
+              rule_compression_needs_buckets, rule_sync_needs_datacenters, rule_sync_whole_replicas,
+              rule_sync_fragments, rule_dp_kind_replicas)

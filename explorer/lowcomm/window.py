@@ -129,7 +129,8 @@ class SyncWindow:
 
 def inner_scenario(sc: Scenario) -> Scenario:
     """One group of ``sc`` (a datacenter, or replica_nodes nodes) training its replicas alone:
-    nodes / D, global batch / D, dp / D, synchronised every step inside.  Raises a ScenarioError on
+    nodes / D, global batch / D, dp / D, synchronised every step inside; with degraded nodes, the
+    last group (the slowest).  Raises a ScenarioError on
     ``training.sync.kind`` when that group cannot run the layout (the message says why)."""
     c, D = sc.cluster, sc.sync_groups
     raw = to_dict(sc)
@@ -137,6 +138,10 @@ def inner_scenario(sc: Scenario) -> Scenario:
     cl = raw["cluster"]
     cl.update(nodes=c.nodes // D, datacenters=1)
     cl.pop("stragglers", None)
+    # Degraded nodes are the cluster's last (cluster.faults), so the last group holds the most of
+    # them, at its end: the group the synchronisation barrier waits for is that one.
+    if c.faults.degraded_nodes:
+        cl["faults"]["degraded_nodes"] = min(c.faults.degraded_nodes, c.nodes // D)
     raw["training"]["global_batch"] = sc.training.global_batch // D
     raw["training"]["sync"] = {"kind": "every-step"}
     par = raw["parallelism"]

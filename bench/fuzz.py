@@ -26,11 +26,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from explorer.config.budget import MAX_WORK, estimate  # noqa: E402
+from explorer.config.budget import estimate  # noqa: E402
 from explorer.scenario import ScenarioError, apply_overrides, from_dict, parse_assignment, parse_text  # noqa: E402
 from explorer.share import parse_query, preset_raw  # noqa: E402
 
-from test_fuzz import ASSIGNMENTS, LINKS, SHIPPED, mutated_files  # noqa: E402
+from test_fuzz import ASSIGNMENTS, LINKS, SHIPPED, mutated_files, over_budget  # noqa: E402
 
 VALIDATE_SECONDS = 1.0          # validation of one input
 SIMULATE_SECONDS = 5.0          # one simulation of a valid scenario (the budget aims at 3-4 s)
@@ -50,7 +50,7 @@ def classify(build, simulate_valid: bool, other: list) -> str:
     except Exception as exc:   # noqa: BLE001 - exactly what the fuzzer is looking for
         other.append(f"{type(exc).__name__}: {str(exc)[:200]!r}")
         return "other"
-    if time.perf_counter() - start > VALIDATE_SECONDS or estimate(sc).work > MAX_WORK:
+    if time.perf_counter() - start > VALIDATE_SECONDS or over_budget(sc):
         other.append(f"slow or over budget validation: {sc.name!r}")
         return "other"
     if simulate_valid:

@@ -18,7 +18,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from explorer.config.budget import MAX_WORK, estimate, folded_estimate
+from explorer.config.budget import MAX_WORK, estimate, folded_estimate, replicas_estimate
 from explorer.scenario import (
     SETTABLE,
     Scenario,
@@ -100,15 +100,22 @@ _simulated: dict[str, int] = {}
 SIMULATE_BELOW = 20_000        # work units of the scenarios simulated in CI (about 0.3 s each)
 
 
+def over_budget(sc: Scenario) -> bool:
+    """Beyond what config/budget admits: the full simulation unless its steady state folds into
+    reduced simulations within MAX_WORK (a long pipeline of 42,514 sequences, say), or the kinds of
+    replica that differ, together (each is simulated)."""
+    folded = folded_estimate(sc)
+    kinds = replicas_estimate(sc)
+    return (estimate(sc).work > MAX_WORK and (folded is None or folded.work > MAX_WORK)) or \
+        (kinds is not None and kinds[0].work > MAX_WORK)
+
+
 def valid(sc: Scenario | None, test: str) -> None:
     """A scenario that validates is within the budget; the first few small ones of each test also
     simulate to a finite result (all of them: bench/fuzz.py)."""
     if sc is None:
         return
-    # Within the budget in full, or — when the steady state folds — in its reduced simulations
-    # (config/budget.check_budget admits those; a long pipeline of 42,514 sequences, say).
-    folded = folded_estimate(sc)
-    assert estimate(sc).work <= MAX_WORK or (folded is not None and folded.work <= MAX_WORK)
+    assert not over_budget(sc)
     if _simulated.get(test, 0) < 3 and estimate(sc).work < SIMULATE_BELOW:
         _simulated[test] = _simulated.get(test, 0) + 1
         from explorer.simulate import simulate

@@ -132,6 +132,28 @@ def check_budget(sc: Scenario) -> None:
             _refuse(sc, e, "")
 
 
+def replicas_estimate(sc: Scenario) -> tuple[WorkEstimate, int] | None:
+    """The work of a scenario whose replicas differ (stragglers, datacenters that differ) and how
+    many kinds of replica it has: each kind is simulated and their tasks are joined into one list
+    (explorer/replicas.py), so the kinds' estimates add.  None when every replica is alike."""
+    if not (sc.cluster.stragglers.active or sc.cluster.heterogeneous):
+        return None
+    from ..replicas import variants  # deferred: the kinds are built by the simulation's modules
+
+    es = [estimate(v.sc) for v in variants(sc)]
+    return WorkEstimate(sum(e.tasks for e in es), sum(e.timeline_rows for e in es), max(e.stages for e in es),
+                        sum(e.layers for e in es)), len(es)
+
+
+def check_replicas_budget(sc: Scenario) -> None:
+    """Raise a one-line ScenarioError when the kinds of replica of ``sc`` together exceed
+    :data:`MAX_WORK` (:func:`replicas_estimate`).  Run after the rules of datacenters that differ
+    (explorer/config/hetero_rules.py), on which building the kinds relies."""
+    got = replicas_estimate(sc)
+    if got is not None and got[0].work > MAX_WORK:
+        _refuse(sc, got[0], f" for its {got[1]} kinds of replica, each simulated")
+
+
 def check_unfolded_budget(sc: Scenario) -> None:
     """Raise a ScenarioError when the full simulation of ``sc`` exceeds :data:`MAX_WORK` (a scenario
     admitted for its fold whose period could not be proven)."""

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 
 from ..schedules import registry
-from .budget import check_budget
+from .budget import check_budget, check_replicas_budget
 from .schema import ScenarioError, excerpt
 from .sections import MAX_GPUS, ORDER_DIMS, Scenario
 
@@ -252,6 +252,12 @@ def rule_work_budget(sc: Scenario) -> None:
     check_budget(sc)
 
 
+def rule_replica_kinds_budget(sc: Scenario) -> None:
+    """Replicas that differ fit the work budget together (budget.check_replicas_budget): run last,
+    once the rules of datacenters that differ have passed."""
+    check_replicas_budget(sc)
+
+
 RULES: tuple[Rule, ...] = (
     rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_tp_divides_heads,
     rule_kv_heads_divide_heads,
@@ -269,7 +275,9 @@ RULES: tuple[Rule, ...] = (
 
 def validate(sc: Scenario) -> None:
     """Run every rule of :data:`RULES` in order, then the scale-across rules
-    (:data:`explorer.config.wan_rules.WAN_RULES`); the first that fails raises its ScenarioError."""
+    (:data:`explorer.config.wan_rules.WAN_RULES`), those of datacenters that differ and of
+    low-communication training, and last the budget of replicas that differ; the first that fails
+    raises its ScenarioError."""
     for rule in _all_rules():
         rule(sc)
 
@@ -282,4 +290,4 @@ def _all_rules() -> tuple:
     from .sync_rules import SYNC_RULES  # replicas that train apart or gossip (low-communication)
     from .wan_rules import WAN_RULES  # its own module: the scale-across fields' rules
 
-    return (*RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES)
+    return (*RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES, rule_replica_kinds_budget)

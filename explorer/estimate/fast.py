@@ -59,13 +59,12 @@ _CONSTANT = ("first", "table", "fused", "contention")
 
 
 def base_units(prof: RowProfile) -> int:
-    """The shorter of the two unit counts a long row is evaluated at: twice its depth in units,
-    rounded up to whole rounds of p for virtual-stage schedules (Megatron's interleaved groups)."""
+    """The shorter of the two unit counts a long row is evaluated at: twice its depth in units and
+    at least MIN_BASE, rounded up to whole rounds of p for virtual-stage schedules (Megatron's
+    interleaved groups: 32 units on 3 stages are not an interleaved count)."""
     p, v = prof.p, prof.v
-    depth = DEPTHS * p * v
-    if prof.schedule.virtual_stages:
-        depth = -(-depth // p) * p
-    return max(MIN_BASE, depth)
+    depth = max(MIN_BASE, DEPTHS * p * v)
+    return -(-depth // p) * p if prof.schedule.virtual_stages else depth
 
 
 def _extrapolable(prof: RowProfile) -> bool:

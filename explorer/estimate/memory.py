@@ -36,7 +36,7 @@ def live_counts(schedule: Schedule, p: int, units: int, v: int) -> np.ndarray:
     key = (schedule.name, p, units, v)
     got = _LIVE.get(key)
     if got is None:
-        prog = compile_program(schedule.name, p, v, program_units(schedule, units))
+        prog = compile_program(schedule.name, p, v, program_units(schedule, units, p))
         # The row's own ops, grouped by stage once (in program order within a stage).
         mine = np.flatnonzero(prog.mb < units)
         mine = mine[np.argsort(prog.stage[mine], kind="stable")]

@@ -160,7 +160,7 @@ def run_group(profs: list[RowProfile], units: list[int], keep_ops: bool = False)
     """Evaluate the pipeline of rows sharing schedule, p, v and send kind, row i with ``units[i]``
     units (fewer than the program's: phantom units pad it, estimate/critical_path.py)."""
     pr0 = profs[0]
-    prog = compile_program(pr0.schedule.name, pr0.p, pr0.v, program_units(pr0.schedule, max(units)))
+    prog = compile_program(pr0.schedule.name, pr0.p, pr0.v, program_units(pr0.schedule, max(units), pr0.p))
     feat = np.stack([r.feat for r in profs])
     sm = np.array([r.sm_factor for r in profs])
     table, fused = pass_table(feat, pr0.holds, sm)

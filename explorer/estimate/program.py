@@ -99,11 +99,17 @@ class Program:
         return self.p * self.nch * len(KINDS) + (s * self.nch + lf) * self.nch + lb
 
 
-def program_units(schedule, units: int) -> int:
-    """The units a program is compiled for to serve a row of ``units``: the next power of two, so
-    that rows and sweeps share programs (phantom units pad the row, estimate/critical_path.py);
-    exactly ``units`` for DualPipe, whose phases depend on the count."""
-    return units if schedule.two_directions else 1 << max(0, units - 1).bit_length()
+def program_units(schedule, units: int, p: int) -> int:
+    """The units a program is compiled for to serve a row of ``units`` on ``p`` stages: the next
+    power of two, so that rows and sweeps share programs (phantom units pad the row,
+    estimate/critical_path.py), rounded up to whole groups of p for virtual-stage schedules, whose
+    order takes the units p at a time (Megatron's interleaved 1F1B, Narayanan et al. SC21 Sec.
+    2.2.2: its order of 8 units on 3 stages names a unit 8); exactly ``units`` for DualPipe, whose
+    phases depend on the count."""
+    if schedule.two_directions:
+        return units
+    n = 1 << max(0, units - 1).bit_length()
+    return -(-n // p) * p if schedule.virtual_stages else n
 
 
 # Compiled programs kept for reuse, least recently used first out, up to this many ops in all

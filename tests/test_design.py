@@ -224,6 +224,46 @@ def test_sensitivity_upgrades_never_slow_down_and_speedup_is_the_time_ratio(sens
     assert r.overrides["hardware.gpu.peak_tflops"] == 2 * 989
 
 
+def test_sensitivity_of_datacenters_of_gpu_presets_skips_what_they_fix():
+    """mixed-generations (an H100 and a B200 datacenter): each GPU's figures, and the B200's NVLink,
+    come from its preset (hetero.on_gpu), so 2x compute, HBM and scale-up are listed as not run
+    (the command failed on 'hardware.gpu is a custom mapping' before); 2x scale-out doubles the
+    NICs only, and the network changes still run and do not slow it down."""
+    res = sensitivity(open_base("mixed-generations", keep_dp=True))
+    assert {k.change for k in res.skipped} == {"2x compute", "2x HBM bandwidth", "2x scale-up bandwidth"}
+    assert all(k.reason.startswith("cluster.datacenters: ") and "h100-sxm, b200" in k.reason
+               for k in res.skipped)
+    rows = {r.change: r for r in res.rows}
+    assert set(rows) | {k.change for k in res.skipped} == set(CHANGES)
+    assert rows["2x scale-out bandwidth"].overrides == {"cluster.scale_out.nic_Gbps": 800.0}
+    assert rows["2x scale-across bandwidth"].speedup > 1.05
+    assert all(r.speedup >= 1.0 - 1e-12 for r in rows.values())
+    # The homogeneous two-datacenters keeps every change, its PCIe link doubled with the NICs.
+    whole = sensitivity(open_base("two-datacenters", keep_dp=True))
+    assert whole.skipped == () and "hardware.gpu.pcie_GBps" in next(
+        r for r in whole.rows if r.change == "2x scale-out bandwidth").overrides
+
+
+def test_scaling_datacenters_that_differ_keeps_each_ones_share_and_gpu():
+    """mixed-generations (64 H100 nodes + 64 B200 nodes): every size of the curve is the same two
+    datacenters grown or shrunk alike, as the cluster.datacenters list (before, only its own 1,024
+    GPUs were valid: 'cluster.nodes: 32 but cluster.datacenters holds 64 + 64 = 128 nodes'); each
+    point's link reopens its scenario and time, and more replicas never make it faster."""
+    pts = scaling(open_base("mixed-generations"), [256, 2048], "weak")
+    assert [(p.gpus, p.valid) for p in pts] == [(256, True), (2048, True)]
+    assert pts[1].overrides["cluster.datacenters"] == [{"name": "hopper", "nodes": 128, "gpu": "h100-sxm"},
+                                                       {"name": "blackwell", "nodes": 128, "gpu": "b200"}]
+    for p in pts:
+        view = _open(p.link)
+        assert view.warnings == []
+        sc = from_dict(apply_overrides(preset_raw(view.scenario), view.overrides))
+        assert sc.gpus == p.gpus and sc.cluster.datacenter_gpus == ("h100-sxm", "b200")
+        assert simulate(sc).iteration_time_s == p.figures["iteration_time_s"]
+    assert pts[0].figures["iteration_time_s"] < pts[1].figures["iteration_time_s"]
+    with pytest.raises(ScenarioError, match="shares of the nodes .64 : 64.; use a multiple of 16"):
+        scaling(open_base("mixed-generations"), [1000], "weak")
+
+
 def test_weak_scaling_keeps_tokens_per_gpu_and_pays_for_the_reduction():
     pts = scaling(open_base("two-datacenters"), [256, 1024, 4096], "weak")
     assert all(p.valid for p in pts)

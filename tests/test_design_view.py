@@ -183,3 +183,15 @@ def test_the_tab_renders_in_a_browser():
             assert "Traceback" not in page.content() and not errors, errors
         finally:
             browser.close()
+
+
+def test_the_tornado_says_which_upgrades_datacenters_of_gpu_presets_cannot_take():
+    """mixed-generations: the tab renders without an error (the sensitivity raised 'hardware.gpu is
+    a custom mapping' before) and a caption names the changes not run and why."""
+    at = run_app(scenario="mixed-generations", view="design")
+    assert not at.error, [e.value for e in at.error]
+    assert chart(at, "_d_tornado")["data"]
+    notes = [c.value for c in at.caption if c.value.startswith("Not run: ")]
+    assert notes == ["Not run: 2x compute, 2x HBM bandwidth, 2x scale-up bandwidth — cluster.datacenters: "
+                     "the datacenters' GPUs are presets (h100-sxm, b200), whose figures a change cannot "
+                     "scale; compare other presets instead (diff --set-b)"]

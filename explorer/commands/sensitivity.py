@@ -3,11 +3,13 @@
 The iteration time after doubling compute, HBM bandwidth and each tier's bandwidth and halving
 each tier's latency, full engine (explorer/design/sensitivity.py).  ``--json`` prints a list of
 ``{change, iteration_time_s, speedup, overrides, breakdown_s}`` (speedup = base time / new time),
-sorted by speedup; the text form is the same as a table.
+sorted by speedup; the text form is the same as a table.  Changes the scenario cannot express
+(GPU figures of datacenters' presets) are listed as not run, on stderr with ``--json``.
 """
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..config.schema import one_line
 from ..design.base import open_base
@@ -28,6 +30,9 @@ def run(args: argparse.Namespace) -> int:
     base = open_base(args.scenario, parse_sets(args.set), keep_dp=True)
     result = sensitivity(base)
     print(dumps([r.to_json() for r in result.rows]) if args.json else sensitivity_text(result, base.label))
+    if args.json:
+        for k in result.skipped:          # stdout stays one JSON list: the changes not run go to stderr
+            print(f"not run: {k.change}: {k.reason}", file=sys.stderr)
     return 0
 
 
@@ -38,4 +43,5 @@ def sensitivity_text(s: Sensitivity, label: str) -> str:
         saved = 1 - 1 / r.speedup
         lines.append(f"{r.change:<28} {fmt_s(r.iteration_time_s):>10} {r.speedup:>7.3f}x  {saved:6.1%}  "
                      + "#" * int(round(40 * max(saved, 0.0))))
+    lines += [f"{k.change:<28} not run: {k.reason}" for k in s.skipped]
     return "\n".join(lines)

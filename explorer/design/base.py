@@ -9,6 +9,7 @@ in share links (explorer/share.py ``preset_raw``) — and a variant with ``paral
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -119,7 +120,29 @@ def cluster_overrides(sc: Scenario, gpus: int, flag: str = "--gpus") -> dict[str
         raise ScenarioError(flag, f"{gpus} GPUs is not a whole number of {c.gpus_per_node}-GPU nodes "
                             f"(use a multiple of {c.gpus_per_node}, or a divisor of it for one node)")
     nodes = out["cluster.nodes"]
+    if c.heterogeneous:
+        return _datacenter_list(sc, nodes, gpus, flag)
     if nodes % c.datacenters:
         raise ScenarioError(flag, f"{gpus} GPUs = {nodes} nodes do not split evenly over {c.datacenters} "
                             f"datacenters (use a multiple of {c.gpus_per_node * c.datacenters})")
     return out
+
+
+def _datacenter_list(sc: Scenario, nodes: int, gpus: int, flag: str) -> dict[str, Any]:
+    """Datacenters that differ in size or GPU (explorer/hetero.py) given ``nodes`` in all: each
+    keeps its share of the nodes and its GPU preset, as the ``cluster.datacenters`` list (the
+    node count is that list's sum, so ``cluster.nodes`` is not set)."""
+    c = sc.cluster
+    D = c.datacenters
+    own = c.datacenter_nodes or (c.nodes // D,) * D
+    if any((nodes * n) % c.nodes for n in own):
+        step = c.gpus_per_node * c.nodes // math.gcd(c.nodes, *own)
+        raise ScenarioError(flag, f"{gpus} GPUs do not keep the datacenters' shares of the nodes "
+                            f"({' : '.join(map(str, own))}); use a multiple of {step}")
+    out = []
+    for d, n in enumerate(own):
+        item: dict[str, Any] = {"name": c.datacenter_name(d), "nodes": nodes * n // c.nodes}
+        if c.datacenter_gpus:
+            item["gpu"] = c.datacenter_gpus[d]
+        out.append(item)
+    return {"cluster.datacenters": out}

@@ -21,6 +21,12 @@ change              fields
 ``speedup`` = base time / new time: above 1 the upgrade helps.  A tier the scenario never crosses
 (scale-out on one node, scale-across in one datacenter) gives exactly 1.0: the engine does not
 read it.
+
+A change the scenario cannot express is not run and is listed with its reason: datacenters that
+name their own GPU presets (``cluster.datacenters``, explorer/hetero.py) take each GPU's figures
+from its preset, so there compute, HBM bandwidth and (with presets other than ``hardware.gpu``)
+scale-up bandwidth cannot be doubled, and 2x scale-out doubles the NICs only (each preset keeps
+its PCIe link).
 """
 from __future__ import annotations
 
@@ -28,7 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..scenario import Scenario
+from ..hetero import dc_gpu
+from ..scenario import Scenario, ScenarioError
 from .base import Base
 from .scores import score
 
@@ -51,8 +58,9 @@ def _compute(sc: Scenario) -> dict[str, Any]:
 def _scale_out(sc: Scenario) -> dict[str, Any]:
     # The GPU's PCIe link is the first stage of the path to the fabric (collectives.pcie_time): a
     # faster network means a faster path, or doubling the NICs behind a saturated link buys nothing.
+    # Datacenters of GPU presets read their own presets' links (module docstring).
     out: dict[str, Any] = {"cluster.scale_out.nic_Gbps": 2 * sc.cluster.scale_out.nic_Gbps}
-    if sc.hardware.gpu.pcie_GBps:
+    if sc.hardware.gpu.pcie_GBps and not sc.cluster.datacenter_gpus:
         out["hardware.gpu.pcie_GBps"] = 2 * sc.hardware.gpu.pcie_GBps
     return out
 
@@ -88,24 +96,65 @@ class Row:
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """A change the scenario cannot express (module docstring) and the one-line reason."""
+
+    change: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Sensitivity:
-    """The base iteration and one row per change, sorted by speedup (largest first)."""
+    """The base iteration, one row per change run, sorted by speedup (largest first), and the
+    changes not run."""
 
     base_time_s: float
     base_breakdown_s: dict[str, float]
     rows: tuple[Row, ...]
+    skipped: tuple[Skipped, ...] = ()
+
+
+def _expressible(sc: Scenario, ov: dict[str, Any]) -> str | None:
+    """Why ``ov`` cannot change ``sc`` (None when it can): figures of datacenters' GPU presets —
+    their compute, memory and links, and the NVLink bandwidth of every datacenter whose preset is
+    not ``hardware.gpu`` (hetero.on_gpu), so cluster.scale_up would double only part of it."""
+    names = sc.cluster.datacenter_gpus
+    if not names:
+        return None
+    gpus = [dc_gpu(sc, d) for d in range(sc.cluster.datacenters)]
+    preset_links = any(g != sc.hardware.gpu and g.scale_up_GBps is not None for g in gpus)
+    if any(k.startswith("hardware.gpu.") or (k == "cluster.scale_up.bandwidth_GBps" and preset_links)
+           for k in ov):
+        presets = ", ".join(dict.fromkeys(names))
+        return (f"cluster.datacenters: the datacenters' GPUs are presets ({presets}), whose figures a "
+                "change cannot scale; compare other presets instead (diff --set-b)")
+    return None
 
 
 def sensitivity(base: Base, changes: dict[str, Change] | None = None) -> Sensitivity:
-    """Simulate ``base`` and each change (default :data:`CHANGES`) with the full engine."""
+    """Simulate ``base`` and each change (default :data:`CHANGES`) with the full engine; a change
+    the scenario cannot express, or that leaves it invalid, is skipped with its reason."""
     sc = base.scenario()
     changes = CHANGES if changes is None else changes
-    overrides = {name: fn(sc) for name, fn in changes.items()}
-    variants = [sc] + [base.scenario(ov) for ov in overrides.values()]
+    overrides: dict[str, dict[str, Any]] = {}
+    built: list[Scenario] = []
+    skipped: list[Skipped] = []
+    for name, fn in changes.items():
+        ov = fn(sc)
+        why = _expressible(sc, ov)
+        if why is None:
+            try:
+                built.append(base.scenario(ov))
+                overrides[name] = ov
+                continue
+            except ScenarioError as exc:
+                why = str(exc)
+        skipped.append(Skipped(name, why))
+    variants = [sc, *built]
     s, _ = score(variants, "full")      # validated scenarios within the budget: never refused
     t0 = float(s.iteration_time_s[0])
     rows = [Row(name, ov, float(s.iteration_time_s[i + 1]), t0 / float(s.iteration_time_s[i + 1]),
                 s.row(i + 1)["breakdown_s"])
             for i, (name, ov) in enumerate(overrides.items())]
     rows.sort(key=lambda r: -r.speedup)
-    return Sensitivity(t0, s.row(0)["breakdown_s"], tuple(rows))
+    return Sensitivity(t0, s.row(0)["breakdown_s"], tuple(rows), tuple(skipped))

@@ -189,6 +189,11 @@ def _tornado(base: runs.Base, raw_json: str, present: bool) -> None:
     if point is not None and point.get("y") in got.links:
         _link_line(str(point["y"]), got.links[point["y"]])
     st.caption("Full engine; bar = share of the iteration saved, label = speedup. Click a bar for its link.")
+    reasons: dict[str, list[str]] = {}
+    for k in got.result.skipped:                  # changes this scenario cannot express
+        reasons.setdefault(k.reason, []).append(k.change)
+    for why, names in reasons.items():
+        st.caption(f"Not run: {', '.join(names)} — {why}")
     if not present:
         with st.expander("Every upgrade, with its link"):
             st.dataframe([{"change": r.change, "iteration (s)": r.iteration_time_s, "speedup": r.speedup,

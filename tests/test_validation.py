@@ -11,7 +11,7 @@ import pytest
 
 from explorer.config.loading import fill_defaults, resolve_presets
 from explorer.config.rules import RULES, validate
-from explorer.config.schema import build
+from explorer.config.schema import build, field_paths
 from explorer.scenario import (
     MAX_GPUS,
     Scenario,
@@ -712,6 +712,22 @@ def test_rule_catches_its_case(rule, changes, field):
     with pytest.raises(ScenarioError) as info:
         rule(unchecked)
     assert info.value.field == field and "\n" not in str(info.value)
+
+
+DERIVED = sorted(p for p, f in field_paths(Scenario).items() if f.metadata.get("derived"))
+
+
+@pytest.mark.parametrize("path", DERIVED)
+def test_a_field_the_loader_derives_is_not_the_users(path):
+    """Every derived field (a GPU's preset name, the datacenters' sizes and GPUs, a straggler
+    replica's per-stage slowdown) given in a file, --set or a link is an unknown key naming itself —
+    cluster.stragglers.stage_slowdown of two stages on mixed-generations' four was accepted and
+    crashed the simulation (IndexError)."""
+    raw = load_raw(ROOT / "scenarios" / "mixed-generations.yaml")
+    with pytest.raises(ScenarioError) as e:
+        from_dict(apply_overrides(raw, {path: [3.0, 3.0] if path.endswith("s") else "b200"}))
+    assert e.value.field == path and "unknown key" in str(e.value)
+    assert len(DERIVED) == 5
 
 
 def test_the_valid_base_passes_every_rule():

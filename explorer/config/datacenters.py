@@ -34,9 +34,6 @@ def resolve_scale_across(raw: dict[str, Any]) -> None:
     """Expand the shorthands of the module docstring in ``raw`` (a private copy), in place."""
     cluster = raw.get("cluster")
     if isinstance(cluster, dict):
-        for derived in ("datacenter_names", "datacenter_nodes", "datacenter_gpus"):
-            if derived in cluster:
-                raise unknown_key_error(derived, ["datacenters"], "cluster")
         if isinstance(cluster.get("datacenters"), list):
             _resolve_list(raw, cluster)
         wan = cluster.get("scale_across")

@@ -41,7 +41,7 @@ from .model_parts import Conv
 from .overrides import apply_overrides
 from .presets import DEFAULT_GPU, gpu_presets, preset, resolved_scale_out
 from .rules import validate
-from .schema import ScenarioError, build, dump, unknown_key_error, user_keys
+from .schema import ScenarioError, build, dump, reject_derived
 from .sections import GPU, Scenario
 
 # Scale-up bandwidth of a custom GPU mapping that gives no scale_up_GBps: 300 GB/s per direction,
@@ -65,6 +65,7 @@ def resolve_presets(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``raw`` with ``model.preset`` and ``hardware.gpu`` (a name) expanded to mappings;
     fields the scenario gives win over the preset's (``model.moe`` merged key by key)."""
     raw = copy.deepcopy(dict(raw))
+    reject_derived(Scenario, raw)          # the fields filled below, and by the loader, are not the user's
     # The datacenters list, the WAN preset and parallelism.span; first, as a list may name the GPU.
     resolve_scale_across(raw)
     model = raw.get("model")
@@ -83,8 +84,6 @@ def resolve_presets(raw: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(gpu, str) or gpu is None:
             name = gpu if gpu is not None else DEFAULT_GPU
             raw["hardware"] = {**hw, "gpu": {**preset("gpus", name, "hardware.gpu"), "preset": name}}
-        elif isinstance(gpu, dict) and "preset" in gpu:
-            raise unknown_key_error("preset", user_keys(GPU), "hardware.gpu")
     elif hw is None:
         raw["hardware"] = {"gpu": {**preset("gpus", DEFAULT_GPU, "hardware.gpu"), "preset": DEFAULT_GPU}}
     return raw

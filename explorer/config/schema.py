@@ -298,6 +298,26 @@ def build_items(cls: type, value: Any, path: str, meta: Mapping[str, Any]) -> tu
     return tuple(build(cls, v, f"{path}[{i}]") for i, v in enumerate(value))
 
 
+def reject_derived(cls: type, data: Any, path: str = "") -> None:
+    """Refuse, as an unknown key, any derived field of ``cls`` (nested sections and lists of
+    sections included) that a user's mapping ``data`` gives: the loader fills those (a GPU's preset
+    name, the datacenters' sizes and GPUs, the per-stage slowdown of a straggler replica), and a
+    value given for one would be read as if the loader had derived it."""
+    if not isinstance(data, Mapping):
+        return
+    for name, f, tp, _, kind, item in _plan(cls).fields:
+        if name not in data:
+            continue
+        if f.metadata.get("derived"):
+            raise unknown_key_error(name, user_keys(cls), path)
+        sub = f"{path}.{name}" if path else name
+        if kind == "section":
+            reject_derived(tp, data[name], sub)
+        elif kind == "sections" and isinstance(data[name], (list, tuple)):
+            for i, v in enumerate(data[name]):
+                reject_derived(item, v, f"{sub}[{i}]")
+
+
 def user_keys(cls: type) -> list[str]:
     """The keys a user may write in a mapping for ``cls`` (derived fields excluded)."""
     return [f.name for f in dataclasses.fields(cls) if not f.metadata.get("derived")]

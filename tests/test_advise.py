@@ -126,3 +126,22 @@ def test_invalid_input_is_exit_2_in_one_line(args, line):
     proc = cli("advise", *args)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip() == line
+
+
+def test_placements_left_to_the_simulation_run_in_chunks_with_progress_and_equal_figures():
+    """Datacenters of different GPUs (mixed-generations, here 4 + 4 nodes) are priced by the full
+    simulation, 0.3 s a placement at 1,024 GPUs: advise then spreads them over the executor in
+    chunks and reports each chunk (the CLI's bar, the app's), and the ranking is the one computed in
+    this process, number for number."""
+    from explorer.design.executors import ExecutorSpec
+
+    small = {"cluster.datacenters": [{"name": "hopper", "nodes": 4, "gpu": "h100-sxm"},
+                                     {"name": "blackwell", "nodes": 4, "gpu": "b200"}],
+             "training.global_batch": 64}
+    base = open_base("mixed-generations", small)
+    seen: list[tuple[int, int]] = []
+    pooled = advise(base, top=3, executor=ExecutorSpec(workers=2), progress=lambda d, t: seen.append((d, t)))
+    here = advise(base, top=3, executor=ExecutorSpec(workers=1))
+    figures = [[(a.label, a.iteration_time_s) for a in r.top] for r in (pooled, here)]
+    assert figures[0] == figures[1]
+    assert len(seen) > 1 and seen[-1][0] == seen[-1][1] > 100 and [d for d, _ in seen] == sorted(d for d, _ in seen)

@@ -25,6 +25,7 @@ from ..design.cli_support import (
     fmt_breakdown,
     fmt_s,
     parse_sets,
+    progress_bar,
 )
 
 NAME = "advise"
@@ -42,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     base = open_base(args.scenario, parse_sets(args.set))
-    result = advise(base, args.top, executor_spec(args))
+    with progress_bar("advise", unit="placement") as progress:
+        result = advise(base, args.top, executor_spec(args), progress)
     if args.json:
         print(summary_line(result), file=sys.stderr)
         print(dumps([a.to_json() for a in result.top]))

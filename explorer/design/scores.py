@@ -62,6 +62,17 @@ def _estimator() -> Callable[..., Any] | None:
     return estimate_many
 
 
+def engine_cost(sc: Scenario) -> str:
+    """Which engine's cost (chunks.SECONDS_PER_CONFIG) the estimator's rows like ``sc`` take: the
+    full engine's for the rows it leaves to the simulation (replicas that differ, faults, ...:
+    estimate/many.needs_simulation), or while it is not installed."""
+    try:
+        from ..estimate.many import needs_simulation
+    except ImportError:
+        return "full"
+    return "full" if needs_simulation(sc) else "estimate"
+
+
 def score_overrides(raw: Mapping[str, Any], overrides: Sequence[Mapping[str, Any]]
                     ) -> tuple[Scores, list[str | None]] | None:
     """The estimator's own faster path for many dotted-key variants of one raw base, when it has

@@ -31,7 +31,15 @@ def render(base: runs.Base, raw_json: str, present: bool, href: Callable[[str | 
     if run is None and st.button("Rank placements", key="_d_advise", type="primary", icon=":material/hub:",
                                  help="Every placement ranked by the estimator, the best re-simulated"):
         with st.spinner("Ranking placements…"):
-            run = runs.cached(key, lambda: advise(base, DEFAULT_TOP, runs.IN_PROCESS))
+            # Placements the estimator leaves to the full simulation (datacenters of different GPUs)
+            # take about 0.3 s each: the bar counts them.
+            bar = st.progress(0.0, text="starting…")
+
+            def update(done: int, total: int) -> None:
+                bar.progress(min(1.0, done / max(total, 1)), text=f"{done:,} of {total:,} placements")
+
+            run = runs.cached(key, lambda: advise(base, DEFAULT_TOP, runs.IN_PROCESS, update))
+            bar.empty()
     if run is None:
         st.caption("Which dimensions cross the WAN (span dp, pp or dp+pp), how many pipeline stages per "
                    "datacenter, flat, hierarchical or MPI data parallelism, and every schedule — ranked by "

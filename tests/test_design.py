@@ -355,6 +355,38 @@ def test_sweep_uses_the_estimators_override_path_when_it_has_one(monkeypatch):
     assert sweep(base, vary, links=False).points == tuple(want) and calls == [15]
 
 
+def test_latency_timed_schedules_are_searched_only_where_a_pipeline_crosses_a_datacenter():
+    """Where every pipeline stays inside a datacenter a latency-timed order is its base order: the
+    engine gives two-datacenters' and campus-4-buildings' own layouts the same seconds under 1f1b,
+    1f1b-latency and crosspipe, so the search leaves those out (each is a full simulation: 16,608
+    of campus-4-buildings' 82,020 layouts, which made its search run past 5 minutes), and keeps them
+    where stages sit in two datacenters (cross-region-pp's pipeline across regions)."""
+    from explorer.design.space import datacenter_block, pipeline_crosses
+    from explorer.schedules import registry
+
+    timed = {n for n in registry.names() if registry.get(n).timed is not None}
+    for name in ("two-datacenters", "campus-4-buildings"):
+        raw = preset_raw(name)
+        sc = from_dict(raw)
+        p = sc.parallelism
+        assert not pipeline_crosses(p.order, p.tp, p.cp, sc.dp, p.pp, datacenter_block(sc))
+        times = {simulate(from_dict(apply_overrides(raw, {"parallelism.schedule": s}))).iteration_time_s
+                 for s in ("1f1b", *sorted(timed))}
+        assert len(times) == 1, name
+    campus = from_dict(preset_raw("campus-4-buildings"))
+    assert not timed & {lay.schedule for lay in enumerate_layouts(campus)}
+    two = from_dict(preset_raw("two-datacenters"))
+    block = datacenter_block(two)
+    assert block == 64 * 8                                      # a datacenter: 64 nodes of 8 GPUs
+    for lay in enumerate_layouts(two):
+        if lay.schedule in timed:
+            assert pipeline_crosses(two.parallelism.order, lay.tp, lay.cp,
+                                    two.gpus // (lay.tp * lay.cp * lay.pp), lay.pp, block)
+    xr = from_dict(preset_raw("cross-region-pp"))
+    assert timed <= {lay.schedule for lay in enumerate_layouts(xr)}
+    assert Layout.of(xr) in set(enumerate_layouts(xr))
+
+
 def test_search_space_leaves_latency_timed_schedules_out_without_a_wan():
     """With one datacenter a latency-timed schedule (1f1b-latency, crosspipe) runs its base order,
     so the search would only repeat layouts; across datacenters they compete."""

@@ -11,7 +11,9 @@ stage, micro-batch, recompute and sequence parallelism; dp is derived as GPUs / 
 - dp divides the global batch, the micro-batch is a power of two up to MAX_MICRO_BATCH dividing
   global_batch / dp;
 - schedules are the registry's synchronous ones (:func:`synchronous_schedules`; PipeDream's
-  asynchronous one only when named in :class:`Space`);
+  asynchronous one only when named in :class:`Space`); the latency-timed ones only where a
+  pipeline boundary of the layout joins two datacenters (:func:`pipeline_crosses`): elsewhere their
+  order is their base order, the same layout again, and each one is a full simulation;
 - pp = 1 runs the registry's default schedule only (every schedule is the same without a pipeline);
   a schedule with virtual stages (interleaved) takes vpp from VPP_CHOICES with pp·vpp <= layers,
   the others vpp = 1.  Layers need not divide pp·vpp: the simulator balances uneven stages, as
@@ -26,6 +28,7 @@ by replacing fields of a scenario parsed once and re-running the loader's defaul
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +113,8 @@ def enumerate_layouts(sc: Scenario, space: Space = Space()) -> Iterator[Layout]:
     gpus, per_node = sc.cluster.gpus, sc.cluster.gpus_per_node
     m, batch = sc.model, sc.training.global_batch
     schedules = space.schedules or synchronous_schedules(wan=sc.cluster.datacenters > 1)
+    untimed = tuple(n for n in schedules if registry.get(n).timed is None)
+    dc = datacenter_block(sc)
     for tp in (d for d in _divisors(per_node) if gpus % d == 0):
         cps = [c for c in _powers_of_two_dividing(gpus // tp, gpus)
                if c == 1 or (m.seq_len % (2 * c) == 0 and m.seq_len // c >= MIN_CP_TOKENS)]
@@ -120,7 +125,8 @@ def enumerate_layouts(sc: Scenario, space: Space = Space()) -> Iterator[Layout]:
                 if batch % dp:
                     continue
                 eps = [e for e in _divisors(m.moe.experts) if (dp * cp) % e == 0] if m.is_moe else [1]
-                for sched, vpp in _schedules(pp, m.layers, schedules, space.vpp):
+                names = schedules if pipeline_crosses(sc.parallelism.order, tp, cp, dp, pp, dc) else untimed
+                for sched, vpp in _schedules(pp, m.layers, names, space.vpp):
                     for mb in _powers_of_two_dividing(batch // dp, space.max_micro_batch):
                         for ep in eps:
                             for zero in space.zero:
@@ -137,6 +143,31 @@ def synchronous_schedules(wan: bool = True) -> tuple[str, ...]:
     they would only repeat those layouts."""
     return tuple(n for n in registry.names() if registry.get(n).window is not registry.Window.ASYNC
                  and (wan or registry.get(n).timed is None))
+
+
+def datacenter_block(sc: Scenario) -> int | None:
+    """GPUs that every datacenter holds a whole number of (their sizes' gcd), None in one datacenter:
+    datacenters are consecutive GPU ids (topology.Fabric), so a block of this size never straddles one."""
+    c = sc.cluster
+    if c.datacenters < 2:
+        return None
+    nodes = c.datacenter_nodes or (c.nodes // c.datacenters,)
+    return math.gcd(*nodes) * c.gpus_per_node
+
+
+def pipeline_crosses(order: str, tp: int, cp: int, dp: int, pp: int, block: int | None) -> bool:
+    """Whether a pipeline boundary may join two datacenters (``block`` from :func:`datacenter_block`):
+    stage s starts s x stride(pp) GPUs after stage 0 (placement.Placement: the dimensions before pp
+    in ``order``), so the pipelines stay inside datacenters when pp x stride divides the block, and
+    are taken to cross otherwise."""
+    if block is None or pp < 2:
+        return False
+    sizes, stride = {"tp": tp, "cp": cp, "dp": dp, "pp": pp}, 1
+    for dim in order.split("-"):
+        if dim == "pp":
+            break
+        stride *= sizes.get(dim, 1)
+    return block % (pp * stride) != 0
 
 
 def _schedules(pp: int, layers: int, names: tuple[str, ...], vpps: tuple[int, ...]) -> list[tuple[str, int]]:

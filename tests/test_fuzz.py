@@ -164,10 +164,17 @@ def mutated_files(draw) -> str:
 
 
 def timed(check, *args) -> Scenario | None:
-    """``check(*args)`` (validation only), which must take less than SECONDS_PER_EXAMPLE."""
+    """``check(*args)`` (validation only), which must take less than SECONDS_PER_EXAMPLE.  A slow
+    run is timed once more and the faster counts: a loaded machine (CI's workers beside the browser
+    tests) now and then pauses a process for a second, while a slow validation is slow both times."""
     start = time.perf_counter()
     sc = check(*args)
-    assert time.perf_counter() - start < SECONDS_PER_EXAMPLE
+    took = time.perf_counter() - start
+    if took >= SECONDS_PER_EXAMPLE:
+        start = time.perf_counter()
+        check(*args)
+        took = min(took, time.perf_counter() - start)
+    assert took < SECONDS_PER_EXAMPLE
     return sc
 
 

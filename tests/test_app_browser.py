@@ -428,17 +428,20 @@ def choose(page, key: str, option: str) -> None:
     # lists are virtualised); then pick the option as a person would.
     # A rerun that lands while the list is open closes it (a heavy scenario's page may still be
     # settling), so a person would simply open it again: up to three tries.
+    # The click has its own short timeout too: the list can close between "visible" and the
+    # click, and a click then waits for an option that will not come back by itself.
     for attempt in range(3):
         combo.fill(option)
         opt = page.get_by_role("option", name=option, exact=True).first
         try:
             opt.wait_for(state="visible", timeout=8_000)
+            opt.click(timeout=8_000)
         except Exception:
             if attempt == 2:
                 raise
+            wait_ready(page)
             combo.click()
             continue
-        opt.click()
         return
 
 

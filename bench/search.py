@@ -42,7 +42,8 @@ def main() -> None:
     r = search(open_base(args.scenario), args.gpus, args.top, space=space, executor=spec)
     wall = time.perf_counter() - t0
     s = r.seconds
-    print(f"{r.gpus:,} GPUs: {r.enumerated:,} layouts enumerated, {r.valid:,} valid, {r.fit:,} fit in memory")
+    print(f"{r.gpus:,} GPUs: {r.enumerated:,} layouts enumerated, {r.valid:,} valid, {r.fit:,} fit in memory"
+          + (f", {r.unscored:,} latency-timed not scored" if r.unscored else ""))
     for field, n in r.reasons[:5]:
         print(f"  {n:>8,} invalid by {field}")
     print(f"phases: enumerate {s['enumerate']:.2f} s · validate + estimate {s['estimate']:.2f} s "

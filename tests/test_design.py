@@ -397,3 +397,58 @@ def test_search_space_leaves_latency_timed_schedules_out_without_a_wan():
     assert timed
     assert not timed & {lay.schedule for lay in enumerate_layouts(one)}
     assert timed <= {lay.schedule for lay in enumerate_layouts(two)}
+
+
+# A cross-region space small enough to simulate every latency-timed layout in it (152 of them).
+_XR_SPACE = Space(schedules=("1f1b", "1f1b-latency", "crosspipe"), zero=(1,), recompute=("selective",),
+                  sequence_parallel=(True,), max_micro_batch=1)
+
+
+def test_search_simulates_latency_timed_schedules_on_the_best_1f1b_pipelines_only(monkeypatch):
+    """Each latency-timed layout is a full simulation (cross-region-pp's whole space holds 14,280:
+    13 minutes on 2 cores), so the search scores them only on the TIMED_PIPELINES fastest fitting
+    1F1B layouts and counts the rest as unscored.  On this space that finds the same best layout
+    as simulating all 152 of them: tp 2 · pp 4 · cp 4 with the WAN round trip hidden
+    (1f1b-latency 4.344 s), which beats every 1F1B layout (the WAN-aware order pays off) and the
+    shipped layout under 1f1b-latency (5.20 s, scenarios/cross-region-pp.yaml)."""
+    import sys
+    from explorer.schedules import registry
+    mod = sys.modules[search.__module__]
+    timed = {n for n in registry.names() if registry.get(n).timed is not None}
+    base = open_base("cross-region-pp")
+    n_timed = sum(lay.schedule in timed for lay in enumerate_layouts(base.scenario(), _XR_SPACE))
+    r = search(base, top=3, space=_XR_SPACE, include_baseline=False)
+    assert n_timed == 152 and r.unscored == n_timed - mod.TIMED_PIPELINES * len(timed)
+    best = r.top[0]
+    assert best.layout.schedule in timed and (best.layout.tp, best.layout.pp, best.layout.cp) == (2, 4, 4)
+    assert best.iteration_time_s == pytest.approx(4.3435, abs=5e-4)
+    assert best.iteration_time_s == simulate(from_dict(apply_overrides(search_raw(preset_raw("cross-region-pp")),
+                                                                       best.layout.overrides()))).iteration_time_s
+    plain = search(base, top=1, space=replace(_XR_SPACE, schedules=("1f1b",)), include_baseline=False)
+    assert best.iteration_time_s < plain.top[0].iteration_time_s and plain.unscored == 0
+    monkeypatch.setattr(mod, "TIMED_PIPELINES", 10 ** 6)
+    every = search(base, top=3, space=_XR_SPACE, include_baseline=False)
+    # What even an unbounded choice leaves out: the 54 valid timed layouts whose 1F1B base does
+    # not fit (none of them fits either: a timed order keeps at least 1F1B's units in flight).
+    assert every.unscored == 54 and every.valid > r.valid
+    assert every.top[0].iteration_time_s == best.iteration_time_s
+
+
+def test_search_of_latency_timed_schedules_alone_estimates_their_1f1b_bases():
+    """``--schedules 1f1b-latency``: the space holds no 1F1B layout to choose the pipelines by, so
+    their 1F1B bases are estimated for the choice (and not reported)."""
+    r = search(open_base("cross-region-pp"), top=2, space=replace(_XR_SPACE, schedules=("1f1b-latency",)),
+               include_baseline=False)
+    assert r.unscored == 68 and all(c.layout.schedule in ("1f1b-latency", "1f1b") for c in r.top)
+    assert r.top[0].layout.schedule == "1f1b-latency" and r.top[0].iteration_time_s < 5.20
+
+
+def test_app_search_plan_prices_timed_layouts_as_simulations():
+    """The Design-space tab's plan: timed layouts are not sampled for the estimator's price; at most
+    TIMED_PIPELINES of each timed schedule are counted, one full simulation each."""
+    from explorer.design.search import TIMED_PIPELINES
+    from explorer.ui.views.design_search import _extent
+    sc = open_base("cross-region-pp").scenario()
+    ext = _extent(sc, _XR_SPACE)
+    assert (ext.layouts, ext.priced, ext.timed_runs) == (243, 243 - 152, 2 * TIMED_PIPELINES)
+    assert _extent(sc, replace(_XR_SPACE, schedules=("1f1b",))).timed_runs == 0

@@ -25,7 +25,7 @@ from ..design.cli_support import (
     parse_sets,
     progress_bar,
 )
-from ..design.search import SearchResult, search
+from ..design.search import TIMED_PIPELINES, SearchResult, search
 from ..design.space import RECOMPUTE, ZERO_STAGES, Space
 from ..scenario import ScenarioError
 from ..schedules import registry
@@ -90,7 +90,9 @@ def counts_line(r: SearchResult) -> str:
     """Counts and phase timings in one line."""
     s = r.seconds
     rate = r.enumerated / s["estimate"] if s["estimate"] > 0 else 0.0
-    return (f"{r.gpus:,} GPUs: {r.enumerated:,} layouts enumerated, {r.valid:,} valid, "
+    timed = (f" ({r.unscored:,} latency-timed ones not scored: only on the "
+             f"{TIMED_PIPELINES} fastest fitting 1F1B pipelines)") if r.unscored else ""
+    return (f"{r.gpus:,} GPUs: {r.enumerated:,} layouts enumerated{timed}, {r.valid:,} valid, "
             f"{r.fit:,} fit in memory; "
             f"{'estimator' if r.engine == 'estimate' else 'full engine (no estimator installed)'} "
             f"{s['estimate']:.1f} s ({rate:,.0f} layouts/s), full engine on {r.simulated} layouts "

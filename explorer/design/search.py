@@ -3,6 +3,13 @@
 1. enumerate every layout of explorer/design/space.py (arithmetic pruning only);
 2. build and validate each one's scenario with the loader's rules, and score the valid ones with
    the estimator (in chunks, on the executor): iteration time, memory, whether it fits;
+   The latency-timed schedules (1f1b-latency, crosspipe: registry ``timed``), whose orders read
+   the WAN delays, have no compiled program: each is a full simulation (about 50 ms to seconds).
+   They are scored only on the :data:`TIMED_PIPELINES` fastest fitting layouts of their base
+   order (1F1B, whose order they keep where no link delays exist) whose pipeline crosses a
+   datacenter, as explorer/design/advise.py does: a timed order hides the WAN round trip of a
+   pipeline that is fast already; it does not make a slow pipeline fast.  The rest are counted
+   as ``unscored``;
 3. rank the layouts that fit by estimated time and simulate them with the full engine, best first,
    until ``top`` of them fit by the full engine's memory too (a layout the estimator let through
    but the engine finds over capacity is skipped and the next one taken);
@@ -18,12 +25,13 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from ..scenario import Scenario, ScenarioError
+from ..schedules import registry
 from . import chunks as work
 from .base import Base, cluster_overrides, share_query
 from .executors import ExecutorSpec, Progress, map_chunks
@@ -31,6 +39,9 @@ from .scores import estimator_available, reason_field, score
 from .space import Layout, LayoutBuilder, Space, enumerate_layouts, search_raw
 
 MAX_EXTRA_FULL = 200           # layouts simulated beyond ``top`` when the engine rejects the estimator's fits
+# Base-order (1F1B) layouts whose latency-timed variants are simulated (module docstring, step 2):
+# cross-region-pp holds 14,280 timed layouts, 13 minutes on 2 cores when all were simulated.
+TIMED_PIPELINES = 8
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,7 @@ class SearchResult:
     seconds: Mapping[str, float] = field(default_factory=dict)   # enumerate, estimate, full, total
     engine: str = "estimate"                  # what ranked the layouts ("full" while no estimator)
     simulated: int = 0                        # layouts the full-engine phase simulated
+    unscored: int = 0                         # latency-timed layouts left out (module docstring, step 2)
 
 
 @dataclass(frozen=True)
@@ -156,12 +168,23 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     layouts = list(enumerate_layouts(parsed, space or Space()))
     t1 = time.perf_counter()
 
-    jobs = [_Job(raw, tuple(c)) for c in work.split(layouts, work.chunk_size("estimate"))]
-    scored = map_chunks(_score_chunk, jobs, executor, sizes=[len(j.layouts) for j in jobs],
-                        in_process=work.in_process(len(layouts), "estimate"), progress=progress)
-    reasons = [r for c in scored for r in c.reason_fields]
-    t_est = np.concatenate([c.iteration_time_s for c in scored]) if scored else np.zeros(0)
-    fits = np.concatenate([c.fits for c in scored]) if scored else np.zeros(0, dtype=bool)
+    timed_names = {n for n in registry.names() if registry.get(n).timed is not None}
+    plain = [i for i, lay in enumerate(layouts) if lay.schedule not in timed_names]
+    timed = [i for i, lay in enumerate(layouts) if lay.schedule in timed_names]
+    n = len(layouts)
+    reasons: list[str | None] = [None] * n
+    t_est, fits = np.full(n, np.nan), np.zeros(n, dtype=bool)
+    # Progress counts layouts scored: the plain ones, then at most this many timed ones.
+    total = len(plain) + min(len(timed), TIMED_PIPELINES * len(timed_names))
+    _score_into(raw, [layouts[i] for i in plain], plain, reasons, t_est, fits, executor, "estimate",
+                _offset(progress, 0, total))
+    picked = _timed_picks(raw, layouts, timed, dict(zip((layouts[i] for i in plain), plain, strict=True)),
+                          t_est, fits, executor)
+    _score_into(raw, [layouts[i] for i in picked], picked, reasons, t_est, fits, executor, "full",
+                _offset(progress, len(plain), total))
+    unscored = sorted(set(timed) - set(picked))
+    scored = np.ones(n, dtype=bool)
+    scored[unscored] = False
     t2 = time.perf_counter()
 
     order = sorted(np.flatnonzero(fits), key=lambda i: (t_est[i], i))       # ties: enumeration order
@@ -173,11 +196,64 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     top_list.sort(key=lambda c: c.iteration_time_s)
     t3 = time.perf_counter()
     return SearchResult(
-        gpus=parsed.cluster.gpus, enumerated=len(layouts), valid=sum(r is None for r in reasons),
+        gpus=parsed.cluster.gpus, enumerated=len(layouts),
+        valid=sum(r is None for r, ok in zip(reasons, scored, strict=True) if ok),
         fit=int(fits.sum()), reasons=tuple(Counter(r for r in reasons if r is not None).most_common()),
         top=tuple(top_list[:top]), baseline=baseline,
         seconds={"enumerate": t1 - t0, "estimate": t2 - t1, "full": t3 - t2, "total": t3 - t0},
-        engine=_ranking_engine(), simulated=simulated)
+        engine=_ranking_engine(), simulated=simulated, unscored=len(unscored))
+
+
+def _offset(progress: Progress | None, done: int, total: int) -> Progress | None:
+    """``progress`` told (done + d, total) for a phase's (d, its own total)."""
+    if progress is None:
+        return None
+    return lambda d, _t: progress(done + d, total)
+
+
+def _score_into(raw: Mapping[str, Any], layouts: list[Layout], slots: list[int], reasons: list[str | None],
+                t_est: np.ndarray, fits: np.ndarray, executor: ExecutorSpec, cost: str,
+                progress: Progress | None) -> None:
+    """Score ``layouts`` on the executor (chunks sized for the ``cost`` of one: "estimate" or a
+    "full" simulation) and write their reason, estimated time and fit at ``slots``."""
+    if not layouts:
+        return
+    jobs = [_Job(raw, tuple(c)) for c in work.split(layouts, work.chunk_size(cost))]
+    out = map_chunks(_score_chunk, jobs, executor, sizes=[len(j.layouts) for j in jobs],
+                     in_process=work.in_process(len(layouts), cost), progress=progress)
+    idx = np.asarray(slots, dtype=int)
+    t_est[idx] = np.concatenate([c.iteration_time_s for c in out])
+    fits[idx] = np.concatenate([c.fits for c in out])
+    for i, why in zip(slots, (r for c in out for r in c.reason_fields), strict=True):
+        reasons[i] = why
+
+
+def _timed_picks(raw: Mapping[str, Any], layouts: list[Layout], timed: list[int], plain_at: dict[Layout, int],
+                 t_est: np.ndarray, fits: np.ndarray, executor: ExecutorSpec) -> list[int]:
+    """The timed layouts to score: those whose base-order (1F1B) layout is among the
+    TIMED_PIPELINES fastest that fit (a timed order keeps at least 1F1B's units in flight unless
+    ``parallelism.max_in_flight`` caps crosspipe lower, schedules/crosspipe.py: a base over
+    capacity rules its variants out).  Bases the space does not hold (``--schedules
+    1f1b-latency``) are estimated here, for the choice only."""
+    if not timed:
+        return []
+    one_f = registry.megatron_schedule(1)
+    base_of = {i: replace(layouts[i], schedule=one_f) for i in timed}
+    missing = list(dict.fromkeys(b for b in base_of.values() if b not in plain_at))
+    extra: dict[Layout, tuple[float, bool]] = {}
+    if missing:
+        r: list[str | None] = [None] * len(missing)
+        t, ok = np.full(len(missing), np.nan), np.zeros(len(missing), dtype=bool)
+        _score_into(raw, missing, list(range(len(missing))), r, t, ok, executor, "estimate", None)
+        extra = {b: (float(t[k]), bool(ok[k])) for k, b in enumerate(missing)}
+
+    def score_of(b: Layout) -> tuple[float, bool]:
+        j = plain_at.get(b)
+        return (float(t_est[j]), bool(fits[j])) if j is not None else extra[b]
+
+    bases = sorted((score_of(b)[0], b) for b in set(base_of.values()) if score_of(b)[1])
+    best = {b for _, b in bases[:TIMED_PIPELINES]}
+    return [i for i in timed if base_of[i] in best]
 
 
 def _full_phase(base: Base, raw: Mapping[str, Any], own: Layout, ranked: list[tuple[Layout, float]], top: int,

@@ -19,6 +19,7 @@ from typing import Any
 import streamlit as st
 
 from ...design import estimator_available
+from ...design.search import TIMED_PIPELINES
 from ...figures import design as dfig
 from ...scenario import ScenarioError
 from ..cache import ViewData
@@ -237,8 +238,11 @@ def _search(base: runs.Base, raw_json: str, query: dict[str, str], present: bool
         "iteration": column.NumberColumn("ms" if ms else "s", format="%.1f" if ms else "%.3f", width=60,
                                          help="iteration time, full engine")})
     ranker = "the estimator" if res.engine == "estimate" else "the full engine (no estimator installed)"
-    st.caption(f"**{res.enumerated:,}** layouts enumerated · **{res.valid:,}** valid · **{res.fit:,}** fit "
-               f"in memory · ranked by {ranker}, the top {len(res.top)} re-simulated on the full engine · "
+    timed = (f" (**{res.unscored:,}** latency-timed ones not scored: only on the {TIMED_PIPELINES} fastest "
+             f"fitting 1F1B pipelines)") if res.unscored else ""
+    st.caption(f"**{res.enumerated:,}** layouts enumerated{timed} · **{res.valid:,}** valid · "
+               f"**{res.fit:,}** fit in memory · ranked by {ranker}, the top {len(res.top)} re-simulated on "
+               f"the full engine · "
                f"**{run.seconds:.1f} s**. Each row opens its scenario.")
     if plan.narrowed or plan.top < top:
         kept = list(plan.narrowed) + ([f"top {plan.top} of {top}"] if plan.top < top else [])

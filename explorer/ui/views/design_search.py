@@ -16,6 +16,7 @@ import json
 import random
 import shlex
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from ...design import Base, Layout, Space, search
 from ...design.executors import Progress
 from ...design.scores import score
-from ...design.search import SearchResult
+from ...design.search import TIMED_PIPELINES, SearchResult
 from ...design.space import LayoutBuilder, enumerate_layouts, search_raw
 from ...scenario import Scenario, ScenarioError
 from ...schedules import registry
@@ -78,14 +79,34 @@ def _shape(lay: Layout, gpus: int, batch: int) -> tuple[str, int, int, int]:
     return lay.schedule, lay.pp, lay.vpp, batch * lay.tp * lay.pp * lay.cp // (gpus * lay.micro_batch)
 
 
-def _extent(parsed: Scenario, space: Space) -> tuple[int, int]:
-    """Layouts in ``space`` and their distinct shapes (:func:`_shape`)."""
+@dataclass(frozen=True)
+class _Extent:
+    """What a space holds: its layouts, those the estimator prices (all but the latency-timed ones),
+    their distinct shapes (:func:`_shape`), and the timed layouts the search simulates (at most
+    TIMED_PIPELINES per timed schedule: explorer/design/search.py)."""
+
+    layouts: int
+    priced: int
+    shapes: int
+    timed_runs: int
+
+
+def _timed(lay: Layout) -> bool:
+    return registry.get(lay.schedule).timed is not None
+
+
+def _extent(parsed: Scenario, space: Space) -> _Extent:
+    """The :class:`_Extent` of ``space``."""
     gpus, batch = parsed.cluster.gpus, parsed.training.global_batch
-    n, shapes = 0, set()
+    n, priced, shapes, timed = 0, 0, set(), Counter()
     for lay in enumerate_layouts(parsed, space):
         n += 1
+        if _timed(lay):
+            timed[lay.schedule] += 1
+            continue
+        priced += 1
         shapes.add(_shape(lay, gpus, batch))
-    return n, len(shapes)
+    return _Extent(n, priced, len(shapes), sum(min(k, TIMED_PIPELINES) for k in timed.values()))
 
 
 @dataclass(frozen=True)
@@ -105,7 +126,8 @@ def _price(raw: Mapping[str, Any], parsed: Scenario, n: int) -> _Price:
     (memoised, so the search reuses them), the second runs compiled.  A search scores chunks of
     250, cheaper per layout than the sample (BATCH_FACTOR).  Within 30 % of the estimate phase on
     teaching-8gpu, llama3-405b-16k and megatron-gpt3-175b."""
-    layouts = list(itertools.islice(enumerate_layouts(parsed), 0, None, max(1, n // SAMPLE)))[:SAMPLE]
+    every = (lay for lay in enumerate_layouts(parsed) if not _timed(lay))   # timed: simulated, priced apart
+    layouts = list(itertools.islice(every, 0, None, max(1, n // SAMPLE)))[:SAMPLE]
     random.Random(0).shuffle(layouts)       # any prefix spread over the whole space
     builder = LayoutBuilder(raw)
 
@@ -143,33 +165,38 @@ def plan_search(base: Base, probe_s: float, top: int = DEFAULT_TOP,
     parsed = LayoutBuilder(raw).parsed
     own = Layout.of(base.scenario())
     space = Space()
-    full, shapes = _extent(parsed, space)
-    n = full
+    ext = full = _extent(parsed, space)
     # Priced once per scenario and process: a second search here finds the sample's shapes
     # compiled (cheap) but not necessarily the rest of the space, so the first, cold price stays.
     t0 = time.perf_counter()
-    price = cached(("price", json.dumps(raw, sort_keys=True, default=str)), lambda: _price(raw, parsed, full))
+    price = cached(("price", json.dumps(raw, sort_keys=True, default=str)),
+                   lambda: _price(raw, parsed, full.priced))
     spent = time.perf_counter() - t0
     k = top if budget_s is None else min(top, max(MIN_TOP, int(0.4 * budget_s / (FULL_FACTOR * probe_s))))
     fixed = spent + (k + 1) * FULL_FACTOR * probe_s
+
+    def seconds(e: _Extent) -> float:
+        # A timed layout is one full simulation, about A's own (probe_s).
+        return price.seconds(e.priced, e.shapes) + e.timed_runs * probe_s
+
     # Steps in order; one that saves under a tenth (fewer layouts when the shapes cost most) is
     # left for a second pass, taken only if the first did not reach the budget.
     pending = _steps(own) if budget_s is not None else []
     narrowed: dict[str, str] = {}
     for min_saving in (0.1, 0.0):
         for step in list(pending):
-            cost = price.seconds(n, shapes)
+            cost = seconds(ext)
             if cost + fixed <= budget_s:
                 break
             trial = step[2](space)
-            n2, shapes2 = _extent(parsed, trial)
-            if price.seconds(n2, shapes2) < (1 - min_saving) * cost:
-                space, n, shapes = trial, n2, shapes2
+            ext2 = _extent(parsed, trial)
+            if seconds(ext2) < (1 - min_saving) * cost:
+                space, ext = trial, ext2
                 narrowed.pop(step[0], None)
                 narrowed[step[0]] = step[1]
                 pending.remove(step)
-    return SearchPlan(space, n, full, tuple(narrowed.values()), k, price.per_layout,
-                      price.seconds(n, shapes) + fixed)
+    return SearchPlan(space, ext.layouts, full.layouts, tuple(narrowed.values()), k, price.per_layout,
+                      seconds(ext) + fixed)
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,16 @@ def test_search_json_contract():
     assert "layouts enumerated" in err and "fit in memory" in err
 
 
+def test_search_of_a_scenario_the_estimator_does_not_price_says_what_it_ranked_on():
+    """cloud-25g-dp compresses its gradients (the estimator leaves that to the simulation): the
+    search ranks on the uncompressed proxy, says so, and reports full simulations only."""
+    rows, err = ok_json("search", "cloud-25g-dp", "--top", "2", "--schedules", "1f1b", "--zero", "0,1",
+                        "--recompute", "none")
+    assert len(rows) == 2 and rows[0]["iteration_time_s"] <= rows[1]["iteration_time_s"]
+    assert "ranked on a proxy the estimator prices (uncompressed gradients)" in err
+    assert "fit in memory (on the proxy)" in err
+
+
 def test_search_bad_flags_are_exit_2():
     proc = cli("search", "teaching-8gpu", "--gpus", "12")
     assert proc.returncode == 2 and proc.stderr.startswith("error: --gpus: 12 GPUs is not a whole number")

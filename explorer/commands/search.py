@@ -93,10 +93,18 @@ def counts_line(r: SearchResult) -> str:
     timed = (f" ({r.unscored:,} latency-timed ones not scored: only on the "
              f"{TIMED_PIPELINES} fastest fitting 1F1B pipelines)") if r.unscored else ""
     return (f"{r.gpus:,} GPUs: {r.enumerated:,} layouts enumerated{timed}, {r.valid:,} valid, "
-            f"{r.fit:,} fit in memory; "
+            f"{r.fit:,} fit in memory{' (on the proxy)' if r.proxy else ''}; "
             f"{'estimator' if r.engine == 'estimate' else 'full engine (no estimator installed)'} "
             f"{s['estimate']:.1f} s ({rate:,.0f} layouts/s), full engine on {r.simulated} layouts "
-            f"{s['full']:.1f} s, total {s['total']:.1f} s")
+            f"{s['full']:.1f} s, total {s['total']:.1f} s{proxy_note(r)}")
+
+
+def proxy_note(r: SearchResult) -> str:
+    """What the ranking left out when the estimator does not price the scenario (design/proxy.py)."""
+    if not r.proxy:
+        return ""
+    return (f"; ranked on a proxy the estimator prices ({'; '.join(r.proxy)}), the best "
+            f"{r.simulated} simulated in full as the scenario is")
 
 
 def search_text(r: SearchResult, label: str) -> str:
@@ -108,7 +116,8 @@ def search_text(r: SearchResult, label: str) -> str:
     for rank, c in enumerate(r.top, 1):
         f = c.figures
         mark = "  <- the scenario's own layout" if c.baseline else ""
-        est = f" (estimated {fmt_s(c.estimate_s)})" if c.estimate_s is not None else ""
+        what = "proxy estimate" if r.proxy else "estimated"
+        est = f" ({what} {fmt_s(c.estimate_s)})" if c.estimate_s is not None else ""
         lines += ["", f"{rank:>2}. {fmt_s(c.iteration_time_s)}{est} · MFU {f['mfu']:.1%} · "
                       f"{f['memory_GB_total']:.1f} GB · dp {c.dp}{mark}",
                   f"    {c.layout.label()}",

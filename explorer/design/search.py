@@ -10,9 +10,12 @@
    datacenter, as explorer/design/advise.py does: a timed order hides the WAN round trip of a
    pipeline that is fast already; it does not make a slow pipeline fast.  The rest are counted
    as ``unscored``;
+   A scenario with features the estimator does not price (stragglers, DiLoCo, compression, ...)
+   is scored on its proxy without them (explorer/design/proxy.py);
 3. rank the layouts that fit by estimated time and simulate them with the full engine, best first,
    until ``top`` of them fit by the full engine's memory too (a layout the estimator let through
-   but the engine finds over capacity is skipped and the next one taken);
+   but the engine finds over capacity is skipped and the next one taken) — from a proxy's
+   ranking, until ``max(POOL, 2 x top)`` fit, the best ``top`` of them kept;
 4. return those sorted by the full engine's time, each with its breakdown and share link, beside
    the counts (enumerated / valid / fit), the reasons layouts were invalid and each phase's time.
 
@@ -35,6 +38,7 @@ from ..schedules import registry
 from . import chunks as work
 from .base import Base, cluster_overrides, share_query
 from .executors import ExecutorSpec, Progress, map_chunks
+from .proxy import POOL, ranking_proxy
 from .scores import estimator_available, reason_field, score
 from .space import Layout, LayoutBuilder, Space, enumerate_layouts, search_raw
 
@@ -85,6 +89,7 @@ class SearchResult:
     engine: str = "estimate"                  # what ranked the layouts ("full" while no estimator)
     simulated: int = 0                        # layouts the full-engine phase simulated
     unscored: int = 0                         # latency-timed layouts left out (module docstring, step 2)
+    proxy: tuple[str, ...] = ()               # what the ranking left out (explorer/design/proxy.py)
 
 
 @dataclass(frozen=True)
@@ -152,10 +157,12 @@ def _simulate(job: _FullJob) -> Candidate | None:
 
 def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | None = None,
            executor: ExecutorSpec | None = None, progress: Progress | None = None,
-           include_baseline: bool = True) -> SearchResult:
+           include_baseline: bool = True, pool: int | None = None) -> SearchResult:
     """Search the layouts of ``base``'s model and cluster (at ``gpus`` GPUs if given: whole nodes
     added or removed, explorer/design/base.py ``cluster_overrides``); the steps are in the module
-    docstring.  Raises ScenarioError when the model or cluster themselves are invalid."""
+    docstring; ``pool``: layouts simulated in full from a proxy's ranking (default max(POOL,
+    2 x top), at least ``top``).  Raises ScenarioError when the model or cluster themselves are
+    invalid."""
     if top < 1:
         raise ScenarioError("--top", f"{top} must be at least 1")
     executor = executor or ExecutorSpec()
@@ -168,6 +175,10 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     layouts = list(enumerate_layouts(parsed, space or Space()))
     t1 = time.perf_counter()
 
+    # A scenario the estimator does not price is ranked on its proxy (explorer/design/proxy.py),
+    # and a pool of the best simulated in full with what the proxy left out.
+    proxy = ranking_proxy(parsed) if estimator_available() else None
+    rank_raw = proxy.raw if proxy is not None else raw
     timed_names = {n for n in registry.names() if registry.get(n).timed is not None}
     plain = [i for i, lay in enumerate(layouts) if lay.schedule not in timed_names]
     timed = [i for i, lay in enumerate(layouts) if lay.schedule in timed_names]
@@ -176,11 +187,11 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     t_est, fits = np.full(n, np.nan), np.zeros(n, dtype=bool)
     # Progress counts layouts scored: the plain ones, then at most this many timed ones.
     total = len(plain) + min(len(timed), TIMED_PIPELINES * len(timed_names))
-    _score_into(raw, [layouts[i] for i in plain], plain, reasons, t_est, fits, executor, "estimate",
+    _score_into(rank_raw, [layouts[i] for i in plain], plain, reasons, t_est, fits, executor, "estimate",
                 _offset(progress, 0, total))
-    picked = _timed_picks(raw, layouts, timed, dict(zip((layouts[i] for i in plain), plain, strict=True)),
-                          t_est, fits, executor)
-    _score_into(raw, [layouts[i] for i in picked], picked, reasons, t_est, fits, executor, "full",
+    plain_at = dict(zip((layouts[i] for i in plain), plain, strict=True))
+    picked = _timed_picks(rank_raw, layouts, timed, plain_at, t_est, fits, executor)
+    _score_into(rank_raw, [layouts[i] for i in picked], picked, reasons, t_est, fits, executor, "full",
                 _offset(progress, len(plain), total))
     unscored = sorted(set(timed) - set(picked))
     scored = np.ones(n, dtype=bool)
@@ -189,7 +200,8 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
 
     order = sorted(np.flatnonzero(fits), key=lambda i: (t_est[i], i))       # ties: enumeration order
     ranked = [(layouts[i], float(t_est[i])) for i in order]
-    top_list, baseline, simulated = _full_phase(base, raw, Layout.of(parsed), ranked, top, executor)
+    pool = top if proxy is None else max(top, pool or max(POOL, 2 * top))
+    top_list, baseline, simulated = _full_phase(base, raw, Layout.of(parsed), ranked, pool, executor)
     if (include_baseline and baseline is not None and baseline.figures["fits"]
             and all(c.layout != baseline.layout for c in top_list)):
         top_list.append(baseline)
@@ -201,7 +213,8 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
         fit=int(fits.sum()), reasons=tuple(Counter(r for r in reasons if r is not None).most_common()),
         top=tuple(top_list[:top]), baseline=baseline,
         seconds={"enumerate": t1 - t0, "estimate": t2 - t1, "full": t3 - t2, "total": t3 - t0},
-        engine=_ranking_engine(), simulated=simulated, unscored=len(unscored))
+        engine=_ranking_engine(), simulated=simulated, unscored=len(unscored),
+        proxy=proxy.left_out if proxy is not None else ())
 
 
 def _offset(progress: Progress | None, done: int, total: int) -> Progress | None:

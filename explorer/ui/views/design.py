@@ -244,6 +244,10 @@ def _search(base: runs.Base, raw_json: str, query: dict[str, str], present: bool
                f"**{res.fit:,}** fit in memory · ranked by {ranker}, the top {len(res.top)} re-simulated on "
                f"the full engine · "
                f"**{run.seconds:.1f} s**. Each row opens its scenario.")
+    if res.proxy:
+        st.caption(f"The estimator does not price this scenario as it is: its layouts were ranked on a "
+                   f"proxy ({'; '.join(res.proxy)}) and the best {res.simulated} simulated in full as the "
+                   "scenario is (the times above are those).")
     if plan.narrowed or plan.top < top:
         kept = list(plan.narrowed) + ([f"top {plan.top} of {top}"] if plan.top < top else [])
         command = searching.cli_command(base.shipped or "", query, top)

@@ -23,6 +23,7 @@ from typing import Any
 
 from ...design import Base, Layout, Space, search
 from ...design.executors import Progress
+from ...design.proxy import POOL, ranking_proxy
 from ...design.scores import score
 from ...design.search import TIMED_PIPELINES, SearchResult
 from ...design.space import LayoutBuilder, enumerate_layouts, search_raw
@@ -52,6 +53,7 @@ class SearchPlan:
     top: int
     per_layout_s: float
     seconds: float
+    pool: int | None = None          # layouts simulated from a proxy's ranking (design/proxy.py)
 
 
 def _steps(own: Layout) -> list[tuple[str, str, Callable[[Space], Space]]]:
@@ -169,11 +171,16 @@ def plan_search(base: Base, probe_s: float, top: int = DEFAULT_TOP,
     # Priced once per scenario and process: a second search here finds the sample's shapes
     # compiled (cheap) but not necessarily the rest of the space, so the first, cold price stays.
     t0 = time.perf_counter()
-    price = cached(("price", json.dumps(raw, sort_keys=True, default=str)),
-                   lambda: _price(raw, parsed, full.priced))
+    # A scenario the estimator does not price is ranked on its proxy (priced here the same way),
+    # and a pool of twice the top K (POOL for the whole space) simulated in full.
+    proxy = ranking_proxy(parsed)
+    rank_raw = dict(proxy.raw) if proxy is not None else raw
+    price = cached(("price", json.dumps(rank_raw, sort_keys=True, default=str)),
+                   lambda: _price(rank_raw, LayoutBuilder(rank_raw).parsed, full.priced))
     spent = time.perf_counter() - t0
     k = top if budget_s is None else min(top, max(MIN_TOP, int(0.4 * budget_s / (FULL_FACTOR * probe_s))))
-    fixed = spent + (k + 1) * FULL_FACTOR * probe_s
+    pool = None if proxy is None else (max(POOL, 2 * k) if budget_s is None else 2 * k)
+    fixed = spent + ((pool or k) + 1) * FULL_FACTOR * probe_s
 
     def seconds(e: _Extent) -> float:
         # A timed layout is one full simulation, about A's own (probe_s).
@@ -196,7 +203,7 @@ def plan_search(base: Base, probe_s: float, top: int = DEFAULT_TOP,
                 narrowed[step[0]] = step[1]
                 pending.remove(step)
     return SearchPlan(space, ext.layouts, full.layouts, tuple(narrowed.values()), k, price.per_layout,
-                      seconds(ext) + fixed)
+                      seconds(ext) + fixed, pool)
 
 
 @dataclass(frozen=True)
@@ -214,7 +221,8 @@ def run_search(base: Base, raw_json: str, top: int, depth: str,
     layouts, the full engine re-simulates the top K."""
     t0 = time.perf_counter()
     plan = plan_search(base, probe_seconds(raw_json), top, DEPTHS[depth])
-    result = search(base, top=plan.top, space=plan.space, executor=IN_PROCESS, progress=progress)
+    result = search(base, top=plan.top, space=plan.space, executor=IN_PROCESS, progress=progress,
+                    pool=plan.pool)
     return SearchRun(plan, result, time.perf_counter() - t0)
 
 

@@ -458,7 +458,7 @@ def test_app_search_plan_prices_timed_layouts_as_simulations():
 
 def test_ranking_proxy_leaves_out_what_the_estimator_does_not_price():
     """Each shipped scenario the estimator hands to the simulation gets the proxy of
-    explorer/design/proxy.py, which the estimator prices; CNNs and mixed datacenters get none."""
+    explorer/design/proxy.py, which the estimator prices; CNNs get none."""
     from explorer.design.proxy import ranking_proxy
     from explorer.estimate.many import needs_simulation
     want = {"straggler-16k": ("no stragglers",), "cloud-25g-dp": ("uncompressed gradients",),
@@ -466,7 +466,8 @@ def test_ranking_proxy_leaves_out_what_the_estimator_does_not_price():
             "parameter-server": ("an all-reduce for parameter-server",),
             "diloco-cross-region": ("one of its 4 diloco groups trained alone",),
             "cbtm-independent": ("one of its 4 independent groups trained alone",),
-            "resnet50-cloud-dp": None, "mixed-generations": None, "teaching-8gpu": None}
+            "mixed-generations": ("2 equal datacenters of H100 SXM",),
+            "resnet50-cloud-dp": None, "teaching-8gpu": None}
     for name, phrases in want.items():
         sc = LayoutBuilder(search_raw(preset_raw(name))).parsed
         p = ranking_proxy(sc)

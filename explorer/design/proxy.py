@@ -15,10 +15,13 @@ layout it reports, the ranking that chose them approximate.
   ``inner_scenario`` does: nodes / groups, global batch / groups, synchronised every step inside):
   their step is that group's, and the outer synchronisation adds about the same to every layout;
 - compressed gradients and gossip or parameter-server data parallelism are ranked as an
-  uncompressed all-reduce: the pool's full simulations then price what they save.
+  uncompressed all-reduce: the pool's full simulations then price what they save;
+- datacenters of different GPUs or sizes are ranked as equal datacenters of ``hardware.gpu``
+  (the layout's trade-offs on one GPU type; the pool's simulations run each datacenter on its
+  own, explorer/hetero.py), when the nodes split evenly.
 
-Datacenters of different GPUs or sizes and convolutional networks have no proxy (their whole
-iteration is what the estimator does not price): their searches simulate every layout.
+Convolutional networks have no proxy (their whole iteration is what the estimator does not
+price): their searches simulate every layout.
 """
 from __future__ import annotations
 
@@ -49,12 +52,19 @@ def ranking_proxy(sc: Scenario) -> Proxy | None:
     itself, the features have no proxy, or the proxy is not a valid scenario."""
     from ..estimate.many import needs_simulation  # deferred: the estimator is optional
 
-    if not needs_simulation(sc) or sc.model.conv is not None or sc.cluster.heterogeneous:
+    if not needs_simulation(sc) or sc.model.conv is not None:
         return None
     raw = to_dict(sc)
     raw.pop("description", None)
     cl, tr, par, com = raw["cluster"], raw["training"], raw["parallelism"], raw["communication"]
     said = []
+    c = sc.cluster
+    if c.heterogeneous:
+        D = len(cl["datacenters"])
+        if c.nodes % D:
+            return None
+        cl["datacenters"] = D
+        said.append(f"{D} equal datacenters of {sc.hardware.gpu.name}")
     if sc.training.sync.windowed:
         groups = sc.sync_groups
         cl.update(nodes=sc.cluster.nodes // groups, datacenters=1)

@@ -240,10 +240,10 @@ def _search(base: runs.Base, raw_json: str, query: dict[str, str], present: bool
     ranker = "the estimator" if res.engine == "estimate" else "the full engine (no estimator installed)"
     timed = (f" (**{res.unscored:,}** latency-timed ones not scored: only on the {TIMED_PIPELINES} fastest "
              f"fitting 1F1B pipelines)") if res.unscored else ""
+    on_proxy = " (on the proxy)" if res.proxy else ""
     st.caption(f"**{res.enumerated:,}** layouts enumerated{timed} · **{res.valid:,}** valid · "
-               f"**{res.fit:,}** fit in memory · ranked by {ranker}, the top {len(res.top)} re-simulated on "
-               f"the full engine · "
-               f"**{run.seconds:.1f} s**. Each row opens its scenario.")
+               f"**{res.fit:,}** fit in memory{on_proxy} · ranked by {ranker}, the top {len(res.top)} "
+               f"re-simulated on the full engine · **{run.seconds:.1f} s**. Each row opens its scenario.")
     if res.proxy:
         st.caption(f"The estimator does not price this scenario as it is: its layouts were ranked on a "
                    f"proxy ({'; '.join(res.proxy)}) and the best {res.simulated} simulated in full as the "

@@ -5,9 +5,10 @@ The estimator leaves some features to the full simulation (explorer/estimate/man
 replicas that train apart (local SGD, DiLoCo, c-BTM), datacenters of different GPUs or sizes and
 convolutional networks.  A search of such a scenario would simulate every layout in full —
 straggler-16k's 65,076 layouts take hours.  Instead its layouts are ranked by the estimator on a
-*proxy* of the scenario with those features taken out, and the best :data:`POOL` of them are
-simulated in full with the features (explorer/design/search.py): the answer is exact for every
-layout it reports, the ranking that chose them approximate.
+*proxy* of the scenario with those features taken out — each layout still checked against the
+scenario's own rules (gossip refuses ZeRO, ...) — and the best :data:`POOL` of them are simulated
+in full with the features (explorer/design/search.py): the answer is exact for every layout it
+reports, the ranking that chose them approximate.
 
 - stragglers and faults (failed or degraded nodes) are left out: they slow every layout, so its
   trade-offs (compute, memory, tp/pp/cp communication) rank alike without them;

@@ -94,8 +94,9 @@ class SearchResult:
 
 @dataclass(frozen=True)
 class _Job:
-    raw: Mapping[str, Any]
+    raw: Mapping[str, Any]                    # what the layouts are scored on (a proxy's, or the scenario's)
     layouts: tuple[Layout, ...]
+    check: Mapping[str, Any] | None = None    # the scenario's raw, whose rules a proxy's layouts must pass
 
 
 @dataclass(frozen=True)
@@ -111,12 +112,15 @@ class _Scored:
 def _score_chunk(job: _Job) -> _Scored:
     """Build, validate and estimate one chunk of layouts (runs in a worker)."""
     builder = LayoutBuilder(job.raw)
+    check = LayoutBuilder(job.check) if job.check is not None else None
     n = len(job.layouts)
     reasons: list[str | None] = [None] * n
     scenarios: list[Scenario] = []
     slots: list[int] = []
     for i, layout in enumerate(job.layouts):
         try:
+            if check is not None:
+                check.scenario(layout)        # the scenario's own rules decide validity
             scenarios.append(builder.scenario(layout))
             slots.append(i)
         except ScenarioError as exc:
@@ -187,12 +191,13 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     t_est, fits = np.full(n, np.nan), np.zeros(n, dtype=bool)
     # Progress counts layouts scored: the plain ones, then at most this many timed ones.
     total = len(plain) + min(len(timed), TIMED_PIPELINES * len(timed_names))
+    check = raw if proxy is not None else None
     _score_into(rank_raw, [layouts[i] for i in plain], plain, reasons, t_est, fits, executor, "estimate",
-                _offset(progress, 0, total))
+                _offset(progress, 0, total), check)
     plain_at = dict(zip((layouts[i] for i in plain), plain, strict=True))
     picked = _timed_picks(rank_raw, layouts, timed, plain_at, t_est, fits, executor)
     _score_into(rank_raw, [layouts[i] for i in picked], picked, reasons, t_est, fits, executor, "full",
-                _offset(progress, len(plain), total))
+                _offset(progress, len(plain), total), check)
     unscored = sorted(set(timed) - set(picked))
     scored = np.ones(n, dtype=bool)
     scored[unscored] = False
@@ -226,12 +231,13 @@ def _offset(progress: Progress | None, done: int, total: int) -> Progress | None
 
 def _score_into(raw: Mapping[str, Any], layouts: list[Layout], slots: list[int], reasons: list[str | None],
                 t_est: np.ndarray, fits: np.ndarray, executor: ExecutorSpec, cost: str,
-                progress: Progress | None) -> None:
+                progress: Progress | None, check: Mapping[str, Any] | None = None) -> None:
     """Score ``layouts`` on the executor (chunks sized for the ``cost`` of one: "estimate" or a
-    "full" simulation) and write their reason, estimated time and fit at ``slots``."""
+    "full" simulation) and write their reason, estimated time and fit at ``slots``; with
+    ``check`` (a proxy's scenario raw), a layout its rules refuse is invalid."""
     if not layouts:
         return
-    jobs = [_Job(raw, tuple(c)) for c in work.split(layouts, work.chunk_size(cost))]
+    jobs = [_Job(raw, tuple(c), check) for c in work.split(layouts, work.chunk_size(cost))]
     out = map_chunks(_score_chunk, jobs, executor, sizes=[len(j.layouts) for j in jobs],
                      in_process=work.in_process(len(layouts), cost), progress=progress)
     idx = np.asarray(slots, dtype=int)

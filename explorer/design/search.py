@@ -40,7 +40,7 @@ from .base import Base, cluster_overrides, share_query
 from .executors import ExecutorSpec, Progress, map_chunks
 from .proxy import POOL, ranking_proxy
 from .scores import estimator_available, reason_field, score
-from .space import Layout, LayoutBuilder, Space, enumerate_layouts, search_raw
+from .space import Layout, LayoutBuilder, Space, enumerate_layouts, is_timed, search_raw
 
 MAX_EXTRA_FULL = 200           # layouts simulated beyond ``top`` when the engine rejects the estimator's fits
 # Base-order (1F1B) layouts whose latency-timed variants are simulated (module docstring, step 2):
@@ -183,9 +183,9 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     # and a pool of the best simulated in full with what the proxy left out.
     proxy = ranking_proxy(parsed) if estimator_available() else None
     rank_raw = proxy.raw if proxy is not None else raw
-    timed_names = {n for n in registry.names() if registry.get(n).timed is not None}
-    plain = [i for i, lay in enumerate(layouts) if lay.schedule not in timed_names]
-    timed = [i for i, lay in enumerate(layouts) if lay.schedule in timed_names]
+    timed_names = {n for n in registry.names() if is_timed(n)}
+    plain = [i for i, lay in enumerate(layouts) if not is_timed(lay.schedule)]
+    timed = [i for i, lay in enumerate(layouts) if is_timed(lay.schedule)]
     n = len(layouts)
     reasons: list[str | None] = [None] * n
     t_est, fits = np.full(n, np.nan), np.zeros(n, dtype=bool)

@@ -113,7 +113,7 @@ def enumerate_layouts(sc: Scenario, space: Space = Space()) -> Iterator[Layout]:
     gpus, per_node = sc.cluster.gpus, sc.cluster.gpus_per_node
     m, batch = sc.model, sc.training.global_batch
     schedules = space.schedules or synchronous_schedules(wan=sc.cluster.datacenters > 1)
-    untimed = tuple(n for n in schedules if registry.get(n).timed is None)
+    untimed = tuple(n for n in schedules if not is_timed(n))
     dc = datacenter_block(sc)
     for tp in (d for d in _divisors(per_node) if gpus % d == 0):
         cps = [c for c in _powers_of_two_dividing(gpus // tp, gpus)
@@ -135,6 +135,12 @@ def enumerate_layouts(sc: Scenario, space: Space = Space()) -> Iterator[Layout]:
                                         yield Layout(tp, pp, cp, ep, vpp, sched, zero, mb, rc, sp)
 
 
+def is_timed(schedule: str) -> bool:
+    """Whether ``schedule``'s order reads the link delays (registry ``timed``: 1f1b-latency,
+    crosspipe): each such layout is a full simulation, the estimator has no program for it."""
+    return registry.get(schedule).timed is not None
+
+
 def synchronous_schedules(wan: bool = True) -> tuple[str, ...]:
     """The registry's schedules that keep synchronous SGD: all but those that never flush
     (PipeDream's asynchronous weight stashing trains on stale weights, a different optimisation,
@@ -142,7 +148,7 @@ def synchronous_schedules(wan: bool = True) -> tuple[str, ...]:
     latency-timed schedules are left out: with no link delay their order is their base order, so
     they would only repeat those layouts."""
     return tuple(n for n in registry.names() if registry.get(n).window is not registry.Window.ASYNC
-                 and (wan or registry.get(n).timed is None))
+                 and (wan or not is_timed(n)))
 
 
 def datacenter_block(sc: Scenario) -> int | None:

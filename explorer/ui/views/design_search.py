@@ -26,7 +26,7 @@ from ...design.executors import Progress
 from ...design.proxy import POOL, ranking_proxy
 from ...design.scores import score
 from ...design.search import TIMED_PIPELINES, SearchResult
-from ...design.space import LayoutBuilder, enumerate_layouts, search_raw
+from ...design.space import LayoutBuilder, enumerate_layouts, is_timed, search_raw
 from ...scenario import Scenario, ScenarioError
 from ...schedules import registry
 from .design_runs import IN_PROCESS, cached, probe_seconds
@@ -93,17 +93,13 @@ class _Extent:
     timed_runs: int
 
 
-def _timed(lay: Layout) -> bool:
-    return registry.get(lay.schedule).timed is not None
-
-
 def _extent(parsed: Scenario, space: Space) -> _Extent:
     """The :class:`_Extent` of ``space``."""
     gpus, batch = parsed.cluster.gpus, parsed.training.global_batch
     n, priced, shapes, timed = 0, 0, set(), Counter()
     for lay in enumerate_layouts(parsed, space):
         n += 1
-        if _timed(lay):
+        if is_timed(lay.schedule):
             timed[lay.schedule] += 1
             continue
         priced += 1
@@ -128,7 +124,8 @@ def _price(raw: Mapping[str, Any], parsed: Scenario, n: int) -> _Price:
     (memoised, so the search reuses them), the second runs compiled.  A search scores chunks of
     250, cheaper per layout than the sample (BATCH_FACTOR).  Within 30 % of the estimate phase on
     teaching-8gpu, llama3-405b-16k and megatron-gpt3-175b."""
-    every = (lay for lay in enumerate_layouts(parsed) if not _timed(lay))   # timed: simulated, priced apart
+    # Timed layouts are simulations, priced apart (_extent).
+    every = (lay for lay in enumerate_layouts(parsed) if not is_timed(lay.schedule))
     layouts = list(itertools.islice(every, 0, None, max(1, n // SAMPLE)))[:SAMPLE]
     random.Random(0).shuffle(layouts)       # any prefix spread over the whole space
     builder = LayoutBuilder(raw)

@@ -10,7 +10,8 @@ from .scenario import Scenario, ScenarioError, from_dict, load
 __all__ = ["Scenario", "ScenarioError", "from_dict", "load", "simulate"]
 
 
-def simulate(sc: Scenario):
-    """Simulate one iteration (see explorer.simulate.simulate)."""
+def simulate(sc: Scenario, fold: bool = True):
+    """Simulate one iteration (see explorer.simulate.simulate).  Imported on first use; after that
+    ``explorer.simulate`` is the submodule, itself callable the same way (explorer/simulate.py)."""
     from .simulate import simulate as _simulate
-    return _simulate(sc)
+    return _simulate(sc, fold)

@@ -242,3 +242,17 @@ def to_query(view: SharedView, base: Scenario, current: Scenario) -> dict[str, s
     if view.tour is not None:
         q.update(tour=view.tour, step=str(view.step))
     return q
+
+
+def modified_note(preset: str, changed: Mapping[str, str], shown: int = 5) -> str | None:
+    """One line saying the scenario is not its preset file as shipped, e.g. ``Modified from the
+    preset teaching-8gpu: model.preset, cluster.nodes (+2 more)`` (``changed``: changed_fields);
+    None when nothing but the name or description differs.  The preset's own title and
+    description no longer describe what is shown, so the page says so beside them."""
+    keys = [k for k in changed if k not in ("name", *NOT_IN_LINKS)]
+    # A preset switch (model.preset, hardware.gpu's preset) explains the fields it brings: first.
+    keys.sort(key=lambda k: not k.endswith(".preset"))
+    if not keys:
+        return None
+    more = f" (+{len(keys) - shown} more)" if len(keys) > shown else ""
+    return f"Modified from the preset {preset}: {', '.join(keys[:shown])}{more}"

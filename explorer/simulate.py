@@ -8,6 +8,8 @@ timeline.  This module is the wiring.
 from __future__ import annotations
 
 import math
+import sys
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -309,3 +311,19 @@ def _check_finite(r: Result) -> None:
         if not (math.isfinite(x) and x >= -1e-9 * max(1.0, abs(r.iteration_time_s))):
             raise SimulationError(f"internal error: {name} = {x!r} for scenario {r.scenario.name!r} "
                                   f"(expected a finite non-negative number)")
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as :func:`simulate`.
+
+    ``explorer.simulate`` is the package's public function (explorer/__init__.py), but importing
+    this submodule rebinds the package attribute of the same name to the module (Python's import
+    system sets ``parent.child`` after loading).  Making the module itself callable keeps
+    ``explorer.simulate(sc)`` working however many times, and in whatever order, either is used.
+    """
+
+    def __call__(self, sc: Scenario, fold: bool = True) -> Result:
+        return simulate(sc, fold)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -17,6 +17,7 @@ import json
 from collections.abc import Sequence
 
 from ..analysis.compare import Comparison, Step, compare, waterfall_steps
+from ..analysis.verdict import over_memory_sentences
 from ..config.schema import excerpt, one_line
 from ..hetero import gpu_summary
 from ..scenario import Scenario, ScenarioError
@@ -115,6 +116,7 @@ def diff_text(cmp: Comparison, sc_a: Scenario, sc_b: Scenario, b_label: str) -> 
         a, b = _card(d.key, d.a, scale, unit), _card(d.key, d.b, scale, unit)
         change = _card(d.key, d.delta, scale, unit, signed=True)
         lines.append(f"  {d.label:<16} {a:>14} {b:>14} {change:>14}{rel}")
+    lines += [f"  {one_line(x)}" for x in over_memory_sentences(cmp.a, cmp.b)]
     lines += ["", "  memory per GPU, fullest stage (GB):"]
     for d in cmp.memory_GB:
         lines.append(f"    {d.label:<12} {d.a:>10.2f} {d.b:>10.2f} {d.delta:>+10.2f}")

@@ -2,17 +2,19 @@
 [--executor local|dask] [--address tcp://HOST:PORT] [--json]``.
 
 Every layout of the scenario's model on its cluster (``--gpus N``: N GPUs, whole nodes) that is
-valid and fits in memory, ranked by the estimator; the top K simulated with the full engine
-(explorer/design/search.py).  ``--json`` prints a list sorted by ``iteration_time_s`` (full
-engine), each with ``overrides``, ``iteration_time_s``, ``memory_GB_total``, ``link``, ``mfu``,
-``tokens_per_s``, ``fits``, ``breakdown_s``, ``estimate_s``, ``layout`` (with dp) and ``baseline``
-(the scenario's own layout); the counts and timings go to stderr as one line.
+valid and fits in memory with ``--headroom-GB`` to spare (default 3 GB: the CUDA context, NCCL's
+buffers and fragmentation, explorer/analysis/verdict.py), ranked by the estimator; the top K priced
+exactly (explorer/design/search.py).  ``--json`` prints a list sorted by ``iteration_time_s``, each
+with ``overrides``, ``iteration_time_s``, ``memory_GB_total``, ``memory_capacity_GB``, ``free_GB``,
+``link``, ``mfu``, ``tokens_per_s``, ``fits``, ``breakdown_s``, ``estimate_s``, ``layout`` (with dp)
+and ``baseline`` (the scenario's own layout); the counts and timings go to stderr as one line.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
+from ..analysis.verdict import DEFAULT_HEADROOM_GB, MAX_HEADROOM_GB
 from ..config.schema import excerpt, one_line
 from ..design.base import open_base
 from ..design.cli_support import (
@@ -31,7 +33,7 @@ from ..scenario import ScenarioError
 from ..schedules import registry
 
 NAME = "search"
-HELP = "fastest valid layouts that fit in memory: estimator ranking, top K on the full engine"
+HELP = "fastest valid layouts that fit in memory with headroom: estimator ranking, top K priced exactly"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zero", default=None, metavar="0,1,2,3", help="ZeRO stages to consider")
     parser.add_argument("--recompute", default=None, metavar="none,selective,full",
                         help="recompute modes to consider")
+    parser.add_argument("--headroom-GB", type=float, default=DEFAULT_HEADROOM_GB, dest="headroom_GB",
+                        help=f"memory a ranked layout must leave free per GPU, 0-{MAX_HEADROOM_GB:g} "
+                             f"(default {DEFAULT_HEADROOM_GB:g}: CUDA context, NCCL buffers, fragmentation)")
     add_set_argument(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON list sorted by iteration time")
     add_executor_arguments(parser)
@@ -77,7 +82,8 @@ def space_from_args(args: argparse.Namespace) -> Space:
 def run(args: argparse.Namespace) -> int:
     base = open_base(args.scenario, parse_sets(args.set))
     with progress_bar("search", unit="layout") as progress:
-        result = search(base, args.gpus, args.top, space_from_args(args), executor_spec(args), progress)
+        result = search(base, args.gpus, args.top, space_from_args(args), executor_spec(args), progress,
+                        headroom_GB=args.headroom_GB)
     if args.json:
         print(counts_line(result), file=sys.stderr)
         print(dumps([c.to_json() for c in result.top]))
@@ -93,9 +99,10 @@ def counts_line(r: SearchResult) -> str:
     timed = (f" ({r.unscored:,} latency-timed ones not scored: only on the "
              f"{TIMED_PIPELINES} fastest fitting 1F1B pipelines)") if r.unscored else ""
     return (f"{r.gpus:,} GPUs: {r.enumerated:,} layouts enumerated{timed}, {r.valid:,} valid, "
-            f"{r.fit:,} fit in memory{' (on the proxy)' if r.proxy else ''}; "
+            f"{r.fit:,} fit in memory{' (on the proxy)' if r.proxy else ''}, {r.roomy:,} with "
+            f"{r.headroom_GB:g} GB to spare (ranked); "
             f"{'estimator' if r.engine == 'estimate' else 'full engine (no estimator installed)'} "
-            f"{s['estimate']:.1f} s ({rate:,.0f} layouts/s), full engine on {r.simulated} layouts "
+            f"{s['estimate']:.1f} s ({rate:,.0f} layouts/s), {r.simulated} layouts priced exactly "
             f"{s['full']:.1f} s, total {s['total']:.1f} s{proxy_note(r)}")
 
 
@@ -112,22 +119,21 @@ def search_text(r: SearchResult, label: str) -> str:
     for field, n in r.reasons[:6]:
         lines.append(f"  {n:>8,} invalid by {one_line(field)}")
     if not r.top:
-        lines.append("no valid layout fits in memory")
+        lines.append(f"no valid layout fits in memory with {r.headroom_GB:g} GB to spare"
+                     + (f" ({r.fit:,} fit with less: --headroom-GB 0 ranks them)" if r.fit else ""))
     for rank, c in enumerate(r.top, 1):
         f = c.figures
         mark = "  <- the scenario's own layout" if c.baseline else ""
         what = "proxy estimate" if r.proxy else "estimated"
         est = f" ({what} {fmt_s(c.estimate_s)})" if c.estimate_s is not None else ""
         lines += ["", f"{rank:>2}. {fmt_s(c.iteration_time_s)}{est} · MFU {f['mfu']:.1%} · "
-                      f"{f['memory_GB_total']:.1f} GB · dp {c.dp}{mark}",
+                      f"{f['memory_GB_total']:.1f} GB ({c.memory.free_GB:.1f} free) · dp {c.dp}{mark}",
                   f"    {c.layout.label()}",
                   f"    {fmt_breakdown(f['breakdown_s'])}",
                   f"    ?{c.link}" if c.link else "    (no link: too many fields differ)"]
     b = r.baseline
     if b is not None:
-        fits = "" if b.figures["fits"] else " (does not fit)"
-        lines += ["", f"the scenario's own layout: {fmt_s(b.iteration_time_s)} · "
-                      f"{b.figures['memory_GB_total']:.1f} GB{fits} · {b.layout.label()}"]
-        if r.top and b.figures["fits"]:
-            lines.append(f"best found is {b.iteration_time_s / r.top[0].iteration_time_s:.2f}x faster")
+        lines += ["", f"the scenario's own layout: {fmt_s(b.iteration_time_s)} · {b.memory.label()} · "
+                      f"{b.layout.label()}", r.verdict()]
     return "\n".join(lines)
+

@@ -12,12 +12,17 @@
    as ``unscored``;
    A scenario with features the estimator does not price (stragglers, DiLoCo, compression, ...)
    is scored on its proxy without them (explorer/design/proxy.py);
-3. rank the layouts that fit by estimated time and simulate them with the full engine, best first,
-   until ``top`` of them fit by the full engine's memory too (a layout the estimator let through
-   but the engine finds over capacity is skipped and the next one taken) — from a proxy's
-   ranking, until ``max(POOL, 2 x top)`` fit, the best ``top`` of them kept;
-4. return those sorted by the full engine's time, each with its breakdown and share link, beside
-   the counts (enumerated / valid / fit), the reasons layouts were invalid and each phase's time.
+3. rank the layouts that fit with ``headroom_GB`` to spare (explorer/analysis/verdict.py: a
+   recommendation must leave room for the CUDA context, NCCL's buffers and fragmentation) by
+   estimated time and price them exactly, best first, until ``top`` of them fit with that
+   headroom (a layout the ranking let through but the exact figures put over is skipped and the
+   next one taken) — from a proxy's ranking, until ``max(POOL, 2 x top)`` do, the best ``top`` of
+   them kept.  Exactly = the estimator without its fast mode, equal to the full engine to float
+   rounding (tests/test_estimator.py), which itself simulates the rows it does not price (every
+   proxied scenario's);
+4. return those sorted by their exact time, each with its breakdown and share link, beside
+   the counts (enumerated / valid / fit / fit with the headroom), the reasons layouts were
+   invalid and each phase's time.
 
 The scenario's own layout is simulated too and reported (``baseline``), and with
 ``include_baseline`` it competes in the final ranking, so the answer is never slower than what the
@@ -25,6 +30,7 @@ user already has.
 """
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -33,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.verdict import DEFAULT_HEADROOM_GB, MAX_HEADROOM_GB, MemoryVerdict
 from ..scenario import Scenario, ScenarioError
 from ..schedules import registry
 from . import chunks as work
@@ -54,18 +61,25 @@ class Candidate:
 
     layout: Layout
     dp: int
-    figures: Mapping[str, Any]        # Scores.row() of the full engine: time, mfu, memory, fits, breakdown
-    estimate_s: float | None          # the estimator's iteration time (None for the baseline)
+    figures: Mapping[str, Any]        # Scores.row() priced exactly: time, mfu, memory, fits, breakdown
+    estimate_s: float | None          # the ranking's iteration time (None for the baseline)
     link: str | None
     baseline: bool = False
+    capacity_GB: float = math.inf     # the GPU's memory (GB = 1e9 B)
 
     @property
     def iteration_time_s(self) -> float:
         return self.figures["iteration_time_s"]
 
+    @property
+    def memory(self) -> MemoryVerdict:
+        """The layout's memory verdict (explorer/analysis/verdict.py)."""
+        return MemoryVerdict(self.figures["memory_GB_total"], self.capacity_GB, bool(self.figures["fits"]))
+
     def to_json(self) -> dict[str, Any]:
         """The ``search --json`` object."""
         return {"overrides": self.layout.overrides(), **self.figures, "estimate_s": self.estimate_s,
+                "memory_capacity_GB": self.capacity_GB, "free_GB": self.memory.free_GB,
                 "link": self.link, "baseline": self.baseline,
                 "layout": {"tp": self.layout.tp, "pp": self.layout.pp, "dp": self.dp, "cp": self.layout.cp,
                            "ep": self.layout.ep, "vpp": self.layout.vpp, "schedule": self.layout.schedule,
@@ -81,7 +95,7 @@ class SearchResult:
     gpus: int
     enumerated: int
     valid: int
-    fit: int
+    fit: int                                  # layouts that fit at all (the memory verdict)
     reasons: tuple[tuple[str, int], ...]      # (field, layouts it made invalid), most frequent first
     top: tuple[Candidate, ...]                # sorted by the full engine's iteration time
     baseline: Candidate | None                # the scenario's own layout, when valid at this size
@@ -90,6 +104,27 @@ class SearchResult:
     simulated: int = 0                        # layouts the full-engine phase simulated
     unscored: int = 0                         # latency-timed layouts left out (module docstring, step 2)
     proxy: tuple[str, ...] = ()               # what the ranking left out (explorer/design/proxy.py)
+    headroom_GB: float = DEFAULT_HEADROOM_GB  # memory a ranked layout leaves free, at least
+    roomy: int = 0                            # layouts that fit with that headroom (those ranked)
+
+    def verdict(self) -> str:
+        """What the search means for the scenario's own layout, in one sentence: it is the fastest
+        that fits with the headroom, or the best found is this much faster, or it does not fit."""
+        b, best = self.baseline, (self.top[0] if self.top else None)
+        if b is None:
+            return "the scenario's own layout is not valid at this size"
+        if not b.memory.fits:
+            then = (f"the best found fits with {best.memory.free_GB:.1f} GB free" if best
+                    else "nothing found fits")
+            return f"the scenario's own layout does not fit ({b.memory.label()}); {then}"
+        if best is None or best.baseline:
+            return (f"nothing faster fits with {self.headroom_GB:g} GB to spare: the scenario's own layout "
+                    "is the fastest found")
+        gain = 1 - best.iteration_time_s / b.iteration_time_s
+        tight = ("" if b.memory.roomy(self.headroom_GB) else f"; yours leaves only {b.memory.free_GB:.1f} GB "
+                 f"free, under the {self.headroom_GB:g} GB headroom")
+        return (f"best found is {b.iteration_time_s / best.iteration_time_s:.2f}x faster than the scenario's "
+                f"own layout ({gain:.1%} less time) with {best.memory.free_GB:.1f} GB free{tight}")
 
 
 @dataclass(frozen=True)
@@ -97,16 +132,19 @@ class _Job:
     raw: Mapping[str, Any]                    # what the layouts are scored on (a proxy's, or the scenario's)
     layouts: tuple[Layout, ...]
     check: Mapping[str, Any] | None = None    # the scenario's raw, whose rules a proxy's layouts must pass
+    headroom_GB: float = DEFAULT_HEADROOM_GB
 
 
 @dataclass(frozen=True)
 class _Scored:
-    """One chunk's scores, aligned with its layouts (NaN and fits False where invalid)."""
+    """One chunk's scores, aligned with its layouts (NaN and fits False where invalid); ``roomy``:
+    fits with the job's headroom to spare."""
 
     reason_fields: tuple[str | None, ...]     # None where valid
     iteration_time_s: np.ndarray
     memory_GB_total: np.ndarray
     fits: np.ndarray
+    roomy: np.ndarray
 
 
 def _score_chunk(job: _Job) -> _Scored:
@@ -128,13 +166,16 @@ def _score_chunk(job: _Job) -> _Scored:
     # Ranking only: the estimator's fast mode (within its stated bound); the top K are simulated anyway.
     s, refused = score(scenarios, "estimate", exact=False)
     t, mem, fits = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=bool)
+    cap = np.full(n, np.nan)
     idx = np.asarray(slots, dtype=int)
     if len(idx):
         t[idx], mem[idx], fits[idx] = s.iteration_time_s, s.memory_GB_total, s.fits
+        cap[idx] = [sc.hardware.gpu.capacity_bytes / 1e9 for sc in scenarios]
     for j, why in enumerate(refused):
         if why is not None:
             reasons[slots[j]], fits[slots[j]] = reason_field(why), False
-    return _Scored(tuple(reasons), t, mem, fits)
+    roomy = fits & (cap - mem >= job.headroom_GB)
+    return _Scored(tuple(reasons), t, mem, fits, roomy)
 
 
 @dataclass(frozen=True)
@@ -147,28 +188,33 @@ class _FullJob:
 
 
 def _simulate(job: _FullJob) -> Candidate | None:
-    """One layout on the full engine (runs in a worker); None when the layout is invalid (the
-    baseline at another size) or the engine refuses it."""
+    """One layout priced exactly (runs in a worker; module docstring, step 3); None when the layout
+    is invalid (the baseline at another size) or the engine refuses it."""
     try:
         sc = LayoutBuilder(job.raw).scenario(job.layout)
     except ScenarioError:
         return None
-    s, refused = score([sc], "full")
-    if refused[0] is not None:
+    # The user's own layout on the full engine, so that its row equals ``run`` to the last bit.
+    s, refused = score([sc], "full" if job.baseline else "estimate", exact=True)
+    if refused[0] is not None or np.isnan(s.iteration_time_s[0]):
         return None
-    return Candidate(job.layout, sc.dp, s.row(0), job.estimate_s, share_query(job.base, sc), job.baseline)
+    return Candidate(job.layout, sc.dp, s.row(0), job.estimate_s, share_query(job.base, sc), job.baseline,
+                     sc.hardware.gpu.capacity_bytes / 1e9)
 
 
 def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | None = None,
            executor: ExecutorSpec | None = None, progress: Progress | None = None,
-           include_baseline: bool = True, pool: int | None = None) -> SearchResult:
+           include_baseline: bool = True, pool: int | None = None,
+           headroom_GB: float = DEFAULT_HEADROOM_GB) -> SearchResult:
     """Search the layouts of ``base``'s model and cluster (at ``gpus`` GPUs if given: whole nodes
     added or removed, explorer/design/base.py ``cluster_overrides``); the steps are in the module
     docstring; ``pool``: layouts simulated in full from a proxy's ranking (default max(POOL,
-    2 x top), at least ``top``).  Raises ScenarioError when the model or cluster themselves are
-    invalid."""
+    2 x top), at least ``top``); ``headroom_GB``: memory a ranked layout must leave free.  Raises
+    ScenarioError when the model or cluster themselves are invalid."""
     if top < 1:
         raise ScenarioError("--top", f"{top} must be at least 1")
+    if not 0 <= headroom_GB <= MAX_HEADROOM_GB:
+        raise ScenarioError("--headroom-GB", f"{headroom_GB:g} must be between 0 and {MAX_HEADROOM_GB:g} GB")
     executor = executor or ExecutorSpec()
     t0 = time.perf_counter()
     raw = search_raw(base.raw)
@@ -188,25 +234,29 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     timed = [i for i, lay in enumerate(layouts) if is_timed(lay.schedule)]
     n = len(layouts)
     reasons: list[str | None] = [None] * n
-    t_est, fits = np.full(n, np.nan), np.zeros(n, dtype=bool)
+    t_est, fits, roomy = np.full(n, np.nan), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     # Progress counts layouts scored: the plain ones, then at most this many timed ones.
     total = len(plain) + min(len(timed), TIMED_PIPELINES * len(timed_names))
     check = raw if proxy is not None else None
-    _score_into(rank_raw, [layouts[i] for i in plain], plain, reasons, t_est, fits, executor, "estimate",
+    into = _Into(reasons, t_est, fits, roomy, headroom_GB)
+    _score_into(rank_raw, [layouts[i] for i in plain], plain, into, executor, "estimate",
                 _offset(progress, 0, total), check)
     plain_at = dict(zip((layouts[i] for i in plain), plain, strict=True))
-    picked = _timed_picks(rank_raw, layouts, timed, plain_at, t_est, fits, executor)
-    _score_into(rank_raw, [layouts[i] for i in picked], picked, reasons, t_est, fits, executor, "full",
+    picked = _timed_picks(rank_raw, layouts, timed, plain_at, into, executor)
+    _score_into(rank_raw, [layouts[i] for i in picked], picked, into, executor, "full",
                 _offset(progress, len(plain), total), check)
     unscored = sorted(set(timed) - set(picked))
     scored = np.ones(n, dtype=bool)
     scored[unscored] = False
     t2 = time.perf_counter()
 
-    order = sorted(np.flatnonzero(fits), key=lambda i: (t_est[i], i))       # ties: enumeration order
+    order = sorted(np.flatnonzero(roomy), key=lambda i: (t_est[i], i))      # ties: enumeration order
     ranked = [(layouts[i], float(t_est[i])) for i in order]
     pool = top if proxy is None else max(top, pool or max(POOL, 2 * top))
-    top_list, baseline, simulated = _full_phase(base, raw, Layout.of(parsed), ranked, pool, executor)
+    top_list, baseline, simulated = _full_phase(base, raw, Layout.of(parsed), ranked, pool, executor,
+                                                headroom_GB)
+    # The user's own layout competes whenever it fits (with or without the headroom: the table
+    # says how much it leaves), so the answer is never slower than what they have.
     if (include_baseline and baseline is not None and baseline.figures["fits"]
             and all(c.layout != baseline.layout for c in top_list)):
         top_list.append(baseline)
@@ -219,7 +269,7 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
         top=tuple(top_list[:top]), baseline=baseline,
         seconds={"enumerate": t1 - t0, "estimate": t2 - t1, "full": t3 - t2, "total": t3 - t0},
         engine=_ranking_engine(), simulated=simulated, unscored=len(unscored),
-        proxy=proxy.left_out if proxy is not None else ())
+        proxy=proxy.left_out if proxy is not None else (), headroom_GB=headroom_GB, roomy=int(roomy.sum()))
 
 
 def _offset(progress: Progress | None, done: int, total: int) -> Progress | None:
@@ -229,26 +279,39 @@ def _offset(progress: Progress | None, done: int, total: int) -> Progress | None
     return lambda d, _t: progress(done + d, total)
 
 
-def _score_into(raw: Mapping[str, Any], layouts: list[Layout], slots: list[int], reasons: list[str | None],
-                t_est: np.ndarray, fits: np.ndarray, executor: ExecutorSpec, cost: str,
-                progress: Progress | None, check: Mapping[str, Any] | None = None) -> None:
+@dataclass(frozen=True)
+class _Into:
+    """Where scores go, aligned with the enumeration: reason, ranking time, fit, fit with
+    ``headroom_GB`` to spare."""
+
+    reasons: list[str | None]
+    t_est: np.ndarray
+    fits: np.ndarray
+    roomy: np.ndarray
+    headroom_GB: float
+
+
+def _score_into(raw: Mapping[str, Any], layouts: list[Layout], slots: list[int], into: _Into,
+                executor: ExecutorSpec, cost: str, progress: Progress | None,
+                check: Mapping[str, Any] | None = None) -> None:
     """Score ``layouts`` on the executor (chunks sized for the ``cost`` of one: "estimate" or a
-    "full" simulation) and write their reason, estimated time and fit at ``slots``; with
-    ``check`` (a proxy's scenario raw), a layout its rules refuse is invalid."""
+    "full" simulation) and write their reason, estimated time and fit at ``slots`` of ``into``;
+    with ``check`` (a proxy's scenario raw), a layout its rules refuse is invalid."""
     if not layouts:
         return
-    jobs = [_Job(raw, tuple(c), check) for c in work.split(layouts, work.chunk_size(cost))]
+    jobs = [_Job(raw, tuple(c), check, into.headroom_GB) for c in work.split(layouts, work.chunk_size(cost))]
     out = map_chunks(_score_chunk, jobs, executor, sizes=[len(j.layouts) for j in jobs],
                      in_process=work.in_process(len(layouts), cost), progress=progress)
     idx = np.asarray(slots, dtype=int)
-    t_est[idx] = np.concatenate([c.iteration_time_s for c in out])
-    fits[idx] = np.concatenate([c.fits for c in out])
+    into.t_est[idx] = np.concatenate([c.iteration_time_s for c in out])
+    into.fits[idx] = np.concatenate([c.fits for c in out])
+    into.roomy[idx] = np.concatenate([c.roomy for c in out])
     for i, why in zip(slots, (r for c in out for r in c.reason_fields), strict=True):
-        reasons[i] = why
+        into.reasons[i] = why
 
 
 def _timed_picks(raw: Mapping[str, Any], layouts: list[Layout], timed: list[int], plain_at: dict[Layout, int],
-                 t_est: np.ndarray, fits: np.ndarray, executor: ExecutorSpec) -> list[int]:
+                 into: _Into, executor: ExecutorSpec) -> list[int]:
     """The timed layouts to score: those whose base-order (1F1B) layout is among the
     TIMED_PIPELINES fastest that fit (a timed order keeps at least 1F1B's units in flight unless
     ``parallelism.max_in_flight`` caps crosspipe lower, schedules/crosspipe.py: a base over
@@ -261,14 +324,15 @@ def _timed_picks(raw: Mapping[str, Any], layouts: list[Layout], timed: list[int]
     missing = list(dict.fromkeys(b for b in base_of.values() if b not in plain_at))
     extra: dict[Layout, tuple[float, bool]] = {}
     if missing:
-        r: list[str | None] = [None] * len(missing)
-        t, ok = np.full(len(missing), np.nan), np.zeros(len(missing), dtype=bool)
-        _score_into(raw, missing, list(range(len(missing))), r, t, ok, executor, "estimate", None)
-        extra = {b: (float(t[k]), bool(ok[k])) for k, b in enumerate(missing)}
+        k = len(missing)
+        aside = _Into([None] * k, np.full(k, np.nan), np.zeros(k, dtype=bool), np.zeros(k, dtype=bool),
+                      into.headroom_GB)
+        _score_into(raw, missing, list(range(k)), aside, executor, "estimate", None)
+        extra = {b: (float(aside.t_est[i]), bool(aside.fits[i])) for i, b in enumerate(missing)}
 
     def score_of(b: Layout) -> tuple[float, bool]:
         j = plain_at.get(b)
-        return (float(t_est[j]), bool(fits[j])) if j is not None else extra[b]
+        return (float(into.t_est[j]), bool(into.fits[j])) if j is not None else extra[b]
 
     bases = sorted((score_of(b)[0], b) for b in set(base_of.values()) if score_of(b)[1])
     best = {b for _, b in bases[:TIMED_PIPELINES]}
@@ -276,11 +340,11 @@ def _timed_picks(raw: Mapping[str, Any], layouts: list[Layout], timed: list[int]
 
 
 def _full_phase(base: Base, raw: Mapping[str, Any], own: Layout, ranked: list[tuple[Layout, float]], top: int,
-                executor: ExecutorSpec) -> tuple[list[Candidate], Candidate | None, int]:
-    """Simulate ``ranked`` (layout, estimated time) best first, in batches of the places still
-    open, until ``top`` fit by the full engine's memory or MAX_EXTRA_FULL more were tried; the first
-    batch also simulates the scenario's own layout.  Returns (fitting candidates, baseline,
-    layouts simulated)."""
+                executor: ExecutorSpec, headroom_GB: float) -> tuple[list[Candidate], Candidate | None, int]:
+    """Price ``ranked`` (layout, estimated time) exactly, best first, in batches of the places still
+    open, until ``top`` fit with ``headroom_GB`` to spare or MAX_EXTRA_FULL more were tried; the
+    first batch also prices the scenario's own layout.  Returns (candidates, baseline, layouts
+    priced)."""
     found: list[Candidate] = []
     baseline: Candidate | None = None
     tried = 0
@@ -296,7 +360,7 @@ def _full_phase(base: Base, raw: Mapping[str, Any], own: Layout, ranked: list[tu
                 baseline = cand
                 continue
             tried += 1
-            if cand is not None and cand.figures["fits"]:
+            if cand is not None and cand.memory.roomy(headroom_GB):
                 found.append(cand)
         batch = []
         if len(found) >= top or tried >= len(ranked) or room <= 0:

@@ -30,33 +30,64 @@ def _label(v: Any) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
+OVER_MEMORY_GREY = "#c8c8c8"      # cells whose best layout does not fit: never on the colour scale
+CURRENT_OUTLINE = "#e4007c"       # the scenario's own cell (a colour Viridis never takes)
+
+
 def heatmap(points: Sequence[Point], x_key: str, y_key: str, metric: str = "iteration_time_s",
-            height: int = 420, font_size: int = 12) -> go.Figure:
+            height: int = 420, font_size: int = 12, current: tuple[Any, Any] | None = None) -> go.Figure:
     """``metric`` of a sweep over ``x_key`` x ``y_key``.  Where the sweep varied other fields too, a
-    cell shows the best value over them (the smallest time or memory, the largest MFU or
-    throughput); a cell with no valid combination is blank and its hover names the commonest
-    reason.  ``customdata`` holds the best point's link."""
+    cell shows the best value over those that fit in memory (the smallest time or memory, the
+    largest MFU or throughput).  Memory is a verdict (explorer/analysis/verdict.py): a cell where
+    nothing fits is drawn grey on a second trace, outside the colour scale, so a layout that cannot
+    run is never the brightest; its hover says "does not fit".  A cell with no valid combination
+    is blank and its hover names the commonest reason.  ``current`` (the scenario's own x and y
+    values) outlines its cell.  ``customdata`` holds the best point's link."""
     title, best = METRICS[metric]
     xs = list(dict.fromkeys(_label(p.overrides[x_key]) for p in points))
     ys = list(dict.fromkeys(_label(p.overrides[y_key]) for p in points))
-    z = [[math.nan] * len(xs) for _ in ys]
+    z = [[math.nan] * len(xs) for _ in ys]          # the best layout that fits
+    over = [[math.nan] * len(xs) for _ in ys]       # the best layout, where none fits
     link = [[""] * len(xs) for _ in ys]
     text = [[""] * len(xs) for _ in ys]
+
+    def better(value: float, than: float) -> bool:
+        return math.isnan(than) or (value < than if best is min else value > than)
+
     for p in points:
         i, j = ys.index(_label(p.overrides[y_key])), xs.index(_label(p.overrides[x_key]))
         if not p.valid:
             text[i][j] = text[i][j] or f"invalid: {p.reason}"
             continue
         value = p.figures[metric]
-        better = value < z[i][j] if best is min else value > z[i][j]
-        if math.isnan(z[i][j]) or better:
-            z[i][j], link[i][j] = value, p.link or ""
-            text[i][j] = f"{title}: {value:.4g}" + ("" if p.figures.get("fits", True) else " (does not fit)")
+        if p.figures.get("fits", True):
+            if better(value, z[i][j]):
+                z[i][j], link[i][j], text[i][j] = value, p.link or "", f"{title}: {value:.4g}"
+        elif math.isnan(z[i][j]) and better(value, over[i][j]):
+            over[i][j], link[i][j] = value, p.link or ""
+            text[i][j] = f"{title}: {value:.4g} (does not fit in memory)"
+    # A cell where some layout fits shows that one (the over-memory best found before it is dropped).
+    over = [[v if math.isnan(z[i][j]) else math.nan for j, v in enumerate(row)] for i, row in enumerate(over)]
+    hover = "%{y} · %{x}<br>%{text}<extra></extra>"
     fig = go.Figure(go.Heatmap(
-        x=xs, y=ys, z=z, customdata=link, text=text, hovertemplate="%{y} · %{x}<br>%{text}<extra></extra>",
-        colorscale="Viridis", reversescale=best is min, colorbar=dict(title=title), hoverongaps=True))
+        x=xs, y=ys, z=z, customdata=link, text=text, hovertemplate=hover,
+        colorscale="Viridis", reversescale=best is min, colorbar=dict(title=title), hoverongaps=True,
+        name="fits"))
+    if any(not math.isnan(v) for row in over for v in row):
+        fig.add_trace(go.Heatmap(
+            x=xs, y=ys, z=over, customdata=link, text=text, hovertemplate=hover, hoverongaps=False,
+            colorscale=[[0, OVER_MEMORY_GREY], [1, OVER_MEMORY_GREY]], showscale=False,
+            name="does not fit"))
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=40), font=dict(size=font_size),
                       xaxis=dict(title=x_key, type="category"), yaxis=dict(title=y_key, type="category"))
+    if current is not None:
+        cx, cy = (_label(v) for v in current)
+        if cx in xs and cy in ys:
+            j, i = xs.index(cx), ys.index(cy)
+            # A category axis places category k at position k: the cell spans k - 0.5 .. k + 0.5.
+            fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
+                          line=dict(color=CURRENT_OUTLINE, width=4), fillcolor="rgba(0,0,0,0)",
+                          name="this scenario")
     return fig
 
 

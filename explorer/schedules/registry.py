@@ -150,15 +150,22 @@ def names() -> tuple[str, ...]:
 
 def validate(sc: ScenarioLike) -> Problem | None:
     """The schedule-specific problem of ``sc`` (the config rules raise it as a ScenarioError), in the
-    order the rules check: virtual stages without an interleaving schedule, then the schedule's
-    own rule.  Assumes the generic rules (degrees, batch divisibility) have passed."""
+    order the rules check: virtual stages without an interleaving schedule, the schedule's own
+    rule, then an interleaving schedule with one virtual stage.  Assumes the generic rules (degrees, batch divisibility) have passed."""
     par = sc.parallelism
     sched = get(par.schedule)
     if par.vpp > 1 and not sched.virtual_stages:
         interleaving = ", ".join(s.name for s in SCHEDULES.values() if s.virtual_stages)
         return "parallelism.vpp", (f"{par.vpp} virtual stages need schedule: {interleaving} "
                                    f"(got {par.schedule}); set vpp: 1 or schedule: {interleaving}")
-    return sched.validate(sc)
+    problem = sched.validate(sc)
+    if problem is None and sched.virtual_stages and par.vpp < 2:
+        # One chunk per GPU is 1F1B's order with another name (SC21 Sec. 2.2.2: interleaving needs
+        # v >= 2 model chunks per device); accepting it silently let users believe they interleave.
+        return "parallelism.vpp", (f"{par.schedule} needs at least 2 virtual stages per GPU (got vpp "
+                                   f"{par.vpp}); set vpp: 2 or more, or schedule: {DEFAULT} for one "
+                                   "chunk per GPU")
+    return problem
 
 
 def priority_schedules() -> tuple[str, ...]:

@@ -8,7 +8,9 @@ HBM bandwidth).  A collective: its bytes times the nccl-tests bus factor (doc/PE
 point-to-point transfer) over the bus bandwidth it achieved is one call's time, NCCL's latency and
 the chunk pipeline's fill included (explorer/nccl_tuning.py); a blocking TP/CP/EP bar holds every call
 of its pass, so its duration is about that many calls.
-Each explanation ends with what would make the bar shorter.
+Each explanation ends with what would make the bar shorter: for a collective, the options of its
+own dimension (a data-parallel bar is never told to overlap tensor parallelism) and then what
+would speed up the link that limits it.
 """
 from __future__ import annotations
 
@@ -19,18 +21,44 @@ from ..collectives import bus_factor
 from ..vocabulary import TIER_LABELS
 
 OP_OF_DETAIL = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
-SHORTER = {
-    "compute": "a larger tensor- or pipeline-parallel split (fewer FLOPs per GPU), FP8 GEMMs, or a "
-               "faster GPU; skinny GEMMs (small hidden, many TP ranks, few tokens per expert) run further "
-               "below peak",
-    "scale-up": "a faster scale-up link (NVLink bandwidth), NVLS where the switch reduces, or overlapping it "
-                "with compute (communication.tp_overlap)",
-    "scale-out": "faster NICs or more of them per node, a hierarchical algorithm that crosses nodes once, "
-                 "overlap with the backward (communication.dp_overlap), or compression",
-    "spine": "less oversubscription in the leaf-spine fabric, or keeping the group inside one leaf block",
-    "scale-across": "more WAN bandwidth, a hierarchical reduction that crosses the WAN once, putting PP "
-                    "instead of DP across, or synchronising less often (training.sync)",
+COMPUTE_SHORTER = ("a larger tensor- or pipeline-parallel split (fewer FLOPs per GPU), FP8 GEMMs, or a "
+                   "faster GPU; skinny GEMMs (small hidden, many TP ranks, few tokens per expert) run "
+                   "further below peak")
+# What shortens a collective of each dimension, whatever link it crosses (the Gantt's kind).
+BY_DIMENSION = {
+    "tp": "overlapping it with the GEMMs it sits between (communication.tp_overlap), sequence parallelism "
+          "(parallelism.sequence_parallel: a reduce-scatter and an all-gather instead of each all-reduce, "
+          "activations sharded), or a tensor-parallel group kept inside one node",
+    "cp": "fewer context-parallel ranks, or a context-parallel group kept on NVLink (ring attention hides "
+          "its K/V exchange under the attention blocks only while a block outlasts a step)",
+    "ep": "node-limited routing (model.moe.max_nodes: each token's experts on few nodes), fewer experts "
+          "per token, or a schedule that overlaps the all-to-all with the other direction's compute "
+          "(parallelism.schedule: dualpipe)",
+    "pp": "fewer pipeline stages, or stage-to-stage sends on a faster link (parallelism.order decides which "
+          "dimension stays inside a node)",
+    "dp": "overlapping it with the backward (communication.dp_overlap), bucket size "
+          "(communication.bucket_MB), P3 priorities for the first layers' buckets "
+          "(communication.dp_priority), gradient compression (communication.compression.kind), or "
+          "synchronising less often (training.sync)",
 }
+BY_DIMENSION["edp"] = BY_DIMENSION["dp"]
+# What speeds up the link that limits a call (the tier it crosses).
+BY_TIER = {
+    "scale-up": "a faster scale-up link (NVLink bandwidth), or NVLS where the switch reduces",
+    "scale-out": "faster NICs or more of them per node, or a hierarchical algorithm that crosses nodes once",
+    "spine": "less oversubscription in the leaf-spine fabric, or keeping the group inside one leaf block",
+    "scale-across": "more WAN bandwidth, a hierarchical reduction that crosses the WAN once, or putting PP "
+                    "instead of DP across",
+}
+
+
+def shorter(kind: str, tier: str | None) -> str:
+    """What would make a bar of ``kind`` (a dimension, or a compute kind) limited by ``tier``
+    shorter: its dimension's own options first, then its link's."""
+    if kind not in BY_DIMENSION:
+        return COMPUTE_SHORTER
+    link = BY_TIER.get(tier or "", BY_TIER["scale-out"])
+    return f"{BY_DIMENSION[kind]}; on the link: {link}"
 
 
 def _op(detail: str) -> str:
@@ -57,7 +85,7 @@ def explain_bar(custom: Sequence[Any], peak_tflops: float, gpu: str, dtype: str)
                 f"**{eff:.0%}** of the {gpu}'s {dtype} dense peak ({peak_tflops:,.0f} TFLOP/s)\n"
                 f"- time = FLOPs / (peak x efficiency) for the GEMMs, plus element-wise work at HBM "
                 f"bandwidth (explorer/kernels.py)\n\n"
-                f"Shorter with: {SHORTER['compute']}.")
+                f"Shorter with: {COMPUTE_SHORTER}.")
     if not nbytes:
         return f"{head}\n\nMemory-bound work (norms, activations, optimizer): HBM bytes / HBM bandwidth."
     op = _op(str(detail))
@@ -84,4 +112,4 @@ def explain_bar(custom: Sequence[Any], peak_tflops: float, gpu: str, dtype: str)
             f"bytes (NCCL's per-call latency and the chunk pipeline's fill included)\n"
             f"{count}"
             f"- limited by: **{tier_name}**\n\n"
-            f"Shorter with: {SHORTER.get(tier, SHORTER['scale-out'])}.")
+            f"Shorter with: {shorter(str(kind), tier)}.")

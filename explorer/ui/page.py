@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from ..scenario import Scenario, ScenarioError, from_dict
-from ..share import SharedView, to_query
+from ..share import SharedView, changed_fields, modified_note, to_query
 from . import sidebar, style
 from .cache import ViewData, view_data
 from .controls import section_of
@@ -104,7 +104,12 @@ def main() -> None:
         st.query_params.from_dict(query)
 
     head, link = st.columns([5, 1], vertical_alignment="center")
-    head.markdown(f"{'##' if present else '###'} {sc.name}")
+    # A tour's step is the scenario its narration describes: no "modified" there.
+    note = None if view.tour else modified_note(name, changed_fields(preset_scenario(name)[1], sc))
+    st.session_state["_modified_note"] = note          # the description (files view) says it too
+    head.markdown(f"{'##' if present else '###'} {sc.name}" + (" · *modified*" if note else ""))
+    if note and not present:          # a projector's one screen keeps only the marker
+        head.caption(note + " — the title and description are the preset's.")
     with link.popover("Copy link", icon=":material/link:", use_container_width=True):
         st.caption("This link reopens exactly this view:")
         st.code(share_link(query), language=None, wrap_lines=True)

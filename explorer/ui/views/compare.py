@@ -17,6 +17,7 @@ import streamlit as st
 
 from ... import figures
 from ...analysis.compare import Comparison, Delta, compare
+from ...analysis.verdict import MemoryVerdict, over_memory_sentences
 from ...config.budget import check_unfolded_budget
 from ...figures import compare as cfig
 from ...figures.gantt import GanttInfo, lane_name
@@ -183,9 +184,14 @@ div:has(> [data-testid="stMetricDeltaDescription"]) {flex-wrap: wrap; row-gap: 2
 
 
 def _cards(cmp: Comparison, present: bool) -> None:
-    """Two rows of cards, A above B, B's with B - A (green where B is better).  Presentation mode
-    has room for one row: B's cards, each with B - A and A's value beside it."""
+    """Two rows of cards, A above B, B's with B - A (green where B is better, but never for a B
+    that does not fit: its gains are not wins).  A side over memory is said above the cards and
+    its memory card reads "does not fit".  Presentation mode has room for one row: B's cards,
+    each with B - A and A's value beside it."""
     st.markdown(CARD_CSS, unsafe_allow_html=True)
+    for sentence in over_memory_sentences(cmp.a, cmp.b):
+        st.error(sentence, icon="⛔")
+    fits = {"A": MemoryVerdict.of_run(cmp.a).fits, "B": MemoryVerdict.of_run(cmp.b).fits}
     for side in ("B",) if present else ("A", "B"):
         cols = st.columns([0.3] + [1] * len(cmp.metrics), gap="small", vertical_alignment="center")
         cols[0].markdown(f"<div class='ab-side'>{'A→B' if present else side}</div>", unsafe_allow_html=True)
@@ -195,12 +201,19 @@ def _cards(cmp: Comparison, present: bool) -> None:
                 text = delta_text(d)
                 same = not any(ch in "123456789" for ch in text)      # no change at this precision
                 kwargs = dict(delta="same as A" if same else text, delta_arrow="off" if same else "auto",
-                              delta_color="off" if same else BETTER[d.key])
+                              # A B that cannot run gains nothing: no green (its memory growth stays red).
+                              delta_color=("off" if same or (not fits["B"] and d.key != "memory_GB_total")
+                                           else BETTER[d.key]))
                 if present:
                     kwargs["delta_description"] = f"from {_fmt(d, d.a)}"
             elif d.key == "memory_GB_total":
                 kwargs = dict(help=f"of {cmp.a['memory_capacity_GB']:.1f} GB per GPU")
-            col.metric(d.label, _fmt(d, d.a if side == "A" else d.b), border=True, **kwargs)
+            label = d.label
+            if d.key == "memory_GB_total" and not fits[side]:
+                label = "⛔ Memory: does not fit"
+                run = cmp.a if side == "A" else cmp.b
+                kwargs["help"] = f"of {run['memory_capacity_GB']:.1f} GB per GPU: this layout cannot run"
+            col.metric(label, _fmt(d, d.a if side == "A" else d.b), border=True, **kwargs)
 
 
 HOW_TO_READ = (

@@ -18,6 +18,7 @@ from typing import Any
 
 import streamlit as st
 
+from ...analysis.verdict import DEFAULT_HEADROOM_GB, MAX_HEADROOM_GB
 from ...design import estimator_available
 from ...design.search import TIMED_PIPELINES
 from ...figures import design as dfig
@@ -151,7 +152,7 @@ def _heatmap(base: runs.Base, raw_json: str, present: bool) -> None:
     if res is None:
         return
     fig = dfig.heatmap(res.points, grid.x, grid.y, metric, height=300 if present else 380,
-                       font_size=15 if present else 12)
+                       font_size=15 if present else 12, current=runs.current_cell(base, grid))
     runs.cell_overlay(fig, res.points, grid, metric, 14 if present else 11)
     event = chart(fig, key="_d_heatmap", present=present, config=CHART, on_select="rerun",
                   selection_mode="points")
@@ -162,8 +163,9 @@ def _heatmap(base: runs.Base, raw_json: str, present: bool) -> None:
         _link_line(f"{cell[0]}, {cell[1]}", data[0])
     valid = len(res.valid)
     engine = "estimator" if estimator_available() else "full engine"
-    st.caption(f"{valid} of {grid.cells} combinations valid ({engine}, {res.seconds:.2f} s); ⚠ = over "
-               "memory; hover an invalid cell for why, click a cell for its link"
+    st.caption(f"{valid} of {grid.cells} combinations valid ({engine}, {res.seconds:.2f} s); grey ⚠ = does "
+               "not fit in memory (never coloured as a result); outlined = this scenario; hover an invalid "
+               "cell for why, click a cell for its link"
                + ("; the scenario's layer split is dropped while pp varies" if dropped else "") + ".")
     if not present:
         with st.expander("Every cell, with its link"):
@@ -213,47 +215,63 @@ def _search(base: runs.Base, raw_json: str, query: dict[str, str], present: bool
                      format_func=lambda d: {"quick": "quick (~5 s)", "thorough": "thorough (~30 s)",
                                             "exhaustive": "every layout"}[d],
                      help="How long the search may take; a shorter one searches a narrowed layout space")
+        st.number_input("Headroom (GB)", min_value=0.0, max_value=MAX_HEADROOM_GB, value=DEFAULT_HEADROOM_GB,
+                        step=1.0, key="_d_headroom", width=130,
+                        help="Memory a ranked layout must leave free on each GPU for what the model does "
+                             "not count: the CUDA context, NCCL's buffers (0.5-0.7 GB per communicator, "
+                             "NVIDIA/nccl#964) and allocator fragmentation")
         pressed = st.button("Search layouts", key="_d_search", type="primary", icon=":material/search:")
     top, depth = int(st.session_state["_d_top"]), st.session_state["_d_depth"]
-    key = ("search", raw_json, base.shipped, top, depth)
+    headroom = float(st.session_state["_d_headroom"])
+    key = ("search", raw_json, base.shipped, top, depth, headroom)
     slot = st.empty()
     run = runs.lookup(key)
     if run is None and pressed:
         with _progress(slot, "Searching layouts: validating and estimating…", "layouts",
-                       "simulating the fastest on the full engine…") as progress:
-            run = runs.cached(key, lambda: searching.run_search(base, raw_json, top, depth, progress))
+                       "pricing the fastest exactly…") as progress:
+            run = runs.cached(key, lambda: searching.run_search(base, raw_json, top, depth, headroom,
+                                                                progress))
     if run is None:
         st.caption("Every layout (tp, pp, cp, ep, dp, schedule, vpp, ZeRO, micro-batch, recompute, sequence "
-                   "parallel) of this model, batch and cluster is validated and ranked by the estimator; "
-                   "the fastest that fit are re-simulated on the full engine. Press the button to start.")
+                   "parallel) of this model, batch and cluster is validated; those that fit with "
+                   f"{headroom:g} GB to spare are ranked by the estimator and the fastest priced exactly. "
+                   "Press the button to start.")
         return
     res, plan = run.result, run.plan
+    if not res.top:
+        st.warning(f"No layout fits with {res.headroom_GB:g} GB to spare"
+                   + (f" ({res.fit:,} fit with less: lower the headroom to rank them)." if res.fit else "."),
+                   icon="⚠️")
+    else:
+        (st.success if res.top[0].baseline else st.info)(res.verdict().capitalize() + ".")
     table, ms = searching.table_rows(res, _href)
     column = st.column_config
     height = min(len(table), 5 if present else 10) * 35 + 38
     st.dataframe(table, hide_index=True, height=height, column_config={
         **_LINK_COLUMNS, "#": column.NumberColumn(width=28), "layout": column.TextColumn(width="large"),
         "GB": column.NumberColumn("GB", format="%.1f", width=50, help="memory per GPU"),
+        "free": column.NumberColumn("free", format="%.1f", width=50, help="GB left free on each GPU"),
         "MFU (%)": column.NumberColumn("MFU", format="%.1f%%", width=56),
         "iteration": column.NumberColumn("ms" if ms else "s", format="%.1f" if ms else "%.3f", width=60,
-                                         help="iteration time, full engine")})
+                                         help="iteration time, priced exactly")})
     ranker = "the estimator" if res.engine == "estimate" else "the full engine (no estimator installed)"
     timed = (f" (**{res.unscored:,}** latency-timed ones not scored: only on the {TIMED_PIPELINES} fastest "
              f"fitting 1F1B pipelines)") if res.unscored else ""
     on_proxy = " (on the proxy)" if res.proxy else ""
     st.caption(f"**{res.enumerated:,}** layouts enumerated{timed} · **{res.valid:,}** valid · "
-               f"**{res.fit:,}** fit in memory{on_proxy} · ranked by {ranker}, the top {len(res.top)} "
-               f"re-simulated on the full engine · **{run.seconds:.1f} s**. Each row opens its scenario.")
+               f"**{res.fit:,}** fit in memory{on_proxy}, **{res.roomy:,}** with {res.headroom_GB:g} GB to "
+               "spare · "
+               f"ranked by {ranker}, the top {len(res.top)} priced exactly · **{run.seconds:.1f} s** "
+               f"(planned about {plan.seconds:.0f} s). Each row opens its scenario.")
     if res.proxy:
         st.caption(f"The estimator does not price this scenario as it is: its layouts were ranked on a "
                    f"proxy ({'; '.join(res.proxy)}) and the best {res.simulated} simulated in full as the "
                    "scenario is (the times above are those).")
-    if plan.narrowed or plan.top < top:
-        kept = list(plan.narrowed) + ([f"top {plan.top} of {top}"] if plan.top < top else [])
+    if plan.narrowed:
         command = searching.cli_command(base.shipped or "", query, top)
-        st.caption(f"The {depth} depth searched {plan.layouts:,} of {plan.full_layouts:,} layouts "
-                   f"({plan.per_layout_s * 1e3:.2f} ms each here): {' · '.join(kept)}. All of them: depth "
-                   f"*every layout*, or `{command}`.")
+        st.caption(f"To finish in about {searching.DEPTHS[depth] or 0:g} s, the {depth} search covered "
+                   f"{plan.layouts:,} of the {plan.full_layouts:,} layouts: {'; '.join(plan.narrowed)}. "
+                   f"All of them: depth *every layout*, or `{command}`.")
 
 
 def _scaling(base: runs.Base, raw_json: str, present: bool) -> None:
@@ -324,9 +342,10 @@ HOW_TO_READ = (
     "`python -m explorer sweep SCENARIO --vary ...` gives the same numbers. A cell marked *invalid* "
     "breaks a rule: hover it for the loader's reason. ⚠ marks a layout over the GPU's memory.\n"
     "- **Layouts**: the search validates every layout of this model on these GPUs, ranks those that "
-    "fit by the estimator and re-simulates the fastest on the full engine; *yours* marks the sidebar's "
-    "own layout. A quick search narrows a big space and says how; `python -m explorer search` "
-    "searches all of it.\n"
+    "fit with the headroom to spare (3 GB by default: CUDA context, NCCL buffers, fragmentation) by "
+    "the estimator and prices the fastest exactly; *yours* marks the sidebar's own layout, which "
+    "competes whenever it fits. A quick search narrows a big space and says how; "
+    "`python -m explorer search` searches all of it.\n"
     "- **Upgrades**: the iteration after doubling compute, HBM bandwidth or one network tier's "
     "bandwidth, or halving a latency (full engine). A tier the scenario never crosses saves nothing.\n"
     "- **Scaling**: more GPUs as data-parallel replicas; weak scaling keeps each GPU's batch, strong "

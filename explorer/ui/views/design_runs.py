@@ -183,6 +183,14 @@ def sweep_base(base: Base, grid: Grid) -> tuple[Base, bool]:
     return base, False
 
 
+def current_cell(base: Base, grid: Grid) -> tuple[Any, Any] | None:
+    """The scenario's own values of the heatmap's two fields (the cell the heatmap outlines), or
+    None when a field has no value in it."""
+    values = flatten(to_dict(base.scenario()))
+    x, y = values.get(grid.x), values.get(grid.y)
+    return None if x is None or y is None else (x, y)
+
+
 def run_sweep(base: Base, grid: Grid, progress: Progress | None = None) -> SweepResult:
     """The sweep of ``grid`` on ``base`` with the estimator (the full engine while it is absent)."""
     return sweep(base, {grid.x: list(grid.xs), grid.y: list(grid.ys)}, executor=IN_PROCESS, progress=progress)
@@ -213,7 +221,8 @@ def cell_overlay(fig: Any, points: Sequence[Point], grid: Grid, metric: str, siz
     when the grid is small enough to read."""
     xs = list(dict.fromkeys(_label(p.overrides[grid.x]) for p in points))
     ys = list(dict.fromkeys(_label(p.overrides[grid.y]) for p in points))
-    values = [p.figures[metric] for p in points if p.valid]
+    # The colour scale spans the cells that fit (figures/design.heatmap greys the others).
+    values = [p.figures[metric] for p in points if p.valid and p.figures.get("fits", True)]
     lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
     px, py, data = [], [], []
     for p in points:
@@ -226,9 +235,10 @@ def cell_overlay(fig: Any, points: Sequence[Point], grid: Grid, metric: str, siz
             v = f[metric]
             label = _cell_time(v) if metric == "iteration_time_s" else f"{v:.1%}"
             label += "" if f.get("fits", True) else " ⚠"
-            # Viridis is light (yellow) at the better end: dark text there, white elsewhere.
+            # Viridis is light (yellow) at the better end: dark text there, white elsewhere; a
+            # cell that does not fit is light grey.
             better = (hi - v if metric == "iteration_time_s" else v - lo) / ((hi - lo) or 1.0)
-            color = "#222" if better > 0.55 else "white"
+            color = "#222" if better > 0.55 or not f.get("fits", True) else "white"
             hover = (where + f"iteration {fmt_time(f['iteration_time_s'])} · MFU {f['mfu']:.1%} · "
                      f"{f['memory_GB_total']:.1f} GB" + ("" if f.get("fits", True) else " (does not fit)")
                      + "<br>click for its link")

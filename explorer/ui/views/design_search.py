@@ -2,12 +2,12 @@
 
 A search waits for its button.  At its depth (:data:`DEPTHS`: about 5 s, 30 s, or the whole
 space) it is priced first (:func:`plan_search`): the estimator is timed on a sample of layouts
-(its cost is a compile per pipeline shape plus a little per layout), A's own full simulation
-prices the top K, and a space too large is narrowed step by step (sequence parallelism always
-on, the scenario's ZeRO stage, ...; :func:`_steps`) and the top K shrunk until it fits.  The page
-says what was dropped and gives the command that searches everything.  The search itself runs
-in this process (the server's threads share the machine's cores, and a search in process stops
-at the next chunk when the user moves on), reporting progress per chunk.
+(its cost is a compile per pipeline shape plus a little per layout), and a space too large is
+narrowed step by step (sequence parallelism always on, the scenario's ZeRO stage, ...;
+:func:`_steps`) until it fits; the top K asked for is always returned when K layouts fit.  The page
+says in words what the narrowed search covers and gives the command that searches everything.
+The search itself runs in this process (the server's threads share the machine's cores, and a
+search in process stops at the next chunk when the user moves on), reporting progress per chunk.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ...analysis.verdict import DEFAULT_HEADROOM_GB
 from ...design import Base, Layout, Space, search
 from ...design.executors import Progress
 from ...design.proxy import POOL, ranking_proxy
@@ -32,7 +33,6 @@ from ...schedules import registry
 from .design_runs import IN_PROCESS, cached, probe_seconds
 
 DEFAULT_TOP = 10
-MIN_TOP = 3                  # the top K is never shrunk below this
 DEPTHS = {"quick": 5.0, "thorough": 30.0, "exhaustive": None}     # seconds a search may take (None: all)
 FULL_FACTOR = 12             # a top layout's full simulation against A's own (llama3-405b-16k: 3-15x)
 SAMPLE = 64                  # layouts timed to price a search of this scenario (at most)
@@ -63,15 +63,20 @@ def _steps(own: Layout) -> list[tuple[str, str, Callable[[Space], Space]]]:
     recompute = tuple(dict.fromkeys((own.recompute, "selective")))
     megatron = (registry.megatron_schedule(1), registry.megatron_schedule(2))    # 1F1B, interleaved
     schedules = tuple(dict.fromkeys((own.schedule, *megatron)))
+    # Each phrase says what the narrowed search still covers, in the user's words (a caption
+    # joins them), not the field syntax.
     return [
-        ("sp", "SP on where tp > 1", lambda s: replace(s, sequence_parallel=(True,))),
-        ("zero", f"ZeRO {own.zero}", lambda s: replace(s, zero=(own.zero,))),
-        ("recompute", f"recompute {'/'.join(recompute)}", lambda s: replace(s, recompute=recompute)),
-        ("vpp", f"vpp {vpp}", lambda s: replace(s, vpp=(vpp,))),
-        ("mb", "micro-batch ≤ 2", lambda s: replace(s, max_micro_batch=2)),
-        ("schedule", f"schedules {'/'.join(schedules)}", lambda s: replace(s, schedules=schedules)),
-        ("mb", "micro-batch 1", lambda s: replace(s, max_micro_batch=1)),
-        ("schedule", f"{own.schedule} only", lambda s: replace(s, schedules=(own.schedule,))),
+        ("sp", "sequence parallelism always on with tensor parallelism",
+         lambda s: replace(s, sequence_parallel=(True,))),
+        ("zero", f"only your ZeRO stage ({own.zero})", lambda s: replace(s, zero=(own.zero,))),
+        ("recompute", f"recompute {' or '.join(recompute)} only", lambda s: replace(s, recompute=recompute)),
+        ("vpp", f"interleaving with {vpp} virtual stages per GPU only", lambda s: replace(s, vpp=(vpp,))),
+        ("mb", "micro-batches of 1 or 2 sequences", lambda s: replace(s, max_micro_batch=2)),
+        ("schedule", f"the {' and '.join(schedules)} schedules only",
+         lambda s: replace(s, schedules=schedules)),
+        ("mb", "micro-batches of 1 sequence", lambda s: replace(s, max_micro_batch=1)),
+        ("schedule", f"only your schedule ({own.schedule})",
+         lambda s: replace(s, schedules=(own.schedule,))),
     ]
 
 
@@ -157,9 +162,11 @@ def _price(raw: Mapping[str, Any], parsed: Scenario, n: int) -> _Price:
 
 def plan_search(base: Base, probe_s: float, top: int = DEFAULT_TOP,
                 budget_s: float | None = 5.0) -> SearchPlan:
-    """The widest space whose search is expected within ``budget_s`` (None: the whole space), and
-    a top K small enough that re-simulating it on the full engine takes under 40 % of the budget,
-    but at least MIN_TOP (module docstring)."""
+    """The widest space whose search is expected within ``budget_s`` (None: the whole space),
+    with the top K asked for: it is priced exactly by the estimator (a compile and a row each,
+    explorer/design/search.py step 3).  A scenario ranked on a proxy simulates a pool in full
+    (about FULL_FACTOR x A's own simulation each): twice the top K when the budget allows, never
+    fewer than K (module docstring)."""
     raw = search_raw(base.raw)
     parsed = LayoutBuilder(raw).parsed
     own = Layout.of(base.scenario())
@@ -175,9 +182,14 @@ def plan_search(base: Base, probe_s: float, top: int = DEFAULT_TOP,
     price = cached(("price", json.dumps(rank_raw, sort_keys=True, default=str)),
                    lambda: _price(rank_raw, LayoutBuilder(rank_raw).parsed, full.priced))
     spent = time.perf_counter() - t0
-    k = top if budget_s is None else min(top, max(MIN_TOP, int(0.4 * budget_s / (FULL_FACTOR * probe_s))))
-    pool = None if proxy is None else (max(POOL, 2 * k) if budget_s is None else 2 * k)
-    fixed = spent + ((pool or k) + 1) * FULL_FACTOR * probe_s
+    k = top
+    if proxy is None:
+        pool = None
+        fixed = spent + (k + 1) * (price.per_shape + price.per_layout)
+    else:
+        affordable = int(0.4 * budget_s / (FULL_FACTOR * probe_s)) if budget_s is not None else 2 * k
+        pool = max(POOL, 2 * k) if budget_s is None else max(k, min(2 * k, affordable))
+        fixed = spent + (pool + 1) * FULL_FACTOR * probe_s
 
     def seconds(e: _Extent) -> float:
         # A timed layout is one full simulation, about A's own (probe_s).
@@ -212,14 +224,14 @@ class SearchRun:
     seconds: float
 
 
-def run_search(base: Base, raw_json: str, top: int, depth: str,
+def run_search(base: Base, raw_json: str, top: int, depth: str, headroom_GB: float = DEFAULT_HEADROOM_GB,
                progress: Progress | None = None) -> SearchRun:
     """Plan (:func:`plan_search`) and run the search in this process: the estimator ranks the
-    layouts, the full engine re-simulates the top K."""
+    layouts that fit with ``headroom_GB`` to spare and prices the top K exactly."""
     t0 = time.perf_counter()
     plan = plan_search(base, probe_seconds(raw_json), top, DEPTHS[depth])
     result = search(base, top=plan.top, space=plan.space, executor=IN_PROCESS, progress=progress,
-                    pool=plan.pool)
+                    pool=plan.pool, headroom_GB=headroom_GB)
     return SearchRun(plan, result, time.perf_counter() - t0)
 
 
@@ -244,11 +256,12 @@ def layout_label(lay: dict[str, Any]) -> str:
 def table_rows(result: SearchResult,
                href: Callable[[str | None], str | None]) -> tuple[list[dict[str, Any]], bool]:
     """The top layouts as table rows — rank, link (``href`` of the share query), iteration time,
-    MFU in %, memory, layout (the sidebar's own marked *yours*), the link first so it stays in
-    view and the long layout last — and whether times are in milliseconds (all under a second)."""
+    MFU in %, memory and what it leaves free, layout (the sidebar's own marked *yours*), the link
+    first so it stays in view and the long layout last — and whether times are in milliseconds
+    (all under a second)."""
     rows = [c.to_json() for c in result.top]
     ms = bool(rows) and max(r["iteration_time_s"] for r in rows) < 1
     return [{"#": i, "open": href(r["link"]), "iteration": r["iteration_time_s"] * (1e3 if ms else 1),
-             "MFU (%)": 100 * r["mfu"], "GB": r["memory_GB_total"],
+             "MFU (%)": 100 * r["mfu"], "GB": r["memory_GB_total"], "free": r["free_GB"],
              "layout": ("yours: " if r["baseline"] else "") + layout_label(r["layout"])}
             for i, r in enumerate(rows, 1)], ms

@@ -16,6 +16,10 @@ def render(data: ViewData, raw_json: str) -> None:
     sc = data.scenario
     c1, c2 = st.columns([3, 2])
     with c1:
+        note = st.session_state.get("_modified_note")
+        if note:
+            st.info(f"{note}. The description below is the preset's as shipped; its figures may no "
+                    "longer hold.", icon="✏️")
         st.markdown(sc.description or "_No description._")
         st.markdown(f"**Layers per pipeline chunk:** {', '.join(map(str, data.json['stage_layers']))} · "
                     f"**micro-batches per pipeline:** {data.json['micro_batches']}")

@@ -48,7 +48,7 @@ def test_compare_says_b_does_not_fit_and_colours_none_of_its_gains(compare_over_
     errors = [e.value for e in at.error]
     assert any(e.startswith("B does not fit: 86.5 of 85.9 GB per GPU") for e in errors), errors
     b_cards = at.metric[6:]
-    assert [m.label for m in b_cards][-1] == "⛔ Memory: does not fit"
+    assert [m.label for m in b_cards][-1] == "Memory: does not fit"
     gray, red = 2, 0            # streamlit's Metric.MetricColor
     for m in b_cards[:-1]:
         assert m.proto.color == gray, (m.label, m.delta, m.proto.color)
@@ -240,3 +240,19 @@ def test_explorer_simulate_stays_callable():
             "print(a == b == c)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
+
+
+def test_the_waterfall_does_not_colour_the_savings_of_a_b_that_does_not_fit(compare_over_memory):
+    from explorer.figures.compare import LESS_COLOR, MUTED_COLOR, waterfall
+
+    fig = next(c for c in compare_over_memory.get("plotly_chart") if c.proto.id.endswith("-waterfall"))
+    spec = json.loads(fig.proto.spec)
+    (trace,) = spec["data"]
+    assert trace["decreasing"]["marker"]["color"] == MUTED_COLOR
+    assert spec["layout"]["title"]["text"].endswith("(B does not fit)")
+    run = {"memory_GB": {"total": 1.0}, "memory_capacity_GB": 80.0, "memory_over_capacity": False,
+           "iteration_time_s": 1.0, "breakdown_s": {"compute": 1.0}, "tokens_per_s": 1.0, "mfu": 0.5,
+           "tflops_per_gpu": 1.0, "bubble_fraction": 0.0}
+    from explorer.analysis.compare import compare
+    fits = waterfall(compare(run, {**run, "iteration_time_s": 0.5, "breakdown_s": {"compute": 0.5}}))
+    assert fits.data[0].decreasing.marker.color == LESS_COLOR

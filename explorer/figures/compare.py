@@ -12,9 +12,11 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from ..analysis.compare import Comparison, waterfall_steps
+from ..analysis.verdict import MemoryVerdict
 
 A_COLOR, B_COLOR = "#4C78A8", "#F58518"
 MORE_COLOR, LESS_COLOR = "#E45756", "#54A24B"     # B spends more time (red) or less (green)
+MUTED_COLOR = "#AAAAAA"          # less time, but B does not fit: no win to colour
 MEMORY_KINDS = ("params", "grads", "optimizer", "activations")
 
 
@@ -28,17 +30,20 @@ def waterfall(cmp: Comparison, height: int = 320, font_size: int = 12) -> go.Fig
     """Horizontal waterfall, read top to bottom: A's time, then one bar per category whose time
     changes (red: B spends more, green: less, labelled with the change), then B's time as the
     total.  The relative bars sum to B - A.  The time axis starts below the lowest running total
-    so that the changes, not the common part, fill the chart."""
+    so that the changes, not the common part, fill the chart.  When B does not fit in memory its
+    savings are grey, not green, and the title says why (explorer/analysis/verdict.py)."""
     scale, unit = time_unit(cmp)
     steps = waterfall_steps(cmp)
     digits = 1 if unit == "ms" else 3
     values = [s.value_s * scale for s in steps]
+    b_fits = MemoryVerdict.of_run(cmp.b).fits
     text = [f"{v:{'+' if s.measure == 'relative' else ''},.{digits}f}"
             for s, v in zip(steps, values, strict=True)]
     fig = go.Figure(go.Waterfall(
         orientation="h", y=[s.label for s in steps], x=values, measure=[s.measure for s in steps], text=text,
         textposition="outside", cliponaxis=False, connector=dict(line=dict(color="#999", width=1)),
-        increasing=dict(marker=dict(color=MORE_COLOR)), decreasing=dict(marker=dict(color=LESS_COLOR)),
+        increasing=dict(marker=dict(color=MORE_COLOR)),
+        decreasing=dict(marker=dict(color=LESS_COLOR if b_fits else MUTED_COLOR)),
         totals=dict(marker=dict(color="#79706E")),
         hovertemplate=f"%{{y}}: %{{x:,.{digits + 2}f}} {unit}<extra></extra>"))
     running = _running(values, steps)
@@ -46,7 +51,8 @@ def waterfall(cmp: Comparison, height: int = 320, font_size: int = 12) -> go.Fig
     pad = max(hi - lo, 0.02 * hi)
     fig.update_layout(
         height=height, margin=dict(l=10, r=24, t=34, b=30), showlegend=False, font=dict(size=font_size),
-        title=dict(text=f"B − A = {cmp.difference_s * scale:+,.{digits}f} {unit}, by category",
+        title=dict(text=f"B − A = {cmp.difference_s * scale:+,.{digits}f} {unit}, by category"
+                        + ("" if b_fits else " (B does not fit)"),
                    font=dict(size=font_size + 1)),
         xaxis=dict(title=unit, range=[max(0.0, lo - 1.2 * pad), hi + 0.45 * pad]),
         yaxis=dict(autorange="reversed", automargin=True, tickfont=dict(size=font_size)))

@@ -151,7 +151,8 @@ def names() -> tuple[str, ...]:
 def validate(sc: ScenarioLike) -> Problem | None:
     """The schedule-specific problem of ``sc`` (the config rules raise it as a ScenarioError), in the
     order the rules check: virtual stages without an interleaving schedule, the schedule's own
-    rule, then an interleaving schedule with one virtual stage.  Assumes the generic rules (degrees, batch divisibility) have passed."""
+    rule, then an interleaving schedule with one virtual stage.  Assumes the generic rules (degrees,
+    batch divisibility) have passed."""
     par = sc.parallelism
     sched = get(par.schedule)
     if par.vpp > 1 and not sched.virtual_stages:

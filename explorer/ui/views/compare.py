@@ -190,7 +190,7 @@ def _cards(cmp: Comparison, present: bool) -> None:
     each with B - A and A's value beside it."""
     st.markdown(CARD_CSS, unsafe_allow_html=True)
     for sentence in over_memory_sentences(cmp.a, cmp.b):
-        st.error(sentence, icon="⛔")
+        st.error(sentence, icon=":material/block:")
     fits = {"A": MemoryVerdict.of_run(cmp.a).fits, "B": MemoryVerdict.of_run(cmp.b).fits}
     for side in ("B",) if present else ("A", "B"):
         cols = st.columns([0.3] + [1] * len(cmp.metrics), gap="small", vertical_alignment="center")
@@ -210,7 +210,7 @@ def _cards(cmp: Comparison, present: bool) -> None:
                 kwargs = dict(help=f"of {cmp.a['memory_capacity_GB']:.1f} GB per GPU")
             label = d.label
             if d.key == "memory_GB_total" and not fits[side]:
-                label = "⛔ Memory: does not fit"
+                label = "Memory: does not fit"
                 run = cmp.a if side == "A" else cmp.b
                 kwargs["help"] = f"of {run['memory_capacity_GB']:.1f} GB per GPU: this layout cannot run"
             col.metric(label, _fmt(d, d.a if side == "A" else d.b), border=True, **kwargs)

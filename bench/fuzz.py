@@ -6,8 +6,8 @@ Run: python bench/fuzz.py [--examples 5000] [--seed 2026] [--no-simulate]
 For each kind of input (mutated scenario files, ``--set`` assignments, share links) prints how
 many inputs were tried, how many gave a valid scenario (and simulated to a finite result within
 the time limit), how many were rejected with a one-line ScenarioError, and "other": anything
-else — an exception of another type, a multi-line message, a non-finite result or a slow
-example.  "other" must be 0; each one is listed with its input.
+else — an exception of another type, a multi-line message or one that is not UTF-8 text, a
+non-finite result or a slow example.  "other" must be 0; each one is listed with its input.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from explorer.config.budget import estimate  # noqa: E402
-from explorer.scenario import ScenarioError, apply_overrides, from_dict, parse_assignment, parse_text  # noqa: E402
+from explorer.scenario import ScenarioError, apply_overrides, from_dict, parse_assignments, parse_text  # noqa: E402
 from explorer.share import parse_query, preset_raw  # noqa: E402
 
 from test_fuzz import ASSIGNMENTS, LINKS, SHIPPED, mutated_files, over_budget  # noqa: E402
@@ -43,7 +43,8 @@ def classify(build, simulate_valid: bool, other: list) -> str:
         sc = build()
     except ScenarioError as exc:
         msg = str(exc)
-        if "\n" in msg or "\r" in msg or "\x1b" in msg or time.perf_counter() - start > VALIDATE_SECONDS:
+        if ("\n" in msg or "\r" in msg or "\x1b" in msg or not _utf8(msg)
+                or time.perf_counter() - start > VALIDATE_SECONDS):
             other.append(f"bad rejection ({time.perf_counter() - start:.2f} s): {msg[:200]!r}")
             return "other"
         return "rejected"
@@ -52,6 +53,9 @@ def classify(build, simulate_valid: bool, other: list) -> str:
         return "other"
     if time.perf_counter() - start > VALIDATE_SECONDS or over_budget(sc):
         other.append(f"slow or over budget validation: {sc.name!r}")
+        return "other"
+    if not _utf8(sc.name):
+        other.append(f"a valid scenario whose name is not UTF-8: {sc.name!r}")
         return "other"
     if simulate_valid:
         from explorer.simulate import simulate
@@ -69,6 +73,15 @@ def classify(build, simulate_valid: bool, other: list) -> str:
             other.append(f"simulate took {took:.1f} s (estimate {estimate(sc)})")
             return "other"
     return "valid"
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` can be printed to a UTF-8 terminal or sent to the page (issue 32)."""
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 def _brief(sc) -> dict:
@@ -92,7 +105,7 @@ def main() -> None:
         ("file", mutated_files(), lambda text: lambda: from_dict(parse_text(text, "fuzz.yaml"))),
         ("--set", st.tuples(st.sampled_from(SHIPPED), ASSIGNMENTS),
          lambda a: lambda: from_dict(apply_overrides(preset_raw(a[0]),
-                                                     dict(parse_assignment(x) for x in a[1])))),
+                                                     parse_assignments(a[1])))),
         ("link", LINKS, lambda params: lambda: _open_link(params)),
     ]:
         counts: Counter = Counter()
@@ -123,9 +136,9 @@ def main() -> None:
 def _open_link(params: dict):
     """A link never fails: it opens on a valid scenario; its warnings must be one line each."""
     view = parse_query(params)
-    for w in view.warnings:
-        if "\n" in w or "\x1b" in w:
-            raise AssertionError(f"multi-line warning {w[:100]!r}")
+    for w in [*view.warnings, *view.design.values()]:
+        if "\n" in w or "\x1b" in w or not _utf8(w):
+            raise AssertionError(f"multi-line or non-UTF-8 warning or setting {w[:100]!r}")
     return from_dict(apply_overrides(preset_raw(view.scenario), view.overrides))
 
 

@@ -5,14 +5,18 @@ Each user is its own process with its own Debian Chromium (Playwright) and loops
 (the NIC speed, typed into the number input and committed with Enter), and one action in four it
 opens a share link drawn from a fixed, seeded mix — shipped scenarios, changed controls, the heavy
 links of issue 8 (a 1,024-stage pipeline, 100,000 layers, hostile values).  For each action it
-records the time until the page has settled (tests/browser_support.wait_ready), whether the page
-showed a Python exception or a traceback, and any JS error.  The main process samples the server's
+records the time until the page has settled (tests/browser_support.wait_ready) and what went
+wrong, if anything, as one kind: ``timeout`` (the page did not settle), ``exception`` (a Python
+exception box or a traceback on the page), ``internal`` (the app's own "Internal error while ..."
+message, explorer/ui/page.internal_error: an unexpected exception it caught and logged) or ``js``
+(a JavaScript error).  The main process samples the server's
 resident memory (/proc/PID/status, VmRSS of the server and its children) twice a second.
 
 Only loopback traffic: the server runs on 127.0.0.1 and is stopped at the end.
 
 Usage: python bench/load.py [--users 8] [--seconds 180] [--seed 0]
-Prints: loads, errors, latency median / p90 / p99, server memory at start / peak / end.
+Prints: loads, errors (and how many of each kind), latency median / p90 / p99, server memory at
+start / peak / end.
 """
 from __future__ import annotations
 
@@ -91,6 +95,7 @@ def user(base: str, seconds: float, seed: int, out: mp.Queue) -> None:
             js_errors.clear()
             t0 = time.perf_counter()
             ok = True
+            action = "?"
             try:
                 if opened and rng.random() < 0.75:
                     action = change_control(page, rng)
@@ -101,12 +106,26 @@ def user(base: str, seconds: float, seed: int, out: mp.Queue) -> None:
                 wait_ready(page, timeout_s=120)
             except Exception:  # noqa: BLE001 - a time-out is a failed action, counted
                 ok = False
-                action = locals().get("action", "?")
             dt = time.perf_counter() - t0
-            broken = page.locator('[data-testid="stException"]').count() > 0 or "Traceback" in page.content()
-            rows.append((action, dt, ok and not broken and not js_errors))
+            rows.append((action, dt, failure(page, ok, js_errors)))
         browser.close()
     out.put(rows)
+
+
+INTERNAL_ERROR = "Internal error while"     # explorer/ui/page.internal_error's message
+
+
+def failure(page, settled: bool, js_errors: list[str]) -> str:
+    """What went wrong with the action just done ("" when nothing did): timeout, exception,
+    internal or js (module docstring)."""
+    if not settled:
+        return "timeout"
+    text = page.content()
+    if page.locator('[data-testid="stException"]').count() > 0 or "Traceback" in text:
+        return "exception"
+    if INTERNAL_ERROR in text:
+        return "internal"
+    return "js" if js_errors else ""
 
 
 def rss_kb(pid: int) -> int:
@@ -166,11 +185,13 @@ def main() -> int:
         server.wait(timeout=20)
     rows = [r for rs in results for r in rs]
     times = sorted(dt for _, dt, _ in rows)
-    bad = [(q, dt) for q, dt, ok in rows if not ok]
+    bad = [(q, dt, kind) for q, dt, kind in rows if kind]
+    kinds = {k: sum(1 for *_, kind in bad if kind == k) for k in ("timeout", "exception", "internal", "js")}
 
     def pct(x: float) -> float:
         return times[min(len(times) - 1, int(x * len(times)))]
-    print(f"{args.users} users x {args.seconds:.0f} s: {len(rows)} actions, {len(bad)} with an error")
+    print(f"{args.users} users x {args.seconds:.0f} s: {len(rows)} actions, {len(bad)} with an error ("
+          + ", ".join(f"{k} {n}" for k, n in kinds.items()) + ")")
     for label, sel in (("control changes", [dt for q, dt, _ in rows if q.startswith("change")]),
                        ("link opens", [dt for q, dt, _ in rows if not q.startswith("change")])):
         if sel:
@@ -181,8 +202,8 @@ def main() -> int:
     print(f"all actions: median {statistics.median(times):.2f} s, p99 {pct(0.99):.2f} s")
     print(f"server memory: start {start_kb / 1024:.0f} MB, peak {peak_kb / 1024:.0f} MB, "
           f"end {end_kb / 1024:.0f} MB")
-    for query, dt in bad[:10]:
-        print(f"  error after {dt:.1f} s: {query[:120]}")
+    for query, dt, kind in bad[:10]:
+        print(f"  {kind} after {dt:.1f} s: {query[:120]}")
     return 1 if bad else 0
 
 

@@ -25,7 +25,7 @@ from .config.schema import excerpt, one_line
 from .config.shipped import resolve_scenario_path, shipped_scenarios
 from .hetero import gpu_summary
 from .nccl_table import collective_rows
-from .scenario import Scenario, ScenarioError, load, load_raw, parse_assignment
+from .scenario import Scenario, ScenarioError, load, load_raw, parse_assignments
 
 __all__ = ["collective_rows", "load_scenario", "main", "parse_sizes", "result_json", "resolve_scenario_path",
            "scenario_list", "summary_text"]
@@ -45,8 +45,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def load_scenario(name: str, sets: Sequence[str] = ()) -> Scenario:
-    overrides = dict(parse_assignment(s) for s in sets)
-    return load(resolve_scenario_path(name), overrides)
+    return load(resolve_scenario_path(name), parse_assignments(sets))
 
 
 MAX_SWEEP_SIZES = 64     # doublings from 1 byte to 1 PiB are 51; more is a typo, not a sweep

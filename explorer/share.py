@@ -10,7 +10,8 @@ fields ``d.x``/``d.y``, their values ``d.xv``/``d.yv``, metric ``d.m``, scaling 
 Parsing is defensive: names are checked against the shipped files (never used as paths), values
 go through the bounded parser of inputs.py (no tags, aliases, deep nesting) with a size cap, and
 anything invalid is dropped with a one-line warning that names it (keys and values quoted short
-and escaped), so a hostile or stale link still opens on a valid scenario.
+and escaped), so a hostile or stale link still opens on a valid scenario.  A key or value that is
+not UTF-8 text (a lone surrogate, ``%ED%A0%80`` decoded leniently) is dropped the same way.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config.inputs import parse_value
-from .config.schema import excerpt, one_line
+from .config.schema import excerpt, one_line, utf8_text
 from .config.shipped import shipped_scenarios
 from .scenario import (
     SETTABLE,
@@ -85,6 +86,11 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
     raw_b: dict[str, Any] = {}
     for key, value in items:
         key, value = str(key), _first(value)
+        if utf8_text(key) != key or utf8_text(value) != value:
+            # No browser sends a lone surrogate, and no page, log or terminal can show one.
+            out.warnings.append(f"ignored {_short(key)}={_short(value)}: not UTF-8 text (it holds a "
+                                "lone surrogate such as \\ud800)")
+            continue
         if len(key) > 100:
             out.warnings.append(f"ignored a parameter with a {len(key)}-character name")
             continue

@@ -25,7 +25,7 @@ from explorer.scenario import (
     ScenarioError,
     apply_overrides,
     from_dict,
-    parse_assignment,
+    parse_assignments,
     parse_text,
 )
 from explorer.share import parse_query, preset_raw
@@ -50,7 +50,9 @@ WORDS = st.one_of(
     st.text(max_size=30),
     st.sampled_from(["1f1b", "interleaved", "zb-h2", "dualpipe", "pipedream-async", "h100-sxm", "b200",
                      "auto", "ring", "tp-cp-ep-dp-pp", "full", "fp8", "\x1b[31mred", "a\nb", "\u202egnp", "²",
-                     "--5", "6,²,7,4", "1,2,3,4", "2024-99-99"]),
+                     "--5", "6,²,7,4", "1,2,3,4", "2024-99-99",
+                     # Issue 32: text that is not UTF-8, raw and escaped, and YAML 1.1's number forms.
+                     "\ud800", "a\udcff", '"\\ud800"', '"\\ud83d\\ude00"', "1:30", "030", "0b11", "0o17"]),
 )
 VALUES = st.recursive(st.one_of(NUMBERS, WORDS, st.booleans(), st.none()),
                       lambda inner: st.one_of(st.lists(inner, max_size=5),
@@ -92,6 +94,7 @@ def one_line(exc: ScenarioError) -> None:
     msg = str(exc)
     assert msg and "\n" not in msg and "\r" not in msg and "\x1b" not in msg, repr(msg)
     assert len(msg) < 2000, len(msg)
+    msg.encode("utf-8")            # printable on a terminal and sendable to the page
 
 
 _simulated: dict[str, int] = {}
@@ -115,6 +118,7 @@ def valid(sc: Scenario | None, test: str) -> None:
     simulate to a finite result (all of them: bench/fuzz.py)."""
     if sc is None:
         return
+    sc.name.encode("utf-8")        # a valid scenario's text can be printed and shown
     assert not over_budget(sc)
     if _simulated.get(test, 0) < 3 and estimate(sc).work < SIMULATE_BELOW:
         _simulated[test] = _simulated.get(test, 0) + 1
@@ -189,7 +193,7 @@ def check_file(text: str) -> Scenario | None:
 
 def check_set(base: str, assignments: list[str]) -> Scenario | None:
     try:
-        overrides = dict(parse_assignment(a) for a in assignments)
+        overrides = parse_assignments(assignments)
         return from_dict(apply_overrides(preset_raw(base), overrides))
     except ScenarioError as exc:
         one_line(exc)
@@ -201,6 +205,9 @@ def check_link(params: dict[str, str]) -> Scenario:
     view = parse_query(params)
     for w in view.warnings:
         assert "\n" not in w and "\x1b" not in w, repr(w)
+        w.encode("utf-8")
+    for v in view.design.values():
+        v.encode("utf-8")
     return from_dict(apply_overrides(preset_raw(view.scenario), view.overrides))
 
 

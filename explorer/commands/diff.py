@@ -20,7 +20,7 @@ from ..analysis.compare import Comparison, Step, compare, waterfall_steps
 from ..analysis.verdict import over_memory_sentences
 from ..config.schema import excerpt, one_line
 from ..hetero import gpu_summary
-from ..scenario import Scenario, ScenarioError
+from ..scenario import Scenario, ScenarioError, load, parse_assignments, resolve_scenario_path
 
 NAME = "diff"
 HELP = "compare two scenarios: headlines side by side, iteration-time difference by category"
@@ -48,7 +48,11 @@ def load_pair(a: str, b: str | None, sets: Sequence[str], sets_b: Sequence[str])
         if "=" not in text:
             raise ScenarioError("--set-b", f"{excerpt(text)} is not of the form dotted.key=value")
     try:
-        sc_b = load_scenario(a, [*sets, *sets_b]) if b is None else load_scenario(b, sets_b)
+        if b is None:      # A's --set, then --set-b on top: a key in both is B's change of A
+            over = {**parse_assignments(sets), **parse_assignments(sets_b, "--set-b")}
+            sc_b = load(resolve_scenario_path(a), over)
+        else:
+            sc_b = load(resolve_scenario_path(b), parse_assignments(sets_b, "--set-b"))
     except ScenarioError as exc:
         raise ScenarioError("B", str(exc)) from None
     return sc_a, sc_b

@@ -6,8 +6,9 @@ module          holds
 sections        the frozen dataclasses (Scenario, Model, ..., Communication), bounds in metadata
 schema          strict mapping -> dataclass conversion; ScenarioError and one-line messages
 inputs          the bounded YAML/JSON parser every text input goes through
+yaml_core       plain numbers as YAML 1.2 reads them (no base-60 1:30, no octal 030)
 presets         named GPUs and models (explorer/data/*.yaml)
-overrides       dotted keys: SETTABLE, set_dotted, apply_overrides, parse_assignment
+overrides       dotted keys: SETTABLE, set_dotted, apply_overrides, parse_assignment(s)
 rules           one function per cross-field rule; RULES, validate
 budget          the work budget: simulation size known before simulating
 loading         from_dict, load, load_raw, parse_text, to_dict, to_yaml, to_json; derived defaults
@@ -29,7 +30,15 @@ from .loading import (
     to_json,
     to_yaml,
 )
-from .overrides import SETTABLE, SETTABLE_ROOTS, apply_overrides, is_settable, parse_assignment, set_dotted
+from .overrides import (
+    SETTABLE,
+    SETTABLE_ROOTS,
+    apply_overrides,
+    is_settable,
+    parse_assignment,
+    parse_assignments,
+    set_dotted,
+)
 from .presets import gpu_presets, model_presets
 from .rules import RULES, validate
 from .schema import ScenarioError
@@ -57,6 +66,6 @@ __all__ = [
     "SETTABLE", "SETTABLE_ROOTS", "Cluster", "Communication", "Hardware", "Model", "MoE", "Parallelism",
     "ScaleAcross", "ScaleOut", "ScaleUp", "Scenario", "ScenarioError", "Training", "apply_overrides",
     "fill_defaults", "from_dict", "gpu_presets", "is_settable", "load", "load_raw", "model_presets",
-    "parse_assignment", "parse_text", "resolve_presets", "resolve_scenario_path", "set_dotted",
-    "shipped_scenarios", "to_dict", "to_json", "to_yaml", "validate",
+    "parse_assignment", "parse_assignments", "parse_text", "resolve_presets", "resolve_scenario_path",
+    "set_dotted", "shipped_scenarios", "to_dict", "to_json", "to_yaml", "validate",
 ]

@@ -5,15 +5,24 @@ A scenario file, an upload, a CLI ``--set`` value and a share-link parameter val
 hostile text cannot get around:
 
 - total size (:data:`MAX_BYTES`), nesting depth (:data:`MAX_DEPTH`, checked while composing, so
-  1 KB of ``[[[[`` fails at level 33 instead of exhausting the recursion limit), number of nodes
-  (:data:`MAX_NODES`), length of one string (:data:`MAX_SCALAR_CHARS`) and of one number
-  (:data:`MAX_NUMBER_CHARS`: Python refuses to read integers of more than 4,300 digits);
+  1 KB of ``[[[[`` fails at level 33 instead of exhausting the recursion limit), length of one
+  string (:data:`MAX_SCALAR_CHARS`) and of one number (:data:`MAX_NUMBER_CHARS`: Python refuses
+  to read integers of more than 4,300 digits);
+- the *cost* of parsing, not only the size: PyYAML's pure-Python parser spends ~20 us per value
+  (a 198 KB list of 99,000 numbers took 2-7 s of CPU), so the loader counts what it does and stops
+  at the first step over a bound: scanner tokens (:data:`MAX_TOKENS`), values (:data:`MAX_NODES`)
+  and items of one list or mapping (:data:`MAX_ITEMS`), each checked as it is read, before the
+  Python objects of the document are built (tests/test_input_cost.py times the worst cases);
 - no anchors or aliases (``&a`` / ``*a``): a scenario never needs them and they are how an
   855-byte "billion laughs" document expands to gigabytes;
 - no explicit tags (``!!int abc``, ``!!timestamp x``, ``!!python/...``): their constructors raise
   arbitrary exceptions on bad input, and plain YAML already gives every type a scenario uses;
 - no merge keys (``<<``) and no duplicate keys (last-one-wins would hide a typo or an attack);
-- ``1e6`` and ``5e-324`` are numbers (YAML 1.2 and JSON), not strings as in YAML 1.1;
+- numbers are YAML 1.2's (explorer/config/yaml_core.py): ``1:30`` is a string, not the base-60
+  90; ``030`` is 30, not the octal 24; ``1e6`` and ``5e-324`` are numbers, not strings;
+- text must be encodable as UTF-8: a lone surrogate (``"\\ud800"``, or undecodable bytes in a
+  command-line argument) is rejected naming the field; an escaped surrogate pair, as JSON writes
+  a character beyond U+FFFF, is joined into that character;
 - plain ``2024-01-01`` stays a string (the implicit timestamp resolver is off: ``2024-99-99``
   would otherwise raise ValueError from ``datetime``).
 
@@ -22,24 +31,28 @@ source (file or key), the dotted key inside the document when known, and the lin
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import yaml
 from yaml.events import AliasEvent, MappingStartEvent, ScalarEvent, SequenceStartEvent
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-from .schema import ScenarioError, excerpt
+from .schema import NOT_UTF8, ScenarioError, excerpt, utf8_text
+from .yaml_core import FLOAT_TAG as _FLOAT_TAG
+from .yaml_core import INT_TAG as _INT_TAG
+from .yaml_core import core_int, core_resolvers
 
-MAX_BYTES = 1_000_000          # a scenario file is ~2 KB; the longest field (description) 20,000 chars
+MAX_BYTES = 262_144            # a scenario file is ~2 KB; its description (20,000 chars) <= 80 KB
 MAX_VALUE_BYTES = 100_000      # one --set value (a share-link value is capped lower, in share.py)
 MAX_DEPTH = 32                 # a scenario nests 4 deep (cluster.scale_up.latency_us; gpu mapping)
-MAX_NODES = 250_000            # stage_layers may list up to 100,000 chunks (pp*vpp <= layers)
+# The shipped scenarios and presets hold at most ~330 values; the longest list a real scenario
+# needs is stage_layers, one entry per pipeline chunk (pp*vpp: 64 stages x 64 chunks = 4,096).
+MAX_ITEMS = 4_096              # items of one list or mapping
+MAX_NODES = 10_000             # values in one document (scalars, lists and mappings)
+MAX_TOKENS = 40_000            # scanner tokens (a value is 1-4 tokens; ``...`` lines are tokens too)
 MAX_SCALAR_CHARS = 20_000      # = the description's max_len; names and values are far shorter
 MAX_NUMBER_CHARS = 1_000       # digits of one plain number; physical bounds reject far fewer
 
-_INT_TAG = "tag:yaml.org,2002:int"
-_FLOAT_TAG = "tag:yaml.org,2002:float"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
@@ -63,7 +76,17 @@ class BoundedLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._depth = 0
         self._nodes = 0
+        self._tokens = 0
         self._path: list[str] = []
+
+    def fetch_more_tokens(self) -> None:
+        """The scanner's step (one token, after skipping blanks and comments): counted, so no
+        document costs more than MAX_TOKENS of them, whatever it holds."""
+        self._tokens += 1
+        if self._tokens > MAX_TOKENS:
+            raise _Rejected(f"more than {MAX_TOKENS:,} YAML tokens in one document; a scenario has "
+                            "a few hundred", self.get_mark())
+        super().fetch_more_tokens()
 
     def _where(self) -> str:
         return ".".join(self._path).replace(".[", "[")
@@ -85,6 +108,10 @@ class BoundedLoader(yaml.SafeLoader):
             if len(event.value) > MAX_SCALAR_CHARS:
                 raise _Rejected(f"a value of {len(event.value):,} characters is longer than the "
                                 f"{MAX_SCALAR_CHARS:,} accepted", event.start_mark, self._where())
+            text = utf8_text(event.value)
+            if text is None:
+                raise _Rejected(f"{excerpt(event.value)} {NOT_UTF8}", event.start_mark, self._where())
+            event.value = text         # a JSON-style escaped surrogate pair, joined
             return super().compose_node(parent, index)
         if isinstance(event, (SequenceStartEvent, MappingStartEvent)):
             self._depth += 1
@@ -109,6 +136,10 @@ class BoundedLoader(yaml.SafeLoader):
                             flow_style=start.flow_style)
         index = 0
         while not self.check_event(yaml.SequenceEndEvent):
+            if index == MAX_ITEMS:
+                raise _Rejected(f"a list of more than {MAX_ITEMS:,} items; no field takes one that "
+                                "long (stage_layers, the longest, has pp*vpp)", start.start_mark,
+                                self._where())
             self._path.append(f"[{index}]")
             node.value.append(self.compose_node(node, index))
             self._path.pop()
@@ -122,6 +153,8 @@ class BoundedLoader(yaml.SafeLoader):
                            flow_style=start.flow_style)
         seen: set[str] = set()
         while not self.check_event(yaml.MappingEndEvent):
+            if len(node.value) == MAX_ITEMS:
+                raise _Rejected(f"a mapping of more than {MAX_ITEMS:,} keys", start.start_mark, self._where())
             key = self.compose_node(node, None)
             if key.tag == _MERGE_TAG:
                 raise _Rejected("YAML merge keys (<<) are not accepted; write the keys out",
@@ -161,15 +194,13 @@ class BoundedLoader(yaml.SafeLoader):
 
 
 # A date-like plain scalar stays a string: no scenario field is a date, and the timestamp
-# constructor raises ValueError on "2024-99-99".
-BoundedLoader.yaml_implicit_resolvers = {
+# constructor raises ValueError on "2024-99-99".  Numbers are YAML 1.2's (yaml_core.py): no
+# base-60 1:30, no octal 030; exponent floats without a dot (1e6, 5e-324) are floats, as in JSON
+# (YAML 1.1 read them as strings, so "1e-05" written into a link came back as text).
+BoundedLoader.yaml_implicit_resolvers = core_resolvers({
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-# Exponent floats without a dot (1e6, 5e-324) are floats, as in JSON and YAML 1.2; YAML 1.1 read
-# them as strings, so "1e-05" written into a link came back as text.
-BoundedLoader.add_implicit_resolver(
-    _FLOAT_TAG, re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."))
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()})
+BoundedLoader.add_constructor(_INT_TAG, lambda loader, node: core_int(loader.construct_scalar(node)))
 
 
 def _load(text: Any, source: str, max_bytes: int, prefix: str) -> Any:
@@ -183,6 +214,10 @@ def _load(text: Any, source: str, max_bytes: int, prefix: str) -> Any:
             raise ScenarioError(source, "is not UTF-8 text") from None
     if not isinstance(text, str):
         raise ScenarioError(source, f"{excerpt(text)} is not text")
+    if utf8_text(text) != text:
+        # Undecodable bytes of a command-line argument arrive as lone surrogates (PEP 383).
+        raise ScenarioError(source, f"{excerpt(text)} is not UTF-8 text (it holds a lone surrogate, "
+                            "such as \\udcff for a byte that is not UTF-8)")
     # Characters <= bytes: the cheap test first, the exact one only near the limit.
     if len(text) > max_bytes or (4 * len(text) > max_bytes
                                  and len(text.encode("utf-8", "replace")) > max_bytes):

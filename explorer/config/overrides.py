@@ -7,7 +7,7 @@ with a one-line error naming the deepest valid prefix and what may follow it.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .inputs import parse_value
@@ -88,3 +88,22 @@ def parse_assignment(text: str) -> tuple[str, Any]:
         raise ScenarioError("--set", f"{excerpt(text)} is not of the form dotted.key=value")
     key, _, value = text.partition("=")
     return key.strip(), parse_value(value, key.strip())
+
+
+def parse_assignments(texts: Iterable[str], flag: str = "--set") -> dict[str, Any]:
+    """Several ``--set`` texts as one mapping of overrides; a key given twice is an error (the
+    second would silently win, and one of the two values is a mistake).
+
+    >>> parse_assignments(["parallelism.pp=2", "parallelism.pp=4"])
+    Traceback (most recent call last):
+    ...
+    explorer.config.schema.ScenarioError: parallelism.pp: given twice with --set (2, then 4); ...
+    """
+    out: dict[str, Any] = {}
+    for text in texts:
+        key, value = parse_assignment(text)
+        if key in out:
+            raise ScenarioError(key, f"given twice with {flag} ({excerpt(out[key])}, then {excerpt(value)}); "
+                                "give each key once")
+        out[key] = value
+    return out

@@ -29,8 +29,9 @@ from collections.abc import Mapping
 from typing import Any
 
 # Characters that would break a one-line message or rewrite a terminal: C0/C1 controls (newline,
-# ESC of ANSI sequences), Unicode line/paragraph separators, zero-width and bidi-override marks.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# ESC of ANSI sequences), Unicode line/paragraph separators, zero-width and bidi-override marks,
+# and surrogates (U+D800-U+DFFF), which no UTF-8 output (a terminal, the app's page) can encode.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
 MAX_FIELD_CHARS = 120          # a field path in a message; longer ones are user-made keys
 
 
@@ -38,6 +39,30 @@ def one_line(text: str) -> str:
     """``text`` with every control, separator or bidi character written as its Python escape
     (``\\n``, ``\\x1b``), so it prints as one line and cannot drive a terminal."""
     return _UNSAFE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def utf8_text(text: str) -> str | None:
+    """``text`` if it can be encoded as UTF-8 (printed, sent to a browser, written to a file);
+    a surrogate pair written as two escapes, as JSON does (``"\\ud83d\\ude00"``), joined into its
+    character; None when a lone surrogate (``"\\ud800"``) remains, which is no character at all.
+
+    >>> utf8_text("caf\\u00e9"), utf8_text("\\ud83d\\ude00") == "\\U0001f600", utf8_text("a\\ud800")
+    ('café', True, None)
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+    except UnicodeDecodeError:
+        return None
+
+
+NOT_UTF8 = "cannot be encoded as UTF-8 (it holds a lone surrogate such as \\ud800); write real characters"
 
 
 class ScenarioError(ValueError):
@@ -152,6 +177,8 @@ def convert_scalar(value: Any, tp: Any, path: str, meta: Mapping[str, Any]) -> A
     elif tp is str:
         if not isinstance(value, str):
             raise ScenarioError(path, f"{_describe(value)} is not a string")
+        if utf8_text(value) != value:
+            raise ScenarioError(path, f"{_describe(value)} {NOT_UTF8}")
         if "choices" in meta and value not in meta["choices"]:
             raise ScenarioError(path, f"{_describe(value)} is not one of {', '.join(meta['choices'])}")
         if len(value) > meta.get("max_len", 20000):

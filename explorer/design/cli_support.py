@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..scenario import parse_assignment
+from ..scenario import parse_assignments
 from .executors import EXECUTORS, ExecutorSpec, Progress
 
 PROGRESS_DELAY_S = 1.0
@@ -39,7 +39,7 @@ def add_set_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_sets(texts: list[str]) -> dict[str, Any]:
-    return dict(parse_assignment(t) for t in texts)
+    return parse_assignments(texts)
 
 
 @contextmanager

@@ -22,6 +22,7 @@ import streamlit as st
 
 from ..config.inputs import parse_value
 from ..config.loading import CONV_DERIVED, derive_conv
+from ..config.schema import one_line
 from ..scenario import (
     Model,
     Scenario,
@@ -147,7 +148,8 @@ def on_upload() -> None:
     try:
         if up.size > MAX_UPLOAD_BYTES:
             raise ScenarioError(up.name, f"is {up.size:,} bytes; the limit is {MAX_UPLOAD_BYTES:,}")
-        sc_up = from_dict(parse_text(up.getvalue().decode("utf-8", errors="replace"), up.name))
+        # The bytes as they are: text that is not UTF-8 is refused, not silently altered.
+        sc_up = from_dict(parse_text(up.getvalue(), up.name))
     except ScenarioError as exc:
         st.session_state["_upload_msg"] = ("error", f"Upload not loaded — {exc}")
         return
@@ -156,7 +158,7 @@ def on_upload() -> None:
     changed = changed_fields(base, sc_up)
     st.session_state["_extra"] = {k: values[k] for k in changed if k not in WIDGET_KEYS and k in values}
     set_widgets(sc_up)
-    st.session_state["_upload_msg"] = ("success", f"Loaded {up.name}: {sc_up.name}")
+    st.session_state["_upload_msg"] = ("success", f"Loaded {one_line(up.name)}: {sc_up.name}")
 
 
 def init_state() -> None:

@@ -32,7 +32,7 @@ from .pipeline import StageTimes, run_group
 from .priority import p3_period
 from .profile import RowProfile, row_profile
 from .result import Estimates
-from .sync import Window_, ending, window
+from .sync import PACE_CATEGORY, Window_, busiest_stream, ending, window
 
 SCALE_BITS = 3          # rows of one program: unit counts within a factor of 2**SCALE_BITS
 # A row of more ops than this (units x stages x chunks x passes) is left to the full simulation,
@@ -196,9 +196,14 @@ def _times(profs: list[RowProfile], st: StageTimes) -> tuple[np.ndarray, np.ndar
     p3 = [r for r, pr in enumerate(profs) if pr.sc.communication.dp_priority]
     if p3:
         T, starts = win.T.copy(), win.window_start.copy()
+        pace, cats = win.pace.copy(), list(win.pace_category)
         for r in p3:
             T[r], starts[r], _ = p3_period(profs[r], st, r)
-        win = Window_(T, starts, win.pace, win.pace_category)
+            # Every stream carries one iteration's work per period (steady_state.schedule_iteration).
+            busy, stream = busiest_stream(profs[r], st, r)
+            if busy > T[r]:
+                pace[r], cats[r], T[r] = busy - T[r], PACE_CATEGORY[stream], busy
+        win = Window_(T, starts, pace, cats)
     return win.T, breakdowns(profs, st, en, win)
 
 

@@ -27,6 +27,7 @@ from ..scenario import Scenario, ScenarioError
 from ..schedules.registry import Window
 from ..vocabulary import CATEGORIES
 from .breakdown import breakdowns
+from .link_check import maybe_link_bound
 from .memory import memory_totals
 from .pipeline import StageTimes, run_group
 from .priority import p3_period
@@ -125,13 +126,23 @@ def estimate_profiles(profs: Sequence[RowProfile]) -> tuple[Estimates, list[str 
         pr = profs[i]
         finals.setdefault((pr.schedule.name, pr.p, pr.v, pr.blocking), []).append(i)
     pieces = []
+    taken = set(mine)
     for idx in finals.values():
         reps = list(dict.fromkeys(rep[i] for i in idx))
-        T, bd = _times([profs[r] for r in reps], _gather([done[r] for r in reps]))
-        pieces.append((np.array(idx), _assemble([profs[i] for i in idx], T, bd, reps, [rep[i] for i in idx],
-                                                memory_totals([profs[i] for i in idx]))))
+        st = _gather([done[r] for r in reps])
+        T, bd = _times([profs[r] for r in reps], st)
+        # Rows whose links might carry more than the iteration: the simulation (link_check.py).
+        bound = {r for r, b in zip(reps, maybe_link_bound([profs[r] for r in reps], st, T), strict=True) if b}
+        taken -= {i for i in idx if rep[i] in bound}
+        idx = [i for i in idx if rep[i] not in bound]
+        if not idx:
+            continue
+        keep = [k for k, r in enumerate(reps) if r not in bound]
+        reps = [reps[k] for k in keep]
+        rows = [profs[i] for i in idx]
+        pieces.append((np.array(idx), _assemble(rows, T[keep], bd[keep], reps, [rep[i] for i in idx],
+                                                memory_totals(rows))))
     reasons: list[str | None] = [None] * n
-    taken = set(mine)
     for i in (i for i in range(n) if i not in taken):
         est, reasons[i] = simulated(profs[i].sc)
         pieces.append((np.array([i]), est))

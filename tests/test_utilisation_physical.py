@@ -126,3 +126,21 @@ def test_overlapping_dimensions_cannot_fill_a_link_beyond_the_iteration():
     assert float(estimate(sc).iteration_time_s[0]) == pytest.approx(r.iteration_time_s, rel=1e-9)
     # At the shipped 450 GB/s the schedule, not the link, sets the iteration: no notice.
     assert "link" not in simulate(load(SC / "long-context-cp.yaml")).warning_kinds
+
+
+# --------------------------------------------------- the ideal pipeline's free communication
+@pytest.mark.parametrize("name, over", [
+    ("campus-4-buildings", {"cluster.scale_across.bandwidth_Gbps": 1}),      # 6,933 x the WAN before
+    ("deepseek-v3", {"cluster.scale_out.nic_Gbps": 1}),                      # EP across 1 Gb/s NICs: 281 x
+    ("long-context-cp", {"cluster.scale_up.bandwidth_GBps": 0.01}),          # CP on 10 MB/s links: 1,709 x
+])
+def test_free_communication_loads_no_link(name, over):
+    """parallelism.ideal_pipeline makes every call free (Network(free=True)): calls take no time,
+    so no tier and no WAN link is busy, whatever bytes the calls would send; the iteration is the
+    same as with the shipped links (communication does not enter it)."""
+    r = simulate(load(SC / f"{name}.yaml", {**over, "parallelism.ideal_pipeline": True}))
+    assert _tiers_and_wan(r) and all(u == 0.0 for u in _tiers_and_wan(r))
+    assert sum(sum(d.values()) for d in r.comm_bytes_by_tier.values()) > 0      # the calls still exist
+    shipped = simulate(load(SC / f"{name}.yaml", {"parallelism.ideal_pipeline": True}))
+    assert r.iteration_time_s == pytest.approx(shipped.iteration_time_s, rel=1e-12)
+    assert "link" not in r.warning_kinds

@@ -68,8 +68,9 @@ from ..network import Network
 from ..replicas import Variant, variants
 from ..taskgraph.builder import IterationBuilder
 from ..topology import BOUNDARY_NAMES
+from .amortise import amortised_utilisation, step_busy
 from .gossip_graph import peer_offsets, phase
-from .window import amortised_utilisation, sent_per_boundary
+from .window import sent_per_boundary
 
 if TYPE_CHECKING:
     from ..scenario import Scenario
@@ -223,7 +224,8 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
             shape = net.fabric.shape(np.array([g0, (g0 + far) % sc.cluster.gpus], dtype=np.int64))
             cc = cost("send-recv", nbytes, shape, net.algorithm, net.nvls, net.options)
             t, sent = cc.time_s, sent_per_boundary(cc, shape)
-        worst = max(worst, t)
+        # The ideal pipeline's communication is free (Network(free=True)): the exchange too.
+        worst = 0.0 if p.ideal_pipeline else max(worst, t)
         sent_max = [max(x, y) for x, y in zip(sent_max, sent, strict=True)]
         # Every stage has as many GPUs: the mean over all of them is the mean of the stages' means.
         sent_mean = [x + y / p.pp for x, y in zip(sent_mean, sent, strict=True)]
@@ -251,14 +253,16 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
     so = sc.cluster.scale_out
     server_Bps = so.nic_Gbps / 8 * 1e9 * (so.efficiency or 1.0)    # the fabric's achievable share
     server_bytes = dp * model / p.ps_servers             # each way, per server NIC
-    one_way = max(worst, server_bytes / server_Bps)      # push (or pull): the slower end
+    # Push (or pull): the slower end.
+    one_way = 0.0 if p.ideal_pipeline else max(worst, server_bytes / server_Bps)
     exposed_ps = 2 * one_way
+    nic_s = 0.0 if p.ideal_pipeline else server_bytes / server_Bps         # a free NIC is never busy
     # Bulk-synchronous (Li et al., OSDI 2014): the servers update once every replica has pushed.
     cycles = tuple(k.step_s + exposed_ps for k in kinds)
     pace = max(range(len(kinds)), key=lambda i: cycles[i])
     T = cycles[pace]
     return (Exchange(p.dp_kind, dp, p.ps_servers, sc.training.sync.outer_dtype, kinds[pace].step_s,
-                     exposed_ps, exposed_ps, tiers, server_bytes, server_bytes / server_Bps / T,
+                     exposed_ps, exposed_ps, tiers, server_bytes, nic_s / T,
                      QUALITY["parameter-server"], min(cycles), T, batch / T, batch, mean),
             cycles)
 
@@ -270,7 +274,9 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
     every replica at the slowest kind's cycle, gossip-async each at its own, the iteration then the
     equivalent global-batch time (module docstring); ``replicas`` lists each kind's own cycle and
     wait."""
-    from ..analysis.report import Notice  # deferred: analysis imports simulate's neighbours
+    # Deferred: analysis imports simulate's neighbours.
+    from ..analysis.link_bound import link_bound
+    from ..analysis.report import Notice
 
     # One simulation per kind of replica: the straggler replica and the replicas at speed.
     vs = variants(sc) if sc.cluster.stragglers.active else [Variant("", sc, sc.dp)]
@@ -304,10 +310,21 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
             busiest += w * r.bubble_fraction_busiest * r.iteration_time_s / c
     by_tier = {d: dict(t) for d, t in rep.comm_bytes_by_tier.items()}
     by_tier["dp"] = {t: by_tier["dp"].get(t, 0.0) + x.bytes_per_gpu.get(t, 0.0) for t in BOUNDARY_NAMES}
-    # The utilisation counts what every GPU sends: the exchange's mean over all GPUs, not its
-    # busiest stage's (a ring's seam GPUs send out of their node, the others do not).
-    loads = {d: dict(t) for d, t in rep.comm_bytes_by_tier.items()}
-    loads["dp"] = {t: loads["dp"].get(t, 0.0) + x.mean_bytes_per_gpu.get(t, 0.0) for t in BOUNDARY_NAMES}
+    # Each link's busy seconds: the replica step's own and the exchange's (its mean over all GPUs,
+    # not its busiest stage's: a ring's seam GPUs send out of their node, the others do not).  The
+    # exchange overlaps the step (D-PSGD), so together they may need longer than the cycle: then
+    # the link sets it (analysis/link_bound.py), all replicas waiting as for the exchange.
+    busy = step_busy(sc, rep, x.mean_bytes_per_gpu)
+    bound = link_bound(T, busy, (breakdown,), ({d: tuple(v.values()) for d, v in by_tier.items()},))
+    if bound.T > T:
+        f, extra = T / bound.T, bound.T - T
+        slow, bubble, busiest, breakdown = slow * f, bubble * f, busiest * f, bound.breakdowns[0]
+        x = replace(x, exposed_s=x.exposed_s + (0.0 if x.asynchronous else extra),
+                    samples_per_s=x.samples_per_s * f,
+                    slowest_replica_step_s=x.slowest_replica_step_s + extra,
+                    fastest_replica_step_s=x.fastest_replica_step_s + extra)
+        cycles = tuple(c + extra for c in cycles)
+        T = bound.T
     comm = dict(rep.comm_bytes_per_gpu)
     comm["dp"] = comm.get("dp", 0.0) + max(x.bytes_per_gpu.values())
     story = rep.bottleneck
@@ -318,7 +335,7 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
         story = (f"DP takes {breakdown['dp'] / T:.1%} of the iteration: {what} adds {x.exposed_s:.3g} s "
                  f"to the replica's {x.step_s:.3g} s step.")
     rows: tuple[dict, ...] = ()
-    notices = list(rep.notices)
+    notices = list(rep.notices) + ([bound.notice] if bound.notice else [])
     if len(kinds) > 1:
         rows = tuple({"name": k.tag or "at speed", "replicas": k.replicas, "iteration_time_s": c,
                       "wait_s": 0.0 if x.asynchronous else T - c} for k, c in zip(kinds, cycles, strict=True))
@@ -332,7 +349,7 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
                 f"{min(row['iteration_time_s'] for row in fast):.4g} s but wait for the "
                 f"{kinds[pace].tag or 'slowest replica'} ({T:.4g} s per step): {why}")))
     return replace(rep, scenario=sc, iteration_time_s=T, bottleneck=story,
-                   utilisation=amortised_utilisation(sc, loads, T),
+                   utilisation=amortised_utilisation(sc, busy, T),
                    tokens_per_s=rep.tokens_per_s * sc.dp * slow,
                    tflops_per_gpu=rep.tflops_per_gpu * slow, mfu=rep.mfu * slow,
                    mfu_fp8_peak=None if rep.mfu_fp8_peak is None else rep.mfu_fp8_peak * slow,

@@ -148,7 +148,7 @@ def test_free_communication_loads_no_link(name, over):
 
 # ------------------------------------------------------------ float noise (fold._extrapolate)
 def test_a_folded_pipedream_bubble_is_never_negative():
-    """deepseek-v3 under PipeDream's asynchronous schedule on the ideal pipeline, 4,096 sequences:
+    """deepseek-v3 under PipeDream's asynchronous schedule on the ideal pipeline, 30,720 sequences:
     its bubble is rounding noise (3e-15 s of a 1.6 s reduced run) that the fold extrapolated 109
     periods on to -2.2e-14 s.  Noise within REL_TOL of the iteration is zero at the source."""
     sc0 = load(SC / "deepseek-v3.yaml")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .analysis.breakdown import CATEGORIES, COMM_DIMS, MemoryBreakdown
 from .analysis.bubble import bubble_formula, bubble_summary, explain_bubble, stage_passes
+from .analysis.link_bound import link_bound
 from .analysis.measures import Measures, measure
 from .analysis.report import WAN_EXPOSED_WARNING_SHARE, Notice, bottleneck, wan_report, warnings_for
 from .analysis.steady_state import ScheduledRun, schedule_iteration
@@ -230,7 +231,9 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
     the layer split); the count is the scenario's own, whatever count ``builder`` was built for."""
     p, v = builder.p, builder.v
     m = sc.micro_batches * sc.parallelism.token_slices        # pipeline units of one iteration
-    T = ms.T
+    # No link carries more than its capacity x the iteration (analysis/link_bound.py).
+    bound = link_bound(ms.T, ms.link_load, ms.breakdowns, ms.traffic)
+    T = bound.T
     par = sc.parallelism
     per_stage = par.tp * par.cp * sc.dp
 
@@ -247,10 +250,10 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
     # Slowest class: the one with the most compute-stream work — the stage that bounds throughput
     # (ties: the one that finishes last, then the lowest index).
     slow = max(range(p), key=lambda s: (round(ms.busy[s], 12), round(ms.end[s], 12), -s))
-    breakdown = ms.breakdowns[slow]
+    breakdown = bound.breakdowns[slow]
     # The Bubble card: the pipeline's idle share averaged over its stages (each stage's bubble
     # seconds from its own breakdown); the busiest stage's is reported beside it.
-    bubble_mean = sum(b["bubble"] for b in ms.breakdowns) / p / T
+    bubble_mean = sum(b["bubble"] for b in bound.breakdowns) / p / T
     formula, formula_text = bubble_formula(sc, builder, m)
     story = bubble_summary(sc, bubble_mean, breakdown["bubble"] / T, formula_text, p)
 
@@ -268,6 +271,7 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
     links = ms.links
     res_breakdown = {k: breakdown[k] for k in CATEGORIES}
     notices = warnings_for(sc, memory, links, net, res_breakdown, T)
+    notices += (bound.notice,) if bound.notice else ()
     result = Result(
         scenario=sc, iteration_time_s=T, tokens_per_s=tokens / T, tflops_per_gpu=hw / T / 1e12,
         mfu=model / T / peak, mfu_fp8_peak=model / T / fp8_peak if sc.training.dtype == "fp8" else None,

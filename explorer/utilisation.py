@@ -58,6 +58,12 @@ def tier_utilisation(b: IterationBuilder, net: Network, by_class: list[list[Task
         for link in wan.links:
             for u, v in ((link.a, link.b), (link.b, link.a)):
                 out[("wan", u, v)] = loads.get((u, v), 0.0) / (link.capacity_Bps * T) if T > 0 else 0.0
+    if net.free:
+        # The ideal pipeline's free communication (Network(free=True)): every call takes no time,
+        # so no link is ever busy — its bytes over a real link's capacity would read up to
+        # 693,272 % of an iteration that never waited for them.  (The WAN links' bytes, read from
+        # these loads, are 0 too; comm_bytes_by_tier still says what the calls would send.)
+        return dict.fromkeys(out, 0.0)
     return out
 
 

@@ -149,12 +149,15 @@ def test_parameter_server_as_shipped():
 
 
 def test_parameter_server_counts():
-    """one server: 418.7 GB and 74.9 s; 32 servers: still 9.78 s; all-reduce 1.40 s; gossip ring 0.62 s."""
+    """one server: 418.7 GB and 74.9 s; 32 servers: still 9.78 s; all-reduce 1.40 s; gossip ring 1.18 s
+    (its exchange 2 x 6.5 GB through a node's 100 GbE NIC, 1.16 s); torus 14.0 s."""
     one = sim(PS, {"parallelism.ps_servers": 1})
     assert about(one.exchange.server_nic_bytes, 418.7e9, 0.005) and about(one.iteration_time_s, 74.9, 0.005)
     assert about(sim(PS, {"parallelism.ps_servers": 32}).iteration_time_s, 9.78, 0.005)
     assert about(sim(PS, {"parallelism.dp_kind": "allreduce"}).iteration_time_s, 1.40, 0.005)
-    assert about(sim(PS, {"parallelism.dp_kind": "gossip-ring"}).iteration_time_s, 0.62, 0.01)
+    ring = sim(PS, {"parallelism.dp_kind": "gossip-ring"})
+    assert about(ring.iteration_time_s, 1.18, 0.01) and about(ring.exchange.exchange_s, 1.16, 0.01)
+    assert about(sim(PS, {"parallelism.dp_kind": "gossip-torus"}).iteration_time_s, 14.0, 0.01)
 
 
 def test_cbtm_never_crosses_the_wan():

@@ -94,7 +94,8 @@ class Notice:
 
     Kinds: ``memory`` (a stage exceeds the GPU's memory), ``algorithm`` (the requested collective
     algorithm could not run for some calls), ``wan`` (exposed communication limited by the WAN),
-    ``pcie`` (the GPUs' PCIe links carry less than their NICs)."""
+    ``pcie`` (the GPUs' PCIe links carry less than their NICs), ``link`` (calls of several dimensions
+    overlap on one link beyond the iteration, which the link then sets: analysis/link_bound.py)."""
 
     kind: str
     message: str

@@ -86,6 +86,17 @@ def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None,
                           max(last[s] - first[s] for s in range(p)))
     if sc.communication.dp_priority:
         T, window = _next_iteration_period(builder, by_class)
+        # The next iteration starts while the last buckets are still in flight, so one period
+        # no longer contains one iteration's traffic: in steady state the dp stream must still
+        # carry one iteration's buckets per period or its queue grows without bound (P3's speed-up
+        # ends where the network is the bottleneck: Jayarajan et al., SysML 2019, Sec. 5), the bound
+        # _async_run applies to PipeDream.  Without it a 100 Gb/s WAN read 114 % busy.
+        enders = [t for t in tasks if t.end == makespan]
+        busy, stream = max((b, st) for mine in by_class for st, b in stream_busy(builder, mine).items())
+        if busy > T:
+            return ScheduledRun(builder, net, tasks, by_class, busy, window, enders, T,
+                                PACE_CATEGORY[stream], busy - T)
+        return ScheduledRun(builder, net, tasks, by_class, T, window, enders, pace_margin=busy - T)
     elif window_kind is not Window.FLUSH:
         first = [min((t.start for t in mine if t.stream == "compute"), default=0.0) for mine in by_class]
         last = [max(t.end for t in mine) for mine in by_class]

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..vocabulary import CATEGORIES
 from .chunk_basis import BWD, F_IDX, FWD, PARTS
-from .pipeline import StageTimes
+from .pipeline import UNDER_DIMS, StageTimes, fused_extra
 from .profile import RowProfile
 from .sync import Ending, Window_
 
@@ -57,7 +57,11 @@ def _column_parts(profs: list[RowProfile], st: StageTimes) -> np.ndarray:
     excess = np.maximum(0.0, t_comm - t_comp)
     scale = np.divide(excess, t_comm, out=np.zeros_like(excess), where=t_comm > 0)
     fused = comp + (comm_parts * scale[..., None]) @ _FOLD[_COMM]
-    fused[..., 0] += st.fused - (t_comp + excess)                    # SM contention of the pair
+    # A dimension's exposed and hidden communication together beyond both: charged to it.
+    extra, which = fused_extra(feat, t_comp, t_comm)
+    cats = np.array([_CAT_OF[d] for d in UNDER_DIMS])[which]
+    fused += extra[..., None] * (np.arange(len(_PASS_CATS)) == cats[..., None])
+    fused[..., 0] += st.fused - (t_comp + excess + extra)            # SM contention of the pair
     return np.concatenate([table, fused.reshape(g, p, nch * nch, len(_PASS_CATS))], axis=2)
 
 

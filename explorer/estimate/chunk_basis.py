@@ -30,7 +30,7 @@ from .keys import RowNetwork, compute_key, intern, memo_table
 PARTS = ("compute", "recompute", "weight-grad", "tp", "cp", "ep", "dp")   # a pass's parts, in order
 COMPUTE_PARTS = ("compute", "recompute", "weight-grad")
 FEATURES = (*(f"fwd.{k}" for k in PARTS), *(f"bwd.{k}" for k in PARTS),
-            "hidden_f", "hidden_b", "fsdp_hidden_f", "fsdp_hidden_b",
+            "hidden_f", "hidden_b", "fsdp_hidden_f", "fsdp_hidden_b", "hidden_f.cp", "hidden_b.cp",
             "hw_flops", "model_flops", "params", "expert_params", "act_bytes", "fsdp_bytes")
 F_IDX = {k: i for i, k in enumerate(FEATURES)}
 FWD = slice(0, len(PARTS))
@@ -128,7 +128,8 @@ def _features(ch: ChunkWork) -> np.ndarray:
     fwd, bwd = dict(ch.fwd_parts), dict(ch.bwd_parts)
     return np.array([*(fwd.get(k, 0.0) for k in PARTS), *(bwd.get(k, 0.0) for k in PARTS),
                      sum(v for _, v in ch.hidden_f), sum(v for _, v in ch.hidden_b),
-                     ch.fsdp_hidden[0], ch.fsdp_hidden[1], ch.hw_flops, ch.model_flops, ch.params,
+                     ch.fsdp_hidden[0], ch.fsdp_hidden[1], dict(ch.hidden_f).get("cp", 0.0),
+                     dict(ch.hidden_b).get("cp", 0.0), ch.hw_flops, ch.model_flops, ch.params,
                      ch.expert_params, ch.act_bytes, ch.fsdp_bytes])
 
 

@@ -33,6 +33,7 @@ from ..schedules.registry import get as get_schedule
 from ..schedules.registry import megatron_schedule
 from .breakdown import breakdowns
 from .keys import memo_table
+from .link_check import maybe_link_bound
 from .many import (
     MAX_ROW_OPS,
     _assemble,
@@ -140,9 +141,17 @@ def estimate_profiles_fast(profs: Sequence[RowProfile]) -> tuple[Estimates, list
     pieces = []
     for idx in finals.values():
         reps = list(dict.fromkeys(rep[i] for i in idx))
-        T, bd = _times([plain[r] for r in reps], [done[r] for r in reps], [spans.get(r) for r in reps])  # type: ignore
+        T, bd, st = _times([plain[r] for r in reps], [done[r] for r in reps], [spans.get(r) for r in reps])  # type: ignore
+        # Rows whose links might carry more than the iteration take the exact path (link_check.py).
+        bound = {r for r, b in zip(reps, maybe_link_bound([plain[r] for r in reps], st, T), strict=True) if b}
+        rest += [i for i in idx if rep[i] in bound]
+        idx = [i for i in idx if rep[i] not in bound]
+        if not idx:
+            continue
+        keep = [k for k, r in enumerate(reps) if r not in bound]
+        reps = [reps[k] for k in keep]
         mem = _memories([plain[i] for i in idx], [spans.get(i) for i in idx])         # type: ignore[misc]
-        pieces.append((np.array(idx), _assemble([plain[i] for i in idx], T, bd, reps,  # type: ignore[misc]
+        pieces.append((np.array(idx), _assemble([plain[i] for i in idx], T[keep], bd[keep], reps,  # type: ignore
                                                 [rep[i] for i in idx], mem)))
     reasons: list[str | None] = [None] * n
     if rest:
@@ -154,8 +163,8 @@ def estimate_profiles_fast(profs: Sequence[RowProfile]) -> tuple[Estimates, list
 
 
 def _times(profs: list[RowProfile], runs: list[tuple], spans: list[tuple[int, int] | None],
-           ) -> tuple[np.ndarray, np.ndarray]:
-    """many._times on extrapolated StageTimes."""
+           ) -> tuple[np.ndarray, np.ndarray, StageTimes]:
+    """many._times on extrapolated StageTimes (returned too)."""
     # Rows evaluated once pass their times through as b, with a = b (a zero slope).
     st_b = _gather([r[-1] for r in runs])
     st_a = _gather([r[0] for r in runs])
@@ -164,7 +173,7 @@ def _times(profs: list[RowProfile], runs: list[tuple], spans: list[tuple[int, in
     st = _extrapolate(st_a, st_b, scale)
     en = ending(profs, st)
     win = window(profs, st, en)
-    return win.T, breakdowns(profs, st, en, win)
+    return win.T, breakdowns(profs, st, en, win), st
 
 
 def _memories(profs: list[RowProfile], spans: list[tuple[int, int] | None]) -> np.ndarray:

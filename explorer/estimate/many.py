@@ -27,12 +27,13 @@ from ..scenario import Scenario, ScenarioError
 from ..schedules.registry import Window
 from ..vocabulary import CATEGORIES
 from .breakdown import breakdowns
+from .link_check import maybe_link_bound
 from .memory import memory_totals
 from .pipeline import StageTimes, run_group
 from .priority import p3_period
 from .profile import RowProfile, row_profile
 from .result import Estimates
-from .sync import Window_, ending, window
+from .sync import PACE_CATEGORY, Window_, busiest_stream, ending, window
 
 SCALE_BITS = 3          # rows of one program: unit counts within a factor of 2**SCALE_BITS
 # A row of more ops than this (units x stages x chunks x passes) is left to the full simulation,
@@ -125,13 +126,23 @@ def estimate_profiles(profs: Sequence[RowProfile]) -> tuple[Estimates, list[str 
         pr = profs[i]
         finals.setdefault((pr.schedule.name, pr.p, pr.v, pr.blocking), []).append(i)
     pieces = []
+    taken = set(mine)
     for idx in finals.values():
         reps = list(dict.fromkeys(rep[i] for i in idx))
-        T, bd = _times([profs[r] for r in reps], _gather([done[r] for r in reps]))
-        pieces.append((np.array(idx), _assemble([profs[i] for i in idx], T, bd, reps, [rep[i] for i in idx],
-                                                memory_totals([profs[i] for i in idx]))))
+        st = _gather([done[r] for r in reps])
+        T, bd = _times([profs[r] for r in reps], st)
+        # Rows whose links might carry more than the iteration: the simulation (link_check.py).
+        bound = {r for r, b in zip(reps, maybe_link_bound([profs[r] for r in reps], st, T), strict=True) if b}
+        taken -= {i for i in idx if rep[i] in bound}
+        idx = [i for i in idx if rep[i] not in bound]
+        if not idx:
+            continue
+        keep = [k for k, r in enumerate(reps) if r not in bound]
+        reps = [reps[k] for k in keep]
+        rows = [profs[i] for i in idx]
+        pieces.append((np.array(idx), _assemble(rows, T[keep], bd[keep], reps, [rep[i] for i in idx],
+                                                memory_totals(rows))))
     reasons: list[str | None] = [None] * n
-    taken = set(mine)
     for i in (i for i in range(n) if i not in taken):
         est, reasons[i] = simulated(profs[i].sc)
         pieces.append((np.array([i]), est))
@@ -196,9 +207,14 @@ def _times(profs: list[RowProfile], st: StageTimes) -> tuple[np.ndarray, np.ndar
     p3 = [r for r, pr in enumerate(profs) if pr.sc.communication.dp_priority]
     if p3:
         T, starts = win.T.copy(), win.window_start.copy()
+        pace, cats = win.pace.copy(), list(win.pace_category)
         for r in p3:
             T[r], starts[r], _ = p3_period(profs[r], st, r)
-        win = Window_(T, starts, win.pace, win.pace_category)
+            # Every stream carries one iteration's work per period (steady_state.schedule_iteration).
+            busy, stream = busiest_stream(profs[r], st, r)
+            if busy > T[r]:
+                pace[r], cats[r], T[r] = busy - T[r], PACE_CATEGORY[stream], busy
+        win = Window_(T, starts, pace, cats)
     return win.T, breakdowns(profs, st, en, win)
 
 

@@ -46,8 +46,31 @@ def pass_table(feat: np.ndarray, holds: np.ndarray, sm: np.ndarray) -> tuple[np.
     hidden = (comm + f[..., F_IDX["hidden_f"]][:, :, :, None] + f[..., F_IDX["hidden_b"]][:, :, None, :]
               - excess)
     fsdp = f[..., F_IDX["fsdp_hidden_f"]][:, :, :, None] + f[..., F_IDX["fsdp_hidden_b"]][:, :, None, :]
-    fused = comp + excess + s[..., None] * (hidden + fsdp)
+    extra, _ = fused_extra(f, comp, comm)
+    fused = comp + excess + extra + s[..., None] * (hidden + fsdp - extra)
     return table, fused
+
+
+# The dimensions whose communication also hides under a pass's own compute (chunks.fuse's
+# ``under``), in the order fuse's max breaks ties (by name, the largest first), and per dimension
+# the feature columns of that hidden time under the forward and the backward.
+UNDER_DIMS = ("tp", "dp", "cp")
+
+
+def fused_extra(f: np.ndarray, comp: np.ndarray, comm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """chunks.fuse's bound of a DualPipe pair by each dimension's communication, exposed and hidden
+    together: the seconds it adds beyond max(compute, exposed communication), (g, p, lf, lb), and
+    the index in ``UNDER_DIMS`` of the dimension charged with them.  ``f``: (g, p, nch, FEATURES)."""
+    def pair(col_f: str, col_b: str) -> np.ndarray:
+        return f[..., F_IDX[col_f]][:, :, :, None] + f[..., F_IDX[col_b]][:, :, None, :]
+
+    cp_hidden = pair("hidden_f.cp", "hidden_b.cp")
+    hidden = {"tp": pair("hidden_f", "hidden_b") - cp_hidden, "cp": cp_hidden,
+              "dp": pair("fsdp_hidden_f", "fsdp_hidden_b")}
+    need = np.stack([pair(f"fwd.{d}", f"bwd.{d}") + hidden[d] for d in UNDER_DIMS])
+    which = need.argmax(axis=0)
+    extra = np.maximum(0.0, need.max(axis=0) - np.maximum(comp, comm))
+    return extra, which
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,10 @@ from .chunk_basis import F_IDX
 from .pipeline import StageTimes
 from .profile import RowProfile
 
+# The breakdown category charged with the time a stream sets beyond the compute window, as
+# analysis/steady_state.PACE_CATEGORY (the estimator does not import the simulator's analysis).
+PACE_CATEGORY = {"compute": "optimizer", "pp": "pp", "dp": "dp"}
+
 
 def fifo_end(ready: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """End of the last of jobs served one at a time in order of ``ready`` (last axis)."""
@@ -110,17 +114,17 @@ def _async(profs: list[RowProfile], st: StageTimes, en: Ending) -> Window_:
         else:
             first = [ends[ops.backward_ops[s, m - 1]] for s in range(p)]
             measured = max(en.end[r, s] - first[s] for s in range(p))
-        busy, stream = _busiest_stream(prof, st, r)
+        busy, stream = busiest_stream(prof, st, r)
         starts[r] = first
         if busy <= measured:
             T[r], cats = measured, [*cats, "bubble"]
         else:
             T[r], pace[r] = busy, busy - measured
-            cats.append({"compute": "optimizer", "pp": "pp", "dp": "dp"}[stream])
+            cats.append(PACE_CATEGORY[stream])
     return Window_(T, starts, pace, cats)
 
 
-def _busiest_stream(prof: RowProfile, st: StageTimes, r: int) -> tuple[float, str]:
+def busiest_stream(prof: RowProfile, st: StageTimes, r: int) -> tuple[float, str]:
     """steady_state.stream_busy: per-unit tasks count m/m_sim of their seconds, the buckets, gathers
     and the optimizer step once; the largest over stages and streams."""
     p, m, units = prof.p, prof.m, prof.units

@@ -28,8 +28,10 @@ all-reduce, the replicas agree by:
   forward).  A server's NIC carries replicas x model bytes / S each way per step (the bottleneck
   BytePS analyses: Jiang et al., OSDI 2020, Sec. 3); a server has one NIC of the fabric's speed.
 
-Each exchange is priced by the network model on the pair it joins (a point-to-point transfer,
-every GPU of the domain at once), the slowest stage setting the step.
+Each exchange is priced by the network model on the pair it joins (a point-to-point transfer),
+one neighbour offset at a time with every GPU sending at once: a domain's egress is shared by the
+GPUs whose neighbour lies outside it, and the slowest GPU sets each turn
+(:func:`explorer.lowcomm.gossip_graph.phase`); the slowest stage sets the step.
 
 Stragglers (``cluster.stragglers``): the kinds of replica of :func:`explorer.replicas.variants` (the
 straggler replica and the replicas at speed) are each simulated once, alone.  A replica's own cycle
@@ -52,9 +54,8 @@ and convergence per step (staleness: the quality note).
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -67,7 +68,9 @@ from ..network import Network
 from ..replicas import Variant, variants
 from ..taskgraph.builder import IterationBuilder
 from ..topology import BOUNDARY_NAMES
-from .window import amortised_utilisation, sent_per_boundary
+from .amortise import amortised_utilisation, step_busy
+from .gossip_graph import peer_offsets, phase
+from .window import sent_per_boundary
 
 if TYPE_CHECKING:
     from ..scenario import Scenario
@@ -85,29 +88,6 @@ QUALITY = {
     "parameter-server": ("a synchronous parameter server computes the same SGD step as an all-reduce: only "
                          "where the sum happens differs (Li et al., OSDI 2014) — not simulated here"),
 }
-
-
-def peer_offsets(kind: str, n: int, peers: int = 0) -> list[int]:
-    """DP-rank offsets of replica 0's neighbours on ``kind``'s graph of ``n`` replicas.
-
-    >>> peer_offsets("gossip-ring", 8), peer_offsets("gossip-exponential", 8)
-    ([1, 7], [1, 2, 4])
-    >>> peer_offsets("gossip-torus", 12), peer_offsets("gossip-exponential", 8, 1)
-    ([1, 3, 4, 8], [1])
-    >>> peer_offsets("gossip-async", 8)      # the candidates; one of them per step
-    [1, 7]
-    """
-    if kind in ("gossip-ring", "gossip-async"):
-        out = [1, n - 1]
-    elif kind == "gossip-torus":
-        rows = max(d for d in range(1, math.isqrt(n) + 1) if n % d == 0)
-        cols = n // rows
-        out = [1 % cols, (cols - 1) % cols, cols % n, (n - cols) % n]
-    else:
-        out = [2 ** i % n for i in range(math.ceil(math.log2(n)))]
-    out = sorted({o for o in out if o % n})
-    return out[:peers] if peers else out
-
 
 
 @dataclass(frozen=True)
@@ -149,6 +129,9 @@ class Exchange:
     slowest_replica_step_s: float = 0.0
     samples_per_s: float = 0.0
     global_batch: int = 0            # sequences per step of all replicas together
+    # tier -> bytes per step averaged over every GPU of every stage (``bytes_per_gpu`` is the
+    # busiest stage's): times the GPUs, the exchange's whole load on each boundary.
+    mean_bytes_per_gpu: dict[str, float] = field(default_factory=dict)
 
     @property
     def asynchronous(self) -> bool:
@@ -184,35 +167,6 @@ def replica_scenario(sc: Scenario) -> Scenario:
                                                                           stage_slowdown=slow)))
 
 
-def _pair(net: Network, sc: Scenario, a: int, offset: int, nbytes: float) -> tuple[float, list[float], int]:
-    """Seconds and per-boundary bytes of GPU ``a`` sending ``nbytes`` to its counterpart ``offset``
-    replicas on, while every GPU sends to its own counterpart at that offset.
-
-    A domain's egress is shared by the GPUs of the domain whose counterpart lies outside it (on a
-    ring of replicas over two datacenters only the replicas at the seam cross the WAN), not by all
-    of its GPUs as for a collective whose groups all span the boundary."""
-    pl, dp = net.placement, sc.dp
-    stride = pl.strides["dp"]
-
-    def peer(g: np.ndarray) -> np.ndarray:
-        d = (g // stride) % dp
-        return g + ((d + offset) % dp - d) * stride
-
-    b_gpu = int(peer(np.array([a]))[0])
-    shape = net.fabric.shape(np.array([a, b_gpu], dtype=np.int64))
-    shares = list(shape.shares)
-    for i, bound in enumerate(net.fabric.boundaries):
-        if i == 0 or not shape.spans(i):
-            continue
-        first = a // bound.domain_gpus * bound.domain_gpus
-        mine = np.arange(first, min(first + bound.domain_gpus, sc.cluster.gpus), dtype=np.int64)
-        crossers = int(np.count_nonzero(peer(mine) // bound.domain_gpus != a // bound.domain_gpus))
-        shares[i] *= bound.domain_gpus / max(crossers, 1)
-    shape = replace(shape, shares=tuple(shares))
-    cc = cost("send-recv", nbytes, shape, net.algorithm, net.nvls, net.options)
-    return cc.time_s, sent_per_boundary(cc, shape), b_gpu
-
-
 def equivalent_step_s(replicas: Sequence[int], cycles: Sequence[float]) -> float:
     """AD-PSGD's time per global batch: ``replicas[k]`` replicas each stepping every ``cycles[k]``
     seconds on their own (Lian et al. 2018, Sec. 1: no worker waits) process sum(n_k / cycle_k)
@@ -240,7 +194,7 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
     b = IterationBuilder(sc, net, ideal=frozenset())      # parameter counts only: the real chunks
     pl = net.placement
     hbm = sc.hardware.gpu.hbm_GBps * 1e9
-    worst, sent_max = 0.0, [0.0] * len(BOUNDARY_NAMES)
+    worst, sent_max, sent_mean = 0.0, [0.0] * len(BOUNDARY_NAMES), [0.0] * len(BOUNDARY_NAMES)
     avg: list[float] = []                   # per stage: averaging the received models through HBM
     model = 0.0
     offsets = [] if p.dp_kind == "parameter-server" else peer_offsets(p.dp_kind, dp, p.gossip_peers)
@@ -254,14 +208,14 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
         t, sent = 0.0, [0.0] * len(BOUNDARY_NAMES)
         if offsets and asynchronous:        # one of the candidates at random: their mean
             for o in offsets:
-                dt, ds, _ = _pair(net, sc, g0, o, nbytes)
+                dt, ds = phase(net, sc, s, o, nbytes)
                 t += dt / len(offsets)
                 sent = [x + y / len(offsets) for x, y in zip(sent, ds, strict=True)]
             coding = pl_comp.seconds(params, hbm) if comp.active else 0.0
             avg.append(3 * nbytes / hbm + coding)        # k+2 shards with k = 1 peer
         elif offsets:
             for o in offsets:               # one model per peer, the NIC sending them in turn
-                dt, ds, _ = _pair(net, sc, g0, o, nbytes)
+                dt, ds = phase(net, sc, s, o, nbytes)
                 t += dt
                 sent = [x + y for x, y in zip(sent, ds, strict=True)]
             coding = pl_comp.seconds(params, hbm) * len(offsets) if comp.active else 0.0
@@ -270,9 +224,13 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
             shape = net.fabric.shape(np.array([g0, (g0 + far) % sc.cluster.gpus], dtype=np.int64))
             cc = cost("send-recv", nbytes, shape, net.algorithm, net.nvls, net.options)
             t, sent = cc.time_s, sent_per_boundary(cc, shape)
-        worst = max(worst, t)
+        # The ideal pipeline's communication is free (Network(free=True)): the exchange too.
+        worst = 0.0 if p.ideal_pipeline else max(worst, t)
         sent_max = [max(x, y) for x, y in zip(sent_max, sent, strict=True)]
+        # Every stage has as many GPUs: the mean over all of them is the mean of the stages' means.
+        sent_mean = [x + y / p.pp for x, y in zip(sent_mean, sent, strict=True)]
     tiers = dict(zip(BOUNDARY_NAMES, sent_max, strict=True))
+    mean = dict(zip(BOUNDARY_NAMES, sent_mean, strict=True))
     batch = sc.training.global_batch
     if offsets:
         # D-PSGD overlaps the exchange with the step (Lian et al. 2017, Sec. 3): a replica's cycle is
@@ -289,20 +247,23 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
             T = cycles[pace]
         peers, note = (1, QUALITY["gossip-async"]) if asynchronous else (len(offsets), QUALITY["gossip"])
         return (Exchange(p.dp_kind, dp, peers, sc.training.sync.outer_dtype, kinds[pace].step_s, worst,
-                         exposed[pace], tiers, 0.0, 0.0, note, min(cycles), max(cycles), batch / T, batch),
+                         exposed[pace], tiers, 0.0, 0.0, note, min(cycles), max(cycles), batch / T, batch,
+                         mean),
                 cycles)
     so = sc.cluster.scale_out
     server_Bps = so.nic_Gbps / 8 * 1e9 * (so.efficiency or 1.0)    # the fabric's achievable share
     server_bytes = dp * model / p.ps_servers             # each way, per server NIC
-    one_way = max(worst, server_bytes / server_Bps)      # push (or pull): the slower end
+    # Push (or pull): the slower end.
+    one_way = 0.0 if p.ideal_pipeline else max(worst, server_bytes / server_Bps)
     exposed_ps = 2 * one_way
+    nic_s = 0.0 if p.ideal_pipeline else server_bytes / server_Bps         # a free NIC is never busy
     # Bulk-synchronous (Li et al., OSDI 2014): the servers update once every replica has pushed.
     cycles = tuple(k.step_s + exposed_ps for k in kinds)
     pace = max(range(len(kinds)), key=lambda i: cycles[i])
     T = cycles[pace]
     return (Exchange(p.dp_kind, dp, p.ps_servers, sc.training.sync.outer_dtype, kinds[pace].step_s,
-                     exposed_ps, exposed_ps, tiers, server_bytes, server_bytes / server_Bps / T,
-                     QUALITY["parameter-server"], min(cycles), T, batch / T, batch),
+                     exposed_ps, exposed_ps, tiers, server_bytes, nic_s / T,
+                     QUALITY["parameter-server"], min(cycles), T, batch / T, batch, mean),
             cycles)
 
 
@@ -313,7 +274,9 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
     every replica at the slowest kind's cycle, gossip-async each at its own, the iteration then the
     equivalent global-batch time (module docstring); ``replicas`` lists each kind's own cycle and
     wait."""
-    from ..analysis.report import Notice  # deferred: analysis imports simulate's neighbours
+    # Deferred: analysis imports simulate's neighbours.
+    from ..analysis.link_bound import link_bound
+    from ..analysis.report import Notice
 
     # One simulation per kind of replica: the straggler replica and the replicas at speed.
     vs = variants(sc) if sc.cluster.stragglers.active else [Variant("", sc, sc.dp)]
@@ -347,6 +310,21 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
             busiest += w * r.bubble_fraction_busiest * r.iteration_time_s / c
     by_tier = {d: dict(t) for d, t in rep.comm_bytes_by_tier.items()}
     by_tier["dp"] = {t: by_tier["dp"].get(t, 0.0) + x.bytes_per_gpu.get(t, 0.0) for t in BOUNDARY_NAMES}
+    # Each link's busy seconds: the replica step's own and the exchange's (its mean over all GPUs,
+    # not its busiest stage's: a ring's seam GPUs send out of their node, the others do not).  The
+    # exchange overlaps the step (D-PSGD), so together they may need longer than the cycle: then
+    # the link sets it (analysis/link_bound.py), all replicas waiting as for the exchange.
+    busy = step_busy(sc, rep, x.mean_bytes_per_gpu)
+    bound = link_bound(T, busy, (breakdown,), ({d: tuple(v.values()) for d, v in by_tier.items()},))
+    if bound.T > T:
+        f, extra = T / bound.T, bound.T - T
+        slow, bubble, busiest, breakdown = slow * f, bubble * f, busiest * f, bound.breakdowns[0]
+        x = replace(x, exposed_s=x.exposed_s + (0.0 if x.asynchronous else extra),
+                    samples_per_s=x.samples_per_s * f,
+                    slowest_replica_step_s=x.slowest_replica_step_s + extra,
+                    fastest_replica_step_s=x.fastest_replica_step_s + extra)
+        cycles = tuple(c + extra for c in cycles)
+        T = bound.T
     comm = dict(rep.comm_bytes_per_gpu)
     comm["dp"] = comm.get("dp", 0.0) + max(x.bytes_per_gpu.values())
     story = rep.bottleneck
@@ -357,7 +335,7 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
         story = (f"DP takes {breakdown['dp'] / T:.1%} of the iteration: {what} adds {x.exposed_s:.3g} s "
                  f"to the replica's {x.step_s:.3g} s step.")
     rows: tuple[dict, ...] = ()
-    notices = list(rep.notices)
+    notices = list(rep.notices) + ([bound.notice] if bound.notice else [])
     if len(kinds) > 1:
         rows = tuple({"name": k.tag or "at speed", "replicas": k.replicas, "iteration_time_s": c,
                       "wait_s": 0.0 if x.asynchronous else T - c} for k, c in zip(kinds, cycles, strict=True))
@@ -371,7 +349,7 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
                 f"{min(row['iteration_time_s'] for row in fast):.4g} s but wait for the "
                 f"{kinds[pace].tag or 'slowest replica'} ({T:.4g} s per step): {why}")))
     return replace(rep, scenario=sc, iteration_time_s=T, bottleneck=story,
-                   utilisation=amortised_utilisation(sc, by_tier, T),
+                   utilisation=amortised_utilisation(sc, busy, T),
                    tokens_per_s=rep.tokens_per_s * sc.dp * slow,
                    tflops_per_gpu=rep.tflops_per_gpu * slow, mfu=rep.mfu * slow,
                    mfu_fp8_peak=None if rep.mfu_fp8_peak is None else rep.mfu_fp8_peak * slow,

@@ -43,6 +43,7 @@ from ..config.schema import ScenarioError
 from ..network import Network
 from ..taskgraph.builder import IterationBuilder
 from ..topology import BOUNDARY_NAMES, GroupShape
+from .amortise import amortised_utilisation, step_busy
 from .quality import quality_note
 
 if TYPE_CHECKING:
@@ -230,6 +231,9 @@ def _price(sc: Scenario, inner: Scenario) -> _Priced:
         for i, tier in enumerate(BOUNDARY_NAMES):
             per[tier] = max(per[tier], sent[i])
         wan += sent[BOUNDARY_NAMES.index("scale-across")] * stage_gpus_per_dc
+    if sc.parallelism.ideal_pipeline:
+        # The ideal pipeline's communication is free (Network(free=True)): the synchronisation too.
+        sync = frag = cross = 0.0
     return _Priced(sync, frag, cross, per, wan, most)
 
 
@@ -298,26 +302,11 @@ def simulate_window(sc: Scenario, simulate_inner: Callable[[Scenario], Result]) 
                  f"({per_step / w.time_per_step_s:.1%}) to the {w.inner_step_s:.3g} s inner step: its "
                  f"{w.exposed_sync_s:.3g} s per window are not hidden.")
     # The D groups step together: D times the inner scenario's tokens, per-GPU rates unchanged.
-    util = amortised_utilisation(sc, by_tier, w.time_per_step_s)
+    # Each link's busy seconds per step: the inner step's own, and 1/H of the synchronisation's.
+    util = amortised_utilisation(sc, step_busy(sc, inner, sync_dp), w.time_per_step_s)
     return replace(inner, scenario=sc, bottleneck=story, utilisation=util, warnings=warnings,
                    warning_kinds=kinds,
                    tokens_per_s=inner.tokens_per_s * sc.sync_groups * slow,
                    tflops_per_gpu=inner.tflops_per_gpu * slow, mfu=inner.mfu * slow,
                    mfu_fp8_peak=None if inner.mfu_fp8_peak is None else inner.mfu_fp8_peak * slow,
                    comm_bytes_per_gpu=comm, comm_bytes_by_tier=by_tier, memory=memory, sync_window=w)
-
-
-def amortised_utilisation(sc: Scenario, by_tier: dict[str, dict[str, float]],
-                          seconds: float) -> dict[str, float]:
-    """Average busy share of each tier over ``seconds`` (a step, amortised over its window): the
-    bytes each GPU sends across it (``by_tier``, summed over dimensions) times the GPUs, over the
-    domains' capacity (topology.Fabric) — the relation the engine's own utilisation obeys with one
-    GPU class; with several, the busiest class's bytes stand for all (an upper bound)."""
-    from ..topology import Fabric
-
-    out = {}
-    for bd in Fabric.for_cluster(sc.cluster).boundaries:
-        sent = sum(d.get(bd.name, 0.0) for d in by_tier.values()) * sc.gpus
-        domains = max(sc.gpus / bd.domain_gpus, 1)
-        out[bd.name] = sent / (domains * bd.capacity_Bps * seconds) if seconds > 0 else 0.0
-    return out

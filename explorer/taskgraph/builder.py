@@ -284,21 +284,21 @@ class IterationBuilder:
     def _fused_task(self, g: TaskGraph, s: int, step: Fused, deps: list) -> int:
         """DualPipe's F&B (chunks.fuse): one task for a forward and another unit's full backward."""
         chf, chb = self.chunk_of(s, step.f.local), self.chunk_of(s, step.b.local)
-        parts = fuse(chf.fwd_parts, chb.bwd_parts)
-        exposed = dict(parts)
-        # Communication of the pair that ran under the other's compute (DeepSeek-V3 Fig. 4).
+        fsdp = ("dp", chf.fsdp_hidden[0] + chb.fsdp_hidden[1])
+        parts = fuse(chf.fwd_parts, chb.bwd_parts, (*chf.hidden_f, *chb.hidden_b, fsdp))
+        exposed = dict(parts)     # below: what ran under the other's compute (DeepSeek-V3 Fig. 4)
         comm_all = sum_parts(*((k, v) for k, v in chf.fwd_parts + chb.bwd_parts if k not in COMPUTE_PARTS),
                              *chf.hidden_f, *chb.hidden_b)
         hidden = tuple((k, v - exposed.get(k, 0.0)) for k, v in comm_all if v - exposed.get(k, 0.0) > 0)
         flops = chf.flops_f + chb.flops_b + chb.flops_w
-        slow = self._sm_contention(sum(v for _, v in hidden) + chf.fsdp_hidden[0] + chb.fsdp_hidden[1])
-        if slow > 0:
-            parts = parts + (("compute", slow),)
+        out = sum(v for k, v in parts if k not in COMPUTE_PARTS)     # SM contention: all but the exposed
+        slow = self._sm_contention(max(0.0, sum(v for _, v in comm_all) + fsdp[1] - out))
+        parts = parts + ((("compute", slow),) if slow > 0 else ())
         info = PassInfo(step.f.mb, step.f.local, 0, chf.comm, (), flops, hidden,
                         f"F mb {step.f.mb} dir {step.f.lane} + B mb {step.b.mb} dir {step.b.lane}",
                         step.b.mb, step.b.local)
         tid = g.add(Task(s, "compute", "F&B", sum(x for _, x in parts), deps, parts=parts, info=info))
-        self._fsdp_hidden_task(g, s, tid, step.f, chf, chf.fsdp_hidden[0] + chb.fsdp_hidden[1])
+        self._fsdp_hidden_task(g, s, tid, step.f, chf, fsdp[1])
         return tid
 
     def _sm_contention(self, hidden_s: float) -> float:

@@ -275,15 +275,26 @@ def slowed(ch: ChunkWork, factor: float) -> ChunkWork:
                    fwd_layer=scale(ch.fwd_layer), bwd_layer=scale(ch.bwd_layer))
 
 
-def fuse(fwd: Parts, bwd: Parts) -> Parts:
+def fuse(fwd: Parts, bwd: Parts, under: Parts = ()) -> Parts:
     """DualPipe's F&B: the forward of one micro-batch and the backward of another run together so
     that each one's communication (all-to-all, TP, ...) hides behind the other's computation
     (DeepSeek-V3 report Fig. 4).  The pair takes its compute time, or its communication time if
-    that is longer; only the excess is exposed, split over the dimensions in proportion."""
+    that is longer; only the excess is exposed, split over the dimensions in proportion.
+
+    ``under``: communication already hidden under the halves' own compute, by dimension (TP and CP
+    under the GEMMs, ZeRO-3 gathers and reductions as ``dp``).  It takes the same compute time as
+    cover, and a dimension's calls run one after another on its links, so the pair also lasts at
+    least each dimension's communication, exposed and hidden together; what that adds beyond the
+    compute and the exposed communication is charged to that dimension.  Without it a ZeRO-3 pair
+    hid its exposed gathers behind compute its hidden ones already filled: the nodes' NICs read
+    109 % busy (issue 32)."""
     compute = [(k, v) for k, v in fwd + bwd if k in COMPUTE_PARTS]
     comm = [(k, v) for k, v in fwd + bwd if k not in COMPUTE_PARTS]
     t_comp = sum(v for _, v in compute)
     t_comm = sum(v for _, v in comm)
     excess = max(0.0, t_comm - t_comp)
     exposed = [(k, excess * v / t_comm) for k, v in comm] if excess > 0 else []
-    return sum_parts(*compute, *exposed)
+    per_dim = dict(sum_parts(*comm, *under))
+    need, dim = max(((v, k) for k, v in per_dim.items()), default=(0.0, ""))
+    extra = max(0.0, need - max(t_comp, t_comm))
+    return sum_parts(*compute, *exposed, *([(dim, extra)] if extra > 0 else []))

@@ -30,6 +30,9 @@ header[data-testid="stHeader"] {height: 0; min-height: 0; background: transparen
 [data-testid="stMetricDelta"] {font-size: 0.85rem;}
 .stTabs [data-baseweb="tab"] p {font-size: 1.05rem;}
 [data-testid="stAlert"] p {font-size: 1.08rem; line-height: 1.35;}
+.st-key-tour_bar [data-testid="stExpander"] summary p {font-size: 1.05rem; white-space: nowrap;
+                                                        overflow: hidden; text-overflow: ellipsis;}
+.st-key-tour_bar [data-testid="stExpanderDetails"] p {font-size: 1.15rem; line-height: 1.4;}
 </style>"""
 
 

@@ -18,7 +18,7 @@ def render(data: ViewData, present: bool) -> None:
     with bars:
         st.markdown("**At the peak, by kind**")
         chart(figures.memory(list(data.memory), list(data.names), j["memory_capacity_GB"],
-                             height=360 if present else 380, font_size=PRESENT_FONT_PX if present else 12),
+                             height=340 if present else 380, font_size=PRESENT_FONT_PX if present else 12),
               key="memory", present=present, config={"displaylogo": False})
     with over_time:
         _over_time(data, present)
@@ -48,7 +48,7 @@ def _over_time(data: ViewData, present: bool) -> None:
     span = j["iteration_time_s"]
     if data.fold is not None:        # the Gantt draws the folded timeline: follow its axis
         span = max(t for c in curves for t, _ in c.points) * 1.02
-    chart(memory_timeline_figure(curves, span, j["memory_capacity_GB"], height=360 if present else 380,
+    chart(memory_timeline_figure(curves, span, j["memory_capacity_GB"], height=340 if present else 380,
                                  font_size=PRESENT_FONT_PX if present else 12),
           key="memory_timeline", present=present, config={"displaylogo": False})
     first = curves[0]

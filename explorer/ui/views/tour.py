@@ -48,8 +48,9 @@ def render_bar(view: SharedView, present: bool, labels: dict[str, str], slots: i
     its row (presentation mode puts the page's Export and Copy link there).
 
     Presentation mode: one line without a frame, the narration folded in an expander (closed) whose
-    label names the tour and the step, Previous/Next as arrows — so that at 1280x720 the title, the
-    cards, the whole chart and the bottleneck sentence stay on the screen.  Opening the narration
+    label names the step (the tour's title opens the narration), Previous/Next as arrows — so that
+    at 1280x720 the title, the cards, the whole chart and the bottleneck sentence stay on the
+    screen.  Opening the narration
     moves the page down by its height, and closing it moves the page back.
     """
     if not playing(view):
@@ -60,10 +61,12 @@ def render_bar(view: SharedView, present: bool, labels: dict[str, str], slots: i
     head_text = f"**Tour · {tour.title}** — step {i} of {n}: *{step.title}*"
     with st.container(border=not present, key="tour_bar"):
         widths = [7.0, 0.8, 0.8] + [1.3] * slots if present else [6, 1, 1] + [1] * slots
-        head, prev, nxt, *extra = st.columns(widths, vertical_alignment="center")
+        # Top-aligned in presentation: the buttons stay put when the narration opens below its label.
+        head, prev, nxt, *extra = st.columns(widths, vertical_alignment="top" if present else "center")
         if present:
-            with head.expander(head_text, expanded=False):
-                st.markdown(step.text)
+            # The label short enough for one line at 1280 px; the tour's title opens with the text.
+            with head.expander(f"**Tour step {i} of {n}** · *{step.title}*", expanded=False):
+                st.markdown(f"**Tour · {tour.title}**\n\n{step.text}")
         else:
             head.markdown(head_text)
         prev.button("" if present else "Previous", key="tour_prev", disabled=i == 1, use_container_width=True,

@@ -11,15 +11,18 @@ A tour is a YAML file in ``scenarios/tours/``::
 
 ``link`` is a share link's query string (explorer/share.py: scenario, dotted overrides, ``view``,
 ``b.`` and ``d.`` parameters); the app plays a tour with next/previous buttons and a link
-``?tour=<file>&step=<n>`` (1-based) opens it at that step.  :func:`check_tour` validates every
-step's link the way the app reads it, so a tour whose link no longer applies fails its test
-rather than opening on something else.
+``?tour=<file>&step=<n>`` (1-based) opens it at that step: :func:`expand_link` turns such a bare
+link into the step's own link, so it shows exactly what the step's ``link`` shows.
+:func:`check_tour` validates every step's link the way the app reads it, so a tour whose link no
+longer applies fails its test rather than opening on something else.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl
 
 import yaml
@@ -83,3 +86,30 @@ def check_tour(tour: Tour) -> list[str]:
         if "scenario" not in step.params:
             problems.append(f"step {i} ({step.title}): the link names no scenario")
     return problems
+
+
+def step_number(value: Any, tour: Tour) -> int:
+    """The 1-based step a link's ``step=`` names, or 1 when it names none of ``tour``'s steps
+    (share.parse_query warns about such a value and shows step 1 too)."""
+    text = str(value[-1] if isinstance(value, (list, tuple)) and value else value).strip()
+    n = int(text) if text.isdigit() and len(text) <= 4 else 0
+    return n if 1 <= n <= len(tour.steps) else 1
+
+
+def expand_link(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A link's parameters with a bare tour link (``tour`` without ``scenario``) completed by its
+    step's own link, so ``?tour=NAME&step=N`` opens that step's scenario and view.
+
+    What the link itself says wins over the step's link (``present``, ``view``, a field); a link
+    that names a scenario is returned unchanged, since it already says what to show — the address
+    bar during a tour is such a link, with whatever the user changed since.  An unknown tour is
+    left for share.parse_query to report (it then opens the default scenario).
+    """
+    out = dict(params)
+    name = out.get("tour")
+    name = str(name[-1] if isinstance(name, (list, tuple)) and name else name or "")
+    if "scenario" in out or name not in tours():
+        return out
+    tour = tours()[name]
+    step = tour.steps[step_number(out.get("step", "1"), tour) - 1]
+    return {**step.params, **out}

@@ -1,8 +1,137 @@
-"""Guided tours in the app (streamlit.testing): a tour link opens at its step, next/previous load
-the steps' links, the sidebar starts a tour."""
+"""Guided tours in the app (streamlit.testing): a tour link opens at its step — a bare
+``?tour=NAME&step=N`` too, on exactly the step's scenario and view —, next/previous load the steps'
+links, the sidebar starts a tour; presentation mode's charts have 18-px text and keep their
+exports, titled with the scenario."""
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+
+import plotly.graph_objects as go
+import pytest
+
+from explorer.cli import main as cli_main
+from explorer.figures.fonts import PRESENT_FONT_PX, text_sizes
+from explorer.tours import tours
+from explorer.ui.export import for_file, images_available
+
 from app_support import qp, run_app
+
+STEPS = [(name, i) for name, t in sorted(tours().items()) for i in range(1, len(t.steps) + 1)]
+
+
+def fmt_time(s: float) -> str:
+    """The app's format of the first card (explorer/ui/views/metrics.py)."""
+    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.3f} s"
+
+
+def cli_run(link_params: dict[str, str]) -> dict:
+    """``python -m explorer run SCENARIO --set k=v ... --json`` of a step's link, in process."""
+    args = ["run", link_params["scenario"]]
+    for k, v in link_params.items():
+        if k not in ("scenario", "view"):
+            args += ["--set", f"{k}={v}"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli_main(args + ["--json"]) == 0, args
+    return json.loads(out.getvalue())
+
+
+def first_card(at) -> tuple[str, str]:
+    card = next(m for m in at.metric if m.label in ("Iteration time", "Time per step"))
+    return card.label, card.value
+
+
+def figures_of(at) -> dict[str, go.Figure]:
+    """The page's Plotly charts by key, as drawn (their JSON spec)."""
+    return {e.proto.id.rsplit("-", 1)[-1]: go.Figure(json.loads(e.proto.spec))
+            for e in at.get("plotly_chart")}
+
+
+@pytest.mark.parametrize(("name", "i"), STEPS)
+def test_a_bare_tour_link_opens_its_steps_scenario(name, i):
+    """Issue 32: ``?tour=NAME&step=N&present=1`` opened the default scenario (1F1B, 109.4 ms) under
+    the narration of GPipe (92.2 ms).  Now the card is the CLI's figure of the step's own link, the
+    step's view is open, and the address bar is the step's link with the tour."""
+    step = tours()[name].steps[i - 1]
+    at = run_app(tour=name, step=str(i), present="1")
+    j = cli_run(step.params)
+    label, value = first_card(at)
+    assert value == fmt_time(j["time_per_step_s" if label == "Time per step" else "iteration_time_s"])
+    assert qp(at, "scenario") == step.params["scenario"] and qp(at, "view") == step.params.get("view")
+    assert (qp(at, "tour"), qp(at, "step"), qp(at, "present")) == (name, str(i), "1")
+    assert not [w.value for w in at.warning if w.value.startswith("Link:")]
+    assert any(f"step {i} of {len(tours()[name].steps)}" in e.label for e in at.expander)
+
+
+def test_a_bare_tour_link_without_present_mode_shows_the_narration():
+    at = run_app(tour="pipeline-bubbles", step="1")
+    assert first_card(at) == ("Iteration time", "92.2 ms")
+    assert any(m.value.startswith("Eight GPUs: a 1.3B model") for m in at.markdown)
+
+
+@pytest.mark.parametrize(("query", "warning", "card"), [
+    ({"tour": "nope", "step": "2"}, "Link: ignored tour=nope: not a tour", "109.4 ms"),
+    ({"tour": "pipeline-bubbles", "step": "99"}, "Link: ignored step: tour pipeline-bubbles has steps 1 to 7",
+     "92.2 ms"),
+    ({"tour": "pipeline-bubbles", "step": "x", "present": "1"}, "Link: ignored step:", "92.2 ms"),
+])
+def test_a_bad_tour_link_warns_in_one_line_and_opens_a_valid_scenario(query, warning, card):
+    """An unknown tour: the default scenario (teaching-8gpu's 1F1B); a step out of range: step 1."""
+    at = run_app(**query)
+    assert not at.exception and not at.error
+    assert [w.value for w in at.warning if w.value.startswith(warning) and "\n" not in w.value]
+    assert first_card(at)[1] == card
+
+
+@pytest.mark.parametrize(("scenario", "view"), [
+    ("teaching-8gpu", "timeline"), ("two-datacenters", "timeline"), ("two-datacenters", "topology"),
+    ("deepseek-v3", "memory"), ("teaching-8gpu", "traffic")])
+def test_presentation_charts_have_18_px_text(scenario, view):
+    """Every chart's tick labels, axis titles, legend, title, colour bars and annotations are at
+    least 18 px in presentation mode, set explicitly (the app's Streamlit theme gives a tick label
+    that inherits 12 px); outside it the figures keep their 12 px."""
+    figs = figures_of(run_app(scenario=scenario, view=view, present="1"))
+    assert figs
+    for key, fig in figs.items():
+        small = {k: v for k, v in text_sizes(fig).items() if v < PRESENT_FONT_PX}
+        assert not small, (key, small)
+    normal = figures_of(run_app(scenario=scenario, view=view))
+    assert min(min(text_sizes(f).values()) for f in normal.values()) <= 12
+
+
+def _exports(at) -> set[str]:
+    return {b.key for p in at.get("popover") for b in p.children.values() if getattr(b, "key", "")}
+
+
+def test_presentation_keeps_every_charts_exports_in_one_menu():
+    """Issue 32: the Export buttons disappeared in presentation mode; now they gather in one menu
+    beside Copy link (no row of the projector's screen)."""
+    at = run_app(tour="pipeline-bubbles", step="1", present="1")
+    keys = _exports(at)
+    for chart in ("gantt", "breakdown"):
+        assert f"{chart}_html" in keys
+        assert {f"{chart}_png", f"{chart}_svg"} <= keys or not images_available()
+
+
+def test_an_exported_chart_carries_the_scenario_title():
+    """The exported file of the Gantt as drawn: the scenario's name is its title; a chart's own
+    title becomes the subtitle; the file's text is at least 18 px."""
+    at = run_app(tour="pipeline-bubbles", step="1", present="1")
+    title = "Teaching — a 1.3B model on one 8-GPU node"
+    assert any(m.value == f"## {title}" for m in at.markdown)
+    figs = figures_of(at)
+    out = for_file(figs["gantt"], title)
+    assert out.layout.title.text == title and out.layout.title.subtitle.text is None
+    assert min(text_sizes(out).values()) >= PRESENT_FONT_PX
+    own = for_file(figs["breakdown"], title)
+    assert own.layout.title.text == title
+    assert own.layout.title.subtitle.text == figs["breakdown"].layout.title.text
+    assert own.layout.title.subtitle.text == "Where the time goes · stage 0"
+    if images_available():
+        svg = out.to_image(format="svg", width=1920, height=1080).decode()
+        assert "Teaching — a 1.3B model on one 8-GPU node" in svg
 
 
 def test_a_tour_link_opens_at_its_step_and_next_moves_on():
@@ -56,3 +185,50 @@ def test_the_scenario_timeline_steps_through():
     at.slider(key="step_scenario").set_value(185).run()
     late = next(m.value for m in at.markdown if m.value.startswith("At "))
     assert "warm-up" not in late and ("cool-down" in late or "optimizer" in late)
+
+
+# ------------------------------------------------------------------------------------------------
+# In Chromium at a projector's 1280x720 (Playwright; tests/browser_support.py)
+# ------------------------------------------------------------------------------------------------
+# The chart a step's view opens with: the Gantt on the Timeline, else the view's first chart.
+VIEW_CHART = {"timeline": "gantt", "memory": "memory", "traffic": "traffic", "topology": "datacenters"}
+
+
+@pytest.mark.slow
+def test_every_tour_step_fits_a_projector_in_chromium():
+    """Issue 32: at 1280x720 with present=1 the narration box pushed the Gantt to y = 458-854, cut
+    off at 720.  For every step of every tour opened from a bare link: the card is the CLI's figure
+    of the step's own link, and the title, the cards, the step's chart (the Gantt on the Timeline)
+    and, on the Timeline, the bottleneck sentence lie inside the 720-px screen; the Export menu is
+    there."""
+    pw_api = pytest.importorskip("playwright.sync_api")
+    from browser_support import CHROMIUM_ARGS, chromium_path, streamlit_server, wait_ready
+    if chromium_path() is None:
+        pytest.skip("no Chromium executable found")
+    failures = []
+    with streamlit_server() as base, pw_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        page = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
+        page.set_default_timeout(60_000)
+        for name, i in STEPS:
+            step = tours()[name].steps[i - 1]
+            page.goto(f"{base}?tour={name}&step={i}&present=1")
+            wait_ready(page)
+            j = cli_run(step.params)
+            card = page.locator('[data-testid="stMetric"]').first
+            label = card.locator('[data-testid="stMetricLabel"]').inner_text().strip()
+            want = fmt_time(j["time_per_step_s" if label == "Time per step" else "iteration_time_s"])
+            got = card.locator('[data-testid="stMetricValue"]').inner_text().strip()
+            view = step.params.get("view", "timeline")
+            boxes = {"title": "h2", "cards": '[data-testid="stMetric"]',
+                     "chart": f'.st-key-{VIEW_CHART[view]} [data-testid="stPlotlyChart"]'}
+            if view == "timeline":
+                boxes["bottleneck"] = '[data-testid="stColumn"] [data-testid="stAlert"]'
+            where = {k: page.locator(sel).first.bounding_box() for k, sel in boxes.items()}
+            outside = {k: b for k, b in where.items()
+                       if b is None or b["y"] < 0 or b["y"] + b["height"] > 720}
+            export = page.get_by_role("button", name="Export").count()
+            if got != want or outside or not export:
+                failures.append((name, i, got, want, outside, export))
+        browser.close()
+    assert not failures, failures

@@ -39,9 +39,13 @@ def _exports(at) -> set[str]:
     return {b.key for p in at.get("popover") for b in p.children.values() if getattr(b, "key", "")}
 
 
-def test_every_chart_has_an_export_popover_outside_presentation_mode():
-    keys = _exports(run_app(scenario="teaching-8gpu"))
+@pytest.mark.parametrize("present", ["0", "1"])
+def test_every_chart_has_its_exports_in_and_out_of_presentation_mode(present):
+    """A popover under each chart; in presentation mode one menu in the title row holds them all
+    (issue 32: they used to vanish there)."""
+    at = run_app(scenario="teaching-8gpu", present=present)
+    keys = _exports(at)
     for chart in ("gantt", "breakdown"):
         assert f"{chart}_html" in keys
         assert {f"{chart}_png", f"{chart}_svg"} <= keys or not images_available()
-    assert not _exports(run_app(scenario="teaching-8gpu", present="1"))
+    assert len(at.get("popover")) == (2 if present == "1" else 3)      # + Copy link

@@ -10,7 +10,7 @@ import pytest
 from explorer.scenario import apply_overrides, from_dict
 from explorer.share import parse_query, preset_raw, to_query
 from explorer.simulate import simulate
-from explorer.tours import check_tour, tours
+from explorer.tours import check_tour, expand_link, tours
 
 REQUIRED = {"pipeline-bubbles", "zero-fsdp", "moe-node-limited", "two-datacenters"}
 
@@ -86,3 +86,39 @@ def test_step_params_parse_like_the_address_bar():
     for t in tours().values():
         for s in t.steps:
             assert s.params == dict(parse_qsl(s.link))
+
+
+STEPS = [(name, i) for name, t in sorted(tours().items()) for i in range(1, len(t.steps) + 1)]
+
+
+@pytest.mark.parametrize(("name", "i"), STEPS)
+def test_a_bare_tour_link_reads_as_its_steps_own_link(name, i):
+    """``?tour=NAME&step=N`` alone (the README's form, steps counted from 1) is the step's link:
+    the same scenario, fields and view, the tour and step kept."""
+    step = tours()[name].steps[i - 1]
+    opened = parse_query(expand_link({"tour": name, "step": str(i), "present": "1"}))
+    own = parse_query(step.params)
+    assert (opened.scenario, opened.overrides, opened.view) == (own.scenario, own.overrides, own.view)
+    assert (opened.tour, opened.step, opened.present) == (name, i, True) and not opened.warnings
+
+
+def test_a_tour_link_that_names_a_scenario_keeps_it():
+    """The address bar during a tour names the scenario and what the user changed: it wins."""
+    params = {"scenario": "teaching-8gpu", "parallelism.pp": "2", "tour": "pipeline-bubbles", "step": "1"}
+    assert expand_link(params) == params
+    # ... and what a bare link says besides the tour overrides the step's link.
+    assert expand_link({"tour": "pipeline-bubbles", "step": "2", "view": "timeline"})["view"] == "timeline"
+
+
+@pytest.mark.parametrize("step", ["99", "0", "abc", "", "1e3"])
+def test_a_bare_link_to_a_step_that_does_not_exist_opens_step_one_with_a_warning(step):
+    view = parse_query(expand_link({"tour": "pipeline-bubbles", "step": step}))
+    first = parse_query(tours()["pipeline-bubbles"].steps[0].params)
+    assert (view.scenario, view.overrides, view.step) == (first.scenario, first.overrides, 1)
+    assert view.warnings == ["ignored step: tour pipeline-bubbles has steps 1 to 7; showing step 1"]
+
+
+def test_a_bare_link_to_an_unknown_tour_is_left_to_warn():
+    assert expand_link({"tour": "../etc", "step": "1"}) == {"tour": "../etc", "step": "1"}
+    view = parse_query({"tour": "../etc", "step": "1"})
+    assert view.tour is None and view.scenario == "teaching-8gpu" and len(view.warnings) == 1

@@ -21,8 +21,10 @@ def breakdown(breakdown_s: dict[str, float], iteration_s: float, title: str = ""
         hovertemplate="%{y}: %{x:.1f} ms<extra></extra>"))
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=30 if title else 10, b=40), showlegend=False,
                       title=dict(text=title, font=dict(size=font_size + 1)) if title else None,
-                      xaxis=dict(title="ms of the iteration"), yaxis=dict(autorange="reversed"),
-                      font=dict(size=font_size))
+                      xaxis=dict(title="ms of the iteration"), font=dict(size=font_size),
+                      # Every category labelled: Plotly's automatic ticks drop every other one once
+                      # presentation's 18-px labels come near each other.
+                      yaxis=dict(autorange="reversed", tickmode="array", tickvals=cats, ticktext=cats))
     return fig
 
 

@@ -18,15 +18,11 @@ import streamlit as st
 
 from ..scenario import Scenario, ScenarioError, from_dict
 from ..share import SharedView, changed_fields, modified_note, to_query
-from . import sidebar, style
+from . import export, sidebar, style
 from .cache import ViewData, view_data
 from .controls import section_of
-from .preload import load_all
 from .state import current_raw, init_state, preset_scenario, resolve_b
 from .views import compare, design, files, memory, metrics, timeline, topology, tour, traffic
-
-# Before any session thread can run a view: each lazily imported module complete (preload.py).
-load_all()
 
 LOG = logging.getLogger("commexplorer")
 VIEW_LABELS = {"timeline": "Timeline", "memory": "Memory", "traffic": "Traffic", "topology": "Topology",
@@ -72,11 +68,30 @@ def _view_data(raw: dict) -> tuple[ViewData, str] | None:
     return None
 
 
+def _title_row(title: str, view: SharedView, present: bool,
+               note: str | None = None) -> tuple[Any, Any | None, bool]:
+    """The scenario's title and the places of Copy link and of presentation's Export menu (filled
+    after the views, from the charts they drew); whether the tour bar is drawn.  A tour in
+    presentation mode gives the title the full width (on one line up to ~60 characters at 1280 px)
+    and takes both buttons onto its own one-line bar.  ``note`` (share.modified_note: the scenario
+    is not its preset as shipped) marks the title *modified* and, off the projector, is said under it."""
+    if present and tour.playing(view):
+        st.markdown(f"## {title}")
+        exports, link = tour.render_bar(view, present, VIEW_LABELS, slots=2)
+        return link, exports.empty(), True
+    head, *menu, link = st.columns([6, 1, 1] if present else [5, 1], vertical_alignment="center")
+    head.markdown(f"{'##' if present else '###'} {title}" + (" · *modified*" if note else ""))
+    if note and not present:          # a projector's one screen keeps only the marker
+        head.caption(note + " — the title and description are the preset's.")
+    return link, (menu[0].empty() if menu else None), False
+
+
 def main() -> None:
     present_link = str(st.query_params.get("present", "")).lower() in ("1", "true", "yes", "on")
     st.set_page_config(page_title="CommExplorer", page_icon="📡", layout="wide",
                        initial_sidebar_state="collapsed" if present_link else "expanded")
     if "_init" not in st.session_state:
+        tour.open_link()              # ?tour=NAME&step=N alone: that step's own link
         init_state()
     view: SharedView = st.session_state["_view"]
     present = view.present
@@ -107,19 +122,18 @@ def main() -> None:
     if dict(st.query_params) != query:
         st.query_params.from_dict(query)
 
-    head, link = st.columns([5, 1], vertical_alignment="center")
+    export.begin_run(sc.name)
     # A tour's step is the scenario its narration describes: no "modified" there.
     note = None if view.tour else modified_note(name, changed_fields(preset_scenario(name)[1], sc))
     st.session_state["_modified_note"] = note          # the description (files view) says it too
-    head.markdown(f"{'##' if present else '###'} {sc.name}" + (" · *modified*" if note else ""))
-    if note and not present:          # a projector's one screen keeps only the marker
-        head.caption(note + " — the title and description are the preset's.")
-    with link.popover("Copy link", icon=":material/link:", use_container_width=True):
+    link_box, exports_box, bar_drawn = _title_row(sc.name, view, present, note)
+    with link_box.popover("Copy link", icon=":material/link:", use_container_width=True):
         st.caption("This link reopens exactly this view:")
         st.code(share_link(query), language=None, wrap_lines=True)
     for w in st.session_state.get("_warnings", []):
         st.warning(f"Link: {w}", icon="⚠️")
-    tour.render_bar(view, present, VIEW_LABELS)
+    if not bar_drawn:
+        tour.render_bar(view, present, VIEW_LABELS)
     if error is not None:
         st.error(f"{error} — showing the last valid scenario.", icon="⚠️")
 
@@ -148,6 +162,8 @@ def main() -> None:
                     files.render(data, raw_json)
             except Exception:  # noqa: BLE001 - the page must survive any view's bug
                 internal_error(f"drawing the {VIEW_LABELS[key]} view")
+    if exports_box is not None:
+        export.render_menu(exports_box)
 
 
 def run() -> None:

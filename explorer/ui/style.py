@@ -16,18 +16,23 @@ BASE = """
 [data-testid="stMetricDelta"] {font-size: 0.75rem;}
 </style>"""
 
-# Presentation: the header bar hidden (its 60 px are the screen's scarcest), the title as large as
-# the tabs or larger, cards and chart fonts readable from the back of a room.
+# Presentation: the header bar hidden (its 60 px are the screen's scarcest), the title larger than
+# the tabs but without Streamlit's 16-px padding above and below it (with a tour's one-line bar the
+# Gantt otherwise ends below 720 px), cards and chart fonts readable from the back of a room.
 PRESENT = """
 <style>
 header[data-testid="stHeader"] {height: 0; min-height: 0; background: transparent;}
-.block-container {padding-top: 0.6rem; padding-left: 1.2rem; padding-right: 1.2rem;}
-h2 {font-size: 1.9rem; padding: 0 0 0.2rem 0;}
+.block-container {padding-top: 0; padding-left: 1.2rem; padding-right: 1.2rem;}
+.block-container [data-testid="stHeadingWithActionElements"] h2 {font-size: 2rem !important;
+    padding: 0.1rem 0 !important; line-height: 1.2;}
 [data-testid="stMetricValue"] {font-size: clamp(1.3rem, 2.1vw, 2rem);}
 [data-testid="stMetricLabel"] p {font-size: clamp(0.85rem, 1.15vw, 1.1rem);}
 [data-testid="stMetricDelta"] {font-size: 0.85rem;}
 .stTabs [data-baseweb="tab"] p {font-size: 1.05rem;}
 [data-testid="stAlert"] p {font-size: 1.08rem; line-height: 1.35;}
+.st-key-tour_bar [data-testid="stExpander"] summary p {font-size: 1.05rem; white-space: nowrap;
+                                                        overflow: hidden; text-overflow: ellipsis;}
+.st-key-tour_bar [data-testid="stExpanderDetails"] p {font-size: 1.15rem; line-height: 1.4;}
 </style>"""
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import streamlit as st
 
 from ...figures.collective_steps import step_figure
+from ...figures.fonts import PRESENT_FONT_PX
 from ...teaching.collective_steps import (
     ALGORITHMS,
     MAX_RANKS,
@@ -79,7 +80,7 @@ def render_call(data: ViewData, custom: Sequence[Any], present: bool = False) ->
             st.caption(f"The call spans {group} GPUs; drawn with {n} ranks (same algorithm and bytes).")
         k = st.slider("Step", 1, len(w.steps), len(w.steps), key="coll_step") - 1
         times = step_seconds(w, links_of(data))
-        chart(step_figure(w, k, height=380 if present else 420, font_size=15 if present else 12),
+        chart(step_figure(w, k, height=380 if present else 420, font_size=PRESENT_FONT_PX if present else 12),
               key="coll_fig", present=present, config={"displaylogo": False})
         st.markdown(_step_text(w, k, times))
         st.table(_link_table(w, k))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ... import figures
+from ...figures.fonts import PRESENT_FONT_PX
 from ...figures.memory_timeline import memory_timeline_figure
 from ..cache import ViewData
 from ..export import chart
@@ -17,7 +18,7 @@ def render(data: ViewData, present: bool) -> None:
     with bars:
         st.markdown("**At the peak, by kind**")
         chart(figures.memory(list(data.memory), list(data.names), j["memory_capacity_GB"],
-                             height=360 if present else 380, font_size=15 if present else 12),
+                             height=340 if present else 380, font_size=PRESENT_FONT_PX if present else 12),
               key="memory", present=present, config={"displaylogo": False})
     with over_time:
         _over_time(data, present)
@@ -47,8 +48,8 @@ def _over_time(data: ViewData, present: bool) -> None:
     span = j["iteration_time_s"]
     if data.fold is not None:        # the Gantt draws the folded timeline: follow its axis
         span = max(t for c in curves for t, _ in c.points) * 1.02
-    chart(memory_timeline_figure(curves, span, j["memory_capacity_GB"], height=360 if present else 380,
-                                 font_size=15 if present else 12),
+    chart(memory_timeline_figure(curves, span, j["memory_capacity_GB"], height=340 if present else 380,
+                                 font_size=PRESENT_FONT_PX if present else 12),
           key="memory_timeline", present=present, config={"displaylogo": False})
     first = curves[0]
     caption = (f"{first.name}: {first.peak_activations / 1e9:.2f} GB of activations at most in flight "

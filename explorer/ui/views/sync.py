@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from ...figures.fonts import PRESENT_FONT_PX
 from ...figures.sync_window import consensus_figure, sync_window_figure
 from ...lowcomm import SyncWindow
 from ...lowcomm.decentral import Exchange
@@ -57,7 +58,7 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
     if not sync:
         return
     w = SyncWindow.from_json(sync)
-    font, height = (15, 210) if present else (12, 240)
+    font, height = (PRESENT_FONT_PX, 210) if present else (12, 240)
     chart(sync_window_figure(w, height=height, font_size=font), key="sync_window", present=present)
     unfold = st.expander("Every inner step, unfolded", key="sync_unfold", on_change="rerun")
     if unfold.open:

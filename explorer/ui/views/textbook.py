@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ...figures.fonts import PRESENT_FONT_PX
 from ...figures.step_through import step_figure
 from ...figures.unit_time import unit_figure
 from ...schedules import registry
@@ -49,8 +50,8 @@ def _scenario(data: ViewData, present: bool) -> None:
                   help="Reveal the timeline up to this moment; the passes running at it are outlined")
     t = span * k / STEPS
     chart(step_figure(data.passes, data.names, t, span, height=160 + 28 * len(data.names),
-                      font_size=15 if present else 12, fold=data.fold), key="step_chart", present=present,
-          name="step-through")
+                      font_size=PRESENT_FONT_PX if present else 12, fold=data.fold), key="step_chart",
+          present=present, name="step-through")
     fold = (" The timeline is folded: this steps through the reduced run, whose shaded block stands for "
             f"{data.fold[2]:,} periods of {data.fold[3] * 1e3:,.1f} ms, on the reduced run's own time axis."
             if data.fold else "")
@@ -72,7 +73,7 @@ def _textbook(data: ViewData, sch, present: bool) -> None:
     title = (f"{sch.name}: p = {p}, m = {m}{f', v = {v}' if v > 1 else ''} at unit cost — "
              f"{T} units for {sum(c.units for c in cells) // p} of work per rank")
     chart(unit_figure(cells, p, title, upto=t if t < T else None, height=200 + 30 * p,
-                      font_size=15 if present else 12), key="textbook_chart", present=present,
+                      font_size=PRESENT_FONT_PX if present else 12), key="textbook_chart", present=present,
           name=f"textbook-{sch.name}")
     if 0 < t < T:          # the slider reveals units 0..t-1; the outlined ops run in unit t-1
         st.markdown(f"In unit {t - 1}:\n\n" + "\n".join(

@@ -5,6 +5,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from ... import figures
+from ...figures.fonts import PRESENT_FONT_PX
+from ...figures.gantt_present import for_projector
 from ...schedules import registry
 from ...schedules.registry import Window
 from ...teaching.explain import explain_bar
@@ -17,19 +19,14 @@ WINDOW_NOTE = {Window.OVERLAP: "one iteration alone", Window.ASYNC: "two iterati
 
 
 def gantt_figure(data: ViewData, present: bool) -> go.Figure:
-    """The cached Gantt, resized for presentation mode on a copy (the cache stays untouched)."""
-    if not present:
-        return data.gantt
-    fig = go.Figure(data.gantt)
-    fig.update_layout(height=370, font=dict(size=15), legend=dict(font=dict(size=14)),
-                      hoverlabel=dict(font_size=15), margin=dict(l=6, r=6, t=26, b=34))
-    fig.update_yaxes(tickfont=dict(size=15))
-    return fig
+    """The cached Gantt, redrawn for presentation mode on a copy (the cache stays untouched):
+    18-px text and the lane labels that fit (figures/gantt_present.py)."""
+    return for_projector(data.gantt) if present else data.gantt
 
 
 def render(data: ViewData, raw_json: str, present: bool) -> None:
     j = data.json
-    font = 15 if present else 12
+    font = PRESENT_FONT_PX if present else 12
     left, right = st.columns([7, 3], gap="small")
     with left:
         event = chart(gantt_figure(data, present), key="gantt", present=present,
@@ -58,13 +55,19 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
                         st.markdown(bubble_story(raw_json))
         chart(figures.breakdown(j["breakdown_s"], j["iteration_time_s"],
                                           title=f"Where the time goes · {data.breakdown_name}",
-                                          height=240 if present else 300, font_size=font),
+                                          height=_breakdown_height(j, present), font_size=font),
                         key="breakdown", present=present, config={"displayModeBar": False})
         for w in j["warnings"]:
             st.warning(w, icon="⚠️")
     if not present:
         with st.expander("How to read this"):
             st.markdown(HOW_TO_READ)
+
+
+def _breakdown_height(j: dict, present: bool) -> int:
+    """The breakdown's height: in presentation mode 26 px per category at 18 px (below the bottleneck
+    sentence; the Gantt beside it decides the screen) plus title and axis."""
+    return max(240, 120 + 26 * sum(v > 0 for v in j["breakdown_s"].values())) if present else 300
 
 
 # The word a bottleneck sentence starts with -> the Gantt traces (kinds) whose bars it talks about.

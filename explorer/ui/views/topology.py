@@ -5,6 +5,7 @@ import streamlit as st
 
 from ... import figures
 from ...figures.datacenters import format_bytes
+from ...figures.fonts import PRESENT_FONT_PX
 from ...vocabulary import COMM_DIMS
 from ..cache import ViewData
 from ..export import chart
@@ -29,7 +30,7 @@ def render_datacenters(data: ViewData, present: bool) -> None:
     j = data.json
     fig = figures.datacenter_map(data.scenario, j.get("wan_links", []), j["comm_bytes_by_tier"],
                                  height=(250 if present else 290) if data.scenario.cluster.datacenters == 2
-                                 else (360 if present else 420), font_size=15 if present else 12)
+                                 else (360 if present else 420), font_size=PRESENT_FONT_PX if present else 12)
     if fig is None:
         if data.scenario.cluster.datacenters > figures.MAX_MAP_DATACENTERS:
             st.caption(f"{data.scenario.cluster.datacenters:,} datacenters: the datacenter map draws up to "
@@ -52,8 +53,8 @@ def render(data: ViewData, present: bool) -> None:
     util = data.utilisation
     hot, note = hot_tier(data)
     render_datacenters(data, present)
-    chart(figures.topology(data.scenario, util, hot=hot, hot_note=note,
-                                     height=400 if present else 460, font_size=15 if present else 12),
+    chart(figures.topology(data.scenario, util, hot=hot, hot_note=note, height=400 if present else 460,
+                           font_size=PRESENT_FONT_PX if present else 12),
                     key="topology", present=present, config={"displaylogo": False})
     label = figures.TIER_LABELS.get(hot, hot) if hot else "none"
     st.markdown(f"The link that costs the most time: **{label}** — {note}. Average utilisation over the "

@@ -2,14 +2,30 @@
 
 A step is a share link; moving to a step replaces the address bar with that link (plus
 ``tour``/``step``) and re-initialises the page from it, exactly as opening the link would, so a
-tour step and its link always show the same thing.  The sidebar's tour list starts a tour.
+tour step and its link always show the same thing.  A bare link ``?tour=NAME&step=N`` is completed
+with the step's link before the page reads it (:func:`open_link`).  The sidebar's tour list starts
+a tour.
+
+In presentation mode the bar is one line: the narration folds into an expander (closed), so the
+title, the cards, the whole chart and the bottleneck sentence stay on a 1280x720 screen.
 """
 from __future__ import annotations
+
+from typing import Any
 
 import streamlit as st
 
 from ...share import SharedView
-from ...tours import tours
+from ...tours import expand_link, tours
+
+
+def open_link() -> None:
+    """Before the first run of a session reads the link: a bare tour link becomes its step's own
+    link (explorer/tours.py), in the address bar too."""
+    params = {k: st.query_params.get_all(k)[-1] for k in st.query_params}
+    full = expand_link(params)
+    if full != params:
+        st.query_params.from_dict(full)
 
 
 def go(name: str, step: int, present: bool, labels: dict[str, str]) -> None:
@@ -22,21 +38,46 @@ def go(name: str, step: int, present: bool, labels: dict[str, str]) -> None:
     st.session_state["view_tab"] = labels.get(s.params.get("view", "timeline"), labels["timeline"])
 
 
-def render_bar(view: SharedView, present: bool, labels: dict[str, str]) -> None:
-    """The bar of the tour ``view`` is playing, if any."""
-    if view.tour is None or view.tour not in tours():
-        return
+def playing(view: SharedView) -> bool:
+    """Whether ``view`` plays a tour (share.parse_query has checked its name and step)."""
+    return view.tour is not None and view.tour in tours()
+
+
+def render_bar(view: SharedView, present: bool, labels: dict[str, str], slots: int = 0) -> list[Any]:
+    """The bar of the tour ``view`` is playing, if any; returns ``slots`` more places at the end of
+    its row (presentation mode puts the page's Export and Copy link there).
+
+    Presentation mode: one line without a frame, the narration folded in an expander (closed) whose
+    label names the step (the tour's title opens the narration), Previous/Next as arrows — so that
+    at 1280x720 the title, the cards, the whole chart and the bottleneck sentence stay on the
+    screen.  Opening the narration
+    moves the page down by its height, and closing it moves the page back.
+    """
+    if not playing(view):
+        return []
     tour = tours()[view.tour]
     n, i = len(tour.steps), view.step
     step = tour.steps[i - 1]
-    with st.container(border=True):
-        head, prev, nxt = st.columns([6, 1, 1], vertical_alignment="center")
-        head.markdown(f"**Tour · {tour.title}** — step {i} of {n}: *{step.title}*")
-        prev.button("Previous", key="tour_prev", disabled=i == 1, use_container_width=True,
-                    icon=":material/arrow_back:", on_click=go, args=(tour.name, i - 1, present, labels))
-        nxt.button("Next", key="tour_next", disabled=i == n, use_container_width=True,
-                   icon=":material/arrow_forward:", on_click=go, args=(tour.name, i + 1, present, labels))
-        st.markdown(step.text)
+    head_text = f"**Tour · {tour.title}** — step {i} of {n}: *{step.title}*"
+    with st.container(border=not present, key="tour_bar"):
+        widths = [7.0, 0.8, 0.8] + [1.3] * slots if present else [6, 1, 1] + [1] * slots
+        # Top-aligned in presentation: the buttons stay put when the narration opens below its label.
+        head, prev, nxt, *extra = st.columns(widths, vertical_alignment="top" if present else "center")
+        if present:
+            # The label short enough for one line at 1280 px; the tour's title opens with the text.
+            with head.expander(f"**Tour step {i} of {n}** · *{step.title}*", expanded=False):
+                st.markdown(f"**Tour · {tour.title}**\n\n{step.text}")
+        else:
+            head.markdown(head_text)
+        prev.button("" if present else "Previous", key="tour_prev", disabled=i == 1, use_container_width=True,
+                    icon=":material/arrow_back:", on_click=go, args=(tour.name, i - 1, present, labels),
+                    help="Previous step")
+        nxt.button("" if present else "Next", key="tour_next", disabled=i == n, use_container_width=True,
+                   icon=":material/arrow_forward:", on_click=go, args=(tour.name, i + 1, present, labels),
+                   help="Next step")
+        if not present:
+            st.markdown(step.text)
+    return extra
 
 
 def render_launcher(present: bool, labels: dict[str, str]) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import streamlit as st
 
 from ... import figures, vocabulary
+from ...figures.fonts import PRESENT_FONT_PX
 from ...scenario import ScenarioError, apply_overrides, from_dict
 from ..cache import ViewData, summary
 from ..export import chart
@@ -36,7 +37,7 @@ def zero_points(raw: dict[str, Any]) -> tuple[list[dict], list[str]]:
 
 def render(data: ViewData, raw: dict[str, Any], present: bool) -> None:
     j = data.json
-    font = 15 if present else 12
+    font = PRESENT_FONT_PX if present else 12
     by_tier = j.get("comm_bytes_by_tier")
     left, right = st.columns(2, gap="medium")
     with left:

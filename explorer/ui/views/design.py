@@ -216,7 +216,7 @@ def _search(base: runs.Base, raw_json: str, query: dict[str, str], present: bool
                                             "exhaustive": "every layout"}[d],
                      help="How long the search may take; a shorter one searches a narrowed layout space")
         st.number_input("Headroom (GB)", min_value=0.0, max_value=MAX_HEADROOM_GB, value=DEFAULT_HEADROOM_GB,
-                        step=1.0, key="_d_headroom", width=130,
+                        step=1.0, format="%.1f", key="_d_headroom", width=130,
                         help="Memory a ranked layout must leave free on each GPU for what the model does "
                              "not count: the CUDA context, NCCL's buffers (0.5-0.7 GB per communicator, "
                              "NVIDIA/nccl#964) and allocator fragmentation")

@@ -21,27 +21,38 @@ exactly the same computations and returns bit-identical results, in chunk order.
 
 ``progress(done, total)`` is called after every finished chunk with counts of items (the caller's
 sizes), from the calling thread.
+
+Ctrl-C belongs to the calling process: pool workers ignore SIGINT (they are forked with it
+blocked and ignore it before unblocking it, so none can die printing a traceback), and when the
+caller is interrupted (or a chunk fails) the pool is stopped at once — chunks not started are
+cancelled and the workers terminated, a running chunk is abandoned rather than awaited — so
+KeyboardInterrupt reaches the caller within a fraction of a second, leaving no worker behind.
+On Dask the futures are cancelled and the LocalCluster closed.
 """
 from __future__ import annotations
 
 import hashlib
 import logging
 import os
+import signal
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ..scenario import ScenarioError
+from .progress import Progress
 
 T = TypeVar("T")
 R = TypeVar("R")
-Progress = Callable[[int, int], None]
 EXECUTORS = ("local", "dask")
 CONNECT_TIMEOUT_S = 10         # a wrong --address fails in seconds, not minutes
 PROBE_TIMEOUT_S = 60           # a worker that cannot import explorer dies; no answer within this is an error
+STOP_GRACE_S = 1.0             # a terminated worker gets this long to exit before it is killed
 _PACKAGE = Path(__file__).resolve().parents[1]     # explorer/
 
 
@@ -104,16 +115,88 @@ def _pool(fn: Callable[[T], R], chunks: Sequence[T], workers: int, sizes: list[i
 
     out: list[Any] = [None] * len(chunks)
     done, total = 0, sum(sizes)
-    method = "fork" if threading.active_count() == 1 else "forkserver"
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as ex:
-        futures = {ex.submit(fn, c): i for i, c in enumerate(chunks)}
+    method = "fork" if _fork_safe() else "forkserver"
+    ex = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method),
+                             initializer=_worker_ignores_sigint)
+    try:
+        with _sigint_blocked():       # the workers start (at the first submit) with SIGINT blocked
+            futures = {ex.submit(fn, c): i for i, c in enumerate(chunks)}
         for fut in as_completed(futures):
             i = futures[fut]
             out[i] = fut.result()
             done += sizes[i]
             if progress:
                 progress(done, total)
+    except BaseException:             # Ctrl-C, or a chunk failed: nothing left is worth waiting for
+        _stop(ex)
+        raise
+    ex.shutdown(wait=True)
     return out
+
+
+def _fork_safe() -> bool:
+    """Whether forking is safe: no thread but this one runs, except threads that promise to hold no
+    lock across a fork (``fork_safe``: the CLI's progress line, explorer/design/progress.py).  A
+    threaded host (the Streamlit server) gets a forkserver instead (module docstring)."""
+    me = threading.current_thread()
+    return all(t is me or getattr(t, "fork_safe", False) for t in threading.enumerate())
+
+
+def _worker_ignores_sigint() -> None:
+    """A pool worker's first act: ignore SIGINT (the parent decides, and terminates the pool),
+    then unblock it (it was blocked across the fork, see :func:`_sigint_blocked`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread for the block: a child forked inside starts with it blocked,
+    so Ctrl-C cannot reach it before :func:`_worker_ignores_sigint` ignores it.  Here a Ctrl-C
+    is held back until the block ends (microseconds: the submits only queue the chunks)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT for the block (in the main thread; elsewhere signals are not ours to set), so
+    a second Ctrl-C cannot cut the cleanup short and leave workers running."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _stop(ex: Any) -> None:
+    """Stop a ProcessPoolExecutor now: cancel the chunks not started, terminate the workers
+    (SIGTERM, then SIGKILL after STOP_GRACE_S), reap them, and wait for the pool's manager thread
+    to see them gone and close its pipes (else the interpreter's exit hook may write to a pipe the
+    thread is closing: "Bad file descriptor").  Before Python 3.14's ``terminate_workers``, the
+    pool's ``_processes`` (pid -> Process) and ``_executor_manager_thread`` are the only handles
+    on the workers and that thread (``shutdown`` forgets the thread even when not waiting for it)."""
+    with _sigint_ignored():
+        procs = list((getattr(ex, "_processes", None) or {}).values())
+        manager = getattr(ex, "_executor_manager_thread", None)
+        ex.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            p.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+        if manager is not None:
+            manager.join(STOP_GRACE_S)
 
 
 def _dask(fn: Callable[[T], R], chunks: Sequence[T], spec: ExecutorSpec, sizes: list[int],
@@ -123,34 +206,59 @@ def _dask(fn: Callable[[T], R], chunks: Sequence[T], spec: ExecutorSpec, sizes: 
 
     cluster = None
     try:
-        if spec.address is None:
-            cluster = LocalCluster(n_workers=spec.workers or cpu_count(), threads_per_worker=1,
-                                   processes=spec.processes, dashboard_address=None,
-                                   silence_logs=logging.ERROR)
-            client = Client(cluster)
-        else:
-            try:
-                client = Client(spec.address, timeout=CONNECT_TIMEOUT_S)
-            except (OSError, TimeoutError, ValueError) as exc:
-                raise ScenarioError("--address", f"cannot reach the Dask scheduler at {spec.address!r} "
-                                    f"({type(exc).__name__}: {exc}); start one with `dask scheduler` "
-                                    "and workers with `dask worker tcp://HOST:8786`") from None
+        # A Ctrl-C while the cluster starts waits until it has (a second or two), rather than
+        # interrupting it half-built.
+        with _sigint_blocked():
+            if spec.address is None:
+                # A worker process runs dask_setup below first (Dask's preload hook).
+                preload = {"preload": [__name__]} if spec.processes else {}
+                cluster = LocalCluster(n_workers=spec.workers or cpu_count(), threads_per_worker=1,
+                                       processes=spec.processes, dashboard_address=None,
+                                       silence_logs=logging.ERROR, **preload)
+                client = Client(cluster)
+            else:
+                try:
+                    client = Client(spec.address, timeout=CONNECT_TIMEOUT_S)
+                except (OSError, TimeoutError, ValueError) as exc:
+                    raise ScenarioError("--address", f"cannot reach the Dask scheduler at {spec.address!r} "
+                                        f"({type(exc).__name__}: {exc}); start one with `dask scheduler` "
+                                        "and workers with `dask worker tcp://HOST:8786`") from None
         with client:
             _check_workers(client, spec.address)
             futures = client.map(fn, list(chunks), pure=False)
-            index = {f.key: i for i, f in enumerate(futures)}
-            out: list[Any] = [None] * len(chunks)
-            done, total = 0, sum(sizes)
-            for fut in dask_completed(futures):
-                i = index[fut.key]
-                out[i] = fut.result()
-                done += sizes[i]
-                if progress:
-                    progress(done, total)
-            return out
+            try:
+                return _collect(futures, dask_completed, sizes, progress)
+            except BaseException:         # Ctrl-C, or a chunk failed: the rest is not wanted
+                with _sigint_ignored():
+                    client.cancel(futures)
+                raise
     finally:
         if cluster is not None:
-            cluster.close()
+            with _sigint_ignored():
+                cluster.close()
+
+
+def dask_setup(worker: Any) -> None:
+    """Dask's preload hook, run first in each LocalCluster worker process: ignore SIGINT, as a
+    pool worker does (Ctrl-C is the caller's, which closes the cluster; the worker's own asyncio
+    runner would otherwise die of it with a traceback)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _collect(futures: list[Any], completed: Callable[[list[Any]], Any], sizes: list[int],
+             progress: Progress | None) -> list[Any]:
+    """The Dask futures' results in submission order, ``progress`` told as each finishes."""
+    index = {f.key: i for i, f in enumerate(futures)}
+    out: list[Any] = [None] * len(futures)
+    done, total = 0, sum(sizes)
+    for fut in completed(futures):
+        i = index[fut.key]
+        out[i] = fut.result()
+        done += sizes[i]
+        if progress:
+            progress(done, total)
+    return out
 
 
 @cache

@@ -37,7 +37,8 @@ from ..scenario import Scenario, ScenarioError
 from ..schedules import registry
 from . import chunks as work
 from .base import Base, cluster_overrides, share_query
-from .executors import ExecutorSpec, Progress, map_chunks
+from .executors import ExecutorSpec, map_chunks
+from .progress import Progress, next_phase
 from .proxy import POOL, ranking_proxy
 from .scores import estimator_available, reason_field, score
 from .space import Layout, LayoutBuilder, Space, enumerate_layouts, is_timed, search_raw
@@ -171,6 +172,7 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
         raise ScenarioError("--top", f"{top} must be at least 1")
     executor = executor or ExecutorSpec()
     t0 = time.perf_counter()
+    next_phase(progress, "enumerating layouts", "layouts")
     raw = search_raw(base.raw)
     parsed = LayoutBuilder(raw).parsed
     if gpus is not None:
@@ -192,6 +194,7 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     # Progress counts layouts scored: the plain ones, then at most this many timed ones.
     total = len(plain) + min(len(timed), TIMED_PIPELINES * len(timed_names))
     check = raw if proxy is not None else None
+    next_phase(progress, "estimating" if proxy is None else "estimating on the proxy", "layouts", total)
     _score_into(rank_raw, [layouts[i] for i in plain], plain, reasons, t_est, fits, executor, "estimate",
                 _offset(progress, 0, total), check)
     plain_at = dict(zip((layouts[i] for i in plain), plain, strict=True))
@@ -206,7 +209,8 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     order = sorted(np.flatnonzero(fits), key=lambda i: (t_est[i], i))       # ties: enumeration order
     ranked = [(layouts[i], float(t_est[i])) for i in order]
     pool = top if proxy is None else max(top, pool or max(POOL, 2 * top))
-    top_list, baseline, simulated = _full_phase(base, raw, Layout.of(parsed), ranked, pool, executor)
+    top_list, baseline, simulated = _full_phase(base, raw, Layout.of(parsed), ranked, pool, executor,
+                                                next_phase(progress, "simulating in full", "layouts"))
     if (include_baseline and baseline is not None and baseline.figures["fits"]
             and all(c.layout != baseline.layout for c in top_list)):
         top_list.append(baseline)
@@ -276,21 +280,25 @@ def _timed_picks(raw: Mapping[str, Any], layouts: list[Layout], timed: list[int]
 
 
 def _full_phase(base: Base, raw: Mapping[str, Any], own: Layout, ranked: list[tuple[Layout, float]], top: int,
-                executor: ExecutorSpec) -> tuple[list[Candidate], Candidate | None, int]:
+                executor: ExecutorSpec, progress: Progress | None = None
+                ) -> tuple[list[Candidate], Candidate | None, int]:
     """Simulate ``ranked`` (layout, estimated time) best first, in batches of the places still
     open, until ``top`` fit by the full engine's memory or MAX_EXTRA_FULL more were tried; the first
     batch also simulates the scenario's own layout.  Returns (fitting candidates, baseline,
-    layouts simulated)."""
+    layouts simulated); ``progress`` counts the simulations (the total grows with each batch)."""
     found: list[Candidate] = []
     baseline: Candidate | None = None
     tried = 0
+    ran = 0                   # simulations finished, the baseline's included
     batch = [_FullJob(base, raw, own, None, baseline=True)]
     while True:
         room = min(top - len(found), top + MAX_EXTRA_FULL - tried)
         batch += [_FullJob(base, raw, lay, est) for lay, est in ranked[tried:tried + max(room, 0)]]
         if not batch:
             return found, baseline, tried
-        for job, cand in zip(batch, map_chunks(_simulate, batch, executor,
+        counted = _offset(progress, ran, ran + len(batch))
+        ran += len(batch)
+        for job, cand in zip(batch, map_chunks(_simulate, batch, executor, progress=counted,
                                                in_process=work.in_process(len(batch), "full")), strict=True):
             if job.baseline:
                 baseline = cand

@@ -1,6 +1,6 @@
 """What the design-space commands share: executor flags, bounded counts, JSON and number output.
 
-Their progress line (stderr, after a second) and the one line they leave on Ctrl-C are
+Their progress line (stderr, after half a second) and the one line they leave on Ctrl-C are
 explorer/design/progress.py's :func:`~explorer.design.progress.reporting`.  Every count a user
 gives (``--top``, ``--workers``, ``--gpus``) has an upper bound, stated in ``--help`` and checked
 by argparse (:func:`bounded_int`): a typo such as ``--top 1000000`` is a one-line error (exit 2),

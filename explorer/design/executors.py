@@ -7,7 +7,7 @@ exactly the same computations and returns bit-identical results, in chunk order.
 - ``local`` (the default): the chunks run in this process when the caller says the work is small
   (``in_process``; sweep and search say so below about a second of work, where starting worker
   processes would cost more than it saves) or when there is one chunk or one CPU; otherwise on a
-  :class:`concurrent.futures.ProcessPoolExecutor` of one worker per CPU.  Workers are forked
+  pool of one worker process per CPU (explorer/design/pool.py).  Workers are forked
   when this process runs one thread (the CLI, a script: fast, and no ``__main__`` guard needed);
   a threaded host (the Streamlit server) starts them from a ``forkserver`` instead, because
   forking a process whose other threads may hold locks can deadlock the child.
@@ -22,12 +22,11 @@ exactly the same computations and returns bit-identical results, in chunk order.
 ``progress(done, total)`` is called after every finished chunk with counts of items (the caller's
 sizes), from the calling thread.
 
-Ctrl-C belongs to the calling process: pool workers ignore SIGINT (they are forked with it
-blocked and ignore it before unblocking it, so none can die printing a traceback), and when the
-caller is interrupted (or a chunk fails) the pool is stopped at once — chunks not started are
-cancelled and the workers terminated, a running chunk is abandoned rather than awaited — so
-KeyboardInterrupt reaches the caller within a fraction of a second, leaving no worker behind.
-On Dask the futures are cancelled and the LocalCluster closed.
+Ctrl-C belongs to the calling process: the local pool is explorer/design/pool.py, whose workers
+ignore SIGINT and which stops them at once (chunks not started dropped, running ones abandoned)
+when the caller is interrupted or a chunk fails, so KeyboardInterrupt reaches the caller within a
+fraction of a second, leaving no worker behind.  On Dask the futures are cancelled and the
+LocalCluster closed; its worker processes ignore SIGINT too (:func:`dask_setup`).
 """
 from __future__ import annotations
 
@@ -36,9 +35,7 @@ import logging
 import os
 import signal
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -52,7 +49,6 @@ R = TypeVar("R")
 EXECUTORS = ("local", "dask")
 CONNECT_TIMEOUT_S = 10         # a wrong --address fails in seconds, not minutes
 PROBE_TIMEOUT_S = 60           # a worker that cannot import explorer dies; no answer within this is an error
-STOP_GRACE_S = 1.0             # a terminated worker gets this long to exit before it is killed
 _PACKAGE = Path(__file__).resolve().parents[1]     # explorer/
 
 
@@ -110,27 +106,19 @@ def _here(fn: Callable[[T], R], chunks: Sequence[T], sizes: list[int], progress:
 
 def _pool(fn: Callable[[T], R], chunks: Sequence[T], workers: int, sizes: list[int],
           progress: Progress | None) -> list[R]:
-    import multiprocessing  # deferred, as Dask below: every CLI command imports this module
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from . import pool  # deferred, as Dask below: every CLI command imports this module
 
     out: list[Any] = [None] * len(chunks)
     done, total = 0, sum(sizes)
-    method = "fork" if _fork_safe() else "forkserver"
-    ex = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method),
-                             initializer=_worker_ignores_sigint)
-    try:
-        with _sigint_blocked():       # the workers start (at the first submit) with SIGINT blocked
-            futures = {ex.submit(fn, c): i for i, c in enumerate(chunks)}
-        for fut in as_completed(futures):
-            i = futures[fut]
-            out[i] = fut.result()
-            done += sizes[i]
-            if progress:
-                progress(done, total)
-    except BaseException:             # Ctrl-C, or a chunk failed: nothing left is worth waiting for
-        _stop(ex)
-        raise
-    ex.shutdown(wait=True)
+
+    def finished(i: int, result: Any) -> None:
+        nonlocal done
+        out[i] = result
+        done += sizes[i]
+        if progress:
+            progress(done, total)
+
+    pool.run(fn, chunks, workers, "fork" if _fork_safe() else "forkserver", finished)
     return out
 
 
@@ -142,73 +130,18 @@ def _fork_safe() -> bool:
     return all(t is me or getattr(t, "fork_safe", False) for t in threading.enumerate())
 
 
-def _worker_ignores_sigint() -> None:
-    """A pool worker's first act: ignore SIGINT (the parent decides, and terminates the pool),
-    then unblock it (it was blocked across the fork, see :func:`_sigint_blocked`)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-@contextmanager
-def _sigint_blocked() -> Iterator[None]:
-    """SIGINT blocked in this thread for the block: a child forked inside starts with it blocked,
-    so Ctrl-C cannot reach it before :func:`_worker_ignores_sigint` ignores it.  Here a Ctrl-C
-    is held back until the block ends (microseconds: the submits only queue the chunks)."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-@contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """Ignore SIGINT for the block (in the main thread; elsewhere signals are not ours to set), so
-    a second Ctrl-C cannot cut the cleanup short and leave workers running."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
-
-
-def _stop(ex: Any) -> None:
-    """Stop a ProcessPoolExecutor now: cancel the chunks not started, terminate the workers
-    (SIGTERM, then SIGKILL after STOP_GRACE_S), reap them, and wait for the pool's manager thread
-    to see them gone and close its pipes (else the interpreter's exit hook may write to a pipe the
-    thread is closing: "Bad file descriptor").  Before Python 3.14's ``terminate_workers``, the
-    pool's ``_processes`` (pid -> Process) and ``_executor_manager_thread`` are the only handles
-    on the workers and that thread (``shutdown`` forgets the thread even when not waiting for it)."""
-    with _sigint_ignored():
-        procs = list((getattr(ex, "_processes", None) or {}).values())
-        manager = getattr(ex, "_executor_manager_thread", None)
-        ex.shutdown(wait=False, cancel_futures=True)
-        for p in procs:
-            p.terminate()
-        deadline = time.monotonic() + STOP_GRACE_S
-        for p in procs:
-            p.join(max(0.0, deadline - time.monotonic()))
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-        if manager is not None:
-            manager.join(STOP_GRACE_S)
-
-
 def _dask(fn: Callable[[T], R], chunks: Sequence[T], spec: ExecutorSpec, sizes: list[int],
           progress: Progress | None) -> list[R]:
     from distributed import Client, LocalCluster  # deferred: Dask costs a quarter second to import
     from distributed import as_completed as dask_completed
 
+    from .pool import sigint_blocked, sigint_ignored
+
     cluster = None
     try:
         # A Ctrl-C while the cluster starts waits until it has (a second or two), rather than
         # interrupting it half-built.
-        with _sigint_blocked():
+        with sigint_blocked():
             if spec.address is None:
                 # A worker process runs dask_setup below first (Dask's preload hook).
                 preload = {"preload": [__name__]} if spec.processes else {}
@@ -229,12 +162,12 @@ def _dask(fn: Callable[[T], R], chunks: Sequence[T], spec: ExecutorSpec, sizes: 
             try:
                 return _collect(futures, dask_completed, sizes, progress)
             except BaseException:         # Ctrl-C, or a chunk failed: the rest is not wanted
-                with _sigint_ignored():
+                with sigint_ignored():
                     client.cancel(futures)
                 raise
     finally:
         if cluster is not None:
-            with _sigint_ignored():
+            with sigint_ignored():
                 cluster.close()
 
 

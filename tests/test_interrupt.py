@@ -109,7 +109,10 @@ def test_ctrl_c_stops_the_command_and_its_workers_with_one_line(name, target):
         sent = time.monotonic()
         assert cli.wait_for(lambda: cli.proc.poll() is not None, STOPPED_S), \
             f"still running {STOPPED_S} s after SIGINT"
-        assert cli.wait_for(lambda: not _group(pgid), 5), f"processes left behind: {_group(pgid)}"
+        end = time.monotonic() + 5
+        while _group(pgid) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not _group(pgid), f"processes left behind: {_group(pgid)}"
         took = time.monotonic() - sent
     finally:
         cli.close()
@@ -120,6 +123,25 @@ def test_ctrl_c_stops_the_command_and_its_workers_with_one_line(name, target):
     assert lines[-1].startswith(f"interrupted: {name} stopped "), "\n".join(lines)
     assert all(ln.startswith(f"{name}: ") for ln in lines[:-1]), "\n".join(lines)
     assert took < STOPPED_S
+
+
+def test_workers_do_not_outlive_a_command_killed_outright():
+    """SIGKILL (or the out-of-memory killer) gives the command no chance to stop its pool: the
+    workers see their pipe close and exit by themselves."""
+    cli = _Cli(LONG["search"][0])
+    pgid = cli.proc.pid
+    try:
+        assert cli.wait_for(lambda: len(_group(pgid)) > 1, WORKERS_S), "no worker processes started"
+        os.kill(pgid, signal.SIGKILL)
+        # A worker notices once its chunk is done (a quarter of a second of work).
+        end = time.monotonic() + STOPPED_S
+        while _group(pgid) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not _group(pgid), f"workers left behind: {_group(pgid)}"
+    finally:
+        for pid in _group(pgid):
+            os.kill(pid, signal.SIGKILL)
+        cli.close()
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

@@ -45,7 +45,10 @@ def run(fn: Callable[[Any], Any], chunks: Sequence[Any], workers: int, method: s
         with sigint_blocked():          # inherited by the workers (module docstring)
             for _ in range(workers):
                 here, there = ctx.Pipe()
-                p = ctx.Process(target=_serve, args=(fn, there), daemon=True, name="explorer-worker")
+                # A forked worker holds copies of this process's pipe ends: it closes them, so that
+                # if this process dies without stopping it, its pipe reads EOF and it exits.
+                ours = [here, *procs] if method == "fork" else []
+                p = ctx.Process(target=_serve, args=(fn, there, ours), daemon=True, name="explorer-worker")
                 p.start()
                 there.close()           # the worker's end lives in the worker only: its death is EOF here
                 procs[here] = p
@@ -91,11 +94,14 @@ def _died(proc: Any) -> WorkerDied:
                       "out of memory? try fewer --workers")
 
 
-def _serve(fn: Callable[[Any], Any], conn: Connection) -> None:
-    """A worker: ignore SIGINT, then answer chunks with ``(True, result)`` or ``(False, exception)``
-    until told None or the caller's end closes."""
+def _serve(fn: Callable[[Any], Any], conn: Connection, inherited: list[Connection]) -> None:
+    """A worker: ignore SIGINT, close the caller's pipe ends it ``inherited`` by fork, then answer
+    chunks with ``(True, result)`` or ``(False, exception)`` until told None or the caller's end
+    closes (the caller died)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    for c in inherited:
+        c.close()
     while True:
         try:
             chunk = conn.recv()

@@ -2,7 +2,9 @@
 :mod:`explorer.commands` (diff, sweep, search, sensitivity, scaling).
 
 Every invalid input ends in one line on stderr naming the field and what would be valid, and
-exit code 2; no traceback.  Anything else that goes wrong is one line ``internal error
+exit code 2; no traceback.  Ctrl-C ends a command within a second or two, with one line
+(``interrupted: search stopped after 12,345 of 65,076 layouts (estimating)``) and exit code 130.
+Anything else that goes wrong is one line ``internal error
 (<ExceptionType>): <message>`` and exit code 1.  Text that came from the user (a scenario's
 name, a key) is printed with control characters escaped, so a name cannot rewrite the terminal;
 ``--json`` never prints Infinity or NaN.  SCENARIO is a path to a YAML/JSON file or the name of a
@@ -40,8 +42,10 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, not argparse's usage block
-        raise UsageError(message)
+    def error(self, message: str) -> None:
+        """One line, not argparse's usage block; ``argument --top: ...`` reads ``--top: ...``, as
+        every other error names its field first."""
+        raise UsageError(message.removeprefix("argument "))
 
 
 def load_scenario(name: str, sets: Sequence[str] = ()) -> Scenario:
@@ -187,6 +191,21 @@ def _silence_stdout() -> None:
         pass
 
 
+def _after_interrupt() -> None:
+    """After a Ctrl-C: ignore a second one, which would cut the last line short with a traceback
+    (the command is ending anyway, its workers gone: explorer/design/executors.py); and make sure
+    the process exits with our code, 130.  CPython marks a KeyboardInterrupt that leaves code run
+    by ``exec`` of a string (dataclasses build their methods so, at import) as unhandled even when
+    caught later, and then ends the process by SIGINT instead of its exit code; the mark is
+    cleared when the next such ``exec`` starts (Python/pythonrun.c, run_eval_code_obj)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exec("")
+
+
 def _program_name() -> str:
     """How the user called us, for the usage line: the ``commexplorer`` console script (installed
     by pyproject.toml, equal in every other way) or ``python -m explorer``."""
@@ -197,8 +216,37 @@ BUILTIN_COMMANDS = ("run", "collective", "validate", "list")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return the exit code (0 ok, 1 internal error, 2 invalid input or usage)."""
+    """Run one command; return the exit code (0 ok, 1 internal error, 2 invalid input or usage,
+    130 interrupted)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        ap, extra = _parser(argv)
+        if not argv:
+            print(ap.format_help(), end="", file=sys.stderr)
+            return 2
+        return _run(ap, argv, extra)
+    except BrokenPipeError:
+        _silence_stdout()
+        return 0
+    except (ScenarioError, UsageError) as exc:
+        _say(f"error: {exc}")
+        return 2
+    except OSError as exc:
+        _say(f"error: {getattr(exc, 'filename', '') or ''}: {exc.strerror or exc}")
+        return 2
+    except SystemExit as exc:          # argparse's -h/--help
+        return exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt as exc:   # Ctrl-C: a design command says how far it got (design/progress.py)
+        _after_interrupt()
+        _say(f"interrupted: {exc}" if str(exc) else "interrupted")
+        return 130
+    except Exception as exc:           # noqa: BLE001 - the promise: one line, never a traceback
+        _say(f"internal error ({type(exc).__name__}): {exc}")
+        return 1
+
+
+def _parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict]:
+    """The parser of every command, and the modules of the commands beyond the built-in ones."""
     ap = _Parser(prog=_program_name(),
                  description="CommExplorer: simulate communication in distributed training.")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -230,28 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for mod in commands():
             extra[mod.NAME] = mod
             mod.add_arguments(sub.add_parser(mod.NAME, help=mod.HELP))
-    if not argv:
-        print(ap.format_help(), end="", file=sys.stderr)
-        return 2
-    try:
-        return _run(ap, argv, extra)
-    except BrokenPipeError:
-        _silence_stdout()
-        return 0
-    except (ScenarioError, UsageError) as exc:
-        _say(f"error: {exc}")
-        return 2
-    except OSError as exc:
-        _say(f"error: {getattr(exc, 'filename', '') or ''}: {exc.strerror or exc}")
-        return 2
-    except SystemExit as exc:          # argparse's -h/--help
-        return exc.code if isinstance(exc.code, int) else 0
-    except KeyboardInterrupt:
-        _say("interrupted")
-        return 130
-    except Exception as exc:           # noqa: BLE001 - the promise: one line, never a traceback
-        _say(f"internal error ({type(exc).__name__}): {exc}")
-        return 1
+    return ap, extra
 
 
 def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None) -> int:

@@ -120,7 +120,7 @@ def test_32k_gpus_two_datacenters_within_budget():
 
 @pytest.mark.parametrize("args, line", [
     (("teaching-8gpu",), "error: cluster.datacenters: advise needs at least 2 datacenters (got 1)"),
-    (("two-datacenters", "--top", "0"), "error: --top: 0 must be at least 1"),
+    (("two-datacenters", "--top", "0"), "error: --top: 0 is out of range (give 1 to 50)"),
 ])
 def test_invalid_input_is_exit_2_in_one_line(args, line):
     proc = cli("advise", *args)

@@ -20,30 +20,34 @@ from ..design.base import open_base
 from ..design.cli_support import (
     add_executor_arguments,
     add_set_argument,
+    bounded_int,
     dumps,
     executor_spec,
     fmt_breakdown,
     fmt_s,
     parse_sets,
-    progress_bar,
 )
+from ..design.progress import reporting
 
 NAME = "advise"
 HELP = "placement advisor: which dimensions should cross datacenters, ranked (best vs naive DP-across)"
+# Each of the top K (+2 spare) is a full simulation, about 0.3 s at 32K GPUs; a scenario has a few
+# hundred placements, and 50 rows is more than a reader compares.
+MAX_TOP = 50
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario")
-    parser.add_argument("--top", type=int, default=5,
-                        help="placements simulated in full and printed (default 5)")
+    parser.add_argument("--top", type=bounded_int(1, MAX_TOP), default=5,
+                        help=f"placements simulated in full and printed, 1 to {MAX_TOP} (default 5)")
     add_set_argument(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON list sorted by iteration time")
     add_executor_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    base = open_base(args.scenario, parse_sets(args.set))
-    with progress_bar("advise", unit="placement") as progress:
+    with reporting(NAME) as progress:
+        base = open_base(args.scenario, parse_sets(args.set))
         result = advise(base, args.top, executor_spec(args), progress)
     if args.json:
         print(summary_line(result), file=sys.stderr)

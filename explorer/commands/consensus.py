@@ -12,6 +12,7 @@ import argparse
 from ..config.schema import excerpt, one_line
 from ..design.base import open_base
 from ..design.cli_support import add_set_argument, dumps, fmt_s, parse_sets
+from ..design.progress import reporting
 from ..lowcomm.consensus import KNEE_SHARE, PERIODS, REPLICAS, ConsensusCurve, consensus
 from ..scenario import ScenarioError
 
@@ -23,9 +24,11 @@ MAX_VALUES = 32
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario")
     parser.add_argument("--replicas", default=None, metavar="D1,D2,...",
-                        help="replica (datacenter) counts; default " + ",".join(map(str, REPLICAS)))
+                        help=f"replica (datacenter) counts, 1 to {MAX_VALUES} of them, each a full "
+                             "simulation; default " + ",".join(map(str, REPLICAS)))
     parser.add_argument("--periods", default=None, metavar="H1,H2,...",
-                        help="synchronisation periods in inner steps; default " + ",".join(map(str, PERIODS)))
+                        help=f"synchronisation periods in inner steps, 1 to {MAX_VALUES} of them; default "
+                             + ",".join(map(str, PERIODS)))
     add_set_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the curve as JSON")
 
@@ -43,9 +46,12 @@ def _ints(text: str | None, flag: str, default: tuple[int, ...]) -> tuple[int, .
 
 
 def run(args: argparse.Namespace) -> int:
-    base = open_base(args.scenario, parse_sets(args.set), keep_dp=True)
-    curve = consensus(base.raw, _ints(args.replicas, "--replicas", REPLICAS),
-                      _ints(args.periods, "--periods", PERIODS))
+    replicas = _ints(args.replicas, "--replicas", REPLICAS)
+    periods = _ints(args.periods, "--periods", PERIODS)
+    with reporting(NAME) as progress:
+        base = open_base(args.scenario, parse_sets(args.set), keep_dp=True)
+        progress.phase("simulating", "replica counts", len(replicas))
+        curve = consensus(base.raw, replicas, periods, progress)
     print(dumps(curve.to_json()) if args.json else consensus_text(curve, base.label))
     return 0
 

@@ -13,6 +13,7 @@ import argparse
 from ..config.schema import excerpt, one_line
 from ..design.base import open_base
 from ..design.cli_support import add_set_argument, dumps, fmt_s, parse_sets
+from ..design.progress import reporting
 from ..design.scaling import MODES, ScalePoint, scaling
 from ..scenario import ScenarioError
 from ..vocabulary import COMM_DIMS
@@ -25,7 +26,8 @@ MAX_SIZES = 64
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario")
     parser.add_argument("--gpus", default=None, metavar="N1,N2,...",
-                        help="cluster sizes (default: the scenario's GPUs x 1/4 .. 8)")
+                        help=f"cluster sizes, 1 to {MAX_SIZES} of them, each a full simulation "
+                             "(default: the scenario's GPUs x 1/4 .. 8)")
     parser.add_argument("--mode", choices=MODES, default="weak",
                         help="weak: global batch grows with dp (default); strong: global batch fixed")
     add_set_argument(parser)
@@ -45,8 +47,10 @@ def parse_gpus(text: str | None) -> list[int] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    base = open_base(args.scenario, parse_sets(args.set))
-    points = scaling(base, parse_gpus(args.gpus), args.mode)
+    sizes = parse_gpus(args.gpus)
+    with reporting(NAME) as progress:
+        base = open_base(args.scenario, parse_sets(args.set))
+        points = scaling(base, sizes, args.mode, progress)
     print(dumps([p.to_json() for p in points]) if args.json else scaling_text(points, base.label, args.mode))
     return 0
 

@@ -16,17 +16,19 @@ import sys
 
 from ..analysis.verdict import DEFAULT_HEADROOM_GB, MAX_HEADROOM_GB
 from ..config.schema import excerpt, one_line
+from ..config.sections import MAX_GPUS
 from ..design.base import open_base
 from ..design.cli_support import (
     add_executor_arguments,
     add_set_argument,
+    bounded_int,
     dumps,
     executor_spec,
     fmt_breakdown,
     fmt_s,
     parse_sets,
-    progress_bar,
 )
+from ..design.progress import reporting
 from ..design.search import TIMED_PIPELINES, SearchResult, search
 from ..design.space import RECOMPUTE, ZERO_STAGES, Space
 from ..scenario import ScenarioError
@@ -34,12 +36,17 @@ from ..schedules import registry
 
 NAME = "search"
 HELP = "fastest valid layouts that fit in memory with headroom: estimator ranking, top K priced exactly"
+# Each of the top K is a full simulation (3 ms to 3.5 s, the engine's budget), and a proxy's ranking
+# simulates 2K: 100 is a long table, 1,000,000 a typo that would run for days.
+MAX_TOP = 100
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario")
-    parser.add_argument("--gpus", type=int, default=None, help="search at this many GPUs (whole nodes)")
-    parser.add_argument("--top", type=int, default=10, help="layouts re-simulated and printed (default 10)")
+    parser.add_argument("--gpus", type=bounded_int(1, MAX_GPUS), default=None,
+                        help=f"search at this many GPUs (whole nodes; at most {MAX_GPUS:,})")
+    parser.add_argument("--top", type=bounded_int(1, MAX_TOP), default=10,
+                        help=f"layouts re-simulated and printed, 1 to {MAX_TOP} (default 10)")
     parser.add_argument("--schedules", default=None, metavar="A,B",
                         help="schedules to consider (default: every synchronous one; 'all' adds "
                              "pipedream-async)")
@@ -80,8 +87,8 @@ def space_from_args(args: argparse.Namespace) -> Space:
 
 
 def run(args: argparse.Namespace) -> int:
-    base = open_base(args.scenario, parse_sets(args.set))
-    with progress_bar("search", unit="layout") as progress:
+    with reporting(NAME) as progress:
+        base = open_base(args.scenario, parse_sets(args.set))
         result = search(base, args.gpus, args.top, space_from_args(args), executor_spec(args), progress,
                         headroom_GB=args.headroom_GB)
     if args.json:

@@ -14,6 +14,7 @@ import sys
 from ..config.schema import one_line
 from ..design.base import open_base
 from ..design.cli_support import add_set_argument, dumps, fmt_s, parse_sets
+from ..design.progress import reporting
 from ..design.sensitivity import Sensitivity, sensitivity
 
 NAME = "sensitivity"
@@ -27,8 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    base = open_base(args.scenario, parse_sets(args.set), keep_dp=True)
-    result = sensitivity(base)
+    with reporting(NAME) as progress:
+        base = open_base(args.scenario, parse_sets(args.set), keep_dp=True)
+        result = sensitivity(base, progress=progress)
     print(dumps([r.to_json() for r in result.rows]) if args.json else sensitivity_text(result, base.label))
     if args.json:
         for k in result.skipped:          # stdout stays one JSON list: the changes not run go to stderr

@@ -22,9 +22,9 @@ from ..design.cli_support import (
     executor_spec,
     fmt_s,
     parse_sets,
-    progress_bar,
 )
-from ..design.sweep import SweepResult, parse_vary, sweep
+from ..design.progress import reporting
+from ..design.sweep import MAX_COMBINATIONS, MAX_FULL_COMBINATIONS, SweepResult, parse_vary, sweep
 from ..vocabulary import CATEGORIES
 
 NAME = "sweep"
@@ -34,7 +34,8 @@ HELP = "cartesian product of field values, each validated and scored (estimator;
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario")
     parser.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2,...",
-                        help="a field and its values (repeat for a product)")
+                        help=f"a field and its values (repeat for a product of at most {MAX_COMBINATIONS:,} "
+                             f"combinations, {MAX_FULL_COMBINATIONS:,} with --full)")
     add_set_argument(parser)
     parser.add_argument("--full", action="store_true", help="score with the full engine, not the estimator")
     parser.add_argument("--json", action="store_true", help="print a JSON list, one object per combination")
@@ -45,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     vary = parse_vary(args.vary)
     sets = parse_sets(args.set)
-    base = open_base(args.scenario, sets, keep_dp=DP_KEY in vary)
-    with progress_bar("sweep") as progress:
+    with reporting(NAME) as progress:
+        base = open_base(args.scenario, sets, keep_dp=DP_KEY in vary)
         result = sweep(base, vary, "full" if args.full else "estimate", executor_spec(args), progress)
     if args.csv:
         write_csv(result, Path(args.csv))

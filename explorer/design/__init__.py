@@ -11,13 +11,15 @@ search          the fastest layouts that fit in memory (:func:`search`)
 sensitivity     which 2x upgrade buys the most (:func:`sensitivity`)
 scaling         weak and strong scaling curves (:func:`scaling`)
 executors       where the work runs: this process, a local process pool, a Dask cluster
+pool            the local process pool, which Ctrl-C stops at once with its workers
 chunks          how work is cut into chunks, and when it is small enough to stay in process
-cli_support     what the four commands share (flags, progress bar, JSON)
+progress        the commands' progress line on stderr, by phase, and the line Ctrl-C leaves
+cli_support     what the commands share (flags and their bounds, JSON, number formats)
 ==============  ================================================================================
 
 Every function takes a :class:`Base` and returns frozen dataclasses with ``to_json()``; figures
 are in :mod:`explorer.figures.design`.  Nothing here imports Streamlit; progress is a plain
-``progress(done, total)`` callback.
+``progress(done, total)`` callback (the CLI's also hears of phases: progress.next_phase).
 """
 from .base import Base, cluster_overrides, open_base, share_query
 from .executors import ExecutorSpec, map_chunks

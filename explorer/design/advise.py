@@ -40,7 +40,8 @@ from ..scenario import Scenario, ScenarioError, apply_overrides, from_dict
 from ..schedules import registry
 from . import chunks as work
 from .base import Base, share_query
-from .executors import ExecutorSpec, Progress, map_chunks
+from .executors import ExecutorSpec, map_chunks
+from .progress import Progress, next_phase
 from .scores import engine_cost, reason_field, score_overrides
 from .space import search_raw, synchronous_schedules
 
@@ -310,6 +311,7 @@ def advise(base: Base, top: int = 5, executor: ExecutorSpec | None = None,
         raise ScenarioError("--top", f"{top} must be at least 1")
     executor = executor or ExecutorSpec()
     t0 = time.perf_counter()
+    next_phase(progress, "enumerating placements", "placements")
     sc = base.scenario()
     D = sc.cluster.datacenters
     if D < 2:
@@ -317,6 +319,7 @@ def advise(base: Base, top: int = 5, executor: ExecutorSpec | None = None,
     raw = search_raw(base.raw)
     extra = {"parallelism.stage_layers": None} if sc.parallelism.stage_layers is not None else {}
     rows, templates = enumerate_placements(sc)
+    next_phase(progress, "estimating", "placements", len(rows))
     est, fits, reasons = _estimate_all(sc, raw, rows, extra, executor, progress)
     t1 = time.perf_counter()
 
@@ -329,6 +332,7 @@ def advise(base: Base, top: int = 5, executor: ExecutorSpec | None = None,
     groups = sorted(best.values(), key=lambda x: (x[0], x[1]))[:TIMED_GROUPS]
     timed = [replace(tpl, library=b.library, algorithm=b.algorithm)
              for _, b in groups for tpl in templates if (tpl.span, tpl.pp) == (b.span, b.pp)]
+    next_phase(progress, "timing WAN-aware schedules", "placements", len(timed))
     t_est, t_fit, t_why = _estimate(raw, timed, extra)
     rows, est, fits, reasons = rows + timed, est + t_est, fits + t_fit, reasons + t_why
     t2 = time.perf_counter()
@@ -343,8 +347,9 @@ def advise(base: Base, top: int = 5, executor: ExecutorSpec | None = None,
         jobs.append(_Job(base, raw, extra, naive, estimate_of.get(naive), D, naive=True, own=naive == own))
     if own is None or own not in picks + [naive]:
         jobs.append(_Job(base, raw, extra, None, None, D, own=True))
-    done = [a for a in map_chunks(_simulate, jobs, executor, in_process=work.in_process(len(jobs), "full"))
-            if a is not None]
+    counted = next_phase(progress, "simulating in full", "placements", len(jobs))
+    done = [a for a in map_chunks(_simulate, jobs, executor, in_process=work.in_process(len(jobs), "full"),
+                                  progress=counted) if a is not None]
     ranking = sorted((a for a in done if a.figures["fits"]), key=lambda a: (a.iteration_time_s, a.label))
     t3 = time.perf_counter()
     return AdviceResult(

@@ -1,22 +1,40 @@
-"""What the design-space commands share: executor flags, the progress bar, JSON and number output.
+"""What the design-space commands share: executor flags, bounded counts, JSON and number output.
 
-The progress bar is tqdm on stderr; it appears only after PROGRESS_DELAY_S seconds (a short run
-shows none) and only on a terminal (tqdm's ``disable=None``), so ``--json`` stdout and piped
-output stay clean.
+Their progress line (stderr, after half a second) and the one line they leave on Ctrl-C are
+explorer/design/progress.py's :func:`~explorer.design.progress.reporting`.  Every count a user
+gives (``--top``, ``--workers``, ``--gpus``) has an upper bound, stated in ``--help`` and checked
+by argparse (:func:`bounded_int`): a typo such as ``--top 1000000`` is a one-line error (exit 2),
+not hours of simulation.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
+from ..config.schema import excerpt
 from ..scenario import parse_assignments
-from .executors import EXECUTORS, ExecutorSpec, Progress
+from .executors import EXECUTORS, ExecutorSpec
 
-PROGRESS_DELAY_S = 1.0
+MAX_WORKERS = 256       # worker processes: more than any one machine's cores (each takes 0.4-0.6 GB)
+
+
+def bounded_int(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from ``lo`` to ``hi``, else argparse's one-line error
+    ``argument --flag: ...`` naming the range (exit 2 through explorer/cli.py)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{excerpt(text)} is not a whole number "
+                                             f"(give {lo:,} to {hi:,})") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value:,} is out of range (give {lo:,} to {hi:,})")
+        return value
+
+    parse.__name__ = "whole number"      # what argparse calls the type in its own messages
+    return parse
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,8 +43,9 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
                         help="local: this machine's process pool (default); dask: a Dask cluster")
     parser.add_argument("--address", metavar="tcp://HOST:PORT", default=None,
                         help="Dask scheduler to use (default with --executor dask: a LocalCluster here)")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="worker processes (default: one per CPU; local pool or LocalCluster)")
+    parser.add_argument("--workers", type=bounded_int(1, MAX_WORKERS), default=None,
+                        help=f"worker processes, 1 to {MAX_WORKERS} (default: one per CPU; local pool or "
+                             "LocalCluster)")
 
 
 def executor_spec(args: argparse.Namespace) -> ExecutorSpec:
@@ -40,26 +59,6 @@ def add_set_argument(parser: argparse.ArgumentParser) -> None:
 
 def parse_sets(texts: list[str]) -> dict[str, Any]:
     return parse_assignments(texts)
-
-
-@contextmanager
-def progress_bar(desc: str, unit: str = "config") -> Iterator[Progress]:
-    """A ``progress(done, total)`` callback drawing a tqdm bar on stderr (closed on exit)."""
-    from tqdm import tqdm
-
-    bar: list[Any] = []
-
-    def update(done: int, total: int) -> None:
-        if not bar:
-            bar.append(tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=None,
-                            delay=PROGRESS_DELAY_S, leave=False, dynamic_ncols=True))
-        bar[0].update(done - bar[0].n)
-
-    try:
-        yield update
-    finally:
-        if bar:
-            bar[0].close()
 
 
 def dumps(obj: Any) -> str:

@@ -7,7 +7,7 @@ exactly the same computations and returns bit-identical results, in chunk order.
 - ``local`` (the default): the chunks run in this process when the caller says the work is small
   (``in_process``; sweep and search say so below about a second of work, where starting worker
   processes would cost more than it saves) or when there is one chunk or one CPU; otherwise on a
-  :class:`concurrent.futures.ProcessPoolExecutor` of one worker per CPU.  Workers are forked
+  pool of one worker process per CPU (explorer/design/pool.py).  Workers are forked
   when this process runs one thread (the CLI, a script: fast, and no ``__main__`` guard needed);
   a threaded host (the Streamlit server) starts them from a ``forkserver`` instead, because
   forking a process whose other threads may hold locks can deadlock the child.
@@ -21,12 +21,19 @@ exactly the same computations and returns bit-identical results, in chunk order.
 
 ``progress(done, total)`` is called after every finished chunk with counts of items (the caller's
 sizes), from the calling thread.
+
+Ctrl-C belongs to the calling process: the local pool is explorer/design/pool.py, whose workers
+ignore SIGINT and which stops them at once (chunks not started dropped, running ones abandoned)
+when the caller is interrupted or a chunk fails, so KeyboardInterrupt reaches the caller within a
+fraction of a second, leaving no worker behind.  On Dask the futures are cancelled and the
+LocalCluster closed; its worker processes ignore SIGINT too (:func:`dask_setup`).
 """
 from __future__ import annotations
 
 import hashlib
 import logging
 import os
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,10 +42,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..scenario import ScenarioError
+from .progress import Progress
 
 T = TypeVar("T")
 R = TypeVar("R")
-Progress = Callable[[int, int], None]
 EXECUTORS = ("local", "dask")
 CONNECT_TIMEOUT_S = 10         # a wrong --address fails in seconds, not minutes
 PROBE_TIMEOUT_S = 60           # a worker that cannot import explorer dies; no answer within this is an error
@@ -99,21 +106,28 @@ def _here(fn: Callable[[T], R], chunks: Sequence[T], sizes: list[int], progress:
 
 def _pool(fn: Callable[[T], R], chunks: Sequence[T], workers: int, sizes: list[int],
           progress: Progress | None) -> list[R]:
-    import multiprocessing  # deferred, as Dask below: every CLI command imports this module
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from . import pool  # deferred, as Dask below: every CLI command imports this module
 
     out: list[Any] = [None] * len(chunks)
     done, total = 0, sum(sizes)
-    method = "fork" if threading.active_count() == 1 else "forkserver"
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as ex:
-        futures = {ex.submit(fn, c): i for i, c in enumerate(chunks)}
-        for fut in as_completed(futures):
-            i = futures[fut]
-            out[i] = fut.result()
-            done += sizes[i]
-            if progress:
-                progress(done, total)
+
+    def finished(i: int, result: Any) -> None:
+        nonlocal done
+        out[i] = result
+        done += sizes[i]
+        if progress:
+            progress(done, total)
+
+    pool.run(fn, chunks, workers, "fork" if _fork_safe() else "forkserver", finished)
     return out
+
+
+def _fork_safe() -> bool:
+    """Whether forking is safe: no thread but this one runs, except threads that promise to hold no
+    lock across a fork (``fork_safe``: the CLI's progress line, explorer/design/progress.py).  A
+    threaded host (the Streamlit server) gets a forkserver instead (module docstring)."""
+    me = threading.current_thread()
+    return all(t is me or getattr(t, "fork_safe", False) for t in threading.enumerate())
 
 
 def _dask(fn: Callable[[T], R], chunks: Sequence[T], spec: ExecutorSpec, sizes: list[int],
@@ -121,36 +135,63 @@ def _dask(fn: Callable[[T], R], chunks: Sequence[T], spec: ExecutorSpec, sizes: 
     from distributed import Client, LocalCluster  # deferred: Dask costs a quarter second to import
     from distributed import as_completed as dask_completed
 
+    from .pool import sigint_blocked, sigint_ignored
+
     cluster = None
     try:
-        if spec.address is None:
-            cluster = LocalCluster(n_workers=spec.workers or cpu_count(), threads_per_worker=1,
-                                   processes=spec.processes, dashboard_address=None,
-                                   silence_logs=logging.ERROR)
-            client = Client(cluster)
-        else:
-            try:
-                client = Client(spec.address, timeout=CONNECT_TIMEOUT_S)
-            except (OSError, TimeoutError, ValueError) as exc:
-                raise ScenarioError("--address", f"cannot reach the Dask scheduler at {spec.address!r} "
-                                    f"({type(exc).__name__}: {exc}); start one with `dask scheduler` "
-                                    "and workers with `dask worker tcp://HOST:8786`") from None
+        # A Ctrl-C while the cluster starts waits until it has (a second or two), rather than
+        # interrupting it half-built.
+        with sigint_blocked():
+            if spec.address is None:
+                # A worker process runs dask_setup below first (Dask's preload hook).
+                preload = {"preload": [__name__]} if spec.processes else {}
+                cluster = LocalCluster(n_workers=spec.workers or cpu_count(), threads_per_worker=1,
+                                       processes=spec.processes, dashboard_address=None,
+                                       silence_logs=logging.ERROR, **preload)
+                client = Client(cluster)
+            else:
+                try:
+                    client = Client(spec.address, timeout=CONNECT_TIMEOUT_S)
+                except (OSError, TimeoutError, ValueError) as exc:
+                    raise ScenarioError("--address", f"cannot reach the Dask scheduler at {spec.address!r} "
+                                        f"({type(exc).__name__}: {exc}); start one with `dask scheduler` "
+                                        "and workers with `dask worker tcp://HOST:8786`") from None
         with client:
             _check_workers(client, spec.address)
             futures = client.map(fn, list(chunks), pure=False)
-            index = {f.key: i for i, f in enumerate(futures)}
-            out: list[Any] = [None] * len(chunks)
-            done, total = 0, sum(sizes)
-            for fut in dask_completed(futures):
-                i = index[fut.key]
-                out[i] = fut.result()
-                done += sizes[i]
-                if progress:
-                    progress(done, total)
-            return out
+            try:
+                return _collect(futures, dask_completed, sizes, progress)
+            except BaseException:         # Ctrl-C, or a chunk failed: the rest is not wanted
+                with sigint_ignored():
+                    client.cancel(futures)
+                raise
     finally:
         if cluster is not None:
-            cluster.close()
+            with sigint_ignored():
+                cluster.close()
+
+
+def dask_setup(worker: Any) -> None:
+    """Dask's preload hook, run first in each LocalCluster worker process: ignore SIGINT, as a
+    pool worker does (Ctrl-C is the caller's, which closes the cluster; the worker's own asyncio
+    runner would otherwise die of it with a traceback)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _collect(futures: list[Any], completed: Callable[[list[Any]], Any], sizes: list[int],
+             progress: Progress | None) -> list[Any]:
+    """The Dask futures' results in submission order, ``progress`` told as each finishes."""
+    index = {f.key: i for i, f in enumerate(futures)}
+    out: list[Any] = [None] * len(futures)
+    done, total = 0, sum(sizes)
+    for fut in completed(futures):
+        i = index[fut.key]
+        out[i] = fut.result()
+        done += sizes[i]
+        if progress:
+            progress(done, total)
+    return out
 
 
 @cache

@@ -23,6 +23,7 @@ from typing import Any
 from ..scenario import ScenarioError
 from ..vocabulary import COMM_DIMS
 from .base import Base, cluster_overrides, share_query
+from .progress import Progress, next_phase
 from .scores import score
 
 MODES = ("weak", "strong")
@@ -68,8 +69,10 @@ def default_sizes(gpus: int, unit: int) -> list[int]:
     return sizes or [gpus]
 
 
-def scaling(base: Base, gpus: Sequence[int] | None = None, mode: str = "weak") -> list[ScalePoint]:
-    """One point per cluster size in ``gpus`` (default :func:`default_sizes`), ascending."""
+def scaling(base: Base, gpus: Sequence[int] | None = None, mode: str = "weak",
+            progress: Progress | None = None) -> list[ScalePoint]:
+    """One point per cluster size in ``gpus`` (default :func:`default_sizes`), ascending;
+    ``progress`` counts the cluster sizes simulated."""
     if mode not in MODES:
         raise ScenarioError("--mode", f"{mode!r} is not one of {', '.join(MODES)}")
     sc = base.scenario()
@@ -96,7 +99,8 @@ def scaling(base: Base, gpus: Sequence[int] | None = None, mode: str = "weak") -
         slots.append(len(points))
         scenarios.append(variant)
         points.append(ScalePoint(n, ov, True, dp=variant.dp, global_batch=variant.training.global_batch))
-    s, refused = score(scenarios, "full")
+    s, refused = score(scenarios, "full", progress=next_phase(progress, "simulating", "cluster sizes",
+                                                             len(scenarios)) or progress)
     for j, (i, variant) in enumerate(zip(slots, scenarios, strict=True)):
         pt = points[i]
         if refused[j] is not None:

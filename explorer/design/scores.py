@@ -92,10 +92,11 @@ def estimator_available() -> bool:
     return _estimator() is not None
 
 
-def score(scenarios: Sequence[Scenario], engine: str = "estimate",
-          exact: bool = True) -> tuple[Scores, list[str | None]]:
+def score(scenarios: Sequence[Scenario], engine: str = "estimate", exact: bool = True,
+          progress: Callable[[int, int], None] | None = None) -> tuple[Scores, list[str | None]]:
     """Score ``scenarios`` with ``engine`` ("estimate" or "full"); ``exact=False`` lets the
-    estimator extrapolate long pipelines (its fast mode, explorer/estimate/fast.py: for ranking).
+    estimator extrapolate long pipelines (its fast mode, explorer/estimate/fast.py: for ranking);
+    ``progress(done, total)`` is told after each simulation (after the one batch, for the estimator).
 
     Returns the scores and, per scenario, None or the one-line reason the engine refused it (the
     refused rows hold NaN and ``fits`` False).  Deterministic: the same scenarios in the same
@@ -105,10 +106,13 @@ def score(scenarios: Sequence[Scenario], engine: str = "estimate",
         raise ScenarioError("--engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
     est = _estimator() if engine == "estimate" else None
     if est is None:
-        return _score_full(scenarios)
+        return _score_full(scenarios, progress)
     if not scenarios:
         return empty_scores(), []
-    return _from_estimates(est(list(scenarios), exact)), [None] * len(scenarios)
+    out = _from_estimates(est(list(scenarios), exact)), [None] * len(scenarios)
+    if progress:
+        progress(len(scenarios), len(scenarios))
+    return out
 
 
 def _from_estimates(e: Any) -> Scores:
@@ -124,8 +128,9 @@ def reason_field(reason: str) -> str:
     return reason.split(": ", 1)[0]
 
 
-def _score_full(scenarios: Sequence[Scenario]) -> tuple[Scores, list[str | None]]:
-    """The full engine, one simulation per scenario."""
+def _score_full(scenarios: Sequence[Scenario], progress: Callable[[int, int], None] | None = None
+                ) -> tuple[Scores, list[str | None]]:
+    """The full engine, one simulation per scenario (``progress`` told after each)."""
     from ..simulate import simulate  # deferred: the engine is only needed here
 
     n = len(scenarios)
@@ -134,6 +139,8 @@ def _score_full(scenarios: Sequence[Scenario]) -> tuple[Scores, list[str | None]
     parts = {k: np.full(n, np.nan) for k in CATEGORIES}
     reasons: list[str | None] = [None] * n
     for i, sc in enumerate(scenarios):
+        if progress and i:
+            progress(i, n)
         try:
             r = simulate(sc)
         except ScenarioError as exc:        # beyond the budget once unfolded: a reason, not a crash
@@ -144,4 +151,6 @@ def _score_full(scenarios: Sequence[Scenario]) -> tuple[Scores, list[str | None]
         fits[i] = not r.memory_over_capacity
         for k in CATEGORIES:
             parts[k][i] = r.breakdown_s.get(k, 0.0)
+    if progress:
+        progress(n, n)
     return Scores(cols["t"], cols["mem"], fits, cols["mfu"], cols["tps"], parts), reasons

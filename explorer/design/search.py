@@ -44,7 +44,8 @@ from ..scenario import Scenario, ScenarioError
 from ..schedules import registry
 from . import chunks as work
 from .base import Base, cluster_overrides, share_query
-from .executors import ExecutorSpec, Progress, map_chunks
+from .executors import ExecutorSpec, map_chunks
+from .progress import Progress, next_phase
 from .proxy import POOL, ranking_proxy
 from .scores import estimator_available, reason_field, score
 from .space import Layout, LayoutBuilder, Space, enumerate_layouts, is_timed, search_raw
@@ -217,6 +218,7 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
         raise ScenarioError("--headroom-GB", f"{headroom_GB:g} must be between 0 and {MAX_HEADROOM_GB:g} GB")
     executor = executor or ExecutorSpec()
     t0 = time.perf_counter()
+    next_phase(progress, "enumerating layouts", "layouts")
     raw = search_raw(base.raw)
     parsed = LayoutBuilder(raw).parsed
     if gpus is not None:
@@ -239,6 +241,7 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     total = len(plain) + min(len(timed), TIMED_PIPELINES * len(timed_names))
     check = raw if proxy is not None else None
     into = _Into(reasons, t_est, fits, roomy, headroom_GB)
+    next_phase(progress, "estimating" if proxy is None else "estimating on the proxy", "layouts", total)
     _score_into(rank_raw, [layouts[i] for i in plain], plain, into, executor, "estimate",
                 _offset(progress, 0, total), check)
     plain_at = dict(zip((layouts[i] for i in plain), plain, strict=True))
@@ -254,7 +257,8 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     ranked = [(layouts[i], float(t_est[i])) for i in order]
     pool = top if proxy is None else max(top, pool or max(POOL, 2 * top))
     top_list, baseline, simulated = _full_phase(base, raw, Layout.of(parsed), ranked, pool, executor,
-                                                headroom_GB)
+                                                headroom_GB,
+                                                next_phase(progress, "pricing the best exactly", "layouts"))
     # The user's own layout competes whenever it fits (with or without the headroom: the table
     # says how much it leaves), so the answer is never slower than what they have.
     if (include_baseline and baseline is not None and baseline.figures["fits"]
@@ -340,21 +344,25 @@ def _timed_picks(raw: Mapping[str, Any], layouts: list[Layout], timed: list[int]
 
 
 def _full_phase(base: Base, raw: Mapping[str, Any], own: Layout, ranked: list[tuple[Layout, float]], top: int,
-                executor: ExecutorSpec, headroom_GB: float) -> tuple[list[Candidate], Candidate | None, int]:
+                executor: ExecutorSpec, headroom_GB: float, progress: Progress | None = None
+                ) -> tuple[list[Candidate], Candidate | None, int]:
     """Price ``ranked`` (layout, estimated time) exactly, best first, in batches of the places still
     open, until ``top`` fit with ``headroom_GB`` to spare or MAX_EXTRA_FULL more were tried; the
     first batch also prices the scenario's own layout.  Returns (candidates, baseline, layouts
-    priced)."""
+    priced); ``progress`` counts them (the total grows with each batch)."""
     found: list[Candidate] = []
     baseline: Candidate | None = None
     tried = 0
+    ran = 0                   # simulations finished, the baseline's included
     batch = [_FullJob(base, raw, own, None, baseline=True)]
     while True:
         room = min(top - len(found), top + MAX_EXTRA_FULL - tried)
         batch += [_FullJob(base, raw, lay, est) for lay, est in ranked[tried:tried + max(room, 0)]]
         if not batch:
             return found, baseline, tried
-        for job, cand in zip(batch, map_chunks(_simulate, batch, executor,
+        counted = _offset(progress, ran, ran + len(batch))
+        ran += len(batch)
+        for job, cand in zip(batch, map_chunks(_simulate, batch, executor, progress=counted,
                                                in_process=work.in_process(len(batch), "full")), strict=True):
             if job.baseline:
                 baseline = cand

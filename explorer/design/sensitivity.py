@@ -37,6 +37,7 @@ from typing import Any
 from ..hetero import dc_gpu
 from ..scenario import Scenario, ScenarioError
 from .base import Base
+from .progress import Progress, next_phase
 from .scores import score
 
 Change = Callable[[Scenario], dict[str, Any]]
@@ -131,9 +132,11 @@ def _expressible(sc: Scenario, ov: dict[str, Any]) -> str | None:
     return None
 
 
-def sensitivity(base: Base, changes: dict[str, Change] | None = None) -> Sensitivity:
+def sensitivity(base: Base, changes: dict[str, Change] | None = None,
+                progress: Progress | None = None) -> Sensitivity:
     """Simulate ``base`` and each change (default :data:`CHANGES`) with the full engine; a change
-    the scenario cannot express, or that leaves it invalid, is skipped with its reason."""
+    the scenario cannot express, or that leaves it invalid, is skipped with its reason.
+    ``progress`` counts the simulations (the base's and each change's)."""
     sc = base.scenario()
     changes = CHANGES if changes is None else changes
     overrides: dict[str, dict[str, Any]] = {}
@@ -151,7 +154,9 @@ def sensitivity(base: Base, changes: dict[str, Change] | None = None) -> Sensiti
                 why = str(exc)
         skipped.append(Skipped(name, why))
     variants = [sc, *built]
-    s, _ = score(variants, "full")      # validated scenarios within the budget: never refused
+    # Validated scenarios within the budget: never refused.
+    s, _ = score(variants, "full",
+                 progress=next_phase(progress, "simulating", "scenarios", len(variants)) or progress)
     t0 = float(s.iteration_time_s[0])
     rows = [Row(name, ov, float(s.iteration_time_s[i + 1]), t0 / float(s.iteration_time_s[i + 1]),
                 s.row(i + 1)["breakdown_s"])

@@ -15,7 +15,7 @@ window's closed form around it (explorer/lowcomm/window.py).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,8 +57,10 @@ class ConsensusCurve:
 
 
 def consensus(raw: Mapping[str, Any], replicas: Sequence[int] = REPLICAS,
-              periods: Sequence[int] = PERIODS) -> ConsensusCurve:
-    """The curve of the scenario mapping ``raw`` (module docstring)."""
+              periods: Sequence[int] = PERIODS,
+              progress: Callable[[int, int], None] | None = None) -> ConsensusCurve:
+    """The curve of the scenario mapping ``raw`` (module docstring); ``progress(done, total)`` is
+    told after each replica count."""
     base = from_dict(raw)
     kind = base.training.sync.kind if base.training.sync.kind in ("local-sgd", "diloco") else "diloco"
     # The replicas are the datacenters, or (training.sync.replica_nodes) groups of nodes in one.
@@ -68,7 +70,9 @@ def consensus(raw: Mapping[str, Any], replicas: Sequence[int] = REPLICAS,
         raise ScenarioError("cluster.datacenters", "the base must split evenly into datacenters")
     per_dc_nodes, per_dc_batch = base.cluster.nodes // D0, base.training.global_batch // D0
     points, knees, skipped = [], {}, {}
-    for D in replicas:
+    for n, D in enumerate(replicas):
+        if progress:
+            progress(n, len(replicas))
         over = {"cluster.nodes": per_dc_nodes * D,
                 "training.global_batch": per_dc_batch * D, "training.sync.kind": kind,
                 "parallelism.dp": base.dp // D0 * D}
@@ -90,4 +94,6 @@ def consensus(raw: Mapping[str, Any], replicas: Sequence[int] = REPLICAS,
                                          tokens / w.time_per_step_s))
             if knees[D] is None and share <= KNEE_SHARE:
                 knees[D] = H
+    if progress:
+        progress(len(replicas), len(replicas))
     return ConsensusCurve(kind, tuple(points), knees, skipped)

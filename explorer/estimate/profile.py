@@ -175,9 +175,11 @@ def _layout_of(sc: Scenario, sched: Schedule, ckey: int, info: NetInfo, ideal: f
     par = sc.parallelism
     p, v = par.pp, par.vpp
     tied = sc.model.tied_embeddings and (p == 1 or sched.two_directions)
-    split = layer_split(sc, ckey, sched.two_directions)
     pattern, cls, first, netsigs = stage_classes(info, par.zero == 3)
     bkeys = tuple(basis_key(sc, ckey, ns, ideal, tied) for ns in netsigs)
+    # The split prices stage 0 without ideal aspects on the real network: this row's key for it
+    # unless the row is an ideal pipeline.
+    split = layer_split(sc, ckey, sched.two_directions, None if ideal else bkeys[int(cls[0])])
     lkey = intern(("layout", bkeys, pattern, split, sched.name, p, v, "balance" in ideal))
     layout = _LAYOUTS.get(lkey)
     if layout is None:

@@ -6,7 +6,7 @@ of its parts — compute, recompute, weight gradients *and* the exposed TP/CP/EP
 communication — plus the SM contention of the communication hidden under it
 (builder._pass_shape; DeepSeek-V3 report Sec. 3.2.2), and the last chunk also runs the
 multi-token-prediction block (chunks.chunk_work).  An MoE layer's all-to-all is a large share of
-its time (DeepSeek-V3, EP 64 across nodes: about 40 % at top-8), so a split on kernel time alone
+its time (DeepSeek-V3, EP 64 across nodes: about 43 % at top-8), so a split on kernel time alone
 crowds MoE layers onto some stages.
 
 Each piece — one layer of each kind, the embedding's and the output layer's extra work on the
@@ -28,7 +28,7 @@ from ..hardware import ComputeModel
 from ..network import Network
 from ..scenario import Scenario
 from ..workload import EdgeCost, LayerCost
-from .chunks import COMPUTE_PARTS, ChunkContext, ChunkWork, chunk_work
+from .chunks import ChunkContext, ChunkWork, chunk_work
 from .layer import pp_message_bytes
 from .techniques.dp_contention import sm_factor
 from .techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
@@ -73,6 +73,15 @@ class SplitCosts:
         return (len(rows), runs, tuple(self.first.tolist()), tuple(self.last.tolist()), self.sm, self.sends,
                 held_runs, tuple(self.first_held.tolist()), tuple(self.last_held.tolist()), self.capacity,
                 self.transient)
+
+    def search_key(self, chunks: int, stages: int | None, units: int) -> tuple:
+        """What the split's search reads, hashable (equal keys, equal splits): along one direction
+        each layer's, each end's and each chunk's seconds (partition.split_layers); DualPipe's
+        search every field, the bytes and the unit count."""
+        if stages is not None:
+            per, first, last = self.unit_seconds()
+            return ("line", tuple(per), first, last, tuple(self.chunk_sends(chunks) or ()), chunks, stages)
+        return ("pairs", self.key(), chunks, units)
 
     def chunk_sends(self, chunks: int) -> list[float] | None:
         """One direction: per chunk gc, its blocking sends per unit — the activation to chunk gc+1
@@ -121,23 +130,42 @@ def fused_seconds(f: np.ndarray, b: np.ndarray, sm: float) -> np.ndarray:
     return np.maximum(comp, comm) + sm * (np.minimum(comp, comm) + f[..., 2] + b[..., 5])
 
 
+# The parts a pass adds up, in the order the split sums them (estimate/split.py sums the same
+# parts of chunk_basis's features in this order: equal floats, equal splits).
+COMPUTE_ORDER = ("compute", "recompute", "weight-grad")
+COMM_ORDER = ("tp", "cp", "ep", "dp")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One piece as the split reads it: its :data:`FIELDS`, dense and expert parameters and
+    activation bytes per unit."""
+
+    fields: np.ndarray
+    params: float
+    expert_params: float
+    act_bytes: float
+
+
+def piece_fields(fwd: dict[str, float], bwd: dict[str, float], hidden_f: float,
+                 hidden_b: float) -> np.ndarray:
+    """:data:`FIELDS` from a pass's parts (category -> seconds) and the seconds hidden under each."""
+    return np.array([sum(fwd.get(k, 0.0) for k in COMPUTE_ORDER), sum(fwd.get(k, 0.0) for k in COMM_ORDER),
+                     hidden_f, sum(bwd.get(k, 0.0) for k in COMPUTE_ORDER),
+                     sum(bwd.get(k, 0.0) for k in COMM_ORDER), hidden_b, bwd.get("weight-grad", 0.0)])
+
+
+def piece_of(ch: ChunkWork) -> Piece:
+    """A priced chunk (or piece) as the split reads it."""
+    hidden_f = sum(v for _, v in ch.hidden_f) + ch.fsdp_hidden[0]
+    hidden_b = sum(v for _, v in ch.hidden_b) + ch.fsdp_hidden[1]
+    fields = piece_fields(dict(ch.fwd_parts), dict(ch.bwd_parts), hidden_f, hidden_b)
+    return Piece(fields, ch.params, ch.expert_params, ch.act_bytes)
+
+
 def fields_of(ch: ChunkWork) -> np.ndarray:
     """:data:`FIELDS` of a priced chunk (or piece)."""
-    fc = fm = bc = bm = w = 0.0
-    for k, v in ch.fwd_parts:
-        if k in COMPUTE_PARTS:
-            fc += v
-        else:
-            fm += v
-    for k, v in ch.bwd_parts:
-        if k in COMPUTE_PARTS:
-            bc += v
-            if k == "weight-grad":
-                w += v
-        else:
-            bm += v
-    return np.array([fc, fm, sum(v for _, v in ch.hidden_f) + ch.fsdp_hidden[0],
-                     bc, bm, sum(v for _, v in ch.hidden_b) + ch.fsdp_hidden[1], w])
+    return piece_of(ch).fields
 
 
 def split_costs(sc: Scenario, net: Network, cm: ComputeModel, dense: LayerCost, moe: LayerCost | None,
@@ -145,38 +173,40 @@ def split_costs(sc: Scenario, net: Network, cm: ComputeModel, dense: LayerCost, 
                 blocks: tuple[LayerCost, ...] = ()) -> SplitCosts:
     """The pieces of ``sc`` priced on stage 0 of ``net`` (a network with priced communication: the
     split is the scenario's, whichever ideal-pipeline aspects a run then applies), each layer kind
-    and each end once (a ResNet's blocks each once), and the blocking sends on every stage pair
-    (SplitCosts.sends; as builder._transfer_shape prices them)."""
+    and each end once (a ResNet's blocks each once): the calls chunk_basis.basis makes."""
     m = sc.model
     ctx = ChunkContext(sc, net, cm, frozenset(), dense, moe, emb, logits, 3, tied, blocks)
     first_moe = m.moe.dense_layers if m.is_moe else m.layers
+    ends = piece_of(chunk_work(ctx, 0, 0, 0, 0)), piece_of(chunk_work(ctx, 2, 0, 0, 0))
+    if blocks:
+        return assemble(sc, net, [piece_of(chunk_work(ctx, 1, 0, i, 1)) for i in range(len(blocks))], *ends)
+    kinds = {}
+    if first_moe > 0:
+        kinds[False] = piece_of(chunk_work(ctx, 1, 0, 0, 1))
+    if first_moe < m.layers:
+        kinds[True] = piece_of(chunk_work(ctx, 1, 0, first_moe, 1))
+    return assemble(sc, net, [kinds[i >= first_moe] for i in range(m.layers)], *ends)
+
+
+def assemble(sc: Scenario, net: Network, layers: list[Piece], first: Piece, last: Piece) -> SplitCosts:
+    """SplitCosts of the pieces: their fields, the bytes each holds (held_bytes_per_param), the
+    blocking sends on every stage pair (as builder._transfer_shape prices them), the GPU's memory
+    and one recomputed layer's working set."""
     dense_b, expert_b = held_bytes_per_param(sc, net)
 
-    def both(ch: ChunkWork) -> tuple[np.ndarray, np.ndarray]:
-        return fields_of(ch), np.array([ch.params * dense_b + ch.expert_params * expert_b, ch.act_bytes])
+    def held(pc: Piece) -> np.ndarray:
+        return np.array([pc.params * dense_b + pc.expert_params * expert_b, pc.act_bytes])
 
-    if blocks:
-        pieces = [both(chunk_work(ctx, 1, 0, i, 1)) for i in range(len(blocks))]
-    else:
-        kinds = {}
-        if first_moe > 0:
-            kinds[False] = both(chunk_work(ctx, 1, 0, 0, 1))
-        if first_moe < m.layers:
-            kinds[True] = both(chunk_work(ctx, 1, 0, first_moe, 1))
-        pieces = [kinds[i >= first_moe] for i in range(m.layers)]
-    rows, held = np.stack([t for t, _ in pieces]), np.stack([b for _, b in pieces])
-    first, first_held = both(chunk_work(ctx, 0, 0, 0, 0))
-    last, last_held = both(chunk_work(ctx, 2, 0, 0, 0))
-    p = sc.parallelism.pp
+    m, par = sc.model, sc.parallelism
     sends: tuple[float, ...] = ()
-    if p > 1 and framework_profile(sc.training.framework).blocking_p2p:
+    if par.pp > 1 and framework_profile(sc.training.framework).blocking_p2p:
         msg = pp_message_bytes(sc)
-        sends = tuple(net.cost("send-recv", msg, "pp", s).time_s for s in range(p))
+        sends = tuple(net.cost("send-recv", msg, "pp", s).time_s for s in range(par.pp))
     # analysis/memory.recompute_transient of the larger layer kind (an upper bound for every GPU).
-    par = sc.parallelism
     tokens = sc.training.micro_batch * m.seq_len / par.cp / par.token_slices
     transient = max(recompute_working_bytes(sc, moe_layer, tokens) for moe_layer in {False, m.is_moe})
-    return SplitCosts(rows, first, last, sm_factor(sc, False), sends, held, first_held, last_held,
+    return SplitCosts(np.stack([pc.fields for pc in layers]), first.fields, last.fields, sm_factor(sc, False),
+                      sends, np.stack([held(pc) for pc in layers]), held(first), held(last),
                       sc.hardware.gpu.capacity_bytes, transient)
 
 

@@ -47,6 +47,7 @@ class Pairs:
         self.pair_sends = np.maximum(per_rank, per_rank[::-1])[:p // 2]
         self.live = _live(p)
         self.memory_cap = c.capacity            # bytes a rank may hold (np.inf: memory not weighed)
+        self.least_chunk = 0.0                  # no split's largest chunk is smaller (when known)
         self.transient = c.transient
 
     def chunks(self, bounds: np.ndarray) -> np.ndarray:
@@ -87,11 +88,16 @@ class Pairs:
 
     def allowed(self, x: np.ndarray, y: np.ndarray, r: int, pair_cap: float, chunk_cap: float) -> np.ndarray:
         """Whether pair ``r`` with chunks ``x`` (chunk r) and ``y`` (chunk p-1-r) keeps within the
-        caps (relative tolerance 1e-9) and the memory cap."""
-        tc = chunk_cap * (1 + _TOL)
-        return ((self.pair(x, y) + self.pair_sends[r] <= pair_cap * (1 + _TOL))
-                & (unit_seconds(x, self.sm) <= tc) & (unit_seconds(y, self.sm) <= tc)
-                & (self.memory(x, y, r) <= self.memory_cap * (1 + _TOL)))
+        caps (relative tolerance 1e-9) and the memory cap (an infinite cap is not evaluated)."""
+        ok = np.ones(np.broadcast_shapes(x.shape[:-1], y.shape[:-1]), bool)
+        if pair_cap < np.inf:
+            ok &= self.pair(x, y) + self.pair_sends[r] <= pair_cap * (1 + _TOL)
+        if chunk_cap < np.inf:
+            tc = chunk_cap * (1 + _TOL)
+            ok &= (unit_seconds(x, self.sm) <= tc) & (unit_seconds(y, self.sm) <= tc)
+        if self.memory_cap < np.inf:
+            ok &= self.memory(x, y, r) <= self.memory_cap * (1 + _TOL)
+        return ok
 
     def seconds(self, counts, units: int) -> float:
         """The iteration's seconds with these chunks: the critical path of the reference order
@@ -121,8 +127,8 @@ class Pairs:
         [n-j-b, n-j).  After each pair only the states (i, j) no other state dominates are kept
         (more layers taken at both ends, with enough left for the inner pairs, leaves a sub-run
         of what the inner pairs may take, and costs only grow with a run); for every state and
-        front run the longest back run that fits is found by bisection (costs are monotone in
-        it).  The innermost pair is one contiguous run, split in two."""
+        front run the longest back run that fits is kept (costs are monotone in it).  The
+        innermost pair is one contiguous run, split in two."""
         n, h, pre = self.n, self.p // 2, self.prefix
         si, sj = np.zeros(1, np.int64), np.zeros(1, np.int64)
         trail = []
@@ -137,16 +143,7 @@ class Pairs:
             src, a, i0, j0, x = src[ok], a[ok], i0[ok], j0[ok], x[ok]
             if not len(a):
                 return None
-            lo, hi = np.ones(len(a), np.int64), room[src] - a
-            while True:
-                active = hi > lo
-                if not active.any():
-                    break
-                mid = (lo + hi + 1) // 2
-                y = pre[n - j0] - pre[n - j0 - mid] + last
-                good = active & self.allowed(x, y, r, pair_cap, chunk_cap)
-                lo = np.where(good, mid, lo)
-                hi = np.where(active & ~good, mid - 1, hi)
+            lo = self._longest_back(x, j0, room[src] - a, last, r, pair_cap, chunk_cap)
             ni, nj = i0 + a, j0 + lo
             order = np.lexsort((-nj, ni))                 # by front taken, most back taken first
             ni, nj, src, a, b = ni[order], nj[order], src[order], a[order], lo[order]
@@ -156,6 +153,23 @@ class Pairs:
             trail.append((src[keep], a[keep], b[keep]))
             si, sj = ni[keep], nj[keep]
         return self._middle(si, sj, trail, pair_cap, chunk_cap)
+
+    def _longest_back(self, x: np.ndarray, j0: np.ndarray, top: np.ndarray, last, r: int, pair_cap: float,
+                      chunk_cap: float) -> np.ndarray:
+        """Per front run ``x`` (the back taken so far ``j0``, at most ``top`` more layers): the
+        longest back run that keeps pair ``r`` within the caps, at least 1 (the caller checked it).
+        Costs grow with the run, so the runs that fit are a prefix: back runs of 1 .. w layers are
+        tried at once, w doubling while a row still fits at its widest."""
+        n, pre = self.n, self.prefix
+        width = 8
+        while True:
+            b = np.arange(1, min(width, int(top.max())) + 1)
+            y = pre[n - j0[:, None]] - pre[np.maximum(n - j0[:, None] - b, 0)] + last
+            fit = self.allowed(x[:, None], y, r, pair_cap, chunk_cap) & (b <= top[:, None])
+            lead = np.where(fit.all(axis=1), fit.shape[1], np.argmin(fit, axis=1))
+            if len(b) >= top.max() or not (lead == len(b)).any():
+                return np.minimum(lead, top)
+            width *= 4
 
     def _middle(self, si: np.ndarray, sj: np.ndarray, trail: list, pair_cap: float,
                 chunk_cap: float) -> list[int] | None:

@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 PIECES = [
     ("explorer.estimate.fast", "row_profile", None),            # every row's pieces, looked up or priced
     ("explorer.estimate.fast", "estimate_profiles", None),      # evaluating, memory, breakdowns
-    ("explorer.estimate.profile", "netinfo", None),             # a network key's stage classes
+    ("explorer.estimate.stages", "netinfo", None),              # a network key's stage classes
     ("explorer.estimate.profile", "layer_split", None),         # the builder's layer split
-    ("explorer.estimate.chunk_basis", "choose_split", None),    # ... its search (partition.py)
+    ("explorer.estimate.split", "choose_split", None),          # ... its search (taskgraph/split.py)
     ("explorer.estimate.profile", "stage_classes", None),
     ("explorer.estimate.profile", "basis", None),               # chunk pieces per stage class
     ("explorer.estimate.profile", "_layout", None),

@@ -413,7 +413,7 @@ def test_search_simulates_latency_timed_schedules_on_the_best_1f1b_pipelines_onl
     1F1B layouts and counts the rest as unscored.  On this space that finds the same best layout
     as simulating all 152 of them: tp 2 · pp 4 · cp 4 with the WAN round trip hidden
     (1f1b-latency 4.344 s), which beats every 1F1B layout (the WAN-aware order pays off) and the
-    shipped layout under 1f1b-latency (5.20 s, scenarios/cross-region-pp.yaml)."""
+    shipped layout under 1f1b-latency (5.30 s, scenarios/cross-region-pp.yaml)."""
     import sys
 
     from explorer.schedules import registry
@@ -445,7 +445,7 @@ def test_search_of_latency_timed_schedules_alone_estimates_their_1f1b_bases():
     r = search(open_base("cross-region-pp"), top=2, space=replace(_XR_SPACE, schedules=("1f1b-latency",)),
                include_baseline=False)
     assert r.unscored == 68 and all(c.layout.schedule in ("1f1b-latency", "1f1b") for c in r.top)
-    assert r.top[0].layout.schedule == "1f1b-latency" and r.top[0].iteration_time_s < 5.20
+    assert r.top[0].layout.schedule == "1f1b-latency" and r.top[0].iteration_time_s < 5.30
 
 
 def test_app_search_plan_prices_timed_layouts_as_simulations():

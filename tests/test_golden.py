@@ -12,8 +12,12 @@ and RoCE became two presets (iteration times moved by -3 % to +3.5 %: deepseek-v
 llama3-405b-16k 7.236 -> 7.162 s); six once more when one-pass collectives (all-gather, reduce-scatter,
 all-to-all) inside a node filled half of an all-reduce's pipeline (nccl_tuning.fill_hops: -0.2 % to -0.8 %,
 llama3-405b-16k 7.162 -> 7.141 s); eleven when point-to-point calls across nodes (send/recv,
-all-to-all) took the proxies' hand-off (nccl_tuning.P2P_NET_US: +0.001 % to +0.06 %); regenerate them
-only for a deliberate, explained change of the model."""
+all-to-all) took the proxies' hand-off (nccl_tuning.P2P_NET_US: +0.001 % to +0.06 %); three
+(cross-region-pp, mixed-generations, two-datacenters) when the layer split weighed each layer's
+exposed communication as well as its kernels (issue 32, taskgraph/split_cost.py: Llama 3 70B's TP
+all-reduces made the output layer lighter than a layer, the splits became uniform; cross-region-pp
+5.511 -> 5.348 s, the two others -0.04 %); regenerate them only for a deliberate, explained change
+of the model."""
 from __future__ import annotations
 
 import json

@@ -47,12 +47,12 @@ def test_slowest_generation_sets_the_pace():
 
 def test_speed_split_22_and_10_micro_batches():
     """each B200 replica gets 22 micro-batches and each H100 replica 10 ... the wait shrinks to
-    about 0.18 s and the iteration drops from about 7.8 to about 6.3 s."""
+    about 0.2 s and the iteration drops from about 7.8 to about 6.3 s."""
     r = sim(MG, SPEED)
     x = rows(r)
     assert x["blackwell"]["micro_batches"] == 22 and x["hopper"]["micro_batches"] == 10
     assert 16 * 22 + 16 * 10 == r.scenario.training.global_batch
-    assert about(x["blackwell"]["wait_s"], 0.18, 0.03)
+    assert about(x["blackwell"]["wait_s"], 0.2, 0.03)
     assert about(r.iteration_time_s, 6.3, 0.02) and r.iteration_time_s < sim(MG).iteration_time_s
 
 
@@ -78,12 +78,12 @@ def test_a100_instead_of_b200():
 def test_pp_across_runs_the_late_stages_on_b200():
     """PP across instead (`parallelism.span: pp`): stages 0-1 run on the H100s and stages 2-3 on the
     B200s, only activations cross the WAN (69 GB), DP stays inside each datacenter, and the
-    iteration takes about 4.9 s; the H100 stages are the pipeline's slowest."""
+    iteration takes about 4.8 s; the H100 stages are the pipeline's slowest."""
     r = sim(MG, {"parallelism.span": "pp"})
     assert [c.name.split(" · ")[-1] for c in r.classes] == ["H100 SXM", "H100 SXM", "B200", "B200"]
     assert r.comm_bytes_by_tier["dp"]["scale-across"] == 0
     assert about(r.wan_links[0]["bytes_per_iteration"], 69e9, 0.01)
-    assert about(r.iteration_time_s, 4.9, 0.02)
+    assert about(r.iteration_time_s, 4.8, 0.01)
     assert r.classes[r.breakdown_class].name.endswith("H100 SXM")
 
 
@@ -97,7 +97,7 @@ def test_pp_across_speed_split_gives_b200_stages_more_layers():
 
 
 @pytest.mark.parametrize("claim", ["2.5 s", "7.8 s", "5.3 s", "22", "6.3 s", "212 GB", "5.7 s", "14.8 s",
-                                   "4.9 s", "69 GB", "24%", "14%",
+                                   "4.8 s", "69 GB", "24%", "14%",
                                    "28 and 27", "4.1 s"])
 def test_description_says_what_is_tested(claim):
     assert claim in load(SCEN / f"{MG}.yaml").description

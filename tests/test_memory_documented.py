@@ -97,10 +97,16 @@ def test_deepseek_v3_pretraining_layout_fits_in_80_gb(monkeypatch):
 
 def test_deepseek_v3_without_its_memory_measures_does_not_fit():
     """Without the report's recomputation and FP8 storage (plain TE FP8, no recompute), the same
-    layout needs well over 80 GB: the measures are what makes it fit."""
-    r = simulate(from_dict(apply_overrides(load_raw(ROOT / "scenarios" / "deepseek-v3.yaml"),
-                                           {"training.recompute": "none"})))
-    assert r.memory_over_capacity
+    layout (its 4 layers a chunk) needs well over 80 GB: the measures are what makes it fit.  The
+    layer split can still fit the GPU, by piling layers onto the chunks whose ranks hold few of
+    their micro-batches, at about 27 % more time than the shipped 15.4 s."""
+    raw = load_raw(ROOT / "scenarios" / "deepseek-v3.yaml")
+    same = simulate(from_dict(apply_overrides(raw, {"training.recompute": "none",
+                                                    "parallelism.stage_layers": [4] * 15 + [1]})))
+    assert same.memory_over_capacity and same.memory.total > 1.3 * 80e9
+    squeezed = simulate(from_dict(apply_overrides(raw, {"training.recompute": "none"})))
+    assert not squeezed.memory_over_capacity
+    assert squeezed.iteration_time_s > 1.25 * simulate(from_dict(raw)).iteration_time_s
 
 
 def test_a_configuration_that_cannot_fit_still_warns():

@@ -53,8 +53,11 @@ def test_pipeline_bubbles_claims():
     # 1F1B holds fewer micro-batches than GPipe; ZB-H1 "about half its bubble (27% -> 13%)".
     assert one.memory.activations < gpipe.memory.activations
     assert 0.4 < zb.bubble_fraction / one.bubble_fraction < 0.55
-    # DualPipe "keeps two copies of the weights".
-    assert dual.memory.params == pytest.approx(2 * one.memory.params, rel=0.05)
+    # DualPipe "keeps two copies of the weights": every chunk on two ranks (its split, balancing rank
+    # pairs, need not be 1F1B's, so the weights are compared over the whole pipeline).
+    def held(r):
+        return sum(m.params for m in r.memory_by_class)
+    assert held(dual) == pytest.approx(2 * held(one), rel=0.01)
 
 
 def test_zero_fsdp_claims():

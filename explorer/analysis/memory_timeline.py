@@ -65,7 +65,8 @@ def memory_timeline(res) -> tuple[MemoryCurve, ...]:
     p = sc.parallelism
     few = sc.training.micro_batch * sc.dp * 2 * p.pp * p.vpp
     small = replace(sc.training, global_batch=min(few, sc.training.global_batch))
-    b = IterationBuilder(replace(sc, training=small))
+    # The split is the run's own (DualPipe's depends on the unit count: Result.stage_layers).
+    b = IterationBuilder(replace(sc, training=small), split=res.stage_layers)
     chunks = {(s, c): b.chunk_of(s, c).act_bytes
               for s in range(b.p) for c in range(b.schedule.chunks_per_rank(b.v))}
     # A folded run is followed through its reduced run, as the Gantt draws it (unfolding a

@@ -25,9 +25,9 @@ import numpy as np
 from ..analysis.breakdown import MemoryBreakdown
 from ..analysis.measures import Measures
 from ..analysis.memory import class_memory
-from ..estimate.chunk_basis import layer_split
 from ..estimate.keys import compute_key
 from ..estimate.program import KINDS
+from ..estimate.split import layer_split
 from ..fold import REL_TOL, FoldInfo, _extrapolate, _rebuild, reduced
 from ..fold_plan import ARRAY_PERIODS, plan
 from ..frameworks import profile as framework_profile

@@ -11,7 +11,7 @@ where each bracket is chunk_work itself, called once on a chunk holding only tha
 chunk of one layer; an end chunk of no layer; the single chunk of a one-chunk pipeline for both
 ends at once).  :func:`basis` memoises those calls per compute key, the shapes of the groups the
 stage talks to and the options chunk_work reads; :data:`FEATURES` is the order of the numbers kept.
-The engine's split of layers over chunks (IterationBuilder._split) is memoised the same way.
+The engine's split of layers over chunks (IterationBuilder._split) is estimate/split.py's.
 """
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ import numpy as np
 from ..hardware import ComputeModel
 from ..scenario import Scenario
 from ..taskgraph.chunks import ChunkContext, ChunkWork, chunk_work
-from ..taskgraph.partition import choose_split
 from ..workload import embedding_cost, layer_cost, logits_cost
 from .keys import RowNetwork, compute_key, intern, memo_table
 
@@ -50,8 +49,6 @@ class Costs:
 
 
 _COSTS = memo_table()
-_SPLITS = memo_table()
-_SPLIT_VALUES: dict[tuple, tuple[int, ...]] = memo_table()
 _BASES = memo_table()
 
 
@@ -68,37 +65,6 @@ def costs(sc: Scenario, ckey: int | None = None) -> Costs:
         moe = layer_cost(sc, moe_layer=True) if sc.model.is_moe else None
         out = _remember(_COSTS, ckey, Costs(layer_cost(sc, moe_layer=False), moe, embedding_cost(sc),
                                             logits_cost(sc), ComputeModel.for_scenario(sc)))
-    return out
-
-
-def layer_split(sc: Scenario, ckey: int, two_directions: bool) -> tuple[int, ...]:
-    """Layers per chunk, as IterationBuilder._split chooses them (memoised)."""
-    par = sc.parallelism
-    if par.stage_layers is not None:
-        return tuple(par.stage_layers)
-    key = (ckey, par.pp, par.vpp, two_directions)
-    out = _SPLITS.get(key)
-    if out is None:
-        c = costs(sc, ckey)
-
-        def train(lc) -> float:
-            return sum(c.cm.time(w) for w in (lc.fwd, lc.bwd_input, lc.bwd_weight))
-
-        m = sc.model
-        dense_t = train(c.dense)
-        moe_t = train(c.moe) if c.moe else dense_t
-        stages = None if two_directions else par.pp
-        # The split reads these numbers only (not recomputation, which the builder leaves out of a
-        # layer's training time): compute keys that agree on them share it.
-        first_moe = m.moe.dense_layers if m.is_moe else m.layers
-        emb_t, logits_t = train(c.emb), train(c.logits)
-        values = (m.layers, first_moe, dense_t, moe_t, par.pp * par.vpp, stages, emb_t, logits_t)
-        out = _SPLIT_VALUES.get(values)
-        if out is None:
-            per_layer = [moe_t if i >= first_moe else dense_t for i in range(m.layers)]
-            out = _SPLIT_VALUES[values] = choose_split(None, per_layer, par.pp * par.vpp, stages, emb_t,
-                                                       logits_t)
-        _SPLITS[key] = out
     return out
 
 

@@ -43,14 +43,13 @@ from .chunk_basis import (
     basis_key,
     chunk_counts,
     costs,
-    layer_split,
 )
 from .keys import RowNetwork, bound_memory, compute_key, intern, memo_table, network_key
-from .stages import NetInfo, netinfo, stage_classes, transfers
+from .split import layer_split
+from .stages import NetInfo, shared_netinfo, stage_classes, transfers
 
 _BALANCED = [F_IDX[k] for k in FEATURES if k.startswith(("fwd.", "bwd.", "fsdp_hidden"))] + \
     [F_IDX["hw_flops"], F_IDX["model_flops"], F_IDX["fsdp_bytes"]]
-_NETS = memo_table()
 _LAYOUTS = memo_table()
 _TRANSFERS = memo_table()
 _DP = memo_table()
@@ -134,9 +133,7 @@ def row_profile(sc: Scenario) -> RowProfile:
     free = par.ideal_pipeline
     ckey = compute_key(sc)
     nkey = network_key(sc, free)
-    info = _NETS.get(nkey)
-    if info is None:
-        info = _NETS[nkey] = netinfo(sc, free, nkey)
+    info = shared_netinfo(sc, free, nkey)
     p, v = par.pp, par.vpp
     layout = _layout_of(sc, sched, ckey, info, ideal)
     msg = pp_message_bytes(sc)
@@ -178,9 +175,11 @@ def _layout_of(sc: Scenario, sched: Schedule, ckey: int, info: NetInfo, ideal: f
     par = sc.parallelism
     p, v = par.pp, par.vpp
     tied = sc.model.tied_embeddings and (p == 1 or sched.two_directions)
-    split = layer_split(sc, ckey, sched.two_directions)
     pattern, cls, first, netsigs = stage_classes(info, par.zero == 3)
     bkeys = tuple(basis_key(sc, ckey, ns, ideal, tied) for ns in netsigs)
+    # The split prices stage 0 without ideal aspects on the real network: this row's key for it
+    # unless the row is an ideal pipeline.
+    split = layer_split(sc, ckey, sched.two_directions, None if ideal else bkeys[int(cls[0])])
     lkey = intern(("layout", bkeys, pattern, split, sched.name, p, v, "balance" in ideal))
     layout = _LAYOUTS.get(lkey)
     if layout is None:

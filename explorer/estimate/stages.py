@@ -30,6 +30,7 @@ from .keys import PASS_DIMS, RowNetwork, intern, memo_table
 Classes = tuple[np.ndarray, tuple[int, ...]]       # (p,) class of each stage, first stage of each class
 _CLASSES = memo_table()
 _DIM_CLASSES = memo_table()
+_NETS = memo_table()
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,14 @@ def _classify(net: RowNetwork, dim: str, stages: int) -> Classes:
     for s, c in enumerate(cls):
         reps.setdefault(c, s)
     return np.array(cls, dtype=np.int64), tuple(reps[c] for c in range(len(classes)))
+
+
+def shared_netinfo(sc: Scenario, free: bool, nkey: int) -> NetInfo:
+    """:func:`netinfo` of ``nkey``, memoised (every row of the key shares it)."""
+    info = _NETS.get(nkey)
+    if info is None:
+        info = _NETS[nkey] = netinfo(sc, free, nkey)
+    return info
 
 
 def netinfo(sc: Scenario, free: bool, nkey: int) -> NetInfo:

@@ -25,6 +25,8 @@ An op is ("F", d, i), ("B", d, i) (full backward), ("Bz", d, i) (input gradients
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
+from functools import lru_cache
 
 from .base import BubbleInputs, Problem, ScenarioLike, critical_path, micro_batch_units
 
@@ -109,10 +111,22 @@ def ideal_makespan(p: int, m: int, F: float, B: float, W: float) -> float:
     of its rank and its upstream/downstream pass of the same micro-batch are done (a fused F&B
     costs F+B+W: no communication to hide).  A critical-path evaluation of the order, independent
     of the engine; the DeepSeek-V3 closed form (PP/2-1)(F&B+B-3W) approximates it."""
-    orders = [dualpipe_order(r, p, m) for r in range(p)]
+    same = [(F, F)] * p
+    return order_makespan(p, m, same, [(B, B)] * p, [(W, W)] * p, [(F + B + W, F + B + W)] * p)
+
+
+Costs = Sequence[tuple[float, float]]         # per rank, per direction (0, 1)
+
+
+def order_makespan(p: int, m: int, fwd: Costs, bwd: Costs, wgt: Costs, fused: Costs) -> float:
+    """Makespan of the DualPipe order when rank r's passes of direction d take ``fwd[r][d]``
+    (forward), ``bwd[r][d]`` (input gradients, the Bz of a split backward), ``wgt[r][d]`` (weight
+    gradients; a full backward B takes both) and its fused F&B with the forward of direction d
+    ``fused[r][d]`` (the backward is the other direction's): :func:`ideal_makespan` with passes
+    that differ by rank and direction, as the chunks of an uneven layer split do."""
+    orders = _orders(p, m)
     f_end: dict[tuple[int, int, int], float] = {}
     b_end: dict[tuple[int, int, int], float] = {}
-    cost = {"F": F, "B": B + W, "Bz": B}
 
     def ready(kind: str, d: int, i: int, r: int) -> float | None:
         step = 1 if d == 0 else -1
@@ -128,21 +142,28 @@ def ideal_makespan(p: int, m: int, F: float, B: float, W: float) -> float:
             t1, t2 = ready("F", df, i_f, r), ready("B", db, i_b, r)
             if t1 is None or t2 is None:
                 return None
-            end = max(clock, t1, t2) + F + B + W
+            end = max(clock, t1, t2) + fused[r][df]
             f_end[(df, i_f, r)] = end
             b_end[(db, i_b, r)] = end
             return end
-        if op[0] == "W":
-            return clock + W
         kind, d, i = op
+        if kind == "W":
+            return clock + wgt[r][d]
         t = ready("F" if kind == "F" else "B", d, i, r)
         if t is None:
             return None
-        end = max(clock, t) + cost[kind]
+        cost = fwd[r][d] if kind == "F" else bwd[r][d] + (wgt[r][d] if kind == "B" else 0.0)
+        end = max(clock, t) + cost
         (f_end if kind == "F" else b_end)[(d, i, r)] = end
         return end
 
     return critical_path(orders, finish, "DualPipe")
+
+
+@lru_cache(maxsize=32)
+def _orders(p: int, m: int) -> list[list[tuple]]:
+    """Every rank's order (memoised: the layer split evaluates several splits on one shape)."""
+    return [dualpipe_order(r, p, m) for r in range(p)]
 
 
 def dualpipe(stage: int, p: int, m: int, v: int = 1) -> list[tuple]:
@@ -167,6 +188,26 @@ def peak_activations(order: list[tuple], act: list[float]) -> float:
             live -= act[op[1]]
         peak = max(peak, live)
     return peak
+
+
+def live_vectors(order: list[tuple]) -> list[tuple[int, int]]:
+    """The micro-batches of direction 0 and of direction 1 whose activations one rank holds, after
+    each op of its order as :func:`peak_activations` replays it (inside a fused F&B too), keeping
+    those no other count dominates: peak_activations(order, act) is the largest of their dot
+    products with ``act``, for any per-direction bytes."""
+    live = [0, 0]
+    seen = {(0, 0)}
+    for op in order:
+        if op[0] == "FB":
+            live[op[1][0]] += 1
+            seen.add((live[0], live[1]))
+            live[op[2][0]] -= 1
+        elif op[0] == "F":
+            live[op[1]] += 1
+        elif op[0] in ("B", "W"):
+            live[op[1]] -= 1
+        seen.add((live[0], live[1]))
+    return sorted(v for v in seen if not any(w != v and w[0] >= v[0] and w[1] >= v[1] for w in seen))
 
 
 def in_flight(stage: int, p: int, m: int, v: int = 1) -> int:

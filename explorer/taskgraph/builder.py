@@ -28,12 +28,13 @@ from ..scenario import Scenario
 from ..schedules.base import Timing
 from ..schedules.registry import get as get_schedule
 from ..vocabulary import TIERS
-from ..workload import EdgeCost, LayerCost, embedding_cost, layer_cost, logits_cost
+from ..workload import LayerCost, embedding_cost, layer_cost, logits_cost
 from .chunks import COMPUTE_PARTS, ChunkContext, ChunkWork, balanced, chunk_work, fuse, slowed, sum_parts
 from .layer import pp_message_bytes
 from .layout import Fused, Layout, Pass, layout_for, normalise
-from .partition import choose_split
 from .records import OverlapInfo, PassInfo, StepInfo, TransferInfo, priced_link
+from .split import choose_split
+from .split_cost import split_costs
 from .techniques.dp_buckets import dp_tasks
 from .techniques.dp_contention import sm_factor
 from .techniques.optimizer import optimizer_time
@@ -96,6 +97,7 @@ class IterationBuilder:
         # both ends) the shared matrix exists once on it.  On different stages each keeps a copy
         # (Megatron-LM); their gradient all-reduce in the embedding group is not modelled.
         tied = sc.model.tied_embeddings and (self.p == 1 or self.schedule.two_directions)
+        self.tied = tied
         self.layer_counts = split if split is not None else self._split()
         ctx = ChunkContext(sc, self.net, self.cm, self.ideal, self.dense, self.moe, self.emb, self.logits,
                            self.p * self.v, tied, self.blocks)
@@ -124,8 +126,9 @@ class IterationBuilder:
 
     def for_scenario(self, sc: Scenario) -> IterationBuilder:
         """This builder for ``sc``, a scenario that differs from its own at most in the global batch
-        (the fold's reduced runs): the layer split, chunks and priced passes — none of which reads
-        the micro-batch count — are shared; the unit counts and program orders are ``sc``'s."""
+        (the fold's reduced runs): the layer split, chunks and priced passes are shared — only
+        DualPipe's split reads the unit count, and DualPipe is never folded (fold_plan.foldable) —
+        while the unit counts and program orders are ``sc``'s."""
         b = copy.copy(self)
         b.sc = sc
         b.m = sc.micro_batches * sc.parallelism.token_slices
@@ -135,23 +138,18 @@ class IterationBuilder:
         return b
 
     # -- layer split and chunks -----------------------------------------------------------------
-    def _train_time(self, lc: LayerCost | EdgeCost) -> float:
-        t = self.cm.time
-        return sum(t(w) for w in (lc.fwd, lc.bwd_input, lc.bwd_weight))
-
     def _split(self) -> tuple[int, ...]:
+        """Layers per chunk (split.choose_split), weighed by each piece's seconds as the passes
+        run them (split_cost.py), priced on the scenario's own network even when this run makes
+        communication free: the split is the scenario's, the ideal aspects are applied to it."""
         given = self.sc.parallelism.stage_layers
         if given is not None:
             return tuple(given)
-        m = self.sc.model
-        dense_t = self._train_time(self.dense)
-        moe_t = self._train_time(self.moe) if self.moe else dense_t
-        costs = [moe_t if m.is_moe and i >= m.moe.dense_layers else dense_t for i in range(m.layers)]
-        if self.blocks:
-            costs = [self._train_time(b) for b in self.blocks]
+        net = Network(self.sc) if self.net.free else self.net
+        costs = split_costs(self.sc, net, self.cm, self.dense, self.moe, self.emb, self.logits, self.tied,
+                            self.blocks)
         stages = None if self.schedule.two_directions else self.p
-        return choose_split(None, costs, self.p * self.v, stages, self._train_time(self.emb),
-                            self._train_time(self.logits))
+        return choose_split(None, costs, self.p * self.v, stages, self.m)
 
     def timing(self) -> Timing:
         """Per-stage forward and full backward seconds of one unit (first chunk of each stage, as

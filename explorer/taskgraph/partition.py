@@ -8,6 +8,7 @@ loss, MoE models mix dense and expert layers — so the split here balances the 
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -15,14 +16,15 @@ import numpy as np
 
 
 def split_layers(costs: list[float], chunks: int, first_extra: float, last_extra: float,
-                 stages: int | None = None) -> tuple[int, ...]:
+                 stages: int | None = None, extras: Sequence[float] | None = None) -> tuple[int, ...]:
     """Contiguous split of layers into ``chunks`` chunks (>= 1 layer each).
 
     The first chunk also carries ``first_extra`` (embedding), the last ``last_extra`` (output layer
-    and loss).  With one chunk per stage (``stages`` None or equal to ``chunks``) the split
-    minimises the largest chunk cost; among optimal splits the one closest to evenly spaced
-    cumulative cost is kept, so slack goes to the chunks with the edge work (Llama 3 405B puts 126
-    layers on 16 stages as 7, 8 x 14, 7 for this reason).
+    and loss), and chunk k ``extras[k]`` when given (work its stage does per unit whatever its
+    layers: pipeline sends that block the compute stream).  With one chunk per stage (``stages``
+    None or equal to ``chunks``) the split minimises the largest chunk cost; among optimal splits
+    the one closest to evenly spaced cumulative cost is kept, so slack goes to the chunks with the
+    edge work (Llama 3 405B puts 126 layers on 16 stages as 7, 8 x 14, 7 for this reason).
 
     Interleaved schedules (``stages`` < ``chunks``; chunk k runs on stage k mod stages, Narayanan et
     al. SC21 Sec. 2.2) are paced round by round (virtual stage r = chunks r*p .. r*p+p-1) and by
@@ -45,7 +47,7 @@ def split_layers(costs: list[float], chunks: int, first_extra: float, last_extra
     """
     if chunks == 1:
         return (len(costs),)
-    line = _Line.of(costs, chunks, first_extra, last_extra)
+    line = _Line.of(costs, chunks, first_extra, last_extra, extras)
     best = _min_max_split(line, costs)
     if stages is None or stages >= chunks:
         return tuple(best)
@@ -67,8 +69,9 @@ class _Line:
     chunks: int
 
     @staticmethod
-    def of(costs: list[float], chunks: int, first_extra: float, last_extra: float) -> _Line:
-        extras = [0.0] * chunks
+    def of(costs: list[float], chunks: int, first_extra: float, last_extra: float,
+           per_chunk: Sequence[float] | None = None) -> _Line:
+        extras = [0.0] * chunks if per_chunk is None else [float(x) for x in per_chunk]
         extras[0] += first_extra
         extras[-1] += last_extra
         return _Line(tuple([0.0, *accumulate(costs)]), tuple(extras), chunks)
@@ -169,7 +172,7 @@ def _least_cap(line: _Line, lo: float, hi: float, largest: float) -> float:
     start = pre[:-1]
     low_c, high_c = lo * (1 + _TOL) * (1 - 1e-9), hi * (1 + _TOL) * (1 + 1e-9)
     cand = []
-    for x in sorted({0.0, extras[0], extras[-1]}):
+    for x in sorted({0.0, *extras}):
         # Ends e of chunks starting at i whose cost may fall in the window (one more each side:
         # the exact filter below decides).
         a = np.maximum(np.searchsorted(pre, start + (low_c - x)) - 1, np.arange(1, n + 1))
@@ -356,13 +359,3 @@ def _interleaved_split(line: _Line, best: list[int], stages: int, first_extra: f
                 _better(_score(line, cand, stages), _score(line, keep, stages)):
             keep = cand
     return tuple(keep)
-
-def choose_split(given: tuple[int, ...] | None, layer_costs: list[float], chunks: int, stages: int | None,
-                 first_extra: float, last_extra: float) -> tuple[int, ...]:
-    """Layers per chunk: ``given`` (``parallelism.stage_layers``) when set, else the balanced
-    :func:`split_layers` of the layers' training costs with the embedding on the first chunk and
-    the output layer on the last.  ``stages`` None: chunks are balanced one by one (DualPipe, whose
-    ranks hold a chunk from each end)."""
-    if given is not None:
-        return tuple(given)
-    return split_layers(layer_costs, chunks, first_extra, last_extra, stages=stages)

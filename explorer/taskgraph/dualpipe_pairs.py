@@ -1,0 +1,211 @@
+"""What a layer split costs under DualPipe, rank pair by rank pair (dualpipe_split.py searches it).
+
+Rank r holds chunk r of direction 0 and chunk q = p-1-r of direction 1 (DeepSeek-V3 report Sec.
+3.2.1; layout.Layout), and rank q the same two chunks the other way round, so the p ranks form p/2
+pairs that hold the same layers.  Per pair r, for chunks x (chunk r) and y (chunk q):
+
+- seconds per unit of each direction: fused(x, y) + fused(y, x) (split_cost.fused_seconds, the
+  steady state's two F&B ops), plus the blocking sends of the busier of the two ranks;
+- each chunk's own forward and backward (split_cost.unit_seconds: its unfused passes in the warm-up
+  and the drain);
+- bytes per GPU of the fuller rank: what both chunks hold (weights, gradients, optimizer state),
+  their activations at the rank's peak, the largest dot product of the counts in flight
+  (schedules/dualpipe.live_vectors, PP+1 micro-batches in all) with the chunks' bytes per unit, and
+  one recomputed layer (analysis/memory.class_memory's terms; not its ZeRO-3 working set).
+
+All three grow with either chunk, which the exact feasibility test :meth:`Pairs.fits` relies on.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..schedules.dualpipe import _orders, live_vectors, order_makespan
+from .partition import _TOL
+from .split_cost import SplitCosts, fused_seconds, unit_seconds
+
+# Columns of Pairs.chunks beyond split_cost.FIELDS: bytes held, activation bytes per unit.
+HELD, ACT = 7, 8
+_LIVE: dict[int, np.ndarray] = {}
+
+
+def bounds_of(counts) -> np.ndarray:
+    """Chunk boundaries (0, then the running sum) of per-chunk layer counts."""
+    return np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+
+
+class Pairs:
+    """A model's pieces as prefix sums, and what a split of them costs on ``p`` DualPipe ranks."""
+
+    def __init__(self, c: SplitCosts, p: int) -> None:
+        rows = np.hstack([c.layers, c.held])
+        self.prefix = np.vstack([np.zeros((1, rows.shape[1])), np.cumsum(rows, axis=0)])
+        self.first = np.concatenate([c.first, c.first_held])
+        self.last = np.concatenate([c.last, c.last_held])
+        self.p, self.sm, self.n = p, c.sm, len(c.layers)
+        self.sends = c.rank_sends() if c.sends else np.zeros((p, 2, 2))   # (rank, direction, F | B)
+        per_rank = self.sends.sum(axis=(1, 2))
+        self.pair_sends = np.maximum(per_rank, per_rank[::-1])[:p // 2]
+        self.live = _live(p)
+        self.memory_cap = c.capacity            # bytes a rank may hold (np.inf: memory not weighed)
+        self.least_chunk = 0.0                  # no split's largest chunk is smaller (when known)
+        self.transient = c.transient
+
+    def chunks(self, bounds: np.ndarray) -> np.ndarray:
+        """(..., p, FIELDS + 2) each chunk's pieces for boundaries (..., p+1)."""
+        v = self.prefix[bounds[..., 1:]] - self.prefix[bounds[..., :-1]]
+        v[..., 0, :] += self.first
+        v[..., -1, :] += self.last
+        return v
+
+    def pair(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Seconds of the F&B ops of a rank holding chunks ``x`` and ``y``, per unit of each direction."""
+        return fused_seconds(x, y, self.sm) + fused_seconds(y, x, self.sm)
+
+    def memory(self, x: np.ndarray, y: np.ndarray, r) -> np.ndarray:
+        """Bytes of the fuller rank of pair ``r`` (rank r holds ``x`` in direction 0 and ``y`` in
+        direction 1; rank p-1-r the other way round); ``r`` may be an array of pairs matching the
+        chunks' second-last axis."""
+        held = x[..., HELD] + y[..., HELD]
+        mine, theirs = self.live[r], self.live[self.p - 1 - np.asarray(r)]
+        act_r = (x[..., None, ACT] * mine[..., 0] + y[..., None, ACT] * mine[..., 1]).max(axis=-1)
+        act_q = (y[..., None, ACT] * theirs[..., 0] + x[..., None, ACT] * theirs[..., 1]).max(axis=-1)
+        return held + np.maximum(act_r, act_q) + self.transient
+
+    def columns(self, bounds: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Per split (rows of ``bounds``): largest pair, largest chunk, largest rank memory, sum of
+        squared pairs, sum of squared chunks."""
+        v = self.chunks(bounds)
+        h = self.p // 2
+        x, y = v[:, :h], v[:, ::-1][:, :h]
+        pairs = self.pair(x, y) + self.pair_sends
+        own = unit_seconds(v, self.sm)
+        mem = self.memory(x, y, np.arange(h)).max(axis=1)
+        return pairs.max(axis=1), own.max(axis=1), mem, (pairs * pairs).sum(axis=1), (own * own).sum(axis=1)
+
+    def score(self, counts) -> tuple[float, ...]:
+        """:meth:`columns` of one split."""
+        return tuple(float(c[0]) for c in self.columns(bounds_of(counts)[None, :]))
+
+    def allowed(self, x: np.ndarray, y: np.ndarray, r: int, pair_cap: float, chunk_cap: float) -> np.ndarray:
+        """Whether pair ``r`` with chunks ``x`` (chunk r) and ``y`` (chunk p-1-r) keeps within the
+        caps (relative tolerance 1e-9) and the memory cap (an infinite cap is not evaluated)."""
+        ok = np.ones(np.broadcast_shapes(x.shape[:-1], y.shape[:-1]), bool)
+        if pair_cap < np.inf:
+            ok &= self.pair(x, y) + self.pair_sends[r] <= pair_cap * (1 + _TOL)
+        if chunk_cap < np.inf:
+            tc = chunk_cap * (1 + _TOL)
+            ok &= (unit_seconds(x, self.sm) <= tc) & (unit_seconds(y, self.sm) <= tc)
+        if self.memory_cap < np.inf:
+            ok &= self.memory(x, y, r) <= self.memory_cap * (1 + _TOL)
+        return ok
+
+    def seconds(self, counts, units: int) -> float:
+        """The iteration's seconds with these chunks: the critical path of the reference order
+        (schedules/dualpipe.order_makespan) over ``ref`` = 2p units, its least count, each rank's
+        passes priced as the engine prices them (unfused: parts plus contention; F&B:
+        fused_seconds; each followed by its blocking send), plus the steady state's largest rank
+        pair for every further two units."""
+        p, sm, snd = self.p, self.sm, self.sends
+        v = self.chunks(bounds_of(counts))
+        fwd = v[:, 0] + v[:, 1] + sm * v[:, 2]
+        bwd = v[:, 3] - v[:, 6] + v[:, 4] + sm * v[:, 5]
+        wgt = v[:, 6]
+        own = [(r, p - 1 - r) for r in range(p)]       # rank r's chunk of direction 0 and 1
+        f = [(fwd[a] + snd[r, 0, 0], fwd[b] + snd[r, 1, 0]) for r, (a, b) in enumerate(own)]
+        bz = [(bwd[a] + snd[r, 0, 1], bwd[b] + snd[r, 1, 1]) for r, (a, b) in enumerate(own)]
+        fb = [(float(fused_seconds(v[a], v[b], sm)) + snd[r, 0, 0] + snd[r, 1, 1],
+               float(fused_seconds(v[b], v[a], sm)) + snd[r, 1, 0] + snd[r, 0, 1])
+              for r, (a, b) in enumerate(own)]
+        ref = min(units, 2 * p)
+        T = order_makespan(p, ref, f, bz, [(wgt[a], wgt[b]) for a, b in own], fb)
+        return T + (units - ref) / 2 * max(x + y for x, y in fb)
+
+    def fits(self, pair_cap: float, chunk_cap: float) -> list[int] | None:
+        """A split within the caps (:meth:`allowed`), or None when there is none.
+
+        Pairs are taken from the outside in: pair r takes a front run [i, i+a) and a back run
+        [n-j-b, n-j).  After each pair only the states (i, j) no other state dominates are kept
+        (more layers taken at both ends, with enough left for the inner pairs, leaves a sub-run
+        of what the inner pairs may take, and costs only grow with a run); for every state and
+        front run the longest back run that fits is kept (costs are monotone in it).  The
+        innermost pair is one contiguous run, split in two."""
+        n, h, pre = self.n, self.p // 2, self.prefix
+        si, sj = np.zeros(1, np.int64), np.zeros(1, np.int64)
+        trail = []
+        for r in range(h - 1):
+            room = n - 2 * (h - 1 - r) - si - sj          # layers this pair may take, front + back
+            src, a = _ranges(np.maximum(room - 1, 0))
+            i0, j0 = si[src], sj[src]
+            first, last = (self.first, self.last) if r == 0 else (0.0, 0.0)
+            x = pre[i0 + a] - pre[i0] + first
+            # A front run that fits with the least back run (one layer) may grow that one.
+            ok = self.allowed(x, pre[n - j0] - pre[n - j0 - 1] + last, r, pair_cap, chunk_cap)
+            src, a, i0, j0, x = src[ok], a[ok], i0[ok], j0[ok], x[ok]
+            if not len(a):
+                return None
+            lo = self._longest_back(x, j0, room[src] - a, last, r, pair_cap, chunk_cap)
+            ni, nj = i0 + a, j0 + lo
+            order = np.lexsort((-nj, ni))                 # by front taken, most back taken first
+            ni, nj, src, a, b = ni[order], nj[order], src[order], a[order], lo[order]
+            # Undominated: more back taken than every state that took more at the front.
+            best_after = np.maximum.accumulate(nj[::-1])[::-1]
+            keep = np.append(nj[:-1] > best_after[1:], True)
+            trail.append((src[keep], a[keep], b[keep]))
+            si, sj = ni[keep], nj[keep]
+        return self._middle(si, sj, trail, pair_cap, chunk_cap)
+
+    def _longest_back(self, x: np.ndarray, j0: np.ndarray, top: np.ndarray, last, r: int, pair_cap: float,
+                      chunk_cap: float) -> np.ndarray:
+        """Per front run ``x`` (the back taken so far ``j0``, at most ``top`` more layers): the
+        longest back run that keeps pair ``r`` within the caps, at least 1 (the caller checked it).
+        Costs grow with the run, so the runs that fit are a prefix: back runs of 1 .. w layers are
+        tried at once, w doubling while a row still fits at its widest."""
+        n, pre = self.n, self.prefix
+        width = 8
+        while True:
+            b = np.arange(1, min(width, int(top.max())) + 1)
+            y = pre[n - j0[:, None]] - pre[np.maximum(n - j0[:, None] - b, 0)] + last
+            fit = self.allowed(x[:, None], y, r, pair_cap, chunk_cap) & (b <= top[:, None])
+            lead = np.where(fit.all(axis=1), fit.shape[1], np.argmin(fit, axis=1))
+            if len(b) >= top.max() or not (lead == len(b)).any():
+                return np.minimum(lead, top)
+            width *= 4
+
+    def _middle(self, si: np.ndarray, sj: np.ndarray, trail: list, pair_cap: float,
+                chunk_cap: float) -> list[int] | None:
+        """The innermost pair for states (si, sj): its run split in two so that it fits; the whole
+        split, read back through ``trail``, or None."""
+        n, pre, h = self.n, self.prefix, self.p // 2
+        length = n - si - sj
+        src, a = _ranges(np.maximum(length - 1, 0))
+        i0, j0 = si[src], sj[src]
+        x = pre[i0 + a] - pre[i0] + (self.first if h == 1 else 0.0)
+        y = pre[n - j0] - pre[i0 + a] + (self.last if h == 1 else 0.0)
+        hits = np.flatnonzero(self.allowed(x, y, h - 1, pair_cap, chunk_cap))
+        if not len(hits):
+            return None
+        state, mid = int(src[hits[0]]), int(a[hits[0]])
+        front, back = [mid], [int(length[state]) - mid]
+        for srcs, fa, fb in reversed(trail):
+            front.append(int(fa[state]))
+            back.append(int(fb[state]))
+            state = int(srcs[state])
+        return front[::-1] + back
+
+
+def _live(p: int) -> np.ndarray:
+    """(p, K, 2) per rank its undominated (direction 0, direction 1) counts in flight, padded with
+    zeros (memoised); the order over 2p units has them all (more units repeat the steady state)."""
+    got = _LIVE.get(p)
+    if got is None:
+        live = [live_vectors(o) for o in _orders(p, 2 * p)]
+        got = _LIVE[p] = np.zeros((p, max(map(len, live)), 2))
+        for r, vs in enumerate(live):
+            got[r, :len(vs)] = vs
+    return got
+
+
+def _ranges(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For counts c_k: (k, 1..c_k) flattened: every state k with each of its run lengths."""
+    src = np.repeat(np.arange(len(counts)), counts)
+    return src, np.arange(len(src)) - np.repeat(np.cumsum(counts) - counts, counts) + 1

@@ -1,0 +1,27 @@
+"""Which layers each pipeline chunk holds: the given ``parallelism.stage_layers``, else the split
+that minimises the slowest stage's seconds per pipeline unit as the engine prices them
+(split_cost.py): DualPipe's rank pairs (dualpipe_split.py), or the chunks along one direction
+(partition.py)."""
+from __future__ import annotations
+
+from .dualpipe_split import pair_split
+from .partition import split_layers
+from .split_cost import SplitCosts
+
+
+def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
+                 stages: int | None, units: int) -> tuple[int, ...]:
+    """Layers per chunk: ``given`` when set; else, for ``stages`` None (DualPipe, whose rank r
+    holds chunk r and chunk chunks-1-r), the pair split for ``units`` pipeline units per
+    iteration (the only split that depends on them); else the balanced split_layers of each
+    layer's forward and backward seconds (split_cost.unit_seconds), the embedding's on the first
+    chunk, the output layer's on the last and each chunk's blocking sends on it, interleaved over
+    ``stages`` when fewer than chunks."""
+    if given is not None:
+        return tuple(given)
+    if chunks == 1:
+        return (len(costs.layers),)
+    if stages is None:
+        return pair_split(costs, chunks, units)
+    per, first, last = costs.unit_seconds()
+    return split_layers(per, chunks, first, last, stages=stages, extras=costs.chunk_sends(chunks))

@@ -1,0 +1,228 @@
+"""What the layer split minimises: each stage's seconds per pipeline unit, as the engine adds them up.
+
+The split used to weigh a layer by its kernels' time alone (forward + backward + weight gradients)
+and the last chunk by the output layer alone.  The engine runs more than that: a pass lasts the sum
+of its parts — compute, recompute, weight gradients *and* the exposed TP/CP/EP/ZeRO-3
+communication — plus the SM contention of the communication hidden under it
+(builder._pass_shape; DeepSeek-V3 report Sec. 3.2.2), and the last chunk also runs the
+multi-token-prediction block (chunks.chunk_work).  An MoE layer's all-to-all is a large share of
+its time (DeepSeek-V3, EP 64 across nodes: about 43 % at top-8), so a split on kernel time alone
+crowds MoE layers onto some stages.
+
+Each piece — one layer of each kind, the embedding's and the output layer's extra work on the
+first and last chunk — is priced by chunk_work itself (a middle chunk of one layer, an end chunk of
+no layer; chunk figures are sums over these pieces: estimate/chunk_basis.py) and kept as
+:data:`FIELDS`, from which :func:`unit_seconds` (a chunk's forward and backward passes, one pipeline
+direction) and :func:`fused_seconds` (DualPipe's F&B pair, chunks.fuse) follow.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..activations import recompute_working_bytes
+from ..compression import EF_BYTES
+from ..frameworks import profile as framework_profile
+from ..hardware import ComputeModel
+from ..network import Network
+from ..scenario import Scenario
+from ..workload import EdgeCost, LayerCost
+from .chunks import ChunkContext, ChunkWork, chunk_work
+from .layer import pp_message_bytes
+from .techniques.dp_contention import sm_factor
+from .techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
+
+# Seconds per pipeline unit of a piece: the forward's compute (compute, recompute), its exposed
+# communication and the communication hidden under it (TP overlap, ring attention, FSDP
+# prefetch); the same for the full backward (weight gradients included), and of that backward
+# compute the weight gradients (a split backward's W pass).
+FIELDS = ("compute_f", "comm_f", "hidden_f", "compute_b", "comm_b", "hidden_b", "wgrad_b")
+
+
+@dataclass(frozen=True)
+class SplitCosts:
+    """Per layer (in model order) and per end, the :data:`FIELDS` the split weighs, and the share
+    of a pass's speed lost per second of communication hidden under it (dp_contention.sm_factor)."""
+
+    layers: np.ndarray               # (layers, FIELDS)
+    first: np.ndarray                # (FIELDS,) the embedding's work on the first chunk
+    last: np.ndarray                 # (FIELDS,) the output layer, loss and MTP blocks on the last chunk
+    sm: float
+    # Per stage pair (s, s+1; pair p-1 wraps to stage 0, network.members): seconds of one pipeline
+    # transfer where it blocks the sender's compute stream (DeepSpeed's PipelineEngine,
+    # frameworks.py), else empty: per unit, a stage's time whatever its layers.
+    sends: tuple[float, ...] = ()
+    # Per layer, first end, last end: the bytes a GPU holds for the piece (weights, gradients and
+    # optimizer state as the ZeRO stage shards them) and its activations per unit in flight.
+    held: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    first_held: np.ndarray = field(default_factory=lambda: np.zeros(2))
+    last_held: np.ndarray = field(default_factory=lambda: np.zeros(2))
+    capacity: float = float("inf")   # bytes of the GPU (GPU.capacity_bytes)
+    transient: float = 0.0           # bytes one recomputed layer holds again (the larger kind's)
+
+    def key(self) -> tuple:
+        """A hashable summary (equal costs, equal split): the distinct layer rows in order."""
+        rows = self.layers
+        change = np.flatnonzero(np.any(rows[1:] != rows[:-1], axis=1)) + 1
+        starts = np.concatenate(([0], change))
+        runs = tuple((int(s), tuple(rows[s].tolist())) for s in starts)
+        held = self.held
+        change = np.flatnonzero(np.any(held[1:] != held[:-1], axis=1)) + 1
+        held_runs = tuple((int(k), tuple(held[k].tolist())) for k in np.concatenate(([0], change)))
+        return (len(rows), runs, tuple(self.first.tolist()), tuple(self.last.tolist()), self.sm, self.sends,
+                held_runs, tuple(self.first_held.tolist()), tuple(self.last_held.tolist()), self.capacity,
+                self.transient)
+
+    def search_key(self, chunks: int, stages: int | None, units: int) -> tuple:
+        """What the split's search reads, hashable (equal keys, equal splits): along one direction
+        each layer's, each end's and each chunk's seconds (partition.split_layers); DualPipe's
+        search every field, the bytes and the unit count."""
+        if stages is not None:
+            per, first, last = self.unit_seconds()
+            return ("line", tuple(per), first, last, tuple(self.chunk_sends(chunks) or ()), chunks, stages)
+        return ("pairs", self.key(), chunks, units)
+
+    def chunk_sends(self, chunks: int) -> list[float] | None:
+        """One direction: per chunk gc, its blocking sends per unit — the activation to chunk gc+1
+        on pair gc mod p, the gradient to chunk gc-1 on pair (gc-1) mod p (layout.Layout.pair) —
+        or None when sends do not block."""
+        s = self.sends
+        if not s:
+            return None
+        p = len(s)
+        return [(s[gc % p] if gc < chunks - 1 else 0.0) + (s[(gc - 1) % p] if gc > 0 else 0.0)
+                for gc in range(chunks)]
+
+    def rank_sends(self) -> np.ndarray:
+        """DualPipe: (p, 2 directions, 2) per rank the blocking send after a forward and after a
+        backward of each direction.  Direction 0 sends forward on pair r and back on pair r-1;
+        direction 1 runs the other way, forward on pair r-1 and back on pair r (the pair of the
+        lower rank, layout.Layout.pair); the edge ranks have no neighbour on one side."""
+        p = len(self.sends)
+        out = np.zeros((p, 2, 2))
+        for r in range(p):
+            up = self.sends[r] if r < p - 1 else 0.0
+            down = self.sends[r - 1] if r > 0 else 0.0
+            out[r] = ((up, down), (down, up))
+        return out
+
+    def unit_seconds(self) -> tuple[list[float], float, float]:
+        """Per layer, first end, last end: the seconds a chunk's forward and backward passes take
+        for one unit on one pipeline direction (builder._pass_shape: parts + hidden x sm)."""
+        per = unit_seconds(self.layers, self.sm)
+        return per.tolist(), float(unit_seconds(self.first, self.sm)), float(unit_seconds(self.last, self.sm))
+
+
+def unit_seconds(v: np.ndarray, sm: float) -> np.ndarray:
+    """Forward + backward seconds of pieces ``v`` (..., FIELDS), each pass its parts plus the SM
+    contention of what it hides (builder._pass_shape, _sm_contention)."""
+    return v[..., 0] + v[..., 1] + v[..., 3] + v[..., 4] + sm * (v[..., 2] + v[..., 5])
+
+
+def fused_seconds(f: np.ndarray, b: np.ndarray, sm: float) -> np.ndarray:
+    """DualPipe's F&B of the forward of chunk ``f`` and the backward of chunk ``b`` (..., FIELDS):
+    the pair takes its compute or its communication time, whichever is longer (chunks.fuse,
+    DeepSeek-V3 report Fig. 4), plus the SM contention of the communication it hides, the shorter
+    of the two and what each pass hides anyway (builder._fused_task)."""
+    comp = f[..., 0] + b[..., 3]
+    comm = f[..., 1] + b[..., 4]
+    return np.maximum(comp, comm) + sm * (np.minimum(comp, comm) + f[..., 2] + b[..., 5])
+
+
+# The parts a pass adds up, in the order the split sums them (estimate/split.py sums the same
+# parts of chunk_basis's features in this order: equal floats, equal splits).
+COMPUTE_ORDER = ("compute", "recompute", "weight-grad")
+COMM_ORDER = ("tp", "cp", "ep", "dp")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One piece as the split reads it: its :data:`FIELDS`, dense and expert parameters and
+    activation bytes per unit."""
+
+    fields: np.ndarray
+    params: float
+    expert_params: float
+    act_bytes: float
+
+
+def piece_fields(fwd: dict[str, float], bwd: dict[str, float], hidden_f: float,
+                 hidden_b: float) -> np.ndarray:
+    """:data:`FIELDS` from a pass's parts (category -> seconds) and the seconds hidden under each."""
+    return np.array([sum(fwd.get(k, 0.0) for k in COMPUTE_ORDER), sum(fwd.get(k, 0.0) for k in COMM_ORDER),
+                     hidden_f, sum(bwd.get(k, 0.0) for k in COMPUTE_ORDER),
+                     sum(bwd.get(k, 0.0) for k in COMM_ORDER), hidden_b, bwd.get("weight-grad", 0.0)])
+
+
+def piece_of(ch: ChunkWork) -> Piece:
+    """A priced chunk (or piece) as the split reads it."""
+    hidden_f = sum(v for _, v in ch.hidden_f) + ch.fsdp_hidden[0]
+    hidden_b = sum(v for _, v in ch.hidden_b) + ch.fsdp_hidden[1]
+    fields = piece_fields(dict(ch.fwd_parts), dict(ch.bwd_parts), hidden_f, hidden_b)
+    return Piece(fields, ch.params, ch.expert_params, ch.act_bytes)
+
+
+def fields_of(ch: ChunkWork) -> np.ndarray:
+    """:data:`FIELDS` of a priced chunk (or piece)."""
+    return piece_of(ch).fields
+
+
+def split_costs(sc: Scenario, net: Network, cm: ComputeModel, dense: LayerCost, moe: LayerCost | None,
+                emb: EdgeCost, logits: EdgeCost, tied: bool,
+                blocks: tuple[LayerCost, ...] = ()) -> SplitCosts:
+    """The pieces of ``sc`` priced on stage 0 of ``net`` (a network with priced communication: the
+    split is the scenario's, whichever ideal-pipeline aspects a run then applies), each layer kind
+    and each end once (a ResNet's blocks each once): the calls chunk_basis.basis makes."""
+    m = sc.model
+    ctx = ChunkContext(sc, net, cm, frozenset(), dense, moe, emb, logits, 3, tied, blocks)
+    first_moe = m.moe.dense_layers if m.is_moe else m.layers
+    ends = piece_of(chunk_work(ctx, 0, 0, 0, 0)), piece_of(chunk_work(ctx, 2, 0, 0, 0))
+    if blocks:
+        return assemble(sc, net, [piece_of(chunk_work(ctx, 1, 0, i, 1)) for i in range(len(blocks))], *ends)
+    kinds = {}
+    if first_moe > 0:
+        kinds[False] = piece_of(chunk_work(ctx, 1, 0, 0, 1))
+    if first_moe < m.layers:
+        kinds[True] = piece_of(chunk_work(ctx, 1, 0, first_moe, 1))
+    return assemble(sc, net, [kinds[i >= first_moe] for i in range(m.layers)], *ends)
+
+
+def assemble(sc: Scenario, net: Network, layers: list[Piece], first: Piece, last: Piece) -> SplitCosts:
+    """SplitCosts of the pieces: their fields, the bytes each holds (held_bytes_per_param), the
+    blocking sends on every stage pair (as builder._transfer_shape prices them), the GPU's memory
+    and one recomputed layer's working set."""
+    dense_b, expert_b = held_bytes_per_param(sc, net)
+
+    def held(pc: Piece) -> np.ndarray:
+        return np.array([pc.params * dense_b + pc.expert_params * expert_b, pc.act_bytes])
+
+    m, par = sc.model, sc.parallelism
+    sends: tuple[float, ...] = ()
+    if par.pp > 1 and framework_profile(sc.training.framework).blocking_p2p:
+        msg = pp_message_bytes(sc)
+        sends = tuple(net.cost("send-recv", msg, "pp", s).time_s for s in range(par.pp))
+    # analysis/memory.recompute_transient of the larger layer kind (an upper bound for every GPU).
+    tokens = sc.training.micro_batch * m.seq_len / par.cp / par.token_slices
+    transient = max(recompute_working_bytes(sc, moe_layer, tokens) for moe_layer in {False, m.is_moe})
+    return SplitCosts(np.stack([pc.fields for pc in layers]), first.fields, last.fields, sm_factor(sc, False),
+                      sends, np.stack([held(pc) for pc in layers]), held(first), held(last),
+                      sc.hardware.gpu.capacity_bytes, transient)
+
+
+def held_bytes_per_param(sc: Scenario, net: Network) -> tuple[float, float]:
+    """Bytes a GPU holds per dense and per expert parameter of its chunks: the bf16 weights,
+    gradients and optimizer state, each divided over the data-parallel (expert data-parallel)
+    group from the ZeRO stage that shards it (Rajbhandari et al., ZeRO, SC20, Fig. 1), and a
+    compressed gradient's error-feedback residual — analysis/memory.class_memory per parameter,
+    with one weight version (DualPipe, the one split that weighs memory) and stage 0's groups."""
+    zero = sc.parallelism.zero
+    opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer]
+    residual = EF_BYTES[sc.communication.compression.kind]
+
+    def per(n: int) -> float:
+        return (PARAM_BYTES / (n if zero >= 3 else 1) + GRAD_BYTES / (n if zero >= 2 else 1)
+                + opt / (n if zero >= 1 else 1) + (residual if n > 1 else 0.0))
+
+    ne = net.group_size("edp", 0) if sc.model.is_moe else 1
+    return per(net.group_size("dp", 0)), per(ne)

@@ -12,9 +12,10 @@ import sys
 
 from conftest import ROOT
 
-# Lazy imports the app never runs: Dask is the CLI's --executor dask (the app's design view runs
-# in-process, explorer/ui/views/design_runs.IN_PROCESS).
-NOT_IN_THE_APP = {"distributed"}
+# Lazy imports the app never runs: Dask is the CLI's --executor dask and the process pool its
+# --workers (the app's design view runs in-process, explorer/ui/views/design_runs.IN_PROCESS);
+# tqdm draws the CLI's progress line (explorer/design/progress.py), the app its own bars.
+NOT_IN_THE_APP = {"distributed", "explorer.design.pool", "tqdm"}
 # What a fresh server's first session thread, and every one after it, must find complete.
 MUST_BE_LOADED = ("pandas", "numpy", "pyarrow", "plotly.graph_objects", "plotly.io", "plotly.subplots",
                   "networkx", "PIL.Image", "orjson", "kaleido",
@@ -63,7 +64,8 @@ def test_importing_the_page_loads_every_module_the_views_import_lazily():
             continue                      # the CLI's modules: no session thread runs them
         for name in lazy_imports(module, path):
             top = name.split(".")[0]
-            if name not in loaded and top not in sys.stdlib_module_names and top not in NOT_IN_THE_APP:
+            if (name not in loaded and top not in sys.stdlib_module_names
+                    and not {top, name} & NOT_IN_THE_APP):
                 missing.setdefault(name, []).append(module)
     assert missing == {}, missing
     assert "explorer.ui.page" in loaded and "streamlit" in loaded

@@ -117,7 +117,11 @@ def _cp_raw(cp, bw):
             "training": {"global_batch": 1, "micro_batch": 1},
             "hardware": {"gpu": "h100-sxm"},
             "cluster": {"gpus_per_node": cp, "nodes": 1, "scale_up": {"bandwidth_GBps": bw, "latency_us": 0}},
-            "parallelism": {"cp": cp, "dp": 1}}
+            "parallelism": {"cp": cp, "dp": 1},
+            # The gradient all-reduce over the dp x cp group runs after the backward: the ring has
+            # the NVLink to itself (overlapped, the two share it and the link bound sets the
+            # iteration: tests/test_utilisation_physical.py).
+            "communication": {"dp_overlap": False}}
 
 
 def test_ring_attention_is_exposed_only_when_transfer_outlasts_compute():

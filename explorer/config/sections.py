@@ -293,7 +293,8 @@ class Parallelism:
         "min": 1, "max": 1024, "doc": "TeraPipe: token slices per sequence that pipeline separately"})
     stage_layers: tuple[int, ...] | None = field(default=None, metadata={
         "min": 0, "max": 100_000, "max_items": 1_048_576,
-        "doc": "layers per pipeline stage; default balances compute"})
+        "doc": "layers per pipeline stage; default balances each stage's time per micro-batch (compute and "
+               "exposed communication; DualPipe: rank pairs, within the GPU's memory)"})
     ideal_pipeline: bool = field(default=False, metadata={
         "doc": "teaching: equal stages, no embedding/logits, no optimizer, free communication, so the "
                "bubble equals the schedule's closed form"})

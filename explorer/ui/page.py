@@ -21,8 +21,12 @@ from ..share import SharedView, changed_fields, modified_note, to_query
 from . import export, sidebar, style
 from .cache import ViewData, view_data
 from .controls import section_of
+from .preload import load_all
 from .state import current_raw, init_state, preset_scenario, resolve_b
 from .views import compare, design, files, memory, metrics, timeline, topology, tour, traffic
+
+# Before any session thread can run a view: each lazily imported module complete (preload.py).
+load_all()
 
 LOG = logging.getLogger("commexplorer")
 VIEW_LABELS = {"timeline": "Timeline", "memory": "Memory", "traffic": "Traffic", "topology": "Topology",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from ..vocabulary import BLOCKING_DIMS, COMM_DIMS, KIND_COLORS, STREAMS
+from .raster import rasterize as _rasterize
 
 LANES = STREAMS
 COMM_LANES = frozenset(COMM_DIMS)
@@ -78,45 +79,6 @@ def _marker(kind: str, opacity=None, wan: list[bool] | None = None) -> dict:
     if opacity is not None:
         m["opacity"] = opacity
     return m
-
-
-def _rasterize(rows: list[tuple], iteration_s: float, bins: int) -> list[tuple]:
-    """Aggregate bars the way pixels would: split the iteration into ``bins`` columns; in each row
-    and column keep the kind that occupies it most and fuse runs of equal columns.  A compute row's
-    column is kept if at least a third of it is busy, a communication row's if any of it is.
-    ``rows``: (row_key, kind, start_s, end_s, is_comm_row).  Returns (row_key, kind, start_s, end_s,
-    operations, fill) with operations = bars that started in the run and fill = its busy share."""
-    width = iteration_s / bins
-    occ: dict[tuple, dict[str, float]] = {}
-    starts: dict[tuple, int] = {}
-    comm_rows = set()
-    for key, kind, s, e, comm in rows:
-        if comm:
-            comm_rows.add(key)
-        b0, b1 = int(s / width), min(int(e / width), bins - 1)
-        starts[(key, b0)] = starts.get((key, b0), 0) + 1
-        for b in range(b0, b1 + 1):
-            overlap = min(e, (b + 1) * width) - max(s, b * width)
-            if overlap > 0:
-                cell = occ.setdefault((key, b), {})
-                cell[kind] = cell.get(kind, 0.0) + overlap
-    out: list[list] = []
-    for (key, b) in sorted(occ, key=lambda kb: (str(kb[0]), kb[1])):
-        cell = occ[(key, b)]
-        busy = min(sum(cell.values()) / width, 1.0)
-        if busy < (1e-6 if key in comm_rows else 1 / 3):
-            continue
-        kind = max(cell, key=lambda k: (cell[k], k))
-        ops = starts.get((key, b), 0)
-        last = out[-1] if out else None
-        if last and last[0] == key and last[1] == kind and abs(last[3] - b * width) < width * 1e-6:
-            n = (last[3] - last[2]) / width
-            last[5] = (last[5] * n + busy) / (n + 1)
-            last[3] = (b + 1) * width
-            last[4] += ops
-        else:
-            out.append([key, kind, b * width, (b + 1) * width, ops, busy])
-    return [tuple(x) for x in out]
 
 
 def gantt(columns: dict[str, list], lane_names: tuple[str, ...], iteration_s: float,

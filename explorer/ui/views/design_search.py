@@ -11,23 +11,24 @@ search in process stops at the next chunk when the user moves on), reporting pro
 """
 from __future__ import annotations
 
-import itertools
 import json
 import random
 import shlex
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from ...analysis.verdict import DEFAULT_HEADROOM_GB
 from ...design import Base, Layout, Space, search
+from ...design.catalog import Catalog, Extent, shape
 from ...design.executors import Progress
 from ...design.proxy import POOL, ranking_proxy
 from ...design.scores import score
-from ...design.search import TIMED_PIPELINES, SearchResult
-from ...design.space import LayoutBuilder, enumerate_layouts, is_timed, search_raw
+from ...design.search import SearchResult
+from ...design.space import LayoutBuilder, search_raw
 from ...scenario import Scenario, ScenarioError
 from ...schedules import registry
 from .design_runs import IN_PROCESS, cached, probe_seconds
@@ -37,6 +38,7 @@ DEPTHS = {"quick": 5.0, "thorough": 30.0, "exhaustive": None}     # seconds a se
 FULL_FACTOR = 12             # a top layout's full simulation against A's own (llama3-405b-16k: 3-15x)
 SAMPLE = 64                  # layouts timed to price a search of this scenario (at most)
 SAMPLE_SECONDS = 1.0         # ... and at most this long for their first pass
+PAGE_SECONDS = 0.5           # the page's own run that draws a search's table, after it
 BATCH_FACTOR = 0.6           # a search's chunk of 250 against the sample's 64, per layout
 
 
@@ -56,13 +58,19 @@ class SearchPlan:
     pool: int | None = None          # layouts simulated from a proxy's ranking (design/proxy.py)
 
 
+def _schedule_steps(own: Layout) -> list[tuple[str, str]]:
+    """(why, schedule) for each schedule a narrowing step may keep: the scenario's own, 1F1B and
+    Megatron's interleaving."""
+    return [("own", own.schedule), ("1f1b", registry.megatron_schedule(1)),
+            ("interleaved", registry.megatron_schedule(2))]
+
+
 def _steps(own: Layout) -> list[tuple[str, str, Callable[[Space], Space]]]:
     """Narrowing steps, least informative choices first: (what it narrows, how, the step); a
     later step on the same choice supersedes an earlier one."""
     vpp = own.vpp if own.vpp > 1 else 2
     recompute = tuple(dict.fromkeys((own.recompute, "selective")))
-    megatron = (registry.megatron_schedule(1), registry.megatron_schedule(2))    # 1F1B, interleaved
-    schedules = tuple(dict.fromkeys((own.schedule, *megatron)))
+    schedules = tuple(dict.fromkeys(s for _, s in _schedule_steps(own)))
     # Each phrase says what the narrowed search still covers, in the user's words (a caption
     # joins them), not the field syntax.
     return [
@@ -80,38 +88,6 @@ def _steps(own: Layout) -> list[tuple[str, str, Callable[[Space], Space]]]:
     ]
 
 
-def _shape(lay: Layout, gpus: int, batch: int) -> tuple[str, int, int, int]:
-    """What the estimator compiles once per layout shape: schedule, pp, vpp, micro-batches per
-    pipeline (batch / (dp · micro-batch))."""
-    return lay.schedule, lay.pp, lay.vpp, batch * lay.tp * lay.pp * lay.cp // (gpus * lay.micro_batch)
-
-
-@dataclass(frozen=True)
-class _Extent:
-    """What a space holds: its layouts, those the estimator prices (all but the latency-timed ones),
-    their distinct shapes (:func:`_shape`), and the timed layouts the search simulates (at most
-    TIMED_PIPELINES per timed schedule: explorer/design/search.py)."""
-
-    layouts: int
-    priced: int
-    shapes: int
-    timed_runs: int
-
-
-def _extent(parsed: Scenario, space: Space) -> _Extent:
-    """The :class:`_Extent` of ``space``."""
-    gpus, batch = parsed.cluster.gpus, parsed.training.global_batch
-    n, priced, shapes, timed = 0, 0, set(), Counter()
-    for lay in enumerate_layouts(parsed, space):
-        n += 1
-        if is_timed(lay.schedule):
-            timed[lay.schedule] += 1
-            continue
-        priced += 1
-        shapes.add(_shape(lay, gpus, batch))
-    return _Extent(n, priced, len(shapes), sum(min(k, TIMED_PIPELINES) for k in timed.values()))
-
-
 @dataclass(frozen=True)
 class _Price:
     """What a search costs here: seconds per layout once its shape is compiled, and per new shape."""
@@ -123,15 +99,15 @@ class _Price:
         return layouts * self.per_layout + shapes * self.per_shape
 
 
-def _price(raw: Mapping[str, Any], parsed: Scenario, n: int) -> _Price:
-    """Up to SAMPLE layouts spread over the enumeration, scored twice: the first pass (in groups
+def _price(raw: Mapping[str, Any], parsed: Scenario, catalog: Catalog) -> _Price:
+    """Up to SAMPLE layouts spread over the default space, scored twice: the first pass (in groups
     of 8, stopped after SAMPLE_SECONDS: an MoE layout can cost 50 ms) compiles their shapes
     (memoised, so the search reuses them), the second runs compiled.  A search scores chunks of
     250, cheaper per layout than the sample (BATCH_FACTOR).  Within 30 % of the estimate phase on
     teaching-8gpu, llama3-405b-16k and megatron-gpt3-175b."""
-    # Timed layouts are simulations, priced apart (_extent).
-    every = (lay for lay in enumerate_layouts(parsed) if not is_timed(lay.schedule))
-    layouts = list(itertools.islice(every, 0, None, max(1, n // SAMPLE)))[:SAMPLE]
+    # Timed layouts are simulations, priced apart (Catalog.extent).
+    every = np.flatnonzero(catalog.mask(Space()) & ~catalog.timed)
+    layouts = [catalog.layout(i) for i in every[::max(1, len(every) // SAMPLE)][:SAMPLE]]
     random.Random(0).shuffle(layouts)       # any prefix spread over the whole space
     builder = LayoutBuilder(raw)
 
@@ -155,7 +131,7 @@ def _price(raw: Mapping[str, Any], parsed: Scenario, n: int) -> _Price:
     score(build(sample), "estimate")
     t2 = time.perf_counter()
     gpus, batch = parsed.cluster.gpus, parsed.training.global_batch
-    shapes = len({_shape(lay, gpus, batch) for lay in sample}) or 1
+    shapes = len({shape(lay, gpus, batch) for lay in sample}) or 1
     k = max(1, len(sample))
     return _Price(BATCH_FACTOR * (t2 - t1) / k, max(0.0, (t1 - t0) - (t2 - t1)) / shapes)
 
@@ -167,21 +143,28 @@ def plan_search(base: Base, probe_s: float, top: int = DEFAULT_TOP,
     explorer/design/search.py step 3).  A scenario ranked on a proxy simulates a pool in full
     (about FULL_FACTOR x A's own simulation each): twice the top K when the budget allows, never
     fewer than K (module docstring)."""
+    t0 = time.perf_counter()
     raw = search_raw(base.raw)
     parsed = LayoutBuilder(raw).parsed
     own = Layout.of(base.scenario())
     space = Space()
-    ext = full = _extent(parsed, space)
-    # Priced once per scenario and process: a second search here finds the sample's shapes
-    # compiled (cheap) but not necessarily the rest of the space, so the first, cold price stays.
-    t0 = time.perf_counter()
+    steps = _steps(own)
+    key = json.dumps(raw, sort_keys=True, default=str)
+    # Every trial space counted from one enumeration (design/catalog.py), once per scenario and
+    # process; the steps' schedules and vpp may lie outside the default space (the scenario's own).
+    catalog = cached(("catalog", key), lambda: Catalog(parsed, schedules=[s[1] for s in _schedule_steps(own)],
+                                                       vpps=(own.vpp, 2)))
+    ext = full = catalog.extent(space)
     # A scenario the estimator does not price is ranked on its proxy (priced here the same way),
-    # and a pool of twice the top K (POOL for the whole space) simulated in full.
+    # and a pool of twice the top K (POOL for the whole space) simulated in full.  Priced once per
+    # scenario and process: a second search here finds the sample's shapes compiled (cheap) but
+    # not necessarily the rest of the space, so the first, cold price stays.
     proxy = ranking_proxy(parsed)
     rank_raw = dict(proxy.raw) if proxy is not None else raw
     price = cached(("price", json.dumps(rank_raw, sort_keys=True, default=str)),
-                   lambda: _price(rank_raw, LayoutBuilder(rank_raw).parsed, full.priced))
-    spent = time.perf_counter() - t0
+                   lambda: _price(rank_raw, LayoutBuilder(rank_raw).parsed, catalog))
+    # What the plan costs itself, and drawing the result, count in the time the user waits.
+    spent = time.perf_counter() - t0 + PAGE_SECONDS
     k = top
     if proxy is None:
         pool = None
@@ -191,13 +174,13 @@ def plan_search(base: Base, probe_s: float, top: int = DEFAULT_TOP,
         pool = max(POOL, 2 * k) if budget_s is None else max(k, min(2 * k, affordable))
         fixed = spent + (pool + 1) * FULL_FACTOR * probe_s
 
-    def seconds(e: _Extent) -> float:
+    def seconds(e: Extent) -> float:
         # A timed layout is one full simulation, about A's own (probe_s).
         return price.seconds(e.priced, e.shapes) + e.timed_runs * probe_s
 
     # Steps in order; one that saves under a tenth (fewer layouts when the shapes cost most) is
     # left for a second pass, taken only if the first did not reach the budget.
-    pending = _steps(own) if budget_s is not None else []
+    pending = steps if budget_s is not None else []
     narrowed: dict[str, str] = {}
     for min_saving in (0.1, 0.0):
         for step in list(pending):
@@ -205,7 +188,7 @@ def plan_search(base: Base, probe_s: float, top: int = DEFAULT_TOP,
             if cost + fixed <= budget_s:
                 break
             trial = step[2](space)
-            ext2 = _extent(parsed, trial)
+            ext2 = catalog.extent(trial)
             if seconds(ext2) < (1 - min_saving) * cost:
                 space, ext = trial, ext2
                 narrowed.pop(step[0], None)

@@ -1,0 +1,40 @@
+"""A narrowed layout space counted from one enumeration (explorer/design/catalog.py) has exactly
+what enumerating it gives, for every narrowing step the app's planner takes, on scenarios with
+MoE, a WAN (latency-timed schedules), interleaving and the scenario's own schedule."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from explorer.design import open_base
+from explorer.design.catalog import Catalog, enumerated_extent
+from explorer.design.space import Layout, LayoutBuilder, Space, enumerate_layouts, search_raw
+from explorer.ui.views import design_search
+
+
+@pytest.mark.parametrize("name,sets", [("teaching-8gpu", {}), ("two-datacenters", {}),
+                                       ("zero-bubble-8gpu", {}),
+                                       ("teaching-8gpu", {"model.preset": "mixtral-8x7b", "cluster.nodes": 2})])
+def test_every_planner_step_counts_as_enumeration_does(name, sets):
+    base = open_base(name, sets)
+    parsed = LayoutBuilder(search_raw(base.raw)).parsed
+    own = Layout.of(base.scenario())
+    catalog = Catalog(parsed, schedules=[s for _, s in design_search._schedule_steps(own)], vpps=(own.vpp, 2))
+    space = Space()
+    assert catalog.extent(space) == enumerated_extent(parsed, space)
+    for _, _, step in design_search._steps(own):
+        alone = step(Space())
+        assert catalog.extent(alone) == enumerated_extent(parsed, alone), alone
+        space = step(space)
+        assert catalog.extent(space) == enumerated_extent(parsed, space), space
+
+
+def test_the_catalog_rebuilds_each_layout_in_enumeration_order():
+    parsed = LayoutBuilder(search_raw(open_base("two-datacenters").raw)).parsed
+    catalog = Catalog(parsed)
+    assert [catalog.layout(i) for i in range(len(catalog))] == list(enumerate_layouts(parsed))
+    narrow = replace(Space(), zero=(1,), max_micro_batch=1)
+    mask = catalog.mask(narrow)
+    kept = [catalog.layout(i) for i in range(len(catalog)) if mask[i]]
+    assert kept == list(enumerate_layouts(parsed, narrow))

@@ -262,7 +262,7 @@ def _search(base: runs.Base, raw_json: str, query: dict[str, str], present: bool
                f"**{res.fit:,}** fit in memory{on_proxy}, **{res.roomy:,}** with {res.headroom_GB:g} GB to "
                "spare · "
                f"ranked by {ranker}, the top {len(res.top)} priced exactly · **{run.seconds:.1f} s** "
-               f"(planned about {plan.seconds:.0f} s). Each row opens its scenario.")
+               f"(planned about {searching.planned_text(plan.seconds)}). Each row opens its scenario.")
     if res.proxy:
         st.caption(f"The estimator does not price this scenario as it is: its layouts were ranked on a "
                    f"proxy ({'; '.join(res.proxy)}) and the best {res.simulated} simulated in full as the "

@@ -12,6 +12,7 @@ search in process stops at the next chunk when the user moves on), reporting pro
 from __future__ import annotations
 
 import json
+import math
 import random
 import shlex
 import time
@@ -196,6 +197,12 @@ def plan_search(base: Base, probe_s: float, top: int = DEFAULT_TOP,
                 pending.remove(step)
     return SearchPlan(space, ext.layouts, full.layouts, tuple(narrowed.values()), k, price.per_layout,
                       seconds(ext) + fixed, pool)
+
+
+def planned_text(seconds: float) -> str:
+    """A plan's time as the page says it: rounded up to the half second (``3.5 s``), so that a
+    search that runs as planned ends within what was said."""
+    return f"{math.ceil(seconds * 2) / 2:g} s"
 
 
 @dataclass(frozen=True)

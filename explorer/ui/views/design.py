@@ -243,7 +243,8 @@ def _search(base: runs.Base, raw_json: str, query: dict[str, str], present: bool
                    + (f" ({res.fit:,} fit with less: lower the headroom to rank them)." if res.fit else "."),
                    icon="⚠️")
     else:
-        (st.success if res.top[0].baseline else st.info)(res.verdict().capitalize() + ".")
+        verdict = res.verdict()
+        (st.success if res.top[0].baseline else st.info)(verdict[0].upper() + verdict[1:] + ".")
     table, ms = searching.table_rows(res, _href)
     column = st.column_config
     height = min(len(table), 5 if present else 10) * 35 + 38

@@ -117,8 +117,8 @@ class SearchResult:
         if not b.memory.fits:
             then = (f"the best found fits with {best.memory.free_GB:.1f} GB free" if best
                     else "nothing found fits")
-            return (f"the scenario's own layout needs {b.memory.need_GB:.1f} of {b.memory.capacity_GB:.1f} GB "
-                    f"per GPU: it does not fit; {then}")
+            return (f"the scenario's own layout needs {b.memory.need_GB:.1f} of {b.memory.capacity_GB:.1f} "
+                    f"GB per GPU: it does not fit; {then}")
         if best is None or best.baseline:
             return (f"nothing faster fits with {self.headroom_GB:g} GB to spare: the scenario's own layout "
                     "is the fastest found")

@@ -451,12 +451,14 @@ def test_search_of_latency_timed_schedules_alone_estimates_their_1f1b_bases():
 def test_app_search_plan_prices_timed_layouts_as_simulations():
     """The Design-space tab's plan: timed layouts are not sampled for the estimator's price; at most
     TIMED_PIPELINES of each timed schedule are counted, one full simulation each."""
+    from explorer.design.catalog import Catalog, enumerated_extent
     from explorer.design.search import TIMED_PIPELINES
-    from explorer.ui.views.design_search import _extent
     sc = open_base("cross-region-pp").scenario()
-    ext = _extent(sc, _XR_SPACE)
-    assert (ext.layouts, ext.priced, ext.timed_runs) == (243, 243 - 152, 2 * TIMED_PIPELINES)
-    assert _extent(sc, replace(_XR_SPACE, schedules=("1f1b",))).timed_runs == 0
+    catalog = Catalog(sc, schedules=_XR_SPACE.schedules, vpps=_XR_SPACE.vpp)
+    for extent in (catalog.extent, lambda space: enumerated_extent(sc, space)):
+        ext = extent(_XR_SPACE)
+        assert (ext.layouts, ext.priced, ext.timed_runs) == (243, 243 - 152, 2 * TIMED_PIPELINES)
+        assert extent(replace(_XR_SPACE, schedules=("1f1b",))).timed_runs == 0
 
 
 def test_ranking_proxy_leaves_out_what_the_estimator_does_not_price():

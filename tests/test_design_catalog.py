@@ -12,15 +12,16 @@ from explorer.design.catalog import Catalog, enumerated_extent
 from explorer.design.space import Layout, LayoutBuilder, Space, enumerate_layouts, search_raw
 from explorer.ui.views import design_search
 
+MIXTRAL = {"model.preset": "mixtral-8x7b", "cluster.nodes": 2}
+
 
 @pytest.mark.parametrize("name,sets", [("teaching-8gpu", {}), ("two-datacenters", {}),
-                                       ("zero-bubble-8gpu", {}),
-                                       ("teaching-8gpu", {"model.preset": "mixtral-8x7b", "cluster.nodes": 2})])
+                                       ("zero-bubble-8gpu", {}), ("teaching-8gpu", MIXTRAL)])
 def test_every_planner_step_counts_as_enumeration_does(name, sets):
     base = open_base(name, sets)
     parsed = LayoutBuilder(search_raw(base.raw)).parsed
     own = Layout.of(base.scenario())
-    catalog = Catalog(parsed, schedules=[s for _, s in design_search._schedule_steps(own)], vpps=(own.vpp, 2))
+    catalog = Catalog(parsed, schedules=design_search._step_schedules(own), vpps=(own.vpp, 2))
     space = Space()
     assert catalog.extent(space) == enumerated_extent(parsed, space)
     for _, _, step in design_search._steps(own):

@@ -59,11 +59,10 @@ class SearchPlan:
     pool: int | None = None          # layouts simulated from a proxy's ranking (design/proxy.py)
 
 
-def _schedule_steps(own: Layout) -> list[tuple[str, str]]:
-    """(why, schedule) for each schedule a narrowing step may keep: the scenario's own, 1F1B and
-    Megatron's interleaving."""
-    return [("own", own.schedule), ("1f1b", registry.megatron_schedule(1)),
-            ("interleaved", registry.megatron_schedule(2))]
+def _step_schedules(own: Layout) -> tuple[str, ...]:
+    """The schedules a narrowing step may keep: the scenario's own, then Megatron's without and
+    with virtual stages (1F1B, interleaved)."""
+    return tuple(dict.fromkeys((own.schedule, registry.megatron_schedule(1), registry.megatron_schedule(2))))
 
 
 def _steps(own: Layout) -> list[tuple[str, str, Callable[[Space], Space]]]:
@@ -71,7 +70,7 @@ def _steps(own: Layout) -> list[tuple[str, str, Callable[[Space], Space]]]:
     later step on the same choice supersedes an earlier one."""
     vpp = own.vpp if own.vpp > 1 else 2
     recompute = tuple(dict.fromkeys((own.recompute, "selective")))
-    schedules = tuple(dict.fromkeys(s for _, s in _schedule_steps(own)))
+    schedules = _step_schedules(own)
     # Each phrase says what the narrowed search still covers, in the user's words (a caption
     # joins them), not the field syntax.
     return [
@@ -153,7 +152,7 @@ def plan_search(base: Base, probe_s: float, top: int = DEFAULT_TOP,
     key = json.dumps(raw, sort_keys=True, default=str)
     # Every trial space counted from one enumeration (design/catalog.py), once per scenario and
     # process; the steps' schedules and vpp may lie outside the default space (the scenario's own).
-    catalog = cached(("catalog", key), lambda: Catalog(parsed, schedules=[s[1] for s in _schedule_steps(own)],
+    catalog = cached(("catalog", key), lambda: Catalog(parsed, schedules=_step_schedules(own),
                                                        vpps=(own.vpp, 2)))
     ext = full = catalog.extent(space)
     # A scenario the estimator does not price is ranked on its proxy (priced here the same way),

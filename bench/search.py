@@ -47,8 +47,9 @@ def main() -> None:
     for field, n in r.reasons[:5]:
         print(f"  {n:>8,} invalid by {field}")
     print(f"phases: enumerate {s['enumerate']:.2f} s · validate + estimate {s['estimate']:.2f} s "
-          f"({r.enumerated / max(s['estimate'], 1e-9):,.0f} layouts/s) · full engine on {r.simulated} "
-          f"layouts (+ the baseline) {s['full']:.2f} s · total {s['total']:.2f} s (wall {wall:.2f} s)")
+          f"({r.enumerated / max(s['estimate'], 1e-9):,.0f} layouts/s) · {r.simulated} layouts priced "
+          f"exactly (+ the baseline on the full engine) {s['full']:.2f} s · total {s['total']:.2f} s "
+          f"(wall {wall:.2f} s)")
     for rank, c in enumerate(r.top[:5], 1):
         est = f"{c.estimate_s:.3f} s" if c.estimate_s is not None else "-"
         print(f"  {rank}. {c.iteration_time_s:.3f} s (estimate {est}) · "

@@ -2,8 +2,8 @@
 
 Run: python bench/calibrate.py [--markdown]
 Groups: training runs (Megatron-LM SC21 Table 1 and the sourced rows of
-explorer/data/reference/training_runs.csv, explorer/reference_training.py), collectives
-(explorer.fidelity_collectives) and GEMMs (explorer.kernels_reference), when those modules exist.
+explorer/data/reference/training_runs.csv, explorer/fidelity/training.py), collectives
+(explorer.fidelity.collectives) and GEMMs (explorer.fidelity.kernels), when those modules exist.
 Each row shows measured, predicted, error and role (calibration rows are the ones default constants
 may be fitted to; validation rows never are); then mean and max |error| per group and per role.
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from explorer.fidelity import ROLES, ReferenceRow, summary  # noqa: E402
-from explorer.reference_training import training_reference_rows  # noqa: E402
+from explorer.fidelity.report import ROLES, ReferenceRow, summary  # noqa: E402
+from explorer.fidelity.training import training_reference_rows  # noqa: E402
 
 
 def _optional(module: str, function: str) -> Callable[[], list[ReferenceRow]] | None:
@@ -33,8 +33,8 @@ def all_rows() -> tuple[list[ReferenceRow], list[str]]:
     """Every reference row, and the producers that are not available yet."""
     rows = training_reference_rows()
     missing = []
-    for module, function in (("explorer.fidelity_collectives", "collective_reference_rows"),
-                             ("explorer.kernels_reference", "gemm_reference_rows")):
+    for module, function in (("explorer.fidelity.collectives", "collective_reference_rows"),
+                             ("explorer.fidelity.kernels", "gemm_reference_rows")):
         produce = _optional(module, function)
         if produce is None:
             missing.append(f"{module}.{function}")

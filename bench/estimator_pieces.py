@@ -39,8 +39,8 @@ PIECES = [
     ("explorer.estimate.profile", "_layout", None),
     ("explorer.estimate.profile", "transfers", None),           # pp send/recv per stage pair
     ("explorer.estimate.profile", "dp_work", None),             # gradient buckets and gathers
-    ("explorer.collectives", "_best_nccl", None),               # NCCL's algorithm x protocol pick
-    ("explorer.topology", "per_domain", "Fabric"),              # group members per domain
+    ("explorer.network.collectives", "_best_nccl", None),               # NCCL's algorithm x protocol pick
+    ("explorer.network.topology", "per_domain", "Fabric"),              # group members per domain
     ("explorer.estimate.many", "_run", None),                   # evaluating the pipelines
     ("explorer.estimate.pipeline", "compile_program", None),    # ... compiling their programs
     ("explorer.estimate.pipeline", "evaluate", None),           # ... stepping through them

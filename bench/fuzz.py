@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from explorer.config.budget import estimate  # noqa: E402
+from explorer.fold.budget import estimate  # noqa: E402
 from explorer.scenario import ScenarioError, apply_overrides, from_dict, parse_assignments, parse_text  # noqa: E402
 from explorer.share import parse_query, preset_raw  # noqa: E402
 

@@ -6,11 +6,11 @@ Korthikanti, Casper, Lym, McAfee, Andersch, Shoeybi, Catanzaro, "Reducing Activa
 in Large Transformer Models" (MLSys 2023, arXiv 2205.05198): Table 3 gives the four GPT models and
 their layouts (sequence 2048, A100 80 GB on Selene), Table 5 their iteration times with full
 recomputation and with selective recomputation plus sequence parallelism.  The scenarios are the
-SC21 setup of explorer/calibration.py (``megatron_raw``) with Table 3's shapes.
+SC21 setup of explorer/fidelity/calibration.py (``megatron_raw``) with Table 3's shapes.
 
 Printed, for every row: tasks of the full task graph and tasks the simulation scheduled (fewer when
-the steady state folds, explorer/fold.py; for these pipelines without data parallelism the four
-reduced runs are array columns, explorer/arrayfold, and "folded" counts their tasks), the
+the steady state folds, explorer/fold/steady.py; for these pipelines without data parallelism the four
+reduced runs are array columns, explorer/fold/arrays, and "folded" counts their tasks), the
 unfolded path's phases (graph build, engine,
 post-engine analysis), in-process milliseconds per evaluation of ``explorer.simulate.simulate``
 (median of ``--rounds`` rounds of N evaluations; N shrinks for slow variants so a round stays near
@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from explorer.calibration import MegatronRow, megatron_raw  # noqa: E402
+from explorer.fidelity.calibration import MegatronRow, megatron_raw  # noqa: E402
 from explorer.scenario import Scenario, from_dict  # noqa: E402
 from explorer.simulate import simulate  # noqa: E402
 
@@ -109,7 +109,7 @@ def timed(fn: Callable[[], object], n: int, rounds: int, budget_s: float) -> tup
 
 
 def simulate_with(sc: Scenario, fold: bool):
-    """simulate() folded (the default) or in full (before explorer/fold.py existed: always in full)."""
+    """simulate() folded (the default) or in full (before explorer/fold/steady.py existed: always in full)."""
     if "fold" in inspect.signature(simulate).parameters:
         return simulate(sc, fold=fold)
     return simulate(sc)
@@ -117,13 +117,13 @@ def simulate_with(sc: Scenario, fold: bool):
 
 def phases(sc: Scenario) -> dict[str, float]:
     """Seconds of the unfolded path's phases: graph build, engine, post-engine analysis."""
-    from explorer.engine import run
-    from explorer.network import Network
+    from explorer.engine.scheduler import run
+    from explorer.network.groups import Network
     from explorer.taskgraph.builder import IterationBuilder
 
     try:                      # simulate() pauses the cyclic collector; time the phases alike
-        from explorer.gc_pause import paused_collector
-    except ImportError:       # before explorer/gc_pause.py existed
+        from explorer.engine.gc_pause import paused_collector
+    except ImportError:       # before explorer/engine/gc_pause.py existed
         from contextlib import nullcontext as paused_collector
 
     with paused_collector():
@@ -140,8 +140,8 @@ def phases(sc: Scenario) -> dict[str, float]:
 
 
 def fold_stats(sc: Scenario) -> tuple[int, str]:
-    """Tasks the folded simulation scheduled and how it folded (explorer/fold.py; "over arrays"
-    when explorer/arrayfold ran the reduced runs)."""
+    """Tasks the folded simulation scheduled and how it folded (explorer/fold/steady.py; "over arrays"
+    when explorer/fold/arrays ran the reduced runs)."""
     res = simulate_with(sc, True)
     fold = getattr(res, "fold", None)
     if fold is None:

@@ -21,13 +21,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .collectives import OPS
 from .commands import commands
 from .config.schema import excerpt, one_line
 from .config.shipped import resolve_scenario_path, shipped_scenarios
-from .hetero import gpu_summary
-from .nccl_table import collective_rows
+from .network.collectives import OPS
+from .network.nccl_table import collective_rows
 from .scenario import Scenario, ScenarioError, load, load_raw, parse_assignments
+from .variants.hetero import gpu_summary
 
 __all__ = ["collective_rows", "load_scenario", "main", "parse_sizes", "result_json", "resolve_scenario_path",
            "scenario_list", "summary_text"]
@@ -135,10 +135,10 @@ def summary_text(res) -> str:
               + ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in res.comm_bytes_per_gpu.items() if v),
               "", f"  bottleneck: {one_line(res.bottleneck)}"]
     if res.sync_window is not None:
-        from .lowcomm.report import sync_sentences
+        from .variants.lowcomm.report import sync_sentences
         lines += [f"  sync: {one_line(x)}" for x in sync_sentences(res.sync_window)]
     if res.exchange is not None:
-        from .lowcomm.report import exchange_sentences
+        from .variants.lowcomm.report import exchange_sentences
         lines += [f"  dp: {one_line(x)}" for x in exchange_sentences(res.exchange)]
     if res.scenario.parallelism.pp > 1:
         from .simulate import explain_bubble  # three more simulations: only for the readable summary

@@ -57,7 +57,7 @@ class SharedView:
     design: dict[str, str] = field(default_factory=dict)         # d.<setting> (Design-space view)
     view: str = VIEWS[0]
     present: bool = False
-    tour: str | None = None          # a guided tour being played (explorer/tours.py) ...
+    tour: str | None = None          # a guided tour being played (explorer/teaching/tours.py) ...
     step: int = 1                    # ... at this step, 1-based
     warnings: list[str] = field(default_factory=list)
 
@@ -112,7 +112,7 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
         elif key == "present":
             out.present = value.lower() in ("1", "true", "yes", "on")
         elif key == "tour":
-            from .tours import tours
+            from .teaching.tours import tours
             if NAME_RE.match(value) and value in tours():
                 out.tour = value
             else:
@@ -135,7 +135,7 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
             except ScenarioError as exc:
                 out.warnings.append(f"ignored {key}={_short(value)}: {exc}")
     if out.tour is not None:
-        from .tours import tours
+        from .teaching.tours import tours
         n = len(tours()[out.tour].steps)
         if not 1 <= out.step <= n:
             out.warnings.append(f"ignored step: tour {out.tour} has steps 1 to {n}; showing step 1")

@@ -19,21 +19,21 @@ from .analysis.link_bound import link_bound
 from .analysis.measures import Measures, measure
 from .analysis.report import WAN_EXPOSED_WARNING_SHARE, Notice, bottleneck, wan_report, warnings_for
 from .analysis.steady_state import ScheduledRun, schedule_iteration
-from .arrayfold.fold import arrays_tasks, simulate_arrays
-from .arrayfold.lazy import LazyTasks
-from .config.budget import check_unfolded_budget
-from .engine import Task
-from .faults import simulate_survivors
-from .fold import FoldInfo, simulate_folded
-from .gc_pause import paused_collector
-from .lowcomm import STEP_TIERS, SyncWindow, simulate_window
-from .lowcomm.decentral import Exchange, simulate_exchange
-from .network import Network
-from .replicas import combine, variants
+from .analysis.timeline import Timeline, build_timeline
+from .engine.gc_pause import paused_collector
+from .engine.scheduler import Task
+from .fold.arrays.fold import arrays_tasks, simulate_arrays
+from .fold.arrays.lazy import LazyTasks
+from .fold.budget import check_unfolded_budget
+from .fold.steady import FoldInfo, simulate_folded
+from .network.groups import Network
+from .network.topology import BOUNDARY_NAMES
 from .scenario import Scenario
 from .taskgraph.builder import IterationBuilder
-from .timeline import Timeline, build_timeline
-from .topology import BOUNDARY_NAMES
+from .variants.faults import simulate_survivors
+from .variants.lowcomm import STEP_TIERS, SyncWindow, simulate_window
+from .variants.lowcomm.decentral import Exchange, simulate_exchange
+from .variants.replicas import combine, variants
 
 # Names other modules and tests import from here.
 __all__ = ["GPUClass", "Notice", "Result", "ScheduledRun", "SimulationError", "WAN_EXPOSED_WARNING_SHARE",
@@ -89,13 +89,14 @@ class Result:
     fold: FoldInfo | None = field(default=None, repr=False)   # how the steady state was folded
     # Per WAN link: {a, b, bytes_per_iteration, utilisation, ...} (wan_report); empty in one datacenter.
     wan_links: tuple[dict, ...] = ()
-    # Replicas that differ (stragglers; explorer/replicas.py): per variant its name, replicas, own
+    # Replicas that differ (stragglers; explorer/variants/replicas.py): per variant its name, replicas, own
     # iteration time and wait for the slowest; empty when every replica is alike.
     replicas: tuple[dict, ...] = ()
-    # A window of inner steps and its synchronisation (training.sync; explorer/lowcomm); None when
+    # A window of inner steps and its synchronisation (training.sync; explorer/variants/lowcomm); None when
     # every step synchronises.
     sync_window: SyncWindow | None = None
-    # Gossip or parameter-server data parallelism (parallelism.dp_kind; explorer/lowcomm/decentral.py).
+    # Gossip or parameter-server data parallelism (parallelism.dp_kind;
+    # explorer/variants/lowcomm/decentral.py).
     exchange: Exchange | None = None
 
     @property
@@ -173,24 +174,24 @@ class Result:
 def simulate(sc: Scenario, fold: bool = True) -> Result:
     """Simulate one training iteration of ``sc`` (deterministic: same scenario, same result).
 
-    With ``fold`` (the default) a long pipeline's steady state is folded (explorer/fold.py): three
+    With ``fold`` (the default) a long pipeline's steady state is folded (explorer/fold/steady.py): three
     small simulations prove the period, a fourth confirms it, and every figure is extrapolated, equal
     to the full simulation's to float rounding; the task list then unfolds only when read.  Where the period
     cannot be proven, and with ``fold=False``, every task is scheduled.  Replicas that differ
-    (stragglers) are simulated once per kind and joined (explorer/replicas.py).  With
+    (stragglers) are simulated once per kind and joined (explorer/variants/replicas.py).  With
     ``training.sync`` other than every-step, the inner step is simulated and the window of
-    inner steps and their synchronisation is added (explorer/lowcomm)."""
-    with paused_collector():         # tens of thousands of live tasks: see explorer/gc_pause.py
+    inner steps and their synchronisation is added (explorer/variants/lowcomm)."""
+    with paused_collector():         # tens of thousands of live tasks: see explorer/engine/gc_pause.py
         return _simulate(sc, fold)
 
 
 def _simulate(sc: Scenario, fold: bool) -> Result:
     """simulate() with the collector paused (see there)."""
     if sc.training.sync.windowed:
-        # Replicas train apart for H steps: one inner step, then the window (explorer/lowcomm).
+        # Replicas train apart for H steps: one inner step, then the window (explorer/variants/lowcomm).
         return simulate_window(sc, lambda inner: _simulate(inner, fold))
     if sc.cluster.faults.failed_nodes:
-        # Training restarts on the replicas that survive (explorer/faults.py).
+        # Training restarts on the replicas that survive (explorer/variants/faults.py).
         return simulate_survivors(sc, lambda surv: _simulate(surv, fold))
     if sc.parallelism.dp_kind != "allreduce":
         # Replicas agree by gossip or through parameter servers: one replica's step, then the exchange.

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from explorer import hetero
 from explorer.config.loading import load_raw
 from explorer.config.presets import gpu_presets
 from explorer.scenario import Scenario, from_dict
+from explorer.variants import hetero
 
 from conftest import ROOT
 

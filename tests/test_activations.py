@@ -1,4 +1,5 @@
-"""Activation accounting (explorer/activations.py, activations_terms.py) against the published
+"""Activation accounting (explorer/workloads/transformer/activations.py, activations_terms.py) against the
+published
 derivations: Korthikanti et al. 2022 Table 2 for GPT, the Llama-style and DeepSeek-V3 (MLA, MoE)
 closed forms per token, Transformer Engine's FP8 saved inputs, Megatron's distributed checkpointed
 activations, and the in-flight micro-batch counts of every pipeline schedule."""
@@ -6,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from explorer import activations as A
 from explorer.scenario import from_dict
 from explorer.schedules import dualpipe, pipeline, zero_bubble
+from explorer.workloads.transformer import activations as A
 
 S, H, HEADS = 2048, 4096, 32
 SBH = S * H

@@ -15,7 +15,7 @@ from conftest import SCENARIO_FILES
 def test_every_preset_renders_metrics_and_charts(path):
     at = run_app(scenario=path.stem)
     labels = [m.label for m in at.metric]
-    # Replicas that train apart show the amortised step first (explorer/lowcomm).
+    # Replicas that train apart show the amortised step first (explorer/variants/lowcomm).
     sync = (load_raw(path).get("training") or {}).get("sync") or {}
     first = "Time per step" if sync.get("kind", "every-step") != "every-step" else "Iteration time"
     # A convolutional network counts images (or clips), a transformer tokens.

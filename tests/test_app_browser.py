@@ -32,7 +32,8 @@ if chromium_path() is None:  # pragma: no cover - depends on the environment
     pytest.skip("no Chromium executable found", allow_module_level=True)
 
 METRICS = ("Iteration time", "Tokens/s", "MFU", "TFLOP/s per GPU", "Bubble", "Memory per GPU")
-# The first card: the iteration, or the amortised step of replicas that train apart (explorer/lowcomm).
+# The first card: the iteration, or the amortised step of replicas that train apart
+# (explorer/variants/lowcomm).
 FIRST_CARDS = ("Iteration time", "Time per step")
 RATE_CARDS = ("Tokens/s", "Images/s", "Clips/s")
 VIEWPORT = {"width": 1600, "height": 1000}

@@ -13,7 +13,7 @@ import pytest
 
 from explorer.cli import main as cli_main
 from explorer.figures.fonts import PRESENT_FONT_PX, text_sizes
-from explorer.tours import tours
+from explorer.teaching.tours import tours
 from explorer.ui.export import for_file, images_available
 
 from app_support import qp, run_app

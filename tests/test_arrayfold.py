@@ -1,11 +1,11 @@
-"""The fold over array runs (explorer/arrayfold) gives exactly the unfolded simulation.
+"""The fold over array runs (explorer/fold/arrays) gives exactly the unfolded simulation.
 
 Its reduced runs are arrays, not engine tasks: every task's ready, start and end time and binding
 dependency must be the engine's own (checked task by task), every figure of ``run --json`` the
 unfolded simulation's to 1e-9 relative for random pipelines it takes (every flushing schedule,
 recompute, MoE, CP, token slices, SM contention), and the task list, made only when read, the full
 simulation's time for time.  Graphs it does not hold (gradient buckets, blocking sends, ...) go to
-explorer/fold.py.
+explorer/fold/steady.py.
 """
 from __future__ import annotations
 
@@ -23,19 +23,19 @@ from test_golden import same
 from test_random_scenarios import random_raw
 
 from explorer.analysis.steady_state import schedule_iteration
-from explorer.arrayfold.fold import eligible, simulate_arrays
-from explorer.arrayfold.lazy import LazyTasks
-from explorer.arrayfold.proof import match, unit_maps
-from explorer.arrayfold.rows import evaluate_rows
-from explorer.arrayfold.tail import tail
-from explorer.arrayfold.walk import breakdowns
+from explorer.analysis.timeline import estimate_rows, folded_timeline
 from explorer.estimate.program import KINDS
-from explorer.fold import reduced
-from explorer.fold_tasks import FoldedTasks
+from explorer.fold.arrays.fold import eligible, simulate_arrays
+from explorer.fold.arrays.lazy import LazyTasks
+from explorer.fold.arrays.proof import match, unit_maps
+from explorer.fold.arrays.rows import evaluate_rows
+from explorer.fold.arrays.tail import tail
+from explorer.fold.arrays.walk import breakdowns
+from explorer.fold.steady import reduced
+from explorer.fold.tasks import FoldedTasks
 from explorer.scenario import ScenarioError, from_dict, load
 from explorer.simulate import simulate
 from explorer.taskgraph.records import BucketInfo, PassInfo, StepInfo, TransferInfo
-from explorer.timeline import estimate_rows, folded_timeline
 from explorer.vocabulary import CATEGORIES, CATEGORY_OF_PART
 
 from conftest import ROOT
@@ -243,7 +243,7 @@ def test_the_bubble_explanation_folds_its_ideal_pipelines_over_arrays_to_the_sam
     """explain_bubble simulates the scenario three more times with ideal-pipeline aspects; over
     arrays (1T row: 3.7 -> 0.09 s) it says what the task fold says, to the printed digit."""
     from explorer.analysis import bubble
-    from explorer.arrayfold import fold as array_fold
+    from explorer.fold.arrays import fold as array_fold
 
     sc = from_dict(BASE)
     r = simulate(sc)

@@ -6,9 +6,9 @@ from functools import cache
 
 import pytest
 
-from explorer.calibration import megatron_rows, megatron_scenario, read_csv
-from explorer.fidelity import ReferenceRow, summary
-from explorer.reference_training import sourced_rows
+from explorer.fidelity.calibration import megatron_rows, megatron_scenario, read_csv
+from explorer.fidelity.report import ReferenceRow, summary
+from explorer.fidelity.training import sourced_rows
 from explorer.simulate import simulate
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.calibration import read_csv
 from explorer.cli import collective_rows
-from explorer.collectives import NVLS_EFFICIENCY, NcclOptions, bus_factor, cost
-from explorer.nccl_tuning import BASE_LAT_US, HW_LAT_US, PROTOCOLS
+from explorer.fidelity.calibration import read_csv
+from explorer.network.collectives import NVLS_EFFICIENCY, NcclOptions, bus_factor, cost
+from explorer.network.nccl_tuning import BASE_LAT_US, HW_LAT_US, PROTOCOLS
+from explorer.network.topology import SCALE_OUT_EFFICIENCY, SCALE_UP_EFFICIENCY, Fabric
 from explorer.scenario import Cluster, ScaleAcross, ScaleOut, ScaleUp, from_dict
-from explorer.topology import SCALE_OUT_EFFICIENCY, SCALE_UP_EFFICIENCY, Fabric
 
 GB = 1e9
 MPI = NcclOptions(library="mpi")
@@ -228,7 +228,7 @@ def test_in_node_fill_costs_mid_sizes_and_vanishes_at_the_plateau():
     # One-node nccl-tests curves (Azure ND A100 v4 / ND H100 v5): 20-45 % below NCCL's own model at
     # 4-64 MiB, within 2 % from 1 GiB.  Closed form for an NVLS all-reduce on 8 H100s: 25 us of NVLS
     # latency + S / B + 1.2 x min(512 KiB, S/16) / (B/16), B = 450 GB/s x NVLS efficiency (Hopper).
-    from explorer.nccl_tuning import node_fill_s
+    from explorer.network.nccl_tuning import node_fill_s
     sh = node(bw=450).shape(np.arange(8))
     h100 = NcclOptions(nvls=True, arch="hopper")
     B = 450 * GB * NVLS_EFFICIENCY["hopper"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.fidelity_collectives import scenario_for
-from explorer.nccl_table import collective_rows
-from explorer.nccl_tuning import PER_CH_TREE, TREE_FRACTION, net_channels
+from explorer.fidelity.collectives import scenario_for
+from explorer.network.nccl_table import collective_rows
+from explorer.network.nccl_tuning import PER_CH_TREE, TREE_FRACTION, net_channels
 
 GiB = 2**30
 
@@ -115,7 +115,7 @@ KNOWN_GAPS: dict[str, str] = {
 
 
 def _multinode_rows():
-    from explorer.fidelity_collectives import collective_reference_rows
+    from explorer.fidelity.collectives import collective_reference_rows
     rows = [r for r in collective_reference_rows()
             if "multi-node" in r.group or "latency" in r.group or "1-64 MiB" in r.group]
     def marks(r):
@@ -136,13 +136,13 @@ def test_sourced_multinode_row_within_tolerance(row):
 
 
 def test_known_gaps_name_existing_rows():
-    from explorer.fidelity_collectives import collective_reference_rows
+    from explorer.fidelity.collectives import collective_reference_rows
     keys = {gap_key(r) for r in collective_reference_rows()}
     assert set(KNOWN_GAPS) <= keys
 
 
 def test_mid_size_reference_set_covers_setups_and_keeps_a_third_for_validation():
-    from explorer.calibration import read_csv
+    from explorer.fidelity.calibration import read_csv
     mid = [r for r in read_csv("nccl_multinode.csv")
            if int(r["nodes"]) > 1 and int(r["size_bytes"]) < 128 * 2**20]
     setups = {(r["gpu"], r["nodes"], r["gpus_per_node"], r["fabric"], r["nics_per_node"]) for r in mid}
@@ -155,7 +155,7 @@ def test_mid_size_reference_set_covers_setups_and_keeps_a_third_for_validation()
 def test_protocol_column_forces_nccl_proto_like_the_measured_run():
     # aws-ofi-nccl sets NCCL_PROTO=simple on p4d/p4de (src/platform-aws.c force_proto_simple): a row marked
     # Simple is priced with Simple only, the same setup without it may pick LL/LL128.
-    from explorer.fidelity_collectives import predict
+    from explorer.fidelity.collectives import predict
     base = {"gpus_per_node": 8, "nodes": 2, "gpu": "a100-80gb", "fabric": "efa", "nic_Gbps": 100,
             "nics_per_node": 4, "collective": "all_reduce", "algorithm": "auto", "size_bytes": str(2**20)}
     assert predict({**base, "protocol": "Simple"})["protocol"] == "Simple"

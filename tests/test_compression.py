@@ -1,12 +1,12 @@
-"""communication.compression (explorer/compression.py): bytes per element of each kind,
+"""communication.compression (explorer/network/compression.py): bytes per element of each kind,
 the collectives it needs, encode/decode HBM work and error-feedback memory, and their effect on the
 outer synchronisation of DiLoCo and the gossip exchange."""
 from __future__ import annotations
 
 import pytest
 
-from explorer.compression import plan, powersgd_factor
 from explorer.config.compression import Compression
+from explorer.network.compression import plan, powersgd_factor
 from explorer.scenario import ScenarioError, load
 from explorer.simulate import simulate
 
@@ -133,7 +133,7 @@ def test_hooked_compressors_send_buckets_during_the_backward(kind, overlaps):
     """With dp_overlap, DDP communication hooks (fp16, PowerSGD) and ZeRO++'s quantised reduction
     send each bucket as it becomes ready, during the backward; 1-bit Adam compresses in the
     optimizer step, so its first reduction starts only after the last backward pass ends."""
-    from explorer.engine import run
+    from explorer.engine.scheduler import run
     from explorer.taskgraph.builder import IterationBuilder
 
     sc = load(ROOT / "scenarios" / "resnet50-cloud-dp.yaml", {"communication.compression.kind": kind})

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from explorer.config.schema import field_paths
 from explorer.scenario import Scenario, apply_overrides, from_dict, load_raw
-from explorer.schema import field_paths
 from explorer.simulate import Result, simulate
 
 from conftest import ROOT, SCENARIO_FILES
@@ -371,9 +371,9 @@ def test_scale_up_kind_moves_a100_without_nvls():
 def _in_node_cost(kind: str, op: str, algorithm: str = "auto") -> float:
     import numpy as np
 
-    from explorer.collectives import cost
+    from explorer.network.collectives import cost
+    from explorer.network.topology import Fabric
     from explorer.scenario import Cluster, ScaleUp
-    from explorer.topology import Fabric
     fab = Fabric.for_cluster(Cluster(gpus_per_node=8, nodes=1,
                                      scale_up=ScaleUp(kind=kind, bandwidth_GBps=450)))
     return cost(op, 64e6, fab.shape(np.arange(8)), algorithm, nvls_capable=False).time_s

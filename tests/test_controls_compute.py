@@ -11,7 +11,7 @@ import pytest
 
 from explorer.scenario import apply_overrides, from_dict
 from explorer.simulate import Result, simulate
-from explorer.workload import model_params
+from explorer.workloads.transformer.layer import model_params
 
 COVERED = {
     "model.mla.q_lora_rank": "test_mla_dimensions_add_time_and_parameters",
@@ -76,7 +76,7 @@ def test_mla_dimensions_add_time_and_parameters(key, values):
 def test_mla_attention_core_is_about_three_times_mha_for_deepseek_v3():
     """DeepSeek-V3 MLA (a=128, d_qk=192, d_v=128) vs an MHA of hidden 7168: core FLOPs
     2*s*a*(d_qk+d_v) per token vs 4*s*h: 81920 / 28672 = 2.857."""
-    from explorer.attention import attention_block
+    from explorer.workloads.transformer.attention import attention_block
     sc = from_dict({"model": {"preset": "deepseek-v3"}, "training": {"global_batch": 16},
                     "hardware": {"gpu": "h800"}})
     mla = attention_block(sc.model, 4096, 4096, 1).core_flops

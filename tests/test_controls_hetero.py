@@ -1,4 +1,4 @@
-"""Direction tests for the fields of datacenters that differ (explorer/hetero.py): each moves the
+"""Direction tests for the fields of datacenters that differ (explorer/variants/hetero.py): each moves the
 iteration the way its physics says, strictly.  tests/test_controls.py collects ``COVERED``; closed
 forms are in tests/test_heterogeneous.py."""
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Direction tests for the memory-side fields of issue 10: dropout and multi-token prediction.
 
 Each test changes one field and asserts the direction the activation accounting demands
-(explorer/activations.py), strictly, and that what the field must not touch stays equal
+(explorer/workloads/transformer/activations.py), strictly, and that what the field must not touch stays equal
 (collected by tests/test_controls.py through ``COVERED``)."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Direction tests for the NCCL-model fields: each change moves a simulated result the way physics
-(and NCCL's tuning model, explorer/nccl_tuning.py) demands, strictly.  tests/test_controls.py
+(and NCCL's tuning model, explorer/network/nccl_tuning.py) demands, strictly.  tests/test_controls.py
 collects ``COVERED``."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from explorer.nccl_table import collective_rows
+from explorer.network.nccl_table import collective_rows
 from explorer.scenario import apply_overrides, from_dict
 from explorer.simulate import simulate
 

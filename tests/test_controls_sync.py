@@ -1,5 +1,5 @@
 """Direction tests for training.sync: each field moves the amortised time per step the way the
-window's physics says (explorer/lowcomm/window.py), on Llama 3 70B across two datacenters with a
+window's physics says (explorer/variants/lowcomm/window.py), on Llama 3 70B across two datacenters with a
 slow WAN so the synchronisation matters.  tests/test_controls.py collects ``COVERED``; the closed
 forms are in tests/test_lowcomm.py."""
 from __future__ import annotations

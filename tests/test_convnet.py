@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from explorer import convnet, convnet_arch
-from explorer.compression import powersgd_factor
 from explorer.config.loading import to_dict
 from explorer.estimate import estimate
-from explorer.hardware import ComputeModel
-from explorer.kernels import gemm_seconds
+from explorer.network.compression import powersgd_factor
+from explorer.physics.hardware import ComputeModel
+from explorer.physics.kernels import gemm_seconds
 from explorer.scenario import ScenarioError, from_dict, load
 from explorer.simulate import simulate
 from explorer.taskgraph.builder import IterationBuilder
 from explorer.taskgraph.chunks import ChunkWork
+from explorer.workloads.convnet import arch as convnet_arch
+from explorer.workloads.convnet import blocks as convnet
 
 from conftest import ROOT
 
@@ -85,7 +86,7 @@ def test_one_block_is_its_convolutions_and_element_wise_passes():
     sc = from_dict(_single_gpu(**{"training.micro_batch": 32, "training.global_batch": 32}))
     blk = convnet.block_costs(sc)[0]
     gpu = sc.hardware.gpu
-    from explorer.hardware import gemm_large_efficiency
+    from explorer.physics.hardware import gemm_large_efficiency
     le = gemm_large_efficiency(sc, "fp16")
     b, hw = 32, 56 * 56
     shapes = [(b * hw, 64, 64), (b * hw, 64, 64 * 9), (b * hw, 256, 64), (b * hw, 256, 64)]
@@ -170,9 +171,9 @@ def test_split_k_slices_deep_reductions_only(monkeypatch):
     tiles for 108 SMs: split-K (cuDNN's wgrad kernels) cuts the reduction into 32 slices.  A
     DeepGEMM small-M GEMM (64 x 2112 x 7168, k only 3.4x n) stays unsplit, as its published row
     was measured."""
-    import explorer.kernels as kernels
+    import explorer.physics.kernels as kernels
     sc = from_dict(_single_gpu())
-    from explorer.hardware import gemm_large_efficiency
+    from explorer.physics.hardware import gemm_large_efficiency
     gpu, le = sc.hardware.gpu, gemm_large_efficiency(sc, "fp16")
     shapes = {"wgrad": (147, 64, 256 * 112 * 112), "deepgemm": (64, 2112, 7168)}
     split = {k: gemm_seconds(*v, "fp16", gpu, le) for k, v in shapes.items()}

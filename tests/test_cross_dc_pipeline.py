@@ -9,7 +9,7 @@ import pytest
 
 from explorer.analysis.steady_state import schedule_iteration
 from explorer.estimate import estimate
-from explorer.fold import simulate_folded
+from explorer.fold.steady import simulate_folded
 from explorer.scenario import from_dict, load
 from explorer.schedules import cross_dc, pipeline
 from explorer.schedules.base import Timing

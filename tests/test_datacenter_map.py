@@ -7,13 +7,13 @@ from functools import cache
 
 import pytest
 
+from explorer.analysis.timeline import build_timeline
 from explorer.figures import datacenter_map, gantt
 from explorer.figures.datacenters import crossing_dims
 from explorer.figures.gantt import WAN_LEGEND, WAN_OUTLINE_WIDTH, lane_name
 from explorer.figures.topology import utilisation_color
 from explorer.scenario import load
 from explorer.simulate import simulate
-from explorer.timeline import build_timeline
 from explorer.vocabulary import KIND_COLORS
 
 from conftest import ROOT

@@ -1,15 +1,15 @@
-"""parallelism.dp_kind (explorer/lowcomm/decentral.py): gossip moves one model per peer per step,
+"""parallelism.dp_kind (explorer/variants/lowcomm/decentral.py): gossip moves one model per peer per step,
 overlapped with the replica's step; a parameter server's NIC carries replicas x model bytes / S;
 the graphs' neighbours; the validation of dp_kind."""
 from __future__ import annotations
 
 import pytest
 
-from explorer.lowcomm.amortise import step_busy
-from explorer.lowcomm.decentral import peer_offsets, replica_scenario
 from explorer.scenario import ScenarioError, load
 from explorer.simulate import simulate
-from explorer.workload import model_params
+from explorer.variants.lowcomm.amortise import step_busy
+from explorer.variants.lowcomm.decentral import peer_offsets, replica_scenario
+from explorer.workloads.transformer.layer import model_params
 
 from conftest import ROOT
 
@@ -116,7 +116,7 @@ def test_json_reports_the_exchange():
 
 
 # Teaching-8gpu as 8 one-GPU replicas under the ideal pipeline: a replica's step is pure compute, so
-# a straggler at slowdown 2 takes exactly twice as long (explorer/replicas.py slows compute kernels).
+# a straggler at slowdown 2 takes exactly twice as long (explorer/variants/replicas.py slows compute kernels).
 EIGHT = ROOT / "scenarios" / "teaching-8gpu.yaml"
 EIGHT_REPLICAS = {"parallelism.pp": 1, "parallelism.dp": 8, "parallelism.ideal_pipeline": True}
 ONE_STRAGGLER = {"cluster.stragglers.count": 1, "cluster.stragglers.slowdown": 2.0}
@@ -217,7 +217,7 @@ def test_async_exchange_in_run_json():
     throughput, and the app rebuilds the exchange from it."""
     import json
 
-    from explorer.lowcomm.decentral import Exchange
+    from explorer.variants.lowcomm.decentral import Exchange
     out = json.loads(json.dumps(_eight("gossip-async", **ONE_STRAGGLER).to_json_dict()))
     x = out["dp_exchange"]
     assert x["kind"] == "gossip-async" and "ICML 2018" in x["quality"] and "staleness" in x["quality"]

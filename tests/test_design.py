@@ -487,7 +487,7 @@ def test_diloco_proxy_is_one_group_training_alone():
     derives from the group's dp (256 MB) and inner_scenario keeps from the whole cluster's
     (1024 MB): within 1 % (1.578 against 1.565 s)."""
     from explorer.design.proxy import ranking_proxy
-    from explorer.lowcomm.window import inner_scenario
+    from explorer.variants.lowcomm.window import inner_scenario
     sc = from_dict(preset_raw("diloco-cross-region"))
     proxy = ranking_proxy(LayoutBuilder(search_raw(preset_raw("diloco-cross-region"))).parsed)
     mine = LayoutBuilder(proxy.raw).scenario(Layout.of(sc))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.engine import CycleError, Task, TaskGraph, run
+from explorer.engine.scheduler import CycleError, Task, TaskGraph, run
 
 
 def test_tasks_on_one_stream_never_overlap_and_run_in_ready_order():

@@ -1,4 +1,4 @@
-"""The engine's wake-up events (explorer/engine.py) give exactly the timeline of one finish event
+"""The engine's wake-up events (explorer/engine/scheduler.py) give exactly the timeline of one finish event
 per task (the engine before issue 15, kept here as the reference): every task's ready, start and
 end time and its binding dependency, on random task graphs and on random valid scenarios' graphs."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_random_scenarios import random_raw
 
-from explorer.engine import Task, TaskGraph, run
-from explorer.network import Network
+from explorer.engine.scheduler import Task, TaskGraph, run
+from explorer.network.groups import Network
 from explorer.scenario import ScenarioError, from_dict
 from explorer.taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
 

@@ -172,7 +172,7 @@ def test_compacted_inputs_hold_every_input_of_every_op(schedule, p, v, units):
 def test_shared_group_members_are_read_only():
     """Network._shape keeps one members array per (placement, dimension, stage, domain sizes) for
     every row of a sweep: a row that wrote into it would move another row's groups."""
-    from explorer.network import _PER_DOMAIN, Network
+    from explorer.network.groups import _PER_DOMAIN, Network
 
     sc = from_dict({"model": {"preset": "llama3-8b"}, "training": {"global_batch": 64},
                     "cluster": {"nodes": 4}, "parallelism": {"tp": 2, "pp": 2}})

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from explorer.collectives import bus_factor
+from explorer.network.collectives import bus_factor
 from explorer.teaching.explain import explain_bar
 from explorer.ui.cache import view_data
 

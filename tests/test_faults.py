@@ -1,4 +1,4 @@
-"""cluster.faults (explorer/faults.py, network.py): failed nodes drop the replicas they hold and the
+"""cluster.faults (explorer/variants/faults.py, network.py): failed nodes drop the replicas they hold and the
 survivors carry on; a degraded node's NICs limit the data-parallel groups through it."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from explorer.faults import dropped_replicas, max_failed_nodes, surviving_scenario
 from explorer.scenario import ScenarioError, load
 from explorer.simulate import simulate
+from explorer.variants.faults import dropped_replicas, max_failed_nodes, surviving_scenario
 
 from conftest import ROOT
 

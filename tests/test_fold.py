@@ -1,4 +1,4 @@
-"""The steady-state fold (explorer/fold.py) gives exactly the unfolded simulation: every figure of
+"""The steady-state fold (explorer/fold/steady.py) gives exactly the unfolded simulation: every figure of
 ``run --json`` to 1e-9 relative, and the unfolded task list's times, for random valid scenarios of
 every schedule, ZeRO stage and option; where the period is not proven it simulates in full."""
 from __future__ import annotations
@@ -14,14 +14,14 @@ from test_golden import same
 from test_random_scenarios import SCHEDULES, random_raw
 
 from explorer.analysis.steady_state import schedule_iteration
-from explorer.arrayfold.lazy import resolved
+from explorer.analysis.timeline import build_timeline, estimate_rows, folded_timeline
 from explorer.config import shipped_scenarios
 from explorer.figures.gantt import folded_ticks
-from explorer.fold import reduced
-from explorer.fold_tasks import match_shift, task_keys
+from explorer.fold.arrays.lazy import resolved
+from explorer.fold.steady import reduced
+from explorer.fold.tasks import match_shift, task_keys
 from explorer.scenario import ScenarioError, apply_overrides, from_dict, load
 from explorer.simulate import simulate
-from explorer.timeline import build_timeline, estimate_rows, folded_timeline
 
 from conftest import SCENARIO_FILES
 
@@ -240,7 +240,7 @@ def test_the_work_budget_admits_a_long_pipeline_by_its_fold():
 def test_the_bubble_decomposition_folds_its_ideal_pipelines_exactly():
     """explain_bubble's extra simulations (ideal-pipeline aspects) fold too, to the same card."""
     from explorer.analysis.bubble import _mean_bubble
-    from explorer.fold import simulate_folded
+    from explorer.fold.steady import simulate_folded
 
     sc = from_dict(BASE)
     for aspects in (frozenset({"comm"}), frozenset({"optimizer", "comm"})):

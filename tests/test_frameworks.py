@@ -1,10 +1,10 @@
-"""Framework profiles (explorer/frameworks.py): each mechanism, with the numbers of its source."""
+"""Framework profiles (explorer/physics/frameworks.py): each mechanism, with the numbers of its source."""
 from __future__ import annotations
 
 import pytest
 
-from explorer.frameworks import EAGER_ELEMENTWISE_FACTOR, FRAMEWORKS, profile
-from explorer.network import Network
+from explorer.network.groups import Network
+from explorer.physics.frameworks import EAGER_ELEMENTWISE_FACTOR, FRAMEWORKS, profile
 from explorer.scenario import from_dict
 from explorer.simulate import simulate
 from explorer.taskgraph.techniques.fsdp import fsdp_cost
@@ -134,9 +134,9 @@ def test_fp32_gradient_accumulation_adds_six_bytes_per_weight_to_the_wgrad_epilo
     # Megatron's gradient_accumulation_fusion (wgrad_gemm_accum_fp32 into main_grad): the weight-
     # gradient GEMM reads and writes its fp32 output (8 B per weight) instead of writing bf16 (2 B).
     # DeepSpeed's HF models write bf16 .grad; Megatron-DeepSpeed keeps Megatron's fused kernel.
-    from explorer.hardware import HBM_EFFICIENCY
-    from explorer.kernels import gemm_seconds
-    from explorer.workload import layer_cost
+    from explorer.physics.hardware import HBM_EFFICIENCY
+    from explorer.physics.kernels import gemm_seconds
+    from explorer.workloads.transformer.layer import layer_cost
     assert [profile(n).wgrad_accumulate_fp32 for n in FRAMEWORKS] == [True, False, True, False]
     gpu = from_dict(_dp8("megatron")).hardware.gpu
     hbm = gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY
@@ -153,7 +153,7 @@ def test_fp32_gradient_accumulation_adds_six_bytes_per_weight_to_the_wgrad_epilo
 def test_torchtitan_selective_op_ac_recomputes_every_other_matmul():
     # torchtitan op-level SAC saves matmul and SDPA outputs except every second matmul of the layer:
     # wk, wo and w3 of a Llama layer (order wq, wk, wv, wo, w1, w3, w2), plus the element-wise ops.
-    from explorer.workload import layer_cost
+    from explorer.workloads.transformer.layer import layer_cost
     raw = _dp8("fsdp", zero=3)
     raw["training"]["recompute"] = "selective"
     lc = layer_cost(from_dict(raw), False)

@@ -7,11 +7,11 @@ from itertools import pairwise
 
 import pytest
 
+from explorer.analysis.timeline import build_timeline
 from explorer.figures import gantt
 from explorer.figures.gantt import _rasterize, lane_name
 from explorer.scenario import load
 from explorer.simulate import simulate
-from explorer.timeline import build_timeline
 
 from conftest import ROOT
 
@@ -159,9 +159,9 @@ def test_vectorised_raster_equals_the_loop(seed):
 
 def test_vectorised_raster_equals_the_loop_on_a_real_timeline():
     """DeepSeek-V3's folded timeline, the rows the aggregated Gantt draws."""
+    from explorer.analysis.timeline import build_timeline
     from explorer.config.shipped import shipped_scenarios
     from explorer.simulate import simulate
-    from explorer.timeline import build_timeline
 
     res = simulate(load(shipped_scenarios()["deepseek-v3"]))
     cols = build_timeline(res.tasks, tuple(c.label for c in res.classes)).columns

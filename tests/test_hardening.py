@@ -11,9 +11,9 @@ import time
 import pytest
 
 from explorer import cli
-from explorer.config.budget import MAX_WORK, estimate
 from explorer.config.inputs import MAX_BYTES, MAX_DEPTH, parse_document, parse_value
 from explorer.config.schema import excerpt
+from explorer.fold.budget import MAX_WORK, estimate
 from explorer.scenario import ScenarioError, apply_overrides, from_dict, load, parse_text
 from explorer.share import parse_query, preset_raw
 
@@ -279,7 +279,7 @@ def test_9_issue_case_in_the_cli_names_the_knobs(capsys):
 
 
 def test_9_the_megatron_1t_row_stays_within_budget():
-    from explorer.calibration import megatron_rows, megatron_scenario
+    from explorer.fidelity.calibration import megatron_rows, megatron_scenario
     sc = megatron_scenario(megatron_rows()[-1])
     assert (sc.parallelism.pp, sc.micro_batches) == (64, 512)
     # 1F1B: 64 stages x (2 x 512 compute + 1 optimizer) + 2 x 512 x 63 transfers + 64 x 8 dp buckets.
@@ -348,6 +348,6 @@ def test_12_broken_pipe_through_a_real_pipe_is_quiet():
 
 def test_budget_counts_the_builder_bucket_tasks():
     """The budget's copy of the bucket-task cap is the builder's (kept apart to avoid an import cycle)."""
-    from explorer.config import budget
+    from explorer.fold import budget
     from explorer.taskgraph.techniques import dp_buckets
     assert budget.MAX_BUCKET_TASKS == dp_buckets.MAX_BUCKET_TASKS

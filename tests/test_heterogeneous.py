@@ -1,4 +1,4 @@
-"""Datacenters of different GPU types and sizes (explorer/hetero.py): closed forms and directions.
+"""Datacenters of different GPU types and sizes (explorer/variants/hetero.py): closed forms and directions.
 
 Closed form (DP only, one stage, the gradient reduction after the backward, not overlapped): a
 replica of kind k runs its passes back to back, C_k seconds of kernels on its GPU, then the joint
@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 from hetero_support import half_h100_fixture, raw, scenario  # noqa: F401  (the half_h100 fixture)
 
-from explorer import hetero
 from explorer.scenario import from_dict, load
 from explorer.simulate import simulate
+from explorer.variants import hetero
 
 from conftest import ROOT
 
@@ -179,8 +179,8 @@ def test_pp_across_speed_layers_balance_the_stages(half_h100):
     on the first, the output layer on the last); the split is the one whose slower stage finishes
     first - moving a layer either way makes the slower stage slower.  The half-rate last stage,
     which also holds the output layer, gets 6 of the 24 layers; faster than the default split."""
-    from explorer.hardware import ComputeModel
-    from explorer.workload import embedding_cost, logits_cost
+    from explorer.physics.hardware import ComputeModel
+    from explorer.workloads.transformer.layer import embedding_cost, logits_cost
 
     even = simulate(scenario(dcs(H100, half_h100), pp=2, span="pp"))
     sc = scenario(dcs(H100, half_h100), pp=2, span="pp", batch_split="speed")

@@ -1,4 +1,4 @@
-"""explorer/kernels.py against its closed forms and against the published GEMM rows it was fitted to
+"""explorer/physics/kernels.py against its closed forms and against the published GEMM rows it was fitted to
 (calibration) or checked on (validation): explorer/data/reference/gemm_benchmarks.csv."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer import kernels as K
-from explorer.hardware import HBM_EFFICIENCY, measured_over_peak
-from explorer.kernels_reference import gemm_reference_rows, preset_gpu
+from explorer.fidelity.kernels import gemm_reference_rows, preset_gpu
+from explorer.physics import kernels as K
+from explorer.physics.hardware import HBM_EFFICIENCY, measured_over_peak
 
 H100 = preset_gpu("h100-sxm")
 A100 = preset_gpu("a100-80gb")

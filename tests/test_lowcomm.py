@@ -1,4 +1,4 @@
-"""training.sync (explorer/lowcomm): closed forms of the window of H inner steps and its WAN
+"""training.sync (explorer/variants/lowcomm): closed forms of the window of H inner steps and its WAN
 synchronisation, the run --json contract, and the validation rules (SYNC_RULE_CASES)."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 import pytest
 
 from explorer.config.sync_rules import SYNC_RULES
-from explorer.lowcomm import inner_scenario
 from explorer.scenario import ScenarioError, load
 from explorer.simulate import simulate
-from explorer.workload import model_params
+from explorer.variants.lowcomm import inner_scenario
+from explorer.workloads.transformer.layer import model_params
 
 from conftest import ROOT
 
@@ -180,7 +180,7 @@ def test_bad_sync_values_name_their_field(over, field):
 
 def test_window_round_trips_through_json():
     """The app keeps the run as JSON and rebuilds the window from it."""
-    from explorer.lowcomm import SyncWindow
+    from explorer.variants.lowcomm import SyncWindow
     for kind in ("diloco", "streaming-diloco", "independent"):
         w = _run(kind=kind).sync_window
         assert SyncWindow.from_json(json.loads(json.dumps(w.to_json_dict()))) == w
@@ -205,7 +205,7 @@ def test_local_sgd_among_the_nodes_of_one_datacenter_closed_form():
     all-reduces its 1/8 slice with its 7 counterparts over the node NICs, a ring: 2 x 7/8 x
     102.2 MB / 8 = 22.4 MB per GPU per synchronisation, 1/8 of it per step; nothing crosses a WAN;
     the inner step is one node's, with 1/8 of the global batch."""
-    from explorer import convnet_arch
+    from explorer.workloads.convnet import arch as convnet_arch
     r = simulate(load(RN, LOCAL))
     w = r.sync_window
     slice_bytes = convnet_arch.build(50).params * 4 / 8

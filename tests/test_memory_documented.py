@@ -10,12 +10,13 @@ Sources of the layouts (the parallelism and batch as published; throughput is no
 - Llama 3 405B pre-training (Llama Team, "The Llama 3 Herd of Models", 2024, Sec. 3.3.2 and
   Table 4): TP8 PP16 DP128 on 16,384 H100s, 8K sequences, 16M tokens per batch, interleaved
   pipeline, FSDP sharding optimizer states and gradients (ZeRO-2), no activation checkpointing.
-- Megatron-LM SC21 Table 1 rows on A100 80GB (explorer/calibration.py builds them).
+- Megatron-LM SC21 Table 1 rows on A100 80GB (explorer/fidelity/calibration.py builds them).
 - DeepSeek-V3 pre-training (DeepSeek-V3 report Sec. 3.2-3.3): 2,048 H800s, PP16 with DualPipe,
   EP64 over 8 nodes, ZeRO-1 DP, no TP, FP8, recomputation of all RMSNorms and MLA
   up-projections, the MoE SwiGLU recomputed from FP8-cached inputs, the attention output cached
   in E5M6.  The scenario has no field yet for those recompute modules and that storage recipe;
-  the test sets them on explorer.activations (see ``selective_modules`` / ``fp8_storage``).
+  the test sets them on explorer.workloads.transformer.activations (see ``selective_modules`` /
+  ``fp8_storage``).
 """
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from explorer import activations
-from explorer.calibration import megatron_rows, megatron_scenario
+from explorer.fidelity.calibration import megatron_rows, megatron_scenario
 from explorer.scenario import apply_overrides, from_dict, load_raw
 from explorer.simulate import Result, simulate
+from explorer.workloads.transformer import activations
 
 from conftest import ROOT
 

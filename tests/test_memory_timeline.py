@@ -86,8 +86,8 @@ def test_a_folded_run_is_not_unfolded():
     """The curves follow a folded run's reduced run, as the Gantt does: computing them must not
     build the full task list or the program order of the whole batch (the app's sweep of
     cross-region-pp at global_batch 10^8 ran out of memory when it did)."""
-    from explorer.arrayfold.lazy import resolved
-    from explorer.fold_tasks import FoldedTasks
+    from explorer.fold.arrays.lazy import resolved
+    from explorer.fold.tasks import FoldedTasks
     res = simulate(load(ROOT / "scenarios" / "megatron-gpt3-175b.yaml", {"training.global_batch": 1_536_000}))
     curves = memory_timeline(res)
     tasks = resolved(res.tasks)          # folded over arrays: the reduced run's list, made when read

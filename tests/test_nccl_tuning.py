@@ -1,4 +1,4 @@
-"""NCCL's tuning model (explorer/nccl_tuning.py, constants of NVIDIA/nccl src/graph/tuning.cc,
+"""NCCL's tuning model (explorer/network/nccl_tuning.py, constants of NVIDIA/nccl src/graph/tuning.cc,
 v2.23-2.25): closed forms for a few calls, protocol switch points, what ``auto`` may pick, the
 small-message latency floor, and the sourced nccl-tests rows with their tolerances."""
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.collectives import NcclOptions, cost
-from explorer.fidelity import summary
-from explorer.fidelity_collectives import collective_reference_rows
-from explorer.nccl_table import collective_rows
-from explorer.nccl_tuning import gpu_arch, latency_us, refine_bus_bw, tree_correction
+from explorer.fidelity.collectives import collective_reference_rows
+from explorer.fidelity.report import summary
+from explorer.network.collectives import NcclOptions, cost
+from explorer.network.nccl_table import collective_rows
+from explorer.network.nccl_tuning import gpu_arch, latency_us, refine_bus_bw, tree_correction
+from explorer.network.topology import SCALE_UP_EFFICIENCY, Fabric
 from explorer.scenario import Cluster, ScaleUp, from_dict
-from explorer.topology import SCALE_UP_EFFICIENCY, Fabric
 
 MiB = 2**20
 SIZES = [2**k for k in range(3, 35)]          # 8 B .. 16 GiB, as nccl-tests -b 8 -e 16G -f 2

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from explorer.collectives import cost
 from explorer.config.wan_rules import WAN_RULES
 from explorer.estimate import estimate
+from explorer.network.collectives import cost
+from explorer.network.topology import Fabric
+from explorer.network.wan import Wan
 from explorer.scenario import (
     Cluster,
     ScaleUp,
@@ -24,8 +26,6 @@ from explorer.scenario import (
     to_dict,
 )
 from explorer.simulate import simulate
-from explorer.topology import Fabric
-from explorer.wan import Wan
 
 from conftest import ROOT
 
@@ -261,7 +261,7 @@ def test_datacenter_list_is_the_uniform_split_with_names():
 
 
 @pytest.mark.parametrize("change,message", [
-    # Different sizes and GPU types are simulated (explorer/hetero.py); what stays an error: sizes
+    # Different sizes and GPU types are simulated (explorer/variants/hetero.py); what stays an error: sizes
     # with PP across, and a GPU that is no preset (tests/test_heterogeneous_config.py has the rest).
     ({"cluster.datacenters": [{"name": "a", "nodes": 64}, {"name": "b", "nodes": 32}], "parallelism.dp": 24,
       "training.global_batch": 480, "parallelism.order": "tp-cp-ep-dp-pp"},

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from test_scenario_claims import about, sim
 
-from explorer import convnet_arch
 from explorer.scenario import load
 from explorer.taskgraph.builder import IterationBuilder
+from explorer.workloads.convnet import arch as convnet_arch
 
 from conftest import ROOT
 

@@ -10,7 +10,7 @@ from test_scenario_claims import SCEN, about, sim
 from explorer.config.wan import WAN_PRESETS
 from explorer.scenario import from_dict, load_raw
 from explorer.simulate import simulate
-from explorer.workload import model_params
+from explorer.workloads.transformer.layer import model_params
 
 TD = "two-datacenters"
 CAMPUS = "campus-4-buildings"

@@ -1,4 +1,4 @@
-"""Stragglers (cluster.stragglers; explorer/replicas.py): closed form, properties, the joined result.
+"""Stragglers (cluster.stragglers; explorer/variants/replicas.py): closed form, properties, the joined result.
 
 Closed form (one stage, DP only, gradient reduction after the backward): a replica is one class
 running its passes back to back, C seconds of kernels, then the buckets (R s) and the optimizer
@@ -121,7 +121,7 @@ def test_bounds_refused():
 
 def test_the_fold_does_not_admit_stragglers_beyond_the_work_budget():
     """The 1T-parameter row with 4,096 micro-batches is admitted for its fold; with a straggler the
-    replicas are joined into one task list the timeline draws unfolded (explorer/replicas.py), so
+    replicas are joined into one task list the timeline draws unfolded (explorer/variants/replicas.py), so
     the same pipeline is refused with the budget's one-line reason instead of hanging the page."""
     raw = {"model": {"layers": 128, "hidden": 25600, "heads": 160, "vocab": 51200, "seq_len": 2048},
            "training": {"global_batch": 4096, "micro_batch": 1, "recompute": "full"},

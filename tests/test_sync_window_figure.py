@@ -1,5 +1,5 @@
 """The multi-step view of training.sync (explorer/figures/sync_window.py): its bars replay the
-window's closed form (explorer/lowcomm/window.py) — the window ends at window_s, the stalls sum to
+window's closed form (explorer/variants/lowcomm/window.py) — the window ends at window_s, the stalls sum to
 the exposed synchronisation — and long runs of steps are folded."""
 from __future__ import annotations
 

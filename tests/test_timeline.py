@@ -5,9 +5,9 @@ import json
 
 import pytest
 
+from explorer.analysis.timeline import COLUMNS, build_timeline, estimate_rows
 from explorer.scenario import load
 from explorer.simulate import simulate
-from explorer.timeline import COLUMNS, build_timeline, estimate_rows
 
 from conftest import SCENARIO_FILES
 

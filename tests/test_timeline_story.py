@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from explorer.analysis.timeline import COLUMNS, folded_timeline
 from explorer.cli import load_scenario
 from explorer.simulate import simulate
 from explorer.teaching.timeline_story import narrate_at, passes
-from explorer.timeline import COLUMNS, folded_timeline
 
 
 def _columns(rows: list[tuple]) -> dict[str, list]:

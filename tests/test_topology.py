@@ -6,9 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.placement import Placement
-from explorer.scenario import Cluster, ScaleAcross, ScaleOut, ScaleUp, from_dict
-from explorer.topology import (
+from explorer.network.placement import Placement
+from explorer.network.topology import (
     SCALE_ACROSS_EFFICIENCY,
     SCALE_OUT_EFFICIENCY,
     SCALE_UP_EFFICIENCY,
@@ -16,6 +15,7 @@ from explorer.topology import (
     build_graph,
     routed_ring_bandwidth,
 )
+from explorer.scenario import Cluster, ScaleAcross, ScaleOut, ScaleUp, from_dict
 
 EFF = (SCALE_UP_EFFICIENCY, SCALE_OUT_EFFICIENCY, SCALE_OUT_EFFICIENCY, SCALE_ACROSS_EFFICIENCY)
 
@@ -100,7 +100,7 @@ def test_progression_counts_equal_counting_every_member(seed):
     # members_per_domains counts an arithmetic progression of ids in closed form; it must count
     # what members_per_domain counts id by id, for any first id, step, size and domain, and other
     # groups (unsorted, repeated or irregular ids) go to the counting itself.
-    from explorer.placement import members_per_domain, members_per_domains
+    from explorer.network.placement import members_per_domain, members_per_domains
     rng = np.random.default_rng(seed)
     n = int(rng.choice([1, 2, 3, 7, 64, 257, 3000]))
     step = int(rng.choice([1, 2, 3, 5, 8, 12, 64, 100]))

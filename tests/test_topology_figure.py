@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import pytest
 
 from explorer.figures.topology import topology, utilisation_color
-from explorer.placement import Placement
+from explorer.network.placement import Placement
 from explorer.scenario import Scenario, load
 from explorer.simulate import simulate
 

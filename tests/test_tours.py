@@ -1,4 +1,4 @@
-"""Guided tours (explorer/tours.py, scenarios/tours/): every step's link applies as written, a tour
+"""Guided tours (explorer/teaching/tours.py, scenarios/tours/): every step's link applies as written, a tour
 link round-trips through the share link, and each narration's claims hold (one assertion per
 claim, quoting it)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from explorer.scenario import apply_overrides, from_dict
 from explorer.share import parse_query, preset_raw, to_query
 from explorer.simulate import simulate
-from explorer.tours import check_tour, expand_link, tours
+from explorer.teaching.tours import check_tour, expand_link, tours
 
 REQUIRED = {"pipeline-bubbles", "zero-fsdp", "moe-node-limited", "two-datacenters"}
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from test_random_scenarios import random_raw
 
+from explorer.analysis.utilisation import class_calls
 from explorer.scenario import ScenarioError, from_dict, load
 from explorer.schedules.registry import Window, get
 from explorer.simulate import _schedule, simulate
-from explorer.utilisation import class_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -48,7 +48,7 @@ def _check(sc) -> None:
 def test_shipped_scenarios_never_load_a_tier_beyond_capacity(path):
     sc = load(path)
     if _replaced(sc):
-        # The iteration is not one scheduled run of sc (explorer/lowcomm, faults.py): the amortised
+        # The iteration is not one scheduled run of sc (explorer/variants/lowcomm, faults.py): the amortised
         # utilisation is checked against the JSON bytes below, and stays within capacity.
         assert all(0.0 <= u <= 1.0 + TOL for u in simulate(sc).utilisation.values())
         return

@@ -82,8 +82,8 @@ def test_fused_pair_lasts_its_zero3_communication():
     read 109 % busy.  A pair now lasts at least its data-parallel communication, exposed and hidden
     together (one dimension's calls run one after another on its links), and the NICs stay within
     capacity."""
-    from explorer.lowcomm.window import inner_scenario
     from explorer.taskgraph.chunks import COMPUTE_PARTS
+    from explorer.variants.lowcomm.window import inner_scenario
 
     sc = load(SC / "mixed-generations.yaml", MIXED_DUALPIPE)
     run = schedule_iteration(inner_scenario(sc))

@@ -662,7 +662,7 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
     "rule_stage_layers_count": [({"parallelism.stage_layers": [16, 8, 8]}, "parallelism.stage_layers")],
     "rule_stage_layers_sum": [({"parallelism.stage_layers": [16, 15]}, "parallelism.stage_layers")],
     "rule_stage_layers_not_empty": [({"parallelism.stage_layers": [32, 0]}, "parallelism.stage_layers")],
-    # GPipe does not fold (explorer/fold_plan.py), so its 100,000 micro-batches are simulated in full.
+    # GPipe does not fold (explorer/fold/plan.py), so its 100,000 micro-batches are simulated in full.
     "rule_work_budget": [({"training.global_batch": 400_000, "parallelism.schedule": "gpipe"},
                           "training.global_batch")],
 }
@@ -677,12 +677,12 @@ def test_every_rule_has_a_case():
     ("straggler-16k", {"training.global_batch": 204_800}, 2),       # 1 slow replica, 127 at speed
 ])
 def test_replicas_that_differ_share_one_work_budget(name, over, kinds):
-    """Every kind of replica is simulated and their tasks are joined (explorer/replicas.py), so the
+    """Every kind of replica is simulated and their tasks are joined (explorer/variants/replicas.py), so the
     kinds' work adds: refused when together beyond MAX_WORK although each kind alone fits, admitted
     at half the size (mixed-generations: 512 slices took 3.4 s for 231,625 units; 1,024 slices,
     admitted before, took 8 s)."""
-    from explorer.config.budget import MAX_WORK, estimate, replicas_estimate
-    from explorer.replicas import variants
+    from explorer.fold.budget import MAX_WORK, estimate, replicas_estimate
+    from explorer.variants.replicas import variants
 
     path = ROOT / "scenarios" / f"{name}.yaml"
     half = load(path, {k: v // 2 for k, v in over.items()})

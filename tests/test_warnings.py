@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.collectives import cost
+from explorer.network.collectives import cost
+from explorer.network.topology import Fabric
 from explorer.scenario import load
 from explorer.simulate import WAN_EXPOSED_WARNING_SHARE, simulate
-from explorer.topology import Fabric
 
 from conftest import SCENARIO_FILES
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.calibration import megatron_rows, megatron_scenario
+from explorer.fidelity.calibration import megatron_rows, megatron_scenario
 from explorer.scenario import from_dict
 from explorer.simulate import simulate
-from explorer.workload import layer_cost, model_params
+from explorer.workloads.transformer.layer import layer_cost, model_params
 
 
 @pytest.mark.parametrize("row", megatron_rows()[:6], ids=lambda r: f"{r.params_billion}B")
@@ -48,7 +48,8 @@ def test_activation_memory_per_layer_matches_korthikanti_table_2():
 
 def test_flash_attention_removes_the_score_term():
     # FlashAttention-2 (Alg. 1) keeps one fp32 log-sum-exp per query row and head instead of the
-    # 5as^2b score terms (explorer/activations_terms.py; the full derivation in test_activations.py).
+    # 5as^2b score terms (explorer/workloads/transformer/activations_terms.py; the full derivation in
+    # test_activations.py).
     assert layer_cost(_gpt(flash=True), False).act_bytes == pytest.approx(2048 * 4096 * 34 + 4 * 32 * 2048)
 
 
@@ -127,8 +128,8 @@ def _cp_raw(cp, bw):
 def test_ring_attention_is_exposed_only_when_transfer_outlasts_compute():
     # Ring attention (Liu et al. 2023): cp-1 hand-offs of a K,V block, each overlapped with the
     # attention of the previous block; exposed per layer (cp-1) * max(0, t_kv - t_attn/cp) forward.
-    from explorer.hardware import ComputeModel
-    from explorer.topology import SCALE_UP_EFFICIENCY
+    from explorer.network.topology import SCALE_UP_EFFICIENCY
+    from explorer.physics.hardware import ComputeModel
     fast = simulate(from_dict(_cp_raw(4, 900)))
     assert fast.breakdown_s["cp"] == 0.0
     sc = from_dict(_cp_raw(4, 0.5))

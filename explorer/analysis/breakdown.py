@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engine import Task
+from ..engine.scheduler import Task
 from ..vocabulary import CATEGORIES, CATEGORY_OF_PART, COMM_DIMS  # noqa: F401 - re-exported
 
 

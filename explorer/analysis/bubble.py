@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..network import Network
+from ..network.groups import Network
 from ..scenario import Scenario
 from ..schedules.base import BubbleInputs
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
@@ -49,9 +49,9 @@ WATERFALL_MAX_TASKS = 200_000
 
 def _mean_bubble(sc: Scenario, ideal: frozenset[str]) -> float:
     """The Bubble card of ``sc`` simulated with the given ideal-pipeline aspects (its steady state
-    folded where it folds: over arrays, explorer/arrayfold, or over tasks, explorer/fold.py)."""
-    from ..arrayfold.fold import simulate_arrays  # deferred: the folds build on the analysis modules
-    from ..fold import simulate_folded
+    folded where it folds: over arrays, explorer/fold/arrays, or over tasks, explorer/fold/steady.py)."""
+    from ..fold.arrays.fold import simulate_arrays  # deferred: the folds build on the analysis modules
+    from ..fold.steady import simulate_folded
 
     arrays = simulate_arrays(sc, ideal)
     if arrays is not None:

@@ -10,7 +10,7 @@ than the schedule's iteration, the links would be more than 100 % busy.
 No link moves more than its capacity times the time (the bandwidth term of Hockney's model,
 "The communication challenge for MPP", Parallel Computing 20, 1994: B bytes over a link of rate C
 take at least B / C), so the iteration is at least each link's bytes over its capacity: the
-utilisation's own ``link_load`` (bytes / capacity, explorer/utilisation.py).  Where that is longer
+utilisation's own ``link_load`` (bytes / capacity, explorer/analysis/utilisation.py).  Where that is longer
 than the schedule's period the link sets the pace, and the excess is charged to the dimensions
 whose bytes load that link, in proportion to them.  This is a lower bound, not a model of the
 sharing: when the overlapping calls fit in the iteration their slowdown is still not modelled.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..topology import BOUNDARY_NAMES
+from ..network.topology import BOUNDARY_NAMES
 from .report import TIER_WORDS, Notice
 
 SCALE_ACROSS = BOUNDARY_NAMES.index("scale-across")

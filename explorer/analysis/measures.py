@@ -3,7 +3,7 @@ classes, ratio or sentence.
 
 Every figure of a Result is a maximum, a ratio or a text of these measures (explorer/simulate.py,
 ``assemble``).  Keeping them per class and pre-maximum is what lets the steady-state fold
-(explorer/fold.py) extrapolate them: each is an affine function of the micro-batch count once the
+(explorer/fold/steady.py) extrapolate them: each is an affine function of the micro-batch count once the
 schedule is periodic, whereas a maximum over classes of affine functions need not be.
 """
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..taskgraph.records import BucketInfo, TransferInfo
-from ..utilisation import class_calls, class_traffic, tier_utilisation
 from .breakdown import CATEGORIES, COMM_DIMS, MemoryBreakdown
 from .memory import class_memory
 from .report import link_summary
 from .steady_state import ScheduledRun
+from .utilisation import class_calls, class_traffic, tier_utilisation
 
 
 @dataclass(frozen=True)

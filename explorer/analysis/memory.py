@@ -1,12 +1,13 @@
 """Per-GPU memory: what each GPU class holds (Rajbhandari et al., ZeRO, SC20, Fig. 1 for the
-sharding; activations per layer in explorer/activations.py, replayed over the schedule's order)."""
+sharding; activations per layer in explorer/workloads/transformer/activations.py, replayed over the
+schedule's order)."""
 from __future__ import annotations
 
-from ..activations import recompute_working_bytes
-from ..compression import residual_bytes
-from ..network import Network
+from ..network.compression import residual_bytes
+from ..network.groups import Network
 from ..taskgraph.builder import IterationBuilder
 from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
+from ..workloads.transformer.activations import recompute_working_bytes
 from .breakdown import MemoryBreakdown
 
 
@@ -40,10 +41,11 @@ def class_memory(b: IterationBuilder, net: Network, s: int, peak: float | None =
         params += layer * (1 + sc.communication.prefetch_layers)
         grads += layer / PARAM_BYTES * GRAD_BYTES
     opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer] * shard(dense, expert, zero >= 1)
-    # Compressed gradients keep an error-feedback residual (explorer/compression.py).
+    # Compressed gradients keep an error-feedback residual (explorer/network/compression.py).
     opt += residual_bytes(sc.communication.compression, dense, expert, nd, ne)
     # Activations at the schedule's peak, replaying the program order (exact for every schedule),
-    # plus what one recomputed layer holds again during its own backward (explorer/activations.py).
+    # plus what one recomputed layer holds again during its own backward
+    # (explorer/workloads/transformer/activations.py).
     if peak is None:
         peak = b.schedule.peak_activations(b.orders[s], [c.act_bytes for c in chunks])
     return MemoryBreakdown(params, grads, opt, peak + recompute_transient(b, chunks))

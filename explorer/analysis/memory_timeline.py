@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..arrayfold.lazy import resolved
-from ..fold_tasks import FoldedTasks
+from ..fold.arrays.lazy import resolved
+from ..fold.tasks import FoldedTasks
 from ..taskgraph.builder import IterationBuilder
 from ..taskgraph.records import PassInfo
 from .memory import recompute_transient

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..engine import Task
-from ..network import Network
+from ..engine.scheduler import Task
+from ..network.groups import Network
 from ..scenario import Scenario
 from ..taskgraph.builder import IterationBuilder
 from ..taskgraph.records import BucketInfo, TransferInfo

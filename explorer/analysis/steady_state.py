@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engine import Task, run
-from ..network import Network
+from ..engine.scheduler import Task, run
+from ..network.groups import Network
 from ..scenario import Scenario
 from ..schedules.registry import Window
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
@@ -34,7 +34,7 @@ class ScheduledRun:
     measured: float | None = None    # the window's length when a stream's busy time set T beyond it
     pace: str = "bubble"             # ... and the breakdown category charged with T - measured
     # A never-flushing pipeline: its busiest stream's seconds per iteration minus the compute window
-    # (> 0: that stream sets T).  The fold keeps the side of this maximum fixed (explorer/fold.py).
+    # (> 0: that stream sets T).  The fold keeps the side of this maximum fixed (explorer/fold/steady.py).
     pace_margin: float = 0.0
 
     def breakdown(self, s: int) -> dict[str, float]:

@@ -1,7 +1,7 @@
 """``consensus SCENARIO [--replicas 2,4,8,16] [--periods 1,10,100,1000] [--set K=V ...] [--json]``.
 
 Time per step and the synchronisation's share of it against the number of replicas (datacenters,
-weak scaling) and the synchronisation period H, with each curve's knee (explorer/lowcomm/
+weak scaling) and the synchronisation period H, with each curve's knee (explorer/variants/lowcomm/
 consensus.py).  ``--json`` prints {kind, knee_share, points: [{replicas, inner_steps,
 inner_step_s, time_per_step_s, sync_share, tokens_per_s}], knees: {replicas: H or null}, skipped}.
 """
@@ -13,8 +13,8 @@ from ..config.schema import excerpt, one_line
 from ..design.base import open_base
 from ..design.cli_support import add_set_argument, dumps, fmt_s, parse_sets
 from ..design.progress import reporting
-from ..lowcomm.consensus import KNEE_SHARE, PERIODS, REPLICAS, ConsensusCurve, consensus
 from ..scenario import ScenarioError
+from ..variants.lowcomm.consensus import KNEE_SHARE, PERIODS, REPLICAS, ConsensusCurve, consensus
 
 NAME = "consensus"
 HELP = "time per step against replicas and synchronisation period (local SGD / DiLoCo), with the knee"

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from ..analysis.compare import Comparison, Step, compare, waterfall_steps
 from ..analysis.verdict import over_memory_sentences
 from ..config.schema import excerpt, one_line
-from ..hetero import gpu_summary
 from ..scenario import Scenario, ScenarioError, load, parse_assignments, resolve_scenario_path
+from ..variants.hetero import gpu_summary
 
 NAME = "diff"
 HELP = "compare two scenarios: headlines side by side, iteration-time difference by category"

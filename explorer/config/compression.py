@@ -1,7 +1,7 @@
 """The ``communication.compression`` section: gradients (or outer gradients) compressed on the wire.
 
 How each kind is priced — bytes per element, the collective it needs, the encode/decode work on the
-GPU and the error-feedback memory — is :mod:`explorer.compression`.
+GPU and the error-feedback memory — is :mod:`explorer.network.compression`.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class Compression:
         "doc": "compress the data-parallel gradients (and the outer synchronisation or gossip exchange) "
                "on the wire: fp16/fp8/int4 quantise, 1bit keeps signs and a scale (1-bit Adam), topk "
                "keeps the largest ratio of the entries, powersgd sends rank-r factors "
-               "(explorer/compression.py)"})
+               "(explorer/network/compression.py)"})
     ratio: float = field(default=0.01, metadata={
         "min": 1e-6, "max": 1.0, "why": "a share of the entries, 1e-6 to 1",
         "doc": "topk: share of the gradient entries sent (value + index each)"})

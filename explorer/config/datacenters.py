@@ -7,7 +7,7 @@ the sections hold the resolved form:
   total ``cluster.nodes`` and the derived ``cluster.datacenter_names``; datacenters of different
   sizes add ``cluster.datacenter_nodes`` and datacenters of different GPU presets (``gpu`` a name
   of explorer/data/gpus.yaml; left out = ``hardware.gpu``) add ``cluster.datacenter_gpus``.  How
-  such a cluster is simulated, and which placements it admits, is explorer/hetero.py.
+  such a cluster is simulated, and which placements it admits, is explorer/variants/hetero.py.
 - ``cluster.scale_across.preset`` fills ``bandwidth_Gbps`` and ``latency_ms`` where the scenario
   leaves them out (or gives null); link ends given as integers become their text.
 - ``parallelism.span`` sets ``parallelism.order`` (SPAN_ORDERS); an explicit order that disagrees

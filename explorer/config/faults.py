@@ -4,7 +4,7 @@
   restarts without them, as Llama 3's training did after its interruptions (arXiv 2407.21783,
   Sec. 3.3.4): every data-parallel replica that held a GPU on a failed node is dropped, the
   remaining replicas carry the whole global batch (more micro-batches each), and the dropped
-  replicas' surviving GPUs idle.  How it is simulated: explorer/faults.py.
+  replicas' surviving GPUs idle.  How it is simulated: explorer/variants/faults.py.
 - ``degraded_nodes`` with ``nic_factor``: nodes whose network interfaces run at ``nic_factor`` of
   their speed (a link retrained at a lower rate, a flapping port).  Every data-parallel group with
   a member on such a node is limited by it (a ring is as fast as its slowest link), so those
@@ -23,7 +23,7 @@ class Faults:
     failed_nodes: int = field(default=0, metadata={
         "min": 0, "max": 1_000_000, "why": "0 (none) up to a million nodes",
         "doc": "nodes out of service (the last ones): the data-parallel replicas holding them are dropped "
-               "and the others carry the global batch (explorer/faults.py)"})
+               "and the others carry the global batch (explorer/variants/faults.py)"})
     degraded_nodes: int = field(default=0, metadata={
         "min": 0, "max": 1_000_000, "why": "0 (none) up to a million nodes",
         "doc": "nodes whose NICs run at nic_factor of their speed: every data-parallel group through them "

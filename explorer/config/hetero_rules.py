@@ -1,4 +1,4 @@
-"""Cross-field rules of datacenters that differ in size or GPU type (explorer/hetero.py).
+"""Cross-field rules of datacenters that differ in size or GPU type (explorer/variants/hetero.py).
 
 Which dimension crosses datacenters decides how such a cluster can be simulated: with DP across,
 every datacenter holds whole pipeline replicas and each datacenter's replicas are one kind; with
@@ -88,7 +88,7 @@ def rule_no_stragglers_when_heterogeneous(sc: Scenario) -> None:
 def rule_speed_split_whole(sc: Scenario) -> None:
     """``batch_split: speed`` over GPU types finds whole micro-batches adding up to the global batch."""
     if sc.parallelism.batch_split == "speed" and sc.cluster.datacenter_gpus and dp_across(sc):
-        from ..hetero import micro_batches_per_kind  # deferred: hetero needs the workload model
+        from ..variants.hetero import micro_batches_per_kind  # deferred: hetero needs the workload model
         micro_batches_per_kind(sc)
 
 

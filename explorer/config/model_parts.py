@@ -50,7 +50,7 @@ class MLA:
 
 @dataclass(frozen=True)
 class Conv:
-    """A residual convolutional network instead of a transformer (explorer/convnet_arch.py):
+    """A residual convolutional network instead of a transformer (explorer/workloads/convnet/arch.py):
     ResNet-18 to -152 on images (He et al. 2016, v1.5 strides), or the SlowOnly 3D ResNet on
     video clips when ``frames`` > 1 (Feichtenhofer et al. 2019).  A sample is one image or clip;
     the loader derives the transformer fields from it (layers = residual blocks, hidden = the last

@@ -13,8 +13,8 @@ import functools
 import math
 from collections.abc import Callable
 
+from ..fold.budget import check_budget, check_replicas_budget
 from ..schedules import registry
-from .budget import check_budget, check_replicas_budget
 from .schema import ScenarioError, excerpt
 from .sections import MAX_GPUS, ORDER_DIMS, Scenario
 
@@ -55,7 +55,7 @@ def rule_degrees_fill_cluster(sc: Scenario) -> None:
 def rule_conv_trains_data_parallel(sc: Scenario) -> None:
     """A convolutional network (model.conv) trains data-parallel (ZeRO/FSDP allowed): its layer
     table has no heads to split, no stages are modelled for it, no sequence to shard, no experts,
-    no recomputation or FP8 recipe (explorer/convnet.py)."""
+    no recomputation or FP8 recipe (explorer/workloads/convnet/blocks.py)."""
     m, p, tr = sc.model, sc.parallelism, sc.training
     if m.conv is None:
         return
@@ -248,7 +248,7 @@ def rule_stage_layers_not_empty(sc: Scenario) -> None:
 
 
 def rule_work_budget(sc: Scenario) -> None:
-    """The simulation fits the work budget (explorer/config/budget.py)."""
+    """The simulation fits the work budget (explorer/fold/budget.py)."""
     check_budget(sc)
 
 
@@ -286,7 +286,7 @@ def validate(sc: Scenario) -> None:
 def _all_rules() -> tuple:
     """RULES and the rule tables of the modules that import this one (imported on first use; a
     search validates tens of thousands of layouts, so they are looked up once)."""
-    from .hetero_rules import HETERO_RULES  # datacenters that differ (explorer/hetero.py)
+    from .hetero_rules import HETERO_RULES  # datacenters that differ (explorer/variants/hetero.py)
     from .sync_rules import SYNC_RULES  # replicas that train apart or gossip (low-communication)
     from .wan_rules import WAN_RULES  # its own module: the scale-across fields' rules
 

@@ -126,7 +126,7 @@ class Training:
     framework: str = field(default="megatron", metadata={
         "choices": ("megatron", "deepspeed", "megatron-deepspeed", "fsdp"),
         "doc": "training framework: its kernels, point-to-point, buckets, gradient dtype and fp32 "
-               "gradient accumulation (explorer/frameworks.py)"})
+               "gradient accumulation (explorer/physics/frameworks.py)"})
     sync: Sync = field(default_factory=Sync)
 
 
@@ -233,7 +233,7 @@ class Cluster:
     datacenters: int = field(default=1, metadata={
         "min": 1, "max": 1024,
         "doc": "buildings/datacenters; nodes split evenly; or a list of {name, nodes, gpu} (sizes and "
-               "GPU presets may differ: explorer/hetero.py)"})
+               "GPU presets may differ: explorer/variants/hetero.py)"})
     scale_up: ScaleUp = field(default_factory=ScaleUp)
     scale_out: ScaleOut = field(default_factory=ScaleOut)
     scale_across: ScaleAcross = field(default_factory=ScaleAcross)
@@ -255,7 +255,7 @@ class Cluster:
 
     @property
     def heterogeneous(self) -> bool:
-        """Whether the datacenters differ in size or GPU type (explorer/hetero.py simulates them)."""
+        """Whether the datacenters differ in size or GPU type (explorer/variants/hetero.py simulates them)."""
         return bool(self.datacenter_nodes or self.datacenter_gpus)
 
     @property
@@ -316,7 +316,7 @@ class Parallelism:
                "2-D torus or an exponential graph (D-PSGD, synchronous); gossip-async = with one random "
                "ring neighbour, no barrier, each replica at its own pace (AD-PSGD); parameter-server = "
                "replicas push gradients to and pull weights from ps_servers server nodes "
-               "(explorer/lowcomm/decentral.py)"})
+               "(explorer/variants/lowcomm/decentral.py)"})
     ps_servers: int = field(default=1, metadata={
         "min": 1, "max": 1_000_000, "why": "1 up to a million server nodes",
         "doc": "parameter-server: server nodes (one NIC of the fabric's speed each) the replicas push "
@@ -352,7 +352,7 @@ class Communication:
     bucket_MB: float | None = field(default=None, metadata={
         "min": 0.001, "max": 1e5, "why": "1 KB to 100 GB; PyTorch DDP uses 25 MB",
         "doc": "gradient bucket size; default the framework's (Megatron-Core max(40M, 1M x dp) "
-               "elements, DeepSpeed 5e8 elements, PyTorch DDP 25 MB; explorer/frameworks.py)"})
+               "elements, DeepSpeed 5e8 elements, PyTorch DDP 25 MB; explorer/physics/frameworks.py)"})
     dp_priority: bool = field(default=False, metadata={
         "doc": "P3/ByteScheduler: reduce the first layers' buckets first; the next iteration starts on them"})
     tp_overlap: bool = field(default=False, metadata={

@@ -6,7 +6,7 @@ training waits for it: its tensor- and context-parallel peers wait at every coll
 whole pipeline stage in its replica runs at its speed; that replica's schedule stretches; and every
 data-parallel collective waits for that replica (Llama 3 report, arXiv 2407.21783, Sec. 3.3.4;
 Wu et al., "Falcon: Pinpointing and Mitigating Stragglers for Large-Scale Hybrid-Parallel
-Training", arXiv 2410.12588).  How it is simulated is :mod:`explorer.replicas`.
+Training", arXiv 2410.12588).  How it is simulated is :mod:`explorer.variants.replicas`.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Stragglers:
-    """Slow GPUs: how many and by what factor (placed as :mod:`explorer.replicas` says)."""
+    """Slow GPUs: how many and by what factor (placed as :mod:`explorer.variants.replicas` says)."""
 
     count: int = field(default=0, metadata={
         "min": 0, "max": 1_000_000,
@@ -26,7 +26,7 @@ class Stragglers:
         "min": 1.0, "max": 100.0,
         "why": "1 (no slowdown) to 100; a throttled H100 runs at 0.6-0.9 of its clock (1.1-1.7)",
         "doc": "factor on a straggler's compute time (1/0.7 = 1.43 for a GPU at 70% speed)"})
-    # Per pipeline stage, the compute factor of the replica being simulated (explorer.replicas
+    # Per pipeline stage, the compute factor of the replica being simulated (explorer.variants.replicas
     # sets it on the straggler replica's scenario; empty = every stage at speed).
     stage_slowdown: tuple[float, ...] = field(default=(), metadata={"derived": True})
 

@@ -16,13 +16,13 @@ steps with its in-datacenter parallelism and synchronise the replicas over the W
   they are merged once at the end (c-BTM: Gururangan et al., "Scaling Expert Language Models with
   Unsupervised Domain Discovery", arXiv 2303.14177, 2023).
 
-How a window of H inner steps is timed is :mod:`explorer.lowcomm`.
+How a window of H inner steps is timed is :mod:`explorer.variants.lowcomm`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# parallelism.dp_kind (explorer/lowcomm/decentral.py); values are only ever added, never renamed.
+# parallelism.dp_kind (explorer/variants/lowcomm/decentral.py); values are only ever added, never renamed.
 DP_KINDS = ("allreduce", "gossip-ring", "gossip-torus", "gossip-exponential", "gossip-async",
             "parameter-server")
 SYNC_KINDS = ("every-step", "local-sgd", "diloco", "streaming-diloco", "independent")

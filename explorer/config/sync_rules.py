@@ -34,7 +34,7 @@ def rule_sync_whole_replicas(sc: Scenario) -> None:
     sy, c, p = sc.training.sync, sc.cluster, sc.parallelism
     if not sy.windowed:
         return
-    from ..placement import Placement  # placement reads the validated scenario's degrees
+    from ..network.placement import Placement  # placement reads the validated scenario's degrees
 
     D = sc.sync_groups
     what = "datacenters" if sy.replica_nodes == 0 else f"groups of {sy.replica_nodes} nodes"
@@ -136,11 +136,11 @@ def rule_faults_fit(sc: Scenario) -> None:
 
 def rule_failures_leave_survivors(sc: Scenario) -> None:
     """Failed nodes leave replicas that can train: one whole at least, filling whole nodes, able to
-    run the layout with the batch they carry (explorer/faults.surviving_scenario, the cluster the
+    run the layout with the batch they carry (explorer/variants/faults.surviving_scenario, the cluster the
     simulation then runs).  Runs after rule_faults_fit: fewer failed nodes than nodes, one datacenter."""
     if sc.cluster.faults.failed_nodes:
         # Deferred: faults builds the survivors' scenario with config.loading, which runs these rules.
-        from ..faults import surviving_scenario
+        from ..variants.faults import surviving_scenario
 
         surviving_scenario(sc)
 

@@ -7,7 +7,7 @@ A ring collective over the datacenters then crosses D of the D(D-1)/2 mesh links
 datacenter's egress per link, which is exactly that egress model, so ``mesh`` is the default and
 keeps every earlier result.  ``ring`` joins datacenter i to i+1 (and the last to the first); ``hub``
 joins the first datacenter (the hub) to each other one.  How a collective's traffic is routed on
-them is :mod:`explorer.wan`.
+them is :mod:`explorer.network.wan`.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class ScaleAcross:
         "choices": WAN_TOPOLOGIES,
         "doc": "WAN links: mesh = every pair (today's model), ring = datacenter i to i+1 and the last "
                "to the first, hub = the first datacenter to each other one; a collective is limited by "
-               "the slowest link its datacenter ring crosses (explorer/wan.py)"})
+               "the slowest link its datacenter ring crosses (explorer/network/wan.py)"})
     preset: str = field(default="custom", metadata={
         "choices": WAN_PRESET_CHOICES,
         "doc": "WAN technology: sets bandwidth_Gbps and latency_ms where the scenario leaves them out "

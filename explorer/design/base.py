@@ -129,7 +129,7 @@ def cluster_overrides(sc: Scenario, gpus: int, flag: str = "--gpus") -> dict[str
 
 
 def _datacenter_list(sc: Scenario, nodes: int, gpus: int, flag: str) -> dict[str, Any]:
-    """Datacenters that differ in size or GPU (explorer/hetero.py) given ``nodes`` in all: each
+    """Datacenters that differ in size or GPU (explorer/variants/hetero.py) given ``nodes`` in all: each
     keeps its share of the nodes and its GPU preset, as the ``cluster.datacenters`` list (the
     node count is that list's sum, so ``cluster.nodes`` is not set)."""
     c = sc.cluster

@@ -12,14 +12,14 @@ reports, the ranking that chose them approximate.
 
 - stragglers and faults (failed or degraded nodes) are left out: they slow every layout, so its
   trade-offs (compute, memory, tp/pp/cp communication) rank alike without them;
-- replicas that train apart are ranked on one group training alone (as explorer/lowcomm/window.py
+- replicas that train apart are ranked on one group training alone (as explorer/variants/lowcomm/window.py
   ``inner_scenario`` does: nodes / groups, global batch / groups, synchronised every step inside):
   their step is that group's, and the outer synchronisation adds about the same to every layout;
 - compressed gradients and gossip or parameter-server data parallelism are ranked as an
   uncompressed all-reduce: the pool's full simulations then price what they save;
 - datacenters of different GPUs or sizes are ranked as equal datacenters of ``hardware.gpu``
   (the layout's trade-offs on one GPU type; the pool's simulations run each datacenter on its
-  own, explorer/hetero.py), when the nodes split evenly.
+  own, explorer/variants/hetero.py), when the nodes split evenly.
 
 Convolutional networks have no proxy (their whole iteration is what the estimator does not
 price): their searches simulate every layout.

@@ -23,7 +23,7 @@ change              fields
 read it.
 
 A change the scenario cannot express is not run and is listed with its reason: datacenters that
-name their own GPU presets (``cluster.datacenters``, explorer/hetero.py) take each GPU's figures
+name their own GPU presets (``cluster.datacenters``, explorer/variants/hetero.py) take each GPU's figures
 from its preset, so there compute, HBM bandwidth and (with presets other than ``hardware.gpu``)
 scale-up bandwidth cannot be doubled, and 2x scale-out doubles the NICs only (each preset keeps
 its PCIe link).
@@ -34,8 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..hetero import dc_gpu
 from ..scenario import Scenario, ScenarioError
+from ..variants.hetero import dc_gpu
 from .base import Base
 from .progress import Progress, next_phase
 from .scores import score

@@ -20,10 +20,10 @@ from itertools import accumulate
 
 import numpy as np
 
-from ..hardware import ComputeModel
+from ..physics.hardware import ComputeModel
 from ..scenario import Scenario
 from ..taskgraph.chunks import ChunkContext, ChunkWork, chunk_work
-from ..workload import embedding_cost, layer_cost, logits_cost
+from ..workloads.transformer.layer import embedding_cost, layer_cost, logits_cost
 from .keys import RowNetwork, compute_key, intern, memo_table
 
 PARTS = ("compute", "recompute", "weight-grad", "tp", "cp", "ep", "dp")   # a pass's parts, in order

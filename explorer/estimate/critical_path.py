@@ -1,6 +1,6 @@
 """The pipeline's timeline from its compiled program (estimate/program.py), for many rows at once.
 
-What the engine (explorer/engine.py) does with the pipeline part of the task graph is a longest
+What the engine (explorer/engine/scheduler.py) does with the pipeline part of the task graph is a longest
 path: every pass starts when its stage's previous pass has ended and its inputs have arrived; a
 transfer starts when its producer has ended and the sender's pp stream is free (first in, first
 out, in production order) or, for a framework whose sends block (frameworks.blocking_p2p), right

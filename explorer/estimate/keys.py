@@ -1,10 +1,11 @@
 """What each cost depends on, as small hashable keys, and the network shared by the rows that agree on it.
 
 The estimator prices a configuration from the same functions as the engine, but only once per
-distinct input: a layer's cost (explorer/workload.py) reads the model, the training options other
+distinct input: a layer's cost (explorer/workloads/transformer/layer.py) reads the model, the training
+options other
 than the global batch and the optimizer, the GPU, and the tp, cp, ep, sequence-parallel and
 token-slice degrees — not pp, dp, vpp, the schedule, ZeRO or the network; a collective's cost
-(explorer/collectives.py via explorer/network.py) reads the cluster, the rank placement and the
+(explorer/network/collectives.py via explorer/network/groups.py) reads the cluster, the rank placement and the
 library options, not the model.  :func:`compute_key` and :func:`network_key` name exactly those
 inputs, so that a sweep over the NIC bandwidth re-prices only the calls, and a sweep over pp
 re-prices nothing of a layer.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..network import Network
+from ..network.groups import Network
 from ..scenario import Scenario
 
 # The dimensions whose group a pass's own collectives use (layer_parts, fsdp_cost); their shapes

@@ -12,7 +12,7 @@ time and the bf16 dense peak (PaLM App. B); hardware FLOPs with recompute for TF
 SC21 Eq. 3).
 
 Every unit of every row is evaluated: extrapolating a periodic steady state from a few short runs
-(as explorer/fold.py does) needs the fold's proof on every task and its binding dependency —
+(as explorer/fold/steady.py does) needs the fold's proof on every task and its binding dependency —
 per-stage end times alone repeating over a few counts do not prove it (unequal stages and pipeline
 transfers can take many units to settle into their critical cycle), and the engine itself then
 simulates in full.
@@ -37,7 +37,7 @@ from .sync import PACE_CATEGORY, Window_, busiest_stream, ending, window
 
 SCALE_BITS = 3          # rows of one program: unit counts within a factor of 2**SCALE_BITS
 # A row of more ops than this (units x stages x chunks x passes) is left to the full simulation,
-# which folds its steady state (explorer/fold.py): a validated scenario may hold millions of
+# which folds its steady state (explorer/fold/steady.py): a validated scenario may hold millions of
 # micro-batches when its fold is small, and the estimator evaluates every unit.  About the work
 # budget of one simulation (config/budget.MAX_WORK).
 MAX_ROW_OPS = 300_000
@@ -77,12 +77,12 @@ def row_ops(prof: RowProfile) -> int:
 
 def needs_simulation(sc: Scenario) -> bool:
     """Rows the estimator leaves to the simulation, exact by construction: replicas that differ
-    (stragglers, datacenters of different GPUs or sizes: explorer/replicas.py, hetero.py), replicas
+    (stragglers, datacenters of different GPUs or sizes: explorer/variants/replicas.py, hetero.py), replicas
     that train apart, gossip (synchronous, or gossip-async at each replica's own pace) or use
-    parameter servers (explorer/lowcomm), compressed gradients (explorer/compression.py), faults
-    (explorer/faults.py, degraded NICs in network.py) and convolutional networks, whose blocks
-    differ (explorer/convnet.py),
-    whose pricing the estimator's memoised tables do not key on."""
+    parameter servers (explorer/variants/lowcomm), compressed gradients (explorer/network/compression.py),
+    faults (explorer/variants/faults.py, degraded NICs in network/groups.py) and convolutional
+    networks, whose blocks differ (explorer/workloads/convnet/blocks.py), whose pricing the
+    estimator's memoised tables do not key on."""
     return (sc.model.conv is not None or sc.cluster.stragglers.active or sc.cluster.heterogeneous
             or sc.training.sync.windowed
             or sc.parallelism.dp_kind != "allreduce" or sc.communication.compression.active

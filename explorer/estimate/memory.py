@@ -4,7 +4,8 @@ Parameters, gradients and optimizer state of the chunks a stage holds, sharded o
 data-parallel group as the ZeRO stage says (Rajbhandari et al., ZeRO, SC20, Fig. 1), times the
 weight versions the schedule stashes (PipeDream); under ZeRO-3 the gathered working set; and
 activations at the peak of the stage's program order plus one recomputed layer's working set
-(explorer/activations.py).  The peak replays the order once per shape as *counts* of each chunk's
+(explorer/workloads/transformer/activations.py).  The peak replays the order once per shape as *counts* of
+each chunk's
 activations alive (:func:`live_counts`), so that a row's peak is a maximum of dot products with its
 own per-chunk bytes — the same replay as the registry's peak_activations (schedules/pipeline.py,
 schedules/dualpipe.py), whose result it equals for any bytes.
@@ -15,10 +16,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..activations import recompute_working_bytes
-from ..compression import residual_bytes
+from ..network.compression import residual_bytes
 from ..schedules.registry import Schedule
 from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
+from ..workloads.transformer.activations import recompute_working_bytes
 from .chunk_basis import F_IDX
 from .keys import memo_table
 from .profile import RowProfile

@@ -1,6 +1,6 @@
 """P3 / ByteScheduler bucket priorities (communication.dp_priority), one row at a time.
 
-With priorities the dp stream is a non-preemptive priority queue (explorer/engine.py: the ready
+With priorities the dp stream is a non-preemptive priority queue (explorer/engine/scheduler.py: the ready
 task of smallest (priority, ready time, creation order) runs next), the first layers' buckets
 overtaking queued ones (techniques/dp_buckets.py: priority 1 + chunk x MAX_BUCKET_TASKS + the
 bucket's layer rank), and the next iteration may start as soon as the layers its first forward

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..frameworks import profile as framework_profile
+from ..physics.frameworks import profile as framework_profile
 from ..scenario import Scenario
 from ..schedules.registry import Schedule
 from ..schedules.registry import get as get_schedule

@@ -9,7 +9,7 @@ reads the same numbers (SplitCosts.search_key) share one search.
 """
 from __future__ import annotations
 
-from ..frameworks import profile as framework_profile
+from ..physics.frameworks import profile as framework_profile
 from ..scenario import Scenario
 from ..schedules.registry import get as get_schedule
 from ..taskgraph.split import choose_split

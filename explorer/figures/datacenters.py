@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from ..config.wan import topology_pairs
-from ..hetero import dc_gpu
 from ..scenario import Scenario
+from ..variants.hetero import dc_gpu
 from ..vocabulary import COMM_DIMS
 from .topology import UTIL_STOPS, utilisation_color
 

@@ -176,7 +176,7 @@ def folded_ticks(span_s: float, x0: float, x1: float, repeats: int,
     """Tick positions (ms on the drawn axis) and labels in the iteration's own time for a folded
     Gantt: left of the block the drawn time is the real time; the block [x0, x1] (one period of
     every stage, skewed across stages) stands for ``repeats`` periods, so a point right of it is
-    (repeats - 1) x period later than drawn (explorer/fold_tasks.py: a task n periods later is
+    (repeats - 1) x period later than drawn (explorer/fold/tasks.py: a task n periods later is
     shifted by n x delta).  Inside the block no tick is placed: its time is ambiguous.  Labels are
     in s when the real iteration is 10 s or longer, else ms."""
     shift = (repeats - 1) * period

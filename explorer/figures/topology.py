@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from ..hetero import dc_gpu
-from ..placement import Placement
+from ..network.placement import Placement
+from ..network.topology import Fabric
 from ..scenario import Scenario
-from ..topology import Fabric
+from ..variants.hetero import dc_gpu
 from .charts import TIER_LABELS
 
 DETAIL_MAX_NODES, DETAIL_MAX_GPUS = 4, 32
@@ -228,7 +228,7 @@ def topology(sc: Scenario, utilisation: dict[str, float], *, hot: str | None = N
     c = sc.cluster
     detailed = c.nodes <= DETAIL_MAX_NODES and c.gpus <= DETAIL_MAX_GPUS
     leaf_nodes = Fabric.for_cluster(c).leaf_nodes
-    # Datacenters may differ in size (explorer/hetero.py): the layout is sized for the largest.
+    # Datacenters may differ in size (explorer/variants/hetero.py): the layout is sized for the largest.
     dcs, per_dc = c.datacenters, max(c.nodes_of(d) for d in range(c.datacenters))
     blocks = -(-per_dc // leaf_nodes)
     # Collapsed: a budget of roughly 14 node boxes across keeps labels legible at 1280 px.

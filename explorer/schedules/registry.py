@@ -54,7 +54,7 @@ class Schedule:
     two_directions: bool = False       # DualPipe: rank r holds stage r and stage p-1-r; fused F&B ops
     weight_versions: Callable[[int, int], int] = _one_version   # parameter copies per stage (stashing)
     citation: str = ""
-    # More micro-batches insert one repeated period at one place of the timeline (explorer/fold.py);
+    # More micro-batches insert one repeated period at one place of the timeline (explorer/fold/steady.py);
     # False for GPipe (all forwards, then all backwards: it grows in both phases).
     grows_in_one_place: bool = True
     # Orders that depend on the pipeline's costs and link delays (cross-datacenter schedules):

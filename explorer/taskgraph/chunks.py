@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..workload import EdgeCost, LayerCost
+from ..workloads.transformer.layer import EdgeCost, LayerCost
 from .layer import (
     COMPUTE_PARTS,
     ChunkContext,

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..collectives import bus_factor
-from ..frameworks import profile as framework_profile
-from ..hardware import BYTES_PER_ELEMENT, ComputeModel
-from ..moe_load import busiest_rank_factor
-from ..network import Network
+from ..network.collectives import bus_factor
+from ..network.groups import Network
+from ..physics.frameworks import profile as framework_profile
+from ..physics.hardware import BYTES_PER_ELEMENT, ComputeModel
 from ..scenario import Scenario
-from ..workload import ZERO_WORK, Collective, EdgeCost, LayerCost
+from ..workloads.transformer.layer import ZERO_WORK, Collective, EdgeCost, LayerCost
+from ..workloads.transformer.moe_load import busiest_rank_factor
 from .records import LinkCall, priced_link
 from .techniques.fsdp import FsdpCost, fsdp_cost
 from .techniques.moe_routing import imbalance_extra_s, node_aware_pass, node_limited
@@ -46,14 +46,15 @@ class ChunkContext:
     logits: EdgeCost
     chunks: int                      # pp * vpp
     tied_same_gpu: bool              # tied embeddings held once (one GPU holds both ends)
-    # A convolutional network's blocks, each its own cost (explorer/convnet.py); empty for a
+    # A convolutional network's blocks, each its own cost (explorer/workloads/convnet/blocks.py); empty for a
     # transformer, whose layers are all ``dense`` or ``moe``.
     blocks: tuple[LayerCost, ...] = ()
 
     @property
     def expert_load(self) -> float:
         """Busiest expert rank's load / the mean: what the routing skew implies
-        (explorer/moe_load.py) times the extra ``moe.imbalance`` factor; 1 for a dense model."""
+        (explorer/workloads/transformer/moe_load.py) times the extra ``moe.imbalance`` factor; 1 for a dense
+        model."""
         m, p = self.sc.model, self.sc.parallelism
         if not m.is_moe:
             return 1.0

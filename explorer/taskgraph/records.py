@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from ..network import Network
+    from ..network.groups import Network
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class LinkCall:
     count: float
     pairwise: bool = False
     # Across datacenters: (from, to, shares) per WAN link the group's datacenter ring loads, one
-    # share being egress[3] (GroupShape.wan_loads; explorer/wan.py).
+    # share being egress[3] (GroupShape.wan_loads; explorer/network/wan.py).
     wan_loads: tuple[tuple[int, int, float], ...] = ()
 
     def scaled(self, factor: float) -> LinkCall:

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..activations import recompute_working_bytes
-from ..compression import EF_BYTES
-from ..frameworks import profile as framework_profile
-from ..hardware import ComputeModel
-from ..network import Network
+from ..network.compression import EF_BYTES
+from ..network.groups import Network
+from ..physics.frameworks import profile as framework_profile
+from ..physics.hardware import ComputeModel
 from ..scenario import Scenario
-from ..workload import EdgeCost, LayerCost
+from ..workloads.transformer.activations import recompute_working_bytes
+from ..workloads.transformer.layer import EdgeCost, LayerCost
 from .chunks import ChunkContext, ChunkWork, chunk_work
 from .layer import pp_message_bytes
 from .techniques.dp_contention import sm_factor

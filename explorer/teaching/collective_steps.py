@@ -24,7 +24,7 @@ Algorithms, each as its paper draws it (S = the call's buffer, n ranks, g ranks 
 Times (``step_seconds``): each step's alpha-beta cost, alpha the per-message latency of the
 slowest link it uses and beta that link's bandwidth per GPU (Hockney 1994; Thakur et al. Sec. 2).
 Their sum is the textbook estimate; the Gantt's bar is NCCL's tuning model on the same call
-(explorer/collectives.py), which adds protocols, channels and pipelining.
+(explorer/network/collectives.py), which adds protocols, channels and pipelining.
 """
 from __future__ import annotations
 

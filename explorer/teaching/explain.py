@@ -2,11 +2,11 @@
 
 A compute bar: its model FLOPs over its duration is the rate achieved; against the GPU's dense
 peak in the training dtype that is the efficiency the kernel model gave its GEMM shapes
-(explorer/kernels.py: time = FLOPs / (peak x efficiency) for the matrix work, element-wise work at
+(explorer/physics/kernels.py: time = FLOPs / (peak x efficiency) for the matrix work, element-wise work at
 HBM bandwidth).  A collective: its bytes times the nccl-tests bus factor (doc/PERFORMANCE.md:
 2(n-1)/n for an all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for a
 point-to-point transfer) over the bus bandwidth it achieved is one call's time, NCCL's latency and
-the chunk pipeline's fill included (explorer/nccl_tuning.py); a blocking TP/CP/EP bar holds every call
+the chunk pipeline's fill included (explorer/network/nccl_tuning.py); a blocking TP/CP/EP bar holds every call
 of its pass, so its duration is about that many calls.
 Each explanation ends with what would make the bar shorter: for a collective, the options of its
 own dimension (a data-parallel bar is never told to overlap tensor parallelism) and then what
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..collectives import bus_factor
+from ..network.collectives import bus_factor
 from ..vocabulary import TIER_LABELS
 
 OP_OF_DETAIL = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
@@ -84,7 +84,7 @@ def explain_bar(custom: Sequence[Any], peak_tflops: float, gpu: str, dtype: str)
                 f"- achieved: {flops / 1e12:.3f} TFLOP / {dur_ms:.3f} ms = **{rate:,.0f} TFLOP/s**, "
                 f"**{eff:.0%}** of the {gpu}'s {dtype} dense peak ({peak_tflops:,.0f} TFLOP/s)\n"
                 f"- time = FLOPs / (peak x efficiency) for the GEMMs, plus element-wise work at HBM "
-                f"bandwidth (explorer/kernels.py)\n\n"
+                f"bandwidth (explorer/physics/kernels.py)\n\n"
                 f"Shorter with: {COMPUTE_SHORTER}.")
     if not nbytes:
         return f"{head}\n\nMemory-bound work (norms, activations, optimizer): HBM bytes / HBM bandwidth."

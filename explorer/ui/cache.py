@@ -21,10 +21,10 @@ import plotly.graph_objects as go
 
 from .. import figures
 from ..analysis.memory_timeline import memory_timeline
+from ..analysis.timeline import build_timeline, estimate_rows, folded_timeline
 from ..figures.gantt import lane_name
 from ..scenario import Scenario, from_dict, to_yaml
 from ..teaching.timeline_story import passes
-from ..timeline import build_timeline, estimate_rows, folded_timeline
 
 MAX_BARS = 2500                  # SVG bars drawn at most; more are aggregated (figures.gantt)
 MAX_CACHE_BYTES = 256 * 2**20    # all cached views together
@@ -133,10 +133,10 @@ def summary(raw_json: str) -> dict[str, Any]:
 
 
 def consensus_curve(raw_json: str):
-    """The local-SGD / DiLoCo consensus curve of a scenario (explorer/lowcomm/consensus.py: one
+    """The local-SGD / DiLoCo consensus curve of a scenario (explorer/variants/lowcomm/consensus.py: one
     inner step per replica count; on demand, cached)."""
     def compute():
-        from ..lowcomm.consensus import consensus
+        from ..variants.lowcomm.consensus import consensus
         return consensus(json.loads(raw_json))
     return _SMALL.get_or_compute(("consensus", raw_json), compute, lambda c: 512 * len(c.points) + 1024)
 

@@ -18,13 +18,13 @@ import pkgutil
 
 # Modules the views reach lazily.  Third-party: pandas and pyarrow (st.dataframe converts through
 # them), PIL.Image, numpy and pandas (peeked by Plotly's validators and JSON encoder), orjson
-# (Plotly's JSON engine), networkx (explorer/topology.py imports it inside functions, to keep the
+# (Plotly's JSON engine), networkx (explorer/network/topology.py imports it inside functions, to keep the
 # CLI's start fast), plotly.io/subplots.  Ours: the modules imported inside functions (to keep
 # the CLI fast or to break an import cycle) by modules the app imports.
 HEAVY = ("numpy", "pandas", "pyarrow", "PIL.Image", "orjson", "networkx",
          "plotly.graph_objects", "plotly.subplots", "plotly.io", "plotly.io._json", "plotly.io._utils",
          "plotly.colors", "plotly.offline",
-         "explorer.simulate", "explorer.lowcomm.consensus", "explorer.estimate.many",
+         "explorer.simulate", "explorer.variants.lowcomm.consensus", "explorer.estimate.many",
          "explorer.config.sync_rules", "explorer.config.wan_rules")
 # Chart export (PNG/SVG): the app works without them (explorer/ui/export.py says so on the page).
 OPTIONAL = ("kaleido", "plotly.io._kaleido")

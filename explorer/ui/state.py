@@ -22,7 +22,7 @@ import streamlit as st
 
 from ..config.inputs import parse_value
 from ..config.loading import CONV_DERIVED, derive_conv
-from ..config.schema import one_line
+from ..config.schema import build, field_paths, one_line
 from ..scenario import (
     Model,
     Scenario,
@@ -33,7 +33,6 @@ from ..scenario import (
     parse_text,
     to_dict,
 )
-from ..schema import build, field_paths
 from ..share import changed_fields, flatten, format_value, parse_query, preset_raw, shipped_scenarios
 from .controls import CONV_KEYS, DERIVED_WIDGETS, MODEL_KEYS, TRANSFORMER_KEYS, WIDGET_KEYS
 

@@ -7,7 +7,7 @@
   Training" (P3), SysML 2019; Peng et al., ByteScheduler, SOSP 2019): the first layers'
   gradients, produced last by the backward, are reduced first, so the next forward can start on
   them early.
-- Bucket size and wire dtype are the framework's defaults (explorer/frameworks.py): Megatron-Core
+- Bucket size and wire dtype are the framework's defaults (explorer/physics/frameworks.py): Megatron-Core
   max(40M, 1M x dp) fp32 elements, DeepSpeed 5e8 elements, PyTorch DDP 25 MB.
 - ZeRO-1/2 (Rajbhandari et al. SC20): reduce-scatter instead of all-reduce, then the updated
   parameters all-gathered; ZeRO-3/FSDP reduces one unit (here: the chunk) at a time.
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 
-from ...collectives import bus_factor
-from ...compression import OVERLAPS_BACKWARD, plan
-from ...engine import Task, TaskGraph
-from ...network import Network
+from ...engine.scheduler import Task, TaskGraph
+from ...network.collectives import bus_factor
+from ...network.compression import OVERLAPS_BACKWARD, plan
+from ...network.groups import Network
 from ...scenario import Scenario
 from ..chunks import ChunkWork
 from ..records import BucketInfo, priced_link
@@ -91,7 +91,7 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
         seconds = wire_seconds(net, op, size, dim, s, ops, nbytes)
         # A compressor's encode runs on the compute stream before the bucket leaves, its decode
         # after it returns (PyTorch DDP communication hooks run their kernels in the backward's
-        # stream; Vogels et al. 2019 Sec. 5): element-wise HBM passes (explorer/compression.py).
+        # stream; Vogels et al. 2019 Sec. 5): element-wise HBM passes (explorer/network/compression.py).
         coder = plan(sc.communication.compression, sc.model, sc.parallelism.tp, cc.n) if ops else None
         hooked = ready_task is not None and sc.communication.compression.kind in OVERLAPS_BACKWARD
         hbm = sc.hardware.gpu.hbm_GBps * 1e9
@@ -134,7 +134,7 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
                 # same stream: the collective leaves then, and the encode's time is charged to the
                 # compute stream (drawn after the backward pass that it interleaves with).  Without
                 # overlap, or for 1-bit Adam (compressed in the optimizer step), the encode runs
-                # after the backward, before the collective (explorer/compression.py).
+                # after the backward, before the collective (explorer/network/compression.py).
                 if not hooked:
                     d = [(enc_task, 1.0)]
             tid = g.add(Task(s, "dp", "dp", k * seconds, d, priority=priority,

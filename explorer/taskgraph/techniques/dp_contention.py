@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...kernels import DEFAULT_SMS
+from ...physics.kernels import DEFAULT_SMS
 from ...scenario import Scenario
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import cache
 
-from ...collectives import CollectiveCost
-from ...scale_up_wiring import scale_up_factor
-from ...topology import BOUNDARY_NAMES, GroupShape
+from ...network.collectives import CollectiveCost
+from ...network.scale_up_wiring import scale_up_factor
+from ...network.topology import BOUNDARY_NAMES, GroupShape
 
 
 @cache

@@ -7,7 +7,7 @@ it streams every state once (Megatron-LM's fused Adam), so its time is bytes / H
 """
 from __future__ import annotations
 
-from ...frameworks import profile
+from ...physics.frameworks import profile
 from ...scenario import Scenario
 
 GRAD_BYTES = 2                  # bf16 gradient buffer per parameter (memory); the wire: grad_reduce_bytes
@@ -31,5 +31,5 @@ def optimizer_time(dense: float, expert: float, dp: int, edp: int, zero: int, op
 
 def grad_reduce_bytes(sc: Scenario) -> int:
     """Bytes per gradient element the data-parallel reduction moves: the training dtype's, or fp32
-    where the framework reduces in fp32 (explorer/frameworks.py, ``grad_reduce_fp32``)."""
+    where the framework reduces in fp32 (explorer/physics/frameworks.py, ``grad_reduce_fp32``)."""
     return profile(sc.training.framework).grad_reduce_bytes(sc.training.dtype)

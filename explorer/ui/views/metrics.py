@@ -18,7 +18,7 @@ def render(data: ViewData, present: bool = False) -> None:
     # Help icons only where a card needs a second number: at six cards per row on a 1280-px
     # projector a label has ~150 px.
     if j.get("sync"):
-        # Replicas that train apart: the step's cost amortised over the window (explorer/lowcomm).
+        # Replicas that train apart: the step's cost amortised over the window (explorer/variants/lowcomm).
         cols[0].metric("Time per step", fmt_time(j["time_per_step_s"]), border=True,
                        help=f"Amortised over {j['sync']['inner_steps']} inner steps and their sync",
                        delta=f"inner {fmt_time(j['iteration_time_s'])}", delta_color="off",

@@ -11,9 +11,9 @@ import streamlit as st
 
 from ...figures.fonts import PRESENT_FONT_PX
 from ...figures.sync_window import consensus_figure, sync_window_figure
-from ...lowcomm import SyncWindow
-from ...lowcomm.decentral import Exchange
-from ...lowcomm.report import exchange_sentences, sync_sentences
+from ...variants.lowcomm import SyncWindow
+from ...variants.lowcomm.decentral import Exchange
+from ...variants.lowcomm.report import exchange_sentences, sync_sentences
 from ..cache import ViewData, consensus_curve
 from ..export import chart
 

@@ -1,4 +1,4 @@
-"""The guided-tour bar (explorer/tours.py): the tour's title, the step's narration, previous/next.
+"""The guided-tour bar (explorer/teaching/tours.py): the tour's title, the step's narration, previous/next.
 
 A step is a share link; moving to a step replaces the address bar with that link (plus
 ``tour``/``step``) and re-initialises the page from it, exactly as opening the link would, so a
@@ -16,12 +16,12 @@ from typing import Any
 import streamlit as st
 
 from ...share import SharedView
-from ...tours import expand_link, tours
+from ...teaching.tours import expand_link, tours
 
 
 def open_link() -> None:
     """Before the first run of a session reads the link: a bare tour link becomes its step's own
-    link (explorer/tours.py), in the address bar too."""
+    link (explorer/teaching/tours.py), in the address bar too."""
     params = {k: st.query_params.get_all(k)[-1] for k in st.query_params}
     full = expand_link(params)
     if full != params:

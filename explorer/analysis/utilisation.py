@@ -1,0 +1,118 @@
+"""How busy each network tier is over the iteration, and the bytes a GPU sends across each tier.
+
+Both read the network calls the task graph carries, as the builder priced them
+(:class:`~explorer.taskgraph.records.LinkCall`): the per-unit calls of each chunk (TP, EP, CP and
+ZeRO-3 collectives) times the pipeline units the class runs, and the calls of its pipeline
+transfers and gradient buckets.  Nothing is priced a second time, so a call the builder priced as
+node-limited MoE dispatch loads the fabric as that dispatch, not as a plain all-to-all.
+
+Utilisation of a boundary = bytes crossing it (every domain, every GPU class) / (its achievable
+capacity summed over its domains x the iteration time): the average the topology view colours
+links by.  It cannot exceed 1, as every call lasts at least its egress over its share of each
+boundary (collectives._crossing).
+"""
+from __future__ import annotations
+
+from ..engine.scheduler import Task
+from ..network.groups import Network
+from ..network.topology import BOUNDARY_NAMES
+from ..taskgraph.builder import IterationBuilder
+from ..taskgraph.records import LinkCall
+from . import COMM_DIMS
+
+
+def class_calls(b: IterationBuilder, s: int, mine: list[Task]) -> list[LinkCall]:
+    """Every network call GPU class ``s`` makes in one iteration: its chunks' per-unit calls times
+    the units each chunk runs, and the calls its transfer and bucket tasks carry."""
+    calls = [c.scaled(units) for ch, units in b.rank_chunks(s) for c in ch.link_calls]
+    # Tasks of one kind share their calls' tuple (every transfer on a pair): count each once.
+    shared: dict[int, list] = {}
+    for t in mine:
+        if t.links:
+            entry = shared.setdefault(id(t.links), [t.links, 0])
+            entry[1] += 1
+    return calls + [c if n == 1 else c.scaled(n) for links, n in shared.values() for c in links]
+
+
+def tier_utilisation(b: IterationBuilder, net: Network, by_class: list[list[Task]],
+                     T: float, calls: list[list[LinkCall]] | None = None) -> dict:
+    """Average utilisation (0..1) of each tier boundary during one iteration of length ``T`` (by
+    tier name) and of each direction of each WAN link (by ``("wan", from, to)``).  ``calls``: each
+    class's :func:`class_calls`, when the caller has them already."""
+    sc = b.sc
+    per_stage = sc.parallelism.tp * sc.parallelism.cp * sc.dp     # GPUs behaving like one class
+    traffic = [0.0] * len(BOUNDARY_NAMES)
+    for s, mine in enumerate(by_class):
+        for call in (calls[s] if calls is not None else class_calls(b, s, mine)):
+            for i in range(len(call.egress)):
+                traffic[i] += call.domain_traffic(i, per_stage)
+    out: dict = {}
+    for i, bd in enumerate(net.fabric.boundaries):
+        domains = max(sc.gpus / bd.domain_gpus, 1)
+        out[bd.name] = traffic[i] / (domains * bd.capacity_Bps * T) if T > 0 else 0.0
+    wan = net.fabric.wan
+    if wan is not None:
+        # Each WAN link direction under the key ("wan", from, to), as bytes / its capacity too
+        # (simulate.assemble turns these into the wan_links report).
+        loads = wan_link_bytes(b, by_class, calls)
+        for link in wan.links:
+            for u, v in ((link.a, link.b), (link.b, link.a)):
+                out[("wan", u, v)] = loads.get((u, v), 0.0) / (link.capacity_Bps * T) if T > 0 else 0.0
+    if net.free:
+        # The ideal pipeline's free communication (Network(free=True)): every call takes no time,
+        # so no link is ever busy — its bytes over a real link's capacity would read up to
+        # 693,272 % of an iteration that never waited for them.  (The WAN links' bytes, read from
+        # these loads, are 0 too; comm_bytes_by_tier still says what the calls would send.)
+        return dict.fromkeys(out, 0.0)
+    return out
+
+
+def wan_link_bytes(b: IterationBuilder, by_class: list[list[Task]],
+                   calls: list[list[LinkCall]] | None = None) -> dict[tuple[int, int], float]:
+    """Bytes per iteration on each directed WAN link (from, to), all GPUs' traffic.
+
+    A call's datacenter ring puts ``load`` shares on a link, a share being the egress[3] one
+    datacenter sends per call (explorer/network/wan.py): ``count x groups x load x egress[3]`` for a
+    collective, where ``groups`` = the stage's GPUs / the group size; a pipeline transfer (a pair,
+    one way per call) puts half of its bytes on each direction of its ring of two, which is exact
+    over an iteration when activations and their gradients are the same size."""
+    sc = b.sc
+    per_stage = sc.parallelism.tp * sc.parallelism.cp * sc.dp
+    out: dict[tuple[int, int], float] = {}
+    for s, mine in enumerate(by_class):
+        for call in (calls[s] if calls is not None else class_calls(b, s, mine)):
+            if not call.wan_loads:
+                continue
+            each = (call.count * per_stage / 2 if call.pairwise else call.count * per_stage / call.group)
+            for u, v, x in call.wan_loads:
+                out[(u, v)] = out.get((u, v), 0.0) + each * x * call.egress[3]
+    return out
+
+
+def traffic_by_tier(b: IterationBuilder, by_class: list[list[Task]]) -> dict[str, dict[str, float]]:
+    """Bytes one GPU sends across each tier boundary per iteration, per dimension (the largest over
+    GPU classes).
+
+    A byte counts at every boundary it leaves: ``scale-up`` is what the GPU sends on its scale-up
+    link, ``scale-out`` what leaves its node, ``spine`` its leaf block, ``scale-across`` its
+    datacenter.  Each call's egress (bytes leaving one domain of the group) is divided by the
+    group's members in that domain.  Expert-data-parallel (edp) traffic counts as dp."""
+    tiers = BOUNDARY_NAMES
+    out = {d: dict.fromkeys(tiers, 0.0) for d in COMM_DIMS}
+    for s, mine in enumerate(by_class):
+        acc = class_traffic(b, s, mine)
+        for d in COMM_DIMS:
+            for i, tier in enumerate(tiers):
+                out[d][tier] = max(out[d][tier], acc[d][i])
+    return out
+
+
+def class_traffic(b: IterationBuilder, s: int, mine: list[Task],
+                  calls: list[LinkCall] | None = None) -> dict[str, list[float]]:
+    """Bytes one GPU of class ``s`` sends across each tier boundary per iteration, per dimension
+    (traffic_by_tier before its maximum over classes); ``calls``: its :func:`class_calls`, if known."""
+    acc = {d: [0.0] * len(BOUNDARY_NAMES) for d in COMM_DIMS}
+    for call in (calls if calls is not None else class_calls(b, s, mine)):
+        key = "dp" if call.dim == "edp" else call.dim
+        acc[key] = [a + call.per_gpu(i) for i, a in enumerate(acc[key])]
+    return acc

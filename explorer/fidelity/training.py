@@ -1,0 +1,100 @@
+"""Published training throughput next to the simulator's prediction (the fidelity report).
+
+Rows come from ``data/reference/training_runs.csv`` (sources in its header and in each row) and
+from Megatron-LM SC21 Table 1 (:mod:`explorer.fidelity.calibration`).  Each row becomes a scenario with the
+published setup — model, GPUs, parallel degrees, batch, precision, recomputation, framework — on
+the cluster the source describes; the prediction is the same figure the source reports:
+tokens per second per GPU, model FLOPs utilisation, or (SC21) TFLOP/s per GPU.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..scenario import Scenario, from_dict
+from ..schedules.registry import megatron_schedule
+from ..simulate import Result, simulate
+from .calibration import megatron_rows, megatron_scenario, read_csv
+from .report import ReferenceRow
+
+SC21_GROUP = "Megatron-LM SC21 Table 1"
+SC21_SOURCE = "Narayanan et al., SC21 (arXiv 2104.04473), Table 1"
+UNITS = {"tokens_per_s_per_gpu": "tokens/s per GPU", "mfu": "MFU (bf16 peak)",
+         "tflops_per_gpu": "TFLOP/s per GPU"}
+# The scale-out fabric of each source's cluster: DGX H100 (8 x 400 Gb/s InfiniBand NDR per node),
+# DGX A100 (8 x 200 Gb/s HDR), Meta's Llama 3 405B RoCE cluster (400 Gb/s per GPU; Llama 3 paper
+# Sec. 3.3.1).
+FABRIC = {"h100-sxm": "ib-ndr", "a100-80gb": "ib-hdr"}
+ROCE_GROUPS = ("Llama 3 Table 4",)
+MODEL_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab")
+
+
+def _model(row: dict[str, str]) -> dict[str, Any]:
+    """The row's model: its preset, or the dimensions it lists (GPT-3 rows keep dropout, as
+    Megatron's GPT recipes do; Llama and Nemotron train without)."""
+    model: dict[str, Any] = {"seq_len": int(row["seq_len"])}
+    if row["model_preset"]:
+        model["preset"] = row["model_preset"]
+    else:
+        model.update({k: int(row[k]) for k in MODEL_FIELDS})
+        model["ffn_kind"] = row["ffn_kind"]
+        model["dropout"] = row["label"].startswith("GPT3")
+    return model
+
+
+def training_raw(row: dict[str, str]) -> dict[str, Any]:
+    """The scenario mapping of one ``training_runs.csv`` row."""
+    gpus, vpp = int(row["gpus"]), int(row["vpp"])
+    fabric = "roce-400" if row["group"].startswith(ROCE_GROUPS) else FABRIC[row["gpu"]]
+    return {
+        "name": f"{row['group']}: {row['label']}",
+        "model": _model(row),
+        "training": {"global_batch": int(row["global_batch"]), "micro_batch": int(row["micro_batch"]),
+                     "dtype": row["dtype"], "recompute": row["recompute"], "framework": row["framework"]},
+        "hardware": {"gpu": row["gpu"]},
+        "cluster": {"gpus_per_node": 8, "nodes": gpus // 8, "scale_out": {"fabric": fabric}},
+        "parallelism": {"tp": int(row["tp"]), "pp": int(row["pp"]), "cp": int(row["cp"]),
+                        "ep": int(row["ep"]), "vpp": vpp, "schedule": megatron_schedule(vpp),
+                        "zero": int(row["zero"]), "sequence_parallel": row["sequence_parallel"] == "true"},
+    }
+
+
+def training_scenario(row: dict[str, str]) -> Scenario:
+    return from_dict(training_raw(row))
+
+
+def predicted(metric: str, r: Result) -> float:
+    """The simulator's value of the figure a source reports."""
+    if metric == "tokens_per_s_per_gpu":
+        return r.tokens_per_s / r.scenario.gpus
+    if metric == "mfu":
+        return r.mfu
+    if metric == "tflops_per_gpu":
+        return r.tflops_per_gpu
+    raise ValueError(f"unknown metric {metric!r}")
+
+
+def sc21_rows() -> list[ReferenceRow]:
+    """Megatron-LM SC21 Table 1 (the constants' original calibration set)."""
+    out = []
+    for row in megatron_rows():
+        r = simulate(megatron_scenario(row))
+        out.append(ReferenceRow(SC21_GROUP, f"{row.params_billion:g}B on {row.gpus} A100s",
+                                row.achieved_tflops_per_gpu, r.tflops_per_gpu, UNITS["tflops_per_gpu"],
+                                "calibration", SC21_SOURCE))
+    return out
+
+
+def sourced_rows() -> list[ReferenceRow]:
+    """Every row of ``training_runs.csv``, simulated."""
+    out = []
+    for row in read_csv("training_runs.csv"):
+        r = simulate(training_scenario(row))
+        measured = float(row["measured"])
+        out.append(ReferenceRow(row["group"], row["label"], measured, predicted(row["metric"], r),
+                                UNITS[row["metric"]], row["role"], row["source"]))
+    return out
+
+
+def training_reference_rows() -> list[ReferenceRow]:
+    """SC21 Table 1 and the sourced training runs, in that order."""
+    return sc21_rows() + sourced_rows()

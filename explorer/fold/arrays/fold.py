@@ -1,0 +1,280 @@
+"""The steady-state fold over array runs: explorer/fold/steady.py's proof and extrapolation, with the four
+reduced simulations evaluated as arrays (arrayfold/rows.py) instead of task objects.
+
+For a pipeline whose task graph holds only passes, pipeline transfers, gradient buckets and
+optimizer steps (:func:`eligible` and arrayfold/tail.py: no ZeRO 1-2 parameter gathers, P3
+priorities, compressed gradients or overlapped FSDP calls, sends on their own stream, a flushing
+schedule whose order depends on the units alone), the
+reduced counts of the fold's plan (fold_plan.py) are evaluated as four columns of one compiled
+program.  The same two
+proofs as explorer/fold/steady.py then hold or the caller falls back to it: every task of each run is the
+previous run's, early or one period late with its binding dependency (arrayfold/proof.py), the
+same delta three times; and every timed measure (iteration time, per-class breakdown, busy and
+end times, memory) lies on one line over the four counts.  The measures are extrapolated to the
+scenario's count; bytes and tier load, which do not depend on timing, are counted for the full
+iteration directly (arrayfold/traffic.py).  The search may try reduced counts up to the full one
+(the task fold's plan stops earlier: its reduced runs cost engine time, these a little numpy).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...analysis.breakdown import MemoryBreakdown
+from ...analysis.measures import Measures
+from ...analysis.memory import class_memory
+from ...estimate.keys import compute_key
+from ...estimate.program import KINDS
+from ...estimate.split import layer_split
+from ...network.groups import Network
+from ...physics.frameworks import profile as framework_profile
+from ...scenario import Scenario
+from ...schedules.registry import Window
+from ...schedules.registry import get as get_schedule
+from ...taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
+from ...vocabulary import CATEGORIES, CATEGORY_OF_PART
+from ..plan import ARRAY_PERIODS, plan
+from ..steady import REL_TOL, FoldInfo, _extrapolate, _rebuild, reduced
+from .proof import match, unit_maps
+from .rows import Rows, evaluate_rows, stage_starts
+from .tail import tail
+from .traffic import byte_measures
+from .unfold import KeptRun, folded_tasks
+from .walk import breakdowns
+
+
+@dataclass(frozen=True)
+class ArrayFold:
+    """A folded simulation from array runs: the measures at the scenario's count and what
+    simulate.assemble needs beside them."""
+
+    builder: IterationBuilder          # built for the smallest reduced count (m-independent facts)
+    net: Network
+    measures: Measures
+    info: FoldInfo
+    tasks: int                         # tasks of the full iteration's graph
+    kept: KeptRun                      # the triple's largest run, for the task list when read
+    scenario: Scenario                 # the scenario simulated (its full count)
+
+
+def arrays_tasks(fold: ArrayFold):
+    """The task list of a result folded over arrays (arrayfold/unfold.py), or None when the
+    builder's graph is not the array run's (the caller runs the task fold instead)."""
+    return folded_tasks(fold.kept, fold.builder, fold.info.delta_s, fold.info.periods,
+                        _rebuild(fold.scenario, fold.builder.ideal))
+
+
+def eligible(sc: Scenario) -> bool:
+    """Whether the scenario's schedule, framework and options allow a graph the array runs hold
+    (see module docstring); arrayfold/tail.py then asks the builder about its data-parallel tasks."""
+    from ...estimate.many import needs_simulation  # deferred: the estimator's other modules
+
+    par = sc.parallelism
+    if needs_simulation(sc) or sc.communication.dp_priority or par.dp_kind != "allreduce":
+        return False
+    sched = get_schedule(par.schedule)
+    return (sched.window is Window.FLUSH and not sched.two_directions and sched.timed is None
+            and sched.grows_in_one_place and sched.iterations_simulated == 1
+            and not framework_profile(sc.training.framework).blocking_p2p)
+
+
+def simulate_arrays(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayFold | None:
+    """The folded simulation of ``sc`` from array runs, or None when ``sc`` is not :func:`eligible`,
+    folding does not pay, or no period is proven within the plan's limit.  ``ideal``: the aspects
+    of the ideal pipeline to apply (the scenario's own when None; analysis/bubble.py's steps)."""
+    fp = plan(sc)
+    if fp is None:
+        return None
+    if ideal is None:
+        ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
+    slices = sc.parallelism.token_slices
+    base: IterationBuilder | None = None
+    tried: set[int] = set()
+    for triple in fp.triples(ARRAY_PERIODS):
+        beyond = 2 * triple[2] - triple[1]
+        counts = [*triple, beyond]
+        tried |= set(counts)
+        # Four runs of as many units as the full iteration (or more) save nothing.  The plan's limit
+        # keeps the task fold's search cheaper than the engine's full run; a failed array attempt
+        # costs far less than that run, so the arrays may search up to the full count.
+        if beyond >= fp.micro_batches or sum(tried) > max(fp.limit, fp.micro_batches) \
+                or sum(counts) >= fp.micro_batches:
+            return None
+        if base is None:
+            if not eligible(sc):
+                return None
+            base = _builder(reduced(sc, counts[0]), ideal)
+            if tail(base) is None:
+                return None
+        units = [c * slices for c in counts]
+        R = evaluate_rows(base, units)
+        if R.exists.sum() >= _full_tasks(R, fp.micro_batches * slices):
+            return None
+        got = _fold(sc, base, R, counts, fp.micro_batches)
+        if got is not None:
+            return got
+    return None
+
+
+# Builders of the smallest reduced count, most recently used last: what they hold (layer split,
+# chunks, priced passes and transfers) does not depend on the micro-batch count, so a scenario that
+# changes only its global batch (the app's slider, a sweep over batch sizes) reuses one.
+MAX_BUILDERS = 8
+_BUILDERS: dict[tuple[Scenario, frozenset[str]], IterationBuilder] = {}
+_BUILDERS_LOCK = threading.Lock()          # the app simulates in one thread per session
+
+
+def _builder(small: Scenario, ideal: frozenset[str]) -> IterationBuilder:
+    """The builder of reduced scenario ``small`` with the ideal-pipeline aspects ``ideal``
+    (memoised), its layer split the estimator's (one direction: the array runs hold no DualPipe)."""
+    key = (small, ideal)
+    with _BUILDERS_LOCK:
+        b = _BUILDERS.pop(key, None)
+        if b is not None:
+            _BUILDERS[key] = b
+            return b
+    split = layer_split(small, compute_key(small), False)
+    b = IterationBuilder(small, Network(small, free="comm" in ideal), ideal, split)
+    with _BUILDERS_LOCK:
+        while len(_BUILDERS) >= MAX_BUILDERS:
+            del _BUILDERS[next(iter(_BUILDERS))]
+        _BUILDERS[key] = b
+    return b
+
+
+def _full_tasks(R: Rows, units: int) -> float:
+    """Tasks of the full graph on the line through the rows' task counts (a run's tasks are its
+    per-iteration ones plus a fixed number per unit)."""
+    k = R.exists.sum(axis=0)
+    return float(k[0] + (k[1] - k[0]) * (units - R.units[0]) / (R.units[1] - R.units[0]))
+
+
+def _fold(sc: Scenario, base: IterationBuilder, R: Rows, counts: list[int], m: int) -> ArrayFold | None:
+    """The fold over rows ``R`` (micro-batch ``counts``: a triple and the run one period beyond),
+    or None when a proof fails."""
+    T = np.array([R.end[R.exists[:, r], r].max() for r in range(R.g)])
+    tol = REL_TOL * max(float(T.max()), 1e-30)
+    shift = R.units[1] - R.units[0]
+    maps = unit_maps(R, shift)
+    got = [match(R, r, r + 1, T, tol, maps) for r in range(3)]
+    if any(x is None for x in got):
+        return None
+    deltas = [x[0] for x in got]
+    if max(deltas) - min(deltas) > tol:
+        return None
+    flat = _timed_measures(base, R, T)
+    step = counts[1] - counts[0]
+    periods = (m - counts[2]) // step
+    if _extrapolate(flat[1:], 1, float(T[3])) is None:
+        return None
+    values = _extrapolate(flat[:3], periods, float(T[2]))
+    if values is None:
+        return None
+    p = R.p
+    it = iter(values)
+    T_full = next(it)
+    bds = tuple({k: next(it) for k in CATEGORIES} for _ in range(p))
+    busy = tuple(next(it) for _ in range(p))
+    end = tuple(next(it) for _ in range(p))
+    memory = tuple(MemoryBreakdown(*(next(it) for _ in range(4))) for _ in range(p))
+    units = m * sc.parallelism.token_slices
+    comm, traffic, load, links = byte_measures(base, units, _sends(R, units), R.tail)
+    ms = Measures(T_full, bds, busy, end, memory, comm, traffic, load, links, 0.0)
+    tasks = R.exists.sum(axis=0)
+    info = FoldInfo(tuple(counts[:3]), step, periods, float(deltas[1]), int(tasks.sum()),
+                    int(tasks[3] - tasks[2]))
+    kept = KeptRun(reduced(sc, counts[2]), *(x[:, 2].copy() for x in (R.exists, R.ready, R.start, R.end,
+                                                                       R.binding)), got[1][1], shift)
+    return ArrayFold(base, base.net, ms, info, int(round(_full_tasks(R, units))), kept, sc)
+
+
+def _timed_measures(b: IterationBuilder, R: Rows, T: np.ndarray) -> list[list[float]]:
+    """Per row, in Measures.flat's order up to memory: T, per-class breakdowns, busy seconds, end
+    times and memory (params, grads, optimizer, activations)."""
+    p = R.p
+    bd = breakdowns(R, _parts(b, R), T)
+    cls, comp = R.cls(), R.compute()
+    peaks = _peaks(b, R)
+    # Everything but the activations' peak is the same for every count: priced once per class.
+    held = _held_memory(b)
+    starts = stage_starts(R.prog)
+    tail_starts = np.r_[0, R.tail.step[:-1] + 1]
+    out = []
+    for r in range(R.g):
+        here = R.exists[:, r]
+        busy = np.bincount(cls[here & comp], R.dur[here & comp, r], minlength=p)
+        # Each class's last end: passes and transfers by stage blocks, then its buckets and step.
+        n = R.n
+        live = np.where(here, R.end[:, r], 0.0)
+        end = np.maximum(np.maximum.reduceat(live[:n], starts), np.maximum.reduceat(live[n:2 * n], starts))
+        end = np.maximum(end, np.maximum.reduceat(live[2 * n:], tail_starts))
+        row = [float(T[r]), *bd[r].ravel().tolist(), *busy.tolist(), *end.tolist()]
+        for s, mb in enumerate(held):
+            # class_memory adds the peak to the recompute transient: peak + transient, as here.
+            row += [mb.params, mb.grads, mb.optimizer, float(peaks[r, s]) + mb.activations]
+        out.append(row)
+    return out
+
+
+def _parts(b: IterationBuilder, R: Rows) -> np.ndarray:
+    """(columns, CATEGORIES) the parts of one pass of each duration-table column, as the builder's
+    task carries them (IterationBuilder._pass_shape); kept on the builder with the rest of its
+    m-independent facts."""
+    prog = R.prog
+    got = b.__dict__.get("_array_parts")
+    if got is None or len(got) <= int(prog.dur.max()):
+        got = np.zeros((int(prog.dur.max()) + 1, len(CATEGORIES)))
+        for col in np.flatnonzero(np.bincount(prog.dur)):      # (np.unique imports numpy.ma)
+            s, rest = divmod(int(col), prog.nch * len(KINDS))
+            local, kind = divmod(rest, len(KINDS))
+            for name, v in b._pass_shape(s, local, KINDS[kind])[1]:
+                got[col, CATEGORIES.index(CATEGORY_OF_PART[name])] += v
+        b.__dict__["_array_parts"] = got
+    return got
+
+
+def _held_memory(b: IterationBuilder) -> list[MemoryBreakdown]:
+    """Per class, its memory without the activations' peak (class_memory with a peak of 0), the
+    same for every count: kept on the builder."""
+    got = b.__dict__.get("_array_memory")
+    if got is None:
+        got = b.__dict__["_array_memory"] = [class_memory(b, b.net, s, 0.0) for s in range(b.p)]
+    return got
+
+
+def _peaks(b: IterationBuilder, R: Rows) -> np.ndarray:
+    """(g, p) activation bytes at each stage's peak, replaying its order as
+    schedules/pipeline.peak_activations does: a forward adds its chunk's bytes, the pass completing
+    the gradients (the weight-gradient pass when the backward is split) frees them.  Every stage
+    of a one-direction program has as many ops: the stages replay side by side."""
+    prog = R.prog
+    p = R.p
+    act = np.array([[ch.act_bytes for ch, _ in b.rank_chunks(s)] for s in range(p)])
+    k = prog.kind.reshape(p, -1)
+    fwd = k == KINDS.index("F")
+    has_w = (k == KINDS.index("W")).any(axis=1, keepdims=True)
+    release = np.where(has_w, k == KINDS.index("W"), (k == KINDS.index("B")) | (k == KINDS.index("Bi")))
+    a = act[np.arange(p)[:, None], prog.local.reshape(p, -1)]
+    real = R.real.reshape(p, -1, R.g)
+    step = np.where(fwd, a, np.where(release, -a, 0.0))[:, :, None] * real
+    live = np.cumsum(step, axis=1)                     # per stage and row, in program order
+    peak = np.where(fwd[:, :, None] & real, live, 0.0).max(axis=1, initial=0.0)
+    return np.maximum(peak, 0.0).T
+
+
+def _sends(R: Rows, units: int) -> np.ndarray:
+    """(2, p, pairs) transfers each class sends on each pair forward and backward over ``units``
+    units: exact integers on the line through the first two rows."""
+    prog = R.prog
+    n = R.n
+    du = R.units[1] - R.units[0]
+    out = []
+    for pairs in (prog.send_f, prog.send_b):
+        per = []
+        for r in (0, 1):
+            sel = R.exists[n:2 * n, r] & (pairs >= 0)
+            per.append(np.bincount(prog.stage[sel] * R.p + pairs[sel], minlength=R.p * R.p).reshape(R.p, R.p))
+        out.append(np.round(per[0] + (per[1] - per[0]) * (units - R.units[0]) / du))
+    return np.stack(out)

@@ -1,0 +1,119 @@
+"""Per-class breakdowns of array runs (arrayfold/rows.py), as analysis/breakdown.class_breakdown
+makes them from task objects, for every row and class at once.
+
+Busy time is each compute task's parts.  Idle time before a compute task — and after the class's
+last one, up to the iteration's end — is explained by walking back the chain of binding
+dependencies: a transfer's span from its ready time is charged to pp, a gradient bucket's to dp,
+another class's compute to the bubble, and the walk stops at the class's own compute or when the
+gap is explained; what is left is bubble.  Here every gap of every row walks at once, one hop per
+numpy step, the gaps whose walk ended dropping out.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...vocabulary import CATEGORIES
+from .rows import Rows, stage_starts
+
+BUBBLE = CATEGORIES.index("bubble")
+PP = CATEGORIES.index("pp")
+DP = CATEGORIES.index("dp")
+CHARGED = np.array(sorted((BUBBLE, PP, DP)))   # the categories idle time is charged to
+REST = int(np.searchsorted(CHARGED, BUBBLE))   # ... and where what a walk leaves goes (the bubble)
+OPTIMIZER = CATEGORIES.index("optimizer")
+GAP_EPS = 1e-15              # class_breakdown's: a gap this short is explained
+
+
+def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """(g, p, CATEGORIES) seconds of each row's iteration ``T[r]`` per category on every class.
+
+    ``parts``: (columns, CATEGORIES) the parts of one pass of each duration-table column
+    (Program.dur), as the builder's task carries them."""
+    g, p, n = R.g, R.p, R.n
+    prog = R.prog
+    out = np.zeros((g, p, len(CATEGORIES)))
+    cls, comp = R.cls(), R.compute()
+    cat = np.array([BUBBLE, PP, DP])[R.kind()]
+    steps = R.steps
+    # Duration-table columns are stage-major blocks of nch x KINDS: one block of parts per stage.
+    width = -(-len(parts) // p)
+    table = np.zeros((p * width, len(CATEGORIES)))
+    table[:len(parts)] = parts
+    table = table.reshape(p, width, -1)
+    gaps: list[tuple[np.ndarray, ...]] = []
+    for r in range(g):
+        sel = np.flatnonzero(R.real[:, r] & (R.dur[:n, r] > 0))
+        counts = np.bincount(prog.dur[sel], minlength=p * width).astype(float).reshape(p, width, 1)
+        out[r] = (counts * table).sum(axis=1)
+        opt = R.dur[steps, r]
+        out[r, :, OPTIMIZER] += opt
+        # Compute tasks of each class in start order: its real passes, then its optimizer step.
+        st = prog.stage[sel]
+        first = np.r_[True, st[1:] != st[:-1]]
+        at = np.zeros(len(sel))
+        at[1:] = np.where(first[1:], 0.0, R.end[sel[:-1], r])
+        starts = R.start[sel, r]
+        gap = starts > at
+        gaps.append((at[gap], starts[gap], R.binding[sel[gap], r], st[gap], np.full(gap.sum(), r)))
+        last_end = np.maximum.reduceat(np.where(R.real[:, r] & (R.dur[:n, r] > 0), R.end[:n, r], 0.0),
+                                       stage_starts(prog))
+        # The step may wait for the stage's gradient buckets after its last pass.
+        has_opt = opt > 0
+        step_start = R.start[steps, r]
+        wait = np.flatnonzero(has_opt & (step_start > last_end))
+        if len(wait):
+            gaps.append((last_end[wait], step_start[wait], R.binding[steps[wait], r], wait,
+                         np.full(len(wait), r)))
+        # After the class's last compute task: what the iteration still waits for.
+        last_end = np.where(has_opt, R.end[steps, r], last_end)
+        tail = np.flatnonzero(T[r] > last_end)
+        if len(tail):
+            enders = np.flatnonzero(R.exists[:, r] & (R.end[:, r] == T[r]))
+            own = {int(cls[k]): int(k) for k in enders[::-1]}        # the first of each class
+            d = np.array([own.get(int(s), int(enders[0])) for s in tail])
+            gaps.append((last_end[tail], np.full(len(tail), T[r]), d, tail, np.full(len(tail), r)))
+    a, b, d, s, rows = (np.concatenate(x) for x in zip(*gaps, strict=True))
+    _walk(R, cls, comp, cat, a, b, d, s, rows, out)
+    return out
+
+
+def _walk(R: Rows, cls: np.ndarray, comp: np.ndarray, cat: np.ndarray, a: np.ndarray, b: np.ndarray,
+          d: np.ndarray, s: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """Charge every gap [a, b] of class ``s`` in row ``rows`` by walking its binding chain from
+    task ``d`` (class_breakdown's ``explain``), adding into ``out``.
+
+    A hop charges pp (a transfer), dp (a gradient bucket) or the bubble (another class's compute),
+    so each gap keeps three sums, added into ``out`` at the end; gaps whose walk ended drop out as
+    they end."""
+    g = R.g
+    ready = R.ready.ravel()                     # task-major: task t of row r at t * g + r
+    binding = R.binding.ravel()
+    owner = np.where(comp, cls, -1)             # reaching its own class's compute ends a walk
+    slot = np.searchsorted(CHARGED, cat)        # a hop's category among CHARGED
+    G = len(d)
+    acc = np.zeros(len(CHARGED) * G)            # per gap: seconds of each CHARGED category
+    gid = len(CHARGED) * np.arange(G)
+    s_all, rows_all = s, rows
+    while len(d):
+        live = b - a > GAP_EPS
+        live &= d >= 0
+        live &= owner[d] != s                   # (d = -1 reads the last task: dead already)
+        if not live.all():
+            dead = ~live
+            acc[gid[dead] + REST] += np.maximum(b[dead] - a[dead], 0.0)
+            a, b, d, s, rows, gid = a[live], b[live], d[live], s[live], rows[live], gid[live]
+            if not len(d):
+                break
+        flat = d * g
+        flat += rows
+        lo = ready[flat]
+        np.maximum(lo, a, out=lo)
+        amt = b - lo
+        np.maximum(amt, 0.0, out=amt)
+        acc[gid + slot[d]] += amt
+        np.minimum(b, lo, out=b)
+        d = binding[flat]
+    g, p = out.shape[:2]
+    where = rows_all * p + s_all
+    for k, c in enumerate(CHARGED):
+        out[:, :, c] += np.bincount(where, acc[k::len(CHARGED)], g * p).reshape(g, p)

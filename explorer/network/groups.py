@@ -1,0 +1,139 @@
+"""The scenario's communication groups on its fabric, and the cost of a call on each group.
+
+Binds placement (which GPUs form a group) to topology (what each boundary offers) and collectives
+(how long a call takes), with a cache per (dimension, stage), since every micro-batch of a stage
+issues the same calls.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+
+import numpy as np
+
+from ..config.presets import resolved_scale_out
+from ..scenario import Scenario
+from .collectives import APPLICABLE, CollectiveCost, NcclOptions, cost
+from .nccl_tuning import gpu_arch, net_channels
+from .placement import Placement
+from .topology import Fabric, GroupShape
+
+
+def nccl_options(sc: Scenario) -> NcclOptions:
+    """The library model's inputs from a scenario: library, forced protocol, NCCL's GPU generation,
+    NVLink SHARP (GPU and NVSwitch), InfiniBand SHARP, and whether LL128 crosses the fabric (NCCL
+    enables LL128 only over GPUDirect-RDMA paths; the eth-* fabrics are TCP sockets) and the GPU's
+    PCIe link to its NICs."""
+    gpu, out = sc.hardware.gpu, resolved_scale_out(sc.cluster.scale_out)
+    return NcclOptions(library=sc.communication.library, protocol=sc.communication.protocol,
+                       arch=gpu_arch(gpu.name, gpu.peak_tflops, gpu.fp8_tflops),
+                       nvls=gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch",
+                       sharp=out.sharp, net_ll128=not out.fabric.startswith("eth"),
+                       net_channels=net_channels(out.nics_per_node, out.nic_Gbps / 8),
+                       nics_per_node=out.nics_per_node, gpus_per_node=sc.cluster.gpus_per_node,
+                       pcie_Bps=gpu.pcie_GBps * 1e9 if gpu.pcie_GBps else float("inf"))
+
+
+def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:
+    """Pipeline stages with a GPU on a degraded node (cluster.faults: the cluster's last nodes)."""
+    f = sc.cluster.faults
+    if not f.degraded:
+        return frozenset()
+    gpn, nodes = sc.cluster.gpus_per_node, sc.cluster.nodes
+    first = max(nodes - f.degraded_nodes, 0) * gpn
+    ids = np.arange(first, nodes * gpn, dtype=np.int64)
+    stages = (ids // placement.strides["pp"]) % sc.parallelism.pp
+    return frozenset(int(s) for s in np.unique(stages))
+
+
+# (placement, ep, dimension, stage, domain sizes) -> the group's members and members per domain
+# (Network._shape).
+_PER_DOMAIN: dict[tuple, tuple[np.ndarray, tuple[int, ...]]] = {}
+PER_DOMAIN_CACHE = 1 << 16
+
+
+class Network:
+    """Group shapes and collective costs for one scenario."""
+
+    def __init__(self, sc: Scenario, free: bool = False) -> None:
+        """``free``: every call takes no time (the ideal pipeline's free communication); calls
+        keep their bytes, algorithm and limiting tier."""
+        self.sc = sc
+        self.free = free
+        self.placement = Placement.for_scenario(sc)
+        self.fabric = Fabric.for_cluster(sc.cluster)
+        self.algorithm = sc.communication.algorithm
+        self.options = nccl_options(sc)
+        self.nvls = self.options.nvls
+        self.degraded_stages = degraded_stages(sc, self.placement)
+        self.cost = lru_cache(maxsize=None)(self._cost)
+        self.shape = lru_cache(maxsize=None)(self._shape)
+        # (op, dimension) -> why the requested algorithm could not run and what ran instead, over
+        # every call the task graph priced, so a warning can name the calls that fell back once.
+        self.fallbacks: dict[tuple[str, str], str] = {}
+
+    def members(self, dim: str, stage: int) -> np.ndarray:
+        """GPU ids of the representative group of ``dim`` on ``stage``.
+
+        ``pp``: the pair (stage, stage+1), wrapping to stage 0 after the last stage (the hop an
+        interleaved schedule makes between virtual chunks).
+        """
+        pl, p = self.placement, self.sc.parallelism
+        if dim == "pp":
+            nxt = (stage + 1) % p.pp
+            return np.array([pl.gpu(pp=stage), pl.gpu(pp=nxt)], dtype=np.int64)
+        if dim in ("ep", "edp"):
+            return pl.expert_members(dim, p.ep, stage)
+        return pl.members(dim, stage)
+
+    def _shape(self, dim: str, stage: int) -> GroupShape:
+        # The members (placement.py: digits of the GPU id in the placement's strides) and how many
+        # share a domain depend on the placement, ep and the domains' sizes only: a sweep's rows
+        # that differ in anything else (NIC speed, recompute, ZeRO stage...) share them.
+        pl = self.placement
+        key = (tuple(pl.strides.items()), tuple(pl.sizes.items()), self.sc.parallelism.ep, dim, stage,
+               tuple(b.domain_gpus for b in self.fabric.boundaries))
+        got = _PER_DOMAIN.get(key)
+        if got is None:
+            members = self.members(dim, stage)
+            members.flags.writeable = False                   # shared by every row with this key
+            got = _PER_DOMAIN[key] = (members, self.fabric.per_domain(members))
+            if len(_PER_DOMAIN) > PER_DOMAIN_CACHE:
+                _PER_DOMAIN.pop(next(iter(_PER_DOMAIN)))      # oldest first: a bounded memo
+        members, per = got
+        shape = self.fabric.shape(members, per)
+        if dim in ("dp", "edp") and stage in self.degraded_stages and shape.spans(1):
+            # A data-parallel group through a degraded node is as fast as that node's NICs
+            # (cluster.faults: a ring runs at its slowest link's rate).
+            f = self.sc.cluster.faults.nic_factor
+            shape = replace(shape, shares=(shape.shares[0], shape.shares[1] * f, *shape.shares[2:]))
+        return shape
+
+    def _cost(self, op: str, size_bytes: float, dim: str, stage: int) -> CollectiveCost:
+        shape = self.shape(dim, stage)
+        cc = cost(op, size_bytes, shape, self.algorithm, self.nvls, self.options)
+        if self.free:
+            cc = replace(cc, time_s=0.0, latency_s=0.0)
+        if cc.requested and op != "send-recv":
+            # A point-to-point transfer has no collective algorithm to choose: never a fallback.
+            if cc.requested not in APPLICABLE[op]:
+                why = f"NCCL has no {cc.requested} for these operations"
+            elif cc.requested == "tree":
+                why = "NCCL's tree runs between nodes only and these groups are inside one node"
+            elif cc.requested in ("nvls", "nvls-tree"):
+                why = ("this GPU and scale-up switch have no NVLink SHARP" if not self.nvls
+                       else "NVLS-tree needs several nodes" if cc.requested == "nvls-tree"
+                       else "NVLink SHARP reduces inside one NVSwitch domain only (across nodes it "
+                            "needs cluster.scale_out.sharp)")
+            elif cc.requested == "collnet":
+                why = ("CollNet needs switches that reduce (cluster.scale_out.sharp) and groups "
+                       "spanning nodes")
+            elif cc.requested == "pat":
+                why = "PAT runs all-gather/reduce-scatter with one GPU per node only"
+            else:
+                why = f"{cc.requested} cannot run on these groups"
+            self.fallbacks.setdefault((op, "dp" if dim == "edp" else dim), f"{why}; {cc.algorithm} used")
+        return cc
+
+    def group_size(self, dim: str, stage: int = 0) -> int:
+        return self.shape(dim, stage).n

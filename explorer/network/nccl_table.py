@@ -1,0 +1,101 @@
+"""An nccl-tests-like table for one collective on a scenario's cluster (``python -m explorer
+collective``, bench/calibrate.py).
+
+Rows carry what nccl-tests' ``all_reduce_perf`` prints: size, time, algorithm bandwidth and bus
+bandwidth (GB = 1e9 bytes), plus NCCL's algorithm and protocol chosen (``none`` for point-to-point
+and MPI/Gloo) and the tier that limits it.
+
+nccl-tests times a loop of back-to-back calls, so a row is the slower of the GPUs' time for one call and
+the host's time to launch it.  With ``-g G`` one thread drives G GPUs and launches G kernels per call,
+one after another (nccl-tests README: ``-g`` = GPUs per thread).  With the usual one process per GPU
+(``-g 1``, as training runs) the floor is one launch, which only the shortest calls (a send/recv of up
+to about 1 MiB inside a node) do not hide.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..config.schema import ScenarioError, excerpt
+from ..config.sections import Scenario
+from .collectives import APPLICABLE, OPS, cost
+from .groups import nccl_options
+from .topology import Fabric
+
+# Host time to launch one GPU's kernel of a collective call from a thread that drives several GPUs
+# [us].  Fitted to the one calibration row where launching binds: Azure/AI-benchmarking-guide's ND H100
+# v5 all_reduce_perf -g 8 at 1 MiB, 42.0 us per call (reference/nccl_multinode.csv), = 8 x 5.25 us; the
+# validation curves run the same way flatten at the same floor (togethercomputer/together-nccl-tests
+# all_gather/reduce_scatter -g 8: 41.3-41.8 us from 1 to 4 MiB; Azure ND H200 v5, NCCL 2.20: 34.6 us).
+HOST_LAUNCH_US = 5.25
+
+
+def host_floor_s(gpus_per_thread: int) -> float:
+    """Seconds one thread needs to launch a call on each of its ``gpus_per_thread`` GPUs: the shortest
+    time per call a back-to-back loop can show.
+
+    >>> round(host_floor_s(8) * 1e6, 1), round(host_floor_s(1) * 1e6, 2)
+    (42.0, 5.25)
+    """
+    return gpus_per_thread * HOST_LAUNCH_US * 1e-6
+
+
+def _check(sc: Scenario, op: str, ranks: int, algorithm: str) -> None:
+    """One-line ScenarioError on the CLI option that asks for something the cluster cannot do."""
+    if op not in OPS:
+        raise ScenarioError("--op", f"{excerpt(op)} is not one of {', '.join(OPS)}")
+    if not 1 <= ranks <= sc.gpus:
+        raise ScenarioError("--ranks", f"{ranks} must be between 1 and the cluster's {sc.gpus} GPUs")
+    valid = ("auto",) + APPLICABLE[op]
+    if algorithm not in valid:
+        raise ScenarioError("--algorithm", f"{excerpt(algorithm)} is not available for {op} "
+                            f"(valid: {', '.join(valid)})")
+    nvls = sc.hardware.gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch"
+    if algorithm == "nvls" and not nvls:
+        raise ScenarioError("--algorithm", f"nvls needs NVSwitch with SHARP ({sc.hardware.gpu.name} on "
+                            f"{sc.cluster.scale_up.kind} has none); valid: "
+                            f"{', '.join(a for a in valid if a != 'nvls')}")
+    if algorithm == "nvls" and ranks > sc.cluster.gpus_per_node:
+        raise ScenarioError("--ranks", f"nvls reduces inside one NVSwitch domain: at most "
+                            f"{sc.cluster.gpus_per_node} ranks")
+
+
+def _pair_shapes(fabric: Fabric, ranks: int, gpus_per_node: int) -> list:
+    """The distinct pairs of nccl-tests' sendrecv_perf on ``ranks`` consecutive GPUs: every rank sends
+    to the next and receives from the one before (the last sends to the first), all at once, so the
+    call lasts as long as its slowest pair.  Pairs inside a node are alike; the pairs that cross a node
+    boundary (the last GPU of a node to the first of the next, and the wrap-around) are priced each."""
+    pairs = [(0, 1)] + [(i, (i + 1) % ranks) for i in range(ranks)
+                        if (i + 1) % ranks // gpus_per_node != i // gpus_per_node]
+    return list({fabric.shape(np.array(p, dtype=np.int64)): None for p in pairs})
+
+
+def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int],
+                    algorithm: str = "auto", gpus_per_thread: int = 1) -> list[dict]:
+    """nccl-tests-like rows for ``op`` over ``ranks`` consecutive GPUs of the scenario's cluster
+    (a node fills first): size_bytes, time_s, algbw_GBps, busbw_GBps, algorithm, protocol, tier.
+    The scenario's communication.library and communication.protocol apply, as NCCL_PROTO would.
+    ``gpus_per_thread`` is nccl-tests' ``-g``: a call takes at least the host's launch time
+    (:func:`host_floor_s`), and the tier reads ``host launch`` where that binds.  ``send-recv`` on more
+    than two ranks is nccl-tests' sendrecv_perf: each rank sends to the next (:func:`_pair_shapes`)."""
+    _check(sc, op, ranks, algorithm)
+    if not 1 <= gpus_per_thread <= min(ranks, sc.cluster.gpus_per_node):
+        most = min(ranks, sc.cluster.gpus_per_node)
+        raise ScenarioError("--gpus-per-thread", f"{gpus_per_thread} must be between 1 and {most} "
+                            "(the ranks of one node a thread can drive)")
+    floor = host_floor_s(gpus_per_thread)
+    opts = nccl_options(sc)
+    fabric = Fabric.for_cluster(sc.cluster)
+    shapes = _pair_shapes(fabric, ranks, sc.cluster.gpus_per_node) if op == "send-recv" and ranks > 2 \
+        else [fabric.shape(np.arange(ranks, dtype=np.int64))]
+    rows = []
+    for size in sizes:
+        c = max((cost(op, float(size), sh, algorithm, opts.nvls, opts) for sh in shapes),
+                key=lambda x: x.time_s)
+        t, tier = (c.time_s, c.boundary) if c.time_s >= floor else (floor, "host launch")
+        scale = c.time_s / t if t > 0 else 1.0
+        rows.append({"size_bytes": size, "time_s": t, "algbw_GBps": c.algbw_GBps * scale,
+                     "busbw_GBps": c.busbw_GBps * scale, "algorithm": c.algorithm, "protocol": c.protocol,
+                     "tier": tier})
+    return rows

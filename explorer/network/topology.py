@@ -1,0 +1,261 @@
+"""The three network tiers as nested domains, and the networkx graph they describe.
+
+The simulator never walks a per-GPU graph (that would make its cost grow with the GPU count).
+Instead a cluster is a stack of *boundaries*, each the egress of a domain of consecutive GPUs:
+
+====  ==============  ====================================  ===============================
+b     name            domain                                egress capacity of one domain
+====  ==============  ====================================  ===============================
+0     scale-up        one GPU                               NVLink/NVSwitch/PCIe per direction
+1     scale-out       one node                              nics_per_node x nic_Gbps
+2     spine           one leaf block (nodes under a leaf)   leaf uplinks = downlinks / oversubscription
+3     scale-across    one datacenter                        WAN bandwidth per direction
+====  ==============  ====================================  ===============================
+
+A leaf block is ``switch_radix/2`` nodes for a rail-optimized fabric (one leaf per rail, one port
+per node: NVIDIA DGX SuperPOD reference architecture) and ``switch_radix/2 / nics_per_node`` nodes
+for a classic fat-tree whose leaf takes every NIC of its nodes.  Above the leaves the fabric is
+taken as non-blocking inside a datacenter.
+
+All groups of one dimension communicate at once (DESIGN.md, "Contention"), so a domain's egress
+is divided among the groups that have members in it: a group with ``g`` members in a domain of
+``G`` GPUs gets ``capacity * g / G``.  :func:`build_graph` builds the same cluster as a networkx
+graph for drawing and for tests that check the analytic shares against explicit routing.
+
+The scale-up boundary's *wiring* (``cluster.scale_up.kind``) is carried on every group shape and
+applied by :mod:`explorer.network.collectives` as a multiplier on the scale-up time of each traffic pattern
+(:func:`explorer.network.scale_up_wiring.scale_up_factor`), always at the same ``bandwidth_GBps`` per GPU:
+
+- ``nvswitch``: a non-blocking crossbar — every pattern runs at the full per-GPU bandwidth, and
+  the switch can reduce in-network (NVLS, when the GPU has NVLink SHARP).
+- ``nvlink-ring``: the GPUs sit on a bidirectional ring of point-to-point NVLinks (e.g. the
+  4-GPU NVLink bridges of PCIe cards, or DGX-1's hybrid cube-mesh seen as rings).  Ring
+  collectives (and NCCL's intra-node tree chain) only talk to neighbours and run at full link
+  bandwidth; traffic between non-neighbours is forwarded over several hops, each hop loading a
+  link.  The mean distance between two GPUs on a bidirectional ring of n is about n/4 (exactly
+  sum_k min(k, n-k) / (n-1); Dally & Towles, *Principles and Practices of Interconnection
+  Networks*, 2004, ch. 3, ring/torus average distance), so a pairwise all-to-all among n >= 4
+  GPUs gets about 4/n of the crossbar's per-GPU bandwidth, and a halving-doubling step whose
+  partner is d ranks away takes min(d, n-d) times as long.  No NVLS.
+- ``pcie``: GPUs behind shared PCIe switches, two GPUs per switch with one x16 uplink of the
+  same width as a GPU's link (the usual 8-GPU PCIe server: four switches, two per CPU socket).
+  Traffic between the two GPUs of a pair stays in the switch; traffic that leaves the pair goes
+  through the uplink, so when *both* GPUs of a pair send out at once (all-to-all, halving-doubling
+  steps with partner distance >= 2) each gets half its bandwidth.  A ring sends only one flow per
+  direction out of each pair, which one uplink carries at full rate.  No NVLS.
+Group members are taken as consecutive GPUs of the node (TP innermost), i.e. neighbours on the
+ring and pair-mates on the PCIe switch.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..config.presets import fabric_presets, resolved_scale_out
+from ..scenario import Cluster
+from ..vocabulary import TIERS
+from .placement import members_per_domains
+from .wan import Wan
+
+if TYPE_CHECKING:  # networkx costs ~0.15 s to import; only the graph builders need it
+    import networkx as nx
+
+# Achievable fraction of the nominal scale-up bandwidth for NCCL ring collectives.  Fitted once to
+# the two ring rows of shared calibration/nccl_busbw.csv (A100 8-GPU all-reduce 235 GB/s busbw at
+# 300 GB/s NVLink: 0.783; B200 682.2 GB/s at 900 GB/s: 0.758): their mean.
+SCALE_UP_EFFICIENCY = 0.77
+# Fraction of NIC line rate NCCL reaches on the default fabric (ib-ndr): fitted per fabric in
+# explorer/data/fabrics.yaml (NDR: 0.94, NVIDIA's "46-48 GB/s per NIC", nccl-tests issue #290).
+SCALE_OUT_EFFICIENCY = float(fabric_presets()["ib-ndr"]["efficiency"])
+# Long-haul TCP/RDMA over WAN links loses about as much as the fabric; no calibration row exists.
+SCALE_ACROSS_EFFICIENCY = 0.9
+BOUNDARY_NAMES = TIERS                   # the vocabulary's tiers, innermost first
+SCALE_UP_KINDS = ("nvswitch", "nvlink-ring", "pcie")
+PCIE_GPUS_PER_SWITCH = 2        # GPUs sharing one PCIe switch uplink (see module docstring)
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """Egress of one domain: its size in GPUs, capacity in bytes/s (efficiency applied) and latency."""
+
+    name: str
+    domain_gpus: int
+    capacity_Bps: float
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The cluster as nested domains (see module docstring)."""
+
+    boundaries: tuple[Boundary, ...]
+    leaf_nodes: int
+    gpus: int
+    up_kind: str = "nvswitch"   # scale-up wiring: one of SCALE_UP_KINDS
+    wan: Wan | None = None      # the datacenters' links (explorer/network/wan.py); None: built without them
+
+    @classmethod
+    def for_cluster(cls, c: Cluster) -> Fabric:
+        up, out, wan = c.scale_up, resolved_scale_out(c.scale_out), c.scale_across
+        gpn = c.gpus_per_node
+        half = out.switch_radix // 2
+        leaf_nodes = half if out.kind == "rail-optimized" else max(1, half // out.nics_per_node)
+        leaf_nodes = min(leaf_nodes, c.nodes // c.datacenters)
+        nic_Bps = out.nic_Gbps * 1e9 / 8
+        node_Bps = out.nics_per_node * nic_Bps
+        bounds = (
+            Boundary("scale-up", 1, up.bandwidth_GBps * 1e9 * SCALE_UP_EFFICIENCY, up.latency_us * 1e-6),
+            Boundary("scale-out", gpn, node_Bps * out.efficiency, out.latency_us * 1e-6),
+            Boundary("spine", gpn * leaf_nodes,
+                     leaf_nodes * node_Bps / out.oversubscription * out.efficiency,
+                     out.latency_us * 1e-6),
+            Boundary("scale-across", gpn * c.nodes // c.datacenters,
+                     wan.bandwidth_Gbps * 1e9 / 8 * SCALE_ACROSS_EFFICIENCY,
+                     wan.latency_ms * 1e-3),
+        )
+        wan = Wan.for_cluster(c, SCALE_ACROSS_EFFICIENCY) if c.datacenters > 1 else None
+        return cls(bounds, leaf_nodes, c.gpus, up.kind, wan)
+
+    def per_domain(self, members: np.ndarray) -> tuple[int, ...]:
+        """Members of the group inside one domain of each boundary (placement.members_per_domain)."""
+        return members_per_domains(members, tuple(b.domain_gpus for b in self.boundaries))
+
+    def shape(self, members: np.ndarray, per: tuple[int, ...] | None = None) -> GroupShape:
+        """How a group (GPU ids of one representative group) sits on the boundaries.  Across
+        datacenters the share and latency are those of the slowest WAN link the group's datacenter
+        ring crosses (explorer/network/wan.py); on a uniform mesh, the datacenter egress's own.  ``per``:
+        :meth:`per_domain` of ``members`` when the caller has it already."""
+        n = len(members)
+        if per is None:
+            per = self.per_domain(members)
+        shares = [b.capacity_Bps * g / b.domain_gpus for b, g in zip(self.boundaries, per, strict=True)]
+        latencies = [b.latency_s for b in self.boundaries]
+        loads: tuple = ()
+        top = self.boundaries[-1]
+        if self.wan is not None and n > per[-1]:
+            dcs, first = np.unique(np.asarray(members) // top.domain_gpus, return_index=True)
+            order = tuple(int(d) for d in dcs[np.argsort(first)])     # datacenters in rank order
+            loads = self.wan.ring_loads(order)
+            shares[-1], latencies[-1] = self.wan.limit(order, loads, per[-1], top.domain_gpus)
+        return GroupShape(n, per, tuple(shares), tuple(latencies), self.up_kind, loads)
+
+
+@dataclass(frozen=True)
+class GroupShape:
+    """One communication group on the fabric.
+
+    ``per_domain[b]``: members inside one domain of boundary ``b`` (1 for b = 0);
+    ``shares[b]``: bytes/s of that domain's egress available to this group while every group of
+    the same dimension communicates; ``latencies[b]``: per-message latency across ``b``.
+    """
+
+    n: int
+    per_domain: tuple[int, ...]
+    shares: tuple[float, ...]
+    latencies: tuple[float, ...]
+    up_kind: str = "nvswitch"   # scale-up wiring (module docstring); scale_up_wiring.scale_up_factor
+    # Across datacenters: (from, to, shares) of each WAN link its datacenter ring loads
+    # (explorer/network/wan.py).
+    wan_loads: tuple[tuple[int, int, float], ...] = ()
+
+    def spans(self, b: int) -> bool:
+        """Whether the group has members on both sides of boundary ``b``."""
+        return self.n > self.per_domain[b]
+
+    @property
+    def outer(self) -> int:
+        """Outermost boundary the group crosses (0 when it stays inside one GPU's links)."""
+        return max((b for b in range(len(self.shares)) if self.spans(b)), default=0)
+
+
+# ------------------------------------------------------------------------------------------------
+# The explicit graph: for drawing and for checking the analytic model on small clusters.
+# ------------------------------------------------------------------------------------------------
+def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
+    """The cluster as an undirected networkx graph with a ``tier`` and ``capacity_Bps`` per edge.
+
+    Vertices: ``gpu/N/i``, ``switch/N`` (the node's NVSwitch), ``nic/N/k``, ``leaf/L`` (rail-optimized:
+    ``leaf/B/r``, one per rail and leaf block), ``spine/D`` (one aggregate per datacenter) and
+    ``dc/D`` (datacenter gateway).  ``max_nodes`` keeps the first nodes of each datacenter only (the
+    app collapses big clusters this way).
+
+    >>> from explorer.scenario import Cluster, ScaleUp
+    >>> g = build_graph(Cluster(gpus_per_node=2, nodes=2, scale_up=ScaleUp(bandwidth_GBps=450.0)))
+    >>> sorted(n for n in g if n.startswith("gpu"))
+    ['gpu/0/0', 'gpu/0/1', 'gpu/1/0', 'gpu/1/1']
+    """
+    import networkx as nx
+
+    fab = Fabric.for_cluster(c)
+    up, out = c.scale_up, resolved_scale_out(c.scale_out)
+    g = nx.Graph()
+    nic_Bps = out.nic_Gbps * 1e9 / 8
+    per_dc = c.nodes // c.datacenters
+    for dc in range(c.datacenters):
+        g.add_node(f"spine/{dc}", kind="spine", dc=dc)
+        if c.datacenters > 1:
+            g.add_node(f"dc/{dc}", kind="dc", dc=dc)
+            g.add_edge(f"spine/{dc}", f"dc/{dc}", tier="scale-across",
+                       capacity_Bps=c.scale_across.bandwidth_Gbps * 1e9 / 8)
+        shown = per_dc if max_nodes is None else min(per_dc, max_nodes)
+        for local in range(shown):
+            node = dc * per_dc + local
+            block = local // fab.leaf_nodes
+            sw = f"switch/{node}"
+            g.add_node(sw, kind="nvswitch", node=node, dc=dc)
+            for i in range(c.gpus_per_node):
+                gpu = f"gpu/{node}/{i}"
+                g.add_node(gpu, kind="gpu", node=node, dc=dc, index=node * c.gpus_per_node + i)
+                g.add_edge(gpu, sw, tier="scale-up", capacity_Bps=up.bandwidth_GBps * 1e9)
+            for k in range(out.nics_per_node):
+                nic = f"nic/{node}/{k}"
+                g.add_node(nic, kind="nic", node=node, dc=dc)
+                # Each NIC hangs off the PCIe switch of "its" GPU; model it as attached to that GPU.
+                g.add_edge(nic, f"gpu/{node}/{k % c.gpus_per_node}", tier="scale-up", capacity_Bps=nic_Bps)
+                leaf = f"leaf/{dc}/{block}/{k}" if out.kind == "rail-optimized" else f"leaf/{dc}/{block}"
+                if leaf not in g:
+                    g.add_node(leaf, kind="leaf", dc=dc, block=block)
+                    # Uplink capacity = this leaf's downlinks / oversubscription.
+                    down = fab.leaf_nodes * (1 if out.kind == "rail-optimized" else out.nics_per_node)
+                    g.add_edge(leaf, f"spine/{dc}", tier="spine",
+                               capacity_Bps=down * nic_Bps / out.oversubscription)
+                g.add_edge(nic, leaf, tier="scale-out", capacity_Bps=nic_Bps)
+    if fab.wan is not None:
+        for link in fab.wan.links:     # the WAN topology's links (a full mesh by default)
+            g.add_edge(f"dc/{link.a}", f"dc/{link.b}", tier="scale-across",
+                       capacity_Bps=link.bandwidth_Gbps * 1e9 / 8)
+    return g
+
+
+def routed_ring_bandwidth(c: Cluster, groups: list[list[int]]) -> float:
+    """Per-flow bandwidth (bytes/s, no efficiency) when every group sends around its ring at once,
+    routed hop by hop on :func:`build_graph`'s graph: each directed link's capacity is split evenly
+    among the flows crossing it, and a flow gets its path's smallest slice.  A check of the
+    analytic shares of :class:`Fabric` on clusters small enough to route explicitly.
+
+    >>> from explorer.scenario import Cluster, ScaleUp
+    >>> c = Cluster(gpus_per_node=2, nodes=2, scale_up=ScaleUp(bandwidth_GBps=100))
+    >>> routed_ring_bandwidth(c, [[0, 1]]) / 1e9      # one NVSwitch hop each way
+    100.0
+    """
+    import networkx as nx
+
+    g = build_graph(c)
+    name = {d["index"]: n for n, d in g.nodes(data=True) if d.get("kind") == "gpu"}
+    flows: dict[tuple[str, str], int] = {}
+    paths = []
+    for members in groups:
+        for a, b in zip(members, members[1:] + members[:1], strict=True):
+            if a == b:
+                continue
+            path = nx.shortest_path(g, name[a], name[b])
+            paths.append(path)
+            for u, v in itertools.pairwise(path):
+                flows[(u, v)] = flows.get((u, v), 0) + 1
+    if not paths:
+        return float("inf")
+    return min(min(g.edges[u, v]["capacity_Bps"] / flows[(u, v)] for u, v in itertools.pairwise(p))
+               for p in paths)

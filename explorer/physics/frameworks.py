@@ -1,0 +1,179 @@
+"""Training frameworks as the mechanisms that make the same model and parallelism run at different
+speeds: fused element-wise kernels, blocking pipeline point-to-point, gradient bucket sizes, the
+dtype gradients are reduced in, whether gradient reduction and parameter gathers overlap compute,
+and how far ZeRO-3 prefetches.  ``training.framework`` selects one :class:`FrameworkProfile`; every
+field is a default of that framework's source or documentation (cited where it is set), read by
+the part of the simulator that models the mechanism:
+
+- ``elementwise_factor``: explorer/workloads/transformer/layer.py (HBM passes of the element-wise kernels);
+- ``blocking_p2p``: explorer/taskgraph/builder.py (pipeline transfers on the compute stream);
+- ``default_bucket_MB``: explorer/config/loading.py fills ``communication.bucket_MB`` with it;
+- ``grad_reduce_bytes``: explorer/taskgraph/techniques/dp_buckets.py and fsdp.py;
+- ``grad_reduce_overlaps_backward`` / ``param_gather_overlaps_forward``: builder.py;
+- ``zero3_prefetch_params``: explorer/taskgraph/techniques/fsdp.py;
+- ``selective_policy``: explorer/workloads/transformer/layer.py (what ``training.recompute: selective``
+repeats);
+- ``wgrad_accumulate_fp32``: explorer/workloads/transformer/layer.py (the weight-gradient GEMM's epilogue
+traffic);
+- ``p2p_scatter_gather``: explorer/taskgraph/layer.py (bytes of one pipeline transfer).
+
+>>> profile("deepspeed").grad_reduce_bytes("bf16"), profile("megatron").grad_reduce_bytes("bf16")
+(2, 4)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FRAMEWORKS = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp")
+_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}   # fp8 runs keep bf16 gradients (TE recipes)
+
+# --- element-wise kernels -----------------------------------------------------------------------
+# HBM passes per element (one read or one write of an activation element) of the element-wise work
+# of one Llama layer, fused as Megatron-Core runs it (Transformer Engine fused RMSNorm; fused rotary,
+# --apply-rope-fusion; fused SwiGLU, --bias-swiglu-fusion: each one read and one write per input
+# and output) against eager PyTorch as Hugging Face transformers writes the layer
+# (models/llama/modeling_llama.py: LlamaRMSNorm = cast to fp32, pow, mean, mul by rsqrt, cast back,
+# mul by weight; apply_rotary_pos_emb = q*cos + rotate_half(q)*sin with rotate_half a slice, neg
+# and cat; LlamaMLP = act_fn(gate) * up as two kernels).  Residual adds are one kernel either way.
+_FUSED_PASSES = {"rmsnorm": 2, "rope": 2, "swiglu": 3, "residual": 3}
+_EAGER_PASSES = {"rmsnorm": 11, "rope": 13, "swiglu": 5, "residual": 3}
+
+
+def _eager_factor(hidden: int = 4096, kv: int = 1024, ffn: int = 14336) -> float:
+    """Eager over fused element-wise HBM traffic of one Llama layer per token (default widths:
+    Llama 3 8B, Dubey et al. 2024 Table 3: h 4096, 8 KV heads of 128, FFN 14336): two norms and two
+    residual adds over h, rotary over q (h) and k (kv), SwiGLU over the FFN width."""
+    def traffic(p: dict[str, int]) -> float:
+        return (2 * p["rmsnorm"] * hidden + p["rope"] * (hidden + kv) + p["swiglu"] * ffn
+                + 2 * p["residual"] * hidden)
+    return traffic(_EAGER_PASSES) / traffic(_FUSED_PASSES)
+
+
+EAGER_ELEMENTWISE_FACTOR = round(_eager_factor(), 2)    # 2.68
+
+
+@dataclass(frozen=True)
+class FrameworkProfile:
+    """What one training framework does by default that changes iteration time."""
+
+    name: str
+    elementwise_factor: float          # HBM traffic of element-wise kernels relative to fused ones (1.0)
+    blocking_p2p: bool                 # pipeline send/recv run in the compute stream's program order
+    bucket_elements: float | None      # gradient bucket in elements; None: a fixed byte size below
+    bucket_elements_per_dp_rank: float  # Megatron-Core grows the bucket with the DP group
+    bucket_bytes: float                # used when bucket_elements is None (PyTorch DDP bucket_cap_mb)
+    grad_reduce_fp32: tuple[str, ...]  # training dtypes whose gradients are reduced in fp32
+    grad_reduce_overlaps_backward: bool  # buckets leave during the backward (else after it)
+    param_gather_overlaps_forward: bool  # ZeRO-1/2 parameter all-gather under the next forward
+    zero3_prefetch_params: float | None  # ZeRO-3 prefetch budget in parameters; None: whole layers
+    # What selective recomputation repeats: "modules" = Megatron-Core's recompute_modules
+    # (training.recompute_modules); "every-other-matmul" = torchtitan's op-level selective AC.
+    selective_policy: str = "modules"
+    # Weight-gradient GEMMs accumulate into an fp32 main_grad buffer in their epilogue (read and
+    # write C in fp32, explorer/physics/kernels.py) instead of writing a bf16/fp16 gradient.
+    wgrad_accumulate_fp32: bool = False
+    # Each TP rank sends 1/tp of a stage's output to the next stage (Megatron's scatter/gather
+    # optimisation, Narayanan et al. SC21 Sec. 4.1) rather than the whole replicated tensor.
+    p2p_scatter_gather: bool = True
+
+    def grad_reduce_bytes(self, dtype: str) -> int:
+        """Bytes per gradient element on the wire for a run trained in ``dtype``."""
+        return 4 if dtype in self.grad_reduce_fp32 else _DTYPE_BYTES[dtype]
+
+    def default_bucket_MB(self, dp: int, dtype: str) -> float:
+        """The framework's gradient bucket for a data-parallel group of ``dp`` ranks, in MB."""
+        if self.bucket_elements is None:
+            return self.bucket_bytes / 1e6
+        elements = max(self.bucket_elements, self.bucket_elements_per_dp_rank * dp)
+        return elements * self.grad_reduce_bytes(dtype) / 1e6
+
+
+_MEGATRON = FrameworkProfile(
+    name="megatron",
+    elementwise_factor=1.0,             # fused kernels (see _FUSED_PASSES)
+    # Megatron-Core's 1F1B exchanges activations with batched isend/irecv on NCCL's own stream
+    # (core/pipeline_parallel/p2p_communication.py); the simulator's pp stream.
+    blocking_p2p=False,
+    # core/distributed/distributed_data_parallel.py: bucket_size = max(40,000,000, 1,000,000 x dp)
+    # elements when --ddp-bucket-size is not given.
+    bucket_elements=40e6, bucket_elements_per_dp_rank=1e6, bucket_bytes=0.0,
+    # megatron/training/arguments.py: bf16 forces accumulate_allreduce_grads_in_fp32 ("bfloat16
+    # requires gradient accumulation and all-reduce to be done in fp32") unless
+    # --grad-reduce-in-bf16; fp16 reduces in fp16.  FP8 runs train with --bf16.
+    grad_reduce_fp32=("bf16", "fp8", "fp32"),
+    grad_reduce_overlaps_backward=True,   # --overlap-grad-reduce (communication.dp_overlap)
+    param_gather_overlaps_forward=True,   # --overlap-param-gather with the distributed optimizer
+    zero3_prefetch_params=None,
+    # megatron/training/arguments.py: gradient_accumulation_fusion is on unless
+    # --no-gradient-accumulation-fusion; Megatron-Core's linear layers then call
+    # fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32 into weight.main_grad, and Transformer
+    # Engine's Linear does the same with fuse_wgrad_accumulation (NeMo recipes:
+    # gradient_accumulation_fusion: true).
+    wgrad_accumulate_fp32=True,
+)
+
+_DEEPSPEED = FrameworkProfile(
+    name="deepspeed",
+    # DeepSpeed trains the user's (typically Hugging Face, eager) model: no fused kernels.
+    elementwise_factor=EAGER_ELEMENTWISE_FACTOR,
+    # runtime/pipe/engine.py executes SendActivation/RecvActivation/SendGrad/RecvGrad instructions
+    # in order with runtime/pipe/p2p.py send/recv (dist.send/recv, blocking): transfers do not
+    # overlap the stage's compute.
+    blocking_p2p=True,
+    # docs config-json "zero_optimization": reduce_bucket_size / allgather_bucket_size 5e8 elements;
+    # the pipeline engine's ReduceGrads uses the same 5e8 (MEMORY_OPT_ALLREDUCE_SIZE).
+    bucket_elements=5e8, bucket_elements_per_dp_rank=0.0, bucket_bytes=0.0,
+    # runtime/engine.py communication_data_type: fp16 for fp16, bf16 for bf16 unless configured.
+    grad_reduce_fp32=("fp32",),
+    # ZeRO-1/2 "overlap_comm" defaults to false (docs config-json); the pipeline engine reduces in
+    # its ReduceGrads instruction after the last backward of the batch (pipe/schedule.py TrainSchedule).
+    grad_reduce_overlaps_backward=False,
+    # ZeRO-1/2 all-gather the updated partitions inside optimizer.step() (stage_1_and_2.py).
+    param_gather_overlaps_forward=False,
+    # runtime/zero/config.py: stage3_prefetch_bucket_size = 5e7 parameters fetched ahead of use.
+    zero3_prefetch_params=5e7,
+    # runtime/pipe/engine.py _exec_send_activations sends the stage's output tensors as they are:
+    # with Megatron's TP layers inside (Megatron-DeepSpeed) that is the full, TP-replicated
+    # activation from every TP rank (no scatter/gather).
+    p2p_scatter_gather=False,
+)
+
+FRAMEWORK_PROFILES: dict[str, FrameworkProfile] = {
+    "megatron": _MEGATRON,
+    "deepspeed": _DEEPSPEED,
+    # Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed): Megatron's model code with its fused kernels
+    # (bias-GeLU, fused softmax, fused LayerNorm), trained by the DeepSpeed engine and, with pp > 1,
+    # its PipelineEngine: DeepSpeed's point-to-point, buckets, gradient dtype and overlap.
+    # Its Megatron layers keep gradient_accumulation_fusion (on by default in its arguments.py too).
+    "megatron-deepspeed": FrameworkProfile(**{**_DEEPSPEED.__dict__, "name": "megatron-deepspeed",
+                                              "elementwise_factor": 1.0, "wgrad_accumulate_fp32": True}),
+    "fsdp": FrameworkProfile(
+        name="fsdp",
+        elementwise_factor=EAGER_ELEMENTWISE_FACTOR,   # eager PyTorch modules (torchtitan, HF)
+        blocking_p2p=False,             # torch.distributed.pipelining issues isend/irecv
+        # FSDP reduces one wrapped unit at a time (the layer, techniques/fsdp.py); unsharded DP is
+        # PyTorch DDP with bucket_cap_mb = 25 (torch/nn/parallel/distributed.py; Li et al. VLDB 2020).
+        bucket_elements=None, bucket_elements_per_dp_rank=0.0, bucket_bytes=25e6,
+        # torchtitan (PyTorch's FSDP2 reference trainer) config: mixed_precision_reduce = "float32"
+        # with bf16 parameters (MixedPrecisionPolicy reduce_dtype).
+        grad_reduce_fp32=("bf16", "fp16", "fp8", "fp32"),
+        grad_reduce_overlaps_backward=True,
+        param_gather_overlaps_forward=True,
+        # FSDP prefetches whole units: BackwardPrefetch.BACKWARD_PRE and limit_all_gathers (at most
+        # two all-gathers in flight; Zhao et al., "PyTorch FSDP", VLDB 2023, Sec. 3.3.2/4.3).
+        zero3_prefetch_params=None,
+        # torchtitan's op-level selective activation checkpointing (activation_checkpoint.py,
+        # selective_ac_option "op", the "selective op" rows of docs/performance.md): the outputs of
+        # matmuls and of scaled_dot_product_attention are saved, except every second matmul of a
+        # layer, which is recomputed with every element-wise op (norms, rotary, activations).
+        selective_policy="every-other-matmul",
+    ),
+}
+
+
+def profile(name: str) -> FrameworkProfile:
+    """The profile of framework ``name`` (one of FRAMEWORKS); KeyError names the choices."""
+    try:
+        return FRAMEWORK_PROFILES[name]
+    except KeyError:
+        raise KeyError(f"unknown framework {name!r}; choose one of {', '.join(FRAMEWORKS)}") from None

@@ -1,0 +1,208 @@
+"""Time of one kernel on one GPU: GEMMs by shape and dtype, attention cores.
+
+GEMM (``gemm_seconds``): a roofline with the efficiency losses a tiled GEMM library has, after
+NVIDIA, "Matrix Multiplication Background User's Guide" (DU-09799-001, 2023), Sec. 2-3:
+
+    t = max(t_math, t_memory) + EPILOGUE_EXPOSED * t_output + LAUNCH_SECONDS
+
+- ``t_math``: the output is cut into thread-block tiles (tm x tn); each SM computes one tile at a
+  time and the tiles run in waves of ``sms`` tiles (wave quantization, Sec. 3.2); partial tiles
+  cost a whole tile (tile quantization, Sec. 3.1).  One tile of depth k takes
+  2*tm*tn*k / (per-SM rate x reuse(tm, tn)), the per-SM rate being the dtype's dense peak x
+  ``large_efficiency`` / sms.  Smaller tiles re-read operands more often (Sec. 2.3: larger tiles
+  have more data reuse and are preferred when there are enough of them); the library picks the
+  tile that finishes first (cuBLAS heuristics choose among several tile sizes, Sec. 2.3).
+- ``t_memory``: operand and output bytes at HBM bandwidth x HBM_EFFICIENCY (hardware.py).
+- ``t_output``: writing C to HBM; the part of it not overlapped with the main loop is the
+  k-dependent "pipeline fill / epilogue" term: with small k it is a large share of a tile's time.
+- ``LAUNCH_SECONDS``: launch plus prologue/tail of one kernel, amortised over a grouped GEMM.
+- wave tails are partly hidden by Stream-K style scheduling (``WAVE_TAIL_EXPOSED``).
+
+For a large GEMM every loss tends to zero and the rate tends to ``large_efficiency`` x peak.
+The four constants are fitted once (least mean |log error|) to the calibration rows of
+explorer/data/reference/gemm_benchmarks.csv; explorer/fidelity/kernels.py reports both roles.
+
+Attention (``attention_seconds``): FlashAttention's measured fraction of the dense bf16 peak by
+head dimension and sequence length (FA2 on Ampere, FA3 on Hopper and later), scaled by the same
+in-training factor the GEMMs get; without FlashAttention, the core is timed as batched GEMMs.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from math import ceil, log2
+
+from ..scenario import GPU
+from .hardware import BYTES_PER_ELEMENT as BYTES
+from .hardware import HBM_EFFICIENCY, measured_over_peak
+
+# Output element size: FP8 GEMMs write bf16 (Transformer Engine and DeepGEMM outputs), fp32 GEMMs
+# write fp32, bf16/fp16 write their own type.
+OUT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 2, "fp32": 4}
+# A weight-gradient GEMM fused with gradient accumulation (Megatron's gradient_accumulation_fusion,
+# Transformer Engine's fuse_wgrad_accumulation) adds its product into the fp32 ``main_grad``
+# buffer: C = A^T B + C, so its epilogue reads and writes C in fp32 (4 + 4 bytes per element).
+ACCUMULATE_FP32_BYTES = 8
+DEFAULT_SMS = 132            # H100 SXM, as the GPU dataclass documents for ``sms``
+
+# Thread-block tiles (rows x cols of C) a GEMM library chooses from.  128x256 / 256x128 are the
+# large tiles of CUTLASS's Hopper warp-specialised and Ampere multistage kernels and of cuBLAS's
+# largest kernels (User's Guide Sec. 2.3 lists 256x128 as the most efficient); 64-row tiles serve
+# skinny problems (DeepGEMM's BLOCK_M 64 for small M; wgmma's native M is 64).
+TILES = ((128, 256), (256, 128), (128, 128), (64, 256), (64, 128))
+_BIG = 128 * 256 / (128 + 256)
+
+# The four constants below were fitted together to the 15 calibration rows of gemm_benchmarks.csv
+# (grid search minimising mean |log(predicted/measured)|, 0.048 at the optimum; validation rows 0.057).
+# reuse(tm, tn) = (tile's operand reuse / the 128x256 tile's) ** TILE_REUSE_EXPONENT, reuse being
+# tm*tn/(tm+tn), the FLOPs per operand element a tile loads (User's Guide Sec. 2.1).
+TILE_REUSE_EXPONENT = 1.25
+# Share of the output write not hidden behind the main loop (the fit puts it at 1: the k=512-2048
+# DeepGEMM rows lose what writing C costs, serially).
+EPILOGUE_EXPOSED = 1.0
+# Per-kernel launch/prologue/tail, seconds.  The fit drives it to 0: the published benchmarks time
+# back-to-back launches, which hide it; in a training step launch gaps are part of hardware.py's
+# GEMM_FRACTION_OF_MEASURED.  Kept as a term so that a grouped GEMM pays it once.
+LAUNCH_SECONDS = 0.0
+# Share of the last, partial wave's idle SMs that remain idle: 1 = strict wave quantization (one
+# tile per SM per wave, User's Guide Sec. 3.2); persistent kernels with Stream-K / split-K
+# decomposition (Osama et al., "Stream-K", PPoPP 2023; CUTLASS 3.x and cuBLAS 12 on Hopper) hand
+# the tail's work to the idle SMs, so only part of it stays exposed.
+WAVE_TAIL_EXPOSED = 0.25
+
+
+def dtype_peak_tflops(gpu: GPU, dtype: str) -> float:
+    """Dense tensor-core peak for GEMMs in ``dtype`` (fp32 runs as TF32 at half the bf16 rate)."""
+    if dtype == "fp8":
+        return gpu.fp8_tflops or gpu.peak_tflops
+    if dtype == "fp32":
+        return gpu.peak_tflops / 2
+    return gpu.peak_tflops
+
+
+# Split-K (cuBLAS and CUTLASS split-K / "parallel reduction" kernels; Osama et al., Stream-K,
+# PPoPP 2023, Sec. 2): when the output has fewer tiles than the GPU has SMs, the k dimension is
+# cut into slices computed by separate thread blocks whose fp32 partial tiles are then summed.
+# A slice is at least SPLIT_K_MIN_DEPTH deep (a few k-iterations of the main loop's pipeline);
+# the partials cost a write and a read of an fp32 m x n per slice at HBM bandwidth.  Libraries
+# split only reductions far deeper than the output is wide: every slice stays at least
+# SPLIT_K_MIN_RATIO x max(m, n) deep (so the split grows with k and shrinks as the output widens,
+# keeping efficiency monotone in each dimension).  That splits the weight gradients of
+# convolutions (C_in*k*k x C_out reduced over batch x positions, which cuDNN's wgrad kernels
+# parallelise; Chetlur et al., arXiv 1410.0759), not DeepGEMM's small-M GEMMs (k about 3x n),
+# which its published rows show unsplit (gemm_benchmarks.csv).
+SPLIT_K_MIN_DEPTH = 256
+SPLIT_K_MIN_RATIO = 16
+SPLIT_K_PARTIAL_BYTES = 2 * 4
+
+
+def _math_seconds(m: float, n: float, k: float, group: float, sms: int, sm_rate: float,
+                  hbm: float = float("inf")) -> float:
+    """Wave- and tile-quantized time of the main loop, best tile (User's Guide Sec. 3.1-3.2), and
+    for an output of fewer tiles than SMs the best split-K, partial sums included."""
+    best = float("inf")
+    most = k / (SPLIT_K_MIN_RATIO * max(m, n))          # slices allowed by the depth rule
+    for tm, tn in TILES:
+        tiles = group * ceil(m / tm) * ceil(n / tn)
+        reuse = (tm * tn / (tm + tn) / _BIG) ** TILE_REUSE_EXPONENT
+        split = 1
+        while True:
+            full = tiles * split / sms
+            waves = full + WAVE_TAIL_EXPOSED * (ceil(full) - full)
+            partials = SPLIT_K_PARTIAL_BYTES * split * group * m * n / hbm if split > 1 else 0.0
+            best = min(best, waves * 2.0 * tm * tn * ceil(k / split) / (sm_rate * reuse) + partials)
+            if tiles * split * 2 > sms or k / (split * 2) < SPLIT_K_MIN_DEPTH or split * 2 > most:
+                break
+            split *= 2
+    return best
+
+
+@lru_cache(maxsize=1 << 16)
+def gemm_seconds(m: float, n: float, k: float, dtype: str, gpu: GPU, large_efficiency: float,
+                 group: int = 1, accumulate_fp32: bool = False) -> float:
+    """Seconds of one (m x k) @ (k x n) GEMM in ``dtype``; ``large_efficiency`` is the fraction of
+    the dtype's peak that large GEMMs reach (hardware.py's fitted default or the user's).  With
+    ``group`` > 1 the GEMM is one of ``group`` equal ones run as one grouped kernel (MoE experts):
+    tiles share waves and the launch is paid once; the result is the per-GEMM share."""
+    m, n, k = max(m, 1.0), max(n, 1.0), max(k, 1.0)
+    g = max(int(group), 1)
+    sms = gpu.sms or DEFAULT_SMS
+    peak = dtype_peak_tflops(gpu, dtype) * 1e12
+    hbm = gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY
+    math = _math_seconds(m, n, k, g, sms, peak * large_efficiency / sms, hbm)
+    out = g * m * n * (ACCUMULATE_FP32_BYTES if accumulate_fp32 else OUT_BYTES[dtype]) / hbm
+    memory = g * (m * k + k * n) * BYTES[dtype] / hbm + out
+    return (max(math, memory) + EPILOGUE_EXPOSED * out + LAUNCH_SECONDS) / g
+
+
+def gemm_efficiency(m: float, n: float, k: float, dtype: str, gpu: GPU, large_efficiency: float,
+                    group: int = 1) -> float:
+    """Achieved fraction of the dtype's dense peak, 2mnk / (time x peak)."""
+    t = gemm_seconds(m, n, k, dtype, gpu, large_efficiency, group)
+    return 2.0 * m * n * k / (t * dtype_peak_tflops(gpu, dtype) * 1e12)
+
+
+# FlashAttention at long sequences (16k), fraction of the dense bf16 peak, by head dimension.
+# FA3 (Shah et al., arXiv 2407.08608, H100 SXM5 bf16/fp16): forward, causal, head dim 128: 616 of
+# 989 TFLOP/s (Fig. 5); head dims 64 and 256 scaled by the non-causal forward ratio 473/648 (hdim
+# 64, Fig. 5) and by the abstract's 740 TFLOP/s (hdim 256); backward, head dim 64 / 128: 474 / 561
+# TFLOP/s (Fig. 6), hdim 256 kept at the hdim-128 value (not reported).
+FA3_FORWARD = {64: 616 / 989 * 473 / 648, 128: 616 / 989, 256: 740 / 989}
+FA3_BACKWARD = {64: 474 / 989, 128: 561 / 989, 256: 561 / 989}
+# FA2 (Dao, arXiv 2307.08691) on A100: 50-73% of the theoretical maximum (abstract); forward up to
+# 73%, backward up to 63% (Sec. 4.1) at head dim 128; other head dims scaled as FA3's.
+FA2_FORWARD = {d: 0.73 * f / FA3_FORWARD[128] for d, f in FA3_FORWARD.items()}
+FA2_BACKWARD = {d: 0.63 * f / FA3_BACKWARD[128] for d, f in FA3_BACKWARD.items()}
+# Rate at sequence length s relative to 16k (FA3 Fig. 5 causal forward / Fig. 6 backward, head dim
+# 128, H100): short sequences have fewer blocks per head and more masked-edge work.
+SEQ_POINTS = (512, 1024, 2048, 4096, 8192, 16384)
+FORWARD_SEQ = (292 / 616, 423 / 616, 521 / 616, 579 / 616, 602 / 616, 1.0)
+BACKWARD_SEQ = (316 / 561, 424 / 561, 501 / 561, 542 / 561, 559 / 561, 1.0)
+UNFUSED_SEQ_LEN = 2048       # sequence length assumed for unfused attention when none is given
+
+
+def _interp_log2(x: float, xs: tuple[float, ...], ys: tuple[float, ...]) -> float:
+    """Piecewise-linear in log2(x), clamped at both ends."""
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    for i in range(1, len(xs)):
+        if x <= xs[i]:
+            t = (log2(x) - log2(xs[i - 1])) / (log2(xs[i]) - log2(xs[i - 1]))
+            return ys[i - 1] + t * (ys[i] - ys[i - 1])
+    return ys[-1]
+
+
+def flash_fraction(gpu: GPU, backward: bool, head_dim: float = 128, seq_len: float | None = None) -> float:
+    """FlashAttention's isolated fraction of the bf16 dense peak: FA2 on GPUs without FP8 tensor
+    cores (Ampere), FA3 otherwise; ``seq_len`` None means long sequences (the plateau)."""
+    ampere = not gpu.fp8_tflops or gpu.fp8_tflops == gpu.peak_tflops
+    table = (FA2_BACKWARD if backward else FA2_FORWARD) if ampere else \
+        (FA3_BACKWARD if backward else FA3_FORWARD)
+    dims = tuple(sorted(table))
+    frac = _interp_log2(head_dim, dims, tuple(table[d] for d in dims))
+    if seq_len is not None:
+        frac *= _interp_log2(seq_len, SEQ_POINTS, BACKWARD_SEQ if backward else FORWARD_SEQ)
+    return frac
+
+
+def attention_seconds(flops: float, gpu: GPU, large_efficiency: float, backward: bool = False,
+                      flash: bool = True, head_dim: float = 128, seq_len: float | None = None) -> float:
+    """Seconds of an attention core (QK^T, softmax, PV) executing ``flops`` of matrix work in bf16.
+
+    Fused: at FlashAttention's measured fraction of peak times the in-training factor
+    ``large_efficiency`` / measured_over_peak (what separates GEMMs in a training step from the
+    isolated benchmark applies to the attention kernel too).  Unfused: per-head batched GEMMs
+    QK^T (s x s x d) and PV (s x d x s), backward as twice the forward's shapes."""
+    if flops <= 0:
+        return 0.0
+    in_training = min(large_efficiency / measured_over_peak(gpu, "bf16"), 1.0)
+    if flash:
+        return flops / (gpu.peak_tflops * 1e12 * flash_fraction(gpu, backward, head_dim, seq_len)
+                        * in_training)
+    s = seq_len or UNFUSED_SEQ_LEN
+    per_head = 4.0 * s * s * head_dim                   # QK^T and PV FLOPs of one head, forward
+    heads = max(int(flops / per_head), 1)               # the batched GEMMs' group size
+    head_seconds = (gemm_seconds(s, s, head_dim, "bf16", gpu, large_efficiency, heads)
+                    + gemm_seconds(s, head_dim, s, "bf16", gpu, large_efficiency, heads))
+    return flops * head_seconds / per_head              # backward: the same shapes, twice the FLOPs

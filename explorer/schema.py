@@ -1,2 +1,0 @@
-"""Moved to :mod:`explorer.config.schema`; this path stays for existing imports (explorer/ui)."""
-from .config.schema import *  # noqa: F403

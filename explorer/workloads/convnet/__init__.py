@@ -1,0 +1,2 @@
+"""Residual convolutional networks: the layer table of ResNets (arch.py) and what each block
+computes and keeps (blocks.py)."""

@@ -1,0 +1,360 @@
+"""What one GPU computes, stores and communicates for one layer and one micro-batch.
+
+Sources, cited at each formula:
+- FLOPs: Narayanan et al., SC21 (arXiv 2104.04473), Sec. 5.1 / Eq. 3 — 24*B*s*h^2 + 4*B*s^2*h per
+  layer forward, backward twice the forward, logits 2*B*s*h*V.  Each weight GEMM is listed with its
+  shape (explorer/workloads/transformer/attention.py for the attention block) so that GQA, MLA, SwiGLU and
+  MoE follow,
+  and so that each is timed by its shape and dtype (explorer/physics/kernels.py).  ``gemm_flops`` keeps the
+  SC21 convention (model FLOPs, the full s x s attention square, backward = 2 x forward), the MFU
+  numerator, except that a causal FlashAttention core counts half the square, as the kernel skips
+  the masked blocks (Dao, FlashAttention-2, arXiv 2307.08691, Sec. 3.1.1) and as NVIDIA's NeMo /
+  Megatron-Bridge FLOPs formulas count it; ``gemm_s`` is the time the kernels take, for the
+  FlashAttention backward 2.5x the forward (5 matrix products instead of 2, ibid. Sec. 3.2).
+- Activation memory: explorer/workloads/transformer/activations.py.
+- Tensor-parallel communication: Shoeybi et al., Megatron-LM (arXiv 1909.08053), Sec. 3: two
+  all-reduces forward and two backward per layer; with sequence parallelism (Korthikanti Sec. 4.2.2)
+  each becomes an all-gather plus a reduce-scatter of the same total volume.
+- Expert parallelism: GShard (Lepikhin et al. 2020) dispatch and combine all-to-all, each moving
+  tokens x top_k x hidden elements per GPU; context parallelism: ring attention (Liu et al. 2023)
+  passing K and V blocks around the CP ring in cp-1 steps.
+- FP8 (Micikevicius et al., "FP8 Formats for Deep Learning", arXiv 2209.05433; NVIDIA Transformer
+  Engine): the linear layers' GEMMs run in FP8; the attention core, norms, router, embedding, output
+  layer and optimizer stay in bf16/fp32.  Each FP8 GEMM input is cast to FP8 with its transpose
+  (for the weight gradient) and its amax recorded, in forward for the activation and in backward for
+  the output gradient (FP8_CAST_BYTES_FWD/BWD).
+All byte figures are per GPU and per micro-batch; FLOPs likewise.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ...physics.frameworks import profile
+from ...physics.hardware import BYTES_PER_ELEMENT, gemm_large_efficiency
+from ...physics.kernels import attention_seconds, gemm_seconds
+from ...scenario import Scenario
+from .activations import layer_activation_bytes
+from .attention import AttentionBlock, Gemm, attention_block, attention_params, head_dims
+
+# Element-wise passes per token of hidden width in one layer's forward (reads + writes, in
+# elements): LayerNorm 2x(1 read + 1 write), residual add 2x(2 reads + 1 write) = 10, plus dropout
+# 2x(1 read + 1 write + 0.5 mask) = 5 when the model uses dropout.  This is the part sequence
+# parallelism splits across TP ranks.
+ELEMENTWISE_PASSES_NORM_RESIDUAL = 10.0
+ELEMENTWISE_PASSES_DROPOUT = 5.0
+# Non-fused attention (no FlashAttention), besides the two batched GEMMs whose own operand traffic
+# (scores written by QK^T, probabilities read by PV) kernels.py charges: softmax read+write and
+# dropout read+write plus its 1-byte mask -> 4.5 passes over the a*s*s score tensor.
+SCORE_PASSES = 4.5
+# Backward element-wise traffic relative to forward: read the saved input and the incoming
+# gradient, write the outgoing gradient (twice the forward's read+write).
+BACKWARD_STREAM_FACTOR = 2.0
+# MoE token permutation: every token copy's hidden vector is read and written when it is permuted
+# into expert order before dispatch and again when it is unpermuted after combine (Megatron-Core's
+# ``moe_permute`` / ``moe_unpermute``): 2 x (1 read + 1 write) = 4 passes of h elements.
+MOE_PERMUTE_PASSES = 4
+# Router: softmax/sigmoid over the expert scores, top-k selection and the auxiliary statistics,
+# read + write of tokens x experts fp32 scores a few times (Megatron-Core TopKRouter): 4 passes.
+ROUTER_SCORE_PASSES = 4
+# FP8 casts (Transformer Engine): in forward the cast of a GEMM input is fused into the kernel that
+# produces it (LayerNormLinear, LayerNormMLP's activation), which writes the FP8 copy and its
+# transpose instead of a bf16 tensor: 2 extra bytes per element; in backward the incoming bf16
+# gradient is read and written as FP8 in both layouts by a separate cast-transpose: 4 bytes.
+FP8_CAST_BYTES_FWD = 2
+FP8_CAST_BYTES_BWD = 4
+# FlashAttention kernel work relative to the full-square forward matmul FLOPs: the causal forward
+# skips the masked upper triangle (about half), the backward does 5 matmuls to the forward's 2
+# (FlashAttention-2, Sec. 3.1-3.2).  Unfused attention multiplies the full square, masked or not.
+FLASH_CAUSAL_FRACTION = 0.5
+FLASH_BACKWARD_OVER_FORWARD = 2.5
+
+
+@dataclass(frozen=True)
+class Work:
+    """Work of one kernel group: model FLOPs of its matrix kernels (the SC21 convention, for MFU),
+    the seconds those kernels take at their achieved rates, and element-wise HBM bytes."""
+
+    gemm_flops: float = 0.0
+    gemm_s: float = 0.0
+    stream_bytes: float = 0.0
+
+    def __add__(self, other: Work) -> Work:
+        return Work(self.gemm_flops + other.gemm_flops, self.gemm_s + other.gemm_s,
+                    self.stream_bytes + other.stream_bytes)
+
+    def scaled(self, k: float) -> Work:
+        return Work(self.gemm_flops * k, self.gemm_s * k, self.stream_bytes * k)
+
+
+ZERO_WORK = Work()
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective call: operation name and nccl-tests buffer size in bytes."""
+
+    op: str
+    size_bytes: float
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """One transformer layer, one micro-batch, one GPU."""
+
+    fwd: Work
+    bwd_input: Work            # input gradients (dgrad), incl. the attention core backward
+    bwd_weight: Work           # weight gradients (wgrad)
+    recompute: Work            # forward work repeated in backward, per the recompute policy
+    attn_core_fwd: Work        # the s x s attention part of fwd (what ring attention overlaps with)
+    expert_fwd: Work           # the routed-expert GEMMs of fwd (what load imbalance stretches)
+    params: float              # parameters held by this GPU (dense part)
+    expert_params: float       # parameters held by this GPU that belong to experts
+    act_bytes: float           # activation bytes kept from forward to backward
+    tp_fwd: tuple[Collective, ...]
+    tp_bwd: tuple[Collective, ...]
+    tp_recompute: tuple[Collective, ...]
+    ep_fwd: tuple[Collective, ...]
+    ep_bwd: tuple[Collective, ...]
+    cp_kv_bytes: float         # bytes of K and V sent per ring-attention step (forward)
+
+
+@dataclass(frozen=True)
+class EdgeCost:
+    """Embedding (first pipeline chunk) or output layer + loss (last chunk) on one GPU."""
+
+    fwd: Work
+    bwd_input: Work
+    bwd_weight: Work
+    params: float
+    act_bytes: float
+
+
+def _mlp_matrices(ffn_kind: str) -> int:
+    # GeLU MLP: up and down projections; SwiGLU (Shazeer 2020): gate, up and down.
+    return 3 if ffn_kind == "swiglu" else 2
+
+
+def mlp_gemms(tokens: float, h: float, f: float, mats: int, tp: int, count: float = 1.0) -> tuple[Gemm, ...]:
+    """Up (gate and up fused for SwiGLU) and down projections of an FFN of width ``f``."""
+    return (Gemm(tokens, (mats - 1) * f / tp, h, count), Gemm(tokens, h, f / tp, count))
+
+
+class GemmTimer:
+    """Times GEMM lists on the scenario's GPU, in the dtype each GEMM runs in."""
+
+    def __init__(self, sc: Scenario) -> None:
+        self.gpu = sc.hardware.gpu
+        # FP8 GEMMs need FP8 tensor cores: a GPU whose fp8 peak is its bf16 peak (A100) runs the
+        # recipe in bf16 (Transformer Engine requires compute capability 8.9+ for FP8).
+        self.fp8 = sc.training.dtype == "fp8" and (self.gpu.fp8_tflops or 0) > self.gpu.peak_tflops
+        self.base = "bf16" if sc.training.dtype == "fp8" else sc.training.dtype
+        self.eff = {d: gemm_large_efficiency(sc, d) for d in {"fp8", self.base}}
+        # Weight-gradient GEMMs that add into the fp32 main_grad (kernels.ACCUMULATE_FP32_BYTES).
+        self.acc = profile(sc.training.framework).wgrad_accumulate_fp32
+
+    def dtype(self, g: Gemm) -> str:
+        return "fp8" if self.fp8 and g.fp8 else self.base
+
+    def passes(self, gemms: Iterable[Gemm]) -> tuple[Work, Work, Work, float, float]:
+        """(forward, dgrad, wgrad) Work of ``gemms`` and the FP8 cast bytes of forward and backward."""
+        flops = fs = ds = ws = cast_f = cast_b = 0.0
+        for g in gemms:
+            d = self.dtype(g)
+            eff = self.eff[d]
+            flops += g.flops
+            grp = int(g.count)                       # experts run as one grouped GEMM kernel
+            fs += g.count * gemm_seconds(g.m, g.n, g.k, d, self.gpu, eff, grp)
+            ds += g.count * gemm_seconds(g.m, g.k, g.n, d, self.gpu, eff, grp)     # dX = dY W^T
+            ws += g.count * gemm_seconds(g.k, g.n, g.m, d, self.gpu, eff, grp, self.acc)  # dW = X^T dY
+            if d == "fp8":
+                cast_f += FP8_CAST_BYTES_FWD * g.m * g.k * g.count
+                cast_b += FP8_CAST_BYTES_BWD * g.m * g.n * g.count
+        return Work(flops, fs), Work(flops, ds), Work(flops, ws), cast_f, cast_b
+
+    def core(self, blk: AttentionBlock, flash: bool, head_dim: float, seq: float) -> tuple[Work, Work]:
+        """Forward and backward Work of the attention core.
+
+        Model FLOPs count what the kernel must multiply: the full s x s square for the unfused
+        kernels of 2021 (SC21 Eq. 3, the convention of the Megatron SC21 rows), the causal half
+        for FlashAttention (NeMo / Megatron-Bridge FLOPs formulas: ``0.5 if causal_self_attn``),
+        backward twice forward.  Time follows the kernel: FlashAttention's backward recomputes the
+        scores, 2.5x its forward work."""
+        model = blk.core_flops * (FLASH_CAUSAL_FRACTION if flash else 1.0)
+        bwd_exec = model * (FLASH_BACKWARD_OVER_FORWARD if flash else 2.0)
+        eff = self.eff[self.base]
+        return (Work(model, attention_seconds(model, self.gpu, eff, False, flash, head_dim, seq)),
+                Work(2 * model, attention_seconds(bwd_exec, self.gpu, eff, True, flash, head_dim, seq)))
+
+
+def _op_sac_recompute(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, dense_gemms: list[Gemm],
+                      tokens: float, elementwise_fwd: float) -> Work:
+    """Forward work torchtitan's op-level selective AC repeats (FrameworkProfile.selective_policy
+    "every-other-matmul"): the 2nd, 4th, 6th... matmul of the layer in its module order — wq, wk,
+    wv, wo, then w1, w3, w2 (SwiGLU: ``w2(silu(w1(x)) * w3(x))``) or up, down (GeLU) — so wk, wo and
+    w3 (GeLU: down), and every element-wise op; the attention core's output is saved.  MLA or MoE
+    layers have no such fixed order: half of their linear-layer forward is charged."""
+    m, t = sc.model, sc.parallelism.tp
+    stream = Work(0.0, 0.0, elementwise_fwd)
+    if m.mla is not None or len(blk.gemms) != 2 or len(dense_gemms) != 4:
+        return timer.passes(dense_gemms)[0].scaled(0.5) + stream
+    d = head_dims(m)[0]
+    f = m.ffn_hidden
+    recomputed = [Gemm(tokens, m.kv_heads * d / t, m.hidden), blk.gemms[1],
+                  Gemm(tokens, f / t, m.hidden) if m.ffn_kind == "swiglu" else Gemm(tokens, m.hidden, f / t)]
+    return timer.passes(recomputed)[0] + stream
+
+
+def _selective_recompute(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, attn_core: Work, tokens: float,
+                         mats: int, moe_layer: bool, e: float, sp: bool) -> Work:
+    """Forward work that ``training.recompute_modules`` repeats in the backward (Megatron-Core's
+    recompute_modules; DeepSeek-V3 report Sec. 3.2.3): the attention core; the two norms (read and
+    write their input, 4 passes of h); MLA's up-projections (its query and key/value up GEMMs); the
+    routed experts' activation function (read and write their intermediates)."""
+    m, t = sc.model, sc.parallelism.tp
+    modules = set(sc.training.recompute_modules)
+    work = ZERO_WORK
+    if "core_attn" in modules:
+        work = work + attn_core
+    if "layernorm" in modules:
+        work = work + Work(0.0, 0.0, 4 * tokens * m.hidden / (t if sp else 1) * e)
+    if "mla_up_proj" in modules and m.mla is not None:
+        ups = [g for g in blk.gemms if g.k in (m.mla.q_lora_rank, m.mla.kv_lora_rank) and g.n != m.hidden]
+        work = work + timer.passes(ups)[0]
+    if "moe_act" in modules and moe_layer:
+        moe = m.moe
+        work = work + Work(0.0, 0.0, tokens * moe.top_k * mats * moe.expert_ffn_hidden / t * e)
+    return work
+
+
+def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
+    """Cost of one (dense or MoE) transformer layer for one micro-batch on one GPU."""
+    m, p, tr = sc.model, sc.parallelism, sc.training
+    t, cp = p.tp, p.cp
+    timer = GemmTimer(sc)
+    e = BYTES_PER_ELEMENT[timer.base]             # activations stay in the bf16 (or fp16/fp32) dtype
+    b, s, h, a = tr.micro_batch, m.seq_len, m.hidden, m.heads
+    # Tokens of one pipeline unit on this GPU: the sequence shard (cp), cut into token slices
+    # (TeraPipe) when asked; attention still spans the whole sequence s (the slices' KV cache).
+    tokens = b * s / cp / p.token_slices
+    mats = _mlp_matrices(m.ffn_kind)
+    sp = p.sequence_parallel and t > 1
+    elementwise = profile(tr.framework).elementwise_factor   # 1 = fused kernels (Megatron)
+
+    blk = attention_block(m, tokens, s, t)
+    dense_gemms = list(blk.gemms)
+    routed: tuple[Gemm, ...] = ()
+    router_stream = 0.0
+    if moe_layer:
+        moe = m.moe
+        local = moe.experts / p.ep
+        # Balanced routing: every EP rank receives tokens*top_k token copies over its local experts.
+        per_expert = tokens * moe.top_k / local
+        routed = mlp_gemms(per_expert, h, moe.expert_ffn_hidden, mats, t, local)
+        if moe.shared_experts:
+            dense_gemms += mlp_gemms(tokens, h, moe.shared_experts * moe.expert_ffn_hidden, mats, t)
+        dense_gemms.append(Gemm(tokens, moe.experts, h, fp8=False))     # router, bf16 (replicated)
+        router_stream = ROUTER_SCORE_PASSES * tokens * moe.experts * 4 / e   # fp32 scores, in elements
+        mlp_stream = tokens * moe.top_k * (mats * moe.expert_ffn_hidden / t + MOE_PERMUTE_PASSES * h) \
+            + tokens * moe.shared_experts * mats * moe.expert_ffn_hidden / t
+        expert_params = sum(g.params for g in routed)
+    else:
+        dense_gemms += mlp_gemms(tokens, h, m.ffn_hidden, mats, t)
+        mlp_stream = tokens * (mats * m.ffn_hidden / t)      # activation function reads and writes
+        expert_params = 0.0
+    d_f, d_d, d_w, cast_f, cast_b = timer.passes(dense_gemms)
+    r_f, r_d, r_w, rcast_f, rcast_b = timer.passes(routed)
+    core_f, core_b = timer.core(blk, tr.flash_attention, head_dims(m)[0], s)
+
+    norm_params = 4 * h                  # two LayerNorms, gain + bias of h each, replicated over TP
+    params = sum(g.params for g in dense_gemms) + norm_params + blk.latent_norm_params
+
+    passes = ELEMENTWISE_PASSES_NORM_RESIDUAL + (ELEMENTWISE_PASSES_DROPOUT if m.dropout else 0.0)
+    replicated = passes * tokens * h / (t if sp else 1)
+    scores = 0.0 if tr.flash_attention else SCORE_PASSES * a * tokens * s / t
+    fwd_stream = (replicated + mlp_stream + router_stream + scores) * e * elementwise
+    cast_fwd, cast_bwd = cast_f + rcast_f, cast_b + rcast_b
+    attn_core = Work(core_f.gemm_flops, core_f.gemm_s, scores * e * elementwise)
+    fwd = d_f + r_f + attn_core + Work(0.0, 0.0, fwd_stream - scores * e * elementwise + cast_fwd)
+    bwd_input = d_d + r_d + core_b + Work(0.0, 0.0, BACKWARD_STREAM_FACTOR * fwd_stream + cast_bwd)
+    bwd_weight = d_w + r_w
+
+    act = layer_activation_bytes(sc, moe_layer, tokens)
+    if tr.recompute == "full":
+        recompute = fwd
+    elif tr.recompute == "selective" and profile(tr.framework).selective_policy == "every-other-matmul":
+        recompute = _op_sac_recompute(sc, timer, blk, dense_gemms, tokens,
+                                      fwd_stream - scores * e * elementwise + cast_fwd)
+    elif tr.recompute == "selective":
+        recompute = _selective_recompute(sc, timer, blk, attn_core, tokens, mats, moe_layer,
+                                         e * elementwise, sp)
+    else:
+        recompute = ZERO_WORK
+
+    size = tokens * h * e                      # one full activation tensor of this GPU's tokens
+    if t == 1:
+        tp_fwd: tuple[Collective, ...] = ()
+    elif sp:
+        tp_fwd = (Collective("all-gather", size), Collective("reduce-scatter", size)) * 2
+    else:
+        tp_fwd = (Collective("all-reduce", size),) * 2
+    tp_bwd = tp_fwd
+    tp_recompute = tp_fwd if tr.recompute == "full" else ()
+    if moe_layer and p.ep > 1:
+        # Dispatch + combine; with TP the tokens are split over the TP ranks first (Megatron-Core
+        # requires sequence parallelism with TP x EP).
+        a2a = Collective("all-to-all", tokens / t * m.moe.top_k * h * e)
+        ep_fwd: tuple[Collective, ...] = (a2a, a2a)
+    else:
+        ep_fwd = ()
+    kv_bytes = blk.kv_elements * e if cp > 1 else 0.0
+    return LayerCost(fwd, bwd_input, bwd_weight, recompute, attn_core, r_f, params,
+                     expert_params, act, tp_fwd, tp_bwd, tp_recompute, ep_fwd, ep_fwd, kv_bytes)
+
+
+def embedding_cost(sc: Scenario) -> EdgeCost:
+    """Input embedding (vocabulary-parallel over TP): a gather, memory bound."""
+    m, p, tr = sc.model, sc.parallelism, sc.training
+    e = BYTES_PER_ELEMENT["bf16" if tr.dtype == "fp8" else tr.dtype]
+    tokens = tr.micro_batch * m.seq_len / p.cp / p.token_slices
+    lookup = Work(0.0, 0.0, 2 * tokens * m.hidden * e)
+    return EdgeCost(lookup, ZERO_WORK, lookup, m.vocab * m.hidden / p.tp, 0.0)
+
+
+def logits_cost(sc: Scenario) -> EdgeCost:
+    """Output projection 2*tokens*h*V FLOPs (SC21 Eq. 3), in bf16 also for FP8 runs, and the fp32
+    softmax cross-entropy; with multi-token prediction (DeepSeek-V3 Sec. 2.2) each of the
+    ``mtp_depth`` modules adds a 2h -> h projection and another pass through the shared output head
+    (its transformer block is priced as an extra layer of the last stage, explorer/taskgraph)."""
+    m, p, tr = sc.model, sc.parallelism, sc.training
+    timer = GemmTimer(sc)
+    tokens = tr.micro_batch * m.seq_len / p.cp / p.token_slices
+    heads = 1 + m.mtp_depth
+    gemms = [Gemm(tokens, m.vocab / p.tp, m.hidden, heads, fp8=False)]
+    if m.mtp_depth:
+        gemms.append(Gemm(tokens, m.hidden, 2 * m.hidden / p.tp, m.mtp_depth))
+    f, d, w, cast_f, cast_b = timer.passes(gemms)
+    loss_stream = heads * 3 * tokens * m.vocab / p.tp * 4        # fp32 logits: write, max/sum read, read
+    fwd = f + Work(0.0, 0.0, loss_stream + cast_f)
+    act = heads * tokens * m.vocab / p.tp * 4                    # fp32 logits kept for the backward
+    params = m.vocab * m.hidden / p.tp + m.mtp_depth * 2 * m.hidden * m.hidden / p.tp
+    return EdgeCost(fwd, d + Work(0.0, 0.0, loss_stream + cast_b), w, params, act)
+
+
+def model_params(sc: Scenario) -> float:
+    """Total parameters of the model (embeddings counted once when tied; MTP modules included)."""
+    m = sc.model
+    attn = attention_params(m) + 4 * m.hidden
+    mats = _mlp_matrices(m.ffn_kind)
+    dense = attn + mats * m.hidden * m.ffn_hidden
+    total = (m.layers - m.moe_layers) * dense
+    moe_layer = dense
+    if m.is_moe:
+        moe = m.moe
+        experts = (moe.experts + moe.shared_experts) * mats * m.hidden * moe.expert_ffn_hidden
+        moe_layer = attn + experts + m.hidden * moe.experts
+        total += m.moe_layers * moe_layer
+    # An MTP module: the block of the model's last layer kind plus its 2h -> h projection.
+    total += m.mtp_depth * (moe_layer + 2 * m.hidden * m.hidden)
+    emb = m.vocab * m.hidden
+    return total + (emb if m.tied_embeddings else 2 * emb)

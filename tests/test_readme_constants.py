@@ -17,7 +17,12 @@ def _locate(name: str, module: str | None):
     """The value of ``name``: from ``explorer.<module>`` when the README names it, else from the
     one module of explorer/ that assigns it at top level."""
     if module is not None:
-        return getattr(importlib.import_module(f"explorer.{module}"), name)
+        # The README names a module by its own name (`hardware.X`), wherever its package puts it.
+        homes = [p for p in (ROOT / "explorer").rglob(f"{module}.py")
+                 if re.search(rf"^{name}\s*(?::[^=]+)?=", p.read_text(encoding="utf-8"), re.M)]
+        assert len(homes) == 1, f"{module}.{name}: defined in {len(homes)} modules ({homes})"
+        dotted = ".".join(homes[0].relative_to(ROOT).with_suffix("").parts)
+        return getattr(importlib.import_module(dotted), name)
     homes = [p for p in (ROOT / "explorer").rglob("*.py")
              if re.search(rf"^{name}\s*(?::[^=]+)?=", p.read_text(encoding="utf-8"), re.M)]
     assert len(homes) == 1, f"{name}: defined in {len(homes)} modules ({homes})"

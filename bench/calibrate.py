@@ -95,7 +95,7 @@ def markdown_report(rows: list[ReferenceRow]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown (README's Fidelity)")
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown (docs/fidelity.md)")
     args = ap.parse_args(argv)
     rows, missing = all_rows()
     print(markdown_report(rows) if args.markdown else text_report(rows))

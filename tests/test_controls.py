@@ -1,6 +1,6 @@
 """Every documented control moves the result the way physics demands.
 
-One test (or one parametrised row) per field of README's scenario table and per sidebar control:
+One test (or one parametrised row) per field of the scenario reference's table and per sidebar control:
 change the field on a scenario where its effect is visible and assert the direction, strictly.
 Where physics says a field must *not* matter (a display name, the WAN of a one-building cluster,
 capacity for the timing), the test asserts exact equality instead.  Schedule closed forms are
@@ -799,14 +799,14 @@ def _covered() -> dict[str, str]:
 
 
 def _readme_keys() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "scenario-reference.md").read_text(encoding="utf-8")
     table = text.split("Every field (dotted keys", 1)[1].split("\n\n", 2)[1]
     return re.findall(r"^\| `([^`]+)` \|", table, flags=re.MULTILINE)
 
 
 def test_every_documented_field_and_sidebar_control_has_a_direction_test():
-    """README's field table, the scenario schema and the sidebar's preset selectors must each be
-    covered by a test in this file (a new field without a test fails here)."""
+    """The field table of docs/scenario-reference.md, the scenario schema and the sidebar's preset
+    selectors must each be covered by a test in this file (a new field without a test fails here)."""
     covered = _covered()
     documented = set(_readme_keys())
     assert len(documented) > 50

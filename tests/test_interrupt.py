@@ -7,8 +7,8 @@ exit code 130 and no traceback; and the counts that decide how long a run takes 
 
 The CLI runs as a user runs it: a subprocess in its own process group, stderr a pipe.  The bounds
 asserted on time are generous (a loaded 2-core CI machine); the figures measured on the reference
-machine (first line within about a second, exit a fraction of a second after SIGINT) are in the
-README.
+machine (first line within about a second, exit a fraction of a second after SIGINT) are in
+docs/command-line.md.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Every constant the README quotes by name carries, on the same line, the value the code has
-(issue 32: the README quoted GEMM_FRACTION_OF_MEASURED as 0.90 while the code had 0.92)."""
+"""Every constant the README or a page of docs/ quotes by name carries, on the same line, the value
+the code has (issue 32: the README quoted GEMM_FRACTION_OF_MEASURED as 0.90 while the code had 0.92)."""
 from __future__ import annotations
 
 import importlib
@@ -9,13 +9,13 @@ import pytest
 
 from conftest import ROOT
 
-CONST = re.compile(r"`(?:(?P<mod>[a-z_]+)\.)?(?P<name>[A-Z][A-Z0-9_]{3,})`")
+CONST = re.compile(r"`(?:(?P<mod>[a-z_]+(?:\.[a-z_]+)*)\.)?(?P<name>[A-Z][A-Z0-9_]{3,})`")
 NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
 
 
 def _locate(name: str, module: str | None):
-    """The value of ``name``: from ``explorer.<module>`` when the README names it, else from the
-    one module of explorer/ that assigns it at top level."""
+    """The value of ``name``: from ``explorer.<module>`` when the page names it (``physics.hardware``),
+    else from the one module of explorer/ that assigns it at top level."""
     if module is not None:
         # The README names a module by its own name (`hardware.X`), wherever its package puts it.
         homes = [p for p in (ROOT / "explorer").rglob(f"{module}.py")
@@ -38,20 +38,23 @@ def _values(value) -> list[float]:
     return [float(value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
 
 
-def _quoted() -> list[tuple[int, str, str | None, str]]:
-    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    return [(i, m["name"], m["mod"], line) for i, line in enumerate(lines, 1) for m in CONST.finditer(line)]
+def _quoted() -> list[tuple[str, str, str | None, str]]:
+    """(page:line, name, module or None, the line) for every constant quoted in README.md and docs/*.md."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [(f"{page.relative_to(ROOT).as_posix()}:{i}", m["name"], m["mod"], line) for page in pages
+            for i, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+            for m in CONST.finditer(line)]
 
 
-@pytest.mark.parametrize("lineno,name,module,line", _quoted(), ids=lambda x: str(x)[:30])
-def test_readme_quotes_each_named_constant_at_its_value(lineno, name, module, line):
+@pytest.mark.parametrize("where,name,module,line", _quoted(), ids=lambda x: str(x)[:30])
+def test_readme_quotes_each_named_constant_at_its_value(where, name, module, line):
     values = _values(_locate(name, module))
     if not values:
         pytest.skip(f"{name} is not numeric")
     quoted = NUMBER.findall(line)
     for v in values:
         assert any(_same(q, v) for q in quoted), (
-            f"README line {lineno} quotes {name} but not its value {v} (numbers on the line: {quoted})")
+            f"{where} quotes {name} but not its value {v} (numbers on the line: {quoted})")
 
 
 def _same(quoted: str, value: float) -> bool:
@@ -64,6 +67,8 @@ def _same(quoted: str, value: float) -> bool:
 
 
 def test_the_readme_quotes_constants_at_all():
-    """The check above has something to check (a README rewrite that drops every quote would
-    make it vacuous)."""
-    assert {"GEMM_FRACTION_OF_MEASURED", "P2P_NET_US"} <= {name for _, name, _, _ in _quoted()}
+    """The check above has something to check (a rewrite of the pages that drops every quote would
+    make it vacuous), and a quote naming its module is checked against that module."""
+    quoted = _quoted()
+    assert {"GEMM_FRACTION_OF_MEASURED", "P2P_NET_US"} <= {name for _, name, _, _ in quoted}
+    assert ("GEMM_FRACTION_OF_MEASURED", "physics.hardware") in {(name, mod) for _, name, mod, _ in quoted}

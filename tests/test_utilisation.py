@@ -87,7 +87,7 @@ def test_pipedream_async_period_covers_its_gradient_sync():
         raw = random_raw(rng)
         raw["parallelism"].update(schedule="pipedream-async", vpp=1)
         # Hidden 1024: with 8192, CP, EP and DP traffic of one node share its NICs at once, and
-        # contention *between* dimensions is not modelled (README, "Contention"), so their summed
+        # contention *between* dimensions is not modelled (docs/concepts.md, "Contention"), so their summed
         # load can pass 1 regardless of the period bound this test is about.
         raw["model"]["hidden"] = 1024
         raw["communication"]["dp_priority"] = False           # P3 priorities need a flushing schedule

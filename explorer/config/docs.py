@@ -1,8 +1,9 @@
-"""The README's table of scenario fields, generated from the schema (one source of truth).
+"""The table of scenario fields in docs/scenario-reference.md, generated from the schema (one source
+of truth).
 
 ``python -m explorer.docs`` (or ``python -m explorer.config.docs``) prints it; tests/test_docs.py
-checks that README.md holds exactly this
-table, so a new field, a changed default or a changed bound cannot go undocumented.
+checks that docs/scenario-reference.md holds exactly this table, so a new field, a changed default
+or a changed bound cannot go undocumented.
 """
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ def _locate(name: str, module: str | None):
     """The value of ``name``: from ``explorer.<module>`` when the page names it (``physics.hardware``),
     else from the one module of explorer/ that assigns it at top level."""
     if module is not None:
-        # The README names a module by its own name (`hardware.X`), wherever its package puts it.
-        homes = [p for p in (ROOT / "explorer").rglob(f"{module}.py")
+        # A page names a module by its path's tail (`physics.hardware.X`, `hardware.X`).
+        homes = [p for p in (ROOT / "explorer").rglob(module.replace(".", "/") + ".py")
                  if re.search(rf"^{name}\s*(?::[^=]+)?=", p.read_text(encoding="utf-8"), re.M)]
         assert len(homes) == 1, f"{module}.{name}: defined in {len(homes)} modules ({homes})"
         dotted = ".".join(homes[0].relative_to(ROOT).with_suffix("").parts)

@@ -121,7 +121,7 @@ def test_a_schedule_that_grows_in_two_places_says_so():
 
 
 def test_table_5_iteration_times_within_10_percent_on_the_published_layouts():
-    """Predicted seconds per iteration against Table 5 (2026-12-04: +7.0, -1.9, +5.2, +0.6, +4.1,
+    """Predicted seconds per iteration against Table 5 (2026-12-03: +7.0, -1.9, +5.2, +0.6, +4.1,
     +0.5, +7.1, +6.2 %).  As 1F1B with one chunk per GPU, 175B and 530B with full recomputation
     came out +12.5 % and +11.7 %: the layout is part of the reproduction."""
     for row in table5_rows():

@@ -29,9 +29,11 @@ def _optional(module: str, function: str) -> Callable[[], list[ReferenceRow]] | 
     return getattr(mod, function, None)
 
 
-def all_rows() -> tuple[list[ReferenceRow], list[str]]:
-    """Every reference row, and the producers that are not available yet."""
+def all_rows() -> tuple[list[ReferenceRow], list[str], int]:
+    """Every reference row (the training runs first), the producers that are not available yet, and
+    how many of the rows are training runs."""
     rows = training_reference_rows()
+    training = len(rows)
     missing = []
     for module, function in (("explorer.fidelity.collectives", "collective_reference_rows"),
                              ("explorer.fidelity.kernels", "gemm_reference_rows")):
@@ -40,7 +42,7 @@ def all_rows() -> tuple[list[ReferenceRow], list[str]]:
             missing.append(f"{module}.{function}")
         else:
             rows += produce()
-    return rows, missing
+    return rows, missing, training
 
 
 def _groups(rows: list[ReferenceRow]) -> dict[str, list[ReferenceRow]]:
@@ -54,7 +56,9 @@ def _fmt(x: float) -> str:
     return f"{x:.3f}" if abs(x) < 10 else f"{x:,.1f}"
 
 
-def text_report(rows: list[ReferenceRow]) -> str:
+def text_report(rows: list[ReferenceRow], training: int = 0) -> str:
+    """The rows by group with each group's summary, then by role; ``training``: how many of the
+    first rows are training runs (summarised together too: the README's "Training runs" figures)."""
     lines = []
     for group, mine in _groups(rows).items():
         lines.append(f"\n{group}  [{mine[0].unit}]")
@@ -69,6 +73,11 @@ def text_report(rows: list[ReferenceRow]) -> str:
             mean, worst, n = summary(mine, role)
             if n:
                 lines.append(f"     {role:<12} {n:3d} rows: mean |error| {mean:.1%}, max {worst:.1%}")
+    if training:
+        lines.append("\nTraining runs (every training group above), by role:")
+        for role in ROLES:
+            mean, worst, n = summary(rows[:training], role)
+            lines.append(f"  {role:<12} {n:3d} rows: mean |error| {mean:.1%}, max {worst:.1%}")
     lines.append("\nBy role:")
     for role in ROLES:
         mean, worst, n = summary(rows, role)
@@ -97,8 +106,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown (docs/fidelity.md)")
     args = ap.parse_args(argv)
-    rows, missing = all_rows()
-    print(markdown_report(rows) if args.markdown else text_report(rows))
+    rows, missing, training = all_rows()
+    print(markdown_report(rows) if args.markdown else text_report(rows, training))
     for name in missing:
         print(f"\n(not yet available: {name})", file=sys.stderr)
 

@@ -1,23 +1,37 @@
-"""Simulation cost on the eight Korthikanti et al. 2022 Table 5 configurations (issue 15).
+"""Simulation cost and accuracy on the eight Korthikanti et al. 2022 Table 5 rows, each on its
+published layout (issues 15 and 33).
 
 Run: python bench/korthikanti.py [--n 100] [--rounds 3] [--procs 3] [--quick]
 
 Korthikanti, Casper, Lym, McAfee, Andersch, Shoeybi, Catanzaro, "Reducing Activation Recomputation
 in Large Transformer Models" (MLSys 2023, arXiv 2205.05198): Table 3 gives the four GPT models and
-their layouts (sequence 2048, A100 80 GB on Selene), Table 5 their iteration times with full
-recomputation and with selective recomputation plus sequence parallelism.  The scenarios are the
-SC21 setup of explorer/fidelity/calibration.py (``megatron_raw``) with Table 3's shapes.
+their layouts, Table 5 their iteration times with full recomputation and with selective
+recomputation plus sequence parallelism.  The rows, layouts included (175B and 530B run Megatron-LM's
+interleaved schedule with 3 virtual stages, 22B and 1T one chunk per GPU, i.e. 1F1B), are
+explorer/data/reference/korthikanti_table5.csv, read by explorer/fidelity/korthikanti.py; the bench
+builds every scenario from that table and checks that the scenario carries it.
 
-Printed, for every row: tasks of the full task graph and tasks the simulation scheduled (fewer when
-the steady state folds, explorer/fold/steady.py; for these pipelines without data parallelism the four
-reduced runs are array columns, explorer/fold/arrays, and "folded" counts their tasks), the
-unfolded path's phases (graph build, engine,
-post-engine analysis), in-process milliseconds per evaluation of ``explorer.simulate.simulate``
-(median of ``--rounds`` rounds of N evaluations; N shrinks for slow variants so a round stays near
-``--budget`` seconds) folded and unfolded; then the 1T row at 512 and 4,096 micro-batches, whole
-processes (``python -m explorer run FILE --json``), and llm-analysis (PyPI) side by side on the same
-rows.  Calculon is not on PyPI (the ``calculon`` name there is an unrelated producer-consumer
-library), so its figures are the issue's, quoted as constants.
+Printed, for every row:
+
+- the layout it ran: tp pp dp vpp, micro-batch, global batch, schedule, recomputation, sequence
+  parallelism;
+- which path ``explorer.simulate.simulate`` took — the array fold (explorer/fold/arrays), the task
+  fold (explorer/fold/steady.py) or the full simulation — and, for each path not taken, why not
+  (the folds' own reasons, explorer/fold/plan.NotFolded); whether the estimator's fast mode
+  (estimate_many(..., exact=False), explorer/estimate/fast.py) extrapolates the row, and why not;
+  the path reported is checked against the Result simulate() returned;
+- tasks of the full task graph and tasks the simulation scheduled; the unfolded path's phases
+  (graph build, engine, post-engine analysis);
+- in-process milliseconds per ``simulate()`` (median of ``--rounds`` rounds of N evaluations; N
+  shrinks for slow rows so that a round stays near ``--budget`` seconds), and unfolded where the
+  row folded; the estimator's fast mode and llm-analysis (PyPI; it has no virtual stages, so it
+  runs every row as 1F1B) on the same row;
+- predicted against published seconds per iteration.
+
+Then the 1T row at 512 and 4,096 micro-batches, and whole processes (``python -m explorer run FILE
+--json``) with llm-analysis's beside them.  The load average of the machine is printed at the start
+and the end.  Calculon is not on PyPI (the ``calculon`` name there is an unrelated
+producer-consumer library), so its figures are issue 15's, quoted as constants.
 """
 from __future__ import annotations
 
@@ -25,6 +39,7 @@ import argparse
 import inspect
 import json
 import logging
+import os
 import statistics
 import subprocess
 import sys
@@ -37,9 +52,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from explorer.fidelity.calibration import MegatronRow, megatron_raw  # noqa: E402
+from explorer.estimate.fast import estimate_many, fast_path  # noqa: E402
+from explorer.estimate.profile import row_profile  # noqa: E402
+from explorer.fidelity.korthikanti import Table5Row, table5_raw, table5_rows  # noqa: E402
+from explorer.fold.arrays.fold import attempt_arrays  # noqa: E402
+from explorer.fold.arrays.lazy import LazyTasks  # noqa: E402
+from explorer.fold.plan import NotFolded  # noqa: E402
+from explorer.fold.steady import attempt_folded  # noqa: E402
 from explorer.scenario import Scenario, from_dict  # noqa: E402
-from explorer.simulate import simulate  # noqa: E402
+from explorer.simulate import Result, simulate  # noqa: E402
 
 # Issue 15's reference figures for Calculon (measured by the issue's author on this kind of
 # machine; Calculon is not installable from PyPI): quoted, not measured here.
@@ -47,48 +68,82 @@ CALCULON_IN_PROCESS_MS = 1.6        # per configuration, in-process
 CALCULON_PROCESS_1T_S = 0.26        # the 1T row as a whole process
 TARGET_IN_PROCESS_MS = 20.0         # issue 15: every row fully simulated in at most 20 ms
 
+ARRAYS, TASKS, FULL = "array fold", "task fold", "full simulation"
 
+
+def rows() -> list[Table5Row]:
+    """The bench's rows: Table 5 as explorer/data/reference/korthikanti_table5.csv gives it."""
+    return table5_rows()
+
+
+def layout_of(sc: Scenario) -> dict[str, object]:
+    """The layout a scenario runs: parallel degrees, virtual stages, batch, schedule, recomputation
+    and sequence parallelism (what the bench prints and checks against the published row)."""
+    par, tr = sc.parallelism, sc.training
+    return {"tp": par.tp, "pp": par.pp, "dp": sc.dp, "vpp": par.vpp, "mb": tr.micro_batch,
+            "gbs": tr.global_batch, "schedule": par.schedule, "recompute": tr.recompute,
+            "SP": par.sequence_parallel}
+
+
+def published_layout(row: Table5Row, global_batch: int | None = None) -> dict[str, object]:
+    """The layout of ``row`` as published (:func:`layout_of`'s keys)."""
+    return {"tp": row.tp, "pp": row.pp, "dp": row.dp, "vpp": row.vpp, "mb": row.micro_batch,
+            "gbs": global_batch or row.global_batch, "schedule": row.schedule, "recompute": row.recompute,
+            "SP": row.sequence_parallel}
+
+
+def scenario(row: Table5Row, global_batch: int | None = None) -> Scenario:
+    """The validated scenario of ``row``; raises AssertionError unless it runs the row's published
+    layout (a bench that ran another layout than the one it names would be worse than none)."""
+    sc = from_dict(table5_raw(row, global_batch))
+    got, want = layout_of(sc), published_layout(row, global_batch)
+    assert got == want, f"{row.label}: the scenario runs {got}, the published layout is {want}"
+    return sc
+
+
+def layout(sc: Scenario) -> str:
+    """``tp 8 pp 8 dp 1 vpp 3 mb 1 gbs 64 schedule interleaved recompute full SP off``."""
+    shown = {k: ("on" if v else "off") if isinstance(v, bool) else v for k, v in layout_of(sc).items()}
+    return " ".join(f"{k} {v}" for k, v in shown.items())
+
+
+# -- which path ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Shape:
-    """One model of Korthikanti Table 3 (micro-batch 1 except 22B's 4; sequence 2048)."""
+class Route:
+    """The path simulate() took on a row, and why the faster ones were not taken."""
 
-    name: str
-    heads: int
-    hidden: int
-    layers: int
-    tp: int
-    pp: int
-    gpus: int
-    global_batch: int
-    micro_batch: int
-    paper_full_s: float          # Table 5: iteration time with full recomputation
-    paper_selective_s: float     # Table 5: selective recomputation + sequence parallelism
+    taken: str                       # ARRAYS | TASKS | FULL
+    arrays: str | None               # why the array fold was not taken (None: taken)
+    tasks: str | None                # why the task fold was not taken (None: taken or not needed)
+    fast: str | None                 # why the estimator's fast mode does not extrapolate (None: it does)
 
-
-SHAPES = (
-    Shape("22B", 64, 6144, 48, 8, 1, 8, 4, 4, 1.42, 1.10),
-    Shape("175B", 96, 12288, 96, 8, 8, 64, 64, 1, 18.13, 13.75),
-    Shape("530B", 128, 20480, 105, 8, 35, 280, 280, 1, 49.05, 37.83),
-    Shape("1T", 160, 25600, 128, 8, 64, 512, 512, 1, 94.42, 71.49),
-)
+    def describe(self) -> str:
+        out = [f"path: {self.taken}"]
+        if self.arrays and self.arrays == self.tasks:
+            out.append(f"array and task fold not taken: {self.arrays}")
+        else:
+            named = (("array", self.arrays), ("task", self.tasks))
+            out += [f"{name} fold not taken: {why}" for name, why in named if why]
+        out.append("estimator fast mode: " + (self.fast or "extrapolated from two short counts"))
+        return "\n    ".join(out)
 
 
-def raw_row(shape: Shape, selective: bool, global_batch: int | None = None) -> dict:
-    """The scenario mapping of one Table 5 row: SC21's setup (calibration.megatron_raw) with the
-    model's shape, its micro-batch, and either full recomputation or selective recomputation with
-    sequence parallelism."""
-    dp = shape.gpus // (shape.tp * shape.pp)
-    gb = global_batch or shape.global_batch
-    raw = megatron_raw(MegatronRow(0.0, shape.heads, shape.hidden, shape.layers, shape.tp, shape.pp, dp,
-                                   shape.gpus, gb, 0.0))
-    raw["name"] = f"Korthikanti Table 5: {shape.name} ({'selective + SP' if selective else 'full'})"
-    raw["training"].update(micro_batch=shape.micro_batch, recompute="selective" if selective else "full")
-    raw["parallelism"]["sequence_parallel"] = selective
-    return raw
-
-
-def rows() -> list[tuple[str, Shape, bool]]:
-    return [(f"{s.name} {'sel+SP' if sel else 'full'}", s, sel) for s in SHAPES for sel in (False, True)]
+def route(sc: Scenario, res: Result) -> Route:
+    """The path simulate() takes on ``sc`` (its order: array fold, task fold, full), from the folds'
+    own attempts, checked against the Result ``res`` it returned."""
+    arrays = attempt_arrays(sc)
+    tasks = None if not isinstance(arrays, NotFolded) else attempt_folded(sc)
+    if not isinstance(arrays, NotFolded):
+        taken = ARRAYS
+    elif not isinstance(tasks, NotFolded):
+        taken = TASKS
+    else:
+        taken = FULL
+    # The Result says which path made it: no fold info in full, lazy tasks over arrays.
+    actual = FULL if res.fold is None else ARRAYS if isinstance(res.tasks, LazyTasks) else TASKS
+    assert actual == taken, f"{sc.name}: simulate() took the {actual}, the attempts say {taken}"
+    return Route(taken, arrays.reason if isinstance(arrays, NotFolded) else None,
+                 tasks.reason if isinstance(tasks, NotFolded) else None, fast_path(row_profile(sc)))
 
 
 # -- timing --------------------------------------------------------------------------------------
@@ -108,7 +163,7 @@ def timed(fn: Callable[[], object], n: int, rounds: int, budget_s: float) -> tup
     return statistics.median(per_round), n
 
 
-def simulate_with(sc: Scenario, fold: bool):
+def simulate_with(sc: Scenario, fold: bool) -> Result:
     """simulate() folded (the default) or in full (before explorer/fold/steady.py existed: always in full)."""
     if "fold" in inspect.signature(simulate).parameters:
         return simulate(sc, fold=fold)
@@ -117,16 +172,12 @@ def simulate_with(sc: Scenario, fold: bool):
 
 def phases(sc: Scenario) -> dict[str, float]:
     """Seconds of the unfolded path's phases: graph build, engine, post-engine analysis."""
+    from explorer.engine.gc_pause import paused_collector
     from explorer.engine.scheduler import run
     from explorer.network.groups import Network
     from explorer.taskgraph.builder import IterationBuilder
 
-    try:                      # simulate() pauses the cyclic collector; time the phases alike
-        from explorer.engine.gc_pause import paused_collector
-    except ImportError:       # before explorer/engine/gc_pause.py existed
-        from contextlib import nullcontext as paused_collector
-
-    with paused_collector():
+    with paused_collector():         # simulate() pauses the cyclic collector; time the phases alike
         t0 = time.perf_counter()
         graph = IterationBuilder(sc, Network(sc)).build()
         t1 = time.perf_counter()
@@ -139,15 +190,9 @@ def phases(sc: Scenario) -> dict[str, float]:
             "tasks": len(graph)}
 
 
-def fold_stats(sc: Scenario) -> tuple[int, str]:
-    """Tasks the folded simulation scheduled and how it folded (explorer/fold/steady.py; "over arrays"
-    when explorer/fold/arrays ran the reduced runs)."""
-    res = simulate_with(sc, True)
-    fold = getattr(res, "fold", None)
-    if fold is None:
-        return len(res.tasks), "not folded"
-    arrays = type(res.tasks).__name__ == "LazyTasks"
-    return fold.simulated_tasks, fold.describe() + (" over arrays" if arrays else "")
+def scheduled_tasks(res: Result) -> int:
+    """Tasks the simulation scheduled: the reduced runs' when folded, else every task."""
+    return res.fold.simulated_tasks if res.fold is not None else len(res.tasks)
 
 
 # -- llm-analysis ---------------------------------------------------------------------------------
@@ -160,9 +205,10 @@ logger.setLevel(logging.ERROR)
 """
 
 
-def llm_analysis_call(shape: Shape, selective: bool) -> Callable[[], dict] | None:
+def llm_analysis_call(row: Table5Row) -> Callable[[], dict] | None:
     """One llm-analysis training estimate of the row (A100 SXM 80 GB, fp16, its default
-    efficiencies), or None when llm-analysis is not installed."""
+    efficiencies; no virtual stages: llm-analysis 0.2.2's ParallelismConfig has none), or None
+    when llm-analysis is not installed."""
     try:
         from llm_analysis.analysis import ActivationRecomputation, LLMAnalysis, logger
         from llm_analysis.config import (
@@ -174,29 +220,29 @@ def llm_analysis_call(shape: Shape, selective: bool) -> Callable[[], dict] | Non
     except ImportError:
         return None
     logger.setLevel(logging.ERROR)
-    model = ModelConfig(name=shape.name, num_layers=shape.layers, n_head=shape.heads, hidden_dim=shape.hidden,
+    model = ModelConfig(name=row.model, num_layers=row.layers, n_head=row.heads, hidden_dim=row.hidden,
                         vocab_size=51200, max_seq_len=2048)
     gpu, dtype = get_gpu_config_by_name("a100-sxm-80gb"), get_dtype_config_by_name("w16a16e16")
-    dp = shape.gpus // (shape.tp * shape.pp)
-    recompute = ActivationRecomputation.SELECTIVE if selective else ActivationRecomputation.FULL
+    sel = row.recompute == "selective"
+    recompute = ActivationRecomputation.SELECTIVE if sel else ActivationRecomputation.FULL
 
     def call() -> dict:
-        a = LLMAnalysis(model, gpu, dtype, ParallelismConfig(tp_size=shape.tp, pp_size=shape.pp, dp_size=dp,
-                                                             sp_size=shape.tp if selective else 1))
-        return a.training(batch_size_per_gpu=shape.micro_batch, global_batch_size=shape.global_batch,
+        a = LLMAnalysis(model, gpu, dtype, ParallelismConfig(tp_size=row.tp, pp_size=row.pp, dp_size=row.dp,
+                                                             sp_size=row.tp if row.sequence_parallel else 1))
+        return a.training(batch_size_per_gpu=row.micro_batch, global_batch_size=row.global_batch,
                           seq_len=2048, activation_recomputation=recompute, flash_attn=False)
     return call
 
 
-def llm_analysis_process_s(shape: Shape, repeat: int) -> float:
-    """Median seconds of a whole Python process that imports llm-analysis and estimates the row."""
-    dp = shape.gpus // (shape.tp * shape.pp)
+def llm_analysis_process_s(row: Table5Row, repeat: int) -> float:
+    """Median seconds of a whole Python process that imports llm-analysis and estimates the row
+    (full recomputation, as the row with full recomputation is the one this is printed for)."""
     code = LLM_ANALYSIS_SNIPPET + (
-        f"m = ModelConfig(name='x', num_layers={shape.layers}, n_head={shape.heads}, "
-        f"hidden_dim={shape.hidden}, vocab_size=51200, max_seq_len=2048)\n"
+        f"m = ModelConfig(name='x', num_layers={row.layers}, n_head={row.heads}, "
+        f"hidden_dim={row.hidden}, vocab_size=51200, max_seq_len=2048)\n"
         f"a = LLMAnalysis(m, get_gpu_config_by_name('a100-sxm-80gb'), get_dtype_config_by_name('w16a16e16'), "
-        f"ParallelismConfig(tp_size={shape.tp}, pp_size={shape.pp}, dp_size={dp}, sp_size=1))\n"
-        f"print(a.training(batch_size_per_gpu={shape.micro_batch}, global_batch_size={shape.global_batch}, "
+        f"ParallelismConfig(tp_size={row.tp}, pp_size={row.pp}, dp_size={row.dp}, sp_size=1))\n"
+        f"print(a.training(batch_size_per_gpu={row.micro_batch}, global_batch_size={row.global_batch}, "
         "seq_len=2048, activation_recomputation=ActivationRecomputation.FULL, "
         "flash_attn=False)['latency_per_iter'])\n")
     times = []
@@ -220,50 +266,67 @@ def explorer_process_s(raw: dict, repeat: int, workdir: Path) -> float:
     return statistics.median(times)
 
 
+def load() -> str:
+    """The machine's 1, 5 and 15 minute load averages (what ``uptime`` prints)."""
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
+
+
 # -- report ---------------------------------------------------------------------------------------
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=100, help="evaluations per round (fewer for slow variants)")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--budget", type=float, default=2.0, help="seconds per timing round at most (about)")
-    ap.add_argument("--procs", type=int, default=3, help="whole-process runs per row (median)")
-    ap.add_argument("--quick", action="store_true", help="one round, a 0.5 s budget, one process run")
-    args = ap.parse_args()
-    if args.quick:
-        args.rounds, args.budget, args.procs = 1, 0.5, 1
-    print("# Korthikanti et al. 2022 Table 5 rows (Table 3 shapes, SC21 setup); times in ms unless noted")
-    print(f"# in-process: median of {args.rounds} rounds of N evaluations of explorer.simulate.simulate")
-    head = (f"{'row':<14} {'tasks':>8} {'folded':>7} {'build':>8} {'engine':>8} {'analysis':>8} "
-            f"{'unfolded':>9} {'folded':>8} {'speed-up':>8} {'llm-an.':>8} {'iter s':>7} {'paper s':>7}")
-    print(head)
+def report_rows(args: argparse.Namespace) -> None:
+    """Per row: its layout and paths, then one line of tasks, times and seconds per iteration."""
+    print("# layouts and paths (Table 3 layouts, SC21 setup; explorer/data/reference/korthikanti_table5.csv)")
+    measured = []
+    for row in rows():
+        sc = scenario(row)
+        res = simulate_with(sc, True)
+        how = route(sc, res)
+        print(f"{row.label:<11} {layout(sc)}\n    {how.describe()}")
+        measured.append((row, sc, res, how))
+    print(f"\n# times in ms (in-process: median of {args.rounds} rounds of N evaluations); seconds per "
+          "iteration")
+    print(f"{'row':<11} {'path':<7} {'tasks':>8} {'sched.':>7} {'build':>7} {'engine':>7} {'analys.':>7} "
+          f"{'simulate':>9} {'unfolded':>9} {'fast est':>8} {'llm-an.':>7} {'pred. s':>7} {'paper s':>7} "
+          f"{'error':>6}")
     slowest = 0.0
-    for label, shape, sel in rows():
-        sc = from_dict(raw_row(shape, sel))
+    short = {ARRAYS: "arrays", TASKS: "tasks", FULL: "full"}
+    for row, sc, res, how in measured:
         ph = phases(sc)
-        simulated, _ = fold_stats(sc)
-        full, _ = timed(lambda sc=sc: simulate_with(sc, False), args.n, args.rounds, args.budget)
-        folded, _ = timed(lambda sc=sc: simulate_with(sc, True), args.n, args.rounds, args.budget)
-        slowest = max(slowest, folded)
-        call = llm_analysis_call(shape, sel)
-        la = f"{timed(call, args.n, args.rounds, args.budget)[0] * 1e3:8.3f}" if call else f"{'n/a':>8}"
-        it = simulate_with(sc, True).iteration_time_s
-        paper = shape.paper_selective_s if sel else shape.paper_full_s
-        print(f"{label:<14} {ph['tasks']:>8,} {simulated:>7,} {ph['build'] * 1e3:>8.1f} "
-              f"{ph['engine'] * 1e3:>8.1f} {ph['analysis'] * 1e3:>8.1f} {full * 1e3:>9.2f} "
-              f"{folded * 1e3:>8.2f} {full / folded:>7.1f}x {la} {it:>7.2f} {paper:>7.2f}")
-    print(f"slowest row folded: {slowest * 1e3:.1f} ms (target {TARGET_IN_PROCESS_MS:g} ms); "
+        ms, _ = timed(lambda sc=sc: simulate_with(sc, True), args.n, args.rounds, args.budget)
+        slowest = max(slowest, ms)
+        if res.fold is not None:
+            full, _ = timed(lambda sc=sc: simulate_with(sc, False), args.n, args.rounds, args.budget)
+            unfolded = f"{full * 1e3:9.2f}"
+        else:
+            unfolded = f"{'(same)':>9}"
+        est, _ = timed(lambda sc=sc: estimate_many([sc], exact=False), args.n, args.rounds, args.budget)
+        call = llm_analysis_call(row)
+        la = f"{timed(call, args.n, args.rounds, args.budget)[0] * 1e3:7.3f}" if call else f"{'n/a':>7}"
+        it = res.iteration_time_s
+        print(f"{row.label:<11} {short[how.taken]:<7} {ph['tasks']:>8,} {scheduled_tasks(res):>7,} "
+              f"{ph['build'] * 1e3:>7.1f} {ph['engine'] * 1e3:>7.1f} {ph['analysis'] * 1e3:>7.1f} "
+              f"{ms * 1e3:>9.2f} {unfolded} {est * 1e3:>8.2f} {la} {it:>7.2f} {row.measured_s:>7.2f} "
+              f"{(it / row.measured_s - 1) * 100:>+5.1f}%")
+    print(f"slowest row in-process: {slowest * 1e3:.1f} ms (issue 15's target {TARGET_IN_PROCESS_MS:g} ms); "
           f"Calculon (issue 15's figure, not measured here): {CALCULON_IN_PROCESS_MS} ms per row in-process")
+
+
+def report_1t(args: argparse.Namespace) -> None:
+    """The 1T row (full recomputation) at its 512 micro-batches and at 4,096."""
     print("\n# the 1T row with more micro-batches (global batch 512 -> 4,096; full recomputation)")
-    one_t = SHAPES[-1]
+    one_t = next(r for r in rows() if r.model == "1T" and r.recompute == "full")
     costs = {}
     for gb in (512, 4096):
-        sc = from_dict(raw_row(one_t, False, gb))
-        simulated, how = fold_stats(sc)
+        sc = scenario(one_t, gb)
+        res = simulate_with(sc, True)
+        how = res.fold.describe() if res.fold is not None else "not folded"
         costs[gb], n = timed(lambda sc=sc: simulate_with(sc, True), args.n, args.rounds, args.budget)
-        print(f"{gb:>6,} micro-batches: {costs[gb] * 1e3:9.2f} ms folded (N={n}), "
-              f"{simulated:,} tasks scheduled; {how}")
-    print(f"ratio 4,096 / 512: {costs[4096] / costs[512]:.2f} (target <= 1.5)")
+        print(f"{gb:>6,} micro-batches ({layout(sc)}): {costs[gb] * 1e3:9.2f} ms, {route(sc, res).taken} "
+              f"(N={n}), {scheduled_tasks(res):,} tasks scheduled; {how}")
+    print(f"ratio 4,096 / 512: {costs[4096] / costs[512]:.2f} (issue 15's target <= 1.5)")
 
+
+def report_processes(args: argparse.Namespace) -> None:
+    """Whole processes: the explorer's CLI and llm-analysis on every row."""
     # An installed package's modules are byte-compiled once (pip does it; Python caches them on first
     # import); an environment with PYTHONDONTWRITEBYTECODE set (this sandbox) would otherwise compile
     # every module at every start, about 0.1 s that neither a user nor Calculon's figure pays.
@@ -271,16 +334,34 @@ def main() -> None:
     print(f"\n# whole processes: python -m explorer run ROW.json --json (median of {args.procs}), seconds; "
           "modules byte-compiled (python -m compileall explorer)")
     with tempfile.TemporaryDirectory() as tmp:
-        for label, shape, sel in rows():
-            t = explorer_process_s(raw_row(shape, sel), args.procs, Path(tmp))
-            la = (f"{llm_analysis_process_s(shape, args.procs):.3f}"
-                  if llm_analysis_call(shape, sel) and not sel else "")
-            extra = f"   llm-analysis process {la} s" if la else ""
-            ref = f"   Calculon {CALCULON_PROCESS_1T_S} s (issue 15's figure)" if shape.name == "1T" else ""
-            print(f"{label:<14} {t:6.3f} s{extra}{ref}")
+        for row in rows():
+            scenario(row)                    # the layout check
+            t = explorer_process_s(table5_raw(row), args.procs, Path(tmp))
+            full = row.recompute == "full"
+            la = f"{llm_analysis_process_s(row, args.procs):.3f}" if llm_analysis_call(row) and full else ""
+            extra = f"   llm-analysis process {la} s (vpp 1)" if la else ""
+            ref = f"   Calculon {CALCULON_PROCESS_1T_S} s (issue 15's figure)" if row.model == "1T" else ""
+            print(f"{row.label:<11} {t:6.3f} s{extra}{ref}")
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", "pass"], check=True)
     print(f"bare Python start-up for reference: {time.perf_counter() - t0:.3f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=100, help="evaluations per round (fewer for slow rows)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--budget", type=float, default=2.0, help="seconds per timing round at most (about)")
+    ap.add_argument("--procs", type=int, default=3, help="whole-process runs per row (median)")
+    ap.add_argument("--quick", action="store_true", help="one round, a 0.5 s budget, one process run")
+    args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.budget, args.procs = 1, 0.5, 1
+    print(f"# Korthikanti et al. 2022 Table 5 on its published layouts; start: {load()}")
+    report_rows(args)
+    report_1t(args)
+    report_processes(args)
+    print(f"# end: {load()}")
 
 
 if __name__ == "__main__":

@@ -72,6 +72,24 @@ def _extrapolable(prof: RowProfile) -> bool:
     return not (_needs_ops(prof) or prof.schedule.two_directions) and prof.units > 2 * base_units(prof)
 
 
+def fast_path(prof: RowProfile) -> str | None:
+    """None when the fast mode extrapolates ``prof``'s row from two short counts; otherwise what it
+    does instead and why (:func:`estimate_profiles_fast`'s choice, one sentence)."""
+    plain = _plain(prof)
+    if plain is None:
+        return "from the simulation: a variant the estimator leaves to it, or a timed schedule over a WAN"
+    if _needs_ops(plain):
+        return "exact: its replay reads individual ops (PipeDream's window, P3 priorities)"
+    if plain.schedule.two_directions:
+        return "exact: DualPipe's phases depend on the unit count"
+    a = base_units(plain)
+    if plain.units <= 2 * a:
+        where = "exact" if row_ops(plain) <= MAX_ROW_OPS else "from the simulation (too many ops)"
+        return (f"{where} at its own {plain.units:,} units, not more than twice the shorter count {a} "
+                f"(two pipeline depths of p x v = {plain.p * plain.v} units, at least {MIN_BASE})")
+    return None
+
+
 def _plain(prof: RowProfile) -> RowProfile | None:
     """The row the fast mode evaluates: a timed schedule without a WAN as 1F1B; None when the row
     must come from the exact path."""

@@ -36,6 +36,13 @@ ARRAY_PERIODS = (1, 2, 3, 4, 6, 8)
 
 
 @dataclass(frozen=True)
+class NotFolded:
+    """Why a fold was not taken, in one sentence (what bench/korthikanti.py prints per row)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class FoldPlan:
     """Where the fold's search starts and how far it may go (micro-batches per pipeline)."""
 
@@ -85,9 +92,17 @@ def foldable(sc: ScenarioLike) -> bool:
 def plan(sc: ScenarioLike) -> FoldPlan | None:
     """The fold's search for ``sc``, or None when folding cannot pay (few micro-batches) or one
     inserted period cannot describe the schedule's growth (:func:`foldable`)."""
+    got = planned(sc)
+    return got if isinstance(got, FoldPlan) else None
+
+
+def planned(sc: ScenarioLike) -> FoldPlan | NotFolded:
+    """:func:`plan`, with the reason when there is none."""
     par = sc.parallelism
     if not foldable(sc):
-        return None
+        return NotFolded(f"adding micro-batches to the {par.schedule} schedule does not insert one period "
+                         "at one place (GPipe grows in both phases, DualPipe at both ends, CrossPipe's "
+                         "greedy order as a whole)")
     m = sc.training.global_batch // (sc.training.micro_batch * (par.dp or 1))
     g = granularity(sc)
     # Units (micro-batches x token slices) of one pipeline fill and two more, in micro-batches.
@@ -96,5 +111,9 @@ def plan(sc: ScenarioLike) -> FoldPlan | None:
     first = 3 * base + 3 * g
     fold = FoldPlan(m, base, g, min(int(m / MIN_GAIN), max(SEARCH_FACTOR * first, SEARCH_FLOOR)))
     if first > fold.limit:
-        return None
+        counts = "/".join(str(c) for c in fold.first)
+        many = f"{m:,} micro-batches per pipeline are" if m != 1 else "1 micro-batch per pipeline is"
+        return NotFolded(f"{many} too few: the first three reduced runs ({counts} micro-batches, "
+                         f"{first:,} in all, each past one fill of pp x vpp = {par.pp * par.vpp} units) "
+                         f"exceed the {fold.limit:,} the fold may simulate (m / {MIN_GAIN:g})")
     return fold

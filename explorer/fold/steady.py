@@ -31,7 +31,7 @@ from ..analysis.steady_state import ScheduledRun, schedule_iteration
 from ..network.groups import Network
 from ..scenario import Scenario
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
-from .plan import FoldPlan, plan
+from .plan import FoldPlan, NotFolded, planned
 from .tasks import FoldedTasks, match_shift, task_keys
 
 REL_TOL = 1e-12            # times and measures must repeat to this, relative to the iteration
@@ -76,14 +76,20 @@ def reduced(sc: Scenario, micro_batches: int) -> Scenario:
 
 
 def simulate_folded(sc: Scenario, ideal: frozenset[str] | None = None) -> FoldedRun | None:
-    """The folded simulation of ``sc``, or None when folding does not pay or is not proven.
+    """The folded simulation of ``sc``, or None when folding does not pay or is not proven."""
+    got = attempt_folded(sc, ideal)
+    return got if isinstance(got, FoldedRun) else None
+
+
+def attempt_folded(sc: Scenario, ideal: frozenset[str] | None = None) -> FoldedRun | NotFolded:
+    """The folded simulation of ``sc``, or why there is none.
 
     Simulates the plan's candidate triples in turn (fold_plan.FoldPlan.triples, sharing runs) and
     stops at the first that proves a period; gives up at the plan's limit of micro-batches, so that
     the fold never costs much more than the full simulation it replaces."""
-    fp = plan(sc)
-    if fp is None:
-        return None
+    fp = planned(sc)
+    if isinstance(fp, NotFolded):
+        return fp
     done: dict[int, tuple[ScheduledRun, Measures]] = {}
     if ideal is None:
         ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
@@ -101,23 +107,26 @@ def simulate_folded(sc: Scenario, ideal: frozenset[str] | None = None) -> Folded
             done[c] = (r, measure(r))
         return done[c]
 
+    unproven = NotFolded(f"no period proven within the {fp.limit:,} micro-batches the fold may simulate")
+    heavy = NotFolded("the reduced runs' per-iteration tasks (buckets, optimizer steps) would make them as "
+                      "large as the full simulation")
     for triple in fp.triples():
         # The triple and the run one period beyond it, which confirms the period (_confirm).
         beyond = 2 * triple[2] - triple[1]
         if beyond >= fp.micro_batches or sum({*done, *triple, beyond}) > fp.limit:
-            return None
+            return unproven
         for c in triple:
             run(c)
         simulated = sum(len(x.tasks) for x, _ in done.values())
         if simulated >= _full_tasks(done, fp.micro_batches):
-            return None          # the per-iteration tasks (buckets, step) of each run outweigh the gain
+            return heavy         # the per-iteration tasks (buckets, step) of each run outweigh the gain
         out = _try(sc, fp, triple, [done[n] for n in triple], ideal, simulated)
         if out is not None and _confirm(out, done[triple[1]], done[triple[2]], run(beyond)):
             simulated = sum(len(x.tasks) for x, _ in done.values())
             if simulated >= _full_tasks(done, fp.micro_batches):
-                return None      # with the confirming run, as many tasks as the full simulation
+                return heavy     # with the confirming run, as many tasks as the full simulation
             return replace(out, info=replace(out.info, simulated_tasks=simulated))
-    return None
+    return unproven
 
 
 def _confirm(out: FoldedRun, mid: tuple[ScheduledRun, Measures], last: tuple[ScheduledRun, Measures],

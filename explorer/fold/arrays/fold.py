@@ -35,7 +35,7 @@ from ...schedules.registry import Window
 from ...schedules.registry import get as get_schedule
 from ...taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
 from ...vocabulary import CATEGORIES, CATEGORY_OF_PART
-from ..plan import ARRAY_PERIODS, plan
+from ..plan import ARRAY_PERIODS, NotFolded, planned
 from ..steady import REL_TOL, FoldInfo, _extrapolate, _rebuild, reduced
 from .proof import match, unit_maps
 from .rows import Rows, evaluate_rows, stage_starts
@@ -69,29 +69,51 @@ def arrays_tasks(fold: ArrayFold):
 def eligible(sc: Scenario) -> bool:
     """Whether the scenario's schedule, framework and options allow a graph the array runs hold
     (see module docstring); arrayfold/tail.py then asks the builder about its data-parallel tasks."""
+    return ineligible(sc) is None
+
+
+def ineligible(sc: Scenario) -> str | None:
+    """Why the array runs cannot hold ``sc``'s graph (the first reason), or None (:func:`eligible`)."""
     from ...estimate.many import needs_simulation  # deferred: the estimator's other modules
 
     par = sc.parallelism
-    if needs_simulation(sc) or sc.communication.dp_priority or par.dp_kind != "allreduce":
-        return False
+    if needs_simulation(sc):
+        return ("a variant the estimator leaves to the simulation (replicas that differ, windows, "
+                "gossip, compression, faults, CNNs)")
+    if sc.communication.dp_priority:
+        return "P3 bucket priorities reorder the data-parallel stream"
+    if par.dp_kind != "allreduce":
+        return f"{par.dp_kind} data parallelism"
     sched = get_schedule(par.schedule)
-    return (sched.window is Window.FLUSH and not sched.two_directions and sched.timed is None
-            and sched.grows_in_one_place and sched.iterations_simulated == 1
-            and not framework_profile(sc.training.framework).blocking_p2p)
+    if not (sched.window is Window.FLUSH and not sched.two_directions and sched.timed is None
+            and sched.grows_in_one_place and sched.iterations_simulated == 1):
+        return (f"the {par.schedule} schedule (the array runs hold flushing, one-direction schedules "
+                "whose order depends on the units alone)")
+    if framework_profile(sc.training.framework).blocking_p2p:
+        return f"{sc.training.framework}'s blocking pipeline sends"
+    return None
 
 
 def simulate_arrays(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayFold | None:
     """The folded simulation of ``sc`` from array runs, or None when ``sc`` is not :func:`eligible`,
     folding does not pay, or no period is proven within the plan's limit.  ``ideal``: the aspects
     of the ideal pipeline to apply (the scenario's own when None; analysis/bubble.py's steps)."""
-    fp = plan(sc)
-    if fp is None:
-        return None
+    got = attempt_arrays(sc, ideal)
+    return got if isinstance(got, ArrayFold) else None
+
+
+def attempt_arrays(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayFold | NotFolded:
+    """:func:`simulate_arrays`, with the reason when there is no fold."""
+    fp = planned(sc)
+    if isinstance(fp, NotFolded):
+        return fp
     if ideal is None:
         ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
     slices = sc.parallelism.token_slices
     base: IterationBuilder | None = None
     tried: set[int] = set()
+    unproven = NotFolded(f"no period proven before the reduced runs would hold as many micro-batches as "
+                         f"the full {fp.micro_batches:,}")
     for triple in fp.triples(ARRAY_PERIODS):
         beyond = 2 * triple[2] - triple[1]
         counts = [*triple, beyond]
@@ -101,21 +123,24 @@ def simulate_arrays(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayF
         # costs far less than that run, so the arrays may search up to the full count.
         if beyond >= fp.micro_batches or sum(tried) > max(fp.limit, fp.micro_batches) \
                 or sum(counts) >= fp.micro_batches:
-            return None
+            return unproven
         if base is None:
-            if not eligible(sc):
-                return None
+            why = ineligible(sc)
+            if why is not None:
+                return NotFolded(why)
             base = _builder(reduced(sc, counts[0]), ideal)
             if tail(base) is None:
-                return None
+                return NotFolded("its data-parallel tasks are not buckets the array runs hold (ZeRO 1-2 "
+                                 "gathers, P3, compression, overlapped FSDP or buckets that slow a pass)")
         units = [c * slices for c in counts]
         R = evaluate_rows(base, units)
         if R.exists.sum() >= _full_tasks(R, fp.micro_batches * slices):
-            return None
+            return NotFolded("the reduced runs' per-iteration tasks would make them as large as the full "
+                             "iteration")
         got = _fold(sc, base, R, counts, fp.micro_batches)
         if got is not None:
             return got
-    return None
+    return unproven
 
 
 # Builders of the smallest reduced count, most recently used last: what they hold (layer split,

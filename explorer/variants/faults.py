@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..analysis.report import Notice
 from ..config.loading import from_dict, to_dict
 from ..config.schema import ScenarioError
 from ..network.placement import Placement
 
 if TYPE_CHECKING:
-    from ..scenario import Scenario
-    from ..simulate import Result
+    from ..config import Scenario
+    from ..result.record import Result
 
 
 def dropped_replicas(sc: Scenario) -> int:
@@ -88,8 +89,6 @@ def surviving_scenario(sc: Scenario) -> tuple[Scenario, int, int]:
 
 def simulate_survivors(sc: Scenario, simulate: Callable[[Scenario], Result]) -> Result:
     """The Result of ``sc`` with failed nodes: the survivors' iteration, the scenario as written."""
-    from ..analysis.report import Notice
-
     surv, dropped, per = surviving_scenario(sc)
     res = simulate(surv)
     idle = dropped * sc.parallelism.tp * sc.parallelism.cp * sc.parallelism.pp \

@@ -25,12 +25,13 @@ import numpy as np
 from ...analysis.breakdown import MemoryBreakdown
 from ...analysis.measures import Measures
 from ...analysis.memory import class_memory
-from ...estimate.keys import compute_key
-from ...estimate.program import KINDS
-from ...estimate.split import layer_split
+from ...config import Scenario
+from ...config.frameworks import profile as framework_profile
 from ...network.groups import Network
-from ...physics.frameworks import profile as framework_profile
-from ...scenario import Scenario
+from ...pricing.keys import compute_key
+from ...pricing.program import KINDS
+from ...pricing.scope import prices
+from ...pricing.split import layer_split
 from ...schedules.registry import Window
 from ...schedules.registry import get as get_schedule
 from ...taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
@@ -69,10 +70,8 @@ def arrays_tasks(fold: ArrayFold):
 def eligible(sc: Scenario) -> bool:
     """Whether the scenario's schedule, framework and options allow a graph the array runs hold
     (see module docstring); arrayfold/tail.py then asks the builder about its data-parallel tasks."""
-    from ...estimate.many import needs_simulation  # deferred: the estimator's other modules
-
     par = sc.parallelism
-    if needs_simulation(sc) or sc.communication.dp_priority or par.dp_kind != "allreduce":
+    if not prices(sc) or sc.communication.dp_priority or par.dp_kind != "allreduce":
         return False
     sched = get_schedule(par.schedule)
     return (sched.window is Window.FLUSH and not sched.two_directions and sched.timed is None
@@ -83,7 +82,7 @@ def eligible(sc: Scenario) -> bool:
 def simulate_arrays(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayFold | None:
     """The folded simulation of ``sc`` from array runs, or None when ``sc`` is not :func:`eligible`,
     folding does not pay, or no period is proven within the plan's limit.  ``ideal``: the aspects
-    of the ideal pipeline to apply (the scenario's own when None; analysis/bubble.py's steps)."""
+    of the ideal pipeline to apply (the scenario's own when None; teaching/bubble.py's steps)."""
     fp = plan(sc)
     if fp is None:
         return None

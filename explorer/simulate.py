@@ -15,15 +15,13 @@ from collections.abc import Sequence
 from .analysis.breakdown import CATEGORIES, COMM_DIMS
 from .analysis.bubble import bubble_formula, bubble_summary, stage_passes
 from .analysis.link_bound import link_bound
-from .analysis.measures import Measures, measure
+from .analysis.measures import Measures
 from .analysis.report import WAN_EXPOSED_WARNING_SHARE, Notice, bottleneck, wan_report, warnings_for
 from .analysis.steady_state import ScheduledRun, schedule_iteration
 from .engine.gc_pause import paused_collector
 from .engine.scheduler import Task
-from .fold.arrays.fold import arrays_tasks, simulate_arrays
-from .fold.arrays.lazy import LazyTasks
-from .fold.budget import check_unfolded_budget
-from .fold.steady import FoldInfo, simulate_folded
+from .fold.run import run_iteration
+from .fold.steady import FoldInfo
 from .network.groups import Network
 from .network.topology import BOUNDARY_NAMES
 from .result.record import GPUClass, Result
@@ -58,29 +56,8 @@ def _simulate(sc: Scenario, fold: bool) -> Result:
         # Sync windows, failed nodes, gossip, replicas that differ (explorer/variants/registry.py):
         # the variant derives its inner scenario(s), simulates them here and combines.
         return variant.run(sc, lambda inner: _simulate(inner, fold))
-    if fold:
-        arrays = simulate_arrays(sc)
-        if arrays is not None:
-            tasks = LazyTasks(arrays.tasks, lambda: arrays_tasks(arrays) or _tasks(sc))
-            return assemble(sc, arrays.builder, arrays.net, arrays.measures, tasks, arrays.info)
-        folded = simulate_folded(sc)
-        if folded is not None:
-            r = folded.run
-            return assemble(sc, r.builder, r.net, folded.measures, folded.tasks, folded.info)
-    check_unfolded_budget(sc)
-    r = schedule_iteration(sc)
-    return assemble(sc, r.builder, r.net, measure(r), r.tasks)
-
-
-def _tasks(sc: Scenario) -> Sequence[Task]:
-    """The task list of ``sc``'s iteration, folded where the task fold proves its period (what a
-    result folded from array runs makes when its timeline is first read)."""
-    with paused_collector():
-        folded = simulate_folded(sc)
-        if folded is not None:
-            return folded.tasks
-        check_unfolded_budget(sc)
-        return schedule_iteration(sc).tasks
+    it = run_iteration(sc, fold=fold)
+    return assemble(sc, it.builder, it.net, it.measures, it.tasks, it.info)
 
 
 def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures, tasks: Sequence[Task],

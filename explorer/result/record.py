@@ -6,7 +6,8 @@ variants (explorer/variants) that simulate an inner scenario and combine; read b
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..analysis.breakdown import MemoryBreakdown
 from ..analysis.report import Notice
@@ -74,6 +75,22 @@ class Result:
     # Gossip or parameter-server data parallelism (parallelism.dp_kind;
     # explorer/variants/lowcomm/decentral.py).
     exchange: Exchange | None = None
+
+    def combined(self, sc: Scenario, notices: Sequence[Notice] | None = None, pace: float = 1.0,
+                 groups: float = 1.0, **fields: Any) -> Result:
+        """This (inner) result as the Result of the scenario ``sc`` a variant wraps it in
+        (explorer/variants): ``notices`` replace the warnings; with each step ``1 / pace`` times as
+        long and ``groups`` times as many replicas stepping together, tokens/s scale by
+        ``groups x pace`` and TFLOP/s and MFU by ``pace``; ``fields`` are set as given."""
+        paced: dict[str, Any] = {}
+        if pace != 1.0 or groups != 1.0:
+            paced = {"tokens_per_s": self.tokens_per_s * groups * pace,
+                     "tflops_per_gpu": self.tflops_per_gpu * pace, "mfu": self.mfu * pace,
+                     "mfu_fp8_peak": None if self.mfu_fp8_peak is None else self.mfu_fp8_peak * pace}
+        if notices is not None:
+            paced["warnings"] = tuple(n.message for n in notices)
+            paced["warning_kinds"] = tuple(n.kind for n in notices)
+        return replace(self, scenario=sc, **{**paced, **fields})
 
     @property
     def time_per_step_s(self) -> float:

@@ -4,9 +4,7 @@ aspect at a time (three more simulations, so on demand: the CLI's summary, the a
 """
 from __future__ import annotations
 
-from ..analysis.steady_state import schedule_iteration
-from ..fold.arrays.fold import simulate_arrays
-from ..fold.steady import simulate_folded
+from ..fold.run import run_iteration
 from ..result.record import Result
 from ..scenario import Scenario
 from ..taskgraph.builder import IDEAL_ASPECTS
@@ -19,17 +17,9 @@ WATERFALL_MAX_TASKS = 200_000
 
 def _mean_bubble(sc: Scenario, ideal: frozenset[str]) -> float:
     """The Bubble card of ``sc`` simulated with the given ideal-pipeline aspects (its steady state
-    folded where it folds: over arrays, explorer/fold/arrays, or over tasks, explorer/fold/steady.py)."""
-    arrays = None if needs_simulation(sc) else simulate_arrays(sc, ideal)
-    if arrays is not None:
-        ms = arrays.measures
-        return sum(b["bubble"] for b in ms.breakdowns) / len(ms.breakdowns) / ms.T
-    folded = simulate_folded(sc, ideal)
-    if folded is not None:
-        ms = folded.measures
-        return sum(b["bubble"] for b in ms.breakdowns) / len(ms.breakdowns) / ms.T
-    r = schedule_iteration(sc, ideal)
-    return sum(r.breakdown(s)["bubble"] for s in range(r.builder.p)) / r.builder.p / r.T
+    folded where it folds: explorer/fold/run.py; the array fold only when the pricing covers it)."""
+    ms = run_iteration(sc, ideal, arrays=not needs_simulation(sc), budget=False).measures
+    return sum(b["bubble"] for b in ms.breakdowns) / len(ms.breakdowns) / ms.T
 
 
 def explain_bubble(r: Result) -> str:

@@ -12,7 +12,6 @@ simulated as the cluster they form; the result keeps the scenario as written and
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -99,5 +98,4 @@ def simulate_survivors(sc: Scenario, simulate: Callable[[Scenario], Result]) -> 
     note = Notice("faults", f"faults: {sc.cluster.faults.failed_nodes} failed node(s) dropped {dropped} of "
                   f"{sc.dp} data-parallel replicas ({max(idle, 0):,} surviving GPUs idle); the other "
                   f"{surv.dp} {how}")
-    return replace(res, scenario=sc, warnings=(*res.warnings, note.message),
-                   warning_kinds=(*res.warning_kinds, note.kind))
+    return res.combined(sc, (*res.notices, note))

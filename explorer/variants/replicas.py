@@ -183,6 +183,5 @@ def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], Result]) 
             f"{w * 1e3:.4g} ms at the gradient reduction for the {rows[0]['name']} "
             f"({slow.iteration_time_s:.4g} s per iteration)")))
     figures = hetero.headline(sc, vs, results, slow.iteration_time_s) if het else {}
-    return replace(slow, scenario=sc, classes=tuple(classes), memory_by_class=tuple(memory),
-                   tasks=JoinedTasks(parts), warnings=tuple(n.message for n in notices),
-                   warning_kinds=tuple(n.kind for n in notices), replicas=tuple(rows), **figures)
+    return slow.combined(sc, notices, classes=tuple(classes), memory_by_class=tuple(memory),
+                         tasks=JoinedTasks(parts), replicas=tuple(rows), **figures)

@@ -311,12 +311,7 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
                 f"stragglers: {sum(row['replicas'] for row in fast):,} replicas would step in "
                 f"{min(row['iteration_time_s'] for row in fast):.4g} s but wait for the "
                 f"{kinds[pace].tag or 'slowest replica'} ({T:.4g} s per step): {why}")))
-    return replace(rep, scenario=sc, iteration_time_s=T, bottleneck=story,
-                   utilisation=amortised_utilisation(sc, busy, T),
-                   tokens_per_s=rep.tokens_per_s * sc.dp * slow,
-                   tflops_per_gpu=rep.tflops_per_gpu * slow, mfu=rep.mfu * slow,
-                   mfu_fp8_peak=None if rep.mfu_fp8_peak is None else rep.mfu_fp8_peak * slow,
-                   bubble_fraction=bubble, bubble_fraction_busiest=busiest,
-                   breakdown_s=breakdown, comm_bytes_per_gpu=comm, comm_bytes_by_tier=by_tier, exchange=x,
-                   replicas=rows, warnings=tuple(n.message for n in notices),
-                   warning_kinds=tuple(n.kind for n in notices))
+    return rep.combined(sc, notices, pace=slow, groups=sc.dp, iteration_time_s=T, bottleneck=story,
+                        utilisation=amortised_utilisation(sc, busy, T),
+                        bubble_fraction=bubble, bubble_fraction_busiest=busiest, breakdown_s=breakdown,
+                        comm_bytes_per_gpu=comm, comm_bytes_by_tier=by_tier, exchange=x, replicas=rows)

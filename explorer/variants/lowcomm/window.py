@@ -29,7 +29,7 @@ train: :mod:`explorer.variants.lowcomm.quality` cites what each paper measured).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -231,10 +231,10 @@ def simulate_window(sc: Scenario, simulate_inner: Callable[[Scenario], Result]) 
         * w.slice_params
     mem = inner.memory
     memory = MemoryBreakdown(mem.params, mem.grads, mem.optimizer + extra, mem.activations)
-    warnings, kinds = inner.warnings, inner.warning_kinds
+    notices = inner.notices
     over = memory_notice(sc, memory)
-    if over is not None and "memory" not in kinds:
-        warnings, kinds = (*warnings, over.message), (*kinds, over.kind)
+    if over is not None and "memory" not in inner.warning_kinds:
+        notices = (*notices, over)
     story = inner.bottleneck
     per_step = (w.exposed_sync_s + w.update_s) / w.inner_steps
     others = [v for k, v in inner.breakdown_s.items() if k not in ("compute", "recompute")]
@@ -245,9 +245,5 @@ def simulate_window(sc: Scenario, simulate_inner: Callable[[Scenario], Result]) 
     # The D groups step together: D times the inner scenario's tokens, per-GPU rates unchanged.
     # Each link's busy seconds per step: the inner step's own, and 1/H of the synchronisation's.
     util = amortised_utilisation(sc, step_busy(sc, inner, sync_dp), w.time_per_step_s)
-    return replace(inner, scenario=sc, bottleneck=story, utilisation=util, warnings=warnings,
-                   warning_kinds=kinds,
-                   tokens_per_s=inner.tokens_per_s * sc.sync_groups * slow,
-                   tflops_per_gpu=inner.tflops_per_gpu * slow, mfu=inner.mfu * slow,
-                   mfu_fp8_peak=None if inner.mfu_fp8_peak is None else inner.mfu_fp8_peak * slow,
-                   comm_bytes_per_gpu=comm, comm_bytes_by_tier=by_tier, memory=memory, sync_window=w)
+    return inner.combined(sc, notices, pace=slow, groups=sc.sync_groups, bottleneck=story, utilisation=util,
+                          comm_bytes_per_gpu=comm, comm_bytes_by_tier=by_tier, memory=memory, sync_window=w)

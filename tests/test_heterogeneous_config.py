@@ -8,8 +8,8 @@ import pytest
 from hetero_support import raw
 
 from explorer.config.hetero_rules import HETERO_RULES
-from explorer.runnable import rule_speed_split_whole
 from explorer.config.loading import to_dict
+from explorer.runnable import rule_speed_split_whole
 from explorer.scenario import ScenarioError, from_dict
 from explorer.schedules import registry
 

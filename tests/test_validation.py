@@ -11,8 +11,8 @@ import pytest
 
 from explorer.config.loading import fill_defaults, resolve_presets
 from explorer.config.rules import RULES, validate
-from explorer.runnable import rule_work_budget
 from explorer.config.schema import build, field_paths
+from explorer.runnable import rule_work_budget
 from explorer.scenario import (
     MAX_GPUS,
     Scenario,

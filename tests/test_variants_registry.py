@@ -8,7 +8,6 @@ import dataclasses
 
 import pytest
 
-from conftest import ROOT
 from explorer import config, runnable
 from explorer.config.hetero_rules import HETERO_RULES
 from explorer.config.sync_rules import SYNC_RULES
@@ -20,11 +19,14 @@ from explorer.simulate import simulate
 from explorer.variants import registry
 from explorer.variants.registry import VARIANTS, needs_simulation, wrapping
 
+from conftest import ROOT
+
 SCEN = ROOT / "scenarios"
 # One shipped scenario per variant, and the variant that wraps it first.
 SHIPPED = {"diloco-cross-region": "replicas train apart", "parameter-server": "gossip or parameter servers",
-           "gossip-exponential": "gossip or parameter servers", "mixed-generations": "datacenters that differ",
-           "straggler-16k": "stragglers", "teaching-8gpu": None, "megatron-gpt3-175b": None}
+           "gossip-exponential": "gossip or parameter servers",
+           "mixed-generations": "datacenters that differ", "straggler-16k": "stragglers",
+           "teaching-8gpu": None, "megatron-gpt3-175b": None}
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))

@@ -77,7 +77,8 @@ def inner_raw(raw: dict[str, Any], sc: Scenario) -> None:
     raw["training"]["global_batch"] = sc.training.global_batch // D
     raw["training"]["sync"] = {"kind": "every-step"}
     par = raw["parallelism"]
-    par["dp"] = sc.dp // D
+    if sc.parallelism.dp is not None:          # a search's parsed base leaves dp to the layout
+        par["dp"] = sc.parallelism.dp // D
     par["span"] = "auto"
 
 

@@ -31,19 +31,19 @@ sys.path.insert(0, str(ROOT / "bench"))
 PIECES = [
     ("explorer.estimate.fast", "row_profile", None),            # every row's pieces, looked up or priced
     ("explorer.estimate.fast", "estimate_profiles", None),      # evaluating, memory, breakdowns
-    ("explorer.estimate.stages", "netinfo", None),              # a network key's stage classes
-    ("explorer.estimate.profile", "layer_split", None),         # the builder's layer split
-    ("explorer.estimate.split", "choose_split", None),          # ... its search (taskgraph/split.py)
-    ("explorer.estimate.profile", "stage_classes", None),
-    ("explorer.estimate.profile", "basis", None),               # chunk pieces per stage class
-    ("explorer.estimate.profile", "_layout", None),
-    ("explorer.estimate.profile", "transfers", None),           # pp send/recv per stage pair
-    ("explorer.estimate.profile", "dp_work", None),             # gradient buckets and gathers
+    ("explorer.pricing.stages", "netinfo", None),              # a network key's stage classes
+    ("explorer.pricing.profile", "layer_split", None),         # the builder's layer split
+    ("explorer.pricing.split", "choose_split", None),          # ... its search (taskgraph/split.py)
+    ("explorer.pricing.profile", "stage_classes", None),
+    ("explorer.pricing.profile", "basis", None),               # chunk pieces per stage class
+    ("explorer.pricing.profile", "_layout", None),
+    ("explorer.pricing.profile", "transfers", None),           # pp send/recv per stage pair
+    ("explorer.pricing.profile", "dp_work", None),             # gradient buckets and gathers
     ("explorer.network.collectives", "_best_nccl", None),               # NCCL's algorithm x protocol pick
     ("explorer.network.topology", "per_domain", "Fabric"),              # group members per domain
     ("explorer.estimate.many", "_run", None),                   # evaluating the pipelines
-    ("explorer.estimate.pipeline", "compile_program", None),    # ... compiling their programs
-    ("explorer.estimate.pipeline", "evaluate", None),           # ... stepping through them
+    ("explorer.pricing.pipeline", "compile_program", None),    # ... compiling their programs
+    ("explorer.pricing.pipeline", "evaluate", None),           # ... stepping through them
     ("explorer.estimate.many", "memory_totals", None),          # per-GPU memory peaks
     ("explorer.estimate.many", "breakdowns", None),
     ("explorer.estimate.many", "ending", None),                 # the step's synchronisation

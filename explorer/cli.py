@@ -24,6 +24,7 @@ from pathlib import Path
 from .commands import commands
 from .config.schema import excerpt, one_line
 from .config.shipped import resolve_scenario_path, shipped_scenarios
+from .errors import InternalError
 from .network.collectives import OPS
 from .network.nccl_table import collective_rows
 from .scenario import Scenario, ScenarioError, load, load_raw, parse_assignments
@@ -141,7 +142,7 @@ def summary_text(res) -> str:
         from .variants.lowcomm.report import exchange_sentences
         lines += [f"  dp: {one_line(x)}" for x in exchange_sentences(res.exchange)]
     if res.scenario.parallelism.pp > 1:
-        from .simulate import explain_bubble  # three more simulations: only for the readable summary
+        from .teaching.bubble import explain_bubble  # three more simulations: only for the readable summary
         lines.append(f"  bubble: {one_line(explain_bubble(res))}")
     for w in res.warnings:
         lines.append(f"  warning: {one_line(w)}")
@@ -158,10 +159,6 @@ def scenario_list() -> list[tuple[str, str]]:
             title = f"(unreadable: {exc})"
         out.append((name, one_line(str(title))))
     return out
-
-
-class InternalError(Exception):
-    """A result the simulator should never produce (e.g. not finite); reported as internal, exit 1."""
 
 
 def result_json(res) -> str:

@@ -9,8 +9,10 @@ A scenario file is a mapping with the sections ``model``, ``training``, ``hardwa
 unit in its key; GB = 1e9 bytes and Gbps = 1e9 bit/s, as nccl-tests reports them.  Loading
 resolves presets (``model.preset``, ``hardware.gpu``), fills the derived defaults once
 (``kv_heads``, ``ffn_hidden``, ``fp8_tflops``, ``dp``, scale-up bandwidth; table in
-:mod:`explorer.config.loading`) and checks every cross-field rule (:mod:`explorer.config.rules`),
-so a :class:`Scenario` that exists is always simulable.
+:mod:`explorer.config.loading`), checks every cross-field rule (:mod:`explorer.config.rules`)
+and then the checks that need the simulator's model (:mod:`explorer.runnable`: the work budget,
+...), so a :class:`Scenario` it returns is always simulable.
+Code below the simulator imports :mod:`explorer.config` instead.
 
 >>> sc = load(shipped_scenarios()["teaching-8gpu"], {"parallelism.pp": 2, "parallelism.dp": 4})
 >>> sc.parallelism.pp, sc.dp
@@ -18,3 +20,4 @@ so a :class:`Scenario` that exists is always simulable.
 """
 from .config import *  # noqa: F403 - the facade re-exports the package's public API
 from .config import __all__  # noqa: F401
+from .runnable import from_dict, load, validate  # noqa: F401 - config's, plus the simulator's checks

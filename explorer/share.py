@@ -34,6 +34,7 @@ from .scenario import (
     load_raw,
     to_dict,
 )
+from .teaching.tours import Tour, tours
 
 DEFAULT_SCENARIO = "teaching-8gpu"
 VIEWS = ("timeline", "memory", "traffic", "topology", "scenario", "compare", "design")
@@ -112,7 +113,6 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
         elif key == "present":
             out.present = value.lower() in ("1", "true", "yes", "on")
         elif key == "tour":
-            from .teaching.tours import tours
             if NAME_RE.match(value) and value in tours():
                 out.tour = value
             else:
@@ -135,7 +135,6 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
             except ScenarioError as exc:
                 out.warnings.append(f"ignored {key}={_short(value)}: {exc}")
     if out.tour is not None:
-        from .teaching.tours import tours
         n = len(tours()[out.tour].steps)
         if not 1 <= out.step <= n:
             out.warnings.append(f"ignored step: tour {out.tour} has steps 1 to {n}; showing step 1")
@@ -262,3 +261,14 @@ def modified_note(preset: str, changed: Mapping[str, str], shown: int = 5) -> st
         return None
     more = f" (+{len(keys) - shown} more)" if len(keys) > shown else ""
     return f"Modified from the preset {preset}: {', '.join(keys[:shown])}{more}"
+
+
+def check_tour(tour: Tour) -> list[str]:
+    """Problems of ``tour``: per step, what the app would ignore of its link (empty: all apply)."""
+    problems = []
+    for i, step in enumerate(tour.steps, 1):
+        view = parse_query(step.params)
+        problems += [f"step {i} ({step.title}): {w}" for w in view.warnings]
+        if "scenario" not in step.params:
+            problems.append(f"step {i} ({step.title}): the link names no scenario")
+    return problems

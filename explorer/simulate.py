@@ -11,164 +11,28 @@ import math
 import sys
 import types
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-from .analysis.breakdown import CATEGORIES, COMM_DIMS, MemoryBreakdown
-from .analysis.bubble import bubble_formula, bubble_summary, explain_bubble, stage_passes
+from .analysis.breakdown import CATEGORIES, COMM_DIMS
+from .analysis.bubble import bubble_formula, bubble_summary, stage_passes
 from .analysis.link_bound import link_bound
-from .analysis.measures import Measures, measure
+from .analysis.measures import Measures
 from .analysis.report import WAN_EXPOSED_WARNING_SHARE, Notice, bottleneck, wan_report, warnings_for
 from .analysis.steady_state import ScheduledRun, schedule_iteration
-from .analysis.timeline import Timeline, build_timeline
 from .engine.gc_pause import paused_collector
 from .engine.scheduler import Task
-from .fold.arrays.fold import arrays_tasks, simulate_arrays
-from .fold.arrays.lazy import LazyTasks
-from .fold.budget import check_unfolded_budget
-from .fold.steady import FoldInfo, simulate_folded
+from .fold.run import run_iteration
+from .fold.steady import FoldInfo
 from .network.groups import Network
 from .network.topology import BOUNDARY_NAMES
+from .result.record import GPUClass, Result
 from .scenario import Scenario
 from .taskgraph.builder import IterationBuilder
-from .variants.faults import simulate_survivors
-from .variants.lowcomm import STEP_TIERS, SyncWindow, simulate_window
-from .variants.lowcomm.decentral import Exchange, simulate_exchange
-from .variants.replicas import combine, variants
+from .variants.registry import wrapping
 
 # Names other modules and tests import from here.
 __all__ = ["GPUClass", "Notice", "Result", "ScheduledRun", "SimulationError", "WAN_EXPOSED_WARNING_SHARE",
-           "bubble_formula", "explain_bubble", "schedule_iteration", "simulate", "stage_passes"]
+           "bubble_formula", "schedule_iteration", "simulate", "stage_passes"]
 _schedule = schedule_iteration         # the former private name, for scripts that used it
-
-
-@dataclass(frozen=True)
-class GPUClass:
-    """A set of provably identical GPUs simulated once.  ``label`` is the display text
-    (``name`` and the multiplicity); consumers read ``name``, ``stage`` and ``gpus`` instead of
-    parsing it."""
-
-    index: int
-    label: str
-    stage: int
-    gpus: int                 # multiplicity: how many GPUs behave like this one
-    layers: tuple[int, ...]   # layers of each of its chunks
-    datacenter: int
-    name: str = ""            # "stage s" (" · DC d" with several datacenters), without the multiplicity
-
-
-@dataclass(frozen=True)
-class Result:
-    """Everything one simulation produces (see analysis.py for the conventions)."""
-
-    scenario: Scenario
-    iteration_time_s: float
-    tokens_per_s: float
-    tflops_per_gpu: float
-    mfu: float                                 # model FLOPs / (time x GPUs x bf16 dense peak)
-    mfu_fp8_peak: float | None                 # FP8 runs: the same over the fp8 dense peak; else None
-    bubble_fraction: float                     # idle share of the pipeline, averaged over its stages
-    bubble_fraction_busiest: float             # the busiest stage's (the breakdown's) idle share
-    bubble_formula: float                      # the schedule's closed form for this p, m, v, F, B, W
-    bubble_formula_text: str
-    bubble_explanation: str                    # the card next to the formula (explain_bubble() decomposes)
-    breakdown_s: dict[str, float]
-    breakdown_class: int
-    memory: MemoryBreakdown
-    memory_by_class: tuple[MemoryBreakdown, ...]
-    comm_bytes_per_gpu: dict[str, float]
-    comm_bytes_by_tier: dict[str, dict[str, float]]   # dim -> tier -> bytes one GPU sends across it
-    bottleneck: str
-    warnings: tuple[str, ...]
-    warning_kinds: tuple[str, ...]             # parallel to ``warnings``: memory | algorithm | wan
-    classes: tuple[GPUClass, ...]
-    stage_layers: tuple[int, ...]
-    links: dict[str, dict]                     # per dimension: algorithm, tier, busbw of its main call
-    utilisation: dict[str, float]              # average busy fraction of each tier boundary
-    # Every scheduled task; a folded result's list unfolds only when read (fold_tasks.FoldedTasks).
-    tasks: Sequence[Task] = field(repr=False)
-    fold: FoldInfo | None = field(default=None, repr=False)   # how the steady state was folded
-    # Per WAN link: {a, b, bytes_per_iteration, utilisation, ...} (wan_report); empty in one datacenter.
-    wan_links: tuple[dict, ...] = ()
-    # Replicas that differ (stragglers; explorer/variants/replicas.py): per variant its name, replicas, own
-    # iteration time and wait for the slowest; empty when every replica is alike.
-    replicas: tuple[dict, ...] = ()
-    # A window of inner steps and its synchronisation (training.sync; explorer/variants/lowcomm); None when
-    # every step synchronises.
-    sync_window: SyncWindow | None = None
-    # Gossip or parameter-server data parallelism (parallelism.dp_kind;
-    # explorer/variants/lowcomm/decentral.py).
-    exchange: Exchange | None = None
-
-    @property
-    def time_per_step_s(self) -> float:
-        """Seconds per training step amortised over the simulated window (the iteration time when
-        every step synchronises)."""
-        return self.sync_window.time_per_step_s if self.sync_window else self.iteration_time_s
-
-    @property
-    def bytes_per_step(self) -> dict[str, float]:
-        """Tier -> bytes one GPU sends per step across it (``scale-up``: on its scale-up link,
-        ``scale-out``: out of its node, ``scale-across``: out of its datacenter), amortised over
-        the window; the largest GPU class's, summed over dimensions."""
-        return {t: sum(d.get(t, 0.0) for d in self.comm_bytes_by_tier.values()) for t in STEP_TIERS}
-
-    @property
-    def notices(self) -> tuple[Notice, ...]:
-        """The warnings as typed records (a kind and a message each)."""
-        return tuple(Notice(k, m) for k, m in zip(self.warning_kinds, self.warnings, strict=True))
-
-    @property
-    def memory_over_capacity(self) -> bool:
-        """Whether some GPU class needs more memory than its GPU has (the ``memory`` warning)."""
-        return "memory" in self.warning_kinds
-
-    @property
-    def timeline(self) -> Timeline:
-        return build_timeline(self.tasks, tuple(c.label for c in self.classes))
-
-    def to_json_dict(self) -> dict:
-        sc = self.scenario
-        par = sc.parallelism
-        return {
-            "name": sc.name,
-            "gpus": sc.gpus,
-            "iteration_time_s": self.iteration_time_s,
-            "tokens_per_s": self.tokens_per_s,
-            "tflops_per_gpu": self.tflops_per_gpu,
-            "mfu": self.mfu,
-            **({"mfu_fp8_peak": self.mfu_fp8_peak} if self.mfu_fp8_peak is not None else {}),
-            "bubble_fraction": self.bubble_fraction,
-            "bubble_fraction_busiest": self.bubble_fraction_busiest,
-            "bubble_formula": self.bubble_formula,
-            "bubble_formula_text": self.bubble_formula_text,
-            "bubble_explanation": self.bubble_explanation,
-            "breakdown_s": self.breakdown_s,
-            "breakdown_class": self.classes[self.breakdown_class].label,
-            "memory_GB": self.memory.as_GB(),
-            "memory_capacity_GB": sc.hardware.gpu.capacity_bytes / 1e9,   # GB = 1e9 B, as memory_GB
-            "comm_bytes_per_gpu": self.comm_bytes_per_gpu,
-            "comm_bytes_by_tier": self.comm_bytes_by_tier,
-            "bottleneck": self.bottleneck,
-            "warnings": list(self.warnings),
-            "warning_kinds": list(self.warning_kinds),
-            "memory_over_capacity": self.memory_over_capacity,
-            "micro_batches": sc.micro_batches,
-            "stage_layers": list(self.stage_layers),
-            "links": self.links,
-            "dp_priority": sc.communication.dp_priority,
-            # Tier name -> average busy fraction over the iteration (what the topology view draws);
-            # "tier_utilisation" is the same mapping under its first name, kept for compatibility.
-            "utilisation": self.utilisation,
-            "tier_utilisation": self.utilisation,
-            "wan_links": [dict(link) for link in self.wan_links],
-            **({"replicas": [dict(row) for row in self.replicas]} if self.replicas else {}),
-            "time_per_step_s": self.time_per_step_s,
-            "bytes_per_step": self.bytes_per_step,
-            **({"sync": self.sync_window.to_json_dict()} if self.sync_window else {}),
-            **({"dp_exchange": self.exchange.to_json_dict()} if self.exchange else {}),
-            "parallelism": {"tp": par.tp, "pp": par.pp, "dp": sc.dp, "cp": par.cp, "ep": par.ep,
-                            "vpp": par.vpp, "schedule": par.schedule, "zero": par.zero},
-        }
 
 
 def simulate(sc: Scenario, fold: bool = True) -> Result:
@@ -187,41 +51,13 @@ def simulate(sc: Scenario, fold: bool = True) -> Result:
 
 def _simulate(sc: Scenario, fold: bool) -> Result:
     """simulate() with the collector paused (see there)."""
-    if sc.training.sync.windowed:
-        # Replicas train apart for H steps: one inner step, then the window (explorer/variants/lowcomm).
-        return simulate_window(sc, lambda inner: _simulate(inner, fold))
-    if sc.cluster.faults.failed_nodes:
-        # Training restarts on the replicas that survive (explorer/variants/faults.py).
-        return simulate_survivors(sc, lambda surv: _simulate(surv, fold))
-    if sc.parallelism.dp_kind != "allreduce":
-        # Replicas agree by gossip or through parameter servers: one replica's step, then the exchange.
-        return simulate_exchange(sc, lambda replica: _simulate(replica, fold))
-    kinds = variants(sc)
-    if kinds:
-        return combine(sc, kinds, lambda v: simulate(v, fold))
-    if fold:
-        arrays = simulate_arrays(sc)
-        if arrays is not None:
-            tasks = LazyTasks(arrays.tasks, lambda: arrays_tasks(arrays) or _tasks(sc))
-            return assemble(sc, arrays.builder, arrays.net, arrays.measures, tasks, arrays.info)
-        folded = simulate_folded(sc)
-        if folded is not None:
-            r = folded.run
-            return assemble(sc, r.builder, r.net, folded.measures, folded.tasks, folded.info)
-    check_unfolded_budget(sc)
-    r = schedule_iteration(sc)
-    return assemble(sc, r.builder, r.net, measure(r), r.tasks)
-
-
-def _tasks(sc: Scenario) -> Sequence[Task]:
-    """The task list of ``sc``'s iteration, folded where the task fold proves its period (what a
-    result folded from array runs makes when its timeline is first read)."""
-    with paused_collector():
-        folded = simulate_folded(sc)
-        if folded is not None:
-            return folded.tasks
-        check_unfolded_budget(sc)
-        return schedule_iteration(sc).tasks
+    variant = wrapping(sc)
+    if variant is not None:
+        # Sync windows, failed nodes, gossip, replicas that differ (explorer/variants/registry.py):
+        # the variant derives its inner scenario(s), simulates them here and combines.
+        return variant.run(sc, lambda inner: _simulate(inner, fold))
+    it = run_iteration(sc, fold=fold)
+    return assemble(sc, it.builder, it.net, it.measures, it.tasks, it.info)
 
 
 def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures, tasks: Sequence[Task],

@@ -23,8 +23,7 @@ from test_golden import same
 from test_random_scenarios import random_raw
 
 from explorer.analysis.steady_state import schedule_iteration
-from explorer.analysis.timeline import estimate_rows, folded_timeline
-from explorer.estimate.program import KINDS
+from explorer.engine.records import BucketInfo, PassInfo, StepInfo, TransferInfo
 from explorer.fold.arrays.fold import eligible, simulate_arrays
 from explorer.fold.arrays.lazy import LazyTasks
 from explorer.fold.arrays.proof import match, unit_maps
@@ -33,9 +32,10 @@ from explorer.fold.arrays.tail import tail
 from explorer.fold.arrays.walk import breakdowns
 from explorer.fold.steady import reduced
 from explorer.fold.tasks import FoldedTasks
+from explorer.pricing.program import KINDS
+from explorer.result.timeline import estimate_rows, folded_timeline
 from explorer.scenario import ScenarioError, from_dict, load
 from explorer.simulate import simulate
-from explorer.taskgraph.records import BucketInfo, PassInfo, StepInfo, TransferInfo
 from explorer.vocabulary import CATEGORIES, CATEGORY_OF_PART
 
 from conftest import ROOT
@@ -242,21 +242,20 @@ def test_a_row_that_is_not_one_period_longer_is_not_matched():
 def test_the_bubble_explanation_folds_its_ideal_pipelines_over_arrays_to_the_same_sentence(monkeypatch):
     """explain_bubble simulates the scenario three more times with ideal-pipeline aspects; over
     arrays (1T row: 3.7 -> 0.09 s) it says what the task fold says, to the printed digit."""
-    from explorer.analysis import bubble
-    from explorer.fold.arrays import fold as array_fold
+    from explorer.teaching import bubble
 
     sc = from_dict(BASE)
     r = simulate(sc)
     calls = []
-    real = array_fold.simulate_arrays
+    real = bubble.simulate_arrays
     def spy(*a):
         calls.append((a[1], real(*a)))
         return calls[-1][1]
-    monkeypatch.setattr(array_fold, "simulate_arrays", spy)
+    monkeypatch.setattr(bubble, "simulate_arrays", spy)
     fast = bubble.explain_bubble(r)
     assert len(calls) == 3 and all(ideal and got is not None for ideal, got in calls)
     assert "From formula to card" in fast
-    monkeypatch.setattr(array_fold, "simulate_arrays", lambda *a: None)
+    monkeypatch.setattr(bubble, "simulate_arrays", lambda *a: None)
     assert bubble.explain_bubble(r) == fast
 
 

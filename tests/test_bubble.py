@@ -9,8 +9,9 @@ import pytest
 from explorer.analysis import class_breakdown
 from explorer.scenario import from_dict, load
 from explorer.schedules.dualpipe import ideal_makespan as dualpipe_makespan
-from explorer.simulate import explain_bubble, simulate, stage_passes
+from explorer.simulate import simulate, stage_passes
 from explorer.taskgraph.builder import IterationBuilder
+from explorer.teaching.bubble import explain_bubble
 
 from conftest import SCENARIO_FILES, pipeline_raw
 

@@ -1,4 +1,4 @@
-"""The consensus curve (explorer/variants/lowcomm/consensus.py, `python -m explorer consensus`): the window's
+"""The consensus curve (explorer/design/consensus.py, `python -m explorer consensus`): the window's
 closed form per (replicas, period), the knee, the CLI."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from explorer.config.loading import load_raw
+from explorer.design.consensus import KNEE_SHARE, consensus
 from explorer.scenario import load
 from explorer.simulate import simulate
-from explorer.variants.lowcomm.consensus import KNEE_SHARE, consensus
 
 from conftest import ROOT
 

@@ -151,7 +151,7 @@ def test_gradient_buckets_take_their_sms_from_the_backward_they_overlap():
     comm_sms/sms x the bucket seconds that run before it ends, served first come first served
     from their ready points -- recomputed here from the run without contention; reduced after
     the backward (dp_overlap off) they take nothing from it."""
-    from explorer.taskgraph.records import BucketInfo
+    from explorer.engine.records import BucketInfo
     from explorer.taskgraph.techniques.dp_contention import hidden_seconds
 
     def run(c: int, overlap: bool = True) -> Result:

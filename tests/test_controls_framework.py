@@ -1,4 +1,4 @@
-"""training.framework moves iteration time the way its mechanisms demand (explorer/physics/frameworks.py).
+"""training.framework moves iteration time the way its mechanisms demand (explorer/config/frameworks.py).
 
 The baseline is a Llama 3 8B run on 4 H100 nodes with tp 2, pp 2 and dp 8 — element-wise kernels,
 pipeline transfers and a data-parallel reduction all present — so each framework's mechanisms

@@ -7,11 +7,11 @@ from functools import cache
 
 import pytest
 
-from explorer.analysis.timeline import build_timeline
 from explorer.figures import datacenter_map, gantt
 from explorer.figures.datacenters import crossing_dims
 from explorer.figures.gantt import WAN_LEGEND, WAN_OUTLINE_WIDTH, lane_name
 from explorer.figures.topology import utilisation_color
+from explorer.result.timeline import build_timeline
 from explorer.scenario import load
 from explorer.simulate import simulate
 from explorer.vocabulary import KIND_COLORS

@@ -227,7 +227,7 @@ def test_async_exchange_in_run_json():
 
 
 def test_the_estimator_leaves_async_gossip_to_the_simulation():
-    from explorer.estimate.many import estimate, needs_simulation
+    from explorer.estimate.many import estimate, needs_simulation  # needs_simulation: variants/registry.py
     sc = load(EIGHT, {**EIGHT_REPLICAS, "parallelism.dp_kind": "gossip-async", **ONE_STRAGGLER})
     assert needs_simulation(sc)
     assert estimate(sc).iteration_time_s[0] == simulate(sc).iteration_time_s

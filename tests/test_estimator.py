@@ -298,7 +298,7 @@ def assert_fast_within_bound(scs) -> np.ndarray:
 
 def extrapolated(scs) -> int:
     from explorer.estimate.fast import _extrapolable, _plain
-    from explorer.estimate.profile import row_profile
+    from explorer.pricing.profile import row_profile
     return sum(bool(pr is not None and _extrapolable(pr)) for pr in (_plain(row_profile(sc)) for sc in scs))
 
 

@@ -17,7 +17,7 @@ import pytest
 from test_random_scenarios import random_raw
 
 from explorer.estimate import Estimates, estimate_many
-from explorer.estimate.keys import clear
+from explorer.pricing.keys import clear
 from explorer.scenario import ScenarioError, apply_overrides, from_dict
 from explorer.simulate import simulate
 from explorer.vocabulary import CATEGORIES
@@ -102,8 +102,8 @@ def test_a_priced_field_is_not_reused_across_scenarios():
 
 def _check_classes(sc) -> int:
     """Every stage's group of every dimension has the shape of its class representative's."""
-    from explorer.estimate.keys import network_key
-    from explorer.estimate.stages import netinfo
+    from explorer.pricing.keys import network_key
+    from explorer.pricing.stages import netinfo
 
     info = netinfo(sc, False, network_key(sc, False))
     net = info.net.net
@@ -154,7 +154,7 @@ def test_compacted_inputs_hold_every_input_of_every_op(schedule, p, v, units):
     """Program.order_src/widths (what the replay gathers) keep every input of every op: per op the
     same non-zero slots as src (in any order), nothing but the zero slot past its step's width, and
     each step's width is the most inputs one of its ops has (so the gather is as narrow as it can be)."""
-    from explorer.estimate.program import compile_program
+    from explorer.pricing.program import compile_program
 
     prog = compile_program(schedule, p, v, units)
     src_o = prog.src[prog.order]
@@ -188,7 +188,7 @@ def test_live_counts_peak_is_the_registrys_replay_for_any_bytes(schedule):
     """The estimator's activation peak (memory.live_counts: the distinct live-count vectors of
     every stage, coded as integers and deduplicated for all stages at once) dotted with a row's
     bytes per chunk is the registry's own peak_activations replay of each stage's order."""
-    from explorer.estimate.memory import live_counts
+    from explorer.pricing.memory import live_counts
     from explorer.schedules.registry import get
 
     sched = get(schedule)
@@ -237,7 +237,7 @@ def test_rows_that_differ_in_link_speed_share_their_bucket_plans():
     """The cut of the gradients into buckets and tasks reads the parameters and the groups, not the
     links: rows that differ only in the NIC bandwidth make one plan (buckets._PLANS) and price its
     calls on their own network, so each still equals its own full simulation."""
-    from explorer.estimate import buckets
+    from explorer.pricing import buckets
     from explorer.scenario import load_raw, shipped_scenarios
 
     raw = load_raw(shipped_scenarios()["llama3-405b-16k"])

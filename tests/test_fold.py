@@ -14,12 +14,12 @@ from test_golden import same
 from test_random_scenarios import SCHEDULES, random_raw
 
 from explorer.analysis.steady_state import schedule_iteration
-from explorer.analysis.timeline import build_timeline, estimate_rows, folded_timeline
 from explorer.config import shipped_scenarios
 from explorer.figures.gantt import folded_ticks
 from explorer.fold.arrays.lazy import resolved
 from explorer.fold.steady import reduced
 from explorer.fold.tasks import match_shift, task_keys
+from explorer.result.timeline import build_timeline, estimate_rows, folded_timeline
 from explorer.scenario import ScenarioError, apply_overrides, from_dict, load
 from explorer.simulate import simulate
 
@@ -239,8 +239,8 @@ def test_the_work_budget_admits_a_long_pipeline_by_its_fold():
 
 def test_the_bubble_decomposition_folds_its_ideal_pipelines_exactly():
     """explain_bubble's extra simulations (ideal-pipeline aspects) fold too, to the same card."""
-    from explorer.analysis.bubble import _mean_bubble
     from explorer.fold.steady import simulate_folded
+    from explorer.teaching.bubble import _mean_bubble
 
     sc = from_dict(BASE)
     for aspects in (frozenset({"comm"}), frozenset({"optimizer", "comm"})):

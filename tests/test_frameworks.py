@@ -1,10 +1,10 @@
-"""Framework profiles (explorer/physics/frameworks.py): each mechanism, with the numbers of its source."""
+"""Framework profiles (explorer/config/frameworks.py): each mechanism, with the numbers of its source."""
 from __future__ import annotations
 
 import pytest
 
+from explorer.config.frameworks import EAGER_ELEMENTWISE_FACTOR, FRAMEWORKS, profile
 from explorer.network.groups import Network
-from explorer.physics.frameworks import EAGER_ELEMENTWISE_FACTOR, FRAMEWORKS, profile
 from explorer.scenario import from_dict
 from explorer.simulate import simulate
 from explorer.taskgraph.techniques.fsdp import fsdp_cost

@@ -7,9 +7,9 @@ from itertools import pairwise
 
 import pytest
 
-from explorer.analysis.timeline import build_timeline
 from explorer.figures import gantt
 from explorer.figures.gantt import _rasterize, lane_name
+from explorer.result.timeline import build_timeline
 from explorer.scenario import load
 from explorer.simulate import simulate
 
@@ -159,8 +159,8 @@ def test_vectorised_raster_equals_the_loop(seed):
 
 def test_vectorised_raster_equals_the_loop_on_a_real_timeline():
     """DeepSeek-V3's folded timeline, the rows the aggregated Gantt draws."""
-    from explorer.analysis.timeline import build_timeline
     from explorer.config.shipped import shipped_scenarios
+    from explorer.result.timeline import build_timeline
     from explorer.simulate import simulate
 
     res = simulate(load(shipped_scenarios()["deepseek-v3"]))

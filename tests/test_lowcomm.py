@@ -7,6 +7,7 @@ import json
 import pytest
 
 from explorer.config.sync_rules import SYNC_RULES
+from explorer.runnable import rule_failures_leave_survivors, rule_sync_whole_replicas
 from explorer.scenario import ScenarioError, load
 from explorer.simulate import simulate
 from explorer.variants.lowcomm import inner_scenario
@@ -160,7 +161,9 @@ def test_sync_rule_names_the_field(name):
 
 
 def test_every_sync_rule_has_a_case():
-    assert {r.__name__ for r in SYNC_RULES} == set(SYNC_RULE_CASES)
+    # The two that need the simulator's model run in explorer/runnable.py.
+    rules = (*SYNC_RULES, rule_sync_whole_replicas, rule_failures_leave_survivors)
+    assert {r.__name__ for r in rules} == set(SYNC_RULE_CASES)
 
 
 @pytest.mark.parametrize("over, field", [

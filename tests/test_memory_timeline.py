@@ -1,4 +1,4 @@
-"""Memory over time (explorer/analysis/memory_timeline.py): the curve replays the simulated passes
+"""Memory over time (explorer/result/memory_timeline.py): the curve replays the simulated passes
 with the memory report's rule, so its maximum (plus the recompute transient) is the report's
 activation peak for every schedule; GPipe piles up all m micro-batches, 1F1B at most p; every
 activation is freed by the end of a flushing iteration; the Memory view draws it."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.analysis.memory_timeline import memory_timeline
+from explorer.result.memory_timeline import memory_timeline
 from explorer.scenario import load
 from explorer.simulate import simulate
 from explorer.taskgraph.builder import IterationBuilder

@@ -16,8 +16,9 @@ import pytest
 import yaml
 
 from explorer.scenario import SETTABLE, SETTABLE_ROOTS, load, load_raw
-from explorer.simulate import explain_bubble, simulate, stage_passes
+from explorer.simulate import simulate, stage_passes
 from explorer.taskgraph.builder import IterationBuilder
+from explorer.teaching.bubble import explain_bubble
 
 SCEN = Path(__file__).resolve().parent.parent / "scenarios"
 NAMES = sorted(p.stem for p in SCEN.glob("*.yaml"))

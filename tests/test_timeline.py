@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from explorer.analysis.timeline import COLUMNS, build_timeline, estimate_rows
+from explorer.result.timeline import COLUMNS, build_timeline, estimate_rows
 from explorer.scenario import load
 from explorer.simulate import simulate
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.analysis.timeline import COLUMNS, folded_timeline
 from explorer.cli import load_scenario
+from explorer.result.timeline import COLUMNS, folded_timeline
 from explorer.simulate import simulate
 from explorer.teaching.timeline_story import narrate_at, passes
 

@@ -8,9 +8,9 @@ from urllib.parse import parse_qsl
 import pytest
 
 from explorer.scenario import apply_overrides, from_dict
-from explorer.share import parse_query, preset_raw, to_query
+from explorer.share import check_tour, parse_query, preset_raw, to_query
 from explorer.simulate import simulate
-from explorer.teaching.tours import check_tour, expand_link, tours
+from explorer.teaching.tours import expand_link, tours
 
 REQUIRED = {"pipeline-bubbles", "zero-fsdp", "moe-node-limited", "two-datacenters"}
 

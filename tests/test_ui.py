@@ -142,8 +142,8 @@ def test_zero_chart_and_tier_bars_say_what_they_measure():
 def test_choosing_a_fabric_or_framework_shows_and_simulates_its_defaults():
     """A fabric preset sets the NIC speed and latency widgets to its values and a framework its
     gradient bucket, and the page simulates exactly what the widgets show (the CLI agrees)."""
+    from explorer.config.frameworks import profile
     from explorer.config.presets import fabric_presets
-    from explorer.physics.frameworks import profile
     at = run_app()
     at.selectbox(key="cluster.scale_out.fabric").set_value("eth-100").run()
     fab = fabric_presets()["eth-100"]

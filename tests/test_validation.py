@@ -12,6 +12,7 @@ import pytest
 from explorer.config.loading import fill_defaults, resolve_presets
 from explorer.config.rules import RULES, validate
 from explorer.config.schema import build, field_paths
+from explorer.runnable import rule_work_budget
 from explorer.scenario import (
     MAX_GPUS,
     Scenario,
@@ -668,8 +669,12 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
 }
 
 
+# config's rules, and the work budget on top of them (explorer/runnable.py).
+CHECKED = (*RULES, rule_work_budget)
+
+
 def test_every_rule_has_a_case():
-    assert [r.__name__ for r in RULES] == list(RULE_CASES)
+    assert [r.__name__ for r in CHECKED] == list(RULE_CASES)
 
 
 @pytest.mark.parametrize("name, over, kinds", [
@@ -681,7 +686,8 @@ def test_replicas_that_differ_share_one_work_budget(name, over, kinds):
     kinds' work adds: refused when together beyond MAX_WORK although each kind alone fits, admitted
     at half the size (mixed-generations: 512 slices took 3.4 s for 231,625 units; 1,024 slices,
     admitted before, took 8 s)."""
-    from explorer.fold.budget import MAX_WORK, estimate, replicas_estimate
+    from explorer.fold.budget import MAX_WORK, estimate
+    from explorer.runnable import replicas_estimate
     from explorer.variants.replicas import variants
 
     path = ROOT / "scenarios" / f"{name}.yaml"
@@ -701,7 +707,7 @@ def test_replicas_that_differ_share_one_work_budget(name, over, kinds):
 
 
 RULE_PARAMS = [pytest.param(rule, changes, field, id=f"{rule.__name__}-{i}")
-               for rule in RULES for i, (changes, field) in enumerate(RULE_CASES[rule.__name__])]
+               for rule in CHECKED for i, (changes, field) in enumerate(RULE_CASES[rule.__name__])]
 
 
 @pytest.mark.parametrize("rule,changes,field", RULE_PARAMS)

@@ -1,18 +1,12 @@
 """The pipeline bubble: the schedule's closed form (its registry entry) for this p, m, v and F, B,
-W, the simulated Bubble card next to it, and — on demand — the difference decomposed aspect by
-aspect of the ideal pipeline."""
+W, and the simulated Bubble card next to it (the difference decomposed aspect by aspect of the
+ideal pipeline, on demand: explorer/teaching/bubble.py)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from ..config import Scenario
 from ..network.groups import Network
-from ..scenario import Scenario
 from ..schedules.base import BubbleInputs
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
-from .steady_state import schedule_iteration
-
-if TYPE_CHECKING:
-    from ..simulate import Result
 
 
 def stage_passes(b: IterationBuilder) -> tuple[float, float, float]:
@@ -42,29 +36,6 @@ def bubble_formula(sc: Scenario, b: IterationBuilder, m: int | None = None) -> t
     return b.schedule.bubble(BubbleInputs(p, v, m, unit, lambda: stage_passes(b), b.timing))
 
 
-# Beyond this many engine tasks the card-versus-formula decomposition (four more simulations of
-# the same graph) is skipped and the sentence gives the ingredients without their shares.
-WATERFALL_MAX_TASKS = 200_000
-
-
-def _mean_bubble(sc: Scenario, ideal: frozenset[str]) -> float:
-    """The Bubble card of ``sc`` simulated with the given ideal-pipeline aspects (its steady state
-    folded where it folds: over arrays, explorer/fold/arrays, or over tasks, explorer/fold/steady.py)."""
-    from ..fold.arrays.fold import simulate_arrays  # deferred: the folds build on the analysis modules
-    from ..fold.steady import simulate_folded
-
-    arrays = simulate_arrays(sc, ideal)
-    if arrays is not None:
-        ms = arrays.measures
-        return sum(b["bubble"] for b in ms.breakdowns) / len(ms.breakdowns) / ms.T
-    folded = simulate_folded(sc, ideal)
-    if folded is not None:
-        ms = folded.measures
-        return sum(b["bubble"] for b in ms.breakdowns) / len(ms.breakdowns) / ms.T
-    r = schedule_iteration(sc, ideal)
-    return sum(r.breakdown(s)["bubble"] for s in range(r.builder.p)) / r.builder.p / r.T
-
-
 def bubble_summary(sc: Scenario, card: float, busiest: float, formula_text: str, p: int) -> str:
     """The Bubble card next to the schedule's formula, in one sentence (no extra simulation)."""
     if p == 1:
@@ -74,32 +45,3 @@ def bubble_summary(sc: Scenario, card: float, busiest: float, formula_text: str,
     if sc.parallelism.ideal_pipeline:
         out += " Ideal pipeline: equal stages, no embedding/logits, no optimizer, free communication."
     return out
-
-
-def explain_bubble(r: Result) -> str:
-    """How the Bubble card (mean idle share over stages) relates to the schedule's formula, with
-    every difference quantified.
-
-    Starting from the ideal pipeline (whose card is the formula exactly) the real scenario is
-    restored one aspect at a time — the layer split, the embedding/logits work, the optimizer
-    step, communication — and each step's change of the card is quoted, so the differences add
-    up exactly to card - formula.  This costs three more simulations of the same graph, so it is
-    computed on demand (the CLI's summary, the app's explanation), never inside :func:`simulate`."""
-    sc = r.scenario
-    p, v = sc.parallelism.pp, sc.parallelism.vpp
-    out = r.bubble_explanation
-    if p == 1 or sc.parallelism.ideal_pipeline:
-        return out
-    split = list(r.stage_layers)
-    last = p * v - 1
-    where = (f"the embedding on stage 0 and the logits on stage {last % p}" if v == 1 else
-             f"the embedding on stage 0 (chunk 0) and the logits on stage {last % p} (its last chunk)")
-    labels = [f"the layer split {split}", where, "the optimizer step", "exposed communication"]
-    if len(r.tasks) > WATERFALL_MAX_TASKS:
-        return out + (" It differs through " + ", ".join(labels) + " (not decomposed: "
-                      f"{len(r.tasks):,} tasks).")
-    steps = [IDEAL_ASPECTS - {"balance"}, frozenset({"optimizer", "comm"}), frozenset({"comm"})]
-    values = [r.bubble_formula] + [_mean_bubble(sc, st) for st in steps] + [r.bubble_fraction]
-    deltas = [values[i + 1] - values[i] for i in range(len(labels))]
-    shown = [f"{lab} {d * 100:+.1f} points" for lab, d in zip(labels, deltas, strict=True)]
-    return out + " From formula to card: " + ", ".join(shown) + "."

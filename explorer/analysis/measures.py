@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..taskgraph.records import BucketInfo, TransferInfo
+from ..engine.records import BucketInfo, TransferInfo
 from .breakdown import CATEGORIES, COMM_DIMS, MemoryBreakdown
 from .memory import class_memory
 from .report import link_summary

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..config import Scenario
+from ..engine.records import BucketInfo, TransferInfo
 from ..engine.scheduler import Task
 from ..network.groups import Network
-from ..scenario import Scenario
 from ..taskgraph.builder import IterationBuilder
-from ..taskgraph.records import BucketInfo, TransferInfo
 from .breakdown import COMM_DIMS, MemoryBreakdown
 
 TIER_WORDS = {"scale-up": "the scale-up links (NVLink/NVSwitch)",

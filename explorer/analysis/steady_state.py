@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config import Scenario
+from ..engine.records import BucketInfo, StepInfo
 from ..engine.scheduler import Task, run
 from ..network.groups import Network
-from ..scenario import Scenario
 from ..schedules.registry import Window
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
-from ..taskgraph.records import BucketInfo, StepInfo
 from .breakdown import class_breakdown, group_by_class
 
 # The breakdown category of the time a stream sets the pace with beyond the compute window: the

@@ -1,7 +1,7 @@
 """How busy each network tier is over the iteration, and the bytes a GPU sends across each tier.
 
 Both read the network calls the task graph carries, as the builder priced them
-(:class:`~explorer.taskgraph.records.LinkCall`): the per-unit calls of each chunk (TP, EP, CP and
+(:class:`~explorer.engine.records.LinkCall`): the per-unit calls of each chunk (TP, EP, CP and
 ZeRO-3 collectives) times the pipeline units the class runs, and the calls of its pipeline
 transfers and gradient buckets.  Nothing is priced a second time, so a call the builder priced as
 node-limited MoE dispatch loads the fabric as that dispatch, not as a plain all-to-all.
@@ -13,11 +13,11 @@ boundary (collectives._crossing).
 """
 from __future__ import annotations
 
+from ..engine.records import LinkCall
 from ..engine.scheduler import Task
 from ..network.groups import Network
 from ..network.topology import BOUNDARY_NAMES
 from ..taskgraph.builder import IterationBuilder
-from ..taskgraph.records import LinkCall
 from . import COMM_DIMS
 
 

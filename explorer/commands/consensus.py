@@ -12,9 +12,9 @@ import argparse
 from ..config.schema import excerpt, one_line
 from ..design.base import open_base
 from ..design.cli_support import add_set_argument, dumps, fmt_s, parse_sets
+from ..design.consensus import KNEE_SHARE, PERIODS, REPLICAS, ConsensusCurve, consensus
 from ..design.progress import reporting
 from ..scenario import ScenarioError
-from ..variants.lowcomm.consensus import KNEE_SHARE, PERIODS, REPLICAS, ConsensusCurve, consensus
 
 NAME = "consensus"
 HELP = "time per step against replicas and synchronisation period (local SGD / DiLoCo), with the knee"

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from ..analysis.compare import Comparison, Step, compare, waterfall_steps
 from ..analysis.verdict import over_memory_sentences
 from ..config.schema import excerpt, one_line
+from ..errors import InternalError
 from ..scenario import Scenario, ScenarioError, load, parse_assignments, resolve_scenario_path
 from ..variants.hetero import gpu_summary
 
@@ -59,7 +60,6 @@ def load_pair(a: str, b: str | None, sets: Sequence[str], sets_b: Sequence[str])
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import InternalError
     from ..simulate import simulate
 
     sc_a, sc_b = load_pair(args.a, args.b, args.set, args.set_b)

@@ -85,13 +85,6 @@ def rule_no_stragglers_when_heterogeneous(sc: Scenario) -> None:
                             "not modelled; set count: 0 or make the datacenters alike")
 
 
-def rule_speed_split_whole(sc: Scenario) -> None:
-    """``batch_split: speed`` over GPU types finds whole micro-batches adding up to the global batch."""
-    if sc.parallelism.batch_split == "speed" and sc.cluster.datacenter_gpus and dp_across(sc):
-        from ..variants.hetero import micro_batches_per_kind  # deferred: hetero needs the workload model
-        micro_batches_per_kind(sc)
-
-
 def rule_pp_across_one_direction(sc: Scenario) -> None:
     """PP across datacenters of different GPUs: a schedule whose ranks each hold one stage's chunks.
     A two-direction schedule (DualPipe) gives each rank a stage from each end of the model, so one
@@ -105,4 +98,4 @@ def rule_pp_across_one_direction(sc: Scenario) -> None:
 
 
 HETERO_RULES = (rule_pp_across_one_direction, rule_unequal_sizes_dp_across, rule_gpu_types_dp_or_pp,
-                rule_no_stragglers_when_heterogeneous, rule_speed_split_whole)
+                rule_no_stragglers_when_heterogeneous)

@@ -17,7 +17,7 @@ cluster.scale_out.latency_us    the fabric preset's
 cluster.scale_out.efficiency    the fabric preset's (fitted fraction of line rate)
 hardware.gpu.sms                DEFAULT_SMS
 communication.comm_sms          DEFAULT_COMM_SMS
-communication.bucket_MB         training.framework's gradient bucket (explorer/physics/frameworks.py)
+communication.bucket_MB         training.framework's gradient bucket (explorer/config/frameworks.py)
 parallelism.dp                  GPUs / (tp * pp * cp)
 ==============================  =========================================================
 """
@@ -32,9 +32,9 @@ from typing import Any
 
 import yaml
 
-from ..physics.frameworks import profile
 from ..workloads.convnet import arch as convnet_arch
 from .datacenters import resolve_scale_across
+from .frameworks import profile
 from .frozen import evolve
 from .inputs import MAX_BYTES, parse_document
 from .model_parts import Conv

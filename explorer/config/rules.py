@@ -9,14 +9,15 @@ one case per rule (``RULE_CASES``) and checks that every entry of :data:`RULES` 
 """
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 
-from ..fold.budget import check_budget, check_replicas_budget
 from ..schedules import registry
+from .hetero_rules import HETERO_RULES
 from .schema import ScenarioError, excerpt
 from .sections import MAX_GPUS, ORDER_DIMS, Scenario
+from .sync_rules import SYNC_RULES
+from .wan_rules import WAN_RULES
 
 Rule = Callable[[Scenario], None]
 
@@ -247,17 +248,6 @@ def rule_stage_layers_not_empty(sc: Scenario) -> None:
                             "chunk; every pipeline chunk needs at least one layer")
 
 
-def rule_work_budget(sc: Scenario) -> None:
-    """The simulation fits the work budget (explorer/fold/budget.py)."""
-    check_budget(sc)
-
-
-def rule_replica_kinds_budget(sc: Scenario) -> None:
-    """Replicas that differ fit the work budget together (budget.check_replicas_budget): run last,
-    once the rules of datacenters that differ have passed."""
-    check_replicas_budget(sc)
-
-
 RULES: tuple[Rule, ...] = (
     rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_tp_divides_heads,
     rule_kv_heads_divide_heads,
@@ -269,25 +259,17 @@ RULES: tuple[Rule, ...] = (
     rule_cp_divides_sequence, rule_sequence_parallel_divides, rule_order_lists_each_dim,
     rule_datacenters_divide_nodes, rule_stage_layers_count, rule_stage_layers_sum,
     rule_stage_layers_not_empty,
-    rule_work_budget,              # last: the budget's estimate needs every rule above to hold
 )
 
 
 def validate(sc: Scenario) -> None:
     """Run every rule of :data:`RULES` in order, then the scale-across rules
     (:data:`explorer.config.wan_rules.WAN_RULES`), those of datacenters that differ and of
-    low-communication training, and last the budget of replicas that differ; the first that fails
-    raises its ScenarioError."""
-    for rule in _all_rules():
+    low-communication training; the first that fails raises its ScenarioError.  The checks that
+    need the simulator's model (the work budget, survivors of failed nodes, ...) run on top of
+    these in explorer/runnable.py."""
+    for rule in ALL_RULES:
         rule(sc)
 
 
-@functools.cache
-def _all_rules() -> tuple:
-    """RULES and the rule tables of the modules that import this one (imported on first use; a
-    search validates tens of thousands of layouts, so they are looked up once)."""
-    from .hetero_rules import HETERO_RULES  # datacenters that differ (explorer/variants/hetero.py)
-    from .sync_rules import SYNC_RULES  # replicas that train apart or gossip (low-communication)
-    from .wan_rules import WAN_RULES  # its own module: the scale-across fields' rules
-
-    return (*RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES, rule_replica_kinds_budget)
+ALL_RULES: tuple[Rule, ...] = (*RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES)

@@ -126,7 +126,7 @@ class Training:
     framework: str = field(default="megatron", metadata={
         "choices": ("megatron", "deepspeed", "megatron-deepspeed", "fsdp"),
         "doc": "training framework: its kernels, point-to-point, buckets, gradient dtype and fp32 "
-               "gradient accumulation (explorer/physics/frameworks.py)"})
+               "gradient accumulation (explorer/config/frameworks.py)"})
     sync: Sync = field(default_factory=Sync)
 
 
@@ -352,7 +352,7 @@ class Communication:
     bucket_MB: float | None = field(default=None, metadata={
         "min": 0.001, "max": 1e5, "why": "1 KB to 100 GB; PyTorch DDP uses 25 MB",
         "doc": "gradient bucket size; default the framework's (Megatron-Core max(40M, 1M x dp) "
-               "elements, DeepSpeed 5e8 elements, PyTorch DDP 25 MB; explorer/physics/frameworks.py)"})
+               "elements, DeepSpeed 5e8 elements, PyTorch DDP 25 MB; explorer/config/frameworks.py)"})
     dp_priority: bool = field(default=False, metadata={
         "doc": "P3/ByteScheduler: reduce the first layers' buckets first; the next iteration starts on them"})
     tp_overlap: bool = field(default=False, metadata={

@@ -29,29 +29,6 @@ def rule_sync_needs_datacenters(sc: Scenario) -> None:
                             "datacenters or set training.sync.replica_nodes")
 
 
-def rule_sync_whole_replicas(sc: Scenario) -> None:
-    """Each datacenter holds whole pipelines (DP is what crosses) and an equal share of the batch."""
-    sy, c, p = sc.training.sync, sc.cluster, sc.parallelism
-    if not sy.windowed:
-        return
-    from ..network.placement import Placement  # placement reads the validated scenario's degrees
-
-    D = sc.sync_groups
-    what = "datacenters" if sy.replica_nodes == 0 else f"groups of {sy.replica_nodes} nodes"
-    dc_gpus = c.gpus // D
-    pl = Placement.for_scenario(sc)
-    home = {pl.gpu(pp=s) // dc_gpus for s in range(p.pp)} | {pl.gpu(tp=p.tp - 1, cp=p.cp - 1) // dc_gpus}
-    if sc.dp % D or len(home) > 1:
-        fix = "set parallelism.span: dp" if sy.replica_nodes == 0 else \
-            "use larger groups (training.sync.replica_nodes) or place dp outermost"
-        raise ScenarioError("training.sync.kind", f"{sy.kind} needs whole model replicas in every "
-                            f"group (dp = {sc.dp} a multiple of the {D} {what}, pipelines inside one); "
-                            f"{fix}")
-    if sc.training.global_batch % D:
-        raise ScenarioError("training.global_batch", f"{sc.training.global_batch} sequences do not split "
-                            f"evenly over the {D} {what} training apart; use a multiple of {D}")
-
-
 def rule_sync_fragments(sc: Scenario) -> None:
     """Streaming DiLoCo's fragments: at most one per layer, synchronised in turn within H steps."""
     sy = sc.training.sync
@@ -134,17 +111,6 @@ def rule_faults_fit(sc: Scenario) -> None:
                             f"most {c.nodes}")
 
 
-def rule_failures_leave_survivors(sc: Scenario) -> None:
-    """Failed nodes leave replicas that can train: one whole at least, filling whole nodes, able to
-    run the layout with the batch they carry (explorer/variants/faults.surviving_scenario, the cluster the
-    simulation then runs).  Runs after rule_faults_fit: fewer failed nodes than nodes, one datacenter."""
-    if sc.cluster.faults.failed_nodes:
-        # Deferred: faults builds the survivors' scenario with config.loading, which runs these rules.
-        from ..variants.faults import surviving_scenario
-
-        surviving_scenario(sc)
-
-
-SYNC_RULES = (rule_faults_fit, rule_failures_leave_survivors, rule_one_compressor,
-              rule_compression_needs_buckets, rule_sync_needs_datacenters, rule_sync_whole_replicas,
+SYNC_RULES = (rule_faults_fit, rule_one_compressor,
+              rule_compression_needs_buckets, rule_sync_needs_datacenters,
               rule_sync_fragments, rule_dp_kind_replicas)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config.schema import excerpt
+from ..errors import InternalError
 from ..scenario import parse_assignments
 from .executors import EXECUTORS, ExecutorSpec
 
@@ -63,8 +64,6 @@ def parse_sets(texts: list[str]) -> dict[str, Any]:
 
 def dumps(obj: Any) -> str:
     """JSON for stdout; a non-finite number is an internal error (exit 1), never ``NaN``."""
-    from ..cli import InternalError
-
     try:
         return json.dumps(obj, allow_nan=False)
     except ValueError:

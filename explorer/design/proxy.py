@@ -1,6 +1,6 @@
 """What a search ranks layouts by when the estimator cannot price the scenario itself.
 
-The estimator leaves some features to the full simulation (explorer/estimate/many.py
+The estimator leaves some features to the full simulation (explorer/variants/registry.py
 ``needs_simulation``): stragglers, faults, compressed gradients, gossip and parameter servers,
 replicas that train apart (local SGD, DiLoCo, c-BTM), datacenters of different GPUs or sizes and
 convolutional networks.  A search of such a scenario would simulate every layout in full —
@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.loading import to_dict
+from ..pricing.scope import workload_priced
 from ..scenario import Scenario, ScenarioError
+from ..variants.registry import needs_simulation, proxy_features
 from .space import LayoutBuilder, search_raw
 
 POOL = 32          # layouts simulated in full from a proxy's ranking (at least 2 x top)
@@ -50,42 +52,19 @@ class Proxy:
 
 def ranking_proxy(sc: Scenario) -> Proxy | None:
     """The :class:`Proxy` of ``sc`` (module docstring), or None when the estimator prices ``sc``
-    itself, the features have no proxy, or the proxy is not a valid scenario."""
-    from ..estimate.many import needs_simulation  # deferred: the estimator is optional
-
-    if not needs_simulation(sc) or sc.model.conv is not None:
+    itself, its workload has no proxy, or the proxy is not a valid scenario."""
+    if not needs_simulation(sc) or not workload_priced(sc):
         return None
     raw = to_dict(sc)
     raw.pop("description", None)
-    cl, tr, par, com = raw["cluster"], raw["training"], raw["parallelism"], raw["communication"]
-    said = []
-    c = sc.cluster
-    if c.heterogeneous:
-        D = len(cl["datacenters"])
-        if c.nodes % D:
+    said: list[str] = []
+    # Each variant and unpriced feature leaves itself out (variants/registry.py, pricing/scope.py).
+    for feature in proxy_features(sc):
+        phrase = feature.proxy(raw, sc)
+        if phrase is None:
             return None
-        cl["datacenters"] = D
-        said.append(f"{D} equal datacenters of {sc.hardware.gpu.name}")
-    if sc.training.sync.windowed:
-        groups = sc.sync_groups
-        cl.update(nodes=sc.cluster.nodes // groups, datacenters=1)
-        tr["global_batch"] = sc.training.global_batch // groups
-        tr["sync"] = {"kind": "every-step"}
-        par["span"] = "auto"
-        said.append(f"one of its {groups} {sc.training.sync.kind} groups trained alone")
-    if sc.cluster.stragglers.active:
-        cl.pop("stragglers", None)
-        said.append("no stragglers")
-    f = sc.cluster.faults
-    if f.failed_nodes or f.degraded:
-        cl.pop("faults", None)
-        said.append("no failed or degraded nodes")
-    if sc.communication.compression.active:
-        com["compression"] = {"kind": "none"}
-        said.append("uncompressed gradients")
-    if sc.parallelism.dp_kind != "allreduce":
-        said.append(f"an all-reduce for {sc.parallelism.dp_kind}")
-        par["dp_kind"] = "allreduce"
+        if phrase not in said:
+            said.append(phrase)
     raw = search_raw(raw)
     try:
         proxy = LayoutBuilder(raw).parsed

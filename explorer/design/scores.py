@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..scenario import Scenario, ScenarioError
+from ..variants.registry import needs_simulation
 from ..vocabulary import CATEGORIES
 
 ENGINES = ("estimate", "full")
@@ -65,11 +66,7 @@ def _estimator() -> Callable[..., Any] | None:
 def engine_cost(sc: Scenario) -> str:
     """Which engine's cost (chunks.SECONDS_PER_CONFIG) the estimator's rows like ``sc`` take: the
     full engine's for the rows it leaves to the simulation (replicas that differ, faults, ...:
-    estimate/many.needs_simulation), or while it is not installed."""
-    try:
-        from ..estimate.many import needs_simulation
-    except ImportError:
-        return "full"
+    variants/registry.needs_simulation)."""
     return "full" if needs_simulation(sc) else "estimate"
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:                             # type names only: the engine depends on nothing above it
-    from ..taskgraph.records import LinkCall, Payload
+    from .records import LinkCall, Payload
 
 
 @dataclass(slots=True)

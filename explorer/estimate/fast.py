@@ -28,12 +28,16 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..pricing.breakdown import breakdowns
+from ..pricing.keys import memo_table
+from ..pricing.link_check import maybe_link_bound
+from ..pricing.memory import memory_totals, stage_memory_at
+from ..pricing.pipeline import _ARRAYS, StageTimes
+from ..pricing.profile import RowProfile, row_profile
+from ..pricing.sync import ending, window
 from ..scenario import Scenario
 from ..schedules.registry import get as get_schedule
 from ..schedules.registry import megatron_schedule
-from .breakdown import breakdowns
-from .keys import memo_table
-from .link_check import maybe_link_bound
 from .many import (
     MAX_ROW_OPS,
     _assemble,
@@ -45,11 +49,7 @@ from .many import (
     representatives,
     row_ops,
 )
-from .memory import memory_totals, stage_memory_at
-from .pipeline import _ARRAYS, StageTimes
-from .profile import RowProfile, row_profile
 from .result import Estimates
-from .sync import ending, window
 
 STATED_BOUND = 5e-3            # max |relative error| of iteration time tested (the issue allows 5 %)
 MIN_BASE = 32                  # ... and at least this many units (short pipelines settle slower, cost little)
@@ -94,7 +94,7 @@ def _plain(prof: RowProfile) -> RowProfile | None:
     """The row the fast mode evaluates: a timed schedule without a WAN as 1F1B; None when the row
     must come from the exact path."""
     if needs_simulation(prof.sc):
-        return None                 # the simulation's (many.needs_simulation)
+        return None                 # the simulation's (variants/registry.needs_simulation)
     if prof.schedule.timed is None:
         return prof
     if prof.netinfo.net.net.fabric.wan is not None:

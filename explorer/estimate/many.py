@@ -23,17 +23,21 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..pricing.breakdown import breakdowns
+from ..pricing.link_check import maybe_link_bound
+from ..pricing.memory import memory_totals
+from ..pricing.pipeline import StageTimes, run_group
+from ..pricing.priority import p3_period
+from ..pricing.profile import RowProfile, row_profile
+from ..pricing.sync import PACE_CATEGORY, Window_, busiest_stream, ending, window
 from ..scenario import Scenario, ScenarioError
 from ..schedules.registry import Window
+from ..simulate import simulate
+from ..variants.registry import needs_simulation
 from ..vocabulary import CATEGORIES
-from .breakdown import breakdowns
-from .link_check import maybe_link_bound
-from .memory import memory_totals
-from .pipeline import StageTimes, run_group
-from .priority import p3_period
-from .profile import RowProfile, row_profile
 from .result import Estimates
-from .sync import PACE_CATEGORY, Window_, busiest_stream, ending, window
+
+__all__ = ["estimate", "estimate_many", "estimate_profiles", "needs_simulation"]
 
 SCALE_BITS = 3          # rows of one program: unit counts within a factor of 2**SCALE_BITS
 # A row of more ops than this (units x stages x chunks x passes) is left to the full simulation,
@@ -73,20 +77,6 @@ def _run(profs: Sequence[RowProfile], jobs: list[tuple[int, int]],
 def row_ops(prof: RowProfile) -> int:
     """The ops of one row's program (units x stages x chunks x passes per chunk and unit)."""
     return prof.units * prof.p * prof.nch * (3 if prof.schedule.split_backward else 2)
-
-
-def needs_simulation(sc: Scenario) -> bool:
-    """Rows the estimator leaves to the simulation, exact by construction: replicas that differ
-    (stragglers, datacenters of different GPUs or sizes: explorer/variants/replicas.py, hetero.py), replicas
-    that train apart, gossip (synchronous, or gossip-async at each replica's own pace) or use
-    parameter servers (explorer/variants/lowcomm), compressed gradients (explorer/network/compression.py),
-    faults (explorer/variants/faults.py, degraded NICs in network/groups.py) and convolutional
-    networks, whose blocks differ (explorer/workloads/convnet/blocks.py), whose pricing the
-    estimator's memoised tables do not key on."""
-    return (sc.model.conv is not None or sc.cluster.stragglers.active or sc.cluster.heterogeneous
-            or sc.training.sync.windowed
-            or sc.parallelism.dp_kind != "allreduce" or sc.communication.compression.active
-            or sc.cluster.faults.failed_nodes > 0 or sc.cluster.faults.degraded)
 
 
 def time_key(prof: RowProfile, i: int) -> tuple:
@@ -161,8 +151,6 @@ def _assemble(profs: list[RowProfile], T: np.ndarray, bd: np.ndarray, reps: list
 def simulated(sc: Scenario) -> tuple[Estimates, str | None]:
     """One row from the full simulation (explorer.simulate.simulate, its steady state folded), or
     a NaN row and the one-line reason it refused the scenario."""
-    from ..simulate import simulate  # deferred: only the rows too long for the estimator need it
-
     try:
         r = simulate(sc)
     except ScenarioError as exc:

@@ -35,9 +35,9 @@ from ..config.frozen import evolve
 from ..config.loading import fill_defaults, resolve_presets
 from ..config.rules import validate
 from ..config.schema import build, convert_scalar, convert_tuple
+from ..pricing.profile import row_profile
 from ..scenario import SETTABLE, Scenario, ScenarioError, apply_overrides, from_dict
 from .many import estimate_profiles
-from .profile import row_profile
 from .result import Estimates
 
 _SLOW = object()                    # marker: this override needs from_dict

@@ -1,11 +1,11 @@
-"""Memory over time (explorer/analysis/memory_timeline.py): per-GPU memory of each pipeline stage
+"""Memory over time (explorer/result/memory_timeline.py): per-GPU memory of each pipeline stage
 along the iteration, on the Gantt's time axis (ms) — activations climbing through the warm-up and
 draining in the cool-down, against the GPU's capacity."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..analysis.memory_timeline import MemoryCurve
+from ..result.memory_timeline import MemoryCurve
 
 # Stages drawn at most (the first, the last and evenly spaced between): a 16-stage pipeline's
 # curves would hide each other; the first stage holds the most in flight under 1F1B.

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from ..design.consensus import KNEE_SHARE, ConsensusCurve
 from ..variants.lowcomm import SyncWindow
-from ..variants.lowcomm.consensus import KNEE_SHARE, ConsensusCurve
 
 LANES = ("inner steps", "WAN", "stall")
 COLOURS = {"compute": "#4C78A8", "sync": "#E45756", "stall": "#B279A2", "update": "#9D9D9D"}
@@ -168,7 +168,7 @@ def sync_window_figure(w: SyncWindow, height: int = 240, font_size: int = 12, fo
 
 def consensus_figure(curve: ConsensusCurve, height: int = 300, font_size: int = 12) -> go.Figure:
     """Time per step against the synchronisation period, one line per replica count, each knee
-    (explorer/variants/lowcomm/consensus.py) marked with a diamond."""
+    (explorer/design/consensus.py) marked with a diamond."""
     fig = go.Figure()
     for D, knee in curve.knees.items():
         pts = [p for p in curve.points if p.replicas == D]

@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from ..config.schema import ScenarioError
 from ..config.sections import Scenario
 from ..schedules import registry
+from .plan import plan
 
 MAX_BUCKET_TASKS = 8        # = taskgraph.techniques.dp_buckets.MAX_BUCKET_TASKS (a test keeps them equal)
 STAGE_WEIGHT = 512          # a task costs 1 + pp/512 units: the analysis passes over tasks per stage
@@ -109,8 +110,6 @@ def estimate(sc: Scenario) -> WorkEstimate:
 def folded_estimate(sc: Scenario) -> WorkEstimate | None:
     """The most work the steady-state fold's reduced simulations may take (explorer/fold/plan.py:
     its limit of micro-batches, as one simulation), or None when ``sc`` does not fold."""
-    from .plan import plan  # deferred: the plan reads the schedule registry only
-
     fp = plan(sc)
     if fp is None:
         return None
@@ -118,40 +117,24 @@ def folded_estimate(sc: Scenario) -> WorkEstimate | None:
                                                  global_batch=fp.limit * sc.training.micro_batch * sc.dp)))
 
 
-def check_budget(sc: Scenario) -> None:
+def check_budget(sc: Scenario, joined: bool = False) -> None:
     """Raise a one-line ScenarioError when simulating ``sc`` would exceed :data:`MAX_WORK` — in full,
-    or, when the steady state folds, its reduced simulations."""
+    or, when the steady state folds, its reduced simulations.  ``joined``: its replicas differ
+    and their kinds' simulations are joined into one task list that the timeline draws and
+    downloads unfolded (explorer/variants/replicas.py), which the fold does not admit."""
     e = estimate(sc)
     if e.work > MAX_WORK:
-        # Replicas that differ (stragglers, datacenters that differ) are simulated folded but joined
-        # into one task list that the timeline draws and downloads unfolded (explorer/variants/replicas.py):
-        # the fold does not admit them.
-        differ = sc.cluster.stragglers.active or sc.cluster.heterogeneous
-        folded = None if differ else folded_estimate(sc)
+        folded = None if joined else folded_estimate(sc)
         if folded is None or folded.work > MAX_WORK:
-            _refuse(sc, e, "")
+            refuse(sc, e, "")
 
 
-def replicas_estimate(sc: Scenario) -> tuple[WorkEstimate, int] | None:
-    """The work of a scenario whose replicas differ (stragglers, datacenters that differ) and how
-    many kinds of replica it has: each kind is simulated and their tasks are joined into one list
-    (explorer/variants/replicas.py), so the kinds' estimates add.  None when every replica is alike."""
-    if not (sc.cluster.stragglers.active or sc.cluster.heterogeneous):
-        return None
-    from ..variants.replicas import variants  # deferred: the kinds are built by the simulation's modules
-
-    es = [estimate(v.sc) for v in variants(sc)]
+def joined_estimate(kinds: list[Scenario]) -> WorkEstimate:
+    """The work of the kinds of replica of one scenario simulated each and joined into one task
+    list (explorer/variants/replicas.py): their estimates add."""
+    es = [estimate(k) for k in kinds]
     return WorkEstimate(sum(e.tasks for e in es), sum(e.timeline_rows for e in es), max(e.stages for e in es),
-                        sum(e.layers for e in es)), len(es)
-
-
-def check_replicas_budget(sc: Scenario) -> None:
-    """Raise a one-line ScenarioError when the kinds of replica of ``sc`` together exceed
-    :data:`MAX_WORK` (:func:`replicas_estimate`).  Run after the rules of datacenters that differ
-    (explorer/config/hetero_rules.py), on which building the kinds relies."""
-    got = replicas_estimate(sc)
-    if got is not None and got[0].work > MAX_WORK:
-        _refuse(sc, got[0], f" for its {got[1]} kinds of replica, each simulated")
+                        sum(e.layers for e in es))
 
 
 def check_unfolded_budget(sc: Scenario) -> None:
@@ -159,10 +142,10 @@ def check_unfolded_budget(sc: Scenario) -> None:
     admitted for its fold whose period could not be proven)."""
     e = estimate(sc)
     if e.work > MAX_WORK:
-        _refuse(sc, e, " (its steady state could not be folded)")
+        refuse(sc, e, " (its steady state could not be folded)")
 
 
-def _refuse(sc: Scenario, e: WorkEstimate, why: str) -> None:
+def refuse(sc: Scenario, e: WorkEstimate, why: str) -> None:
     par = sc.parallelism
     raise ScenarioError(
         "training.global_batch",

@@ -28,8 +28,8 @@ import numpy as np
 
 from ..analysis.measures import Measures, measure
 from ..analysis.steady_state import ScheduledRun, schedule_iteration
+from ..config import Scenario
 from ..network.groups import Network
-from ..scenario import Scenario
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
 from .plan import FoldPlan, NotFolded, planned
 from .tasks import FoldedTasks, match_shift, task_keys

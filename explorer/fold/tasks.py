@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ..engine.gc_pause import paused_collector
+from ..engine.records import BucketInfo, OverlapInfo, PassInfo, StepInfo, TransferInfo
 from ..engine.scheduler import Task
-from ..taskgraph.records import BucketInfo, OverlapInfo, PassInfo, StepInfo, TransferInfo
 
 Key = tuple[tuple, int]          # (identity, unit): unit -1 for once-per-iteration tasks
 

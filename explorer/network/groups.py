@@ -11,8 +11,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..config import Scenario
 from ..config.presets import resolved_scale_out
-from ..scenario import Scenario
 from .collectives import APPLICABLE, CollectiveCost, NcclOptions, cost
 from .nccl_tuning import gpu_arch, net_channels
 from .placement import Placement

@@ -17,7 +17,7 @@ from math import gcd
 
 import numpy as np
 
-from ..scenario import ORDER_DIMS, Scenario
+from ..config import ORDER_DIMS, Scenario
 
 
 @dataclass(frozen=True)

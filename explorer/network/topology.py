@@ -54,8 +54,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..config import Cluster
 from ..config.presets import fabric_presets, resolved_scale_out
-from ..scenario import Cluster
 from ..vocabulary import TIERS
 from .placement import members_per_domains
 from .wan import Wan

@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from ..config import Cluster
 from ..config.wan import datacenter_index, topology_pairs
-from ..scenario import Cluster
 
 Load = tuple[int, int, float]       # directed link (from, to) and the shares routed over it
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..scenario import GPU, Scenario
+from ..config import GPU, Scenario
 
 if TYPE_CHECKING:
     from ..workloads.transformer.layer import Work

@@ -31,7 +31,7 @@ from __future__ import annotations
 from functools import lru_cache
 from math import ceil, log2
 
-from ..scenario import GPU
+from ..config import GPU
 from .hardware import BYTES_PER_ELEMENT as BYTES
 from .hardware import HBM_EFFICIENCY, measured_over_peak
 

@@ -19,11 +19,12 @@ import copy
 from dataclasses import dataclass
 from itertools import accumulate
 
+from ..config import Scenario
+from ..config.frameworks import profile as framework_profile
+from ..engine.records import OverlapInfo, PassInfo, StepInfo, TransferInfo, priced_link
 from ..engine.scheduler import Task, TaskGraph
 from ..network.groups import Network
-from ..physics.frameworks import profile as framework_profile
 from ..physics.hardware import ComputeModel
-from ..scenario import Scenario
 from ..schedules.base import Timing
 from ..schedules.registry import get as get_schedule
 from ..vocabulary import TIERS
@@ -32,7 +33,6 @@ from ..workloads.transformer.layer import LayerCost, embedding_cost, layer_cost,
 from .chunks import COMPUTE_PARTS, ChunkContext, ChunkWork, balanced, chunk_work, fuse, slowed, sum_parts
 from .layer import pp_message_bytes
 from .layout import Fused, Layout, Pass, layout_for, normalise
-from .records import OverlapInfo, PassInfo, StepInfo, TransferInfo, priced_link
 from .split import choose_split
 from .split_cost import split_costs
 from .techniques.dp_buckets import dp_tasks
@@ -360,7 +360,7 @@ class IterationBuilder:
             links = tuple(priced_link(self.net, "pp", "send-recv", self.pp_msg_bytes, pair,
                                       self.m / self.m_sim, True))
             self._pp_links[pair] = links
-        # A blocking send (DeepSpeed's PipelineEngine, explorer/physics/frameworks.py) occupies the sender's
+        # A blocking send (DeepSpeed's PipelineEngine, explorer/config/frameworks.py) occupies the sender's
         # compute stream right after the pass that produced it (priority -1 wins the tie with the
         # next pass); otherwise it runs on the pp stream beside compute.
         blocking = framework_profile(self.sc.training.framework).blocking_p2p
@@ -374,7 +374,7 @@ class IterationBuilder:
         zero, comm = self.sc.parallelism.zero, self.sc.communication
         fw = framework_profile(self.sc.training.framework)
         # DeepSpeed reduces after the backward (overlap_comm off; the pipeline engine's ReduceGrads
-        # after the flush) and gathers ZeRO-1/2 parameters inside the step (explorer/physics/frameworks.py).
+        # after the flush) and gathers ZeRO-1/2 parameters inside the step (explorer/config/frameworks.py).
         overlap_reduce = comm.dp_overlap and fw.grad_reduce_overlaps_backward
         overlap_gather = comm.dp_overlap and fw.param_gather_overlaps_forward
         local_chunks = range(self.schedule.chunks_per_rank(self.v))

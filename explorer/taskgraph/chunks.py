@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..engine.records import LinkCall
 from ..workloads.transformer.layer import EdgeCost, LayerCost
 from .layer import (
     COMPUTE_PARTS,
@@ -24,7 +25,6 @@ from .layer import (
     price_fsdp,
     sum_parts,
 )
-from .records import LinkCall
 from .techniques.optimizer import PARAM_BYTES
 
 __all__ = ["COMPUTE_PARTS", "ChunkContext", "ChunkWork", "Params", "balanced", "chunk_work", "fuse",

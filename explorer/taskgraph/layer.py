@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config import Scenario
+from ..config.frameworks import profile as framework_profile
+from ..engine.records import LinkCall, priced_link
 from ..network.collectives import bus_factor
 from ..network.groups import Network
-from ..physics.frameworks import profile as framework_profile
 from ..physics.hardware import BYTES_PER_ELEMENT, ComputeModel
-from ..scenario import Scenario
 from ..workloads.transformer.layer import ZERO_WORK, Collective, EdgeCost, LayerCost
 from ..workloads.transformer.moe_load import busiest_rank_factor
-from .records import LinkCall, priced_link
 from .techniques.fsdp import FsdpCost, fsdp_cost
 from .techniques.moe_routing import imbalance_extra_s, node_aware_pass, node_limited
 from .techniques.optimizer import PARAM_BYTES, grad_reduce_bytes

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..config import Scenario
+from ..config.frameworks import profile as framework_profile
 from ..network.compression import EF_BYTES
 from ..network.groups import Network
-from ..physics.frameworks import profile as framework_profile
 from ..physics.hardware import ComputeModel
-from ..scenario import Scenario
 from ..workloads.transformer.activations import recompute_working_bytes
 from ..workloads.transformer.layer import EdgeCost, LayerCost
 from .chunks import ChunkContext, ChunkWork, chunk_work

@@ -2,7 +2,7 @@
 
 The textbook diagram (unit_time.py) shows a schedule at unit cost; this is the same idea on the
 simulated timeline, with the scenario's real durations and its blocking communication.  The
-Gantt's rows (explorer/analysis/timeline.py COLUMNS) are condensed per class into *passes*: consecutive rows
+Gantt's rows (explorer/result/timeline.py COLUMNS) are condensed per class into *passes*: consecutive rows
 of the compute stream with the same kind, micro-batch and chunk, the blocking TP/CP/EP collectives
 inside them counted as the pass's communication (they are drawn on the compute stream because
 compute waits for them).  :func:`narrate_at` then says, per class, which pass runs at time t and

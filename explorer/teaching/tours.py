@@ -13,8 +13,8 @@ A tour is a YAML file in ``scenarios/tours/``::
 ``b.`` and ``d.`` parameters); the app plays a tour with next/previous buttons and a link
 ``?tour=<file>&step=<n>`` (1-based) opens it at that step: :func:`expand_link` turns such a bare
 link into the step's own link, so it shows exactly what the step's ``link`` shows.
-:func:`check_tour` validates every step's link the way the app reads it, so a tour whose link no
-longer applies fails its test rather than opening on something else.
+:func:`explorer.share.check_tour` validates every step's link the way the app reads it, so a
+tour whose link no longer applies fails its test rather than opening on something else.
 """
 from __future__ import annotations
 
@@ -74,18 +74,6 @@ def tours() -> dict[str, Tour]:
         return {}
     return {p.stem: _read(p) for p in sorted(TOUR_DIR.glob("*.yaml"))}
 
-
-def check_tour(tour: Tour) -> list[str]:
-    """Problems of ``tour``: per step, what the app would ignore of its link (empty: all apply)."""
-    from ..share import parse_query  # share imports the scenario machinery; tours stay light
-
-    problems = []
-    for i, step in enumerate(tour.steps, 1):
-        view = parse_query(step.params)
-        problems += [f"step {i} ({step.title}): {w}" for w in view.warnings]
-        if "scenario" not in step.params:
-            problems.append(f"step {i} ({step.title}): the link names no scenario")
-    return problems
 
 
 def step_number(value: Any, tour: Tour) -> int:

@@ -20,9 +20,9 @@ from typing import Any
 import plotly.graph_objects as go
 
 from .. import figures
-from ..analysis.memory_timeline import memory_timeline
-from ..analysis.timeline import build_timeline, estimate_rows, folded_timeline
 from ..figures.gantt import lane_name
+from ..result.memory_timeline import memory_timeline
+from ..result.timeline import build_timeline, estimate_rows, folded_timeline
 from ..scenario import Scenario, from_dict, to_yaml
 from ..teaching.timeline_story import passes
 
@@ -133,10 +133,10 @@ def summary(raw_json: str) -> dict[str, Any]:
 
 
 def consensus_curve(raw_json: str):
-    """The local-SGD / DiLoCo consensus curve of a scenario (explorer/variants/lowcomm/consensus.py: one
+    """The local-SGD / DiLoCo consensus curve of a scenario (explorer/design/consensus.py: one
     inner step per replica count; on demand, cached)."""
     def compute():
-        from ..variants.lowcomm.consensus import consensus
+        from ..design.consensus import consensus
         return consensus(json.loads(raw_json))
     return _SMALL.get_or_compute(("consensus", raw_json), compute, lambda c: 512 * len(c.points) + 1024)
 
@@ -144,7 +144,8 @@ def consensus_curve(raw_json: str):
 def bubble_story(raw_json: str) -> str:
     """The card-versus-formula decomposition of a scenario (three extra simulations: on demand)."""
     def compute() -> str:
-        from ..simulate import explain_bubble, simulate
+        from ..simulate import simulate
+        from ..teaching.bubble import explain_bubble
         return explain_bubble(simulate(from_dict(json.loads(raw_json))))
     return _SMALL.get_or_compute(("bubble", raw_json), compute, lambda t: len(t) + 256)
 

@@ -24,7 +24,8 @@ import pkgutil
 HEAVY = ("numpy", "pandas", "pyarrow", "PIL.Image", "orjson", "networkx",
          "plotly.graph_objects", "plotly.subplots", "plotly.io", "plotly.io._json", "plotly.io._utils",
          "plotly.colors", "plotly.offline",
-         "explorer.simulate", "explorer.variants.lowcomm.consensus", "explorer.estimate.many",
+         "explorer.simulate", "explorer.design.consensus", "explorer.estimate.many",
+         "explorer.teaching.bubble",
          "explorer.config.sync_rules", "explorer.config.wan_rules")
 # Chart export (PNG/SVG): the app works without them (explorer/ui/export.py says so on the page).
 OPTIONAL = ("kaleido", "plotly.io._kaleido")

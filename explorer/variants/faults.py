@@ -12,18 +12,18 @@ simulated as the cluster they form; the result keeps the scenario as written and
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..analysis.report import Notice
 from ..config.loading import from_dict, to_dict
 from ..config.schema import ScenarioError
 from ..network.placement import Placement
 
 if TYPE_CHECKING:
-    from ..scenario import Scenario
-    from ..simulate import Result
+    from ..config import Scenario
+    from ..result.record import Result
 
 
 def dropped_replicas(sc: Scenario) -> int:
@@ -88,8 +88,6 @@ def surviving_scenario(sc: Scenario) -> tuple[Scenario, int, int]:
 
 def simulate_survivors(sc: Scenario, simulate: Callable[[Scenario], Result]) -> Result:
     """The Result of ``sc`` with failed nodes: the survivors' iteration, the scenario as written."""
-    from ..analysis.report import Notice
-
     surv, dropped, per = surviving_scenario(sc)
     res = simulate(surv)
     idle = dropped * sc.parallelism.tp * sc.parallelism.cp * sc.parallelism.pp \
@@ -100,5 +98,4 @@ def simulate_survivors(sc: Scenario, simulate: Callable[[Scenario], Result]) -> 
     note = Notice("faults", f"faults: {sc.cluster.faults.failed_nodes} failed node(s) dropped {dropped} of "
                   f"{sc.dp} data-parallel replicas ({max(idle, 0):,} surviving GPUs idle); the other "
                   f"{surv.dp} {how}")
-    return replace(res, scenario=sc, warnings=(*res.warnings, note.message),
-                   warning_kinds=(*res.warning_kinds, note.kind))
+    return res.combined(sc, (*res.notices, note))

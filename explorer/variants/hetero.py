@@ -6,7 +6,7 @@ of explorer/variants/replicas.py — one simulation per *kind*, never per GPU �
 what crosses datacenters (explorer/config/hetero_rules.py refuses every other placement):
 
 **DP across** (``span: dp``; every datacenter holds whole pipeline replicas).  The datacenters
-with the same GPU and size form one kind of replica (a :class:`~explorer.variants.replicas.Variant`).  Each
+with the same GPU and size form one kind of replica (a :class:`~explorer.variants.kinds.Variant`).  Each
 kind is simulated on its own GPU — peak FLOP/s, GEMM efficiency, HBM bandwidth, memory capacity
 and its preset's scale-up (NVLink) bandwidth — as if every datacenter were like its own: same
 count, its size.  The replicas join at the data-parallel gradient reduction, which waits for its
@@ -53,16 +53,16 @@ from dataclasses import replace
 from functools import cache
 from itertools import product
 
+from ..config import Scenario
 from ..config.hetero_rules import dp_across
 from ..config.loading import DEFAULT_SMS
 from ..config.presets import gpu_presets
 from ..config.schema import ScenarioError, build
 from ..config.sections import GPU
 from ..physics.hardware import ComputeModel
-from ..scenario import Scenario
 from ..workloads.convnet import blocks as convnet
 from ..workloads.transformer.layer import embedding_cost, layer_cost, logits_cost
-from .replicas import Variant
+from .kinds import Variant
 
 
 @cache

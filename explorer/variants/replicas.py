@@ -26,28 +26,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
+from ..analysis.report import Notice
+from ..config import Scenario
+from ..engine.records import BucketInfo
 from ..engine.scheduler import Task
-from ..scenario import Scenario
-from ..taskgraph.records import BucketInfo
-
-
-@dataclass(frozen=True)
-class Variant:
-    """A kind of pipeline replica: its scenario (what the builder simulates), how many replicas
-    are of this kind, and the text appended to its classes' names."""
-
-    tag: str
-    sc: Scenario
-    replicas: int
-    # Heterogeneous datacenters with DP across (explorer/variants/hetero.py): the datacenters of this kind.
-    datacenters: tuple[int, ...] = ()
+from ..result.record import Result
+from . import hetero
+from .kinds import Variant
 
 
 def variants(sc: Scenario) -> list[Variant]:
     """The variants of ``sc``'s replicas (module docstring; datacenters that differ:
     explorer/variants/hetero.py); empty when every replica is alike."""
     if sc.cluster.heterogeneous:
-        from . import hetero  # deferred: hetero builds on this module's Variant
         return hetero.variants(sc)
     st = sc.cluster.stragglers
     if not st.active:
@@ -130,14 +121,18 @@ def _sync_twins(own: Sequence[Task], slowest: Sequence[Task]) -> dict[int, int]:
     return dict(zip(mine, theirs, strict=True)) if len(mine) == len(theirs) else {}
 
 
-def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], object]):
+def simulate_kinds(sc: Scenario, simulate: Callable[[Scenario], Result]) -> Result:
+    """The Result of ``sc`` whose replicas differ: one simulation per kind (:func:`variants`), joined
+    (:func:`combine`)."""
+    return combine(sc, variants(sc), simulate)
+
+
+def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], Result]) -> Result:
     """The Result of ``sc`` from one simulation per variant (``run``): the slowest variant's
     figures, every variant's classes (named ``stage s (tag)``, ``gpus`` = replicas x tp x cp), their
     memories and tasks, and per variant its replicas, own iteration time and wait.  Datacenters
     that differ (explorer/variants/hetero.py) name classes by datacenter and GPU, check memory per GPU type
     and give the whole cluster's throughput figures (hetero.headline)."""
-    from ..analysis.report import Notice  # deferred: analysis imports simulate's neighbours
-    from . import hetero  # deferred: hetero builds on this module's Variant
     results = [run(v.sc) for v in vs]
     order = sorted(range(len(vs)), key=lambda i: -results[i].iteration_time_s)
     slow = results[order[0]]
@@ -188,6 +183,5 @@ def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], object]):
             f"{w * 1e3:.4g} ms at the gradient reduction for the {rows[0]['name']} "
             f"({slow.iteration_time_s:.4g} s per iteration)")))
     figures = hetero.headline(sc, vs, results, slow.iteration_time_s) if het else {}
-    return replace(slow, scenario=sc, classes=tuple(classes), memory_by_class=tuple(memory),
-                   tasks=JoinedTasks(parts), warnings=tuple(n.message for n in notices),
-                   warning_kinds=tuple(n.kind for n in notices), replicas=tuple(rows), **figures)
+    return slow.combined(sc, notices, classes=tuple(classes), memory_by_class=tuple(memory),
+                         tasks=JoinedTasks(parts), replicas=tuple(rows), **figures)

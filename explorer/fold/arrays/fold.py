@@ -25,12 +25,13 @@ import numpy as np
 from ...analysis.breakdown import MemoryBreakdown
 from ...analysis.measures import Measures
 from ...analysis.memory import class_memory
-from ...estimate.keys import compute_key
-from ...estimate.program import KINDS
-from ...estimate.split import layer_split
+from ...config import Scenario
+from ...config.frameworks import profile as framework_profile
 from ...network.groups import Network
-from ...physics.frameworks import profile as framework_profile
-from ...scenario import Scenario
+from ...pricing.keys import compute_key
+from ...pricing.program import KINDS
+from ...pricing.scope import prices
+from ...pricing.split import layer_split
 from ...schedules.registry import Window
 from ...schedules.registry import get as get_schedule
 from ...taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
@@ -73,13 +74,12 @@ def eligible(sc: Scenario) -> bool:
 
 
 def ineligible(sc: Scenario) -> str | None:
-    """Why the array runs cannot hold ``sc``'s graph (the first reason), or None (:func:`eligible`)."""
-    from ...estimate.many import needs_simulation  # deferred: the estimator's other modules
-
+    """Why the array runs cannot hold ``sc``'s graph (the first reason), or None (:func:`eligible`).
+    Variants that wrap the iteration are dispatched before (variants/registry.py)."""
     par = sc.parallelism
-    if needs_simulation(sc):
-        return ("a variant the estimator leaves to the simulation (replicas that differ, windows, "
-                "gossip, compression, faults, CNNs)")
+    if not prices(sc):
+        return ("a feature the pricing model does not price (compressed gradients, degraded nodes, "
+                "a convolutional network: pricing/scope.py)")
     if sc.communication.dp_priority:
         return "P3 bucket priorities reorder the data-parallel stream"
     if par.dp_kind != "allreduce":
@@ -97,7 +97,7 @@ def ineligible(sc: Scenario) -> str | None:
 def simulate_arrays(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayFold | None:
     """The folded simulation of ``sc`` from array runs, or None when ``sc`` is not :func:`eligible`,
     folding does not pay, or no period is proven within the plan's limit.  ``ideal``: the aspects
-    of the ideal pipeline to apply (the scenario's own when None; analysis/bubble.py's steps)."""
+    of the ideal pipeline to apply (the scenario's own when None; teaching/bubble.py's steps)."""
     got = attempt_arrays(sc, ideal)
     return got if isinstance(got, ArrayFold) else None
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...estimate.program import KINDS, Program, compile_program
+from ...pricing.program import KINDS, Program, compile_program
 from ...taskgraph.builder import IterationBuilder
 from .tail import Tail, tail
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...config.frameworks import profile as framework_profile
+from ...engine.records import BucketInfo
 from ...engine.scheduler import Task, TaskGraph
-from ...physics.frameworks import profile as framework_profile
 from ...taskgraph.builder import IterationBuilder
-from ...taskgraph.records import BucketInfo
 from ...taskgraph.techniques.dp_contention import sm_factor
 
 

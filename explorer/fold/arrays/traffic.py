@@ -18,9 +18,9 @@ import numpy as np
 
 from ...analysis.report import link_summary
 from ...analysis.utilisation import class_traffic, tier_utilisation
+from ...engine.records import LinkCall, TransferInfo
 from ...engine.scheduler import Task
 from ...taskgraph.builder import IterationBuilder
-from ...taskgraph.records import LinkCall, TransferInfo
 from ...vocabulary import COMM_DIMS
 from .tail import Tail, tail
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...config import Scenario
 from ...engine.gc_pause import paused_collector
-from ...scenario import Scenario
 from ...taskgraph.builder import IterationBuilder
 from ..tasks import FoldedTasks, Shift, task_keys
 

@@ -7,7 +7,7 @@
   Training" (P3), SysML 2019; Peng et al., ByteScheduler, SOSP 2019): the first layers'
   gradients, produced last by the backward, are reduced first, so the next forward can start on
   them early.
-- Bucket size and wire dtype are the framework's defaults (explorer/physics/frameworks.py): Megatron-Core
+- Bucket size and wire dtype are the framework's defaults (explorer/config/frameworks.py): Megatron-Core
   max(40M, 1M x dp) fp32 elements, DeepSpeed 5e8 elements, PyTorch DDP 25 MB.
 - ZeRO-1/2 (Rajbhandari et al. SC20): reduce-scatter instead of all-reduce, then the updated
   parameters all-gathered; ZeRO-3/FSDP reduces one unit (here: the chunk) at a time.
@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import math
 
+from ...config import Scenario
+from ...engine.records import BucketInfo, priced_link
 from ...engine.scheduler import Task, TaskGraph
 from ...network.collectives import bus_factor
 from ...network.compression import OVERLAPS_BACKWARD, plan
 from ...network.groups import Network
-from ...scenario import Scenario
 from ..chunks import ChunkWork
-from ..records import BucketInfo, priced_link
 from .dp_contention import hidden_seconds
 from .optimizer import PARAM_BYTES, grad_reduce_bytes
 

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ...config import Scenario
 from ...physics.kernels import DEFAULT_SMS
-from ...scenario import Scenario
 
 
 def sm_factor(sc: Scenario, ideal: bool = False) -> float:

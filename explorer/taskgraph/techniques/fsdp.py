@@ -8,7 +8,7 @@ iteration of ZeRO 1-2.  With ``prefetch_layers`` >= 1 the gather of the next lay
 layer's compute (FSDP's forward/backward prefetch), so only the excess of communication over
 compute is exposed; with 0 every gather waits in front of its layer.
 
-The framework (explorer/physics/frameworks.py) sets the wire dtype of the reduce-scatter (FSDP's
+The framework (explorer/config/frameworks.py) sets the wire dtype of the reduce-scatter (FSDP's
 ``reduce_dtype``, fp32 in torchtitan) and, for DeepSpeed, the prefetch budget: ZeRO-3 fetches at
 most ``stage3_prefetch_bucket_size`` parameters ahead of use, so of a layer larger than that budget
 only the prefetched share of its gather can hide under the previous layer's compute.
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...config.frameworks import profile
 from ...network.collectives import bus_factor
 from ...network.groups import Network
-from ...physics.frameworks import profile
 from .optimizer import PARAM_BYTES, grad_reduce_bytes
 
 

@@ -7,8 +7,8 @@ it streams every state once (Megatron-LM's fused Adam), so its time is bytes / H
 """
 from __future__ import annotations
 
-from ...physics.frameworks import profile
-from ...scenario import Scenario
+from ...config import Scenario
+from ...config.frameworks import profile
 
 GRAD_BYTES = 2                  # bf16 gradient buffer per parameter (memory); the wire: grad_reduce_bytes
 PARAM_BYTES = 2                 # bf16 working copy of the weights
@@ -31,5 +31,5 @@ def optimizer_time(dense: float, expert: float, dp: int, edp: int, zero: int, op
 
 def grad_reduce_bytes(sc: Scenario) -> int:
     """Bytes per gradient element the data-parallel reduction moves: the training dtype's, or fp32
-    where the framework reduces in fp32 (explorer/physics/frameworks.py, ``grad_reduce_fp32``)."""
+    where the framework reduces in fp32 (explorer/config/frameworks.py, ``grad_reduce_fp32``)."""
     return profile(sc.training.framework).grad_reduce_bytes(sc.training.dtype)

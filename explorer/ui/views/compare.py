@@ -17,11 +17,11 @@ import streamlit as st
 
 from ... import figures
 from ...analysis.compare import Comparison, Delta, compare
-from ...analysis.timeline import build_timeline
 from ...analysis.verdict import MemoryVerdict, over_memory_sentences
 from ...figures import compare as cfig
 from ...figures.gantt import GanttInfo, lane_name
 from ...fold.budget import check_unfolded_budget
+from ...result.timeline import build_timeline
 from ...scenario import SETTABLE, ScenarioError, from_dict
 from ...share import format_value
 from ..cache import BYTES_PER_BAR, MAX_BARS, ByteBoundedLRU, ViewData, view_data

@@ -38,7 +38,7 @@ def render(data: ViewData, present: bool) -> None:
 
 
 def _over_time(data: ViewData, present: bool) -> None:
-    """Memory over the iteration per stage (explorer/analysis/memory_timeline.py)."""
+    """Memory over the iteration per stage (explorer/result/memory_timeline.py)."""
     j = data.json
     st.markdown("**Over the iteration** (same time axis as the Gantt)")
     curves = data.memory_curves

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from ...network.topology import BOUNDARY_NAMES, Fabric
 
 if TYPE_CHECKING:
-    from ...scenario import Scenario
-    from ...simulate import Result
+    from ...config import Scenario
+    from ...result.record import Result
 
 
 def step_busy(sc: Scenario, base: Result, extra: dict[str, float]) -> dict[str, float]:

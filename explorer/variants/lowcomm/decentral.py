@@ -55,26 +55,30 @@ and convergence per step (staleness: the quality note).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...analysis.link_bound import link_bound
+from ...analysis.report import Notice
 from ...config.loading import from_dict, to_dict
 from ...config.schema import ScenarioError
 from ...network.collectives import cost
 from ...network.compression import plan
 from ...network.groups import Network
 from ...network.topology import BOUNDARY_NAMES
+from ...result.windows import Exchange
 from ...taskgraph.builder import IterationBuilder
-from ..replicas import Variant, variants
+from ..kinds import Variant
+from ..replicas import variants
 from .amortise import amortised_utilisation, step_busy
 from .gossip_graph import peer_offsets, phase
 from .window import sent_per_boundary
 
 if TYPE_CHECKING:
-    from ...scenario import Scenario
-    from ...simulate import Result
+    from ...config import Scenario
+    from ...result.record import Result
 
 QUALITY = {
     "gossip": ("D-PSGD (Lian et al., NeurIPS 2017) proves the convergence rate of centralised SGD once the "
@@ -103,43 +107,6 @@ class ReplicaKind:
     def factor(self, stage: int) -> float:
         """The factor on pipeline stage ``stage``'s kernels (cluster.stragglers.slowdown or 1)."""
         return self.stage_slowdown[stage] if self.stage_slowdown else 1.0
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """What the replicas exchange per step and what it costs (module docstring)."""
-
-    kind: str
-    replicas: int
-    peers: int                       # neighbours per step (gossip); server nodes (parameter server)
-    payload_dtype: str
-    # The reference replica's own step (compute, TP/PP, bubble, optimizer): the slowest kind's, which
-    # sets every replica's pace, or under gossip-async the fastest kind's.
-    step_s: float
-    exchange_s: float                # the exchange alone
-    exposed_s: float                 # what the exchange adds to that step
-    bytes_per_gpu: dict[str, float]  # tier -> bytes one GPU sends per step
-    server_nic_bytes: float          # parameter server: bytes through one server NIC per step, each way
-    server_nic_utilisation: float    # of the step
-    quality: str
-    # Replicas that differ (cluster.stragglers): each replica's own cycle alone — its step plus what
-    # the exchange exposes to it — for the fastest and the slowest kind (equal without stragglers),
-    # and the sequences per second all replicas process together.
-    fastest_replica_step_s: float = 0.0
-    slowest_replica_step_s: float = 0.0
-    samples_per_s: float = 0.0
-    global_batch: int = 0            # sequences per step of all replicas together
-    # tier -> bytes per step averaged over every GPU of every stage (``bytes_per_gpu`` is the
-    # busiest stage's): times the GPUs, the exchange's whole load on each boundary.
-    mean_bytes_per_gpu: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def asynchronous(self) -> bool:
-        """Whether no replica waits for another (gossip-async, AD-PSGD)."""
-        return self.kind == "gossip-async"
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.__dict__.items()}
 
 
 def replica_scenario(sc: Scenario) -> Scenario:
@@ -274,10 +241,6 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
     every replica at the slowest kind's cycle, gossip-async each at its own, the iteration then the
     equivalent global-batch time (module docstring); ``replicas`` lists each kind's own cycle and
     wait."""
-    # Deferred: analysis imports simulate's neighbours.
-    from ...analysis.link_bound import link_bound
-    from ...analysis.report import Notice
-
     # One simulation per kind of replica: the straggler replica and the replicas at speed.
     vs = variants(sc) if sc.cluster.stragglers.active else [Variant("", sc, sc.dp)]
     reps = [simulate_replica(replica_scenario(v.sc)) for v in vs]
@@ -348,12 +311,7 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
                 f"stragglers: {sum(row['replicas'] for row in fast):,} replicas would step in "
                 f"{min(row['iteration_time_s'] for row in fast):.4g} s but wait for the "
                 f"{kinds[pace].tag or 'slowest replica'} ({T:.4g} s per step): {why}")))
-    return replace(rep, scenario=sc, iteration_time_s=T, bottleneck=story,
-                   utilisation=amortised_utilisation(sc, busy, T),
-                   tokens_per_s=rep.tokens_per_s * sc.dp * slow,
-                   tflops_per_gpu=rep.tflops_per_gpu * slow, mfu=rep.mfu * slow,
-                   mfu_fp8_peak=None if rep.mfu_fp8_peak is None else rep.mfu_fp8_peak * slow,
-                   bubble_fraction=bubble, bubble_fraction_busiest=busiest,
-                   breakdown_s=breakdown, comm_bytes_per_gpu=comm, comm_bytes_by_tier=by_tier, exchange=x,
-                   replicas=rows, warnings=tuple(n.message for n in notices),
-                   warning_kinds=tuple(n.kind for n in notices))
+    return rep.combined(sc, notices, pace=slow, groups=sc.dp, iteration_time_s=T, bottleneck=story,
+                        utilisation=amortised_utilisation(sc, busy, T),
+                        bubble_fraction=bubble, bubble_fraction_busiest=busiest, breakdown_s=breakdown,
+                        comm_bytes_per_gpu=comm, comm_bytes_by_tier=by_tier, exchange=x, replicas=rows)

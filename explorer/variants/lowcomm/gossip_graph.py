@@ -21,7 +21,7 @@ from ...network.topology import BOUNDARY_NAMES
 from .window import sent_per_boundary
 
 if TYPE_CHECKING:
-    from ...scenario import Scenario
+    from ...config import Scenario
 
 
 def peer_offsets(kind: str, n: int, peers: int = 0) -> list[int]:

@@ -29,7 +29,7 @@ train: :mod:`explorer.variants.lowcomm.quality` cites what each paper measured).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,17 +42,15 @@ from ...network.collectives import CollectiveCost, cost
 from ...network.compression import plan
 from ...network.groups import Network
 from ...network.topology import BOUNDARY_NAMES, GroupShape
+from ...result.windows import STEP_TIERS, SyncWindow
 from ...taskgraph.builder import IterationBuilder
 from .amortise import amortised_utilisation, step_busy
 from .quality import quality_note
 
 if TYPE_CHECKING:
-    from ...scenario import Scenario
-    from ...simulate import Result
+    from ...config import Scenario
+    from ...result.record import Result
 
-# The per-step traffic tiers of ``run --json`` "bytes_per_step" (the boundary a byte crosses:
-# the GPU's scale-up link, its node, its datacenter; BOUNDARY_NAMES also has the spine).
-STEP_TIERS = ("scale-up", "scale-out", "scale-across")
 # HBM bytes per parameter of the outer update, fp32: DiLoCo's Nesterov step reads the snapshot,
 # the averaged outer gradient and the momentum and writes the momentum, the snapshot and the
 # parameters (Douillard et al. 2023, Algorithm 1: 3 reads + 3 writes of 4 bytes); model averaging
@@ -64,78 +62,11 @@ UPDATE_BYTES = {"local-sgd": 8.0, "diloco": 24.0, "streaming-diloco": 24.0, "ind
 OUTER_STATE_BYTES = {"local-sgd": 0.0, "diloco": 8.0, "streaming-diloco": 8.0, "independent": 0.0}
 
 
-@dataclass(frozen=True)
-class SyncWindow:
-    """One window of ``inner_steps`` steps and its synchronisation (module docstring)."""
-
-    kind: str
-    inner_steps: int
-    fragments: int
-    overlap_steps: int
-    outer_dtype: str
-    replicas: int                  # groups training apart (datacenters, or replica_nodes nodes)
-    inner_step_s: float            # one inner step (the Gantt)
-    sync_s: float                  # one synchronisation of the whole model (all fragments together)
-    fragment_sync_s: float         # one fragment's synchronisation
-    exposed_sync_s: float          # synchronisation time not hidden, per window
-    update_s: float                # outer optimizer / averaging, per window
-    window_s: float
-    wan_bytes_per_sync: float      # bytes one datacenter sends over the WAN per whole-model sync
-    sync_bytes_per_gpu: dict[str, float]   # tier -> bytes one GPU sends per whole-model sync
-    bytes_per_step: dict[str, float]       # tier -> bytes one GPU sends per step, amortised
-    peak_wan_Gbps: float           # one datacenter's WAN egress while a synchronisation runs
-    # Streaming DiLoCo's peak bandwidth: a fragment's WAN bytes over its tau inner steps (1/F of
-    # the whole model's); None for blocking kinds, which have no such deadline.
-    wan_Gbps_needed: float | None
-    wan_Gbps_to_hide: float | None  # WAN bandwidth at which the sync hides (None: it never does)
-    quality: str
-    slice_params: float = 0.0      # parameters one GPU reduces, updates and keeps outer state for
-    group_nodes: int = 0           # training.sync.replica_nodes: 0 = the groups are datacenters
-
-    @property
-    def groups(self) -> str:
-        """What trains apart, for sentences: "datacenters" or "groups of N nodes"."""
-        return "datacenters" if self.group_nodes == 0 else f"groups of {self.group_nodes} node(s)"
-
-    @property
-    def link(self) -> str:
-        """What the synchronisation crosses: the WAN between datacenters, or the fabric."""
-        return "WAN" if self.group_nodes == 0 else "fabric"
-
-    @property
-    def time_per_step_s(self) -> float:
-        """The window over its H steps: the inner step plus 1/H of what the window adds to it."""
-        return self.inner_step_s + (self.exposed_sync_s + self.update_s) / self.inner_steps
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> SyncWindow:
-        """The window back from :meth:`to_json_dict`'s mapping (the app keeps the run as JSON)."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "inner_steps": self.inner_steps, "fragments": self.fragments,
-                "overlap_steps": self.overlap_steps, "outer_dtype": self.outer_dtype,
-                "replicas": self.replicas, "inner_step_s": self.inner_step_s, "sync_s": self.sync_s,
-                "fragment_sync_s": self.fragment_sync_s, "exposed_sync_s": self.exposed_sync_s,
-                "update_s": self.update_s, "window_s": self.window_s,
-                "time_per_step_s": self.time_per_step_s, "wan_bytes_per_sync": self.wan_bytes_per_sync,
-                "sync_bytes_per_gpu": dict(self.sync_bytes_per_gpu),
-                "bytes_per_step": dict(self.bytes_per_step),
-                "peak_wan_Gbps": self.peak_wan_Gbps, "wan_Gbps_needed": self.wan_Gbps_needed,
-                "wan_Gbps_to_hide": self.wan_Gbps_to_hide,
-                "quality": self.quality, "slice_params": self.slice_params,
-                "replica_nodes": self.group_nodes, "group_nodes": self.group_nodes}
-
-
-def inner_scenario(sc: Scenario) -> Scenario:
-    """One group of ``sc`` (a datacenter, or replica_nodes nodes) training its replicas alone:
-    nodes / D, global batch / D, dp / D, synchronised every step inside; with degraded nodes, the
-    last group (the slowest).  Raises a ScenarioError on
-    ``training.sync.kind`` when that group cannot run the layout (the message says why)."""
+def inner_raw(raw: dict[str, Any], sc: Scenario) -> None:
+    """Edit ``raw`` (``to_dict(sc)``) into one group of ``sc`` training alone: nodes / D, global
+    batch / D, dp / D, synchronised every step inside, no stragglers; with degraded nodes, the last
+    group (the slowest).  The search's ranking proxy makes the same edit (variants/registry.py)."""
     c, D = sc.cluster, sc.sync_groups
-    raw = to_dict(sc)
-    raw.pop("description", None)
     cl = raw["cluster"]
     cl.update(nodes=c.nodes // D, datacenters=1)
     cl.pop("stragglers", None)
@@ -146,8 +77,19 @@ def inner_scenario(sc: Scenario) -> Scenario:
     raw["training"]["global_batch"] = sc.training.global_batch // D
     raw["training"]["sync"] = {"kind": "every-step"}
     par = raw["parallelism"]
-    par["dp"] = sc.dp // D
+    if sc.parallelism.dp is not None:          # a search's parsed base leaves dp to the layout
+        par["dp"] = sc.parallelism.dp // D
     par["span"] = "auto"
+
+
+def inner_scenario(sc: Scenario) -> Scenario:
+    """One group of ``sc`` (a datacenter, or replica_nodes nodes) training its replicas alone
+    (:func:`inner_raw`).  Raises a ScenarioError on ``training.sync.kind`` when that group cannot
+    run the layout (the message says why)."""
+    c, D = sc.cluster, sc.sync_groups
+    raw = to_dict(sc)
+    raw.pop("description", None)
+    inner_raw(raw, sc)
     try:
         return from_dict(raw)
     except ScenarioError as e:
@@ -290,10 +232,10 @@ def simulate_window(sc: Scenario, simulate_inner: Callable[[Scenario], Result]) 
         * w.slice_params
     mem = inner.memory
     memory = MemoryBreakdown(mem.params, mem.grads, mem.optimizer + extra, mem.activations)
-    warnings, kinds = inner.warnings, inner.warning_kinds
+    notices = inner.notices
     over = memory_notice(sc, memory)
-    if over is not None and "memory" not in kinds:
-        warnings, kinds = (*warnings, over.message), (*kinds, over.kind)
+    if over is not None and "memory" not in inner.warning_kinds:
+        notices = (*notices, over)
     story = inner.bottleneck
     per_step = (w.exposed_sync_s + w.update_s) / w.inner_steps
     others = [v for k, v in inner.breakdown_s.items() if k not in ("compute", "recompute")]
@@ -304,9 +246,5 @@ def simulate_window(sc: Scenario, simulate_inner: Callable[[Scenario], Result]) 
     # The D groups step together: D times the inner scenario's tokens, per-GPU rates unchanged.
     # Each link's busy seconds per step: the inner step's own, and 1/H of the synchronisation's.
     util = amortised_utilisation(sc, step_busy(sc, inner, sync_dp), w.time_per_step_s)
-    return replace(inner, scenario=sc, bottleneck=story, utilisation=util, warnings=warnings,
-                   warning_kinds=kinds,
-                   tokens_per_s=inner.tokens_per_s * sc.sync_groups * slow,
-                   tflops_per_gpu=inner.tflops_per_gpu * slow, mfu=inner.mfu * slow,
-                   mfu_fp8_peak=None if inner.mfu_fp8_peak is None else inner.mfu_fp8_peak * slow,
-                   comm_bytes_per_gpu=comm, comm_bytes_by_tier=by_tier, memory=memory, sync_window=w)
+    return inner.combined(sc, notices, pace=slow, groups=sc.sync_groups, bottleneck=story, utilisation=util,
+                          comm_bytes_per_gpu=comm, comm_bytes_by_tier=by_tier, memory=memory, sync_window=w)

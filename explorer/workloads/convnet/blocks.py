@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from ...config import Scenario
 from ...config.model_parts import Conv
 from ...physics.hardware import BYTES_PER_ELEMENT
-from ...scenario import Scenario
 from ..transformer.attention import Gemm
 from ..transformer.layer import BACKWARD_STREAM_FACTOR, ZERO_WORK, EdgeCost, GemmTimer, LayerCost, Work
 from . import arch as convnet_arch

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...config import Scenario
 from ...physics.hardware import BYTES_PER_ELEMENT
-from ...scenario import Scenario
 from .activations_terms import Ctx, Term, attention_terms, dense_mlp_terms, moe_mlp_terms
 
 # Megatron-Core's recompute_modules this accounting knows (transformer_config.py).

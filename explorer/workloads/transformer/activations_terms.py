@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...scenario import Model
+from ...config import Model
 
 MASK_BYTES = 1          # dropout masks are bytes (Korthikanti Sec. 4.1: "as^2b" and "sbh" terms)
 FP8_BYTES = 1           # Transformer Engine keeps an FP8 linear input as 1 byte per element

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...scenario import Model
+from ...config import Model
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ...physics.frameworks import profile
+from ...config import Scenario
+from ...config.frameworks import profile
 from ...physics.hardware import BYTES_PER_ELEMENT, gemm_large_efficiency
 from ...physics.kernels import attention_seconds, gemm_seconds
-from ...scenario import Scenario
 from .activations import layer_activation_bytes
 from .attention import AttentionBlock, Gemm, attention_block, attention_params, head_dims
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..analysis.memory import recompute_transient
+from ..engine.records import PassInfo
 from ..fold.arrays.lazy import resolved
 from ..fold.tasks import FoldedTasks
 from ..taskgraph.builder import IterationBuilder
-from ..taskgraph.records import PassInfo
-from .memory import recompute_transient
 
 
 @dataclass(frozen=True)

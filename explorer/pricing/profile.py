@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..physics.frameworks import profile as framework_profile
-from ..scenario import Scenario
+from ..config import Scenario
+from ..config.frameworks import profile as framework_profile
 from ..schedules.registry import Schedule
 from ..schedules.registry import get as get_schedule
 from ..taskgraph.builder import IDEAL_ASPECTS
@@ -36,14 +36,7 @@ from ..taskgraph.layout import layout_for
 from ..taskgraph.techniques.dp_contention import sm_factor
 from ..taskgraph.techniques.optimizer import OPTIMIZER_TRAFFIC_BYTES, grad_reduce_bytes
 from .buckets import dp_work
-from .chunk_basis import (
-    F_IDX,
-    FEATURES,
-    basis,
-    basis_key,
-    chunk_counts,
-    costs,
-)
+from .chunk_basis import F_IDX, FEATURES, basis, basis_key, chunk_counts, costs
 from .keys import RowNetwork, bound_memory, compute_key, intern, memo_table, network_key
 from .split import layer_split
 from .stages import NetInfo, shared_netinfo, stage_classes, transfers

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import Scenario
 from ..network.groups import Network
-from ..scenario import Scenario
 
 # The dimensions whose group a pass's own collectives use (layer_parts, fsdp_cost); their shapes
 # on a stage decide whether two stages price a layer alike.

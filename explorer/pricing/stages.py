@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..scenario import Scenario
+from ..config import Scenario
 from .chunk_basis import pricing_signature
 from .keys import PASS_DIMS, RowNetwork, intern, memo_table
 

@@ -14,10 +14,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from ..engine.records import BucketInfo, OverlapInfo, PassInfo, TransferInfo
 from ..engine.scheduler import Task
 from ..fold.arrays.lazy import resolved
 from ..fold.tasks import FoldedTasks
-from ..taskgraph.records import BucketInfo, OverlapInfo, PassInfo, TransferInfo
 from ..vocabulary import BLOCKING_DIMS, LANE_OF, STREAMS
 
 COLUMNS = ("gpu_class", "lane", "kind", "start_s", "end_s", "duration_s", "micro_batch", "chunk",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..scenario import Scenario
+from ..config import Scenario
 from ..taskgraph.techniques.dp_buckets import MAX_BUCKET_TASKS
 from ..taskgraph.techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
 from .keys import RowNetwork, memo_table

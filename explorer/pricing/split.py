@@ -9,8 +9,8 @@ reads the same numbers (SplitCosts.search_key) share one search.
 """
 from __future__ import annotations
 
-from ..physics.frameworks import profile as framework_profile
-from ..scenario import Scenario
+from ..config import Scenario
+from ..config.frameworks import profile as framework_profile
 from ..schedules.registry import get as get_schedule
 from ..taskgraph.split import choose_split
 from ..taskgraph.split_cost import Piece, SplitCosts, assemble, piece_fields

@@ -20,8 +20,8 @@ from itertools import accumulate
 
 import numpy as np
 
+from ..config import Scenario
 from ..physics.hardware import ComputeModel
-from ..scenario import Scenario
 from ..taskgraph.chunks import ChunkContext, ChunkWork, chunk_work
 from ..workloads.transformer.layer import embedding_cost, layer_cost, logits_cost
 from .keys import RowNetwork, compute_key, intern, memo_table

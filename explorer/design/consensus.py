@@ -19,10 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...config.loading import apply_overrides, from_dict
-from ...config.schema import ScenarioError
-from ...simulate import simulate
-from .window import inner_scenario, window
+from ..config.loading import apply_overrides, from_dict
+from ..config.schema import ScenarioError
+from ..simulate import simulate
+from ..variants.lowcomm.window import inner_scenario, window
 
 KNEE_SHARE = 0.10        # the synchronisation's share of a step at which we call the curve flat
 REPLICAS = (2, 4, 8, 16)

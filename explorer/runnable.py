@@ -1,0 +1,118 @@
+"""A scenario the simulator can run: the configuration's own rules (explorer/config, which imports
+nothing of the simulator) and, on top, the checks that need the simulator's model — run by
+``from_dict``, ``load`` and ``validate`` here, which :mod:`explorer.scenario` (the facade every
+caller imports) re-exports, and by :func:`explorer.simulate.simulate` itself.
+
+====================================  ==========================================================
+check                                 needs
+====================================  ==========================================================
+rule_sync_whole_replicas              the rank placement (network/placement.py)
+rule_failures_leave_survivors         the survivors' cluster (variants/faults.py)
+rule_speed_split_whole                the kinds' speeds (variants/hetero.py)
+rule_work_budget                      the budget (fold/budget.py; joined kinds per the registry)
+====================================  ==========================================================
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .config import ScenarioError, apply_overrides, load_raw
+from .config import from_dict as config_from_dict
+from .config import validate as config_validate
+from .config.hetero_rules import dp_across
+from .config.sections import Scenario
+from .fold.budget import MAX_WORK, WorkEstimate, check_budget, joined_estimate, refuse
+from .network.placement import Placement
+from .variants.faults import surviving_scenario
+from .variants.hetero import micro_batches_per_kind
+from .variants.registry import VARIANTS
+
+
+def rule_sync_whole_replicas(sc: Scenario) -> None:
+    """Each group training apart holds whole pipelines (DP is what crosses) and an equal share of
+    the batch."""
+    sy, c, p = sc.training.sync, sc.cluster, sc.parallelism
+    if not sy.windowed:
+        return
+    D = sc.sync_groups
+    what = "datacenters" if sy.replica_nodes == 0 else f"groups of {sy.replica_nodes} nodes"
+    dc_gpus = c.gpus // D
+    pl = Placement.for_scenario(sc)
+    home = {pl.gpu(pp=s) // dc_gpus for s in range(p.pp)} | {pl.gpu(tp=p.tp - 1, cp=p.cp - 1) // dc_gpus}
+    if sc.dp % D or len(home) > 1:
+        fix = "set parallelism.span: dp" if sy.replica_nodes == 0 else \
+            "use larger groups (training.sync.replica_nodes) or place dp outermost"
+        raise ScenarioError("training.sync.kind", f"{sy.kind} needs whole model replicas in every "
+                            f"group (dp = {sc.dp} a multiple of the {D} {what}, pipelines inside one); "
+                            f"{fix}")
+    if sc.training.global_batch % D:
+        raise ScenarioError("training.global_batch", f"{sc.training.global_batch} sequences do not split "
+                            f"evenly over the {D} {what} training apart; use a multiple of {D}")
+
+
+def rule_failures_leave_survivors(sc: Scenario) -> None:
+    """Failed nodes leave replicas that can train: one whole at least, filling whole nodes, able to
+    run the layout with the batch they carry (variants/faults.surviving_scenario, the cluster the
+    simulation then runs)."""
+    if sc.cluster.faults.failed_nodes:
+        surviving_scenario(sc)
+
+
+def rule_speed_split_whole(sc: Scenario) -> None:
+    """``batch_split: speed`` over GPU types finds whole micro-batches adding up to the global batch."""
+    if sc.parallelism.batch_split == "speed" and sc.cluster.datacenter_gpus and dp_across(sc):
+        micro_batches_per_kind(sc)
+
+
+def replicas_estimate(sc: Scenario) -> tuple[WorkEstimate, int] | None:
+    """The work of ``sc`` when a variant joins the simulations of its kinds of replica
+    (variants/registry.py ``kinds``: stragglers, datacenters that differ) and how many kinds it
+    has; None when no variant joins kinds."""
+    joins = next((v for v in VARIANTS if v.kinds is not None and v.applies(sc)), None)
+    if joins is None:
+        return None
+    kinds = list(joins.kinds(sc))
+    return joined_estimate(kinds), len(kinds)
+
+
+def rule_work_budget(sc: Scenario) -> None:
+    """The simulation fits the work budget (fold/budget.py): the scenario's own, and when a variant
+    joins the simulations of its kinds of replica, theirs added (:func:`replicas_estimate`)."""
+    joined = replicas_estimate(sc)
+    check_budget(sc, joined=joined is not None)
+    if joined is not None and joined[0].work > MAX_WORK:
+        refuse(sc, joined[0], f" for its {joined[1]} kinds of replica, each simulated")
+
+
+RUNNABLE_RULES: tuple[Callable[[Scenario], None], ...] = (
+    rule_sync_whole_replicas, rule_failures_leave_survivors, rule_speed_split_whole, rule_work_budget)
+
+
+def check(sc: Scenario) -> Scenario:
+    """``sc`` (validated by explorer/config) once every check of :data:`RUNNABLE_RULES` passes; the
+    first that fails raises its one-line ScenarioError."""
+    for rule in RUNNABLE_RULES:
+        rule(sc)
+    return sc
+
+
+def validate(sc: Scenario) -> None:
+    """Every rule: the configuration's (config.rules.validate), then :data:`RUNNABLE_RULES`."""
+    config_validate(sc)
+    check(sc)
+
+
+def from_dict(raw: Mapping[str, Any]) -> Scenario:
+    """Validate a raw mapping into a :class:`Scenario` the simulator can run (raises ScenarioError).
+
+    >>> from_dict({"model": {"preset": "llama3-8b"}, "training": {"global_batch": 8}}).dp
+    8
+    """
+    return check(config_from_dict(raw))
+
+
+def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
+    """Load, override (dotted keys) and validate a scenario file the simulator can run."""
+    return from_dict(apply_overrides(load_raw(path), overrides or {}))

@@ -1,0 +1,51 @@
+"""How the Bubble card (the pipeline's mean idle share) relates to its schedule's closed form,
+every difference quantified: the scenario re-simulated from the ideal pipeline back to itself, one
+aspect at a time (three more simulations, so on demand: the CLI's summary, the app's explanation).
+"""
+from __future__ import annotations
+
+from ..fold.run import run_iteration
+from ..result.record import Result
+from ..scenario import Scenario
+from ..taskgraph.builder import IDEAL_ASPECTS
+from ..variants.registry import needs_simulation
+
+# Beyond this many engine tasks the card-versus-formula decomposition (four more simulations of
+# the same graph) is skipped and the sentence gives the ingredients without their shares.
+WATERFALL_MAX_TASKS = 200_000
+
+
+def _mean_bubble(sc: Scenario, ideal: frozenset[str]) -> float:
+    """The Bubble card of ``sc`` simulated with the given ideal-pipeline aspects (its steady state
+    folded where it folds: explorer/fold/run.py; the array fold only when the pricing covers it)."""
+    ms = run_iteration(sc, ideal, arrays=not needs_simulation(sc), budget=False).measures
+    return sum(b["bubble"] for b in ms.breakdowns) / len(ms.breakdowns) / ms.T
+
+
+def explain_bubble(r: Result) -> str:
+    """How the Bubble card (mean idle share over stages) relates to the schedule's formula, with
+    every difference quantified.
+
+    Starting from the ideal pipeline (whose card is the formula exactly) the real scenario is
+    restored one aspect at a time — the layer split, the embedding/logits work, the optimizer
+    step, communication — and each step's change of the card is quoted, so the differences add
+    up exactly to card - formula.  This costs three more simulations of the same graph, so it is
+    computed on demand (the CLI's summary, the app's explanation), never inside :func:`simulate`."""
+    sc = r.scenario
+    p, v = sc.parallelism.pp, sc.parallelism.vpp
+    out = r.bubble_explanation
+    if p == 1 or sc.parallelism.ideal_pipeline:
+        return out
+    split = list(r.stage_layers)
+    last = p * v - 1
+    where = (f"the embedding on stage 0 and the logits on stage {last % p}" if v == 1 else
+             f"the embedding on stage 0 (chunk 0) and the logits on stage {last % p} (its last chunk)")
+    labels = [f"the layer split {split}", where, "the optimizer step", "exposed communication"]
+    if len(r.tasks) > WATERFALL_MAX_TASKS:
+        return out + (" It differs through " + ", ".join(labels) + " (not decomposed: "
+                      f"{len(r.tasks):,} tasks).")
+    steps = [IDEAL_ASPECTS - {"balance"}, frozenset({"optimizer", "comm"}), frozenset({"comm"})]
+    values = [r.bubble_formula] + [_mean_bubble(sc, st) for st in steps] + [r.bubble_fraction]
+    deltas = [values[i + 1] - values[i] for i in range(len(labels))]
+    shown = [f"{lab} {d * 100:+.1f} points" for lab, d in zip(labels, deltas, strict=True)]
+    return out + " From formula to card: " + ", ".join(shown) + "."

@@ -53,12 +53,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from explorer.estimate.fast import estimate_many, fast_path  # noqa: E402
-from explorer.estimate.profile import row_profile  # noqa: E402
 from explorer.fidelity.korthikanti import Table5Row, table5_raw, table5_rows  # noqa: E402
 from explorer.fold.arrays.fold import attempt_arrays  # noqa: E402
 from explorer.fold.arrays.lazy import LazyTasks  # noqa: E402
 from explorer.fold.plan import NotFolded  # noqa: E402
 from explorer.fold.steady import attempt_folded  # noqa: E402
+from explorer.pricing.profile import row_profile  # noqa: E402
 from explorer.scenario import Scenario, from_dict  # noqa: E402
 from explorer.simulate import Result, simulate  # noqa: E402
 

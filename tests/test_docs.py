@@ -185,10 +185,10 @@ def test_layout_map_names_every_package_and_module(tmp_path):
     assert omitted == [], (f"README's layout map omits {omitted}: add one line each under explorer/ "
                            "in README.md's layout map")
     # The comparison sees a package the map does not name (what the test is for).
-    (tmp_path / "explorer" / "pricing").mkdir(parents=True)
-    (tmp_path / "explorer" / "pricing" / "__init__.py").write_text("")
-    (tmp_path / "explorer" / "units.py").write_text("")
-    assert packages_and_modules(tmp_path) - set(mapped) == {"explorer/pricing/", "explorer/units.py"}
+    (tmp_path / "explorer" / "newpackage").mkdir(parents=True)
+    (tmp_path / "explorer" / "newpackage" / "__init__.py").write_text("")
+    (tmp_path / "explorer" / "newmodule.py").write_text("")
+    assert packages_and_modules(tmp_path) - set(mapped) == {"explorer/newpackage/", "explorer/newmodule.py"}
 
 
 def test_layout_map_names_nothing_that_does_not_exist():

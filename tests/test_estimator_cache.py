@@ -1,6 +1,6 @@
 """The estimator's memo tables (explorer/estimate) never change a result.
 
-The estimator prices each piece once per key of what it reads (estimate/keys.py, chunk_basis.basis_key,
+The estimator prices each piece once per key of what it reads (pricing/keys.py, chunk_basis.basis_key,
 profile.py): rows of a sweep share chunk pieces, layouts, buckets and optimizer steps.  A key that
 missed a field the price reads would hand one row another's price.  So: every row priced together
 with many neighbours (shared, warm tables) equals the same row priced alone in emptied tables
@@ -115,7 +115,7 @@ def _check_classes(sc) -> int:
 
 
 def test_stage_classes_price_alike():
-    """estimate/stages.py groups stages per dimension by offsets; each class's shapes are equal
+    """pricing/stages.py groups stages per dimension by offsets; each class's shapes are equal
     (checked against topology.Fabric.shape on every stage) on layouts whose stages straddle nodes,
     leaf blocks and datacenters."""
     from explorer.scenario import load_raw, shipped_scenarios

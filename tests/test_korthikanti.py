@@ -16,11 +16,11 @@ import sys
 import pytest
 
 from explorer.estimate.fast import fast_path
-from explorer.estimate.profile import row_profile
 from explorer.fidelity.korthikanti import table5_raw, table5_rows
 from explorer.fold.arrays.fold import ArrayFold, attempt_arrays
 from explorer.fold.plan import NotFolded, planned
 from explorer.fold.steady import attempt_folded
+from explorer.pricing.profile import row_profile
 from explorer.scenario import from_dict
 from explorer.simulate import simulate
 

@@ -214,7 +214,7 @@ def test_blocking_sends_count_on_the_stage_that_sends():
 
 
 def test_estimator_agrees_on_the_new_splits():
-    """The estimator computes the same split (estimate/split.py) and so the same times and memory."""
+    """The estimator computes the same split (pricing/split.py) and so the same times and memory."""
     scs = [deepseek("model.moe.top_k=4"), deepseek("model.moe.top_k=4", "parallelism.schedule=1f1b"),
            deepseek("model.mtp_depth=0"), deepseek("training.fp8_storage=te"), mixtral(3, "dualpipe")]
     est = estimate_many(scs)

@@ -122,7 +122,7 @@ def test_overlapping_dimensions_cannot_fill_a_link_beyond_the_iteration():
     assert r.breakdown_s["cp"] > r.breakdown_s["dp"] > 3_000
     (note,) = [w for w, k in zip(r.warnings, r.warning_kinds, strict=True) if k == "link"]
     assert "scale-up links" in note and "cp, dp" in note
-    # The estimator leaves such a row to the simulation (estimate/link_check.py): the same time.
+    # The estimator leaves such a row to the simulation (pricing/link_check.py): the same time.
     assert float(estimate(sc).iteration_time_s[0]) == pytest.approx(r.iteration_time_s, rel=1e-9)
     # At the shipped 450 GB/s the schedule, not the link, sets the iteration: no notice.
     assert "link" not in simulate(load(SC / "long-context-cp.yaml")).warning_kinds

@@ -110,7 +110,7 @@ def derive_conv(model: dict[str, Any]) -> dict[str, Any]:
 def _filled(obj: Any, **values: Any) -> Any:
     """``obj`` with ``values`` where they differ from its own (``obj`` itself when none does), so
     that sections a default leaves as they are stay the same objects: a sweep's rows then share
-    them, and the estimator's keys find them by identity (estimate/keys.object_id)."""
+    them, and the estimator's keys find them by identity (pricing/keys.object_id)."""
     changes = {}
     for k, v in values.items():
         old = getattr(obj, k)

@@ -1,11 +1,11 @@
 """estimate_many: validated scenarios in, one row of estimates each out.
 
-Rows are priced one by one from memoised pieces (estimate/profile.py); rows equal on everything
+Rows are priced one by one from memoised pieces (pricing/profile.py); rows equal on everything
 their timing reads (:func:`time_key`: a sweep's ZeRO 1 and ZeRO 2 rows) are timed once.  Their
 pipelines run grouped by what a compiled program shares — the schedule, p, v, whether sends block,
 and unit counts within a factor of 2**SCALE_BITS (phantom units pad the shorter; DualPipe by its
 exact count).  Then, per
-schedule, p, v and send kind, the buckets, optimizer and iteration window (estimate/sync.py), the
+schedule, p, v and send kind, the buckets, optimizer and iteration window (pricing/sync.py), the
 breakdown and the memory are computed for all rows at once.  Throughput and MFU follow
 simulate.assemble: tokens per iteration over its time; model FLOPs without recompute per GPU over
 time and the bf16 dense peak (PaLM App. B); hardware FLOPs with recompute for TFLOP/s (Megatron-LM
@@ -81,7 +81,7 @@ def row_ops(prof: RowProfile) -> int:
 
 def time_key(prof: RowProfile, i: int) -> tuple:
     """Everything the pipeline, the iteration's end, its window and the breakdown read of row ``i``
-    (estimate/pipeline.py, sync.py, breakdown.py): the memoised pieces by identity (equal keys
+    (pricing/pipeline.py, sync.py, breakdown.py): the memoised pieces by identity (equal keys
     share one object), the shape and counts by value.  Rows equal on it take the same seconds —
     a sweep's ZeRO 1 and ZeRO 2 rows, which differ in memory only, are timed once.  Rows whose
     replay reads their own options (PipeDream's window, P3) are their own key."""

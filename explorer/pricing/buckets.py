@@ -50,7 +50,7 @@ def _plan(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, nbytes:
           classes: np.ndarray, reps: tuple[int, ...], tasks: bool, pkey: int) -> _Plan:
     """The bucket plan of ``n_params`` parameters per held chunk on ``dim``'s groups, memoised on
     the parameters' interned key ``pkey``, the stage classes (shared by every network of one
-    placement: estimate/stages.py) and the options the cut reads."""
+    placement: pricing/stages.py) and the options the cut reads."""
     zero3 = sc.parallelism.zero == 3
     key = (pkey, dim, id(classes), nbytes, zero3, sc.communication.bucket_MB, tasks)
     got = _PLANS.get(key)
@@ -109,7 +109,7 @@ def dp_work(sc: Scenario, net: RowNetwork, params: np.ndarray, expert: np.ndarra
     """Per stage: readiness and seconds of the reduce bucket tasks of its chunks ((p, nch*JOBS)),
     when each chunk's first forward may start ((p, nch): its gathers done under ZeRO 1-2 with
     overlap, IterationBuilder._gathers_at_start) and the gathers after the step ((p,)).  ``dims``:
-    per dimension the stages' classes and their representatives (estimate/stages.py); ``pkey``: the
+    per dimension the stages' classes and their representatives (pricing/stages.py); ``pkey``: the
     interned key of ``params`` and ``expert`` (profile.Layout.pkey), on which the bucket plans are
     memoised."""
     p, nch = params.shape

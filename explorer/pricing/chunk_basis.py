@@ -11,7 +11,7 @@ where each bracket is chunk_work itself, called once on a chunk holding only tha
 chunk of one layer; an end chunk of no layer; the single chunk of a one-chunk pipeline for both
 ends at once).  :func:`basis` memoises those calls per compute key, the shapes of the groups the
 stage talks to and the options chunk_work reads; :data:`FEATURES` is the order of the numbers kept.
-The engine's split of layers over chunks (IterationBuilder._split) is estimate/split.py's.
+The engine's split of layers over chunks (IterationBuilder._split) is pricing/split.py's.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The pipeline's timeline from its compiled program (estimate/program.py), for many rows at once.
+"""The pipeline's timeline from its compiled program (pricing/program.py), for many rows at once.
 
 What the engine (explorer/engine/scheduler.py) does with the pipeline part of the task graph is a longest
 path: every pass starts when its stage's previous pass has ended and its inputs have arrived; a

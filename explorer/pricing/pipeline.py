@@ -6,7 +6,7 @@ the sum of its chunk's parts, plus the SM contention of the communication hidden
 Sec. 3.2.2), and for DualPipe's F&B the fused pair of chunks.fuse (the pair takes its compute
 time, or its communication time when longer; DeepSeek-V3 report Fig. 4).  Rows of one group share
 the schedule, p, v and the framework's kind of send; rows with fewer units than the group's
-largest run the same program with phantom units (estimate/critical_path.py).
+largest run the same program with phantom units (pricing/critical_path.py).
 """
 from __future__ import annotations
 
@@ -181,7 +181,7 @@ def _bucket_contention(profs: list[RowProfile], dur: np.ndarray, grads: np.ndarr
 
 def run_group(profs: list[RowProfile], units: list[int], keep_ops: bool = False) -> StageTimes:
     """Evaluate the pipeline of rows sharing schedule, p, v and send kind, row i with ``units[i]``
-    units (fewer than the program's: phantom units pad it, estimate/critical_path.py)."""
+    units (fewer than the program's: phantom units pad it, pricing/critical_path.py)."""
     pr0 = profs[0]
     prog = compile_program(pr0.schedule.name, pr0.p, pr0.v, program_units(pr0.schedule, max(units), pr0.p))
     feat = np.stack([r.feat for r in profs])

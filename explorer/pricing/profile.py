@@ -3,12 +3,12 @@
 The builder (taskgraph/builder.py) gives every stage its chunks, prices them and adds the
 transfers, gradient buckets, parameter gathers and the optimizer step.  This module computes the
 same quantities for one scenario without building the graph, from pieces memoised on what they
-depend on (estimate/keys.py):
+depend on (pricing/keys.py):
 
-- per network key: the shared Network, its stages' classes per dimension (estimate/stages.py) and
+- per network key: the shared Network, its stages' classes per dimension (pricing/stages.py) and
   the data-parallel group sizes;
 - per chunk layout (the chunk pieces' keys per stage class, the layer split, schedule, p, v): the
-  chunks' work (estimate/chunk_basis.py: chunk_work's pieces, keyed by what chunk_work reads of the
+  chunks' work (pricing/chunk_basis.py: chunk_work's pieces, keyed by what chunk_work reads of the
   groups, so rows that differ only in the NIC bandwidth or ZeRO 1 vs 2 share them);
 - per message size: one send-recv of layer.pp_message_bytes on each stage pair (stages.transfers);
 - per network, held parameters and bucket options: the bucket tasks techniques/dp_buckets.dp_tasks
@@ -18,7 +18,7 @@ depend on (estimate/keys.py):
 - the optimizer step: techniques/optimizer.optimizer_time.
 
 What remains per row is a few dictionary look-ups; the arithmetic over stages happens for many
-rows at once (estimate/pipeline.py, estimate/sync.py).
+rows at once (pricing/pipeline.py, pricing/sync.py).
 """
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ class RowProfile:
     optimizer: np.ndarray            # (p,) optimizer step seconds
     netinfo: NetInfo
     ckey: int
-    memory_key: tuple                # what the per-GPU memory depends on (estimate/memory.py)
+    memory_key: tuple                # what the per-GPU memory depends on (pricing/memory.py)
 
     @property
     def feat(self) -> np.ndarray:

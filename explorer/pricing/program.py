@@ -18,7 +18,7 @@ simulated, so it is compiled here once per shape (memoised) into flat arrays:
   (the order the builder creates them, which is the pp stream's FIFO order);
 - a *step* per op such that every op's inputs come from strictly earlier steps: at most one op per
   stage per step, so a step is evaluated for all stages (and all rows) at once
-  (estimate/critical_path.py).
+  (pricing/critical_path.py).
 
 Nothing here is a model of its own: the orders are the registry's, the dependencies the builder's
 (``_data_dependencies``, ``_compute_tasks``), the pairs the layout's.
@@ -102,7 +102,7 @@ class Program:
 def program_units(schedule, units: int, p: int) -> int:
     """The units a program is compiled for to serve a row of ``units`` on ``p`` stages: the next
     power of two, so that rows and sweeps share programs (phantom units pad the row,
-    estimate/critical_path.py), rounded up to whole groups of p for virtual-stage schedules, whose
+    pricing/critical_path.py), rounded up to whole groups of p for virtual-stage schedules, whose
     order takes the units p at a time (Megatron's interleaved 1F1B, Narayanan et al. SC21 Sec.
     2.2.2: its order of 8 units on 3 stages names a unit 8); exactly ``units`` for DualPipe, whose
     phases depend on the count."""

@@ -13,7 +13,7 @@ The iteration then is what the schedule's registry entry says (Window, analysis/
 the makespan of a flushing pipeline; the longest span of a stage when iterations overlap (ZB-H2);
 PipeDream's steady-state period of m backwards, or the busiest stream's seconds per iteration
 when longer (SOSP 2019 Sec. 3).  P3 bucket priorities (dp_priority) are replayed per row on a
-priority queue, as the engine runs them (estimate/priority.py).
+priority queue, as the engine runs them (pricing/priority.py).
 """
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ class IterationBuilder:
         work, ``edges`` drops the embedding and logits work, ``optimizer`` drops the optimizer
         step, ``comm`` makes every call free (``net`` must then be a ``Network(sc, free=True)``).
         ``split``: the layers per chunk when the caller has :meth:`_split`'s answer already (the
-        estimator memoises it, estimate/chunk_basis.layer_split)."""
+        estimator memoises it, pricing/chunk_basis.layer_split)."""
         self.sc = sc
         if ideal is None:
             ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()

@@ -11,7 +11,7 @@ crowds MoE layers onto some stages.
 
 Each piece — one layer of each kind, the embedding's and the output layer's extra work on the
 first and last chunk — is priced by chunk_work itself (a middle chunk of one layer, an end chunk of
-no layer; chunk figures are sums over these pieces: estimate/chunk_basis.py) and kept as
+no layer; chunk figures are sums over these pieces: pricing/chunk_basis.py) and kept as
 :data:`FIELDS`, from which :func:`unit_seconds` (a chunk's forward and backward passes, one pipeline
 direction) and :func:`fused_seconds` (DualPipe's F&B pair, chunks.fuse) follow.
 """
@@ -130,7 +130,7 @@ def fused_seconds(f: np.ndarray, b: np.ndarray, sm: float) -> np.ndarray:
     return np.maximum(comp, comm) + sm * (np.minimum(comp, comm) + f[..., 2] + b[..., 5])
 
 
-# The parts a pass adds up, in the order the split sums them (estimate/split.py sums the same
+# The parts a pass adds up, in the order the split sums them (pricing/split.py sums the same
 # parts of chunk_basis's features in this order: equal floats, equal splits).
 COMPUTE_ORDER = ("compute", "recompute", "weight-grad")
 COMM_ORDER = ("tp", "cp", "ep", "dp")

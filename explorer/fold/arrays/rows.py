@@ -1,8 +1,8 @@
 """Every task of a few reduced runs as arrays: passes, pipeline transfers and optimizer steps with
 the engine's ready, start and end times and binding dependency, for several unit counts at once.
 
-The estimator's compiled program (estimate/program.py) evaluated step by step, as
-estimate/critical_path.py does (:func:`_evaluate`), gives every pass's start and end and every
+The estimator's compiled program (pricing/program.py) evaluated step by step, as
+pricing/critical_path.py does (:func:`_evaluate`), gives every pass's start and end and every
 transfer's start and arrival bit for bit as the engine computes them (the same max and + in the
 same order; tests/test_arrayfold.py), for all rows at once; rows with fewer units than the program
 run it with phantom units.  Durations are the builder's own (:func:`costs`).  What the engine
@@ -219,7 +219,7 @@ def binding_key(prog: Program, tl: Tail) -> np.ndarray:
 def _evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
               real: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Start and end of every pass and start of every transfer (by sending pass) of ``prog`` for g
-    rows: estimate/critical_path.evaluate for graphs without parameter gathers or blocking sends.
+    rows: pricing/critical_path.evaluate for graphs without parameter gathers or blocking sends.
 
     The same max and + in the same order, with two shortcuts: a pass's own forward (or backward)
     ran earlier on its stage and never delays it, so it waits for its stage and one transfer; and

@@ -9,8 +9,6 @@ shows a short message with an id; its traceback goes to the server log, never to
 from __future__ import annotations
 
 import json
-import logging
-import uuid
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,6 +19,7 @@ from ..share import SharedView, changed_fields, modified_note, to_query
 from . import export, sidebar, style
 from .cache import ViewData, view_data
 from .controls import section_of
+from .errors import internal_error
 from .preload import load_all
 from .state import current_raw, init_state, preset_scenario, resolve_b
 from .views import compare, design, files, memory, metrics, timeline, topology, tour, traffic
@@ -28,7 +27,6 @@ from .views import compare, design, files, memory, metrics, timeline, topology, 
 # Before any session thread can run a view: each lazily imported module complete (preload.py).
 load_all()
 
-LOG = logging.getLogger("commexplorer")
 VIEW_LABELS = {"timeline": "Timeline", "memory": "Memory", "traffic": "Traffic", "topology": "Topology",
                "scenario": "Scenario & files", "compare": "Compare", "design": "Design space"}
 
@@ -36,14 +34,6 @@ VIEW_LABELS = {"timeline": "Timeline", "memory": "Memory", "traffic": "Traffic",
 def share_link(query: dict[str, str]) -> str:
     base = (st.context.url or "").split("?")[0]
     return f"{base}?{urlencode(query)}"
-
-
-def internal_error(where: str) -> None:
-    """Log the traceback with an id; show the id and a one-line apology."""
-    ref = uuid.uuid4().hex[:8]
-    LOG.exception("internal error %s while %s", ref, where)
-    st.error(f"Internal error while {where} (id {ref}). The details are in the server log; the scenario "
-             "link above reproduces it.", icon="🛑")
 
 
 def _resolve(placeholders: dict[str, Any]) -> tuple[dict, Scenario, ScenarioError | None]:

@@ -24,6 +24,7 @@ from ...design.search import TIMED_PIPELINES
 from ...figures import design as dfig
 from ...scenario import ScenarioError
 from ..cache import ViewData
+from ..errors import internal_error
 from ..export import chart
 from . import design_advise
 from . import design_runs as runs
@@ -60,13 +61,12 @@ def _progress(slot: Any, label: str, unit: str, then: str = "") -> Iterator[Call
 
 
 def _guard(what: str, fn: Callable[..., None], *args: Any) -> None:
-    """Run one panel; a bad input is one line, anything unexpected an id (page.internal_error)."""
+    """Run one panel; a bad input is one line, anything unexpected an id (ui/errors.py)."""
     try:
         fn(*args)
     except ScenarioError as exc:
         st.error(f"{what}: {exc}", icon="⚠️")
     except Exception:  # noqa: BLE001 - one panel's bug must not take the others down
-        from ..page import internal_error
         internal_error(f"computing the {what.lower()}")
 
 

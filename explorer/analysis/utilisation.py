@@ -9,7 +9,7 @@ node-limited MoE dispatch loads the fabric as that dispatch, not as a plain all-
 Utilisation of a boundary = bytes crossing it (every domain, every GPU class) / (its achievable
 capacity summed over its domains x the iteration time): the average the topology view colours
 links by.  It cannot exceed 1, as every call lasts at least its egress over its share of each
-boundary (collectives._crossing).
+boundary (collective_algorithms.base.crossing).
 """
 from __future__ import annotations
 

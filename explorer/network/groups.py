@@ -11,9 +11,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..collective_algorithms import registry
 from ..config.presets import resolved_scale_out
 from ..scenario import Scenario
-from .collectives import APPLICABLE, CollectiveCost, NcclOptions, cost
+from .collectives import CollectiveCost, NcclOptions, cost
 from .nccl_tuning import gpu_arch, net_channels
 from .placement import Placement
 from .topology import Fabric, GroupShape
@@ -116,22 +117,11 @@ class Network:
             cc = replace(cc, time_s=0.0, latency_s=0.0)
         if cc.requested and op != "send-recv":
             # A point-to-point transfer has no collective algorithm to choose: never a fallback.
-            if cc.requested not in APPLICABLE[op]:
+            asked = registry.find(cc.requested)
+            if asked is None or not asked.implements(op):
                 why = f"NCCL has no {cc.requested} for these operations"
-            elif cc.requested == "tree":
-                why = "NCCL's tree runs between nodes only and these groups are inside one node"
-            elif cc.requested in ("nvls", "nvls-tree"):
-                why = ("this GPU and scale-up switch have no NVLink SHARP" if not self.nvls
-                       else "NVLS-tree needs several nodes" if cc.requested == "nvls-tree"
-                       else "NVLink SHARP reduces inside one NVSwitch domain only (across nodes it "
-                            "needs cluster.scale_out.sharp)")
-            elif cc.requested == "collnet":
-                why = ("CollNet needs switches that reduce (cluster.scale_out.sharp) and groups "
-                       "spanning nodes")
-            elif cc.requested == "pat":
-                why = "PAT runs all-gather/reduce-scatter with one GPU per node only"
             else:
-                why = f"{cc.requested} cannot run on these groups"
+                why = asked.why_unavailable(self.options)
             self.fallbacks.setdefault((op, "dp" if dim == "edp" else dim), f"{why}; {cc.algorithm} used")
         return cc
 

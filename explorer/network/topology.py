@@ -170,6 +170,12 @@ class GroupShape:
         """Outermost boundary the group crosses (0 when it stays inside one GPU's links)."""
         return max((b for b in range(len(self.shares)) if self.spans(b)), default=0)
 
+    @property
+    def nominal_up_share(self) -> float:
+        """The scale-up share before the ring efficiency (SCALE_UP_EFFICIENCY): what NVLS's own
+        fitted fraction applies to."""
+        return self.shares[0] / SCALE_UP_EFFICIENCY
+
 
 # ------------------------------------------------------------------------------------------------
 # The explicit graph: for drawing and for checking the analytic model on small clusters.

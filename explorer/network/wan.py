@@ -6,9 +6,9 @@ is a ring over them (d_i -> d_(i+1), the last back to the first), each hop carry
 datacenter's egress (``CollectiveCost.egress[3]``, "one share").  That is exactly how a ring
 all-reduce/reduce-scatter/all-gather crosses (Thakur et al., IJHPCA 2005, Sec. 4: every member
 sends (n-1)/n*S to its successor), how the WAN phase of the hierarchical algorithm runs (one ring
-of k members per position, mpi_algorithms.hierarchical), and what a pipeline transfer between two
-datacenters is (k = 2).  Other patterns (trees, halving-doubling, all-to-all) are mapped onto the
-same ring, which is what the per-datacenter egress model always assumed.
+of k members per position, collective_algorithms.alpha_beta.hierarchical), and what a pipeline
+transfer between two datacenters is (k = 2).  Other patterns (trees, halving-doubling, all-to-all)
+are mapped onto the same ring, which is what the per-datacenter egress model always assumed.
 
 Each ring hop is routed on the topology (explorer/config/wan.py): ``mesh`` takes the direct link,
 ``ring`` the shorter way round (ties clockwise), ``hub`` goes through datacenter 0 unless an end is

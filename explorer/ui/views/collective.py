@@ -8,6 +8,7 @@ from typing import Any
 
 import streamlit as st
 
+from ...collective_algorithms import registry
 from ...figures.collective_steps import step_figure
 from ...figures.fonts import PRESENT_FONT_PX
 from ...teaching.collective_steps import (
@@ -23,11 +24,6 @@ from ...teaching.explain import _op
 from ..cache import ViewData
 from ..export import chart
 
-# The simulator's algorithm names -> the step-through's drawing (NCCL's PAT is a ring variant for
-# one GPU per node; NVLS-tree and CollNet reduce in switches or trees, drawn as the tree).
-DRAWN_AS = {"ring": "ring", "pat": "ring", "tree": "tree", "nvls-tree": "tree", "collnet": "tree",
-            "nvls": "nvls", "halving-doubling": "halving-doubling", "hierarchical": "hierarchical",
-            "pairwise": "pairwise"}
 DRAWN_RANKS = 8          # a group larger than MAX_RANKS is drawn with this many ranks
 
 
@@ -42,7 +38,10 @@ def links_of(data: ViewData) -> Links:
 
 def _drawable(algorithm: str, op: str, group: int, per_node: int) -> tuple[str, str, int, int]:
     """(algorithm, op, ranks, ranks per node) of the drawing closest to the call."""
-    alg = DRAWN_AS.get(algorithm, "ring")
+    # The registry names the drawing of each algorithm (PAT is drawn as the ring, NVLS-tree and
+    # CollNet as the tree); a call without an algorithm ("none") as the ring.
+    known = registry.find(algorithm)
+    alg = known.drawn_as if known is not None else "ring"
     if op not in OPS[alg]:
         alg = "pairwise" if op == "all-to-all" else "ring"
         op = op if op in OPS[alg] else "all-reduce"

@@ -13,6 +13,7 @@ boundary (collective_algorithms.base.crossing).
 """
 from __future__ import annotations
 
+from .. import dimensions
 from ..engine.scheduler import Task
 from ..network.groups import Network
 from ..network.topology import BOUNDARY_NAMES
@@ -113,6 +114,6 @@ def class_traffic(b: IterationBuilder, s: int, mine: list[Task],
     (traffic_by_tier before its maximum over classes); ``calls``: its :func:`class_calls`, if known."""
     acc = {d: [0.0] * len(BOUNDARY_NAMES) for d in COMM_DIMS}
     for call in (calls if calls is not None else class_calls(b, s, mine)):
-        key = "dp" if call.dim == "edp" else call.dim
+        key = dimensions.reported_as(call.dim)
         acc[key] = [a + call.per_gpu(i) for i, a in enumerate(acc[key])]
     return acc

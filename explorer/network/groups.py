@@ -11,6 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .. import dimensions
 from ..collective_algorithms import registry
 from ..config.presets import resolved_scale_out
 from ..scenario import Scenario
@@ -122,7 +123,7 @@ class Network:
                 why = f"NCCL has no {cc.requested} for these operations"
             else:
                 why = asked.why_unavailable(self.options)
-            self.fallbacks.setdefault((op, "dp" if dim == "edp" else dim), f"{why}; {cc.algorithm} used")
+            self.fallbacks.setdefault((op, dimensions.reported_as(dim)), f"{why}; {cc.algorithm} used")
         return cc
 
     def group_size(self, dim: str, stage: int = 0) -> int:

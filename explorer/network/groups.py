@@ -15,6 +15,7 @@ from .. import dimensions
 from ..collective_algorithms import registry
 from ..config.presets import resolved_scale_out
 from ..scenario import Scenario
+from ..units import GBps_to_Bps, gbps_to_GBps
 from .collectives import CollectiveCost, NcclOptions, cost
 from .nccl_tuning import gpu_arch, net_channels
 from .placement import Placement
@@ -31,9 +32,9 @@ def nccl_options(sc: Scenario) -> NcclOptions:
                        arch=gpu_arch(gpu.name, gpu.peak_tflops, gpu.fp8_tflops),
                        nvls=gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch",
                        sharp=out.sharp, net_ll128=not out.fabric.startswith("eth"),
-                       net_channels=net_channels(out.nics_per_node, out.nic_Gbps / 8),
+                       net_channels=net_channels(out.nics_per_node, gbps_to_GBps(out.nic_Gbps)),
                        nics_per_node=out.nics_per_node, gpus_per_node=sc.cluster.gpus_per_node,
-                       pcie_Bps=gpu.pcie_GBps * 1e9 if gpu.pcie_GBps else float("inf"))
+                       pcie_Bps=GBps_to_Bps(gpu.pcie_GBps) if gpu.pcie_GBps else float("inf"))
 
 
 def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:

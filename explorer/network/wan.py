@@ -29,6 +29,7 @@ from functools import cached_property
 
 from ..config.wan import datacenter_index, topology_pairs
 from ..scenario import Cluster
+from ..units import gbps_to_Bps, ms_to_s
 
 Load = tuple[int, int, float]       # directed link (from, to) and the shares routed over it
 
@@ -70,7 +71,7 @@ class Wan:
             bw = o.bandwidth_Gbps if o is not None and o.bandwidth_Gbps is not None else wan.bandwidth_Gbps
             lat = o.latency_ms if o is not None and o.latency_ms is not None else wan.latency_ms
             # The same expressions as topology.Fabric's scale-across boundary: equal links, equal floats.
-            specs.append(WanLinkSpec(a, b, bw, bw * 1e9 / 8 * efficiency, lat * 1e-3))
+            specs.append(WanLinkSpec(a, b, bw, gbps_to_Bps(bw) * efficiency, ms_to_s(lat)))
         names = tuple(c.datacenter_name(d) for d in range(c.datacenters))
         return cls(c.datacenters, wan.topology, tuple(specs), names)
 

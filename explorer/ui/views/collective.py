@@ -11,6 +11,7 @@ import streamlit as st
 from ...collective_algorithms import registry
 from ...figures.collective_steps import step_figure
 from ...figures.fonts import PRESENT_FONT_PX
+from ...network.topology import Fabric
 from ...teaching.collective_steps import (
     ALGORITHMS,
     MAX_RANKS,
@@ -28,12 +29,11 @@ DRAWN_RANKS = 8          # a group larger than MAX_RANKS is drawn with this many
 
 
 def links_of(data: ViewData) -> Links:
-    """Alpha and per-GPU bandwidth inside a node (scale-up) and across nodes (the NICs shared by the
-    node's GPUs, at the fabric's achievable fraction) for the step times."""
-    c = data.scenario.cluster
-    up, out = c.scale_up, c.scale_out
-    nic = out.nic_Gbps / 8 * 1e9 * (out.efficiency or 1.0) * out.nics_per_node / c.gpus_per_node
-    return Links(up.latency_us * 1e-6, up.bandwidth_GBps * 1e9, out.latency_us * 1e-6, nic)
+    """Alpha and per-GPU bandwidth inside a node (one GPU's scale-up link at its line rate) and
+    across nodes (the node's NICs shared by its GPUs, at the fabric's achievable fraction) for the
+    step times: the topology's own rates (network/topology.Fabric), not recomputed from the fields."""
+    up, out = Fabric.for_cluster(data.scenario.cluster).boundaries[:2]
+    return Links(up.latency_s, up.line_Bps, out.latency_s, out.per_gpu_Bps)
 
 
 def _drawable(algorithm: str, op: str, group: int, per_node: int) -> tuple[str, str, int, int]:

@@ -1,35 +1,45 @@
 """The words every stage shares: streams (Gantt lanes), breakdown categories, network tiers, and
 the colours they are drawn in.  One place, so that the analysis, the timeline, the figures and the
-app cannot drift apart (a new dimension or category is added here once).
+app cannot drift apart.  The communication dimensions' part of each is derived from the dimension
+registry (explorer/dimensions.py): a new dimension is one entry there, a new category one here.
 """
 from __future__ import annotations
 
+from . import dimensions
+
 # Communication dimensions, in the order they are reported.
-COMM_DIMS = ("tp", "cp", "ep", "pp", "dp")
+COMM_DIMS = dimensions.reported()
 # Collectives that block the compute stream (issued between the GEMMs of a layer).
-BLOCKING_DIMS = ("tp", "cp", "ep")
+BLOCKING_DIMS = dimensions.blocking()
 # Streams of a GPU class, as lanes of the Gantt chart and threads of the trace.
 STREAMS = ("compute",) + COMM_DIMS
 # Breakdown categories of an iteration; they sum to the iteration time (analysis/breakdown.py).
-CATEGORIES = ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "bubble", "optimizer")
+CATEGORIES = ("compute", "recompute") + COMM_DIMS + ("bubble", "optimizer")
 # Which category a part of a task's duration counts in.
-CATEGORY_OF_PART = {"compute": "compute", "weight-grad": "compute", "recompute": "recompute", "tp": "tp",
-                    "cp": "cp", "ep": "ep", "pp": "pp", "dp": "dp", "optimizer": "optimizer"}
+CATEGORY_OF_PART = {"compute": "compute", "weight-grad": "compute", "recompute": "recompute",
+                    **{d: d for d in COMM_DIMS}, "optimizer": "optimizer"}
 # Which lane a part is drawn on.
 LANE_OF = {"compute": "compute", "recompute": "compute", "optimizer": "compute", "weight-grad": "compute",
-           "tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": "dp"}
+           **{d: d for d in COMM_DIMS}}
 # Network tiers (topology.Fabric boundaries), innermost first, and how the page names them.
 TIERS = ("scale-up", "scale-out", "spine", "scale-across")
 TIER_LABELS = {"scale-up": "NVLink / NVSwitch (scale-up)", "scale-out": "node NICs → leaf (scale-out)",
                "spine": "leaf → spine uplinks", "scale-across": "WAN between datacenters (scale-across)"}
 
-# Colours (Tableau 10, distinguishable in print and on a projector).
+# Colours (Tableau 10, distinguishable in print and on a projector); the dimensions' are theirs.
+_DIM_COLORS = {d: dimensions.get(d).color for d in COMM_DIMS}
 KIND_COLORS = {
     "forward": "#4C78A8", "backward": "#F58518", "weight-grad": "#EECA3B", "recompute": "#B279A2",
-    "tp": "#54A24B", "cp": "#72B7B2", "ep": "#FF9DA6", "pp": "#9D755D", "dp": "#E45756",
+    **_DIM_COLORS,
     "optimizer": "#79706E", "embedding/logits": "#4C78A8", "F&B": "#8F6BB3", "compress": "#3A8E7E",
 }
-CATEGORY_COLORS = {"compute": "#4C78A8", "recompute": "#B279A2", "tp": "#54A24B", "cp": "#72B7B2",
-                   "ep": "#FF9DA6", "pp": "#9D755D", "dp": "#E45756", "bubble": "#D3D3D3",
+CATEGORY_COLORS = {"compute": "#4C78A8", "recompute": "#B279A2", **_DIM_COLORS, "bubble": "#D3D3D3",
                    "optimizer": "#79706E"}
 TIER_COLORS = {"scale-up": "#4C78A8", "scale-out": "#F58518", "spine": "#B279A2", "scale-across": "#E45756"}
+# Presentation mode's palette (Okabe & Ito, "Color Universal Design", 2008): each app colour's
+# counterpart.  Kinds, categories and tiers share hexes, so one colour has one counterpart (a
+# dimension's colour shared with a tier must have the tier's: tests/test_dimensions.py).
+PRESENT_COLORS = {"#4C78A8": "#0072B2", "#F58518": "#E69F00", "#EECA3B": "#F0E442", "#B279A2": "#CC79A7",
+                  "#79706E": "#000000", "#8F6BB3": "#CC79A7", "#3A8E7E": "#009E73", "#D3D3D3": "#DDDDDD",
+                  "#E45756": "#D55E00",
+                  **{dimensions.get(d).color: dimensions.get(d).present_color for d in COMM_DIMS}}

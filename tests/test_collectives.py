@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from explorer.cli import collective_rows
+from explorer.collective_algorithms.nccl_links import NVLS_EFFICIENCY
 from explorer.fidelity.calibration import read_csv
-from explorer.network.collectives import NVLS_EFFICIENCY, NcclOptions, bus_factor, cost
+from explorer.network.collectives import NcclOptions, bus_factor, cost
 from explorer.network.nccl_tuning import BASE_LAT_US, HW_LAT_US, PROTOCOLS
 from explorer.network.topology import SCALE_OUT_EFFICIENCY, SCALE_UP_EFFICIENCY, Fabric
 from explorer.scenario import Cluster, ScaleAcross, ScaleOut, ScaleUp, from_dict

@@ -20,7 +20,7 @@ from conftest import ROOT
 # imports may go either way (they must still be acyclic).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundations", ("explorer.vocabulary", "explorer.schedules", "explorer.units", "explorer.dimensions",
-                     "explorer.errors")),
+                     "explorer.errors", "explorer.collective_algorithms")),
     ("config", ("explorer.config",)),
     ("physics", ("explorer.physics",)),
     ("network", ("explorer.network",)),

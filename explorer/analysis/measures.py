@@ -100,9 +100,11 @@ def class_comm_bytes(r: ScheduledRun, s: int) -> dict[str, float]:
     convention): its chunks' per-unit calls times the units, its transfers and its buckets."""
     b = r.builder
     held = b.rank_chunks(s)
-    per = {"tp": sum(n * c.tp_bytes for c, n in held), "cp": sum(n * c.cp_bytes for c, n in held),
-           "ep": sum(n * c.ep_bytes for c, n in held), "pp": 0.0,
-           "dp": sum(n * c.fsdp_bytes for c, n in held)}
+    # Every registered dimension has a count (explorer/dimensions.py); the chunks carry tp, cp, ep
+    # and the ZeRO-3 gathers (dp) per unit.
+    per = {**dict.fromkeys(COMM_DIMS, 0.0),
+           "tp": sum(n * c.tp_bytes for c, n in held), "cp": sum(n * c.cp_bytes for c, n in held),
+           "ep": sum(n * c.ep_bytes for c, n in held), "dp": sum(n * c.fsdp_bytes for c, n in held)}
     for t in r.by_class[s]:
         if t.kind == "pp" and isinstance(t.info, TransferInfo):
             per["pp"] += t.info.bytes * b.m / b.m_sim     # per iteration when two are simulated

@@ -24,9 +24,9 @@ def comm_bytes(b: IterationBuilder, by_class: list[list[Task]], m: int) -> dict[
     out = dict.fromkeys(COMM_DIMS, 0.0)
     for s, mine in enumerate(by_class):
         held = b.rank_chunks(s)
-        per = {"tp": sum(n * c.tp_bytes for c, n in held), "cp": sum(n * c.cp_bytes for c, n in held),
-               "ep": sum(n * c.ep_bytes for c, n in held), "pp": 0.0,
-               "dp": sum(n * c.fsdp_bytes for c, n in held)}
+        per = {**dict.fromkeys(COMM_DIMS, 0.0),
+               "tp": sum(n * c.tp_bytes for c, n in held), "cp": sum(n * c.cp_bytes for c, n in held),
+               "ep": sum(n * c.ep_bytes for c, n in held), "dp": sum(n * c.fsdp_bytes for c, n in held)}
         for t in mine:
             if t.kind == "pp":
                 per["pp"] += t.info.bytes * m / b.m_sim     # per iteration when two are simulated

@@ -9,10 +9,11 @@ node-limited MoE dispatch loads the fabric as that dispatch, not as a plain all-
 Utilisation of a boundary = bytes crossing it (every domain, every GPU class) / (its achievable
 capacity summed over its domains x the iteration time): the average the topology view colours
 links by.  It cannot exceed 1, as every call lasts at least its egress over its share of each
-boundary (collectives._crossing).
+boundary (collective_algorithms.base.crossing).
 """
 from __future__ import annotations
 
+from .. import dimensions
 from ..engine.records import LinkCall
 from ..engine.scheduler import Task
 from ..network.groups import Network
@@ -113,6 +114,6 @@ def class_traffic(b: IterationBuilder, s: int, mine: list[Task],
     (traffic_by_tier before its maximum over classes); ``calls``: its :func:`class_calls`, if known."""
     acc = {d: [0.0] * len(BOUNDARY_NAMES) for d in COMM_DIMS}
     for call in (calls if calls is not None else class_calls(b, s, mine)):
-        key = "dp" if call.dim == "edp" else call.dim
+        key = dimensions.reported_as(call.dim)
         acc[key] = [a + call.per_gpu(i) for i, a in enumerate(acc[key])]
     return acc

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..collective_algorithms import registry as algorithms
 from ..schedules import registry
 from .compression import Compression
 from .faults import Faults
@@ -334,12 +335,11 @@ class Communication:
     """Collective algorithm and the overlap, bucketing and prefetch options."""
 
     library: str = field(default="nccl", metadata={
-        "choices": ("nccl", "mpi", "gloo"),
+        "choices": algorithms.LIBRARIES,
         "doc": "collective library: nccl = NCCL's algorithms and tuning; mpi/gloo also consider "
                "halving-doubling and hierarchical"})
-    algorithm: str = field(default="auto", metadata={
-        "choices": ("auto", "ring", "tree", "nvls", "nvls-tree", "collnet", "pat",
-                    "halving-doubling", "hierarchical"),
+    algorithm: str = field(default=algorithms.AUTO, metadata={
+        "choices": algorithms.CHOICES,
         "doc": "collective algorithm; auto = the library's choice per call (NCCL's tuning model)"})
     protocol: str = field(default="auto", metadata={
         "choices": ("auto", "LL", "LL128", "Simple"),

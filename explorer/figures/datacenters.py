@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from .. import dimensions
 from ..config.wan import topology_pairs
 from ..scenario import Scenario
 from ..variants.hetero import dc_gpu
-from ..vocabulary import COMM_DIMS
 from .topology import UTIL_STOPS, utilisation_color
 
 HALO = "#222"
@@ -48,12 +48,14 @@ class WanLinkView:
 
 
 def crossing_dims(comm_bytes_by_tier: Mapping[str, Mapping[str, float]]) -> tuple[str, ...]:
-    """The parallel dimensions that send bytes over the WAN (scale-across tier), in COMM_DIMS order.
+    """The parallel dimensions that send bytes over the WAN (scale-across tier), in registry order
+    (explorer/dimensions.py, those the datacenter map shows).
 
     >>> crossing_dims({"dp": {"scale-across": 8.0}, "pp": {"scale-across": 0.0}, "tp": {}})
     ('dp',)
     """
-    return tuple(d for d in COMM_DIMS if comm_bytes_by_tier.get(d, {}).get("scale-across", 0.0) > 0)
+    return tuple(d for d in dimensions.shown_in("datacenters")
+                 if comm_bytes_by_tier.get(d, {}).get("scale-across", 0.0) > 0)
 
 
 def link_views(sc: Scenario, wan_links: Sequence[Mapping]) -> tuple[WanLinkView, ...]:

@@ -17,10 +17,10 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .. import dimensions
 from ..design.scaling import ScalePoint
 from ..design.sensitivity import Sensitivity
 from ..design.sweep import Point
-from ..vocabulary import CATEGORY_COLORS, COMM_DIMS
 
 METRICS = {"iteration_time_s": ("iteration time (s)", min), "mfu": ("MFU", max),
            "tokens_per_s": ("tokens/s", max), "memory_GB_total": ("memory per GPU (GB)", min)}
@@ -123,11 +123,11 @@ def scaling_curve(points: Sequence[ScalePoint], height: int = 520, font_size: in
                              customdata=links, line=dict(color="#F58518", dash="dot"),
                              hovertemplate="%{x:,} GPUs: MFU %{y:.1f}%<extra></extra>"),
                   row=1, col=1, secondary_y=True)
-    for d in COMM_DIMS:
+    for d in dimensions.shown_in("scaling"):
         ys = [p.exposed_s[d] for p in ok]
         if any(y > 0 for y in ys):
             fig.add_trace(go.Scatter(x=gpus, y=ys, name=f"exposed {d}", mode="lines+markers",
-                                     customdata=links, line=dict(color=CATEGORY_COLORS[d]),
+                                     customdata=links, line=dict(color=dimensions.get(d).color),
                                      hovertemplate=f"%{{x:,}} GPUs: exposed {d} %{{y:.4g}} s<extra></extra>"),
                           row=2, col=1)
     # Ticks at the simulated sizes (powers of two read badly on plotly's default log ticks).

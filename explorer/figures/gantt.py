@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from .. import dimensions
 from ..vocabulary import BLOCKING_DIMS, COMM_DIMS, KIND_COLORS, STREAMS
 from .raster import rasterize as _rasterize
 
@@ -22,8 +23,7 @@ LANES = STREAMS
 COMM_LANES = frozenset(COMM_DIMS)
 COMPUTE_KINDS = frozenset({"forward", "backward", "F&B", "weight-grad", "recompute", "optimizer",
                            "embedding/logits", "compress"})
-KIND_ORDER = ("forward", "backward", "F&B", "weight-grad", "recompute", "optimizer", "compress",
-              "tp", "cp", "ep", "pp", "dp")
+KIND_ORDER = ("forward", "backward", "F&B", "weight-grad", "recompute", "optimizer", "compress") + COMM_DIMS
 OVERLAPPED = " (overlapped)"
 # Columns of the aggregated Gantt: about the chart's width in pixels at 1440 px (70% of the page).
 RASTER_COLUMNS = 800
@@ -36,8 +36,8 @@ WAN_LEGEND = "crosses the WAN (outlined)"
 # In aggregated bands the compute row splits in two: compute kinds above, blocking collectives
 # below, so that both stay visible where they share a pixel column.
 SPLIT_OFFSETS = {"compute": (-0.11, 0.28), "comm": (0.15, 0.2)}
-BAND_OFFSETS = {"compute": (0.0, 0.5), "tp": (0.0, 0.5), "cp": (0.0, 0.5), "ep": (0.0, 0.5),
-                "dp": (-0.37, 0.16), "pp": (0.37, 0.16)}
+# Each dimension's place in a band is its registry entry's (dimensions.Dimension.band).
+BAND_OFFSETS = {"compute": (0.0, 0.5), **{d: dimensions.get(d).band for d in COMM_DIMS}}
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,8 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from ..vocabulary import COMM_DIMS, TIER_COLORS, TIER_LABELS
-
-DIMENSIONS = COMM_DIMS
+from .. import dimensions
+from ..vocabulary import TIER_COLORS, TIER_LABELS
 
 
 def traffic_by_tier(by_tier: Mapping[str, Mapping[str, float]], height: int = 320,
@@ -16,7 +15,7 @@ def traffic_by_tier(by_tier: Mapping[str, Mapping[str, float]], height: int = 32
     """Horizontal grouped bars: GB each GPU sends per iteration, one group per dimension, one bar
     per tier boundary the bytes cross.  Tiers nest — a byte that leaves the datacenter also left
     its node and its GPU — so the bars are side by side, never stacked."""
-    dims = [d for d in DIMENSIONS if sum(by_tier.get(d, {}).values()) > 0]
+    dims = [d for d in dimensions.shown_in("traffic") if sum(by_tier.get(d, {}).values()) > 0]
     fig = go.Figure()
     for tier, color in TIER_COLORS.items():
         values = [by_tier.get(d, {}).get(tier, 0.0) / 1e9 for d in dims]

@@ -11,9 +11,12 @@ from functools import lru_cache
 
 import numpy as np
 
+from .. import dimensions
+from ..collective_algorithms import registry
 from ..config import Scenario
 from ..config.presets import resolved_scale_out
-from .collectives import APPLICABLE, CollectiveCost, NcclOptions, cost
+from ..units import GBps_to_Bps, gbps_to_GBps
+from .collectives import CollectiveCost, NcclOptions, cost
 from .nccl_tuning import gpu_arch, net_channels
 from .placement import Placement
 from .topology import Fabric, GroupShape
@@ -29,9 +32,9 @@ def nccl_options(sc: Scenario) -> NcclOptions:
                        arch=gpu_arch(gpu.name, gpu.peak_tflops, gpu.fp8_tflops),
                        nvls=gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch",
                        sharp=out.sharp, net_ll128=not out.fabric.startswith("eth"),
-                       net_channels=net_channels(out.nics_per_node, out.nic_Gbps / 8),
+                       net_channels=net_channels(out.nics_per_node, gbps_to_GBps(out.nic_Gbps)),
                        nics_per_node=out.nics_per_node, gpus_per_node=sc.cluster.gpus_per_node,
-                       pcie_Bps=gpu.pcie_GBps * 1e9 if gpu.pcie_GBps else float("inf"))
+                       pcie_Bps=GBps_to_Bps(gpu.pcie_GBps) if gpu.pcie_GBps else float("inf"))
 
 
 def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:
@@ -116,23 +119,12 @@ class Network:
             cc = replace(cc, time_s=0.0, latency_s=0.0)
         if cc.requested and op != "send-recv":
             # A point-to-point transfer has no collective algorithm to choose: never a fallback.
-            if cc.requested not in APPLICABLE[op]:
+            asked = registry.find(cc.requested)
+            if asked is None or not asked.implements(op):
                 why = f"NCCL has no {cc.requested} for these operations"
-            elif cc.requested == "tree":
-                why = "NCCL's tree runs between nodes only and these groups are inside one node"
-            elif cc.requested in ("nvls", "nvls-tree"):
-                why = ("this GPU and scale-up switch have no NVLink SHARP" if not self.nvls
-                       else "NVLS-tree needs several nodes" if cc.requested == "nvls-tree"
-                       else "NVLink SHARP reduces inside one NVSwitch domain only (across nodes it "
-                            "needs cluster.scale_out.sharp)")
-            elif cc.requested == "collnet":
-                why = ("CollNet needs switches that reduce (cluster.scale_out.sharp) and groups "
-                       "spanning nodes")
-            elif cc.requested == "pat":
-                why = "PAT runs all-gather/reduce-scatter with one GPU per node only"
             else:
-                why = f"{cc.requested} cannot run on these groups"
-            self.fallbacks.setdefault((op, "dp" if dim == "edp" else dim), f"{why}; {cc.algorithm} used")
+                why = asked.why_unavailable(self.options)
+            self.fallbacks.setdefault((op, dimensions.reported_as(dim)), f"{why}; {cc.algorithm} used")
         return cc
 
     def group_size(self, dim: str, stage: int = 0) -> int:

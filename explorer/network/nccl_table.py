@@ -17,9 +17,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..collective_algorithms import registry
 from ..config.schema import ScenarioError, excerpt
 from ..config.sections import Scenario
-from .collectives import APPLICABLE, OPS, cost
+from .collectives import OPS, cost
 from .groups import nccl_options
 from .topology import Fabric
 
@@ -47,7 +48,7 @@ def _check(sc: Scenario, op: str, ranks: int, algorithm: str) -> None:
         raise ScenarioError("--op", f"{excerpt(op)} is not one of {', '.join(OPS)}")
     if not 1 <= ranks <= sc.gpus:
         raise ScenarioError("--ranks", f"{ranks} must be between 1 and the cluster's {sc.gpus} GPUs")
-    valid = ("auto",) + APPLICABLE[op]
+    valid = (registry.AUTO,) + tuple(a.name for a in registry.for_op(op))
     if algorithm not in valid:
         raise ScenarioError("--algorithm", f"{excerpt(algorithm)} is not available for {op} "
                             f"(valid: {', '.join(valid)})")

@@ -8,9 +8,12 @@ otherwise.  Facts only: the model NCCL evaluates is, per collective, algorithm a
     time = latency + nBytes / algBw,    algBw = busBw(link, protocol refinements) * ratio
 
 with ``latency = baseLat + (hops inside a node) x intra-node hwLat + (hops between nodes) x network
-hwLat``.  :mod:`explorer.network.collectives` supplies the link-limited part from the topology's boundary
-shares (so contention, oversubscription and the WAN still set the bandwidth); this module turns
-it into NCCL's per-protocol bandwidth and adds NCCL's latency.
+hwLat``.  :mod:`explorer.network.collectives` supplies the link-limited part (each algorithm's
+registry entry, :mod:`explorer.collective_algorithms`) from the topology's boundary shares (so
+contention, oversubscription and the WAN still set the bandwidth); this module turns it into
+NCCL's per-protocol bandwidth and adds NCCL's latency.  Its tables are NCCL's, indexed by NCCL's own
+algorithm rows (ring, tree, collnet-direct, collnet-chain, nvls, nvls-tree, pat); a registry entry
+names the row its algorithm uses.
 
 The two latency fields of a scenario play the role of NCCL's per-hop hardware latencies
 (``hwLat``): ``cluster.scale_up.latency_us`` is the NVLink hop of the LL protocol (NCCL 2.25:
@@ -21,7 +24,6 @@ to its network hops, and twice to Simple's (its flush) — NCCL 2.25 tuning.cc.
 """
 from __future__ import annotations
 
-import math
 import re
 
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -180,18 +182,19 @@ def node_fill_s(size_bytes: float, bus_GBps: float, protocol: str = "Simple", ho
     return NVLINK_FILL_CHUNKS * hops * step / (bus_GBps * 1e9 / channels)
 
 
-def fill_hops(algo: str, n: int, op: str = "all-reduce") -> float:
-    """The pipeline depth of ``algo`` on ``n`` GPUs for ``op`` relative to the calibration's 8-GPU
-    all-reduce: a ring's n - 1 hops over an 8-GPU ring's, (n - 1) / (FILL_RING_GPUS - 1), 1 for the other
+def fill_hops(ring_pipeline: bool, n: int, op: str = "all-reduce") -> float:
+    """The pipeline depth of an algorithm on ``n`` GPUs for ``op`` relative to the calibration's 8-GPU
+    all-reduce: a ring's n - 1 hops over an 8-GPU ring's, (n - 1) / (FILL_RING_GPUS - 1), when the
+    algorithm's chunks run around a ring (``ring_pipeline``, its registry entry's), 1 for the other
     algorithms (NVLS); times the passes of the operation over the calibration's two (an all-reduce is a
     reduce-scatter pass then an all-gather pass, in NCCL's ring and NVLS kernels alike; the other
     operations make one pass).
 
-    >>> fill_hops("ring", 8), fill_hops("ring", 2) * 7, fill_hops("nvls", 8), fill_hops("ring", 8, "reduce")
+    >>> fill_hops(True, 8), fill_hops(True, 2) * 7, fill_hops(False, 8), fill_hops(True, 8, "reduce")
     (1.0, 1.0, 1.0, 0.5)
     """
     passes = 2 if op == "all-reduce" else 1
-    return (max(n - 1, 0) / (FILL_RING_GPUS - 1) if algo == "ring" else 1.0) * passes / 2
+    return (max(n - 1, 0) / (FILL_RING_GPUS - 1) if ring_pipeline else 1.0) * passes / 2
 
 
 # Protocol refinements of the link bandwidth (NCCL 2.25): ring LL keeps 1/2, ring LL128 0.92
@@ -270,12 +273,18 @@ def refine_bus_bw(algo: str, proto: str, bus_bw: float, arch: str, nodes: int, p
     return bus_bw
 
 
-def protocols_for(algo: str, op: str, ll128: bool) -> tuple[str, ...]:
-    """Protocols NCCL 2.25 offers for ``algo``: NVLS, NVLS-tree, CollNet and PAT run Simple only;
-    LL128 only where NCCL enables it (NVLink inside the node; ``ll128`` False otherwise)."""
-    if algo in ("nvls", "nvls-tree", "collnet", "collnet-direct", "collnet-chain", "pat"):
+def protocols_for(row: str, op: str, ll128: bool) -> tuple[str, ...]:
+    """Protocols NCCL 2.25 offers for its algorithm ``row``: NVLS, NVLS-tree, CollNet and PAT run
+    Simple only; LL128 only where NCCL enables it (NVLink inside the node; ``ll128`` False otherwise)."""
+    if row in ("nvls", "nvls-tree", "collnet", "collnet-direct", "collnet-chain", "pat"):
         return ("Simple",)
     return PROTOCOLS if ll128 else ("LL", "Simple")
+
+
+def forced_protocols(row: str, protocol: str, offered: tuple[str, ...]) -> tuple[str, ...]:
+    """What NCCL runs ``row`` with when NCCL_PROTO forces ``protocol``: the ring and the tree take it
+    even where NCCL would not enable it by default; the other algorithms only among ``offered``."""
+    return (protocol,) if (protocol in offered or row in ("ring", "tree")) else ()
 
 
 def _hop(table: str, algo: str, proto: str, shift_us: float, simple_twice: bool = False) -> float:
@@ -334,14 +343,14 @@ def ring_plateau(op: str, proto: str, nodes: int, n: int, size_bytes: float, arc
     return 1.0
 
 
-def wan_hops(algo: str, op: str, dcs: int) -> int:
-    """Sequential WAN crossings of one call over ``dcs`` datacenters (each pays the WAN latency):
-    a ring crosses each building boundary once per pass, trees twice per level, the in-network
-    algorithms up and back down once."""
-    if dcs <= 1:
-        return 0
-    if algo in ("ring", "pat", "mpi-ring"):
-        return (2 if op == "all-reduce" else 1) * (dcs - 1)
-    if algo in ("tree", "nvls-tree"):
-        return 2 * math.ceil(math.log2(dcs))
-    return 2
+def latency_factor(row: str, op: str, proto: str, nodes: int, n: int, size_bytes: float, arch: str,
+                   channels: int = DEFAULT_CHANNELS) -> float:
+    """NCCL's latency multiplier of its algorithm ``row``: the ring's plateau (:func:`ring_plateau`),
+    1 for the others (ncclTopoGetAlgoTime applies it to NCCL_ALGO_RING only)."""
+    return ring_plateau(op, proto, nodes, n, size_bytes, arch, channels) if row == "ring" else 1.0
+
+
+def bandwidth_correction(row: str, proto: str, size_bytes: float) -> float:
+    """NCCL's bandwidth correction of its algorithm ``row``: treeCorrectionFactor for the tree
+    (:func:`tree_correction`), 1 for the others."""
+    return tree_correction(proto, size_bytes) if row == "tree" else 1.0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .mpi_algorithms import LinkCost
+from ..collective_algorithms.base import LinkCost
 from .topology import GroupShape
 
 # Share of the bytes a protocol puts on a link that is payload: LL sends 8 bytes of data with 8 of

@@ -6,7 +6,8 @@ travel the mean ring distance, and PCIe pairs share one switch uplink (topology.
 """
 from __future__ import annotations
 
-from .topology import PCIE_GPUS_PER_SWITCH, GroupShape
+from ..collective_algorithms.base import ShapeLike
+from .topology import PCIE_GPUS_PER_SWITCH
 
 
 def ring_mean_distance(n: int) -> float:
@@ -22,7 +23,7 @@ def ring_mean_distance(n: int) -> float:
     return sum(min(k, n - k) for k in range(1, n)) / (n - 1)
 
 
-def scale_up_factor(sh: GroupShape, pattern: str, dist: int = 0) -> float:
+def scale_up_factor(sh: ShapeLike, pattern: str, dist: int = 0) -> float:
     """How many times longer a scale-up transfer of ``pattern`` takes on ``sh``'s wiring than on a
     non-blocking NVSwitch crossbar at the same per-GPU bandwidth (topology.py module docstring).
 

@@ -56,6 +56,7 @@ import numpy as np
 
 from ..config import Cluster
 from ..config.presets import fabric_presets, resolved_scale_out
+from ..units import GBps_to_Bps, gbps_to_Bps, ms_to_s, us_to_s
 from ..vocabulary import TIERS
 from .placement import members_per_domains
 from .wan import Wan
@@ -78,13 +79,38 @@ PCIE_GPUS_PER_SWITCH = 2        # GPUs sharing one PCIe switch uplink (see modul
 
 
 @dataclass(frozen=True)
+class LineRates:
+    """Each tier's line rate in bytes/s, converted once from the scenario's fields
+    (explorer/units.py): one GPU's scale-up link, one NIC, and the WAN per direction (the default
+    of every WAN link; wan.py applies a link's own).  Everything that needs a link's rate reads it
+    here or from the :class:`Boundary` built from it, never from the raw fields."""
+
+    scale_up_Bps: float
+    nic_Bps: float
+    wan_Bps: float
+
+    @classmethod
+    def for_cluster(cls, c: Cluster) -> LineRates:
+        out = resolved_scale_out(c.scale_out)
+        return cls(GBps_to_Bps(c.scale_up.bandwidth_GBps), gbps_to_Bps(out.nic_Gbps),
+                   gbps_to_Bps(c.scale_across.bandwidth_Gbps))
+
+
+@dataclass(frozen=True)
 class Boundary:
-    """Egress of one domain: its size in GPUs, capacity in bytes/s (efficiency applied) and latency."""
+    """Egress of one domain: its size in GPUs, capacity in bytes/s (efficiency applied), latency,
+    and the same egress at line rate (``line_Bps``, no efficiency)."""
 
     name: str
     domain_gpus: int
     capacity_Bps: float
     latency_s: float
+    line_Bps: float = 0.0
+
+    @property
+    def per_gpu_Bps(self) -> float:
+        """A GPU's share of the domain's achievable egress when all its GPUs send at once."""
+        return self.capacity_Bps / self.domain_gpus
 
 
 @dataclass(frozen=True)
@@ -96,28 +122,29 @@ class Fabric:
     gpus: int
     up_kind: str = "nvswitch"   # scale-up wiring: one of SCALE_UP_KINDS
     wan: Wan | None = None      # the datacenters' links (explorer/network/wan.py); None: built without them
+    rates: LineRates | None = None   # the tiers' line rates the boundaries were built from
 
     @classmethod
     def for_cluster(cls, c: Cluster) -> Fabric:
         up, out, wan = c.scale_up, resolved_scale_out(c.scale_out), c.scale_across
+        rates = LineRates.for_cluster(c)
         gpn = c.gpus_per_node
         half = out.switch_radix // 2
         leaf_nodes = half if out.kind == "rail-optimized" else max(1, half // out.nics_per_node)
         leaf_nodes = min(leaf_nodes, c.nodes // c.datacenters)
-        nic_Bps = out.nic_Gbps * 1e9 / 8
-        node_Bps = out.nics_per_node * nic_Bps
+        node_Bps = out.nics_per_node * rates.nic_Bps
+        spine_Bps = leaf_nodes * node_Bps / out.oversubscription
         bounds = (
-            Boundary("scale-up", 1, up.bandwidth_GBps * 1e9 * SCALE_UP_EFFICIENCY, up.latency_us * 1e-6),
-            Boundary("scale-out", gpn, node_Bps * out.efficiency, out.latency_us * 1e-6),
-            Boundary("spine", gpn * leaf_nodes,
-                     leaf_nodes * node_Bps / out.oversubscription * out.efficiency,
-                     out.latency_us * 1e-6),
+            Boundary("scale-up", 1, rates.scale_up_Bps * SCALE_UP_EFFICIENCY, us_to_s(up.latency_us),
+                     rates.scale_up_Bps),
+            Boundary("scale-out", gpn, node_Bps * out.efficiency, us_to_s(out.latency_us), node_Bps),
+            Boundary("spine", gpn * leaf_nodes, spine_Bps * out.efficiency, us_to_s(out.latency_us),
+                     spine_Bps),
             Boundary("scale-across", gpn * c.nodes // c.datacenters,
-                     wan.bandwidth_Gbps * 1e9 / 8 * SCALE_ACROSS_EFFICIENCY,
-                     wan.latency_ms * 1e-3),
+                     rates.wan_Bps * SCALE_ACROSS_EFFICIENCY, ms_to_s(wan.latency_ms), rates.wan_Bps),
         )
         wan = Wan.for_cluster(c, SCALE_ACROSS_EFFICIENCY) if c.datacenters > 1 else None
-        return cls(bounds, leaf_nodes, c.gpus, up.kind, wan)
+        return cls(bounds, leaf_nodes, c.gpus, up.kind, wan, rates)
 
     def per_domain(self, members: np.ndarray) -> tuple[int, ...]:
         """Members of the group inside one domain of each boundary (placement.members_per_domain)."""
@@ -170,6 +197,12 @@ class GroupShape:
         """Outermost boundary the group crosses (0 when it stays inside one GPU's links)."""
         return max((b for b in range(len(self.shares)) if self.spans(b)), default=0)
 
+    @property
+    def nominal_up_share(self) -> float:
+        """The scale-up share before the ring efficiency (SCALE_UP_EFFICIENCY): what NVLS's own
+        fitted fraction applies to."""
+        return self.shares[0] / SCALE_UP_EFFICIENCY
+
 
 # ------------------------------------------------------------------------------------------------
 # The explicit graph: for drawing and for checking the analytic model on small clusters.
@@ -190,16 +223,17 @@ def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
     import networkx as nx
 
     fab = Fabric.for_cluster(c)
-    up, out = c.scale_up, resolved_scale_out(c.scale_out)
+    out = resolved_scale_out(c.scale_out)
+    assert fab.rates is not None
     g = nx.Graph()
-    nic_Bps = out.nic_Gbps * 1e9 / 8
+    nic_Bps = fab.rates.nic_Bps
     per_dc = c.nodes // c.datacenters
     for dc in range(c.datacenters):
         g.add_node(f"spine/{dc}", kind="spine", dc=dc)
         if c.datacenters > 1:
             g.add_node(f"dc/{dc}", kind="dc", dc=dc)
             g.add_edge(f"spine/{dc}", f"dc/{dc}", tier="scale-across",
-                       capacity_Bps=c.scale_across.bandwidth_Gbps * 1e9 / 8)
+                       capacity_Bps=fab.rates.wan_Bps)
         shown = per_dc if max_nodes is None else min(per_dc, max_nodes)
         for local in range(shown):
             node = dc * per_dc + local
@@ -209,7 +243,7 @@ def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
             for i in range(c.gpus_per_node):
                 gpu = f"gpu/{node}/{i}"
                 g.add_node(gpu, kind="gpu", node=node, dc=dc, index=node * c.gpus_per_node + i)
-                g.add_edge(gpu, sw, tier="scale-up", capacity_Bps=up.bandwidth_GBps * 1e9)
+                g.add_edge(gpu, sw, tier="scale-up", capacity_Bps=fab.rates.scale_up_Bps)
             for k in range(out.nics_per_node):
                 nic = f"nic/{node}/{k}"
                 g.add_node(nic, kind="nic", node=node, dc=dc)
@@ -226,7 +260,7 @@ def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
     if fab.wan is not None:
         for link in fab.wan.links:     # the WAN topology's links (a full mesh by default)
             g.add_edge(f"dc/{link.a}", f"dc/{link.b}", tier="scale-across",
-                       capacity_Bps=link.bandwidth_Gbps * 1e9 / 8)
+                       capacity_Bps=gbps_to_Bps(link.bandwidth_Gbps))
     return g
 
 

@@ -6,9 +6,9 @@ is a ring over them (d_i -> d_(i+1), the last back to the first), each hop carry
 datacenter's egress (``CollectiveCost.egress[3]``, "one share").  That is exactly how a ring
 all-reduce/reduce-scatter/all-gather crosses (Thakur et al., IJHPCA 2005, Sec. 4: every member
 sends (n-1)/n*S to its successor), how the WAN phase of the hierarchical algorithm runs (one ring
-of k members per position, mpi_algorithms.hierarchical), and what a pipeline transfer between two
-datacenters is (k = 2).  Other patterns (trees, halving-doubling, all-to-all) are mapped onto the
-same ring, which is what the per-datacenter egress model always assumed.
+of k members per position, collective_algorithms.alpha_beta.hierarchical), and what a pipeline
+transfer between two datacenters is (k = 2).  Other patterns (trees, halving-doubling, all-to-all)
+are mapped onto the same ring, which is what the per-datacenter egress model always assumed.
 
 Each ring hop is routed on the topology (explorer/config/wan.py): ``mesh`` takes the direct link,
 ``ring`` the shorter way round (ties clockwise), ``hub`` goes through datacenter 0 unless an end is
@@ -29,6 +29,7 @@ from functools import cached_property
 
 from ..config import Cluster
 from ..config.wan import datacenter_index, topology_pairs
+from ..units import gbps_to_Bps, ms_to_s
 
 Load = tuple[int, int, float]       # directed link (from, to) and the shares routed over it
 
@@ -70,7 +71,7 @@ class Wan:
             bw = o.bandwidth_Gbps if o is not None and o.bandwidth_Gbps is not None else wan.bandwidth_Gbps
             lat = o.latency_ms if o is not None and o.latency_ms is not None else wan.latency_ms
             # The same expressions as topology.Fabric's scale-across boundary: equal links, equal floats.
-            specs.append(WanLinkSpec(a, b, bw, bw * 1e9 / 8 * efficiency, lat * 1e-3))
+            specs.append(WanLinkSpec(a, b, bw, gbps_to_Bps(bw) * efficiency, ms_to_s(lat)))
         names = tuple(c.datacenter_name(d) for d in range(c.datacenters))
         return cls(c.datacenters, wan.topology, tuple(specs), names)
 

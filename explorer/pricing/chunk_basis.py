@@ -104,8 +104,9 @@ def pricing_signature(net: RowNetwork, sig: tuple) -> tuple:
     that differ only where no call of these groups looks price a piece alike.  A group inside one node
     (not spanning boundary 1, hence no outer one either) reads its size, its members per domain, the
     scale-up share, the latencies (NCCL's net hop shift reads latencies[1]) and the wiring: the shares
-    of boundaries it does not span are never read (collectives._spanned, _crossing, _pairwise,
-    mpi_algorithms, moe_routing.node_aware_pass loop over spanned boundaries only).  When no group of
+    of boundaries it does not span are never read (collective_algorithms.base.spanned and crossing,
+    collectives._pairwise, collective_algorithms.alpha_beta, moe_routing.node_aware_pass loop over
+    spanned boundaries only).  When no group of
     ``sig`` leaves a node, the options that only apply across nodes (SHARP, LL128 over the fabric,
     the fabric's channels, NICs per node: each read under ``nodes > 1`` or ``spans(1)``) are left out
     too.  Why: a sweep over the NIC bandwidth then prices TP/CP/EP pieces inside a node once."""

@@ -3,9 +3,9 @@
 The simulation raises an iteration to its busiest link's busy seconds when calls of several
 dimensions overlap on one link (analysis/link_bound.py).  The estimator counts no bytes per link,
 but it knows a bound: a call lasts at least its bytes over its share of every boundary it crosses
-(collectives._crossing), and every group of its dimension sends at once, so one call adds at most
-its own seconds to a link's busy time averaged over the link's domains, divided by the stages
-(each holds 1/p of the GPUs).  A link is therefore busy at most the largest stage's communication
+(collective_algorithms.base.crossing), and every group of its dimension sends at once, so one call
+adds at most its own seconds to a link's busy time averaged over the link's domains, divided by the
+stages (each holds 1/p of the GPUs).  A link is therefore busy at most the largest stage's communication
 seconds per iteration — every call of its passes, hidden or exposed, its pipeline transfers and its
 gradient buckets and gathers (:func:`comm_seconds`).  A row whose stages communicate no longer
 than its iteration cannot be link-bound; the others (communication overlapping beyond the

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .. import dimensions
 from ..network.collectives import bus_factor
 from ..vocabulary import TIER_LABELS
 
@@ -24,24 +25,9 @@ OP_OF_DETAIL = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
 COMPUTE_SHORTER = ("a larger tensor- or pipeline-parallel split (fewer FLOPs per GPU), FP8 GEMMs, or a "
                    "faster GPU; skinny GEMMs (small hidden, many TP ranks, few tokens per expert) run "
                    "further below peak")
-# What shortens a collective of each dimension, whatever link it crosses (the Gantt's kind).
-BY_DIMENSION = {
-    "tp": "overlapping it with the GEMMs it sits between (communication.tp_overlap), sequence parallelism "
-          "(parallelism.sequence_parallel: a reduce-scatter and an all-gather instead of each all-reduce, "
-          "activations sharded), or a tensor-parallel group kept inside one node",
-    "cp": "fewer context-parallel ranks, or a context-parallel group kept on NVLink (ring attention hides "
-          "its K/V exchange under the attention blocks only while a block outlasts a step)",
-    "ep": "node-limited routing (model.moe.max_nodes: each token's experts on few nodes), fewer experts "
-          "per token, or a schedule that overlaps the all-to-all with the other direction's compute "
-          "(parallelism.schedule: dualpipe)",
-    "pp": "fewer pipeline stages, or stage-to-stage sends on a faster link (parallelism.order decides which "
-          "dimension stays inside a node)",
-    "dp": "overlapping it with the backward (communication.dp_overlap), bucket size "
-          "(communication.bucket_MB), P3 priorities for the first layers' buckets "
-          "(communication.dp_priority), gradient compression (communication.compression.kind), or "
-          "synchronising less often (training.sync)",
-}
-BY_DIMENSION["edp"] = BY_DIMENSION["dp"]
+# What shortens a collective of each dimension, whatever link it crosses (the Gantt's kind): its
+# registry entry's remedy (explorer/dimensions.py).
+BY_DIMENSION = {d.name: d.remedy for d in dimensions.DIMENSIONS.values() if "explain" in d.views}
 # What speeds up the link that limits a call (the tier it crosses).
 BY_TIER = {
     "scale-up": "a faster scale-up link (NVLink bandwidth), or NVLS where the switch reduces",

@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..vocabulary import BLOCKING_DIMS
+
 # Passes that consume gradients: a class's first one ends its warm-up.
 BACKWARD_KINDS = frozenset({"backward", "weight-grad", "F&B", "recompute", "backward+recompute"})
 FORWARD_KINDS = frozenset({"forward", "F&B"})
-BLOCKING_LANES = frozenset({"tp", "cp", "ep"})
+BLOCKING_LANES = frozenset(BLOCKING_DIMS)
 NAMES = {"forward": "forward", "backward": "backward", "weight-grad": "weight gradient",
          "backward+recompute": "backward (recomputing its activations first)",
          "F&B": "fused forward and backward", "recompute": "recomputation", "optimizer": "optimizer step"}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .. import dimensions
+
 
 class Control(NamedTuple):
     key: str      # dotted scenario field
@@ -19,11 +21,11 @@ class Control(NamedTuple):
 
 SECTIONS: list[tuple[str, list[Control]]] = [
     ("Parallelism", [
-        Control("parallelism.tp", "Tensor parallel (tp)", "int"),
-        Control("parallelism.pp", "Pipeline stages (pp)", "int"),
-        Control("parallelism.dp", "Data parallel (dp)", "dp"),
-        Control("parallelism.cp", "Context parallel (cp)", "int"),
-        Control("parallelism.ep", "Expert parallel (ep)", "int"),
+        Control("parallelism.tp", dimensions.degree_label("tp"), "int"),
+        Control("parallelism.pp", dimensions.degree_label("pp"), "int"),
+        Control("parallelism.dp", dimensions.degree_label("dp"), "dp"),
+        Control("parallelism.cp", dimensions.degree_label("cp"), "int"),
+        Control("parallelism.ep", dimensions.degree_label("ep"), "int"),
         Control("parallelism.vpp", "Virtual stages (vpp)", "int"),
         Control("parallelism.schedule", "Pipeline schedule", "choice"),
         Control("parallelism.ideal_pipeline", "Ideal pipeline (teaching)", "bool"),

@@ -26,15 +26,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from ..figures.fonts import PRESENT_FONT_PX, at_least
-from ..vocabulary import CATEGORY_COLORS, KIND_COLORS, TIER_COLORS
+from ..vocabulary import PRESENT_COLORS
 
 SLIDE = {"width": 1920, "height": 1080}
-# Okabe-Ito for the app's Tableau colours (kinds, categories, tiers share these hexes).
-OKABE_ITO = {"#4C78A8": "#0072B2", "#F58518": "#E69F00", "#EECA3B": "#F0E442", "#B279A2": "#CC79A7",
-             "#54A24B": "#009E73", "#72B7B2": "#56B4E9", "#FF9DA6": "#CC79A7", "#9D755D": "#999999",
-             "#E45756": "#D55E00", "#79706E": "#000000", "#8F6BB3": "#CC79A7", "#3A8E7E": "#009E73",
-             "#D3D3D3": "#DDDDDD"}
-assert set(KIND_COLORS.values()) | set(CATEGORY_COLORS.values()) | set(TIER_COLORS.values()) <= set(OKABE_ITO)
+# Okabe-Ito for the app's Tableau colours (kinds, categories, tiers and dimensions: the vocabulary's).
+OKABE_ITO = PRESENT_COLORS
 
 
 def _swap(color: Any) -> Any:

@@ -8,8 +8,10 @@ from typing import Any
 
 import streamlit as st
 
+from ...collective_algorithms import registry
 from ...figures.collective_steps import step_figure
 from ...figures.fonts import PRESENT_FONT_PX
+from ...network.topology import Fabric
 from ...teaching.collective_steps import (
     ALGORITHMS,
     MAX_RANKS,
@@ -23,26 +25,23 @@ from ...teaching.explain import _op
 from ..cache import ViewData
 from ..export import chart
 
-# The simulator's algorithm names -> the step-through's drawing (NCCL's PAT is a ring variant for
-# one GPU per node; NVLS-tree and CollNet reduce in switches or trees, drawn as the tree).
-DRAWN_AS = {"ring": "ring", "pat": "ring", "tree": "tree", "nvls-tree": "tree", "collnet": "tree",
-            "nvls": "nvls", "halving-doubling": "halving-doubling", "hierarchical": "hierarchical",
-            "pairwise": "pairwise"}
 DRAWN_RANKS = 8          # a group larger than MAX_RANKS is drawn with this many ranks
 
 
 def links_of(data: ViewData) -> Links:
-    """Alpha and per-GPU bandwidth inside a node (scale-up) and across nodes (the NICs shared by the
-    node's GPUs, at the fabric's achievable fraction) for the step times."""
-    c = data.scenario.cluster
-    up, out = c.scale_up, c.scale_out
-    nic = out.nic_Gbps / 8 * 1e9 * (out.efficiency or 1.0) * out.nics_per_node / c.gpus_per_node
-    return Links(up.latency_us * 1e-6, up.bandwidth_GBps * 1e9, out.latency_us * 1e-6, nic)
+    """Alpha and per-GPU bandwidth inside a node (one GPU's scale-up link at its line rate) and
+    across nodes (the node's NICs shared by its GPUs, at the fabric's achievable fraction) for the
+    step times: the topology's own rates (network/topology.Fabric), not recomputed from the fields."""
+    up, out = Fabric.for_cluster(data.scenario.cluster).boundaries[:2]
+    return Links(up.latency_s, up.line_Bps, out.latency_s, out.per_gpu_Bps)
 
 
 def _drawable(algorithm: str, op: str, group: int, per_node: int) -> tuple[str, str, int, int]:
     """(algorithm, op, ranks, ranks per node) of the drawing closest to the call."""
-    alg = DRAWN_AS.get(algorithm, "ring")
+    # The registry names the drawing of each algorithm (PAT is drawn as the ring, NVLS-tree and
+    # CollNet as the tree); a call without an algorithm ("none") as the ring.
+    known = registry.find(algorithm)
+    alg = known.drawn_as if known is not None else "ring"
     if op not in OPS[alg]:
         alg = "pairwise" if op == "all-to-all" else "ring"
         op = op if op in OPS[alg] else "all-reduce"

@@ -10,6 +10,7 @@ from ...figures.gantt_present import for_projector
 from ...schedules import registry
 from ...schedules.registry import Window
 from ...teaching.explain import explain_bar
+from ...vocabulary import COMM_DIMS
 from ..cache import ViewData, bubble_story
 from ..export import chart
 from . import collective, sync, textbook
@@ -71,7 +72,7 @@ def _breakdown_height(j: dict, present: bool) -> int:
 
 
 # The word a bottleneck sentence starts with -> the Gantt traces (kinds) whose bars it talks about.
-BOTTLENECK_KINDS = {"dp": ("dp",), "tp": ("tp",), "pp": ("pp",), "ep": ("ep",), "cp": ("cp",),
+BOTTLENECK_KINDS = {**{d: (d,) for d in COMM_DIMS},
                     "optimizer": ("optimizer",), "compute": ("forward", "backward", "F&B"),
                     "recompute": ("recompute", "backward")}
 

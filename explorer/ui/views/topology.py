@@ -3,21 +3,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ... import figures
+from ... import dimensions, figures
 from ...figures.datacenters import format_bytes
 from ...figures.fonts import PRESENT_FONT_PX
-from ...vocabulary import COMM_DIMS
 from ..cache import ViewData
 from ..export import chart
-
-DIMS = COMM_DIMS
 
 
 def hot_tier(data: ViewData) -> tuple[str | None, str]:
     """The tier limiting the dimension with the most exposed time, and a note saying so."""
     j = data.json
     links, bd, T = j["links"], j["breakdown_s"], j["iteration_time_s"]
-    exposed = {d: bd[d] for d in DIMS if d in links and bd[d] > 0}
+    exposed = {d: bd[d] for d in dimensions.shown_in("topology") if d in links and bd.get(d, 0.0) > 0}
     if exposed:
         dim = max(exposed, key=exposed.get)
         return links[dim]["tier"], f"limits {dim.upper()} ({exposed[dim] / T:.0%} of the iteration exposed)"

@@ -8,32 +8,17 @@ all-reduce twice that; recursive halving/doubling with log2(n) steps of halving 
 or hierarchical: they are priced only when named, or when ``communication.library`` is mpi/gloo.
 
 Alpha per step is the scenario's per-message latency of the boundary the step crosses
-(``GroupShape.latencies``); beta comes from the boundary shares as in :mod:`explorer.network.collectives`.
+(``GroupShape.latencies``); beta comes from the boundary shares (:func:`.base.crossing`).  Every
+function here has the registry's alpha-beta signature ``(op, S, shape, wiring) -> LinkCost``.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
-from .topology import GroupShape
+from .base import LinkCost, ShapeLike, Wiring, crossing
 
 
-@dataclass(frozen=True)
-class LinkCost:
-    """One algorithm on one call: link-limited seconds, the limiting boundary, the bytes leaving
-    one domain of each boundary, and (MPI models only) the alpha part already included."""
-
-    time_s: float
-    boundary: int
-    egress: dict[int, float]
-    latency_s: float = 0.0
-
-
-Crossing = Callable[..., tuple[float, int]]
-
-
-def mpi_ring(op: str, S: float, sh: GroupShape, crossing: Crossing) -> LinkCost:
+def ring(op: str, S: float, sh: ShapeLike, wiring: Wiring) -> LinkCost:
     """Thakur et al. Sec. 4: the ring, every step waiting for its slowest (outermost) edge."""
     n = sh.n
     steps, vol = {"all-reduce": (2 * (n - 1), 2 * (n - 1) / n * S),
@@ -46,8 +31,7 @@ def mpi_ring(op: str, S: float, sh: GroupShape, crossing: Crossing) -> LinkCost:
     return LinkCost(lat + bw, b, egress, lat)
 
 
-def halving_doubling(op: str, S: float, sh: GroupShape, crossing: Crossing,
-                     up_factor: Callable[[GroupShape, str, int], float]) -> LinkCost:
+def halving_doubling(op: str, S: float, sh: ShapeLike, wiring: Wiring) -> LinkCost:
     """Recursive halving (reduce-scatter) and doubling (all-gather), near partners first."""
     n = sh.n
     p2 = 1 << (n.bit_length() - 1)
@@ -60,7 +44,7 @@ def halving_doubling(op: str, S: float, sh: GroupShape, crossing: Crossing,
         vol = S / (1 << (j + 1))
         crossed = [b for b in range(len(sh.shares)) if b == 0 or dist >= sh.per_domain[b]]
         step = {b: sh.per_domain[b] * vol if b else vol for b in crossed}
-        t, b = crossing(sh, step, up_factor(sh, "exchange", dist))
+        t, b = crossing(sh, step, wiring(sh, "exchange", dist))
         lat += passes * sh.latencies[max(crossed)]
         bw += passes * t
         for k, v in step.items():
@@ -79,7 +63,7 @@ def halving_doubling(op: str, S: float, sh: GroupShape, crossing: Crossing,
     return LinkCost(lat + bw, worst_b, egress, lat)
 
 
-def hierarchical(op: str, S: float, sh: GroupShape, crossing: Crossing) -> LinkCost:
+def hierarchical(op: str, S: float, sh: ShapeLike, wiring: Wiring) -> LinkCost:
     """Reduce-scatter level by level outward (all-reduce at the top), all-gather back inward.
 
     Phase l runs among the d = g_l / g_(l-1) sub-domains of a level-l domain on S/g_(l-1) bytes per

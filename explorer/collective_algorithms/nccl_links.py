@@ -1,0 +1,161 @@
+"""NCCL's algorithms on the tiered fabric: the bytes each sends across every boundary, and where NCCL
+cannot run it.  NCCL's tuning model (explorer/network/nccl_tuning.py) turns this link cost into its
+per-protocol time.
+
+A ring crosses every domain boundary once per domain, so its egress per domain equals the per-GPU
+volume 2(n-1)/n*S (Thakur et al., IJHPCA 2005, Sec. 4); NCCL's double binary tree (Sanders, Speck &
+Traeff 2009) moves about 2*S per node (S on two nodes); NVLink SHARP (NVLS) sends S to the switch
+and gets S back; CollNet (InfiniBand SHARP) reduces in the network, S per node.
+
+Every link function has the registry's signature ``(op, S, shape, options) -> (LinkCost, bus bytes)
+| None``: the bus bytes are those whose rate is NCCL's busBw (the ring's per-rank volume, 2*S for
+trees), None where NCCL cannot run the algorithm on this group.
+"""
+from __future__ import annotations
+
+from .base import LinkCost, OptionsLike, ShapeLike, crossing, spanned
+
+NcclLink = tuple[LinkCost, float] | None
+
+# NVLS achieved fraction of the nominal NVLink bandwidth per GPU generation.  NCCL 2.27's
+# nvlsEfficiency gives the ratio between generations (Hopper 0.85, Blackwell 0.74); the scale is
+# fitted once to the nvls row of reference/nccl_busbw.csv (B200 8-GPU busbw 838 GB/s -> algbw
+# 838/1.75 = 479 GB/s of 900 GB/s = 0.532 -> scale 0.532/0.74 = 0.719).  Hopper: 0.611.
+NVLS_SCALE = 0.532 / 0.74
+NVLS_EFFICIENCY = {"hopper": NVLS_SCALE * 0.85, "blackwell": NVLS_SCALE * 0.74}
+# NVLS-tree across nodes as NCCL's tuning model rates it (src/graph/tuning.cc, ncclTopoTuneModel,
+# 2.18-2.25): inter-node bandwidth, halved beyond two nodes, times .70 x nNodes / (2 (nNodes - 1)).
+# Without it NVLS-tree came out 20-30 % faster than measured at 8-64 MiB on 2 x p5 and 4 x 8 H100 NDR
+# (reference/nccl_multinode.csv).
+NVLS_TREE_RATIO = 0.70
+
+
+def _nodes_ppn(sh: ShapeLike) -> tuple[int, int]:
+    return sh.n // sh.per_domain[1], sh.per_domain[1]
+
+
+def ring(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
+    """NCCL's ring (all-reduce, reduce-scatter, all-gather, broadcast)."""
+    nodes, ppn = _nodes_ppn(sh)
+    vol = {"all-reduce": 2 * (sh.n - 1) / sh.n * S, "reduce-scatter": (sh.n - 1) / sh.n * S,
+           "all-gather": (sh.n - 1) / sh.n * S, "broadcast": S, "send-recv": S}[op]
+    up = vol
+    if nodes > 1 and o.nics_per_node >= ppn:
+        # Each channel's ring leaves a node once, through the NIC of one member; with a NIC per
+        # member the exits rotate over the members (one NIC per channel: NCCL's graph search,
+        # rail-aligned "GPUi <-> NICi"), so a member forwards (ppn-1)/ppn of its ring traffic over
+        # NVLink and the rest through its own NIC (PCIe), not both.
+        up = vol * (ppn - 1) / ppn
+    egress = {0: up, **spanned(sh, vol)}
+    t, b = crossing(sh, egress)
+    return LinkCost(t, b, egress), vol
+
+
+def pat(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
+    """PAT (NCCL 2.23+, ncclPatEnable): the ring's bytes, one GPU per node only, all-gather and
+    reduce-scatter only."""
+    nodes, ppn = _nodes_ppn(sh)
+    if ppn != 1 or nodes < 2 or op not in ("all-gather", "reduce-scatter"):
+        return None
+    return ring(op, S, sh, o)
+
+
+def tree(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
+    """NCCL's double binary tree all-reduce, between nodes only (inside one node NCCL's ring always
+    wins).
+
+    Each node sends about 2*S out: in one of the two trees it is an inner node (S/2 up to its
+    parent, S/2 down to each of two children), in the other a leaf (S/2 up).  With two nodes each
+    tree is a single edge: a node is the root of one (S/2 down) and the leaf of the other (S/2 up),
+    so only S leaves a node while the ring still sends 2(n-1)/n*S -- why nccl-tests' busbw on two
+    nodes "can exceed the actual available peak BW" (AddyLaddy, NVIDIA, nccl-tests issue #22; again
+    in nccl-tests issue #169, 2023).
+    """
+    nodes, _ = _nodes_ppn(sh)
+    if nodes <= 1 or op != "all-reduce":
+        return None
+    out = S if nodes == 2 else 2 * S
+    egress = {0: 2 * S, **spanned(sh, out)}
+    t, b = crossing(sh, egress)
+    return LinkCost(t, b, egress), 2 * S
+
+
+def _nvls_share(sh: ShapeLike, arch: str) -> float:
+    # shares[0] carries the ring efficiency; NVLS has its own fitted fraction of the nominal instead.
+    return sh.nominal_up_share * NVLS_EFFICIENCY.get(arch, 0.0)
+
+
+def _nvls_ok(sh: ShapeLike, o: OptionsLike) -> bool:
+    return o.nvls and o.arch in NVLS_EFFICIENCY and sh.per_domain[1] >= 2
+
+
+def _switch_reduce(S: float, sh: ShapeLike, o: OptionsLike, out: float) -> NcclLink:
+    """S into the NVSwitch and the sum back, and ``out`` bytes per node through the NICs."""
+    egress = spanned(sh, out)
+    t_out, b = crossing(sh, egress) if egress else (0.0, 0)
+    t_in = S / _nvls_share(sh, o.arch)
+    t, b = (t_in, 0) if t_in >= t_out else (t_out, b)
+    return LinkCost(t, b, {0: S, **egress}), S
+
+
+def nvls(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
+    """NVLink SHARP: the NVSwitch reduces (all-reduce) or multicasts (all-gather, reduce-scatter)."""
+    if not _nvls_ok(sh, o):
+        return None
+    nodes, _ = _nodes_ppn(sh)
+    if nodes > 1 and not o.sharp:
+        return None     # NVLS across nodes needs CollNet (SHARP) switches (NCCL 2.25)
+    if op != "all-reduce":
+        if nodes > 1:
+            return None  # NVLS all-gather/reduce-scatter across nodes needs CollNet heads
+        vol = (sh.n - 1) / sh.n * S
+        t = vol / _nvls_share(sh, o.arch)
+        return LinkCost(t, 0, {0: vol}), vol
+    return _switch_reduce(S, sh, o, S)
+
+
+def nvls_tree(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
+    """NVLS inside each node, a tree between nodes (disabled on one node)."""
+    if not _nvls_ok(sh, o):
+        return None
+    nodes, _ = _nodes_ppn(sh)
+    if nodes <= 1 or op != "all-reduce":
+        return None
+    # NCCL's NVLS-tree rate (NVLS_TREE_RATIO) as the bytes a node's NICs carry.
+    out = (S if nodes <= 2 else 2 * S) * 2 * (nodes - 1) / nodes / NVLS_TREE_RATIO
+    return _switch_reduce(S, sh, o, out)
+
+
+def collnet(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
+    """CollNet (InfiniBand SHARP): in-node reduce-scatter and all-gather, the switches reduce S per
+    node (NCCL CollNet)."""
+    nodes, ppn = _nodes_ppn(sh)
+    if not o.sharp or nodes <= 1 or op != "all-reduce":
+        return None
+    egress = {0: 2 * (ppn - 1) / ppn * S, **spanned(sh, S)}
+    t, b = crossing(sh, egress)
+    return LinkCost(t, b, egress), 2 * S
+
+
+# Why NCCL fell back to its ring (the warning names it once per dimension).
+def tree_unavailable(o: OptionsLike) -> str:
+    return "NCCL's tree runs between nodes only and these groups are inside one node"
+
+
+def nvls_unavailable(o: OptionsLike) -> str:
+    return ("this GPU and scale-up switch have no NVLink SHARP" if not o.nvls
+            else "NVLink SHARP reduces inside one NVSwitch domain only (across nodes it needs "
+                 "cluster.scale_out.sharp)")
+
+
+def nvls_tree_unavailable(o: OptionsLike) -> str:
+    return ("this GPU and scale-up switch have no NVLink SHARP" if not o.nvls
+            else "NVLS-tree needs several nodes")
+
+
+def collnet_unavailable(o: OptionsLike) -> str:
+    return "CollNet needs switches that reduce (cluster.scale_out.sharp) and groups spanning nodes"
+
+
+def pat_unavailable(o: OptionsLike) -> str:
+    return "PAT runs all-gather/reduce-scatter with one GPU per node only"

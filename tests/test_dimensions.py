@@ -1,0 +1,145 @@
+"""The communication-dimension registry (explorer/dimensions.py): the shared words, the colours of
+both palettes, the Gantt's lanes and bands, the advice and the views are derived from it, and one
+entry is all a new dimension needs for every view to know it."""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from dataclasses import fields
+
+import pytest
+
+from explorer import dimensions, vocabulary
+from explorer.figures.gantt import BAND_OFFSETS, KIND_ORDER
+from explorer.teaching import explain, timeline_story
+from explorer.ui import controls
+
+from conftest import ROOT
+
+
+def test_the_shared_words_are_the_registrys():
+    assert vocabulary.COMM_DIMS == dimensions.reported() == ("tp", "cp", "ep", "pp", "dp")
+    assert vocabulary.BLOCKING_DIMS == dimensions.blocking() == ("tp", "cp", "ep")
+    assert vocabulary.STREAMS == ("compute", "tp", "cp", "ep", "pp", "dp")
+    assert vocabulary.CATEGORIES == ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "bubble",
+                                     "optimizer")
+    assert {d: vocabulary.KIND_COLORS[d] for d in vocabulary.COMM_DIMS} == {
+        "tp": "#54A24B", "cp": "#72B7B2", "ep": "#FF9DA6", "pp": "#9D755D", "dp": "#E45756"}
+    assert all(vocabulary.CATEGORY_COLORS[d] == dimensions.get(d).color for d in vocabulary.COMM_DIMS)
+    assert timeline_story.BLOCKING_LANES == frozenset(dimensions.blocking())
+    assert BAND_OFFSETS["dp"] == (-0.37, 0.16) and BAND_OFFSETS["pp"] == (0.37, 0.16)
+    assert KIND_ORDER[-5:] == vocabulary.COMM_DIMS
+
+
+def test_edp_is_reported_as_dp_with_dps_advice():
+    assert dimensions.reported_as("edp") == "dp" and dimensions.reported_as("tp") == "tp"
+    assert "edp" not in vocabulary.COMM_DIMS
+    assert explain.BY_DIMENSION["edp"] == explain.BY_DIMENSION["dp"] == dimensions.get("dp").remedy
+    assert explain.shorter("edp", "scale-out").startswith("overlapping it with the backward")
+
+
+def test_every_presentation_colour_is_okabe_ito_and_one_hex_has_one_counterpart():
+    """Okabe & Ito (2008): the eight colours of the palette (and a light grey for the bubble).  A
+    dimension whose colour a tier or kind shares must map it the same way (dp and scale-across)."""
+    okabe_ito = {"#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7",
+                 "#999999", "#DDDDDD"}
+    used = (set(vocabulary.KIND_COLORS.values()) | set(vocabulary.CATEGORY_COLORS.values())
+            | set(vocabulary.TIER_COLORS.values()))
+    assert used <= set(vocabulary.PRESENT_COLORS)
+    assert set(vocabulary.PRESENT_COLORS.values()) <= okabe_ito
+    for d in dimensions.DIMENSIONS.values():
+        assert vocabulary.PRESENT_COLORS[d.color] == d.present_color, d.name
+    wan = vocabulary.TIER_COLORS["scale-across"]
+    assert vocabulary.PRESENT_COLORS[wan] == dimensions.get("dp").present_color
+
+
+def test_the_sidebar_labels_the_degrees_from_the_registry():
+    labels = {c.key: c.label for _, section in controls.SECTIONS for c in section}
+    assert labels["parallelism.tp"] == "Tensor parallel (tp)"
+    assert labels["parallelism.pp"] == "Pipeline stages (pp)"
+    assert labels["parallelism.ep"] == "Expert parallel (ep)"
+
+
+def test_unknown_names_are_one_line_errors():
+    known = r"known: tp, cp, ep, pp, dp, edp$"
+    with pytest.raises(ValueError, match=r"^unknown communication dimension 'emb'; " + known):
+        dimensions.get("emb")
+    with pytest.raises(ValueError, match="unknown view 'gant'"):
+        dimensions.shown_in("gant")
+
+
+def test_a_dimension_record_names_what_the_brief_asks_for():
+    names = {f.name for f in fields(dimensions.Dimension)}
+    assert {"name", "label", "color", "present_color", "blocking", "counts_as", "band", "views"} <= names
+
+
+HARD_CODED = ("explorer/vocabulary.py", "explorer/figures/gantt.py", "explorer/figures/traffic.py",
+              "explorer/figures/design.py", "explorer/figures/datacenters.py", "explorer/ui/export.py",
+              "explorer/ui/views/timeline.py", "explorer/ui/views/topology.py",
+              "explorer/teaching/explain.py", "explorer/teaching/timeline_story.py")
+
+
+@pytest.mark.parametrize("path", HARD_CODED)
+def test_no_view_keeps_its_own_list_of_dimensions(path):
+    """No literal tuple, set, list or dict of two or more dimension names (a second copy of the list)
+    and no comparison with one in the modules that had them."""
+    known = set(dimensions.DIMENSIONS)
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+    lists = [n for n in ast.walk(tree) if isinstance(n, (ast.Tuple, ast.List, ast.Set, ast.Dict))
+             and sum(isinstance(e, ast.Constant) and e.value in known
+                     for e in (n.keys if isinstance(n, ast.Dict) else n.elts)) >= 2]
+    compares = [n for n in ast.walk(tree) if isinstance(n, ast.Compare)
+                and any(isinstance(c, ast.Constant) and c.value in known for c in (n.left, *n.comparators))]
+    assert [ast.unparse(n)[:80] for n in lists + compares] == []
+
+
+def test_the_registry_imports_nothing_of_explorer():
+    """It sits in the foundations layer: config and everything above may import it."""
+    tree = ast.parse((ROOT / "explorer" / "dimensions.py").read_text(encoding="utf-8"))
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                and (getattr(n, "level", 0) or any(a.name.startswith("explorer") for a in n.names))]
+
+
+# One new entry, made before anything else reads the registry (as a line in DIMENSIONS would be).
+NEW_DIMENSION = """
+import json
+import explorer.dimensions as d
+d.DIMENSIONS["emb"] = d.Dimension("emb", "Embedding exchange", "#17BECF", "#56B4E9", True,
+                                  "fewer or smaller embedding tables")
+from explorer import load, simulate, vocabulary as v
+from explorer.figures import traffic, datacenters
+from explorer.figures.gantt import BAND_OFFSETS, KIND_ORDER
+from explorer.teaching import explain, timeline_story
+fig = traffic.traffic_by_tier({"dp": {"scale-out": 2e9}, "emb": {"scale-up": 1e9, "scale-across": 1e9}})
+r = simulate(load(sys_argv_scenario))
+print(json.dumps({
+    "comm": v.COMM_DIMS, "blocking": v.BLOCKING_DIMS, "streams": v.STREAMS, "categories": v.CATEGORIES,
+    "part": v.CATEGORY_OF_PART["emb"], "lane": v.LANE_OF["emb"], "kind_color": v.KIND_COLORS["emb"],
+    "present": v.PRESENT_COLORS["#17BECF"], "band": BAND_OFFSETS["emb"], "order": KIND_ORDER[-1],
+    "advice": explain.BY_DIMENSION["emb"], "story": sorted(timeline_story.BLOCKING_LANES),
+    "traffic_rows": list(fig.data[0].y), "wan": datacenters.crossing_dims({"emb": {"scale-across": 1.0}}),
+    "breakdown": r.breakdown_s, "iteration": r.iteration_time_s, "bytes": r.comm_bytes_per_gpu,
+}))
+"""
+
+
+def test_a_new_dimension_is_one_registry_entry():
+    script = NEW_DIMENSION.replace("sys_argv_scenario", repr(str(ROOT / "scenarios" / "teaching-8gpu.yaml")))
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout)
+    assert got["comm"] == ["tp", "cp", "ep", "pp", "dp", "emb"]
+    assert got["blocking"] == ["tp", "cp", "ep", "emb"] and got["story"] == ["cp", "emb", "ep", "tp"]
+    assert got["streams"][-1] == "emb" and got["categories"][-3:] == ["emb", "bubble", "optimizer"]
+    assert (got["part"], got["lane"]) == ("emb", "emb")
+    assert (got["kind_color"], got["present"]) == ("#17BECF", "#56B4E9")
+    assert got["band"] == [0.0, 0.5] and got["order"] == "emb"
+    assert got["advice"] == "fewer or smaller embedding tables"
+    assert got["traffic_rows"] == ["dp", "emb"] and got["wan"] == ["emb"]
+    # The simulator counts it (nothing of this model sends on it: zero) and its categories still sum
+    # to the iteration.
+    assert got["breakdown"]["emb"] == 0.0 and got["bytes"]["emb"] == 0.0
+    assert sum(got["breakdown"].values()) == pytest.approx(got["iteration"], rel=1e-12)

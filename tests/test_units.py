@@ -27,15 +27,12 @@ from conftest import ROOT
 # the NVLink/PCIe GB/s fields to bytes.
 CONVERSION = re.compile(r"Gbps\s*\*\s*1e9|Gbps\s*/\s*8|1e9\s*/\s*8|/\s*8\s*\*\s*1e9|"
                         r"(?:bandwidth|pcie)_GBps\s*\*\s*1e9")
-# Owned by the variants restructuring (the lead): the parameter server's NIC rate still converts
-# nic_Gbps itself; remove it from here when it reads the topology's LineRates.
-NOT_YET = {"explorer/variants/lowcomm/decentral.py"}
 
 
 def test_each_conversion_has_one_definition():
     offenders = {str(p.relative_to(ROOT)) for p in (ROOT / "explorer").rglob("*.py")
                  if p.name != "units.py" and CONVERSION.search(p.read_text(encoding="utf-8"))}
-    assert offenders == NOT_YET
+    assert offenders == set()
 
 
 def test_the_conversions():

@@ -68,8 +68,11 @@ def _basis(b: IterationBuilder) -> Basis:
         calls = [c for ch, _ in b.rank_chunks(s) for c in ch.link_calls]      # one unit each
         traffic, load = _measure(b, s, calls)
         held = [ch for ch, _ in b.rank_chunks(s)]
-        comm = [sum(getattr(ch, f"{d}_bytes") for ch in held) if d != "pp" else 0.0 for d in COMM_DIMS[:3]]
-        rows.append((traffic, load, [*comm, 0.0, sum(ch.fsdp_bytes for ch in held)]))
+        # Per dimension by name (a workload may register more: explorer/dimensions.py); pp's bytes
+        # are the transfers', added per pair below; dp's per unit are FSDP's gathers.
+        per = {d: sum(getattr(ch, f"{d}_bytes") for ch in held) for d in ("tp", "cp", "ep")}
+        per["dp"] = sum(ch.fsdp_bytes for ch in held)
+        rows.append((traffic, load, [per.get(d, 0.0) for d in COMM_DIMS]))
     keys = tuple(rows[0][1])
     tiers = rows[0][0].shape[1]
     pair_traffic = np.zeros((p, len(COMM_DIMS), tiers))

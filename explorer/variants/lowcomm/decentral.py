@@ -67,7 +67,7 @@ from ...config.schema import ScenarioError
 from ...network.collectives import cost
 from ...network.compression import plan
 from ...network.groups import Network
-from ...network.topology import BOUNDARY_NAMES
+from ...network.topology import BOUNDARY_NAMES, LineRates
 from ...result.windows import Exchange
 from ...taskgraph.builder import IterationBuilder
 from ..kinds import Variant
@@ -218,7 +218,8 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
                          mean),
                 cycles)
     so = sc.cluster.scale_out
-    server_Bps = so.nic_Gbps / 8 * 1e9 * (so.efficiency or 1.0)    # the fabric's achievable share
+    # The fabric's achievable share of one server NIC's line rate.
+    server_Bps = LineRates.for_cluster(sc.cluster).nic_Bps * (so.efficiency or 1.0)
     server_bytes = dp * model / p.ps_servers             # each way, per server NIC
     # Push (or pull): the slower end.
     one_way = 0.0 if p.ideal_pipeline else max(worst, server_bytes / server_Bps)

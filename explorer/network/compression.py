@@ -36,11 +36,11 @@ compressed_allreduce), after the backward (``OVERLAPS_BACKWARD``).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..config.compression import Compression
 from ..config.sections import Model
-from ..workloads.convnet import arch as convnet_arch
 
 # Kinds whose buckets leave during the backward when it overlaps (module docstring).
 OVERLAPS_BACKWARD = frozenset({"none", "fp16", "fp8", "int4", "topk", "powersgd"})
@@ -67,22 +67,26 @@ class Plan:
         return elements * (self.encode_bytes + self.decode_bytes) / hbm_Bps
 
 
+# PowerSGD's factor is a property of the model's weight matrices, which the workload families know
+# (explorer/workloads, a layer above this one).  Their registry hands this module the function on
+# import (explorer/workloads/registry.py), so the network never imports or tests a model type.
+PowersgdFactor = Callable[[Model, int, int], float]
+_POWERSGD: list[PowersgdFactor] = []
+
+
+def use_powersgd_factor(factor: PowersgdFactor) -> None:
+    """Answer :func:`powersgd_factor` with ``factor`` (the workload registry's; set once on import)."""
+    _POWERSGD[:] = [factor]
+
+
 def powersgd_factor(m: Model, tp: int, rank: int) -> float:
-    """(P + Q elements) / (gradient elements) of one layer's weight matrices, each m x n cut by tp:
-    r (m + n) / (m n) summed over QKV, the output projection and the MLP (Vogels et al. 2019)."""
-    if m.conv is not None:
-        # A ResNet (explorer/workloads/convnet/arch.py): each kernel reshaped to a matrix; the batch-norm
-        # vectors and biases are sent uncompressed (PowerSGD all-reduces rank-1 tensors as they are).
-        c = m.conv
-        net = convnet_arch.build(c.depth, c.image_size, c.frames, c.width, c.classes)
-        mats = sum(min(rank * (a + b), a * b) for a, b in net.matrices)
-        return min(1.0, (mats + net.params - sum(a * b for a, b in net.matrices)) / net.params)
-    h, f = m.hidden, m.ffn_hidden
-    kv = (m.kv_heads or m.heads) * (h // m.heads)
-    mats = 3 if m.ffn_kind == "swiglu" else 2
-    shapes = [(h, (h + 2 * kv) / tp), (h / tp, h)] + [(h, f / tp)] * (mats - 1) + [(f / tp, h)]
-    full = sum(a * b for a, b in shapes)
-    return min(1.0, sum(rank * (a + b) for a, b in shapes) / full)
+    """(P + Q elements) / (gradient elements) of model ``m``'s weight matrices cut by ``tp``, for
+    rank-``rank`` PowerSGD (Vogels et al. 2019), as its workload family counts them
+    (explorer/workloads/<family>/workload.py)."""
+    if not _POWERSGD:
+        raise RuntimeError("powersgd_factor: no workload registry imported "
+                           "(import explorer.workloads.registry)")
+    return _POWERSGD[0](m, tp, rank)
 
 
 def plan(c: Compression, m: Model, tp: int, n: int) -> Plan:

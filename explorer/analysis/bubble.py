@@ -9,6 +9,7 @@ from ..network.groups import Network
 from ..scenario import Scenario
 from ..schedules.base import BubbleInputs
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
+from ..workloads.registry import nouns
 from .steady_state import schedule_iteration
 
 if TYPE_CHECKING:
@@ -92,8 +93,10 @@ def explain_bubble(r: Result) -> str:
         return out
     split = list(r.stage_layers)
     last = p * v - 1
-    where = (f"the embedding on stage 0 and the logits on stage {last % p}" if v == 1 else
-             f"the embedding on stage 0 (chunk 0) and the logits on stage {last % p} (its last chunk)")
+    said = nouns(sc.model)                  # what the workload's edges are (embedding and logits)
+    where = (f"the {said.first_edge} on stage 0 and the {said.last_edge} on stage {last % p}" if v == 1 else
+             f"the {said.first_edge} on stage 0 (chunk 0) and the {said.last_edge} on stage {last % p} "
+             "(its last chunk)")
     labels = [f"the layer split {split}", where, "the optimizer step", "exposed communication"]
     if len(r.tasks) > WATERFALL_MAX_TASKS:
         return out + (" It differs through " + ", ".join(labels) + " (not decomposed: "

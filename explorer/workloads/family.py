@@ -15,11 +15,14 @@ from .spec import WorkloadSpec
 class Nouns:
     """What the pages call a family's units: ``per_second`` what its throughput counts (tokens,
     images), ``sample`` one element of the global batch (sequences, images, clips), ``layers`` what
-    its pipeline layers are, said after the stage split ("" when they are simply layers)."""
+    its pipeline layers are, said after the stage split ("" when they are simply layers), and its
+    work before the first layer and after the last (a transformer's embedding and logits)."""
 
     per_second: str
     sample: str
     layers: str = ""
+    first_edge: str = "embedding"
+    last_edge: str = "logits"
 
 
 @dataclass(frozen=True)

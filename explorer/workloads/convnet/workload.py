@@ -42,7 +42,7 @@ def powersgd_factor(m: Model, tp: int, rank: int) -> float:
 def nouns(m: Model) -> Nouns:
     """Images (clips for a video model) per second, one per sample; layers are residual blocks."""
     unit = "clips" if m.conv.frames > 1 else "images"
-    return Nouns(unit, unit, f"residual blocks of a {m.conv.label}")
+    return Nouns(unit, unit, f"residual blocks of a {m.conv.label}", "stem", "classifier")
 
 
 def caption(m: Model) -> str:

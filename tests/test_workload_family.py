@@ -3,10 +3,14 @@ the toy MLP of tests/toy_mlp.py, registered here and nowhere else, runs through 
 and the estimator, and both give its closed-form FLOPs, parameters and memory."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import toy_mlp
 
 from explorer.estimate import estimate
+from explorer.estimate.many import estimate_profiles
+from explorer.estimate.profile import row_profile
 from explorer.scenario import ScenarioError, from_dict, model_presets
 from explorer.simulate import simulate
 from explorer.taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
@@ -73,3 +77,6 @@ def test_a_family_refuses_what_it_does_not_model(toy):
         simulate(sc)
     assert info.value.field == "communication.compression.kind" and "toy-mlp" in str(info.value)
     assert "\n" not in str(info.value)
+    # The estimator leaves the row to the simulation, whose refusal is the row's reason (NaN row).
+    est, why = estimate_profiles([row_profile(sc)])
+    assert math.isnan(est.iteration_time_s[0]) and why == [str(info.value)]

@@ -25,7 +25,7 @@ import numpy as np
 from ..physics.hardware import ComputeModel
 from ..scenario import Scenario
 from ..taskgraph.chunks import ChunkContext, ChunkWork, chunk_work
-from ..workloads.registry import workload_spec
+from ..workloads.registry import workload_for
 from ..workloads.spec import WorkloadSpec
 from .keys import RowNetwork, compute_key, intern, memo_table
 
@@ -61,11 +61,13 @@ def _remember(table: dict, key, value):
 
 
 def costs(sc: Scenario, ckey: int | None = None) -> Costs:
-    """The workload description and compute model of ``sc`` (memoised per compute key)."""
+    """The workload description and compute model of ``sc`` (memoised per compute key).  A row its
+    family refuses (registry.problem) is priced all the same here: many.needs_simulation sends it
+    to the simulation, which says why."""
     ckey = compute_key(sc) if ckey is None else ckey
     out = _COSTS.get(ckey)
     if out is None:
-        out = _remember(_COSTS, ckey, Costs(workload_spec(sc), ComputeModel.for_scenario(sc)))
+        out = _remember(_COSTS, ckey, Costs(workload_for(sc.model).spec(sc), ComputeModel.for_scenario(sc)))
     return out
 
 

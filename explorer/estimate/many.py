@@ -26,7 +26,7 @@ import numpy as np
 from ..scenario import Scenario, ScenarioError
 from ..schedules.registry import Window
 from ..vocabulary import CATEGORIES
-from ..workloads.registry import workload_for
+from ..workloads.registry import problem, workload_for
 from .breakdown import breakdowns
 from .link_check import maybe_link_bound
 from .memory import memory_totals
@@ -83,8 +83,11 @@ def needs_simulation(sc: Scenario) -> bool:
     parameter servers (explorer/variants/lowcomm), compressed gradients (explorer/network/compression.py),
     faults (explorer/variants/faults.py, degraded NICs in network/groups.py), whose pricing the
     estimator's memoised tables do not key on, and workloads the estimator's pieces do not describe
-    (explorer/workloads/registry.py ``estimator``: a ResNet's blocks differ one by one)."""
-    return (not workload_for(sc.model).estimator or sc.cluster.stragglers.active or sc.cluster.heterogeneous
+    (explorer/workloads/registry.py ``estimator``: a ResNet's blocks differ one by one) or that
+    refuse what the row asks of them (registry.problem: the simulation says why)."""
+    w = workload_for(sc.model)
+    return (not w.estimator or problem(sc, w) is not None or sc.cluster.stragglers.active
+            or sc.cluster.heterogeneous
             or sc.training.sync.windowed
             or sc.parallelism.dp_kind != "allreduce" or sc.communication.compression.active
             or sc.cluster.faults.failed_nodes > 0 or sc.cluster.faults.degraded)

@@ -86,7 +86,8 @@ def needs_simulation(sc: Scenario) -> bool:
     (explorer/workloads/registry.py ``estimator``: a ResNet's blocks differ one by one) or that
     refuse what the row asks of them (registry.problem: the simulation says why)."""
     w = workload_for(sc.model)
-    return (not w.estimator or problem(sc, w) is not None or sc.cluster.stragglers.active
+    return (not w.estimator or (not w.models_everything and problem(sc, w) is not None)
+            or sc.cluster.stragglers.active
             or sc.cluster.heterogeneous
             or sc.training.sync.windowed
             or sc.parallelism.dp_kind != "allreduce" or sc.communication.compression.active

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
-from ..scenario import Model, Scenario
+from ..config import Model, Scenario
 from .spec import WorkloadSpec
+
+# The parallel degrees a scenario sets, each the dimension it creates (dp is the replicas' count).
+DEGREES = ("tp", "cp", "ep", "pp")
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,12 @@ class Workload:
     def compression(self) -> bool:
         """Gradient compression (communication.compression) is modelled for it."""
         return self.powersgd_factor is not None
+
+    @cached_property
+    def models_everything(self) -> bool:
+        """Every parallel degree and gradient compression are modelled for it: nothing a valid
+        scenario asks can be refused (registry.problem's quick answer, asked for every row)."""
+        return set(DEGREES) <= set(self.dimensions) and self.compression
 
     @property
     def control_keys(self) -> frozenset[str]:

@@ -10,16 +10,14 @@ family that recognises the model, the default (the transformer) for what none do
 """
 from __future__ import annotations
 
+from ..config import Model, Scenario, ScenarioError
 from ..network import compression
-from ..scenario import Model, Scenario, ScenarioError
 from .convnet import workload as convnet
-from .family import Nouns, Workload
+from .family import DEGREES, Nouns, Workload
 from .spec import WorkloadSpec
 from .transformer import workload as transformer
 
 DEFAULT = "transformer"
-# The parallel degrees a scenario sets, by the dimension each creates (dp is the data-parallel size).
-DEGREES = ("tp", "cp", "ep", "pp")
 
 
 def _default(m: Model) -> bool:
@@ -68,6 +66,8 @@ def problem(sc: Scenario, w: Workload | None = None) -> tuple[str, str] | None:
     dimension it does not use, gradient compression it has no factor for — else None.  The
     config rules refuse these at load for the shipped families; this is the net for a new one."""
     w = w or workload_for(sc.model)
+    if w.models_everything:
+        return None
     par = sc.parallelism
     for dim in DEGREES:
         n = getattr(par, dim)

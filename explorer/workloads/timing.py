@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..config import Scenario
 from ..physics.frameworks import profile
 from ..physics.hardware import gemm_large_efficiency
 from ..physics.kernels import gemm_seconds
 from ..physics.work import Gemm, Work
-from ..scenario import Scenario
 
 # Backward element-wise traffic relative to forward: read the saved input and the incoming
 # gradient, write the outgoing gradient (twice the forward's read+write).

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from ...config import Scenario
 from ...config.model_parts import Conv
 from ...physics.hardware import BYTES_PER_ELEMENT
 from ...physics.work import ZERO_WORK, Gemm, Work
-from ...scenario import Scenario
 from ..spec import EdgeCost, LayerCost
 from ..timing import BACKWARD_STREAM_FACTOR, GemmTimer
 from . import arch as convnet_arch

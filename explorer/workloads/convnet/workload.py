@@ -6,7 +6,7 @@ its kernels reshaped to matrices; images or clips as the unit of throughput.
 """
 from __future__ import annotations
 
-from ...scenario import Model, Scenario
+from ...config import Model, Scenario
 from ..family import Nouns
 from ..spec import WorkloadSpec
 from .blocks import block_costs, head_cost, network, stem_cost

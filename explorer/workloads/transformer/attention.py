@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...config import Model
 from ...physics.work import Gemm
-from ...scenario import Model
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,11 @@ All byte figures are per GPU and per micro-batch; FLOPs likewise.
 """
 from __future__ import annotations
 
+from ...config import Scenario
 from ...physics.frameworks import profile
 from ...physics.hardware import BYTES_PER_ELEMENT
 from ...physics.kernels import attention_seconds
 from ...physics.work import ZERO_WORK, Gemm, Work
-from ...scenario import Scenario
 from ..spec import Collective, EdgeCost, LayerCost
 from ..timing import BACKWARD_STREAM_FACTOR, GemmTimer
 from .activations import layer_activation_bytes, recompute_working_bytes

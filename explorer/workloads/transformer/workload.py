@@ -9,7 +9,7 @@ model, on the last chunk (their projections and output head are in the output la
 """
 from __future__ import annotations
 
-from ...scenario import Model, Scenario
+from ...config import Model, Scenario
 from ..family import Nouns
 from ..spec import WorkloadSpec
 from .layer import embedding_cost, layer_cost, logits_cost, model_params

@@ -29,6 +29,7 @@ from .network.collectives import OPS
 from .network.nccl_table import collective_rows
 from .scenario import Scenario, ScenarioError, load, load_raw, parse_assignments
 from .variants.hetero import gpu_summary
+from .workloads.registry import nouns
 
 __all__ = ["collective_rows", "load_scenario", "main", "parse_sizes", "result_json", "resolve_scenario_path",
            "scenario_list", "summary_text"]
@@ -105,18 +106,19 @@ def summary_text(res) -> str:
     """The readable summary ``run`` prints without --json (user text escaped, see one_line)."""
     sc = res.scenario
     p = sc.parallelism
+    said = nouns(sc.model)              # tokens or images; what the layers are
     lines = [
         f"{one_line(sc.name)}",
         f"  {gpu_summary(sc)} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · "
         f"ep {p.ep} · "
         f"vpp {p.vpp} · {p.schedule} · ZeRO {p.zero} · {sc.micro_batches} micro-batches",
         f"  stage layers: {', '.join(map(str, res.stage_layers))}"
-        + ("" if sc.model.conv is None else f"  (residual blocks of a {sc.model.conv.label})"),
+        + (f"  ({said.layers})" if said.layers else ""),
         "",
         f"  iteration time   {_fmt_s(res.iteration_time_s)}"
         + ("" if res.sync_window is None else f"  (inner step; {_fmt_s(res.time_per_step_s)} per step "
                                               "with synchronisation)"),
-        f"  {sc.model.samples + '/s':<17}{res.tokens_per_s:,.0f}",
+        f"  {said.per_second + '/s':<17}{res.tokens_per_s:,.0f}",
         f"  TFLOP/s per GPU  {res.tflops_per_gpu:.1f}  (hardware FLOPs, recompute included)",
         f"  MFU              {res.mfu:.1%}",
         f"  bubble           {res.bubble_fraction:.1%}",

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from explorer.config.compression import Compression
-from explorer.network.compression import plan, powersgd_factor
 from explorer.scenario import ScenarioError, load
 from explorer.simulate import simulate
+from explorer.workloads.registry import compression_plan as plan
+from explorer.workloads.registry import powersgd_factor
 
 from conftest import ROOT
 

@@ -7,7 +7,6 @@ import pytest
 
 from explorer.config.loading import to_dict
 from explorer.estimate import estimate
-from explorer.network.compression import powersgd_factor
 from explorer.physics.hardware import ComputeModel
 from explorer.physics.kernels import gemm_seconds
 from explorer.scenario import ScenarioError, from_dict, load
@@ -16,6 +15,7 @@ from explorer.taskgraph.builder import IterationBuilder
 from explorer.taskgraph.chunks import ChunkWork
 from explorer.workloads.convnet import arch as convnet_arch
 from explorer.workloads.convnet import blocks as convnet
+from explorer.workloads.registry import powersgd_factor
 
 from conftest import ROOT
 

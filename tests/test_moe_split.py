@@ -72,7 +72,7 @@ def test_mixtral_step_never_gets_faster_with_more_routed_experts(schedule):
 def _slowest_stage(sc) -> float:
     """Seconds per unit of the slowest stage's passes (unit_seconds of its chunks' parts)."""
     b = IterationBuilder(sc)
-    sm = split_costs(sc, b.net, b.cm, b.dense, b.moe, b.emb, b.logits, b.tied).sm
+    sm = split_costs(sc, b.net, b.cm, b.spec, b.tied).sm
     return max(float(unit_seconds(fields_of(ch), sm)) for ch in b.chunks)
 
 
@@ -110,7 +110,7 @@ def test_the_split_weighs_what_each_chunk_runs():
     layer on the last chunk.  The old split's costs (kernels only) left out the EP part."""
     sc = deepseek("model.moe.top_k=4")
     b = IterationBuilder(sc)
-    c = split_costs(sc, b.net, b.cm, b.dense, b.moe, b.emb, b.logits, b.tied)
+    c = split_costs(sc, b.net, b.cm, b.spec, b.tied)
     per, first, last = c.unit_seconds()
     start = 0
     for k, (n, ch) in enumerate(zip(b.layer_counts, b.chunks, strict=True)):
@@ -121,7 +121,7 @@ def test_the_split_weighs_what_each_chunk_runs():
     moe = c.layers[-1]
     assert moe[1] + moe[4] > 0.3 * (moe[0] + moe[3])          # the all-to-all: ~40 % of an MoE layer
     # The last chunk's extra work: the output layer and the MTP block (one MoE layer, its all-to-all too).
-    assert c.last[0] == pytest.approx(b.cm.time(b.logits.fwd) + moe[0], rel=1e-12)
+    assert c.last[0] == pytest.approx(b.cm.time(b.spec.last.fwd) + moe[0], rel=1e-12)
     assert c.last[1] == pytest.approx(moe[1], rel=1e-12) and moe[1] > 0
 
 
@@ -130,7 +130,7 @@ def test_dualpipe_rank_pair_is_the_engines_two_fused_ops():
     per direction), as the builder prices them (chunks.fuse + SM contention)."""
     sc = deepseek("model.moe.top_k=4")
     b = IterationBuilder(sc)
-    line = Pairs(split_costs(sc, b.net, b.cm, b.dense, b.moe, b.emb, b.logits, b.tied), b.p)
+    line = Pairs(split_costs(sc, b.net, b.cm, b.spec, b.tied), b.p)
     v = line.chunks(np.concatenate(([0], np.cumsum(b.layer_counts)))[None, :])[0]
     g = b.build()
     for r in range(b.p // 2):

@@ -1,13 +1,12 @@
 """Per-GPU memory: what each GPU class holds (Rajbhandari et al., ZeRO, SC20, Fig. 1 for the
-sharding; activations per layer in explorer/workloads/transformer/activations.py, replayed over the
-schedule's order)."""
+sharding; activations per layer as the workload describes them, explorer/workloads/spec.py,
+replayed over the schedule's order)."""
 from __future__ import annotations
 
 from ..network.compression import residual_bytes
 from ..network.groups import Network
 from ..taskgraph.builder import IterationBuilder
 from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
-from ..workloads.transformer.activations import recompute_working_bytes
 from .breakdown import MemoryBreakdown
 
 
@@ -44,8 +43,7 @@ def class_memory(b: IterationBuilder, net: Network, s: int, peak: float | None =
     # Compressed gradients keep an error-feedback residual (explorer/network/compression.py).
     opt += residual_bytes(sc.communication.compression, dense, expert, nd, ne)
     # Activations at the schedule's peak, replaying the program order (exact for every schedule),
-    # plus what one recomputed layer holds again during its own backward
-    # (explorer/workloads/transformer/activations.py).
+    # plus what one recomputed layer holds again during its own backward (LayerCost.recompute_bytes).
     if peak is None:
         peak = b.schedule.peak_activations(b.orders[s], [c.act_bytes for c in chunks])
     return MemoryBreakdown(params, grads, opt, peak + recompute_transient(b, chunks))
@@ -54,9 +52,4 @@ def class_memory(b: IterationBuilder, net: Network, s: int, peak: float | None =
 def recompute_transient(b: IterationBuilder, chunks: list) -> float:
     """Bytes one recomputed layer re-materialises during its backward, for the largest layer kind
     this GPU holds (one layer at a time: Chen et al. 2016, Sec. 3); 0 without recompute."""
-    sc = b.sc
-    p, tr = sc.parallelism, sc.training
-    tokens = tr.micro_batch * sc.model.seq_len / p.cp / p.token_slices
-    kinds = {moe for c in chunks
-             for moe, n in ((True, c.moe_layers), (False, c.layers - c.moe_layers)) if n > 0}
-    return max((recompute_working_bytes(sc, moe, tokens) for moe in kinds), default=0.0)
+    return max((c.transient for c in chunks), default=0.0)

@@ -32,7 +32,6 @@ from typing import Any
 
 import yaml
 
-from ..workloads.convnet import arch as convnet_arch
 from .datacenters import resolve_scale_across
 from .frameworks import profile
 from .frozen import evolve
@@ -77,7 +76,7 @@ def resolve_presets(raw: Mapping[str, Any]) -> dict[str, Any]:
                 model = {**model, part: {**base[part], **given}}
         raw["model"] = {**base, **model}
     if isinstance(raw.get("model"), dict):
-        raw["model"] = derive_conv(raw["model"])
+        raw["model"] = derive_model(raw["model"])
     hw = raw.get("hardware")
     if isinstance(hw, dict):
         gpu = hw.get("gpu")
@@ -89,22 +88,27 @@ def resolve_presets(raw: Mapping[str, Any]) -> dict[str, Any]:
     return raw
 
 
-def derive_conv(model: dict[str, Any]) -> dict[str, Any]:
-    """``model`` with the fields a convolutional network derives (CONV_DERIVED) filled in from
-    ``model.conv``; a given one that disagrees is refused, naming it.  Unchanged without a conv
-    section, or when its values are not yet valid (building the section then says why)."""
+def derive_model(model: dict[str, Any]) -> dict[str, Any]:
+    """``model`` with the fields its ``conv`` section derives (CONV_DERIVED) filled in; a given one
+    that disagrees is refused, naming it.  Unchanged without a conv section, or when its values are
+    not yet valid (building the section then says why)."""
     conv = model.get("conv")
     if not isinstance(conv, dict):
         return model
     c = build(Conv, conv, "model.conv")       # a bad conv field is reported as itself, first
-    net = convnet_arch.build(c.depth, c.image_size, c.frames, c.width, c.classes)
-    derived = dict(zip(CONV_DERIVED, (len(net.blocks), net.features, 1, 1, net.features, 1, net.classes,
-                                      False, False), strict=True))
+    derived = dict(zip(CONV_DERIVED, (c.blocks, c.features, 1, 1, c.features, 1, c.classes, False, False),
+                       strict=True))
     for k, v in derived.items():
         if model.get(k) is not None and model[k] != v:
-            raise ScenarioError(f"model.{k}", f"{model[k]!r} does not match model.conv (a ResNet-{net.depth} "
+            raise ScenarioError(f"model.{k}", f"{model[k]!r} does not match model.conv (a ResNet-{c.depth} "
                                               f"gives {v!r}); leave it out, it is derived from model.conv")
     return {**model, **derived}
+
+
+def derived_model_fields(m: Any) -> tuple[str, ...]:
+    """The fields of model section ``m`` the loader derived from another of its sections (so not
+    written by :func:`to_dict`): CONV_DERIVED for a convolutional network, none otherwise."""
+    return CONV_DERIVED if m.conv is not None else ()
 
 
 def _filled(obj: Any, **values: Any) -> Any:
@@ -230,8 +234,9 @@ def to_dict(sc: Scenario) -> dict[str, Any]:
     """A plain mapping that :func:`from_dict` turns back into an equal scenario (a preset GPU
     that nobody changed is written as its name)."""
     out = dump(sc)
-    if sc.model.conv is not None:            # derived again at load (derive_conv)
-        out["model"] = {k: v for k, v in out["model"].items() if k not in CONV_DERIVED}
+    derived = derived_model_fields(sc.model)      # derived again at load (derive_model)
+    if derived:
+        out["model"] = {k: v for k, v in out["model"].items() if k not in derived}
     c = sc.cluster
     if c.datacenter_names:      # the list form, as written (its total is cluster.nodes)
         gpus = c.datacenter_gpus

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The ResNet family's table (He et al., "Deep Residual Learning for Image Recognition", CVPR 2016,
+# Table 1): residual blocks per stage for each depth, and the 4x width the last 1x1 convolution of
+# a bottleneck block (depth 50 and more) restores (Sec. 4.1).  The layer table itself is built in
+# explorer/workloads/convnet/arch.py from these; the loader derives the transformer fields from them.
+STAGE_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
+BOTTLENECK_FROM_DEPTH = 50
+BOTTLENECK_EXPANSION = 4
+
 
 @dataclass(frozen=True)
 class MoE:
@@ -56,7 +64,7 @@ class Conv:
     the loader derives the transformer fields from it (layers = residual blocks, hidden = the last
     feature map's channels, vocab = classes, seq_len 1)."""
 
-    depth: int = field(default=50, metadata={"choices": (18, 34, 50, 101, 152),
+    depth: int = field(default=50, metadata={"choices": tuple(STAGE_BLOCKS),
                                              "doc": "ResNet depth (layers with weights)"})
     image_size: int = field(default=224, metadata={"min": 32, "max": 4096,
                                                    "doc": "input height and width in pixels"})
@@ -67,6 +75,18 @@ class Conv:
         "min": 8, "max": 4096, "doc": "channels of the stem and the first stage (64 in ResNet)"})
     classes: int = field(default=1000, metadata={
         "min": 1, "max": 1_000_000, "doc": "classifier outputs (ImageNet 1000, Kinetics-400 400)"})
+
+    @property
+    def blocks(self) -> int:
+        """Residual blocks of the network (the layers a pipeline would split)."""
+        return sum(STAGE_BLOCKS[self.depth])
+
+    @property
+    def features(self) -> int:
+        """Channels of the last feature map, the classifier's input: the first stage's width
+        doubled at each later stage, times the bottleneck's expansion."""
+        expansion = BOTTLENECK_EXPANSION if self.depth >= BOTTLENECK_FROM_DEPTH else 1
+        return self.width * 2 ** (len(STAGE_BLOCKS[self.depth]) - 1) * expansion
 
     @property
     def label(self) -> str:

@@ -3,7 +3,7 @@
 The estimator leaves some features to the full simulation (explorer/variants/registry.py
 ``needs_simulation``): stragglers, faults, compressed gradients, gossip and parameter servers,
 replicas that train apart (local SGD, DiLoCo, c-BTM), datacenters of different GPUs or sizes and
-convolutional networks.  A search of such a scenario would simulate every layout in full —
+workloads it does not describe.  A search of such a scenario would simulate every layout in full —
 straggler-16k's 65,076 layouts take hours.  Instead its layouts are ranked by the estimator on a
 *proxy* of the scenario with those features taken out — each layout still checked against the
 scenario's own rules (gossip refuses ZeRO, ...) — and the best :data:`POOL` of them are simulated
@@ -21,8 +21,9 @@ reports, the ranking that chose them approximate.
   (the layout's trade-offs on one GPU type; the pool's simulations run each datacenter on its
   own, explorer/variants/hetero.py), when the nodes split evenly.
 
-Convolutional networks have no proxy (their whole iteration is what the estimator does not
-price): their searches simulate every layout.
+Workloads the estimator does not price (explorer/workloads/registry.py ``estimator``: a ResNet)
+have no proxy (their whole iteration is what the estimator does not price): their searches
+simulate every layout.
 """
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ class Task:
     deps: list[tuple[int, float]] = field(default_factory=list)
     priority: int = 0
     parts: tuple[tuple[str, float], ...] = ()
-    # What the task is, for the stages after the engine (taskgraph.records: PassInfo, TransferInfo,
+    # What the task is, for the stages after the engine (engine/records.py: PassInfo, TransferInfo,
     # BucketInfo, OverlapInfo, StepInfo); the engine never reads it.
     info: Payload | None = None
     links: tuple[LinkCall, ...] = ()          # the network calls it makes, as the builder priced them

@@ -31,7 +31,7 @@ def task_keys(tasks: Sequence[Task]) -> list[Key]:
     append = out.append
     for t in tasks:
         i = t.info
-        kind = type(i)                  # exact payload types (taskgraph.records): a dispatch per task
+        kind = type(i)                  # exact payload types (engine/records.py): a dispatch per task
         if kind is PassInfo:
             # A fused F&B: the backward's unit relative to the forward's, which both shift alike.
             pair = i.pair_mb - i.micro_batch if i.pair_mb >= 0 else None

@@ -39,8 +39,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config.compression import Compression
-from ..config.sections import Model
-from ..workloads.convnet import arch as convnet_arch
 
 # Kinds whose buckets leave during the backward when it overlaps (module docstring).
 OVERLAPS_BACKWARD = frozenset({"none", "fp16", "fp8", "int4", "topk", "powersgd"})
@@ -67,26 +65,11 @@ class Plan:
         return elements * (self.encode_bytes + self.decode_bytes) / hbm_Bps
 
 
-def powersgd_factor(m: Model, tp: int, rank: int) -> float:
-    """(P + Q elements) / (gradient elements) of one layer's weight matrices, each m x n cut by tp:
-    r (m + n) / (m n) summed over QKV, the output projection and the MLP (Vogels et al. 2019)."""
-    if m.conv is not None:
-        # A ResNet (explorer/workloads/convnet/arch.py): each kernel reshaped to a matrix; the batch-norm
-        # vectors and biases are sent uncompressed (PowerSGD all-reduces rank-1 tensors as they are).
-        c = m.conv
-        net = convnet_arch.build(c.depth, c.image_size, c.frames, c.width, c.classes)
-        mats = sum(min(rank * (a + b), a * b) for a, b in net.matrices)
-        return min(1.0, (mats + net.params - sum(a * b for a, b in net.matrices)) / net.params)
-    h, f = m.hidden, m.ffn_hidden
-    kv = (m.kv_heads or m.heads) * (h // m.heads)
-    mats = 3 if m.ffn_kind == "swiglu" else 2
-    shapes = [(h, (h + 2 * kv) / tp), (h / tp, h)] + [(h, f / tp)] * (mats - 1) + [(f / tp, h)]
-    full = sum(a * b for a, b in shapes)
-    return min(1.0, sum(rank * (a + b) for a, b in shapes) / full)
-
-
-def plan(c: Compression, m: Model, tp: int, n: int) -> Plan:
-    """The plan of compressor ``c`` for a group of ``n`` ranks (module docstring's table)."""
+def plan(c: Compression, n: int, powersgd: float | None = None) -> Plan:
+    """The plan of compressor ``c`` for a group of ``n`` ranks (module docstring's table).
+    ``powersgd``: PowerSGD's (P + Q elements) / (gradient elements) of the model's weight matrices,
+    which its workload family counts (explorer/workloads/registry.py ``compression_plan`` passes
+    it); needed only for that kind."""
     k = c.kind
     if k == "none":
         return Plan(k, REDUCE_BYTES, (("all-reduce", REDUCE_BYTES),), 0.0, 0.0, 0.0)
@@ -101,7 +84,9 @@ def plan(c: Compression, m: Model, tp: int, n: int) -> Plan:
         kept = 8.0 * c.ratio                         # fp32 value + int32 index per kept entry
         # The all-gather's buffer is every rank's entries: n x kept per element of one rank.
         return Plan(k, kept, (("all-gather", n * kept),), 4 * 4 + 4 + 4 + kept, n * kept + 4, EF_BYTES[k])
-    factor = powersgd_factor(m, tp, c.rank)
+    if powersgd is None:
+        raise ValueError("plan: powersgd needs the workload's factor (workloads.registry.compression_plan)")
+    factor = powersgd
     half = REDUCE_BYTES * factor / 2                 # P and Q, about half each
     return Plan(k, REDUCE_BYTES * factor, (("all-reduce", half), ("all-reduce", half)),
                 4 + 4 + 4 + 4, 4 + 4, EF_BYTES[k])

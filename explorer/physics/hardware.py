@@ -1,22 +1,18 @@
 """Accelerator compute model: kernel times from explorer/physics/kernels.py plus memory-bound traffic.
 
-A piece of work is :class:`explorer.workloads.transformer.layer.Work`: its matrix kernels already timed by
-shape and
-dtype (``gemm_s``; kernels.py: roofline with an efficiency curve), and element-wise kernels
-(norms, activations, softmax, dropout, casts, optimizer) that are memory bound and run at
-``hbm * HBM_EFFICIENCY``.  Because element-wise traffic grows with s*b*h while GEMM FLOPs grow
-with s*b*h^2, small models reach a smaller fraction of peak — the trend of Megatron-LM SC21
-Table 1 — without a per-size constant.
+A piece of work is :class:`explorer.physics.work.Work`, which every workload fills: its matrix
+kernels already timed by shape and dtype (``gemm_s``; kernels.py: roofline with an efficiency
+curve), and element-wise kernels (norms, activations, softmax, dropout, casts, optimizer) that are
+memory bound and run at ``hbm * HBM_EFFICIENCY``.  Because element-wise traffic grows with s*b*h
+while GEMM FLOPs grow with s*b*h^2, small models reach a smaller fraction of peak — the trend of
+Megatron-LM SC21 Table 1 — without a per-size constant.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..config import GPU, Scenario
-
-if TYPE_CHECKING:
-    from ..workloads.transformer.layer import Work
+from .work import Work
 
 # Fraction of the vendor-measured single-GEMM throughput (hardware.csv, measured_bf16_matmul_tflops)
 # that the GEMMs of a training step reach on average (kernel launch gaps, cache effects, clocks

@@ -1,11 +1,13 @@
 """Per-chunk work as a linear combination of a few priced pieces, each priced once.
 
 taskgraph/chunks.chunk_work prices a pipeline chunk by adding up its layers (layer_parts, with every
-technique applied) and, on the first and last chunk, the embedding and the output layer: every
-figure of a ChunkWork is a sum over those pieces.  So the chunk of ``n_dense`` dense and ``n_moe``
-MoE layers, first and/or last, is exactly
+technique applied) and, on the first and last chunk, the workload's edges (embedding, output
+layer): every figure of a ChunkWork is a sum over those pieces.  The estimator prices workloads
+whose layers come in at most two kinds (explorer/workloads/registry.py ``estimator``: a
+transformer's dense and MoE layers), so the chunk of ``n0`` layers of the first kind and ``n1`` of
+the second, first and/or last, is exactly
 
-    n_dense * [one dense layer] + n_moe * [one MoE layer] + first * [embedding] + last * [output]
+    n0 * [one layer of kind 0] + n1 * [one layer of kind 1] + first * [first edge] + last * [last edge]
 
 where each bracket is chunk_work itself, called once on a chunk holding only that piece (a middle
 chunk of one layer; an end chunk of no layer; the single chunk of a one-chunk pipeline for both
@@ -23,7 +25,8 @@ import numpy as np
 from ..config import Scenario
 from ..physics.hardware import ComputeModel
 from ..taskgraph.chunks import ChunkContext, ChunkWork, chunk_work
-from ..workloads.transformer.layer import embedding_cost, layer_cost, logits_cost
+from ..workloads.registry import workload_for
+from ..workloads.spec import WorkloadSpec
 from .keys import RowNetwork, compute_key, intern, memo_table
 
 PARTS = ("compute", "recompute", "weight-grad", "tp", "cp", "ep", "dp")   # a pass's parts, in order
@@ -34,17 +37,17 @@ FEATURES = (*(f"fwd.{k}" for k in PARTS), *(f"bwd.{k}" for k in PARTS),
 F_IDX = {k: i for i, k in enumerate(FEATURES)}
 FWD = slice(0, len(PARTS))
 BWD = slice(len(PARTS), 2 * len(PARTS))
-ROLES = ("dense", "moe", "first", "last", "only")
+# A piece per role: a layer of the workload's first and second kind (a transformer's dense and MoE
+# layer), the first and the last edge, both edges on a one-chunk pipeline.
+ROLES = ("kind0", "kind1", "first", "last", "only")
+KINDS = 2                      # layer kinds the estimator's pieces describe
 
 
 @dataclass(frozen=True)
 class Costs:
-    """What a compute key prices once: the two layer kinds and both ends (workload.py)."""
+    """What a compute key prices once: the workload's description and the compute model."""
 
-    dense: object
-    moe: object
-    emb: object
-    logits: object
+    spec: WorkloadSpec
     cm: ComputeModel
 
 
@@ -58,30 +61,31 @@ def _remember(table: dict, key, value):
 
 
 def costs(sc: Scenario, ckey: int | None = None) -> Costs:
-    """Layer, embedding and output-layer costs of ``sc`` (memoised per compute key)."""
+    """The workload description and compute model of ``sc`` (memoised per compute key).  A row its
+    family refuses (registry.problem) is priced all the same here: many.needs_simulation sends it
+    to the simulation, which says why."""
     ckey = compute_key(sc) if ckey is None else ckey
     out = _COSTS.get(ckey)
     if out is None:
-        moe = layer_cost(sc, moe_layer=True) if sc.model.is_moe else None
-        out = _remember(_COSTS, ckey, Costs(layer_cost(sc, moe_layer=False), moe, embedding_cost(sc),
-                                            logits_cost(sc), ComputeModel.for_scenario(sc)))
+        out = _remember(_COSTS, ckey, Costs(workload_for(sc.model).spec(sc), ComputeModel.for_scenario(sc)))
     return out
 
 
-def chunk_counts(sc: Scenario, split: tuple[int, ...]) -> np.ndarray:
-    """(chunks, 5) coefficients of each chunk on :data:`ROLES`: dense layers, MoE layers, holds the
-    embedding, holds the output layer, is the only chunk (both ends, priced together)."""
-    m = sc.model
+def chunk_counts(spec: WorkloadSpec, split: tuple[int, ...]) -> np.ndarray:
+    """(chunks, 5) coefficients of each chunk on :data:`ROLES`: its layers of kind 0 and of kind 1
+    (the layers of each run of that kind inside the chunk), holds the first edge, holds the last,
+    is the only chunk (both ends, priced together).  Layers of further kinds are not counted: such
+    workloads are left to the simulation (registry ``estimator``)."""
     n = len(split)
     counts = np.asarray(split, dtype=float)
     first = np.fromiter(accumulate((0, *split[:-1])), float, n)
-    if m.is_moe:
-        moe = np.clip(first + counts - np.maximum(first, m.moe.dense_layers), 0, None)
-    else:
-        moe = np.zeros(n)
+    end = first + counts
     out = np.zeros((n, len(ROLES)))
-    out[:, 0] = counts - moe
-    out[:, 1] = moe
+    at = 0
+    for kind, run in spec.runs:
+        if kind < KINDS:
+            out[:, kind] += np.clip(np.minimum(end, at + run) - np.maximum(first, at), 0, None)
+        at += run
     if n == 1:
         out[0, 4] = 1.0
     else:
@@ -138,18 +142,13 @@ def basis(sc: Scenario, ckey: int, net: RowNetwork, stage: int, ideal: frozenset
     if out is not None:
         return out
     c = costs(sc, ckey)
-    m = sc.model
     rows, layer_bytes = [], []
-    for role in ROLES:
+    for k, role in enumerate(ROLES):
         chunks = 1 if role == "only" else 3
-        ctx = ChunkContext(sc, net, c.cm, ideal, c.dense, c.moe, c.emb, c.logits, chunks, tied)   # type: ignore[arg-type]
-        if role == "dense":
-            if m.is_moe and m.moe.dense_layers == 0:
-                ch = None                     # every layer is an MoE layer: the piece is never used
-            else:
-                ch = chunk_work(ctx, 1, stage, 0, 1)
-        elif role == "moe":
-            ch = chunk_work(ctx, 1, stage, m.moe.dense_layers, 1) if m.is_moe else None
+        ctx = ChunkContext(sc, net, c.cm, ideal, c.spec, chunks, tied)
+        if k < KINDS:
+            at = c.spec.first_layer_of(k)     # None: no layer of that kind, the piece is never used
+            ch = chunk_work(ctx, 1, stage, at, 1) if at is not None else None
         else:
             ch = chunk_work(ctx, {"first": 0, "last": 2, "only": 0}[role], stage, 0, 0)
         rows.append(_features(ch) if ch is not None else np.zeros(len(FEATURES)))

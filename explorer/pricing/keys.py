@@ -1,14 +1,13 @@
 """What each cost depends on, as small hashable keys, and the network shared by the rows that agree on it.
 
 The estimator prices a configuration from the same functions as the engine, but only once per
-distinct input: a layer's cost (explorer/workloads/transformer/layer.py) reads the model, the training
-options other
-than the global batch and the optimizer, the GPU, and the tp, cp, ep, sequence-parallel and
-token-slice degrees — not pp, dp, vpp, the schedule, ZeRO or the network; a collective's cost
-(explorer/network/collectives.py via explorer/network/groups.py) reads the cluster, the rank placement and the
-library options, not the model.  :func:`compute_key` and :func:`network_key` name exactly those
-inputs, so that a sweep over the NIC bandwidth re-prices only the calls, and a sweep over pp
-re-prices nothing of a layer.
+distinct input: a workload's description of its layers (explorer/workloads/registry.workload_spec)
+reads the model, the training options other than the global batch and the optimizer, the GPU, and
+the tp, cp, ep, sequence-parallel and token-slice degrees — not pp, dp, vpp, the schedule, ZeRO or
+the network; a collective's cost (explorer/network/collectives.py via explorer/network/groups.py)
+reads the cluster, the rank placement and the library options, not the model.
+:func:`compute_key` and :func:`network_key` name exactly those inputs, so that a sweep over the NIC
+bandwidth re-prices only the calls, and a sweep over pp re-prices nothing of a layer.
 
 Keys are interned to integers (:func:`intern`), and the big frozen sections (model, GPU, cluster)
 to integers by identity first (:func:`object_id`): hashing a nested dataclass walks all its fields,
@@ -68,7 +67,8 @@ def intern(key: tuple) -> int:
 
 
 def compute_key(sc: Scenario) -> int:
-    """Everything workload.layer_cost / embedding_cost / logits_cost and the compute model read."""
+    """Everything a workload's spec (explorer/workloads/registry.workload_spec: a family's layer and
+    edge costs) and the compute model read."""
     t, p = sc.training, sc.parallelism
     return intern(("compute", object_id(sc.model), t.micro_batch, t.dtype, t.recompute, t.flash_attention,
                    t.recompute_modules, t.fp8_storage, t.framework, object_id(sc.hardware), p.tp, p.cp, p.ep,

@@ -3,12 +3,11 @@
 Parameters, gradients and optimizer state of the chunks a stage holds, sharded over the
 data-parallel group as the ZeRO stage says (Rajbhandari et al., ZeRO, SC20, Fig. 1), times the
 weight versions the schedule stashes (PipeDream); under ZeRO-3 the gathered working set; and
-activations at the peak of the stage's program order plus one recomputed layer's working set
-(explorer/workloads/transformer/activations.py).  The peak replays the order once per shape as *counts* of
-each chunk's
-activations alive (:func:`live_counts`), so that a row's peak is a maximum of dot products with its
-own per-chunk bytes — the same replay as the registry's peak_activations (schedules/pipeline.py,
-schedules/dualpipe.py), whose result it equals for any bytes.
+activations at the peak of the stage's program order plus one recomputed layer's working set (the
+workload's LayerCost.recompute_bytes).  The peak replays the order once per shape as *counts* of
+each chunk's activations alive (:func:`live_counts`), so that a row's peak is a maximum of dot
+products with its own per-chunk bytes — the same replay as the registry's peak_activations
+(schedules/pipeline.py, schedules/dualpipe.py), whose result it equals for any bytes.
 """
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ import numpy as np
 from ..network.compression import residual_bytes
 from ..schedules.registry import Schedule
 from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
-from ..workloads.transformer.activations import recompute_working_bytes
-from .chunk_basis import F_IDX
+from .chunk_basis import F_IDX, KINDS, costs
 from .keys import memo_table
 from .profile import RowProfile
 from .program import Program, compile_program, program_units
@@ -104,14 +102,14 @@ def _distinct_per_stage(vecs: np.ndarray, owner: np.ndarray, p: int) -> np.ndarr
     return out
 
 
-def _transient(prof: RowProfile) -> tuple[float, float]:
-    """Bytes one recomputed dense / MoE layer holds again in its backward (memory.recompute_transient)."""
+def _transient(prof: RowProfile) -> tuple[float, ...]:
+    """Bytes one recomputed layer of each of the estimator's layer kinds holds again in its
+    backward (memory.recompute_transient; 0 for a kind the workload does not have)."""
     got = _TRANSIENT.get(prof.ckey)
     if got is None:
-        sc = prof.sc
-        tokens = sc.training.micro_batch * sc.model.seq_len / sc.parallelism.cp / sc.parallelism.token_slices
-        got = _TRANSIENT[prof.ckey] = (recompute_working_bytes(sc, False, tokens),
-                                       recompute_working_bytes(sc, True, tokens) if sc.model.is_moe else 0.0)
+        kinds = costs(prof.sc, prof.ckey).spec.kinds
+        got = _TRANSIENT[prof.ckey] = tuple(kinds[k].recompute_bytes if k < len(kinds) else 0.0
+                                            for k in range(KINDS))
     return got
 
 
@@ -196,7 +194,7 @@ def stage_memory_rows(profs: Sequence[RowProfile], units: Sequence[int]) -> np.n
             opt[r] = opt[r] + np.array([residual_bytes(comp, d, e, g, h) for d, e, g, h in zip(
                 dense[r].tolist(), expert[r].tolist(), nd[r].tolist(), ne[r].tolist(), strict=True)])
     counts = np.stack([x.counts for x in L])[li][:, held]              # (g, p, nch, ROLES)
-    tr = np.array([_transient(pr) for pr in profs])                     # (g, 2) dense, MoE
+    tr = np.array([_transient(pr) for pr in profs])                     # (g, 2) kind 0, kind 1
     transient = np.maximum(np.where(counts[..., 0].sum(-1) > 0, tr[:, :1], 0.0),
                            np.where(counts[..., 1].sum(-1) > 0, tr[:, 1:], 0.0))
     act = np.stack([x.feat[:, F_IDX["act_bytes"]] for x in L])[li][:, held]   # (g, p, nch)

@@ -35,6 +35,7 @@ from ..taskgraph.layer import pp_message_bytes
 from ..taskgraph.layout import layout_for
 from ..taskgraph.techniques.dp_contention import sm_factor
 from ..taskgraph.techniques.optimizer import OPTIMIZER_TRAFFIC_BYTES, grad_reduce_bytes
+from ..workloads.spec import WorkloadSpec
 from .buckets import dp_work
 from .chunk_basis import F_IDX, FEATURES, basis, basis_key, chunk_counts, costs
 from .keys import RowNetwork, bound_memory, compute_key, intern, memo_table, network_key
@@ -55,7 +56,7 @@ class Layout:
     """The chunks of one layout: their work, who holds them, what ZeRO and the step read."""
 
     feat: np.ndarray                 # (p*v, FEATURES) per global chunk
-    counts: np.ndarray               # (p*v, ROLES) dense layers, MoE layers, ends of each chunk
+    counts: np.ndarray               # (p*v, ROLES) layers of each kind, ends of each chunk
     layer_bytes: np.ndarray          # (p*v,) largest layer ZeRO-3 gathers per chunk
     holds: np.ndarray                # (p, nch) global chunk of each (stage, local chunk)
     params: np.ndarray               # (p, nch) dense parameters of each held chunk
@@ -178,17 +179,18 @@ def _layout_of(sc: Scenario, sched: Schedule, ckey: int, info: NetInfo, ideal: f
     if layout is None:
         net = info.for_row(sc)
         pieces = [basis(sc, ckey, net, s, ideal, tied, k) for s, k in zip(first, bkeys, strict=True)]
-        layout = _LAYOUTS[lkey] = _layout(sc, sched, split, cls, pieces, ideal, lkey)
+        layout = _LAYOUTS[lkey] = _layout(sc, sched, split, cls, pieces, ideal, lkey, costs(sc, ckey).spec)
     return layout
 
 
 def _layout(sc: Scenario, sched: Schedule, split: tuple[int, ...], stage_cls: np.ndarray,
-            pieces: list[tuple[np.ndarray, np.ndarray]], ideal: frozenset[str], lkey: int) -> Layout:
+            pieces: list[tuple[np.ndarray, np.ndarray]], ideal: frozenset[str], lkey: int,
+            spec: WorkloadSpec) -> Layout:
     """The chunks of ``sc``: the builder's split, each chunk priced as chunk_work prices it (from the
-    ``pieces`` of its stage's class: chunk_basis.basis)."""
+    ``pieces`` of its stage's class: chunk_basis.basis; ``spec``: the workload's runs of layers)."""
     par = sc.parallelism
     p, v = par.pp, par.vpp
-    counts = chunk_counts(sc, split)
+    counts = chunk_counts(spec, split)
     cls = stage_cls[np.arange(len(split)) % p]              # the builder prices chunk gc on stage gc % p
     roles = np.stack([b[0] for b in pieces])[cls]         # (chunks, ROLES, FEATURES)
     feat = np.einsum("cr,crf->cf", counts, roles)

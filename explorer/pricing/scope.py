@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Scenario
+from ..workloads.registry import problem, workload_for
 
 Raw = dict[str, Any]
 
@@ -45,9 +46,12 @@ UNPRICED: tuple[Unpriced, ...] = (
 
 
 def workload_priced(sc: Scenario) -> bool:
-    """Whether the pricing model prices ``sc``'s workload (convolutional networks, whose blocks
-    differ, it does not)."""
-    return sc.model.conv is None
+    """Whether the pricing model prices ``sc``'s workload: its family's registry entry says the
+    estimator describes it (explorer/workloads/registry.py ``estimator``: a ResNet's blocks differ
+    one by one, so it does not) and the row asks nothing of it that the family refuses
+    (registry.problem: the simulation then says why)."""
+    w = workload_for(sc.model)
+    return w.estimator and (w.models_everything or problem(sc, w) is None)
 
 
 def prices(sc: Scenario) -> bool:

@@ -14,7 +14,7 @@ from ..config.frameworks import profile as framework_profile
 from ..schedules.registry import get as get_schedule
 from ..taskgraph.split import choose_split
 from ..taskgraph.split_cost import Piece, SplitCosts, assemble, piece_fields
-from .chunk_basis import F_IDX, PARTS, ROLES, basis, basis_key
+from .chunk_basis import F_IDX, KINDS, PARTS, ROLES, basis, basis_key, costs
 from .keys import memo_table, network_key
 from .stages import shared_netinfo, stage_classes
 
@@ -84,12 +84,14 @@ def _costs(sc: Scenario, ckey: int, bkey: int, akey: tuple, nkey: int | None) ->
     if got is None:
         info = shared_netinfo(sc, False, network_key(sc, False) if nkey is None else nkey)
         rows, _ = basis(sc, ckey, info.for_row(sc), 0, frozenset(), _tied(sc), bkey)
-        pieces = {role: _piece(row) for role, row in zip(ROLES, rows, strict=True)}
-        m = sc.model
-        first_moe = m.moe.dense_layers if m.is_moe else m.layers
-        layers = [pieces["moe" if i >= first_moe else "dense"] for i in range(m.layers)]
+        pieces = [_piece(row) for row in rows]
+        spec = costs(sc, ckey).spec
+        # A layer of a kind beyond the estimator's two (registry ``estimator`` False: rows the
+        # simulation prices) reads the second kind's piece, which no estimate then uses.
+        layers = [pieces[min(k, KINDS - 1)] for k in spec.kind_of_layers()]
         got = _COSTS[(bkey, akey)] = assemble(sc, info.for_row(sc), layers,  # type: ignore[arg-type]
-                                              pieces["first"], pieces["last"])
+                                              pieces[ROLES.index("first")], pieces[ROLES.index("last")],
+                                              transient=max(lc.recompute_bytes for lc in spec.kinds))
     return got
 
 

@@ -28,8 +28,7 @@ from ..physics.hardware import ComputeModel
 from ..schedules.base import Timing
 from ..schedules.registry import get as get_schedule
 from ..vocabulary import TIERS
-from ..workloads.convnet import blocks as convnet
-from ..workloads.transformer.layer import LayerCost, embedding_cost, layer_cost, logits_cost
+from ..workloads.registry import workload_spec
 from .chunks import COMPUTE_PARTS, ChunkContext, ChunkWork, balanced, chunk_work, fuse, slowed, sum_parts
 from .layer import pp_message_bytes
 from .layout import Fused, Layout, Pass, layout_for, normalise
@@ -82,16 +81,9 @@ class IterationBuilder:
         # Schedules that never flush simulate several iterations back to back (registry).
         self.m_sim = self.m * self.schedule.iterations_simulated
         self.layout: Layout = layout_for(self.schedule, self.p, self.v)
-        self.blocks: tuple[LayerCost, ...] = ()
-        if sc.model.conv is not None:          # a ResNet: every block its own cost
-            self.blocks = convnet.block_costs(sc)
-            self.dense, self.moe = self.blocks[0], None
-            self.emb, self.logits = convnet.stem_cost(sc), convnet.head_cost(sc)
-        else:
-            self.dense = layer_cost(sc, moe_layer=False)
-            self.moe = layer_cost(sc, moe_layer=True) if sc.model.is_moe else None
-            self.emb = embedding_cost(sc)
-            self.logits = logits_cost(sc)
+        # What one GPU computes, keeps and communicates per unit, layer by layer (the workload's
+        # family turns the scenario into it: explorer/workloads/registry.py).
+        self.spec = workload_spec(sc)
         # Tied input/output embeddings (model.tied_embeddings): when one GPU holds both the
         # embedding chunk and the output-layer chunk (pp 1, or DualPipe whose edge ranks hold
         # both ends) the shared matrix exists once on it.  On different stages each keeps a copy
@@ -99,8 +91,7 @@ class IterationBuilder:
         tied = sc.model.tied_embeddings and (self.p == 1 or self.schedule.two_directions)
         self.tied = tied
         self.layer_counts = split if split is not None else self._split()
-        ctx = ChunkContext(sc, self.net, self.cm, self.ideal, self.dense, self.moe, self.emb, self.logits,
-                           self.p * self.v, tied, self.blocks)
+        ctx = ChunkContext(sc, self.net, self.cm, self.ideal, self.spec, self.p * self.v, tied)
         starts = [0, *accumulate(self.layer_counts)]
         self.chunks = [chunk_work(ctx, gc, gc % self.p, starts[gc], n)
                        for gc, n in enumerate(self.layer_counts)]
@@ -146,8 +137,7 @@ class IterationBuilder:
         if given is not None:
             return tuple(given)
         net = Network(self.sc) if self.net.free else self.net
-        costs = split_costs(self.sc, net, self.cm, self.dense, self.moe, self.emb, self.logits, self.tied,
-                            self.blocks)
+        costs = split_costs(self.sc, net, self.cm, self.spec, self.tied)
         stages = None if self.schedule.two_directions else self.p
         return choose_split(None, costs, self.p * self.v, stages, self.m)
 

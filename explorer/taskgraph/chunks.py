@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..engine.records import LinkCall
-from ..workloads.transformer.layer import EdgeCost, LayerCost
+from ..workloads.spec import EdgeCost, LayerCost
 from .layer import (
     COMPUTE_PARTS,
     ChunkContext,
@@ -37,7 +37,6 @@ class ChunkWork:
 
     index: int                       # global chunk index c*pp + stage
     layers: int
-    moe_layers: int
     fwd_parts: Parts
     bwd_parts: Parts
     fwd_layer: Parts                 # one (average) layer's forward parts, for drawing
@@ -62,8 +61,12 @@ class ChunkWork:
     link_calls: tuple[LinkCall, ...] = ()           # TP/EP/CP/ZeRO-3 calls per pipeline unit, as priced
     # When the chunk's gradients are ready during its backward: (fraction of the backward's time,
     # fraction of the chunk's parameters whose gradients exist by then), cumulative, in backward
-    # order.  Empty: in proportion (a transformer's equal layers); a ResNet's blocks differ.
+    # order.  Empty: in proportion (layers of a few repeated kinds); filled when the workload's
+    # layers differ one by one (WorkloadSpec.distinct_layers: a ResNet's blocks).
     grad_curve: tuple[tuple[float, float], ...] = ()
+    # Bytes one recomputed layer of this chunk holds again during its backward (the largest of its
+    # layer kinds'; analysis/memory.recompute_transient), 0 without recomputation.
+    transient: float = 0.0
 
     def ready_fraction(self, share: float) -> float:
         """Fraction of the chunk's backward after which ``share`` of its parameters have their
@@ -169,46 +172,43 @@ def _add_edge(ctx: ChunkContext, a: _Acc, edge: EdgeCost, stage: int) -> None:
 
 
 def chunk_work(ctx: ChunkContext, gc: int, stage: int, first_layer: int, layers: int) -> ChunkWork:
-    """Chunk ``gc`` on ``stage``: layers [first_layer, first_layer + layers), plus the embedding
-    on the first chunk and the output layer on the last (unless the ideal pipeline drops them)."""
-    m = ctx.sc.model
-    n_moe = sum(1 for i in range(first_layer, first_layer + layers) if m.is_moe and i >= m.moe.dense_layers)
-    kinds = [(ctx.dense, layers - n_moe)] + ([(ctx.moe, n_moe)] if n_moe else [])
-    if ctx.blocks:                     # a ResNet's blocks, each its own cost
-        kinds = [(ctx.blocks[i], 1) for i in range(first_layer, first_layer + layers)]
+    """Chunk ``gc`` on ``stage``: layers [first_layer, first_layer + layers), plus the workload's
+    first edge (embedding, stem) on the first chunk and its last (output layer, classifier) and
+    tail layers on the last, unless the ideal pipeline drops them."""
+    spec = ctx.spec
+    segments = spec.segments(first_layer, layers)
     a = _Acc()
     lf: Parts = ()
     lb: Parts = ()
     steps: list[tuple[float, float]] = []      # (backward seconds, parameters) per layer, forward order
-    for lc, count in kinds:
-        if count:
-            lp = _add_layers(ctx, a, lc, count, stage)
-            lf, lb = lp.fwd, lp.bwd
-            steps.append((count * sum(v for _, v in lp.bwd), count * lc.params))
-    if ctx.blocks:                     # the drawing template: the chunk's average block
+    for lc, count in segments:
+        lp = _add_layers(ctx, a, lc, count, stage)
+        lf, lb = lp.fwd, lp.bwd
+        steps.append((count * sum(v for _, v in lp.bwd), count * lc.params))
+    if spec.distinct_layers:           # the drawing template: the chunk's average layer
         lf, lb = (tuple((k, v / max(layers, 1)) for k, v in sum_parts(*acc)) for acc in (a.fwd, a.bwd))
-    if m.mtp_depth and gc == ctx.chunks - 1 and "edges" not in ctx.ideal:
-        # Multi-token prediction (DeepSeek-V3 Sec. 2.2): each module's transformer block, of the
-        # kind of the model's last layer, runs after the main model on the last stage (its
-        # projection and output head are in ctx.logits).
-        last = ctx.moe if ctx.moe is not None and m.moe_layers else ctx.dense
-        _add_layers(ctx, a, last, m.mtp_depth, stage)
-    edges: list[tuple[float, float]] = [(0.0, 0.0), (0.0, 0.0)]     # stem, head (backward s, params)
-    for i, (edge, here) in enumerate(((ctx.emb, gc == 0), (ctx.logits, gc == ctx.chunks - 1))):
+    if spec.tail and gc == ctx.chunks - 1 and "edges" not in ctx.ideal:
+        # Layers after the model's last one on the last stage (multi-token prediction's blocks,
+        # DeepSeek-V3 Sec. 2.2; their projection and output head are in the last edge).
+        for kind, count in spec.tail:
+            _add_layers(ctx, a, spec.kinds[kind], count, stage)
+    edges: list[tuple[float, float]] = [(0.0, 0.0), (0.0, 0.0)]     # first, last (backward s, params)
+    for i, (edge, here) in enumerate(((spec.first, gc == 0), (spec.last, gc == ctx.chunks - 1))):
         if not here or "edges" in ctx.ideal:
             continue
-        if edge is ctx.logits and ctx.tied_same_gpu:
+        if i == 1 and ctx.tied_same_gpu:
             # Tied embeddings on the GPU that also holds the embedding: one V x h/tp matrix,
             # held, reduced and updated once (counted with the embedding on chunk 0).
             edge = replace(edge, params=0.0)
         _add_edge(ctx, a, edge, stage)
         edges[i] = (ctx.cm.time(edge.bwd_input) + ctx.cm.time(edge.bwd_weight), edge.params)
-    curve = _grad_curve([edges[1], *reversed(steps), edges[0]]) if ctx.blocks else ()
-    return ChunkWork(gc, layers, n_moe, sum_parts(*a.fwd), sum_parts(*a.bwd), lf, lb, a.hw, a.model, a.params,
+    curve = _grad_curve([edges[1], *reversed(steps), edges[0]]) if spec.distinct_layers else ()
+    transient = max((lc.recompute_bytes for lc, _ in segments), default=0.0)
+    return ChunkWork(gc, layers, sum_parts(*a.fwd), sum_parts(*a.bwd), lf, lb, a.hw, a.model, a.params,
                      a.eparams, a.act, a.tpb, a.cpb, a.epb, _calls(ctx, stage, a.layer_bytes),
                      (a.hid_f, a.hid_b),
                      a.fsdp_bytes, a.layer_bytes, sum_parts(*a.over_f), sum_parts(*a.over_b), a.fl_f, a.fl_b,
-                     a.fl_w, tuple(a.links), curve)
+                     a.fl_w, tuple(a.links), curve, transient)
 
 
 def _grad_curve(backward: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:

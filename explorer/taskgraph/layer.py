@@ -12,8 +12,8 @@ from ..engine.records import LinkCall, priced_link
 from ..network.collectives import bus_factor
 from ..network.groups import Network
 from ..physics.hardware import BYTES_PER_ELEMENT, ComputeModel
-from ..workloads.transformer.layer import ZERO_WORK, Collective, EdgeCost, LayerCost
-from ..workloads.transformer.moe_load import busiest_rank_factor
+from ..physics.work import ZERO_WORK
+from ..workloads.spec import Collective, LayerCost, WorkloadSpec
 from .techniques.fsdp import FsdpCost, fsdp_cost
 from .techniques.moe_routing import imbalance_extra_s, node_aware_pass, node_limited
 from .techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
@@ -33,32 +33,23 @@ class Params:
 
 @dataclass(frozen=True)
 class ChunkContext:
-    """What pricing a chunk needs: the scenario, its network and compute model, the layer kinds'
-    costs and the ideal-pipeline aspects in force."""
+    """What pricing a chunk needs: the scenario, its network and compute model, the workload's
+    description (its layer kinds' and ends' costs, explorer/workloads/spec.py) and the
+    ideal-pipeline aspects in force."""
 
     sc: Scenario
     net: Network
     cm: ComputeModel
     ideal: frozenset[str]
-    dense: LayerCost
-    moe: LayerCost | None
-    emb: EdgeCost
-    logits: EdgeCost
+    spec: WorkloadSpec
     chunks: int                      # pp * vpp
     tied_same_gpu: bool              # tied embeddings held once (one GPU holds both ends)
-    # A convolutional network's blocks, each its own cost (explorer/workloads/convnet/blocks.py); empty for a
-    # transformer, whose layers are all ``dense`` or ``moe``.
-    blocks: tuple[LayerCost, ...] = ()
 
     @property
     def expert_load(self) -> float:
-        """Busiest expert rank's load / the mean: what the routing skew implies
-        (explorer/workloads/transformer/moe_load.py) times the extra ``moe.imbalance`` factor; 1 for a dense
-        model."""
-        m, p = self.sc.model, self.sc.parallelism
-        if not m.is_moe:
-            return 1.0
-        return busiest_rank_factor(m.moe.experts, p.ep, m.moe.top_k, m.moe.skew) * m.moe.imbalance
+        """Busiest expert rank's load / the mean (the workload's routing skew and imbalance); 1
+        without experts."""
+        return self.spec.expert_load
 
 
 @dataclass(frozen=True)
@@ -202,12 +193,15 @@ def layer_links(ctx: ChunkContext, lc: LayerCost, stage: int) -> list[LinkCall]:
 
 def comm_info(ctx: ChunkContext, stage: int) -> dict:
     """The per-layer call of each blocking dimension on ``stage`` as it was priced (what a hover
-    and the link summary show): op, bytes, group, algorithm, limiting tier, bus bandwidth, seconds."""
+    and the link summary show): op, bytes, group, algorithm, limiting tier, bus bandwidth, seconds;
+    each from the first layer kind that makes such a call."""
     out = {}
-    lc = ctx.moe or ctx.dense
-    calls = {"tp": ctx.dense.tp_fwd[:1], "ep": lc.ep_fwd[:1]}
-    if ctx.dense.cp_kv_bytes:
-        calls["cp"] = (Collective("send-recv", ctx.dense.cp_kv_bytes),)
+    kinds = ctx.spec.kinds
+    calls = {"tp": next((k.tp_fwd[:1] for k in kinds if k.tp_fwd), ()),
+             "ep": next((k.ep_fwd[:1] for k in kinds if k.ep_fwd), ())}
+    kv = next((k.cp_kv_bytes for k in kinds if k.cp_kv_bytes), 0.0)
+    if kv:
+        calls["cp"] = (Collective("send-recv", kv),)
     moe = ctx.sc.model.moe
     for dim, cs in calls.items():
         for c in cs:

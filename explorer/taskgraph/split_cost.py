@@ -26,8 +26,7 @@ from ..config.frameworks import profile as framework_profile
 from ..network.compression import EF_BYTES
 from ..network.groups import Network
 from ..physics.hardware import ComputeModel
-from ..workloads.transformer.activations import recompute_working_bytes
-from ..workloads.transformer.layer import EdgeCost, LayerCost
+from ..workloads.spec import WorkloadSpec
 from .chunks import ChunkContext, ChunkWork, chunk_work
 from .layer import pp_message_bytes
 from .techniques.dp_contention import sm_factor
@@ -168,43 +167,35 @@ def fields_of(ch: ChunkWork) -> np.ndarray:
     return piece_of(ch).fields
 
 
-def split_costs(sc: Scenario, net: Network, cm: ComputeModel, dense: LayerCost, moe: LayerCost | None,
-                emb: EdgeCost, logits: EdgeCost, tied: bool,
-                blocks: tuple[LayerCost, ...] = ()) -> SplitCosts:
+def split_costs(sc: Scenario, net: Network, cm: ComputeModel, spec: WorkloadSpec, tied: bool) -> SplitCosts:
     """The pieces of ``sc`` priced on stage 0 of ``net`` (a network with priced communication: the
     split is the scenario's, whichever ideal-pipeline aspects a run then applies), each layer kind
-    and each end once (a ResNet's blocks each once): the calls chunk_basis.basis makes."""
-    m = sc.model
-    ctx = ChunkContext(sc, net, cm, frozenset(), dense, moe, emb, logits, 3, tied, blocks)
-    first_moe = m.moe.dense_layers if m.is_moe else m.layers
+    and each end once, at the first layer of that kind: the calls chunk_basis.basis makes."""
+    ctx = ChunkContext(sc, net, cm, frozenset(), spec, 3, tied)
     ends = piece_of(chunk_work(ctx, 0, 0, 0, 0)), piece_of(chunk_work(ctx, 2, 0, 0, 0))
-    if blocks:
-        return assemble(sc, net, [piece_of(chunk_work(ctx, 1, 0, i, 1)) for i in range(len(blocks))], *ends)
-    kinds = {}
-    if first_moe > 0:
-        kinds[False] = piece_of(chunk_work(ctx, 1, 0, 0, 1))
-    if first_moe < m.layers:
-        kinds[True] = piece_of(chunk_work(ctx, 1, 0, first_moe, 1))
-    return assemble(sc, net, [kinds[i >= first_moe] for i in range(m.layers)], *ends)
+    pieces = {}
+    for kind in dict.fromkeys(k for k, _ in spec.runs):
+        pieces[kind] = piece_of(chunk_work(ctx, 1, 0, spec.first_layer_of(kind), 1))   # type: ignore[arg-type]
+    return assemble(sc, net, [pieces[k] for k in spec.kind_of_layers()], *ends,
+                    transient=max(lc.recompute_bytes for lc in spec.kinds))
 
 
-def assemble(sc: Scenario, net: Network, layers: list[Piece], first: Piece, last: Piece) -> SplitCosts:
+def assemble(sc: Scenario, net: Network, layers: list[Piece], first: Piece, last: Piece,
+             transient: float) -> SplitCosts:
     """SplitCosts of the pieces: their fields, the bytes each holds (held_bytes_per_param), the
     blocking sends on every stage pair (as builder._transfer_shape prices them), the GPU's memory
-    and one recomputed layer's working set."""
+    and ``transient``, the bytes one recomputed layer of the largest kind holds again
+    (analysis/memory.recompute_transient: an upper bound for every GPU)."""
     dense_b, expert_b = held_bytes_per_param(sc, net)
 
     def held(pc: Piece) -> np.ndarray:
         return np.array([pc.params * dense_b + pc.expert_params * expert_b, pc.act_bytes])
 
-    m, par = sc.model, sc.parallelism
+    par = sc.parallelism
     sends: tuple[float, ...] = ()
     if par.pp > 1 and framework_profile(sc.training.framework).blocking_p2p:
         msg = pp_message_bytes(sc)
         sends = tuple(net.cost("send-recv", msg, "pp", s).time_s for s in range(par.pp))
-    # analysis/memory.recompute_transient of the larger layer kind (an upper bound for every GPU).
-    tokens = sc.training.micro_batch * m.seq_len / par.cp / par.token_slices
-    transient = max(recompute_working_bytes(sc, moe_layer, tokens) for moe_layer in {False, m.is_moe})
     return SplitCosts(np.stack([pc.fields for pc in layers]), first.fields, last.fields, sm_factor(sc, False),
                       sends, np.stack([held(pc) for pc in layers]), held(first), held(last),
                       sc.hardware.gpu.capacity_bytes, transient)

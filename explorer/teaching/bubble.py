@@ -9,6 +9,7 @@ from ..result.record import Result
 from ..scenario import Scenario
 from ..taskgraph.builder import IDEAL_ASPECTS
 from ..variants.registry import needs_simulation
+from ..workloads.registry import nouns
 
 # Beyond this many engine tasks the card-versus-formula decomposition (four more simulations of
 # the same graph) is skipped and the sentence gives the ingredients without their shares.
@@ -38,8 +39,10 @@ def explain_bubble(r: Result) -> str:
         return out
     split = list(r.stage_layers)
     last = p * v - 1
-    where = (f"the embedding on stage 0 and the logits on stage {last % p}" if v == 1 else
-             f"the embedding on stage 0 (chunk 0) and the logits on stage {last % p} (its last chunk)")
+    said = nouns(sc.model)                  # what the workload's edges are (embedding and logits)
+    where = (f"the {said.first_edge} on stage 0 and the {said.last_edge} on stage {last % p}" if v == 1 else
+             f"the {said.first_edge} on stage 0 (chunk 0) and the {said.last_edge} on stage {last % p} "
+             "(its last chunk)")
     labels = [f"the layer split {split}", where, "the optimizer step", "exposed communication"]
     if len(r.tasks) > WATERFALL_MAX_TASKS:
         return out + (" It differs through " + ", ".join(labels) + " (not decomposed: "

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .. import dimensions
+from ..workloads.family import Workload
+from ..workloads.registry import WORKLOADS
 
 
 class Control(NamedTuple):
@@ -63,26 +65,8 @@ SECTIONS: list[tuple[str, list[Control]]] = [
     ]),
     ("Model", [
         Control("model.preset", "Model preset", "model"),
-        Control("model.layers", "Layers", "int"),
-        Control("model.hidden", "Hidden size", "int"),
-        Control("model.heads", "Attention heads", "int"),
-        Control("model.kv_heads", "KV heads", "int"),
-        Control("model.ffn_hidden", "FFN width", "int"),
-        Control("model.ffn_kind", "FFN kind", "choice"),
-        Control("model.seq_len", "Sequence length", "int"),
-        Control("model.vocab", "Vocabulary", "int"),
-        Control("model.moe.experts", "MoE experts (0 = dense)", "int"),
-        Control("model.moe.top_k", "MoE top-k", "int"),
-        Control("model.moe.expert_ffn_hidden", "MoE expert width", "int"),
-        Control("model.moe.max_nodes", "MoE node limit (0 = none)", "int"),
-        Control("model.moe.imbalance", "MoE load imbalance (max/mean)", "float"),
-        Control("model.moe.skew", "MoE routing skew (Zipf exponent)", "float"),
-        Control("model.mtp_depth", "Multi-token prediction modules", "int"),
-        Control("model.dropout", "Dropout", "bool"),
-        Control("model.conv.depth", "ResNet depth", "choice"),
-        Control("model.conv.image_size", "Image size (pixels)", "int"),
-        Control("model.conv.frames", "Frames per clip (1 = images)", "int"),
-        Control("model.conv.classes", "Classes", "int"),
+        # Each workload family's own fields (explorer/workloads/registry.py), in registry order.
+        *(Control(key, label, kind) for w in WORKLOADS.values() for key, label, kind in w.controls),
     ]),
     ("Batch & precision", [
         Control("training.global_batch", "Global batch (sequences)", "int"),
@@ -130,10 +114,15 @@ DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
 # Widgets that hold a scenario value (dp is derived from the others and only displayed).
 WIDGET_KEYS: list[str] = [c.key for c in CONTROLS if c.kind != "dp"]
 MODEL_KEYS: list[str] = [k for k in WIDGET_KEYS if k.startswith("model.") and k != "model.preset"]
-# A convolutional network's controls, and the transformer's (which a ResNet derives, so the
-# sidebar shows one set or the other: explorer/ui/state.conv_active).
-CONV_KEYS: frozenset[str] = frozenset(k for k in MODEL_KEYS if k.startswith("model.conv."))
-TRANSFORMER_KEYS: frozenset[str] = frozenset(k for k in MODEL_KEYS if k not in CONV_KEYS)
+
+
+def hidden_model_keys(w: Workload) -> frozenset[str]:
+    """The model controls of the other workload families, which the sidebar hides while it
+    describes a model of family ``w`` (a ResNet derives the transformer's fields; a transformer
+    has no ResNet depth): explorer/ui/state.sidebar_workload."""
+    return frozenset(MODEL_KEYS) - w.control_keys
+
+
 ORDERS = ["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-cp-pp-dp", "tp-pp-cp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp",
           "tp-cp-dp-pp", "dp-tp-cp-pp", "pp-tp-cp-dp"]
 SECTION_OF_PREFIX = {"model": "Model", "training": "Batch & precision", "hardware": "GPUs & cluster",

@@ -7,16 +7,17 @@ import streamlit as st
 
 from ..scenario import ScenarioError, from_dict, gpu_presets, model_presets
 from ..share import shipped_scenarios
-from .controls import CONV_KEYS, ORDERS, SECTIONS, TRANSFORMER_KEYS, Control
+from ..workloads.family import Workload
+from .controls import ORDERS, SECTIONS, Control, hidden_model_keys
 from .state import (
     CUSTOM,
     FIELDS,
-    conv_active,
     current_raw,
     on_model_preset_change,
     on_preset_change,
     on_source_change,
     preset_titles,
+    sidebar_workload,
 )
 
 
@@ -28,13 +29,21 @@ def render() -> dict[str, Any]:
                          format_func=lambda n: f"{n} — {titles[n]}",
                          help="A preset from scenarios/; every change below is relative to it.")
     placeholders = {}
-    # The other kind of model's controls are hidden; decided once, not per widget (each lookup
-    # copies the preset's scenario out of Streamlit's cache).
-    hidden = TRANSFORMER_KEYS if conv_active() else CONV_KEYS
+    # The other workload families' controls are hidden; decided once, not per widget (each lookup
+    # copies the preset's scenario out of Streamlit's cache).  Where the first hidden one would
+    # be, the family says what it makes of them (a ResNet derives the transformer's fields).
+    family = sidebar_workload()
+    hidden = hidden_model_keys(family)
     for name, items in SECTIONS:
         with st.sidebar.expander(name, expanded=name == "Parallelism"):
             placeholders[name] = st.empty()
+            said = False
             for control in items:
+                if control.key in hidden and not said:
+                    said = True
+                    caption = _caption(family)
+                    if caption:
+                        st.caption(caption)
                 _widget(control, hidden)
     return placeholders
 
@@ -47,15 +56,16 @@ def list_summary(value: list | tuple | dict) -> str:
     return f"{len(items)}: {', '.join(names)}" if names else f"{len(items)} items"
 
 
-def _conv_caption() -> str:
-    """What a convolutional network makes of the transformer's fields (derived at load)."""
+def _caption(family: Workload) -> str:
+    """What workload ``family`` makes of the other families' fields (derived at load), or its
+    one-line summary while the scenario is not valid; empty when it has nothing to say."""
+    if family.caption is None:
+        return ""
     try:
         m = from_dict(current_raw()).model
     except ScenarioError:
-        return "A convolutional network: its blocks, channels and classes follow from its depth."
-    return (f"A {m.conv.label}: {m.layers} residual blocks, {m.hidden} channels into a "
-            f"{m.vocab}-class classifier; the batch counts {m.samples}. Trains data-parallel "
-            "(tp, pp, cp, ep 1).")
+        return family.summary
+    return family.caption(m)
 
 
 def _derived_dp() -> str:
@@ -69,8 +79,6 @@ def _derived_dp() -> str:
 
 def _widget(c: Control, hidden: frozenset[str]) -> None:
     if c.key in hidden:
-        if c.key == "model.layers":        # where the transformer's fields were: what they are now
-            st.caption(_conv_caption())
         return
     field = FIELDS.get(c.key)
     meta = field.metadata if field is not None else {}

@@ -15,13 +15,14 @@ and keeps the last valid B when it is not.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
 from ..config.inputs import parse_value
-from ..config.loading import CONV_DERIVED, derive_conv
+from ..config.loading import derive_model, derived_model_fields
 from ..config.schema import build, field_paths, one_line
 from ..scenario import (
     Model,
@@ -34,7 +35,9 @@ from ..scenario import (
     to_dict,
 )
 from ..share import changed_fields, flatten, format_value, parse_query, preset_raw, shipped_scenarios
-from .controls import CONV_KEYS, DERIVED_WIDGETS, MODEL_KEYS, TRANSFORMER_KEYS, WIDGET_KEYS
+from ..workloads.family import Workload
+from ..workloads.registry import workload_for
+from .controls import DERIVED_WIDGETS, MODEL_KEYS, WIDGET_KEYS, hidden_model_keys
 
 CUSTOM = "(custom)"
 MAX_UPLOAD_BYTES = 200_000
@@ -68,8 +71,8 @@ def widget_values(sc: Scenario) -> dict[str, Any]:
     """The value every sidebar widget shows for scenario ``sc`` (presets by name; fields of an
     absent section, e.g. ``model.moe`` of a dense model, at their defaults)."""
     flat = flatten(to_dict(sc))
-    if sc.model.conv is not None:          # derived, so not in to_dict: shown as derived
-        flat.update({f"model.{k}": getattr(sc.model, k) for k in CONV_DERIVED})
+    # Fields the loader derived from another model section are not in to_dict: shown as derived.
+    flat.update({f"model.{k}": getattr(sc.model, k) for k in derived_model_fields(sc.model)})
     values = {}
     for key in WIDGET_KEYS:
         value = flat.get(key)
@@ -85,7 +88,7 @@ def set_widgets(sc: Scenario) -> None:
 
 def preset_model(name: str) -> Model:
     """The model of preset ``name`` with its derived defaults filled (kv_heads, ffn_hidden)."""
-    m = build(Model, derive_conv({**model_presets()[name], "preset": name}), "model")
+    m = build(Model, derive_model({**model_presets()[name], "preset": name}), "model")
     return dataclasses.replace(m, kv_heads=m.kv_heads or m.heads, ffn_hidden=m.ffn_hidden or 4 * m.hidden)
 
 
@@ -177,23 +180,29 @@ def init_state() -> None:
     st.session_state["_init"] = True
 
 
-def conv_active() -> bool:
-    """Whether the sidebar describes a convolutional network: its model preset has a ``conv``
-    section, or (a custom model) the shipped scenario's model does."""
+def sidebar_workload() -> Workload:
+    """The workload family the sidebar describes (explorer/workloads/registry.py): its model
+    preset's, or (a custom model) the shipped scenario's model's."""
     name = st.session_state.get("model.preset")
     if name and name != CUSTOM and name in model_presets():
-        return model_presets()[name].get("conv") is not None
-    return preset_scenario(st.session_state["_scenario"])[1].model.conv is not None
+        return _preset_workload(name)
+    return workload_for(preset_scenario(st.session_state["_scenario"])[1].model)
+
+
+@functools.cache
+def _preset_workload(name: str) -> Workload:
+    """The family of model preset ``name`` (built once: the sidebar asks on every rerun)."""
+    return workload_for(preset_model(name))
 
 
 def current_raw() -> dict[str, Any]:
     """The scenario the widgets describe, as a raw mapping (the preset plus what differs).  The
-    controls of the other kind of model (a ResNet's, or the transformer fields a ResNet derives)
+    controls of the other workload families (a ResNet's, or the transformer fields a ResNet derives)
     are left out."""
     base_raw, base_sc = preset_scenario(st.session_state["_scenario"])
     raw = apply_overrides(base_raw, st.session_state.get("_extra", {}))
     base_values = widget_values(base_sc)
-    hidden = TRANSFORMER_KEYS if conv_active() else CONV_KEYS
+    hidden = hidden_model_keys(sidebar_workload())
     overrides = {}
     for key in WIDGET_KEYS:
         value = st.session_state.get(key)

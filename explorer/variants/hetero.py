@@ -60,8 +60,7 @@ from ..config.presets import gpu_presets
 from ..config.schema import ScenarioError, build
 from ..config.sections import GPU
 from ..physics.hardware import ComputeModel
-from ..workloads.convnet import blocks as convnet
-from ..workloads.transformer.layer import embedding_cost, layer_cost, logits_cost
+from ..workloads.registry import workload_spec
 from .kinds import Variant
 
 
@@ -92,13 +91,16 @@ def on_gpu(sc: Scenario, gpu: GPU) -> Scenario:
 
 
 def layer_seconds(sc: Scenario) -> float:
-    """Training seconds (forward + both backward halves) of one dense layer on ``sc``'s GPU: the
-    yardstick of a GPU's speed for this model."""
+    """Training seconds (forward + both backward halves) of the model's mean layer on ``sc``'s GPU
+    (its workload's spec: explorer/workloads/registry.py): the yardstick of a GPU's speed for this
+    model.  A model of one kind of layer is that layer exactly."""
     cm = ComputeModel.for_scenario(sc)
-    if sc.model.conv is not None:       # a ResNet's blocks differ: the average block
-        blocks = convnet.block_costs(sc)
-        return sum(cm.time(w) for b in blocks for w in _passes(b)) / len(blocks)
-    return sum(cm.time(w) for w in _passes(layer_cost(sc, moe_layer=False)))
+    spec = workload_spec(sc)
+    per_kind = [sum(cm.time(w) for w in _passes(lc)) for lc in spec.kinds]
+    used = [(k, n) for k, n in spec.runs if n]
+    if len({k for k, _ in used}) == 1:
+        return per_kind[used[0][0]]
+    return sum(per_kind[k] * n for k, n in used) / sum(n for _, n in used)
 
 
 def stage_factors(sc: Scenario) -> tuple[float, ...]:
@@ -117,8 +119,9 @@ def speed_layers(sc: Scenario, factors: tuple[float, ...]) -> tuple[int, ...]:
     p, L = len(factors), sc.model.layers
     cm = ComputeModel.for_scenario(sc)
     edge = [0.0] * p
-    edge[0] += sum(cm.time(w) for w in _passes(embedding_cost(sc)))
-    edge[-1] += sum(cm.time(w) for w in _passes(logits_cost(sc)))
+    spec = workload_spec(sc)
+    edge[0] += sum(cm.time(w) for w in _passes(spec.first))
+    edge[-1] += sum(cm.time(w) for w in _passes(spec.last))
     unit = layer_seconds(sc)
 
     def fill(T: float) -> list[int] | None:

@@ -20,8 +20,9 @@ from ...config import Scenario
 from ...engine.records import BucketInfo, priced_link
 from ...engine.scheduler import Task, TaskGraph
 from ...network.collectives import bus_factor
-from ...network.compression import OVERLAPS_BACKWARD, plan
+from ...network.compression import OVERLAPS_BACKWARD
 from ...network.groups import Network
+from ...workloads.registry import compression_plan
 from ..chunks import ChunkWork
 from .dp_contention import hidden_seconds
 from .optimizer import PARAM_BYTES, grad_reduce_bytes
@@ -42,7 +43,7 @@ def reduce_plan(sc: Scenario, op: str, n: int) -> tuple[tuple[str, float], ...] 
     comp = sc.communication.compression
     if not comp.active or op not in ("all-reduce", "reduce-scatter"):
         return None
-    ops = plan(comp, sc.model, sc.parallelism.tp, n).ops
+    ops = compression_plan(comp, sc.model, sc.parallelism.tp, n).ops
     if op == "reduce-scatter" and ops[0][0] == "all-to-all":
         ops = ops[:1]
     return ops
@@ -92,7 +93,8 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
         # A compressor's encode runs on the compute stream before the bucket leaves, its decode
         # after it returns (PyTorch DDP communication hooks run their kernels in the backward's
         # stream; Vogels et al. 2019 Sec. 5): element-wise HBM passes (explorer/network/compression.py).
-        coder = plan(sc.communication.compression, sc.model, sc.parallelism.tp, cc.n) if ops else None
+        coder = (compression_plan(sc.communication.compression, sc.model, sc.parallelism.tp, cc.n)
+                 if ops else None)
         hooked = ready_task is not None and sc.communication.compression.kind in OVERLAPS_BACKWARD
         hbm = sc.hardware.gpu.hbm_GBps * 1e9
         tasks = min(buckets, MAX_BUCKET_TASKS)

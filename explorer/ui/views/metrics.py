@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ...workloads.registry import nouns
 from ..cache import ViewData
 
 
@@ -27,13 +28,14 @@ def render(data: ViewData, present: bool = False) -> None:
         x = j.get("dp_exchange") or {}
         fast, slow = x.get("fastest_replica_step_s", 0.0), x.get("slowest_replica_step_s", 0.0)
         # Asynchronous gossip past stragglers: the time of one global batch at the aggregate rate.
-        unit = "sequences" if data.scenario.model.conv is None else data.scenario.model.samples
+        unit = nouns(data.scenario.model).sample
         pace = (f"Equivalent global-batch time: with no barrier each replica steps at its own pace "
                 f"(every {fmt_time(fast)} to {fmt_time(slow)}), {x['samples_per_s']:,.4g} {unit}/s "
                 "together" if x.get("kind") == "gossip-async" and slow > fast else None)
         cols[0].metric("Iteration time", fmt_time(j["iteration_time_s"]), border=True, help=pace)
-    # Tokens for a transformer; images or clips for a convolutional network (model.conv).
-    cols[1].metric(f"{data.scenario.model.samples.capitalize()}/s", f"{j['tokens_per_s']:,.0f}", border=True)
+    # What the workload's throughput counts: tokens for a transformer, images or clips for a ResNet.
+    cols[1].metric(f"{nouns(data.scenario.model).per_second.capitalize()}/s", f"{j['tokens_per_s']:,.0f}",
+                   border=True)
     cols[2].metric("MFU", f"{j['mfu']:.1%}", border=True)
     cols[3].metric("TFLOP/s per GPU", f"{j['tflops_per_gpu']:.0f}", border=True)
     cols[4].metric("Bubble", f"{j['bubble_fraction']:.1%}", border=True,

@@ -65,11 +65,11 @@ from ...analysis.report import Notice
 from ...config.loading import from_dict, to_dict
 from ...config.schema import ScenarioError
 from ...network.collectives import cost
-from ...network.compression import plan
 from ...network.groups import Network
 from ...network.topology import BOUNDARY_NAMES, LineRates
 from ...result.windows import Exchange
 from ...taskgraph.builder import IterationBuilder
+from ...workloads.registry import compression_plan
 from ..kinds import Variant
 from ..replicas import variants
 from .amortise import amortised_utilisation, step_busy
@@ -153,7 +153,7 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
     replica is alike), and each kind's own cycle: its step plus what the exchange exposes to it."""
     p, dp = sc.parallelism, sc.dp
     comp = sc.communication.compression
-    pl_comp = plan(comp, sc.model, p.tp, dp)
+    pl_comp = compression_plan(comp, sc.model, p.tp, dp)
     # What crosses: the model (gossip; compressed like CHOCO-SGD's model differences, Koloskova et
     # al., ICML 2019) or the gradient (parameter server), at the compressor's wire bytes if any.
     payload = pl_comp.wire if comp.active else sc.training.sync.payload_bytes

@@ -39,11 +39,11 @@ from ...analysis.report import memory_notice
 from ...config.loading import from_dict, to_dict
 from ...config.schema import ScenarioError
 from ...network.collectives import CollectiveCost, cost
-from ...network.compression import plan
 from ...network.groups import Network
 from ...network.topology import BOUNDARY_NAMES, GroupShape
 from ...result.windows import STEP_TIERS, SyncWindow
 from ...taskgraph.builder import IterationBuilder
+from ...workloads.registry import compression_plan
 from .amortise import amortised_utilisation, step_busy
 from .quality import quality_note
 
@@ -133,7 +133,7 @@ def _price(sc: Scenario, inner: Scenario) -> _Priced:
     per = dict.fromkeys(BOUNDARY_NAMES, 0.0)
     wan = sync = frag = cross = most = 0.0
     comp = sc.communication.compression
-    pl = plan(comp, sc.model, sc.parallelism.tp, D)
+    pl = compression_plan(comp, sc.model, sc.parallelism.tp, D)
     hbm = sc.hardware.gpu.hbm_GBps * 1e9
     stage_gpus_per_dc = sc.parallelism.tp * sc.parallelism.cp * inner.dp
     for s in range(sc.parallelism.pp):
@@ -227,7 +227,7 @@ def simulate_window(sc: Scenario, simulate_inner: Callable[[Scenario], Result]) 
     comm = dict(inner.comm_bytes_per_gpu)
     comm["dp"] = comm.get("dp", 0.0) + sync_dp["scale-up"]
     # The outer state of the slice, and a compressor's error-feedback residual for it.
-    ef = plan(sc.communication.compression, sc.model, sc.parallelism.tp, sc.sync_groups).ef_bytes
+    ef = compression_plan(sc.communication.compression, sc.model, sc.parallelism.tp, sc.sync_groups).ef_bytes
     extra = (OUTER_STATE_BYTES[sc.training.sync.kind] + (ef if w.kind != "independent" else 0.0)) \
         * w.slice_params
     mem = inner.memory

@@ -1,2 +1,2 @@
-"""Residual convolutional networks: the layer table of ResNets (arch.py) and what each block
-computes and keeps (blocks.py)."""
+"""Residual convolutional networks: the layer table of ResNets (arch.py), what each block
+computes and keeps (blocks.py), and the family's registry functions (workload.py)."""

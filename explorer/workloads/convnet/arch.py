@@ -23,9 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STAGE_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
+# He et al. Table 1 and Sec. 4.1 (blocks per stage, bottleneck expansion): the scenario's Conv
+# section validates depths against the same table and derives its block count from it.
+from ...config.model_parts import BOTTLENECK_EXPANSION, BOTTLENECK_FROM_DEPTH, STAGE_BLOCKS
+
 DEPTHS = tuple(STAGE_BLOCKS)
-BOTTLENECK_EXPANSION = 4           # He et al. Sec. 4.1: the last 1x1 restores 4x the width
 SLOWONLY_TEMPORAL_STAGES = (2, 3)  # res4 and res5 (stage 0 is res2): conv1 is 3x1x1
 TEMPORAL_KERNEL = 3
 
@@ -151,7 +153,7 @@ def build(depth: int, image_size: int = 224, frames: int = 1, width: int = 64,
     if depth not in STAGE_BLOCKS:
         raise ValueError(f"ResNet depth {depth} unknown; one of {DEPTHS}")
     video = frames > 1
-    bottleneck = depth >= 50
+    bottleneck = depth >= BOTTLENECK_FROM_DEPTH
     s1 = _out(image_size, 2)
     stem = ConvLayer("stem", 3, width, 7, 1, image_size, s1, frames, True)
     size = _out(s1, 2)                                       # 3x3/2 max pool

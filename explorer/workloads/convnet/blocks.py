@@ -1,7 +1,6 @@
 """What one GPU computes and keeps for each residual block of a convolutional network, one
-micro-batch at a time: the same :class:`~explorer.workloads.transformer.layer.LayerCost` a transformer layer
-has,
-so that the task graph, buckets, memory and timeline treat a ResNet block as a layer.
+micro-batch at a time: the :class:`~explorer.workloads.spec.LayerCost` every workload fills, so that
+the task graph, buckets, memory and timeline treat a ResNet block as a layer.
 
 - Convolutions run as implicit GEMMs (cuDNN's IMPLICIT_GEMM / implicit-precomp algorithms,
   Chetlur et al., "cuDNN: Efficient Primitives for Deep Learning", arXiv 1410.0759, Sec. 3):
@@ -14,7 +13,7 @@ so that the task graph, buckets, memory and timeline treat a ResNet block as a l
   PyTorch runs each as its own kernel): BN forward reads its input for the statistics, then
   reads it and writes its output (3 passes); ReLU in place 2; the add 3 (two reads, one write);
   the max pool reads its input and writes its output plus int64 indices; backward passes are
-  twice the forward's (explorer/workloads/transformer/layer.BACKWARD_STREAM_FACTOR).
+  twice the forward's (explorer/workloads/timing.BACKWARD_STREAM_FACTOR).
 - Activations kept for the backward (PyTorch autograd): each convolution's input, each batch
   norm's input (the convolution's output) and each ReLU's output (which is also the next
   convolution's input, counted once); the block's output is the next block's input.
@@ -29,15 +28,16 @@ from functools import lru_cache
 from ...config import Scenario
 from ...config.model_parts import Conv
 from ...physics.hardware import BYTES_PER_ELEMENT
-from ..transformer.attention import Gemm
-from ..transformer.layer import BACKWARD_STREAM_FACTOR, ZERO_WORK, EdgeCost, GemmTimer, LayerCost, Work
+from ...physics.work import ZERO_WORK, Gemm, Work
+from ..spec import EdgeCost, LayerCost
+from ..timing import BACKWARD_STREAM_FACTOR, GemmTimer
 from . import arch as convnet_arch
 
 BN_PASSES = 3          # batch norm forward: statistics read, then read + write
 RELU_PASSES = 2        # in-place ReLU: read + write
 ADD_PASSES = 3         # residual add: two reads, one write
 POOL_INDEX_BYTES = 8   # max_pool2d_with_indices keeps an int64 index per output element
-LOSS_PASSES = 3        # fp32 logits: write, max/sum read, read (as transformer/layer.logits_cost)
+LOSS_PASSES = 3        # fp32 logits: write, max/sum read, read (the softmax cross-entropy)
 
 
 @lru_cache(maxsize=64)

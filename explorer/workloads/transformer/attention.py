@@ -21,29 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config import Model
-
-
-@dataclass(frozen=True)
-class Gemm:
-    """One weight GEMM of a layer's forward on one GPU: (m x k) activations @ (k x n) weights,
-    ``count`` times (the experts of a grouped GEMM); ``fp8``: a linear layer that an FP8 recipe
-    runs in FP8 (Transformer Engine's Linear modules); False for what stays in bf16."""
-
-    m: float
-    n: float
-    k: float
-    count: float = 1.0
-    fp8: bool = True
-
-    @property
-    def flops(self) -> float:
-        """Forward FLOPs, 2 * m * n * k per GEMM (multiply + add)."""
-        return 2.0 * self.m * self.n * self.k * self.count
-
-    @property
-    def params(self) -> float:
-        """Weights of the GEMM held by this GPU."""
-        return self.n * self.k * self.count
+from ...physics.work import Gemm
 
 
 @dataclass(frozen=True)

@@ -20,22 +20,21 @@ Sources, cited at each formula:
   passing K and V blocks around the CP ring in cp-1 steps.
 - FP8 (Micikevicius et al., "FP8 Formats for Deep Learning", arXiv 2209.05433; NVIDIA Transformer
   Engine): the linear layers' GEMMs run in FP8; the attention core, norms, router, embedding, output
-  layer and optimizer stay in bf16/fp32.  Each FP8 GEMM input is cast to FP8 with its transpose
-  (for the weight gradient) and its amax recorded, in forward for the activation and in backward for
-  the output gradient (FP8_CAST_BYTES_FWD/BWD).
+  layer and optimizer stay in bf16/fp32; the casts are priced with the GEMMs
+  (explorer/workloads/timing.py).
 All byte figures are per GPU and per micro-batch; FLOPs likewise.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-
 from ...config import Scenario
 from ...config.frameworks import profile
-from ...physics.hardware import BYTES_PER_ELEMENT, gemm_large_efficiency
-from ...physics.kernels import attention_seconds, gemm_seconds
-from .activations import layer_activation_bytes
-from .attention import AttentionBlock, Gemm, attention_block, attention_params, head_dims
+from ...physics.hardware import BYTES_PER_ELEMENT
+from ...physics.kernels import attention_seconds
+from ...physics.work import ZERO_WORK, Gemm, Work
+from ..spec import Collective, EdgeCost, LayerCost
+from ..timing import BACKWARD_STREAM_FACTOR, GemmTimer
+from .activations import layer_activation_bytes, recompute_working_bytes
+from .attention import AttentionBlock, attention_block, attention_params, head_dims
 
 # Element-wise passes per token of hidden width in one layer's forward (reads + writes, in
 # elements): LayerNorm 2x(1 read + 1 write), residual add 2x(2 reads + 1 write) = 10, plus dropout
@@ -47,9 +46,6 @@ ELEMENTWISE_PASSES_DROPOUT = 5.0
 # (scores written by QK^T, probabilities read by PV) kernels.py charges: softmax read+write and
 # dropout read+write plus its 1-byte mask -> 4.5 passes over the a*s*s score tensor.
 SCORE_PASSES = 4.5
-# Backward element-wise traffic relative to forward: read the saved input and the incoming
-# gradient, write the outgoing gradient (twice the forward's read+write).
-BACKWARD_STREAM_FACTOR = 2.0
 # MoE token permutation: every token copy's hidden vector is read and written when it is permuted
 # into expert order before dispatch and again when it is unpermuted after combine (Megatron-Core's
 # ``moe_permute`` / ``moe_unpermute``): 2 x (1 read + 1 write) = 4 passes of h elements.
@@ -57,77 +53,11 @@ MOE_PERMUTE_PASSES = 4
 # Router: softmax/sigmoid over the expert scores, top-k selection and the auxiliary statistics,
 # read + write of tokens x experts fp32 scores a few times (Megatron-Core TopKRouter): 4 passes.
 ROUTER_SCORE_PASSES = 4
-# FP8 casts (Transformer Engine): in forward the cast of a GEMM input is fused into the kernel that
-# produces it (LayerNormLinear, LayerNormMLP's activation), which writes the FP8 copy and its
-# transpose instead of a bf16 tensor: 2 extra bytes per element; in backward the incoming bf16
-# gradient is read and written as FP8 in both layouts by a separate cast-transpose: 4 bytes.
-FP8_CAST_BYTES_FWD = 2
-FP8_CAST_BYTES_BWD = 4
 # FlashAttention kernel work relative to the full-square forward matmul FLOPs: the causal forward
 # skips the masked upper triangle (about half), the backward does 5 matmuls to the forward's 2
 # (FlashAttention-2, Sec. 3.1-3.2).  Unfused attention multiplies the full square, masked or not.
 FLASH_CAUSAL_FRACTION = 0.5
 FLASH_BACKWARD_OVER_FORWARD = 2.5
-
-
-@dataclass(frozen=True)
-class Work:
-    """Work of one kernel group: model FLOPs of its matrix kernels (the SC21 convention, for MFU),
-    the seconds those kernels take at their achieved rates, and element-wise HBM bytes."""
-
-    gemm_flops: float = 0.0
-    gemm_s: float = 0.0
-    stream_bytes: float = 0.0
-
-    def __add__(self, other: Work) -> Work:
-        return Work(self.gemm_flops + other.gemm_flops, self.gemm_s + other.gemm_s,
-                    self.stream_bytes + other.stream_bytes)
-
-    def scaled(self, k: float) -> Work:
-        return Work(self.gemm_flops * k, self.gemm_s * k, self.stream_bytes * k)
-
-
-ZERO_WORK = Work()
-
-
-@dataclass(frozen=True)
-class Collective:
-    """One collective call: operation name and nccl-tests buffer size in bytes."""
-
-    op: str
-    size_bytes: float
-
-
-@dataclass(frozen=True)
-class LayerCost:
-    """One transformer layer, one micro-batch, one GPU."""
-
-    fwd: Work
-    bwd_input: Work            # input gradients (dgrad), incl. the attention core backward
-    bwd_weight: Work           # weight gradients (wgrad)
-    recompute: Work            # forward work repeated in backward, per the recompute policy
-    attn_core_fwd: Work        # the s x s attention part of fwd (what ring attention overlaps with)
-    expert_fwd: Work           # the routed-expert GEMMs of fwd (what load imbalance stretches)
-    params: float              # parameters held by this GPU (dense part)
-    expert_params: float       # parameters held by this GPU that belong to experts
-    act_bytes: float           # activation bytes kept from forward to backward
-    tp_fwd: tuple[Collective, ...]
-    tp_bwd: tuple[Collective, ...]
-    tp_recompute: tuple[Collective, ...]
-    ep_fwd: tuple[Collective, ...]
-    ep_bwd: tuple[Collective, ...]
-    cp_kv_bytes: float         # bytes of K and V sent per ring-attention step (forward)
-
-
-@dataclass(frozen=True)
-class EdgeCost:
-    """Embedding (first pipeline chunk) or output layer + loss (last chunk) on one GPU."""
-
-    fwd: Work
-    bwd_input: Work
-    bwd_weight: Work
-    params: float
-    act_bytes: float
 
 
 def _mlp_matrices(ffn_kind: str) -> int:
@@ -140,51 +70,20 @@ def mlp_gemms(tokens: float, h: float, f: float, mats: int, tp: int, count: floa
     return (Gemm(tokens, (mats - 1) * f / tp, h, count), Gemm(tokens, h, f / tp, count))
 
 
-class GemmTimer:
-    """Times GEMM lists on the scenario's GPU, in the dtype each GEMM runs in."""
+def attention_core(timer: GemmTimer, blk: AttentionBlock, flash: bool, head_dim: float,
+                   seq: float) -> tuple[Work, Work]:
+    """Forward and backward Work of the attention core.
 
-    def __init__(self, sc: Scenario) -> None:
-        self.gpu = sc.hardware.gpu
-        # FP8 GEMMs need FP8 tensor cores: a GPU whose fp8 peak is its bf16 peak (A100) runs the
-        # recipe in bf16 (Transformer Engine requires compute capability 8.9+ for FP8).
-        self.fp8 = sc.training.dtype == "fp8" and (self.gpu.fp8_tflops or 0) > self.gpu.peak_tflops
-        self.base = "bf16" if sc.training.dtype == "fp8" else sc.training.dtype
-        self.eff = {d: gemm_large_efficiency(sc, d) for d in {"fp8", self.base}}
-        # Weight-gradient GEMMs that add into the fp32 main_grad (kernels.ACCUMULATE_FP32_BYTES).
-        self.acc = profile(sc.training.framework).wgrad_accumulate_fp32
-
-    def dtype(self, g: Gemm) -> str:
-        return "fp8" if self.fp8 and g.fp8 else self.base
-
-    def passes(self, gemms: Iterable[Gemm]) -> tuple[Work, Work, Work, float, float]:
-        """(forward, dgrad, wgrad) Work of ``gemms`` and the FP8 cast bytes of forward and backward."""
-        flops = fs = ds = ws = cast_f = cast_b = 0.0
-        for g in gemms:
-            d = self.dtype(g)
-            eff = self.eff[d]
-            flops += g.flops
-            grp = int(g.count)                       # experts run as one grouped GEMM kernel
-            fs += g.count * gemm_seconds(g.m, g.n, g.k, d, self.gpu, eff, grp)
-            ds += g.count * gemm_seconds(g.m, g.k, g.n, d, self.gpu, eff, grp)     # dX = dY W^T
-            ws += g.count * gemm_seconds(g.k, g.n, g.m, d, self.gpu, eff, grp, self.acc)  # dW = X^T dY
-            if d == "fp8":
-                cast_f += FP8_CAST_BYTES_FWD * g.m * g.k * g.count
-                cast_b += FP8_CAST_BYTES_BWD * g.m * g.n * g.count
-        return Work(flops, fs), Work(flops, ds), Work(flops, ws), cast_f, cast_b
-
-    def core(self, blk: AttentionBlock, flash: bool, head_dim: float, seq: float) -> tuple[Work, Work]:
-        """Forward and backward Work of the attention core.
-
-        Model FLOPs count what the kernel must multiply: the full s x s square for the unfused
-        kernels of 2021 (SC21 Eq. 3, the convention of the Megatron SC21 rows), the causal half
-        for FlashAttention (NeMo / Megatron-Bridge FLOPs formulas: ``0.5 if causal_self_attn``),
-        backward twice forward.  Time follows the kernel: FlashAttention's backward recomputes the
-        scores, 2.5x its forward work."""
-        model = blk.core_flops * (FLASH_CAUSAL_FRACTION if flash else 1.0)
-        bwd_exec = model * (FLASH_BACKWARD_OVER_FORWARD if flash else 2.0)
-        eff = self.eff[self.base]
-        return (Work(model, attention_seconds(model, self.gpu, eff, False, flash, head_dim, seq)),
-                Work(2 * model, attention_seconds(bwd_exec, self.gpu, eff, True, flash, head_dim, seq)))
+    Model FLOPs count what the kernel must multiply: the full s x s square for the unfused
+    kernels of 2021 (SC21 Eq. 3, the convention of the Megatron SC21 rows), the causal half
+    for FlashAttention (NeMo / Megatron-Bridge FLOPs formulas: ``0.5 if causal_self_attn``),
+    backward twice forward.  Time follows the kernel: FlashAttention's backward recomputes the
+    scores, 2.5x its forward work."""
+    model = blk.core_flops * (FLASH_CAUSAL_FRACTION if flash else 1.0)
+    bwd_exec = model * (FLASH_BACKWARD_OVER_FORWARD if flash else 2.0)
+    eff = timer.eff[timer.base]
+    return (Work(model, attention_seconds(model, timer.gpu, eff, False, flash, head_dim, seq)),
+            Work(2 * model, attention_seconds(bwd_exec, timer.gpu, eff, True, flash, head_dim, seq)))
 
 
 def _op_sac_recompute(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, dense_gemms: list[Gemm],
@@ -264,7 +163,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
         expert_params = 0.0
     d_f, d_d, d_w, cast_f, cast_b = timer.passes(dense_gemms)
     r_f, r_d, r_w, rcast_f, rcast_b = timer.passes(routed)
-    core_f, core_b = timer.core(blk, tr.flash_attention, head_dims(m)[0], s)
+    core_f, core_b = attention_core(timer, blk, tr.flash_attention, head_dims(m)[0], s)
 
     norm_params = 4 * h                  # two LayerNorms, gain + bias of h each, replicated over TP
     params = sum(g.params for g in dense_gemms) + norm_params + blk.latent_norm_params
@@ -309,7 +208,8 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
         ep_fwd = ()
     kv_bytes = blk.kv_elements * e if cp > 1 else 0.0
     return LayerCost(fwd, bwd_input, bwd_weight, recompute, attn_core, r_f, params,
-                     expert_params, act, tp_fwd, tp_bwd, tp_recompute, ep_fwd, ep_fwd, kv_bytes)
+                     expert_params, act, tp_fwd, tp_bwd, tp_recompute, ep_fwd, ep_fwd, kv_bytes,
+                     recompute_working_bytes(sc, moe_layer, tokens))
 
 
 def embedding_cost(sc: Scenario) -> EdgeCost:

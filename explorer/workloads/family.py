@@ -1,0 +1,88 @@
+"""The record a workload family registers (explorer/workloads/registry.py): how a scenario selects
+it, the function giving its :class:`~explorer.workloads.spec.WorkloadSpec`, what it supports and
+what the pages call its parts.  Everything outside explorer/workloads/ asks this record instead of
+testing the model type."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..config import Model, Scenario
+from .spec import WorkloadSpec
+
+# The parallel degrees a scenario sets, each the dimension it creates (dp is the replicas' count).
+DEGREES = ("tp", "cp", "ep", "pp")
+
+
+@dataclass(frozen=True)
+class Nouns:
+    """What the pages call a family's units: ``per_second`` what its throughput counts (tokens,
+    images), ``sample`` one element of the global batch (sequences, images, clips), ``layers`` what
+    its pipeline layers are, said after the stage split ("" when they are simply layers), and its
+    work before the first layer and after the last (a transformer's embedding and logits)."""
+
+    per_second: str
+    sample: str
+    layers: str = ""
+    first_edge: str = "embedding"
+    last_edge: str = "logits"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One workload family.
+
+    ``recognises(model)`` says whether a scenario's model section is of this family (the registry
+    asks the families in order; the default family takes what no other recognises).
+    ``spec(scenario)`` is what one GPU computes, keeps and communicates per pipeline unit; it may
+    read what explorer/estimate/keys.compute_key names (the model, the GPU, the training options
+    but the global batch and optimizer, the tp/cp/ep/sequence-parallel/token-slice degrees), which
+    the estimator memoises it on.  ``params(scenario)`` the model's trainable parameters, all GPUs
+    together.
+    ``dimensions``: the communication dimensions its layers and edges use (names of the
+    communication-dimension registry: tp, cp, ep, pp, dp); a scenario that asks for another one
+    is refused (:func:`explorer.workloads.registry.problem`).  ``estimator``: the vectorised
+    estimator prices it (its layers come in at most two kinds, in two runs at most — the
+    estimator's pieces, explorer/estimate/chunk_basis.py); otherwise its rows are simulated.
+    ``powersgd_factor(model, tp, rank)``: PowerSGD's (P + Q elements) / (gradient elements) of its
+    weight matrices (explorer/network/compression.py); None when gradient compression is not
+    modelled for it.  ``controls``: the model fields the app's sidebar shows for it, as
+    (dotted key, label, widget kind); ``caption(model)`` what the sidebar says in place of the
+    other families' fields (None: nothing), ``summary`` in one line what the family is (said
+    instead while the model is not valid yet).
+    """
+
+    name: str
+    recognises: Callable[[Model], bool]
+    spec: Callable[[Scenario], WorkloadSpec]
+    params: Callable[[Scenario], float]
+    nouns: Callable[[Model], Nouns]
+    dimensions: tuple[str, ...]
+    estimator: bool
+    powersgd_factor: Callable[[Model, int, int], float] | None
+    controls: tuple[tuple[str, str, str], ...] = ()
+    caption: Callable[[Model], str] | None = None
+    summary: str = ""
+    citation: str = ""
+
+    @property
+    def pipeline_split(self) -> bool:
+        """Its layers may be split over pipeline stages (it sends activations between them)."""
+        return "pp" in self.dimensions
+
+    @property
+    def compression(self) -> bool:
+        """Gradient compression (communication.compression) is modelled for it."""
+        return self.powersgd_factor is not None
+
+    @cached_property
+    def models_everything(self) -> bool:
+        """Every parallel degree and gradient compression are modelled for it: nothing a valid
+        scenario asks can be refused (registry.problem's quick answer, asked for every row)."""
+        return set(DEGREES) <= set(self.dimensions) and self.compression
+
+    @property
+    def control_keys(self) -> frozenset[str]:
+        """The dotted keys of its sidebar controls."""
+        return frozenset(k for k, _, _ in self.controls)

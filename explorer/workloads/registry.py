@@ -1,0 +1,113 @@
+"""The workload registry: one frozen :class:`~explorer.workloads.family.Workload` per family.
+
+Everything outside explorer/workloads/ asks this registry about a scenario's model — its
+:class:`~explorer.workloads.spec.WorkloadSpec` (:func:`workload_spec`), whether the estimator
+prices it, which communication dimensions it uses, what the pages call its units, its sidebar
+controls — instead of testing the model type.  Adding a family = one package under
+explorer/workloads/ (its layer costs and a ``workload`` module of the record's functions) plus one
+entry in ``WORKLOADS`` below.  A scenario selects a family by its model section: the first
+family that recognises the model, the default (the transformer) for what none does.
+"""
+from __future__ import annotations
+
+from ..config import Model, Scenario, ScenarioError
+from ..config.compression import Compression
+from ..network import compression
+from .convnet import workload as convnet
+from .family import DEGREES, Nouns, Workload
+from .spec import WorkloadSpec
+from .transformer import workload as transformer
+
+DEFAULT = "transformer"
+
+
+def _default(m: Model) -> bool:
+    return True          # the default family: any model no other family recognises
+
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (
+    Workload("transformer", _default, transformer.spec, transformer.model_params, transformer.nouns,
+             ("tp", "cp", "ep", "pp", "dp"), estimator=True, powersgd_factor=transformer.powersgd_factor,
+             controls=transformer.CONTROLS,
+             summary="A transformer: attention and MLP (or mixture-of-experts) layers over token sequences.",
+             citation="Vaswani et al. 2017; Narayanan et al., SC21 (arXiv 2104.04473)"),
+    # Its blocks differ one by one: the estimator's two layer kinds do not describe it.
+    Workload("convnet", convnet.recognises, convnet.spec, convnet.params, convnet.nouns, ("dp",),
+             estimator=False, powersgd_factor=convnet.powersgd_factor, controls=convnet.CONTROLS,
+             caption=convnet.caption,
+             summary="A convolutional network: its blocks, channels and classes follow from its depth.",
+             citation="He et al., CVPR 2016; Feichtenhofer et al., SlowFast, ICCV 2019"),
+)}
+
+
+def get(name: str) -> Workload:
+    """The registered family called ``name`` (ValueError listing the known ones otherwise)."""
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise ValueError(f"unknown workload family {name!r}; known: {', '.join(WORKLOADS)}") from None
+
+
+def names() -> tuple[str, ...]:
+    """Every registered family, in registry order (the order the sidebar lists their controls)."""
+    return tuple(WORKLOADS)
+
+
+def workload_for(m: Model) -> Workload:
+    """The family of model section ``m``: the first non-default family that recognises it, else
+    the default."""
+    for w in WORKLOADS.values():
+        if w.name != DEFAULT and w.recognises(m):
+            return w
+    return WORKLOADS[DEFAULT]
+
+
+def problem(sc: Scenario, w: Workload | None = None) -> tuple[str, str] | None:
+    """(field, message) when ``sc`` asks its family for what it does not model — a parallel
+    dimension it does not use, gradient compression it has no factor for — else None.  The
+    config rules refuse these at load for the shipped families; this is the net for a new one."""
+    w = w or workload_for(sc.model)
+    if w.models_everything:
+        return None
+    par = sc.parallelism
+    for dim in DEGREES:
+        n = getattr(par, dim)
+        if n > 1 and dim not in w.dimensions:
+            return (f"parallelism.{dim}", f"{n}: the {w.name} workload has no {dim} dimension (it "
+                                          f"communicates over {', '.join(w.dimensions)}); set it to 1")
+    comp = sc.communication.compression
+    if comp.active and not w.compression:
+        return ("communication.compression.kind", f"{comp.kind}: gradient compression is not modelled "
+                                                  f"for the {w.name} workload; use none")
+    return None
+
+
+def workload_spec(sc: Scenario) -> WorkloadSpec:
+    """What one GPU of ``sc`` computes, keeps and communicates per pipeline unit (its family's
+    spec); a ScenarioError naming the field when the family does not model what ``sc`` asks."""
+    w = workload_for(sc.model)
+    bad = problem(sc, w)
+    if bad is not None:
+        raise ScenarioError(*bad)
+    return w.spec(sc)
+
+
+def nouns(m: Model) -> Nouns:
+    """What the pages call the units of ``m``'s family (tokens/s, sequences, layers)."""
+    return workload_for(m).nouns(m)
+
+
+def powersgd_factor(m: Model, tp: int, rank: int) -> float:
+    """PowerSGD's (P + Q elements) / (gradient elements) for ``m``'s weight matrices cut by ``tp``
+    at ``rank`` (its family's factor; ScenarioError when the family has none)."""
+    w = workload_for(m)
+    if w.powersgd_factor is None:
+        raise ScenarioError("communication.compression.kind", f"powersgd: gradient compression is not "
+                                                              f"modelled for the {w.name} workload; use none")
+    return w.powersgd_factor(m, tp, rank)
+
+
+def compression_plan(c: Compression, m: Model, tp: int, n: int) -> compression.Plan:
+    """The network's plan of compressor ``c`` for a group of ``n`` ranks (network/compression.py),
+    with PowerSGD's factor of ``m``'s weight matrices cut by ``tp`` as its family counts them."""
+    return compression.plan(c, n, powersgd_factor(m, tp, c.rank) if c.kind == "powersgd" else None)

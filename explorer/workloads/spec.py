@@ -1,0 +1,128 @@
+"""The workload boundary: what one GPU computes, keeps and communicates for one pipeline unit
+(a micro-batch, or a token slice of one), layer by layer, as the rest of the simulator reads it.
+
+Every workload family (explorer/workloads/<family>/) turns a scenario into a :class:`WorkloadSpec`;
+the task-graph builder, the layer split, the estimator and the memory model read the spec and never
+the model type.  Per layer (:class:`LayerCost`): FLOPs and seconds of its matrix kernels and HBM
+bytes of its element-wise ones, per pass (:class:`~explorer.physics.work.Work`); the parameters it
+holds; the activations it keeps for the backward and what a recomputed layer holds again; and its
+communication edges, each on its dimension (``tp_*`` tensor parallel, ``ep_*`` expert parallel,
+``cp_kv_bytes`` the context-parallel ring).  Before the first layer and after the last, on the
+first and last pipeline chunk: an :class:`EdgeCost` (an embedding or a stem; an output layer and
+loss, or a classifier).  Layers come in ``kinds`` that repeat in ``runs``: a transformer has one
+or two kinds (dense, MoE), a ResNet one kind per block.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..physics.work import Work
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective call: operation name and nccl-tests buffer size in bytes."""
+
+    op: str
+    size_bytes: float
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """One layer, one pipeline unit, one GPU."""
+
+    fwd: Work
+    bwd_input: Work            # input gradients (dgrad), incl. the attention core backward
+    bwd_weight: Work           # weight gradients (wgrad)
+    recompute: Work            # forward work repeated in backward, per the recompute policy
+    attn_core_fwd: Work        # the s x s attention part of fwd (what ring attention overlaps with)
+    expert_fwd: Work           # the routed-expert GEMMs of fwd (what load imbalance stretches)
+    params: float              # parameters held by this GPU (dense part)
+    expert_params: float       # parameters held by this GPU that belong to experts
+    act_bytes: float           # activation bytes kept from forward to backward
+    tp_fwd: tuple[Collective, ...]
+    tp_bwd: tuple[Collective, ...]
+    tp_recompute: tuple[Collective, ...]
+    ep_fwd: tuple[Collective, ...]
+    ep_bwd: tuple[Collective, ...]
+    cp_kv_bytes: float         # bytes of K and V sent per ring-attention step (forward)
+    # Bytes the layer holds again during its own backward when it is recomputed, beyond act_bytes
+    # (Chen et al., arXiv 1604.06174, Sec. 3); live for one layer at a time, so counted once per GPU.
+    recompute_bytes: float = 0.0
+
+
+@dataclass(frozen=True)
+class EdgeCost:
+    """The work before the first layer (first pipeline chunk: an embedding, a stem) or after the
+    last (last chunk: an output layer and its loss, a classifier) on one GPU."""
+
+    fwd: Work
+    bwd_input: Work
+    bwd_weight: Work
+    params: float
+    act_bytes: float
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A whole model for one pipeline unit on one GPU (module docstring).
+
+    ``runs`` lists the layers in model order as (kind index, consecutive layers of that kind);
+    ``tail`` the layers that run after the last one on the last chunk, as (kind index, count)
+    (multi-token prediction blocks).  ``expert_load`` is the busiest expert rank's load over the
+    mean (what stretches each layer's ``expert_fwd``; 1 without experts).  ``distinct_layers``: the
+    layers differ one by one (a ResNet's blocks), so a chunk is drawn as its average layer and its
+    gradients become ready as its own parameters do; otherwise a chunk is drawn as its last kind
+    of layer and its gradients become ready in proportion to its backward."""
+
+    kinds: tuple[LayerCost, ...]
+    runs: tuple[tuple[int, int], ...]
+    first: EdgeCost
+    last: EdgeCost
+    tail: tuple[tuple[int, int], ...] = ()
+    expert_load: float = 1.0
+    distinct_layers: bool = False
+
+    @property
+    def layers(self) -> int:
+        """Layers of the model (the tail not included)."""
+        return sum(n for _, n in self.runs)
+
+    def segments(self, first_layer: int, layers: int) -> list[tuple[LayerCost, int]]:
+        """Layers [first_layer, first_layer + layers) as (cost, consecutive count), in model order."""
+        out: list[tuple[LayerCost, int]] = []
+        start, end = first_layer, first_layer + layers
+        at = 0
+        for kind, n in self.runs:
+            lo, hi = max(at, start), min(at + n, end)
+            if hi > lo:
+                out.append((self.kinds[kind], hi - lo))
+            at += n
+            if at >= end:
+                break
+        return out
+
+    def first_layer_of(self, kind: int) -> int | None:
+        """Index of the first layer of ``kind`` (None when no layer is of that kind)."""
+        at = 0
+        for k, n in self.runs:
+            if k == kind and n > 0:
+                return at
+            at += n
+        return None
+
+    def kind_of_layers(self) -> list[int]:
+        """The kind of every layer, in model order."""
+        return [k for k, n in self.runs for _ in range(n)]
+
+    @property
+    def model_flops(self) -> float:
+        """Matrix FLOPs of one unit's forward and backward on this GPU, every layer, the tail and
+        both edges, recomputation not included (the MFU numerator's share, PaLM App. B)."""
+        total = 0.0
+        for kind, n in (*self.runs, *self.tail):
+            lc = self.kinds[kind]
+            total += n * (lc.fwd.gemm_flops + lc.bwd_input.gemm_flops + lc.bwd_weight.gemm_flops)
+        for e in (self.first, self.last):
+            total += e.fwd.gemm_flops + e.bwd_input.gemm_flops + e.bwd_weight.gemm_flops
+        return total

@@ -9,7 +9,6 @@ explorer/fold/steady.py.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import random
 from dataclasses import replace
@@ -24,6 +23,7 @@ from test_random_scenarios import random_raw
 
 from explorer.analysis.steady_state import schedule_iteration
 from explorer.engine.records import BucketInfo, PassInfo, StepInfo, TransferInfo
+from explorer.fold import run as fold_run
 from explorer.fold.arrays.fold import eligible, simulate_arrays
 from explorer.fold.arrays.lazy import LazyTasks
 from explorer.fold.arrays.proof import match, unit_maps
@@ -39,8 +39,6 @@ from explorer.simulate import simulate
 from explorer.vocabulary import CATEGORIES, CATEGORY_OF_PART
 
 from conftest import ROOT
-
-simulate_module = importlib.import_module("explorer.simulate")   # (explorer.simulate is also a function)
 
 # Korthikanti et al. 2022's 175B layout (TP 8, PP 8, no data parallelism), shrunk: 8 stages.
 BASE = {
@@ -158,7 +156,7 @@ def test_the_lazy_task_list_draws_folded_and_counts_like_the_task_fold(monkeypat
     folded, counted as the unfolded list."""
     sc = from_dict(BASE)
     r = simulate(sc)
-    monkeypatch.setattr(simulate_module, "_tasks", lambda sc: pytest.fail("the task fold ran"))
+    monkeypatch.setattr(fold_run, "_tasks", lambda *a: pytest.fail("the task fold ran"))
     assert isinstance(r.tasks.resolve(), FoldedTasks)
     assert r.tasks.resolve().periods + 1 == r.fold.repeats
     labels = tuple(c.label for c in r.classes)
@@ -242,20 +240,21 @@ def test_a_row_that_is_not_one_period_longer_is_not_matched():
 def test_the_bubble_explanation_folds_its_ideal_pipelines_over_arrays_to_the_same_sentence(monkeypatch):
     """explain_bubble simulates the scenario three more times with ideal-pipeline aspects; over
     arrays (1T row: 3.7 -> 0.09 s) it says what the task fold says, to the printed digit."""
+    from explorer.fold import run as fold_run_module
     from explorer.teaching import bubble
 
     sc = from_dict(BASE)
     r = simulate(sc)
     calls = []
-    real = bubble.simulate_arrays
+    real = fold_run_module.simulate_arrays
     def spy(*a):
         calls.append((a[1], real(*a)))
         return calls[-1][1]
-    monkeypatch.setattr(bubble, "simulate_arrays", spy)
+    monkeypatch.setattr(fold_run_module, "simulate_arrays", spy)
     fast = bubble.explain_bubble(r)
     assert len(calls) == 3 and all(ideal and got is not None for ideal, got in calls)
     assert "From formula to card" in fast
-    monkeypatch.setattr(bubble, "simulate_arrays", lambda *a: None)
+    monkeypatch.setattr(fold_run_module, "simulate_arrays", lambda *a: None)
     assert bubble.explain_bubble(r) == fast
 
 

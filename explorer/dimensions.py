@@ -74,7 +74,7 @@ DIMENSIONS: dict[str, Dimension] = {d.name: d for d in (
     Dimension("cp", "Context parallel", "#72B7B2", "#56B4E9", True,
               "fewer context-parallel ranks, or a context-parallel group kept on NVLink (ring attention "
               "hides its K/V exchange under the attention blocks only while a block outlasts a step)"),
-    Dimension("ep", "Expert parallel", "#FF9DA6", "#CC79A7", True,
+    Dimension("ep", "Expert parallel", "#FF9DA6", "#882255", True,
               "node-limited routing (model.moe.max_nodes: each token's experts on few nodes), fewer "
               "experts per token, or a schedule that overlaps the all-to-all with the other direction's "
               "compute (parallelism.schedule: dualpipe)"),

@@ -41,10 +41,11 @@ def test_edp_is_reported_as_dp_with_dps_advice():
 
 
 def test_every_presentation_colour_is_okabe_ito_and_one_hex_has_one_counterpart():
-    """Okabe & Ito (2008): the eight colours of the palette (and a light grey for the bubble).  A
-    dimension whose colour a tier or kind shares must map it the same way (dp and scale-across)."""
+    """Okabe & Ito (2008): the eight colours of the palette (and a light grey for the bubble), and
+    Paul Tol's muted indigo, wine and teal beyond eight.  A dimension whose colour a tier or kind
+    shares must map it the same way (dp and scale-across)."""
     okabe_ito = {"#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7",
-                 "#999999", "#DDDDDD"}
+                 "#999999", "#DDDDDD", "#332288", "#882255", "#44AA99"}
     used = (set(vocabulary.KIND_COLORS.values()) | set(vocabulary.CATEGORY_COLORS.values())
             | set(vocabulary.TIER_COLORS.values()))
     assert used <= set(vocabulary.PRESENT_COLORS)
@@ -143,3 +144,12 @@ def test_a_new_dimension_is_one_registry_entry():
     # to the iteration.
     assert got["breakdown"]["emb"] == 0.0 and got["bytes"]["emb"] == 0.0
     assert sum(got["breakdown"].values()) == pytest.approx(got["iteration"], rel=1e-12)
+
+
+def test_no_two_kinds_a_gantt_shows_share_a_presentation_colour():
+    """In presentation mode ep, recompute and DualPipe's F&B were all #CC79A7 and compress was tp's
+    green: a slide could not tell them apart.  Every kind keeps its own colour (embedding/logits is
+    forward work and is drawn as forward on purpose)."""
+    kinds = {k: c for k, c in vocabulary.KIND_COLORS.items() if k != "embedding/logits"}
+    present = [vocabulary.PRESENT_COLORS[c] for c in kinds.values()]
+    assert len(set(present)) == len(present), dict(zip(kinds, present, strict=True))

@@ -384,3 +384,23 @@ def test_a_folded_side_is_redrawn_in_real_time_for_the_shared_axis():
     ends = [max(b + x for b, x in zip(t.base, t.x, strict=True)) for t in gb.data if t.base is not None]
     assert max(ends) == pytest.approx(db.json["iteration_time_s"] * 1e3, rel=0.02)   # real time, not folded
     assert da.gantt.layout.xaxis.ticktext                    # the cached folded chart is untouched
+
+
+def test_presentation_legend_runs_in_columns_above_lanes_that_keep_their_height():
+    """At 1280x720 in presentation mode the A/B Gantts' legends fell back to one entry per row and
+    covered the lanes (mixed-generations: 8 lanes in about 150 px).  With ``columns`` the legend is
+    a grid of equal columns above the plot, the figure grows by its rows, and a B whose legend is
+    hidden keeps A's plot height."""
+    from explorer.ui.cache import view_data
+    raw_a = preset_raw("mixed-generations")
+    raw_b = apply_overrides(raw_a, {"parallelism.tp": 4})
+    da, db = (view_data(json.dumps(r, sort_keys=True, default=str)) for r in (raw_a, raw_b))
+    plain, _ = cfig.shared_time_axis(da.gantt, db.gantt, heights=(310, 310))
+    ga, gb = cfig.shared_time_axis(da.gantt, db.gantt, heights=(310, 310), columns=2)
+    entries = sum(1 for t in ga.data if t.showlegend is not False and t.name)
+    assert (ga.layout.legend.entrywidth, ga.layout.legend.entrywidthmode) == (0.5, "fraction")
+    rows = -(-entries // 2)
+    assert ga.layout.height - ga.layout.margin.t == 310 > plain.layout.height - plain.layout.margin.t
+    assert ga.layout.margin.t > plain.layout.margin.t and rows >= 4
+    if gb.layout.showlegend is False:
+        assert gb.layout.height - gb.layout.margin.t == ga.layout.height - ga.layout.margin.t

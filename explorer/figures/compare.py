@@ -67,34 +67,54 @@ def _running(values: Sequence[float], steps) -> list[float]:
     return out
 
 
-def gantt_height(lanes: int, cap: int) -> int:
-    """A Gantt's height in the comparison: about 22 px per lane (so both sides' lanes look alike),
-    at least 190 px, at most ``cap``."""
-    return int(min(cap, max(190, 70 + 22 * lanes)))
+def gantt_height(lanes: int, cap: int, per_lane: int = 22) -> int:
+    """A Gantt's height in the comparison: ``per_lane`` px per lane (so both sides' lanes look
+    alike; presentation mode's 18 px labels need about 30), at least 190 px, at most ``cap``."""
+    return int(min(cap, max(190, 70 + per_lane * lanes)))
 
 
-def titled(fig: go.Figure, title: str, height: int | None = None) -> go.Figure:
-    """A copy of a Gantt chart with a title above its legend (and ``height`` pixels tall)."""
+def titled(fig: go.Figure, title: str, height: int | None = None, columns: int | None = None) -> go.Figure:
+    """A copy of a Gantt chart with a title above its legend (and ``height`` pixels tall).
+    ``columns``: lay the legend out in that many columns of equal width (presentation mode: a
+    horizontal legend too wide for one row otherwise falls back to one entry per row), the figure
+    growing by the legend's rows so that the plot and its axis keep ``height``."""
     f = go.Figure(fig)
+    size = f.layout.font.size or 12
+    legend = dict(orientation="h", y=1.0, yanchor="bottom", x=0.0, xanchor="left")
+    top = 40 + 3 * size
+    if columns:
+        entries = sum(1 for t in f.data if t.showlegend is not False and t.name)
+        rows = -(-entries // columns)
+        legend.update(entrywidth=1 / columns, entrywidthmode="fraction")
+        top = 40 + size + rows * round(1.6 * size)
+        height = height + top if height else None
+    # The legend runs in rows above the plot, under the title: on the right it took the plot's
+    # width, and in presentation mode's large text its column covered the lanes.
     f.update_layout(title=dict(text=title, x=0.0, xanchor="left", y=0.995, yanchor="top",
-                               font=dict(size=(f.layout.font.size or 12) + 1)),
-                    margin=dict(t=52), legend=dict(y=1.0, x=1.0, xanchor="right"))
+                               font=dict(size=size + 1)),
+                    margin=dict(t=top), legend=legend)
     if height:
         f.update_layout(height=height)
     return f
 
 
 def shared_time_axis(a: go.Figure, b: go.Figure, heights: tuple[int | None, int | None] = (None, None),
-                     titles: tuple[str, str] = ("A", "B")) -> tuple[go.Figure, go.Figure]:
+                     titles: tuple[str, str] = ("A", "B"), columns: int | None = None
+                     ) -> tuple[go.Figure, go.Figure]:
     """Copies of two Gantt charts on the same time range (the longer one's), each titled and
     ``heights`` tall (None: as drawn); B's legend is hidden when it lists no kind A's does not."""
     end = max(_x_end(a), _x_end(b))
-    out = [titled(fig, title, height) for fig, title, height in zip((a, b), titles, heights, strict=True)]
+    out = [titled(fig, title, height, columns)
+           for fig, title, height in zip((a, b), titles, heights, strict=True)]
     for f in out:
         f.update_xaxes(range=[0, end])
     names_a = {t.name for t in out[0].data}
     if {t.name for t in out[1].data} <= names_a:
-        out[1].update_layout(showlegend=False, margin=dict(t=30))
+        b_fig = out[1]
+        h = b_fig.layout.height
+        if columns and h:   # the figure grew by the legend's rows: without them B keeps its plot height
+            b_fig.update_layout(height=h - (b_fig.layout.margin.t or 30) + 30)
+        b_fig.update_layout(showlegend=False, margin=dict(t=30))
     return out[0], out[1]
 
 

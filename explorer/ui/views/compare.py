@@ -57,14 +57,16 @@ def render(data: ViewData, raw_json: str, b: BSide, present: bool) -> None:
     left, right = st.columns([3, 2], gap="small")
     with left:
         (da, real_a), (db, real_b) = unfolded(data, raw_json), unfolded(data_b, b_json)
-        cap = 290 if present else 330
+        # Presentation mode's 18 px lane labels need about 30 px a lane, its legend two columns.
+        cap, per_lane, columns = (360, 30, 2) if present else (330, 22, None)
         pair = (gantt_figure(da, present), gantt_figure(db, present))
-        heights = (cfig.gantt_height(da.gantt_info.lanes, cap), cfig.gantt_height(db.gantt_info.lanes, cap))
+        heights = (cfig.gantt_height(da.gantt_info.lanes, cap, per_lane),
+                   cfig.gantt_height(db.gantt_info.lanes, cap, per_lane))
         titles = (f"A · {_short(data.scenario.name)}", _b_title(b))
         if real_a and real_b:
-            ga, gb = cfig.shared_time_axis(*pair, heights=heights, titles=titles)
+            ga, gb = cfig.shared_time_axis(*pair, heights=heights, titles=titles, columns=columns)
         else:   # a folded drawing's axis is compressed: no common scale exists, say so
-            ga, gb = (cfig.titled(f, t, h) for f, t, h in zip(pair, titles, heights, strict=True))
+            ga, gb = (cfig.titled(f, t, h, columns) for f, t, h in zip(pair, titles, heights, strict=True))
             st.caption("A folded steady state too long to draw in full: each chart keeps its own folded "
                        "time axis (labelled in real time); the waterfall gives the exact difference.")
         chart(ga, key="gantt_a", present=present, config={"displaylogo": False, "scrollZoom": True})

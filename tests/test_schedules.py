@@ -214,21 +214,23 @@ def test_dualpipe_bubble_and_memory_follow_the_deepseek_v3_report(p, m):
 def test_dualpipe_runs_every_pass_once_per_rank():
     from collections import Counter
 
+    from explorer.schedules.base import FusedOp
     from explorer.schedules.dualpipe import dualpipe_order
     p, m = 8, 32
     for r in range(p):
         seen = Counter()
         for op in dualpipe_order(r, p, m):
-            if op[0] == "FB":
-                seen[("F",) + op[1]] += 1
-                seen[("B",) + op[2]] += 1
-            elif op[0] in ("B", "Bz"):
-                seen[("B", op[1], op[2])] += 1
+            if isinstance(op, FusedOp):
+                assert (op.forward.kind, op.backward.kind) == ("F", "B")
+                seen[("F", op.forward.direction, op.forward.mb)] += 1
+                seen[("B", op.backward.direction, op.backward.mb)] += 1
+            elif op.kind in ("B", "Bz"):
+                seen[("B", op.direction, op.mb)] += 1
             else:
-                seen[op] += 1
+                seen[(op.kind, op.direction, op.mb)] += 1
         assert all(seen[("F", d, i)] == 1 and seen[("B", d, i)] == 1 for d in (0, 1) for i in range(m // 2))
         assert sum(v for k, v in seen.items() if k[0] == "W") == sum(
-            1 for op in dualpipe_order(r, p, m) if op[0] == "Bz")
+            1 for op in dualpipe_order(r, p, m) if op.kind == "Bz")
 
 
 def test_dualpipe_hides_expert_all_to_all_behind_the_other_micro_batch():

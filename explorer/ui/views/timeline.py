@@ -5,6 +5,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from ... import figures
+from ...analysis.gantt_bar import GanttBar
 from ...figures.fonts import PRESENT_FONT_PX
 from ...figures.gantt_present import for_projector
 from ...schedules import registry
@@ -76,20 +77,21 @@ BOTTLENECK_KINDS = {"dp": ("dp",), "tp": ("tp",), "pp": ("pp",), "ep": ("ep",), 
                     "recompute": ("recompute", "backward")}
 
 
-def bottleneck_bar(data: ViewData) -> list | None:
-    """The hover data of the longest Gantt bar of the category the bottleneck sentence names
-    (None for the bubble, which is no bar, or an aggregated chart without exact bars)."""
+def bottleneck_bar(data: ViewData) -> GanttBar | None:
+    """The longest Gantt bar of the category the bottleneck sentence names (None for the bubble,
+    which is no bar, or an aggregated chart without exact bars)."""
     first = data.json["bottleneck"].split(" ", 1)[0].lower()
     kinds = BOTTLENECK_KINDS.get(first)
     if kinds is None:
         return None
-    best, best_ms = None, -1.0
+    best: GanttBar | None = None
     for tr in data.gantt.data:
         if tr.name not in kinds or tr.customdata is None:
             continue
         for row in tr.customdata:
-            if len(row) >= 14 and float(row[5]) > best_ms:
-                best, best_ms = list(row), float(row[5])
+            bar = GanttBar.from_customdata(row)
+            if bar is not None and (best is None or bar.duration_ms > best.duration_ms):
+                best = bar
     return best
 
 
@@ -98,18 +100,21 @@ def _explain(data: ViewData, event, present: bool = False) -> None:
     bottleneck sentence's toggle on, of the bar that sentence names."""
     points = (getattr(event, "selection", None) or {}).get("points") or []
     custom = points[0].get("customdata") if points else None
-    if not custom and st.session_state.get("explain_bottleneck") and not present:
-        custom = bottleneck_bar(data)
+    # A clicked bar: its record, or None for a bar of the aggregated chart (explain_bar says so).
+    bar = GanttBar.from_customdata(custom)
     if not custom:
-        st.caption("Click a bar of the Gantt to see how its duration comes about.")
-        return
+        bar = bottleneck_bar(data) if st.session_state.get("explain_bottleneck") and not present else None
+        if bar is None:
+            st.caption("Click a bar of the Gantt to see how its duration comes about.")
+            return
     gpu = data.scenario.hardware.gpu
     fp8 = data.scenario.training.dtype == "fp8"
     with st.container(border=True):
         st.markdown("**Explain this bar**")
-        st.markdown(explain_bar(custom, gpu.fp8_tflops if fp8 else gpu.peak_tflops, gpu.name,
+        st.markdown(explain_bar(bar, gpu.fp8_tflops if fp8 else gpu.peak_tflops, gpu.name,
                                 "fp8" if fp8 else "bf16"))
-        collective.render_call(data, custom)
+        if bar is not None:
+            collective.render_call(data, bar)
 
 
 def _captions(data: ViewData) -> None:

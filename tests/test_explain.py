@@ -78,7 +78,8 @@ def test_a_bars_record_survives_the_figure_json():
     rows = [(tr["name"], row) for tr in json.loads(data.gantt.to_json())["data"]
             for row in tr.get("customdata") or []]
     bars = [GanttBar.from_customdata(row) for _, row in rows]
-    assert rows and all(b is not None and b.customdata() == row for b, (_, row) in zip(bars, rows, strict=True))
+    assert rows and all(b is not None and b.customdata() == row
+                        for b, (_, row) in zip(bars, rows, strict=True))
     optimizer = next(b for (k, _), b in zip(rows, bars, strict=True) if k == "optimizer")
     assert optimizer.micro_batch is None and optimizer.customdata()[1] == "–"
     assert "duration %{customdata[5]:.3f} ms" in COMM_HOVER and GanttBar._fields[5] == "duration_ms"

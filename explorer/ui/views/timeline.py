@@ -13,6 +13,7 @@ from ...schedules.registry import Window
 from ...teaching.explain import explain_bar
 from ..cache import ViewData, bubble_story
 from ..export import chart
+from ..summary import Summary
 from . import collective, sync, textbook
 
 # What the chart shows for schedules whose iterations overlap (the metrics measure a steady state).
@@ -26,7 +27,7 @@ def gantt_figure(data: ViewData, present: bool) -> go.Figure:
 
 
 def render(data: ViewData, raw_json: str, present: bool) -> None:
-    j = data.json
+    j = data.summary
     font = PRESENT_FONT_PX if present else 12
     left, right = st.columns([7, 3], gap="small")
     with left:
@@ -38,7 +39,7 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
         sync.render(data, raw_json, present)
         textbook.render(data, present)
     with right:
-        st.info(j["bottleneck"])
+        st.info(j.bottleneck)
         if not present:
             # Always drawn (disabled when the sentence names no single bar, e.g. the bubble), so that
             # the widget and its state never come and go with the scenario.
@@ -46,29 +47,29 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
                       disabled=bottleneck_bar(data) is None,
                       help="Shows the derivation of the longest bar of the category this sentence names "
                            "(a click on the chart shows that bar instead); none for the bubble")
-        if j["parallelism"]["pp"] > 1:
-            st.caption(j["bubble_explanation"])
+        if j.layout.pp > 1:
+            st.caption(j.bubble_explanation)
             # Under the ideal pipeline card and formula agree: nothing to decompose.
             if not present and not data.scenario.parallelism.ideal_pipeline:
                 why = st.expander("Card against formula, term by term", key="bubble_story", on_change="rerun")
                 if why.open:
                     with why:
                         st.markdown(bubble_story(raw_json))
-        chart(figures.breakdown(j["breakdown_s"], j["iteration_time_s"],
+        chart(figures.breakdown(j.breakdown_s, j.iteration_time_s,
                                           title=f"Where the time goes · {data.breakdown_name}",
                                           height=_breakdown_height(j, present), font_size=font),
                         key="breakdown", present=present, config={"displayModeBar": False})
-        for w in j["warnings"]:
+        for w in j.warnings:
             st.warning(w, icon="⚠️")
     if not present:
         with st.expander("How to read this"):
             st.markdown(HOW_TO_READ)
 
 
-def _breakdown_height(j: dict, present: bool) -> int:
+def _breakdown_height(j: Summary, present: bool) -> int:
     """The breakdown's height: in presentation mode 26 px per category at 18 px (below the bottleneck
     sentence; the Gantt beside it decides the screen) plus title and axis."""
-    return max(240, 120 + 26 * sum(v > 0 for v in j["breakdown_s"].values())) if present else 300
+    return max(240, 120 + 26 * sum(v > 0 for v in j.breakdown_s.values())) if present else 300
 
 
 # The word a bottleneck sentence starts with -> the Gantt traces (kinds) whose bars it talks about.
@@ -80,7 +81,7 @@ BOTTLENECK_KINDS = {"dp": ("dp",), "tp": ("tp",), "pp": ("pp",), "ep": ("ep",), 
 def bottleneck_bar(data: ViewData) -> GanttBar | None:
     """The longest Gantt bar of the category the bottleneck sentence names (None for the bubble,
     which is no bar, or an aggregated chart without exact bars)."""
-    first = data.json["bottleneck"].split(" ", 1)[0].lower()
+    first = data.summary.bottleneck.split(" ", 1)[0].lower()
     kinds = BOTTLENECK_KINDS.get(first)
     if kinds is None:
         return None
@@ -118,10 +119,10 @@ def _explain(data: ViewData, event, present: bool = False) -> None:
 
 
 def _captions(data: ViewData) -> None:
-    j = data.json
-    window = registry.get(j["parallelism"]["schedule"]).window
+    j = data.summary
+    window = registry.get(j.layout.schedule).window
     notes = []
-    if j.get("dp_priority"):
+    if j.dp_priority:
         notes.append("P3 bucket priorities: the next iteration starts on its first layers while later "
                      "buckets are still reduced; the metrics measure that steady-state period.")
     if window in WINDOW_NOTE:

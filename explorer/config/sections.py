@@ -92,9 +92,15 @@ class Model:
         return "clips" if self.conv.frames > 1 else "images"
 
     @property
+    def first_moe_layer(self) -> int:
+        """Index of the first layer with experts (the leading dense layers come before it);
+        ``layers`` for a dense model."""
+        return self.moe.dense_layers if self.moe is not None and self.is_moe else self.layers
+
+    @property
     def moe_layers(self) -> int:
         """Layers with experts: all but the leading dense ones (0 for a dense model)."""
-        return max(self.layers - self.moe.dense_layers, 0) if self.is_moe else 0
+        return max(self.layers - self.moe.dense_layers, 0) if self.moe is not None and self.is_moe else 0
 
 
 @dataclass(frozen=True)

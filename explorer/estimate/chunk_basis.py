@@ -76,7 +76,7 @@ def chunk_counts(sc: Scenario, split: tuple[int, ...]) -> np.ndarray:
     counts = np.asarray(split, dtype=float)
     first = np.fromiter(accumulate((0, *split[:-1])), float, n)
     if m.is_moe:
-        moe = np.clip(first + counts - np.maximum(first, m.moe.dense_layers), 0, None)
+        moe = np.clip(first + counts - np.maximum(first, m.first_moe_layer), 0, None)
     else:
         moe = np.zeros(n)
     out = np.zeros((n, len(ROLES)))
@@ -143,12 +143,12 @@ def basis(sc: Scenario, ckey: int, net: RowNetwork, stage: int, ideal: frozenset
         chunks = 1 if role == "only" else 3
         ctx = ChunkContext(sc, net, c.cm, ideal, c.dense, c.moe, c.emb, c.logits, chunks, tied)   # type: ignore[arg-type]
         if role == "dense":
-            if m.is_moe and m.moe.dense_layers == 0:
+            if m.is_moe and m.first_moe_layer == 0:
                 ch = None                     # every layer is an MoE layer: the piece is never used
             else:
                 ch = chunk_work(ctx, 1, stage, 0, 1)
         elif role == "moe":
-            ch = chunk_work(ctx, 1, stage, m.moe.dense_layers, 1) if m.is_moe else None
+            ch = chunk_work(ctx, 1, stage, m.first_moe_layer, 1) if m.is_moe else None
         else:
             ch = chunk_work(ctx, {"first": 0, "last": 2, "only": 0}[role], stage, 0, 0)
         rows.append(_features(ch) if ch is not None else np.zeros(len(FEATURES)))

@@ -99,22 +99,25 @@ class Fabric:
 
     @classmethod
     def for_cluster(cls, c: Cluster) -> Fabric:
-        up, out, wan = c.scale_up, resolved_scale_out(c.scale_out), c.scale_across
+        up, out, across = c.scale_up, resolved_scale_out(c.scale_out), c.scale_across
         gpn = c.gpus_per_node
         half = out.switch_radix // 2
         leaf_nodes = half if out.kind == "rail-optimized" else max(1, half // out.nics_per_node)
         leaf_nodes = min(leaf_nodes, c.nodes // c.datacenters)
-        nic_Bps = out.nic_Gbps * 1e9 / 8
+        up_GBps, nic_Gbps, out_us, out_eff = up.bandwidth_GBps, out.nic_Gbps, out.latency_us, out.efficiency
+        # Filled by the defaults (config/loading.py) and resolved_scale_out.
+        assert up_GBps is not None and nic_Gbps is not None and out_us is not None and out_eff is not None
+        nic_Bps = nic_Gbps * 1e9 / 8
         node_Bps = out.nics_per_node * nic_Bps
         bounds = (
-            Boundary("scale-up", 1, up.bandwidth_GBps * 1e9 * SCALE_UP_EFFICIENCY, up.latency_us * 1e-6),
-            Boundary("scale-out", gpn, node_Bps * out.efficiency, out.latency_us * 1e-6),
+            Boundary("scale-up", 1, up_GBps * 1e9 * SCALE_UP_EFFICIENCY, up.latency_us * 1e-6),
+            Boundary("scale-out", gpn, node_Bps * out_eff, out_us * 1e-6),
             Boundary("spine", gpn * leaf_nodes,
-                     leaf_nodes * node_Bps / out.oversubscription * out.efficiency,
-                     out.latency_us * 1e-6),
+                     leaf_nodes * node_Bps / out.oversubscription * out_eff,
+                     out_us * 1e-6),
             Boundary("scale-across", gpn * c.nodes // c.datacenters,
-                     wan.bandwidth_Gbps * 1e9 / 8 * SCALE_ACROSS_EFFICIENCY,
-                     wan.latency_ms * 1e-3),
+                     across.bandwidth_Gbps * 1e9 / 8 * SCALE_ACROSS_EFFICIENCY,
+                     across.latency_ms * 1e-3),
         )
         wan = Wan.for_cluster(c, SCALE_ACROSS_EFFICIENCY) if c.datacenters > 1 else None
         return cls(bounds, leaf_nodes, c.gpus, up.kind, wan)
@@ -191,8 +194,10 @@ def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
 
     fab = Fabric.for_cluster(c)
     up, out = c.scale_up, resolved_scale_out(c.scale_out)
-    g = nx.Graph()
-    nic_Bps = out.nic_Gbps * 1e9 / 8
+    up_GBps, nic_Gbps = up.bandwidth_GBps, out.nic_Gbps
+    assert up_GBps is not None and nic_Gbps is not None      # filled by the defaults, resolved_scale_out
+    g: nx.Graph = nx.Graph()
+    nic_Bps = nic_Gbps * 1e9 / 8
     per_dc = c.nodes // c.datacenters
     for dc in range(c.datacenters):
         g.add_node(f"spine/{dc}", kind="spine", dc=dc)
@@ -209,7 +214,7 @@ def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
             for i in range(c.gpus_per_node):
                 gpu = f"gpu/{node}/{i}"
                 g.add_node(gpu, kind="gpu", node=node, dc=dc, index=node * c.gpus_per_node + i)
-                g.add_edge(gpu, sw, tier="scale-up", capacity_Bps=up.bandwidth_GBps * 1e9)
+                g.add_edge(gpu, sw, tier="scale-up", capacity_Bps=up_GBps * 1e9)
             for k in range(out.nics_per_node):
                 nic = f"nic/{node}/{k}"
                 g.add_node(nic, kind="nic", node=node, dc=dc)

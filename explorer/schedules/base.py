@@ -98,24 +98,34 @@ class Timing:
         return len(self.fwd)
 
 
+# Read-only members (properties): the scenario's sections are frozen dataclasses.
 class _Parallelism(Protocol):
-    pp: int
-    vpp: int
-    schedule: str
-    dp: int | None
-    token_slices: int
+    @property
+    def pp(self) -> int: ...
+    @property
+    def vpp(self) -> int: ...
+    @property
+    def schedule(self) -> str: ...
+    @property
+    def dp(self) -> int | None: ...
+    @property
+    def token_slices(self) -> int: ...
 
 
 class _Training(Protocol):
-    global_batch: int
-    micro_batch: int
+    @property
+    def global_batch(self) -> int: ...
+    @property
+    def micro_batch(self) -> int: ...
 
 
 class ScenarioLike(Protocol):
     """The fields of a Scenario that schedule validation reads (no import of the config layer)."""
 
-    parallelism: _Parallelism
-    training: _Training
+    @property
+    def parallelism(self) -> _Parallelism: ...
+    @property
+    def training(self) -> _Training: ...
 
 
 # A validation problem: (dotted field name, message) — the config layer raises it as ScenarioError.

@@ -172,8 +172,12 @@ def chunk_work(ctx: ChunkContext, gc: int, stage: int, first_layer: int, layers:
     """Chunk ``gc`` on ``stage``: layers [first_layer, first_layer + layers), plus the embedding
     on the first chunk and the output layer on the last (unless the ideal pipeline drops them)."""
     m = ctx.sc.model
-    n_moe = sum(1 for i in range(first_layer, first_layer + layers) if m.is_moe and i >= m.moe.dense_layers)
-    kinds = [(ctx.dense, layers - n_moe)] + ([(ctx.moe, n_moe)] if n_moe else [])
+    first_moe = m.first_moe_layer
+    n_moe = sum(1 for i in range(first_layer, first_layer + layers) if i >= first_moe)
+    kinds = [(ctx.dense, layers - n_moe)]
+    if n_moe:
+        assert ctx.moe is not None                    # a model with routed layers has their cost
+        kinds.append((ctx.moe, n_moe))
     if ctx.blocks:                     # a ResNet's blocks, each its own cost
         kinds = [(ctx.blocks[i], 1) for i in range(first_layer, first_layer + layers)]
     a = _Acc()

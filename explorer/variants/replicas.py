@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from ..engine.scheduler import Task
 from ..scenario import Scenario
@@ -107,7 +108,7 @@ class JoinedTasks(Sequence[Task]):
     def __len__(self) -> int:
         return len(self._build())
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         return self._build()[i]
 
     def __iter__(self) -> Iterator[Task]:
@@ -130,7 +131,30 @@ def _sync_twins(own: Sequence[Task], slowest: Sequence[Task]) -> dict[int, int]:
     return dict(zip(mine, theirs, strict=True)) if len(mine) == len(theirs) else {}
 
 
-def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], object]):
+class VariantRun(Protocol):
+    """What :func:`combine` reads of one variant's simulation (a ``Result``, explorer/simulate.py,
+    which this layer does not import) and returns replaced: a dataclass with these figures."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def iteration_time_s(self) -> float: ...
+    @property
+    def classes(self) -> Sequence[Any]: ...
+    @property
+    def memory_by_class(self) -> Sequence[Any]: ...
+    @property
+    def tasks(self) -> Sequence[Task]: ...
+    @property
+    def notices(self) -> Sequence[Any]: ...
+    @property
+    def comm_bytes_by_tier(self) -> dict[str, dict[str, float]]: ...
+
+
+RunT = TypeVar("RunT", bound=VariantRun)
+
+
+def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], RunT]) -> RunT:
     """The Result of ``sc`` from one simulation per variant (``run``): the slowest variant's
     figures, every variant's classes (named ``stage s (tag)``, ``gpus`` = replicas x tp x cp), their
     memories and tasks, and per variant its replicas, own iteration time and wait.  Datacenters
@@ -143,7 +167,11 @@ def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], object]):
     slow = results[order[0]]
     het = sc.cluster.heterogeneous
     per_replica = sc.parallelism.tp * sc.parallelism.cp
-    classes, memory, parts, rows, mem_notes = [], [], [], [], []
+    classes: list[Any] = []
+    memory: list[Any] = []
+    parts: list[tuple[Sequence[Task], int]] = []
+    rows: list[dict[str, Any]] = []
+    mem_notes: list[Notice] = []
     for i in order:
         v, r = vs[i], results[i]
         gpu = v.sc.hardware.gpu

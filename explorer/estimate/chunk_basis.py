@@ -23,7 +23,7 @@ import numpy as np
 from ..physics.hardware import ComputeModel
 from ..scenario import Scenario
 from ..taskgraph.chunks import ChunkContext, ChunkWork, chunk_work
-from ..workloads.transformer.layer import embedding_cost, layer_cost, logits_cost
+from ..workloads.transformer.layer import EdgeCost, LayerCost, embedding_cost, layer_cost, logits_cost
 from .keys import RowNetwork, compute_key, intern, memo_table
 
 PARTS = ("compute", "recompute", "weight-grad", "tp", "cp", "ep", "dp")   # a pass's parts, in order
@@ -41,10 +41,10 @@ ROLES = ("dense", "moe", "first", "last", "only")
 class Costs:
     """What a compute key prices once: the two layer kinds and both ends (workload.py)."""
 
-    dense: object
-    moe: object
-    emb: object
-    logits: object
+    dense: LayerCost
+    moe: LayerCost | None              # None for a dense model
+    emb: EdgeCost
+    logits: EdgeCost
     cm: ComputeModel
 
 
@@ -141,7 +141,10 @@ def basis(sc: Scenario, ckey: int, net: RowNetwork, stage: int, ideal: frozenset
     rows, layer_bytes = [], []
     for role in ROLES:
         chunks = 1 if role == "only" else 3
-        ctx = ChunkContext(sc, net, c.cm, ideal, c.dense, c.moe, c.emb, c.logits, chunks, tied)   # type: ignore[arg-type]
+        # RowNetwork stands in for Network with the same pricing methods (estimate/keys.py); the
+        # context's field names the simulator's class.
+        ctx = ChunkContext(sc, net, c.cm, ideal, c.dense, c.moe, c.emb, c.logits, chunks,  # type: ignore[arg-type]
+                           tied)
         if role == "dense":
             if m.is_moe and m.first_moe_layer == 0:
                 ch = None                     # every layer is an MoE layer: the piece is never used

@@ -86,8 +86,9 @@ def _costs(sc: Scenario, ckey: int, bkey: int, akey: tuple, nkey: int | None) ->
         rows, _ = basis(sc, ckey, info.for_row(sc), 0, frozenset(), _tied(sc), bkey)
         pieces = {role: _piece(row) for role, row in zip(ROLES, rows, strict=True)}
         m = sc.model
-        first_moe = m.moe.dense_layers if m.is_moe else m.layers
+        first_moe = m.first_moe_layer
         layers = [pieces["moe" if i >= first_moe else "dense"] for i in range(m.layers)]
+        # RowNetwork stands in for Network with the same pricing methods (estimate/keys.py).
         got = _COSTS[(bkey, akey)] = assemble(sc, info.for_row(sc), layers,  # type: ignore[arg-type]
                                               pieces["first"], pieces["last"])
     return got

@@ -149,7 +149,7 @@ class FoldedTasks(Sequence[Task]):
     tasks: list[Task]
     fold: Shift
     periods: int
-    rebuild: object                                   # () -> list[Task], the full graph unscheduled
+    rebuild: Callable[[], list[Task]]                 # the full graph, unscheduled
     keys: list[Key] | None = field(default=None, repr=False)     # task_keys(tasks), when known
     _full: list[Task] | None = field(default=None, repr=False)
     _block: list[int] | None = field(default=None, repr=False)
@@ -212,7 +212,7 @@ class FoldedTasks(Sequence[Task]):
 
     def _unfold(self) -> list[Task]:
         """materialize() without its cache: the full graph rebuilt, every task's times copied."""
-        full: list[Task] = self.rebuild()            # type: ignore[operator]
+        full = self.rebuild()
         keys = task_keys(full)
         where = dict(zip(keys, range(len(keys)), strict=True))
         small_keys = self.keys if self.keys is not None else task_keys(self.tasks)

@@ -78,6 +78,7 @@ def powersgd_factor(m: Model, tp: int, rank: int) -> float:
         mats = sum(min(rank * (a + b), a * b) for a, b in net.matrices)
         return min(1.0, (mats + net.params - sum(a * b for a, b in net.matrices)) / net.params)
     h, f = m.hidden, m.ffn_hidden
+    assert f is not None                         # filled by the defaults (config/loading.py)
     kv = (m.kv_heads or m.heads) * (h // m.heads)
     mats = 3 if m.ffn_kind == "swiglu" else 2
     shapes = [(h, (h + 2 * kv) / tp), (h / tp, h)] + [(h, f / tp)] * (mats - 1) + [(f / tp, h)]

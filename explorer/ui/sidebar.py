@@ -53,6 +53,8 @@ def _conv_caption() -> str:
         m = from_dict(current_raw()).model
     except ScenarioError:
         return "A convolutional network: its blocks, channels and classes follow from its depth."
+    if m.conv is None:
+        return ""
     return (f"A {m.conv.label}: {m.layers} residual blocks, {m.hidden} channels into a "
             f"{m.vocab}-class classifier; the batch counts {m.samples}. Trains data-parallel "
             "(tp, pp, cp, ep 1).")

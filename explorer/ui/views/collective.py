@@ -34,6 +34,8 @@ def links_of(data: ViewData) -> Links:
     node's GPUs, at the fabric's achievable fraction) for the step times."""
     c = data.scenario.cluster
     up, out = c.scale_up, c.scale_out
+    # Filled by the defaults on loading (config/loading.py).
+    assert out.nic_Gbps is not None and up.bandwidth_GBps is not None and out.latency_us is not None
     nic = out.nic_Gbps / 8 * 1e9 * (out.efficiency or 1.0) * out.nics_per_node / c.gpus_per_node
     return Links(up.latency_us * 1e-6, up.bandwidth_GBps * 1e9, out.latency_us * 1e-6, nic)
 

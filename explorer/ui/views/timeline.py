@@ -112,8 +112,9 @@ def _explain(data: ViewData, event, present: bool = False) -> None:
     fp8 = data.scenario.training.dtype == "fp8"
     with st.container(border=True):
         st.markdown("**Explain this bar**")
-        st.markdown(explain_bar(bar, gpu.fp8_tflops if fp8 else gpu.peak_tflops, gpu.name,
-                                "fp8" if fp8 else "bf16"))
+        # The fp8 dense peak, as the kernel model reads it (physics/kernels.py: the bf16 one if none).
+        peak = (gpu.fp8_tflops or gpu.peak_tflops) if fp8 else gpu.peak_tflops
+        st.markdown(explain_bar(bar, peak, gpu.name, "fp8" if fp8 else "bf16"))
         if bar is not None:
             collective.render_call(data, bar)
 

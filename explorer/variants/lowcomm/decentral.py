@@ -251,6 +251,7 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
                          mean),
                 cycles)
     so = sc.cluster.scale_out
+    assert so.nic_Gbps is not None               # filled by the defaults (config/loading.py)
     server_Bps = so.nic_Gbps / 8 * 1e9 * (so.efficiency or 1.0)    # the fabric's achievable share
     server_bytes = dp * model / p.ps_servers             # each way, per server NIC
     # Push (or pull): the slower end.

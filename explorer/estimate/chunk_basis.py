@@ -20,6 +20,7 @@ from itertools import accumulate
 
 import numpy as np
 
+from ..config.model_parts import first_moe_layer
 from ..physics.hardware import ComputeModel
 from ..scenario import Scenario
 from ..taskgraph.chunks import ChunkContext, ChunkWork, chunk_work
@@ -76,7 +77,7 @@ def chunk_counts(sc: Scenario, split: tuple[int, ...]) -> np.ndarray:
     counts = np.asarray(split, dtype=float)
     first = np.fromiter(accumulate((0, *split[:-1])), float, n)
     if m.is_moe:
-        moe = np.clip(first + counts - np.maximum(first, m.first_moe_layer), 0, None)
+        moe = np.clip(first + counts - np.maximum(first, first_moe_layer(m.moe, m.layers)), 0, None)
     else:
         moe = np.zeros(n)
     out = np.zeros((n, len(ROLES)))
@@ -146,12 +147,12 @@ def basis(sc: Scenario, ckey: int, net: RowNetwork, stage: int, ideal: frozenset
         ctx = ChunkContext(sc, net, c.cm, ideal, c.dense, c.moe, c.emb, c.logits, chunks,  # type: ignore[arg-type]
                            tied)
         if role == "dense":
-            if m.is_moe and m.first_moe_layer == 0:
+            if m.is_moe and first_moe_layer(m.moe, m.layers) == 0:
                 ch = None                     # every layer is an MoE layer: the piece is never used
             else:
                 ch = chunk_work(ctx, 1, stage, 0, 1)
         elif role == "moe":
-            ch = chunk_work(ctx, 1, stage, m.first_moe_layer, 1) if m.is_moe else None
+            ch = chunk_work(ctx, 1, stage, first_moe_layer(m.moe, m.layers), 1) if m.is_moe else None
         else:
             ch = chunk_work(ctx, {"first": 0, "last": 2, "only": 0}[role], stage, 0, 0)
         rows.append(_features(ch) if ch is not None else np.zeros(len(FEATURES)))

@@ -9,6 +9,7 @@ reads the same numbers (SplitCosts.search_key) share one search.
 """
 from __future__ import annotations
 
+from ..config.model_parts import first_moe_layer
 from ..physics.frameworks import profile as framework_profile
 from ..scenario import Scenario
 from ..schedules.registry import get as get_schedule
@@ -86,7 +87,7 @@ def _costs(sc: Scenario, ckey: int, bkey: int, akey: tuple, nkey: int | None) ->
         rows, _ = basis(sc, ckey, info.for_row(sc), 0, frozenset(), _tied(sc), bkey)
         pieces = {role: _piece(row) for role, row in zip(ROLES, rows, strict=True)}
         m = sc.model
-        first_moe = m.first_moe_layer
+        first_moe = first_moe_layer(m.moe, m.layers)
         layers = [pieces["moe" if i >= first_moe else "dense"] for i in range(m.layers)]
         # RowNetwork stands in for Network with the same pricing methods (estimate/keys.py).
         got = _COSTS[(bkey, akey)] = assemble(sc, info.for_row(sc), layers,  # type: ignore[arg-type]

@@ -44,20 +44,29 @@ class FusedOp(NamedTuple):
 
 Op = ChunkOp | DirectedOp | FusedOp
 
-# Per (kind, chunk): ChunkOp(kind, i, chunk) for i = 0, 1, ...  Every stage's order holds the same
-# ops, so they are made once and shared: indexing this table is faster than making a tuple, where a
-# named tuple's constructor (a Python call) would be four times slower (measured: 1F1B's orders of
-# 64 stages x 1,024 micro-batches).  A table is replaced, never extended in place, so that a thread
-# reading it never sees it half-built.
-_CHUNK_OPS: dict[tuple[str, int], tuple[ChunkOp, ...]] = {}
+# Per (shape, kind, chunk or direction): the ops of micro-batches 0, 1, ...  Every stage's order
+# holds the same ops, so they are made once and shared: indexing a table is faster than making a
+# tuple, where a named tuple's constructor (a Python call) would be four times slower (measured:
+# 1F1B's orders of 64 stages x 1,024 micro-batches).  A table is replaced, never extended in place,
+# so that a thread reading it never sees it half-built.
+_TABLES: dict[tuple[type, str, int], tuple] = {}
 
 
 def chunk_ops(kind: str, chunk: int, m: int) -> tuple[ChunkOp, ...]:
     """At least ``m`` ops ``ChunkOp(kind, i, chunk)``, indexed by micro-batch ``i`` (shared)."""
-    table = _CHUNK_OPS.get((kind, chunk), ())
+    table = _TABLES.get((ChunkOp, kind, chunk), ())
     if len(table) < m:
         table = tuple(ChunkOp(kind, i, chunk) for i in range(max(m, 2 * len(table))))
-        _CHUNK_OPS[(kind, chunk)] = table
+        _TABLES[(ChunkOp, kind, chunk)] = table
+    return table
+
+
+def directed_ops(kind: str, direction: int, m: int) -> tuple[DirectedOp, ...]:
+    """At least ``m`` ops ``DirectedOp(kind, direction, i)``, indexed by micro-batch ``i`` (shared)."""
+    table = _TABLES.get((DirectedOp, kind, direction), ())
+    if len(table) < m:
+        table = tuple(DirectedOp(kind, direction, i) for i in range(max(m, 2 * len(table))))
+        _TABLES[(DirectedOp, kind, direction)] = table
     return table
 OpT = TypeVar("OpT", bound=Op)     # the op shape of one schedule's orders
 

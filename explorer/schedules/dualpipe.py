@@ -28,7 +28,16 @@ from collections import deque
 from collections.abc import Sequence
 from functools import lru_cache
 
-from .base import BubbleInputs, DirectedOp, FusedOp, Problem, ScenarioLike, critical_path, micro_batch_units
+from .base import (
+    BubbleInputs,
+    DirectedOp,
+    FusedOp,
+    Problem,
+    ScenarioLike,
+    critical_path,
+    directed_ops,
+    micro_batch_units,
+)
 
 Op = DirectedOp | FusedOp      # the op of DualPipe's orders
 
@@ -42,6 +51,7 @@ def dualpipe_order(rank: int, p: int, m: int) -> list[Op]:
     nxt_b = [0, 0]
     deferred: deque[tuple[int, int]] = deque()
     out: list[Op] = []
+    ops = {(kind, d): directed_ops(kind, d, m) for kind in ("F", "B", "Bz", "W") for d in (0, 1)}
 
     def d_of(phase: int) -> int:
         return phase ^ int(lower)
@@ -49,7 +59,7 @@ def dualpipe_order(rank: int, p: int, m: int) -> list[Op]:
     def f(phase: int) -> DirectedOp:
         d = d_of(phase)
         nxt_f[d] += 1
-        return DirectedOp("F", d, nxt_f[d] - 1)
+        return ops["F", d][nxt_f[d] - 1]
 
     def b(phase: int, zb: bool = False) -> DirectedOp:
         d = d_of(phase)
@@ -57,12 +67,12 @@ def dualpipe_order(rank: int, p: int, m: int) -> list[Op]:
         i = nxt_b[d] - 1
         if zb:
             deferred.append((d, i))
-            return DirectedOp("Bz", d, i)
-        return DirectedOp("B", d, i)
+            return ops["Bz", d][i]
+        return ops["B", d][i]
 
     def w() -> DirectedOp:
         d, i = deferred.popleft()
-        return DirectedOp("W", d, i)
+        return ops["W", d][i]
 
     for _ in range((h - r - 1) * 2):                       # 1
         out.append(f(0))

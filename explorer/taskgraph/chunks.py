@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..config.model_parts import first_moe_layer
 from ..workloads.transformer.layer import EdgeCost, LayerCost
 from .layer import (
     COMPUTE_PARTS,
@@ -172,7 +173,7 @@ def chunk_work(ctx: ChunkContext, gc: int, stage: int, first_layer: int, layers:
     """Chunk ``gc`` on ``stage``: layers [first_layer, first_layer + layers), plus the embedding
     on the first chunk and the output layer on the last (unless the ideal pipeline drops them)."""
     m = ctx.sc.model
-    first_moe = m.first_moe_layer
+    first_moe = first_moe_layer(m.moe, m.layers)
     n_moe = sum(1 for i in range(first_layer, first_layer + layers) if i >= first_moe)
     kinds = [(ctx.dense, layers - n_moe)]
     if n_moe:

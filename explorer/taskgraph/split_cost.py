@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..config.model_parts import first_moe_layer
 from ..network.compression import EF_BYTES
 from ..network.groups import Network
 from ..physics.frameworks import profile as framework_profile
@@ -176,7 +177,7 @@ def split_costs(sc: Scenario, net: Network, cm: ComputeModel, dense: LayerCost, 
     and each end once (a ResNet's blocks each once): the calls chunk_basis.basis makes."""
     m = sc.model
     ctx = ChunkContext(sc, net, cm, frozenset(), dense, moe, emb, logits, 3, tied, blocks)
-    first_moe = m.first_moe_layer
+    first_moe = first_moe_layer(m.moe, m.layers)
     ends = piece_of(chunk_work(ctx, 0, 0, 0, 0)), piece_of(chunk_work(ctx, 2, 0, 0, 0))
     if blocks:
         return assemble(sc, net, [piece_of(chunk_work(ctx, 1, 0, i, 1)) for i in range(len(blocks))], *ends)

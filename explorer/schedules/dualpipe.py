@@ -51,7 +51,9 @@ def dualpipe_order(rank: int, p: int, m: int) -> list[Op]:
     nxt_b = [0, 0]
     deferred: deque[tuple[int, int]] = deque()
     out: list[Op] = []
-    ops = {(kind, d): directed_ops(kind, d, m) for kind in ("F", "B", "Bz", "W") for d in (0, 1)}
+    # Each direction's passes number at most m/2 + p (fewer than m/2 micro-batches still run the
+    # warm-up's up to p forwards): tables of m + p cover every index.
+    ops = {(kind, d): directed_ops(kind, d, m + p) for kind in ("F", "B", "Bz", "W") for d in (0, 1)}
 
     def d_of(phase: int) -> int:
         return phase ^ int(lower)

@@ -43,8 +43,11 @@ def one_f_one_b(stage: int, p: int, m: int, v: int = 1) -> list[Op]:
 def interleaved(stage: int, p: int, m: int, v: int) -> list[Op]:
     """Megatron-LM's interleaved 1F1B over ``v`` chunks per GPU."""
     total = m * v
-    fs = [chunk_ops("F", c, m) for c in range(v)]
-    bs = [chunk_ops("B", c, m) for c in range(v)]
+    # Micro-batches advance in whole groups of p: with m not a multiple of p the last group's ops
+    # reach past m - 1 (validation refuses such m; the textbook grid still draws them).
+    n = ((total - 1) // (p * v) + 1) * p if total else 0
+    fs = [chunk_ops("F", c, n) for c in range(v)]
+    bs = [chunk_ops("B", c, n) for c in range(v)]
 
     def fwd(k: int) -> Op:
         group, pos = divmod(k, p * v)

@@ -20,6 +20,7 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from .commands import commands
 from .config.schema import excerpt, one_line
@@ -44,7 +45,7 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
+    def error(self, message: str) -> NoReturn:
         """One line, not argparse's usage block; ``argument --top: ...`` reads ``--top: ...``, as
         every other error names its field first."""
         raise UsageError(message.removeprefix("argument "))
@@ -303,11 +304,11 @@ def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None
         sys.stdout.flush()
         return 0
     if args.command == "collective":
-        rows = collective_rows(sc, args.op, args.ranks, parse_sizes(args.sizes), args.algorithm,
-                               args.gpus_per_thread)
+        calls = collective_rows(sc, args.op, args.ranks, parse_sizes(args.sizes), args.algorithm,
+                                args.gpus_per_thread)
         if args.json:
             try:
-                print(json.dumps(rows, allow_nan=False))
+                print(json.dumps(calls, allow_nan=False))
             except ValueError:
                 raise InternalError("the collective model produced a non-finite number") from None
         else:
@@ -315,7 +316,7 @@ def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None
             print(f"# {args.op} on {args.ranks} ranks of {one_line(sc.name)}{g} (GB = 1e9 bytes)")
             print(f"{'size_bytes':>14} {'time_us':>12} {'algbw_GBps':>11} {'busbw_GBps':>11}  "
                   "algorithm/protocol (limit)")
-            for row in rows:
+            for row in calls:
                 print(f"{row['size_bytes']:>14} {row['time_s'] * 1e6:>12.2f} {row['algbw_GBps']:>11.2f} "
                       f"{row['busbw_GBps']:>11.2f}  {row['algorithm']}/{row['protocol']} ({row['tier']})")
         sys.stdout.flush()

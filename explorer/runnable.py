@@ -70,10 +70,10 @@ def replicas_estimate(sc: Scenario) -> tuple[WorkEstimate, int] | None:
     """The work of ``sc`` when a variant joins the simulations of its kinds of replica
     (variants/registry.py ``kinds``: stragglers, datacenters that differ) and how many kinds it
     has; None when no variant joins kinds."""
-    joins = next((v for v in VARIANTS if v.kinds is not None and v.applies(sc)), None)
+    joins = next((v.kinds for v in VARIANTS if v.kinds is not None and v.applies(sc)), None)
     if joins is None:
         return None
-    kinds = list(joins.kinds(sc))
+    kinds = list(joins(sc))
     return joined_estimate(kinds), len(kinds)
 
 

@@ -214,21 +214,23 @@ def test_dualpipe_bubble_and_memory_follow_the_deepseek_v3_report(p, m):
 def test_dualpipe_runs_every_pass_once_per_rank():
     from collections import Counter
 
+    from explorer.schedules.base import FusedOp
     from explorer.schedules.dualpipe import dualpipe_order
     p, m = 8, 32
     for r in range(p):
         seen = Counter()
         for op in dualpipe_order(r, p, m):
-            if op[0] == "FB":
-                seen[("F",) + op[1]] += 1
-                seen[("B",) + op[2]] += 1
-            elif op[0] in ("B", "Bz"):
-                seen[("B", op[1], op[2])] += 1
+            if isinstance(op, FusedOp):
+                assert (op.forward.kind, op.backward.kind) == ("F", "B")
+                seen[("F", op.forward.direction, op.forward.mb)] += 1
+                seen[("B", op.backward.direction, op.backward.mb)] += 1
+            elif op.kind in ("B", "Bz"):
+                seen[("B", op.direction, op.mb)] += 1
             else:
-                seen[op] += 1
+                seen[(op.kind, op.direction, op.mb)] += 1
         assert all(seen[("F", d, i)] == 1 and seen[("B", d, i)] == 1 for d in (0, 1) for i in range(m // 2))
         assert sum(v for k, v in seen.items() if k[0] == "W") == sum(
-            1 for op in dualpipe_order(r, p, m) if op[0] == "Bz")
+            1 for op in dualpipe_order(r, p, m) if op.kind == "Bz")
 
 
 def test_dualpipe_hides_expert_all_to_all_behind_the_other_micro_batch():
@@ -285,3 +287,25 @@ def test_split_layers_is_fast_for_100k_layers_and_balances_interleaved_stages():
     assert time.perf_counter() - t0 < 1.0
     assert split_layers([1.0] * 24, 12, 0.01, 2.17) == (3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1)
     assert split_layers([1.0] * 24, 12, 0.01, 2.17, stages=4) == (2, 2, 2, 2, 2, 2, 2, 2, 3, 2, 2, 1)
+
+
+def test_orders_are_named_ops_that_callers_own():
+    """Ops are named tuples read by field (schedules/base.py); the one-direction orders share their
+    op objects through tables that grow with m, so a caller's list is its own to change."""
+    from explorer.schedules.base import ChunkOp, DirectedOp, FusedOp
+    from explorer.schedules.dualpipe import dualpipe_order
+
+    order = stage_order("1f1b", 0, 4, 8)
+    assert all(isinstance(op, ChunkOp) for op in order)
+    assert [(op.kind, op.mb) for op in order] == [
+        ("F", 0), ("F", 1), ("F", 2), ("F", 3), ("B", 0), ("F", 4), ("B", 1), ("F", 5), ("B", 2),
+        ("F", 6), ("B", 3), ("F", 7), ("B", 4), ("B", 5), ("B", 6), ("B", 7)]
+    order.clear()
+    assert len(stage_order("1f1b", 0, 4, 8)) == 16
+    small, large = stage_order("gpipe", 0, 2, 3), stage_order("gpipe", 0, 2, 300)
+    assert [op.mb for op in small] == [0, 1, 2] * 2 and [op.mb for op in large] == list(range(300)) * 2
+    assert {op.chunk for op in stage_order("interleaved", 1, 2, 4, 3)} == {0, 1, 2}
+    ops = dualpipe_order(0, 4, 8)
+    fused = [op for op in ops if isinstance(op, FusedOp)]
+    assert fused and all((op.kind, op.forward.kind, op.backward.kind) == ("FB", "F", "B") for op in fused)
+    assert all(isinstance(op, DirectedOp) for op in ops if not isinstance(op, FusedOp))

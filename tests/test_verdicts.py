@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_random_scenarios import random_raw
 
+from explorer.analysis.gantt_bar import GanttBar
 from explorer.analysis.verdict import MemoryVerdict, over_memory_sentences
 from explorer.cli import main
 from explorer.design import Space, open_base, search, sweep
@@ -203,9 +204,11 @@ def test_interleaved_needs_two_virtual_stages():
     assert from_dict(raw).parallelism.vpp == 2
 
 
-def _custom(kind: str, tier: str) -> list:
-    """Gantt hover data of a collective bar (figures/gantt.py order)."""
-    return [kind, 1, 0, "all-reduce", "stage 0 · " + kind, 2.0, "", "", 0, 25e6, 8, 100.0, tier, "ring"]
+def _custom(kind: str, tier: str) -> GanttBar:
+    """The hover record of a collective bar (explorer/analysis/gantt_bar.py)."""
+    return GanttBar(kind=kind, micro_batch=1, chunk=0, detail="all-reduce", where="stage 0 · " + kind,
+                    duration_ms=2.0, what="", how="", flops=0.0, bytes=25e6, group=8, busbw_GBps=100.0,
+                    tier=tier, algorithm="ring")
 
 
 @pytest.mark.parametrize("kind,own,foreign", [

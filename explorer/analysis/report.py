@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..config import Scenario
-from ..engine.records import BucketInfo, TransferInfo
+from ..engine.records import BucketInfo, OverlapInfo, TransferInfo
 from ..engine.scheduler import Task
 from ..network.groups import Network
 from ..taskgraph.builder import IterationBuilder
@@ -28,10 +28,11 @@ def comm_bytes(b: IterationBuilder, by_class: list[list[Task]], m: int) -> dict[
                "tp": sum(n * c.tp_bytes for c, n in held), "cp": sum(n * c.cp_bytes for c, n in held),
                "ep": sum(n * c.ep_bytes for c, n in held), "dp": sum(n * c.fsdp_bytes for c, n in held)}
         for t in mine:
-            if t.kind == "pp":
-                per["pp"] += t.info.bytes * m / b.m_sim     # per iteration when two are simulated
-            elif t.kind == "dp":
-                per["dp"] += t.info.bus_bytes
+            i = t.info
+            if t.kind == "pp" and isinstance(i, TransferInfo):
+                per["pp"] += i.bytes * m / b.m_sim     # per iteration when two are simulated
+            elif t.kind == "dp" and isinstance(i, (BucketInfo, OverlapInfo)):
+                per["dp"] += i.bus_bytes
         for k in out:
             out[k] = max(out[k], per[k])
     return out
@@ -44,11 +45,11 @@ def link_summary(b: IterationBuilder, tasks: list[Task]) -> dict[str, dict]:
     out: dict[str, dict] = {dim: dict(call) for dim, call in b.chunks[0].comm.items() if dim != "dp"}
     for dim in ("pp", "dp"):
         # Real calls only (the overlapped-FSDP drawing tasks carry no call of their own).
-        mine = [t for t in tasks if isinstance(t.info, TransferInfo if dim == "pp" else BucketInfo)]
+        mine = [(t, i) for t in tasks if isinstance(i := t.info, TransferInfo if dim == "pp" else BucketInfo)]
         if mine:
-            t = max(mine, key=lambda t: (t.duration, -t.cls))   # the slowest call of the dimension
-            i = t.info
-            out[dim] = {"op": "send-recv" if dim == "pp" else i.op, "bytes": i.bytes, "group": i.group,
+            t, i = max(mine, key=lambda ti: (ti[0].duration, -ti[0].cls))   # the dimension's slowest call
+            out[dim] = {"op": "send-recv" if isinstance(i, TransferInfo) else i.op, "bytes": i.bytes,
+                        "group": i.group,
                         "algorithm": i.algorithm, "tier": i.tier, "busbw_GBps": i.busbw_GBps,
                         "time_s": t.duration}
     gathers = [c.comm["dp"] for c in b.chunks if "dp" in c.comm]

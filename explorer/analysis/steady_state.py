@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import Scenario
-from ..engine.records import BucketInfo, StepInfo
+from ..engine.records import BucketInfo, PassInfo, StepInfo
 from ..engine.scheduler import Task, run
 from ..network.groups import Network
 from ..schedules.registry import Window
@@ -73,7 +73,8 @@ def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None,
         # on stage s, one period spans m backwards, ending at B_k and B_(k+m) with
         # k = m-1-(p-1-s), the last backward of the first iteration's steady phase, so that
         # neither end lies in a warm-up or in the final drain (which a third iteration would fill).
-        ends = [{t.info.micro_batch: t.end for t in mine if t.kind == "backward"} for mine in by_class]
+        ends = [{i.micro_batch: t.end for t in mine
+                 if t.kind == "backward" and isinstance(i := t.info, PassInfo)} for mine in by_class]
         ks = [m - 1 - (p - 1 - s) for s in range(p)]
         if min(ks) >= 0:
             first = [ends[s][ks[s]] for s in range(p)]
@@ -155,15 +156,14 @@ def _next_iteration_period(b: IterationBuilder, by_class: list[list[Task]]) -> t
         mine = by_class[s]
         # The optimizer step and (ZeRO 1-2) the parameter gathers as the tasks charged them.
         opt = next(t.duration for t in mine if t.kind == "optimizer")
-        buckets = [t for t in mine if isinstance(t.info, BucketInfo) and t.info.chunk == 0]
-        gathers = {(t.info.dim, t.info.layer_rank): t.duration for t in buckets if t.info.op == "all-gather"}
-        gather_groups = {t.info.dim: t.info.groups for t in buckets if t.info.op == "all-gather"}
+        buckets = [(t, i) for t in mine if isinstance(i := t.info, BucketInfo) and i.chunk == 0]
+        gathers = {(i.dim, i.layer_rank): t.duration for t, i in buckets if i.op == "all-gather"}
+        gather_groups = {i.dim: i.groups for _, i in buckets if i.op == "all-gather"}
         first_f = min((t for t in mine if t.kind == "forward"), key=lambda t: t.start)
         start = first_f.start
         ready: dict[int, float] = {}
         groups = 1
-        for t in buckets:
-            i = t.info
+        for t, i in buckets:
             if i.op != "all-gather":
                 g, groups = i.layer_rank, i.groups
                 extra = opt * i.share

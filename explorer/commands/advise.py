@@ -61,11 +61,12 @@ def gain_line(r: AdviceResult) -> str:
     """The best placement against the naive one (DP flat across everything)."""
     if not r.top:
         return "no placement fits in memory"
-    if r.naive is None:
+    speedup = r.speedup
+    if r.naive is None or speedup is None:
         return "the naive placement (DP flat across all datacenters) is not valid for this pipeline"
     fits = "" if r.naive.figures["fits"] else ", which does not fit in memory"
     return (f"best vs naive (DP flat ring across all datacenters, {fmt_s(r.naive.iteration_time_s)}{fits}): "
-            f"{r.speedup:.2f}x faster, {1 - 1 / r.speedup:.0%} less time per iteration")
+            f"{speedup:.2f}x faster, {1 - 1 / speedup:.0%} less time per iteration")
 
 
 def summary_line(r: AdviceResult) -> str:
@@ -84,9 +85,9 @@ def advise_text(r: AdviceResult, label: str) -> str:
     lines += ["", f"{'#':>2}  {'iteration':>10}  {'MFU':>6}  {'memory':>8}  {'WAN util':>8}  placement"]
     for rank, a in enumerate(r.top, 1):
         lines.append(_row(str(rank), a))
-    for tag, a in (("naive", r.naive), ("own", r.own)):
-        if a is not None and all(a.label != b.label for b in r.top):
-            lines.append(_row(tag[:2], a))
+    for tag, other in (("naive", r.naive), ("own", r.own)):
+        if other is not None and all(other.label != b.label for b in r.top):
+            lines.append(_row(tag[:2], other))
     if r.top:
         best = r.top[0]
         lines += ["", f"best: {best.label}", f"  {fmt_breakdown(best.figures['breakdown_s'])}",

@@ -22,6 +22,7 @@ def evolve(obj: T, **changes: Any) -> T:
     """
     if not changes:
         return obj
+    # ``obj`` is any dataclass instance; a TypeVar cannot say so and still return its own type.
     fields = type(obj).__dataclass_fields__          # type: ignore[attr-defined]
     for name in changes:
         if name not in fields:

@@ -200,7 +200,12 @@ class BoundedLoader(yaml.SafeLoader):
 BoundedLoader.yaml_implicit_resolvers = core_resolvers({
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()})
-BoundedLoader.add_constructor(_INT_TAG, lambda loader, node: core_int(loader.construct_scalar(node)))
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """An int scalar read by YAML 1.2's rules (yaml_core.core_int)."""
+    return core_int(loader.construct_scalar(node))
+
+
+BoundedLoader.add_constructor(_INT_TAG, _construct_int)
 
 
 def _load(text: Any, source: str, max_bytes: int, prefix: str) -> Any:

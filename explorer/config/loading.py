@@ -60,10 +60,10 @@ CONV_DERIVED = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len"
                 "tied_embeddings")
 
 
-def resolve_presets(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``raw`` with ``model.preset`` and ``hardware.gpu`` (a name) expanded to mappings;
+def resolve_presets(given: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``given`` with ``model.preset`` and ``hardware.gpu`` (a name) expanded to mappings;
     fields the scenario gives win over the preset's (``model.moe`` merged key by key)."""
-    raw = copy.deepcopy(dict(raw))
+    raw = copy.deepcopy(dict(given))
     reject_derived(Scenario, raw)          # the fields filled below, and by the loader, are not the user's
     # The datacenters list, the WAN preset and parallelism.span; first, as a list may name the GPU.
     resolve_scale_across(raw)
@@ -71,9 +71,9 @@ def resolve_presets(raw: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(model, dict) and model.get("preset") is not None:
         base = preset("models", model["preset"], "model.preset")
         for part in ("moe", "conv"):
-            given = model.get(part)
-            if isinstance(given, dict) and isinstance(base.get(part), dict):
-                model = {**model, part: {**base[part], **given}}
+            mine = model.get(part)
+            if isinstance(mine, dict) and isinstance(base.get(part), dict):
+                model = {**model, part: {**base[part], **mine}}
         raw["model"] = {**base, **model}
     if isinstance(raw.get("model"), dict):
         raw["model"] = derive_model(raw["model"])
@@ -175,8 +175,9 @@ def fill_defaults(sc: Scenario) -> Scenario:
                                 f"(nodes*gpus_per_node); choose degrees whose product divides {cluster.gpus}")
         par = evolve(par, dp=cluster.gpus // denom)
     if comm.bucket_MB is None:
-        comm = evolve(comm, bucket_MB=profile(sc.training.framework).default_bucket_MB(par.dp,
-                                                                                     sc.training.dtype))
+        dp = par.dp
+        assert dp is not None                  # derived just above when absent
+        comm = evolve(comm, bucket_MB=profile(sc.training.framework).default_bucket_MB(dp, sc.training.dtype))
     hardware = _once("hardware", lambda hw, g: _filled(hw, gpu=g), sc.hardware, gpu)
     return _filled(sc, model=model, hardware=hardware, cluster=cluster, parallelism=par, communication=comm)
 

@@ -38,6 +38,17 @@ class MoE:
         "min": 0.0, "max": 4.0, "doc": "Zipf exponent of expert popularity (0 = uniform routing); the "
                                        "busiest EP rank's share of tokens follows from it"})
 
+    @property
+    def routed(self) -> bool:
+        """Whether tokens are routed to experts (some experts and a top_k)."""
+        return self.experts > 0 and self.top_k > 0
+
+
+def first_moe_layer(moe: MoE | None, layers: int) -> int:
+    """Index of the first layer with experts (the leading dense layers come before it); ``layers``
+    for a model without routed experts."""
+    return moe.dense_layers if moe is not None and moe.routed else layers
+
 
 @dataclass(frozen=True)
 class MLA:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from ..schedules import registry
 from .hetero_rules import HETERO_RULES
 from .schema import ScenarioError, excerpt
-from .sections import MAX_GPUS, ORDER_DIMS, Scenario
+from .sections import MAX_GPUS, ORDER_DIMS, MoE, Scenario
 from .sync_rules import SYNC_RULES
 from .wan_rules import WAN_RULES
 
@@ -84,20 +84,32 @@ def rule_tp_divides_heads(sc: Scenario) -> None:
                             f"(valid tp: {divisors(m.heads)})")
 
 
+def _kv_heads(sc: Scenario) -> int:
+    """model.kv_heads, which the defaults always fill (heads when absent) before the rules run."""
+    kv = sc.model.kv_heads
+    assert kv is not None, "model.kv_heads is filled by the defaults"
+    return kv
+
+
+def _moe(sc: Scenario) -> MoE | None:
+    """The model's MoE section when tokens are routed to experts (Model.is_moe), else None."""
+    return sc.model.moe if sc.model.is_moe else None
+
+
 def rule_kv_heads_divide_heads(sc: Scenario) -> None:
     """Grouped-query attention: each key/value head serves the same number of query heads."""
-    m = sc.model
-    if m.kv_heads > m.heads or m.heads % m.kv_heads:
+    m, kv = sc.model, _kv_heads(sc)
+    if kv > m.heads or m.heads % kv:
         raise ScenarioError("model.kv_heads", f"{m.kv_heads} must divide heads={m.heads} "
                             f"(valid: {divisors(m.heads)})")
 
 
 def rule_tp_and_kv_heads_divide(sc: Scenario) -> None:
     """KV heads are split across TP ranks, or replicated on a whole number of them."""
-    m, tp = sc.model, sc.parallelism.tp
-    if m.kv_heads % tp and tp % m.kv_heads:
+    m, tp, kv = sc.model, sc.parallelism.tp, _kv_heads(sc)
+    if kv % tp and tp % kv:
         raise ScenarioError("parallelism.tp", f"{tp} and model.kv_heads={m.kv_heads} must divide one "
-                            f"another (valid tp: {divisors(m.kv_heads)} or multiples of {m.kv_heads} "
+                            f"another (valid tp: {divisors(kv)} or multiples of {m.kv_heads} "
                             f"dividing {m.heads})")
 
 
@@ -155,31 +167,31 @@ def rule_ep_needs_moe(sc: Scenario) -> None:
 
 def rule_ep_divides_experts(sc: Scenario) -> None:
     """Each expert-parallel rank holds the same number of experts."""
-    m, ep = sc.model, sc.parallelism.ep
-    if m.is_moe and m.moe.experts % ep:
-        raise ScenarioError("parallelism.ep", f"{ep} does not divide model.moe.experts={m.moe.experts} "
-                            f"(valid: {divisors(m.moe.experts)})")
+    moe, ep = _moe(sc), sc.parallelism.ep
+    if moe is not None and moe.experts % ep:
+        raise ScenarioError("parallelism.ep", f"{ep} does not divide model.moe.experts={moe.experts} "
+                            f"(valid: {divisors(moe.experts)})")
 
 
 def rule_top_k_within_experts(sc: Scenario) -> None:
     """A token cannot be routed to more experts than exist."""
-    m = sc.model
-    if m.is_moe and m.moe.top_k > m.moe.experts:
-        raise ScenarioError("model.moe.top_k", f"{m.moe.top_k} exceeds experts={m.moe.experts}")
+    moe = _moe(sc)
+    if moe is not None and moe.top_k > moe.experts:
+        raise ScenarioError("model.moe.top_k", f"{moe.top_k} exceeds experts={moe.experts}")
 
 
 def rule_expert_ffn_hidden(sc: Scenario) -> None:
     """Experts have a width."""
-    m = sc.model
-    if m.is_moe and m.moe.expert_ffn_hidden < 1:
+    moe = _moe(sc)
+    if moe is not None and moe.expert_ffn_hidden < 1:
         raise ScenarioError("model.moe.expert_ffn_hidden", "must be at least 1 when experts > 0")
 
 
 def rule_dense_layers_within_layers(sc: Scenario) -> None:
     """The leading dense layers are layers of the model."""
-    m = sc.model
-    if m.is_moe and m.moe.dense_layers > m.layers:
-        raise ScenarioError("model.moe.dense_layers", f"{m.moe.dense_layers} exceeds layers={m.layers}")
+    moe = _moe(sc)
+    if moe is not None and moe.dense_layers > sc.model.layers:
+        raise ScenarioError("model.moe.dense_layers", f"{moe.dense_layers} exceeds layers={sc.model.layers}")
 
 
 def rule_token_slices_divide_sequence(sc: Scenario) -> None:

@@ -17,7 +17,7 @@ from ..collective_algorithms import registry as algorithms
 from ..schedules import registry
 from .compression import Compression
 from .faults import Faults
-from .model_parts import MLA, Conv, MoE
+from .model_parts import MLA, Conv, MoE, first_moe_layer
 from .stragglers import Stragglers
 from .sync import DP_KINDS, Sync
 from .wan import ScaleAcross
@@ -82,7 +82,7 @@ class Model:
     @property
     def is_moe(self) -> bool:
         """Whether tokens are routed to experts (some experts and a top_k)."""
-        return self.moe is not None and self.moe.experts > 0 and self.moe.top_k > 0
+        return self.moe is not None and self.moe.routed
 
     @property
     def samples(self) -> str:
@@ -95,7 +95,7 @@ class Model:
     @property
     def moe_layers(self) -> int:
         """Layers with experts: all but the leading dense ones (0 for a dense model)."""
-        return max(self.layers - self.moe.dense_layers, 0) if self.is_moe else 0
+        return max(self.layers - first_moe_layer(self.moe, self.layers), 0)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -103,7 +104,9 @@ class Catalog:
 def enumerated_extent(sc: Scenario, space: Space) -> Extent:
     """The :class:`Extent` of ``space`` by enumerating it (what :meth:`Catalog.extent` must equal)."""
     gpus, batch = sc.cluster.gpus, sc.training.global_batch
-    n, priced, shapes, timed = 0, 0, set(), {}
+    n, priced = 0, 0
+    shapes: set[Any] = set()
+    timed: dict[str, int] = {}
     for lay in enumerate_layouts(sc, space):
         n += 1
         if is_timed(lay.schedule):

@@ -69,7 +69,9 @@ def consensus(raw: Mapping[str, Any], replicas: Sequence[int] = REPLICAS,
     if base.cluster.nodes % D0 or base.training.global_batch % D0 or base.dp % D0:
         raise ScenarioError("cluster.datacenters", "the base must split evenly into datacenters")
     per_dc_nodes, per_dc_batch = base.cluster.nodes // D0, base.training.global_batch // D0
-    points, knees, skipped = [], {}, {}
+    points: list[ConsensusPoint] = []
+    knees: dict[int, int | None] = {}
+    skipped: dict[int, str] = {}
     for n, D in enumerate(replicas):
         if progress:
             progress(n, len(replicas))

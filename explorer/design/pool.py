@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
+from typing import Any, cast
 
 STOP_GRACE_S = 1.0          # a terminated worker gets this long to exit before it is killed
 
@@ -39,7 +40,9 @@ def run(fn: Callable[[Any], Any], chunks: Sequence[Any], workers: int, method: s
         done: Callable[[int, Any], None]) -> None:
     """``done(i, fn(chunks[i]))`` for every chunk, in the order they finish, on ``workers``
     processes; on any exception (Ctrl-C included) the workers are stopped before it propagates."""
-    ctx = multiprocessing.get_context(method)
+    # get_context returns one of these for a start method's name; each has Process (typeshed's
+    # BaseContext, which a str argument gives statically, does not declare it).
+    ctx = cast("SpawnContext | ForkContext | ForkServerContext", multiprocessing.get_context(method))
     procs: dict[Connection, Any] = {}
     try:
         with sigint_blocked():          # inherited by the workers (module docstring)
@@ -57,7 +60,7 @@ def run(fn: Callable[[Any], Any], chunks: Sequence[Any], workers: int, method: s
         for conn in procs:
             _give(conn, procs[conn], next(todo, None), chunks, busy)
         while busy:
-            for conn in wait(list(busy)):
+            for conn in cast(list[Connection], wait(list(busy))):    # wait returns what it was given
                 i = busy.pop(conn)
                 try:
                     ok, value = conn.recv()

@@ -124,7 +124,8 @@ class Reporter:
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="explorer-progress", daemon=True)
-        self._thread.fork_safe = True          # type: ignore[attr-defined]  (module docstring)
+        # An attribute of our own on the Thread, read by explorer/design/executors.py (module docstring).
+        self._thread.fork_safe = True          # type: ignore[attr-defined]
         self._thread.start()
 
     def close(self) -> None:

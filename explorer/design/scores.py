@@ -106,10 +106,11 @@ def score(scenarios: Sequence[Scenario], engine: str = "estimate", exact: bool =
         return _score_full(scenarios, progress)
     if not scenarios:
         return empty_scores(), []
-    out = _from_estimates(est(list(scenarios), exact)), [None] * len(scenarios)
+    reasons: list[str | None] = [None] * len(scenarios)
+    out = _from_estimates(est(list(scenarios), exact))
     if progress:
         progress(len(scenarios), len(scenarios))
-    return out
+    return out, reasons
 
 
 def _from_estimates(e: Any) -> Scores:

@@ -56,11 +56,17 @@ def _compute(sc: Scenario) -> dict[str, Any]:
     return out
 
 
+def _filled(value: float | None) -> float:
+    """A link field the defaults fill on loading (config/loading.py): never None on a loaded scenario."""
+    assert value is not None
+    return value
+
+
 def _scale_out(sc: Scenario) -> dict[str, Any]:
     # The GPU's PCIe link is the first stage of the path to the fabric (collectives.pcie_time): a
     # faster network means a faster path, or doubling the NICs behind a saturated link buys nothing.
     # Datacenters of GPU presets read their own presets' links (module docstring).
-    out: dict[str, Any] = {"cluster.scale_out.nic_Gbps": 2 * sc.cluster.scale_out.nic_Gbps}
+    out: dict[str, Any] = {"cluster.scale_out.nic_Gbps": 2 * _filled(sc.cluster.scale_out.nic_Gbps)}
     if sc.hardware.gpu.pcie_GBps and not sc.cluster.datacenter_gpus:
         out["hardware.gpu.pcie_GBps"] = 2 * sc.hardware.gpu.pcie_GBps
     return out
@@ -70,12 +76,13 @@ CHANGES: dict[str, Change] = {
     "2x compute": _compute,
     "2x HBM bandwidth": lambda sc: {"hardware.gpu.hbm_GBps": 2 * sc.hardware.gpu.hbm_GBps},
     "2x scale-up bandwidth": lambda sc: {
-        "cluster.scale_up.bandwidth_GBps": 2 * sc.cluster.scale_up.bandwidth_GBps},
+        "cluster.scale_up.bandwidth_GBps": 2 * _filled(sc.cluster.scale_up.bandwidth_GBps)},
     "2x scale-out bandwidth": lambda sc: _scale_out(sc),
     "2x scale-across bandwidth": lambda sc: {
         "cluster.scale_across.bandwidth_Gbps": 2 * sc.cluster.scale_across.bandwidth_Gbps},
     "1/2 scale-up latency": lambda sc: {"cluster.scale_up.latency_us": sc.cluster.scale_up.latency_us / 2},
-    "1/2 scale-out latency": lambda sc: {"cluster.scale_out.latency_us": sc.cluster.scale_out.latency_us / 2},
+    "1/2 scale-out latency": lambda sc: {
+        "cluster.scale_out.latency_us": _filled(sc.cluster.scale_out.latency_us) / 2},
     "1/2 scale-across latency": lambda sc: {
         "cluster.scale_across.latency_ms": sc.cluster.scale_across.latency_ms / 2},
 }

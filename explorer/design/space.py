@@ -124,7 +124,8 @@ def enumerate_layouts(sc: Scenario, space: Space = Space()) -> Iterator[Layout]:
                 dp = gpus // (tp * cp * pp)
                 if batch % dp:
                     continue
-                eps = [e for e in _divisors(m.moe.experts) if (dp * cp) % e == 0] if m.is_moe else [1]
+                eps = ([e for e in _divisors(m.moe.experts) if (dp * cp) % e == 0]
+                       if m.moe is not None and m.is_moe else [1])
                 names = schedules if pipeline_crosses(sc.parallelism.order, tp, cp, dp, pp, dc) else untimed
                 for sched, vpp in _schedules(pp, m.layers, names, space.vpp):
                     for mb in _powers_of_two_dividing(batch // dp, space.max_micro_batch):

@@ -153,8 +153,9 @@ def _evaluate(job: _Job) -> list[Point]:
     scores, refused = score(scenarios, job.engine)
     for j, (i, sc) in enumerate(zip(slots, scenarios, strict=True)):
         ov = job.overrides[i]
-        if refused[j] is not None:
-            out[i] = Point(ov, False, refused[j], reason_field(refused[j]))
+        why = refused[j]
+        if why is not None:
+            out[i] = Point(ov, False, why, reason_field(why))
             continue
         out[i] = Point(ov, True, figures=scores.row(j), link=share_query(job.base, sc) if job.links else None)
     return [p for p in out if p is not None]

@@ -130,9 +130,12 @@ def _memory(prof: RowProfile, a: int, b: int) -> float:
 def estimate_profiles_fast(profs: Sequence[RowProfile]) -> tuple[Estimates, list[str | None]]:
     """The fast mode of many.estimate_profiles (same rows, same reasons)."""
     n = len(profs)
-    plain = [_plain(pr) for pr in profs]
-    mine = [i for i, pr in enumerate(plain) if pr is not None and not _needs_ops(pr)
+    maybe = [_plain(pr) for pr in profs]
+    mine = [i for i, pr in enumerate(maybe) if pr is not None and not _needs_ops(pr)
             and (_extrapolable(pr) or row_ops(pr) <= MAX_ROW_OPS)]
+    # The fast mode's rows: a row of ``mine`` is its plain row (never None); the others are never read
+    # here (they go the exact way, ``rest``) and keep their own profile.
+    plain = [pr if pr is not None else profs[i] for i, pr in enumerate(maybe)]
     taken = set(mine)
     rest = [i for i in range(n) if i not in taken]
     spans: dict[int, tuple[int, int]] = {}
@@ -142,10 +145,10 @@ def estimate_profiles_fast(profs: Sequence[RowProfile]) -> tuple[Estimates, list
             a = base_units(pr)
             spans[i] = (a, 2 * a)
     # Only each time_key's first row is evaluated (many.representatives); every row keeps its span.
-    rep = representatives(plain, mine)                     # type: ignore[arg-type]
+    rep = representatives(plain, mine)
     timed = [i for i in mine if rep[i] == i]
-    jobs = [(i, u) for i in timed for u in spans.get(i, (plain[i].units,))]   # type: ignore[union-attr]
-    runs = _run(plain, jobs, [False] * len(jobs))          # type: ignore[arg-type]
+    jobs = [(i, u) for i in timed for u in spans.get(i, (plain[i].units,))]
+    runs = _run(plain, jobs, [False] * len(jobs))
     pos = 0
     done: dict[int, tuple] = {}
     for i in timed:
@@ -159,7 +162,7 @@ def estimate_profiles_fast(profs: Sequence[RowProfile]) -> tuple[Estimates, list
     pieces = []
     for idx in finals.values():
         reps = list(dict.fromkeys(rep[i] for i in idx))
-        T, bd, st = _times([plain[r] for r in reps], [done[r] for r in reps], [spans.get(r) for r in reps])  # type: ignore
+        T, bd, st = _times([plain[r] for r in reps], [done[r] for r in reps], [spans.get(r) for r in reps])
         # Rows whose links might carry more than the iteration take the exact path (link_check.py).
         bound = {r for r, b in zip(reps, maybe_link_bound([plain[r] for r in reps], st, T), strict=True) if b}
         rest += [i for i in idx if rep[i] in bound]
@@ -168,8 +171,8 @@ def estimate_profiles_fast(profs: Sequence[RowProfile]) -> tuple[Estimates, list
             continue
         keep = [k for k, r in enumerate(reps) if r not in bound]
         reps = [reps[k] for k in keep]
-        mem = _memories([plain[i] for i in idx], [spans.get(i) for i in idx])         # type: ignore[misc]
-        pieces.append((np.array(idx), _assemble([plain[i] for i in idx], T[keep], bd[keep], reps,  # type: ignore
+        mem = _memories([plain[i] for i in idx], [spans.get(i) for i in idx])
+        pieces.append((np.array(idx), _assemble([plain[i] for i in idx], T[keep], bd[keep], reps,
                                                 [rep[i] for i in idx], mem)))
     reasons: list[str | None] = [None] * n
     if rest:

@@ -62,7 +62,7 @@ def _run(profs: Sequence[RowProfile], jobs: list[tuple[int, int]],
         sched = pr.schedule
         scale = units if sched.two_directions else (units - 1).bit_length() // SCALE_BITS
         groups.setdefault((sched.name, pr.p, pr.v, pr.blocking, scale), []).append(j)
-    out: list[tuple[StageTimes, int]] = [None] * len(jobs)          # type: ignore[list-item]
+    out: list[tuple[StageTimes, int] | None] = [None] * len(jobs)
     for members in groups.values():
         size = max(1, MAX_ELEMENTS // max(row_ops(profs[jobs[j][0]]) for j in members))
         for k in range(0, len(members), size):
@@ -71,7 +71,9 @@ def _run(profs: Sequence[RowProfile], jobs: list[tuple[int, int]],
                            any(keep[j] for j in part))
             for col, j in enumerate(part):
                 out[j] = (st, col)
-    return out
+    done = [x for x in out if x is not None]
+    assert len(done) == len(jobs)                 # every job is in one group
+    return done
 
 
 def row_ops(prof: RowProfile) -> int:

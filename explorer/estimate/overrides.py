@@ -171,7 +171,7 @@ def scenarios_from_overrides(base_raw: Mapping[str, Any], overrides: Sequence[Ma
     for ov in overrides:
         sc = _fast(built, ov, rebuild) if built is not None else _SLOW
         try:
-            if sc is _SLOW:
+            if not isinstance(sc, Scenario):          # _SLOW: this override needs from_dict
                 sc = from_dict(apply_overrides(base_raw, ov))
             else:
                 sc = fill_defaults(sc)
@@ -193,7 +193,10 @@ def _fast(built: Scenario, ov: Mapping[str, Any], rebuild: _Rebuilder) -> Any:
         conv = rebuild.convert(key, value)
         if conv is _SLOW:
             return _SLOW
-        section, _, _, _ = _field(key)           # type: ignore[misc]
+        field = _field(key)
+        if field is None:                        # rebuild.convert found it settable: never here
+            return _SLOW
+        section = field[0]
         changes.setdefault(section, {})[key.rsplit(".", 1)[-1]] = conv
         if section == ("hardware", "gpu"):
             changes[section]["preset"] = None    # set_dotted expands the preset name into a mapping
@@ -208,7 +211,7 @@ def estimate_overrides(base_raw: Mapping[str, Any],
     NaN and ``fits`` False)."""
     scenarios, reasons = scenarios_from_overrides(base_raw, overrides)
     valid = [i for i, sc in enumerate(scenarios) if sc is not None]
-    est, refused = estimate_profiles([row_profile(scenarios[i]) for i in valid])    # type: ignore[arg-type]
+    est, refused = estimate_profiles([row_profile(sc) for sc in scenarios if sc is not None])
     for i, why in zip(valid, refused, strict=True):
         if why is not None:
             reasons[i] = why

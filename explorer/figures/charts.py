@@ -5,12 +5,14 @@
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import plotly.graph_objects as go
 
 from ..vocabulary import CATEGORY_COLORS, KIND_COLORS, TIER_LABELS  # noqa: F401 - re-exported
 
 
-def breakdown(breakdown_s: dict[str, float], iteration_s: float, title: str = "",
+def breakdown(breakdown_s: Mapping[str, float], iteration_s: float, title: str = "",
               height: int = 320, font_size: int = 12) -> go.Figure:
     """Horizontal bars: seconds per category (ms), labelled with the share of the iteration."""
     cats = [k for k, v in breakdown_s.items() if v > 0]

@@ -12,10 +12,12 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import plotly.graph_objects as go
 
 from .. import dimensions
+from ..analysis.gantt_bar import GanttBar, SpanBar
 from ..vocabulary import BLOCKING_DIMS, COMM_DIMS, KIND_COLORS, STREAMS
 from .raster import rasterize as _rasterize
 
@@ -223,7 +225,7 @@ def _aggregated(fig: go.Figure, columns: dict[str, list], iteration_s: float, ma
     while len(raster) > max_bars and bins > 100:
         bins //= 2          # coarser columns until the bar budget holds
         raster = _rasterize(rows, iteration_s, bins)
-    by_kind: dict[str, list] = {}
+    by_kind: dict[str, list[_Cell]] = {}
     for (c, row), kind, s, e, ops, fill in raster:
         if bands and row in SPLIT_OFFSETS:
             pos = (c + SPLIT_OFFSETS[row][0], SPLIT_OFFSETS[row][1])
@@ -231,21 +233,63 @@ def _aggregated(fig: go.Figure, columns: dict[str, list], iteration_s: float, ma
             pos = where(c, row)
         comm = row == "comm" or row in COMM_LANES
         wan = _overlaps(merged_spans.get(((c, row), kind), ([], [])), s, e)
-        by_kind.setdefault(kind, []).append((pos, s, e, ops, short[c], row, fill, comm, wan))
+        by_kind.setdefault(kind, []).append(_Cell(pos[0], pos[1], s, e, fill, comm, wan,
+                                                      SpanBar(ops, (e - s) * 1e3, short[c], row, fill * 100)))
+    R = SpanBar.ref
     for kind in sorted(by_kind, key=_sort_key):
         bars = by_kind[kind]
         fig.add_trace(go.Bar(
-            y=[b[0][0] for b in bars], width=[b[0][1] for b in bars] if bands else None,
-            base=[b[1] * 1e3 for b in bars], x=[(b[2] - b[1]) * 1e3 for b in bars],
+            y=[b.y for b in bars], width=[b.width for b in bars] if bands else None,
+            base=[b.start * 1e3 for b in bars], x=[(b.end - b.start) * 1e3 for b in bars],
             orientation="h", name=kind,
-            marker=_marker(kind, [0.3 + 0.7 * b[6] if b[7] else 1.0 for b in bars], [b[8] for b in bars]),
-            customdata=[[b[3], (b[2] - b[1]) * 1e3, b[4], b[5], b[6] * 100] for b in bars],
-            hovertemplate=(f"<b>{kind}</b> (mostly) · %{{customdata[2]}} · %{{customdata[3]}}<br>"
-                           "busy %{customdata[4]:.0f}% of this span · "
-                           "%{customdata[0]} operations start here<br>"
-                           "span %{customdata[1]:.3f} ms from %{base:.3f} ms (aggregated view)"
+            marker=_marker(kind, [0.3 + 0.7 * b.fill if b.comm else 1.0 for b in bars],
+                           [b.wan for b in bars]),
+            customdata=[b.hover.customdata() for b in bars],
+            hovertemplate=(f"<b>{kind}</b> (mostly) · {R('lane')} · {R('row')}<br>"
+                           f"busy {R('busy_pct', ':.0f')}% of this span · "
+                           f"{R('operations')} operations start here<br>"
+                           f"span {R('span_ms', ':.3f')} ms from %{{base:.3f}} ms (aggregated view)"
                            "<extra></extra>")))
     return len(raster)
+
+
+class _Cell(NamedTuple):
+    """One aggregated bar before drawing: its band position and thickness, span in seconds, the
+    busy share of its row over the span, whether it is communication (shaded by how busy) and
+    crosses the WAN (outlined), and its hover record."""
+
+    y: Any                    # a lane label, or a band's numeric position
+    width: float | None
+    start: float
+    end: float
+    fill: float
+    comm: bool
+    wan: bool
+    hover: SpanBar
+
+
+def _bar(c: dict[str, list], i: int, kind: str, flops: list | None, short: dict[int, str]) -> GanttBar:
+    """The hover record of row ``i`` of the timeline table ``c``: its texts, and the raw numbers
+    *Explain this bar* derives from (explorer/teaching/explain.py)."""
+    dur_s = c["duration_s"][i]
+    compute = c["lane"][i] == "compute"
+    f = (flops[i] if flops is not None else None) if compute else None
+    if compute:
+        rate = f"{f / dur_s / 1e12:.0f} TFLOP/s achieved" if f and dur_s > 0 else ""
+        what, how = (f"{_fmt_flops(f)} · {rate}" if f else "memory-bound work (HBM traffic)"), ""
+    else:
+        bw = f" · achieved {c['busbw_GBps'][i]:.1f} GB/s bus bandwidth" if c["busbw_GBps"][i] else ""
+        what = f"{_fmt_bytes(c['bytes'][i])} over a group of {c['group'][i] or '–'}"
+        how = f"{c['algorithm'][i] or 'p2p'} · limited by {c['tier'][i] or '–'}{bw}"
+    return GanttBar(kind=kind, micro_batch=c["micro_batch"][i], chunk=c["chunk"][i],
+                    detail=c["detail"][i] or "", where=f"{short[c['gpu_class'][i]]} · {c['lane'][i]}",
+                    duration_ms=dur_s * 1e3,
+                    what=what, how=how, flops=f or 0.0,
+                    bytes=0.0 if compute else c["bytes"][i] or 0.0,
+                    group=0 if compute else c["group"][i] or 0,
+                    busbw_GBps=0.0 if compute else c["busbw_GBps"][i] or 0.0,
+                    tier="" if compute else c["tier"][i] or "",
+                    algorithm="" if compute else c["algorithm"][i] or "")
 
 
 def _merge(spans: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
@@ -286,14 +330,12 @@ def _fmt_flops(f) -> str:
     return f"{f:.0f} FLOP"
 
 
-COMPUTE_HOVER = ("<b>%{customdata[0]}</b> %{customdata[3]} · %{customdata[4]}<br>"
-                 "micro-batch %{customdata[1]} · chunk %{customdata[2]}<br>"
-                 "start %{base:.3f} ms · duration %{customdata[5]:.3f} ms<br>"
-                 "%{customdata[6]}<extra></extra>")
-COMM_HOVER = ("<b>%{customdata[0]}</b> %{customdata[3]} · %{customdata[4]}<br>"
-              "micro-batch %{customdata[1]} · chunk %{customdata[2]}<br>"
-              "start %{base:.3f} ms · duration %{customdata[5]:.3f} ms<br>"
-              "%{customdata[6]}<br>%{customdata[7]}<extra></extra>")
+_R = GanttBar.ref
+_HOVER_HEAD = (f"<b>{_R('kind')}</b> {_R('detail')} · {_R('where')}<br>"
+               f"micro-batch {_R('micro_batch')} · chunk {_R('chunk')}<br>"
+               f"start %{{base:.3f}} ms · duration {_R('duration_ms', ':.3f')} ms<br>{_R('what')}")
+COMPUTE_HOVER = _HOVER_HEAD + "<extra></extra>"
+COMM_HOVER = _HOVER_HEAD + f"<br>{_R('how')}<extra></extra>"
 
 
 def _exact(fig: go.Figure, c: dict[str, list], bands: bool, where, short: dict[int, str],
@@ -305,24 +347,7 @@ def _exact(fig: go.Figure, c: dict[str, list], bands: bool, where, short: dict[i
     for kind in sorted(by_kind, key=_sort_key):
         ii = by_kind[kind]
         pos = [where(c["gpu_class"][i], c["lane"][i]) for i in ii]
-        custom = []
-        for i in ii:
-            head = [kind, "–" if c["micro_batch"][i] is None else c["micro_batch"][i],
-                    "–" if c["chunk"][i] is None else c["chunk"][i], c["detail"][i] or "",
-                    f"{short[c['gpu_class'][i]]} · {c['lane'][i]}", c["duration_s"][i] * 1e3]
-            if c["lane"][i] == "compute":
-                f = flops[i] if flops is not None else None
-                rate = (f"{f / c['duration_s'][i] / 1e12:.0f} TFLOP/s achieved"
-                        if f and c["duration_s"][i] > 0 else "")
-                what = f"{_fmt_flops(f)} · {rate}" if f else "memory-bound work (HBM traffic)"
-                # [8:] raw numbers for "Explain this bar" (explorer/teaching/explain.py).
-                custom.append(head + [what, "", f or 0.0, 0.0, 0, 0.0, "", ""])
-            else:
-                bw = f" · achieved {c['busbw_GBps'][i]:.1f} GB/s bus bandwidth" if c["busbw_GBps"][i] else ""
-                custom.append(head + [f"{_fmt_bytes(c['bytes'][i])} over a group of {c['group'][i] or '–'}",
-                                      f"{c['algorithm'][i] or 'p2p'} · limited by {c['tier'][i] or '–'}{bw}",
-                                      0.0, c["bytes"][i] or 0.0, c["group"][i] or 0,
-                                      c["busbw_GBps"][i] or 0.0, c["tier"][i] or "", c["algorithm"][i] or ""])
+        custom = [_bar(c, i, kind, flops, short).customdata() for i in ii]
         compute = c["lane"][ii[0]] == "compute"
         # A collective of 2 ms in an 8 s iteration is narrower than a pixel: communication bars are
         # drawn at least MIN_COMM_WIDTH of the axis wide so that they stay visible (the hover gives

@@ -46,7 +46,7 @@ def window_segments(w: SyncWindow) -> list[Segment]:
         return [_steps(0, H, 0.0, T)]
     if w.kind != "streaming-diloco":
         t = H * T
-        out = [_steps(0, H, 0.0, T),
+        out: list[Segment] = [_steps(0, H, 0.0, T),
                Segment(w.link, t, t + w.sync_s, "sync", f"all-reduce of the model ({w.outer_dtype})"),
                Segment("stall", t, t + w.sync_s, "stall", "every replica waits for the synchronisation")]
         if w.update_s > 0:
@@ -56,7 +56,7 @@ def window_segments(w: SyncWindow) -> list[Segment]:
     F, tau = w.fragments, w.overlap_steps
     gap = H // F
     sends = {(f + 1) * gap - 1 if f < F - 1 else H - 1: f for f in range(F)}   # sent after that step
-    out: list[Segment] = []
+    out = []
     t, last = 0.0, -1
     pending: list[tuple[int, float, int]] = []      # (step that needs it, WAN end, fragment)
     for step in range(H):
@@ -147,7 +147,8 @@ def sync_window_figure(w: SyncWindow, height: int = 240, font_size: int = 12, fo
         fig.add_annotation(x=left + width / 2, y=1.0, yref="paper", showarrow=False, yanchor="bottom",
                            text=f"x{k:,}", font=dict(size=font_size - 1),
                            hovertext=f"{k:,} steps, {b - a:,.4g} s, drawn as one")
-    edges, drawn = [], []
+    edges: list[float] = []
+    drawn: list[float] = []
     span = fmap(max(s.end for s in segs)) or 1.0
     for t in sorted({round(t, 9) for s in segs for t in (s.start, s.end)}):
         if not drawn or fmap(t) - drawn[-1] >= 0.06 * span:     # ticks closer than that would overlap

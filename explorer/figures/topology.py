@@ -121,7 +121,8 @@ def _gpu_grid(
     gets ~900 px of width (1280 px screen less sidebar and colour bar) and ``height`` less the
     legend; ``levels`` is the height (data units) of what is stacked above the nodes.
     """
-    plot_h, best = height - 2 * (font_size + 14) - 30, None
+    plot_h = height - 2 * (font_size + 14) - 30
+    best: tuple[tuple[bool, bool, float], int, bool] | None = None
     for cols in range(1, gpn + 1):
         rows = math.ceil(gpn / cols)
         w = 0.84 * 900 / (nodes * (cols + 0.9) + 1)           # box size in px
@@ -133,6 +134,7 @@ def _gpu_grid(
             fit = min(w / need_w, h / (1.3 * font_size * lines))
             key = (fit >= 1, with_id, min(fit, 1.6) * (w * h) ** 0.5)  # fits, then richer label, then size
             best = max(best or (key, cols, with_id), (key, cols, with_id))
+    assert best is not None                       # gpn >= 1: one grid at least
     return best[1], best[2]
 
 
@@ -317,9 +319,9 @@ def topology(sc: Scenario, utilisation: dict[str, float], *, hot: str | None = N
         y = y_top + 1.2
         gateways.append(d.box(_Box(x, y, x + 2.0, y + LEVEL_H), "more", "white", f"+{dcs - max_dcs} more DCs",
                               f"{dcs - max_dcs} more datacenters", dash="dot"))
-    for a, b in itertools.pairwise(gateways):
-        d.segs.setdefault(("scale-across", False), []).append((a.x1, a.cy, b.x0, b.cy))
-        d.fig.add_annotation(x=(a.x1 + b.x0) / 2, y=a.cy,
+    for ga, gb in itertools.pairwise(gateways):
+        d.segs.setdefault(("scale-across", False), []).append((ga.x1, ga.cy, gb.x0, gb.cy))
+        d.fig.add_annotation(x=(ga.x1 + gb.x0) / 2, y=ga.cy,
                              text=f"WAN {wan.bandwidth_Gbps:g} Gb/s · {wan.latency_ms:g} ms",
                              showarrow=False, bgcolor="white", yanchor="middle",
                              font=dict(size=font_size - 1))

@@ -31,19 +31,19 @@ def task_keys(tasks: Sequence[Task]) -> list[Key]:
     append = out.append
     for t in tasks:
         i = t.info
-        kind = type(i)                  # exact payload types (engine/records.py): a dispatch per task
-        if kind is PassInfo:
+        # A dispatch per task on the payload's type (engine/records.py), most frequent first.
+        if isinstance(i, PassInfo):
             # A fused F&B: the backward's unit relative to the forward's, which both shift alike.
             pair = i.pair_mb - i.micro_batch if i.pair_mb >= 0 else None
             key: Key = ((t.cls, t.stream, t.kind, i.chunk, i.pair_chunk, pair), i.micro_batch)
-        elif kind is TransferInfo:
+        elif isinstance(i, TransferInfo):
             key = ((t.cls, t.stream, "pp", i.chunk, i.direction, i.pair), i.micro_batch)
-        elif kind is OverlapInfo:
+        elif isinstance(i, OverlapInfo):
             parent = tasks[t.deps[0][0]].kind if t.deps else ""
             key = ((t.cls, t.stream, "overlap", i.chunk, parent), i.micro_batch)
-        elif kind is BucketInfo:
+        elif isinstance(i, BucketInfo):
             key = ((t.cls, t.stream, "bucket", i.chunk, i.dim, i.op, i.layer_rank), -1)
-        elif kind is StepInfo:
+        elif isinstance(i, StepInfo):
             key = ((t.cls, t.stream, "step"), -1)
         else:
             key = ((t.cls, t.stream, t.kind), -1)
@@ -123,7 +123,7 @@ def match_shift(small: Sequence[Task], big: Sequence[Task], shift: int, tol: flo
         if not same(t, u, delta):
             return None
         bs = ks[u.binding] if u.binding >= 0 else None
-        if (bt is None) != (bs is None) or (bt is not None and bt != shifted(bs, shift)
+        if (bt is None) != (bs is None) or (bt is not None and bs is not None and bt != shifted(bs, shift)
                                              and not tie(t, shifted(bs, shift))):
             return None
         late.append(True)
@@ -149,7 +149,7 @@ class FoldedTasks(Sequence[Task]):
     tasks: list[Task]
     fold: Shift
     periods: int
-    rebuild: object                                   # () -> list[Task], the full graph unscheduled
+    rebuild: Callable[[], list[Task]]                 # the full graph, unscheduled
     keys: list[Key] | None = field(default=None, repr=False)     # task_keys(tasks), when known
     _full: list[Task] | None = field(default=None, repr=False)
     _block: list[int] | None = field(default=None, repr=False)
@@ -180,7 +180,7 @@ class FoldedTasks(Sequence[Task]):
     def __len__(self) -> int:
         return len(self.tasks) + self.periods * len(self.block)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         return self.materialize()[i]
 
     def __iter__(self) -> Iterator[Task]:
@@ -212,7 +212,7 @@ class FoldedTasks(Sequence[Task]):
 
     def _unfold(self) -> list[Task]:
         """materialize() without its cache: the full graph rebuilt, every task's times copied."""
-        full: list[Task] = self.rebuild()            # type: ignore[operator]
+        full = self.rebuild()
         keys = task_keys(full)
         where = dict(zip(keys, range(len(keys)), strict=True))
         small_keys = self.keys if self.keys is not None else task_keys(self.tasks)

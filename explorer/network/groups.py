@@ -28,6 +28,7 @@ def nccl_options(sc: Scenario) -> NcclOptions:
     enables LL128 only over GPUDirect-RDMA paths; the eth-* fabrics are TCP sockets) and the GPU's
     PCIe link to its NICs."""
     gpu, out = sc.hardware.gpu, resolved_scale_out(sc.cluster.scale_out)
+    assert out.nic_Gbps is not None              # resolved_scale_out fills it
     return NcclOptions(library=sc.communication.library, protocol=sc.communication.protocol,
                        arch=gpu_arch(gpu.name, gpu.peak_tflops, gpu.fp8_tflops),
                        nvls=gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch",

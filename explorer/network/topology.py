@@ -92,7 +92,9 @@ class LineRates:
     @classmethod
     def for_cluster(cls, c: Cluster) -> LineRates:
         out = resolved_scale_out(c.scale_out)
-        return cls(GBps_to_Bps(c.scale_up.bandwidth_GBps), gbps_to_Bps(out.nic_Gbps),
+        up_GBps, nic_Gbps = c.scale_up.bandwidth_GBps, out.nic_Gbps
+        assert up_GBps is not None and nic_Gbps is not None   # the defaults and resolved_scale_out fill them
+        return cls(GBps_to_Bps(up_GBps), gbps_to_Bps(nic_Gbps),
                    gbps_to_Bps(c.scale_across.bandwidth_Gbps))
 
 
@@ -126,22 +128,23 @@ class Fabric:
 
     @classmethod
     def for_cluster(cls, c: Cluster) -> Fabric:
-        up, out, wan = c.scale_up, resolved_scale_out(c.scale_out), c.scale_across
+        up, out, across = c.scale_up, resolved_scale_out(c.scale_out), c.scale_across
         rates = LineRates.for_cluster(c)
         gpn = c.gpus_per_node
         half = out.switch_radix // 2
         leaf_nodes = half if out.kind == "rail-optimized" else max(1, half // out.nics_per_node)
         leaf_nodes = min(leaf_nodes, c.nodes // c.datacenters)
+        out_us, out_eff = out.latency_us, out.efficiency
+        assert out_us is not None and out_eff is not None     # resolved_scale_out fills them
         node_Bps = out.nics_per_node * rates.nic_Bps
         spine_Bps = leaf_nodes * node_Bps / out.oversubscription
         bounds = (
             Boundary("scale-up", 1, rates.scale_up_Bps * SCALE_UP_EFFICIENCY, us_to_s(up.latency_us),
                      rates.scale_up_Bps),
-            Boundary("scale-out", gpn, node_Bps * out.efficiency, us_to_s(out.latency_us), node_Bps),
-            Boundary("spine", gpn * leaf_nodes, spine_Bps * out.efficiency, us_to_s(out.latency_us),
-                     spine_Bps),
+            Boundary("scale-out", gpn, node_Bps * out_eff, us_to_s(out_us), node_Bps),
+            Boundary("spine", gpn * leaf_nodes, spine_Bps * out_eff, us_to_s(out_us), spine_Bps),
             Boundary("scale-across", gpn * c.nodes // c.datacenters,
-                     rates.wan_Bps * SCALE_ACROSS_EFFICIENCY, ms_to_s(wan.latency_ms), rates.wan_Bps),
+                     rates.wan_Bps * SCALE_ACROSS_EFFICIENCY, ms_to_s(across.latency_ms), rates.wan_Bps),
         )
         wan = Wan.for_cluster(c, SCALE_ACROSS_EFFICIENCY) if c.datacenters > 1 else None
         return cls(bounds, leaf_nodes, c.gpus, up.kind, wan, rates)
@@ -225,7 +228,7 @@ def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
     fab = Fabric.for_cluster(c)
     out = resolved_scale_out(c.scale_out)
     assert fab.rates is not None
-    g = nx.Graph()
+    g: nx.Graph = nx.Graph()
     nic_Bps = fab.rates.nic_Bps
     per_dc = c.nodes // c.datacenters
     for dc in range(c.datacenters):

@@ -62,7 +62,9 @@ def _plan(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, nbytes:
     if zero3:
         buckets = np.ones_like(total)
     else:
-        buckets = np.maximum(1.0, np.ceil(total / (sc.communication.bucket_MB * 1e6)))
+        bucket_MB = sc.communication.bucket_MB
+        assert bucket_MB is not None                 # filled by the defaults (config/loading.py)
+        buckets = np.maximum(1.0, np.ceil(total / (bucket_MB * 1e6)))
     size = np.where(live, total / buckets, 0.0)
     calls: dict[tuple[int, float], int] = {}
     cls = np.repeat(classes, total.shape[1]).tolist()
@@ -85,7 +87,8 @@ def _plan(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, nbytes:
 
 
 def _tasks(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, op: str, nbytes: float,
-           classes: np.ndarray, reps: tuple[int, ...], pkey: int, tasks: bool = True) -> Arrays4:
+           classes: np.ndarray, reps: tuple[int, ...], pkey: int,
+           tasks: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray]:
     """(p, nch, MAX_BUCKET_TASKS) readiness fraction and seconds of each task, (p, nch) buckets and
     seconds of one bucket, for ``n_params`` parameters per held chunk on ``dim``'s groups (stages
     of one placement class share their group shapes: one call priced per class and size).
@@ -100,7 +103,8 @@ def _tasks(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, op: st
     priced = np.array([cost(op, size, dim, rep).time_s for rep, size in plan.calls] or [0.0])
     one = np.where(plan.live, priced[plan.index], 0.0)
     if not tasks:
-        return None, None, plan.buckets, one                        # type: ignore[return-value]
+        return None, None, plan.buckets, one
+    assert plan.frac is not None and plan.k is not None             # a plan made with tasks has both
     return plan.frac, plan.k * one[..., None], plan.buckets, one
 
 

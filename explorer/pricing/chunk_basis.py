@@ -145,7 +145,9 @@ def basis(sc: Scenario, ckey: int, net: RowNetwork, stage: int, ideal: frozenset
     rows, layer_bytes = [], []
     for k, role in enumerate(ROLES):
         chunks = 1 if role == "only" else 3
-        ctx = ChunkContext(sc, net, c.cm, ideal, c.spec, chunks, tied)
+        # RowNetwork stands in for Network with the same pricing methods (pricing/keys.py); the
+        # context's field names the simulator's class.
+        ctx = ChunkContext(sc, net, c.cm, ideal, c.spec, chunks, tied)  # type: ignore[arg-type]
         if k < KINDS:
             at = c.spec.first_layer_of(k)     # None: no layer of that kind, the piece is never used
             ch = chunk_work(ctx, 1, stage, at, 1) if at is not None else None

@@ -40,7 +40,8 @@ def memo_table() -> dict:
 
 def clear() -> None:
     """Forget every interned key and every memoised piece (their integers would be reused)."""
-    for t in (_OBJECTS, _BY_IDENTITY, _KEYS, *_TABLES):
+    tables: list[dict[Any, Any]] = [_OBJECTS, _BY_IDENTITY, _KEYS, *_TABLES]
+    for t in tables:
         t.clear()
 
 

@@ -151,12 +151,12 @@ class StageTimes:
     def take(self, idx: np.ndarray | list[int]) -> StageTimes:
         """The rows ``idx``."""
         idx = np.asarray(idx)
-        return StageTimes(*(getattr(self, f)[idx] for f in _ARRAYS), tuple(self.ops[i] for i in idx))
+        return StageTimes(**{f: getattr(self, f)[idx] for f in _ARRAYS}, ops=tuple(self.ops[i] for i in idx))
 
     @staticmethod
     def concat(parts: list[StageTimes]) -> StageTimes:
-        return StageTimes(*(np.concatenate([getattr(p, f) for p in parts]) for f in _ARRAYS),
-                          tuple(o for p in parts for o in p.ops))
+        return StageTimes(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in _ARRAYS},
+                          ops=tuple(o for p in parts for o in p.ops))
 
 
 _ARRAYS = ("first", "last_end", "free", "last_send", "grads_start", "grads_dur", "per_column", "sends",

@@ -36,7 +36,9 @@ def _tasks(prof: RowProfile, s: int, c: int, op: str) -> list[dict]:
         total = n_params * nbytes
         if total <= 0 or net.group_size(dim, s) <= 1:
             continue
-        buckets = max(1, math.ceil(total / (sc.communication.bucket_MB * 1e6)))
+        bucket_MB = sc.communication.bucket_MB
+        assert bucket_MB is not None       # filled by the defaults (config/loading.py)
+        buckets = max(1, math.ceil(total / (bucket_MB * 1e6)))
         cc = net.cost(op, total / buckets, dim, s)
         tasks = min(buckets, MAX_BUCKET_TASKS)
         done = 0
@@ -55,7 +57,9 @@ def p3_period(prof: RowProfile, st: StageTimes, r: int) -> tuple[float, np.ndarr
     p, nch = prof.p, prof.nch
     zero = prof.sc.parallelism.zero
     op = "all-reduce" if zero == 0 else "reduce-scatter"
-    _, times, col, ops = st.ops[r]
+    kept = st.ops[r]
+    assert kept is not None                # P3 rows are evaluated in full (StageTimes.ops)
+    _, times, col, ops = kept
     start, end, clock = times.start[:, col], times.end[:, col], times.clock[:, col]
     period = 0.0
     window = np.zeros(p)

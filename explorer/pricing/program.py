@@ -28,9 +28,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain
+from typing import cast
 
 import numpy as np
 
+from ..schedules.base import Op
 from ..schedules.registry import Schedule
 from ..schedules.registry import get as get_schedule
 from ..taskgraph.layout import Fused, layout_for, normalise
@@ -139,24 +141,26 @@ def clear_programs() -> None:
 # Per schedule: each op of its order as its passes' records (KINDS index, lane, unit, local chunk),
 # as taskgraph/layout.normalise reads it.  Every stage's order repeats the same ops (F of unit i on
 # chunk c ...) and so do programs of other p or unit counts: each op is normalised once.
-_MEMBERS: dict[str, dict[tuple, tuple]] = {}
+Member = tuple[int, int, int, int]
+_MEMBERS: dict[str, dict[Op, tuple[Member, ...]]] = {}
 _MAX_MEMBERS = 2_000_000
 
 
-def _members(sched: Schedule, order: Iterable[tuple]) -> list[tuple]:
+def _members(sched: Schedule, order: Iterable[Op]) -> list[tuple[Member, ...]]:
     """The records of every op of ``order`` (memoised per schedule and op)."""
     memo = _MEMBERS.get(sched.name)
     if memo is None or len(memo) > _MAX_MEMBERS:
         memo = _MEMBERS[sched.name] = {}
     ops = list(order)
-    out = list(map(memo.get, ops))
-    if None in out:
+    got = list(map(memo.get, ops))
+    if None in got:
         for k, op in enumerate(ops):
-            if out[k] is None:
+            if got[k] is None:
                 st = normalise(op, sched)
-                out[k] = memo[op] = tuple((KINDS.index(ps.kind), ps.lane, ps.mb, ps.local)
+                got[k] = memo[op] = tuple((KINDS.index(ps.kind), ps.lane, ps.mb, ps.local)
                                           for ps in ((st.f, st.b) if isinstance(st, Fused) else (st,)))
-    return out
+    # Every None was filled just above; cast, not a filtering pass (millions of ops on deep pipelines).
+    return cast(list[tuple[Member, ...]], got)
 
 
 def _compile(schedule: str, p: int, v: int, units: int) -> Program:

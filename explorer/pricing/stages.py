@@ -135,8 +135,8 @@ def stage_classes(info: NetInfo, fsdp: bool) -> tuple[int, np.ndarray, tuple[int
                                         for d, k in zip(dims, c, strict=True))
             stage_cls.append(classes.setdefault(sig, len(classes)))
         first: dict[int, int] = {}
-        for s, c in enumerate(stage_cls):
-            first.setdefault(c, s)
+        for s, cls in enumerate(stage_cls):
+            first.setdefault(cls, s)
         netsigs = tuple(intern(("netsig", pricing_signature(net, sig))) for sig in classes)
         got = _CLASSES[key] = (intern(("classes", tuple(stage_cls))), np.array(stage_cls),
                                tuple(first[c] for c in range(len(classes))), netsigs)

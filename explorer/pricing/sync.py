@@ -102,9 +102,11 @@ def _async(profs: list[RowProfile], st: StageTimes, en: Ending) -> Window_:
     T = np.zeros(g)
     starts = np.zeros((g, p))
     pace = np.zeros(g)
-    cats = []
+    cats: list[str] = []
     for r, prof in enumerate(profs):
-        _, times, col, ops = st.ops[r]
+        kept = st.ops[r]
+        assert kept is not None            # PipeDream's rows are evaluated in full (StageTimes.ops)
+        _, times, col, ops = kept
         m = prof.m
         ends = times.end[:, col]
         ks = [m - 1 - (p - 1 - s) for s in range(p)]

@@ -139,7 +139,7 @@ def estimate_rows(tasks: Sequence[Task], coarse: bool = False) -> int:
     return n
 
 
-def build_timeline(tasks: list[Task], class_labels: tuple[str, ...], max_segments: int = 60_000,
+def build_timeline(tasks: Sequence[Task], class_labels: tuple[str, ...], max_segments: int = 60_000,
                    max_rows: int = MAX_ROWS) -> Timeline:
     """Expand scheduled tasks into drawable rows.
 
@@ -157,9 +157,8 @@ def build_timeline(tasks: list[Task], class_labels: tuple[str, ...], max_segment
                      flops=0.0 if t.kind == "optimizer" else None)
             continue
         info = t.info
-        is_pass = isinstance(info, PassInfo)
-        layer_parts = [(k, v) for k, v in info.layer_parts if v > 0] if is_pass else []
-        layers = info.layers if is_pass else 0
+        layer_parts = [(k, v) for k, v in info.layer_parts if v > 0] if isinstance(info, PassInfo) else []
+        layers = info.layers if isinstance(info, PassInfo) else 0
         if coarse or not layer_parts or layers == 0:
             _expand_parts(rows, t)
         else:

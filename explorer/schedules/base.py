@@ -2,11 +2,73 @@
 and a validation problem.  No physics here: schedule modules stay pure functions of p, m, v."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol, TypeVar
 
-Op = tuple  # ("F" | "B" | "W" | "Bz", micro_batch or direction, ...) or DualPipe's fused ("FB", ...)
+# An op of a program order comes in three shapes.  They are named tuples: one is made per op of
+# every order (millions for a deep pipeline), a tuple's speed and hashing are kept (the estimator
+# memoises by op, explorer/estimate/program.py), and every field is read by name.
+
+
+class ChunkOp(NamedTuple):
+    """A pass of micro-batch ``mb`` on this GPU's chunk ``chunk`` (0 unless interleaved): the op of
+    every one-direction schedule.  ``kind``: "F" forward, "B" backward (only its input gradients
+    when the schedule splits the backward), "W" weight gradients."""
+
+    kind: str
+    mb: int
+    chunk: int
+
+
+class DirectedOp(NamedTuple):
+    """DualPipe's pass of micro-batch ``mb`` flowing in ``direction`` (0: rank 0 -> p-1, 1: back).
+    ``kind``: "F" forward, "B" full backward, "Bz" input gradients only, "W" weight gradients."""
+
+    kind: str
+    direction: int
+    mb: int
+
+
+class FusedOp(NamedTuple):
+    """DualPipe's F&B: the ``forward`` of one direction run as one op with the full ``backward``
+    of the other (DeepSeek-V3 report Sec. 3.2.1)."""
+
+    forward: DirectedOp
+    backward: DirectedOp
+
+    @property
+    def kind(self) -> str:
+        return "FB"
+
+
+Op = ChunkOp | DirectedOp | FusedOp
+
+# Per (shape, kind, chunk or direction): the ops of micro-batches 0, 1, ...  Every stage's order
+# holds the same ops, so they are made once and shared: indexing a table is faster than making a
+# tuple, where a named tuple's constructor (a Python call) would be four times slower (measured:
+# 1F1B's orders of 64 stages x 1,024 micro-batches).  A table is replaced, never extended in place,
+# so that a thread reading it never sees it half-built.
+_TABLES: dict[tuple[type, str, int], tuple] = {}
+
+
+def chunk_ops(kind: str, chunk: int, m: int) -> tuple[ChunkOp, ...]:
+    """At least ``m`` ops ``ChunkOp(kind, i, chunk)``, indexed by micro-batch ``i`` (shared)."""
+    table = _TABLES.get((ChunkOp, kind, chunk), ())
+    if len(table) < m:
+        table = tuple(ChunkOp(kind, i, chunk) for i in range(max(m, 2 * len(table))))
+        _TABLES[(ChunkOp, kind, chunk)] = table
+    return table
+
+
+def directed_ops(kind: str, direction: int, m: int) -> tuple[DirectedOp, ...]:
+    """At least ``m`` ops ``DirectedOp(kind, direction, i)``, indexed by micro-batch ``i`` (shared)."""
+    table = _TABLES.get((DirectedOp, kind, direction), ())
+    if len(table) < m:
+        table = tuple(DirectedOp(kind, direction, i) for i in range(max(m, 2 * len(table))))
+        _TABLES[(DirectedOp, kind, direction)] = table
+    return table
+OpT = TypeVar("OpT", bound=Op)     # the op shape of one schedule's orders
 
 
 @dataclass(frozen=True)
@@ -45,23 +107,34 @@ class Timing:
         return len(self.fwd)
 
 
+# Read-only members (properties): the scenario's sections are frozen dataclasses.
 class _Parallelism(Protocol):
-    pp: int
-    vpp: int
-    dp: int | None
-    token_slices: int
+    @property
+    def pp(self) -> int: ...
+    @property
+    def vpp(self) -> int: ...
+    @property
+    def schedule(self) -> str: ...
+    @property
+    def dp(self) -> int | None: ...
+    @property
+    def token_slices(self) -> int: ...
 
 
 class _Training(Protocol):
-    global_batch: int
-    micro_batch: int
+    @property
+    def global_batch(self) -> int: ...
+    @property
+    def micro_batch(self) -> int: ...
 
 
 class ScenarioLike(Protocol):
     """The fields of a Scenario that schedule validation reads (no import of the config layer)."""
 
-    parallelism: _Parallelism
-    training: _Training
+    @property
+    def parallelism(self) -> _Parallelism: ...
+    @property
+    def training(self) -> _Training: ...
 
 
 # A validation problem: (dotted field name, message) — the config layer raises it as ScenarioError.
@@ -76,7 +149,7 @@ def micro_batch_units(sc: ScenarioLike) -> tuple[int, int, int]:
     return dp, mb, mb * sc.parallelism.token_slices
 
 
-def critical_path(orders: list[list], finish: Callable[[int, Op, float], float | None],
+def critical_path(orders: Sequence[Sequence[OpT]], finish: Callable[[int, OpT, float], float | None],
                   what: str) -> float:
     """Makespan of per-rank program orders under ideal costs, independent of the engine.
 

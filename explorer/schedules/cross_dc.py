@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 
-from .base import BubbleInputs, Timing, critical_path
+from .base import BubbleInputs, Timing, chunk_ops, critical_path
 from .pipeline import Op, flush_bubble, one_f_one_b
 
 
@@ -76,10 +76,11 @@ def extra_warmup(t: Timing) -> tuple[int, ...]:
 def warmup_order(warmup: int, m: int) -> list[Op]:
     """1F1B's shape with ``warmup`` forwards before the first backward (at most m)."""
     w = min(warmup, m)
-    order: list[Op] = [("F", i, 0) for i in range(w)]
+    fwd, bwd = chunk_ops("F", 0, m), chunk_ops("B", 0, m)
+    order: list[Op] = list(fwd[:w])
     for b in range(m - w):
-        order += [("F", w + b, 0), ("B", b, 0)]
-    return order + [("B", i, 0) for i in range(max(0, m - w), m)]
+        order += (fwd[w + b], bwd[b])
+    return order + list(bwd[max(0, m - w):m])
 
 
 def latency_orders(p: int, m: int, t: Timing) -> list[list[Op]]:
@@ -106,7 +107,8 @@ def timed_makespan(orders: list[list[Op]], t: Timing) -> float:
         arrive[key] = start + delay
 
     def finish(s: int, op: Op, clock: float) -> float | None:
-        kind, i, _ = op
+        kind, i = op.kind, op.mb
+        ready: float | None
         if kind == "F":
             ready = 0.0 if s == 0 else arrive.get(("F", i, s))
         else:
@@ -125,20 +127,24 @@ def timed_makespan(orders: list[list[Op]], t: Timing) -> float:
     return critical_path(orders, finish, "cross-datacenter")
 
 
-def _wan_boundaries(b: BubbleInputs) -> tuple[Timing | None, list[int]]:
+def _wan_boundaries(b: BubbleInputs) -> tuple[Timing, list[int]] | None:
+    """The pipeline's timing and its stage boundaries that cross a WAN with a delay; None when
+    there is none (or no timing: no builder)."""
     t = b.timing()
     if t is None:
-        return None, []
-    return t, [j for j, (d, w) in enumerate(zip(t.delay, t.wan, strict=True)) if w and d > 0]
+        return None
+    wan = [j for j, (d, w) in enumerate(zip(t.delay, t.wan, strict=True)) if w and d > 0]
+    return (t, wan) if wan else None
 
 
 def one_f_one_b_bubble(b: BubbleInputs) -> tuple[float, str]:
     """1F1B's bubble: SC21's (p-1)/(m+p-1) within a datacenter; with one WAN boundary of round
     trip R, 1 - m(F+B)/T with T = :func:`one_f_one_b_wan`; with several, T is the order's
     critical path at equal stages (:func:`timed_makespan`)."""
-    t, wan = _wan_boundaries(b)
-    if not wan:
+    found = _wan_boundaries(b)
+    if found is None:
         return flush_bubble(b)
+    t, wan = found
     p, m = b.p, b.m
     F, B, W = b.passes()
     if len(wan) == 1:
@@ -160,9 +166,10 @@ def one_f_one_b_bubble(b: BubbleInputs) -> tuple[float, str]:
 def latency_bubble(b: BubbleInputs) -> tuple[float, str]:
     """Latency-aware 1F1B: 1 - m(F+B)/T with T = (m+p-1)(F+B) + R summed over the WAN boundaries
     (each covered by its extra warm-up); SC21's (p-1)/(m+p-1) within a datacenter."""
-    t, wan = _wan_boundaries(b)
-    if not wan:
+    found = _wan_boundaries(b)
+    if found is None:
         return flush_bubble(b)
+    t, wan = found
     p, m = b.p, b.m
     F, B, W = b.passes()
     R = sum(2 * t.delay[j] for j in wan)

@@ -89,7 +89,7 @@ def greedy_orders(m: int, t: Timing) -> list[list[Op]]:
             clock[s] = start + t.bwd[s]
             if s > 0:
                 send(s, (s - 1, i), arrive_b, clock[s], t.delay[s - 1])
-        orders[s].append((kind, i, 0))
+        orders[s].append(Op(kind, i, 0))
     return orders
 
 

@@ -19,8 +19,8 @@ The per-rank order follows the eight steps of the reference implementation (deep
   8. nW                  r + 1
 with h = p/2, r = min(rank, p-1-rank), M micro-batches in all, and phase 0 meaning direction 0 on
 the upper half of the ranks and direction 1 on the lower half.
-An op is ("F", d, i), ("B", d, i) (full backward), ("Bz", d, i) (input gradients only),
-("W", d, i), or ("FB", (d_f, i_f), (d_b, i_b)) — a fused forward and full backward.
+An op is a :class:`DirectedOp` ``(kind, direction, mb)`` with kind F, B (full backward), Bz (input
+gradients only) or W, or a :class:`FusedOp` — a fused forward and full backward (schedules/base.py).
 """
 from __future__ import annotations
 
@@ -28,10 +28,21 @@ from collections import deque
 from collections.abc import Sequence
 from functools import lru_cache
 
-from .base import BubbleInputs, Problem, ScenarioLike, critical_path, micro_batch_units
+from .base import (
+    BubbleInputs,
+    DirectedOp,
+    FusedOp,
+    Problem,
+    ScenarioLike,
+    critical_path,
+    directed_ops,
+    micro_batch_units,
+)
+
+Op = DirectedOp | FusedOp      # the op of DualPipe's orders
 
 
-def dualpipe_order(rank: int, p: int, m: int) -> list[tuple]:
+def dualpipe_order(rank: int, p: int, m: int) -> list[Op]:
     """Program order of ``rank`` for p ranks (even) and m micro-batches (m/2 per direction)."""
     h = p // 2
     r = min(rank, p - 1 - rank)
@@ -39,55 +50,55 @@ def dualpipe_order(rank: int, p: int, m: int) -> list[tuple]:
     nxt_f = [0, 0]
     nxt_b = [0, 0]
     deferred: deque[tuple[int, int]] = deque()
-    out: list[tuple] = []
+    out: list[Op] = []
+    # Each direction's passes number at most m/2 + p (fewer than m/2 micro-batches still run the
+    # warm-up's up to p forwards): tables of m + p cover every index.
+    ops = {(kind, d): directed_ops(kind, d, m + p) for kind in ("F", "B", "Bz", "W") for d in (0, 1)}
 
     def d_of(phase: int) -> int:
         return phase ^ int(lower)
 
-    def f(phase: int) -> tuple:
+    def f(phase: int) -> DirectedOp:
         d = d_of(phase)
         nxt_f[d] += 1
-        return (d, nxt_f[d] - 1)
+        return ops["F", d][nxt_f[d] - 1]
 
-    def b(phase: int, zb: bool = False) -> tuple:
+    def b(phase: int, zb: bool = False) -> DirectedOp:
         d = d_of(phase)
         nxt_b[d] += 1
         i = nxt_b[d] - 1
         if zb:
             deferred.append((d, i))
-            return ("Bz", d, i)
-        return ("B", d, i)
+            return ops["Bz", d][i]
+        return ops["B", d][i]
 
-    def w() -> tuple:
+    def w() -> DirectedOp:
         d, i = deferred.popleft()
-        return ("W", d, i)
+        return ops["W", d][i]
 
     for _ in range((h - r - 1) * 2):                       # 1
-        out.append(("F", *f(0)))
+        out.append(f(0))
     for _ in range(r + 1):                                 # 2
-        out.append(("F", *f(0)))
-        out.append(("F", *f(1)))
+        out.append(f(0))
+        out.append(f(1))
     for _ in range(h - r - 1):                             # 3
         out.append(b(1, zb=True))
         out.append(w())
-        out.append(("F", *f(1)))
+        out.append(f(1))
     for k in range(m // 2 - p + r + 1):                    # 4
         if k == 0 and r == h - 1:
             # The middle ranks do not fuse their first pair (reference implementation note).
-            out.append(("F", *f(0)))
+            out.append(f(0))
             out.append(b(1))
         else:
             fd = f(0)
-            bop = b(1)
-            out.append(("FB", fd, bop[1:]))
+            out.append(FusedOp(fd, b(1)))
         fd = f(1)
-        bop = b(0)
-        out.append(("FB", fd, bop[1:]))
+        out.append(FusedOp(fd, b(0)))
     for _ in range(h - r - 1):                             # 5
         out.append(b(1))
         fd = f(1)
-        bop = b(0)
-        out.append(("FB", fd, bop[1:]))
+        out.append(FusedOp(fd, b(0)))
     zb = False
     steps6 = r + 1
     for k in range(steps6):                                # 6
@@ -136,17 +147,17 @@ def order_makespan(p: int, m: int, fwd: Costs, bwd: Costs, wgt: Costs, fused: Co
         down = r + step
         return f_end.get((d, i, r)) if not 0 <= down < p else b_end.get((d, i, down))
 
-    def finish(r: int, op, clock: float) -> float | None:
-        if op[0] == "FB":
-            (df, i_f), (db, i_b) = op[1], op[2]
-            t1, t2 = ready("F", df, i_f, r), ready("B", db, i_b, r)
+    def finish(r: int, op: Op, clock: float) -> float | None:
+        if isinstance(op, FusedOp):
+            fw, bw = op.forward, op.backward
+            t1, t2 = ready("F", fw.direction, fw.mb, r), ready("B", bw.direction, bw.mb, r)
             if t1 is None or t2 is None:
                 return None
-            end = max(clock, t1, t2) + fused[r][df]
-            f_end[(df, i_f, r)] = end
-            b_end[(db, i_b, r)] = end
+            end = max(clock, t1, t2) + fused[r][fw.direction]
+            f_end[(fw.direction, fw.mb, r)] = end
+            b_end[(bw.direction, bw.mb, r)] = end
             return end
-        kind, d, i = op
+        kind, d, i = op.kind, op.direction, op.mb
         if kind == "W":
             return clock + wgt[r][d]
         t = ready("F" if kind == "F" else "B", d, i, r)
@@ -161,36 +172,36 @@ def order_makespan(p: int, m: int, fwd: Costs, bwd: Costs, wgt: Costs, fused: Co
 
 
 @lru_cache(maxsize=32)
-def _orders(p: int, m: int) -> list[list[tuple]]:
+def _orders(p: int, m: int) -> list[list[Op]]:
     """Every rank's order (memoised: the layer split evaluates several splits on one shape)."""
     return [dualpipe_order(r, p, m) for r in range(p)]
 
 
-def dualpipe(stage: int, p: int, m: int, v: int = 1) -> list[tuple]:
+def dualpipe(stage: int, p: int, m: int, v: int = 1) -> list[Op]:
     """The registry's order signature: ``dualpipe_order`` of rank ``stage`` (``v`` is ignored)."""
     return dualpipe_order(stage, p, m)
 
 
-def peak_activations(order: list[tuple], act: list[float]) -> float:
+def peak_activations(order: Sequence[Op], act: Sequence[float]) -> float:
     """Peak activation bytes of one rank replaying its DualPipe order; ``act[d]`` is the chunk of
     direction d.  A forward adds its chunk's activations; a full backward (B) or a weight-gradient
     pass (W) frees them (Bz keeps them for its W); a fused F&B adds the forward's, records the peak,
     then frees the backward's."""
     live = peak = 0.0
     for op in order:
-        if op[0] == "FB":
-            live += act[op[1][0]]
+        if isinstance(op, FusedOp):
+            live += act[op.forward.direction]
             peak = max(peak, live)
-            live -= act[op[2][0]]
-        elif op[0] == "F":
-            live += act[op[1]]
-        elif op[0] in ("B", "W"):
-            live -= act[op[1]]
+            live -= act[op.backward.direction]
+        elif op.kind == "F":
+            live += act[op.direction]
+        elif op.kind in ("B", "W"):
+            live -= act[op.direction]
         peak = max(peak, live)
     return peak
 
 
-def live_vectors(order: list[tuple]) -> list[tuple[int, int]]:
+def live_vectors(order: Sequence[Op]) -> list[tuple[int, int]]:
     """The micro-batches of direction 0 and of direction 1 whose activations one rank holds, after
     each op of its order as :func:`peak_activations` replays it (inside a fused F&B too), keeping
     those no other count dominates: peak_activations(order, act) is the largest of their dot
@@ -198,14 +209,14 @@ def live_vectors(order: list[tuple]) -> list[tuple[int, int]]:
     live = [0, 0]
     seen = {(0, 0)}
     for op in order:
-        if op[0] == "FB":
-            live[op[1][0]] += 1
+        if isinstance(op, FusedOp):
+            live[op.forward.direction] += 1
             seen.add((live[0], live[1]))
-            live[op[2][0]] -= 1
-        elif op[0] == "F":
-            live[op[1]] += 1
-        elif op[0] in ("B", "W"):
-            live[op[1]] -= 1
+            live[op.backward.direction] -= 1
+        elif op.kind == "F":
+            live[op.direction] += 1
+        elif op.kind in ("B", "W"):
+            live[op.direction] -= 1
         seen.add((live[0], live[1]))
     return sorted(v for v in seen if not any(w != v and w[0] >= v[0] and w[1] >= v[1] for w in seen))
 

@@ -1,6 +1,6 @@
 """Per-stage program order of forward and backward passes for the pipeline schedules.
 
-An op is ``(pass, micro_batch, chunk)`` with pass ``"F"`` or ``"B"``; ``chunk`` is the virtual
+An op is a :class:`ChunkOp` ``(kind, mb, chunk)`` with kind ``"F"`` or ``"B"``; ``chunk`` is the virtual
 stage index on this GPU (0 unless interleaved).  Orders follow:
 - GPipe: Huang et al., NeurIPS 2019 — all forwards, then all backwards (flush).
 - 1F1B (PipeDream-Flush): Narayanan et al., ICML 2021 / SC21 Fig. 4 — stage i runs
@@ -13,41 +13,49 @@ for the interleaved schedule (SC21 Sec. 2.2), which the tests check on the engin
 """
 from __future__ import annotations
 
-from .base import BubbleInputs, Problem, ScenarioLike, micro_batch_units
+from collections.abc import Sequence
 
-Op = tuple[str, int, int]
+from .base import BubbleInputs, ChunkOp, Problem, ScenarioLike, chunk_ops, micro_batch_units
+
+Op = ChunkOp          # the op of these orders (schedules/base.py)
 
 
 def gpipe(stage: int, p: int, m: int, v: int = 1) -> list[Op]:
     """All m forwards, then all m backwards (one chunk per GPU; ``v`` is ignored)."""
-    return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
+    return list(chunk_ops("F", 0, m)[:m] + chunk_ops("B", 0, m)[:m])
 
 
 def one_f_one_b(stage: int, p: int, m: int, v: int = 1) -> list[Op]:
     """Warm-up forwards, one forward / one backward alternation, drain (``v`` is ignored)."""
+    fwd, bwd = chunk_ops("F", 0, m), chunk_ops("B", 0, m)
     warmup = min(p - stage - 1, m)
-    order: list[Op] = [("F", i, 0) for i in range(warmup)]
+    order: list[Op] = list(fwd[:warmup])
     f, b = warmup, 0
     while f < m:
-        order.append(("F", f, 0))
+        order.append(fwd[f])
         f += 1
-        order.append(("B", b, 0))
+        order.append(bwd[b])
         b += 1
-    order += [("B", i, 0) for i in range(b, m)]
+    order += bwd[b:m]
     return order
 
 
 def interleaved(stage: int, p: int, m: int, v: int) -> list[Op]:
     """Megatron-LM's interleaved 1F1B over ``v`` chunks per GPU."""
     total = m * v
+    # Micro-batches advance in whole groups of p: with m not a multiple of p the last group's ops
+    # reach past m - 1 (validation refuses such m; the textbook grid still draws them).
+    n = ((total - 1) // (p * v) + 1) * p if total else 0
+    fs = [chunk_ops("F", c, n) for c in range(v)]
+    bs = [chunk_ops("B", c, n) for c in range(v)]
 
     def fwd(k: int) -> Op:
         group, pos = divmod(k, p * v)
-        return ("F", group * p + pos % p, (pos // p) % v)
+        return fs[(pos // p) % v][group * p + pos % p]
 
     def bwd(k: int) -> Op:
         group, pos = divmod(k, p * v)
-        return ("B", group * p + pos % p, v - 1 - (pos // p) % v)
+        return bs[v - 1 - (pos // p) % v][group * p + pos % p]
 
     warmup = min((p - stage - 1) * 2 + (v - 1) * p, total)
     order = [fwd(k) for k in range(warmup)]
@@ -72,19 +80,19 @@ def stage_order(schedule: str, stage: int, p: int, m: int, v: int = 1) -> list[O
     raise ValueError(f"unknown schedule {schedule!r}")
 
 
-def peak_activations(order: list[Op], act: list[float]) -> float:
+def peak_activations(order: Sequence[Op], act: Sequence[float]) -> float:
     """Peak activation bytes of one stage, replaying its program order: a forward adds its chunk's
     ``act`` bytes, the pass that completes the gradients (B, or W when the backward is split)
     frees them."""
-    release = "W" if any(op[0] == "W" for op in order) else "B"
+    release = "W" if any(op.kind == "W" for op in order) else "B"
     live = peak = 0.0
-    for kind, _, c in order:
-        if kind == "F":
-            live += act[c]
+    for op in order:
+        if op.kind == "F":
+            live += act[op.chunk]
             if live > peak:               # only a forward can raise the peak
                 peak = live
-        elif kind == release:
-            live -= act[c]
+        elif op.kind == release:
+            live -= act[op.chunk]
     return peak
 
 
@@ -140,10 +148,10 @@ def interleaved_rule(sc: ScenarioLike) -> Problem | None:
     return None
 
 
-def peak_in_flight(order: list[Op]) -> int:
+def peak_in_flight(order: Sequence[Op]) -> int:
     """Most chunk-micro-batches whose forward ran but backward did not yet (activation memory)."""
     live = peak = 0
-    for kind, _, _ in order:
-        live += 1 if kind == "F" else -1
+    for op in order:
+        live += 1 if op.kind == "F" else -1
         peak = max(peak, live)
     return peak

@@ -7,15 +7,20 @@ entry in ``SCHEDULES`` below.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from . import cross_dc, crosspipe, dualpipe, pipedream, pipeline, zero_bubble
 from .base import BubbleInputs, Op, Problem, ScenarioLike, Timing
 
-OrderFn = Callable[[int, int, int, int], list[Op]]          # (stage, p, units simulated, v) -> ops
-TimedFn = Callable[[int, int, Timing], list[list[Op]]]     # (p, units simulated, timing) -> every stage's ops
+OrderFn = Callable[[int, int, int, int], Sequence[Op]]          # (stage, p, units simulated, v) -> ops
+TimedFn = Callable[[int, int, Timing], Sequence[Sequence[Op]]]  # (p, units simulated, timing) -> stages' ops
+# (a schedule's order, activation bytes per chunk) -> peak bytes.  The order's element type is Any:
+# each schedule's function reads the one op shape its own order makes (a ChunkOp, or DualPipe's
+# DirectedOp | FusedOp), a pairing the registry's one field type cannot state.
+PeakFn = Callable[[Sequence[Any], Sequence[float]], float]
 
 
 class Window(Enum):
@@ -47,7 +52,7 @@ class Schedule:
     window: Window
     iterations_simulated: int          # iterations run back to back in one task graph
     in_flight: Callable[[int, int, int, int], int]
-    peak_activations: Callable[[list, list[float]], float]
+    peak_activations: PeakFn
     bubble: Callable[[BubbleInputs], tuple[float, str]]
     rule: Callable[[ScenarioLike], Problem | None]
     virtual_stages: bool = False       # vpp > 1 allowed (chunks interleaved over the stages)
@@ -73,10 +78,10 @@ class Schedule:
         backwards or one chunk in each direction."""
         return self.window is Window.FLUSH and not self.two_directions
 
-    def orders(self, p: int, units: int, v: int, timing: Callable[[], Timing]) -> list[list[Op]]:
+    def orders(self, p: int, units: int, v: int, timing: Callable[[], Timing]) -> list[Sequence[Op]]:
         """Every stage's program order over ``units``; ``timing`` is asked only by a timed schedule."""
         if self.timed is not None:
-            return self.timed(p, units, timing())
+            return list(self.timed(p, units, timing()))
         return [self.order(s, p, units, v) for s in range(p)]
 
     def chunks_per_rank(self, v: int) -> int:

@@ -13,7 +13,7 @@ order and when they exist (0 <= index < m):
 """
 from __future__ import annotations
 
-from .base import BubbleInputs, critical_path
+from .base import BubbleInputs, chunk_ops, critical_path
 from .pipeline import Op
 
 
@@ -27,14 +27,15 @@ def _lags(schedule: str, p: int, i: int) -> tuple[int, int]:
 def zero_bubble_order(schedule: str, stage: int, p: int, m: int) -> list[Op]:
     """Program order of ``stage`` for ``schedule`` ("zb-h1" or "zb-h2")."""
     b_lag, w_lag = _lags(schedule, p, stage)
+    fwd, bwd, wgt = chunk_ops("F", 0, m), chunk_ops("B", 0, m), chunk_ops("W", 0, m)
     order: list[Op] = []
     for x in range(m + w_lag):
         if x < m:
-            order.append(("F", x, 0))
+            order.append(fwd[x])
         if 0 <= x - b_lag < m:
-            order.append(("B", x - b_lag, 0))
+            order.append(bwd[x - b_lag])
         if 0 <= x - w_lag < m:
-            order.append(("W", x - w_lag, 0))
+            order.append(wgt[x - w_lag])
     return order
 
 
@@ -103,7 +104,8 @@ def ideal_makespan(schedule: str, p: int, m: int, F: float, B: float, W: float) 
     cost = {"F": F, "B": B, "W": W}
 
     def finish(s: int, op: Op, clock: float) -> float | None:
-        kind, i, _ = op
+        kind, i = op.kind, op.mb
+        t: float | None
         if kind == "F":
             t = 0.0 if s == 0 else f_end.get((i, s - 1))
         elif kind == "B":

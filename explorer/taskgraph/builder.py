@@ -215,13 +215,13 @@ class IterationBuilder:
             for op in self.orders[s]:
                 step = normalise(op, schedule)
                 deps = [(prev, 1.0)] if prev >= 0 else []
-                fused = type(step) is Fused
-                first = step.f if fused else step
+                first = step.f if isinstance(step, Fused) else step
                 if ag_start and first.kind == "F" and first.mb == 0 and (s, first.local) in ag_start:
                     deps.append((ag_start[(s, first.local)], 1.0))
-                if fused:
+                members: tuple[Pass, ...]
+                if isinstance(step, Fused):
                     tid = self._fused_task(g, s, step, deps)
-                    members: tuple[Pass, ...] = (step.f, step.b)
+                    members = (step.f, step.b)
                 else:
                     tid = self._pass_task(g, s, step, deps)
                     members = (step,)

@@ -88,7 +88,7 @@ def _coll_time(ctx: ChunkContext, calls, dim: str, stage: int) -> tuple[float, f
 def _ep_time(ctx: ChunkContext, calls, stage: int) -> tuple[float, float]:
     """Seconds and bus bytes of one layer pass's MoE dispatch/combine all-to-alls (moe_routing)."""
     moe = ctx.sc.model.moe
-    if not calls:
+    if not calls or moe is None:
         return 0.0, 0.0
     if ctx.net.free:
         return 0.0, _coll_time(ctx, calls, "ep", stage)[1]
@@ -168,6 +168,7 @@ def fsdp_links(ctx: ChunkContext, lc: LayerCost | Params, stage: int) -> list[Li
 def _ep_links(ctx: ChunkContext, call: Collective, stage: int) -> list[LinkCall]:
     """One MoE all-to-all as :func:`_ep_time` priced it: plain, or node-aware dispatch."""
     moe = ctx.sc.model.moe
+    assert moe is not None                                # an all-to-all of experts: an MoE model
     sh = ctx.net.shape("ep", stage)
     if not node_limited(sh, moe.max_nodes):
         return priced_link(ctx.net, "ep", call.op, call.size_bytes, stage, 1)
@@ -207,7 +208,7 @@ def comm_info(ctx: ChunkContext, stage: int) -> dict:
         for c in cs:
             cc = ctx.net.cost(c.op, c.size_bytes, dim, stage)
             sh = ctx.net.shape(dim, stage)
-            if dim == "ep" and not ctx.net.free and node_limited(sh, moe.max_nodes):
+            if dim == "ep" and moe is not None and not ctx.net.free and node_limited(sh, moe.max_nodes):
                 cc, _ = node_aware_pass(c.size_bytes, sh, moe.top_k, moe.max_nodes)   # as _ep_time priced it
             out[dim] = {"op": c.op, "bytes": c.size_bytes, "group": cc.n, "algorithm": cc.algorithm,
                         "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..schedules.base import DirectedOp, FusedOp, Op
 from ..schedules.registry import Schedule
 
 
@@ -36,16 +37,15 @@ class Fused:
     b: Pass
 
 
-def normalise(op: tuple, schedule: Schedule) -> Pass | Fused:
-    """The op of ``schedule``'s program order as a Pass (or Fused pair)."""
-    if op[0] == "FB":
-        (df, i_f), (db, i_b) = op[1], op[2]
-        return Fused(Pass("F", df, i_f, df), Pass("B", db, i_b, db))
-    if schedule.two_directions:
-        kind, d, i = op                                  # ("F" | "B" | "Bz" | "W", direction, mb)
-        return Pass("Bi" if kind == "Bz" else kind, d, i, d)
-    kind, mb, c = op                                     # ("F" | "B" | "W", mb, chunk)
-    return Pass("Bi" if kind == "B" and schedule.split_backward else kind, 0, mb, c)
+def normalise(op: Op, schedule: Schedule) -> Pass | Fused:
+    """The op of ``schedule``'s program order as a Pass (or Fused pair).  A direction is its
+    lane, and its local chunk (DualPipe's rank holds one chunk of each direction)."""
+    if isinstance(op, FusedOp):
+        f, b = op.forward, op.backward
+        return Fused(Pass("F", f.direction, f.mb, f.direction), Pass("B", b.direction, b.mb, b.direction))
+    if isinstance(op, DirectedOp):
+        return Pass("Bi" if op.kind == "Bz" else op.kind, op.direction, op.mb, op.direction)
+    return Pass("Bi" if op.kind == "B" and schedule.split_backward else op.kind, 0, op.mb, op.chunk)
 
 
 @dataclass(frozen=True)

@@ -339,7 +339,8 @@ def _interleaved_split(line: _Line, best: list[int], stages: int, first_extra: f
     least; one layer less on a chunk with heavy edge work), the best by :func:`_score`."""
     n, chunks = line.n, line.chunks
     base, rem = divmod(n, chunks)
-    candidates = [list(best), _spread(line, [base] * chunks, rem, stages)]
+    keep = list(best)
+    candidates = [keep, _spread(line, [base] * chunks, rem, stages)]
     mean = line.prefix[n] / n
     if base > 1 and max(first_extra, last_extra) >= mean / 2:
         # One layer less on the chunk(s) whose edge work is heavy (at least half a layer).
@@ -352,7 +353,6 @@ def _interleaved_split(line: _Line, best: list[int], stages: int, first_extra: f
         candidates.append(_spread(line, lighter, spare, stages))
     # A candidate may not enlarge the largest chunk: it sets the warm-up and cool-down, (p-1) chunk
     # times (SC21 Sec. 2.2.2), which the round sum only approximates.
-    keep = candidates[0]
     cap = max(line.chunk_costs(keep)) * (1 + _TOL)
     for cand in candidates[1:]:
         if cand is not None and max(line.chunk_costs(cand)) <= cap and \

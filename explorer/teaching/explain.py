@@ -14,10 +14,8 @@ would speed up the link that limits it.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from .. import dimensions
+from ..analysis.gantt_bar import NONE_TEXT, GanttBar
 from ..network.collectives import bus_factor
 from ..vocabulary import TIER_LABELS
 
@@ -51,16 +49,17 @@ def _op(detail: str) -> str:
     return next((op for op in OP_OF_DETAIL if op in detail), "send-recv")
 
 
-def explain_bar(custom: Sequence[Any], peak_tflops: float, gpu: str, dtype: str) -> str:
-    """Markdown derivation of the Gantt bar whose hover data is ``custom`` (figures/gantt.py
-    ``_exact``: kind, micro-batch, chunk, detail, where, duration ms, two texts, then flops,
-    bytes, group, busbw GB/s, tier, algorithm)."""
-    if len(custom) < 14:
+def explain_bar(bar: GanttBar | None, peak_tflops: float, gpu: str, dtype: str) -> str:
+    """Markdown derivation of the Gantt bar ``bar`` (the clicked bar's hover record,
+    explorer/analysis/gantt_bar.py; None for a bar of the aggregated chart)."""
+    if bar is None:
         return ("This is an aggregated bar (the timeline is too large to draw every operation): zoom in "
                 "with fewer micro-batches or layers, or download the trace, to explain one operation.")
-    kind, mb, chunk, detail, where, dur_ms = custom[:6]
-    flops, nbytes, group, busbw, tier, algorithm = custom[8:14]
-    head = f"**{kind}** · {where} · micro-batch {mb} · chunk {chunk} · **{dur_ms:.3f} ms**"
+    kind, detail, dur_ms = bar.kind, bar.detail, bar.duration_ms
+    flops, nbytes, group, busbw, tier, algorithm = (bar.flops, bar.bytes, bar.group, bar.busbw_GBps, bar.tier,
+                                                    bar.algorithm)
+    mb, chunk = (NONE_TEXT if x is None else x for x in (bar.micro_batch, bar.chunk))
+    head = f"**{kind}** · {bar.where} · micro-batch {mb} · chunk {chunk} · **{dur_ms:.3f} ms**"
     dur = dur_ms / 1e3
     if flops:
         rate = flops / dur / 1e12 if dur > 0 else 0.0
@@ -74,8 +73,8 @@ def explain_bar(custom: Sequence[Any], peak_tflops: float, gpu: str, dtype: str)
                 f"Shorter with: {COMPUTE_SHORTER}.")
     if not nbytes:
         return f"{head}\n\nMemory-bound work (norms, activations, optimizer): HBM bytes / HBM bandwidth."
-    op = _op(str(detail))
-    factor = bus_factor(op, int(group)) if group else 1.0
+    op = _op(detail)
+    factor = bus_factor(op, group) if group else 1.0
     # The achieved bus bandwidth is bus bytes over the whole call (NCCL's latency and the chunk
     # pipeline's fill included), so bus bytes / it is one call's time; a blocking-collective bar
     # holds every call of its pass (its layers' TP, CP or EP calls), one typical call described.
@@ -98,4 +97,4 @@ def explain_bar(custom: Sequence[Any], peak_tflops: float, gpu: str, dtype: str)
             f"bytes (NCCL's per-call latency and the chunk pipeline's fill included)\n"
             f"{count}"
             f"- limited by: **{tier_name}**\n\n"
-            f"Shorter with: {shorter(str(kind), tier)}.")
+            f"Shorter with: {shorter(kind, tier)}.")

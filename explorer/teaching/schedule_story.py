@@ -87,9 +87,9 @@ def narrate(cells: list[Cell], p: int, rank: int, t: int, v: int = 1) -> str:
                 "computes, the other's all-to-all and pipeline sends run")
     if now.kind == "W":
         what = f"{_op(now)}{_direction(now.lane, p, two_way)}"
-        nxt = later[0] if later else None
-        if nxt is not None and nxt.kind != "W" and nxt.ready > now.start:
-            return f"{what}, deferred: it fills the wait for {_wait(nxt)}"
+        following = later[0] if later else None
+        if following is not None and following.kind != "W" and following.ready > now.start:
+            return f"{what}, deferred: it fills the wait for {_wait(following)}"
         if all(c.kind == "W" for c in later):
             return f"{what}, deferred: the weight gradients left over drain in the cool-down"
         return f"{what}, deferred so that its input gradient could go on at once"

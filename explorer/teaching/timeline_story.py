@@ -64,9 +64,8 @@ def passes(columns: dict[str, list]) -> tuple[tuple[Pass, ...], ...]:
             kind, mb, ch = columns["kind"][i], columns["micro_batch"][i], columns["chunk"][i]
             family = FAMILY.get(kind, kind)
             last = merged[-1] if merged else None
-            same = last is not None and s <= last[1] + TOUCH_S and mb == last[3] and (
-                comm or (family, ch) == (last[2], last[4]))
-            if same:
+            if last is not None and s <= last[1] + TOUCH_S and mb == last[3] and (
+                    comm or (family, ch) == (last[2], last[4])):
                 last[1] = max(last[1], e)
                 if comm:
                     last[5] += e - s

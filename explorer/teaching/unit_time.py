@@ -80,8 +80,8 @@ def unit_grid(schedule: str, p: int, m: int, v: int = 1) -> list[Cell]:
             while pos[r] < len(orders[r]):
                 op = orders[r][pos[r]]
                 parts = (op.f, op.b) if isinstance(op, Fused) else (op,)
-                deps = [ready(ps, r) for ps in parts]
-                if any(d is None for d in deps):
+                deps = [d for ps in parts if (d := ready(ps, r)) is not None]
+                if len(deps) < len(parts):
                     break
                 (when, by), waited = max(zip(deps, parts, strict=True), key=lambda d: d[0])
                 start = max(clock[r], when)

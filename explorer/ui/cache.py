@@ -25,6 +25,7 @@ from ..result.memory_timeline import memory_timeline
 from ..result.timeline import build_timeline, estimate_rows, folded_timeline
 from ..scenario import Scenario, from_dict, to_yaml
 from ..teaching.timeline_story import passes
+from .summary import Summary
 
 MAX_BARS = 2500                  # SVG bars drawn at most; more are aggregated (figures.gantt)
 MAX_CACHE_BYTES = 256 * 2**20    # all cached views together
@@ -36,7 +37,8 @@ class ViewData:
     """Everything the views draw for one scenario."""
 
     scenario: Scenario
-    json: dict[str, Any]
+    json: dict[str, Any]          # the run's JSON summary (Result.to_json_dict), as the Compare view diffs
+    summary: Summary              # the same, typed: what the views read
     labels: tuple[str, ...]       # GPU class display labels (name and multiplicity)
     names: tuple[str, ...]        # GPU class names ("stage 3 · DC 1"), for axes and titles
     breakdown_name: str           # the class the breakdown describes
@@ -113,23 +115,23 @@ def _compute(raw_json: str) -> ViewData:
     full_rows = len(draw) if not draw.coarse and draw.fold is None else estimate_rows(res.tasks)
     j = res.to_json_dict()
     lanes = tuple(lane_name(c.name, c.gpus) for c in res.classes)
-    span = max(draw.columns["end_s"], default=0.0) if draw.fold else j["iteration_time_s"]
+    span = max(draw.columns["end_s"], default=0.0) if draw.fold else res.iteration_time_s
     fig, info = figures.gantt(draw.columns, lanes, span, max_bars=MAX_BARS, fold=draw.fold)
     names = tuple(c.name for c in res.classes)
-    return ViewData(sc, j, labels, names, names[res.breakdown_class],
+    return ViewData(sc, j, Summary.from_json(j), labels, names, names[res.breakdown_class],
                     tuple(m.as_GB() for m in res.memory_by_class),
                     dict(res.utilisation),
                     to_yaml(sc), fig, info, full_rows, draw.fold, memory_timeline(res),
                     passes(draw.columns))
 
 
-def summary(raw_json: str) -> dict[str, Any]:
-    """Just the JSON figures of a scenario (for comparisons such as the ZeRO stages)."""
-    def compute() -> dict[str, Any]:
+def summary(raw_json: str) -> Summary:
+    """Just the figures of a scenario (for comparisons such as the ZeRO stages)."""
+    def compute() -> Summary:
         from ..simulate import simulate
-        return simulate(from_dict(json.loads(raw_json))).to_json_dict()
-    return _SMALL.get_or_compute(("summary", raw_json), compute,
-                                 lambda j: len(json.dumps(j, default=str)) + 1024)
+        return Summary.from_json(simulate(from_dict(json.loads(raw_json))).to_json_dict())
+    # A summary's size: its JSON's (about 2-6 kB) plus the record's objects.
+    return _SMALL.get_or_compute(("summary", raw_json), compute, lambda s: 8192)
 
 
 def consensus_curve(raw_json: str):

@@ -237,7 +237,7 @@ def resolve_b(raw_a: dict[str, Any]) -> BSide:
         raw_b = apply_overrides(raw_a, over)
         from_dict(raw_b)
     except ScenarioError as exc:
-        good = ss.get("_b_good") or ({}, raw_a)
+        good: tuple[dict[str, Any], dict[str, Any]] = ss.get("_b_good") or ({}, raw_a)
         return BSide(dict(good[0]), good[1], str(exc))
     ss["_b_good"] = (over, raw_b)
     return BSide(over, raw_b)
@@ -266,7 +266,7 @@ def on_b_set() -> None:
     refused with its one-line reason in ``_b_msg``.  Rules between fields are checked by
     :func:`resolve_b`, so a combination valid only together can be entered one field at a time."""
     ss = st.session_state
-    key, text = ss.get("_b_field"), str(ss.get("_b_value") or "")
+    key, text = str(ss.get("_b_field") or ""), str(ss.get("_b_value") or "")
     try:
         value = parse_value(text, key)
         if value is None:

@@ -114,4 +114,5 @@ def needs_simulation(sc: Scenario) -> bool:
 def proxy_features(sc: Scenario) -> tuple[ScenarioVariant | Unpriced, ...]:
     """Every variant and unpriced feature ``sc`` has, in the order the ranking proxy leaves them
     out (design/proxy.py)."""
-    return tuple(f for f in (*VARIANTS, *UNPRICED) if f.applies(sc))
+    features: tuple[ScenarioVariant | Unpriced, ...] = (*VARIANTS, *UNPRICED)
+    return tuple(f for f in features if f.applies(sc))

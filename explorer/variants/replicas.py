@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..analysis.report import Notice
 from ..config import Scenario
@@ -98,7 +99,7 @@ class JoinedTasks(Sequence[Task]):
     def __len__(self) -> int:
         return len(self._build())
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         return self._build()[i]
 
     def __iter__(self) -> Iterator[Task]:
@@ -138,7 +139,11 @@ def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], Result]) 
     slow = results[order[0]]
     het = sc.cluster.heterogeneous
     per_replica = sc.parallelism.tp * sc.parallelism.cp
-    classes, memory, parts, rows, mem_notes = [], [], [], [], []
+    classes: list[Any] = []
+    memory: list[Any] = []
+    parts: list[tuple[Sequence[Task], int]] = []
+    rows: list[dict[str, Any]] = []
+    mem_notes: list[Notice] = []
     for i in order:
         v, r = vs[i], results[i]
         gpu = v.sc.hardware.gpu
@@ -182,6 +187,7 @@ def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], Result]) 
             f"would finish in {min(row['iteration_time_s'] for row in fast):.4g} s but wait up to "
             f"{w * 1e3:.4g} ms at the gradient reduction for the {rows[0]['name']} "
             f"({slow.iteration_time_s:.4g} s per iteration)")))
-    figures = hetero.headline(sc, vs, results, slow.iteration_time_s) if het else {}
+    # Result fields by name (tokens/s, TFLOP/s, MFU): set as they are, not as combined()'s pace.
+    figures: dict[str, Any] = hetero.headline(sc, vs, results, slow.iteration_time_s) if het else {}
     return slow.combined(sc, notices, classes=tuple(classes), memory_by_class=tuple(memory),
                          tasks=JoinedTasks(parts), replicas=tuple(rows), **figures)

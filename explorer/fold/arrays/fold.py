@@ -183,8 +183,8 @@ def _fold(sc: Scenario, base: IterationBuilder, R: Rows, counts: list[int], m: i
     tol = REL_TOL * max(float(T.max()), 1e-30)
     shift = R.units[1] - R.units[0]
     maps = unit_maps(R, shift)
-    got = [match(R, r, r + 1, T, tol, maps) for r in range(3)]
-    if any(x is None for x in got):
+    got = [x for r in range(3) if (x := match(R, r, r + 1, T, tol, maps)) is not None]
+    if len(got) < 3:
         return None
     deltas = [x[0] for x in got]
     if max(deltas) - min(deltas) > tol:
@@ -208,10 +208,11 @@ def _fold(sc: Scenario, base: IterationBuilder, R: Rows, counts: list[int], m: i
     comm, traffic, load, links = byte_measures(base, units, _sends(R, units), R.tail)
     ms = Measures(T_full, bds, busy, end, memory, comm, traffic, load, links, 0.0)
     tasks = R.exists.sum(axis=0)
-    info = FoldInfo(tuple(counts[:3]), step, periods, float(deltas[1]), int(tasks.sum()),
+    info = FoldInfo((counts[0], counts[1], counts[2]), step, periods, float(deltas[1]), int(tasks.sum()),
                     int(tasks[3] - tasks[2]))
-    kept = KeptRun(reduced(sc, counts[2]), *(x[:, 2].copy() for x in (R.exists, R.ready, R.start, R.end,
-                                                                       R.binding)), got[1][1], shift)
+    kept = KeptRun(reduced(sc, counts[2]), **{f: getattr(R, f)[:, 2].copy()
+                                              for f in ("exists", "ready", "start", "end", "binding")},
+                   late=got[1][1], shift=shift)
     return ArrayFold(base, base.net, ms, info, int(round(_full_tasks(R, units))), kept, sc)
 
 

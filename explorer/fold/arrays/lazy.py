@@ -26,7 +26,7 @@ class LazyTasks(Sequence[Task]):
     def __len__(self) -> int:
         return self._count
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         return self.resolve()[i]
 
     def __iter__(self) -> Iterator[Task]:

@@ -117,6 +117,8 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     stage_start = stage_starts(prog)
     last = np.maximum.reduceat(np.where(real, np.arange(n)[:, None], NONE), stage_start, axis=0)
     tl = tail(b)
+    if tl is None:
+        raise ValueError("evaluate_rows: the graph holds tasks the array runs do not (fold/arrays/tail.py)")
     k_start, k_end, k_ready, k_binding = _tail_times(prog, tl, real, last, start_p, end_p, dur)
     # Transfers: ready when the pass that sends them ends, bound to it; arrival = start + seconds.
     start = np.concatenate([start_p, t_start, k_start])

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...analysis.report import link_summary
 from ...analysis.utilisation import class_traffic, tier_utilisation
-from ...engine.records import LinkCall, TransferInfo
+from ...engine.records import BucketInfo, LinkCall, OverlapInfo, TransferInfo
 from ...engine.scheduler import Task
 from ...taskgraph.builder import IterationBuilder
 from ...vocabulary import COMM_DIMS
@@ -95,7 +95,8 @@ def _basis(b: IterationBuilder) -> Basis:
             traffic, load = _measure(b, s, [c for t in mine for c in t.links])
             step_traffic[s] = traffic
             step_load[s] = [load[k] for k in keys]
-            step_comm[s, COMM_DIMS.index("dp")] = sum(t.info.bus_bytes for t in mine)
+            step_comm[s, COMM_DIMS.index("dp")] = sum(t.info.bus_bytes for t in mine
+                                                      if isinstance(t.info, (BucketInfo, OverlapInfo)))
     return Basis(np.stack([r[0] for r in rows]), np.array([r[2] for r in rows]),
                  np.array([[r[1][k] for k in keys] for r in rows]), pair_traffic, pair_load,
                  step_traffic, step_comm, step_load, keys, b.pp_msg_bytes, tiers)

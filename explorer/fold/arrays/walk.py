@@ -37,9 +37,9 @@ def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray) -> np.ndarray:
     steps = R.steps
     # Duration-table columns are stage-major blocks of nch x KINDS: one block of parts per stage.
     width = -(-len(parts) // p)
-    table = np.zeros((p * width, len(CATEGORIES)))
-    table[:len(parts)] = parts
-    table = table.reshape(p, width, -1)
+    flat = np.zeros((p * width, len(CATEGORIES)))
+    flat[:len(parts)] = parts
+    table = flat.reshape(p, width, -1)
     gaps: list[tuple[np.ndarray, ...]] = []
     for r in range(g):
         sel = np.flatnonzero(R.real[:, r] & (R.dur[:n, r] > 0))

@@ -65,7 +65,8 @@ def _per_task(buckets: int, tasks: int, j: int) -> int:
 
 
 def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c: int, priority_rank: int,
-             op: str, deps: list, ready_task: int | None, sm_factor: float = 0.0) -> list[int]:
+             op: str, deps: list[tuple[int, float]], ready_task: int | None,
+             sm_factor: float = 0.0) -> list[int]:
     """Bucketed DP collectives ``op`` of chunk ``ch`` (local chunk ``c``) on class ``s``, dense and
     expert gradients; their task ids.
 
@@ -85,7 +86,9 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
         if sc.parallelism.zero == 3:
             buckets = 1                    # FSDP gathers/reduces one unit (here: the chunk) at a time
         else:
-            buckets = max(1, math.ceil(total / (sc.communication.bucket_MB * 1e6)))
+            bucket_MB = sc.communication.bucket_MB
+            assert bucket_MB is not None               # filled by the defaults (config/loading.py)
+            buckets = max(1, math.ceil(total / (bucket_MB * 1e6)))
         size = total / buckets
         cc = net.cost(op, size, dim, s)
         ops = reduce_plan(sc, op, cc.n)
@@ -100,7 +103,7 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
         tasks = min(buckets, MAX_BUCKET_TASKS)
         for j in range(tasks):
             k = _per_task(buckets, tasks, j)
-            d = list(deps)
+            d: list[tuple[int, float]] = list(deps)
             if ready_task is not None:
                 done = sum(_per_task(buckets, tasks, i) for i in range(j + 1))
                 # In proportion for equal layers; a ResNet's gradients by its blocks' sizes.
@@ -127,10 +130,9 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
                 links = tuple(priced_link(net, dim, op, size, s, k))
             else:                      # what the compressor's collectives put on the wire
                 links = tuple(c for o, per in ops for c in priced_link(net, dim, o, elements * per, s, k))
-            enc_task = None
             if coder is not None:
                 enc = k * elements * coder.encode_bytes / hbm
-                enc_task = g.add(Task(s, "compute", "compress", enc, d, parts=(("compute", enc),)))
+                enc_id = g.add(Task(s, "compute", "compress", enc, d, parts=(("compute", enc),)))
                 # Overlapped with the backward, a DDP communication hook encodes a bucket the
                 # moment autograd marks it ready, its kernels interleaved with the backward's in the
                 # same stream: the collective leaves then, and the encode's time is charged to the
@@ -138,12 +140,12 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
                 # overlap, or for 1-bit Adam (compressed in the optimizer step), the encode runs
                 # after the backward, before the collective (explorer/network/compression.py).
                 if not hooked:
-                    d = [(enc_task, 1.0)]
+                    d = [(enc_id, 1.0)]
             tid = g.add(Task(s, "dp", "dp", k * seconds, d, priority=priority,
                              parts=(("dp", k * seconds),), info=info, links=links))
             if coder is not None:
                 dec = k * elements * coder.decode_bytes / hbm
-                after = [(tid, 1.0)] + ([(enc_task, 1.0)] if hooked else [])
+                after = [(tid, 1.0)] + ([(enc_id, 1.0)] if hooked else [])
                 tid = g.add(Task(s, "compute", "compress", dec, after, parts=(("compute", dec),)))
             out.append(tid)
     if ready_task is not None and sm_factor > 0 and jobs:

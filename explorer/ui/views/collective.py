@@ -3,11 +3,9 @@
 on every link and each step's alpha-beta time with this scenario's links."""
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import streamlit as st
 
+from ...analysis.gantt_bar import GanttBar
 from ...collective_algorithms import registry
 from ...figures.collective_steps import step_figure
 from ...figures.fonts import PRESENT_FONT_PX
@@ -54,15 +52,15 @@ def _drawable(algorithm: str, op: str, group: int, per_node: int) -> tuple[str, 
     return alg, op, n, g
 
 
-def render_call(data: ViewData, custom: Sequence[Any], present: bool = False) -> None:
-    """The expander for the clicked collective ``custom`` (the Gantt's hover data); nothing for a
+def render_call(data: ViewData, bar: GanttBar, present: bool = False) -> None:
+    """The expander for the clicked collective ``bar`` (the Gantt's hover record); nothing for a
     compute bar or a point-to-point transfer."""
-    if len(custom) < 14 or not custom[9] or not custom[10] or int(custom[10]) < 2:
+    if not bar.bytes or bar.group < 2:
         return
-    op = _op(str(custom[3]))
+    op = _op(bar.detail)
     if op == "send-recv":
         return
-    nbytes, group, algorithm = float(custom[9]), int(custom[10]), str(custom[13] or "ring")
+    nbytes, group, algorithm = bar.bytes, bar.group, bar.algorithm or "ring"
     with st.expander("Step through this call", expanded=False):
         alg, op, n, g = _drawable(algorithm, op, group, data.scenario.cluster.gpus_per_node)
         cols = st.columns(3)

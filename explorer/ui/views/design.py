@@ -119,7 +119,7 @@ def _axes(box: Any) -> None:
         cols[2].selectbox("Heatmap y axis", FIELDS, key=KEYS["y"], on_change=on_field, args=("y",))
         cols[3].text_input("y values", key=KEYS["yv"], on_change=st.session_state.__setitem__,
                            args=("_d_warnings", []))
-        cols[4].selectbox("Colour by", tuple(METRICS), key=KEYS["m"], format_func=METRICS.get)
+        cols[4].selectbox("Colour by", tuple(METRICS), key=KEYS["m"], format_func=METRICS.__getitem__)
 
 
 def _grid() -> runs.Grid:

@@ -109,7 +109,8 @@ def default_values(key: str, sc: Scenario) -> list[Any]:
     cur = flatten(to_dict(sc)).get(key)
     if key in DEGREES:
         limit = {"parallelism.tp": sc.cluster.gpus_per_node, "parallelism.pp": sc.model.layers,
-                 "parallelism.ep": sc.model.moe.experts if sc.model.is_moe else 1,
+                 "parallelism.ep": (sc.model.moe.experts if sc.model.moe is not None and sc.model.is_moe
+                                    else 1),
                  "training.micro_batch": sc.training.global_batch}.get(key, DEGREES[key])
         if key.startswith("parallelism."):
             limit = min(limit, sc.gpus)

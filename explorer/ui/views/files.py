@@ -21,8 +21,8 @@ def render(data: ViewData, raw_json: str) -> None:
             st.info(f"{note}. The description below is the preset's as shipped; its figures may no "
                     "longer hold.", icon="✏️")
         st.markdown(sc.description or "_No description._")
-        st.markdown(f"**Layers per pipeline chunk:** {', '.join(map(str, data.json['stage_layers']))} · "
-                    f"**micro-batches per pipeline:** {data.json['micro_batches']}")
+        st.markdown(f"**Layers per pipeline chunk:** {', '.join(map(str, data.summary.stage_layers))} · "
+                    f"**micro-batches per pipeline:** {data.summary.micro_batches}")
     with c2:
         if data.full_rows <= MAX_DOWNLOAD_ROWS:
             st.download_button("Download Perfetto trace (JSON)",

@@ -13,16 +13,16 @@ from ..export import chart
 
 
 def render(data: ViewData, present: bool) -> None:
-    j = data.json
+    j = data.summary
     bars, over_time = st.columns([2, 3], gap="medium")
     with bars:
         st.markdown("**At the peak, by kind**")
-        chart(figures.memory(list(data.memory), list(data.names), j["memory_capacity_GB"],
+        chart(figures.memory(list(data.memory), list(data.names), j.memory_capacity_GB,
                              height=340 if present else 380, font_size=PRESENT_FONT_PX if present else 12),
               key="memory", present=present, config={"displaylogo": False})
     with over_time:
         _over_time(data, present)
-    mem, cap = j["memory_GB"]["total"], j["memory_capacity_GB"]
+    mem, cap = j.memory_GB, j.memory_capacity_GB
     if mem > cap:
         st.warning(f"The fullest stage needs {mem:.1f} GB per GPU, more than the {cap:.1f} GB of the GPU: "
                    "raise tp or pp, shard with ZeRO, or recompute activations.", icon="⚠️")
@@ -39,16 +39,16 @@ def render(data: ViewData, present: bool) -> None:
 
 def _over_time(data: ViewData, present: bool) -> None:
     """Memory over the iteration per stage (explorer/result/memory_timeline.py)."""
-    j = data.json
+    j = data.summary
     st.markdown("**Over the iteration** (same time axis as the Gantt)")
     curves = data.memory_curves
     if not curves:
         st.caption("No pipeline passes to follow in this run.")
         return
-    span = j["iteration_time_s"]
+    span = j.iteration_time_s
     if data.fold is not None:        # the Gantt draws the folded timeline: follow its axis
         span = max(t for c in curves for t, _ in c.points) * 1.02
-    chart(memory_timeline_figure(curves, span, j["memory_capacity_GB"], height=340 if present else 380,
+    chart(memory_timeline_figure(curves, span, j.memory_capacity_GB, height=340 if present else 380,
                                  font_size=PRESENT_FONT_PX if present else 12),
           key="memory_timeline", present=present, config={"displaylogo": False})
     first = curves[0]

@@ -12,33 +12,34 @@ def fmt_time(s: float) -> str:
 
 
 def render(data: ViewData, present: bool = False) -> None:
-    j = data.json
-    mem, cap = j["memory_GB"]["total"], j["memory_capacity_GB"]
-    busiest = j.get("bubble_fraction_busiest")
+    j = data.summary
+    mem, cap = j.memory_GB, j.memory_capacity_GB
+    busiest = j.bubble_fraction_busiest
     cols = st.columns(6, gap="small")
     # Help icons only where a card needs a second number: at six cards per row on a 1280-px
     # projector a label has ~150 px.
-    if j.get("sync"):
+    if j.sync:
         # Replicas that train apart: the step's cost amortised over the window (explorer/variants/lowcomm).
-        cols[0].metric("Time per step", fmt_time(j["time_per_step_s"]), border=True,
-                       help=f"Amortised over {j['sync']['inner_steps']} inner steps and their sync",
-                       delta=f"inner {fmt_time(j['iteration_time_s'])}", delta_color="off",
+        cols[0].metric("Time per step", fmt_time(j.time_per_step_s), border=True,
+                       help=f"Amortised over {j.sync.inner_steps} inner steps and their sync",
+                       delta=f"inner {fmt_time(j.iteration_time_s)}", delta_color="off",
                        delta_arrow="off")
     else:
-        x = j.get("dp_exchange") or {}
-        fast, slow = x.get("fastest_replica_step_s", 0.0), x.get("slowest_replica_step_s", 0.0)
+        x = j.exchange
         # Asynchronous gossip past stragglers: the time of one global batch at the aggregate rate.
         unit = nouns(data.scenario.model).sample
         pace = (f"Equivalent global-batch time: with no barrier each replica steps at its own pace "
-                f"(every {fmt_time(fast)} to {fmt_time(slow)}), {x['samples_per_s']:,.4g} {unit}/s "
-                "together" if x.get("kind") == "gossip-async" and slow > fast else None)
-        cols[0].metric("Iteration time", fmt_time(j["iteration_time_s"]), border=True, help=pace)
+                f"(every {fmt_time(x.fastest_replica_step_s)} to {fmt_time(x.slowest_replica_step_s)}), "
+                f"{x.samples_per_s:,.4g} {unit}/s together"
+                if x is not None and x.asynchronous and x.slowest_replica_step_s > x.fastest_replica_step_s
+                else None)
+        cols[0].metric("Iteration time", fmt_time(j.iteration_time_s), border=True, help=pace)
     # What the workload's throughput counts: tokens for a transformer, images or clips for a ResNet.
-    cols[1].metric(f"{nouns(data.scenario.model).per_second.capitalize()}/s", f"{j['tokens_per_s']:,.0f}",
+    cols[1].metric(f"{nouns(data.scenario.model).per_second.capitalize()}/s", f"{j.tokens_per_s:,.0f}",
                    border=True)
-    cols[2].metric("MFU", f"{j['mfu']:.1%}", border=True)
-    cols[3].metric("TFLOP/s per GPU", f"{j['tflops_per_gpu']:.0f}", border=True)
-    cols[4].metric("Bubble", f"{j['bubble_fraction']:.1%}", border=True,
+    cols[2].metric("MFU", f"{j.mfu:.1%}", border=True)
+    cols[3].metric("TFLOP/s per GPU", f"{j.tflops_per_gpu:.0f}", border=True)
+    cols[4].metric("Bubble", f"{j.bubble_fraction:.1%}", border=True,
                    help=("Pipeline idle share, averaged over stages"
                          + (f"; busiest stage: {busiest:.1%}" if busiest is not None else "")),
                    # The second number fits under the value only on presentation's wider cards.

@@ -11,8 +11,6 @@ import streamlit as st
 
 from ...figures.fonts import PRESENT_FONT_PX
 from ...figures.sync_window import consensus_figure, sync_window_figure
-from ...variants.lowcomm import SyncWindow
-from ...variants.lowcomm.decentral import Exchange
 from ...variants.lowcomm.report import exchange_sentences, sync_sentences
 from ..cache import ViewData, consensus_curve
 from ..export import chart
@@ -36,9 +34,8 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
     if data.scenario.communication.compression.active:
         compare_link("Compare without compression", {"communication.compression.kind": "none"},
                      "Opens the Compare view with B = this scenario without compression")
-    x = data.json.get("dp_exchange")
-    if x:
-        ex = Exchange(**x)
+    ex = data.summary.exchange
+    if ex is not None:
         lines = exchange_sentences(ex)
         # The stragglers' sentence (what gossip-async buys when replicas differ in speed) on its own.
         speeds = [line for line in lines[:-1] if line.startswith("stragglers: ")]
@@ -54,10 +51,9 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
             compare_link("Compare with synchronous gossip", SYNC_GOSSIP,
                          "Opens the Compare view with B = this scenario with synchronous one-peer gossip "
                          "(D-PSGD on the exponential graph, parallelism.gossip_peers: 1)")
-    sync = data.json.get("sync")
-    if not sync:
+    w = data.summary.sync
+    if w is None:
         return
-    w = SyncWindow.from_json(sync)
     font, height = (PRESENT_FONT_PX, 210) if present else (12, 240)
     chart(sync_window_figure(w, height=height, font_size=font), key="sync_window", present=present)
     unfold = st.expander("Every inner step, unfolded", key="sync_unfold", on_change="rerun")

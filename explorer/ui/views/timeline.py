@@ -5,6 +5,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from ... import figures
+from ...analysis.gantt_bar import GanttBar
 from ...figures.fonts import PRESENT_FONT_PX
 from ...figures.gantt_present import for_projector
 from ...schedules import registry
@@ -13,6 +14,7 @@ from ...teaching.explain import explain_bar
 from ...vocabulary import COMM_DIMS
 from ..cache import ViewData, bubble_story
 from ..export import chart
+from ..summary import Summary
 from . import collective, sync, textbook
 
 # What the chart shows for schedules whose iterations overlap (the metrics measure a steady state).
@@ -26,7 +28,7 @@ def gantt_figure(data: ViewData, present: bool) -> go.Figure:
 
 
 def render(data: ViewData, raw_json: str, present: bool) -> None:
-    j = data.json
+    j = data.summary
     font = PRESENT_FONT_PX if present else 12
     left, right = st.columns([7, 3], gap="small")
     with left:
@@ -38,7 +40,7 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
         sync.render(data, raw_json, present)
         textbook.render(data, present)
     with right:
-        st.info(j["bottleneck"])
+        st.info(j.bottleneck)
         if not present:
             # Always drawn (disabled when the sentence names no single bar, e.g. the bubble), so that
             # the widget and its state never come and go with the scenario.
@@ -46,29 +48,29 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
                       disabled=bottleneck_bar(data) is None,
                       help="Shows the derivation of the longest bar of the category this sentence names "
                            "(a click on the chart shows that bar instead); none for the bubble")
-        if j["parallelism"]["pp"] > 1:
-            st.caption(j["bubble_explanation"])
+        if j.layout.pp > 1:
+            st.caption(j.bubble_explanation)
             # Under the ideal pipeline card and formula agree: nothing to decompose.
             if not present and not data.scenario.parallelism.ideal_pipeline:
                 why = st.expander("Card against formula, term by term", key="bubble_story", on_change="rerun")
                 if why.open:
                     with why:
                         st.markdown(bubble_story(raw_json))
-        chart(figures.breakdown(j["breakdown_s"], j["iteration_time_s"],
+        chart(figures.breakdown(j.breakdown_s, j.iteration_time_s,
                                           title=f"Where the time goes · {data.breakdown_name}",
                                           height=_breakdown_height(j, present), font_size=font),
                         key="breakdown", present=present, config={"displayModeBar": False})
-        for w in j["warnings"]:
+        for w in j.warnings:
             st.warning(w, icon="⚠️")
     if not present:
         with st.expander("How to read this"):
             st.markdown(HOW_TO_READ)
 
 
-def _breakdown_height(j: dict, present: bool) -> int:
+def _breakdown_height(j: Summary, present: bool) -> int:
     """The breakdown's height: in presentation mode 26 px per category at 18 px (below the bottleneck
     sentence; the Gantt beside it decides the screen) plus title and axis."""
-    return max(240, 120 + 26 * sum(v > 0 for v in j["breakdown_s"].values())) if present else 300
+    return max(240, 120 + 26 * sum(v > 0 for v in j.breakdown_s.values())) if present else 300
 
 
 # The word a bottleneck sentence starts with -> the Gantt traces (kinds) whose bars it talks about.
@@ -77,20 +79,21 @@ BOTTLENECK_KINDS = {**{d: (d,) for d in COMM_DIMS},
                     "recompute": ("recompute", "backward")}
 
 
-def bottleneck_bar(data: ViewData) -> list | None:
-    """The hover data of the longest Gantt bar of the category the bottleneck sentence names
-    (None for the bubble, which is no bar, or an aggregated chart without exact bars)."""
-    first = data.json["bottleneck"].split(" ", 1)[0].lower()
+def bottleneck_bar(data: ViewData) -> GanttBar | None:
+    """The longest Gantt bar of the category the bottleneck sentence names (None for the bubble,
+    which is no bar, or an aggregated chart without exact bars)."""
+    first = data.summary.bottleneck.split(" ", 1)[0].lower()
     kinds = BOTTLENECK_KINDS.get(first)
     if kinds is None:
         return None
-    best, best_ms = None, -1.0
+    best: GanttBar | None = None
     for tr in data.gantt.data:
         if tr.name not in kinds or tr.customdata is None:
             continue
         for row in tr.customdata:
-            if len(row) >= 14 and float(row[5]) > best_ms:
-                best, best_ms = list(row), float(row[5])
+            bar = GanttBar.from_customdata(row)
+            if bar is not None and (best is None or bar.duration_ms > best.duration_ms):
+                best = bar
     return best
 
 
@@ -99,25 +102,29 @@ def _explain(data: ViewData, event, present: bool = False) -> None:
     bottleneck sentence's toggle on, of the bar that sentence names."""
     points = (getattr(event, "selection", None) or {}).get("points") or []
     custom = points[0].get("customdata") if points else None
-    if not custom and st.session_state.get("explain_bottleneck") and not present:
-        custom = bottleneck_bar(data)
+    # A clicked bar: its record, or None for a bar of the aggregated chart (explain_bar says so).
+    bar = GanttBar.from_customdata(custom)
     if not custom:
-        st.caption("Click a bar of the Gantt to see how its duration comes about.")
-        return
+        bar = bottleneck_bar(data) if st.session_state.get("explain_bottleneck") and not present else None
+        if bar is None:
+            st.caption("Click a bar of the Gantt to see how its duration comes about.")
+            return
     gpu = data.scenario.hardware.gpu
     fp8 = data.scenario.training.dtype == "fp8"
     with st.container(border=True):
         st.markdown("**Explain this bar**")
-        st.markdown(explain_bar(custom, gpu.fp8_tflops if fp8 else gpu.peak_tflops, gpu.name,
-                                "fp8" if fp8 else "bf16"))
-        collective.render_call(data, custom)
+        # The fp8 dense peak, as the kernel model reads it (physics/kernels.py: the bf16 one if none).
+        peak = (gpu.fp8_tflops or gpu.peak_tflops) if fp8 else gpu.peak_tflops
+        st.markdown(explain_bar(bar, peak, gpu.name, "fp8" if fp8 else "bf16"))
+        if bar is not None:
+            collective.render_call(data, bar)
 
 
 def _captions(data: ViewData) -> None:
-    j = data.json
-    window = registry.get(j["parallelism"]["schedule"]).window
+    j = data.summary
+    window = registry.get(j.layout.schedule).window
     notes = []
-    if j.get("dp_priority"):
+    if j.dp_priority:
         notes.append("P3 bucket priorities: the next iteration starts on its first layers while later "
                      "buckets are still reduced; the metrics measure that steady-state period.")
     if window in WINDOW_NOTE:

@@ -12,20 +12,20 @@ from ..export import chart
 
 def hot_tier(data: ViewData) -> tuple[str | None, str]:
     """The tier limiting the dimension with the most exposed time, and a note saying so."""
-    j = data.json
-    links, bd, T = j["links"], j["breakdown_s"], j["iteration_time_s"]
+    j = data.summary
+    links, bd, T = j.links, j.breakdown_s, j.iteration_time_s
     exposed = {d: bd[d] for d in dimensions.shown_in("topology") if d in links and bd.get(d, 0.0) > 0}
     if exposed:
-        dim = max(exposed, key=exposed.get)
-        return links[dim]["tier"], f"limits {dim.upper()} ({exposed[dim] / T:.0%} of the iteration exposed)"
+        dim = max(exposed, key=exposed.__getitem__)
+        return links[dim].tier, f"limits {dim.upper()} ({exposed[dim] / T:.0%} of the iteration exposed)"
     util = data.utilisation
-    return (max(util, key=util.get) if util else None), "busiest"
+    return (max(util, key=util.__getitem__) if util else None), "busiest"
 
 
 def render_datacenters(data: ViewData, present: bool) -> None:
     """The datacenter map (two or more datacenters): boxes by GPUs, WAN links by bytes and utilisation."""
-    j = data.json
-    fig = figures.datacenter_map(data.scenario, j.get("wan_links", []), j["comm_bytes_by_tier"],
+    j = data.summary
+    fig = figures.datacenter_map(data.scenario, [w._asdict() for w in j.wan_links], j.comm_bytes_by_tier,
                                  height=(250 if present else 290) if data.scenario.cluster.datacenters == 2
                                  else (360 if present else 420), font_size=PRESENT_FONT_PX if present else 12)
     if fig is None:
@@ -34,19 +34,19 @@ def render_datacenters(data: ViewData, present: bool) -> None:
                        f"{figures.MAX_MAP_DATACENTERS}; `wan_links` in the JSON lists the loaded links.")
         return
     chart(fig, key="datacenters", present=present, config={"displaylogo": False})
-    busiest = max(j["wan_links"], key=lambda w: w["utilisation"], default=None)
-    if busiest and busiest["utilisation"] > 0 and not present:
-        tied = sum(w["utilisation"] >= busiest["utilisation"] * (1 - 1e-3) for w in j["wan_links"])
+    busiest = max(j.wan_links, key=lambda w: w.utilisation, default=None)
+    if busiest and busiest.utilisation > 0 and not present:
+        tied = sum(w.utilisation >= busiest.utilisation * (1 - 1e-3) for w in j.wan_links)
         more = f" (and {tied - 1} more, equally loaded)" if tied > 1 else ""
-        which = f"**{busiest['a']} ↔ {busiest['b']}**{more}"
+        which = f"**{busiest.a} ↔ {busiest.b}**{more}"
         st.caption(f"Limiting WAN link: {which}, "
-                   f"{format_bytes(busiest['bytes_per_iteration'])} per iteration in its busier direction, "
-                   f"{busiest['utilisation']:.0%} of its achievable capacity over the iteration. "
+                   f"{format_bytes(busiest.bytes_per_iteration)} per iteration in its busier direction, "
+                   f"{busiest.utilisation:.0%} of its achievable capacity over the iteration. "
                    "Hover a link for both directions.")
 
 
 def render(data: ViewData, present: bool) -> None:
-    j = data.json
+    j = data.summary
     util = data.utilisation
     hot, note = hot_tier(data)
     render_datacenters(data, present)
@@ -58,12 +58,12 @@ def render(data: ViewData, present: bool) -> None:
                 "iteration: " + " · ".join(f"{figures.TIER_LABELS[k]} {v:.0%}" for k, v in util.items()
                                            if k in figures.TIER_LABELS))
     rows = []
-    by_dim = j["comm_bytes_per_gpu"]
-    for d, link in j["links"].items():
+    by_dim = j.comm_bytes_per_gpu
+    for d, link in j.links.items():
         rows.append({"dimension": d, "sent per GPU per iteration": f"{by_dim.get(d, 0.0) / 1e9:,.2f} GB",
-                     "typical call": link["op"], "call size": f"{link['bytes'] / 1e6:,.1f} MB",
-                     "group": link["group"], "algorithm": link["algorithm"], "limited by": link["tier"],
-                     "bus bandwidth": f"{link['busbw_GBps']:.1f} GB/s"})
+                     "typical call": link.op, "call size": f"{link.bytes / 1e6:,.1f} MB",
+                     "group": link.group, "algorithm": link.algorithm, "limited by": link.tier,
+                     "bus bandwidth": f"{link.busbw_GBps:.1f} GB/s"})
     if rows:
         st.dataframe(rows, hide_index=True)
     if not present:

@@ -53,7 +53,7 @@ def render_bar(view: SharedView, present: bool, labels: dict[str, str], slots: i
     screen.  Opening the narration
     moves the page down by its height, and closing it moves the page back.
     """
-    if not playing(view):
+    if not playing(view) or view.tour is None:
         return []
     tour = tours()[view.tour]
     n, i = len(tour.steps), view.step

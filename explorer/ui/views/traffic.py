@@ -30,15 +30,15 @@ def zero_points(raw: dict[str, Any]) -> tuple[list[dict], list[str]]:
             skipped.append(f"ZeRO {z}: {exc}")
             continue
         j = summary(json.dumps(variant, sort_keys=True, default=str))
-        points.append({"zero": z, "memory_GB": j["memory_GB"]["total"],
-                       "dp_GB": j["comm_bytes_per_gpu"]["dp"] / 1e9, "iteration_s": j["iteration_time_s"]})
+        points.append({"zero": z, "memory_GB": j.memory_GB,
+                       "dp_GB": j.comm_bytes_per_gpu["dp"] / 1e9, "iteration_s": j.iteration_time_s})
     return points, skipped
 
 
 def render(data: ViewData, raw: dict[str, Any], present: bool) -> None:
-    j = data.json
+    j = data.summary
     font = PRESENT_FONT_PX if present else 12
-    by_tier = j.get("comm_bytes_by_tier")
+    by_tier = j.comm_bytes_by_tier
     left, right = st.columns(2, gap="medium")
     with left:
         st.markdown("**Bytes each GPU sends per iteration**")
@@ -46,16 +46,16 @@ def render(data: ViewData, raw: dict[str, Any], present: bool) -> None:
             chart(figures.traffic_by_tier(by_tier, font_size=font), key="traffic", present=present,
                             config={"displaylogo": False})
         rows = []
-        for dim, total in j["comm_bytes_per_gpu"].items():
+        for dim, total in j.comm_bytes_per_gpu.items():
             row = {"dimension": dim, "bus GB (nccl-tests)": _gb(total)}
             for tier in TIERS:
-                row[f"{tier} GB"] = _gb((by_tier or {}).get(dim, {}).get(tier, 0.0))
+                row[f"{tier} GB"] = _gb(by_tier.get(dim, {}).get(tier, 0.0))
             rows.append(row)
         st.dataframe(rows, hide_index=True)
     with right:
         st.markdown("**ZeRO stages: memory against traffic** (iteration time under each stage)")
         points, skipped = zero_points(raw)
-        chart(figures.zero_tradeoff(points, j["memory_capacity_GB"], j["parallelism"]["zero"],
+        chart(figures.zero_tradeoff(points, j.memory_capacity_GB, j.layout.zero,
                                     font_size=font), key="zero", present=present)
         for s in skipped:
             st.caption(s)

@@ -41,12 +41,14 @@ def powersgd_factor(m: Model, tp: int, rank: int) -> float:
 
 def nouns(m: Model) -> Nouns:
     """Images (clips for a video model) per second, one per sample; layers are residual blocks."""
+    assert m.conv is not None                     # this family is chosen by its conv section
     unit = "clips" if m.conv.frames > 1 else "images"
     return Nouns(unit, unit, f"residual blocks of a {m.conv.label}", "stem", "classifier")
 
 
 def caption(m: Model) -> str:
     """What the transformer fields the loader derived are for this network."""
+    assert m.conv is not None
     return (f"A {m.conv.label}: {m.layers} residual blocks, {m.hidden} channels into a "
             f"{m.vocab}-class classifier; the batch counts {nouns(m).sample}. Trains data-parallel "
             "(tp, pp, cp, ep 1).")

@@ -149,6 +149,7 @@ def mla_terms(c: Ctx) -> list[Term]:
     Sec. 3.2.3 "recomputation of ... MLA up-projections") drops Q, K and V: they are recomputed
     from the latents in the backward."""
     mla, a, t, e = c.m.mla, c.m.heads, c.tp, c.e
+    assert mla is not None                                # only MLA models have these terms
     d_qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
     out: list[Term] = []
     if mla.q_lora_rank:
@@ -179,6 +180,7 @@ def dense_mlp_terms(c: Ctx) -> list[Term]:
     m = c.m
     out = [Term("mlp_norm_in", m.hidden, c.e, c.seq_div),
            Term("fc1_in", m.hidden, c.linear_input_bytes(True), c.seq_div)]
+    assert m.ffn_hidden is not None                       # filled by the defaults
     out += _ffn_terms(c, "", m.ffn_hidden, 1, c.tp, None, c.e)
     if m.dropout:
         out.append(Term("mlp_dropout_mask", m.hidden, MASK_BYTES, c.seq_div))
@@ -198,6 +200,7 @@ def moe_mlp_terms(c: Ctx) -> list[Term]:
     - DeepSeek-V3's storage (Sec. 3.3.3) caches the SwiGLU inputs of the MoE in FP8 (1 byte);
     - shared experts as a dense FFN of width shared_experts * expert_ffn_hidden on every token."""
     m, moe = c.m, c.m.moe
+    assert moe is not None                                # only MoE layers have these terms
     h, k = m.hidden, moe.top_k
     out = [Term("mlp_norm_in", h, c.e, c.seq_div),
            Term("router_in", h, 0.0 if "layernorm" in c.modules else c.e, c.seq_div),

@@ -98,8 +98,9 @@ def _op_sac_recompute(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, dense
     if m.mla is not None or len(blk.gemms) != 2 or len(dense_gemms) != 4:
         return timer.passes(dense_gemms)[0].scaled(0.5) + stream
     d = head_dims(m)[0]
-    f = m.ffn_hidden
-    recomputed = [Gemm(tokens, m.kv_heads * d / t, m.hidden), blk.gemms[1],
+    f, kv = m.ffn_hidden, m.kv_heads
+    assert f is not None and kv is not None          # filled by the defaults (config/loading.py)
+    recomputed = [Gemm(tokens, kv * d / t, m.hidden), blk.gemms[1],
                   Gemm(tokens, f / t, m.hidden) if m.ffn_kind == "swiglu" else Gemm(tokens, m.hidden, f / t)]
     return timer.passes(recomputed)[0] + stream
 
@@ -122,6 +123,7 @@ def _selective_recompute(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, at
         work = work + timer.passes(ups)[0]
     if "moe_act" in modules and moe_layer:
         moe = m.moe
+        assert moe is not None  # a routed layer: the model has experts
         work = work + Work(0.0, 0.0, tokens * moe.top_k * mats * moe.expert_ffn_hidden / t * e)
     return work
 
@@ -146,6 +148,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     router_stream = 0.0
     if moe_layer:
         moe = m.moe
+        assert moe is not None  # a routed layer: the model has experts
         local = moe.experts / p.ep
         # Balanced routing: every EP rank receives tokens*top_k token copies over its local experts.
         per_expert = tokens * moe.top_k / local
@@ -158,8 +161,10 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
             + tokens * moe.shared_experts * mats * moe.expert_ffn_hidden / t
         expert_params = sum(g.params for g in routed)
     else:
-        dense_gemms += mlp_gemms(tokens, h, m.ffn_hidden, mats, t)
-        mlp_stream = tokens * (mats * m.ffn_hidden / t)      # activation function reads and writes
+        f = m.ffn_hidden
+        assert f is not None                              # filled by the defaults
+        dense_gemms += mlp_gemms(tokens, h, f, mats, t)
+        mlp_stream = tokens * (mats * f / t)      # activation function reads and writes
         expert_params = 0.0
     d_f, d_d, d_w, cast_f, cast_b = timer.passes(dense_gemms)
     r_f, r_d, r_w, rcast_f, rcast_b = timer.passes(routed)
@@ -199,7 +204,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
         tp_fwd = (Collective("all-reduce", size),) * 2
     tp_bwd = tp_fwd
     tp_recompute = tp_fwd if tr.recompute == "full" else ()
-    if moe_layer and p.ep > 1:
+    if moe_layer and p.ep > 1 and m.moe is not None:
         # Dispatch + combine; with TP the tokens are split over the TP ranks first (Megatron-Core
         # requires sequence parallelism with TP x EP).
         a2a = Collective("all-to-all", tokens / t * m.moe.top_k * h * e)
@@ -246,11 +251,12 @@ def model_params(sc: Scenario) -> float:
     m = sc.model
     attn = attention_params(m) + 4 * m.hidden
     mats = _mlp_matrices(m.ffn_kind)
+    assert m.ffn_hidden is not None                       # filled by the defaults
     dense = attn + mats * m.hidden * m.ffn_hidden
     total = (m.layers - m.moe_layers) * dense
     moe_layer = dense
-    if m.is_moe:
-        moe = m.moe
+    moe = m.moe
+    if moe is not None and m.is_moe:
         experts = (moe.experts + moe.shared_experts) * mats * m.hidden * moe.expert_ffn_hidden
         moe_layer = attn + experts + m.hidden * moe.experts
         total += m.moe_layers * moe_layer

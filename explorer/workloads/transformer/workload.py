@@ -27,6 +27,7 @@ def spec(sc: Scenario) -> WorkloadSpec:
         return WorkloadSpec((dense,), ((DENSE, m.layers),), embedding_cost(sc), logits_cost(sc),
                             ((DENSE, m.mtp_depth),) if m.mtp_depth else ())
     moe = layer_cost(sc, moe_layer=True)
+    assert m.moe is not None                      # is_moe: the section is there
     lead = min(m.moe.dense_layers, m.layers)
     runs = tuple((k, n) for k, n in ((DENSE, lead), (MOE, m.layers - lead)) if n > 0)
     last = MOE if m.moe_layers else DENSE
@@ -40,6 +41,7 @@ def powersgd_factor(m: Model, tp: int, rank: int) -> float:
     r (m + n) / (m n) summed over QKV, the output projection and the MLP (Vogels et al., PowerSGD,
     NeurIPS 2019, Sec. 3)."""
     h, f = m.hidden, m.ffn_hidden
+    assert f is not None                          # filled by the defaults (config/loading.py)
     kv = (m.kv_heads or m.heads) * (h // m.heads)
     mats = 3 if m.ffn_kind == "swiglu" else 2
     shapes = [(h, (h + 2 * kv) / tp), (h / tp, h)] + [(h, f / tp)] * (mats - 1) + [(f / tp, h)]

@@ -89,6 +89,7 @@ def _costs(sc: Scenario, ckey: int, bkey: int, akey: tuple, nkey: int | None) ->
         # A layer of a kind beyond the estimator's two (registry ``estimator`` False: rows the
         # simulation prices) reads the second kind's piece, which no estimate then uses.
         layers = [pieces[min(k, KINDS - 1)] for k in spec.kind_of_layers()]
+        # RowNetwork stands in for Network with the same pricing methods (pricing/keys.py).
         got = _COSTS[(bkey, akey)] = assemble(sc, info.for_row(sc), layers,  # type: ignore[arg-type]
                                               pieces[ROLES.index("first")], pieces[ROLES.index("last")],
                                               transient=max(lc.recompute_bytes for lc in spec.kinds))

@@ -175,7 +175,9 @@ def split_costs(sc: Scenario, net: Network, cm: ComputeModel, spec: WorkloadSpec
     ends = piece_of(chunk_work(ctx, 0, 0, 0, 0)), piece_of(chunk_work(ctx, 2, 0, 0, 0))
     pieces = {}
     for kind in dict.fromkeys(k for k, _ in spec.runs):
-        pieces[kind] = piece_of(chunk_work(ctx, 1, 0, spec.first_layer_of(kind), 1))   # type: ignore[arg-type]
+        at = spec.first_layer_of(kind)
+        assert at is not None                     # a kind of spec.runs has a first layer
+        pieces[kind] = piece_of(chunk_work(ctx, 1, 0, at, 1))
     return assemble(sc, net, [pieces[k] for k in spec.kind_of_layers()], *ends,
                     transient=max(lc.recompute_bytes for lc in spec.kinds))
 

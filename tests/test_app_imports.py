@@ -10,6 +10,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 # Lazy imports the app never runs: Dask is the CLI's --executor dask and the process pool its
@@ -95,6 +97,7 @@ print(repr(results))
 """
 
 
+@pytest.mark.slow
 def test_eight_sessions_starting_at_once_on_a_fresh_server_show_no_error():
     proc = subprocess.run([sys.executable, "-c", CONCURRENT_SESSIONS], cwd=ROOT, capture_output=True,
                           text=True, timeout=900)

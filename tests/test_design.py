@@ -86,6 +86,7 @@ def test_list_values_and_presets_can_be_varied():
 
 
 @pytest.mark.parametrize("engine", ["estimate", "full"])
+@pytest.mark.slow
 def test_executors_give_identical_results(engine):
     """The same chunks on this process, a local process pool and a Dask LocalCluster of two worker
     processes: bit-identical points, in the same order."""
@@ -407,6 +408,7 @@ _XR_SPACE = Space(schedules=("1f1b", "1f1b-latency", "crosspipe"), zero=(1,), re
                   sequence_parallel=(True,), max_micro_batch=1)
 
 
+@pytest.mark.slow
 def test_search_simulates_latency_timed_schedules_on_the_best_1f1b_pipelines_only(monkeypatch):
     """Each latency-timed layout is a full simulation (cross-region-pp's whole space holds 14,280:
     13 minutes on 2 cores), so the search scores them only on the TIMED_PIPELINES fastest fitting
@@ -505,6 +507,7 @@ _SMALL = Space(schedules=("1f1b",), zero=(1,), recompute=("none", "selective"), 
 
 
 @pytest.mark.parametrize("name,pool", [("straggler-16k", 6), ("cloud-25g-dp", None)])
+@pytest.mark.slow
 def test_search_ranks_on_the_proxy_and_reports_full_simulations(name, pool):
     """A scenario the estimator does not price is ranked on its proxy, and what the search reports
     is the full simulation of the scenario as it is: every time exact, the pool at least

@@ -85,6 +85,7 @@ def test_search_rows_reopen_their_scenarios():
         assert simulate(reopen(link)).iteration_time_s == pytest.approx(t, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_search_of_a_scenario_the_estimator_does_not_price_says_it_ranked_on_a_proxy():
     """cloud-25g-dp compresses its gradients: the tab's search ranks on the uncompressed proxy
     (explorer/design/proxy.py), says so, and every row's time is the scenario's own simulation."""
@@ -162,6 +163,7 @@ def test_default_values_are_sensible():
 # ------------------------------------------------------------------------------------------------
 # A real browser
 # ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_the_tab_renders_in_a_browser():
     """Chromium: no JS error or Streamlit exception; the three charts drawn; Search layouts fills
     the table; clicking a heatmap cell shows that cell's link."""

@@ -65,6 +65,7 @@ def check_fold(sc) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_folded_results_equal_unfolded_results_for_seeded_random_scenarios():
     """Every schedule, ZeRO stage, framework, MoE/MLA/CP/TP option, P3 priorities, token slices:
     folded or not, the result is the unfolded one; the folding schedules do fold."""

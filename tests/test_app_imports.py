@@ -54,6 +54,7 @@ def lazy_imports(module: str, path) -> set[str]:
     return out
 
 
+@pytest.mark.slow
 def test_importing_the_page_loads_every_module_the_views_import_lazily():
     loaded = fresh_modules_after_page_import()
     assert [m for m in MUST_BE_LOADED if m not in loaded] == []

@@ -128,6 +128,7 @@ def test_layout_builder_is_from_dict(name):
         assert builder.scenario(layout) == want
 
 
+@pytest.mark.slow
 def test_every_shipped_layout_is_in_its_search_space():
     for name in ("teaching-8gpu", "megatron-gpt3-175b", "llama3-405b-16k", "two-datacenters", "deepseek-v3",
                  "fsdp-llama3-8b", "long-context-cp", "zero-bubble-8gpu"):
@@ -144,6 +145,7 @@ def searched(request):
     return request.param, search(open_base(request.param), top=5, include_baseline=False)
 
 
+@pytest.mark.slow
 def test_search_returns_valid_fitting_layouts_sorted_by_the_full_engine(searched):
     """The top K are priced exactly (the estimator without its fast mode, explorer/design/search.py
     step 3): the full engine's time to float rounding, and its memory verdict."""
@@ -160,6 +162,7 @@ def test_search_returns_valid_fitting_layouts_sorted_by_the_full_engine(searched
         assert _open(c.link).warnings == []
 
 
+@pytest.mark.slow
 def test_search_top_result_beats_the_shipped_layout(searched):
     """Without the shipped layout injected, the search alone finds something at least as fast."""
     name, r = searched

@@ -69,6 +69,7 @@ def test_the_heatmap_is_the_librarys_sweep(opened):
     assert sum(p.valid for p in ref.points) == 10
 
 
+@pytest.mark.slow
 def test_search_rows_reopen_their_scenarios():
     at = run_app(scenario=TEACHING, view="design")
     at.button(key="_d_search").click().run()
@@ -203,6 +204,7 @@ def test_the_tab_renders_in_a_browser():
             browser.close()
 
 
+@pytest.mark.slow
 def test_the_tornado_says_which_upgrades_datacenters_of_gpu_presets_cannot_take():
     """mixed-generations: the tab renders without an error (the sensitivity raised 'hardware.gpu is
     a custom mapping' before) and a caption names the changes not run and why."""

@@ -125,6 +125,7 @@ ALWAYS_FOLDING = {"1f1b", "interleaved"}
 
 @pytest.mark.parametrize("schedule", FOLDING)
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])
+@pytest.mark.slow
 def test_every_folding_schedule_and_zero_stage_folds_exactly(schedule, zero):
     raw = json.loads(json.dumps(BASE))
     raw["parallelism"].update(schedule=schedule, zero=zero, vpp=2 if schedule == "interleaved" else 1)

@@ -128,6 +128,7 @@ def test_invalid_input_is_exit_2_in_one_line(args, line):
     assert proc.stderr.strip() == line
 
 
+@pytest.mark.slow
 def test_placements_left_to_the_simulation_run_in_chunks_with_progress_and_equal_figures():
     """Datacenters of different GPUs (mixed-generations, here 4 + 4 nodes) are priced by the full
     simulation, 0.3 s a placement at 1,024 GPUs: advise then spreads them over the executor in

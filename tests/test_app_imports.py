@@ -10,6 +10,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 # Lazy imports the app never runs: Dask is the CLI's --executor dask and the process pool its
@@ -52,6 +54,7 @@ def lazy_imports(module: str, path) -> set[str]:
     return out
 
 
+@pytest.mark.slow
 def test_importing_the_page_loads_every_module_the_views_import_lazily():
     loaded = fresh_modules_after_page_import()
     assert [m for m in MUST_BE_LOADED if m not in loaded] == []
@@ -95,6 +98,7 @@ print(repr(results))
 """
 
 
+@pytest.mark.slow
 def test_eight_sessions_starting_at_once_on_a_fresh_server_show_no_error():
     proc = subprocess.run([sys.executable, "-c", CONCURRENT_SESSIONS], cwd=ROOT, capture_output=True,
                           text=True, timeout=900)

@@ -9,16 +9,21 @@ no internal error, and either the metrics or a one-line reason; after setting a 
 iteration time must be the preset's again.  Every model preset and every GPU preset is also
 chosen on every shipped scenario.
 
-AppTest renders only the open tab: the full sweep runs on the Timeline view (the default), and
+AppTest renders only the open tab: the control sweep runs on the Timeline view (the default), and
 each other view is opened on every preset with a seeded sample of control changes.
 
-Cost (this 2-core machine, 2026-12-01): 34-100 s per preset for the control sweep, about 25
-minutes in all, the longest part of the suite, which therefore runs on every CPU (README "Tests").
-The small presets are swept in full; the heavy ones (llama3-405b-16k, deepseek-v3 and
-megatron-gpt3-175b, whose new scenarios each cost 0.25-0.75 s to simulate and draw) with every
-control but fewer values — one of minimum, maximum and typical per number input, one option per
-select box, every toggle — the same seeded sample on every run.
-``COMMEXPLORER_FULL_SWEEP=1`` sweeps everything in full, in every view (opt-in: much longer).
+Cost.  Every value of every control on every preset is about 4,600 app runs (25 CPU-minutes on
+this 2-core machine, 2026-12-01), most of them repeating a code path another preset already took.
+The default sweep therefore covers the grid once and the presets' own features everywhere:
+- ``FULL_PRESETS`` (a single-node pipeline, a CNN, two datacenters over a WAN) take every control
+  through its whole range: every (control, value) pair of the grid runs at least there;
+- every other preset takes, through their whole range, the controls its file sets that no full
+  preset's file sets (its own feature: DiLoCo's ``training.sync.*``, gossip's peers, the parameter
+  server's servers, DeepSeek's MoE routing, ...), and one seeded value of every second control
+  (every third on the heavy presets, whose scenarios cost 0.25-0.75 s each to simulate and draw),
+  rotating with the preset so that each control still runs on about half of the presets.
+Every control that is changed is set back and must restore the preset's numbers.
+``COMMEXPLORER_FULL_SWEEP=1`` sweeps everything in full, in every view (opt-in: about 25 CPU-minutes).
 """
 from __future__ import annotations
 
@@ -34,9 +39,15 @@ from explorer.scenario import model_presets
 
 from conftest import ROOT, SCENARIO_FILES
 
+# Tens of app runs per test, about 9 CPU-minutes in all: the full suite only (README "Tests").
+pytestmark = pytest.mark.slow
+
 APP = str(ROOT / "app.py")
 PRESETS = [p.stem for p in SCENARIO_FILES]
 HEAVY = {"llama3-405b-16k", "deepseek-v3", "megatron-gpt3-175b", "straggler-16k"}
+# One preset per family of code paths the sidebar reaches: pipeline schedules on one node, a CNN's
+# own controls, the WAN between datacenters.
+FULL_PRESETS = ("teaching-8gpu", "resnet50-cloud-dp", "two-datacenters")
 FULL = os.environ.get("COMMEXPLORER_FULL_SWEEP", "") == "1"
 # Select boxes swept by their own tests (their options are presets, not field values).
 PRESET_SELECTS = {"_scenario", "model.preset", "hardware.gpu"}
@@ -129,25 +140,51 @@ def discovered(at: AppTest) -> dict[str, list]:
 
 
 def sweep(at: AppTest, preset: str, k_num: int, k_opt: int, controls: int | None = None,
-          seed: str = "") -> list[str]:
+          seed: str = "", full_keys: frozenset[str] = frozenset(),
+          stride: tuple[int, int] | None = None) -> list[str]:
     """Drive the discovered controls (``k_num`` of min/max/typical per number input, ``k_opt``
     options per select box, every toggle flipped; ``controls``: a seeded sample of that many
-    controls instead of all of them) and collect what went wrong."""
+    controls instead of all of them; ``stride`` (n, r): only the controls whose position is r
+    modulo n; ``full_keys``: controls always driven, through every value) and collect what went
+    wrong."""
     keys = discovered(at)
     items = [(kind, key) for kind in ("number", "select", "toggle") for key in keys[kind]]
     if controls is not None:
         items = sample(items, controls, f"{preset}/{seed}/controls")
+    if stride is not None:
+        n, r = stride
+        items = [it for i, it in enumerate(items) if it[1] in full_keys or i % n == r % n]
     problems: list[str] = []
     for kind, key in items:
+        kn, ko = (3, 10**6) if key in full_keys else (k_num, k_opt)
         if kind == "number":
-            values = sample(number_values(at.sidebar.number_input(key=key)), k_num, f"{preset}/{key}")
+            values = sample(number_values(at.sidebar.number_input(key=key)), kn, f"{preset}/{key}")
         elif kind == "select":
             w = at.sidebar.selectbox(key=key)
-            values = sample([o for o in w.options if o != w.value], k_opt, f"{preset}/{key}")
+            values = sample([o for o in w.options if o != w.value], ko, f"{preset}/{key}")
         else:
             values = [not at.sidebar.toggle(key=key).value]
         problems += sweep_widget(at, preset, kind, key, values)
     return problems
+
+
+def own_keys(preset: str) -> frozenset[str]:
+    """The fields ``preset``'s file sets that no file of ``FULL_PRESETS`` sets: its own feature."""
+    def keys(name: str) -> set[str]:
+        return set(share.flatten(share.preset_raw(name)))
+    return frozenset(keys(preset) - set().union(*(keys(p) for p in FULL_PRESETS)))
+
+
+def sweep_plan(preset: str) -> dict[str, Any]:
+    """How :func:`test_every_sidebar_control_through_its_range` drives ``preset``'s controls (see the
+    module docstring): everything in full, or its own fields in full plus a rotating stride of one
+    value per control."""
+    if FULL or preset in FULL_PRESETS:
+        return {"k_num": 3, "k_opt": 10**6}
+    # The rank within its group (light or heavy), so that the group's strides take turns.
+    group = [p for p in PRESETS if p not in FULL_PRESETS and (p in HEAVY) == (preset in HEAVY)]
+    return {"k_num": 1, "k_opt": 1, "full_keys": own_keys(preset),
+            "stride": (3 if preset in HEAVY else 2, group.index(preset))}
 
 
 VIEWS = list(share.VIEWS)
@@ -162,15 +199,40 @@ VIEW_CASES = [(p, v) for v in VIEWS[1:] for p in PRESETS if FULL or v not in COS
 def test_every_sidebar_control_through_its_range(preset):
     """Every number input through min, max and a typical value, every select box through every
     option, every toggle flipped: no exception, no traceback, a result or a one-line reason; and
-    setting it back restores the preset's numbers (the controls hold no hidden state).  Heavy
-    presets: every control, one sampled value or option each (all of them with FULL_SWEEP)."""
+    setting it back restores the preset's numbers (the controls hold no hidden state).  On the
+    presets outside ``FULL_PRESETS``: the preset's own fields in full and a rotating stride of the
+    other controls with one seeded value each (all of them with FULL_SWEEP; module docstring)."""
     at = open_app(preset)
     keys = discovered(at)
     # The sidebar really was found (a sweep over nothing would pass vacuously).
     assert len(keys["number"]) >= 20 and len(keys["select"]) >= 5 and len(keys["toggle"]) >= 3, keys
-    k_num, k_opt = (1, 1) if preset in HEAVY and not FULL else (3, 10**6)
-    problems = sweep(at, preset, k_num, k_opt)
+    problems = sweep(at, preset, **sweep_plan(preset))
     assert not problems, "\n".join(problems)
+
+
+def test_the_default_sweep_still_reaches_every_control_and_value():
+    """The reduced default sweep (module docstring) loses no control: the full presets drive every
+    discovered control through every value, each other preset its own fields in full, and the
+    rotating strides together touch every control on at least a third of the other presets."""
+    at = open_app(FULL_PRESETS[0])
+    keys = discovered(at)
+    items = [key for kind in ("number", "select", "toggle") for key in keys[kind]]
+    rest = [p for p in PRESETS if p not in FULL_PRESETS]
+    assert set(FULL_PRESETS) <= set(PRESETS) and len(rest) >= 10, rest
+    touched = {key: 0 for key in items}
+    for preset in rest:
+        plan = sweep_plan(preset)
+        if "stride" not in plan:
+            return                               # FULL_SWEEP: nothing is reduced
+        n, r = plan["stride"]
+        for i, key in enumerate(items):
+            touched[key] += key in plan["full_keys"] or i % n == r % n
+    assert min(touched.values()) >= len(rest) // 3, sorted(touched.items(), key=lambda kv: kv[1])[:5]
+    # The features the other presets exist for are among their own, fully swept fields.
+    assert {"training.sync.inner_steps", "training.sync.kind"} <= own_keys("diloco-cross-region")
+    assert {"parallelism.gossip_peers", "parallelism.dp_kind"} <= own_keys("gossip-exponential")
+    assert "parallelism.ps_servers" in own_keys("parameter-server")
+    assert "model.moe.max_nodes" in own_keys("deepseek-v3")
 
 
 @pytest.mark.parametrize(("preset", "view"), VIEW_CASES)

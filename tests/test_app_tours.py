@@ -19,6 +19,8 @@ from explorer.ui.export import for_file, images_available
 from app_support import qp, run_app
 
 STEPS = [(name, i) for name, t in sorted(tours().items()) for i in range(1, len(t.steps) + 1)]
+# The quick tier (-m "not slow") opens the first step of each tour; the full suite every step.
+STEP_CASES = [pytest.param(name, i, marks=[pytest.mark.slow] if i > 1 else []) for name, i in STEPS]
 
 
 def fmt_time(s: float) -> str:
@@ -49,7 +51,7 @@ def figures_of(at) -> dict[str, go.Figure]:
             for e in at.get("plotly_chart")}
 
 
-@pytest.mark.parametrize(("name", "i"), STEPS)
+@pytest.mark.parametrize(("name", "i"), STEP_CASES)
 def test_a_bare_tour_link_opens_its_steps_scenario(name, i):
     """Issue 32: ``?tour=NAME&step=N&present=1`` opened the default scenario (1F1B, 109.4 ms) under
     the narration of GPipe (92.2 ms).  Now the card is the CLI's figure of the step's own link, the

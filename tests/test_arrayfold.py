@@ -194,6 +194,7 @@ def test_graphs_the_arrays_do_not_hold_go_to_the_task_fold(change, why):
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(st.integers(0, 10**6))
 @example(0)
+@pytest.mark.slow
 def test_array_folds_equal_unfolded_results_for_random_pipelines(seed):
     try:
         sc = from_dict(pipeline_raw(seed))
@@ -202,6 +203,7 @@ def test_array_folds_equal_unfolded_results_for_random_pipelines(seed):
     check_fold(sc)
 
 
+@pytest.mark.slow
 def test_random_pipelines_fold_over_arrays_for_every_flushing_schedule():
     """Random pipelines of 1F1B and the interleaved schedule fold over arrays (ZB-H1's, whose
     weight-gradient passes settle late, are checked task for task above but rarely prove a period

@@ -331,6 +331,7 @@ def test_compare_view_renders_in_both_modes_on_a_folded_scenario(present):
 # ------------------------------------------------------------------------------------------------
 # A real browser
 # ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_compare_link_renders_in_a_browser():
     """The compare link in Chromium: no Python or JS exception, both Gantts and the waterfall
     drawn, the two Iteration time cards show A's and B's times."""

@@ -86,6 +86,7 @@ def test_list_values_and_presets_can_be_varied():
 
 
 @pytest.mark.parametrize("engine", ["estimate", "full"])
+@pytest.mark.slow
 def test_executors_give_identical_results(engine):
     """The same chunks on this process, a local process pool and a Dask LocalCluster of two worker
     processes: bit-identical points, in the same order."""
@@ -127,6 +128,7 @@ def test_layout_builder_is_from_dict(name):
         assert builder.scenario(layout) == want
 
 
+@pytest.mark.slow
 def test_every_shipped_layout_is_in_its_search_space():
     for name in ("teaching-8gpu", "megatron-gpt3-175b", "llama3-405b-16k", "two-datacenters", "deepseek-v3",
                  "fsdp-llama3-8b", "long-context-cp", "zero-bubble-8gpu"):
@@ -143,6 +145,7 @@ def searched(request):
     return request.param, search(open_base(request.param), top=5, include_baseline=False)
 
 
+@pytest.mark.slow
 def test_search_returns_valid_fitting_layouts_sorted_by_the_full_engine(searched):
     """The top K are priced exactly (the estimator without its fast mode, explorer/design/search.py
     step 3): the full engine's time to float rounding, and its memory verdict."""
@@ -159,6 +162,7 @@ def test_search_returns_valid_fitting_layouts_sorted_by_the_full_engine(searched
         assert _open(c.link).warnings == []
 
 
+@pytest.mark.slow
 def test_search_top_result_beats_the_shipped_layout(searched):
     """Without the shipped layout injected, the search alone finds something at least as fast."""
     name, r = searched
@@ -407,6 +411,7 @@ _XR_SPACE = Space(schedules=("1f1b", "1f1b-latency", "crosspipe"), zero=(1,), re
                   sequence_parallel=(True,), max_micro_batch=1)
 
 
+@pytest.mark.slow
 def test_search_simulates_latency_timed_schedules_on_the_best_1f1b_pipelines_only(monkeypatch):
     """Each latency-timed layout is a full simulation (cross-region-pp's whole space holds 14,280:
     13 minutes on 2 cores), so the search scores them only on the TIMED_PIPELINES fastest fitting
@@ -505,6 +510,7 @@ _SMALL = Space(schedules=("1f1b",), zero=(1,), recompute=("none", "selective"), 
 
 
 @pytest.mark.parametrize("name,pool", [("straggler-16k", 6), ("cloud-25g-dp", None)])
+@pytest.mark.slow
 def test_search_ranks_on_the_proxy_and_reports_full_simulations(name, pool):
     """A scenario the estimator does not price is ranked on its proxy, and what the search reports
     is the full simulation of the scenario as it is: every time exact, the pool at least

@@ -69,6 +69,7 @@ def test_the_heatmap_is_the_librarys_sweep(opened):
     assert sum(p.valid for p in ref.points) == 10
 
 
+@pytest.mark.slow
 def test_search_rows_reopen_their_scenarios():
     at = run_app(scenario=TEACHING, view="design")
     at.button(key="_d_search").click().run()
@@ -85,6 +86,7 @@ def test_search_rows_reopen_their_scenarios():
         assert simulate(reopen(link)).iteration_time_s == pytest.approx(t, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_search_of_a_scenario_the_estimator_does_not_price_says_it_ranked_on_a_proxy():
     """cloud-25g-dp compresses its gradients: the tab's search ranks on the uncompressed proxy
     (explorer/design/proxy.py), says so, and every row's time is the scenario's own simulation."""
@@ -162,6 +164,7 @@ def test_default_values_are_sensible():
 # ------------------------------------------------------------------------------------------------
 # A real browser
 # ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_the_tab_renders_in_a_browser():
     """Chromium: no JS error or Streamlit exception; the three charts drawn; Search layouts fills
     the table; clicking a heatmap cell shows that cell's link."""
@@ -201,6 +204,7 @@ def test_the_tab_renders_in_a_browser():
             browser.close()
 
 
+@pytest.mark.slow
 def test_the_tornado_says_which_upgrades_datacenters_of_gpu_presets_cannot_take():
     """mixed-generations: the tab renders without an error (the sensitivity raised 'hardware.gpu is
     a custom mapping' before) and a caption names the changes not run and why."""

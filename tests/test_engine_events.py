@@ -6,6 +6,7 @@ from __future__ import annotations
 import heapq
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_random_scenarios import random_raw
@@ -73,6 +74,7 @@ def assert_same_schedule(tasks: list[Task]) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.randoms(use_true_random=False))
+@pytest.mark.slow
 def test_random_graphs_schedule_as_before(rng: random.Random) -> None:
     """Random DAGs over a few streams: zero durations, equal times, priorities, fractional deps."""
     tasks = []

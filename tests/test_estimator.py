@@ -302,6 +302,7 @@ def extrapolated(scs) -> int:
     return sum(bool(pr is not None and _extrapolable(pr)) for pr in (_plain(row_profile(sc)) for sc in scs))
 
 
+@pytest.mark.slow
 def test_fast_mode_is_within_its_bound_on_shipped_random_and_deep_scenarios():
     shipped = [load(p) for _, p in sorted(SHIPPED.items())]
     rand = random_scenarios(23, 200)

@@ -65,6 +65,7 @@ def check_fold(sc) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_folded_results_equal_unfolded_results_for_seeded_random_scenarios():
     """Every schedule, ZeRO stage, framework, MoE/MLA/CP/TP option, P3 priorities, token slices:
     folded or not, the result is the unfolded one; the folding schedules do fold."""
@@ -124,6 +125,7 @@ ALWAYS_FOLDING = {"1f1b", "interleaved"}
 
 @pytest.mark.parametrize("schedule", FOLDING)
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])
+@pytest.mark.slow
 def test_every_folding_schedule_and_zero_stage_folds_exactly(schedule, zero):
     raw = json.loads(json.dumps(BASE))
     raw["parallelism"].update(schedule=schedule, zero=zero, vpp=2 if schedule == "interleaved" else 1)

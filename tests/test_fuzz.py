@@ -14,6 +14,7 @@ import math
 import time
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -234,6 +235,7 @@ LINKS = st.one_of(
 
 @CI
 @given(mutated_files())
+@pytest.mark.slow
 def test_mutated_scenario_files_validate_or_fail_in_one_line(text):
     valid(timed(check_file, text), "file")
 

@@ -79,6 +79,7 @@ def test_hidden_ring_attention_transfers_are_visible_on_the_cp_lane():
 
 
 @pytest.mark.parametrize("pp,every", [(8, True), (64, False)])
+@pytest.mark.slow
 def test_band_labels_thin_out_when_the_stages_would_overlap(pp, every):
     """Eight stages are each labelled; 64 stages in at most 600 px would print labels on top of
     each other (the Korthikanti 1T row), so every k-th is, the first and last kept, each label at

@@ -96,6 +96,7 @@ class _Cli:
 
 @pytest.mark.parametrize("name, target", [("search", "group"), ("search", "parent"), ("sweep", "group"),
                                           ("advise", "group"), ("scaling", "group")])
+@pytest.mark.slow
 def test_ctrl_c_stops_the_command_and_its_workers_with_one_line(name, target):
     args, pooled = LONG[name]
     cli = _Cli(args)
@@ -172,6 +173,7 @@ def test_counts_beyond_their_bound_are_one_line_exit_2(args, line):
     assert proc.stderr.strip() == line
 
 
+@pytest.mark.slow
 def test_help_states_the_bounds():
     text = " ".join(_run("search", "--help").stdout.split())
     assert "1 to 100 (default 10)" in text and "1 to 256" in text and "at most 10,000,000" in text

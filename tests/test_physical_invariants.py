@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from test_random_scenarios import random_raw
@@ -83,6 +84,7 @@ def fractions(j: dict) -> dict[str, float]:
 
 @CI
 @given(seed=st.integers(0, 2**32 - 1), extra=REPLACING, ideal=st.booleans(), links=LINKS)
+@pytest.mark.slow
 def test_every_utilisation_and_fraction_lies_in_zero_one(seed, extra, ideal, links):
     sc = _scenario(seed, extra, ideal, links)
     assume(sc is not None)

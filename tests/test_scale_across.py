@@ -333,6 +333,7 @@ def test_every_wan_rule_has_a_one_line_case(rule):
         assert "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_a_thousand_datacenters_list_only_their_loaded_links_and_draw_no_map():
     """A mesh of 1,024 datacenters has 523,776 links: wan_links lists only those that carry traffic
     (each with bytes), up to 16 datacenters every link is listed (idle ones too), and the datacenter

@@ -56,6 +56,7 @@ def test_model_preset_result_equals_its_share_link():
 
 
 @pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_uploading_a_downloaded_scenario_reproduces_it(path):
     """Issue 7.2: the YAML the app offers for download loads back (from another preset) and gives
     the same iteration time as the CLI on the original file."""

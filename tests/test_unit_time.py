@@ -173,6 +173,7 @@ def test_step_through_phases_and_figure():
 
 @pytest.mark.parametrize("schedule, vs", [("gpipe", (1,)), ("1f1b", (1,)), ("interleaved", (2, 3)),
                                           ("zb-h1", (1,)), ("zb-h2", (1,)), ("dualpipe", (1,))])
+@pytest.mark.slow
 def test_the_app_draws_every_scenario_that_runs(schedule, vs):
     """The app draws at most 12 micro-batches, but never fewer than the schedule needs: DualPipe at
     p = 8 and m = 16 once deadlocked on 12 (an internal error hid the whole Timeline)."""

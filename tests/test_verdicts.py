@@ -119,6 +119,7 @@ def test_heatmap_outlines_the_scenarios_own_cell(recompute_sweep):
 SMALL = Space(schedules=("1f1b",), zero=(0, 1), recompute=("none", "full"))
 
 
+@pytest.mark.slow
 def test_search_ranks_only_layouts_with_the_headroom_and_says_so():
     """With no headroom the fastest layout leaves F GB free; asked for F + 1 GB, the search drops
     it (and every other layout that tight), counts it as fitting but not ranked, and every row's

@@ -39,7 +39,7 @@ from explorer.scenario import model_presets
 
 from conftest import ROOT, SCENARIO_FILES
 
-# Tens of app runs per test, about 9 CPU-minutes in all: the full suite only (README "Tests").
+# Tens to hundreds of app runs per test, the longest part of the suite: the full suite only.
 pytestmark = pytest.mark.slow
 
 APP = str(ROOT / "app.py")

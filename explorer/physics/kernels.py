@@ -1,4 +1,4 @@
-"""Time of one kernel on one GPU: GEMMs by shape and dtype, attention cores.
+"""Time of one GEMM kernel on one GPU, by shape and dtype (attention cores: attention.py).
 
 GEMM (``gemm_seconds``): a roofline with the efficiency losses a tiled GEMM library has, after
 NVIDIA, "Matrix Multiplication Background User's Guide" (DU-09799-001, 2023), Sec. 2-3:
@@ -21,19 +21,15 @@ NVIDIA, "Matrix Multiplication Background User's Guide" (DU-09799-001, 2023), Se
 For a large GEMM every loss tends to zero and the rate tends to ``large_efficiency`` x peak.
 The four constants are fitted once (least mean |log error|) to the calibration rows of
 explorer/data/reference/gemm_benchmarks.csv; explorer/fidelity/kernels.py reports both roles.
-
-Attention (``attention_seconds``): FlashAttention's measured fraction of the dense bf16 peak by
-head dimension and sequence length (FA2 on Ampere, FA3 on Hopper and later), scaled by the same
-in-training factor the GEMMs get; without FlashAttention, the core is timed as batched GEMMs.
 """
 from __future__ import annotations
 
 from functools import lru_cache
-from math import ceil, log2
+from math import ceil
 
 from ..config import GPU
 from .hardware import BYTES_PER_ELEMENT as BYTES
-from .hardware import HBM_EFFICIENCY, measured_over_peak
+from .hardware import HBM_EFFICIENCY
 
 # Output element size: FP8 GEMMs write bf16 (Transformer Engine and DeepGEMM outputs), fp32 GEMMs
 # write fp32, bf16/fp16 write their own type.
@@ -139,70 +135,3 @@ def gemm_efficiency(m: float, n: float, k: float, dtype: str, gpu: GPU, large_ef
     """Achieved fraction of the dtype's dense peak, 2mnk / (time x peak)."""
     t = gemm_seconds(m, n, k, dtype, gpu, large_efficiency, group)
     return 2.0 * m * n * k / (t * dtype_peak_tflops(gpu, dtype) * 1e12)
-
-
-# FlashAttention at long sequences (16k), fraction of the dense bf16 peak, by head dimension.
-# FA3 (Shah et al., arXiv 2407.08608, H100 SXM5 bf16/fp16): forward, causal, head dim 128: 616 of
-# 989 TFLOP/s (Fig. 5); head dims 64 and 256 scaled by the non-causal forward ratio 473/648 (hdim
-# 64, Fig. 5) and by the abstract's 740 TFLOP/s (hdim 256); backward, head dim 64 / 128: 474 / 561
-# TFLOP/s (Fig. 6), hdim 256 kept at the hdim-128 value (not reported).
-FA3_FORWARD = {64: 616 / 989 * 473 / 648, 128: 616 / 989, 256: 740 / 989}
-FA3_BACKWARD = {64: 474 / 989, 128: 561 / 989, 256: 561 / 989}
-# FA2 (Dao, arXiv 2307.08691) on A100: 50-73% of the theoretical maximum (abstract); forward up to
-# 73%, backward up to 63% (Sec. 4.1) at head dim 128; other head dims scaled as FA3's.
-FA2_FORWARD = {d: 0.73 * f / FA3_FORWARD[128] for d, f in FA3_FORWARD.items()}
-FA2_BACKWARD = {d: 0.63 * f / FA3_BACKWARD[128] for d, f in FA3_BACKWARD.items()}
-# Rate at sequence length s relative to 16k (FA3 Fig. 5 causal forward / Fig. 6 backward, head dim
-# 128, H100): short sequences have fewer blocks per head and more masked-edge work.
-SEQ_POINTS = (512, 1024, 2048, 4096, 8192, 16384)
-FORWARD_SEQ = (292 / 616, 423 / 616, 521 / 616, 579 / 616, 602 / 616, 1.0)
-BACKWARD_SEQ = (316 / 561, 424 / 561, 501 / 561, 542 / 561, 559 / 561, 1.0)
-UNFUSED_SEQ_LEN = 2048       # sequence length assumed for unfused attention when none is given
-
-
-def _interp_log2(x: float, xs: tuple[float, ...], ys: tuple[float, ...]) -> float:
-    """Piecewise-linear in log2(x), clamped at both ends."""
-    if x <= xs[0]:
-        return ys[0]
-    if x >= xs[-1]:
-        return ys[-1]
-    for i in range(1, len(xs)):
-        if x <= xs[i]:
-            t = (log2(x) - log2(xs[i - 1])) / (log2(xs[i]) - log2(xs[i - 1]))
-            return ys[i - 1] + t * (ys[i] - ys[i - 1])
-    return ys[-1]
-
-
-def flash_fraction(gpu: GPU, backward: bool, head_dim: float = 128, seq_len: float | None = None) -> float:
-    """FlashAttention's isolated fraction of the bf16 dense peak: FA2 on GPUs without FP8 tensor
-    cores (Ampere), FA3 otherwise; ``seq_len`` None means long sequences (the plateau)."""
-    ampere = not gpu.fp8_tflops or gpu.fp8_tflops == gpu.peak_tflops
-    table = (FA2_BACKWARD if backward else FA2_FORWARD) if ampere else \
-        (FA3_BACKWARD if backward else FA3_FORWARD)
-    dims = tuple(sorted(table))
-    frac = _interp_log2(head_dim, dims, tuple(table[d] for d in dims))
-    if seq_len is not None:
-        frac *= _interp_log2(seq_len, SEQ_POINTS, BACKWARD_SEQ if backward else FORWARD_SEQ)
-    return frac
-
-
-def attention_seconds(flops: float, gpu: GPU, large_efficiency: float, backward: bool = False,
-                      flash: bool = True, head_dim: float = 128, seq_len: float | None = None) -> float:
-    """Seconds of an attention core (QK^T, softmax, PV) executing ``flops`` of matrix work in bf16.
-
-    Fused: at FlashAttention's measured fraction of peak times the in-training factor
-    ``large_efficiency`` / measured_over_peak (what separates GEMMs in a training step from the
-    isolated benchmark applies to the attention kernel too).  Unfused: per-head batched GEMMs
-    QK^T (s x s x d) and PV (s x d x s), backward as twice the forward's shapes."""
-    if flops <= 0:
-        return 0.0
-    in_training = min(large_efficiency / measured_over_peak(gpu, "bf16"), 1.0)
-    if flash:
-        return flops / (gpu.peak_tflops * 1e12 * flash_fraction(gpu, backward, head_dim, seq_len)
-                        * in_training)
-    s = seq_len or UNFUSED_SEQ_LEN
-    per_head = 4.0 * s * s * head_dim                   # QK^T and PV FLOPs of one head, forward
-    heads = max(int(flops / per_head), 1)               # the batched GEMMs' group size
-    head_seconds = (gemm_seconds(s, s, head_dim, "bf16", gpu, large_efficiency, heads)
-                    + gemm_seconds(s, head_dim, s, "bf16", gpu, large_efficiency, heads))
-    return flops * head_seconds / per_head              # backward: the same shapes, twice the FLOPs

@@ -72,8 +72,9 @@ def compute_key(sc: Scenario) -> int:
     edge costs) and the compute model read."""
     t, p = sc.training, sc.parallelism
     return intern(("compute", object_id(sc.model), t.micro_batch, t.dtype, t.recompute, t.flash_attention,
-                   t.recompute_modules, t.fp8_storage, t.framework, object_id(sc.hardware), p.tp, p.cp, p.ep,
-                   p.sequence_parallel and p.tp > 1, p.token_slices))
+                   t.attention_kernel, t.recompute_modules, t.fp8_storage, t.framework,
+                   object_id(sc.hardware),
+                   p.tp, p.cp, p.ep, p.sequence_parallel and p.tp > 1, p.token_slices))
 
 
 def network_key(sc: Scenario, free: bool) -> int:

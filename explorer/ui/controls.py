@@ -74,6 +74,7 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("training.dtype", "Precision", "choice"),
         Control("training.recompute", "Activation recompute", "choice"),
         Control("training.flash_attention", "Fused attention (FlashAttention)", "bool"),
+        Control("training.attention_kernel", "Attention kernel", "choice"),
         Control("training.optimizer", "Optimizer", "choice"),
         Control("training.framework", "Framework", "source"),
     ]),

@@ -91,8 +91,9 @@ def activation_element_bytes(sc: Scenario) -> int:
 
 def _ctx(sc: Scenario, policy: ActivationPolicy) -> Ctx:
     p = sc.parallelism
+    flash = sc.training.flash_attention and sc.training.attention_kernel != "none"
     return Ctx(sc.model, p.tp, p.sequence_parallel and p.tp > 1, activation_element_bytes(sc), policy.fp8,
-               sc.training.flash_attention, policy.modules, policy.fp8 and policy.fp8_storage == "deepseek")
+               flash, policy.modules, policy.fp8 and policy.fp8_storage == "deepseek")
 
 
 def layer_terms(sc: Scenario, moe_layer: bool, policy: ActivationPolicy | None = None) -> list[Term]:

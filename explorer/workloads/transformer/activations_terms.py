@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config import Model
+from .attention import head_dims
 
 MASK_BYTES = 1          # dropout masks are bytes (Korthikanti Sec. 4.1: "as^2b" and "sbh" terms)
 FP8_BYTES = 1           # Transformer Engine keeps an FP8 linear input as 1 byte per element
@@ -125,7 +126,7 @@ def attention_terms(c: Ctx, keys: float) -> list[Term]:
     out = [Term("attn_norm_in", h, e, c.seq_div), Term("qkv_in", h, c.linear_input_bytes(True), c.seq_div)]
     if m.mla is None:
         g = m.kv_heads or a
-        d = h / a
+        d = head_dims(m)[0]           # model.head_dim, or h/a
         # Korthikanti: Q and K for QK^T (4sbh), V for the PV matmul (2sbh); GQA (Ainslie et al.
         # 2023) keeps K and V of g heads.  A TP rank holds at least one KV head (Megatron-Core
         # replicates query groups when tp > g), so K/V split by min(t, g).

@@ -2,8 +2,10 @@
 
 Two families:
 - multi-head / grouped-query attention (Vaswani et al. 2017; Ainslie et al. 2023, GQA): a fused
-  QKV projection h -> (a + 2*kv_heads) * d_head and an output projection, both split over the
-  tensor-parallel ranks by heads (Shoeybi et al., Megatron-LM, Sec. 3);
+  QKV projection h -> (a + 2*kv_heads) * d_head and an output projection a * d_head -> h, both
+  split over the tensor-parallel ranks by heads (Shoeybi et al., Megatron-LM, Sec. 3).  d_head is
+  ``model.head_dim``, h/a unless the model decouples it (Qwen3-8B config.json: hidden 4096, 32
+  heads, head_dim 128; Qwen3-32B: hidden 5120, 64 heads of 128 = 8192 != hidden);
 - multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1, Eq. 9-19; DeepSeek-V3,
   arXiv 2412.19437, Sec. 2.1.1): queries go through a low-rank latent h -> q_lora_rank ->
   a * (d_nope + d_rope), keys and values through h -> kv_lora_rank (+ a shared d_rope key) ->
@@ -12,7 +14,8 @@ Two families:
   up-projections and the output projection are split by heads.
 
 The core (QK^T and PV) costs 2 * tokens * s * a * (d_qk + d_v) FLOPs forward: for MHA with
-d_qk = d_v = h/a that is the 4 * tokens * s * h of Narayanan et al. SC21 Eq. 3; for DeepSeek-V3's
+d_qk = d_v = h/a that is the 4 * tokens * s * h of Narayanan et al. SC21 Eq. 3 (with a decoupled
+head_dim, 4 * tokens * s * a * head_dim); for DeepSeek-V3's
 MLA (a = 128, d_qk = 192, d_v = 128, h = 7168) it is 2.86x what an MHA of the same hidden size
 would count.
 """
@@ -38,7 +41,7 @@ def head_dims(m: Model) -> tuple[float, float]:
     """Per-head query/key and value dimensions (d_qk, d_v)."""
     if m.mla is not None:
         return float(m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim), float(m.mla.v_head_dim)
-    d = m.hidden / m.heads
+    d = float(m.head_dim) if m.head_dim else m.hidden / m.heads
     return d, d
 
 
@@ -50,7 +53,7 @@ def attention_block(m: Model, tokens: float, seq: float, tp: int) -> AttentionBl
     core = 2.0 * tokens * seq * a * (d_qk + d_v) / tp
     if m.mla is None:
         kv = m.kv_heads if m.kv_heads is not None else a
-        d = h / a
+        d = d_qk                      # model.head_dim, or h/a
         qkv = Gemm(tokens, (a + 2 * kv) * d / tp, h)
         out = Gemm(tokens, h, a * d / tp)
         return AttentionBlock((qkv, out), core, 2.0 * tokens * kv * d / tp, 0.0)

@@ -28,8 +28,14 @@ from __future__ import annotations
 
 from ...config import Scenario
 from ...config.frameworks import profile
+from ...physics.attention import (
+    attention_seconds,
+    causal_cp_imbalance,
+    resolve_kernel,
+    ring_merge_bytes,
+    ring_step_seq,
+)
 from ...physics.hardware import BYTES_PER_ELEMENT
-from ...physics.kernels import attention_seconds
 from ...physics.work import ZERO_WORK, Gemm, Work
 from ..spec import Collective, EdgeCost, LayerCost
 from ..timing import BACKWARD_STREAM_FACTOR, GemmTimer
@@ -70,20 +76,32 @@ def mlp_gemms(tokens: float, h: float, f: float, mats: int, tp: int, count: floa
     return (Gemm(tokens, (mats - 1) * f / tp, h, count), Gemm(tokens, h, f / tp, count))
 
 
-def attention_core(timer: GemmTimer, blk: AttentionBlock, flash: bool, head_dim: float,
-                   seq: float) -> tuple[Work, Work]:
-    """Forward and backward Work of the attention core.
+def attention_core(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, tokens: float) -> tuple[Work, Work]:
+    """Forward and backward Work of the attention core, on the kernel ``training.attention_kernel``
+    resolves to (explorer/physics/attention.py; ``none`` or flash_attention false: unfused).
 
     Model FLOPs count what the kernel must multiply: the full s x s square for the unfused
     kernels of 2021 (SC21 Eq. 3, the convention of the Megatron SC21 rows), the causal half
     for FlashAttention (NeMo / Megatron-Bridge FLOPs formulas: ``0.5 if causal_self_attn``),
     backward twice forward.  Time follows the kernel: FlashAttention's backward recomputes the
-    scores, 2.5x its forward work."""
+    scores, 2.5x its forward work.  With context parallelism the core runs as cp ring steps, each
+    a kernel on the rank's s/cp queries (its rate is the s/cp point of the kernel's curve), on a
+    causally balanced split (the frameworks' default), plus the per-step softmax-correction merges."""
+    m, tr, cp = sc.model, sc.training, sc.parallelism.cp
+    flash = tr.flash_attention and tr.attention_kernel != "none"
+    kernel = resolve_kernel(tr.attention_kernel, tr.framework, timer.gpu) if flash else "none"
+    d_qk, d_v = head_dims(m)
+    seq = ring_step_seq(m.seq_len, cp)
     model = blk.core_flops * (FLASH_CAUSAL_FRACTION if flash else 1.0)
     bwd_exec = model * (FLASH_BACKWARD_OVER_FORWARD if flash else 2.0)
     eff = timer.eff[timer.base]
-    return (Work(model, attention_seconds(model, timer.gpu, eff, False, flash, head_dim, seq)),
-            Work(2 * model, attention_seconds(bwd_exec, timer.gpu, eff, True, flash, head_dim, seq)))
+    busiest = causal_cp_imbalance(cp)                     # 1: zig-zag balanced (physics/attention.py)
+    t = sc.parallelism.tp
+    merge_f, merge_b = ring_merge_bytes(cp, tokens * m.heads * d_v / t, tokens * m.heads * d_qk / t,
+                                        blk.kv_elements)
+    fwd_s = attention_seconds(model, timer.gpu, eff, False, kernel, d_qk, seq) * busiest
+    bwd_s = attention_seconds(bwd_exec, timer.gpu, eff, True, kernel, d_qk, seq) * busiest
+    return Work(model, fwd_s, merge_f), Work(2 * model, bwd_s, merge_b)
 
 
 def _op_sac_recompute(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, dense_gemms: list[Gemm],
@@ -168,17 +186,18 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
         expert_params = 0.0
     d_f, d_d, d_w, cast_f, cast_b = timer.passes(dense_gemms)
     r_f, r_d, r_w, rcast_f, rcast_b = timer.passes(routed)
-    core_f, core_b = attention_core(timer, blk, tr.flash_attention, head_dims(m)[0], s)
+    core_f, core_b = attention_core(sc, timer, blk, tokens)
 
     norm_params = 4 * h                  # two LayerNorms, gain + bias of h each, replicated over TP
     params = sum(g.params for g in dense_gemms) + norm_params + blk.latent_norm_params
 
     passes = ELEMENTWISE_PASSES_NORM_RESIDUAL + (ELEMENTWISE_PASSES_DROPOUT if m.dropout else 0.0)
     replicated = passes * tokens * h / (t if sp else 1)
-    scores = 0.0 if tr.flash_attention else SCORE_PASSES * a * tokens * s / t
+    flash = tr.flash_attention and tr.attention_kernel != "none"
+    scores = 0.0 if flash else SCORE_PASSES * a * tokens * s / t
     fwd_stream = (replicated + mlp_stream + router_stream + scores) * e * elementwise
     cast_fwd, cast_bwd = cast_f + rcast_f, cast_b + rcast_b
-    attn_core = Work(core_f.gemm_flops, core_f.gemm_s, scores * e * elementwise)
+    attn_core = core_f + Work(0.0, 0.0, scores * e * elementwise)
     fwd = d_f + r_f + attn_core + Work(0.0, 0.0, fwd_stream - scores * e * elementwise + cast_fwd)
     bwd_input = d_d + r_d + core_b + Work(0.0, 0.0, BACKWARD_STREAM_FACTOR * fwd_stream + cast_bwd)
     bwd_weight = d_w + r_w

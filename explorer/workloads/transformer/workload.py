@@ -59,6 +59,7 @@ CONTROLS = (
     ("model.hidden", "Hidden size", "int"),
     ("model.heads", "Attention heads", "int"),
     ("model.kv_heads", "KV heads", "int"),
+    ("model.head_dim", "Head dimension", "int"),
     ("model.ffn_hidden", "FFN width", "int"),
     ("model.ffn_kind", "FFN kind", "choice"),
     ("model.seq_len", "Sequence length", "int"),

@@ -102,30 +102,6 @@ def test_reference_rows_keep_a_third_for_validation():
     assert sum(r.role == "validation" for r in rows) * 3 >= len(rows)
 
 
-def test_flash_attention_fractions_follow_fa2_and_fa3():
-    # FA3 (arXiv 2407.08608 Fig. 5): causal forward, head dim 128, 16k -> 616 of 989 TFLOP/s
-    assert K.flash_fraction(H100, False, 128, 16384) == pytest.approx(616 / 989)
-    assert K.flash_fraction(H100, True, 128, 2048) == pytest.approx(501 / 989)      # Fig. 6, 2k
-    # FA2 (arXiv 2307.08691) on A100: forward 73 %, backward 63 % of peak at head dim 128
-    assert K.flash_fraction(A100, False, 128) == pytest.approx(0.73)
-    assert K.flash_fraction(A100, True, 128) == pytest.approx(0.63)
-    # in a training step the attention kernel gets the same in-training factor as GEMMs
-    flops = 1e15
-    eff = measured_over_peak(H100) * 0.83
-    t = K.attention_seconds(flops, H100, eff, backward=False, flash=True, head_dim=128, seq_len=16384)
-    assert t == pytest.approx(flops / (989e12 * 616 / 989 * 0.83))
-
-
-def test_unfused_attention_is_slower_than_flash():
-    flops = 4.0 * 4096 * 4096 * 128 * 32          # 32 heads at s = 4096, d = 128, forward
-    eff = measured_over_peak(H100) * 0.83
-    flash = K.attention_seconds(flops, H100, eff, flash=True, seq_len=4096)
-    unfused = K.attention_seconds(flops, H100, eff, flash=False, seq_len=4096)
-    assert unfused > flash
-    assert K.attention_seconds(2 * flops, H100, eff, backward=True, flash=False, seq_len=4096) \
-        == pytest.approx(2 * unfused)
-
-
 def test_a_few_thousand_uncached_calls_are_fast():
     K.gemm_seconds.cache_clear()
     start = time.perf_counter()

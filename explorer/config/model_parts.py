@@ -1,5 +1,7 @@
 """The model's optional parts: a mixture of experts (``model.moe``) and multi-head latent attention
-(``model.mla``), kept beside :mod:`explorer.config.sections` (which re-exports them)."""
+(``model.mla``), kept beside :mod:`explorer.config.sections` (which re-exports them); and the rules
+of the attention fields of sections.py (Model.kv_heads / head_dim, Training.flash_attention /
+attention_kernel), kept here so that sections.py stays one line per field."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,6 +13,20 @@ from dataclasses import dataclass, field
 STAGE_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
 BOTTLENECK_FROM_DEPTH = 50
 BOTTLENECK_EXPANSION = 4
+
+# Attention width and kernel fields (explorer/workloads/transformer/attention.py reads the widths,
+# explorer/physics/attention.py the kernel).
+KV_HEADS = {"min": 1, "max": 65536, "doc": "key/value heads (GQA when < heads); default heads"}
+HEAD_DIM = {"min": 1, "max": 65536,
+            "doc": "per-head query/key/value width d; absent: hidden / heads (Qwen3, GPT-OSS set it: "
+                   "heads x head_dim != hidden)"}
+FLASH_ATTN = {"doc": "fused attention: no s x s score tensor in HBM (Dao et al. 2022)"}
+ATTN_KERNEL = {
+    "choices": ("auto", "sdpa", "flash2", "flash3", "cudnn", "flex", "none"),
+    "doc": "attention kernel, priced at its measured rate by sequence length and head dim: auto = the "
+           "framework's (megatron: cuDNN via Transformer Engine on Hopper/Blackwell, FlashAttention-2 "
+           "on Ampere; deepspeed: FlashAttention-2; fsdp: PyTorch SDPA = FlashAttention-2, cuDNN on "
+           "B200); none = unfused, as flash_attention false (explorer/physics/attention.py)"}
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from ..collective_algorithms import registry as algorithms
 from ..schedules import registry
 from .compression import Compression
 from .faults import Faults
-from .model_parts import MLA, Conv, MoE, first_moe_layer
+from .model_parts import ATTN_KERNEL, FLASH_ATTN, HEAD_DIM, KV_HEADS, MLA, Conv, MoE, first_moe_layer
 from .stragglers import Stragglers
 from .sync import DP_KINDS, Sync
 from .wan import ScaleAcross
@@ -54,12 +54,8 @@ class Model:
                                              "doc": "hidden size h"})
     heads: int = field(default=0, metadata={**_FROM_PRESET, "min": 1, "max": 65536,
                                             "doc": "attention heads a"})
-    kv_heads: int | None = field(default=None, metadata={
-        "min": 1, "max": 65536, "doc": "key/value heads (GQA when < heads); default heads"})
-    head_dim: int | None = field(default=None, metadata={
-        "min": 1, "max": 65536,
-        "doc": "per-head query/key/value width d; default hidden / heads (Qwen3, GPT-OSS: heads x "
-               "head_dim != hidden)"})
+    kv_heads: int | None = field(default=None, metadata=KV_HEADS)
+    head_dim: int | None = field(default=None, metadata=HEAD_DIM)
     ffn_hidden: int | None = field(default=None, metadata={"min": 1, "max": 4_194_304,
                                                            "doc": "FFN width; default 4 * hidden"})
     ffn_kind: str = field(default="gelu", metadata={"choices": ("gelu", "swiglu"),
@@ -118,14 +114,8 @@ class Training:
                                                             "under fsdp is torchtitan's op-level AC"})
     optimizer: str = field(default="adam", metadata={"choices": ("adam", "sgd"),
                                                      "doc": "optimizer (sets state bytes per parameter)"})
-    flash_attention: bool = field(default=True, metadata={
-        "doc": "fused attention: no s x s score tensor in HBM (Dao et al. 2022)"})
-    attention_kernel: str = field(default="auto", metadata={
-        "choices": ("auto", "sdpa", "flash2", "flash3", "cudnn", "flex", "none"),
-        "doc": "attention kernel and its measured rate by sequence length and head dim: auto = the "
-               "framework's default (megatron: cuDNN via Transformer Engine on Hopper/Blackwell, "
-               "FlashAttention-2 on Ampere; deepspeed: FlashAttention-2; fsdp: PyTorch SDPA = "
-               "FlashAttention-2); none = unfused, as flash_attention false (explorer/physics/attention.py)"})
+    flash_attention: bool = field(default=True, metadata=FLASH_ATTN)
+    attention_kernel: str = field(default="auto", metadata=ATTN_KERNEL)
     recompute_modules: tuple[str, ...] = field(default=("core_attn",), metadata={
         "choices": ("core_attn", "layernorm", "mla_up_proj", "moe_act"), "max_items": 4,
         "doc": "what recompute: selective recomputes (Megatron-Core recompute_modules); DeepSeek-V3: "

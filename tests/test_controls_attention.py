@@ -90,3 +90,16 @@ def test_long_context_cp_under_fsdp_runs_flash_attention_2():
     t_fsdp = simulate(fsdp).iteration_time_s
     t_meg = simulate(from_dict(raw)).iteration_time_s
     assert t_fsdp / t_meg > 1.4
+
+
+def test_qwen3_32b_preset_counts_its_published_parameters():
+    """Qwen/Qwen3-32B's model card: 32.8B parameters.  With head_dim 128 (64 x 128 = 8192 against
+    hidden 5120) the count matches; at hidden/heads = 80 each layer's Q/K/V/O lose
+    (64 + 2*8 + 64) x 48 x 5120 weights, 2.26B over 64 layers (30.5B)."""
+    raw = {"model": {"preset": "qwen3-32b"}, "training": {"global_batch": 8},
+           "hardware": {"gpu": "h100-sxm"}, "cluster": {"gpus_per_node": 8, "nodes": 1},
+           "parallelism": {"tp": 8}}
+    assert model_params(from_dict(raw)) == pytest.approx(32.8e9, rel=0.005)
+    narrow = from_dict(apply_overrides(raw, {"model.head_dim": 80}))
+    lost = 64 * (64 + 16 + 64) * 48 * 5120               # layers x (a + 2kv + a) x (128 - 80) x h
+    assert model_params(from_dict(raw)) - model_params(narrow) == pytest.approx(lost)

@@ -4,6 +4,15 @@ Transformers for Near-Infinite Context", 2023; Megatron-Core's context paralleli
 The sequence is split over ``cp`` GPUs; each attention layer passes the K/V blocks around the
 ring in cp-1 hand-offs, each overlapped with the attention block of the previous step.  The
 backward sends K/V and dK/dV (twice the bytes) against twice the attention work.
+
+What one step costs is priced where the layer's work is (explorer/workloads/transformer/layer.py,
+``attention_core``, read by the engine and the estimator alike): each step is its own attention
+kernel on the rank's s/cp queries, at the kernel's measured rate for an s/cp sequence
+(explorer/physics/attention.py, ``ring_step_seq``), on the zig-zag (2*cp chunks) causal split that
+Megatron-Core/Transformer Engine and PyTorch's context_parallel use by default (every rank the mean
+work, ``causal_cp_imbalance``), plus the softmax-correction merge after each step
+(``ring_merge_bytes``).  Each hand-off's seconds (``step_s``) come from the network's send-recv
+price, latency included, so a step pays its P2P latency whenever the attention block is shorter.
 """
 from __future__ import annotations
 

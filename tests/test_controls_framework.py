@@ -19,7 +19,9 @@ COVERED = {"training.framework": "test_unfused_kernels_blocking_p2p_and_late_red
 @cache
 def _run(framework: str) -> Result:
     return simulate(from_dict({
-        "model": {"preset": "llama3-8b"}, "training": {"global_batch": 64, "framework": framework},
+        # one attention kernel for all (the frameworks' default kernels: tests/test_attention_kernels.py)
+        "model": {"preset": "llama3-8b"},
+        "training": {"global_batch": 64, "framework": framework, "attention_kernel": "flash2"},
         "hardware": {"gpu": "h100-sxm"}, "cluster": {"gpus_per_node": 8, "nodes": 4},
         "parallelism": {"tp": 2, "pp": 2, "zero": 1}}))
 

@@ -14,7 +14,8 @@ def _two_stage(framework: str, micro_batches: int) -> dict:
     """A 4-layer model on 2 H100s, one per pipeline stage (dp 1: no gradient reduction), whose
     400 Gb/s activation transfer (~28 us) is shorter than a stage's forward (~120 us)."""
     return {"model": {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 8, "seq_len": 1024},
-            "training": {"global_batch": micro_batches, "framework": framework},
+            # one attention kernel for every framework (their defaults differ: test_attention_kernels.py)
+            "training": {"global_batch": micro_batches, "framework": framework, "attention_kernel": "flash2"},
             "hardware": {"gpu": "h100-sxm"},
             "cluster": {"gpus_per_node": 1, "nodes": 2, "scale_out": {"nic_Gbps": 400, "nics_per_node": 1}},
             "parallelism": {"pp": 2, "zero": 0}}
@@ -23,7 +24,7 @@ def _two_stage(framework: str, micro_batches: int) -> dict:
 def _dp8(framework: str, dtype: str = "bf16", zero: int = 0) -> dict:
     """Llama 3 8B data-parallel over 8 H100s of one node."""
     return {"model": {"preset": "llama3-8b"}, "training": {"global_batch": 8, "framework": framework,
-                                                           "dtype": dtype},
+                                                           "dtype": dtype, "attention_kernel": "flash2"},
             "hardware": {"gpu": "h100-sxm"}, "cluster": {"gpus_per_node": 8, "nodes": 1},
             "parallelism": {"zero": zero}}
 

@@ -11,7 +11,8 @@ scale; explorer/fidelity/bands.py), calibration and validation apart.
 --markdown prints the rows and the by-regime table as Markdown (the README's fidelity section);
 --regimes prints only the by-regime table (with --markdown: as Markdown);
 --write-bands writes explorer/data/reference/error_bands.csv, the per-regime validation errors every
-``run`` reports as ``expected_error`` (explorer/fidelity/band.py): rerun it after a model change.
+``run`` reports as ``expected_error`` (explorer/fidelity/band.py), and the README's by-regime table:
+rerun it after a model change (tests/test_error_band.py fails until then).
 """
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from explorer.fidelity.bands import regime_markdown, regime_text, write_table  # noqa: E402
+from explorer.fidelity.bands import regime_markdown, regime_text, with_readme_table, write_table  # noqa: E402
 from explorer.fidelity.report import ROLES, ReferenceRow, summary  # noqa: E402
 from explorer.fidelity.training import training_reference_rows  # noqa: E402
 
@@ -122,7 +124,10 @@ def main(argv: list[str] | None = None) -> None:
     rows, missing, training = all_rows()
     if args.write_bands:
         n = write_table(rows[:training])
-        print(f"wrote {n} regimes to explorer/data/reference/error_bands.csv")
+        readme = ROOT / "README.md"
+        text = with_readme_table(readme.read_text(encoding="utf-8"), rows[:training])
+        readme.write_text(text, encoding="utf-8")
+        print(f"wrote {n} regimes to explorer/data/reference/error_bands.csv, and the README's table")
         return
     if args.regimes:
         print(regime_markdown(rows[:training]) if args.markdown else regime_text(rows[:training]))

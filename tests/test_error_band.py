@@ -22,13 +22,14 @@ from explorer.fidelity.band import (
     lookup,
     read_table,
 )
-from explorer.fidelity.bands import band_table, by_dimension
+from explorer.fidelity.bands import band_table, by_dimension, with_readme_table
 from explorer.fidelity.calibration import read_csv
 from explorer.fidelity.report import ReferenceRow, summary
 from explorer.fidelity.training import training_reference_rows
 from explorer.scenario import load
 
 from app_support import run_app
+from conftest import ROOT
 
 
 @cache
@@ -40,6 +41,12 @@ def test_the_band_table_is_what_the_report_computes_now():
     # A physics change moves the errors; the table every run reads must move with it.
     current = {b.key: b for b in band_table(list(_rows()))}
     assert read_table() == current, "stale: run python bench/calibrate.py --write-bands"
+
+
+def test_the_readme_shows_the_report_by_regime_now():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert with_readme_table(readme, list(_rows())) == readme, \
+        "stale: run python bench/calibrate.py --write-bands"
 
 
 def test_every_band_is_the_mean_of_its_validation_rows():

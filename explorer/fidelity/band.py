@@ -23,6 +23,7 @@ import csv
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from ..config import Scenario
 
@@ -189,3 +190,17 @@ def lookup(regime: Regime | Outside, table: dict[tuple[str, ...], BandRow] | Non
 def band_of(sc: Scenario) -> Band:
     """The error band of a scenario's result (see the module docstring)."""
     return lookup(classify(sc))
+
+
+def band_json(sc: Scenario) -> dict[str, Any]:
+    """The ``expected_error*`` keys ``run --json`` adds to a result's JSON summary (the CLI and the
+    app's cache add them: the Result record sits below this layer, tests/test_layers.py)."""
+    band = band_of(sc)
+    return {"expected_error": band.expected_error, "expected_error_rows": band.rows,
+            "expected_error_max": band.max_error, "expected_error_regime": band.regime,
+            "expected_error_widened": band.widened, "expected_error_label": band.label}
+
+
+def with_band(summary: dict[str, Any], sc: Scenario) -> dict[str, Any]:
+    """A result's JSON summary (``Result.to_json_dict``) with :func:`band_json` of its scenario."""
+    return {**summary, **band_json(sc)}

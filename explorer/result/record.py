@@ -13,7 +13,6 @@ from ..analysis.breakdown import MemoryBreakdown
 from ..analysis.report import Notice
 from ..config import Scenario
 from ..engine.scheduler import Task
-from ..fidelity.band import band_of
 from ..fold.steady import FoldInfo
 from .timeline import Timeline, build_timeline
 from .windows import STEP_TIERS, Exchange, SyncWindow
@@ -123,7 +122,6 @@ class Result:
     def to_json_dict(self) -> dict:
         sc = self.scenario
         par = sc.parallelism
-        band = band_of(sc)
         return {
             "name": sc.name,
             "gpus": sc.gpus,
@@ -163,12 +161,4 @@ class Result:
             **({"dp_exchange": self.exchange.to_json_dict()} if self.exchange else {}),
             "parallelism": {"tp": par.tp, "pp": par.pp, "dp": sc.dp, "cp": par.cp, "ep": par.ep,
                             "vpp": par.vpp, "schedule": par.schedule, "zero": par.zero},
-            # How far to trust the number: the validation mean |error| of published runs of this
-            # scenario's regime (explorer/fidelity/band.py); null when no published run is like it.
-            "expected_error": band.expected_error,
-            "expected_error_rows": band.rows,
-            "expected_error_max": band.max_error,
-            "expected_error_regime": band.regime,
-            "expected_error_widened": band.widened,
-            "expected_error_label": band.label,
         }

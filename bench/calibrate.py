@@ -11,8 +11,9 @@ scale; explorer/fidelity/bands.py), calibration and validation apart.
 --markdown prints the rows and the by-regime table as Markdown (the README's fidelity section);
 --regimes prints only the by-regime table (with --markdown: as Markdown);
 --write-bands writes explorer/data/reference/error_bands.csv, the per-regime validation errors every
-``run`` reports as ``expected_error`` (explorer/fidelity/band.py), and the README's by-regime table:
-rerun it after a model change (tests/test_error_band.py fails until then).
+``run`` reports as ``expected_error`` (explorer/fidelity/band.py), the README's by-regime table and
+the report at the end of docs/fidelity.md: rerun it after a model change (tests/test_error_band.py
+fails until then).
 """
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ sys.path.insert(0, str(ROOT))
 from explorer.fidelity.bands import regime_markdown, regime_text, with_readme_table, write_table  # noqa: E402
 from explorer.fidelity.report import ROLES, ReferenceRow, summary  # noqa: E402
 from explorer.fidelity.training import training_reference_rows  # noqa: E402
+
+DOCS_TABLE = "| group | setup | measured |"      # where docs/fidelity.md's generated report starts
 
 
 def _optional(module: str, function: str) -> Callable[[], list[ReferenceRow]] | None:
@@ -127,7 +130,13 @@ def main(argv: list[str] | None = None) -> None:
         readme = ROOT / "README.md"
         text = with_readme_table(readme.read_text(encoding="utf-8"), rows[:training])
         readme.write_text(text, encoding="utf-8")
-        print(f"wrote {n} regimes to explorer/data/reference/error_bands.csv, and the README's table")
+        # docs/fidelity.md ends with the whole report as Markdown: rewrite it from its first row on.
+        docs = ROOT / "docs" / "fidelity.md"
+        text = docs.read_text(encoding="utf-8")
+        text = text[:text.index(DOCS_TABLE)] + markdown_report(rows, training) + "\n"
+        docs.write_text(text, encoding="utf-8")
+        print(f"wrote {n} regimes to explorer/data/reference/error_bands.csv, the README's table and "
+              "docs/fidelity.md's report")
         return
     if args.regimes:
         print(regime_markdown(rows[:training]) if args.markdown else regime_text(rows[:training]))

@@ -26,6 +26,7 @@ from .commands import commands
 from .config.schema import excerpt, one_line
 from .config.shipped import resolve_scenario_path, shipped_scenarios
 from .errors import InternalError
+from .fidelity.band import band_of, with_band
 from .network.collectives import OPS
 from .network.nccl_table import collective_rows
 from .scenario import Scenario, ScenarioError, load, load_raw, parse_assignments
@@ -123,6 +124,8 @@ def summary_text(res) -> str:
         f"  TFLOP/s per GPU  {res.tflops_per_gpu:.1f}  (hardware FLOPs, recompute included)",
         f"  MFU              {res.mfu:.1%}",
         f"  bubble           {res.bubble_fraction:.1%}",
+        # How far to trust the figures above (explorer/fidelity/band.py): the regime's published runs.
+        f"  expected error   {one_line(band_of(sc).label)}",
         "",
         f"  breakdown ({res.classes[res.breakdown_class].label}):",
     ]
@@ -168,7 +171,8 @@ def result_json(res) -> str:
     """The ``--json`` object as one line; raises InternalError rather than print Infinity/NaN
     (which is not JSON)."""
     try:
-        return json.dumps(res.to_json_dict(), allow_nan=False)
+        # The result's figures and how far to trust them (expected_error: explorer/fidelity/band.py).
+        return json.dumps(with_band(res.to_json_dict(), res.scenario), allow_nan=False)
     except ValueError:
         raise InternalError("the simulation produced a non-finite number") from None
 

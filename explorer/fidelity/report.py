@@ -22,6 +22,9 @@ class ReferenceRow:
     unit: str           # e.g. "GB/s busbw", "TFLOP/s per GPU"
     role: str           # one of ROLES
     source: str         # citation: paper/table, or URL of the posted output
+    # Training runs: the regime key of the row's scenario (explorer/fidelity/band.py), None for the
+    # other groups and for setups outside every regime.
+    regime: tuple[str, ...] | None = None
 
     @property
     def error(self) -> float:

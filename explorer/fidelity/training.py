@@ -13,6 +13,7 @@ from typing import Any
 from ..scenario import Scenario, from_dict
 from ..schedules.registry import megatron_schedule
 from ..simulate import Result, simulate
+from .band import Regime, classify
 from .calibration import megatron_rows, megatron_scenario, read_csv
 from .report import ReferenceRow
 
@@ -73,14 +74,21 @@ def predicted(metric: str, r: Result) -> float:
     raise ValueError(f"unknown metric {metric!r}")
 
 
+def regime_key(sc: Scenario) -> tuple[str, ...] | None:
+    """The regime key of a reference row's scenario (None if outside every regime)."""
+    regime = classify(sc)
+    return regime.key if isinstance(regime, Regime) else None
+
+
 def sc21_rows() -> list[ReferenceRow]:
     """Megatron-LM SC21 Table 1 (the constants' original calibration set)."""
     out = []
     for row in megatron_rows():
-        r = simulate(megatron_scenario(row))
+        sc = megatron_scenario(row)
+        r = simulate(sc)
         out.append(ReferenceRow(SC21_GROUP, f"{row.params_billion:g}B on {row.gpus} A100s",
                                 row.achieved_tflops_per_gpu, r.tflops_per_gpu, UNITS["tflops_per_gpu"],
-                                "calibration", SC21_SOURCE))
+                                "calibration", SC21_SOURCE, regime_key(sc)))
     return out
 
 
@@ -88,10 +96,11 @@ def sourced_rows() -> list[ReferenceRow]:
     """Every row of ``training_runs.csv``, simulated."""
     out = []
     for row in read_csv("training_runs.csv"):
-        r = simulate(training_scenario(row))
+        sc = training_scenario(row)
+        r = simulate(sc)
         measured = float(row["measured"])
         out.append(ReferenceRow(row["group"], row["label"], measured, predicted(row["metric"], r),
-                                UNITS[row["metric"]], row["role"], row["source"]))
+                                UNITS[row["metric"]], row["role"], row["source"], regime_key(sc)))
     return out
 
 

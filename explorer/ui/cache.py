@@ -20,6 +20,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from .. import figures
+from ..fidelity.band import with_band
 from ..figures.gantt import lane_name
 from ..result.memory_timeline import memory_timeline
 from ..result.timeline import build_timeline, estimate_rows, folded_timeline
@@ -113,7 +114,7 @@ def _compute(raw_json: str) -> ViewData:
     # marked "xK"), never unfolded here.  The task list itself is not kept.
     draw = folded_timeline(res.tasks, labels, max_segments=MAX_BARS)
     full_rows = len(draw) if not draw.coarse and draw.fold is None else estimate_rows(res.tasks)
-    j = res.to_json_dict()
+    j = with_band(res.to_json_dict(), sc)         # what run --json prints, expected_error included
     lanes = tuple(lane_name(c.name, c.gpus) for c in res.classes)
     span = max(draw.columns["end_s"], default=0.0) if draw.fold else res.iteration_time_s
     fig, info = figures.gantt(draw.columns, lanes, span, max_bars=MAX_BARS, fold=draw.fold)
@@ -129,7 +130,8 @@ def summary(raw_json: str) -> Summary:
     """Just the figures of a scenario (for comparisons such as the ZeRO stages)."""
     def compute() -> Summary:
         from ..simulate import simulate
-        return Summary.from_json(simulate(from_dict(json.loads(raw_json))).to_json_dict())
+        sc = from_dict(json.loads(raw_json))
+        return Summary.from_json(with_band(simulate(sc).to_json_dict(), sc))
     # A summary's size: its JSON's (about 2-6 kB) plus the record's objects.
     return _SMALL.get_or_compute(("summary", raw_json), compute, lambda s: 8192)
 

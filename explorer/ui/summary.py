@@ -83,6 +83,10 @@ class Summary:
     layout: Layout
     sync: SyncWindow | None                            # training.sync's window, if any
     exchange: Exchange | None                          # gossip / parameter-server exchange, if any
+    # The regime's published runs (explorer/fidelity/band.py): validation mean |error|, None when no
+    # published run is like this one, and the sentence that says which runs and how many.
+    expected_error: float | None = None
+    expected_error_label: str = ""
 
     @classmethod
     def from_json(cls, j: Mapping[str, Any]) -> Summary:
@@ -103,4 +107,5 @@ class Summary:
             dp_priority=bool(j.get("dp_priority")),
             layout=Layout(**{f: par[f] for f in ("tp", "pp", "dp", "cp", "ep", "vpp", "schedule", "zero")}),
             sync=SyncWindow.from_json(j["sync"]) if j.get("sync") else None,
-            exchange=Exchange(**j["dp_exchange"]) if j.get("dp_exchange") else None)
+            exchange=Exchange(**j["dp_exchange"]) if j.get("dp_exchange") else None,
+            expected_error=j.get("expected_error"), expected_error_label=j.get("expected_error_label", ""))

@@ -33,7 +33,11 @@ def render(data: ViewData, present: bool = False) -> None:
                 f"{x.samples_per_s:,.4g} {unit}/s together"
                 if x is not None and x.asynchronous and x.slowest_replica_step_s > x.fastest_replica_step_s
                 else None)
-        cols[0].metric("Iteration time", fmt_time(j.iteration_time_s), border=True, help=pace)
+        cols[0].metric("Iteration time", fmt_time(j.iteration_time_s), border=True, help=pace,
+                       # The error band of similar published runs under the headline number.
+                       delta=(f"±{j.expected_error * 100:.0f} % expected" if j.expected_error is not None
+                              else None),
+                       delta_color="off", delta_arrow="off")
     # What the workload's throughput counts: tokens for a transformer, images or clips for a ResNet.
     cols[1].metric(f"{nouns(data.scenario.model).per_second.capitalize()}/s", f"{j.tokens_per_s:,.0f}",
                    border=True)
@@ -48,3 +52,7 @@ def render(data: ViewData, present: bool = False) -> None:
     cols[5].metric("Memory per GPU", f"{mem:.1f} GB", border=True,
                    delta=(f"over {cap:.1f} GB" if mem > cap else f"of {cap:.1f} GB"),
                    delta_color="inverse" if mem > cap else "off", delta_arrow="off")
+    if j.expected_error_label:
+        # How far to trust these numbers: the validation error of published runs of this regime
+        # (explorer/fidelity/band.py), or why there are none.
+        st.caption(f"Expected error — {j.expected_error_label}")

@@ -12,6 +12,7 @@ model.kv_heads                  model.heads (multi-head attention)
 model.ffn_hidden                4 * model.hidden (GPT-2/3's FFN width)
 hardware.gpu.fp8_tflops         hardware.gpu.peak_tflops (no fp8 speed-up unless stated)
 cluster.scale_up.bandwidth_GBps hardware.gpu.scale_up_GBps, else FALLBACK_SCALE_UP_GBPS
+cluster.scale_up.domain_gpus    gpus_per_node, or the GPU preset's rack (explorer/config/domains.py)
 cluster.scale_out.nic_Gbps      the fabric preset's (explorer/data/fabrics.yaml)
 cluster.scale_out.latency_us    the fabric preset's
 cluster.scale_out.efficiency    the fabric preset's (fitted fraction of line rate)
@@ -33,6 +34,7 @@ from typing import Any
 import yaml
 
 from .datacenters import resolve_scale_across
+from .domains import apply_rack_defaults, default_domain
 from .frameworks import profile
 from .frozen import evolve
 from .inputs import MAX_BYTES, parse_document
@@ -83,6 +85,7 @@ def resolve_presets(given: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(gpu, str) or gpu is None:
             name = gpu if gpu is not None else DEFAULT_GPU
             raw["hardware"] = {**hw, "gpu": {**preset("gpus", name, "hardware.gpu"), "preset": name}}
+            apply_rack_defaults(raw, name)
     elif hw is None:
         raw["hardware"] = {"gpu": {**preset("gpus", DEFAULT_GPU, "hardware.gpu"), "preset": DEFAULT_GPU}}
     return raw
@@ -156,6 +159,8 @@ def _fill_cluster(cluster: Any, gpu: GPU) -> Any:
     up = cluster.scale_up
     if up.bandwidth_GBps is None:
         up = evolve(up, bandwidth_GBps=gpu.scale_up_GBps or FALLBACK_SCALE_UP_GBPS)
+    if up.domain_gpus is None:
+        up = evolve(up, domain_gpus=default_domain(cluster, gpu.preset))
     return _filled(cluster, scale_up=up, scale_out=resolved_scale_out(cluster.scale_out))
 
 

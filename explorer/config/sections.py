@@ -158,7 +158,7 @@ class GPU:
         "doc": "measured PCIe GB/s per direction between the GPU and its NICs; caps its network traffic"})
     preset: str | None = field(default=None, metadata={"derived": True})
     power_W: float | None = field(default=None, metadata={
-        "min": 1, "max": 1e5, "doc": "board power of one GPU (TDP), W; unset = not stated; no effect on time"})
+        "min": 1, "max": 1e5, "doc": "board power of one GPU (TDP), W; unset = unknown; no effect on time"})
 
     @property
     def capacity_bytes(self) -> float:

@@ -7,7 +7,9 @@ at most DEFAULT_CHANNELS).  On an 8-GPU server with 8 NICs every NIC carries cha
 rack is one NCCL node of 72 GPUs and 72 NICs (MNNVL, explorer/config/domains.py): the same 16 channels
 reach only 8 of its NICs, so a ring, tree or NVLS-tree between racks leaves each rack through 8 NICs,
 not 72 — the inter-rack step that an NVLink-only pricing skipped (issue 34, item 5).  Point-to-point
-traffic (all-to-all, send/recv) goes from every GPU through its own NIC and is not capped.
+traffic (all-to-all, send/recv) goes from every GPU through its own NIC and is not capped.  Inside one
+node nothing changes: its NICs are the calibrated ones (a p5's 32 EFA devices are bonded by the
+aws-ofi-nccl plugin into one NCCL NIC per GPU, so the channel count says nothing about them).
 """
 from __future__ import annotations
 

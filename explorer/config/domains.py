@@ -29,10 +29,22 @@ def racks() -> dict[str, dict[str, Any]]:
     return _presets("domains")
 
 
-def apply_rack_defaults(raw: dict[str, Any], gpu_preset: str | None) -> None:
+def rack_of(gpu: str | None) -> dict[str, Any] | None:
+    """The rack of a GPU preset name, or of a GPU's display name (``hardware.gpu.power_W=...`` turns
+    the preset into a mapping that keeps the name ``GB200``); None for GPUs without one."""
+    table = racks()
+    if not gpu:
+        return None
+    if gpu in table:
+        return table[gpu]
+    return next((r for k, r in table.items() if k.lower() == gpu.strip().lower()), None)
+
+
+def apply_rack_defaults(raw: dict[str, Any], gpu: str | None) -> None:
     """Fill ``cluster.gpus_per_node`` and ``cluster.scale_out.nics_per_node`` of the raw mapping from
-    the GPU preset's rack where the scenario leaves them out (module docstring)."""
-    rack = racks().get(gpu_preset or "")
+    the rack of GPU ``gpu`` (preset or display name) where the scenario leaves them out (module
+    docstring)."""
+    rack = rack_of(gpu)
     if rack is None:
         return
     cluster = raw.get("cluster")
@@ -53,7 +65,7 @@ def datacenter_gpus(c: Cluster) -> int:
     return math.gcd(*(c.nodes_of(d) * c.gpus_per_node for d in range(c.datacenters)))
 
 
-def default_domain(c: Cluster, gpu_preset: str | None) -> int:
+def default_domain(c: Cluster, gpu: str | None) -> int:
     """``domain_gpus`` when the scenario gives none: the node, or for a GPU with a rack the largest
     multiple of ``gpus_per_node`` up to the rack's domain that tiles every datacenter.
 
@@ -63,7 +75,7 @@ def default_domain(c: Cluster, gpu_preset: str | None) -> int:
     >>> default_domain(Cluster(gpus_per_node=8, nodes=2048), "gb200"), default_domain(Cluster(), "b200")
     (64, 8)
     """
-    rack = racks().get(gpu_preset or "")
+    rack = rack_of(gpu)
     gpn = c.gpus_per_node
     if rack is None:
         return gpn

@@ -85,9 +85,11 @@ def resolve_presets(given: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(gpu, str) or gpu is None:
             name = gpu if gpu is not None else DEFAULT_GPU
             raw["hardware"] = {**hw, "gpu": {**preset("gpus", name, "hardware.gpu"), "preset": name}}
-            apply_rack_defaults(raw, name)
     elif hw is None:
         raw["hardware"] = {"gpu": {**preset("gpus", DEFAULT_GPU, "hardware.gpu"), "preset": DEFAULT_GPU}}
+    gpu = raw["hardware"].get("gpu") if isinstance(raw.get("hardware"), dict) else None
+    if isinstance(gpu, dict):
+        apply_rack_defaults(raw, gpu.get("preset") if isinstance(gpu.get("preset"), str) else gpu.get("name"))
     return raw
 
 
@@ -160,7 +162,7 @@ def _fill_cluster(cluster: Any, gpu: GPU) -> Any:
     if up.bandwidth_GBps is None:
         up = evolve(up, bandwidth_GBps=gpu.scale_up_GBps or FALLBACK_SCALE_UP_GBPS)
     if up.domain_gpus is None:
-        up = evolve(up, domain_gpus=default_domain(cluster, gpu.preset))
+        up = evolve(up, domain_gpus=default_domain(cluster, gpu.preset or gpu.name))
     return _filled(cluster, scale_up=up, scale_out=resolved_scale_out(cluster.scale_out))
 
 

@@ -139,6 +139,12 @@ def test_twenty_rack_all_reduce_pays_the_inter_rack_step():
     assert row["tier"] == "scale-out"
     assert row["busbw_GBps"] < 8 * NIC_Bps * NDR_EFF / 1e9 * 1.001
     assert row["busbw_GBps"] > 250
+    # The same racks written as 20 nodes of 72 GPUs and 72 NICs (the only way before domain_gpus) are
+    # priced alike: one NCCL node each, whose collective reaches 8 of its NICs.
+    as_nodes = _racks(20, cluster__gpus_per_node=72, cluster__nodes=20, cluster__scale_out__nics_per_node=72)
+    assert as_nodes.cluster.scale_up.domain_gpus == 72
+    assert collective_rows(as_nodes, "all-reduce", 1440, [8 * GiB])[0]["busbw_GBps"] == \
+        pytest.approx(row["busbw_GBps"], rel=1e-9)
     # Inside one rack the same call stays on NVLink (NVLS), several times faster.
     one = collective_rows(sc, "all-reduce", 72, [8 * GiB])[0]
     assert one["tier"] == "scale-up" and one["busbw_GBps"] > 2 * row["busbw_GBps"]
@@ -204,8 +210,8 @@ def test_board_power_does_not_change_the_timing():
     ({"cluster.scale_up.domain_gpus": 18}, "not a whole number of 4-GPU nodes"),
     ({"cluster.scale_up.domain_gpus": 40}, "does not tile the 144 GPUs"),
     ({"cluster.scale_up.domain_gpus": 72, "cluster.scale_up.kind": "nvlink-ring"}, "only an NVLink switch"),
-    ({"cluster.scale_up.domain_gpus": 0}, "cluster.scale_up.domain_gpus"),
-    ({"hardware.gpu.power_W": 0}, "hardware.gpu.power_W"),
+    ({"cluster.scale_up.domain_gpus": 0}, "cluster.scale_up.domain_gpus: 0 is below the minimum 1"),
+    ({"hardware.gpu.power_W": 0}, "hardware.gpu.power_W: 0.0 is below the minimum 1"),
 ])
 def test_bad_domain_values_are_one_line_errors(overrides, says):
     with pytest.raises(ScenarioError) as e:

@@ -7,9 +7,11 @@ at most DEFAULT_CHANNELS).  On an 8-GPU server with 8 NICs every NIC carries cha
 rack is one NCCL node of 72 GPUs and 72 NICs (MNNVL, explorer/config/domains.py): the same 16 channels
 reach only 8 of its NICs, so a ring, tree or NVLS-tree between racks leaves each rack through 8 NICs,
 not 72 — the inter-rack step that an NVLink-only pricing skipped (issue 34, item 5).  Point-to-point
-traffic (all-to-all, send/recv) goes from every GPU through its own NIC and is not capped.  Inside one
-node nothing changes: its NICs are the calibrated ones (a p5's 32 EFA devices are bonded by the
-aws-ofi-nccl plugin into one NCCL NIC per GPU, so the channel count says nothing about them).
+traffic (all-to-all, send/recv) goes from every GPU through its own NIC and is not capped.  Several
+NICs of one GPU count as one NCCL NIC of their summed rate (the aws-ofi-nccl plugin bonds a p5's 32
+EFA devices into one NIC per GPU), so a node with a NIC or more per GPU and at most 8 GPUs drives all
+its NICs, as before; the cap binds only where a node or domain has more GPUs (and NICs) than the
+channels reach, whether it is written as 72-GPU nodes or as 4-GPU trays in a 72-GPU domain.
 """
 from __future__ import annotations
 
@@ -31,12 +33,19 @@ def channel_nics(nics: int, channels: int, nic_Gbps: float) -> int:
     return min(nics, max(channels // per_nic, 1))
 
 
-def channel_nics_Bps(nics: int, channels: int, nic_Gbps: float, efficiency: float) -> float:
-    """Achievable bytes/s out of one NCCL node (an NVLink domain) for one collective: the NICs its
-    channels drive (:func:`channel_nics`) at the fabric's efficiency; infinite when they are all of
-    the node's NICs (no cap beyond the fabric's own)."""
-    used = channel_nics(nics, channels, nic_Gbps)
-    return float("inf") if used >= nics else used * gbps_to_Bps(nic_Gbps) * efficiency
+def channel_nics_Bps(gpus: int, nics: int, channels: int, nic_Gbps: float, efficiency: float) -> float:
+    """Achievable bytes/s out of one NCCL node (an NVLink domain of ``gpus`` GPUs and ``nics`` NICs)
+    for one collective: the NCCL NICs its channels drive (:func:`channel_nics`; NICs beyond one per
+    GPU are bonded into it) at the fabric's efficiency; infinite when they are all of the node's NICs
+    (no cap beyond the fabric's own).
+
+    >>> channel_nics_Bps(8, 32, 16, 100, 1.0), channel_nics_Bps(72, 72, 16, 400, 1.0) / 1e9
+    (inf, 400.0)
+    """
+    nccl_nics = min(nics, gpus)
+    rate = nic_Gbps * nics / nccl_nics
+    used = channel_nics(nccl_nics, channels, rate)
+    return float("inf") if used >= nccl_nics else used * gbps_to_Bps(rate) * efficiency
 
 
 def capped_shape(sh: GroupShape, cap_Bps: float) -> GroupShape:

@@ -42,10 +42,7 @@ def nccl_options(sc: Scenario) -> NcclOptions:
                        sharp=out.sharp, net_ll128=not out.fabric.startswith("eth"),
                        net_channels=channels, nics_per_node=nics, gpus_per_node=dom,
                        pcie_Bps=GBps_to_Bps(gpu.pcie_GBps) if gpu.pcie_GBps else float("inf"),
-                       # Only a domain of several nodes has more NICs than one collective's channels
-                       # reach; a node's are all used (calibrated rows, e.g. p5's 32 EFA NICs).
-                       net_cap_Bps=channel_nics_Bps(nics, channels, out.nic_Gbps, out.efficiency)
-                       if dom > sc.cluster.gpus_per_node else float("inf"))
+                       net_cap_Bps=channel_nics_Bps(dom, nics, channels, out.nic_Gbps, out.efficiency))
 
 
 def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:

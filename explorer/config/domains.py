@@ -29,18 +29,18 @@ def racks() -> dict[str, dict[str, Any]]:
     return _presets("domains")
 
 
-def rack_of(gpu: str | None) -> dict[str, Any] | None:
+def rack_of(gpu: Any) -> dict[str, Any] | None:
     """The rack of a GPU preset name, or of a GPU's display name (``hardware.gpu.power_W=...`` turns
     the preset into a mapping that keeps the name ``GB200``); None for GPUs without one."""
     table = racks()
-    if not gpu:
-        return None
+    if not isinstance(gpu, str) or not gpu:
+        return None                       # a bad name is reported when the GPU section is built
     if gpu in table:
         return table[gpu]
     return next((r for k, r in table.items() if k.lower() == gpu.strip().lower()), None)
 
 
-def apply_rack_defaults(raw: dict[str, Any], gpu: str | None) -> None:
+def apply_rack_defaults(raw: dict[str, Any], gpu: Any) -> None:
     """Fill ``cluster.gpus_per_node`` and ``cluster.scale_out.nics_per_node`` of the raw mapping from
     the rack of GPU ``gpu`` (preset or display name) where the scenario leaves them out (module
     docstring)."""

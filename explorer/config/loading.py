@@ -252,6 +252,10 @@ def to_dict(sc: Scenario) -> dict[str, Any]:
             {"name": n, "nodes": c.nodes_of(d), **({"gpu": gpus[d]} if gpus else {})}
             for d, n in enumerate(c.datacenter_names)]
     gpu = sc.hardware.gpu
+    if c.scale_up.domain_gpus == default_domain(c, gpu.preset or gpu.name):
+        # Derived again at load from the nodes: a copy whose nodes are then changed (a sweep, the
+        # app) gets the domain of its own nodes, not a stale one.
+        out["cluster"]["scale_up"].pop("domain_gpus", None)
     if gpu.preset is not None and replace(gpu, preset=None) == _filled_gpu_preset(gpu.preset):
         out["hardware"]["gpu"] = gpu.preset
     return out

@@ -23,7 +23,7 @@ from explorer.config.schema import ScenarioError
 from explorer.network.collectives import cost
 from explorer.network.groups import nccl_options
 from explorer.network.nccl_table import collective_rows
-from explorer.network.topology import SCALE_UP_EFFICIENCY, Fabric
+from explorer.network.topology import SCALE_UP_EFFICIENCY, Fabric, routed_ring_bandwidth
 from explorer.scenario import apply_overrides, from_dict, load_raw
 from explorer.simulate import simulate
 
@@ -161,6 +161,15 @@ def test_point_to_point_between_racks_uses_every_gpus_nic():
     per_gpu_out = S * 72 / 144
     assert c.boundary == "scale-out"
     assert c.time_s - c.latency_s == pytest.approx(per_gpu_out / (NIC_Bps * NDR_EFF), rel=0.02)
+
+
+def test_routed_graph_puts_a_domains_trays_on_one_nvlink_switch():
+    """build_graph: the trays of one domain share its NVSwitch, so a ring over two 4-GPU trays of one
+    8-GPU domain routes at NVLink's 900 GB/s, and a ring over two domains at one NIC's 50 GB/s."""
+    from explorer.config.sections import Cluster, ScaleUp
+    c = Cluster(gpus_per_node=4, nodes=4, scale_up=ScaleUp(bandwidth_GBps=900.0, domain_gpus=8))
+    assert routed_ring_bandwidth(c, [list(range(8))]) == 900e9
+    assert routed_ring_bandwidth(c, [list(range(16))]) == NIC_Bps
 
 
 # ------------------------------------------------------------------------------------------------

@@ -222,7 +222,8 @@ class GroupShape:
 def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
     """The cluster as an undirected networkx graph with a ``tier`` and ``capacity_Bps`` per edge.
 
-    Vertices: ``gpu/N/i``, ``switch/N`` (the node's NVSwitch), ``nic/N/k``, ``leaf/L`` (rail-optimized:
+    Vertices: ``gpu/N/i``, ``switch/N`` (the NVSwitch of the NVLink domain whose first node is N),
+    ``nic/N/k``, ``leaf/L`` (rail-optimized:
     ``leaf/B/r``, one per rail and leaf block), ``spine/D`` (one aggregate per datacenter) and
     ``dc/D`` (datacenter gateway).  ``max_nodes`` keeps the first nodes of each datacenter only (the
     app collapses big clusters this way).
@@ -250,8 +251,11 @@ def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
         for local in range(shown):
             node = dc * per_dc + local
             block = local // fab.leaf_nodes
-            sw = f"switch/{node}"
-            g.add_node(sw, kind="nvswitch", node=node, dc=dc)
+            # The NVSwitch fabric of the node's NVLink domain (a GB200 NVL72 rack: one for 18 trays).
+            first = node - node % (fab.boundaries[1].domain_gpus // c.gpus_per_node)
+            sw = f"switch/{first}"
+            if sw not in g:
+                g.add_node(sw, kind="nvswitch", node=first, dc=dc)
             for i in range(c.gpus_per_node):
                 gpu = f"gpu/{node}/{i}"
                 g.add_node(gpu, kind="gpu", node=node, dc=dc, index=node * c.gpus_per_node + i)

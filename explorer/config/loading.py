@@ -12,6 +12,7 @@ model.kv_heads                  model.heads (multi-head attention)
 model.ffn_hidden                4 * model.hidden (GPT-2/3's FFN width)
 hardware.gpu.fp8_tflops         hardware.gpu.peak_tflops (no fp8 speed-up unless stated)
 cluster.scale_up.bandwidth_GBps hardware.gpu.scale_up_GBps, else FALLBACK_SCALE_UP_GBPS
+cluster.scale_up.domain_gpus    gpus_per_node, or the GPU preset's rack (explorer/config/domains.py)
 cluster.scale_out.nic_Gbps      the fabric preset's (explorer/data/fabrics.yaml)
 cluster.scale_out.latency_us    the fabric preset's
 cluster.scale_out.efficiency    the fabric preset's (fitted fraction of line rate)
@@ -33,6 +34,7 @@ from typing import Any
 import yaml
 
 from .datacenters import resolve_scale_across
+from .domains import apply_rack_defaults, default_domain
 from .frameworks import profile
 from .frozen import evolve
 from .inputs import MAX_BYTES, parse_document
@@ -85,6 +87,9 @@ def resolve_presets(given: Mapping[str, Any]) -> dict[str, Any]:
             raw["hardware"] = {**hw, "gpu": {**preset("gpus", name, "hardware.gpu"), "preset": name}}
     elif hw is None:
         raw["hardware"] = {"gpu": {**preset("gpus", DEFAULT_GPU, "hardware.gpu"), "preset": DEFAULT_GPU}}
+    gpu = raw["hardware"].get("gpu") if isinstance(raw.get("hardware"), dict) else None
+    if isinstance(gpu, dict):
+        apply_rack_defaults(raw, gpu.get("preset") if isinstance(gpu.get("preset"), str) else gpu.get("name"))
     return raw
 
 
@@ -156,6 +161,8 @@ def _fill_cluster(cluster: Any, gpu: GPU) -> Any:
     up = cluster.scale_up
     if up.bandwidth_GBps is None:
         up = evolve(up, bandwidth_GBps=gpu.scale_up_GBps or FALLBACK_SCALE_UP_GBPS)
+    if up.domain_gpus is None:
+        up = evolve(up, domain_gpus=default_domain(cluster, gpu.preset or gpu.name))
     return _filled(cluster, scale_up=up, scale_out=resolved_scale_out(cluster.scale_out))
 
 
@@ -245,6 +252,10 @@ def to_dict(sc: Scenario) -> dict[str, Any]:
             {"name": n, "nodes": c.nodes_of(d), **({"gpu": gpus[d]} if gpus else {})}
             for d, n in enumerate(c.datacenter_names)]
     gpu = sc.hardware.gpu
+    if c.scale_up.domain_gpus == default_domain(c, gpu.preset or gpu.name):
+        # Derived again at load from the nodes: a copy whose nodes are then changed (a sweep, the
+        # app) gets the domain of its own nodes, not a stale one.
+        out["cluster"]["scale_up"].pop("domain_gpus", None)
     if gpu.preset is not None and replace(gpu, preset=None) == _filled_gpu_preset(gpu.preset):
         out["hardware"]["gpu"] = gpu.preset
     return out

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 
 from ..schedules import registry
+from .domains import DOMAIN_RULES
 from .hetero_rules import HETERO_RULES
 from .schema import ScenarioError, excerpt
 from .sections import MAX_GPUS, ORDER_DIMS, MoE, Scenario
@@ -284,4 +285,4 @@ def validate(sc: Scenario) -> None:
         rule(sc)
 
 
-ALL_RULES: tuple[Rule, ...] = (*RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES)
+ALL_RULES: tuple[Rule, ...] = (*RULES, *DOMAIN_RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES)

@@ -138,8 +138,7 @@ class GPU:
     name: str = field(default="", metadata={"doc": "display name"})
     peak_tflops: float = field(default=0.0, metadata={"required": True, **TFLOPS,
                                                       "doc": "dense bf16/fp16 peak, TFLOP/s"})
-    fp8_tflops: float | None = field(default=None, metadata={
-        **TFLOPS, "doc": "dense fp8 peak, TFLOP/s; default peak_tflops"})
+    fp8_tflops: float | None = field(default=None, metadata={**TFLOPS, "doc": "fp8 peak; default bf16"})
     memory_GB: float = field(default=0.0, metadata={
         "required": True, "min": 0.1, "max": 1e5,
         "doc": "HBM capacity as vendors quote it, GiB (80 = 85.9e9 B)",
@@ -151,23 +150,20 @@ class GPU:
         **SCALE_UP_GBPS, "doc": "default scale-up bandwidth per direction, GB/s"})
     measured_matmul_tflops: float | None = field(default=None, metadata={
         **TFLOPS, "doc": "largest-GEMM throughput measured, TFLOP/s"})
-    nvlink_sharp: bool = field(default=False, metadata={
-        "doc": "NVSwitch can reduce in the switch (NVLS all-reduce)"})
-    measured_fp8_matmul_tflops: float | None = field(default=None, metadata={
-        **TFLOPS, "doc": "largest fp8 GEMM throughput measured, TFLOP/s"})
-    sms: int | None = field(default=None, metadata={
-        "min": 1, "max": 100_000, "doc": "streaming multiprocessors; default 132 (H100 SXM)"})
+    nvlink_sharp: bool = field(default=False, metadata={"doc": "NVSwitch reduces in the switch (NVLS)"})
+    measured_fp8_matmul_tflops: float | None = field(default=None, metadata={**TFLOPS, "doc": "fp8 GEMM"})
+    sms: int | None = field(default=None, metadata={"min": 1, "max": 100_000, "doc": "SMs; default 132"})
     pcie_GBps: float | None = field(default=None, metadata={
         "min": 0.1, "max": 1e5, "why": "a PCIe 4.0 x16 link carries about 25 GB/s, 5.0 x16 about 53 GB/s",
         "doc": "measured PCIe GB/s per direction between the GPU and its NICs; caps its network traffic"})
     preset: str | None = field(default=None, metadata={"derived": True})
+    power_W: float | None = field(default=None, metadata={
+        "min": 1, "max": 1e5, "doc": "board power of one GPU (TDP), W; unset = unknown; no effect on time"})
 
     @property
     def capacity_bytes(self) -> float:
-        """HBM capacity in bytes.  Vendors' "80 GB" is 80 GiB: an H100 SXM carries five 16 GiB HBM3
-        stacks and ``nvidia-smi`` reports 81,559 MiB of it (an A100 80GB 81,920 MiB), so the memory a
-        framework can fill is ~85.5e9-85.9e9 bytes, not 80e9 — the GB = 1e9 figures this simulator
-        prints are compared against that."""
+        """HBM capacity in bytes: vendors' "80 GB" is 80 GiB (H100 SXM: ``nvidia-smi`` 81,559 MiB, A100
+        80GB 81,920 MiB), ~85.5e9-85.9e9 bytes, which the GB = 1e9 figures printed are compared against."""
         return self.memory_GB * 2.0**30
 
 
@@ -194,8 +190,10 @@ class ScaleUp:
     bandwidth_GBps: float | None = field(default=None, metadata={
         **SCALE_UP_GBPS, "doc": "per GPU, per direction; default from the GPU preset"})
     latency_us: float = field(default=0.6, metadata={**LATENCY_US, "doc": (
-        "per-hop NVLink latency of NCCL's LL protocol (NCCL 2.25 tuning.cc hwLat: 0.6 us); other "
-        "protocols' hops shift by the same difference")})
+        "NVLink hop latency of NCCL's LL (NCCL 2.25 tuning.cc hwLat 0.6 us); other protocols alike")})
+    domain_gpus: int | None = field(default=None, metadata={"min": 1, "max": MAX_GPUS, "doc": (
+        "GPUs on one NVLink fabric (GB200 NVL72: 72), a multiple of gpus_per_node: NVLink inside, the "
+        "scale-out fabric between domains; default gpus_per_node or the preset's rack (config/domains.py)")})
 
 
 @dataclass(frozen=True)

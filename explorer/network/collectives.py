@@ -31,6 +31,7 @@ from ..collective_algorithms import registry
 from ..collective_algorithms.base import OPS, Family, LinkCost, crossing, spanned
 from ..collective_algorithms.registry import Algorithm
 from . import nccl_tuning as nt
+from .domain_links import capped_shape
 from .pcie_link import pcie_bound, pcie_boundary, pcie_time
 from .scale_up_wiring import scale_up_factor
 from .topology import BOUNDARY_NAMES, GroupShape
@@ -87,6 +88,8 @@ class NcclOptions:
     nics_per_node: int = 0      # NICs of a node (0: unknown, no ring member leaves by its own NIC)
     gpus_per_node: int = 0      # GPUs of a node (0: unknown, a group across nodes takes whole nodes)
     pcie_Bps: float = float("inf")  # each GPU's PCIe link to its NICs, bytes/s (hardware.gpu.pcie_GBps)
+    # A domain's egress one collective's channels reach, bytes/s (domain_links.channel_nics_Bps; inf: all)
+    net_cap_Bps: float = float("inf")
 
 
 def _nccl_time(alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape, o: NcclOptions,
@@ -175,6 +178,8 @@ def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[Algorithm, ...], 
                ) -> tuple[Algorithm, str, LinkCost, float, float] | None:
     """NCCL's choice among ``algos``: the (algorithm, protocol) of least modelled time."""
     ll128 = sh.up_kind != "pcie" and (o.net_ll128 or not sh.spans(1))
+    if len(sh.shares) > 1 and sh.spans(1) and sh.shares[1] > o.net_cap_Bps:
+        sh = capped_shape(sh, o.net_cap_Bps)
     best = None
     for alg in algos:
         assert alg.nccl is not None

@@ -14,9 +14,11 @@ import numpy as np
 from .. import dimensions
 from ..collective_algorithms import registry
 from ..config import Scenario
+from ..config.domains import effective_domain
 from ..config.presets import resolved_scale_out
 from ..units import GBps_to_Bps, gbps_to_GBps
 from .collectives import CollectiveCost, NcclOptions, cost
+from .domain_links import channel_nics_Bps
 from .nccl_tuning import gpu_arch, net_channels
 from .placement import Placement
 from .topology import Fabric, GroupShape
@@ -28,14 +30,19 @@ def nccl_options(sc: Scenario) -> NcclOptions:
     enables LL128 only over GPUDirect-RDMA paths; the eth-* fabrics are TCP sockets) and the GPU's
     PCIe link to its NICs."""
     gpu, out = sc.hardware.gpu, resolved_scale_out(sc.cluster.scale_out)
-    assert out.nic_Gbps is not None              # resolved_scale_out fills it
+    assert out.nic_Gbps is not None and out.efficiency is not None   # resolved_scale_out fills them
+    # NCCL's "node" is the NVLink domain (MNNVL: explorer/config/domains.py): its GPUs and all the
+    # NICs of its nodes.
+    dom = effective_domain(sc.cluster)
+    nics = out.nics_per_node * (dom // sc.cluster.gpus_per_node)
+    channels = net_channels(nics, gbps_to_GBps(out.nic_Gbps))
     return NcclOptions(library=sc.communication.library, protocol=sc.communication.protocol,
                        arch=gpu_arch(gpu.name, gpu.peak_tflops, gpu.fp8_tflops),
                        nvls=gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch",
                        sharp=out.sharp, net_ll128=not out.fabric.startswith("eth"),
-                       net_channels=net_channels(out.nics_per_node, gbps_to_GBps(out.nic_Gbps)),
-                       nics_per_node=out.nics_per_node, gpus_per_node=sc.cluster.gpus_per_node,
-                       pcie_Bps=GBps_to_Bps(gpu.pcie_GBps) if gpu.pcie_GBps else float("inf"))
+                       net_channels=channels, nics_per_node=nics, gpus_per_node=dom,
+                       pcie_Bps=GBps_to_Bps(gpu.pcie_GBps) if gpu.pcie_GBps else float("inf"),
+                       net_cap_Bps=channel_nics_Bps(dom, nics, channels, out.nic_Gbps, out.efficiency))
 
 
 def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:

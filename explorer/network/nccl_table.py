@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..collective_algorithms import registry
+from ..config.domains import effective_domain
 from ..config.schema import ScenarioError, excerpt
 from ..config.sections import Scenario
 from .collectives import OPS, cost
@@ -57,9 +58,10 @@ def _check(sc: Scenario, op: str, ranks: int, algorithm: str) -> None:
         raise ScenarioError("--algorithm", f"nvls needs NVSwitch with SHARP ({sc.hardware.gpu.name} on "
                             f"{sc.cluster.scale_up.kind} has none); valid: "
                             f"{', '.join(a for a in valid if a != 'nvls')}")
-    if algorithm == "nvls" and ranks > sc.cluster.gpus_per_node:
-        raise ScenarioError("--ranks", f"nvls reduces inside one NVSwitch domain: at most "
-                            f"{sc.cluster.gpus_per_node} ranks")
+    domain = effective_domain(sc.cluster)
+    if algorithm == "nvls" and ranks > domain:
+        raise ScenarioError("--ranks", f"nvls reduces inside one NVSwitch domain: at most {domain} ranks "
+                            "(cluster.scale_up.domain_gpus)")
 
 
 def _pair_shapes(fabric: Fabric, ranks: int, gpus_per_node: int) -> list:

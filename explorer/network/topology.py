@@ -7,13 +7,17 @@ Instead a cluster is a stack of *boundaries*, each the egress of a domain of con
 b     name            domain                                egress capacity of one domain
 ====  ==============  ====================================  ===============================
 0     scale-up        one GPU                               NVLink/NVSwitch/PCIe per direction
-1     scale-out       one node                              nics_per_node x nic_Gbps
+1     scale-out       one NVLink domain (the node, or a     the NICs of its nodes:
+                      rack: cluster.scale_up.domain_gpus)   nics_per_node x nic_Gbps each
 2     spine           one leaf block (nodes under a leaf)   leaf uplinks = downlinks / oversubscription
 3     scale-across    one datacenter                        WAN bandwidth per direction
 ====  ==============  ====================================  ===============================
 
-A leaf block is ``switch_radix/2`` nodes for a rail-optimized fabric (one leaf per rail, one port
-per node: NVIDIA DGX SuperPOD reference architecture) and ``switch_radix/2 / nics_per_node`` nodes
+Ranks of one NVLink domain talk over NVLink even on different nodes (GB200 NVL72: 18 trays of 4
+GPUs on one NVLink switch fabric), so the scale-out boundary is the domain's, not the node's, and a
+domain egresses through all its nodes' NICs (explorer/config/domains.py).  A leaf block is
+``switch_radix/2`` nodes for a rail-optimized fabric (one leaf per rail, one port per node: NVIDIA
+DGX SuperPOD reference architecture) and ``switch_radix/2 / nics_per_node`` nodes
 for a classic fat-tree whose leaf takes every NIC of its nodes.  Above the leaves the fabric is
 taken as non-blocking inside a datacenter.
 
@@ -55,6 +59,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import Cluster
+from ..config.domains import effective_domain
 from ..config.presets import fabric_presets, resolved_scale_out
 from ..units import GBps_to_Bps, gbps_to_Bps, ms_to_s, us_to_s
 from ..vocabulary import TIERS
@@ -130,19 +135,23 @@ class Fabric:
     def for_cluster(cls, c: Cluster) -> Fabric:
         up, out, across = c.scale_up, resolved_scale_out(c.scale_out), c.scale_across
         rates = LineRates.for_cluster(c)
-        gpn = c.gpus_per_node
+        gpn, dom = c.gpus_per_node, effective_domain(c)
         half = out.switch_radix // 2
         leaf_nodes = half if out.kind == "rail-optimized" else max(1, half // out.nics_per_node)
         leaf_nodes = min(leaf_nodes, c.nodes // c.datacenters)
         out_us, out_eff = out.latency_us, out.efficiency
         assert out_us is not None and out_eff is not None     # resolved_scale_out fills them
         node_Bps = out.nics_per_node * rates.nic_Bps
+        dom_Bps = node_Bps * (dom // gpn)        # every node of the domain brings its NICs
         spine_Bps = leaf_nodes * node_Bps / out.oversubscription
+        # A leaf block holds whole domains (boundaries nest): at least one, at most the leaf's nodes.
+        block = max(dom, gpn * leaf_nodes // dom * dom)
         bounds = (
             Boundary("scale-up", 1, rates.scale_up_Bps * SCALE_UP_EFFICIENCY, us_to_s(up.latency_us),
                      rates.scale_up_Bps),
-            Boundary("scale-out", gpn, node_Bps * out_eff, us_to_s(out_us), node_Bps),
-            Boundary("spine", gpn * leaf_nodes, spine_Bps * out_eff, us_to_s(out_us), spine_Bps),
+            Boundary("scale-out", dom, dom_Bps * out_eff, us_to_s(out_us), dom_Bps),
+            Boundary("spine", block, spine_Bps * block / (gpn * leaf_nodes) * out_eff, us_to_s(out_us),
+                     spine_Bps * block / (gpn * leaf_nodes)),
             Boundary("scale-across", gpn * c.nodes // c.datacenters,
                      rates.wan_Bps * SCALE_ACROSS_EFFICIENCY, ms_to_s(across.latency_ms), rates.wan_Bps),
         )
@@ -213,7 +222,8 @@ class GroupShape:
 def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
     """The cluster as an undirected networkx graph with a ``tier`` and ``capacity_Bps`` per edge.
 
-    Vertices: ``gpu/N/i``, ``switch/N`` (the node's NVSwitch), ``nic/N/k``, ``leaf/L`` (rail-optimized:
+    Vertices: ``gpu/N/i``, ``switch/N`` (the NVSwitch of the NVLink domain whose first node is N),
+    ``nic/N/k``, ``leaf/L`` (rail-optimized:
     ``leaf/B/r``, one per rail and leaf block), ``spine/D`` (one aggregate per datacenter) and
     ``dc/D`` (datacenter gateway).  ``max_nodes`` keeps the first nodes of each datacenter only (the
     app collapses big clusters this way).
@@ -241,8 +251,11 @@ def build_graph(c: Cluster, max_nodes: int | None = None) -> nx.Graph:
         for local in range(shown):
             node = dc * per_dc + local
             block = local // fab.leaf_nodes
-            sw = f"switch/{node}"
-            g.add_node(sw, kind="nvswitch", node=node, dc=dc)
+            # The NVSwitch fabric of the node's NVLink domain (a GB200 NVL72 rack: one for 18 trays).
+            first = node - node % (fab.boundaries[1].domain_gpus // c.gpus_per_node)
+            sw = f"switch/{first}"
+            if sw not in g:
+                g.add_node(sw, kind="nvswitch", node=first, dc=dc)
             for i in range(c.gpus_per_node):
                 gpu = f"gpu/{node}/{i}"
                 g.add_node(gpu, kind="gpu", node=node, dc=dc, index=node * c.gpus_per_node + i)

@@ -26,7 +26,12 @@ NVLS_EFFICIENCY = {"hopper": NVLS_SCALE * 0.85, "blackwell": NVLS_SCALE * 0.74}
 # NVLS-tree across nodes as NCCL's tuning model rates it (src/graph/tuning.cc, ncclTopoTuneModel,
 # 2.18-2.25): inter-node bandwidth, halved beyond two nodes, times .70 x nNodes / (2 (nNodes - 1)).
 # Without it NVLS-tree came out 20-30 % faster than measured at 8-64 MiB on 2 x p5 and 4 x 8 H100 NDR
-# (reference/nccl_multinode.csv).
+# (reference/nccl_multinode.csv).  NOTE: that formula is NCCL 2.18's; 2.19-2.27 (checked at tags
+# v2.21.5-1, v2.25.1-1, v2.27.3-1) rate NVLS-tree at min(bwIntra, bwInter, halved beyond two nodes) x 5/6.
+# With 5/6 the 2 x p5 plateau rows (128 MiB-16 GiB) move from -35 % to -23 % but 32-64 MiB from +10 % to
+# +20 %, and 4 x 8 H100 NDR picks NVLS-tree at 16-64 MiB: the curve would reach its plateau too early, as
+# issue 34 found.  The model has no mechanism for the slow approach those rows show yet, so the fitted
+# 2.18 rate stays.
 NVLS_TREE_RATIO = 0.70
 
 
@@ -88,7 +93,7 @@ def dtree_edges(nodes: int) -> int:
         return 0
     one = _btree_links(nodes)
     two = [one[nodes - 1 - r] if nodes % 2 == 0 else one[(r - 1) % nodes] for r in range(nodes)]
-    return max(a + b for a, b in zip(one, two))
+    return max(a + b for a, b in zip(one, two, strict=True))
 
 
 def tree(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:

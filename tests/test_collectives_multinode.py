@@ -43,14 +43,17 @@ def test_two_node_tree_sends_one_buffer_per_node_and_beats_the_ring():
     assert tree["busbw_GBps"] == pytest.approx(57.17, rel=0.11)
 
 
-def test_four_or_more_nodes_get_no_tree_bonus_and_three_a_smaller_one():
-    # "This is not the case for jobs run on 3 or more servers" (AddyLaddy, nccl-tests #169): from four
-    # nodes the tree's busiest node sends 2S like the ring, so the plateau is the NIC rate.  On three,
-    # NCCL's two trees are chains (src/graph/trees.cc) and the busiest node sends 1.5 S: a smaller bonus
-    # than two nodes' S -- the same cluster in #169 measured 100, 70 and 58 GB/s on 2, 3 and 4 nodes.
-    four = rows("a100-80gb", 4, "efa", 100, 4)[0]
-    assert four["busbw_GBps"] == pytest.approx(30.0, rel=0.02)
-    three = rows("a100-80gb", 3, "efa", 100, 4)[0]
+def test_three_or_more_nodes_get_no_tree_bonus_from_nccls_choice():
+    # "This is not the case for jobs run on 3 or more servers" (AddyLaddy, nccl-tests #169): from three nodes
+    # NCCL rates its tree at the inter-node bandwidth with algBw = busBw / 2 (tuning.cc), below its ring, so
+    # it runs the ring and the plateau is the NIC rate.  Forced (NCCL_ALGO=Tree), the tree on three nodes
+    # sends 1.5 S per node (two chains, src/graph/trees.cc) and beats the tree on four (2 S).
+    for nodes in (3, 4):
+        auto = rows("a100-80gb", nodes, "efa", 100, 4)[0]
+        assert auto["algorithm"] == "ring"
+        assert auto["busbw_GBps"] == pytest.approx(30.0, rel=0.02)
+    three = rows("a100-80gb", 3, "efa", 100, 4, algorithm="tree")[0]
+    four = rows("a100-80gb", 4, "efa", 100, 4, algorithm="tree")[0]
     two = rows("a100-80gb", 2, "efa", 100, 4)[0]
     assert four["busbw_GBps"] < three["busbw_GBps"] < two["busbw_GBps"]
 

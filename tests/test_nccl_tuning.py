@@ -186,7 +186,7 @@ GROUPS = ("nccl-tests one node", "nccl-tests multi-node", "nccl-tests latency fl
 # The multi-node plateau group took the 2-node EFA plateau-approach rows of issue 34 (validation, 128 MiB-
 # 16 GiB): its validation mean rose from 7 % to 18 % (tests/test_collectives_multinode.py KNOWN_GAPS: why).
 NOT_YET: dict[str, dict[str, tuple[float, float]]] = {
-    "nccl-tests multi-node": {"calibration": (0.09, 0.25), "validation": (0.20, 0.36)},
+    "nccl-tests multi-node": {"calibration": (0.11, 0.25), "validation": (0.19, 0.36)},
     "nccl-tests multi-node 1-64 MiB": {"calibration": (0.07, 0.22), "validation": (0.16, 0.53)},
 }
 

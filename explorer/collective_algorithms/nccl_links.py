@@ -117,6 +117,22 @@ def tree(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
     return LinkCost(t, b, egress), 2 * S
 
 
+def tree_rated(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
+    """The tree as NCCL's tuning model rates it when it chooses: on up to two nodes at the intra-node
+    graph's bandwidth (a node sends S), beyond at the inter-node bandwidth with algBw = busBw / 2 (2 S
+    per node), whatever the node count (src/graph/tuning.cc, ncclTopoTuneModel: ``bw = nNodes <= 2 ?
+    bwIntra : bwInter``, ratio .5; NCCL 2.4-2.30).  So on three nodes NCCL rates the tree below its ring
+    and runs the ring, although its tree would send only 1.5 S (:func:`tree`): forced with NCCL_ALGO=Tree
+    it is the faster there."""
+    nodes, _ = _nodes_ppn(sh)
+    if nodes <= 1 or op != "all-reduce":
+        return None
+    out = S if nodes == 2 else 2 * S
+    egress = {0: 2 * S, **spanned(sh, out)}
+    t, b = crossing(sh, egress)
+    return LinkCost(t, b, egress), 2 * S
+
+
 def _nvls_share(sh: ShapeLike, arch: str) -> float:
     # shares[0] carries the ring efficiency; NVLS has its own fitted fraction of the nominal instead.
     return sh.nominal_up_share * NVLS_EFFICIENCY.get(arch, 0.0)

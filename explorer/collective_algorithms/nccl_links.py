@@ -26,7 +26,12 @@ NVLS_EFFICIENCY = {"hopper": NVLS_SCALE * 0.85, "blackwell": NVLS_SCALE * 0.74}
 # NVLS-tree across nodes as NCCL's tuning model rates it (src/graph/tuning.cc, ncclTopoTuneModel,
 # 2.18-2.25): inter-node bandwidth, halved beyond two nodes, times .70 x nNodes / (2 (nNodes - 1)).
 # Without it NVLS-tree came out 20-30 % faster than measured at 8-64 MiB on 2 x p5 and 4 x 8 H100 NDR
-# (reference/nccl_multinode.csv).
+# (reference/nccl_multinode.csv).  NOTE: that formula is NCCL 2.18's; 2.19-2.27 (checked at tags
+# v2.21.5-1, v2.25.1-1, v2.27.3-1) rate NVLS-tree at min(bwIntra, bwInter, halved beyond two nodes) x 5/6.
+# With 5/6 the 2 x p5 plateau rows (128 MiB-16 GiB) move from -35 % to -23 % but 32-64 MiB from +10 % to
+# +20 %, and 4 x 8 H100 NDR picks NVLS-tree at 16-64 MiB: the curve would reach its plateau too early, as
+# issue 34 found.  The model has no mechanism for the slow approach those rows show yet, so the fitted
+# 2.18 rate stays.
 NVLS_TREE_RATIO = 0.70
 
 
@@ -60,17 +65,65 @@ def pat(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
     return ring(op, S, sh, o)
 
 
+def _btree_links(nranks: int) -> list[int]:
+    """Tree edges at each of ``nranks`` nodes in NCCL's binary tree (src/graph/trees.cc, ncclGetBtree,
+    NCCL 2.4-2.30): node r > 0 with lowest set bit b hangs under (r - b) | 2b, or r - b when that is out
+    of range, and node 0 is the root.  Counted from the parent links, so every edge is seen once."""
+    edges = [0] * nranks
+    for r in range(1, nranks):
+        b = r & -r
+        up = (r ^ b) | (b << 1)
+        if up >= nranks:
+            up = r ^ b
+        edges[r] += 1
+        edges[up] += 1
+    return edges
+
+
+def dtree_edges(nodes: int) -> int:
+    """The most tree edges any node has in NCCL's double binary tree over ``nodes`` nodes: the binary
+    tree plus its mirror (node r as nodes - 1 - r) for an even count, or its shift by one (node r as
+    (r + 1) mod nodes) for an odd count (src/graph/trees.cc, ncclGetDtree).  Each tree carries half the
+    data and each edge S/2 each way, so a node sends this many times S/2.
+
+    >>> [dtree_edges(n) for n in (2, 3, 4, 5, 8, 16)]
+    [2, 3, 4, 4, 4, 4]
+    """
+    if nodes <= 1:
+        return 0
+    one = _btree_links(nodes)
+    two = [one[nodes - 1 - r] if nodes % 2 == 0 else one[(r - 1) % nodes] for r in range(nodes)]
+    return max(a + b for a, b in zip(one, two, strict=True))
+
+
 def tree(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
     """NCCL's double binary tree all-reduce, between nodes only (inside one node NCCL's ring always
     wins).
 
-    Each node sends about 2*S out: in one of the two trees it is an inner node (S/2 up to its
-    parent, S/2 down to each of two children), in the other a leaf (S/2 up).  With two nodes each
-    tree is a single edge: a node is the root of one (S/2 down) and the leaf of the other (S/2 up),
-    so only S leaves a node while the ring still sends 2(n-1)/n*S -- why nccl-tests' busbw on two
-    nodes "can exceed the actual available peak BW" (AddyLaddy, NVIDIA, nccl-tests issue #22; again
-    in nccl-tests issue #169, 2023).
+    Each tree moves half the data and each of its edges carries S/2 each way, so a node sends
+    dtree_edges(nodes) x S/2: 2*S where it is an inner node of one tree (parent and two children) and a
+    leaf of the other; S on two nodes (root of one single-edge tree, leaf of the other), where the ring
+    still sends 2(n-1)/n*S -- why nccl-tests' busbw on two nodes "can exceed the actual available peak
+    BW" (AddyLaddy, NVIDIA, nccl-tests issue #22; again in nccl-tests issue #169, 2023); 1.5*S on three
+    nodes, whose trees are chains (0-2-1 and its shift 1-0-2), less than the ring's ~1.9*S, so NCCL's
+    tree there beats its ring on the network.  The node with the most edges paces the pipeline.
     """
+    nodes, _ = _nodes_ppn(sh)
+    if nodes <= 1 or op != "all-reduce":
+        return None
+    out = dtree_edges(nodes) * S / 2
+    egress = {0: 2 * S, **spanned(sh, out)}
+    t, b = crossing(sh, egress)
+    return LinkCost(t, b, egress), 2 * S
+
+
+def tree_rated(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
+    """The tree as NCCL's tuning model rates it when it chooses: on up to two nodes at the intra-node
+    graph's bandwidth (a node sends S), beyond at the inter-node bandwidth with algBw = busBw / 2 (2 S
+    per node), whatever the node count (src/graph/tuning.cc, ncclTopoTuneModel: ``bw = nNodes <= 2 ?
+    bwIntra : bwInter``, ratio .5; NCCL 2.4-2.30).  So on three nodes NCCL rates the tree below its ring
+    and runs the ring, although its tree would send only 1.5 S (:func:`tree`): forced with NCCL_ALGO=Tree
+    it is the faster there."""
     nodes, _ = _nodes_ppn(sh)
     if nodes <= 1 or op != "all-reduce":
         return None

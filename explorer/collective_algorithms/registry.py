@@ -55,6 +55,10 @@ class NcclModel:
     unavailable: Callable[[OptionsLike], str] | None = None   # the fallback warning's reason
     row: str = ""                      # "" = the algorithm's name
     row_without_nvswitch: str = ""     # the row on nodes without an NVSwitch ("" = ``row``)
+    # The link cost NCCL's tuning model assumes when it chooses among algorithms and protocols, where it
+    # differs from what the algorithm really sends (None: ``link``); NCCL picks by its model, the call
+    # then runs at what the links give.
+    rated: LinkFn | None = None
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,8 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
               ring_pipeline=True, drawn_as="ring",
               citation="Patarasuk & Yuan, JPDC 2009; " + _THAKUR),
     Algorithm("tree", Family.NCCL, ("all-reduce",), ("nccl",),
-              nccl=NcclModel(nccl_links.tree, nccl_links.tree_unavailable), wan_crossings=tree_crossings,
+              nccl=NcclModel(nccl_links.tree, nccl_links.tree_unavailable, rated=nccl_links.tree_rated),
+              wan_crossings=tree_crossings,
               drawn_as="tree", citation="Sanders, Speck & Traeff, Parallel Computing 2009"),
     Algorithm("nvls", Family.NCCL, _ALL_OPS, ("nccl",),
               nccl=NcclModel(nccl_links.nvls, nccl_links.nvls_unavailable), drawn_as="nvls",

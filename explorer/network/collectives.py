@@ -176,25 +176,30 @@ def _result(op: str, S: float, sh: GroupShape, alg: str, proto: str, link: LinkC
 
 def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[Algorithm, ...], o: NcclOptions,
                ) -> tuple[Algorithm, str, LinkCost, float, float] | None:
-    """NCCL's choice among ``algos``: the (algorithm, protocol) of least modelled time."""
+    """NCCL's choice among ``algos``: the (algorithm, protocol) of least time as NCCL rates it (an
+    algorithm's ``rated`` link where NCCL's tuning model differs from its real link), priced on its real
+    link."""
     ll128 = sh.up_kind != "pcie" and (o.net_ll128 or not sh.spans(1))
     if len(sh.shares) > 1 and sh.spans(1) and sh.shares[1] > o.net_cap_Bps:
         sh = capped_shape(sh, o.net_cap_Bps)
     best = None
+    key = float("inf")
     for alg in algos:
         assert alg.nccl is not None
         got = alg.nccl.link(op, S, sh, o)
         if got is None:
             continue
         link, bus_bytes = got
+        rated = alg.nccl.rated(op, S, sh, o) if alg.nccl.rated is not None else None
         row = alg.tuning_row(sh.up_kind)
         protos = nt.protocols_for(row, op, ll128)
         if o.protocol != "auto":
             protos = nt.forced_protocols(row, o.protocol, protos)
         for proto in protos:
             total, lat = _nccl_time(alg, proto, op, S, sh, o, link, bus_bytes)
-            if best is None or total < best[3]:
-                best = (alg, proto, link, total, lat)
+            as_rated = _nccl_time(alg, proto, op, S, sh, o, *rated)[0] if rated is not None else total
+            if best is None or as_rated < key:
+                best, key = (alg, proto, link, total, lat), as_rated
     if best is not None:
         alg, proto, link, total, lat = best
         t_pcie = pcie_time(link, sh, o.pcie_Bps, proto)

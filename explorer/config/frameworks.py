@@ -15,7 +15,13 @@ the part of the simulator that models the mechanism:
 repeats);
 - ``wgrad_accumulate_fp32``: explorer/workloads/transformer/layer.py (the weight-gradient GEMM's epilogue
 traffic);
-- ``p2p_scatter_gather``: explorer/taskgraph/layer.py (bytes of one pipeline transfer).
+- ``p2p_scatter_gather``: explorer/taskgraph/layer.py (bytes of one pipeline transfer);
+- ``tp_overlap_sms``: explorer/workloads/timing.py (SMs the TP comm-GEMM overlap takes from the GEMMs).
+
+PyTorch-native stacks: ``fsdp`` and ``fsdp2`` train eager modules (FSDP2 is the per-parameter
+DTensor rewrite of FSDP; what the simulator prices of it is the same as ``fsdp``); ``torchtitan`` is
+FSDP2 with ``torch.compile`` per transformer block (element-wise chains fused by Inductor) and
+PyTorch's async TP as its TP overlap (copy-engine transfers, no SMs taken from the GEMMs).
 
 >>> profile("deepspeed").grad_reduce_bytes("bf16"), profile("megatron").grad_reduce_bytes("bf16")
 (2, 4)
@@ -24,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FRAMEWORKS = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp")
+FRAMEWORKS = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp", "fsdp2", "torchtitan")
 _DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}   # fp8 runs keep bf16 gradients (TE recipes)
 
 # --- element-wise kernels -----------------------------------------------------------------------
@@ -51,6 +57,14 @@ def _eager_factor(hidden: int = 4096, kv: int = 1024, ffn: int = 14336) -> float
 
 EAGER_ELEMENTWISE_FACTOR = round(_eager_factor(), 2)    # 2.68
 
+# --- TP comm-GEMM overlap -----------------------------------------------------------------------
+# Transformer Engine's userbuffers overlap (Megatron-Core ``tp_comm_overlap``):
+# transformer_engine/pytorch/module/base.py initialize_ub, default_cfg: the "pipeline" method
+# (proj_fprop, fc2_fprop) and the "bulk" method (qkv/fc1 dgrad and wgrad) run their communication
+# kernel on num_sm = 16 SMs with set_sm_margin = True (the GEMM gets the other SMs);
+# "ring_exchange" (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad) uses num_sm = 1 and the copy engine.
+TE_UB_COMM_SMS = 16
+
 
 @dataclass(frozen=True)
 class FrameworkProfile:
@@ -75,6 +89,9 @@ class FrameworkProfile:
     # Each TP rank sends 1/tp of a stage's output to the next stage (Megatron's scatter/gather
     # optimisation, Narayanan et al. SC21 Sec. 4.1) rather than the whole replicated tensor.
     p2p_scatter_gather: bool = True
+    # SMs the TP communication kernels hold while they overlap the GEMMs they feed
+    # (``communication.tp_overlap``); 0: copy-engine transfers (PyTorch async TP).
+    tp_overlap_sms: int = TE_UB_COMM_SMS
 
     def grad_reduce_bytes(self, dtype: str) -> int:
         """Bytes per gradient element on the wire for a run trained in ``dtype``."""
@@ -169,6 +186,22 @@ FRAMEWORK_PROFILES: dict[str, FrameworkProfile] = {
         selective_policy="every-other-matmul",
     ),
 }
+
+# FSDP2 (torch.distributed.fsdp.fully_shard, the per-parameter-sharding rewrite torchtitan trains
+# with): the mechanisms priced here (eager modules, reduce dtype, unit-wise prefetch, op-level SAC)
+# are those of ``fsdp``.
+FRAMEWORK_PROFILES["fsdp2"] = FrameworkProfile(**{**FRAMEWORK_PROFILES["fsdp"].__dict__, "name": "fsdp2"})
+# torchtitan with its ``--compile`` (torch.compile of each TransformerBlock, torchtitan
+# docs/torch.compile.md / models/llama3/infra/parallelize.py apply_compile): Inductor fuses the
+# element-wise chains of the block (RMSNorm's cast/pow/mean/rsqrt/mul, rotary's slice/neg/cat/mul,
+# SiLU x up) into single kernels that read each input and write each output once, the pass counts of
+# _FUSED_PASSES: factor 1.0 as Megatron's hand-fused kernels.  Its TP overlap is PyTorch's async TP
+# (torchtitan ``enable_async_tensor_parallel``; torch/distributed/_symmetric_memory: micro-pipelined
+# all-gather-matmul and matmul-reduce-scatter whose chunks move by copy engine between symmetric
+# buffers), which takes no SMs from the GEMMs: tp_overlap_sms 0.
+FRAMEWORK_PROFILES["torchtitan"] = FrameworkProfile(**{**FRAMEWORK_PROFILES["fsdp"].__dict__,
+                                                       "name": "torchtitan", "elementwise_factor": 1.0,
+                                                       "tp_overlap_sms": 0})
 
 
 def profile(name: str) -> FrameworkProfile:

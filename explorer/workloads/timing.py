@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from ..config import Scenario
 from ..config.frameworks import profile
 from ..physics.hardware import gemm_large_efficiency
-from ..physics.kernels import gemm_seconds
+from ..physics.kernels import DEFAULT_SMS, gemm_seconds
 from ..physics.work import Gemm, Work
 
 # Backward element-wise traffic relative to forward: read the saved input and the incoming
@@ -26,6 +26,25 @@ BACKWARD_STREAM_FACTOR = 2.0
 # gradient is read and written as FP8 in both layouts by a separate cast-transpose: 4 bytes.
 FP8_CAST_BYTES_FWD = 2
 FP8_CAST_BYTES_BWD = 4
+# The output projection's input is the attention kernel's bf16 output, which no producer kernel
+# casts: Transformer Engine's Linear runs a separate cast-transpose over it (read 2 bytes, write
+# the FP8 copy and its transpose, 2 bytes), 2 bytes more than a fused cast
+# (transformer_engine/pytorch/module/linear.py: the input is quantized inside _Linear.forward
+# unless it already is an FP8 tensor; DotProductAttention returns bf16).
+FP8_UNFUSED_CAST_EXTRA_BYTES = 2
+
+
+
+def tp_overlap_slowdown(sc: Scenario) -> float:
+    """Time factor of the GEMMs that share the GPU with an SM-driven TP communication kernel:
+    sms / (sms - comm SMs) with ``communication.tp_overlap`` on and tp > 1, else 1.  The comm SMs
+    are the framework's (frameworks.py ``tp_overlap_sms``: Transformer Engine's userbuffers take 16
+    SMs with an SM margin for the pipelined/bulk overlaps; PyTorch's async TP uses the copy engine)."""
+    if not (sc.communication.tp_overlap and sc.parallelism.tp > 1):
+        return 1.0
+    sms = sc.hardware.gpu.sms or DEFAULT_SMS
+    comm = profile(sc.training.framework).tp_overlap_sms
+    return sms / max(sms - comm, 1)
 
 
 class GemmTimer:

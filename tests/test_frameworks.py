@@ -137,7 +137,7 @@ def test_fp32_gradient_accumulation_adds_six_bytes_per_weight_to_the_wgrad_epilo
     from explorer.physics.hardware import HBM_EFFICIENCY
     from explorer.physics.kernels import gemm_seconds
     from explorer.workloads.transformer.layer import layer_cost
-    assert [profile(n).wgrad_accumulate_fp32 for n in FRAMEWORKS] == [True, False, True, False]
+    assert [profile(n).wgrad_accumulate_fp32 for n in FRAMEWORKS] == [True, False, True, False, False, False]
     gpu = from_dict(_dp8("megatron")).hardware.gpu
     hbm = gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY
     # A compute-bound GEMM: the epilogue is serial (EPILOGUE_EXPOSED = 1), so exactly 6 B x m x n more.
@@ -184,3 +184,47 @@ def test_deepspeed_pipeline_sends_the_whole_activation_from_every_tp_rank():
         assert pp_message_bytes(from_dict(raw)) == expect, framework
     raw["parallelism"]["sequence_parallel"] = True
     assert pp_message_bytes(from_dict(raw)) == full / 4
+
+
+def _tp4(framework: str, overlap: bool) -> dict:
+    """Llama 3 8B on 4 H100s of one node, TP 4 with sequence parallelism."""
+    return {"model": {"preset": "llama3-8b"}, "training": {"global_batch": 4, "framework": framework},
+            "hardware": {"gpu": "h100-sxm"}, "cluster": {"gpus_per_node": 4, "nodes": 1},
+            "parallelism": {"tp": 4, "sequence_parallel": True, "zero": 0},
+            "communication": {"tp_overlap": overlap}}
+
+
+def test_userbuffers_tp_overlap_runs_the_overlapped_gemms_on_116_of_132_sms():
+    """Transformer Engine's userbuffers (initialize_ub default_cfg: "pipeline" and "bulk" take
+    num_sm 16 with set_sm_margin): the row-parallel forward GEMMs and the column-parallel dgrad and
+    wgrad run 132/116 as long with tp_overlap; PyTorch's async TP (torchtitan) moves chunks by copy
+    engine and leaves the GEMMs their SMs."""
+    from explorer.workloads.transformer.layer import layer_cost
+    assert profile("megatron").tp_overlap_sms == 16 and profile("torchtitan").tp_overlap_sms == 0
+    off, on = (layer_cost(from_dict(_tp4("megatron", o)), False) for o in (False, True))
+    attn = off.attn_core_fwd.gemm_s
+    # Llama 3 8B per TP rank: row-parallel forward = out proj (h x h/4) + down (f/4 x h)
+    h, f, kv = 4096, 14336, 1024
+    row = h * h + f * h
+    total = h * (h + 2 * kv) + h * h + 2 * f * h + f * h
+    grown = (on.fwd.gemm_s - off.fwd.gemm_s) / (off.fwd.gemm_s - attn)
+    assert grown == pytest.approx((132 / 116 - 1) * row / total, rel=0.05)
+    assert on.bwd_weight.gemm_s / off.bwd_weight.gemm_s == pytest.approx(
+        1 + (132 / 116 - 1) * (total - row) / total, rel=0.05)
+    titan_off, titan_on = (layer_cost(from_dict(_tp4("torchtitan", o)), False) for o in (False, True))
+    assert titan_on.fwd.gemm_s == titan_off.fwd.gemm_s
+
+
+def test_torch_compile_fuses_the_element_wise_chains_of_eager_fsdp():
+    """torchtitan compiles each block (Inductor fuses RMSNorm, rotary, SiLU x up): its element-wise
+    HBM traffic is the fused one (factor 1), eager FSDP/FSDP2's is 2.68x; everything else is the
+    FSDP profile, so the step is faster by the element-wise time alone."""
+    from explorer.workloads.transformer.layer import layer_cost
+    assert profile("fsdp2").elementwise_factor == EAGER_ELEMENTWISE_FACTOR
+    assert profile("torchtitan").elementwise_factor == 1.0
+    eager, fsdp2, titan = (layer_cost(from_dict(_dp8(n, zero=3)), False) for n in ("fsdp", "fsdp2", "torchtitan"))
+    assert fsdp2 == eager
+    assert eager.fwd.stream_bytes == pytest.approx(EAGER_ELEMENTWISE_FACTOR * titan.fwd.stream_bytes)
+    assert eager.fwd.gemm_s == titan.fwd.gemm_s
+    t_eager, t_titan = (simulate(from_dict(_dp8(n, zero=3))).iteration_time_s for n in ("fsdp", "torchtitan"))
+    assert t_titan < t_eager

@@ -222,7 +222,8 @@ def test_torch_compile_fuses_the_element_wise_chains_of_eager_fsdp():
     from explorer.workloads.transformer.layer import layer_cost
     assert profile("fsdp2").elementwise_factor == EAGER_ELEMENTWISE_FACTOR
     assert profile("torchtitan").elementwise_factor == 1.0
-    eager, fsdp2, titan = (layer_cost(from_dict(_dp8(n, zero=3)), False) for n in ("fsdp", "fsdp2", "torchtitan"))
+    eager, fsdp2, titan = (layer_cost(from_dict(_dp8(n, zero=3)), False)
+                           for n in ("fsdp", "fsdp2", "torchtitan"))
     assert fsdp2 == eager
     assert eager.fwd.stream_bytes == pytest.approx(EAGER_ELEMENTWISE_FACTOR * titan.fwd.stream_bytes)
     assert eager.fwd.gemm_s == titan.fwd.gemm_s

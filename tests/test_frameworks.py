@@ -196,23 +196,35 @@ def _tp4(framework: str, overlap: bool) -> dict:
 
 def test_userbuffers_tp_overlap_runs_the_overlapped_gemms_on_116_of_132_sms():
     """Transformer Engine's userbuffers (initialize_ub default_cfg: "pipeline" and "bulk" take
-    num_sm 16 with set_sm_margin): the row-parallel forward GEMMs and the column-parallel dgrad and
-    wgrad run 132/116 as long with tp_overlap; PyTorch's async TP (torchtitan) moves chunks by copy
-    engine and leaves the GEMMs their SMs."""
+    num_sm 16 with set_sm_margin; "pipeline" cuts its GEMM into num_splits 4, "ring_exchange" into
+    tp_size chunks): with tp_overlap the row-parallel forward GEMMs run 132/116 as long, in 4
+    chunks; the column-parallel forward in tp chunks on every SM; the column-parallel wgrad whole,
+    132/116 as long.  PyTorch's async TP (torchtitan) moves chunks by copy engine: no SM margin."""
+    from explorer.physics.hardware import default_gemm_efficiency
+    from explorer.physics.kernels import gemm_seconds
     from explorer.workloads.transformer.layer import layer_cost
     assert profile("megatron").tp_overlap_sms == 16 and profile("torchtitan").tp_overlap_sms == 0
     off, on = (layer_cost(from_dict(_tp4("megatron", o)), False) for o in (False, True))
-    attn = off.attn_core_fwd.gemm_s
-    # Llama 3 8B per TP rank: row-parallel forward = out proj (h x h/4) + down (f/4 x h)
-    h, f, kv = 4096, 14336, 1024
-    row = h * h + f * h
-    total = h * (h + 2 * kv) + h * h + 2 * f * h + f * h
-    grown = (on.fwd.gemm_s - off.fwd.gemm_s) / (off.fwd.gemm_s - attn)
-    assert grown == pytest.approx((132 / 116 - 1) * row / total, rel=0.05)
-    assert on.bwd_weight.gemm_s / off.bwd_weight.gemm_s == pytest.approx(
-        1 + (132 / 116 - 1) * (total - row) / total, rel=0.05)
+    gpu = from_dict(_tp4("megatron", True)).hardware.gpu
+    eff = default_gemm_efficiency(gpu, "bf16")
+
+    def t(m, n, k, acc=False):
+        return gemm_seconds(m, n, k, "bf16", gpu, eff, 1, acc)
+    # Llama 3 8B on one of 4 TP ranks, 8192 tokens: qkv (4096 -> 1536), gate+up (4096 -> 7168)
+    # column-parallel; out (1024 -> 4096), down (3584 -> 4096) row-parallel.
+    col, row = ((1536, 4096), (7168, 4096)), ((4096, 1024), (4096, 3584))
+    margin = 132 / 116
+    want_fwd = sum(4 * t(2048, n, k) for n, k in col) + margin * sum(4 * t(2048, n, k) for n, k in row)
+    attn = on.attn_core_fwd.gemm_s
+    assert on.fwd.gemm_s - attn == pytest.approx(want_fwd, rel=1e-9)
+    assert off.fwd.gemm_s - attn == pytest.approx(sum(t(8192, n, k) for n, k in col + row), rel=1e-9)
+    # wgrad dW = X^T dY (k x n over the 8192 tokens, into Megatron's fp32 main_grad): bulk overlap
+    # keeps it whole, on 116 SMs.
+    want_w = margin * sum(t(k, n, 8192, True) for n, k in col) + sum(t(k, n, 8192, True) for n, k in row)
+    assert on.bwd_weight.gemm_s == pytest.approx(want_w, rel=1e-9)
+    assert off.bwd_weight.gemm_s == pytest.approx(sum(t(k, n, 8192, True) for n, k in col + row), rel=1e-9)
     titan_off, titan_on = (layer_cost(from_dict(_tp4("torchtitan", o)), False) for o in (False, True))
-    assert titan_on.fwd.gemm_s == titan_off.fwd.gemm_s
+    assert titan_on.bwd_weight.gemm_s == titan_off.bwd_weight.gemm_s      # no SMs taken
 
 
 def test_torch_compile_fuses_the_element_wise_chains_of_eager_fsdp():

@@ -64,6 +64,9 @@ EAGER_ELEMENTWISE_FACTOR = round(_eager_factor(), 2)    # 2.68
 # kernel on num_sm = 16 SMs with set_sm_margin = True (the GEMM gets the other SMs);
 # "ring_exchange" (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad) uses num_sm = 1 and the copy engine.
 TE_UB_COMM_SMS = 16
+# The same default_cfg cuts the GEMM into chunks: num_splits = 4 for "pipeline" (the row-parallel
+# forward GEMM and its reduce-scatter) and tp_size for "ring_exchange" (one chunk per TP rank).
+TE_UB_PIPELINE_SPLITS = 4
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,8 @@ class FrameworkProfile:
     # SMs the TP communication kernels hold while they overlap the GEMMs they feed
     # (``communication.tp_overlap``); 0: copy-engine transfers (PyTorch async TP).
     tp_overlap_sms: int = TE_UB_COMM_SMS
+    # Chunks the overlapped row-parallel forward GEMM is cut into; None: one per TP rank.
+    tp_overlap_rs_splits: int | None = TE_UB_PIPELINE_SPLITS
 
     def grad_reduce_bytes(self, dtype: str) -> int:
         """Bytes per gradient element on the wire for a run trained in ``dtype``."""
@@ -198,10 +203,11 @@ FRAMEWORK_PROFILES["fsdp2"] = FrameworkProfile(**{**FRAMEWORK_PROFILES["fsdp"]._
 # _FUSED_PASSES: factor 1.0 as Megatron's hand-fused kernels.  Its TP overlap is PyTorch's async TP
 # (torchtitan ``enable_async_tensor_parallel``; torch/distributed/_symmetric_memory: micro-pipelined
 # all-gather-matmul and matmul-reduce-scatter whose chunks move by copy engine between symmetric
-# buffers), which takes no SMs from the GEMMs: tp_overlap_sms 0.
+# buffers), which takes no SMs from the GEMMs (tp_overlap_sms 0) and cuts both overlapped GEMMs
+# into one chunk per TP rank (_fused_all_gather_matmul / _fused_matmul_reduce_scatter).
 FRAMEWORK_PROFILES["torchtitan"] = FrameworkProfile(**{**FRAMEWORK_PROFILES["fsdp"].__dict__,
                                                        "name": "torchtitan", "elementwise_factor": 1.0,
-                                                       "tp_overlap_sms": 0})
+                                                       "tp_overlap_sms": 0, "tp_overlap_rs_splits": None})
 
 
 def profile(name: str) -> FrameworkProfile:

@@ -79,3 +79,11 @@ class GemmTimer:
                 cast_f += FP8_CAST_BYTES_FWD * g.m * g.k * g.count
                 cast_b += FP8_CAST_BYTES_BWD * g.m * g.n * g.count
         return Work(flops, fs), Work(flops, ds), Work(flops, ws), cast_f, cast_b
+
+    def split_passes(self, gemms: Iterable[Gemm], parts: int) -> tuple[Work, Work, Work]:
+        """(forward, dgrad, wgrad) Work of ``gemms`` when each runs as ``parts`` GEMMs of m/parts rows
+        one after another (a comm-GEMM overlap's chunks: each chunk is its own kernel with its own
+        wave tail, Transformer Engine's userbuffers ``num_splits``)."""
+        gemms = list(gemms)
+        f, d, w, _, _ = self.passes(Gemm(g.m / parts, g.n, g.k, g.count, g.fp8) for g in gemms)
+        return f.scaled(parts), d.scaled(parts), w.scaled(parts)

@@ -147,6 +147,7 @@ def _dense_passes(sc: Scenario, timer: GemmTimer, gemms: list[Gemm]) -> tuple[Wo
       reduce-scatter, the column-parallel ones their dgrad and wgrad beside the bulk all-gather and
       reduce-scatter, on the SMs the communication kernel leaves them (Transformer Engine's
       userbuffers "pipeline" and "bulk" methods; the "ring_exchange" GEMMs keep every SM);
+      each overlapped GEMM is cut into chunks run one after another (GemmTimer.split_passes);
     - FP8: the attention output projection's input is cast by a separate kernel
       (timing.FP8_UNFUSED_CAST_EXTRA_BYTES)."""
     h, t = sc.model.hidden, sc.parallelism.tp
@@ -155,6 +156,14 @@ def _dense_passes(sc: Scenario, timer: GemmTimer, gemms: list[Gemm]) -> tuple[Wo
     col = [g for g in gemms if not (g.n == h and t > 1)]
     r_f, r_d, r_w, rc_f, rc_b = timer.passes(row)
     c_f, c_d, c_w, cc_f, cc_b = timer.passes(col)
+    if sc.communication.tp_overlap and t > 1:
+        # Chunked: ring_exchange cuts the column-parallel forward and the row-parallel dgrad into
+        # one GEMM per TP rank, the pipelined reduce-scatter the row-parallel forward into
+        # tp_overlap_rs_splits (frameworks.py); bulk overlaps leave their GEMMs whole.
+        splits = profile(sc.training.framework).tp_overlap_rs_splits or t
+        r_f = timer.split_passes(row, splits)[0]
+        r_d = timer.split_passes(row, t)[1]
+        c_f = timer.split_passes(col, t)[0]
     out_proj = [g for g in gemms if g.n == h and g.fp8 and timer.dtype(g) == "fp8"][:1]
     extra = sum(FP8_UNFUSED_CAST_EXTRA_BYTES * g.m * g.k * g.count for g in out_proj)
     return (_slower(r_f, k) + c_f, r_d + _slower(c_d, k), r_w + _slower(c_w, k),

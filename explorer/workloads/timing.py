@@ -35,12 +35,22 @@ FP8_UNFUSED_CAST_EXTRA_BYTES = 2
 
 
 
+def ub_overlap(sc: Scenario) -> bool:
+    """The TP overlap runs as chunked all-gather/reduce-scatter GEMMs (Transformer Engine's
+    userbuffers, PyTorch's async TP): ``communication.tp_overlap`` with sequence parallelism and
+    tp > 1.  Megatron-LM refuses tp_comm_overlap without sequence parallelism (arguments.py:
+    "Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is
+    enabled"); without it the overlap keeps the idealised collective matmul of tp_overlap.py."""
+    p = sc.parallelism
+    return sc.communication.tp_overlap and p.sequence_parallel and p.tp > 1
+
+
 def tp_overlap_slowdown(sc: Scenario) -> float:
     """Time factor of the GEMMs that share the GPU with an SM-driven TP communication kernel:
-    sms / (sms - comm SMs) with ``communication.tp_overlap`` on and tp > 1, else 1.  The comm SMs
+    sms / (sms - comm SMs) under a chunked TP overlap (:func:`ub_overlap`), else 1.  The comm SMs
     are the framework's (frameworks.py ``tp_overlap_sms``: Transformer Engine's userbuffers take 16
     SMs with an SM margin for the pipelined/bulk overlaps; PyTorch's async TP uses the copy engine)."""
-    if not (sc.communication.tp_overlap and sc.parallelism.tp > 1):
+    if not ub_overlap(sc):
         return 1.0
     sms = sc.hardware.gpu.sms or DEFAULT_SMS
     comm = profile(sc.training.framework).tp_overlap_sms

@@ -32,7 +32,13 @@ from ...physics.hardware import BYTES_PER_ELEMENT
 from ...physics.kernels import attention_seconds
 from ...physics.work import ZERO_WORK, Gemm, Work
 from ..spec import Collective, EdgeCost, LayerCost
-from ..timing import BACKWARD_STREAM_FACTOR, FP8_UNFUSED_CAST_EXTRA_BYTES, GemmTimer, tp_overlap_slowdown
+from ..timing import (
+    BACKWARD_STREAM_FACTOR,
+    FP8_UNFUSED_CAST_EXTRA_BYTES,
+    GemmTimer,
+    tp_overlap_slowdown,
+    ub_overlap,
+)
 from .activations import layer_activation_bytes, recompute_working_bytes
 from .attention import AttentionBlock, attention_block, attention_params, head_dims
 
@@ -156,7 +162,7 @@ def _dense_passes(sc: Scenario, timer: GemmTimer, gemms: list[Gemm]) -> tuple[Wo
     col = [g for g in gemms if not (g.n == h and t > 1)]
     r_f, r_d, r_w, rc_f, rc_b = timer.passes(row)
     c_f, c_d, c_w, cc_f, cc_b = timer.passes(col)
-    if sc.communication.tp_overlap and t > 1:
+    if ub_overlap(sc):
         # Chunked: ring_exchange cuts the column-parallel forward and the row-parallel dgrad into
         # one GEMM per TP rank, the pipelined reduce-scatter the row-parallel forward into
         # tp_overlap_rs_splits (frameworks.py); bulk overlaps leave their GEMMs whole.

@@ -228,16 +228,19 @@ def test_userbuffers_tp_overlap_runs_the_overlapped_gemms_on_116_of_132_sms():
 
 
 def test_torch_compile_fuses_the_element_wise_chains_of_eager_fsdp():
-    """torchtitan compiles each block (Inductor fuses RMSNorm, rotary, SiLU x up): its element-wise
-    HBM traffic is the fused one (factor 1), eager FSDP/FSDP2's is 2.68x; everything else is the
-    FSDP profile, so the step is faster by the element-wise time alone."""
+    """torchtitan compiles each block (Inductor fuses RMSNorm, rotary, SiLU x up): the fused pass
+    counts, at Inductor's measured 2.0 TB/s on H100 against the 2.68 the simulator gives hand-fused
+    kernels (QuACK blog, softmax): 1.34x Megatron's element-wise time; eager FSDP/FSDP2's is 2.68x;
+    everything else is the FSDP profile, so the step is faster by the element-wise time alone."""
     from explorer.workloads.transformer.layer import layer_cost
     assert profile("fsdp2").elementwise_factor == EAGER_ELEMENTWISE_FACTOR
-    assert profile("torchtitan").elementwise_factor == 1.0
+    assert profile("torchtitan").elementwise_factor == pytest.approx(1.34)
     eager, fsdp2, titan = (layer_cost(from_dict(_dp8(n, zero=3)), False)
                            for n in ("fsdp", "fsdp2", "torchtitan"))
     assert fsdp2 == eager
-    assert eager.fwd.stream_bytes == pytest.approx(EAGER_ELEMENTWISE_FACTOR * titan.fwd.stream_bytes)
+    assert eager.fwd.stream_bytes == pytest.approx(EAGER_ELEMENTWISE_FACTOR / 1.34 * titan.fwd.stream_bytes)
+    mega = layer_cost(from_dict(_dp8("megatron", zero=3)), False)
+    assert titan.fwd.stream_bytes == pytest.approx(1.34 * mega.fwd.stream_bytes)
     assert eager.fwd.gemm_s == titan.fwd.gemm_s
     t_eager, t_titan = (simulate(from_dict(_dp8(n, zero=3))).iteration_time_s for n in ("fsdp", "torchtitan"))
     assert t_titan < t_eager

@@ -209,7 +209,8 @@ FRAMEWORK_PROFILES["fsdp2"] = FrameworkProfile(**{**FRAMEWORK_PROFILES["fsdp"]._
 # SysML blog 2025, softmax benchmark), against the 3.35 x HBM_EFFICIENCY (0.8) = 2.68 TB/s the
 # simulator gives fused kernels: factor 2.68 / 2.0 = 1.34 (COMPILED_ELEMENTWISE_FACTOR).  Its TP
 # overlap is PyTorch's async TP (torchtitan ``enable_async_tensor_parallel``;
-# torch/distributed/_symmetric_memory: micro-pipelined all-gather-matmul and matmul-reduce-scatter whose chunks move by copy engine between symmetric
+# torch/distributed/_symmetric_memory: micro-pipelined all-gather-matmul and
+# matmul-reduce-scatter whose chunks move by copy engine between symmetric
 # buffers), which takes no SMs from the GEMMs (tp_overlap_sms 0) and cuts both overlapped GEMMs
 # into one chunk per TP rank (_fused_all_gather_matmul / _fused_matmul_reduce_scatter).
 FRAMEWORK_PROFILES["torchtitan"] = FrameworkProfile(**{**FRAMEWORK_PROFILES["fsdp"].__dict__,

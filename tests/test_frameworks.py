@@ -244,3 +244,17 @@ def test_torch_compile_fuses_the_element_wise_chains_of_eager_fsdp():
     assert eager.fwd.gemm_s == titan.fwd.gemm_s
     t_eager, t_titan = (simulate(from_dict(_dp8(n, zero=3))).iteration_time_s for n in ("fsdp", "torchtitan"))
     assert t_titan < t_eager
+
+
+def test_tp_overlap_without_sequence_parallelism_keeps_every_sm():
+    """Megatron-LM refuses tp_comm_overlap without sequence parallelism (arguments.py: "Tensor
+    parallel communication/GEMM overlap can happen only when sequence parallelism is enabled"), so
+    the userbuffers SM margin and chunking apply only with SP; without it the GEMMs are unchanged."""
+    from explorer.workloads.transformer.layer import layer_cost
+    raw_off, raw_on = _tp4("megatron", False), _tp4("megatron", True)
+    for raw in (raw_off, raw_on):
+        raw["parallelism"]["sequence_parallel"] = False
+    off, on = (layer_cost(from_dict(r), False) for r in (raw_off, raw_on))
+    assert on == off
+    with_sp = layer_cost(from_dict(_tp4("megatron", True)), False)
+    assert with_sp.fwd.gemm_s > on.fwd.gemm_s

@@ -108,3 +108,40 @@ def test_a_few_thousand_uncached_calls_are_fast():
     for i in range(3000):
         K.gemm_seconds(1024 + i, 4096, 8192, "bf16", H100, 0.66)
     assert time.perf_counter() - start < 0.5
+
+
+def test_streaming_kernels_run_at_the_measured_hbm_fraction_of_their_generation():
+    """Element-wise kernels stream at data-sheet HBM x the measured fraction: B200's bandwidthTest
+    device-to-device copy, over 6,000 of 8,000 GB/s (TogetherAI B200 benchmark), 0.75; others at
+    HBM_EFFICIENCY (0.8)."""
+    from explorer.physics.hardware import hbm_efficiency
+    b200 = preset_gpu("b200")
+    assert hbm_efficiency(b200) == pytest.approx(0.75)
+    assert hbm_efficiency(H100) == HBM_EFFICIENCY == 0.8
+    # A 1 GB element-wise pass on B200: 1e9 / (8,000 GB/s x 0.75) = 167 us.
+    from explorer.physics.hardware import ComputeModel
+    from explorer.physics.work import Work
+    from explorer.scenario import from_dict
+    sc = from_dict({"model": {"preset": "llama3-8b"}, "training": {"global_batch": 8},
+                    "hardware": {"gpu": "b200"}, "cluster": {"gpus_per_node": 8, "nodes": 1}})
+    assert ComputeModel.for_scenario(sc).time(Work(0.0, 0.0, 1e9)) == pytest.approx(1e9 / 6.0e12)
+
+
+def test_backward_element_wise_traffic_is_counted_kernel_by_kernel():
+    """Backward HBM passes of a GPT layer with unfused attention and dropout (tp 1): two norms 2 x 3
+    (read x and dy, write dx), two residual adds 2 x 3, two dropouts 2 x 2.5 over h; GeLU 3 over f
+    (read x and dy, write dx); softmax 3 + dropout 2.5 over the a x s x s scores.  The old rule,
+    twice the forward (15 h + 2 f + 4.5 a s), charged 30 h + 4 f + 9 a s."""
+    from explorer.scenario import from_dict
+    from explorer.workloads.transformer.layer import layer_cost
+    h, a, s, f = 2048, 16, 2048, 8192
+    sc = from_dict({"model": {"layers": 2, "hidden": h, "heads": a, "vocab": 512, "seq_len": s,
+                              "ffn_hidden": f, "ffn_kind": "gelu", "dropout": True},
+                    "training": {"global_batch": 1, "flash_attention": False},
+                    "hardware": {"gpu": "a100-80gb"}, "cluster": {"gpus_per_node": 1, "nodes": 1}})
+    lc = layer_cost(sc, False)
+    tokens, e = s, 2
+    want = e * tokens * (17 * h + 3 * f + 5.5 * a * s)
+    assert lc.bwd_input.stream_bytes == pytest.approx(want, rel=1e-9)
+    assert lc.fwd.stream_bytes == pytest.approx(
+        e * tokens * (15 * h + 2 * f + 4.5 * a * s), rel=1e-9)

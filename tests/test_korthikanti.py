@@ -120,10 +120,17 @@ def test_a_schedule_that_grows_in_two_places_says_so():
     assert isinstance(got, NotFolded) and "gpipe schedule does not insert one period" in got.reason
 
 
-def test_table_5_iteration_times_within_10_percent_on_the_published_layouts():
-    """Predicted seconds per iteration against Table 5 (2026-12-03: +7.0, -1.9, +5.2, +0.6, +4.1,
-    +0.5, +7.1, +6.2 %).  As 1F1B with one chunk per GPU, 175B and 530B with full recomputation
+def test_table_5_iteration_times_mean_4_max_7_percent_on_the_published_layouts():
+    """Predicted seconds per iteration against Table 5 (issue 34's target: mean |error| <= 4 %, max
+    <= 10 %; Calculon 3.65 % / 8.9 %).  Now +2.1, -5.0, +2.4, -1.1, +2.3, -0.5, +5.6, +5.4 %: mean
+    3.1 %, max 5.6 %.  Before the backward element-wise traffic was counted kernel by kernel
+    (explorer/workloads/transformer/layer.py: softmax backward 3 passes + dropout 2.5 over the score
+    tensor, not twice the forward's 4.5) the full-recomputation rows were +7.0, +5.2, +4.1, +7.1 %:
+    mean 4.1 %, max 7.1 %.  As 1F1B with one chunk per GPU, 175B and 530B with full recomputation
     came out +12.5 % and +11.7 %: the layout is part of the reproduction."""
+    errors = []
     for row in table5_rows():
         got = simulate(from_dict(table5_raw(row))).iteration_time_s
-        assert abs(got / row.measured_s - 1) < 0.10, (row.label, got, row.measured_s)
+        errors.append(abs(got / row.measured_s - 1))
+        assert errors[-1] < 0.07, (row.label, got, row.measured_s)
+    assert sum(errors) / len(errors) < 0.04, errors

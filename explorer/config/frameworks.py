@@ -15,7 +15,13 @@ the part of the simulator that models the mechanism:
 repeats);
 - ``wgrad_accumulate_fp32``: explorer/workloads/transformer/layer.py (the weight-gradient GEMM's epilogue
 traffic);
-- ``p2p_scatter_gather``: explorer/taskgraph/layer.py (bytes of one pipeline transfer).
+- ``p2p_scatter_gather``: explorer/taskgraph/layer.py (bytes of one pipeline transfer);
+- ``tp_overlap_sms``: explorer/workloads/timing.py (SMs the TP comm-GEMM overlap takes from the GEMMs).
+
+PyTorch-native stacks: ``fsdp`` and ``fsdp2`` train eager modules (FSDP2 is the per-parameter
+DTensor rewrite of FSDP; what the simulator prices of it is the same as ``fsdp``); ``torchtitan`` is
+FSDP2 with ``torch.compile`` per transformer block (element-wise chains fused by Inductor) and
+PyTorch's async TP as its TP overlap (copy-engine transfers, no SMs taken from the GEMMs).
 
 >>> profile("deepspeed").grad_reduce_bytes("bf16"), profile("megatron").grad_reduce_bytes("bf16")
 (2, 4)
@@ -24,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FRAMEWORKS = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp")
+FRAMEWORKS = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp", "fsdp2", "torchtitan")
 _DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}   # fp8 runs keep bf16 gradients (TE recipes)
 
 # --- element-wise kernels -----------------------------------------------------------------------
@@ -51,6 +57,20 @@ def _eager_factor(hidden: int = 4096, kv: int = 1024, ffn: int = 14336) -> float
 
 EAGER_ELEMENTWISE_FACTOR = round(_eager_factor(), 2)    # 2.68
 
+# torch.compile: fused pass counts, at Inductor's measured bandwidth (see the torchtitan profile).
+COMPILED_ELEMENTWISE_FACTOR = round(3.35 * 0.8 / 2.0, 2)     # 1.34
+
+# --- TP comm-GEMM overlap -----------------------------------------------------------------------
+# Transformer Engine's userbuffers overlap (Megatron-Core ``tp_comm_overlap``):
+# transformer_engine/pytorch/module/base.py initialize_ub, default_cfg: the "pipeline" method
+# (proj_fprop, fc2_fprop) and the "bulk" method (qkv/fc1 dgrad and wgrad) run their communication
+# kernel on num_sm = 16 SMs with set_sm_margin = True (the GEMM gets the other SMs);
+# "ring_exchange" (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad) uses num_sm = 1 and the copy engine.
+TE_UB_COMM_SMS = 16
+# The same default_cfg cuts the GEMM into chunks: num_splits = 4 for "pipeline" (the row-parallel
+# forward GEMM and its reduce-scatter) and tp_size for "ring_exchange" (one chunk per TP rank).
+TE_UB_PIPELINE_SPLITS = 4
+
 
 @dataclass(frozen=True)
 class FrameworkProfile:
@@ -75,6 +95,11 @@ class FrameworkProfile:
     # Each TP rank sends 1/tp of a stage's output to the next stage (Megatron's scatter/gather
     # optimisation, Narayanan et al. SC21 Sec. 4.1) rather than the whole replicated tensor.
     p2p_scatter_gather: bool = True
+    # SMs the TP communication kernels hold while they overlap the GEMMs they feed
+    # (``communication.tp_overlap``); 0: copy-engine transfers (PyTorch async TP).
+    tp_overlap_sms: int = TE_UB_COMM_SMS
+    # Chunks the overlapped row-parallel forward GEMM is cut into; None: one per TP rank.
+    tp_overlap_rs_splits: int | None = TE_UB_PIPELINE_SPLITS
 
     def grad_reduce_bytes(self, dtype: str) -> int:
         """Bytes per gradient element on the wire for a run trained in ``dtype``."""
@@ -169,6 +194,29 @@ FRAMEWORK_PROFILES: dict[str, FrameworkProfile] = {
         selective_policy="every-other-matmul",
     ),
 }
+
+# FSDP2 (torch.distributed.fsdp.fully_shard, the per-parameter-sharding rewrite torchtitan trains
+# with): the mechanisms priced here (eager modules, reduce dtype, unit-wise prefetch, op-level SAC)
+# are those of ``fsdp``.
+FRAMEWORK_PROFILES["fsdp2"] = FrameworkProfile(**{**FRAMEWORK_PROFILES["fsdp"].__dict__, "name": "fsdp2"})
+# torchtitan with its ``--compile`` (torch.compile of each TransformerBlock, torchtitan
+# docs/torch.compile.md / models/llama3/infra/parallelize.py apply_compile): Inductor fuses the
+# element-wise chains of the block (RMSNorm's cast/pow/mean/rsqrt/mul, rotary's slice/neg/cat/mul,
+# SiLU x up) into single kernels that read each input and write each output once, the pass counts of
+# _FUSED_PASSES; but Inductor's generated reduction kernels stream slower than hand-written ones:
+# on H100 a softmax compiled by torch.compile reaches about 2.0 TB/s where a tuned CuTe-DSL kernel
+# reaches 3.01 TB/s (Guo, Zadouri, Dao, "Getting Memory-bound Kernels to Speed-of-Light", Princeton
+# SysML blog 2025, softmax benchmark), against the 3.35 x HBM_EFFICIENCY (0.8) = 2.68 TB/s the
+# simulator gives fused kernels: factor 2.68 / 2.0 = 1.34 (COMPILED_ELEMENTWISE_FACTOR).  Its TP
+# overlap is PyTorch's async TP (torchtitan ``enable_async_tensor_parallel``;
+# torch/distributed/_symmetric_memory: micro-pipelined all-gather-matmul and
+# matmul-reduce-scatter whose chunks move by copy engine between symmetric
+# buffers), which takes no SMs from the GEMMs (tp_overlap_sms 0) and cuts both overlapped GEMMs
+# into one chunk per TP rank (_fused_all_gather_matmul / _fused_matmul_reduce_scatter).
+FRAMEWORK_PROFILES["torchtitan"] = FrameworkProfile(**{**FRAMEWORK_PROFILES["fsdp"].__dict__,
+                                                       "name": "torchtitan",
+                                                       "elementwise_factor": COMPILED_ELEMENTWISE_FACTOR,
+                                                       "tp_overlap_sms": 0, "tp_overlap_rs_splits": None})
 
 
 def profile(name: str) -> FrameworkProfile:

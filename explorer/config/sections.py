@@ -125,7 +125,7 @@ class Training:
         "doc": "FP8 activation storage: te = each linear keeps its FP8 input; deepseek = also the MoE "
                "SwiGLU inputs in FP8 and the attention output once (DeepSeek-V3 Sec. 3.3.3)"})
     framework: str = field(default="megatron", metadata={
-        "choices": ("megatron", "deepspeed", "megatron-deepspeed", "fsdp"),
+        "choices": ("megatron", "deepspeed", "megatron-deepspeed", "fsdp", "fsdp2", "torchtitan"),
         "doc": "training framework: its kernels, point-to-point, buckets, gradient dtype and fp32 "
                "gradient accumulation (explorer/config/frameworks.py)"})
     sync: Sync = field(default_factory=Sync)

@@ -29,6 +29,22 @@ GEMM_FRACTION_OF_MEASURED = 0.92
 # about 90% of the data-sheet figure (NVIDIA "CUDA C++ Best Practices", effective bandwidth), fused
 # element-wise kernels somewhat less.
 HBM_EFFICIENCY = 0.8
+# Measured where the generation differs: B200's device-to-device copy reaches "over 6,000 GB/s" in
+# CUDA's bandwidthTest (which counts the read and the write of every byte) against 8,000 GB/s on the
+# data sheet (TogetherAI B200 benchmark, newmind.ai journal 18, "Unlocking Next-Generation AI
+# Performance: Inside NVIDIA's Blackwell B200 Architecture": 8x B200 HGX, CUDA 12.8): 0.75.  The
+# two-die B200 spreads each kernel's traffic over both dies' HBM stacks; its element-wise kernels do
+# not reach Hopper's fraction.  Keyed by the data sheet's name (B200 and the GB200 superchip's GPU).
+HBM_EFFICIENCY_MEASURED = {"B200": 6000 / 8000}
+
+
+def hbm_efficiency(gpu: GPU) -> float:
+    """Achieved fraction of ``gpu``'s HBM bandwidth for streaming kernels: the measured figure of its
+    generation (HBM_EFFICIENCY_MEASURED, matched on the data-sheet name) or HBM_EFFICIENCY."""
+    for key, frac in HBM_EFFICIENCY_MEASURED.items():
+        if key in gpu.name.upper():
+            return frac
+    return HBM_EFFICIENCY
 
 # Ratio used when a custom GPU gives no measured GEMM figure: the mean of measured/peak over the
 # presets with a measurement (A100 0.87, H100 0.80, B200 0.78 in hardware.csv).
@@ -63,14 +79,14 @@ def gemm_large_efficiency(sc: Scenario, dtype: str) -> float:
 class ComputeModel:
     """Per-GPU compute speeds in SI units, fixed for one scenario."""
 
-    hbm_bytes_per_s: float       # HBM bandwidth x HBM_EFFICIENCY
+    hbm_bytes_per_s: float       # HBM bandwidth x hbm_efficiency(gpu)
     peak_flops_per_s: float      # bf16 dense peak, the MFU denominator (PaLM App. B)
     fp8_peak_flops_per_s: float  # fp8 dense peak (the second MFU of FP8 runs)
 
     @classmethod
     def for_scenario(cls, sc: Scenario) -> ComputeModel:
         gpu = sc.hardware.gpu
-        return cls(hbm_bytes_per_s=gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY,
+        return cls(hbm_bytes_per_s=gpu.hbm_GBps * 1e9 * hbm_efficiency(gpu),
                    peak_flops_per_s=gpu.peak_tflops * 1e12,
                    fp8_peak_flops_per_s=(gpu.fp8_tflops or gpu.peak_tflops) * 1e12)
 

@@ -12,7 +12,7 @@ NVIDIA, "Matrix Multiplication Background User's Guide" (DU-09799-001, 2023), Se
   ``large_efficiency`` / sms.  Smaller tiles re-read operands more often (Sec. 2.3: larger tiles
   have more data reuse and are preferred when there are enough of them); the library picks the
   tile that finishes first (cuBLAS heuristics choose among several tile sizes, Sec. 2.3).
-- ``t_memory``: operand and output bytes at HBM bandwidth x HBM_EFFICIENCY (hardware.py).
+- ``t_memory``: operand and output bytes at HBM bandwidth x hbm_efficiency(gpu) (hardware.py).
 - ``t_output``: writing C to HBM; the part of it not overlapped with the main loop is the
   k-dependent "pipeline fill / epilogue" term: with small k it is a large share of a tile's time.
 - ``LAUNCH_SECONDS``: launch plus prologue/tail of one kernel, amortised over a grouped GEMM.
@@ -29,7 +29,7 @@ from math import ceil
 
 from ..config import GPU
 from .hardware import BYTES_PER_ELEMENT as BYTES
-from .hardware import HBM_EFFICIENCY
+from .hardware import hbm_efficiency
 
 # Output element size: FP8 GEMMs write bf16 (Transformer Engine and DeepGEMM outputs), fp32 GEMMs
 # write fp32, bf16/fp16 write their own type.
@@ -123,7 +123,7 @@ def gemm_seconds(m: float, n: float, k: float, dtype: str, gpu: GPU, large_effic
     g = max(int(group), 1)
     sms = gpu.sms or DEFAULT_SMS
     peak = dtype_peak_tflops(gpu, dtype) * 1e12
-    hbm = gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY
+    hbm = gpu.hbm_GBps * 1e9 * hbm_efficiency(gpu)
     math = _math_seconds(m, n, k, g, sms, peak * large_efficiency / sms, hbm)
     out = g * m * n * (ACCUMULATE_FP32_BYTES if accumulate_fp32 else OUT_BYTES[dtype]) / hbm
     memory = g * (m * k + k * n) * BYTES[dtype] / hbm + out

@@ -74,7 +74,8 @@ def compute_key(sc: Scenario) -> int:
     return intern(("compute", object_id(sc.model), t.micro_batch, t.dtype, t.recompute, t.flash_attention,
                    t.attention_kernel, t.recompute_modules, t.fp8_storage, t.framework,
                    object_id(sc.hardware),
-                   p.tp, p.cp, p.ep, p.sequence_parallel and p.tp > 1, p.token_slices))
+                   p.tp, p.cp, p.ep, p.sequence_parallel and p.tp > 1, p.token_slices,
+                   sc.communication.tp_overlap and p.tp > 1))   # chunked TP overlap (workloads/timing.py)
 
 
 def network_key(sc: Scenario, free: bool) -> int:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from ..config import Scenario
 from ..config.frameworks import profile
 from ..physics.hardware import gemm_large_efficiency
-from ..physics.kernels import gemm_seconds
+from ..physics.kernels import DEFAULT_SMS, gemm_seconds
 from ..physics.work import Gemm, Work
 
 # Backward element-wise traffic relative to forward: read the saved input and the incoming
@@ -26,6 +26,35 @@ BACKWARD_STREAM_FACTOR = 2.0
 # gradient is read and written as FP8 in both layouts by a separate cast-transpose: 4 bytes.
 FP8_CAST_BYTES_FWD = 2
 FP8_CAST_BYTES_BWD = 4
+# The output projection's input is the attention kernel's bf16 output, which no producer kernel
+# casts: Transformer Engine's Linear runs a separate cast-transpose over it (read 2 bytes, write
+# the FP8 copy and its transpose, 2 bytes), 2 bytes more than a fused cast
+# (transformer_engine/pytorch/module/linear.py: the input is quantized inside _Linear.forward
+# unless it already is an FP8 tensor; DotProductAttention returns bf16).
+FP8_UNFUSED_CAST_EXTRA_BYTES = 2
+
+
+
+def ub_overlap(sc: Scenario) -> bool:
+    """The TP overlap runs as chunked all-gather/reduce-scatter GEMMs (Transformer Engine's
+    userbuffers, PyTorch's async TP): ``communication.tp_overlap`` with sequence parallelism and
+    tp > 1.  Megatron-LM refuses tp_comm_overlap without sequence parallelism (arguments.py:
+    "Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is
+    enabled"); without it the overlap keeps the idealised collective matmul of tp_overlap.py."""
+    p = sc.parallelism
+    return sc.communication.tp_overlap and p.sequence_parallel and p.tp > 1
+
+
+def tp_overlap_slowdown(sc: Scenario) -> float:
+    """Time factor of the GEMMs that share the GPU with an SM-driven TP communication kernel:
+    sms / (sms - comm SMs) under a chunked TP overlap (:func:`ub_overlap`), else 1.  The comm SMs
+    are the framework's (frameworks.py ``tp_overlap_sms``: Transformer Engine's userbuffers take 16
+    SMs with an SM margin for the pipelined/bulk overlaps; PyTorch's async TP uses the copy engine)."""
+    if not ub_overlap(sc):
+        return 1.0
+    sms = sc.hardware.gpu.sms or DEFAULT_SMS
+    comm = profile(sc.training.framework).tp_overlap_sms
+    return sms / max(sms - comm, 1)
 
 
 class GemmTimer:
@@ -60,3 +89,11 @@ class GemmTimer:
                 cast_f += FP8_CAST_BYTES_FWD * g.m * g.k * g.count
                 cast_b += FP8_CAST_BYTES_BWD * g.m * g.n * g.count
         return Work(flops, fs), Work(flops, ds), Work(flops, ws), cast_f, cast_b
+
+    def split_passes(self, gemms: Iterable[Gemm], parts: int) -> tuple[Work, Work, Work]:
+        """(forward, dgrad, wgrad) Work of ``gemms`` when each runs as ``parts`` GEMMs of m/parts rows
+        one after another (a comm-GEMM overlap's chunks: each chunk is its own kernel with its own
+        wave tail, Transformer Engine's userbuffers ``num_splits``)."""
+        gemms = list(gemms)
+        f, d, w, _, _ = self.passes(Gemm(g.m / parts, g.n, g.k, g.count, g.fp8) for g in gemms)
+        return f.scaled(parts), d.scaled(parts), w.scaled(parts)

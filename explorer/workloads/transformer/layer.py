@@ -38,7 +38,13 @@ from ...physics.attention import (
 from ...physics.hardware import BYTES_PER_ELEMENT
 from ...physics.work import ZERO_WORK, Gemm, Work
 from ..spec import Collective, EdgeCost, LayerCost
-from ..timing import BACKWARD_STREAM_FACTOR, GemmTimer
+from ..timing import (
+    BACKWARD_STREAM_FACTOR,
+    FP8_UNFUSED_CAST_EXTRA_BYTES,
+    GemmTimer,
+    tp_overlap_slowdown,
+    ub_overlap,
+)
 from .activations import layer_activation_bytes, recompute_working_bytes
 from .attention import AttentionBlock, attention_block, attention_params, head_dims
 
@@ -48,10 +54,21 @@ from .attention import AttentionBlock, attention_block, attention_params, head_d
 # parallelism splits across TP ranks.
 ELEMENTWISE_PASSES_NORM_RESIDUAL = 10.0
 ELEMENTWISE_PASSES_DROPOUT = 5.0
+# Their backward, counted from what each backward kernel reads and writes (not 2x the forward):
+# LayerNorm/RMSNorm backward reads the input and the output gradient and writes the input gradient
+# (Apex/Transformer Engine layer_norm bwd kernels; the saved mean/rstd are per token), 3 passes per
+# norm; a residual add's backward accumulates the branch gradient into the trunk's (2 reads + 1
+# write); dropout's backward reads the gradient and the 1-byte mask and writes the gradient (2.5).
+ELEMENTWISE_BWD_PASSES_NORM_RESIDUAL = 2 * 3.0 + 2 * 3.0
+ELEMENTWISE_BWD_PASSES_DROPOUT = 2 * 2.5
 # Non-fused attention (no FlashAttention), besides the two batched GEMMs whose own operand traffic
 # (scores written by QK^T, probabilities read by PV) kernels.py charges: softmax read+write and
 # dropout read+write plus its 1-byte mask -> 4.5 passes over the a*s*s score tensor.
 SCORE_PASSES = 4.5
+# Backward over the score tensor: softmax backward dx = y * (dy - sum(dy * y)) reads y and dy and
+# writes dx (Megatron's scaled_masked_softmax_backward takes output_grads and softmax_results), 3
+# passes; dropout backward reads the gradient and the mask and writes the gradient, 2.5: 5.5.
+SCORE_BWD_PASSES = 5.5
 # MoE token permutation: every token copy's hidden vector is read and written when it is permuted
 # into expert order before dispatch and again when it is unpermuted after combine (Megatron-Core's
 # ``moe_permute`` / ``moe_unpermute``): 2 x (1 read + 1 write) = 4 passes of h elements.
@@ -146,6 +163,42 @@ def _selective_recompute(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, at
     return work
 
 
+def _dense_passes(sc: Scenario, timer: GemmTimer, gemms: list[Gemm]) -> tuple[Work, Work, Work, float, float]:
+    """GemmTimer.passes of a layer's dense (TP-split) GEMMs, with two costs the plain shapes miss:
+
+    - TP comm-GEMM overlap (timing.tp_overlap_slowdown): the row-parallel GEMMs (output width h:
+      attention output projection, FFN down projection) run their forward beside the pipelined
+      reduce-scatter, the column-parallel ones their dgrad and wgrad beside the bulk all-gather and
+      reduce-scatter, on the SMs the communication kernel leaves them (Transformer Engine's
+      userbuffers "pipeline" and "bulk" methods; the "ring_exchange" GEMMs keep every SM);
+      each overlapped GEMM is cut into chunks run one after another (GemmTimer.split_passes);
+    - FP8: the attention output projection's input is cast by a separate kernel
+      (timing.FP8_UNFUSED_CAST_EXTRA_BYTES)."""
+    h, t = sc.model.hidden, sc.parallelism.tp
+    k = tp_overlap_slowdown(sc)
+    row = [g for g in gemms if g.n == h and t > 1]
+    col = [g for g in gemms if not (g.n == h and t > 1)]
+    r_f, r_d, r_w, rc_f, rc_b = timer.passes(row)
+    c_f, c_d, c_w, cc_f, cc_b = timer.passes(col)
+    if ub_overlap(sc):
+        # Chunked: ring_exchange cuts the column-parallel forward and the row-parallel dgrad into
+        # one GEMM per TP rank, the pipelined reduce-scatter the row-parallel forward into
+        # tp_overlap_rs_splits (frameworks.py); bulk overlaps leave their GEMMs whole.
+        splits = profile(sc.training.framework).tp_overlap_rs_splits or t
+        r_f = timer.split_passes(row, splits)[0]
+        r_d = timer.split_passes(row, t)[1]
+        c_f = timer.split_passes(col, t)[0]
+    out_proj = [g for g in gemms if g.n == h and g.fp8 and timer.dtype(g) == "fp8"][:1]
+    extra = sum(FP8_UNFUSED_CAST_EXTRA_BYTES * g.m * g.k * g.count for g in out_proj)
+    return (_slower(r_f, k) + c_f, r_d + _slower(c_d, k), r_w + _slower(c_w, k),
+            rc_f + cc_f + extra, rc_b + cc_b)
+
+
+def _slower(w: Work, k: float) -> Work:
+    """``w`` with its kernels ``k`` times as long (same FLOPs and bytes)."""
+    return Work(w.gemm_flops, w.gemm_s * k, w.stream_bytes)
+
+
 def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     """Cost of one (dense or MoE) transformer layer for one micro-batch on one GPU."""
     m, p, tr = sc.model, sc.parallelism, sc.training
@@ -175,6 +228,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
             dense_gemms += mlp_gemms(tokens, h, moe.shared_experts * moe.expert_ffn_hidden, mats, t)
         dense_gemms.append(Gemm(tokens, moe.experts, h, fp8=False))     # router, bf16 (replicated)
         router_stream = ROUTER_SCORE_PASSES * tokens * moe.experts * 4 / e   # fp32 scores, in elements
+        permute_stream = tokens * moe.top_k * MOE_PERMUTE_PASSES * h
         mlp_stream = tokens * moe.top_k * (mats * moe.expert_ffn_hidden / t + MOE_PERMUTE_PASSES * h) \
             + tokens * moe.shared_experts * mats * moe.expert_ffn_hidden / t
         expert_params = sum(g.params for g in routed)
@@ -183,8 +237,9 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
         assert f is not None                              # filled by the defaults
         dense_gemms += mlp_gemms(tokens, h, f, mats, t)
         mlp_stream = tokens * (mats * f / t)      # activation function reads and writes
+        permute_stream = 0.0
         expert_params = 0.0
-    d_f, d_d, d_w, cast_f, cast_b = timer.passes(dense_gemms)
+    d_f, d_d, d_w, cast_f, cast_b = _dense_passes(sc, timer, dense_gemms)
     r_f, r_d, r_w, rcast_f, rcast_b = timer.passes(routed)
     core_f, core_b = attention_core(sc, timer, blk, tokens)
 
@@ -192,14 +247,23 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     params = sum(g.params for g in dense_gemms) + norm_params + blk.latent_norm_params
 
     passes = ELEMENTWISE_PASSES_NORM_RESIDUAL + (ELEMENTWISE_PASSES_DROPOUT if m.dropout else 0.0)
+    bwd_passes = ELEMENTWISE_BWD_PASSES_NORM_RESIDUAL + (ELEMENTWISE_BWD_PASSES_DROPOUT if m.dropout else 0.0)
     replicated = passes * tokens * h / (t if sp else 1)
     flash = tr.flash_attention and tr.attention_kernel != "none"
     scores = 0.0 if flash else SCORE_PASSES * a * tokens * s / t
     fwd_stream = (replicated + mlp_stream + router_stream + scores) * e * elementwise
+    # Backward element-wise traffic kernel by kernel (the *_BWD_PASSES above); the activation's
+    # backward reads its inputs and the output gradient and writes the input gradients (GeLU: x, dy
+    # -> dx, 3 passes of f; SwiGLU: gate, up, dy -> dgate, dup, 5): 2 x mats - 1 passes of f for the
+    # forward's mats; MoE permutation and the router keep BACKWARD_STREAM_FACTOR (timing.py).
+    act_bwd = (2 * mats - 1) / mats
+    bwd_stream = (bwd_passes * tokens * h / (t if sp else 1) + act_bwd * (mlp_stream - permute_stream)
+                  + BACKWARD_STREAM_FACTOR * (router_stream + permute_stream)
+                  + (0.0 if tr.flash_attention else SCORE_BWD_PASSES * a * tokens * s / t)) * e * elementwise
     cast_fwd, cast_bwd = cast_f + rcast_f, cast_b + rcast_b
     attn_core = core_f + Work(0.0, 0.0, scores * e * elementwise)
     fwd = d_f + r_f + attn_core + Work(0.0, 0.0, fwd_stream - scores * e * elementwise + cast_fwd)
-    bwd_input = d_d + r_d + core_b + Work(0.0, 0.0, BACKWARD_STREAM_FACTOR * fwd_stream + cast_bwd)
+    bwd_input = d_d + r_d + core_b + Work(0.0, 0.0, bwd_stream + cast_bwd)
     bwd_weight = d_w + r_w
 
     act = layer_activation_bytes(sc, moe_layer, tokens)

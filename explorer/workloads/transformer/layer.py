@@ -259,7 +259,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     act_bwd = (2 * mats - 1) / mats
     bwd_stream = (bwd_passes * tokens * h / (t if sp else 1) + act_bwd * (mlp_stream - permute_stream)
                   + BACKWARD_STREAM_FACTOR * (router_stream + permute_stream)
-                  + (0.0 if tr.flash_attention else SCORE_BWD_PASSES * a * tokens * s / t)) * e * elementwise
+                  + (0.0 if flash else SCORE_BWD_PASSES * a * tokens * s / t)) * e * elementwise
     cast_fwd, cast_bwd = cast_f + rcast_f, cast_b + rcast_b
     attn_core = core_f + Work(0.0, 0.0, scores * e * elementwise)
     fwd = d_f + r_f + attn_core + Work(0.0, 0.0, fwd_stream - scores * e * elementwise + cast_fwd)

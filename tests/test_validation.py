@@ -663,6 +663,13 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
     "rule_stage_layers_count": [({"parallelism.stage_layers": [16, 8, 8]}, "parallelism.stage_layers")],
     "rule_stage_layers_sum": [({"parallelism.stage_layers": [16, 15]}, "parallelism.stage_layers")],
     "rule_stage_layers_not_empty": [({"parallelism.stage_layers": [32, 0]}, "parallelism.stage_layers")],
+    "rule_pipeline_layout": [
+        ({"parallelism.pipeline_layout": [16, 16], "parallelism.stage_layers": [16, 16]},
+         "parallelism.pipeline_layout"),
+        ({"parallelism.pipeline_layout": [16, 8, 8]}, "parallelism.pipeline_layout"),
+        ({"parallelism.pipeline_layout": [0, 31]}, "parallelism.pipeline_layout"),
+        ({"parallelism.vpp": 2, "parallelism.schedule": "interleaved",
+          "parallelism.pipeline_layout": [0, 16, 0, 16]}, "parallelism.pipeline_layout")],
     # GPipe does not fold (explorer/fold/plan.py), so its 100,000 micro-batches are simulated in full.
     "rule_work_budget": [({"training.global_batch": 400_000, "parallelism.schedule": "gpipe"},
                           "training.global_batch")],

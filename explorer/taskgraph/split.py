@@ -9,6 +9,13 @@ from .partition import split_layers
 from .split_cost import SplitCosts
 
 
+def given_split(par) -> tuple[int, ...] | None:
+    """The layers per chunk the user fixed: ``parallelism.pipeline_layout`` (Megatron's pipeline
+    layout: its first and last entries may be 0, an embedding-only or loss-only chunk, as Llama 3
+    places them — Llama Team 2024, Sec. 3.3.2) or ``stage_layers``; None lets the split balance."""
+    return par.pipeline_layout if par.pipeline_layout is not None else par.stage_layers
+
+
 def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
                  stages: int | None, units: int) -> tuple[int, ...]:
     """Layers per chunk: ``given`` when set; else, for ``stages`` None (DualPipe, whose rank r

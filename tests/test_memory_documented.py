@@ -118,3 +118,69 @@ def test_a_configuration_that_cannot_fit_still_warns():
     r = simulate(from_dict(raw))
     assert r.memory_over_capacity
     assert r.memory.total / 1e9 > 1.5 * CAPACITY_GB
+
+
+# --- Memory recipes that ran (issue 34) -------------------------------------------------------
+# Llama 3 405B at 8,192 GPUs (Llama Team 2024, Table 4: TP8 CP1 PP16 DP64, 8K sequences, 32
+# sequences per DP rank).  Sec. 3.3.2: "we reduce one transformer layer each from the first and the
+# last stages ... the first model chunk on the first stage has only the embedding, and the last
+# model chunk on the last stage has only output projection and loss": 126 = 16*8 - 2, so 8 virtual
+# stages of one layer each, the first embedding-only and the last loss-only.
+LLAMA3_LAYOUT = [0] + [1] * 126 + [0]
+
+
+def _llama3_405b_8k(layout: bool) -> dict[str, Any]:
+    raw = apply_overrides(_llama3_405b_paper(), {"cluster.nodes": 1024, "parallelism.dp": 64,
+                                                  "parallelism.vpp": 8})
+    if layout:
+        raw = apply_overrides(raw, {"parallelism.pipeline_layout": LLAMA3_LAYOUT})
+    return raw
+
+
+def test_llama3_405b_at_8k_gpus_fits_with_its_embedding_and_loss_stages():
+    """With the paper's layout the busiest GPU needs about 82 GB of the H100's 85.9 GB (Megatron's
+    interleaved schedule keeps (1 + (p-1)/(p*v)) of p micro-batches in flight, Korthikanti Sec.
+    4.2.3); without a layout the default split needs 103 GB at vpp 2 and cannot even place 126
+    layers on 128 chunks."""
+    r = simulate(from_dict(_llama3_405b_8k(True)))
+    assert not r.memory_over_capacity
+    assert 75e9 < r.memory.total < 84e9
+    assert r.stage_layers[0] == 0 and r.stage_layers[-1] == 0 and max(r.stage_layers) == 1
+    with pytest.raises(Exception, match="model.layers"):
+        from_dict(_llama3_405b_8k(False))
+
+
+# NeMo's Llama 3 70B pre-training recipe on GB200 (NVIDIA/NeMo scripts/performance/
+# recommended_model_configs/model_configs_gb200.csv): 64 GPUs, 8K sequences, TP1 PP1 CP1, Megatron
+# FSDP, micro-batch 1, global batch 128; the GB200 has 186 GB of HBM3e per GPU (NVIDIA GB200 NVL72
+# datasheet; the mapping stands in for the gb200 preset).  The recipe offloads activations of 40
+# of the 80 layers (activation_offload_layers; the bf16 row of the same file recomputes 20 layers).
+GB200 = {"name": "GB200", "peak_tflops": 2500, "fp8_tflops": 5000, "memory_GB": 186, "hbm_GBps": 8000,
+         "scale_up_GBps": 900}
+
+
+def _gb200_70b(**training: Any) -> dict[str, Any]:
+    return {"name": "NeMo Llama 3 70B GB200", "model": {"preset": "llama3-70b", "seq_len": 8192},
+            "training": {"global_batch": 128, "micro_batch": 1, "dtype": "bf16", "recompute": "none",
+                         **training},
+            "hardware": {"gpu": dict(GB200)}, "cluster": {"gpus_per_node": 4, "nodes": 16},
+            "parallelism": {"tp": 1, "pp": 1, "cp": 1, "zero": 3}}
+
+
+def test_gb200_llama3_70b_with_40_layers_offloaded_fits():
+    """80 layers of 8K tokens at TP1 keep about 184 GB: over 186 GiB with the weights' shards.
+    Offloading half of them leaves about 96 GB of activations (one layer in flight on top)."""
+    plain = simulate(from_dict(_gb200_70b()))
+    off = simulate(from_dict(_gb200_70b(offload_activations_layers=40)))
+    assert plain.memory_over_capacity
+    assert not off.memory_over_capacity and off.memory.total < 0.7 * plain.memory.total
+    rec = simulate(from_dict(_gb200_70b(recompute_layers=20)))
+    assert not rec.memory_over_capacity
+
+
+def test_deepseek_v3_recipe_fields_fit_without_patching():
+    """The report's recipe through the scenario's own fields (recompute_modules, fp8_storage)."""
+    raw = load_raw(ROOT / "scenarios" / "deepseek-v3.yaml")
+    sc = from_dict(raw)
+    assert set(sc.training.recompute_modules) == set(activations.DEEPSEEK_V3_RECOMPUTE)
+    _assert_fits(simulate(sc))

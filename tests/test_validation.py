@@ -670,6 +670,8 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"parallelism.pipeline_layout": [0, 31]}, "parallelism.pipeline_layout"),
         ({"parallelism.vpp": 2, "parallelism.schedule": "interleaved",
           "parallelism.pipeline_layout": [0, 16, 0, 16]}, "parallelism.pipeline_layout")],
+    "rule_recompute_layers_are_full": [({"training.recompute_layers": 2, "training.recompute": "selective"},
+                                        "training.recompute_layers")],
     # GPipe does not fold (explorer/fold/plan.py), so its 100,000 micro-batches are simulated in full.
     "rule_work_budget": [({"training.global_batch": 400_000, "parallelism.schedule": "gpipe"},
                           "training.global_batch")],

@@ -283,6 +283,15 @@ def rule_pipeline_layout(sc: Scenario) -> None:
                             "(embedding-only) and last (loss-only) entries may be 0")
 
 
+def rule_recompute_layers_are_full(sc: Scenario) -> None:
+    """Block recomputation of N layers is full recomputation (Megatron's recompute_num_layers
+    needs recompute_granularity full); selective is a per-module policy of every layer."""
+    t = sc.training
+    if t.recompute_layers and t.recompute == "selective":
+        raise ScenarioError("training.recompute_layers", f"{t.recompute_layers} needs training.recompute "
+                            "none or full (it fully recomputes N layers per chunk), not selective")
+
+
 RULES: tuple[Rule, ...] = (
     rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_tp_divides_heads,
     rule_kv_heads_divide_heads,
@@ -293,7 +302,7 @@ RULES: tuple[Rule, ...] = (
     rule_expert_ffn_hidden, rule_dense_layers_within_layers, rule_token_slices_divide_sequence,
     rule_cp_divides_sequence, rule_sequence_parallel_divides, rule_order_lists_each_dim,
     rule_datacenters_divide_nodes, rule_stage_layers_count, rule_stage_layers_sum,
-    rule_stage_layers_not_empty, rule_pipeline_layout,
+    rule_stage_layers_not_empty, rule_pipeline_layout, rule_recompute_layers_are_full,
 )
 
 

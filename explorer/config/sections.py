@@ -295,7 +295,7 @@ class Parallelism:
                "exposed communication; DualPipe: rank pairs, within the GPU's memory)"})
     pipeline_layout: tuple[int, ...] | None = field(default=None, metadata={"min": 0, "max": 100_000, "doc": (
         "layers per chunk, pp*vpp entries (Megatron's pipeline layout); a 0 first/last entry = an "
-        "embedding-only/loss-only stage (Llama 3's E|t|...|t|L)"), "max_items": 1_048_576})
+        "embedding-only/loss-only stage, as Llama 3 places them"), "max_items": 1_048_576})
     ideal_pipeline: bool = field(default=False, metadata={
         "doc": "teaching: equal stages, no embedding/logits, no optimizer, free communication, so the "
                "bubble equals the schedule's closed form"})

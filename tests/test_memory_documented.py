@@ -184,3 +184,16 @@ def test_deepseek_v3_recipe_fields_fit_without_patching():
     sc = from_dict(raw)
     assert set(sc.training.recompute_modules) == set(activations.DEEPSEEK_V3_RECOMPUTE)
     _assert_fits(simulate(sc))
+
+
+def test_deepseek_v3_recompute_modules_named_without_selective_are_recomputed():
+    """The report's recompute modules given as NeMo's recipes give them (the modules alone, no
+    granularity: model_configs_*.csv) and Transformer Engine's FP8 storage: the simulator used to
+    ignore the modules under ``recompute: none`` (131.7 GB); they are recomputed now, and the layer
+    split fits the H800.  Naming the default module alone keeps ``none`` meaning none."""
+    raw = apply_overrides(load_raw(ROOT / "scenarios" / "deepseek-v3.yaml"),
+                          {"training.recompute": "none", "training.fp8_storage": "te"})
+    r = simulate(from_dict(raw))
+    assert not r.memory_over_capacity and r.memory.total < 86e9
+    plain = simulate(from_dict(apply_overrides(raw, {"training.recompute_modules": ["core_attn"]})))
+    assert plain.memory.total > 1.5 * r.memory.total

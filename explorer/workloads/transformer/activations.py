@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from ...config import Scenario
 from ...physics.hardware import BYTES_PER_ELEMENT
-from .activations_recipes import offload_share, recompute_share
+from .activations_recipes import offload_share, recompute_kind, recompute_share
 from .activations_terms import Ctx, Term, attention_terms, dense_mlp_terms, moe_mlp_terms
 
 # Megatron-Core's recompute_modules this accounting knows (transformer_config.py).
@@ -75,7 +75,8 @@ def policy_for(sc: Scenario) -> ActivationPolicy:
     """The scenario's activation policy (training.recompute, training.dtype)."""
     tr = sc.training
     fp8 = tr.dtype == "fp8"
-    selective = tr.recompute == "selective" and not tr.recompute_layers
+    kind = recompute_kind(sc)
+    selective = kind == "selective" and not tr.recompute_layers
     modules = selective_modules(sc) if selective else frozenset()
     unknown = modules - set(RECOMPUTE_MODULES)
     if unknown:
@@ -84,7 +85,7 @@ def policy_for(sc: Scenario) -> ActivationPolicy:
     storage = fp8_storage(sc)
     if storage not in ("te", "deepseek"):
         raise ValueError(f"unknown fp8 activation storage {storage!r}; known: te, deepseek")
-    return ActivationPolicy(tr.recompute == "full" and not tr.recompute_layers, modules, fp8, storage)
+    return ActivationPolicy(kind == "full" and not tr.recompute_layers, modules, fp8, storage)
 
 
 def activation_element_bytes(sc: Scenario) -> int:

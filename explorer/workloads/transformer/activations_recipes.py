@@ -29,6 +29,21 @@ HOST_LINK_GBPS = {"a100-80gb": 25.0, "gh200": 450.0, "gb200": 450.0, "gb300": 45
 PCIE5_GBPS = 53.0
 
 
+DEFAULT_MODULES = ("core_attn",)       # training.recompute_modules' default (Megatron-Core's)
+
+
+def recompute_kind(sc: Scenario) -> str:
+    """The recompute policy in force: ``training.recompute``, except that naming recompute modules
+    other than the default with ``recompute: none`` recomputes them (selective).  Megatron-Core
+    reads recompute_modules only under granularity "selective"; NeMo's performance recipes give
+    the modules alone (model_configs_*.csv's ``recompute_modules`` column, e.g. DeepSeek-V3's
+    "core_attn/mla_up_proj", has no granularity column) and set "selective" when they are given,
+    so a scenario that names them means them (DeepSeek-V3 Sec. 3.2.3's recipe as a user writes it)."""
+    tr = sc.training
+    named = tuple(tr.recompute_modules) != DEFAULT_MODULES
+    return "selective" if tr.recompute == "none" and named and not tr.recompute_layers else tr.recompute
+
+
 def host_link_Bps(sc: Scenario) -> float:
     """Bytes/s one GPU moves to or from host memory: hardware.gpu.pcie_GBps when set, else the
     preset's host link (NVLink-C2C on Grace-Blackwell, PCIe otherwise)."""
@@ -56,7 +71,7 @@ def recompute_share(sc: Scenario) -> float:
     recompute and 0 otherwise (selective is a per-module policy of every layer)."""
     if sc.training.recompute_layers > 0:
         return _share(sc.training.recompute_layers, sc)
-    return 1.0 if sc.training.recompute == "full" else 0.0
+    return 1.0 if recompute_kind(sc) == "full" else 0.0
 
 
 def offload_share(sc: Scenario) -> float:

@@ -34,7 +34,7 @@ from ...physics.work import ZERO_WORK, Gemm, Work
 from ..spec import Collective, EdgeCost, LayerCost
 from ..timing import BACKWARD_STREAM_FACTOR, GemmTimer
 from .activations import layer_activation_bytes, offloaded_layer_bytes, recompute_working_bytes
-from .activations_recipes import offload_seconds, offload_share, recompute_share
+from .activations_recipes import offload_seconds, offload_share, recompute_kind, recompute_share
 from .attention import AttentionBlock, attention_block, attention_params, head_dims
 
 # Element-wise passes per token of hidden width in one layer's forward (reads + writes, in
@@ -189,14 +189,15 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     bwd_weight = d_w + r_w
 
     act = layer_activation_bytes(sc, moe_layer, tokens)
+    kind = recompute_kind(sc)
     if tr.recompute_layers > 0:
         recompute = fwd.scaled(recompute_share(sc))    # N of a chunk's L layers (activations_recipes)
-    elif tr.recompute == "full":
+    elif kind == "full":
         recompute = fwd
-    elif tr.recompute == "selective" and profile(tr.framework).selective_policy == "every-other-matmul":
+    elif kind == "selective" and profile(tr.framework).selective_policy == "every-other-matmul":
         recompute = _op_sac_recompute(sc, timer, blk, dense_gemms, tokens,
                                       fwd_stream - scores * e * elementwise + cast_fwd)
-    elif tr.recompute == "selective":
+    elif kind == "selective":
         recompute = _selective_recompute(sc, timer, blk, attn_core, tokens, mats, moe_layer,
                                          e * elementwise, sp)
     else:
@@ -210,7 +211,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     else:
         tp_fwd = (Collective("all-reduce", size),) * 2
     tp_bwd = tp_fwd
-    tp_recompute = tp_fwd if tr.recompute == "full" and not tr.recompute_layers else ()
+    tp_recompute = tp_fwd if kind == "full" and not tr.recompute_layers else ()
     if tr.recompute_layers > 0 and tp_fwd:     # the recomputed share's collectives, as bytes
         tp_recompute = tuple(Collective(c.op, c.size_bytes * recompute_share(sc)) for c in tp_fwd)
     if moe_layer and p.ep > 1 and m.moe is not None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from explorer.analysis.verdict import DEFAULT_HEADROOM_GB, MemoryVerdict
 from explorer.fidelity.calibration import megatron_rows, megatron_scenario
 from explorer.scenario import apply_overrides, from_dict, load_raw
 from explorer.simulate import Result, simulate
@@ -32,7 +33,9 @@ from explorer.workloads.transformer import activations
 from conftest import ROOT
 
 CAPACITY_GB = 80.0
-MARGIN = 0.95       # documented runs must need at most 95 % of the 80 GB (76 GB)
+# Documented runs must fit with the verdict's headroom to spare (CUDA context and fragmentation;
+# NCCL's communicator buffers are in the total: explorer/analysis/verdict.py).  This was 95 % of
+# 80e9 B (76 GB) while NCCL's buffers were not counted.
 
 
 def _nemo(preset: str, gpus: int, seq: int, tp: int, pp: int, cp: int, vp: int, gbs: int, ep: int = 1,
@@ -64,10 +67,12 @@ def _llama3_405b_paper() -> dict[str, Any]:
 
 
 def _assert_fits(r: Result) -> None:
-    total = r.memory.total / 1e9
+    cap = r.scenario.hardware.gpu.capacity_bytes / 1e9
     assert not r.memory_over_capacity, r.warnings
-    assert total < MARGIN * CAPACITY_GB, f"{total:.1f} GB per GPU leaves less than a 5 % margin"
-    assert all(m.total / 1e9 < MARGIN * CAPACITY_GB for m in r.memory_by_class)
+    assert r.memory.reserved > 0                       # NCCL's buffers are counted
+    for m in (r.memory, *r.memory_by_class):
+        v = MemoryVerdict.of(m.total / 1e9, cap)
+        assert v.roomy(DEFAULT_HEADROOM_GB), f"{v.label()} leaves less than {DEFAULT_HEADROOM_GB} GB"
 
 
 @pytest.mark.parametrize("name", sorted(NEMO))
@@ -101,13 +106,15 @@ def test_deepseek_v3_without_its_memory_measures_does_not_fit():
     layout (its 4 layers a chunk) needs well over 80 GB: the measures are what makes it fit.  The
     layer split can still fit the GPU, by piling layers onto the chunks whose ranks hold few of
     their micro-batches, at about 27 % more time than the shipped 15.4 s."""
-    raw = load_raw(ROOT / "scenarios" / "deepseek-v3.yaml")
+    raw = apply_overrides(load_raw(ROOT / "scenarios" / "deepseek-v3.yaml"),
+                          {"training.recompute_modules": ["core_attn"]})     # no module named
     same = simulate(from_dict(apply_overrides(raw, {"training.recompute": "none",
                                                     "parallelism.stage_layers": [4] * 15 + [1]})))
     assert same.memory_over_capacity and same.memory.total > 1.3 * 80e9
     squeezed = simulate(from_dict(apply_overrides(raw, {"training.recompute": "none"})))
     assert not squeezed.memory_over_capacity
-    assert squeezed.iteration_time_s > 1.25 * simulate(from_dict(raw)).iteration_time_s
+    shipped = simulate(from_dict(load_raw(ROOT / "scenarios" / "deepseek-v3.yaml")))
+    assert squeezed.iteration_time_s > 1.25 * shipped.iteration_time_s
 
 
 def test_a_configuration_that_cannot_fit_still_warns():
@@ -138,13 +145,13 @@ def _llama3_405b_8k(layout: bool) -> dict[str, Any]:
 
 
 def test_llama3_405b_at_8k_gpus_fits_with_its_embedding_and_loss_stages():
-    """With the paper's layout the busiest GPU needs about 82 GB of the H100's 85.9 GB (Megatron's
+    """With the paper's layout the busiest GPU needs about 84 GB (2 GB of it NCCL's) of the H100's 85.9 GB (Megatron's
     interleaved schedule keeps (1 + (p-1)/(p*v)) of p micro-batches in flight, Korthikanti Sec.
     4.2.3); without a layout the default split needs 103 GB at vpp 2 and cannot even place 126
     layers on 128 chunks."""
     r = simulate(from_dict(_llama3_405b_8k(True)))
     assert not r.memory_over_capacity
-    assert 75e9 < r.memory.total < 84e9
+    assert 75e9 < r.memory.total < 85e9
     assert r.stage_layers[0] == 0 and r.stage_layers[-1] == 0 and max(r.stage_layers) == 1
     with pytest.raises(Exception, match="model.layers"):
         from_dict(_llama3_405b_8k(False))

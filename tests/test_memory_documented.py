@@ -145,7 +145,8 @@ def _llama3_405b_8k(layout: bool) -> dict[str, Any]:
 
 
 def test_llama3_405b_at_8k_gpus_fits_with_its_embedding_and_loss_stages():
-    """With the paper's layout the busiest GPU needs about 84 GB (2 GB of it NCCL's) of the H100's 85.9 GB (Megatron's
+    """With the paper's layout the busiest GPU needs about 84 GB (2 GB of it NCCL's) of the H100's
+    85.9 GB (Megatron's
     interleaved schedule keeps (1 + (p-1)/(p*v)) of p micro-batches in flight, Korthikanti Sec.
     4.2.3); without a layout the default split needs 103 GB at vpp 2 and cannot even place 126
     layers on 128 chunks."""

@@ -14,9 +14,14 @@ Sources of the layouts (the parallelism and batch as published; throughput is no
 - DeepSeek-V3 pre-training (DeepSeek-V3 report Sec. 3.2-3.3): 2,048 H800s, PP16 with DualPipe,
   EP64 over 8 nodes, ZeRO-1 DP, no TP, FP8, recomputation of all RMSNorms and MLA
   up-projections, the MoE SwiGLU recomputed from FP8-cached inputs, the attention output cached
-  in E5M6.  The scenario has no field yet for those recompute modules and that storage recipe;
-  the test sets them on explorer.workloads.transformer.activations (see ``selective_modules`` /
-  ``fp8_storage``).
+  in E5M6 (``training.recompute_modules``, ``training.fp8_storage: deepseek``).
+- Llama 3 405B at 8,192 GPUs (Table 4's first row) with the paper's embedding-only and loss-only
+  pipeline chunks (``parallelism.pipeline_layout``), NeMo's Llama 3 70B recipe on GB200 with 40
+  layers' activations offloaded (``training.offload_activations_layers``), and DeepSeek-V3's
+  recompute modules named the way NeMo's recipes name them.
+
+Every total includes NCCL's communicator buffers (``reserved``); a documented run must fit with the
+verdict's headroom (explorer/analysis/verdict.py) to spare.
 """
 from __future__ import annotations
 

@@ -6,12 +6,16 @@ tests/test_controls.py through ``COVERED``)."""
 from __future__ import annotations
 
 import pytest
+from test_estimator import assert_agrees
 
 from explorer.config import ScenarioError
-from explorer.scenario import apply_overrides, from_dict
+from explorer.estimate import estimate_many
+from explorer.scenario import apply_overrides, from_dict, load_raw
 from explorer.simulate import Result, simulate
 from explorer.taskgraph.builder import IterationBuilder
 from explorer.workloads.transformer import activations_recipes
+
+from conftest import ROOT
 
 COVERED = {
     "training.offload_activations_layers": "test_offloading_layers_frees_memory_and_costs_host_link_time",
@@ -102,3 +106,20 @@ def test_host_link_defaults_to_pcie_and_to_nvlink_c2c_on_grace():
                                                                "memory_GB": 80, "hbm_GBps": 3350}}))
     assert activations_recipes.host_link_Bps(bare) == 53e9
     assert activations_recipes.HOST_LINK_GBPS["gb200"] == 450.0
+
+
+@pytest.mark.parametrize("name, over", [
+    # A 5 GB/s host link: the copies outlast the layers' compute, so part of them is exposed.
+    ("teaching-8gpu", {"training.offload_activations_layers": 2, "hardware.gpu.pcie_GBps": 5}),
+    ("teaching-8gpu", {"training.recompute_layers": 1}),
+    ("teaching-8gpu", {"training.recompute": "selective",
+                       "training.recompute_modules": ["mlp", "layernorm"]}),
+    ("teaching-8gpu", {"parallelism.vpp": 2, "parallelism.schedule": "interleaved",
+                       "parallelism.pipeline_layout": [0, 4, 4, 4, 4, 4, 4, 0]}),
+    ("deepseek-v3", {"training.offload_activations_layers": 1}),
+])
+def test_the_estimator_prices_the_memory_recipes_as_the_simulation(name, over):
+    """The fields act where both the engine and the estimator read them (the workload's LayerCost,
+    the layer split, NCCL's buffers): the exact estimate equals the simulation."""
+    sc = from_dict(apply_overrides(load_raw(ROOT / "scenarios" / f"{name}.yaml"), over))
+    assert_agrees([sc], estimate_many([sc]))

@@ -117,6 +117,8 @@ def test_host_link_defaults_to_pcie_and_to_nvlink_c2c_on_grace():
     ("teaching-8gpu", {"parallelism.vpp": 2, "parallelism.schedule": "interleaved",
                        "parallelism.pipeline_layout": [0, 4, 4, 4, 4, 4, 4, 0]}),
     ("deepseek-v3", {"training.offload_activations_layers": 1}),
+    # 22 layers on 4 x 6 chunks: the default split's embedding-only and loss-only chunks.
+    ("teaching-8gpu", {"model.layers": 22, "parallelism.vpp": 6, "parallelism.schedule": "interleaved"}),
 ])
 def test_the_estimator_prices_the_memory_recipes_as_the_simulation(name, over):
     """The fields act where both the engine and the estimator read them (the workload's LayerCost,

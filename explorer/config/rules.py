@@ -114,14 +114,17 @@ def rule_tp_and_kv_heads_divide(sc: Scenario) -> None:
 
 
 def rule_layers_fill_chunks(sc: Scenario) -> None:
-    """Every pipeline chunk (pp * vpp of them) holds at least one layer, but for the embedding-only
-    and loss-only chunks a pipeline layout may name (two fewer)."""
+    """Every pipeline chunk (pp * vpp of them) holds at least one layer, but for an embedding-only
+    and a loss-only chunk (two fewer): a pipeline layout may name them, and the default split
+    of a one-direction schedule makes them when there are fewer layers than chunks."""
     layers, p = sc.model.layers, sc.parallelism
-    ends = 2 if p.pipeline_layout is not None and p.pp * p.vpp > 2 else 0
+    one_way = not registry.get(p.schedule).two_directions     # split.choose_split's edge chunks
+    ends = 2 if (p.pipeline_layout is not None or one_way) and p.pp * p.vpp > 2 else 0
     if layers < p.pp * p.vpp - ends:
         raise ScenarioError("model.layers", f"{layers} layers cannot fill pp*vpp = {p.pp}*{p.vpp} = "
-                            f"{p.pp * p.vpp} pipeline chunks; need at least {p.pp * p.vpp} layers or "
-                            "fewer stages")
+                            f"{p.pp * p.vpp} pipeline chunks; need at least {p.pp * p.vpp - ends} layers "
+                            + ("(an embedding-only and a loss-only chunk besides) " if ends else "")
+                            + "or fewer stages")
 
 
 def rule_dp_priority_needs_flushing_schedule(sc: Scenario) -> None:

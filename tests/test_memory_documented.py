@@ -14,9 +14,14 @@ Sources of the layouts (the parallelism and batch as published; throughput is no
 - DeepSeek-V3 pre-training (DeepSeek-V3 report Sec. 3.2-3.3): 2,048 H800s, PP16 with DualPipe,
   EP64 over 8 nodes, ZeRO-1 DP, no TP, FP8, recomputation of all RMSNorms and MLA
   up-projections, the MoE SwiGLU recomputed from FP8-cached inputs, the attention output cached
-  in E5M6.  The scenario has no field yet for those recompute modules and that storage recipe;
-  the test sets them on explorer.workloads.transformer.activations (see ``selective_modules`` /
-  ``fp8_storage``).
+  in E5M6 (``training.recompute_modules``, ``training.fp8_storage: deepseek``).
+- Llama 3 405B at 8,192 GPUs (Table 4's first row) with the paper's embedding-only and loss-only
+  pipeline chunks (``parallelism.pipeline_layout``), NeMo's Llama 3 70B recipe on GB200 with 40
+  layers' activations offloaded (``training.offload_activations_layers``), and DeepSeek-V3's
+  recompute modules named the way NeMo's recipes name them.
+
+Every total includes NCCL's communicator buffers (``reserved``); a documented run must fit with the
+verdict's headroom (explorer/analysis/verdict.py) to spare.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from explorer.analysis.verdict import DEFAULT_HEADROOM_GB, MemoryVerdict
 from explorer.fidelity.calibration import megatron_rows, megatron_scenario
 from explorer.scenario import apply_overrides, from_dict, load_raw
 from explorer.simulate import Result, simulate
@@ -32,7 +38,9 @@ from explorer.workloads.transformer import activations
 from conftest import ROOT
 
 CAPACITY_GB = 80.0
-MARGIN = 0.95       # documented runs must need at most 95 % of the 80 GB (76 GB)
+# Documented runs must fit with the verdict's headroom to spare (CUDA context and fragmentation;
+# NCCL's communicator buffers are in the total: explorer/analysis/verdict.py).  This was 95 % of
+# 80e9 B (76 GB) while NCCL's buffers were not counted.
 
 
 def _nemo(preset: str, gpus: int, seq: int, tp: int, pp: int, cp: int, vp: int, gbs: int, ep: int = 1,
@@ -64,10 +72,12 @@ def _llama3_405b_paper() -> dict[str, Any]:
 
 
 def _assert_fits(r: Result) -> None:
-    total = r.memory.total / 1e9
+    cap = r.scenario.hardware.gpu.capacity_bytes / 1e9
     assert not r.memory_over_capacity, r.warnings
-    assert total < MARGIN * CAPACITY_GB, f"{total:.1f} GB per GPU leaves less than a 5 % margin"
-    assert all(m.total / 1e9 < MARGIN * CAPACITY_GB for m in r.memory_by_class)
+    assert r.memory.reserved > 0                       # NCCL's buffers are counted
+    for m in (r.memory, *r.memory_by_class):
+        v = MemoryVerdict.of(m.total / 1e9, cap)
+        assert v.roomy(DEFAULT_HEADROOM_GB), f"{v.label()} leaves less than {DEFAULT_HEADROOM_GB} GB"
 
 
 @pytest.mark.parametrize("name", sorted(NEMO))
@@ -101,13 +111,15 @@ def test_deepseek_v3_without_its_memory_measures_does_not_fit():
     layout (its 4 layers a chunk) needs well over 80 GB: the measures are what makes it fit.  The
     layer split can still fit the GPU, by piling layers onto the chunks whose ranks hold few of
     their micro-batches, at about 27 % more time than the shipped 15.4 s."""
-    raw = load_raw(ROOT / "scenarios" / "deepseek-v3.yaml")
+    raw = apply_overrides(load_raw(ROOT / "scenarios" / "deepseek-v3.yaml"),
+                          {"training.recompute_modules": ["core_attn"]})     # no module named
     same = simulate(from_dict(apply_overrides(raw, {"training.recompute": "none",
                                                     "parallelism.stage_layers": [4] * 15 + [1]})))
     assert same.memory_over_capacity and same.memory.total > 1.3 * 80e9
     squeezed = simulate(from_dict(apply_overrides(raw, {"training.recompute": "none"})))
     assert not squeezed.memory_over_capacity
-    assert squeezed.iteration_time_s > 1.25 * simulate(from_dict(raw)).iteration_time_s
+    shipped = simulate(from_dict(load_raw(ROOT / "scenarios" / "deepseek-v3.yaml")))
+    assert squeezed.iteration_time_s > 1.25 * shipped.iteration_time_s
 
 
 def test_a_configuration_that_cannot_fit_still_warns():
@@ -118,3 +130,85 @@ def test_a_configuration_that_cannot_fit_still_warns():
     r = simulate(from_dict(raw))
     assert r.memory_over_capacity
     assert r.memory.total / 1e9 > 1.5 * CAPACITY_GB
+
+
+# --- Memory recipes that ran (issue 34) -------------------------------------------------------
+# Llama 3 405B at 8,192 GPUs (Llama Team 2024, Table 4: TP8 CP1 PP16 DP64, 8K sequences, 32
+# sequences per DP rank).  Sec. 3.3.2: "we reduce one transformer layer each from the first and the
+# last stages ... the first model chunk on the first stage has only the embedding, and the last
+# model chunk on the last stage has only output projection and loss": 126 = 16*8 - 2, so 8 virtual
+# stages of one layer each, the first embedding-only and the last loss-only.
+LLAMA3_LAYOUT = [0] + [1] * 126 + [0]
+
+
+def _llama3_405b_8k(layout: bool) -> dict[str, Any]:
+    raw = apply_overrides(_llama3_405b_paper(), {"cluster.nodes": 1024, "parallelism.dp": 64,
+                                                  "parallelism.vpp": 8})
+    if layout:
+        raw = apply_overrides(raw, {"parallelism.pipeline_layout": LLAMA3_LAYOUT})
+    return raw
+
+
+def test_llama3_405b_at_8k_gpus_fits_with_its_embedding_and_loss_stages():
+    """With the paper's layout the busiest GPU needs about 84 GB (2 GB of it NCCL's) of the H100's
+    85.9 GB (Megatron's
+    interleaved schedule keeps (1 + (p-1)/(p*v)) of p micro-batches in flight, Korthikanti Sec.
+    4.2.3); the default split of 126 layers on 128 chunks makes the same edge chunks (it used to
+    refuse them: "126 layers cannot fill 128 pipeline chunks"), and at vpp 2 it needs 105 GB."""
+    r = simulate(from_dict(_llama3_405b_8k(True)))
+    assert not r.memory_over_capacity
+    assert 75e9 < r.memory.total < 85e9
+    assert r.stage_layers[0] == 0 and r.stage_layers[-1] == 0 and max(r.stage_layers) == 1
+    default = simulate(from_dict(_llama3_405b_8k(False)))
+    assert default.stage_layers == r.stage_layers and default.memory.total == r.memory.total
+    vpp2 = simulate(from_dict(apply_overrides(_llama3_405b_8k(False), {"parallelism.vpp": 2})))
+    assert vpp2.memory_over_capacity and vpp2.memory.total > 100e9
+
+
+# NeMo's Llama 3 70B pre-training recipe on GB200 (NVIDIA/NeMo scripts/performance/
+# recommended_model_configs/model_configs_gb200.csv): 64 GPUs, 8K sequences, TP1 PP1 CP1, Megatron
+# FSDP, micro-batch 1, global batch 128; the GB200 has 186 GB of HBM3e per GPU (NVIDIA GB200 NVL72
+# datasheet; the mapping stands in for the gb200 preset).  The recipe offloads activations of 40
+# of the 80 layers (activation_offload_layers; the bf16 row of the same file recomputes 20 layers).
+GB200 = {"name": "GB200", "peak_tflops": 2500, "fp8_tflops": 5000, "memory_GB": 186, "hbm_GBps": 8000,
+         "scale_up_GBps": 900}
+
+
+def _gb200_70b(**training: Any) -> dict[str, Any]:
+    return {"name": "NeMo Llama 3 70B GB200", "model": {"preset": "llama3-70b", "seq_len": 8192},
+            "training": {"global_batch": 128, "micro_batch": 1, "dtype": "bf16", "recompute": "none",
+                         **training},
+            "hardware": {"gpu": dict(GB200)}, "cluster": {"gpus_per_node": 4, "nodes": 16},
+            "parallelism": {"tp": 1, "pp": 1, "cp": 1, "zero": 3}}
+
+
+def test_gb200_llama3_70b_with_40_layers_offloaded_fits():
+    """80 layers of 8K tokens at TP1 keep about 184 GB: over 186 GiB with the weights' shards.
+    Offloading half of them leaves about 96 GB of activations (one layer in flight on top)."""
+    plain = simulate(from_dict(_gb200_70b()))
+    off = simulate(from_dict(_gb200_70b(offload_activations_layers=40)))
+    assert plain.memory_over_capacity
+    assert not off.memory_over_capacity and off.memory.total < 0.7 * plain.memory.total
+    rec = simulate(from_dict(_gb200_70b(recompute_layers=20)))
+    assert not rec.memory_over_capacity
+
+
+def test_deepseek_v3_recipe_fields_fit_without_patching():
+    """The report's recipe through the scenario's own fields (recompute_modules, fp8_storage)."""
+    raw = load_raw(ROOT / "scenarios" / "deepseek-v3.yaml")
+    sc = from_dict(raw)
+    assert set(sc.training.recompute_modules) == set(activations.DEEPSEEK_V3_RECOMPUTE)
+    _assert_fits(simulate(sc))
+
+
+def test_deepseek_v3_recompute_modules_named_without_selective_are_recomputed():
+    """The report's recompute modules given as NeMo's recipes give them (the modules alone, no
+    granularity: model_configs_*.csv) and Transformer Engine's FP8 storage: the simulator used to
+    ignore the modules under ``recompute: none`` (131.7 GB); they are recomputed now, and the layer
+    split fits the H800.  Naming the default module alone keeps ``none`` meaning none."""
+    raw = apply_overrides(load_raw(ROOT / "scenarios" / "deepseek-v3.yaml"),
+                          {"training.recompute": "none", "training.fp8_storage": "te"})
+    r = simulate(from_dict(raw))
+    assert not r.memory_over_capacity and r.memory.total < 86e9
+    plain = simulate(from_dict(apply_overrides(raw, {"training.recompute_modules": ["core_attn"]})))
+    assert plain.memory.total > 1.5 * r.memory.total

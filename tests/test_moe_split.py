@@ -196,14 +196,15 @@ def test_dualpipe_feasibility_test_is_exact(seed):
 
 def test_dualpipe_split_fits_the_gpu_when_a_split_can():
     """DeepSeek-V3 without the report's FP8 storage of the SwiGLU inputs (training.fp8_storage: te):
-    the uniform split needs 87.3 GB of the H800's 85.9 GB (the old split's too); the split keeps
-    every rank within the GPU at about 1 % more time."""
+    the uniform split needs 89.9 GB of the H800's 85.9 GB (87.3 before NCCL's 2.6 GB of
+    communicator buffers were counted; the old split's too); the split keeps every rank within the
+    GPU at about 7 % more time (1 % when the buffers were not counted)."""
     chosen = simulate(deepseek("training.fp8_storage=te"))
     uniform = simulate(deepseek("training.fp8_storage=te",
                                 "parallelism.stage_layers=[" + ",".join(["4"] * 15 + ["1"]) + "]"))
-    assert uniform.memory_over_capacity and uniform.memory.total == pytest.approx(87.3e9, rel=2e-3)
+    assert uniform.memory_over_capacity and uniform.memory.total == pytest.approx(89.9e9, rel=2e-3)
     assert not chosen.memory_over_capacity
-    assert chosen.iteration_time_s < 1.02 * uniform.iteration_time_s
+    assert chosen.iteration_time_s < 1.08 * uniform.iteration_time_s
 
 
 def test_blocking_sends_count_on_the_stage_that_sends():

@@ -215,8 +215,12 @@ def test_tp_and_kv_heads_must_divide_one_another():
 
 
 def test_fewer_layers_than_pipeline_chunks():
-    raw = mutate({"model.layers": 3, "parallelism.vpp": 2, "parallelism.schedule": "interleaved"})
-    expect_error(raw, "model.layers", "3 layers", "pp*vpp = 2*2 = 4", "at least 4 layers")
+    """Two fewer layers than chunks are placed with an embedding-only and a loss-only chunk
+    (taskgraph/split.choose_split); three fewer cannot be."""
+    raw = mutate({"model.layers": 1, "parallelism.vpp": 2, "parallelism.schedule": "interleaved"})
+    expect_error(raw, "model.layers", "1 layers", "pp*vpp = 2*2 = 4", "at least 2 layers")
+    ok = from_dict(mutate({"model.layers": 2, "parallelism.vpp": 2, "parallelism.schedule": "interleaved"}))
+    assert ok.model.layers == 2
 
 
 def test_fewer_layers_than_stages():
@@ -663,6 +667,15 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
     "rule_stage_layers_count": [({"parallelism.stage_layers": [16, 8, 8]}, "parallelism.stage_layers")],
     "rule_stage_layers_sum": [({"parallelism.stage_layers": [16, 15]}, "parallelism.stage_layers")],
     "rule_stage_layers_not_empty": [({"parallelism.stage_layers": [32, 0]}, "parallelism.stage_layers")],
+    "rule_pipeline_layout": [
+        ({"parallelism.pipeline_layout": [16, 16], "parallelism.stage_layers": [16, 16]},
+         "parallelism.pipeline_layout"),
+        ({"parallelism.pipeline_layout": [16, 8, 8]}, "parallelism.pipeline_layout"),
+        ({"parallelism.pipeline_layout": [0, 31]}, "parallelism.pipeline_layout"),
+        ({"parallelism.vpp": 2, "parallelism.schedule": "interleaved",
+          "parallelism.pipeline_layout": [0, 16, 0, 16]}, "parallelism.pipeline_layout")],
+    "rule_recompute_layers_are_full": [({"training.recompute_layers": 2, "training.recompute": "selective"},
+                                        "training.recompute_layers")],
     # GPipe does not fold (explorer/fold/plan.py), so its 100,000 micro-batches are simulated in full.
     "rule_work_budget": [({"training.global_batch": 400_000, "parallelism.schedule": "gpipe"},
                           "training.global_batch")],

@@ -109,11 +109,13 @@ class MemoryBreakdown:
     grads: float
     optimizer: float
     activations: float
+    reserved: float = 0.0      # NCCL communicators' buffers (taskgraph/techniques/nccl_buffers.py)
 
     @property
     def total(self) -> float:
-        return self.params + self.grads + self.optimizer + self.activations
+        return self.params + self.grads + self.optimizer + self.activations + self.reserved
 
     def as_GB(self) -> dict[str, float]:
         return {"params": self.params / 1e9, "grads": self.grads / 1e9, "optimizer": self.optimizer / 1e9,
-                "activations": self.activations / 1e9, "total": self.total / 1e9}
+                "activations": self.activations / 1e9, "reserved": self.reserved / 1e9,
+                "total": self.total / 1e9}

@@ -35,7 +35,7 @@ METRICS: tuple[tuple[str, str], ...] = (
     ("bubble_fraction", "Bubble"),
     ("memory_GB_total", "Memory per GPU"),
 )
-MEMORY_KINDS = ("params", "grads", "optimizer", "activations", "total")
+MEMORY_KINDS = ("params", "grads", "optimizer", "activations", "reserved", "total")
 
 
 @dataclass(frozen=True)

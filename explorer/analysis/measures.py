@@ -40,7 +40,7 @@ class Measures:
             out += [b[k] for k in CATEGORIES]
         out += list(self.busy) + list(self.end)
         for mb in self.memory:
-            out += [mb.params, mb.grads, mb.optimizer, mb.activations]
+            out += [mb.params, mb.grads, mb.optimizer, mb.activations, mb.reserved]
         for c in self.comm:
             out += [c[k] for k in COMM_DIMS]
         for tr in self.traffic:
@@ -58,7 +58,7 @@ class Measures:
         breakdowns = tuple({k: next(it) for k in CATEGORIES} for _ in range(n))
         busy = tuple(next(it) for _ in range(n))
         end = tuple(next(it) for _ in range(n))
-        memory = tuple(MemoryBreakdown(next(it), next(it), next(it), next(it)) for _ in range(n))
+        memory = tuple(MemoryBreakdown(next(it), next(it), next(it), next(it), next(it)) for _ in range(n))
         comm = tuple({k: next(it) for k in COMM_DIMS} for _ in range(n))
         traffic = tuple({d: tuple(next(it) for _ in range(tiers)) for d in COMM_DIMS} for _ in range(n))
         link_load = {k: next(it) for k in self.link_load}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..network.compression import residual_bytes
 from ..network.groups import Network
 from ..taskgraph.builder import IterationBuilder
+from ..taskgraph.techniques.nccl_buffers import nccl_reserved_bytes
 from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
 from .breakdown import MemoryBreakdown
 
@@ -46,7 +47,8 @@ def class_memory(b: IterationBuilder, net: Network, s: int, peak: float | None =
     # plus what one recomputed layer holds again during its own backward (LayerCost.recompute_bytes).
     if peak is None:
         peak = b.schedule.peak_activations(b.orders[s], [c.act_bytes for c in chunks])
-    return MemoryBreakdown(params, grads, opt, peak + recompute_transient(b, chunks))
+    # NCCL's communicator buffers (nccl_buffers.py), the same on every GPU of the scenario.
+    return MemoryBreakdown(params, grads, opt, peak + recompute_transient(b, chunks), nccl_reserved_bytes(sc))
 
 
 def recompute_transient(b: IterationBuilder, chunks: list) -> float:

@@ -4,17 +4,19 @@ One rule, read by every view that offers a layout (``run``, ``diff``, the Compar
 design-space heatmap, ``sweep`` and ``search``): a layout **fits** when the busiest GPU's memory
 is within its capacity (``Result.memory_over_capacity`` / the estimator's ``fits``, the same
 comparison in bytes).  A layout offered as a *recommendation* (the search's ranking) must
-also leave :data:`DEFAULT_HEADROOM_GB` free for what the model does not count:
+also leave :data:`DEFAULT_HEADROOM_GB` free for what the model does not count.  The NCCL
+communicators' buffers are counted in every GPU's total (``reserved``: 544 MB for a group of two,
+688 MB for more per communicator, NVIDIA/nccl issue #964; explorer/taskgraph/techniques/
+nccl_buffers.py), so the headroom holds the rest:
 
-- the CUDA context and NCCL's own buffers: a communicator takes 0.5-0.7 GB on A100 once it has
-  run a collective (NVIDIA/nccl issue #964: 544 MB for a group of two, 688 MB for more), and a
-  3-D layout keeps at least three (tensor, pipeline, data parallel); NCCL's initialisation on
-  one GPU measured 484 MiB (NVIDIA/nccl pull request #2366);
+- the CUDA context and NCCL's initialisation, 484 MiB measured on one GPU (NVIDIA/nccl pull
+  request #2366);
 - the caching allocator's fragmentation, which can refuse an allocation with memory
   "technically" free (PyTorch devlog "When does fragmentation occur in the CUDA caching
   allocator?", 2026; Rajbhandari et al., ZeRO, SC20, Sec. 3.2 on fragmented memory).
 
-3 GB is the sum of the first two for three communicators, before fragmentation; a user who knows
+1 GB is the first, rounded up, before fragmentation (it was 3 GB when it also held three
+communicators, 3 x 688 MB: those are counted in the total now, not twice); a user who knows
 their allocator better sets the headroom (``search --headroom-GB``, the app's search control).
 """
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULT_HEADROOM_GB = 3.0      # module docstring: CUDA context + three NCCL communicators
+DEFAULT_HEADROOM_GB = 1.0      # module docstring: CUDA context + NCCL's initialisation
 MAX_HEADROOM_GB = 1000.0       # a headroom beyond any GPU's memory is a typo
 
 

@@ -2,12 +2,13 @@
 [--executor local|dask] [--address tcp://HOST:PORT] [--json]``.
 
 Every layout of the scenario's model on its cluster (``--gpus N``: N GPUs, whole nodes) that is
-valid and fits in memory with ``--headroom-GB`` to spare (default 3 GB: the CUDA context, NCCL's
-buffers and fragmentation, explorer/analysis/verdict.py), ranked by the estimator; the top K priced
-exactly (explorer/design/search.py).  ``--json`` prints a list sorted by ``iteration_time_s``, each
-with ``overrides``, ``iteration_time_s``, ``memory_GB_total``, ``memory_capacity_GB``, ``free_GB``,
-``link``, ``mfu``, ``tokens_per_s``, ``fits``, ``breakdown_s``, ``estimate_s``, ``layout`` (with dp)
-and ``baseline`` (the scenario's own layout); the counts and timings go to stderr as one line.
+valid and fits in memory with ``--headroom-GB`` to spare (default 1 GB: the CUDA context and
+fragmentation; NCCL's buffers are in the total, explorer/analysis/verdict.py), ranked by the
+estimator; the top K priced exactly (explorer/design/search.py). ``--json`` prints a list sorted by
+``iteration_time_s``, each with ``overrides``, ``iteration_time_s``, ``memory_GB_total``,
+``memory_capacity_GB``, ``free_GB``, ``link``, ``mfu``, ``tokens_per_s``, ``fits``, ``breakdown_s``,
+``estimate_s``, ``layout`` (with dp) and ``baseline`` (the scenario's own layout); the counts and
+timings go to stderr as one line.
 """
 from __future__ import annotations
 

@@ -115,12 +115,17 @@ def rule_tp_and_kv_heads_divide(sc: Scenario) -> None:
 
 
 def rule_layers_fill_chunks(sc: Scenario) -> None:
-    """Every pipeline chunk (pp * vpp of them) holds at least one layer."""
+    """Every pipeline chunk (pp * vpp of them) holds at least one layer, but for an embedding-only
+    and a loss-only chunk (two fewer): a pipeline layout may name them, and the default split
+    of a one-direction schedule makes them when there are fewer layers than chunks."""
     layers, p = sc.model.layers, sc.parallelism
-    if layers < p.pp * p.vpp:
+    one_way = not registry.get(p.schedule).two_directions     # split.choose_split's edge chunks
+    ends = 2 if (p.pipeline_layout is not None or one_way) and p.pp * p.vpp > 2 else 0
+    if layers < p.pp * p.vpp - ends:
         raise ScenarioError("model.layers", f"{layers} layers cannot fill pp*vpp = {p.pp}*{p.vpp} = "
-                            f"{p.pp * p.vpp} pipeline chunks; need at least {p.pp * p.vpp} layers or "
-                            "fewer stages")
+                            f"{p.pp * p.vpp} pipeline chunks; need at least {p.pp * p.vpp - ends} layers "
+                            + ("(an embedding-only and a loss-only chunk besides) " if ends else "")
+                            + "or fewer stages")
 
 
 def rule_dp_priority_needs_flushing_schedule(sc: Scenario) -> None:
@@ -261,6 +266,36 @@ def rule_stage_layers_not_empty(sc: Scenario) -> None:
                             "chunk; every pipeline chunk needs at least one layer")
 
 
+def rule_pipeline_layout(sc: Scenario) -> None:
+    """A pipeline layout names every chunk, places every layer once and leaves no chunk empty but
+    the first (embedding only) and the last (output layer and loss only), as Megatron's pipeline
+    layout "E|t*n|...|L" writes them; it replaces stage_layers."""
+    p, layers = sc.parallelism, sc.model.layers
+    lay = p.pipeline_layout
+    if lay is None:
+        return
+    f = "parallelism.pipeline_layout"
+    if p.stage_layers is not None:
+        raise ScenarioError(f, "and parallelism.stage_layers are both set; give one of them")
+    if len(lay) != p.pp * p.vpp:
+        raise ScenarioError(f, f"has {len(lay)} entries; need pp*vpp = {p.pp}*{p.vpp} = {p.pp * p.vpp}")
+    if sum(lay) != layers:
+        raise ScenarioError(f, f"sums to {sum(lay)}; need model.layers = {layers}")
+    inner = lay[1:-1]
+    if inner and min(inner) < 1:
+        raise ScenarioError(f, f"{excerpt(list(lay))} has an empty middle chunk; only the first "
+                            "(embedding-only) and last (loss-only) entries may be 0")
+
+
+def rule_recompute_layers_are_full(sc: Scenario) -> None:
+    """Block recomputation of N layers is full recomputation (Megatron's recompute_num_layers
+    needs recompute_granularity full); selective is a per-module policy of every layer."""
+    t = sc.training
+    if t.recompute_layers and t.recompute == "selective":
+        raise ScenarioError("training.recompute_layers", f"{t.recompute_layers} needs training.recompute "
+                            "none or full (it fully recomputes N layers per chunk), not selective")
+
+
 RULES: tuple[Rule, ...] = (
     rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_tp_divides_heads,
     rule_kv_heads_divide_heads,
@@ -271,7 +306,7 @@ RULES: tuple[Rule, ...] = (
     rule_expert_ffn_hidden, rule_dense_layers_within_layers, rule_token_slices_divide_sequence,
     rule_cp_divides_sequence, rule_sequence_parallel_divides, rule_order_lists_each_dim,
     rule_datacenters_divide_nodes, rule_stage_layers_count, rule_stage_layers_sum,
-    rule_stage_layers_not_empty,
+    rule_stage_layers_not_empty, rule_pipeline_layout, rule_recompute_layers_are_full,
 )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..collective_algorithms import registry as algorithms
 from ..schedules import registry
+from .bounds import _FROM_PRESET, LATENCY_US, SCALE_UP_GBPS, TFLOPS
 from .compression import Compression
 from .faults import Faults
 from .model_parts import ATTN_KERNEL, FLASH_ATTN, HEAD_DIM, KV_HEADS, MLA, Conv, MoE, first_moe_layer
@@ -23,16 +24,6 @@ from .sync import DP_KINDS, Sync
 from .wan import ScaleAcross
 
 MAX_GPUS = 10_000_000          # "sizes beyond sane limits" (issue 2): more GPUs than any cluster
-
-# Physical bounds shared by several fields (issue 8): every number lies in a range a real (or
-# deliberately idealised) system can have, so a subnormal 5e-324 bandwidth or efficiency cannot
-# reach the engine, where it would overflow to inf or divide by zero.
-TFLOPS = {"min": 0.1, "max": 1e5, "why": "a B200 reaches 2,250 dense bf16 TFLOP/s; 0.1 to 100,000"}
-SCALE_UP_GBPS = {"min": 0.01, "max": 1e6,
-                 "why": "from a PCIe x1 lane (0.25 GB/s) to NVLink 5 (900 GB/s), up to 1e6 for an ideal link"}
-LATENCY_US = {"min": 0, "max": 1e6, "why": "0 (idealised) to 1 s"}
-# Model fields a model preset may supply instead of the user.
-_FROM_PRESET = {"required": True, "hint": "or give model.preset"}
 
 ORDER_DIMS = ("tp", "cp", "dp", "pp")
 # Scale-out link technologies with a preset in explorer/data/fabrics.yaml.
@@ -117,9 +108,15 @@ class Training:
     flash_attention: bool = field(default=True, metadata=FLASH_ATTN)
     attention_kernel: str = field(default="auto", metadata=ATTN_KERNEL)
     recompute_modules: tuple[str, ...] = field(default=("core_attn",), metadata={
-        "choices": ("core_attn", "layernorm", "mla_up_proj", "moe_act"), "max_items": 4,
-        "doc": "what recompute: selective recomputes (Megatron-Core recompute_modules); DeepSeek-V3: "
-               "layernorm, mla_up_proj, moe_act"})
+        "choices": ("core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp"), "max_items": 5,
+        "doc": "what recompute: selective recomputes (Megatron-Core recompute_modules; mlp = the dense MLP, "
+               "layernorm = the norms); DeepSeek-V3: layernorm, mla_up_proj, moe_act"})
+    offload_activations_layers: int = field(default=0, metadata={"min": 0, "max": 100_000, "doc": (
+        "layers per pipeline chunk whose saved activations go to host memory over the GPU's host link "
+        "(Megatron-Core/TE activation offloading, NeMo cpu_offloading_num_layers)")})
+    recompute_layers: int = field(default=0, metadata={"min": 0, "max": 100_000, "doc": (
+        "fully recompute only this many layers per pipeline chunk (Megatron recompute_method block, "
+        "recompute_num_layers); 0 = as training.recompute says")})
     fp8_storage: str = field(default="te", metadata={
         "choices": ("te", "deepseek"),
         "doc": "FP8 activation storage: te = each linear keeps its FP8 input; deepseek = also the MoE "
@@ -294,6 +291,9 @@ class Parallelism:
         "min": 0, "max": 100_000, "max_items": 1_048_576,
         "doc": "layers per pipeline stage; default balances each stage's time per micro-batch (compute and "
                "exposed communication; DualPipe: rank pairs, within the GPU's memory)"})
+    pipeline_layout: tuple[int, ...] | None = field(default=None, metadata={"min": 0, "max": 100_000, "doc": (
+        "layers per chunk, pp*vpp entries (Megatron's pipeline layout); a 0 first/last entry = an "
+        "embedding-only/loss-only stage, as Llama 3 places them"), "max_items": 1_048_576})
     ideal_pipeline: bool = field(default=False, metadata={
         "doc": "teaching: equal stages, no embedding/logits, no optimizer, free communication, so the "
                "bubble equals the schedule's closed form"})

@@ -317,7 +317,8 @@ def advise(base: Base, top: int = 5, executor: ExecutorSpec | None = None,
     if D < 2:
         raise ScenarioError("cluster.datacenters", f"advise needs at least 2 datacenters (got {D})")
     raw = search_raw(base.raw)
-    extra = {"parallelism.stage_layers": None} if sc.parallelism.stage_layers is not None else {}
+    extra = {f"parallelism.{k}": None for k in ("stage_layers", "pipeline_layout")
+             if getattr(sc.parallelism, k) is not None}
     rows, templates = enumerate_placements(sc)
     next_phase(progress, "estimating", "placements", len(rows))
     est, fits, reasons = _estimate_all(sc, raw, rows, extra, executor, progress)

@@ -197,6 +197,7 @@ def search_raw(raw: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(par, dict):
         par.pop("dp", None)
         par.pop("stage_layers", None)
+        par.pop("pipeline_layout", None)
     return out
 
 
@@ -220,7 +221,7 @@ class LayoutBuilder:
         # evolve, not dataclasses.replace: the sections have no __post_init__ (config/frozen.py).
         par = evolve(s.parallelism, tp=layout.tp, pp=layout.pp, cp=layout.cp, ep=layout.ep, vpp=layout.vpp,
                      schedule=layout.schedule, zero=layout.zero, sequence_parallel=layout.sequence_parallel,
-                     dp=None, stage_layers=None)
+                     dp=None, stage_layers=None, pipeline_layout=None)
         tr = evolve(s.training, micro_batch=layout.micro_batch, recompute=layout.recompute)
         sc = fill_defaults(evolve(s, parallelism=par, training=tr))
         validate(sc)

@@ -116,7 +116,7 @@ def _extrapolate(a: StageTimes, b: StageTimes, scale: np.ndarray) -> StageTimes:
 
 
 def _memory(prof: RowProfile, a: int, b: int) -> float:
-    """The busiest stage's bytes at ``prof.units``, from the (p, 4) bytes per GPU per stage at a and
+    """The busiest stage's bytes at ``prof.units``, from the (p, 5) bytes per GPU per stage at a and
     b units (linear; both memoised on the memory key and the counts)."""
     key = (prof.memory_key, a, b)
     got = _PEAKS.get(key)

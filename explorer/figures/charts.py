@@ -34,13 +34,14 @@ def memory(by_class: list[dict[str, float]], labels: list[str], capacity_GB: flo
            height: int = 380, font_size: int = 12) -> go.Figure:
     """Stacked per-GPU memory (GB) per class, with the capacity as a dashed line."""
     fig = go.Figure()
-    colors = {"params": "#4C78A8", "grads": "#F58518", "optimizer": "#54A24B", "activations": "#B279A2"}
+    colors = {"params": "#4C78A8", "grads": "#F58518", "optimizer": "#54A24B", "activations": "#B279A2",
+              "reserved": "#9D9DA0"}          # reserved: NCCL's communicator buffers
     for kind, color in colors.items():
-        fig.add_trace(go.Bar(x=labels, y=[m[kind] for m in by_class], name=kind, marker_color=color,
+        fig.add_trace(go.Bar(x=labels, y=[m.get(kind, 0.0) for m in by_class], name=kind, marker_color=color,
                              hovertemplate=f"{kind}: %{{y:.1f}} GB<extra>%{{x}}</extra>"))
     fig.add_hline(y=capacity_GB, line_dash="dash", line_color="#C00",
                   annotation_text=f"capacity {capacity_GB:.1f} GB", annotation_position="top left")
-    top = max([capacity_GB] + [sum(m[k] for k in colors) for m in by_class])
+    top = max([capacity_GB] + [sum(m.get(k, 0.0) for k in colors) for m in by_class])
     fig.update_layout(barmode="stack", height=height, margin=dict(l=10, r=10, t=30, b=40),
                       yaxis=dict(title="GB per GPU", range=[0, top * 1.12]), font=dict(size=font_size),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))

@@ -17,7 +17,7 @@ from ..analysis.verdict import MemoryVerdict
 A_COLOR, B_COLOR = "#4C78A8", "#F58518"
 MORE_COLOR, LESS_COLOR = "#E45756", "#54A24B"     # B spends more time (red) or less (green)
 MUTED_COLOR = "#AAAAAA"          # less time, but B does not fit: no win to colour
-MEMORY_KINDS = ("params", "grads", "optimizer", "activations")
+MEMORY_KINDS = ("params", "grads", "optimizer", "activations", "reserved")
 
 
 def time_unit(cmp: Comparison) -> tuple[float, str]:
@@ -128,7 +128,8 @@ def memory_side_by_side(cmp: Comparison, height: int = 300, font_size: int = 12)
     """Per-GPU memory of the fullest stage, stacked by kind, A's column next to B's, with each
     side's capacity as a dashed line (one line when they agree)."""
     fig = go.Figure()
-    colors = {"params": "#4C78A8", "grads": "#F58518", "optimizer": "#54A24B", "activations": "#B279A2"}
+    colors = {"params": "#4C78A8", "grads": "#F58518", "optimizer": "#54A24B", "activations": "#B279A2",
+              "reserved": "#9D9DA0"}
     sides = ("A", "B")
     mem = {d.key: d for d in cmp.memory_GB}
     for kind in MEMORY_KINDS:

@@ -75,7 +75,11 @@ def compute_key(sc: Scenario) -> int:
                    t.attention_kernel, t.recompute_modules, t.fp8_storage, t.framework,
                    object_id(sc.hardware),
                    p.tp, p.cp, p.ep, p.sequence_parallel and p.tp > 1, p.token_slices,
-                   sc.communication.tp_overlap and p.tp > 1))   # chunked TP overlap (workloads/timing.py)
+                   sc.communication.tp_overlap and p.tp > 1,   # chunked TP overlap (workloads/timing.py)
+                   t.recompute_layers, t.offload_activations_layers,
+                   # N layers of a chunk are a share of its layers (activations_recipes.chunk_layers)
+                   (p.pp, p.vpp, p.pipeline_layout, p.stage_layers)
+                   if t.recompute_layers or t.offload_activations_layers else None))
 
 
 def network_key(sc: Scenario, free: bool) -> int:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..network.compression import residual_bytes
 from ..schedules.registry import Schedule
+from ..taskgraph.techniques.nccl_buffers import nccl_reserved_bytes
 from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
 from .chunk_basis import F_IDX, KINDS, costs
 from .keys import memo_table
@@ -142,7 +143,7 @@ def memory_totals(profs: Sequence[RowProfile]) -> np.ndarray:
 
 
 def stage_memory(prof: RowProfile) -> np.ndarray:
-    """(p, 4) bytes per GPU of each stage: parameters, gradients, optimizer state, activations
+    """(p, 5) bytes per GPU of each stage: parameters, gradients, optimizer state, activations, NCCL
     (analysis/memory.class_memory)."""
     return stage_memory_rows([prof], [prof.units])[0]
 
@@ -154,7 +155,7 @@ def stage_memory_at(prof: RowProfile, units: tuple[int, ...]) -> list[np.ndarray
 
 
 def stage_memory_rows(profs: Sequence[RowProfile], units: Sequence[int]) -> np.ndarray:
-    """(rows, p, 4) :func:`stage_memory` of rows of one shape (schedule, p, v), row r as if it ran
+    """(rows, p, 5) :func:`stage_memory` of rows of one shape (schedule, p, v), row r as if it ran
     ``units[r]`` units, as arrays over rows: each distinct layout's parameters, bytes and layer
     counts gathered once, the activations' peak replayed once per distinct count.  Row r's numbers
     do not depend on the other rows (the same operations per element, whatever the batch)."""
@@ -206,4 +207,6 @@ def stage_memory_rows(profs: Sequence[RowProfile], units: Sequence[int]) -> np.n
         live = live_counts(sched, p, u, first.v)                        # (p, K, nch)
         # Each row's peak: the largest of its stage's live vectors dotted with its chunks' bytes.
         peak[rows] = (live[None] * act[rows][:, :, None, :]).sum(axis=3).max(axis=2)
-    return np.stack([params, grads, opt, peak + transient], axis=-1)
+    # NCCL's communicator buffers, the same on every stage (analysis/memory.class_memory).
+    reserved = np.broadcast_to(np.array([nccl_reserved_bytes(pr.sc) for pr in profs])[:, None], params.shape)
+    return np.stack([params, grads, opt, peak + transient, reserved], axis=-1)

@@ -156,8 +156,8 @@ def row_profile(sc: Scenario) -> RowProfile:
     m = sc.micro_batches * par.token_slices
     units = m * sched.iterations_simulated
     # Memory reads the chunks' bytes (not their times: no network) and the data-parallel sizes.
-    mkey = (ckey, sched.name, v, par.stage_layers, par.ideal_pipeline, sc.dp, par.cp, par.ep, par.zero,
-            com.prefetch_layers, tr.optimizer, units, p)
+    mkey = (ckey, sched.name, v, par.stage_layers, par.pipeline_layout, par.ideal_pipeline, sc.dp, par.cp,
+            par.ep, par.zero, com.prefetch_layers, tr.optimizer, units, p)
     return RowProfile(sc, sched, p, v, sched.chunks_per_rank(v), m, units, fw.blocking_p2p, layout, transfer,
                       slow, dp[0], dp[1], com.dp_overlap and fw.grad_reduce_overlaps_backward, dp[2],
                       dp[3], opt, info, ckey, mkey)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..config import Scenario
 from ..config.frameworks import profile as framework_profile
 from ..schedules.registry import get as get_schedule
-from ..taskgraph.split import choose_split
+from ..taskgraph.split import choose_split, given_split
 from ..taskgraph.split_cost import Piece, SplitCosts, assemble, piece_fields
 from .chunk_basis import F_IDX, KINDS, PARTS, ROLES, basis, basis_key, costs
 from .keys import memo_table, network_key
@@ -28,8 +28,8 @@ def layer_split(sc: Scenario, ckey: int, two_directions: bool, bkey: int | None 
     basis key without ideal aspects on the scenario's own network, when the caller has it
     (profile._layout_of for a row without ideal aspects)."""
     par = sc.parallelism
-    if par.stage_layers is not None:
-        return tuple(par.stage_layers)
+    if given_split(par) is not None:
+        return tuple(given_split(par))
     nkey = network_key(sc, False) if bkey is None or _reads_network(sc, two_directions) else None
     if bkey is None:
         bkey = _stage0_key(sc, ckey, nkey)

@@ -29,7 +29,8 @@ from ..taskgraph.builder import IterationBuilder
 @dataclass(frozen=True)
 class MemoryCurve:
     """One GPU class's memory over time: piecewise linear through ``points`` (time s, bytes), two
-    points at one time being a jump; ``static`` bytes (weights, gradients, optimizer)."""
+    points at one time being a jump; ``static`` bytes (weights, gradients, optimizer, NCCL's
+    communicator buffers)."""
 
     cls: int
     name: str
@@ -107,6 +108,7 @@ def memory_timeline(res) -> tuple[MemoryCurve, ...]:
         mem = res.memory_by_class[cls] if cls < len(res.memory_by_class) else res.memory
         name = res.classes[cls].name if cls < len(res.classes) else f"stage {stage}"
         held = [ch for ch, _ in b.rank_chunks(stage)] if stage < b.p else []
-        out.append(MemoryCurve(cls, name, mem.params + mem.grads + mem.optimizer, tuple(points),
-                               recompute_transient(b, held) if held else 0.0))
+        static = mem.params + mem.grads + mem.optimizer + mem.reserved
+        transient = recompute_transient(b, held) if held else 0.0
+        out.append(MemoryCurve(cls, name, static, tuple(points), transient))
     return tuple(out)

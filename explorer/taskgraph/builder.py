@@ -32,7 +32,7 @@ from ..workloads.registry import workload_spec
 from .chunks import COMPUTE_PARTS, ChunkContext, ChunkWork, balanced, chunk_work, fuse, slowed, sum_parts
 from .layer import pp_message_bytes
 from .layout import Fused, Layout, Pass, layout_for, normalise
-from .split import choose_split
+from .split import choose_split, given_split
 from .split_cost import split_costs
 from .techniques.dp_buckets import dp_tasks
 from .techniques.dp_contention import sm_factor
@@ -133,7 +133,7 @@ class IterationBuilder:
         """Layers per chunk (split.choose_split), weighed by each piece's seconds as the passes
         run them (split_cost.py), priced on the scenario's own network even when this run makes
         communication free: the split is the scenario's, the ideal aspects are applied to it."""
-        given = self.sc.parallelism.stage_layers
+        given = given_split(self.sc.parallelism)
         if given is not None:
             return tuple(given)
         net = Network(self.sc) if self.net.free else self.net

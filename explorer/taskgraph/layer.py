@@ -146,6 +146,13 @@ def layer_parts(ctx: ChunkContext, lc: LayerCost, stage: int) -> LayerParts:
         b_comp += extra
         w_comp += extra
     fs = price_fsdp(ctx, lc, stage, f_comp, b_comp + w_comp + r_comp)
+    # Activation offloading: an offloaded layer's copy to the host runs on its own stream beside
+    # the next layer's forward, the copy back beside the backward of the layer after it (TE's
+    # double buffer); only what outlasts that compute stalls the stream.
+    off_f = lc.offload_share * max(lc.offload_s - f_comp, 0.0)
+    off_b = lc.offload_share * max(lc.offload_s - (b_comp + w_comp + r_comp), 0.0)
+    f_comp += off_f
+    b_comp += off_b
     fwd = (("compute", f_comp), ("tp", tp_f), ("cp", ring.exposed_f), ("ep", ep_f), ("dp", fs.exposed_f))
     bwd = (("recompute", r_comp), ("compute", b_comp), ("weight-grad", w_comp), ("tp", tp_b),
            ("cp", ring.exposed_b), ("ep", ep_b), ("dp", fs.exposed_b))

@@ -9,6 +9,13 @@ from .partition import split_layers
 from .split_cost import SplitCosts
 
 
+def given_split(par) -> tuple[int, ...] | None:
+    """The layers per chunk the user fixed: ``parallelism.pipeline_layout`` (Megatron's pipeline
+    layout: its first and last entries may be 0, an embedding-only or loss-only chunk, as Llama 3
+    places them — Llama Team 2024, Sec. 3.3.2) or ``stage_layers``; None lets the split balance."""
+    return par.pipeline_layout if par.pipeline_layout is not None else par.stage_layers
+
+
 def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
                  stages: int | None, units: int) -> tuple[int, ...]:
     """Layers per chunk: ``given`` when set; else, for ``stages`` None (DualPipe, whose rank r
@@ -19,6 +26,14 @@ def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
     ``stages`` when fewer than chunks."""
     if given is not None:
         return tuple(given)
+    n = len(costs.layers)
+    if stages is not None and chunks - 2 <= n < chunks:
+        # Fewer layers than chunks: the embedding and then the output layer + loss take a chunk of
+        # their own, as Megatron-LM's account_for_embedding_in_pipeline_split /
+        # account_for_loss_in_pipeline_split place them and Llama 3 405B ran (126 layers on 16 x 8
+        # virtual stages: "the first model chunk on the first stage has only the embedding, and the
+        # last model chunk on the last stage has only output projection and loss", Sec. 3.3.2).
+        return (0,) + (1,) * n + ((0,) if chunks - n == 2 else ())
     if chunks == 1:
         return (len(costs.layers),)
     if stages is None:

@@ -30,6 +30,7 @@ from ..workloads.spec import WorkloadSpec
 from .chunks import ChunkContext, ChunkWork, chunk_work
 from .layer import pp_message_bytes
 from .techniques.dp_contention import sm_factor
+from .techniques.nccl_buffers import nccl_reserved_bytes
 from .techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
 
 # Seconds per pipeline unit of a piece: the forward's compute (compute, recompute), its exposed
@@ -200,7 +201,7 @@ def assemble(sc: Scenario, net: Network, layers: list[Piece], first: Piece, last
         sends = tuple(net.cost("send-recv", msg, "pp", s).time_s for s in range(par.pp))
     return SplitCosts(np.stack([pc.fields for pc in layers]), first.fields, last.fields, sm_factor(sc, False),
                       sends, np.stack([held(pc) for pc in layers]), held(first), held(last),
-                      sc.hardware.gpu.capacity_bytes, transient)
+                      sc.hardware.gpu.capacity_bytes - nccl_reserved_bytes(sc), transient)
 
 
 def held_bytes_per_param(sc: Scenario, net: Network) -> tuple[float, float]:

@@ -235,7 +235,7 @@ def variants(sc: Scenario) -> list[Variant]:
     if not dp_across(sc):
         factors = stage_factors(sc)
         st = replace(c.stragglers, stage_slowdown=factors)
-        if p.batch_split == "speed" and p.stage_layers is None and p.vpp == 1:
+        if p.batch_split == "speed" and p.stage_layers is None and p.pipeline_layout is None and p.vpp == 1:
             p = replace(p, stage_layers=speed_layers(sc, factors))
         return [Variant("", replace(sc, cluster=replace(alike, stragglers=st), parallelism=p), sc.dp)]
     replica = p.tp * p.cp * p.pp

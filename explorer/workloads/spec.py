@@ -49,6 +49,10 @@ class LayerCost:
     # Bytes the layer holds again during its own backward when it is recomputed, beyond act_bytes
     # (Chen et al., arXiv 1604.06174, Sec. 3); live for one layer at a time, so counted once per GPU.
     recompute_bytes: float = 0.0
+    # Activation offloading (workloads/transformer/activations_recipes.py): seconds one offloaded
+    # layer's copy takes over the host link each way, and the share of layers offloaded.
+    offload_s: float = 0.0
+    offload_share: float = 0.0
 
 
 @dataclass(frozen=True)

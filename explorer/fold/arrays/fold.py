@@ -203,7 +203,7 @@ def _fold(sc: Scenario, base: IterationBuilder, R: Rows, counts: list[int], m: i
     bds = tuple({k: next(it) for k in CATEGORIES} for _ in range(p))
     busy = tuple(next(it) for _ in range(p))
     end = tuple(next(it) for _ in range(p))
-    memory = tuple(MemoryBreakdown(*(next(it) for _ in range(4))) for _ in range(p))
+    memory = tuple(MemoryBreakdown(*(next(it) for _ in range(5))) for _ in range(p))
     units = m * sc.parallelism.token_slices
     comm, traffic, load, links = byte_measures(base, units, _sends(R, units), R.tail)
     ms = Measures(T_full, bds, busy, end, memory, comm, traffic, load, links, 0.0)
@@ -239,7 +239,7 @@ def _timed_measures(b: IterationBuilder, R: Rows, T: np.ndarray) -> list[list[fl
         row = [float(T[r]), *bd[r].ravel().tolist(), *busy.tolist(), *end.tolist()]
         for s, mb in enumerate(held):
             # class_memory adds the peak to the recompute transient: peak + transient, as here.
-            row += [mb.params, mb.grads, mb.optimizer, float(peaks[r, s]) + mb.activations]
+            row += [mb.params, mb.grads, mb.optimizer, float(peaks[r, s]) + mb.activations, mb.reserved]
         out.append(row)
     return out
 

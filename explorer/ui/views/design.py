@@ -343,7 +343,7 @@ HOW_TO_READ = (
     "`python -m explorer sweep SCENARIO --vary ...` gives the same numbers. A cell marked *invalid* "
     "breaks a rule: hover it for the loader's reason. ⚠ marks a layout over the GPU's memory.\n"
     "- **Layouts**: the search validates every layout of this model on these GPUs, ranks those that "
-    "fit with the headroom to spare (3 GB by default: CUDA context, NCCL buffers, fragmentation) by "
+    "fit with the headroom to spare (1 GB by default: CUDA context, fragmentation) by "
     "the estimator and prices the fastest exactly; *yours* marks the sidebar's own layout, which "
     "competes whenever it fits. A quick search narrows a big space and says how; "
     "`python -m explorer search` searches all of it.\n"

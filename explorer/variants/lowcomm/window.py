@@ -231,7 +231,7 @@ def simulate_window(sc: Scenario, simulate_inner: Callable[[Scenario], Result]) 
     extra = (OUTER_STATE_BYTES[sc.training.sync.kind] + (ef if w.kind != "independent" else 0.0)) \
         * w.slice_params
     mem = inner.memory
-    memory = MemoryBreakdown(mem.params, mem.grads, mem.optimizer + extra, mem.activations)
+    memory = MemoryBreakdown(mem.params, mem.grads, mem.optimizer + extra, mem.activations, mem.reserved)
     notices = inner.notices
     over = memory_notice(sc, memory)
     if over is not None and "memory" not in inner.warning_kinds:

@@ -13,7 +13,9 @@ recompute policy:
   ``core_attn`` — Korthikanti Sec. 4.2.2/5's selective recomputation of the attention core, which
   drops the 5*a*s^2*b term; ``layernorm``, ``mla_up_proj`` and ``moe_act`` drop the norm outputs,
   MLA's up-projected Q/K/V and the MoE activation output (what DeepSeek-V3, arXiv 2412.19437,
-  Sec. 3.2.3 and 3.3.3, recomputes);
+  Sec. 3.2.3 and 3.3.3, recomputes); ``mlp`` checkpoints the dense MLP (Megatron-Core
+  ``recompute_modules`` "mlp": only its input, the norm output, is kept; the activation function's
+  input and output are recomputed);
 - full: only the layer input, 2*s*b*h (Korthikanti Sec. 5, "storing only the input of each layer").
   With TP it is split across the TP ranks both with sequence parallelism and without it, as
   Megatron-LM's ``CheckpointFunction`` does with ``distribute_saved_activations`` (it keeps a 1/t
@@ -31,10 +33,11 @@ from dataclasses import dataclass
 
 from ...config import Scenario
 from ...physics.hardware import BYTES_PER_ELEMENT
+from .activations_recipes import offload_share, recompute_kind, recompute_share
 from .activations_terms import Ctx, Term, attention_terms, dense_mlp_terms, moe_mlp_terms
 
 # Megatron-Core's recompute_modules this accounting knows (transformer_config.py).
-RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act")
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp")
 SELECTIVE_DEFAULT = frozenset({"core_attn"})        # Megatron-Core's default for "selective"
 # DeepSeek-V3 report Sec. 3.2.3: "we recompute all RMSNorm operations and MLA up-projections";
 # Sec. 3.3.3: the MoE SwiGLU output is recomputed from its (FP8-cached) inputs.  With
@@ -72,7 +75,9 @@ def policy_for(sc: Scenario) -> ActivationPolicy:
     """The scenario's activation policy (training.recompute, training.dtype)."""
     tr = sc.training
     fp8 = tr.dtype == "fp8"
-    modules = selective_modules(sc) if tr.recompute == "selective" else frozenset()
+    kind = recompute_kind(sc)
+    selective = kind == "selective" and not tr.recompute_layers
+    modules = selective_modules(sc) if selective else frozenset()
     unknown = modules - set(RECOMPUTE_MODULES)
     if unknown:
         known = ", ".join(RECOMPUTE_MODULES)
@@ -80,7 +85,7 @@ def policy_for(sc: Scenario) -> ActivationPolicy:
     storage = fp8_storage(sc)
     if storage not in ("te", "deepseek"):
         raise ValueError(f"unknown fp8 activation storage {storage!r}; known: te, deepseek")
-    return ActivationPolicy(tr.recompute == "full", modules, fp8, storage)
+    return ActivationPolicy(kind == "full" and not tr.recompute_layers, modules, fp8, storage)
 
 
 def activation_element_bytes(sc: Scenario) -> int:
@@ -119,9 +124,26 @@ def kept_bytes(sc: Scenario, moe_layer: bool, tokens: float, policy: ActivationP
     return tokens * sum(t.bytes for t in layer_terms(sc, moe_layer, policy) if t.module not in policy.modules)
 
 
-def layer_activation_bytes(sc: Scenario, moe_layer: bool, tokens: float) -> float:
-    """Bytes kept for the backward by one (dense or MoE) layer for ``tokens`` tokens on one GPU."""
+def _kept_in_hbm_before_offload(sc: Scenario, moe_layer: bool, tokens: float) -> float:
+    """Bytes one average layer keeps: under ``training.recompute_layers`` N, the chunk's N fully
+    recomputed layers keep their input and the others everything (activations_recipes.py)."""
+    if sc.training.recompute_layers > 0:
+        r = recompute_share(sc)
+        plain = ActivationPolicy(fp8=sc.training.dtype == "fp8", fp8_storage=fp8_storage(sc))
+        return r * layer_input_bytes(sc, tokens) + (1 - r) * kept_bytes(sc, moe_layer, tokens, plain)
     return kept_bytes(sc, moe_layer, tokens, policy_for(sc))
+
+
+def layer_activation_bytes(sc: Scenario, moe_layer: bool, tokens: float) -> float:
+    """Bytes kept in HBM for the backward by one (dense or MoE) layer for ``tokens`` tokens on one
+    GPU: what the recompute policy keeps, less the offloaded layers' share (it is in host memory)."""
+    return _kept_in_hbm_before_offload(sc, moe_layer, tokens) * (1 - offload_share(sc))
+
+
+def offloaded_layer_bytes(sc: Scenario, moe_layer: bool, tokens: float) -> float:
+    """Bytes one offloaded layer copies to host memory after its forward (and back before its
+    backward): what it would keep in HBM."""
+    return _kept_in_hbm_before_offload(sc, moe_layer, tokens) if offload_share(sc) > 0 else 0.0
 
 
 def recompute_working_bytes(sc: Scenario, moe_layer: bool, tokens: float) -> float:
@@ -129,11 +151,16 @@ def recompute_working_bytes(sc: Scenario, moe_layer: bool, tokens: float) -> flo
     activations under full recompute, the dropped modules' tensors under selective (Chen et al.
     2016, Sec. 3); 0 without recompute.  Live for one layer at a time, so counted once per GPU."""
     policy = policy_for(sc)
-    if not policy.full and not policy.modules:
-        return 0.0
+    # Offloading double-buffers: one offloaded layer's activations are in HBM while they are
+    # copied out (or back), on top of the rest (activations_recipes.py).
+    copy = offloaded_layer_bytes(sc, moe_layer, tokens)
     no_recompute = ActivationPolicy(fp8=policy.fp8, fp8_storage=policy.fp8_storage)
     everything = kept_bytes(sc, moe_layer, tokens, no_recompute)
-    return everything if policy.full else everything - kept_bytes(sc, moe_layer, tokens, policy)
+    if sc.training.recompute_layers > 0:
+        return copy + (everything if recompute_share(sc) > 0 else 0.0)
+    if not policy.full and not policy.modules:
+        return copy
+    return copy + (everything if policy.full else everything - kept_bytes(sc, moe_layer, tokens, policy))
 
 
 def mtp_extra_bytes(sc: Scenario, tokens: float) -> float:

@@ -164,14 +164,15 @@ def mla_terms(c: Ctx) -> list[Term]:
 
 
 def _ffn_terms(c: Ctx, prefix: str, width: float, copies: float, divisor: float,
-               act_module: str | None, act_in_bytes: float) -> list[Term]:
+               act_module: str | None, act_in_bytes: float, in_module: str | None = None) -> list[Term]:
     """One FFN of ``width`` run on ``copies`` token copies: the activation function's inputs (GeLU:
     the up-projection output, f; SwiGLU: gate and up, 2f — Shazeer 2020) and its output, the
-    down-projection's saved input (f).  ``act_module`` recompute drops that output (Megatron-Core
+    down-projection's saved input (f); ``in_module`` drops the input too (the dense ``mlp``
+    recompute).  ``act_module`` recompute drops that output (Megatron-Core
     ``moe_act``; DeepSeek-V3 Sec. 3.3.3 "recompute its output in the backward pass")."""
     glu = c.m.ffn_kind == "swiglu"
     act_in = (2 if glu else 1) * width
-    return [Term(f"{prefix}act_in", copies * act_in, act_in_bytes, divisor),
+    return [Term(f"{prefix}act_in", copies * act_in, act_in_bytes, divisor, in_module),
             Term(f"{prefix}fc2_in", copies * width, c.linear_input_bytes(False), divisor, act_module)]
 
 
@@ -182,7 +183,9 @@ def dense_mlp_terms(c: Ctx) -> list[Term]:
     out = [Term("mlp_norm_in", m.hidden, c.e, c.seq_div),
            Term("fc1_in", m.hidden, c.linear_input_bytes(True), c.seq_div)]
     assert m.ffn_hidden is not None                       # filled by the defaults
-    out += _ffn_terms(c, "", m.ffn_hidden, 1, c.tp, None, c.e)
+    # Megatron-Core's "mlp" recompute checkpoints the MLP on its input (fc1_in, kept): the
+    # activation function's input and output are recomputed in the backward.
+    out += _ffn_terms(c, "", m.ffn_hidden, 1, c.tp, "mlp", c.e, "mlp")
     if m.dropout:
         out.append(Term("mlp_dropout_mask", m.hidden, MASK_BYTES, c.seq_div))
     return out

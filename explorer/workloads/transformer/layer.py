@@ -45,7 +45,8 @@ from ..timing import (
     tp_overlap_slowdown,
     ub_overlap,
 )
-from .activations import layer_activation_bytes, recompute_working_bytes
+from .activations import layer_activation_bytes, offloaded_layer_bytes, recompute_working_bytes
+from .activations_recipes import offload_seconds, offload_share, recompute_kind, recompute_share
 from .attention import AttentionBlock, attention_block, attention_params, head_dims
 
 # Element-wise passes per token of hidden width in one layer's forward (reads + writes, in
@@ -156,6 +157,10 @@ def _selective_recompute(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, at
     if "mla_up_proj" in modules and m.mla is not None:
         ups = [g for g in blk.gemms if g.k in (m.mla.q_lora_rank, m.mla.kv_lora_rank) and g.n != m.hidden]
         work = work + timer.passes(ups)[0]
+    if "mlp" in modules and not moe_layer and m.ffn_hidden:
+        # Megatron-Core "mlp": the dense MLP's GEMMs and activation function run again.
+        work = work + timer.passes(mlp_gemms(tokens, m.hidden, m.ffn_hidden, mats, t))[0] \
+            + Work(0.0, 0.0, tokens * mats * m.ffn_hidden / t * e)
     if "moe_act" in modules and moe_layer:
         moe = m.moe
         assert moe is not None  # a routed layer: the model has experts
@@ -267,12 +272,15 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     bwd_weight = d_w + r_w
 
     act = layer_activation_bytes(sc, moe_layer, tokens)
-    if tr.recompute == "full":
+    kind = recompute_kind(sc)
+    if tr.recompute_layers > 0:
+        recompute = fwd.scaled(recompute_share(sc))    # N of a chunk's L layers (activations_recipes)
+    elif kind == "full":
         recompute = fwd
-    elif tr.recompute == "selective" and profile(tr.framework).selective_policy == "every-other-matmul":
+    elif kind == "selective" and profile(tr.framework).selective_policy == "every-other-matmul":
         recompute = _op_sac_recompute(sc, timer, blk, dense_gemms, tokens,
                                       fwd_stream - scores * e * elementwise + cast_fwd)
-    elif tr.recompute == "selective":
+    elif kind == "selective":
         recompute = _selective_recompute(sc, timer, blk, attn_core, tokens, mats, moe_layer,
                                          e * elementwise, sp)
     else:
@@ -286,7 +294,9 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     else:
         tp_fwd = (Collective("all-reduce", size),) * 2
     tp_bwd = tp_fwd
-    tp_recompute = tp_fwd if tr.recompute == "full" else ()
+    tp_recompute = tp_fwd if kind == "full" and not tr.recompute_layers else ()
+    if tr.recompute_layers > 0 and tp_fwd:     # the recomputed share's collectives, as bytes
+        tp_recompute = tuple(Collective(c.op, c.size_bytes * recompute_share(sc)) for c in tp_fwd)
     if moe_layer and p.ep > 1 and m.moe is not None:
         # Dispatch + combine; with TP the tokens are split over the TP ranks first (Megatron-Core
         # requires sequence parallelism with TP x EP).
@@ -297,7 +307,8 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     kv_bytes = blk.kv_elements * e if cp > 1 else 0.0
     return LayerCost(fwd, bwd_input, bwd_weight, recompute, attn_core, r_f, params,
                      expert_params, act, tp_fwd, tp_bwd, tp_recompute, ep_fwd, ep_fwd, kv_bytes,
-                     recompute_working_bytes(sc, moe_layer, tokens))
+                     recompute_working_bytes(sc, moe_layer, tokens),
+                     offload_seconds(sc, offloaded_layer_bytes(sc, moe_layer, tokens)), offload_share(sc))
 
 
 def embedding_cost(sc: Scenario) -> EdgeCost:

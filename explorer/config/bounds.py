@@ -1,0 +1,13 @@
+"""Bounds shared by several scenario fields (explorer/config/sections.py), kept apart so the
+sections module stays one concept: the fields themselves."""
+from __future__ import annotations
+
+# Physical bounds shared by several fields (issue 8): every number lies in a range a real (or
+# deliberately idealised) system can have, so a subnormal 5e-324 bandwidth or efficiency cannot
+# reach the engine, where it would overflow to inf or divide by zero.
+TFLOPS = {"min": 0.1, "max": 1e5, "why": "a B200 reaches 2,250 dense bf16 TFLOP/s; 0.1 to 100,000"}
+SCALE_UP_GBPS = {"min": 0.01, "max": 1e6,
+                 "why": "from a PCIe x1 lane (0.25 GB/s) to NVLink 5 (900 GB/s), up to 1e6 for an ideal link"}
+LATENCY_US = {"min": 0, "max": 1e6, "why": "0 (idealised) to 1 s"}
+# Model fields a model preset may supply instead of the user.
+_FROM_PRESET = {"required": True, "hint": "or give model.preset"}

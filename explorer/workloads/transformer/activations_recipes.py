@@ -1,0 +1,84 @@
+"""Memory recipes that move or drop a layer's saved activations for only part of a pipeline chunk:
+block recomputation of N layers and activation offloading of N layers to host memory.
+
+Both are set per pipeline chunk (``training.recompute_layers``: Megatron-LM ``--recompute-method
+block --recompute-num-layers N``, "recompute the input activations of only a set number of
+individual transformer layers per pipeline stage", megatron/training/arguments.py;
+``training.offload_activations_layers``: Megatron-Core ``cpu_offloading_num_layers``, which
+Transformer Engine's ``get_cpu_offload_context`` uses to offload that many of a model chunk's
+layers — NeMo's performance recipes set it as ``activation_offload_layers``,
+scripts/performance/recommended_model_configs/model_configs_gb200.csv).  The simulator keeps one
+cost per layer kind, so a chunk's N of its L layers are spread as the fraction N/L of every layer
+(exact in sums over a chunk of L layers: memory, FLOPs and transfer seconds add up per layer).
+
+Offloaded activations leave the HBM peak; what stays is the copy in flight: Transformer Engine
+double-buffers (one layer being copied out while the next computes; in the backward one being
+brought back while the previous layer's backward runs), so one offloaded layer's activations are
+live on top of the rest (:func:`offload_transient_bytes`).
+"""
+from __future__ import annotations
+
+from ...config import Scenario
+
+# Host link per direction when hardware.gpu.pcie_GBps is not given, GB/s.
+# PCIe Gen5 x16 pinned copies reach ~53 GB/s of the 64 GB/s per direction (the figure
+# hardware.gpu.pcie_GBps documents; NVIDIA H100/B200 datasheets: PCIe Gen5, 128 GB/s both ways);
+# A100: PCIe Gen4 x16, ~25 GB/s (same field's doc).  Grace-based GPUs reach the CPU's memory over
+# NVLink-C2C, 900 GB/s both ways = 450 GB/s per direction (NVIDIA GB200 NVL72 / GH200 datasheets).
+HOST_LINK_GBPS = {"a100-80gb": 25.0, "gh200": 450.0, "gb200": 450.0, "gb300": 450.0}
+PCIE5_GBPS = 53.0
+
+
+DEFAULT_MODULES = ("core_attn",)       # training.recompute_modules' default (Megatron-Core's)
+
+
+def recompute_kind(sc: Scenario) -> str:
+    """The recompute policy in force: ``training.recompute``, except that naming recompute modules
+    other than the default with ``recompute: none`` recomputes them (selective).  Megatron-Core
+    reads recompute_modules only under granularity "selective"; NeMo's performance recipes give
+    the modules alone (model_configs_*.csv's ``recompute_modules`` column, e.g. DeepSeek-V3's
+    "core_attn/mla_up_proj", has no granularity column) and set "selective" when they are given,
+    so a scenario that names them means them (DeepSeek-V3 Sec. 3.2.3's recipe as a user writes it)."""
+    tr = sc.training
+    named = tuple(tr.recompute_modules) != DEFAULT_MODULES
+    return "selective" if tr.recompute == "none" and named and not tr.recompute_layers else tr.recompute
+
+
+def host_link_Bps(sc: Scenario) -> float:
+    """Bytes/s one GPU moves to or from host memory: hardware.gpu.pcie_GBps when set, else the
+    preset's host link (NVLink-C2C on Grace-Blackwell, PCIe otherwise)."""
+    gpu = sc.hardware.gpu
+    own = getattr(gpu, "host_link_GBps", None) or gpu.pcie_GBps
+    return 1e9 * (own or HOST_LINK_GBPS.get(gpu.preset or "", PCIE5_GBPS))
+
+
+def chunk_layers(sc: Scenario) -> float:
+    """Transformer layers of an average pipeline chunk (a pipeline layout's empty embedding-only
+    and loss-only chunks hold none, so they are not counted)."""
+    p = sc.parallelism
+    given = p.pipeline_layout or p.stage_layers
+    chunks = sum(1 for n in given if n > 0) if given else p.pp * p.vpp
+    return sc.model.layers / max(chunks, 1)
+
+
+def _share(n: int, sc: Scenario) -> float:
+    """The fraction of a chunk's layers that ``n`` layers per chunk are (at most all of them)."""
+    return min(n, chunk_layers(sc)) / chunk_layers(sc) if n > 0 else 0.0
+
+
+def recompute_share(sc: Scenario) -> float:
+    """Share of the layers fully recomputed: N/L under ``recompute_layers`` N, else 1 for full
+    recompute and 0 otherwise (selective is a per-module policy of every layer)."""
+    if sc.training.recompute_layers > 0:
+        return _share(sc.training.recompute_layers, sc)
+    return 1.0 if recompute_kind(sc) == "full" else 0.0
+
+
+def offload_share(sc: Scenario) -> float:
+    """Share of the layers whose saved activations go to host memory."""
+    return _share(sc.training.offload_activations_layers, sc)
+
+
+def offload_seconds(sc: Scenario, layer_bytes: float) -> float:
+    """Seconds to copy one offloaded layer's ``layer_bytes`` over the host link, each way."""
+    return layer_bytes / host_link_Bps(sc) if offload_share(sc) > 0 else 0.0

@@ -252,3 +252,21 @@ def test_collective_cli_takes_the_domain_and_refuses_a_bad_one():
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "cluster.scale_up.domain_gpus" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_apps_nvlink_domain_follows_the_gpu_and_the_node_count():
+    """Choosing a GB200 in the sidebar makes its rack the NVLink domain (the loader's derived
+    default, explorer/config/domains.py), and changing the node count re-derives it, so the domain
+    widget never keeps a shape the cluster no longer has."""
+    from app_support import run_app
+    at = run_app(scenario="teaching-8gpu")
+    assert at.number_input(key="cluster.scale_up.domain_gpus").value == 8
+    at.selectbox(key="hardware.gpu").set_value("gb200").run()
+    assert not at.exception
+    domain = at.number_input(key="cluster.scale_up.domain_gpus").value
+    assert domain == 8          # one 8-GPU node: the rack holds all of the cluster's GPUs
+    at.number_input(key="training.global_batch").set_value(72).run()
+    at.number_input(key="cluster.nodes").set_value(9).run()
+    assert not at.exception
+    assert at.number_input(key="cluster.scale_up.domain_gpus").value == 72   # 9 x 8 = one NVL72 rack
+    assert not [e for e in at.error if "domain" in str(e.value)]

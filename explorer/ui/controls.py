@@ -40,6 +40,7 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("cluster.scale_up.kind", "Kind", "choice"),
         Control("cluster.scale_up.bandwidth_GBps", "Bandwidth per GPU (GB/s)", "float"),
         Control("cluster.scale_up.latency_us", "Latency (µs)", "float"),
+        Control("cluster.scale_up.domain_gpus", "NVLink domain (GPUs; 72 = NVL72)", "int"),
     ]),
     ("Scale-out (fabric)", [
         Control("cluster.scale_out.kind", "Wiring", "choice"),
@@ -73,6 +74,8 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("training.micro_batch", "Micro-batch", "int"),
         Control("training.dtype", "Precision", "choice"),
         Control("training.recompute", "Activation recompute", "choice"),
+        Control("training.recompute_layers", "Recompute only N layers per stage (0 = as above)", "int"),
+        Control("training.offload_activations_layers", "Offload activations (layers per stage)", "int"),
         Control("training.flash_attention", "Fused attention (FlashAttention)", "bool"),
         Control("training.attention_kernel", "Attention kernel", "choice"),
         Control("training.optimizer", "Optimizer", "choice"),
@@ -106,11 +109,18 @@ SECTIONS: list[tuple[str, list[Control]]] = [
 ]
 CONTROLS: list[Control] = [c for _, items in SECTIONS for c in items]
 # Widgets whose value another control sets: choosing a fabric fills in its NIC speed and latency,
-# choosing a framework its gradient bucket (the loader's derived defaults, explorer/config).
+# choosing a framework its gradient bucket (the loader's derived defaults, explorer/config), choosing
+# a GPU or a cluster shape its NVLink domain.
 DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
     "cluster.scale_out.fabric": ("cluster.scale_out.nic_Gbps", "cluster.scale_out.latency_us"),
     "training.framework": ("communication.bucket_MB",),
     "cluster.scale_across.preset": ("cluster.scale_across.bandwidth_Gbps", "cluster.scale_across.latency_ms"),
+    # The NVLink domain follows the GPU (a GB200 is an NVL72 rack) and the node size and count
+    # (explorer/config/domains.py): a domain kept from the old shape could straddle the new one.
+    "hardware.gpu": ("cluster.scale_up.domain_gpus",),
+    "cluster.gpus_per_node": ("cluster.scale_up.domain_gpus",),
+    "cluster.nodes": ("cluster.scale_up.domain_gpus",),
+    "cluster.datacenters": ("cluster.scale_up.domain_gpus",),
 }
 # Widgets that hold a scenario value (dp is derived from the others and only displayed).
 WIDGET_KEYS: list[str] = [c.key for c in CONTROLS if c.kind != "dp"]

@@ -8,7 +8,7 @@ import streamlit as st
 from ..scenario import ScenarioError, from_dict, gpu_presets, model_presets
 from ..share import shipped_scenarios
 from ..workloads.family import Workload
-from .controls import ORDERS, SECTIONS, Control, hidden_model_keys
+from .controls import DERIVED_WIDGETS, ORDERS, SECTIONS, Control, hidden_model_keys
 from .state import (
     CUSTOM,
     FIELDS,
@@ -99,7 +99,8 @@ def _widget(c: Control, hidden: frozenset[str]) -> None:
                      help="Loads the preset's dimensions into the controls below")
     elif c.kind == "gpu":
         opts = list(gpu_presets()) + ([CUSTOM] if st.session_state.get(key) == CUSTOM else [])
-        st.selectbox(c.label, opts, key=key, help="Vendor peak figures (explorer/data/gpus.yaml)")
+        st.selectbox(c.label, opts, key=key, help="Vendor peak figures (explorer/data/gpus.yaml)",
+                     on_change=on_source_change, args=(key,))
     elif c.kind == "choice":
         st.selectbox(c.label, list(meta["choices"]), key=key, help=help_)
     elif c.kind == "source":
@@ -110,8 +111,10 @@ def _widget(c: Control, hidden: frozenset[str]) -> None:
     elif c.kind == "bool":
         st.toggle(c.label, key=key, help=help_)
     elif c.kind == "int":
+        derives = key in DERIVED_WIDGETS      # e.g. nodes re-derive the NVLink domain
         st.number_input(c.label, min_value=int(meta.get("min", 0)), max_value=int(meta.get("max", 10**9)),
-                        step=1, key=key, help=help_)
+                        step=1, key=key, help=help_, on_change=on_source_change if derives else None,
+                        args=(key,) if derives else None)
     else:
         # The input stops at the field's physical bounds; validation names the field otherwise.
         low = meta.get("min", meta.get("gt", 0.0))

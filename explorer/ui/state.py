@@ -79,6 +79,9 @@ def widget_values(sc: Scenario) -> dict[str, Any]:
         values[key] = _field_default(key) if value is None else value
     values["model.preset"] = sc.model.preset or CUSTOM
     values["hardware.gpu"] = sc.hardware.gpu.preset or CUSTOM
+    # The NVLink domain is left out of to_dict when it is the derived one; the widget shows the
+    # number the simulation uses.
+    values["cluster.scale_up.domain_gpus"] = sc.cluster.scale_up.domain_gpus
     return values
 
 

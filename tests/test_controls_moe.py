@@ -12,6 +12,8 @@ import pytest
 from explorer.config.loading import load
 from explorer.config.moe_dispatch import resolved_dispatcher
 from explorer.network.groups import Network
+from explorer.physics import kernels as K
+from explorer.physics.hardware import HBM_EFFICIENCY
 from explorer.scenario import from_dict
 from explorer.simulate import Result, simulate
 from explorer.taskgraph.techniques.moe_routing import (
@@ -19,6 +21,8 @@ from explorer.taskgraph.techniques.moe_routing import (
     expected_distinct_nodes,
     hierarchical_pass,
 )
+from explorer.workloads.timing import GemmTimer
+from explorer.workloads.transformer.layer import MOE_PERMUTE_PASSES, PERMUTE_HBM_FRACTION, layer_cost
 
 from conftest import ROOT
 
@@ -111,3 +115,49 @@ def test_unknown_dispatcher_is_a_one_line_error():
     raw = _moe(32, 4, "nccl")
     with pytest.raises(Exception, match="communication.moe_dispatcher.*alltoall, deepep, hybridep"):
         from_dict(raw)
+
+
+# ------------------------------------------------------------------------------------------------
+# Routed experts on their real kernels: ragged grouped GEMMs and the permutation copies.
+# ------------------------------------------------------------------------------------------------
+def test_ragged_row_tiles_closed_form_and_torchao_offsets():
+    """Each expert's rows are padded to whole tiles: m/tm + 1/2 tiles on average when counts vary;
+    ceil(m/tm) for equal groups.  torchao's grouped-mm benchmark (pytorch/ao pull request
+    #2490, Llama 4 17Bx16E, 8192 rows over 16 experts) has offsets whose exact 128-row tiles sum to
+    16 x (512/128 + 1/2) = 72."""
+    offs = [272, 832, 1744, 2288, 2768, 3056, 4160, 4352, 4544, 4800, 5056, 5360, 6432, 7760, 7872, 8192]
+    sizes = [b - a for a, b in zip([0, *offs[:-1]], offs, strict=True)]
+    assert sum(-(-s // 128) for s in sizes) == 72 == 16 * K.row_tiles(512, 128, True)
+    assert K.row_tiles(1024, 128, False) == 8 and K.row_tiles(1024, 128, True) == 8.5
+    assert K.row_tiles(1040, 128, False) == 9 and K.row_tiles(1040, 128, True) == 8.625
+
+
+def test_b200_expert_gemms_pay_the_ragged_padding():
+    """Regression (issue 34, B200 MoE compute too fast): DeepSeek-V3 on B200 with EP 8 gives each
+    rank 32 experts of ~1024 tokens; their forward GEMMs are priced with padded row tiles, so the
+    layer's routed-expert forward takes longer than 32 equal 1024-row groups would, by the padding
+    of the tile the timer picks (between 1/16 and 1/8 of a 128/256-row tile: 3-13 %)."""
+    sc = load(ROOT / "scenarios" / "deepseek-v3.yaml",
+              {"hardware.gpu": "b200", "parallelism.ep": 8, "training.dtype": "bf16"})
+    lc = layer_cost(sc, moe_layer=True)
+    timer = GemmTimer(sc)
+    gpu, eff = timer.gpu, timer.eff["bf16"]
+    equal = sum(32 * K.gemm_seconds(1024.0, n, k, "bf16", gpu, eff, 32)
+                for n, k in ((4096, 7168), (7168, 2048)))
+    assert 1.03 < lc.expert_fwd.gemm_s / equal < 1.13
+
+
+def test_permutation_copies_run_at_their_measured_share_of_hbm():
+    """The routed tokens' permute/unpermute (4 passes of h per token copy) run at 0.67 of HBM peak
+    (DeepEP pull request #605, GB200 expanded-layout copy), the streaming kernels at HBM_EFFICIENCY:
+    the MoE layer's forward stream exceeds the dense layer's by the permutation at that rate."""
+    sc = load(DEEPSEEK, {"training.dtype": "bf16"})
+    moe, m = layer_cost(sc, moe_layer=True), sc.model
+    tokens, h, e = m.seq_len, m.hidden, 2
+    permute_bytes = tokens * m.moe.top_k * MOE_PERMUTE_PASSES * h * e
+    assert PERMUTE_HBM_FRACTION == pytest.approx(0.669, abs=0.001)
+    charged = permute_bytes * HBM_EFFICIENCY / PERMUTE_HBM_FRACTION
+    # Seconds at the compute model's streaming rate = bytes at 0.67 of the data-sheet bandwidth.
+    hbm = sc.hardware.gpu.hbm_GBps * 1e9
+    assert charged / (hbm * HBM_EFFICIENCY) == pytest.approx(permute_bytes / (hbm * PERMUTE_HBM_FRACTION))
+    assert moe.fwd.stream_bytes > charged

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from ...config import Scenario
 from ...config.frameworks import profile
-from ...physics.hardware import BYTES_PER_ELEMENT
+from ...physics.hardware import BYTES_PER_ELEMENT, HBM_EFFICIENCY
 from ...physics.kernels import attention_seconds
 from ...physics.work import ZERO_WORK, Gemm, Work
 from ..spec import Collective, EdgeCost, LayerCost
@@ -50,6 +50,12 @@ SCORE_PASSES = 4.5
 # into expert order before dispatch and again when it is unpermuted after combine (Megatron-Core's
 # ``moe_permute`` / ``moe_unpermute``): 2 x (1 read + 1 write) = 4 passes of h elements.
 MOE_PERMUTE_PASSES = 4
+# Those gathers/scatters copy whole rows of h elements to expert order and reach a lower share of HBM
+# than streaming element-wise kernels: DeepEP's expanded-layout (per-expert) copy on GB200 measures
+# 5,195-5,602 GB/s of the 8,000 GB/s HBM3e (deepseek-ai/DeepEP pull request #605, GB200 EP4 test log,
+# "expanded dispatch ... copy"), 0.67 on average, against hardware.HBM_EFFICIENCY for streaming kernels:
+# the permutation's bytes are charged HBM_EFFICIENCY / PERMUTE_HBM_FRACTION times.
+PERMUTE_HBM_FRACTION = 5350 / 8000
 # Router: softmax/sigmoid over the expert scores, top-k selection and the auxiliary statistics,
 # read + write of tokens x experts fp32 scores a few times (Megatron-Core TopKRouter): 4 passes.
 ROUTER_SCORE_PASSES = 4
@@ -65,9 +71,12 @@ def _mlp_matrices(ffn_kind: str) -> int:
     return 3 if ffn_kind == "swiglu" else 2
 
 
-def mlp_gemms(tokens: float, h: float, f: float, mats: int, tp: int, count: float = 1.0) -> tuple[Gemm, ...]:
-    """Up (gate and up fused for SwiGLU) and down projections of an FFN of width ``f``."""
-    return (Gemm(tokens, (mats - 1) * f / tp, h, count), Gemm(tokens, h, f / tp, count))
+def mlp_gemms(tokens: float, h: float, f: float, mats: int, tp: int, count: float = 1.0,
+              ragged: bool = False) -> tuple[Gemm, ...]:
+    """Up (gate and up fused for SwiGLU) and down projections of an FFN of width ``f``; ``ragged``:
+    ``tokens`` is the mean of routed experts' varying token counts."""
+    return (Gemm(tokens, (mats - 1) * f / tp, h, count, ragged=ragged),
+            Gemm(tokens, h, f / tp, count, ragged=ragged))
 
 
 def attention_core(timer: GemmTimer, blk: AttentionBlock, flash: bool, head_dim: float,
@@ -152,12 +161,14 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
         local = moe.experts / p.ep
         # Balanced routing: every EP rank receives tokens*top_k token copies over its local experts.
         per_expert = tokens * moe.top_k / local
-        routed = mlp_gemms(per_expert, h, moe.expert_ffn_hidden, mats, t, local)
+        # Routed experts: a grouped GEMM whose experts' token counts vary around the mean (ragged).
+        routed = mlp_gemms(per_expert, h, moe.expert_ffn_hidden, mats, t, local, ragged=local > 1)
         if moe.shared_experts:
             dense_gemms += mlp_gemms(tokens, h, moe.shared_experts * moe.expert_ffn_hidden, mats, t)
         dense_gemms.append(Gemm(tokens, moe.experts, h, fp8=False))     # router, bf16 (replicated)
         router_stream = ROUTER_SCORE_PASSES * tokens * moe.experts * 4 / e   # fp32 scores, in elements
-        mlp_stream = tokens * moe.top_k * (mats * moe.expert_ffn_hidden / t + MOE_PERMUTE_PASSES * h) \
+        permute = MOE_PERMUTE_PASSES * h * HBM_EFFICIENCY / PERMUTE_HBM_FRACTION
+        mlp_stream = tokens * moe.top_k * (mats * moe.expert_ffn_hidden / t + permute) \
             + tokens * moe.shared_experts * mats * moe.expert_ffn_hidden / t
         expert_params = sum(g.params for g in routed)
     else:

@@ -168,7 +168,8 @@ def fsdp_links(ctx: ChunkContext, lc: LayerCost | Params, stage: int) -> list[Li
 
 
 def _ep_links(ctx: ChunkContext, call: Collective, stage: int) -> list[LinkCall]:
-    """One MoE all-to-all as :func:`_ep_time` priced it: plain, or node-aware dispatch."""
+    """One MoE dispatch or combine as :func:`_ep_time` priced it: an NCCL all-to-all, or the
+    hierarchical pass of DeepEP / Hybrid-EP (moe_routing.dispatch_pass)."""
     sh = ctx.net.shape("ep", stage)
     hier = dispatch_pass(ctx.sc, call.size_bytes, sh)
     if hier is None:

@@ -48,7 +48,8 @@ def all_rows() -> tuple[list[ReferenceRow], list[str], int]:
     training = len(rows)
     missing = []
     for module, function in (("explorer.fidelity.collectives", "collective_reference_rows"),
-                             ("explorer.fidelity.kernels", "gemm_reference_rows")):
+                             ("explorer.fidelity.kernels", "gemm_reference_rows"),
+                             ("explorer.fidelity.moe_dispatch", "dispatch_reference_rows")):
         produce = _optional(module, function)
         if produce is None:
             missing.append(f"{module}.{function}")

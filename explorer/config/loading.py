@@ -17,7 +17,7 @@ cluster.scale_out.nic_Gbps      the fabric preset's (explorer/data/fabrics.yaml)
 cluster.scale_out.latency_us    the fabric preset's
 cluster.scale_out.efficiency    the fabric preset's (fitted fraction of line rate)
 hardware.gpu.sms                DEFAULT_SMS
-communication.comm_sms          DEFAULT_COMM_SMS
+communication.comm_sms          the MoE dispatcher's SMs (moe_dispatch.py), else DEFAULT_COMM_SMS
 communication.bucket_MB         training.framework's gradient bucket (explorer/config/frameworks.py)
 parallelism.dp                  GPUs / (tp * pp * cp)
 ==============================  =========================================================
@@ -39,6 +39,7 @@ from .frameworks import profile
 from .frozen import evolve
 from .inputs import MAX_BYTES, parse_document
 from .model_parts import Conv
+from .moe_dispatch import dispatcher_sms
 from .overrides import apply_overrides
 from .presets import DEFAULT_GPU, gpu_presets, preset, resolved_scale_out
 from .rules import validate
@@ -173,7 +174,9 @@ def fill_defaults(sc: Scenario) -> Scenario:
     cluster = _once("cluster", _fill_cluster, sc.cluster, gpu)
     comm = sc.communication
     if comm.comm_sms is None:
-        comm = evolve(comm, comm_sms=DEFAULT_COMM_SMS)
+        # DeepEP / Hybrid-EP kernels hold SMs while they overlap compute (explorer/config/moe_dispatch.py).
+        sms = dispatcher_sms(comm.moe_dispatcher, model.moe, sc.parallelism.ep) or DEFAULT_COMM_SMS
+        comm = evolve(comm, comm_sms=sms)
     par = sc.parallelism
     if par.dp is None:
         denom = par.tp * par.pp * par.cp

@@ -44,9 +44,9 @@ class MoE:
                                                    "doc": "leading layers that stay dense"})
     max_nodes: int = field(default=0, metadata={
         "min": 0, "max": 1_000_000,
-        "doc": "0: no node limit and plain all-to-all dispatch (every top_k copy crosses the fabric); "
-               "M > 0: node-aware dispatch (one fabric copy per destination node, then NVLink; "
-               "DeepSeek-V3) with at most M nodes per token"})
+        "doc": "0: no node limit; M > 0: node-limited routing, each token's experts on at most M nodes "
+               "(DeepSeek-V3: 4), and communication.moe_dispatcher then defaults to deepep (one fabric "
+               "copy per destination node, then NVLink)"})
     imbalance: float = field(default=1.0, metadata={"min": 1.0, "max": 64.0,
                                                     "doc": "extra factor on the busiest expert rank's load, "
                                                            "on top of what skew implies"})

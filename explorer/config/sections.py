@@ -19,6 +19,7 @@ from .bounds import _FROM_PRESET, LATENCY_US, SCALE_UP_GBPS, TFLOPS
 from .compression import Compression
 from .faults import Faults
 from .model_parts import ATTN_KERNEL, FLASH_ATTN, HEAD_DIM, KV_HEADS, MLA, Conv, MoE, first_moe_layer
+from .moe_dispatch import COMM_SMS_FIELD, DISPATCHER_FIELD
 from .stragglers import Stragglers
 from .sync import DP_KINDS, Sync
 from .wan import ScaleAcross
@@ -342,10 +343,8 @@ class Communication:
     protocol: str = field(default="auto", metadata={
         "choices": ("auto", "LL", "LL128", "Simple"),
         "doc": "NCCL protocol; auto = NCCL's choice per call"})
-    comm_sms: int | None = field(default=None, metadata={
-        "min": 0, "max": 100_000,
-        "doc": "SMs communication kernels occupy while they overlap a pass's compute (DeepSeek-V3: 20 of "
-               "132); default 0: overlap costs no SMs"})
+    comm_sms: int | None = field(default=None, metadata=COMM_SMS_FIELD)
+    moe_dispatcher: str | None = field(default=None, metadata=DISPATCHER_FIELD)
     dp_overlap: bool = field(default=True, metadata={"doc": "overlap gradient reduction with backward"})
     bucket_MB: float | None = field(default=None, metadata={
         "min": 0.001, "max": 1e5, "why": "1 KB to 100 GB; PyTorch DDP uses 25 MB",

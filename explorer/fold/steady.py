@@ -178,7 +178,11 @@ def _try(sc: Scenario, fp: FoldPlan, counts: tuple[int, int, int], done: list[tu
         return None
     # A maximum inside the iteration time (a never-flushing pipeline's busiest stream against its
     # compute window) must stay on the same side up to the scenario's count, or T is not affine.
-    if len({x.pace_margin > 0 for x in ms} | {values[-1] > 0}) != 1:
+    # A margin within rounding noise of zero (REL_TOL of T) is on both sides: the two candidates of
+    # the maximum are equal there, so T is affine whichever wins.
+    noise = REL_TOL * max(ms[-1].T, 0.0)
+    sides = {_side(x.pace_margin, noise) for x in ms} | {_side(values[-1], noise)}
+    if len(sides - {0}) > 1:
         return None
     shift = _units_per_lane(runs[0], runs[1])
     tol = REL_TOL * max(max(t.end for t in runs[-1].tasks), 1e-30)
@@ -193,6 +197,11 @@ def _try(sc: Scenario, fp: FoldPlan, counts: tuple[int, int, int], done: list[tu
     block = len(folded.block)
     info = FoldInfo(counts, step, periods, second.delta, simulated, block)
     return FoldedRun(runs[-1], ms[-1].with_flat(values), folded, info)
+
+
+def _side(margin: float, noise: float) -> int:
+    """+1 / -1 for a margin beyond ``noise`` on either side of zero, 0 within it."""
+    return 0 if abs(margin) <= noise else (1 if margin > 0 else -1)
 
 
 def _rebuild(sc: Scenario, ideal: frozenset[str]):
@@ -210,13 +219,15 @@ def _extrapolate(points: list[list[float]], periods: int, T: float) -> list[floa
     categories only ever add positive seconds, says "0.0%"."""
     x, y, z = (np.asarray(v, dtype=float) for v in points)
     tol = REL_TOL * np.maximum(np.maximum(np.abs(x), np.abs(y)), np.maximum(np.abs(z), 1e-3 * T))
-    if (np.abs((z - y) - (y - x)) > tol).any():
-        return None
     # Zero: within REL_TOL of the iteration at all three points.  A category is T minus sums of
     # T-sized times, so its rounding noise is a few ulps of T (3e-15 s at T = 1.6 s), above the
     # 1e-3 T floor of ``tol``; extrapolated 109 periods on it gave a -2e-14 s PipeDream bubble.
+    # Such noise is not a line either (0.4, 2.0, 7.1e-15 s of bubble at T = 2 s), so it is exempt
+    # from the line test, which would otherwise refuse the fold over a category that is zero.
     noise = REL_TOL * max(T, 0.0)
     zero = (np.abs(x) <= np.maximum(tol, noise)) & (np.abs(y) <= np.maximum(tol, noise)) \
         & (np.abs(z) <= np.maximum(tol, noise))
+    if (~zero & (np.abs((z - y) - (y - x)) > tol)).any():
+        return None
     return np.where(zero, 0.0, z + periods * (z - y)).tolist()
 

@@ -91,14 +91,26 @@ SPLIT_K_MIN_RATIO = 16
 SPLIT_K_PARTIAL_BYTES = 2 * 4
 
 
+def row_tiles(m: float, tm: int, ragged: bool) -> float:
+    """Row tiles of one group of ``m`` rows (mean) cut into tiles of ``tm``: ceil(m / tm), or for
+    ragged groups (MoE experts, whose token counts vary from expert to expert and step to step)
+    the expected count m / tm + 1/2: each expert's segment is padded to whole tiles (DeepGEMM's
+    contiguous layout aligns every expert's rows to the block M, DeepGEMM README "Grouped GEMMs
+    (contiguous layout)"), and with counts spread over more than a tile the padding is half a tile
+    on average.  Checked on torchao's grouped-mm benchmark (pytorch/ao pull request #2490: 16
+    experts, 8192 routed rows with offsets 272, 832, ... 8192): its exact tiles of 128 rows sum to
+    72 = 16 x (512/128 + 1/2)."""
+    return m / tm + 0.5 if ragged else ceil(m / tm)
+
+
 def _math_seconds(m: float, n: float, k: float, group: float, sms: int, sm_rate: float,
-                  hbm: float = float("inf")) -> float:
+                  hbm: float = float("inf"), ragged: bool = False) -> float:
     """Wave- and tile-quantized time of the main loop, best tile (User's Guide Sec. 3.1-3.2), and
     for an output of fewer tiles than SMs the best split-K, partial sums included."""
     best = float("inf")
     most = k / (SPLIT_K_MIN_RATIO * max(m, n))          # slices allowed by the depth rule
     for tm, tn in TILES:
-        tiles = group * ceil(m / tm) * ceil(n / tn)
+        tiles = group * row_tiles(m, tm, ragged) * ceil(n / tn)
         reuse = (tm * tn / (tm + tn) / _BIG) ** TILE_REUSE_EXPONENT
         split = 1
         while True:
@@ -114,17 +126,19 @@ def _math_seconds(m: float, n: float, k: float, group: float, sms: int, sm_rate:
 
 @lru_cache(maxsize=1 << 16)
 def gemm_seconds(m: float, n: float, k: float, dtype: str, gpu: GPU, large_efficiency: float,
-                 group: int = 1, accumulate_fp32: bool = False) -> float:
+                 group: int = 1, accumulate_fp32: bool = False, ragged: bool = False) -> float:
     """Seconds of one (m x k) @ (k x n) GEMM in ``dtype``; ``large_efficiency`` is the fraction of
     the dtype's peak that large GEMMs reach (hardware.py's fitted default or the user's).  With
     ``group`` > 1 the GEMM is one of ``group`` equal ones run as one grouped kernel (MoE experts):
-    tiles share waves and the launch is paid once; the result is the per-GEMM share."""
+    tiles share waves and the launch is paid once; the result is the per-GEMM share.  ``ragged``:
+    the groups' row counts vary around ``m`` (routed tokens), each padded to whole tiles
+    (:func:`row_tiles`)."""
     m, n, k = max(m, 1.0), max(n, 1.0), max(k, 1.0)
     g = max(int(group), 1)
     sms = gpu.sms or DEFAULT_SMS
     peak = dtype_peak_tflops(gpu, dtype) * 1e12
     hbm = gpu.hbm_GBps * 1e9 * hbm_efficiency(gpu)
-    math = _math_seconds(m, n, k, g, sms, peak * large_efficiency / sms, hbm)
+    math = _math_seconds(m, n, k, g, sms, peak * large_efficiency / sms, hbm, ragged and g > 1)
     out = g * m * n * (ACCUMULATE_FP32_BYTES if accumulate_fp32 else OUT_BYTES[dtype]) / hbm
     memory = g * (m * k + k * n) * BYTES[dtype] / hbm + out
     return (max(math, memory) + EPILOGUE_EXPOSED * out + LAUNCH_SECONDS) / g

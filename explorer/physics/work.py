@@ -36,13 +36,16 @@ ZERO_WORK = Work()
 class Gemm:
     """One weight GEMM of a layer's forward on one GPU: (m x k) activations @ (k x n) weights,
     ``count`` times (the experts of a grouped GEMM); ``fp8``: a linear layer that an FP8 recipe
-    runs in FP8 (Transformer Engine's Linear modules); False for what stays in bf16."""
+    runs in FP8 (Transformer Engine's Linear modules); False for what stays in bf16; ``ragged``:
+    ``m`` is the mean of row counts that vary from group to group (routed experts' tokens), so
+    each group's rows are padded to whole tiles (explorer/physics/kernels.py row_tiles)."""
 
     m: float
     n: float
     k: float
     count: float = 1.0
     fp8: bool = True
+    ragged: bool = False
 
     @property
     def flops(self) -> float:

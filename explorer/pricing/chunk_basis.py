@@ -109,7 +109,7 @@ def pricing_signature(net: RowNetwork, sig: tuple) -> tuple:
     (not spanning boundary 1, hence no outer one either) reads its size, its members per domain, the
     scale-up share, the latencies (NCCL's net hop shift reads latencies[1]) and the wiring: the shares
     of boundaries it does not span are never read (collective_algorithms.base.spanned and crossing,
-    collectives._pairwise, collective_algorithms.alpha_beta, moe_routing.node_aware_pass loop over
+    collectives._pairwise, collective_algorithms.alpha_beta, moe_routing.hierarchical_pass loop over
     spanned boundaries only).  When no group of
     ``sig`` leaves a node, the options that only apply across nodes (SHARP, LL128 over the fabric,
     the fabric's channels, NICs per node: each read under ``nodes > 1`` or ``spans(1)``) are left out
@@ -126,11 +126,12 @@ def basis_key(sc: Scenario, ckey: int, netsig: int, ideal: frozenset[str], tied:
     """The interned key of :func:`basis`: the compute key, the stage's interned pricing signature
     (:func:`pricing_signature`), and the options chunk_work reads.  ZeRO enters only as ``zero == 3``
     (chunks.py and layer.py test nothing else), and the prefetch depth and dp overlap only then
-    (they reach chunk_work through fsdp_cost alone)."""
+    (they reach chunk_work through fsdp_cost alone); the MoE dispatcher (layer._ep_time)."""
     com = sc.communication
     fsdp = sc.parallelism.zero == 3
     extra = (com.prefetch_layers, com.dp_overlap) if fsdp else ()
-    return intern(("basis", ckey, netsig, ideal, tied, fsdp, com.tp_overlap, *extra))
+    # The MoE dispatcher decides how the EP calls are priced (taskgraph/techniques/moe_routing.py).
+    return intern(("basis", ckey, netsig, ideal, tied, fsdp, com.tp_overlap, com.moe_dispatcher, *extra))
 
 
 def basis(sc: Scenario, ckey: int, net: RowNetwork, stage: int, ideal: frozenset[str], tied: bool,

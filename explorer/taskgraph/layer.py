@@ -15,7 +15,7 @@ from ..physics.hardware import BYTES_PER_ELEMENT, ComputeModel
 from ..physics.work import ZERO_WORK
 from ..workloads.spec import Collective, LayerCost, WorkloadSpec
 from .techniques.fsdp import FsdpCost, fsdp_cost
-from .techniques.moe_routing import imbalance_extra_s, node_aware_pass, node_limited
+from .techniques.moe_routing import dispatch_pass, imbalance_extra_s
 from .techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
 from .techniques.ring_attention import RingCost, ring_cost
 from .techniques.tp_overlap import exposed_tp
@@ -92,14 +92,16 @@ def _ep_time(ctx: ChunkContext, calls, stage: int) -> tuple[float, float]:
         return 0.0, 0.0
     if ctx.net.free:
         return 0.0, _coll_time(ctx, calls, "ep", stage)[1]
-    secs, bus = _coll_time(ctx, calls, "ep", stage)
     sh = ctx.net.shape("ep", stage)
-    if node_limited(sh, moe.max_nodes):
-        secs = bus = 0.0
-        for c in calls:
-            cc, b = node_aware_pass(c.size_bytes, sh, moe.top_k, moe.max_nodes)
-            secs += cc.time_s
-            bus += b
+    secs = bus = 0.0
+    for c in calls:
+        hier = dispatch_pass(ctx.sc, c.size_bytes, sh)
+        if hier is None:
+            s, b = _coll_time(ctx, (c,), "ep", stage)
+        else:
+            s, b = hier[0].time_s, hier[1]
+        secs += s
+        bus += b
     return secs * ctx.expert_load, bus
 
 
@@ -173,13 +175,13 @@ def fsdp_links(ctx: ChunkContext, lc: LayerCost | Params, stage: int) -> list[Li
 
 
 def _ep_links(ctx: ChunkContext, call: Collective, stage: int) -> list[LinkCall]:
-    """One MoE all-to-all as :func:`_ep_time` priced it: plain, or node-aware dispatch."""
-    moe = ctx.sc.model.moe
-    assert moe is not None                                # an all-to-all of experts: an MoE model
+    """One MoE dispatch or combine as :func:`_ep_time` priced it: an NCCL all-to-all, or the
+    hierarchical pass of DeepEP / Hybrid-EP (moe_routing.dispatch_pass)."""
     sh = ctx.net.shape("ep", stage)
-    if not node_limited(sh, moe.max_nodes):
+    hier = dispatch_pass(ctx.sc, call.size_bytes, sh)
+    if hier is None:
         return priced_link(ctx.net, "ep", call.op, call.size_bytes, stage, 1)
-    cc, _ = node_aware_pass(call.size_bytes, sh, moe.top_k, moe.max_nodes)
+    cc = hier[0]
     return [LinkCall("ep", call.op, cc.egress, sh.n, sh.per_domain, 1, wan_loads=sh.wan_loads)]
 
 
@@ -210,13 +212,13 @@ def comm_info(ctx: ChunkContext, stage: int) -> dict:
     kv = next((k.cp_kv_bytes for k in kinds if k.cp_kv_bytes), 0.0)
     if kv:
         calls["cp"] = (Collective("send-recv", kv),)
-    moe = ctx.sc.model.moe
     for dim, cs in calls.items():
         for c in cs:
             cc = ctx.net.cost(c.op, c.size_bytes, dim, stage)
             sh = ctx.net.shape(dim, stage)
-            if dim == "ep" and moe is not None and not ctx.net.free and node_limited(sh, moe.max_nodes):
-                cc, _ = node_aware_pass(c.size_bytes, sh, moe.top_k, moe.max_nodes)   # as _ep_time priced it
+            hier = dispatch_pass(ctx.sc, c.size_bytes, sh) if dim == "ep" and not ctx.net.free else None
+            if hier is not None:
+                cc = hier[0]                                  # as _ep_time priced it
             out[dim] = {"op": c.op, "bytes": c.size_bytes, "group": cc.n, "algorithm": cc.algorithm,
                         "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
     return out

@@ -82,9 +82,10 @@ class GemmTimer:
             eff = self.eff[d]
             flops += g.flops
             grp = int(g.count)                       # experts run as one grouped GEMM kernel
-            fs += g.count * gemm_seconds(g.m, g.n, g.k, d, self.gpu, eff, grp)
-            ds += g.count * gemm_seconds(g.m, g.k, g.n, d, self.gpu, eff, grp)     # dX = dY W^T
-            ws += g.count * gemm_seconds(g.k, g.n, g.m, d, self.gpu, eff, grp, self.acc)  # dW = X^T dY
+            fs += g.count * gemm_seconds(g.m, g.n, g.k, d, self.gpu, eff, grp, ragged=g.ragged)
+            ds += g.count * gemm_seconds(g.m, g.k, g.n, d, self.gpu, eff, grp, ragged=g.ragged)  # dX = dY W^T
+            # dW = X^T dY: the ragged token dimension is the reduction, the output is whole weights.
+            ws += g.count * gemm_seconds(g.k, g.n, g.m, d, self.gpu, eff, grp, self.acc)
             if d == "fp8":
                 cast_f += FP8_CAST_BYTES_FWD * g.m * g.k * g.count
                 cast_b += FP8_CAST_BYTES_BWD * g.m * g.n * g.count

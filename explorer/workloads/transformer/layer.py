@@ -35,7 +35,7 @@ from ...physics.attention import (
     ring_merge_bytes,
     ring_step_seq,
 )
-from ...physics.hardware import BYTES_PER_ELEMENT
+from ...physics.hardware import BYTES_PER_ELEMENT, hbm_efficiency
 from ...physics.work import ZERO_WORK, Gemm, Work
 from ..spec import Collective, EdgeCost, LayerCost
 from ..timing import (
@@ -74,6 +74,12 @@ SCORE_BWD_PASSES = 5.5
 # into expert order before dispatch and again when it is unpermuted after combine (Megatron-Core's
 # ``moe_permute`` / ``moe_unpermute``): 2 x (1 read + 1 write) = 4 passes of h elements.
 MOE_PERMUTE_PASSES = 4
+# Those gathers/scatters copy whole rows of h elements to expert order and reach a lower share of HBM
+# than streaming element-wise kernels: DeepEP's expanded-layout (per-expert) copy on GB200 measures
+# 5,195-5,602 GB/s of the 8,000 GB/s HBM3e (deepseek-ai/DeepEP pull request #605, GB200 EP4 test log,
+# "expanded dispatch ... copy"), 0.67 on average, against hardware.HBM_EFFICIENCY for streaming kernels:
+# the permutation's bytes are charged HBM_EFFICIENCY / PERMUTE_HBM_FRACTION times.
+PERMUTE_HBM_FRACTION = 5350 / 8000
 # Router: softmax/sigmoid over the expert scores, top-k selection and the auxiliary statistics,
 # read + write of tokens x experts fp32 scores a few times (Megatron-Core TopKRouter): 4 passes.
 ROUTER_SCORE_PASSES = 4
@@ -89,9 +95,12 @@ def _mlp_matrices(ffn_kind: str) -> int:
     return 3 if ffn_kind == "swiglu" else 2
 
 
-def mlp_gemms(tokens: float, h: float, f: float, mats: int, tp: int, count: float = 1.0) -> tuple[Gemm, ...]:
-    """Up (gate and up fused for SwiGLU) and down projections of an FFN of width ``f``."""
-    return (Gemm(tokens, (mats - 1) * f / tp, h, count), Gemm(tokens, h, f / tp, count))
+def mlp_gemms(tokens: float, h: float, f: float, mats: int, tp: int, count: float = 1.0,
+              ragged: bool = False) -> tuple[Gemm, ...]:
+    """Up (gate and up fused for SwiGLU) and down projections of an FFN of width ``f``; ``ragged``:
+    ``tokens`` is the mean of routed experts' varying token counts."""
+    return (Gemm(tokens, (mats - 1) * f / tp, h, count, ragged=ragged),
+            Gemm(tokens, h, f / tp, count, ragged=ragged))
 
 
 def attention_core(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, tokens: float) -> tuple[Work, Work]:
@@ -228,13 +237,17 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
         local = moe.experts / p.ep
         # Balanced routing: every EP rank receives tokens*top_k token copies over its local experts.
         per_expert = tokens * moe.top_k / local
-        routed = mlp_gemms(per_expert, h, moe.expert_ffn_hidden, mats, t, local)
+        # Routed experts: a grouped GEMM whose experts' token counts vary around the mean (ragged).
+        routed = mlp_gemms(per_expert, h, moe.expert_ffn_hidden, mats, t, local, ragged=local > 1)
         if moe.shared_experts:
             dense_gemms += mlp_gemms(tokens, h, moe.shared_experts * moe.expert_ffn_hidden, mats, t)
         dense_gemms.append(Gemm(tokens, moe.experts, h, fp8=False))     # router, bf16 (replicated)
         router_stream = ROUTER_SCORE_PASSES * tokens * moe.experts * 4 / e   # fp32 scores, in elements
-        permute_stream = tokens * moe.top_k * MOE_PERMUTE_PASSES * h
-        mlp_stream = tokens * moe.top_k * (mats * moe.expert_ffn_hidden / t + MOE_PERMUTE_PASSES * h) \
+        # Permutation copies run at PERMUTE_HBM_FRACTION of the HBM peak; streams are charged at
+        # hbm_efficiency(gpu), so their bytes are scaled by the ratio.
+        permute = MOE_PERMUTE_PASSES * h * hbm_efficiency(sc.hardware.gpu) / PERMUTE_HBM_FRACTION
+        permute_stream = tokens * moe.top_k * permute
+        mlp_stream = tokens * moe.top_k * (mats * moe.expert_ffn_hidden / t + permute) \
             + tokens * moe.shared_experts * mats * moe.expert_ffn_hidden / t
         expert_params = sum(g.params for g in routed)
     else:

@@ -152,3 +152,19 @@ def test_permutation_copies_run_at_their_measured_share_of_hbm():
     hbm = sc.hardware.gpu.hbm_GBps * 1e9
     assert charged / (hbm * HBM_EFFICIENCY) == pytest.approx(permute_bytes / (hbm * PERMUTE_HBM_FRACTION))
     assert moe.fwd.stream_bytes > charged
+
+
+def test_the_apps_dispatcher_shows_the_one_in_force_and_re_derives_its_sms():
+    """The sidebar shows DeepSeek-V3's dispatcher as the one simulated (deepep under node-limited
+    routing); choosing NCCL's all-to-all gives back the SMs DeepEP held (comm_sms re-derived to the
+    dispatcher's default when the scenario's own value is not kept)."""
+    from app_support import run_app
+    at = run_app(scenario="teaching-8gpu")
+    assert at.selectbox(key="communication.moe_dispatcher").value == "alltoall"
+    at = run_app(scenario="deepseek-v3")
+    assert at.selectbox(key="communication.moe_dispatcher").value == "deepep"
+    before = at.metric[0].value
+    at.selectbox(key="communication.moe_dispatcher").set_value("alltoall").run()
+    assert not at.exception
+    assert at.number_input(key="communication.comm_sms").value == 0
+    assert at.metric[0].value != before

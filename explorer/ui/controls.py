@@ -96,6 +96,7 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("communication.library", "Collective library", "choice"),
         Control("communication.algorithm", "Collective algorithm", "choice"),
         Control("communication.protocol", "NCCL protocol", "choice"),
+        Control("communication.moe_dispatcher", "MoE dispatcher (EP all-to-all)", "source"),
         Control("communication.comm_sms", "SMs held by communication kernels", "int"),
         Control("communication.dp_overlap", "Overlap DP with backward", "bool"),
         Control("communication.bucket_MB", "Gradient bucket (MB)", "float"),
@@ -118,6 +119,8 @@ DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
     # The NVLink domain follows the GPU (a GB200 is an NVL72 rack) and the node size and count
     # (explorer/config/domains.py): a domain kept from the old shape could straddle the new one.
     "hardware.gpu": ("cluster.scale_up.domain_gpus",),
+    # DeepEP and Hybrid-EP hold SMs of their own (explorer/config/moe_dispatch.py).
+    "communication.moe_dispatcher": ("communication.comm_sms",),
     "cluster.gpus_per_node": ("cluster.scale_up.domain_gpus",),
     "cluster.nodes": ("cluster.scale_up.domain_gpus",),
     "cluster.datacenters": ("cluster.scale_up.domain_gpus",),

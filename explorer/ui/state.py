@@ -23,6 +23,7 @@ import streamlit as st
 
 from ..config.inputs import parse_value
 from ..config.loading import derive_model, derived_model_fields
+from ..config.moe_dispatch import resolved_dispatcher
 from ..config.schema import build, field_paths, one_line
 from ..scenario import (
     Model,
@@ -82,6 +83,9 @@ def widget_values(sc: Scenario) -> dict[str, Any]:
     # The NVLink domain is left out of to_dict when it is the derived one; the widget shows the
     # number the simulation uses.
     values["cluster.scale_up.domain_gpus"] = sc.cluster.scale_up.domain_gpus
+    # Likewise the MoE dispatcher in force (deepep under node-limited routing, else alltoall).
+    comm = sc.communication
+    values["communication.moe_dispatcher"] = resolved_dispatcher(comm.moe_dispatcher, sc.model.moe)
     return values
 
 

@@ -359,6 +359,9 @@ class Communication:
         "doc": "overlap TP collectives with the GEMMs beside them"})
     prefetch_layers: int = field(default=1, metadata={
         "min": 0, "max": 64, "doc": "ZeRO-3/FSDP: layers whose parameters are gathered ahead"})
+    contention: bool = field(default=True, metadata={
+        "doc": "pipeline sends and data-parallel buckets in flight on one link share its bandwidth "
+               "(max-min fair); false: each runs at its full share, as if alone"})
     compression: Compression = field(default_factory=Compression)
 
 

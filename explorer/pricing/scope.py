@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Scenario
+from ..taskgraph.techniques.link_sharing import may_share
 from ..workloads.registry import problem, workload_for
 
 Raw = dict[str, Any]
@@ -39,9 +40,16 @@ def _uncompressed(raw: Raw, sc: Scenario) -> str:
     return "uncompressed gradients"
 
 
+def _no_contention(raw: Raw, sc: Scenario) -> str:
+    raw["communication"]["contention"] = False
+    return "no contention between pipeline sends and gradient buckets"
+
+
 UNPRICED: tuple[Unpriced, ...] = (
     Unpriced("degraded nodes", lambda sc: sc.cluster.faults.degraded, no_faults),
     Unpriced("compressed gradients", lambda sc: sc.communication.compression.active, _uncompressed),
+    # The engine's fair share of a link between the pp and dp streams (engine/sharing.py).
+    Unpriced("link sharing between dimensions", may_share, _no_contention),
 )
 
 

@@ -42,6 +42,7 @@ class Task:
     # (the rest is latency): flows of different streams on one tier share it (engine/sharing.py).
     tier: str = ""
     wire: float = 0.0
+    alone: float = 0.0                        # a call its link's sharing slowed: its seconds alone
     ready: float = 0.0                        # when its dependencies were satisfied
     start: float = 0.0                        # >= ready: later if its stream was busy
     end: float = 0.0

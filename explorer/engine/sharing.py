@@ -101,10 +101,11 @@ class Pool:
 
 
 def stretched(t: Task, end: float) -> None:
-    """Record a shared flow's longer run: its duration becomes end - start and its parts grow in
-    proportion (a pipeline send stays ``pp``, a bucket ``dp``), so the breakdown still sums."""
+    """Record a shared call's longer run: its duration becomes end - start (the Gantt bar, the
+    stream's busy time) and its parts grow in proportion (a pipeline send stays ``pp``, a bucket
+    ``dp``), so the breakdown still sums; ``alone`` keeps the time its call was priced at."""
     new = end - t.start
     if t.duration > 0 and new != t.duration:
         f = new / t.duration
         t.parts = tuple((k, v * f) for k, v in t.parts)
-    t.duration = new
+    t.alone, t.duration = t.duration, new

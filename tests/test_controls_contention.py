@@ -118,3 +118,19 @@ def test_contention_off_keeps_every_call_at_its_priced_time():
     calls = [t for t in r.tasks if t.stream in ("pp", "dp")]
     assert calls and all(t.wire == 0 and t.end - t.start == pytest.approx(t.duration, rel=1e-12)
                          for t in calls)
+
+
+def test_the_estimator_and_the_array_fold_leave_shared_links_to_the_engine():
+    """The estimator and the array fold replicate the engine without link sharing: a row whose
+    sends and buckets may share a link comes from the simulation (pricing/scope.py), equal to it;
+    with contention off the estimator prices the row itself, at today's idealised time."""
+    from explorer.estimate import estimate_many
+    from explorer.fold.arrays.fold import ineligible
+    from explorer.variants.registry import needs_simulation
+    on, off = _scenario(True), _scenario(False)
+    assert needs_simulation(on) and not needs_simulation(off)
+    assert ineligible(on) is not None
+    est = estimate_many([on, off]).iteration_time_s
+    assert est[0] == pytest.approx(simulate(on).iteration_time_s, rel=1e-9)
+    assert est[1] == pytest.approx(simulate(off).iteration_time_s, rel=1e-9)
+    assert est[0] > est[1]

@@ -71,8 +71,8 @@ def test_unpriced_features_are_simulated_in_one_graph_but_not_estimated():
 def test_the_proxy_leaves_out_each_feature_once_in_registry_order():
     sc = load(SCEN / "straggler-16k.yaml", {"communication.compression.kind": "fp8"})
     proxy = ranking_proxy(sc)
-    assert proxy is not None and proxy.left_out == ("no stragglers", "uncompressed gradients",
-                                                     "no contention between pipeline sends and gradient buckets")
+    no_contention = "no contention between pipeline sends and gradient buckets"
+    assert proxy is not None and proxy.left_out == ("no stragglers", "uncompressed gradients", no_contention)
     assert not needs_simulation(from_dict(proxy.raw))
 
 

@@ -10,6 +10,11 @@ still running.
 
 Program order on a stream (the 1F1B order of a pipeline stage, say) is expressed by the schedule
 builder as explicit dependencies; the engine adds no ordering of its own beyond readiness.
+
+Calls of one class on different streams that are limited by the same tier (``Task.tier``: a
+pipeline send beside a gradient bucket on the GPU's NIC) share that link while both are in flight
+(sharing.py: max-min fair rates, each call's end an event of its link's pool); a call that never
+met another ends at start + duration, as every other task.
 """
 from __future__ import annotations
 

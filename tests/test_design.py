@@ -430,7 +430,8 @@ def test_search_simulates_latency_timed_schedules_on_the_best_1f1b_pipelines_onl
     assert n_timed == 152 and r.unscored == n_timed - mod.TIMED_PIPELINES * len(timed)
     best = r.top[0]
     assert best.layout.schedule in timed and (best.layout.tp, best.layout.pp, best.layout.cp) == (2, 4, 4)
-    assert best.iteration_time_s == pytest.approx(4.3435, abs=5e-4)
+    # 4.3435 s before the pipeline sends and the gradient buckets shared the NIC (engine/sharing.py)
+    assert best.iteration_time_s == pytest.approx(4.3442, abs=5e-4)
     xr_raw = search_raw(preset_raw("cross-region-pp"))
     assert best.iteration_time_s == simulate(from_dict(apply_overrides(xr_raw, best.layout.overrides()))
                                              ).iteration_time_s
@@ -477,7 +478,11 @@ def test_ranking_proxy_leaves_out_what_the_estimator_does_not_price():
             "diloco-cross-region": ("one of its 4 diloco groups trained alone",),
             "cbtm-independent": ("one of its 4 independent groups trained alone",),
             "mixed-generations": ("2 equal datacenters of H100 SXM",),
-            "resnet50-cloud-dp": None, "teaching-8gpu": None}
+            "resnet50-cloud-dp": None, "teaching-8gpu": ()}
+    # Contention between pipeline sends and buckets is on by default: every proxy leaves it out
+    # (the enumerated layouts vary pp and dp; explorer/design/proxy.py).
+    no_contention = ("no contention between pipeline sends and gradient buckets",)
+    want = {k: v if v is None else v + no_contention for k, v in want.items()}
     for name, phrases in want.items():
         sc = LayoutBuilder(search_raw(preset_raw(name))).parsed
         p = ranking_proxy(sc)

@@ -45,11 +45,12 @@ def _no_contention(raw: Raw, sc: Scenario) -> str:
     return "no contention between pipeline sends and gradient buckets"
 
 
+# The engine's fair share of a link between the pp and dp streams (engine/sharing.py).
+LINK_SHARING = Unpriced("link sharing between dimensions", may_share, _no_contention)
 UNPRICED: tuple[Unpriced, ...] = (
     Unpriced("degraded nodes", lambda sc: sc.cluster.faults.degraded, no_faults),
     Unpriced("compressed gradients", lambda sc: sc.communication.compression.active, _uncompressed),
-    # The engine's fair share of a link between the pp and dp streams (engine/sharing.py).
-    Unpriced("link sharing between dimensions", may_share, _no_contention),
+    LINK_SHARING,
 )
 
 

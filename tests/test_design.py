@@ -488,7 +488,9 @@ def test_ranking_proxy_leaves_out_what_the_estimator_does_not_price():
         p = ranking_proxy(sc)
         assert (p.left_out if p else None) == phrases, name
         if p is not None:
-            assert needs_simulation(sc) and not needs_simulation(LayoutBuilder(p.raw).parsed)
+            # (teaching-8gpu's search base, pp 1, shares no link itself; its layouts may)
+            assert needs_simulation(sc) or name == "teaching-8gpu"
+            assert not needs_simulation(LayoutBuilder(p.raw).parsed)
 
 
 def test_diloco_proxy_is_one_group_training_alone():

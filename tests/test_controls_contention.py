@@ -154,3 +154,44 @@ def test_the_task_fold_stays_exact_when_calls_share_a_link(schedule, vpp):
     slowed = [t for t in simulate(sc, fold=False).tasks if t.alone > 0]
     assert slowed and all(t.end - t.start > t.alone for t in slowed)
     assert check_fold(sc)
+
+
+def test_the_estimators_decline_covers_every_graph_whose_calls_share_a_link():
+    """pricing/scope.links_may_meet is what keeps the estimator and the array fold exact: every
+    shipped and 60 random valid scenarios whose task graph the engine pools (two streams' calls
+    limited by one tier of one class) are declined; pp inside a node beside dp across nodes (or
+    the reverse) is not (those rows stay with the estimator)."""
+    import pathlib
+    import random
+
+    from test_random_scenarios import random_raw
+
+    from explorer.engine.sharing import pools_of
+    from explorer.fold.plan import foldable, granularity
+    from explorer.fold.steady import reduced
+    from explorer.pricing.scope import links_may_meet
+    from explorer.scenario import ScenarioError, load
+    from explorer.taskgraph.builder import IterationBuilder
+
+    def pooled(sc) -> bool:
+        g, need = granularity(sc), 2 * sc.parallelism.pp * sc.parallelism.vpp + 2
+        if foldable(sc) and -(-need // g) * g < sc.micro_batches:     # the same calls per stage
+            sc = reduced(sc, -(-need // g) * g)
+        tasks = IterationBuilder(sc).build().tasks
+        number: dict = {}
+        return pools_of(tasks, [number.setdefault((t.cls, t.stream), len(number)) for t in tasks]) is not None
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    scs = [load(p) for p in sorted((root / "scenarios").glob("*.yaml"))]
+    rng, drawn = random.Random(5), 0
+    while drawn < 60:
+        try:
+            scs.append(from_dict(random_raw(rng)))
+            drawn += 1
+        except ScenarioError:
+            continue
+    both = [(pooled(sc), links_may_meet(sc)) for sc in scs]
+    assert [i for i, (p, m) in enumerate(both) if p and not m] == []
+    assert sum(p for p, _ in both) >= 5
+    apart = dict(RAW, cluster={"gpus_per_node": 2, "nodes": 2})     # dp in the node, pp across
+    assert not links_may_meet(from_dict(apart))

@@ -71,6 +71,9 @@ def pipeline_raw(seed: int) -> dict:
     raw["training"]["global_batch"] = raw["training"]["micro_batch"] * dp * rng.choice([64, 128, 256])
     raw["training"]["framework"] = rng.choice(["megatron", "megatron", "fsdp", "deepspeed"])
     raw["communication"]["dp_priority"] = False
+    # The array runs replicate the engine without link sharing between streams; with it, two
+    # replicas' buckets beside the pipeline sends go to the task fold (test_fold.py checks those).
+    raw["communication"]["contention"] = False
     return raw
 
 
@@ -110,7 +113,7 @@ def test_array_runs_are_the_engines_task_for_task(schedule, vpp, slices, dp):
     if dp:
         raw["cluster"]["nodes"] = 16
         raw["parallelism"]["zero"] = 0
-        raw["communication"] = {"dp_overlap": dp == "overlap"}
+        raw["communication"] = {"dp_overlap": dp == "overlap", "contention": False}
     sc = from_dict(raw)
     assert eligible(sc)
     counts = [10, 11, 12, 13] if vpp == 1 else [16, 24, 32, 40]
@@ -178,6 +181,8 @@ def test_the_lazy_task_list_draws_folded_and_counts_like_the_task_fold(monkeypat
     ({"parallelism": {"schedule": "gpipe"}}, "grows in two places"),
     ({"parallelism": {"schedule": "zb-h2"}}, "iterations that overlap: a window of its own"),
     ({"parallelism": {"cp": 2}, "cluster": {"nodes": 16}}, "gradients reduced over the CP group"),
+    ({"cluster": {"nodes": 16}, "parallelism": {"zero": 0}, "communication": {"dp_overlap": True}},
+     "gradient buckets share the NIC with the pipeline sends (communication.contention)"),
 ])
 def test_graphs_the_arrays_do_not_hold_go_to_the_task_fold(change, why):
     raw = json.loads(json.dumps(BASE))
@@ -264,9 +269,12 @@ def test_a_period_of_eight_micro_batches_folds_over_arrays():
     """GPT-3 175B at 16,384 sequences with 20 Gb/s NICs: its gradient all-reduce outlasts the
     cool-down and the pipeline repeats only every 8 micro-batches (the task fold, which tries 1-4
     within its limit, simulated all 30,792 tasks in full; bench/app_latency.py's first change).
-    The array fold also tries 6 and 8 (fold_plan.ARRAY_PERIODS) and equals the full simulation."""
+    The array fold also tries 6 and 8 (fold_plan.ARRAY_PERIODS) and equals the full simulation.
+    Without contention between dimensions: with it, the buckets and the sends share the NIC and
+    the row is the engine's (the array runs do not share links)."""
     sc = load(ROOT / "scenarios" / "megatron-gpt3-175b.yaml",
-              {"training.global_batch": 16384, "cluster.scale_out.nic_Gbps": 20})
+              {"training.global_batch": 16384, "cluster.scale_out.nic_Gbps": 20,
+               "communication.contention": False})
     r = simulate(sc)
     assert isinstance(r.tasks, LazyTasks) and r.fold.step == 8
     assert check_fold(sc)

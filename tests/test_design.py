@@ -430,7 +430,8 @@ def test_search_simulates_latency_timed_schedules_on_the_best_1f1b_pipelines_onl
     assert n_timed == 152 and r.unscored == n_timed - mod.TIMED_PIPELINES * len(timed)
     best = r.top[0]
     assert best.layout.schedule in timed and (best.layout.tp, best.layout.pp, best.layout.cp) == (2, 4, 4)
-    assert best.iteration_time_s == pytest.approx(4.3435, abs=5e-4)
+    # 4.3435 s before the pipeline sends and the gradient buckets shared the NIC (engine/sharing.py)
+    assert best.iteration_time_s == pytest.approx(4.3442, abs=5e-4)
     xr_raw = search_raw(preset_raw("cross-region-pp"))
     assert best.iteration_time_s == simulate(from_dict(apply_overrides(xr_raw, best.layout.overrides()))
                                              ).iteration_time_s
@@ -477,13 +478,19 @@ def test_ranking_proxy_leaves_out_what_the_estimator_does_not_price():
             "diloco-cross-region": ("one of its 4 diloco groups trained alone",),
             "cbtm-independent": ("one of its 4 independent groups trained alone",),
             "mixed-generations": ("2 equal datacenters of H100 SXM",),
-            "resnet50-cloud-dp": None, "teaching-8gpu": None}
+            "resnet50-cloud-dp": None, "teaching-8gpu": ()}
+    # Contention between pipeline sends and buckets is on by default: every proxy leaves it out
+    # (the enumerated layouts vary pp and dp; explorer/design/proxy.py).
+    no_contention = ("no contention between pipeline sends and gradient buckets",)
+    want = {k: v if v is None else v + no_contention for k, v in want.items()}
     for name, phrases in want.items():
         sc = LayoutBuilder(search_raw(preset_raw(name))).parsed
         p = ranking_proxy(sc)
         assert (p.left_out if p else None) == phrases, name
         if p is not None:
-            assert needs_simulation(sc) and not needs_simulation(LayoutBuilder(p.raw).parsed)
+            # (teaching-8gpu's search base, pp 1, shares no link itself; its layouts may)
+            assert needs_simulation(sc) or name == "teaching-8gpu"
+            assert not needs_simulation(LayoutBuilder(p.raw).parsed)
 
 
 def test_diloco_proxy_is_one_group_training_alone():

@@ -1,11 +1,12 @@
 """An iteration lasts at least as long as its busiest link needs to carry the iteration's bytes.
 
 The engine times every call at its dimension's share of each boundary (topology.py: the groups of
-*one* dimension divide a domain's egress), but calls of *different* dimensions that overlap in
-time each get that share: contention between dimensions is not modelled (README, "Contention").
-CP's ring attention under the backward on the compute stream and the DP buckets reducing beside it
-on the dp stream then both run at the full NVLink rate, and where their bytes together need longer
-than the schedule's iteration, the links would be more than 100 % busy.
+*one* dimension divide a domain's egress).  Calls of *different* dimensions on their own streams
+(pipeline sends, data-parallel buckets) share a link they overlap on (engine/sharing.py), but calls
+made inside compute passes are not flows: CP's ring attention under the backward on the compute
+stream and the DP buckets reducing beside it on the dp stream both run at the full NVLink rate
+(docs/concepts.md, "Contention"), and where their bytes together need longer than the schedule's
+iteration, the links would be more than 100 % busy.
 
 No link moves more than its capacity times the time (the bandwidth term of Hockney's model,
 "The communication challenge for MPP", Parallel Computing 20, 1994: B bytes over a link of rate C
@@ -60,6 +61,6 @@ def link_bound(T: float, link_load: dict, breakdowns: tuple[dict[str, float], ..
     where = TIER_WORDS.get(key, key) if isinstance(key, str) else f"the WAN link {key[1]} -> {key[2]}"
     dims = ", ".join(sorted(share, key=lambda d: -share[d]))
     note = Notice("link", f"link: {where} must carry {busy:,.5g} s of traffic per iteration, longer than the "
-                          f"schedule's {T:,.5g} s — calls of {dims} overlap on it, and contention between "
-                          f"dimensions is not timed; the iteration is set by the link")
+                          f"schedule's {T:,.5g} s — calls of {dims} overlap on it, and calls inside "
+                          f"compute passes share no link in the timeline; the iteration is set by the link")
     return LinkBound(busy, out, note)

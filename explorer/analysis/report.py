@@ -47,11 +47,12 @@ def link_summary(b: IterationBuilder, tasks: list[Task]) -> dict[str, dict]:
         # Real calls only (the overlapped-FSDP drawing tasks carry no call of their own).
         mine = [(t, i) for t in tasks if isinstance(i := t.info, TransferInfo if dim == "pp" else BucketInfo)]
         if mine:
-            t, i = max(mine, key=lambda ti: (ti[0].duration, -ti[0].cls))   # the dimension's slowest call
+            # The dimension's slowest call as priced (``alone``: before a shared link slowed it).
+            t, i = max(mine, key=lambda ti: (ti[0].alone or ti[0].duration, -ti[0].cls))
             out[dim] = {"op": "send-recv" if isinstance(i, TransferInfo) else i.op, "bytes": i.bytes,
                         "group": i.group,
                         "algorithm": i.algorithm, "tier": i.tier, "busbw_GBps": i.busbw_GBps,
-                        "time_s": t.duration}
+                        "time_s": t.alone or t.duration}
     gathers = [c.comm["dp"] for c in b.chunks if "dp" in c.comm]
     if "dp" not in out and gathers:
         # ZeRO-3 without bucket tasks: the layer gather of the largest layer, as the builder priced it.

@@ -337,8 +337,7 @@ class Communication:
         "choices": algorithms.LIBRARIES,
         "doc": "collective library: nccl = NCCL's algorithms and tuning; mpi/gloo also consider "
                "halving-doubling and hierarchical"})
-    algorithm: str = field(default=algorithms.AUTO, metadata={
-        "choices": algorithms.CHOICES,
+    algorithm: str = field(default=algorithms.AUTO, metadata={"choices": algorithms.CHOICES,
         "doc": "collective algorithm; auto = the library's choice per call (NCCL's tuning model)"})
     protocol: str = field(default="auto", metadata={
         "choices": ("auto", "LL", "LL128", "Simple"),
@@ -356,6 +355,7 @@ class Communication:
         "doc": "overlap TP collectives with the GEMMs beside them"})
     prefetch_layers: int = field(default=1, metadata={
         "min": 0, "max": 64, "doc": "ZeRO-3/FSDP: layers whose parameters are gathered ahead"})
+    contention: bool = field(default=True, metadata={"doc": "pp and dp calls on a link share its bandwidth"})
     compression: Compression = field(default_factory=Compression)
 
 

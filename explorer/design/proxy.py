@@ -19,7 +19,12 @@ reports, the ranking that chose them approximate.
   uncompressed all-reduce: the pool's full simulations then price what they save;
 - datacenters of different GPUs or sizes are ranked as equal datacenters of ``hardware.gpu``
   (the layout's trade-offs on one GPU type; the pool's simulations run each datacenter on its
-  own, explorer/variants/hetero.py), when the nodes split evenly.
+  own, explorer/variants/hetero.py), when the nodes split evenly;
+- contention between pipeline sends and gradient buckets on one link (``communication.contention``,
+  explorer/engine/sharing.py) is left out whenever it is on, even if the base layout has no such
+  pair: the layouts a search enumerates vary pp and dp, and each that has one would otherwise be
+  simulated in full; it moves an iteration by well under 1 % on the shipped scenarios, which the
+  pool's full simulations price.
 
 Workloads the estimator does not price (explorer/workloads/registry.py ``estimator``: a ResNet)
 have no proxy (their whole iteration is what the estimator does not price): their searches
@@ -32,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.loading import to_dict
-from ..pricing.scope import workload_priced
+from ..pricing.scope import LINK_SHARING, workload_priced
 from ..scenario import Scenario, ScenarioError
 from ..variants.registry import needs_simulation, proxy_features
 from .space import LayoutBuilder, search_raw
@@ -54,13 +59,17 @@ class Proxy:
 def ranking_proxy(sc: Scenario) -> Proxy | None:
     """The :class:`Proxy` of ``sc`` (module docstring), or None when the estimator prices ``sc``
     itself, its workload has no proxy, or the proxy is not a valid scenario."""
-    if not needs_simulation(sc) or not workload_priced(sc):
+    shares = sc.communication.contention          # the layouts may share links (module docstring)
+    if not (needs_simulation(sc) or shares) or not workload_priced(sc):
         return None
     raw = to_dict(sc)
     raw.pop("description", None)
     said: list[str] = []
     # Each variant and unpriced feature leaves itself out (variants/registry.py, pricing/scope.py).
-    for feature in proxy_features(sc):
+    features = proxy_features(sc)
+    if shares and LINK_SHARING not in features:
+        features = (*features, LINK_SHARING)
+    for feature in features:
         phrase = feature.proxy(raw, sc)
         if phrase is None:
             return None

@@ -10,12 +10,19 @@ still running.
 
 Program order on a stream (the 1F1B order of a pipeline stage, say) is expressed by the schedule
 builder as explicit dependencies; the engine adds no ordering of its own beyond readiness.
+
+Calls of one class on different streams that are limited by the same tier (``Task.tier``: a
+pipeline send beside a gradient bucket on the GPU's NIC) share that link while both are in flight
+(sharing.py: max-min fair rates, each call's end an event of its link's pool); a call that never
+met another ends at start + duration, as every other task.
 """
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from .sharing import INF, Pool, pools_of, stretched
 
 if TYPE_CHECKING:                             # type names only: the engine depends on nothing above it
     from .records import LinkCall, Payload
@@ -36,6 +43,11 @@ class Task:
     # BucketInfo, OverlapInfo, StepInfo); the engine never reads it.
     info: Payload | None = None
     links: tuple[LinkCall, ...] = ()          # the network calls it makes, as the builder priced them
+    # The tier whose bandwidth sets a call's time and the seconds of ``duration`` spent on its wire
+    # (the rest is latency): flows of different streams on one tier share it (engine/sharing.py).
+    tier: str = ""
+    wire: float = 0.0
+    alone: float = 0.0                        # a call its link's sharing slowed: its seconds alone
     ready: float = 0.0                        # when its dependencies were satisfied
     start: float = 0.0                        # >= ready: later if its stream was busy
     end: float = 0.0
@@ -102,6 +114,14 @@ def run(graph: TaskGraph) -> float:
     priority = [t.priority for t in tasks]
     duration = [t.duration for t in tasks]
     arrivals = [(0.0, i) for i in range(n) if waiting[i] == 0]   # (ready time, task): ids are unique
+    # Calls that share a link with another stream's (engine/sharing.py): their ends are events of
+    # their pool, known only when the calls beside them are; ``flows`` holds (projected end, seq,
+    # pool, pool version), superseded when the pool's membership changes.
+    got = pools_of(tasks, stream_of)
+    pool_of, pools = (got[0], [Pool() for _ in range(got[1])]) if got else (None, [])
+    flows: list[tuple[float, int, int, int]] = []
+    starts_at = [0.0] * n if got else []
+    seq = 0
     heapq.heapify(arrivals)
     wakeups: list[tuple[float, int]] = []                         # (end of a running task, stream)
     queues: list[list[tuple[int, float, int]]] = [[] for _ in number]
@@ -109,7 +129,38 @@ def run(graph: TaskGraph) -> float:
     push, pop = heapq.heappush, heapq.heappop
     done = 0
     makespan = 0.0
-    while arrivals or wakeups:
+    while arrivals or wakeups or flows:
+        if flows and ((not arrivals or flows[0][0] <= arrivals[0][0])
+                      and (not wakeups or flows[0][0] <= wakeups[0][0])):
+            now, _, px, version = pop(flows)
+            pool = pools[px]
+            if version != pool.version:
+                continue                                        # superseded by a change of members
+            for i in pool.finish(now, starts_at, duration):
+                t = tasks[i]
+                if t.start + t.duration != now:
+                    stretched(t, now)
+                t.end = now
+                key = stream_of[i]
+                free_at[key] = now
+                if queues[key]:
+                    push(wakeups, (now, key))
+                makespan = max(makespan, now)
+                done += 1
+                # Dependents are released at the end: buckets and transfers are waited for whole
+                # (no task depends on part of a call).
+                for j, _ in dependents[i]:
+                    if now >= ready_at[j]:
+                        ready_at[j] = now
+                        tasks[j].binding = i
+                    waiting[j] -= 1
+                    if waiting[j] == 0:
+                        push(arrivals, (ready_at[j], j))
+            end = pool.next_end(starts_at, duration)
+            if end < INF:
+                seq += 1
+                push(flows, (end, seq, px, pool.version))
+            continue
         if not wakeups or (arrivals and arrivals[0][0] <= wakeups[0][0]):
             now = arrivals[0][0]
             # Fast path: the only event at ``now`` is one arrival (no wake-up due, the heap's second
@@ -121,7 +172,7 @@ def run(graph: TaskGraph) -> float:
                 key = stream_of[i]
                 queue = queues[key]
                 if free_at[key] > now:
-                    if not queue:
+                    if not queue and free_at[key] < INF:
                         push(wakeups, (free_at[key], key))      # waits for the running task
                     push(queue, (priority[i], ready, i))
                     continue
@@ -138,6 +189,15 @@ def run(graph: TaskGraph) -> float:
         for key, ready, i in starts:
             t = tasks[i]
             dur = duration[i]
+            if pool_of is not None and pool_of[i] >= 0:        # a flow: its end comes from its pool
+                t.ready, t.start = ready, now
+                starts_at[i] = now
+                free_at[key] = INF                              # woken when the flow ends
+                pool = pools[pool_of[i]]
+                pool.join(now, i, min(1.0, t.wire / dur), starts_at, duration)
+                seq += 1
+                push(flows, (pool.next_end(starts_at, duration), seq, pool_of[i], pool.version))
+                continue
             end = now + dur
             t.ready, t.start, t.end = ready, now, end
             free_at[key] = end
@@ -175,8 +235,8 @@ def _starts(now: float, arrivals: list, wakeups: list, queues: list, free_at: li
         ready, i = pop(arrivals)
         key = stream_of[i]
         queue = queues[key]
-        if free_at[key] > now and not queue:
-            push(wakeups, (free_at[key], key))              # waits for the running task
+        if free_at[key] > now and not queue and free_at[key] < INF:
+            push(wakeups, (free_at[key], key))              # waits for the running task (a call: its end)
         push(queue, (priority[i], ready, i))
         if key not in touched:
             touched.append(key)

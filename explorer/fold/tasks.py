@@ -85,8 +85,10 @@ def match_shift(small: Sequence[Task], big: Sequence[Task], shift: int, tol: flo
     last_early: dict[tuple, int] = {}
 
     def same(t: Task, u: Task, d: float) -> bool:
+        # Durations within ``tol`` too: a call slowed by a link it shares (engine/sharing.py)
+        # lasts end - start, computed at other absolute times in the two runs.
         return (abs(t.start - u.start - d) <= tol and abs(t.end - u.end - d) <= tol
-                and abs(t.ready - u.ready - d) <= tol and t.duration == u.duration)
+                and abs(t.ready - u.ready - d) <= tol and abs(t.duration - u.duration) <= tol)
 
     where: dict[Key, int] | None = None
 

@@ -14,7 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Scenario
+from ..taskgraph.layer import pp_message_bytes
+from ..taskgraph.techniques.link_sharing import may_share
+from ..vocabulary import TIERS
 from ..workloads.registry import problem, workload_for
+from .keys import network_key, shared_network
 
 Raw = dict[str, Any]
 
@@ -39,9 +43,41 @@ def _uncompressed(raw: Raw, sc: Scenario) -> str:
     return "uncompressed gradients"
 
 
+def links_may_meet(sc: Scenario) -> bool:
+    """Whether the engine may pool a pipeline send and a data-parallel call of one stage on one
+    link (engine/sharing.py pools calls limited by the same tier): link_sharing.may_share, and some
+    stage whose sends (to either neighbour, the wrap pair included) are limited by a tier its
+    dense or expert data-parallel group may be limited by — any tier that group crosses, or the
+    node's when the PCIe links bound it (collectives.pcie_boundary).  Exact in one direction only:
+    False guarantees no pool; True may be a pair that never meets."""
+    if not may_share(sc):
+        return False
+    net = shared_network(sc, network_key(sc, False), False)
+    p, msg = sc.parallelism.pp, pp_message_bytes(sc)
+    sends = [{net.cost("send-recv", msg, "pp", q).boundary} for q in range(p)]
+    for s in range(p):
+        mine = sends[s] | sends[(s - 1) % p]
+        for dim in ("dp", "edp"):
+            sh = net.shape(dim, s)
+            if sh.n <= 1:
+                continue
+            reach = set(TIERS[:sh.outer + 1]) | ({TIERS[max(sh.outer, 1)]} if sh.outer else set())
+            if mine & reach:
+                return True
+    return False
+
+
+def _no_contention(raw: Raw, sc: Scenario) -> str:
+    raw["communication"]["contention"] = False
+    return "no contention between pipeline sends and gradient buckets"
+
+
+# The engine's fair share of a link between the pp and dp streams (engine/sharing.py).
+LINK_SHARING = Unpriced("link sharing between dimensions", links_may_meet, _no_contention)
 UNPRICED: tuple[Unpriced, ...] = (
     Unpriced("degraded nodes", lambda sc: sc.cluster.faults.degraded, no_faults),
     Unpriced("compressed gradients", lambda sc: sc.communication.compression.active, _uncompressed),
+    LINK_SHARING,
 )
 
 

@@ -36,6 +36,7 @@ from .split import choose_split, given_split
 from .split_cost import split_costs
 from .techniques.dp_buckets import dp_tasks
 from .techniques.dp_contention import sm_factor
+from .techniques.link_sharing import flow
 from .techniques.optimizer import optimizer_time
 
 WAN = TIERS.index("scale-across")          # a call's egress entry that leaves the datacenter
@@ -335,9 +336,9 @@ class IterationBuilder:
             else:
                 continue
             # The transfer (see _transfer_shape), made inline: the 1T-parameter row has 65k of them.
-            st, stream, priority, time_s, parts, links, tail = fwd
+            st, stream, priority, time_s, parts, links, tail, tier, wire = fwd
             tasks.append(Task(st, stream, "pp", time_s, [(tid, 1.0)], priority, parts,
-                              TransferInfo(mb, local, *tail), links))
+                              TransferInfo(mb, local, *tail), links, tier=tier, wire=wire))
             tasks[dst].deps.append((len(tasks) - 1, 1.0))
 
     def _transfer_shape(self, pair: int, s: int, direction: str) -> tuple:
@@ -354,8 +355,9 @@ class IterationBuilder:
         # compute stream right after the pass that produced it (priority -1 wins the tie with the
         # next pass); otherwise it runs on the pp stream beside compute.
         blocking = framework_profile(self.sc.training.framework).blocking_p2p
+        tier, wire = flow(self.sc, cc)
         return (s, "compute" if blocking else "pp", -1 if blocking else 0, cc.time_s, (("pp", cc.time_s),),
-                links, (self.pp_msg_bytes, 2, "p2p", cc.boundary, cc.busbw_GBps, direction, pair))
+                links, (self.pp_msg_bytes, 2, "p2p", cc.boundary, cc.busbw_GBps, direction, pair), tier, wire)
 
     def _iteration_end(self, g: TaskGraph, comp: _Compute) -> None:
         """Gradient reduction (bucketed, overlapped with the last backward when dp_overlap, else

@@ -103,6 +103,7 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("communication.dp_priority", "Prioritise first layers' buckets (P3)", "bool"),
         Control("communication.tp_overlap", "Overlap TP with GEMMs", "bool"),
         Control("communication.prefetch_layers", "ZeRO-3 prefetch (layers)", "int"),
+        Control("communication.contention", "PP sends and DP buckets share a link", "bool"),
         Control("communication.compression.kind", "Gradient compression", "choice"),
         Control("communication.compression.ratio", "Top-k share kept", "float"),
         Control("communication.compression.rank", "PowerSGD rank", "int"),

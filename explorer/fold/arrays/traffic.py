@@ -108,8 +108,10 @@ def transfer_tasks(b: IterationBuilder, sends: np.ndarray) -> list[Task]:
     out = []
     for d, direction in enumerate(DIRECTIONS):
         for s, pair in zip(*np.nonzero(sends[d]), strict=True):
-            st, stream, priority, time_s, parts, links, tail = b._transfer_shape(int(pair), int(s), direction)
-            out.append(Task(st, stream, "pp", time_s, [], priority, parts, TransferInfo(0, 0, *tail), links))
+            shape = b._transfer_shape(int(pair), int(s), direction)
+            st, stream, priority, time_s, parts, links, tail, tier, wire = shape
+            out.append(Task(st, stream, "pp", time_s, [], priority, parts, TransferInfo(0, 0, *tail), links,
+                            tier=tier, wire=wire))
     return out
 
 

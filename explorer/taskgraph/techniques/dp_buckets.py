@@ -25,6 +25,7 @@ from ...network.groups import Network
 from ...workloads.registry import compression_plan
 from ..chunks import ChunkWork
 from .dp_contention import hidden_seconds
+from .link_sharing import flow
 from .optimizer import PARAM_BYTES, grad_reduce_bytes
 
 # Buckets of one chunk kept as separate engine tasks; more are merged, k per task, so that the
@@ -93,6 +94,12 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
         cc = net.cost(op, size, dim, s)
         ops = reduce_plan(sc, op, cc.n)
         seconds = wire_seconds(net, op, size, dim, s, ops, nbytes)
+        # The tier that limits the bucket and its seconds beyond latency: it shares that tier with
+        # the pipeline sends beside it (link_sharing.py); a compressor's calls, their sum.
+        tier, wire = flow(sc, cc)
+        if ops is not None:
+            calls = [flow(sc, net.cost(o, size / nbytes * per, dim, s)) for o, per in ops]
+            tier, wire = calls[0][0], sum(w for _, w in calls)
         # A compressor's encode runs on the compute stream before the bucket leaves, its decode
         # after it returns (PyTorch DDP communication hooks run their kernels in the backward's
         # stream; Vogels et al. 2019 Sec. 5): element-wise HBM passes (explorer/network/compression.py).
@@ -142,7 +149,7 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
                 if not hooked:
                     d = [(enc_id, 1.0)]
             tid = g.add(Task(s, "dp", "dp", k * seconds, d, priority=priority,
-                             parts=(("dp", k * seconds),), info=info, links=links))
+                             parts=(("dp", k * seconds),), info=info, links=links, tier=tier, wire=k * wire))
             if coder is not None:
                 dec = k * elements * coder.decode_bytes / hbm
                 after = [(tid, 1.0)] + ([(enc_id, 1.0)] if hooked else [])

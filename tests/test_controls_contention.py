@@ -149,7 +149,7 @@ def test_the_task_fold_stays_exact_when_calls_share_a_link(schedule, vpp):
            "hardware": {"gpu": "h100-sxm"},
            "cluster": {"nodes": 2, "gpus_per_node": 8},
            "parallelism": {"tp": 2, "pp": 4, "schedule": schedule, "vpp": vpp, "zero": 0},
-           "communication": {"dp_overlap": True}}
+           "communication": {"dp_overlap": True, "contention": True}}
     sc = from_dict(raw)
     slowed = [t for t in simulate(sc, fold=False).tasks if t.alone > 0]
     assert slowed and all(t.end - t.start > t.alone for t in slowed)
@@ -161,6 +161,7 @@ def test_the_estimators_decline_covers_every_graph_whose_calls_share_a_link():
     shipped and 60 random valid scenarios whose task graph the engine pools (two streams' calls
     limited by one tier of one class) are declined; pp inside a node beside dp across nodes (or
     the reverse) is not (those rows stay with the estimator)."""
+    import dataclasses
     import pathlib
     import random
 
@@ -190,8 +191,12 @@ def test_the_estimators_decline_covers_every_graph_whose_calls_share_a_link():
             drawn += 1
         except ScenarioError:
             continue
+    # Contention is off by default (explorer/config/contention.py): switch it on everywhere.
+    scs = [dataclasses.replace(sc, communication=dataclasses.replace(sc.communication, contention=True))
+           for sc in scs]
     both = [(pooled(sc), links_may_meet(sc)) for sc in scs]
     assert [i for i, (p, m) in enumerate(both) if p and not m] == []
     assert sum(p for p, _ in both) >= 5
-    apart = dict(RAW, cluster={"gpus_per_node": 2, "nodes": 2})     # dp in the node, pp across
+    apart = dict(RAW, cluster={"gpus_per_node": 2, "nodes": 2},     # dp in the node, pp across
+                 communication={**RAW.get("communication", {}), "contention": True})
     assert not links_may_meet(from_dict(apart))

@@ -17,6 +17,7 @@ from ..collective_algorithms import registry as algorithms
 from ..schedules import registry
 from .bounds import _FROM_PRESET, LATENCY_US, SCALE_UP_GBPS, TFLOPS
 from .compression import Compression
+from .contention import CONTENTION_DOC
 from .faults import Faults
 from .model_parts import ATTN_KERNEL, FLASH_ATTN, HEAD_DIM, KV_HEADS, MLA, Conv, MoE, first_moe_layer
 from .moe_dispatch import COMM_SMS_FIELD, DISPATCHER_FIELD
@@ -355,7 +356,7 @@ class Communication:
         "doc": "overlap TP collectives with the GEMMs beside them"})
     prefetch_layers: int = field(default=1, metadata={
         "min": 0, "max": 64, "doc": "ZeRO-3/FSDP: layers whose parameters are gathered ahead"})
-    contention: bool = field(default=True, metadata={"doc": "pp and dp calls on a link share its bandwidth"})
+    contention: bool = field(default=False, metadata={"doc": CONTENTION_DOC})
     compression: Compression = field(default_factory=Compression)
 
 

@@ -169,6 +169,7 @@ def build_timeline(tasks: Sequence[Task], class_labels: tuple[str, ...], max_seg
             bounds = _expand_layers(rows, t, layer_parts, layers)
         if isinstance(info, PassInfo) and info.offload:
             offload_rows(rows, t, info.offload, bounds)
+    _serialise_offload(rows.cols)
     return Timeline(rows.cols, class_labels, coarse, rows.truncated)
 
 
@@ -296,6 +297,21 @@ def _expand_layers(rows: _Rows, t: Task, layer_parts: list[tuple[str, float]],
     if rest > 1e-12:
         rows.add(t, "compute", t.kind, at, rest, "embedding/logits", flops=flops * rest / compute_secs)
     return bounds
+
+
+def _serialise_offload(cols: dict[str, list]) -> None:
+    """One copy engine per GPU: offload rows of one class that would overlap (a slow link's copies
+    running past their pass into the next one's) start when the previous copy has ended."""
+    lane = cols["lane"]
+    idx = [i for i in range(len(lane)) if lane[i] == OFFLOAD]
+    idx.sort(key=lambda i: (cols["gpu_class"][i], cols["start_s"][i]))
+    free: dict[int, float] = {}
+    for i in idx:
+        cls = cols["gpu_class"][i]
+        start = max(cols["start_s"][i], free.get(cls, -math.inf))
+        cols["start_s"][i] = start
+        cols["end_s"][i] = start + cols["duration_s"][i]
+        free[cls] = cols["end_s"][i]
 
 
 def _offload_rows_count(t: Task, coarse: bool) -> int:

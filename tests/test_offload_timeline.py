@@ -151,3 +151,19 @@ def test_the_gantt_draws_an_offload_lane_with_every_copy():
     assert sum(tr.x) == pytest.approx(2 * 2 * OFFLOADED * MB * per * 1e3, rel=1e-9)   # ms axis
     threads = {e["args"]["name"] for e in tl.to_trace()["traceEvents"] if e.get("name") == "thread_name"}
     assert "offload" in threads
+
+
+def test_a_clicked_offload_bar_is_explained_as_a_host_copy():
+    """The bar's explanation is the host link's, not "memory-bound work" (the fallback of a bar
+    without FLOPs or bytes)."""
+    from explorer.analysis.gantt_bar import GanttBar
+    from explorer.teaching.explain import explain_bar
+    _, off = _pair(1, **{"hardware.gpu.pcie_GBps": PCIE4_GBPS})
+    tl = build_timeline(off.tasks, ("stage 0",))
+    fig, _ = gantt(tl.columns, ("stage 0",), off.iteration_time_s)
+    tr = next(t for t in fig.data if t.name == "offload")
+    bar = GanttBar.from_customdata(tr.customdata[0])
+    text = explain_bar(bar, 989.0, "H100 SXM", "bf16")
+    assert "host link" in text and "device→host" in text
+    assert "Memory-bound" not in text
+    assert bar.duration_ms == pytest.approx(_layer_copy_s(off, PCIE4_GBPS) * 1e3, rel=1e-9)

@@ -167,3 +167,14 @@ def test_a_clicked_offload_bar_is_explained_as_a_host_copy():
     assert "host link" in text and "device→host" in text
     assert "Memory-bound" not in text
     assert bar.duration_ms == pytest.approx(_layer_copy_s(off, PCIE4_GBPS) * 1e3, rel=1e-9)
+
+
+def test_in_bands_the_copies_are_a_thin_line_under_each_class():
+    """Many classes (bands): each class's copies at its own band offset, below the pp band."""
+    from explorer.figures.gantt import BAND_OFFSETS
+    _, off = _pair(2, **{"hardware.gpu.pcie_GBps": PCIE4_GBPS})
+    tl = build_timeline(off.tasks, ("stage 0", "stage 1"))
+    fig, _ = gantt(tl.columns, ("stage 0", "stage 1"), off.iteration_time_s, bands=True)
+    tr = next(t for t in fig.data if t.name == "offload")
+    assert set(tr.y) == {0 + BAND_OFFSETS["offload"][0], 1 + BAND_OFFSETS["offload"][0]}
+    assert BAND_OFFSETS["offload"][0] > BAND_OFFSETS["pp"][0]

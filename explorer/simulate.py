@@ -16,6 +16,7 @@ from .analysis.breakdown import CATEGORIES, COMM_DIMS
 from .analysis.bubble import bubble_formula, bubble_summary, stage_passes
 from .analysis.link_bound import link_bound
 from .analysis.measures import Measures
+from .analysis.offload import offload_totals, with_offload
 from .analysis.report import WAN_EXPOSED_WARNING_SHARE, Notice, bottleneck, wan_report, warnings_for
 from .analysis.steady_state import ScheduledRun, schedule_iteration
 from .engine.gc_pause import paused_collector
@@ -106,7 +107,9 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
     traffic = {d: {tier: max([0.0, *(tr[d][i] for tr in ms.traffic)])
                    for i, tier in enumerate(BOUNDARY_NAMES)} for d in COMM_DIMS}
     links = ms.links
-    res_breakdown = {k: breakdown[k] for k in CATEGORIES}
+    # The host copies' stall on the busiest stage named "offload" (only when offloading).
+    res_breakdown = with_offload({k: breakdown[k] for k in CATEGORIES},
+                                 *offload_totals(builder, classes[slow].stage, m))
     notices = warnings_for(sc, memory, links, net, res_breakdown, T)
     notices += (bound.notice,) if bound.notice else ()
     result = Result(

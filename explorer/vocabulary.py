@@ -13,6 +13,11 @@ COMM_DIMS = dimensions.reported()
 BLOCKING_DIMS = dimensions.blocking()
 # Streams of a GPU class, as lanes of the Gantt chart and threads of the trace.
 STREAMS = ("compute",) + COMM_DIMS
+# The copy-engine lane of activation offloading (training.offload_activations_layers): the
+# device-to-host copies after offloaded layers' forwards and the host-to-device copies before their
+# backwards.  Not a stream of the engine (the copies' stall is inside the passes' compute), a lane
+# the timeline draws from the passes' offload annotation (engine.records.PassInfo.offload).
+OFFLOAD = "offload"
 # Breakdown categories of an iteration; they sum to the iteration time (analysis/breakdown.py).
 CATEGORIES = ("compute", "recompute") + COMM_DIMS + ("bubble", "optimizer")
 # Which category a part of a task's duration counts in.
@@ -32,9 +37,10 @@ KIND_COLORS = {
     "forward": "#4C78A8", "backward": "#F58518", "weight-grad": "#EECA3B", "recompute": "#B279A2",
     **_DIM_COLORS,
     "optimizer": "#79706E", "embedding/logits": "#4C78A8", "F&B": "#8F6BB3", "compress": "#3A8E7E",
+    OFFLOAD: "#BAB0AC",
 }
 CATEGORY_COLORS = {"compute": "#4C78A8", "recompute": "#B279A2", **_DIM_COLORS, "bubble": "#D3D3D3",
-                   "optimizer": "#79706E"}
+                   "optimizer": "#79706E", OFFLOAD: "#BAB0AC"}
 TIER_COLORS = {"scale-up": "#4C78A8", "scale-out": "#F58518", "spine": "#B279A2", "scale-across": "#E45756"}
 # Presentation mode's palette: each app colour's colour-blind-safe counterpart, from Okabe & Ito's
 # eight ("Color Universal Design", 2008) and, where a Gantt shows more kinds side by side than
@@ -44,5 +50,5 @@ TIER_COLORS = {"scale-up": "#4C78A8", "scale-out": "#F58518", "spine": "#B279A2"
 # the tier's: tests/test_dimensions.py).
 PRESENT_COLORS = {"#4C78A8": "#0072B2", "#F58518": "#E69F00", "#EECA3B": "#F0E442", "#B279A2": "#CC79A7",
                   "#79706E": "#000000", "#8F6BB3": "#332288", "#3A8E7E": "#44AA99", "#D3D3D3": "#DDDDDD",
-                  "#E45756": "#D55E00",
+                  "#E45756": "#D55E00", "#BAB0AC": "#DDDDDD",
                   **{dimensions.get(d).color: dimensions.get(d).present_color for d in COMM_DIMS}}

@@ -79,6 +79,11 @@ def bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: fl
         p = sc.parallelism
         return (f"{head} on the busiest stage (pipeline bubble): {p.pp} stages and {m} micro-batches with "
                 f"{p.schedule}. More micro-batches, interleaving or fewer stages shrink it.")
+    if worst == "offload":
+        gpu = sc.hardware.gpu
+        return (f"{head} (activation offload): the host copies of the offloaded layers' activations "
+                f"outlast the compute they run beside over the {gpu.name} host link; fewer offloaded "
+                "layers, or a faster host link (NVLink-C2C), hide them.")
     if worst == "optimizer":
         return (f"{head} (optimizer step): it streams the optimizer state through HBM; "
                 "ZeRO sharding shrinks it.")

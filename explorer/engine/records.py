@@ -95,6 +95,9 @@ class PassInfo(NamedTuple):
     op: str = ""                        # the fused pair, in words
     pair_mb: int = -1                   # a fused F&B: the backward's micro-batch (-1 otherwise)
     pair_chunk: int = -1                # ... and its local chunk (DualPipe's direction)
+    # Activation offload copies of the pass (ChunkWork.offload_fields): (direction "d2h"/"h2d",
+    # layers, copy-engine seconds, exposed seconds), () without offloading.
+    offload: tuple = ()
 
 
 class TransferInfo(NamedTuple):

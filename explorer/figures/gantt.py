@@ -18,14 +18,15 @@ import plotly.graph_objects as go
 
 from .. import dimensions
 from ..analysis.gantt_bar import GanttBar, SpanBar
-from ..vocabulary import BLOCKING_DIMS, COMM_DIMS, KIND_COLORS, STREAMS
+from ..vocabulary import BLOCKING_DIMS, COMM_DIMS, KIND_COLORS, OFFLOAD, STREAMS
 from .raster import rasterize as _rasterize
 
-LANES = STREAMS
+LANES = STREAMS + (OFFLOAD,)          # the copy-engine lane last (activation offloading)
 COMM_LANES = frozenset(COMM_DIMS)
 COMPUTE_KINDS = frozenset({"forward", "backward", "F&B", "weight-grad", "recompute", "optimizer",
                            "embedding/logits", "compress"})
-KIND_ORDER = ("forward", "backward", "F&B", "weight-grad", "recompute", "optimizer", "compress") + COMM_DIMS
+KIND_ORDER = ("forward", "backward", "F&B", "weight-grad", "recompute", "optimizer", "compress",
+              OFFLOAD) + COMM_DIMS
 OVERLAPPED = " (overlapped)"
 # Columns of the aggregated Gantt: about the chart's width in pixels at 1440 px (70% of the page).
 RASTER_COLUMNS = 800
@@ -39,7 +40,8 @@ WAN_LEGEND = "crosses the WAN (outlined)"
 # below, so that both stay visible where they share a pixel column.
 SPLIT_OFFSETS = {"compute": (-0.11, 0.28), "comm": (0.15, 0.2)}
 # Each dimension's place in a band is its registry entry's (dimensions.Dimension.band).
-BAND_OFFSETS = {"compute": (0.0, 0.5), **{d: dimensions.get(d).band for d in COMM_DIMS}}
+BAND_OFFSETS = {"compute": (0.0, 0.5), **{d: dimensions.get(d).band for d in COMM_DIMS},
+                OFFLOAD: (0.49, 0.06)}      # a thin line under the pp band: the host copies
 
 
 @dataclass(frozen=True)

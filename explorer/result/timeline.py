@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -18,7 +19,7 @@ from ..engine.records import BucketInfo, OverlapInfo, PassInfo, TransferInfo
 from ..engine.scheduler import Task
 from ..fold.arrays.lazy import resolved
 from ..fold.tasks import FoldedTasks
-from ..vocabulary import BLOCKING_DIMS, LANE_OF, STREAMS
+from ..vocabulary import BLOCKING_DIMS, LANE_OF, OFFLOAD, STREAMS
 
 COLUMNS = ("gpu_class", "lane", "kind", "start_s", "end_s", "duration_s", "micro_batch", "chunk",
            "bytes", "group", "algorithm", "tier", "busbw_GBps", "detail", "overlapped", "flops")
@@ -28,7 +29,8 @@ COLUMNS = ("gpu_class", "lane", "kind", "start_s", "end_s", "duration_s", "micro
 # compute), group (int, None for compute), algorithm / tier (str, None for compute), busbw_GBps,
 # detail (str), overlapped (bool: communication that runs under compute and blocks nothing —
 # TP-overlap, ring-attention K/V, FSDP prefetch, DualPipe's hidden all-to-all), flops (float
-# FLOPs of a compute row, its share of the pass; None for communication).
+# FLOPs of a compute row, its share of the pass; None for communication).  Activation offloading
+# adds lane "offload" (kind "offload"): one layer's host copy per row, on the copy engine.
 MAX_ROWS = 2_000_000      # hard cap of a full (per-layer) timeline, for downloads
 
 
@@ -95,7 +97,7 @@ class Timeline:
 
     def _events(self):
         events: list[dict] = []
-        lanes = list(STREAMS)
+        lanes = list(STREAMS) + ([OFFLOAD] if OFFLOAD in self.columns["lane"] else [])
         for pid, label in enumerate(self.class_labels):
             events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": label}})
             events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
@@ -136,6 +138,7 @@ def estimate_rows(tasks: Sequence[Task], coarse: bool = False) -> int:
     for t in tasks:
         parts = max(len(t.parts), 1) + len(_hidden_all(t))
         n += parts if coarse else _layers(t) * parts + 1
+        n += _offload_rows_count(t, coarse)
     return n
 
 
@@ -161,8 +164,12 @@ def build_timeline(tasks: Sequence[Task], class_labels: tuple[str, ...], max_seg
         layers = info.layers if isinstance(info, PassInfo) else 0
         if coarse or not layer_parts or layers == 0:
             _expand_parts(rows, t)
+            bounds = [(t.start, t.end)]
         else:
-            _expand_layers(rows, t, layer_parts, layers)
+            bounds = _expand_layers(rows, t, layer_parts, layers)
+        if isinstance(info, PassInfo) and info.offload:
+            offload_rows(rows, t, info.offload, bounds)
+    _serialise_offload(rows.cols)
     return Timeline(rows.cols, class_labels, coarse, rows.truncated)
 
 
@@ -262,8 +269,10 @@ def _expand_parts(rows: _Rows, t: Task) -> None:
         rows.add(t, k, f"{k} (overlapped)", t.start, min(v, t.duration), overlapped=True)
 
 
-def _expand_layers(rows: _Rows, t: Task, layer_parts: list[tuple[str, float]], layers: int) -> None:
-    """A compute task layer by layer from its one-layer template, edge work (embedding, logits) last."""
+def _expand_layers(rows: _Rows, t: Task, layer_parts: list[tuple[str, float]],
+                   layers: int) -> list[tuple[float, float]]:
+    """A compute task layer by layer from its one-layer template, edge work (embedding, logits)
+    last; returns each drawn layer's (start, end)."""
     flops = t.info.flops if isinstance(t.info, PassInfo) else 0.0
     compute_secs = _compute_secs(t)
     per_layer = sum(v for _, v in layer_parts)
@@ -273,6 +282,7 @@ def _expand_layers(rows: _Rows, t: Task, layer_parts: list[tuple[str, float]], l
     scale = body / (per_layer * layers) if per_layer > 0 else 0.0
     hidden_layer = [(k, v / layers) for k, v in _hidden(t)]
     at = t.start
+    bounds = []
     for _ in range(layers):
         layer_start = at
         for k, v in layer_parts:
@@ -282,9 +292,74 @@ def _expand_layers(rows: _Rows, t: Task, layer_parts: list[tuple[str, float]], l
             at += v * scale
         for k, v in hidden_layer:
             rows.add(t, k, f"{k} (overlapped)", layer_start, min(v, at - layer_start), overlapped=True)
+        bounds.append((layer_start, at))
     rest = t.start + t.duration - at
     if rest > 1e-12:
         rows.add(t, "compute", t.kind, at, rest, "embedding/logits", flops=flops * rest / compute_secs)
+    return bounds
+
+
+def _serialise_offload(cols: dict[str, list]) -> None:
+    """One copy engine per GPU: offload rows of one class that would overlap (a slow link's copies
+    running past their pass into the next one's) start when the previous copy has ended."""
+    lane = cols["lane"]
+    idx = [i for i in range(len(lane)) if lane[i] == OFFLOAD]
+    idx.sort(key=lambda i: (cols["gpu_class"][i], cols["start_s"][i]))
+    free: dict[int, float] = {}
+    for i in idx:
+        cls = cols["gpu_class"][i]
+        start = max(cols["start_s"][i], free.get(cls, -math.inf))
+        cols["start_s"][i] = start
+        cols["end_s"][i] = start + cols["duration_s"][i]
+        free[cls] = cols["end_s"][i]
+
+
+def _offload_rows_count(t: Task, coarse: bool) -> int:
+    """Rows offload_rows adds for task ``t``."""
+    off = t.info.offload if isinstance(t.info, PassInfo) else ()
+    if not off:
+        return 0
+    return 1 if coarse or t.info.layers == 0 else math.ceil(off[1] - 1e-9)
+
+
+def offload_rows(rows: _Rows, t: Task, offload: tuple, bounds: list[tuple[float, float]]) -> None:
+    """The host copies of a pass's offloaded layers on the ``offload`` lane, one row per layer.
+
+    ``offload`` is (direction, layers, copy seconds, exposed seconds) (ChunkWork.offload_fields);
+    ``bounds`` the drawn layers' (start, end), one entry for a pass drawn as one block.  The copies
+    share one copy engine, so a copy starts when the previous one has ended.  Transformer Engine's
+    CPU offload (get_cpu_offload_context, which Megatron-Core's cpu_offloading_num_layers drives)
+    offloads the first layers of a chunk: a layer's device-to-host copy starts after its forward;
+    its host-to-device copy is prefetched while the layer after it runs its backward, so that it
+    is back before its own backward (backward runs the layers in reverse, so these are the last
+    ones drawn).  The rows' durations add up to the copy seconds; how much of them stalled the
+    pass (the exposed seconds, inside the pass's compute bar) is in each row's detail."""
+    direction, layers, copy, exposed = offload
+    if len(bounds) == 1:
+        per = [copy]
+        starts = [bounds[0][0]]
+    else:
+        n = min(layers, len(bounds))
+        per = [copy / layers] * int(n) + ([copy / layers * (n - int(n))] if n - int(n) > 1e-9 else [])
+        k = len(per)
+        if direction == "d2h":
+            starts = [bounds[i][1] for i in range(k)]
+        else:
+            first = len(bounds) - k
+            starts = [bounds[i - 1][0] if i > 0 else t.start for i in range(first, len(bounds))]
+        if copy > n * (copy / layers) + 1e-15:          # layers beyond the drawn ones: one bar
+            per.append(copy - sum(per))
+            starts.append(starts[-1])
+    what = "device→host" if direction == "d2h" else "host→device"
+    detail = (f"{what} copy of one layer's activations over the host link "
+              f"({exposed * 1e3:.3g} ms of this pass's {copy * 1e3:.3g} ms of copies stall it)")
+    free = -math.inf
+    for start, dur in zip(starts, per, strict=True):
+        if dur <= 0:
+            continue
+        at = max(start, free)
+        rows.add(t, OFFLOAD, OFFLOAD, at, dur, detail)
+        free = at + dur
 
 
 def _kind(task_kind: str, part: str) -> str:

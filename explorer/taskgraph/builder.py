@@ -262,7 +262,8 @@ class IterationBuilder:
         kind, local = ps.kind, ps.local
         shape = self._pass_cache.get((s, local, kind)) or self._pass_shape(s, local, kind)
         ch, parts, dur, layer_parts, (flops, hidden_comm), hidden = shape
-        info = PassInfo(ps.mb, local, ch.layers, ch.comm, layer_parts, flops, hidden_comm)
+        info = PassInfo(ps.mb, local, ch.layers, ch.comm, layer_parts, flops, hidden_comm,
+                        offload=ch.offload_fields(kind))
         tasks = g.tasks                  # TaskGraph.add inlined: one call fewer per pass
         tasks.append(Task(s, "compute", TASK_KIND[kind], dur, deps, 0, parts, info))
         tid = len(tasks) - 1

@@ -67,6 +67,18 @@ class ChunkWork:
     # Bytes one recomputed layer of this chunk holds again during its backward (the largest of its
     # layer kinds'; analysis/memory.recompute_transient), 0 without recomputation.
     transient: float = 0.0
+    # Activation offloading (a drawing annotation; its stall is already in the compute parts):
+    # (layers offloaded per micro-batch, copy-engine seconds of their copies each way, exposed
+    # seconds of the forward's copies, of the backward's).
+    offload: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+
+    def offload_fields(self, kind: str) -> tuple:
+        """What a pass of ``kind`` (F, B, Bi, W) shows of the offload copies: (direction, layers,
+        copy seconds, exposed seconds), or () when it makes none (the W pass restores nothing)."""
+        layers, copy, exp_f, exp_b = self.offload
+        if layers <= 0 or copy <= 0 or kind == "W":
+            return ()
+        return ("d2h", layers, copy, exp_f) if kind == "F" else ("h2d", layers, copy, exp_b)
 
     def ready_fraction(self, share: float) -> float:
         """Fraction of the chunk's backward after which ``share`` of its parameters have their
@@ -115,6 +127,7 @@ class _Acc:
     fl_f: float = 0.0
     fl_b: float = 0.0
     fl_w: float = 0.0
+    off: list = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])
 
 
 def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: int) -> LayerParts:
@@ -140,6 +153,8 @@ def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: in
     a.hid_b += count * lp.fsdp.hidden_b
     a.fsdp_bytes += count * lp.fsdp.bus_bytes
     a.layer_bytes = max(a.layer_bytes, (lc.params + lc.expert_params) * PARAM_BYTES)
+    for i, v in enumerate((lc.offload_share, lp.offload_copy, lp.offload_f, lp.offload_b)):
+        a.off[i] += count * v
     return lp
 
 
@@ -208,7 +223,7 @@ def chunk_work(ctx: ChunkContext, gc: int, stage: int, first_layer: int, layers:
                      a.eparams, a.act, a.tpb, a.cpb, a.epb, _calls(ctx, stage, a.layer_bytes),
                      (a.hid_f, a.hid_b),
                      a.fsdp_bytes, a.layer_bytes, sum_parts(*a.over_f), sum_parts(*a.over_b), a.fl_f, a.fl_b,
-                     a.fl_w, tuple(a.links), curve, transient)
+                     a.fl_w, tuple(a.links), curve, transient, tuple(a.off))
 
 
 def _grad_curve(backward: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:

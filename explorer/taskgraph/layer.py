@@ -64,6 +64,12 @@ class LayerParts:
     fsdp: FsdpCost
     hidden_f: Parts                  # tp/cp seconds running under the forward's GEMMs
     hidden_b: Parts
+    # Activation offloading, already inside the compute parts above (the stall): the exposed
+    # seconds of the forward's and backward's host copies, weighted by the share offloaded, and
+    # the copy seconds each way, likewise weighted (what the copy engine is busy for).
+    offload_f: float = 0.0
+    offload_b: float = 0.0
+    offload_copy: float = 0.0
 
 
 def sum_parts(*parts: tuple[str, float]) -> Parts:
@@ -160,7 +166,8 @@ def layer_parts(ctx: ChunkContext, lc: LayerCost, stage: int) -> LayerParts:
            ("cp", ring.exposed_b), ("ep", ep_b), ("dp", fs.exposed_b))
     return LayerParts(fwd, bwd, tp_f_bytes + tp_b_bytes, ring.bytes, ep_f_bytes + ep_b_bytes, fs,
                       (("tp", tp_f_all - tp_f), ("cp", ring.hidden_f)),
-                      (("tp", tp_b_all - tp_b), ("cp", ring.hidden_b)))
+                      (("tp", tp_b_all - tp_b), ("cp", ring.hidden_b)),
+                      off_f, off_b, lc.offload_share * lc.offload_s)
 
 
 def fsdp_links(ctx: ChunkContext, lc: LayerCost | Params, stage: int) -> list[LinkCall]:

@@ -71,6 +71,14 @@ def explain_bar(bar: GanttBar | None, peak_tflops: float, gpu: str, dtype: str) 
                 f"- time = FLOPs / (peak x efficiency) for the GEMMs, plus element-wise work at HBM "
                 f"bandwidth (explorer/physics/kernels.py)\n\n"
                 f"Shorter with: {COMPUTE_SHORTER}.")
+    if kind == "offload":
+        # Activation offloading's host copies (explorer/result/timeline.offload_rows).
+        return (f"{head}\n\n- {detail}\n"
+                "- time = one layer's kept activation bytes / the host link's bandwidth "
+                "(PCIe, or NVLink-C2C on Grace-Blackwell; hardware.gpu.pcie_GBps), on the copy "
+                "engine: it takes no SMs\n\n"
+                "Shorter with: fewer offloaded layers (training.offload_activations_layers) or a "
+                "faster host link; only what outlasts the compute beside it stalls the pass.")
     if not nbytes:
         return f"{head}\n\nMemory-bound work (norms, activations, optimizer): HBM bytes / HBM bandwidth."
     op = _op(detail)

@@ -76,7 +76,7 @@ def _breakdown_height(j: Summary, present: bool) -> int:
 # The word a bottleneck sentence starts with -> the Gantt traces (kinds) whose bars it talks about.
 BOTTLENECK_KINDS = {**{d: (d,) for d in COMM_DIMS},
                     "optimizer": ("optimizer",), "compute": ("forward", "backward", "F&B"),
-                    "recompute": ("recompute", "backward")}
+                    "recompute": ("recompute", "backward"), "offload": ("offload",)}
 
 
 def bottleneck_bar(data: ViewData) -> GanttBar | None:

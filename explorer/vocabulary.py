@@ -45,10 +45,10 @@ TIER_COLORS = {"scale-up": "#4C78A8", "scale-out": "#F58518", "spine": "#B279A2"
 # Presentation mode's palette: each app colour's colour-blind-safe counterpart, from Okabe & Ito's
 # eight ("Color Universal Design", 2008) and, where a Gantt shows more kinds side by side than
 # eight, Paul Tol's "muted" scheme (Tol 2021, "Colour Schemes", SRON/EPS/TN/09-002: #332288,
-# #882255, #44AA99), so no two kinds of one chart share a colour.  Kinds, categories and tiers
+# #882255, #44AA99, #999933), so no two kinds of one chart share a colour.  Kinds, categories and tiers
 # share hexes, so one colour has one counterpart (a dimension's colour shared with a tier must have
 # the tier's: tests/test_dimensions.py).
 PRESENT_COLORS = {"#4C78A8": "#0072B2", "#F58518": "#E69F00", "#EECA3B": "#F0E442", "#B279A2": "#CC79A7",
                   "#79706E": "#000000", "#8F6BB3": "#332288", "#3A8E7E": "#44AA99", "#D3D3D3": "#DDDDDD",
-                  "#E45756": "#D55E00", "#BAB0AC": "#DDDDDD",
+                  "#E45756": "#D55E00", "#BAB0AC": "#999933",     # offload: Tol's olive, not the bubble's grey
                   **{dimensions.get(d).color: dimensions.get(d).present_color for d in COMM_DIMS}}

@@ -50,5 +50,5 @@ TIER_COLORS = {"scale-up": "#4C78A8", "scale-out": "#F58518", "spine": "#B279A2"
 # the tier's: tests/test_dimensions.py).
 PRESENT_COLORS = {"#4C78A8": "#0072B2", "#F58518": "#E69F00", "#EECA3B": "#F0E442", "#B279A2": "#CC79A7",
                   "#79706E": "#000000", "#8F6BB3": "#332288", "#3A8E7E": "#44AA99", "#D3D3D3": "#DDDDDD",
-                  "#E45756": "#D55E00", "#BAB0AC": "#999933",     # offload: Tol's olive, not the bubble's grey
+                  "#E45756": "#D55E00", "#BAB0AC": "#999933",   # offload: olive, not grey
                   **{dimensions.get(d).color: dimensions.get(d).present_color for d in COMM_DIMS}}

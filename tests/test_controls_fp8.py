@@ -18,6 +18,7 @@ from explorer.config.fp8_recipes import (
     fp8_state_bytes,
     resolved_recipe,
 )
+from explorer.estimate import estimate_many
 from explorer.scenario import ScenarioError, from_dict
 from explorer.simulate import simulate
 from explorer.workloads.timing import GemmTimer
@@ -138,3 +139,15 @@ def test_mxfp8_on_hopper_is_refused_in_one_line():
     assert info.value.field == "training.fp8_recipe" and "\n" not in msg
     assert "delayed, current, blockwise" in msg
     from_dict(_raw("b200", "mxfp8"))            # valid on Blackwell
+
+
+def test_estimator_prices_each_recipe_as_the_simulation_does():
+    """Rows that differ only by the recipe get their own layer costs (pricing/keys.compute_key
+    reads training.fp8_recipe) and equal simulate() to float rounding."""
+    scs = [from_dict(_raw(g, r, layers=8)) for g, r in
+           (("h100-sxm", "delayed"), ("h100-sxm", "current"), ("h100-sxm", "blockwise"),
+            ("b200", "delayed"), ("b200", "mxfp8"))]
+    est = estimate_many(scs)
+    times = [simulate(sc).iteration_time_s for sc in scs]
+    assert list(est.iteration_time_s) == pytest.approx(times, rel=1e-9)
+    assert len(set(times)) == len(times)

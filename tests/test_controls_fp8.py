@@ -78,12 +78,17 @@ def test_recipe_adds_its_cast_bytes_to_one_layer(recipe, extra_f, extra_b):
     assert bwd == pytest.approx(extra_b * TOKENS * SUM_N)
 
 
-def test_mxfp8_on_b200_adds_only_its_scales_over_delayed():
-    """On B200 both run at the FP8 rate; MXFP8 writes 2/32 B of E8M0 scales per element more."""
+def test_mxfp8_on_b200_writes_the_column_wise_copy_and_scales_delayed_does_not():
+    """On B200 both run at the FP8 rate; per-tensor FP8 GEMMs take any layout there, so delayed
+    writes no transpose (TE quantizer.cpp, nvte_is_non_tn_fp8_gemm_supported), while MXFP8 writes
+    its column-wise copy (1 B) and 2/32 B of E8M0 scales per element more."""
     base, mx = _layer("b200", "delayed"), _layer("b200", "mxfp8")
     assert mx.fwd.gemm_s == base.fwd.gemm_s
-    assert mx.fwd.stream_bytes - base.fwd.stream_bytes == pytest.approx(TOKENS * SUM_K / 16)
-    assert mx.bwd_input.stream_bytes - base.bwd_input.stream_bytes == pytest.approx(TOKENS * SUM_N / 16)
+    assert mx.fwd.stream_bytes - base.fwd.stream_bytes == pytest.approx((1 + 1 / 16) * TOKENS * SUM_K)
+    bwd = mx.bwd_input.stream_bytes - base.bwd_input.stream_bytes
+    assert bwd == pytest.approx((1 + 1 / 16) * TOKENS * SUM_N)
+    assert cast_bytes("delayed", True) == (1.0, 3.0) and cast_bytes("current", True) == (3.0, 5.0)
+    assert cast_bytes("mxfp8", True) == cast_bytes("mxfp8")
     assert _layer("b200", None) == mx          # the Blackwell default is MXFP8
 
 
@@ -130,6 +135,8 @@ def test_scaling_state_memory_closed_form():
     assert fp8_state_bytes("current", p, g) == 2 * p + g * 3 * 2 * 4
     assert fp8_state_bytes("mxfp8", p, g) == pytest.approx((2 + 1 / 16) * p)
     assert fp8_state_bytes("blockwise", p, g) == pytest.approx((2 + 4 / 128**2) * p)
+    # Blackwell, per-tensor: no transpose copy of the weight.
+    assert fp8_state_bytes("delayed", p, g, mx_gpu=True) == p + g * 3 * (AMAX_HISTORY_LEN + 2) * 4
 
 
 def test_mxfp8_on_hopper_is_refused_in_one_line():

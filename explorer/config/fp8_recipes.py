@@ -68,8 +68,8 @@ AMAX_HISTORY_LEN = 1024
 FP8_TENSORS_PER_GEMM = 3
 # FP8 weight copies cached across micro-batches (TE docs, "Performance Optimizations: FP8 weight
 # caching", ``is_first_microbatch``): the FP8 weight and, for the dgrad GEMM on Hopper's TN-only FP8
-# tensor cores, its transpose (all four recipes keep both layouts: MXFP8 needs a column-wise copy
-# of its own), 1 byte each per parameter.
+# tensor cores, its transpose (blockwise and MXFP8 keep both layouts on every GPU: a column-wise
+# copy of their own), 1 byte each per parameter.
 FP8_WEIGHT_COPIES = 2
 
 FP8_RECIPE_FIELD = {
@@ -109,27 +109,39 @@ def check_recipe(choice: str | None, preset: str | None, name: str) -> None:
                             f"b200, gb200, gb300); on {name or preset or 'this GPU'} use {valid}")
 
 
-def cast_bytes(recipe: str) -> tuple[float, float]:
-    """(forward, backward) HBM bytes per element of an FP8 GEMM input for ``recipe``: the fused
-    forward cast and the backward cast-transpose (CAST_BYTES_*), current scaling's amax pass, and
-    the block scales.
+def writes_transpose(recipe: str, mx_gpu: bool) -> bool:
+    """Whether the cast writes a second, column-wise FP8 copy.  Hopper's FP8 tensor cores take only
+    the TN layout, so every recipe needs the transpose for dgrad/wgrad; Blackwell's take any layout
+    for per-tensor scales, and Transformer Engine then skips the transpose (pytorch/csrc/
+    quantizer.cpp: ``create_transpose = columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()``).
+    Block scales run along one direction, so blockwise and MXFP8 always quantise both copies."""
+    return not (mx_gpu and recipe in ("delayed", "current"))
 
-    >>> cast_bytes("delayed"), cast_bytes("current"), cast_bytes("mxfp8")
-    ((2.0, 4.0), (4.0, 6.0), (2.0625, 4.0625))
+
+def cast_bytes(recipe: str, mx_gpu: bool = False) -> tuple[float, float]:
+    """(forward, backward) HBM bytes per element of an FP8 GEMM input for ``recipe`` on a GPU with
+    (``mx_gpu``, Blackwell) or without MX tensor cores: the fused forward cast and the backward
+    cast-transpose (CAST_BYTES_*), less the transpose's 1-byte write where none is made
+    (:func:`writes_transpose`), current scaling's amax pass, and the block scales.
+
+    >>> cast_bytes("delayed"), cast_bytes("current"), cast_bytes("mxfp8"), cast_bytes("delayed", True)
+    ((2.0, 4.0), (4.0, 6.0), (2.0625, 4.0625), (1.0, 3.0))
     """
     amax = AMAX_PASS_BYTES if recipe == "current" else 0.0
-    scales = BLOCK_SCALE_BYTES[recipe]
-    return CAST_BYTES_FWD + amax + scales, CAST_BYTES_BWD + amax + scales
+    extra = amax + BLOCK_SCALE_BYTES[recipe] - (0.0 if writes_transpose(recipe, mx_gpu) else 1.0)
+    return CAST_BYTES_FWD + extra, CAST_BYTES_BWD + extra
 
 
-def fp8_state_bytes(recipe: str, weight_params: float, gemms: int) -> float:
+def fp8_state_bytes(recipe: str, weight_params: float, gemms: int, mx_gpu: bool = False) -> float:
     """Bytes an FP8 run keeps beside the bf16 weights for ``weight_params`` FP8 GEMM weights in
-    ``gemms`` GEMMs: the cached FP8 weight copies and their scales, and the per-tensor scaling
-    state (delayed: amax history + scale + inverse scale, fp32, per FP8 tensor).
+    ``gemms`` GEMMs: the cached FP8 weight copies (one without a transpose, :func:`writes_transpose`)
+    and their scales, and the per-tensor scaling state (delayed: amax history + scale + inverse
+    scale, fp32, per FP8 tensor).
 
     >>> fp8_state_bytes("delayed", 1e6, 1)
     2012312.0
     """
     per_tensor = {"delayed": AMAX_HISTORY_LEN + 2, "current": 2}.get(recipe, 0) * 4
-    weights = (FP8_WEIGHT_COPIES + WEIGHT_SCALE_BYTES[recipe]) * weight_params
+    copies = FP8_WEIGHT_COPIES if writes_transpose(recipe, mx_gpu) else 1
+    weights = (copies + WEIGHT_SCALE_BYTES[recipe]) * weight_params
     return weights + gemms * FP8_TENSORS_PER_GEMM * per_tensor

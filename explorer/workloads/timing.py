@@ -72,9 +72,10 @@ class GemmTimer:
         # The FP8 scaling recipe (config/fp8_recipes.py): its cast bytes per GEMM input and its
         # GEMM rate relative to per-tensor FP8 (block scales applied on CUDA cores on Hopper).
         self.recipe = resolved_recipe(sc.training.fp8_recipe, self.gpu.preset, self.gpu.name)
-        self.cast_fwd, self.cast_bwd = cast_bytes(self.recipe)
+        mx = supports_mx(self.gpu.preset, self.gpu.name)
+        self.cast_fwd, self.cast_bwd = cast_bytes(self.recipe, mx)
         self.eff = {d: gemm_large_efficiency(sc, d) for d in {"fp8", self.base}}
-        if self.fp8 and not supports_mx(self.gpu.preset, self.gpu.name):
+        if self.fp8 and not mx:
             self.eff["fp8"] *= GEMM_RATE[self.recipe]      # Blackwell's MMA applies block scales itself
         # Weight-gradient GEMMs that add into the fp32 main_grad (kernels.ACCUMULATE_FP32_BYTES).
         self.acc = profile(sc.training.framework).wgrad_accumulate_fp32

@@ -19,10 +19,12 @@ from explorer.config.fp8_recipes import (
     resolved_recipe,
 )
 from explorer.estimate import estimate_many
-from explorer.scenario import ScenarioError, from_dict
+from explorer.scenario import ScenarioError, from_dict, load_raw
 from explorer.simulate import simulate
 from explorer.workloads.timing import GemmTimer
 from explorer.workloads.transformer.layer import layer_cost
+
+from conftest import ROOT
 
 COVERED = {"training.fp8_recipe": "test_current_scaling_is_slower_than_delayed_on_h100"}
 
@@ -158,3 +160,14 @@ def test_estimator_prices_each_recipe_as_the_simulation_does():
     times = [simulate(sc).iteration_time_s for sc in scs]
     assert list(est.iteration_time_s) == pytest.approx(times, rel=1e-9)
     assert len(set(times)) == len(times)
+
+
+def test_mxfp8_is_refused_when_any_datacenter_has_hopper_gpus():
+    """mixed-generations (H100 and B200 datacenters): the Hopper datacenter cannot run MXFP8, even
+    with the scenario's GPU set to a B200."""
+    raw = load_raw(ROOT / "scenarios" / "mixed-generations.yaml")
+    raw["training"].update(dtype="fp8", fp8_recipe="mxfp8")
+    raw["hardware"]["gpu"] = "b200"
+    with pytest.raises(ScenarioError) as info:
+        from_dict(raw)
+    assert info.value.field == "training.fp8_recipe" and "h100-sxm" in str(info.value)

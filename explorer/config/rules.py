@@ -298,9 +298,12 @@ def rule_recompute_layers_are_full(sc: Scenario) -> None:
 
 
 def rule_fp8_recipe_on_gpu(sc: Scenario) -> None:
-    """MXFP8 needs MX (block-scaled) tensor cores: Blackwell (config/fp8_recipes.py)."""
+    """MXFP8 needs MX (block-scaled) tensor cores: Blackwell (config/fp8_recipes.py), on the GPU
+    and on every datacenter's GPU when they differ (cluster.datacenter_gpus)."""
     g = sc.hardware.gpu
     check_recipe(sc.training.fp8_recipe, g.preset, g.name)
+    for preset in sc.cluster.datacenter_gpus:
+        check_recipe(sc.training.fp8_recipe, preset, preset)
 
 
 RULES: tuple[Rule, ...] = (

@@ -18,9 +18,11 @@ traffic, GEMM rate and memory.  Read only when ``training.dtype`` is fp8.
   and column-wise copies are quantised separately from the high-precision source (a block of 32
   along a row is not a block along a column, so the transpose cannot reuse them).
 
-Default (``None``): the recipe NVIDIA's stacks run on the GPU: ``mxfp8`` on Blackwell (Megatron-
-Bridge's mixed-precision presets for B200/GB200 recipes, ``bf16_with_mxfp8_mixed``, and torchtitan's
-docs/mxfp8.md "MXFP8 Training on B200 GPUs"), ``delayed`` elsewhere (Megatron-LM's default above).
+Default (``None``): the recipe NVIDIA's stacks run on the GPU: ``mxfp8`` on Blackwell (NVIDIA-NeMo/
+Megatron-Bridge, src/megatron/bridge/training/mixed_precision.py: the Blackwell preset
+``bf16_with_mxfp8_mixed`` sets fp8_recipe "mxfp8"; torchtitan docs/mxfp8.md, "MXFP8 Training on
+B200 GPUs"), ``delayed`` elsewhere (Megatron-LM's default above; the same file's FP8 presets use
+"delayed" with fp8_amax_history_len 1024).
 """
 from __future__ import annotations
 

@@ -676,6 +676,8 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
           "parallelism.pipeline_layout": [0, 16, 0, 16]}, "parallelism.pipeline_layout")],
     "rule_recompute_layers_are_full": [({"training.recompute_layers": 2, "training.recompute": "selective"},
                                         "training.recompute_layers")],
+    "rule_fp8_recipe_on_gpu": [({"training.dtype": "fp8", "training.fp8_recipe": "mxfp8"},
+                                "training.fp8_recipe")],
     # GPipe does not fold (explorer/fold/plan.py), so its 100,000 micro-batches are simulated in full.
     "rule_work_budget": [({"training.global_batch": 400_000, "parallelism.schedule": "gpipe"},
                           "training.global_batch")],

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from ..schedules import registry
 from .domains import DOMAIN_RULES
+from .fp8_recipes import check_recipe
 from .hetero_rules import HETERO_RULES
 from .schema import ScenarioError, excerpt
 from .sections import MAX_GPUS, ORDER_DIMS, MoE, Scenario
@@ -296,6 +297,15 @@ def rule_recompute_layers_are_full(sc: Scenario) -> None:
                             "none or full (it fully recomputes N layers per chunk), not selective")
 
 
+def rule_fp8_recipe_on_gpu(sc: Scenario) -> None:
+    """MXFP8 needs MX (block-scaled) tensor cores: Blackwell (config/fp8_recipes.py), on the GPU
+    and on every datacenter's GPU when they differ (cluster.datacenter_gpus)."""
+    g = sc.hardware.gpu
+    check_recipe(sc.training.fp8_recipe, g.preset, g.name)
+    for preset in sc.cluster.datacenter_gpus:
+        check_recipe(sc.training.fp8_recipe, preset, preset)
+
+
 RULES: tuple[Rule, ...] = (
     rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_tp_divides_heads,
     rule_kv_heads_divide_heads,
@@ -307,6 +317,7 @@ RULES: tuple[Rule, ...] = (
     rule_cp_divides_sequence, rule_sequence_parallel_divides, rule_order_lists_each_dim,
     rule_datacenters_divide_nodes, rule_stage_layers_count, rule_stage_layers_sum,
     rule_stage_layers_not_empty, rule_pipeline_layout, rule_recompute_layers_are_full,
+    rule_fp8_recipe_on_gpu,
 )
 
 

@@ -19,6 +19,7 @@ from .bounds import _FROM_PRESET, LATENCY_US, SCALE_UP_GBPS, TFLOPS
 from .compression import Compression
 from .contention import CONTENTION_DOC
 from .faults import Faults
+from .fp8_recipes import FP8_RECIPE_FIELD
 from .model_parts import ATTN_KERNEL, FLASH_ATTN, HEAD_DIM, KV_HEADS, MLA, Conv, MoE, first_moe_layer
 from .moe_dispatch import COMM_SMS_FIELD, DISPATCHER_FIELD
 from .stragglers import Stragglers
@@ -123,6 +124,7 @@ class Training:
         "choices": ("te", "deepseek"),
         "doc": "FP8 activation storage: te = each linear keeps its FP8 input; deepseek = also the MoE "
                "SwiGLU inputs in FP8 and the attention output once (DeepSeek-V3 Sec. 3.3.3)"})
+    fp8_recipe: str | None = field(default=None, metadata=FP8_RECIPE_FIELD)
     framework: str = field(default="megatron", metadata={
         "choices": ("megatron", "deepspeed", "megatron-deepspeed", "fsdp", "fsdp2", "torchtitan"),
         "doc": "training framework: its kernels, point-to-point, buckets, gradient dtype and fp32 "

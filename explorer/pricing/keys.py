@@ -72,7 +72,7 @@ def compute_key(sc: Scenario) -> int:
     edge costs) and the compute model read."""
     t, p = sc.training, sc.parallelism
     return intern(("compute", object_id(sc.model), t.micro_batch, t.dtype, t.recompute, t.flash_attention,
-                   t.attention_kernel, t.recompute_modules, t.fp8_storage, t.framework,
+                   t.attention_kernel, t.recompute_modules, t.fp8_storage, t.fp8_recipe, t.framework,
                    object_id(sc.hardware),
                    p.tp, p.cp, p.ep, p.sequence_parallel and p.tp > 1, p.token_slices,
                    sc.communication.tp_overlap and p.tp > 1,   # chunked TP overlap (workloads/timing.py)

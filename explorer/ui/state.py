@@ -21,6 +21,7 @@ from typing import Any
 
 import streamlit as st
 
+from ..config.fp8_recipes import resolved_recipe
 from ..config.inputs import parse_value
 from ..config.loading import derive_model, derived_model_fields
 from ..config.moe_dispatch import resolved_dispatcher
@@ -86,6 +87,9 @@ def widget_values(sc: Scenario) -> dict[str, Any]:
     # Likewise the MoE dispatcher in force (deepep under node-limited routing, else alltoall).
     comm = sc.communication
     values["communication.moe_dispatcher"] = resolved_dispatcher(comm.moe_dispatcher, sc.model.moe)
+    # And the FP8 recipe in force (mxfp8 on Blackwell, else delayed).
+    gpu = sc.hardware.gpu
+    values["training.fp8_recipe"] = resolved_recipe(sc.training.fp8_recipe, gpu.preset, gpu.name)
     return values
 
 

@@ -4,14 +4,17 @@ forward's element-wise traffic into its backward's.
 
 FP8 (Micikevicius et al., "FP8 Formats for Deep Learning", arXiv 2209.05433; NVIDIA Transformer
 Engine): each FP8 GEMM input is cast to FP8 with its transpose (for the weight gradient) and its
-amax recorded, in forward for the activation and in backward for the output gradient
-(FP8_CAST_BYTES_FWD/BWD).
+amax recorded, in forward for the activation and in backward for the output gradient; how many
+bytes that takes, and the GEMM rate, depend on the scaling recipe (explorer/config/fp8_recipes.py,
+``training.fp8_recipe``: current scaling's amax pass, block scales).  The FP8 weight copies are cast
+once per step and cached across micro-batches (TE "FP8 weight caching"), not per micro-batch.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from ..config import Scenario
+from ..config.fp8_recipes import GEMM_RATE, cast_bytes, resolved_recipe, supports_mx
 from ..config.frameworks import profile
 from ..physics.hardware import gemm_large_efficiency
 from ..physics.kernels import DEFAULT_SMS, gemm_seconds
@@ -23,9 +26,9 @@ BACKWARD_STREAM_FACTOR = 2.0
 # FP8 casts (Transformer Engine): in forward the cast of a GEMM input is fused into the kernel that
 # produces it (LayerNormLinear, LayerNormMLP's activation), which writes the FP8 copy and its
 # transpose instead of a bf16 tensor: 2 extra bytes per element; in backward the incoming bf16
-# gradient is read and written as FP8 in both layouts by a separate cast-transpose: 4 bytes.
-FP8_CAST_BYTES_FWD = 2
-FP8_CAST_BYTES_BWD = 4
+# gradient is read and written as FP8 in both layouts by a separate cast-transpose: 4 bytes.  The
+# delayed recipe's figures (fp8_recipes.CAST_BYTES_FWD/BWD); fp8_recipes.cast_bytes adds the other
+# recipes' passes and scales.
 # The output projection's input is the attention kernel's bf16 output, which no producer kernel
 # casts: Transformer Engine's Linear runs a separate cast-transpose over it (read 2 bytes, write
 # the FP8 copy and its transpose, 2 bytes), 2 bytes more than a fused cast
@@ -66,7 +69,14 @@ class GemmTimer:
         # recipe in bf16 (Transformer Engine requires compute capability 8.9+ for FP8).
         self.fp8 = sc.training.dtype == "fp8" and (self.gpu.fp8_tflops or 0) > self.gpu.peak_tflops
         self.base = "bf16" if sc.training.dtype == "fp8" else sc.training.dtype
+        # The FP8 scaling recipe (config/fp8_recipes.py): its cast bytes per GEMM input and its
+        # GEMM rate relative to per-tensor FP8 (block scales applied on CUDA cores on Hopper).
+        self.recipe = resolved_recipe(sc.training.fp8_recipe, self.gpu.preset, self.gpu.name)
+        mx = supports_mx(self.gpu.preset, self.gpu.name)
+        self.cast_fwd, self.cast_bwd = cast_bytes(self.recipe, mx)
         self.eff = {d: gemm_large_efficiency(sc, d) for d in {"fp8", self.base}}
+        if self.fp8 and not mx:
+            self.eff["fp8"] *= GEMM_RATE[self.recipe]      # Blackwell's MMA applies block scales itself
         # Weight-gradient GEMMs that add into the fp32 main_grad (kernels.ACCUMULATE_FP32_BYTES).
         self.acc = profile(sc.training.framework).wgrad_accumulate_fp32
 
@@ -87,8 +97,8 @@ class GemmTimer:
             # dW = X^T dY: the ragged token dimension is the reduction, the output is whole weights.
             ws += g.count * gemm_seconds(g.k, g.n, g.m, d, self.gpu, eff, grp, self.acc)
             if d == "fp8":
-                cast_f += FP8_CAST_BYTES_FWD * g.m * g.k * g.count
-                cast_b += FP8_CAST_BYTES_BWD * g.m * g.n * g.count
+                cast_f += self.cast_fwd * g.m * g.k * g.count
+                cast_b += self.cast_bwd * g.m * g.n * g.count
         return Work(flops, fs), Work(flops, ds), Work(flops, ws), cast_f, cast_b
 
     def split_passes(self, gemms: Iterable[Gemm], parts: int) -> tuple[Work, Work, Work]:

@@ -20,8 +20,8 @@ Sources, cited at each formula:
   passing K and V blocks around the CP ring in cp-1 steps.
 - FP8 (Micikevicius et al., "FP8 Formats for Deep Learning", arXiv 2209.05433; NVIDIA Transformer
   Engine): the linear layers' GEMMs run in FP8; the attention core, norms, router, embedding, output
-  layer and optimizer stay in bf16/fp32; the casts are priced with the GEMMs
-  (explorer/workloads/timing.py).
+  layer and optimizer stay in bf16/fp32; the casts are priced with the GEMMs, by scaling recipe
+  (explorer/workloads/timing.py, explorer/config/fp8_recipes.py).
 All byte figures are per GPU and per micro-batch; FLOPs likewise.
 """
 from __future__ import annotations
@@ -187,7 +187,8 @@ def _dense_passes(sc: Scenario, timer: GemmTimer, gemms: list[Gemm]) -> tuple[Wo
       userbuffers "pipeline" and "bulk" methods; the "ring_exchange" GEMMs keep every SM);
       each overlapped GEMM is cut into chunks run one after another (GemmTimer.split_passes);
     - FP8: the attention output projection's input is cast by a separate kernel
-      (timing.FP8_UNFUSED_CAST_EXTRA_BYTES)."""
+      (timing.FP8_UNFUSED_CAST_EXTRA_BYTES: its read of the bf16 tensor, which no recipe shares with
+      another pass — current scaling's amax read is a pass of its own, fp8_recipes.cast_bytes)."""
     h, t = sc.model.hidden, sc.parallelism.tp
     k = tp_overlap_slowdown(sc)
     row = [g for g in gemms if g.n == h and t > 1]

@@ -60,10 +60,12 @@ def load_pair(a: str, b: str | None, sets: Sequence[str], sets_b: Sequence[str])
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..fidelity.band import with_band
     from ..simulate import simulate
 
     sc_a, sc_b = load_pair(args.a, args.b, args.set, args.set_b)
-    cmp = compare(simulate(sc_a), simulate(sc_b))
+    # a and b exactly as run --json prints them, expected_error included (explorer/fidelity/band.py).
+    cmp = compare(*(with_band(simulate(sc).to_json_dict(), sc) for sc in (sc_a, sc_b)))
     try:
         text = json.dumps(cmp.to_json_dict(), allow_nan=False)
     except ValueError:

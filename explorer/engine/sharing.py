@@ -24,15 +24,26 @@ without sharing, so graphs whose calls never meet keep their timelines bit for b
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .scheduler import Task
+
+class Task(Protocol):
+    """What sharing reads and writes of the scheduler's task (engine/scheduler.Task), structurally,
+    so this module does not import the scheduler that imports it."""
+
+    cls: int
+    tier: str
+    wire: float
+    start: float
+    duration: float
+    alone: float
+    parts: tuple[tuple[str, float], ...]
 
 INF = float("inf")
 
 
-def pools_of(tasks: list[Task], stream_of: list[int]) -> tuple[list[int], int] | None:
+def pools_of(tasks: Sequence[Task], stream_of: list[int]) -> tuple[list[int], int] | None:
     """Per task the pool (class, tier) it joins, -1 for none, and the number of pools; None when no
     pool holds flows of two streams (nothing can share: the engine's plain path).  A flow is a task
     with a tier and wire seconds; a pool is kept only when two streams of one class load it."""

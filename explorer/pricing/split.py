@@ -28,8 +28,9 @@ def layer_split(sc: Scenario, ckey: int, two_directions: bool, bkey: int | None 
     basis key without ideal aspects on the scenario's own network, when the caller has it
     (profile._layout_of for a row without ideal aspects)."""
     par = sc.parallelism
-    if given_split(par) is not None:
-        return tuple(given_split(par))
+    given = given_split(par)
+    if given is not None:
+        return tuple(given)
     nkey = network_key(sc, False) if bkey is None or _reads_network(sc, two_directions) else None
     if bkey is None:
         bkey = _stage0_key(sc, ckey, nkey)

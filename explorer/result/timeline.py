@@ -316,10 +316,10 @@ def _serialise_offload(cols: dict[str, list]) -> None:
 
 def _offload_rows_count(t: Task, coarse: bool) -> int:
     """Rows offload_rows adds for task ``t``."""
-    off = t.info.offload if isinstance(t.info, PassInfo) else ()
-    if not off:
+    info = t.info
+    if not isinstance(info, PassInfo) or not info.offload:
         return 0
-    return 1 if coarse or t.info.layers == 0 else math.ceil(off[1] - 1e-9)
+    return 1 if coarse or info.layers == 0 else math.ceil(info.offload[1] - 1e-9)
 
 
 def offload_rows(rows: _Rows, t: Task, offload: tuple, bounds: list[tuple[float, float]]) -> None:

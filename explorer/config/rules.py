@@ -15,6 +15,7 @@ from collections.abc import Callable
 from ..schedules import registry
 from .domains import DOMAIN_RULES
 from .hetero_rules import HETERO_RULES
+from .power_rules import POWER_RULES
 from .schema import ScenarioError, excerpt
 from .sections import MAX_GPUS, ORDER_DIMS, MoE, Scenario
 from .sync_rules import SYNC_RULES
@@ -320,4 +321,5 @@ def validate(sc: Scenario) -> None:
         rule(sc)
 
 
-ALL_RULES: tuple[Rule, ...] = (*RULES, *DOMAIN_RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES)
+ALL_RULES: tuple[Rule, ...] = (*RULES, *DOMAIN_RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES,
+                               *POWER_RULES)

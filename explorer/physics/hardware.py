@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import GPU, Scenario
+from .power import clock_fraction
 from .work import Work
 
 # Fraction of the vendor-measured single-GEMM throughput (hardware.csv, measured_bf16_matmul_tflops)
@@ -71,8 +72,10 @@ def default_gemm_efficiency(gpu: GPU, dtype: str = "bf16") -> float:
 
 def gemm_large_efficiency(sc: Scenario, dtype: str) -> float:
     """``hardware.compute_efficiency`` when given (the same fraction for every dtype's peak),
-    else the fitted default for ``dtype``."""
-    return sc.hardware.compute_efficiency or default_gemm_efficiency(sc.hardware.gpu, dtype)
+    else the fitted default for ``dtype``; times the SM clock a power cap leaves (power.py: the
+    measured rates hold at the board power, a lower ``hardware.power_cap_W`` lowers the clock)."""
+    base = sc.hardware.compute_efficiency or default_gemm_efficiency(sc.hardware.gpu, dtype)
+    return base * clock_fraction(sc.hardware.gpu, sc.hardware.power_cap_W)
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,8 @@ class GPU:
         "doc": "measured PCIe GB/s per direction between the GPU and its NICs; caps its network traffic"})
     preset: str | None = field(default=None, metadata={"derived": True})
     power_W: float | None = field(default=None, metadata={
-        "min": 1, "max": 1e5, "doc": "board power of one GPU (TDP), W: the draw its measured GEMM rates hold at; unset = unknown"})
+        "min": 1, "max": 1e5,
+        "doc": "board power of one GPU (TDP), W, at which its measured GEMM rates hold; unset = unknown"})
 
     @property
     def capacity_bytes(self) -> float:

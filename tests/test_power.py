@@ -64,3 +64,17 @@ def test_cli_exit_code_2():
     out = subprocess.run([sys.executable, "-m", "explorer", "run", "scenarios/fsdp-llama3-8b.yaml",
                           "--set", "hardware.power_cap_W=100"], capture_output=True, text=True)
     assert out.returncode == 2 and "hardware.power_cap_W" in out.stderr + out.stdout
+
+
+def test_gb200_presets_agree_with_the_clock_relation():
+    """gpus.yaml scales GB200's measured GEMM rates from B200's by the data-sheet peak ratio 2500/2250 =
+    1.111 (the same die at a higher limit).  The DVFS relation, fitted on other GPUs' power-limit pairs,
+    gives the same: the clock a 1,200 W budget sustains over a 1,000 W one is ((1.2 - 0.4)/0.6)^(1/3) =
+    1.100; and GB200 at 1,200 W over B200 capped at 750 W is 1.111/0.836 = 1.33 against the ~1.4 of
+    pytorch/FBGEMM PR #4172 (2.8x / 2.0x an H100)."""
+    from explorer.fidelity.kernels import preset_gpu
+    b200, gb200 = preset_gpu("b200"), preset_gpu("gb200")
+    preset_ratio = gb200.measured_matmul_tflops / b200.measured_matmul_tflops
+    up = ((1200 / 1000 - STATIC_POWER_SHARE) / (1 - STATIC_POWER_SHARE)) ** (1 / 3)
+    assert preset_ratio == pytest.approx(up, rel=0.02)
+    assert preset_ratio / capped_rate_ratio(750, b200.power_W) == pytest.approx(2.8 / 2.0, rel=0.06)

@@ -78,3 +78,22 @@ def test_gb200_presets_agree_with_the_clock_relation():
     up = ((1200 / 1000 - STATIC_POWER_SHARE) / (1 - STATIC_POWER_SHARE)) ** (1 / 3)
     assert preset_ratio == pytest.approx(up, rel=0.02)
     assert preset_ratio / capped_rate_ratio(750, b200.power_W) == pytest.approx(2.8 / 2.0, rel=0.06)
+
+
+def test_blackwell_training_gemms_run_at_the_sustained_clock():
+    """B200 (and GB200, the same die) sustains 1,237 of its 1,450 burst TFLOP/s once back-to-back kernels
+    hold it at the 1,000 W board power (flashinfer-ai/flashinfer PR #2899): the in-training GEMM
+    efficiency is the MAMF ceiling x 0.853 x GEMM_FRACTION_OF_MEASURED; Hopper's is unchanged."""
+    from explorer.fidelity.kernels import preset_gpu
+    from explorer.physics.hardware import (
+        GEMM_FRACTION_OF_MEASURED,
+        default_gemm_efficiency,
+        measured_over_peak,
+    )
+    for name in ("b200", "gb200"):
+        gpu = preset_gpu(name)
+        for dtype in ("bf16", "fp8"):
+            assert default_gemm_efficiency(gpu, dtype) == pytest.approx(
+                measured_over_peak(gpu, dtype) * 0.8531 * GEMM_FRACTION_OF_MEASURED, rel=1e-3)
+    h100 = preset_gpu("h100-sxm")
+    assert default_gemm_efficiency(h100) == pytest.approx(795 / 989 * GEMM_FRACTION_OF_MEASURED, rel=1e-9)

@@ -30,6 +30,15 @@ throttles GEMMs seldom binds it (Ujeniya et al., "Architectural Trade-offs in th
 Era: a comparative study of power-capping NVIDIA H100 and H200", arXiv 2604.11391, 2026: the
 memory-bound kernel loses far less than DGEMM as the cap falls).  Only GEMM and attention rates
 (hardware.gemm_large_efficiency) carry the factor.
+
+At the board power itself a Blackwell GPU does not sustain the clock of a short benchmark: kernels
+run back to back for longer than a few milliseconds draw the board's 1,000 W and the firmware lowers
+the SM clock.  Measured on B200 (flashinfer-ai/flashinfer pull request #2899, FA4 bf16 attention,
+b=4 s=8192 h=16 d=128, 100 back-to-back iterations): SM clock 1,965 -> ~1,580 MHz and 1,450 ->
+1,237 TFLOP/s once throttled.  The GEMM ceilings of gpus.yaml (MAMF: 150 calls of ~0.1 ms, well
+inside that window) are burst rates; a training step's kernels, which run for seconds, reach
+:data:`SUSTAINED_OVER_BURST` of them (:func:`sustained_fraction`; Hopper's counterpart, not measured
+separately, is inside hardware.GEMM_FRACTION_OF_MEASURED's fit).
 """
 from __future__ import annotations
 
@@ -39,6 +48,19 @@ from ..config import GPU
 STATIC_POWER_SHARE = 0.40
 # Dynamic power ~ V^2 f with V ~ f (Mei et al. 2017): P_dynamic ~ f^3.
 DVFS_EXPONENT = 3.0
+# Sustained over burst compute rate at the board power, by data-sheet name ("B200" also matches the
+# GB200 superchip's GPU, the same die, whose rates gpus.yaml scales from B200's): flashinfer PR #2899,
+# 1,237 / 1,450 TFLOP/s on B200.  GB300 and the Hopper/Ampere parts: no measurement, 1.
+SUSTAINED_OVER_BURST = {"B200": 1237 / 1450}
+
+
+def sustained_fraction(gpu: GPU) -> float:
+    """Share of its benchmarked (burst) GEMM ceiling that ``gpu`` sustains over a training step at its
+    board power: SUSTAINED_OVER_BURST for a measured generation (matched on the name), else 1."""
+    for key, frac in SUSTAINED_OVER_BURST.items():
+        if key in gpu.name.upper():
+            return frac
+    return 1.0
 
 
 def clock_fraction(gpu: GPU, power_cap_W: float | None) -> float:

@@ -46,13 +46,13 @@ HETERO_RULE_CASES = {
 
 
 def _speed_case() -> dict:
-    """Five GPU kinds (2, 2, 2, 2 and 3 replicas of tp 8, 2 micro-batches each): the speed split
-    searches no neighbourhood for five kinds and its greedy fill cannot make 22 exactly."""
+    """Five GPU kinds (2, 2, 2, 2 and 3 replicas of tp 8, 5 micro-batches each): the speed split
+    searches no neighbourhood for five kinds and its greedy fill cannot make 55 exactly."""
     kinds = [H100, A100, B200, "h200", "h800"]
     dc = [{"name": f"d{i}", "nodes": n, "gpu": g} for i, (g, n) in enumerate(zip(kinds, [2, 2, 2, 2, 3],
                                                                                   strict=True))]
     r = raw(dc, tp=8, batch_split="speed")
-    r["training"]["global_batch"] = 22
+    r["training"]["global_batch"] = 55
     return r
 
 

@@ -11,3 +11,8 @@ SCALE_UP_GBPS = {"min": 0.01, "max": 1e6,
 LATENCY_US = {"min": 0, "max": 1e6, "why": "0 (idealised) to 1 s"}
 # Model fields a model preset may supply instead of the user.
 _FROM_PRESET = {"required": True, "hint": "or give model.preset"}
+# hardware.power_cap_W (explorer/physics/power.py): the range of caps the DVFS fit was measured over.
+POWER_CAP_W = {"min": 50, "max": 1e4,
+               "why": "an H100 caps between 200 and 700 W, a GB200 GPU runs at 1,200 W",
+               "doc": "GPU power limit (nvidia-smi -pl), W; default the board power (gpu.power_W); "
+                      "below it compute-bound kernels run at a lower clock (physics/power.py)"}

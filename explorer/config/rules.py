@@ -16,6 +16,7 @@ from ..schedules import registry
 from .domains import DOMAIN_RULES
 from .fp8_recipes import check_recipe
 from .hetero_rules import HETERO_RULES
+from .power_rules import POWER_RULES
 from .schema import ScenarioError, excerpt
 from .sections import MAX_GPUS, ORDER_DIMS, MoE, Scenario
 from .sync_rules import SYNC_RULES
@@ -331,4 +332,5 @@ def validate(sc: Scenario) -> None:
         rule(sc)
 
 
-ALL_RULES: tuple[Rule, ...] = (*RULES, *DOMAIN_RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES)
+ALL_RULES: tuple[Rule, ...] = (*RULES, *DOMAIN_RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES,
+                               *POWER_RULES)

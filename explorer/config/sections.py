@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..collective_algorithms import registry as algorithms
 from ..schedules import registry
-from .bounds import _FROM_PRESET, LATENCY_US, SCALE_UP_GBPS, TFLOPS
+from .bounds import _FROM_PRESET, LATENCY_US, POWER_CAP_W, SCALE_UP_GBPS, TFLOPS
 from .compression import Compression
 from .contention import CONTENTION_DOC
 from .faults import Faults
@@ -159,7 +159,8 @@ class GPU:
         "doc": "measured PCIe GB/s per direction between the GPU and its NICs; caps its network traffic"})
     preset: str | None = field(default=None, metadata={"derived": True})
     power_W: float | None = field(default=None, metadata={
-        "min": 1, "max": 1e5, "doc": "board power of one GPU (TDP), W; unset = unknown; no effect on time"})
+        "min": 1, "max": 1e5,
+        "doc": "board power of one GPU (TDP), W, at which its measured GEMM rates hold; unset = unknown"})
 
     @property
     def capacity_bytes(self) -> float:
@@ -177,6 +178,7 @@ class Hardware:
     compute_efficiency: float | None = field(default=None, metadata={
         "min": 0.01, "max": 1, "why": "a fraction of the peak: 1% to 100%",
         "doc": "fraction of peak reached by large GEMMs; default fitted (hardware.py)"})
+    power_cap_W: float | None = field(default=None, metadata=POWER_CAP_W)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..physics.hardware import measured_over_peak
 from ..physics.kernels import gemm_seconds
+from ..physics.power import clock_fraction
 from ..scenario import GPU, gpu_presets
 from .report import ReferenceRow, summary
 
@@ -34,6 +35,7 @@ class GemmBenchmark:
     measured_tflops: float
     role: str
     source: str
+    power_cap_W: float | None = None      # the GPU's power limit when below its board power
 
 
 def load_benchmarks(path: Path = CSV_PATH) -> list[GemmBenchmark]:
@@ -44,7 +46,7 @@ def load_benchmarks(path: Path = CSV_PATH) -> list[GemmBenchmark]:
     for r in csv.DictReader(lines):
         rows.append(GemmBenchmark(r["gpu"], r["dtype"], int(r["m"]), int(r["n"]), int(r["k"]),
                                   int(r.get("group") or 1), float(r["measured_tflops"]), r["role"],
-                                  r["source"]))
+                                  r["source"], float(r["power_cap_W"]) if r.get("power_cap_W") else None))
     return rows
 
 
@@ -60,9 +62,11 @@ def preset_gpu(name: str) -> GPU:
 
 
 def predicted_tflops(b: GemmBenchmark) -> float:
-    """kernels.py's throughput for the row's shape, at the GPU's isolated-GEMM ceiling."""
+    """kernels.py's throughput for the row's shape, at the GPU's isolated-GEMM ceiling (times the
+    clock a power cap below the board power leaves, physics/power.py)."""
     gpu = preset_gpu(b.gpu)
-    t = gemm_seconds(b.m, b.n, b.k, b.dtype, gpu, measured_over_peak(gpu, b.dtype), b.group)
+    eff = measured_over_peak(gpu, b.dtype) * clock_fraction(gpu, b.power_cap_W)
+    t = gemm_seconds(b.m, b.n, b.k, b.dtype, gpu, eff, b.group)
     return 2.0 * b.m * b.n * b.k / t / 1e12
 
 
@@ -71,6 +75,7 @@ def gemm_reference_rows() -> list[ReferenceRow]:
     out = []
     for b in load_benchmarks():
         shape = f"{b.m}x{b.n}x{b.k}" + (f" x{b.group} groups" if b.group > 1 else "")
+        shape += f" at {b.power_cap_W:g} W" if b.power_cap_W else ""
         out.append(ReferenceRow(GROUP, f"{b.gpu} {b.dtype} {shape}", b.measured_tflops,
                                 predicted_tflops(b), "TFLOP/s", b.role, b.source))
     return out

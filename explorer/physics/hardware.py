@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import GPU, Scenario
+from .power import clock_fraction, sustained_fraction
 from .work import Work
 
 # Fraction of the vendor-measured single-GEMM throughput (hardware.csv, measured_bf16_matmul_tflops)
@@ -65,14 +66,17 @@ def measured_over_peak(gpu: GPU, dtype: str = "bf16") -> float:
 
 def default_gemm_efficiency(gpu: GPU, dtype: str = "bf16") -> float:
     """Fraction of the dtype's peak reached by large training GEMMs when the scenario does not
-    override it."""
-    return measured_over_peak(gpu, dtype) * GEMM_FRACTION_OF_MEASURED
+    override it: the measured ceiling, at the clock a GPU sustains over a step (power.py), times the
+    in-training fraction."""
+    return measured_over_peak(gpu, dtype) * sustained_fraction(gpu) * GEMM_FRACTION_OF_MEASURED
 
 
 def gemm_large_efficiency(sc: Scenario, dtype: str) -> float:
     """``hardware.compute_efficiency`` when given (the same fraction for every dtype's peak),
-    else the fitted default for ``dtype``."""
-    return sc.hardware.compute_efficiency or default_gemm_efficiency(sc.hardware.gpu, dtype)
+    else the fitted default for ``dtype``; times the SM clock a power cap leaves (power.py: the
+    measured rates hold at the board power, a lower ``hardware.power_cap_W`` lowers the clock)."""
+    base = sc.hardware.compute_efficiency or default_gemm_efficiency(sc.hardware.gpu, dtype)
+    return base * clock_fraction(sc.hardware.gpu, sc.hardware.power_cap_W)
 
 
 @dataclass(frozen=True)

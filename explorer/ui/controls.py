@@ -59,6 +59,7 @@ SECTIONS: list[tuple[str, list[Control]]] = [
     ]),
     ("GPUs & cluster", [
         Control("hardware.gpu", "GPU", "gpu"),
+        Control("hardware.power_cap_W", "GPU power limit (W)", "float"),
         Control("cluster.nodes", "Nodes", "int"),
         Control("cluster.gpus_per_node", "GPUs per node", "int"),
         Control("cluster.datacenters", "Datacenters", "int"),
@@ -120,8 +121,9 @@ DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
     "cluster.scale_across.preset": ("cluster.scale_across.bandwidth_Gbps", "cluster.scale_across.latency_ms"),
     # The NVLink domain follows the GPU (a GB200 is an NVL72 rack) and the node size and count
     # (explorer/config/domains.py): a domain kept from the old shape could straddle the new one.
-    # ... and the FP8 recipe (MXFP8 on Blackwell, delayed elsewhere: explorer/config/fp8_recipes.py).
-    "hardware.gpu": ("cluster.scale_up.domain_gpus", "training.fp8_recipe"),
+    # ... the FP8 recipe (MXFP8 on Blackwell, delayed elsewhere: explorer/config/fp8_recipes.py) and
+    # the power limit (a B200 limit kept for an H100 would exceed its board).
+    "hardware.gpu": ("cluster.scale_up.domain_gpus", "training.fp8_recipe", "hardware.power_cap_W"),
     # DeepEP and Hybrid-EP hold SMs of their own (explorer/config/moe_dispatch.py).
     "communication.moe_dispatcher": ("communication.comm_sms",),
     "cluster.gpus_per_node": ("cluster.scale_up.domain_gpus",),

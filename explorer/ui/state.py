@@ -84,6 +84,8 @@ def widget_values(sc: Scenario) -> dict[str, Any]:
     # The NVLink domain is left out of to_dict when it is the derived one; the widget shows the
     # number the simulation uses.
     values["cluster.scale_up.domain_gpus"] = sc.cluster.scale_up.domain_gpus
+    # The power limit in force: the board power unless capped (explorer/physics/power.py).
+    values["hardware.power_cap_W"] = sc.hardware.power_cap_W or sc.hardware.gpu.power_W
     # Likewise the MoE dispatcher in force (deepep under node-limited routing, else alltoall).
     comm = sc.communication
     values["communication.moe_dispatcher"] = resolved_dispatcher(comm.moe_dispatcher, sc.model.moe)

@@ -1,0 +1,78 @@
+"""GPU power limit -> sustained SM clock -> compute rate (``hardware.power_cap_W``).
+
+The board's power management lowers the SM clock until the draw fits the limit (NVIDIA, nvidia-smi
+``-pl``/``--power-limit``; "clocks_event_reasons.sw_power_cap").  A compute-bound kernel's rate
+scales with that clock; this module gives the clock as a fraction of the one the GPU's measured GEMM
+rates were taken at (its board power ``GPU.power_W``).
+
+Power at clock f, the CMOS relation P = P_static + C V^2 f with the voltage rising in proportion to
+the clock over the DVFS range (so the dynamic part grows as f^3; Mei, Wang, Chu, "A Survey and
+Measurement Study of GPU DVFS on Energy Conservation", Digital Communications and Networks 2017,
+Sec. 2): a GEMM that draws the board power W at full clock draws
+
+    P(f) = S*W + (1 - S)*W * (f / f_full)^3
+
+so under a cap C < W it runs at f / f_full = ((C/W - S) / (1 - S))^(1/3).
+
+S, the share of the board power that does not scale with the clock (leakage, HBM, I/O), is fitted
+on two published pairs of the same FP8 GEMMs at two power limits (component measurements):
+- H100 SXM: 1,141 TFLOP/s at 500 W (pytorch/FBGEMM pull request #2546, "H100 500W", fp8 row-wise
+  GEMM only, 65536x3584x8192) against 1,402.6 at 700 W (ml-engineering MAMF table, H100 SXM fp8):
+  ratio 0.814 at 500/700 -> S = 0.38;
+- Blackwell: the same FP8 GEMMs (Llama 4 shapes) run ~2.0x an H100 on B200 held at 750 W and ~2.8x
+  on GB200 at 1,200 W, the same die (pytorch/FBGEMM pull request #4172: "the advanced perf gain of
+  GB200 vs. B200 is mainly derived from GPU cap power limit"): ratio 0.714 at 750/1200 -> S = 0.41.
+Their mean, 0.40, is used (tests/test_power.py checks both pairs within 3 %).
+
+Memory-bound kernels (element-wise, HBM streams) keep their rate: HBM runs on its own clock, and a
+streaming kernel leaves the tensor cores idle and draws well below the board power, so a cap that
+throttles GEMMs seldom binds it (Ujeniya et al., "Architectural Trade-offs in the Energy-Efficient
+Era: a comparative study of power-capping NVIDIA H100 and H200", arXiv 2604.11391, 2026: the
+memory-bound kernel loses far less than DGEMM as the cap falls).  Only GEMM and attention rates
+(hardware.gemm_large_efficiency) carry the factor.
+
+At the board power itself a Blackwell GPU does not sustain the clock of a short benchmark: kernels
+run back to back for longer than a few milliseconds draw the board's 1,000 W and the firmware lowers
+the SM clock.  Measured on B200 (flashinfer-ai/flashinfer pull request #2899, FA4 bf16 attention,
+b=4 s=8192 h=16 d=128, 100 back-to-back iterations): SM clock 1,965 -> ~1,580 MHz and 1,450 ->
+1,237 TFLOP/s once throttled.  The GEMM ceilings of gpus.yaml (MAMF: 150 calls of ~0.1 ms, well
+inside that window) are burst rates; a training step's kernels, which run for seconds, reach
+:data:`SUSTAINED_OVER_BURST` of them (:func:`sustained_fraction`; Hopper's counterpart, not measured
+separately, is inside hardware.GEMM_FRACTION_OF_MEASURED's fit).
+"""
+from __future__ import annotations
+
+from ..config import GPU
+
+# Share of the board power that does not scale with the SM clock (fitted above).
+STATIC_POWER_SHARE = 0.40
+# Dynamic power ~ V^2 f with V ~ f (Mei et al. 2017): P_dynamic ~ f^3.
+DVFS_EXPONENT = 3.0
+# Sustained over burst compute rate at the board power, by data-sheet name ("B200" also matches the
+# GB200 superchip's GPU, the same die, whose rates gpus.yaml scales from B200's): flashinfer PR #2899,
+# 1,237 / 1,450 TFLOP/s on B200.  GB300 and the Hopper/Ampere parts: no measurement, 1.
+SUSTAINED_OVER_BURST = {"B200": 1237 / 1450}
+
+
+def sustained_fraction(gpu: GPU) -> float:
+    """Share of its benchmarked (burst) GEMM ceiling that ``gpu`` sustains over a training step at its
+    board power: SUSTAINED_OVER_BURST for a measured generation (matched on the name), else 1."""
+    for key, frac in SUSTAINED_OVER_BURST.items():
+        if key in gpu.name.upper():
+            return frac
+    return 1.0
+
+
+def clock_fraction(gpu: GPU, power_cap_W: float | None) -> float:
+    """Sustained SM clock of a compute-bound kernel under ``power_cap_W`` as a fraction of the clock at
+    the board power ``gpu.power_W`` (1 when no cap is set, the board power is unknown, or the cap is at
+    or above it).  The config rule keeps caps above the static share (explorer/config/power_rules.py)."""
+    if power_cap_W is None or not gpu.power_W or power_cap_W >= gpu.power_W:
+        return 1.0
+    share = power_cap_W / gpu.power_W
+    return ((share - STATIC_POWER_SHARE) / (1.0 - STATIC_POWER_SHARE)) ** (1.0 / DVFS_EXPONENT)
+
+
+def capped_rate_ratio(cap_W: float, board_W: float) -> float:
+    """Compute-bound rate at ``cap_W`` over the rate at ``board_W`` (the relation above, by watts)."""
+    return clock_fraction(GPU(name="", peak_tflops=1, memory_GB=1, hbm_GBps=1, power_W=board_W), cap_W)

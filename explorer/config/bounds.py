@@ -16,3 +16,7 @@ POWER_CAP_W = {"min": 50, "max": 1e4,
                "why": "an H100 caps between 200 and 700 W, a GB200 GPU runs at 1,200 W",
                "doc": "GPU power limit (nvidia-smi -pl), W; default the board power (gpu.power_W); "
                       "below it compute-bound kernels run at a lower clock (physics/power.py)"}
+
+# hardware.compute_efficiency (explorer/physics/hardware.py fits the default).
+COMPUTE_EFFICIENCY = {"min": 0.01, "max": 1, "why": "a fraction of the peak: 1% to 100%",
+                      "doc": "fraction of peak reached by large GEMMs; default fitted (hardware.py)"}

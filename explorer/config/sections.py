@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..collective_algorithms import registry as algorithms
 from ..schedules import registry
-from .bounds import _FROM_PRESET, LATENCY_US, POWER_CAP_W, SCALE_UP_GBPS, TFLOPS
+from .bounds import _FROM_PRESET, COMPUTE_EFFICIENCY, LATENCY_US, POWER_CAP_W, SCALE_UP_GBPS, TFLOPS
 from .compression import Compression
 from .contention import CONTENTION_DOC
 from .faults import Faults
@@ -175,9 +175,7 @@ class Hardware:
 
     gpu: GPU = field(default_factory=GPU, metadata={
         "doc": "preset name or mapping {name, peak_tflops, memory_GB, hbm_GBps}"})
-    compute_efficiency: float | None = field(default=None, metadata={
-        "min": 0.01, "max": 1, "why": "a fraction of the peak: 1% to 100%",
-        "doc": "fraction of peak reached by large GEMMs; default fitted (hardware.py)"})
+    compute_efficiency: float | None = field(default=None, metadata=COMPUTE_EFFICIENCY)
     power_cap_W: float | None = field(default=None, metadata=POWER_CAP_W)
 
 

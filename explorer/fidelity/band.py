@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Scenario
+from ..workloads.registry import workload_for
 
 TABLE = Path(__file__).parents[1] / "data" / "reference" / "error_bands.csv"
 # The facts of a regime, most general first: widening drops them from the end.
@@ -95,8 +96,10 @@ def _band(value: int, edges: tuple[int, int], names: tuple[str, str, str]) -> st
 
 def classify(sc: Scenario) -> Regime | Outside:
     """The regime of ``sc``, or why no published training run is like it."""
-    if sc.model.conv is not None:
-        return Outside("a convolutional network (the published runs are transformer LLM pre-training)")
+    family = workload_for(sc.model)
+    if family.name != "transformer":       # its summary names it: "A convolutional network: ..."
+        what = family.summary.split(":")[0].lower() or f"a {family.name} model"
+        return Outside(f"{what} (the published runs are transformer LLM pre-training)")
     if sc.cluster.heterogeneous:
         return Outside("datacenters of different sizes or GPUs")
     if sc.cluster.datacenters > 1:

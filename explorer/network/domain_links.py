@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..units import gbps_to_Bps
+from ..units import gbps_to_Bps, gbps_to_GBps
 from .nccl_tuning import DUP_CHANNEL_GBPS
 from .topology import GroupShape
 
@@ -29,7 +29,7 @@ def channel_nics(nics: int, channels: int, nic_Gbps: float) -> int:
     >>> channel_nics(8, 16, 400), channel_nics(72, 16, 400), channel_nics(72, 16, 200)
     (8, 8, 16)
     """
-    per_nic = 2 if nic_Gbps / 8 > DUP_CHANNEL_GBPS else 1
+    per_nic = 2 if gbps_to_GBps(nic_Gbps) > DUP_CHANNEL_GBPS else 1
     return min(nics, max(channels // per_nic, 1))
 
 

@@ -155,8 +155,8 @@ def _add_edge(ctx: ChunkContext, a: _Acc, edge: EdgeCost, stage: int) -> None:
         # backward, gradients reduce-scattered after, like any layer.
         fs = price_fsdp(ctx, Params(edge.params), stage, ef, eb + ew)
         a.links += fsdp_links(ctx, Params(edge.params), stage)
-        a.fwd.append(("dp", fs.exposed_f))
-        a.bwd.append(("dp", fs.exposed_b))
+        a.fwd += [("compute", fs.copy_f), ("dp", fs.exposed_f)]
+        a.bwd += [("compute", fs.copy_b), ("dp", fs.exposed_b)]
         a.hid_f += fs.hidden_f
         a.hid_b += fs.hidden_b
         a.fsdp_bytes += fs.bus_bytes

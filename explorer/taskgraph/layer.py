@@ -121,7 +121,7 @@ def price_fsdp(ctx: ChunkContext, lc: LayerCost | Params, stage: int, f_comp: fl
         return FsdpCost()
     comm = ctx.sc.communication
     return fsdp_cost(lc.params, lc.expert_params, ctx.net, stage, f_comp, b_comp, comm.prefetch_layers,
-                     comm.dp_overlap)
+                     comm.dp_overlap, ctx.cm.hbm_bytes_per_s)
 
 
 def layer_parts(ctx: ChunkContext, lc: LayerCost, stage: int) -> LayerParts:
@@ -155,6 +155,8 @@ def layer_parts(ctx: ChunkContext, lc: LayerCost, stage: int) -> LayerParts:
     off_b = lc.offload_share * max(lc.offload_s - (b_comp + w_comp + r_comp), 0.0)
     f_comp += off_f
     b_comp += off_b
+    f_comp += fs.copy_f              # FSDP2's copy kernels run on the compute stream (techniques/fsdp.py)
+    b_comp += fs.copy_b
     fwd = (("compute", f_comp), ("tp", tp_f), ("cp", ring.exposed_f), ("ep", ep_f), ("dp", fs.exposed_f))
     bwd = (("recompute", r_comp), ("compute", b_comp), ("weight-grad", w_comp), ("tp", tp_b),
            ("cp", ring.exposed_b), ("ep", ep_b), ("dp", fs.exposed_b))

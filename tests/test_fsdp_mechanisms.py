@@ -11,7 +11,7 @@ from explorer.network.groups import Network
 from explorer.physics.hardware import ComputeModel
 from explorer.scenario import from_dict
 from explorer.simulate import simulate
-from explorer.taskgraph.techniques.fsdp import fsdp_copy_bytes, fsdp_cost
+from explorer.taskgraph.techniques.fsdp import comm_zero, fsdp_copy_bytes, fsdp_cost, grad_reduce_overlaps
 
 
 def _fsdp8(framework: str, **comm) -> dict:
@@ -104,3 +104,41 @@ def _layer_params(sc) -> float:
     head = m.hidden // m.heads
     attn = m.hidden * (m.hidden + 2 * m.kv_heads * head) + m.hidden * m.hidden
     return attn + 3 * m.hidden * m.ffn_hidden
+
+
+# --- FSDP2 under a pipeline: gathered once, reduced once per step ----------------------------------
+
+def _3d(framework: str, global_batch: int = 64) -> dict:
+    """Llama 3 70B on 64 H100s: TP 8 inside the node, PP 4, FSDP (ZeRO-3) over the remaining 2."""
+    return {"model": {"preset": "llama3-70b"},
+            "training": {"global_batch": global_batch, "framework": framework, "recompute": "full"},
+            "hardware": {"gpu": "h100-sxm"},
+            "cluster": {"gpus_per_node": 8, "nodes": 8, "scale_out": {"fabric": "ib-ndr"}},
+            "parallelism": {"tp": 8, "pp": 4, "zero": 3}}
+
+
+def test_fsdp2_with_a_pipeline_communicates_as_zero2():
+    # torchtitan: reshard_after_forward = not pp_enabled; pipelining: no gradient sync until the
+    # stage's last backward (perform_reduce_grad).  FSDP1 and pp = 1 keep the layer-wise ZeRO-3.
+    assert comm_zero(from_dict(_3d("torchtitan"))) == 2
+    assert comm_zero(from_dict(_3d("fsdp2"))) == 2
+    assert not grad_reduce_overlaps(from_dict(_3d("fsdp2")))
+    assert comm_zero(from_dict(_3d("fsdp"))) == 3
+    assert comm_zero(from_dict(_3d("megatron"))) == 3
+    assert comm_zero(from_dict(_fsdp8("torchtitan"))) == 3          # pp = 1: per-layer reshard
+
+
+def test_fsdp2_pipeline_traffic_does_not_grow_with_micro_batches():
+    # Regression: the old code gathered twice and reduce-scattered once per layer per micro-batch,
+    # so doubling the batch doubled the DP bytes.  FSDP2 under a pipeline moves one gather and one
+    # reduce-scatter of the stage's parameters per step, whatever the micro-batch count;
+    # FSDP1 (layer-wise, per micro-batch) still doubles.
+    t1 = simulate(from_dict(_3d("torchtitan", 64))).comm_bytes_per_gpu["dp"]
+    t2 = simulate(from_dict(_3d("torchtitan", 128))).comm_bytes_per_gpu["dp"]
+    f1 = simulate(from_dict(_3d("fsdp", 64))).comm_bytes_per_gpu["dp"]
+    f2 = simulate(from_dict(_3d("fsdp", 128))).comm_bytes_per_gpu["dp"]
+    assert t2 == pytest.approx(t1, rel=1e-9)
+    assert f2 == pytest.approx(2 * f1, rel=1e-9)
+    # One gather (2 B bf16) + one reduce-scatter (4 B fp32) of each parameter, against FSDP1's
+    # 2 gathers + 1 reduce-scatter per micro-batch (64 / dp 2 = 32 micro-batches of 1): 6 / (32 x 8).
+    assert t1 / f1 == pytest.approx(6 / (32 * 8), rel=0.02)

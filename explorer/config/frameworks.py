@@ -18,7 +18,8 @@ traffic);
 - ``p2p_scatter_gather``: explorer/taskgraph/layer.py (bytes of one pipeline transfer);
 - ``tp_overlap_sms``: explorer/workloads/timing.py (SMs the TP comm-GEMM overlap takes from the GEMMs);
 - ``nccl_sms_under_compute``: explorer/config/loading.py (the default of ``communication.comm_sms``);
-- ``fsdp_copy_kernels``: explorer/taskgraph/layer.py price_fsdp (FSDP2's copy-in/copy-out kernels).
+- ``fsdp_copy_kernels``: explorer/taskgraph/layer.py price_fsdp (FSDP2's copy-in/copy-out kernels);
+- ``fsdp_pp_step_sync``: explorer/taskgraph/techniques/fsdp.py comm_zero (FSDP2 under a pipeline).
 
 PyTorch-native stacks: ``fsdp`` and ``fsdp2`` train eager modules (FSDP2 is the per-parameter
 DTensor rewrite of FSDP; what the simulator prices of it is the same as ``fsdp``); ``torchtitan`` is
@@ -109,6 +110,9 @@ class FrameworkProfile:
     # FSDP2's per-parameter copies on the compute stream around each gather and reduce-scatter
     # (techniques/fsdp.py fsdp_copy_bytes); FSDP1's flat parameter gathers in place.
     fsdp_copy_kernels: bool = False
+    # With pp > 1 the parameters stay gathered across micro-batches and gradients are reduced once,
+    # after the stage's last backward (techniques/fsdp.py comm_zero): torch.distributed.pipelining.
+    fsdp_pp_step_sync: bool = False
 
     def grad_reduce_bytes(self, dtype: str) -> int:
         """Bytes per gradient element on the wire for a run trained in ``dtype``."""
@@ -213,8 +217,16 @@ FRAMEWORK_PROFILES: dict[str, FrameworkProfile] = {
 # parameter out of the all-gather buffer and every gradient into the reduce-scatter buffer on the
 # compute stream (pytorch/pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py,
 # foreach_all_gather_copy_out / foreach_reduce_scatter_copy_in; techniques/fsdp.py).
+# With a pipeline, torchtitan's default reshard_after_forward policy is ``not pp_enabled``
+# (pytorch/torchtitan torchtitan/distributed/fsdp.py get_fsdp_reshard_after_forward_policy, commit
+# b5bcd76: "do not reshard after forward to avoid per-microbatch all-gathers"), and the pipeline stage
+# runs every backward with set_reshard_after_backward(False) and set_requires_gradient_sync(False),
+# reducing all gradients in perform_reduce_grad after the stage's last backward (pytorch/pytorch
+# torch/distributed/pipelining/stage.py backward_maybe_with_nosync / _post_backward; schedules.py
+# _add_reduce_grad: REDUCE_GRAD "just after the last backward"), where the compute stream waits for
+# the reduce-scatters (_root_post_backward_final_callback): fsdp_pp_step_sync.
 FRAMEWORK_PROFILES["fsdp2"] = FrameworkProfile(**{**FRAMEWORK_PROFILES["fsdp"].__dict__, "name": "fsdp2",
-                                                  "fsdp_copy_kernels": True})
+                                                  "fsdp_copy_kernels": True, "fsdp_pp_step_sync": True})
 # torchtitan with its ``--compile`` (torch.compile of each TransformerBlock, torchtitan
 # docs/torch.compile.md / models/llama3/infra/parallelize.py apply_compile): Inductor fuses the
 # element-wise chains of the block (RMSNorm's cast/pow/mean/rsqrt/mul, rotary's slice/neg/cat/mul,

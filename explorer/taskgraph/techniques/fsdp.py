@@ -27,10 +27,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...config import Scenario
 from ...config.frameworks import profile
 from ...network.collectives import bus_factor
 from ...network.groups import Network
 from .optimizer import PARAM_BYTES, grad_reduce_bytes
+
+
+def fsdp_step_sync(sc: Scenario) -> bool:
+    """ZeRO-3 under a pipeline in a framework that keeps the stage's parameters gathered across
+    micro-batches and reduces its gradients once per step (FrameworkProfile.fsdp_pp_step_sync)."""
+    par = sc.parallelism
+    return par.zero == 3 and par.pp > 1 and profile(sc.training.framework).fsdp_pp_step_sync
+
+
+def comm_zero(sc: Scenario) -> int:
+    """The ZeRO stage whose communication pattern the run follows: ``parallelism.zero``, except
+    FSDP2 under a pipeline (:func:`fsdp_step_sync`), whose traffic is ZeRO-2's: parameters gathered
+    once per step under the first forward, gradients reduce-scattered once per step, after the
+    stage's last backward (:func:`grad_reduce_overlaps`).  Memory still follows ``zero``."""
+    return 2 if fsdp_step_sync(sc) else sc.parallelism.zero
+
+
+def grad_reduce_overlaps(sc: Scenario) -> bool:
+    """Whether gradient buckets leave during the backward (``communication.dp_overlap`` and the
+    framework's ``grad_reduce_overlaps_backward``); never under :func:`fsdp_step_sync`, whose
+    reduce-scatters follow the stage's last backward and hold the compute stream."""
+    fw = profile(sc.training.framework)
+    return sc.communication.dp_overlap and fw.grad_reduce_overlaps_backward and not fsdp_step_sync(sc)
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,12 @@ traffic);
 - ``fsdp_copy_kernels``: explorer/taskgraph/layer.py price_fsdp (FSDP2's copy-in/copy-out kernels);
 - ``fsdp_pp_step_sync``: explorer/taskgraph/techniques/fsdp.py comm_zero (FSDP2 under a pipeline).
 
-PyTorch-native stacks: ``fsdp`` and ``fsdp2`` train eager modules (FSDP2 is the per-parameter
-DTensor rewrite of FSDP; what the simulator prices of it is the same as ``fsdp``); ``torchtitan`` is
-FSDP2 with ``torch.compile`` per transformer block (element-wise chains fused by Inductor) and
-PyTorch's async TP as its TP overlap (copy-engine transfers, no SMs taken from the GEMMs).
+PyTorch-native stacks: ``fsdp`` (FSDP1, flat parameters) and ``fsdp2`` (the per-parameter DTensor
+rewrite) train eager modules whose gathers and reduce-scatters are NCCL kernels beside the compute;
+``fsdp2`` adds its copy kernels on the compute stream and, under a pipeline, gathers once and
+reduces once per step; ``torchtitan`` is FSDP2 with ``torch.compile`` per transformer block
+(element-wise chains fused by Inductor) and PyTorch's async TP as its TP overlap (copy-engine
+transfers, no SMs taken from the GEMMs).
 
 >>> profile("deepspeed").grad_reduce_bytes("bf16"), profile("megatron").grad_reduce_bytes("bf16")
 (2, 4)

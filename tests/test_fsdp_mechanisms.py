@@ -24,15 +24,17 @@ def _fsdp8(framework: str, **comm) -> dict:
 
 # --- NCCL channels = SMs --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("scale_up, crosses, channels", [
-    (300.0, False, 24),   # HGX A100, 12 NVLinks: "Channel 23/24" (NVIDIA/nccl-tests #100)
-    (200.0, False, 16),   # H800, 8 NVLinks: "16 coll channels" (NVIDIA/nccl #892)
-    (450.0, False, 32),   # H100, 18 NVLinks x 2 CTAs = 36, capped at MAXCHANNELS 32 (nccl #1429)
-    (450.0, True, 16),    # H100 ring over 3 nodes: "Channel 05/16" (NVIDIA/nccl #1453)
-    (300.0, True, 16),
+@pytest.mark.parametrize("scale_up, crosses, nics, channels", [
+    (300.0, False, 8, 24),   # HGX A100, 12 NVLinks: "Channel 23/24" (NVIDIA/nccl-tests #100)
+    (200.0, False, 8, 16),   # H800, 8 NVLinks: "16 coll channels" (NVIDIA/nccl #892)
+    (450.0, False, 8, 32),   # H100, 18 NVLinks x 2 CTAs = 36, capped at MAXCHANNELS 32 (nccl #1429)
+    (450.0, True, 8, 16),    # H100 ring over 3 nodes of 8 NICs: "Channel 05/16" (NVIDIA/nccl #1453)
+    (300.0, True, 8, 16),
+    (450.0, True, 1, 2),     # one NIC per node: "just launch 2 SMs" (NVIDIA/nccl #689)
+    (25.0, True, 8, 2),      # one link's worth of scale-up caps it
 ])
-def test_nccl_channels_follow_the_nvlinks_and_the_nics(scale_up, crosses, channels):
-    assert nccl_channels(scale_up, crosses) == channels
+def test_nccl_channels_follow_the_nvlinks_and_the_nics(scale_up, crosses, nics, channels):
+    assert nccl_channels(scale_up, crosses, nics) == channels
 
 
 def test_fsdp_defaults_comm_sms_to_nccls_channels_megatron_keeps_zero():

@@ -178,7 +178,8 @@ def _framework_comm_sms(sc: Scenario, cluster: Any) -> int:
         return 0
     par = sc.parallelism
     dp_span = cluster.gpus // par.pp
-    return nccl_channels(cluster.scale_up.bandwidth_GBps, dp_span > cluster.scale_up.domain_gpus)
+    return nccl_channels(cluster.scale_up.bandwidth_GBps, dp_span > cluster.scale_up.domain_gpus,
+                         cluster.scale_out.nics_per_node)
 
 
 def fill_defaults(sc: Scenario) -> Scenario:

@@ -9,9 +9,10 @@ itself ("NCCL CTAs won't share an SM with compute kernels", NVIDIA/nccl issue #6
   GPU's NVLinks), capped at NCCL's MAXCHANNELS = 32 (#1429).  Checks against logged runs: HGX A100,
   12 NVLinks -> 24 ("Channel 23/24", NVIDIA/nccl-tests issue #100); H800, 8 NVLinks -> "16 coll
   channels" (NVIDIA/nccl issue #892); H100, 18 NVLinks -> 36, capped at 32.
-- a group that crosses the scale-out fabric runs rings through the NICs: 16 channels on DGX-class
-  H100 nodes with one NIC per GPU ("Channel 05/16" for a 24-rank ring over 3 nodes, NVIDIA/nccl
-  issue #1453).
+- a group that crosses the scale-out fabric runs its rings through the node's NICs, two channels
+  per NIC: 16 on DGX-class H100 nodes with 8 NICs ("Channel 05/16" for a 24-rank ring over 3
+  nodes, NVIDIA/nccl issue #1453); 2 on a node with a single NIC ("it should just launch 2 SMs",
+  sjeaugey in NVIDIA/nccl issue #689, 2 being NCCL's minimum).
 
 An NVLink of the 3rd and 4th generation carries 25 GB/s per direction (A100: 12 x 25 = 300 GB/s;
 H100: 18 x 25 = 450 GB/s; NVIDIA A100/H100 datasheets), so the link count is read off the scale-up
@@ -19,20 +20,21 @@ bandwidth.
 
 >>> nccl_channels(300.0, crosses_domain=False), nccl_channels(450.0, False), nccl_channels(200.0, False)
 (24, 32, 16)
->>> nccl_channels(450.0, crosses_domain=True)
-16
+>>> nccl_channels(450.0, crosses_domain=True, nics_per_node=8), nccl_channels(450.0, True, 1)
+(16, 2)
 """
 from __future__ import annotations
 
 NVLINK_GBPS_PER_LINK = 25.0     # per direction, NVLink 3/4 (NVIDIA A100 and H100 datasheets)
 CTAS_PER_NVLINK = 2             # NVIDIA/nccl issue #1703
 NCCL_MAX_CHANNELS = 32          # MAXCHANNELS (NVIDIA/nccl issue #1429)
-NCCL_NET_CHANNELS = 16          # rings through one NIC per GPU (NVIDIA/nccl issue #1453 log)
+CHANNELS_PER_NIC = 2            # 8 NICs -> 16 (NVIDIA/nccl #1453), 1 NIC -> 2 (#689)
 
 
-def nccl_channels(scale_up_GBps: float, crosses_domain: bool) -> int:
+def nccl_channels(scale_up_GBps: float, crosses_domain: bool, nics_per_node: int = 8) -> int:
     """Channels (= SMs) of one NCCL ring collective on a GPU whose NVLinks carry ``scale_up_GBps``
-    per direction; ``crosses_domain``: the group spans more than one NVLink domain."""
+    per direction; ``crosses_domain``: the group spans more than one NVLink domain, whose node
+    has ``nics_per_node`` NICs."""
     links = max(1, round(scale_up_GBps / NVLINK_GBPS_PER_LINK))
     intra = min(NCCL_MAX_CHANNELS, CTAS_PER_NVLINK * links)
-    return min(intra, NCCL_NET_CHANNELS) if crosses_domain else intra
+    return min(intra, CHANNELS_PER_NIC * max(1, nics_per_node)) if crosses_domain else intra

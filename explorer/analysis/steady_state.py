@@ -13,6 +13,7 @@ from ..engine.scheduler import Task, run
 from ..network.groups import Network
 from ..schedules.registry import Window
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
+from ..taskgraph.techniques.fsdp import comm_zero
 from .breakdown import class_breakdown, group_by_class
 
 # The breakdown category of the time a stream sets the pace with beyond the compute window: the
@@ -167,7 +168,7 @@ def _next_iteration_period(b: IterationBuilder, by_class: list[list[Task]]) -> t
             if i.op != "all-gather":
                 g, groups = i.layer_rank, i.groups
                 extra = opt * i.share
-                if sc.parallelism.zero in (1, 2) and i.dim in gather_groups:
+                if comm_zero(sc) in (1, 2) and i.dim in gather_groups:
                     # The gather of the parameters of the same layers: when gradients are reduced
                     # in fp32 (frameworks.py) they fill more buckets than the bf16 parameters, so
                     # the reduce group's position maps proportionally onto the gather groups.

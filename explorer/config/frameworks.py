@@ -16,12 +16,17 @@ repeats);
 - ``wgrad_accumulate_fp32``: explorer/workloads/transformer/layer.py (the weight-gradient GEMM's epilogue
 traffic);
 - ``p2p_scatter_gather``: explorer/taskgraph/layer.py (bytes of one pipeline transfer);
-- ``tp_overlap_sms``: explorer/workloads/timing.py (SMs the TP comm-GEMM overlap takes from the GEMMs).
+- ``tp_overlap_sms``: explorer/workloads/timing.py (SMs the TP comm-GEMM overlap takes from the GEMMs);
+- ``nccl_sms_under_compute``: explorer/config/loading.py (the default of ``communication.comm_sms``);
+- ``fsdp_copy_kernels``: explorer/taskgraph/layer.py price_fsdp (FSDP2's copy-in/copy-out kernels);
+- ``fsdp_pp_step_sync``: explorer/taskgraph/techniques/fsdp.py comm_zero (FSDP2 under a pipeline).
 
-PyTorch-native stacks: ``fsdp`` and ``fsdp2`` train eager modules (FSDP2 is the per-parameter
-DTensor rewrite of FSDP; what the simulator prices of it is the same as ``fsdp``); ``torchtitan`` is
-FSDP2 with ``torch.compile`` per transformer block (element-wise chains fused by Inductor) and
-PyTorch's async TP as its TP overlap (copy-engine transfers, no SMs taken from the GEMMs).
+PyTorch-native stacks: ``fsdp`` (FSDP1, flat parameters) and ``fsdp2`` (the per-parameter DTensor
+rewrite) train eager modules whose gathers and reduce-scatters are NCCL kernels beside the compute;
+``fsdp2`` adds its copy kernels on the compute stream and, under a pipeline, gathers once and
+reduces once per step; ``torchtitan`` is FSDP2 with ``torch.compile`` per transformer block
+(element-wise chains fused by Inductor) and PyTorch's async TP as its TP overlap (copy-engine
+transfers, no SMs taken from the GEMMs).
 
 >>> profile("deepspeed").grad_reduce_bytes("bf16"), profile("megatron").grad_reduce_bytes("bf16")
 (2, 4)
@@ -100,6 +105,16 @@ class FrameworkProfile:
     tp_overlap_sms: int = TE_UB_COMM_SMS
     # Chunks the overlapped row-parallel forward GEMM is cut into; None: one per TP rank.
     tp_overlap_rs_splits: int | None = TE_UB_PIPELINE_SPLITS
+    # The data-parallel collectives that overlap compute are NCCL kernels holding one SM per channel
+    # (explorer/config/nccl_channels.py): the default of ``communication.comm_sms`` becomes NCCL's
+    # channel count for the DP group instead of 0.
+    nccl_sms_under_compute: bool = False
+    # FSDP2's per-parameter copies on the compute stream around each gather and reduce-scatter
+    # (techniques/fsdp.py fsdp_copy_bytes); FSDP1's flat parameter gathers in place.
+    fsdp_copy_kernels: bool = False
+    # With pp > 1 the parameters stay gathered across micro-batches and gradients are reduced once,
+    # after the stage's last backward (techniques/fsdp.py comm_zero): torch.distributed.pipelining.
+    fsdp_pp_step_sync: bool = False
 
     def grad_reduce_bytes(self, dtype: str) -> int:
         """Bytes per gradient element on the wire for a run trained in ``dtype``."""
@@ -192,13 +207,28 @@ FRAMEWORK_PROFILES: dict[str, FrameworkProfile] = {
         # matmuls and of scaled_dot_product_attention are saved, except every second matmul of a
         # layer, which is recomputed with every element-wise op (norms, rotary, activations).
         selective_policy="every-other-matmul",
+        # FSDP's all-gathers and reduce-scatters run concurrently with almost all of the forward and
+        # backward (Zhao et al., VLDB 2023, Sec. 3.3 / Fig. 4): NCCL kernels, one SM per channel.
+        nccl_sms_under_compute=True,
     ),
 }
 
 # FSDP2 (torch.distributed.fsdp.fully_shard, the per-parameter-sharding rewrite torchtitan trains
-# with): the mechanisms priced here (eager modules, reduce dtype, unit-wise prefetch, op-level SAC)
-# are those of ``fsdp``.
-FRAMEWORK_PROFILES["fsdp2"] = FrameworkProfile(**{**FRAMEWORK_PROFILES["fsdp"].__dict__, "name": "fsdp2"})
+# with): eager modules, reduce dtype, unit-wise prefetch and op-level SAC as ``fsdp``; unlike FSDP1's
+# flat parameter (whose parameters are views into the gathered buffer), FSDP2 copies every gathered
+# parameter out of the all-gather buffer and every gradient into the reduce-scatter buffer on the
+# compute stream (pytorch/pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py,
+# foreach_all_gather_copy_out / foreach_reduce_scatter_copy_in; techniques/fsdp.py).
+# With a pipeline, torchtitan's default reshard_after_forward policy is ``not pp_enabled``
+# (pytorch/torchtitan torchtitan/distributed/fsdp.py get_fsdp_reshard_after_forward_policy, commit
+# b5bcd76: "do not reshard after forward to avoid per-microbatch all-gathers"), and the pipeline stage
+# runs every backward with set_reshard_after_backward(False) and set_requires_gradient_sync(False),
+# reducing all gradients in perform_reduce_grad after the stage's last backward (pytorch/pytorch
+# torch/distributed/pipelining/stage.py backward_maybe_with_nosync / _post_backward; schedules.py
+# _add_reduce_grad: REDUCE_GRAD "just after the last backward"), where the compute stream waits for
+# the reduce-scatters (_root_post_backward_final_callback): fsdp_pp_step_sync.
+FRAMEWORK_PROFILES["fsdp2"] = FrameworkProfile(**{**FRAMEWORK_PROFILES["fsdp"].__dict__, "name": "fsdp2",
+                                                  "fsdp_copy_kernels": True, "fsdp_pp_step_sync": True})
 # torchtitan with its ``--compile`` (torch.compile of each TransformerBlock, torchtitan
 # docs/torch.compile.md / models/llama3/infra/parallelize.py apply_compile): Inductor fuses the
 # element-wise chains of the block (RMSNorm's cast/pow/mean/rsqrt/mul, rotary's slice/neg/cat/mul,
@@ -213,7 +243,7 @@ FRAMEWORK_PROFILES["fsdp2"] = FrameworkProfile(**{**FRAMEWORK_PROFILES["fsdp"]._
 # matmul-reduce-scatter whose chunks move by copy engine between symmetric
 # buffers), which takes no SMs from the GEMMs (tp_overlap_sms 0) and cuts both overlapped GEMMs
 # into one chunk per TP rank (_fused_all_gather_matmul / _fused_matmul_reduce_scatter).
-FRAMEWORK_PROFILES["torchtitan"] = FrameworkProfile(**{**FRAMEWORK_PROFILES["fsdp"].__dict__,
+FRAMEWORK_PROFILES["torchtitan"] = FrameworkProfile(**{**FRAMEWORK_PROFILES["fsdp2"].__dict__,
                                                        "name": "torchtitan",
                                                        "elementwise_factor": COMPILED_ELEMENTWISE_FACTOR,
                                                        "tp_overlap_sms": 0, "tp_overlap_rs_splits": None})

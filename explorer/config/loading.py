@@ -17,7 +17,9 @@ cluster.scale_out.nic_Gbps      the fabric preset's (explorer/data/fabrics.yaml)
 cluster.scale_out.latency_us    the fabric preset's
 cluster.scale_out.efficiency    the fabric preset's (fitted fraction of line rate)
 hardware.gpu.sms                DEFAULT_SMS
-communication.comm_sms          the MoE dispatcher's SMs (moe_dispatch.py), else DEFAULT_COMM_SMS
+communication.comm_sms          the MoE dispatcher's SMs (moe_dispatch.py), else NCCL's channels for
+                                frameworks whose DP collectives overlap compute (nccl_channels.py),
+                                else DEFAULT_COMM_SMS
 communication.bucket_MB         training.framework's gradient bucket (explorer/config/frameworks.py)
 parallelism.dp                  GPUs / (tp * pp * cp)
 ==============================  =========================================================
@@ -40,6 +42,7 @@ from .frozen import evolve
 from .inputs import MAX_BYTES, parse_document
 from .model_parts import Conv
 from .moe_dispatch import dispatcher_sms
+from .nccl_channels import nccl_channels
 from .overrides import apply_overrides
 from .presets import DEFAULT_GPU, gpu_presets, preset, resolved_scale_out
 from .rules import validate
@@ -167,6 +170,18 @@ def _fill_cluster(cluster: Any, gpu: GPU) -> Any:
     return _filled(cluster, scale_up=up, scale_out=resolved_scale_out(cluster.scale_out))
 
 
+def _framework_comm_sms(sc: Scenario, cluster: Any) -> int:
+    """NCCL's channels for the DP group when the framework's DP collectives run beside compute
+    (FrameworkProfile.nccl_sms_under_compute: PyTorch FSDP), else 0.  The DP group is tp*cp*dp
+    consecutive ranks (tp innermost), so it crosses the NVLink domain when that exceeds it."""
+    if not profile(sc.training.framework).nccl_sms_under_compute:
+        return 0
+    par = sc.parallelism
+    dp_span = cluster.gpus // par.pp
+    return nccl_channels(cluster.scale_up.bandwidth_GBps, dp_span > cluster.scale_up.domain_gpus,
+                         cluster.scale_out.nics_per_node)
+
+
 def fill_defaults(sc: Scenario) -> Scenario:
     """``sc`` with every derived default of the module docstring's table filled."""
     model = _once("model", _fill_model, sc.model)
@@ -175,7 +190,8 @@ def fill_defaults(sc: Scenario) -> Scenario:
     comm = sc.communication
     if comm.comm_sms is None:
         # DeepEP / Hybrid-EP kernels hold SMs while they overlap compute (explorer/config/moe_dispatch.py).
-        sms = dispatcher_sms(comm.moe_dispatcher, model.moe, sc.parallelism.ep) or DEFAULT_COMM_SMS
+        sms = (dispatcher_sms(comm.moe_dispatcher, model.moe, sc.parallelism.ep)
+               or _framework_comm_sms(sc, cluster) or DEFAULT_COMM_SMS)
         comm = evolve(comm, comm_sms=sms)
     par = sc.parallelism
     if par.dp is None:

@@ -44,6 +44,9 @@ SHOWN = {"ampere": "A100", "hopper": "Hopper", "blackwell": "Blackwell",
          "megatron": "Megatron", "deepspeed": "DeepSpeed", "megatron-deepspeed": "Megatron-DeepSpeed",
          "fsdp": "FSDP", "bf16": "BF16", "fp8": "FP8", "dense": "dense", "moe": "MoE",
          "le64": "≤64 GPUs", "65-1024": "65–1,024 GPUs", "gt1024": ">1,024 GPUs"}
+# Frameworks grouped with published runs of the same stack: FSDP2 and torchtitan (FSDP2 + compile)
+# are PyTorch FSDP, whose published rows (llm-foundry's FSDP1, torchtitan's FSDP2) form one regime.
+FAMILY = {"fsdp2": "fsdp", "torchtitan": "fsdp"}
 # GPU generation by the preset's display name (explorer/data/gpus.yaml): Ampere, Hopper (H100,
 # H800, H200) and Blackwell (B200, GB200, GB300).
 GENERATIONS = (("A100", "ampere"), ("H100", "hopper"), ("H800", "hopper"), ("H200", "hopper"),
@@ -121,7 +124,7 @@ def classify(sc: Scenario) -> Regime | Outside:
         return Outside(f"{sc.training.dtype} training (published runs: BF16/FP16 and FP8)")
     return Regime(gpu=gen,
                   context=_band(sc.model.seq_len, (4096, 32768), ("le4k", "4k-32k", "gt32k")),
-                  framework=sc.training.framework,
+                  framework=FAMILY.get(sc.training.framework, sc.training.framework),
                   precision="fp8" if sc.training.dtype == "fp8" else "bf16",
                   arch="moe" if sc.model.is_moe else "dense",
                   scale=_band(sc.gpus, (64, 1024), ("le64", "65-1024", "gt1024")))

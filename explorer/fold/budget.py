@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from ..config.schema import ScenarioError
 from ..config.sections import Scenario
 from ..schedules import registry
+from ..taskgraph.techniques.fsdp import comm_zero
 from .plan import plan
 
 MAX_BUCKET_TASKS = 8        # = taskgraph.techniques.dp_buckets.MAX_BUCKET_TASKS (a test keeps them equal)
@@ -91,15 +92,16 @@ def estimate(sc: Scenario) -> WorkEstimate:
     pp_tasks = 2 * runs * max(p * v - 1, 0)           # vpp > 1 only with the interleaved schedule
     dp_group = sc.dp * par.cp
     dims = (1 if dp_group > 1 else 0) + (1 if sc.model.is_moe and dp_group // par.ep > 1 else 0)
-    ops = {0: 1, 1: 2, 2: 2, 3: 0}[par.zero]
+    zero = comm_zero(sc)               # FSDP2 under a pipeline communicates as ZeRO-2 (techniques/fsdp.py)
+    ops = {0: 1, 1: 2, 2: 2, 3: 0}[zero]
     # A compressed reduction adds an encode and a decode task per bucket task (dp_buckets.dp_tasks).
-    coded = 3 if sc.communication.compression.active and par.zero in (0, 1, 2) else 1
+    coded = 3 if sc.communication.compression.active and zero in (0, 1, 2) else 1
     dp_tasks = p * chunks * dims * ops * MAX_BUCKET_TASKS * coded
-    fsdp = p * passes if par.zero == 3 and dims else 0
+    fsdp = p * passes if zero == 3 and dims else 0
     tasks = p * compute + pp_tasks + dp_tasks + fsdp + p          # + one optimizer step per stage
 
     # Timeline rows: every layer of every pass drawn as its non-zero parts, one bar each.
-    fwd_parts = 1 + (par.tp > 1) + (par.cp > 1) + (par.ep > 1) + (par.zero == 3 and dims > 0)
+    fwd_parts = 1 + (par.tp > 1) + (par.cp > 1) + (par.ep > 1) + (zero == 3 and dims > 0)
     bwd_parts = fwd_parts + 1 + (sc.training.recompute != "none")   # + weight-grad, recompute
     layer_rows = runs * sc.model.layers * (fwd_parts + bwd_parts)
     edge_rows = 6 * runs                  # embedding/logits remainder bars: F, B, W of both edge chunks

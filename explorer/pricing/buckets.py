@@ -18,6 +18,7 @@ import numpy as np
 
 from ..config import Scenario
 from ..taskgraph.techniques.dp_buckets import MAX_BUCKET_TASKS
+from ..taskgraph.techniques.fsdp import comm_zero
 from ..taskgraph.techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
 from .keys import RowNetwork, memo_table
 
@@ -117,7 +118,7 @@ def dp_work(sc: Scenario, net: RowNetwork, params: np.ndarray, expert: np.ndarra
     interned key of ``params`` and ``expert`` (profile.Layout.pkey), on which the bucket plans are
     memoised."""
     p, nch = params.shape
-    zero = sc.parallelism.zero
+    zero = comm_zero(sc)           # FSDP2 under a pipeline reduces once per step, as ZeRO-2
     frac = np.zeros((p, nch, JOBS))
     dur = np.zeros((p, nch, JOBS))
     gates = np.zeros((p, nch))

@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from ..taskgraph.techniques.dp_buckets import MAX_BUCKET_TASKS, _per_task
+from ..taskgraph.techniques.fsdp import comm_zero
 from ..taskgraph.techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
 from .chunk_basis import F_IDX
 from .pipeline import StageTimes
@@ -55,7 +56,7 @@ def _tasks(prof: RowProfile, s: int, c: int, op: str) -> list[dict]:
 def p3_period(prof: RowProfile, st: StageTimes, r: int) -> tuple[float, np.ndarray, np.ndarray]:
     """(iteration time, (p,) window start, (p,) end of each stage's last bucket) of row ``r``."""
     p, nch = prof.p, prof.nch
-    zero = prof.sc.parallelism.zero
+    zero = comm_zero(prof.sc)
     op = "all-reduce" if zero == 0 else "reduce-scatter"
     kept = st.ops[r]
     assert kept is not None                # P3 rows are evaluated in full (StageTimes.ops)

@@ -34,6 +34,7 @@ from ..taskgraph.builder import IDEAL_ASPECTS
 from ..taskgraph.layer import pp_message_bytes
 from ..taskgraph.layout import layout_for
 from ..taskgraph.techniques.dp_contention import sm_factor
+from ..taskgraph.techniques.fsdp import comm_zero, grad_reduce_overlaps
 from ..taskgraph.techniques.optimizer import OPTIMIZER_TRAFFIC_BYTES, grad_reduce_bytes
 from ..workloads.spec import WorkloadSpec
 from .buckets import dp_work
@@ -139,8 +140,9 @@ def row_profile(sc: Scenario) -> RowProfile:
     # The buckets read the held parameters (not the chunks' times), the network and ZeRO's options:
     # rows that differ in micro-batch or recompute share them.  dp_work tells ZeRO stages apart only
     # as 0 (all-reduce), 1-2 (reduce-scatter, then gathers) and 3 (no buckets): 1 and 2 share.
-    dkey = (nkey, layout.pkey, min(par.zero, 1) if par.zero < 3 else 3, com.bucket_MB, grad_reduce_bytes(sc),
-            gather_overlap)
+    zero = comm_zero(sc)
+    dkey = (nkey, layout.pkey, min(zero, 1) if zero < 3 else 3, par.zero == 3, com.bucket_MB,
+            grad_reduce_bytes(sc), gather_overlap)
     dp = _DP.get(dkey)
     if dp is None:
         dp = _DP[dkey] = dp_work(sc, info.for_row(sc), layout.params, layout.expert, gather_overlap,
@@ -159,7 +161,7 @@ def row_profile(sc: Scenario) -> RowProfile:
     mkey = (ckey, sched.name, v, par.stage_layers, par.pipeline_layout, par.ideal_pipeline, sc.dp, par.cp,
             par.ep, par.zero, com.prefetch_layers, tr.optimizer, units, p)
     return RowProfile(sc, sched, p, v, sched.chunks_per_rank(v), m, units, fw.blocking_p2p, layout, transfer,
-                      slow, dp[0], dp[1], com.dp_overlap and fw.grad_reduce_overlaps_backward, dp[2],
+                      slow, dp[0], dp[1], grad_reduce_overlaps(sc), dp[2],
                       dp[3], opt, info, ckey, mkey)
 
 

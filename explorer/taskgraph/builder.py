@@ -36,6 +36,7 @@ from .split import choose_split, given_split
 from .split_cost import split_costs
 from .techniques.dp_buckets import dp_tasks
 from .techniques.dp_contention import sm_factor
+from .techniques.fsdp import comm_zero, grad_reduce_overlaps
 from .techniques.link_sharing import flow
 from .techniques.optimizer import optimizer_time
 
@@ -197,7 +198,7 @@ class IterationBuilder:
         overlap_param_gather): (rank, local chunk) -> the last gather task its first forward waits for."""
         out: dict[tuple[int, int], int] = {}
         comm = self.sc.communication
-        if self.sc.parallelism.zero in (1, 2) and comm.dp_overlap and \
+        if comm_zero(self.sc) in (1, 2) and comm.dp_overlap and \
                 framework_profile(self.sc.training.framework).param_gather_overlaps_forward:
             for s in range(self.p):
                 for c in range(self.schedule.chunks_per_rank(self.v)):
@@ -364,11 +365,12 @@ class IterationBuilder:
         """Gradient reduction (bucketed, overlapped with the last backward when dp_overlap, else
         after the stage's whole backward), the optimizer, and the ZeRO 1-2 parameter all-gather
         after it when it could not overlap the next forward."""
-        zero, comm = self.sc.parallelism.zero, self.sc.communication
+        zero, comm = comm_zero(self.sc), self.sc.communication
         fw = framework_profile(self.sc.training.framework)
         # DeepSpeed reduces after the backward (overlap_comm off; the pipeline engine's ReduceGrads
-        # after the flush) and gathers ZeRO-1/2 parameters inside the step (explorer/config/frameworks.py).
-        overlap_reduce = comm.dp_overlap and fw.grad_reduce_overlaps_backward
+        # after the flush) and gathers ZeRO-1/2 parameters inside the step (explorer/config/frameworks.py);
+        # so does FSDP2 under a pipeline, once per step (techniques/fsdp.py comm_zero).
+        overlap_reduce = grad_reduce_overlaps(self.sc)
         overlap_gather = comm.dp_overlap and fw.param_gather_overlaps_forward
         local_chunks = range(self.schedule.chunks_per_rank(self.v))
         for s in range(self.p):

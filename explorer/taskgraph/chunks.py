@@ -25,6 +25,7 @@ from .layer import (
     price_fsdp,
     sum_parts,
 )
+from .techniques.fsdp import comm_zero
 from .techniques.optimizer import PARAM_BYTES
 
 __all__ = ["COMPUTE_PARTS", "ChunkContext", "ChunkWork", "Params", "balanced", "chunk_work", "fuse",
@@ -165,13 +166,13 @@ def _add_edge(ctx: ChunkContext, a: _Acc, edge: EdgeCost, stage: int) -> None:
     a.fwd.append(("compute", ef))
     a.bwd.append(("compute", eb))
     a.bwd.append(("weight-grad", ew))
-    if ctx.sc.parallelism.zero == 3 and edge.params > 0:
+    if comm_zero(ctx.sc) == 3 and edge.params > 0:
         # FSDP shards the embedding and output layer too: gathered before their forward and
         # backward, gradients reduce-scattered after, like any layer.
         fs = price_fsdp(ctx, Params(edge.params), stage, ef, eb + ew)
         a.links += fsdp_links(ctx, Params(edge.params), stage)
-        a.fwd.append(("dp", fs.exposed_f))
-        a.bwd.append(("dp", fs.exposed_b))
+        a.fwd += [("compute", fs.copy_f), ("dp", fs.exposed_f)]
+        a.bwd += [("compute", fs.copy_b), ("dp", fs.exposed_b)]
         a.hid_f += fs.hidden_f
         a.hid_b += fs.hidden_b
         a.fsdp_bytes += fs.bus_bytes
@@ -245,7 +246,7 @@ def _calls(ctx: ChunkContext, stage: int, layer_bytes: float) -> dict:
     layer, and under ZeRO-3 the gather of its largest layer (techniques/fsdp.py), so that the
     analysis reads the call instead of pricing it a second time."""
     out = comm_info(ctx, stage)
-    if ctx.sc.parallelism.zero == 3 and layer_bytes > 0 and ctx.net.group_size("dp", stage) > 1:
+    if comm_zero(ctx.sc) == 3 and layer_bytes > 0 and ctx.net.group_size("dp", stage) > 1:
         cc = ctx.net.cost("all-gather", layer_bytes, "dp", stage)
         out["dp"] = {"op": "all-gather", "bytes": layer_bytes, "group": cc.n, "algorithm": cc.algorithm,
                      "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}

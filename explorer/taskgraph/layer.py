@@ -14,7 +14,7 @@ from ..network.groups import Network
 from ..physics.hardware import BYTES_PER_ELEMENT, ComputeModel
 from ..physics.work import ZERO_WORK
 from ..workloads.spec import Collective, LayerCost, WorkloadSpec
-from .techniques.fsdp import FsdpCost, fsdp_cost
+from .techniques.fsdp import FsdpCost, comm_zero, fsdp_cost
 from .techniques.moe_routing import dispatch_pass, imbalance_extra_s
 from .techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
 from .techniques.ring_attention import RingCost, ring_cost
@@ -123,11 +123,11 @@ def _ring(ctx: ChunkContext, lc: LayerCost, stage: int) -> RingCost:
 
 def price_fsdp(ctx: ChunkContext, lc: LayerCost | Params, stage: int, f_comp: float,
                b_comp: float) -> FsdpCost:
-    if ctx.sc.parallelism.zero != 3:
+    if comm_zero(ctx.sc) != 3:
         return FsdpCost()
     comm = ctx.sc.communication
     return fsdp_cost(lc.params, lc.expert_params, ctx.net, stage, f_comp, b_comp, comm.prefetch_layers,
-                     comm.dp_overlap)
+                     comm.dp_overlap, ctx.cm.hbm_bytes_per_s)
 
 
 def layer_parts(ctx: ChunkContext, lc: LayerCost, stage: int) -> LayerParts:
@@ -161,6 +161,8 @@ def layer_parts(ctx: ChunkContext, lc: LayerCost, stage: int) -> LayerParts:
     off_b = lc.offload_share * max(lc.offload_s - (b_comp + w_comp + r_comp), 0.0)
     f_comp += off_f
     b_comp += off_b
+    f_comp += fs.copy_f              # FSDP2's copy kernels run on the compute stream (techniques/fsdp.py)
+    b_comp += fs.copy_b
     fwd = (("compute", f_comp), ("tp", tp_f), ("cp", ring.exposed_f), ("ep", ep_f), ("dp", fs.exposed_f))
     bwd = (("recompute", r_comp), ("compute", b_comp), ("weight-grad", w_comp), ("tp", tp_b),
            ("cp", ring.exposed_b), ("ep", ep_b), ("dp", fs.exposed_b))
@@ -172,7 +174,7 @@ def layer_parts(ctx: ChunkContext, lc: LayerCost, stage: int) -> LayerParts:
 
 def fsdp_links(ctx: ChunkContext, lc: LayerCost | Params, stage: int) -> list[LinkCall]:
     """ZeRO-3's two gathers and one reduce-scatter of a layer per micro-batch (techniques/fsdp.py)."""
-    if ctx.sc.parallelism.zero != 3:
+    if comm_zero(ctx.sc) != 3:
         return []
     out: list[LinkCall] = []
     for dim, params in (("dp", lc.params), ("edp", lc.expert_params)):

@@ -117,7 +117,7 @@ CONTROLS: list[Control] = [c for _, items in SECTIONS for c in items]
 # a GPU or a cluster shape its NVLink domain.
 DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
     "cluster.scale_out.fabric": ("cluster.scale_out.nic_Gbps", "cluster.scale_out.latency_us"),
-    "training.framework": ("communication.bucket_MB",),
+    "training.framework": ("communication.bucket_MB", "communication.comm_sms"),   # NCCL's SMs under FSDP
     "cluster.scale_across.preset": ("cluster.scale_across.bandwidth_Gbps", "cluster.scale_across.latency_ms"),
     # The NVLink domain follows the GPU (a GB200 is an NVL72 rack) and the node size and count
     # (explorer/config/domains.py): a domain kept from the old shape could straddle the new one.

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...config.frameworks import profile as framework_profile
 from ...engine.records import BucketInfo
 from ...engine.scheduler import Task, TaskGraph
 from ...taskgraph.builder import IterationBuilder
 from ...taskgraph.techniques.dp_contention import sm_factor
+from ...taskgraph.techniques.fsdp import comm_zero, grad_reduce_overlaps
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,8 @@ def tail(b: IterationBuilder) -> Tail | None:
 
 def _tail(b: IterationBuilder) -> Tail | None:
     sc = b.sc
-    zero, comm = sc.parallelism.zero, sc.communication
-    overlap = comm.dp_overlap and framework_profile(sc.training.framework).grad_reduce_overlaps_backward
+    zero = comm_zero(sc)
+    overlap = grad_reduce_overlaps(sc)
     if overlap and sm_factor(sc, bool(b.ideal)) > 0:
         return None                      # the buckets would lengthen the pass they overlap
     cls, bucket, chunk, frac, dur, step, tasks = [], [], [], [], [], [], []

@@ -12,15 +12,49 @@ The framework (explorer/config/frameworks.py) sets the wire dtype of the reduce-
 ``reduce_dtype``, fp32 in torchtitan) and, for DeepSpeed, the prefetch budget: ZeRO-3 fetches at
 most ``stage3_prefetch_bucket_size`` parameters ahead of use, so of a layer larger than that budget
 only the prefetched share of its gather can hide under the previous layer's compute.
+
+FSDP2 (``fully_shard``) adds copies on the compute stream that FSDP1's flat parameter does not
+make (FrameworkProfile.fsdp_copy_kernels): after each all-gather, foreach_all_gather_copy_out runs
+split_with_sizes_copy from the all-gather buffer into every unsharded parameter, in the stream that
+waits for the gather (read + write of the layer's parameters); before each reduce-scatter,
+foreach_reduce_scatter_copy_in runs chunk_cat of the unsharded gradients into the reduce-scatter
+input, allocated in ``reduce_dtype`` (read the gradient, write it in the reduce dtype), on the
+compute stream too (pytorch/pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py at
+commit 8fc2039: foreach_all_gather_copy_out, foreach_reduce).  The gather's copy-in of the local
+shard runs on its own stream and moves 1/dp of that: not charged.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...config import Scenario
 from ...config.frameworks import profile
 from ...network.collectives import bus_factor
 from ...network.groups import Network
 from .optimizer import PARAM_BYTES, grad_reduce_bytes
+
+
+def fsdp_step_sync(sc: Scenario) -> bool:
+    """ZeRO-3 under a pipeline in a framework that keeps the stage's parameters gathered across
+    micro-batches and reduces its gradients once per step (FrameworkProfile.fsdp_pp_step_sync)."""
+    par = sc.parallelism
+    return par.zero == 3 and par.pp > 1 and profile(sc.training.framework).fsdp_pp_step_sync
+
+
+def comm_zero(sc: Scenario) -> int:
+    """The ZeRO stage whose communication pattern the run follows: ``parallelism.zero``, except
+    FSDP2 under a pipeline (:func:`fsdp_step_sync`), whose traffic is ZeRO-2's: parameters gathered
+    once per step under the first forward, gradients reduce-scattered once per step, after the
+    stage's last backward (:func:`grad_reduce_overlaps`).  Memory still follows ``zero``."""
+    return 2 if fsdp_step_sync(sc) else sc.parallelism.zero
+
+
+def grad_reduce_overlaps(sc: Scenario) -> bool:
+    """Whether gradient buckets leave during the backward (``communication.dp_overlap`` and the
+    framework's ``grad_reduce_overlaps_backward``); never under :func:`fsdp_step_sync`, whose
+    reduce-scatters follow the stage's last backward and hold the compute stream."""
+    fw = profile(sc.training.framework)
+    return sc.communication.dp_overlap and fw.grad_reduce_overlaps_backward and not fsdp_step_sync(sc)
 
 
 @dataclass(frozen=True)
@@ -33,25 +67,51 @@ class FsdpCost:
     hidden_f: float = 0.0
     hidden_b: float = 0.0
     bus_bytes: float = 0.0
+    copy_f: float = 0.0              # FSDP2 copy kernels on the compute stream (seconds)
+    copy_b: float = 0.0
+
+
+def fsdp_copy_bytes(params: float, grad_bytes: int) -> tuple[float, float]:
+    """HBM bytes FSDP2's copy kernels move per micro-batch for ``params`` parameters, under the
+    forward (one gather's copy-out) and the backward (a gather's copy-out and the reduce-scatter's
+    copy-in into ``grad_bytes``-byte elements), as the module docstring derives.
+
+    >>> fsdp_copy_bytes(1e9, 4)        # bf16 parameters, fp32 reduce: 4 B/param, then 4 + 6
+    (4000000000.0, 10000000000.0)
+    """
+    gather = 2.0 * params * PARAM_BYTES            # split_with_sizes_copy: read + write
+    reduce = params * (PARAM_BYTES + grad_bytes)   # chunk_cat: read bf16 gradient, write reduce dtype
+    return gather, gather + reduce
 
 
 def fsdp_cost(params: float, expert_params: float, net: Network, stage: int, f_comp: float, b_comp: float,
-              prefetch_layers: int, dp_overlap: bool) -> FsdpCost:
+              prefetch_layers: int, dp_overlap: bool, hbm_bytes_per_s: float = 0.0) -> FsdpCost:
     """The ZeRO-3 cost of a layer holding ``params`` dense (sharded over dp) and ``expert_params``
-    (over edp) parameters whose forward computes ``f_comp`` and backward ``b_comp`` seconds."""
-    f_comm = b_gather = b_reduce = bus = 0.0
+    (over edp) parameters whose forward computes ``f_comp`` and backward ``b_comp`` seconds;
+    with ``hbm_bytes_per_s`` > 0 and a framework with FSDP2's copy kernels, their seconds
+    (:func:`fsdp_copy_bytes`) run on the compute stream (``copy_f``/``copy_b``) and lengthen the
+    compute the next layer's gather hides under."""
+    f_comm = b_gather = b_reduce = bus = copy_fb = copy_bb = 0.0
     grad_bytes = grad_reduce_bytes(net.sc)
+    copies = hbm_bytes_per_s > 0 and profile(net.sc.training.framework).fsdp_copy_kernels
     for dim, n_params in (("dp", params), ("edp", expert_params)):
         if n_params <= 0 or net.group_size(dim, stage) <= 1:
             continue
+        if copies:
+            cf, cb = fsdp_copy_bytes(n_params, grad_bytes)
+            copy_fb += cf
+            copy_bb += cb
         ag = net.cost("all-gather", n_params * PARAM_BYTES, dim, stage)
         rs = net.cost("reduce-scatter", n_params * grad_bytes, dim, stage)
         f_comm += ag.time_s
         b_gather += ag.time_s
         b_reduce += rs.time_s
         bus += (2 * n_params * PARAM_BYTES + n_params * grad_bytes) * bus_factor("all-gather", ag.n)
+    copy_f = copy_fb / hbm_bytes_per_s if copies else 0.0
+    copy_b = copy_bb / hbm_bytes_per_s if copies else 0.0
+    f_comp, b_comp = f_comp + copy_f, b_comp + copy_b
     if prefetch_layers == 0:
-        return FsdpCost(f_comm, b_gather + b_reduce, 0.0, 0.0, bus)
+        return FsdpCost(f_comm, b_gather + b_reduce, 0.0, 0.0, bus, copy_f, copy_b)
     budget = profile(net.sc.training.framework).zero3_prefetch_params
     share = 1.0
     if budget is not None and params + expert_params > 0:
@@ -68,4 +128,4 @@ def fsdp_cost(params: float, expert_params: float, net: Network, stage: int, f_c
         # dp_overlap off: only the prefetched gathers hide; each layer's gradient reduce-scatter
         # runs after its backward with nothing to hide behind.
         exp_b = max(0.0, ahead_b - b_comp) + late_b + b_reduce
-    return FsdpCost(exp_f, exp_b, f_comm - exp_f, b_gather + b_reduce - exp_b, bus)
+    return FsdpCost(exp_f, exp_b, f_comm - exp_f, b_gather + b_reduce - exp_b, bus, copy_f, copy_b)

@@ -89,11 +89,11 @@ def test_teaching_card_is_the_mean_idle_share_of_the_stages():
     stages = [class_breakdown(r.tasks, s, T)["bubble"] / T for s in range(p)]
     assert r.bubble_fraction == pytest.approx(sum(stages) / p, rel=1e-12)
     assert r.bubble_fraction_busiest == pytest.approx(stages[r.breakdown_class], rel=1e-12)
-    # Before: the card showed the busiest stage's 23.6% (23.55% since the in-node pipeline fill) while
-    # stages 0 and 3 idle 32-34%.
-    assert r.bubble_fraction_busiest == pytest.approx(0.2355, abs=5e-4)
-    assert r.bubble_fraction == pytest.approx(0.2829, abs=5e-4)
-    assert min(stages[0], stages[3]) > 0.32
+    # Before: the card showed the busiest stage's 23.6% (23.60% since element-wise backward traffic is
+    # counted kernel by kernel, issue 34) while stages 0 and 3 idle 32-34% (31.7-33.7% since).
+    assert r.bubble_fraction_busiest == pytest.approx(0.2360, abs=5e-4)
+    assert r.bubble_fraction == pytest.approx(0.2813, abs=5e-4)
+    assert min(stages[0], stages[3]) > 0.31
     assert r.bubble_formula == pytest.approx(3 / 11, rel=1e-12)
     d = r.to_json_dict()
     assert d["bubble_fraction"] == r.bubble_fraction

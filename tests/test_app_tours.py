@@ -53,7 +53,7 @@ def figures_of(at) -> dict[str, go.Figure]:
 
 @pytest.mark.parametrize(("name", "i"), STEP_CASES)
 def test_a_bare_tour_link_opens_its_steps_scenario(name, i):
-    """Issue 32: ``?tour=NAME&step=N&present=1`` opened the default scenario (1F1B, 106.6 ms; 109.4 ms before issue 34) under
+    """Issue 32: ``?tour=NAME&step=N&present=1`` opened the default scenario (1F1B, 106.6 ms) under
     the narration of GPipe (89.4 ms).  Now the card is the CLI's figure of the step's own link, the
     step's view is open, and the address bar is the step's link with the tour."""
     step = tours()[name].steps[i - 1]

@@ -181,7 +181,8 @@ def test_the_lazy_task_list_draws_folded_and_counts_like_the_task_fold(monkeypat
     ({"parallelism": {"schedule": "gpipe"}}, "grows in two places"),
     ({"parallelism": {"schedule": "zb-h2"}}, "iterations that overlap: a window of its own"),
     ({"parallelism": {"cp": 2}, "cluster": {"nodes": 16}}, "gradients reduced over the CP group"),
-    ({"cluster": {"nodes": 16}, "parallelism": {"zero": 0}, "communication": {"dp_overlap": True, "contention": True}},
+    ({"cluster": {"nodes": 16}, "parallelism": {"zero": 0},
+      "communication": {"dp_overlap": True, "contention": True}},
      "gradient buckets share the NIC with the pipeline sends (communication.contention)"),
 ])
 def test_graphs_the_arrays_do_not_hold_go_to_the_task_fold(change, why):

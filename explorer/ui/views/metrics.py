@@ -52,7 +52,8 @@ def render(data: ViewData, present: bool = False) -> None:
     cols[5].metric("Memory per GPU", f"{mem:.1f} GB", border=True,
                    delta=(f"over {cap:.1f} GB" if mem > cap else f"of {cap:.1f} GB"),
                    delta_color="inverse" if mem > cap else "off", delta_arrow="off")
-    if j.expected_error_label:
+    if j.expected_error_label and not present:
         # How far to trust these numbers: the validation error of published runs of this regime
-        # (explorer/fidelity/band.py), or why there are none.
+        # (explorer/fidelity/band.py), or why there are none.  On a projector the card's "±N %"
+        # says it; the sentence would push the chart below a 720-pixel screen.
         st.caption(f"Expected error — {j.expected_error_label}")

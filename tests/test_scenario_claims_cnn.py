@@ -48,25 +48,28 @@ def test_powersgd_as_shipped():
 
 def test_without_compression_and_the_other_compressors():
     """91.4 ms, 65% of it the 102 MB fp32 gradient ... fp16 55.7 ms; int4 53.0 ms; top-k 1% 61.0 ms;
-    1-bit 44.8 ms ... none of it overlaps"""
+    1-bit 45.0 ms ... none of it overlaps"""
     none = sim(RN, {"communication.compression.kind": "none"})
     assert about(none.iteration_time_s, 0.0914, 0.003)
     assert about(none.breakdown_s["dp"] / none.iteration_time_s, 0.65, 0.01)
-    for kind, t in (("fp16", 0.0557), ("int4", 0.0530), ("1bit", 0.0448), ("topk", 0.0610)):
+    for kind, t in (("fp16", 0.0557), ("int4", 0.0530), ("1bit", 0.0450), ("topk", 0.0610)):
         assert about(_kind(kind), t, 0.003), kind
 
 
 def test_a_faster_nic_buys_what_powersgd_buys():
-    """eth-100, no compression: 36.8 ms — PowerSGD on 25 GbE beats a 4x faster NIC"""
+    """eth-100, no compression: 37.2 ms — PowerSGD on 25 GbE beats a 4x faster NIC"""
     t = sim(RN, {"cluster.scale_out.fabric": "eth-100", "communication.compression.kind": "none"})
-    assert about(t.iteration_time_s, 0.0368, 0.003) and sim(RN).iteration_time_s < t.iteration_time_s
+    assert about(t.iteration_time_s, 0.0372, 0.003) and sim(RN).iteration_time_s < t.iteration_time_s
 
 
 def test_compression_does_not_pay_on_one_nvswitch_node():
-    """31.9 ms without compression, 31.9 ms with 1-bit, 31.9 ms with fp16, 32.0 ms with PowerSGD"""
+    """all but 0.25 ms of the all-reduce hides behind the backward: 32.2 ms without compression,
+    31.9 ms with 1-bit, 32.0 ms with fp16, 32.0 ms with PowerSGD — under 1% to gain"""
     none, onebit, fp16, psgd = (_kind(k, ONE_NODE) for k in ("none", "1bit", "fp16", "powersgd"))
-    assert about(none, 0.0319, 0.003) and about(onebit, 0.0319, 0.003)
-    assert about(fp16, 0.0319, 0.003) and about(psgd, 0.0320, 0.003)
+    assert about(sim(RN, {"communication.compression.kind": "none", **ONE_NODE}).breakdown_s["dp"],
+                 0.00025, 0.03)
+    assert about(none, 0.0322, 0.003) and about(onebit, 0.0319, 0.003)
+    assert about(fp16, 0.0320, 0.003) and about(psgd, 0.0320, 0.003)
     assert max(none, onebit, fp16, psgd) / min(none, onebit, fp16, psgd) < 1.01
 
 
@@ -77,11 +80,11 @@ def test_the_video_model():
 
 
 def test_local_sgd_among_nodes():
-    """each node trains alone ... (33.6 ms), and the 8 nodes average their models every 8 steps over
-    the NICs (68.6 ms): 42.2 ms per step; every 16 steps, 37.9 ms."""
+    """each node trains alone ... (33.8 ms), and the 8 nodes average their models every 8 steps over
+    the NICs (68.4 ms): 42.3 ms per step; every 16 steps, 38.1 ms."""
     over = {"communication.compression.kind": "none", "training.sync.kind": "local-sgd",
             "training.sync.replica_nodes": 1, "training.sync.inner_steps": 8}
     r = sim(RN, over)
-    assert about(r.sync_window.inner_step_s, 0.0336, 0.003) and about(r.sync_window.sync_s, 0.0686, 0.003)
-    assert about(r.time_per_step_s, 0.0422, 0.003)
-    assert about(sim(RN, {**over, "training.sync.inner_steps": 16}).time_per_step_s, 0.0379, 0.003)
+    assert about(r.sync_window.inner_step_s, 0.0338, 0.003) and about(r.sync_window.sync_s, 0.0684, 0.003)
+    assert about(r.time_per_step_s, 0.0423, 0.003)
+    assert about(sim(RN, {**over, "training.sync.inner_steps": 16}).time_per_step_s, 0.0381, 0.003)

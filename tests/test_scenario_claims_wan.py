@@ -158,12 +158,12 @@ def test_campus_ring_links_6_tb_18_percent_wan_bottleneck():
 
 
 def test_campus_one_building_or_four_times_the_fibre():
-    """the same GPUs in one building (`cluster.datacenters: 1`) take 10.13 s; four times the fibre
-    (`cluster.scale_across.bandwidth_Gbps: 102400`) gives 10.20 s, when the node NICs, not the WAN,
+    """the same GPUs in one building (`cluster.datacenters: 1`) take 10.11 s; four times the fibre
+    (`cluster.scale_across.bandwidth_Gbps: 102400`) gives 10.18 s, when the node NICs, not the WAN,
     limit the gradient reduce-scatter again."""
     one = sim(CAMPUS, {"cluster.datacenters": 1})
     fat = sim(CAMPUS, {"cluster.scale_across.bandwidth_Gbps": 102400})
-    assert about(one.iteration_time_s, 10.13, 0.002) and about(fat.iteration_time_s, 10.20, 0.002)
+    assert about(one.iteration_time_s, 10.11, 0.002) and about(fat.iteration_time_s, 10.18, 0.002)
     assert one.iteration_time_s < fat.iteration_time_s < sim(CAMPUS).iteration_time_s
     assert fat.links["dp"]["tier"] == "scale-out" and sim(CAMPUS).links["dp"]["tier"] == "scale-across"
 
@@ -224,9 +224,9 @@ def test_campus_pp_across_loads_three_links_and_grows_the_bubble():
 
 def test_campus_latency_aware_schedule_hides_it_for_more_memory():
     """The latency-aware schedule (`parallelism.schedule: 1f1b-latency`) hides it again (11.5 s), for
-    11 GB more activations on the first stage (61 -> 71 GB)."""
+    11 GB more activations on the first stage (63 -> 74 GB)."""
     pp = sim(CAMPUS, {"parallelism.span": "pp"})
     lat = sim(CAMPUS, {"parallelism.span": "pp", "parallelism.schedule": "1f1b-latency"})
     assert lat.iteration_time_s < pp.iteration_time_s and about(lat.iteration_time_s, 11.5, 0.01)
     j0, j1 = pp.to_json_dict()["memory_GB"]["total"], lat.to_json_dict()["memory_GB"]["total"]
-    assert about(j0, 61, 0.01) and about(j1, 71.5, 0.01) and about(j1 - j0, 11, 0.05)
+    assert about(j0, 62.8, 0.01) and about(j1, 73.5, 0.01) and about(j1 - j0, 11, 0.05)

@@ -11,7 +11,8 @@ from explorer.vocabulary import CATEGORY_COLORS, KIND_COLORS, TIER_COLORS
 from app_support import run_app
 
 OKABE_ITO_SET = {"#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7",
-                 "#999999", "#DDDDDD", "#332288", "#882255", "#44AA99"}   # and Paul Tol's muted three
+                 "#999999", "#DDDDDD", "#332288", "#882255", "#44AA99",   # and Paul Tol's muted
+                 "#999933"}                                                  # indigo, wine, teal, olive
 
 
 def test_every_app_colour_has_a_colour_blind_safe_counterpart():

@@ -62,14 +62,16 @@ def test_the_simulation_dispatches_through_the_registry(monkeypatch):
 
 
 def test_unpriced_features_are_simulated_in_one_graph_but_not_estimated():
-    sc = load(SCEN / "teaching-8gpu.yaml", {"communication.compression.kind": "fp8"})
+    sc = load(SCEN / "teaching-8gpu.yaml", {"communication.compression.kind": "fp8",
+                                            "communication.contention": True})
     assert wrapping(sc) is None and not prices(sc) and needs_simulation(sc)
     assert [f.name for f in UNPRICED if f.applies(sc)] == ["compressed gradients",
                                                             "link sharing between dimensions"]
 
 
 def test_the_proxy_leaves_out_each_feature_once_in_registry_order():
-    sc = load(SCEN / "straggler-16k.yaml", {"communication.compression.kind": "fp8"})
+    sc = load(SCEN / "straggler-16k.yaml", {"communication.compression.kind": "fp8",
+                                            "communication.contention": True})
     proxy = ranking_proxy(sc)
     no_contention = "no contention between pipeline sends and gradient buckets"
     assert proxy is not None and proxy.left_out == ("no stragglers", "uncompressed gradients", no_contention)

@@ -70,7 +70,9 @@ def clock_fraction(gpu: GPU, power_cap_W: float | None) -> float:
     if power_cap_W is None or not gpu.power_W or power_cap_W >= gpu.power_W:
         return 1.0
     share = power_cap_W / gpu.power_W
-    return ((share - STATIC_POWER_SHARE) / (1.0 - STATIC_POWER_SHARE)) ** (1.0 / DVFS_EXPONENT)
+    # Never below the rule's floor (a cap of another GPU's board must not stop this one).
+    dynamic = max(share - STATIC_POWER_SHARE, 1e-3)
+    return (dynamic / (1.0 - STATIC_POWER_SHARE)) ** (1.0 / DVFS_EXPONENT)
 
 
 def capped_rate_ratio(cap_W: float, board_W: float) -> float:

@@ -81,13 +81,16 @@ def dc_gpu(sc: Scenario, d: int) -> GPU:
 
 def on_gpu(sc: Scenario, gpu: GPU) -> Scenario:
     """``sc`` with every GPU a ``gpu``: its compute, memory and (when it is not ``hardware.gpu``)
-    its preset's scale-up bandwidth — an A100 datacenter has A100 NVLink."""
+    its preset's scale-up bandwidth — an A100 datacenter has A100 NVLink — at its own board power:
+    ``hardware.power_cap_W`` limits ``hardware.gpu``, whose board it was checked against
+    (config/power_rules.py), not a datacenter of other GPUs."""
     if gpu == sc.hardware.gpu:
         return sc
     up = sc.cluster.scale_up
     if gpu.scale_up_GBps is not None:
         up = replace(up, bandwidth_GBps=gpu.scale_up_GBps)
-    return replace(sc, hardware=replace(sc.hardware, gpu=gpu), cluster=replace(sc.cluster, scale_up=up))
+    return replace(sc, hardware=replace(sc.hardware, gpu=gpu, power_cap_W=None),
+                   cluster=replace(sc.cluster, scale_up=up))
 
 
 def layer_seconds(sc: Scenario) -> float:

@@ -163,7 +163,8 @@ def test_the_card_shows_the_band():
     want = band_of(load(shipped_scenarios()["teaching-8gpu"]))
     assert f"Expected error — {want.label}" in [c.value for c in at.caption]
     first = next(m for m in at.metric if m.label == "Iteration time")
-    assert first.proto.delta == f"±{want.expected_error * 100:.0f} % expected"
+    assert first.proto.delta == f"±{want.expected_error * 100:.0f} %"
+    assert want.label in first.proto.help
     at = run_app(scenario="resnet50-cloud-dp")
     assert any(c.value.startswith("Expected error — no published runs of this kind") for c in at.caption)
     assert next(m for m in at.metric if m.label == "Iteration time").proto.delta == ""

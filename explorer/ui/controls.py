@@ -129,6 +129,9 @@ DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
     "cluster.gpus_per_node": ("cluster.scale_up.domain_gpus",),
     "cluster.nodes": ("cluster.scale_up.domain_gpus",),
     "cluster.datacenters": ("cluster.scale_up.domain_gpus",),
+    # The attention width follows hidden / heads unless the model decouples it.
+    "model.hidden": ("model.head_dim",),
+    "model.heads": ("model.head_dim",),
 }
 # Widgets that hold a scenario value (dp is derived from the others and only displayed).
 WIDGET_KEYS: list[str] = [c.key for c in CONTROLS if c.kind != "dp"]

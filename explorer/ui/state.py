@@ -86,6 +86,8 @@ def widget_values(sc: Scenario) -> dict[str, Any]:
     values["cluster.scale_up.domain_gpus"] = sc.cluster.scale_up.domain_gpus
     # The power limit in force: the board power unless capped (explorer/physics/power.py).
     values["hardware.power_cap_W"] = sc.hardware.power_cap_W or sc.hardware.gpu.power_W
+    # The attention width in force: hidden / heads unless the model decouples it (model.head_dim).
+    values["model.head_dim"] = resolved_head_dim(sc.model)
     # Likewise the MoE dispatcher in force (deepep under node-limited routing, else alltoall).
     comm = sc.communication
     values["communication.moe_dispatcher"] = resolved_dispatcher(comm.moe_dispatcher, sc.model.moe)
@@ -99,10 +101,19 @@ def set_widgets(sc: Scenario) -> None:
     st.session_state.update(widget_values(sc))
 
 
+def resolved_head_dim(m: Model) -> int | None:
+    """``model.head_dim`` as the simulation uses it: its own value, else hidden / heads when that is a
+    whole number (explorer/workloads/transformer/attention.head_dims)."""
+    if m.head_dim:
+        return m.head_dim
+    return m.hidden // m.heads if m.heads and m.hidden % m.heads == 0 else None
+
+
 def preset_model(name: str) -> Model:
-    """The model of preset ``name`` with its derived defaults filled (kv_heads, ffn_hidden)."""
+    """The model of preset ``name`` with its derived defaults filled (kv_heads, ffn_hidden, head_dim)."""
     m = build(Model, derive_model({**model_presets()[name], "preset": name}), "model")
-    return dataclasses.replace(m, kv_heads=m.kv_heads or m.heads, ffn_hidden=m.ffn_hidden or 4 * m.hidden)
+    return dataclasses.replace(m, kv_heads=m.kv_heads or m.heads, ffn_hidden=m.ffn_hidden or 4 * m.hidden,
+                               head_dim=resolved_head_dim(m))
 
 
 def on_preset_change() -> None:

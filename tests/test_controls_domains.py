@@ -270,3 +270,19 @@ def test_the_apps_nvlink_domain_follows_the_gpu_and_the_node_count():
     assert not at.exception
     assert at.number_input(key="cluster.scale_up.domain_gpus").value == 72   # 9 x 8 = one NVL72 rack
     assert not [e for e in at.error if "domain" in str(e.value)]
+
+
+def test_a_gpu_switch_links_the_gpu_not_what_it_derives():
+    """Choosing a GB200 re-derives the rack, the FP8 recipe and the board power the widgets show;
+    the link and the "Modified from" note name the GPU only (ui/state._without_derived), and the
+    link reproduces the same iteration."""
+    from app_support import qp, run_app, seconds
+    at = run_app(scenario="llama3-405b-16k")
+    at.selectbox(key="hardware.gpu").set_value("gb200").run()
+    assert not at.exception and not at.error
+    assert qp(at, "hardware.gpu") == "gb200"
+    for derived in ("hardware.power_cap_W", "training.fp8_recipe", "cluster.scale_up.domain_gpus"):
+        assert derived not in at.query_params, derived
+    again = run_app(scenario="llama3-405b-16k", **{"hardware.gpu": "gb200"})
+    assert seconds(again) == seconds(at)
+    assert at.number_input(key="hardware.power_cap_W").value == 1200

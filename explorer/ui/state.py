@@ -238,7 +238,29 @@ def current_raw() -> dict[str, Any]:
     if overrides.get("model.preset"):
         # A new model preset replaces the dims the old one had: start the model from it.
         raw["model"] = {"preset": overrides.pop("model.preset")}
-    return apply_overrides(raw, overrides)
+    return apply_overrides(raw, _without_derived(raw, overrides))
+
+
+# Widgets that show a value the loader derives from other fields (widget_values): the NVLink
+# domain, the attention width, the MoE dispatcher, the FP8 recipe and the power limit in force.
+SHOWN_IN_FORCE = ("cluster.scale_up.domain_gpus", "model.head_dim", "communication.moe_dispatcher",
+                  "training.fp8_recipe", "hardware.power_cap_W")
+
+
+def _without_derived(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` less the SHOWN_IN_FORCE values that are what the loader would derive anyway
+    (a GPU switch re-derives its rack, recipe and board power): the link and the "Modified from"
+    note then name what the user changed, not its consequences.  One extra load, only when such a
+    value differs from the preset's."""
+    shown = [k for k in SHOWN_IN_FORCE if k in overrides]
+    if not shown:
+        return overrides
+    rest = {k: v for k, v in overrides.items() if k not in shown}
+    try:
+        derived = widget_values(from_dict(apply_overrides(raw, rest)))
+    except ScenarioError:
+        return overrides
+    return {**rest, **{k: overrides[k] for k in shown if derived.get(k) != overrides[k]}}
 
 
 # --- Scenario B of the Compare view ----------------------------------------------------------------

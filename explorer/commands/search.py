@@ -1,10 +1,12 @@
 """``search SCENARIO [--gpus N] [--top K] [--schedules A,B] [--zero 1,2] [--recompute none,full]
-[--executor local|dask] [--address tcp://HOST:PORT] [--json]``.
+[--orders] [--splits] [--refine R] [--executor local|dask] [--address tcp://HOST:PORT] [--json]``.
 
 Every layout of the scenario's model on its cluster (``--gpus N``: N GPUs, whole nodes) that is
 valid and fits in memory with ``--headroom-GB`` to spare (default 1 GB: the CUDA context and
 fragmentation; NCCL's buffers are in the total, explorer/analysis/verdict.py), ranked by the
-estimator; the top K priced exactly (explorer/design/search.py). ``--json`` prints a list sorted by
+estimator; the top K priced exactly (explorer/design/search.py). ``--orders`` / ``--splits`` also
+score the rank placements / per-stage layer splits of the R best layouts (explorer/design/refine.py).
+``--json`` prints a list sorted by
 ``iteration_time_s``, each with ``overrides``, ``iteration_time_s``, ``memory_GB_total``,
 ``memory_capacity_GB``, ``free_GB``, ``link``, ``mfu``, ``tokens_per_s``, ``fits``, ``breakdown_s``,
 ``estimate_s``, ``layout`` (with dp) and ``baseline`` (the scenario's own layout); the counts and
@@ -31,7 +33,7 @@ from ..design.cli_support import (
 )
 from ..design.progress import reporting
 from ..design.search import TIMED_PIPELINES, SearchResult, search
-from ..design.space import RECOMPUTE, ZERO_STAGES, Space
+from ..design.space import RECOMPUTE, REFINE, ZERO_STAGES, Space
 from ..scenario import ScenarioError
 from ..schedules import registry
 
@@ -40,6 +42,8 @@ HELP = "fastest valid layouts that fit in memory with headroom: estimator rankin
 # Each of the top K is a full simulation (3 ms to 3.5 s, the engine's budget), and a proxy's ranking
 # simulates 2K: 100 is a long table, 1,000,000 a typo that would run for days.
 MAX_TOP = 100
+# Each refined layout yields up to 24 placements x ~20 layer splits, each an estimate (~0.3 ms).
+MAX_REFINE = 10_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--headroom-GB", type=float, default=DEFAULT_HEADROOM_GB, dest="headroom_GB",
                         help=f"memory a ranked layout must leave free per GPU, 0-{MAX_HEADROOM_GB:g} "
                              f"(default {DEFAULT_HEADROOM_GB:g}: CUDA context, NCCL buffers, fragmentation)")
+    parser.add_argument("--orders", action="store_true",
+                        help="also search rank placements (parallelism.order) of the best layouts")
+    parser.add_argument("--splits", action="store_true",
+                        help="also search per-stage layer splits (parallelism.pipeline_layout) of the "
+                             "best layouts")
+    parser.add_argument("--refine", type=bounded_int(1, MAX_REFINE), default=REFINE,
+                        help=f"best layouts whose placements / layer splits are searched, "
+                             f"1 to {MAX_REFINE:,} (default {REFINE})")
     add_set_argument(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON list sorted by iteration time")
     add_executor_arguments(parser)
@@ -84,7 +96,8 @@ def space_from_args(args: argparse.Namespace) -> Space:
         _choices(args.schedules, names, "--schedules")
     return Space(schedules=schedules,
                  zero=_choices(args.zero, ZERO_STAGES, "--zero", int) or ZERO_STAGES,
-                 recompute=_choices(args.recompute, RECOMPUTE, "--recompute") or RECOMPUTE)
+                 recompute=_choices(args.recompute, RECOMPUTE, "--recompute") or RECOMPUTE,
+                 orders=args.orders, splits=args.splits, refine=args.refine)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,7 +119,8 @@ def counts_line(r: SearchResult) -> str:
     rate = r.enumerated / s["estimate"] if s["estimate"] > 0 else 0.0
     timed = (f" ({r.unscored:,} latency-timed ones not scored: only on the "
              f"{TIMED_PIPELINES} fastest fitting 1F1B pipelines)") if r.unscored else ""
-    return (f"{r.gpus:,} GPUs: {r.enumerated:,} layouts enumerated{timed}, {r.valid:,} valid, "
+    refined = (f" (of which {r.refined:,} placements / layer splits of the best)" if r.refined else "")
+    return (f"{r.gpus:,} GPUs: {r.enumerated:,} layouts enumerated{refined}{timed}, {r.valid:,} valid, "
             f"{r.fit:,} fit in memory{' (on the proxy)' if r.proxy else ''}, {r.roomy:,} with "
             f"{r.headroom_GB:g} GB to spare (ranked); "
             f"{'estimator' if r.engine == 'estimate' else 'full engine (no estimator installed)'} "

@@ -12,6 +12,9 @@
    as ``unscored``;
    A scenario with features the estimator does not price (stragglers, DiLoCo, compression, ...)
    is scored on its proxy without them (explorer/design/proxy.py);
+   With ``Space.orders`` / ``Space.splits``, the best layouts' rank placements and per-stage
+   layer splits are scored too, by the same estimator and memory verdict
+   (explorer/design/refine.py);
 3. rank the layouts that fit with ``headroom_GB`` to spare (explorer/analysis/verdict.py: a
    recommendation must leave room for the CUDA context, NCCL's buffers and fragmentation) by
    estimated time and price them exactly, best first, until ``top`` of them fit with that
@@ -47,6 +50,7 @@ from .base import Base, cluster_overrides, share_query
 from .executors import ExecutorSpec, map_chunks
 from .progress import Progress, next_phase
 from .proxy import POOL, ranking_proxy
+from .refine import extend
 from .scores import estimator_available, reason_field, score
 from .space import Layout, LayoutBuilder, Space, enumerate_layouts, is_timed, search_raw
 
@@ -67,6 +71,7 @@ class Candidate:
     link: str | None
     baseline: bool = False
     capacity_GB: float = math.inf     # the GPU's memory (GB = 1e9 B)
+    order: str = ""                   # the rank placement it ran (the scenario's own unless the layout's)
 
     @property
     def iteration_time_s(self) -> float:
@@ -86,7 +91,9 @@ class Candidate:
                            "ep": self.layout.ep, "vpp": self.layout.vpp, "schedule": self.layout.schedule,
                            "zero": self.layout.zero, "micro_batch": self.layout.micro_batch,
                            "recompute": self.layout.recompute,
-                           "sequence_parallel": self.layout.sequence_parallel}}
+                           "sequence_parallel": self.layout.sequence_parallel,
+                           "order": self.order or self.layout.order or None,
+                           "pipeline_layout": list(self.layout.pipeline_layout) or None}}
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,7 @@ class SearchResult:
     proxy: tuple[str, ...] = ()               # what the ranking left out (explorer/design/proxy.py)
     headroom_GB: float = DEFAULT_HEADROOM_GB  # memory a ranked layout leaves free, at least
     roomy: int = 0                            # layouts that fit with that headroom (those ranked)
+    refined: int = 0                          # placement / layer-split variants scored (design/refine.py)
 
     def verdict(self) -> str:
         """What the search means for the scenario's own layout, in one sentence: it is the fastest
@@ -201,7 +209,7 @@ def _simulate(job: _FullJob) -> Candidate | None:
     if refused[0] is not None or np.isnan(s.iteration_time_s[0]):
         return None
     return Candidate(job.layout, sc.dp, s.row(0), job.estimate_s, share_query(job.base, sc), job.baseline,
-                     sc.hardware.gpu.capacity_bytes / 1e9)
+                     sc.hardware.gpu.capacity_bytes / 1e9, sc.parallelism.order)
 
 
 def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | None = None,
@@ -225,7 +233,8 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     if gpus is not None:
         raw = search_raw(base.variant_raw(cluster_overrides(parsed, gpus)))
         parsed = LayoutBuilder(raw).parsed
-    layouts = list(enumerate_layouts(parsed, space or Space()))
+    space = space or Space()
+    layouts = list(enumerate_layouts(parsed, space))
     t1 = time.perf_counter()
 
     # A scenario the estimator does not price is ranked on its proxy (explorer/design/proxy.py),
@@ -249,6 +258,11 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     picked = _timed_picks(rank_raw, layouts, timed, plain_at, into, executor)
     _score_into(rank_raw, [layouts[i] for i in picked], picked, into, executor, "full",
                 _offset(progress, len(plain), total), check)
+    # Placements and layer splits of the best (explorer/design/refine.py), scored alike.
+    refined, t_est, fits, roomy = extend(
+        raw, layouts, reasons, t_est, fits, roomy, space, lambda lays, at, t, f, r: _score_into(
+            rank_raw, lays, at, _Into(reasons, t, f, r, headroom_GB), executor, "estimate", None, check))
+    n = len(layouts)
     unscored = sorted(set(timed) - set(picked))
     scored = np.ones(n, dtype=bool)
     scored[unscored] = False
@@ -274,7 +288,8 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
         top=tuple(top_list[:top]), baseline=baseline,
         seconds={"enumerate": t1 - t0, "estimate": t2 - t1, "full": t3 - t2, "total": t3 - t0},
         engine=_ranking_engine(), simulated=simulated, unscored=len(unscored),
-        proxy=proxy.left_out if proxy is not None else (), headroom_GB=headroom_GB, roomy=int(roomy.sum()))
+        proxy=proxy.left_out if proxy is not None else (), headroom_GB=headroom_GB, roomy=int(roomy.sum()),
+        refined=refined)
 
 
 def _offset(progress: Progress | None, done: int, total: int) -> Progress | None:

@@ -44,6 +44,7 @@ MAX_MICRO_BATCH = 16
 VPP_CHOICES = (2, 3, 4, 6, 8)
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
+REFINE = 16        # best layouts whose placements and layer splits a refined search scores
 
 
 @dataclass(frozen=True, order=True)
@@ -60,13 +61,24 @@ class Layout:
     micro_batch: int
     recompute: str
     sequence_parallel: bool
+    # The refinement's dimensions (explorer/design/placements.py): "" = the scenario's own rank
+    # placement, () = the simulator's balanced layer split.
+    order: str = ""
+    pipeline_layout: tuple[int, ...] = ()
 
     def overrides(self) -> dict[str, Any]:
-        """The layout as dotted-key overrides of a scenario (dp left to be derived)."""
-        return {"parallelism.tp": self.tp, "parallelism.pp": self.pp, "parallelism.cp": self.cp,
-                "parallelism.ep": self.ep, "parallelism.vpp": self.vpp, "parallelism.schedule": self.schedule,
-                "parallelism.zero": self.zero, "parallelism.sequence_parallel": self.sequence_parallel,
-                "training.micro_batch": self.micro_batch, "training.recompute": self.recompute}
+        """The layout as dotted-key overrides of a scenario (dp left to be derived; the placement
+        and the layer split only when the layout sets them)."""
+        out: dict[str, Any] = {
+            "parallelism.tp": self.tp, "parallelism.pp": self.pp, "parallelism.cp": self.cp,
+            "parallelism.ep": self.ep, "parallelism.vpp": self.vpp, "parallelism.schedule": self.schedule,
+            "parallelism.zero": self.zero, "parallelism.sequence_parallel": self.sequence_parallel,
+            "training.micro_batch": self.micro_batch, "training.recompute": self.recompute}
+        if self.order:
+            out["parallelism.order"] = self.order
+        if self.pipeline_layout:
+            out["parallelism.pipeline_layout"] = list(self.pipeline_layout)
+        return out
 
     @classmethod
     def of(cls, sc: Scenario) -> Layout:
@@ -80,7 +92,12 @@ class Layout:
         sched = f"{self.schedule} v{self.vpp}" if self.vpp > 1 else self.schedule
         return (f"tp {self.tp} · pp {self.pp} · cp {self.cp} · ep {self.ep} · {sched} · ZeRO {self.zero} · "
                 f"mb {self.micro_batch} · recompute {self.recompute}"
-                + (" · SP" if self.sequence_parallel else ""))
+                + (" · SP" if self.sequence_parallel else "") + self.refined_label())
+
+    def refined_label(self) -> str:
+        """The placement and layer split when set: `` · order dp-tp-pp-cp · layers 7|9|9|7``."""
+        return ((f" · order {self.order}" if self.order else "")
+                + (" · layers " + "|".join(map(str, self.pipeline_layout)) if self.pipeline_layout else ""))
 
 
 def _divisors(n: int) -> list[int]:
@@ -106,6 +123,11 @@ class Space:
     max_micro_batch: int = MAX_MICRO_BATCH
     vpp: tuple[int, ...] = VPP_CHOICES
     sequence_parallel: tuple[bool, ...] = (False, True)
+    # Rank placements and per-stage layer splits (explorer/design/refine.py), searched on the
+    # ``refine`` best layouts of the uniform space when switched on.
+    orders: bool = False
+    splits: bool = False
+    refine: int = REFINE
 
 
 def enumerate_layouts(sc: Scenario, space: Space = Space()) -> Iterator[Layout]:
@@ -221,7 +243,9 @@ class LayoutBuilder:
         # evolve, not dataclasses.replace: the sections have no __post_init__ (config/frozen.py).
         par = evolve(s.parallelism, tp=layout.tp, pp=layout.pp, cp=layout.cp, ep=layout.ep, vpp=layout.vpp,
                      schedule=layout.schedule, zero=layout.zero, sequence_parallel=layout.sequence_parallel,
-                     dp=None, stage_layers=None, pipeline_layout=None)
+                     dp=None, stage_layers=None, pipeline_layout=layout.pipeline_layout or None)
+        if layout.order:
+            par = evolve(par, order=layout.order)
         tr = evolve(s.training, micro_batch=layout.micro_batch, recompute=layout.recompute)
         sc = fill_defaults(evolve(s, parallelism=par, training=tr))
         validate(sc)

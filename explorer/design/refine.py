@@ -1,0 +1,85 @@
+"""The refinement phase of a search: rank placements and layer splits of the best layouts.
+
+A search scores the uniform space first (degrees, schedule, ZeRO, micro-batch, recompute: every
+layout at the scenario's own placement and the simulator's balanced layer split).  With
+``Space.orders`` / ``Space.splits`` on, the ``Space.refine`` fastest valid layouts by that
+estimate, and the ``Space.refine`` fastest that fit with the headroom, are expanded into every
+variant of explorer/design/placements.py — each distinct placement x each candidate layer split
+(Pipette, Yim et al. 2024, Sec. 4, refines placement and split on the configurations its
+estimator ranks best in the same way, rather than over the whole product) — and the variants are
+scored by the same estimator with the same memory verdict, then ranked with the rest (search.py
+steps 3-4: the top K priced exactly).
+
+Why only the best: a placement changes which tier each group's traffic crosses and a split moves
+layers between stages; both act on a layout's communication and balance, not on its degrees, so a
+layout far down the uniform ranking is not expected to overtake the best (every variant of the
+best is scored; ``refine`` as large as the space scores all of them).  Latency-timed layouts are
+not refined (each one is a full simulation).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..scenario import ScenarioError
+from .placements import distinct_orders, layer_splits
+from .space import Layout, LayoutBuilder, Space, is_timed
+
+
+def seeds(layouts: list[Layout], reasons: list[str | None], t_est: np.ndarray, roomy: np.ndarray,
+          count: int) -> list[int]:
+    """Indices of the ``count`` fastest valid layouts by estimate and the ``count`` fastest that fit
+    with the headroom (ties: enumeration order), the latency-timed ones left out."""
+    ok = [i for i, (lay, why) in enumerate(zip(layouts, reasons, strict=True))
+          if why is None and not np.isnan(t_est[i]) and not is_timed(lay.schedule)]
+    fastest = sorted(ok, key=lambda i: (t_est[i], i))
+    return list(dict.fromkeys(fastest[:count] + [i for i in fastest if roomy[i]][:count]))
+
+
+def variants(raw: Mapping[str, Any], layouts: list[Layout], picks: list[int], space: Space) -> list[Layout]:
+    """Every placement x layer-split variant of ``layouts[picks]`` not already in ``layouts``
+    (placements.py: the scenario's own placement is ``order=""``, the balanced split ``()``)."""
+    builder = LayoutBuilder(raw)
+    seen = set(layouts)
+    out: list[Layout] = []
+    for i in picks:
+        lay = layouts[i]
+        try:
+            sc = builder.scenario(lay)
+        except ScenarioError:
+            continue
+        own = sc.parallelism.order
+        orders = [""] + ([o for o in distinct_orders(sc) if o != own] if space.orders else [])
+        splits = [(), *layer_splits(sc.model.layers, lay.pp, lay.vpp, lay.schedule)] if space.splits else [()]
+        for order in orders:
+            for split in splits:
+                v = replace(lay, order=order, pipeline_layout=split)
+                if v not in seen:
+                    seen.add(v)
+                    out.append(v)
+    return out
+
+
+Scorer = Callable[[list[Layout], list[int], np.ndarray, np.ndarray, np.ndarray], None]
+
+
+def extend(raw: Mapping[str, Any], layouts: list[Layout], reasons: list[str | None], t_est: np.ndarray,
+           fits: np.ndarray, roomy: np.ndarray, space: Space, score_into: Scorer
+           ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """Append the variants of the best layouts (module docstring) to ``layouts`` and ``reasons``
+    (in place) and score them with ``score_into(new layouts, their slots, t_est, fits, roomy)``;
+    returns (variants added, t_est, fits, roomy) extended to the new length."""
+    if not (space.orders or space.splits) or space.refine < 1:
+        return 0, t_est, fits, roomy
+    more = variants(raw, layouts, seeds(layouts, reasons, t_est, roomy, space.refine), space)
+    k, n = len(more), len(layouts)
+    layouts += more
+    reasons += [None] * k
+    t_est = np.concatenate([t_est, np.full(k, np.nan)])
+    fits = np.concatenate([fits, np.zeros(k, dtype=bool)])
+    roomy = np.concatenate([roomy, np.zeros(k, dtype=bool)])
+    score_into(more, list(range(n, n + k)), t_est, fits, roomy)
+    return k, t_est, fits, roomy

@@ -128,10 +128,16 @@ def layer_splits(layers: int, pp: int, vpp: int, schedule: str) -> tuple[tuple[i
     u = layers // chunks
     out: dict[tuple[int, ...], None] = {tuple(_spread(layers, chunks)): None}
     trims = sorted({t for t in (*TRIMS, u) if 0 <= t <= u})
+    if chunks == 2:
+        # Two chunks: one edge holds what the other leaves.
+        for t in trims:
+            out.setdefault((u - t, layers - u + t), None)
+            out.setdefault((layers - u + t, u - t), None)
+        return tuple(out)
     for a, b in itertools.product(trims, trims):
         first, last = u - a, u - b
         rest, middle = layers - first - last, chunks - 2
-        if middle < 1 or rest < middle:
+        if rest < middle:
             continue
         out.setdefault((first, *_spread(rest, middle), last), None)
     return tuple(out)

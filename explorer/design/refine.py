@@ -29,14 +29,31 @@ from .placements import distinct_orders, layer_splits
 from .space import Layout, LayoutBuilder, Space, is_timed
 
 
+def shape(lay: Layout) -> tuple:
+    """What a placement and a layer split act on: the degrees, the schedule and its virtual stages
+    (layouts that differ only in ZeRO stage, micro-batch, recompute or sequence parallelism share
+    their candidates, so one of them stands for all)."""
+    return lay.schedule, lay.tp, lay.pp, lay.cp, lay.ep, lay.vpp
+
+
 def seeds(layouts: list[Layout], reasons: list[str | None], t_est: np.ndarray, roomy: np.ndarray,
           count: int) -> list[int]:
-    """Indices of the ``count`` fastest valid layouts by estimate and the ``count`` fastest that fit
-    with the headroom (ties: enumeration order), the latency-timed ones left out."""
+    """Indices of the fastest valid layout (by estimate; ties: enumeration order) of each of the
+    ``count`` fastest shapes (:func:`shape`), and of the ``count`` fastest shapes among the layouts
+    that fit with the headroom; the latency-timed ones left out."""
     ok = [i for i, (lay, why) in enumerate(zip(layouts, reasons, strict=True))
           if why is None and not np.isnan(t_est[i]) and not is_timed(lay.schedule)]
     fastest = sorted(ok, key=lambda i: (t_est[i], i))
-    return list(dict.fromkeys(fastest[:count] + [i for i in fastest if roomy[i]][:count]))
+
+    def best_shapes(order: list[int]) -> list[int]:
+        first: dict[tuple, int] = {}
+        for i in order:
+            first.setdefault(shape(layouts[i]), i)
+            if len(first) == count:
+                break
+        return list(first.values())
+
+    return list(dict.fromkeys(best_shapes(fastest) + best_shapes([i for i in fastest if roomy[i]])))
 
 
 def variants(raw: Mapping[str, Any], layouts: list[Layout], picks: list[int], space: Space) -> list[Layout]:

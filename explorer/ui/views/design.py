@@ -21,6 +21,7 @@ import streamlit as st
 from ...analysis.verdict import DEFAULT_HEADROOM_GB, MAX_HEADROOM_GB
 from ...design import estimator_available
 from ...design.search import TIMED_PIPELINES
+from ...design.space import REFINE
 from ...figures import design as dfig
 from ...scenario import ScenarioError
 from ..cache import ViewData
@@ -220,17 +221,21 @@ def _search(base: runs.Base, raw_json: str, query: dict[str, str], present: bool
                         help="Memory a ranked layout must leave free on each GPU for what the model does "
                              "not count: the CUDA context, NCCL's buffers (0.5-0.7 GB per communicator, "
                              "NVIDIA/nccl#964) and allocator fragmentation")
+        st.toggle("Placements & layer splits", key="_d_refine",
+                  help="Also search the rank placement (parallelism.order: which dimension is innermost, "
+                       "on NVLink) and per-stage layer splits (parallelism.pipeline_layout) of the "
+                       f"{REFINE} best layouts, as Pipette and Galvatron do")
         pressed = st.button("Search layouts", key="_d_search", type="primary", icon=":material/search:")
     top, depth = int(st.session_state["_d_top"]), st.session_state["_d_depth"]
-    headroom = float(st.session_state["_d_headroom"])
-    key = ("search", raw_json, base.shipped, top, depth, headroom)
+    headroom, refine = float(st.session_state["_d_headroom"]), bool(st.session_state.get("_d_refine"))
+    key = ("search", raw_json, base.shipped, top, depth, headroom, refine)
     slot = st.empty()
     run = runs.lookup(key)
     if run is None and pressed:
         with _progress(slot, "Searching layouts: validating and estimating…", "layouts",
                        "pricing the fastest exactly…") as progress:
             run = runs.cached(key, lambda: searching.run_search(base, raw_json, top, depth, headroom,
-                                                                progress))
+                                                                progress, refine))
     if run is None:
         st.caption("Every layout (tp, pp, cp, ep, dp, schedule, vpp, ZeRO, micro-batch, recompute, sequence "
                    "parallel) of this model, batch and cluster is validated; those that fit with "
@@ -259,7 +264,9 @@ def _search(base: runs.Base, raw_json: str, query: dict[str, str], present: bool
     timed = (f" (**{res.unscored:,}** latency-timed ones not scored: only on the {TIMED_PIPELINES} fastest "
              f"fitting 1F1B pipelines)") if res.unscored else ""
     on_proxy = " (on the proxy)" if res.proxy else ""
-    st.caption(f"**{res.enumerated:,}** layouts enumerated{timed} · **{res.valid:,}** valid · "
+    refined = (f" (**{res.refined:,}** of them placements / layer splits of the {REFINE} best)"
+               if res.refined else "")
+    st.caption(f"**{res.enumerated:,}** layouts enumerated{refined}{timed} · **{res.valid:,}** valid · "
                f"**{res.fit:,}** fit in memory{on_proxy}, **{res.roomy:,}** with {res.headroom_GB:g} GB to "
                "spare · "
                f"ranked by {ranker}, the top {len(res.top)} priced exactly · **{run.seconds:.1f} s** "

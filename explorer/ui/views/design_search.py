@@ -41,6 +41,9 @@ SAMPLE = 64                  # layouts timed to price a search of this scenario 
 SAMPLE_SECONDS = 1.0         # ... and at most this long for their first pass
 PAGE_SECONDS = 0.5           # the page's own run that draws a search's table, after it
 BATCH_FACTOR = 0.6           # a search's chunk of 250 against the sample's 64, per layout
+# Placement x layer-split variants of one refined layout the plan counts (design/placements.py: up
+# to 25 splits of pp >= 3 stages; placements are few on most clusters).
+REFINE_VARIANTS = 50
 
 
 @dataclass(frozen=True)
@@ -214,11 +217,17 @@ class SearchRun:
 
 
 def run_search(base: Base, raw_json: str, top: int, depth: str, headroom_GB: float = DEFAULT_HEADROOM_GB,
-               progress: Progress | None = None) -> SearchRun:
+               progress: Progress | None = None, refine: bool = False) -> SearchRun:
     """Plan (:func:`plan_search`) and run the search in this process: the estimator ranks the
-    layouts that fit with ``headroom_GB`` to spare and prices the top K exactly."""
+    layouts that fit with ``headroom_GB`` to spare and prices the top K exactly; ``refine``: also
+    the rank placements and layer splits of the best (explorer/design/refine.py), whose scores
+    the plan counts at most REFINE_VARIANTS per refined layout."""
     t0 = time.perf_counter()
     plan = plan_search(base, probe_seconds(raw_json), top, DEPTHS[depth])
+    if refine:
+        space = replace(plan.space, orders=True, splits=True)
+        extra = 2 * space.refine * REFINE_VARIANTS * plan.per_layout_s
+        plan = replace(plan, space=space, seconds=plan.seconds + extra)
     result = search(base, top=plan.top, space=plan.space, executor=IN_PROCESS, progress=progress,
                     pool=plan.pool, headroom_GB=headroom_GB)
     return SearchRun(plan, result, time.perf_counter() - t0)
@@ -239,7 +248,10 @@ def layout_label(lay: dict[str, Any]) -> str:
     parts = [degrees, lay["schedule"] + (f" v{lay['vpp']}" if lay["vpp"] > 1 else ""), f"ZeRO {lay['zero']}",
              f"mb{lay['micro_batch']}"]
     parts += [f"{lay['recompute']} recompute"] if lay["recompute"] != "none" else []
-    return " · ".join(parts + (["SP"] if lay["sequence_parallel"] else []))
+    parts += ["SP"] if lay["sequence_parallel"] else []
+    # A refined layout's layer split (design/refine.py); its placement: table_rows.
+    parts += ["layers " + "|".join(map(str, lay["pipeline_layout"]))] if lay.get("pipeline_layout") else []
+    return " · ".join(parts)
 
 
 def table_rows(result: SearchResult,
@@ -250,7 +262,9 @@ def table_rows(result: SearchResult,
     (all under a second)."""
     rows = [c.to_json() for c in result.top]
     ms = bool(rows) and max(r["iteration_time_s"] for r in rows) < 1
+    # The placement is named only where the search chose one other than the scenario's own.
+    placed = [f" · order {c.layout.order}" if c.layout.order else "" for c in result.top]
     return [{"#": i, "open": href(r["link"]), "iteration": r["iteration_time_s"] * (1e3 if ms else 1),
              "MFU (%)": 100 * r["mfu"], "GB": r["memory_GB_total"], "free": r["free_GB"],
-             "layout": ("yours: " if r["baseline"] else "") + layout_label(r["layout"])}
-            for i, r in enumerate(rows, 1)], ms
+             "layout": ("yours: " if r["baseline"] else "") + layout_label(r["layout"]) + where}
+            for i, (r, where) in enumerate(zip(rows, placed, strict=True), 1)], ms

@@ -111,9 +111,8 @@ def test_a_slow_inter_node_link_puts_tp_innermost(tp_outside):
 
 def test_tp_innermost_already_keeps_its_placement():
     base, r = _search({**SLOW_LINK, "parallelism.order": "tp-cp-ep-dp-pp"}, orders=True)
-    assert r.refined > 0 and r.top[0].layout.order == ""
-    own_best = min(c.iteration_time_s for c in r.top if not c.layout.order)
-    assert all(c.iteration_time_s >= own_best * (1 - 1e-9) for c in r.top)
+    # Placements were scored, none beat its layout's own, so none is ranked (refine.extend).
+    assert r.refined > 0 and all(c.layout.order == "" for c in r.top)
 
 
 @pytest.fixture(scope="module")
@@ -135,8 +134,10 @@ def test_a_big_output_layer_wants_a_loss_only_last_stage(big_vocab):
 def test_the_balanced_split_stays_where_the_stages_are_even():
     base, r = _search({**PIPELINED}, splits=True)
     best = r.top[0]
-    assert best.layout.pp == 4 and best.layout.pipeline_layout == ()
-    assert all(c.iteration_time_s >= best.iteration_time_s * (1 - 1e-9) for c in r.top)
+    assert best.layout.pp == 4 and r.refined > 0
+    # Uniform 6|6|6|6 is 0.7 % slower than the balanced 6|7|7|4 (measured 394.9 against 392.3 ms)
+    # and the balanced one itself is no gain: no split is ranked.
+    assert all(c.layout.pipeline_layout == () for c in r.top)
 
 
 def test_a_tight_gpu_fits_with_a_shorter_first_stage():

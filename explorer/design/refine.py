@@ -28,6 +28,8 @@ from ..scenario import ScenarioError
 from .placements import distinct_orders, layer_splits
 from .space import Layout, LayoutBuilder, Space, is_timed
 
+SAME = 1e-9          # relative: a variant this close to its layout's estimated time is no faster
+
 
 def shape(lay: Layout) -> tuple:
     """What a placement and a layer split act on: the degrees, the schedule and its virtual stages
@@ -56,12 +58,14 @@ def seeds(layouts: list[Layout], reasons: list[str | None], t_est: np.ndarray, r
     return list(dict.fromkeys(best_shapes(fastest) + best_shapes([i for i in fastest if roomy[i]])))
 
 
-def variants(raw: Mapping[str, Any], layouts: list[Layout], picks: list[int], space: Space) -> list[Layout]:
-    """Every placement x layer-split variant of ``layouts[picks]`` not already in ``layouts``
-    (placements.py: the scenario's own placement is ``order=""``, the balanced split ``()``)."""
+def variants(raw: Mapping[str, Any], layouts: list[Layout], picks: list[int], space: Space
+             ) -> list[tuple[Layout, int]]:
+    """Every placement x layer-split variant of ``layouts[picks]`` not already in ``layouts``, with
+    the index of the layout it varies (placements.py: the scenario's own placement is
+    ``order=""``, the balanced split ``()``)."""
     builder = LayoutBuilder(raw)
     seen = set(layouts)
-    out: list[Layout] = []
+    out: list[tuple[Layout, int]] = []
     for i in picks:
         lay = layouts[i]
         try:
@@ -76,7 +80,7 @@ def variants(raw: Mapping[str, Any], layouts: list[Layout], picks: list[int], sp
                 v = replace(lay, order=order, pipeline_layout=split)
                 if v not in seen:
                     seen.add(v)
-                    out.append(v)
+                    out.append((v, i))
     return out
 
 
@@ -88,10 +92,14 @@ def extend(raw: Mapping[str, Any], layouts: list[Layout], reasons: list[str | No
            ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """Append the variants of the best layouts (module docstring) to ``layouts`` and ``reasons``
     (in place) and score them with ``score_into(new layouts, their slots, t_est, fits, roomy)``;
-    returns (variants added, t_est, fits, roomy) extended to the new length."""
+    returns (variants added, t_est, fits, roomy) extended to the new length.  A variant neither
+    faster than the layout it varies nor fitting where that one does not is not ranked (``roomy``
+    False): it would only repeat its layout's row (most placements price the same where the
+    groups that differ carry little traffic; a split may equal the balanced one)."""
     if not (space.orders or space.splits) or space.refine < 1:
         return 0, t_est, fits, roomy
-    more = variants(raw, layouts, seeds(layouts, reasons, t_est, roomy, space.refine), space)
+    pairs = variants(raw, layouts, seeds(layouts, reasons, t_est, roomy, space.refine), space)
+    more, of = [v for v, _ in pairs], np.array([i for _, i in pairs], dtype=int)
     k, n = len(more), len(layouts)
     layouts += more
     reasons += [None] * k
@@ -99,4 +107,8 @@ def extend(raw: Mapping[str, Any], layouts: list[Layout], reasons: list[str | No
     fits = np.concatenate([fits, np.zeros(k, dtype=bool)])
     roomy = np.concatenate([roomy, np.zeros(k, dtype=bool)])
     score_into(more, list(range(n, n + k)), t_est, fits, roomy)
+    if k:
+        new = np.arange(n, n + k)
+        gains = (t_est[new] < t_est[of] * (1 - SAME)) | ~roomy[of]
+        roomy[new] &= gains
     return k, t_est, fits, roomy

@@ -166,6 +166,16 @@ def test_cli_reports_placement_and_split():
     assert rows[0]["layout"]["pipeline_layout"] == [6, 9, 9, 0]
     assert rows[0]["overrides"]["parallelism.pipeline_layout"] == [6, 9, 9, 0]
     assert rows[0]["layout"]["order"] == "tp-cp-ep-dp-pp"
+    # ``run`` with the row's overrides: the estimator's ranking time within its stated bound.
+    sets = [f"--set={k}={json.dumps(v, separators=(',', ':'))}"
+            for k, v in {**PIPELINED, "model.vocab": BIG_VOCAB, **rows[0]["overrides"]}.items()
+            if k != "parallelism.dp"]
+    ran = subprocess.run([sys.executable, "-m", "explorer", "run", "teaching-8gpu", "--json", *sets],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    t = json.loads(ran.stdout)["iteration_time_s"]
+    assert abs(rows[0]["estimate_s"] / t - 1) <= STATED_BOUND
+    assert rows[0]["iteration_time_s"] == pytest.approx(t, rel=1e-9)
     assert "placements / layer splits of the best" in proc.stderr
     bad = subprocess.run([sys.executable, "-m", "explorer", "search", "teaching-8gpu", "--refine", "0"],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -5,6 +5,7 @@ last stage; a tight GPU wants a shorter first stage) and not otherwise, and ever
 equal to what ``run`` simulates."""
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -14,11 +15,13 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
+from explorer.design import placements
 from explorer.design.base import open_base
 from explorer.design.placements import distinct_orders, layer_splits
 from explorer.design.search import search
 from explorer.design.space import Layout, LayoutBuilder, Space, search_raw
 from explorer.estimate.fast import STATED_BOUND
+from explorer.network.topology import Fabric
 from explorer.scenario import apply_overrides, from_dict
 from explorer.share import parse_query, preset_raw
 from explorer.simulate import simulate
@@ -223,3 +226,29 @@ def test_the_design_tab_searches_placements_and_splits_when_asked():
     sc = from_dict(apply_overrides(preset_raw(view.scenario), view.overrides))
     assert sc.parallelism.pipeline_layout == (6, 9, 9, 0)
     assert simulate(sc).iteration_time_s == pytest.approx(split["iteration"] * 1e-3, rel=1e-9)
+
+
+def test_placements_that_sit_alike_price_alike():
+    """placements.py keeps one order per fabric signature: all 24 orders of tp 2 x cp 2 x dp 2 x pp 2
+    on 4 nodes of 4 GPUs, simulated, take the same time as their signature's representative."""
+    sets = {"cluster.nodes": 4, "cluster.gpus_per_node": 4, "cluster.scale_out.nic_Gbps": 100,
+            "parallelism.tp": 2, "parallelism.cp": 2, "parallelism.pp": 2, "parallelism.dp": 2,
+            "model.layers": 4, "training.global_batch": 8, "model.seq_len": 4096}
+    raw = preset_raw("teaching-8gpu")
+    sc = from_dict(apply_overrides(raw, sets))
+    reps = distinct_orders(sc)
+    domains = tuple(b.domain_gpus for b in Fabric.for_cluster(sc.cluster).boundaries)
+    sizes = {"tp": 2, "cp": 2, "dp": 2, "pp": 2}
+    rep_of = {placements._signature(o, sizes, 1, domains): o for o in reversed(reps)}
+    assert len(rep_of) == len(reps) >= 3
+
+    def time(order: str) -> float:
+        sc = from_dict(apply_overrides(raw, {**sets, "parallelism.order": order}))
+        return simulate(sc).iteration_time_s
+
+    t_rep = {o: time(o) for o in reps}
+    assert len(set(t_rep.values())) >= 3           # the representatives do differ
+    for dims in itertools.permutations(placements.DIMS):
+        order = placements.order_string(dims)
+        rep = rep_of[placements._signature(order, sizes, 1, domains)]
+        assert time(order) == pytest.approx(t_rep[rep], rel=1e-12), (order, rep)

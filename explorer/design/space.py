@@ -1,7 +1,9 @@
 """The layout space of a search: every parallel layout of one model on one cluster worth scoring.
 
 A :class:`Layout` is the set of fields a search chooses — tp, pp, cp, ep, vpp, schedule, ZeRO
-stage, micro-batch, recompute and sequence parallelism; dp is derived as GPUs / (tp·pp·cp).
+stage, micro-batch, recompute and sequence parallelism; dp is derived as GPUs / (tp·pp·cp).  Its
+rank placement and layer split are the scenario's own and the simulator's balanced one here; a
+refined search varies them on its best layouts (explorer/design/refine.py).
 :func:`enumerate_layouts` lists them with arithmetic pruning only (no scenario is built):
 
 - tp divides the GPUs of a node (tensor parallelism stays on NVLink);

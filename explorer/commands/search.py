@@ -5,11 +5,12 @@ Every layout of the scenario's model on its cluster (``--gpus N``: N GPUs, whole
 valid and fits in memory with ``--headroom-GB`` to spare (default 1 GB: the CUDA context and
 fragmentation; NCCL's buffers are in the total, explorer/analysis/verdict.py), ranked by the
 estimator; the top K priced exactly (explorer/design/search.py). ``--orders`` / ``--splits`` also
-score the rank placements / per-stage layer splits of the R best layouts (explorer/design/refine.py).
-``--json`` prints a list sorted by
-``iteration_time_s``, each with ``overrides``, ``iteration_time_s``, ``memory_GB_total``,
+score the rank placements / per-stage layer splits of the best layouts of the R fastest shapes
+(explorer/design/refine.py). ``--json`` prints a list sorted by ``iteration_time_s``, each with
+``overrides``, ``iteration_time_s``, ``memory_GB_total``,
 ``memory_capacity_GB``, ``free_GB``, ``link``, ``mfu``, ``tokens_per_s``, ``fits``, ``breakdown_s``,
-``estimate_s``, ``layout`` (with dp) and ``baseline`` (the scenario's own layout); the counts and
+``estimate_s``, ``layout`` (with dp, the placement ``order`` it ran and its ``pipeline_layout``, null
+for the balanced split) and ``baseline`` (the scenario's own layout); the counts and
 timings go to stderr as one line.
 """
 from __future__ import annotations
@@ -67,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also search per-stage layer splits (parallelism.pipeline_layout) of the "
                              "best layouts")
     parser.add_argument("--refine", type=bounded_int(1, MAX_REFINE), default=REFINE,
-                        help=f"best layouts whose placements / layer splits are searched, "
+                        help=f"fastest shapes (degrees, schedule, vpp) whose placements / layer splits are searched, "
                              f"1 to {MAX_REFINE:,} (default {REFINE})")
     add_set_argument(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON list sorted by iteration time")

@@ -68,8 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also search per-stage layer splits (parallelism.pipeline_layout) of the "
                              "best layouts")
     parser.add_argument("--refine", type=bounded_int(1, MAX_REFINE), default=REFINE,
-                        help=f"fastest shapes (degrees, schedule, vpp) whose placements / layer splits are searched, "
-                             f"1 to {MAX_REFINE:,} (default {REFINE})")
+                        help=f"fastest shapes (degrees, schedule, vpp) whose placements / layer splits "
+                             f"are searched, 1 to {MAX_REFINE:,} (default {REFINE})")
     add_set_argument(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON list sorted by iteration time")
     add_executor_arguments(parser)

@@ -109,17 +109,17 @@ def test_deepseek_v3_pretraining_layout_fits_in_80_gb(monkeypatch):
 def test_deepseek_v3_without_its_memory_measures_does_not_fit():
     """Without the report's recomputation and FP8 storage (plain TE FP8, no recompute), the same
     layout (its 4 layers a chunk) needs well over 80 GB: the measures are what makes it fit.  The
-    layer split can still fit the GPU, by piling layers onto the chunks whose ranks hold few of
-    their micro-batches, at about 27 % more time than the shipped 15.8 s."""
+    layer split used to fit the GPU by piling layers onto the chunks whose ranks hold few of their
+    micro-batches (83.8 GB); with the blockwise recipe's cached FP8 weight copies beside the bf16
+    weights counted (taskgraph/techniques/fp8_memory.py: about 6 GB on the busiest GPU) no split
+    fits, and the split keeps the uniform one."""
     raw = apply_overrides(load_raw(ROOT / "scenarios" / "deepseek-v3.yaml"),
                           {"training.recompute_modules": ["core_attn"]})     # no module named
     same = simulate(from_dict(apply_overrides(raw, {"training.recompute": "none",
                                                     "parallelism.stage_layers": [4] * 15 + [1]})))
-    assert same.memory_over_capacity and same.memory.total > 1.3 * 80e9
+    assert same.memory_over_capacity and same.memory.total > 1.5 * 80e9
     squeezed = simulate(from_dict(apply_overrides(raw, {"training.recompute": "none"})))
-    assert not squeezed.memory_over_capacity
-    shipped = simulate(from_dict(load_raw(ROOT / "scenarios" / "deepseek-v3.yaml")))
-    assert squeezed.iteration_time_s > 1.25 * shipped.iteration_time_s
+    assert squeezed.memory_over_capacity and squeezed.stage_layers == same.stage_layers
 
 
 def test_a_configuration_that_cannot_fit_still_warns():

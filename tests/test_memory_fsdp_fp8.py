@@ -73,7 +73,8 @@ def test_fsdp1_and_fsdp2_without_a_pipeline_keep_zero3s_working_set():
         n, layer = _held(raw, 0)
         dp = sc.dp
         mem = r.memory_by_class[0]
-        assert mem.params == pytest.approx(2 * n / dp + layer * (1 + sc.communication.prefetch_layers), rel=1e-12)
+        ahead = 1 + sc.communication.prefetch_layers
+        assert mem.params == pytest.approx(2 * n / dp + layer * ahead, rel=1e-12)
         assert mem.grads == pytest.approx(2 * n / dp + layer, rel=1e-12)
 
 

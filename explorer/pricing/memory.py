@@ -185,7 +185,8 @@ def stage_memory_rows(profs: Sequence[RowProfile], units: Sequence[int]) -> np.n
     # FP8 runs: cached FP8 weight copies and scaling state, as analysis/memory.class_memory.
     fp8 = [pr for pr in profs if pr.sc.training.dtype == "fp8"]
     if fp8:
-        fsum = [np.stack([x.feat[:, F_IDX[k]] for x in L])[li][:, held].sum(axis=2) for k in ("fp8_params", "fp8_gemms")]
+        fsum = [np.stack([x.feat[:, F_IDX[k]] for x in L])[li][:, held].sum(axis=2)
+                for k in ("fp8_params", "fp8_gemms")]
         big = np.stack([x.fp8_layer for x in L])[li][:, held].max(axis=2)
         for r, pr in enumerate(profs):
             params[r] = params[r] + fp8_memory_bytes(pr.sc, fsum[0][r], fsum[1][r], big[r])
@@ -194,7 +195,8 @@ def stage_memory_rows(profs: Sequence[RowProfile], units: Sequence[int]) -> np.n
         layer = np.stack([x.layer_bytes for x in L])[li][:, held].max(axis=2)
         z3 = zero >= 3
         # Per row, as analysis/memory.class_memory (techniques/fsdp.zero3_working_set).
-        ws = np.array([zero3_working_set(pr.sc, PARAM_BYTES * whole[r], layer[r]) for r, pr in enumerate(profs)])
+        ws = np.array([zero3_working_set(pr.sc, PARAM_BYTES * whole[r], layer[r])
+                       for r, pr in enumerate(profs)])
         params = np.where(z3, params + ws[:, 0], params)
         grads = np.where(z3, grads + ws[:, 1], grads)
     state = np.array([OPTIMIZER_STATE_BYTES[pr.sc.training.optimizer] for pr in profs])[:, None]

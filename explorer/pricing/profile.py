@@ -207,7 +207,8 @@ def _layout(sc: Scenario, sched: Schedule, split: tuple[int, ...], stage_cls: np
     params, expert = feat[holds, F_IDX["params"]], feat[holds, F_IDX["expert_params"]]
     pkey = intern(("params", params.shape, params.tobytes(), expert.tobytes()))
     return Layout(feat, counts, layer_bytes, holds, params, expert, lkey, pkey,
-                  float(feat[:, F_IDX["hw_flops"]].sum()), float(feat[:, F_IDX["model_flops"]].sum()), fp8_layer)
+                  float(feat[:, F_IDX["hw_flops"]].sum()), float(feat[:, F_IDX["model_flops"]].sum()),
+                  fp8_layer)
 
 
 def _holds(sched: Schedule, p: int, v: int) -> np.ndarray:

@@ -177,7 +177,8 @@ def _gemms(sc, moe_layer: bool) -> float:
     are its routed experts over the expert-parallel group."""
     moe = sc.model.moe
     local = moe.experts / max(sc.parallelism.ep, 1) if moe is not None else 0.0
-    return gemm_modules(sc.model.mla is not None, local, moe.shared_experts if moe is not None else 0, moe_layer)
+    shared = moe.shared_experts if moe is not None else 0
+    return gemm_modules(sc.model.mla is not None, local, shared, moe_layer)
 
 
 def _add_edge(ctx: ChunkContext, a: _Acc, edge: EdgeCost, stage: int) -> None:

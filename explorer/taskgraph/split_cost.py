@@ -30,8 +30,8 @@ from ..workloads.spec import WorkloadSpec
 from .chunks import ChunkContext, ChunkWork, chunk_work
 from .layer import pp_message_bytes
 from .techniques.dp_contention import sm_factor
-from .techniques.nccl_buffers import nccl_reserved_bytes
 from .techniques.fp8_memory import fp8_memory_bytes
+from .techniques.nccl_buffers import nccl_reserved_bytes
 from .techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
 
 # Seconds per pipeline unit of a piece: the forward's compute (compute, recompute), its exposed

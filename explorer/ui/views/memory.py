@@ -56,6 +56,10 @@ def _over_time(data: ViewData, present: bool) -> None:
                f"on top of {first.static / 1e9:.2f} GB of weights, gradients and optimizer state.")
     if data.fold is not None:
         caption += " The steady state is folded here as in the Gantt."
+    if data.scenario.training.offload_activations_layers:
+        caption += (" Offloaded layers' activations leave the GPU when their copy to the host ends and "
+                    "come back when the copy back starts (the Gantt's offload lane): the drops and "
+                    "steps of the curve.")
     if not present:
         caption += (" A forward stores its activations layer by layer and the pass that completes its "
                     "gradients frees them layer by layer"

@@ -125,3 +125,14 @@ def test_blockwise_copies_under_zero3_are_the_gathered_layers_only():
     layer = H * (2 * H + 2 * KV) + 3 * H * FFN
     gathered = layer * (1 + bf16.communication.prefetch_layers)
     assert extra == pytest.approx((2 + 4 / 128**2) * gathered, rel=1e-4)
+
+
+def test_the_memory_weighing_split_counts_fsdp2s_gathered_stage():
+    """The split that weighs memory (DualPipe's) reads the bytes per parameter the report counts:
+    under FSDP2 with a pipeline, 2 + 2 + 12 bytes over DP plus the gathered bf16 weight and its fp32
+    accumulated gradient (6 bytes); FSDP1 only the shards."""
+    from explorer.taskgraph.split_cost import held_bytes_per_param
+    for framework, whole in (("torchtitan", 2 + 4), ("fsdp", 0)):
+        sc = from_dict(_llama70b(framework))
+        dense, _ = held_bytes_per_param(sc, IterationBuilder(sc).net)
+        assert dense == pytest.approx((2 + 2 + 12) / sc.dp + whole, rel=1e-12)

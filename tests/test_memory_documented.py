@@ -109,17 +109,17 @@ def test_deepseek_v3_pretraining_layout_fits_in_80_gb(monkeypatch):
 def test_deepseek_v3_without_its_memory_measures_does_not_fit():
     """Without the report's recomputation and FP8 storage (plain TE FP8, no recompute), the same
     layout (its 4 layers a chunk) needs well over 80 GB: the measures are what makes it fit.  The
-    layer split can still fit the GPU, by piling layers onto the chunks whose ranks hold few of
-    their micro-batches, at about 27 % more time than the shipped 15.8 s."""
+    layer split used to fit the GPU by piling layers onto the chunks whose ranks hold few of their
+    micro-batches (83.8 GB); with the blockwise recipe's cached FP8 weight copies beside the bf16
+    weights counted (taskgraph/techniques/fp8_memory.py: about 6 GB on the busiest GPU) no split
+    fits, and the split keeps the uniform one."""
     raw = apply_overrides(load_raw(ROOT / "scenarios" / "deepseek-v3.yaml"),
                           {"training.recompute_modules": ["core_attn"]})     # no module named
     same = simulate(from_dict(apply_overrides(raw, {"training.recompute": "none",
                                                     "parallelism.stage_layers": [4] * 15 + [1]})))
-    assert same.memory_over_capacity and same.memory.total > 1.3 * 80e9
+    assert same.memory_over_capacity and same.memory.total > 1.5 * 80e9
     squeezed = simulate(from_dict(apply_overrides(raw, {"training.recompute": "none"})))
-    assert not squeezed.memory_over_capacity
-    shipped = simulate(from_dict(load_raw(ROOT / "scenarios" / "deepseek-v3.yaml")))
-    assert squeezed.iteration_time_s > 1.25 * shipped.iteration_time_s
+    assert squeezed.memory_over_capacity and squeezed.stage_layers == same.stage_layers
 
 
 def test_a_configuration_that_cannot_fit_still_warns():
@@ -163,6 +163,37 @@ def test_llama3_405b_at_8k_gpus_fits_with_its_embedding_and_loss_stages():
     assert default.stage_layers == r.stage_layers and default.memory.total == r.memory.total
     vpp2 = simulate(from_dict(apply_overrides(_llama3_405b_8k(False), {"parallelism.vpp": 2})))
     assert vpp2.memory_over_capacity and vpp2.memory.total > 100e9
+
+
+
+@pytest.mark.parametrize("vpp", [1, 2, 4, 8])
+def test_llama3_405b_at_8k_gpus_holds_megatrons_interleaved_warm_up(vpp):
+    """Issue 34 said the 8,192-GPU layout "needs 111 GB at vpp 2": that is the reference row's
+    layout (training_runs.csv: vpp 2, ZeRO-1; 105 GB with the paper's ZeRO-2), and no overcount.
+    Stage r of Megatron's interleaved schedule runs 2(p-1-r) + (v-1)p warm-up forwards before its
+    first backward, one more in the steady state (megatron/core/pipeline_parallel/schedules.py
+    get_pp_rank_microbatches: ``(pipeline_parallel_size - pipeline_parallel_rank - 1) * 2 +
+    (num_model_chunks - 1) * microbatch_group_size_per_vp_stage``, the group defaulting to p),
+    each chunk of 126/(p*v) layers; 1F1B (v = 1) runs p-1-r.  For the busiest stage (r = 1; stage
+    0 has one layer less) that is (1 + (p-1)/(pv))-ish of p micro-batches (Korthikanti Sec.
+    4.2.3): 45 chunks of 4 layers at vpp 2 (180 layer-micro-batches, 96 GB of activations), 141
+    one-layer chunks at vpp 8 (75 GB).  Only one-layer chunks let the paper's first chunk hold
+    "only the embedding" (Sec. 3.3.2), so the documented run is vpp 8, which fits; at vpp 2 the
+    schedule itself holds 1.47 p micro-batches, and the simulator says so."""
+    schedule = "interleaved" if vpp > 1 else "1f1b"
+    raw = apply_overrides(_llama3_405b_8k(False), {"parallelism.vpp": vpp, "parallelism.schedule": schedule})
+    sc = from_dict(raw)
+    r = simulate(sc)
+    p, stage = 16, 1
+    per_layer = activations.kept_bytes(sc, False, sc.model.seq_len, activations.policy_for(sc))
+    chunks = (2 * (p - 1 - stage) + (vpp - 1) * p + 1) if vpp > 1 else p - stage
+    layers = 128 // (p * vpp)                     # every chunk of stage 1 is a full one
+    assert r.memory_by_class[stage].activations == pytest.approx(chunks * layers * per_layer, rel=1e-9)
+    assert r.memory.total == max(m.total for m in r.memory_by_class) == r.memory_by_class[stage].total
+    if vpp in (1, 8):
+        _assert_fits(r)
+    else:
+        assert r.memory_over_capacity
 
 
 # NeMo's Llama 3 70B pre-training recipe on GB200 (NVIDIA/NeMo scripts/performance/

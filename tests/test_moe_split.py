@@ -198,15 +198,16 @@ def test_dualpipe_feasibility_test_is_exact(seed):
 
 def test_dualpipe_split_fits_the_gpu_when_a_split_can():
     """DeepSeek-V3 without the report's FP8 storage of the SwiGLU inputs (training.fp8_storage: te):
-    the uniform split needs 89.9 GB of the H800's 85.9 GB (87.3 before NCCL's 2.6 GB of
-    communicator buffers were counted; the old split's too); the split keeps every rank within the
-    GPU at about 7 % more time (1 % when the buffers were not counted)."""
+    the uniform split needs 96.5 GB of the H800's 85.9 GB (89.9 before the blockwise recipe's
+    cached FP8 weight copies were counted, taskgraph/techniques/fp8_memory.py; 87.3 before NCCL's
+    2.6 GB of communicator buffers were); the split keeps every rank within the GPU at about 11.5 %
+    more time (7 % without the FP8 copies, 1 % without the buffers)."""
     chosen = simulate(deepseek("training.fp8_storage=te"))
     uniform = simulate(deepseek("training.fp8_storage=te",
                                 "parallelism.stage_layers=[" + ",".join(["4"] * 15 + ["1"]) + "]"))
-    assert uniform.memory_over_capacity and uniform.memory.total == pytest.approx(89.9e9, rel=2e-3)
+    assert uniform.memory_over_capacity and uniform.memory.total == pytest.approx(96.46e9, rel=2e-3)
     assert not chosen.memory_over_capacity
-    assert chosen.iteration_time_s < 1.08 * uniform.iteration_time_s
+    assert chosen.iteration_time_s < 1.12 * uniform.iteration_time_s
 
 
 def test_blocking_sends_count_on_the_stage_that_sends():

@@ -708,8 +708,8 @@ def test_deepseek_1f1b_multiplies_exposed_ep_more_than_fivefold():
 
 def test_deepseek_dualpipe_two_weight_copies_and_pp_plus_1_activations():
     """DualPipe keeps two copies of the weights and, on every rank, the activations of PP+1
-    micro-batches (1F1B: PP - s on stage s), so rank 4 needs 73.9 GB against 48.7 GB on 1F1B's
-    stage 4; at most 76.5 GB against 75.4 GB, for 1F1B's split gives stage 0, which holds 16
+    micro-batches (1F1B: PP - s on stage s), so rank 4 needs 80.5 GB against 52.0 GB on 1F1B's
+    stage 4; at most 82.5 GB against 80.6 GB, for 1F1B's split gives stage 0, which holds 16
     micro-batches, two MoE layers beside the three dense ones"""
     d, o = sim(DS), sim(DS, ov={"parallelism.schedule": "1f1b"})
     p = d.scenario.parallelism.pp
@@ -719,55 +719,57 @@ def test_deepseek_dualpipe_two_weight_copies_and_pp_plus_1_activations():
     for s in range(1, p // 2):
         ratio_ = d.memory_by_class[s].activations / o.memory_by_class[s].activations
         assert ratio_ == pytest.approx((p + 1) / (p - s), rel=0.02), s
-    assert about(d.memory_by_class[4].total / 1e9, 73.9, 0.005)
-    assert about(o.memory_by_class[4].total / 1e9, 48.7, 0.005)
-    assert about(d.memory.total / 1e9, 76.5, 0.005) and about(o.memory.total / 1e9, 75.4, 0.005)
+    assert about(d.memory_by_class[4].total / 1e9, 80.5, 0.005)
+    assert about(o.memory_by_class[4].total / 1e9, 52.0, 0.005)
+    assert about(d.memory.total / 1e9, 82.5, 0.005) and about(o.memory.total / 1e9, 80.6, 0.005)
     assert o.stage_layers[0] == 5 and o.memory_by_class[0].total == o.memory.total
 
 
 def test_deepseek_memory_recipe_makes_dualpipe_fit():
-    """The report's memory recipe makes that fit in 80 GB ... Without it (`training.recompute_modules:
-    [core_attn]` with `training.fp8_storage: te`) the uniform split needs about 125 GB and the memory
-    warning appears; the layer split then fits the GPU by piling the layers onto the chunks whose
-    ranks hold few of their micro-batches (1 to 11 layers a chunk), at 23.6 s instead of 15.8 s
-    (with only `training.fp8_storage: te`: 90 GB uniform, 84.2 GB and 17.0 s split)"""
+    """The report's memory recipe makes that fit in the H800's 80 GiB (85.9 GB; the blockwise FP8
+    recipe's cached weight copies included) ... Without it (`training.recompute_modules: [core_attn]`
+    with `training.fp8_storage: te`) the uniform split needs about 132 GB and the memory warning
+    appears, and no layer split fits either (the split keeps the uniform one); with only
+    `training.fp8_storage: te` the uniform split needs 96.5 GB and the layer split fits the GPU by
+    piling the layers onto the chunks whose ranks hold few of their micro-batches: 82.4 GB at
+    17.6 s instead of 15.8 s."""
     d = sim(DS)
     t = d.scenario.training
     assert t.recompute == "selective" and t.fp8_storage == "deepseek"
     assert set(t.recompute_modules) == {"layernorm", "mla_up_proj", "moe_act"}
-    assert d.memory.total / 1e9 < 80 and "memory" not in d.warning_kinds
+    assert d.memory.total < d.scenario.hardware.gpu.capacity_bytes - 3e9 and "memory" not in d.warning_kinds
     bare_ov = {"training.recompute_modules": ("core_attn",), "training.fp8_storage": "te"}
     uniform = {"parallelism.stage_layers": (4,) * 15 + (1,)}
     bare, bare_uniform = sim(DS, ov=bare_ov), sim(DS, ov={**bare_ov, **uniform})
-    assert about(bare_uniform.memory.total / 1e9, 125, 0.01) and "memory" in bare_uniform.warning_kinds
-    assert "memory" not in bare.warning_kinds and (min(bare.stage_layers), max(bare.stage_layers)) == (1, 11)
-    assert about(bare.iteration_time_s, 23.6, 0.01) and about(d.iteration_time_s, 15.8, 0.01)
+    assert about(bare_uniform.memory.total / 1e9, 132, 0.01) and "memory" in bare_uniform.warning_kinds
+    assert "memory" in bare.warning_kinds and bare.stage_layers == bare_uniform.stage_layers
+    assert about(d.iteration_time_s, 15.8, 0.01)
     te = sim(DS, ov={"training.fp8_storage": "te"})
     te_uniform = sim(DS, ov={"training.fp8_storage": "te", **uniform})
-    assert about(te_uniform.memory.total / 1e9, 90, 0.01) and "memory" in te_uniform.warning_kinds
-    assert about(te.memory.total / 1e9, 84.2, 0.005) and "memory" not in te.warning_kinds
-    assert about(te.iteration_time_s, 17.0, 0.01)
+    assert about(te_uniform.memory.total / 1e9, 96.5, 0.01) and "memory" in te_uniform.warning_kinds
+    assert about(te.memory.total / 1e9, 82.4, 0.005) and "memory" not in te.warning_kinds
+    assert about(te.iteration_time_s, 17.6, 0.01)
 
 
 def test_deepseek_full_recompute_fits():
-    """`training.recompute: full` brings it to about 35 GB at 19.2 s per iteration."""
+    """`training.recompute: full` brings it to about 41 GB at 19.2 s per iteration."""
     r = sim(DS, ov={"training.recompute": "full"})
-    assert about(r.memory.total / 1e9, 35, 0.02) and "memory" not in r.warning_kinds
+    assert about(r.memory.total / 1e9, 41, 0.02) and "memory" not in r.warning_kinds
     assert about(r.iteration_time_s, 19.2, 0.02) and r.iteration_time_s > sim(DS).iteration_time_s
 
 
 def test_deepseek_mtp_on_the_edge_ranks():
     """The MTP module sits on the edge ranks: `model.mtp_depth: 0` shortens the iteration to 15.5 s,
-    and the split gives those ranks two layers more (their memory 76.5 -> 77.4 GB; two middle ranks
-    drop to 65.5 GB)."""
+    and the split gives those ranks two layers more (their memory 82.5 -> 84.2 GB; the middle ranks
+    drop to 71.2 GB)."""
     d, n = sim(DS), sim(DS, ov={"model.mtp_depth": 0})
     assert d.scenario.model.mtp_depth == 1 and d.scenario.model.mla is not None
     per = [m.total / 1e9 for m in d.memory_by_class]
-    assert per[0] == per[-1] == max(per) and about(per[0], 76.5, 0.005)
+    assert per[0] == per[-1] == max(per) and about(per[0], 82.5, 0.005)
     edge = n.stage_layers[0] + n.stage_layers[-1]
     assert edge == d.stage_layers[0] + d.stage_layers[-1] + 2
-    assert about(n.memory_by_class[0].total / 1e9, 77.4, 0.005)
-    assert about(min(m.total for m in n.memory_by_class) / 1e9, 65.5, 0.005)
+    assert about(n.memory_by_class[0].total / 1e9, 84.2, 0.005)
+    assert about(min(m.total for m in n.memory_by_class) / 1e9, 71.2, 0.005)
     assert about(n.iteration_time_s, 15.5, 0.01) and n.iteration_time_s < d.iteration_time_s
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from ..network.compression import residual_bytes
 from ..network.groups import Network
 from ..taskgraph.builder import IterationBuilder
+from ..taskgraph.techniques.fp8_memory import fp8_memory_bytes
+from ..taskgraph.techniques.fsdp import zero3_working_set
 from ..taskgraph.techniques.nccl_buffers import nccl_reserved_bytes
 from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
 from .breakdown import MemoryBreakdown
@@ -36,11 +38,16 @@ def class_memory(b: IterationBuilder, net: Network, s: int, peak: float | None =
     grads = GRAD_BYTES * shard(dense, expert, zero >= 2)
     if zero >= 3:
         # FSDP working set: the gathered layer plus ``prefetch_layers`` gathered ahead, and one
-        # layer's full gradients before their reduce-scatter.
+        # layer's full gradients before their reduce-scatter; FSDP2 under a pipeline keeps the
+        # stage gathered and its gradients accumulated unsharded (techniques/fsdp.py).
         layer = max(c.fsdp_layer_bytes for c in chunks)
-        params += layer * (1 + sc.communication.prefetch_layers)
-        grads += layer / PARAM_BYTES * GRAD_BYTES
+        gathered, unsharded_grads = zero3_working_set(sc, PARAM_BYTES * (dense + expert), layer)
+        params += gathered
+        grads += unsharded_grads
     opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer] * shard(dense, expert, zero >= 1)
+    # FP8 runs: the cached FP8 weight copies and the recipe's scaling state (fp8_memory.py).
+    params += float(fp8_memory_bytes(sc, sum(c.fp8_params for c in chunks), sum(c.fp8_gemms for c in chunks),
+                                     max(c.fp8_layer_params for c in chunks)))
     # Compressed gradients keep an error-feedback residual (explorer/network/compression.py).
     opt += residual_bytes(sc.communication.compression, dense, expert, nd, ne)
     # Activations at the schedule's peak, replaying the program order (exact for every schedule),

@@ -64,15 +64,25 @@ BLOCKWISE_GEMM_RATE = 1358 / 1402.6
 GEMM_RATE = {"delayed": 1.0, "current": 1.0, "blockwise": BLOCKWISE_GEMM_RATE, "mxfp8": 1.0}
 
 # Memory.  DelayedScaling keeps an amax history of 1024 fp32 entries (TE recipe default
-# amax_history_len=1024) for each FP8 tensor of a GEMM (input, weight, output gradient), plus its
-# scale and inverse scale; the other recipes keep one scale (current) or their scale tensors.
+# amax_history_len=1024) for each FP8 tensor of a GEMM, plus its scale and inverse scale; the other
+# recipes keep one scale (current) or their scale tensors.  A TE module holds quantizer state for
+# 3 tensors per GEMM in the forward (input, weight, output) and 2 in the backward (grad_output,
+# grad_input): NVIDIA/TransformerEngine transformer_engine/pytorch/module/base.py, set_meta_tensor
+# (``num_gemms * 3 if fwd else num_gemms * 2``).
 AMAX_HISTORY_LEN = 1024
-FP8_TENSORS_PER_GEMM = 3
+FP8_TENSORS_PER_GEMM = 3 + 2
 # FP8 weight copies cached across micro-batches (TE docs, "Performance Optimizations: FP8 weight
 # caching", ``is_first_microbatch``): the FP8 weight and, for the dgrad GEMM on Hopper's TN-only FP8
 # tensor cores, its transpose (blockwise and MXFP8 keep both layouts on every GPU: a column-wise
 # copy of their own), 1 byte each per parameter.
 FP8_WEIGHT_COPIES = 2
+# Whether the recipe keeps its FP8 linears' weights as FP8 parameters (Megatron's
+# ``fp8_param_gather``: the weights are stored, and gathered, as FP8 tensors, with no bf16 working
+# copy; the fp32 master copy stays in the optimizer) or as bf16 with FP8 copies cast from them.
+# NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/training/mixed_precision.py: the delayed,
+# tensorwise (``current`` here) and MXFP8 presets set fp8_param_gather=True; the blockwise
+# ("subchannel") preset sets it False.
+FP8_PRIMARY_WEIGHTS = {"delayed": True, "current": True, "blockwise": False, "mxfp8": True}
 
 FP8_RECIPE_FIELD = {
     "choices": FP8_RECIPES,
@@ -141,9 +151,26 @@ def fp8_state_bytes(recipe: str, weight_params: float, gemms: int, mx_gpu: bool 
     scale, fp32, per FP8 tensor).
 
     >>> fp8_state_bytes("delayed", 1e6, 1)
-    2012312.0
+    2020520.0
     """
     per_tensor = {"delayed": AMAX_HISTORY_LEN + 2, "current": 2}.get(recipe, 0) * 4
     copies = FP8_WEIGHT_COPIES if writes_transpose(recipe, mx_gpu) else 1
     weights = (copies + WEIGHT_SCALE_BYTES[recipe]) * weight_params
     return weights + gemms * FP8_TENSORS_PER_GEMM * per_tensor
+
+
+def gemm_modules(mla: bool, local_experts: float, shared_experts: int, moe_layer: bool) -> float:
+    """FP8 GEMMs (each with its own scaling state) of one transformer layer as Megatron-Core builds
+    it on Transformer Engine modules: attention's fused QKV and output projections (MLA: the Q and
+    KV down- and up-projections and the output projection, five linears, DeepSeek-V2 arXiv
+    2405.04434 Sec. 2.1.2), and the MLP's fc1 (gate and up fused) and fc2; a MoE layer's experts
+    are a GroupedLinear of one GEMM per local expert for fc1 and for fc2 (TE ``num_gemms``), plus
+    the shared experts' fc1 and fc2 when there are any (one fused MLP).  The router stays bf16.
+
+    >>> gemm_modules(False, 0, 0, False), gemm_modules(True, 4, 1, True)
+    (4, 15)
+    """
+    attention = 5 if mla else 2
+    if not moe_layer:
+        return attention + 2
+    return attention + 2 * local_experts + (2 if shared_experts else 0)

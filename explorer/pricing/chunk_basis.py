@@ -33,7 +33,8 @@ PARTS = ("compute", "recompute", "weight-grad", "tp", "cp", "ep", "dp")   # a pa
 COMPUTE_PARTS = ("compute", "recompute", "weight-grad")
 FEATURES = (*(f"fwd.{k}" for k in PARTS), *(f"bwd.{k}" for k in PARTS),
             "hidden_f", "hidden_b", "fsdp_hidden_f", "fsdp_hidden_b", "hidden_f.cp", "hidden_b.cp",
-            "hw_flops", "model_flops", "params", "expert_params", "act_bytes", "fsdp_bytes")
+            "hw_flops", "model_flops", "params", "expert_params", "act_bytes", "fsdp_bytes",
+            "fp8_params", "fp8_gemms", "fp8_layer_params")
 F_IDX = {k: i for i, k in enumerate(FEATURES)}
 FWD = slice(0, len(PARTS))
 BWD = slice(len(PARTS), 2 * len(PARTS))
@@ -100,7 +101,8 @@ def _features(ch: ChunkWork) -> np.ndarray:
                      sum(v for _, v in ch.hidden_f), sum(v for _, v in ch.hidden_b),
                      ch.fsdp_hidden[0], ch.fsdp_hidden[1], dict(ch.hidden_f).get("cp", 0.0),
                      dict(ch.hidden_b).get("cp", 0.0), ch.hw_flops, ch.model_flops, ch.params,
-                     ch.expert_params, ch.act_bytes, ch.fsdp_bytes])
+                     ch.expert_params, ch.act_bytes, ch.fsdp_bytes, ch.fp8_params, ch.fp8_gemms,
+                     ch.fp8_layer_params])
 
 
 def pricing_signature(net: RowNetwork, sig: tuple) -> tuple:

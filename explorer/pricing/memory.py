@@ -17,6 +17,8 @@ import numpy as np
 
 from ..network.compression import residual_bytes
 from ..schedules.registry import Schedule
+from ..taskgraph.techniques.fp8_memory import fp8_memory_bytes
+from ..taskgraph.techniques.fsdp import zero3_working_set
 from ..taskgraph.techniques.nccl_buffers import nccl_reserved_bytes
 from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
 from .chunk_basis import F_IDX, KINDS, costs
@@ -180,13 +182,23 @@ def stage_memory_rows(profs: Sequence[RowProfile], units: Sequence[int]) -> np.n
     versions = np.array([sched.weight_versions(s, p) for s in range(p)])
     params = PARAM_BYTES * shard(zero >= 3) * versions
     grads = GRAD_BYTES * shard(zero >= 2)
+    # FP8 runs: cached FP8 weight copies and scaling state, as analysis/memory.class_memory.
+    fp8 = [pr for pr in profs if pr.sc.training.dtype == "fp8"]
+    if fp8:
+        fsum = [np.stack([x.feat[:, F_IDX[k]] for x in L])[li][:, held].sum(axis=2)
+                for k in ("fp8_params", "fp8_gemms")]
+        big = np.stack([x.fp8_layer for x in L])[li][:, held].max(axis=2)
+        for r, pr in enumerate(profs):
+            params[r] = params[r] + fp8_memory_bytes(pr.sc, fsum[0][r], fsum[1][r], big[r])
     if (zero >= 3).any():
         # ZeRO-3 working set: the gathered layer, prefetch_layers more, one layer's full gradients.
         layer = np.stack([x.layer_bytes for x in L])[li][:, held].max(axis=2)
-        prefetch = np.array([pr.sc.communication.prefetch_layers for pr in profs])[:, None]
         z3 = zero >= 3
-        params = np.where(z3, params + layer * (1 + prefetch), params)
-        grads = np.where(z3, grads + layer / PARAM_BYTES * GRAD_BYTES, grads)
+        # Per row, as analysis/memory.class_memory (techniques/fsdp.zero3_working_set).
+        ws = np.array([zero3_working_set(pr.sc, PARAM_BYTES * whole[r], layer[r])
+                       for r, pr in enumerate(profs)])
+        params = np.where(z3, params + ws[:, 0], params)
+        grads = np.where(z3, grads + ws[:, 1], grads)
     state = np.array([OPTIMIZER_STATE_BYTES[pr.sc.training.optimizer] for pr in profs])[:, None]
     opt = state * shard(zero >= 1)
     for r, pr in enumerate(profs):

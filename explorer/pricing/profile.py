@@ -66,6 +66,9 @@ class Layout:
     pkey: int                        # interned held parameters (what the buckets and the step read)
     hw_flops: float                  # FLOPs per unit summed over every chunk (recompute included)
     model_flops: float               # ... without recompute (the MFU numerator)
+    # (p*v,) parameters of the largest FP8 layer per chunk (ChunkWork.fp8_layer_params: a max, not
+    # the einsum's sum of the feature of that name).
+    fp8_layer: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -197,13 +200,15 @@ def _layout(sc: Scenario, sched: Schedule, split: tuple[int, ...], stage_cls: np
     roles = np.stack([b[0] for b in pieces])[cls]         # (chunks, ROLES, FEATURES)
     feat = np.einsum("cr,crf->cf", counts, roles)
     layer_bytes = np.where(counts > 0, np.stack([b[1] for b in pieces])[cls], 0.0).max(axis=1)
+    fp8_layer = np.where(counts > 0, roles[:, :, F_IDX["fp8_layer_params"]], 0.0).max(axis=1)
     if "balance" in ideal:
         feat[:, _BALANCED] = feat[:, _BALANCED].mean(axis=0)
     holds = _holds(sched, p, v)
     params, expert = feat[holds, F_IDX["params"]], feat[holds, F_IDX["expert_params"]]
     pkey = intern(("params", params.shape, params.tobytes(), expert.tobytes()))
     return Layout(feat, counts, layer_bytes, holds, params, expert, lkey, pkey,
-                  float(feat[:, F_IDX["hw_flops"]].sum()), float(feat[:, F_IDX["model_flops"]].sum()))
+                  float(feat[:, F_IDX["hw_flops"]].sum()), float(feat[:, F_IDX["model_flops"]].sum()),
+                  fp8_layer)
 
 
 def _holds(sched: Schedule, p: int, v: int) -> np.ndarray:

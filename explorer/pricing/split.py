@@ -104,4 +104,5 @@ def _piece(row) -> Piece:
     fields = piece_fields(fwd, bwd, float(row[F_IDX["hidden_f"]]) + float(row[F_IDX["fsdp_hidden_f"]]),
                           float(row[F_IDX["hidden_b"]]) + float(row[F_IDX["fsdp_hidden_b"]]))
     return Piece(fields, float(row[F_IDX["params"]]), float(row[F_IDX["expert_params"]]),
-                 float(row[F_IDX["act_bytes"]]))
+                 float(row[F_IDX["act_bytes"]]), float(row[F_IDX["fp8_params"]]),
+                 float(row[F_IDX["fp8_gemms"]]))

@@ -14,6 +14,17 @@ backward, kept as ``transient``) is exactly the report's activation peak.
 
 This is the view that makes 1F1B's bounded memory against GPipe's obvious (Narayanan et al. SC21,
 Sec. 2.2: 1F1B keeps at most p micro-batches in flight, GPipe all m).
+
+Activation offloading (``training.offload_activations_layers``): a forward stores its offloaded
+layers' activations too, and each leaves HBM when its device-to-host copy completes (Transformer
+Engine's CPU offload frees the GPU tensor once the copy to pinned host memory is done); it comes
+back when its host-to-device copy starts (the buffer it is copied into is allocated then), and the
+backward frees it with the rest.  The copies are the ``offload`` lane's rows of the timeline
+(explorer/result/timeline.py offload_rows: one per layer, serialised on the copy engine), each
+moving its seconds times the host link's bytes per second.  The curve then follows the copies as
+timed; the memory report instead assumes Transformer Engine's double buffer (one offloaded layer
+in HBM on top of what stays, activations.recompute_working_bytes), so with offloading the curve's
+maximum is its own, not the report's peak less the transient.
 """
 from __future__ import annotations
 
@@ -24,6 +35,9 @@ from ..engine.records import PassInfo
 from ..fold.arrays.lazy import resolved
 from ..fold.tasks import FoldedTasks
 from ..taskgraph.builder import IterationBuilder
+from ..vocabulary import OFFLOAD
+from ..workloads.transformer.activations_recipes import host_link_Bps
+from .timeline import build_timeline
 
 
 @dataclass(frozen=True)
@@ -78,33 +92,33 @@ def memory_timeline(res) -> tuple[MemoryCurve, ...]:
     for t in tasks:
         if t.stream == "compute" and isinstance(t.info, PassInfo):
             by_cls.setdefault(t.cls, []).append(t)
+    # Bytes of the offloaded layers per pipeline unit of each chunk: its copy seconds (each way)
+    # times the host link's bytes per second (activations_recipes.offload_seconds).
+    bps = host_link_Bps(sc)
+    offloaded = {(s, c): b.chunk_of(s, c).offload[1] * bps for s, c in chunks}
+    copies = _copy_events(tasks, bps) if any(offloaded.values()) else {}
     out = []
     for cls, tasks in sorted(by_cls.items()):
         stage = res.classes[cls].stage if cls < len(res.classes) else cls
         # (start, end, bytes): a change spread evenly over [start, end] (a jump when they agree).
-        events: list[tuple[float, float, float]] = []
+        events: list[tuple[float, float, float]] = list(copies.get(cls, ()))
         for t in tasks:
             info = t.info
-            act = chunks.get((stage, info.chunk), 0.0)
+            act = chunks.get((stage, info.chunk), 0.0) + offloaded.get((stage, info.chunk), 0.0)
             if t.kind == "forward":
                 events.append((t.start, t.end, act))
             elif t.kind == "F&B":
                 # Both halves' activations are live inside the fused pass (DualPipe's replay
                 # counts the forward's before it frees the backward's).
                 events.append((t.start, t.start, act))
-                events.append((t.end, t.end, -chunks.get((stage, info.pair_chunk), 0.0)))
+                pair = (stage, info.pair_chunk)
+                events.append((t.end, t.end, -chunks.get(pair, 0.0) - offloaded.get(pair, 0.0)))
             elif t.kind == "weight-grad" or (t.kind == "backward"
                                               and any(k == "weight-grad" for k, _ in t.parts)):
                 # A full backward (its parts include the weight gradients) or the weight-gradient
                 # pass of a split one completes the gradients; an input-gradient pass keeps them.
                 events.append((t.start, t.end, -act))
-        events.sort(key=lambda e: (e[0], e[1]))
-        level, points = 0.0, [(0.0, 0.0)]
-        for start, end, delta in events:
-            if points[-1] != (start, level):
-                points.append((start, level))
-            level = max(level + delta, 0.0)
-            points.append((end, level))
+        points = _curve(events)
         mem = res.memory_by_class[cls] if cls < len(res.memory_by_class) else res.memory
         name = res.classes[cls].name if cls < len(res.classes) else f"stage {stage}"
         held = [ch for ch, _ in b.rank_chunks(stage)] if stage < b.p else []
@@ -112,3 +126,48 @@ def memory_timeline(res) -> tuple[MemoryCurve, ...]:
         transient = recompute_transient(b, held) if held else 0.0
         out.append(MemoryCurve(cls, name, static, tuple(points), transient))
     return tuple(out)
+
+
+def _curve(events: list[tuple[float, float, float]]) -> tuple[tuple[float, float], ...]:
+    """The piecewise-linear sum of ``events`` (start, end, bytes: a change spread evenly over
+    [start, end], a jump when they agree) from (0, 0): a vertex wherever a slope changes, two at
+    one time for a jump.  Events may overlap (an offload copy ends inside a forward), so the sum is
+    swept over their times rather than chained."""
+    slope_at: dict[float, float] = {}
+    jump_at: dict[float, float] = {}
+    for start, end, delta in events:
+        if end > start:
+            rate = delta / (end - start)
+            slope_at[start] = slope_at.get(start, 0.0) + rate
+            slope_at[end] = slope_at.get(end, 0.0) - rate
+        else:
+            jump_at[start] = jump_at.get(start, 0.0) + delta
+    points = [(0.0, 0.0)]
+    level = slope = prev = 0.0
+    for t in sorted(slope_at.keys() | jump_at.keys()):
+        level += slope * (t - prev)
+        if points[-1] != (t, max(level, 0.0)):
+            points.append((t, max(level, 0.0)))
+        if jump_at.get(t):
+            level += jump_at[t]
+            points.append((t, max(level, 0.0)))
+        slope += slope_at.get(t, 0.0)
+        prev = t
+    return tuple(points)
+
+
+def _copy_events(tasks: list, bps: float) -> dict[int, list[tuple[float, float, float]]]:
+    """Per GPU class, the offload copies' memory events: each device-to-host row frees its bytes
+    (seconds x ``bps``) when it ends, each host-to-device row brings them back when it starts — the
+    rows the timeline draws on the ``offload`` lane (build_timeline, from the passes that copy)."""
+    passes = [t for t in tasks if isinstance(t.info, PassInfo) and t.info.offload]
+    out: dict[int, list[tuple[float, float, float]]] = {}
+    for r in build_timeline(passes, ()).rows():
+        if r["lane"] != OFFLOAD:
+            continue
+        moved = r["duration_s"] * bps
+        if r["detail"].startswith("device→host"):
+            out.setdefault(r["gpu_class"], []).append((r["end_s"], r["end_s"], -moved))
+        else:
+            out.setdefault(r["gpu_class"], []).append((r["start_s"], r["start_s"], moved))
+    return out

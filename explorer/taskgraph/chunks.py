@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..config.fp8_recipes import gemm_modules
 from ..engine.records import LinkCall
 from ..workloads.spec import EdgeCost, LayerCost
 from .layer import (
@@ -72,6 +73,12 @@ class ChunkWork:
     # (layers offloaded per micro-batch, copy-engine seconds of their copies each way, exposed
     # seconds of the forward's copies, of the backward's).
     offload: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    # What an FP8 run keeps beside the bf16 weights (config/fp8_recipes.py, analysis/memory.py):
+    # parameters of the chunk's layers, whose linears run FP8 GEMMs (the embedding and output layer
+    # stay bf16), and the count of those GEMMs (each with its own scaling state).
+    fp8_params: float = 0.0
+    fp8_gemms: float = 0.0
+    fp8_layer_params: float = 0.0    # the largest of those layers (ZeRO-3 gathers one at a time)
 
     def offload_fields(self, kind: str) -> tuple:
         """What a pass of ``kind`` (F, B, Bi, W) shows of the offload copies: (direction, layers,
@@ -129,6 +136,9 @@ class _Acc:
     fl_b: float = 0.0
     fl_w: float = 0.0
     off: list = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])
+    fp8_params: float = 0.0
+    fp8_gemms: float = 0.0
+    fp8_layer: float = 0.0
 
 
 def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: int) -> LayerParts:
@@ -154,9 +164,21 @@ def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: in
     a.hid_b += count * lp.fsdp.hidden_b
     a.fsdp_bytes += count * lp.fsdp.bus_bytes
     a.layer_bytes = max(a.layer_bytes, (lc.params + lc.expert_params) * PARAM_BYTES)
+    a.fp8_params += count * (lc.params + lc.expert_params)
+    a.fp8_gemms += count * _gemms(ctx.sc, lc.expert_params > 0)
+    a.fp8_layer = max(a.fp8_layer, lc.params + lc.expert_params)
     for i, v in enumerate((lc.offload_share, lp.offload_copy, lp.offload_f, lp.offload_b)):
         a.off[i] += count * v
     return lp
+
+
+def _gemms(sc, moe_layer: bool) -> float:
+    """FP8 GEMM modules of one layer (config/fp8_recipes.gemm_modules): a MoE layer's local experts
+    are its routed experts over the expert-parallel group."""
+    moe = sc.model.moe
+    local = moe.experts / max(sc.parallelism.ep, 1) if moe is not None else 0.0
+    shared = moe.shared_experts if moe is not None else 0
+    return gemm_modules(sc.model.mla is not None, local, shared, moe_layer)
 
 
 def _add_edge(ctx: ChunkContext, a: _Acc, edge: EdgeCost, stage: int) -> None:
@@ -224,7 +246,8 @@ def chunk_work(ctx: ChunkContext, gc: int, stage: int, first_layer: int, layers:
                      a.eparams, a.act, a.tpb, a.cpb, a.epb, _calls(ctx, stage, a.layer_bytes),
                      (a.hid_f, a.hid_b),
                      a.fsdp_bytes, a.layer_bytes, sum_parts(*a.over_f), sum_parts(*a.over_b), a.fl_f, a.fl_b,
-                     a.fl_w, tuple(a.links), curve, transient, tuple(a.off))
+                     a.fl_w, tuple(a.links), curve, transient, tuple(a.off), a.fp8_params, a.fp8_gemms,
+                     a.fp8_layer)
 
 
 def _grad_curve(backward: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:

@@ -30,8 +30,10 @@ from ..workloads.spec import WorkloadSpec
 from .chunks import ChunkContext, ChunkWork, chunk_work
 from .layer import pp_message_bytes
 from .techniques.dp_contention import sm_factor
+from .techniques.fp8_memory import fp8_memory_bytes
+from .techniques.fsdp import fsdp_step_sync
 from .techniques.nccl_buffers import nccl_reserved_bytes
-from .techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
+from .techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES, grad_reduce_bytes
 
 # Seconds per pipeline unit of a piece: the forward's compute (compute, recompute), its exposed
 # communication and the communication hidden under it (TP overlap, ring attention, FSDP
@@ -145,6 +147,8 @@ class Piece:
     params: float
     expert_params: float
     act_bytes: float
+    fp8_params: float = 0.0          # ChunkWork.fp8_params / fp8_gemms (techniques/fp8_memory.py)
+    fp8_gemms: float = 0.0
 
 
 def piece_fields(fwd: dict[str, float], bwd: dict[str, float], hidden_f: float,
@@ -160,7 +164,7 @@ def piece_of(ch: ChunkWork) -> Piece:
     hidden_f = sum(v for _, v in ch.hidden_f) + ch.fsdp_hidden[0]
     hidden_b = sum(v for _, v in ch.hidden_b) + ch.fsdp_hidden[1]
     fields = piece_fields(dict(ch.fwd_parts), dict(ch.bwd_parts), hidden_f, hidden_b)
-    return Piece(fields, ch.params, ch.expert_params, ch.act_bytes)
+    return Piece(fields, ch.params, ch.expert_params, ch.act_bytes, ch.fp8_params, ch.fp8_gemms)
 
 
 def fields_of(ch: ChunkWork) -> np.ndarray:
@@ -192,7 +196,10 @@ def assemble(sc: Scenario, net: Network, layers: list[Piece], first: Piece, last
     dense_b, expert_b = held_bytes_per_param(sc, net)
 
     def held(pc: Piece) -> np.ndarray:
-        return np.array([pc.params * dense_b + pc.expert_params * expert_b, pc.act_bytes])
+        # An FP8 run's weight copies and scaling state (none of ZeRO-3's gathered copies: like its
+        # gathered working set, they are not a piece's; techniques/fp8_memory.py).
+        fp8 = float(fp8_memory_bytes(sc, pc.fp8_params, pc.fp8_gemms, 0.0))
+        return np.array([pc.params * dense_b + pc.expert_params * expert_b + fp8, pc.act_bytes])
 
     par = sc.parallelism
     sends: tuple[float, ...] = ()
@@ -213,10 +220,13 @@ def held_bytes_per_param(sc: Scenario, net: Network) -> tuple[float, float]:
     zero = sc.parallelism.zero
     opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer]
     residual = EF_BYTES[sc.communication.compression.kind]
+    # FSDP2 under a pipeline keeps every parameter gathered and its accumulated gradient unsharded
+    # in the reduce dtype (techniques/fsdp.zero3_working_set), on top of ZeRO-3's shards.
+    gathered = PARAM_BYTES + grad_reduce_bytes(sc) if fsdp_step_sync(sc) else 0.0
 
     def per(n: int) -> float:
         return (PARAM_BYTES / (n if zero >= 3 else 1) + GRAD_BYTES / (n if zero >= 2 else 1)
-                + opt / (n if zero >= 1 else 1) + (residual if n > 1 else 0.0))
+                + opt / (n if zero >= 1 else 1) + (residual if n > 1 else 0.0) + gathered)
 
     ne = net.group_size("edp", 0) if sc.model.is_moe else 1
     return per(net.group_size("dp", 0)), per(ne)

@@ -22,6 +22,16 @@ input, allocated in ``reduce_dtype`` (read the gradient, write it in the reduce 
 compute stream too (pytorch/pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py at
 commit 8fc2039: foreach_all_gather_copy_out, foreach_reduce).  The gather's copy-in of the local
 shard runs on its own stream and moves 1/dp of that: not charged.
+
+Memory (:func:`zero3_working_set`): beyond its shards, ZeRO-3 holds the gathered layer, the layers
+prefetched ahead and one layer's full gradients before their reduce-scatter.  FSDP2 under a
+pipeline (:func:`fsdp_step_sync`) keeps far more: torchtitan does not reshard after the forward
+with pp > 1 and the pipeline stage runs its backwards with resharding after backward and gradient
+sync off (see explorer/config/frameworks.py), so the stage's parameters stay unsharded for the
+whole step, and each backward's unsharded gradient is accumulated, unsharded, until the stage's
+last backward reduces it: FSDPParam.to_accumulated_grad_if_needed upcasts it to ``reduce_dtype``
+(fp32 in torchtitan's default mixed precision) and accumulate_unsharded_grad_if_needed adds each
+later micro-batch's into it (pytorch/pytorch torch/distributed/fsdp/_fully_shard/_fsdp_param.py).
 """
 from __future__ import annotations
 
@@ -31,7 +41,7 @@ from ...config import Scenario
 from ...config.frameworks import profile
 from ...network.collectives import bus_factor
 from ...network.groups import Network
-from .optimizer import PARAM_BYTES, grad_reduce_bytes
+from .optimizer import GRAD_BYTES, PARAM_BYTES, grad_reduce_bytes
 
 
 def fsdp_step_sync(sc: Scenario) -> bool:
@@ -41,11 +51,29 @@ def fsdp_step_sync(sc: Scenario) -> bool:
     return par.zero == 3 and par.pp > 1 and profile(sc.training.framework).fsdp_pp_step_sync
 
 
+def zero3_working_set(sc: Scenario, whole_bytes, layer_bytes):
+    """(parameter bytes, gradient bytes) a ZeRO-3 GPU holds unsharded beyond its shards, for a GPU
+    whose chunks hold ``whole_bytes`` of bf16 parameters, the largest layer gathered being
+    ``layer_bytes`` (floats or numpy arrays alike):
+
+    - plain ZeRO-3 / FSDP: the gathered layer plus ``communication.prefetch_layers`` gathered ahead,
+      and one layer's full bf16 gradients before their reduce-scatter;
+    - FSDP2 under a pipeline (:func:`fsdp_step_sync`): every parameter the GPU holds, gathered for
+      the step, and the accumulated unsharded gradients in the reduce dtype (module docstring),
+      plus the bf16 gradient of the layer whose backward runs (it is added into them after).
+"""
+    one_layer_grads = layer_bytes / PARAM_BYTES * GRAD_BYTES
+    if fsdp_step_sync(sc):
+        return whole_bytes, one_layer_grads + whole_bytes / PARAM_BYTES * grad_reduce_bytes(sc)
+    return layer_bytes * (1 + sc.communication.prefetch_layers), one_layer_grads
+
+
 def comm_zero(sc: Scenario) -> int:
     """The ZeRO stage whose communication pattern the run follows: ``parallelism.zero``, except
     FSDP2 under a pipeline (:func:`fsdp_step_sync`), whose traffic is ZeRO-2's: parameters gathered
     once per step under the first forward, gradients reduce-scattered once per step, after the
-    stage's last backward (:func:`grad_reduce_overlaps`).  Memory still follows ``zero``."""
+    stage's last backward (:func:`grad_reduce_overlaps`).  Memory keeps ZeRO-3's shards plus what
+    the step holds gathered (:func:`zero3_working_set`)."""
     return 2 if fsdp_step_sync(sc) else sc.parallelism.zero
 
 

@@ -33,8 +33,10 @@ def render(data: ViewData, present: bool) -> None:
                 "(12 bytes per parameter for Adam), each divided across the data-parallel group as the ZeRO "
                 "stage says (stage 1: optimizer, 2: + gradients, 3: + weights), and activations at the peak "
                 "of the stage's schedule — with 1F1B the first stage holds `pp` micro-batches in flight, "
-                "with GPipe all of them (Korthikanti et al. 2022 for the bytes per layer). The Traffic tab "
-                "shows what each ZeRO stage costs in bytes sent.")
+                "with GPipe all of them (Korthikanti et al. 2022 for the bytes per layer). FP8 runs add "
+                "their recipe's FP8 weight copies and scaling state to the weights; FSDP2 under a "
+                "pipeline keeps the stage's weights gathered and its gradients unsharded for the step. "
+                "The Traffic tab shows what each ZeRO stage costs in bytes sent.")
 
 
 def _over_time(data: ViewData, present: bool) -> None:
@@ -56,6 +58,10 @@ def _over_time(data: ViewData, present: bool) -> None:
                f"on top of {first.static / 1e9:.2f} GB of weights, gradients and optimizer state.")
     if data.fold is not None:
         caption += " The steady state is folded here as in the Gantt."
+    if data.scenario.training.offload_activations_layers:
+        caption += (" Offloaded layers' activations leave the GPU when their copy to the host ends and "
+                    "come back when the copy back starts (the Gantt's offload lane): the drops and "
+                    "steps of the curve.")
     if not present:
         caption += (" A forward stores its activations layer by layer and the pass that completes its "
                     "gradients frees them layer by layer"

@@ -92,6 +92,9 @@ def _merge(former: list[Slot], latter: list[Slot]) -> list[Slot]:
 @lru_cache(maxsize=32)
 def _table(p: int, m: int) -> tuple[tuple[DirectedOp | None, ...], ...]:
     """The merged schedule table of m micro-batches (m/p basic units) on p ranks."""
+    if p < 2 or p % 2 or m < p or m % p:
+        raise ValueError(f"chimera needs an even number of stages and whole basic units of p micro-batches "
+                         f"(got p = {p}, m = {m})")
     h = p // 2
     blocks: list[list[Slot]] = []
     for k in range(m // p):

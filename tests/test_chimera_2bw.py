@@ -1,0 +1,250 @@
+"""Chimera (Li & Hoefler SC21) and PipeDream-2BW (Narayanan et al. ICML 2021): their orders drawn
+at unit time against the papers' figures, their closed forms (bubble, weights, activations), their
+rules, and their results in the engine: folded or not equal to the full simulation, the estimator
+equal to the engine, the search exploring Chimera."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from test_fold import check_fold
+
+from explorer.config import sections
+from explorer.design.space import synchronous_schedules
+from explorer.estimate import estimate_many
+from explorer.scenario import ScenarioError, from_dict, load, shipped_scenarios
+from explorer.schedules import chimera, pipedream_2bw, registry
+from explorer.schedules.base import BubbleInputs
+from explorer.simulate import simulate
+from explorer.teaching.schedule_story import narrate
+from explorer.teaching.unit_time import as_rows, makespan, textbook_micro_batches, unit_grid
+
+SHIPPED = shipped_scenarios()
+
+
+def _table_rows(p: int, m: int) -> list[str]:
+    """Chimera's schedule table (one slot per pass, forward and backward alike) as the paper draws
+    it: micro-batches 0..m-1, the first half down (direction 0), the second up; a digit for a
+    forward, the letter of the same index (A = 0) for its backward, '.' idle."""
+    table = chimera._table(p, m)
+    rows = []
+    for r in range(p):
+        row = ""
+        for slot in table:
+            op = slot[r]
+            if op is None:
+                row += "."
+                continue
+            n = op.mb + op.direction * (m // 2)
+            row += "0123456789"[n] if op.kind == "F" else "ABCDEFGHIJ"[n]
+        rows.append(row)
+    return rows
+
+
+def test_chimera_basic_unit_is_the_papers_figure_3():
+    """SC21 Fig. 3 (D = N = 4): micro-batches 0, 1 flow down (stage s on P_s), 2, 3 up (stage s on
+    P_{3-s}); each pipeline runs its two micro-batches 1F1B-style and the merged table has no
+    conflict.  2N + D - 2 = 10 slots, D - 2 = 2 of them idle on every worker (Table 1's
+    (D-2)/(2N+D-2) = 20%); the forward block's micro-batches enter two slots apart, so the two
+    directions take slots of opposite parity on every worker."""
+    assert _table_rows(4, 4) == [
+        "0.12C3DA.B",
+        ".0213CADB.",
+        ".2031ACBD.",
+        "2.30A1BC.D",
+    ]
+
+
+def test_chimera_direct_concatenation_fills_the_next_units_forwards_into_the_cool_down():
+    """SC21 Sec. 3.5, direct concatenation of two basic units (D = 4, N = 8): the second unit's
+    forwards (micro-batches 2, 3 down and 6, 7 up) take the slots the first unit's cool-down
+    leaves idle; 2N + D - 2 = 18 slots."""
+    assert _table_rows(4, 8) == [
+        "0.14E5FA2B36G7HC.D",
+        ".0415EAFB2637GCHD.",
+        ".4051AEBF6273CGDH.",
+        "4.50A1BE6F72C3DG.H",
+    ]
+
+
+@pytest.mark.parametrize("p,m", [(2, 2), (2, 8), (4, 4), (4, 8), (4, 16), (6, 6), (6, 18), (8, 8), (8, 32)])
+def test_chimera_bubble_is_table_1_at_equal_pass_costs(p, m):
+    """SC21 Table 1: bubble ratio (D-2)/(2N+D-2), counted in slots where a forward and a backward
+    take equal time — the critical path of the order at F = B = 1 is 2N + D - 2 exactly; the
+    registry's bubble (the order's exact idle share) gives the same at F = B."""
+    T = chimera.ideal_makespan(p, m, 1.0, 1.0)
+    assert T == 2 * m + p - 2
+    b = registry.SCHEDULES["chimera"].bubble
+    val, text = b(BubbleInputs(p, 1, m, "micro-batches", lambda: (1.0, 0.6, 0.4)))
+    assert val == pytest.approx((p - 2) / (2 * m + p - 2), rel=1e-12, abs=1e-15)
+    assert "(D-2)/(2N+D-2)" in text
+
+
+def test_chimera_textbook_grid_at_a_backward_of_two_units():
+    """The app's textbook diagram (a full backward two units, explorer/teaching/unit_time.py) of
+    the same basic unit: each rank runs the table's order as soon as its inputs exist, 16 units
+    (the backward's double length stretches the merge: 4 idle units per worker, not 2)."""
+    cells = unit_grid("chimera", 4, 4)
+    assert as_rows(cells, 4) == [
+        "12.111222.11..22",
+        ".1122.11112222..",
+        ".1122.11112222..",
+        "12.111222.11..22",
+    ]
+    lanes = [["."] * makespan(cells) for _ in range(4)]
+    for c in cells:
+        for t in range(c.start, c.start + c.units):
+            lanes[c.rank][t] = str(c.lane)
+    assert ["".join(r) for r in lanes] == [
+        "00.111111.00..00",
+        ".0101.11001100..",
+        ".1010.00110011..",
+        "11.000000.11..11",
+    ]
+    assert makespan(cells) == chimera.ideal_makespan(4, 4, 1, 2) == 16
+
+
+def test_chimera_step_through_names_both_directions():
+    cells = unit_grid("chimera", 4, 4)
+    assert narrate(cells, 4, 1, 2) == ("warm-up: forward 2 of 4 before its first backward — micro-batch 1 "
+                                       "from rank 3")
+    assert narrate(cells, 4, 1, 5) == ("idle (bubble): its backward of micro-batch 1 from rank 3 waits for "
+                                       "rank 0's gradient of micro-batch 1 (there at unit 6)")
+    assert narrate(cells, 4, 1, 14) == "done"
+    # The textbook draws whole basic units: at most 12 micro-batches, at least 2p, a multiple of p.
+    for p, m, drawn in [(4, 24, 12), (6, 18, 12), (8, 24, 16), (8, 8, 8), (2, 40, 12)]:
+        assert textbook_micro_batches("chimera", p, m) == drawn
+        assert makespan(unit_grid("chimera", p, drawn)) > 0
+
+
+@pytest.mark.parametrize("p", [2, 4, 6, 8])
+def test_chimera_activations_are_table_1s_range(p):
+    """SC21 Table 1: activations between (D/2+1)·Ma and D·Ma — the edge workers hold D/2+1
+    micro-batches at their peak, the middle ones D, for one basic unit and for several."""
+    for m in (p, 4 * p):
+        held = [registry.get("chimera").in_flight(r, p, m, 1) for r in range(p)]
+        assert min(held) == held[0] == held[-1] == p // 2 + 1
+        assert max(held) == held[p // 2] == p
+        assert held == held[::-1]
+
+
+def test_2bw_is_1f1b_without_flush_and_two_weight_versions():
+    """PipeDream-2BW (ICML 2021 Fig. 3, backward twice the forward): 4 workers run 1F1B across the
+    iteration boundary — micro-batches 5-8 of the next iteration follow 1-4 without a flush — so two
+    iterations of 4 are 1F1B's grid of 8; every stage keeps 2 weight versions (Sec. 3.1), where
+    PipeDream keeps p - s."""
+    s = registry.get("2bw")
+    assert as_rows(unit_grid("2bw", 4, 8), 4) == as_rows(unit_grid("1f1b", 4, 8), 4)
+    assert as_rows(unit_grid("2bw", 4, 8), 4)[0].startswith("1234......115226337448")
+    assert s.window is registry.Window.ASYNC and s.iterations_simulated == 2
+    assert [s.weight_versions(r, 8) for r in range(8)] == [2] * 8
+    assert [registry.get("pipedream-async").weight_versions(r, 8) for r in range(8)] == list(range(8, 0, -1))
+    assert [s.in_flight(r, 4, 8, 1) for r in range(4)] == [4, 3, 2, 1]          # 1F1B's p - s
+    assert pipedream_2bw.bubble(None)[0] == 0.0                                   # type: ignore[arg-type]
+
+
+def _sc(schedule, pp=4, global_batch=64, micro_batch=1, dp=2):
+    par = SimpleNamespace(schedule=schedule, pp=pp, vpp=1, dp=dp, token_slices=1)
+    return SimpleNamespace(parallelism=par, training=SimpleNamespace(global_batch=global_batch,
+                                                                     micro_batch=micro_batch))
+
+
+def test_rules_name_the_field_and_what_would_be_valid():
+    assert registry.validate(_sc("chimera")) is None                      # 32 micro-batches on 4 stages
+    field, msg = registry.validate(_sc("chimera", pp=3))
+    assert field == "parallelism.pp" and "even number of stages" in msg
+    field, msg = registry.validate(_sc("chimera", pp=4, global_batch=12))  # 6 micro-batches: not 4k
+    assert field == "training.global_batch" and "multiple of 8" in msg
+    assert registry.validate(_sc("chimera", pp=4, global_batch=8)) is None
+    assert registry.validate(_sc("2bw", pp=3, global_batch=6)) is None
+    with pytest.raises(ValueError, match="whole basic units"):
+        chimera.chimera_order(0, 4, 6)
+    # The loader refuses it with the one-line message (CLI exit code 2, the app's message).
+    raw = {"model": {"layers": 8, "hidden": 512, "heads": 8, "vocab": 1000, "seq_len": 256},
+           "training": {"global_batch": 6, "micro_batch": 1}, "hardware": {"gpu": "h100-sxm"},
+           "cluster": {"nodes": 1, "gpus_per_node": 4}, "parallelism": {"pp": 4, "schedule": "chimera"}}
+    with pytest.raises(ScenarioError, match="training.global_batch"):
+        from_dict(raw)
+
+
+def _teaching(**ov):
+    return simulate(load(SHIPPED["teaching-8gpu"], {k.replace("__", "."): v for k, v in ov.items()}))
+
+
+def test_the_schedule_control_offers_both_and_they_move_the_result_as_the_papers_say():
+    """The sidebar's selectbox lists the registry's schedules.  On teaching-8gpu (p = 4, m = 8):
+    Chimera's two pipelines leave a smaller bubble than 1F1B's and a shorter iteration, at two
+    weight replicas per GPU (parameters, gradients and optimizer state of two stages); PipeDream-2BW
+    runs PipeDream's timeline exactly, with 2 weight versions instead of p - s, so less memory
+    than PipeDream on stage 0 and more parameters than 1F1B."""
+    choices = sections.Parallelism.__dataclass_fields__["schedule"].metadata["choices"]
+    assert {"chimera", "2bw"} <= set(choices)
+    base = _teaching(parallelism__schedule="1f1b")
+    chi = _teaching(parallelism__schedule="chimera")
+    assert chi.bubble_fraction < base.bubble_fraction and chi.iteration_time_s < base.iteration_time_s
+    assert chi.memory.params > 1.5 * base.memory.params
+    two, pd = _teaching(parallelism__schedule="2bw"), _teaching(parallelism__schedule="pipedream-async")
+    assert two.iteration_time_s == pd.iteration_time_s
+    assert two.memory.params == pytest.approx(2 * base.memory.params, rel=1e-12)
+    assert two.memory.total < pd.memory.total
+    assert two.memory.activations == pytest.approx(base.memory.activations, rel=1e-12)
+
+
+def test_chimera_ideal_pipeline_bubble_is_its_formula():
+    """parallelism.ideal_pipeline (equal stages, free communication, no optimizer): the Bubble card
+    equals the registry's bubble, the Chimera order's critical path at the real F and B."""
+    r = _teaching(parallelism__schedule="chimera", parallelism__ideal_pipeline=True)
+    k = {}
+    for t in r.tasks:
+        if t.cls == 0 and t.stream == "compute":
+            k.setdefault(t.kind, t.duration)
+    F, B = k["forward"], k["backward"]
+    p, m = r.scenario.parallelism.pp, r.scenario.micro_batches
+    expected = 1 - m * (F + B) / chimera.ideal_makespan(p, m, F, B)
+    assert r.bubble_fraction == pytest.approx(expected, rel=1e-9)
+
+
+def test_the_search_explores_chimera_and_the_estimator_equals_the_engine():
+    """The design search's schedules are the registry's synchronous ones: Chimera competes,
+    PipeDream-2BW (stale weights, like PipeDream) only when asked by name.  The estimator the
+    search scores layouts with equals the simulation for both."""
+    assert "chimera" in synchronous_schedules() and "2bw" not in synchronous_schedules()
+    scs = [load(SHIPPED["teaching-8gpu"], {"parallelism.schedule": s, "training.global_batch": gb})
+           for s in ("chimera", "2bw") for gb in (16, 64)]
+    est = estimate_many(scs)
+    for i, sc in enumerate(scs):
+        r = simulate(sc)
+        assert est.iteration_time_s[i] == pytest.approx(r.iteration_time_s, rel=1e-9)
+        assert est.memory_GB_total[i] == pytest.approx(r.memory.as_GB()["total"], rel=1e-9)
+
+
+def _raw(schedule: str, pp: int, units: int, zero: int, tp: int) -> dict:
+    dp = 16 // (tp * pp)
+    raw = {"model": {"layers": 8, "hidden": 1024, "heads": 16, "vocab": 1000, "seq_len": 512},
+           # 2·units whole Chimera basic units of pp micro-batches per pipeline
+           "training": {"global_batch": dp * pp * 2 * units, "micro_batch": 1},
+           "hardware": {"gpu": "h100-sxm"}, "cluster": {"nodes": 2, "gpus_per_node": 8},
+           "parallelism": {"tp": tp, "pp": pp, "zero": zero, "schedule": schedule}}
+    return raw
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schedule=st.sampled_from(["chimera", "2bw"]), pp=st.sampled_from([2, 4]),
+       units=st.sampled_from([1, 3, 16, 64]), zero=st.integers(0, 3), tp=st.sampled_from([1, 2]))
+@example("2bw", 2, 64, 3, 2)          # folds: 256 micro-batches, FSDP
+@example("2bw", 4, 64, 0, 1)          # folds: 512 micro-batches
+@example("chimera", 4, 64, 1, 2)      # two directions: never folded (fold/plan.py), run in full
+def test_folded_or_not_the_result_is_the_full_simulation(schedule, pp, units, zero, tp):
+    """Random small scenarios of both: simulate() (which folds 2BW's steady state when it can, and
+    runs Chimera's two directions in full) equals simulate(fold=False) to 1e-9 in every figure, and
+    the folded timeline is the full one task for task (tests/test_fold.check_fold)."""
+    sc = from_dict(_raw(schedule, pp, units, zero, tp))
+    folded = check_fold(sc)
+    assert not (folded and schedule == "chimera")
+
+
+def test_2bw_folds_its_steady_state_and_chimera_runs_in_full():
+    assert check_fold(from_dict(_raw("2bw", 2, 64, 3, 2)))
+    assert not check_fold(from_dict(_raw("chimera", 2, 64, 3, 2)))

@@ -3,7 +3,9 @@ Bidirectional Pipelines", SC21, Sec. 3.1-3.5, Fig. 3 and Table 1).
 
 Two pipelines run in opposite directions over the same p ranks (p even): the down pipeline maps
 stage s to rank s, the up pipeline stage s to rank p-1-s, so every rank holds two stages (two weight
-replicas, whose gradients are reduced with each other at the iteration's end).  The m micro-batches
+replicas, whose gradients the paper all-reduces with each other at the iteration's end, Sec. 3.3 —
+not priced yet: like DualPipe's two copies, each replica reduces only in its own data-parallel
+group, so Chimera's iteration lacks that exchange).  The m micro-batches
 of an iteration are split evenly: the first half flows down (direction 0), the second up
 (direction 1).  A *basic unit* of p micro-batches (p/2 per direction, the paper's N = D) is a
 forward block followed by a backward block; more micro-batches concatenate basic units directly

@@ -18,6 +18,8 @@ from explorer.scenario import ScenarioError, from_dict, load, shipped_scenarios
 from explorer.schedules import chimera, pipedream_2bw, registry
 from explorer.schedules.base import BubbleInputs
 from explorer.simulate import simulate
+from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.techniques.optimizer import GRAD_BYTES, PARAM_BYTES
 from explorer.teaching.schedule_story import narrate
 from explorer.teaching.unit_time import as_rows, makespan, textbook_micro_batches, unit_grid
 
@@ -190,6 +192,28 @@ def test_the_schedule_control_offers_both_and_they_move_the_result_as_the_papers
     assert two.memory.params == pytest.approx(2 * base.memory.params, rel=1e-12)
     assert two.memory.total < pd.memory.total
     assert two.memory.activations == pytest.approx(base.memory.activations, rel=1e-12)
+
+
+def test_weights_chimera_holds_two_stages_and_2bw_two_versions_per_gpu():
+    """Chimera (SC21 Table 1, 2·Mθ): rank r holds the parameters of stage r (down pipeline) and of
+    stage p-1-r (up pipeline) — two replicas, with their gradients and optimizer state; 2BW (ICML
+    2021 Sec. 3.1) keeps two versions of its one stage's weights (gradients and optimizer state
+    once), PipeDream p - s versions."""
+    sc = load(SHIPPED["teaching-8gpu"], {"parallelism.schedule": "chimera"})
+    b = IterationBuilder(sc)
+    r = simulate(sc)
+    p = sc.parallelism.pp
+    for s in range(p):
+        held = b.chunks[s].params + b.chunks[p - 1 - s].params
+        assert r.memory_by_class[s].params == pytest.approx(PARAM_BYTES * held, rel=1e-12)
+        assert r.memory_by_class[s].grads == pytest.approx(GRAD_BYTES * held, rel=1e-12)
+    base, two, pd = (_teaching(parallelism__schedule=x) for x in ("1f1b", "2bw", "pipedream-async"))
+    for s in range(p):
+        one = base.memory_by_class[s]
+        assert two.memory_by_class[s].params == pytest.approx(2 * one.params, rel=1e-12)
+        assert two.memory_by_class[s].grads == pytest.approx(one.grads, rel=1e-12)
+        assert two.memory_by_class[s].optimizer == pytest.approx(one.optimizer, rel=1e-12)
+        assert pd.memory_by_class[s].params == pytest.approx((p - s) * one.params, rel=1e-12)
 
 
 def test_chimera_ideal_pipeline_bubble_is_its_formula():

@@ -148,10 +148,12 @@ def ideal_makespan(p: int, m: int, F: float, B: float) -> float:
 
 
 def in_flight(stage: int, p: int, m: int, v: int = 1) -> int:
-    """Micro-batches (both directions) whose activations rank ``stage`` holds at its peak, replayed
-    from the order with unit activations per stage: Table 1's range, p/2+1 on the middle ranks up
-    to p on the edge ranks for one basic unit."""
-    return round(peak_activations(chimera_order(stage, p, m), [1.0, 1.0]))
+    """Micro-batches (both directions) whose activations rank ``stage`` holds at its peak:
+    p/2 + 1 + min(stage, p-1-stage) — Table 1's range, (D/2+1)·Ma on the edge ranks up to D·Ma in
+    the middle, for one basic unit and for directly concatenated ones (the next unit's forwards
+    start only as the previous unit's backwards free their activations).  The registry's tests
+    replay the order (``peak_activations``) to check it."""
+    return p // 2 + 1 + min(stage, p - 1 - stage)
 
 
 def bubble(b: BubbleInputs) -> tuple[float, str]:

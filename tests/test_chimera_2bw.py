@@ -23,6 +23,8 @@ from explorer.taskgraph.techniques.optimizer import GRAD_BYTES, PARAM_BYTES
 from explorer.teaching.schedule_story import narrate
 from explorer.teaching.unit_time import as_rows, makespan, textbook_micro_batches, unit_grid
 
+from app_support import run_app
+
 SHIPPED = shipped_scenarios()
 
 
@@ -272,3 +274,27 @@ def test_folded_or_not_the_result_is_the_full_simulation(schedule, pp, units, ze
 def test_2bw_folds_its_steady_state_and_chimera_runs_in_full():
     assert check_fold(from_dict(_raw("2bw", 2, 64, 3, 2)))
     assert not check_fold(from_dict(_raw("chimera", 2, 64, 3, 2)))
+
+
+def test_the_apps_textbook_step_through_draws_chimera():
+    """The Timeline's step-through in textbook mode on zero-bubble-8gpu switched to Chimera (p = 8,
+    m = 16: two basic units drawn): one sentence per rank naming the direction of each pass — at
+    unit 4 the middle ranks run their second forward, down (from rank 0) and up (from rank 7) at
+    once, while rank 0 waits for the up pipeline's first micro-batch; the caption cites the paper
+    and says nothing of fused F&B cells, which Chimera has none of."""
+    at = run_app(scenario="zero-bubble-8gpu", **{"parallelism.schedule": "chimera"})
+    at.session_state["textbook"] = True
+    at.run()
+    at.radio(key="step_mode").set_value("textbook diagram (unit time)").run()
+    at.slider(key="textbook_t").set_value(5).run()
+    assert not at.exception
+    story = next(m.value for m in at.markdown if m.value.startswith("In unit 4:"))
+    assert story.count("- **rank") == 8
+    assert ("- **rank 3** — warm-up: forward 2 of 8 before its first backward — micro-batch 1 from rank 7"
+            in story)
+    assert ("- **rank 4** — warm-up: forward 2 of 8 before its first backward — micro-batch 1 from rank 0"
+            in story)
+    assert ("- **rank 0** — idle (bubble): its forward of micro-batch 1 from rank 7 waits for rank 1's "
+            "activations of micro-batch 1 (there at unit 7)") in story
+    caption = next(c.value for c in at.caption if c.value.startswith("As the papers draw it"))
+    assert "Li & Hoefler" in caption and "F&B" not in caption

@@ -298,3 +298,17 @@ def test_the_apps_textbook_step_through_draws_chimera():
             "activations of micro-batch 1 (there at unit 7)") in story
     caption = next(c.value for c in at.caption if c.value.startswith("As the papers draw it"))
     assert "Li & Hoefler" in caption and "F&B" not in caption
+
+
+def test_chimera_balances_its_chunks_as_one_direction_schedules_do():
+    """Chimera's passes are not fused, so its layer split balances chunks one by one as 1F1B's does
+    (registry ``pair_split`` is DualPipe's alone: that split times the DualPipe order, which needs
+    at least 2p micro-batches and deadlocked on Chimera's one basic unit of p — a search of
+    teaching-8gpu over chimera layouts raised "DualPipe order deadlocks")."""
+    ov = {"training.global_batch": 8}                    # dp 2: m = 4 = p, one basic unit
+    chi = simulate(load(SHIPPED["teaching-8gpu"], {**ov, "parallelism.schedule": "chimera"}))
+    one = simulate(load(SHIPPED["teaching-8gpu"], {**ov, "parallelism.schedule": "1f1b"}))
+    assert chi.stage_layers == one.stage_layers
+    assert registry.get("dualpipe").pair_split and not registry.get("chimera").pair_split
+    est = estimate_many([chi.scenario])
+    assert est.iteration_time_s[0] == pytest.approx(chi.iteration_time_s, rel=1e-9)

@@ -168,7 +168,8 @@ def bubble(b: BubbleInputs) -> tuple[float, str]:
     paper = (p - 2) / (2 * m + p - 2)
     return val, (f"1 - m(F+B)/T = {val:.1%}, T the critical path of the Chimera order with p = {p}, m = {m} "
                  f"(F = {F * 1e3:.3g} ms, full B = {(B + W) * 1e3:.3g} ms); Chimera's (D-2)/(2N+D-2) "
-                 f"(Li & Hoefler SC21 Table 1) gives {paper:.1%} for equal forward and backward slots")
+                 f"(Li & Hoefler SC21 Table 1) gives {paper:.1%} for equal forward and backward slots; "
+                 f"the two weight replicas' gradient all-reduce (Sec. 3.3) is not priced")
 
 
 def rule(sc: ScenarioLike) -> Problem | None:

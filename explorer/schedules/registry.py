@@ -56,7 +56,10 @@ class Schedule:
     bubble: Callable[[BubbleInputs], tuple[float, str]]
     rule: Callable[[ScenarioLike], Problem | None]
     virtual_stages: bool = False       # vpp > 1 allowed (chunks interleaved over the stages)
-    two_directions: bool = False       # DualPipe: rank r holds stage r and stage p-1-r; fused F&B ops
+    two_directions: bool = False       # DualPipe, Chimera: rank r holds stage r and stage p-1-r
+    # The layer split balances rank pairs of fused F&B ops (DualPipe: taskgraph/dualpipe_split.py,
+    # which times the DualPipe order); otherwise chunks are balanced one by one (partition.py).
+    pair_split: bool = False
     weight_versions: Callable[[int, int], int] = _one_version   # parameter copies per stage (stashing)
     citation: str = ""
     # More micro-batches insert one repeated period at one place of the timeline (explorer/fold/steady.py);
@@ -112,7 +115,7 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
              pipeline.peak_activations, zero_bubble.zb_h2_bubble, pipeline.no_rule,
              citation="Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024"),
     Schedule("dualpipe", dualpipe.dualpipe, True, Window.FLUSH, 1, dualpipe.in_flight,
-             dualpipe.peak_activations, dualpipe.bubble, dualpipe.rule, two_directions=True,
+             dualpipe.peak_activations, dualpipe.bubble, dualpipe.rule, two_directions=True, pair_split=True,
              citation="DeepSeek-AI, DeepSeek-V3 Technical Report, 2024, Sec. 3.2.1"),
     Schedule("pipedream-async", pipedream.order, False, Window.ASYNC, pipedream.ITERATIONS_SIMULATED,
              pipeline.one_f_one_b_in_flight, pipeline.peak_activations, pipedream.bubble, pipeline.no_rule,

@@ -48,11 +48,11 @@ def _table_rows(p: int, m: int) -> list[str]:
 
 
 def test_chimera_basic_unit_is_the_papers_figure_3():
-    """SC21 Fig. 3 (D = N = 4): micro-batches 0, 1 flow down (stage s on P_s), 2, 3 up (stage s on
-    P_{3-s}); each pipeline runs its two micro-batches 1F1B-style and the merged table has no
-    conflict.  2N + D - 2 = 10 slots, D - 2 = 2 of them idle on every worker (Table 1's
-    (D-2)/(2N+D-2) = 20%); the forward block's micro-batches enter two slots apart, so the two
-    directions take slots of opposite parity on every worker."""
+    """SC21 Fig. 3, top right ("equal workload between forward and backward passes"), D = N = 4,
+    read off the figure cell by cell: micro-batches 0, 1 flow down (stage s on P_s), 2, 3 up (stage
+    s on P_{3-s}); 2N + D - 2 = 10 slots, D - 2 = 2 of them idle on every worker (Table 2's
+    (D-2)/(2N+D-2) = 20%).  The forward block's micro-batches enter two slots apart, so the two
+    directions take slots of opposite parity on every worker (Sec. 3.1: no conflict for even D)."""
     assert _table_rows(4, 4) == [
         "0.12C3DA.B",
         ".0213CADB.",
@@ -61,10 +61,40 @@ def test_chimera_basic_unit_is_the_papers_figure_3():
     ]
 
 
+def _lanes(cells, p: int) -> list[str]:
+    rows = [["."] * makespan(cells) for _ in range(p)]
+    for c in cells:
+        for t in range(c.start, c.start + c.units):
+            rows[c.rank][t] = str(c.lane)
+    return ["".join(r) for r in rows]
+
+
+def test_chimera_with_a_backward_of_two_forwards_is_figure_3s_lower_schedule():
+    """SC21 Fig. 3, bottom ("backward is 2x workload of forward"), in the textbook notation
+    (micro-batches numbered 1, 2 within each direction, a backward two units; lane 0 down, 1 up).
+    The middle workers P1, P2 are the figure cell by cell.  The edge workers run the figure's order
+    and end at its 16 units, but as soon as their inputs allow: P0's second down forward needs no
+    input and starts in unit 1 (the figure keeps the table's slot 2), and its up backward of
+    micro-batch 2 follows that forward at once (unit 7, the figure's 8).  16 units, 4 idle on every
+    worker: Sec. 2's (D-2)/(3N/2+D-2) = 25% for one basic unit."""
+    figure = ["1.21112.2211..22", ".1122.11112222..", ".1122.11112222..", "1.21112.2211..22"]
+    figure_lanes = ["0.01111.1100..00", ".0101.11001100..", ".1010.00110011..", "1.10000.0011..11"]
+    cells = unit_grid("chimera", 4, 4)
+    rows, lanes = as_rows(cells, 4), _lanes(cells, 4)
+    assert rows[1:3] == figure[1:3] and lanes[1:3] == figure_lanes[1:3]
+    for r in (0, 3):
+        assert rows[r].replace(".", "") == figure[r].replace(".", "")
+        assert lanes[r].replace(".", "") == figure_lanes[r].replace(".", "")
+    assert rows[0] == "12.111222.11..22" and lanes[0] == "00.111111.00..00"
+    assert makespan(cells) == len(figure[0]) == 16
+    assert 1 - 4 * 3 / makespan(cells) == pytest.approx((4 - 2) / (3 * 4 / 2 + 4 - 2), rel=1e-12)
+
+
 def test_chimera_direct_concatenation_fills_the_next_units_forwards_into_the_cool_down():
-    """SC21 Sec. 3.5, direct concatenation of two basic units (D = 4, N = 8): the second unit's
-    forwards (micro-batches 2, 3 down and 6, 7 up) take the slots the first unit's cool-down
-    leaves idle; 2N + D - 2 = 18 slots."""
+    """SC21 Sec. 3.5, direct concatenation of two basic units (D = 4, N = 8): "the bubbles at the
+    end of the first basic unit can be occupied by the forward passes at the beginning of the
+    second" — micro-batches 2, 3 down and 6, 7 up — and with equal forward and backward workloads
+    the units join "seamlessly": 2N + D - 2 = 18 slots, still D - 2 idle per worker."""
     assert _table_rows(4, 8) == [
         "0.14E5FA2B36G7HC.D",
         ".0415EAFB2637GCHD.",
@@ -74,40 +104,19 @@ def test_chimera_direct_concatenation_fills_the_next_units_forwards_into_the_coo
 
 
 @pytest.mark.parametrize("p,m", [(2, 2), (2, 8), (4, 4), (4, 8), (4, 16), (6, 6), (6, 18), (8, 8), (8, 32)])
-def test_chimera_bubble_is_table_1_at_equal_pass_costs(p, m):
-    """SC21 Table 1: bubble ratio (D-2)/(2N+D-2), counted in slots where a forward and a backward
-    take equal time — the critical path of the order at F = B = 1 is 2N + D - 2 exactly; the
+def test_chimera_bubble_is_table_2_at_equal_pass_costs(p, m):
+    """SC21 Table 2: bubble ratio (D-2)/(2N+D-2), D-2 idle slots when a forward and a backward take
+    equal time (Sec. 2) — the critical path of the order at F = B = 1 is 2N + D - 2 exactly; the
     registry's bubble (the order's exact idle share) gives the same at F = B."""
     T = chimera.ideal_makespan(p, m, 1.0, 1.0)
     assert T == 2 * m + p - 2
+    if m == p:           # Sec. 2: one basic unit with a backward of two forwards, (D-2)/(3N/2+D-2)
+        T2 = chimera.ideal_makespan(p, m, 1.0, 2.0)
+        assert 1 - 3 * m / T2 == pytest.approx((p - 2) / (3 * m / 2 + p - 2), rel=1e-12, abs=1e-15)
     b = registry.SCHEDULES["chimera"].bubble
     val, text = b(BubbleInputs(p, 1, m, "micro-batches", lambda: (1.0, 0.6, 0.4)))
     assert val == pytest.approx((p - 2) / (2 * m + p - 2), rel=1e-12, abs=1e-15)
     assert "(D-2)/(2N+D-2)" in text
-
-
-def test_chimera_textbook_grid_at_a_backward_of_two_units():
-    """The app's textbook diagram (a full backward two units, explorer/teaching/unit_time.py) of
-    the same basic unit: each rank runs the table's order as soon as its inputs exist, 16 units
-    (the backward's double length stretches the merge: 4 idle units per worker, not 2)."""
-    cells = unit_grid("chimera", 4, 4)
-    assert as_rows(cells, 4) == [
-        "12.111222.11..22",
-        ".1122.11112222..",
-        ".1122.11112222..",
-        "12.111222.11..22",
-    ]
-    lanes = [["."] * makespan(cells) for _ in range(4)]
-    for c in cells:
-        for t in range(c.start, c.start + c.units):
-            lanes[c.rank][t] = str(c.lane)
-    assert ["".join(r) for r in lanes] == [
-        "00.111111.00..00",
-        ".0101.11001100..",
-        ".1010.00110011..",
-        "11.000000.11..11",
-    ]
-    assert makespan(cells) == chimera.ideal_makespan(4, 4, 1, 2) == 16
 
 
 def test_chimera_step_through_names_both_directions():
@@ -125,7 +134,7 @@ def test_chimera_step_through_names_both_directions():
 
 @pytest.mark.parametrize("p", [2, 4, 6, 8])
 def test_chimera_activations_are_table_1s_range(p):
-    """SC21 Table 1: activations between (D/2+1)·Ma and D·Ma — the edge workers hold D/2+1
+    """SC21 Table 2: activations between (D/2+1)·Ma and D·Ma — the edge workers hold D/2+1
     micro-batches at their peak, the middle ones D, for one basic unit and for several."""
     for m in (p, 4 * p):
         held = [registry.get("chimera").in_flight(r, p, m, 1) for r in range(p)]
@@ -197,7 +206,7 @@ def test_the_schedule_control_offers_both_and_they_move_the_result_as_the_papers
 
 
 def test_weights_chimera_holds_two_stages_and_2bw_two_versions_per_gpu():
-    """Chimera (SC21 Table 1, 2·Mθ): rank r holds the parameters of stage r (down pipeline) and of
+    """Chimera (SC21 Table 2, 2·Mθ): rank r holds the parameters of stage r (down pipeline) and of
     stage p-1-r (up pipeline) — two replicas, with their gradients and optimizer state; 2BW (ICML
     2021 Sec. 3.1) keeps two versions of its one stage's weights (gradients and optimizer state
     once), PipeDream p - s versions."""

@@ -1,9 +1,9 @@
 """Chimera (Li & Hoefler, "Chimera: Efficiently Training Large-Scale Neural Networks with
-Bidirectional Pipelines", SC21, Sec. 3.1-3.5, Fig. 3 and Table 1).
+Bidirectional Pipelines", SC21, Sec. 3.1-3.5, Fig. 3 and Table 2).
 
 Two pipelines run in opposite directions over the same p ranks (p even): the down pipeline maps
 stage s to rank s, the up pipeline stage s to rank p-1-s, so every rank holds two stages (two weight
-replicas, whose gradients the paper all-reduces with each other at the iteration's end, Sec. 3.3 —
+replicas, whose gradients the paper all-reduces with each other at the iteration's end, Sec. 3.2 —
 not priced yet: like DualPipe's two copies, each replica reduces only in its own data-parallel
 group, so Chimera's iteration lacks that exchange).  The m micro-batches
 of an iteration are split evenly: the first half flows down (direction 0), the second up
@@ -15,14 +15,16 @@ cool-down bubbles.  Backwards are full (no B/W split); the pipeline flushes befo
 The per-rank order is built as Chimera's public implementation builds its schedule table
 (``ChimeraBlock`` / ``ChimeraScheduleManager``): in a forward block micro-batch i of each direction
 reaches stage s at slot s + 2i (the two directions use slots of opposite parity on every rank —
-why p must be even, Sec. 3.1 "no conflict"); a backward block is the same from the other end; the
-blocks are merged pairwise from the last: the first half of the earlier block, then its second half
-with the later block's slots moved into its idle cells.  A rank's order is the order of its cells
-in the merged table; the engine then runs it as soon as dependencies allow.
+why p must be even, Sec. 3.1 "no conflict"; Fig. 3 draws it); a backward block is the same from the
+other end; the blocks are merged pairwise from the last: the first half of the earlier block, then
+its second half with the later block's slots moved into its idle cells.  A rank's order is the
+order of its cells in the merged table; the engine then runs it as soon as dependencies allow.
 
-Table 1 (Chimera row): bubble ratio (D-2)/(2N+D-2), weights 2·Mθ, activations between (D/2+1)·Ma
+Table 2 (Chimera row): bubble ratio (D-2)/(2N+D-2), weights 2·Mθ, activations between (D/2+1)·Ma
 and D·Ma (D stages = p, N micro-batches = m; Mθ, Ma one stage's weights and one micro-batch's
-activations).
+activations); Sec. 2: (D-2)/(3N/2+D-2) when a backward costs two forwards.  The order reproduces
+Fig. 3 cell by cell at equal costs (tests/test_chimera_2bw.py).  Not modelled: forward doubling and
+backward halving (Sec. 3.5), more than two pipelines (Sec. 3.6).
 """
 from __future__ import annotations
 
@@ -149,7 +151,7 @@ def ideal_makespan(p: int, m: int, F: float, B: float) -> float:
 
 def in_flight(stage: int, p: int, m: int, v: int = 1) -> int:
     """Micro-batches (both directions) whose activations rank ``stage`` holds at its peak:
-    p/2 + 1 + min(stage, p-1-stage) — Table 1's range, (D/2+1)·Ma on the edge ranks up to D·Ma in
+    p/2 + 1 + min(stage, p-1-stage) — Table 2's range, (D/2+1)·Ma on the edge ranks up to D·Ma in
     the middle, for one basic unit and for directly concatenated ones (the next unit's forwards
     start only as the previous unit's backwards free their activations).  The registry's tests
     replay the order (``peak_activations``) to check it."""
@@ -159,17 +161,23 @@ def in_flight(stage: int, p: int, m: int, v: int = 1) -> int:
 def bubble(b: BubbleInputs) -> tuple[float, str]:
     """Chimera's bubble: the exact idle share of the order under ideal costs (every rank runs m
     forwards and m full backwards, so 1 - m(F+B+W)/T with T the critical path), and the paper's
-    closed form beside it: Table 1, (D-2)/(2N+D-2) with D = p stages and N = m micro-batches,
-    counted in slots where a forward and a backward take equal time (Sec. 3.2)."""
+    closed forms beside it (D = p stages, N = m micro-batches): Table 2's (D-2)/(2N+D-2), D-2 idle
+    slots when a forward and a backward take equal time (Sec. 2; the order's critical path gives it
+    exactly, any N), and Sec. 2's (D-2)/(3N/2+D-2) for one basic unit with a backward twice the
+    forward (again exact).  More units with a longer backward leave intermediate bubbles (direct
+    concatenation, Sec. 3.5), which the paper's forward doubling removes — not modelled here."""
     p, m = b.p, b.m
     F, B, W = b.passes()
     T = ideal_makespan(p, m, F, B + W)
     val = 1 - m * (F + B + W) / T
-    paper = (p - 2) / (2 * m + p - 2)
+    equal = (p - 2) / (2 * m + p - 2)
+    doubled = (p - 2) / (3 * m / 2 + p - 2)
+    unit = "one basic unit" if m == p else f"{m // p} directly concatenated units"
     return val, (f"1 - m(F+B)/T = {val:.1%}, T the critical path of the Chimera order with p = {p}, m = {m} "
-                 f"(F = {F * 1e3:.3g} ms, full B = {(B + W) * 1e3:.3g} ms); Chimera's (D-2)/(2N+D-2) "
-                 f"(Li & Hoefler SC21 Table 1) gives {paper:.1%} for equal forward and backward slots; "
-                 f"the two weight replicas' gradient all-reduce (Sec. 3.3) is not priced")
+                 f"({unit}; F = {F * 1e3:.3g} ms, full B = {(B + W) * 1e3:.3g} ms); Li & Hoefler SC21 "
+                 f"give (D-2)/(2N+D-2) = {equal:.1%} for equal forward and backward (Table 2) and "
+                 f"(D-2)/(3N/2+D-2) = {doubled:.1%} for one basic unit with B = 2F (Sec. 2); the two "
+                 f"weight replicas' gradient all-reduce (Sec. 3.2) is not priced")
 
 
 def rule(sc: ScenarioLike) -> Problem | None:

@@ -6,7 +6,7 @@ and updates once per iteration with a delay of one (W(t+1) = W(t) - ν∇f(W(t-1
 
 The timeline is PipeDream's asynchronous 1F1B (schedules/pipedream.py): two iterations back to
 back, a steady-state period of m backwards measured in the second.  What differs is the memory:
-2 weight versions on every stage instead of PipeDream's p - s (Table 1 of the Chimera paper and
+2 weight versions on every stage instead of PipeDream's p - s (Table 2 of the Chimera paper and
 Sec. 3.1 of 2BW: 2·Mθ), and 1F1B's activations (p - s micro-batches in flight on stage s).
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ def weight_versions(stage: int, p: int) -> int:
 
 
 def bubble(b: BubbleInputs) -> tuple[float, str]:
-    """PipeDream-2BW (ICML 2021 Sec. 3.1; Chimera SC21 Table 1 '≈0'): 1F1B without flushes keeps
+    """PipeDream-2BW (ICML 2021 Sec. 3.1; Chimera SC21 Table 2 '≈0'): 1F1B without flushes keeps
     every stage busy in steady state; the once-per-iteration update does not drain the pipeline."""
     return 0.0, ("0 in steady state: 1F1B without flushes, weights double-buffered "
                  "(PipeDream-2BW, Narayanan et al. ICML 2021)")

@@ -144,10 +144,10 @@ def test_chimera_activations_are_table_1s_range(p):
 
 
 def test_2bw_is_1f1b_without_flush_and_two_weight_versions():
-    """PipeDream-2BW (ICML 2021 Fig. 3, backward twice the forward): 4 workers run 1F1B across the
-    iteration boundary — micro-batches 5-8 of the next iteration follow 1-4 without a flush — so two
-    iterations of 4 are 1F1B's grid of 8; every stage keeps 2 weight versions (Sec. 3.1), where
-    PipeDream keeps p - s."""
+    """PipeDream-2BW (ICML 2021 Fig. 2: 4 workers, "backward passes are assumed to take twice as
+    long as forward passes") runs 1F1B across the iteration boundary — micro-batches 5-8 of the
+    next iteration follow 1-4 without a flush — so two iterations of 4 are 1F1B's grid of 8; every
+    stage keeps 2 weight versions (Sec. 3.1), where PipeDream keeps p - s."""
     s = registry.get("2bw")
     assert as_rows(unit_grid("2bw", 4, 8), 4) == as_rows(unit_grid("1f1b", 4, 8), 4)
     assert as_rows(unit_grid("2bw", 4, 8), 4)[0].startswith("1234......115226337448")
@@ -156,6 +156,13 @@ def test_2bw_is_1f1b_without_flush_and_two_weight_versions():
     assert [registry.get("pipedream-async").weight_versions(r, 8) for r in range(8)] == list(range(8, 0, -1))
     assert [s.in_flight(r, 4, 8, 1) for r in range(4)] == [4, 3, 2, 1]          # 1F1B's p - s
     assert pipedream_2bw.bubble(None)[0] == 0.0                                   # type: ignore[arg-type]
+    # Sec. 3.1's reading of Fig. 2 (m = d = 4): "input 7 on worker 3 at t = 21" (1-based units) —
+    # a forward that started under the old weights; W^(4) (one batch applied) is first used by
+    # input 9, and inputs 1-8 use version 0.
+    cells = unit_grid("2bw", 4, 12)
+    f7 = next(c for c in cells if c.rank == 2 and c.kind == "F" and c.mb == 6)
+    assert f7.start + 1 == 21
+    assert [pipedream_2bw.version_of(k, 4) for k in range(1, 13)] == [0] * 8 + [1] * 4
 
 
 def _sc(schedule, pp=4, global_batch=64, micro_batch=1, dp=2):

@@ -131,7 +131,8 @@ def test_a_rerun_reads_no_scenario_file(monkeypatch):
     assert reads == [], f"{len(reads)} scenario files read again over 3 reruns"
 
 
-@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "zb-h1", "zb-h2", "dualpipe", "pipedream-async"])
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "zb-h1", "zb-h2", "dualpipe", "pipedream-async",
+                                      "chimera", "2bw"])
 def test_every_pipeline_schedule_renders(schedule):
     at = run_app(scenario="zero-bubble-8gpu")
     at.selectbox(key="parallelism.schedule").set_value(schedule).run()

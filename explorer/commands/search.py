@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"layouts re-simulated and printed, 1 to {MAX_TOP} (default 10)")
     parser.add_argument("--schedules", default=None, metavar="A,B",
                         help="schedules to consider (default: every synchronous one; 'all' adds "
-                             "pipedream-async)")
+                             "the asynchronous pipedream-async and 2bw)")
     parser.add_argument("--zero", default=None, metavar="0,1,2,3", help="ZeRO stages to consider")
     parser.add_argument("--recompute", default=None, metavar="none,selective,full",
                         help="recompute modes to consider")

@@ -121,7 +121,7 @@ def rule_layers_fill_chunks(sc: Scenario) -> None:
     and a loss-only chunk (two fewer): a pipeline layout may name them, and the default split
     of a one-direction schedule makes them when there are fewer layers than chunks."""
     layers, p = sc.model.layers, sc.parallelism
-    one_way = not registry.get(p.schedule).two_directions     # split.choose_split's edge chunks
+    one_way = not registry.get(p.schedule).pair_split     # split.choose_split's edge chunks
     ends = 2 if (p.pipeline_layout is not None or one_way) and p.pp * p.vpp > 2 else 0
     if layers < p.pp * p.vpp - ends:
         raise ScenarioError("model.layers", f"{layers} layers cannot fill pp*vpp = {p.pp}*{p.vpp} = "

@@ -178,7 +178,7 @@ def _layout_of(sc: Scenario, sched: Schedule, ckey: int, info: NetInfo, ideal: f
     bkeys = tuple(basis_key(sc, ckey, ns, ideal, tied) for ns in netsigs)
     # The split prices stage 0 without ideal aspects on the real network: this row's key for it
     # unless the row is an ideal pipeline.
-    split = layer_split(sc, ckey, sched.two_directions, None if ideal else bkeys[int(cls[0])])
+    split = layer_split(sc, ckey, sched.pair_split, None if ideal else bkeys[int(cls[0])])
     lkey = intern(("layout", bkeys, pattern, split, sched.name, p, v, "balance" in ideal))
     layout = _LAYOUTS.get(lkey)
     if layout is None:

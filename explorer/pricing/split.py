@@ -23,7 +23,7 @@ _COSTS = memo_table()
 _SEARCHES: dict[tuple, tuple[int, ...]] = memo_table()
 
 
-def layer_split(sc: Scenario, ckey: int, two_directions: bool, bkey: int | None = None) -> tuple[int, ...]:
+def layer_split(sc: Scenario, ckey: int, pair_split: bool, bkey: int | None = None) -> tuple[int, ...]:
     """Layers per chunk, as IterationBuilder._split chooses them (memoised).  ``bkey``: stage 0's
     basis key without ideal aspects on the scenario's own network, when the caller has it
     (profile._layout_of for a row without ideal aspects)."""
@@ -31,16 +31,16 @@ def layer_split(sc: Scenario, ckey: int, two_directions: bool, bkey: int | None 
     given = given_split(par)
     if given is not None:
         return tuple(given)
-    nkey = network_key(sc, False) if bkey is None or _reads_network(sc, two_directions) else None
+    nkey = network_key(sc, False) if bkey is None or _reads_network(sc, pair_split) else None
     if bkey is None:
         bkey = _stage0_key(sc, ckey, nkey)
-    units = sc.micro_batches * par.token_slices if two_directions else 0    # DualPipe's split reads them
-    key = (bkey, par.pp, par.vpp, two_directions, units, _assembly_key(sc, two_directions, nkey))
+    units = sc.micro_batches * par.token_slices if pair_split else 0    # DualPipe's split reads them
+    key = (bkey, par.pp, par.vpp, pair_split, units, _assembly_key(sc, pair_split, nkey))
     out = _SPLITS.get(key)
     if out is None:
         c = _costs(sc, ckey, bkey, key[-1], nkey)
         chunks = par.pp * par.vpp
-        stages = None if two_directions else par.pp
+        stages = None if pair_split else par.pp
         skey = c.search_key(chunks, stages, units)
         out = _SEARCHES.get(skey)
         if out is None:
@@ -49,18 +49,18 @@ def layer_split(sc: Scenario, ckey: int, two_directions: bool, bkey: int | None 
     return out
 
 
-def _reads_network(sc: Scenario, two_directions: bool) -> bool:
+def _reads_network(sc: Scenario, pair_split: bool) -> bool:
     """Whether split_cost.assemble reads more of the network than stage 0's pieces: every stage
-    pair's blocking sends, or (DualPipe, which weighs memory) the data-parallel groups."""
-    return two_directions or (sc.parallelism.pp > 1 and framework_profile(sc.training.framework).blocking_p2p)
+    pair's blocking sends, or (DualPipe's pair split, which weighs memory) the data-parallel groups."""
+    return pair_split or (sc.parallelism.pp > 1 and framework_profile(sc.training.framework).blocking_p2p)
 
 
-def _assembly_key(sc: Scenario, two_directions: bool, nkey: int | None) -> tuple:
+def _assembly_key(sc: Scenario, pair_split: bool, nkey: int | None) -> tuple:
     """What split_cost.assemble reads beyond the pieces (whose basis key holds the compute key:
     the model, GPU, framework, micro-batch and all pp_message_bytes reads): the SM share, and
     where it reads them the network (sends, groups) and ZeRO's options."""
     com = sc.communication
-    if not _reads_network(sc, two_directions):
+    if not _reads_network(sc, pair_split):
         return (com.comm_sms,)
     return (com.comm_sms, nkey, sc.parallelism.zero, sc.training.optimizer, com.compression.kind)
 

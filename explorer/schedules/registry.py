@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from . import cross_dc, crosspipe, dualpipe, pipedream, pipeline, zero_bubble
+from . import chimera, cross_dc, crosspipe, dualpipe, pipedream, pipedream_2bw, pipeline, zero_bubble
 from .base import BubbleInputs, Op, Problem, ScenarioLike, Timing
 
 OrderFn = Callable[[int, int, int, int], Sequence[Op]]          # (stage, p, units simulated, v) -> ops
@@ -56,7 +56,10 @@ class Schedule:
     bubble: Callable[[BubbleInputs], tuple[float, str]]
     rule: Callable[[ScenarioLike], Problem | None]
     virtual_stages: bool = False       # vpp > 1 allowed (chunks interleaved over the stages)
-    two_directions: bool = False       # DualPipe: rank r holds stage r and stage p-1-r; fused F&B ops
+    two_directions: bool = False       # DualPipe, Chimera: rank r holds stage r and stage p-1-r
+    # The layer split balances rank pairs of fused F&B ops (DualPipe: taskgraph/dualpipe_split.py,
+    # which times the DualPipe order); otherwise chunks are balanced one by one (partition.py).
+    pair_split: bool = False
     weight_versions: Callable[[int, int], int] = _one_version   # parameter copies per stage (stashing)
     citation: str = ""
     # More micro-batches insert one repeated period at one place of the timeline (explorer/fold/steady.py);
@@ -112,7 +115,7 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
              pipeline.peak_activations, zero_bubble.zb_h2_bubble, pipeline.no_rule,
              citation="Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024"),
     Schedule("dualpipe", dualpipe.dualpipe, True, Window.FLUSH, 1, dualpipe.in_flight,
-             dualpipe.peak_activations, dualpipe.bubble, dualpipe.rule, two_directions=True,
+             dualpipe.peak_activations, dualpipe.bubble, dualpipe.rule, two_directions=True, pair_split=True,
              citation="DeepSeek-AI, DeepSeek-V3 Technical Report, 2024, Sec. 3.2.1"),
     Schedule("pipedream-async", pipedream.order, False, Window.ASYNC, pipedream.ITERATIONS_SIMULATED,
              pipeline.one_f_one_b_in_flight, pipeline.peak_activations, pipedream.bubble, pipeline.no_rule,
@@ -128,6 +131,18 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
              timed=crosspipe.orders, grows_in_one_place=False,
              citation="Chen et al., CrossPipe: Towards Optimal Pipeline Schedules for Cross-Datacenter "
                       "Training, ATC 2025"),
+    # Issue 35: Chimera's two pipelines reuse DualPipe's two lanes (rank r holds stage r of one and
+    # p-1-r of the other: two weight replicas); PipeDream-2BW is PipeDream's asynchronous 1F1B with
+    # two weight versions per stage.
+    Schedule("chimera", chimera.chimera, False, Window.FLUSH, 1, chimera.in_flight,
+             chimera.peak_activations, chimera.bubble, chimera.rule, two_directions=True,
+             citation="Li & Hoefler, Chimera: Efficiently Training Large-Scale Neural Networks with "
+                      "Bidirectional Pipelines, SC21"),
+    Schedule("2bw", pipedream_2bw.order, False, Window.ASYNC, pipedream_2bw.ITERATIONS_SIMULATED,
+             pipeline.one_f_one_b_in_flight, pipeline.peak_activations, pipedream_2bw.bubble,
+             pipeline.no_rule, weight_versions=pipedream_2bw.weight_versions,
+             citation="Narayanan et al., Memory-Efficient Pipeline-Parallel DNN Training "
+                      "(PipeDream-2BW), ICML 2021"),
 )}
 
 ONE_F_ONE_B = "1f1b"            # PipeDream-Flush: the reference other schedules' warm-ups are compared with

@@ -140,7 +140,7 @@ class IterationBuilder:
             return tuple(given)
         net = Network(self.sc) if self.net.free else self.net
         costs = split_costs(self.sc, net, self.cm, self.spec, self.tied)
-        stages = None if self.schedule.two_directions else self.p
+        stages = None if self.schedule.pair_split else self.p
         return choose_split(None, costs, self.p * self.v, stages, self.m)
 
     def timing(self) -> Timing:

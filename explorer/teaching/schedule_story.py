@@ -59,7 +59,9 @@ def narrate(cells: list[Cell], p: int, rank: int, t: int, v: int = 1) -> str:
     now = next((c for c in mine if c.start <= t < c.start + c.units), None)
     if now is None:
         nxt = next(c for c in mine if c.start > t)
-        return f"idle (bubble): its {_op(nxt)} waits for {_wait(nxt)}"
+        # Two lanes (Chimera, DualPipe): name the direction, both number their micro-batches from 1.
+        lane = _direction(nxt.lane, p, two_way) if nxt.kind != "F&B" else ""
+        return f"idle (bubble): its {_op(nxt)}{lane} waits for {_wait(nxt)}"
     later = [c for c in mine if c.start > now.start]
     first_back = next((c for c in mine if c.kind != "F"), None)
     if now.kind == "F":

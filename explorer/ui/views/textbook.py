@@ -81,4 +81,5 @@ def _textbook(data: ViewData, sch, present: bool) -> None:
     st.caption(f"As the papers draw it ({sch.citation}): every pass one unit, a full backward two, "
                "communication free. The chart above is the same order with this scenario's costs."
                + (" Primed numbers (3\u2032) are micro-batches fed at the last rank, the others at rank "
-                  "0; an F&B cell reads forward|backward." if sch.two_directions else ""))
+                  "0." if sch.two_directions else "")
+               + (" An F&B cell reads forward|backward." if any(c.kind == "F&B" for c in cells) else ""))

@@ -130,8 +130,8 @@ def attempt_arrays(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayFo
                 return NotFolded(why)
             base = _builder(reduced(sc, counts[0]), ideal)
             if tail(base) is None:
-                return NotFolded("its data-parallel tasks are not buckets the array runs hold (ZeRO 1-2 "
-                                 "gathers, P3, compression, overlapped FSDP or buckets that slow a pass)")
+                return NotFolded("its data-parallel tasks are not buckets the array runs hold (P3, "
+                                 "compression, overlapped FSDP or buckets that slow a pass)")
         units = [c * slices for c in counts]
         R = evaluate_rows(base, units)
         if R.exists.sum() >= _full_tasks(R, fp.micro_batches * slices):
@@ -226,7 +226,7 @@ def _timed_measures(b: IterationBuilder, R: Rows, T: np.ndarray) -> list[list[fl
     # Everything but the activations' peak is the same for every count: priced once per class.
     held = _held_memory(b)
     starts = stage_starts(R.prog)
-    tail_starts = np.r_[0, R.tail.step[:-1] + 1]
+    tail_starts = R.tail.starts
     out = []
     for r in range(R.g):
         here = R.exists[:, r]

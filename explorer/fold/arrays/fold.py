@@ -73,9 +73,11 @@ def eligible(sc: Scenario) -> bool:
     return ineligible(sc) is None
 
 
-def ineligible(sc: Scenario) -> str | None:
+def ineligible(sc: Scenario, folding: bool = True) -> str | None:
     """Why the array runs cannot hold ``sc``'s graph (the first reason), or None (:func:`eligible`).
-    Variants that wrap the iteration are dispatched before (variants/registry.py)."""
+    Variants that wrap the iteration are dispatched before (variants/registry.py).  ``folding``:
+    the schedule must also grow in one place (one run of the whole iteration need not:
+    arrayfold/whole.py)."""
     par = sc.parallelism
     if not prices(sc):
         return ("a feature the pricing model does not price (compressed gradients, degraded nodes, "
@@ -86,7 +88,7 @@ def ineligible(sc: Scenario) -> str | None:
         return f"{par.dp_kind} data parallelism"
     sched = get_schedule(par.schedule)
     if not (sched.window is Window.FLUSH and not sched.two_directions and sched.timed is None
-            and sched.grows_in_one_place and sched.iterations_simulated == 1):
+            and (sched.grows_in_one_place or not folding) and sched.iterations_simulated == 1):
         return (f"the {par.schedule} schedule (the array runs hold flushing, one-direction schedules "
                 "whose order depends on the units alone)")
     if framework_profile(sc.training.framework).blocking_p2p:

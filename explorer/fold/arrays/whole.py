@@ -55,7 +55,7 @@ def attempt_whole(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayRun
     """The iteration of ``sc`` as one array run, or why not: a graph the array runs do not hold,
     or beyond the work budget the full simulation would be refused at (fold/budget.py: the program
     holds every pass of the iteration, as the engine would)."""
-    why = ineligible(sc)
+    why = ineligible(sc, folding=False)
     if why is not None:
         return NotFolded(why)
     if estimate(sc).work > MAX_WORK:

@@ -33,6 +33,12 @@ from .tail import tail
 from .traffic import byte_measures
 from .unfold import builder_order
 
+# Below this many tasks the engine's full run costs about what one array run's set-up does (a first
+# call on this repository's 2-core machine, bench-like BASE pipeline of tests/test_arrayfold.py on
+# 8 stages: 128 tasks 7 ms on the engine against 13 ms as arrays, 248 tasks 3.5 ms either way, 488
+# tasks 4.5 against 4.0 ms): decided from the counts, before simulating.
+MIN_TASKS = 256
+
 
 @dataclass(frozen=True)
 class ArrayRun:
@@ -58,8 +64,11 @@ def attempt_whole(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayRun
     why = ineligible(sc, folding=False)
     if why is not None:
         return NotFolded(why)
-    if estimate(sc).work > MAX_WORK:
+    e = estimate(sc)
+    if e.work > MAX_WORK:
         return NotFolded("beyond the work budget of a full simulation (fold/budget.py)")
+    if e.tasks < MIN_TASKS:
+        return NotFolded(f"{e.tasks} tasks: the engine runs so few as fast as the arrays are set up")
     if ideal is None:
         ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
     b = _builder(sc, ideal)

@@ -24,6 +24,8 @@ from ...engine.gc_pause import paused_collector
 from ...engine.scheduler import Task
 from ...network.groups import Network
 from ...taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
+from ...taskgraph.techniques.dp_contention import sm_factor
+from ...taskgraph.techniques.fsdp import grad_reduce_overlaps
 from ...vocabulary import CATEGORIES
 from ..budget import MAX_WORK, estimate
 from ..plan import NotFolded
@@ -71,6 +73,10 @@ def attempt_whole(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayRun
         return NotFolded(f"{e.tasks} tasks: the engine runs so few as fast as the arrays are set up")
     if ideal is None:
         ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
+    if grad_reduce_overlaps(sc) and sm_factor(sc, bool(ideal)) > 0:
+        # tail.py's first refusal, known without building (a builder costs some 20 ms on DeepSeek-V3).
+        return NotFolded("its overlapped gradient buckets slow the passes they overlap "
+                         "(communication.comm_sms)")
     b = _builder(sc, ideal)
     tl = tail(b)
     if tl is None:

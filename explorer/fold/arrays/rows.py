@@ -26,7 +26,8 @@ import numpy as np
 
 from ...pricing.program import KINDS, Program, compile_program
 from ...taskgraph.builder import IterationBuilder
-from .tail import BUCKET, GATHER_AFTER, GATHER_FIRST, Tail, tail
+from .dp_stream import tail_times
+from .tail import Tail, tail
 
 NONE = -1
 
@@ -120,7 +121,7 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     # The last real pass of each stage, whose end releases its buckets (without overlap) and step.
     stage_start = stage_starts(prog)
     last = np.maximum.reduceat(np.where(real, np.arange(n)[:, None], NONE), stage_start, axis=0)
-    k_start, k_end, k_ready, k_binding = _tail_times(prog, tl, real, last, start_p, end_p, dur)
+    k_start, k_end, k_ready, k_binding = tail_times(prog, tl, real, last, start_p, end_p, dur)
     # Transfers: ready when the pass that sends them ends, bound to it; arrival = start + seconds.
     start = np.concatenate([start_p, t_start, k_start])
     end = np.concatenate([end_p, t_start + seconds, k_end])
@@ -142,75 +143,6 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     ready = np.concatenate([p_ready, end_p, k_ready])
     binding = np.concatenate([p_binding, np.where(sent, np.arange(n)[:, None], NONE), k_binding])
     return Rows(prog, tuple(units), real, all_dur, ready, start, end, binding, exists, last, tl)
-
-
-def _tail_times(prog: Program, tl: Tail, real: np.ndarray, last: np.ndarray, start_p: np.ndarray,
-                end_p: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Start, end, ready and binding ((T, g) each) of every stage's per-iteration tasks.
-
-    Start gathers run back to back from 0 (ready at once, bound to nothing).  A bucket is ready
-    ``frac`` of the way through the pass that completes its chunk's gradients (engine.run:
-    ``start + frac x duration``) or, without overlap, when the stage's last pass ends; each stage's
-    dp stream runs its buckets after the start gathers, in order of readiness, then task order.  The
-    step waits for the last pass and every bucket, bound to the one that ends last (ties as
-    engine.run breaks them: the later start, then the dp stream, visited after compute); gathers
-    after it run back to back from its end, bound to it (arrayfold/tail.py)."""
-    T, g = len(tl), real.shape[1]
-    cols = np.arange(g)[None, :]
-    is_bucket = tl.role == BUCKET
-    if tl.overlap:
-        # builder.grads_done: the last full backward or weight-gradient pass of each (stage, chunk).
-        done = real & ((prog.kind == 1) | (prog.kind == 3))[:, None]
-        grads = np.full((prog.p, prog.nch, g), NONE, np.int64)
-        for r in range(g):
-            ops = np.flatnonzero(done[:, r])
-            np.maximum.at(grads[:, :, r], (prog.stage[ops], prog.local_b[ops]), ops)
-        pass_of = np.where(is_bucket[:, None], grads[tl.cls, np.maximum(tl.chunk, 0)], last[tl.cls])
-    else:
-        pass_of = last[tl.cls]
-    ready = start_p[pass_of, cols] + tl.frac[:, None] * dur[pass_of, cols]
-    start = np.zeros((T, g))
-    end = np.zeros((T, g))
-    binding = np.where(is_bucket[:, None], pass_of, NONE)
-    row = cols[0]
-    blocks = np.r_[tl.starts, T]
-    for s, k in enumerate(tl.step):
-        mine = np.arange(blocks[s], blocks[s + 1])
-        free = np.zeros(g)
-        for i in mine[tl.role[mine] == GATHER_FIRST]:
-            ready[i] = 0.0
-            start[i] = free
-            free = free + tl.dur[i]
-            end[i] = free
-        bucket = mine[tl.role[mine] == BUCKET]
-        if len(bucket):
-            order = np.argsort(ready[bucket], axis=0, kind="stable")       # ties: task order
-            for j in range(len(bucket)):
-                i = bucket[order[j]]
-                begin = np.maximum(ready[i, row], free)
-                start[i, row] = begin
-                free = begin + tl.dur[i]
-                end[i, row] = free
-        # The step: bound to the last pass (compute stream) unless a bucket ends later, or as late
-        # and started later (or at the same instant: the dp stream is visited after compute).
-        ls = last[s]
-        b_end, b_start, best = end_p[ls, row], start_p[ls, row], ls.copy()
-        for i in bucket:
-            better = (end[i] > b_end) | ((end[i] == b_end) & ((start[i] > b_start) | (start[i] == b_start)))
-            best = np.where(better, 2 * prog.n + i, best)
-            b_end, b_start = np.where(better, end[i], b_end), np.where(better, start[i], b_start)
-        ready[k] = b_end
-        start[k] = b_end
-        end[k] = b_end + tl.dur[k]
-        binding[k] = best
-        free = end[k]
-        for i in mine[tl.role[mine] == GATHER_AFTER]:
-            ready[i] = end[k]
-            start[i] = free
-            free = free + tl.dur[i]
-            end[i] = free
-            binding[i] = 2 * prog.n + k
-    return start, end, ready, binding
 
 
 def previous(mask: np.ndarray, stage_start: np.ndarray) -> np.ndarray:

@@ -303,7 +303,7 @@ def report_rows(args: argparse.Namespace) -> None:
         ph = phases(sc)
         ms, _ = timed(lambda sc=sc: simulate_with(sc, True), args.n, args.rounds, args.budget)
         slowest = max(slowest, ms)
-        if res.fold is not None:
+        if how.taken != FULL:
             full, _ = timed(lambda sc=sc: simulate_with(sc, False), args.n, args.rounds, args.budget)
             unfolded = f"{full * 1e3:9.2f}"
         else:

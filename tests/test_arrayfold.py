@@ -423,3 +423,12 @@ def test_cp_gradients_and_zero1_gathers_over_the_cp_group_fold_over_arrays():
     assert sc.dp == 1 and sc.parallelism.zero == 1
     assert isinstance(simulate(sc).tasks, LazyTasks)
     assert check_fold(sc)
+
+
+@pytest.mark.parametrize("label", ["175B full", pytest.param("530B sel+SP", marks=pytest.mark.slow)])
+def test_the_interleaved_korthikanti_rows_run_as_one_array_run(label):
+    """Korthikanti's 175B and 530B rows (interleaved, 3 virtual stages) have too few micro-batches
+    to fold (83 ms and 1.7 s in full, issue 35); one array run equals the full simulation."""
+    sc = from_dict(table5_raw(next(r for r in table5_rows() if r.label == label)))
+    assert isinstance(attempt_arrays(sc), NotFolded)
+    whole_equals_full(sc)

@@ -56,6 +56,7 @@ from explorer.estimate.fast import estimate_many, fast_path  # noqa: E402
 from explorer.fidelity.korthikanti import Table5Row, table5_raw, table5_rows  # noqa: E402
 from explorer.fold.arrays.fold import attempt_arrays  # noqa: E402
 from explorer.fold.arrays.lazy import LazyTasks  # noqa: E402
+from explorer.fold.arrays.whole import attempt_whole  # noqa: E402
 from explorer.fold.plan import NotFolded  # noqa: E402
 from explorer.fold.steady import attempt_folded  # noqa: E402
 from explorer.pricing.profile import row_profile  # noqa: E402
@@ -69,6 +70,7 @@ CALCULON_PROCESS_1T_S = 0.26        # the 1T row as a whole process
 TARGET_IN_PROCESS_MS = 20.0         # issue 15: every row fully simulated in at most 20 ms
 
 ARRAYS, TASKS, FULL = "array fold", "task fold", "full simulation"
+WHOLE = "array run"          # not folded: the whole iteration as one array run (fold/arrays/whole.py)
 
 
 def rows() -> list[Table5Row]:
@@ -112,10 +114,11 @@ def layout(sc: Scenario) -> str:
 class Route:
     """The path simulate() took on a row, and why the faster ones were not taken."""
 
-    taken: str                       # ARRAYS | TASKS | FULL
+    taken: str                       # ARRAYS | WHOLE | TASKS | FULL
     arrays: str | None               # why the array fold was not taken (None: taken)
     tasks: str | None                # why the task fold was not taken (None: taken or not needed)
     fast: str | None                 # why the estimator's fast mode does not extrapolate (None: it does)
+    whole: str | None = None         # why one array run was not taken (None: taken or not needed)
 
     def describe(self) -> str:
         out = [f"path: {self.taken}"]
@@ -124,6 +127,8 @@ class Route:
         else:
             named = (("array", self.arrays), ("task", self.tasks))
             out += [f"{name} fold not taken: {why}" for name, why in named if why]
+        if self.whole and self.whole != self.arrays:
+            out.append(f"array run not taken: {self.whole}")
         out.append("estimator fast mode: " + (self.fast or "extrapolated from two short counts"))
         return "\n    ".join(out)
 
@@ -132,18 +137,23 @@ def route(sc: Scenario, res: Result) -> Route:
     """The path simulate() takes on ``sc`` (its order: array fold, task fold, full), from the folds'
     own attempts, checked against the Result ``res`` it returned."""
     arrays = attempt_arrays(sc)
-    tasks = None if not isinstance(arrays, NotFolded) else attempt_folded(sc)
+    whole = None if not isinstance(arrays, NotFolded) else attempt_whole(sc)
+    tasks = None if not isinstance(whole, NotFolded) else attempt_folded(sc)
     if not isinstance(arrays, NotFolded):
         taken = ARRAYS
+    elif not isinstance(whole, NotFolded):
+        taken = WHOLE
     elif not isinstance(tasks, NotFolded):
         taken = TASKS
     else:
         taken = FULL
     # The Result says which path made it: no fold info in full, lazy tasks over arrays.
-    actual = FULL if res.fold is None else ARRAYS if isinstance(res.tasks, LazyTasks) else TASKS
+    lazy = isinstance(res.tasks, LazyTasks)
+    actual = (WHOLE if lazy else FULL) if res.fold is None else ARRAYS if lazy else TASKS
     assert actual == taken, f"{sc.name}: simulate() took the {actual}, the attempts say {taken}"
     return Route(taken, arrays.reason if isinstance(arrays, NotFolded) else None,
-                 tasks.reason if isinstance(tasks, NotFolded) else None, fast_path(row_profile(sc)))
+                 tasks.reason if isinstance(tasks, NotFolded) else None, fast_path(row_profile(sc)),
+                 whole.reason if isinstance(whole, NotFolded) else None)
 
 
 # -- timing --------------------------------------------------------------------------------------
@@ -288,12 +298,12 @@ def report_rows(args: argparse.Namespace) -> None:
           f"{'simulate':>9} {'unfolded':>9} {'fast est':>8} {'llm-an.':>7} {'pred. s':>7} {'paper s':>7} "
           f"{'error':>6}")
     slowest = 0.0
-    short = {ARRAYS: "arrays", TASKS: "tasks", FULL: "full"}
+    short = {ARRAYS: "arrays", WHOLE: "run", TASKS: "tasks", FULL: "full"}
     for row, sc, res, how in measured:
         ph = phases(sc)
         ms, _ = timed(lambda sc=sc: simulate_with(sc, True), args.n, args.rounds, args.budget)
         slowest = max(slowest, ms)
-        if res.fold is not None:
+        if how.taken != FULL:
             full, _ = timed(lambda sc=sc: simulate_with(sc, False), args.n, args.rounds, args.budget)
             unfolded = f"{full * 1e3:9.2f}"
         else:

@@ -17,25 +17,28 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_fold import as_json, check_fold
+from test_fold import as_json, assert_same_timeline, check_fold
 from test_golden import same
 from test_random_scenarios import random_raw
 
 from explorer.analysis.steady_state import schedule_iteration
 from explorer.engine.records import BucketInfo, PassInfo, StepInfo, TransferInfo
+from explorer.fidelity.korthikanti import table5_raw, table5_rows
 from explorer.fold import run as fold_run
-from explorer.fold.arrays.fold import eligible, simulate_arrays
+from explorer.fold.arrays.fold import attempt_arrays, eligible, simulate_arrays
 from explorer.fold.arrays.lazy import LazyTasks
 from explorer.fold.arrays.proof import match, unit_maps
 from explorer.fold.arrays.rows import evaluate_rows
-from explorer.fold.arrays.tail import tail
+from explorer.fold.arrays.tail import GATHER_AFTER, GATHER_FIRST, tail
 from explorer.fold.arrays.walk import breakdowns
+from explorer.fold.plan import NotFolded
 from explorer.fold.steady import reduced
 from explorer.fold.tasks import FoldedTasks
 from explorer.pricing.program import KINDS
 from explorer.result.timeline import estimate_rows, folded_timeline
 from explorer.scenario import ScenarioError, from_dict, load
 from explorer.simulate import simulate
+from explorer.taskgraph.builder import IterationBuilder
 from explorer.vocabulary import CATEGORIES, CATEGORY_OF_PART
 
 from conftest import ROOT
@@ -77,13 +80,19 @@ def pipeline_raw(seed: int) -> dict:
     return raw
 
 
-def engine_space(tasks, n: int, prog) -> list[int]:
+def engine_space(tasks, n: int, prog, tl=None) -> list[int]:
     """The task-space index (arrayfold/rows.py) of every engine task: passes by what they are,
-    transfers by their sender, the per-iteration tasks (buckets, steps) in task order from 2n."""
+    transfers by their sender, the per-iteration tasks (buckets, gathers, steps) from 2n: in task
+    order, except that ZeRO 1-2 start gathers, made before every pass, sit in their stage's block
+    (arrayfold/tail.py)."""
     look = {(int(prog.stage[i]), int(prog.kind[i]), int(prog.local[i]), int(prog.mb[i])): i for i in range(n)}
     kinds = {"forward": 0, "backward": 1, "weight-grad": 3}
     out: list[int] = []
     tail_seen = 0
+    order = np.arange(0 if tl is None else len(tl))
+    if tl is not None:
+        first = tl.role == GATHER_FIRST
+        order = np.concatenate([np.flatnonzero(first), np.flatnonzero(~first)])
     for t in tasks:
         if isinstance(t.info, PassInfo):
             kind = kinds[t.kind]
@@ -94,26 +103,30 @@ def engine_space(tasks, n: int, prog) -> list[int]:
             out.append(n + out[t.deps[0][0]])
         else:
             assert isinstance(t.info, (StepInfo, BucketInfo))
-            out.append(2 * n + tail_seen)
+            out.append(2 * n + int(order[tail_seen]))
             tail_seen += 1
     return out
 
 
 @pytest.mark.parametrize("schedule,vpp,slices,dp", [
     ("1f1b", 1, 1, ""), ("interleaved", 2, 1, ""), ("zb-h1", 1, 1, ""), ("1f1b", 1, 2, ""),
-    ("1f1b", 1, 1, "overlap"), ("interleaved", 2, 1, "after"), ("zb-h1", 1, 1, "overlap")])
+    ("1f1b", 1, 1, "overlap"), ("interleaved", 2, 1, "after"), ("zb-h1", 1, 1, "overlap"),
+    ("1f1b", 1, 1, "overlap zero1"), ("interleaved", 2, 1, "overlap zero2"), ("zb-h1", 1, 1, "after zero1"),
+    ("interleaved", 2, 1, "after zero2")])
 def test_array_runs_are_the_engines_task_for_task(schedule, vpp, slices, dp):
-    """Ready, start, end and the binding dependency of every pass, transfer, gradient bucket and
-    optimizer step of four reduced runs equal the engine's bit for bit, and their breakdowns the
-    engine's walk.  ``dp``: two replicas whose buckets leave during the last backward (PyTorch
-    DDP's overlap) or after it (Megatron-LM of 2021)."""
+    """Ready, start, end and the binding dependency of every pass, transfer, gradient bucket,
+    parameter gather and optimizer step of four reduced runs equal the engine's bit for bit, and
+    their breakdowns the engine's walk.  ``dp``: two replicas whose buckets leave during the last
+    backward (PyTorch DDP's overlap) or after it (Megatron-LM of 2021); with ZeRO 1-2 the
+    parameters are gathered back at the start under the first forwards (Megatron's
+    overlap_param_gather, with overlap) or after the optimizer step."""
     raw = json.loads(json.dumps(BASE))
     raw["parallelism"].update(schedule=schedule, vpp=vpp, token_slices=slices)
     raw["training"]["recompute"] = "selective"
     if dp:
         raw["cluster"]["nodes"] = 16
-        raw["parallelism"]["zero"] = 0
-        raw["communication"] = {"dp_overlap": dp == "overlap", "contention": False}
+        raw["parallelism"]["zero"] = int(dp[-1]) if "zero" in dp else 0
+        raw["communication"] = {"dp_overlap": dp.startswith("overlap"), "contention": False}
     sc = from_dict(raw)
     assert eligible(sc)
     counts = [10, 11, 12, 13] if vpp == 1 else [16, 24, 32, 40]
@@ -132,7 +145,7 @@ def test_array_runs_are_the_engines_task_for_task(schedule, vpp, slices, dp):
             parts[col, CATEGORIES.index(CATEGORY_OF_PART[name])] += v
     bd = breakdowns(R, parts, T)
     for r, run in enumerate(runs):
-        space = engine_space(run.tasks, n, R.prog)
+        space = engine_space(run.tasks, n, R.prog, tl)
         assert int(R.exists[:, r].sum()) == len(run.tasks)
         for t, k in zip(run.tasks, space, strict=True):
             assert (R.ready[k, r], R.start[k, r], R.end[k, r]) == (t.ready, t.start, t.end)
@@ -170,7 +183,6 @@ def test_the_lazy_task_list_draws_folded_and_counts_like_the_task_fold(monkeypat
 
 
 @pytest.mark.parametrize("change,why", [
-    ({"cluster": {"nodes": 16, "gpus_per_node": 8}}, "ZeRO-1 gathers the parameters back (default zero 1)"),
     ({"cluster": {"nodes": 16}, "parallelism": {"zero": 0},
       "communication": {"dp_overlap": True, "comm_sms": 16}}, "buckets that slow the pass they overlap"),
     ({"cluster": {"nodes": 16}, "parallelism": {"zero": 0}, "communication": {"dp_overlap": True,
@@ -178,9 +190,7 @@ def test_the_lazy_task_list_draws_folded_and_counts_like_the_task_fold(monkeypat
      "P3 priorities reorder the dp stream"),
     ({"training": {"framework": "deepspeed"}}, "blocking sends on the compute stream"),
     ({"parallelism": {"schedule": "pipedream-async"}}, "a never-flushing window"),
-    ({"parallelism": {"schedule": "gpipe"}}, "grows in two places"),
     ({"parallelism": {"schedule": "zb-h2"}}, "iterations that overlap: a window of its own"),
-    ({"parallelism": {"cp": 2}, "cluster": {"nodes": 16}}, "gradients reduced over the CP group"),
     ({"cluster": {"nodes": 16}, "parallelism": {"zero": 0},
       "communication": {"dp_overlap": True, "contention": True}},
      "gradient buckets share the NIC with the pipeline sends (communication.contention)"),
@@ -263,6 +273,7 @@ def test_the_bubble_explanation_folds_its_ideal_pipelines_over_arrays_to_the_sam
     assert len(calls) == 3 and all(ideal and got is not None for ideal, got in calls)
     assert "From formula to card" in fast
     monkeypatch.setattr(fold_run_module, "simulate_arrays", lambda *a: None)
+    monkeypatch.setattr(fold_run_module, "simulate_whole", lambda *a: None)     # the task fold's
     assert bubble.explain_bubble(r) == fast
 
 
@@ -294,3 +305,130 @@ def test_the_seed_whose_rounding_tie_flipped_after_many_periods_now_folds_right(
     such near tie would stop folds that are right (tests/test_fold.py's 1F1B at ZeRO 0 has them
     too); a breakdown that does not hinge on ulps needs the engine's tie rule to change."""
     assert check_fold(from_dict(pipeline_raw(47436)))
+
+
+# -- ZeRO 1-2 gathers and pipelines that cannot fold (issue 35) -----------------------------------
+def whole_equals_full(sc) -> None:
+    """``sc`` runs as one array run (no fold: fold info None, a lazy task list) and equals the
+    engine's full simulation: run --json to 1e-9 (1e-12 of the iteration absolute), memory, and the
+    task list time for time."""
+    got, full = simulate(sc), simulate(sc, fold=False)
+    assert isinstance(got.tasks, LazyTasks) and got.fold is None
+    assert same(as_json(full), as_json(got), abs_tol=1e-12 * max(full.iteration_time_s, 1.0)) == []
+    assert got.memory_by_class == pytest.approx(full.memory_by_class, rel=1e-9)
+    assert_same_timeline(got, full)
+
+
+def llama405(pp: int, zero: int):
+    """llama3-405b-16k's own layout (TP 8, interleaved vpp 2, 16,384 H100s, ZeRO-``zero``) at ``pp``
+    stages: dp = 2048 / pp, so 2048 / dp = pp micro-batches per pipeline, too few to fold."""
+    return load(ROOT / "scenarios" / "llama3-405b-16k.yaml",
+                {"parallelism.pp": pp, "parallelism.dp": 2048 // pp, "parallelism.zero": zero})
+
+
+@pytest.mark.parametrize("zero,overlap", [(1, True), (2, True), (1, False), (2, False)])
+def test_zero_gathers_fold_over_arrays(zero, overlap):
+    """Two replicas with ZeRO-1/2: the parameters gathered back at the start under the first
+    forwards (Megatron's overlap_param_gather) or after the optimizer step fold over arrays (they
+    went to the task fold before issue 35) and equal the full simulation."""
+    raw = json.loads(json.dumps(BASE))
+    raw["cluster"]["nodes"] = 16
+    raw["parallelism"]["zero"] = zero
+    raw["communication"] = {"dp_overlap": overlap, "contention": False}
+    sc = from_dict(raw)
+    tl = tail(IterationBuilder(sc))
+    gathers = (tl.role == GATHER_FIRST).sum() if overlap else (tl.role == GATHER_AFTER).sum()
+    assert gathers == 8                  # one bucket per stage's chunk (under 40 MB of parameters)
+    r = simulate(sc)
+    assert isinstance(r.tasks, LazyTasks) and r.fold is not None
+    assert check_fold(sc)
+
+
+@pytest.mark.parametrize("pp,zero", [(16, 0), (16, 1), (16, 2), (32, 2), (64, 2)])
+def test_llama3_405b_layouts_too_short_to_fold_run_as_one_array_run(pp, zero):
+    """llama3-405b-16k at pp 16/32/64 has as many micro-batches as stages: no fold (the full
+    engine's 20-600 ms before issue 35); the whole iteration as one array run equals it."""
+    sc = llama405(pp, zero)
+    assert sc.micro_batches == pp
+    assert isinstance(attempt_arrays(sc), NotFolded)
+    whole_equals_full(sc)
+
+
+def zero_raw(seed: int) -> dict:
+    """:func:`pipeline_raw` with two replicas under ZeRO 0, 1 or 2, Megatron, FSDP or
+    torchtitan's profile, dp_overlap on or off, and 8 to 256 micro-batches (folded or one run)."""
+    rng = random.Random(seed)
+    raw = pipeline_raw(seed)
+    par = raw["parallelism"]
+    dp = 2
+    par["zero"] = rng.choice([0, 1, 2])
+    gpus = par["tp"] * par["pp"] * par["cp"] * dp
+    gpn = min(gpus, raw["cluster"]["gpus_per_node"])
+    raw["cluster"].update(gpus_per_node=gpn, nodes=gpus // gpn)
+    raw["training"]["global_batch"] = raw["training"]["micro_batch"] * dp * rng.choice([8, 16, 64, 256])
+    raw["training"]["framework"] = rng.choice(["megatron", "megatron", "fsdp", "torchtitan"])
+    raw["communication"]["dp_overlap"] = rng.choice([True, False])
+    return raw
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(st.integers(0, 10**6))
+def test_random_zero_pipelines_over_arrays_equal_the_full_simulation(seed):
+    """Random pipelines with dp 2 and ZeRO 0-2: whichever route they take (array fold, one array
+    run, task fold or the engine), the result is the full simulation's."""
+    try:
+        sc = from_dict(zero_raw(seed))
+    except ScenarioError:
+        return
+    r = simulate(sc)
+    if isinstance(r.tasks, LazyTasks) and r.fold is None:
+        whole_equals_full(sc)
+    else:
+        check_fold(sc)
+
+
+@pytest.mark.slow
+def test_the_1t_row_with_two_replicas_and_zero1_folds_over_arrays():
+    """Korthikanti's 1T row (1F1B, 512 micro-batches) with dp 2 and ZeRO-1 folded over tasks
+    (1,412 ms, 28x the dp-1 row, issue 35); it folds over arrays now and equals the full run."""
+    row = next(r for r in table5_rows() if r.model == "1T" and r.recompute == "full")
+    raw = table5_raw(row)
+    raw["parallelism"].update(dp=2, zero=1)
+    raw["cluster"]["nodes"] *= 2
+    raw["training"]["global_batch"] *= 2
+    sc = from_dict(raw)
+    assert isinstance(simulate(sc).tasks, LazyTasks)
+    assert check_fold(sc)
+
+
+def test_gpipe_which_grows_in_two_places_runs_as_one_array_run():
+    """GPipe's order grows in both phases (no fold), but one array run of the whole iteration
+    needs no period: it equals the full simulation (the engine's before issue 35)."""
+    raw = json.loads(json.dumps(BASE))
+    raw["parallelism"]["schedule"] = "gpipe"
+    raw["training"]["global_batch"] = 32
+    sc = from_dict(raw)
+    assert simulate_arrays(sc) is None
+    whole_equals_full(sc)
+
+
+def test_cp_gradients_and_zero1_gathers_over_the_cp_group_fold_over_arrays():
+    """CP 2 without data parallelism: ZeRO-1 reduce-scatters the gradients and gathers the
+    parameters over the CP group (it went to the task fold before issue 35); over arrays it equals
+    the full simulation."""
+    raw = json.loads(json.dumps(BASE))
+    raw["parallelism"]["cp"] = 2
+    raw["cluster"]["nodes"] = 16
+    sc = from_dict(raw)
+    assert sc.dp == 1 and sc.parallelism.zero == 1
+    assert isinstance(simulate(sc).tasks, LazyTasks)
+    assert check_fold(sc)
+
+
+@pytest.mark.parametrize("label", ["175B full", pytest.param("530B sel+SP", marks=pytest.mark.slow)])
+def test_the_interleaved_korthikanti_rows_run_as_one_array_run(label):
+    """Korthikanti's 175B and 530B rows (interleaved, 3 virtual stages) have too few micro-batches
+    to fold (83 ms and 1.7 s in full, issue 35); one array run equals the full simulation."""
+    sc = from_dict(table5_raw(next(r for r in table5_rows() if r.label == label)))
+    assert isinstance(attempt_arrays(sc), NotFolded)
+    whole_equals_full(sc)

@@ -17,6 +17,7 @@ from ..network.groups import Network
 from ..taskgraph.builder import IterationBuilder
 from .arrays.fold import arrays_tasks, simulate_arrays
 from .arrays.lazy import LazyTasks
+from .arrays.whole import simulate_whole, whole_tasks
 from .budget import check_unfolded_budget
 from .steady import FoldInfo, simulate_folded
 
@@ -46,6 +47,11 @@ def run_iteration(sc: Scenario, ideal: frozenset[str] | None = None, fold: bool 
             a = got
             tasks = LazyTasks(a.tasks, lambda: arrays_tasks(a) or _tasks(sc, ideal))
             return Iteration(a.builder, a.net, a.measures, tasks, a.info)
+        # Not folded: the whole iteration as one array run, when the arrays hold its graph.
+        w = simulate_whole(sc, ideal)
+        if w is not None:
+            return Iteration(w.builder, w.net, w.measures,
+                             LazyTasks(w.tasks, lambda: whole_tasks(w) or _tasks(sc, ideal, fold=False)))
     if fold:
         folded = simulate_folded(sc, ideal)
         if folded is not None:
@@ -57,8 +63,8 @@ def run_iteration(sc: Scenario, ideal: frozenset[str] | None = None, fold: bool 
     return Iteration(r.builder, r.net, measure(r), r.tasks)
 
 
-def _tasks(sc: Scenario, ideal: frozenset[str] | None) -> Sequence[Task]:
+def _tasks(sc: Scenario, ideal: frozenset[str] | None, fold: bool = True) -> Sequence[Task]:
     """The task list of ``sc``'s iteration, folded where the task fold proves its period (what a
     result folded from array runs makes when its timeline is first read)."""
     with paused_collector():
-        return run_iteration(sc, ideal, arrays=False).tasks
+        return run_iteration(sc, ideal, fold=fold, arrays=False).tasks

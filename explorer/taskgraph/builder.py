@@ -29,7 +29,8 @@ from ..schedules.base import Timing
 from ..schedules.registry import get as get_schedule
 from ..vocabulary import TIERS
 from ..workloads.registry import workload_spec
-from .chunks import COMPUTE_PARTS, ChunkContext, ChunkWork, balanced, chunk_work, fuse, slowed, sum_parts
+from .chunks import ChunkContext, ChunkWork, balanced, chunk_work, slowed
+from .fused import fused_shape
 from .layer import pp_message_bytes
 from .layout import Fused, Layout, Pass, layout_for, normalise
 from .split import choose_split, given_split
@@ -114,7 +115,7 @@ class IterationBuilder:
         # Per (rank, local chunk, pass kind): parts, drawing template, timeline fields, FSDP
         # hidden seconds — the same for every micro-batch, computed once (the 1T-parameter row
         # has 65k passes).
-        self._pass_cache: dict[tuple[int, int, str], tuple] = {}
+        self._pass_cache: dict[tuple, tuple] = {}      # passes' shapes; F&B's too (fused.py)
         self._pp_links: dict[int, tuple] = {}         # pair -> the calls of one transfer on it
 
     def for_scenario(self, sc: Scenario) -> IterationBuilder:
@@ -274,22 +275,13 @@ class IterationBuilder:
 
     def _fused_task(self, g: TaskGraph, s: int, step: Fused, deps: list) -> int:
         """DualPipe's F&B (chunks.fuse): one task for a forward and another unit's full backward."""
-        chf, chb = self.chunk_of(s, step.f.local), self.chunk_of(s, step.b.local)
-        fsdp = ("dp", chf.fsdp_hidden[0] + chb.fsdp_hidden[1])
-        parts = fuse(chf.fwd_parts, chb.bwd_parts, (*chf.hidden_f, *chb.hidden_b, fsdp))
-        exposed = dict(parts)     # below: what ran under the other's compute (DeepSeek-V3 Fig. 4)
-        comm_all = sum_parts(*((k, v) for k, v in chf.fwd_parts + chb.bwd_parts if k not in COMPUTE_PARTS),
-                             *chf.hidden_f, *chb.hidden_b)
-        hidden = tuple((k, v - exposed.get(k, 0.0)) for k, v in comm_all if v - exposed.get(k, 0.0) > 0)
-        flops = chf.flops_f + chb.flops_b + chb.flops_w
-        out = sum(v for k, v in parts if k not in COMPUTE_PARTS)     # SM contention: all but the exposed
-        slow = self._sm_contention(max(0.0, sum(v for _, v in comm_all) + fsdp[1] - out))
-        parts = parts + ((("compute", slow),) if slow > 0 else ())
+        parts, hidden, flops, fsdp = fused_shape(self, s, step.f.local, step.b.local)
+        chf = self.chunk_of(s, step.f.local)
         info = PassInfo(step.f.mb, step.f.local, 0, chf.comm, (), flops, hidden,
                         f"F mb {step.f.mb} dir {step.f.lane} + B mb {step.b.mb} dir {step.b.lane}",
                         step.b.mb, step.b.local)
         tid = g.add(Task(s, "compute", "F&B", sum(x for _, x in parts), deps, parts=parts, info=info))
-        self._fsdp_hidden_task(g, s, tid, step.f, chf, fsdp[1])
+        self._fsdp_hidden_task(g, s, tid, step.f, chf, fsdp)
         return tid
 
     def _sm_contention(self, hidden_s: float) -> float:

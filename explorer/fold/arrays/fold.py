@@ -73,9 +73,11 @@ def eligible(sc: Scenario) -> bool:
     return ineligible(sc) is None
 
 
-def ineligible(sc: Scenario) -> str | None:
+def ineligible(sc: Scenario, folding: bool = True) -> str | None:
     """Why the array runs cannot hold ``sc``'s graph (the first reason), or None (:func:`eligible`).
-    Variants that wrap the iteration are dispatched before (variants/registry.py)."""
+    Variants that wrap the iteration are dispatched before (variants/registry.py).  ``folding``:
+    the schedule must also grow in one place (one run of the whole iteration need not:
+    arrayfold/whole.py)."""
     par = sc.parallelism
     if not prices(sc):
         return ("a feature the pricing model does not price (compressed gradients, degraded nodes, "
@@ -86,7 +88,7 @@ def ineligible(sc: Scenario) -> str | None:
         return f"{par.dp_kind} data parallelism"
     sched = get_schedule(par.schedule)
     if not (sched.window is Window.FLUSH and not sched.two_directions and sched.timed is None
-            and sched.grows_in_one_place and sched.iterations_simulated == 1):
+            and (sched.grows_in_one_place or not folding) and sched.iterations_simulated == 1):
         return (f"the {par.schedule} schedule (the array runs hold flushing, one-direction schedules "
                 "whose order depends on the units alone)")
     if framework_profile(sc.training.framework).blocking_p2p:
@@ -130,8 +132,8 @@ def attempt_arrays(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayFo
                 return NotFolded(why)
             base = _builder(reduced(sc, counts[0]), ideal)
             if tail(base) is None:
-                return NotFolded("its data-parallel tasks are not buckets the array runs hold (ZeRO 1-2 "
-                                 "gathers, P3, compression, overlapped FSDP or buckets that slow a pass)")
+                return NotFolded("its data-parallel tasks are not buckets the array runs hold (P3, "
+                                 "compression, overlapped FSDP or buckets that slow a pass)")
         units = [c * slices for c in counts]
         R = evaluate_rows(base, units)
         if R.exists.sum() >= _full_tasks(R, fp.micro_batches * slices):
@@ -226,7 +228,7 @@ def _timed_measures(b: IterationBuilder, R: Rows, T: np.ndarray) -> list[list[fl
     # Everything but the activations' peak is the same for every count: priced once per class.
     held = _held_memory(b)
     starts = stage_starts(R.prog)
-    tail_starts = np.r_[0, R.tail.step[:-1] + 1]
+    tail_starts = R.tail.starts
     out = []
     for r in range(R.g):
         here = R.exists[:, r]

@@ -26,6 +26,7 @@ import numpy as np
 
 from ...pricing.program import KINDS, Program, compile_program
 from ...taskgraph.builder import IterationBuilder
+from .dp_stream import tail_times
 from .tail import Tail, tail
 
 NONE = -1
@@ -111,15 +112,16 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     pair = np.where(prog.send_f >= 0, prog.send_f, prog.send_b)
     sent = (pair >= 0)[:, None] & real
     seconds = np.where(pair >= 0, transfer[np.maximum(pair, 0)], 0.0)[:, None] * realf
-    start_p, end_p, t_start = _evaluate(prog, dur, seconds, realf)
+    tl = tail(b)
+    if tl is None:
+        raise ValueError("evaluate_rows: the graph holds tasks the array runs do not (fold/arrays/tail.py)")
+    gated = bool((tl.gates >= 0).any())
+    start_p, end_p, t_start = _evaluate(prog, dur, seconds, realf, tl.gate_ends() if gated else None)
 
     # The last real pass of each stage, whose end releases its buckets (without overlap) and step.
     stage_start = stage_starts(prog)
     last = np.maximum.reduceat(np.where(real, np.arange(n)[:, None], NONE), stage_start, axis=0)
-    tl = tail(b)
-    if tl is None:
-        raise ValueError("evaluate_rows: the graph holds tasks the array runs do not (fold/arrays/tail.py)")
-    k_start, k_end, k_ready, k_binding = _tail_times(prog, tl, real, last, start_p, end_p, dur)
+    k_start, k_end, k_ready, k_binding = tail_times(prog, tl, real, last, start_p, end_p, dur)
     # Transfers: ready when the pass that sends them ends, bound to it; arrival = start + seconds.
     start = np.concatenate([start_p, t_start, k_start])
     end = np.concatenate([end_p, t_start + seconds, k_end])
@@ -131,62 +133,16 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     end0, src = prog.end0, prog.src
     arrival = np.maximum(src[:, 0], src[:, 1])            # a pass receives one transfer at most
     arrival = np.where(real & (arrival > 0)[:, None], (n + (arrival - end0) % n)[:, None], NONE)
-    p_ready, p_binding = _binding(prev, arrival, start, end, binding_key(prog, tl))
+    key = binding_key(prog, tl)
+    p_ready, p_binding = _binding(prev, arrival, start, end, key)
+    if gated:
+        # A chunk's first forward also waits for its last start gather (builder._gathers_at_start).
+        gate = np.where(src[:, 3] > 0, tl.gates[np.maximum(src[:, 3] - 1, 0)], NONE)
+        gate = np.where(real & (gate >= 0)[:, None], (2 * n + gate)[:, None], NONE)
+        p_ready, p_binding = _binding(p_binding, gate, start, end, key)
     ready = np.concatenate([p_ready, end_p, k_ready])
     binding = np.concatenate([p_binding, np.where(sent, np.arange(n)[:, None], NONE), k_binding])
     return Rows(prog, tuple(units), real, all_dur, ready, start, end, binding, exists, last, tl)
-
-
-def _tail_times(prog: Program, tl: Tail, real: np.ndarray, last: np.ndarray, start_p: np.ndarray,
-                end_p: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Start, end, ready and binding ((T, g) each) of every stage's buckets and optimizer step.
-
-    A bucket is ready ``frac`` of the way through the pass that completes its chunk's gradients
-    (engine.run: ``start + frac x duration``) or, without overlap, when the stage's last pass ends;
-    each stage's dp stream runs its buckets in order of readiness, then task order.  The step waits
-    for the last pass and every bucket, bound to the one that ends last (ties as engine.run breaks
-    them: the later start, then the dp stream, visited after compute)."""
-    T, g = len(tl), real.shape[1]
-    cols = np.arange(g)[None, :]
-    if tl.overlap:
-        # builder.grads_done: the last full backward or weight-gradient pass of each (stage, chunk).
-        done = real & ((prog.kind == 1) | (prog.kind == 3))[:, None]
-        grads = np.full((prog.p, prog.nch, g), NONE, np.int64)
-        for r in range(g):
-            ops = np.flatnonzero(done[:, r])
-            np.maximum.at(grads[:, :, r], (prog.stage[ops], prog.local_b[ops]), ops)
-        pass_of = np.where(tl.bucket[:, None], grads[tl.cls, np.maximum(tl.chunk, 0)], last[tl.cls])
-    else:
-        pass_of = last[tl.cls]
-    ready = start_p[pass_of, cols] + tl.frac[:, None] * dur[pass_of, cols]
-    start = np.zeros((T, g))
-    end = np.zeros((T, g))
-    binding = np.where(tl.bucket[:, None], pass_of, NONE)
-    row = cols[0]
-    for s, k in enumerate(tl.step):
-        bucket = np.arange(tl.step[s - 1] + 1 if s else 0, k)
-        if len(bucket):
-            order = np.argsort(ready[bucket], axis=0, kind="stable")       # ties: task order
-            free = np.zeros(g)
-            for j in range(len(bucket)):
-                i = bucket[order[j]]
-                begin = np.maximum(ready[i, row], free)
-                start[i, row] = begin
-                free = begin + tl.dur[i]
-                end[i, row] = free
-        # The step: bound to the last pass (compute stream) unless a bucket ends later, or as late
-        # and started later (or at the same instant: the dp stream is visited after compute).
-        ls = last[s]
-        b_end, b_start, best = end_p[ls, row], start_p[ls, row], ls.copy()
-        for i in bucket:
-            better = (end[i] > b_end) | ((end[i] == b_end) & ((start[i] > b_start) | (start[i] == b_start)))
-            best = np.where(better, 2 * prog.n + i, best)
-            b_end, b_start = np.where(better, end[i], b_end), np.where(better, start[i], b_start)
-        ready[k] = b_end
-        start[k] = b_end
-        end[k] = b_end + tl.dur[k]
-        binding[k] = best
-    return start, end, ready, binding
 
 
 def previous(mask: np.ndarray, stage_start: np.ndarray) -> np.ndarray:
@@ -218,8 +174,8 @@ def binding_key(prog: Program, tl: Tail) -> np.ndarray:
     return np.concatenate([st, st + 2, tl.cls * 3 + tl.bucket])
 
 
-def _evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
-              real: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray, real: np.ndarray,
+              gates: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Start and end of every pass and start of every transfer (by sending pass) of ``prog`` for g
     rows: pricing/critical_path.evaluate for graphs without parameter gathers or blocking sends.
 
@@ -227,10 +183,15 @@ def _evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
     ran earlier on its stage and never delays it, so it waits for its stage and one transfer; and
     a stage's compute stream is free when its previous op ended, its pp stream when its previous
     transfer arrived (first in, first out), so both are read from the time vector where those ops
-    wrote, instead of being kept apart.  Starts are recomputed after the loop from the same maxima."""
+    wrote, instead of being kept apart.  Starts are recomputed after the loop from the same maxima.
+    ``gates`` (p * nch,): when each chunk's first forward may start (ZeRO 1-2 start gathers), or None."""
     n, g = prog.n, dur.shape[1]
     end0 = prog.end0
     times = np.zeros((end0 + 3 * n, g))
+    gate_o = None
+    if gates is not None:
+        times[1:end0] = gates[:, None]
+        gate_o = prog.src[prog.order, 3]
     order, bounds = prog.order, prog.bounds
     arrival = np.maximum(prog.src[:, 0], prog.src[:, 1])
     first = np.r_[True, prog.stage[1:] != prog.stage[:-1]]
@@ -250,6 +211,8 @@ def _evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
     for k, plan in enumerate(prog.sends):
         lo, hi = bounds[k], bounds[k + 1]
         ready = times[arrival_o[lo:hi]]
+        if gate_o is not None:
+            np.maximum(ready, times[gate_o[lo:hi]], out=ready)
         if phantom[k]:
             ready *= real_o[lo:hi]                                  # phantoms wait for nothing
         e0 = np.maximum(times[before_o[lo:hi]], ready, out=ready)
@@ -259,7 +222,8 @@ def _evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
             arrive = np.maximum(times[prev_slot[a:b]], e0[pos])
             arrive += sent[a:b]
             times[slot] = arrive
-    wait = times[arrival] * real
+    wait = times[arrival] if gates is None else np.maximum(times[arrival], times[prog.src[:, 3]])
+    wait *= real
     start = np.maximum(times[before], wait, out=wait)
     t_start = np.zeros((n, g))
     t_start[ops] = np.maximum(times[prev_slot], times[end0 + ops])

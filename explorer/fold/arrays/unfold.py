@@ -12,6 +12,7 @@ from ...config import Scenario
 from ...engine.gc_pause import paused_collector
 from ...taskgraph.builder import IterationBuilder
 from ..tasks import FoldedTasks, Shift, task_keys
+from .tail import GATHER_FIRST, tail
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,20 @@ class KeptRun:
     shift: int                       # units per period
 
 
+def builder_order(exists: np.ndarray, base: IterationBuilder) -> np.ndarray:
+    """Task-space indices of a run's existing tasks in the order the builder makes them: passes,
+    transfers, then per stage its per-iteration tasks (arrayfold/rows.py), except that the ZeRO 1-2
+    gathers issued at the start come first, every stage's before any pass
+    (builder._gathers_at_start)."""
+    where = np.flatnonzero(exists)
+    tl = tail(base)
+    if tl is None or not (tl.role == GATHER_FIRST).any():
+        return where
+    first = np.zeros(len(exists), bool)
+    first[len(exists) - len(tl):] = tl.role == GATHER_FIRST
+    return np.concatenate([where[first[where]], where[~first[where]]])
+
+
 def folded_tasks(kept: KeptRun, base: IterationBuilder, delta: float, periods: int,
                  rebuild) -> FoldedTasks | None:
     """The FoldedTasks of ``kept`` (None when the builder's graph is not the array run's task for
@@ -36,7 +51,7 @@ def folded_tasks(kept: KeptRun, base: IterationBuilder, delta: float, periods: i
     run's existing task-space entries in order (passes, transfers, optimizer steps)."""
     with paused_collector():
         tasks = base.for_scenario(kept.scenario).build().tasks
-        where = np.flatnonzero(kept.exists)
+        where = builder_order(kept.exists, base)
         if len(tasks) != len(where):
             return None
         pos = np.full(len(kept.exists), -1, np.int64)

@@ -52,7 +52,8 @@ class Pairs:
 
     def chunks(self, bounds: np.ndarray) -> np.ndarray:
         """(..., p, FIELDS + 2) each chunk's pieces for boundaries (..., p+1)."""
-        v = self.prefix[bounds[..., 1:]] - self.prefix[bounds[..., :-1]]
+        at = self.prefix[bounds]                 # one gather: chunk k is at[k + 1] - at[k]
+        v = at[..., 1:, :] - at[..., :-1, :]
         v[..., 0, :] += self.first
         v[..., -1, :] += self.last
         return v

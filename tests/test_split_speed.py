@@ -8,6 +8,7 @@ compared here with the step-by-step reference it replaces, to the last bit (==, 
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -177,3 +178,14 @@ def test_link_check_per_pass_seconds_are_memoised_per_layout(sets):
     assert np.array_equal(got, _per_pass_reference(prof))
     assert got.any()
     assert link_check._per_pass(prof.layout, prof.p) is got          # the second row reads the memo
+
+
+def test_link_check_memo_never_serves_another_layout_under_the_same_key():
+    """After keys.clear() (a long session) an integer key names another layout: the memo's entry
+    is used only for the layout it was computed for."""
+    prof = row_profile(load_scenario("llama3-405b-16k"))
+    link_check._per_pass(prof.layout, prof.p)
+    other = dataclasses.replace(prof.layout, feat=prof.layout.feat * 2.0)    # same key, other numbers
+    assert other.key == prof.layout.key
+    got = link_check._per_pass(other, prof.p)
+    assert np.array_equal(got, 2.0 * _per_pass_reference(prof))

@@ -28,18 +28,22 @@ _PER_PASS = memo_table()
 
 def _per_pass(layout: Layout, p: int) -> np.ndarray:
     """(p, J) each pass's communication seconds per column (RealOps order), memoised on the layout
-    (its key holds the schedule, p and v): rows of one layout share it."""
+    (its key holds the schedule, p and v): rows of one layout share it.  The entry keeps its layout
+    and is used only for that very object, so a key interned again after keys.clear() (a long
+    session, between two rows of one call) never returns another layout's seconds."""
     got = _PER_PASS.get(layout.key)
-    if got is None:
-        f = layout.feat[layout.holds]                                # (p, nch, FEATURES)
-        comm_f = f[..., FWD][..., _COMM].sum(-1) + f[..., _HIDDEN_F].sum(-1)
-        comm_b = f[..., BWD][..., _COMM].sum(-1) + f[..., _HIDDEN_B].sum(-1)
-        # Columns in RealOps order: per chunk F, B, Bi, W (the weight gradient sends nothing), then
-        # the fused F&B of (forward chunk, backward chunk).
-        kinds = np.stack([comm_f, comm_b, comm_b, np.zeros_like(comm_b)], axis=-1).reshape(p, -1)
-        fused = (comm_f[:, :, None] + comm_b[:, None, :]).reshape(p, -1)
-        got = _PER_PASS[layout.key] = np.concatenate([kinds, fused], axis=1)
-    return got
+    if got is not None and got[0] is layout:
+        return got[1]
+    f = layout.feat[layout.holds]                                    # (p, nch, FEATURES)
+    comm_f = f[..., FWD][..., _COMM].sum(-1) + f[..., _HIDDEN_F].sum(-1)
+    comm_b = f[..., BWD][..., _COMM].sum(-1) + f[..., _HIDDEN_B].sum(-1)
+    # Columns in RealOps order: per chunk F, B, Bi, W (the weight gradient sends nothing), then the
+    # fused F&B of (forward chunk, backward chunk).
+    kinds = np.stack([comm_f, comm_b, comm_b, np.zeros_like(comm_b)], axis=-1).reshape(p, -1)
+    fused = (comm_f[:, :, None] + comm_b[:, None, :]).reshape(p, -1)
+    per_pass = np.concatenate([kinds, fused], axis=1)
+    _PER_PASS[layout.key] = (layout, per_pass)
+    return per_pass
 
 
 def comm_seconds(prof: RowProfile, st: StageTimes, r: int) -> float:

@@ -16,12 +16,34 @@ from __future__ import annotations
 import numpy as np
 
 from .chunk_basis import BWD, COMPUTE_PARTS, F_IDX, FWD, PARTS
+from .keys import memo_table
 from .pipeline import StageTimes
-from .profile import RowProfile
+from .profile import Layout, RowProfile
 
 _COMM = [i for i, k in enumerate(PARTS) if k not in COMPUTE_PARTS]
 _HIDDEN_F = [F_IDX["hidden_f"], F_IDX["fsdp_hidden_f"]]
 _HIDDEN_B = [F_IDX["hidden_b"], F_IDX["fsdp_hidden_b"]]
+_PER_PASS = memo_table()
+
+
+def _per_pass(layout: Layout, p: int) -> np.ndarray:
+    """(p, J) each pass's communication seconds per column (RealOps order), memoised on the layout
+    (its key holds the schedule, p and v): rows of one layout share it.  The entry keeps its layout
+    and is used only for that very object, so a key interned again after keys.clear() (a long
+    session, between two rows of one call) never returns another layout's seconds."""
+    got = _PER_PASS.get(layout.key)
+    if got is not None and got[0] is layout:
+        return got[1]
+    f = layout.feat[layout.holds]                                    # (p, nch, FEATURES)
+    comm_f = f[..., FWD][..., _COMM].sum(-1) + f[..., _HIDDEN_F].sum(-1)
+    comm_b = f[..., BWD][..., _COMM].sum(-1) + f[..., _HIDDEN_B].sum(-1)
+    # Columns in RealOps order: per chunk F, B, Bi, W (the weight gradient sends nothing), then the
+    # fused F&B of (forward chunk, backward chunk).
+    kinds = np.stack([comm_f, comm_b, comm_b, np.zeros_like(comm_b)], axis=-1).reshape(p, -1)
+    fused = (comm_f[:, :, None] + comm_b[:, None, :]).reshape(p, -1)
+    per_pass = np.concatenate([kinds, fused], axis=1)
+    _PER_PASS[layout.key] = (layout, per_pass)
+    return per_pass
 
 
 def comm_seconds(prof: RowProfile, st: StageTimes, r: int) -> float:
@@ -29,14 +51,7 @@ def comm_seconds(prof: RowProfile, st: StageTimes, r: int) -> float:
     its largest stage's communication seconds — each pass's calls, hidden or exposed, times the
     passes of its kind the row runs (StageTimes.per_column), each transfer times the transfers it
     sends, its gradient buckets and gathers — per iteration (m of the units simulated)."""
-    f = prof.feat[prof.holds]                                        # (p, nch, FEATURES)
-    comm_f = f[..., FWD][..., _COMM].sum(-1) + f[..., _HIDDEN_F].sum(-1)
-    comm_b = f[..., BWD][..., _COMM].sum(-1) + f[..., _HIDDEN_B].sum(-1)
-    # Columns in RealOps order: per chunk F, B, Bi, W (the weight gradient sends nothing), then the
-    # fused F&B of (forward chunk, backward chunk).
-    kinds = np.stack([comm_f, comm_b, comm_b, np.zeros_like(comm_b)], axis=-1).reshape(prof.p, -1)
-    fused = (comm_f[:, :, None] + comm_b[:, None, :]).reshape(prof.p, -1)
-    per_pass = np.concatenate([kinds, fused], axis=1)                # (p, J)
+    per_pass = _per_pass(prof.layout, prof.p)                        # (p, J)
     share = prof.m / prof.units
     passes = share * (st.per_column[r] * per_pass).sum(-1)
     sends = share * st.sends[r] @ prof.transfer

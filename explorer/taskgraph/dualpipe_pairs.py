@@ -52,7 +52,8 @@ class Pairs:
 
     def chunks(self, bounds: np.ndarray) -> np.ndarray:
         """(..., p, FIELDS + 2) each chunk's pieces for boundaries (..., p+1)."""
-        v = self.prefix[bounds[..., 1:]] - self.prefix[bounds[..., :-1]]
+        at = self.prefix[bounds]                 # one gather: chunk k is at[k + 1] - at[k]
+        v = at[..., 1:, :] - at[..., :-1, :]
         v[..., 0, :] += self.first
         v[..., -1, :] += self.last
         return v
@@ -159,15 +160,24 @@ class Pairs:
         """Per front run ``x`` (the back taken so far ``j0``, at most ``top`` more layers): the
         longest back run that keeps pair ``r`` within the caps, at least 1 (the caller checked it).
         Costs grow with the run, so the runs that fit are a prefix: back runs of 1 .. w layers are
-        tried at once, w doubling while a row still fits at its widest."""
+        tried at once, w growing fourfold while a row still fits at its widest; a wider try
+        evaluates only the rows that fitted every run so far, on the runs not tried yet (each
+        row's cost of each run is computed as before, element by element: the same floats)."""
         n, pre = self.n, self.prefix
-        width = 8
+        lead = np.zeros(len(x), np.int64)
+        rows = np.arange(len(x))               # rows whose every run tried so far fits
+        done, width = 0, 8
+        limit = int(top.max())
         while True:
-            b = np.arange(1, min(width, int(top.max())) + 1)
-            y = pre[n - j0[:, None]] - pre[np.maximum(n - j0[:, None] - b, 0)] + last
-            fit = self.allowed(x[:, None], y, r, pair_cap, chunk_cap) & (b <= top[:, None])
-            lead = np.where(fit.all(axis=1), fit.shape[1], np.argmin(fit, axis=1))
-            if len(b) >= top.max() or not (lead == len(b)).any():
+            b = np.arange(done + 1, min(width, limit) + 1)
+            end = n - j0[rows, None]
+            y = pre[end] - pre[np.maximum(end - b, 0)] + last
+            fit = self.allowed(x[rows, None], y, r, pair_cap, chunk_cap) & (b <= top[rows, None])
+            full = fit.all(axis=1)
+            lead[rows] = done + np.where(full, fit.shape[1], np.argmin(fit, axis=1))
+            done += len(b)
+            rows = rows[full]
+            if done >= limit or not len(rows):
                 return np.minimum(lead, top)
             width *= 4
 

@@ -162,27 +162,46 @@ def _lighter(line: Pairs, counts: list[int]) -> list[list[int]]:
     """``counts`` with each pair's layers moved, one at a time, to whichever of its two chunks its
     ranks hold fewer micro-batches of while the pair needs more memory than the GPU has (the pair's
     seconds barely change: they are nearly the sum of its chunks'); [that split] when it then fits,
-    else []."""
+    else [].  A move within pair r changes only its own two chunks (the layers before chunk r and
+    after chunk p-1-r stay), so the pair's memory for every share of its layers is priced at once
+    (:func:`_pair_memory`) and the moves walk over those numbers."""
     counts = list(counts)
     p, cap = line.p, line.memory_cap * (1 + _TOL)
     for r in range(p // 2):
         q = p - 1 - r
-        for _ in range(counts[r] + counts[q]):
-            v = line.chunks(bounds_of(counts))
-            if float(line.memory(v[r], v[q], r)) <= cap:
+        t = counts[r] + counts[q]
+        mem = _pair_memory(line, counts, r)          # mem[a]: chunk r holds a layers, chunk q t - a
+        for _ in range(t):
+            a = counts[r]
+            here = mem[a]
+            if here <= cap:
                 break
-            options = []
-            for src, dst in ((r, q), (q, r)):
-                if counts[src] > 1:
-                    trial = list(counts)
-                    trial[src] -= 1
-                    trial[dst] += 1
-                    w = line.chunks(bounds_of(trial))
-                    options.append((float(line.memory(w[r], w[q], r)), trial))
-            if not options or min(options)[0] >= float(line.memory(v[r], v[q], r)):
+            # The options as (memory, trial split): equal memories go to the smaller list, the
+            # move from chunk r (its count drops first).
+            options = [(mem[a - 1], a - 1)] if a > 1 else []
+            if t - a > 1:
+                options.append((mem[a + 1], a + 1))
+            if not options or min(options)[0] >= here:
                 break
-            counts = min(options)[1]
+            counts[r] = min(options)[1]
+            counts[q] = t - counts[r]
     return [counts] if line.score(counts)[2] <= cap else []
+
+
+def _pair_memory(line: Pairs, counts: list[int], r: int) -> list[float]:
+    """Pair r's memory (Pairs.memory of its chunks, as Pairs.chunks prices them: the same floats)
+    for chunk r holding a = 0 .. t layers and chunk p-1-r the other t - a of its pair's t."""
+    p, q = line.p, line.p - 1 - r
+    start, end = sum(counts[:r]), line.n - sum(counts[q + 1:])
+    a = np.arange(counts[r] + counts[q] + 1)
+    pre = line.prefix
+    x = pre[start + a] - pre[start]
+    y = pre[end] - pre[end - (a[-1] - a)]
+    if r == 0:
+        x += line.first
+    if q == p - 1:
+        y += line.last
+    return line.memory(x, y, r).tolist()
 
 
 def _trade_offs(line: Pairs, start: list[int]):

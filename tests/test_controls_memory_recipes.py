@@ -10,10 +10,10 @@ from test_estimator import assert_agrees
 
 from explorer.config import ScenarioError
 from explorer.estimate import estimate_many
+from explorer.physics import host_link
 from explorer.scenario import apply_overrides, from_dict, load_raw
 from explorer.simulate import Result, simulate
 from explorer.taskgraph.builder import IterationBuilder
-from explorer.workloads.transformer import activations_recipes
 
 from conftest import ROOT
 
@@ -101,11 +101,11 @@ def test_host_link_defaults_to_pcie_and_to_nvlink_c2c_on_grace():
     """The GPU's PCIe link when its preset gives one (H100 SXM: 52.8 GB/s), else PCIe Gen5's ~53
     GB/s; Grace-Blackwell's NVLink-C2C 450 GB/s per direction."""
     sc = from_dict(_raw())
-    assert activations_recipes.host_link_Bps(sc) == 52.8e9
+    assert host_link.host_link_Bps(sc) == 52.8e9
     bare = from_dict(apply_overrides(_raw(), {"hardware.gpu": {"name": "x", "peak_tflops": 989,
                                                                "memory_GB": 80, "hbm_GBps": 3350}}))
-    assert activations_recipes.host_link_Bps(bare) == 53e9
-    assert activations_recipes.HOST_LINK_GBPS["gb200"] == 450.0
+    assert host_link.host_link_Bps(bare) == 53e9
+    assert host_link.HOST_LINK_GBPS["gb200"] == 450.0
 
 
 @pytest.mark.parametrize("name, over", [

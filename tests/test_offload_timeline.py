@@ -19,7 +19,7 @@ from explorer.vocabulary import CATEGORIES
 from explorer.workloads.transformer.activations import offloaded_layer_bytes
 
 PCIE4_GBPS = 25.0     # PCIe 4.0 x16 per direction, ~25 GB/s achievable (32 GB/s raw, PCI-SIG 4.0 spec)
-GB200_C2C_GBPS = 450.0  # NVLink-C2C per direction (activations_recipes.HOST_LINK_GBPS["gb200"])
+GB200_C2C_GBPS = 450.0  # NVLink-C2C per direction (host_link.HOST_LINK_GBPS["gb200"])
 MB = 8                  # micro-batches per iteration (global batch 8, micro-batch 1, dp 1)
 OFFLOADED = 2           # layers offloaded per chunk
 

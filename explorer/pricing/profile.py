@@ -68,7 +68,7 @@ class Layout:
     model_flops: float               # ... without recompute (the MFU numerator)
     # (p*v,) parameters of the largest FP8 layer per chunk (ChunkWork.fp8_layer_params: a max, not
     # the einsum's sum of the feature of that name).
-    fp8_layer: np.ndarray | None = None
+    fp8_layer: np.ndarray
 
 
 @dataclass(frozen=True)

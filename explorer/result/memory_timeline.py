@@ -28,15 +28,17 @@ maximum is its own, not the report's peak less the transient.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..analysis.memory import recompute_transient
 from ..engine.records import PassInfo
+from ..engine.scheduler import Task
 from ..fold.arrays.lazy import resolved
 from ..fold.tasks import FoldedTasks
+from ..physics.host_link import host_link_Bps
 from ..taskgraph.builder import IterationBuilder
 from ..vocabulary import OFFLOAD
-from ..workloads.transformer.activations_recipes import host_link_Bps
 from .timeline import build_timeline
 
 
@@ -156,7 +158,7 @@ def _curve(events: list[tuple[float, float, float]]) -> tuple[tuple[float, float
     return tuple(points)
 
 
-def _copy_events(tasks: list, bps: float) -> dict[int, list[tuple[float, float, float]]]:
+def _copy_events(tasks: Sequence[Task], bps: float) -> dict[int, list[tuple[float, float, float]]]:
     """Per GPU class, the offload copies' memory events: each device-to-host row frees its bytes
     (seconds x ``bps``) when it ends, each host-to-device row brings them back when it starts — the
     rows the timeline draws on the ``offload`` lane (build_timeline, from the passes that copy)."""

@@ -115,7 +115,7 @@ def _table(p: int, m: int) -> tuple[tuple[DirectedOp | None, ...], ...]:
 def chimera_order(rank: int, p: int, m: int) -> list[DirectedOp]:
     """Program order of ``rank`` for p ranks (even) and m micro-batches (a multiple of p): its cells
     of the merged table, in slot order."""
-    return [slot[rank] for slot in _table(p, m) if slot[rank] is not None]
+    return [op for slot in _table(p, m) if (op := slot[rank]) is not None]
 
 
 def chimera(stage: int, p: int, m: int, v: int = 1) -> list[DirectedOp]:

@@ -5,15 +5,23 @@ chunks alone, not on the units: made once per (class, chunk pair) and kept in th
 cache (DeepSeek-V3's 7,000-task graph has some 1,600 F&B ops of four shapes per class)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .chunks import COMPUTE_PARTS, fuse, sum_parts
-
-if TYPE_CHECKING:
-    from .builder import IterationBuilder
+from .chunks import COMPUTE_PARTS, ChunkWork, fuse, sum_parts
 
 
-def fused_shape(b: IterationBuilder, s: int, lf: int, lb: int) -> tuple:
+class _Builder(Protocol):
+    """What an F&B's shape reads of the builder (taskgraph/builder.py), named here so that this
+    module does not import the builder that imports it."""
+
+    _pass_cache: dict[tuple, tuple]
+
+    def chunk_of(self, s: int, c: int) -> ChunkWork: ...
+
+    def _sm_contention(self, hidden_s: float) -> float: ...
+
+
+def fused_shape(b: _Builder, s: int, lf: int, lb: int) -> tuple:
     """(parts, hidden communication, FLOPs, FSDP seconds under it) of an F&B on class ``s`` of
     local chunks ``lf`` (forward) and ``lb`` (backward), memoised on ``b``."""
     key = (s, lf, lb, "F&B")

@@ -78,11 +78,20 @@ class Schedule:
     placement: Placement = Placement.INTERLEAVED
     # DualPipe-style orders: fused F&B ops, and full backwards (B) beside split ones (Bz + W).
     fused_pairs: bool = False
+    # The order's phases depend on the unit count as a whole (DualPipe's, ZB-V's reference builds
+    # it for max(2p-1, m)): its order over more units, less the extra ones, is not its order, so
+    # the estimator compiles it for the exact count (pricing/program.program_units).
+    count_shaped: bool = False
 
     @property
     def overlapping(self) -> bool:
         """Consecutive iterations overlap (the metrics measure a steady-state period)."""
         return self.window is not Window.FLUSH
+
+    @property
+    def exact_units(self) -> bool:
+        """Programs of this schedule serve exactly their unit count (no padding, no extrapolation)."""
+        return self.two_directions or self.count_shaped
 
     @property
     def bucket_priority_ok(self) -> bool:
@@ -125,7 +134,8 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
              pipeline.peak_activations, zero_bubble.zb_h2_bubble, pipeline.no_rule,
              citation="Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024"),
     Schedule("dualpipe", dualpipe.dualpipe, True, Window.FLUSH, 1, dualpipe.in_flight,
-             dualpipe.peak_activations, dualpipe.bubble, dualpipe.rule, two_directions=True, fused_pairs=True,
+             dualpipe.peak_activations, dualpipe.bubble, dualpipe.rule, two_directions=True,
+             fused_pairs=True,
              citation="DeepSeek-AI, DeepSeek-V3 Technical Report, 2024, Sec. 3.2.1"),
     Schedule("pipedream-async", pipedream.order, False, Window.ASYNC, pipedream.ITERATIONS_SIMULATED,
              pipeline.one_f_one_b_in_flight, pipeline.peak_activations, pipedream.bubble, pipeline.no_rule,
@@ -145,6 +155,7 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
     # schedules/dualpipe_v.py); the loss is on rank 0.
     Schedule("zb-v", vshape.zb_v, True, Window.FLUSH, 1, vshape.in_flight(vshape.zb_v),
              pipeline.peak_activations, vshape.zb_v_bubble, vshape.rule, placement=Placement.V,
+             count_shaped=True,
              citation="Qi et al., Pipeline Parallelism with Controllable Memory, NeurIPS 2024 (V-ZB); "
                       "sail-sg/zero-bubble-pipeline-parallelism handcrafted ZB-V"),
     Schedule("v-half", vshape.v_half, True, Window.FLUSH, 1, vshape.in_flight(vshape.v_half),
@@ -155,8 +166,9 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
              citation="Qi et al., Pipeline Parallelism with Controllable Memory, NeurIPS 2024 (V-Min)"),
     Schedule("dualpipe-v", dualpipe_v.dualpipe_v, True, Window.FLUSH, 1, dualpipe_v.in_flight,
              dualpipe.peak_activations, dualpipe_v.bubble, dualpipe_v.rule, placement=Placement.V,
-             fused_pairs=True, citation="deepseek-ai/DualPipe, DualPipeV (Sea AI Lab's cut-in-half of "
-                                        "DualPipe, DeepSeek-V3 Technical Report Sec. 3.2.1)"),
+             fused_pairs=True, count_shaped=True,
+             citation="deepseek-ai/DualPipe, DualPipeV (Sea AI Lab's cut-in-half of DualPipe, DeepSeek-V3 "
+                      "Technical Report Sec. 3.2.1)"),
 )}
 
 ONE_F_ONE_B = "1f1b"            # PipeDream-Flush: the reference other schedules' warm-ups are compared with

@@ -182,8 +182,8 @@ def bubble_of(schedule: str, paper: str):
         T = ideal_makespan(schedule, p, m, F, B, W)
         val = 1 - 2 * m * (F + B + W) / T
         return val, (f"1 - 2m(F+B+W)/T = {val:.1%}, T the critical path of the {schedule} order with "
-                     f"p = {p} ranks (2p = {2 * p} stages), m = {m} {b.unit}, F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, "
-                     f"W = {W * 1e3:.3g} ms per chunk; {paper}")
+                     f"p = {p} ranks (2p = {2 * p} stages), m = {m} {b.unit}, F = {F * 1e3:.3g} ms, "
+                     f"B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms per chunk; {paper}")
 
     return bubble
 

@@ -15,8 +15,8 @@ from test_golden import same
 from test_unit_time import _tags
 
 from explorer.estimate import estimate_many
-from explorer.schedules import dualpipe, dualpipe_v, pipeline, registry, vshape
 from explorer.scenario import ScenarioError, from_dict
+from explorer.schedules import dualpipe, dualpipe_v, pipeline, registry, vshape
 from explorer.simulate import simulate
 from explorer.taskgraph.builder import IterationBuilder
 from explorer.taskgraph.layout import layout_for
@@ -48,7 +48,8 @@ def test_v_placement_is_a_registry_property_read_by_the_layout():
         assert sch.placement is registry.Placement.V and sch.chunks_per_rank(1) == 2
         lay = layout_for(sch, 4, 1)
         assert lay.length == 8 and lay.ends_on_one_rank
-        assert [lay.at(0, q) for q in range(8)] == [(0, 0), (1, 0), (2, 0), (3, 0), (3, 1), (2, 1), (1, 1), (0, 1)]
+        assert [lay.at(0, q) for q in range(8)] == [(0, 0), (1, 0), (2, 0), (3, 0),
+                                                    (3, 1), (2, 1), (1, 1), (0, 1)]
         assert [lay.chunk_index(3, c) for c in (0, 1)] == [3, 4]
     assert registry.get("interleaved").placement is registry.Placement.INTERLEAVED
     assert layout_for(registry.get("interleaved"), 4, 2).at(0, 4) == (0, 1)     # chunk c of rank r = c*p + r
@@ -84,7 +85,8 @@ def test_zb_v_is_the_reference_handcrafted_schedule():
     for r, row in enumerate(rows):                          # the reference's rows: contiguous from r
         assert row[:r] == "." * r and "." not in row[r:r + 48]
     for p, m in ((2, 6), (4, 12), (8, 16)):
-        assert makespan(unit_grid("zb-v", p, m)) == 6 * m + p - 1 == vshape.ideal_makespan("zb-v", p, m, 1, 1, 1)
+        want = vshape.ideal_makespan("zb-v", p, m, 1, 1, 1)
+        assert makespan(unit_grid("zb-v", p, m)) == 6 * m + p - 1 == want
 
 
 def test_dualpipe_v_is_the_readme_figure():

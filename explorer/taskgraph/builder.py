@@ -140,9 +140,7 @@ class IterationBuilder:
             return tuple(given)
         net = Network(self.sc) if self.net.free else self.net
         costs = split_costs(self.sc, net, self.cm, self.spec, self.tied)
-        # DualPipe: the pair split (None); a V: each of its 2p chunks balanced on its own (a stage
-        # per chunk, split.choose_split's plain line); else chunks interleaved over p stages.
-        lay = self.layout
+        lay = self.layout      # DualPipe: the pair split; a V: a plain line of 2p chunks; else p stages
         stages = None if lay.two_directions else lay.length if lay.v_shape else self.p
         return choose_split(None, costs, lay.length, stages, self.m)
 
@@ -327,11 +325,10 @@ class IterationBuilder:
                 pos = lay.position(s, lane, local)
                 nxt = lay.at(lane, pos + 1) if pos + 1 < lay.length else None
                 prv = lay.at(lane, pos - 1) if pos > 0 else None
+                ts = self._transfer_shape
                 hop = hops[(s, lane, local)] = (
-                    nxt, nxt and nxt[0] != s and self._transfer_shape(lay.pair(s, nxt[0], "forward"), s,
-                                                                     "forward"),
-                    prv, prv and prv[0] != s and self._transfer_shape(lay.pair(s, prv[0], "backward"), s,
-                                                                     "backward"))
+                    nxt, nxt and nxt[0] != s and ts(lay.pair(s, nxt[0], "forward"), s, "forward"),
+                    prv, prv and prv[0] != s and ts(lay.pair(s, prv[0], "backward"), s, "backward"))
             nxt, fwd, prv, bwd = hop
             if kind == "F" and nxt is not None:
                 dst = ids[("F", nxt[0], lane, mb, nxt[1])]
@@ -343,8 +340,7 @@ class IterationBuilder:
                 dst, fwd, to = ids[("B", prv[0], lane, mb, prv[1])], bwd, prv[0]
             else:
                 continue
-            if to == s:
-                # A V's turn: the next chunk is on this rank, handed over without a transfer.
+            if to == s:                  # a V's turn: the next chunk is on this rank, no transfer
                 if dst != tid:
                     tasks[dst].deps.append((tid, 1.0))
                 continue

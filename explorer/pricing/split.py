@@ -43,10 +43,10 @@ def layer_split(sc: Scenario, ckey: int, two_directions: bool, bkey: int | None 
         c = _costs(sc, ckey, bkey, key[-1], nkey)
         chunks = lay.length          # as IterationBuilder._split: a V's 2p chunks each on its own
         stages = None if two_directions else chunks if lay.v_shape else par.pp
-        skey = c.search_key(chunks, stages, units)
+        skey = c.search_key(chunks, stages, units, lay.v_shape)
         out = _SEARCHES.get(skey)
         if out is None:
-            out = _SEARCHES[skey] = choose_split(None, c, chunks, stages, units)
+            out = _SEARCHES[skey] = choose_split(None, c, chunks, stages, units, lay.v_shape)
         _SPLITS[key] = out
     return out
 

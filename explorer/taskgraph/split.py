@@ -17,13 +17,13 @@ def given_split(par) -> tuple[int, ...] | None:
 
 
 def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
-                 stages: int | None, units: int) -> tuple[int, ...]:
+                 stages: int | None, units: int, v_shape: bool = False) -> tuple[int, ...]:
     """Layers per chunk: ``given`` when set; else, for ``stages`` None (DualPipe, whose rank r
     holds chunk r and chunk chunks-1-r), the pair split for ``units`` pipeline units per
     iteration (the only split that depends on them); else the balanced split_layers of each
     layer's forward and backward seconds (split_cost.unit_seconds), the embedding's on the first
     chunk, the output layer's on the last and each chunk's blocking sends on it, interleaved over
-    ``stages`` when fewer than chunks."""
+    ``stages`` when fewer than chunks (``v_shape``: a V's chunks, whose sends differ)."""
     if given is not None:
         return tuple(given)
     n = len(costs.layers)
@@ -39,4 +39,4 @@ def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
     if stages is None:
         return pair_split(costs, chunks, units)
     per, first, last = costs.unit_seconds()
-    return split_layers(per, chunks, first, last, stages=stages, extras=costs.chunk_sends(chunks))
+    return split_layers(per, chunks, first, last, stages=stages, extras=costs.chunk_sends(chunks, v_shape))

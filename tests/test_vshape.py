@@ -177,6 +177,26 @@ def test_bubbles_at_unit_cost_follow_the_papers():
     assert shares["zb-v"] < shares["dualpipe-v"] < shares["v-half"] < shares["v-min"] < one
 
 
+def test_the_v_split_balances_ranks_and_puts_the_larger_half_second():
+    """A V rank holds chunks r and 2p-1-r: the split balances the ranks' pairs (rank 0's runs the
+    embedding and the output layer besides) and gives a pair's larger half to its second chunk, of
+    which the rank holds fewer micro-batches at its peak (ZB-V's rank 0: 2p-1 of chunk 0, 1 of
+    chunk 1) — 32 layers on 8 ranks: rank 0 three, one rank five, the others four."""
+    raw = scenario("zb-v", pp=8, tp=4)
+    raw["model"]["layers"] = 32
+    b = IterationBuilder(from_dict(raw))
+    pairs = [(b.layer_counts[r], b.layer_counts[15 - r]) for r in range(8)]
+    assert all(a <= c for a, c in pairs)
+    assert sorted(a + c for a, c in pairs) == [3, 4, 4, 4, 4, 4, 4, 5]
+    assert pairs[0][0] + pairs[0][1] == 3
+    live = [0, 0]
+    peak = (0, 0)
+    for op in vshape.zb_v(0, 8, 16):
+        live[op.chunk] += {"F": 1, "W": -1}.get(op.kind, 0)
+        peak = max(peak, tuple(live), key=sum)
+    assert peak == (15, 1)
+
+
 def test_validation_names_the_field_and_what_is_valid():
     with pytest.raises(ScenarioError) as e:
         from_dict(scenario("dualpipe-v", vpp=2))
@@ -187,6 +207,15 @@ def test_validation_names_the_field_and_what_is_valid():
         from_dict(raw)
     assert e.value.field == "training.global_batch" and "at least 2*pp = 8" in str(e.value)
     from_dict(scenario("zb-v"))                                  # any m, any pp
+    raw = scenario("zb-v")
+    raw["model"]["layers"] = 5                                   # 2p = 8 chunks, 2 may hold an end alone
+    with pytest.raises(ScenarioError) as e:
+        from_dict(raw)
+    assert e.value.field == "model.layers" and "2*pp = 2*4" in str(e.value)
+    with pytest.raises(ScenarioError) as e:
+        from_dict(scenario("v-half", stage_layers=[4, 4, 4, 4]))
+    assert e.value.field == "parallelism.stage_layers" and "need 2*pp = 8" in str(e.value)
+    from_dict(scenario("v-half", stage_layers=[1, 2, 2, 3, 3, 2, 2, 1]))
     raw = scenario("v-min", pp=3)
     raw["cluster"]["nodes"] = 3
     raw["training"]["global_batch"] = 5
@@ -204,11 +233,14 @@ def test_teaching_draws_and_narrates_them():
 
 
 def test_the_estimator_equals_the_simulation():
+    """Rows of every V schedule, tied embeddings (both ends on rank 0), ZeRO-1, and DeepSpeed's
+    blocking sends (the split weighs each chunk's sends: none at the turn)."""
     raws = []
     for s in V_SCHEDULES:
-        for gb, tied in ((16, False), (24, True)):
+        for gb, tied, framework in ((16, False, "megatron"), (24, True, "megatron"),
+                                    (16, False, "deepspeed")):
             raw = scenario(s, tp=4, dp=2, zero=1)
-            raw["training"]["global_batch"] = gb
+            raw["training"].update(global_batch=gb, framework=framework)
             raw["model"]["tied_embeddings"] = tied
             raws.append(raw)
     scs = [from_dict(r) for r in raws]

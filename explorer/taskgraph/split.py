@@ -4,7 +4,7 @@ that minimises the slowest stage's seconds per pipeline unit as the engine price
 (partition.py)."""
 from __future__ import annotations
 
-from .dualpipe_split import pair_split
+from .dualpipe_split import pair_split, v_split
 from .partition import split_layers
 from .split_cost import SplitCosts
 
@@ -38,5 +38,7 @@ def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
         return (len(costs.layers),)
     if stages is None:
         return pair_split(costs, chunks, units)
+    if v_shape:
+        return v_split(costs, chunks)
     per, first, last = costs.unit_seconds()
     return split_layers(per, chunks, first, last, stages=stages, extras=costs.chunk_sends(chunks, v_shape))

@@ -81,7 +81,7 @@ class SplitCosts:
         if stages is not None:
             per, first, last = self.unit_seconds()
             sends = tuple(self.chunk_sends(chunks, v_shape) or ())
-            return ("line", tuple(per), first, last, sends, chunks, stages)
+            return ("line", tuple(per), first, last, sends, chunks, stages, v_shape)
         return ("pairs", self.key(), chunks, units)
 
     def chunk_sends(self, chunks: int, v_shape: bool = False) -> list[float] | None:

@@ -108,20 +108,22 @@ def test_dualpipe_v_is_the_readme_figure():
     assert (fb.chunk, fb.mb, fb.b_mb) == (0, 7, 3)
 
 
-def test_v_half_and_v_min_are_the_building_blocks_repeated_and_squeezed():
+def test_v_half_and_v_min_are_the_building_blocks_repeated_squeezed_and_reordered():
     """Qi et al. 2024 Sec. 3.1: V-Shape blocks with uniform offsets 2 (V-Half) and 1 (V-Min),
-    repeated every 6 passes and squeezed.  Steady state: every rank runs its 6 passes per 6 units."""
+    repeated every 6 passes, squeezed and reordered (warm-up forwards up to the block's peak, idle
+    units filled with ready passes that keep within it).  Steady state: every rank runs its 6
+    passes per 6 units."""
     assert as_rows(unit_grid("v-half", 4, 8), 4) == [
-        "12.....113*.224*.3351**4462**5573**6684**775**88.6**.7*..8*",
-        ".12...1..132*.243*1354**2465**3576**4687**57.8**68**7*..8*.",
-        "..1..12..213*.3241**4352**5463**6574**7685**876**.87**.8*..",
-        "...11..22..133*1244**2355**3466**4577**5688**67**7.8**8*...",
+        "12345..11*22*.331**4462**5573**6684**77*5*.886**.7*..8*",
+        ".123451.21*.23*13*4*.2465**3576**4687**57*8*68**7*..8*.",
+        "..123142..1*321**4352**5463**6574**7685**876**87**.8*..",
+        "...1122334.1*124**2355**3466**4577**5688**67**78**8*...",
     ]
     assert as_rows(unit_grid("v-min", 4, 8), 4) == [
-        "12.....11*3..221**4332**5443**6554**7665**8776**.887**...8*",
-        ".1....12.1*.2312**3423**4534**5645**6756**7867**8.78**..8*.",
-        "..1..1..2.12*13*23*24*34*35*45*46*56*57*67*68*78*7*.8*.8*..",
-        "...11....2211**3322**4433**5544**6655**7766**8877**..88**..",
+        "123....11*..22*1*4.332**5443**6554**7665**8776**.887**...8*",
+        ".123..1..1*2..12**3423**4534**5645**6756**7867**8.78**..8*.",
+        "..12.1.2..1*31*.23*24*34*35*45*46*56*57*67*68*78*7*.8*.8*..",
+        "...1122....11**3322**4433**5544**6655**7766**8877**..88**..",
     ]
     # F0, F1, B1, B0 of rank 0 at offset 2: F0 at 0, the turn on rank 3 after 2*3 + 1, the climb
     # back 3 more, the loss 1 later; B0 after B1 reached rank 3 (2*3) and a turn gap of 5 (the
@@ -166,14 +168,16 @@ def test_dualpipe_v_holds_one_copy_of_each_stage_where_dualpipe_holds_two():
     assert dp[1].params + dp[2].params == pytest.approx(2 * (dv[1].params + dv[6].params), rel=1e-12)
 
 
-def test_bubbles_at_unit_cost_follow_the_papers():
-    """At F = B = W and m = 8p: ZB-V under 1F1B's (p-1)/(m+p-1) by far (about 0: only its p-1
-    units of diagonal start against 6m, Qi et al. Table 1); V-Half and V-Min between (the paper:
-    about p/2m and 2p/3m), V-Min's the larger; DualPipeV the README's order."""
-    p, m = 8, 64
+@pytest.mark.parametrize("p, m", [(4, 32), (8, 64), (16, 128)])
+def test_bubbles_at_unit_cost_follow_the_papers(p, m):
+    """At F = B = W, with B = (p-1)/(m+p-1) 1F1B's bubble share (the repository README's table):
+    ZB-V about 0 (only its p-1 units of diagonal start against 6m, Qi et al. Table 1), V-Half
+    B/2 and V-Min 2B/3 (within 0.1 B), DualPipeV below V-Half."""
     shares = {s: 1 - 6 * m / makespan(unit_grid(s, p, m)) for s in V_SCHEDULES}
     one = (p - 1) / (m + p - 1)
     assert shares["zb-v"] == pytest.approx((p - 1) / (6 * m + p - 1))
+    assert shares["v-half"] == pytest.approx(one / 2, abs=0.1 * one)
+    assert shares["v-min"] == pytest.approx(2 * one / 3, abs=0.1 * one)
     assert shares["zb-v"] < shares["dualpipe-v"] < shares["v-half"] < shares["v-min"] < one
 
 

@@ -20,6 +20,7 @@ from explorer.schedules import dualpipe, dualpipe_v, pipeline, registry, vshape
 from explorer.simulate import simulate
 from explorer.taskgraph.builder import IterationBuilder
 from explorer.taskgraph.layout import layout_for
+from explorer.teaching.bubble import explain_bubble
 from explorer.teaching.schedule_story import narrate
 from explorer.teaching.unit_time import as_rows, makespan, textbook_micro_batches, unit_grid
 
@@ -234,6 +235,14 @@ def test_teaching_draws_and_narrates_them():
     assert narrate(cells, 4, 3, 0) == ("idle (bubble): its forward of micro-batch 1 waits for rank 2's "
                                        "activations of micro-batch 1 (there at unit 3)")
     assert "micro-batch" in narrate(unit_grid("dualpipe-v", 4, 10), 4, 0, 17)
+    # The V's turn: rank 3's chunk 1 (stage 4) hands its gradient to its own chunk 0 (stage 3),
+    # which sends it up to rank 2; chunk 1 of rank 2 (stage 5) sends down to rank 3.
+    assert narrate(cells, 4, 3, 11) == ("steady state: input gradient of micro-batch 1, handed to its own "
+                                        "first chunk at once (the V's turn); its weight gradient waits")
+    assert "sent on to rank 2" in narrate(cells, 4, 3, 14) and "sent on to rank 3" in narrate(cells, 4, 2, 10)
+    assert narrate(cells, 4, 3, 8).endswith("micro-batch 3 (stage 4 of the V's 8)")
+    r = simulate(from_dict(scenario("zb-v")))
+    assert "the logits on stage 0 (its last chunk)" in explain_bubble(r)
 
 
 def test_the_estimator_equals_the_simulation():

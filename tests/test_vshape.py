@@ -279,3 +279,15 @@ def test_v_min_folds_and_equals_the_full_simulation():
     folded, full = simulate(sc), simulate(sc, fold=False)
     assert folded.fold is not None
     assert same(as_json(full), as_json(folded)) == []
+
+
+def test_the_design_search_explores_them():
+    """The search enumerates the registry's synchronous schedules: each V schedule at vpp 1, where
+    its 2p chunks can hold the layers (2·pp - 2 <= layers)."""
+    from explorer.design.space import enumerate_layouts
+    raw = scenario("1f1b", pp=2, tp=1, dp=16)
+    raw["model"]["layers"] = 6
+    got = {(lay.schedule, lay.pp) for lay in enumerate_layouts(from_dict(raw))}
+    for s in V_SCHEDULES:
+        assert (s, 2) in got and (s, 4) in got and (s, 8) not in got      # 2*8 - 2 = 14 > 6 layers
+    assert ("1f1b", 4) in got

@@ -15,6 +15,7 @@ from test_golden import same
 from test_unit_time import _tags
 
 from explorer.estimate import estimate_many
+from explorer.fold import budget
 from explorer.scenario import ScenarioError, from_dict
 from explorer.schedules import dualpipe, dualpipe_v, pipeline, registry, vshape
 from explorer.simulate import simulate
@@ -67,6 +68,7 @@ def test_the_turn_is_a_local_hand_off_without_a_transfer():
     assert not any(t.info.pair == p - 1 for t in pp)        # no wrap-around pair: only r <-> r+1 links
     one = IterationBuilder(from_dict(scenario("1f1b"))).build()
     assert sum(t.kind == "pp" for t in one.tasks) == m * (p - 1) * 2
+    assert budget.estimate(sc).tasks == len(g.tasks)          # the work budget counts them exactly
 
 
 def test_zb_v_is_the_reference_handcrafted_schedule():

@@ -151,9 +151,9 @@ def test_activation_memory_relative_to_1f1b_follows_the_papers(p):
 
     one_f_one_b = max(pipeline.peak_activations(pipeline.one_f_one_b(r, p, m), [1.0]) for r in range(p))
     assert one_f_one_b == p
-    assert peak(vshape.zb_v) == p
-    assert peak(vshape.v_min) == (p + 4) // 3
-    assert (p + 2) // 2 <= peak(vshape.v_half) <= (p + 2) // 2 + 0.5 * (p % 2 == 0)
+    assert peak(vshape.zb_v) == p == vshape.PAPER_PEAK["zb-v"](p)
+    assert peak(vshape.v_min) == (p + 4) // 3 == vshape.PAPER_PEAK["v-min"](p)
+    assert (p + 2) // 2 <= peak(vshape.v_half) <= vshape.PAPER_PEAK["v-half"](p) + 0.5 * (p % 2 == 0)
     assert peak(dualpipe_v.dualpipe_v, dualpipe.peak_activations) == (2 * p + 1) / 2
     assert max(registry.get("v-min").in_flight(r, p, m, 1) for r in range(p)) == 2 * ((p + 4) // 3)
 
@@ -179,8 +179,8 @@ def test_bubbles_at_unit_cost_follow_the_papers(p, m):
     shares = {s: 1 - 6 * m / makespan(unit_grid(s, p, m)) for s in V_SCHEDULES}
     one = (p - 1) / (m + p - 1)
     assert shares["zb-v"] == pytest.approx((p - 1) / (6 * m + p - 1))
-    assert shares["v-half"] == pytest.approx(one / 2, abs=0.1 * one)
-    assert shares["v-min"] == pytest.approx(2 * one / 3, abs=0.1 * one)
+    assert shares["v-half"] == pytest.approx(vshape.PAPER_BUBBLE_OF_1F1B["v-half"] * one, abs=0.1 * one)
+    assert shares["v-min"] == pytest.approx(vshape.PAPER_BUBBLE_OF_1F1B["v-min"] * one, abs=0.1 * one)
     assert shares["zb-v"] < shares["dualpipe-v"] < shares["v-half"] < shares["v-min"] < one
 
 

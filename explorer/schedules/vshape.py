@@ -236,27 +236,37 @@ def ideal_makespan(schedule: str, p: int, m: int, F: float, B: float, W: float) 
     return critical_path(orders, finish, schedule)
 
 
-def bubble_of(schedule: str, paper: str):
+# The papers' closed forms at F = B = W, as shares of 1F1B's bubble B = (p-1)/(m+p-1) (the
+# repository README's table: ZBV 0, V-Half B/2, V-Min 2B/3 + O(n)), and their peak activations in
+# micro-batches of a whole stage (Qi et al. 2024 and its playground's table: V-ZB p, V-Half
+# (p+2)//2, V-Min (p+4)//3; 1F1B p).
+PAPER_BUBBLE_OF_1F1B = {"zb-v": 0.0, "v-half": 1 / 2, "v-min": 2 / 3}
+PAPER_PEAK = {"zb-v": lambda p: p, "v-half": lambda p: (p + 2) // 2, "v-min": lambda p: (p + 4) // 3}
+
+
+def bubble_of(schedule: str):
     """The registry's bubble for ``schedule``: the exact idle share of its order under ideal costs,
     1 - 2m(F+B+W)/T per rank (each rank runs both chunks' passes; F, B, W are one chunk's, half a
-    stage's), with the paper's approximation beside it."""
+    stage's), with the paper's closed form beside it (:data:`PAPER_BUBBLE_OF_1F1B`)."""
 
     def bubble(b: BubbleInputs) -> tuple[float, str]:
         p, m = b.p, b.m
         F, B, W = b.passes()
         T = ideal_makespan(schedule, p, m, F, B, W)
         val = 1 - 2 * m * (F + B + W) / T
+        share = PAPER_BUBBLE_OF_1F1B[schedule]
+        paper = share * (p - 1) / (m + p - 1)
         return val, (f"1 - 2m(F+B+W)/T = {val:.1%}, T the critical path of the {schedule} order with "
                      f"p = {p} ranks (2p = {2 * p} stages), m = {m} {b.unit}, F = {F * 1e3:.3g} ms, "
-                     f"B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms per chunk; {paper}")
+                     f"B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms per chunk; at F = B = W Qi et al. 2024 "
+                     f"give {share:.2g} of 1F1B's (p-1)/(m+p-1): {paper:.1%}")
 
     return bubble
 
 
-zb_v_bubble = bubble_of("zb-v", "Qi et al. 2024 Table 1: ZB-V's bubble is about 0 at F = B = W")
-v_half_bubble = bubble_of("v-half", "Qi et al. 2024: V-Half's bubble is about p/(2m) (1F1B's p/m) at "
-                                    "F = B = W")
-v_min_bubble = bubble_of("v-min", "Qi et al. 2024: V-Min's bubble is about 2p/(3m) at F = B = W")
+zb_v_bubble = bubble_of("zb-v")
+v_half_bubble = bubble_of("v-half")
+v_min_bubble = bubble_of("v-min")
 
 
 def rule(sc: ScenarioLike) -> Problem | None:

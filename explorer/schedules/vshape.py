@@ -36,6 +36,7 @@ from functools import lru_cache
 
 from .base import BubbleInputs, ChunkOp, Problem, ScenarioLike, chunk_ops, critical_path
 from .pipeline import peak_activations
+from .v_reorder import reorder
 
 PERIOD = 6          # passes per rank per micro-batch: F, B, W of each of the two chunks
 
@@ -115,67 +116,13 @@ def block_order(rank: int, p: int, m: int, k: int) -> list[ChunkOp]:
     return [op for _, op in timed]
 
 
-_DELTA = {"F": 1, "B": 0, "W": -1}        # a chunk's activations: a forward keeps them, its W frees them
-
-
 @lru_cache(maxsize=64)
 def reordered(p: int, m: int, k: int) -> tuple[tuple[ChunkOp, ...], ...]:
-    """Every rank's order after the paper's reordering (Qi et al. 2024 Sec. 3, "repeating,
-    squeezing and reordering"; the repository's reorder_greedily_without_increasing_peak_mem): the
-    repeated blocks run at unit time, every pass one unit, all ranks in step; a rank whose next pass
-    is not ready takes the first later pass of its order that is (its inputs done) and that keeps
-    its activations within the block's own peak for the rest of the order — live + that pass +
-    the highest the passes it overtakes reach <= peak — so the warm-up fills with forwards up to the
-    peak and the cool-down with what is ready, and the peak never grows (the rest of the order
-    stays within it, so the order never stalls on memory).  A pass taken early was ready, so no
-    cycle forms.  Depends on the count as a whole (registry ``count_shaped``)."""
-    orders = [block_order(r, p, m, k) for r in range(p)]
-    caps = []
-    for o in orders:
-        live = peak = 0
-        for op in o:
-            live += _DELTA[op.kind]
-            peak = max(peak, live)
-        caps.append(peak)
-    rest = [list(o) for o in orders]
-    live = [0] * p
-    f_end: dict[tuple[int, int], int] = {}        # (micro-batch, stage 0..2p-1) -> end unit
-    b_end: dict[tuple[int, int], int] = {}
-    never = 1 << 62
-    window = PERIOD * (p + 2)                     # how far ahead a rank looks for a ready pass
-    out: list[list[ChunkOp]] = [[] for _ in range(p)]
-
-    def ready(r: int, op: ChunkOp, t: int) -> bool:
-        s = r if op.chunk == 0 else 2 * p - 1 - r
-        if op.kind == "F":
-            return s == 0 or f_end.get((op.mb, s - 1), never) <= t
-        if op.kind == "W":
-            return b_end.get((op.mb, s), never) <= t
-        return (f_end if s == 2 * p - 1 else b_end).get((op.mb, s if s == 2 * p - 1 else s + 1), never) <= t
-
-    t = 0
-    while any(rest):
-        picks = []
-        for r in range(p):
-            run = top = 0
-            for j, op in enumerate(rest[r][:window]):
-                d = _DELTA[op.kind]
-                if ready(r, op, t) and live[r] + d + top <= caps[r]:
-                    picks.append((r, j))
-                    break
-                run += d
-                top = max(top, run)
-        for r, j in picks:
-            op = rest[r].pop(j)
-            s = r if op.chunk == 0 else 2 * p - 1 - r
-            if op.kind == "F":
-                f_end[(op.mb, s)] = t + 1
-            elif op.kind == "B":
-                b_end[(op.mb, s)] = t + 1
-            live[r] += _DELTA[op.kind]
-            out[r].append(op)
-        t += 1
-    return tuple(tuple(o) for o in out)
+    """Every rank's order of the building block with offset ``k``, repeated for ``m`` micro-batches
+    and reordered as the paper reorders it (schedules/v_reorder.py): warm-up forwards up to the
+    block's peak, idle units filled with ready passes that keep within it.  Depends on the count
+    as a whole (registry ``count_shaped``)."""
+    return reorder([block_order(r, p, m, k) for r in range(p)], p)
 
 
 def v_half(rank: int, p: int, m: int, v: int = 1) -> list[ChunkOp]:

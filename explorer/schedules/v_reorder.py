@@ -13,8 +13,8 @@ it (it never stalls on memory).  A pass taken early was ready, so no cycle forms
 Cost: O(passes x log passes).  Per rank a segment tree holds the activation change of each pass
 (+1 a forward, -1 a weight-gradient pass, 0 else; 0 once run out of order) and answers the highest
 prefix from the rank's first unrun pass to a position; the passes that are ready wait in one heap
-per kind by position, and only each heap's first needs checking: the highest prefix grows with the position, so if the first
-ready pass of a kind would overflow, every later one of that kind would.
+per kind by position, and only each heap's first needs checking: the highest prefix grows with the
+position, so if the first ready pass of a kind would overflow, every later one of that kind would.
 """
 from __future__ import annotations
 

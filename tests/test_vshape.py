@@ -258,6 +258,9 @@ def test_the_estimator_equals_the_simulation():
             raw["training"].update(global_batch=gb, framework=framework)
             raw["model"]["tied_embeddings"] = tied
             raws.append(raw)
+    p3 = scenario("zb-v", tp=4, dp=2)                           # P3 priorities: a flushing V accepts them
+    p3["communication"] = {"dp_priority": True, "dp_overlap": True}
+    raws.append(p3)
     scs = [from_dict(r) for r in raws]
     assert max(assert_agrees(scs, estimate_many(scs))) <= 1e-9
 

@@ -22,6 +22,9 @@ its W.
   tightly; each W takes the first free slot after its B.  The lifespan of rank i's activations is
   then (2k+2)(p-1) + const passes on every rank (balanced memory), i.e. about (k+1)p/3 chunks:
   k = 2 gives V-Half (about p/2 micro-batches, half of 1F1B's p), k = 1 V-Min (about p/3).
+  V-Min's peak is the paper's (p+4)//3 micro-batches; V-Half's is (p+2)//2 on odd p and half a
+  micro-batch more on even p, where offset 2 needs a turn gap of 5 (:func:`building_block`; the
+  paper's search also varies the offsets along the ranks, which this uniform block does not).
   The block is repeated every 6 passes (the order of each rank: its passes sorted by their time
   in the repeated blocks), squeezed and reordered (:func:`reordered`): the paper's "repeating,
   squeezing and reordering" (Sec. 3).  At F = B = W the bubble is then about B/2 (V-Half) and 2B/3

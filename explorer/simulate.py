@@ -67,7 +67,7 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
 
     ``builder`` and ``net`` give what does not depend on the micro-batch count (classes, chunks,
     the layer split); the count is the scenario's own, whatever count ``builder`` was built for."""
-    p, v = builder.p, builder.v
+    p = builder.p
     m = sc.micro_batches * sc.parallelism.token_slices        # pipeline units of one iteration
     # No link carries more than its capacity x the iteration (analysis/link_bound.py).
     bound = link_bound(ms.T, ms.link_load, ms.breakdowns, ms.traffic)
@@ -82,7 +82,8 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
         dc = net.placement.gpu(pp=s) // gpus_per_dc
         where = sc.cluster.datacenter_names[dc] if sc.cluster.datacenter_names else f"DC {dc}"
         name = f"stage {s}" + (f" · {where}" if sc.cluster.datacenters > 1 else "")
-        layers = tuple(builder.layer_counts[c * p + s] for c in range(v))
+        lay = builder.layout              # the chunks this class holds (a V's two, interleaving's v)
+        layers = tuple(builder.layer_counts[lay.chunk_index(s, c)] for c in range(lay.length // p))
         classes.append(GPUClass(s, f"{name} (×{per_stage} GPUs)", s, per_stage, layers, dc, name))
 
     # Slowest class: the one with the most compute-stream work — the stage that bounds throughput
@@ -96,8 +97,8 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
     story = bubble_summary(sc, bubble_mean, breakdown["bubble"] / T, formula_text, p)
 
     # Throughput and FLOPs: every GPU of a stage does that stage's per-GPU work.
-    hw = sum(builder.chunks[c * p + s].hw_flops for s in range(p) for c in range(v)) * m / p
-    model = sum(builder.chunks[c * p + s].model_flops for s in range(p) for c in range(v)) * m / p
+    hw = sum(ch.hw_flops for ch in builder.chunks) * m / p        # every chunk, m units, on p stages
+    model = sum(ch.model_flops for ch in builder.chunks) * m / p
     tokens = sc.training.global_batch * sc.model.seq_len
     peak = sc.hardware.gpu.peak_tflops * 1e12
     fp8_peak = (sc.hardware.gpu.fp8_tflops or sc.hardware.gpu.peak_tflops) * 1e12

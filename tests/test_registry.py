@@ -77,5 +77,6 @@ def test_validation_rules_name_the_field():
     assert registry.validate(_sc("dualpipe", pp=3))[0] == "parallelism.pp"
     assert registry.validate(_sc("dualpipe", pp=4, global_batch=12)) [0] == "training.global_batch"
     assert registry.validate(_sc("dualpipe", pp=4, global_batch=16)) is None
+    # The V schedules flush along one lane (P3 allowed); DualPipeV's fused pairs, like DualPipe's, not.
     assert set(registry.priority_schedules()) == {"gpipe", "1f1b", "interleaved", "zb-h1", "1f1b-latency",
-                                                 "crosspipe"}
+                                                 "crosspipe", "zb-v", "v-half", "v-min"}

@@ -116,16 +116,26 @@ def rule_tp_and_kv_heads_divide(sc: Scenario) -> None:
                             f"dividing {m.heads})")
 
 
+def _chunks(sc: Scenario) -> tuple[int, str]:
+    """The model's pipeline chunks and how to say their count: a V placement holds 2 per rank (2p
+    in all, Qi et al. 2024 Sec. 3; registry ``placement``), else pp * vpp."""
+    p = sc.parallelism
+    if registry.get(p.schedule).placement is registry.Placement.V:
+        return 2 * p.pp, f"2*pp = 2*{p.pp} (a V of 2 chunks per rank)"
+    return p.pp * p.vpp, f"pp*vpp = {p.pp}*{p.vpp}"
+
+
 def rule_layers_fill_chunks(sc: Scenario) -> None:
     """Every pipeline chunk (pp * vpp of them) holds at least one layer, but for an embedding-only
     and a loss-only chunk (two fewer): a pipeline layout may name them, and the default split
     of a one-direction schedule makes them when there are fewer layers than chunks."""
     layers, p = sc.model.layers, sc.parallelism
     one_way = not registry.get(p.schedule).pair_split     # split.choose_split's edge chunks
-    ends = 2 if (p.pipeline_layout is not None or one_way) and p.pp * p.vpp > 2 else 0
-    if layers < p.pp * p.vpp - ends:
-        raise ScenarioError("model.layers", f"{layers} layers cannot fill pp*vpp = {p.pp}*{p.vpp} = "
-                            f"{p.pp * p.vpp} pipeline chunks; need at least {p.pp * p.vpp - ends} layers "
+    chunks, what = _chunks(sc)
+    ends = 2 if (p.pipeline_layout is not None or one_way) and chunks > 2 else 0
+    if layers < chunks - ends:
+        raise ScenarioError("model.layers", f"{layers} layers cannot fill {what} = "
+                            f"{chunks} pipeline chunks; need at least {chunks - ends} layers "
                             + ("(an embedding-only and a loss-only chunk besides) " if ends else "")
                             + "or fewer stages")
 
@@ -247,9 +257,10 @@ def rule_datacenters_divide_nodes(sc: Scenario) -> None:
 def rule_stage_layers_count(sc: Scenario) -> None:
     """An explicit layer split names every pipeline chunk."""
     p = sc.parallelism
-    if p.stage_layers is not None and len(p.stage_layers) != p.pp * p.vpp:
+    chunks, what = _chunks(sc)
+    if p.stage_layers is not None and len(p.stage_layers) != chunks:
         raise ScenarioError("parallelism.stage_layers", f"has {len(p.stage_layers)} entries; "
-                            f"need pp*vpp = {p.pp * p.vpp}")
+                            f"need {what.split(' = ')[0]} = {chunks}")
 
 
 def rule_stage_layers_sum(sc: Scenario) -> None:
@@ -279,8 +290,9 @@ def rule_pipeline_layout(sc: Scenario) -> None:
     f = "parallelism.pipeline_layout"
     if p.stage_layers is not None:
         raise ScenarioError(f, "and parallelism.stage_layers are both set; give one of them")
-    if len(lay) != p.pp * p.vpp:
-        raise ScenarioError(f, f"has {len(lay)} entries; need pp*vpp = {p.pp}*{p.vpp} = {p.pp * p.vpp}")
+    chunks, what = _chunks(sc)
+    if len(lay) != chunks:
+        raise ScenarioError(f, f"has {len(lay)} entries; need {what.split(' (')[0]} = {chunks}")
     if sum(lay) != layers:
         raise ScenarioError(f, f"sums to {sum(lay)}; need model.layers = {layers}")
     inner = lay[1:-1]

@@ -205,9 +205,10 @@ def _schedules(pp: int, layers: int, names: list[str]) -> list[tuple[str, int]]:
         return [(registry.DEFAULT, 1)]
     out: list[tuple[str, int]] = []
     for name in names:
-        if registry.get(name).virtual_stages:
+        sched = registry.get(name)
+        if sched.virtual_stages:
             out += [(name, v) for v in ADVISE_VPP if pp * v <= layers]
-        else:
+        elif sched.placement is not registry.Placement.V or 2 * pp - 2 <= layers:   # 2 chunks per rank
             out.append((name, 1))
     return out
 

@@ -18,8 +18,10 @@ refined search varies them on its best layouts (explorer/design/refine.py).
   order is their base order, the same layout again, and each one is a full simulation;
 - pp = 1 runs the registry's default schedule only (every schedule is the same without a pipeline);
   a schedule with virtual stages (interleaved) takes vpp from VPP_CHOICES with pp·vpp <= layers,
-  the others vpp = 1.  Layers need not divide pp·vpp: the simulator balances uneven stages, as
-  Llama 3 ran 126 layers on 16 stages;
+  the others vpp = 1; a V placement (zb-v, v-half, v-min, dualpipe-v: 2 chunks per rank) needs
+  2·pp - 2 <= layers (config rule_layers_fill_chunks: two chunks may hold an end alone).  Layers
+  need not divide pp·vpp: the simulator balances uneven stages, as Llama 3 ran 126 layers on 16
+  stages;
 - ep is 1 for a dense model, else a divisor of the experts that divides dp·cp;
 - sequence parallelism only where tp > 1 (it is a no-op without TP).
 
@@ -207,9 +209,10 @@ def _schedules(pp: int, layers: int, names: tuple[str, ...], vpps: tuple[int, ..
         return [(registry.DEFAULT, 1)]
     out = []
     for name in names:
-        if registry.get(name).virtual_stages:
+        sched = registry.get(name)
+        if sched.virtual_stages:
             out += [(name, v) for v in vpps if v > 1 and pp * v <= layers]
-        else:
+        elif sched.placement is not registry.Placement.V or 2 * pp - 2 <= layers:
             out.append((name, 1))
     return out
 

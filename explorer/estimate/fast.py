@@ -69,7 +69,7 @@ def base_units(prof: RowProfile) -> int:
 
 
 def _extrapolable(prof: RowProfile) -> bool:
-    return not (_needs_ops(prof) or prof.schedule.two_directions) and prof.units > 2 * base_units(prof)
+    return not (_needs_ops(prof) or prof.schedule.exact_units) and prof.units > 2 * base_units(prof)
 
 
 def fast_path(prof: RowProfile) -> str | None:
@@ -80,8 +80,8 @@ def fast_path(prof: RowProfile) -> str | None:
         return "from the simulation: a variant the estimator leaves to it, or a timed schedule over a WAN"
     if _needs_ops(plain):
         return "exact: its replay reads individual ops (PipeDream's window, P3 priorities)"
-    if plain.schedule.two_directions:
-        return "exact: DualPipe's phases depend on the unit count"
+    if plain.schedule.exact_units:
+        return f"exact: {plain.schedule.name}'s phases depend on the unit count"
     a = base_units(plain)
     if plain.units <= 2 * a:
         where = "exact" if row_ops(plain) <= MAX_ROW_OPS else "from the simulation (too many ops)"

@@ -60,7 +60,7 @@ def _run(profs: Sequence[RowProfile], jobs: list[tuple[int, int]],
     for j, (i, units) in enumerate(jobs):
         pr = profs[i]
         sched = pr.schedule
-        scale = units if sched.two_directions else (units - 1).bit_length() // SCALE_BITS
+        scale = units if sched.exact_units else (units - 1).bit_length() // SCALE_BITS
         groups.setdefault((sched.name, pr.p, pr.v, pr.blocking, scale), []).append(j)
     out: list[tuple[StageTimes, int] | None] = [None] * len(jobs)
     for members in groups.values():

@@ -83,13 +83,16 @@ def estimate(sc: Scenario) -> WorkEstimate:
     units = sc.micro_batches * par.token_slices
     sched = registry.get(par.schedule)
     runs = sched.iterations_simulated * units                     # pipeline units simulated
+    vee = sched.placement is registry.Placement.V     # 2 chunks per rank, each running every unit
+    work = runs * (2 if vee else 1)
     if sched.split_backward:              # (vpp is 1: only interleaving schedules have virtual stages)
-        passes = 2 * runs                 # forwards and backwards (input-gradient part) per stage
-        compute = 3 * runs                # ... plus a separate weight-gradient pass each at most
+        passes = 2 * work                 # forwards and backwards (input-gradient part) per stage
+        compute = 3 * work                # ... plus a separate weight-gradient pass each at most
     else:
         passes = compute = 2 * runs * v
-    chunks = sched.chunks_per_rank(v)     # model chunks per GPU: v, or both ends for DualPipe
-    pp_tasks = 2 * runs * max(p * v - 1, 0)           # vpp > 1 only with the interleaved schedule
+    chunks = sched.chunks_per_rank(v)     # model chunks per GPU: v, or both ends for DualPipe or a V
+    hops = 2 * p - 2 if vee else p * v - 1            # a V's 2p chunks, its turn local
+    pp_tasks = 2 * runs * max(hops, 0)                # vpp > 1 only with the interleaved schedule
     dp_group = sc.dp * par.cp
     dims = (1 if dp_group > 1 else 0) + (1 if sc.model.is_moe and dp_group // par.ep > 1 else 0)
     zero = comm_zero(sc)               # FSDP2 under a pipeline communicates as ZeRO-2 (techniques/fsdp.py)

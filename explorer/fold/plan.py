@@ -86,7 +86,7 @@ def foldable(sc: ScenarioLike) -> bool:
     all-forwards-then-all-backwards order (it grows in both phases) nor DualPipe's two directions
     (both ends grow); those are simulated in full."""
     sched = registry.get(sc.parallelism.schedule)
-    return sched.grows_in_one_place and not sched.two_directions
+    return sched.grows_in_one_place and not sched.two_directions and not sched.fused_pairs
 
 
 def plan(sc: ScenarioLike) -> FoldPlan | None:

@@ -42,11 +42,11 @@ def live_counts(schedule: Schedule, p: int, units: int, v: int) -> np.ndarray:
         # The row's own ops, grouped by stage once (in program order within a stage).
         mine = np.flatnonzero(prog.mb < units)
         mine = mine[np.argsort(prog.stage[mine], kind="stable")]
-        got = _LIVE[key] = _stage_counts(prog, schedule.two_directions, mine, p)
+        got = _LIVE[key] = _stage_counts(prog, schedule.fused_pairs, mine, p)
     return got
 
 
-def _stage_counts(prog: Program, two_directions: bool, ops: np.ndarray, p: int) -> np.ndarray:
+def _stage_counts(prog: Program, fused_pairs: bool, ops: np.ndarray, p: int) -> np.ndarray:
     """(p, K, nch) the distinct vectors of per-chunk activations alive after each op of each stage's
     order (``ops``: op indices, stage after stage, each stage's in program order): the registry's
     peak_activations replay, with one unit of bytes per chunk counted per chunk, every stage at once.
@@ -58,7 +58,7 @@ def _stage_counts(prog: Program, two_directions: bool, ops: np.ndarray, p: int) 
     nch = prog.nch
     kind, local, local_b, stage = prog.kind[ops], prog.local[ops], prog.local_b[ops], prog.stage[ops]
     f, b, bi, w, fb = (kind == k for k in range(5))
-    if two_directions:
+    if fused_pairs:                   # DualPipe's and DualPipeV's accounting
         release = b | w
     else:
         # Per stage, as the registry decides it per order: W frees where the stage has W passes.

@@ -173,7 +173,7 @@ def _layout_of(sc: Scenario, sched: Schedule, ckey: int, info: NetInfo, ideal: f
     pieces per stage class (chunk_basis.basis_key) and the same schedule shape (p, v)."""
     par = sc.parallelism
     p, v = par.pp, par.vpp
-    tied = sc.model.tied_embeddings and (p == 1 or sched.two_directions)
+    tied = sc.model.tied_embeddings and layout_for(sched, p, v).ends_on_one_rank
     pattern, cls, first, netsigs = stage_classes(info, par.zero == 3)
     bkeys = tuple(basis_key(sc, ckey, ns, ideal, tied) for ns in netsigs)
     # The split prices stage 0 without ideal aspects on the real network: this row's key for it
@@ -196,7 +196,8 @@ def _layout(sc: Scenario, sched: Schedule, split: tuple[int, ...], stage_cls: np
     par = sc.parallelism
     p, v = par.pp, par.vpp
     counts = chunk_counts(spec, split)
-    cls = stage_cls[np.arange(len(split)) % p]              # the builder prices chunk gc on stage gc % p
+    lay = layout_for(sched, p, v)       # the builder prices chunk gc on the rank holding it (layout)
+    cls = stage_cls[np.array([lay.rank_of(gc) for gc in range(len(split))], dtype=np.int64)]
     roles = np.stack([b[0] for b in pieces])[cls]         # (chunks, ROLES, FEATURES)
     feat = np.einsum("cr,crf->cf", counts, roles)
     layer_bytes = np.where(counts > 0, np.stack([b[1] for b in pieces])[cls], 0.0).max(axis=1)

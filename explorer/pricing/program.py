@@ -106,9 +106,9 @@ def program_units(schedule, units: int, p: int) -> int:
     power of two, so that rows and sweeps share programs (phantom units pad the row,
     pricing/critical_path.py), rounded up to whole groups of p for virtual-stage schedules, whose
     order takes the units p at a time (Megatron's interleaved 1F1B, Narayanan et al. SC21 Sec.
-    2.2.2: its order of 8 units on 3 stages names a unit 8); exactly ``units`` for DualPipe, whose
-    phases depend on the count."""
-    if schedule.two_directions:
+    2.2.2: its order of 8 units on 3 stages names a unit 8); exactly ``units`` for DualPipe and the
+    other schedules whose phases depend on the count (registry ``exact_units``)."""
+    if schedule.exact_units:
         return units
     n = 1 << max(0, units - 1).bit_length()
     return -(-n // p) * p if schedule.virtual_stages else n
@@ -189,39 +189,46 @@ def _compile(schedule: str, p: int, v: int, units: int) -> Program:
     local = m_local[first]
     local_b = np.where(fused, m_local[~first][np.cumsum(fused) - 1] if fused.any() else 0, local)
     mb = np.where(fused, m_unit[~first][np.cumsum(fused) - 1] if fused.any() else 0, m_unit[first])
-    # Positions along the lane (layout.Layout.position) and which op holds each pass there.
-    if sched.two_directions:
-        pos = np.where(m_lane == 0, m_stage, p - 1 - m_stage)
-    else:
-        pos = m_local * p + m_stage
+    # Positions along the lane (layout.Layout.position), the rank at each position (Layout.at) and
+    # which op holds each pass there.
+    lanes = 2 if sched.two_directions else 1
+    pos_of = np.array([[[lay.position(s, ln, c) for c in range(nch)] for s in range(p)]
+                       for ln in range(lanes)],
+                      dtype=np.int64).reshape(lanes, p, nch)
+    rank_at = np.array([[lay.at(ln, q)[0] for q in range(L)] for ln in range(lanes)], dtype=np.int64)
+    pos = pos_of[m_lane, m_stage, m_local]
     is_f = m_kind == KINDS.index("F")
     is_b = (m_kind == KINDS.index("B")) | (m_kind == KINDS.index("Bi"))
     is_w = m_kind == KINDS.index("W")
-    lanes = 2 if sched.two_directions else 1
     at_f = np.full((lanes, units, L), -1, np.int64)
     at_b = np.full((lanes, units, L), -1, np.int64)
     at_f[m_lane[is_f], m_unit[is_f], pos[is_f]] = m_op[is_f]
     at_b[m_lane[is_b], m_unit[is_b], pos[is_b]] = m_op[is_b]
     end0 = 1 + p * nch
     src = np.zeros((n, 4), np.int64)
+    # An input from the neighbouring position arrives by transfer, unless that position is on the
+    # same rank (a V's turn, builder._data_dependencies): then it is the pass's end itself.
     f_in = is_f & (pos > 0)
-    src[m_op[f_in], 0] = end0 + n + at_f[m_lane[f_in], m_unit[f_in], pos[f_in] - 1]
+    f_local = rank_at[m_lane[f_in], pos[f_in] - 1] == m_stage[f_in]
+    src[m_op[f_in], 0] = end0 + np.where(f_local, 0, n) + at_f[m_lane[f_in], m_unit[f_in], pos[f_in] - 1]
     b_in = is_b & (pos + 1 < L)
-    src[m_op[b_in], 1] = end0 + 2 * n + at_b[m_lane[b_in], m_unit[b_in], pos[b_in] + 1]
+    b_local = rank_at[m_lane[b_in], pos[b_in] + 1] == m_stage[b_in]
+    src[m_op[b_in], 1] = end0 + np.where(b_local, 0, 2 * n) + at_b[m_lane[b_in], m_unit[b_in], pos[b_in] + 1]
     src[m_op[is_b], 2] = end0 + at_f[m_lane[is_b], m_unit[is_b], pos[is_b]]
     src[m_op[is_w], 2] = end0 + at_b[m_lane[is_w], m_unit[is_w], pos[is_w]]
     gate = is_f & (m_unit == 0)                               # builder._gathers_at_start
     src[m_op[gate], 3] = 1 + m_stage[gate] * nch + m_local[gate]
     # The stage pair a transfer uses (layout.Layout.pair): forward from stage s on pair s,
-    # backward on pair s-1 (wrapping between virtual chunks); two lanes use the lower rank's pair.
+    # backward on pair s-1 (wrapping between virtual chunks); two lanes and a V use the lower rank's.
     send_f = np.full(n, -1, np.int64)
     send_b = np.full(n, -1, np.int64)
     f_out = is_f & (pos + 1 < L)
+    f_out[f_out] = rank_at[m_lane[f_out], pos[f_out] + 1] != m_stage[f_out]      # a V's turn sends nothing
     b_out = is_b & (pos > 0)
-    if sched.two_directions:
-        nxt = lambda q, lane: np.where(lane == 0, q, p - 1 - q)          # noqa: E731 - Layout.at's rank
-        send_f[m_op[f_out]] = np.minimum(m_stage[f_out], nxt(pos[f_out] + 1, m_lane[f_out]))
-        send_b[m_op[b_out]] = np.minimum(m_stage[b_out], nxt(pos[b_out] - 1, m_lane[b_out]))
+    b_out[b_out] = rank_at[m_lane[b_out], pos[b_out] - 1] != m_stage[b_out]
+    if lay.two_directions or lay.v_shape:
+        send_f[m_op[f_out]] = np.minimum(m_stage[f_out], rank_at[m_lane[f_out], pos[f_out] + 1])
+        send_b[m_op[b_out]] = np.minimum(m_stage[b_out], rank_at[m_lane[b_out], pos[b_out] - 1])
     else:
         send_f[m_op[f_out]] = m_stage[f_out]
         send_b[m_op[b_out]] = (m_stage[b_out] - 1) % p

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..config import Scenario
 from ..config.frameworks import profile as framework_profile
 from ..schedules.registry import get as get_schedule
+from ..taskgraph.layout import layout_for
 from ..taskgraph.split import choose_split, given_split
 from ..taskgraph.split_cost import Piece, SplitCosts, assemble, piece_fields
 from .chunk_basis import F_IDX, KINDS, PARTS, ROLES, basis, basis_key, costs
@@ -35,16 +36,17 @@ def layer_split(sc: Scenario, ckey: int, pair_split: bool, bkey: int | None = No
     if bkey is None:
         bkey = _stage0_key(sc, ckey, nkey)
     units = sc.micro_batches * par.token_slices if pair_split else 0    # DualPipe's split reads them
-    key = (bkey, par.pp, par.vpp, pair_split, units, _assembly_key(sc, pair_split, nkey))
+    lay = layout_for(get_schedule(par.schedule), par.pp, par.vpp)
+    key = (bkey, par.pp, par.vpp, pair_split, lay.v_shape, units, _assembly_key(sc, pair_split, nkey))
     out = _SPLITS.get(key)
     if out is None:
         c = _costs(sc, ckey, bkey, key[-1], nkey)
-        chunks = par.pp * par.vpp
-        stages = None if pair_split else par.pp
-        skey = c.search_key(chunks, stages, units)
+        chunks = lay.length          # as IterationBuilder._split: a V's 2p chunks each on its own
+        stages = None if pair_split else chunks if lay.v_shape else par.pp
+        skey = c.search_key(chunks, stages, units, lay.v_shape)
         out = _SEARCHES.get(skey)
         if out is None:
-            out = _SEARCHES[skey] = choose_split(None, c, chunks, stages, units)
+            out = _SEARCHES[skey] = choose_split(None, c, chunks, stages, units, lay.v_shape)
         _SPLITS[key] = out
     return out
 
@@ -75,7 +77,8 @@ def _stage0_key(sc: Scenario, ckey: int, nkey: int | None) -> int:
 
 def _tied(sc: Scenario) -> bool:
     par = sc.parallelism
-    return sc.model.tied_embeddings and (par.pp == 1 or get_schedule(par.schedule).two_directions)
+    lay = layout_for(get_schedule(par.schedule), par.pp, par.vpp)
+    return sc.model.tied_embeddings and lay.ends_on_one_rank
 
 
 def _costs(sc: Scenario, ckey: int, bkey: int, akey: tuple, nkey: int | None) -> SplitCosts:

@@ -12,7 +12,18 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from . import chimera, cross_dc, crosspipe, dualpipe, pipedream, pipedream_2bw, pipeline, zero_bubble
+from . import (
+    chimera,
+    cross_dc,
+    crosspipe,
+    dualpipe,
+    dualpipe_v,
+    pipedream,
+    pipedream_2bw,
+    pipeline,
+    vshape,
+    zero_bubble,
+)
 from .base import BubbleInputs, Op, Problem, ScenarioLike, Timing
 
 OrderFn = Callable[[int, int, int, int], Sequence[Op]]          # (stage, p, units simulated, v) -> ops
@@ -33,6 +44,14 @@ class Window(Enum):
 
 def _one_version(stage: int, p: int) -> int:
     return 1
+
+
+class Placement(Enum):
+    """Which pipeline stages a rank holds (explorer/taskgraph/layout.py reads it)."""
+
+    INTERLEAVED = "interleaved"   # chunk c of rank r is stage c*p + r (Megatron-LM, SC21 Sec. 2.2)
+    V = "v"                       # rank r holds stages r and 2p-1-r: the V's turn on rank p-1 is a
+    #                               local hand-off and rank 0 holds both ends (Qi et al. 2024 Sec. 3)
 
 
 @dataclass(frozen=True)
@@ -68,6 +87,15 @@ class Schedule:
     # Orders that depend on the pipeline's costs and link delays (cross-datacenter schedules):
     # given them, ``timed`` replaces ``order``, which stays the order without any WAN.
     timed: TimedFn | None = None
+    # Where the chunks sit: Megatron's interleaving (chunk c of rank r = stage c*p + r, one chunk per
+    # rank unless virtual_stages) or a V of two chunks per rank (placement V: 2p stages on p ranks).
+    placement: Placement = Placement.INTERLEAVED
+    # DualPipe-style orders: fused F&B ops, and full backwards (B) beside split ones (Bz + W).
+    fused_pairs: bool = False
+    # The order's phases depend on the unit count as a whole (DualPipe's, ZB-V's reference builds
+    # it for max(2p-1, m)): its order over more units, less the extra ones, is not its order, so
+    # the estimator compiles it for the exact count (pricing/program.program_units).
+    count_shaped: bool = False
 
     @property
     def overlapping(self) -> bool:
@@ -75,11 +103,16 @@ class Schedule:
         return self.window is not Window.FLUSH
 
     @property
+    def exact_units(self) -> bool:
+        """Programs of this schedule serve exactly their unit count (no padding, no extrapolation)."""
+        return self.two_directions or self.count_shaped
+
+    @property
     def bucket_priority_ok(self) -> bool:
         """P3 bucket priorities (Jayarajan et al. SysML 2019) reorder the DP buckets the backward
         releases and let the next iteration start early: only on schedules that flush, with fused
         backwards or one chunk in each direction."""
-        return self.window is Window.FLUSH and not self.two_directions
+        return self.window is Window.FLUSH and not self.two_directions and not self.fused_pairs
 
     def orders(self, p: int, units: int, v: int, timing: Callable[[], Timing]) -> list[Sequence[Op]]:
         """Every stage's program order over ``units``; ``timing`` is asked only by a timed schedule."""
@@ -88,8 +121,8 @@ class Schedule:
         return [self.order(s, p, units, v) for s in range(p)]
 
     def chunks_per_rank(self, v: int) -> int:
-        """Model chunks one GPU holds: v virtual stages, or both ends for two directions."""
-        return 2 if self.two_directions else v
+        """Model chunks one GPU holds: v virtual stages, or both ends for two directions or a V."""
+        return 2 if self.two_directions or self.placement is Placement.V else v
 
     def validate(self, sc: ScenarioLike) -> Problem | None:
         """The schedule's own rule on ``sc`` (after the generic ones): (field, message) or None."""
@@ -116,6 +149,7 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
              citation="Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024"),
     Schedule("dualpipe", dualpipe.dualpipe, True, Window.FLUSH, 1, dualpipe.in_flight,
              dualpipe.peak_activations, dualpipe.bubble, dualpipe.rule, two_directions=True, pair_split=True,
+             fused_pairs=True,
              citation="DeepSeek-AI, DeepSeek-V3 Technical Report, 2024, Sec. 3.2.1"),
     Schedule("pipedream-async", pipedream.order, False, Window.ASYNC, pipedream.ITERATIONS_SIMULATED,
              pipeline.one_f_one_b_in_flight, pipeline.peak_activations, pipedream.bubble, pipeline.no_rule,
@@ -131,6 +165,26 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
              timed=crosspipe.orders, grows_in_one_place=False,
              citation="Chen et al., CrossPipe: Towards Optimal Pipeline Schedules for Cross-Datacenter "
                       "Training, ATC 2025"),
+    # V-shaped schedules (issue 35): two chunks per rank placed as a V (schedules/vshape.py,
+    # schedules/dualpipe_v.py); the loss is on rank 0.
+    Schedule("zb-v", vshape.zb_v, True, Window.FLUSH, 1, vshape.in_flight(vshape.zb_v),
+             pipeline.peak_activations, vshape.zb_v_bubble, vshape.rule, placement=Placement.V,
+             count_shaped=True,
+             citation="Qi et al., Pipeline Parallelism with Controllable Memory, NeurIPS 2024 (V-ZB); "
+                      "sail-sg/zero-bubble-pipeline-parallelism handcrafted ZB-V"),
+    Schedule("v-half", vshape.v_half, True, Window.FLUSH, 1, vshape.in_flight(vshape.v_half),
+             pipeline.peak_activations, vshape.v_half_bubble, vshape.rule, placement=Placement.V,
+             count_shaped=True,
+             citation="Qi et al., Pipeline Parallelism with Controllable Memory, NeurIPS 2024 (V-Half)"),
+    Schedule("v-min", vshape.v_min, True, Window.FLUSH, 1, vshape.in_flight(vshape.v_min),
+             pipeline.peak_activations, vshape.v_min_bubble, vshape.rule, placement=Placement.V,
+             count_shaped=True,
+             citation="Qi et al., Pipeline Parallelism with Controllable Memory, NeurIPS 2024 (V-Min)"),
+    Schedule("dualpipe-v", dualpipe_v.dualpipe_v, True, Window.FLUSH, 1, dualpipe_v.in_flight,
+             dualpipe.peak_activations, dualpipe_v.bubble, dualpipe_v.rule, placement=Placement.V,
+             fused_pairs=True, count_shaped=True,
+             citation="deepseek-ai/DualPipe, DualPipeV (Sea AI Lab's cut-in-half of DualPipe, DeepSeek-V3 "
+                      "Technical Report Sec. 3.2.1)"),
     # Issue 35: Chimera's two pipelines reuse DualPipe's two lanes (rank r holds stage r of one and
     # p-1-r of the other: two weight replicas); PipeDream-2BW is PipeDream's asynchronous 1F1B with
     # two weight versions per stage.

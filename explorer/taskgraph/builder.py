@@ -91,12 +91,12 @@ class IterationBuilder:
         # embedding chunk and the output-layer chunk (pp 1, or DualPipe whose edge ranks hold
         # both ends) the shared matrix exists once on it.  On different stages each keeps a copy
         # (Megatron-LM); their gradient all-reduce in the embedding group is not modelled.
-        tied = sc.model.tied_embeddings and (self.p == 1 or self.schedule.two_directions)
+        tied = sc.model.tied_embeddings and self.layout.ends_on_one_rank
         self.tied = tied
         self.layer_counts = split if split is not None else self._split()
-        ctx = ChunkContext(sc, self.net, self.cm, self.ideal, self.spec, self.p * self.v, tied)
+        ctx = ChunkContext(sc, self.net, self.cm, self.ideal, self.spec, self.layout.length, tied)
         starts = [0, *accumulate(self.layer_counts)]
-        self.chunks = [chunk_work(ctx, gc, gc % self.p, starts[gc], n)
+        self.chunks = [chunk_work(ctx, gc, self.layout.rank_of(gc), starts[gc], n)
                        for gc, n in enumerate(self.layer_counts)]
         if "balance" in self.ideal:
             self.chunks = balanced(self.chunks)
@@ -108,7 +108,7 @@ class IterationBuilder:
         self._rank_slow: tuple[float, ...] = slow if slow and self.schedule.two_directions else ()
         self._slowed: dict[tuple[int, int], ChunkWork] = {}
         if slow and not self._rank_slow:
-            self.chunks = [slowed(ch, slow[gc % self.p]) for gc, ch in enumerate(self.chunks)]
+            self.chunks = [slowed(ch, slow[self.layout.rank_of(gc)]) for gc, ch in enumerate(self.chunks)]
         # Program order of every stage over the units simulated (the registry's order function).
         self.orders = self.schedule.orders(self.p, self.m_sim, self.v, self.timing)
         self.pp_msg_bytes = pp_message_bytes(sc)
@@ -141,8 +141,9 @@ class IterationBuilder:
             return tuple(given)
         net = Network(self.sc) if self.net.free else self.net
         costs = split_costs(self.sc, net, self.cm, self.spec, self.tied)
-        stages = None if self.schedule.pair_split else self.p
-        return choose_split(None, costs, self.p * self.v, stages, self.m)
+        lay = self.layout      # DualPipe: the pair split; a V: a plain line of 2p chunks; else p stages
+        stages = None if self.schedule.pair_split else lay.length if lay.v_shape else self.p
+        return choose_split(None, costs, lay.length, stages, self.m, lay.v_shape)
 
     def timing(self) -> Timing:
         """Per-stage forward and full backward seconds of one unit (first chunk of each stage, as
@@ -316,18 +317,24 @@ class IterationBuilder:
                 pos = lay.position(s, lane, local)
                 nxt = lay.at(lane, pos + 1) if pos + 1 < lay.length else None
                 prv = lay.at(lane, pos - 1) if pos > 0 else None
+                ts = self._transfer_shape
                 hop = hops[(s, lane, local)] = (
-                    nxt, nxt and self._transfer_shape(lay.pair(s, nxt[0], "forward"), s, "forward"),
-                    prv, prv and self._transfer_shape(lay.pair(s, prv[0], "backward"), s, "backward"))
+                    nxt, nxt and nxt[0] != s and ts(lay.pair(s, nxt[0], "forward"), s, "forward"),
+                    prv, prv and prv[0] != s and ts(lay.pair(s, prv[0], "backward"), s, "backward"))
             nxt, fwd, prv, bwd = hop
             if kind == "F" and nxt is not None:
                 dst = ids[("F", nxt[0], lane, mb, nxt[1])]
+                to = nxt[0]
             elif kind == "B":
                 tasks[tid].deps.append((ids[("F", s, lane, mb, local)], 1.0))
                 if prv is None:
                     continue
-                dst, fwd = ids[("B", prv[0], lane, mb, prv[1])], bwd
+                dst, fwd, to = ids[("B", prv[0], lane, mb, prv[1])], bwd, prv[0]
             else:
+                continue
+            if to == s:                  # a V's turn: the next chunk is on this rank, no transfer
+                if dst != tid:
+                    tasks[dst].deps.append((tid, 1.0))
                 continue
             # The transfer (see _transfer_shape), made inline: the 1T-parameter row has 65k of them.
             st, stream, priority, time_s, parts, links, tail, tier, wire = fwd

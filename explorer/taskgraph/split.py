@@ -4,7 +4,7 @@ that minimises the slowest stage's seconds per pipeline unit as the engine price
 (partition.py)."""
 from __future__ import annotations
 
-from .dualpipe_split import pair_split
+from .dualpipe_split import pair_split, v_split
 from .partition import split_layers
 from .split_cost import SplitCosts
 
@@ -17,13 +17,13 @@ def given_split(par) -> tuple[int, ...] | None:
 
 
 def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
-                 stages: int | None, units: int) -> tuple[int, ...]:
+                 stages: int | None, units: int, v_shape: bool = False) -> tuple[int, ...]:
     """Layers per chunk: ``given`` when set; else, for ``stages`` None (DualPipe, whose rank r
     holds chunk r and chunk chunks-1-r), the pair split for ``units`` pipeline units per
     iteration (the only split that depends on them); else the balanced split_layers of each
     layer's forward and backward seconds (split_cost.unit_seconds), the embedding's on the first
     chunk, the output layer's on the last and each chunk's blocking sends on it, interleaved over
-    ``stages`` when fewer than chunks."""
+    ``stages`` when fewer than chunks (``v_shape``: a V's chunks, whose sends differ)."""
     if given is not None:
         return tuple(given)
     n = len(costs.layers)
@@ -38,5 +38,7 @@ def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
         return (len(costs.layers),)
     if stages is None:
         return pair_split(costs, chunks, units)
+    if v_shape:
+        return v_split(costs, chunks)
     per, first, last = costs.unit_seconds()
-    return split_layers(per, chunks, first, last, stages=stages, extras=costs.chunk_sends(chunks))
+    return split_layers(per, chunks, first, last, stages=stages, extras=costs.chunk_sends(chunks, v_shape))

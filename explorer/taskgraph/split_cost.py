@@ -76,23 +76,32 @@ class SplitCosts:
                 held_runs, tuple(self.first_held.tolist()), tuple(self.last_held.tolist()), self.capacity,
                 self.transient)
 
-    def search_key(self, chunks: int, stages: int | None, units: int) -> tuple:
+    def search_key(self, chunks: int, stages: int | None, units: int, v_shape: bool = False) -> tuple:
         """What the split's search reads, hashable (equal keys, equal splits): along one direction
         each layer's, each end's and each chunk's seconds (partition.split_layers); DualPipe's
         search every field, the bytes and the unit count."""
         if stages is not None:
             per, first, last = self.unit_seconds()
-            return ("line", tuple(per), first, last, tuple(self.chunk_sends(chunks) or ()), chunks, stages)
+            sends = tuple(self.chunk_sends(chunks, v_shape) or ())
+            return ("line", tuple(per), first, last, sends, chunks, stages, v_shape)
         return ("pairs", self.key(), chunks, units)
 
-    def chunk_sends(self, chunks: int) -> list[float] | None:
+    def chunk_sends(self, chunks: int, v_shape: bool = False) -> list[float] | None:
         """One direction: per chunk gc, its blocking sends per unit — the activation to chunk gc+1
         on pair gc mod p, the gradient to chunk gc-1 on pair (gc-1) mod p (layout.Layout.pair) —
-        or None when sends do not block."""
+        or None when sends do not block.  ``v_shape``: chunk gc on rank min(gc, 2p-1-gc), each send
+        on the pair of the lower rank, none at the turn (both chunks on rank p-1)."""
         s = self.sends
         if not s:
             return None
         p = len(s)
+        if v_shape:
+            rank = [min(gc, 2 * p - 1 - gc) for gc in range(chunks)]
+
+            def send(a: int, b: int) -> float:
+                return 0.0 if not 0 <= b < chunks or rank[a] == rank[b] else s[min(rank[a], rank[b])]
+
+            return [send(gc, gc + 1) + send(gc, gc - 1) for gc in range(chunks)]
         return [(s[gc % p] if gc < chunks - 1 else 0.0) + (s[(gc - 1) % p] if gc > 0 else 0.0)
                 for gc in range(chunks)]
 

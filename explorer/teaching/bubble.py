@@ -7,7 +7,9 @@ from __future__ import annotations
 from ..fold.run import run_iteration
 from ..result.record import Result
 from ..scenario import Scenario
+from ..schedules.registry import get as get_schedule
 from ..taskgraph.builder import IDEAL_ASPECTS
+from ..taskgraph.layout import layout_for
 from ..variants.registry import needs_simulation
 from ..workloads.registry import nouns
 
@@ -38,11 +40,13 @@ def explain_bubble(r: Result) -> str:
     if p == 1 or sc.parallelism.ideal_pipeline:
         return out
     split = list(r.stage_layers)
-    last = p * v - 1
+    lay = layout_for(get_schedule(sc.parallelism.schedule), p, v)
+    last = lay.length - 1                   # the last chunk, on the rank the layout puts it (a V: rank 0)
     said = nouns(sc.model)                  # what the workload's edges are (embedding and logits)
-    where = (f"the {said.first_edge} on stage 0 and the {said.last_edge} on stage {last % p}" if v == 1 else
-             f"the {said.first_edge} on stage 0 (chunk 0) and the {said.last_edge} on stage {last % p} "
-             "(its last chunk)")
+    where = (f"the {said.first_edge} on stage 0 and the {said.last_edge} on stage {lay.rank_of(last)}"
+             if lay.length == p else
+             f"the {said.first_edge} on stage 0 (chunk 0) and the {said.last_edge} on stage "
+             f"{lay.rank_of(last)} (its last chunk)")
     labels = [f"the layer split {split}", where, "the optimizer step", "exposed communication"]
     if len(r.tasks) > WATERFALL_MAX_TASKS:
         return out + (" It differs through " + ", ".join(labels) + " (not decomposed: "

@@ -26,8 +26,11 @@ def _direction(lane: int, p: int, two_way: bool) -> str:
     return f" from rank {0 if lane == 0 else p - 1}" if two_way else ""
 
 
-def _upstream(c: Cell, p: int, two_way: bool) -> int | None:
-    """The rank a backward of ``c`` sends its input gradient to (None: the first position)."""
+def _upstream(c: Cell, p: int, two_way: bool, v_shape: bool = False) -> int | None:
+    """The rank a backward of ``c`` sends its input gradient to (None: the first position; its own
+    rank: a V's turn, chunk 1 of rank p-1 handing to its chunk 0)."""
+    if v_shape and c.chunk == 1:
+        return c.rank + 1 if c.rank < p - 1 else c.rank
     if two_way and c.lane == 1:
         return c.rank + 1 if c.rank < p - 1 else None
     if c.rank > 0:
@@ -54,6 +57,8 @@ def narrate(cells: list[Cell], p: int, rank: int, t: int, v: int = 1) -> str:
     """One sentence: what ``rank`` does during unit ``t`` of the grid ``cells`` and why."""
     mine = sorted((c for c in cells if c.rank == rank), key=lambda c: c.start)
     two_way = any(c.lane == 1 for c in cells)
+    # A V placement (Qi et al. 2024): one lane, one virtual stage, yet a second chunk per rank.
+    v_shape = v == 1 and not two_way and any(c.chunk > 0 for c in cells)
     if t >= mine[-1].start + mine[-1].units:
         return "done"
     now = next((c for c in mine if c.start <= t < c.start + c.units), None)
@@ -66,11 +71,13 @@ def narrate(cells: list[Cell], p: int, rank: int, t: int, v: int = 1) -> str:
     first_back = next((c for c in mine if c.kind != "F"), None)
     if now.kind == "F":
         chunk = f" (chunk {now.chunk + 1} of {v})" if v > 1 else ""
+        if v_shape:
+            chunk = f" (stage {rank if now.chunk == 0 else 2 * p - 1 - rank} of the V's {2 * p})"
         if first_back is None or now.start < first_back.start:
             n = sum(c.kind == "F" and c.start < (first_back.start if first_back else 10**9) for c in mine)
             k = sum(c.kind == "F" and c.start <= now.start for c in mine)
             extra = ""
-            if v == 1 and not two_way and n > p - rank:
+            if v == 1 and not two_way and not v_shape and n > p - rank:
                 more = n - p + rank
                 m = sum(c.kind == "F" for c in mine)
                 fills = _warm_up_idle(mine) < _warm_up_idle([c for c in unit_grid(ONE_F_ONE_B, p, m)
@@ -97,7 +104,9 @@ def narrate(cells: list[Cell], p: int, rank: int, t: int, v: int = 1) -> str:
         return f"{what}, deferred so that its input gradient could go on at once"
     stage = "cool-down" if not any(c.kind in ("F", "F&B") for c in later) else "steady state"
     if now.kind == "Bi":
-        up = _upstream(now, p, two_way)
-        to = f"sent on to rank {up} at once" if up is not None else "the end of its backward chain"
+        up = _upstream(now, p, two_way, v_shape)
+        to = (f"sent on to rank {up} at once" if up is not None and up != rank else
+              "handed to its own first chunk at once (the V's turn)" if up == rank else
+              "the end of its backward chain")
         return f"{stage}: {_op(now)}{_direction(now.lane, p, two_way)}, {to}; its weight gradient waits"
     return f"{stage}: {_op(now)}{_direction(now.lane, p, two_way)} (input and weight gradients together)"

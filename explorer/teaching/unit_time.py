@@ -114,6 +114,8 @@ def textbook_micro_batches(schedule: str, p: int, m: int) -> int:
     if sch.two_directions:
         drawn = min(m, max(DRAWN_MICRO_BATCHES, 2 * p))
         return drawn - drawn % 2
+    if sch.fused_pairs:                # DualPipeV: at least 2p (its reference's num_chunks >= 2 ranks)
+        return min(m, max(DRAWN_MICRO_BATCHES, 2 * p))
     drawn = min(m, DRAWN_MICRO_BATCHES)
     if sch.name == INTERLEAVED and m >= p:
         drawn = max(p, drawn - drawn % p)

@@ -87,7 +87,8 @@ def ineligible(sc: Scenario, folding: bool = True) -> str | None:
     if par.dp_kind != "allreduce":
         return f"{par.dp_kind} data parallelism"
     sched = get_schedule(par.schedule)
-    if not (sched.window is Window.FLUSH and not sched.two_directions and sched.timed is None
+    if not (sched.window is Window.FLUSH and not sched.two_directions and not sched.fused_pairs
+            and sched.timed is None
             and (sched.grows_in_one_place or not folding) and sched.iterations_simulated == 1):
         return (f"the {par.schedule} schedule (the array runs hold flushing, one-direction schedules "
                 "whose order depends on the units alone)")

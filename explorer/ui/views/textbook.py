@@ -82,4 +82,7 @@ def _textbook(data: ViewData, sch, present: bool) -> None:
                "communication free. The chart above is the same order with this scenario's costs."
                + (" Primed numbers (3\u2032) are micro-batches fed at the last rank, the others at rank "
                   "0." if sch.two_directions else "")
-               + (" An F&B cell reads forward|backward." if any(c.kind == "F&B" for c in cells) else ""))
+               + (" An F&B cell reads forward|backward." if any(c.kind == "F&B" for c in cells) else "")
+               + (f" A V: rank r holds stages r and {2 * p - 1}-r of {2 * p}; the turn on rank {p - 1} "
+                  "is a local hand-off and the loss is on rank 0." if sch.placement is registry.Placement.V
+                  else ""))

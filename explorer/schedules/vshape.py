@@ -1,0 +1,225 @@
+"""V-shaped zero-bubble schedules: ZB-V, V-Half and V-Min (Qi, Wan, Amar & Lin, "Pipeline
+Parallelism with Controllable Memory", NeurIPS 2024, arXiv 2405.15362; ZB-V also in the
+zero-bubble repository sail-sg/zero-bubble-pipeline-parallelism).
+
+Placement (the registry's ``placement="v"``): a model of 2p stages on p ranks, rank r holding
+stage r (local chunk 0) and stage 2p-1-r (local chunk 1).  A micro-batch flows down the ranks
+through chunk 0, turns on rank p-1 (a local hand-off, no pipeline transfer) and climbs back through
+chunk 1; the loss is on rank 0, which also holds the embedding.  The backward of chunk 1 comes
+first (from rank 0 down), then that of chunk 0 (from rank p-1 up).  Every backward is split into B
+(input gradients) and W (weight gradients), zero-bubble style; a chunk's activations are freed by
+its W.
+
+- ZB-V: the handcrafted order of the reference implementation (``get_zb_v_schedule`` of the
+  repository's ``handcrafted_zb_v``): rank r runs 2(p-r)-1 forwards of chunk 0, r pairs (F1, F0),
+  p-r triples (F1, B1, W1), then the steady (F0, B0, W0, F1, B1, W1) and a cool-down.  At
+  F = B = W it has no bubble but the p-1 units of its diagonal start; its peak is 2p chunks, i.e.
+  p micro-batches of a whole stage: 1F1B's peak (paper Table 1, "V-ZB").
+- V-Half and V-Min: the paper's V-Shape building blocks with uniform offsets (Sec. 3.1 and its
+  Appendix A): in one block (one micro-batch, a period of 6 passes per rank) the forward of
+  chunk 0 starts k passes later on each next rank, the forward of chunk 1 climbs back tightly (1
+  pass per rank), the backward of chunk 1 again k per rank and that of chunk 0 climbs back
+  tightly; each W takes the first free slot after its B.  The lifespan of rank i's activations is
+  then (2k+2)(p-1) + const passes on every rank (balanced memory), i.e. about (k+1)p/3 chunks:
+  k = 2 gives V-Half (about p/2 micro-batches, half of 1F1B's p), k = 1 V-Min (about p/3).
+  V-Min's peak is the paper's (p+4)//3 micro-batches; V-Half's is (p+2)//2 on odd p and half a
+  micro-batch more on even p, where offset 2 needs a turn gap of 5 (:func:`building_block`; the
+  paper's search also varies the offsets along the ranks, which this uniform block does not).
+  The block is repeated every 6 passes (the order of each rank: its passes sorted by their time
+  in the repeated blocks), squeezed and reordered (:func:`reordered`): the paper's "repeating,
+  squeezing and reordering" (Sec. 3).  At F = B = W the bubble is then about B/2 (V-Half) and 2B/3
+  (V-Min) of 1F1B's B = (p-1)/(m+p-1), as the repository's README tabulates.
+
+An op is a :class:`ChunkOp` ``(kind, mb, chunk)``: kind F, B (input gradients) or W.
+"""
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+
+from .base import BubbleInputs, ChunkOp, Problem, ScenarioLike, chunk_ops, critical_path
+from .pipeline import peak_activations
+from .v_reorder import reorder
+
+PERIOD = 6          # passes per rank per micro-batch: F, B, W of each of the two chunks
+
+
+def zb_v(rank: int, p: int, m: int, v: int = 1) -> list[ChunkOp]:
+    """ZB-V's order of ``rank`` (``v`` is ignored: the V placement holds 2 chunks per rank).  The
+    reference builds it for max(2p-1, m) micro-batches and drops the passes of those >= m."""
+    n = max(2 * p - 1, m)
+    f0, f1, b0, b1, w0, w1 = (chunk_ops(k, c, n) for k, c in
+                              (("F", 0), ("F", 1), ("B", 0), ("B", 1), ("W", 0), ("W", 1)))
+    out: list[ChunkOp] = list(f0[:2 * (p - rank) - 1])
+    i0, i1 = len(out), 0                                   # next forward of chunk 0 / chunk 1
+    for _ in range(rank):
+        out += [f1[i1], f0[i0]]
+        i0, i1 = i0 + 1, i1 + 1
+    j0 = j1 = 0                                            # next backward of chunk 0 / chunk 1
+    for _ in range(p - rank):
+        out += [f1[i1], b1[j1], w1[j1]]
+        i1, j1 = i1 + 1, j1 + 1
+    while i1 < i0 or i0 < n:                               # steady state
+        if i0 < n:
+            out.append(f0[i0])
+            i0 += 1
+        out += [b0[j0], w0[j0], f1[i1], b1[j1], w1[j1]]
+        i1, j0, j1 = i1 + 1, j0 + 1, j1 + 1
+    k0, k1 = j0, j1                                        # next weight pass of chunk 0 / chunk 1
+    for _ in range(rank):
+        out += [b0[j0], b1[j1]]
+        j0, j1 = j0 + 1, j1 + 1
+    for _ in range(p - rank):
+        out += [b0[j0], w0[k0]]
+        j0, k0 = j0 + 1, k0 + 1
+    out += w1[k1:j1] + w0[k0:j0]
+    return [op for op in out if op.mb < m]
+
+
+@lru_cache(maxsize=64)
+def building_block(p: int, k: int) -> tuple[tuple[int, ...], ...]:
+    """Per rank, the start (in passes) of F0, F1, B1, B0, W1, W0 of micro-batch 0 in the V-Shape
+    building block with offset ``k`` (Qi et al. 2024 Sec. 3.1): F0 on rank i at k·i; F1 after the
+    turn on rank p-1, climbing one pass per rank; B1 from the loss on rank 0, k per rank; B0 after
+    the turn on rank p-1, one pass per rank.  The three turns take the smallest gaps (g1, g2, g3 >= 1,
+    fewest passes in all, then the first in order) for which a rank's four passes fall in distinct
+    slots of the period of 6 (two passes of a rank never coincide once the block repeats, the
+    paper's condition on offsets); each W takes the first free slot after its B (the repository's
+    fill_w_in_building_block)."""
+    for g1, g2, g3 in sorted(itertools.product(range(1, PERIOD + 1), repeat=3), key=lambda g: (sum(g), g)):
+        rows = []
+        for i in range(p):
+            f0 = k * i
+            f1 = k * (p - 1) + g1 + (p - 1 - i)
+            b1 = k * (p - 1) + g1 + (p - 1) + g2 + k * i
+            b0 = 2 * k * (p - 1) + g1 + (p - 1) + g2 + g3 + (p - 1 - i)
+            slots = {t % PERIOD for t in (f0, f1, b1, b0)}
+            if len(slots) < 4:
+                break
+            w1 = _next_free(b1, slots)
+            w0 = _next_free(b0, slots | {w1 % PERIOD})
+            rows.append((f0, f1, b1, b0, w1, w0))
+        else:
+            return tuple(rows)
+    raise ValueError(f"no V-Shape building block with offset {k} on {p} ranks")   # never for k in 1, 2
+
+
+def _next_free(t: int, taken: set[int]) -> int:
+    """The first time after ``t`` whose slot of the period is not ``taken``."""
+    return next(t + d for d in range(1, PERIOD + 1) if (t + d) % PERIOD not in taken)
+
+
+def block_order(rank: int, p: int, m: int, k: int) -> list[ChunkOp]:
+    """Rank ``rank``'s passes of ``m`` micro-batches in the order of the repeated building block
+    (micro-batch j's block starts 6j passes after micro-batch 0's)."""
+    f0, f1, b1, b0, w1, w0 = building_block(p, k)[rank]
+    kinds = (("F", 0, f0), ("F", 1, f1), ("B", 1, b1), ("B", 0, b0), ("W", 1, w1), ("W", 0, w0))
+    tables = {(kind, c): chunk_ops(kind, c, m) for kind, c, _ in kinds}
+    timed = sorted((t + PERIOD * j, tables[kind, c][j]) for kind, c, t in kinds for j in range(m))
+    return [op for _, op in timed]
+
+
+@lru_cache(maxsize=64)
+def reordered(p: int, m: int, k: int) -> tuple[tuple[ChunkOp, ...], ...]:
+    """Every rank's order of the building block with offset ``k``, repeated for ``m`` micro-batches
+    and reordered as the paper reorders it (schedules/v_reorder.py): warm-up forwards up to the
+    block's peak, idle units filled with ready passes that keep within it.  Depends on the count
+    as a whole (registry ``count_shaped``)."""
+    return reorder([block_order(r, p, m, k) for r in range(p)], p)
+
+
+def v_half(rank: int, p: int, m: int, v: int = 1) -> list[ChunkOp]:
+    """V-Half's order: the building block with offset 2, reordered (about half of 1F1B's
+    activations, README of the repository: bubble B/2 with B 1F1B's (p-1)/(m+p-1))."""
+    return list(reordered(p, m, 2)[rank])
+
+
+def v_min(rank: int, p: int, m: int, v: int = 1) -> list[ChunkOp]:
+    """V-Min's order: the building block with offset 1, reordered (about a third of 1F1B's
+    activations, bubble 2B/3)."""
+    return list(reordered(p, m, 1)[rank])
+
+
+ORDERS = {"zb-v": zb_v, "v-half": v_half, "v-min": v_min}
+
+
+def in_flight(order_of):
+    """The registry's in_flight for an order: chunk-micro-batches whose activations the rank holds
+    at its peak, replayed from the order at one unit per chunk."""
+
+    def count(stage: int, p: int, m: int, v: int = 1) -> int:
+        return round(peak_activations(order_of(stage, p, m, v), [1.0, 1.0]))
+
+    return count
+
+
+def ideal_makespan(schedule: str, p: int, m: int, F: float, B: float, W: float) -> float:
+    """Makespan of a V order with free communication and every chunk's passes costing F, B (input
+    gradients) and W: each pass starts when its rank's previous pass and its input (the previous
+    stage's forward, the next stage's input gradient, its own B for a W) are done; the turn on rank
+    p-1 and the loss on rank 0 are local.  Independent of the engine."""
+    order_of = ORDERS[schedule]
+    orders = [order_of(r, p, m) for r in range(p)]
+    f_end: dict[tuple[int, int], float] = {}          # (micro-batch, stage 0..2p-1) -> end
+    b_end: dict[tuple[int, int], float] = {}
+    cost = {"F": F, "B": B, "W": W}
+
+    def stage(r: int, c: int) -> int:
+        return r if c == 0 else 2 * p - 1 - r
+
+    def finish(r: int, op: ChunkOp, clock: float) -> float | None:
+        s = stage(r, op.chunk)
+        t: float | None
+        if op.kind == "F":
+            t = 0.0 if s == 0 else f_end.get((op.mb, s - 1))
+        elif op.kind == "B":
+            t = f_end.get((op.mb, s)) if s == 2 * p - 1 else b_end.get((op.mb, s + 1))
+        else:
+            t = b_end.get((op.mb, s))
+        if t is None:
+            return None
+        end = max(clock, t) + cost[op.kind]
+        if op.kind != "W":
+            (f_end if op.kind == "F" else b_end)[(op.mb, s)] = end
+        return end
+
+    return critical_path(orders, finish, schedule)
+
+
+# The papers' closed forms at F = B = W, as shares of 1F1B's bubble B = (p-1)/(m+p-1) (the
+# repository README's table: ZBV 0, V-Half B/2, V-Min 2B/3 + O(n)), and their peak activations in
+# micro-batches of a whole stage (Qi et al. 2024 and its playground's table: V-ZB p, V-Half
+# (p+2)//2, V-Min (p+4)//3; 1F1B p).
+PAPER_BUBBLE_OF_1F1B = {"zb-v": 0.0, "v-half": 1 / 2, "v-min": 2 / 3}
+PAPER_PEAK = {"zb-v": lambda p: p, "v-half": lambda p: (p + 2) // 2, "v-min": lambda p: (p + 4) // 3}
+
+
+def bubble_of(schedule: str):
+    """The registry's bubble for ``schedule``: the exact idle share of its order under ideal costs,
+    1 - 2m(F+B+W)/T per rank (each rank runs both chunks' passes; F, B, W are one chunk's, half a
+    stage's), with the paper's closed form beside it (:data:`PAPER_BUBBLE_OF_1F1B`)."""
+
+    def bubble(b: BubbleInputs) -> tuple[float, str]:
+        p, m = b.p, b.m
+        F, B, W = b.passes()
+        T = ideal_makespan(schedule, p, m, F, B, W)
+        val = 1 - 2 * m * (F + B + W) / T
+        share = PAPER_BUBBLE_OF_1F1B[schedule]
+        paper = share * (p - 1) / (m + p - 1)
+        return val, (f"1 - 2m(F+B+W)/T = {val:.1%}, T the critical path of the {schedule} order with "
+                     f"p = {p} ranks (2p = {2 * p} stages), m = {m} {b.unit}, F = {F * 1e3:.3g} ms, "
+                     f"B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms per chunk; at F = B = W Qi et al. 2024 "
+                     f"give {share:.2g} of 1F1B's (p-1)/(m+p-1): {paper:.1%}")
+
+    return bubble
+
+
+zb_v_bubble = bubble_of("zb-v")
+v_half_bubble = bubble_of("v-half")
+v_min_bubble = bubble_of("v-min")
+
+
+def rule(sc: ScenarioLike) -> Problem | None:
+    """The V placement fixes two chunks per rank: virtual stages are refused by the registry's
+    generic rule (vpp > 1 needs an interleaving schedule); any pp and micro-batch count run."""
+    return None

@@ -1,0 +1,298 @@
+"""The V-shaped schedules (explorer/schedules/vshape.py, dualpipe_v.py; issue 35 item 3): their
+placement (rank r holds stages r and 2p-1-r, the turn on rank p-1 local), the unit-time grids of
+the references, the activation memory relative to 1F1B that the papers state, and the simulation
+they give: the estimator's and the fold's equal to the full simulation."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_estimator import assert_agrees
+from test_fold import as_json
+from test_golden import same
+from test_unit_time import _tags
+
+from explorer.estimate import estimate_many
+from explorer.fold import budget
+from explorer.scenario import ScenarioError, from_dict
+from explorer.schedules import dualpipe, dualpipe_v, pipeline, registry, vshape
+from explorer.simulate import simulate
+from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.layout import layout_for
+from explorer.teaching.bubble import explain_bubble
+from explorer.teaching.schedule_story import narrate
+from explorer.teaching.unit_time import as_rows, makespan, textbook_micro_batches, unit_grid
+
+V_SCHEDULES = ("zb-v", "v-half", "v-min", "dualpipe-v")
+
+BASE = {
+    "model": {"layers": 16, "hidden": 2048, "heads": 16, "vocab": 51200, "seq_len": 1024},
+    "training": {"global_batch": 32, "micro_batch": 1},
+    "hardware": {"gpu": "a100-80gb"},
+    "cluster": {"nodes": 4, "gpus_per_node": 8},
+    "parallelism": {"tp": 8, "pp": 4},
+}
+
+
+def scenario(schedule: str, **par) -> dict:
+    raw = json.loads(json.dumps(BASE))
+    raw["parallelism"].update(schedule=schedule, **par)
+    return raw
+
+
+def test_v_placement_is_a_registry_property_read_by_the_layout():
+    """Rank r holds positions r and 2p-1-r (Qi et al. 2024 Sec. 3): 2p chunks on p ranks, the
+    first and last on rank 0, the turn from position p-1 to p on rank p-1."""
+    for name in V_SCHEDULES:
+        sch = registry.get(name)
+        assert sch.placement is registry.Placement.V and sch.chunks_per_rank(1) == 2
+        lay = layout_for(sch, 4, 1)
+        assert lay.length == 8 and lay.ends_on_one_rank
+        assert [lay.at(0, q) for q in range(8)] == [(0, 0), (1, 0), (2, 0), (3, 0),
+                                                    (3, 1), (2, 1), (1, 1), (0, 1)]
+        assert [lay.chunk_index(3, c) for c in (0, 1)] == [3, 4]
+    assert registry.get("interleaved").placement is registry.Placement.INTERLEAVED
+    assert layout_for(registry.get("interleaved"), 4, 2).at(0, 4) == (0, 1)     # chunk c of rank r = c*p + r
+
+
+def test_the_turn_is_a_local_hand_off_without_a_transfer():
+    """Per micro-batch 2p-1 hops each way along the V, of which the turn on rank p-1 sends nothing:
+    m(2p-2) forward and m(2p-2) backward transfers (1F1B: m(p-1) each)."""
+    sc = from_dict(scenario("zb-v"))
+    g = IterationBuilder(sc).build()
+    pp = [t for t in g.tasks if t.kind == "pp"]
+    m, p = sc.micro_batches, 4
+    assert len(pp) == m * (2 * p - 2) * 2
+    assert not any(t.info.pair == p - 1 for t in pp)        # no wrap-around pair: only r <-> r+1 links
+    one = IterationBuilder(from_dict(scenario("1f1b"))).build()
+    assert sum(t.kind == "pp" for t in one.tasks) == m * (p - 1) * 2
+    assert budget.estimate(sc).tasks == len(g.tasks)          # the work budget counts them exactly
+
+
+def test_zb_v_is_the_reference_handcrafted_schedule():
+    """sail-sg/zero-bubble-pipeline-parallelism, handcrafted ZB-V (get_zb_v_schedule(4, 8)): rank r
+    starts r units late and then never idles — 2(p-r)-1 forwards of chunk 0, r pairs (F1, F0),
+    p-r triples (F1, B1, W1), the steady (F0, B0, W0, F1, B1, W1), a cool-down.  Its makespan is
+    6m + p - 1 at F = B = W: no bubble but the diagonal start (paper Table 1: V-ZB about 0)."""
+    cells = unit_grid("zb-v", 4, 8)
+    rows = as_rows(cells, 4)
+    assert rows == [
+        "123456711*22*33*44*81*55*2*66*3*77*4*88*5*6*7*8*...",
+        ".123451621*32*43*71*54*82*65*3*76*4*87*586*7*8***..",
+        "..123142531*42*61*53*72*64*83*75*4*86*57687*8*****.",
+        "...112233441*51*52*62*63*73*74*84*85*5667788*******",
+    ]
+    assert _tags(cells, 4, "chunk")[0] == "000000011*11*11*11*00*11*0*11*0*11*0*11*0*0*0*0*..."
+    for r, row in enumerate(rows):                          # the reference's rows: contiguous from r
+        assert row[:r] == "." * r and "." not in row[r:r + 48]
+    for p, m in ((2, 6), (4, 12), (8, 16)):
+        want = vshape.ideal_makespan("zb-v", p, m, 1, 1, 1)
+        assert makespan(unit_grid("zb-v", p, m)) == 6 * m + p - 1 == want
+
+
+def test_dualpipe_v_is_the_readme_figure():
+    """deepseek-ai/DualPipe README, DualPipeV on 4 ranks (8 stages), 10 micro-batches: rank 0 runs
+    7 forwards of chunk 0, F1 0, three (B1, W, F1) triples, then the fused pairs; an F&B is three
+    units (F + full B).  Each rank matches the figure's cells; the figure draws step 5's idle unit
+    before the full B1 where the grid, starting each op as early as it can, draws it after (same
+    makespan)."""
+    cells = unit_grid("dualpipe-v", 4, 10)
+    assert as_rows(cells, 4) == [
+        "123456711*22*33*4###...###############77.###88.###99.###aa7*8*9*a*",
+        ".123451621*32*4###..#####################77.###88.###9977.a8*9*a**",
+        "..123142531*4###.###########################77.###8877.998.a9*a***",
+        "...11223344511#################################7777.8888.99.aa****",
+    ]
+    assert makespan(cells) == dualpipe_v.ideal_makespan(4, 10, 1, 1, 1) == 66
+    # The fused pair around F0 7 (0-based) on rank 0: the figure's "7 | 3", F of chunk 0 with B1 3.
+    fb = next(c for c in cells if c.rank == 0 and c.kind == "F&B")
+    assert (fb.chunk, fb.mb, fb.b_mb) == (0, 7, 3)
+
+
+def test_v_half_and_v_min_are_the_building_blocks_repeated_squeezed_and_reordered():
+    """Qi et al. 2024 Sec. 3.1: V-Shape blocks with uniform offsets 2 (V-Half) and 1 (V-Min),
+    repeated every 6 passes, squeezed and reordered (warm-up forwards up to the block's peak, idle
+    units filled with ready passes that keep within it).  Steady state: every rank runs its 6
+    passes per 6 units."""
+    assert as_rows(unit_grid("v-half", 4, 8), 4) == [
+        "12345..11*22*.331**4462**5573**6684**77*5*.886**.7*..8*",
+        ".123451.21*.23*13*4*.2465**3576**4687**57*8*68**7*..8*.",
+        "..123142..1*321**4352**5463**6574**7685**876**87**.8*..",
+        "...1122334.1*124**2355**3466**4577**5688**67**78**8*...",
+    ]
+    assert as_rows(unit_grid("v-min", 4, 8), 4) == [
+        "123....11*..22*1*4.332**5443**6554**7665**8776**.887**...8*",
+        ".123..1..1*2..12**3423**4534**5645**6756**7867**8.78**..8*.",
+        "..12.1.2..1*31*.23*24*34*35*45*46*56*57*67*68*78*7*.8*.8*..",
+        "...1122....11**3322**4433**5544**6655**7766**8877**..88**..",
+    ]
+    # F0, F1, B1, B0 of rank 0 at offset 2: F0 at 0, the turn on rank 3 after 2*3 + 1, the climb
+    # back 3 more, the loss 1 later; B0 after B1 reached rank 3 (2*3) and a turn gap of 5 (the
+    # smaller ones put two passes of some rank in one slot of the period), then the climb (3).
+    assert vshape.building_block(4, 2)[0][:4] == (0, 10, 11, 25)
+    for k in (1, 2):        # balanced: every rank's two lifespans (F to W) sum to (2k+2)(p-1) + c
+        spans = [(w0 - f0) + (w1 - f1) for f0, f1, b1, b0, w1, w0 in vshape.building_block(8, k)]
+        assert max(spans) - min(spans) <= vshape.PERIOD and min(spans) >= (2 * k + 2) * 7   # W slots vary
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 5, 6, 8, 12, 16])
+def test_activation_memory_relative_to_1f1b_follows_the_papers(p):
+    """Peak activations in micro-batches of a whole stage (a V chunk is half a stage): 1F1B p;
+    ZB-V p (paper Table 1, V-ZB); V-Min (p+4)//3 and V-Half (p+2)//2 (the paper's companion table:
+    about 1/3 and 1/2 of 1F1B) — V-Half's block here holds half a micro-batch more on even p, its
+    turn needing a longer gap; DualPipeV PP+1 chunks with PP = 2p stages (DualPipe README)."""
+    m = 4 * p
+    half = [0.5, 0.5]
+
+    def peak(order_of, peaks=pipeline.peak_activations) -> float:
+        return max(peaks(order_of(r, p, m), half) for r in range(p))
+
+    one_f_one_b = max(pipeline.peak_activations(pipeline.one_f_one_b(r, p, m), [1.0]) for r in range(p))
+    assert one_f_one_b == p
+    assert peak(vshape.zb_v) == p == vshape.PAPER_PEAK["zb-v"](p)
+    assert peak(vshape.v_min) == (p + 4) // 3 == vshape.PAPER_PEAK["v-min"](p)
+    assert (p + 2) // 2 <= peak(vshape.v_half) <= vshape.PAPER_PEAK["v-half"](p) + 0.5 * (p % 2 == 0)
+    assert peak(dualpipe_v.dualpipe_v, dualpipe.peak_activations) == (2 * p + 1) / 2
+    assert max(registry.get("v-min").in_flight(r, p, m, 1) for r in range(p)) == 2 * ((p + 4) // 3)
+
+
+def test_dualpipe_v_holds_one_copy_of_each_stage_where_dualpipe_holds_two():
+    """DualPipe README table: DualPipe 2x parameters per device, DualPipeV one copy of each of its
+    2p stages (2 half-size chunks per rank)."""
+    dp = IterationBuilder(from_dict(scenario("dualpipe"))).chunks
+    dv = IterationBuilder(from_dict(scenario("dualpipe-v"))).chunks
+    assert len(dp) == 4 and len(dv) == 8
+    total = sum(c.params for c in dv)
+    assert sum(c.params for c in dp) == pytest.approx(total, rel=1e-12)
+    # Per rank (rank 1, no embedding): DualPipe holds chunks r and p-1-r (two quarters of the
+    # layers), DualPipeV chunks r and 2p-1-r (two eighths): twice the parameters.
+    assert dp[1].params + dp[2].params == pytest.approx(2 * (dv[1].params + dv[6].params), rel=1e-12)
+
+
+@pytest.mark.parametrize("p, m", [(4, 32), (8, 64), (16, 128)])
+def test_bubbles_at_unit_cost_follow_the_papers(p, m):
+    """At F = B = W, with B = (p-1)/(m+p-1) 1F1B's bubble share (the repository README's table):
+    ZB-V about 0 (only its p-1 units of diagonal start against 6m, Qi et al. Table 1), V-Half
+    B/2 and V-Min 2B/3 (within 0.1 B), DualPipeV below V-Half."""
+    shares = {s: 1 - 6 * m / makespan(unit_grid(s, p, m)) for s in V_SCHEDULES}
+    one = (p - 1) / (m + p - 1)
+    assert shares["zb-v"] == pytest.approx((p - 1) / (6 * m + p - 1))
+    assert shares["v-half"] == pytest.approx(vshape.PAPER_BUBBLE_OF_1F1B["v-half"] * one, abs=0.1 * one)
+    assert shares["v-min"] == pytest.approx(vshape.PAPER_BUBBLE_OF_1F1B["v-min"] * one, abs=0.1 * one)
+    assert shares["zb-v"] < shares["dualpipe-v"] < shares["v-half"] < shares["v-min"] < one
+
+
+def test_the_v_split_balances_ranks_and_puts_the_larger_half_second():
+    """A V rank holds chunks r and 2p-1-r: the split balances the ranks' pairs (rank 0's runs the
+    embedding and the output layer besides) and gives a pair's larger half to its second chunk, of
+    which the rank holds fewer micro-batches at its peak (ZB-V's rank 0: 2p-1 of chunk 0, 1 of
+    chunk 1) — 32 layers on 8 ranks: rank 0 three, one rank five, the others four."""
+    raw = scenario("zb-v", pp=8, tp=4)
+    raw["model"]["layers"] = 32
+    b = IterationBuilder(from_dict(raw))
+    pairs = [(b.layer_counts[r], b.layer_counts[15 - r]) for r in range(8)]
+    assert all(a <= c for a, c in pairs)
+    assert sorted(a + c for a, c in pairs) == [3, 4, 4, 4, 4, 4, 4, 5]
+    assert pairs[0][0] + pairs[0][1] == 3
+    live = [0, 0]
+    peak = (0, 0)
+    for op in vshape.zb_v(0, 8, 16):
+        live[op.chunk] += {"F": 1, "W": -1}.get(op.kind, 0)
+        peak = max(peak, tuple(live), key=sum)
+    assert peak == (15, 1)
+
+
+def test_validation_names_the_field_and_what_is_valid():
+    with pytest.raises(ScenarioError) as e:
+        from_dict(scenario("dualpipe-v", vpp=2))
+    assert e.value.field == "parallelism.vpp"
+    raw = scenario("dualpipe-v")
+    raw["training"]["global_batch"] = 6
+    with pytest.raises(ScenarioError) as e:
+        from_dict(raw)
+    assert e.value.field == "training.global_batch" and "at least 2*pp = 8" in str(e.value)
+    from_dict(scenario("zb-v"))                                  # any m, any pp
+    raw = scenario("zb-v")
+    raw["model"]["layers"] = 5                                   # 2p = 8 chunks, 2 may hold an end alone
+    with pytest.raises(ScenarioError) as e:
+        from_dict(raw)
+    assert e.value.field == "model.layers" and "2*pp = 2*4" in str(e.value)
+    with pytest.raises(ScenarioError) as e:
+        from_dict(scenario("v-half", stage_layers=[4, 4, 4, 4]))
+    assert e.value.field == "parallelism.stage_layers" and "need 2*pp = 8" in str(e.value)
+    from_dict(scenario("v-half", stage_layers=[1, 2, 2, 3, 3, 2, 2, 1]))
+    raw = scenario("v-min", pp=3)
+    raw["cluster"]["nodes"] = 3
+    raw["training"]["global_batch"] = 5
+    from_dict(raw)
+
+
+def test_teaching_draws_and_narrates_them():
+    for s in V_SCHEDULES:
+        drawn = textbook_micro_batches(s, 8, 64)
+        assert drawn >= (16 if s == "dualpipe-v" else 1) and makespan(unit_grid(s, 8, drawn)) > 0
+    cells = unit_grid("zb-v", 4, 8)
+    assert narrate(cells, 4, 3, 0) == ("idle (bubble): its forward of micro-batch 1 waits for rank 2's "
+                                       "activations of micro-batch 1 (there at unit 3)")
+    assert "micro-batch" in narrate(unit_grid("dualpipe-v", 4, 10), 4, 0, 17)
+    # The V's turn: rank 3's chunk 1 (stage 4) hands its gradient to its own chunk 0 (stage 3),
+    # which sends it up to rank 2; chunk 1 of rank 2 (stage 5) sends down to rank 3.
+    assert narrate(cells, 4, 3, 11) == ("steady state: input gradient of micro-batch 1, handed to its own "
+                                        "first chunk at once (the V's turn); its weight gradient waits")
+    assert "sent on to rank 2" in narrate(cells, 4, 3, 14) and "sent on to rank 3" in narrate(cells, 4, 2, 10)
+    assert narrate(cells, 4, 3, 8).endswith("micro-batch 3 (stage 4 of the V's 8)")
+    r = simulate(from_dict(scenario("zb-v")))
+    assert "the logits on stage 0 (its last chunk)" in explain_bubble(r)
+
+
+def test_the_estimator_equals_the_simulation():
+    """Rows of every V schedule, tied embeddings (both ends on rank 0), ZeRO-1, and DeepSpeed's
+    blocking sends (the split weighs each chunk's sends: none at the turn)."""
+    raws = []
+    for s in V_SCHEDULES:
+        for gb, tied, framework in ((16, False, "megatron"), (24, True, "megatron"),
+                                    (16, False, "deepspeed")):
+            raw = scenario(s, tp=4, dp=2, zero=1)
+            raw["training"].update(global_batch=gb, framework=framework)
+            raw["model"]["tied_embeddings"] = tied
+            raws.append(raw)
+    p3 = scenario("zb-v", tp=4, dp=2)                           # P3 priorities: a flushing V accepts them
+    p3["communication"] = {"dp_priority": True, "dp_overlap": True}
+    raws.append(p3)
+    scs = [from_dict(r) for r in raws]
+    assert max(assert_agrees(scs, estimate_many(scs))) <= 1e-9
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.sampled_from(V_SCHEDULES), st.sampled_from([2, 4]), st.integers(2, 12), st.sampled_from([0, 1]))
+def test_folded_equals_the_full_simulation(schedule, pp, per_stage, zero):
+    """Folded where the fold takes them (V-Half and V-Min repeat one period; ZB-V's reference order
+    and DualPipeV's phases may not), else in full: equal to the unfolded simulation to 1e-9."""
+    raw = scenario(schedule, pp=pp, zero=zero, dp=4 // pp)
+    raw["training"]["global_batch"] = 4 // pp * pp * per_stage
+    sc = from_dict(raw)
+    folded, full = simulate(sc), simulate(sc, fold=False)
+    assert same(as_json(full), as_json(folded), abs_tol=1e-9 * full.iteration_time_s) == []
+
+
+def test_v_min_folds_and_equals_the_full_simulation():
+    raw = scenario("v-min")
+    raw["training"]["global_batch"] = 128
+    sc = from_dict(raw)
+    folded, full = simulate(sc), simulate(sc, fold=False)
+    assert folded.fold is not None
+    assert same(as_json(full), as_json(folded)) == []
+
+
+def test_the_design_search_explores_them():
+    """The search enumerates the registry's synchronous schedules: each V schedule at vpp 1, where
+    its 2p chunks can hold the layers (2·pp - 2 <= layers)."""
+    from explorer.design.space import enumerate_layouts
+    raw = scenario("1f1b", pp=2, tp=1, dp=16)
+    raw["model"]["layers"] = 6
+    got = {(lay.schedule, lay.pp) for lay in enumerate_layouts(from_dict(raw))}
+    for s in V_SCHEDULES:
+        assert (s, 2) in got and (s, 4) in got and (s, 8) not in got      # 2*8 - 2 = 14 > 6 layers
+    assert ("1f1b", 4) in got

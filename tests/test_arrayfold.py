@@ -24,12 +24,13 @@ from test_random_scenarios import random_raw
 from explorer.analysis.steady_state import schedule_iteration
 from explorer.engine.records import BucketInfo, PassInfo, StepInfo, TransferInfo
 from explorer.fold import run as fold_run
-from explorer.fold.arrays.fold import eligible, simulate_arrays
+from explorer.fold.arrays.fold import ArrayFold, eligible, simulate_arrays
 from explorer.fold.arrays.lazy import LazyTasks
 from explorer.fold.arrays.proof import match, unit_maps
 from explorer.fold.arrays.rows import evaluate_rows
 from explorer.fold.arrays.tail import tail
 from explorer.fold.arrays.walk import breakdowns
+from explorer.fold.plan import NotFolded
 from explorer.fold.steady import reduced
 from explorer.fold.tasks import FoldedTasks
 from explorer.pricing.program import KINDS
@@ -254,15 +255,17 @@ def test_the_bubble_explanation_folds_its_ideal_pipelines_over_arrays_to_the_sam
     sc = from_dict(BASE)
     r = simulate(sc)
     calls = []
-    real = fold_run_module.simulate_arrays
+    real = fold_run_module.attempt_arrays
     def spy(*a):
         calls.append((a[1], real(*a)))
         return calls[-1][1]
-    monkeypatch.setattr(fold_run_module, "simulate_arrays", spy)
+    monkeypatch.setattr(fold_run_module, "attempt_arrays", spy)
     fast = bubble.explain_bubble(r)
-    assert len(calls) == 3 and all(ideal and got is not None for ideal, got in calls)
+    assert len(calls) == 3 and all(ideal and isinstance(got, ArrayFold) for ideal, got in calls)
     assert "From formula to card" in fast
-    monkeypatch.setattr(fold_run_module, "simulate_arrays", lambda *a: None)
+    no = NotFolded("no arrays")
+    monkeypatch.setattr(fold_run_module, "attempt_arrays", lambda *a: no)
+    monkeypatch.setattr(fold_run_module, "attempt_array_run", lambda *a: no)
     assert bubble.explain_bubble(r) == fast
 
 

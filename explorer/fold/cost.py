@@ -37,6 +37,15 @@ FOLD_TASK = 1.6           # task units per task of a task-fold reduced run (sche
 ARRAY_RUN = 100.0         # task units one array evaluation costs beyond its steps and ops (~0.5 ms)
 ARRAY_STEP = 1.5          # task units per step of the compiled program (~7 us)
 ARRAY_OP = 0.06           # task units per op and row (~0.3 us)
+# Memory: an array run holds about 200 bytes per op (rows.Rows' times, bindings and masks over
+# passes and transfers, and _evaluate's time vector), against budget.MAX_WORK's ~1 KB per unit.
+ARRAY_MEMORY_OP = 0.2
+# First calls: compiling a program (pricing/program.py, memoised per shape) and the builder's
+# per-stage facts (priced passes, the traffic basis of fold/arrays/traffic.py: two calls per
+# stage).  Measured on the reference machine under a load of about 2.5: 1,024 stages x 512 ops
+# compiled in 1.7 s (3.3 us per op) and their per-stage facts in 1.6 s; taken at 2/3 of that.
+ARRAY_COMPILE_OP = 0.4
+ARRAY_STAGE = 100.0
 
 
 def engine_tasks(sc: Scenario, micro_batches: int) -> float:
@@ -76,6 +85,18 @@ def array_cost(sc: Scenario, micro_batches: list[int]) -> float:
     per_stage = ops_per_stage(sc, units)
     steps = per_stage + 2 * sc.parallelism.pp
     return ARRAY_RUN + ARRAY_STEP * steps + ARRAY_OP * per_stage * sc.parallelism.pp * len(micro_batches)
+
+
+def array_work(sc: Scenario, micro_batches: list[int]) -> float:
+    """The most work evaluating the rows of ``micro_batches`` may take on a first call, in
+    budget.MAX_WORK's units: twice their time (:func:`array_cost`: a search that stops at that
+    cost, then the run replacing it), the program's compilation (:data:`ARRAY_COMPILE_OP` per op)
+    and the builder's per-stage facts (:data:`ARRAY_STAGE`) — or their memory when that weighs
+    more (:data:`ARRAY_MEMORY_OP`)."""
+    units = max(micro_batches) * sc.parallelism.token_slices
+    ops = ops_per_stage(sc, units) * sc.parallelism.pp
+    time = 2 * array_cost(sc, micro_batches) + ARRAY_COMPILE_OP * ops + ARRAY_STAGE * sc.parallelism.pp
+    return max(time, ARRAY_MEMORY_OP * ops)
 
 
 def first_attempt(fp: FoldPlan) -> list[int]:

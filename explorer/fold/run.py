@@ -96,7 +96,10 @@ def _from_array_fold(sc: Scenario, ideal: frozenset[str] | None, a: ArrayFold) -
 
 
 def _from_array_run(sc: Scenario, ideal: frozenset[str] | None, a: ArrayRun) -> Iteration:
-    tasks = LazyTasks(a.tasks, lambda: run_tasks(a) or _tasks(sc, ideal))
+    def make() -> Sequence[Task]:
+        check_unfolded_budget(sc)      # every task, unfolded: admitted for its array run only?
+        return run_tasks(a) or _tasks(sc, ideal)
+    tasks = LazyTasks(a.tasks, make)
     return Iteration(a.builder, a.net, a.measures, tasks, None, ARRAY_RUN)
 
 

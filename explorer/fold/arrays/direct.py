@@ -27,6 +27,8 @@ from ...engine.scheduler import Task
 from ...network.groups import Network
 from ...taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
 from ...vocabulary import CATEGORIES
+from ..budget import MAX_WORK
+from ..cost import array_work
 from ..plan import NotFolded
 from .fold import _builder, _timed_measures, ineligible
 from .rows import Rows, evaluate_rows
@@ -55,6 +57,10 @@ def attempt_array_run(sc: Scenario, ideal: frozenset[str] | None = None) -> Arra
     why = ineligible(sc)
     if why is not None:
         return NotFolded(why)
+    work = array_work(sc, [sc.micro_batches])
+    if work > MAX_WORK:
+        return NotFolded(f"the full count as one array row would take {work:,.0f} work units, beyond the "
+                         f"budget's {MAX_WORK:,} (fold/budget.py)")
     if ideal is None:
         ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
     b = _builder(sc, ideal)

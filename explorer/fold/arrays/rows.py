@@ -194,6 +194,10 @@ def previous(mask: np.ndarray, stage_start: np.ndarray) -> np.ndarray:
     (program order), NONE for none: a running maximum of indices, each stage's lifted above every
     earlier stage's so that one accumulation over all ops never carries across stages."""
     n = mask.shape[0]
+    if mask.all():                     # every op real (an array run): the op before, within its stage
+        prev = np.arange(-1, n - 1)
+        prev[stage_start] = NONE
+        return np.broadcast_to(prev[:, None], mask.shape).copy()
     seen = np.where(mask, np.arange(n)[:, None], NONE)
     first = np.zeros(n, bool)
     first[stage_start] = True
@@ -227,17 +231,68 @@ def _evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
     ran earlier on its stage and never delays it, so it waits for its stage and one transfer; and
     a stage's compute stream is free when its previous op ended, its pp stream when its previous
     transfer arrived (first in, first out), so both are read from the time vector where those ops
-    wrote, instead of being kept apart.  Starts are recomputed after the loop from the same maxima."""
+    wrote, instead of being kept apart.  Starts are recomputed after the loop from the same maxima.
+    One row (the array run, direct.py) is evaluated on a flat time vector: the loop's cost is its
+    numpy calls, one step after another (a 530B Table 5 row: 1,748 steps)."""
     n, g = prog.n, dur.shape[1]
     end0 = prog.end0
-    times = np.zeros((end0 + 3 * n, g))
+    one = g == 1
+    times = np.zeros(end0 + 3 * n) if one else np.zeros((end0 + 3 * n, g))
+    st = _step_indices(prog)
     order, bounds = prog.order, prog.bounds
+    dur_o = dur[order, 0] if one else dur[order]
+    sent = seconds[prog.send_ops, 0] if one else seconds[prog.send_ops]
+    real_o = real[order]
+    phantom = (np.logical_and.reduceat(real_o, np.asarray(bounds[:-1]), axis=0).min(axis=1) == 0).tolist()
+    mx = np.maximum
+    for k, (a, b, s, plan) in enumerate(zip(st.arrival, st.before, st.slot, st.plans, strict=True)):
+        lo, hi = bounds[k], bounds[k + 1]
+        ready = times[a]
+        if phantom[k]:
+            ready *= real_o[lo:hi, 0] if one else real_o[lo:hi]     # phantoms wait for nothing
+        e0 = mx(times[b], ready, out=ready)
+        e0 += dur_o[lo:hi]
+        times[s] = e0
+        for pos, slot, prev, lo, hi in plan:
+            arrive = mx(times[prev], e0 if pos is None else e0[pos])
+            arrive += sent[lo:hi]
+            times[slot] = arrive
+    if one:
+        times = times[:, None]
+    ops = prog.send_ops
+    wait = times[st.arrival_all] * real
+    start = np.maximum(times[st.before_all], wait, out=wait)
+    t_start = np.zeros((n, g))
+    t_start[ops] = np.maximum(times[st.prev_slot], times[end0 + ops])
+    return start, times[end0:end0 + n], t_start
+
+
+@dataclass(frozen=True)
+class StepIndices:
+    """Per step of a program, the time-vector indices its loop reads and writes (kept on the
+    program: they depend on the shape only)."""
+
+    arrival: list[np.ndarray]     # the transfer each op waits for (0: none)
+    before: list[np.ndarray]      # the previous op of its stage (0: none, the stage's first)
+    slot: list[np.ndarray]        # where each op's end goes
+    # Per step its sends: (positions in the step or None for all in order, arrival slots, the
+    # slots of the transfers their stages sent before, slice lo:hi of the sends).
+    plans: list[list[tuple[np.ndarray | None, np.ndarray, np.ndarray, int, int]]]
+    prev_slot: np.ndarray         # every send's previous transfer's slot on its stage (0: none)
+    arrival_all: np.ndarray       # (n,) arrival index of every op (program order)
+    before_all: np.ndarray        # (n,)
+
+
+def _step_indices(prog: Program) -> StepIndices:
+    """The :class:`StepIndices` of ``prog`` (memoised on it)."""
+    got = prog.__dict__.get("_step_indices")
+    if got is not None:
+        return got
+    n, end0 = prog.n, prog.end0
+    order, cuts = prog.order, np.asarray(prog.bounds[1:-1])
     arrival = np.maximum(prog.src[:, 0], prog.src[:, 1])
     first = np.r_[True, prog.stage[1:] != prog.stage[:-1]]
     before = np.where(first, 0, end0 + np.arange(n) - 1)           # the previous op's end: 0 first
-    arrival_o, before_o, slot_o, dur_o, real_o = (arrival[order], before[order], end0 + order, dur[order],
-                                                  real[order])
-    phantom = np.logical_and.reduceat(real_o, np.asarray(bounds[:-1]), axis=0).min(axis=1) == 0
     # Sends in plan order (the pp streams' FIFO order): each one's slot and the slot of the
     # transfer its stage sent before it (0: none, the stream free from the start).
     ops = prog.send_ops
@@ -246,24 +301,15 @@ def _evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
     prev_slot = np.zeros(len(ops), np.int64)
     same = prog.stage[ops][by_stage][1:] == prog.stage[ops][by_stage][:-1]
     prev_slot[by_stage[1:][same]] = slots[by_stage[:-1][same]]
-    sent = seconds[ops]                                             # one send per pass
+    plans = []
     for k, plan in enumerate(prog.sends):
-        lo, hi = bounds[k], bounds[k + 1]
-        ready = times[arrival_o[lo:hi]]
-        if phantom[k]:
-            ready *= real_o[lo:hi]                                  # phantoms wait for nothing
-        e0 = np.maximum(times[before_o[lo:hi]], ready, out=ready)
-        e0 += dur_o[lo:hi]
-        times[slot_o[lo:hi]] = e0
-        for pos, _, _, slot, a, b in plan:
-            arrive = np.maximum(times[prev_slot[a:b]], e0[pos])
-            arrive += sent[a:b]
-            times[slot] = arrive
-    wait = times[arrival] * real
-    start = np.maximum(times[before], wait, out=wait)
-    t_start = np.zeros((n, g))
-    t_start[ops] = np.maximum(times[prev_slot], times[end0 + ops])
-    return start, times[end0:end0 + n], t_start
+        w = prog.bounds[k + 1] - prog.bounds[k]
+        plans.append([(None if len(pos) == w and bool((pos == np.arange(w)).all()) else pos, slot,
+                       prev_slot[a:b], a, b) for pos, _, _, slot, a, b in plan])
+    got = StepIndices(np.split(arrival[order], cuts), np.split(before[order], cuts),
+                      np.split(end0 + order, cuts), plans, prev_slot, arrival, before)
+    prog.__dict__["_step_indices"] = got
+    return got
 
 
 def _binding(prev: np.ndarray, arrival: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -274,13 +320,16 @@ def _binding(prev: np.ndarray, arrival: np.ndarray, start: np.ndarray, end: np.n
     engine (engine.run) updates a task's binding as each input starts, keeping the last one whose
     end is at least the latest so far: the later end wins, then the later start, then the stream
     it visits later at the same instant."""
-    cols = np.arange(prev.shape[1])[None, :]
+    g = prev.shape[1]
+    cols = np.arange(g)[None, :]
     has_p, has_a = prev >= 0, arrival >= 0
     ip, ia = np.maximum(prev, 0), np.maximum(arrival, 0)
-    ep = np.where(has_p, end[ip, cols], -np.inf)
-    ea = np.where(has_a, end[ia, cols], -np.inf)
-    eq = ea == ep
-    take_a = has_a & ((ea > ep) | (eq & ((start[ia, cols] > start[ip, cols])
-                                         | ((start[ia, cols] == start[ip, cols]) & (key[ia] >= key[ip])))))
+    # Flat indices into the (N, g) arrays: one take each (2-D fancy indexing costs several times more).
+    fp, fa = ip * g + cols, ia * g + cols
+    end_f, start_f = end.ravel(), start.ravel()
+    ep = np.where(has_p, end_f.take(fp), -np.inf)
+    ea = np.where(has_a, end_f.take(fa), -np.inf)
+    sa, sp = start_f.take(fa), start_f.take(fp)
+    take_a = has_a & ((ea > ep) | ((ea == ep) & ((sa > sp) | ((sa == sp) & (key[ia] >= key[ip])))))
     best = np.where(take_a, arrival, prev)
     return np.where(best >= 0, np.maximum(ep, ea), 0.0), best

@@ -244,22 +244,24 @@ def _evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
     sent = seconds[prog.send_ops, 0] if one else seconds[prog.send_ops]
     real_o = real[order]
     phantom = (np.logical_and.reduceat(real_o, np.asarray(bounds[:-1]), axis=0).min(axis=1) == 0).tolist()
-    mx = np.maximum
-    for k, (a, b, s, plan) in enumerate(zip(st.arrival, st.before, st.slot, st.plans, strict=True)):
-        lo, hi = bounds[k], bounds[k + 1]
-        ready = times[a]
-        if phantom[k]:
-            ready *= real_o[lo:hi, 0] if one else real_o[lo:hi]     # phantoms wait for nothing
-        e0 = mx(times[b], ready, out=ready)
-        e0 += dur_o[lo:hi]
-        times[s] = e0
-        for pos, slot, prev, lo, hi in plan:
-            arrive = mx(times[prev], e0 if pos is None else e0[pos])
-            arrive += sent[lo:hi]
-            times[slot] = arrive
+    ops = prog.send_ops
+    end_ops = prog.end0 + ops
+    # First assuming every pp stream is free when its next transfer is sent (arrival = end of the
+    # sending pass + seconds), which drops a gather and a max per step; when that holds for every
+    # transfer of the result, each max the engine takes picks the same operand and the times are
+    # the exact loop's bit for bit (by induction over the steps), else the exact loop runs.
+    for free in (True, False):
+        times[:] = 0.0
+        _loop(times, st, bounds, dur_o, sent, real_o if any(phantom) else None, phantom, one, free)
+        # (Steps with phantom units take the max: a phantom's zero-second transfer passes the
+        # stream's previous arrival on; the check is the other steps'.)
+        if not free:
+            break
+        held = times[st.prev_slot] <= times[end_ops]
+        if ((held if one else held.all(axis=1)) | np.asarray(phantom)[st.send_step]).all():
+            break
     if one:
         times = times[:, None]
-    ops = prog.send_ops
     wait = times[st.arrival_all] * real
     start = np.maximum(times[st.before_all], wait, out=wait)
     t_start = np.zeros((n, g))
@@ -267,18 +269,46 @@ def _evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
     return start, times[end0:end0 + n], t_start
 
 
+def _loop(times: np.ndarray, st: StepIndices, bounds: tuple[int, ...], dur_o: np.ndarray, sent: np.ndarray,
+          real_o: np.ndarray | None, phantom: list[bool], one: bool, free: bool) -> None:
+    """The steps of :func:`_evaluate` into ``times``: each op ends at the later of its stage's
+    previous op and the transfer it waits for, plus its seconds; each transfer arrives at the
+    later of the previous transfer on its sender's pp stream and the end of the sending op, plus
+    its seconds (``free``: the sending op's end, the stream assumed free)."""
+    mx = np.maximum
+    for k, (inputs, s, plan) in enumerate(zip(st.inputs, st.slot, st.plans, strict=True)):
+        lo, hi = bounds[k], bounds[k + 1]
+        t = times[inputs]                                           # the stage's previous op, the transfer
+        ready = t[hi - lo:]
+        if phantom[k]:
+            assert real_o is not None
+            ready *= real_o[lo:hi, 0] if one else real_o[lo:hi]     # phantoms wait for nothing
+        e0 = mx(t[:hi - lo], ready, out=ready)
+        e0 += dur_o[lo:hi]
+        times[s] = e0
+        for pos, slot, prev, a, b in plan:
+            if free and not phantom[k]:
+                times[slot] = (e0 if pos is None else e0[pos]) + sent[a:b]
+            else:
+                arrive = mx(times[prev], e0 if pos is None else e0[pos])
+                arrive += sent[a:b]
+                times[slot] = arrive
+
+
 @dataclass(frozen=True)
 class StepIndices:
     """Per step of a program, the time-vector indices its loop reads and writes (kept on the
     program: they depend on the shape only)."""
 
-    arrival: list[np.ndarray]     # the transfer each op waits for (0: none)
-    before: list[np.ndarray]      # the previous op of its stage (0: none, the stage's first)
+    # The previous op of each op's stage (0: none, the stage's first), then the transfer each op
+    # waits for (0: none): one gather per step.
+    inputs: list[np.ndarray]
     slot: list[np.ndarray]        # where each op's end goes
     # Per step its sends: (positions in the step or None for all in order, arrival slots, the
     # slots of the transfers their stages sent before, slice lo:hi of the sends).
     plans: list[list[tuple[np.ndarray | None, np.ndarray, np.ndarray, int, int]]]
     prev_slot: np.ndarray         # every send's previous transfer's slot on its stage (0: none)
+    send_step: np.ndarray         # every send's step
     arrival_all: np.ndarray       # (n,) arrival index of every op (program order)
     before_all: np.ndarray        # (n,)
 
@@ -306,8 +336,13 @@ def _step_indices(prog: Program) -> StepIndices:
         w = prog.bounds[k + 1] - prog.bounds[k]
         plans.append([(None if len(pos) == w and bool((pos == np.arange(w)).all()) else pos, slot,
                        prev_slot[a:b], a, b) for pos, _, _, slot, a, b in plan])
-    got = StepIndices(np.split(arrival[order], cuts), np.split(before[order], cuts),
-                      np.split(end0 + order, cuts), plans, prev_slot, arrival, before)
+    arrival_o, before_o = np.split(arrival[order], cuts), np.split(before[order], cuts)
+    inputs = [np.concatenate([b, a]) for a, b in zip(arrival_o, before_o, strict=True)]
+    send_step = np.zeros(len(ops), np.int64)
+    for k, plan in enumerate(prog.sends):
+        for *_, a, b in plan:
+            send_step[a:b] = k
+    got = StepIndices(inputs, np.split(end0 + order, cuts), plans, prev_slot, send_step, arrival, before)
     prog.__dict__["_step_indices"] = got
     return got
 
@@ -323,13 +358,19 @@ def _binding(prev: np.ndarray, arrival: np.ndarray, start: np.ndarray, end: np.n
     g = prev.shape[1]
     cols = np.arange(g)[None, :]
     has_p, has_a = prev >= 0, arrival >= 0
-    ip, ia = np.maximum(prev, 0), np.maximum(arrival, 0)
     # Flat indices into the (N, g) arrays: one take each (2-D fancy indexing costs several times more).
-    fp, fa = ip * g + cols, ia * g + cols
-    end_f, start_f = end.ravel(), start.ravel()
-    ep = np.where(has_p, end_f.take(fp), -np.inf)
-    ea = np.where(has_a, end_f.take(fa), -np.inf)
-    sa, sp = start_f.take(fa), start_f.take(fp)
-    take_a = has_a & ((ea > ep) | ((ea == ep) & ((sa > sp) | ((sa == sp) & (key[ia] >= key[ip])))))
+    fp, fa = np.maximum(prev, 0) * g + cols, np.maximum(arrival, 0) * g + cols
+    end_f = end.ravel()
+    ep, ea = end_f.take(fp), end_f.take(fa)
+    ep[~has_p] = -np.inf
+    ea[~has_a] = -np.inf
+    take_a = ea > ep
+    # Equal ends (rare): the later start, then the stream visited later; only those are compared.
+    tie = np.flatnonzero((ea == ep) & has_a)
+    if len(tie):
+        start_f = start.ravel()
+        ia, ip = fa.ravel()[tie], fp.ravel()[tie]
+        sa, sp = start_f[ia], start_f[ip]
+        take_a.ravel()[tie] = (sa > sp) | ((sa == sp) & (key[ia // g] >= key[ip // g]))
     best = np.where(take_a, arrival, prev)
     return np.where(best >= 0, np.maximum(ep, ea), 0.0), best

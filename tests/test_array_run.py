@@ -84,20 +84,21 @@ def test_korthikanti_175b_runs_interleaved_as_one_array_row_equal_to_the_engine(
 
 
 def test_transfers_that_outlast_the_passes_take_the_exact_loop_and_equal_the_engine(monkeypatch):
-    """rows._evaluate first assumes every pp stream free when its next transfer leaves; 512-wide
+    """arrays/steps.evaluate first assumes every pp stream free when its next transfer leaves; 512-wide
     layers on H100s with 1 Gb/s between stages make transfers (pp 0.15 s) outlast the passes
     (7 ms of compute), the assumption fails and the exact loop gives the engine's times."""
-    import explorer.fold.arrays.rows as rows
+    import explorer.fold.arrays.steps as steps
     raw = {"model": {"layers": 16, "hidden": 512, "heads": 16, "vocab": 1000, "seq_len": 1024},
            "training": {"global_batch": 32, "micro_batch": 1}, "hardware": {"gpu": "h100-sxm"},
            "cluster": {"nodes": 8, "gpus_per_node": 1, "scale_out": {"nic_Gbps": 1}},
            "parallelism": {"tp": 1, "pp": 8, "schedule": "interleaved", "vpp": 2}}
     sc = from_dict(raw)
     loops = []
-    real = rows._loop
-    monkeypatch.setattr(rows, "_loop", lambda *a: (loops.append(a[-1]), real(*a))[1])
+    exact, free = steps._loop, steps._loop_free
+    monkeypatch.setattr(steps, "_loop", lambda *a: (loops.append("free" if a[-1] else "exact"), exact(*a))[1])
+    monkeypatch.setattr(steps, "_loop_free", lambda *a: (loops.append("free"), free(*a))[1])
     assert_engine_exact(sc)
-    assert loops[:2] == [True, False]
+    assert loops[:2] == ["free", "exact"]
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)

@@ -26,6 +26,7 @@ import numpy as np
 
 from ...pricing.program import KINDS, Program, compile_program
 from ...taskgraph.builder import IterationBuilder
+from .steps import evaluate
 from .tail import Tail, tail
 
 NONE = -1
@@ -103,7 +104,7 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     """The tasks of builder ``b``'s scenario run with each of ``units`` pipeline units."""
     sched = b.schedule
     prog = compile_program(sched.name, b.p, b.v, max(units))
-    g, n = len(units), prog.n
+    g = len(units)
     table, transfer = costs(b)
     real = prog.mb[:, None] < np.array(units)[None, :]
     realf = real.astype(float)
@@ -111,14 +112,18 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     pair = np.where(prog.send_f >= 0, prog.send_f, prog.send_b)
     sent = (pair >= 0)[:, None] & real
     seconds = np.where(pair >= 0, transfer[np.maximum(pair, 0)], 0.0)[:, None] * realf
-    start_p, end_p, t_start = _evaluate(prog, dur, seconds, realf)
+    start_p, end_p, t_start = evaluate(prog, dur, seconds, realf)
 
     # The last real pass of each stage, whose end releases its buckets (without overlap) and step.
-    stage_start = stage_starts(prog)
-    last = np.maximum.reduceat(np.where(real, np.arange(n)[:, None], NONE), stage_start, axis=0)
     tl = tail(b)
     if tl is None:
         raise ValueError("evaluate_rows: the graph holds tasks the array runs do not (fold/arrays/tail.py)")
+    every = prog.__dict__.get("_every_real") if g == 1 and units[0] == prog.units else None
+    if every is None:
+        every = _real_structure(prog, real)
+        if g == 1 and units[0] == prog.units:
+            prog.__dict__["_every_real"] = every          # a row of every unit: kept on the program
+    last, prev, arrival, sent_binding = every
     k_start, k_end, k_ready, k_binding = _tail_times(prog, tl, real, last, start_p, end_p, dur)
     # Transfers: ready when the pass that sends them ends, bound to it; arrival = start + seconds.
     start = np.concatenate([start_p, t_start, k_start])
@@ -127,14 +132,29 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     exists = np.concatenate([real, sent, np.ones((len(tl), g), bool)])
 
     # Passes: the previous real pass of the stage, then the transfer they receive.
+    keys = b.__dict__.get("_array_keys")
+    if keys is None or keys[0] is not prog:       # per program and builder (its tail): kept on it
+        keys = b.__dict__["_array_keys"] = (prog, binding_key(prog, tl))
+    p_ready, p_binding = _binding(prev, arrival, start, end, keys[1])
+    ready = np.concatenate([p_ready, end_p, k_ready])
+    binding = np.concatenate([p_binding, sent_binding, k_binding])
+    return Rows(prog, tuple(units), real, all_dur, ready, start, end, binding, exists, last, tl)
+
+
+def _real_structure(prog: Program, real: np.ndarray) -> tuple[np.ndarray, ...]:
+    """What of a row depends on which units are real only: each stage's last real pass, each
+    pass's previous real pass on its stage and the transfer it receives (NONE: none), and each
+    transfer's binding (the pass sending it), ((p, g) and (n, g) each)."""
+    n = prog.n
+    stage_start = stage_starts(prog)
+    last = np.maximum.reduceat(np.where(real, np.arange(n)[:, None], NONE), stage_start, axis=0)
     prev = previous(real, stage_start)
     end0, src = prog.end0, prog.src
     arrival = np.maximum(src[:, 0], src[:, 1])            # a pass receives one transfer at most
     arrival = np.where(real & (arrival > 0)[:, None], (n + (arrival - end0) % n)[:, None], NONE)
-    p_ready, p_binding = _binding(prev, arrival, start, end, binding_key(prog, tl))
-    ready = np.concatenate([p_ready, end_p, k_ready])
-    binding = np.concatenate([p_binding, np.where(sent, np.arange(n)[:, None], NONE), k_binding])
-    return Rows(prog, tuple(units), real, all_dur, ready, start, end, binding, exists, last, tl)
+    pair = np.where(prog.send_f >= 0, prog.send_f, prog.send_b)
+    sent_binding = np.where((pair >= 0)[:, None] & real, np.arange(n)[:, None], NONE)
+    return last, prev, arrival, sent_binding
 
 
 def _tail_times(prog: Program, tl: Tail, real: np.ndarray, last: np.ndarray, start_p: np.ndarray,
@@ -220,131 +240,6 @@ def binding_key(prog: Program, tl: Tail) -> np.ndarray:
     class, then stream name (compute, dp, pp) — engine._starts visits streams sorted so."""
     st = prog.stage * 3
     return np.concatenate([st, st + 2, tl.cls * 3 + tl.bucket])
-
-
-def _evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
-              real: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Start and end of every pass and start of every transfer (by sending pass) of ``prog`` for g
-    rows: pricing/critical_path.evaluate for graphs without parameter gathers or blocking sends.
-
-    The same max and + in the same order, with two shortcuts: a pass's own forward (or backward)
-    ran earlier on its stage and never delays it, so it waits for its stage and one transfer; and
-    a stage's compute stream is free when its previous op ended, its pp stream when its previous
-    transfer arrived (first in, first out), so both are read from the time vector where those ops
-    wrote, instead of being kept apart.  Starts are recomputed after the loop from the same maxima.
-    One row (the array run, direct.py) is evaluated on a flat time vector: the loop's cost is its
-    numpy calls, one step after another (a 530B Table 5 row: 1,748 steps)."""
-    n, g = prog.n, dur.shape[1]
-    end0 = prog.end0
-    one = g == 1
-    times = np.zeros(end0 + 3 * n) if one else np.zeros((end0 + 3 * n, g))
-    st = _step_indices(prog)
-    order, bounds = prog.order, prog.bounds
-    dur_o = dur[order, 0] if one else dur[order]
-    sent = seconds[prog.send_ops, 0] if one else seconds[prog.send_ops]
-    real_o = real[order]
-    phantom = (np.logical_and.reduceat(real_o, np.asarray(bounds[:-1]), axis=0).min(axis=1) == 0).tolist()
-    ops = prog.send_ops
-    end_ops = prog.end0 + ops
-    # First assuming every pp stream is free when its next transfer is sent (arrival = end of the
-    # sending pass + seconds), which drops a gather and a max per step; when that holds for every
-    # transfer of the result, each max the engine takes picks the same operand and the times are
-    # the exact loop's bit for bit (by induction over the steps), else the exact loop runs.
-    for free in (True, False):
-        times[:] = 0.0
-        _loop(times, st, bounds, dur_o, sent, real_o if any(phantom) else None, phantom, one, free)
-        # (Steps with phantom units take the max: a phantom's zero-second transfer passes the
-        # stream's previous arrival on; the check is the other steps'.)
-        if not free:
-            break
-        held = times[st.prev_slot] <= times[end_ops]
-        if ((held if one else held.all(axis=1)) | np.asarray(phantom)[st.send_step]).all():
-            break
-    if one:
-        times = times[:, None]
-    wait = times[st.arrival_all] * real
-    start = np.maximum(times[st.before_all], wait, out=wait)
-    t_start = np.zeros((n, g))
-    t_start[ops] = np.maximum(times[st.prev_slot], times[end0 + ops])
-    return start, times[end0:end0 + n], t_start
-
-
-def _loop(times: np.ndarray, st: StepIndices, bounds: tuple[int, ...], dur_o: np.ndarray, sent: np.ndarray,
-          real_o: np.ndarray | None, phantom: list[bool], one: bool, free: bool) -> None:
-    """The steps of :func:`_evaluate` into ``times``: each op ends at the later of its stage's
-    previous op and the transfer it waits for, plus its seconds; each transfer arrives at the
-    later of the previous transfer on its sender's pp stream and the end of the sending op, plus
-    its seconds (``free``: the sending op's end, the stream assumed free)."""
-    mx = np.maximum
-    for k, (inputs, s, plan) in enumerate(zip(st.inputs, st.slot, st.plans, strict=True)):
-        lo, hi = bounds[k], bounds[k + 1]
-        t = times[inputs]                                           # the stage's previous op, the transfer
-        ready = t[hi - lo:]
-        if phantom[k]:
-            assert real_o is not None
-            ready *= real_o[lo:hi, 0] if one else real_o[lo:hi]     # phantoms wait for nothing
-        e0 = mx(t[:hi - lo], ready, out=ready)
-        e0 += dur_o[lo:hi]
-        times[s] = e0
-        for pos, slot, prev, a, b in plan:
-            if free and not phantom[k]:
-                times[slot] = (e0 if pos is None else e0[pos]) + sent[a:b]
-            else:
-                arrive = mx(times[prev], e0 if pos is None else e0[pos])
-                arrive += sent[a:b]
-                times[slot] = arrive
-
-
-@dataclass(frozen=True)
-class StepIndices:
-    """Per step of a program, the time-vector indices its loop reads and writes (kept on the
-    program: they depend on the shape only)."""
-
-    # The previous op of each op's stage (0: none, the stage's first), then the transfer each op
-    # waits for (0: none): one gather per step.
-    inputs: list[np.ndarray]
-    slot: list[np.ndarray]        # where each op's end goes
-    # Per step its sends: (positions in the step or None for all in order, arrival slots, the
-    # slots of the transfers their stages sent before, slice lo:hi of the sends).
-    plans: list[list[tuple[np.ndarray | None, np.ndarray, np.ndarray, int, int]]]
-    prev_slot: np.ndarray         # every send's previous transfer's slot on its stage (0: none)
-    send_step: np.ndarray         # every send's step
-    arrival_all: np.ndarray       # (n,) arrival index of every op (program order)
-    before_all: np.ndarray        # (n,)
-
-
-def _step_indices(prog: Program) -> StepIndices:
-    """The :class:`StepIndices` of ``prog`` (memoised on it)."""
-    got = prog.__dict__.get("_step_indices")
-    if got is not None:
-        return got
-    n, end0 = prog.n, prog.end0
-    order, cuts = prog.order, np.asarray(prog.bounds[1:-1])
-    arrival = np.maximum(prog.src[:, 0], prog.src[:, 1])
-    first = np.r_[True, prog.stage[1:] != prog.stage[:-1]]
-    before = np.where(first, 0, end0 + np.arange(n) - 1)           # the previous op's end: 0 first
-    # Sends in plan order (the pp streams' FIFO order): each one's slot and the slot of the
-    # transfer its stage sent before it (0: none, the stream free from the start).
-    ops = prog.send_ops
-    slots = np.where(prog.send_cols == 0, end0 + n + ops, end0 + 2 * n + ops)
-    by_stage = np.argsort(prog.stage[ops], kind="stable")
-    prev_slot = np.zeros(len(ops), np.int64)
-    same = prog.stage[ops][by_stage][1:] == prog.stage[ops][by_stage][:-1]
-    prev_slot[by_stage[1:][same]] = slots[by_stage[:-1][same]]
-    plans = []
-    for k, plan in enumerate(prog.sends):
-        w = prog.bounds[k + 1] - prog.bounds[k]
-        plans.append([(None if len(pos) == w and bool((pos == np.arange(w)).all()) else pos, slot,
-                       prev_slot[a:b], a, b) for pos, _, _, slot, a, b in plan])
-    arrival_o, before_o = np.split(arrival[order], cuts), np.split(before[order], cuts)
-    inputs = [np.concatenate([b, a]) for a, b in zip(arrival_o, before_o, strict=True)]
-    send_step = np.zeros(len(ops), np.int64)
-    for k, plan in enumerate(prog.sends):
-        for *_, a, b in plan:
-            send_step[a:b] = k
-    got = StepIndices(inputs, np.split(end0 + order, cuts), plans, prev_slot, send_step, arrival, before)
-    prog.__dict__["_step_indices"] = got
-    return got
 
 
 def _binding(prev: np.ndarray, arrival: np.ndarray, start: np.ndarray, end: np.ndarray,

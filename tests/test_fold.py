@@ -82,7 +82,10 @@ def test_folded_results_equal_unfolded_results_for_seeded_random_scenarios():
             folded_by_schedule[name] = folded_by_schedule.get(name, 0) + 1
     assert valid >= 50
     assert set(folded_by_schedule) == set(SCHEDULES) - {"gpipe", "dualpipe"}
-    assert sum(folded_by_schedule.values()) >= 25
+    # 22 of them since issue 35 (25 or more before): a fold whose first attempt costs as much as
+    # the full run is no longer attempted (explorer/fold/cost.py; seeds 50, 64, 72, 102, 136 ...
+    # of tests/test_array_run.py ran 1.2-2.4x the full run folded).
+    assert sum(folded_by_schedule.values()) >= 20
 
 
 def test_a_zero_measure_folds_to_zero_not_to_its_rounding_noise():

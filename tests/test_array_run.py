@@ -151,7 +151,7 @@ def test_every_fold_taken_on_the_fold_property_scenarios_cost_less_than_the_full
     """On tests/test_fold.py's property-test scenarios: a task fold taken scheduled fewer task
     units (per run ENGINE_RUN, per task FOLD_TASK, counted from its runs) than the full run
     (ENGINE_RUN plus its tasks) — the decision, in tasks, not a timing; an array fold's first
-    attempt cost at most 1 / MIN_GAIN of the array run."""
+    attempt cost at most 1 / ARRAY_GAIN of the array run."""
     try:
         sc = from_dict(long_raw(seed))
         it, how = routed(sc)
@@ -163,7 +163,7 @@ def test_every_fold_taken_on_the_fold_property_scenarios_cost_less_than_the_full
         assert spent < cost.ENGINE_RUN + len(simulate(sc, fold=False).tasks)
     elif how.taken == ARRAYS:
         first = cost.array_cost(sc, cost.first_attempt(planned(sc)))
-        assert cost.MIN_GAIN * first <= cost.array_cost(sc, [sc.micro_batches])
+        assert cost.ARRAY_GAIN * first <= cost.array_cost(sc, [sc.micro_batches])
 
 
 def test_the_cost_model_counts_the_engines_tasks():

@@ -4,23 +4,27 @@ attempts cost less than the run it replaces.
 
 Costs are in *task units*: one engine task scheduled and measured in a full simulation (about
 5 us on the 2-core reference machine: the 530B Table 5 row's 117,075 tasks in 0.8 s, a 4-stage
-interleaved pipeline's 11,780 in 53 ms).  Measured on that machine (tests/test_fold_cost.py keeps
-the decisions, bench/korthikanti.py prints the routes):
+interleaved pipeline's 11,780 in 53 ms).  Measured on that machine, shared at a load of 2.5-4
+(tests/test_array_run.py keeps the decisions, bench/korthikanti.py prints the routes):
 
 - the engine (fold/steady.py's reduced runs and the full run): :data:`ENGINE_RUN` per run (graph,
   network, measure()'s per-class passes) plus one unit per task — the task fold's reduced runs
   :data:`FOLD_TASK` per task (measure() and fold_tasks.match_shift walk every task again: 4-stage
   interleaved, 5,168 reduced tasks in 33 ms against 11,780 in full in 53 ms);
-- the array runs (fold/arrays/rows.py): :data:`ARRAY_RUN` per evaluation, :data:`ARRAY_STEP` per
-  step of the compiled program (one op per stage: Python and numpy call overhead, the same for any
-  number of rows) and :data:`ARRAY_OP` per op and row (530B: 1,748 steps, 58,800 ops, 28 ms; 1T
-  1F1B at 512: 1,150 steps, 65,536 ops, 31 ms; 175B: 398 steps, 3,072 ops, 3.8 ms).
+- the array runs (fold/arrays/rows.py, steps.py): :data:`ARRAY_RUN` per evaluation, per step of
+  the compiled program (one op per stage: Python and numpy call overhead, the same for any number
+  of rows) :data:`ARRAY_ONE_STEP` for one row of every unit (the free-stream loop) and
+  :data:`ARRAY_STEP` for rows padded with phantom units (the fold's), and :data:`ARRAY_OP` per op
+  and row (one row: 530B, 1,748 steps and 58,800 ops, 14 ms; 1T 1F1B at 512, 1,150 and 65,536,
+  18 ms; 175B, 398 and 3,072, 1.5 ms; the fold's four rows of 66-69 units of 1T, 264 steps and
+  8,832 ops each, 14 ms).
 
-A fold is tried when its first attempt (three reduced runs and the confirming one) costs less
-than the run it replaces — the task fold's the full engine run (what both share, the builder,
-left out), the array fold's the full count as one array row with a margin of plan.MIN_GAIN (the
-row is cheap and needs no proof) — and its search is capped at that run's cost: all attempts
-of a fold that is not proven cost at most the run that then replaces it.
+A fold is tried when its first attempt (three reduced runs and the confirming one) costs less than
+the run it replaces — the task fold's the full engine run (what both share, the builder, left
+out), the array fold's the full count as one array row with a margin of :data:`ARRAY_GAIN` (the
+fold's proof and measures of four rows beside them; the row needs no proof) — and its search is
+capped at that run's cost: all attempts of a fold that is not proven cost at most the run that
+then replaces it.
 """
 from __future__ import annotations
 
@@ -30,13 +34,15 @@ from functools import lru_cache
 from ..config.sections import Scenario
 from ..schedules import registry
 from .budget import estimate
-from .plan import MIN_GAIN, FoldPlan, NotFolded
+from .plan import FoldPlan, NotFolded
 
 ENGINE_RUN = 100.0        # task units one engine run costs beyond its tasks and builder (~0.5 ms)
 FOLD_TASK = 1.6           # task units per task of a task-fold reduced run (scheduled, measured, matched)
 ARRAY_RUN = 100.0         # task units one array evaluation costs beyond its steps and ops (~0.5 ms)
-ARRAY_STEP = 1.5          # task units per step of the compiled program (~7 us)
-ARRAY_OP = 0.06           # task units per op and row (~0.3 us)
+ARRAY_ONE_STEP = 0.5      # task units per step of one row of every unit (~2.5 us)
+ARRAY_STEP = 3.0          # task units per step of rows with phantom units (~15 us)
+ARRAY_OP = 0.05           # task units per op and row (~0.25 us)
+ARRAY_GAIN = 1.25         # the array fold's rows must cost this much less than the array run
 # Memory: an array run holds about 200 bytes per op (rows.Rows' times, bindings and masks over
 # passes and transfers, and _evaluate's time vector), against budget.MAX_WORK's ~1 KB per unit.
 ARRAY_MEMORY_OP = 0.2
@@ -84,7 +90,8 @@ def array_cost(sc: Scenario, micro_batches: list[int]) -> float:
     units = max(micro_batches) * sc.parallelism.token_slices
     per_stage = ops_per_stage(sc, units)
     steps = per_stage + 2 * sc.parallelism.pp
-    return ARRAY_RUN + ARRAY_STEP * steps + ARRAY_OP * per_stage * sc.parallelism.pp * len(micro_batches)
+    step = ARRAY_ONE_STEP if len(set(micro_batches)) == 1 else ARRAY_STEP
+    return ARRAY_RUN + step * steps + ARRAY_OP * per_stage * sc.parallelism.pp * len(micro_batches)
 
 
 def array_work(sc: Scenario, micro_batches: list[int]) -> float:
@@ -122,14 +129,14 @@ def task_fold_refused(sc: Scenario, fp: FoldPlan) -> NotFolded | None:
 
 
 def array_fold_refused(sc: Scenario, fp: FoldPlan) -> NotFolded | None:
-    """Why the array fold is not tried — its first attempt costs more than 1 / MIN_GAIN of the full
+    """Why the array fold is not tried — its first attempt costs more than 1 / ARRAY_GAIN of the full
     count as one array row (:func:`array_cost`), which replaces it — or None when it pays."""
     counts = first_attempt(fp)
     attempt, run = array_cost(sc, counts), array_cost(sc, [sc.micro_batches])
-    if MIN_GAIN * attempt <= run:
+    if ARRAY_GAIN * attempt <= run:
         return None
     return NotFolded(f"its first attempt ({'/'.join(map(str, counts))} micro-batches, {attempt:,.0f} "
-                     f"task units) costs more than 1/{MIN_GAIN:g} of the full count as one array row "
+                     f"task units) costs more than 1/{ARRAY_GAIN:g} of the full count as one array row "
                      f"({run:,.0f})")
 
 

@@ -16,7 +16,7 @@ from test_random_scenarios import SCHEDULES, random_raw
 from explorer.analysis.steady_state import schedule_iteration
 from explorer.config import shipped_scenarios
 from explorer.figures.gantt import folded_ticks
-from explorer.fold.arrays.lazy import resolved
+from explorer.fold.arrays.lazy import LazyTasks, resolved
 from explorer.fold.steady import reduced
 from explorer.fold.tasks import match_shift, task_keys
 from explorer.result.timeline import build_timeline, estimate_rows, folded_timeline
@@ -140,10 +140,14 @@ def test_every_folding_schedule_and_zero_stage_folds_exactly(schedule, zero):
     sc = from_dict(raw)
     folded, unfolded = simulate(sc), simulate(sc, fold=False)
     assert same(as_json(unfolded), as_json(folded)) == []
+    # Since issue 35 a fold over arrays whose search costs as much as the full count as one array
+    # row gives way to that row (fold/cost.py): 1F1B at ZeRO 0 here, exact all the same.
+    array_run = folded.fold is None and isinstance(folded.tasks, LazyTasks)
     if schedule in ALWAYS_FOLDING:
-        assert folded.fold is not None, f"{schedule} zero {zero} did not fold"
+        assert folded.fold is not None or array_run, f"{schedule} zero {zero} did not fold"
     if folded.fold is not None:
         assert folded.fold.repeats > 10
+    if folded.fold is not None or array_run:
         assert_same_timeline(folded, unfolded)
 
 
@@ -202,10 +206,7 @@ def test_shipped_scenarios_give_the_same_json_folded_and_unfolded(path):
 
 
 def test_megatron_175b_folds_and_its_drawing_and_downloads_unfold_lazily():
-    # At its own 96 micro-batches the full count as one array row costs less than the fold's rows
-    # (fold/cost.py: 2.1 against 2.6 ms); at twice the global batch it folds.
-    sc = load(shipped_scenarios()["megatron-gpt3-175b"], {"training.global_batch": 3072})
-    assert simulate(load(shipped_scenarios()["megatron-gpt3-175b"])).fold is None
+    sc = load(shipped_scenarios()["megatron-gpt3-175b"])
     r, full = simulate(sc), simulate(sc, fold=False)
     assert r.fold is not None and r.fold.repeats > 10
     labels = tuple(c.label for c in r.classes)

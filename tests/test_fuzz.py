@@ -19,7 +19,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from explorer.fold.budget import MAX_WORK, array_work, estimate, folded_estimate
+from explorer.fold.admit import array_work
+from explorer.fold.budget import MAX_WORK, estimate, folded_estimate
 from explorer.runnable import replicas_estimate
 from explorer.scenario import (
     SETTABLE,

@@ -14,7 +14,7 @@ would have.  Both are upper bounds that follow the builder's structure:
   ep < dp·cp) and per collective (all-reduce; or reduce-scatter and all-gather for ZeRO 1-2);
   under ZeRO-3 one overlapped gather/reduce drawing task per forward and backward instead.
 
-:func:`check_budget` turns a scenario beyond :data:`MAX_WORK` into a one-line ScenarioError that
+fold/admit.check_budget turns a scenario beyond :data:`MAX_WORK` into a one-line ScenarioError that
 names the knobs making it smaller.  The cost of a simulation grows with the tasks, through
 per-stage passes over the task list in the analysis with tasks x stages, and with the layers
 (the balanced layer split is searched layer by layer); the budget weighs tasks by
@@ -117,41 +117,6 @@ def folded_estimate(sc: Scenario) -> WorkEstimate | None:
         return None
     return estimate(replace(sc, training=replace(sc.training,
                                                  global_batch=fp.limit * sc.training.micro_batch * sc.dp)))
-
-
-def check_budget(sc: Scenario, joined: bool = False) -> None:
-    """Raise a one-line ScenarioError when simulating ``sc`` would exceed :data:`MAX_WORK` — in full,
-    over array runs (:func:`array_work`), or, when the steady state folds, its reduced simulations.
-    ``joined``: its replicas differ and their kinds' simulations are joined into one task list
-    that the timeline draws and downloads unfolded (explorer/variants/replicas.py), which the
-    folds and the array runs do not admit."""
-    e = estimate(sc)
-    if e.work > MAX_WORK:
-        if not joined and array_work(sc) is not None and array_work(sc) <= MAX_WORK:
-            return                      # the array runs hold it (fold/arrays): their work is what counts
-        folded = None if joined else folded_estimate(sc)
-        if folded is None or folded.work > MAX_WORK:
-            refuse(sc, e, "")
-
-
-def array_work(sc: Scenario) -> float | None:
-    """The most work the array routes of ``sc`` take on a first call (fold/cost.array_work): the
-    array fold's first attempt where folding pays, else the full count as one array row; None
-    when the array runs do not hold its graph (its schedule, framework or options:
-    fold/arrays/fold.ineligible).  Admitted so, a scenario whose period is not proven, or whose
-    data-parallel tasks the array runs turn out not to hold (ZeRO 1-2 gathers with dp > 1), is
-    refused when simulated if the route that remains exceeds the budget (fold/arrays/direct.py,
-    :func:`check_unfolded_budget`)."""
-    # Imported here: the array fold's cost model counts tasks with this module's estimate.
-    from .arrays.fold import ineligible
-    from .cost import array_fold_refused, first_attempt
-    from .cost import array_work as work
-    if ineligible(sc) is not None:
-        return None
-    fp = plan(sc)
-    if fp is not None and array_fold_refused(sc, fp) is None:
-        return work(sc, first_attempt(fp))
-    return work(sc, [sc.micro_batches])
 
 
 def joined_estimate(kinds: list[Scenario]) -> WorkEstimate:

@@ -108,10 +108,12 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     table, transfer = costs(b)
     real = prog.mb[:, None] < np.array(units)[None, :]
     realf = real.astype(float)
-    dur = table[prog.dur][:, None] * realf
     pair = np.where(prog.send_f >= 0, prog.send_f, prog.send_b)
     sent = (pair >= 0)[:, None] & real
-    seconds = np.where(pair >= 0, transfer[np.maximum(pair, 0)], 0.0)[:, None] * realf
+    dur = table[prog.dur][:, None]
+    seconds = np.where(pair >= 0, transfer[np.maximum(pair, 0)], 0.0)[:, None]
+    if g > 1 or not real.all():          # phantom units take no time (x 1.0 elsewhere: skipped)
+        dur, seconds = dur * realf, seconds * realf
     start_p, end_p, t_start = evaluate(prog, dur, seconds, realf)
 
     # The last real pass of each stage, whose end releases its buckets (without overlap) and step.

@@ -11,7 +11,7 @@ The configurations, exactly as issue 35 names them:
 - DualPipe: scenarios/deepseek-v3.yaml as shipped.
 
 Printed per configuration: the route taken — ``array fold`` (explorer/fold/arrays/fold.py), ``array
-run`` (the whole iteration as one array run, explorer/fold/arrays/whole.py), ``task fold``
+run`` (the whole iteration as one array run, explorer/fold/arrays/direct.py), ``task fold``
 (explorer/fold/steady.py) or ``full`` (every task on the engine) — checked against the result
 simulate() returned, why the faster routes were not taken, the first call's milliseconds in this
 process (its program and builder not yet memoised; modules imported and shared programs compiled by
@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from explorer.fidelity.korthikanti import table5_raw, table5_rows  # noqa: E402
+from explorer.fold.arrays.direct import attempt_array_run  # noqa: E402
 from explorer.fold.arrays.fold import attempt_arrays  # noqa: E402
 from explorer.fold.arrays.lazy import LazyTasks  # noqa: E402
-from explorer.fold.arrays.whole import attempt_whole  # noqa: E402
 from explorer.fold.plan import NotFolded  # noqa: E402
 from explorer.scenario import Scenario, from_dict, load  # noqa: E402
 from explorer.simulate import Result, simulate  # noqa: E402
@@ -82,7 +82,7 @@ def why_not(sc: Scenario, taken: str) -> list[str]:
         assert isinstance(got, NotFolded), "the array fold would fold but was not taken"
         out.append(f"array fold not taken: {got.reason}")
     if taken in (TASK_FOLD, FULL):
-        got = attempt_whole(sc)
+        got = attempt_array_run(sc)
         assert isinstance(got, NotFolded), "one array run was possible but not taken"
         out.append(f"array run not taken: {got.reason}")
     return out

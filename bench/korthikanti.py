@@ -15,23 +15,26 @@ Printed, for every row:
 
 - the layout it ran: tp pp dp vpp, micro-batch, global batch, schedule, recomputation, sequence
   parallelism;
-- which path ``explorer.simulate.simulate`` took — the array fold (explorer/fold/arrays), the task
-  fold (explorer/fold/steady.py) or the full simulation — and, for each path not taken, why not
-  (the folds' own reasons, explorer/fold/plan.NotFolded); whether the estimator's fast mode
+- which path ``explorer.simulate.simulate`` took (explorer/fold/run.routed) — the array fold
+  (explorer/fold/arrays), the full count as one array run (explorer/fold/arrays/direct.py), the
+  task fold (explorer/fold/steady.py) or the full simulation — folded or not and over what, and,
+  for each path not taken, why not (the folds' own reasons and the cost model's,
+  explorer/fold/plan.NotFolded, explorer/fold/cost.py); whether the estimator's fast mode
   (estimate_many(..., exact=False), explorer/estimate/fast.py) extrapolates the row, and why not;
   the path reported is checked against the Result simulate() returned;
 - tasks of the full task graph and tasks the simulation scheduled; the unfolded path's phases
   (graph build, engine, post-engine analysis);
 - in-process milliseconds per ``simulate()`` (median of ``--rounds`` rounds of N evaluations; N
-  shrinks for slow rows so that a round stays near ``--budget`` seconds), and unfolded where the
-  row folded; the estimator's fast mode and llm-analysis (PyPI; it has no virtual stages, so it
-  runs every row as 1F1B) on the same row;
+  shrinks for slow rows so that a round stays near ``--budget`` seconds), and the engine's full
+  simulation where another path was taken; the estimator's fast mode and llm-analysis (PyPI; it
+  has no virtual stages, so it runs every row as 1F1B) on the same row;
 - predicted against published seconds per iteration.
 
-Then the 1T row at 512 and 4,096 micro-batches, and whole processes (``python -m explorer run FILE
---json``) with llm-analysis's beside them.  The load average of the machine is printed at the start
-and the end.  Calculon is not on PyPI (the ``calculon`` name there is an unrelated
-producer-consumer library), so its figures are issue 15's, quoted as constants.
+Then the 1T row at 512 and 4,096 micro-batches and with the interleaved schedule (vpp 2), and
+whole processes (``python -m explorer run FILE --json``) with llm-analysis's beside them. The load
+average of the machine is printed at the start and the end. Calculon is not on PyPI (the
+``calculon`` name there is an unrelated producer-consumer library), so its figures are issue 15's,
+quoted as constants.
 """
 from __future__ import annotations
 
@@ -54,11 +57,8 @@ sys.path.insert(0, str(ROOT))
 
 from explorer.estimate.fast import estimate_many, fast_path  # noqa: E402
 from explorer.fidelity.korthikanti import Table5Row, table5_raw, table5_rows  # noqa: E402
-from explorer.fold.arrays.fold import attempt_arrays  # noqa: E402
 from explorer.fold.arrays.lazy import LazyTasks  # noqa: E402
-from explorer.fold.arrays.whole import attempt_whole  # noqa: E402
-from explorer.fold.plan import NotFolded  # noqa: E402
-from explorer.fold.steady import attempt_folded  # noqa: E402
+from explorer.fold.run import ARRAY_RUN, ARRAYS, FULL, TASKS, routed  # noqa: E402
 from explorer.pricing.profile import row_profile  # noqa: E402
 from explorer.scenario import Scenario, from_dict  # noqa: E402
 from explorer.simulate import Result, simulate  # noqa: E402
@@ -68,9 +68,6 @@ from explorer.simulate import Result, simulate  # noqa: E402
 CALCULON_IN_PROCESS_MS = 1.6        # per configuration, in-process
 CALCULON_PROCESS_1T_S = 0.26        # the 1T row as a whole process
 TARGET_IN_PROCESS_MS = 20.0         # issue 15: every row fully simulated in at most 20 ms
-
-ARRAYS, TASKS, FULL = "array fold", "task fold", "full simulation"
-WHOLE = "array run"          # not folded: the whole iteration as one array run (fold/arrays/whole.py)
 
 
 def rows() -> list[Table5Row]:
@@ -114,46 +111,36 @@ def layout(sc: Scenario) -> str:
 class Route:
     """The path simulate() took on a row, and why the faster ones were not taken."""
 
-    taken: str                       # ARRAYS | WHOLE | TASKS | FULL
+    taken: str                       # ARRAYS | ARRAY_RUN | TASKS | FULL (explorer/fold/run.py)
     arrays: str | None               # why the array fold was not taken (None: taken)
+    array_run: str | None            # why the full count was not one array run (None: taken or not needed)
     tasks: str | None                # why the task fold was not taken (None: taken or not needed)
     fast: str | None                 # why the estimator's fast mode does not extrapolate (None: it does)
-    whole: str | None = None         # why one array run was not taken (None: taken or not needed)
+
+    def over(self) -> str:
+        """What the simulation ran over: array rows (a fold's reduced ones or the full count),
+        task objects of reduced runs, or every task."""
+        return {ARRAYS: "arrays (reduced runs)", ARRAY_RUN: "arrays (full count)",
+                TASKS: "tasks (reduced runs)", FULL: "tasks (every task)"}[self.taken]
 
     def describe(self) -> str:
-        out = [f"path: {self.taken}"]
-        if self.arrays and self.arrays == self.tasks:
-            out.append(f"array and task fold not taken: {self.arrays}")
-        else:
-            named = (("array", self.arrays), ("task", self.tasks))
-            out += [f"{name} fold not taken: {why}" for name, why in named if why]
-        if self.whole and self.whole != self.arrays:
-            out.append(f"array run not taken: {self.whole}")
+        folded = "folded" if self.taken in (ARRAYS, TASKS) else "not folded"
+        out = [f"path: {self.taken} ({folded}, over {self.over()})"]
+        named = (("array fold", self.arrays), ("array run", self.array_run), ("task fold", self.tasks))
+        out += [f"{name} not taken: {why}" for name, why in named if why]
         out.append("estimator fast mode: " + (self.fast or "extrapolated from two short counts"))
         return "\n    ".join(out)
 
 
 def route(sc: Scenario, res: Result) -> Route:
-    """The path simulate() takes on ``sc`` (its order: array fold, task fold, full), from the folds'
-    own attempts, checked against the Result ``res`` it returned."""
-    arrays = attempt_arrays(sc)
-    whole = None if not isinstance(arrays, NotFolded) else attempt_whole(sc)
-    tasks = None if not isinstance(whole, NotFolded) else attempt_folded(sc)
-    if not isinstance(arrays, NotFolded):
-        taken = ARRAYS
-    elif not isinstance(whole, NotFolded):
-        taken = WHOLE
-    elif not isinstance(tasks, NotFolded):
-        taken = TASKS
-    else:
-        taken = FULL
-    # The Result says which path made it: no fold info in full, lazy tasks over arrays.
+    """The path simulate() takes on ``sc`` (explorer/fold/run.routed: array fold, array run, task
+    fold, full), checked against the Result ``res`` it returned."""
+    how = routed(sc)[1]
+    # The Result says which path made it: fold info when folded, lazy tasks over arrays.
     lazy = isinstance(res.tasks, LazyTasks)
-    actual = (WHOLE if lazy else FULL) if res.fold is None else ARRAYS if lazy else TASKS
-    assert actual == taken, f"{sc.name}: simulate() took the {actual}, the attempts say {taken}"
-    return Route(taken, arrays.reason if isinstance(arrays, NotFolded) else None,
-                 tasks.reason if isinstance(tasks, NotFolded) else None, fast_path(row_profile(sc)),
-                 whole.reason if isinstance(whole, NotFolded) else None)
+    actual = (ARRAYS if lazy else TASKS) if res.fold is not None else ARRAY_RUN if lazy else FULL
+    assert actual == how.taken, f"{sc.name}: simulate() took the {actual}, the route says {how.taken}"
+    return Route(how.taken, how.arrays, how.array_run, how.tasks, fast_path(row_profile(sc)))
 
 
 # -- timing --------------------------------------------------------------------------------------
@@ -298,7 +285,7 @@ def report_rows(args: argparse.Namespace) -> None:
           f"{'simulate':>9} {'unfolded':>9} {'fast est':>8} {'llm-an.':>7} {'pred. s':>7} {'paper s':>7} "
           f"{'error':>6}")
     slowest = 0.0
-    short = {ARRAYS: "arrays", WHOLE: "run", TASKS: "tasks", FULL: "full"}
+    short = {ARRAYS: "arrays", ARRAY_RUN: "arr.run", TASKS: "tasks", FULL: "full"}
     for row, sc, res, how in measured:
         ph = phases(sc)
         ms, _ = timed(lambda sc=sc: simulate_with(sc, True), args.n, args.rounds, args.budget)
@@ -333,6 +320,17 @@ def report_1t(args: argparse.Namespace) -> None:
         print(f"{gb:>6,} micro-batches ({layout(sc)}): {costs[gb] * 1e3:9.2f} ms, {route(sc, res).taken} "
               f"(N={n}), {scheduled_tasks(res):,} tasks scheduled; {how}")
     print(f"ratio 4,096 / 512: {costs[4096] / costs[512]:.2f} (issue 15's target <= 1.5)")
+    # Megatron's interleaved schedule on the same row (not a published layout: Table 3 runs 1T with
+    # one chunk per GPU): 2 virtual stages, 512 micro-batches, 8 periods of pp (issue 35).
+    raw = table5_raw(one_t, 512)
+    raw["parallelism"].update(schedule="interleaved", vpp=2)
+    sc = from_dict(raw)
+    res = simulate_with(sc, True)
+    r = route(sc, res)
+    cost, n = timed(lambda: simulate_with(sc, True), args.n, args.rounds, args.budget)
+    print(f"   512 micro-batches ({layout(sc)}): {cost * 1e3:9.2f} ms, {r.taken} over {r.over()} (N={n}), "
+          f"{scheduled_tasks(res):,} tasks; ratio to the 1F1B row: {cost / costs[512]:.2f} "
+          "(issue 35's target <= 2)")
 
 
 def report_processes(args: argparse.Namespace) -> None:

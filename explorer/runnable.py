@@ -23,7 +23,8 @@ from .config import from_dict as config_from_dict
 from .config import validate as config_validate
 from .config.hetero_rules import dp_across
 from .config.sections import Scenario
-from .fold.budget import MAX_WORK, WorkEstimate, check_budget, joined_estimate, refuse
+from .fold.admit import check_budget
+from .fold.budget import MAX_WORK, WorkEstimate, joined_estimate, refuse
 from .network.placement import Placement
 from .variants.faults import surviving_scenario
 from .variants.hetero import micro_batches_per_kind

@@ -25,7 +25,7 @@ from explorer.analysis.steady_state import schedule_iteration
 from explorer.engine.records import BucketInfo, PassInfo, StepInfo, TransferInfo
 from explorer.fidelity.korthikanti import table5_raw, table5_rows
 from explorer.fold import run as fold_run
-from explorer.fold.arrays.fold import attempt_arrays, eligible, simulate_arrays
+from explorer.fold.arrays.fold import ArrayFold, attempt_arrays, eligible, simulate_arrays
 from explorer.fold.arrays.lazy import LazyTasks
 from explorer.fold.arrays.proof import match, unit_maps
 from explorer.fold.arrays.rows import evaluate_rows
@@ -264,29 +264,39 @@ def test_the_bubble_explanation_folds_its_ideal_pipelines_over_arrays_to_the_sam
     sc = from_dict(BASE)
     r = simulate(sc)
     calls = []
-    real = fold_run_module.simulate_arrays
+    real = fold_run_module.attempt_arrays
     def spy(*a):
         calls.append((a[1], real(*a)))
         return calls[-1][1]
-    monkeypatch.setattr(fold_run_module, "simulate_arrays", spy)
+    monkeypatch.setattr(fold_run_module, "attempt_arrays", spy)
     fast = bubble.explain_bubble(r)
-    assert len(calls) == 3 and all(ideal and got is not None for ideal, got in calls)
+    assert len(calls) == 3 and all(ideal and isinstance(got, ArrayFold) for ideal, got in calls)
     assert "From formula to card" in fast
-    monkeypatch.setattr(fold_run_module, "simulate_arrays", lambda *a: None)
-    monkeypatch.setattr(fold_run_module, "simulate_whole", lambda *a: None)     # the task fold's
+    no = NotFolded("no arrays")
+    monkeypatch.setattr(fold_run_module, "attempt_arrays", lambda *a: no)
+    monkeypatch.setattr(fold_run_module, "attempt_array_run", lambda *a: no)
     assert bubble.explain_bubble(r) == fast
 
 
-def test_a_period_of_eight_micro_batches_folds_over_arrays():
+def test_a_period_of_eight_micro_batches_folds_over_arrays(monkeypatch):
     """GPT-3 175B at 16,384 sequences with 20 Gb/s NICs: its gradient all-reduce outlasts the
     cool-down and the pipeline repeats only every 8 micro-batches (the task fold, which tries 1-4
     within its limit, simulated all 30,792 tasks in full; bench/app_latency.py's first change).
     The array fold also tries 6 and 8 (fold_plan.ARRAY_PERIODS) and equals the full simulation.
+    Since issue 35 its search stops once its rows would cost as much as the full count as one
+    array row (fold/cost.py): that row (1,024 micro-batches on 8 stages) replaces it, equal to the
+    full simulation too; without that cap the fold proves the period of 8.
     Without contention between dimensions: with it, the buckets and the sends share the NIC and
     the row is the engine's (the array runs do not share links)."""
+    from explorer.fold.arrays import fold as array_fold
     sc = load(ROOT / "scenarios" / "megatron-gpt3-175b.yaml",
               {"training.global_batch": 16384, "cluster.scale_out.nic_Gbps": 20,
                "communication.contention": False})
+    r = simulate(sc)
+    assert isinstance(r.tasks, LazyTasks) and r.fold is None           # the array run
+    assert check_fold(sc) is False
+    real = array_fold.array_cost
+    monkeypatch.setattr(array_fold, "array_cost", lambda s, c: real(s, c) if len(c) > 1 else 1e12)
     r = simulate(sc)
     assert isinstance(r.tasks, LazyTasks) and r.fold.step == 8
     assert check_fold(sc)

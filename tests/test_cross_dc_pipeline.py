@@ -149,7 +149,9 @@ def test_estimator_and_fold_agree_on_the_new_schedules(schedule):
     crosspipe (its order depends on m as a whole).
     At 60 ms latency-aware 1F1B has not settled into a period within the fold's budget of reduced
     runs (the proxies' hand-off of each send, nccl_tuning.P2P_NET_US, moved its stalls): it may
-    decline there, and is exact wherever it folds."""
+    decline there, and is exact wherever it folds.  Since issue 35 its search also stops once its
+    reduced runs cost as much as the full simulation (fold/cost.py): latency-aware 1F1B proves
+    its period only at (20, 21, 22), which cost 45 ms against 37 ms in full, and declines."""
     for ov in ({}, {"cluster.scale_across.latency_ms": 60}):
         sc = load(ROOT / "scenarios" / "cross-region-pp.yaml", {"parallelism.schedule": schedule, **ov})
         fast = float(estimate(sc).iteration_time_s[0])
@@ -160,7 +162,7 @@ def test_estimator_and_fold_agree_on_the_new_schedules(schedule):
         folded = simulate_folded(big, frozenset())
         if schedule == "crosspipe":
             assert folded is None
-        elif folded is not None or not (ov and schedule == "1f1b-latency"):
+        elif folded is not None or schedule != "1f1b-latency":
             assert folded.measures.T == pytest.approx(schedule_iteration(big, frozenset()).T, rel=1e-9)
 
 

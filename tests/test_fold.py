@@ -16,8 +16,8 @@ from test_random_scenarios import SCHEDULES, random_raw
 from explorer.analysis.steady_state import schedule_iteration
 from explorer.config import shipped_scenarios
 from explorer.figures.gantt import folded_ticks
-from explorer.fold.arrays.lazy import resolved
-from explorer.fold.steady import reduced
+from explorer.fold.arrays.lazy import LazyTasks, resolved
+from explorer.fold.steady import FoldedRun, attempt_folded, reduced
 from explorer.fold.tasks import match_shift, task_keys
 from explorer.result.timeline import build_timeline, estimate_rows, folded_timeline
 from explorer.scenario import ScenarioError, apply_overrides, from_dict, load
@@ -82,7 +82,10 @@ def test_folded_results_equal_unfolded_results_for_seeded_random_scenarios():
             folded_by_schedule[name] = folded_by_schedule.get(name, 0) + 1
     assert valid >= 50
     assert set(folded_by_schedule) == set(SCHEDULES) - {"gpipe", "dualpipe"}
-    assert sum(folded_by_schedule.values()) >= 25
+    # 22 of them since issue 35 (25 or more before): a fold whose first attempt costs as much as
+    # the full run is no longer attempted (explorer/fold/cost.py; seeds 50, 64, 72, 102, 136 ...
+    # of tests/test_array_run.py ran 1.2-2.4x the full run folded).
+    assert sum(folded_by_schedule.values()) >= 20
 
 
 def test_a_zero_measure_folds_to_zero_not_to_its_rounding_noise():
@@ -137,10 +140,14 @@ def test_every_folding_schedule_and_zero_stage_folds_exactly(schedule, zero):
     sc = from_dict(raw)
     folded, unfolded = simulate(sc), simulate(sc, fold=False)
     assert same(as_json(unfolded), as_json(folded)) == []
+    # Since issue 35 a fold over arrays whose search costs as much as the full count as one array
+    # row gives way to that row (fold/cost.py): 1F1B at ZeRO 0 here, exact all the same.
+    array_run = folded.fold is None and isinstance(folded.tasks, LazyTasks)
     if schedule in ALWAYS_FOLDING:
-        assert folded.fold is not None, f"{schedule} zero {zero} did not fold"
+        assert folded.fold is not None or array_run, f"{schedule} zero {zero} did not fold"
     if folded.fold is not None:
         assert folded.fold.repeats > 10
+    if folded.fold is not None or array_run:
         assert_same_timeline(folded, unfolded)
 
 
@@ -158,7 +165,9 @@ def test_schedules_with_two_insertion_points_fall_back_to_the_full_simulation():
 
 def test_a_run_that_is_not_one_period_longer_is_not_matched():
     sc = from_dict(BASE)
-    counts = simulate(sc).fold.counts
+    folded = attempt_folded(sc)          # the task fold's own counts (simulate takes the array run)
+    assert isinstance(folded, FoldedRun)
+    counts = folded.info.counts
     step = counts[1] - counts[0]
     a, b = (schedule_iteration(reduced(sc, m)).tasks for m in counts[:2])
     tol = 1e-12 * max(t.end for t in b)

@@ -19,6 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from explorer.fold.admit import array_work
 from explorer.fold.budget import MAX_WORK, estimate, folded_estimate
 from explorer.runnable import replicas_estimate
 from explorer.scenario import (
@@ -106,12 +107,14 @@ SIMULATE_BELOW = 20_000        # work units of the scenarios simulated in CI (ab
 
 
 def over_budget(sc: Scenario) -> bool:
-    """Beyond what config/budget admits: the full simulation unless its steady state folds into
-    reduced simulations within MAX_WORK (a long pipeline of 42,514 sequences, say), or the kinds of
-    replica that differ, together (each is simulated)."""
+    """Beyond what config/budget admits: the full simulation unless the array runs hold it within
+    MAX_WORK or its steady state folds into reduced simulations within MAX_WORK (a long pipeline
+    of 42,514 sequences, say), or the kinds of replica that differ, together (each is simulated)."""
     folded = folded_estimate(sc)
     kinds = replicas_estimate(sc)
-    return (estimate(sc).work > MAX_WORK and (folded is None or folded.work > MAX_WORK)) or \
+    array = array_work(sc)
+    return (estimate(sc).work > MAX_WORK and (array is None or array > MAX_WORK)
+            and (folded is None or folded.work > MAX_WORK)) or \
         (kinds is not None and kinds[0].work > MAX_WORK)
 
 

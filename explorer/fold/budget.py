@@ -14,7 +14,7 @@ would have.  Both are upper bounds that follow the builder's structure:
   ep < dp·cp) and per collective (all-reduce; or reduce-scatter and all-gather for ZeRO 1-2);
   under ZeRO-3 one overlapped gather/reduce drawing task per forward and backward instead.
 
-:func:`check_budget` turns a scenario beyond :data:`MAX_WORK` into a one-line ScenarioError that
+fold/admit.check_budget turns a scenario beyond :data:`MAX_WORK` into a one-line ScenarioError that
 names the knobs making it smaller.  The cost of a simulation grows with the tasks, through
 per-stage passes over the task list in the analysis with tasks x stages, and with the layers
 (the balanced layer split is searched layer by layer); the budget weighs tasks by
@@ -120,18 +120,6 @@ def folded_estimate(sc: Scenario) -> WorkEstimate | None:
         return None
     return estimate(replace(sc, training=replace(sc.training,
                                                  global_batch=fp.limit * sc.training.micro_batch * sc.dp)))
-
-
-def check_budget(sc: Scenario, joined: bool = False) -> None:
-    """Raise a one-line ScenarioError when simulating ``sc`` would exceed :data:`MAX_WORK` — in full,
-    or, when the steady state folds, its reduced simulations.  ``joined``: its replicas differ
-    and their kinds' simulations are joined into one task list that the timeline draws and
-    downloads unfolded (explorer/variants/replicas.py), which the fold does not admit."""
-    e = estimate(sc)
-    if e.work > MAX_WORK:
-        folded = None if joined else folded_estimate(sc)
-        if folded is None or folded.work > MAX_WORK:
-            refuse(sc, e, "")
 
 
 def joined_estimate(kinds: list[Scenario]) -> WorkEstimate:

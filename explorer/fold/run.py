@@ -1,8 +1,10 @@
 """One iteration of a scenario, by the cheapest exact route: folded over array runs
-(fold/arrays), else folded over tasks (fold/steady.py), else every task scheduled — the one place
-that chooses, for the simulation (explorer/simulate.py) and for the bubble's re-simulations with
-ideal-pipeline aspects (explorer/teaching/bubble.py).  Every route gives the same measures to
-float rounding (tests/test_fold.py, tests/test_arrayfold.py)."""
+(fold/arrays/fold.py), else the full count as one array run (fold/arrays/direct.py), else folded
+over tasks (fold/steady.py), else every task scheduled — the one place that chooses, for the
+simulation (explorer/simulate.py) and for the bubble's re-simulations with ideal-pipeline aspects
+(explorer/teaching/bubble.py).  A fold is tried only when its attempts cost less than the run it
+replaces, decided from the counts before simulating (fold/cost.py).  Every route gives the same
+measures to float rounding (tests/test_fold.py, tests/test_arrayfold.py, tests/test_array_run.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -15,56 +17,95 @@ from ..engine.gc_pause import paused_collector
 from ..engine.scheduler import Task
 from ..network.groups import Network
 from ..taskgraph.builder import IterationBuilder
-from .arrays.fold import arrays_tasks, simulate_arrays
+from .arrays.direct import ArrayRun, attempt_array_run, run_tasks
+from .arrays.fold import ArrayFold, arrays_tasks, attempt_arrays
 from .arrays.lazy import LazyTasks
-from .arrays.whole import simulate_whole, whole_tasks
 from .budget import check_unfolded_budget
-from .steady import FoldInfo, simulate_folded
+from .steady import FoldedRun, FoldInfo, attempt_folded
+
+# The routes, fastest first (what Route.taken names and bench/korthikanti.py prints).
+ARRAYS = "array fold"
+ARRAY_RUN = "array run"
+TASKS = "task fold"
+FULL = "full simulation"
 
 
 @dataclass(frozen=True)
 class Iteration:
     """What an iteration's route gives: the builder and network (what does not depend on the
-    micro-batch count), the per-class measures, the tasks (folded or made on first read) and how
-    the steady state was folded (None: every task scheduled)."""
+    micro-batch count), the per-class measures, the tasks (folded or made on first read), how
+    the steady state was folded (None: not folded) and the route taken."""
 
     builder: IterationBuilder
     net: Network
     measures: Measures
     tasks: Sequence[Task]
     info: FoldInfo | None = None
+    route: str = FULL
+
+
+@dataclass(frozen=True)
+class Route:
+    """The route an iteration took and why each faster one was not taken (None: taken or not
+    tried)."""
+
+    taken: str
+    arrays: str | None = None          # why not folded over arrays
+    array_run: str | None = None       # why not one array run
+    tasks: str | None = None           # why not folded over tasks
 
 
 def run_iteration(sc: Scenario, ideal: frozenset[str] | None = None, fold: bool = True,
                   arrays: bool = True, budget: bool = True) -> Iteration:
     """One iteration of ``sc`` (a scenario without variants that wrap it: variants/registry.py)
-    with the given ideal-pipeline aspects (its own when None).  ``fold``: try the folds;
-    ``arrays``: try the array fold first; ``budget``: refuse an unfolded run beyond the work
-    budget (fold/budget.py)."""
+    with the given ideal-pipeline aspects (its own when None).  ``fold``: try the folds and the
+    array run; ``arrays``: try the array routes first; ``budget``: refuse an unfolded run beyond
+    the work budget (fold/budget.py)."""
+    return routed(sc, ideal, fold, arrays, budget)[0]
+
+
+def routed(sc: Scenario, ideal: frozenset[str] | None = None, fold: bool = True, arrays: bool = True,
+           budget: bool = True) -> tuple[Iteration, Route]:
+    """:func:`run_iteration`, and the :class:`Route` it took."""
+    why: dict[str, str] = {}
     if fold and arrays:
-        got = simulate_arrays(sc, ideal)
-        if got is not None:
-            a = got
-            tasks = LazyTasks(a.tasks, lambda: arrays_tasks(a) or _tasks(sc, ideal))
-            return Iteration(a.builder, a.net, a.measures, tasks, a.info)
-        # Not folded: the whole iteration as one array run, when the arrays hold its graph.
-        w = simulate_whole(sc, ideal)
-        if w is not None:
-            return Iteration(w.builder, w.net, w.measures,
-                             LazyTasks(w.tasks, lambda: whole_tasks(w) or _tasks(sc, ideal, fold=False)))
+        got = attempt_arrays(sc, ideal)
+        if isinstance(got, ArrayFold):
+            return _from_array_fold(sc, ideal, got), Route(ARRAYS)
+        why["arrays"] = got.reason
+        direct = attempt_array_run(sc, ideal)
+        if isinstance(direct, ArrayRun):
+            return _from_array_run(sc, ideal, direct), Route(ARRAY_RUN, **why)
+        why["array_run"] = direct.reason
     if fold:
-        folded = simulate_folded(sc, ideal)
-        if folded is not None:
+        folded = attempt_folded(sc, ideal)
+        if isinstance(folded, FoldedRun):
             r = folded.run
-            return Iteration(r.builder, r.net, folded.measures, folded.tasks, folded.info)
+            it = Iteration(r.builder, r.net, folded.measures, folded.tasks, folded.info, TASKS)
+            return it, Route(TASKS, **why)
+        why["tasks"] = folded.reason
     if budget:
         check_unfolded_budget(sc)
     r = schedule_iteration(sc, ideal)
-    return Iteration(r.builder, r.net, measure(r), r.tasks)
+    return Iteration(r.builder, r.net, measure(r), r.tasks), Route(FULL, **why)
 
 
-def _tasks(sc: Scenario, ideal: frozenset[str] | None, fold: bool = True) -> Sequence[Task]:
+def _from_array_fold(sc: Scenario, ideal: frozenset[str] | None, a: ArrayFold) -> Iteration:
+    tasks = LazyTasks(a.tasks, lambda: arrays_tasks(a) or _tasks(sc, ideal))
+    return Iteration(a.builder, a.net, a.measures, tasks, a.info, ARRAYS)
+
+
+def _from_array_run(sc: Scenario, ideal: frozenset[str] | None, a: ArrayRun) -> Iteration:
+    def make() -> Sequence[Task]:
+        check_unfolded_budget(sc)      # every task, unfolded: admitted for its array run only?
+        return run_tasks(a) or _tasks(sc, ideal)
+    tasks = LazyTasks(a.tasks, make)
+    return Iteration(a.builder, a.net, a.measures, tasks, None, ARRAY_RUN)
+
+
+def _tasks(sc: Scenario, ideal: frozenset[str] | None) -> Sequence[Task]:
     """The task list of ``sc``'s iteration, folded where the task fold proves its period (what a
-    result folded from array runs makes when its timeline is first read)."""
+    result made from array runs makes when its timeline is first read)."""
     with paused_collector():
-        return run_iteration(sc, ideal, fold=fold, arrays=False).tasks
+        return run_iteration(sc, ideal, arrays=False).tasks
+

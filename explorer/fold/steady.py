@@ -31,6 +31,7 @@ from ..analysis.steady_state import ScheduledRun, schedule_iteration
 from ..config import Scenario
 from ..network.groups import Network
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
+from .cost import search_spent, task_fold_refused
 from .plan import FoldPlan, NotFolded, planned
 from .tasks import FoldedTasks, match_shift, task_keys
 
@@ -85,11 +86,15 @@ def attempt_folded(sc: Scenario, ideal: frozenset[str] | None = None) -> FoldedR
     """The folded simulation of ``sc``, or why there is none.
 
     Simulates the plan's candidate triples in turn (fold_plan.FoldPlan.triples, sharing runs) and
-    stops at the first that proves a period; gives up at the plan's limit of micro-batches, so that
-    the fold never costs much more than the full simulation it replaces."""
+    stops at the first that proves a period; tried only when its first attempt costs well below
+    the full simulation, and gives up at the plan's limit of micro-batches or once its runs have
+    cost as much as the full simulation it replaces (explorer/fold/cost.py)."""
     fp = planned(sc)
     if isinstance(fp, NotFolded):
         return fp
+    refused = task_fold_refused(sc, fp)
+    if refused is not None:
+        return refused
     done: dict[int, tuple[ScheduledRun, Measures]] = {}
     if ideal is None:
         ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
@@ -108,8 +113,8 @@ def attempt_folded(sc: Scenario, ideal: frozenset[str] | None = None) -> FoldedR
         return done[c]
 
     unproven = NotFolded(f"no period proven within the {fp.limit:,} micro-batches the fold may simulate")
-    heavy = NotFolded("the reduced runs' per-iteration tasks (buckets, optimizer steps) would make them as "
-                      "large as the full simulation")
+    heavy = NotFolded("its reduced runs cost as much as the full simulation before a period was proven "
+                      "(explorer/fold/cost.py)")
     for triple in fp.triples():
         # The triple and the run one period beyond it, which confirms the period (_confirm).
         beyond = 2 * triple[2] - triple[1]
@@ -118,13 +123,13 @@ def attempt_folded(sc: Scenario, ideal: frozenset[str] | None = None) -> FoldedR
         for c in triple:
             run(c)
         simulated = sum(len(x.tasks) for x, _ in done.values())
-        if simulated >= _full_tasks(done, fp.micro_batches):
-            return heavy         # the per-iteration tasks (buckets, step) of each run outweigh the gain
+        if search_spent([len(x.tasks) for x, _ in done.values()], _full_tasks(done, fp.micro_batches)):
+            return heavy         # the runs so far cost the full simulation: it replaces the search
         out = _try(sc, fp, triple, [done[n] for n in triple], ideal, simulated)
         if out is not None and _confirm(out, done[triple[1]], done[triple[2]], run(beyond)):
             simulated = sum(len(x.tasks) for x, _ in done.values())
-            if simulated >= _full_tasks(done, fp.micro_batches):
-                return heavy     # with the confirming run, as many tasks as the full simulation
+            if search_spent([len(x.tasks) for x, _ in done.values()], _full_tasks(done, fp.micro_batches)):
+                return heavy     # with the confirming run, as costly as the full simulation
             return replace(out, info=replace(out.info, simulated_tasks=simulated))
     return unproven
 

@@ -36,6 +36,7 @@ from ...schedules.registry import Window
 from ...schedules.registry import get as get_schedule
 from ...taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
 from ...vocabulary import CATEGORIES, CATEGORY_OF_PART
+from ..cost import array_cost, array_fold_refused
 from ..plan import ARRAY_PERIODS, NotFolded, planned
 from ..steady import REL_TOL, FoldInfo, _extrapolate, _rebuild, reduced
 from .proof import match, unit_maps
@@ -77,7 +78,7 @@ def ineligible(sc: Scenario, folding: bool = True) -> str | None:
     """Why the array runs cannot hold ``sc``'s graph (the first reason), or None (:func:`eligible`).
     Variants that wrap the iteration are dispatched before (variants/registry.py).  ``folding``:
     the schedule must also grow in one place (one run of the whole iteration need not:
-    arrayfold/whole.py)."""
+    arrayfold/direct.py)."""
     par = sc.parallelism
     if not prices(sc):
         return ("a feature the pricing model does not price (compressed gradients, degraded nodes, "
@@ -114,23 +115,25 @@ def attempt_arrays(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayFo
         ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
     slices = sc.parallelism.token_slices
     base: IterationBuilder | None = None
-    tried: set[int] = set()
-    unproven = NotFolded(f"no period proven before the reduced runs would hold as many micro-batches as "
-                         f"the full {fp.micro_batches:,}")
+    why = ineligible(sc)
+    if why is not None:
+        return NotFolded(why)
+    refused = array_fold_refused(sc, fp)
+    if refused is not None:
+        return refused
+    # The search stops before its rows would cost as much as the full count as one array row
+    # (direct.py), which then replaces it (explorer/fold/cost.py).
+    run_cost = array_cost(sc, [fp.micro_batches])
+    unproven = NotFolded(f"no period proven before the reduced runs would cost as much as the full "
+                         f"{fp.micro_batches:,} micro-batches as one array row")
+    spent = 0.0
     for triple in fp.triples(ARRAY_PERIODS):
         beyond = 2 * triple[2] - triple[1]
         counts = [*triple, beyond]
-        tried |= set(counts)
-        # Four runs of as many units as the full iteration (or more) save nothing.  The plan's limit
-        # keeps the task fold's search cheaper than the engine's full run; a failed array attempt
-        # costs far less than that run, so the arrays may search up to the full count.
-        if beyond >= fp.micro_batches or sum(tried) > max(fp.limit, fp.micro_batches) \
-                or sum(counts) >= fp.micro_batches:
+        spent += array_cost(sc, counts)
+        if beyond >= fp.micro_batches or spent > run_cost:
             return unproven
         if base is None:
-            why = ineligible(sc)
-            if why is not None:
-                return NotFolded(why)
             base = _builder(reduced(sc, counts[0]), ideal)
             if tail(base) is None:
                 return NotFolded("its data-parallel tasks are not buckets the array runs hold (P3, "

@@ -27,6 +27,7 @@ import numpy as np
 from ...pricing.program import KINDS, Program, compile_program
 from ...taskgraph.builder import IterationBuilder
 from .dp_stream import tail_times
+from .steps import evaluate
 from .tail import Tail, tail
 
 NONE = -1
@@ -104,23 +105,32 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     """The tasks of builder ``b``'s scenario run with each of ``units`` pipeline units."""
     sched = b.schedule
     prog = compile_program(sched.name, b.p, b.v, max(units))
-    g, n = len(units), prog.n
+    g = len(units)
     table, transfer = costs(b)
     real = prog.mb[:, None] < np.array(units)[None, :]
     realf = real.astype(float)
-    dur = table[prog.dur][:, None] * realf
     pair = np.where(prog.send_f >= 0, prog.send_f, prog.send_b)
     sent = (pair >= 0)[:, None] & real
-    seconds = np.where(pair >= 0, transfer[np.maximum(pair, 0)], 0.0)[:, None] * realf
+    dur = table[prog.dur][:, None]
+    seconds = np.where(pair >= 0, transfer[np.maximum(pair, 0)], 0.0)[:, None]
+    if g > 1 or not real.all():          # phantom units take no time (x 1.0 elsewhere: skipped)
+        dur, seconds = dur * realf, seconds * realf
     tl = tail(b)
     if tl is None:
         raise ValueError("evaluate_rows: the graph holds tasks the array runs do not (fold/arrays/tail.py)")
     gated = bool((tl.gates >= 0).any())
-    start_p, end_p, t_start = _evaluate(prog, dur, seconds, realf, tl.gate_ends() if gated else None)
+    if gated:
+        start_p, end_p, t_start = _evaluate_gated(prog, dur, seconds, realf, tl.gate_ends())
+    else:
+        start_p, end_p, t_start = evaluate(prog, dur, seconds, realf)
 
     # The last real pass of each stage, whose end releases its buckets (without overlap) and step.
-    stage_start = stage_starts(prog)
-    last = np.maximum.reduceat(np.where(real, np.arange(n)[:, None], NONE), stage_start, axis=0)
+    every = prog.__dict__.get("_every_real") if g == 1 and units[0] == prog.units else None
+    if every is None:
+        every = _real_structure(prog, real)
+        if g == 1 and units[0] == prog.units:
+            prog.__dict__["_every_real"] = every          # a row of every unit: kept on the program
+    last, prev, arrival, sent_binding = every
     k_start, k_end, k_ready, k_binding = tail_times(prog, tl, real, last, start_p, end_p, dur)
     # Transfers: ready when the pass that sends them ends, bound to it; arrival = start + seconds.
     start = np.concatenate([start_p, t_start, k_start])
@@ -129,20 +139,35 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     exists = np.concatenate([real, sent, np.ones((len(tl), g), bool)])
 
     # Passes: the previous real pass of the stage, then the transfer they receive.
+    keys = b.__dict__.get("_array_keys")
+    if keys is None or keys[0] is not prog:       # per program and builder (its tail): kept on it
+        keys = b.__dict__["_array_keys"] = (prog, binding_key(prog, tl))
+    p_ready, p_binding = _binding(prev, arrival, start, end, keys[1])
+    if gated:
+        # A chunk's first forward also waits for its last start gather (builder._gathers_at_start).
+        src = prog.src
+        gate = np.where(src[:, 3] > 0, tl.gates[np.maximum(src[:, 3] - 1, 0)], NONE)
+        gate = np.where(real & (gate >= 0)[:, None], (2 * prog.n + gate)[:, None], NONE)
+        p_ready, p_binding = _binding(p_binding, gate, start, end, keys[1])
+    ready = np.concatenate([p_ready, end_p, k_ready])
+    binding = np.concatenate([p_binding, sent_binding, k_binding])
+    return Rows(prog, tuple(units), real, all_dur, ready, start, end, binding, exists, last, tl)
+
+
+def _real_structure(prog: Program, real: np.ndarray) -> tuple[np.ndarray, ...]:
+    """What of a row depends on which units are real only: each stage's last real pass, each
+    pass's previous real pass on its stage and the transfer it receives (NONE: none), and each
+    transfer's binding (the pass sending it), ((p, g) and (n, g) each)."""
+    n = prog.n
+    stage_start = stage_starts(prog)
+    last = np.maximum.reduceat(np.where(real, np.arange(n)[:, None], NONE), stage_start, axis=0)
     prev = previous(real, stage_start)
     end0, src = prog.end0, prog.src
     arrival = np.maximum(src[:, 0], src[:, 1])            # a pass receives one transfer at most
     arrival = np.where(real & (arrival > 0)[:, None], (n + (arrival - end0) % n)[:, None], NONE)
-    key = binding_key(prog, tl)
-    p_ready, p_binding = _binding(prev, arrival, start, end, key)
-    if gated:
-        # A chunk's first forward also waits for its last start gather (builder._gathers_at_start).
-        gate = np.where(src[:, 3] > 0, tl.gates[np.maximum(src[:, 3] - 1, 0)], NONE)
-        gate = np.where(real & (gate >= 0)[:, None], (2 * n + gate)[:, None], NONE)
-        p_ready, p_binding = _binding(p_binding, gate, start, end, key)
-    ready = np.concatenate([p_ready, end_p, k_ready])
-    binding = np.concatenate([p_binding, np.where(sent, np.arange(n)[:, None], NONE), k_binding])
-    return Rows(prog, tuple(units), real, all_dur, ready, start, end, binding, exists, last, tl)
+    pair = np.where(prog.send_f >= 0, prog.send_f, prog.send_b)
+    sent_binding = np.where((pair >= 0)[:, None] & real, np.arange(n)[:, None], NONE)
+    return last, prev, arrival, sent_binding
 
 
 def previous(mask: np.ndarray, stage_start: np.ndarray) -> np.ndarray:
@@ -150,6 +175,10 @@ def previous(mask: np.ndarray, stage_start: np.ndarray) -> np.ndarray:
     (program order), NONE for none: a running maximum of indices, each stage's lifted above every
     earlier stage's so that one accumulation over all ops never carries across stages."""
     n = mask.shape[0]
+    if mask.all():                     # every op real (an array run): the op before, within its stage
+        prev = np.arange(-1, n - 1)
+        prev[stage_start] = NONE
+        return np.broadcast_to(prev[:, None], mask.shape).copy()
     seen = np.where(mask, np.arange(n)[:, None], NONE)
     first = np.zeros(n, bool)
     first[stage_start] = True
@@ -174,10 +203,11 @@ def binding_key(prog: Program, tl: Tail) -> np.ndarray:
     return np.concatenate([st, st + 2, tl.cls * 3 + tl.bucket])
 
 
-def _evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray, real: np.ndarray,
+def _evaluate_gated(prog: Program, dur: np.ndarray, seconds: np.ndarray, real: np.ndarray,
               gates: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Start and end of every pass and start of every transfer (by sending pass) of ``prog`` for g
-    rows: pricing/critical_path.evaluate for graphs without parameter gathers or blocking sends.
+    rows, when ZeRO 1-2 start gathers gate chunks' first forwards: arrays/steps.evaluate's loop
+    (without its shortcuts) with the gates read as inputs.
 
     The same max and + in the same order, with two shortcuts: a pass's own forward (or backward)
     ran earlier on its stage and never delays it, so it waits for its stage and one transfer; and
@@ -238,13 +268,22 @@ def _binding(prev: np.ndarray, arrival: np.ndarray, start: np.ndarray, end: np.n
     engine (engine.run) updates a task's binding as each input starts, keeping the last one whose
     end is at least the latest so far: the later end wins, then the later start, then the stream
     it visits later at the same instant."""
-    cols = np.arange(prev.shape[1])[None, :]
+    g = prev.shape[1]
+    cols = np.arange(g)[None, :]
     has_p, has_a = prev >= 0, arrival >= 0
-    ip, ia = np.maximum(prev, 0), np.maximum(arrival, 0)
-    ep = np.where(has_p, end[ip, cols], -np.inf)
-    ea = np.where(has_a, end[ia, cols], -np.inf)
-    eq = ea == ep
-    take_a = has_a & ((ea > ep) | (eq & ((start[ia, cols] > start[ip, cols])
-                                         | ((start[ia, cols] == start[ip, cols]) & (key[ia] >= key[ip])))))
+    # Flat indices into the (N, g) arrays: one take each (2-D fancy indexing costs several times more).
+    fp, fa = np.maximum(prev, 0) * g + cols, np.maximum(arrival, 0) * g + cols
+    end_f = end.ravel()
+    ep, ea = end_f.take(fp), end_f.take(fa)
+    ep[~has_p] = -np.inf
+    ea[~has_a] = -np.inf
+    take_a = ea > ep
+    # Equal ends (rare): the later start, then the stream visited later; only those are compared.
+    tie = np.flatnonzero((ea == ep) & has_a)
+    if len(tie):
+        start_f = start.ravel()
+        ia, ip = fa.ravel()[tie], fp.ravel()[tie]
+        sa, sp = start_f[ia], start_f[ip]
+        take_a.ravel()[tie] = (sa > sp) | ((sa == sp) & (key[ia // g] >= key[ip // g]))
     best = np.where(take_a, arrival, prev)
     return np.where(best >= 0, np.maximum(ep, ea), 0.0), best

@@ -20,6 +20,8 @@ PP = CATEGORIES.index("pp")
 DP = CATEGORIES.index("dp")
 CHARGED = np.array(sorted((BUBBLE, PP, DP)))   # the categories idle time is charged to
 REST = int(np.searchsorted(CHARGED, BUBBLE))   # ... and where what a walk leaves goes (the bubble)
+SLOT = np.zeros(len(CATEGORIES), np.int64)     # a category's place among CHARGED (a look-up table)
+SLOT[CHARGED] = np.arange(len(CHARGED))
 OPTIMIZER = CATEGORIES.index("optimizer")
 GAP_EPS = 1e-15              # class_breakdown's: a gap this short is explained
 
@@ -42,7 +44,8 @@ def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray) -> np.ndarray:
     table = flat.reshape(p, width, -1)
     gaps: list[tuple[np.ndarray, ...]] = []
     for r in range(g):
-        sel = np.flatnonzero(R.real[:, r] & (R.dur[:n, r] > 0))
+        busy = R.real[:, r] & (R.dur[:n, r] > 0)
+        sel = np.flatnonzero(busy)
         counts = np.bincount(prog.dur[sel], minlength=p * width).astype(float).reshape(p, width, 1)
         out[r] = (counts * table).sum(axis=1)
         opt = R.dur[steps, r]
@@ -55,7 +58,7 @@ def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray) -> np.ndarray:
         starts = R.start[sel, r]
         gap = starts > at
         gaps.append((at[gap], starts[gap], R.binding[sel[gap], r], st[gap], np.full(gap.sum(), r)))
-        last_end = np.maximum.reduceat(np.where(R.real[:, r] & (R.dur[:n, r] > 0), R.end[:n, r], 0.0),
+        last_end = np.maximum.reduceat(np.where(busy, R.end[:n, r], 0.0),
                                        stage_starts(prog))
         # The step may wait for the stage's gradient buckets after its last pass.
         has_opt = opt > 0
@@ -89,7 +92,7 @@ def _walk(R: Rows, cls: np.ndarray, comp: np.ndarray, cat: np.ndarray, a: np.nda
     ready = R.ready.ravel()                     # task-major: task t of row r at t * g + r
     binding = R.binding.ravel()
     owner = np.where(comp, cls, -1)             # reaching its own class's compute ends a walk
-    slot = np.searchsorted(CHARGED, cat)        # a hop's category among CHARGED
+    slot = SLOT[cat]                            # a hop's category among CHARGED
     G = len(d)
     acc = np.zeros(len(CHARGED) * G)            # per gap: seconds of each CHARGED category
     gid = len(CHARGED) * np.arange(G)

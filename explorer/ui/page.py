@@ -43,13 +43,18 @@ def _resolve(placeholders: dict[str, Any]) -> tuple[dict, Scenario, ScenarioErro
         sc = from_dict(raw)
     except ScenarioError as exc:
         placeholders[section_of(exc.field)].error(str(exc), icon="⚠️")
-        last = st.session_state.get("_last_good")
-        if last is None:
-            st.error(f"Invalid scenario — {exc}")
-            st.stop()
-        return (*last, exc)
-    st.session_state["_last_good"] = (raw, sc)
+        return _last_good(exc)
     return raw, sc, None
+
+
+def _last_good(exc: ScenarioError) -> tuple[dict, Scenario, ScenarioError]:
+    """The last scenario that was shown, with ``exc`` (why the controls' one is not); the page
+    stops with the error when there is none yet."""
+    last = st.session_state.get("_last_good")
+    if last is None:
+        st.error(f"Invalid scenario — {exc}")
+        st.stop()
+    return (*last, exc)
 
 
 def _view_data(raw: dict) -> tuple[ViewData, str] | None:
@@ -60,6 +65,26 @@ def _view_data(raw: dict) -> tuple[ViewData, str] | None:
         st.error(str(exc), icon="⚠️")
         st.session_state["_last_good"] = None
     return None
+
+
+def _simulated(placeholders: dict[str, Any]) -> tuple[dict, Scenario, ScenarioError | None,
+                                                       tuple[ViewData, str]] | None:
+    """The scenario to show and its simulation: the controls' one, or — when it is invalid, or
+    refused only when simulated (a fold whose period is not proven, beyond the work budget) — the
+    last one shown, with the reason (nothing the user had on screen is lost)."""
+    raw, sc, error = _resolve(placeholders)
+    if error is None:
+        raw_json = json.dumps(raw, sort_keys=True, default=str)
+        try:
+            got = view_data(raw_json), raw_json
+        except ScenarioError as exc:
+            placeholders[section_of(exc.field)].error(str(exc), icon="⚠️")
+            raw, sc, error = _last_good(exc)
+        else:
+            st.session_state["_last_good"] = (raw, sc)
+            return raw, sc, None, got
+    got2 = _view_data(raw)
+    return None if got2 is None else (raw, sc, error, got2)
 
 
 def _title_row(title: str, view: SharedView, present: bool,
@@ -92,11 +117,10 @@ def main() -> None:
     style.inject(present)
     placeholders = sidebar.render()
     tour.render_launcher(present, VIEW_LABELS)
-    raw, sc, error = _resolve(placeholders)
-    got = _view_data(raw)
-    if got is None:
+    shown = _simulated(placeholders)
+    if shown is None:
         return
-    data, raw_json = got
+    raw, sc, error, (data, raw_json) = shown
     # Link warnings describe the link as opened; once the user changes something they are stale.
     if st.session_state.get("_link_json") is None:
         st.session_state["_link_json"] = raw_json

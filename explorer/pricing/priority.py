@@ -19,7 +19,6 @@ import numpy as np
 from ..taskgraph.techniques.dp_buckets import MAX_BUCKET_TASKS, _per_task
 from ..taskgraph.techniques.fsdp import comm_zero
 from ..taskgraph.techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
-from ..taskgraph.techniques.pair_sync import PAIR, PAIR_OP, pair_bytes, pair_synced
 from .chunk_basis import F_IDX
 from .pipeline import StageTimes
 from .profile import RowProfile
@@ -34,24 +33,21 @@ def _tasks(prof: RowProfile, s: int, c: int, op: str) -> list[dict]:
     nbytes = grad_reduce_bytes(sc) if op != "all-gather" else PARAM_BYTES
     prioritised = op != "all-gather" and prof.overlap_reduce
     out = []
-    paired = pair_synced(sc, op) and net.group_size(PAIR, s) > 1     # the weight copies' exchange
     for dim, n_params in (("dp", params), ("edp", expert)):
         total = n_params * nbytes
-        n_dim = net.group_size(dim, s)
-        if total <= 0 or (n_dim <= 1 and not paired):
+        if total <= 0 or net.group_size(dim, s) <= 1:
             continue
         bucket_MB = sc.communication.bucket_MB
         assert bucket_MB is not None       # filled by the defaults (config/loading.py)
         buckets = max(1, math.ceil(total / (bucket_MB * 1e6)))
         cc = net.cost(op, total / buckets, dim, s)
-        twin = net.cost(PAIR_OP, pair_bytes(total / buckets, op, n_dim), PAIR, s).time_s if paired else 0.0
         tasks = min(buckets, MAX_BUCKET_TASKS)
         done = 0
         for j in range(tasks):
             k = _per_task(buckets, tasks, j)
             done += k
-            out.append({"frac": done / buckets, "dur": k * (cc.time_s + twin), "dim": dim,
-                        "rank": tasks - 1 - j, "groups": tasks,
+            out.append({"frac": done / buckets, "dur": k * cc.time_s, "dim": dim, "rank": tasks - 1 - j,
+                        "groups": tasks,
                         "priority": 1 + gc * MAX_BUCKET_TASKS + (tasks - 1 - j) if prioritised else 1,
                         "share": k / buckets * n_params / max(params + expert, 1.0)})
     return out

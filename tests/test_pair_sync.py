@@ -36,23 +36,23 @@ def _reduce_bus_bytes(sc) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("schedule", ["dualpipe", "chimera"])
-@pytest.mark.parametrize("over, dp_factor", [
-    # dp 1: only the pair all-reduce, 2(n-1)/n = 1 gradient size over n = 2 ranks.
-    ({}, 0.0),
-    # dp 2, ZeRO 0: the dp all-reduce 2(2-1)/2 of the gradients, then the pair's on all of them.
-    ({"parallelism.pp": 4, "parallelism.dp": 2}, 2 * (2 - 1) / 2),
+@pytest.mark.parametrize("over, want", [
+    # dp 1: only the pair all-reduce over 2 ranks, 2(2-1)/2 = 1 gradient size (nccl-tests busbw).
+    ({}, 2 * (2 - 1) / 2),
+    # dp 2, ZeRO 0: one all-reduce over the 2 x 2 holders of the stage, 2(4-1)/4 gradient sizes
+    # (the dp ring's 2(2-1)/2 plus the pair's all-reduce of the 1/2 shard between its phases).
+    ({"parallelism.pp": 4, "parallelism.dp": 2}, 2 * (4 - 1) / 4),
+    # dp 4, ZeRO 0: 2(8-1)/8.
+    ({"parallelism.pp": 2, "parallelism.dp": 4, "training.global_batch": 32}, 2 * (8 - 1) / 8),
     # dp 2, ZeRO 1: the dp reduce-scatter (2-1)/2, then the pair all-reduces the 1/2 shard kept.
-    ({"parallelism.pp": 4, "parallelism.dp": 2, "parallelism.zero": 1}, (2 - 1) / 2),
+    ({"parallelism.pp": 4, "parallelism.dp": 2, "parallelism.zero": 1}, (2 - 1) / 2 + 1 / 2),
 ])
-def test_the_pair_adds_two_n_minus_one_over_n_of_the_stage_gradients(schedule, over, dp_factor):
+def test_the_stage_gradients_are_reduced_over_the_two_copies_times_dp(schedule, over, want):
     sc = load(BASE, {"parallelism.schedule": schedule, **over})
     got, grads = _reduce_bus_bytes(sc)
-    n_dp = sc.dp
-    # The pair all-reduce over n = 2 ranks moves 2(n-1)/n of what it reduces (nccl-tests busbw):
-    # the whole gradient under ZeRO 0, the 1/n_dp shard each rank keeps under ZeRO 1-2.
-    pair = bus_factor("all-reduce", 2) * (1.0 if sc.parallelism.zero == 0 else 1.0 / n_dp)
-    assert bus_factor("all-reduce", 2) == 1.0
-    np.testing.assert_allclose(got, grads * (dp_factor + pair), rtol=1e-12)
+    np.testing.assert_allclose(got, grads * want, rtol=1e-12)
+    if sc.parallelism.zero == 0:
+        assert want == bus_factor("all-reduce", 2 * sc.dp)
     assert got.min() > 0                 # every rank exchanges its copies, dp 1 included
 
 

@@ -110,24 +110,24 @@ def _tasks(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, op: st
     priced = np.array([cost(op, size, dim, rep).time_s for rep, size in plan.calls] or [0.0])
     one = np.where(plan.live, priced[plan.index], 0.0)
     if paired:
-        one = one + _pair_seconds(net, op, dim, plan, classes, reps)
+        one = one + _pair_seconds(net, dim, plan, classes, reps)
     if not tasks:
         return None, None, plan.buckets, one
     assert plan.frac is not None and plan.k is not None             # a plan made with tasks has both
     return plan.frac, plan.k * one[..., None], plan.buckets, one
 
 
-def _pair_seconds(net: RowNetwork, op: str, dim: str, plan: _Plan, classes: np.ndarray,
+def _pair_seconds(net: RowNetwork, dim: str, plan: _Plan, classes: np.ndarray,
                   reps: tuple[int, ...]) -> np.ndarray:
     """(p, nch) seconds of one bucket's all-reduce with the stage's other weight copy, as dp_tasks
-    prices it: the bucket (its ZeRO shard after a reduce-scatter) over the pair group of stage s."""
+    prices it: the bucket's 1/n shard (pair_sync.pair_bytes) over the pair group of stage s."""
     n = np.array([net.group_size(dim, r) for r in reps])[classes]
     out = np.zeros(plan.live.shape)
     flat = [size for _, size in plan.calls]
     cost = net.cost
     for s, ch in zip(*np.nonzero(plan.live), strict=True):
         size = flat[plan.index[s, ch]] if flat else 0.0
-        out[s, ch] = cost(PAIR_OP, pair_bytes(size, op, int(n[s])), PAIR, int(s)).time_s
+        out[s, ch] = cost(PAIR_OP, pair_bytes(size, int(n[s])), PAIR, int(s)).time_s
     return out
 
 

@@ -118,7 +118,7 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
         hbm = sc.hardware.gpu.hbm_GBps * 1e9
         tasks = min(buckets, MAX_BUCKET_TASKS)
         # The pair all-reduce of the bucket (or of its ZeRO shard), after its dp reduction.
-        twin = pair_bytes(size, op, cc.n) if paired else 0.0
+        twin = pair_bytes(size, cc.n) if paired else 0.0
         twin_s = net.cost(PAIR_OP, twin, PAIR, s).time_s if paired else 0.0
         for j in range(tasks):
             k = _per_task(buckets, tasks, j)

@@ -9,15 +9,17 @@ examples/example_dualpipe.py ("Check grads") adds to each copy the gradient of i
 p-1-r after ``DualPipe.step`` — an all-reduce over the pair; Chimera all-reduces the replicas of a
 stage (Sec. 3.2), launched eagerly as soon as a stage's gradients are ready.
 
-Modelled hierarchically, bucket by bucket: each gradient bucket is first reduced in its own
-data-parallel group as before (all-reduce, or reduce-scatter under ZeRO 1-2), then all-reduced
-between the two pipeline ranks that hold the stage (the pair group: same tp/cp/dp coordinates,
-pipeline ranks s and p-1-s; explorer/network/groups.py).  Under ZeRO 1-2 each rank then holds its
-1/n shard of the bucket, and the twins with the same data-parallel coordinate hold the same shard,
-so the pair all-reduces the shard.  The sum over the 2 x dp ranks that hold the stage is the same
-as one all-reduce over all of them (Chimera's 2W replicas); the hierarchical route moves
-2(n-1)/n + 1 bucket sizes per rank instead of 2(2n-1)/(2n), an upper side by at most one bucket
-size, and it keeps ZeRO's shards over the dp group (the optimizer's).
+Modelled as a two-level (hierarchical) reduction over the 2 x n ranks that hold the stage, bucket
+by bucket: the bucket is reduce-scattered in its own data-parallel group of n ranks, each rank's
+1/n shard is all-reduced between the two pipeline ranks that hold the stage (the pair group: same
+tp/cp/dp coordinates, pipeline ranks s and p-1-s; explorer/network/groups.py), and, without ZeRO,
+the shards are all-gathered back.  A ring all-reduce is exactly a reduce-scatter followed by an
+all-gather (Patarasuk & Yuan, JPDC 2009; NCCL's ring), so the dp all-reduce is priced as before and
+the pair's shard exchange added to it; under ZeRO 1-2 the dp reduce-scatter stays as it is and the
+twins with the same dp coordinate all-reduce the shard they both update.  Bytes per rank: ZeRO 0
+2(n-1)/n + 1/n = 2(2n-1)/(2n) bucket sizes, exactly one ring all-reduce over all 2n holders
+(Chimera's allreduce among a stage's replicas); ZeRO 1-2 (n-1)/n + 1/n, shards kept over the dp
+group (the optimizer's).  At n = 1 the pair all-reduces the whole bucket, as DualPipe's example.
 
 The pair exchange runs right after its bucket's dp reduction on the same stream (eager: it overlaps
 the backward as the buckets do), so it is priced as part of the bucket's task.  Both schedules are
@@ -43,8 +45,8 @@ def pair_synced(sc: Scenario, op: str) -> bool:
             and sc.parallelism.zero != 3 and get_schedule(sc.parallelism.schedule).two_directions)
 
 
-def pair_bytes(size: float, op: str, n: int) -> float:
-    """Bytes one rank all-reduces with its twin for a bucket of ``size`` bytes reduced by ``op``
-    over ``n`` data-parallel ranks: the whole bucket after an all-reduce, its 1/n shard after a
-    reduce-scatter (ZeRO 1-2: each rank keeps the shard it updates; Rajbhandari et al. SC20)."""
-    return size / n if op == "reduce-scatter" and n > 1 else size
+def pair_bytes(size: float, n: int) -> float:
+    """Bytes one rank all-reduces with its twin for a bucket of ``size`` bytes reduced over ``n``
+    data-parallel ranks: the 1/n shard the dp reduce-scatter leaves it (the reduce-scatter phase of
+    a ring all-reduce, or ZeRO 1-2's own; Rajbhandari et al. SC20), the whole bucket when n = 1."""
+    return size / max(n, 1)

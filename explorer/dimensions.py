@@ -84,6 +84,12 @@ DIMENSIONS: dict[str, Dimension] = {d.name: d for d in (
     Dimension("dp", "Data parallel", "#E45756", "#D55E00", False, _DP_REMEDY, band=(-0.37, 0.16)),
     Dimension("edp", "Expert data parallel", "#E45756", "#D55E00", False, _DP_REMEDY, counts_as="dp",
               band=(-0.37, 0.16)),
+    # The two weight copies of a two-direction schedule (DualPipe, Chimera) summing their
+    # gradients over pipeline ranks s and p-1-s (taskgraph/techniques/pair_sync.py): gradient
+    # synchronisation, reported with dp.
+    Dimension("pair", "Weight-copy gradient sync", "#E45756", "#D55E00", False,
+              "keeping the two pipeline ranks of a stage (s and pp-1-s) on a fast link, or a schedule "
+              "with one weight copy (parallelism.schedule)", counts_as="dp", band=(-0.37, 0.16)),
 )}
 
 

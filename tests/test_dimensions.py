@@ -64,7 +64,7 @@ def test_the_sidebar_labels_the_degrees_from_the_registry():
 
 
 def test_unknown_names_are_one_line_errors():
-    known = r"known: tp, cp, ep, pp, dp, edp$"
+    known = r"known: tp, cp, ep, pp, dp, edp, pair$"
     with pytest.raises(ValueError, match=r"^unknown communication dimension 'emb'; " + known):
         dimensions.get("emb")
     with pytest.raises(ValueError, match="unknown view 'gant'"):

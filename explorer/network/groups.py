@@ -87,12 +87,19 @@ class Network:
         """GPU ids of the representative group of ``dim`` on ``stage``.
 
         ``pp``: the pair (stage, stage+1), wrapping to stage 0 after the last stage (the hop an
-        interleaved schedule makes between virtual chunks).
+        interleaved schedule makes between virtual chunks).  ``pair``: the ranks s and p-1-s that
+        hold stage s's two weight copies in a two-direction schedule.
         """
         pl, p = self.placement, self.sc.parallelism
         if dim == "pp":
             nxt = (stage + 1) % p.pp
             return np.array([pl.gpu(pp=stage), pl.gpu(pp=nxt)], dtype=np.int64)
+        if dim == "pair":
+            # The two pipeline ranks holding stage ``stage`` in a two-direction schedule (DualPipe,
+            # Chimera: stage s on rank s and on rank p-1-s), same tp/cp/dp coordinates
+            # (taskgraph/techniques/pair_sync.py); in id order, one member when p-1-s == s.
+            twin = p.pp - 1 - stage
+            return np.unique(np.array([pl.gpu(pp=stage), pl.gpu(pp=twin)], dtype=np.int64))
         if dim in ("ep", "edp"):
             return pl.expert_members(dim, p.ep, stage)
         return pl.members(dim, stage)

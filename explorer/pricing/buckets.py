@@ -7,7 +7,9 @@ reduces layer by layer instead) and merges them into at most MAX_BUCKET_TASKS ta
 buckets (fraction ``done / buckets``); gradients travel in the framework's reduction dtype,
 gathered parameters in bf16 (Li et al. VLDB 2020 Sec. 3.2.3; Rajbhandari et al. SC20).  The same
 arithmetic, over arrays of stages x chunks; one collective priced per distinct bucket size and
-group shape.
+group shape.  Two-direction schedules add to each reduce bucket task the all-reduce with the
+stage's other weight copy (taskgraph/techniques/pair_sync.py), priced per stage (the pair of
+pipeline ranks s and p-1-s sits differently on the fabric for every s).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from ..config import Scenario
 from ..taskgraph.techniques.dp_buckets import MAX_BUCKET_TASKS
 from ..taskgraph.techniques.fsdp import comm_zero
 from ..taskgraph.techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
+from ..taskgraph.techniques.pair_sync import PAIR, PAIR_OP, pair_bytes, pair_synced
 from .keys import RowNetwork, memo_table
 
 JOBS = 2 * MAX_BUCKET_TASKS          # bucket tasks of one chunk: dense, then expert gradients
@@ -48,18 +51,19 @@ _PLANS = memo_table()
 
 
 def _plan(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, nbytes: float,
-          classes: np.ndarray, reps: tuple[int, ...], tasks: bool, pkey: int) -> _Plan:
+          classes: np.ndarray, reps: tuple[int, ...], tasks: bool, pkey: int, paired: bool = False) -> _Plan:
     """The bucket plan of ``n_params`` parameters per held chunk on ``dim``'s groups, memoised on
     the parameters' interned key ``pkey``, the stage classes (shared by every network of one
-    placement: pricing/stages.py) and the options the cut reads."""
+    placement: pricing/stages.py) and the options the cut reads.  ``paired``: the buckets are also
+    all-reduced with the other weight copy, so a group of one GPU still has buckets (dp_tasks)."""
     zero3 = sc.parallelism.zero == 3
-    key = (pkey, dim, id(classes), nbytes, zero3, sc.communication.bucket_MB, tasks)
+    key = (pkey, dim, id(classes), nbytes, zero3, sc.communication.bucket_MB, tasks, paired)
     got = _PLANS.get(key)
     if got is not None and got.classes is classes:
         return got
     total = n_params * nbytes
     groups = np.array([net.group_size(dim, r) for r in reps])[classes]
-    live = (total > 0) & (groups[:, None] > 1)
+    live = (total > 0) & ((groups[:, None] > 1) | paired)
     if zero3:
         buckets = np.ones_like(total)
     else:
@@ -94,19 +98,37 @@ def _tasks(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, op: st
     seconds of one bucket, for ``n_params`` parameters per held chunk on ``dim``'s groups (stages
     of one placement class share their group shapes: one call priced per class and size).
     ``tasks`` False: the buckets and their seconds only (the gathers, which are not merged into
-    tasks), the first two arrays None."""
+    tasks), the first two arrays None.  A reduction of a two-direction schedule adds each
+    bucket's all-reduce with the other weight copy to its seconds (pair_sync.py)."""
     if not n_params.any():
         # No parameters of this kind (a dense model's expert half): no task, nothing to price.
         z = np.zeros(n_params.shape)
         return np.zeros((*z.shape, MAX_BUCKET_TASKS)), np.zeros((*z.shape, MAX_BUCKET_TASKS)), z, z
-    plan = _plan(sc, net, n_params, dim, nbytes, classes, reps, tasks, pkey)
+    paired = pair_synced(sc, op) and net.group_size(PAIR, 0) > 1
+    plan = _plan(sc, net, n_params, dim, nbytes, classes, reps, tasks, pkey, paired)
     cost = net.cost
     priced = np.array([cost(op, size, dim, rep).time_s for rep, size in plan.calls] or [0.0])
     one = np.where(plan.live, priced[plan.index], 0.0)
+    if paired:
+        one = one + _pair_seconds(net, dim, plan, classes, reps)
     if not tasks:
         return None, None, plan.buckets, one
     assert plan.frac is not None and plan.k is not None             # a plan made with tasks has both
     return plan.frac, plan.k * one[..., None], plan.buckets, one
+
+
+def _pair_seconds(net: RowNetwork, dim: str, plan: _Plan, classes: np.ndarray,
+                  reps: tuple[int, ...]) -> np.ndarray:
+    """(p, nch) seconds of one bucket's all-reduce with the stage's other weight copy, as dp_tasks
+    prices it: the bucket's 1/n shard (pair_sync.pair_bytes) over the pair group of stage s."""
+    n = np.array([net.group_size(dim, r) for r in reps])[classes]
+    out = np.zeros(plan.live.shape)
+    flat = [size for _, size in plan.calls]
+    cost = net.cost
+    for s, ch in zip(*np.nonzero(plan.live), strict=True):
+        size = flat[plan.index[s, ch]] if flat else 0.0
+        out[s, ch] = cost(PAIR_OP, pair_bytes(size, int(n[s])), PAIR, int(s)).time_s
+    return out
 
 
 def dp_work(sc: Scenario, net: RowNetwork, params: np.ndarray, expert: np.ndarray, gather_overlap: bool,

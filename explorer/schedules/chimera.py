@@ -3,9 +3,9 @@ Bidirectional Pipelines", SC21, Sec. 3.1-3.5, Fig. 3 and Table 2).
 
 Two pipelines run in opposite directions over the same p ranks (p even): the down pipeline maps
 stage s to rank s, the up pipeline stage s to rank p-1-s, so every rank holds two stages (two weight
-replicas, whose gradients the paper all-reduces with each other at the iteration's end, Sec. 3.2 —
-not priced yet: like DualPipe's two copies, each replica reduces only in its own data-parallel
-group, so Chimera's iteration lacks that exchange).  The m micro-batches
+replicas, whose gradients the paper all-reduces with each other, Sec. 3.2: priced as each
+gradient bucket's all-reduce between ranks s and p-1-s after its data-parallel reduction,
+explorer/taskgraph/techniques/pair_sync.py, as for DualPipe's two copies).  The m micro-batches
 of an iteration are split evenly: the first half flows down (direction 0), the second up
 (direction 1).  A *basic unit* of p micro-batches (p/2 per direction, the paper's N = D) is a
 forward block followed by a backward block; more micro-batches concatenate basic units directly
@@ -177,7 +177,7 @@ def bubble(b: BubbleInputs) -> tuple[float, str]:
                  f"({unit}; F = {F * 1e3:.3g} ms, full B = {(B + W) * 1e3:.3g} ms); Li & Hoefler SC21 "
                  f"give (D-2)/(2N+D-2) = {equal:.1%} for equal forward and backward (Table 2) and "
                  f"(D-2)/(3N/2+D-2) = {doubled:.1%} for one basic unit with B = 2F (Sec. 2); the two "
-                 f"weight replicas' gradient all-reduce (Sec. 3.2) is not priced")
+                 f"weight replicas' gradient all-reduce (Sec. 3.2) is data-parallel time, not bubble")
 
 
 def rule(sc: ScenarioLike) -> Problem | None:

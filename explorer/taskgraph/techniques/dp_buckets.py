@@ -27,6 +27,7 @@ from ..chunks import ChunkWork
 from .dp_contention import hidden_seconds
 from .link_sharing import flow
 from .optimizer import PARAM_BYTES, grad_reduce_bytes
+from .pair_sync import PAIR, PAIR_OP, pair_bytes, pair_synced
 
 # Buckets of one chunk kept as separate engine tasks; more are merged, k per task, so that the
 # graph grows with chunks, not with parameters / bucket_MB (a 405B stage has ~1000 buckets of
@@ -80,9 +81,13 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
     # Gradients travel in the framework's reduction dtype (fp32 for Megatron bf16, explorer/
     # frameworks.py); gathered parameters in the bf16 working copy.
     nbytes = grad_reduce_bytes(sc) if op != "all-gather" else PARAM_BYTES
+    # Two-direction schedules: each bucket then all-reduced with the stage's other weight copy
+    # (pair_sync.py), even when the data-parallel group is one GPU.
+    paired = pair_synced(sc, op) and net.group_size(PAIR, s) > 1
     for dim, params in (("dp", ch.params), ("edp", ch.expert_params)):
         total = params * nbytes
-        if total <= 0 or net.group_size(dim, s) <= 1:
+        n_dim = net.group_size(dim, s)
+        if total <= 0 or (n_dim <= 1 and not paired):
             continue
         if sc.parallelism.zero == 3:
             buckets = 1                    # FSDP gathers/reduces one unit (here: the chunk) at a time
@@ -91,6 +96,10 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
             assert bucket_MB is not None               # filled by the defaults (config/loading.py)
             buckets = max(1, math.ceil(total / (bucket_MB * 1e6)))
         size = total / buckets
+        if n_dim <= 1:                 # only the weight copies' exchange: a bucket task of its own
+            _pair_only(g, sc, net, ch, s, c, priority_rank, deps, ready_task, params, size, buckets,
+                       out, jobs)
+            continue
         cc = net.cost(op, size, dim, s)
         ops = reduce_plan(sc, op, cc.n)
         seconds = wire_seconds(net, op, size, dim, s, ops, nbytes)
@@ -108,6 +117,9 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
         hooked = ready_task is not None and sc.communication.compression.kind in OVERLAPS_BACKWARD
         hbm = sc.hardware.gpu.hbm_GBps * 1e9
         tasks = min(buckets, MAX_BUCKET_TASKS)
+        # The pair all-reduce of the bucket (or of its ZeRO shard), after its dp reduction.
+        twin = pair_bytes(size, cc.n) if paired else 0.0
+        twin_s = net.cost(PAIR_OP, twin, PAIR, s).time_s if paired else 0.0
         for j in range(tasks):
             k = _per_task(buckets, tasks, j)
             d: list[tuple[int, float]] = list(deps)
@@ -115,7 +127,7 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
                 done = sum(_per_task(buckets, tasks, i) for i in range(j + 1))
                 # In proportion for equal layers; a ResNet's gradients by its blocks' sizes.
                 d.append((ready_task, ch.ready_fraction(done / buckets)))
-                jobs.append((d[-1][1], k * seconds))
+                jobs.append((d[-1][1], k * (seconds + twin_s)))
             # Layer order of the group: layer_rank 0 holds the chunk's first layers (produced last).
             if ops is None:
                 sent, bus = size * k, size * k * bus_factor(op, cc.n)
@@ -123,6 +135,7 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
                 elements = size / nbytes
                 sent = k * elements * sum(per for _, per in ops)
                 bus = k * elements * sum(per * bus_factor(o, cc.n) for o, per in ops)
+            sent, bus = sent + k * twin, bus + k * twin * bus_factor(PAIR_OP, 2)
             shown, label = cc, op
             if ops is not None:        # the hover and the bottleneck name what ran: the first call
                 shown = net.cost(ops[0][0], elements * ops[0][1], dim, s)
@@ -137,6 +150,8 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
                 links = tuple(priced_link(net, dim, op, size, s, k))
             else:                      # what the compressor's collectives put on the wire
                 links = tuple(c for o, per in ops for c in priced_link(net, dim, o, elements * per, s, k))
+            if paired:
+                links += tuple(priced_link(net, PAIR, PAIR_OP, twin, s, k))
             if coder is not None:
                 enc = k * elements * coder.encode_bytes / hbm
                 enc_id = g.add(Task(s, "compute", "compress", enc, d, parts=(("compute", enc),)))
@@ -148,8 +163,11 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
                 # after the backward, before the collective (explorer/network/compression.py).
                 if not hooked:
                     d = [(enc_id, 1.0)]
-            tid = g.add(Task(s, "dp", "dp", k * seconds, d, priority=priority,
-                             parts=(("dp", k * seconds),), info=info, links=links, tier=tier, wire=k * wire))
+            # The tier shared with the pipeline sends stays the dp reduction's (link_sharing.py); the
+            # pair exchange's seconds are added at full rate.
+            t_s = k * (seconds + twin_s)
+            tid = g.add(Task(s, "dp", "dp", t_s, d, priority=priority,
+                             parts=(("dp", t_s),), info=info, links=links, tier=tier, wire=k * wire))
             if coder is not None:
                 dec = k * elements * coder.decode_bytes / hbm
                 after = [(tid, 1.0)] + ([(enc_id, 1.0)] if hooked else [])
@@ -162,3 +180,31 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
             task.duration += slow
             task.parts = task.parts + (("compute", slow),)
     return out
+
+
+def _pair_only(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c: int, priority_rank: int,
+               deps: list[tuple[int, float]], ready_task: int | None, params: float, size: float,
+               buckets: int, out: list[int], jobs: list[tuple[float, float]]) -> None:
+    """The bucket tasks of a data-parallel group of one GPU under a two-direction schedule: each
+    only the pair all-reduce of its buckets with the stage's other weight copy (pair_sync.py), cut
+    and released as dp_tasks cuts and releases the buckets."""
+    cc = net.cost(PAIR_OP, size, PAIR, s)
+    tier, wire = flow(sc, cc)
+    tasks = min(buckets, MAX_BUCKET_TASKS)
+    for j in range(tasks):
+        k = _per_task(buckets, tasks, j)
+        d: list[tuple[int, float]] = list(deps)
+        if ready_task is not None:
+            done = sum(_per_task(buckets, tasks, i) for i in range(j + 1))
+            d.append((ready_task, ch.ready_fraction(done / buckets)))
+            jobs.append((d[-1][1], k * cc.time_s))
+        info = BucketInfo(c, size * k, size * k * bus_factor(PAIR_OP, cc.n), k, size, cc.n, cc.algorithm,
+                          cc.boundary, cc.busbw_GBps, f"{PAIR_OP} (weight copies)", PAIR, tasks - 1 - j,
+                          tasks, k / buckets * params / max(ch.params + ch.expert_params, 1.0))
+        priority = 1
+        if sc.communication.dp_priority and ready_task is not None:
+            priority = 1 + priority_rank * MAX_BUCKET_TASKS + (tasks - 1 - j)
+        out.append(g.add(Task(s, "dp", "dp", k * cc.time_s, d, priority=priority,
+                              parts=(("dp", k * cc.time_s),), info=info,
+                              links=tuple(priced_link(net, PAIR, PAIR_OP, size, s, k)), tier=tier,
+                              wire=k * wire)))

@@ -24,7 +24,9 @@ blockwise FP8 recipe DeepSeek-V3 trained with, deepseek-v3 15.401 -> 15.825 s; N
 FSDP; B200's sustained clock; NCCL communicator buffers in memory; the expected_error keys are
 left out of the files, as they follow the regenerated error bands); deepseek-v3 once more when the
 blockwise FP8 recipe's weight copies and block scales were counted in memory (config/fp8_recipes.py,
-taskgraph/techniques/fp8_memory.py: params 9.87 -> 15.83 GB, total 76.5 -> 82.5 GB, time unchanged);
+taskgraph/techniques/fp8_memory.py: params 9.87 -> 15.83 GB, total 76.5 -> 82.5 GB, time unchanged) and when
+DualPipe's two weight copies summed their gradients (taskgraph/techniques/pair_sync.py: 15.825 ->
+15.846 s);
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

@@ -189,3 +189,32 @@ def test_link_check_memo_never_serves_another_layout_under_the_same_key():
     assert other.key == prof.layout.key
     got = link_check._per_pass(other, prof.p)
     assert np.array_equal(got, 2.0 * _per_pass_reference(prof))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_moved_columns_are_the_columns_of_every_move_bit_for_bit(seed):
+    """Pairs.columns_moved prices only the chunks a move changes (dualpipe_split._best_move with
+    more pairs than a move changes chunks): each column equals Pairs.columns of the whole split."""
+    rng = random.Random(700 + seed)
+    p = rng.choice([4, 8, 20, 24, 32])
+    n = rng.randint(p + 4, 130)
+    line = Pairs(_costs(rng, n), p)
+    bounds = bounds_of(_random_counts(rng, n, p))
+    cand = bounds + DS._moves(p)
+    valid = np.all(cand[:, 1:] > cand[:, :-1], axis=1)
+    got = line.columns_moved(bounds, cand[valid], DS._near(p)[valid])
+    want = line.columns(cand[valid])
+    assert len(cand[valid]) >= 5
+    for g, w in zip(got, want, strict=True):
+        assert np.array_equal(g, w)
+
+
+def test_moved_columns_differ_from_the_unmoved_split():
+    """The moves change the columns (the comparison above is not of unchanged values)."""
+    rng = random.Random(7)
+    line = Pairs(_costs(rng, 90), 24)
+    bounds = bounds_of(_random_counts(rng, 90, 24))
+    cand = bounds + DS._moves(24)
+    cand = cand[np.all(cand[:, 1:] > cand[:, :-1], axis=1)]
+    pairs, own = line.columns(cand)[3:]
+    assert len(np.unique(pairs)) > len(cand) // 4 and len(np.unique(own)) > len(cand) // 4

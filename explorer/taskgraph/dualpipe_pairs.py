@@ -49,6 +49,8 @@ class Pairs:
         self.memory_cap = c.capacity            # bytes a rank may hold (np.inf: memory not weighed)
         self.least_chunk = 0.0                  # no split's largest chunk is smaller (when known)
         self.transient = c.transient
+        self._run_table: np.ndarray | None = None                  # _runs(), when first asked
+        self._scores: dict[tuple[int, ...], tuple[float, ...]] = {}    # score() of each split asked
 
     def chunks(self, bounds: np.ndarray) -> np.ndarray:
         """(..., p, FIELDS + 2) each chunk's pieces for boundaries (..., p+1)."""
@@ -84,8 +86,49 @@ class Pairs:
         return pairs.max(axis=1), own.max(axis=1), mem, (pairs * pairs).sum(axis=1), (own * own).sum(axis=1)
 
     def score(self, counts) -> tuple[float, ...]:
-        """:meth:`columns` of one split."""
-        return tuple(float(c[0]) for c in self.columns(bounds_of(counts)[None, :]))
+        """:meth:`columns` of one split (memoised: the search asks the same splits again)."""
+        key = tuple(int(c) for c in counts)
+        got = self._scores.get(key)
+        if got is None:
+            got = self._scores[key] = tuple(float(c[0]) for c in self.columns(bounds_of(key)[None, :]))
+        return got
+
+    def columns_moved(self, bounds: np.ndarray, cand: np.ndarray, near: np.ndarray) -> tuple[np.ndarray, ...]:
+        """:meth:`columns` of the splits ``cand`` (C, p+1), each ``bounds`` with only the chunks
+        ``near`` (C, W) changed (a move's chunks; an index may repeat): those chunks, their pairs
+        and their ranks' memory are priced anew and the others' values copied from ``bounds``'s, so
+        each entry is the float :meth:`columns` computes for it, and the reductions run over
+        arrays of the same shape: the same numbers, bit for bit (tests/test_split_speed.py)."""
+        p, h, sm, c = self.p, self.p // 2, self.sm, len(cand)
+        v0 = self.chunks(bounds[None, :])[0]
+        x0, y0 = v0[:h], v0[::-1][:h]
+        rows = np.arange(c)[:, None]
+        runs = self._runs()
+        pr = np.minimum(near, p - 1 - near)
+        x = runs[cand[rows, pr], cand[rows, pr + 1]]                 # chunk r of each pair r moved
+        y = runs[cand[rows, p - 1 - pr], cand[rows, p - pr]]         # chunk p-1-r
+        own = np.broadcast_to(unit_seconds(v0, sm), (c, p)).copy()
+        # Chunk k of a move is chunk r (k < p/2) or p-1-r of its pair r.
+        own[rows, near] = unit_seconds(np.where((near == pr)[..., None], x, y), sm)
+        pairs = np.broadcast_to(self.pair(x0, y0) + self.pair_sends, (c, h)).copy()
+        pairs[rows, pr] = self.pair(x, y) + self.pair_sends[pr]
+        mem = np.broadcast_to(self.memory(x0, y0, np.arange(h)), (c, h)).copy()
+        mem[rows, pr] = self.memory(x, y, pr)
+        return pairs.max(axis=1), own.max(axis=1), mem.max(axis=1), (pairs * pairs).sum(axis=1), \
+            (own * own).sum(axis=1)
+
+    def _runs(self) -> np.ndarray:
+        """(n+1, n+1, FIELDS + 2) the chunk of layers [a, b) as :meth:`chunks` prices it: the
+        difference of the prefix sums, the embedding's pieces added when a = 0 (only chunk 0
+        starts there) and the output layer's when b = n (only chunk p-1 ends there; chunks are
+        never empty in a move's candidates), in chunks' order: the same floats (built once)."""
+        if self._run_table is None:
+            pre = self.prefix
+            t = pre[None, :, :] - pre[:, None, :]
+            t[0] += self.first
+            t[:, -1] += self.last
+            self._run_table = t
+        return self._run_table
 
     def allowed(self, x: np.ndarray, y: np.ndarray, r: int, pair_cap: float, chunk_cap: float) -> np.ndarray:
         """Whether pair ``r`` with chunks ``x`` (chunk r) and ``y`` (chunk p-1-r) keeps within the

@@ -218,3 +218,26 @@ def test_moved_columns_differ_from_the_unmoved_split():
     cand = cand[np.all(cand[:, 1:] > cand[:, :-1], axis=1)]
     pairs, own = line.columns(cand)[3:]
     assert len(np.unique(pairs)) > len(cand) // 4 and len(np.unique(own)) > len(cand) // 4
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_longest_front_run_is_the_run_by_run_scan(seed):
+    """Pairs._longest_front: per state, the most front layers (0 .. top) whose every shorter run
+    keeps the pair within its caps beside a back run of one layer, scanned one run at a time (what
+    fits kept of every front run before: the runs that fit are this prefix)."""
+    line, _, j0, _, r, caps = _back_case(seed)
+    rng = random.Random(900 + seed)
+    pre, n = line.prefix, line.n
+    si = np.array([rng.randint(0, n // 4) for _ in range(len(j0))])
+    top = np.array([rng.randint(0, n - i - j - 1) for i, j in zip(si, j0, strict=True)])
+    got = line._longest_front(si, j0, top, 0.0, 0.0, r, *caps)
+    fronts = []
+    for k in range(len(si)):
+        y = pre[n - j0[k]] - pre[n - j0[k] - 1]
+        ok = [bool(line.allowed(pre[si[k] + a] - pre[si[k]], y, r, *caps)) for a in range(1, int(top[k]) + 1)]
+        lead = next((a for a, fit in enumerate(ok) if not fit), len(ok))
+        assert got[k] == lead
+        assert not any(ok[lead:])                 # the runs that fit are a prefix: fits lost none
+        fronts.append(lead)
+    assert any(0 < f < t for f, t in zip(fronts, top, strict=True))
+    assert any(f == t > 0 for f, t in zip(fronts, top, strict=True))

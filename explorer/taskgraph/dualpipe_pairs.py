@@ -54,7 +54,7 @@ class Pairs:
 
     def chunks(self, bounds: np.ndarray) -> np.ndarray:
         """(..., p, FIELDS + 2) each chunk's pieces for boundaries (..., p+1)."""
-        at = self.prefix[bounds]                 # one gather: chunk k is at[k + 1] - at[k]
+        at = _rows(self.prefix, bounds)          # one gather: chunk k is at[k + 1] - at[k]
         v = at[..., 1:, :] - at[..., :-1, :]
         v[..., 0, :] += self.first
         v[..., -1, :] += self.last
@@ -105,8 +105,9 @@ class Pairs:
         rows = np.arange(c)[:, None]
         runs = self._runs()
         pr = np.minimum(near, p - 1 - near)
-        x = runs[cand[rows, pr], cand[rows, pr + 1]]                 # chunk r of each pair r moved
-        y = runs[cand[rows, p - 1 - pr], cand[rows, p - pr]]         # chunk p-1-r
+        w = self.n + 1                                               # runs is (w * w, fields)
+        x = _rows(runs, cand[rows, pr] * w + cand[rows, pr + 1])      # chunk r of each pair r moved
+        y = _rows(runs, cand[rows, p - 1 - pr] * w + cand[rows, p - pr])  # chunk p-1-r
         own = np.broadcast_to(unit_seconds(v0, sm), (c, p)).copy()
         # Chunk k of a move is chunk r (k < p/2) or p-1-r of its pair r.
         own[rows, near] = unit_seconds(np.where((near == pr)[..., None], x, y), sm)
@@ -118,16 +119,17 @@ class Pairs:
             (own * own).sum(axis=1)
 
     def _runs(self) -> np.ndarray:
-        """(n+1, n+1, FIELDS + 2) the chunk of layers [a, b) as :meth:`chunks` prices it: the
-        difference of the prefix sums, the embedding's pieces added when a = 0 (only chunk 0
-        starts there) and the output layer's when b = n (only chunk p-1 ends there; chunks are
-        never empty in a move's candidates), in chunks' order: the same floats (built once)."""
+        """((n+1) * (n+1), FIELDS + 2) at row a * (n+1) + b the chunk of layers [a, b) as
+        :meth:`chunks` prices it: the difference of the prefix sums, the embedding's pieces added
+        when a = 0 (only chunk 0 starts there) and the output layer's when b = n (only chunk p-1
+        ends there; chunks are never empty in a move's candidates), in chunks' order: the same
+        floats (built once)."""
         if self._run_table is None:
             pre = self.prefix
             t = pre[None, :, :] - pre[:, None, :]
             t[0] += self.first
             t[:, -1] += self.last
-            self._run_table = t
+            self._run_table = t.reshape(-1, t.shape[-1])
         return self._run_table
 
     def allowed(self, x: np.ndarray, y: np.ndarray, r: int, pair_cap: float, chunk_cap: float) -> np.ndarray:
@@ -178,15 +180,15 @@ class Pairs:
         trail = []
         for r in range(h - 1):
             room = n - 2 * (h - 1 - r) - si - sj          # layers this pair may take, front + back
-            src, a = _ranges(np.maximum(room - 1, 0))
-            i0, j0 = si[src], sj[src]
             first, last = (self.first, self.last) if r == 0 else (0.0, 0.0)
-            x = pre[i0 + a] - pre[i0] + first
-            # A front run that fits with the least back run (one layer) may grow that one.
-            ok = self.allowed(x, pre[n - j0] - pre[n - j0 - 1] + last, r, pair_cap, chunk_cap)
-            src, a, i0, j0, x = src[ok], a[ok], i0[ok], j0[ok], x[ok]
+            # A front run that fits with the least back run (one layer) may grow that one; those
+            # runs are a prefix of 1 .. room-1 (costs grow with the run).
+            src, a = _ranges(self._longest_front(si, sj, np.maximum(room - 1, 0), first, last, r,
+                                                 pair_cap, chunk_cap))
             if not len(a):
                 return None
+            i0, j0 = si[src], sj[src]
+            x = _rows(pre, i0 + a) - _rows(pre, i0) + first
             lo = self._longest_back(x, j0, room[src] - a, last, r, pair_cap, chunk_cap)
             ni, nj = i0 + a, j0 + lo
             order = np.lexsort((-nj, ni))                 # by front taken, most back taken first
@@ -197,6 +199,32 @@ class Pairs:
             trail.append((src[keep], a[keep], b[keep]))
             si, sj = ni[keep], nj[keep]
         return self._middle(si, sj, trail, pair_cap, chunk_cap)
+
+    def _longest_front(self, si: np.ndarray, sj: np.ndarray, top: np.ndarray, first, last, r: int,
+                       pair_cap: float, chunk_cap: float) -> np.ndarray:
+        """Per state (front ``si``, back ``sj`` taken so far): the longest front run (0 .. ``top``)
+        whose every shorter run keeps pair ``r`` within the caps beside a back run of one layer.
+        Costs grow with the run, so the runs that fit are a prefix: runs of 1 .. w layers are
+        tried at once, w growing fourfold while a state still fits at its widest, and a wider
+        try evaluates only the states that fitted every run so far (each run's cost is the float
+        fits priced for it before: the same runs fit)."""
+        n, pre = self.n, self.prefix
+        lead = np.zeros(len(si), np.int64)
+        rows = np.flatnonzero(top > 0)
+        done, width = 0, 8
+        limit = int(top.max()) if len(top) else 0
+        y = pre[n - sj] - pre[n - sj - 1] + last
+        while len(rows) and done < limit:
+            a = np.arange(done + 1, min(width, limit) + 1)
+            i0 = si[rows, None]
+            x = _rows(pre, i0 + np.minimum(a, top[rows, None])) - _rows(pre, i0) + first
+            fit = self.allowed(x, y[rows, None], r, pair_cap, chunk_cap) & (a <= top[rows, None])
+            full = fit.all(axis=1)
+            lead[rows] = done + np.where(full, fit.shape[1], np.argmin(fit, axis=1))
+            done += len(a)
+            rows = rows[full]
+            width *= 4
+        return np.minimum(lead, top)
 
     def _longest_back(self, x: np.ndarray, j0: np.ndarray, top: np.ndarray, last, r: int, pair_cap: float,
                       chunk_cap: float) -> np.ndarray:
@@ -214,7 +242,7 @@ class Pairs:
         while True:
             b = np.arange(done + 1, min(width, limit) + 1)
             end = n - j0[rows, None]
-            y = pre[end] - pre[np.maximum(end - b, 0)] + last
+            y = _rows(pre, end) - _rows(pre, np.maximum(end - b, 0)) + last
             fit = self.allowed(x[rows, None], y, r, pair_cap, chunk_cap) & (b <= top[rows, None])
             full = fit.all(axis=1)
             lead[rows] = done + np.where(full, fit.shape[1], np.argmin(fit, axis=1))
@@ -232,8 +260,8 @@ class Pairs:
         length = n - si - sj
         src, a = _ranges(np.maximum(length - 1, 0))
         i0, j0 = si[src], sj[src]
-        x = pre[i0 + a] - pre[i0] + (self.first if h == 1 else 0.0)
-        y = pre[n - j0] - pre[i0 + a] + (self.last if h == 1 else 0.0)
+        x = _rows(pre, i0 + a) - _rows(pre, i0) + (self.first if h == 1 else 0.0)
+        y = _rows(pre, n - j0) - _rows(pre, i0 + a) + (self.last if h == 1 else 0.0)
         hits = np.flatnonzero(self.allowed(x, y, h - 1, pair_cap, chunk_cap))
         if not len(hits):
             return None
@@ -262,3 +290,9 @@ def _ranges(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For counts c_k: (k, 1..c_k) flattened: every state k with each of its run lengths."""
     src = np.repeat(np.arange(len(counts)), counts)
     return src, np.arange(len(src)) - np.repeat(np.cumsum(counts) - counts, counts) + 1
+
+
+def _rows(table: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``table[idx]`` (rows of a 2-D table at integer indices of any shape): np.take copies the
+    same floats several times faster than fancy indexing on these shapes."""
+    return np.take(table, idx, axis=0)

@@ -13,7 +13,10 @@ def stage_passes(b: IterationBuilder) -> tuple[float, float, float]:
     """F, B, W of one micro-batch on one stage of the ideal pipeline (the average chunk, no
     embedding/logits, no communication): forward, input-gradient backward (recompute included)
     and weight-gradient seconds."""
-    ideal = IterationBuilder(b.sc, Network(b.sc, free=True), IDEAL_ASPECTS) if b.ideal != IDEAL_ASPECTS else b
+    # The split does not depend on the ideal aspects (IterationBuilder._split prices it on the
+    # scenario's own network): ``b``'s is reused rather than searched again.
+    ideal = (IterationBuilder(b.sc, Network(b.sc, free=True), IDEAL_ASPECTS, split=tuple(b.layer_counts))
+             if b.ideal != IDEAL_ASPECTS else b)
     ch = ideal.chunks[0]
     F = sum(x for _, x in ch.fwd_parts)
     W = sum(x for _, x in ch.split(ch.bwd_parts, True))

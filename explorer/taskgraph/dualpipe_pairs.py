@@ -70,6 +70,11 @@ class Pairs:
         chunks' second-last axis."""
         held = x[..., HELD] + y[..., HELD]
         mine, theirs = self.live[r], self.live[self.p - 1 - np.asarray(r)]
+        if self.live.shape[1] == 1:
+            # One vector in flight per rank (DualPipe's orders): the max over it is itself.
+            act_r = x[..., ACT] * mine[..., 0, 0] + y[..., ACT] * mine[..., 0, 1]
+            act_q = y[..., ACT] * theirs[..., 0, 0] + x[..., ACT] * theirs[..., 0, 1]
+            return held + np.maximum(act_r, act_q) + self.transient
         act_r = (x[..., None, ACT] * mine[..., 0] + y[..., None, ACT] * mine[..., 1]).max(axis=-1)
         act_q = (y[..., None, ACT] * theirs[..., 0] + x[..., None, ACT] * theirs[..., 1]).max(axis=-1)
         return held + np.maximum(act_r, act_q) + self.transient

@@ -16,7 +16,6 @@ fused F&B op of DualPipe included.  Per stage it emits:
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -33,7 +32,8 @@ from ..workloads.registry import workload_spec
 from .chunks import ChunkContext, ChunkWork, balanced, chunk_work, slowed
 from .fused import fused_shape
 from .layer import pp_message_bytes
-from .layout import Fused, Layout, Pass, layout_for, normalise
+from .layout import Fused, Layout, Pass, layout_for
+from .order_memo import program_orders, steps
 from .split import choose_split, given_split
 from .split_cost import split_costs
 from .techniques.dp_buckets import dp_tasks
@@ -44,13 +44,6 @@ from .techniques.optimizer import optimizer_time
 
 WAN = TIERS.index("scale-across")          # a call's egress entry that leaves the datacenter
 IDEAL_ASPECTS = frozenset({"balance", "edges", "optimizer", "comm"})
-# Program orders of untimed schedules by (order function, p, units, v): pure functions of those,
-# asked by every builder (the scenario's, the bubble formula's ideal one, each re-simulation);
-# DualPipe's 16 ranks over 120 micro-batches cost ~2.5 ms a builder.  Immutable (tuples), bounded.
-_ORDERS: dict[tuple, tuple[tuple, ...]] = {}
-_ORDERS_MAX = 64
-# Each memoised order's steps (layout.normalise), by the order's identity: (order, steps).
-_STEPS: dict[tuple[int, bool], tuple[Sequence, tuple]] = {}
 TASK_KIND = {"F": "forward", "B": "backward", "Bi": "backward", "W": "weight-grad"}
 
 
@@ -62,32 +55,6 @@ class _Compute:
     ids: dict[tuple[str, int, int, int, int], int]
     last: list[int]                                     # last compute task of each rank
     grads_done: dict[tuple[int, int], int]              # (rank, local chunk) -> its last gradient pass
-
-
-def _orders(schedule, p: int, units: int, v: int, timing) -> Sequence[Sequence]:
-    """``schedule.orders``, memoised for an untimed schedule (its orders read only p, units, v;
-    a timed one reads the stages' seconds and is asked every time)."""
-    if schedule.timed is not None:
-        return schedule.orders(p, units, v, timing)
-    key = (schedule.order, p, units, v)
-    got = _ORDERS.get(key)
-    if got is None:
-        if len(_ORDERS) >= _ORDERS_MAX:
-            _ORDERS.clear()
-        got = _ORDERS[key] = tuple(tuple(o) for o in schedule.orders(p, units, v, timing))
-    return got
-
-
-def _steps(order: Sequence, schedule) -> tuple[Pass | Fused, ...]:
-    """``order`` normalised (layout.normalise), memoised for a memoised order (held by
-    :data:`_ORDERS`, so its id is not reused while the entry lives)."""
-    key = (id(order), schedule.split_backward)
-    got = _STEPS.get(key)
-    if got is None or got[0] is not order:
-        if len(_STEPS) >= 16 * _ORDERS_MAX:
-            _STEPS.clear()
-        got = _STEPS[key] = (order, tuple(normalise(op, schedule) for op in order))
-    return got[1]
 
 
 class IterationBuilder:
@@ -144,7 +111,7 @@ class IterationBuilder:
         if slow and not self._rank_slow:
             self.chunks = [slowed(ch, slow[gc % self.p]) for gc, ch in enumerate(self.chunks)]
         # Program order of every stage over the units simulated (the registry's order function).
-        self.orders = _orders(self.schedule, self.p, self.m_sim, self.v, self.timing)
+        self.orders = program_orders(self.schedule, self.p, self.m_sim, self.v, self.timing)
         self.pp_msg_bytes = pp_message_bytes(sc)
         # Per (rank, local chunk, pass kind): parts, drawing template, timeline fields, FSDP
         # hidden seconds — the same for every micro-batch, computed once (the 1T-parameter row
@@ -161,7 +128,7 @@ class IterationBuilder:
         b.sc = sc
         b.m = sc.micro_batches * sc.parallelism.token_slices
         b.m_sim = b.m * self.schedule.iterations_simulated
-        b.orders = _orders(self.schedule, self.p, b.m_sim, self.v, b.timing)
+        b.orders = program_orders(self.schedule, self.p, b.m_sim, self.v, b.timing)
         b._pp_links = {}                 # a transfer's calls count m / m_sim of an iteration
         return b
 
@@ -249,7 +216,7 @@ class IterationBuilder:
         ids, grads_done, schedule = comp.ids, comp.grads_done, self.schedule
         for s in range(self.p):
             prev = -1
-            for step in _steps(self.orders[s], schedule):
+            for step in steps(self.orders[s], schedule):
                 deps = [(prev, 1.0)] if prev >= 0 else []
                 first = step.f if isinstance(step, Fused) else step
                 if ag_start and first.kind == "F" and first.mb == 0 and (s, first.local) in ag_start:

@@ -191,33 +191,72 @@ def test_link_check_memo_never_serves_another_layout_under_the_same_key():
     assert np.array_equal(got, 2.0 * _per_pass_reference(prof))
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_moved_columns_are_the_columns_of_every_move_bit_for_bit(seed):
-    """Pairs.columns_moved prices only the chunks a move changes (dualpipe_split._best_move with
-    more pairs than a move changes chunks): each column equals Pairs.columns of the whole split."""
+def _moved_case(seed: int):
+    """A random model (two kinds of layer: many moves tie), split and the valid moves from it."""
     rng = random.Random(700 + seed)
-    p = rng.choice([4, 8, 20, 24, 32])
+    p = rng.choice([20, 24, 32])
     n = rng.randint(p + 4, 130)
     line = Pairs(_costs(rng, n), p)
     bounds = bounds_of(_random_counts(rng, n, p))
     cand = bounds + DS._moves(p)
     valid = np.all(cand[:, 1:] > cand[:, :-1], axis=1)
-    got = line.columns_moved(bounds, cand[valid], DS._near(p)[valid])
-    want = line.columns(cand[valid])
-    assert len(cand[valid]) >= 5
-    for g, w in zip(got, want, strict=True):
+    return rng, line, bounds, cand[valid], DS._near(p)[valid]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_moved_maxima_are_the_columns_of_every_move_bit_for_bit(seed):
+    """Pairs.maxima_moved prices only the run of chunks a move changes (dualpipe_split._best_move
+    with more pairs than a move changes chunks): the largest pair, chunk and rank memory equal
+    Pairs.columns of the whole split, to the last bit."""
+    _, line, bounds, cand, near = _moved_case(seed)
+    got = line.maxima_moved(bounds, cand, near)
+    want = line.columns(cand)
+    assert len(cand) >= 20
+    for g, w in zip(got, want[:3], strict=True):
         assert np.array_equal(g, w)
+    assert len(np.unique(got[0])) > 3             # the moves do change the largest pair
 
 
-def test_moved_columns_differ_from_the_unmoved_split():
-    """The moves change the columns (the comparison above is not of unchanged values)."""
-    rng = random.Random(7)
-    line = Pairs(_costs(rng, 90), 24)
-    bounds = bounds_of(_random_counts(rng, 90, 24))
-    cand = bounds + DS._moves(24)
+def _best_move_reference(line: Pairs, bounds, moves, limit: float, memory_cap: float):
+    """dualpipe_split._best_move as it was: every column of every move, lexicographically."""
+    cand = bounds + moves
     cand = cand[np.all(cand[:, 1:] > cand[:, :-1], axis=1)]
-    pairs, own = line.columns(cand)[3:]
-    assert len(np.unique(pairs)) > len(cand) // 4 and len(np.unique(own)) > len(cand) // 4
+    cols = line.columns(cand)
+    keep = np.flatnonzero((cols[1] <= limit) & (cols[2] <= memory_cap))
+    if not len(keep):
+        return None
+    for col in cols:
+        col = col[keep]
+        keep = keep[col <= col.min() * (1 + _TOL)]
+    return cand[keep[0]]
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_best_move_is_the_move_every_column_chose(seed):
+    """The best move from the cheap maxima, then the sums of squares of the splits still tied,
+    is the move of the lexicographic choice over every column (caps from none to tight)."""
+    rng, line, bounds, cand, _ = _moved_case(seed)
+    cols = line.columns(cand)
+    limit = float(np.quantile(cols[1], rng.choice([0.3, 1.0])))
+    line.memory_cap = float(np.quantile(cols[2], rng.choice([0.5, 1.0])))
+    got = DS._best_move(line, bounds, DS._moves(line.p), limit, line.memory_cap)
+    want = _best_move_reference(line, bounds, DS._moves(line.p), limit, line.memory_cap)
+    assert (got is None and want is None) or np.array_equal(got, want)
+
+
+def test_best_move_cases_above_tie_on_the_maxima():
+    """The cases above are not decided by the largest pair alone: in some, several moves tie on
+    all three maxima and the sums of squares choose."""
+    tied = 0
+    for seed in range(16):
+        _, line, bounds, cand, near = _moved_case(seed)
+        m = line.maxima_moved(bounds, cand, near)
+        keep = np.arange(len(cand))
+        for col in m:
+            col = col[keep]
+            keep = keep[col <= col.min() * (1 + _TOL)]
+        tied += len(keep) > 1
+    assert tied >= 3
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -98,12 +98,14 @@ class Pairs:
             got = self._scores[key] = tuple(float(c[0]) for c in self.columns(bounds_of(key)[None, :]))
         return got
 
-    def columns_moved(self, bounds: np.ndarray, cand: np.ndarray, near: np.ndarray) -> tuple[np.ndarray, ...]:
-        """:meth:`columns` of the splits ``cand`` (C, p+1), each ``bounds`` with only the chunks
-        ``near`` (C, W) changed (a move's chunks; an index may repeat): those chunks, their pairs
-        and their ranks' memory are priced anew and the others' values copied from ``bounds``'s, so
-        each entry is the float :meth:`columns` computes for it, and the reductions run over
-        arrays of the same shape: the same numbers, bit for bit (tests/test_split_speed.py)."""
+    def maxima_moved(self, bounds: np.ndarray, cand: np.ndarray, near: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The first three :meth:`columns` (largest pair, chunk, rank memory) of the splits
+        ``cand`` (C, p+1), each ``bounds`` with only the chunks ``near`` (C, W) changed (a move's
+        run of chunks k1-1 .. k2; an index may repeat).  Those chunks and their pairs (a run of
+        pairs too: the chunks' mirrors p-1-k meet theirs at the middle) are priced anew, each the
+        float :meth:`columns` computes for it; the others keep ``bounds``'s values, whose largest
+        outside the run comes from prefix and suffix maxima.  A maximum is exact whatever the
+        order, so these are :meth:`columns`'s numbers bit for bit (tests/test_split_speed.py)."""
         p, h, sm, c = self.p, self.p // 2, self.sm, len(cand)
         v0 = self.chunks(bounds[None, :])[0]
         x0, y0 = v0[:h], v0[::-1][:h]
@@ -113,15 +115,19 @@ class Pairs:
         w = self.n + 1                                               # runs is (w * w, fields)
         x = _rows(runs, cand[rows, pr] * w + cand[rows, pr + 1])      # chunk r of each pair r moved
         y = _rows(runs, cand[rows, p - 1 - pr] * w + cand[rows, p - pr])  # chunk p-1-r
-        own = np.broadcast_to(unit_seconds(v0, sm), (c, p)).copy()
         # Chunk k of a move is chunk r (k < p/2) or p-1-r of its pair r.
-        own[rows, near] = unit_seconds(np.where((near == pr)[..., None], x, y), sm)
-        pairs = np.broadcast_to(self.pair(x0, y0) + self.pair_sends, (c, h)).copy()
-        pairs[rows, pr] = self.pair(x, y) + self.pair_sends[pr]
-        mem = np.broadcast_to(self.memory(x0, y0, np.arange(h)), (c, h)).copy()
-        mem[rows, pr] = self.memory(x, y, pr)
-        return pairs.max(axis=1), own.max(axis=1), mem.max(axis=1), (pairs * pairs).sum(axis=1), \
-            (own * own).sum(axis=1)
+        own = unit_seconds(np.where((near == pr)[..., None], x, y), sm)
+        pairs = self.pair(x, y) + self.pair_sends[pr]
+        mem = self.memory(x, y, pr)
+        base = (self.pair(x0, y0) + self.pair_sends, unit_seconds(v0, sm), self.memory(x0, y0, np.arange(h)))
+        runs_of = ((pr.min(axis=1), pr.max(axis=1)), (near.min(axis=1), near.max(axis=1)),
+                   (pr.min(axis=1), pr.max(axis=1)))
+        out = []
+        for moved, b0, (lo, hi) in zip((pairs, own, mem), base, runs_of, strict=True):
+            before = np.concatenate(([-np.inf], np.maximum.accumulate(b0)))       # max of b0[:i]
+            after = np.concatenate((np.maximum.accumulate(b0[::-1])[::-1], [-np.inf]))  # of b0[i:]
+            out.append(np.maximum(np.maximum(before[lo], after[hi + 1]), moved.max(axis=1)))
+        return tuple(out)
 
     def _runs(self) -> np.ndarray:
         """((n+1) * (n+1), FIELDS + 2) at row a * (n+1) + b the chunk of layers [a, b) as

@@ -273,9 +273,10 @@ def _best_move(line: Pairs, bounds: np.ndarray, moves: np.ndarray, limit: float,
     cand = cand[valid]
     near = _near(line.p)
     if near.shape[1] < line.p // 2:
-        # A move changes at most MAX_RUN + 1 chunks: with more pairs than that, only those are
-        # priced anew (the same floats as pricing every chunk: Pairs.columns_moved).
-        cols = line.columns_moved(bounds, cand, near[valid])
+        # A move changes one run of at most MAX_RUN + 1 chunks: the largest pair, chunk and rank
+        # memory come from those and the unchanged rest (Pairs.maxima_moved, the same floats as
+        # Pairs.columns); the sums of squares, the last criteria, only for the splits still tied.
+        cols: tuple[np.ndarray, ...] = line.maxima_moved(bounds, cand, near[valid])
     else:
         cols = line.columns(cand)
     keep = np.flatnonzero((cols[1] <= limit) & (cols[2] <= memory_cap))
@@ -284,6 +285,12 @@ def _best_move(line: Pairs, bounds: np.ndarray, moves: np.ndarray, limit: float,
     for col in cols:
         col = col[keep]
         keep = keep[col <= col.min() * (1 + _TOL)]
+    if len(cols) == 3 and len(keep) > 1:
+        full, sub = line.columns(cand[keep]), np.arange(len(keep))
+        for col in full[3:]:
+            col = col[sub]
+            sub = sub[col <= col.min() * (1 + _TOL)]
+        keep = keep[sub]
     return cand[keep[0]]
 
 

@@ -280,3 +280,42 @@ def test_longest_front_run_is_the_run_by_run_scan(seed):
         fronts.append(lead)
     assert any(0 < f < t for f, t in zip(fronts, top, strict=True))
     assert any(f == t > 0 for f, t in zip(fronts, top, strict=True))
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_lower_bounds_are_below_every_split_and_fits_answers_as_without_them(seed):
+    """Pairs._lower_bounds (fits' shortcut to None): no split's largest pair or chunk is below
+    them, and fits gives the split it gives without the shortcut, for caps around the bounds."""
+    rng = random.Random(1100 + seed)
+    p = rng.choice([2, 4, 6, 8, 16])
+    n = rng.randint(p + 2, 60)
+    line = Pairs(_costs(rng, n), p)
+    pair_lb, chunk_lb = line._lower_bounds()
+    for _ in range(40):
+        s = line.score(_random_counts(rng, n, p))
+        assert s[0] >= pair_lb and s[1] >= chunk_lb
+    caught = 0
+    for _ in range(6):
+        caps = (pair_lb * rng.uniform(0.97, 1.15), chunk_lb * rng.uniform(0.97, 1.3))
+        got = line.fits(*caps)
+        line._bounds = (-np.inf, -np.inf)                 # the DP alone
+        want = line.fits(*caps)
+        line._bounds = None
+        assert got == want
+        caught += line._below_bounds(*caps)
+    assert caught < 6
+
+
+def test_lower_bounds_decide_some_fits_alone_and_are_tight_for_equal_layers():
+    """The shortcut is taken (caps below a bound), and for equal layers the pair bound is what the
+    best split reaches (most of fits' proofs are then free)."""
+    rng = random.Random(5)
+    c = _costs(rng, 40)
+    c = SplitCosts(np.tile(c.layers[:1], (40, 1)), c.first, c.last, c.sm, (), np.tile(c.held[:1], (40, 1)),
+                   c.first_held, c.last_held, c.capacity)
+    line = Pairs(c, 8)
+    pair_lb, chunk_lb = line._lower_bounds()
+    assert line._below_bounds(pair_lb * 0.999, np.inf) and line._below_bounds(np.inf, chunk_lb * 0.999)
+    assert not line._below_bounds(pair_lb, chunk_lb)
+    best = DS.pair_split(c, 8, 64)
+    assert line.score(list(best))[0] == pytest.approx(pair_lb, rel=0.02)

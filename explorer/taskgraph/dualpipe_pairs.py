@@ -49,6 +49,7 @@ class Pairs:
         self.memory_cap = c.capacity            # bytes a rank may hold (np.inf: memory not weighed)
         self.least_chunk = 0.0                  # no split's largest chunk is smaller (when known)
         self.transient = c.transient
+        self._bounds: tuple[float, float] | None = None           # _lower_bounds(), when first asked
         self._run_table: np.ndarray | None = None                  # _runs(), when first asked
         self._scores: dict[tuple[int, ...], tuple[float, ...]] = {}    # score() of each split asked
 
@@ -186,6 +187,8 @@ class Pairs:
         of what the inner pairs may take, and costs only grow with a run); for every state and
         front run the longest back run that fits is kept (costs are monotone in it).  The
         innermost pair is one contiguous run, split in two."""
+        if self._below_bounds(pair_cap, chunk_cap):
+            return None
         n, h, pre = self.n, self.p // 2, self.prefix
         si, sj = np.zeros(1, np.int64), np.zeros(1, np.int64)
         trail = []
@@ -210,6 +213,70 @@ class Pairs:
             trail.append((src[keep], a[keep], b[keep]))
             si, sj = ni[keep], nj[keep]
         return self._middle(si, sj, trail, pair_cap, chunk_cap)
+
+    def _below_bounds(self, pair_cap: float, chunk_cap: float) -> bool:
+        """Whether a cap is below a lower bound of every split's largest pair or chunk, so that
+        :meth:`fits` has no split to find (most of its calls prove that none is better).
+
+        By pigeonhole, pair 0 (both ends) takes some t0 >= 2 layers and another pair at least
+        ceil((n - t0) / (p/2 - 1)); some chunk at least ceil(n / p), and chunks 0 and p-1 one
+        layer besides their ends.  A pair of t layers (a >= 1 in one chunk) costs at least the
+        pair of the least runs of a and t - a layers (field by field the least over positions,
+        of the same prefix differences its chunks are priced from): with fields that never
+        decrease with a run, float sums and maxima are monotone, so each bound is at most the
+        float any split computes (no margin needed).  The bounds are computed once."""
+        if self._bounds is None:
+            self._bounds = self._lower_bounds()
+        pair_lb, chunk_lb = self._bounds
+        return pair_lb > pair_cap * (1 + _TOL) or chunk_lb > chunk_cap * (1 + _TOL)
+
+    def _lower_bounds(self) -> tuple[float, float]:
+        """(largest pair, largest chunk) no split is below (see :meth:`_below_bounds`)."""
+        n, p, h, pre, sm = self.n, self.p, self.p // 2, self.prefix, self.sm
+        if n < p or np.any(pre[1:] < pre[:-1]) or min(self.first.min(), self.last.min(), sm) < 0:
+            return -np.inf, -np.inf                    # no split, or not monotone: no bound
+        least = [np.zeros(pre.shape[1])]              # field by field the least run of a layers
+
+        def run(a: int) -> np.ndarray:
+            while len(least) <= a:
+                k = len(least)
+                least.append((pre[k:] - pre[:-k]).min(axis=0))
+            return least[a]
+
+        def pair_of(t: int, first, last) -> float:     # the least pair of t layers (t >= 2)
+            run(t)
+            a = np.arange(1, t)
+            runs = np.array(least)
+            return float(self.pair(runs[a] + first, runs[t - a] + last).min())
+
+        sends = self.pair_sends
+        if h == 1:
+            pair_lb = pair_of(n, self.first, self.last) + sends[0]
+        else:
+            # min over t0 of max(ends(t0), others(t0)): ends never decreases with t0 and others
+            # never grows, so the least is where they cross (a binary search for the first t0
+            # whose ends reach the others').
+            rest = float(sends[1:].min())
+
+            def ends(t0: int) -> float:
+                return pair_of(t0, self.first, self.last) + float(sends[0])
+
+            def others(t0: int) -> float:
+                return pair_of(-(-(n - t0) // (h - 1)), 0.0, 0.0) + rest
+
+            lo, hi = 2, n - 2 * (h - 1)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if ends(mid) >= others(mid):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            pair_lb = max(ends(lo), others(lo))
+            if lo > 2:
+                pair_lb = min(pair_lb, max(ends(lo - 1), others(lo - 1)))
+        chunk_lb = max(float(unit_seconds(run(-(-n // p)), sm)), float(unit_seconds(run(1) + self.first, sm)),
+                       float(unit_seconds(run(1) + self.last, sm)))
+        return float(pair_lb), chunk_lb
 
     def _longest_front(self, si: np.ndarray, sj: np.ndarray, top: np.ndarray, first, last, r: int,
                        pair_cap: float, chunk_cap: float) -> np.ndarray:

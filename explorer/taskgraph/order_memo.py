@@ -38,8 +38,10 @@ def program_orders(schedule: Schedule, p: int, units: int, v: int,
 
 
 def steps(order: Sequence, schedule: Schedule) -> tuple[Pass | Fused, ...]:
-    """``order`` normalised (layout.normalise), memoised by the order's identity (a memoised
-    order is the same object for every builder)."""
+    """``order`` normalised (layout.normalise), memoised by the order's identity for a memoised
+    order (a tuple: the same object for every builder)."""
+    if not isinstance(order, tuple):                   # a timed schedule's fresh list: not kept
+        return tuple(normalise(op, schedule) for op in order)
     key = (id(order), schedule.split_backward)
     got = _STEPS.get(key)
     if got is None or got[0] is not order:

@@ -26,8 +26,8 @@ def program_orders(schedule: Schedule, p: int, units: int, v: int,
                    timing: Callable[[], Timing]) -> Sequence[Sequence]:
     """``schedule.orders``, memoised for an untimed schedule (its orders read only p, units, v;
     a timed one reads the stages' seconds and is asked every time)."""
-    if schedule.timed is not None:
-        return schedule.orders(p, units, v, timing)
+    if schedule.timed is not None:                     # the same type as the memoised orders
+        return tuple(tuple(o) for o in schedule.orders(p, units, v, timing))
     key = (schedule.order, p, units, v)
     got = _ORDERS.get(key)
     if got is None:
@@ -38,9 +38,9 @@ def program_orders(schedule: Schedule, p: int, units: int, v: int,
 
 
 def steps(order: Sequence, schedule: Schedule) -> tuple[Pass | Fused, ...]:
-    """``order`` normalised (layout.normalise), memoised by the order's identity for a memoised
-    order (a tuple: the same object for every builder)."""
-    if not isinstance(order, tuple):                   # a timed schedule's fresh list: not kept
+    """``order`` normalised (layout.normalise), memoised by the order's identity for an untimed
+    schedule (its memoised order is the same object for every builder)."""
+    if schedule.timed is not None:                     # a timed schedule's fresh orders: not kept
         return tuple(normalise(op, schedule) for op in order)
     key = (id(order), schedule.split_backward)
     got = _STEPS.get(key)

@@ -189,3 +189,133 @@ def test_link_check_memo_never_serves_another_layout_under_the_same_key():
     assert other.key == prof.layout.key
     got = link_check._per_pass(other, prof.p)
     assert np.array_equal(got, 2.0 * _per_pass_reference(prof))
+
+
+def _moved_case(seed: int):
+    """A random model (two kinds of layer: many moves tie), split and the valid moves from it."""
+    rng = random.Random(700 + seed)
+    p = rng.choice([20, 24, 32])
+    n = rng.randint(p + 4, 130)
+    line = Pairs(_costs(rng, n), p)
+    bounds = bounds_of(_random_counts(rng, n, p))
+    cand = bounds + DS._moves(p)
+    valid = np.all(cand[:, 1:] > cand[:, :-1], axis=1)
+    return rng, line, bounds, cand[valid], DS._near(p)[valid]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_moved_maxima_are_the_columns_of_every_move_bit_for_bit(seed):
+    """Pairs.maxima_moved prices only the run of chunks a move changes (dualpipe_split._best_move
+    with more pairs than a move changes chunks): the largest pair, chunk and rank memory equal
+    Pairs.columns of the whole split, to the last bit."""
+    _, line, bounds, cand, near = _moved_case(seed)
+    got = line.maxima_moved(bounds, cand, near)
+    want = line.columns(cand)
+    assert len(cand) >= 20
+    for g, w in zip(got, want[:3], strict=True):
+        assert np.array_equal(g, w)
+    assert len(np.unique(got[0])) > 3             # the moves do change the largest pair
+
+
+def _best_move_reference(line: Pairs, bounds, moves, limit: float, memory_cap: float):
+    """dualpipe_split._best_move as it was: every column of every move, lexicographically."""
+    cand = bounds + moves
+    cand = cand[np.all(cand[:, 1:] > cand[:, :-1], axis=1)]
+    cols = line.columns(cand)
+    keep = np.flatnonzero((cols[1] <= limit) & (cols[2] <= memory_cap))
+    if not len(keep):
+        return None
+    for col in cols:
+        col = col[keep]
+        keep = keep[col <= col.min() * (1 + _TOL)]
+    return cand[keep[0]]
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_best_move_is_the_move_every_column_chose(seed):
+    """The best move from the cheap maxima, then the sums of squares of the splits still tied,
+    is the move of the lexicographic choice over every column (caps from none to tight)."""
+    rng, line, bounds, cand, _ = _moved_case(seed)
+    cols = line.columns(cand)
+    limit = float(np.quantile(cols[1], rng.choice([0.3, 1.0])))
+    line.memory_cap = float(np.quantile(cols[2], rng.choice([0.5, 1.0])))
+    got = DS._best_move(line, bounds, DS._moves(line.p), limit, line.memory_cap)
+    want = _best_move_reference(line, bounds, DS._moves(line.p), limit, line.memory_cap)
+    assert (got is None and want is None) or np.array_equal(got, want)
+
+
+def test_best_move_cases_above_tie_on_the_maxima():
+    """The cases above are not decided by the largest pair alone: in some, several moves tie on
+    all three maxima and the sums of squares choose."""
+    tied = 0
+    for seed in range(16):
+        _, line, bounds, cand, near = _moved_case(seed)
+        m = line.maxima_moved(bounds, cand, near)
+        keep = np.arange(len(cand))
+        for col in m:
+            col = col[keep]
+            keep = keep[col <= col.min() * (1 + _TOL)]
+        tied += len(keep) > 1
+    assert tied >= 3
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_longest_front_run_is_the_run_by_run_scan(seed):
+    """Pairs._longest_front: per state, the most front layers (0 .. top) whose every shorter run
+    keeps the pair within its caps beside a back run of one layer, scanned one run at a time (what
+    fits kept of every front run before: the runs that fit are this prefix)."""
+    line, _, j0, _, r, caps = _back_case(seed)
+    rng = random.Random(900 + seed)
+    pre, n = line.prefix, line.n
+    si = np.array([rng.randint(0, n // 4) for _ in range(len(j0))])
+    top = np.array([rng.randint(0, n - i - j - 1) for i, j in zip(si, j0, strict=True)])
+    got = line._longest_front(si, j0, top, 0.0, 0.0, r, *caps)
+    fronts = []
+    for k in range(len(si)):
+        y = pre[n - j0[k]] - pre[n - j0[k] - 1]
+        ok = [bool(line.allowed(pre[si[k] + a] - pre[si[k]], y, r, *caps)) for a in range(1, int(top[k]) + 1)]
+        lead = next((a for a, fit in enumerate(ok) if not fit), len(ok))
+        assert got[k] == lead
+        assert not any(ok[lead:])                 # the runs that fit are a prefix: fits lost none
+        fronts.append(lead)
+    assert any(0 < f < t for f, t in zip(fronts, top, strict=True))
+    assert any(f == t > 0 for f, t in zip(fronts, top, strict=True))
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_lower_bounds_are_below_every_split_and_fits_answers_as_without_them(seed):
+    """Pairs._lower_bounds (fits' shortcut to None): no split's largest pair or chunk is below
+    them, and fits gives the split it gives without the shortcut, for caps around the bounds."""
+    rng = random.Random(1100 + seed)
+    p = rng.choice([2, 4, 6, 8, 16])
+    n = rng.randint(p + 2, 60)
+    line = Pairs(_costs(rng, n), p)
+    pair_lb, chunk_lb = line._lower_bounds()
+    for _ in range(40):
+        s = line.score(_random_counts(rng, n, p))
+        assert s[0] >= pair_lb and s[1] >= chunk_lb
+    caught = 0
+    for _ in range(6):
+        caps = (pair_lb * rng.uniform(0.97, 1.15), chunk_lb * rng.uniform(0.97, 1.3))
+        got = line.fits(*caps)
+        line._bounds = (-np.inf, -np.inf)                 # the DP alone
+        want = line.fits(*caps)
+        line._bounds = None
+        assert got == want
+        caught += line._below_bounds(*caps)
+    assert caught < 6
+
+
+def test_lower_bounds_decide_some_fits_alone_and_are_tight_for_equal_layers():
+    """The shortcut is taken (caps below a bound), and for equal layers the pair bound is what the
+    best split reaches (most of fits' proofs are then free)."""
+    rng = random.Random(5)
+    c = _costs(rng, 40)
+    c = SplitCosts(np.tile(c.layers[:1], (40, 1)), c.first, c.last, c.sm, (), np.tile(c.held[:1], (40, 1)),
+                   c.first_held, c.last_held, c.capacity)
+    line = Pairs(c, 8)
+    pair_lb, chunk_lb = line._lower_bounds()
+    assert line._below_bounds(pair_lb * 0.999, np.inf) and line._below_bounds(np.inf, chunk_lb * 0.999)
+    assert not line._below_bounds(pair_lb, chunk_lb)
+    best = DS.pair_split(c, 8, 64)
+    assert line.score(list(best))[0] == pytest.approx(pair_lb, rel=0.02)

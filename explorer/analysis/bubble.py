@@ -8,12 +8,32 @@ from ..network.groups import Network
 from ..schedules.base import BubbleInputs
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
 
+# stage_passes by (scenario, split): bounded, emptied when full.
+_STAGE_PASSES: dict[tuple, tuple[float, float, float]] = {}
+_STAGE_PASSES_MAX = 256
+
 
 def stage_passes(b: IterationBuilder) -> tuple[float, float, float]:
     """F, B, W of one micro-batch on one stage of the ideal pipeline (the average chunk, no
     embedding/logits, no communication): forward, input-gradient backward (recompute included)
-    and weight-gradient seconds."""
-    ideal = IterationBuilder(b.sc, Network(b.sc, free=True), IDEAL_ASPECTS) if b.ideal != IDEAL_ASPECTS else b
+    and weight-gradient seconds.  Memoised on the scenario and its split (their function alone:
+    the ideal builder reads nothing else), which an app or a sweep re-simulates."""
+    if b.ideal == IDEAL_ASPECTS:
+        return _passes(b)
+    key = (b.sc, tuple(b.layer_counts))
+    got = _STAGE_PASSES.get(key)
+    if got is None:
+        if len(_STAGE_PASSES) >= _STAGE_PASSES_MAX:
+            _STAGE_PASSES.clear()
+        # The split does not depend on the ideal aspects (IterationBuilder._split prices it on
+        # the scenario's own network): ``b``'s is reused rather than searched again.
+        ideal = IterationBuilder(b.sc, Network(b.sc, free=True), IDEAL_ASPECTS, split=key[1])
+        got = _STAGE_PASSES[key] = _passes(ideal)
+    return got
+
+
+def _passes(ideal: IterationBuilder) -> tuple[float, float, float]:
+    """F, B, W of the first chunk of an ideal pipeline's builder."""
     ch = ideal.chunks[0]
     F = sum(x for _, x in ch.fwd_parts)
     W = sum(x for _, x in ch.split(ch.bwd_parts, True))

@@ -32,7 +32,8 @@ from ..workloads.registry import workload_spec
 from .chunks import ChunkContext, ChunkWork, balanced, chunk_work, slowed
 from .fused import fused_shape
 from .layer import pp_message_bytes
-from .layout import Fused, Layout, Pass, layout_for, normalise
+from .layout import Fused, Layout, Pass, layout_for
+from .order_memo import program_orders, steps
 from .split import choose_split, given_split
 from .split_cost import split_costs
 from .techniques.dp_buckets import dp_tasks
@@ -110,7 +111,7 @@ class IterationBuilder:
         if slow and not self._rank_slow:
             self.chunks = [slowed(ch, slow[self.layout.rank_of(gc)]) for gc, ch in enumerate(self.chunks)]
         # Program order of every stage over the units simulated (the registry's order function).
-        self.orders = self.schedule.orders(self.p, self.m_sim, self.v, self.timing)
+        self.orders = program_orders(self.schedule, self.p, self.m_sim, self.v, self.timing)
         self.pp_msg_bytes = pp_message_bytes(sc)
         # Per (rank, local chunk, pass kind): parts, drawing template, timeline fields, FSDP
         # hidden seconds — the same for every micro-batch, computed once (the 1T-parameter row
@@ -127,7 +128,7 @@ class IterationBuilder:
         b.sc = sc
         b.m = sc.micro_batches * sc.parallelism.token_slices
         b.m_sim = b.m * self.schedule.iterations_simulated
-        b.orders = self.schedule.orders(self.p, b.m_sim, self.v, b.timing)
+        b.orders = program_orders(self.schedule, self.p, b.m_sim, self.v, b.timing)
         b._pp_links = {}                 # a transfer's calls count m / m_sim of an iteration
         return b
 
@@ -216,8 +217,7 @@ class IterationBuilder:
         ids, grads_done, schedule = comp.ids, comp.grads_done, self.schedule
         for s in range(self.p):
             prev = -1
-            for op in self.orders[s]:
-                step = normalise(op, schedule)
+            for step in steps(self.orders[s], schedule):
                 deps = [(prev, 1.0)] if prev >= 0 else []
                 first = step.f if isinstance(step, Fused) else step
                 if ag_start and first.kind == "F" and first.mb == 0 and (s, first.local) in ag_start:

@@ -33,6 +33,7 @@ from .partition import _TOL, _better, split_layers
 from .split_cost import SplitCosts
 
 _MOVES: dict[tuple[int, int], np.ndarray] = {}
+_NEAR: dict[tuple[int, int], np.ndarray] = {}
 # Longest run of boundaries a move shifts: a layer passes across up to this many chunks at once.
 MAX_RUN = 8
 
@@ -283,14 +284,28 @@ def _best_move(line: Pairs, bounds: np.ndarray, moves: np.ndarray, limit: float,
     """The boundaries after the best of ``moves`` within the caps (lexicographic score; ties: the
     first), or None when none stays within them."""
     cand = bounds + moves
-    cand = cand[np.all(cand[:, 1:] > cand[:, :-1], axis=1)]
-    cols = line.columns(cand)
+    valid = np.all(cand[:, 1:] > cand[:, :-1], axis=1)
+    cand = cand[valid]
+    near = _near(line.p)
+    if near.shape[1] < line.p // 2:
+        # A move changes one run of at most MAX_RUN + 1 chunks: the largest pair, chunk and rank
+        # memory come from those and the unchanged rest (Pairs.maxima_moved, the same floats as
+        # Pairs.columns); the sums of squares, the last criteria, only for the splits still tied.
+        cols: tuple[np.ndarray, ...] = line.maxima_moved(bounds, cand, near[valid])
+    else:
+        cols = line.columns(cand)
     keep = np.flatnonzero((cols[1] <= limit) & (cols[2] <= memory_cap))
     if not len(keep):
         return None
     for col in cols:
         col = col[keep]
         keep = keep[col <= col.min() * (1 + _TOL)]
+    if len(cols) == 3 and len(keep) > 1:
+        full, sub = line.columns(cand[keep]), np.arange(len(keep))
+        for col in full[3:]:
+            col = col[sub]
+            sub = sub[col <= col.min() * (1 + _TOL)]
+        keep = keep[sub]
     return cand[keep[0]]
 
 
@@ -307,4 +322,20 @@ def _moves(p: int, run: int = MAX_RUN) -> np.ndarray:
                     r[k1:k2 + 1] = d
                     rows.append(r)
         got = _MOVES[(p, run)] = np.array(rows)
+    return got
+
+
+def _near(p: int, run: int = MAX_RUN) -> np.ndarray:
+    """(moves, run + 1) per row of :func:`_moves` the chunks it changes (k1-1 .. k2 for boundaries
+    k1..k2; padded by repeating k2), memoised."""
+    got = _NEAR.get((p, run))
+    if got is None:
+        moves = _moves(p, run)
+        rows = []
+        for m in moves:
+            moved = np.flatnonzero(m)
+            k1, k2 = int(moved[0]), int(moved[-1])
+            chunks = list(range(k1 - 1, k2 + 1))
+            rows.append(chunks + [k2] * (run + 1 - len(chunks)))
+        got = _NEAR[(p, run)] = np.array(rows, np.int64)
     return got

@@ -8,6 +8,13 @@ from .dualpipe_split import pair_split, v_split
 from .partition import split_layers
 from .split_cost import SplitCosts
 
+# DualPipe's pair splits by SplitCosts.search_key (equal keys, equal splits): a simulation builds
+# the scenario's builder and the bubble formula's ideal one, both on the scenario's own network
+# (IterationBuilder._split), and an app or a sweep re-simulates the same shape; each search costs
+# a few ms.  Bounded: emptied when full.
+_PAIR_SPLITS: dict[tuple, tuple[int, ...]] = {}
+_PAIR_SPLITS_MAX = 512
+
 
 def given_split(par) -> tuple[int, ...] | None:
     """The layers per chunk the user fixed: ``parallelism.pipeline_layout`` (Megatron's pipeline
@@ -37,7 +44,13 @@ def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
     if chunks == 1:
         return (len(costs.layers),)
     if stages is None:
-        return pair_split(costs, chunks, units)
+        key = costs.search_key(chunks, None, units)
+        got = _PAIR_SPLITS.get(key)
+        if got is None:
+            if len(_PAIR_SPLITS) >= _PAIR_SPLITS_MAX:
+                _PAIR_SPLITS.clear()
+            got = _PAIR_SPLITS[key] = pair_split(costs, chunks, units)
+        return got
     if v_shape:
         return v_split(costs, chunks)
     per, first, last = costs.unit_seconds()

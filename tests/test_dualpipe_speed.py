@@ -19,8 +19,9 @@ from explorer.taskgraph.layout import normalise
 from explorer.taskgraph.split_cost import split_costs
 
 ROOT = Path(__file__).resolve().parents[1]
-# The iteration time the unmemoised code computed for scenarios/deepseek-v3.yaml (commit a882fa9).
-DEEPSEEK_V3_T = 15.824595134405882
+# The iteration time of scenarios/deepseek-v3.yaml as tests/golden/deepseek-v3.json holds it (the
+# unmemoised code gave the same before the two copies' gradient sync moved it from 15.824595134405882).
+DEEPSEEK_V3_T = 15.846440873259121
 
 
 @pytest.mark.parametrize("name,p,units,v", [("dualpipe", 16, 120, 1), ("1f1b", 8, 32, 1),

@@ -33,8 +33,9 @@ Printed, for every row:
 Then the 1T row at 512 and 4,096 micro-batches and with the interleaved schedule (vpp 2), and
 whole processes (``python -m explorer run FILE --json``) with llm-analysis's beside them. The load
 average of the machine is printed at the start and the end. Calculon is not on PyPI (the
-``calculon`` name there is an unrelated producer-consumer library), so its figures are issue 15's,
-quoted as constants.
+``calculon`` name there is an unrelated producer-consumer library): with ``--calculon DIR`` (a
+checkout of calculon-ai/calculon) it is timed on the same rows and rounds beside each row
+(bench/calculon_side.py), else issue 15's figures are quoted as constants.
 """
 from __future__ import annotations
 
@@ -54,6 +55,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from calculon_side import calculon_calls  # noqa: E402  (bench/, on sys.path as the script's folder)
 
 from explorer.estimate.fast import estimate_many, fast_path  # noqa: E402
 from explorer.fidelity.korthikanti import Table5Row, table5_raw, table5_rows  # noqa: E402
@@ -285,6 +288,8 @@ def report_rows(args: argparse.Namespace) -> None:
           f"{'simulate':>9} {'unfolded':>9} {'fast est':>8} {'llm-an.':>7} {'pred. s':>7} {'paper s':>7} "
           f"{'error':>6}")
     slowest = 0.0
+    calculon = calculon_calls(Path(args.calculon)) if args.calculon else None
+    side: list[tuple[str, float, float, float]] = []
     short = {ARRAYS: "arrays", ARRAY_RUN: "arr.run", TASKS: "tasks", FULL: "full"}
     for row, sc, res, how in measured:
         ph = phases(sc)
@@ -299,12 +304,25 @@ def report_rows(args: argparse.Namespace) -> None:
         call = llm_analysis_call(row)
         la = f"{timed(call, args.n, args.rounds, args.budget)[0] * 1e3:7.3f}" if call else f"{'n/a':>7}"
         it = res.iteration_time_s
+        if calculon is not None:
+            call_c = calculon[0](row)
+            side.append((row.label, ms, timed(call_c, args.n, args.rounds, args.budget)[0], call_c()))
         print(f"{row.label:<11} {short[how.taken]:<7} {ph['tasks']:>8,} {scheduled_tasks(res):>7,} "
               f"{ph['build'] * 1e3:>7.1f} {ph['engine'] * 1e3:>7.1f} {ph['analysis'] * 1e3:>7.1f} "
               f"{ms * 1e3:>9.2f} {unfolded} {est * 1e3:>8.2f} {la} {it:>7.2f} {row.measured_s:>7.2f} "
               f"{(it / row.measured_s - 1) * 100:>+5.1f}%")
-    print(f"slowest row in-process: {slowest * 1e3:.1f} ms (issue 15's target {TARGET_IN_PROCESS_MS:g} ms); "
-          f"Calculon (issue 15's figure, not measured here): {CALCULON_IN_PROCESS_MS} ms per row in-process")
+    if calculon is None:
+        print(f"slowest row in-process: {slowest * 1e3:.1f} ms "
+              f"(issue 15's target {TARGET_IN_PROCESS_MS:g} ms); Calculon (issue 15's figure, "
+              "not measured here: give --calculon DIR): "
+              f"{CALCULON_IN_PROCESS_MS} ms per row in-process")
+        return
+    print(f"slowest row in-process: {slowest * 1e3:.1f} ms (issue 15's target {TARGET_IN_PROCESS_MS:g} ms)")
+    print(f"\n# side by side with Calculon, checkout {calculon[1]}, same rounds, in-process ms per row "
+          "(issue 35's target: at most 2x)")
+    for label, ours, theirs, pred in side:
+        print(f"{label:<11} explorer {ours * 1e3:8.2f}   Calculon {theirs * 1e3:7.2f} "
+              f"(predicts {pred:6.2f} s)   ratio {ours / theirs:5.2f}x")
 
 
 def report_1t(args: argparse.Namespace) -> None:
@@ -361,6 +379,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--budget", type=float, default=2.0, help="seconds per timing round at most (about)")
     ap.add_argument("--procs", type=int, default=3, help="whole-process runs per row (median)")
+    ap.add_argument("--calculon", metavar="DIR",
+                    help="a checkout of calculon-ai/calculon to time side by side")
     ap.add_argument("--quick", action="store_true", help="one round, a 0.5 s budget, one process run")
     args = ap.parse_args()
     if args.quick:

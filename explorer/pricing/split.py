@@ -37,16 +37,17 @@ def layer_split(sc: Scenario, ckey: int, pair_split: bool, bkey: int | None = No
         bkey = _stage0_key(sc, ckey, nkey)
     units = sc.micro_batches * par.token_slices if pair_split else 0    # DualPipe's split reads them
     lay = layout_for(get_schedule(par.schedule), par.pp, par.vpp)
-    key = (bkey, par.pp, par.vpp, pair_split, lay.v_shape, units, _assembly_key(sc, pair_split, nkey))
+    fused = lay.v_shape and get_schedule(par.schedule).fused_pairs      # DualPipeV: F&B-weighed layers
+    key = (bkey, par.pp, par.vpp, pair_split, lay.v_shape, fused, units, _assembly_key(sc, pair_split, nkey))
     out = _SPLITS.get(key)
     if out is None:
         c = _costs(sc, ckey, bkey, key[-1], nkey)
         chunks = lay.length          # as IterationBuilder._split: a V's 2p chunks each on its own
         stages = None if pair_split else chunks if lay.v_shape else par.pp
-        skey = c.search_key(chunks, stages, units, lay.v_shape)
+        skey = c.search_key(chunks, stages, units, lay.v_shape, fused)
         out = _SEARCHES.get(skey)
         if out is None:
-            out = _SEARCHES[skey] = choose_split(None, c, chunks, stages, units, lay.v_shape)
+            out = _SEARCHES[skey] = choose_split(None, c, chunks, stages, units, lay.v_shape, fused)
         _SPLITS[key] = out
     return out
 

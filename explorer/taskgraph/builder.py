@@ -144,7 +144,8 @@ class IterationBuilder:
         costs = split_costs(self.sc, net, self.cm, self.spec, self.tied)
         lay = self.layout      # DualPipe: the pair split; a V: a plain line of 2p chunks; else p stages
         stages = None if self.schedule.pair_split else lay.length if lay.v_shape else self.p
-        return choose_split(None, costs, lay.length, stages, self.m, lay.v_shape)
+        return choose_split(None, costs, lay.length, stages, self.m, lay.v_shape,
+                            lay.v_shape and self.schedule.fused_pairs)
 
     def timing(self) -> Timing:
         """Per-stage forward and full backward seconds of one unit (first chunk of each stage, as

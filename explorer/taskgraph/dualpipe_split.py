@@ -134,26 +134,6 @@ def _may_fit(line: Pairs) -> bool:
     return total >= line.n
 
 
-def v_split(c: SplitCosts, chunks: int) -> tuple[int, ...]:
-    """Layers per chunk for a V placement (rank r holds chunks r and chunks-1-r, Qi et al. 2024
-    Sec. 3): the ranks' pairs balanced as :func:`_paired` balances DualPipe's, which pair alike —
-    rank 0's pair runs both ends (embedding, output layer and loss) and may hold no layer.  The
-    larger half of a pair goes to its second chunk (chunks-1-r): a V rank holds more micro-batches
-    of its first chunk at its peak (ZB-V's rank 0: 2p-1 of chunk 0, 1 of chunk 1), so the same
-    compute needs less memory.  A balance of compute, not a search: the V's orders are the same
-    for any split."""
-    per, first, last = c.unit_seconds()
-    # Rank 0's two chunks may hold no layer (an embedding-only first and a loss-only last chunk,
-    # as one-direction splits allow: config/rules.py): when the ends weigh more than a pair's
-    # share (DeepSeek-V3's output layer and MTP module), its layers go to the other ranks instead
-    # of a floor of two.
-    counts = _paired(per, first, last, chunks, edge_floor=0.0)
-    for r in range(chunks // 2):
-        a, b = counts[r], counts[chunks - 1 - r]
-        counts[r], counts[chunks - 1 - r] = min(a, b), max(a, b)
-    return tuple(counts)
-
-
 def _paired(per: list[float], first: float, last: float, p: int, edge_floor: float = 2.0) -> list[int]:
     """A start near the least largest rank pair: each pair's layers in proportion to what its cost
     may hold besides the ends' work (pair 0 runs both ends), rounded to sum to the layers (largest

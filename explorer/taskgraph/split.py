@@ -4,9 +4,10 @@ that minimises the slowest stage's seconds per pipeline unit as the engine price
 (partition.py)."""
 from __future__ import annotations
 
-from .dualpipe_split import pair_split, v_split
+from .dualpipe_split import pair_split
 from .partition import split_layers
 from .split_cost import SplitCosts
+from .v_split import v_split
 
 # DualPipe's pair splits by SplitCosts.search_key (equal keys, equal splits): a simulation builds
 # the scenario's builder and the bubble formula's ideal one, both on the scenario's own network
@@ -24,7 +25,8 @@ def given_split(par) -> tuple[int, ...] | None:
 
 
 def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
-                 stages: int | None, units: int, v_shape: bool = False) -> tuple[int, ...]:
+                 stages: int | None, units: int, v_shape: bool = False,
+                 fused: bool = False) -> tuple[int, ...]:
     """Layers per chunk: ``given`` when set; else, for ``stages`` None (DualPipe, whose rank r
     holds chunk r and chunk chunks-1-r), the pair split for ``units`` pipeline units per
     iteration (the only split that depends on them); else the balanced split_layers of each
@@ -52,6 +54,6 @@ def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
             got = _PAIR_SPLITS[key] = pair_split(costs, chunks, units)
         return got
     if v_shape:
-        return v_split(costs, chunks)
+        return v_split(costs, chunks, fused)
     per, first, last = costs.unit_seconds()
     return split_layers(per, chunks, first, last, stages=stages, extras=costs.chunk_sends(chunks, v_shape))

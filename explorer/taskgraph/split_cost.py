@@ -76,14 +76,15 @@ class SplitCosts:
                 held_runs, tuple(self.first_held.tolist()), tuple(self.last_held.tolist()), self.capacity,
                 self.transient)
 
-    def search_key(self, chunks: int, stages: int | None, units: int, v_shape: bool = False) -> tuple:
+    def search_key(self, chunks: int, stages: int | None, units: int, v_shape: bool = False,
+                   fused: bool = False) -> tuple:
         """What the split's search reads, hashable (equal keys, equal splits): along one direction
         each layer's, each end's and each chunk's seconds (partition.split_layers); DualPipe's
         search every field, the bytes and the unit count."""
         if stages is not None:
             per, first, last = self.unit_seconds()
             sends = tuple(self.chunk_sends(chunks, v_shape) or ())
-            return ("line", tuple(per), first, last, sends, chunks, stages, v_shape)
+            return ("line", tuple(per), first, last, sends, chunks, stages, v_shape, fused)
         return ("pairs", self.key(), chunks, units)
 
     def chunk_sends(self, chunks: int, v_shape: bool = False) -> list[float] | None:

@@ -23,6 +23,7 @@ from test_random_scenarios import random_raw
 from explorer.estimate import Estimates, estimate, estimate_many, estimate_overrides, scenarios_from_overrides
 from explorer.scenario import ScenarioError, apply_overrides, from_dict, load, load_raw, shipped_scenarios
 from explorer.simulate import simulate
+from explorer.taskgraph.builder import IterationBuilder
 from explorer.vocabulary import CATEGORIES
 
 REL = 1e-9                    # float rounding: the estimate adds the same seconds in another order
@@ -364,3 +365,18 @@ def test_interleaved_on_a_number_of_stages_that_is_not_a_power_of_two():
     assert max(assert_agrees(scs, estimate_many(scs))) <= REL
     assert extrapolated(scs) >= 2
     assert_fast_within_bound(scs)
+
+
+def test_memory_follows_a_split_that_moves_with_the_network():
+    """Regression: the estimator memoised a row's memory without its layer split, so a second row
+    of one call whose split the network moved (ZeRO-3's exposed gathers over slower NICs: 1F1B pp 4
+    dp 2 takes (8, 9, 8, 7) layers on one node, (7, 9, 9, 7) on two over 25 GbE) got the first row's
+    memory (13.78 GB instead of the simulation's 12.44 GB)."""
+    two = {"cluster.nodes": 2, "cluster.gpus_per_node": 4, "cluster.scale_out.kind": "fat-tree",
+           "cluster.scale_out.nics_per_node": 1, "cluster.scale_out.fabric": "eth-25"}
+    base = {"parallelism.schedule": "1f1b", "parallelism.zero": 3, "parallelism.pp": 4, "parallelism.dp": 2,
+            "parallelism.order": "tp-cp-pp-dp"}
+    scs = [load(shipped_scenarios()["zero-bubble-8gpu"], {**base, **over}) for over in ({}, two)]
+    splits = [IterationBuilder(sc).layer_counts for sc in scs]
+    assert splits[0] != splits[1]
+    assert_agrees(scs, estimate_many(scs))

@@ -112,3 +112,63 @@ def test_deepseek_v3_pays_for_its_two_copies():
         want = dense * ((n - 1) / n + 1 / n) + expert * ((e - 1) / e + 1 / e)
         assert got[s] == pytest.approx(want, rel=1e-12)
     assert got == pytest.approx(grads, rel=1e-12)      # ZeRO 1: (n-1)/n + 1/n = 1 gradient size
+
+
+
+# -- ZeRO-3 / FSDP: each rank's accumulated gradient shard all-reduced with the twin, once a step ---
+
+@pytest.mark.parametrize("schedule", ["dualpipe", "chimera"])
+@pytest.mark.parametrize("over", [
+    {},                                                                   # dp 1: the whole gradient
+    {"parallelism.pp": 4, "parallelism.dp": 2},
+    {"parallelism.pp": 2, "parallelism.dp": 4, "training.global_batch": 32},
+])
+def test_zero3_pairs_each_ranks_gradient_shard_with_the_twin(schedule, over):
+    """ZeRO-3 reduce-scatters each layer inside the passes (ChunkWork.fsdp_bytes, unchanged); the
+    step's bucket tasks are then only the pair all-reduce of the 1/n shard each rank accumulated, 2
+    ranks: 2(2-1)/2 = 1 times its bytes (nccl-tests busbw), i.e. the held gradients / n."""
+    sc = load(BASE, {"parallelism.schedule": schedule, "parallelism.zero": 3, **over})
+    got, grads = _reduce_bus_bytes(sc)
+    np.testing.assert_allclose(got, grads / sc.dp * bus_factor("all-reduce", 2), rtol=1e-12)
+    assert got.min() > 0
+    b = IterationBuilder(sc)
+    tasks = [t for t in b.build().tasks if isinstance(t.info, BucketInfo)]
+    assert {t.info.dim for t in tasks} == {"pair"} and {t.info.group for t in tasks} == {2}
+    # The layers' own gathers and reduce-scatters stay ZeRO-3's: (2 x 2 + g) (n-1)/n per parameter.
+    g, n = grad_reduce_bytes(sc), sc.dp
+    for s in range(b.p):
+        held = sum(ch.params for ch, _ in b.rank_chunks(s))
+        fsdp = sum(ch.fsdp_bytes for ch, _ in b.rank_chunks(s))
+        assert fsdp == pytest.approx(held * (2 * 2 + g) * (n - 1) / n, rel=1e-12)
+    # A one-direction schedule has no twin and no bucket task under ZeRO-3.
+    assert _reduce_bus_bytes(load(BASE, {"parallelism.zero": 3, **over}))[0].max() == 0
+
+
+@pytest.mark.parametrize("schedule", ["dualpipe", "chimera"])
+def test_zero3_a_slower_link_between_the_copies_exposes_more_data_parallel_time(schedule):
+    """dp 1, ZeRO-3, ranks s and 7-s on different nodes: before, no gradient left a GPU (dp 0 s);
+    now each rank's gradients cross the NICs to its twin and the slower NICs expose more of it."""
+    rows = []
+    for fabric in ("ib-ndr", "eth-100", "eth-25"):
+        sc = load(BASE, {"parallelism.schedule": schedule, "parallelism.zero": 3, **TWO_NODES,
+                         "cluster.scale_out.fabric": fabric})
+        r = simulate(sc)
+        rows.append((r.breakdown_s["dp"], r.iteration_time_s))
+    dp, T = zip(*rows, strict=True)
+    assert 0 < dp[0] < dp[1] < dp[2]
+    assert T[0] < T[1] < T[2]
+    # dp 1: ZeRO-3 exchanges the same whole gradient once a step as ZeRO-2 does.
+    z2 = simulate(load(BASE, {"parallelism.schedule": schedule, "parallelism.zero": 2, **TWO_NODES,
+                              "cluster.scale_out.fabric": "eth-25"}))
+    assert dp[2] == pytest.approx(z2.breakdown_s["dp"], rel=0.05)
+
+
+def test_zero3_the_estimator_prices_the_pair_as_the_engine():
+    scs = [load(BASE, {"parallelism.schedule": sch, "parallelism.zero": 3, **over})
+           for sch in ("dualpipe", "chimera")
+           for over in ({}, {**TWO_NODES, "cluster.scale_out.fabric": "eth-25"},
+                        {"parallelism.pp": 4, "parallelism.dp": 2},
+                        {"parallelism.pp": 4, "parallelism.dp": 2, **TWO_NODES,
+                         "cluster.scale_out.fabric": "eth-100"},
+                        {"parallelism.pp": 4, "parallelism.dp": 2, "communication.dp_overlap": False})]
+    assert_agrees(scs, estimate_many(scs))

@@ -43,6 +43,7 @@ from ..config.schema import ScenarioError
 from ..config.sections import Scenario
 from ..schedules import registry
 from ..taskgraph.techniques.fsdp import comm_zero
+from ..taskgraph.techniques.pair_sync import fsdp_paired
 from .plan import plan
 
 MAX_BUCKET_TASKS = 8        # = taskgraph.techniques.dp_buckets.MAX_BUCKET_TASKS (a test keeps them equal)
@@ -97,9 +98,12 @@ def estimate(sc: Scenario) -> WorkEstimate:
     dims = (1 if dp_group > 1 else 0) + (1 if sc.model.is_moe and dp_group // par.ep > 1 else 0)
     zero = comm_zero(sc)               # FSDP2 under a pipeline communicates as ZeRO-2 (techniques/fsdp.py)
     ops = {0: 1, 1: 2, 2: 2, 3: 0}[zero]
+    # ZeRO-3's shards all-reduced with the other weight copy: one task per chunk and gradient kind,
+    # even with one GPU per dp group (dp_buckets.reduce_op, pair_sync.py).
+    paired = zero == 3 and fsdp_paired(sc)
     # A compressed reduction adds an encode and a decode task per bucket task (dp_buckets.dp_tasks).
     coded = 3 if sc.communication.compression.active and zero in (0, 1, 2) else 1
-    dp_tasks = p * chunks * dims * ops * MAX_BUCKET_TASKS * coded
+    dp_tasks = p * chunks * dims * ops * MAX_BUCKET_TASKS * coded + (p * chunks * 2 if paired else 0)
     fsdp = p * passes if zero == 3 and dims else 0
     tasks = p * compute + pp_tasks + dp_tasks + fsdp + p          # + one optimizer step per stage
 

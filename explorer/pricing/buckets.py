@@ -9,7 +9,9 @@ gathered parameters in bf16 (Li et al. VLDB 2020 Sec. 3.2.3; Rajbhandari et al. 
 arithmetic, over arrays of stages x chunks; one collective priced per distinct bucket size and
 group shape.  Two-direction schedules add to each reduce bucket task the all-reduce with the
 stage's other weight copy (taskgraph/techniques/pair_sync.py), priced per stage (the pair of
-pipeline ranks s and p-1-s sits differently on the fabric for every s).
+pipeline ranks s and p-1-s sits differently on the fabric for every s); under ZeRO-3, whose
+reduce-scatters run inside the passes, that all-reduce of each chunk's accumulated shard is the
+only task (dp_buckets.reduce_op).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import Scenario
-from ..taskgraph.techniques.dp_buckets import MAX_BUCKET_TASKS
+from ..taskgraph.techniques.dp_buckets import MAX_BUCKET_TASKS, reduce_op
 from ..taskgraph.techniques.fsdp import comm_zero
 from ..taskgraph.techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
 from ..taskgraph.techniques.pair_sync import PAIR, PAIR_OP, pair_bytes, pair_synced
@@ -92,23 +94,27 @@ def _plan(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, nbytes:
 
 
 def _tasks(sc: Scenario, net: RowNetwork, n_params: np.ndarray, dim: str, op: str, nbytes: float,
-           classes: np.ndarray, reps: tuple[int, ...], pkey: int,
-           tasks: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray]:
+           classes: np.ndarray, reps: tuple[int, ...], pkey: int, tasks: bool = True,
+           pair_only: bool = False) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray]:
     """(p, nch, MAX_BUCKET_TASKS) readiness fraction and seconds of each task, (p, nch) buckets and
     seconds of one bucket, for ``n_params`` parameters per held chunk on ``dim``'s groups (stages
     of one placement class share their group shapes: one call priced per class and size).
     ``tasks`` False: the buckets and their seconds only (the gathers, which are not merged into
     tasks), the first two arrays None.  A reduction of a two-direction schedule adds each
-    bucket's all-reduce with the other weight copy to its seconds (pair_sync.py)."""
+    bucket's all-reduce with the other weight copy to its seconds (pair_sync.py); ``pair_only``
+    (ZeRO-3, whose reduce-scatters run inside the passes): those seconds alone."""
     if not n_params.any():
         # No parameters of this kind (a dense model's expert half): no task, nothing to price.
         z = np.zeros(n_params.shape)
         return np.zeros((*z.shape, MAX_BUCKET_TASKS)), np.zeros((*z.shape, MAX_BUCKET_TASKS)), z, z
-    paired = pair_synced(sc, op) and net.group_size(PAIR, 0) > 1
+    paired = (pair_synced(sc, op) or pair_only) and net.group_size(PAIR, 0) > 1
     plan = _plan(sc, net, n_params, dim, nbytes, classes, reps, tasks, pkey, paired)
     cost = net.cost
-    priced = np.array([cost(op, size, dim, rep).time_s for rep, size in plan.calls] or [0.0])
-    one = np.where(plan.live, priced[plan.index], 0.0)
+    if pair_only:
+        one = np.zeros(plan.live.shape)
+    else:
+        priced = np.array([cost(op, size, dim, rep).time_s for rep, size in plan.calls] or [0.0])
+        one = np.where(plan.live, priced[plan.index], 0.0)
     if paired:
         one = one + _pair_seconds(net, dim, plan, classes, reps)
     if not tasks:
@@ -145,14 +151,16 @@ def dp_work(sc: Scenario, net: RowNetwork, params: np.ndarray, expert: np.ndarra
     dur = np.zeros((p, nch, JOBS))
     gates = np.zeros((p, nch))
     trailing = np.zeros(p)
-    if zero == 3:                     # FSDP reduces layer by layer (techniques/fsdp.py), no buckets
+    op = reduce_op(sc)
+    if op is None:                    # FSDP reduces layer by layer (techniques/fsdp.py), no buckets
         return frac.reshape(p, -1), dur.reshape(p, -1), gates, trailing
-    op = "all-reduce" if zero == 0 else "reduce-scatter"
     gather = np.zeros((p, nch))
     has_gather = np.zeros((p, nch), bool)
     for half, (dim, n_params) in enumerate((("dp", params), ("edp", expert))):
         classes, reps = dims[dim]
-        f, d, _, _ = _tasks(sc, net, n_params, dim, op, grad_reduce_bytes(sc), classes, reps, pkey)
+        # ZeRO-3 under a two-direction schedule: the accumulated shards' pair all-reduce alone.
+        f, d, _, _ = _tasks(sc, net, n_params, dim, op, grad_reduce_bytes(sc), classes, reps, pkey,
+                            pair_only=zero == 3)
         frac[..., half * MAX_BUCKET_TASKS:(half + 1) * MAX_BUCKET_TASKS] = f
         dur[..., half * MAX_BUCKET_TASKS:(half + 1) * MAX_BUCKET_TASKS] = d
         if zero in (1, 2):

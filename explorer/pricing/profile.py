@@ -36,6 +36,7 @@ from ..taskgraph.layout import layout_for
 from ..taskgraph.techniques.dp_contention import sm_factor
 from ..taskgraph.techniques.fsdp import comm_zero, grad_reduce_overlaps
 from ..taskgraph.techniques.optimizer import OPTIMIZER_TRAFFIC_BYTES, grad_reduce_bytes
+from ..taskgraph.techniques.pair_sync import two_copies
 from ..workloads.spec import WorkloadSpec
 from .buckets import dp_work
 from .chunk_basis import F_IDX, FEATURES, basis, basis_key, chunk_counts, costs
@@ -144,8 +145,9 @@ def row_profile(sc: Scenario) -> RowProfile:
     # rows that differ in micro-batch or recompute share them.  dp_work tells ZeRO stages apart only
     # as 0 (all-reduce), 1-2 (reduce-scatter, then gathers) and 3 (no buckets): 1 and 2 share.
     zero = comm_zero(sc)
+    # Two copies of the weights (pair_sync.two_copies) add the pair all-reduce to the buckets.
     dkey = (nkey, layout.pkey, min(zero, 1) if zero < 3 else 3, par.zero == 3, com.bucket_MB,
-            grad_reduce_bytes(sc), gather_overlap)
+            grad_reduce_bytes(sc), gather_overlap, two_copies(sc))
     dp = _DP.get(dkey)
     if dp is None:
         dp = _DP[dkey] = dp_work(sc, info.for_row(sc), layout.params, layout.expert, gather_overlap,
@@ -160,9 +162,11 @@ def row_profile(sc: Scenario) -> RowProfile:
             _optimizer(layout, info.dp_groups, par.zero, tr.optimizer, hbm)
     m = sc.micro_batches * par.token_slices
     units = m * sched.iterations_simulated
-    # Memory reads the chunks' bytes (not their times: no network) and the data-parallel sizes.
+    # Memory reads the chunks' bytes (not their times: no network) and the data-parallel sizes, and
+    # the layer split (the chunks' layers of each kind, layout.counts): a split chosen by the chunks'
+    # priced seconds (split.choose_split) can move with the network, e.g. ZeRO-3's exposed gathers.
     mkey = (ckey, sched.name, v, par.stage_layers, par.pipeline_layout, par.ideal_pipeline, sc.dp, par.cp,
-            par.ep, par.zero, com.prefetch_layers, tr.optimizer, units, p)
+            par.ep, par.zero, com.prefetch_layers, tr.optimizer, units, p, layout.counts.tobytes())
     return RowProfile(sc, sched, p, v, sched.chunks_per_rank(v), m, units, fw.blocking_p2p, layout, transfer,
                       slow, dp[0], dp[1], grad_reduce_overlaps(sc), dp[2],
                       dp[3], opt, info, ckey, mkey)

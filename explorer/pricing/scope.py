@@ -15,7 +15,9 @@ from typing import Any
 
 from ..config import Scenario
 from ..taskgraph.layer import pp_message_bytes
+from ..taskgraph.techniques.fsdp import comm_zero
 from ..taskgraph.techniques.link_sharing import may_share
+from ..taskgraph.techniques.pair_sync import PAIR, two_copies
 from ..vocabulary import TIERS
 from ..workloads.registry import problem, workload_for
 from .keys import network_key, shared_network
@@ -48,16 +50,19 @@ def links_may_meet(sc: Scenario) -> bool:
     link (engine/sharing.py pools calls limited by the same tier): link_sharing.may_share, and some
     stage whose sends (to either neighbour, the wrap pair included) are limited by a tier its
     dense or expert data-parallel group may be limited by — any tier that group crosses, or the
-    node's when the PCIe links bound it (collectives.pcie_boundary).  Exact in one direction only:
-    False guarantees no pool; True may be a pair that never meets."""
+    node's when the PCIe links bound it (collectives.pcie_boundary); under a two-direction
+    schedule its pair group's too (the weight copies' all-reduce, pair_sync.py), and under ZeRO-3
+    that group's alone (the layers' reduce-scatters run inside the passes).  Exact in one direction
+    only: False guarantees no pool; True may be a pair that never meets."""
     if not may_share(sc):
         return False
     net = shared_network(sc, network_key(sc, False), False)
     p, msg = sc.parallelism.pp, pp_message_bytes(sc)
     sends = [{net.cost("send-recv", msg, "pp", q).boundary} for q in range(p)]
+    dims = (("dp", "edp") if comm_zero(sc) != 3 else ()) + ((PAIR,) if two_copies(sc) else ())
     for s in range(p):
         mine = sends[s] | sends[(s - 1) % p]
-        for dim in ("dp", "edp"):
+        for dim in dims:
             sh = net.shape(dim, s)
             if sh.n <= 1:
                 continue

@@ -36,7 +36,7 @@ from .layout import Fused, Layout, Pass, layout_for
 from .order_memo import program_orders, steps
 from .split import choose_split, given_split
 from .split_cost import split_costs
-from .techniques.dp_buckets import dp_tasks
+from .techniques.dp_buckets import dp_tasks, reduce_op
 from .techniques.dp_contention import sm_factor
 from .techniques.fsdp import comm_zero, grad_reduce_overlaps
 from .techniques.link_sharing import flow
@@ -375,8 +375,8 @@ class IterationBuilder:
         local_chunks = range(self.schedule.chunks_per_rank(self.v))
         for s in range(self.p):
             dp_ids: list[int] = []
-            if zero != 3:
-                op = "all-reduce" if zero == 0 else "reduce-scatter"
+            op = reduce_op(self.sc)
+            if op is not None:
                 for c in local_chunks:
                     if overlap_reduce:
                         # Buckets leave as the last backward produces them (PyTorch DDP).

@@ -26,6 +26,7 @@ from ...config.frameworks import profile as framework_profile
 from ...engine.records import BucketInfo
 from ...engine.scheduler import Task, TaskGraph
 from ...taskgraph.builder import IterationBuilder
+from ...taskgraph.techniques.dp_buckets import reduce_op
 from ...taskgraph.techniques.dp_contention import sm_factor
 from ...taskgraph.techniques.fsdp import comm_zero, grad_reduce_overlaps
 
@@ -121,8 +122,10 @@ def _tail(b: IterationBuilder) -> Tail | None:
                 add(s, GATHER_FIRST, c, got)
                 if got:
                     gates[s * nch + c] = len(rows) - 1
-        if zero != 3:                    # FSDP reduces layer by layer, inside the passes
-            op = "all-reduce" if zero == 0 else "reduce-scatter"
+        # FSDP reduces layer by layer, inside the passes; only a two-direction schedule's pair
+        # exchange of the shards is a bucket task then (dp_buckets.reduce_op).
+        op = reduce_op(sc)
+        if op is not None:
             for c in range(nch):
                 got = _dp_tasks(b, s, c, op, overlap)
                 if got is None:

@@ -25,9 +25,10 @@ from ...network.groups import Network
 from ...workloads.registry import compression_plan
 from ..chunks import ChunkWork
 from .dp_contention import hidden_seconds
+from .fsdp import comm_zero
 from .link_sharing import flow
 from .optimizer import PARAM_BYTES, grad_reduce_bytes
-from .pair_sync import PAIR, PAIR_OP, pair_bytes, pair_synced
+from .pair_sync import PAIR, PAIR_OP, fsdp_paired, pair_bytes, pair_synced
 
 # Buckets of one chunk kept as separate engine tasks; more are merged, k per task, so that the
 # graph grows with chunks, not with parameters / bucket_MB (a 405B stage has ~1000 buckets of
@@ -35,6 +36,17 @@ from .pair_sync import PAIR, PAIR_OP, pair_bytes, pair_synced
 # the merged buckets keep their total bytes and time.  A modelling resolution, not a measurement
 # (config/budget.py counts with the same value).
 MAX_BUCKET_TASKS = 8
+
+
+def reduce_op(sc: Scenario) -> str | None:
+    """The collective of the step's gradient bucket tasks: all-reduce without ZeRO, reduce-scatter
+    under ZeRO 1-2 (fsdp.comm_zero); under ZeRO-3 reduce-scatter when its accumulated shards are
+    all-reduced with the other weight copy (pair_sync.fsdp_paired: the only bucket tasks, the
+    reduce-scatters themselves run in the passes), else none."""
+    zero = comm_zero(sc)
+    if zero == 3:
+        return "reduce-scatter" if fsdp_paired(sc) else None
+    return "all-reduce" if zero == 0 else "reduce-scatter"
 
 
 def reduce_plan(sc: Scenario, op: str, n: int) -> tuple[tuple[str, float], ...] | None:
@@ -82,8 +94,11 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
     # frameworks.py); gathered parameters in the bf16 working copy.
     nbytes = grad_reduce_bytes(sc) if op != "all-gather" else PARAM_BYTES
     # Two-direction schedules: each bucket then all-reduced with the stage's other weight copy
-    # (pair_sync.py), even when the data-parallel group is one GPU.
-    paired = pair_synced(sc, op) and net.group_size(PAIR, s) > 1
+    # (pair_sync.py), even when the data-parallel group is one GPU.  Under ZeRO-3 the layers'
+    # reduce-scatters run inside the passes (fsdp.py); only the accumulated shard's pair all-reduce
+    # is a task here (pair_sync.fsdp_paired).
+    fsdp = op == "reduce-scatter" and fsdp_paired(sc)
+    paired = (pair_synced(sc, op) or fsdp) and net.group_size(PAIR, s) > 1
     for dim, params in (("dp", ch.params), ("edp", ch.expert_params)):
         total = params * nbytes
         n_dim = net.group_size(dim, s)
@@ -96,9 +111,9 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
             assert bucket_MB is not None               # filled by the defaults (config/loading.py)
             buckets = max(1, math.ceil(total / (bucket_MB * 1e6)))
         size = total / buckets
-        if n_dim <= 1:                 # only the weight copies' exchange: a bucket task of its own
-            _pair_only(g, sc, net, ch, s, c, priority_rank, deps, ready_task, params, size, buckets,
-                       out, jobs)
+        if n_dim <= 1 or fsdp:         # only the weight copies' exchange: a bucket task of its own
+            _pair_only(g, sc, net, ch, s, c, priority_rank, deps, ready_task, params,
+                       pair_bytes(size, n_dim), buckets, out, jobs)
             continue
         cc = net.cost(op, size, dim, s)
         ops = reduce_plan(sc, op, cc.n)
@@ -185,7 +200,8 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
 def _pair_only(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c: int, priority_rank: int,
                deps: list[tuple[int, float]], ready_task: int | None, params: float, size: float,
                buckets: int, out: list[int], jobs: list[tuple[float, float]]) -> None:
-    """The bucket tasks of a data-parallel group of one GPU under a two-direction schedule: each
+    """The bucket tasks of a data-parallel group of one GPU, or of ZeRO-3's accumulated shards
+    (``size``: the bytes each rank exchanges per bucket), under a two-direction schedule: each
     only the pair all-reduce of its buckets with the stage's other weight copy (pair_sync.py), cut
     and released as dp_tasks cuts and releases the buckets."""
     cc = net.cost(PAIR_OP, size, PAIR, s)

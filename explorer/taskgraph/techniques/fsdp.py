@@ -80,9 +80,13 @@ def comm_zero(sc: Scenario) -> int:
 def grad_reduce_overlaps(sc: Scenario) -> bool:
     """Whether gradient buckets leave during the backward (``communication.dp_overlap`` and the
     framework's ``grad_reduce_overlaps_backward``); never under :func:`fsdp_step_sync`, whose
-    reduce-scatters follow the stage's last backward and hold the compute stream."""
+    reduce-scatters follow the stage's last backward and hold the compute stream, nor under ZeRO-3,
+    whose only step-end buckets (a two-direction schedule's pair all-reduce, pair_sync.py) carry
+    the gradient shards accumulated over every micro-batch, final after the stage's last backward
+    (the layers' reduce-scatters themselves overlap inside the passes: :func:`fsdp_cost`)."""
     fw = profile(sc.training.framework)
-    return sc.communication.dp_overlap and fw.grad_reduce_overlaps_backward and not fsdp_step_sync(sc)
+    return (sc.communication.dp_overlap and fw.grad_reduce_overlaps_backward and not fsdp_step_sync(sc)
+            and sc.parallelism.zero != 3)
 
 
 @dataclass(frozen=True)

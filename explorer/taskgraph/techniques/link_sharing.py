@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from ...config import Scenario
 from ...network.collectives import CollectiveCost
+from .fsdp import comm_zero
+from .pair_sync import two_copies
 
 
 def flow(sc: Scenario, cost: CollectiveCost) -> tuple[str, float]:
@@ -36,8 +38,11 @@ def flow(sc: Scenario, cost: CollectiveCost) -> tuple[str, float]:
 def may_share(sc: Scenario) -> bool:
     """Whether the engine may put two streams' calls on one link of a GPU: contention on, pipeline
     transfers (pp > 1) and data-parallel buckets or gathers on the dp stream (a dense or expert
-    data-parallel group of several GPUs; ZeRO-3 reduces inside the passes instead).  An upper
-    bound — the engine pools only calls limited by the same tier — that the array fold and the
-    estimator, which replicate the engine without pools, decline on (pricing/scope.py)."""
+    data-parallel group of several GPUs; ZeRO-3 reduces inside the passes instead), or the
+    two weight copies' pair all-reduce there (a two-direction schedule, any ZeRO stage and dp
+    group: pair_sync.py).  An upper bound — the engine pools only calls limited by the same tier —
+    that the array fold and the estimator, which replicate the engine without pools, decline on
+    (pricing/scope.py)."""
     par = sc.parallelism
-    return sc.communication.contention and par.pp > 1 and par.zero != 3 and ((par.dp or 1) > 1 or par.cp > 1)
+    buckets = comm_zero(sc) != 3 and ((par.dp or 1) > 1 or par.cp > 1)
+    return sc.communication.contention and par.pp > 1 and (buckets or two_copies(sc))

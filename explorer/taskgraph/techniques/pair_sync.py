@@ -26,23 +26,49 @@ the backward as the buckets do), so it is priced as part of the bucket's task.  
 mirror-symmetric (rank r's direction 0 is rank p-1-r's direction 1), so the twin's copy of a
 bucket is ready when this copy's is; a straggler rank breaks that symmetry, which is not modelled.
 The pair exchange is never compressed (communication.compression applies to the dp reduction).
+
+Under ZeRO-3/FSDP the gradients are reduce-scattered layer by layer over the dp group after each
+micro-batch's backward, inside the passes (techniques/fsdp.py), and each rank accumulates the 1/n
+shard it owns across the micro-batches (DeepSpeed ZeRO-3's partitioned fp32 gradients, FSDP's
+sharded ``.grad``; Rajbhandari et al. SC20 Sec. 5.3).  The twins' sum is linear, so each rank
+all-reduces its accumulated shard with its twin once per step, after the stage's last backward
+(the shard is final only then: fsdp.grad_reduce_overlaps), as DualPipe's example sums the copies
+once after ``step`` and Chimera once per iteration: bytes per rank = the chunk's gradients / n
+(the whole gradient at n = 1), one unit per chunk as ZeRO-3's reduction (dp_buckets.dp_tasks,
+:func:`fsdp_paired`).  Exchanging every micro-batch's shard instead
+would move m times the bytes for the same sum.  FSDP2 under a pipeline reduces in ZeRO-2's pattern
+(fsdp.comm_zero), so it is paired as ZeRO 1-2 are.
 """
 from __future__ import annotations
 
 from ...config import Scenario
 from ...schedules.registry import get as get_schedule
+from .fsdp import comm_zero
 
 PAIR = "pair"                    # the dimension of the two weight copies' group (dimensions.py)
 PAIR_OP = "all-reduce"
 
 
 def pair_synced(sc: Scenario, op: str) -> bool:
-    """True when a gradient reduction ``op`` of ``sc`` is followed by the weight copies' pair
-    all-reduce: a two-direction schedule (registry ``two_directions``) with more than one stage, a
-    gradient reduction (not a parameter gather) and ZeRO below 3 (ZeRO-3/FSDP reduces layer by
-    layer without buckets: techniques/fsdp.py, not paired here)."""
-    return (op in ("all-reduce", "reduce-scatter") and sc.parallelism.pp > 1
-            and sc.parallelism.zero != 3 and get_schedule(sc.parallelism.schedule).two_directions)
+    """True when a bucketed gradient reduction ``op`` of ``sc`` is followed by the weight copies'
+    pair all-reduce: a two-direction schedule with more than one stage (:func:`two_copies`), a
+    gradient reduction (not a parameter gather) and the bucketed reductions of ZeRO below 3
+    (fsdp.comm_zero: FSDP2 under a pipeline reduces as ZeRO-2, in buckets; ZeRO-3/FSDP's
+    layer-wise reduce-scatters are paired by :func:`fsdp_paired` instead)."""
+    return op in ("all-reduce", "reduce-scatter") and comm_zero(sc) != 3 and two_copies(sc)
+
+
+def two_copies(sc: Scenario) -> bool:
+    """A two-direction schedule (registry ``two_directions``) with more than one stage: every stage's
+    weights held on pipeline ranks s and p-1-s."""
+    return sc.parallelism.pp > 1 and get_schedule(sc.parallelism.schedule).two_directions
+
+
+def fsdp_paired(sc: Scenario) -> bool:
+    """True when ZeRO-3/FSDP (fsdp.comm_zero 3), whose layer-wise reduce-scatters run inside the
+    passes, ends the step with each rank's accumulated gradient shard all-reduced with its twin
+    (module docstring)."""
+    return comm_zero(sc) == 3 and two_copies(sc)
 
 
 def pair_bytes(size: float, n: int) -> float:

@@ -20,6 +20,7 @@ and optimizer step (arrayfold/tail.py).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,19 +68,32 @@ class Rows:
         return 2 * self.n + self.tail.step
 
     def cls(self) -> np.ndarray:
-        """(N,) GPU class of every task: a transfer's is its sender's."""
+        """(N,) GPU class of every task: a transfer's is its sender's (read-only, memoised)."""
         st = self.prog.stage
-        return np.concatenate([st, st, self.tail.cls])
+        return self._shape("_rows_cls", lambda: np.concatenate([st, st, self.tail.cls]))
 
     def compute(self) -> np.ndarray:
         """(N,) bool: the task runs on its class's compute stream (passes, optimizer steps)."""
         n = self.n
-        return np.concatenate([np.ones(n, bool), np.zeros(n, bool), ~self.tail.bucket])
+        return self._shape("_rows_compute", lambda: np.concatenate([np.ones(n, bool), np.zeros(n, bool),
+                                                                     ~self.tail.bucket]))
 
     def kind(self) -> np.ndarray:
         """(N,) 0 a compute task, 1 a pipeline transfer (pp), 2 a gradient bucket (dp)."""
         n = self.n
-        return np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64), 2 * self.tail.bucket])
+        return self._shape("_rows_kind", lambda: np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64),
+                                                                  2 * self.tail.bucket]))
+
+    def _shape(self, name: str, make: Callable[[], np.ndarray]) -> np.ndarray:
+        """``make()``, which depends on the program and the tail only: kept on the tail (the
+        builder's, arrays/tail.py) for its program, read-only since every caller shares it (a 1T
+        interleaved row has some 261,000 tasks: each concatenation is a pass over them)."""
+        got = self.tail.__dict__.get(name)
+        if got is None or got[0] is not self.prog:
+            arr = make()
+            arr.flags.writeable = False
+            got = self.tail.__dict__[name] = (self.prog, arr)
+        return got[1]
 
 
 def costs(b: IterationBuilder) -> tuple[np.ndarray, np.ndarray]:

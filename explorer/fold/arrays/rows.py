@@ -156,13 +156,13 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     keys = b.__dict__.get("_array_keys")
     if keys is None or keys[0] is not prog:       # per program and builder (its tail): kept on it
         keys = b.__dict__["_array_keys"] = (prog, binding_key(prog, tl))
-    p_ready, p_binding = _binding(prev, arrival, start, end, keys[1])
+    p_ready, p_binding = _binding(prog, prev, arrival, start, end, keys[1])
     if gated:
         # A chunk's first forward also waits for its last start gather (builder._gathers_at_start).
         src = prog.src
         gate = np.where(src[:, 3] > 0, tl.gates[np.maximum(src[:, 3] - 1, 0)], NONE)
         gate = np.where(real & (gate >= 0)[:, None], (2 * prog.n + gate)[:, None], NONE)
-        p_ready, p_binding = _binding(p_binding, gate, start, end, keys[1])
+        p_ready, p_binding = _binding(prog, p_binding, gate, start, end, keys[1])
     ready = np.concatenate([p_ready, end_p, k_ready])
     binding = np.concatenate([p_binding, sent_binding, k_binding])
     return Rows(prog, tuple(units), real, all_dur, ready, start, end, binding, exists, last, tl)
@@ -274,7 +274,7 @@ def _evaluate_gated(prog: Program, dur: np.ndarray, seconds: np.ndarray, real: n
     return start, times[end0:end0 + n], t_start
 
 
-def _binding(prev: np.ndarray, arrival: np.ndarray, start: np.ndarray, end: np.ndarray,
+def _binding(prog: Program, prev: np.ndarray, arrival: np.ndarray, start: np.ndarray, end: np.ndarray,
              key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Ready time and binding dependency of passes whose inputs are the previous pass of their
     stage ``prev`` and the transfer ``arrival`` ((n, g) each, NONE where absent).  Their own
@@ -282,15 +282,12 @@ def _binding(prev: np.ndarray, arrival: np.ndarray, start: np.ndarray, end: np.n
     engine (engine.run) updates a task's binding as each input starts, keeping the last one whose
     end is at least the latest so far: the later end wins, then the later start, then the stream
     it visits later at the same instant."""
+    has_a, fp, fa, no_p, no_a = _binding_indices(prog, prev, arrival)
     g = prev.shape[1]
-    cols = np.arange(g)[None, :]
-    has_p, has_a = prev >= 0, arrival >= 0
-    # Flat indices into the (N, g) arrays: one take each (2-D fancy indexing costs several times more).
-    fp, fa = np.maximum(prev, 0) * g + cols, np.maximum(arrival, 0) * g + cols
     end_f = end.ravel()
     ep, ea = end_f.take(fp), end_f.take(fa)
-    ep[~has_p] = -np.inf
-    ea[~has_a] = -np.inf
+    ep.ravel()[no_p] = -np.inf
+    ea.ravel()[no_a] = -np.inf
     take_a = ea > ep
     # Equal ends (rare): the later start, then the stream visited later; only those are compared.
     tie = np.flatnonzero((ea == ep) & has_a)
@@ -301,3 +298,23 @@ def _binding(prev: np.ndarray, arrival: np.ndarray, start: np.ndarray, end: np.n
         take_a.ravel()[tie] = (sa > sp) | ((sa == sp) & (key[ia // g] >= key[ip // g]))
     best = np.where(take_a, arrival, prev)
     return np.where(best >= 0, np.maximum(ep, ea), 0.0), best
+
+
+def _binding_indices(prog: Program, prev: np.ndarray, arrival: np.ndarray) -> tuple[np.ndarray, ...]:
+    """For :func:`_binding`: where a transfer is received, the flat indices of ``prev`` and
+    ``arrival`` into (N, g) arrays (one take each: 2-D fancy indexing costs several times more),
+    and the flat positions without a previous pass or a transfer.  The last pair of inputs is
+    remembered on the program by identity (a row of every unit passes the program's memoised
+    arrays, ``_every_real``: the indices then depend on the program only)."""
+    memo = prog.__dict__.get("_binding_indices")
+    if memo is not None and memo[0] is prev and memo[1] is arrival:
+        return memo[2]
+    g = prev.shape[1]
+    cols = np.arange(g)[None, :]
+    has_p, has_a = prev >= 0, arrival >= 0
+    fp, fa = np.maximum(prev, 0) * g + cols, np.maximum(arrival, 0) * g + cols
+    got = (has_a, fp, fa, np.flatnonzero(~has_p), np.flatnonzero(~has_a))
+    for a in got:
+        a.flags.writeable = False
+    prog.__dict__["_binding_indices"] = (prev, arrival, got)
+    return got

@@ -82,7 +82,7 @@ def evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
             wait *= real[:, 0]
         start = np.maximum(times[st.before_all], wait, out=wait)
         t_start = np.zeros(n)
-        t_start[ops] = np.maximum(stream_free, sender_end)      # (as read last: times[prev_slot], times[end_ops])
+        t_start[ops] = np.maximum(stream_free, sender_end)   # (times[prev_slot], times[end_ops] as read last)
         return start[:, None], times[end0:end0 + n, None], t_start[:, None]
     wait = times[st.arrival_all] * real
     start = np.maximum(times[st.before_all], wait, out=wait)
@@ -188,7 +188,8 @@ def _step_indices(prog: Program) -> StepIndices:
     for k, plan in enumerate(prog.sends):
         for *_, a, b in plan:
             send_step[a:b] = k
-    got = StepIndices(inputs, inputs_free, sender, np.maximum(sender, 0)[order], (sender >= 0)[order], slots, np.split(end0 + order, cuts), plans, prev_slot,
+    got = StepIndices(inputs, inputs_free, sender, np.maximum(sender, 0)[order], (sender >= 0)[order],
+                      slots, np.split(end0 + order, cuts), plans, prev_slot,
                       send_step, arrival, before)
     prog.__dict__["_step_indices"] = got
     return got

@@ -37,9 +37,9 @@ def evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
     times = np.zeros(end0 + 3 * n) if one else np.zeros((end0 + 3 * n, g))
     st = _step_indices(prog)
     order, bounds = prog.order, prog.bounds
-    dur_o = dur[order, 0] if one else dur[order]
-    sent = seconds[prog.send_ops, 0] if one else seconds[prog.send_ops]
-    if real.all():                     # no phantom units (an array run)
+    all_real = bool(real.all())
+    dur_o, sent, recv = _in_step_order(prog, st, dur, seconds, one, all_real)
+    if all_real:                       # no phantom units (an array run)
         real_o, phantom = None, [False] * (len(bounds) - 1)
     else:
         real_o = real[order]
@@ -56,9 +56,7 @@ def evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
             # No phantoms: a transfer's arrival is read as its sender's end plus its seconds (the
             # engine's max(stream free, sender's end) + seconds when the stream is free), no
             # arrival written during the loop; written after it for what reads them.
-            # (the senders in step order are kept on the program: one gather, not three)
-            recv = np.where(st.has_sender_o, seconds[st.sender_o, 0], 0.0) if one else \
-                np.where(st.sender[:, None] >= 0, seconds[np.maximum(st.sender, 0)], 0.0)[order]
+            assert recv is not None            # (no phantoms: _in_step_order made it)
             _loop_free(times, st, bounds, dur_o, recv)
             sender_end = times[end_ops]
             times[st.send_slot] = sender_end + sent
@@ -89,6 +87,33 @@ def evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
     t_start = np.zeros((n, g))
     t_start[ops] = np.maximum(times[st.prev_slot], times[end_ops])
     return start, times[end0:end0 + n], t_start
+
+
+def _in_step_order(prog: Program, st: StepIndices, dur: np.ndarray, seconds: np.ndarray, one: bool,
+                   all_real: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The seconds of every op in step order, of every send (plan order) and, without phantom
+    units (``all_real``), of the transfer each op waits for (step order, 0 for none; else None);
+    ``one``: of one row, as flat vectors.  For one row of every unit whose ``dur`` and ``seconds``
+    are read-only (an array run's, kept on its builder: rows._inputs) the three are kept on the
+    program for them."""
+    memo = prog.__dict__.get("_in_step_order")
+    frozen = one and all_real and not dur.flags.writeable and not seconds.flags.writeable
+    if frozen and memo is not None and memo[0] is dur and memo[1] is seconds:
+        return memo[2]
+    order = prog.order
+    recv = None
+    if one:
+        dur_o, sent = dur[order, 0], seconds[prog.send_ops, 0]
+        if all_real:               # (the senders in step order are kept on the program: one gather)
+            recv = np.where(st.has_sender_o, seconds[st.sender_o, 0], 0.0)
+    else:
+        dur_o, sent = dur[order], seconds[prog.send_ops]
+        if all_real:
+            recv = np.where(st.sender[:, None] >= 0, seconds[np.maximum(st.sender, 0)], 0.0)[order]
+    got = (dur_o, sent, recv)
+    if frozen:
+        prog.__dict__["_in_step_order"] = (dur, seconds, got)
+    return got
 
 
 def _loop_free(times: np.ndarray, st: StepIndices, bounds: tuple[int, ...], dur_o: np.ndarray,

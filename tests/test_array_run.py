@@ -230,11 +230,12 @@ def test_a_repeated_array_run_reads_what_it_kept_and_gives_the_same_bits():
     prog = compile_program(b.schedule.name, b.p, b.v, sc.micro_batches)
     kept = {k: prog.__dict__.get(k) for k in ("_in_step_order", "_binding_indices")}
     kept |= {k: b.__dict__.get(k) for k in ("_array_inputs", "_array_peaks")}
+    kept |= {k: first.rows.tail.__dict__.get(k) for k in ("_walk_busy", "_busy_seconds", "_rows_cls")}
     assert all(v is not None for v in kept.values()), kept.keys()
     second = attempt_array_run(sc)
     assert isinstance(second, ArrayRun)
     for k, v in kept.items():                   # read again, not made again
-        assert (prog.__dict__ | b.__dict__)[k] is v, k
+        assert (prog.__dict__ | b.__dict__ | second.rows.tail.__dict__)[k] is v, k
     assert second.rows.exists is first.rows.exists and not second.rows.exists.flags.writeable
     with pytest.raises(ValueError):
         second.rows.dur[0, 0] = 1.0

@@ -20,6 +20,7 @@ and optimizer step (arrayfold/tail.py).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,19 +68,32 @@ class Rows:
         return 2 * self.n + self.tail.step
 
     def cls(self) -> np.ndarray:
-        """(N,) GPU class of every task: a transfer's is its sender's."""
+        """(N,) GPU class of every task: a transfer's is its sender's (read-only, memoised)."""
         st = self.prog.stage
-        return np.concatenate([st, st, self.tail.cls])
+        return self._shape("_rows_cls", lambda: np.concatenate([st, st, self.tail.cls]))
 
     def compute(self) -> np.ndarray:
         """(N,) bool: the task runs on its class's compute stream (passes, optimizer steps)."""
         n = self.n
-        return np.concatenate([np.ones(n, bool), np.zeros(n, bool), ~self.tail.bucket])
+        return self._shape("_rows_compute", lambda: np.concatenate([np.ones(n, bool), np.zeros(n, bool),
+                                                                     ~self.tail.bucket]))
 
     def kind(self) -> np.ndarray:
         """(N,) 0 a compute task, 1 a pipeline transfer (pp), 2 a gradient bucket (dp)."""
         n = self.n
-        return np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64), 2 * self.tail.bucket])
+        return self._shape("_rows_kind", lambda: np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64),
+                                                                  2 * self.tail.bucket]))
+
+    def _shape(self, name: str, make: Callable[[], np.ndarray]) -> np.ndarray:
+        """``make()``, which depends on the program and the tail only: kept on the tail (the
+        builder's, arrays/tail.py) for its program, read-only since every caller shares it (a 1T
+        interleaved row has some 261,000 tasks: each concatenation is a pass over them)."""
+        got = self.tail.__dict__.get(name)
+        if got is None or got[0] is not self.prog:
+            arr = make()
+            arr.flags.writeable = False
+            got = self.tail.__dict__[name] = (self.prog, arr)
+        return got[1]
 
 
 def costs(b: IterationBuilder) -> tuple[np.ndarray, np.ndarray]:
@@ -106,18 +120,10 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     sched = b.schedule
     prog = compile_program(sched.name, b.p, b.v, max(units))
     g = len(units)
-    table, transfer = costs(b)
-    real = prog.mb[:, None] < np.array(units)[None, :]
-    realf = real.astype(float)
-    pair = np.where(prog.send_f >= 0, prog.send_f, prog.send_b)
-    sent = (pair >= 0)[:, None] & real
-    dur = table[prog.dur][:, None]
-    seconds = np.where(pair >= 0, transfer[np.maximum(pair, 0)], 0.0)[:, None]
-    if g > 1 or not real.all():          # phantom units take no time (x 1.0 elsewhere: skipped)
-        dur, seconds = dur * realf, seconds * realf
     tl = tail(b)
     if tl is None:
         raise ValueError("evaluate_rows: the graph holds tasks the array runs do not (fold/arrays/tail.py)")
+    real, realf, sent, dur, seconds, all_dur, exists = _inputs(b, prog, units, tl)
     gated = bool((tl.gates >= 0).any())
     if gated:
         start_p, end_p, t_start = _evaluate_gated(prog, dur, seconds, realf, tl.gate_ends())
@@ -135,23 +141,50 @@ def evaluate_rows(b: IterationBuilder, units: list[int]) -> Rows:
     # Transfers: ready when the pass that sends them ends, bound to it; arrival = start + seconds.
     start = np.concatenate([start_p, t_start, k_start])
     end = np.concatenate([end_p, t_start + seconds, k_end])
-    all_dur = np.concatenate([dur, seconds, np.broadcast_to(tl.dur[:, None], (len(tl), g))])
-    exists = np.concatenate([real, sent, np.ones((len(tl), g), bool)])
 
     # Passes: the previous real pass of the stage, then the transfer they receive.
     keys = b.__dict__.get("_array_keys")
     if keys is None or keys[0] is not prog:       # per program and builder (its tail): kept on it
         keys = b.__dict__["_array_keys"] = (prog, binding_key(prog, tl))
-    p_ready, p_binding = _binding(prev, arrival, start, end, keys[1])
+    p_ready, p_binding = _binding(prog, prev, arrival, start, end, keys[1])
     if gated:
         # A chunk's first forward also waits for its last start gather (builder._gathers_at_start).
         src = prog.src
         gate = np.where(src[:, 3] > 0, tl.gates[np.maximum(src[:, 3] - 1, 0)], NONE)
         gate = np.where(real & (gate >= 0)[:, None], (2 * prog.n + gate)[:, None], NONE)
-        p_ready, p_binding = _binding(p_binding, gate, start, end, keys[1])
+        p_ready, p_binding = _binding(prog, p_binding, gate, start, end, keys[1])
     ready = np.concatenate([p_ready, end_p, k_ready])
     binding = np.concatenate([p_binding, sent_binding, k_binding])
     return Rows(prog, tuple(units), real, all_dur, ready, start, end, binding, exists, last, tl)
+
+
+def _inputs(b: IterationBuilder, prog: Program, units: list[int], tl: Tail) -> tuple[np.ndarray, ...]:
+    """Which passes are real ((n, g) bool and float), which send a transfer, the seconds of every
+    pass and transfer ((n, g) each), and every task's seconds and existence ((N, g), task space).
+    A row of every unit depends on the builder (its prices and tail) and the program only: kept on
+    the builder for its program, read-only (a 1T interleaved row has some 261,000 tasks)."""
+    whole = len(units) == 1 and units[0] == prog.units
+    memo = b.__dict__.get("_array_inputs")
+    if whole and memo is not None and memo[0] is prog and memo[1] is tl:
+        return memo[2]
+    g = len(units)
+    table, transfer = costs(b)
+    real = prog.mb[:, None] < np.array(units)[None, :]
+    realf = real.astype(float)
+    pair = np.where(prog.send_f >= 0, prog.send_f, prog.send_b)
+    sent = (pair >= 0)[:, None] & real
+    dur = table[prog.dur][:, None]
+    seconds = np.where(pair >= 0, transfer[np.maximum(pair, 0)], 0.0)[:, None]
+    if g > 1 or not real.all():          # phantom units take no time (x 1.0 elsewhere: skipped)
+        dur, seconds = dur * realf, seconds * realf
+    all_dur = np.concatenate([dur, seconds, np.broadcast_to(tl.dur[:, None], (len(tl), g))])
+    exists = np.concatenate([real, sent, np.ones((len(tl), g), bool)])
+    got = (real, realf, sent, dur, seconds, all_dur, exists)
+    if whole:
+        for a in got:
+            a.flags.writeable = False
+        b.__dict__["_array_inputs"] = (prog, tl, got)
+    return got
 
 
 def _real_structure(prog: Program, real: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -260,7 +293,7 @@ def _evaluate_gated(prog: Program, dur: np.ndarray, seconds: np.ndarray, real: n
     return start, times[end0:end0 + n], t_start
 
 
-def _binding(prev: np.ndarray, arrival: np.ndarray, start: np.ndarray, end: np.ndarray,
+def _binding(prog: Program, prev: np.ndarray, arrival: np.ndarray, start: np.ndarray, end: np.ndarray,
              key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Ready time and binding dependency of passes whose inputs are the previous pass of their
     stage ``prev`` and the transfer ``arrival`` ((n, g) each, NONE where absent).  Their own
@@ -268,15 +301,12 @@ def _binding(prev: np.ndarray, arrival: np.ndarray, start: np.ndarray, end: np.n
     engine (engine.run) updates a task's binding as each input starts, keeping the last one whose
     end is at least the latest so far: the later end wins, then the later start, then the stream
     it visits later at the same instant."""
+    has_a, fp, fa, no_p, no_a = _binding_indices(prog, prev, arrival)
     g = prev.shape[1]
-    cols = np.arange(g)[None, :]
-    has_p, has_a = prev >= 0, arrival >= 0
-    # Flat indices into the (N, g) arrays: one take each (2-D fancy indexing costs several times more).
-    fp, fa = np.maximum(prev, 0) * g + cols, np.maximum(arrival, 0) * g + cols
     end_f = end.ravel()
     ep, ea = end_f.take(fp), end_f.take(fa)
-    ep[~has_p] = -np.inf
-    ea[~has_a] = -np.inf
+    ep.ravel()[no_p] = -np.inf
+    ea.ravel()[no_a] = -np.inf
     take_a = ea > ep
     # Equal ends (rare): the later start, then the stream visited later; only those are compared.
     tie = np.flatnonzero((ea == ep) & has_a)
@@ -287,3 +317,23 @@ def _binding(prev: np.ndarray, arrival: np.ndarray, start: np.ndarray, end: np.n
         take_a.ravel()[tie] = (sa > sp) | ((sa == sp) & (key[ia // g] >= key[ip // g]))
     best = np.where(take_a, arrival, prev)
     return np.where(best >= 0, np.maximum(ep, ea), 0.0), best
+
+
+def _binding_indices(prog: Program, prev: np.ndarray, arrival: np.ndarray) -> tuple[np.ndarray, ...]:
+    """For :func:`_binding`: where a transfer is received, the flat indices of ``prev`` and
+    ``arrival`` into (N, g) arrays (one take each: 2-D fancy indexing costs several times more),
+    and the flat positions without a previous pass or a transfer.  The last pair of inputs is
+    remembered on the program by identity (a row of every unit passes the program's memoised
+    arrays, ``_every_real``: the indices then depend on the program only)."""
+    memo = prog.__dict__.get("_binding_indices")
+    if memo is not None and memo[0] is prev and memo[1] is arrival:
+        return memo[2]
+    g = prev.shape[1]
+    cols = np.arange(g)[None, :]
+    has_p, has_a = prev >= 0, arrival >= 0
+    fp, fa = np.maximum(prev, 0) * g + cols, np.maximum(arrival, 0) * g + cols
+    got = (has_a, fp, fa, np.flatnonzero(~has_p), np.flatnonzero(~has_a))
+    for a in got:
+        a.flags.writeable = False
+    prog.__dict__["_binding_indices"] = (prev, arrival, got)
+    return got

@@ -37,9 +37,9 @@ def evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
     times = np.zeros(end0 + 3 * n) if one else np.zeros((end0 + 3 * n, g))
     st = _step_indices(prog)
     order, bounds = prog.order, prog.bounds
-    dur_o = dur[order, 0] if one else dur[order]
-    sent = seconds[prog.send_ops, 0] if one else seconds[prog.send_ops]
-    if real.all():                     # no phantom units (an array run)
+    all_real = bool(real.all())
+    dur_o, sent, recv = _in_step_order(prog, st, dur, seconds, one, all_real)
+    if all_real:                       # no phantom units (an array run)
         real_o, phantom = None, [False] * (len(bounds) - 1)
     else:
         real_o = real[order]
@@ -56,29 +56,64 @@ def evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
             # No phantoms: a transfer's arrival is read as its sender's end plus its seconds (the
             # engine's max(stream free, sender's end) + seconds when the stream is free), no
             # arrival written during the loop; written after it for what reads them.
-            recv = np.where(st.sender[:, None] >= 0, seconds[np.maximum(st.sender, 0)], 0.0)[order]
-            _loop_free(times, st, bounds, dur_o, recv[:, 0] if one else recv)
-            times[st.send_slot] = times[end_ops] + sent
+            assert recv is not None            # (no phantoms: _in_step_order made it)
+            _loop_free(times, st, bounds, dur_o, recv)
+            sender_end = times[end_ops]
+            times[st.send_slot] = sender_end + sent
         else:
             _loop(times, st, bounds, dur_o, sent, real_o, phantom, one, free)
+            sender_end = times[end_ops]
         # (Steps with phantom units take the max: a phantom's zero-second transfer passes the
         # stream's previous arrival on; the check is the other steps'.)
+        stream_free = times[st.prev_slot]
         if not free:
             break
-        held = times[st.prev_slot] <= times[end_ops]
-        if ((held if one else held.all(axis=1)) | np.asarray(phantom)[st.send_step]).all():
+        held = stream_free <= sender_end
+        if real_o is None:             # no phantom step: every send's check counts
+            if (held if one else held.all(axis=1)).all():
+                break
+        elif ((held if one else held.all(axis=1)) | np.asarray(phantom)[st.send_step]).all():
             break
     if one:                            # on the flat vector, then as one column
-        wait = times[st.arrival_all] * real[:, 0]
+        wait = times[st.arrival_all]
+        if real_o is not None:         # (x 1.0 leaves a time as it is: skipped when every unit is real)
+            wait *= real[:, 0]
         start = np.maximum(times[st.before_all], wait, out=wait)
         t_start = np.zeros(n)
-        t_start[ops] = np.maximum(times[st.prev_slot], times[end_ops])
+        t_start[ops] = np.maximum(stream_free, sender_end)   # (times[prev_slot], times[end_ops] as read last)
         return start[:, None], times[end0:end0 + n, None], t_start[:, None]
     wait = times[st.arrival_all] * real
     start = np.maximum(times[st.before_all], wait, out=wait)
     t_start = np.zeros((n, g))
     t_start[ops] = np.maximum(times[st.prev_slot], times[end_ops])
     return start, times[end0:end0 + n], t_start
+
+
+def _in_step_order(prog: Program, st: StepIndices, dur: np.ndarray, seconds: np.ndarray, one: bool,
+                   all_real: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The seconds of every op in step order, of every send (plan order) and, without phantom
+    units (``all_real``), of the transfer each op waits for (step order, 0 for none; else None);
+    ``one``: of one row, as flat vectors.  For one row of every unit whose ``dur`` and ``seconds``
+    are read-only (an array run's, kept on its builder: rows._inputs) the three are kept on the
+    program for them."""
+    memo = prog.__dict__.get("_in_step_order")
+    frozen = one and all_real and not dur.flags.writeable and not seconds.flags.writeable
+    if frozen and memo is not None and memo[0] is dur and memo[1] is seconds:
+        return memo[2]
+    order = prog.order
+    recv = None
+    if one:
+        dur_o, sent = dur[order, 0], seconds[prog.send_ops, 0]
+        if all_real:               # (the senders in step order are kept on the program: one gather)
+            recv = np.where(st.has_sender_o, seconds[st.sender_o, 0], 0.0)
+    else:
+        dur_o, sent = dur[order], seconds[prog.send_ops]
+        if all_real:
+            recv = np.where(st.sender[:, None] >= 0, seconds[np.maximum(st.sender, 0)], 0.0)[order]
+    got = (dur_o, sent, recv)
+    if frozen:
+        prog.__dict__["_in_step_order"] = (dur, seconds, got)
+    return got
 
 
 def _loop_free(times: np.ndarray, st: StepIndices, bounds: tuple[int, ...], dur_o: np.ndarray,
@@ -133,6 +168,8 @@ class StepIndices:
     inputs: list[np.ndarray]
     inputs_free: list[np.ndarray]  # ... then the end of the op sending that transfer (0: none)
     sender: np.ndarray            # (n,) the op sending the transfer each op waits for (-1: none)
+    sender_o: np.ndarray          # (n,) the same in step order, 0 for none ...
+    has_sender_o: np.ndarray      # (n,) ... and whether there is one
     send_slot: np.ndarray         # every send's arrival slot (plan order)
     slot: list[np.ndarray]        # where each op's end goes
     # Per step its sends: (positions in the step or None for all in order, arrival slots, the
@@ -176,7 +213,8 @@ def _step_indices(prog: Program) -> StepIndices:
     for k, plan in enumerate(prog.sends):
         for *_, a, b in plan:
             send_step[a:b] = k
-    got = StepIndices(inputs, inputs_free, sender, slots, np.split(end0 + order, cuts), plans, prev_slot,
+    got = StepIndices(inputs, inputs_free, sender, np.maximum(sender, 0)[order], (sender >= 0)[order],
+                      slots, np.split(end0 + order, cuts), plans, prev_slot,
                       send_step, arrival, before)
     prog.__dict__["_step_indices"] = got
     return got

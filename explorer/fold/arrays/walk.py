@@ -44,15 +44,10 @@ def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray) -> np.ndarray:
     table = flat.reshape(p, width, -1)
     gaps: list[tuple[np.ndarray, ...]] = []
     for r in range(g):
-        busy = R.real[:, r] & (R.dur[:n, r] > 0)
-        sel = np.flatnonzero(busy)
-        counts = np.bincount(prog.dur[sel], minlength=p * width).astype(float).reshape(p, width, 1)
-        out[r] = (counts * table).sum(axis=1)
+        busy, sel, parts_sum, st, first = _busy(R, r, table, parts)
+        out[r] = parts_sum
         opt = R.dur[steps, r]
         out[r, :, OPTIMIZER] += opt
-        # Compute tasks of each class in start order: its real passes, then its optimizer step.
-        st = prog.stage[sel]
-        first = np.r_[True, st[1:] != st[:-1]]
         at = np.zeros(len(sel))
         at[1:] = np.where(first[1:], 0.0, R.end[sel[:-1], r])
         starts = R.start[sel, r]
@@ -80,6 +75,32 @@ def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray) -> np.ndarray:
     return out
 
 
+def _busy(R: Rows, r: int, table: np.ndarray, parts: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Row ``r``'s passes that take time (mask and indices), the seconds of their parts per class
+    and category ((p, CATEGORIES)), and the compute tasks of each class in start order: its real
+    passes (their stages, and where each class's first is).  A row of every unit depends on the
+    program and the builder's durations and parts only (``parts``: fold._parts, kept on the
+    builder, as the tail is): kept on the tail for the program and ``parts``, read-only."""
+    prog, n, p = R.prog, R.n, R.p
+    every = R.g == 1 and R.units[0] == prog.units
+    memo = R.tail.__dict__.get("_walk_busy")
+    if every and memo is not None and memo[0] is prog and memo[1] is parts:
+        return memo[2]
+    busy = R.real[:, r] & (R.dur[:n, r] > 0)
+    sel = np.flatnonzero(busy)
+    width = table.shape[1]
+    counts = np.bincount(prog.dur[sel], minlength=p * width).astype(float).reshape(p, width, 1)
+    parts_sum = (counts * table).sum(axis=1)
+    st = prog.stage[sel]
+    first = np.r_[True, st[1:] != st[:-1]]
+    got = (busy, sel, parts_sum, st, first)
+    if every:
+        for a in got:
+            a.flags.writeable = False
+        R.tail.__dict__["_walk_busy"] = (prog, parts, got)
+    return got
+
+
 def _walk(R: Rows, cls: np.ndarray, comp: np.ndarray, cat: np.ndarray, a: np.ndarray, b: np.ndarray,
           d: np.ndarray, s: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
     """Charge every gap [a, b] of class ``s`` in row ``rows`` by walking its binding chain from
@@ -97,6 +118,7 @@ def _walk(R: Rows, cls: np.ndarray, comp: np.ndarray, cat: np.ndarray, a: np.nda
     acc = np.zeros(len(CHARGED) * G)            # per gap: seconds of each CHARGED category
     gid = len(CHARGED) * np.arange(G)
     s_all, rows_all = s, rows
+    one = g == 1                                # one row: task t at t, no row to carry along
     while len(d):
         live = b - a > GAP_EPS
         live &= d >= 0
@@ -104,11 +126,16 @@ def _walk(R: Rows, cls: np.ndarray, comp: np.ndarray, cat: np.ndarray, a: np.nda
         if not live.all():
             dead = ~live
             acc[gid[dead] + REST] += np.maximum(b[dead] - a[dead], 0.0)
-            a, b, d, s, rows, gid = a[live], b[live], d[live], s[live], rows[live], gid[live]
+            a, b, d, s, gid = a[live], b[live], d[live], s[live], gid[live]
             if not len(d):
                 break
-        flat = d * g
-        flat += rows
+            if not one:
+                rows = rows[live]
+        if one:
+            flat = d
+        else:
+            flat = d * g
+            flat += rows
         lo = ready[flat]
         np.maximum(lo, a, out=lo)
         amt = b - lo

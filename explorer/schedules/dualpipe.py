@@ -46,25 +46,29 @@ def dualpipe_order(rank: int, p: int, m: int) -> list[Op]:
     """Program order of ``rank`` for p ranks (even) and m micro-batches (m/2 per direction)."""
     h = p // 2
     r = min(rank, p - 1 - rank)
-    lower = rank >= h
+    # Each direction's passes number at most m/2 + p (fewer than m/2 micro-batches still run the
+    # warm-up's up to p forwards): tables of m + p cover every index.
+    return eight_steps(h, r, m // 2 - p + r + 1, rank >= h, m + p)
+
+
+def eight_steps(h: int, r: int, steady: int, swap: bool, table: int) -> list[Op]:
+    """The eight steps of the reference implementation (module docstring) for rank ``r`` of a
+    half of ``h`` ranks with ``steady`` fused steps in step 4; ``swap``: phase 0 is direction 1
+    (DualPipe's lower half); ``table``: ops made per kind and direction.  DualPipeV runs the same
+    steps on its V (schedules/dualpipe_v.py: h = p, its chunks as the directions)."""
     nxt_f = [0, 0]
     nxt_b = [0, 0]
     deferred: deque[tuple[int, int]] = deque()
     out: list[Op] = []
-    # Each direction's passes number at most m/2 + p (fewer than m/2 micro-batches still run the
-    # warm-up's up to p forwards): tables of m + p cover every index.
-    ops = {(kind, d): directed_ops(kind, d, m + p) for kind in ("F", "B", "Bz", "W") for d in (0, 1)}
-
-    def d_of(phase: int) -> int:
-        return phase ^ int(lower)
+    ops = {(kind, d): directed_ops(kind, d, table) for kind in ("F", "B", "Bz", "W") for d in (0, 1)}
 
     def f(phase: int) -> DirectedOp:
-        d = d_of(phase)
+        d = phase ^ int(swap)
         nxt_f[d] += 1
         return ops["F", d][nxt_f[d] - 1]
 
     def b(phase: int, zb: bool = False) -> DirectedOp:
-        d = d_of(phase)
+        d = phase ^ int(swap)
         nxt_b[d] += 1
         i = nxt_b[d] - 1
         if zb:
@@ -85,9 +89,10 @@ def dualpipe_order(rank: int, p: int, m: int) -> list[Op]:
         out.append(b(1, zb=True))
         out.append(w())
         out.append(f(1))
-    for k in range(m // 2 - p + r + 1):                    # 4
+    for k in range(steady):                                # 4
         if k == 0 and r == h - 1:
-            # The middle ranks do not fuse their first pair (reference implementation note).
+            # The innermost rank does not fuse its first pair (reference implementations' note:
+            # it shrinks the bubble).
             out.append(f(0))
             out.append(b(1))
         else:

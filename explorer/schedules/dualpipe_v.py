@@ -24,7 +24,6 @@ accounting is DualPipe's (schedules/dualpipe.peak_activations): a full B or a W 
 """
 from __future__ import annotations
 
-from collections import deque
 from functools import lru_cache
 
 from .base import (
@@ -34,77 +33,18 @@ from .base import (
     Problem,
     ScenarioLike,
     critical_path,
-    directed_ops,
     micro_batch_units,
 )
-from .dualpipe import peak_activations
+from .dualpipe import eight_steps, peak_activations
 
 Op = DirectedOp | FusedOp
 
 
 def dualpipe_v(rank: int, p: int, m: int, v: int = 1) -> list[Op]:
-    """Program order of ``rank`` of ``p`` ranks for ``m`` micro-batches (``v`` is ignored)."""
-    r = rank
-    nxt_f = [0, 0]
-    nxt_b = [0, 0]
-    deferred: deque[tuple[int, int]] = deque()
-    out: list[Op] = []
-    ops = {(kind, c): directed_ops(kind, c, m + 2 * p) for kind in ("F", "B", "Bz", "W") for c in (0, 1)}
-
-    def f(c: int) -> DirectedOp:
-        nxt_f[c] += 1
-        return ops["F", c][nxt_f[c] - 1]
-
-    def b(c: int, zb: bool = False) -> DirectedOp:
-        nxt_b[c] += 1
-        i = nxt_b[c] - 1
-        if zb:
-            deferred.append((c, i))
-            return ops["Bz", c][i]
-        return ops["B", c][i]
-
-    def w() -> DirectedOp:
-        c, i = deferred.popleft()
-        return ops["W", c][i]
-
-    for _ in range((p - r - 1) * 2):                      # 1
-        out.append(f(0))
-    for _ in range(r + 1):                                # 2
-        out.append(f(0))
-        out.append(f(1))
-    for _ in range(p - r - 1):                            # 3
-        out.append(b(1, zb=True))
-        out.append(w())
-        out.append(f(1))
-    for k in range(m - 2 * p + r + 1):                    # 4
-        if k == 0 and r == p - 1:
-            # The reference does not overlap the last rank's first pair, to shrink the bubble.
-            out.append(f(0))
-            out.append(b(1))
-        else:
-            fd = f(0)
-            out.append(FusedOp(fd, b(1)))
-        fd = f(1)
-        out.append(FusedOp(fd, b(0)))
-    for _ in range(p - r - 1):                            # 5
-        out.append(b(1))
-        fd = f(1)
-        out.append(FusedOp(fd, b(0)))
-    zb = False
-    steps6 = r + 1
-    for k in range(steps6):                               # 6
-        if k == steps6 // 2 and r % 2 == 1:
-            zb = True
-        out.append(b(1, zb))
-        if k == steps6 // 2 and r % 2 == 0:
-            zb = True
-        out.append(b(0, zb))
-    for _ in range(p - r - 1):                            # 7
-        out.append(w())
-        out.append(b(0, zb=True))
-    while deferred:                                       # 8
-        out.append(w())
-    return out
+    """Program order of ``rank`` of ``p`` ranks for ``m`` micro-batches (``v`` is ignored): DualPipe's
+    eight steps (dualpipe.eight_steps) on the V, the rank's two chunks as its phases, step 4 of
+    m - 2p + r + 1 fused steps."""
+    return eight_steps(p, rank, m - 2 * p + rank + 1, False, m + 2 * p)
 
 
 @lru_cache(maxsize=32)

@@ -28,7 +28,7 @@ import numpy as np
 from ...pricing.program import KINDS, Program, compile_program
 from ...taskgraph.builder import IterationBuilder
 from .dp_stream import tail_times
-from .steps import evaluate
+from .steps import evaluate, step_indices
 from .tail import Tail, tail
 
 NONE = -1
@@ -256,20 +256,13 @@ def _evaluate_gated(prog: Program, dur: np.ndarray, seconds: np.ndarray, real: n
         times[1:end0] = gates[:, None]
         gate_o = prog.src[prog.order, 3]
     order, bounds = prog.order, prog.bounds
-    arrival = np.maximum(prog.src[:, 0], prog.src[:, 1])
-    first = np.r_[True, prog.stage[1:] != prog.stage[:-1]]
-    before = np.where(first, 0, end0 + np.arange(n) - 1)           # the previous op's end: 0 first
+    # The program's indices (previous op's end, the transfer each op waits for, each send's previous
+    # transfer on its stage's pp stream) are arrays/steps.py's, kept on the program.
+    st = step_indices(prog)
+    arrival, before, prev_slot, ops = st.arrival_all, st.before_all, st.prev_slot, prog.send_ops
     arrival_o, before_o, slot_o, dur_o, real_o = (arrival[order], before[order], end0 + order, dur[order],
                                                   real[order])
     phantom = np.logical_and.reduceat(real_o, np.asarray(bounds[:-1]), axis=0).min(axis=1) == 0
-    # Sends in plan order (the pp streams' FIFO order): each one's slot and the slot of the
-    # transfer its stage sent before it (0: none, the stream free from the start).
-    ops = prog.send_ops
-    slots = np.where(prog.send_cols == 0, end0 + n + ops, end0 + 2 * n + ops)
-    by_stage = np.argsort(prog.stage[ops], kind="stable")
-    prev_slot = np.zeros(len(ops), np.int64)
-    same = prog.stage[ops][by_stage][1:] == prog.stage[ops][by_stage][:-1]
-    prev_slot[by_stage[1:][same]] = slots[by_stage[:-1][same]]
     sent = seconds[ops]                                             # one send per pass
     for k, plan in enumerate(prog.sends):
         lo, hi = bounds[k], bounds[k + 1]

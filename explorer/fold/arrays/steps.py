@@ -35,7 +35,7 @@ def evaluate(prog: Program, dur: np.ndarray, seconds: np.ndarray,
     end0 = prog.end0
     one = g == 1
     times = np.zeros(end0 + 3 * n) if one else np.zeros((end0 + 3 * n, g))
-    st = _step_indices(prog)
+    st = step_indices(prog)
     order, bounds = prog.order, prog.bounds
     all_real = bool(real.all())
     dur_o, sent, recv = _in_step_order(prog, st, dur, seconds, one, all_real)
@@ -181,7 +181,7 @@ class StepIndices:
     before_all: np.ndarray        # (n,)
 
 
-def _step_indices(prog: Program) -> StepIndices:
+def step_indices(prog: Program) -> StepIndices:
     """The :class:`StepIndices` of ``prog`` (memoised on it)."""
     got = prog.__dict__.get("_step_indices")
     if got is not None:

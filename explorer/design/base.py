@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from ..config.schema import excerpt
 from ..scenario import (
+    SETTABLE,
     Scenario,
     ScenarioError,
     apply_overrides,
@@ -27,8 +28,9 @@ from ..scenario import (
     resolve_scenario_path,
     set_dotted,
     shipped_scenarios,
+    to_dict,
 )
-from ..share import DEFAULT_SCENARIO, MAX_PARAMS, SharedView, preset_raw, to_query
+from ..share import DEFAULT_SCENARIO, MAX_PARAMS, SharedView, flatten, format_value, preset_raw, to_query
 
 DP_KEY = "parallelism.dp"
 
@@ -103,6 +105,31 @@ def share_query(base: Base, sc: Scenario) -> str | None:
     if len(query) > MAX_PARAMS:
         return None
     return urlencode(query)
+
+
+@lru_cache(maxsize=64)
+def _reference_leaves(name: str) -> Mapping[str, Any]:
+    return flatten(to_dict(_reference(name)))
+
+
+def variant_query(base: Base, query: str | None, leaves: Mapping[str, Any]) -> str | None:
+    """:func:`share_query` of the scenario the link ``query`` opens with the settable ``leaves``
+    (dotted key -> the value as the scenario holds it) changed, when no derived default reads them
+    (explorer/estimate/equivalence.py's unread network fields), without building it: each leaf is
+    written as share.changed_fields writes it, or left out when the reference holds its value."""
+    if query is None:
+        return None
+    ref = _reference_leaves(base.shipped or DEFAULT_SCENARIO)
+    pairs = dict(parse_qsl(query, keep_blank_values=True))
+    name = pairs.pop("scenario")
+    for key, value in leaves.items():
+        field_ = SETTABLE[key]
+        if ref.get(key) == value or (key not in ref and field_.default == value):
+            pairs.pop(key, None)
+        else:
+            pairs[key] = format_value(value)
+    out = {"scenario": name, **dict(sorted(pairs.items()))}
+    return urlencode(out) if len(out) <= MAX_PARAMS else None
 
 
 def cluster_overrides(sc: Scenario, gpus: int, flag: str = "--gpus") -> dict[str, Any]:

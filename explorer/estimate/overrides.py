@@ -37,6 +37,7 @@ from ..config.rules import validate
 from ..config.schema import build, convert_scalar, convert_tuple
 from ..pricing.profile import row_profile
 from ..scenario import SETTABLE, Scenario, ScenarioError, apply_overrides, from_dict
+from .equivalence import equivalents
 from .many import estimate_profiles
 from .result import Estimates
 
@@ -88,6 +89,20 @@ def _convert(path: str, value: Any) -> Any:
         return convert_scalar(value, tp, path, meta)
     except ScenarioError:
         return _SLOW
+
+
+def value_passes(path: str, value: Any) -> bool:
+    """Whether ``value`` passes the check of the settable leaf ``path`` (schema conversion)."""
+    return _convert(path, value) is not _SLOW
+
+
+def converted(path: str, value: Any) -> Any:
+    """``value`` as the scenario holds the settable leaf ``path`` (schema conversion); a value
+    the check rejects raises its ScenarioError."""
+    got = _convert(path, value)
+    if got is _SLOW:
+        raise ScenarioError(path, f"{value!r} is not valid here")
+    return got
 
 
 class _Rebuilder:
@@ -208,11 +223,22 @@ def estimate_overrides(base_raw: Mapping[str, Any],
                        overrides: Sequence[Mapping[str, Any]]) -> tuple[Estimates, list[str | None]]:
     """Estimates of ``base_raw`` under each override (dotted key -> value, as ``--set`` and share
     links give them), and per row the one-line reason it is invalid (None when valid; its row is
-    NaN and ``fits`` False)."""
-    scenarios, reasons = scenarios_from_overrides(base_raw, overrides)
-    valid = [i for i, sc in enumerate(scenarios) if sc is not None]
+    NaN and ``fits`` False).  Overrides equal but for network fields the scenario never reads
+    (estimate/equivalence.py: the WAN of one datacenter) are validated and priced once."""
+    n = len(overrides)
+    eff, rep = equivalents(base_raw, overrides)
+    distinct = [i for i in range(n) if rep[i] == i]
+    scenarios, found = scenarios_from_overrides(base_raw, [eff[i] for i in distinct])
+    valid = [k for k, sc in enumerate(scenarios) if sc is not None]
     est, refused = estimate_profiles([row_profile(sc) for sc in scenarios if sc is not None])
-    for i, why in zip(valid, refused, strict=True):
+    for k, why in zip(valid, refused, strict=True):
         if why is not None:
-            reasons[i] = why
-    return Estimates.scatter(len(scenarios), [(np.array(valid, dtype=int), est)] if valid else []), reasons
+            found[k] = why
+    slot = {i: k for k, i in enumerate(distinct)}
+    rows = np.array([slot[rep[i]] for i in range(n)], dtype=int)
+    reasons = [found[k] for k in rows.tolist()]
+    ok = np.array([i for i in range(n) if reasons[i] is None], dtype=int)
+    pos = np.full(len(distinct), -1)
+    pos[valid] = np.arange(len(valid))
+    part = est.take(pos[rows[ok]]) if len(ok) else None
+    return Estimates.scatter(n, [(ok, part)] if part is not None else []), reasons

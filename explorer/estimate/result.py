@@ -39,6 +39,12 @@ class Estimates:
                 "mfu": float(self.mfu[i]), "tokens_per_s": float(self.tokens_per_s[i]),
                 "tflops_per_gpu": float(self.tflops_per_gpu[i])}
 
+    def take(self, idx: np.ndarray) -> Estimates:
+        """The rows ``idx`` (repeats allowed), in that order."""
+        return Estimates(self.iteration_time_s[idx], {k: v[idx] for k, v in self.breakdown_s.items()},
+                         self.memory_GB_total[idx], self.fits[idx], self.mfu[idx], self.tokens_per_s[idx],
+                         self.tflops_per_gpu[idx])
+
     @staticmethod
     def empty(n: int) -> Estimates:
         """``n`` rows of NaN (invalid configurations), ``fits`` False."""

@@ -36,7 +36,7 @@ from ..cache import ByteBoundedLRU
 from .metrics import fmt_time
 
 AUTO_SECONDS = 3.0           # work that runs without a button press (estimated)
-MAX_VALUES = 12              # values per heatmap axis
+MAX_VALUES = 20              # values per heatmap axis (a 20 x 20 network grid prices in about 0.3 s)
 IN_PROCESS = ExecutorSpec(workers=1)      # the server's threads share two cores: no process pool
 _RESULTS = ByteBoundedLRU(48 * 2**20)
 

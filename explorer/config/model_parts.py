@@ -22,11 +22,13 @@ HEAD_DIM = {"min": 1, "max": 65536,
                    "heads x head_dim != hidden)"}
 FLASH_ATTN = {"doc": "fused attention: no s x s score tensor in HBM (Dao et al. 2022)"}
 ATTN_KERNEL = {
-    "choices": ("auto", "sdpa", "flash2", "flash3", "cudnn", "flex", "none"),
+    "choices": ("auto", "sdpa", "flash2", "flash3", "cudnn", "flex", "triton", "none"),
     "doc": "attention kernel, priced at its measured rate by sequence length and head dim: auto = the "
            "framework's (megatron: cuDNN via Transformer Engine on Hopper/Blackwell, FlashAttention-2 "
            "on Ampere; deepspeed: FlashAttention-2; fsdp: PyTorch SDPA = FlashAttention-2, cuDNN on "
-           "B200); none = unfused, as flash_attention false (explorer/physics/attention.py)"}
+           "B200); triton = the 2022-23 Triton FlashAttention kernel (flash-attn's flash_attn_triton.py, "
+           "llm-foundry's attn_impl: triton), slower than FlashAttention-2 by the FA2 paper's A100 "
+           "ratios; none = unfused, as flash_attention false (explorer/physics/attention.py)"}
 
 
 @dataclass(frozen=True)

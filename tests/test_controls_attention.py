@@ -8,6 +8,7 @@ from functools import cache
 
 import pytest
 
+from explorer.physics import attention as A
 from explorer.physics.hardware import default_gemm_efficiency, measured_over_peak
 from explorer.scenario import apply_overrides, from_dict, load_raw
 from explorer.simulate import Result, simulate
@@ -52,6 +53,22 @@ def test_attention_kernel_sets_the_core_rate():
     assert _t() == t["cudnn"]                                              # megatron auto
     assert _t(training__framework="fsdp") == _t(training__framework="fsdp", **{k: "flash2"})
     assert t["none"] == _t(training__flash_attention=False)
+
+
+def test_triton_kernel_slows_the_core_against_flash2():
+    """``training.attention_kernel: triton`` (the 2022-23 Triton FlashAttention kernel) runs the
+    same work as FlashAttention-2, slower: forward 1.4x (FA2 paper Sec. 4.1), backward 2.69x at 16k
+    and head dim 128 (what the paper's Fig. 4 bars leave for it).  With full recompute the core runs
+    forward twice, so the time it adds over flash2 is, against what flex adds (0.90 / 0.85 of FA2),
+    (2 x 0.4 + B/F x 1.69) / (2 x (1/0.9 - 1) + B/F x (1/0.85 - 1)), B/F = 2.5 x 335 / 322 the
+    backward-over-forward core time of FA2 on H100 (FA3 paper Figs. 5-6)."""
+    k = "training__attention_kernel"
+    flash2, flex, triton, unfused = (_t(**{k: n}) for n in ("flash2", "flex", "triton", "none"))
+    assert flash2 < flex < triton < unfused
+    b_over_f = 2.5 * 335 / 322
+    expected = (2 * 0.4 + b_over_f * (A.triton_slowdown(True, 128, 16384) - 1)) \
+        / (2 * (1 / 0.9 - 1) + b_over_f * (1 / 0.85 - 1))
+    assert (triton - flash2) / (flex - flash2) == pytest.approx(expected, rel=1e-6)
 
 
 def test_head_dim_widens_attention_not_hidden():

@@ -678,6 +678,11 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
                                         "training.recompute_layers")],
     "rule_fp8_recipe_on_gpu": [({"training.dtype": "fp8", "training.fp8_recipe": "mxfp8"},
                                 "training.fp8_recipe")],
+    # flash_attn_triton.py runs head dims up to 128; DeepSeek-V3's MLA has 128 + 64 = 192
+    "rule_triton_head_dim": [({"training.attention_kernel": "triton", "model.head_dim": 256},
+                              "training.attention_kernel"),
+                             ({"training.attention_kernel": "triton", "model.preset": "deepseek-v3"},
+                              "training.attention_kernel")],
     # GPipe does not fold (explorer/fold/plan.py), so its 100,000 micro-batches are simulated in full.
     "rule_work_budget": [({"training.global_batch": 400_000, "parallelism.schedule": "gpipe"},
                           "training.global_batch")],

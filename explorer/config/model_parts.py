@@ -5,6 +5,12 @@ attention_kernel), kept here so that sections.py stays one line per field."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .schema import ScenarioError
+
+if TYPE_CHECKING:
+    from .sections import Scenario
 
 # The ResNet family's table (He et al., "Deep Residual Learning for Image Recognition", CVPR 2016,
 # Table 1): residual blocks per stage for each depth, and the 4x width the last 1x1 convolution of
@@ -22,11 +28,29 @@ HEAD_DIM = {"min": 1, "max": 65536,
                    "heads x head_dim != hidden)"}
 FLASH_ATTN = {"doc": "fused attention: no s x s score tensor in HBM (Dao et al. 2022)"}
 ATTN_KERNEL = {
-    "choices": ("auto", "sdpa", "flash2", "flash3", "cudnn", "flex", "none"),
+    "choices": ("auto", "sdpa", "flash2", "flash3", "cudnn", "flex", "triton", "none"),
     "doc": "attention kernel, priced at its measured rate by sequence length and head dim: auto = the "
            "framework's (megatron: cuDNN via Transformer Engine on Hopper/Blackwell, FlashAttention-2 "
            "on Ampere; deepspeed: FlashAttention-2; fsdp: PyTorch SDPA = FlashAttention-2, cuDNN on "
-           "B200); none = unfused, as flash_attention false (explorer/physics/attention.py)"}
+           "B200); triton = the 2022-23 Triton FlashAttention kernel (flash-attn's flash_attn_triton.py, "
+           "llm-foundry's attn_impl: triton), slower than FlashAttention-2 by the FA2 paper's A100 "
+           "ratios; none = unfused, as flash_attention false (explorer/physics/attention.py)"}
+# The Triton FlashAttention kernel runs head dims up to 128: "Support all head dimensions up to 128
+# (not just 16, 32, 64, 128)" (flash-attn's flash_attn_triton.py docstring; llm-foundry's copy).
+TRITON_MAX_HEAD_DIM = 128
+
+
+def rule_triton_head_dim(sc: Scenario) -> None:
+    """``training.attention_kernel: triton`` needs a query/key head dim of at most 128 (MLA: its
+    nope + rope dims); a convolutional network has no attention."""
+    tr, m = sc.training, sc.model
+    if tr.attention_kernel != "triton" or not tr.flash_attention or m.conv is not None:
+        return
+    d = (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim if m.mla is not None
+         else m.head_dim or m.hidden / m.heads)
+    if d > TRITON_MAX_HEAD_DIM:
+        raise ScenarioError("training.attention_kernel", f"triton runs head dims up to {TRITON_MAX_HEAD_DIM} "
+                            f"and this model's is {d:g}; choose flash2, flash3, cudnn, flex or sdpa")
 
 
 @dataclass(frozen=True)

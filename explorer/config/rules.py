@@ -16,6 +16,7 @@ from ..schedules import registry
 from .domains import DOMAIN_RULES
 from .fp8_recipes import check_recipe
 from .hetero_rules import HETERO_RULES
+from .model_parts import rule_triton_head_dim
 from .power_rules import POWER_RULES
 from .schema import ScenarioError, excerpt
 from .sections import MAX_GPUS, ORDER_DIMS, MoE, Scenario
@@ -330,7 +331,7 @@ RULES: tuple[Rule, ...] = (
     rule_cp_divides_sequence, rule_sequence_parallel_divides, rule_order_lists_each_dim,
     rule_datacenters_divide_nodes, rule_stage_layers_count, rule_stage_layers_sum,
     rule_stage_layers_not_empty, rule_pipeline_layout, rule_recompute_layers_are_full,
-    rule_fp8_recipe_on_gpu,
+    rule_fp8_recipe_on_gpu, rule_triton_head_dim,
 )
 
 

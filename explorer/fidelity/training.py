@@ -2,7 +2,8 @@
 
 Rows come from ``data/reference/training_runs.csv`` (sources in its header and in each row) and
 from Megatron-LM SC21 Table 1 (:mod:`explorer.fidelity.calibration`).  Each row becomes a scenario with the
-published setup — model, GPUs, parallel degrees, batch, precision, recomputation, framework — on
+published setup — model, GPUs, parallel degrees, batch, precision, recomputation, framework and
+the attention kernel it ran (column ``attention_kernel``, blank or ``auto``: the framework's) — on
 the cluster the source describes; the prediction is the same figure the source reports:
 tokens per second per GPU, model FLOPs utilisation, or (SC21) TFLOP/s per GPU.
 """
@@ -50,7 +51,8 @@ def training_raw(row: dict[str, str]) -> dict[str, Any]:
         "name": f"{row['group']}: {row['label']}",
         "model": _model(row),
         "training": {"global_batch": int(row["global_batch"]), "micro_batch": int(row["micro_batch"]),
-                     "dtype": row["dtype"], "recompute": row["recompute"], "framework": row["framework"]},
+                     "dtype": row["dtype"], "recompute": row["recompute"], "framework": row["framework"],
+                     "attention_kernel": row.get("attention_kernel") or "auto"},
         "hardware": {"gpu": row["gpu"]},
         "cluster": {"gpus_per_node": 8, "nodes": gpus // 8, "scale_out": {"fabric": fabric}},
         "parallelism": {"tp": int(row["tp"]), "pp": int(row["pp"]), "cp": int(row["cp"]),

@@ -13,6 +13,10 @@ Kernels (``training.attention_kernel``):
 - ``cudnn``: cuDNN's fused attention (what Transformer Engine's FusedAttention and PyTorch's
   CUDNN_ATTENTION backend call).
 - ``flex``: PyTorch FlexAttention (Dong et al., arXiv 2412.05496), Triton-generated.
+- ``triton``: the Triton FlashAttention kernel of 2022-23 (flash-attn's ``flash_attn_triton.py``,
+  started from the Triton tutorial's fused attention; what MosaicML's llm-foundry runs for
+  ``attn_impl: triton``), priced as FlashAttention-2 slowed by the ratios of the FA2 paper's
+  A100 benchmark (:func:`triton_slowdown`).
 - ``sdpa``: ``torch.nn.functional.scaled_dot_product_attention`` with its default backend
   priority, which on NVIDIA GPUs dispatches dense causal bf16 attention to its bundled
   FlashAttention-2 (PyTorch 2.2 release notes: "SDPA now supports FlashAttention-2"); cuDNN is
@@ -25,13 +29,14 @@ the context-parallel ring's per-step kernel shape (:func:`ring_step_seq`).
 """
 from __future__ import annotations
 
+from functools import cache
 from math import log2
 
 from ..config import GPU
 from .hardware import measured_over_peak
 from .kernels import gemm_seconds
 
-KERNELS = ("auto", "sdpa", "flash2", "flash3", "cudnn", "flex")
+KERNELS = ("auto", "sdpa", "flash2", "flash3", "cudnn", "flex", "triton")
 SEQ_POINTS = (512, 1024, 2048, 4096, 8192, 16384)
 H100_BF16_PEAK = 989.0          # TFLOP/s, dense bf16, H100 SXM5 (the GPU of the figures below)
 
@@ -73,6 +78,27 @@ A100_CUDNN_OVER_FA2 = 0.82
 # FlexAttention over FlashAttention-2, causal (PyTorch blog "FlexAttention: The Flexibility of
 # PyTorch with the Performance of FlashAttention", Aug 2024, A100: 90 % forward, 85 % backward).
 FLEX_OVER_FA2_FWD, FLEX_OVER_FA2_BWD = 0.90, 0.85
+
+# --- the Triton FlashAttention kernel (flash-attn's flash_attn_triton.py, Dec 2022) -------------
+# FlashAttention-2 paper (Dao, arXiv 2307.08691) Fig. 4 (c)/(d), A100 80GB SXM4, causal,
+# forward + backward TFLOP/s at SEQ_POINTS (the figure is assets/flash2_a100_fwd_bwd_benchmark.png
+# of Dao-AILab/flash-attention): the "FlashAttention Triton" bars and the FlashAttention-2 bars.
+TRITON_FWDBWD = {64: (59, 75, 79, 76, 79, 80), 128: (50, 61, 68, 74, 78, 80)}
+FA2_FWDBWD = {64: (88, 119, 140, 156, 165, 171), 128: (99, 133, 155, 173, 182, 189)}
+# Forward alone: "FlashAttention-2 is around 1.3-1.5x faster than FlashAttention in Triton in the
+# forward pass and around 2x faster in the backward pass" (same paper, Sec. 4.1; Figs. 5-6 are not
+# transcribed here): the forward slowdown is the middle of 1.3-1.5; the backward slowdown is what
+# the fwd+bwd bars of Fig. 4 leave for it at each point (:func:`triton_slowdown`).
+TRITON_FWD_SLOWDOWN = 1.4
+# Backward FLOPs over forward FLOPs in the benchmark: "we multiply the forward pass FLOPs by 2.5"
+# (5 matmuls against 2, the backward recomputes the scores; FA2 paper Sec. 4.1).
+BENCH_BWD_OVER_FWD = 2.5
+# No H100 measurement of this kernel exists (the FA3 paper's "Triton" bars are the 2024 Triton
+# tutorial kernel with Hopper wgmma, a different kernel).  The MPT runs compiled it with
+# triton-pre-mlir (llm-foundry setup.py at 061f2c7: the triton_pre_mlir_sm90 branch), a Triton
+# from before its Hopper (wgmma/TMA) support, so it issues Ampere mma.sync on H100 as
+# FlashAttention-2 does (FA2 paper Sec. 4.1: on H100 "using no special instructions").  Assumed:
+# the A100 ratios to FlashAttention-2 hold on every generation.
 
 # --- what "auto" runs: the framework's default attention --------------------------------------
 # megatron / NeMo: Transformer Engine's DotProductAttention, whose backend selection disables
@@ -139,22 +165,57 @@ def _h100_fraction(kernel: str, backward: bool, head_dim: float, seq_len: float 
 
 def kernel_fraction(kernel: str, gpu: GPU, backward: bool, head_dim: float = 128,
                     seq_len: float | None = None) -> float:
-    """Isolated fraction of the bf16 dense peak a resolved kernel (flash2, flash3, cudnn, flex)
-    reaches; ``seq_len`` None = long sequences (the 16k plateau).
+    """Isolated fraction of the bf16 dense peak a resolved kernel (flash2, flash3, cudnn, flex,
+    triton) reaches; ``seq_len`` None = long sequences (the 16k plateau).
 
     Hopper: the H100 figures.  Ampere: FlashAttention-2 at its A100 plateau with its H100 curve's
     shape; cuDNN 0.82x of it.  Blackwell: no published per-length kernel curve is sourced; the
-    Hopper fractions of peak are used (an assumption, stated in the report)."""
+    Hopper fractions of peak are used (an assumption, stated in the report).  flex and triton:
+    FlashAttention-2's fraction on the same GPU over their measured ratios to it."""
     if kernel == "flex":
         ratio = FLEX_OVER_FA2_BWD if backward else FLEX_OVER_FA2_FWD
         return ratio * kernel_fraction("flash2", gpu, backward, head_dim, seq_len)
-    gen = generation(gpu)
-    if gen == "ampere":
-        shape = _h100_fraction("flash2", backward, head_dim, seq_len) * H100_BF16_PEAK \
-            / (BWD_128 if backward else FWD_128)["flash2"][-1]
-        fa2 = shape * (A100_FA2_BWD if backward else A100_FA2_FWD)
-        return fa2 * (A100_CUDNN_OVER_FA2 if kernel == "cudnn" else 1.0)
+    if kernel == "triton":
+        return kernel_fraction("flash2", gpu, backward, head_dim, seq_len) \
+            / triton_slowdown(backward, head_dim, seq_len)
+    if generation(gpu) == "ampere":
+        return _ampere_fa2(backward, head_dim, seq_len) * (A100_CUDNN_OVER_FA2 if kernel == "cudnn" else 1.0)
     return _h100_fraction(kernel, backward, head_dim, seq_len)
+
+
+def _ampere_fa2(backward: bool, head_dim: float, seq_len: float | None) -> float:
+    """FlashAttention-2's fraction of A100's peak: its A100 plateau (73 % / 63 %) on the shape of
+    its H100 curve by sequence length and head dim."""
+    shape = _h100_fraction("flash2", backward, head_dim, seq_len) * H100_BF16_PEAK \
+        / (BWD_128 if backward else FWD_128)["flash2"][-1]
+    return shape * (A100_FA2_BWD if backward else A100_FA2_FWD)
+
+
+@cache
+def _triton_bwd_slowdowns(head_dim: int) -> tuple[float, ...]:
+    """The Triton kernel's backward slowdown against FlashAttention-2 at SEQ_POINTS, head dim 64 or
+    128: Fig. 4's fwd+bwd time ratio C (FA2 bar over Triton bar) is w * f + (1 - w) * b, where w is
+    FA2's forward share of its fwd+bwd time (its A100 rates, backward 2.5x the forward FLOPs) and f
+    the forward slowdown; so b = (C - w f) / (1 - w)."""
+    out = []
+    for s, tri, fa2 in zip(SEQ_POINTS, TRITON_FWDBWD[head_dim], FA2_FWDBWD[head_dim], strict=True):
+        fwd_t = 1.0 / _ampere_fa2(False, head_dim, s)
+        w = fwd_t / (fwd_t + BENCH_BWD_OVER_FWD / _ampere_fa2(True, head_dim, s))
+        out.append((fa2 / tri - w * TRITON_FWD_SLOWDOWN) / (1.0 - w))
+    return tuple(out)
+
+
+def triton_slowdown(backward: bool, head_dim: float = 128, seq_len: float | None = None) -> float:
+    """How many times slower the Triton FlashAttention kernel runs than FlashAttention-2 (causal):
+    forward 1.4 everywhere; backward by sequence length (log2-interpolated, held at the 16k value
+    beyond, like the rates) and head dim (interpolated between 64 and 128, held outside)."""
+    if not backward:
+        return TRITON_FWD_SLOWDOWN
+    by_dim = []
+    for d in (64, 128):
+        curve = _triton_bwd_slowdowns(d)
+        by_dim.append(curve[-1] if seq_len is None else _interp_log2(seq_len, SEQ_POINTS, curve))
+    return _interp_log2(head_dim, (64, 128), tuple(by_dim))
 
 
 def fused_attention_seconds(flops: float, gpu: GPU, kernel: str, in_training: float,

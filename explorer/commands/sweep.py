@@ -91,6 +91,10 @@ def sweep_text(result: SweepResult, label: str) -> str:
     fit = [p for p in valid if p.figures["fits"]]
     lines += ["", f"{len(result.points):,} combinations: {len(valid):,} valid ({len(fit):,} fit in memory), "
                   f"{len(result.points) - len(valid):,} invalid; {result.seconds:.2f} s"]
+    if result.unread:
+        lines.append(f"  {result.scored:,} distinct configurations scored: this scenario never reads "
+                     f"{', '.join(result.unread)} (one datacenter, or one NVLink domain), so its values "
+                     "give equal figures")
     for _, n, example in result.reason_counts():
         lines.append(f"  {n:>6,} x {one_line(example)}")
     if fit:

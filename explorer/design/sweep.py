@@ -68,6 +68,8 @@ class SweepResult:
     points: tuple[Point, ...]
     engine: str
     seconds: float
+    scored: int = 0                      # distinct configurations scored (equivalent rows share one)
+    unread: tuple[str, ...] = ()         # varied fields the scenario never reads (equivalence.py)
 
     @property
     def valid(self) -> list[Point]:
@@ -189,7 +191,8 @@ def sweep(base: Base, vary: Mapping[str, Sequence[Any]], engine: str = "estimate
     scored = [p for chunk in results for p in chunk]
     slot = {i: k for k, i in enumerate(i for i in range(len(combos)) if rep[i] == i)}
     points = tuple(_as(scored[slot[rep[i]]], ov, eff[i], base, links) for i, ov in enumerate(combos))
-    return SweepResult(tuple(vary), points, engine, time.perf_counter() - t0)
+    unread = tuple(k for k in vary if all(k not in e for e, ov in zip(eff, combos, strict=True) if k in ov))
+    return SweepResult(tuple(vary), points, engine, time.perf_counter() - t0, len(distinct), unread)
 
 
 def _as(point: Point, overrides: Mapping[str, Any], kept: Mapping[str, Any], base: Base,

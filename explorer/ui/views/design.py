@@ -167,7 +167,9 @@ def _heatmap(base: runs.Base, raw_json: str, present: bool) -> None:
     st.caption(f"{valid} of {grid.cells} combinations valid ({engine}, {res.seconds:.2f} s); grey ⚠ = does "
                "not fit in memory (never coloured as a result); outlined = this scenario; hover an invalid "
                "cell for why, click a cell for its link"
-               + ("; the scenario's layer split is dropped while pp varies" if dropped else "") + ".")
+               + ("; the scenario's layer split is dropped while pp varies" if dropped else "")
+               + (f"; this scenario never reads {', '.join(res.unread)} (one datacenter or one NVLink "
+                  "domain): equal along that axis" if res.unread else "") + ".")
     if not present:
         with st.expander("Every cell, with its link"):
             st.dataframe(runs.cell_rows(res.points, grid, _href), hide_index=True,

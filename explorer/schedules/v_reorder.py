@@ -55,13 +55,13 @@ def place_w(rank: Times, split: bool) -> Times:
     slots = sorted((t, k) for k in range(4) for t in rank[k])
     pending = [0, 0]                         # pending W of chunk 1 (after B1), of chunk 0 (after B0)
     lists: list[list[int]] = [[], []] if split else [[]]
-    busy = {t for t, _ in slots}
     kind_at = dict(slots)
     last = slots[-1][0] if slots else -1
     for t in range(last + 1):
-        if t in busy:
-            if kind_at[t] in (B1, B0):
-                pending[kind_at[t] - B1 if split else 0] += 1
+        k = kind_at.get(t)
+        if k is not None:
+            if k in (B1, B0):
+                pending[k - B1 if split else 0] += 1
             continue
         for w, n in enumerate(pending):
             if n:
@@ -76,17 +76,12 @@ def place_w(rank: Times, split: bool) -> Times:
     return [list(x) for x in rank[:4]] + lists
 
 
-def peak(rank: Times) -> int:
-    """Highest activations of ``rank`` over its slots: +1 a forward, -1 a W.  Four kinds only: a
-    pending W runs in each idle slot up to its last pass (the implementation's memory estimate)."""
-    return max(_Memory(rank).live, default=0)
-
-
 class _Memory:
-    """One rank's activations after each slot up to its last pass, and its pending W (four kinds:
-    W implicit, in idle slots), kept up to date as passes move earlier: a move re-runs the slots
-    from its new one until the state meets the old one again (after that nothing changes), so a
-    check costs the slots it overtakes, not the rank's whole order."""
+    """One rank's activations after each slot up to its last pass (+1 a forward, -1 a W) and its
+    pending W (with four kinds the W are implicit: a pending one runs in each idle slot, the
+    implementation's memory estimate), kept up to date as passes move earlier: a move re-runs the
+    slots from its new one until the state meets the old one again (after that nothing changes),
+    so a check costs the slots it overtakes, not the rank's whole order."""
 
     def __init__(self, rank: Times) -> None:
         self.implicit = len(rank) == 4

@@ -1,20 +1,33 @@
-"""The reordering step of Qi et al., "Pipeline Parallelism with Controllable Memory" (NeurIPS 2024,
-Sec. 3: "repeating, squeezing and reordering"; the repository's
-reorder_greedily_without_increasing_peak_mem): fill a V schedule's idle units with passes that are
-ready, without raising any rank's peak activations.
+"""Repeating, squeezing and reordering of a V-Shape building block (Qi, Wan, Amar & Lin, "Pipeline
+Parallelism with Controllable Memory", NeurIPS 2024, arXiv 2405.15362, Sec. 3: a schedule is a
+building block repeated every 6 passes, squeezed, and reordered without raising the peak memory).
 
-The orders run at unit time, every pass one unit, all ranks in step.  A rank whose next pass is not
-ready takes the first later pass of its order that is (its input done) and that keeps its
-activations within the order's own peak for the rest of the order: live + that pass + the highest
-the passes it overtakes reach <= peak.  So the warm-up fills with forwards up to the peak and the
-cool-down with what is ready, the peak never grows, and the rest of the order always stays within
-it (it never stalls on memory).  A pass taken early was ready, so no cycle forms.
+The steps are those of the authors' implementation of V-Half and V-Min, which their training
+runtime and their scheduler playground run (sail-sg/zero-bubble-pipeline-parallelism,
+megatron/core/pipeline_parallel/zerobubble/scheduler/zbv_greedy.py; ``v_schedule_greedy.py`` of
+the tag zero-bubble-v0.1.0): implementing the same steps gives the same grid cell by cell
+(tests/test_vshape_paper.py compares it with the numbers that implementation gives).
 
-Cost: O(passes x log passes).  Per rank a segment tree holds the activation change of each pass
-(+1 a forward, -1 a weight-gradient pass, 0 else; 0 once run out of order) and answers the highest
-prefix from the rank's first unrun pass to a position; the passes that are ready wait in one heap
-per kind by position, and only each heap's first needs checking: the highest prefix grows with the
-position, so if the first ready pass of a kind would overflow, every later one of that kind would.
+A rank's passes are held as start times in unit slots, per kind (:data:`KINDS`) and micro-batch:
+F0 and F1 the forwards of the rank's chunks 0 (stage r) and 1 (stage 2p-1-r), B1 and B0 the
+input-gradient passes (B1 first: it flows from the loss on rank 0 down, B0 climbs back up), W the
+weight-gradient passes.  One reordering pass (:func:`_reorder_pass`) visits every pass in order of
+time (then rank, kind, micro-batch) and moves it to the earliest free slot after its inputs where
+its rank's peak activations (every forward +1, every W -1) stay within the highest any rank had
+before the pass began; passes of the steady state (from rank 0's first B0 to the first last
+forward) never move.  The order is:
+
+1. the block repeated for m micro-batches (micro-batch j's passes 6j later);
+2. W placed in idle slots, then a reordering pass that moves warm-up and cool-down passes (the
+   warm-up fills with forwards), then a squeeze (every pass as early as its inputs, its rank's
+   previous pass and its own previous micro-batch allow, at unit cost);
+3. W dropped, a second reordering pass over the cool-down with W counted implicitly (a pending W
+   runs in every idle slot), W placed again and a second squeeze;
+4. W placed once more per chunk (an idle slot takes chunk 1's pending W before chunk 0's): each
+   rank's order is its passes sorted by start time.
+
+Cost: a pass that may move checks its rank's peak over the slots it would overtake, O(passes x
+window) in all; steady-state passes cost O(log passes) each.
 """
 from __future__ import annotations
 
@@ -23,132 +36,193 @@ from collections.abc import Sequence
 
 from .base import ChunkOp
 
-DELTA = {"F": 1, "B": 0, "W": -1}        # a chunk's activations: a forward keeps them, its W frees them
+PERIOD = 6                 # slots per micro-batch in a block: F, B, W of each of the two chunks
+KINDS = (("F", 0), ("F", 1), ("B", 1), ("B", 0), ("W", 1), ("W", 0))    # index: the kind
+F0, F1, B1, B0 = range(4)
+
+Times = list[list[list[int]]]          # [kind][micro-batch] -> start slot, of one rank
 
 
-class _Prefix:
-    """Running activation changes of one rank's order: highest prefix sum before a position."""
-
-    def __init__(self, deltas: Sequence[int]) -> None:
-        size = 1
-        while size < max(1, len(deltas)):
-            size *= 2
-        self.size = size
-        self.total = [0] * (2 * size)
-        self.best = [0] * (2 * size)           # highest prefix sum inside the node (the empty one: 0)
-        for i, d in enumerate(deltas):
-            self.total[size + i] = d
-            self.best[size + i] = max(0, d)
-        for n in range(size - 1, 0, -1):
-            self._pull(n)
-
-    def _pull(self, n: int) -> None:
-        a, b = 2 * n, 2 * n + 1
-        self.total[n] = self.total[a] + self.total[b]
-        self.best[n] = max(self.best[a], self.total[a] + self.best[b])
-
-    def clear(self, i: int) -> None:
-        """The pass at ``i`` ran: it no longer changes what the rest reaches."""
-        n = self.size + i
-        self.total[n] = self.best[n] = 0
-        n //= 2
-        while n:
-            self._pull(n)
-            n //= 2
-
-    def between(self, i: int, j: int) -> int:
-        """Highest prefix sum of the changes at positions i .. j-1 (0 for none)."""
-        lo, hi = self.size + i, self.size + j
-        left: list[int] = []
-        right: list[int] = []
-        while lo < hi:
-            if lo & 1:
-                left.append(lo)
-                lo += 1
-            if hi & 1:
-                hi -= 1
-                right.append(hi)
-            lo //= 2
-            hi //= 2
-        run = best = 0
-        for n in left + right[::-1]:
-            best = max(best, run + self.best[n])
-            run += self.total[n]
-        return best
+def repeat(block: Sequence[Sequence[int]], m: int) -> list[Times]:
+    """Every rank's F0, F1, B1, B0 start slots: the block's, 6 slots later per micro-batch."""
+    return [[[t + PERIOD * j for j in range(m)] for t in row[:4]] for row in block]
 
 
-def reorder(orders: Sequence[Sequence[ChunkOp]], p: int) -> tuple[tuple[ChunkOp, ...], ...]:
-    """``orders`` (rank r: its passes of chunk 0 = stage r and chunk 1 = stage 2p-1-r) reordered as
-    the module docstring says; every rank's peak activations stay its order's."""
-    deltas = [[DELTA[op.kind] for op in o] for o in orders]
-    caps = []
-    for d in deltas:
-        running = peak = 0
-        for x in d:
-            running += x
-            peak = max(peak, running)
-        caps.append(peak)
-    trees = [_Prefix(d) for d in deltas]
-    where = {(r, op): j for r, o in enumerate(orders) for j, op in enumerate(o)}
-    ready: list[dict[str, list[int]]] = [{"F": [], "B": [], "W": []} for _ in range(p)]
-    for j, op in enumerate(orders[0]):
-        if op.kind == "F" and op.chunk == 0:                  # stage 0's forwards wait for nothing
-            ready[0]["F"].append(j)
-    heapq.heapify(ready[0]["F"])
-    live = [0] * p
-    head = [0] * p                                            # each rank's first position not run
-    done = [bytearray(len(o)) for o in orders]
-    left = sum(len(o) for o in orders)
-    out: list[list[ChunkOp]] = [[] for _ in range(p)]
+def place_w(rank: Times, split: bool) -> Times:
+    """``rank``'s four passes with its W placed: each idle slot (up to its last pass) runs the W of
+    the oldest pending B, then the rest run after its last pass.  ``split``: one W list per chunk
+    (an idle slot prefers chunk 1's pending W); else one list for both chunks, in B order."""
+    slots = sorted((t, k) for k in range(4) for t in rank[k])
+    pending = [0, 0]                         # pending W of chunk 1 (after B1), of chunk 0 (after B0)
+    lists: list[list[int]] = [[], []] if split else [[]]
+    kind_at = dict(slots)
+    last = slots[-1][0] if slots else -1
+    for t in range(last + 1):
+        k = kind_at.get(t)
+        if k is not None:
+            if k in (B1, B0):
+                pending[k - B1 if split else 0] += 1
+            continue
+        for w, n in enumerate(pending):
+            if n:
+                lists[w].append(t)
+                pending[w] -= 1
+                break
+    t = last
+    for w, n in enumerate(pending):
+        for _ in range(n):
+            t += 1
+            lists[w].append(t)
+    return [list(x) for x in rank[:4]] + lists
 
-    def at(stage: int) -> tuple[int, int]:                   # (rank, local chunk) of a stage
-        return (stage, 0) if stage < p else (2 * p - 1 - stage, 1)
 
-    def release(r: int, op: ChunkOp, woke: list[tuple[int, str, int]]) -> None:
-        """The passes ``op`` (just run on rank r) makes ready."""
-        s = r if op.chunk == 0 else 2 * p - 1 - r
-        nexts: list[tuple[str, int]] = []
-        if op.kind == "F":
-            nexts.append(("F", s + 1) if s < 2 * p - 1 else ("B", s))       # the loss: own backward
-        elif op.kind == "B":
-            nexts.append(("W", s))
-            if s > 0:
-                nexts.append(("B", s - 1))
-        for kind, stage in nexts:
-            rr, c = at(stage)
-            woke.append((rr, kind, where[(rr, ChunkOp(kind, op.mb, c))]))
+class _Memory:
+    """One rank's activations after each slot up to its last pass (+1 a forward, -1 a W) and its
+    pending W (with four kinds the W are implicit: a pending one runs in each idle slot, the
+    implementation's memory estimate), kept up to date as passes move earlier: a move re-runs the
+    slots from its new one until the state meets the old one again (after that nothing changes),
+    so a check costs the slots it overtakes, not the rank's whole order."""
 
-    while left:
-        woke: list[tuple[int, str, int]] = []
-        for r in range(p):
-            pick = None
-            heads = [(heap[0], kind) for kind, heap in ready[r].items() if heap]
-            if not heads:
-                continue
-            first, kind = min(heads)
-            if first == head[r]:
-                pick = (kind, first)          # the order's own next pass: within the peak (invariant)
-            else:
-                for j, kind in sorted(heads):
-                    # The passes before the rank's first unrun one have all run: only those from
-                    # it on count (they are cleared from the tree only when run out of order).
-                    if live[r] + DELTA[kind] + trees[r].between(head[r], j) <= caps[r]:
-                        pick = (kind, j)
-                        break
-            if pick is None:
-                continue
-            kind, j = pick
-            heapq.heappop(ready[r][kind])
-            if j != head[r]:
-                trees[r].clear(j)
-            done[r][j] = 1
-            while head[r] < len(done[r]) and done[r][head[r]]:
-                head[r] += 1
-            op = orders[r][j]
-            live[r] += DELTA[kind]
-            out[r].append(op)
-            left -= 1
-            release(r, op, woke)
-        for rr, kind, j in woke:                              # ready from the next unit on
-            heapq.heappush(ready[rr][kind], j)
-    return tuple(tuple(o) for o in out)
+    def __init__(self, rank: Times) -> None:
+        self.implicit = len(rank) == 4
+        last = max((t for ts in rank for t in ts), default=-1)
+        self.kind = [-1] * (last + 1)                 # the kind in each slot, -1 idle
+        for k, ts in enumerate(rank):
+            for t in ts:
+                self.kind[t] = k
+        self.live = [0] * (last + 1)
+        self.pend = [0] * (last + 1)
+        live = pend = 0
+        for u, k in enumerate(self.kind):
+            live, pend = self._step(k, live, pend)
+            self.live[u], self.pend[u] = live, pend
+
+    def _step(self, k: int, live: int, pend: int) -> tuple[int, int]:
+        if k < 0:
+            return (live - 1, pend - 1) if pend and self.implicit else (live, pend)
+        if k < B1:
+            return live + 1, pend
+        if k <= B0:
+            return live, pend + self.implicit
+        return live - 1, pend
+
+    def move(self, t: int, s: int, cap: int) -> bool:
+        """Move the pass in slot ``t`` to the idle slot ``s`` < t if the activations stay within
+        ``cap`` (they were before: only the slots from s on can change); else change nothing."""
+        k = self.kind[t]
+        live, pend = (self.live[s - 1], self.pend[s - 1]) if s else (0, 0)
+        new: list[tuple[int, int]] = []
+        for u in range(s, len(self.kind)):
+            live, pend = self._step(k if u == s else -1 if u == t else self.kind[u], live, pend)
+            if live > cap:
+                return False
+            if u > t and live == self.live[u] and pend == self.pend[u]:
+                break
+            new.append((live, pend))
+        self.kind[s], self.kind[t] = k, -1
+        for u, (live, pend) in enumerate(new, start=s):
+            self.live[u], self.pend[u] = live, pend
+        return True
+
+
+def _nth_b(rank: Times, n: int) -> int:
+    """The slot of the rank's n-th B (0-based) of either chunk: the n-th smallest of its two
+    sorted B lists, by bisection on how many come from B1."""
+    a, b = rank[B1], rank[B0]
+    lo, hi = max(0, n + 1 - len(b)), min(n + 1, len(a))
+    while lo < hi:                       # i from a and n+1-i from b: too few from a if a[i] < b[n-i]
+        i = (lo + hi) // 2
+        if a[i] < b[n - i]:
+            lo = i + 1
+        else:
+            hi = i
+    return max(a[lo - 1] if lo else -1, b[n - lo] if n - lo >= 0 else -1)
+
+
+def _inputs_done(ranks: list[Times], r: int, k: int, j: int) -> int:
+    """Latest start among the pass's inputs as the reordering reads them: the same kind on the
+    neighbour rank (F0, B1 from rank r-1; F1, B0 from rank r+1), the rank's previous kind of the
+    same micro-batch (F0 -> F1 -> B1 -> B0), the rank's j-th B of either chunk for a W, and its own
+    previous micro-batch; -1 for none."""
+    rank = ranks[r]
+    t = -1
+    if k in (F0, B1) and r > 0:
+        t = ranks[r - 1][k][j]
+    if k in (F1, B0) and r + 1 < len(ranks):
+        t = max(t, ranks[r + 1][k][j])
+    if k in (F1, B1, B0):
+        t = max(t, rank[k - 1][j])
+    if k == 4:
+        t = max(t, _nth_b(rank, j))
+    if j > 0:
+        t = max(t, rank[k][j - 1])
+    return t
+
+
+def _reorder_pass(ranks: list[Times], with_w: bool) -> list[Times]:
+    """One reordering pass (module docstring), in place; ``with_w``: the W are explicit and the
+    warm-up moves too (else only the cool-down does)."""
+    if with_w:
+        ranks[:] = [place_w(r, split=False) for r in ranks]
+    memory = [_Memory(r) for r in ranks]
+    cap = max(max(x.live, default=0) for x in memory)
+    m = len(ranks[0][F0])
+    heads = [(ranks[r][k][0], r, k, 0) for r in range(len(ranks)) for k in range(len(ranks[r]))
+             if ranks[r][k]]
+    heapq.heapify(heads)
+    taken: list[set[int]] = [set() for _ in ranks]
+    phase = 0                     # 0 warm-up, 1 steady (from rank 0's first B0), 2 cool-down
+    while heads:
+        t, r, k, j = heapq.heappop(heads)
+        if j + 1 < len(ranks[r][k]):
+            heapq.heappush(heads, (ranks[r][k][j + 1], r, k, j + 1))
+        if phase == 0 and k == B0 and r == 0:
+            phase = 1
+        if phase == 1 or (phase == 0 and not with_w):
+            if phase == 1 and k == F0 and j == m - 1:
+                phase = 2
+            taken[r].add(t)
+            continue
+        for s in range(_inputs_done(ranks, r, k, j) + 1, t):
+            if s not in taken[r] and memory[r].move(t, s, cap):
+                ranks[r][k][j] = s
+                break
+        taken[r].add(ranks[r][k][j])
+    if not with_w:
+        ranks[:] = [place_w(r, split=False) for r in ranks]
+    return squeeze(ranks)
+
+
+def squeeze(ranks: list[Times]) -> list[Times]:
+    """Every pass as early as it can go in the given order at unit cost (the paper's squeezing):
+    after its rank's previous pass, its own previous micro-batch, the neighbour's pass of its kind
+    and the rank's previous kind of the same micro-batch (not for W)."""
+    p = len(ranks)
+    passes = sorted((t, r, k, j) for r in range(p) for k, ts in enumerate(ranks[r]) for j, t in enumerate(ts))
+    end: dict[tuple[int, int, int], int] = {}
+    last = [0] * p
+    for _, r, k, j in passes:
+        t = last[r]
+        if k in (F0, B1) and r > 0:
+            t = max(t, end[r - 1, k, j])
+        if k in (F1, B0) and r + 1 < p:
+            t = max(t, end[r + 1, k, j])
+        if k in (F1, B1, B0):
+            t = max(t, end[r, k - 1, j])
+        if j > 0:
+            t = max(t, end[r, k, j - 1])
+        end[r, k, j] = last[r] = t + 1
+    return [[[end[r, k, j] - 1 for j in range(len(ts))] for k, ts in enumerate(ranks[r])] for r in range(p)]
+
+
+def reorder(block: Sequence[Sequence[int]], m: int) -> tuple[tuple[ChunkOp, ...], ...]:
+    """Every rank's order of ``m`` micro-batches of ``block`` (per rank the slots of F0, F1, B1,
+    B0 of micro-batch 0): repeated, reordered and squeezed twice, W placed per chunk."""
+    ranks = repeat(block, m)
+    ranks = [r[:4] for r in _reorder_pass(ranks, with_w=True)]
+    ranks = [place_w(r[:4], split=True) for r in _reorder_pass(ranks, with_w=False)]
+    out = []
+    for rank in ranks:
+        timed = sorted((t, k, j) for k, ts in enumerate(rank) for j, t in enumerate(ts))
+        out.append(tuple(ChunkOp(KINDS[k][0], j, KINDS[k][1]) for _, k, j in timed))
+    return tuple(out)

@@ -15,33 +15,29 @@ its W.
   p-r triples (F1, B1, W1), then the steady (F0, B0, W0, F1, B1, W1) and a cool-down.  At
   F = B = W it has no bubble but the p-1 units of its diagonal start; its peak is 2p chunks, i.e.
   p micro-batches of a whole stage: 1F1B's peak (paper Table 1, "V-ZB").
-- V-Half and V-Min: the paper's V-Shape building blocks with uniform offsets (Sec. 3.1 and its
-  Appendix A): in one block (one micro-batch, a period of 6 passes per rank) the forward of
-  chunk 0 starts k passes later on each next rank, the forward of chunk 1 climbs back tightly (1
-  pass per rank), the backward of chunk 1 again k per rank and that of chunk 0 climbs back
-  tightly; each W takes the first free slot after its B.  The lifespan of rank i's activations is
-  then (2k+2)(p-1) + const passes on every rank (balanced memory), i.e. about (k+1)p/3 chunks:
-  k = 2 gives V-Half (about p/2 micro-batches, half of 1F1B's p), k = 1 V-Min (about p/3).
-  V-Min's peak is the paper's (p+4)//3 micro-batches; V-Half's is (p+2)//2 on odd p and half a
-  micro-batch more on even p, where offset 2 needs a turn gap of 5 (:func:`building_block`; the
-  paper's search also varies the offsets along the ranks, which this uniform block does not).
-  The block is repeated every 6 passes (the order of each rank: its passes sorted by their time
-  in the repeated blocks), squeezed and reordered (:func:`reordered`): the paper's "repeating,
-  squeezing and reordering" (Sec. 3).  At F = B = W the bubble is then about B/2 (V-Half) and 2B/3
-  (V-Min) of 1F1B's B = (p-1)/(m+p-1), as the repository's README tabulates.
+- V-Half and V-Min: the paper's V-Shape building blocks with uniform offsets (Sec. 3.1): in one
+  block (one micro-batch, a period of 6 passes per rank) the forward of chunk 0 starts k passes
+  later on each next rank, the forward of chunk 1 climbs back tightly (1 pass per rank), the
+  backward of chunk 1 again k per rank and that of chunk 0 climbs back tightly
+  (:func:`building_block`: the slots of the authors' implementation, which their runtime and
+  playground run).  A rank's two lifespans sum to the same on every rank (balanced memory), about
+  (k+1)p/3 chunks: k = 2 gives V-Half, k = 1 V-Min.  The block is repeated every 6 passes,
+  squeezed and reordered as the authors' implementation does it (schedules/v_reorder.py), which
+  gives its orders pass by pass.  Peak activations: V-Half (p+2)//2 and V-Min (p+4)//3
+  micro-batches of a whole stage, 1F1B's p (the authors' playground table; the paper's 1/2 and
+  1/3).  At F = B = W the idle units per rank are 3p-4 (odd p) or 3p-7 (even p >= 4) for V-Half
+  and 4p-5, or 4p-7 when 3 divides p, for V-Min, against 1F1B's 6(p-1): just under the
+  repository README's B/2 and 2B/3 (tests/test_vshape_paper.py).
 
 An op is a :class:`ChunkOp` ``(kind, mb, chunk)``: kind F, B (input gradients) or W.
 """
 from __future__ import annotations
 
-import itertools
 from functools import lru_cache
 
 from .base import BubbleInputs, ChunkOp, Problem, ScenarioLike, chunk_ops, critical_path
 from .pipeline import peak_activations
 from .v_reorder import reorder
-
-PERIOD = 6          # passes per rank per micro-batch: F, B, W of each of the two chunks
 
 
 def zb_v(rank: int, p: int, m: int, v: int = 1) -> list[ChunkOp]:
@@ -77,66 +73,47 @@ def zb_v(rank: int, p: int, m: int, v: int = 1) -> list[ChunkOp]:
 
 
 @lru_cache(maxsize=64)
-def building_block(p: int, k: int) -> tuple[tuple[int, ...], ...]:
-    """Per rank, the start (in passes) of F0, F1, B1, B0, W1, W0 of micro-batch 0 in the V-Shape
-    building block with offset ``k`` (Qi et al. 2024 Sec. 3.1): F0 on rank i at k·i; F1 after the
-    turn on rank p-1, climbing one pass per rank; B1 from the loss on rank 0, k per rank; B0 after
-    the turn on rank p-1, one pass per rank.  The three turns take the smallest gaps (g1, g2, g3 >= 1,
-    fewest passes in all, then the first in order) for which a rank's four passes fall in distinct
-    slots of the period of 6 (two passes of a rank never coincide once the block repeats, the
-    paper's condition on offsets); each W takes the first free slot after its B (the repository's
-    fill_w_in_building_block)."""
-    for g1, g2, g3 in sorted(itertools.product(range(1, PERIOD + 1), repeat=3), key=lambda g: (sum(g), g)):
-        rows = []
-        for i in range(p):
-            f0 = k * i
-            f1 = k * (p - 1) + g1 + (p - 1 - i)
-            b1 = k * (p - 1) + g1 + (p - 1) + g2 + k * i
-            b0 = 2 * k * (p - 1) + g1 + (p - 1) + g2 + g3 + (p - 1 - i)
-            slots = {t % PERIOD for t in (f0, f1, b1, b0)}
-            if len(slots) < 4:
-                break
-            w1 = _next_free(b1, slots)
-            w0 = _next_free(b0, slots | {w1 % PERIOD})
-            rows.append((f0, f1, b1, b0, w1, w0))
-        else:
-            return tuple(rows)
-    raise ValueError(f"no V-Shape building block with offset {k} on {p} ranks")   # never for k in 1, 2
-
-
-def _next_free(t: int, taken: set[int]) -> int:
-    """The first time after ``t`` whose slot of the period is not ``taken``."""
-    return next(t + d for d in range(1, PERIOD + 1) if (t + d) % PERIOD not in taken)
-
-
-def block_order(rank: int, p: int, m: int, k: int) -> list[ChunkOp]:
-    """Rank ``rank``'s passes of ``m`` micro-batches in the order of the repeated building block
-    (micro-batch j's block starts 6j passes after micro-batch 0's)."""
-    f0, f1, b1, b0, w1, w0 = building_block(p, k)[rank]
-    kinds = (("F", 0, f0), ("F", 1, f1), ("B", 1, b1), ("B", 0, b0), ("W", 1, w1), ("W", 0, w0))
-    tables = {(kind, c): chunk_ops(kind, c, m) for kind, c, _ in kinds}
-    timed = sorted((t + PERIOD * j, tables[kind, c][j]) for kind, c, t in kinds for j in range(m))
-    return [op for _, op in timed]
+def building_block(p: int, k: int) -> tuple[tuple[int, int, int, int], ...]:
+    """Per rank, the slots of F0, F1, B1, B0 of micro-batch 0 in the V-Shape building block with
+    offset ``k`` (Qi et al. 2024 Sec. 3.1, uniform offsets; the slots are those of the authors'
+    stable patterns, zbv_greedy.py ``stable_pattern_v_min`` / ``stable_pattern_v_half``): F0 on
+    rank i at k·i; F1 right after the turn on rank p-1, climbing back one slot per rank; B1 from
+    the loss on rank 0, k slots per rank; B0 k slots after B1 on rank p-1, climbing back one slot
+    per rank.  Between the forward and the backward a gap ``d`` keeps a rank's four passes in
+    distinct slots of the period of 6 (no two passes of a rank coincide once the block repeats):
+    V-Min (k = 1) needs d = 2 when 3 divides p, V-Half (k = 2) d = 3 on even p, else d = 0.  The
+    W take the idle slots (schedules/v_reorder.py)."""
+    if k not in (1, 2):
+        raise ValueError(f"V-Shape offset {k}: the papers' V-Min has 1 and V-Half 2")
+    d = (2 if p % 3 == 0 else 0) if k == 1 else (3 if p % 2 == 0 else 0)
+    rows = []
+    for i in range(p):
+        f0 = k * i
+        f1 = (k + 1) * p - i - k          # k(p-1) + 1 on rank p-1: the turn, then 1 slot per rank
+        b1 = (k + 1) * p + d + k * i - (k - 1)   # the loss on rank 0: d + 1 slots after F1
+        b0 = 2 * (k + 1) * p + d - i - k     # k slots after B1 on rank p-1, then 1 per rank
+        rows.append((f0, f1, b1, b0))
+    return tuple(rows)
 
 
 @lru_cache(maxsize=64)
 def reordered(p: int, m: int, k: int) -> tuple[tuple[ChunkOp, ...], ...]:
-    """Every rank's order of the building block with offset ``k``, repeated for ``m`` micro-batches
-    and reordered as the paper reorders it (schedules/v_reorder.py): warm-up forwards up to the
-    block's peak, idle units filled with ready passes that keep within it.  Depends on the count
-    as a whole (registry ``count_shaped``)."""
-    return reorder([block_order(r, p, m, k) for r in range(p)], p)
+    """Every rank's order of the building block with offset ``k``, repeated for ``m`` micro-batches,
+    squeezed and reordered as the paper does it (schedules/v_reorder.py).  Depends on the count as a
+    whole (registry ``count_shaped``)."""
+    return reorder(building_block(p, k), m)
 
 
 def v_half(rank: int, p: int, m: int, v: int = 1) -> list[ChunkOp]:
-    """V-Half's order: the building block with offset 2, reordered (about half of 1F1B's
-    activations, README of the repository: bubble B/2 with B 1F1B's (p-1)/(m+p-1))."""
+    """V-Half's order: the building block with offset 2, reordered: (p+2)//2 micro-batches of
+    activations at its peak (half of 1F1B's p), bubble just under B/2 with B 1F1B's (p-1)/(m+p-1)
+    (README of the repository)."""
     return list(reordered(p, m, 2)[rank])
 
 
 def v_min(rank: int, p: int, m: int, v: int = 1) -> list[ChunkOp]:
-    """V-Min's order: the building block with offset 1, reordered (about a third of 1F1B's
-    activations, bubble 2B/3)."""
+    """V-Min's order: the building block with offset 1, reordered: (p+4)//3 micro-batches of
+    activations at its peak (a third of 1F1B's), bubble just under 2B/3."""
     return list(reordered(p, m, 1)[rank])
 
 
@@ -187,9 +164,10 @@ def ideal_makespan(schedule: str, p: int, m: int, F: float, B: float, W: float) 
 
 
 # The papers' closed forms at F = B = W, as shares of 1F1B's bubble B = (p-1)/(m+p-1) (the
-# repository README's table: ZBV 0, V-Half B/2, V-Min 2B/3 + O(n)), and their peak activations in
-# micro-batches of a whole stage (Qi et al. 2024 and its playground's table: V-ZB p, V-Half
-# (p+2)//2, V-Min (p+4)//3; 1F1B p).
+# repository README's table: ZBV 0, V-Half B/2, V-Min 2B/3 + O(n); the orders here idle slightly
+# less, see the module docstring), and their peak activations in micro-batches of a whole stage
+# (Qi et al. 2024 and its playground's table: V-ZB p, V-Half (p+2)//2, V-Min (p+4)//3; 1F1B p),
+# which the orders here reach exactly.
 PAPER_BUBBLE_OF_1F1B = {"zb-v": 0.0, "v-half": 1 / 2, "v-min": 2 / 3}
 PAPER_PEAK = {"zb-v": lambda p: p, "v-half": lambda p: (p + 2) // 2, "v-min": lambda p: (p + 4) // 3}
 

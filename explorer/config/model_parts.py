@@ -1,16 +1,11 @@
 """The model's optional parts: a mixture of experts (``model.moe``) and multi-head latent attention
-(``model.mla``), kept beside :mod:`explorer.config.sections` (which re-exports them); and the rules
-of the attention fields of sections.py (Model.kv_heads / head_dim, Training.flash_attention /
-attention_kernel), kept here so that sections.py stays one line per field."""
+(``model.mla``), kept beside :mod:`explorer.config.sections` (which re-exports them); and the field
+metadata of the attention fields of sections.py (Model.kv_heads / head_dim, Training.flash_attention /
+attention_kernel), kept here so that sections.py stays one line per field (the Triton kernel's
+head-dim rule is explorer/config/kernel_rules.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-from .schema import ScenarioError
-
-if TYPE_CHECKING:
-    from .sections import Scenario
 
 # The ResNet family's table (He et al., "Deep Residual Learning for Image Recognition", CVPR 2016,
 # Table 1): residual blocks per stage for each depth, and the 4x width the last 1x1 convolution of
@@ -35,24 +30,6 @@ ATTN_KERNEL = {
            "B200); triton = the 2022-23 Triton FlashAttention kernel (flash-attn's flash_attn_triton.py, "
            "llm-foundry's attn_impl: triton), slower than FlashAttention-2 by the FA2 paper's A100 "
            "ratios; none = unfused, as flash_attention false (explorer/physics/attention.py)"}
-# The Triton FlashAttention kernel runs head dims up to 128: "Support all head dimensions up to 128
-# (not just 16, 32, 64, 128)" (flash-attn's flash_attn_triton.py docstring; llm-foundry's copy).
-TRITON_MAX_HEAD_DIM = 128
-
-
-def rule_triton_head_dim(sc: Scenario) -> None:
-    """``training.attention_kernel: triton`` needs a query/key head dim of at most 128 (MLA: its
-    nope + rope dims); a convolutional network has no attention."""
-    tr, m = sc.training, sc.model
-    if tr.attention_kernel != "triton" or not tr.flash_attention or m.conv is not None:
-        return
-    d = (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim if m.mla is not None
-         else m.head_dim or m.hidden / m.heads)
-    if d > TRITON_MAX_HEAD_DIM:
-        raise ScenarioError("training.attention_kernel", f"triton runs head dims up to {TRITON_MAX_HEAD_DIM} "
-                            f"and this model's is {d:g}; choose flash2, flash3, cudnn, flex or sdpa")
-
-
 @dataclass(frozen=True)
 class MoE:
     """Mixture-of-experts layers (absent or ``experts: 0`` = a dense model)."""

@@ -16,7 +16,7 @@ from ..schedules import registry
 from .domains import DOMAIN_RULES
 from .fp8_recipes import check_recipe
 from .hetero_rules import HETERO_RULES
-from .model_parts import rule_triton_head_dim
+from .kernel_rules import rule_triton_head_dim
 from .power_rules import POWER_RULES
 from .schema import ScenarioError, excerpt
 from .sections import MAX_GPUS, ORDER_DIMS, MoE, Scenario

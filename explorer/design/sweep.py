@@ -20,7 +20,7 @@ from typing import Any
 from ..config.inputs import parse_value
 from ..config.schema import excerpt
 from ..estimate.equivalence import equivalents
-from ..estimate.overrides import converted
+from ..estimate.values import converted
 from ..scenario import Scenario, ScenarioError
 from . import chunks as work
 from .base import Base, check_key, share_query, variant_query

@@ -28,6 +28,7 @@ from typing import Any
 
 from ..config.domains import effective_domain
 from ..scenario import Scenario, ScenarioError, from_dict
+from .values import value_passes
 
 # The fields of a network sweep: each tier's rates and latencies (docs/scenario-reference.md).
 SCALE_UP_FIELDS = ("cluster.scale_up.bandwidth_GBps", "cluster.scale_up.latency_us")
@@ -66,7 +67,6 @@ def equivalents(base_raw: Mapping[str, Any], overrides: Sequence[Mapping[str, An
     override the index of the first one equal to it so (itself when it is the first).  An override
     with a dropped value its field rejects keeps every key and stands alone, so that it is
     validated in full and reports from_dict's message."""
-    from .overrides import value_passes  # overrides.py imports this module: imported on use
     try:
         unread = unread_fields(from_dict(dict(base_raw)))
     except ScenarioError:

@@ -22,11 +22,7 @@ that the scenarios and the messages equal from_dict's.
 """
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 from collections.abc import Mapping, Sequence
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -34,75 +30,13 @@ import numpy as np
 from ..config.frozen import evolve
 from ..config.loading import fill_defaults, resolve_presets
 from ..config.rules import validate
-from ..config.schema import build, convert_scalar, convert_tuple
+from ..config.schema import build
 from ..pricing.profile import row_profile
-from ..scenario import SETTABLE, Scenario, ScenarioError, apply_overrides, from_dict
+from ..scenario import Scenario, ScenarioError, apply_overrides, from_dict
 from .equivalence import equivalents
 from .many import estimate_profiles
 from .result import Estimates
-
-_SLOW = object()                    # marker: this override needs from_dict
-
-
-@cache
-def _field(path: str) -> tuple[tuple[str, ...], Any, bool, Mapping[str, Any]] | None:
-    """(section path, leaf type, optional, metadata) of a settable leaf, or None when the fast path
-    cannot set it (a derived field, a whole section)."""
-    f = SETTABLE.get(path)
-    if f is None or f.metadata.get("derived"):
-        return None
-    parts = path.split(".")
-    cls: Any = Scenario
-    for name in parts[:-1]:
-        tp, _ = _unwrap(typing.get_type_hints(cls)[name])
-        if not dataclasses.is_dataclass(tp):
-            return None
-        cls = tp
-    tp, optional = _unwrap(typing.get_type_hints(cls)[parts[-1]])
-    if dataclasses.is_dataclass(tp):
-        return None
-    if typing.get_origin(tp) is tuple and any(dataclasses.is_dataclass(a) for a in typing.get_args(tp)):
-        return None                   # a tuple of sections (WAN links): built by from_dict only
-    return tuple(parts[:-1]), tp, optional, f.metadata
-
-
-def _unwrap(tp: Any) -> tuple[Any, bool]:
-    """``X | None`` -> (X, True); anything else -> (tp, False) (as schema.build reads a type)."""
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1 and len(typing.get_args(tp)) == 2:
-            return args[0], True
-    return tp, False
-
-
-def _convert(path: str, value: Any) -> Any:
-    """The override's value as schema.build would store it, or _SLOW."""
-    spec = _field(path)
-    if spec is None:
-        return _SLOW
-    _, tp, optional, meta = spec
-    try:
-        if value is None:
-            return None if optional else _SLOW
-        if typing.get_origin(tp) is tuple:
-            return convert_tuple(value, typing.get_args(tp)[0], path, meta)
-        return convert_scalar(value, tp, path, meta)
-    except ScenarioError:
-        return _SLOW
-
-
-def value_passes(path: str, value: Any) -> bool:
-    """Whether ``value`` passes the check of the settable leaf ``path`` (schema conversion)."""
-    return _convert(path, value) is not _SLOW
-
-
-def converted(path: str, value: Any) -> Any:
-    """``value`` as the scenario holds the settable leaf ``path`` (schema conversion); a value
-    the check rejects raises its ScenarioError."""
-    got = _convert(path, value)
-    if got is _SLOW:
-        raise ScenarioError(path, f"{value!r} is not valid here")
-    return got
+from .values import SLOW, convert, field_spec
 
 
 class _Rebuilder:
@@ -116,14 +50,14 @@ class _Rebuilder:
         self._values: dict[tuple, Any] = {}
 
     def convert(self, path: str, value: Any) -> Any:
-        """:func:`_convert`, memoised on the path, the value and its type (1, 1.0 and True differ)."""
+        """:func:`values.convert`, memoised on the path, the value and its type (1, 1.0 and True differ)."""
         try:
             key = (path, type(value), value)
             got = self._values.get(key, _MISSING)
         except TypeError:                   # an unhashable value (a list for a tuple field)
-            return _convert(path, value)
+            return convert(path, value)
         if got is _MISSING:
-            got = self._values[key] = _convert(path, value)
+            got = self._values[key] = convert(path, value)
         return got
 
     def apply(self, base: Scenario, changes: dict[tuple[str, ...], dict[str, Any]]) -> Scenario | None:
@@ -184,9 +118,9 @@ def scenarios_from_overrides(base_raw: Mapping[str, Any], overrides: Sequence[Ma
     reasons: list[str | None] = []
     rebuild = _Rebuilder()
     for ov in overrides:
-        sc = _fast(built, ov, rebuild) if built is not None else _SLOW
+        sc = _fast(built, ov, rebuild) if built is not None else SLOW
         try:
-            if not isinstance(sc, Scenario):          # _SLOW: this override needs from_dict
+            if not isinstance(sc, Scenario):          # SLOW: this override needs from_dict
                 sc = from_dict(apply_overrides(base_raw, ov))
             else:
                 sc = fill_defaults(sc)
@@ -200,23 +134,23 @@ def scenarios_from_overrides(base_raw: Mapping[str, Any], overrides: Sequence[Ma
 
 
 def _fast(built: Scenario, ov: Mapping[str, Any], rebuild: _Rebuilder) -> Any:
-    """The unfilled scenario of one override, or _SLOW."""
+    """The unfilled scenario of one override, or SLOW."""
     changes: dict[tuple[str, ...], dict[str, Any]] = {}
     for key, value in ov.items():
         if not isinstance(key, str) or key == "model.preset":
-            return _SLOW
+            return SLOW
         conv = rebuild.convert(key, value)
-        if conv is _SLOW:
-            return _SLOW
-        field = _field(key)
+        if conv is SLOW:
+            return SLOW
+        field = field_spec(key)
         if field is None:                        # rebuild.convert found it settable: never here
-            return _SLOW
+            return SLOW
         section = field[0]
         changes.setdefault(section, {})[key.rsplit(".", 1)[-1]] = conv
         if section == ("hardware", "gpu"):
             changes[section]["preset"] = None    # set_dotted expands the preset name into a mapping
     sc = rebuild.apply(built, changes)
-    return _SLOW if sc is None else sc
+    return SLOW if sc is None else sc
 
 
 def estimate_overrides(base_raw: Mapping[str, Any],

@@ -40,7 +40,7 @@ PERIOD = 6                 # slots per micro-batch in a block: F, B, W of each o
 KINDS = (("F", 0), ("F", 1), ("B", 1), ("B", 0), ("W", 1), ("W", 0))    # index: the kind
 F0, F1, B1, B0 = range(4)
 
-Times = list[list[list[int]]]          # [kind][micro-batch] -> start slot, of one rank
+Times = list[list[int]]                # [kind][micro-batch] -> start slot, of one rank
 
 
 def repeat(block: Sequence[Sequence[int]], m: int) -> list[Times]:

@@ -117,7 +117,7 @@ PIPELINE_FILL_CHUNKS = 2.0
 
 
 def pipeline_fill_s(size_bytes: float, channels: int, group_net_Bps: float,
-                    node_fraction: float = 1.0) -> float:
+                    node_fraction: float = 1.0, step_bytes: float = NET_CHUNK_BYTES) -> float:
     """Seconds a call of ``size_bytes`` spends filling and draining NCCL's chunk pipeline across nodes:
     PIPELINE_FILL_CHUNKS chunks of min(NET_CHUNK_BYTES, size / the group's channels), each at one network
     channel's bandwidth.  ``channels``: the node's network channels (net_channels); ``group_net_Bps``: the
@@ -135,7 +135,7 @@ def pipeline_fill_s(size_bytes: float, channels: int, group_net_Bps: float,
     node_channels = max(int(channels), 1)
     channel_Bps = group_net_Bps / node_fraction / node_channels
     group_channels = max(node_channels * node_fraction, 1.0)
-    return PIPELINE_FILL_CHUNKS * min(NET_CHUNK_BYTES, size_bytes / group_channels) / channel_Bps
+    return PIPELINE_FILL_CHUNKS * min(step_bytes, size_bytes / group_channels) / channel_Bps
 
 
 # Pipeline fill inside one node.  The same chunked pipeline runs over NVLink: a call's data moves through

@@ -5,7 +5,8 @@ per-protocol time.
 A ring crosses every domain boundary once per domain, so its egress per domain equals the per-GPU
 volume 2(n-1)/n*S (Thakur et al., IJHPCA 2005, Sec. 4); NCCL's double binary tree (Sanders, Speck &
 Traeff 2009) moves about 2*S per node (S on two nodes); NVLink SHARP (NVLS) sends S to the switch
-and gets S back; CollNet (InfiniBand SHARP) reduces in the network, S per node.
+and gets S back (NVLS-tree: that inside each node, the tree's bytes between nodes); CollNet (InfiniBand
+SHARP) reduces in the network, S per node.
 
 Every link function has the registry's signature ``(op, S, shape, options) -> (LinkCost, bus bytes)
 | None``: the bus bytes are those whose rate is NCCL's busBw (the ring's per-rank volume, 2*S for
@@ -24,14 +25,13 @@ NcclLink = tuple[LinkCost, float] | None
 NVLS_SCALE = 0.532 / 0.74
 NVLS_EFFICIENCY = {"hopper": NVLS_SCALE * 0.85, "blackwell": NVLS_SCALE * 0.74}
 # NVLS-tree across nodes as NCCL's tuning model rates it (src/graph/tuning.cc, ncclTopoTuneModel,
-# 2.18-2.25): inter-node bandwidth, halved beyond two nodes, times .70 x nNodes / (2 (nNodes - 1)).
-# Without it NVLS-tree came out 20-30 % faster than measured at 8-64 MiB on 2 x p5 and 4 x 8 H100 NDR
-# (reference/nccl_multinode.csv).  NOTE: that formula is NCCL 2.18's; 2.19-2.27 (checked at tags
-# v2.21.5-1, v2.25.1-1, v2.27.3-1) rate NVLS-tree at min(bwIntra, bwInter, halved beyond two nodes) x 5/6.
-# With 5/6 the 2 x p5 plateau rows (128 MiB-16 GiB) move from -35 % to -23 % but 32-64 MiB from +10 % to
-# +20 %, and 4 x 8 H100 NDR picks NVLS-tree at 16-64 MiB: the curve would reach its plateau too early, as
-# issue 34 found.  The model has no mechanism for the slow approach those rows show yet, so the fitted
-# 2.18 rate stays.
+# 2.18-2.25): inter-node bandwidth, halved beyond two nodes, times .70 x nNodes / (2 (nNodes - 1)).  A rating
+# only: NCCL chooses with it (nvls_tree_rated), the kernel moves the tree's bytes (nvls_tree).  Until issue 34
+# this rating priced the call too, with EFA's 0.60: 2 x p5's all-reduce plateau (128 MiB-16 GiB,
+# awsome-distributed-training README) came out -13 % .. -35 %; on its bytes it is NVLS- or NIC-bound,
+# -3 % .. +16 % (2 x 8 H100 NDR at 16 GiB: +4.8 % -> +9.5 %).  NOTE: 2.19-2.27 (tags v2.21.5-1, v2.25.1-1,
+# v2.27.3-1) rate NVLS-tree at min(bwIntra, bwInter, halved beyond two nodes) x 5/6; the 2.18 rating is kept
+# for the choice because the mid-size rows (4 x 8 H100 NDR picking NVLS-tree at 16-64 MiB with 5/6) fit it.
 NVLS_TREE_RATIO = 0.70
 
 
@@ -168,7 +168,21 @@ def nvls(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
 
 
 def nvls_tree(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
-    """NVLS inside each node, a tree between nodes (disabled on one node)."""
+    """NVLS inside each node, NCCL's double binary tree between nodes (disabled on one node).
+
+    The bytes it moves: S into the NVSwitch and the sum back inside each node, and between nodes the
+    tree's, dtree_edges(nodes) x S/2 per node (S on two nodes) -- each GPU's NIC carries its 1/ppn
+    slice of the reduce-scattered data up and down the tree."""
+    if not _nvls_ok(sh, o):
+        return None
+    nodes, _ = _nodes_ppn(sh)
+    if nodes <= 1 or op != "all-reduce":
+        return None
+    return _switch_reduce(S, sh, o, dtree_edges(nodes) * S / 2)
+
+
+def nvls_tree_rated(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
+    """NVLS-tree as NCCL's tuning model rates it when it chooses (NVLS_TREE_RATIO), not what it moves."""
     if not _nvls_ok(sh, o):
         return None
     nodes, _ = _nodes_ppn(sh)

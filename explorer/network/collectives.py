@@ -90,6 +90,8 @@ class NcclOptions:
     pcie_Bps: float = float("inf")  # each GPU's PCIe link to its NICs, bytes/s (hardware.gpu.pcie_GBps)
     # A domain's egress one collective's channels reach, bytes/s (domain_links.channel_nics_Bps; inf: all)
     net_cap_Bps: float = float("inf")
+    # NCCL's Simple step across the network, bytes (nt.NET_CHUNK_BYTES; the fabric preset's step_KiB)
+    net_step_bytes: float = nt.NET_CHUNK_BYTES
 
 
 def _nccl_time(alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape, o: NcclOptions,
@@ -119,7 +121,10 @@ def _nccl_time(alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape, o:
     # group with ppn of a node's gpus_per_node GPUs has that fraction of the node's NICs and channels.
     frac = ppn / o.gpus_per_node if o.gpus_per_node >= ppn else 1.0
     if nodes > 1 and len(sh.shares) > 1:
-        fill = nt.pipeline_fill_s(S, o.net_channels, sh.shares[1], frac)
+        # NCCL_BUFFSIZE (the fabric's net_step_bytes) sizes Simple's buffer only; LL and LL128 keep their own
+        # (NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE), priced at NCCL's default step as before.
+        step = o.net_step_bytes if proto == "Simple" else nt.NET_CHUNK_BYTES
+        fill = nt.pipeline_fill_s(S, o.net_channels, sh.shares[1], frac, step)
     else:   # inside one node the NVLink channels fill and drain alike (nccl_tuning.node_fill_s)
         fill = nt.node_fill_s(S, refined, proto, nt.fill_hops(alg.ring_pipeline, sh.n, op), channels)
     # The PCIe links are a separate stage of the same pipeline: the call runs at the slower of the two.

@@ -15,11 +15,11 @@ from .. import dimensions
 from ..collective_algorithms import registry
 from ..config import Scenario
 from ..config.domains import effective_domain
-from ..config.presets import resolved_scale_out
+from ..config.presets import fabric_presets, resolved_scale_out
 from ..units import GBps_to_Bps, gbps_to_GBps
 from .collectives import CollectiveCost, NcclOptions, cost
 from .domain_links import channel_nics_Bps
-from .nccl_tuning import gpu_arch, net_channels
+from .nccl_tuning import NET_CHUNK_BYTES, gpu_arch, net_channels
 from .placement import Placement
 from .topology import Fabric, GroupShape
 
@@ -42,7 +42,16 @@ def nccl_options(sc: Scenario) -> NcclOptions:
                        sharp=out.sharp, net_ll128=not out.fabric.startswith("eth"),
                        net_channels=channels, nics_per_node=nics, gpus_per_node=dom,
                        pcie_Bps=GBps_to_Bps(gpu.pcie_GBps) if gpu.pcie_GBps else float("inf"),
-                       net_cap_Bps=channel_nics_Bps(dom, nics, channels, out.nic_Gbps, out.efficiency))
+                       net_cap_Bps=channel_nics_Bps(dom, nics, channels, out.nic_Gbps, out.efficiency),
+                       net_step_bytes=net_step_bytes(out.fabric))
+
+
+def net_step_bytes(fabric: str) -> float:
+    """NCCL's Simple step across the network on ``fabric``: its preset's ``step_KiB`` (a platform that
+    sets NCCL_BUFFSIZE, as aws-ofi-nccl does on EFA: explorer/data/fabrics.yaml), else NCCL's default
+    (nccl_tuning.NET_CHUNK_BYTES)."""
+    kib = fabric_presets().get(fabric, {}).get("step_KiB")
+    return float(kib) * 1024 if kib else NET_CHUNK_BYTES
 
 
 def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:

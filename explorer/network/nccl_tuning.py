@@ -117,15 +117,17 @@ PIPELINE_FILL_CHUNKS = 2.0
 
 
 def pipeline_fill_s(size_bytes: float, channels: int, group_net_Bps: float,
-                    node_fraction: float = 1.0) -> float:
+                    node_fraction: float = 1.0, step_bytes: float = NET_CHUNK_BYTES) -> float:
     """Seconds a call of ``size_bytes`` spends filling and draining NCCL's chunk pipeline across nodes:
-    PIPELINE_FILL_CHUNKS chunks of min(NET_CHUNK_BYTES, size / the group's channels), each at one network
-    channel's bandwidth.  ``channels``: the node's network channels (net_channels); ``group_net_Bps``: the
+    PIPELINE_FILL_CHUNKS chunks of min(step_bytes, size / the group's channels), each at one network
+    channel's bandwidth.  ``step_bytes``: the protocol's step (NET_CHUNK_BYTES, NCCL's default; a platform
+    that sets NCCL_BUFFSIZE has BUFFSIZE / 8 for Simple, as aws-ofi-nccl's 8 MiB on EFA: fabrics.yaml).
+    ``channels``: the node's network channels (net_channels); ``group_net_Bps``: the
     group's share of its node's network egress (bytes/s); ``node_fraction``: the share of the node's GPUs
     (and so of its NICs and channels) the group holds -- a channel's bandwidth is the node's over its
     channels whatever the group.  0 without a network bandwidth.
 
-    >>> round(pipeline_fill_s(64 * 2**20, 16, 240e9) * 1e6, 1)   # 2 x p5: 2 x 512 KiB at 15 GB/s
+    >>> round(pipeline_fill_s(64 * 2**20, 16, 240e9) * 1e6, 1)   # 16 channels: 2 x 512 KiB at 15 GB/s
     69.9
     >>> round(pipeline_fill_s(64 * 2**20, 8, 24e9, 1 / 8) * 1e6, 1)   # 1 GPU of 8, 8 x HDR: 24 GB/s
     43.7
@@ -135,7 +137,7 @@ def pipeline_fill_s(size_bytes: float, channels: int, group_net_Bps: float,
     node_channels = max(int(channels), 1)
     channel_Bps = group_net_Bps / node_fraction / node_channels
     group_channels = max(node_channels * node_fraction, 1.0)
-    return PIPELINE_FILL_CHUNKS * min(NET_CHUNK_BYTES, size_bytes / group_channels) / channel_Bps
+    return PIPELINE_FILL_CHUNKS * min(step_bytes, size_bytes / group_channels) / channel_Bps
 
 
 # Pipeline fill inside one node.  The same chunked pipeline runs over NVLink: a call's data moves through

@@ -319,11 +319,10 @@ def _score_into(raw: Mapping[str, Any], layouts: list[Layout], slots: list[int],
     with ``check`` (a proxy's scenario raw), a layout its rules refuse is invalid."""
     if not layouts:
         return
-    # Layouts of one pipeline depth and unit count go together (chunks.grouped): what the estimator
-    # prices slowest is memoised on them (a count-shaped schedule's program, DualPipe's split).
-    parsed = LayoutBuilder(raw).parsed
-    gpus, batch = parsed.cluster.gpus, parsed.training.global_batch
-    parts = work.grouped([work_key(lay, gpus, batch) for lay in layouts], work.chunk_size(cost))
+    # Layouts of one pipeline depth and unit count go together (chunks.grouped, space.work_key).
+    sc = LayoutBuilder(raw).parsed
+    parts = work.grouped([work_key(lay, sc.cluster.gpus, sc.training.global_batch) for lay in layouts],
+                         work.chunk_size(cost))
     jobs = [_Job(raw, tuple(layouts[k] for k in part), check, into.headroom_GB) for part in parts]
     out = map_chunks(_score_chunk, jobs, executor, sizes=[len(j.layouts) for j in jobs],
                      in_process=work.in_process(len(layouts), cost), progress=progress)

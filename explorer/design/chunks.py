@@ -6,7 +6,7 @@ chunks and return identical numbers (explorer/design/executors.py).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import TypeVar
 
 from .scores import estimator_available
@@ -45,3 +45,34 @@ def in_process(n: int, engine: str) -> bool:
 def split(items: Sequence[T], size: int) -> list[list[T]]:
     """``items`` cut into consecutive lists of ``size`` (the last may be shorter)."""
     return [list(items[i:i + size]) for i in range(0, len(items), size)]
+
+
+def grouped(keys: Sequence[tuple[Hashable, Hashable]], size: int) -> list[list[int]]:
+    """Positions of ``keys`` in chunks of about ``size`` that keep equal groups together: each key
+    is (group, rank); positions sorted by key (stable), each group's run cut into the fewest
+    pieces of at most ``size`` (in rank order), runs shorter than that packed into one chunk while
+    it holds at most ``size``.
+
+    Why: a worker keeps what it has priced (memo tables, compiled programs) for the chunks it runs
+    next, and two workers given chunks of one group would each price it.  A group that names what a
+    chunk's costliest pieces are memoised on (a schedule's program for one unit count) is then
+    priced by one worker, mostly once; the rank keeps what smaller pieces are memoised on (a layer
+    split) together inside a group cut into pieces."""
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    runs: list[list[int]] = []
+    for i in order:
+        if runs and keys[runs[-1][0]][0] == keys[i][0]:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    out: list[list[int]] = []
+    for run in runs:
+        pieces = -(-len(run) // size)
+        step = -(-len(run) // pieces)
+        for k in range(0, len(run), step):
+            part = run[k:k + step]
+            if out and len(part) < size and len(out[-1]) + len(part) <= size:
+                out[-1].extend(part)
+            else:
+                out.append(part)
+    return out

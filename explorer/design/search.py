@@ -52,7 +52,7 @@ from .progress import Progress, next_phase
 from .proxy import POOL, ranking_proxy
 from .refine import extend
 from .scores import estimator_available, reason_field, score
-from .space import Layout, LayoutBuilder, Space, enumerate_layouts, is_timed, search_raw
+from .space import Layout, LayoutBuilder, Space, enumerate_layouts, is_timed, search_raw, work_key
 
 MAX_EXTRA_FULL = 200           # layouts simulated beyond ``top`` when the engine rejects the estimator's fits
 # Base-order (1F1B) layouts whose latency-timed variants are simulated (module docstring, step 2):
@@ -319,9 +319,14 @@ def _score_into(raw: Mapping[str, Any], layouts: list[Layout], slots: list[int],
     with ``check`` (a proxy's scenario raw), a layout its rules refuse is invalid."""
     if not layouts:
         return
-    jobs = [_Job(raw, tuple(c), check, into.headroom_GB) for c in work.split(layouts, work.chunk_size(cost))]
+    # Layouts of one pipeline depth and unit count go together (chunks.grouped, space.work_key).
+    sc = LayoutBuilder(raw).parsed
+    parts = work.grouped([work_key(lay, sc.cluster.gpus, sc.training.global_batch) for lay in layouts],
+                         work.chunk_size(cost))
+    jobs = [_Job(raw, tuple(layouts[k] for k in part), check, into.headroom_GB) for part in parts]
     out = map_chunks(_score_chunk, jobs, executor, sizes=[len(j.layouts) for j in jobs],
                      in_process=work.in_process(len(layouts), cost), progress=progress)
+    slots = [slots[k] for part in parts for k in part]
     idx = np.asarray(slots, dtype=int)
     into.t_est[idx] = np.concatenate([c.iteration_time_s for c in out])
     into.fits[idx] = np.concatenate([c.fits for c in out])

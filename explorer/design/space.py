@@ -203,6 +203,22 @@ def pipeline_crosses(order: str, tp: int, cp: int, dp: int, pp: int, block: int 
     return block % (pp * stride) != 0
 
 
+def work_key(layout: Layout, gpus: int, batch: int) -> tuple[tuple[int, int, str], tuple[int, int, int]]:
+    """How a search groups layouts into chunks (chunks.grouped): the group (-pp, micro-batches per
+    iteration, the schedule when its program serves its own unit count only, else ""), the rank
+    (tp, cp, micro-batch).  The estimator's costliest pieces are memoised on the pipeline depth and
+    the unit count (a count-shaped schedule's program), its layer splits on the degrees and the
+    micro-batch (the compute key, pricing/keys.py); the deepest pipelines, the slowest to
+    estimate, come first, so that the last chunks a pool hands out are short.  The count is 0
+    where the layout's dp does not divide the GPUs and the batch (the rules refuse it)."""
+    cells = layout.tp * layout.cp * layout.pp
+    dp = gpus // cells if cells and gpus % cells == 0 else 0
+    per = dp * layout.micro_batch
+    count = batch // per if per and batch % per == 0 else 0
+    exact = layout.schedule if registry.get(layout.schedule).exact_units else ""
+    return (-layout.pp, count, exact), (layout.tp, layout.cp, layout.micro_batch)
+
+
 def _schedules(pp: int, layers: int, names: tuple[str, ...], vpps: tuple[int, ...]) -> list[tuple[str, int]]:
     """(schedule, vpp) pairs for ``pp`` stages (module docstring)."""
     if pp == 1:

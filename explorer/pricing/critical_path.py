@@ -54,14 +54,19 @@ def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray
     order, bounds = prog.order, prog.bounds
     stage_o, src_o, slot_o = prog.stage[order], prog.order_src, end0 + order
     widths = prog.widths
-    dur_o, real_o = dur[order], real[order]
+    dur_o = dur[order]
+    # Without phantoms (every row as long as the program) the mask is all ones: skipped.
+    real_o = None if real.all() else real[order]
     sent = sends[prog.send_cols, prog.send_ops]                     # every send's seconds, in plan order
     start_o = np.empty((n, g))
     for k, plan in enumerate(prog.sends):
         lo, hi = bounds[k], bounds[k + 1]
         st = stage_o[lo:hi]
-        ready = times[src_o[lo:hi, :widths[k]]].max(axis=1)
-        ready *= real_o[lo:hi]                                      # phantoms wait for nothing
+        w = widths[k]
+        # One input per op: the gathered times are the max (a copy, as the max would be).
+        ready = times[src_o[lo:hi, 0]] if w == 1 else times[src_o[lo:hi, :w]].max(axis=1)
+        if real_o is not None:
+            ready *= real_o[lo:hi]                                  # phantoms wait for nothing
         s0 = np.maximum(clock[st], ready, out=ready)
         start_o[lo:hi] = s0
         e0 = s0 + dur_o[lo:hi]

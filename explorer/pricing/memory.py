@@ -24,7 +24,7 @@ from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, 
 from .chunk_basis import F_IDX, KINDS, costs
 from .keys import memo_table
 from .profile import RowProfile
-from .program import Program, compile_program, program_units
+from .program import Program, serving_program
 
 _TRANSIENT = memo_table()
 _TOTALS = memo_table()
@@ -38,7 +38,7 @@ def live_counts(schedule: Schedule, p: int, units: int, v: int) -> np.ndarray:
     key = (schedule.name, p, units, v)
     got = _LIVE.get(key)
     if got is None:
-        prog = compile_program(schedule.name, p, v, program_units(schedule, units, p))
+        prog = serving_program(schedule, p, v, units)
         # The row's own ops, grouped by stage once (in program order within a stage).
         mine = np.flatnonzero(prog.mb < units)
         mine = mine[np.argsort(prog.stage[mine], kind="stable")]

@@ -133,6 +133,22 @@ def compile_program(schedule: str, p: int, v: int, units: int) -> Program:
     return prog
 
 
+def serving_program(schedule, p: int, v: int, units: int) -> Program:
+    """A program whose ops of unit < ``units`` are a row's order: a cached one with at least as many
+    units when the schedule keeps its units in order (the phantom-unit property of
+    pricing/critical_path.py), else compile_program at program_units.  For readers of the order
+    alone (pricing/memory.py's replay), to which a longer program costs a filter, not a walk."""
+    need = program_units(schedule, units, p)
+    if not schedule.exact_units:
+        best = None
+        for (name, pp, vv, u), prog in _PROGRAMS.items():
+            if (name, pp, vv) == (schedule.name, p, v) and u >= need and (best is None or u < best.units):
+                best = prog
+        if best is not None:
+            return compile_program(schedule.name, p, v, best.units)      # marks it recently used
+    return compile_program(schedule.name, p, v, need)
+
+
 def clear_programs() -> None:
     """Forget every compiled program."""
     _PROGRAMS.clear()

@@ -41,9 +41,20 @@ def v_split(c: SplitCosts, chunks: int, fused: bool = False) -> tuple[int, ...]:
 
 def rank_seconds(counts: list[int] | tuple[int, ...], per: list[float], ends: float) -> list[float]:
     """Seconds of each V rank per unit: its chunks r and len-1-r, rank 0 with the ends' work."""
+    return _rank_seconds(counts, _prefix(per), ends)
+
+
+def _prefix(per: list[float]) -> list[float]:
+    """Running sums of ``per`` from 0.0, added left to right (every chunk sum is a difference of two)."""
     pre = [0.0]
     for x in per:
         pre.append(pre[-1] + x)
+    return pre
+
+
+def _rank_seconds(counts: list[int] | tuple[int, ...], pre: list[float], ends: float) -> list[float]:
+    """:func:`rank_seconds` from the layers' running sums ``pre`` (:func:`_prefix`), which a descent
+    computes once instead of once per scored split (the same floats, the same differences)."""
     at = [0]
     for n in counts:
         at.append(at[-1] + n)
@@ -57,14 +68,15 @@ def _descend(counts: list[int], per: list[float], ends: float) -> list[int]:
     costs O(p) scores per step."""
     counts = list(counts)
     last = len(counts) - 1
+    pre = _prefix(per)
 
     def score(cs: list[int]) -> tuple[float, float]:
-        ranks = rank_seconds(cs, per, ends)
+        ranks = _rank_seconds(cs, pre, ends)
         return max(ranks), sum(x * x for x in ranks)
 
     best = score(counts)
     while True:
-        ranks = rank_seconds(counts, per, ends)
+        ranks = _rank_seconds(counts, pre, ends)
         slow = max(range(len(ranks)), key=ranks.__getitem__)
         moved = False
         for give in (slow, last - slow):

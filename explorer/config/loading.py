@@ -109,7 +109,7 @@ def derive_model(model: dict[str, Any]) -> dict[str, Any]:
                        strict=True))
     for k, v in derived.items():
         if model.get(k) is not None and model[k] != v:
-            raise ScenarioError(f"model.{k}", f"{model[k]!r} does not match model.conv (a ResNet-{c.depth} "
+            raise ScenarioError(f"model.{k}", f"{model[k]!r} does not match model.conv (a {c.label} "
                                               f"gives {v!r}); leave it out, it is derived from model.conv")
     return {**model, **derived}
 

@@ -1,0 +1,70 @@
+"""Layer splits that weigh where a stage boundary falls: PipeDream's partitioner (Narayanan et al.,
+"PipeDream: Generalized Pipeline Parallelism for DNN Training", SOSP 2019, Sec. 3.1).
+
+A transformer sends the same micro-batch x s x h tensor across every boundary, so its split only
+balances compute (partition.py).  A CNN's feature maps shrink through the network: VGG-16's first
+convolution outputs 3.2M elements per image, its last pool 25,088, so on a slow network a
+boundary placed by compute alone can cost more than the stage it ends.  PipeDream's dynamic
+programme picks the contiguous split minimising the slowest stage, where a stage's time per
+micro-batch is the larger of its compute and the transfer of the activations and gradients
+across its boundaries (its A(j, m) recurrence: max(A(i, m-1), 2 C_i, T(i+1 -> j)), the
+transfers running beside compute, as the engine's pp stream does).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import Scenario
+from ..network.groups import Network
+from ..workloads.spec import WorkloadSpec
+
+
+def cut_seconds(sc: Scenario, net: Network, spec: WorkloadSpec) -> np.ndarray | None:
+    """(layers - 1, pp - 1) seconds of one unit's activations sent forward and their gradient sent
+    back across pair q (stage q to q + 1) when a stage ends after layer i; None when the workload's
+    stage outputs are all alike (WorkloadSpec.boundary_bytes) or there is no pipeline."""
+    p, n = sc.parallelism.pp, spec.layers
+    if p <= 1 or n < 2:
+        return None
+    sizes = [spec.boundary_bytes(i) for i in range(n - 1)]
+    if any(b is None for b in sizes):
+        return None
+    # Forward activation and backward gradient: the same bytes each way (PipeDream's 2 C_i).
+    return np.array([[2.0 * net.cost("send-recv", float(b), "pp", q).time_s for q in range(p - 1)]
+                     for b in sizes])
+
+
+def min_max_cut_split(per: list[float], first: float, last: float, cuts: np.ndarray,
+                      chunks: int) -> tuple[int, ...]:
+    """Layers per stage (``chunks`` stages, one chunk each, >= 1 layer each) minimising the slowest
+    stage: max over stages of its compute ``per`` (``first`` on stage 0, ``last`` on the last) and
+    the transfers ``cuts[i, q]`` of the boundary after layer i on pair q.  PipeDream's dynamic
+    programme, O(chunks x layers^2); ties keep the earliest boundary.
+
+    >>> min_max_cut_split([1.0, 1.0, 1.0, 1.0], 0.0, 0.0, np.array([[0.1], [5.0], [0.1]]), 2)
+    (1, 3)
+    """
+    n = len(per)
+    prefix = np.concatenate(([0.0], np.cumsum(per)))
+
+    def stage(i: int, j: int) -> float:           # layers [i, j)
+        return prefix[j] - prefix[i] + (first if i == 0 else 0.0) + (last if j == n else 0.0)
+
+    inf = float("inf")
+    best = [[inf] * (n + 1) for _ in range(chunks + 1)]
+    back = [[0] * (n + 1) for _ in range(chunks + 1)]
+    for j in range(1, n + 1):
+        best[1][j] = stage(0, j)
+    for c in range(2, chunks + 1):
+        for j in range(c, n + 1):
+            for i in range(c - 1, j):
+                got = max(best[c - 1][i], float(cuts[i - 1, c - 2]), stage(i, j))
+                if got < best[c][j] * (1 - 1e-12):
+                    best[c][j], back[c][j] = got, i
+    counts, j = [], n
+    for c in range(chunks, 1, -1):
+        i = back[c][j]
+        counts.append(j - i)
+        j = i
+    counts.append(j)
+    return tuple(reversed(counts))

@@ -12,6 +12,11 @@ from .schema import ScenarioError
 if TYPE_CHECKING:
     from .sections import Scenario
 
+# model.kind (issue 36's contract): the workload families a scenario may name, and those the
+# simulator models (explorer/workloads/registry.py); the others are refused at load, naming the field.
+MODEL_KINDS = ("transformer", "cnn", "dlrm", "gnn", "rnn")
+MODELLED_KINDS = ("transformer", "cnn")
+
 # The ResNet family's table (He et al., "Deep Residual Learning for Image Recognition", CVPR 2016,
 # Table 1): residual blocks per stage for each depth, and the 4x width the last 1x1 convolution of
 # a bottleneck block (depth 50 and more) restores (Sec. 4.1).  The layer table itself is built in

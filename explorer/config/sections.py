@@ -20,7 +20,17 @@ from .compression import Compression
 from .contention import CONTENTION_DOC
 from .faults import Faults
 from .fp8_recipes import FP8_RECIPE_FIELD
-from .model_parts import ATTN_KERNEL, FLASH_ATTN, HEAD_DIM, KV_HEADS, MLA, Conv, MoE, first_moe_layer
+from .model_parts import (
+    ATTN_KERNEL,
+    FLASH_ATTN,
+    HEAD_DIM,
+    KV_HEADS,
+    MLA,
+    MODEL_KINDS,
+    Conv,
+    MoE,
+    first_moe_layer,
+)
 from .moe_dispatch import COMM_SMS_FIELD, DISPATCHER_FIELD
 from .stragglers import Stragglers
 from .sync import DP_KINDS, Sync
@@ -42,6 +52,9 @@ class Model:
 
     preset: str | None = field(default=None, metadata={
         "doc": "start from a named model (explorer/data/models.yaml)"})
+    kind: str = field(default="transformer", metadata={"choices": MODEL_KINDS, "doc": (
+        "workload family: transformer; cnn = a convolutional network (model.conv, ResNet-50 when "
+        "absent; a conv section alone implies it); dlrm, gnn, rnn are not modelled yet")})
     layers: int = field(default=0, metadata={**_FROM_PRESET, "min": 1, "max": 100_000,
                                              "doc": "transformer layers"})
     hidden: int = field(default=0, metadata={**_FROM_PRESET, "min": 1, "max": 1_048_576,

@@ -1,0 +1,135 @@
+"""Pipelined CNNs (issue 36, item 3): each stage sends its last layer's output, PipeDream's
+partitioner weighs each boundary's transfers, the given splits are honoured, and PipeDream's VGG-16
+headline on its slow cluster (Narayanan et al., SOSP 2019, Table 1: 5.28x over data parallelism on
+Cluster-A, 4 servers x 4 V100, 10 Gbps Ethernet) with its direction on faster networks."""
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pytest
+
+from explorer.network.groups import Network
+from explorer.scenario import load
+from explorer.simulate import simulate
+from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.cut_split import min_max_cut_split
+from explorer.taskgraph.split_cost import split_costs
+from explorer.workloads.convnet import vgg
+
+from conftest import ROOT
+
+SCENARIO = ROOT / "scenarios" / "pipedream-vgg16.yaml"
+RESNET = ROOT / "scenarios" / "resnet50-cloud-dp.yaml"
+PAPER_SPEEDUP = 5.28          # PipeDream, SOSP 2019, Table 1: VGG-16, 4x4 (A), config 15-1
+DATA_PARALLEL = {"parallelism.pp": 1, "parallelism.dp": 16, "parallelism.schedule": "1f1b"}
+
+
+def _objective(per, first, last, cuts, counts) -> float:
+    """PipeDream's slowest stage: max over stages of compute and the boundary transfers."""
+    ends = np.cumsum(counts)
+    out = 0.0
+    for k, (c, e) in enumerate(zip(counts, ends, strict=True)):
+        t = sum(per[e - c:e]) + (first if k == 0 else 0.0) + (last if k == len(counts) - 1 else 0.0)
+        out = max(out, t, cuts[e - 1, k] if k < len(counts) - 1 else 0.0)
+    return out
+
+
+def test_the_cut_partitioner_minimises_the_slowest_stage_exactly():
+    """Against every split of 8 layers into 3 stages (21 of them), random costs and cuts."""
+    rng = np.random.default_rng(36)
+    for _ in range(20):
+        per = list(rng.uniform(0.1, 1.0, 8))
+        cuts = rng.uniform(0.0, 2.0, (7, 2))
+        first, last = rng.uniform(0, 0.5, 2)
+        got = min_max_cut_split(per, first, last, cuts, 3)
+        best = min(_objective(per, first, last, cuts, (a, b - a, 8 - b))
+                   for a, b in combinations(range(1, 8), 2))
+        assert sum(got) == 8 and min(got) >= 1
+        assert _objective(per, first, last, cuts, got) == pytest.approx(best, rel=1e-12)
+
+
+def test_free_cuts_leave_the_compute_balance():
+    assert min_max_cut_split([1.0] * 6, 0.0, 0.0, np.zeros((5, 2)), 3) == (2, 2, 2)
+    # A dear first boundary after layer 1 moves it: the slowest stage becomes 3 layers, not 10.
+    cuts = np.zeros((5, 2))
+    cuts[1, 0] = 10.0
+    got = min_max_cut_split([1.0] * 6, 0.0, 0.0, cuts, 3)
+    assert got[0] != 2 and max(got) == 3
+
+
+def test_vgg16_default_split_is_pipedreams_optimum_on_the_scenario():
+    """The builder's split of the shipped scenario minimises PipeDream's objective over all 455
+    splits of 16 layers into 4 stages, priced as the engine prices them."""
+    sc = load(SCENARIO)
+    b = IterationBuilder(sc)
+    costs = split_costs(sc, Network(sc), b.cm, b.spec, False)
+    per, first, last = costs.unit_seconds()
+    assert costs.cuts is not None and costs.cuts.shape == (15, 3)
+    best = min(_objective(per, first, last, costs.cuts, (x, y - x, z - y, 16 - z))
+               for x, y, z in combinations(range(1, 16), 3))
+    assert _objective(per, first, last, costs.cuts, b.layer_counts) == pytest.approx(best, rel=1e-12)
+    # No boundary where a 224 x 224 or 112 x 112 feature map would cross the 10 GbE NIC.
+    assert b.layer_counts[0] >= 7
+
+
+def test_each_stage_sends_its_last_layers_output():
+    """stage_layers 13 | 1 | 1 | 1: pool5's 512 x 7 x 7, then fc6's and fc7's 4096, per image of
+    the 64-image micro-batch in fp16; the result reports the given split."""
+    sc = load(SCENARIO, {"parallelism.stage_layers": [13, 1, 1, 1]})
+    b = IterationBuilder(sc)
+    mb = sc.training.micro_batch
+    assert b.pp_pair_bytes[:3] == (mb * 25_088 * 2, mb * 4096 * 2, mb * 4096 * 2)
+    assert simulate(sc).stage_layers == (13, 1, 1, 1)
+    layout = load(SCENARIO, {"parallelism.pipeline_layout": [9, 3, 2, 2]})
+    assert simulate(layout).stage_layers == (9, 3, 2, 2)
+
+
+def test_a_resnet_pipelines_too():
+    """ResNet-50 on 2 stages: the boundary sends the block's output feature map."""
+    sc = load(RESNET, {"parallelism.pp": 2, "parallelism.dp": 32, "parallelism.stage_layers": [7, 9],
+                       "communication.compression.kind": "none"})
+    b = IterationBuilder(sc)
+    # After res3 (7 blocks: 3 + 4): 512 channels at 28 x 28, fp16, 64 images.
+    assert b.pp_pair_bytes[0] == 64 * 512 * 28 * 28 * 2
+    res = simulate(sc)
+    assert res.stage_layers == (7, 9) and res.comm_bytes_per_gpu["pp"] > 0
+
+
+def _rate(**changes) -> float:
+    return simulate(load(SCENARIO, changes)).samples_per_s
+
+
+def _advantage(**changes) -> float:
+    return _rate(**changes) / _rate(**{**changes, **DATA_PARALLEL})
+
+
+def test_pipelining_beats_data_parallelism_on_the_slow_network():
+    """Data parallelism all-reduces 138M fp32 gradients through one 10 GbE NIC per server; the
+    pipeline sends pool-sized activations instead.  Measured: 1,719 against 1,018 images/s, 1.69x
+    (asynchronous 1F1B); with a flush per step (1f1b) 1.41x."""
+    adv = _advantage()
+    assert 1.5 < adv < 2.0
+    assert 1.25 < _advantage(**{"parallelism.schedule": "1f1b"}) < adv
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "PipeDream's 15-1 gives each stage its own replica count (the FC layers on one GPU, never "
+    "all-reduced); the simulator's stages share one dp degree, so the closest layout (pp 4 x dp 4) "
+    "reaches 1.69x, not 5.28x +- 30 %"))
+def test_the_speedup_is_within_30_percent_of_the_papers():
+    assert _advantage() == pytest.approx(PAPER_SPEEDUP, rel=0.30)
+
+
+def test_a_faster_network_shrinks_the_pipelines_advantage():
+    """10 -> 25 -> 100 Gbps: 1.69x, 0.88x, 0.53x (the paper's Cluster-B, 25 Gbps, reports a
+    smaller VGG-16 gain than Cluster-A, 2.98x against 5.28x)."""
+    slow = _advantage()
+    mid = _advantage(**{"cluster.scale_out.nic_Gbps": 25})
+    fast = _advantage(**{"cluster.scale_out.nic_Gbps": 100})
+    assert slow > mid > fast
+
+
+def test_vgg_table_is_what_the_scenario_runs():
+    sc = load(SCENARIO)
+    assert sc.model.conv.vgg and sc.model.layers == len(vgg.build(16).layers) == 16

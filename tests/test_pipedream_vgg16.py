@@ -13,7 +13,7 @@ from explorer.network.groups import Network
 from explorer.scenario import load
 from explorer.simulate import simulate
 from explorer.taskgraph.builder import IterationBuilder
-from explorer.taskgraph.cut_split import min_max_cut_split
+from explorer.taskgraph.cut_split import Memory, min_max_cut_split
 from explorer.taskgraph.split_cost import split_costs
 from explorer.workloads.convnet import vgg
 
@@ -56,6 +56,18 @@ def test_free_cuts_leave_the_compute_balance():
     cuts[1, 0] = 10.0
     got = min_max_cut_split([1.0] * 6, 0.0, 0.0, cuts, 3)
     assert got[0] != 2 and max(got) == 3
+
+
+def test_the_cut_partitioner_keeps_each_stage_within_the_gpus_memory():
+    """Stage 0 of 2 holds 2 units in flight under 1F1B: layers 0-1 need 2 x (10 + 1) = 22 bytes
+    of activations, over a capacity of 21, so the balanced 2 | 2 gives way to 1 | 3; when nothing
+    fits, the memory is ignored (the memory check reports it)."""
+    per, cuts = [1.0] * 4, np.zeros((3, 1))
+    held = np.array([[0.0, 10.0], [0.0, 1.0], [0.0, 1.0], [0.0, 1.0]])
+    edge = np.zeros(2)
+    assert min_max_cut_split(per, 0.0, 0.0, cuts, 2, Memory(held, edge, edge, 25.0)) == (2, 2)
+    assert min_max_cut_split(per, 0.0, 0.0, cuts, 2, Memory(held, edge, edge, 21.0)) == (1, 3)
+    assert min_max_cut_split(per, 0.0, 0.0, cuts, 2, Memory(held, edge, edge, 5.0)) == (2, 2)
 
 
 def test_vgg16_default_split_is_pipedreams_optimum_on_the_scenario():

@@ -5,7 +5,7 @@ that minimises the slowest stage's seconds per pipeline unit as the engine price
 per stage, PipeDream's partitioner that also weighs each boundary's transfers (cut_split.py)."""
 from __future__ import annotations
 
-from .cut_split import min_max_cut_split
+from .cut_split import Memory, min_max_cut_split
 from .dualpipe_split import pair_split
 from .partition import split_layers
 from .split_cost import SplitCosts
@@ -59,5 +59,6 @@ def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
         return v_split(costs, chunks, fused)
     per, first, last = costs.unit_seconds()
     if costs.cuts is not None and stages == chunks and costs.cuts.shape[1] == chunks - 1:
-        return min_max_cut_split(per, first, last, costs.cuts, chunks)
+        memory = Memory(costs.held, costs.first_held, costs.last_held, costs.capacity)
+        return min_max_cut_split(per, first, last, costs.cuts, chunks, memory)
     return split_layers(per, chunks, first, last, stages=stages, extras=costs.chunk_sends(chunks, v_shape))

@@ -145,3 +145,20 @@ def test_a_faster_network_shrinks_the_pipelines_advantage():
 def test_vgg_table_is_what_the_scenario_runs():
     sc = load(SCENARIO)
     assert sc.model.conv.vgg and sc.model.layers == len(vgg.build(16).layers) == 16
+
+
+def test_a_folded_cnn_pipeline_counts_each_pairs_own_bytes():
+    """256 micro-batches per replica fold (explorer/fold, the task fold: the array fold does not
+    take CNNs, pricing/scope.py); the folded run equals the full one, so the fold counts each
+    pair's own message (13 | 1 | 1 | 1: pool5's 512 x 7 x 7 on pair 0, fc6's
+    and fc7's 4096 on pairs 1 and 2), not one size for every pair."""
+    from test_fold import as_json
+    from test_golden import same
+    sc = load(SCENARIO, {"training.global_batch": 65536, "parallelism.schedule": "1f1b",
+                         "parallelism.stage_layers": [13, 1, 1, 1]})
+    folded, full = simulate(sc), simulate(sc, fold=False)
+    assert folded.fold is not None and sc.micro_batches == 256
+    assert same(as_json(full), as_json(folded)) == []
+    b = IterationBuilder(sc)
+    mb = sc.training.micro_batch
+    assert b.pp_pair_bytes[:3] == (mb * 25_088 * 2, mb * 4096 * 2, mb * 4096 * 2)

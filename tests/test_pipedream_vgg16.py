@@ -162,3 +162,14 @@ def test_a_folded_cnn_pipeline_counts_each_pairs_own_bytes():
     b = IterationBuilder(sc)
     mb = sc.training.micro_batch
     assert b.pp_pair_bytes[:3] == (mb * 25_088 * 2, mb * 4096 * 2, mb * 4096 * 2)
+
+
+@pytest.mark.parametrize("schedule", ["1f1b-latency", "crosspipe"])
+def test_timed_schedules_see_each_boundarys_own_transfer(schedule):
+    """The latency-aware orders read each boundary's delay (Timing.delay): pool5's 3.2 MB on pair
+    0 takes longer than fc6's 0.5 MB on pair 1 (13 | 1 | 1 | 1); the run completes."""
+    sc = load(SCENARIO, {"parallelism.schedule": schedule, "parallelism.stage_layers": [13, 1, 1, 1]})
+    b = IterationBuilder(sc)
+    delay = b.timing().delay
+    assert len(delay) == 3 and delay[0] > delay[1] == pytest.approx(delay[2])
+    assert simulate(sc).samples_per_s > 0

@@ -110,11 +110,11 @@ class IterationBuilder:
         self._slowed: dict[tuple[int, int], ChunkWork] = {}
         if slow and not self._rank_slow:
             self.chunks = [slowed(ch, slow[self.layout.rank_of(gc)]) for gc, ch in enumerate(self.chunks)]
-        # Program order of every stage over the units simulated (the registry's order function).
-        self.orders = program_orders(self.schedule, self.p, self.m_sim, self.v, self.timing)
         self.pp_msg_bytes = pp_message_bytes(sc)
         # Per stage pair: what its sender's last layer outputs (a CNN's differ boundary by boundary).
         self.pp_pair_bytes = pair_message_bytes(sc, self.spec, self.layer_counts, self.layout)
+        # Program order of every stage over the units simulated (the registry's order function).
+        self.orders = program_orders(self.schedule, self.p, self.m_sim, self.v, self.timing)
         # Per (rank, local chunk, pass kind): parts, drawing template, timeline fields, FSDP
         # hidden seconds — the same for every micro-batch, computed once (the 1T-parameter row
         # has 65k passes).

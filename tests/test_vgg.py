@@ -116,3 +116,17 @@ def test_run_json_adds_samples_per_s(capsys):
     cnn = _json(SCENARIO, capsys=capsys)
     assert cnn["samples_per_s"] == pytest.approx(1024 / cnn["iteration_time_s"])
     assert cnn["samples_per_s"] == pytest.approx(cnn["tokens_per_s"])
+
+
+def test_vgg_powersgd_factor_and_names():
+    """PowerSGD rank 4 sends 4 (m + n) per weight matrix (C_out x C_in*9, FC out x in) and the
+    biases whole; VGG-16's fc6 alone (4096 x 25088) compresses 4 x 29184 / 102.8M."""
+    sc = load(SCENARIO)
+    net = vgg.build(16)
+    mats = sum(min(4 * (a + b), a * b) for a, b in net.matrices)
+    biases = sum(x.c_out for x in net.layers)
+    w = workload_for(sc.model)
+    assert w.powersgd_factor(sc.model, 1, 4) == pytest.approx((mats + biases) / 138_357_544)
+    assert w.powersgd_factor(sc.model, 1, 4) < 0.002
+    assert w.nouns(sc.model).layers == "weight layers of a VGG-16"
+    assert sc.model.layers == 16 and sc.model.hidden == 4096 and sc.model.vocab == 1000

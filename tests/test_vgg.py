@@ -127,6 +127,6 @@ def test_vgg_powersgd_factor_and_names():
     biases = sum(x.c_out for x in net.layers)
     w = workload_for(sc.model)
     assert w.powersgd_factor(sc.model, 1, 4) == pytest.approx((mats + biases) / 138_357_544)
-    assert w.powersgd_factor(sc.model, 1, 4) < 0.002
+    assert w.powersgd_factor(sc.model, 1, 4) < 0.003          # 0.24 % of the bytes
     assert w.nouns(sc.model).layers == "weight layers of a VGG-16"
     assert sc.model.layers == 16 and sc.model.hidden == 4096 and sc.model.vocab == 1000

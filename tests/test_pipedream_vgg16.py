@@ -58,6 +58,15 @@ def test_free_cuts_leave_the_compute_balance():
     assert got[0] != 2 and max(got) == 3
 
 
+def test_blocking_sends_count_in_the_stage_that_sends_them():
+    """Sends beside compute (the pp stream): 2 | 2 is paced by its 2.4 s boundary against 3 s for
+    1 | 3.  Sends that block the sender (DeepSpeed) add half of each boundary to its two stages:
+    2 | 2 costs 2 + 1.2 = 3.2 s a stage, 1 | 3 only 3 + 0.1."""
+    per, cuts = [1.0] * 4, np.array([[0.2], [2.4], [0.2]])
+    assert min_max_cut_split(per, 0.0, 0.0, cuts, 2) == (2, 2)
+    assert min_max_cut_split(per, 0.0, 0.0, cuts, 2, blocking=True) == (1, 3)
+
+
 def test_the_cut_partitioner_keeps_each_stage_within_the_gpus_memory():
     """Stage 0 of 2 holds 2 units in flight under 1F1B: layers 0-1 need 2 x (10 + 1) = 22 bytes
     of activations, over a capacity of 21, so the balanced 2 | 2 gives way to 1 | 3; when nothing

@@ -65,14 +65,17 @@ def cut_seconds(sc: Scenario, net: Network, spec: WorkloadSpec) -> np.ndarray | 
 
 
 def min_max_cut_split(per: list[float], first: float, last: float, cuts: np.ndarray,
-                      chunks: int, memory: Memory | None = None) -> tuple[int, ...]:
+                      chunks: int, memory: Memory | None = None, blocking: bool = False) -> tuple[int, ...]:
     """Layers per stage (``chunks`` stages, one chunk each, >= 1 layer each) minimising the slowest
     stage: max over stages of its compute ``per`` (``first`` on stage 0, ``last`` on the last) and
     the transfers ``cuts[i, q]`` of the boundary after layer i on pair q.  PipeDream's dynamic
     programme, O(chunks x layers^2); ties keep the earliest boundary.  With ``memory``, only
     stages that fit the GPU are taken (ParDNN's objective: Qararyah et al., "A Computational-Graph
     Partitioning Method for Training Memory-Constrained DNNs", Parallel Computing 2021), unless no
-    split fits, when the memory is ignored (the memory check then reports it).
+    split fits, when the memory is ignored (the memory check then reports it).  ``blocking``: the
+    framework's sends hold the sender's compute stream (DeepSpeed's PipelineEngine,
+    config/frameworks.py), so a stage also spends the one-way transfer of its output and of its
+    input's gradient, half of each boundary's ``cuts``, in its own time.
 
     >>> min_max_cut_split([1.0, 1.0, 1.0, 1.0], 0.0, 0.0, np.array([[0.1], [5.0], [0.1]]), 2)
     (1, 3)
@@ -85,21 +88,24 @@ def min_max_cut_split(per: list[float], first: float, last: float, cuts: np.ndar
     def stage(i: int, j: int, c: int) -> float:     # layers [i, j) on stage c
         if fits is not None and not fits(i, j, c):
             return float("inf")
-        return prefix[j] - prefix[i] + (first if i == 0 else 0.0) + (last if j == n else 0.0)
+        t = prefix[j] - prefix[i] + (first if i == 0 else 0.0) + (last if j == n else 0.0)
+        if blocking:
+            t += (cuts[i - 1, c - 1] / 2 if c > 0 else 0.0) + (cuts[j - 1, c] / 2 if j < n else 0.0)
+        return t
 
     inf = float("inf")
     best = [[inf] * (n + 1) for _ in range(chunks + 1)]
     back = [[0] * (n + 1) for _ in range(chunks + 1)]
-    for j in range(1, n + 1):
+    for j in (range(1, n + 1) if chunks > 1 else (n,)):
         best[1][j] = stage(0, j, 0)
     for c in range(2, chunks + 1):
-        for j in range(c, n + 1):
+        for j in (range(c, n + 1) if c < chunks else (n,)):     # the last stage ends the model
             for i in range(c - 1, j):
                 got = max(best[c - 1][i], float(cuts[i - 1, c - 2]), stage(i, j, c - 1))
                 if got < best[c][j] * (1 - 1e-12):
                     best[c][j], back[c][j] = got, i
     if best[chunks][n] == inf:
-        return min_max_cut_split(per, first, last, cuts, chunks) if memory is not None else \
+        return min_max_cut_split(per, first, last, cuts, chunks, None, blocking) if memory is not None else \
             tuple([1] * (chunks - 1) + [n - chunks + 1])
     counts, j = [], n
     for c in range(chunks, 1, -1):

@@ -60,5 +60,5 @@ def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
     per, first, last = costs.unit_seconds()
     if costs.cuts is not None and stages == chunks and costs.cuts.shape[1] == chunks - 1:
         memory = Memory(costs.held, costs.first_held, costs.last_held, costs.capacity)
-        return min_max_cut_split(per, first, last, costs.cuts, chunks, memory)
+        return min_max_cut_split(per, first, last, costs.cuts, chunks, memory, blocking=bool(costs.sends))
     return split_layers(per, chunks, first, last, stages=stages, extras=costs.chunk_sends(chunks, v_shape))

@@ -126,11 +126,12 @@ class MLA:
 
 @dataclass(frozen=True)
 class Conv:
-    """A residual convolutional network instead of a transformer (explorer/workloads/convnet/arch.py):
-    ResNet-18 to -152 on images (He et al. 2016, v1.5 strides), or the SlowOnly 3D ResNet on
-    video clips when ``frames`` > 1 (Feichtenhofer et al. 2019).  A sample is one image or clip;
-    the loader derives the transformer fields from it (layers = residual blocks, hidden = the last
-    feature map's channels, vocab = classes, seq_len 1)."""
+    """A convolutional network instead of a transformer (explorer/workloads/convnet/): ResNet-18 to
+    -152 on images (He et al. 2016, v1.5 strides), the SlowOnly 3D ResNet on video clips when
+    ``frames`` > 1 (Feichtenhofer et al. 2019), or VGG-11 to -19 (depths 11, 13, 16, 19; Simonyan &
+    Zisserman 2015).  A sample is one image or clip; the loader derives the transformer fields from
+    it (layers = residual blocks or VGG weight layers, hidden = the classifier's input width, vocab
+    = classes, seq_len 1)."""
 
     depth: int = field(default=50, metadata={"choices": tuple(STAGE_BLOCKS) + tuple(VGG_BLOCK_CONVS),
                                              "doc": "layers with weights: a ResNet (18, 34, 50, 101, 152) "

@@ -140,13 +140,13 @@ RESNET = ROOT / "scenarios" / "resnet50-cloud-dp.yaml"
 
 
 def test_what_the_registry_says_a_family_supports_is_what_it_is_asked():
-    """The convolutional family communicates over dp alone (config refuses the other degrees at
-    load); the estimator leaves it to the simulation; its sidebar controls and the transformer's
-    split the model's controls between them."""
+    """The convolutional family communicates over pp and dp (issue 36: pipelined CNNs; config
+    refuses the other degrees at load); the estimator leaves it to the simulation; its sidebar
+    controls and the transformer's split the model's controls between them."""
     conv, tr = registry.get("convnet"), registry.get(registry.DEFAULT)
     sc = load(RESNET)
-    assert registry.workload_for(sc.model) is conv and conv.dimensions == ("dp",) and not conv.pipeline_split
-    for dim in ("tp", "pp", "cp"):
+    assert registry.workload_for(sc.model) is conv and conv.dimensions == ("pp", "dp") and conv.pipeline_split
+    for dim in ("tp", "ep", "cp"):
         with pytest.raises(ScenarioError):
             load(RESNET, {f"parallelism.{dim}": 2, "parallelism.dp": 32})
     assert needs_simulation(sc) and not conv.estimator and tr.estimator

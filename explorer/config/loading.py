@@ -40,7 +40,7 @@ from .domains import apply_rack_defaults, default_domain
 from .frameworks import profile
 from .frozen import evolve
 from .inputs import MAX_BYTES, parse_document
-from .model_parts import Conv
+from .model_parts import MODEL_KINDS, MODELLED_KINDS, Conv
 from .moe_dispatch import dispatcher_sms
 from .nccl_channels import nccl_channels
 from .overrides import apply_overrides
@@ -101,15 +101,26 @@ def derive_model(model: dict[str, Any]) -> dict[str, Any]:
     """``model`` with the fields its ``conv`` section derives (CONV_DERIVED) filled in; a given one
     that disagrees is refused, naming it.  Unchanged without a conv section, or when its values are
     not yet valid (building the section then says why)."""
+    kind = model.get("kind", "transformer")
+    if kind in MODEL_KINDS and kind not in MODELLED_KINDS:
+        raise ScenarioError("model.kind", f"{kind!r}: not modelled yet; use one of "
+                                          f"{', '.join(MODELLED_KINDS)}")
+    if kind == "transformer" and model.get("kind") is not None and model.get("conv") is not None:
+        raise ScenarioError("model.kind", "'transformer' but model.conv is set; use cnn, or remove "
+                                          "model.conv")
+    if kind == "cnn" and model.get("conv") is None:
+        model = {**model, "conv": {}}            # model.kind cnn alone: the Conv defaults (ResNet-50)
     conv = model.get("conv")
     if not isinstance(conv, dict):
         return model
+    if model.get("kind") is None:
+        model = {**model, "kind": "cnn"}          # a conv section implies the cnn family
     c = build(Conv, conv, "model.conv")       # a bad conv field is reported as itself, first
     derived = dict(zip(CONV_DERIVED, (c.blocks, c.features, 1, 1, c.features, 1, c.classes, False, False),
                        strict=True))
     for k, v in derived.items():
         if model.get(k) is not None and model[k] != v:
-            raise ScenarioError(f"model.{k}", f"{model[k]!r} does not match model.conv (a ResNet-{c.depth} "
+            raise ScenarioError(f"model.{k}", f"{model[k]!r} does not match model.conv (a {c.label} "
                                               f"gives {v!r}); leave it out, it is derived from model.conv")
     return {**model, **derived}
 

@@ -7,6 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# model.kind (issue 36's contract): the workload families a scenario may name, and those the
+# simulator models (explorer/workloads/registry.py); the others are refused at load, naming the field.
+MODEL_KINDS = ("transformer", "cnn", "dlrm", "gnn", "rnn")
+MODELLED_KINDS = ("transformer", "cnn")
+KIND = field(default="transformer", metadata={"choices": MODEL_KINDS, "doc": (
+    "workload family: transformer; cnn = a convolutional network (model.conv, ResNet-50 when absent; a "
+    "conv section alone implies it); dlrm, gnn, rnn are not modelled yet")})
+
 # The ResNet family's table (He et al., "Deep Residual Learning for Image Recognition", CVPR 2016,
 # Table 1): residual blocks per stage for each depth, and the 4x width the last 1x1 convolution of
 # a bottleneck block (depth 50 and more) restores (Sec. 4.1).  The layer table itself is built in
@@ -14,6 +22,15 @@ from dataclasses import dataclass, field
 STAGE_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
 BOTTLENECK_FROM_DEPTH = 50
 BOTTLENECK_EXPANSION = 4
+# The VGG family (Simonyan & Zisserman, "Very Deep Convolutional Networks for Large-Scale Image
+# Recognition", ICLR 2015, Table 1, configurations A, B, D, E): 3x3 convolutions per block of 64,
+# 128, 256, 512, 512 channels, each block ending in a 2x2/2 max pool, then three fully connected
+# layers (4096, 4096, classes).  A depth in this table selects a VGG (the ResNet depths differ);
+# its pipeline layers are its convolutions and its fully connected layers
+# (explorer/workloads/convnet/vgg.py builds them).
+VGG_BLOCK_CONVS = {11: (1, 1, 2, 2, 2), 13: (2, 2, 2, 2, 2), 16: (2, 2, 3, 3, 3), 19: (2, 2, 4, 4, 4)}
+VGG_FC_WIDTH = 4096
+VGG_FC_LAYERS = 3
 
 # Attention width and kernel fields (explorer/workloads/transformer/attention.py reads the widths,
 # explorer/physics/attention.py the kernel).
@@ -86,14 +103,16 @@ class MLA:
 
 @dataclass(frozen=True)
 class Conv:
-    """A residual convolutional network instead of a transformer (explorer/workloads/convnet/arch.py):
-    ResNet-18 to -152 on images (He et al. 2016, v1.5 strides), or the SlowOnly 3D ResNet on
-    video clips when ``frames`` > 1 (Feichtenhofer et al. 2019).  A sample is one image or clip;
-    the loader derives the transformer fields from it (layers = residual blocks, hidden = the last
-    feature map's channels, vocab = classes, seq_len 1)."""
+    """A convolutional network instead of a transformer (explorer/workloads/convnet/): ResNet-18 to
+    -152 on images (He et al. 2016, v1.5 strides), the SlowOnly 3D ResNet on video clips when
+    ``frames`` > 1 (Feichtenhofer et al. 2019), or VGG-11 to -19 (depths 11, 13, 16, 19; Simonyan &
+    Zisserman 2015).  A sample is one image or clip; the loader derives the transformer fields from
+    it (layers = residual blocks or VGG weight layers, hidden = the classifier's input width, vocab
+    = classes, seq_len 1)."""
 
-    depth: int = field(default=50, metadata={"choices": tuple(STAGE_BLOCKS),
-                                             "doc": "ResNet depth (layers with weights)"})
+    depth: int = field(default=50, metadata={"choices": tuple(STAGE_BLOCKS) + tuple(VGG_BLOCK_CONVS),
+                                             "doc": "layers with weights: a ResNet (18, 34, 50, 101, 152) "
+                                                    "or a VGG (11, 13, 16, 19; Simonyan & Zisserman 2015)"})
     image_size: int = field(default=224, metadata={"min": 32, "max": 4096,
                                                    "doc": "input height and width in pixels"})
     frames: int = field(default=1, metadata={"min": 1, "max": 1024,
@@ -105,20 +124,32 @@ class Conv:
         "min": 1, "max": 1_000_000, "doc": "classifier outputs (ImageNet 1000, Kinetics-400 400)"})
 
     @property
+    def vgg(self) -> bool:
+        """Whether the depth selects a VGG (plain 3x3 convolutions and three FC layers)."""
+        return self.depth in VGG_BLOCK_CONVS
+
+    @property
     def blocks(self) -> int:
-        """Residual blocks of the network (the layers a pipeline would split)."""
+        """The layers a pipeline splits: residual blocks of a ResNet, every convolution and fully
+        connected layer of a VGG (VGG-16: 13 + 3)."""
+        if self.vgg:
+            return sum(VGG_BLOCK_CONVS[self.depth]) + VGG_FC_LAYERS
         return sum(STAGE_BLOCKS[self.depth])
 
     @property
     def features(self) -> int:
         """Channels of the last feature map, the classifier's input: the first stage's width
         doubled at each later stage, times the bottleneck's expansion."""
+        if self.vgg:
+            return VGG_FC_WIDTH                      # the last FC layer's input (fc7's output)
         expansion = BOTTLENECK_EXPANSION if self.depth >= BOTTLENECK_FROM_DEPTH else 1
         return self.width * 2 ** (len(STAGE_BLOCKS[self.depth]) - 1) * expansion
 
     @property
     def label(self) -> str:
         """The network's name: "ResNet-50", or "SlowOnly ResNet-50 (8 frames)" for a video model."""
+        if self.vgg:
+            return f"VGG-{self.depth}"
         if self.frames > 1:
             return f"SlowOnly ResNet-{self.depth} ({self.frames} frames)"
         return f"ResNet-{self.depth}"

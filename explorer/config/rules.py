@@ -58,17 +58,20 @@ def rule_degrees_fill_cluster(sc: Scenario) -> None:
 
 
 def rule_conv_trains_data_parallel(sc: Scenario) -> None:
-    """A convolutional network (model.conv) trains data-parallel (ZeRO/FSDP allowed): its layer
-    table has no heads to split, no stages are modelled for it, no sequence to shard, no experts,
-    no recomputation or FP8 recipe (explorer/workloads/convnet/blocks.py)."""
+    """A convolutional network (model.conv) trains data- and pipeline-parallel (ZeRO/FSDP allowed):
+    its layer table has no heads to split, no sequence to shard, no experts, no recomputation or
+    FP8 recipe (explorer/workloads/convnet/); a VGG takes images, not clips."""
     m, p, tr = sc.model, sc.parallelism, sc.training
     if m.conv is None:
         return
-    why = "a convolutional network (model.conv) trains data-parallel here"
-    for dim in ("tp", "pp", "cp", "ep", "token_slices"):
+    why = "a convolutional network (model.conv) trains data- and pipeline-parallel here"
+    for dim in ("tp", "cp", "ep", "token_slices"):
         if getattr(p, dim) != 1:
             raise ScenarioError(f"parallelism.{dim}", f"{getattr(p, dim)}: {why}; set it to 1 "
-                                                      "(dp and ZeRO/FSDP are the levers)")
+                                                      "(dp, pp and ZeRO/FSDP are the levers)")
+    if m.conv.vgg and m.conv.frames != 1:
+        raise ScenarioError("model.conv.frames", f"{m.conv.frames}: a {m.conv.label} takes images; set it "
+                                                 "to 1 (video clips run on a ResNet depth: 18-152)")
     for part, value, ok in (("moe", m.moe, None), ("mla", m.mla, None), ("mtp_depth", m.mtp_depth, 0)):
         if value != ok and not (part == "moe" and not m.is_moe):
             raise ScenarioError(f"model.{part}", f"is a transformer part; {why} without it (remove it)")

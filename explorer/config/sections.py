@@ -3,11 +3,9 @@
 Each field has a one-line ``doc``, its unit in its name and its bounds in ``metadata`` (the keys
 are listed in :mod:`explorer.config.schema`).  The validator, the README's field table
 (:mod:`explorer.config.docs`) and the app's widgets all read these definitions, so a field is
-documented and checked where it is declared.
-
-Fields typed ``X | None`` whose doc says "default ..." are *derived defaults*: the loader
-(:func:`explorer.config.loading.from_dict`) fills them once, at load, so every consumer of a
-loaded :class:`Scenario` reads a number, never ``None`` (see ``loading.fill_defaults``).
+documented and checked where it is declared.  Fields typed ``X | None`` whose doc says "default
+..." are *derived defaults*: the loader (:func:`explorer.config.loading.from_dict`) fills them
+once, at load, so every consumer of a loaded :class:`Scenario` reads a number, never ``None``.
 """
 from __future__ import annotations
 
@@ -20,7 +18,7 @@ from .compression import Compression
 from .contention import CONTENTION_DOC
 from .faults import Faults
 from .fp8_recipes import FP8_RECIPE_FIELD
-from .model_parts import ATTN_KERNEL, FLASH_ATTN, HEAD_DIM, KV_HEADS, MLA, Conv, MoE, first_moe_layer
+from .model_parts import ATTN_KERNEL, FLASH_ATTN, HEAD_DIM, KIND, KV_HEADS, MLA, Conv, MoE, first_moe_layer
 from .moe_dispatch import COMM_SMS_FIELD, DISPATCHER_FIELD
 from .stragglers import Stragglers
 from .sync import DP_KINDS, Sync
@@ -42,6 +40,7 @@ class Model:
 
     preset: str | None = field(default=None, metadata={
         "doc": "start from a named model (explorer/data/models.yaml)"})
+    kind: str = KIND                 # the workload family (model_parts.KIND, issue 36)
     layers: int = field(default=0, metadata={**_FROM_PRESET, "min": 1, "max": 100_000,
                                              "doc": "transformer layers"})
     hidden: int = field(default=0, metadata={**_FROM_PRESET, "min": 1, "max": 1_048_576,

@@ -93,6 +93,13 @@ class Result:
         return replace(self, scenario=sc, **{**paced, **fields})
 
     @property
+    def samples_per_s(self) -> float:
+        """Samples (sequences, images, clips) per second: tokens/s over the tokens of one sample
+        (model.seq_len; 1 for a convolutional network), so it follows tokens/s through the variants'
+        pacing (issue 36's contract: run --json's ``samples_per_s`` for every workload)."""
+        return self.tokens_per_s / self.scenario.model.seq_len
+
+    @property
     def time_per_step_s(self) -> float:
         """Seconds per training step amortised over the simulated window (the iteration time when
         every step synchronises)."""
@@ -127,6 +134,7 @@ class Result:
             "gpus": sc.gpus,
             "iteration_time_s": self.iteration_time_s,
             "tokens_per_s": self.tokens_per_s,
+            "samples_per_s": self.samples_per_s,
             "tflops_per_gpu": self.tflops_per_gpu,
             "mfu": self.mfu,
             **({"mfu_fp8_peak": self.mfu_fp8_peak} if self.mfu_fp8_peak is not None else {}),

@@ -31,7 +31,7 @@ from ..vocabulary import TIERS
 from ..workloads.registry import workload_spec
 from .chunks import ChunkContext, ChunkWork, balanced, chunk_work, slowed
 from .fused import fused_shape
-from .layer import pp_message_bytes
+from .layer import pair_message_bytes, pp_message_bytes
 from .layout import Fused, Layout, Pass, layout_for
 from .order_memo import program_orders, steps
 from .split import choose_split, given_split
@@ -110,9 +110,11 @@ class IterationBuilder:
         self._slowed: dict[tuple[int, int], ChunkWork] = {}
         if slow and not self._rank_slow:
             self.chunks = [slowed(ch, slow[self.layout.rank_of(gc)]) for gc, ch in enumerate(self.chunks)]
+        self.pp_msg_bytes = pp_message_bytes(sc)
+        # Per stage pair: what its sender's last layer outputs (a CNN's differ boundary by boundary).
+        self.pp_pair_bytes = pair_message_bytes(sc, self.spec, self.layer_counts, self.layout)
         # Program order of every stage over the units simulated (the registry's order function).
         self.orders = program_orders(self.schedule, self.p, self.m_sim, self.v, self.timing)
-        self.pp_msg_bytes = pp_message_bytes(sc)
         # Per (rank, local chunk, pass kind): parts, drawing template, timeline fields, FSDP
         # hidden seconds — the same for every micro-batch, computed once (the 1T-parameter row
         # has 65k passes).
@@ -153,7 +155,7 @@ class IterationBuilder:
         crosses datacenters, and the in-flight cap: what a timed schedule orders by (registry)."""
         fwd = tuple(sum(x for _, x in self.chunk_of(s, 0).fwd_parts) for s in range(self.p))
         bwd = tuple(sum(x for _, x in self.chunk_of(s, 0).bwd_parts) for s in range(self.p))
-        costs = [self.net.cost("send-recv", pp_message_bytes(self.sc), "pp", s) for s in range(self.p - 1)]
+        costs = [self.net.cost("send-recv", self.pp_pair_bytes[s], "pp", s) for s in range(self.p - 1)]
         return Timing(fwd, bwd, tuple(c.time_s for c in costs), tuple(c.egress[WAN] > 0 for c in costs),
                       self.sc.parallelism.max_in_flight)
 
@@ -346,11 +348,12 @@ class IterationBuilder:
     def _transfer_shape(self, pair: int, s: int, direction: str) -> tuple:
         """What every transfer of ``s`` on ``pair`` in ``direction`` shares: its stream, priority,
         priced cost and calls, and its payload's fields after the unit and chunk."""
-        cc = self.net.cost("send-recv", self.pp_msg_bytes, "pp", pair)
+        msg = self.pp_pair_bytes[pair]
+        cc = self.net.cost("send-recv", msg, "pp", pair)
         links = self._pp_links.get(pair)
         if links is None:
             # Two iterations simulated back to back count as one (m of m_sim units per iteration).
-            links = tuple(priced_link(self.net, "pp", "send-recv", self.pp_msg_bytes, pair,
+            links = tuple(priced_link(self.net, "pp", "send-recv", msg, pair,
                                       self.m / self.m_sim, True))
             self._pp_links[pair] = links
         # A blocking send (DeepSpeed's PipelineEngine, explorer/config/frameworks.py) occupies the sender's
@@ -359,7 +362,7 @@ class IterationBuilder:
         blocking = framework_profile(self.sc.training.framework).blocking_p2p
         tier, wire = flow(self.sc, cc)
         return (s, "compute" if blocking else "pp", -1 if blocking else 0, cc.time_s, (("pp", cc.time_s),),
-                links, (self.pp_msg_bytes, 2, "p2p", cc.boundary, cc.busbw_GBps, direction, pair), tier, wire)
+                links, (msg, 2, "p2p", cc.boundary, cc.busbw_GBps, direction, pair), tier, wire)
 
     def _iteration_end(self, g: TaskGraph, comp: _Compute) -> None:
         """Gradient reduction (bucketed, overlapped with the last backward when dp_overlap, else

@@ -14,6 +14,7 @@ from ..network.groups import Network
 from ..physics.hardware import BYTES_PER_ELEMENT, ComputeModel
 from ..physics.work import ZERO_WORK
 from ..workloads.spec import Collective, LayerCost, WorkloadSpec
+from .layout import Layout
 from .techniques.fsdp import FsdpCost, comm_zero, fsdp_cost
 from .techniques.moe_routing import dispatch_pass, imbalance_extra_s
 from .techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
@@ -243,3 +244,28 @@ def pp_message_bytes(sc: Scenario) -> float:
                                   or sc.parallelism.sequence_parallel) else 1
     return (sc.training.micro_batch * sc.model.seq_len / sc.parallelism.cp / sc.parallelism.token_slices
             * sc.model.hidden * e / split)
+
+
+def pair_message_bytes(sc: Scenario, spec: WorkloadSpec, counts: tuple[int, ...],
+                       layout: Layout) -> tuple[float, ...]:
+    """Bytes of one pipeline transfer on each stage pair (layout.pair's index, p of them): the
+    output of the last layer of the chunk that sends on it, when the workload knows its layers'
+    outputs one by one (WorkloadSpec.boundary_bytes: a CNN's feature maps shrink through the
+    network, PipeDream, SOSP 2019, Sec. 3.1), else :func:`pp_message_bytes`.  A pair several chunk
+    boundaries use (interleaved chunks, the wrap pair) carries the largest of them."""
+    uniform = pp_message_bytes(sc)
+    p = layout.p
+    out: list[float | None] = [None] * p
+    end = 0
+    for gc, n in enumerate(counts[:-1]):
+        end += n
+        got = spec.boundary_bytes(end - 1) if end > 0 else None
+        if got is None:
+            got = uniform
+        a, b = layout.rank_of(gc), layout.rank_of(gc + 1)
+        if a == b:
+            continue                                   # a V's turn: handed over on the rank
+        q = layout.pair(a, b, "forward")
+        out[q] = got if out[q] is None else max(out[q], got)
+    return tuple(uniform if x is None else x for x in out)
+

@@ -1,9 +1,11 @@
 """Which layers each pipeline chunk holds: the given ``parallelism.stage_layers``, else the split
 that minimises the slowest stage's seconds per pipeline unit as the engine prices them
-(split_cost.py): DualPipe's rank pairs (dualpipe_split.py), or the chunks along one direction
-(partition.py)."""
+(split_cost.py): DualPipe's rank pairs (dualpipe_split.py), the chunks along one direction
+(partition.py), or, for a workload whose stage outputs differ by boundary (a CNN) with one chunk
+per stage, PipeDream's partitioner that also weighs each boundary's transfers (cut_split.py)."""
 from __future__ import annotations
 
+from .cut_split import Memory, min_max_cut_split
 from .dualpipe_split import pair_split
 from .partition import split_layers
 from .split_cost import SplitCosts
@@ -56,4 +58,7 @@ def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
     if v_shape:
         return v_split(costs, chunks, fused)
     per, first, last = costs.unit_seconds()
+    if costs.cuts is not None and stages == chunks and costs.cuts.shape[1] == chunks - 1:
+        memory = Memory(costs.held, costs.first_held, costs.last_held, costs.capacity)
+        return min_max_cut_split(per, first, last, costs.cuts, chunks, memory, blocking=bool(costs.sends))
     return split_layers(per, chunks, first, last, stages=stages, extras=costs.chunk_sends(chunks, v_shape))

@@ -17,7 +17,7 @@ direction) and :func:`fused_seconds` (DualPipe's F&B pair, chunks.fuse) follow.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from ..network.groups import Network
 from ..physics.hardware import ComputeModel
 from ..workloads.spec import WorkloadSpec
 from .chunks import ChunkContext, ChunkWork, chunk_work
+from .cut_split import cut_seconds
 from .layer import pp_message_bytes
 from .techniques.dp_contention import sm_factor
 from .techniques.fp8_memory import fp8_memory_bytes
@@ -62,6 +63,9 @@ class SplitCosts:
     last_held: np.ndarray = field(default_factory=lambda: np.zeros(2))
     capacity: float = float("inf")   # bytes of the GPU (GPU.capacity_bytes)
     transient: float = 0.0           # bytes one recomputed layer holds again (the larger kind's)
+    # (layers - 1, pp - 1) seconds of the transfers a boundary after layer i costs on pair q, when
+    # the workload's stage outputs differ by boundary (cut_split.py: a CNN); None otherwise.
+    cuts: np.ndarray | None = None
 
     def key(self) -> tuple:
         """A hashable summary (equal costs, equal split): the distinct layer rows in order."""
@@ -74,7 +78,7 @@ class SplitCosts:
         held_runs = tuple((int(k), tuple(held[k].tolist())) for k in np.concatenate(([0], change)))
         return (len(rows), runs, tuple(self.first.tolist()), tuple(self.last.tolist()), self.sm, self.sends,
                 held_runs, tuple(self.first_held.tolist()), tuple(self.last_held.tolist()), self.capacity,
-                self.transient)
+                self.transient, None if self.cuts is None else self.cuts.tobytes())
 
     def search_key(self, chunks: int, stages: int | None, units: int, v_shape: bool = False,
                    fused: bool = False) -> tuple:
@@ -84,7 +88,8 @@ class SplitCosts:
         if stages is not None:
             per, first, last = self.unit_seconds()
             sends = tuple(self.chunk_sends(chunks, v_shape) or ())
-            return ("line", tuple(per), first, last, sends, chunks, stages, v_shape, fused)
+            return ("line", tuple(per), first, last, sends, chunks, stages, v_shape, fused,
+                    None if self.cuts is None else self.cuts.tobytes())
         return ("pairs", self.key(), chunks, units)
 
     def chunk_sends(self, chunks: int, v_shape: bool = False) -> list[float] | None:
@@ -193,8 +198,10 @@ def split_costs(sc: Scenario, net: Network, cm: ComputeModel, spec: WorkloadSpec
         at = spec.first_layer_of(kind)
         assert at is not None                     # a kind of spec.runs has a first layer
         pieces[kind] = piece_of(chunk_work(ctx, 1, 0, at, 1))
-    return assemble(sc, net, [pieces[k] for k in spec.kind_of_layers()], *ends,
-                    transient=max(lc.recompute_bytes for lc in spec.kinds))
+    got = assemble(sc, net, [pieces[k] for k in spec.kind_of_layers()], *ends,
+                   transient=max(lc.recompute_bytes for lc in spec.kinds))
+    cuts = cut_seconds(sc, net, spec)
+    return got if cuts is None else replace(got, cuts=cuts)
 
 
 def assemble(sc: Scenario, net: Network, layers: list[Piece], first: Piece, last: Piece,

@@ -31,12 +31,15 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              controls=transformer.CONTROLS,
              summary="A transformer: attention and MLP (or mixture-of-experts) layers over token sequences.",
              citation="Vaswani et al. 2017; Narayanan et al., SC21 (arXiv 2104.04473)"),
-    # Its blocks differ one by one: the estimator's two layer kinds do not describe it.
-    Workload("convnet", convnet.recognises, convnet.spec, convnet.params, convnet.nouns, ("dp",),
+    # Its blocks differ one by one: the estimator's two layer kinds do not describe it.  Pipeline
+    # stages send their last layer's output (LayerCost.out_bytes: PipeDream, SOSP 2019, Sec. 3.1).
+    Workload("convnet", convnet.recognises, convnet.spec, convnet.params, convnet.nouns, ("pp", "dp"),
              estimator=False, powersgd_factor=convnet.powersgd_factor, controls=convnet.CONTROLS,
              caption=convnet.caption,
-             summary="A convolutional network: its blocks, channels and classes follow from its depth.",
-             citation="He et al., CVPR 2016; Feichtenhofer et al., SlowFast, ICCV 2019"),
+             summary="A convolutional network (ResNet, VGG): its layers, channels and classes follow "
+                     "from its depth.",
+             citation="He et al., CVPR 2016; Feichtenhofer et al., SlowFast, ICCV 2019; Simonyan & "
+                      "Zisserman, ICLR 2015; Narayanan et al., PipeDream, SOSP 2019"),
 )}
 
 

@@ -53,6 +53,12 @@ class LayerCost:
     # layer's copy takes over the host link each way, and the share of layers offloaded.
     offload_s: float = 0.0
     offload_share: float = 0.0
+    # Bytes of the layer's output for one unit, when the family knows them layer by layer (a CNN's
+    # feature maps shrink through the network): what a pipeline stage ending with this layer sends
+    # forward and receives back as its gradient (PipeDream, Narayanan et al., SOSP 2019, Sec. 3.1).
+    # 0: the family's stage outputs are all alike (a transformer's micro-batch x s x h,
+    # explorer/taskgraph/layer.pp_message_bytes).
+    out_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,17 @@ class WorkloadSpec:
             if at >= end:
                 break
         return out
+
+    def boundary_bytes(self, last_layer: int) -> float | None:
+        """Bytes a pipeline stage whose last layer is ``last_layer`` sends forward per unit (that
+        layer's ``out_bytes``); None when the family leaves it to the uniform message size."""
+        at = 0
+        for kind, n in self.runs:
+            if last_layer < at + n:
+                got = self.kinds[kind].out_bytes
+                return got if got > 0 else None
+            at += n
+        return None
 
     def first_layer_of(self, kind: int) -> int | None:
         """Index of the first layer of ``kind`` (None when no layer is of that kind)."""

@@ -40,7 +40,7 @@ class Basis:
     step_comm: np.ndarray            # (p, dims)
     step_load: np.ndarray            # (p, loads)
     load_keys: tuple                 # tier_utilisation's keys (tier names, WAN link directions)
-    message: float                   # bytes of one transfer
+    message: np.ndarray              # (pairs,) bytes of one transfer on each pair
     tiers: int
 
 
@@ -99,7 +99,7 @@ def _basis(b: IterationBuilder) -> Basis:
                                                       if isinstance(t.info, (BucketInfo, OverlapInfo)))
     return Basis(np.stack([r[0] for r in rows]), np.array([r[2] for r in rows]),
                  np.array([[r[1][k] for k in keys] for r in rows]), pair_traffic, pair_load,
-                 step_traffic, step_comm, step_load, keys, b.pp_msg_bytes, tiers)
+                 step_traffic, step_comm, step_load, keys, np.asarray(b.pp_pair_bytes), tiers)
 
 
 def transfer_tasks(b: IterationBuilder, sends: np.ndarray) -> list[Task]:
@@ -125,7 +125,7 @@ def byte_measures(b: IterationBuilder, units: int, sends: np.ndarray,
     traffic = units * B.unit_traffic + np.einsum("sq,qdt->sdt", per_pair, B.pair_traffic) + B.step_traffic
     load = units * B.unit_load.sum(axis=0) + per_pair.sum(axis=0) @ B.pair_load + B.step_load.sum(axis=0)
     comm = units * B.unit_comm + B.step_comm
-    comm[:, COMM_DIMS.index("pp")] += per_pair.sum(axis=1) * B.message
+    comm[:, COMM_DIMS.index("pp")] += per_pair @ B.message
     comm_t = tuple(dict(zip(COMM_DIMS, row.tolist(), strict=True)) for row in comm)
     traffic_t = tuple({d: tuple(traffic[s, i].tolist()) for i, d in enumerate(COMM_DIMS)}
                       for s in range(b.p))

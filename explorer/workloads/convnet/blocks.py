@@ -17,9 +17,10 @@ the task graph, buckets, memory and timeline treat a ResNet block as a layer.
 - Activations kept for the backward (PyTorch autograd): each convolution's input, each batch
   norm's input (the convolution's output) and each ReLU's output (which is also the next
   convolution's input, counted once); the block's output is the next block's input.
-- Communication: data parallelism only (config rule_conv_trains_data_parallel), so a block makes no
-  TP/CP/EP calls; its gradients go to the DP buckets, which become ready in backward order of the
-  real per-block parameter counts (ChunkWork.grad_curve).
+- Communication: data and pipeline parallelism (config rule_conv_trains_data_parallel), so a block
+  makes no TP/CP/EP calls; its gradients go to the DP buckets, which become ready in backward order
+  of the real per-block parameter counts (ChunkWork.grad_curve); a pipeline stage ending with it
+  sends its output feature map (``out_bytes``).
 """
 from __future__ import annotations
 
@@ -85,7 +86,8 @@ def block_costs(sc: Scenario) -> tuple[LayerCost, ...]:
             bwd_input=dgrad + Work(0.0, 0.0, BACKWARD_STREAM_FACTOR * stream),
             bwd_weight=wgrad, recompute=ZERO_WORK, attn_core_fwd=ZERO_WORK, expert_fwd=ZERO_WORK,
             params=params, expert_params=0.0, act_bytes=b * kept * e,
-            tp_fwd=(), tp_bwd=(), tp_recompute=(), ep_fwd=(), ep_bwd=(), cp_kv_bytes=0.0))
+            tp_fwd=(), tp_bwd=(), tp_recompute=(), ep_fwd=(), ep_bwd=(), cp_kv_bytes=0.0,
+            out_bytes=float(b * y * e)))          # the block's output: what a stage ending here sends
     return tuple(out)
 
 

@@ -1,0 +1,184 @@
+"""Pipelined CNNs (issue 36, item 3): each stage sends its last layer's output, PipeDream's
+partitioner weighs each boundary's transfers, the given splits are honoured, and PipeDream's VGG-16
+headline on its slow cluster (Narayanan et al., SOSP 2019, Table 1: 5.28x over data parallelism on
+Cluster-A, 4 servers x 4 V100, 10 Gbps Ethernet) with its direction on faster networks."""
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pytest
+
+from explorer.network.groups import Network
+from explorer.scenario import load
+from explorer.simulate import simulate
+from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.cut_split import Memory, min_max_cut_split
+from explorer.taskgraph.split_cost import split_costs
+from explorer.workloads.convnet import vgg
+
+from conftest import ROOT
+
+SCENARIO = ROOT / "scenarios" / "pipedream-vgg16.yaml"
+RESNET = ROOT / "scenarios" / "resnet50-cloud-dp.yaml"
+PAPER_SPEEDUP = 5.28          # PipeDream, SOSP 2019, Table 1: VGG-16, 4x4 (A), config 15-1
+DATA_PARALLEL = {"parallelism.pp": 1, "parallelism.dp": 16, "parallelism.schedule": "1f1b"}
+
+
+def _objective(per, first, last, cuts, counts) -> float:
+    """PipeDream's slowest stage: max over stages of compute and the boundary transfers."""
+    ends = np.cumsum(counts)
+    out = 0.0
+    for k, (c, e) in enumerate(zip(counts, ends, strict=True)):
+        t = sum(per[e - c:e]) + (first if k == 0 else 0.0) + (last if k == len(counts) - 1 else 0.0)
+        out = max(out, t, cuts[e - 1, k] if k < len(counts) - 1 else 0.0)
+    return out
+
+
+def test_the_cut_partitioner_minimises_the_slowest_stage_exactly():
+    """Against every split of 8 layers into 3 stages (21 of them), random costs and cuts."""
+    rng = np.random.default_rng(36)
+    for _ in range(20):
+        per = list(rng.uniform(0.1, 1.0, 8))
+        cuts = rng.uniform(0.0, 2.0, (7, 2))
+        first, last = rng.uniform(0, 0.5, 2)
+        got = min_max_cut_split(per, first, last, cuts, 3)
+        best = min(_objective(per, first, last, cuts, (a, b - a, 8 - b))
+                   for a, b in combinations(range(1, 8), 2))
+        assert sum(got) == 8 and min(got) >= 1
+        assert _objective(per, first, last, cuts, got) == pytest.approx(best, rel=1e-12)
+
+
+def test_free_cuts_leave_the_compute_balance():
+    assert min_max_cut_split([1.0] * 6, 0.0, 0.0, np.zeros((5, 2)), 3) == (2, 2, 2)
+    # A dear first boundary after layer 1 moves it: the slowest stage becomes 3 layers, not 10.
+    cuts = np.zeros((5, 2))
+    cuts[1, 0] = 10.0
+    got = min_max_cut_split([1.0] * 6, 0.0, 0.0, cuts, 3)
+    assert got[0] != 2 and max(got) == 3
+
+
+def test_blocking_sends_count_in_the_stage_that_sends_them():
+    """Sends beside compute (the pp stream): 2 | 2 is paced by its 2.4 s boundary against 3 s for
+    1 | 3.  Sends that block the sender (DeepSpeed) add half of each boundary to its two stages:
+    2 | 2 costs 2 + 1.2 = 3.2 s a stage, 1 | 3 only 3 + 0.1."""
+    per, cuts = [1.0] * 4, np.array([[0.2], [2.4], [0.2]])
+    assert min_max_cut_split(per, 0.0, 0.0, cuts, 2) == (2, 2)
+    assert min_max_cut_split(per, 0.0, 0.0, cuts, 2, blocking=True) == (1, 3)
+
+
+def test_the_cut_partitioner_keeps_each_stage_within_the_gpus_memory():
+    """Stage 0 of 2 holds 2 units in flight under 1F1B: layers 0-1 need 2 x (10 + 1) = 22 bytes
+    of activations, over a capacity of 21, so the balanced 2 | 2 gives way to 1 | 3; when nothing
+    fits, the memory is ignored (the memory check reports it)."""
+    per, cuts = [1.0] * 4, np.zeros((3, 1))
+    held = np.array([[0.0, 10.0], [0.0, 1.0], [0.0, 1.0], [0.0, 1.0]])
+    edge = np.zeros(2)
+    assert min_max_cut_split(per, 0.0, 0.0, cuts, 2, Memory(held, edge, edge, 25.0)) == (2, 2)
+    assert min_max_cut_split(per, 0.0, 0.0, cuts, 2, Memory(held, edge, edge, 21.0)) == (1, 3)
+    assert min_max_cut_split(per, 0.0, 0.0, cuts, 2, Memory(held, edge, edge, 5.0)) == (2, 2)
+
+
+def test_vgg16_default_split_is_pipedreams_optimum_on_the_scenario():
+    """The builder's split of the shipped scenario minimises PipeDream's objective over all 455
+    splits of 16 layers into 4 stages, priced as the engine prices them."""
+    sc = load(SCENARIO)
+    b = IterationBuilder(sc)
+    costs = split_costs(sc, Network(sc), b.cm, b.spec, False)
+    per, first, last = costs.unit_seconds()
+    assert costs.cuts is not None and costs.cuts.shape == (15, 3)
+    best = min(_objective(per, first, last, costs.cuts, (x, y - x, z - y, 16 - z))
+               for x, y, z in combinations(range(1, 16), 3))
+    assert _objective(per, first, last, costs.cuts, b.layer_counts) == pytest.approx(best, rel=1e-12)
+    # No boundary where a 224 x 224 or 112 x 112 feature map would cross the 10 GbE NIC.
+    assert b.layer_counts[0] >= 7
+
+
+def test_each_stage_sends_its_last_layers_output():
+    """stage_layers 13 | 1 | 1 | 1: pool5's 512 x 7 x 7, then fc6's and fc7's 4096, per image of
+    the 64-image micro-batch in fp16; the result reports the given split."""
+    sc = load(SCENARIO, {"parallelism.stage_layers": [13, 1, 1, 1]})
+    b = IterationBuilder(sc)
+    mb = sc.training.micro_batch
+    assert b.pp_pair_bytes[:3] == (mb * 25_088 * 2, mb * 4096 * 2, mb * 4096 * 2)
+    assert simulate(sc).stage_layers == (13, 1, 1, 1)
+    layout = load(SCENARIO, {"parallelism.pipeline_layout": [9, 3, 2, 2]})
+    assert simulate(layout).stage_layers == (9, 3, 2, 2)
+
+
+def test_a_resnet_pipelines_too():
+    """ResNet-50 on 2 stages: the boundary sends the block's output feature map."""
+    sc = load(RESNET, {"parallelism.pp": 2, "parallelism.dp": 32, "parallelism.stage_layers": [7, 9],
+                       "communication.compression.kind": "none"})
+    b = IterationBuilder(sc)
+    # After res3 (7 blocks: 3 + 4): 512 channels at 28 x 28, fp16, 64 images.
+    assert b.pp_pair_bytes[0] == 64 * 512 * 28 * 28 * 2
+    res = simulate(sc)
+    assert res.stage_layers == (7, 9) and res.comm_bytes_per_gpu["pp"] > 0
+
+
+def _rate(**changes) -> float:
+    return simulate(load(SCENARIO, changes)).samples_per_s
+
+
+def _advantage(**changes) -> float:
+    return _rate(**changes) / _rate(**{**changes, **DATA_PARALLEL})
+
+
+def test_pipelining_beats_data_parallelism_on_the_slow_network():
+    """Data parallelism all-reduces 138M fp32 gradients through one 10 GbE NIC per server; the
+    pipeline sends pool-sized activations instead.  Measured: 1,719 against 1,018 images/s, 1.69x
+    (asynchronous 1F1B); with a flush per step (1f1b) 1.41x."""
+    adv = _advantage()
+    assert 1.5 < adv < 2.0
+    assert 1.25 < _advantage(**{"parallelism.schedule": "1f1b"}) < adv
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "PipeDream's 15-1 gives each stage its own replica count (the FC layers on one GPU, never "
+    "all-reduced); the simulator's stages share one dp degree, so the closest layout (pp 4 x dp 4) "
+    "reaches 1.69x, not 5.28x +- 30 %"))
+def test_the_speedup_is_within_30_percent_of_the_papers():
+    assert _advantage() == pytest.approx(PAPER_SPEEDUP, rel=0.30)
+
+
+def test_a_faster_network_shrinks_the_pipelines_advantage():
+    """10 -> 25 -> 100 Gbps: 1.69x, 0.88x, 0.53x (the paper's Cluster-B, 25 Gbps, reports a
+    smaller VGG-16 gain than Cluster-A, 2.98x against 5.28x)."""
+    slow = _advantage()
+    mid = _advantage(**{"cluster.scale_out.nic_Gbps": 25})
+    fast = _advantage(**{"cluster.scale_out.nic_Gbps": 100})
+    assert slow > mid > fast
+
+
+def test_vgg_table_is_what_the_scenario_runs():
+    sc = load(SCENARIO)
+    assert sc.model.conv.vgg and sc.model.layers == len(vgg.build(16).layers) == 16
+
+
+def test_a_folded_cnn_pipeline_counts_each_pairs_own_bytes():
+    """256 micro-batches per replica fold (explorer/fold, the task fold: the array fold does not
+    take CNNs, pricing/scope.py); the folded run equals the full one, so the fold counts each
+    pair's own message (13 | 1 | 1 | 1: pool5's 512 x 7 x 7 on pair 0, fc6's
+    and fc7's 4096 on pairs 1 and 2), not one size for every pair."""
+    from test_fold import as_json
+    from test_golden import same
+    sc = load(SCENARIO, {"training.global_batch": 65536, "parallelism.schedule": "1f1b",
+                         "parallelism.stage_layers": [13, 1, 1, 1]})
+    folded, full = simulate(sc), simulate(sc, fold=False)
+    assert folded.fold is not None and sc.micro_batches == 256
+    assert same(as_json(full), as_json(folded)) == []
+    b = IterationBuilder(sc)
+    mb = sc.training.micro_batch
+    assert b.pp_pair_bytes[:3] == (mb * 25_088 * 2, mb * 4096 * 2, mb * 4096 * 2)
+
+
+@pytest.mark.parametrize("schedule", ["1f1b-latency", "crosspipe"])
+def test_timed_schedules_see_each_boundarys_own_transfer(schedule):
+    """The latency-aware orders read each boundary's delay (Timing.delay): pool5's 3.2 MB on pair
+    0 takes longer than fc6's 0.5 MB on pair 1 (13 | 1 | 1 | 1); the run completes."""
+    sc = load(SCENARIO, {"parallelism.schedule": schedule, "parallelism.stage_layers": [13, 1, 1, 1]})
+    b = IterationBuilder(sc)
+    delay = b.timing().delay
+    assert len(delay) == 3 and delay[0] > delay[1] == pytest.approx(delay[2])
+    assert simulate(sc).samples_per_s > 0

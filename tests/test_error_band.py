@@ -74,7 +74,7 @@ SHIPPED = {
     "deepseek-v3": ("hopper", "le4k", "megatron", "fp8", "moe", "gt1024"),
     "megatron-gpt3-175b": ("ampere", "le4k", "megatron", "bf16", "dense", "65-1024"),
     "cloud-25g-dp": "scale-out network",
-    "resnet50-cloud-dp": "convolutional",
+    "resnet50-cloud-dp": "convolutional", "pipedream-vgg16": "convolutional",
     "mixed-generations": "different sizes or GPUs",
     "gossip-exponential": "decentralised",
     "parameter-server": "decentralised",

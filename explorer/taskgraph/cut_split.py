@@ -56,8 +56,9 @@ def cut_seconds(sc: Scenario, net: Network, spec: WorkloadSpec) -> np.ndarray | 
     p, n = sc.parallelism.pp, spec.layers
     if p <= 1 or n < 2:
         return None
-    sizes = [spec.boundary_bytes(i) for i in range(n - 1)]
-    if any(b is None for b in sizes):
+    got = [spec.boundary_bytes(i) for i in range(n - 1)]
+    sizes = [b for b in got if b is not None]
+    if len(sizes) < len(got):
         return None
     # Forward activation and backward gradient: the same bytes each way (PipeDream's 2 C_i).
     return np.array([[2.0 * net.cost("send-recv", float(b), "pp", q).time_s for q in range(p - 1)]

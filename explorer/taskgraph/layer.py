@@ -266,6 +266,7 @@ def pair_message_bytes(sc: Scenario, spec: WorkloadSpec, counts: tuple[int, ...]
         if a == b:
             continue                                   # a V's turn: handed over on the rank
         q = layout.pair(a, b, "forward")
-        out[q] = got if out[q] is None else max(out[q], got)
+        prev = out[q]
+        out[q] = got if prev is None else max(prev, got)
     return tuple(uniform if x is None else x for x in out)
 

@@ -15,8 +15,11 @@ class _Counted(dict):
 
 
 def test_tables_are_sized_once_per_check_interval_and_cleared_when_full(monkeypatch):
+    # Appended to the real tables, not in place of them: the clear this test provokes must empty
+    # every memo table with the interning tables, or later rows would read stale entries under
+    # reused integers (patching _TABLES alone once did exactly that to the rest of the session).
     table = _Counted()
-    monkeypatch.setattr(keys, "_TABLES", [table])
+    monkeypatch.setattr(keys, "_TABLES", [*keys._TABLES, table])
     monkeypatch.setattr(keys, "_rows", [0])
     _Counted.looks = 0
     for _ in range(keys._CHECK_EVERY):

@@ -95,8 +95,10 @@ class NcclOptions:
 
 
 def _nccl_time(alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape, o: NcclOptions,
-               link: LinkCost, bus_bytes: float) -> tuple[float, float]:
-    """(total, latency) seconds of NCCL's ``alg``/``proto`` given its link cost."""
+               link: LinkCost, bus_bytes: float, rating: bool = False) -> tuple[float, float]:
+    """(total, latency) seconds of NCCL's ``alg``/``proto`` given its link cost: as NCCL's tuning model
+    rates it when it chooses (``rating``: per-channel caps on the searched graph's channels), or as the call
+    runs (on the channels NCCL duplicated them into, nccl_tuning.run_channels)."""
     nodes = sh.n // sh.per_domain[1]
     ppn = sh.per_domain[1]
     row = alg.tuning_row(sh.up_kind)
@@ -112,8 +114,10 @@ def _nccl_time(alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape, o:
         dcs = sh.n // sh.per_domain[outer]
         lat_s += alg.wan_crossings(op, dcs) * sh.latencies[outer]
     bus = bus_bytes / link.time_s / 1e9 if link.time_s > 0 else float("inf")
-    # Across nodes NCCL caps per channel of its searched graph; inside a node, per SM channel.
-    channels = o.net_channels if nodes > 1 else nt.DEFAULT_CHANNELS
+    # Across nodes NCCL rates per channel of its searched graph and runs twice as many (nt.run_channels);
+    # inside a node, per SM channel.
+    channels = (o.net_channels if rating else nt.run_channels(o.net_channels)) if nodes > 1 \
+        else nt.DEFAULT_CHANNELS
     refined = nt.refine_bus_bw(row, proto, bus, o.arch, nodes, ppn, channels)
     refined *= nt.bandwidth_correction(row, proto, S)
     t_bw = bus_bytes / (refined * 1e9) if refined < float("inf") else 0.0
@@ -127,8 +131,11 @@ def _nccl_time(alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape, o:
         fill = nt.pipeline_fill_s(S, o.net_channels, sh.shares[1], frac, step)
     else:   # inside one node the NVLink channels fill and drain alike (nccl_tuning.node_fill_s)
         fill = nt.node_fill_s(S, refined, proto, nt.fill_hops(alg.ring_pipeline, sh.n, op), channels)
-    # The PCIe links are a separate stage of the same pipeline: the call runs at the slower of the two.
-    return lat_s + max(t_bw + fill, pcie_time(link, sh, o.pcie_Bps, proto)), lat_s
+    # The PCIe links are a separate stage of the same pipeline: the call runs at the slower of the two.  A
+    # tree with one GPU per node has all of its node's NIC traffic, both ways, on that GPU's link: NCCL's
+    # TREE-pattern discount (nt.pattern_discount) applies to that stage as well.
+    t_pcie = pcie_time(link, sh, o.pcie_Bps, proto) / nt.pattern_discount(row, ppn)
+    return lat_s + max(t_bw + fill, t_pcie), lat_s
 
 
 def p2p_latency(sh: GroupShape) -> float:
@@ -202,12 +209,13 @@ def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[Algorithm, ...], 
             protos = nt.forced_protocols(row, o.protocol, protos)
         for proto in protos:
             total, lat = _nccl_time(alg, proto, op, S, sh, o, link, bus_bytes)
-            as_rated = _nccl_time(alg, proto, op, S, sh, o, *rated)[0] if rated is not None else total
+            as_rated = _nccl_time(alg, proto, op, S, sh, o, *(rated or (link, bus_bytes)), rating=True)[0]
             if best is None or as_rated < key:
                 best, key = (alg, proto, link, total, lat), as_rated
     if best is not None:
         alg, proto, link, total, lat = best
-        t_pcie = pcie_time(link, sh, o.pcie_Bps, proto)
+        t_pcie = pcie_time(link, sh, o.pcie_Bps, proto) / nt.pattern_discount(alg.tuning_row(sh.up_kind),
+                                                                               sh.per_domain[1])
         if 0 < t_pcie and total - lat <= t_pcie * (1 + 1e-12):     # the links bound it: name their tier
             best = (alg, proto, replace(link, boundary=pcie_boundary(sh)), total, lat)
     return best

@@ -91,6 +91,27 @@ DEFAULT_CHANNELS = 16
 DUP_CHANNEL_GBPS = 25.0
 
 
+# The channels a call really runs on across nodes are not the searched graph's: once the rings and trees are
+# connected, ncclTopoPostset doubles them ("Duplication should be complete now": comm->nChannels =
+# min(MAXCHANNELS, 2 x nChannels), src/graph/connect.cc, NCCL 2.12-2.29), each copy with the same NIC.  The
+# tuning model keeps rating with the graph's channels (graphs[a]->nChannels x the per-channel caps above,
+# tuning.cc), so NCCL chooses by those, while the per-channel caps of the kernels that run (a channel is one
+# CTA; perChMaxTreeBw, perChMaxRingLL128Bw are per CTA) bind on twice as many.  MAXCHANNELS = 32 (MAXCHANNELS
+# in src/include/device.h, NCCL 2.12+).
+RUN_CHANNEL_FACTOR = 2
+MAX_CHANNELS = 32
+
+
+def run_channels(graph_channels: int) -> int:
+    """Channels a multi-node call runs on for a searched graph of ``graph_channels`` channels
+    (RUN_CHANNEL_FACTOR, at most MAX_CHANNELS).
+
+    >>> run_channels(4), run_channels(16), run_channels(32)
+    (8, 32, 32)
+    """
+    return min(RUN_CHANNEL_FACTOR * max(int(graph_channels), 1), MAX_CHANNELS)
+
+
 def net_channels(nics_per_node: int, nic_GBps: float) -> int:
     """Channels of NCCL's multi-node graph for ``nics_per_node`` NICs of ``nic_GBps`` each
     (DUP_CHANNEL_GBPS), capped at the DEFAULT_CHANNELS SMs.
@@ -204,6 +225,12 @@ def fill_hops(ring_pipeline: bool, n: int, op: str = "all-reduce") -> float:
 # or 120/128 across nodes, PAT 0.75; CollNet Direct 0.85 on Hopper and later.
 RING_LL, RING_LL128, TREE_FRACTION, TREE_LL, PAT_FRACTION = 0.5, 0.92, 0.92, 1 / 3.8, 0.75
 TREE_LL128_ONE_NODE, TREE_LL128_NODES = 7 / 9, 120 / 128
+# One GPU per node (ppn < 2) sends and receives its node's network traffic through its own NIC and PCIe link
+# (tuning.cc: "if ppn < 2, then we are sending/receiving at the same GPU through the NIC, apply some bw
+# discount"): ring LL128 keeps 0.7 instead of 0.92, and the tree graph's search falls back to the TREE pattern
+# ("All NIC traffic going to/from the same GPU": search.cc, ``if (ngpus == 1) ... pattern = TREE``), which
+# ncclTopoTuneModel rates x0.85 (NCCL 2.19-2.29).  NCCL measured these discounts; they price the run too.
+RING_LL128_ONE_PPN, TREE_PATTERN_ONE_GPU = 0.7, 0.85
 COLLNET_HOPPER = 0.85
 # treeCorrectionFactor[protocol][log2(nBytes/64)], 64 B to 256 MiB (NCCL 2.25): trees fall short
 # of their model at medium sizes.
@@ -251,28 +278,41 @@ def tree_correction(protocol: str, size_bytes: float) -> float:
 def refine_bus_bw(algo: str, proto: str, bus_bw: float, arch: str, nodes: int, ppn: int,
                   channels: int = DEFAULT_CHANNELS) -> float:
     """NCCL's per-protocol bus bandwidth [GB/s] from the link-limited one (``bus_bw``, i.e.
-    Simple at 100 % of the links): the "model refinements" of ncclTopoTuneModel, NCCL 2.25."""
+    Simple at 100 % of the links): the "model refinements" of ncclTopoTuneModel, NCCL 2.25.
+    ``channels`` multiplies the per-channel caps: the searched graph's when NCCL rates a choice, the
+    channels the call runs on (:func:`run_channels`) when it prices the run."""
     i2 = node_index(nodes)
     ll_max = LL_MAX_BW[arch if nodes == 1 else "volta"][i2]
     if algo == "ring":
         if proto == "LL":
             return min(ll_max, bus_bw * RING_LL)
         if proto == "LL128":
-            return min(bus_bw * RING_LL128, channels * PER_CH_RING_LL128[arch])
+            frac = RING_LL128_ONE_PPN if ppn < 2 else RING_LL128
+            return min(bus_bw * frac, channels * PER_CH_RING_LL128[arch])
         return bus_bw
     if algo == "tree":
         bw = min(bus_bw * TREE_FRACTION, channels * PER_CH_TREE[arch][i2])
         if proto == "LL":
-            return min(bw * TREE_LL, ll_max)
-        if proto == "LL128":
+            bw = min(bw * TREE_LL, ll_max)
+        elif proto == "LL128":
             frac = TREE_LL128_ONE_NODE if nodes == 1 else TREE_LL128_NODES
-            return min(bw * frac, channels * PER_CH_TREE_LL128[arch][i2])
-        return bw
+            bw = min(bw * frac, channels * PER_CH_TREE_LL128[arch][i2])
+        return bw * pattern_discount(algo, ppn)
     if algo == "pat":
         return bus_bw * PAT_FRACTION
     if algo == "collnet-direct" and arch in ("hopper", "blackwell"):
         return bus_bw * COLLNET_HOPPER
     return bus_bw
+
+
+def pattern_discount(algo: str, ppn: int) -> float:
+    """NCCL's discount of its tree when one GPU per node (``ppn`` < 2) carries all of the node's network
+    traffic both ways (TREE_PATTERN_ONE_GPU); 1 otherwise.
+
+    >>> pattern_discount("tree", 1), pattern_discount("tree", 8), pattern_discount("ring", 1)
+    (0.85, 1.0, 1.0)
+    """
+    return TREE_PATTERN_ONE_GPU if algo == "tree" and ppn < 2 else 1.0
 
 
 def protocols_for(row: str, op: str, ll128: bool) -> tuple[str, ...]:

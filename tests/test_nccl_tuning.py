@@ -76,12 +76,17 @@ def test_one_node_h100_closed_form_at_1_mib():
 @pytest.mark.parametrize("gpu,nodes", [("a100-80gb", 1), ("h100-sxm", 1), ("a100-80gb", 4), ("h100-sxm", 4),
                                        ("b200", 2)])
 def test_protocol_switch_points_are_monotone_in_size(gpu, nodes):
-    """Along a doubling sweep NCCL moves LL -> LL128 -> Simple and never back; the latency floor
-    is flat at the smallest sizes and the bandwidth rises to a plateau."""
+    """Along a doubling sweep each of NCCL's algorithms moves LL -> LL128 -> Simple and never back, the
+    sweep starting on LL and ending on Simple; the latency floor is flat at the smallest sizes and the
+    bandwidth rises to a plateau.  (NVLS-tree runs Simple only: where it wins a middle range -- 4 x 8 H100
+    at 4-8 MiB once the tree drives half of a node's 400 Gb/s NICs, nccl_links.tree_nic_factor -- the ring's
+    LL128 may follow it, so the order is per algorithm.)"""
     rows = collective_rows(scenario(gpu, nodes), "all-reduce", 8 * nodes, SIZES)
     order = {"LL": 0, "LL128": 1, "Simple": 2}
-    ranks = [order[r["protocol"]] for r in rows]
-    assert ranks == sorted(ranks) and ranks[0] == 0 and ranks[-1] == 2
+    for alg in {r["algorithm"] for r in rows}:
+        ranks = [order[r["protocol"]] for r in rows if r["algorithm"] == alg]
+        assert ranks == sorted(ranks), alg
+    assert order[rows[0]["protocol"]] == 0 and order[rows[-1]["protocol"]] == 2
     assert rows[1]["time_s"] == pytest.approx(rows[0]["time_s"], rel=0.01)        # 8 B vs 16 B
     busbw = [r["busbw_GBps"] for r in rows]
     assert busbw[-1] == pytest.approx(busbw[-2], rel=0.01)                        # plateau
@@ -159,8 +164,9 @@ PLATEAU_ROWS = [r for r in ROWS if r.group in ("nccl-tests one node", "nccl-test
 
 # Plateau rows outside the per-row bound for a stated reason (tests/test_collectives_multinode.py KNOWN_GAPS
 # gives it); strict xfails, so closing one fails until it leaves the list.
-# (none since the EFA plateau rows closed: tests/test_collectives_multinode.py KNOWN_GAPS.)
-PLATEAU_GAPS: tuple[str, ...] = ()
+# (none since the EFA plateau rows closed, until issue 34's B200 rows of together-nccl-tests: NVLS-tree beyond two
+# nodes, tests/test_collectives_multinode.py KNOWN_GAPS.)
+PLATEAU_GAPS: tuple[str, ...] = ("b200 46x8 ib-ndr all_reduce 16384 MiB (nvls-tree)",)
 
 
 @pytest.mark.parametrize("row", [pytest.param(r, id=r.label, marks=[pytest.mark.xfail(strict=True)]
@@ -190,8 +196,13 @@ GROUPS = ("nccl-tests one node", "nccl-tests multi-node", "nccl-tests latency fl
 # efficiency was refitted (0.60 -> 0.66, fabrics.yaml).  That refit (minimax over the EFA calibration
 # rows) moved the multi-node 1-64 MiB calibration rows from 6.7 % / 21.0 % to 10.8 % / 17.6 %
 # (mean up, max down).
+# The multi-node plateau group took 18 B200 rows (together-nccl-tests use3a-ss, 2-46 nodes, NCCL_ALGO ring,
+# tree, NVLS-tree at 16 GiB) for issue 34: its validation mean stays within target (14 %), its max does not --
+# NVLS-tree beyond two nodes runs 0.73-0.80 of the NICs' rate for the tree's 2 S per node (+26 % .. +36 %),
+# and the ring's per-NIC rate falls from 43 GB/s on 2 nodes to 36 on 46 (+9 % .. +23 %).
 NOT_YET: dict[str, dict[str, tuple[float, float]]] = {
     "nccl-tests multi-node 1-64 MiB": {"calibration": (0.11, 0.18), "validation": (0.14, 0.53)},
+    "nccl-tests multi-node": {"calibration": (0.12, 0.25), "validation": (0.15, 0.37)},
 }
 
 

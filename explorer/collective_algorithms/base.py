@@ -61,6 +61,12 @@ class OptionsLike(Protocol):
     def sharp(self) -> bool: ...   # the fabric's switches reduce (InfiniBand SHARP)
     @property
     def nics_per_node(self) -> int: ...   # NICs of a node (0: unknown)
+    @property
+    def gpus_per_node(self) -> int: ...   # GPUs of a node (0: unknown)
+    @property
+    def nic_GBps(self) -> float: ...      # one NCCL NIC's line rate, GB/s (0: unknown)
+    @property
+    def net_cap_Bps(self) -> float: ...   # a domain's egress one collective's channels reach (inf: all)
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,40 @@ def dtree_edges(nodes: int) -> int:
     return max(a + b for a, b in zip(one, two, strict=True))
 
 
+# NICs faster than this [GB/s] are the ones NCCL's graph search splits into two channels of half the rate
+# (nccl_tuning.DUP_CHANNEL_GBPS, search.cc); tree_nic_factor's rule is observed on them only.
+TREE_PAIRED_NIC_GBPS = 25.0
+
+
+def tree_nic_factor(o: OptionsLike, ppn: int) -> float:
+    """How many times its bytes a node's NICs carry for NCCL's tree.  The tree graph's BALANCED_TREE
+    pattern spreads each channel's network traffic over two GPUs ("Tree parent + one child on first GPU,
+    second child on second GPU": NCCL_TOPO_PATTERN_BALANCED_TREE, src/include/graph.h), and its search counts
+    a tree's GPU-NIC path in both directions (search.cc, ``bidir`` for the tree patterns), so a node with a
+    400 Gb/s-class NIC per GPU (NICs beyond one per GPU bond into it, as domain_links does) runs its tree on
+    the rate of half of them: the factor is 2 there, 1 with one NIC per two GPUs or fewer, between in between.
+    Measured, not fitted (no free constant): togethercomputer/together-nccl-tests baselines/use3a-ss
+    2026-05-02 report (B200, 8 x NDR 400 Gb/s per node, NCCL 2.29.7, 16 GiB, NCCL_ALGO forced): Tree 335 GB/s
+    busbw on 2 nodes and 191-194 on 4-46 nodes against the ring's 345-291, half of what the NICs would give
+    the tree's bytes; 5 x 8 H100 with 4 x 400 Gb/s RoCE (one NIC per two GPUs, NVIDIA/nccl issue #1368) run
+    the tree at its full NIC rate (150 GB/s).  Limited to NICs above TREE_PAIRED_NIC_GBPS: on 8 x 100 Gb/s
+    A100 nodes the two-node tree was measured above the ring (NVIDIA/nccl-tests issue #169, about 100 GB/s
+    busbw, the NICs' line rate).  1 with one GPU per node (the TREE pattern,
+    nccl_tuning.pattern_discount), when the node's NICs are unknown, and in an NVLink domain whose NICs the
+    channels do not all reach (an NVL72 rack: domain_links caps its egress at the channels' NICs, no
+    measurement says the tree reaches fewer).
+
+    >>> class O: nics_per_node, gpus_per_node, nic_GBps, net_cap_Bps = 8, 8, 50.0, float("inf")
+    >>> tree_nic_factor(O(), 8), tree_nic_factor(O(), 1)
+    (2.0, 1.0)
+    """
+    if ppn < 2 or o.nics_per_node <= 0 or o.gpus_per_node <= 0 or o.nic_GBps <= TREE_PAIRED_NIC_GBPS \
+            or o.net_cap_Bps < float("inf"):
+        return 1.0
+    nics = min(o.nics_per_node, o.gpus_per_node)
+    return max(1.0, 2 * nics / o.gpus_per_node)
+
+
 def tree(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
     """NCCL's double binary tree all-reduce, between nodes only (inside one node NCCL's ring always
     wins).
@@ -108,10 +142,10 @@ def tree(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
     nodes, whose trees are chains (0-2-1 and its shift 1-0-2), less than the ring's ~1.9*S, so NCCL's
     tree there beats its ring on the network.  The node with the most edges paces the pipeline.
     """
-    nodes, _ = _nodes_ppn(sh)
+    nodes, ppn = _nodes_ppn(sh)
     if nodes <= 1 or op != "all-reduce":
         return None
-    out = dtree_edges(nodes) * S / 2
+    out = dtree_edges(nodes) * S / 2 * tree_nic_factor(o, ppn)
     egress = {0: 2 * S, **spanned(sh, out)}
     t, b = crossing(sh, egress)
     return LinkCost(t, b, egress), 2 * S
@@ -124,10 +158,11 @@ def tree_rated(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
     bwIntra : bwInter``, ratio .5; NCCL 2.4-2.30).  So on three nodes NCCL rates the tree below its ring
     and runs the ring, although its tree would send only 1.5 S (:func:`tree`): forced with NCCL_ALGO=Tree
     it is the faster there."""
-    nodes, _ = _nodes_ppn(sh)
+    nodes, ppn = _nodes_ppn(sh)
     if nodes <= 1 or op != "all-reduce":
         return None
-    out = S if nodes == 2 else 2 * S
+    # The tree graph NCCL rates has the channels of its pattern (tree_nic_factor) too.
+    out = (S if nodes == 2 else 2 * S) * tree_nic_factor(o, ppn)
     egress = {0: 2 * S, **spanned(sh, out)}
     t, b = crossing(sh, egress)
     return LinkCost(t, b, egress), 2 * S

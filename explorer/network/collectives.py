@@ -87,6 +87,7 @@ class NcclOptions:
     net_channels: int = nt.DEFAULT_CHANNELS   # NCCL's multi-node graph channels (nt.net_channels)
     nics_per_node: int = 0      # NICs of a node (0: unknown, no ring member leaves by its own NIC)
     gpus_per_node: int = 0      # GPUs of a node (0: unknown, a group across nodes takes whole nodes)
+    nic_GBps: float = 0.0       # one NCCL NIC's line rate, GB/s (a GPU's bonded NICs as one; 0: unknown)
     pcie_Bps: float = float("inf")  # each GPU's PCIe link to its NICs, bytes/s (hardware.gpu.pcie_GBps)
     # A domain's egress one collective's channels reach, bytes/s (domain_links.channel_nics_Bps; inf: all)
     net_cap_Bps: float = float("inf")

@@ -41,6 +41,8 @@ def nccl_options(sc: Scenario) -> NcclOptions:
                        nvls=gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch",
                        sharp=out.sharp, net_ll128=not out.fabric.startswith("eth"),
                        net_channels=channels, nics_per_node=nics, gpus_per_node=dom,
+                       # One NCCL NIC's rate: a GPU's several NICs bond into one (domain_links).
+                       nic_GBps=gbps_to_GBps(out.nic_Gbps) * nics / max(min(nics, dom), 1),
                        pcie_Bps=GBps_to_Bps(gpu.pcie_GBps) if gpu.pcie_GBps else float("inf"),
                        net_cap_Bps=channel_nics_Bps(dom, nics, channels, out.nic_Gbps, out.efficiency),
                        net_step_bytes=net_step_bytes(out.fabric))

@@ -125,9 +125,10 @@ KNOWN_GAPS: dict[str, str] = {
     # 1 MiB and the efa efficiency was refitted to 0.66 (fabrics.yaml): 2 x p5 within 16 %, 2 x p4de's
     # tree plateau -25 % .. -30 %.
     "b200 46x8 ib-ndr all_reduce 16384 MiB (nvls-tree) = 274.9":
-        "NVLS-tree beyond two nodes (together-nccl-tests use3a-ss, B200, NCCL 2.29.7) runs 0.73-0.80 of the rate "
-        "the NICs give the tree's 2 S per node (+26 % .. +36 % on 4-46 nodes; two nodes within 2 %); NCCL's own "
-        "2.19+ rating (bwInter / 2 x 5/6 beyond two nodes) is near it, the model has no mechanism for it yet",
+        "NVLS-tree beyond two nodes (together-nccl-tests use3a-ss, B200, NCCL 2.29.7) runs 0.73-0.80 of "
+        "the rate the NICs give the tree's 2 S per node (+26 % .. +36 % on 4-46 nodes; two nodes within "
+        "2 %); NCCL's own 2.19+ rating (bwInter / 2 x 5/6 beyond two nodes) is near it, the model has no "
+        "mechanism for it yet",
     # The four one-node 1 MiB all-gather/reduce-scatter rows of together-nccl-tests (+87 to +101 %) closed
     # when the table priced nccl-tests' -g 8: one thread launching each call on 8 GPUs (host_floor_s).
 }

@@ -89,9 +89,9 @@ def test_b200_tree_drives_half_of_its_nics(nodes, measured):
     # Regression (issue 34, item 1: large all-reduces plateaued too high on 8-NIC nodes).  togethercomputer/
     # together-nccl-tests use3a-ss report (2026-05-02): 8 B200 + 8 x NDR 400 Gb/s per node, NCCL 2.29.7,
     # NCCL_ALGO=Tree, 16 GiB.  The tree's BALANCED_TREE channels drive one NIC per two GPUs
-    # (nccl_links.tree_nic_factor): 4 x 50 GB/s x 0.94 = 188 GB/s for the node's 1 S (2 nodes) or 2 S (4+ nodes),
-    # busbw = 2(n-1)/n x algbw x 0.92 (NCCL's tree fraction).  Old code: 596 GB/s on 2 nodes (NVLink-bound,
-    # +78 %), 335-344 beyond (+75 %).
+    # (nccl_links.tree_nic_factor): 4 x 50 GB/s x 0.94 = 188 GB/s for the node's 1 S (2 nodes) or 2 S
+    # (4+ nodes), busbw = 2(n-1)/n x algbw x 0.92 (NCCL's tree fraction).  Old code: 596 GB/s on 2 nodes
+    # (NVLink-bound, +78 %), 335-344 beyond (+75 %).
     n = 8 * nodes
     per_node = 4 * 50.0 * 0.94
     out = 1.0 if nodes == 2 else 2.0

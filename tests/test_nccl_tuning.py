@@ -164,8 +164,8 @@ PLATEAU_ROWS = [r for r in ROWS if r.group in ("nccl-tests one node", "nccl-test
 
 # Plateau rows outside the per-row bound for a stated reason (tests/test_collectives_multinode.py KNOWN_GAPS
 # gives it); strict xfails, so closing one fails until it leaves the list.
-# (none since the EFA plateau rows closed, until issue 34's B200 rows of together-nccl-tests: NVLS-tree beyond two
-# nodes, tests/test_collectives_multinode.py KNOWN_GAPS.)
+# (none since the EFA plateau rows closed, until issue 34's B200 rows of together-nccl-tests: NVLS-tree beyond
+# two nodes, tests/test_collectives_multinode.py KNOWN_GAPS.)
 PLATEAU_GAPS: tuple[str, ...] = ("b200 46x8 ib-ndr all_reduce 16384 MiB (nvls-tree)",)
 
 

@@ -29,9 +29,9 @@ DualPipe's two weight copies summed their gradients (taskgraph/techniques/pair_s
 15.846 s); pipedream-vgg16 was added with issue 36 (written like the others, without the
 expected_error keys and without ``samples_per_s``, the key issue 36 added to every run --json:
 added keys are allowed, so no other file changed); campus-4-buildings and megatron-gpt3-175b when NCCL's
-one-GPU-per-node discounts (tuning.cc: ring LL128 0.7, the tree's TREE pattern 0.85; their data-parallel groups
-hold one GPU per node) entered the multi-node price and its per-channel caps took the channels a call runs on
-(nccl_tuning.run_channels): 11.394 -> 11.418 s and 29.327 -> 29.383 s (+0.2 %), no other file moved;
+one-GPU-per-node discounts (tuning.cc: ring LL128 0.7, the tree's TREE pattern 0.85; their data-parallel
+groups hold one GPU per node) entered the multi-node price and its per-channel caps took the channels a call
+runs on (nccl_tuning.run_channels): 11.394 -> 11.418 s and 29.327 -> 29.383 s (+0.2 %), no other file moved;
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

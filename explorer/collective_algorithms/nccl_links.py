@@ -112,7 +112,9 @@ def tree_nic_factor(o: OptionsLike, ppn: int) -> float:
     2026-05-02 report (B200, 8 x NDR 400 Gb/s per node, NCCL 2.29.7, 16 GiB, NCCL_ALGO forced): Tree 335 GB/s
     busbw on 2 nodes and 191-194 on 4-46 nodes against the ring's 345-291, half of what the NICs would give
     the tree's bytes; 5 x 8 H100 with 4 x 400 Gb/s RoCE (one NIC per two GPUs, NVIDIA/nccl issue #1368) run
-    the tree at its full NIC rate (150 GB/s).  Limited to NICs above TREE_PAIRED_NIC_GBPS: on 8 x 100 Gb/s
+    the tree at its full NIC rate (150 GB/s).  A better-tuned B200 fabric (flapping-airplanes, same report
+    series, NCCL 2.30.7: ring 385 GB/s on 4 nodes) runs its tree at 233, about 0.7 of its NICs: the rule is
+    a lower bound there (-28 %, validation).  Limited to NICs above TREE_PAIRED_NIC_GBPS: on 8 x 100 Gb/s
     A100 nodes the two-node tree was measured above the ring (NVIDIA/nccl-tests issue #169, about 100 GB/s
     busbw, the NICs' line rate).  1 with one GPU per node (the TREE pattern,
     nccl_tuning.pattern_discount), when the node's NICs are unknown, and in an NVLink domain whose NICs the

@@ -16,6 +16,7 @@ from ..schedules import registry
 from .bounds import _FROM_PRESET, COMPUTE_EFFICIENCY, LATENCY_US, POWER_CAP_W, SCALE_UP_GBPS, TFLOPS
 from .compression import Compression
 from .contention import CONTENTION_DOC
+from .dlrm import Dlrm
 from .faults import Faults
 from .fp8_recipes import FP8_RECIPE_FIELD
 from .model_parts import ATTN_KERNEL, FLASH_ATTN, HEAD_DIM, KIND, KV_HEADS, MLA, Conv, MoE, first_moe_layer
@@ -71,6 +72,7 @@ class Model:
     conv: Conv | None = field(default=None, metadata={
         "doc": "a convolutional network (ResNet, SlowOnly video ResNet) instead of a transformer; "
                "absent = a transformer"})
+    dlrm: Dlrm | None = field(default=None, metadata={"doc": "a recommendation model (DLRM, DCNv2)"})
 
     @property
     def is_moe(self) -> bool:

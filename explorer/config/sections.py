@@ -35,9 +35,8 @@ SCHEDULES = registry.names()    # the pipeline schedules the registry describes 
 
 @dataclass(frozen=True)
 class Model:
-    """The network: a transformer (shape, vocabulary, sequence length, optional MoE layers and
-    MLA) or, with ``conv``, a residual convolutional network whose transformer fields the loader
-    derives (layers = blocks, hidden = last channels, vocab = classes, seq_len 1 sample)."""
+    """The network: a transformer (shape, vocabulary, sequence length, optional MoE, MLA), or with
+    ``conv`` or ``dlrm`` a convolutional or recommendation model whose transformer fields are derived."""
 
     preset: str | None = field(default=None, metadata={
         "doc": "start from a named model (explorer/data/models.yaml)"})

@@ -39,6 +39,7 @@ BIAS_RELU_PASSES = 4      # bias add and in-place ReLU: read + write each
 CROSS_PASSES = 4          # x_0 * (y + bias) + x_l: read x_0, y, x_l, write x_{l+1}
 LOSS_PASSES = 3           # fp32 logit: sigmoid and binary cross-entropy, read/write
 STATE_BYTES = sharding.ROWWISE_STATE_BYTES
+SECTOR_BYTES = 32         # the GPU's DRAM access granularity
 
 
 def exchange_dtype(sc: Scenario) -> str:
@@ -84,7 +85,9 @@ def embedding_layer(sc: Scenario, d: Dlrm, n: int) -> LayerCost:
     cold = 1.0 - d.hot_share
     step = b * n                                   # samples one lookup step serves
     ids = step * p.lookups_per_step_sample + b * p.replicated_lookups
-    row = p.lookup_dim * et                        # bytes of one gathered (partial) row
+    # Bytes of one gathered (partial) row: HBM is read in 32-byte sectors (CUDA C++ Best Practices
+    # Guide, "Coalesced Access to Global Memory"), so a narrow column shard costs a whole sector.
+    row = max(p.lookup_dim * et, SECTOR_BYTES)
     pooled_out = (step * p.exchange_per_sample / max(n, 1) if p.sharded_tables else 0.0) + \
         b * p.replicated_tables * d.dim
     fwd = Work(0.0, 0.0, ids * row * cold + pooled_out * e)

@@ -51,7 +51,8 @@ def test_the_pooled_embedding_all_to_all_moves_the_closed_form_bytes(capsys):
     edges = {e.label: e for e in spec.kinds[0].edges}
     assert edges["pooled embeddings"].size_bytes == B * T * D * E == 46_006_272
     assert edges["pooled embeddings"].op == "all-to-all" and edges["pooled embeddings"].overlap
-    assert edges["embedding gradients"].size_bytes == B * T * D * E and not edges["embedding gradients"].overlap
+    grads = edges["embedding gradients"]
+    assert grads.size_bytes == B * T * D * E and not grads.overlap
     assert edges["sparse ids"].size_bytes == B * 214 * sharding.ID_BYTES
     out = _json(capsys=capsys)
     want = (B * 214 * 8 + 2 * B * T * D * E) * (N - 1) / N

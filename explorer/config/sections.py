@@ -83,7 +83,7 @@ class Model:
         """What one sequence of the batch is, plural, for labels: tokens are counted per second for
         a transformer; a convolutional network counts images (or clips of a video model)."""
         if self.conv is None:
-            return "tokens"
+            return "samples" if self.dlrm is not None else "tokens"     # a recommendation model
         return "clips" if self.conv.frames > 1 else "images"
 
     @property

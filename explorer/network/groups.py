@@ -100,6 +100,9 @@ class Network:
         hold stage s's two weight copies in a two-direction schedule.
         """
         pl, p = self.placement, self.sc.parallelism
+        known = dimensions.DIMENSIONS.get(dim)
+        if known is not None and known.group:
+            dim = known.group            # spans another degree's ranks (Dimension.group: emb -> dp)
         if dim == "pp":
             nxt = (stage + 1) % p.pp
             return np.array([pl.gpu(pp=stage), pl.gpu(pp=nxt)], dtype=np.int64)

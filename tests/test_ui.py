@@ -69,7 +69,8 @@ def test_uploading_a_downloaded_scenario_reproduces_it(path):
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     expected = simulate(load(path)).time_per_step_s
-    assert seconds(at) == pytest.approx(expected, rel=2e-3)
+    # The card shows milliseconds to one decimal (a 3.6 ms DLRM step): half a shown digit of slack.
+    assert seconds(at) == pytest.approx(expected, rel=2e-3, abs=0.05e-3)
 
 
 def test_a_bad_upload_shows_one_line_and_keeps_the_scenario():

@@ -150,8 +150,13 @@ def test_what_the_registry_says_a_family_supports_is_what_it_is_asked():
         with pytest.raises(ScenarioError):
             load(RESNET, {f"parallelism.{dim}": 2, "parallelism.dp": 32})
     assert needs_simulation(sc) and not conv.estimator and tr.estimator
-    assert hidden_model_keys(tr) == conv.control_keys and hidden_model_keys(conv) == tr.control_keys
-    assert conv.control_keys | tr.control_keys == set(MODEL_KEYS)
+    # Each family's sidebar hides every other family's controls (issue 36 added dlrm's).
+    families = [registry.get(n) for n in registry.names()]
+    for w in families:
+        assert hidden_model_keys(w) == frozenset().union(*(o.control_keys for o in families if o is not w))
+    assert frozenset().union(*(w.control_keys for w in families)) == set(MODEL_KEYS)
+    dlrm = registry.get("dlrm")
+    assert dlrm.dimensions == ("dp", "emb") and not dlrm.estimator and not dlrm.pipeline_split
     assert registry.nouns(sc.model).layers == "residual blocks of a ResNet-50"
 
 

@@ -16,6 +16,7 @@ from ..schedules import registry
 from .bounds import _FROM_PRESET, COMPUTE_EFFICIENCY, LATENCY_US, POWER_CAP_W, SCALE_UP_GBPS, TFLOPS
 from .compression import Compression
 from .contention import CONTENTION_DOC
+from .dlrm import Dlrm
 from .faults import Faults
 from .fp8_recipes import FP8_RECIPE_FIELD
 from .model_parts import ATTN_KERNEL, FLASH_ATTN, HEAD_DIM, KIND, KV_HEADS, MLA, Conv, MoE, first_moe_layer
@@ -34,9 +35,8 @@ SCHEDULES = registry.names()    # the pipeline schedules the registry describes 
 
 @dataclass(frozen=True)
 class Model:
-    """The network: a transformer (shape, vocabulary, sequence length, optional MoE layers and
-    MLA) or, with ``conv``, a residual convolutional network whose transformer fields the loader
-    derives (layers = blocks, hidden = last channels, vocab = classes, seq_len 1 sample)."""
+    """The network: a transformer (shape, vocabulary, sequence length, optional MoE, MLA), or with
+    ``conv`` or ``dlrm`` a convolutional or recommendation model whose transformer fields are derived."""
 
     preset: str | None = field(default=None, metadata={
         "doc": "start from a named model (explorer/data/models.yaml)"})
@@ -71,6 +71,7 @@ class Model:
     conv: Conv | None = field(default=None, metadata={
         "doc": "a convolutional network (ResNet, SlowOnly video ResNet) instead of a transformer; "
                "absent = a transformer"})
+    dlrm: Dlrm | None = field(default=None, metadata={"doc": "a recommendation model (DLRM, DCNv2)"})
 
     @property
     def is_moe(self) -> bool:
@@ -82,7 +83,7 @@ class Model:
         """What one sequence of the batch is, plural, for labels: tokens are counted per second for
         a transformer; a convolutional network counts images (or clips of a video model)."""
         if self.conv is None:
-            return "tokens"
+            return "samples" if self.dlrm is not None else "tokens"     # a recommendation model
         return "clips" if self.conv.frames > 1 else "images"
 
     @property

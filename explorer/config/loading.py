@@ -21,7 +21,7 @@ communication.comm_sms          the MoE dispatcher's SMs (moe_dispatch.py), else
                                 frameworks whose DP collectives overlap compute (nccl_channels.py),
                                 else DEFAULT_COMM_SMS
 communication.bucket_MB         training.framework's gradient bucket (explorer/config/frameworks.py)
-parallelism.dp                  GPUs / (tp * pp * cp)
+parallelism.dp                  GPUs / (tp * pp * cp); 1 with stage_replicas
 ==============================  =========================================================
 """
 from __future__ import annotations
@@ -205,6 +205,8 @@ def fill_defaults(sc: Scenario) -> Scenario:
                or _framework_comm_sms(sc, cluster) or DEFAULT_COMM_SMS)
         comm = evolve(comm, comm_sms=sms)
     par = sc.parallelism
+    if par.dp is None and par.stage_replicas:
+        par = evolve(par, dp=1)             # PipeDream's replicas replace the data-parallel degree
     if par.dp is None:
         denom = par.tp * par.pp * par.cp
         if cluster.gpus % denom:

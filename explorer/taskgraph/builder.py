@@ -29,6 +29,7 @@ from ..schedules.base import Timing
 from ..schedules.registry import get as get_schedule
 from ..vocabulary import TIERS
 from ..workloads.registry import workload_spec
+from . import replicas as stage_replicas
 from .chunks import ChunkContext, ChunkWork, balanced, chunk_work, slowed
 from .fused import fused_shape
 from .layer import pair_message_bytes, pp_message_bytes
@@ -82,6 +83,9 @@ class IterationBuilder:
         # The pipeline's unit of work: a micro-batch, or a token slice of one (TeraPipe, Li et al.
         # ICML 2021: slices of a sequence flow through the stages one after another).
         self.p, self.v, self.m = p.pp, p.vpp, sc.micro_batches * p.token_slices
+        # PipeDream's per-stage replica counts (replicas.py); () = every stage one GPU class of dp.
+        self.replicas: tuple[int, ...] = p.stage_replicas or ()
+        self._replica_ends: dict[int, list[int]] = {}
         # Schedules that never flush simulate several iterations back to back (registry).
         self.m_sim = self.m * self.schedule.iterations_simulated
         self.layout: Layout = layout_for(self.schedule, self.p, self.v)
@@ -216,6 +220,9 @@ class IterationBuilder:
     def _compute_tasks(self, g: TaskGraph, ag_start: dict[tuple[int, int], int]) -> _Compute:
         """Compute tasks in program order; their data dependencies come in a second pass, once
         every task id exists."""
+        if self.replicas:
+            ids_r, last_r, done_r, self._replica_ends = stage_replicas.compute_tasks(self, g)
+            return _Compute(ids_r, last_r, done_r)
         comp = _Compute({}, [-1] * self.p, {})
         ids, grads_done, schedule = comp.ids, comp.grads_done, self.schedule
         for s in range(self.p):
@@ -264,14 +271,14 @@ class IterationBuilder:
             self._pass_cache[key] = (ch, parts, dur, layer_parts, (flops, hidden_comm), hidden)
         return self._pass_cache[key]
 
-    def _pass_task(self, g: TaskGraph, s: int, ps: Pass, deps: list) -> int:
+    def _pass_task(self, g: TaskGraph, s: int, ps: Pass, deps: list, stream: str = "compute") -> int:
         kind, local = ps.kind, ps.local
         shape = self._pass_cache.get((s, local, kind)) or self._pass_shape(s, local, kind)
         ch, parts, dur, layer_parts, (flops, hidden_comm), hidden = shape
         info = PassInfo(ps.mb, local, ch.layers, ch.comm, layer_parts, flops, hidden_comm,
                         offload=ch.offload_fields(kind))
         tasks = g.tasks                  # TaskGraph.add inlined: one call fewer per pass
-        tasks.append(Task(s, "compute", TASK_KIND[kind], dur, deps, 0, parts, info))
+        tasks.append(Task(s, stream, TASK_KIND[kind], dur, deps, 0, parts, info))
         tid = len(tasks) - 1
         if hidden > 0:
             self._fsdp_hidden_task(g, s, tid, ps, ch, hidden)
@@ -307,6 +314,9 @@ class IterationBuilder:
     def _data_dependencies(self, g: TaskGraph, comp: _Compute) -> None:
         """Pipeline transfers F(position k) -> F(k+1) and B(k+1) -> B(k) along each lane; a
         backward after its own forward, a weight-gradient pass after its backward."""
+        if self.replicas:
+            stage_replicas.data_dependencies(self, g, comp.ids)
+            return
         lay, ids, tasks = self.layout, comp.ids, g.tasks
         # Per (rank, lane, local chunk): the neighbours along the lane and the pair each transfer
         # uses — the same for every unit, looked up once (the 1T-parameter row has 65k passes).
@@ -388,7 +398,8 @@ class IterationBuilder:
                         # No overlap: every bucket waits for the stage's whole backward.
                         dp_ids += self._dp(g, s, c, op, [(comp.last[s], 1.0)], None)
             t_opt = self.optimizer_time(s)
-            deps = [(comp.last[s], 1.0)] + [(d, 1.0) for d in dp_ids]
+            deps = [(comp.last[s], 1.0)] + [(d, 1.0) for d in dp_ids] + \
+                [(e, 1.0) for e in self._replica_ends.get(s, ())]       # every replica's last pass
             opt = g.add(Task(s, "compute", "optimizer", t_opt, deps, parts=(("optimizer", t_opt),),
                              info=StepInfo()))
             if zero in (1, 2) and not overlap_gather:

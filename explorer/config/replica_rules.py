@@ -1,0 +1,68 @@
+"""Rules of ``parallelism.stage_replicas``: PipeDream's hybrid of pipeline and data parallelism,
+each stage with its own replica count (Narayanan et al., "PipeDream: Generalized Pipeline
+Parallelism for DNN Training", SOSP 2019, Sec. 3.1-3.2; its VGG-16 configuration "15-1").
+
+Run by ``rules.validate`` after :data:`explorer.config.rules.RULES` (``rule_degrees_fill_cluster``
+calls :func:`rule_replicas_fill_cluster` in place of its own product when the field is set, so
+that no later rule meets a scenario whose GPUs do not add up).  Cases: tests/test_stage_replicas.py.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .schema import ScenarioError, excerpt
+from .sections import Scenario
+
+FIELD = "parallelism.stage_replicas"
+# The schedules whose order the replicas follow: PipeDream's 1F1B-RR, asynchronous (weight
+# stashing) or with a flush per step (taskgraph/replicas.py builds their per-replica orders).
+SCHEDULES = ("pipedream-async", "1f1b")
+
+
+def active(sc: Scenario) -> bool:
+    """Whether the scenario gives its stages their own replica counts."""
+    return bool(sc.parallelism.stage_replicas)
+
+
+def rule_replicas_fill_cluster(sc: Scenario) -> None:
+    """One entry per stage, sum x tp x cp = the cluster's GPUs, and dp 1 (the replicas are the
+    data parallelism)."""
+    p, gpus = sc.parallelism, sc.cluster.gpus
+    r = p.stage_replicas
+    if not r:
+        return
+    if len(r) != p.pp:
+        raise ScenarioError(FIELD, f"{excerpt(list(r))} has {len(r)} entries; give one per pipeline stage "
+                            f"(parallelism.pp = {p.pp})")
+    if sum(r) * p.tp * p.cp != gpus:
+        raise ScenarioError(FIELD, f"{excerpt(list(r))} sums to {sum(r)} GPUs x tp {p.tp} x cp {p.cp} = "
+                            f"{sum(r) * p.tp * p.cp}, but the cluster has {gpus}; make the entries add up "
+                            f"to {gpus // (p.tp * p.cp) if gpus % (p.tp * p.cp) == 0 else 'GPUs / (tp*cp)'}")
+    if sc.dp != 1:
+        raise ScenarioError(FIELD, f"is set with parallelism.dp = {sc.dp}; the stage replicas replace the "
+                            "data-parallel degree: set parallelism.dp to 1 (or leave it out)")
+
+
+def rule_replicas_schedule(sc: Scenario) -> None:
+    """Only PipeDream's 1F1B schedules, one chunk per stage, dense, no ZeRO sharding, no token
+    slices: what the per-replica program orders and the per-stage gradient groups model."""
+    p = sc.parallelism
+    if not p.stage_replicas:
+        return
+    if p.schedule not in SCHEDULES:
+        raise ScenarioError(FIELD, f"needs parallelism.schedule {' or '.join(SCHEDULES)} (PipeDream's "
+                            f"1F1B-RR), not {p.schedule!r}; remove stage_replicas or change the schedule")
+    bad = [(f, v, ok) for f, v, ok in (("parallelism.vpp", p.vpp, 1), ("parallelism.ep", p.ep, 1),
+                                       ("parallelism.zero", p.zero, 0), ("parallelism.token_slices",
+                                                                         p.token_slices, 1))
+           if v != ok]
+    if bad:
+        f, v, ok = bad[0]
+        raise ScenarioError(FIELD, f"is modelled with {f} = {ok} only (got {v}); set {f}: {ok} or remove "
+                            "stage_replicas")
+    if sc.cluster.datacenters > 1 or sc.cluster.stragglers.stage_slowdown:
+        raise ScenarioError(FIELD, "is modelled on one datacenter without stragglers; remove "
+                            "cluster.datacenters / cluster.stragglers or stage_replicas")
+
+
+REPLICA_RULES: tuple[Callable[[Scenario], None], ...] = (rule_replicas_fill_cluster, rule_replicas_schedule)

@@ -1,0 +1,128 @@
+"""PipeDream's hybrid of pipeline and data parallelism: each stage with its own replica count
+(``parallelism.stage_replicas``; Narayanan et al., "PipeDream: Generalized Pipeline Parallelism
+for DNN Training", SOSP 2019, Sec. 3.1-3.2).
+
+The replicas of a stage run the same work shifted by one micro-batch, so a stage stays one GPU
+class (DESIGN.md, "Symmetry") whose replicas are streams: replica k computes on ``compute~k`` and
+sends on ``pp~k`` (replica 0 on the class's own ``compute`` and ``pp``, the GPU the breakdown and
+the timeline show).  The cost grows with stages x micro-batches, as without replicas.
+
+- 1F1B-RR (Sec. 3.2): micro-batch j runs on replica j mod r_s of stage s, its forward and its
+  backward on the same replica; each replica runs one-forward-one-backward over its own
+  micro-batches after admitting NOAM = ceil(sum of r over stages s.. / r_s) of them (the paper's
+  "number of optimal active minibatches" for the input stage, the same count for every later
+  stage over the workers from it on; with one replica per stage it is 1F1B's p - s).
+- A transfer of micro-batch j goes from replica j mod r_s to replica j mod r_(s+1), priced on the
+  link between those two GPUs (explorer/network/replica_groups.py).
+- Each stage's gradients are all-reduced among its r_s replicas (the builder's dp buckets over the
+  stage's group), none when r_s = 1 (PipeDream's VGG-16 "15-1": the fully connected layers are
+  never synchronised).
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ..engine.records import TransferInfo, priced_link
+from ..engine.scheduler import Task, TaskGraph
+from ..network.replica_groups import pair_code
+from .layout import Pass
+from .techniques.link_sharing import flow
+
+if TYPE_CHECKING:
+    from .builder import IterationBuilder
+
+
+def stream(base: str, k: int) -> str:
+    """The stream of replica ``k``: the class's own for replica 0, ``base~k`` otherwise."""
+    return base if k == 0 else f"{base}~{k}"
+
+
+def base_stream(name: str) -> str:
+    """The stream a replica's stream stands for (``compute~3`` -> ``compute``)."""
+    return name.split("~", 1)[0]
+
+
+def warm_up(replicas: tuple[int, ...], s: int) -> int:
+    """Micro-batches replica of stage ``s`` admits before its first backward (PipeDream's NOAM,
+    Sec. 3.2: ceil(workers / workers of the input stage), counted from stage ``s`` on)."""
+    return math.ceil(sum(replicas[s:]) / replicas[s])
+
+
+def replica_order(replicas: tuple[int, ...], s: int, k: int, units: int) -> list[Pass]:
+    """Program order of replica ``k`` of stage ``s`` over ``units`` micro-batches (1F1B-RR):
+    its micro-batches k, k + r_s, ...; ``warm_up`` forwards, then a backward and a forward in turn,
+    then the remaining backwards."""
+    mbs = list(range(k, units, replicas[s]))
+    w = min(warm_up(replicas, s), len(mbs))
+    order = [Pass("F", 0, j, 0) for j in mbs[:w]]
+    for i in range(w, len(mbs)):
+        order += [Pass("B", 0, mbs[i - w], 0), Pass("F", 0, mbs[i], 0)]
+    return order + [Pass("B", 0, j, 0) for j in mbs[len(mbs) - w:]]
+
+
+def steady_seconds(t: float, units: int, r: int) -> float:
+    """Closed form: r replicas of a stage processing ``units`` micro-batches of ``t`` seconds
+    each, round-robin and without communication, take ceil(units / r) x t."""
+    return math.ceil(units / r) * t
+
+
+def compute_tasks(b: IterationBuilder, g: TaskGraph) -> tuple[dict, list[int], dict, dict[int, list[int]]]:
+    """Every replica's passes in its program order: (ids keyed as the builder keys them, the last
+    task of each stage — the replica that ends last in micro-batch order —, the pass that completes
+    each stage's gradients, every replica's last task per stage)."""
+    r = b.replicas
+    ids: dict[tuple[str, int, int, int, int], int] = {}
+    last, grads_done, ends = [-1] * b.p, {}, {}
+    for s in range(b.p):
+        ends[s] = []
+        for k in range(r[s]):
+            prev = -1
+            for ps in replica_order(r, s, k, b.m_sim):
+                deps = [(prev, 1.0)] if prev >= 0 else []
+                prev = b._pass_task(g, s, ps, deps, stream("compute", k))
+                ids[(ps.kind, s, 0, ps.mb, 0)] = prev
+            ends[s].append(prev)
+        last_mb = b.m_sim - 1
+        last[s] = ids[("B", s, 0, last_mb, 0)]
+        grads_done[(s, 0)] = last[s]
+    return ids, last, grads_done, ends
+
+
+def data_dependencies(b: IterationBuilder, g: TaskGraph, ids: dict) -> None:
+    """Forward j of stage s -> its transfer -> forward j of stage s+1, and backward j of stage s+1
+    -> its transfer -> backward j of stage s, each transfer on its sender replica's ``pp`` stream
+    and priced between the two replicas' GPUs; a backward after its own forward."""
+    r, tasks = b.replicas, g.tasks
+    shapes: dict[tuple[int, int, int, str], tuple] = {}
+    for (kind, s, _, mb, _), tid in list(ids.items()):
+        if kind == "B":
+            tasks[tid].deps.append((ids[("F", s, 0, mb, 0)], 1.0))
+        to = s + 1 if kind == "F" else s - 1
+        if not 0 <= to < b.p:
+            continue
+        direction = "forward" if kind == "F" else "backward"
+        pair = min(s, to)
+        src, dst = mb % r[s], mb % r[to]
+        key = (pair, src, dst, direction)
+        shape = shapes.get(key) or shapes.setdefault(key, _transfer_shape(b, s, pair, src, dst, direction))
+        stream_name, time_s, parts, links, tail, tier, wire = shape
+        tasks.append(Task(s, stream_name, "pp", time_s, [(tid, 1.0)], 0, parts,
+                          TransferInfo(mb, 0, *tail), links, tier=tier, wire=wire))
+        tasks[ids[(kind, to, 0, mb, 0)]].deps.append((len(tasks) - 1, 1.0))
+
+
+def _transfer_shape(b: IterationBuilder, s: int, pair: int, src: int, dst: int, direction: str) -> tuple:
+    """What every transfer from replica ``src`` of stage ``s`` to replica ``dst`` of its neighbour on
+    ``pair`` shares: its stream, priced cost, calls and payload fields after the unit and chunk
+    (the builder's _transfer_shape, on the pair of replicas' GPUs)."""
+    msg = b.pp_pair_bytes[pair]
+    # The pair's two GPUs: stage ``pair``'s replica and stage ``pair + 1``'s.
+    lo, hi = (src, dst) if direction == "forward" else (dst, src)
+    code = pair_code(b.sc, pair, lo, hi)
+    cc = b.net.cost("send-recv", msg, "pp", code)
+    # Two iterations simulated back to back count as one (m of m_sim units per iteration).
+    links = tuple(priced_link(b.net, "pp", "send-recv", msg, code, b.m / b.m_sim, True))
+    tier, wire = flow(b.sc, cc)
+    return (stream("pp", src), cc.time_s, (("pp", cc.time_s),), links,
+            (msg, 2, "p2p", cc.boundary, cc.busbw_GBps, direction, pair), tier, wire)

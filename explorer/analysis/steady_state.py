@@ -122,8 +122,8 @@ def _async_run(builder: IterationBuilder, net: Network, tasks: list[Task], by_cl
     if busy <= measured:
         return ScheduledRun(builder, net, tasks, by_class, measured, first, enders,
                             pace_margin=busy - measured)
-    return ScheduledRun(builder, net, tasks, by_class, busy, first, enders, measured, PACE_CATEGORY[stream.split("~")[0]],
-                        busy - measured)
+    return ScheduledRun(builder, net, tasks, by_class, busy, first, enders, measured,
+                        PACE_CATEGORY[stream.split("~")[0]], busy - measured)
 
 
 def stream_busy(b: IterationBuilder, mine: list[Task]) -> dict[str, float]:

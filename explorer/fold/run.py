@@ -68,6 +68,11 @@ def routed(sc: Scenario, ideal: frozenset[str] | None = None, fold: bool = True,
            budget: bool = True) -> tuple[Iteration, Route]:
     """:func:`run_iteration`, and the :class:`Route` it took."""
     why: dict[str, str] = {}
+    if sc.parallelism.stage_replicas and fold:
+        # PipeDream's per-stage replicas (taskgraph/replicas.py) run on streams of their own that
+        # neither the array routes nor the task fold's period proof know: every task is scheduled.
+        fold, why = False, {k: "parallelism.stage_replicas: every task is scheduled"
+                            for k in ("arrays", "array_run", "tasks")}
     if fold and arrays:
         got = attempt_arrays(sc, ideal)
         if isinstance(got, ArrayFold):

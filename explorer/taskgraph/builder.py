@@ -83,11 +83,14 @@ class IterationBuilder:
         # The pipeline's unit of work: a micro-batch, or a token slice of one (TeraPipe, Li et al.
         # ICML 2021: slices of a sequence flow through the stages one after another).
         self.p, self.v, self.m = p.pp, p.vpp, sc.micro_batches * p.token_slices
+        # Schedules that never flush simulate several iterations back to back (registry).
+        self.m_sim = self.m * self.schedule.iterations_simulated
         # PipeDream's per-stage replica counts (replicas.py); () = every stage one GPU class of dp.
         self.replicas: tuple[int, ...] = p.stage_replicas or ()
         self._replica_ends: dict[int, list[int]] = {}
-        # Schedules that never flush simulate several iterations back to back (registry).
-        self.m_sim = self.m * self.schedule.iterations_simulated
+        if self.replicas:
+            self.m_sim = stage_replicas.units_simulated(self.replicas, self.m,
+                                                        self.schedule.iterations_simulated)
         self.layout: Layout = layout_for(self.schedule, self.p, self.v)
         # What one GPU computes, keeps and communicates per unit, layer by layer (the workload's
         # family turns the scenario into it: explorer/workloads/registry.py).

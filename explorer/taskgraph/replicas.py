@@ -61,6 +61,18 @@ def replica_order(replicas: tuple[int, ...], s: int, k: int, units: int) -> list
     return order + [Pass("B", 0, j, 0) for j in mbs[len(mbs) - w:]]
 
 
+def units_simulated(replicas: tuple[int, ...], m: int, iterations: int) -> int:
+    """Micro-batches simulated back to back: the schedule's ``iterations`` of ``m``; a schedule
+    that never flushes (iterations > 1) runs more whole iterations until every replica passes
+    its warm-up and drain with a steady phase of two micro-batches between them, so that the
+    steady-state window (analysis/steady_state.py, from the first iteration's to the second's
+    backwards) lies in the steady phase of every replica."""
+    if iterations <= 1:
+        return m * iterations
+    need = max(r * (2 * warm_up(replicas, s) + 2) for s, r in enumerate(replicas))
+    return m * max(iterations, math.ceil(need / m))
+
+
 def steady_seconds(t: float, units: int, r: int) -> float:
     """Closed form: r replicas of a stage processing ``units`` micro-batches of ``t`` seconds
     each, round-robin and without communication, take ceil(units / r) x t."""

@@ -27,6 +27,7 @@ from .network.groups import Network
 from .network.topology import BOUNDARY_NAMES
 from .result.record import GPUClass, Result
 from .scenario import Scenario
+from .taskgraph import replica_split
 from .taskgraph.builder import IterationBuilder
 from .variants.registry import wrapping
 
@@ -57,6 +58,7 @@ def _simulate(sc: Scenario, fold: bool) -> Result:
         # Sync windows, failed nodes, gossip, replicas that differ (explorer/variants/registry.py):
         # the variant derives its inner scenario(s), simulates them here and combines.
         return variant.run(sc, lambda inner: _simulate(inner, fold))
+    sc = replica_split.resolved(sc)    # stage_replicas auto: PipeDream's partitioner chooses them
     it = run_iteration(sc, fold=fold)
     return assemble(sc, it.builder, it.net, it.measures, it.tasks, it.info)
 

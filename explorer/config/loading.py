@@ -45,6 +45,7 @@ from .moe_dispatch import dispatcher_sms
 from .nccl_channels import nccl_channels
 from .overrides import apply_overrides
 from .presets import DEFAULT_GPU, gpu_presets, preset, resolved_scale_out
+from .replica_rules import auto_replicas
 from .rules import validate
 from .schema import ScenarioError, build, dump, reject_derived
 from .sections import GPU, Scenario
@@ -230,7 +231,7 @@ def from_dict(raw: Mapping[str, Any]) -> Scenario:
     """
     if not isinstance(raw, Mapping):
         raise ScenarioError("scenario", "the file must hold a mapping of sections (model, training, ...)")
-    resolved = resolve_presets(raw)
+    resolved = auto_replicas(resolve_presets(raw))
     for section in ("model", "training"):
         if section not in resolved:
             raise ScenarioError(section, "is required")

@@ -8,7 +8,8 @@ that no later rule meets a scenario whose GPUs do not add up).  Cases: tests/tes
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .schema import ScenarioError, excerpt
 from .sections import Scenario
@@ -17,6 +18,29 @@ FIELD = "parallelism.stage_replicas"
 # The schedules whose order the replicas follow: PipeDream's 1F1B-RR, asynchronous (weight
 # stashing) or with a flush per step (taskgraph/replicas.py builds their per-replica orders).
 SCHEDULES = ("pipedream-async", "1f1b")
+
+
+# Above this many transitions the partitioner's search (taskgraph/replica_split.py) is refused.
+MAX_STATES_WORK = 2_000_000
+
+
+def search_work(layers: int, slots: int, pp: int) -> int:
+    """Transitions PipeDream's search makes, roughly: (layers x slots)^2 per stage between the
+    first and the last (the last stage's end and replicas are fixed by the others)."""
+    return max(pp - 2, 0) * (layers * slots) ** 2 + layers * slots
+
+
+def auto_replicas(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``raw`` with ``parallelism.stage_replicas: auto`` written as pp zeros (the partitioner's
+    choice, taskgraph/replica_split.py); unchanged otherwise."""
+    par = raw.get("parallelism")
+    if not isinstance(par, Mapping) or not isinstance(par.get("stage_replicas"), str) or \
+            par["stage_replicas"].strip().lower() != "auto":
+        return raw
+    pp = par.get("pp", 1)
+    if isinstance(pp, bool) or not isinstance(pp, int) or not 1 <= pp <= 4096:
+        return raw                                  # the pp field's own check reports it
+    return {**raw, "parallelism": {**par, "stage_replicas": [0] * pp}}
 
 
 def active(sc: Scenario) -> bool:
@@ -34,7 +58,18 @@ def rule_replicas_fill_cluster(sc: Scenario) -> None:
     if len(r) != p.pp:
         raise ScenarioError(FIELD, f"{excerpt(list(r))} has {len(r)} entries; give one per pipeline stage "
                             f"(parallelism.pp = {p.pp})")
-    if sum(r) * p.tp * p.cp != gpus:
+    if 0 in r and max(r) > 0:
+        raise ScenarioError(FIELD, f"{excerpt(list(r))} mixes 0 and replica counts; give every stage >= 1 "
+                            "replica, or all 0 (auto: PipeDream's partitioner chooses)")
+    if max(r) == 0:
+        slots, n = gpus // (p.tp * p.cp), sc.model.layers
+        if gpus % (p.tp * p.cp) or slots < p.pp or n < p.pp:
+            raise ScenarioError(FIELD, f"auto needs at least pp = {p.pp} replicas of tp*cp GPUs and "
+                                f"layers; the cluster has {slots} and the model {n} layers")
+        if search_work(n, slots, p.pp) > MAX_STATES_WORK:
+            raise ScenarioError(FIELD, f"auto searches {n} layers x {slots} replica slots over {p.pp} "
+                                "stages, beyond the partitioner's budget; give the replica counts")
+    elif sum(r) * p.tp * p.cp != gpus:
         raise ScenarioError(FIELD, f"{excerpt(list(r))} sums to {sum(r)} GPUs x tp {p.tp} x cp {p.cp} = "
                             f"{sum(r) * p.tp * p.cp}, but the cluster has {gpus}; make the entries add up "
                             f"to {gpus // (p.tp * p.cp) if gpus % (p.tp * p.cp) == 0 else 'GPUs / (tp*cp)'}")

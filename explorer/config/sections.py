@@ -295,10 +295,11 @@ class Parallelism:
         "doc": "layers per pipeline stage; default balances each stage's time per micro-batch (compute and "
                "exposed communication; DualPipe: rank pairs, within the GPU's memory)"})
     stage_replicas: tuple[int, ...] | None = field(default=None, metadata={
-        "min": 1, "max": MAX_GPUS, "max_items": 4096,
+        "min": 0, "max": MAX_GPUS, "max_items": 4096,
         "doc": "PipeDream's hybrid: GPUs per pipeline stage (pp entries, sum x tp x cp = the GPUs, dp 1); "
                "a stage's replicas take micro-batches round-robin and all-reduce their gradients among "
-               "themselves (1f1b, pipedream-async); default: every stage has dp replicas"})
+               "themselves (1f1b, pipedream-async); all 0 or 'auto': PipeDream's partitioner chooses "
+               "them (and stage_layers when not given); default: every stage has dp replicas"})
     pipeline_layout: tuple[int, ...] | None = field(default=None, metadata={"min": 0, "max": 100_000, "doc": (
         "layers per chunk, pp*vpp entries (Megatron's pipeline layout); a 0 first/last entry = an "
         "embedding-only/loss-only stage, as Llama 3 places them"), "max_items": 1_048_576})

@@ -29,6 +29,7 @@ from ..schedules.base import Timing
 from ..schedules.registry import get as get_schedule
 from ..vocabulary import TIERS
 from ..workloads.registry import workload_spec
+from . import replica_split
 from . import replicas as stage_replicas
 from .chunks import ChunkContext, ChunkWork, balanced, chunk_work, slowed
 from .fused import fused_shape
@@ -149,6 +150,8 @@ class IterationBuilder:
         given = given_split(self.sc.parallelism)
         if given is not None:
             return tuple(given)
+        if self.replicas:                # PipeDream's partitioner over the stages' replicas
+            return replica_split.plan(self.sc, self.replicas).layers
         net = Network(self.sc) if self.net.free else self.net
         costs = split_costs(self.sc, net, self.cm, self.spec, self.tied)
         lay = self.layout      # DualPipe: the pair split; a V: a plain line of 2p chunks; else p stages

@@ -155,3 +155,9 @@ def test_bad_replicas_are_one_line_errors(changes, words, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert "parallelism.stage_replicas" in err and words in err and "\n" not in err and "Traceback" not in err
+
+
+def test_the_fields_bound_is_the_gpu_limit():
+    from explorer.config.replica_rules import STAGE_REPLICAS_FIELD
+    from explorer.config.sections import MAX_GPUS
+    assert STAGE_REPLICAS_FIELD["max"] == MAX_GPUS

@@ -29,8 +29,6 @@ from ..schedules.base import Timing
 from ..schedules.registry import get as get_schedule
 from ..vocabulary import TIERS
 from ..workloads.registry import workload_spec
-from . import replica_split
-from . import replicas as stage_replicas
 from .chunks import ChunkContext, ChunkWork, balanced, chunk_work, slowed
 from .fused import fused_shape
 from .layer import pair_message_bytes, pp_message_bytes
@@ -62,6 +60,10 @@ class _Compute:
 class IterationBuilder:
     """Builds the task graph of one iteration for a scenario (see module docstring)."""
 
+    def __new__(cls, sc: Scenario | None = None, *args: object, **kwargs: object) -> IterationBuilder:
+        from .replicas import ReplicaBuilder  # PipeDream's per-stage replicas (imports this module)
+        return super().__new__(ReplicaBuilder if sc is not None and sc.parallelism.stage_replicas else cls)
+
     def __init__(self, sc: Scenario, net: Network | None = None, ideal: frozenset[str] | None = None,
                  split: tuple[int, ...] | None = None) -> None:
         """``ideal``: the aspects of the ideal pipeline to apply (IDEAL_ASPECTS; all of them when
@@ -86,12 +88,6 @@ class IterationBuilder:
         self.p, self.v, self.m = p.pp, p.vpp, sc.micro_batches * p.token_slices
         # Schedules that never flush simulate several iterations back to back (registry).
         self.m_sim = self.m * self.schedule.iterations_simulated
-        # PipeDream's per-stage replica counts (replicas.py); () = every stage one GPU class of dp.
-        self.replicas: tuple[int, ...] = p.stage_replicas or ()
-        self._replica_ends: dict[int, list[int]] = {}
-        if self.replicas:
-            self.m_sim = stage_replicas.units_simulated(self.replicas, self.m,
-                                                        self.schedule.iterations_simulated)
         self.layout: Layout = layout_for(self.schedule, self.p, self.v)
         # What one GPU computes, keeps and communicates per unit, layer by layer (the workload's
         # family turns the scenario into it: explorer/workloads/registry.py).
@@ -150,8 +146,6 @@ class IterationBuilder:
         given = given_split(self.sc.parallelism)
         if given is not None:
             return tuple(given)
-        if self.replicas:                # PipeDream's partitioner over the stages' replicas
-            return replica_split.plan(self.sc, self.replicas).layers
         net = Network(self.sc) if self.net.free else self.net
         costs = split_costs(self.sc, net, self.cm, self.spec, self.tied)
         lay = self.layout      # DualPipe: the pair split; a V: a plain line of 2p chunks; else p stages
@@ -226,9 +220,6 @@ class IterationBuilder:
     def _compute_tasks(self, g: TaskGraph, ag_start: dict[tuple[int, int], int]) -> _Compute:
         """Compute tasks in program order; their data dependencies come in a second pass, once
         every task id exists."""
-        if self.replicas:
-            ids_r, last_r, done_r, self._replica_ends = stage_replicas.compute_tasks(self, g)
-            return _Compute(ids_r, last_r, done_r)
         comp = _Compute({}, [-1] * self.p, {})
         ids, grads_done, schedule = comp.ids, comp.grads_done, self.schedule
         for s in range(self.p):
@@ -320,9 +311,6 @@ class IterationBuilder:
     def _data_dependencies(self, g: TaskGraph, comp: _Compute) -> None:
         """Pipeline transfers F(position k) -> F(k+1) and B(k+1) -> B(k) along each lane; a
         backward after its own forward, a weight-gradient pass after its backward."""
-        if self.replicas:
-            stage_replicas.data_dependencies(self, g, comp.ids)
-            return
         lay, ids, tasks = self.layout, comp.ids, g.tasks
         # Per (rank, lane, local chunk): the neighbours along the lane and the pair each transfer
         # uses — the same for every unit, looked up once (the 1T-parameter row has 65k passes).
@@ -404,8 +392,7 @@ class IterationBuilder:
                         # No overlap: every bucket waits for the stage's whole backward.
                         dp_ids += self._dp(g, s, c, op, [(comp.last[s], 1.0)], None)
             t_opt = self.optimizer_time(s)
-            deps = [(comp.last[s], 1.0)] + [(d, 1.0) for d in dp_ids] + \
-                [(e, 1.0) for e in self._replica_ends.get(s, ())]       # every replica's last pass
+            deps = [(comp.last[s], 1.0)] + [(d, 1.0) for d in dp_ids]
             opt = g.add(Task(s, "compute", "optimizer", t_opt, deps, parts=(("optimizer", t_opt),),
                              info=StepInfo()))
             if zero in (1, 2) and not overlap_gather:

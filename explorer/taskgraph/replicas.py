@@ -21,16 +21,58 @@ the timeline show).  The cost grows with stages x micro-batches, as without repl
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
+from ..config import Scenario
 from ..engine.records import TransferInfo, priced_link
 from ..engine.scheduler import Task, TaskGraph
+from ..network.groups import Network
 from ..network.replica_groups import pair_code
+from . import replica_split
+from .builder import IterationBuilder, _Compute
 from .layout import Pass
+from .split import given_split
 from .techniques.link_sharing import flow
 
-if TYPE_CHECKING:
-    from .builder import IterationBuilder
+
+class ReplicaBuilder(IterationBuilder):
+    """The builder of a scenario with ``parallelism.stage_replicas`` (IterationBuilder.__new__
+    makes one): the replicas' passes, transfers and the optimizer after every replica's last
+    pass; the rest (chunks, gradient buckets over the stage's group, the optimizer) is the
+    builder's own."""
+
+    def __init__(self, sc: Scenario, net: Network | None = None, ideal: frozenset[str] | None = None,
+                 split: tuple[int, ...] | None = None) -> None:
+        super().__init__(sc, net, ideal, split)
+        r = sc.parallelism.stage_replicas
+        assert r and min(r) > 0                    # auto is resolved before (replica_split.resolved)
+        self.replicas: tuple[int, ...] = r
+        self.m_sim = units_simulated(r, self.m, self.schedule.iterations_simulated)
+        self._ends: dict[int, list[int]] = {}
+
+    def _split(self) -> tuple[int, ...]:
+        """The given layers, else PipeDream's partitioner's for the given replicas."""
+        given = given_split(self.sc.parallelism)
+        if given is not None:
+            return tuple(given)
+        r = self.sc.parallelism.stage_replicas
+        assert r
+        return replica_split.plan(self.sc, r).layers
+
+    def _compute_tasks(self, g: TaskGraph, ag_start: dict[tuple[int, int], int]) -> _Compute:
+        ids, last, done, self._ends = compute_tasks(self, g)
+        return _Compute(ids, last, done)
+
+    def _data_dependencies(self, g: TaskGraph, comp: _Compute) -> None:
+        data_dependencies(self, g, comp.ids)
+
+    def _iteration_end(self, g: TaskGraph, comp: _Compute) -> None:
+        """The builder's ending; each stage's optimizer step also waits for every replica's last
+        pass (the step follows the replicas' gradient all-reduce)."""
+        start = len(g.tasks)
+        super()._iteration_end(g, comp)
+        for t in g.tasks[start:]:
+            if t.kind == "optimizer":
+                t.deps += [(e, 1.0) for e in self._ends[t.cls]]
 
 
 def stream(base: str, k: int) -> str:
@@ -79,7 +121,7 @@ def steady_seconds(t: float, units: int, r: int) -> float:
     return math.ceil(units / r) * t
 
 
-def compute_tasks(b: IterationBuilder, g: TaskGraph) -> tuple[dict, list[int], dict, dict[int, list[int]]]:
+def compute_tasks(b: ReplicaBuilder, g: TaskGraph) -> tuple[dict, list[int], dict, dict[int, list[int]]]:
     """Every replica's passes in its program order: (ids keyed as the builder keys them, the last
     task of each stage — the replica that ends last in micro-batch order —, the pass that completes
     each stage's gradients, every replica's last task per stage)."""
@@ -101,7 +143,7 @@ def compute_tasks(b: IterationBuilder, g: TaskGraph) -> tuple[dict, list[int], d
     return ids, last, grads_done, ends
 
 
-def data_dependencies(b: IterationBuilder, g: TaskGraph, ids: dict) -> None:
+def data_dependencies(b: ReplicaBuilder, g: TaskGraph, ids: dict) -> None:
     """Forward j of stage s -> its transfer -> forward j of stage s+1, and backward j of stage s+1
     -> its transfer -> backward j of stage s, each transfer on its sender replica's ``pp`` stream
     and priced between the two replicas' GPUs; a backward after its own forward."""
@@ -124,7 +166,7 @@ def data_dependencies(b: IterationBuilder, g: TaskGraph, ids: dict) -> None:
         tasks[ids[(kind, to, 0, mb, 0)]].deps.append((len(tasks) - 1, 1.0))
 
 
-def _transfer_shape(b: IterationBuilder, s: int, pair: int, src: int, dst: int, direction: str) -> tuple:
+def _transfer_shape(b: ReplicaBuilder, s: int, pair: int, src: int, dst: int, direction: str) -> tuple:
     """What every transfer from replica ``src`` of stage ``s`` to replica ``dst`` of its neighbour on
     ``pair`` shares: its stream, priced cost, calls and payload fields after the unit and chunk
     (the builder's _transfer_shape, on the pair of replicas' GPUs)."""

@@ -102,8 +102,8 @@ def rule_replicas_schedule(sc: Scenario) -> None:
            if v != ok]
     if bad:
         f, v, ok = bad[0]
-        raise ScenarioError(FIELD, f"is modelled with {f} = {ok} only (got {v}); set {f}: {ok} or remove "
-                            "stage_replicas")
+        raise ScenarioError(f, f"{v} is not modelled with parallelism.stage_replicas (PipeDream's "
+                            f"replicas): set {f}: {ok} or remove stage_replicas")
     if sc.cluster.datacenters > 1 or sc.cluster.stragglers.stage_slowdown:
         raise ScenarioError(FIELD, "is modelled on one datacenter without stragglers; remove "
                             "cluster.datacenters / cluster.stragglers or stage_replicas")

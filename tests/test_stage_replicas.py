@@ -161,3 +161,19 @@ def test_the_fields_bound_is_the_gpu_limit():
     from explorer.config.replica_rules import STAGE_REPLICAS_FIELD
     from explorer.config.sections import MAX_GPUS
     assert STAGE_REPLICAS_FIELD["max"] == MAX_GPUS
+
+
+def test_equal_replicas_are_the_uniform_hybrid():
+    """stage_replicas [2, 2] is pp 2 x dp 2 (Llama-style transformer, tp 2, 1f1b): the same
+    iteration to the last bit — replica k of a stage runs micro-batches k, k + 2, ... as the dp
+    replicas split the batch, with 1F1B's warm-up; and PipeDream's partitioner, asked for the
+    replicas, chooses these on this model."""
+    teaching = ROOT / "scenarios" / "teaching-8gpu.yaml"
+    base = {"parallelism.pp": 2, "parallelism.tp": 2, "parallelism.zero": 0, "parallelism.schedule": "1f1b"}
+    uniform = simulate(load(teaching, {**base, "parallelism.dp": 2}))
+    reps = simulate(load(teaching, {**base, "parallelism.dp": 1, "parallelism.stage_replicas": [2, 2],
+                                    "parallelism.stage_layers": list(uniform.stage_layers)}))
+    assert reps.iteration_time_s == uniform.iteration_time_s
+    assert reps.comm_bytes_per_gpu == uniform.comm_bytes_per_gpu
+    auto = simulate(load(teaching, {**base, "parallelism.dp": 1, "parallelism.stage_replicas": "auto"}))
+    assert auto.scenario.parallelism.stage_replicas == (2, 2)

@@ -35,6 +35,7 @@ from ..network.collectives import cost
 from ..network.groups import Network
 from ..physics.hardware import ComputeModel
 from ..workloads.registry import workload_spec
+from .layer import pp_message_bytes
 from .split_cost import split_costs
 from .techniques.optimizer import grad_reduce_bytes
 
@@ -72,7 +73,9 @@ class _Costs:
         self.params = np.concatenate(([0.0], np.cumsum(params)))
         self.edge_params = (spec.first.params, spec.last.params)
         self.grad_bytes = grad_reduce_bytes(sc)
-        self.out_bytes = [spec.boundary_bytes(i) or 0.0 for i in range(n - 1)]
+        # A CNN's boundaries differ; a transformer sends the same micro-batch x s x h everywhere.
+        uniform = pp_message_bytes(plain)
+        self.out_bytes = [spec.boundary_bytes(i) or uniform for i in range(n - 1)]
         self._calls: dict[tuple, float] = {}
         self._sync: dict[tuple, float] = {}
         self._cut: dict[tuple, float] = {}

@@ -23,12 +23,13 @@ from __future__ import annotations
 import math
 
 from ..config import Scenario
-from ..engine.records import TransferInfo, priced_link
+from ..engine.records import BucketInfo, LinkCall, TransferInfo, priced_link
 from ..engine.scheduler import Task, TaskGraph
 from ..network.groups import Network
 from ..network.replica_groups import pair_code
 from . import replica_split
 from .builder import IterationBuilder, _Compute
+from .chunks import ChunkWork
 from .layout import Pass
 from .split import given_split
 from .techniques.link_sharing import flow
@@ -65,6 +66,11 @@ class ReplicaBuilder(IterationBuilder):
     def _data_dependencies(self, g: TaskGraph, comp: _Compute) -> None:
         data_dependencies(self, g, comp.ids)
 
+    def rank_chunks(self, s: int) -> list[tuple[ChunkWork, int]]:
+        """Stage ``s``'s chunk and the units its busiest replica (replica 0) runs an iteration,
+        ceil(m / r_s): what one GPU of the class computes and sends (analysis/measures.py)."""
+        return [(self.chunk_of(s, 0), math.ceil(self.m / self.replicas[s]))]
+
     def _iteration_end(self, g: TaskGraph, comp: _Compute) -> None:
         """The builder's ending; each stage's optimizer step also waits for every replica's last
         pass (the step follows the replicas' gradient all-reduce)."""
@@ -73,6 +79,31 @@ class ReplicaBuilder(IterationBuilder):
         for t in g.tasks[start:]:
             if t.kind == "optimizer":
                 t.deps += [(e, 1.0) for e in self._ends[t.cls]]
+
+
+def one_gpu(b: IterationBuilder, by_class: list[list[Task]]) -> list[list[Task]]:
+    """Each class's tasks of one GPU: replica 0's (the streams without ``~k``), which with
+    ``rank_chunks`` make the per-GPU figures; every task without replicas."""
+    if not isinstance(b, ReplicaBuilder):
+        return by_class
+    return [[t for t in mine if "~" not in t.stream] for mine in by_class]
+
+
+def all_gpus_calls(b: IterationBuilder, s: int, mine: list[Task]) -> list[LinkCall] | None:
+    """Every call all GPUs of class ``s`` make in an iteration, per tp x cp block (what the tiers'
+    load multiplies by tp x cp x dp, dp being 1): the chunk's per-unit calls for all ``m`` units,
+    every replica's transfers as priced between its two GPUs, and the gradient buckets (priced
+    once, on replica 0's stream) r_s times.  None without replicas (the per-GPU calls x dp)."""
+    if not isinstance(b, ReplicaBuilder):
+        return None
+    r = b.replicas[s]
+    calls = [c.scaled(b.m) for c in b.chunk_of(s, 0).link_calls]
+    shared: dict[int, list] = {}
+    for t in mine:
+        if t.links:
+            entry = shared.setdefault(id(t.links), [t.links, 0])
+            entry[1] += r if isinstance(t.info, BucketInfo) else 1
+    return calls + [c.scaled(n) for links, n in shared.values() for c in links]
 
 
 def stream(base: str, k: int) -> str:

@@ -175,5 +175,7 @@ def test_equal_replicas_are_the_uniform_hybrid():
                                     "parallelism.stage_layers": list(uniform.stage_layers)}))
     assert reps.iteration_time_s == uniform.iteration_time_s
     assert reps.comm_bytes_per_gpu == uniform.comm_bytes_per_gpu
+    assert reps.comm_bytes_by_tier == uniform.comm_bytes_by_tier
+    assert reps.utilisation == pytest.approx(uniform.utilisation, rel=1e-12)
     auto = simulate(load(teaching, {**base, "parallelism.dp": 1, "parallelism.stage_replicas": "auto"}))
     assert auto.scenario.parallelism.stage_replicas == (2, 2)

@@ -158,7 +158,9 @@ def compute_tasks(b: ReplicaBuilder, g: TaskGraph) -> tuple[dict, list[int], dic
     each stage's gradients, every replica's last task per stage)."""
     r = b.replicas
     ids: dict[tuple[str, int, int, int, int], int] = {}
-    last, grads_done, ends = [-1] * b.p, {}, {}
+    last = [-1] * b.p
+    grads_done: dict[tuple[int, int], int] = {}
+    ends: dict[int, list[int]] = {}
     for s in range(b.p):
         ends[s] = []
         for k in range(r[s]):

@@ -147,6 +147,7 @@ def test_the_partitioner_is_exact_over_every_split_and_replica_count():
     ({"parallelism.dp": 2}, "parallelism.dp"),
     ({"parallelism.schedule": "gpipe"}, "1F1B-RR"),
     ({"parallelism.zero": 1}, "parallelism.zero"),
+    ({"training.framework": "deepspeed"}, "training.framework"),
 ])
 def test_bad_replicas_are_one_line_errors(changes, words, capsys):
     args = ["validate", str(SCENARIO)]

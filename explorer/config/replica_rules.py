@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .frameworks import profile
 from .schema import ScenarioError, excerpt
 
 if TYPE_CHECKING:                        # sections.py declares the field with STAGE_REPLICAS_FIELD
@@ -104,6 +105,10 @@ def rule_replicas_schedule(sc: Scenario) -> None:
         f, v, ok = bad[0]
         raise ScenarioError(f, f"{v} is not modelled with parallelism.stage_replicas (PipeDream's "
                             f"replicas): set {f}: {ok} or remove stage_replicas")
+    if profile(sc.training.framework).blocking_p2p:
+        raise ScenarioError("training.framework", f"{sc.training.framework!r} sends pipeline transfers on "
+                            "the compute stream, which parallelism.stage_replicas does not model; choose a "
+                            "framework with asynchronous sends (megatron, fsdp) or remove stage_replicas")
     if sc.cluster.datacenters > 1 or sc.cluster.stragglers.stage_slowdown:
         raise ScenarioError(FIELD, "is modelled on one datacenter without stragglers; remove "
                             "cluster.datacenters / cluster.stragglers or stage_replicas")

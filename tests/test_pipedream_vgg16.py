@@ -193,3 +193,36 @@ def test_timed_schedules_see_each_boundarys_own_transfer(schedule):
     delay = b.timing().delay
     assert len(delay) == 3 and delay[0] > delay[1] == pytest.approx(delay[2])
     assert simulate(sc).samples_per_s > 0
+
+
+def test_the_descriptions_figures():
+    """The scenario's description, figure by figure: 6,587 against 1,018 images/s; at 25 Gbps
+    data parallelism 2,328 and 15-1 still 6,587 (2.83x), at 100 Gbps 5,793 (1.14x); stage 0's
+    all-reduce of 59 MB takes 102 ms; a transfer 11 ms over 10 GbE, 0.3 ms within a server; the FC
+    GPU's sends take 139 ms of the 146 ms period; a flush every round 2,880 (2.83x); fp32 (as
+    TF32) 3,338 against 976 (3.42x)."""
+    from explorer.engine.records import BucketInfo, TransferInfo
+    sc = load(SCENARIO)
+    res = simulate(sc)
+    assert res.samples_per_s == pytest.approx(6587, abs=1)
+    assert _rate(**DATA_PARALLEL) == pytest.approx(1018, abs=1)
+    assert _rate(**DATA_PARALLEL, **{"cluster.scale_out.nic_Gbps": 25}) == pytest.approx(2328, abs=1)
+    assert _rate(**{"cluster.scale_out.nic_Gbps": 25}) == pytest.approx(6587, abs=1)
+    assert _advantage(**{"cluster.scale_out.nic_Gbps": 25}) == pytest.approx(2.83, abs=0.005)
+    assert _rate(**DATA_PARALLEL, **{"cluster.scale_out.nic_Gbps": 100}) == pytest.approx(5793, abs=1)
+    assert _advantage(**{"cluster.scale_out.nic_Gbps": 100}) == pytest.approx(1.14, abs=0.005)
+    bucket = sum(t.duration for t in res.tasks if isinstance(t.info, BucketInfo))
+    assert bucket == pytest.approx(0.102, abs=0.001)
+    fwd = {t.info.micro_batch: t.duration for t in res.tasks
+           if isinstance(t.info, TransferInfo) and t.info.direction == "forward"}
+    assert fwd[0] == pytest.approx(0.011, abs=0.0005) and fwd[12] == pytest.approx(0.0003, abs=0.0001)
+    fc_sends = sum(t.duration for t in res.tasks if t.cls == 1 and t.stream == "pp")
+    per_iteration = fc_sends * sc.micro_batches / IterationBuilder(sc).m_sim
+    assert per_iteration == pytest.approx(0.139, abs=0.001)
+    assert res.iteration_time_s == pytest.approx(0.146, abs=0.0005)
+    assert _rate(**{"parallelism.schedule": "1f1b"}) == pytest.approx(2880, abs=1)
+    assert _advantage(**{"parallelism.schedule": "1f1b"}) == pytest.approx(2.83, abs=0.005)
+    fp32 = {"training.dtype": "fp32"}
+    assert _rate(**fp32) == pytest.approx(3338, abs=1)
+    assert _rate(**fp32, **DATA_PARALLEL) == pytest.approx(976, abs=1)
+    assert _advantage(**fp32) == pytest.approx(3.42, abs=0.005)

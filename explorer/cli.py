@@ -304,7 +304,9 @@ def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None
     sc = load_scenario(args.scenario, args.set)
     if args.command == "validate":
         p = sc.parallelism
-        print(f"ok: {one_line(sc.name)}: {sc.gpus:,} GPUs = tp {p.tp} x cp {p.cp} x dp {sc.dp} x pp {p.pp}; "
+        reps = p.stage_replicas          # PipeDream's per-stage replicas replace dp x pp
+        shape = f"replicas {'-'.join(map(str, reps))} on pp {p.pp}" if reps else f"dp {sc.dp} x pp {p.pp}"
+        print(f"ok: {one_line(sc.name)}: {sc.gpus:,} GPUs = tp {p.tp} x cp {p.cp} x {shape}; "
               f"{sc.micro_batches} micro-batches of {sc.training.micro_batch} per pipeline; "
               f"ep {p.ep}; order {p.order}")
         sys.stdout.flush()

@@ -27,6 +27,7 @@ from .network.groups import Network
 from .network.topology import BOUNDARY_NAMES
 from .result.record import GPUClass, Result
 from .scenario import Scenario
+from .taskgraph import replica_split
 from .taskgraph.builder import IterationBuilder
 from .variants.registry import wrapping
 
@@ -57,6 +58,7 @@ def _simulate(sc: Scenario, fold: bool) -> Result:
         # Sync windows, failed nodes, gossip, replicas that differ (explorer/variants/registry.py):
         # the variant derives its inner scenario(s), simulates them here and combines.
         return variant.run(sc, lambda inner: _simulate(inner, fold))
+    sc = replica_split.resolved(sc)    # stage_replicas auto: PipeDream's partitioner chooses them
     it = run_iteration(sc, fold=fold)
     return assemble(sc, it.builder, it.net, it.measures, it.tasks, it.info)
 
@@ -84,7 +86,9 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
         name = f"stage {s}" + (f" · {where}" if sc.cluster.datacenters > 1 else "")
         lay = builder.layout              # the chunks this class holds (a V's two, interleaving's v)
         layers = tuple(builder.layer_counts[lay.chunk_index(s, c)] for c in range(lay.length // p))
-        classes.append(GPUClass(s, f"{name} (×{per_stage} GPUs)", s, per_stage, layers, dc, name))
+        # PipeDream's per-stage replicas (taskgraph/replicas.py): stage s holds r_s of them.
+        n = par.tp * par.cp * par.stage_replicas[s] if par.stage_replicas else per_stage
+        classes.append(GPUClass(s, f"{name} (×{n} GPUs)", s, n, layers, dc, name))
 
     # Slowest class: the one with the most compute-stream work — the stage that bounds throughput
     # (ties: the one that finishes last, then the lowest index).
@@ -97,8 +101,10 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
     story = bubble_summary(sc, bubble_mean, breakdown["bubble"] / T, formula_text, p)
 
     # Throughput and FLOPs: every GPU of a stage does that stage's per-GPU work.
-    hw = sum(ch.hw_flops for ch in builder.chunks) * m / p        # every chunk, m units, on p stages
-    model = sum(ch.model_flops for ch in builder.chunks) * m / p
+    # (With PipeDream's stage replicas the stages' m units spread over sum(r) replicas, not p.)
+    holders = sum(par.stage_replicas) if par.stage_replicas else p
+    hw = sum(ch.hw_flops for ch in builder.chunks) * m / holders  # every chunk, m units, on p stages
+    model = sum(ch.model_flops for ch in builder.chunks) * m / holders
     tokens = sc.training.global_batch * sc.model.seq_len
     peak = sc.hardware.gpu.peak_tflops * 1e12
     fp8_peak = (sc.hardware.gpu.fp8_tflops or sc.hardware.gpu.peak_tflops) * 1e12

@@ -13,6 +13,7 @@ from explorer.analysis.utilisation import class_calls
 from explorer.scenario import ScenarioError, from_dict, load
 from explorer.schedules.registry import Window, get
 from explorer.simulate import _schedule, simulate
+from explorer.taskgraph.replicas import all_gpus_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -35,7 +36,9 @@ def _check(sc) -> None:
     per_stage = sc.parallelism.tp * sc.parallelism.cp * sc.dp
     moved: dict[int, float] = {}
     for s, mine in enumerate(run.by_class):
-        for call in class_calls(run.builder, s, mine):
+        # PipeDream's stage replicas: every replica's calls (taskgraph/replicas.py, tested against
+        # the uniform hybrid in test_stage_replicas.py), dp being 1.
+        for call in all_gpus_calls(run.builder, s, mine) or class_calls(run.builder, s, mine):
             for i in range(len(call.egress)):
                 moved[i] = moved.get(i, 0.0) + per_stage * call.per_gpu(i)
     for i, bd in enumerate(run.net.fabric.boundaries):

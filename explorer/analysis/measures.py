@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engine.records import BucketInfo, TransferInfo
+from ..taskgraph.replicas import all_gpus_calls, one_gpu
 from .breakdown import CATEGORIES, COMM_DIMS, MemoryBreakdown
 from .memory import class_memory
 from .report import link_summary
@@ -77,27 +78,31 @@ def measure(r: ScheduledRun) -> Measures:
     b, p = r.builder, r.builder.p
     end, busy = [0.0] * p, [0.0] * p
     comm: list[dict[str, float]] = []
+    # One GPU of each class: PipeDream's stage replicas put several in a class (taskgraph/replicas.py).
+    gpu = one_gpu(b, r.by_class)
     for s, mine in enumerate(r.by_class):
         for t in mine:
             if t.end > end[s]:
                 end[s] = t.end
             if t.stream == "compute":
                 busy[s] += t.duration
-        comm.append(class_comm_bytes(r, s))
+        comm.append(class_comm_bytes(r, s, gpu[s]))
     # Each class's network calls, gathered once for its traffic and the tiers' load.
-    calls = [class_calls(b, s, mine) for s, mine in enumerate(r.by_class)]
+    calls = [class_calls(b, s, mine) for s, mine in enumerate(gpu)]
+    every = [all_gpus_calls(b, s, mine) or calls[s] for s, mine in enumerate(r.by_class)]
     return Measures(
         T=r.T, breakdowns=tuple(r.breakdown(s) for s in range(p)), busy=tuple(busy), end=tuple(end),
         memory=tuple(class_memory(b, r.net, s) for s in range(p)), comm=tuple(comm),
         traffic=tuple({d: tuple(v) for d, v in class_traffic(b, s, r.by_class[s], calls[s]).items()}
                       for s in range(p)),
-        link_load=tier_utilisation(b, r.net, r.by_class, 1.0, calls), links=link_summary(b, r.tasks),
+        link_load=tier_utilisation(b, r.net, r.by_class, 1.0, every), links=link_summary(b, r.tasks),
         pace_margin=r.pace_margin)
 
 
-def class_comm_bytes(r: ScheduledRun, s: int) -> dict[str, float]:
+def class_comm_bytes(r: ScheduledRun, s: int, mine: list | None = None) -> dict[str, float]:
     """Bytes one GPU of class ``s`` sends per iteration, per dimension (bus bytes, nccl-tests
-    convention): its chunks' per-unit calls times the units, its transfers and its buckets."""
+    convention): its chunks' per-unit calls times the units, its transfers and its buckets
+    (``mine``: that GPU's tasks, the class's by default)."""
     b = r.builder
     held = b.rank_chunks(s)
     # Every registered dimension has a count (explorer/dimensions.py); the chunks carry tp, cp, ep
@@ -108,7 +113,7 @@ def class_comm_bytes(r: ScheduledRun, s: int) -> dict[str, float]:
     for c, n in held:              # generic edges (taskgraph/edges.py), per unit
         for k, v in c.edge_bytes:
             per[k] += n * v
-    for t in r.by_class[s]:
+    for t in r.by_class[s] if mine is None else mine:
         if t.kind == "pp" and isinstance(t.info, TransferInfo):
             per["pp"] += t.info.bytes * b.m / b.m_sim     # per iteration when two are simulated
         elif t.kind == "dp" and isinstance(t.info, BucketInfo):

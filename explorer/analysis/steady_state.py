@@ -19,6 +19,8 @@ from .breakdown import class_breakdown, group_by_class
 # The breakdown category of the time a stream sets the pace with beyond the compute window: the
 # compute stream's excess is its optimizer step (which the window, between backwards, never holds).
 PACE_CATEGORY = {"compute": "optimizer", "pp": "pp", "dp": "dp"}
+# (A stage's PipeDream replicas run on streams ``compute~k`` and ``pp~k``, taskgraph/replicas.py:
+# their category is their base stream's, the part before "~".)
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None,
         busy, stream = max((b, st) for mine in by_class for st, b in stream_busy(builder, mine).items())
         if busy > T:
             return ScheduledRun(builder, net, tasks, by_class, busy, window, enders, T,
-                                PACE_CATEGORY[stream], busy - T)
+                                PACE_CATEGORY[stream.split("~")[0]], busy - T)
         return ScheduledRun(builder, net, tasks, by_class, T, window, enders, pace_margin=busy - T)
     elif window_kind is not Window.FLUSH:
         first = [min((t.start for t in mine if t.stream == "compute"), default=0.0) for mine in by_class]
@@ -120,8 +122,8 @@ def _async_run(builder: IterationBuilder, net: Network, tasks: list[Task], by_cl
     if busy <= measured:
         return ScheduledRun(builder, net, tasks, by_class, measured, first, enders,
                             pace_margin=busy - measured)
-    return ScheduledRun(builder, net, tasks, by_class, busy, first, enders, measured, PACE_CATEGORY[stream],
-                        busy - measured)
+    return ScheduledRun(builder, net, tasks, by_class, busy, first, enders, measured,
+                        PACE_CATEGORY[stream.split("~")[0]], busy - measured)
 
 
 def stream_busy(b: IterationBuilder, mine: list[Task]) -> dict[str, float]:

@@ -21,7 +21,7 @@ communication.comm_sms          the MoE dispatcher's SMs (moe_dispatch.py), else
                                 frameworks whose DP collectives overlap compute (nccl_channels.py),
                                 else DEFAULT_COMM_SMS
 communication.bucket_MB         training.framework's gradient bucket (explorer/config/frameworks.py)
-parallelism.dp                  GPUs / (tp * pp * cp)
+parallelism.dp                  GPUs / (tp * pp * cp); 1 with stage_replicas
 ==============================  =========================================================
 """
 from __future__ import annotations
@@ -47,6 +47,7 @@ from .moe_dispatch import dispatcher_sms
 from .nccl_channels import nccl_channels
 from .overrides import apply_overrides
 from .presets import DEFAULT_GPU, gpu_presets, preset, resolved_scale_out
+from .replica_rules import auto_replicas
 from .rules import validate
 from .schema import ScenarioError, build, dump, reject_derived
 from .sections import GPU, Scenario
@@ -211,6 +212,8 @@ def fill_defaults(sc: Scenario) -> Scenario:
                or _framework_comm_sms(sc, cluster) or DEFAULT_COMM_SMS)
         comm = evolve(comm, comm_sms=sms)
     par = sc.parallelism
+    if par.dp is None and par.stage_replicas:
+        par = evolve(par, dp=1)             # PipeDream's replicas replace the data-parallel degree
     if par.dp is None:
         denom = par.tp * par.pp * par.cp
         if cluster.gpus % denom:
@@ -234,7 +237,7 @@ def from_dict(raw: Mapping[str, Any]) -> Scenario:
     """
     if not isinstance(raw, Mapping):
         raise ScenarioError("scenario", "the file must hold a mapping of sections (model, training, ...)")
-    resolved = resolve_presets(raw)
+    resolved = auto_replicas(resolve_presets(raw))
     for section in ("model", "training"):
         if section not in resolved:
             raise ScenarioError(section, "is required")

@@ -18,6 +18,7 @@ from .fp8_recipes import check_recipe
 from .hetero_rules import HETERO_RULES
 from .kernel_rules import rule_triton_head_dim
 from .power_rules import POWER_RULES
+from .replica_rules import REPLICA_RULES, rule_replicas_fill_cluster
 from .schema import ScenarioError, excerpt
 from .sections import MAX_GPUS, ORDER_DIMS, MoE, Scenario
 from .sync_rules import SYNC_RULES
@@ -48,6 +49,9 @@ def rule_gpu_count(sc: Scenario) -> None:
 def rule_degrees_fill_cluster(sc: Scenario) -> None:
     """tp * pp * dp * cp = the cluster's GPUs."""
     p, gpus, dp = sc.parallelism, sc.cluster.gpus, sc.dp
+    if p.stage_replicas:                 # PipeDream's per-stage replicas count the GPUs instead
+        rule_replicas_fill_cluster(sc)
+        return
     if p.tp * p.pp * dp * p.cp != gpus:
         other = p.tp * p.pp * p.cp
         fix = (f"set dp = {gpus // other} or change the other degrees" if gpus % other == 0 else
@@ -349,4 +353,4 @@ def validate(sc: Scenario) -> None:
 
 
 ALL_RULES: tuple[Rule, ...] = (*RULES, *DOMAIN_RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES,
-                               *POWER_RULES)
+                               *POWER_RULES, *REPLICA_RULES)

@@ -21,6 +21,7 @@ from .faults import Faults
 from .fp8_recipes import FP8_RECIPE_FIELD
 from .model_parts import ATTN_KERNEL, FLASH_ATTN, HEAD_DIM, KIND, KV_HEADS, MLA, Conv, MoE, first_moe_layer
 from .moe_dispatch import COMM_SMS_FIELD, DISPATCHER_FIELD
+from .replica_rules import STAGE_REPLICAS_FIELD
 from .stragglers import Stragglers
 from .sync import DP_KINDS, Sync
 from .wan import ScaleAcross
@@ -295,14 +296,14 @@ class Parallelism:
         "min": 0, "max": 100_000, "max_items": 1_048_576,
         "doc": "layers per pipeline stage; default balances each stage's time per micro-batch (compute and "
                "exposed communication; DualPipe: rank pairs, within the GPU's memory)"})
+    stage_replicas: tuple[int, ...] | None = field(default=None, metadata=STAGE_REPLICAS_FIELD)
     pipeline_layout: tuple[int, ...] | None = field(default=None, metadata={"min": 0, "max": 100_000, "doc": (
         "layers per chunk, pp*vpp entries (Megatron's pipeline layout); a 0 first/last entry = an "
         "embedding-only/loss-only stage, as Llama 3 places them"), "max_items": 1_048_576})
     ideal_pipeline: bool = field(default=False, metadata={
         "doc": "teaching: equal stages, no embedding/logits, no optimizer, free communication, so the "
                "bubble equals the schedule's closed form"})
-    max_in_flight: int = field(default=0, metadata={
-        "min": 0, "max": 100_000,
+    max_in_flight: int = field(default=0, metadata={"min": 0, "max": 100_000,
         "doc": "1f1b-latency and crosspipe: most micro-batches a stage holds in flight (activation "
                "memory); 0 = latency-aware 1F1B's p - s plus the extra warm-up that covers the WAN "
                "round trip",

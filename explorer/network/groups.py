@@ -21,6 +21,7 @@ from .collectives import CollectiveCost, NcclOptions, cost
 from .domain_links import channel_nics_Bps
 from .nccl_tuning import NET_CHUNK_BYTES, gpu_arch, net_channels
 from .placement import Placement
+from .replica_groups import replica_members
 from .topology import Fabric, GroupShape
 
 
@@ -105,6 +106,10 @@ class Network:
         known = dimensions.DIMENSIONS.get(dim)
         if known is not None and known.group:
             dim = known.group            # spans another degree's ranks (Dimension.group: emb -> dp)
+        if p.stage_replicas:             # PipeDream's per-stage replicas (replica_groups.py)
+            got = replica_members(self.sc, dim, stage)
+            if got is not None:
+                return got
         if dim == "pp":
             nxt = (stage + 1) % p.pp
             return np.array([pl.gpu(pp=stage), pl.gpu(pp=nxt)], dtype=np.int64)
@@ -129,7 +134,7 @@ class Network:
         # that differ in anything else (NIC speed, recompute, ZeRO stage...) share them.
         pl = self.placement
         key = (tuple(pl.strides.items()), tuple(pl.sizes.items()), self.sc.parallelism.ep, dim, stage,
-               tuple(b.domain_gpus for b in self.fabric.boundaries))
+               tuple(b.domain_gpus for b in self.fabric.boundaries), self.sc.parallelism.stage_replicas)
         got = _PER_DOMAIN.get(key)
         if got is None:
             members = self.members(dim, stage)

@@ -92,7 +92,9 @@ def workload_priced(sc: Scenario) -> bool:
     one by one, so it does not) and the row asks nothing of it that the family refuses
     (registry.problem: the simulation then says why)."""
     w = workload_for(sc.model)
-    return w.estimator and (w.models_everything or problem(sc, w) is None)
+    # PipeDream's per-stage replicas (taskgraph/replicas.py) run on streams the arrays do not price.
+    replicas = bool(sc.parallelism.stage_replicas)
+    return not replicas and w.estimator and (w.models_everything or problem(sc, w) is None)
 
 
 def prices(sc: Scenario) -> bool:

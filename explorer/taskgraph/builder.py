@@ -1,15 +1,14 @@
 """The task graph of one training iteration, one GPU class per pipeline stage.
 
 Every GPU of a pipeline stage runs the same work at the same time (its TP, CP and DP peers are
-provably identical by symmetry), so a stage is simulated once; the cost grows with
-stages x virtual stages x micro-batches, never with the GPU count (DESIGN.md, "Symmetry").
-
-One builder consumes the program order of any registered schedule (schedules/registry.py), the
-fused F&B op of DualPipe included.  Per stage it emits:
+provably identical by symmetry), so a stage is simulated once; the cost grows with stages x
+virtual stages x micro-batches, never with the GPU count (DESIGN.md, "Symmetry").  One builder
+consumes the program order of any registered schedule (DualPipe's fused F&B op included); PipeDream's
+per-stage replicas are its subclass in replicas.py.  Per stage it emits:
 - compute tasks in program order (forward, backward — full or input gradients only — and weight
-  gradients of each chunk and micro-batch; DualPipe's fused F&B).  Collectives that block the GEMMs
-  around them (Megatron TP, ring-attention CP, MoE all-to-all) are parts of these tasks;
-- ``pp`` transfers of activations (forward) and activation gradients (backward) between stages;
+  gradients of each chunk and micro-batch; fused F&B).  Collectives that block the GEMMs around
+  them (Megatron TP, ring-attention CP, MoE all-to-all, a workload's blocking edges) are parts;
+- ``pp`` transfers of activations and their gradients; a workload's overlapped edges (edges.py);
 - ``dp`` gradient buckets (techniques/dp_buckets.py), parameter all-gathers for ZeRO 1-2;
 - the optimizer step, memory bound (techniques/optimizer.py).
 """
@@ -60,6 +59,10 @@ class _Compute:
 
 class IterationBuilder:
     """Builds the task graph of one iteration for a scenario (see module docstring)."""
+
+    def __new__(cls, sc: Scenario | None = None, *args: object, **kwargs: object) -> IterationBuilder:
+        from .replicas import ReplicaBuilder  # PipeDream's per-stage replicas (imports this module)
+        return super().__new__(ReplicaBuilder if sc is not None and sc.parallelism.stage_replicas else cls)
 
     def __init__(self, sc: Scenario, net: Network | None = None, ideal: frozenset[str] | None = None,
                  split: tuple[int, ...] | None = None) -> None:
@@ -267,14 +270,14 @@ class IterationBuilder:
             self._pass_cache[key] = (ch, parts, dur, layer_parts, (flops, hidden_comm), hidden)
         return self._pass_cache[key]
 
-    def _pass_task(self, g: TaskGraph, s: int, ps: Pass, deps: list) -> int:
+    def _pass_task(self, g: TaskGraph, s: int, ps: Pass, deps: list, stream: str = "compute") -> int:
         kind, local = ps.kind, ps.local
         shape = self._pass_cache.get((s, local, kind)) or self._pass_shape(s, local, kind)
         ch, parts, dur, layer_parts, (flops, hidden_comm), hidden = shape
         info = PassInfo(ps.mb, local, ch.layers, ch.comm, layer_parts, flops, hidden_comm,
                         offload=ch.offload_fields(kind))
         tasks = g.tasks                  # TaskGraph.add inlined: one call fewer per pass
-        tasks.append(Task(s, "compute", TASK_KIND[kind], dur, deps, 0, parts, info))
+        tasks.append(Task(s, stream, TASK_KIND[kind], dur, deps, 0, parts, info))
         tid = len(tasks) - 1
         if hidden > 0:
             self._fsdp_hidden_task(g, s, tid, ps, ch, hidden)

@@ -1,0 +1,117 @@
+"""Rules of ``parallelism.stage_replicas``: PipeDream's hybrid of pipeline and data parallelism,
+each stage with its own replica count (Narayanan et al., "PipeDream: Generalized Pipeline
+Parallelism for DNN Training", SOSP 2019, Sec. 3.1-3.2; its VGG-16 configuration "15-1").
+
+Run by ``rules.validate`` after :data:`explorer.config.rules.RULES` (``rule_degrees_fill_cluster``
+calls :func:`rule_replicas_fill_cluster` in place of its own product when the field is set, so
+that no later rule meets a scenario whose GPUs do not add up).  Cases: tests/test_stage_replicas.py.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .frameworks import profile
+from .schema import ScenarioError, excerpt
+
+if TYPE_CHECKING:                        # sections.py declares the field with STAGE_REPLICAS_FIELD
+    from .sections import Scenario
+
+FIELD = "parallelism.stage_replicas"
+# The field's metadata (config/sections.py, Parallelism.stage_replicas); 10,000,000 = MAX_GPUS.
+STAGE_REPLICAS_FIELD = {
+    "min": 0, "max": 10_000_000, "max_items": 4096,
+    "doc": "PipeDream's hybrid: GPUs per pipeline stage (pp entries, sum x tp x cp = the GPUs, dp 1); "
+           "a stage's replicas take micro-batches round-robin and all-reduce their gradients among "
+           "themselves (1f1b, pipedream-async); all 0 or 'auto': PipeDream's partitioner chooses "
+           "them (and stage_layers when not given); default: every stage has dp replicas"}
+# The schedules whose order the replicas follow: PipeDream's 1F1B-RR, asynchronous (weight
+# stashing) or with a flush per step (taskgraph/replicas.py builds their per-replica orders).
+SCHEDULES = ("pipedream-async", "1f1b")
+
+
+# Above this many transitions the partitioner's search (taskgraph/replica_split.py) is refused.
+MAX_STATES_WORK = 2_000_000
+
+
+def search_work(layers: int, slots: int, pp: int) -> int:
+    """Transitions PipeDream's search makes, roughly: (layers x slots)^2 per stage between the
+    first and the last (the last stage's end and replicas are fixed by the others)."""
+    return max(pp - 2, 0) * (layers * slots) ** 2 + layers * slots
+
+
+def auto_replicas(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``raw`` with ``parallelism.stage_replicas: auto`` written as pp zeros (the partitioner's
+    choice, taskgraph/replica_split.py); unchanged otherwise."""
+    par = raw.get("parallelism")
+    if not isinstance(par, Mapping) or not isinstance(par.get("stage_replicas"), str) or \
+            par["stage_replicas"].strip().lower() != "auto":
+        return raw
+    pp = par.get("pp", 1)
+    if isinstance(pp, bool) or not isinstance(pp, int) or not 1 <= pp <= 4096:
+        return raw                                  # the pp field's own check reports it
+    return {**raw, "parallelism": {**par, "stage_replicas": [0] * pp}}
+
+
+def active(sc: Scenario) -> bool:
+    """Whether the scenario gives its stages their own replica counts."""
+    return bool(sc.parallelism.stage_replicas)
+
+
+def rule_replicas_fill_cluster(sc: Scenario) -> None:
+    """One entry per stage, sum x tp x cp = the cluster's GPUs, and dp 1 (the replicas are the
+    data parallelism)."""
+    p, gpus = sc.parallelism, sc.cluster.gpus
+    r = p.stage_replicas
+    if not r:
+        return
+    if len(r) != p.pp:
+        raise ScenarioError(FIELD, f"{excerpt(list(r))} has {len(r)} entries; give one per pipeline stage "
+                            f"(parallelism.pp = {p.pp})")
+    if 0 in r and max(r) > 0:
+        raise ScenarioError(FIELD, f"{excerpt(list(r))} mixes 0 and replica counts; give every stage >= 1 "
+                            "replica, or all 0 (auto: PipeDream's partitioner chooses)")
+    if max(r) == 0:
+        slots, n = gpus // (p.tp * p.cp), sc.model.layers
+        if gpus % (p.tp * p.cp) or slots < p.pp or n < p.pp:
+            raise ScenarioError(FIELD, f"auto needs at least pp = {p.pp} replicas of tp*cp GPUs and "
+                                f"layers; the cluster has {slots} and the model {n} layers")
+        if search_work(n, slots, p.pp) > MAX_STATES_WORK:
+            raise ScenarioError(FIELD, f"auto searches {n} layers x {slots} replica slots over {p.pp} "
+                                "stages, beyond the partitioner's budget; give the replica counts")
+    elif sum(r) * p.tp * p.cp != gpus:
+        raise ScenarioError(FIELD, f"{excerpt(list(r))} sums to {sum(r)} GPUs x tp {p.tp} x cp {p.cp} = "
+                            f"{sum(r) * p.tp * p.cp}, but the cluster has {gpus}; make the entries add up "
+                            f"to {gpus // (p.tp * p.cp) if gpus % (p.tp * p.cp) == 0 else 'GPUs / (tp*cp)'}")
+    if sc.dp != 1:
+        raise ScenarioError(FIELD, f"is set with parallelism.dp = {sc.dp}; the stage replicas replace the "
+                            "data-parallel degree: set parallelism.dp to 1 (or leave it out)")
+
+
+def rule_replicas_schedule(sc: Scenario) -> None:
+    """Only PipeDream's 1F1B schedules, one chunk per stage, dense, no ZeRO sharding, no token
+    slices: what the per-replica program orders and the per-stage gradient groups model."""
+    p = sc.parallelism
+    if not p.stage_replicas:
+        return
+    if p.schedule not in SCHEDULES:
+        raise ScenarioError(FIELD, f"needs parallelism.schedule {' or '.join(SCHEDULES)} (PipeDream's "
+                            f"1F1B-RR), not {p.schedule!r}; remove stage_replicas or change the schedule")
+    bad = [(f, v, ok) for f, v, ok in (("parallelism.vpp", p.vpp, 1), ("parallelism.ep", p.ep, 1),
+                                       ("parallelism.zero", p.zero, 0), ("parallelism.token_slices",
+                                                                         p.token_slices, 1))
+           if v != ok]
+    if bad:
+        f, v, ok = bad[0]
+        raise ScenarioError(f, f"{v} is not modelled with parallelism.stage_replicas (PipeDream's "
+                            f"replicas): set {f}: {ok} or remove stage_replicas")
+    if profile(sc.training.framework).blocking_p2p:
+        raise ScenarioError("training.framework", f"{sc.training.framework!r} sends pipeline transfers on "
+                            "the compute stream, which parallelism.stage_replicas does not model; choose a "
+                            "framework with asynchronous sends (megatron, fsdp) or remove stage_replicas")
+    if sc.cluster.datacenters > 1 or sc.cluster.stragglers.stage_slowdown:
+        raise ScenarioError(FIELD, "is modelled on one datacenter without stragglers; remove "
+                            "cluster.datacenters / cluster.stragglers or stage_replicas")
+
+
+REPLICA_RULES: tuple[Callable[[Scenario], None], ...] = (rule_replicas_fill_cluster, rule_replicas_schedule)

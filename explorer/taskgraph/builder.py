@@ -78,8 +78,7 @@ class IterationBuilder:
         self.ideal = frozenset(ideal)
         self.net = net or Network(sc, free="comm" in self.ideal)
         if ("comm" in self.ideal) != self.net.free:
-            raise ValueError("IterationBuilder: free communication needs a Network(sc, free=True) "
-                             "and only then")
+            raise ValueError("IterationBuilder: free communication needs a Network(sc, free=True), only then")
         self.cm = ComputeModel.for_scenario(sc)
         p = sc.parallelism
         self.schedule = get_schedule(p.schedule)
@@ -96,8 +95,7 @@ class IterationBuilder:
         # embedding chunk and the output-layer chunk (pp 1, or DualPipe whose edge ranks hold
         # both ends) the shared matrix exists once on it.  On different stages each keeps a copy
         # (Megatron-LM); their gradient all-reduce in the embedding group is not modelled.
-        tied = sc.model.tied_embeddings and self.layout.ends_on_one_rank
-        self.tied = tied
+        self.tied = tied = sc.model.tied_embeddings and self.layout.ends_on_one_rank
         self.layer_counts = split if split is not None else self._split()
         ctx = ChunkContext(sc, self.net, self.cm, self.ideal, self.spec, self.layout.length, tied)
         starts = [0, *accumulate(self.layer_counts)]

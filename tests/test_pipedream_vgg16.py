@@ -15,8 +15,8 @@ import pytest
 from explorer.network.groups import Network
 from explorer.scenario import load
 from explorer.simulate import simulate
-from explorer.taskgraph.builder import IterationBuilder
 from explorer.taskgraph.cut_split import Memory, min_max_cut_split
+from explorer.taskgraph.make import iteration_builder
 from explorer.taskgraph.split_cost import split_costs
 from explorer.workloads.convnet import vgg
 
@@ -89,7 +89,7 @@ def test_vgg16_default_split_is_pipedreams_optimum_on_the_scenario():
     """The builder's split of the shipped scenario minimises PipeDream's objective over all 455
     splits of 16 layers into 4 stages, priced as the engine prices them."""
     sc = load(SCENARIO, UNIFORM)
-    b = IterationBuilder(sc)
+    b = iteration_builder(sc)
     costs = split_costs(sc, Network(sc), b.cm, b.spec, False)
     per, first, last = costs.unit_seconds()
     assert costs.cuts is not None and costs.cuts.shape == (15, 3)
@@ -104,7 +104,7 @@ def test_each_stage_sends_its_last_layers_output():
     """stage_layers 13 | 1 | 1 | 1: pool5's 512 x 7 x 7, then fc6's and fc7's 4096, per image of
     the 64-image micro-batch in fp16; the result reports the given split."""
     sc = load(SCENARIO, {**UNIFORM, "parallelism.stage_layers": [13, 1, 1, 1]})
-    b = IterationBuilder(sc)
+    b = iteration_builder(sc)
     mb = sc.training.micro_batch
     assert b.pp_pair_bytes[:3] == (mb * 25_088 * 2, mb * 4096 * 2, mb * 4096 * 2)
     assert simulate(sc).stage_layers == (13, 1, 1, 1)
@@ -116,7 +116,7 @@ def test_a_resnet_pipelines_too():
     """ResNet-50 on 2 stages: the boundary sends the block's output feature map."""
     sc = load(RESNET, {"parallelism.pp": 2, "parallelism.dp": 32, "parallelism.stage_layers": [7, 9],
                        "communication.compression.kind": "none"})
-    b = IterationBuilder(sc)
+    b = iteration_builder(sc)
     # After res3 (7 blocks: 3 + 4): 512 channels at 28 x 28, fp16, 64 images.
     assert b.pp_pair_bytes[0] == 64 * 512 * 28 * 28 * 2
     res = simulate(sc)
@@ -178,7 +178,7 @@ def test_a_folded_cnn_pipeline_counts_each_pairs_own_bytes():
     folded, full = simulate(sc), simulate(sc, fold=False)
     assert folded.fold is not None and sc.micro_batches == 256
     assert same(as_json(full), as_json(folded)) == []
-    b = IterationBuilder(sc)
+    b = iteration_builder(sc)
     mb = sc.training.micro_batch
     assert b.pp_pair_bytes[:3] == (mb * 25_088 * 2, mb * 4096 * 2, mb * 4096 * 2)
 
@@ -189,7 +189,7 @@ def test_timed_schedules_see_each_boundarys_own_transfer(schedule):
     0 takes longer than fc6's 0.5 MB on pair 1 (13 | 1 | 1 | 1); the run completes."""
     sc = load(SCENARIO, {**UNIFORM, "parallelism.schedule": schedule,
                          "parallelism.stage_layers": [13, 1, 1, 1]})
-    b = IterationBuilder(sc)
+    b = iteration_builder(sc)
     delay = b.timing().delay
     assert len(delay) == 3 and delay[0] > delay[1] == pytest.approx(delay[2])
     assert simulate(sc).samples_per_s > 0
@@ -217,7 +217,7 @@ def test_the_descriptions_figures():
            if isinstance(t.info, TransferInfo) and t.info.direction == "forward"}
     assert fwd[0] == pytest.approx(0.011, abs=0.0005) and fwd[12] == pytest.approx(0.0003, abs=0.0001)
     fc_sends = sum(t.duration for t in res.tasks if t.cls == 1 and t.stream == "pp")
-    per_iteration = fc_sends * sc.micro_batches / IterationBuilder(sc).m_sim
+    per_iteration = fc_sends * sc.micro_batches / iteration_builder(sc).m_sim
     assert per_iteration == pytest.approx(0.139, abs=0.001)
     assert res.iteration_time_s == pytest.approx(0.146, abs=0.0005)
     assert _rate(**{"parallelism.schedule": "1f1b"}) == pytest.approx(2880, abs=1)

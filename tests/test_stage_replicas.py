@@ -19,8 +19,8 @@ from explorer.scenario import load
 from explorer.schedules.registry import get as get_schedule
 from explorer.simulate import simulate
 from explorer.taskgraph import replica_split, replicas
-from explorer.taskgraph.builder import IterationBuilder
 from explorer.taskgraph.layout import normalise
+from explorer.taskgraph.make import iteration_builder
 
 from conftest import ROOT
 
@@ -119,7 +119,7 @@ def test_pipedreams_partitioner_chooses_15_1():
     assert got.seconds == pytest.approx(res.breakdown_s["compute"], rel=1e-9)
     # Given replicas without layers: the partitioner chooses the layers for them.
     given = load(SCENARIO, {"parallelism.stage_layers": None})
-    assert IterationBuilder(given).layer_counts == (13, 3)
+    assert iteration_builder(given).layer_counts == (13, 3)
 
 
 def test_the_partitioner_is_exact_over_every_split_and_replica_count():
@@ -159,7 +159,7 @@ def test_bad_replicas_are_one_line_errors(changes, words, capsys):
 
 
 def test_the_fields_bound_is_the_gpu_limit():
-    from explorer.config.replica_rules import STAGE_REPLICAS_FIELD
+    from explorer.config.replica_field import STAGE_REPLICAS_FIELD
     from explorer.config.sections import MAX_GPUS
     assert STAGE_REPLICAS_FIELD["max"] == MAX_GPUS
 

@@ -7,6 +7,7 @@ from ..config import Scenario
 from ..network.groups import Network
 from ..schedules.base import BubbleInputs
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
+from ..taskgraph.make import iteration_builder
 
 # stage_passes by (scenario, split): bounded, emptied when full.
 _STAGE_PASSES: dict[tuple, tuple[float, float, float]] = {}
@@ -27,7 +28,7 @@ def stage_passes(b: IterationBuilder) -> tuple[float, float, float]:
             _STAGE_PASSES.clear()
         # The split does not depend on the ideal aspects (IterationBuilder._split prices it on
         # the scenario's own network): ``b``'s is reused rather than searched again.
-        ideal = IterationBuilder(b.sc, Network(b.sc, free=True), IDEAL_ASPECTS, split=key[1])
+        ideal = iteration_builder(b.sc, Network(b.sc, free=True), IDEAL_ASPECTS, split=key[1])
         got = _STAGE_PASSES[key] = _passes(ideal)
     return got
 

@@ -13,6 +13,7 @@ from ..engine.scheduler import Task, run
 from ..network.groups import Network
 from ..schedules.registry import Window
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
+from ..taskgraph.make import iteration_builder
 from ..taskgraph.techniques.fsdp import comm_zero
 from .breakdown import class_breakdown, group_by_class
 
@@ -60,7 +61,7 @@ def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None,
     if builder is None:
         if ideal is None:
             ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
-        builder = IterationBuilder(sc, Network(sc, free="comm" in ideal), ideal)
+        builder = iteration_builder(sc, Network(sc, free="comm" in ideal), ideal)
     net = builder.net
     graph = builder.build()
     makespan = run(graph)

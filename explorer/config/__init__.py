@@ -30,6 +30,8 @@ from .loading import (
     to_json,
     to_yaml,
 )
+from .model_parts import MoE
+from .model_section import Model
 from .overrides import (
     SETTABLE,
     SETTABLE_ROOTS,
@@ -50,8 +52,6 @@ from .sections import (
     Cluster,
     Communication,
     Hardware,
-    Model,
-    MoE,
     Parallelism,
     ScaleAcross,
     ScaleOut,

@@ -1,5 +1,5 @@
 """The model's optional parts: a mixture of experts (``model.moe``) and multi-head latent attention
-(``model.mla``), kept beside :mod:`explorer.config.sections` (which re-exports them); and the field
+(``model.mla``), kept beside :mod:`explorer.config.model_section`; and the field
 metadata of the attention fields of sections.py (Model.kv_heads / head_dim, Training.flash_attention /
 attention_kernel), kept here so that sections.py stays one line per field (the Triton kernel's
 head-dim rule is explorer/config/kernel_rules.py)."""

@@ -9,26 +9,12 @@ that no later rule meets a scenario whose GPUs do not add up).  Cases: tests/tes
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .frameworks import profile
+from .replica_field import FIELD, SCHEDULES
 from .schema import ScenarioError, excerpt
-
-if TYPE_CHECKING:                        # sections.py declares the field with STAGE_REPLICAS_FIELD
-    from .sections import Scenario
-
-FIELD = "parallelism.stage_replicas"
-# The field's metadata (config/sections.py, Parallelism.stage_replicas); 10,000,000 = MAX_GPUS.
-STAGE_REPLICAS_FIELD = {
-    "min": 0, "max": 10_000_000, "max_items": 4096,
-    "doc": "PipeDream's hybrid: GPUs per pipeline stage (pp entries, sum x tp x cp = the GPUs, dp 1); "
-           "a stage's replicas take micro-batches round-robin and all-reduce their gradients among "
-           "themselves (1f1b, pipedream-async); all 0 or 'auto': PipeDream's partitioner chooses "
-           "them (and stage_layers when not given); default: every stage has dp replicas"}
-# The schedules whose order the replicas follow: PipeDream's 1F1B-RR, asynchronous (weight
-# stashing) or with a flush per step (taskgraph/replicas.py builds their per-replica orders).
-SCHEDULES = ("pipedream-async", "1f1b")
-
+from .sections import Scenario
 
 # Above this many transitions the partitioner's search (taskgraph/replica_split.py) is refused.
 MAX_STATES_WORK = 2_000_000

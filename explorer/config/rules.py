@@ -17,10 +17,11 @@ from .domains import DOMAIN_RULES
 from .fp8_recipes import check_recipe
 from .hetero_rules import HETERO_RULES
 from .kernel_rules import rule_triton_head_dim
+from .model_parts import MoE
 from .power_rules import POWER_RULES
 from .replica_rules import REPLICA_RULES, rule_replicas_fill_cluster
 from .schema import ScenarioError, excerpt
-from .sections import MAX_GPUS, ORDER_DIMS, MoE, Scenario
+from .sections import MAX_GPUS, ORDER_DIMS, Scenario
 from .sync_rules import SYNC_RULES
 from .wan_rules import WAN_RULES
 

@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 
 from ..collective_algorithms import registry as algorithms
 from ..schedules import registry
-from .bounds import _FROM_PRESET, COMPUTE_EFFICIENCY, LATENCY_US, POWER_CAP_W, SCALE_UP_GBPS, TFLOPS
+from .bounds import COMPUTE_EFFICIENCY, LATENCY_US, POWER_CAP_W, SCALE_UP_GBPS, TFLOPS
 from .compression import Compression
 from .contention import CONTENTION_DOC
-from .dlrm import Dlrm
 from .faults import Faults
 from .fp8_recipes import FP8_RECIPE_FIELD
-from .model_parts import ATTN_KERNEL, FLASH_ATTN, HEAD_DIM, KIND, KV_HEADS, MLA, Conv, MoE, first_moe_layer
+from .model_parts import ATTN_KERNEL, FLASH_ATTN
+from .model_section import Model
 from .moe_dispatch import COMM_SMS_FIELD, DISPATCHER_FIELD
-from .replica_rules import STAGE_REPLICAS_FIELD
+from .replica_field import STAGE_REPLICAS_FIELD
 from .stragglers import Stragglers
 from .sync import DP_KINDS, Sync
 from .wan import ScaleAcross
@@ -32,65 +32,6 @@ ORDER_DIMS = ("tp", "cp", "dp", "pp")
 # Scale-out link technologies with a preset in explorer/data/fabrics.yaml.
 FABRICS = ("ib-hdr", "ib-ndr", "ib-xdr", "roce-100", "roce-400", "efa", "eth-100", "eth-25")
 SCHEDULES = registry.names()    # the pipeline schedules the registry describes (explorer/schedules)
-
-
-@dataclass(frozen=True)
-class Model:
-    """The network: a transformer (shape, vocabulary, sequence length, optional MoE, MLA), or with
-    ``conv`` or ``dlrm`` a convolutional or recommendation model whose transformer fields are derived."""
-
-    preset: str | None = field(default=None, metadata={
-        "doc": "start from a named model (explorer/data/models.yaml)"})
-    kind: str = KIND                 # the workload family (model_parts.KIND, issue 36)
-    layers: int = field(default=0, metadata={**_FROM_PRESET, "min": 1, "max": 100_000,
-                                             "doc": "transformer layers"})
-    hidden: int = field(default=0, metadata={**_FROM_PRESET, "min": 1, "max": 1_048_576,
-                                             "doc": "hidden size h"})
-    heads: int = field(default=0, metadata={**_FROM_PRESET, "min": 1, "max": 65536,
-                                            "doc": "attention heads a"})
-    kv_heads: int | None = field(default=None, metadata=KV_HEADS)
-    head_dim: int | None = field(default=None, metadata=HEAD_DIM)
-    ffn_hidden: int | None = field(default=None, metadata={"min": 1, "max": 4_194_304,
-                                                           "doc": "FFN width; default 4 * hidden"})
-    ffn_kind: str = field(default="gelu", metadata={"choices": ("gelu", "swiglu"),
-                                                    "doc": "gelu: 2 matrices; swiglu: 3 matrices"})
-    vocab: int = field(default=51200, metadata={"min": 1, "max": 10_000_000, "doc": "vocabulary size V"})
-    seq_len: int = field(default=2048, metadata={"min": 1, "max": 10_000_000,
-                                                 "doc": "sequence length s in tokens"})
-    tied_embeddings: bool = field(default=False, metadata={
-        "doc": "output layer shares the input embedding matrix: where one GPU holds both (pp 1, "
-               "DualPipe's edge ranks) its V*h/tp parameters are held, reduced and updated once; on "
-               "different stages each keeps a copy (Megatron-LM), the embedding-group gradient "
-               "all-reduce between them is not modelled"})
-    moe: MoE | None = field(default=None, metadata={"doc": "mixture of experts; absent = dense"})
-    mla: MLA | None = field(default=None, metadata={
-        "doc": "multi-head latent attention (DeepSeek-V2/V3); absent = multi-head/grouped-query attention"})
-    mtp_depth: int = field(default=0, metadata={
-        "min": 0, "max": 16, "doc": "multi-token prediction modules after the last layer (DeepSeek-V3: 1)"})
-    dropout: bool = field(default=True, metadata={
-        "doc": "attention and hidden dropout (GPT-3, Megatron); Llama and DeepSeek train without"})
-    conv: Conv | None = field(default=None, metadata={
-        "doc": "a convolutional network (ResNet, SlowOnly video ResNet) instead of a transformer; "
-               "absent = a transformer"})
-    dlrm: Dlrm | None = field(default=None, metadata={"doc": "a recommendation model (DLRM, DCNv2)"})
-
-    @property
-    def is_moe(self) -> bool:
-        """Whether tokens are routed to experts (some experts and a top_k)."""
-        return self.moe is not None and self.moe.routed
-
-    @property
-    def samples(self) -> str:
-        """What one sequence of the batch is, plural, for labels: tokens are counted per second for
-        a transformer; a convolutional network counts images (or clips of a video model)."""
-        if self.conv is None:
-            return "samples" if self.dlrm is not None else "tokens"     # a recommendation model
-        return "clips" if self.conv.frames > 1 else "images"
-
-    @property
-    def moe_layers(self) -> int:
-        """Layers with experts: all but the leading dense ones (0 for a dense model)."""
-        return max(self.layers - first_moe_layer(self.moe, self.layers), 0)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from ..analysis.steady_state import ScheduledRun, schedule_iteration
 from ..config import Scenario
 from ..network.groups import Network
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
+from ..taskgraph.make import iteration_builder
 from .cost import search_spent, task_fold_refused
 from .plan import FoldPlan, NotFolded, planned
 from .tasks import FoldedTasks, match_shift, task_keys
@@ -107,7 +108,7 @@ def attempt_folded(sc: Scenario, ideal: frozenset[str] | None = None) -> FoldedR
         if c not in done:
             small = reduced(sc, c)
             if base is None:
-                base = IterationBuilder(small, Network(sc, free="comm" in ideal), ideal)
+                base = iteration_builder(small, Network(sc, free="comm" in ideal), ideal)
             r = schedule_iteration(small, ideal, base.for_scenario(small))
             done[c] = (r, measure(r))
         return done[c]
@@ -212,7 +213,7 @@ def _side(margin: float, noise: float) -> int:
 def _rebuild(sc: Scenario, ideal: frozenset[str]):
     """The full task graph of ``sc``, unscheduled (the folded task list fills in its times)."""
     def build() -> list:
-        return IterationBuilder(sc, Network(sc, free="comm" in ideal), ideal).build().tasks
+        return iteration_builder(sc, Network(sc, free="comm" in ideal), ideal).build().tasks
     return build
 
 

@@ -37,7 +37,7 @@ from ..engine.scheduler import Task
 from ..fold.arrays.lazy import resolved
 from ..fold.tasks import FoldedTasks
 from ..physics.host_link import host_link_Bps
-from ..taskgraph.builder import IterationBuilder
+from ..taskgraph.make import iteration_builder
 from ..vocabulary import OFFLOAD
 from .timeline import build_timeline
 
@@ -83,7 +83,7 @@ def memory_timeline(res) -> tuple[MemoryCurve, ...]:
     few = sc.training.micro_batch * sc.dp * 2 * p.pp * p.vpp
     small = replace(sc.training, global_batch=min(few, sc.training.global_batch))
     # The split is the run's own (DualPipe's depends on the unit count: Result.stage_layers).
-    b = IterationBuilder(replace(sc, training=small), split=res.stage_layers)
+    b = iteration_builder(replace(sc, training=small), split=res.stage_layers)
     chunks = {(s, c): b.chunk_of(s, c).act_bytes
               for s in range(b.p) for c in range(b.schedule.chunks_per_rank(b.v))}
     # A folded run is followed through its reduced run, as the Gantt draws it (unfolding a

@@ -4,7 +4,7 @@ Every GPU of a pipeline stage runs the same work at the same time (its TP, CP an
 provably identical by symmetry), so a stage is simulated once; the cost grows with stages x
 virtual stages x micro-batches, never with the GPU count (DESIGN.md, "Symmetry").  One builder
 consumes the program order of any registered schedule (DualPipe's fused F&B op included); PipeDream's
-per-stage replicas are its subclass in replicas.py.  Per stage it emits:
+per-stage replicas are its subclass in replicas.py (make.iteration_builder picks).  Per stage it emits:
 - compute tasks in program order (forward, backward — full or input gradients only — and weight
   gradients of each chunk and micro-batch; fused F&B).  Collectives that block the GEMMs around
   them (Megatron TP, ring-attention CP, MoE all-to-all, a workload's blocking edges) are parts;
@@ -59,10 +59,6 @@ class _Compute:
 
 class IterationBuilder:
     """Builds the task graph of one iteration for a scenario (see module docstring)."""
-
-    def __new__(cls, sc: Scenario | None = None, *args: object, **kwargs: object) -> IterationBuilder:
-        from .replicas import ReplicaBuilder  # PipeDream's per-stage replicas (imports this module)
-        return super().__new__(ReplicaBuilder if sc is not None and sc.parallelism.stage_replicas else cls)
 
     def __init__(self, sc: Scenario, net: Network | None = None, ideal: frozenset[str] | None = None,
                  split: tuple[int, ...] | None = None) -> None:

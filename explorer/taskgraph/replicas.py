@@ -36,7 +36,7 @@ from .techniques.link_sharing import flow
 
 
 class ReplicaBuilder(IterationBuilder):
-    """The builder of a scenario with ``parallelism.stage_replicas`` (IterationBuilder.__new__
+    """The builder of a scenario with ``parallelism.stage_replicas`` (make.iteration_builder
     makes one): the replicas' passes, transfers and the optimizer after every replica's last
     pass; the rest (chunks, gradient buckets over the stage's group, the optimizer) is the
     builder's own."""

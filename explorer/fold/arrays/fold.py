@@ -35,6 +35,7 @@ from ...pricing.split import layer_split
 from ...schedules.registry import Window
 from ...schedules.registry import get as get_schedule
 from ...taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
+from ...taskgraph.make import iteration_builder
 from ...vocabulary import CATEGORIES, CATEGORY_OF_PART
 from ..cost import array_cost, array_fold_refused
 from ..plan import ARRAY_PERIODS, NotFolded, planned
@@ -167,7 +168,7 @@ def _builder(small: Scenario, ideal: frozenset[str]) -> IterationBuilder:
             _BUILDERS[key] = b
             return b
     split = layer_split(small, compute_key(small), False)
-    b = IterationBuilder(small, Network(small, free="comm" in ideal), ideal, split)
+    b = iteration_builder(small, Network(small, free="comm" in ideal), ideal, split)
     with _BUILDERS_LOCK:
         while len(_BUILDERS) >= MAX_BUILDERS:
             del _BUILDERS[next(iter(_BUILDERS))]

@@ -68,7 +68,7 @@ from ...network.collectives import cost
 from ...network.groups import Network
 from ...network.topology import BOUNDARY_NAMES, LineRates
 from ...result.windows import Exchange
-from ...taskgraph.builder import IterationBuilder
+from ...taskgraph.make import iteration_builder
 from ...workloads.registry import compression_plan
 from ..kinds import Variant
 from ..replicas import variants
@@ -158,7 +158,7 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
     # al., ICML 2019) or the gradient (parameter server), at the compressor's wire bytes if any.
     payload = pl_comp.wire if comp.active else sc.training.sync.payload_bytes
     net = Network(sc)
-    b = IterationBuilder(sc, net, ideal=frozenset())      # parameter counts only: the real chunks
+    b = iteration_builder(sc, net, ideal=frozenset())      # parameter counts only: the real chunks
     pl = net.placement
     hbm = sc.hardware.gpu.hbm_GBps * 1e9
     worst, sent_max, sent_mean = 0.0, [0.0] * len(BOUNDARY_NAMES), [0.0] * len(BOUNDARY_NAMES)

@@ -42,7 +42,7 @@ from ...network.collectives import CollectiveCost, cost
 from ...network.groups import Network
 from ...network.topology import BOUNDARY_NAMES, GroupShape
 from ...result.windows import STEP_TIERS, SyncWindow
-from ...taskgraph.builder import IterationBuilder
+from ...taskgraph.make import iteration_builder
 from ...workloads.registry import compression_plan
 from .amortise import amortised_utilisation, step_busy
 from .quality import quality_note
@@ -127,7 +127,7 @@ def _price(sc: Scenario, inner: Scenario) -> _Priced:
     ZeRO-3, whose GPUs keep their shard)."""
     sy = sc.training.sync
     net, inner_net = Network(sc), Network(inner)
-    b = IterationBuilder(sc, net, ideal=frozenset())      # parameter counts only: the real chunks
+    b = iteration_builder(sc, net, ideal=frozenset())      # parameter counts only: the real chunks
     D = sc.sync_groups
     dc_gpus = sc.cluster.gpus // D
     per = dict.fromkeys(BOUNDARY_NAMES, 0.0)

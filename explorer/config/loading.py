@@ -39,6 +39,8 @@ from .datacenters import resolve_scale_across
 from .domains import apply_rack_defaults, default_domain
 from .frameworks import profile
 from .frozen import evolve
+from .gnn import GNN_DERIVED, fill_partitions
+from .gnn import derive as derive_gnn
 from .inputs import MAX_BYTES, parse_document
 from .model_parts import MODEL_KINDS, MODELLED_KINDS, Conv
 from .moe_dispatch import dispatcher_sms
@@ -76,7 +78,7 @@ def resolve_presets(given: Mapping[str, Any]) -> dict[str, Any]:
     model = raw.get("model")
     if isinstance(model, dict) and model.get("preset") is not None:
         base = preset("models", model["preset"], "model.preset")
-        for part in ("moe", "conv"):
+        for part in ("moe", "conv", "gnn"):
             mine = model.get(part)
             if isinstance(mine, dict) and isinstance(base.get(part), dict):
                 model = {**model, part: {**base[part], **mine}}
@@ -108,6 +110,8 @@ def derive_model(model: dict[str, Any]) -> dict[str, Any]:
     if kind == "transformer" and model.get("kind") is not None and model.get("conv") is not None:
         raise ScenarioError("model.kind", "'transformer' but model.conv is set; use cnn, or remove "
                                           "model.conv")
+    if kind == "gnn" or (model.get("kind") is None and model.get("gnn") is not None):
+        return {**derive_gnn(model), "kind": "gnn"}     # GraphSAGE: explorer/config/gnn.py
     if kind == "cnn" and model.get("conv") is None:
         model = {**model, "conv": {}}            # model.kind cnn alone: the Conv defaults (ResNet-50)
     conv = model.get("conv")
@@ -128,7 +132,7 @@ def derive_model(model: dict[str, Any]) -> dict[str, Any]:
 def derived_model_fields(m: Any) -> tuple[str, ...]:
     """The fields of model section ``m`` the loader derived from another of its sections (so not
     written by :func:`to_dict`): CONV_DERIVED for a convolutional network, none otherwise."""
-    return CONV_DERIVED if m.conv is not None else ()
+    return CONV_DERIVED if m.conv is not None else GNN_DERIVED if m.gnn is not None else ()
 
 
 def _filled(obj: Any, **values: Any) -> Any:
@@ -215,6 +219,7 @@ def fill_defaults(sc: Scenario) -> Scenario:
         dp = par.dp
         assert dp is not None                  # derived just above when absent
         comm = evolve(comm, bucket_MB=profile(sc.training.framework).default_bucket_MB(dp, sc.training.dtype))
+    model = fill_partitions(model, par.dp)          # a GNN's partitions are the dp replicas
     hardware = _once("hardware", lambda hw, g: _filled(hw, gpu=g), sc.hardware, gpu)
     return _filled(sc, model=model, hardware=hardware, cluster=cluster, parallelism=par, communication=comm)
 

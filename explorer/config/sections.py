@@ -18,6 +18,7 @@ from .compression import Compression
 from .contention import CONTENTION_DOC
 from .faults import Faults
 from .fp8_recipes import FP8_RECIPE_FIELD
+from .gnn import GNN_FIELD, Gnn
 from .model_parts import ATTN_KERNEL, FLASH_ATTN, HEAD_DIM, KIND, KV_HEADS, MLA, Conv, MoE, first_moe_layer
 from .moe_dispatch import COMM_SMS_FIELD, DISPATCHER_FIELD
 from .stragglers import Stragglers
@@ -68,9 +69,9 @@ class Model:
         "min": 0, "max": 16, "doc": "multi-token prediction modules after the last layer (DeepSeek-V3: 1)"})
     dropout: bool = field(default=True, metadata={
         "doc": "attention and hidden dropout (GPT-3, Megatron); Llama and DeepSeek train without"})
-    conv: Conv | None = field(default=None, metadata={
-        "doc": "a convolutional network (ResNet, SlowOnly video ResNet) instead of a transformer; "
-               "absent = a transformer"})
+    conv: Conv | None = field(default=None, metadata={"doc": "a convolutional network (ResNet, SlowOnly "
+                                                             "video ResNet) instead of a transformer"})
+    gnn: Gnn | None = GNN_FIELD      # a graph neural network (explorer/config/gnn.py, issue 36)
 
     @property
     def is_moe(self) -> bool:
@@ -82,7 +83,7 @@ class Model:
         """What one sequence of the batch is, plural, for labels: tokens are counted per second for
         a transformer; a convolutional network counts images (or clips of a video model)."""
         if self.conv is None:
-            return "tokens"
+            return "seed nodes" if self.gnn is not None else "tokens"
         return "clips" if self.conv.frames > 1 else "images"
 
     @property

@@ -21,6 +21,7 @@ API (what a workload or a view needs; everything else is derived):
                            layer's GEMMs (compute waits for them): tp, cp, ep.
 ``shown_in(view)``         the reported dimensions a view lists (one of :data:`VIEWS`).
 ``degree_label(name)``     the sidebar's label of its degree ("Tensor parallel (tp)").
+``group_of(name)``         the dimension whose ranks form its communication group (emb -> dp).
 """
 from __future__ import annotations
 
@@ -54,6 +55,10 @@ class Dimension:
     degree_label: str = ""        # the sidebar's label of its degree ("" = label)
     band: tuple[float, float] = (0.0, 0.5)
     views: frozenset[str] = EVERY_VIEW
+    # The dimension whose group of ranks its calls span ("" = its own): a dimension that is not a
+    # parallel degree (a recommendation model's embedding exchange) names the degree whose ranks
+    # it spans, and the network forms its groups as that one's (explorer/network/groups.py).
+    group: str = ""
 
     @property
     def category(self) -> str:
@@ -90,6 +95,18 @@ DIMENSIONS: dict[str, Dimension] = {d.name: d for d in (
     Dimension("pair", "Weight-copy gradient sync", "#E45756", "#D55E00", False,
               "keeping the two pipeline ranks of a stage (s and pp-1-s) on a fast link, or a schedule "
               "with one weight copy (parallelism.schedule)", counts_as="dp", band=(-0.37, 0.16)),
+    # A recommendation model's embedding exchange (explorer/workloads/dlrm/): the forward all-to-all
+    # of pooled embeddings and the backward all-to-all of their gradients between the GPUs holding
+    # the table shards and those holding the samples — every replica (Mudigere et al., "Software-
+    # Hardware Co-design for Fast and Scalable Training of DLRM", ISCA 2022, Sec. 3.1: tables
+    # sharded over all GPUs, dense layers data parallel), hence the dp group.  Not blocking as a
+    # dimension: a pipelined exchange runs on its own stream (workloads/spec.Edge.overlap); a
+    # blocking one is a part of the pass that makes it, drawn on this lane.
+    Dimension("emb", "Embedding all-to-all", "#17BECF", "#88CCEE", False,
+              "pipelining the next batch's lookups and all-to-all under this batch's dense layers "
+              "(model.dlrm.pipeline), fewer or narrower tables (model.dlrm.tables, model.dlrm.dim), "
+              "a sharding plan that keeps more of the lookups local (model.dlrm.sharding), or a faster "
+              "scale-out network", band=(0.37, 0.16), group="dp"),
 )}
 
 
@@ -100,6 +117,15 @@ def get(name: str) -> Dimension:
     except KeyError:
         known = ", ".join(DIMENSIONS)
         raise ValueError(f"unknown communication dimension {name!r}; known: {known}") from None
+
+
+def group_of(name: str) -> str:
+    """The dimension whose ranks form ``name``'s groups (itself unless its record names another).
+
+    >>> group_of("emb"), group_of("tp")
+    ('dp', 'tp')
+    """
+    return get(name).group or name
 
 
 def reported() -> tuple[str, ...]:

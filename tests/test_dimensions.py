@@ -20,17 +20,26 @@ from conftest import ROOT
 
 
 def test_the_shared_words_are_the_registrys():
-    assert vocabulary.COMM_DIMS == dimensions.reported() == ("tp", "cp", "ep", "pp", "dp")
+    assert vocabulary.COMM_DIMS == dimensions.reported() == ("tp", "cp", "ep", "pp", "dp", "emb")
     assert vocabulary.BLOCKING_DIMS == dimensions.blocking() == ("tp", "cp", "ep")
-    assert vocabulary.STREAMS == ("compute", "tp", "cp", "ep", "pp", "dp")
-    assert vocabulary.CATEGORIES == ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "bubble",
+    assert vocabulary.STREAMS == ("compute", "tp", "cp", "ep", "pp", "dp", "emb")
+    assert vocabulary.CATEGORIES == ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "emb", "bubble",
                                      "optimizer")
     assert {d: vocabulary.KIND_COLORS[d] for d in vocabulary.COMM_DIMS} == {
-        "tp": "#54A24B", "cp": "#72B7B2", "ep": "#FF9DA6", "pp": "#9D755D", "dp": "#E45756"}
+        "tp": "#54A24B", "cp": "#72B7B2", "ep": "#FF9DA6", "pp": "#9D755D", "dp": "#E45756",
+        "emb": "#17BECF"}
     assert all(vocabulary.CATEGORY_COLORS[d] == dimensions.get(d).color for d in vocabulary.COMM_DIMS)
     assert timeline_story.BLOCKING_LANES == frozenset(dimensions.blocking())
     assert BAND_OFFSETS["dp"] == (-0.37, 0.16) and BAND_OFFSETS["pp"] == (0.37, 0.16)
-    assert KIND_ORDER[-5:] == vocabulary.COMM_DIMS
+    assert KIND_ORDER[-6:] == vocabulary.COMM_DIMS
+
+
+def test_emb_is_drawn_on_its_own_lane_and_grouped_with_dp():
+    """The embedding exchange (explorer/workloads/dlrm/) spans the data-parallel group and is not
+    a blocking dimension: a pipelined exchange runs on its own stream (taskgraph/edges.py)."""
+    assert dimensions.group_of("emb") == "dp" and dimensions.group_of("dp") == "dp"
+    assert "emb" not in vocabulary.BLOCKING_DIMS and BAND_OFFSETS["emb"] == (0.37, 0.16)
+    assert vocabulary.PRESENT_COLORS["#17BECF"] == "#88CCEE"
 
 
 def test_edp_is_reported_as_dp_with_dps_advice():
@@ -42,10 +51,10 @@ def test_edp_is_reported_as_dp_with_dps_advice():
 
 def test_every_presentation_colour_is_okabe_ito_and_one_hex_has_one_counterpart():
     """Okabe & Ito (2008): the eight colours of the palette (and a light grey for the bubble), and
-    Paul Tol's muted indigo, wine, teal and olive (the offload lane) beyond eight.  A dimension
+    Paul Tol's muted indigo, wine, teal, olive (the offload lane) and cyan (emb) beyond eight.  A dimension
     whose colour a tier or kind shares must map it the same way (dp and scale-across)."""
     okabe_ito = {"#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7",
-                 "#999999", "#DDDDDD", "#332288", "#882255", "#44AA99", "#999933"}
+                 "#999999", "#DDDDDD", "#332288", "#882255", "#44AA99", "#999933", "#88CCEE"}
     used = (set(vocabulary.KIND_COLORS.values()) | set(vocabulary.CATEGORY_COLORS.values())
             | set(vocabulary.TIER_COLORS.values()))
     assert used <= set(vocabulary.PRESENT_COLORS)
@@ -64,9 +73,9 @@ def test_the_sidebar_labels_the_degrees_from_the_registry():
 
 
 def test_unknown_names_are_one_line_errors():
-    known = r"known: tp, cp, ep, pp, dp, edp, pair$"
-    with pytest.raises(ValueError, match=r"^unknown communication dimension 'emb'; " + known):
-        dimensions.get("emb")
+    known = r"known: tp, cp, ep, pp, dp, edp, pair, emb$"
+    with pytest.raises(ValueError, match=r"^unknown communication dimension 'gnm'; " + known):
+        dimensions.get("gnm")
     with pytest.raises(ValueError, match="unknown view 'gant'"):
         dimensions.shown_in("gant")
 
@@ -107,20 +116,20 @@ def test_the_registry_imports_nothing_of_explorer():
 NEW_DIMENSION = """
 import json
 import explorer.dimensions as d
-d.DIMENSIONS["emb"] = d.Dimension("emb", "Embedding exchange", "#17BECF", "#56B4E9", True,
-                                  "fewer or smaller embedding tables")
+d.DIMENSIONS["toy"] = d.Dimension("toy", "Toy exchange", "#BCBD22", "#CC6677", True,
+                                  "fewer or smaller toy messages")
 from explorer import load, simulate, vocabulary as v
 from explorer.figures import traffic, datacenters
 from explorer.figures.gantt import BAND_OFFSETS, KIND_ORDER
 from explorer.teaching import explain, timeline_story
-fig = traffic.traffic_by_tier({"dp": {"scale-out": 2e9}, "emb": {"scale-up": 1e9, "scale-across": 1e9}})
+fig = traffic.traffic_by_tier({"dp": {"scale-out": 2e9}, "toy": {"scale-up": 1e9, "scale-across": 1e9}})
 r = simulate(load(sys_argv_scenario))
 print(json.dumps({
     "comm": v.COMM_DIMS, "blocking": v.BLOCKING_DIMS, "streams": v.STREAMS, "categories": v.CATEGORIES,
-    "part": v.CATEGORY_OF_PART["emb"], "lane": v.LANE_OF["emb"], "kind_color": v.KIND_COLORS["emb"],
-    "present": v.PRESENT_COLORS["#17BECF"], "band": BAND_OFFSETS["emb"], "order": KIND_ORDER[-1],
-    "advice": explain.BY_DIMENSION["emb"], "story": sorted(timeline_story.BLOCKING_LANES),
-    "traffic_rows": list(fig.data[0].y), "wan": datacenters.crossing_dims({"emb": {"scale-across": 1.0}}),
+    "part": v.CATEGORY_OF_PART["toy"], "lane": v.LANE_OF["toy"], "kind_color": v.KIND_COLORS["toy"],
+    "present": v.PRESENT_COLORS["#BCBD22"], "band": BAND_OFFSETS["toy"], "order": KIND_ORDER[-1],
+    "advice": explain.BY_DIMENSION["toy"], "story": sorted(timeline_story.BLOCKING_LANES),
+    "traffic_rows": list(fig.data[0].y), "wan": datacenters.crossing_dims({"toy": {"scale-across": 1.0}}),
     "breakdown": r.breakdown_s, "iteration": r.iteration_time_s, "bytes": r.comm_bytes_per_gpu,
 }))
 """
@@ -132,17 +141,17 @@ def test_a_new_dimension_is_one_registry_entry():
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout)
-    assert got["comm"] == ["tp", "cp", "ep", "pp", "dp", "emb"]
-    assert got["blocking"] == ["tp", "cp", "ep", "emb"] and got["story"] == ["cp", "emb", "ep", "tp"]
-    assert got["streams"][-1] == "emb" and got["categories"][-3:] == ["emb", "bubble", "optimizer"]
-    assert (got["part"], got["lane"]) == ("emb", "emb")
-    assert (got["kind_color"], got["present"]) == ("#17BECF", "#56B4E9")
-    assert got["band"] == [0.0, 0.5] and got["order"] == "emb"
-    assert got["advice"] == "fewer or smaller embedding tables"
-    assert got["traffic_rows"] == ["dp", "emb"] and got["wan"] == ["emb"]
+    assert got["comm"] == ["tp", "cp", "ep", "pp", "dp", "emb", "toy"]
+    assert got["blocking"] == ["tp", "cp", "ep", "toy"] and got["story"] == ["cp", "ep", "toy", "tp"]
+    assert got["streams"][-1] == "toy" and got["categories"][-3:] == ["toy", "bubble", "optimizer"]
+    assert (got["part"], got["lane"]) == ("toy", "toy")
+    assert (got["kind_color"], got["present"]) == ("#BCBD22", "#CC6677")
+    assert got["band"] == [0.0, 0.5] and got["order"] == "toy"
+    assert got["advice"] == "fewer or smaller toy messages"
+    assert got["traffic_rows"] == ["dp", "toy"] and got["wan"] == ["toy"]
     # The simulator counts it (nothing of this model sends on it: zero) and its categories still sum
     # to the iteration.
-    assert got["breakdown"]["emb"] == 0.0 and got["bytes"]["emb"] == 0.0
+    assert got["breakdown"]["toy"] == 0.0 and got["bytes"]["toy"] == 0.0
     assert sum(got["breakdown"].values()) == pytest.approx(got["iteration"], rel=1e-12)
 
 

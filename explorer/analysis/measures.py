@@ -105,6 +105,9 @@ def class_comm_bytes(r: ScheduledRun, s: int) -> dict[str, float]:
     per = {**dict.fromkeys(COMM_DIMS, 0.0),
            "tp": sum(n * c.tp_bytes for c, n in held), "cp": sum(n * c.cp_bytes for c, n in held),
            "ep": sum(n * c.ep_bytes for c, n in held), "dp": sum(n * c.fsdp_bytes for c, n in held)}
+    for c, n in held:              # generic edges (taskgraph/edges.py), per unit
+        for k, v in c.edge_bytes:
+            per[k] += n * v
     for t in r.by_class[s]:
         if t.kind == "pp" and isinstance(t.info, TransferInfo):
             per["pp"] += t.info.bytes * b.m / b.m_sim     # per iteration when two are simulated

@@ -27,6 +27,9 @@ def comm_bytes(b: IterationBuilder, by_class: list[list[Task]], m: int) -> dict[
         per = {**dict.fromkeys(COMM_DIMS, 0.0),
                "tp": sum(n * c.tp_bytes for c, n in held), "cp": sum(n * c.cp_bytes for c, n in held),
                "ep": sum(n * c.ep_bytes for c, n in held), "dp": sum(n * c.fsdp_bytes for c, n in held)}
+        for c, n in held:              # generic edges (taskgraph/edges.py), per unit
+            for k, v in c.edge_bytes:
+                per[k] += n * v
         for t in mine:
             i = t.info
             if t.kind == "pp" and isinstance(i, TransferInfo):

@@ -114,6 +114,11 @@ class Network:
         return pl.members(dim, stage)
 
     def _shape(self, dim: str, stage: int) -> GroupShape:
+        # A dimension that is not a parallel degree spans the ranks of the one it names
+        # (dimensions.Dimension.group: the embedding exchange spans the data-parallel group).
+        known = dimensions.DIMENSIONS.get(dim)
+        if known is not None and known.group:
+            dim = known.group
         # The members (placement.py: digits of the GPU id in the placement's strides) and how many
         # share a domain depend on the placement, ep and the domains' sizes only: a sweep's rows
         # that differ in anything else (NIC speed, recompute, ZeRO stage...) share them.

@@ -30,6 +30,7 @@ from ..schedules.registry import get as get_schedule
 from ..vocabulary import TIERS
 from ..workloads.registry import workload_spec
 from .chunks import ChunkContext, ChunkWork, balanced, chunk_work, slowed
+from .edges import edge_tasks
 from .fused import fused_shape
 from .layer import pair_message_bytes, pp_message_bytes
 from .layout import Fused, Layout, Pass, layout_for
@@ -191,7 +192,9 @@ class IterationBuilder:
         ag_start = self._gathers_at_start(g)
         comp = self._compute_tasks(g, ag_start)
         self._data_dependencies(g, comp)
-        self._iteration_end(g, comp)
+        # Overlapped generic edges on their dimensions' streams (taskgraph/edges.py).
+        ends = edge_tasks(g, comp.ids, lambda s, c: self.chunk_of(s, c).edge_calls, self.m / self.m_sim)
+        self._iteration_end(g, comp, ends)
         return g
 
     def _dp(self, g: TaskGraph, s: int, c: int, op: str, deps: list, ready_task: int | None) -> list[int]:
@@ -364,7 +367,7 @@ class IterationBuilder:
         return (s, "compute" if blocking else "pp", -1 if blocking else 0, cc.time_s, (("pp", cc.time_s),),
                 links, (msg, 2, "p2p", cc.boundary, cc.busbw_GBps, direction, pair), tier, wire)
 
-    def _iteration_end(self, g: TaskGraph, comp: _Compute) -> None:
+    def _iteration_end(self, g: TaskGraph, comp: _Compute, ends: dict[int, list[int]]) -> None:
         """Gradient reduction (bucketed, overlapped with the last backward when dp_overlap, else
         after the stage's whole backward), the optimizer, and the ZeRO 1-2 parameter all-gather
         after it when it could not overlap the next forward."""
@@ -388,7 +391,7 @@ class IterationBuilder:
                         # No overlap: every bucket waits for the stage's whole backward.
                         dp_ids += self._dp(g, s, c, op, [(comp.last[s], 1.0)], None)
             t_opt = self.optimizer_time(s)
-            deps = [(comp.last[s], 1.0)] + [(d, 1.0) for d in dp_ids]
+            deps = [(comp.last[s], 1.0)] + [(d, 1.0) for d in dp_ids + ends.get(s, [])]
             opt = g.add(Task(s, "compute", "optimizer", t_opt, deps, parts=(("optimizer", t_opt),),
                              info=StepInfo()))
             if zero in (1, 2) and not overlap_gather:

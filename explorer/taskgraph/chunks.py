@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from ..config.fp8_recipes import gemm_modules
 from ..engine.records import LinkCall
 from ..workloads.spec import EdgeCost, LayerCost
+from .edges import EdgeCall, merged, overlapped
 from .layer import (
     COMPUTE_PARTS,
     ChunkContext,
@@ -79,6 +80,10 @@ class ChunkWork:
     fp8_params: float = 0.0
     fp8_gemms: float = 0.0
     fp8_layer_params: float = 0.0    # the largest of those layers (ZeRO-3 gathers one at a time)
+    # Generic edges (workloads/spec.Edge, taskgraph/edges.py): bus bytes per unit per reported
+    # dimension, blocking and overlapped alike, and the overlapped ones as their stream's tasks.
+    edge_bytes: Parts = ()
+    edge_calls: tuple[EdgeCall, ...] = ()
 
     def offload_fields(self, kind: str) -> tuple:
         """What a pass of ``kind`` (F, B, Bi, W) shows of the offload copies: (direction, layers,
@@ -139,6 +144,8 @@ class _Acc:
     fp8_params: float = 0.0
     fp8_gemms: float = 0.0
     fp8_layer: float = 0.0
+    edge_bytes: list = field(default_factory=list)
+    edge_calls: list = field(default_factory=list)
 
 
 def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: int) -> LayerParts:
@@ -169,6 +176,9 @@ def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: in
     a.fp8_layer = max(a.fp8_layer, lc.params + lc.expert_params)
     for i, v in enumerate((lc.offload_share, lp.offload_copy, lp.offload_f, lp.offload_b)):
         a.off[i] += count * v
+    if lc.edges:
+        a.edge_bytes += [(k, v * count) for k, v in lp.edge_bytes]
+        a.edge_calls += overlapped(ctx, lc, count, stage)
     return lp
 
 
@@ -247,7 +257,7 @@ def chunk_work(ctx: ChunkContext, gc: int, stage: int, first_layer: int, layers:
                      (a.hid_f, a.hid_b),
                      a.fsdp_bytes, a.layer_bytes, sum_parts(*a.over_f), sum_parts(*a.over_b), a.fl_f, a.fl_b,
                      a.fl_w, tuple(a.links), curve, transient, tuple(a.off), a.fp8_params, a.fp8_gemms,
-                     a.fp8_layer)
+                     a.fp8_layer, sum_parts(*a.edge_bytes), merged(a.edge_calls))
 
 
 def _grad_curve(backward: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:

@@ -14,6 +14,7 @@ from ..network.groups import Network
 from ..physics.hardware import BYTES_PER_ELEMENT, ComputeModel
 from ..physics.work import ZERO_WORK
 from ..workloads.spec import Collective, LayerCost, WorkloadSpec
+from .edges import blocking_links, blocking_parts, edge_bytes, first_calls
 from .layout import Layout
 from .techniques.fsdp import FsdpCost, comm_zero, fsdp_cost
 from .techniques.moe_routing import dispatch_pass, imbalance_extra_s
@@ -71,6 +72,8 @@ class LayerParts:
     offload_f: float = 0.0
     offload_b: float = 0.0
     offload_copy: float = 0.0
+    # Bus bytes per unit of its generic edges (workloads/spec.Edge), per reported dimension.
+    edge_bytes: Parts = ()
 
 
 def sum_parts(*parts: tuple[str, float]) -> Parts:
@@ -167,10 +170,15 @@ def layer_parts(ctx: ChunkContext, lc: LayerCost, stage: int) -> LayerParts:
     fwd = (("compute", f_comp), ("tp", tp_f), ("cp", ring.exposed_f), ("ep", ep_f), ("dp", fs.exposed_f))
     bwd = (("recompute", r_comp), ("compute", b_comp), ("weight-grad", w_comp), ("tp", tp_b),
            ("cp", ring.exposed_b), ("ep", ep_b), ("dp", fs.exposed_b))
+    if lc.edges:
+        # Generic edges that block the pass (taskgraph/edges.py): parts on their dimension.
+        edge_f, edge_b = blocking_parts(ctx, lc, stage)
+        fwd, bwd = fwd + edge_f, bwd + edge_b
     return LayerParts(fwd, bwd, tp_f_bytes + tp_b_bytes, ring.bytes, ep_f_bytes + ep_b_bytes, fs,
                       (("tp", tp_f_all - tp_f), ("cp", ring.hidden_f)),
                       (("tp", tp_b_all - tp_b), ("cp", ring.hidden_b)),
-                      off_f, off_b, lc.offload_share * lc.offload_s)
+                      off_f, off_b, lc.offload_share * lc.offload_s,
+                      edge_bytes(ctx, lc, stage) if lc.edges else ())
 
 
 def fsdp_links(ctx: ChunkContext, lc: LayerCost | Params, stage: int) -> list[LinkCall]:
@@ -198,7 +206,8 @@ def _ep_links(ctx: ChunkContext, call: Collective, stage: int) -> list[LinkCall]
 def layer_links(ctx: ChunkContext, lc: LayerCost, stage: int) -> list[LinkCall]:
     """The network calls one layer makes per pipeline unit, as :func:`layer_parts` priced them:
     TP collectives, MoE dispatch/combine, ring attention's K/V hand-offs (cp-1 forward, cp-1 of
-    K/V and dK/dV backward) and ZeRO-3's gathers and reduce-scatters."""
+    K/V and dK/dV backward), ZeRO-3's gathers and reduce-scatters and the blocking generic edges
+    (the overlapped ones are their tasks' calls: taskgraph/edges.py)."""
     out: list[LinkCall] = []
     for call in lc.tp_fwd + lc.tp_bwd + lc.tp_recompute:
         out += priced_link(ctx.net, "tp", call.op, call.size_bytes, stage, 1)
@@ -208,7 +217,7 @@ def layer_links(ctx: ChunkContext, lc: LayerCost, stage: int) -> list[LinkCall]:
         cpn = ctx.sc.parallelism.cp
         out += priced_link(ctx.net, "cp", "send-recv", lc.cp_kv_bytes, stage, cpn - 1)
         out += priced_link(ctx.net, "cp", "send-recv", 2 * lc.cp_kv_bytes, stage, cpn - 1)
-    return out + fsdp_links(ctx, lc, stage)
+    return out + fsdp_links(ctx, lc, stage) + (blocking_links(ctx, lc, stage) if lc.edges else [])
 
 
 def comm_info(ctx: ChunkContext, stage: int) -> dict:
@@ -231,6 +240,8 @@ def comm_info(ctx: ChunkContext, stage: int) -> dict:
                 cc = hier[0]                                  # as _ep_time priced it
             out[dim] = {"op": c.op, "bytes": c.size_bytes, "group": cc.n, "algorithm": cc.algorithm,
                         "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
+    if any(k.edges for k in kinds):
+        out.update(first_calls(ctx, kinds, stage))
     return out
 
 

@@ -6,10 +6,13 @@ the task-graph builder, the layer split, the estimator and the memory model read
 the model type.  Per layer (:class:`LayerCost`): FLOPs and seconds of its matrix kernels and HBM
 bytes of its element-wise ones, per pass (:class:`~explorer.physics.work.Work`); the parameters it
 holds; the activations it keeps for the backward and what a recomputed layer holds again; and its
-communication edges, each on its dimension (``tp_*`` tensor parallel, ``ep_*`` expert parallel,
-``cp_kv_bytes`` the context-parallel ring).  Before the first layer and after the last, on the
-first and last pipeline chunk: an :class:`EdgeCost` (an embedding or a stem; an output layer and
-loss, or a classifier).  Layers come in ``kinds`` that repeat in ``runs``: a transformer has one
+communication, each on its dimension (``tp_*`` tensor parallel, ``ep_*`` expert parallel,
+``cp_kv_bytes`` the context-parallel ring), and any other traffic as generic :class:`Edge` records
+on a dimension of the registry (explorer/dimensions.py: a recommendation model's embedding
+all-to-all on ``emb``), which the builder turns into parts or tasks on that dimension
+(explorer/taskgraph/edges.py).  Before the first layer and after the last, on the first and last
+pipeline chunk: an :class:`EdgeCost` (an embedding or a stem; an output layer and loss, or a
+classifier).  Layers come in ``kinds`` that repeat in ``runs``: a transformer has one
 or two kinds (dense, MoE), a ResNet one kind per block.
 """
 from __future__ import annotations
@@ -25,6 +28,37 @@ class Collective:
 
     op: str
     size_bytes: float
+
+
+PHASES = ("fwd", "bwd")
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One collective call a layer makes per pipeline unit on a communication dimension that has
+    no field of its own: ``dim`` a name of explorer/dimensions.py (its group: Dimension.group),
+    ``phase`` the pass that makes it (``fwd`` or ``bwd``), ``op`` the nccl operation
+    (all-to-all, all-reduce, ...), ``size_bytes`` the per-GPU buffer as nccl-tests sizes it.
+
+    ``overlap``: the call may run on its own stream beside compute (TorchRec's train pipeline
+    issues the next batch's embedding all-to-all while the current batch's dense layers run;
+    Ivchenko et al., "TorchRec", RecSys 2022, Sec. 3.3), so the builder draws it as a task of its
+    own that only the iteration's end waits for (forward: one unit ahead; backward: after the
+    pass); otherwise it blocks the pass that makes it (a part of that pass on its dimension, like
+    the MoE all-to-all).  ``label`` names it on the Gantt ("pooled embeddings")."""
+
+    dim: str
+    phase: str
+    op: str
+    size_bytes: float
+    overlap: bool = False
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if self.phase not in PHASES:
+            raise ValueError(f"Edge.phase {self.phase!r}: use one of {', '.join(PHASES)}")
+        if self.size_bytes < 0:
+            raise ValueError(f"Edge.size_bytes {self.size_bytes!r}: must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -59,6 +93,8 @@ class LayerCost:
     # 0: the family's stage outputs are all alike (a transformer's micro-batch x s x h,
     # explorer/taskgraph/layer.pp_message_bytes).
     out_bytes: float = 0.0
+    # Collectives on dimensions without a field above (Edge), in the order the pass makes them.
+    edges: tuple[Edge, ...] = ()
 
 
 @dataclass(frozen=True)

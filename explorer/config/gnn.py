@@ -14,7 +14,8 @@ Two modes:
 
 The loader derives the transformer fields from it (:func:`derive`): layers = GNN layers, hidden =
 hidden width, vocab = classes, seq_len 1 (a sample is one seed node), and fills ``partitions`` with
-parallelism.dp (:func:`fill_partitions`); :func:`rule_gnn` refuses what the family does not model.
+parallelism.dp (:func:`fill_partitions`: the partitions are the data-parallel replicas);
+:func:`rule_gnn` refuses what the family does not model.
 """
 from __future__ import annotations
 
@@ -65,9 +66,9 @@ class Gnn:
     overlap: bool = field(default=False, metadata={
         "doc": "the feature fetch (next mini-batch prefetched: DistDGLv2, SALIENT) or the halo "
                "exchange (stale halo: PipeGCN) runs under compute instead of before it"})
-    partitions: int | None = field(default=None, metadata={
-        "min": 1, "max": 10_000_000, "doc": "graph partitions; default parallelism.dp (one per "
-                                            "data-parallel replica); must equal it"})
+    # Graph partitions: parallelism.dp, one per data-parallel replica (filled at load: the layer
+    # costs read it, and the model's identity keys the estimator's memo: pricing/keys.compute_key).
+    partitions: int | None = field(default=None, metadata={"derived": True})
 
     @property
     def average_degree(self) -> float:
@@ -99,9 +100,9 @@ def derive(model: dict[str, Any]) -> dict[str, Any]:
 
 
 def fill_partitions(model: Any, dp: int) -> Any:
-    """``model`` with ``gnn.partitions`` filled with the data-parallel degree when absent."""
+    """``model`` with ``gnn.partitions`` = the data-parallel degree."""
     g = model.gnn
-    if g is None or g.partitions is not None:
+    if g is None or g.partitions == dp:
         return model
     return replace(model, gnn=replace(g, partitions=dp))
 
@@ -127,9 +128,6 @@ def rule_gnn(sc: Any) -> None:
                                                   "modelled; use none")
     if tr.dtype == "fp8":
         raise ScenarioError("training.dtype", "'fp8': GNN training runs in bf16, fp16 or fp32 here")
-    if g.partitions != p.dp:
-        raise ScenarioError("model.gnn.partitions", f"{g.partitions}: must equal parallelism.dp = {p.dp} "
-                                                    "(one partition per data-parallel replica); leave it out")
     if g.train_nodes > g.nodes:
         raise ScenarioError("model.gnn.train_nodes", f"{g.train_nodes} is more than model.gnn.nodes = "
                                                      f"{g.nodes}; at most {g.nodes}")

@@ -15,6 +15,7 @@ from ..config.compression import Compression
 from ..network import compression
 from .convnet import workload as convnet
 from .family import DEGREES, Nouns, Workload
+from .gnn import workload as gnn
 from .spec import WorkloadSpec
 from .transformer import workload as transformer
 
@@ -40,6 +41,13 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
                      "from its depth.",
              citation="He et al., CVPR 2016; Feichtenhofer et al., SlowFast, ICCV 2019; Simonyan & "
                       "Zisserman, ICLR 2015; Narayanan et al., PipeDream, SOSP 2019"),
+    # GraphSAGE over graph partitions = the dp replicas; its own traffic on the gnn dimension.
+    Workload("gnn", gnn.recognises, gnn.spec, gnn.params, gnn.nouns, ("dp", "gnn"), estimator=False,
+             powersgd_factor=None, controls=gnn.CONTROLS, caption=gnn.caption,
+             summary="A graph neural network (GraphSAGE): mini-batch with sampled neighbours and remote "
+                     "feature fetch, or full graph with per-layer halo exchange.",
+             citation="Hamilton et al., NeurIPS 2017; Zheng et al., DistDGL, arXiv 2010.05337; Wan et al., "
+                      "PipeGCN, ICLR 2022"),
 )}
 
 

@@ -58,8 +58,8 @@ def test_edp_is_reported_as_dp_with_dps_advice():
 
 def test_every_presentation_colour_is_okabe_ito_and_one_hex_has_one_counterpart():
     """Okabe & Ito (2008): the eight colours of the palette (and a light grey for the bubble), and
-    Paul Tol's muted indigo, wine, teal, olive (the offload lane), cyan (emb) and sand (gnn) beyond eight.  A dimension
-    whose colour a tier or kind shares must map it the same way (dp and scale-across)."""
+    Paul Tol's muted indigo, wine, teal, olive (the offload lane), cyan (emb) and sand (gnn) beyond
+    eight.  A dimension whose colour a tier or kind shares must map it the same way (dp and scale-across)."""
     okabe_ito = {"#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7",
                  "#999999", "#DDDDDD", "#332288", "#882255", "#44AA99", "#999933", "#88CCEE", "#DDCC77"}
     used = (set(vocabulary.KIND_COLORS.values()) | set(vocabulary.CATEGORY_COLORS.values())

@@ -28,7 +28,8 @@ taskgraph/techniques/fp8_memory.py: params 9.87 -> 15.83 GB, total 76.5 -> 82.5 
 DualPipe's two weight copies summed their gradients (taskgraph/techniques/pair_sync.py: 15.825 ->
 15.846 s); pipedream-vgg16 was added with issue 36 (written like the others, without the
 expected_error keys and without ``samples_per_s``, the key issue 36 added to every run --json:
-added keys are allowed, so no other file changed);
+added keys are allowed, so no other file changed); gnn-sage-papers100m was added with issue 36's
+GNN workload (without the expected_error keys; with ``samples_per_s``);
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

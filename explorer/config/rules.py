@@ -325,8 +325,8 @@ def rule_fp8_recipe_on_gpu(sc: Scenario) -> None:
 
 
 RULES: tuple[Rule, ...] = (
-    rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_tp_divides_heads,
-    rule_kv_heads_divide_heads, rule_gnn,
+    rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_gnn,
+    rule_tp_divides_heads, rule_kv_heads_divide_heads,
     rule_tp_and_kv_heads_divide, rule_layers_fill_chunks, rule_dp_priority_needs_flushing_schedule,
     rule_batch_divides,
     rule_schedule,                 # after the batch rule: the registry's rules count whole micro-batches

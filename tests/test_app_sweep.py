@@ -265,10 +265,13 @@ def test_every_model_preset_on_every_scenario(preset):
         if not found:
             # The preset's dimensions reached the controls (a ResNet's depth; its transformer
             # fields are derived and not shown).
-            conv = model_presets()[name].get("conv")
+            conv, gnn = model_presets()[name].get("conv"), model_presets()[name].get("gnn")
             if conv is not None:
                 got, expected, what = (at.sidebar.selectbox(key="model.conv.depth").value, conv["depth"],
                                        "model.conv.depth")
+            elif gnn is not None:
+                got, expected, what = (at.sidebar.number_input(key="model.gnn.features").value,
+                                       gnn["features"], "model.gnn.features")
             else:
                 got, expected, what = (at.sidebar.number_input(key="model.layers").value,
                                        model_presets()[name]["layers"], "model.layers")

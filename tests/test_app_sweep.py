@@ -265,11 +265,16 @@ def test_every_model_preset_on_every_scenario(preset):
         if not found:
             # The preset's dimensions reached the controls (a ResNet's depth; its transformer
             # fields are derived and not shown).
-            conv, gnn = model_presets()[name].get("conv"), model_presets()[name].get("gnn")
+            conv = model_presets()[name].get("conv")
+            dlrm = model_presets()[name].get("dlrm")
+            gnn = model_presets()[name].get("gnn")
             if conv is not None:
                 got, expected, what = (at.sidebar.selectbox(key="model.conv.depth").value, conv["depth"],
                                        "model.conv.depth")
-            elif gnn is not None:
+            elif dlrm is not None:          # a recommendation model: its tables reach the controls
+                got, expected, what = (at.sidebar.number_input(key="model.dlrm.tables").value,
+                                       dlrm["tables"], "model.dlrm.tables")
+            elif gnn is not None:           # a GNN: its feature width reaches the controls
                 got, expected, what = (at.sidebar.number_input(key="model.gnn.features").value,
                                        gnn["features"], "model.gnn.features")
             else:

@@ -75,6 +75,7 @@ SHIPPED = {
     "megatron-gpt3-175b": ("ampere", "le4k", "megatron", "bf16", "dense", "65-1024"),
     "cloud-25g-dp": "scale-out network",
     "resnet50-cloud-dp": "convolutional", "pipedream-vgg16": "convolutional",
+    "dlrm-dcnv2": "recommendation model",
     "gnn-sage-papers100m": "graph neural network",
     "mixed-generations": "different sizes or GPUs",
     "gossip-exponential": "decentralised",

@@ -28,8 +28,10 @@ taskgraph/techniques/fp8_memory.py: params 9.87 -> 15.83 GB, total 76.5 -> 82.5 
 DualPipe's two weight copies summed their gradients (taskgraph/techniques/pair_sync.py: 15.825 ->
 15.846 s); pipedream-vgg16 was added with issue 36 (written like the others, without the
 expected_error keys and without ``samples_per_s``, the key issue 36 added to every run --json:
-added keys are allowed, so no other file changed); gnn-sage-papers100m was added with issue 36's
-GNN workload (without the expected_error keys; with ``samples_per_s``);
+added keys are allowed, so no other file changed); dlrm-dcnv2 with issue 36's
+recommendation models, written the same way (breakdown_s and comm_bytes_per_gpu gained emb in every
+file's run: an added key, so no other file changed); gnn-sage-papers100m with issue 36's GNN
+workload, written the same way but with ``samples_per_s`` (the runs gained gnn: an added key);
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

@@ -69,10 +69,9 @@ def test_uploading_a_downloaded_scenario_reproduces_it(path):
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     expected = simulate(load(path)).time_per_step_s
-    # The card rounds (gnn-sage-papers100m's 12.87 ms shows as 12.9 ms): within half its last digit.
-    value, unit = next(m.value for m in at.metric if m.label in ("Iteration time", "Time per step")).split()
-    digit = 10.0 ** -len(value.partition(".")[2]) * (1e-3 if unit == "ms" else 1.0)
-    assert seconds(at) == pytest.approx(expected, rel=2e-3, abs=digit / 2)
+    # The card shows milliseconds to one decimal (a 3.6 ms DLRM step, gnn-sage-papers100m's 12.87 ms
+    # as 12.9 ms): half a shown digit of slack.
+    assert seconds(at) == pytest.approx(expected, rel=2e-3, abs=0.05e-3)
 
 
 def test_a_bad_upload_shows_one_line_and_keeps_the_scenario():

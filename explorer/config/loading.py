@@ -36,6 +36,8 @@ from typing import Any
 import yaml
 
 from .datacenters import resolve_scale_across
+from .dlrm import DLRM_DERIVED
+from .dlrm import derive as derive_dlrm
 from .domains import apply_rack_defaults, default_domain
 from .frameworks import profile
 from .frozen import evolve
@@ -78,7 +80,7 @@ def resolve_presets(given: Mapping[str, Any]) -> dict[str, Any]:
     model = raw.get("model")
     if isinstance(model, dict) and model.get("preset") is not None:
         base = preset("models", model["preset"], "model.preset")
-        for part in ("moe", "conv", "gnn"):
+        for part in ("moe", "conv", "dlrm", "gnn"):
             mine = model.get(part)
             if isinstance(mine, dict) and isinstance(base.get(part), dict):
                 model = {**model, part: {**base[part], **mine}}
@@ -110,6 +112,8 @@ def derive_model(model: dict[str, Any]) -> dict[str, Any]:
     if kind == "transformer" and model.get("kind") is not None and model.get("conv") is not None:
         raise ScenarioError("model.kind", "'transformer' but model.conv is set; use cnn, or remove "
                                           "model.conv")
+    if kind == "dlrm" or model.get("dlrm") is not None:
+        return derive_dlrm(model)                # model.dlrm (config/dlrm.py)
     if kind == "gnn" or (model.get("kind") is None and model.get("gnn") is not None):
         return {**derive_gnn(model), "kind": "gnn"}     # GraphSAGE: explorer/config/gnn.py
     if kind == "cnn" and model.get("conv") is None:
@@ -132,6 +136,8 @@ def derive_model(model: dict[str, Any]) -> dict[str, Any]:
 def derived_model_fields(m: Any) -> tuple[str, ...]:
     """The fields of model section ``m`` the loader derived from another of its sections (so not
     written by :func:`to_dict`): CONV_DERIVED for a convolutional network, none otherwise."""
+    if getattr(m, "dlrm", None) is not None:
+        return DLRM_DERIVED
     return CONV_DERIVED if m.conv is not None else GNN_DERIVED if m.gnn is not None else ()
 
 

@@ -16,6 +16,7 @@ from ..schedules import registry
 from .bounds import _FROM_PRESET, COMPUTE_EFFICIENCY, LATENCY_US, POWER_CAP_W, SCALE_UP_GBPS, TFLOPS
 from .compression import Compression
 from .contention import CONTENTION_DOC
+from .dlrm import Dlrm
 from .faults import Faults
 from .fp8_recipes import FP8_RECIPE_FIELD
 from .gnn import GNN_FIELD, Gnn
@@ -35,9 +36,8 @@ SCHEDULES = registry.names()    # the pipeline schedules the registry describes 
 
 @dataclass(frozen=True)
 class Model:
-    """The network: a transformer (shape, vocabulary, sequence length, optional MoE layers and
-    MLA) or, with ``conv``, a residual convolutional network whose transformer fields the loader
-    derives (layers = blocks, hidden = last channels, vocab = classes, seq_len 1 sample)."""
+    """The network: a transformer (shape, vocabulary, sequence length, MoE, MLA), or, with ``conv``,
+    ``dlrm`` or ``gnn``, a convolutional, recommendation or graph model (transformer fields derived)."""
 
     preset: str | None = field(default=None, metadata={
         "doc": "start from a named model (explorer/data/models.yaml)"})
@@ -71,6 +71,7 @@ class Model:
         "doc": "attention and hidden dropout (GPT-3, Megatron); Llama and DeepSeek train without"})
     conv: Conv | None = field(default=None, metadata={"doc": "a convolutional network (ResNet, SlowOnly "
                                                              "video ResNet) instead of a transformer"})
+    dlrm: Dlrm | None = field(default=None, metadata={"doc": "a recommendation model (DLRM, DCNv2)"})
     gnn: Gnn | None = GNN_FIELD      # a graph neural network (explorer/config/gnn.py, issue 36)
 
     @property
@@ -80,10 +81,9 @@ class Model:
 
     @property
     def samples(self) -> str:
-        """What one sequence of the batch is, plural, for labels: tokens are counted per second for
-        a transformer; a convolutional network counts images (or clips of a video model)."""
-        if self.conv is None:
-            return "seed nodes" if self.gnn is not None else "tokens"
+        """What the batch counts, plural, for labels: tokens, images or clips, samples, seed nodes."""
+        if self.conv is None:        # a recommendation model counts samples, a GNN its seed nodes
+            return "samples" if self.dlrm is not None else "seed nodes" if self.gnn is not None else "tokens"
         return "clips" if self.conv.frames > 1 else "images"
 
     @property

@@ -84,6 +84,8 @@ class ChunkWork:
     # dimension, blocking and overlapped alike, and the overlapped ones as their stream's tasks.
     edge_bytes: Parts = ()
     edge_calls: tuple[EdgeCall, ...] = ()
+    held_bytes: float = 0.0          # model-parallel weights and their optimizer state (LayerCost)
+    held_state_bytes: float = 0.0
 
     def offload_fields(self, kind: str) -> tuple:
         """What a pass of ``kind`` (F, B, Bi, W) shows of the offload copies: (direction, layers,
@@ -146,6 +148,8 @@ class _Acc:
     fp8_layer: float = 0.0
     edge_bytes: list = field(default_factory=list)
     edge_calls: list = field(default_factory=list)
+    held: float = 0.0
+    held_state: float = 0.0
 
 
 def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: int) -> LayerParts:
@@ -176,6 +180,8 @@ def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: in
     a.fp8_layer = max(a.fp8_layer, lc.params + lc.expert_params)
     for i, v in enumerate((lc.offload_share, lp.offload_copy, lp.offload_f, lp.offload_b)):
         a.off[i] += count * v
+    a.held += count * lc.held_bytes
+    a.held_state += count * lc.held_state_bytes
     if lc.edges:
         a.edge_bytes += [(k, v * count) for k, v in lp.edge_bytes]
         a.edge_calls += overlapped(ctx, lc, count, stage)
@@ -257,7 +263,7 @@ def chunk_work(ctx: ChunkContext, gc: int, stage: int, first_layer: int, layers:
                      (a.hid_f, a.hid_b),
                      a.fsdp_bytes, a.layer_bytes, sum_parts(*a.over_f), sum_parts(*a.over_b), a.fl_f, a.fl_b,
                      a.fl_w, tuple(a.links), curve, transient, tuple(a.off), a.fp8_params, a.fp8_gemms,
-                     a.fp8_layer, sum_parts(*a.edge_bytes), merged(a.edge_calls))
+                     a.fp8_layer, sum_parts(*a.edge_bytes), merged(a.edge_calls), a.held, a.held_state)
 
 
 def _grad_curve(backward: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:

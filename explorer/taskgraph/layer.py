@@ -167,9 +167,10 @@ def layer_parts(ctx: ChunkContext, lc: LayerCost, stage: int) -> LayerParts:
     b_comp += off_b
     f_comp += fs.copy_f              # FSDP2's copy kernels run on the compute stream (techniques/fsdp.py)
     b_comp += fs.copy_b
-    fwd = (("compute", f_comp), ("tp", tp_f), ("cp", ring.exposed_f), ("ep", ep_f), ("dp", fs.exposed_f))
-    bwd = (("recompute", r_comp), ("compute", b_comp), ("weight-grad", w_comp), ("tp", tp_b),
-           ("cp", ring.exposed_b), ("ep", ep_b), ("dp", fs.exposed_b))
+    fwd: Parts = (("compute", f_comp), ("tp", tp_f), ("cp", ring.exposed_f), ("ep", ep_f),
+                  ("dp", fs.exposed_f))
+    bwd: Parts = (("recompute", r_comp), ("compute", b_comp), ("weight-grad", w_comp), ("tp", tp_b),
+                  ("cp", ring.exposed_b), ("ep", ep_b), ("dp", fs.exposed_b))
     if lc.edges:
         # Generic edges that block the pass (taskgraph/edges.py): parts on their dimension.
         edge_f, edge_b = blocking_parts(ctx, lc, stage)

@@ -14,6 +14,7 @@ from ..config import Model, Scenario, ScenarioError
 from ..config.compression import Compression
 from ..network import compression
 from .convnet import workload as convnet
+from .dlrm import workload as dlrm
 from .family import DEGREES, Nouns, Workload
 from .gnn import workload as gnn
 from .spec import WorkloadSpec
@@ -41,6 +42,14 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
                      "from its depth.",
              citation="He et al., CVPR 2016; Feichtenhofer et al., SlowFast, ICCV 2019; Simonyan & "
                       "Zisserman, ICLR 2015; Narayanan et al., PipeDream, SOSP 2019"),
+    # Tables sharded over every GPU and exchanged on emb (generic edges, taskgraph/edges.py), which
+    # the estimator's arrays do not read: its rows are simulated.
+    Workload("dlrm", dlrm.recognises, dlrm.spec, dlrm.params, dlrm.nouns, ("dp", "emb"), estimator=False,
+             powersgd_factor=None, controls=dlrm.CONTROLS, caption=dlrm.caption,
+             summary="A recommendation model (DLRM, DCNv2): embedding tables sharded over the GPUs with "
+                     "an all-to-all, dense MLPs data parallel.",
+             citation="Naumov et al., arXiv 1906.00091; Wang et al., DCN V2, WWW 2021; Ivchenko et al., "
+                      "TorchRec, RecSys 2022; MLPerf Training DLRM-DCNv2"),
     # GraphSAGE over graph partitions = the dp replicas; its own traffic on the gnn dimension.
     Workload("gnn", gnn.recognises, gnn.spec, gnn.params, gnn.nouns, ("dp", "gnn"), estimator=False,
              powersgd_factor=None, controls=gnn.CONTROLS, caption=gnn.caption,

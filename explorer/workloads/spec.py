@@ -95,6 +95,12 @@ class LayerCost:
     out_bytes: float = 0.0
     # Collectives on dimensions without a field above (Edge), in the order the pass makes them.
     edges: tuple[Edge, ...] = ()
+    # Model-parallel state only this GPU holds (a recommendation model's embedding-table shards,
+    # explorer/workloads/dlrm/): bytes of the weights and of their optimizer state.  Counted in
+    # memory as parameters and optimizer state; never all-reduced (``params`` is what is), updated
+    # inside the backward (its HBM traffic is in ``bwd_input``).
+    held_bytes: float = 0.0
+    held_state_bytes: float = 0.0
 
 
 @dataclass(frozen=True)

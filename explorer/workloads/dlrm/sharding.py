@@ -1,0 +1,101 @@
+"""Where a recommendation model's embedding tables live and what one GPU looks up, holds and
+exchanges per micro-batch, for each TorchRec sharding type (Ivchenko et al., "TorchRec: a PyTorch
+Domain Library for Recommendation Systems", RecSys 2022, Sec. 3.2; torchrec/distributed/types.py
+ShardingType).  ``n`` GPUs (the data-parallel group: every replica holds a part of the tables and
+its own samples), ``b`` samples per GPU per micro-batch, so each lookup step serves ``n b``.
+
+- ``table_wise``: each table whole on one GPU; tables are placed greedily, the heaviest pooling
+  first on the least loaded GPU (the longest-processing-time rule, Graham 1969), so the busiest
+  GPU's lookups are what the step waits for.  Output dist: an all-to-all of pooled embeddings.
+- ``column_wise``: every table cut into n column shards of d/n: every GPU looks up every table's
+  ids for its d/n columns (balanced).  Output dist: an all-to-all of the pooled shards.
+- ``row_wise``: every table cut into n row blocks; ids are bucketised to their row's owner and
+  each GPU pools what it holds for all n b samples: partial sums, reduced by a reduce-scatter
+  (TorchRec's RwPooledEmbeddingDist), gradients all-gathered back.
+- ``data_parallel``: the table replicated; lookups local, its gradient all-reduced like a dense
+  layer's (TorchRec's DpPooledEmbeddingSharding), no exchange.
+Tables of at most ``dp_max_rows`` rows are data parallel whatever the plan (HugeCTR's and
+TorchRec's planners replicate small tables: their all-reduce is cheaper than an exchange).
+
+Per GPU and micro-batch (nccl-tests buffer sizes): the forward exchange of pooled embeddings is
+``b x tables x d x bytes`` for an all-to-all (the issue's closed form; bus bytes x (n-1)/n), the
+reduce-scatter's input ``n b x tables x d x bytes``; the backward sends their gradients the same
+way; the input dist sends each sample's ids to their tables' owners: ``b x sum(pooling) x 8``
+(int64 ids, TorchRec's KJTAllToAll).  An uneven table-wise split sends more from the busiest
+GPU; the exchange is priced balanced (the issue's closed form).
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from ...config.dlrm import Dlrm
+
+ID_BYTES = 8               # int64 ids (TorchRec KeyedJaggedTensor values)
+ROWWISE_STATE_BYTES = 4    # row-wise Adagrad: one fp32 accumulator per row (FBGEMM momentum1)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one GPU holds, looks up and exchanges (per sample of the lookup step, per micro-batch
+    sample of its own); see the module docstring."""
+
+    sharded_tables: int          # tables exchanged (not data parallel)
+    ids_per_sample: float        # sum of the sharded tables' pooling factors (input dist)
+    lookups_per_step_sample: float   # rows (of width ``lookup_dim``) this GPU gathers per sample of
+    lookup_dim: float                # the n b samples of a step, on the busiest GPU
+    replicated_lookups: float    # rows gathered per own sample from replicated tables (width d)
+    held_rows: float             # rows of the sharded tables held by the most loaded GPU
+    held_dim: float              # ... each of this width
+    replicated_params: float     # elements of the replicated tables (dense: all-reduced)
+    op: str                      # the output dist's collective
+    exchange_per_sample: float   # elements of pooled embeddings exchanged per own sample (b units)
+    replicated_tables: int = 0
+
+    def exchange_bytes(self, b: int, n: int, e: int) -> float:
+        """nccl-tests buffer of one forward output dist (or backward gradient dist) per GPU."""
+        if self.sharded_tables == 0 or n <= 1:
+            return 0.0
+        per = self.exchange_per_sample * e
+        return b * n * per if self.op == "reduce-scatter" else b * per
+
+    def ids_bytes(self, b: int, n: int) -> float:
+        """Bytes of one input dist (ids to their tables' owners) per GPU."""
+        return b * self.ids_per_sample * ID_BYTES if self.sharded_tables and n > 1 else 0.0
+
+
+def _table_wise_loads(d: Dlrm, tables: list[int], n: int) -> tuple[float, float]:
+    """(pooling, rows) of the busiest GPU when ``tables`` are placed whole, heaviest pooling first
+    on the GPU with the least pooling so far (ties: fewer rows, lower index)."""
+    heap = [(0.0, 0.0, g) for g in range(n)]
+    order = sorted(tables, key=lambda i: (-d.table_pooling(i), -d.table_rows(i), i))
+    for i in order:
+        pool, rows, g = heapq.heappop(heap)
+        heapq.heappush(heap, (pool + d.table_pooling(i), rows + d.table_rows(i), g))
+    return max(p for p, _, _ in heap), max(r for _, r, _ in heap)
+
+
+def plan(d: Dlrm, n: int) -> Plan:
+    """The sharding of ``d``'s tables over ``n`` GPUs (module docstring)."""
+    everything = list(range(d.tables))
+    if d.sharding == "data_parallel" or n <= 1:
+        sharded: list[int] = []
+    else:
+        sharded = [i for i in everything if d.table_rows(i) > d.dp_max_rows]
+    replicated = [i for i in everything if i not in set(sharded)]
+    pool = float(sum(d.table_pooling(i) for i in sharded))
+    rows = float(sum(d.table_rows(i) for i in sharded))
+    rep_lookups = float(sum(d.table_pooling(i) for i in replicated))
+    rep_params = float(sum(d.table_rows(i) for i in replicated)) * d.dim
+    t = len(sharded)
+    if d.sharding == "table_wise" and sharded:
+        busy_pool, busy_rows = _table_wise_loads(d, sharded, n)
+        return Plan(t, pool, busy_pool, d.dim, rep_lookups, busy_rows, d.dim, rep_params, "all-to-all",
+                    t * d.dim, len(replicated))
+    if d.sharding == "column_wise" and sharded:
+        return Plan(t, pool, pool, d.dim / n, rep_lookups, rows, d.dim / n, rep_params, "all-to-all",
+                    t * d.dim, len(replicated))
+    if d.sharding == "row_wise" and sharded:
+        return Plan(t, pool, pool / n, d.dim, rep_lookups, rows / n, d.dim, rep_params, "reduce-scatter",
+                    t * d.dim, len(replicated))
+    return Plan(0, 0.0, 0.0, d.dim, rep_lookups, 0.0, d.dim, rep_params, "all-to-all", 0.0, len(replicated))

@@ -128,3 +128,17 @@ def test_model_kind_gnn_alone_is_graphsage_on_ogbn_products():
     g = sc.model.gnn
     assert (g.nodes, g.edges, g.features, g.classes) == (2_449_029, 61_859_140, 100, 47)
     assert registry.nouns(sc.model).per_second == "seed nodes"
+
+
+def test_a_sweep_over_a_gnn_field_prices_each_row_as_run_does():
+    """The sweep's row pricing asks the network for the gnn group's size (pricing/keys.RowNetwork):
+    the dimension spans the dp group (Dimension.group), which Network.members resolved only for
+    group shapes — the sweep ended in "internal error (KeyError): 'gnn'" (and 'emb' for dlrm)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["sweep", str(SCENARIO), "--vary", "model.gnn.cache_hit=0,0.9", "--set",
+                     "model.gnn.local_share=0.0625", "--json", "--workers", "1"]) == 0
+    rows = json.loads(out.getvalue())
+    for row, hit in zip(rows, (0, 0.9), strict=True):
+        want = run_json("model.gnn.local_share=0.0625", f"model.gnn.cache_hit={hit}")["iteration_time_s"]
+        assert row["iteration_time_s"] == pytest.approx(want, rel=1e-9)

@@ -100,6 +100,9 @@ class Network:
         hold stage s's two weight copies in a two-direction schedule.
         """
         pl, p = self.placement, self.sc.parallelism
+        known = dimensions.DIMENSIONS.get(dim)
+        if known is not None and known.group:
+            dim = known.group              # emb, gnn span the dp group (Dimension.group), as _shape says
         if dim == "pp":
             nxt = (stage + 1) % p.pp
             return np.array([pl.gpu(pp=stage), pl.gpu(pp=nxt)], dtype=np.int64)

@@ -142,3 +142,18 @@ def test_a_sweep_over_a_gnn_field_prices_each_row_as_run_does():
     for row, hit in zip(rows, (0, 0.9), strict=True):
         want = run_json("model.gnn.local_share=0.0625", f"model.gnn.cache_hit={hit}")["iteration_time_s"]
         assert row["iteration_time_s"] == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("preset, figures", [
+    ("graphsage-products", (2_449_029, 61_859_140, 100, 47, 196_615)),
+    ("graphsage-papers100m", (111_059_956, 1_615_685_872, 128, 172, 1_207_179)),
+])
+def test_the_presets_are_the_ogb_graphs(preset, figures):
+    """Hu et al., "Open Graph Benchmark", NeurIPS 2020, Table 2 (nodes, edges) and the datasets'
+    features, classes and training splits; average degree 50.5 and 29.1 as the OGB paper lists."""
+    sc = from_dict({"model": {"preset": preset}, "training": {"global_batch": 1024, "micro_batch": 1024},
+                    "cluster": {"gpus_per_node": 1, "nodes": 1}})
+    g = sc.model.gnn
+    assert (g.nodes, g.edges, g.features, g.classes, g.train_nodes) == figures
+    assert round(g.average_degree, 1) == {"graphsage-products": 50.5, "graphsage-papers100m": 29.1}[preset]
+    assert g.fanouts == (15, 10, 5) and (g.layers, g.hidden) == (3, 256)

@@ -162,3 +162,13 @@ def test_kind_dlrm_on_a_transformer_scenario_names_the_derived_field(capsys):
     with pytest.raises(ScenarioError) as info:
         from_dict({**raw, "model": {"kind": "cnn", "dlrm": {}}})
     assert info.value.field == "model.kind"
+
+
+def test_a_sweep_over_dlrm_fields_prices_every_row_like_run(capsys):
+    """The pricing keys asked the network for the members of ``emb`` directly (KeyError 'emb':
+    an internal error); the group is resolved where the members are (Network.members)."""
+    assert main(["sweep", str(SCENARIO), "--vary", "model.dlrm.tables=13,26", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["valid"] for r in rows] == [True, True]
+    assert rows[1]["iteration_time_s"] == pytest.approx(simulate(load(SCENARIO)).iteration_time_s, rel=1e-9)
+    assert rows[0]["breakdown_s"]["emb"] < rows[1]["breakdown_s"]["emb"]

@@ -102,7 +102,7 @@ class Network:
         pl, p = self.placement, self.sc.parallelism
         known = dimensions.DIMENSIONS.get(dim)
         if known is not None and known.group:
-            dim = known.group              # emb, gnn span the dp group (Dimension.group), as _shape says
+            dim = known.group            # spans another degree's ranks (Dimension.group: emb, gnn -> dp)
         if dim == "pp":
             nxt = (stage + 1) % p.pp
             return np.array([pl.gpu(pp=stage), pl.gpu(pp=nxt)], dtype=np.int64)

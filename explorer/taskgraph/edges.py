@@ -25,6 +25,7 @@ from ..engine.records import LinkCall, OverlapInfo, priced_link
 from ..engine.scheduler import Task, TaskGraph
 from ..network.collectives import bus_factor
 from ..workloads.spec import Edge, LayerCost
+from .techniques.link_sharing import flow
 
 Parts = tuple[tuple[str, float], ...]
 
@@ -46,6 +47,10 @@ class EdgeCall:
     busbw_GBps: float
     label: str
     links: tuple[LinkCall, ...]      # per unit
+    # The tier that limits the call and its seconds on the wire (link_sharing.flow): the engine
+    # shares that link with another stream's call limited by it (a gradient bucket).
+    tier_limit: str = ""
+    wire_s: float = 0.0
 
 
 def _priced(ctx, e: Edge, stage: int):
@@ -90,11 +95,12 @@ def overlapped(ctx, lc: LayerCost, count: int, stage: int) -> list[EdgeCall]:
         if not e.overlap or e.size_bytes <= 0:
             continue
         cc = _priced(ctx, e, stage)
+        tier, wire = flow(ctx.sc, cc)
         out.append(EdgeCall(e.dim, e.phase, e.op, e.size_bytes, count * cc.time_s,
                             count * e.size_bytes * bus_factor(e.op, cc.n), cc.n, cc.algorithm,
                             cc.boundary, cc.busbw_GBps, e.label or e.op,
                             tuple(c.scaled(count) for c in priced_link(ctx.net, e.dim, e.op, e.size_bytes,
-                                                                       stage, 1))))
+                                                                       stage, 1)), tier, count * wire))
     return out
 
 
@@ -110,7 +116,8 @@ def merged(calls: list[EdgeCall]) -> tuple[EdgeCall, ...]:
         else:
             acc[key] = EdgeCall(c.dim, c.phase, got.op, got.size_bytes, got.time_s + c.time_s,
                                 got.bus_bytes + c.bus_bytes, got.group, got.algorithm, got.tier,
-                                got.busbw_GBps, got.label, got.links + c.links)
+                                got.busbw_GBps, got.label, got.links + c.links,
+                                got.tier_limit or c.tier_limit, got.wire_s + c.wire_s)
     return tuple(acc.values())
 
 
@@ -134,7 +141,7 @@ def _task(s: int, c: EdgeCall, mb: int, local: int, deps: list, count: float) ->
     info = OverlapInfo(mb, local, c.size_bytes, c.group, f"{c.label} ({c.phase}, overlapped)", c.dim,
                        c.bus_bytes, 0, 0.0, c.algorithm, c.tier, c.busbw_GBps)
     return Task(s, stream, stream, c.time_s, deps, 0, ((stream, c.time_s),), info,
-                tuple(x.scaled(count) for x in c.links))
+                tuple(x.scaled(count) for x in c.links), tier=c.tier_limit, wire=c.wire_s)
 
 
 def edge_tasks(g: TaskGraph, ids: dict, chunk_edges, units_share: float) -> dict[int, list[int]]:

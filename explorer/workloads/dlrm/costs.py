@@ -88,8 +88,11 @@ def embedding_layer(sc: Scenario, d: Dlrm, n: int) -> LayerCost:
     # Bytes of one gathered (partial) row: HBM is read in 32-byte sectors (CUDA C++ Best Practices
     # Guide, "Coalesced Access to Global Memory"), so a narrow column shard costs a whole sector.
     row = max(p.lookup_dim * et, SECTOR_BYTES)
-    pooled_out = (step * p.exchange_per_sample / max(n, 1) if p.sharded_tables else 0.0) + \
-        b * p.replicated_tables * d.dim
+    # Pooled sums written: a row-wise shard pools every table for all n b samples (partial sums),
+    # a table- or column-wise one its 1/n of the tables' (or columns') outputs; replicated tables
+    # pool the GPU's own b samples.
+    share = 1.0 if p.op == "reduce-scatter" else 1.0 / max(n, 1)
+    pooled_out = step * p.exchange_per_sample * share + b * p.replicated_tables * d.dim
     fwd = Work(0.0, 0.0, ids * row * cold + pooled_out * e)
     # Backward: each id's pooled-gradient row read, each distinct row and accumulator read and written.
     bwd = Work(0.0, 0.0, ids * p.lookup_dim * e + 2 * ids * cold * (row + STATE_BYTES))

@@ -107,6 +107,14 @@ DIMENSIONS: dict[str, Dimension] = {d.name: d for d in (
               "(model.dlrm.pipeline), fewer or narrower tables (model.dlrm.tables, model.dlrm.dim), "
               "a sharding plan that keeps more of the lookups local (model.dlrm.sharding), or a faster "
               "scale-out network", band=(0.37, 0.16), group="dp"),
+    # A GNN's traffic between graph partitions (explorer/workloads/gnn/): the remote feature fetch
+    # of a sampled mini-batch (DistDGL, arXiv 2010.05337, Sec. 4.2) or the per-layer halo exchange
+    # of full-graph training (PipeGCN, ICLR 2022, Sec. 3); the partitions are the dp replicas.
+    Dimension("gnn", "GNN feature fetch / halo", "#B6992D", "#DDCC77", False,
+              "a partitioning that keeps more sampled neighbours or halo nodes local (model.gnn.local_share, "
+              "model.gnn.halo_nodes), a feature cache (model.gnn.cache_hit), smaller fan-outs, overlapping "
+              "it with compute (model.gnn.overlap), or a faster scale-out network", band=(0.37, 0.16),
+              group="dp"),
 )}
 
 

@@ -267,12 +267,16 @@ def test_every_model_preset_on_every_scenario(preset):
             # fields are derived and not shown).
             conv = model_presets()[name].get("conv")
             dlrm = model_presets()[name].get("dlrm")
+            gnn = model_presets()[name].get("gnn")
             if conv is not None:
                 got, expected, what = (at.sidebar.selectbox(key="model.conv.depth").value, conv["depth"],
                                        "model.conv.depth")
             elif dlrm is not None:          # a recommendation model: its tables reach the controls
                 got, expected, what = (at.sidebar.number_input(key="model.dlrm.tables").value,
                                        dlrm["tables"], "model.dlrm.tables")
+            elif gnn is not None:           # a GNN: its feature width reaches the controls
+                got, expected, what = (at.sidebar.number_input(key="model.gnn.features").value,
+                                       gnn["features"], "model.gnn.features")
             else:
                 got, expected, what = (at.sidebar.number_input(key="model.layers").value,
                                        model_presets()[name]["layers"], "model.layers")

@@ -257,7 +257,8 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) ->
 
 @pytest.mark.parametrize("args,fragments", [
     (["run", "does/not/exist.yaml"], ["does/not/exist.yaml", "no such scenario file"]),
-    (["run", "no-such-scenario"], ["no-such-scenario", "no such scenario file", "teaching-8gpu"]),
+    (["run", "teaching-8gup"], ["teaching-8gup", "no such scenario file", "closest shipped: teaching-8gpu",
+                                "explorer list"]),
     (["run", "teaching-8gpu", "--set", "nonsense.key=1"], ["nonsense", "unknown key"]),
     (["run", "teaching-8gpu", "--set", "parallelism.tp=3"], ["parallelism", "tp*pp*dp*cp"]),
     (["validate", "teaching-8gpu", "--set", "parallelism.tpp=2"], ["parallelism.tpp", "did you mean 'tp'"]),

@@ -20,18 +20,18 @@ from conftest import ROOT
 
 
 def test_the_shared_words_are_the_registrys():
-    assert vocabulary.COMM_DIMS == dimensions.reported() == ("tp", "cp", "ep", "pp", "dp", "emb")
+    assert vocabulary.COMM_DIMS == dimensions.reported() == ("tp", "cp", "ep", "pp", "dp", "emb", "gnn")
     assert vocabulary.BLOCKING_DIMS == dimensions.blocking() == ("tp", "cp", "ep")
-    assert vocabulary.STREAMS == ("compute", "tp", "cp", "ep", "pp", "dp", "emb")
-    assert vocabulary.CATEGORIES == ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "emb", "bubble",
-                                     "optimizer")
+    assert vocabulary.STREAMS == ("compute", "tp", "cp", "ep", "pp", "dp", "emb", "gnn")
+    assert vocabulary.CATEGORIES == ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "emb", "gnn",
+                                     "bubble", "optimizer")
     assert {d: vocabulary.KIND_COLORS[d] for d in vocabulary.COMM_DIMS} == {
         "tp": "#54A24B", "cp": "#72B7B2", "ep": "#FF9DA6", "pp": "#9D755D", "dp": "#E45756",
-        "emb": "#17BECF"}
+        "emb": "#17BECF", "gnn": "#B6992D"}
     assert all(vocabulary.CATEGORY_COLORS[d] == dimensions.get(d).color for d in vocabulary.COMM_DIMS)
     assert timeline_story.BLOCKING_LANES == frozenset(dimensions.blocking())
     assert BAND_OFFSETS["dp"] == (-0.37, 0.16) and BAND_OFFSETS["pp"] == (0.37, 0.16)
-    assert KIND_ORDER[-6:] == vocabulary.COMM_DIMS
+    assert KIND_ORDER[-7:] == vocabulary.COMM_DIMS
 
 
 def test_emb_is_drawn_on_its_own_lane_and_grouped_with_dp():
@@ -40,6 +40,13 @@ def test_emb_is_drawn_on_its_own_lane_and_grouped_with_dp():
     assert dimensions.group_of("emb") == "dp" and dimensions.group_of("dp") == "dp"
     assert "emb" not in vocabulary.BLOCKING_DIMS and BAND_OFFSETS["emb"] == (0.37, 0.16)
     assert vocabulary.PRESENT_COLORS["#17BECF"] == "#88CCEE"
+
+
+def test_gnn_is_drawn_on_its_own_lane_and_grouped_with_dp():
+    """A GNN's feature fetch and halo exchange (explorer/workloads/gnn/) span the data-parallel
+    group (the graph's partitions are the replicas) and run on their own stream when overlapped."""
+    assert dimensions.group_of("gnn") == "dp" and "gnn" not in vocabulary.BLOCKING_DIMS
+    assert BAND_OFFSETS["gnn"] == (0.37, 0.16) and vocabulary.PRESENT_COLORS["#B6992D"] == "#DDCC77"
 
 
 def test_edp_is_reported_as_dp_with_dps_advice():
@@ -51,10 +58,10 @@ def test_edp_is_reported_as_dp_with_dps_advice():
 
 def test_every_presentation_colour_is_okabe_ito_and_one_hex_has_one_counterpart():
     """Okabe & Ito (2008): the eight colours of the palette (and a light grey for the bubble), and
-    Paul Tol's muted indigo, wine, teal, olive (the offload lane) and cyan (emb) beyond eight.  A dimension
-    whose colour a tier or kind shares must map it the same way (dp and scale-across)."""
+    Paul Tol's muted indigo, wine, teal, olive (the offload lane), cyan (emb) and sand (gnn) beyond
+    eight.  A dimension whose colour a tier or kind shares must map it the same way (dp and scale-across)."""
     okabe_ito = {"#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7",
-                 "#999999", "#DDDDDD", "#332288", "#882255", "#44AA99", "#999933", "#88CCEE"}
+                 "#999999", "#DDDDDD", "#332288", "#882255", "#44AA99", "#999933", "#88CCEE", "#DDCC77"}
     used = (set(vocabulary.KIND_COLORS.values()) | set(vocabulary.CATEGORY_COLORS.values())
             | set(vocabulary.TIER_COLORS.values()))
     assert used <= set(vocabulary.PRESENT_COLORS)
@@ -73,7 +80,7 @@ def test_the_sidebar_labels_the_degrees_from_the_registry():
 
 
 def test_unknown_names_are_one_line_errors():
-    known = r"known: tp, cp, ep, pp, dp, edp, pair, emb$"
+    known = r"known: tp, cp, ep, pp, dp, edp, pair, emb, gnn$"
     with pytest.raises(ValueError, match=r"^unknown communication dimension 'gnm'; " + known):
         dimensions.get("gnm")
     with pytest.raises(ValueError, match="unknown view 'gant'"):
@@ -141,7 +148,7 @@ def test_a_new_dimension_is_one_registry_entry():
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout)
-    assert got["comm"] == ["tp", "cp", "ep", "pp", "dp", "emb", "toy"]
+    assert got["comm"] == ["tp", "cp", "ep", "pp", "dp", "emb", "gnn", "toy"]
     assert got["blocking"] == ["tp", "cp", "ep", "toy"] and got["story"] == ["cp", "ep", "toy", "tp"]
     assert got["streams"][-1] == "toy" and got["categories"][-3:] == ["toy", "bubble", "optimizer"]
     assert (got["part"], got["lane"]) == ("toy", "toy")

@@ -76,6 +76,7 @@ SHIPPED = {
     "cloud-25g-dp": "scale-out network",
     "resnet50-cloud-dp": "convolutional", "pipedream-vgg16": "convolutional",
     "dlrm-dcnv2": "recommendation model",
+    "gnn-sage-papers100m": "graph neural network",
     "mixed-generations": "different sizes or GPUs",
     "gossip-exponential": "decentralised",
     "parameter-server": "decentralised",

@@ -56,5 +56,5 @@ def test_only_dp_crosses_the_wan_between_two_datacenters_and_pp_when_placed_acro
     moved = simulate(load(TWO_DC, {"parallelism.order": "tp-cp-dp-pp"})).comm_bytes_by_tier
     assert moved["pp"]["scale-across"] > 0 and moved["dp"]["scale-across"] == 0
     d = simulate(load(TWO_DC)).to_json_dict()["comm_bytes_by_tier"]
-    assert set(d) == {"tp", "cp", "ep", "pp", "dp", "emb"}
+    assert set(d) == {"tp", "cp", "ep", "pp", "dp", "emb", "gnn"}
     assert set(d["dp"]) == {"scale-up", "scale-out", "spine", "scale-across"}

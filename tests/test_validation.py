@@ -629,6 +629,17 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"model": {"preset": "resnet-50", "mtp_depth": 1}, "parallelism": {"tp": 1, "pp": 1, "dp": 16}},
          "model.mtp_depth"),
     ],
+    "rule_gnn": [
+        ({"model": {"kind": "gnn"}, "parallelism": {"tp": 2, "pp": 1, "dp": 8}}, "parallelism.tp"),
+        ({"model": {"kind": "gnn", "gnn": {"fanouts": [10, 5]}}, "parallelism": {"tp": 1, "pp": 1, "dp": 16}},
+         "model.gnn.fanouts"),
+        ({"model": {"kind": "gnn", "gnn": {"train_nodes": 10_000_000}},
+          "parallelism": {"tp": 1, "pp": 1, "dp": 16}}, "model.gnn.train_nodes"),
+        ({"model": {"kind": "gnn", "gnn": {"mode": "fullgraph"}},
+          "parallelism": {"tp": 1, "pp": 1, "dp": 16}}, "training.global_batch"),
+        ({"model": {"kind": "gnn"}, "parallelism": {"tp": 1, "pp": 1, "dp": 16}, "training.dtype": "fp8"},
+         "training.dtype"),
+    ],
     "rule_tp_divides_heads": [({"model": {"layers": 4, "hidden": 768, "heads": 12},
                                "parallelism": {"tp": 8, "pp": 1, "dp": 2}}, "parallelism.tp")],
     "rule_kv_heads_divide_heads": [({"model.kv_heads": 5}, "model.kv_heads")],
@@ -753,7 +764,7 @@ def test_a_field_the_loader_derives_is_not_the_users(path):
     with pytest.raises(ScenarioError) as e:
         from_dict(apply_overrides(raw, {path: [3.0, 3.0] if path.endswith("s") else "b200"}))
     assert e.value.field == path and "unknown key" in str(e.value)
-    assert len(DERIVED) == 5
+    assert len(DERIVED) == 6         # model.gnn.partitions: parallelism.dp (config/gnn.py)
 
 
 def test_the_valid_base_passes_every_rule():

@@ -78,7 +78,7 @@ def test_a_vgg_takes_images_not_clips():
     assert info.value.field == "model.conv.frames"
 
 
-@pytest.mark.parametrize("kind", ["gnn", "rnn"])  # dlrm: tests/test_dlrm.py
+@pytest.mark.parametrize("kind", ["rnn"])  # dlrm: tests/test_dlrm.py; gnn: tests/test_gnn.py
 def test_unmodelled_kinds_are_refused_with_exit_code_2(kind, capsys):
     assert main(["run", str(GPT3), "--set", f"model.kind={kind}"]) == 2
     err = capsys.readouterr().err.strip()

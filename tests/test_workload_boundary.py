@@ -150,13 +150,16 @@ def test_what_the_registry_says_a_family_supports_is_what_it_is_asked():
         with pytest.raises(ScenarioError):
             load(RESNET, {f"parallelism.{dim}": 2, "parallelism.dp": 32})
     assert needs_simulation(sc) and not conv.estimator and tr.estimator
-    # Each family's sidebar hides every other family's controls (issue 36 added dlrm's).
+    # Every family's controls are hidden while another family's model is shown (transformer,
+    # convnet, dlrm, gnn), and together they are the model's controls.
     families = [registry.get(n) for n in registry.names()]
     for w in families:
         assert hidden_model_keys(w) == frozenset().union(*(o.control_keys for o in families if o is not w))
     assert frozenset().union(*(w.control_keys for w in families)) == set(MODEL_KEYS)
     dlrm = registry.get("dlrm")
     assert dlrm.dimensions == ("dp", "emb") and not dlrm.estimator and not dlrm.pipeline_split
+    gnn = registry.get("gnn")
+    assert gnn.dimensions == ("dp", "gnn") and not gnn.pipeline_split and not gnn.estimator
     assert registry.nouns(sc.model).layers == "residual blocks of a ResNet-50"
 
 

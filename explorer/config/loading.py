@@ -41,6 +41,8 @@ from .dlrm import derive as derive_dlrm
 from .domains import apply_rack_defaults, default_domain
 from .frameworks import profile
 from .frozen import evolve
+from .gnn import GNN_DERIVED, fill_partitions
+from .gnn import derive as derive_gnn
 from .inputs import MAX_BYTES, parse_document
 from .model_parts import MODEL_KINDS, MODELLED_KINDS, Conv
 from .moe_dispatch import dispatcher_sms
@@ -79,7 +81,7 @@ def resolve_presets(given: Mapping[str, Any]) -> dict[str, Any]:
     model = raw.get("model")
     if isinstance(model, dict) and model.get("preset") is not None:
         base = preset("models", model["preset"], "model.preset")
-        for part in ("moe", "conv", "dlrm"):
+        for part in ("moe", "conv", "dlrm", "gnn"):
             mine = model.get(part)
             if isinstance(mine, dict) and isinstance(base.get(part), dict):
                 model = {**model, part: {**base[part], **mine}}
@@ -113,6 +115,8 @@ def derive_model(model: dict[str, Any]) -> dict[str, Any]:
                                           "model.conv")
     if kind == "dlrm" or model.get("dlrm") is not None:
         return derive_dlrm(model)                # model.dlrm (config/dlrm.py)
+    if kind == "gnn" or (model.get("kind") is None and model.get("gnn") is not None):
+        return {**derive_gnn(model), "kind": "gnn"}     # GraphSAGE: explorer/config/gnn.py
     if kind == "cnn" and model.get("conv") is None:
         model = {**model, "conv": {}}            # model.kind cnn alone: the Conv defaults (ResNet-50)
     conv = model.get("conv")
@@ -135,7 +139,7 @@ def derived_model_fields(m: Any) -> tuple[str, ...]:
     written by :func:`to_dict`): CONV_DERIVED for a convolutional network, none otherwise."""
     if getattr(m, "dlrm", None) is not None:
         return DLRM_DERIVED
-    return CONV_DERIVED if m.conv is not None else ()
+    return CONV_DERIVED if m.conv is not None else GNN_DERIVED if m.gnn is not None else ()
 
 
 def _filled(obj: Any, **values: Any) -> Any:
@@ -220,10 +224,11 @@ def fill_defaults(sc: Scenario) -> Scenario:
             raise ScenarioError("parallelism", f"tp*pp*cp = {denom} does not divide the {cluster.gpus} GPUs "
                                 f"(nodes*gpus_per_node); choose degrees whose product divides {cluster.gpus}")
         par = evolve(par, dp=cluster.gpus // denom)
+    dp = par.dp
+    assert dp is not None                      # derived just above when absent
     if comm.bucket_MB is None:
-        dp = par.dp
-        assert dp is not None                  # derived just above when absent
         comm = evolve(comm, bucket_MB=profile(sc.training.framework).default_bucket_MB(dp, sc.training.dtype))
+    model = fill_partitions(model, dp)              # a GNN's partitions are the dp replicas
     hardware = _once("hardware", lambda hw, g: _filled(hw, gpu=g), sc.hardware, gpu)
     return _filled(sc, model=model, hardware=hardware, cluster=cluster, parallelism=par, communication=comm)
 

@@ -1,5 +1,5 @@
-"""The scenario's ``model`` section: what is trained (a transformer's shape, or the convolutional
-or recommendation model whose transformer fields the loader derives).  Kept beside
+"""The scenario's ``model`` section: what is trained (a transformer's shape, or the convolutional,
+recommendation or graph model whose transformer fields the loader derives).  Kept beside
 :mod:`explorer.config.sections`, which re-exports it, so that each module stays one concept."""
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ from dataclasses import dataclass, field
 
 from .bounds import _FROM_PRESET
 from .dlrm import Dlrm
+from .gnn import GNN_FIELD, Gnn
 from .model_parts import HEAD_DIM, KIND, KV_HEADS, MLA, Conv, MoE, first_moe_layer
 
 
 @dataclass(frozen=True)
 class Model:
     """The network: a transformer (shape, vocabulary, sequence length, optional MoE, MLA), or with
-    ``conv`` or ``dlrm`` a convolutional or recommendation model whose transformer fields are derived."""
+    ``conv``, ``dlrm`` or ``gnn`` a convolutional, recommendation or graph model whose transformer
+    fields the loader derives."""
 
     preset: str | None = field(default=None, metadata={
         "doc": "start from a named model (explorer/data/models.yaml)"})
@@ -49,6 +51,7 @@ class Model:
         "doc": "a convolutional network (ResNet, SlowOnly video ResNet) instead of a transformer; "
                "absent = a transformer"})
     dlrm: Dlrm | None = field(default=None, metadata={"doc": "a recommendation model (DLRM, DCNv2)"})
+    gnn: Gnn | None = GNN_FIELD      # a graph neural network (explorer/config/gnn.py, issue 36)
 
     @property
     def is_moe(self) -> bool:
@@ -57,10 +60,10 @@ class Model:
 
     @property
     def samples(self) -> str:
-        """What one sequence of the batch is, plural, for labels: tokens are counted per second for
-        a transformer; a convolutional network counts images (or clips of a video model)."""
+        """What the batch counts, plural, for labels: tokens (a transformer), images or clips (a
+        convolutional network), samples (a recommendation model), seed nodes (a GNN)."""
         if self.conv is None:
-            return "samples" if self.dlrm is not None else "tokens"     # a recommendation model
+            return "samples" if self.dlrm is not None else "seed nodes" if self.gnn is not None else "tokens"
         return "clips" if self.conv.frames > 1 else "images"
 
     @property

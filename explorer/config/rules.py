@@ -15,6 +15,7 @@ from collections.abc import Callable
 from ..schedules import registry
 from .domains import DOMAIN_RULES
 from .fp8_recipes import check_recipe
+from .gnn import rule_gnn
 from .hetero_rules import HETERO_RULES
 from .kernel_rules import rule_triton_head_dim
 from .model_parts import MoE
@@ -329,8 +330,8 @@ def rule_fp8_recipe_on_gpu(sc: Scenario) -> None:
 
 
 RULES: tuple[Rule, ...] = (
-    rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_tp_divides_heads,
-    rule_kv_heads_divide_heads,
+    rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_gnn,
+    rule_tp_divides_heads, rule_kv_heads_divide_heads,
     rule_tp_and_kv_heads_divide, rule_layers_fill_chunks, rule_dp_priority_needs_flushing_schedule,
     rule_batch_divides,
     rule_schedule,                 # after the batch rule: the registry's rules count whole micro-batches

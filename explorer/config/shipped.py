@@ -7,6 +7,7 @@ wheel).  :data:`SCENARIO_DIR` is whichever exists, the installed copy first, so
 """
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 
@@ -46,4 +47,8 @@ def resolve_scenario_path(name: str) -> Path:
     for cand in (SCENARIO_DIR / f"{name}.yaml", SCENARIO_DIR / f"{name}.yml", SCENARIO_DIR / f"{name}.json"):
         if _NAME.fullmatch(name) and cand.is_file():
             return cand
-    raise ScenarioError(name, f"no such scenario file (shipped scenarios: {', '.join(shipped_scenarios())})")
+    # The closest names, not all of them: the list outgrew the CLI's one-line error (400 characters).
+    names = list(shipped_scenarios())
+    close = difflib.get_close_matches(name[:64], names, n=3, cutoff=0.0)
+    raise ScenarioError(name, f"no such scenario file (closest shipped: {', '.join(close)}; all "
+                              f"{len(names)}: python -m explorer list)")

@@ -105,7 +105,7 @@ class Network:
         pl, p = self.placement, self.sc.parallelism
         known = dimensions.DIMENSIONS.get(dim)
         if known is not None and known.group:
-            dim = known.group            # spans another degree's ranks (Dimension.group: emb -> dp)
+            dim = known.group            # spans another degree's ranks (Dimension.group: emb, gnn -> dp)
         if p.stage_replicas:             # PipeDream's per-stage replicas (replica_groups.py)
             got = replica_members(self.sc, dim, stage)
             if got is not None:

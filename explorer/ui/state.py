@@ -224,7 +224,8 @@ def current_raw() -> dict[str, Any]:
     controls of the other workload families (a ResNet's, or the transformer fields a ResNet derives)
     are left out."""
     base_raw, base_sc = preset_scenario(st.session_state["_scenario"])
-    raw = apply_overrides(base_raw, st.session_state.get("_extra", {}))
+    extra = st.session_state.get("_extra", {})
+    raw = apply_overrides(base_raw, extra)
     base_values = widget_values(base_sc)
     hidden = hidden_model_keys(sidebar_workload())
     overrides = {}
@@ -238,6 +239,9 @@ def current_raw() -> dict[str, Any]:
     if overrides.get("model.preset"):
         # A new model preset replaces the dims the old one had: start the model from it.
         raw["model"] = {"preset": overrides.pop("model.preset")}
+        # The model's fields without a widget (an upload's model.gnn.local_share) are the new model's
+        # (on_model_preset_change drops them when the user picks another preset).
+        raw = apply_overrides(raw, {k: v for k, v in extra.items() if k.startswith("model.")})
     return apply_overrides(raw, _without_derived(raw, overrides))
 
 

@@ -16,6 +16,7 @@ from ..network import compression
 from .convnet import workload as convnet
 from .dlrm import workload as dlrm
 from .family import DEGREES, Nouns, Workload
+from .gnn import workload as gnn
 from .spec import WorkloadSpec
 from .transformer import workload as transformer
 
@@ -49,6 +50,13 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
                      "an all-to-all, dense MLPs data parallel.",
              citation="Naumov et al., arXiv 1906.00091; Wang et al., DCN V2, WWW 2021; Ivchenko et al., "
                       "TorchRec, RecSys 2022; MLPerf Training DLRM-DCNv2"),
+    # GraphSAGE over graph partitions = the dp replicas; its own traffic on the gnn dimension.
+    Workload("gnn", gnn.recognises, gnn.spec, gnn.params, gnn.nouns, ("dp", "gnn"), estimator=False,
+             powersgd_factor=None, controls=gnn.CONTROLS, caption=gnn.caption,
+             summary="A graph neural network (GraphSAGE): mini-batch with sampled neighbours and remote "
+                     "feature fetch, or full graph with per-layer halo exchange.",
+             citation="Hamilton et al., NeurIPS 2017; Zheng et al., DistDGL, arXiv 2010.05337; Wan et al., "
+                      "PipeGCN, ICLR 2022"),
 )}
 
 

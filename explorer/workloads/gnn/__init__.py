@@ -1,0 +1,1 @@
+"""Graph neural network training (GraphSAGE): mini-batch with neighbour sampling, or full graph."""

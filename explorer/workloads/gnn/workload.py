@@ -1,0 +1,69 @@
+"""The graph neural network family as the registry sees it (explorer/workloads/registry.py): a
+scenario whose model has a ``gnn`` section (``model.kind: gnn``).  GraphSAGE, every layer its own
+layer kind (costs.py: its block shrinks hop by hop towards the seeds), nothing before the first
+layer, the loss after the last; data parallel only (the graph's partitions are the replicas: the
+model's gradients are all-reduced over dp as any model's), and the ``gnn`` dimension for the
+traffic between partitions (the remote feature fetch of a mini-batch, the halo exchange of a
+full-graph pass).  Seed nodes are its samples; one full-graph unit is one partition's pass.
+"""
+from __future__ import annotations
+
+from ...config import Model, Scenario
+from ..family import Nouns
+from ..spec import WorkloadSpec
+from . import costs
+from .edges import with_edges
+
+
+def recognises(m: Model) -> bool:
+    """A model with a ``gnn`` section (model.gnn) is a graph neural network."""
+    return m.gnn is not None
+
+
+def spec(sc: Scenario) -> WorkloadSpec:
+    """One kind per GraphSAGE layer, each a run of one, input layer first, with its gnn edges."""
+    g = sc.model.gnn
+    assert g is not None
+    timer = costs.GemmTimer(sc)
+    blocks = costs.blocks(g, costs.seeds(sc))
+    n = len(blocks)
+    layers = tuple(with_edges(sc, i, costs.layer_cost(sc, timer, b, i == 0, i == n - 1), b)
+                   for i, b in enumerate(blocks))
+    return WorkloadSpec(layers, tuple((i, 1) for i in range(n)), costs.input_cost(sc), costs.loss_cost(sc),
+                        distinct_layers=True)
+
+
+def params(sc: Scenario) -> float:
+    """Every trainable parameter: per layer W_self and W_neigh (in x out each) and a bias."""
+    g = sc.model.gnn
+    assert g is not None
+    return float(sum(2 * a * b + b for a, b in costs.widths(g)))
+
+
+def nouns(m: Model) -> Nouns:
+    """Seed nodes per second (partitions for a full-graph pass); layers are GraphSAGE layers."""
+    assert m.gnn is not None
+    if m.gnn.mode == "fullgraph":
+        return Nouns("partition passes", "partitions", "GraphSAGE layers", "input", "loss")
+    return Nouns("seed nodes", "seed nodes", "GraphSAGE layers", "input", "loss")
+
+
+def caption(m: Model) -> str:
+    """What the transformer fields the loader derived are for this GNN."""
+    g = m.gnn
+    assert g is not None
+    how = ("full-graph, halo exchange per layer" if g.mode == "fullgraph"
+           else f"mini-batch, fan-outs {list(g.fanouts)}")
+    return (f"GraphSAGE ({how}): {g.layers} layers of width {g.hidden} on a graph of {g.nodes:,} nodes "
+            f"and {g.edges:,} edges, {g.features} features, {g.classes} classes. Trains data-parallel over "
+            "graph partitions (tp, cp, ep, pp 1).")
+
+
+CONTROLS = (
+    ("model.gnn.mode", "GNN training (mini-batch or full graph)", "choice"),
+    ("model.gnn.features", "Input feature width", "int"),
+    ("model.gnn.hidden", "Hidden width", "int"),
+    ("model.gnn.cache_hit", "Feature cache hit rate", "float"),
+    ("model.gnn.halo_nodes", "Halo nodes per partition (0 = random)", "int"),
+    ("model.gnn.overlap", "Overlap fetch/halo with compute", "bool"),
+)

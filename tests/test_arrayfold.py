@@ -38,7 +38,7 @@ from explorer.pricing.program import KINDS
 from explorer.result.timeline import estimate_rows, folded_timeline
 from explorer.scenario import ScenarioError, from_dict, load
 from explorer.simulate import simulate
-from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.make import iteration_builder
 from explorer.vocabulary import CATEGORIES, CATEGORY_OF_PART
 
 from conftest import ROOT
@@ -346,7 +346,7 @@ def test_zero_gathers_fold_over_arrays(zero, overlap):
     raw["parallelism"]["zero"] = zero
     raw["communication"] = {"dp_overlap": overlap, "contention": False}
     sc = from_dict(raw)
-    tl = tail(IterationBuilder(sc))
+    tl = tail(iteration_builder(sc))
     gathers = (tl.role == GATHER_FIRST).sum() if overlap else (tl.role == GATHER_AFTER).sum()
     assert gathers == 8                  # one bucket per stage's chunk (under 40 MB of parameters)
     r = simulate(sc)

@@ -10,7 +10,7 @@ from explorer.analysis import class_breakdown
 from explorer.scenario import from_dict, load
 from explorer.schedules.dualpipe import ideal_makespan as dualpipe_makespan
 from explorer.simulate import simulate, stage_passes
-from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.make import iteration_builder
 from explorer.teaching.bubble import explain_bubble
 
 from conftest import SCENARIO_FILES, pipeline_raw
@@ -62,7 +62,7 @@ def test_terapipe_slices_formula(k):
 def test_zero_bubble_formulas_use_this_scenarios_F_B_W():
     p, m = 4, 8
     h1, h2 = _ideal("zb-h1", p, m, 1), _ideal("zb-h2", p, m, 1)
-    F, B, W = stage_passes(IterationBuilder(h1.scenario))
+    F, B, W = stage_passes(iteration_builder(h1.scenario))
     # Qi et al. 2024: ZB-H1 (p-1)(F+B-W), ZB-H2 (p-1)(F+B-2W), each against m(F+B+W) of work.
     b1, b2 = (p - 1) * (F + B - W), (p - 1) * max(0.0, F + B - 2 * W)
     assert h1.bubble_formula == pytest.approx(b1 / (m * (F + B + W) + b1), rel=1e-12)
@@ -73,7 +73,7 @@ def test_zero_bubble_formulas_use_this_scenarios_F_B_W():
 @pytest.mark.parametrize("p,m", [(4, 16), (8, 32)])
 def test_dualpipe_exact_bubble_and_the_reports_closed_form(p, m):
     r = _ideal("dualpipe", p, m, 1)
-    F, B, W = stage_passes(IterationBuilder(r.scenario))
+    F, B, W = stage_passes(iteration_builder(r.scenario))
     T = dualpipe_makespan(p, m, F, B, W)
     assert r.iteration_time_s == pytest.approx(T, rel=1e-12)
     # DeepSeek-V3 Table 2, (PP/2-1)(F&B+B-3W) with F&B = F+B+W and B the full backward: within

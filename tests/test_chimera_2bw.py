@@ -18,7 +18,7 @@ from explorer.scenario import ScenarioError, from_dict, load, shipped_scenarios
 from explorer.schedules import chimera, pipedream_2bw, registry
 from explorer.schedules.base import BubbleInputs
 from explorer.simulate import simulate
-from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.make import iteration_builder
 from explorer.taskgraph.techniques.optimizer import GRAD_BYTES, PARAM_BYTES
 from explorer.teaching.schedule_story import narrate
 from explorer.teaching.unit_time import as_rows, makespan, textbook_micro_batches, unit_grid
@@ -218,7 +218,7 @@ def test_weights_chimera_holds_two_stages_and_2bw_two_versions_per_gpu():
     2021 Sec. 3.1) keeps two versions of its one stage's weights (gradients and optimizer state
     once), PipeDream p - s versions."""
     sc = load(SHIPPED["teaching-8gpu"], {"parallelism.schedule": "chimera"})
-    b = IterationBuilder(sc)
+    b = iteration_builder(sc)
     r = simulate(sc)
     p = sc.parallelism.pp
     for s in range(p):

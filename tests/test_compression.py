@@ -135,10 +135,10 @@ def test_hooked_compressors_send_buckets_during_the_backward(kind, overlaps):
     send each bucket as it becomes ready, during the backward; 1-bit Adam compresses in the
     optimizer step, so its first reduction starts only after the last backward pass ends."""
     from explorer.engine.scheduler import run
-    from explorer.taskgraph.builder import IterationBuilder
+    from explorer.taskgraph.make import iteration_builder
 
     sc = load(ROOT / "scenarios" / "resnet50-cloud-dp.yaml", {"communication.compression.kind": kind})
-    g = IterationBuilder(sc).build()
+    g = iteration_builder(sc).build()
     run(g)
     backward_end = max(t.end for t in g.tasks if t.stream == "compute" and t.kind == "backward")
     first_dp = min(t.start for t in g.tasks if t.stream == "dp")

@@ -13,7 +13,7 @@ from explorer.estimate import estimate_many
 from explorer.physics import host_link
 from explorer.scenario import apply_overrides, from_dict, load_raw
 from explorer.simulate import Result, simulate
-from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.make import iteration_builder
 
 from conftest import ROOT
 
@@ -58,7 +58,7 @@ def test_recomputing_n_layers_trades_memory_for_flops_in_proportion():
     two = _run(_raw(recompute_layers=2))
     assert full.memory.activations < two.memory.activations < none.memory.activations
     assert none.iteration_time_s < two.iteration_time_s < full.iteration_time_s
-    flops = {k: sum(c.hw_flops for c in IterationBuilder(from_dict(_raw(**tr))).chunks)
+    flops = {k: sum(c.hw_flops for c in iteration_builder(from_dict(_raw(**tr))).chunks)
              for k, tr in (("none", {}), ("full", {"recompute": "full"}), ("two", {"recompute_layers": 2}))}
     assert flops["two"] - flops["none"] == pytest.approx((flops["full"] - flops["none"]) / 2, rel=1e-9)
     assert _run(_raw(recompute_layers=4)).memory.activations == pytest.approx(

@@ -11,8 +11,8 @@ from explorer.physics.hardware import ComputeModel
 from explorer.physics.kernels import gemm_seconds
 from explorer.scenario import ScenarioError, from_dict, load
 from explorer.simulate import simulate
-from explorer.taskgraph.builder import IterationBuilder
 from explorer.taskgraph.chunks import ChunkWork
+from explorer.taskgraph.make import iteration_builder
 from explorer.workloads.convnet import arch as convnet_arch
 from explorer.workloads.convnet import blocks as convnet
 from explorer.workloads.registry import powersgd_factor
@@ -75,7 +75,7 @@ def test_model_flops_are_three_forwards_minus_the_stems_data_gradient():
     sc = from_dict(_single_gpu())
     net = convnet_arch.build(50)
     b = 256
-    ch = IterationBuilder(sc).chunks[0]
+    ch = iteration_builder(sc).chunks[0]
     stem_macs = net.stem.positions * net.stem.c_out * net.stem.reduction
     assert ch.model_flops == pytest.approx(b * (3 * 2 * net.forward_macs - 2 * stem_macs), rel=1e-12)
 
@@ -121,7 +121,7 @@ def test_one_a100_trains_resnet50_near_nvidias_published_rate():
 
 def test_gradients_are_ready_in_the_blocks_backward_order():
     sc = load(SCENARIO)
-    b = IterationBuilder(sc)
+    b = iteration_builder(sc)
     ch = b.chunks[0]
     cm = ComputeModel.for_scenario(sc)
     net = convnet_arch.build(50)

@@ -15,7 +15,7 @@ from explorer.schedules import cross_dc, pipeline
 from explorer.schedules.base import Timing
 from explorer.schedules.pipeline import one_f_one_b
 from explorer.simulate import simulate
-from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.make import iteration_builder
 
 from conftest import ROOT, pipeline_raw
 
@@ -114,7 +114,7 @@ def test_remedies_are_never_slower_than_1f1b(schedule):
                       for s in ("1f1b", schedule))
         assert new <= plain * (1 + 1e-12), (p, m, L, layers)
         # Without any WAN delay (free communication: L = 0 and no transfer time) the order is 1F1B's.
-        free = [IterationBuilder(from_dict(cross_raw(p, m, s, L, model__layers=layers,
+        free = [iteration_builder(from_dict(cross_raw(p, m, s, L, model__layers=layers,
                                                      parallelism__ideal_pipeline=True)))
                 for s in ("1f1b", schedule)]
         assert free[0].orders == free[1].orders
@@ -125,7 +125,7 @@ def test_remedies_are_never_slower_than_1f1b(schedule):
 def test_crosspipe_respects_its_memory_cap():
     """Peak micro-batches in flight on every stage <= parallelism.max_in_flight, on the real orders."""
     for cap in (1, 2, 3, 5, 9):
-        b = IterationBuilder(from_dict(cross_raw(6, 12, "crosspipe", 3.0, parallelism__max_in_flight=cap)))
+        b = iteration_builder(from_dict(cross_raw(6, 12, "crosspipe", 3.0, parallelism__max_in_flight=cap)))
         assert max(pipeline.peak_in_flight(o) for o in b.orders) <= cap
         assert sorted(op for o in b.orders for op in o) == sorted(
             op for s in range(6) for op in one_f_one_b(s, 6, 12))       # every pass exactly once
@@ -134,7 +134,7 @@ def test_crosspipe_respects_its_memory_cap():
 def test_latency_aware_memory_is_one_more_micro_batch_before_the_wan():
     """Extra warm-up k = ceil(R/(F+B)) = 1 here: stages before the WAN hold p - s + 1 micro-batches,
     the others 1F1B's p - s; the memory report replays those orders."""
-    b = IterationBuilder(from_dict(cross_raw(4, 8, "1f1b-latency", 0.5)))
+    b = iteration_builder(from_dict(cross_raw(4, 8, "1f1b-latency", 0.5)))
     assert [pipeline.peak_in_flight(o) for o in b.orders] == [5, 4, 2, 1]
     t = Timing((1.0,) * 4, (2.0,) * 4, (0.0, 7.0, 0.0), (False, True, False))
     assert cross_dc.extra_warmup(t) == (5, 5, 0, 0)                   # ceil(R/(F+B)) = ceil(14/3)
@@ -204,7 +204,7 @@ def test_claim_1f1b_pays_the_round_trip():
     the slowest stage before the WAN (`parallelism.stage_layers: [10, 10, 10, 11, 10, 10, 10, 9]`)
     and the stall is whole: 5.51 s, 0.24 s of exposed `pp`"."""
     r = _run()
-    timing = IterationBuilder(r.scenario).timing()
+    timing = iteration_builder(r.scenario).timing()
     per_unit = [f + b for f, b in zip(timing.fwd, timing.bwd, strict=True)]
     assert per_unit[-1] == pytest.approx(0.136, abs=1e-3)
     assert max(per_unit[:-1]) == pytest.approx(0.125, abs=1e-3)

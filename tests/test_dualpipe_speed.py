@@ -13,9 +13,9 @@ from explorer.scenario import load
 from explorer.schedules.registry import get as get_schedule
 from explorer.simulate import simulate
 from explorer.taskgraph import order_memo, split
-from explorer.taskgraph.builder import IterationBuilder
 from explorer.taskgraph.dualpipe_split import pair_split
 from explorer.taskgraph.layout import normalise
+from explorer.taskgraph.make import iteration_builder
 from explorer.taskgraph.split_cost import split_costs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ def test_memoised_orders_and_steps_are_the_registry_s(name, p, units, v):
 
 def test_the_pair_split_memo_gives_the_search_s_split():
     sc = load(ROOT / "scenarios" / "deepseek-v3.yaml")
-    b = IterationBuilder(sc)
+    b = iteration_builder(sc)
     costs = split_costs(sc, b.net, b.cm, b.spec, b.tied)
     split._PAIR_SPLITS.clear()
     got = split.choose_split(None, costs, b.p, None, b.m)

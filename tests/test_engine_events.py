@@ -15,7 +15,8 @@ from test_random_scenarios import random_raw
 from explorer.engine.scheduler import Task, TaskGraph, run
 from explorer.network.groups import Network
 from explorer.scenario import ScenarioError, from_dict
-from explorer.taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
+from explorer.taskgraph.builder import IDEAL_ASPECTS
+from explorer.taskgraph.make import iteration_builder
 
 
 def reference_run(tasks: list[Task]) -> list[tuple[float, float, float, int]]:
@@ -98,6 +99,6 @@ def test_random_scenario_graphs_schedule_as_before(seed: int) -> None:
     # are built without it (a call that never shares ends at start + duration, as here).
     sc = replace(sc, communication=replace(sc.communication, contention=False))
     ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
-    graph = IterationBuilder(sc, Network(sc, free="comm" in ideal), ideal).build()
+    graph = iteration_builder(sc, Network(sc, free="comm" in ideal), ideal).build()
     if len(graph) <= 20_000:
         assert_same_schedule(graph.tasks)

@@ -23,7 +23,7 @@ from test_random_scenarios import random_raw
 from explorer.estimate import Estimates, estimate, estimate_many, estimate_overrides, scenarios_from_overrides
 from explorer.scenario import ScenarioError, apply_overrides, from_dict, load, load_raw, shipped_scenarios
 from explorer.simulate import simulate
-from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.make import iteration_builder
 from explorer.vocabulary import CATEGORIES
 
 REL = 1e-9                    # float rounding: the estimate adds the same seconds in another order
@@ -377,6 +377,6 @@ def test_memory_follows_a_split_that_moves_with_the_network():
     base = {"parallelism.schedule": "1f1b", "parallelism.zero": 3, "parallelism.pp": 4, "parallelism.dp": 2,
             "parallelism.order": "tp-cp-pp-dp"}
     scs = [load(shipped_scenarios()["zero-bubble-8gpu"], {**base, **over}) for over in ({}, two)]
-    splits = [IterationBuilder(sc).layer_counts for sc in scs]
+    splits = [iteration_builder(sc).layer_counts for sc in scs]
     assert splits[0] != splits[1]
     assert_agrees(scs, estimate_many(scs))

@@ -12,7 +12,7 @@ from app_support import run_app
 
 OKABE_ITO_SET = {"#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7",
                  "#999999", "#DDDDDD", "#332288", "#882255", "#44AA99",   # and Paul Tol's muted
-                 "#999933"}                                                  # indigo, wine, teal, olive
+                 "#999933", "#88CCEE", "#DDCC77"}       # indigo, wine, teal, olive, cyan, sand (Tol 2021)
 
 
 def test_every_app_colour_has_a_colour_blind_safe_counterpart():

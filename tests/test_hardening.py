@@ -289,9 +289,9 @@ def test_9_the_megatron_1t_row_stays_within_budget():
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml")))
 def test_9_estimate_bounds_the_real_task_graph(name):
-    from explorer.taskgraph.builder import IterationBuilder
+    from explorer.taskgraph.make import iteration_builder
     sc = load(ROOT / "scenarios" / f"{name}.yaml")
-    real = len(IterationBuilder(sc).build().tasks)
+    real = len(iteration_builder(sc).build().tasks)
     e = estimate(sc)
     assert real <= e.tasks <= 3 * real
     assert e.timeline_rows >= e.tasks - sc.parallelism.pp

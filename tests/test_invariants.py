@@ -6,7 +6,7 @@ import pytest
 
 from explorer.scenario import ScenarioError, apply_overrides, from_dict, load, load_raw
 from explorer.simulate import simulate
-from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.make import iteration_builder
 
 from conftest import SCENARIO_FILES, pipeline_raw
 
@@ -99,7 +99,7 @@ def test_task_count_depends_on_pipeline_shape_not_gpu_count():
     big_raw["parallelism"]["dp"] = 2048
     big_raw["training"]["global_batch"] = 8 * 2048
     big = from_dict(big_raw)
-    assert len(IterationBuilder(small).build()) == len(IterationBuilder(big).build())
+    assert len(iteration_builder(small).build()) == len(iteration_builder(big).build())
 
 
 def test_slower_wan_makes_dp_across_datacenters_the_bottleneck():

@@ -24,7 +24,7 @@ from explorer.config.fp8_recipes import AMAX_HISTORY_LEN
 from explorer.estimate.fast import estimate_many
 from explorer.scenario import apply_overrides, from_dict
 from explorer.simulate import simulate
-from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.make import iteration_builder
 
 # Llama 3 8B (Dubey et al. 2024, Table 3): 32 layers, h 4096, 8 KV heads of 128, FFN 14336.
 H, KV, FFN, LAYERS = 4096, 1024, 14336, 32
@@ -43,7 +43,7 @@ def _llama70b(framework: str, pp: int = 4, zero: int = 3) -> dict[str, Any]:
 
 def _held(raw: dict[str, Any], stage: int) -> tuple[float, float]:
     """(parameters, bf16 bytes of the largest gathered layer) of ``stage``'s chunks."""
-    chunks = [ch for ch, _ in IterationBuilder(from_dict(raw)).rank_chunks(stage)]
+    chunks = [ch for ch, _ in iteration_builder(from_dict(raw)).rank_chunks(stage)]
     return sum(c.params + c.expert_params for c in chunks), max(c.fsdp_layer_bytes for c in chunks)
 
 
@@ -134,5 +134,5 @@ def test_the_memory_weighing_split_counts_fsdp2s_gathered_stage():
     from explorer.taskgraph.split_cost import held_bytes_per_param
     for framework, whole in (("torchtitan", 2 + 4), ("fsdp", 0)):
         sc = from_dict(_llama70b(framework))
-        dense, _ = held_bytes_per_param(sc, IterationBuilder(sc).net)
+        dense, _ = held_bytes_per_param(sc, iteration_builder(sc).net)
         assert dense == pytest.approx((2 + 2 + 12) / sc.dp + whole, rel=1e-12)

@@ -9,7 +9,7 @@ import pytest
 from explorer.result.memory_timeline import memory_timeline
 from explorer.scenario import load
 from explorer.simulate import simulate
-from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.make import iteration_builder
 
 from app_support import run_app
 from conftest import ROOT
@@ -43,7 +43,7 @@ def test_gpipe_holds_every_micro_batch_and_1f1b_at_most_p():
     """Stage 0 of teaching-8gpu (p = 4): GPipe keeps all m of its micro-batches' activations at once
     (GPipe, Huang et al. 2019), 1F1B at most p (Narayanan et al. SC21, Sec. 2.2)."""
     sc = load(TEACH, {"parallelism.schedule": "gpipe"})
-    act = IterationBuilder(sc).chunk_of(0, 0).act_bytes
+    act = iteration_builder(sc).chunk_of(0, 0).act_bytes
     m, p = sc.micro_batches, sc.parallelism.pp
     gpipe = memory_timeline(simulate(sc))[0]
     one = memory_timeline(simulate(load(TEACH)))[0]
@@ -101,7 +101,7 @@ def test_activations_build_up_through_the_forward_and_drain_through_the_backward
     halfway through the backward that frees them half are gone (ResNet-50 in data parallel: one
     micro-batch, so the curve is one ramp up and one ramp down)."""
     res = simulate(load(TEACH))
-    act = IterationBuilder(load(TEACH)).chunk_of(0, 0).act_bytes
+    act = iteration_builder(load(TEACH)).chunk_of(0, 0).act_bytes
     curve = memory_timeline(res)[0]
     first = min((t for t in res.tasks if t.cls == 0 and t.kind == "forward"), key=lambda t: t.start)
     assert curve.at((first.start + first.end) / 2) == pytest.approx(act / 2, rel=1e-9)

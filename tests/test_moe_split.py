@@ -19,8 +19,8 @@ from explorer.estimate import estimate_many
 from explorer.scenario import from_dict
 from explorer.simulate import simulate
 from explorer.taskgraph import dualpipe_split as DS
-from explorer.taskgraph.builder import IterationBuilder
 from explorer.taskgraph.dualpipe_pairs import Pairs
+from explorer.taskgraph.make import iteration_builder
 from explorer.taskgraph.partition import split_layers
 from explorer.taskgraph.split_cost import SplitCosts, fields_of, fused_seconds, split_costs, unit_seconds
 
@@ -73,7 +73,7 @@ def test_mixtral_step_never_gets_faster_with_more_routed_experts(schedule):
 
 def _slowest_stage(sc) -> float:
     """Seconds per unit of the slowest stage's passes (unit_seconds of its chunks' parts)."""
-    b = IterationBuilder(sc)
+    b = iteration_builder(sc)
     sm = split_costs(sc, b.net, b.cm, b.spec, b.tied).sm
     return max(float(unit_seconds(fields_of(ch), sm)) for ch in b.chunks)
 
@@ -113,7 +113,7 @@ def test_the_split_weighs_what_each_chunk_runs():
     sum of the split's pieces: exposed all-to-all in every MoE layer, the MTP block with the output
     layer on the last chunk.  The old split's costs (kernels only) left out the EP part."""
     sc = deepseek("model.moe.top_k=4")
-    b = IterationBuilder(sc)
+    b = iteration_builder(sc)
     c = split_costs(sc, b.net, b.cm, b.spec, b.tied)
     per, first, last = c.unit_seconds()
     start = 0
@@ -133,7 +133,7 @@ def test_dualpipe_rank_pair_is_the_engines_two_fused_ops():
     """Pairs.pair of rank r's chunks equals the durations of its two steady-state F&B tasks (one
     per direction), as the builder prices them (chunks.fuse + SM contention)."""
     sc = deepseek("model.moe.top_k=4")
-    b = IterationBuilder(sc)
+    b = iteration_builder(sc)
     line = Pairs(split_costs(sc, b.net, b.cm, b.spec, b.tied), b.p)
     v = line.chunks(np.concatenate(([0], np.cumsum(b.layer_counts)))[None, :])[0]
     g = b.build()

@@ -15,7 +15,7 @@ from explorer.network.collectives import bus_factor
 from explorer.network.groups import Network
 from explorer.scenario import load, shipped_scenarios
 from explorer.simulate import simulate
-from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.make import iteration_builder
 from explorer.taskgraph.techniques.optimizer import grad_reduce_bytes
 
 BASE = shipped_scenarios()["zero-bubble-8gpu"]       # one 8-GPU H100 node, pp 8, dp 1, 1.3B model
@@ -26,7 +26,7 @@ TWO_NODES = {"cluster.nodes": 2, "cluster.gpus_per_node": 4, "cluster.scale_out.
 def _reduce_bus_bytes(sc) -> tuple[np.ndarray, np.ndarray]:
     """Per stage class: bus bytes of its gradient-reduction bucket tasks (gathers left out), and
     the gradient bytes of the parameters it holds (both weight copies)."""
-    b = IterationBuilder(sc)
+    b = iteration_builder(sc)
     got = np.zeros(b.p)
     for t in b.build().tasks:
         if isinstance(t.info, BucketInfo) and t.info.op != "all-gather":
@@ -102,7 +102,7 @@ def test_deepseek_v3_pays_for_its_two_copies():
     both copies' gradients with its twin; 1F1B-style schedules have no such exchange."""
     sc = load(shipped_scenarios()["deepseek-v3"])
     got, grads = _reduce_bus_bytes(sc)
-    b = IterationBuilder(sc)
+    b = iteration_builder(sc)
     net = b.net
     # Dense gradients reduce-scattered over dp, expert gradients over edp; each shard then paired.
     for s in range(b.p):
@@ -131,7 +131,7 @@ def test_zero3_pairs_each_ranks_gradient_shard_with_the_twin(schedule, over):
     got, grads = _reduce_bus_bytes(sc)
     np.testing.assert_allclose(got, grads / sc.dp * bus_factor("all-reduce", 2), rtol=1e-12)
     assert got.min() > 0
-    b = IterationBuilder(sc)
+    b = iteration_builder(sc)
     tasks = [t for t in b.build().tasks if isinstance(t.info, BucketInfo)]
     assert {t.info.dim for t in tasks} == {"pair"} and {t.info.group for t in tasks} == {2}
     # The layers' own gathers and reduce-scatters stay ZeRO-3's: (2 x 2 + g) (n-1)/n per parameter.

@@ -17,7 +17,7 @@ import yaml
 
 from explorer.scenario import SETTABLE, SETTABLE_ROOTS, load, load_raw
 from explorer.simulate import simulate, stage_passes
-from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.make import iteration_builder
 from explorer.teaching.bubble import explain_bubble
 
 SCEN = Path(__file__).resolve().parent.parent / "scenarios"
@@ -207,10 +207,10 @@ def test_two_datacenters_more_wan_bandwidth_shrinks_exposed_dp():
 
 
 def test_two_datacenters_one_datacenter_shrinks_exposed_dp():
-    """or set `cluster.datacenters: 1` (0.40 s), and watch the exposed DP time shrink."""
+    """or set `cluster.datacenters: 1` (0.43 s), and watch the exposed DP time shrink."""
     one = sim(TD, ov={"cluster.datacenters": 1})
     assert one.breakdown_s["dp"] < sim(TD).breakdown_s["dp"] / 5
-    assert about(one.breakdown_s["dp"], 0.40, 0.05)
+    assert about(one.breakdown_s["dp"], 0.43, 0.05)
     assert "wan" not in one.warning_kinds
 
 
@@ -418,18 +418,18 @@ def test_megatron_tp_is_the_largest_exposed_communication():
 
 def test_megatron_gradient_allreduce_crosses_infiniband_unoverlapped():
     """The gradient all-reduce runs after the backward ... and crosses the InfiniBand fabric
-    (about 1.11 s exposed)."""
+    (about 1.22 s exposed; 1.11 s before NCCL's one-GPU-per-node discounts, tuning.cc)."""
     r = sim(MG)
     assert r.links["dp"]["op"] == "all-reduce" and r.links["dp"]["tier"] == "scale-out"
     assert not r.scenario.communication.dp_overlap
-    assert about(r.breakdown_s["dp"], 1.11, 0.03)
+    assert about(r.breakdown_s["dp"], 1.22, 0.03)
 
 
 def test_megatron_dp_overlap_shrinks_exposed_dp():
-    """Try `communication.dp_overlap: true` (exposed DP 1.11 -> 0.75 s)"""
+    """Try `communication.dp_overlap: true` (exposed DP 1.22 -> 0.86 s)"""
     r, o = sim(MG), sim(MG, ov={"communication.dp_overlap": True})
     assert o.breakdown_s["dp"] < r.breakdown_s["dp"]
-    assert about(o.breakdown_s["dp"], 0.75, 0.03)
+    assert about(o.breakdown_s["dp"], 0.86, 0.03)
 
 
 def test_megatron_interleaved_vpp2_halves_bubble():
@@ -819,7 +819,7 @@ def test_zero_bubble_card_above_formula_from_the_split_and_ideal_equals_the_gene
     i = sim(ZB, ov={"parallelism.ideal_pipeline": True})
     sc = i.scenario
     p, m = sc.parallelism.pp, sc.training.global_batch // (sc.parallelism.dp * sc.training.micro_batch)
-    F, B, W = stage_passes(IterationBuilder(sc))
+    F, B, W = stage_passes(iteration_builder(sc))
     assert W > F
     assert i.bubble_fraction == pytest.approx((p - 1) * B / (m * (F + B + W) + (p - 1) * B), abs=1e-6)
     assert abs(i.bubble_fraction - 0.136) <= 0.001

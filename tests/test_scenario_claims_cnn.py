@@ -6,7 +6,7 @@ from __future__ import annotations
 from test_scenario_claims import about, sim
 
 from explorer.scenario import load
-from explorer.taskgraph.builder import IterationBuilder
+from explorer.taskgraph.make import iteration_builder
 from explorer.workloads.convnet import arch as convnet_arch
 
 from conftest import ROOT
@@ -34,7 +34,7 @@ def test_gradients_arrive_early():
     after 9% of the backward"""
     net = convnet_arch.build(50)
     assert about(sum(b.params for b in net.blocks if b.stage >= 2) / net.params, 0.86, 0.01)
-    ch = IterationBuilder(load(ROOT / "scenarios" / f"{RN}.yaml")).chunks[0]
+    ch = iteration_builder(load(ROOT / "scenarios" / f"{RN}.yaml")).chunks[0]
     assert ch.ready_fraction(0.66) <= 0.09
 
 

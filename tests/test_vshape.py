@@ -19,8 +19,8 @@ from explorer.fold import budget
 from explorer.scenario import ScenarioError, from_dict
 from explorer.schedules import dualpipe, dualpipe_v, pipeline, registry, vshape
 from explorer.simulate import simulate
-from explorer.taskgraph.builder import IterationBuilder
 from explorer.taskgraph.layout import layout_for
+from explorer.taskgraph.make import iteration_builder
 from explorer.teaching.bubble import explain_bubble
 from explorer.teaching.schedule_story import narrate
 from explorer.teaching.unit_time import as_rows, makespan, textbook_micro_batches, unit_grid
@@ -61,12 +61,12 @@ def test_the_turn_is_a_local_hand_off_without_a_transfer():
     """Per micro-batch 2p-1 hops each way along the V, of which the turn on rank p-1 sends nothing:
     m(2p-2) forward and m(2p-2) backward transfers (1F1B: m(p-1) each)."""
     sc = from_dict(scenario("zb-v"))
-    g = IterationBuilder(sc).build()
+    g = iteration_builder(sc).build()
     pp = [t for t in g.tasks if t.kind == "pp"]
     m, p = sc.micro_batches, 4
     assert len(pp) == m * (2 * p - 2) * 2
     assert not any(t.info.pair == p - 1 for t in pp)        # no wrap-around pair: only r <-> r+1 links
-    one = IterationBuilder(from_dict(scenario("1f1b"))).build()
+    one = iteration_builder(from_dict(scenario("1f1b"))).build()
     assert sum(t.kind == "pp" for t in one.tasks) == m * (p - 1) * 2
     assert budget.estimate(sc).tasks == len(g.tasks)          # the work budget counts them exactly
 
@@ -160,8 +160,8 @@ def test_activation_memory_relative_to_1f1b_follows_the_papers(p):
 def test_dualpipe_v_holds_one_copy_of_each_stage_where_dualpipe_holds_two():
     """DualPipe README table: DualPipe 2x parameters per device, DualPipeV one copy of each of its
     2p stages (2 half-size chunks per rank)."""
-    dp = IterationBuilder(from_dict(scenario("dualpipe"))).chunks
-    dv = IterationBuilder(from_dict(scenario("dualpipe-v"))).chunks
+    dp = iteration_builder(from_dict(scenario("dualpipe"))).chunks
+    dv = iteration_builder(from_dict(scenario("dualpipe-v"))).chunks
     assert len(dp) == 4 and len(dv) == 8
     total = sum(c.params for c in dv)
     assert sum(c.params for c in dp) == pytest.approx(total, rel=1e-12)
@@ -196,7 +196,7 @@ def test_the_v_split_balances_ranks_and_puts_the_larger_half_second():
     chunk 1) — 32 layers on 8 ranks: rank 0 three, one rank five, the others four."""
     raw = scenario("zb-v", pp=8, tp=4)
     raw["model"]["layers"] = 32
-    b = IterationBuilder(from_dict(raw))
+    b = iteration_builder(from_dict(raw))
     pairs = [(b.layer_counts[r], b.layer_counts[15 - r]) for r in range(8)]
     assert all(a <= c for a, c in pairs)
     assert sorted(a + c for a, c in pairs) == [3, 4, 4, 4, 4, 4, 4, 5]
@@ -320,7 +320,7 @@ def test_heavy_ends_leave_rank_0_of_a_v_without_its_floor_of_layers():
     from explorer.taskgraph.split_cost import fused_seconds, split_costs
     from explorer.taskgraph.v_split import rank_seconds
     sc = load(shipped_scenarios()["deepseek-v3"], {"parallelism.schedule": "dualpipe-v"})
-    b = IterationBuilder(sc)
+    b = iteration_builder(sc)
     c = split_costs(b.sc, b.net, b.cm, b.spec, b.tied)
     per = fused_seconds(c.layers, c.layers, c.sm).tolist()
     first, last = (float(fused_seconds(x, x, c.sm)) for x in (c.first, c.last))

@@ -148,21 +148,21 @@ def test_ring_attention_is_exposed_only_when_transfer_outlasts_compute():
 def test_tp_overlap_hides_collectives_behind_their_gemms_but_never_the_first_chunk():
     # Collective matmul (Wang et al., ASPLOS 2023): each TP collective is split in 4 chunks
     # pipelined with the GEMM it feeds; what is exposed is max(t_comm - t_gemm, t_comm / 4).
-    from explorer.taskgraph.builder import IterationBuilder
+    from explorer.taskgraph.make import iteration_builder
     from explorer.taskgraph.techniques.tp_overlap import TP_OVERLAP_CHUNKS
     raw = {"model": {"layers": 2, "hidden": 8192, "heads": 64, "vocab": 8, "seq_len": 4096},
            "training": {"global_batch": 1}, "hardware": {"gpu": "h100-sxm"},
            "cluster": {"gpus_per_node": 8, "nodes": 1}, "parallelism": {"tp": 8, "sequence_parallel": True}}
-    plain = IterationBuilder(from_dict(raw)).chunks[0]
+    plain = iteration_builder(from_dict(raw)).chunks[0]
     raw["communication"] = {"tp_overlap": True}
-    over = IterationBuilder(from_dict(raw)).chunks[0]
+    over = iteration_builder(from_dict(raw)).chunks[0]
     tp_plain = dict(plain.fwd_parts)["tp"]
     tp_over = dict(over.fwd_parts).get("tp", 0.0)
     assert tp_plain / TP_OVERLAP_CHUNKS - 1e-12 <= tp_over < tp_plain
     # Fast GEMMs against slow links: nothing left to hide behind, the full time stays exposed.
     raw["cluster"]["scale_up"] = {"bandwidth_GBps": 1}
-    slow_over = IterationBuilder(from_dict(raw)).chunks[0]
+    slow_over = iteration_builder(from_dict(raw)).chunks[0]
     raw["communication"] = {"tp_overlap": False}
-    slow_plain = IterationBuilder(from_dict(raw)).chunks[0]
+    slow_plain = iteration_builder(from_dict(raw)).chunks[0]
     gemm = dict(slow_plain.fwd_parts)["compute"]
     assert dict(slow_over.fwd_parts)["tp"] == pytest.approx(dict(slow_plain.fwd_parts)["tp"] - gemm, rel=0.05)

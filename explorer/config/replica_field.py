@@ -3,6 +3,8 @@ metadata, read by config/sections.py, and the schedules it runs with, read by it
 (config/replica_rules.py) — apart from the rules so that sections.py imports no rule module."""
 from __future__ import annotations
 
+from ..schedules import registry
+
 FIELD = "parallelism.stage_replicas"
 # The field's metadata (config/sections.py, Parallelism.stage_replicas); 10,000,000 = MAX_GPUS.
 STAGE_REPLICAS_FIELD = {
@@ -13,4 +15,4 @@ STAGE_REPLICAS_FIELD = {
            "them (and stage_layers when not given); default: every stage has dp replicas"}
 # The schedules whose order the replicas follow: PipeDream's 1F1B-RR, asynchronous (weight
 # stashing) or with a flush per step (taskgraph/replicas.py builds their per-replica orders).
-SCHEDULES = ("pipedream-async", "1f1b")
+SCHEDULES = tuple(n for n in registry.names() if registry.get(n).stage_replicas)

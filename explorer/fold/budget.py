@@ -42,8 +42,10 @@ from dataclasses import dataclass, replace
 from ..config.schema import ScenarioError
 from ..config.sections import Scenario
 from ..schedules import registry
+from ..taskgraph.replicas import units_simulated
 from ..taskgraph.techniques.fsdp import comm_zero
 from ..taskgraph.techniques.pair_sync import fsdp_paired
+from ..workloads.registry import workload_for, workload_spec
 from .plan import plan
 
 MAX_BUCKET_TASKS = 8        # = taskgraph.techniques.dp_buckets.MAX_BUCKET_TASKS (a test keeps them equal)
@@ -84,6 +86,10 @@ def estimate(sc: Scenario) -> WorkEstimate:
     units = sc.micro_batches * par.token_slices
     sched = registry.get(par.schedule)
     runs = sched.iterations_simulated * units                     # pipeline units simulated
+    if par.stage_replicas and min(par.stage_replicas) > 0:
+        # PipeDream's replicas: more iterations back to back until every replica reaches its
+        # steady phase (taskgraph/replicas.units_simulated); each stage's replicas all-reduce.
+        runs = units_simulated(par.stage_replicas, units, sched.iterations_simulated)
     vee = sched.placement is registry.Placement.V     # 2 chunks per rank, each running every unit
     work = runs * (2 if vee else 1)
     if sched.split_backward:              # (vpp is 1: only interleaving schedules have virtual stages)
@@ -94,7 +100,7 @@ def estimate(sc: Scenario) -> WorkEstimate:
     chunks = sched.chunks_per_rank(v)     # model chunks per GPU: v, or both ends for DualPipe or a V
     hops = 2 * p - 2 if vee else p * v - 1            # a V's 2p chunks, its turn local
     pp_tasks = 2 * runs * max(hops, 0)                # vpp > 1 only with the interleaved schedule
-    dp_group = sc.dp * par.cp
+    dp_group = max(sc.dp, *(par.stage_replicas or (1,))) * par.cp
     dims = (1 if dp_group > 1 else 0) + (1 if sc.model.is_moe and dp_group // par.ep > 1 else 0)
     zero = comm_zero(sc)               # FSDP2 under a pipeline communicates as ZeRO-2 (techniques/fsdp.py)
     ops = {0: 1, 1: 2, 2: 2, 3: 0}[zero]
@@ -105,7 +111,10 @@ def estimate(sc: Scenario) -> WorkEstimate:
     coded = 3 if sc.communication.compression.active and zero in (0, 1, 2) else 1
     dp_tasks = p * chunks * dims * ops * MAX_BUCKET_TASKS * coded + (p * chunks * 2 if paired else 0)
     fsdp = p * passes if zero == 3 and dims else 0
-    tasks = p * compute + pp_tasks + dp_tasks + fsdp + p          # + one optimizer step per stage
+    # A workload's overlapped edges (taskgraph/edges.py): one task per unit, chunk and (dimension,
+    # phase) on the dimension's own stream (a DLRM's prefetched embedding all-to-all).
+    edge_tasks = p * chunks * runs * _overlapped_edge_kinds(sc)
+    tasks = p * compute + pp_tasks + dp_tasks + fsdp + edge_tasks + p   # + one optimizer step per stage
 
     # Timeline rows: every layer of every pass drawn as its non-zero parts, one bar each.
     fwd_parts = 1 + (par.tp > 1) + (par.cp > 1) + (par.ep > 1) + (zero == 3 and dims > 0)
@@ -114,6 +123,19 @@ def estimate(sc: Scenario) -> WorkEstimate:
     edge_rows = 6 * runs                  # embedding/logits remainder bars: F, B, W of both edge chunks
     rows = layer_rows + edge_rows + (tasks - p * compute)
     return WorkEstimate(int(tasks), int(rows), p, sc.model.layers)
+
+
+def _overlapped_edge_kinds(sc: Scenario) -> int:
+    """Distinct (dimension, phase) of the overlapped edges of ``sc``'s layers: each is one task per
+    unit and chunk.  Families the estimator prices have no edges of their own (a family with edges
+    sets ``estimator=False``, explorer/workloads/family.py), so their spec is not built here."""
+    if workload_for(sc.model).estimator:
+        return 0
+    try:
+        spec = workload_spec(sc)
+    except ScenarioError:
+        return 0
+    return len({(e.dim, e.phase) for lc in spec.kinds for e in lc.edges if e.overlap and e.size_bytes > 0})
 
 
 def folded_estimate(sc: Scenario) -> WorkEstimate | None:

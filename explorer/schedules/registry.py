@@ -96,6 +96,9 @@ class Schedule:
     # it for max(2p-1, m)): its order over more units, less the extra ones, is not its order, so
     # the estimator compiles it for the exact count (pricing/program.program_units).
     count_shaped: bool = False
+    # PipeDream's 1F1B-RR: a stage's replicas take units round-robin, each in this order
+    # (parallelism.stage_replicas; taskgraph/replicas.py builds the per-replica orders).
+    stage_replicas: bool = False
 
     @property
     def overlapping(self) -> bool:
@@ -135,7 +138,7 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
              citation="Huang et al., GPipe, NeurIPS 2019", grows_in_one_place=False),
     Schedule("1f1b", pipeline.one_f_one_b, False, Window.FLUSH, 1, pipeline.one_f_one_b_in_flight,
              pipeline.peak_activations, cross_dc.one_f_one_b_bubble, pipeline.no_rule,
-             citation="Narayanan et al., PipeDream-Flush, ICML 2021 / SC21"),
+             stage_replicas=True, citation="Narayanan et al., PipeDream-Flush, ICML 2021 / SC21"),
     Schedule("interleaved", pipeline.interleaved, False, Window.FLUSH, 1, pipeline.interleaved_in_flight,
              pipeline.peak_activations, pipeline.interleaved_bubble, pipeline.interleaved_rule,
              virtual_stages=True, citation="Narayanan et al., SC21 Sec. 2.2.2"),
@@ -153,7 +156,8 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
              citation="DeepSeek-AI, DeepSeek-V3 Technical Report, 2024, Sec. 3.2.1"),
     Schedule("pipedream-async", pipedream.order, False, Window.ASYNC, pipedream.ITERATIONS_SIMULATED,
              pipeline.one_f_one_b_in_flight, pipeline.peak_activations, pipedream.bubble, pipeline.no_rule,
-             weight_versions=pipedream.weight_versions, citation="Narayanan et al., PipeDream, SOSP 2019"),
+             weight_versions=pipedream.weight_versions, stage_replicas=True,
+             citation="Narayanan et al., PipeDream, SOSP 2019"),
     # Cross-datacenter schedules (issue 12): their orders read the WAN delays (schedules/cross_dc.py).
     Schedule("1f1b-latency", pipeline.one_f_one_b, False, Window.FLUSH, 1, pipeline.one_f_one_b_in_flight,
              pipeline.peak_activations, cross_dc.latency_bubble, pipeline.no_rule,

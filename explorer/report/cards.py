@@ -14,12 +14,12 @@ from ..workloads.registry import nouns
 @dataclass(frozen=True)
 class Card:
     """One card: its label, the value as shown, the run-JSON key it reads (dotted for a nested key)
-    and that key's exact value, and a second line (capacity, error band) or ""."""
+    and that key's exact value (None: the run has none), and a second line (capacity, error band) or ""."""
 
     label: str
     text: str
     key: str
-    value: float
+    value: float | None
     note: str = ""
 
 
@@ -54,7 +54,8 @@ def cards(j: Mapping[str, Any], sc: Scenario) -> list[Card]:
     mem, cap = j["memory_GB"]["total"], j["memory_capacity_GB"]
     out.append(Card("Memory per GPU", f"{mem:.1f} GB", "memory_GB.total", mem,
                     f"over {cap:.1f} GB" if mem > cap else f"of {cap:.1f} GB"))
-    if err is not None:
-        out.append(Card("Expected error", f"±{err * 100:.0f} %", "expected_error", err,
-                        "validation error of similar published runs"))
+    # Always shown: with no published run like this one the card says so (the band's label).
+    shown = f"±{err * 100:.0f} %" if err is not None else "n/a"
+    says = "validation error of similar published runs" if err is not None else "no similar published run"
+    out.append(Card("Expected error", shown, "expected_error", err, says))
     return out

@@ -38,7 +38,7 @@ a { word-break: break-all; }
 
 def _card(c: Card) -> str:
     note = f'<div class="note">{escape(c.note)}</div>' if c.note else ""
-    return (f'<div class="card" data-key="{escape(c.key)}" data-value="{c.value!r}">'
+    return (f'<div class="card" data-key="{escape(c.key)}" data-value="{escape(json.dumps(c.value))}">'
             f'<div class="label">{escape(c.label)}</div>'
             f'<div class="value">{escape(c.text)}</div>{note}</div>')
 

@@ -66,7 +66,7 @@ def test_report_draws_every_chart_offline(browser, tmp_path, capsys, name):
         page.goto(path.as_uri(), wait_until="load")
         page.wait_for_function(
             "n => document.querySelectorAll('.plotly-graph-div .main-svg').length >= n", arg=len(expected),
-            timeout=60_000)
+            timeout=30_000)     # drawn within a second or two; a CDN script would never load
         drawn = page.evaluate(DRAWN)
         page.screenshot(path=str(tmp_path / f"{name}-1440x900.png"))
         page.screenshot(path=str(tmp_path / f"{name}-full.png"), full_page=True)

@@ -32,7 +32,7 @@ def charts(r: ReportInputs) -> list[Chart]:
            Chart("breakdown", f"Where the time goes · {r.breakdown_name}", False,
                  figures.breakdown(j["breakdown_s"], T, height=300)),
            Chart("memory", "Memory per GPU at the peak, by kind", False,
-                 figures.memory(list(r.memory_GB), list(r.class_names), cap))]
+                 figures.memory([dict(m) for m in r.memory_GB], list(r.class_names), cap))]
     if r.memory_curves:
         span = figures.memory_span(r.memory_curves, r.fold, T)    # the Gantt's axis
         out.append(Chart("memory_timeline", "Memory over the iteration", False,

@@ -121,3 +121,12 @@ def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, field):
     assert code == 2
     assert out == "" and err.count("\n") == 1 and field in err, err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_synchronisation_window_is_drawn_as_the_timeline_tab_draws_it(capsys, tmp_path):
+    """DiLoCo across regions: the window chart after the Gantt, and the time-per-step card equal to
+    run --json's."""
+    r = parse_report(write_report(capsys, tmp_path, "diloco-cross-region"))
+    assert r.charts[:2] == ["gantt", "sync_window"] and "datacenters" in r.charts
+    assert r.cards["time_per_step_s"] == run_json(capsys, "diloco-cross-region")["time_per_step_s"]
+    assert r.plotly_divs == [f"chart-{k}" for k in r.charts]

@@ -8,6 +8,8 @@ import plotly.graph_objects as go
 
 from .. import figures
 from ..figures.memory_timeline import memory_timeline_figure
+from ..figures.sync_window import sync_window_figure
+from ..variants.lowcomm import SyncWindow
 from .inputs import ReportInputs
 
 
@@ -28,11 +30,15 @@ def charts(r: ReportInputs) -> list[Chart]:
     j, sc = r.run_json, r.scenario
     T = j["iteration_time_s"]
     cap = j["memory_capacity_GB"]
-    out = [Chart("gantt", "Timeline", True, r.gantt),
-           Chart("breakdown", f"Where the time goes · {r.breakdown_name}", False,
-                 figures.breakdown(j["breakdown_s"], T, height=300)),
-           Chart("memory", "Memory per GPU at the peak, by kind", False,
-                 figures.memory([dict(m) for m in r.memory_GB], list(r.class_names), cap))]
+    out = [Chart("gantt", "Timeline", True, r.gantt)]
+    if j.get("sync"):
+        # Replicas that train apart: one synchronisation window, folded (the Timeline tab's chart).
+        out.append(Chart("sync_window", "Synchronisation window", True,
+                         sync_window_figure(SyncWindow.from_json(j["sync"]), height=240)))
+    out += [Chart("breakdown", f"Where the time goes · {r.breakdown_name}", False,
+                  figures.breakdown(j["breakdown_s"], T, height=300)),
+            Chart("memory", "Memory per GPU at the peak, by kind", False,
+                  figures.memory([dict(m) for m in r.memory_GB], list(r.class_names), cap))]
     if r.memory_curves:
         span = figures.memory_span(r.memory_curves, r.fold, T)    # the Gantt's axis
         out.append(Chart("memory_timeline", "Memory over the iteration", False,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from html import escape
 
+import plotly.graph_objects as go
+
 from ..config.schema import one_line
 from ..variants.hetero import gpu_summary
 from .cards import Card, cards
@@ -44,8 +46,15 @@ def _card(c: Card) -> str:
 
 
 def _chart(c: Chart, first: bool) -> str:
+    # Every axis's labels inside the figure: outside Streamlit (whose template the app's charts are
+    # drawn with) Plotly's default margin cuts a horizontal bar chart's labels at the left edge, as
+    # the app's exported files do (explorer/ui/export.for_file).  A copy: the app's cached Gantt
+    # stays untouched.
+    fig = go.Figure(c.fig)
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
     # Plotly's bundle goes into the first chart only; the others call the same global Plotly.
-    div = c.fig.to_html(full_html=False, include_plotlyjs=first, div_id=f"chart-{c.key}",
+    div = fig.to_html(full_html=False, include_plotlyjs=first, div_id=f"chart-{c.key}",
                         config={"displaylogo": False, "responsive": True})
     return (f'<section class="chart{" wide" if c.wide else ""}" data-chart="{escape(c.key)}">'
             f'<h2>{escape(c.title)}</h2>{div}</section>')
@@ -61,8 +70,9 @@ def report_html(r: ReportInputs) -> str:
     sc, j = r.scenario, r.run_json
     p = sc.parallelism
     title = one_line(sc.name)
+    m = j["micro_batches"]
     layout = (f"{gpu_summary(sc)} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · ep {p.ep} · "
-              f"{p.schedule} · ZeRO {p.zero} · {j['micro_batches']} micro-batches")
+              f"{p.schedule} · ZeRO {p.zero} · {m} micro-batch{'' if m == 1 else 'es'}")
     drawn = charts(r)
     band = j.get("expected_error_label") or ""
     parts = [

@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("share", ("explorer.share",)),          # the link codec: tours' names below, the design space above
     ("design", ("explorer.design", "explorer.fidelity")),
     ("figures", ("explorer.figures",)),
+    ("report", ("explorer.report",)),        # the HTML report: figures and share link in one page
     ("commands", ("explorer.commands", "explorer.cli", "explorer.docs",
                   "explorer.__main__")),
     ("ui", ("explorer.ui",)),

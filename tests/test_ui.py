@@ -118,14 +118,15 @@ def test_a_cheap_link_cannot_order_an_expensive_download():
                                                               "training.global_batch": "16"})
     assert not at.error, [e.value for e in at.error]
     labels = [b.label for b in at.get("download_button")]
-    assert labels == ["Download scenario (YAML)"], labels
+    assert labels == ["Download scenario (YAML)", "Download report (HTML)"], labels   # the report is bounded
     assert any("per-layer operations" in c.value and "training.global_batch" in c.value for c in at.caption)
 
 
 def test_an_ordinary_scenario_offers_every_download():
     at = run_app(scenario="teaching-8gpu", view="scenario")
     labels = [b.label for b in at.get("download_button")]
-    assert labels == ["Download Perfetto trace (JSON)", "Download timeline (CSV)", "Download scenario (YAML)"]
+    assert labels == ["Download Perfetto trace (JSON)", "Download timeline (CSV)", "Download scenario (YAML)",
+                      "Download report (HTML)"]
 
 
 def test_zero_chart_and_tier_bars_say_what_they_measure():

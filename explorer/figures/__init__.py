@@ -12,5 +12,6 @@
 from .charts import CATEGORY_COLORS, KIND_COLORS, TIER_LABELS, breakdown, memory  # noqa: F401
 from .datacenters import MAX_MAP_DATACENTERS, datacenter_map  # noqa: F401
 from .gantt import GanttInfo, gantt  # noqa: F401
+from .of_run import GanttDraw, gantt_of, hot_tier, memory_span  # noqa: F401
 from .topology import topology  # noqa: F401
 from .traffic import traffic_by_tier, zero_tradeoff  # noqa: F401

@@ -21,14 +21,13 @@ import plotly.graph_objects as go
 
 from .. import figures
 from ..fidelity.band import with_band
-from ..figures.gantt import lane_name
+from ..figures.of_run import MAX_BARS, gantt_of
 from ..result.memory_timeline import memory_timeline
-from ..result.timeline import build_timeline, estimate_rows, folded_timeline
+from ..result.timeline import build_timeline
 from ..scenario import Scenario, from_dict, to_yaml
 from ..teaching.timeline_story import passes
 from .summary import Summary
 
-MAX_BARS = 2500                  # SVG bars drawn at most; more are aggregated (figures.gantt)
 MAX_CACHE_BYTES = 256 * 2**20    # all cached views together
 BYTES_PER_BAR = 400              # a drawn bar's share of the figure JSON (measured: 250-380 bytes)
 
@@ -109,20 +108,15 @@ def _compute(raw_json: str) -> ViewData:
     sc = from_dict(json.loads(raw_json))
     res = simulate(sc)
     labels = tuple(c.label for c in res.classes)
-    # Per-layer bars when they fit the budget, else one bar per pass and part; the Gantt then
-    # aggregates to screen resolution.  A folded steady state is drawn folded (its block once,
-    # marked "xK"), never unfolded here.  The task list itself is not kept.
-    draw = folded_timeline(res.tasks, labels, max_segments=MAX_BARS)
-    full_rows = len(draw) if not draw.coarse and draw.fold is None else estimate_rows(res.tasks)
+    # The Gantt as drawn (figures/of_run.py, shared with the HTML report); the task list itself is
+    # not kept.
+    draw = gantt_of(res, MAX_BARS)
     j = with_band(res.to_json_dict(), sc)         # what run --json prints, expected_error included
-    lanes = tuple(lane_name(c.name, c.gpus) for c in res.classes)
-    span = max(draw.columns["end_s"], default=0.0) if draw.fold else res.iteration_time_s
-    fig, info = figures.gantt(draw.columns, lanes, span, max_bars=MAX_BARS, fold=draw.fold)
     names = tuple(c.name for c in res.classes)
     return ViewData(sc, j, Summary.from_json(j), labels, names, names[res.breakdown_class],
                     tuple(m.as_GB() for m in res.memory_by_class),
                     dict(res.utilisation),
-                    to_yaml(sc), fig, info, full_rows, draw.fold, memory_timeline(res),
+                    to_yaml(sc), draw.fig, draw.info, draw.full_rows, draw.fold, memory_timeline(res),
                     passes(draw.columns))
 
 

@@ -145,9 +145,10 @@ def main() -> None:
     note = None if view.tour else modified_note(name, changed_fields(preset_scenario(name)[1], sc))
     st.session_state["_modified_note"] = note          # the description (files view) says it too
     link_box, exports_box, bar_drawn = _title_row(sc.name, view, present, note)
+    st.session_state["_share_link"] = share_link(query)      # also the HTML report's (views/files.py)
     with link_box.popover("Copy link", icon=":material/link:", use_container_width=True):
         st.caption("This link reopens exactly this view:")
-        st.code(share_link(query), language=None, wrap_lines=True)
+        st.code(st.session_state["_share_link"], language=None, wrap_lines=True)
     for w in st.session_state.get("_warnings", []):
         st.warning(f"Link: {w}", icon="⚠️")
     if not bar_drawn:

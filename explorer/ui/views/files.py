@@ -1,9 +1,10 @@
-"""The Scenario & files tab: the description, downloads (trace, CSV, YAML) and the upload."""
+"""The Scenario & files tab: the description, downloads (trace, CSV, YAML, HTML report) and the upload."""
 from __future__ import annotations
 
 import streamlit as st
 
 from ..cache import ViewData, full_timeline
+from ..report import report_of_view
 from ..state import on_upload
 
 # Downloads expand every layer of every micro-batch, and Streamlit keeps a download in the server's
@@ -39,6 +40,13 @@ def render(data: ViewData, raw_json: str) -> None:
                        "`python -m explorer run ... --trace`.")
         st.download_button("Download scenario (YAML)", data=data.yaml, file_name="scenario.yaml",
                            mime="application/x-yaml")
+        # Bounded whatever the scenario (the Gantt is drawn at most MAX_BARS bars): always offered;
+        # made on click only (explorer/ui/report.py: from the cached view, no second simulation).
+        link = st.session_state.get("_share_link", "")
+        st.download_button("Download report (HTML)", data=lambda: report_of_view(data, link),
+                           file_name="commexplorer-report.html", mime="text/html",
+                           help="One file with the cards, every chart, the YAML and the share link; "
+                                "opens offline in any browser")
         st.file_uploader("Load a scenario YAML", type=["yaml", "yml", "json"], key="_upload",
                          on_change=on_upload)
         msg = st.session_state.get("_upload_msg")

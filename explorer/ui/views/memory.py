@@ -8,6 +8,7 @@ import streamlit as st
 from ... import figures
 from ...figures.fonts import PRESENT_FONT_PX
 from ...figures.memory_timeline import memory_timeline_figure
+from ...figures.of_run import memory_span
 from ..cache import ViewData
 from ..export import chart
 
@@ -47,9 +48,7 @@ def _over_time(data: ViewData, present: bool) -> None:
     if not curves:
         st.caption("No pipeline passes to follow in this run.")
         return
-    span = j.iteration_time_s
-    if data.fold is not None:        # the Gantt draws the folded timeline: follow its axis
-        span = max(t for c in curves for t, _ in c.points) * 1.02
+    span = memory_span(curves, data.fold, j.iteration_time_s)   # the Gantt's axis, folded or not
     chart(memory_timeline_figure(curves, span, j.memory_capacity_GB, height=340 if present else 380,
                                  font_size=PRESENT_FONT_PX if present else 12),
           key="memory_timeline", present=present, config={"displaylogo": False})

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ... import dimensions, figures
+from ... import figures
 from ...figures.datacenters import format_bytes
 from ...figures.fonts import PRESENT_FONT_PX
 from ..cache import ViewData
@@ -13,13 +13,8 @@ from ..export import chart
 def hot_tier(data: ViewData) -> tuple[str | None, str]:
     """The tier limiting the dimension with the most exposed time, and a note saying so."""
     j = data.summary
-    links, bd, T = j.links, j.breakdown_s, j.iteration_time_s
-    exposed = {d: bd[d] for d in dimensions.shown_in("topology") if d in links and bd.get(d, 0.0) > 0}
-    if exposed:
-        dim = max(exposed, key=exposed.__getitem__)
-        return links[dim].tier, f"limits {dim.upper()} ({exposed[dim] / T:.0%} of the iteration exposed)"
-    util = data.utilisation
-    return (max(util, key=util.__getitem__) if util else None), "busiest"
+    return figures.hot_tier({d: c.tier for d, c in j.links.items()}, j.breakdown_s, j.iteration_time_s,
+                            data.utilisation)
 
 
 def render_datacenters(data: ViewData, present: bool) -> None:

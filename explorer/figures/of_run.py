@@ -1,0 +1,64 @@
+"""The inputs of a run's figures that are derived from the simulated result, computed once for
+the app's views (explorer/ui/cache.py, explorer/ui/views/topology.py) and the HTML report
+(explorer/report) alike, so both draw the same Gantt, the same hot tier and the same memory axis.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.graph_objects as go
+
+from .. import dimensions
+from ..result.timeline import estimate_rows, folded_timeline
+from .gantt import GanttInfo, gantt, lane_name
+
+MAX_BARS = 2500                  # SVG bars drawn at most; more are aggregated (figures/gantt.py)
+
+
+@dataclass(frozen=True)
+class GanttDraw:
+    """A run's Gantt as drawn: the figure, what it drew, the per-layer rows of the whole timeline
+    (downloads) and the folded steady state (block start/end s, repeats, period s), if folded."""
+
+    fig: go.Figure
+    info: GanttInfo
+    full_rows: int
+    fold: tuple[float, float, int, float] | None
+    columns: dict[str, list]
+
+
+def gantt_of(res: Any, max_bars: int = MAX_BARS) -> GanttDraw:
+    """The Gantt of a simulated ``Result``: per-layer bars when they fit ``max_bars``, else one bar
+    per pass and part, aggregated to screen resolution; a folded steady state drawn folded (its
+    block once, marked "xK"), never unfolded here."""
+    labels = tuple(c.label for c in res.classes)
+    draw = folded_timeline(res.tasks, labels, max_segments=max_bars)
+    full_rows = len(draw) if not draw.coarse and draw.fold is None else estimate_rows(res.tasks)
+    lanes = tuple(lane_name(c.name, c.gpus) for c in res.classes)
+    span = max(draw.columns["end_s"], default=0.0) if draw.fold else res.iteration_time_s
+    fig, info = gantt(draw.columns, lanes, span, max_bars=max_bars, fold=draw.fold)
+    return GanttDraw(fig, info, full_rows, draw.fold, draw.columns)
+
+
+def hot_tier(link_tiers: Mapping[str, str], breakdown_s: Mapping[str, float], iteration_s: float,
+             utilisation: Mapping[str, float]) -> tuple[str | None, str]:
+    """The tier limiting the dimension with the most exposed time and a note saying so; with no
+    exposed communication, the busiest tier ("busiest").  ``link_tiers``: dimension -> the tier
+    that limits its main call (the run JSON's ``links[dim].tier``)."""
+    exposed = {d: breakdown_s[d] for d in dimensions.shown_in("topology")
+               if d in link_tiers and breakdown_s.get(d, 0.0) > 0}
+    if exposed:
+        dim = max(exposed, key=exposed.__getitem__)
+        share = exposed[dim] / iteration_s
+        return link_tiers[dim], f"limits {dim.upper()} ({share:.0%} of the iteration exposed)"
+    return (max(utilisation, key=utilisation.__getitem__) if utilisation else None), "busiest"
+
+
+def memory_span(curves: Sequence[Any], fold: tuple | None, iteration_s: float) -> float:
+    """The time axis of the memory-over-time chart: the iteration, or with a folded Gantt the
+    folded timeline's end (plus 2 %), so both charts share one axis."""
+    if fold is not None:
+        return max(t for c in curves for t, _ in c.points) * 1.02
+    return iteration_s

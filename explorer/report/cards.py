@@ -1,0 +1,61 @@
+"""The report's headline cards: the numbers the app's metric row shows (explorer/ui/views/metrics.py),
+read from the run JSON, each with the exact value it shows (a test reads them back and compares them
+with ``run --json``'s)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..scenario import Scenario
+from ..workloads.registry import nouns
+
+
+@dataclass(frozen=True)
+class Card:
+    """One card: its label, the value as shown, the run-JSON key it reads (dotted for a nested key)
+    and that key's exact value (None: the run has none), and a second line (capacity, error band) or ""."""
+
+    label: str
+    text: str
+    key: str
+    value: float | None
+    note: str = ""
+
+
+def fmt_time(s: float) -> str:
+    """Seconds as the app's cards write them (explorer/ui/views/metrics.py)."""
+    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.3f} s"
+
+
+def cards(j: Mapping[str, Any], sc: Scenario) -> list[Card]:
+    """The cards of a run JSON ``j`` (``run --json``'s object) of scenario ``sc``: iteration time
+    (and the time per step of a synchronisation window), throughput in the family's units, MFU,
+    TFLOP/s per GPU, bubble, memory per GPU against capacity and the expected-error band."""
+    out: list[Card] = []
+    err = j.get("expected_error")
+    band = f"±{err * 100:.0f} % expected error" if err is not None else "no published run like this one"
+    out.append(Card("Iteration time", fmt_time(j["iteration_time_s"]), "iteration_time_s",
+                    j["iteration_time_s"], band))
+    if j.get("sync"):
+        # Replicas that train apart: the step's cost amortised over the window (variants/lowcomm).
+        step = j["time_per_step_s"]
+        out.append(Card("Time per step", fmt_time(step), "time_per_step_s", step,
+                        "amortised over the synchronisation window"))
+    # What the family's throughput counts: tokens for a transformer, images or clips for a ResNet.
+    rate = j["tokens_per_s"]
+    out.append(Card(f"{nouns(sc.model).per_second.capitalize()}/s", f"{rate:,.0f}", "tokens_per_s", rate))
+    out.append(Card("MFU", f"{j['mfu']:.1%}", "mfu", j["mfu"], "model FLOPs / (time × GPUs × peak)"))
+    out.append(Card("TFLOP/s per GPU", f"{j['tflops_per_gpu']:.0f}", "tflops_per_gpu", j["tflops_per_gpu"],
+                    "hardware FLOPs, recompute included"))
+    busiest = j.get("bubble_fraction_busiest")
+    out.append(Card("Bubble", f"{j['bubble_fraction']:.1%}", "bubble_fraction", j["bubble_fraction"],
+                    f"busiest stage {busiest:.1%}" if busiest is not None else "pipeline idle share"))
+    mem, cap = j["memory_GB"]["total"], j["memory_capacity_GB"]
+    out.append(Card("Memory per GPU", f"{mem:.1f} GB", "memory_GB.total", mem,
+                    f"over {cap:.1f} GB" if mem > cap else f"of {cap:.1f} GB"))
+    # Always shown: with no published run like this one the card says so (the band's label).
+    shown = f"±{err * 100:.0f} %" if err is not None else "n/a"
+    says = "validation error of similar published runs" if err is not None else "no similar published run"
+    out.append(Card("Expected error", shown, "expected_error", err, says))
+    return out

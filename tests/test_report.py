@@ -1,0 +1,132 @@
+"""Issue 39 item 4: ``python -m explorer report NAME --html FILE`` writes one self-contained HTML
+file — the cards, every chart the app draws for the run, the scenario YAML and its share link —
+whose numbers are ``run --json``'s and which loads nothing from the network."""
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from explorer.cli import load_scenario, main
+from explorer.config.loading import to_yaml
+from explorer.scenario import apply_overrides, from_dict
+from explorer.share import parse_query, preset_raw
+from explorer.simulate import simulate
+
+from report_support import parse_report
+
+# A transformer, a CNN (images/s) and a WAN run (two datacenters: the datacenter map too).
+SCENARIOS = {
+    "teaching-8gpu": ("gantt", "breakdown", "memory", "memory_timeline", "traffic", "topology"),
+    "resnet50-cloud-dp": ("gantt", "breakdown", "memory", "memory_timeline", "traffic", "topology"),
+    "two-datacenters": ("gantt", "breakdown", "memory", "memory_timeline", "traffic", "datacenters",
+                        "topology"),
+}
+CARD_KEYS = ("iteration_time_s", "tokens_per_s", "mfu", "tflops_per_gpu", "bubble_fraction",
+             "memory_GB.total", "expected_error")
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv: str) -> dict:
+    code, out, _ = cli(capsys, "run", *argv, "--json")
+    assert code == 0
+    return json.loads(out)
+
+
+def write_report(capsys, tmp_path, *argv: str) -> str:
+    path = tmp_path / "report.html"
+    code, out, err = cli(capsys, "report", *argv, "--html", str(path))
+    assert code == 0, err
+    assert out.startswith("wrote ") and err == ""
+    return path.read_text(encoding="utf-8")
+
+
+def dotted(j: dict, key: str):
+    for part in key.split("."):
+        j = j[part]
+    return j
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_report_holds_every_chart_the_cards_the_yaml_and_the_link(capsys, tmp_path, name):
+    html = write_report(capsys, tmp_path, name)
+    r = parse_report(html)
+    expected = SCENARIOS[name]
+    assert tuple(r.charts) == expected
+    # One Plotly div per chart, and Plotly's bundle inlined exactly once (the other charts reuse it).
+    assert r.plotly_divs == [f"chart-{k}" for k in expected]
+    assert html.count("Plotly.newPlot(") >= len(expected)
+    assert html.count("plotly.js v") <= 2, "the bundle's banner: inlined once"   # (banner + license line)
+    # Nothing from the network: no script src, no stylesheet or font link.
+    assert r.scripts_with_src == [] and r.links_with_href == []
+    # The numbers are exactly run --json's (same floats, not rounded text).
+    j = run_json(capsys, name)
+    assert r.run_json == j
+    for key in CARD_KEYS:
+        assert r.cards[key] == dotted(j, key), key
+    unit = "Images/s" if name.startswith("resnet") else "Tokens/s"
+    assert unit in r.card_labels
+    assert r.yaml == to_yaml(load_scenario(name))
+    assert r.link == f"http://localhost:8501/?scenario={name}"
+
+
+def test_report_of_an_overridden_scenario_links_to_it(capsys, tmp_path):
+    """--set changes the run, the cards and the link; the link, opened as the app opens it, gives
+    the same scenario and so the same iteration time."""
+    sets = ("--set", "parallelism.zero=1", "--set", "training.global_batch=64")
+    r = parse_report(write_report(capsys, tmp_path, "teaching-8gpu", *sets,
+                                  "--base-url", "https://explorer.example.org/app/"))
+    j = run_json(capsys, "teaching-8gpu", *sets)
+    assert r.cards["iteration_time_s"] == j["iteration_time_s"]
+    assert r.run_json["parallelism"]["zero"] == 1
+    parts = urlsplit(r.link)
+    assert f"{parts.scheme}://{parts.netloc}{parts.path}" == "https://explorer.example.org/app/"
+    query = dict(parse_qsl(parts.query))
+    assert query["parallelism.zero"] == "1" and query["training.global_batch"] == "64"
+    view = parse_query(query)
+    assert not view.warnings
+    res = simulate(from_dict(apply_overrides(preset_raw(view.scenario), view.overrides)))
+    assert res.iteration_time_s == j["iteration_time_s"]
+
+
+def test_report_of_a_scenario_file_outside_scenarios(capsys, tmp_path):
+    """A file the app does not ship: the link is the default preset plus every field that differs."""
+    src = tmp_path / "mine.yaml"
+    src.write_text(to_yaml(load_scenario("teaching-8gpu", ["model.layers=16"])), encoding="utf-8")
+    r = parse_report(write_report(capsys, tmp_path, str(src)))
+    query = dict(parse_qsl(urlsplit(r.link).query))
+    view = parse_query(query)
+    assert not view.warnings
+    res = simulate(from_dict(apply_overrides(preset_raw(view.scenario), view.overrides)))
+    expected = run_json(capsys, str(src))["iteration_time_s"]
+    assert res.iteration_time_s == r.cards["iteration_time_s"] == expected
+
+
+@pytest.mark.parametrize("argv,field", [
+    (("no-such-scenario", "--html", "{tmp}/r.html"), "no-such-scenario"),
+    (("teaching-8gpu", "--html", "{tmp}/missing-dir/r.html"), "--html"),
+    (("teaching-8gpu", "--html", "{tmp}"), "--html"),
+    (("teaching-8gpu", "--html", "{tmp}/r.html", "--base-url", "file:///etc"), "--base-url"),
+    (("teaching-8gpu", "--html", "{tmp}/r.html", "--set", "parallelism.tp=3"), "parallelism."),
+    (("teaching-8gpu",), "--html"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, field):
+    code, out, err = cli(capsys, "report", *(a.replace("{tmp}", str(tmp_path)) for a in argv))
+    assert code == 2
+    assert out == "" and err.count("\n") == 1 and field in err, err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_synchronisation_window_is_drawn_as_the_timeline_tab_draws_it(capsys, tmp_path):
+    """DiLoCo across regions: the window chart after the Gantt, and the time-per-step card equal to
+    run --json's."""
+    r = parse_report(write_report(capsys, tmp_path, "diloco-cross-region"))
+    assert r.charts[:2] == ["gantt", "sync_window"] and "datacenters" in r.charts
+    assert r.cards["time_per_step_s"] == run_json(capsys, "diloco-cross-region")["time_per_step_s"]
+    assert r.plotly_divs == [f"chart-{k}" for k in r.charts]

@@ -87,3 +87,24 @@ def test_v_half_and_v_min_orders_unchanged_on_deep_pipelines():
 
 
 EXPECTED = "face881adb32c86e59161ef84eb27f67a99eafe77d172c2469f31d2a6bbb2dbd"
+
+
+def _heap_merge(ranks):
+    import heapq
+    heads = [(ts[0], r, k, 0) for r, rank in enumerate(ranks) for k, ts in enumerate(rank) if ts]
+    heapq.heapify(heads)
+    out = []
+    while heads:
+        t, r, k, j = heapq.heappop(heads)
+        if j + 1 < len(ranks[r][k]):
+            heapq.heappush(heads, (ranks[r][k][j + 1], r, k, j + 1))
+        out.append((t, r, k, j))
+    return out
+
+
+def test_pass_order_is_the_heap_merge():
+    ranks = [vr.place_w(r, split=False) for r in vr.repeat(building_block(8, 2), 12)]
+    assert list(vr._in_order(ranks)) == _heap_merge(ranks)
+    # A list out of order takes the merge itself (a pass read after its predecessor).
+    ranks[3][1][4], ranks[3][1][5] = ranks[3][1][5], ranks[3][1][4]
+    assert list(vr._in_order(ranks)) == _heap_merge(ranks)

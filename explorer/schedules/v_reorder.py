@@ -32,7 +32,7 @@ window) in all; steady-state passes cost O(log passes) each.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from .base import ChunkOp
 
@@ -52,11 +52,13 @@ def place_w(rank: Times, split: bool) -> Times:
     """``rank``'s four passes with its W placed: each idle slot (up to its last pass) runs the W of
     the oldest pending B, then the rest run after its last pass.  ``split``: one W list per chunk
     (an idle slot prefers chunk 1's pending W); else one list for both chunks, in B order."""
-    slots = sorted((t, k) for k in range(4) for t in rank[k])
+    kind_at: dict[int, int] = {}
+    for k in range(4):                       # a slot held twice keeps its larger kind, as sorted would
+        for t in rank[k]:
+            kind_at[t] = k
     pending = [0, 0]                         # pending W of chunk 1 (after B1), of chunk 0 (after B0)
     lists: list[list[int]] = [[], []] if split else [[]]
-    kind_at = dict(slots)
-    last = slots[-1][0] if slots else -1
+    last = max(kind_at, default=-1)
     for t in range(last + 1):
         k = kind_at.get(t)
         if k is not None:
@@ -183,15 +185,9 @@ def _reorder_pass(ranks: list[Times], with_w: bool) -> list[Times]:
     memory = [_Memory(r) for r in ranks]
     cap = max(max(x.live, default=0) for x in memory)
     m = len(ranks[0][F0])
-    heads = [(ranks[r][k][0], r, k, 0) for r in range(len(ranks)) for k in range(len(ranks[r]))
-             if ranks[r][k]]
-    heapq.heapify(heads)
     taken: list[set[int]] = [set() for _ in ranks]
     phase = 0                     # 0 warm-up, 1 steady (from rank 0's first B0), 2 cool-down
-    while heads:
-        t, r, k, j = heapq.heappop(heads)
-        if j + 1 < len(ranks[r][k]):
-            heapq.heappush(heads, (ranks[r][k][j + 1], r, k, j + 1))
+    for t, r, k, j in _in_order(ranks):
         if phase == 0 and k == B0 and r == 0:
             phase = 1
         if phase == 1 or (phase == 0 and not with_w):
@@ -207,6 +203,28 @@ def _reorder_pass(ranks: list[Times], with_w: bool) -> list[Times]:
     if not with_w:
         ranks[:] = [place_w(r, split=False) for r in ranks]
     return squeeze(ranks)
+
+
+def _in_order(ranks: list[Times]) -> Iterator[tuple[int, int, int, int]]:
+    """Every pass as (start, rank, kind, micro-batch), in that order, each with the start it had
+    when the walk reached its predecessor in its list (a pass moves only once reached).  With every
+    list in order of start (as repeat and squeeze leave them) that is a sort of the starts given;
+    else a merge of the lists, each read as it goes."""
+    if all(a <= b for rank in ranks for ts in rank for a, b in zip(ts, ts[1:], strict=False)):
+        who = [(r, k, j) for r in range(len(ranks)) for k, ts in enumerate(ranks[r]) for j in range(len(ts))]
+        n = len(who)
+        starts = [t for rank in ranks for ts in rank for t in ts]
+        for x in sorted([t * n + i for i, t in enumerate(starts)]):
+            r, k, j = who[x % n]
+            yield x // n, r, k, j
+        return
+    heads = [(ts[0], r, k, 0) for r, rank in enumerate(ranks) for k, ts in enumerate(rank) if ts]
+    heapq.heapify(heads)
+    while heads:
+        t, r, k, j = heapq.heappop(heads)
+        if j + 1 < len(ranks[r][k]):
+            heapq.heappush(heads, (ranks[r][k][j + 1], r, k, j + 1))
+        yield t, r, k, j
 
 
 def squeeze(ranks: list[Times]) -> list[Times]:

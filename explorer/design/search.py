@@ -2,7 +2,9 @@
 
 1. enumerate every layout of explorer/design/space.py (arithmetic pruning only);
 2. build and validate each one's scenario with the loader's rules, and score the valid ones with
-   the estimator (in chunks, on the executor): iteration time, memory, whether it fits;
+   the estimator (in chunks, on the executor: explorer/design/ranking.py): iteration time, memory,
+   whether it fits (a layout over the GPU's memory is not timed unless placements or splits are
+   refined: the ranking reads the times of those that fit);
    The latency-timed schedules (1f1b-latency, crosspipe: registry ``timed``), whose orders read
    the WAN delays, have no compiled program: each is a full simulation (about 50 ms to seconds).
    They are scored only on the :data:`TIMED_PIPELINES` fastest fitting layouts of their base
@@ -43,16 +45,17 @@ from typing import Any
 import numpy as np
 
 from ..analysis.verdict import DEFAULT_HEADROOM_GB, MAX_HEADROOM_GB, MemoryVerdict
-from ..scenario import Scenario, ScenarioError
+from ..scenario import ScenarioError
 from ..schedules import registry
 from . import chunks as work
 from .base import Base, cluster_overrides, share_query
 from .executors import ExecutorSpec, map_chunks
 from .progress import Progress, next_phase
 from .proxy import POOL, ranking_proxy
+from .ranking import Into, score_into
 from .refine import extend
-from .scores import estimator_available, reason_field, score
-from .space import Layout, LayoutBuilder, Space, enumerate_layouts, is_timed, search_raw, work_key
+from .scores import estimator_available, score
+from .space import Layout, LayoutBuilder, Space, enumerate_layouts, is_timed, search_raw
 
 MAX_EXTRA_FULL = 200           # layouts simulated beyond ``top`` when the engine rejects the estimator's fits
 # Base-order (1F1B) layouts whose latency-timed variants are simulated (module docstring, step 2):
@@ -138,57 +141,6 @@ class SearchResult:
 
 
 @dataclass(frozen=True)
-class _Job:
-    raw: Mapping[str, Any]                    # what the layouts are scored on (a proxy's, or the scenario's)
-    layouts: tuple[Layout, ...]
-    check: Mapping[str, Any] | None = None    # the scenario's raw, whose rules a proxy's layouts must pass
-    headroom_GB: float = DEFAULT_HEADROOM_GB
-
-
-@dataclass(frozen=True)
-class _Scored:
-    """One chunk's scores, aligned with its layouts (NaN and fits False where invalid); ``roomy``:
-    fits with the job's headroom to spare."""
-
-    reason_fields: tuple[str | None, ...]     # None where valid
-    iteration_time_s: np.ndarray
-    memory_GB_total: np.ndarray
-    fits: np.ndarray
-    roomy: np.ndarray
-
-
-def _score_chunk(job: _Job) -> _Scored:
-    """Build, validate and estimate one chunk of layouts (runs in a worker)."""
-    builder = LayoutBuilder(job.raw)
-    check = LayoutBuilder(job.check) if job.check is not None else None
-    n = len(job.layouts)
-    reasons: list[str | None] = [None] * n
-    scenarios: list[Scenario] = []
-    slots: list[int] = []
-    for i, layout in enumerate(job.layouts):
-        try:
-            if check is not None:
-                check.scenario(layout)        # the scenario's own rules decide validity
-            scenarios.append(builder.scenario(layout))
-            slots.append(i)
-        except ScenarioError as exc:
-            reasons[i] = exc.field
-    # Ranking only: the estimator's fast mode (within its stated bound); the top K are simulated anyway.
-    s, refused = score(scenarios, "estimate", exact=False)
-    t, mem, fits = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=bool)
-    cap = np.full(n, np.nan)
-    idx = np.asarray(slots, dtype=int)
-    if len(idx):
-        t[idx], mem[idx], fits[idx] = s.iteration_time_s, s.memory_GB_total, s.fits
-        cap[idx] = [sc.hardware.gpu.capacity_bytes / 1e9 for sc in scenarios]
-    for j, why in enumerate(refused):
-        if why is not None:
-            reasons[slots[j]], fits[slots[j]] = reason_field(why), False
-    roomy = fits & (cap - mem >= job.headroom_GB)
-    return _Scored(tuple(reasons), t, mem, fits, roomy)
-
-
-@dataclass(frozen=True)
 class _FullJob:
     base: Base
     raw: Mapping[str, Any]
@@ -250,18 +202,22 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     # Progress counts layouts scored: the plain ones, then at most this many timed ones.
     total = len(plain) + min(len(timed), TIMED_PIPELINES * len(timed_names))
     check = raw if proxy is not None else None
-    into = _Into(reasons, t_est, fits, roomy, headroom_GB)
+    # The ranking reads the times of the layouts that fit only, unless placements and layer splits
+    # are refined: refine.seeds starts from the fastest valid layouts, fitting or not.
+    unfit_times = space.orders or space.splits
+    into = Into(reasons, t_est, fits, roomy, headroom_GB, unfit_times)
     next_phase(progress, "estimating" if proxy is None else "estimating on the proxy", "layouts", total)
-    _score_into(rank_raw, [layouts[i] for i in plain], plain, into, executor, "estimate",
+    score_into(rank_raw, [layouts[i] for i in plain], plain, into, executor, "estimate",
                 _offset(progress, 0, total), check)
     plain_at = dict(zip((layouts[i] for i in plain), plain, strict=True))
     picked = _timed_picks(rank_raw, layouts, timed, plain_at, into, executor)
-    _score_into(rank_raw, [layouts[i] for i in picked], picked, into, executor, "full",
+    score_into(rank_raw, [layouts[i] for i in picked], picked, into, executor, "full",
                 _offset(progress, len(plain), total), check)
     # Placements and layer splits of the best (explorer/design/refine.py), scored alike.
     refined, t_est, fits, roomy = extend(
-        raw, layouts, reasons, t_est, fits, roomy, space, lambda lays, at, t, f, r: _score_into(
-            rank_raw, lays, at, _Into(reasons, t, f, r, headroom_GB), executor, "estimate", None, check))
+        raw, layouts, reasons, t_est, fits, roomy, space, lambda lays, at, t, f, r: score_into(
+            rank_raw, lays, at, Into(reasons, t, f, r, headroom_GB, unfit_times), executor, "estimate", None,
+            check))
     n = len(layouts)
     unscored = sorted(set(timed) - set(picked))
     scored = np.ones(n, dtype=bool)
@@ -299,44 +255,8 @@ def _offset(progress: Progress | None, done: int, total: int) -> Progress | None
     return lambda d, _t: progress(done + d, total)
 
 
-@dataclass(frozen=True)
-class _Into:
-    """Where scores go, aligned with the enumeration: reason, ranking time, fit, fit with
-    ``headroom_GB`` to spare."""
-
-    reasons: list[str | None]
-    t_est: np.ndarray
-    fits: np.ndarray
-    roomy: np.ndarray
-    headroom_GB: float
-
-
-def _score_into(raw: Mapping[str, Any], layouts: list[Layout], slots: list[int], into: _Into,
-                executor: ExecutorSpec, cost: str, progress: Progress | None,
-                check: Mapping[str, Any] | None = None) -> None:
-    """Score ``layouts`` on the executor (chunks sized for the ``cost`` of one: "estimate" or a
-    "full" simulation) and write their reason, estimated time and fit at ``slots`` of ``into``;
-    with ``check`` (a proxy's scenario raw), a layout its rules refuse is invalid."""
-    if not layouts:
-        return
-    # Layouts of one pipeline depth and unit count go together (chunks.grouped, space.work_key).
-    sc = LayoutBuilder(raw).parsed
-    parts = work.grouped([work_key(lay, sc.cluster.gpus, sc.training.global_batch) for lay in layouts],
-                         work.chunk_size(cost))
-    jobs = [_Job(raw, tuple(layouts[k] for k in part), check, into.headroom_GB) for part in parts]
-    out = map_chunks(_score_chunk, jobs, executor, sizes=[len(j.layouts) for j in jobs],
-                     in_process=work.in_process(len(layouts), cost), progress=progress)
-    slots = [slots[k] for part in parts for k in part]
-    idx = np.asarray(slots, dtype=int)
-    into.t_est[idx] = np.concatenate([c.iteration_time_s for c in out])
-    into.fits[idx] = np.concatenate([c.fits for c in out])
-    into.roomy[idx] = np.concatenate([c.roomy for c in out])
-    for i, why in zip(slots, (r for c in out for r in c.reason_fields), strict=True):
-        into.reasons[i] = why
-
-
 def _timed_picks(raw: Mapping[str, Any], layouts: list[Layout], timed: list[int], plain_at: dict[Layout, int],
-                 into: _Into, executor: ExecutorSpec) -> list[int]:
+                 into: Into, executor: ExecutorSpec) -> list[int]:
     """The timed layouts to score: those whose base-order (1F1B) layout is among the
     TIMED_PIPELINES fastest that fit (a timed order keeps at least 1F1B's units in flight unless
     ``parallelism.max_in_flight`` caps crosspipe lower, schedules/crosspipe.py: a base over
@@ -350,9 +270,9 @@ def _timed_picks(raw: Mapping[str, Any], layouts: list[Layout], timed: list[int]
     extra: dict[Layout, tuple[float, bool]] = {}
     if missing:
         k = len(missing)
-        aside = _Into([None] * k, np.full(k, np.nan), np.zeros(k, dtype=bool), np.zeros(k, dtype=bool),
-                      into.headroom_GB)
-        _score_into(raw, missing, list(range(k)), aside, executor, "estimate", None)
+        aside = Into([None] * k, np.full(k, np.nan), np.zeros(k, dtype=bool), np.zeros(k, dtype=bool),
+                      into.headroom_GB, into.unfit_times)
+        score_into(raw, missing, list(range(k)), aside, executor, "estimate", None)
         extra = {b: (float(aside.t_est[i]), bool(aside.fits[i])) for i, b in enumerate(missing)}
 
     def score_of(b: Layout) -> tuple[float, bool]:

@@ -38,6 +38,7 @@ from ..pricing.sync import ending, window
 from ..scenario import Scenario
 from ..schedules.registry import get as get_schedule
 from ..schedules.registry import megatron_schedule
+from ..vocabulary import CATEGORIES
 from .many import (
     MAX_ROW_OPS,
     _assemble,
@@ -45,6 +46,7 @@ from .many import (
     _needs_ops,
     _run,
     estimate_profiles,
+    estimates_of,
     needs_simulation,
     representatives,
     row_ops,
@@ -127,8 +129,12 @@ def _memory(prof: RowProfile, a: int, b: int) -> float:
     return float(per_stage.sum(axis=1).max())
 
 
-def estimate_profiles_fast(profs: Sequence[RowProfile]) -> tuple[Estimates, list[str | None]]:
-    """The fast mode of many.estimate_profiles (same rows, same reasons)."""
+def estimate_profiles_fast(profs: Sequence[RowProfile], unfit_times: bool = True,
+                           ) -> tuple[Estimates, list[str | None]]:
+    """The fast mode of many.estimate_profiles (same rows, same reasons).  ``unfit_times`` False:
+    the rows of the fast mode whose memory is over the GPU's capacity (``fits`` False) keep their
+    memory but not a time (NaN: iteration time, breakdown and the rates): their memory is
+    computed first, and only the rows that fit are evaluated (a search ranks those alone)."""
     n = len(profs)
     maybe = [_plain(pr) for pr in profs]
     mine = [i for i, pr in enumerate(maybe) if pr is not None and not _needs_ops(pr)
@@ -144,6 +150,20 @@ def estimate_profiles_fast(profs: Sequence[RowProfile]) -> tuple[Estimates, list
         if _extrapolable(pr):
             a = base_units(pr)
             spans[i] = (a, 2 * a)
+    pieces = []
+    memory: dict[int, float] = {}
+    if not unfit_times and mine:
+        # Memory first (it reads the programs' orders and the layer split, not the timeline).
+        mem = _memories([plain[i] for i in mine], [spans.get(i) for i in mine])
+        memory = dict(zip(mine, mem.tolist(), strict=True))
+        unfit = [i for i in mine if not memory[i] <= plain[i].sc.hardware.gpu.capacity_bytes]
+        if unfit:
+            k = len(unfit)
+            pieces.append((np.array(unfit), estimates_of([plain[i] for i in unfit], np.full(k, np.nan),
+                                                         np.full((k, len(CATEGORIES)), np.nan),
+                                                         np.array([memory[i] for i in unfit]))))
+            out = set(unfit)
+            mine = [i for i in mine if i not in out]
     # Only each time_key's first row is evaluated (many.representatives); every row keeps its span.
     rep = representatives(plain, mine)
     timed = [i for i in mine if rep[i] == i]
@@ -159,7 +179,6 @@ def estimate_profiles_fast(profs: Sequence[RowProfile]) -> tuple[Estimates, list
     for i in mine:
         pr = plain[i]
         finals.setdefault((pr.schedule.name, pr.p, pr.v, pr.blocking), []).append(i)
-    pieces = []
     for idx in finals.values():
         reps = list(dict.fromkeys(rep[i] for i in idx))
         T, bd, st = _times([plain[r] for r in reps], [done[r] for r in reps], [spans.get(r) for r in reps])
@@ -171,7 +190,8 @@ def estimate_profiles_fast(profs: Sequence[RowProfile]) -> tuple[Estimates, list
             continue
         keep = [k for k, r in enumerate(reps) if r not in bound]
         reps = [reps[k] for k in keep]
-        mem = _memories([plain[i] for i in idx], [spans.get(i) for i in idx])
+        mem = (np.array([memory[i] for i in idx]) if memory else
+               _memories([plain[i] for i in idx], [spans.get(i) for i in idx]))
         pieces.append((np.array(idx), _assemble([plain[i] for i in idx], T[keep], bd[keep], reps,
                                                 [rep[i] for i in idx], mem)))
     reasons: list[str | None] = [None] * n
@@ -205,8 +225,10 @@ def _memories(profs: list[RowProfile], spans: list[tuple[int, int] | None]) -> n
     return mem
 
 
-def estimate_many(scenarios: Sequence[Scenario], exact: bool = True) -> Estimates:
+def estimate_many(scenarios: Sequence[Scenario], exact: bool = True, unfit_times: bool = True) -> Estimates:
     """Estimates of validated scenarios, one row each, in order: exact (many.estimate_many) or, with
-    ``exact=False``, the fast mode of the module docstring (within :data:`STATED_BOUND`)."""
+    ``exact=False``, the fast mode of the module docstring (within :data:`STATED_BOUND`);
+    ``unfit_times`` False (fast mode only): rows over the GPU's memory may have no time
+    (:func:`estimate_profiles_fast`)."""
     profs = [row_profile(sc) for sc in scenarios]
-    return (estimate_profiles(profs) if exact else estimate_profiles_fast(profs))[0]
+    return (estimate_profiles(profs) if exact else estimate_profiles_fast(profs, unfit_times))[0]

@@ -32,7 +32,7 @@ window) in all; steady-state passes cost O(log passes) each.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from .base import ChunkOp
 
@@ -52,11 +52,13 @@ def place_w(rank: Times, split: bool) -> Times:
     """``rank``'s four passes with its W placed: each idle slot (up to its last pass) runs the W of
     the oldest pending B, then the rest run after its last pass.  ``split``: one W list per chunk
     (an idle slot prefers chunk 1's pending W); else one list for both chunks, in B order."""
-    slots = sorted((t, k) for k in range(4) for t in rank[k])
+    kind_at: dict[int, int] = {}
+    for k in range(4):                       # a slot held twice keeps its larger kind, as sorted would
+        for t in rank[k]:
+            kind_at[t] = k
     pending = [0, 0]                         # pending W of chunk 1 (after B1), of chunk 0 (after B0)
     lists: list[list[int]] = [[], []] if split else [[]]
-    kind_at = dict(slots)
-    last = slots[-1][0] if slots else -1
+    last = max(kind_at, default=-1)
     for t in range(last + 1):
         k = kind_at.get(t)
         if k is not None:
@@ -110,6 +112,22 @@ class _Memory:
         """Move the pass in slot ``t`` to the idle slot ``s`` < t if the activations stay within
         ``cap`` (they were before: only the slots from s on can change); else change nothing."""
         k = self.kind[t]
+        if not self.implicit and self.kind[s] < 0:
+            # Explicit W: the walk below adds the pass's +1 (forward), 0 (B) or -1 (W) to every slot
+            # from s to t-1 and meets the old state at t.  No slot is over ``cap`` (the most any rank
+            # held before the pass, and no move goes over it), so a forward fits unless a slot from s
+            # to t-1 is at ``cap`` already: one search of the list, from s, that stops at the first.
+            d = 1 if k < B1 else 0 if k <= B0 else -1
+            if d > 0:
+                try:
+                    self.live.index(cap, s, t)
+                    return False
+                except ValueError:
+                    pass
+            if d:
+                self.live[s:t] = [x + d for x in self.live[s:t]]
+            self.kind[s], self.kind[t] = k, -1
+            return True
         live, pend = (self.live[s - 1], self.pend[s - 1]) if s else (0, 0)
         new: list[tuple[int, int]] = []
         for u in range(s, len(self.kind)):
@@ -167,15 +185,9 @@ def _reorder_pass(ranks: list[Times], with_w: bool) -> list[Times]:
     memory = [_Memory(r) for r in ranks]
     cap = max(max(x.live, default=0) for x in memory)
     m = len(ranks[0][F0])
-    heads = [(ranks[r][k][0], r, k, 0) for r in range(len(ranks)) for k in range(len(ranks[r]))
-             if ranks[r][k]]
-    heapq.heapify(heads)
     taken: list[set[int]] = [set() for _ in ranks]
     phase = 0                     # 0 warm-up, 1 steady (from rank 0's first B0), 2 cool-down
-    while heads:
-        t, r, k, j = heapq.heappop(heads)
-        if j + 1 < len(ranks[r][k]):
-            heapq.heappush(heads, (ranks[r][k][j + 1], r, k, j + 1))
+    for t, r, k, j in _in_order(ranks):
         if phase == 0 and k == B0 and r == 0:
             phase = 1
         if phase == 1 or (phase == 0 and not with_w):
@@ -193,26 +205,60 @@ def _reorder_pass(ranks: list[Times], with_w: bool) -> list[Times]:
     return squeeze(ranks)
 
 
+def _in_order(ranks: list[Times]) -> Iterator[tuple[int, int, int, int]]:
+    """Every pass as (start, rank, kind, micro-batch), in that order, each with the start it had
+    when the walk reached its predecessor in its list (a pass moves only once reached).  With every
+    list in order of start (as repeat and squeeze leave them) that is a sort of the starts given;
+    else a merge of the lists, each read as it goes."""
+    if all(a <= b for rank in ranks for ts in rank for a, b in zip(ts, ts[1:], strict=False)):
+        who = [(r, k, j) for r in range(len(ranks)) for k, ts in enumerate(ranks[r]) for j in range(len(ts))]
+        n = len(who)
+        starts = [t for rank in ranks for ts in rank for t in ts]
+        for x in sorted([t * n + i for i, t in enumerate(starts)]):
+            r, k, j = who[x % n]
+            yield x // n, r, k, j
+        return
+    heads = [(ts[0], r, k, 0) for r, rank in enumerate(ranks) for k, ts in enumerate(rank) if ts]
+    heapq.heapify(heads)
+    while heads:
+        t, r, k, j = heapq.heappop(heads)
+        if j + 1 < len(ranks[r][k]):
+            heapq.heappush(heads, (ranks[r][k][j + 1], r, k, j + 1))
+        yield t, r, k, j
+
+
 def squeeze(ranks: list[Times]) -> list[Times]:
     """Every pass as early as it can go in the given order at unit cost (the paper's squeezing):
     after its rank's previous pass, its own previous micro-batch, the neighbour's pass of its kind
-    and the rank's previous kind of the same micro-batch (not for W)."""
+    and the rank's previous kind of the same micro-batch (not for W).
+
+    The passes are taken in order of (start, rank, kind, micro-batch): each numbered in order of
+    (rank, kind, micro-batch) and sorted as one integer, start x passes + number (a sort of plain
+    integers, not of tuples: this is most of a reordering's time at 64 ranks and 512 micro-batches)."""
     p = len(ranks)
-    passes = sorted((t, r, k, j) for r in range(p) for k, ts in enumerate(ranks[r]) for j, t in enumerate(ts))
-    end: dict[tuple[int, int, int], int] = {}
+    who: list[tuple[int, int, int]] = [(r, k, j) for r in range(p) for k, ts in enumerate(ranks[r])
+                                       for j in range(len(ts))]
+    n = len(who)
+    starts = [t for rank in ranks for ts in rank for t in ts]
+    keys = sorted([t * n + i for i, t in enumerate(starts)])
+    end = [[[0] * len(ts) for ts in rank] for rank in ranks]
     last = [0] * p
-    for _, r, k, j in passes:
+    for x in keys:
+        r, k, j = who[x % n]
+        mine = end[r]
         t = last[r]
-        if k in (F0, B1) and r > 0:
-            t = max(t, end[r - 1, k, j])
-        if k in (F1, B0) and r + 1 < p:
-            t = max(t, end[r + 1, k, j])
-        if k in (F1, B1, B0):
-            t = max(t, end[r, k - 1, j])
-        if j > 0:
-            t = max(t, end[r, k, j - 1])
-        end[r, k, j] = last[r] = t + 1
-    return [[[end[r, k, j] - 1 for j in range(len(ts))] for k, ts in enumerate(ranks[r])] for r in range(p)]
+        if k < 4:
+            if k == F0 or k == B1:
+                if r > 0 and end[r - 1][k][j] > t:
+                    t = end[r - 1][k][j]
+            elif r + 1 < p and end[r + 1][k][j] > t:          # F1, B0
+                t = end[r + 1][k][j]
+            if k != F0 and mine[k - 1][j] > t:
+                t = mine[k - 1][j]
+        if j > 0 and mine[k][j - 1] > t:
+            t = mine[k][j - 1]
+        mine[k][j] = last[r] = t + 1
+    return [[[e - 1 for e in ends] for ends in rank] for rank in end]
 
 
 def reorder(block: Sequence[Sequence[int]], m: int) -> tuple[tuple[ChunkOp, ...], ...]:

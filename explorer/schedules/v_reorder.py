@@ -60,10 +60,10 @@ def place_w(rank: Times, split: bool) -> Times:
     lists: list[list[int]] = [[], []] if split else [[]]
     last = max(kind_at, default=-1)
     for t in range(last + 1):
-        k = kind_at.get(t)
-        if k is not None:
-            if k in (B1, B0):
-                pending[k - B1 if split else 0] += 1
+        kind = kind_at.get(t)
+        if kind is not None:
+            if kind in (B1, B0):
+                pending[kind - B1 if split else 0] += 1
             continue
         for w, n in enumerate(pending):
             if n:

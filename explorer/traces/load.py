@@ -53,6 +53,18 @@ def _interval(ev: dict) -> Interval | None:
     return s, s + d
 
 
+def _add_work(lane: Lane, span: Interval) -> None:
+    """Append, merging into the previous interval when it starts inside it: a CPU op's children
+    (aten::linear > aten::addmm > ...) then cost nothing, so memory follows the top-level ops."""
+    if lane.work:
+        s, e = lane.work[-1]
+        if s <= span[0] <= e:
+            if span[1] > e:
+                lane.work[-1] = (s, span[1])
+            return
+    lane.work.append(span)
+
+
 def _group_of(args: dict) -> str | None:
     """The process group record_param_comms names (PyTorch >= 2.2 writes ``Process Group Name``)."""
     for key in ("Process Group Name", "pg_name", "Process Group Description"):
@@ -117,9 +129,9 @@ def read_rank(path: Path) -> RankTrace:
         elif classify.is_recompute(name):
             lane.marks.append((span[0], span[1], "recompute"))
             if cat != "user_annotation":
-                lane.work.append(span)
+                _add_work(lane, span)
         elif cat != "user_annotation":
-            lane.work.append(span)     # a user's own annotation is a label, not work
+            _add_work(lane, span)      # a user's own annotation is a label, not work
     if events == 0:
         raise TraceError(path, "has an empty \"traceEvents\" list")
     if not steps and not gpu_steps:

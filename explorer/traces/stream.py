@@ -18,7 +18,8 @@ from typing import Any, TextIO
 
 from ..config.schema import ScenarioError
 
-CHUNK_CHARS = 1 << 20          # 1 Mi characters per read: events are ~200 B, so thousands per refill
+CHUNK_CHARS = 1 << 18   # 256 Ki characters per read: ~1,000 events (~250 B each) per refill; the peak
+#                         memory is a few times this (decode buffers, the window and its refill)
 MAX_VALUE_CHARS = 1 << 26   # one event or top-level field; a larger one is not a trace
 _WS = " \t\r\n"
 
@@ -85,6 +86,8 @@ class _Reader:
         while True:
             try:
                 obj, end = self.dec.raw_decode(self.buf, self.pos)
+            except RecursionError:
+                raise TraceError(self.path, "nests JSON too deeply to be a trace event") from None
             except json.JSONDecodeError as exc:
                 # Only an error at the window's end (or inside a string that runs to it) may be
                 # cured by more text; any other is a real syntax error, reported without reading on.

@@ -13,7 +13,8 @@ from types import ModuleType
 # Registration order is the order of ``--help``.  Modules are imported lazily so ``list`` and
 # ``validate`` stay fast.
 COMMAND_MODULES: tuple[str, ...] = ("diff", "sweep", "search", "sensitivity", "scaling", "advise",
-                                     "consensus", "import_trace")
+                                     "consensus", "import_trace",
+                                     "calibrate_fabric")
 
 
 def commands() -> list[ModuleType]:

@@ -183,3 +183,29 @@ def test_memory_stays_below_the_file_size(tmp_path):
     assert peak < size / 2
     (work,) = [lane.work for lane in trace.lanes.values()]
     assert len(work) == 12_000          # children merged into their parent op
+
+
+def test_a_public_gpu_trace_names_nccl_kernels_by_the_call_that_launched_them(capsys):
+    """HTA's sampled 2-rank NCCL trace (fixtures README): every NCCL kernel is called SendRecv, but
+    those launched by nccl:all_to_all are expert-parallel (ep) and the others data-parallel (dp).
+    Per step, the in-flight time of each is the union of its kernels, computed here from the JSON
+    through each kernel's correlation to its cudaLaunchKernel inside the CPU collective."""
+    out = _import(capsys, TRACES / "hta_sampled", "--set", "parallelism.zero=0")
+    assert out["measured_on"] == "gpu kernels" and out["iterations"] == 2
+    events = {r: _events(TRACES / "hta_sampled" / f"rank{r}.json.gz") for r in (0, 1)}
+    for row in out["per_step"]:
+        ev = events[row["rank"]]
+        a, b = _steps(ev)[row["step"]]
+        launch = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "cuda_runtime"
+                  and "correlation" in e.get("args", {})}
+        a2a = [e for e in ev if e.get("name") == "nccl:all_to_all"]
+        spans = {"ep": [], "dp": []}
+        for k in (e for e in ev if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel")):
+            at = launch[k["args"]["correlation"]]
+            dim = "ep" if any(c["ts"] <= at["ts"] <= c["ts"] + c["dur"] for c in a2a) else "dp"
+            spans[dim].append((k["ts"], k["ts"] + k["dur"]))
+        for dim in ("ep", "dp"):
+            assert row["comm_total_s"][dim] == pytest.approx(_union(spans[dim], a, b) * 1e-6, rel=1e-9)
+        assert row["comm_total_s"]["pp"] == 0
+        assert sum(row["categories"].values()) == pytest.approx(row["iteration_time_s"], rel=1e-9)
+    assert out["categories"]["ep"]["measured_s"] > 0 and out["categories"]["dp"]["measured_s"] > 0

@@ -53,7 +53,7 @@ def collective_op(name: str, args: dict | None = None) -> str | None:
     -> ``allreduce``)."""
     if name == "record_param_comms":
         coll = str((args or {}).get("Collective name", "")).lower().replace("_", "")
-        return coll or "allreduce"
+        return coll or "other"            # older torch writes no name: the enclosing op says it
     m = _COMM_PREFIX.match(name)
     if not m:
         return None

@@ -48,7 +48,7 @@ class Comparison:
             "exposed_comm_s": {"measured": m.exposed_comm_s, "simulated": self.simulated_exposed_s},
             "comm_total_s": {"measured": m.comm_total_s},
             "per_step": [{"step": s.step, "rank": s.rank, "iteration_time_s": s.duration_s,
-                          "categories": s.categories} for s in m.per_step],
+                          "categories": s.categories, "comm_total_s": s.comm_total_s} for s in m.per_step],
             "differences": self.differences(),
         }
 
@@ -66,11 +66,11 @@ class Comparison:
         rows.sort(reverse=True)
         out = []
         for _, c, ms, ss in rows[:top]:
-            word = "more" if ms > ss else "less"
             name = (f"exposed {c} communication" if c in COMM_DIMS
                     else "idle time (bubble)" if c == "bubble" else c)
             out.append(f"{name} takes {ms:.0%} of the measured iteration, {ss:.0%} of the simulated one "
-                       f"({word} measured: {(m.categories[c] - self.simulated.get(c, 0.0)) * 1e3:+.2f} ms)")
+                       f"({m.categories[c] * 1e3:.2f} ms measured, {self.simulated.get(c, 0.0) * 1e3:.2f} ms "
+                       "simulated)")
         return out
 
 

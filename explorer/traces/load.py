@@ -65,6 +65,25 @@ def _add_work(lane: Lane, span: Interval) -> None:
     lane.work.append(span)
 
 
+def _name_by_launcher(pending: list[tuple[Lane, int, object]],
+                      launches: dict[object, tuple[tuple[str, str], float]],
+                      cpu: dict[tuple[str, str], Lane]) -> None:
+    """An NCCL kernel's name says its implementation, not the call (all-to-all runs as
+    ``ncclKernel_SendRecv``): take the op and process group of the innermost CPU collective
+    (``nccl:all_to_all``, ``record_param_comms``) that launched it, found through the kernel's
+    ``correlation`` and its ``cudaLaunchKernel`` (Kineto links the two by that id)."""
+    for lane, i, corr in pending:
+        hit = launches.get(corr)
+        if hit is None or hit[0] not in cpu:
+            continue
+        at = hit[1]
+        around = [c for c in cpu[hit[0]].comm if c[0] <= at <= c[1] and c[2] not in ("other", "wait")]
+        if around:
+            s, e, op, group = lane.comm[i]
+            named = max(around, key=lambda c: (c[3] is not None, c[0]))
+            lane.comm[i] = (s, e, named[2], named[3] if named[3] is not None else group)
+
+
 def _group_of(args: dict) -> str | None:
     """The process group record_param_comms names (PyTorch >= 2.2 writes ``Process Group Name``)."""
     for key in ("Process Group Name", "pg_name", "Process Group Description"):
@@ -96,6 +115,8 @@ def read_rank(path: Path) -> RankTrace:
     gpu: dict[tuple[str, str], Lane] = {}
     info: object = None
     events = 0
+    launches: dict[object, tuple[tuple[str, str], float]] = {}   # correlation -> CPU lane, launch time
+    pending: list[tuple[Lane, int, object]] = []                  # NCCL kernels to name by their launcher
     for key, ev in iter_trace(path):
         if key != "event":
             if key == "distributedInfo":
@@ -118,12 +139,17 @@ def read_rank(path: Path) -> RankTrace:
         args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
         lane_key = (str(ev.get("pid")), str(ev.get("tid")))
         lanes = gpu if classify.is_gpu_kernel(ev) else cpu
+        if cat in ("cuda_runtime", "cuda_driver") and "Launch" in name and "correlation" in args:
+            launches[args["correlation"]] = (lane_key, span[0])
+            continue
         if cat not in ("cpu_op", "user_annotation", "kernel"):
             continue
         lane = lanes.setdefault(lane_key, Lane())
         op = classify.collective_op(name, args)
         if op is not None:
             lane.comm.append((span[0], span[1], op, _group_of(args)))
+            if lanes is gpu and "correlation" in args:
+                pending.append((lane, len(lane.comm) - 1, args["correlation"]))
         elif classify.is_optimizer(name):
             lane.marks.append((span[0], span[1], "optimizer"))
         elif classify.is_recompute(name):
@@ -140,6 +166,7 @@ def read_rank(path: Path) -> RankTrace:
     info_d = info if isinstance(info, dict) else {}
     rank, world = info_d.get("rank"), info_d.get("world_size")
     uses_gpu = any(lane.work or lane.comm for lane in gpu.values())
+    _name_by_launcher(pending, launches, cpu)
     return RankTrace(path=path, rank=rank if isinstance(rank, int) else None,
                      world=world if isinstance(world, int) else None,
                      steps=gpu_steps if uses_gpu and gpu_steps else steps,

@@ -90,7 +90,24 @@ def test_the_overlay_draws_measured_beside_simulated():
     assert any("of the measured iteration" in md.value for md in at.markdown)
 
 
-def test_the_scenario_tab_offers_the_trace_upload():
-    at = run_app(view="scenario")
-    labels = [u.label for u in at.get("file_uploader")]
-    assert any("PyTorch profiler traces" in label for label in labels), labels
+def test_uploading_the_ddp_traces_on_the_scenario_tab_shows_import_traces_numbers(capsys):
+    assert main(["import-trace", str(DDP), "--scenario", SCENARIO, "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    at = run_app(scenario=SCENARIO, view="scenario")
+    files = [(p.name, p.read_bytes(), "application/gzip") for p in sorted(DDP.glob("rank*.json.gz"))]
+    at.file_uploader(key="_trace_files").set_value(files).run()
+    assert not at.exception, [e.value for e in at.exception]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Measured iteration"] == f"{cli['iteration_time_s']['measured'] * 1e3:.2f} ms"
+    (table,) = [d.value for d in at.dataframe if "measured ms" in d.value.columns]
+    rows = {r["category"]: r for r in table.to_dict("records")}
+    assert rows["dp"]["measured ms"] == pytest.approx(cli["categories"]["dp"]["measured_s"] * 1e3)
+    assert rows["dp"]["simulated ms"] == pytest.approx(cli["categories"]["dp"]["simulated_s"] * 1e3)
+
+
+def test_a_bad_trace_upload_shows_one_line():
+    at = run_app(scenario=SCENARIO, view="scenario")
+    at.file_uploader(key="_trace_files").set_value([("notes.json", b"hello", "application/json")]).run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert any(e.startswith("notes.json: ") and "\n" not in e for e in errors), errors

@@ -209,3 +209,35 @@ def test_a_public_gpu_trace_names_nccl_kernels_by_the_call_that_launched_them(ca
         assert row["comm_total_s"]["pp"] == 0
         assert sum(row["categories"].values()) == pytest.approx(row["iteration_time_s"], rel=1e-9)
     assert out["categories"]["ep"]["measured_s"] > 0 and out["categories"]["dp"]["measured_s"] > 0
+
+
+def test_process_groups_place_collectives_in_the_scenarios_dimensions(capsys, tmp_path):
+    """A hand-written GPU trace of one 1 ms step (us): compute 0-100; an all-reduce kernel 100-300
+    launched inside record_param_comms of group "1" (ranks 0-7); another 400-500 of group "2"
+    (ranks 0, 8, ..., 120).  On megatron-gpt3-175b's layout (tp 8 innermost, then dp 16) group 1
+    is tp and group 2 is dp: tp 0.2 ms, dp 0.1 ms, compute 0.1 ms, bubble 0.6 ms exactly."""
+    ALL_REDUCE = {"Collective name": "allreduce"}  # noqa: N806 - a constant of this test
+
+    def x(name, cat, tid, ts, dur, **args):
+        return {"ph": "X", "name": name, "cat": cat, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+    events = [
+        x("ProfilerStep#7", "user_annotation", 1, 0, 1000),
+        x("aten::mm", "cpu_op", 1, 1, 30),
+        x("record_param_comms", "cpu_op", 1, 40, 20, **{"Process Group Name": "1", **ALL_REDUCE}),
+        x("cudaLaunchKernel", "cuda_runtime", 1, 50, 5, correlation=11),
+        x("record_param_comms", "cpu_op", 1, 340, 20, **{"Process Group Name": "2", **ALL_REDUCE}),
+        x("cudaLaunchKernel", "cuda_runtime", 1, 350, 5, correlation=12),
+        x("ampere_sgemm_128x64_nn", "kernel", 7, 0, 100, correlation=10),
+        x("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "kernel", 8, 100, 200, correlation=11),
+        x("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "kernel", 8, 400, 100, correlation=12),
+    ]
+    info = {"rank": 0, "world_size": 1024, "pg_config": [{"pg_name": "1", "ranks": list(range(8))},
+                                                         {"pg_name": "2", "ranks": list(range(0, 128, 8))}]}
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps({"distributedInfo": info, "traceEvents": events}), encoding="utf-8")
+    assert main(["import-trace", str(path), "--scenario", "megatron-gpt3-175b", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    got = {k: v["measured_s"] for k, v in out["categories"].items() if v["measured_s"]}
+    assert got == pytest.approx({"compute": 1e-4, "tp": 2e-4, "dp": 1e-4, "bubble": 6e-4}, rel=1e-9)
+    assert out["measured_on"] == "gpu kernels"
+    assert out["iteration_time_s"]["measured"] == pytest.approx(1e-3)

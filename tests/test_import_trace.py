@@ -241,3 +241,13 @@ def test_process_groups_place_collectives_in_the_scenarios_dimensions(capsys, tm
     assert got == pytest.approx({"compute": 1e-4, "tp": 2e-4, "dp": 1e-4, "bubble": 6e-4}, rel=1e-9)
     assert out["measured_on"] == "gpu kernels"
     assert out["iteration_time_s"]["measured"] == pytest.approx(1e-3)
+
+
+def test_an_iteration_marker_named_by_the_user_replaces_profiler_steps(capsys):
+    out = _import(capsys, TRACES / "ddp", "--iteration-marker", "ProfilerStep#3")
+    ranks = [_steps(_events(p)) for p in sorted((TRACES / "ddp").glob("rank*.json.gz"))]
+    assert out["iterations"] == 1
+    assert out["iteration_time_s"]["measured"] == pytest.approx(max(r[3][1] - r[3][0] for r in ranks) * 1e-6)
+    args = ["import-trace", str(TRACES / "ddp"), "--scenario", SCENARIO, "--iteration-marker", "nope"]
+    assert main(args) == 2
+    assert "has no event named 'nope'" in capsys.readouterr().err

@@ -1,13 +1,14 @@
-"""``import-trace PATH --scenario NAME [--skip N] [--set K=V ...] [--json]``: a measured iteration
-beside the simulated one.
+"""``import-trace PATH --scenario NAME [--skip N] [--iteration-marker NAME] [--set K=V ...] [--json]``:
+a measured iteration beside the simulated one.
 
 PATH is a PyTorch profiler / Kineto Chrome-trace JSON (``.json`` or ``.json.gz``) of one rank, or
 a directory of them, one per rank.  The traces are streamed (explorer/traces/stream.py), their
-``ProfilerStep#N`` windows measured per category (explorer/traces/measure.py) and compared with
-``simulate(SCENARIO)`` (explorer/traces/compare.py).  ``--json`` prints ``{iterations,
-iteration_time_s: {measured, simulated}, categories: {NAME: {measured_s, simulated_s}},
-exposed_comm_s: {measured, simulated}, ...}``; the text names the largest differences.  A file that
-is not a trace, is truncated or has no iteration is one line naming it, exit 2.
+``ProfilerStep#N`` windows (or ``--iteration-marker NAME``'s events) measured per category
+(explorer/traces/measure.py) and compared with ``simulate(SCENARIO)`` (explorer/traces/compare.py).
+``--json`` prints ``{iterations, iteration_time_s: {measured, simulated}, categories: {NAME:
+{measured_s, simulated_s}}, exposed_comm_s: {measured, simulated}, ...}``; the text names the
+largest differences.  A file that is not a trace, is truncated or has no iteration is one line
+naming it, exit 2.
 """
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", required=True, help="scenario to compare with (name or file)")
     parser.add_argument("--skip", type=bounded_int(0, 1_000_000), default=0, metavar="N",
                         help="leave out the first N profiled iterations (warm-up); default 0")
+    parser.add_argument("--iteration-marker", metavar="NAME",
+                        help="name of the event that spans one iteration (a record_function of yours), "
+                             "instead of ProfilerStep#N")
     add_set_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -37,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     sc = load_scenario(args.scenario, args.set)        # bad scenario: one line before reading traces
     path = Path(args.path)
-    traces = read_ranks(path)
+    traces = read_ranks(path, args.iteration_marker)
     try:
         measured = measure(traces, layout_of(sc), skip=args.skip)
     except ValueError as exc:

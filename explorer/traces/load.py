@@ -107,8 +107,12 @@ def _groups_of(info: object) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def read_rank(path: Path) -> RankTrace:
-    """Stream ``path`` once and keep what :mod:`explorer.traces.measure` needs."""
+def read_rank(path: Path, marker: str | None = None) -> RankTrace:
+    """Stream ``path`` once and keep what :mod:`explorer.traces.measure` needs.
+
+    Iterations are the ``ProfilerStep#N`` windows, or, with ``marker``, the CPU events of that exact
+    name (a ``record_function("train_step")`` of the user's), numbered 1, 2, ... in time order."""
+    marked: list[Interval] = []
     steps: dict[int, Interval] = {}
     gpu_steps: dict[int, Interval] = {}     # Kineto's copy of ProfilerStep#N on the GPU timeline
     cpu: dict[tuple[str, str], Lane] = {}
@@ -129,7 +133,10 @@ def read_rank(path: Path) -> RankTrace:
         name = ev.get("name")
         if span is None or not isinstance(name, str):
             continue
-        n = classify.step_number(ev)
+        if marker is not None and name == marker and ev.get("cat") != "gpu_user_annotation":
+            marked.append(span)
+            continue
+        n = None if marker is not None else classify.step_number(ev)
         if n is not None:
             into = gpu_steps if ev.get("cat") == "gpu_user_annotation" else steps
             s, e = into.get(n, span)
@@ -160,6 +167,11 @@ def read_rank(path: Path) -> RankTrace:
             _add_work(lane, span)      # a user's own annotation is a label, not work
     if events == 0:
         raise TraceError(path, "has an empty \"traceEvents\" list")
+    if marker is not None:
+        if not marked:
+            raise TraceError(path, f"has no event named {marker!r} (--iteration-marker): "
+                             "no iteration to measure")
+        steps = {i + 1: span for i, span in enumerate(sorted(marked))}
     if not steps and not gpu_steps:
         raise TraceError(path, "has no ProfilerStep#N annotation: no iteration to measure "
                          "(profile with torch.profiler and call prof.step() once per iteration)")
@@ -188,9 +200,9 @@ def trace_files(path: Path) -> list[Path]:
     return files
 
 
-def read_ranks(path: Path) -> list[RankTrace]:
+def read_ranks(path: Path, marker: str | None = None) -> list[RankTrace]:
     """Every rank's trace under ``path``, ordered by rank (distributedInfo.rank, else file name)."""
-    ranks = [read_rank(p) for p in trace_files(path)]
+    ranks = [read_rank(p, marker) for p in trace_files(path)]
     seen = [r.rank for r in ranks if r.rank is not None]
     if len(seen) == len(ranks) and len(set(seen)) == len(seen):
         ranks.sort(key=lambda r: r.rank)

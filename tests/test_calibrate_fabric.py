@@ -1,6 +1,6 @@
 """calibrate-fabric: nccl-tests text in, a fabric's fitted constants out.
 
-No raw nccl-tests text of an InfiniBand cluster is shipped in /work/shared/calibration (only busbw
+No raw nccl-tests text of an InfiniBand cluster is shipped in the shared calibration folder (only busbw
 tables), so the round-trip tests render nccl-tests output from the explorer's own model with known
 constants (said here, not hidden) and check the fit recovers them and the curve within 10 % from
 1 MiB up.  The real output of tests/fixtures/nccl/ (2 x 8 H100, A3 Mega; see its README) checks the

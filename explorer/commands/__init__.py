@@ -13,7 +13,7 @@ from types import ModuleType
 # Registration order is the order of ``--help``.  Modules are imported lazily so ``list`` and
 # ``validate`` stay fast.
 COMMAND_MODULES: tuple[str, ...] = ("diff", "sweep", "search", "sensitivity", "scaling", "advise",
-                                     "consensus", "report")
+                                     "consensus", "report", "import_trace", "calibrate_fabric")
 
 
 def commands() -> list[ModuleType]:

@@ -6,6 +6,7 @@ import streamlit as st
 from ..cache import ViewData, full_timeline
 from ..report import report_of_view
 from ..state import on_upload
+from . import trace_overlay
 
 # Downloads expand every layer of every micro-batch, and Streamlit keeps a download in the server's
 # memory for the session; beyond this many rows (a ~40 MB CSV, a ~70 MB trace) they are refused with
@@ -53,6 +54,7 @@ def render(data: ViewData, raw_json: str) -> None:
         if msg:
             (st.error if msg[0] == "error" else st.success)(msg[1])
         st.code(data.yaml, language="yaml")
+    trace_overlay.render(data)
     with st.expander("How to read this"):
         st.markdown(
             "The preset's own description says what it demonstrates. The YAML is the scenario on screen, "

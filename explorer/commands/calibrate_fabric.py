@@ -1,0 +1,104 @@
+"""``calibrate-fabric FILE [--scenario NAME] [--op OP] [--ranks N] [--gpus-per-node G] [--in-place]
+[--set K=V ...] [--out FILE.yaml] [--json]``: fit a fabric's constants to nccl-tests output.
+
+FILE is the text an nccl-tests binary printed (all_reduce_perf, all_gather_perf, ...:
+explorer/traces/nccl_tests.py).  The scenario (default ``megatron-gpt3-175b``: A100s, InfiniBand
+HDR) is resized to the run's ranks and ranks per host, its GPU taken from the header's device
+name when it names a preset, and the tier the run crosses fitted (explorer/traces/fabric_fit.py).
+``--json`` prints ``{fabric: {...fitted fields...}, residual, residual_max_from_1MiB, rows, ...}``
+(residual: RMS relative busbw error over every row); ``--out`` writes the scenario with the fitted
+constants as a YAML file that ``run``, the app and a share link load like any other.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import yaml
+
+from ..cli import load_scenario, resolve_scenario_path
+from ..config.loading import apply_overrides, load_raw
+from ..config.schema import ScenarioError
+from ..design.cli_support import add_set_argument, bounded_int, dumps, parse_sets
+from ..network.collectives import OPS
+from ..traces import nccl_tests
+from ..traces.fabric_fit import FabricFit, fit
+
+NAME = "calibrate-fabric"
+HELP = "fit a fabric's efficiency and latency to nccl-tests output (busbw curve)"
+DEFAULT_SCENARIO = "megatron-gpt3-175b"
+# Header device names -> GPU presets (explorer/data/gpus.yaml); the first match wins.
+_GPU_OF = (("GB300", "gb300"), ("GB200", "gb200"), ("B200", "b200"), ("H200", "h200"), ("H800", "h800"),
+           ("H100", "h100-sxm"), ("A100", "a100-80gb"))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="text output of an nccl-tests binary (with its header)")
+    parser.add_argument("--scenario", default=DEFAULT_SCENARIO,
+                        help=f"scenario whose cluster is calibrated (default {DEFAULT_SCENARIO})")
+    parser.add_argument("--op", choices=OPS, help="the collective, when the output does not say")
+    parser.add_argument("--ranks", type=bounded_int(2, 1_000_000), help="ranks, when the output does not say")
+    parser.add_argument("--gpus-per-node", type=bounded_int(1, 1024), metavar="G",
+                        help="ranks per host, when the output does not say")
+    parser.add_argument("--in-place", action="store_true", help="fit the in-place columns")
+    add_set_argument(parser)
+    parser.add_argument("--out", metavar="FILE.yaml", help="write the calibrated scenario here")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _shape(run: nccl_tests.NcclTestsRun, args: argparse.Namespace) -> tuple[str, int, int]:
+    ranks = args.ranks or run.ranks or nccl_tests.ranks_from_ratio(run)
+    if ranks is None or ranks < 2:
+        raise ScenarioError("--ranks", f"{args.file}: the output lists no '#  Rank' lines; give --ranks N")
+    op = args.op or run.op or nccl_tests.bus_factor_op(run, ranks)
+    if op is None:
+        raise ScenarioError("--op", f"{args.file}: the output does not name its collective; give --op "
+                            f"({'|'.join(OPS)})")
+    per_node = args.gpus_per_node or run.gpus_per_host or ranks
+    return op, ranks, per_node
+
+
+def _sets(run: nccl_tests.NcclTestsRun, ranks: int, per_node: int, user: dict) -> dict:
+    """The cluster resized to the run: ``per_node`` ranks a node, enough nodes, one dp group."""
+    nodes = math.ceil(ranks / per_node)
+    out: dict = {"cluster.gpus_per_node": per_node, "cluster.nodes": nodes, "parallelism.tp": 1,
+                 "parallelism.pp": 1, "parallelism.cp": 1, "parallelism.dp": nodes * per_node,
+                 "cluster.datacenters": 1}
+    gpu = next((preset for key, preset in _GPU_OF if key in run.device.upper()), None)
+    if gpu and "hardware.gpu" not in user:
+        out["hardware.gpu"] = gpu
+    return {**out, **user}
+
+
+def run(args: argparse.Namespace) -> int:
+    data = nccl_tests.read(Path(args.file), in_place=args.in_place)
+    op, ranks, per_node = _shape(data, args)
+    sets = _sets(data, ranks, per_node, parse_sets(args.set))
+    path = resolve_scenario_path(args.scenario)
+    sc = load_scenario(args.scenario, [f"{k}={v}" for k, v in sets.items()])
+    result = fit(sc, data, op, ranks)
+    if args.out:
+        _write(Path(args.out), path, {**sets, **result.overrides()}, result, args.file)
+    print(dumps(result.to_json()) if args.json else fit_text(result, args.file))
+    return 0
+
+
+def _write(out: Path, base: Path, overrides: dict, result: FabricFit, source: str) -> None:
+    raw = apply_overrides(load_raw(base), overrides)
+    raw["name"] = f"{raw.get('name', base.stem)}, calibrated to {Path(source).name}"
+    head = (f"# Calibrated by `calibrate-fabric {Path(source).name}`: {result.tier} "
+            + ", ".join(f"{k} {v:.4g}" for k, v in result.fields.items())
+            + f" (RMS busbw error {result.rms:.1%}, worst from 1 MiB {result.max_from_1mib:.1%}).\n")
+    out.write_text(head + yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+
+
+def fit_text(r: FabricFit, source: str) -> str:
+    lines = [f"# {Path(source).name}: {r.op} over {r.ranks} ranks -> {r.tier} fitted",
+             *(f"  {k:16} {r.start[k]:10.4g} -> {v:10.4g}" for k, v in r.fields.items()),
+             f"  residual: RMS busbw error {r.rms:.1%} over {len(r.rows)} rows (before: {r.rms_before:.1%}), "
+             f"worst {r.max_from_1mib:.1%} from 1 MiB up",
+             f"{'size':>12} {'measured':>10} {'fitted':>10} {'error':>8}"]
+    lines += [f"{row['size_bytes']:>12} {row['busbw_GBps']:>10.2f} {row['fitted_busbw_GBps']:>10.2f} "
+              f"{row['relative_error']:>+8.1%}" for row in r.rows]
+    return "\n".join(lines)

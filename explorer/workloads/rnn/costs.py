@@ -103,9 +103,9 @@ def layer_costs(sc: Scenario) -> tuple[LayerCost, ...]:
             kept_tok += x.inp * MASK_BYTES
         if x.residual:
             per_tok += RESIDUAL_PASSES * h * e
-        if x.inp == 2 * h or x.directions == 2:
-            per_tok += CAT_PASSES * 2 * h * e      # the concatenated input, or the two directions
-        kept = b * t * kept_tok
+        if x.directions == 2 or (not x.encoder and x.inp == 2 * h):
+            per_tok += CAT_PASSES * 2 * h * e      # the two directions' outputs, or [x, context]
+        kept = float(b * t * kept_tok)
         if x.attention:
             af, ad, aw, akept = _attention(timer, h, b, t, e)
             fwd, dgrad, wgrad, kept = fwd + af, dgrad + ad, wgrad + aw, kept + akept

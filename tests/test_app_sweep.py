@@ -277,6 +277,9 @@ def test_every_model_preset_on_every_scenario(preset):
             elif gnn is not None:           # a GNN: its feature width reaches the controls
                 got, expected, what = (at.sidebar.number_input(key="model.gnn.features").value,
                                        gnn["features"], "model.gnn.features")
+            elif model_presets()[name].get("rnn") is not None:    # GNMT: its depth reaches the controls
+                got, expected, what = (at.sidebar.number_input(key="model.rnn.depth").value,
+                                       model_presets()[name]["rnn"]["depth"], "model.rnn.depth")
             else:
                 got, expected, what = (at.sidebar.number_input(key="model.layers").value,
                                        model_presets()[name]["layers"], "model.layers")

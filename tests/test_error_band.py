@@ -77,6 +77,7 @@ SHIPPED = {
     "resnet50-cloud-dp": "convolutional", "pipedream-vgg16": "convolutional",
     "dlrm-dcnv2": "recommendation model",
     "gnn-sage-papers100m": "graph neural network",
+    "pipedream-gnmt16": "recurrent translation model",
     "mixed-generations": "different sizes or GPUs",
     "gossip-exponential": "decentralised",
     "parameter-server": "decentralised",

@@ -41,6 +41,7 @@ the fully connected layers on one GPU, one 1F1B-RR round of 15 minibatches an it
 0.146 s, 1,719 -> 6,587 images/s; samples_per_s now written, the expected_error keys still left out);
 gnn-sage-papers100m with issue 36's GNN
 workload, written the same way but with ``samples_per_s`` (the runs gained gnn: an added key);
+pipedream-gnmt16 with issue 36's recurrent (GNMT) workload, written the same way (no other file changed);
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

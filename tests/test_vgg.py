@@ -78,13 +78,6 @@ def test_a_vgg_takes_images_not_clips():
     assert info.value.field == "model.conv.frames"
 
 
-@pytest.mark.parametrize("kind", ["rnn"])  # dlrm: tests/test_dlrm.py; gnn: tests/test_gnn.py
-def test_unmodelled_kinds_are_refused_with_exit_code_2(kind, capsys):
-    assert main(["run", str(GPT3), "--set", f"model.kind={kind}"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "model.kind" in err and "not modelled yet" in err
-
-
 def test_model_kind_cnn_selects_the_convnet_family():
     """``kind: cnn`` alone is a ResNet-50 (the Conv defaults); a conv section implies cnn; an
     explicit transformer with a conv section is refused, naming model.kind."""

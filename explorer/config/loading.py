@@ -50,6 +50,8 @@ from .nccl_channels import nccl_channels
 from .overrides import apply_overrides
 from .presets import DEFAULT_GPU, gpu_presets, preset, resolved_scale_out
 from .replica_rules import auto_replicas
+from .rnn import RNN_DERIVED
+from .rnn import derive as derive_rnn
 from .rules import validate
 from .schema import ScenarioError, build, dump, reject_derived
 from .sections import GPU, Scenario
@@ -81,7 +83,7 @@ def resolve_presets(given: Mapping[str, Any]) -> dict[str, Any]:
     model = raw.get("model")
     if isinstance(model, dict) and model.get("preset") is not None:
         base = preset("models", model["preset"], "model.preset")
-        for part in ("moe", "conv", "dlrm", "gnn"):
+        for part in ("moe", "conv", "dlrm", "gnn", "rnn"):
             mine = model.get(part)
             if isinstance(mine, dict) and isinstance(base.get(part), dict):
                 model = {**model, part: {**base[part], **mine}}
@@ -113,6 +115,8 @@ def derive_model(model: dict[str, Any]) -> dict[str, Any]:
     if kind == "transformer" and model.get("kind") is not None and model.get("conv") is not None:
         raise ScenarioError("model.kind", "'transformer' but model.conv is set; use cnn, or remove "
                                           "model.conv")
+    if kind == "rnn" or model.get("rnn") is not None:
+        return derive_rnn(model)                 # GNMT-style LSTMs: explorer/config/rnn.py
     if kind == "dlrm" or model.get("dlrm") is not None:
         return derive_dlrm(model)                # model.dlrm (config/dlrm.py)
     if kind == "gnn" or (model.get("kind") is None and model.get("gnn") is not None):
@@ -139,6 +143,8 @@ def derived_model_fields(m: Any) -> tuple[str, ...]:
     written by :func:`to_dict`): CONV_DERIVED for a convolutional network, none otherwise."""
     if getattr(m, "dlrm", None) is not None:
         return DLRM_DERIVED
+    if getattr(m, "rnn", None) is not None:
+        return RNN_DERIVED
     return CONV_DERIVED if m.conv is not None else GNN_DERIVED if m.gnn is not None else ()
 
 

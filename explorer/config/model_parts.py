@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 # model.kind (issue 36's contract): the workload families a scenario may name, and those the
 # simulator models (explorer/workloads/registry.py); the others are refused at load, naming the field.
 MODEL_KINDS = ("transformer", "cnn", "dlrm", "gnn", "rnn")
-MODELLED_KINDS = ("transformer", "cnn", "dlrm", "gnn")
+MODELLED_KINDS = ("transformer", "cnn", "dlrm", "gnn", "rnn")
 KIND = field(default="transformer", metadata={"choices": MODEL_KINDS, "doc": (
     "workload family: transformer; cnn = a convolutional network (model.conv, ResNet-50 when absent; a "
     "conv section alone implies it); dlrm = a recommendation model (model.dlrm, MLPerf's DLRM-DCNv2 when "
     "absent; a dlrm section alone implies it); gnn = GraphSAGE (model.gnn, ogbn-products when absent; a "
-    "gnn section alone implies it); rnn is not modelled yet")})
+    "gnn section alone implies it); rnn = a GNMT-style LSTM translation model (model.rnn, GNMT-8 when "
+    "absent; an rnn section alone implies it)")})
 
 # The ResNet family's table (He et al., "Deep Residual Learning for Image Recognition", CVPR 2016,
 # Table 1): residual blocks per stage for each depth, and the 4x width the last 1x1 convolution of

@@ -9,6 +9,7 @@ from .bounds import _FROM_PRESET
 from .dlrm import Dlrm
 from .gnn import GNN_FIELD, Gnn
 from .model_parts import HEAD_DIM, KIND, KV_HEADS, MLA, Conv, MoE, first_moe_layer
+from .rnn import RNN_FIELD, Rnn
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class Model:
                "absent = a transformer"})
     dlrm: Dlrm | None = field(default=None, metadata={"doc": "a recommendation model (DLRM, DCNv2)"})
     gnn: Gnn | None = GNN_FIELD      # a graph neural network (explorer/config/gnn.py, issue 36)
+    rnn: Rnn | None = RNN_FIELD      # a GNMT-style LSTM translation model (explorer/config/rnn.py, issue 36)
 
     @property
     def is_moe(self) -> bool:

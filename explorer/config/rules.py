@@ -21,6 +21,7 @@ from .kernel_rules import rule_triton_head_dim
 from .model_parts import MoE
 from .power_rules import POWER_RULES
 from .replica_rules import REPLICA_RULES, rule_replicas_fill_cluster
+from .rnn import rule_rnn
 from .schema import ScenarioError, excerpt
 from .sections import MAX_GPUS, ORDER_DIMS, Scenario
 from .sync_rules import SYNC_RULES
@@ -330,7 +331,7 @@ def rule_fp8_recipe_on_gpu(sc: Scenario) -> None:
 
 
 RULES: tuple[Rule, ...] = (
-    rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_gnn,
+    rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_gnn, rule_rnn,
     rule_tp_divides_heads, rule_kv_heads_divide_heads,
     rule_tp_and_kv_heads_divide, rule_layers_fill_chunks, rule_dp_priority_needs_flushing_schedule,
     rule_batch_divides,

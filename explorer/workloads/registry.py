@@ -17,6 +17,7 @@ from .convnet import workload as convnet
 from .dlrm import workload as dlrm
 from .family import DEGREES, Nouns, Workload
 from .gnn import workload as gnn
+from .rnn import workload as rnn
 from .spec import WorkloadSpec
 from .transformer import workload as transformer
 
@@ -57,6 +58,13 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
                      "feature fetch, or full graph with per-layer halo exchange.",
              citation="Hamilton et al., NeurIPS 2017; Zheng et al., DistDGL, arXiv 2010.05337; Wan et al., "
                       "PipeGCN, ICLR 2022"),
+    # GNMT's LSTM layers differ one by one (bidirectional, 2h inputs, attention): simulated rows;
+    # pipeline stages send their last layer's output (LayerCost.out_bytes), as PipeDream's do.
+    Workload("rnn", rnn.recognises, rnn.spec, rnn.params, rnn.nouns, ("pp", "dp"), estimator=False,
+             powersgd_factor=rnn.powersgd_factor, controls=rnn.CONTROLS, caption=rnn.caption,
+             summary="A recurrent translation model (GNMT): LSTM encoder and decoder with attention, "
+                     "pipelined or data parallel.",
+             citation="Wu et al., GNMT, arXiv 1609.08144; Narayanan et al., PipeDream, SOSP 2019"),
 )}
 
 

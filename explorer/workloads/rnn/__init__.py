@@ -1,0 +1,1 @@
+"""GNMT-style recurrent translation models: LSTM encoder-decoder with attention, pipelined."""

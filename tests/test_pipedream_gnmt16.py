@@ -1,0 +1,57 @@
+"""PipeDream's GNMT-16 on its slow cluster (issue 36, item 3; Narayanan et al., "PipeDream:
+Generalized Pipeline Parallelism for DNN Training", SOSP 2019, Table 1: GNMT-16 on Cluster-A,
+4 servers x 4 V100, 10 Gbps Ethernet, configuration "Straight" — 16 unreplicated stages — 2.34x
+faster per epoch than data parallelism).  The shipped scenario runs the straight pipeline;
+``DATA_PARALLEL`` is the same GPUs, 1,024 sentences a step, 64 per GPU."""
+from __future__ import annotations
+
+import pytest
+
+from explorer.scenario import load
+from explorer.simulate import simulate
+
+from conftest import ROOT
+
+SCENARIO = ROOT / "scenarios" / "pipedream-gnmt16.yaml"
+PAPER_SPEEDUP = 2.34          # PipeDream, SOSP 2019, Table 1: GNMT-16, 4x4 (A), Straight (epoch time)
+TOLERANCE = 0.30              # issue 36: within 30 % of the paper's factor
+DATA_PARALLEL = {"parallelism.pp": 1, "parallelism.dp": 16, "parallelism.schedule": "1f1b"}
+
+
+def _speedup(**over) -> float:
+    pipe = simulate(load(SCENARIO, over))
+    dp = simulate(load(SCENARIO, {**DATA_PARALLEL, **over}))
+    return pipe.samples_per_s / dp.samples_per_s
+
+
+def test_the_straight_pipeline_beats_data_parallelism_by_the_papers_factor():
+    """Ours 2.16x (1,114 against 516 sentences/s) against the paper's 2.34x."""
+    got = _speedup()
+    assert got == pytest.approx(2.158, rel=0.01)
+    assert abs(got / PAPER_SPEEDUP - 1) <= TOLERANCE
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "in fp32, the precision PipeDream trained in, ours gives 1.11x (557 against 503 sentences/s): "
+    "the activations the 10 GbE boundaries carry double and pace the pipeline; our point-to-point "
+    "sends over 10 GbE are dearer than the paper's 2.34x implies"))
+def test_in_fp32_the_straight_pipeline_beats_data_parallelism_by_the_papers_factor():
+    assert abs(_speedup(**{"training.dtype": "fp32"}) / PAPER_SPEEDUP - 1) <= TOLERANCE
+
+
+def test_data_parallelism_is_bandwidth_bound_and_the_pipeline_sends_no_gradients():
+    """DP all-reduces 277.7M fp32 gradients through one 10 GbE NIC a server: the ring sends
+    2 (n - 1) / n x 4 bytes x params per GPU; the straight pipeline has no replicas to reduce."""
+    dp = simulate(load(SCENARIO, DATA_PARALLEL))
+    assert dp.comm_bytes_per_gpu["dp"] == pytest.approx(2 * 15 / 16 * 4 * 277_718_593, rel=1e-3)
+    assert dp.breakdown_s["dp"] > 10 * dp.breakdown_s["compute"]
+    pipe = simulate(load(SCENARIO))
+    assert pipe.comm_bytes_per_gpu["dp"] == 0.0 and pipe.comm_bytes_per_gpu["pp"] > 0.0
+
+
+def test_a_faster_network_shrinks_the_advantage():
+    """PipeDream, Sec. 5: the slower the network, the more pipelining gains over data parallelism."""
+    slow = _speedup()
+    fast = _speedup(**{"cluster.scale_out.nic_Gbps": 25})
+    fastest = _speedup(**{"cluster.scale_out.nic_Gbps": 100})
+    assert slow > fast > fastest and fastest == pytest.approx(1.0, abs=0.1)

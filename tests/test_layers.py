@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("design", ("explorer.design", "explorer.fidelity")),
     ("figures", ("explorer.figures",)),
     ("report", ("explorer.report",)),        # the HTML report: figures and share link in one page
+    ("traces", ("explorer.traces",)),        # measured runs read and set beside a simulation
     ("commands", ("explorer.commands", "explorer.cli", "explorer.docs",
                   "explorer.__main__")),
     ("ui", ("explorer.ui",)),

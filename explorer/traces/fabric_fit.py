@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..network.nccl_table import collective_rows
 from ..scenario import Scenario
@@ -29,11 +30,11 @@ GOLDEN = (math.sqrt(5) - 1) / 2
 _Setter = Callable[[Scenario, float], Scenario]
 
 
-def _out(sc: Scenario, **kw: float) -> Scenario:
+def _out(sc: Scenario, **kw: Any) -> Scenario:
     return replace(sc, cluster=replace(sc.cluster, scale_out=replace(sc.cluster.scale_out, **kw)))
 
 
-def _up(sc: Scenario, **kw: float) -> Scenario:
+def _up(sc: Scenario, **kw: Any) -> Scenario:
     return replace(sc, cluster=replace(sc.cluster, scale_up=replace(sc.cluster.scale_up, **kw)))
 
 

@@ -44,6 +44,8 @@ def _interval(ev: dict) -> Interval | None:
     ts, dur = ev.get("ts"), ev.get("dur")
     if isinstance(ts, bool) or isinstance(dur, bool):
         return None
+    if ts is None or dur is None:
+        return None                     # a missing field: the event cannot be placed, skip it
     try:
         s, d = float(ts), float(dur)
     except (TypeError, ValueError):
@@ -205,5 +207,5 @@ def read_ranks(path: Path, marker: str | None = None) -> list[RankTrace]:
     ranks = [read_rank(p, marker) for p in trace_files(path)]
     seen = [r.rank for r in ranks if r.rank is not None]
     if len(seen) == len(ranks) and len(set(seen)) == len(seen):
-        ranks.sort(key=lambda r: r.rank)
+        ranks.sort(key=lambda r: r.rank or 0)           # every rank is known here
     return ranks

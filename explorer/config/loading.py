@@ -39,6 +39,7 @@ from .datacenters import resolve_scale_across
 from .domains import apply_rack_defaults, default_domain
 from .frameworks import profile
 from .frozen import evolve
+from .inference import refuse_training_fields, strip_training_fields
 from .inputs import MAX_BYTES, parse_document
 from .model_parts import MODEL_KINDS, MODELLED_KINDS, Conv
 from .moe_dispatch import dispatcher_sms
@@ -229,12 +230,25 @@ def from_dict(raw: Mapping[str, Any]) -> Scenario:
     if not isinstance(raw, Mapping):
         raise ScenarioError("scenario", "the file must hold a mapping of sections (model, training, ...)")
     resolved = resolve_presets(raw)
+    serving = resolved.get("inference") is not None
+    if serving:
+        # A serving scenario (config/inference.py) reads no training section: refuse one, then fill a
+        # placeholder that validates whatever the data-parallel degree turns out to be.
+        refuse_training_fields(resolved)
+        resolved = {**resolved, "training": {"global_batch": MAX_GPUS_PLACEHOLDER}}
     for section in ("model", "training"):
         if section not in resolved:
             raise ScenarioError(section, "is required")
     sc = fill_defaults(build(Scenario, resolved))
+    if serving:
+        sc = _filled(sc, training=evolve(sc.training, global_batch=sc.dp))
     validate(sc)
     return sc
+
+
+# The placeholder batch of a serving scenario's training section before dp is known (any value the
+# bounds accept; replaced by dp, one sequence per replica, once dp is derived).
+MAX_GPUS_PLACEHOLDER = 1
 
 
 def parse_text(text: str | bytes, source: str = "scenario") -> dict[str, Any]:
@@ -288,6 +302,8 @@ def to_dict(sc: Scenario) -> dict[str, Any]:
         out["cluster"]["scale_up"].pop("domain_gpus", None)
     if gpu.preset is not None and replace(gpu, preset=None) == _filled_gpu_preset(gpu.preset):
         out["hardware"]["gpu"] = gpu.preset
+    if sc.inference is not None:
+        out = strip_training_fields(out)      # a serving file names none (refused at load)
     return out
 
 

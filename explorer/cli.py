@@ -107,6 +107,9 @@ def _fmt_s(t: float) -> str:
 def summary_text(res) -> str:
     """The readable summary ``run`` prints without --json (user text escaped, see one_line)."""
     sc = res.scenario
+    if res.inference is not None:      # a serving scenario (issue 37)
+        from .serving.report import serving_text
+        return serving_text(res, one_line(sc.name))
     p = sc.parallelism
     said = nouns(sc.model)              # tokens or images; what the layers are
     lines = [

@@ -19,7 +19,7 @@ import argparse
 import sys
 
 from ..analysis.verdict import DEFAULT_HEADROOM_GB, MAX_HEADROOM_GB
-from ..config.schema import excerpt, one_line
+from ..config.schema import ScenarioError, excerpt, one_line
 from ..config.sections import MAX_GPUS
 from ..design.base import open_base
 from ..design.cli_support import (
@@ -104,6 +104,9 @@ def space_from_args(args: argparse.Namespace) -> Space:
 def run(args: argparse.Namespace) -> int:
     with reporting(NAME) as progress:
         base = open_base(args.scenario, parse_sets(args.set))
+        if base.raw.get("inference") is not None:      # the search ranks training layouts only
+            raise ScenarioError("inference", "search ranks training layouts; a serving scenario is not "
+                                "searched: compare its layouts with run --set parallelism.tp=...")
         result = search(base, args.gpus, args.top, space_from_args(args), executor_spec(args), progress,
                         headroom_GB=args.headroom_GB)
     if args.json:

@@ -95,7 +95,7 @@ def _bottleneck(sc: Scenario, sv: Serving) -> str:
         return f"{label} {bound} {where}"
 
     p = lay.parallelism
-    shares = {"reading weights in the GEMMs" if sv.memory.weights else "GEMMs": c["gemm"],
+    shares = {"the GEMMs": c["gemm"],
               "attention over the KV cache": c["attention"],
               comm("tp", "TP all-reduce", p.tp): c["tp"],
               comm("ep", "EP all-to-all", p.ep * p.tp): c["ep"],
@@ -108,12 +108,16 @@ def _bottleneck(sc: Scenario, sv: Serving) -> str:
 def _figures(sc: Scenario, sv: Serving, sentence: str) -> dict:
     """The ``inference`` object of run --json (issue 37's contract keys first)."""
     busiest = max(sv.decode, key=lambda st: st.duration)
+    batch = sc.inference.batch if sc.inference else 0
     return {"ttft_s": sv.ttft_s, "tpot_s": sv.tpot_s,
             "output_tokens_per_s_per_gpu": sv.output_tokens_per_s_per_gpu,
             "requests_per_s": sv.requests_per_s, "kv_cache_GB": sv.kv_cache_GB,
             "max_batch": sv.memory.max_batch,
-            "decode_step_s": sv.step_s, "output_tokens_per_s_per_replica": sv.output_tokens_per_s_per_replica,
-            "batch": sc.inference.batch if sc.inference else 0, "gpus": sv.gpus,
+            "decode_step_s": sv.step_s,
+            # What the decode pool could emit with its batch full, whatever the prefill supplies.
+            "decode_tokens_per_s_per_gpu": sv.decode_layout.dp * batch / sv.step_s / sv.decode_layout.gpus,
+            "output_tokens_per_s_per_replica": sv.output_tokens_per_s_per_replica,
+            "batch": batch, "gpus": sv.gpus,
             "prefill_gpus": sv.prefill_layout.gpus if sv.prefill_layout is not sv.decode_layout else 0,
             "decode_gpus": sv.decode_layout.gpus if sv.prefill_layout is not sv.decode_layout else 0,
             "weights_GB": sv.memory.weights / 1e9, "kv_transfer_bytes": sv.kv_transfer_bytes,

@@ -19,7 +19,7 @@ import argparse
 import sys
 
 from ..analysis.verdict import DEFAULT_HEADROOM_GB, MAX_HEADROOM_GB
-from ..config.schema import ScenarioError, excerpt, one_line
+from ..config.schema import excerpt, one_line
 from ..config.sections import MAX_GPUS
 from ..design.base import open_base
 from ..design.cli_support import (

@@ -93,17 +93,23 @@ class Inference:
                "scenario's parallelism"})
 
 
-def refuse_training_fields(raw: Mapping[str, Any]) -> None:
-    """Raise a one-line ScenarioError naming the first training-only field a serving scenario sets."""
+def refuse_training_fields(raw: Mapping[str, Any], differs: Any) -> dict[str, Any]:
+    """``raw`` without its :data:`TRAINING_ONLY` fields; a one-line ScenarioError names the first one
+    set to something other than its default (``differs(section, key, value)`` says whether it is),
+    so that a file or the app writing the defaults back still loads.  ``training.global_batch`` is
+    the placeholder the loader itself fills, never refused."""
     for key in TRAINING_ONLY:
         section, _, name = key.partition(".")
         given = raw.get(section)
-        if given is None:
+        if not isinstance(given, Mapping):
             continue
-        if not name or (isinstance(given, Mapping) and name in given):
-            raise ScenarioError(key, "is a training field; a serving scenario (with an inference: "
-                                "section) does not read it: remove it (layouts: parallelism.tp/pp/ep/dp or "
-                                "inference.disaggregated)")
+        names = [k for k in given if k != "global_batch"] if not name else [name] if name in given else []
+        for k in names:
+            if differs(section, k, given[k]):
+                raise ScenarioError(f"{section}.{k}", "is a training field; a serving scenario (with an "
+                                    "inference: section) does not read it: remove it (layouts: "
+                                    "parallelism.tp/pp/ep/dp or inference.disaggregated)")
+    return strip_training_fields(raw)
 
 
 def strip_training_fields(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -48,7 +48,7 @@ from .overrides import apply_overrides
 from .presets import DEFAULT_GPU, gpu_presets, preset, resolved_scale_out
 from .rules import validate
 from .schema import ScenarioError, build, dump, reject_derived
-from .sections import GPU, Scenario
+from .sections import GPU, Communication, Parallelism, Scenario, Training
 
 # Scale-up bandwidth of a custom GPU mapping that gives no scale_up_GBps: 300 GB/s per direction,
 # third-generation NVLink of the A100 SXM (12 links x 25 GB/s; NVIDIA A100 datasheet: 600 GB/s
@@ -234,8 +234,8 @@ def from_dict(raw: Mapping[str, Any]) -> Scenario:
     if serving:
         # A serving scenario (config/inference.py) reads no training section: refuse one, then fill a
         # placeholder that validates whatever the data-parallel degree turns out to be.
-        refuse_training_fields(resolved)
-        resolved = {**resolved, "training": {"global_batch": MAX_GPUS_PLACEHOLDER}}
+        resolved = {**refuse_training_fields(resolved, _differs_from_default),
+                    "training": {"global_batch": MAX_GPUS_PLACEHOLDER}}
     for section in ("model", "training"):
         if section not in resolved:
             raise ScenarioError(section, "is required")
@@ -244,6 +244,14 @@ def from_dict(raw: Mapping[str, Any]) -> Scenario:
         sc = _filled(sc, training=evolve(sc.training, global_batch=sc.dp))
     validate(sc)
     return sc
+
+
+def _differs_from_default(section: str, key: str, value: Any) -> bool:
+    """Whether ``section.key: value`` is other than the field's default (a serving scenario refuses
+    such training fields: config/inference.py)."""
+    cls = {"training": Training, "parallelism": Parallelism, "communication": Communication}[section]
+    given = {"global_batch": 1, key: value} if cls is Training else {key: value}   # (a required field)
+    return getattr(build(cls, given, section), key) != getattr(cls(), key)
 
 
 # The placeholder batch of a serving scenario's training section before dp is known (any value the

@@ -27,7 +27,7 @@ for causal attention; a decode step: new = 1 over the batch's mean context).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..config import Scenario
 from ..config.model_parts import first_moe_layer
@@ -40,6 +40,7 @@ from ..workloads.transformer.attention import attention_block, head_dims
 from .memory import kv_bytes_per_token_gpu, mlp_matrices
 
 COMM_BYTES = 2          # TP all-reduce, EP combine and PP sends carry 16-bit activations
+MATH_ONLY_HBM_GBPS = 1e12     # an HBM bandwidth no kernel notices (the GPU bound's maximum is 1e7)
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,9 @@ class PassModel:
         self.cdtype = "fp8" if both_fp8 else "bf16"
         self.eff = gemm_large_efficiency(sc, self.cdtype)
         self.hbm = self.gpu.hbm_GBps * 1e9 * hbm_efficiency(self.gpu)
+        # The same GPU with memory too fast to matter: gemm_seconds on it is the math time alone, the
+        # bytes being charged here at their own precisions.
+        self.math_gpu = replace(self.gpu, hbm_GBps=MATH_ONLY_HBM_GBPS)
         self.wbytes = BYTES_PER_ELEMENT[self.inf.weight_dtype]
         self.abytes = BYTES_PER_ELEMENT[self.inf.activation_dtype]
         self.kernel = resolve_kernel("auto", "megatron", self.gpu)
@@ -104,12 +108,15 @@ class PassModel:
 
     # --- GEMMs -----------------------------------------------------------------------------------
     def gemm(self, g: Gemm) -> float:
-        """Seconds of ``g`` (count equal GEMMs as one grouped kernel): the kernel model's time, and
-        never less than reading its weights at the weight precision and its input once."""
+        """Seconds of ``g`` (count equal GEMMs as one grouped kernel): the roofline's max of the
+        kernel model's math time (tiles, waves, at the compute dtype's rate) and the bytes it streams
+        once — its weights at the weight precision (an FP8-weight, 16-bit-activation GEMM reads FP8
+        weights: vLLM's Marlin/FP8 W8A16 kernels), its input and its 16-bit output."""
         count = max(g.count, 1.0)
-        t = count * gemm_seconds(g.m, g.n, g.k, self.cdtype, self.gpu, self.eff, group=max(int(count), 1))
-        streamed = count * (g.n * g.k * self.wbytes + g.m * g.k * self.abytes) / self.hbm
-        return max(t, streamed)
+        group = max(int(count), 1)
+        math_s = count * gemm_seconds(g.m, g.n, g.k, self.cdtype, self.math_gpu, self.eff, group=group)
+        moved = g.n * g.k * self.wbytes + g.m * g.k * self.abytes + g.m * g.n * COMM_BYTES
+        return max(math_s, count * moved / self.hbm)
 
     def _experts(self, tokens: float) -> tuple[float, float]:
         """(seconds, FLOPs) of one MoE layer's routed experts on one GPU for ``tokens`` tokens of

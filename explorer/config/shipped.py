@@ -46,4 +46,6 @@ def resolve_scenario_path(name: str) -> Path:
     for cand in (SCENARIO_DIR / f"{name}.yaml", SCENARIO_DIR / f"{name}.yml", SCENARIO_DIR / f"{name}.json"):
         if _NAME.fullmatch(name) and cand.is_file():
             return cand
-    raise ScenarioError(name, f"no such scenario file (shipped scenarios: {', '.join(shipped_scenarios())})")
+    # Training scenarios first, the serving ones (issue 37) last: a long list is cut at the end of the line.
+    names = sorted(shipped_scenarios(), key=lambda n: (n.startswith("serve-"), n))
+    raise ScenarioError(name, f"no such scenario file (shipped scenarios: {', '.join(names)})")

@@ -32,8 +32,9 @@ added keys are allowed, so no other file changed); campus-4-buildings and megatr
 one-GPU-per-node discounts (tuning.cc: ring LL128 0.7, the tree's TREE pattern 0.85; their data-parallel
 groups hold one GPU per node) entered the multi-node price and its per-channel caps took the channels a call
 runs on (nccl_tuning.run_channels): 11.394 -> 11.418 s and 29.327 -> 29.383 s (+0.2 %), no other file moved;
-serve-llama3-70b-tp8 and serve-deepseek-v3-disaggregated were added with issue 37 (serving scenarios, written
-like the others without the expected_error keys; their ``inference`` object holds the serving figures);
+serve-llama3-70b-tp8, serve-deepseek-v3-disaggregated and serve-3d-dram were added with issue 37 (serving
+scenarios, written like the others without the expected_error keys; their ``inference`` object holds the
+serving figures);
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

@@ -94,3 +94,24 @@ def test_deepseek_description_claims():
     assert f["max_batch"] == 190
     assert f["decode_tokens_per_s_per_gpu"] == pytest.approx(1645, abs=0.5)
     assert round(100 * (f["decode_tokens_per_s_per_gpu"] / DEEPSEEK_DECODE_PER_GPU - 1)) == -11
+
+
+def test_3d_dram_description_claims():
+    """serve-3d-dram: Stratum's 30.34 TB/s with an H100's logic; decode turns compute- and
+    all-reduce-bound, and TP 2 then beats the H100 by the figures quoted."""
+    sc = load(shipped_scenarios()["serve-3d-dram"])
+    assert sc.hardware.gpu.hbm_GBps == 30_340
+    f = figures("serve-3d-dram")
+    h100 = figures("serve-llama3-70b-tp8", (("inference.batch", 64),))
+    assert f["weights_GB"] / (30_340 * 0.8) == pytest.approx(0.36e-3, abs=0.005e-3)    # seconds per step
+    assert f["decode_step_s"] == pytest.approx(0.0085, abs=0.00005)
+    assert f["decode_step_breakdown_s"]["gemm"] == pytest.approx(0.0032, abs=0.00005)
+    assert h100["decode_step_s"] == pytest.approx(0.0098, abs=0.00005)
+    assert h100["decode_step_breakdown_s"]["gemm"] == pytest.approx(0.0038, abs=0.00005)
+    assert "61 % in TP all-reduce" in f["bottleneck"]
+    tp2, h100_tp2 = figures("serve-3d-dram", (("parallelism.tp", 2),)), \
+        figures("serve-llama3-70b-tp8", (("inference.batch", 64), ("parallelism.tp", 2)))
+    assert tp2["decode_step_s"] == pytest.approx(0.0115, abs=0.00005)
+    assert h100_tp2["decode_step_s"] == pytest.approx(0.0187, abs=0.00005)
+    assert round(tp2["output_tokens_per_s_per_gpu"]) == 2008
+    assert round(h100_tp2["output_tokens_per_s_per_gpu"]) == 1384

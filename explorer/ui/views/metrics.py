@@ -19,7 +19,8 @@ def render_serving(f: dict) -> None:
     cols = st.columns(6, gap="small")
     cols[0].metric(SERVING_CARDS[0], fmt_time(f["ttft_s"]), border=True,
                    help="Time to first token: the prefill")
-    cols[1].metric(SERVING_CARDS[1], fmt_time(f["tpot_s"]), border=True,
+    # Two decimals: a TPOT of a few milliseconds moves in its hundredths.
+    cols[1].metric(SERVING_CARDS[1], f"{f['tpot_s'] * 1e3:.2f} ms", border=True,
                    help="Time per output token, prefill interference included",
                    delta=f"step {fmt_time(f['decode_step_s'])}", delta_color="off", delta_arrow="off")
     cols[2].metric(SERVING_CARDS[2], f"{f['output_tokens_per_s_per_gpu']:,.0f}", border=True)

@@ -18,6 +18,7 @@ from ..engine.scheduler import Task, TaskGraph, run
 from ..network.topology import BOUNDARY_NAMES
 from ..result.record import GPUClass, Result
 from .deploy import Serving, serve
+from .memory import kv_bytes_per_token_gpu
 from .step import StageCost
 
 WINDOW_STEPS = 4          # decode steps drawn after the prefill: enough to see the steady state repeat
@@ -133,10 +134,12 @@ def simulate_serving(sc: Scenario) -> Result:
     kv_call = None
     if not co_located:
         lay = sv.prefill_layout.parallelism
-        kv_call = {"bytes": sv.kv_transfer_bytes / lay.tp / lay.pp,
-                   "group": 2, "algorithm": "p2p", "tier": "scale-out", "busbw_GBps": 0.0,
-                   "time_s": sv.kv_transfer_s}
-        kv_call["busbw_GBps"] = kv_call["bytes"] / sv.kv_transfer_s / 1e9
+        inf_ = sc.inference
+        assert inf_ is not None
+        # Each prefill GPU sends what it holds: its layers' KV heads (MLA: the whole latent per TP rank).
+        share = inf_.prompt_tokens * kv_bytes_per_token_gpu(sc.model, inf_.kv_dtype, lay.tp, lay.pp)
+        kv_call = {"bytes": share, "group": 2, "algorithm": "p2p", "tier": "scale-out",
+                   "busbw_GBps": share / sv.kv_transfer_s / 1e9, "time_s": sv.kv_transfer_s}
     g, labels = _graph(sv, co_located, kv_call)
     run(g)
     pp_p = 0 if co_located else len(sv.prefill)

@@ -125,7 +125,7 @@ class PassModel:
         assert moe is not None
         mats = mlp_matrices(m)
         if self.ep > 1:
-            local, width = moe.experts / self.ep, moe.expert_ffn_hidden
+            local, width = moe.experts / self.ep, float(moe.expert_ffn_hidden)
             pairs = self.ep * tokens / self.tp * moe.top_k       # routed pairs the EP group brings
         else:
             local, width = float(moe.experts), moe.expert_ffn_hidden / self.tp

@@ -173,3 +173,14 @@ def test_search_refuses_a_serving_scenario(capsys):
     assert main(["search", "serve-llama3-70b-tp8", "--gpus", "8"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: inference:") and "\n" not in err
+
+
+def test_a_pipelined_decode_step_counts_each_micro_batch_pass_on_the_gpu():
+    """With pp stages a decode GPU runs one pass per micro-batch in flight: the step's breakdown is
+    those passes (not "50 % waiting in the pipeline" for pp 2) and sums to the step."""
+    r = simulate(llama(**{"parallelism.pp": 2, "parallelism.tp": 4}))
+    b = r.inference["decode_step_breakdown_s"]
+    assert sum(b.values()) == pytest.approx(r.inference["decode_step_s"], rel=1e-9)
+    assert sum(r.breakdown_s.values()) == pytest.approx(r.iteration_time_s, rel=1e-9)
+    assert "pipeline" not in r.inference["bottleneck"]
+    assert r.inference["bottleneck"].split(": ")[1].startswith("47 % in the GEMMs")

@@ -24,6 +24,17 @@ from .step import StageCost
 WINDOW_STEPS = 4          # decode steps drawn after the prefill: enough to see the steady state repeat
 
 
+def step_components(sv: Serving) -> dict[str, float]:
+    """The decode step of the busiest decode GPU by component (gemm, attention, tp, ep, pp): with pp
+    stages it runs one pass per micro-batch in flight, pp per step (serving/deploy.py), and ``pp`` is
+    the rest of the step — the sends, and the waits of a pipeline whose stages differ."""
+    busiest = max(sv.decode, key=lambda st: st.duration)
+    n = len(sv.decode)
+    out = {k: n * v for k, v in busiest.components.items()}
+    out["pp"] = max(sv.step_s - n * busiest.duration, 0.0)
+    return out
+
+
 def _task(cls: int, st: StageCost, what: str, deps: list[tuple[int, float]]) -> Task:
     """The compute task of one stage's pass: its parts by category in the order a layer runs them."""
     parts: dict[str, float] = {}
@@ -85,7 +96,7 @@ def _bottleneck(sc: Scenario, sv: Serving) -> str:
     busiest = max(sv.decode, key=lambda st: st.duration)
     lay = sv.decode_layout
     gpn = lay.cluster.gpus_per_node
-    c = busiest.components
+    c = step_components(sv)
     step = sv.step_s
 
     def comm(dim: str, label: str, ranks: int) -> str:
@@ -100,7 +111,7 @@ def _bottleneck(sc: Scenario, sv: Serving) -> str:
               "attention over the KV cache": c["attention"],
               comm("tp", "TP all-reduce", p.tp): c["tp"],
               comm("ep", "EP all-to-all", p.ep * p.tp): c["ep"],
-              "pipeline sends and waits": step - busiest.duration}
+              "pipeline sends and waits": c["pp"]}
     top = sorted(((v, k) for k, v in shares.items() if v > 0), reverse=True)[:2]
     said = ", ".join(f"{v / step:.0%} in {k}".replace("%", " %", 1) for v, k in top)
     return f"decode step {step * 1e3:.1f} ms: {said}"
@@ -108,7 +119,6 @@ def _bottleneck(sc: Scenario, sv: Serving) -> str:
 
 def _figures(sc: Scenario, sv: Serving, sentence: str) -> dict:
     """The ``inference`` object of run --json (issue 37's contract keys first)."""
-    busiest = max(sv.decode, key=lambda st: st.duration)
     batch = sc.inference.batch if sc.inference else 0
     return {"ttft_s": sv.ttft_s, "tpot_s": sv.tpot_s,
             "output_tokens_per_s_per_gpu": sv.output_tokens_per_s_per_gpu,
@@ -123,7 +133,7 @@ def _figures(sc: Scenario, sv: Serving, sentence: str) -> dict:
             "decode_gpus": sv.decode_layout.gpus if sv.prefill_layout is not sv.decode_layout else 0,
             "weights_GB": sv.memory.weights / 1e9, "kv_transfer_bytes": sv.kv_transfer_bytes,
             "kv_transfer_s": sv.kv_transfer_s, "bound": sv.bound,
-            "decode_step_breakdown_s": {**busiest.components, "pp": sv.step_s - busiest.duration},
+            "decode_step_breakdown_s": step_components(sv),
             "bottleneck": sentence}
 
 
@@ -153,9 +163,10 @@ def simulate_serving(sc: Scenario) -> Result:
     st = sv.decode[slow]
     step = sv.step_s
     bd = dict.fromkeys(CATEGORIES, 0.0)
-    bd["compute"] = st.components["gemm"] + st.components["attention"]
-    bd["tp"], bd["ep"] = st.components["tp"], st.components["ep"]
-    bd["pp"] = st.send["time_s"] if st.send else 0.0
+    comps = step_components(sv)
+    bd["compute"] = comps["gemm"] + comps["attention"]
+    bd["tp"], bd["ep"] = comps["tp"], comps["ep"]
+    bd["pp"] = min(comps["pp"], len(sv.decode) * (st.send["time_s"] if st.send else 0.0))
     bd["bubble"] = max(step - sum(bd.values()), 0.0)
     comm = dict.fromkeys(COMM_DIMS, 0.0)
     tiers = {d: dict.fromkeys(BOUNDARY_NAMES, 0.0) for d in COMM_DIMS}

@@ -10,7 +10,7 @@ import pytest
 
 from explorer.cli import main
 from explorer.config import shipped_scenarios
-from explorer.scenario import load
+from explorer.scenario import load, load_raw
 from explorer.serving.deploy import serve
 from explorer.serving.memory import kv_bytes_per_token, kv_bytes_per_token_gpu, serving_memory
 from explorer.simulate import simulate
@@ -184,3 +184,13 @@ def test_a_pipelined_decode_step_counts_each_micro_batch_pass_on_the_gpu():
     assert sum(r.breakdown_s.values()) == pytest.approx(r.iteration_time_s, rel=1e-9)
     assert "pipeline" not in r.inference["bottleneck"]
     assert r.inference["bottleneck"].split(": ")[1].startswith("47 % in the GEMMs")
+
+
+def test_the_apps_gantt_spans_the_prefill_not_just_one_decode_step():
+    """The Gantt's time axis covers the drawn prefill, KV transfer and decode window (the first
+    version clipped it to iteration_time_s, one decode step, hiding the 0.48 s prefill)."""
+    from explorer.ui.cache import view_data
+    raw = load_raw(DEEPSEEK)
+    vd = view_data(json.dumps(raw, sort_keys=True))
+    end = max(t.end for t in simulate(load(DEEPSEEK)).tasks)
+    assert vd.gantt.layout.xaxis.range[1] >= end * 1e3 > 0.48e3

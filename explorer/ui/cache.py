@@ -116,7 +116,9 @@ def _compute(raw_json: str) -> ViewData:
     full_rows = len(draw) if not draw.coarse and draw.fold is None else estimate_rows(res.tasks)
     j = with_band(res.to_json_dict(), sc)         # what run --json prints, expected_error included
     lanes = tuple(lane_name(c.name, c.gpus) for c in res.classes)
-    span = max(draw.columns["end_s"], default=0.0) if draw.fold else res.iteration_time_s
+    # A folded run, and a serving run (one prefill and a window of decode steps, issue 37), span their rows.
+    spans_rows = draw.fold or res.inference is not None
+    span = max(draw.columns["end_s"], default=0.0) if spans_rows else res.iteration_time_s
     fig, info = figures.gantt(draw.columns, lanes, span, max_bars=MAX_BARS, fold=draw.fold)
     names = tuple(c.name for c in res.classes)
     return ViewData(sc, j, Summary.from_json(j), labels, names, names[res.breakdown_class],

@@ -169,8 +169,12 @@ def test_bad_serving_input_is_one_line_naming_the_field(args, field, capsys):
     assert err.startswith(f"error: {field}") and "\n" not in err
 
 
-def test_search_refuses_a_serving_scenario(capsys):
-    assert main(["search", "serve-llama3-70b-tp8", "--gpus", "8"]) == 2
+@pytest.mark.parametrize("args", [["search", "serve-llama3-70b-tp8", "--gpus", "8"],
+                                  ["sweep", "serve-llama3-70b-tp8", "--vary", "inference.batch=8,64"],
+                                  ["consensus", "serve-llama3-70b-tp8"]], ids=lambda a: a[0])
+def test_the_estimators_tools_refuse_a_serving_scenario(args, capsys):
+    """The estimator prices a training step: on a serving file sweep printed 1.09 s and 202 GB."""
+    assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: inference:") and "\n" not in err
 

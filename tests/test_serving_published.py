@@ -115,3 +115,13 @@ def test_3d_dram_description_claims():
     assert h100_tp2["decode_step_s"] == pytest.approx(0.0187, abs=0.00005)
     assert round(tp2["output_tokens_per_s_per_gpu"]) == 2008
     assert round(h100_tp2["output_tokens_per_s_per_gpu"]) == 1384
+
+
+def test_deepseek_description_suggestions():
+    ep64 = figures("serve-deepseek-v3-disaggregated", (("inference.disaggregated.decode.ep", 64),))
+    assert ep64["weights_GB"] == pytest.approx(27.3, abs=0.05) and ep64["max_batch"] == 172
+    assert ep64["decode_step_s"] == pytest.approx(0.0488, abs=0.00005)
+    assert "across 8 nodes" in ep64["bottleneck"]
+    slow = figures("serve-deepseek-v3-disaggregated", (("inference.disaggregated.kv_transfer_GBps", 1),))
+    assert slow["kv_transfer_s"] == pytest.approx(0.144, abs=0.0005)
+    assert slow["requests_per_s"] == figures("serve-deepseek-v3-disaggregated")["requests_per_s"]

@@ -84,7 +84,8 @@ class Inference:
         "min": 0, "max": 10_000_000,
         "doc": "token budget of one step with chunked prefill (vLLM max_num_batched_tokens): a prompt "
                "is prefilled in chunks of this many tokens, each step also decoding the running batch; "
-               "0 = the whole prompt in one pass"})
+               "0 = the whole prompt in one pass; co-located serving only (a prefill pool runs whole "
+               "prompts)"})
     memory_utilization: float = field(default=0.9, metadata={
         "min": 0.1, "max": 1.0, "why": "a fraction of GPU memory",
         "doc": "share of GPU memory the server may use (vLLM gpu_memory_utilization, default 0.9)"})

@@ -305,6 +305,15 @@ def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None
         sys.stdout.flush()             # a closed pipe shows up here, inside main's handler
         return 0
     sc = load_scenario(args.scenario, args.set)
+    if args.command == "validate" and sc.inference is not None:       # a serving scenario (issue 37)
+        from .serving.deploy import layouts
+        pre, dec = layouts(sc)
+        d = dec.parallelism
+        pools = (f"tp {d.tp} x pp {d.pp} x {dec.dp} replicas, ep {d.ep}"
+                 if pre is dec else f"prefill {pre.gpus} GPUs, decode {dec.gpus} GPUs")
+        print(f"ok: {one_line(sc.name)}: serving on {sc.gpus:,} GPUs ({pools}); batch {sc.inference.batch}")
+        sys.stdout.flush()
+        return 0
     if args.command == "validate":
         p = sc.parallelism
         print(f"ok: {one_line(sc.name)}: {sc.gpus:,} GPUs = tp {p.tp} x cp {p.cp} x dp {sc.dp} x pp {p.pp}; "

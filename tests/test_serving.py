@@ -198,3 +198,9 @@ def test_the_apps_gantt_spans_the_prefill_not_just_one_decode_step():
     vd = view_data(json.dumps(raw, sort_keys=True))
     end = max(t.end for t in simulate(load(DEEPSEEK)).tasks)
     assert vd.gantt.layout.xaxis.range[1] >= end * 1e3 > 0.48e3
+
+
+def test_validate_describes_a_serving_deployment(capsys):
+    assert main(["validate", "serve-deepseek-v3-disaggregated"]) == 0
+    out = capsys.readouterr().out
+    assert "serving on 192 GPUs (prefill 64 GPUs, decode 128 GPUs); batch 88" in out and "micro-batch" not in out

@@ -205,3 +205,21 @@ def test_validate_describes_a_serving_deployment(capsys):
     out = capsys.readouterr().out
     assert "serving on 192 GPUs (prefill 64 GPUs, decode 128 GPUs); batch 88" in out
     assert "micro-batch" not in out
+
+
+def test_the_batch_curve_rises_in_throughput_and_latency_and_marks_its_knee():
+    f = simulate(llama()).inference
+    pts = f["batch_curve"]
+    assert [p["batch"] for p in pts] == [2 ** i for i in range(len(pts))]
+    assert pts[-1]["batch"] <= f["max_batch"]
+    assert all(a["tpot_s"] <= b["tpot_s"] for a, b in zip(pts, pts[1:], strict=False))
+    assert all(a["output_tokens_per_s_per_gpu"] < b["output_tokens_per_s_per_gpu"]
+               for a, b in zip(pts, pts[1:], strict=False))
+    # The knee: every doubling up to it grew TPOT by at most sqrt(2), the next one by more.
+    k = [p["batch"] for p in pts].index(f["knee_batch"])
+    assert all(b["tpot_s"] <= 2 ** 0.5 * a["tpot_s"] for a, b in zip(pts[:k], pts[1:k + 1], strict=False))
+    assert pts[k + 1]["tpot_s"] > 2 ** 0.5 * pts[k]["tpot_s"]
+    assert f["knee_batch"] == 128
+    # The configured batch's point is the run itself.
+    at = next(p for p in pts if p["batch"] == 256)
+    assert at["tpot_s"] == pytest.approx(f["tpot_s"], rel=1e-12)

@@ -38,6 +38,10 @@ def serving_text(res: Result, name: str) -> str:
     if f["kv_transfer_bytes"]:
         lines.append(f"  KV transfer          {f['kv_transfer_bytes'] / 1e6:,.1f} MB per request, "
                      f"{f['kv_transfer_s'] * 1e3:,.2f} ms per prefill GPU's share")
-    lines += ["", f"  bottleneck: {f['bottleneck']}"]
+    curve = ", ".join(f"{p['batch']}: {p['tpot_s'] * 1e3:.1f} ms {p['output_tokens_per_s_per_gpu']:,.0f}/s"
+                      for p in f["batch_curve"])
+    lines += ["", f"  bottleneck: {f['bottleneck']}",
+              f"  batch curve (batch: TPOT, output tokens/s per GPU): {curve}; "
+              f"knee at batch {f['knee_batch']}"]
     lines += [f"  warning: {w}" for w in res.warnings]
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from ..engine.records import PassInfo, TransferInfo
 from ..engine.scheduler import Task, TaskGraph, run
 from ..network.topology import BOUNDARY_NAMES
 from ..result.record import GPUClass, Result
+from .curve import batch_curve
 from .deploy import Serving, serve
 from .memory import kv_bytes_per_token_gpu
 from .step import StageCost
@@ -134,7 +135,13 @@ def _figures(sc: Scenario, sv: Serving, sentence: str) -> dict:
             "weights_GB": sv.memory.weights / 1e9, "kv_transfer_bytes": sv.kv_transfer_bytes,
             "kv_transfer_s": sv.kv_transfer_s, "bound": sv.bound,
             "decode_step_breakdown_s": step_components(sv),
-            "bottleneck": sentence}
+            "bottleneck": sentence, **_curve(sc, sv)}
+
+
+def _curve(sc: Scenario, sv: Serving) -> dict:
+    """The latency-throughput curve over the batch and its knee (serving/curve.py)."""
+    points, knee = batch_curve(sc, sv.memory.max_batch)
+    return {"batch_curve": points, "knee_batch": knee}
 
 
 def simulate_serving(sc: Scenario) -> Result:

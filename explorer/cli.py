@@ -107,6 +107,9 @@ def _fmt_s(t: float) -> str:
 def summary_text(res) -> str:
     """The readable summary ``run`` prints without --json (user text escaped, see one_line)."""
     sc = res.scenario
+    if res.inference is not None:      # a serving scenario (issue 37)
+        from .serving.report import serving_text
+        return serving_text(res, one_line(sc.name))
     p = sc.parallelism
     said = nouns(sc.model)              # tokens or images; what the layers are
     lines = [
@@ -302,6 +305,15 @@ def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None
         sys.stdout.flush()             # a closed pipe shows up here, inside main's handler
         return 0
     sc = load_scenario(args.scenario, args.set)
+    if args.command == "validate" and sc.inference is not None:       # a serving scenario (issue 37)
+        from .serving.deploy import layouts
+        pre, dec = layouts(sc)
+        d = dec.parallelism
+        pools = (f"tp {d.tp} x pp {d.pp} x {dec.dp} replicas, ep {d.ep}"
+                 if pre is dec else f"prefill {pre.gpus} GPUs, decode {dec.gpus} GPUs")
+        print(f"ok: {one_line(sc.name)}: serving on {sc.gpus:,} GPUs ({pools}); batch {sc.inference.batch}")
+        sys.stdout.flush()
+        return 0
     if args.command == "validate":
         p = sc.parallelism
         reps = p.stage_replicas          # PipeDream's per-stage replicas replace dp x pp

@@ -10,6 +10,7 @@ rule_sync_whole_replicas              the rank placement (network/placement.py)
 rule_failures_leave_survivors         the survivors' cluster (variants/faults.py)
 rule_speed_split_whole                the kinds' speeds (variants/hetero.py)
 rule_work_budget                      the budget (fold/budget.py; joined kinds per the registry)
+rule_serving_layouts                  a serving scenario's pools (serving/deploy.py)
 ====================================  ==========================================================
 """
 from __future__ import annotations
@@ -87,8 +88,27 @@ def rule_work_budget(sc: Scenario) -> None:
         refuse(sc, joined[0], f" for its {joined[1]} kinds of replica, each simulated")
 
 
+def rule_serving_layouts(sc: Scenario) -> None:
+    """A serving scenario's disaggregated pools are layouts the configuration accepts and fit the
+    cluster (serving/deploy.layouts); a serving scenario simulates no training step, so the
+    training budget does not apply."""
+    if sc.inference is not None:
+        from .serving.deploy import layouts
+        layouts(sc)
+
+
+def _training_only(rule: Callable[[Scenario], None]) -> Callable[[Scenario], None]:
+    """``rule`` skipped for a serving scenario (its training section is a placeholder)."""
+    def checked(sc: Scenario) -> None:
+        if sc.inference is None:
+            rule(sc)
+    checked.__name__, checked.__doc__ = rule.__name__, rule.__doc__
+    return checked
+
+
 RUNNABLE_RULES: tuple[Callable[[Scenario], None], ...] = (
-    rule_sync_whole_replicas, rule_failures_leave_survivors, rule_speed_split_whole, rule_work_budget)
+    rule_sync_whole_replicas, rule_failures_leave_survivors, rule_speed_split_whole,
+    _training_only(rule_work_budget), rule_serving_layouts)
 
 
 def check(sc: Scenario) -> Scenario:

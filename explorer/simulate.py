@@ -53,6 +53,9 @@ def simulate(sc: Scenario, fold: bool = True) -> Result:
 
 def _simulate(sc: Scenario, fold: bool) -> Result:
     """simulate() with the collector paused (see there)."""
+    if sc.inference is not None:       # a serving scenario (issue 37): prefill and decode, not a step
+        from .serving.result import simulate_serving
+        return simulate_serving(sc)
     variant = wrapping(sc)
     if variant is not None:
         # Sync windows, failed nodes, gossip, replicas that differ (explorer/variants/registry.py):

@@ -6,6 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer.scenario import load, load_raw
+from explorer.ui.views.metrics import SERVING_CARDS
 
 from app_support import qp, run_app, seconds
 from conftest import SCENARIO_FILES
@@ -15,6 +16,10 @@ from conftest import SCENARIO_FILES
 def test_every_preset_renders_metrics_and_charts(path):
     at = run_app(scenario=path.stem)
     labels = [m.label for m in at.metric]
+    if "inference" in load_raw(path):     # a serving scenario shows its own cards (issue 37)
+        assert labels == list(SERVING_CARDS)
+        assert qp(at, "scenario") == path.stem
+        return
     # Replicas that train apart show the amortised step first (explorer/variants/lowcomm).
     sync = (load_raw(path).get("training") or {}).get("sync") or {}
     first = "Time per step" if sync.get("kind", "every-step") != "every-step" else "Iteration time"

@@ -43,7 +43,10 @@ from conftest import ROOT, SCENARIO_FILES
 pytestmark = pytest.mark.slow
 
 APP = str(ROOT / "app.py")
-PRESETS = [p.stem for p in SCENARIO_FILES]
+# Serving scenarios (issue 37) are left out: the sidebar's controls are a training step's, a serving
+# scenario refuses most of them (config/inference.py TRAINING_ONLY) and has no inference controls yet;
+# tests/test_app.py and tests/test_ui.py open and upload them.
+PRESETS = [p.stem for p in SCENARIO_FILES if not p.stem.startswith("serve-")]
 HEAVY = {"llama3-405b-16k", "deepseek-v3", "megatron-gpt3-175b", "straggler-16k"}
 # One preset per family of code paths the sidebar reaches: pipeline schedules on one node, a CNN's
 # own controls, the WAN between datacenters.

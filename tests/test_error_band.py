@@ -83,6 +83,8 @@ SHIPPED = {
     "parameter-server": "decentralised",
     "campus-4-buildings": "WAN", "cbtm-independent": "WAN", "cross-region-pp": "WAN",
     "diloco-cross-region": "WAN", "streaming-diloco-1gbps": "WAN", "two-datacenters": "WAN",
+    "serve-llama3-70b-tp8": "serving", "serve-deepseek-v3-disaggregated": "serving",
+    "serve-3d-dram": "serving",
 }
 
 

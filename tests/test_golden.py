@@ -42,6 +42,9 @@ the fully connected layers on one GPU, one 1F1B-RR round of 15 minibatches an it
 gnn-sage-papers100m with issue 36's GNN
 workload, written the same way but with ``samples_per_s`` (the runs gained gnn: an added key);
 pipedream-gnmt16 with issue 36's recurrent (GNMT) workload, written the same way (no other file changed);
+serve-llama3-70b-tp8, serve-deepseek-v3-disaggregated and serve-3d-dram were added with issue 37 (serving
+scenarios, written like the others without the expected_error keys; their ``inference`` object holds the
+serving figures);
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

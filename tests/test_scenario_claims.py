@@ -34,7 +34,8 @@ def _with_derived_dp(name: str, overrides: dict) -> dict:
         deg = 1
         for d in ("tp", "pp", "cp"):
             deg *= ov.get(f"parallelism.{d}", par.get(d, 1))
-        ov["parallelism.dp"] = cl["nodes"] * cl["gpus_per_node"] // deg
+        nodes = ov.get("cluster.nodes", cl["nodes"])          # a bullet may resize the cluster too
+        ov["parallelism.dp"] = nodes * cl["gpus_per_node"] // deg
     return ov
 
 

@@ -15,6 +15,7 @@ from ..design.cli_support import add_set_argument, dumps, fmt_s, parse_sets
 from ..design.consensus import KNEE_SHARE, PERIODS, REPLICAS, ConsensusCurve, consensus
 from ..design.progress import reporting
 from ..scenario import ScenarioError
+from ..serving.guard import refuse_serving
 
 NAME = "consensus"
 HELP = "time per step against replicas and synchronisation period (local SGD / DiLoCo), with the knee"
@@ -50,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     periods = _ints(args.periods, "--periods", PERIODS)
     with reporting(NAME) as progress:
         base = open_base(args.scenario, parse_sets(args.set), keep_dp=True)
+        refuse_serving(base.raw, NAME)
         progress.phase("simulating", "replica counts", len(replicas))
         curve = consensus(base.raw, replicas, periods, progress)
     print(dumps(curve.to_json()) if args.json else consensus_text(curve, base.label))

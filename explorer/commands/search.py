@@ -37,6 +37,7 @@ from ..design.search import TIMED_PIPELINES, SearchResult, search
 from ..design.space import RECOMPUTE, REFINE, ZERO_STAGES, Space
 from ..scenario import ScenarioError
 from ..schedules import registry
+from ..serving.guard import refuse_serving
 
 NAME = "search"
 HELP = "fastest valid layouts that fit in memory with headroom: estimator ranking, top K priced exactly"
@@ -104,6 +105,7 @@ def space_from_args(args: argparse.Namespace) -> Space:
 def run(args: argparse.Namespace) -> int:
     with reporting(NAME) as progress:
         base = open_base(args.scenario, parse_sets(args.set))
+        refuse_serving(base.raw, NAME)
         result = search(base, args.gpus, args.top, space_from_args(args), executor_spec(args), progress,
                         headroom_GB=args.headroom_GB)
     if args.json:

@@ -25,6 +25,7 @@ from ..design.cli_support import (
 )
 from ..design.progress import reporting
 from ..design.sweep import MAX_COMBINATIONS, MAX_FULL_COMBINATIONS, SweepResult, parse_vary, sweep
+from ..serving.guard import refuse_serving
 from ..vocabulary import CATEGORIES
 
 NAME = "sweep"
@@ -48,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     sets = parse_sets(args.set)
     with reporting(NAME) as progress:
         base = open_base(args.scenario, sets, keep_dp=DP_KEY in vary)
+        if not args.full:               # --full simulates each point (a serving one: its decode step)
+            refuse_serving(base.raw, NAME)
         result = sweep(base, vary, "full" if args.full else "estimate", executor_spec(args), progress)
     if args.csv:
         write_csv(result, Path(args.csv))

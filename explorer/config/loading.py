@@ -43,6 +43,7 @@ from .frameworks import profile
 from .frozen import evolve
 from .gnn import GNN_DERIVED, fill_partitions
 from .gnn import derive as derive_gnn
+from .inference import refuse_training_fields, strip_training_fields
 from .inputs import MAX_BYTES, parse_document
 from .model_parts import MODEL_KINDS, MODELLED_KINDS, Conv
 from .moe_dispatch import dispatcher_sms
@@ -54,7 +55,7 @@ from .rnn import RNN_DERIVED
 from .rnn import derive as derive_rnn
 from .rules import validate
 from .schema import ScenarioError, build, dump, reject_derived
-from .sections import GPU, Scenario
+from .sections import GPU, Communication, Parallelism, Scenario, Training
 
 # Scale-up bandwidth of a custom GPU mapping that gives no scale_up_GBps: 300 GB/s per direction,
 # third-generation NVLink of the A100 SXM (12 links x 25 GB/s; NVIDIA A100 datasheet: 600 GB/s
@@ -249,12 +250,36 @@ def from_dict(raw: Mapping[str, Any]) -> Scenario:
     if not isinstance(raw, Mapping):
         raise ScenarioError("scenario", "the file must hold a mapping of sections (model, training, ...)")
     resolved = auto_replicas(resolve_presets(raw))
+    serving = resolved.get("inference") is not None
+    if serving:
+        # A serving scenario (config/inference.py) reads no training section: refuse one, then fill a
+        # placeholder that validates whatever the data-parallel degree turns out to be.
+        resolved = {**refuse_training_fields(resolved, _differs_from_default),
+                    "training": {"global_batch": MAX_GPUS_PLACEHOLDER}}
     for section in ("model", "training"):
         if section not in resolved:
             raise ScenarioError(section, "is required")
     sc = fill_defaults(build(Scenario, resolved))
+    if serving:
+        sc = _filled(sc, training=evolve(sc.training, global_batch=sc.dp))
     validate(sc)
     return sc
+
+
+def _differs_from_default(section: str, key: str, value: Any) -> bool:
+    """Whether ``section.key: value`` is other than the field's default (a serving scenario refuses
+    such training fields: config/inference.py)."""
+    cls = {"training": Training, "parallelism": Parallelism, "communication": Communication}[section]
+    default = getattr(cls(), key)
+    if default is None:               # a derived default the loader fills (bucket_MB, fp8_recipe): ignored
+        return False
+    given = {"global_batch": 1, key: value} if cls is Training else {key: value}   # (a required field)
+    return getattr(build(cls, given, section), key) != default
+
+
+# The placeholder batch of a serving scenario's training section before dp is known (any value the
+# bounds accept; replaced by dp, one sequence per replica, once dp is derived).
+MAX_GPUS_PLACEHOLDER = 1
 
 
 def parse_text(text: str | bytes, source: str = "scenario") -> dict[str, Any]:
@@ -308,6 +333,8 @@ def to_dict(sc: Scenario) -> dict[str, Any]:
         out["cluster"]["scale_up"].pop("domain_gpus", None)
     if gpu.preset is not None and replace(gpu, preset=None) == _filled_gpu_preset(gpu.preset):
         out["hardware"]["gpu"] = gpu.preset
+    if sc.inference is not None:
+        out = strip_training_fields(out)      # a serving file names none (refused at load)
     return out
 
 

@@ -18,6 +18,7 @@ from .compression import Compression
 from .contention import CONTENTION_DOC
 from .faults import Faults
 from .fp8_recipes import FP8_RECIPE_FIELD
+from .inference import INFERENCE_FIELD, Inference
 from .model_parts import ATTN_KERNEL, FLASH_ATTN
 from .model_section import Model
 from .moe_dispatch import COMM_SMS_FIELD, DISPATCHER_FIELD
@@ -62,8 +63,7 @@ class Training:
     recompute_layers: int = field(default=0, metadata={"min": 0, "max": 100_000, "doc": (
         "fully recompute only this many layers per pipeline chunk (Megatron recompute_method block, "
         "recompute_num_layers); 0 = as training.recompute says")})
-    fp8_storage: str = field(default="te", metadata={
-        "choices": ("te", "deepseek"),
+    fp8_storage: str = field(default="te", metadata={"choices": ("te", "deepseek"),
         "doc": "FP8 activation storage: te = each linear keeps its FP8 input; deepseek = also the MoE "
                "SwiGLU inputs in FP8 and the attention output once (DeepSeek-V3 Sec. 3.3.3)"})
     fp8_recipe: str | None = field(default=None, metadata=FP8_RECIPE_FIELD)
@@ -317,6 +317,7 @@ class Scenario:
     cluster: Cluster = field(default_factory=Cluster)
     parallelism: Parallelism = field(default_factory=Parallelism)
     communication: Communication = field(default_factory=Communication)
+    inference: Inference | None = field(default=None, metadata=INFERENCE_FIELD)
 
     @property
     def gpus(self) -> int:

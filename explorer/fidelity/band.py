@@ -99,6 +99,9 @@ def _band(value: int, edges: tuple[int, int], names: tuple[str, str, str]) -> st
 
 def classify(sc: Scenario) -> Regime | Outside:
     """The regime of ``sc``, or why no published training run is like it."""
+    if sc.inference is not None:           # issue 37: compared with serving measurements instead
+        return Outside("LLM serving (the published runs are training; serving is compared with vLLM, "
+                       "TensorRT-LLM and DeepSeek figures: tests/test_serving_published.py)")
     family = workload_for(sc.model)
     if family.name != "transformer":       # its summary names it: "A convolutional network: ..."
         what = family.summary.split(":")[0].lower() or f"a {family.name} model"

@@ -37,7 +37,10 @@ def gantt_of(res: Any, max_bars: int = MAX_BARS) -> GanttDraw:
     draw = folded_timeline(res.tasks, labels, max_segments=max_bars)
     full_rows = len(draw) if not draw.coarse and draw.fold is None else estimate_rows(res.tasks)
     lanes = tuple(lane_name(c.name, c.gpus) for c in res.classes)
-    span = max(draw.columns["end_s"], default=0.0) if draw.fold else res.iteration_time_s
+    # A folded run, and a serving run (one prefill and a window of decode steps, issue 37), span
+    # their rows; otherwise the iteration.
+    spans_rows = draw.fold or getattr(res, "inference", None) is not None
+    span = max(draw.columns["end_s"], default=0.0) if spans_rows else res.iteration_time_s
     fig, info = gantt(draw.columns, lanes, span, max_bars=max_bars, fold=draw.fold)
     return GanttDraw(fig, info, full_rows, draw.fold, draw.columns)
 

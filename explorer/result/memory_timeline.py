@@ -75,6 +75,13 @@ def memory_timeline(res) -> tuple[MemoryCurve, ...]:
     Classes are pipeline stages here; a run whose classes are not one per stage (replicas that
     differ, windows, exchanges) gives the stages of its first replica (the timeline it draws)."""
     sc = res.scenario
+    if res.inference is not None:
+        # Serving (issue 37): the weights, and the batch's KV cache with the workspace held through
+        # the steady state the timeline shows (explorer/serving/result.py).
+        end = max((t.end for t in res.tasks), default=0.0)
+        return tuple(MemoryCurve(c.index, c.name, res.memory_by_class[c.index].params,
+                                 ((0.0, m.activations), (end, m.activations)))
+                     for c in res.classes for m in (res.memory_by_class[c.index],))
     # Chunks read no micro-batch count (IterationBuilder.for_scenario), so a builder of a few
     # micro-batches prices them without building the program order of a huge batch (the
     # simulation folds those; an order of 10^8 units would not fit in memory).  The builder is the

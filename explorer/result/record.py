@@ -75,6 +75,9 @@ class Result:
     # Gossip or parameter-server data parallelism (parallelism.dp_kind;
     # explorer/variants/lowcomm/decentral.py).
     exchange: Exchange | None = None
+    # A serving scenario's figures (explorer/serving/result.py: ttft_s, tpot_s, tokens/s, requests/s, KV
+    # cache, max batch, ...); None for training.
+    inference: dict | None = None
 
     def combined(self, sc: Scenario, notices: Sequence[Notice] | None = None, pace: float = 1.0,
                  groups: float = 1.0, **fields: Any) -> Result:
@@ -167,6 +170,7 @@ class Result:
             "bytes_per_step": self.bytes_per_step,
             **({"sync": self.sync_window.to_json_dict()} if self.sync_window else {}),
             **({"dp_exchange": self.exchange.to_json_dict()} if self.exchange else {}),
+            **({"inference": dict(self.inference)} if self.inference is not None else {}),
             "parallelism": {"tp": par.tp, "pp": par.pp, "dp": sc.dp, "cp": par.cp, "ep": par.ep,
                             "vpp": par.vpp, "schedule": par.schedule, "zero": par.zero},
         }

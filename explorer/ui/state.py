@@ -180,6 +180,14 @@ def on_upload() -> None:
         st.session_state["_upload_msg"] = ("error", f"Upload not loaded — {exc}")
         return
     base = preset_scenario(st.session_state["_scenario"])[1]
+    if (sc_up.inference is None) != (base.inference is None):
+        # The controls describe a scenario relative to its preset: a serving file (issue 37) loads onto a
+        # serving preset, a training file onto a training one.
+        want = "a serving scenario (serve-...)" if sc_up.inference is not None else "a training scenario"
+        st.session_state["_upload_msg"] = ("error", f"Upload not loaded — {one_line(up.name)} is a "
+                                           f"{'serving' if sc_up.inference else 'training'} scenario: "
+                                           f"choose {want} as the preset first")
+        return
     values = flatten(to_dict(sc_up))
     changed = changed_fields(base, sc_up)
     st.session_state["_extra"] = {k: values[k] for k in changed if k not in WIDGET_KEYS and k in values}

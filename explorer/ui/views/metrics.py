@@ -11,7 +11,33 @@ def fmt_time(s: float) -> str:
     return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.3f} s"
 
 
+SERVING_CARDS = ("TTFT", "TPOT", "Output tokens/s per GPU", "Requests/s", "KV cache per GPU", "Max batch")
+
+
+def render_serving(f: dict) -> None:
+    """The cards of a serving scenario (run --json's ``inference``; explorer/serving/result.py)."""
+    cols = st.columns(6, gap="small")
+    cols[0].metric(SERVING_CARDS[0], fmt_time(f["ttft_s"]), border=True,
+                   help="Time to first token: the prefill")
+    # Two decimals: a TPOT of a few milliseconds moves in its hundredths.
+    cols[1].metric(SERVING_CARDS[1], f"{f['tpot_s'] * 1e3:.2f} ms", border=True,
+                   help="Time per output token, prefill interference included",
+                   delta=f"step {fmt_time(f['decode_step_s'])}", delta_color="off", delta_arrow="off")
+    cols[2].metric(SERVING_CARDS[2], f"{f['output_tokens_per_s_per_gpu']:,.0f}", border=True)
+    cols[3].metric(SERVING_CARDS[3], f"{f['requests_per_s']:,.2f}", border=True,
+                   help=f"bound by {f['bound']}")
+    cols[4].metric(SERVING_CARDS[4], f"{f['kv_cache_GB']:.1f} GB", border=True,
+                   help="KV cache of the batch at full context on one decode GPU")
+    cols[5].metric(SERVING_CARDS[5], f"{f['max_batch']:,}", border=True,
+                   delta=f"batch {f['batch']:,}", delta_arrow="off",
+                   delta_color="inverse" if f["batch"] > f["max_batch"] else "off")
+    st.caption(f"Bottleneck — {f['bottleneck']}")
+
+
 def render(data: ViewData, present: bool = False) -> None:
+    if data.json.get("inference") is not None:        # a serving scenario (issue 37)
+        render_serving(data.json["inference"])
+        return
     j = data.summary
     mem, cap = j.memory_GB, j.memory_capacity_GB
     busiest = j.bubble_fraction_busiest

@@ -1,0 +1,125 @@
+"""The ``inference:`` section: a serving scenario instead of a training one.
+
+A scenario with this section is a *serving* scenario (issue 37): the model answers requests of
+``prompt_tokens`` input and ``output_tokens`` output tokens, ``batch`` of them decoding together on
+each model replica (continuous batching, Yu et al., "Orca", OSDI 2022; Kwon et al., "vLLM /
+PagedAttention", SOSP 2023).  The replica's layout is the scenario's ``parallelism`` (tp, pp, ep;
+dp = replicas) on its cluster, co-located prefill and decode; with ``disaggregated`` the prefill and
+decode phases run on separate pools of GPUs with their own layouts and every request's KV cache
+crosses the fabric between them (Zhong et al., "DistServe", OSDI 2024; Patel et al., "Splitwise",
+ISCA 2024).  How it is simulated: :mod:`explorer.serving`.
+
+The training section is not read by a serving scenario; the loader fills a placeholder (one
+sequence per replica) so the rest of the configuration validates, and refuses the training-only
+fields named in :data:`TRAINING_ONLY` when a serving file sets them (config/loading.py).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .schema import ScenarioError
+
+DTYPES = ("bf16", "fp16", "fp8")
+
+# Fields a serving scenario must not set: they describe a training step (section.key or a whole
+# section), and a serving scenario would silently ignore them.
+TRAINING_ONLY = ("training", "parallelism.cp", "parallelism.vpp", "parallelism.schedule", "parallelism.zero",
+                 "parallelism.pipeline_layout", "parallelism.stage_layers", "parallelism.token_slices",
+                 "parallelism.dp_kind", "parallelism.sequence_parallel", "communication.dp_overlap",
+                 "communication.bucket_MB", "communication.compression")
+
+# The Scenario field's metadata (config/sections.py).
+INFERENCE_FIELD = {"doc": "serve requests instead of training: a serving scenario (config/inference.py)"}
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One pool of a disaggregated deployment: its replicas and the layout of each."""
+
+    tp: int = field(default=1, metadata={"min": 1, "max": 4096, "doc": "tensor-parallel degree of a replica"})
+    pp: int = field(default=1, metadata={"min": 1, "max": 4096, "doc": "pipeline stages of a replica"})
+    ep: int = field(default=1, metadata={
+        "min": 1, "max": 1_000_000,
+        "doc": "expert-parallel degree over the pool's tp x replicas GPUs (MoE; DeepSeek-V3 decode: 320)"})
+    replicas: int = field(default=1, metadata={
+        "min": 1, "max": 1_000_000,
+        "doc": "model replicas (data-parallel attention when ep spans them)"})
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the pool: tp x pp x replicas."""
+        return self.tp * self.pp * self.replicas
+
+
+@dataclass(frozen=True)
+class Disaggregated:
+    """Prefill and decode on separate pools; each request's KV cache crosses the fabric once."""
+
+    prefill: Pool = field(default_factory=Pool, metadata={"doc": "the pool that runs prompts"})
+    decode: Pool = field(default_factory=Pool, metadata={"doc": "the pool that generates tokens"})
+    kv_transfer_GBps: float | None = field(default=None, metadata={
+        "min": 0.1, "max": 1e5, "why": "0.1 GB/s up to 100 TB/s",
+        "doc": "bandwidth of one prefill GPU's KV send to its decode GPU; default the cluster's "
+               "scale-out path (its NIC at the fabric's efficiency)"})
+
+
+@dataclass(frozen=True)
+class Inference:
+    """Requests, batching and precision of a serving deployment."""
+
+    prompt_tokens: int = field(default=1024, metadata={
+        "min": 1, "max": 10_000_000, "doc": "input tokens of each request"})
+    output_tokens: int = field(default=256, metadata={
+        "min": 1, "max": 10_000_000, "doc": "tokens each request generates"})
+    batch: int = field(default=32, metadata={
+        "min": 1, "max": 1_000_000,
+        "doc": "concurrent sequences decoding on each (decode) replica (continuous batching)"})
+    weight_dtype: str = field(default="bf16", metadata={"choices": DTYPES, "doc": "weight precision"})
+    activation_dtype: str = field(default="bf16", metadata={
+        "choices": DTYPES, "doc": "activation precision (GEMM inputs and the TP/EP messages)"})
+    kv_dtype: str = field(default="bf16", metadata={"choices": DTYPES, "doc": "KV-cache precision"})
+    chunked_prefill_tokens: int = field(default=0, metadata={
+        "min": 0, "max": 10_000_000,
+        "doc": "token budget of one step with chunked prefill (vLLM max_num_batched_tokens): a prompt "
+               "is prefilled in chunks of this many tokens, each step also decoding the running batch; "
+               "0 = the whole prompt in one pass; co-located serving only (a prefill pool runs whole "
+               "prompts)"})
+    memory_utilization: float = field(default=0.9, metadata={
+        "min": 0.1, "max": 1.0, "why": "a fraction of GPU memory",
+        "doc": "share of GPU memory the server may use (vLLM gpu_memory_utilization, default 0.9)"})
+    disaggregated: Disaggregated | None = field(default=None, metadata={
+        "doc": "separate prefill and decode pools (DistServe, Splitwise); absent = co-located on the "
+               "scenario's parallelism"})
+
+
+def refuse_training_fields(raw: Mapping[str, Any], differs: Any) -> dict[str, Any]:
+    """``raw`` without its :data:`TRAINING_ONLY` fields; a one-line ScenarioError names the first one
+    set to something other than its default (``differs(section, key, value)`` says whether it is),
+    so that a file or the app writing the defaults back still loads.  ``training.global_batch`` is
+    the placeholder the loader itself fills, never refused."""
+    for key in TRAINING_ONLY:
+        section, _, name = key.partition(".")
+        given = raw.get(section)
+        if not isinstance(given, Mapping):
+            continue
+        names = [k for k in given if k != "global_batch"] if not name else [name] if name in given else []
+        for k in names:
+            if differs(section, k, given[k]):
+                raise ScenarioError(f"{section}.{k}", "is a training field; a serving scenario (with an "
+                                    "inference: section) does not read it: remove it (layouts: "
+                                    "parallelism.tp/pp/ep/dp or inference.disaggregated)")
+    return strip_training_fields(raw)
+
+
+def strip_training_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``raw`` without the :data:`TRAINING_ONLY` fields (what a serving scenario's file holds)."""
+    out = dict(raw)
+    for key in TRAINING_ONLY:
+        section, _, name = key.partition(".")
+        if not name:
+            out.pop(section, None)
+        elif isinstance(out.get(section), Mapping):
+            out[section] = {k: v for k, v in out[section].items() if k != name}
+    return out

@@ -1,0 +1,161 @@
+"""A serving deployment in the steady state: the layouts of its prefill and decode phases, their
+passes, and the figures users read (TTFT, TPOT, tokens/s, requests/s, KV cache, max batch).
+
+Co-located (one layout, the scenario's parallelism): every replica decodes ``batch`` sequences and
+stops to prefill each newcomer.  A replica then finishes R requests per second with
+R x (output x step / batch + prefill cost) = 1 (each request costs its share of decode steps and the
+time its prefill takes the GPUs from decoding), so the mean time between a sequence's tokens is
+TPOT = step + batch x prefill cost / output — the prefill interference DistServe (Zhong et al.,
+OSDI 2024, Sec. 2.2) removes by disaggregation.  With chunked prefill (Agrawal et al.,
+"Sarathi-Serve", OSDI 2024) a prompt rides along decode steps in chunks of the token budget: each
+mixed step costs its pass, the prefill cost is what the mixed steps add over plain decode steps,
+and TTFT is the sum of the mixed steps.
+
+Disaggregated: prefill replicas prefill one request after another, decode replicas only decode,
+and each request's KV cache (prompt x KV bytes per token) goes from its prefill GPUs to its decode
+GPUs, each GPU sending its share over its own NIC, overlapped with the next prefill (DistServe
+Sec. 4.3; DeepSeek-V3 Sec. 3.4).  Requests/s is the least of the two pools' rates and the
+transfer's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import Scenario, ScenarioError
+from ..config.frozen import evolve
+from ..config.rules import validate as validate_config
+from .memory import ServingMemory, kv_bytes_per_token, kv_bytes_per_token_gpu, serving_memory
+from .step import Group, PassModel, StageCost, chunks, decode_context, latency
+
+
+def layouts(sc: Scenario) -> tuple[Scenario, Scenario]:
+    """(prefill layout, decode layout): the scenario itself twice when co-located; for
+    disaggregated serving a scenario per pool, its cluster cut to the pool's GPUs (whole nodes, or
+    one node of fewer GPUs), each checked by the configuration's rules under the pool's name."""
+    inf = sc.inference
+    assert inf is not None
+    if inf.disaggregated is None:
+        return sc, sc
+    out = []
+    gpn = sc.cluster.gpus_per_node
+    for name in ("prefill", "decode"):
+        pool = getattr(inf.disaggregated, name)
+        where = f"inference.disaggregated.{name}"
+        g = pool.gpus
+        if g > gpn and g % gpn:
+            raise ScenarioError(where, f"tp x pp x replicas = {g} GPUs do not fill whole nodes of {gpn}; "
+                                f"use a multiple of {gpn}")
+        cluster = evolve(sc.cluster, nodes=max(g // gpn, 1), gpus_per_node=min(g, gpn), datacenters=1)
+        if g < gpn:
+            cluster = evolve(cluster, scale_up=evolve(cluster.scale_up, domain_gpus=g))
+        par = evolve(sc.parallelism, tp=pool.tp, pp=pool.pp, ep=pool.ep, dp=pool.replicas)
+        layout = evolve(sc, cluster=cluster, parallelism=par,
+                        training=evolve(sc.training, global_batch=pool.replicas))
+        try:
+            validate_config(layout)
+        except ScenarioError as exc:
+            raise ScenarioError(where, str(exc)) from None
+        out.append(layout)
+    total = out[0].gpus + out[1].gpus
+    if total > sc.gpus:
+        raise ScenarioError("inference.disaggregated", f"the pools need {total} GPUs, the cluster has "
+                            f"{sc.gpus} (nodes x gpus_per_node); add nodes or shrink the pools")
+    return out[0], out[1]
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What one serving scenario comes to (see the module docstring for the formulas)."""
+
+    prefill: list[StageCost]          # one request's prompt (each chunk's step with chunking: the first)
+    decode: list[StageCost]           # one decode step of the batch at the mean context
+    prefill_layout: Scenario
+    decode_layout: Scenario
+    ttft_s: float
+    step_s: float                     # one decode step, alone
+    tpot_s: float                     # mean time between a sequence's tokens, interference included
+    requests_per_s: float
+    output_tokens_per_s_per_gpu: float
+    output_tokens_per_s_per_replica: float
+    memory: ServingMemory             # one decode GPU
+    kv_transfer_bytes: float          # per request, the whole replica (0 when co-located)
+    kv_transfer_s: float              # per request, each prefill GPU sending its share
+    bound: str                        # what limits requests/s: decode, prefill or kv transfer
+    gpus: int
+
+    @property
+    def kv_cache_GB(self) -> float:
+        """KV cache of the configured batch on one decode GPU at full context, GB (1e9 B)."""
+        return self.memory.kv_batch / 1e9
+
+
+def _step_time(stages: list[StageCost], pp: int) -> float:
+    """Seconds between two tokens of one sequence: a full trip through the pipeline, or pp times
+    its busiest stage when the micro-batches in flight queue there."""
+    return max(latency(stages), pp * max(s.duration for s in stages))
+
+
+def kv_transfer(sc: Scenario, pre: Scenario) -> tuple[float, float]:
+    """(bytes of one request's KV cache, seconds for its prefill GPUs to send it): each of the
+    replica's tp x pp GPUs sends its own share at the per-GPU bandwidth (the node's NICs shared by
+    its GPUs at the fabric's achievable fraction, or disaggregated.kv_transfer_GBps) after one
+    fabric latency."""
+    inf = sc.inference
+    assert inf is not None and inf.disaggregated is not None
+    p = pre.parallelism
+    total = inf.prompt_tokens * kv_bytes_per_token(sc.model, inf.kv_dtype)
+    share = inf.prompt_tokens * kv_bytes_per_token_gpu(sc.model, inf.kv_dtype, p.tp, p.pp)
+    out = sc.cluster.scale_out
+    nic_share = min(out.nics_per_node / sc.cluster.gpus_per_node, 1.0)
+    nic = (out.nic_Gbps or 0.0) / 8 * (out.efficiency or 1.0) * nic_share
+    bw = (inf.disaggregated.kv_transfer_GBps or nic) * 1e9
+    return total, (out.latency_us or 0.0) * 1e-6 + share / bw
+
+
+def serve(sc: Scenario) -> Serving:
+    """The steady state of ``sc``'s deployment."""
+    inf = sc.inference
+    assert inf is not None
+    pre, dec = layouts(sc)
+    B, P, n_out = inf.batch, inf.prompt_tokens, inf.output_tokens
+    dp_model = PassModel(sc, dec)
+    pp_d = dec.parallelism.pp
+    micro = B / pp_d                                         # sequences per micro-batch in flight
+    ctx = decode_context(P, n_out)
+    decode = dp_model.pipeline((Group(micro, 1, ctx),), micro)
+    step = _step_time(decode, pp_d)
+    pf_model = dp_model if pre is dec else PassModel(sc, pre)
+    n = chunks(P, inf.chunked_prefill_tokens if inf.disaggregated is None else 0)
+    if n == 1:
+        prefill = pf_model.pipeline((Group(1, P, P / 2),), 1)
+        ttft = latency(prefill)
+        cost = ttft
+        first = prefill
+    else:
+        c = P / n
+        ttft = cost = 0.0
+        first = []
+        for j in range(n):                                   # chunk j attends to j chunks + half its own
+            mixed = pf_model.pipeline((Group(1, c, j * c + c / 2), Group(micro, 1, ctx)), micro + 1)
+            t = _step_time(mixed, pp_d)
+            ttft += t
+            cost += max(t - step, 0.0)
+            first = first or mixed
+    mem = serving_memory(sc, dec.parallelism.tp, pp_d, dec.parallelism.ep,
+                         float(min(P, inf.chunked_prefill_tokens or P)) + B)
+    replicas_d = dec.dp
+    if inf.disaggregated is None:
+        per_replica = 1.0 / (n_out * step / B + cost)
+        rate = per_replica * replicas_d
+        tpot = step + B * cost / n_out
+        kv_bytes, kv_s, bound, gpus = 0.0, 0.0, "decode", sc.gpus
+    else:
+        kv_bytes, kv_s = kv_transfer(sc, pre)
+        rates = {"decode": replicas_d * B / (n_out * step), "prefill": pre.dp / ttft,
+                 "kv transfer": pre.dp / kv_s}
+        bound = min(rates, key=lambda k: rates[k])
+        rate = rates[bound]
+        tpot = step
+        gpus = pre.gpus + dec.gpus
+    return Serving(first, decode, pre, dec, ttft, step, tpot, rate, rate * n_out / gpus,
+                   rate * n_out / replicas_d, mem, kv_bytes, kv_s, bound, gpus)

@@ -1,0 +1,47 @@
+"""The readable summary ``run`` prints for a serving scenario (the --json object's ``inference``)."""
+from __future__ import annotations
+
+from ..result.record import Result
+
+
+def serving_text(res: Result, name: str) -> str:
+    """TTFT, TPOT, tokens/s, requests/s, KV cache and the bottleneck sentence of ``res``; ``name`` is
+    the scenario's title, already escaped for one line."""
+    f = res.inference
+    assert f is not None
+    sc = res.scenario
+    inf = sc.inference
+    assert inf is not None
+    p = sc.parallelism
+    if inf.disaggregated is None:
+        layout = f"tp {p.tp} · pp {p.pp} · ep {p.ep} · {sc.dp} replicas, prefill and decode co-located"
+    else:
+        d = inf.disaggregated
+        pools = (("prefill", d.prefill), ("decode", d.decode))
+        layout = ", ".join(f"{name} {pool.gpus} GPUs (tp {pool.tp} · pp {pool.pp} · ep {pool.ep} · "
+                           f"{pool.replicas} replicas)" for name, pool in pools)
+    lines = [
+        name, f"  serving on {f['gpus']:,} × {sc.hardware.gpu.name}: {layout}",
+        f"  requests of {inf.prompt_tokens:,} prompt + {inf.output_tokens:,} output tokens, "
+        f"batch {inf.batch} per replica; weights {inf.weight_dtype}, activations {inf.activation_dtype}, "
+        f"KV {inf.kv_dtype}", "",
+        f"  TTFT                 {f['ttft_s'] * 1e3:,.1f} ms",
+        f"  TPOT                 {f['tpot_s'] * 1e3:,.2f} ms  "
+        f"(decode step alone {f['decode_step_s'] * 1e3:,.2f} ms)",
+        f"  output tokens/s/GPU  {f['output_tokens_per_s_per_gpu']:,.0f}",
+        f"  output tokens/s      {res.tokens_per_s:,.0f}  "
+        f"({f['output_tokens_per_s_per_replica']:,.0f} per replica)",
+        f"  requests/s           {f['requests_per_s']:,.2f}  (bound by {f['bound']})",
+        f"  KV cache per GPU     {f['kv_cache_GB']:,.2f} GB of the batch; max batch {f['max_batch']:,}; "
+        f"weights {f['weights_GB']:,.1f} GB",
+    ]
+    if f["kv_transfer_bytes"]:
+        lines.append(f"  KV transfer          {f['kv_transfer_bytes'] / 1e6:,.1f} MB per request, "
+                     f"{f['kv_transfer_s'] * 1e3:,.2f} ms per prefill GPU's share")
+    curve = ", ".join(f"{p['batch']}: {p['tpot_s'] * 1e3:.1f} ms {p['output_tokens_per_s_per_gpu']:,.0f}/s"
+                      for p in f["batch_curve"])
+    lines += ["", f"  bottleneck: {f['bottleneck']}",
+              f"  batch curve (batch: TPOT, output tokens/s per GPU): {curve}; "
+              f"knee at batch {f['knee_batch']}"]
+    lines += [f"  warning: {w}" for w in res.warnings]
+    return "\n".join(lines)

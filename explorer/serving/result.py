@@ -1,0 +1,209 @@
+"""A serving scenario's :class:`Result`: its timeline (one prefill and a steady-state window of decode
+steps per GPU class, scheduled by the engine so the Gantt draws them like a training iteration),
+its headline figures under ``inference`` and the bottleneck sentence.
+
+The training keys keep a meaning: ``iteration_time_s`` is one decode step (a serving engine's
+iteration), ``tokens_per_s`` the output tokens per second of the whole deployment, TFLOP/s and MFU
+those of the decode step, ``breakdown_s`` the busiest decode stage's step by category, ``memory_GB``
+a decode GPU's weights (params) and KV cache plus workspace (activations).
+"""
+from __future__ import annotations
+
+import math
+
+from ..analysis.breakdown import CATEGORIES, COMM_DIMS, MemoryBreakdown
+from ..config import Scenario
+from ..engine.records import PassInfo, TransferInfo
+from ..engine.scheduler import Task, TaskGraph, run
+from ..network.topology import BOUNDARY_NAMES
+from ..result.record import GPUClass, Result
+from .curve import batch_curve
+from .deploy import Serving, serve
+from .memory import kv_bytes_per_token_gpu
+from .step import StageCost
+
+WINDOW_STEPS = 4          # decode steps drawn after the prefill: enough to see the steady state repeat
+
+
+def step_components(sv: Serving) -> dict[str, float]:
+    """The decode step of the busiest decode GPU by component (gemm, attention, tp, ep, pp): with pp
+    stages it runs one pass per micro-batch in flight, pp per step (serving/deploy.py), and ``pp`` is
+    the rest of the step — the sends, and the waits of a pipeline whose stages differ."""
+    busiest = max(sv.decode, key=lambda st: st.duration)
+    n = len(sv.decode)
+    out = {k: n * v for k, v in busiest.components.items()}
+    out["pp"] = max(sv.step_s - n * busiest.duration, 0.0)
+    return out
+
+
+def _task(cls: int, st: StageCost, what: str, deps: list[tuple[int, float]]) -> Task:
+    """The compute task of one stage's pass: its parts by category in the order a layer runs them."""
+    parts: dict[str, float] = {}
+    for k, v in st.layer_parts:
+        parts[k] = parts.get(k, 0.0) + v * st.layers
+    parts["compute"] = parts.get("compute", 0.0) + st.edge_s
+    info = PassInfo(0, 0, st.layers, st.comm, st.layer_parts, st.flops, op=what)
+    return Task(cls, "compute", "forward", st.duration, deps=deps,
+                parts=tuple((k, v) for k, v in parts.items() if v > 0), info=info)
+
+
+def _send(cls: int, call: dict, what: str, dep: int, stage: int) -> Task:
+    info = TransferInfo(0, 0, call["bytes"], call["group"], call["algorithm"], call["tier"],
+                        call["busbw_GBps"], what, stage)
+    return Task(cls, "pp", "pp", call["time_s"], deps=[(dep, 1.0)], parts=(("pp", call["time_s"]),),
+                info=info, tier=call["tier"])
+
+
+def _chain(g: TaskGraph, classes: list[int], stages: list[StageCost], what: str,
+           after: list[int | None]) -> list[int]:
+    """One pass through the pipeline on ``classes``: each stage after its previous stage's send and
+    after ``after[s]`` (the same class's previous pass); returns each stage's last task."""
+    last: list[int] = []
+    prev_send: int | None = None
+    for s, st in enumerate(stages):
+        deps = [(d, 1.0) for d in (prev_send, after[s]) if d is not None]
+        t = g.add(_task(classes[s], st, what, deps))
+        last.append(t)
+        prev_send = g.add(_send(classes[s], st.send, what, t, s)) if st.send else None
+    return last
+
+
+def _graph(sv: Serving, co_located: bool, kv_call: dict | None) -> tuple[TaskGraph, list[str]]:
+    """The prefill and the decode window as tasks; the labels of the classes."""
+    g = TaskGraph()
+    pp_p, pp_d = len(sv.prefill), len(sv.decode)
+    pre_gpus = sv.prefill_layout.gpus // pp_p
+    dec_gpus = sv.decode_layout.gpus // pp_d
+    if co_located:
+        labels = [f"stage {s} (×{dec_gpus} GPUs)" for s in range(pp_d)]
+        pre_cls = dec_cls = list(range(pp_d))
+    else:
+        labels = [f"prefill stage {s} (×{pre_gpus} GPUs)" for s in range(pp_p)]
+        labels += [f"decode stage {s} (×{dec_gpus} GPUs)" for s in range(pp_d)]
+        pre_cls, dec_cls = list(range(pp_p)), list(range(pp_p, pp_p + pp_d))
+    last = _chain(g, pre_cls, sv.prefill, "prefill", [None] * pp_p)
+    if kv_call is not None:
+        for s in range(pp_p):       # every prefill GPU sends its share of the KV cache
+            g.add(_send(pre_cls[s], kv_call, "KV cache prefill → decode", last[s], s))
+    after: list[int | None] = list(last) if co_located else [None] * pp_d
+    for k in range(WINDOW_STEPS):
+        after = list(_chain(g, dec_cls, sv.decode, f"decode step {k + 1}", after))
+    return g, labels
+
+
+def _bottleneck(sc: Scenario, sv: Serving) -> str:
+    """The decode step's two largest shares in one sentence (e.g. "decode step 14.2 ms: 54 % reading
+    weights in the GEMMs, 38 % in TP all-reduce latency within one node")."""
+    busiest = max(sv.decode, key=lambda st: st.duration)
+    lay = sv.decode_layout
+    gpn = lay.cluster.gpus_per_node
+    c = step_components(sv)
+    step = sv.step_s
+
+    def comm(dim: str, label: str, ranks: int) -> str:
+        call = busiest.comm.get(dim, {})
+        bound = "latency" if call.get("latency_s", 0.0) >= 0.5 * call.get("time_s", 1.0) else "bandwidth"
+        nodes = math.ceil(ranks / gpn)
+        where = "within one node" if nodes <= 1 else f"across {nodes} nodes"
+        return f"{label} {bound} {where}"
+
+    p = lay.parallelism
+    shares = {"the GEMMs": c["gemm"],
+              "attention over the KV cache": c["attention"],
+              comm("tp", "TP all-reduce", p.tp): c["tp"],
+              comm("ep", "EP all-to-all", p.ep * p.tp): c["ep"],
+              "pipeline sends and waits": c["pp"]}
+    top = sorted(((v, k) for k, v in shares.items() if v > 0), reverse=True)[:2]
+    said = ", ".join(f"{v / step:.0%} in {k}".replace("%", " %", 1) for v, k in top)
+    return f"decode step {step * 1e3:.1f} ms: {said}"
+
+
+def _figures(sc: Scenario, sv: Serving, sentence: str) -> dict:
+    """The ``inference`` object of run --json (issue 37's contract keys first)."""
+    batch = sc.inference.batch if sc.inference else 0
+    return {"ttft_s": sv.ttft_s, "tpot_s": sv.tpot_s,
+            "output_tokens_per_s_per_gpu": sv.output_tokens_per_s_per_gpu,
+            "requests_per_s": sv.requests_per_s, "kv_cache_GB": sv.kv_cache_GB,
+            "max_batch": sv.memory.max_batch,
+            "decode_step_s": sv.step_s,
+            # What the decode pool could emit with its batch full, whatever the prefill supplies.
+            "decode_tokens_per_s_per_gpu": sv.decode_layout.dp * batch / sv.step_s / sv.decode_layout.gpus,
+            "output_tokens_per_s_per_replica": sv.output_tokens_per_s_per_replica,
+            "batch": batch, "gpus": sv.gpus,
+            "prefill_gpus": sv.prefill_layout.gpus if sv.prefill_layout is not sv.decode_layout else 0,
+            "decode_gpus": sv.decode_layout.gpus if sv.prefill_layout is not sv.decode_layout else 0,
+            "weights_GB": sv.memory.weights / 1e9, "kv_transfer_bytes": sv.kv_transfer_bytes,
+            "kv_transfer_s": sv.kv_transfer_s, "bound": sv.bound,
+            "decode_step_breakdown_s": step_components(sv),
+            "bottleneck": sentence, **_curve(sc, sv)}
+
+
+def _curve(sc: Scenario, sv: Serving) -> dict:
+    """The latency-throughput curve over the batch and its knee (serving/curve.py)."""
+    points, knee = batch_curve(sc, sv.memory.max_batch)
+    return {"batch_curve": points, "knee_batch": knee}
+
+
+def simulate_serving(sc: Scenario) -> Result:
+    """Simulate the serving scenario ``sc`` (deterministic) into a Result with ``inference`` set."""
+    sv = serve(sc)
+    co_located = sc.inference is not None and sc.inference.disaggregated is None
+    kv_call = None
+    if not co_located:
+        lay = sv.prefill_layout.parallelism
+        inf_ = sc.inference
+        assert inf_ is not None
+        # Each prefill GPU sends what it holds: its layers' KV heads (MLA: the whole latent per TP rank).
+        share = inf_.prompt_tokens * kv_bytes_per_token_gpu(sc.model, inf_.kv_dtype, lay.tp, lay.pp)
+        kv_call = {"bytes": share, "group": 2, "algorithm": "p2p", "tier": "scale-out",
+                   "busbw_GBps": share / sv.kv_transfer_s / 1e9, "time_s": sv.kv_transfer_s}
+    g, labels = _graph(sv, co_located, kv_call)
+    run(g)
+    pp_p = 0 if co_located else len(sv.prefill)
+    dec = sv.decode_layout
+    per = dec.gpus // len(sv.decode)
+    drawn = ([] if co_located else sv.prefill) + sv.decode                  # one per class, in order
+    gpus = [sv.prefill_layout.gpus // len(sv.prefill)] * pp_p + [per] * len(sv.decode)
+    classes = tuple(GPUClass(i, lab, i, gpus[i], (drawn[i].layers,), 0, lab.split(" (")[0])
+                    for i, lab in enumerate(labels))
+    slow = max(range(len(sv.decode)), key=lambda s: sv.decode[s].duration)
+    st = sv.decode[slow]
+    step = sv.step_s
+    bd = dict.fromkeys(CATEGORIES, 0.0)
+    comps = step_components(sv)
+    bd["compute"] = comps["gemm"] + comps["attention"]
+    bd["tp"], bd["ep"] = comps["tp"], comps["ep"]
+    bd["pp"] = min(comps["pp"], len(sv.decode) * (st.send["time_s"] if st.send else 0.0))
+    bd["bubble"] = max(step - sum(bd.values()), 0.0)
+    comm = dict.fromkeys(COMM_DIMS, 0.0)
+    tiers = {d: dict.fromkeys(BOUNDARY_NAMES, 0.0) for d in COMM_DIMS}
+    for dim, call in st.comm.items():
+        n = 2 * (st.layers if dim == "tp" else st.moe_layers)     # two calls per (MoE) layer
+        comm[dim] = n * call["bytes"]
+        tiers[dim][call["tier"] if call["tier"] in BOUNDARY_NAMES else "scale-up"] = comm[dim]
+    if st.send:
+        comm["pp"] = st.send["bytes"]
+        tiers["pp"][st.send["tier"] if st.send["tier"] in BOUNDARY_NAMES else "scale-up"] = comm["pp"]
+    mem = MemoryBreakdown(sv.memory.weights, 0.0, 0.0, sv.memory.kv_batch + sv.memory.workspace)
+    warnings: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    inf = sc.inference
+    assert inf is not None
+    if sv.memory.max_batch < inf.batch:
+        warnings = (f"the KV cache of {inf.batch} sequences of {inf.prompt_tokens + inf.output_tokens} "
+                    f"tokens does not fit beside the weights: at most {sv.memory.max_batch} per replica "
+                    f"(inference.batch)",)
+        kinds = ("memory",)
+    sentence = _bottleneck(sc, sv)
+    gpu = sc.hardware.gpu
+    flops = st.flops / step
+    links = {d: {k: v for k, v in c.items() if k != "latency_s"} for d, c in st.comm.items()}
+    return Result(
+        scenario=sc, iteration_time_s=step, tokens_per_s=sv.requests_per_s * inf.output_tokens,
+        tflops_per_gpu=flops / 1e12, mfu=flops / (gpu.peak_tflops * 1e12), mfu_fp8_peak=None,
+        bubble_fraction=bd["bubble"] / step, bubble_fraction_busiest=bd["bubble"] / step,
+        bubble_formula=0.0, bubble_formula_text="", bubble_explanation="",
+        breakdown_s=bd, breakdown_class=pp_p + slow, memory=mem, memory_by_class=(mem,) * len(classes),
+        comm_bytes_per_gpu=comm, comm_bytes_by_tier=tiers, bottleneck=sentence, warnings=warnings,
+        warning_kinds=kinds, classes=classes, stage_layers=tuple(s.layers for s in sv.decode), links=links,
+        utilisation={}, tasks=g.tasks, inference=_figures(sc, sv, sentence))

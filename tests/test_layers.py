@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("fold", ("explorer.fold",)),
     ("result", ("explorer.result",)),
     ("variants", ("explorer.variants",)),
+    ("serving", ("explorer.serving",)),      # inference: its own passes on the engine, a Result
     ("runnable", ("explorer.runnable", "explorer.scenario")),
     ("simulate", ("explorer.simulate",)),
     ("estimate", ("explorer.estimate",)),

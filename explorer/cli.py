@@ -29,6 +29,7 @@ from .errors import InternalError
 from .fidelity.band import band_of, with_band
 from .network.collectives import OPS
 from .network.nccl_table import collective_rows
+from .run.report import run_json, run_lines
 from .scenario import Scenario, ScenarioError, load, load_raw, parse_assignments
 from .variants.hetero import gpu_summary
 from .workloads.registry import nouns
@@ -150,6 +151,7 @@ def summary_text(res) -> str:
     if res.scenario.parallelism.pp > 1:
         from .teaching.bubble import explain_bubble  # three more simulations: only for the readable summary
         lines.append(f"  bubble: {one_line(explain_bubble(res))}")
+    lines += run_lines(res)             # the whole run's phases and totals (explorer/run/report.py)
     for w in res.warnings:
         lines.append(f"  warning: {one_line(w)}")
     return "\n".join(lines)
@@ -170,7 +172,7 @@ def scenario_list() -> list[tuple[str, str]]:
 def result_json(res) -> str:
     """The ``--json`` object as one line; raises InternalError rather than print Infinity/NaN
     (which is not JSON)."""
-    summary = res.to_json_dict()
+    summary = {**res.to_json_dict(), **run_json(res)}     # run_total: explorer/run (issue 38)
     try:
         json.dumps(summary, allow_nan=False)
     except ValueError:

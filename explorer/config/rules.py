@@ -21,6 +21,7 @@ from .kernel_rules import rule_triton_head_dim
 from .model_parts import MoE
 from .power_rules import POWER_RULES
 from .replica_rules import REPLICA_RULES, rule_replicas_fill_cluster
+from .run_rules import RUN_RULES
 from .schema import ScenarioError, excerpt
 from .sections import MAX_GPUS, ORDER_DIMS, Scenario
 from .sync_rules import SYNC_RULES
@@ -355,4 +356,4 @@ def validate(sc: Scenario) -> None:
 
 
 ALL_RULES: tuple[Rule, ...] = (*RULES, *DOMAIN_RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES,
-                               *POWER_RULES, *REPLICA_RULES)
+                               *POWER_RULES, *REPLICA_RULES, *RUN_RULES)

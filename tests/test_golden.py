@@ -41,7 +41,8 @@ the fully connected layers on one GPU, one 1F1B-RR round of 15 minibatches an it
 0.146 s, 1,719 -> 6,587 images/s; samples_per_s now written, the expected_error keys still left out);
 gnn-sage-papers100m with issue 36's GNN
 workload, written the same way but with ``samples_per_s`` (the runs gained gnn: an added key);
-regenerate them only for a deliberate, explained change of the model."""
+llama3-405b-pretraining was added with issue 38 (written the same way; its run_total holds the
+whole run's phases); regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 
 import json

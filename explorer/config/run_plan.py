@@ -115,6 +115,7 @@ class Reliability:
                                      "sqrt(2 x write cost x job MTBF)"})
     pue: float = field(default=1.1, metadata={
         "min": 1, "max": 5, "why": "facility power over IT power; 1.0 is the ideal",
-        "doc": "power usage effectiveness of the datacenter (default 1.1, Google's fleet-wide PUE 2023)"})
+        "doc": "power usage effectiveness of the datacenter (default 1.1, Google's fleet; the Uptime "
+               "Institute 2021 survey's average is 1.57)"})
     price_per_gpu_hour: float | None = field(default=None, metadata={
         "min": 0, "max": 1e6, "doc": "price of one GPU-hour, for the run's cost; unset = no price"})

@@ -10,8 +10,10 @@ otherwise (communication waits, the pipeline bubble), so the phase's average is
 (compute, recomputation and the optimizer step of the breakdown's GPU class over the iteration).
 Facility energy = P x GPUs x wall-clock time x PUE (The Green Grid, "PUE: a comprehensive
 examination of the metric", White Paper 49, 2012: PUE = total facility energy / IT equipment
-energy).  The default PUE 1.1 is Google's fleet-wide trailing-twelve-month figure for 2023 (Google
-Environmental Report 2024: 1.10).  Host CPUs, NICs and switches are not counted: GPU energy only.
+energy).  The default PUE 1.1 is Google's published fleet-wide figure (1.1 for Q2 2021, as reported
+by CNBC, "Google's data center goal", 13 April 2022, beside the Uptime Institute 2021 survey's average
+of 1.57 for large data centers): a modern hyperscale AI site rather than the industry average.
+Host CPUs, NICs and switches are not counted: GPU energy only.
 """
 from __future__ import annotations
 

@@ -61,8 +61,11 @@ def base_mapping(sc: Scenario) -> dict[str, Any]:
         again = from_dict(lean)
     except ScenarioError:
         return raw
-    same = all(getattr(getattr(again, s), k) == getattr(getattr(sc, s), k) for s, k in _REDERIVED)
-    return lean if same else raw
+    # Each default left out only where the loader derives the value the scenario has.
+    for section, key in _REDERIVED:
+        if getattr(getattr(again, section), key) != getattr(getattr(sc, section), key):
+            lean[section][key] = raw[section][key]
+    return lean
 
 
 def _relabel(exc: ScenarioError, i: int, ph: Phase) -> ScenarioError:

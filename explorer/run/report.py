@@ -38,9 +38,11 @@ def run_lines(res: Result) -> list[str]:
         name = one_line(p.name)[:20]
         lines.append(f"    {name:<20} {p.gpus:>7,} {p.tokens / 1e9:>9,.1f}B {p.iterations:>9,} "
                      f"{p.iteration_s:>8.2f}s {p.tokens_per_s:>12,.0f} {p.mfu:>6.1%} "
-                     f"{p.goodput.goodput:>8.1%} {p.days:>8.2f}")
+                     f"{p.goodput.goodput:>8.2%} {p.days:>8.3f}")
     e = total.energy_MWh
-    lines.append(f"    total: {total.days:,.1f} days, {total.gpu_hours:,.0f} GPU-hours, goodput "
-                 f"{total.goodput:.1%}" + (f", {e:,.0f} MWh (PUE {total.pue:g})" if e is not None else "")
-                 + (f", price {total.price:,.0f}" if total.price is not None else ""))
+    digits = 1 if total.days >= 10 else 3
+    energy = f", {e:,.4g} MWh (PUE {total.pue:g})" if e is not None else ""
+    price = f", price {total.price:,.0f}" if total.price is not None else ""
+    lines.append(f"    total: {total.days:,.{digits}f} days, {total.gpu_hours:,.0f} GPU-hours, "
+                 f"goodput {total.goodput:.2%}{energy}{price}")
     return lines

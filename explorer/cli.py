@@ -172,11 +172,12 @@ def scenario_list() -> list[tuple[str, str]]:
 def result_json(res) -> str:
     """The ``--json`` object as one line; raises InternalError rather than print Infinity/NaN
     (which is not JSON)."""
-    summary = {**res.to_json_dict(), **run_json(res)}     # run_total: explorer/run (issue 38)
+    summary = res.to_json_dict()
     try:
         json.dumps(summary, allow_nan=False)
     except ValueError:
         raise InternalError("the simulation produced a non-finite number") from None
+    summary.update(run_json(res))      # run_total (explorer/run, issue 38): finite, or a ScenarioError
     # The result's figures and how far to trust them (expected_error: explorer/fidelity/band.py).
     return json.dumps(with_band(summary, res.scenario), allow_nan=False)
 

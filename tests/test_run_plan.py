@@ -189,3 +189,19 @@ def test_a_bad_phase_value_names_its_override_and_exits_2(capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err
     assert err.startswith("error: training.phases[1].overrides.training.global_batch:")
+
+
+def test_failures_that_outpace_progress_are_a_one_line_error(capsys):
+    """MTBF 1 GPU-hour on 8 GPUs (job MTBF 450 s) with a 1e5 s restart: goodput 0 is refused, exit 2."""
+    code = main(["run", "teaching-8gpu", "--json", "--set", "training.total_tokens=1e9",
+                 "--set", "reliability.mtbf_gpu_hours=1", "--set", "reliability.restart_s=1e5"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.startswith("error: reliability.mtbf_gpu_hours: phase 'run': failures every 450 s")
+
+
+def test_an_empty_dlrm_mlp_is_a_one_line_error(capsys):
+    """Found by tests/test_fuzz.py once the run plan's keys shifted its draws: model.dlrm.bottom_mlp []
+    raised IndexError (an internal error, exit 1) before the check of its last width."""
+    assert main(["run", "dlrm-dcnv2", "--set", "model.dlrm.bottom_mlp=[]"]) == 2
+    assert capsys.readouterr().err.startswith("error: model.dlrm.bottom_mlp: is empty")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..config.schema import ScenarioError
 from ..config.sections import Scenario
 from ..result.record import Result
 from . import energy
@@ -135,5 +136,10 @@ def run_total(sc: Scenario, simulate: Callable[[Scenario], Result],
         if key not in results:
             results[key] = simulate(ph.scenario)
         out.append(phase_total(ph, results[key]))
+        if out[-1].goodput.goodput <= 0:
+            raise ScenarioError("reliability.mtbf_gpu_hours", f"phase {ph.name!r}: failures every "
+                                f"{out[-1].goodput.job_mtbf_s:,.0f} s on {ph.scenario.gpus:,} GPUs outpace "
+                                "checkpoints and restarts (goodput 0); raise the MTBF or the checkpoint "
+                                "bandwidth")
     r = sc.reliability
     return RunTotal(tuple(out), r.pue, r.price_per_gpu_hour)

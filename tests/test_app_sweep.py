@@ -44,7 +44,7 @@ pytestmark = pytest.mark.slow
 
 APP = str(ROOT / "app.py")
 PRESETS = [p.stem for p in SCENARIO_FILES]
-HEAVY = {"llama3-405b-16k", "deepseek-v3", "megatron-gpt3-175b", "straggler-16k"}
+HEAVY = {"llama3-405b-16k", "llama3-405b-pretraining", "deepseek-v3", "megatron-gpt3-175b", "straggler-16k"}
 # One preset per family of code paths the sidebar reaches: pipeline schedules on one node, a CNN's
 # own controls, the WAN between datacenters.
 FULL_PRESETS = ("teaching-8gpu", "resnet50-cloud-dp", "two-datacenters")

@@ -2,6 +2,8 @@
 and share links carry the phases (they round-trip through the address bar)."""
 from __future__ import annotations
 
+import pytest
+
 from explorer.run.total import run_total
 from explorer.scenario import apply_overrides, from_dict
 from explorer.share import SharedView, changed_fields, parse_query, preset_raw, to_query
@@ -51,3 +53,24 @@ def test_a_link_with_phases_opens_the_run_tab():
     assert not at.error, [e.value for e in at.error]
     assert "Run" in _tabs(at)
     assert {m.label for m in at.metric} >= {"Days", "GPU-hours", "Goodput", "Energy"}
+
+
+def test_waterfall_sums_to_the_run_and_failures_are_marked_one_by_one():
+    """The waterfall's steps add up to the run's days; a phase expecting fewer than MAX_MARKS
+    failures has exactly floor(wall / job MTBF) failure marks, one with more gets a shaded band."""
+    from explorer.figures.run import MAX_MARKS, run_timeline_figure, waterfall_steps
+    sc = from_dict(apply_overrides(preset_raw("teaching-8gpu"), {
+        "training.total_tokens": 1e10, "reliability.mtbf_gpu_hours": 50.0,
+        "reliability.checkpoint_write_GBps": 1.0, "reliability.restart_s": 60}))
+    total = run_total(sc, simulate)
+    assert sum(d for _, d in waterfall_steps(total)) == pytest.approx(total.days, rel=1e-12)
+    p = total.phases[0]
+    expected = int(p.wall_s / p.goodput.job_mtbf_s)
+    assert 0 < expected <= MAX_MARKS
+    fig = run_timeline_figure(total)
+    marks = [t for t in fig.data if t.name == "expected failure"]
+    assert len(marks) == 1 and len(marks[0].x) == expected
+    dense = run_timeline_figure(run_total(from_dict(apply_overrides(
+        preset_raw("teaching-8gpu"), {"training.total_tokens": 1e12, "reliability.mtbf_gpu_hours": 5.0})),
+        simulate))
+    assert any(t.name == "failure (dense)" for t in dense.data)

@@ -29,6 +29,7 @@ from .errors import InternalError
 from .fidelity.band import band_of, with_band
 from .network.collectives import OPS
 from .network.nccl_table import collective_rows
+from .run.phases import plan
 from .run.report import run_json, run_lines
 from .scenario import Scenario, ScenarioError, load, load_raw, parse_assignments
 from .variants.hetero import gpu_summary
@@ -309,9 +310,10 @@ def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None
         p = sc.parallelism
         reps = p.stage_replicas          # PipeDream's per-stage replicas replace dp x pp
         shape = f"replicas {'-'.join(map(str, reps))} on pp {p.pp}" if reps else f"dp {sc.dp} x pp {p.pp}"
+        phases = plan(sc)            # each phase's own scenario is checked too (explorer/run/phases.py)
         print(f"ok: {one_line(sc.name)}: {sc.gpus:,} GPUs = tp {p.tp} x cp {p.cp} x {shape}; "
               f"{sc.micro_batches} micro-batches of {sc.training.micro_batch} per pipeline; "
-              f"ep {p.ep}; order {p.order}")
+              f"ep {p.ep}; order {p.order}" + (f"; a run of {len(phases)} phases" if phases else ""))
         sys.stdout.flush()
         return 0
     if args.command == "collective":

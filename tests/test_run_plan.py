@@ -205,3 +205,13 @@ def test_an_empty_dlrm_mlp_is_a_one_line_error(capsys):
     raised IndexError (an internal error, exit 1) before the check of its last width."""
     assert main(["run", "dlrm-dcnv2", "--set", "model.dlrm.bottom_mlp=[]"]) == 2
     assert capsys.readouterr().err.startswith("error: model.dlrm.bottom_mlp: is empty")
+
+
+def test_validate_checks_each_phase(capsys):
+    """validate builds every phase's scenario: a bad phase value fails there (exit 2), a good plan
+    says how many phases the run has."""
+    assert main(["validate", "llama3-405b-pretraining"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("; a run of 5 phases")
+    phases = "[{name: a, steps: 1, overrides: {parallelism.tp: 3}}]"
+    assert main(["validate", "teaching-8gpu", "--set", f"training.phases={phases}"]) == 2
+    assert capsys.readouterr().err.startswith("error: training.phases[0]: phase 'a': ")

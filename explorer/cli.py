@@ -29,6 +29,8 @@ from .errors import InternalError
 from .fidelity.band import band_of, with_band
 from .network.collectives import OPS
 from .network.nccl_table import collective_rows
+from .run.phases import plan
+from .run.report import run_json, run_lines
 from .scenario import Scenario, ScenarioError, load, load_raw, parse_assignments
 from .variants.hetero import gpu_summary
 from .workloads.registry import nouns
@@ -153,6 +155,7 @@ def summary_text(res) -> str:
     if res.scenario.parallelism.pp > 1:
         from .teaching.bubble import explain_bubble  # three more simulations: only for the readable summary
         lines.append(f"  bubble: {one_line(explain_bubble(res))}")
+    lines += run_lines(res)             # the whole run's phases and totals (explorer/run/report.py)
     for w in res.warnings:
         lines.append(f"  warning: {one_line(w)}")
     return "\n".join(lines)
@@ -178,6 +181,7 @@ def result_json(res) -> str:
         json.dumps(summary, allow_nan=False)
     except ValueError:
         raise InternalError("the simulation produced a non-finite number") from None
+    summary.update(run_json(res))      # run_total (explorer/run, issue 38): finite, or a ScenarioError
     # The result's figures and how far to trust them (expected_error: explorer/fidelity/band.py).
     return json.dumps(with_band(summary, res.scenario), allow_nan=False)
 
@@ -318,9 +322,10 @@ def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None
         p = sc.parallelism
         reps = p.stage_replicas          # PipeDream's per-stage replicas replace dp x pp
         shape = f"replicas {'-'.join(map(str, reps))} on pp {p.pp}" if reps else f"dp {sc.dp} x pp {p.pp}"
+        phases = plan(sc)            # each phase's own scenario is checked too (explorer/run/phases.py)
         print(f"ok: {one_line(sc.name)}: {sc.gpus:,} GPUs = tp {p.tp} x cp {p.cp} x {shape}; "
               f"{sc.micro_batches} micro-batches of {sc.training.micro_batch} per pipeline; "
-              f"ep {p.ep}; order {p.order}")
+              f"ep {p.ep}; order {p.order}" + (f"; a run of {len(phases)} phases" if phases else ""))
         sys.stdout.flush()
         return 0
     if args.command == "collective":

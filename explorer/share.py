@@ -37,12 +37,13 @@ from .scenario import (
 from .teaching.tours import Tour, tours
 
 DEFAULT_SCENARIO = "teaching-8gpu"
-VIEWS = ("timeline", "memory", "traffic", "topology", "scenario", "compare", "design")
+VIEWS = ("timeline", "memory", "traffic", "topology", "scenario", "compare", "design", "run")
 B_PREFIX = "b."                # a link's overrides of the Compare view's scenario B (on top of A)
 D_PREFIX = "d."                # a link's Design-space view settings
 DESIGN_KEYS = ("x", "xv", "y", "yv", "m", "scale")
 RESERVED = {"scenario", "view", "present", "tour", "step"}
 MAX_VALUE_CHARS = 200          # a field value is a number, a word or a short list
+LONG_VALUES = {"training.phases": 4000}    # the run plan's phases, as compact JSON (issue 38)
 MAX_PARAMS = 100
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,80}$")
 NOT_IN_LINKS = {"description"}  # long Markdown stays in the file, not the address bar
@@ -95,9 +96,10 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
         if len(key) > 100:
             out.warnings.append(f"ignored a parameter with a {len(key)}-character name")
             continue
-        if len(value) > MAX_VALUE_CHARS:
+        limit = LONG_VALUES.get(key.removeprefix(B_PREFIX), MAX_VALUE_CHARS)
+        if len(value) > limit:
             out.warnings.append(f"ignored {_short(key)}: its value has {len(value):,} characters "
-                                f"(limit {MAX_VALUE_CHARS})")
+                                f"(limit {limit})")
             continue
         if key == "scenario":
             if NAME_RE.match(value) and value in shipped:
@@ -197,6 +199,8 @@ def format_value(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
         return str(int(v))
+    if isinstance(v, Mapping) or (isinstance(v, (list, tuple)) and any(isinstance(x, Mapping) for x in v)):
+        return json.dumps(v, ensure_ascii=False, separators=(",", ":"))    # phases: YAML reads JSON
     if isinstance(v, (list, tuple)):
         return "[" + ",".join(format_value(x) for x in v) + "]"
     if v is None:

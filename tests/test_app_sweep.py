@@ -47,7 +47,7 @@ APP = str(ROOT / "app.py")
 # scenario refuses most of them (config/inference.py TRAINING_ONLY) and has no inference controls yet;
 # tests/test_app.py and tests/test_ui.py open and upload them.
 PRESETS = [p.stem for p in SCENARIO_FILES if not p.stem.startswith("serve-")]
-HEAVY = {"llama3-405b-16k", "deepseek-v3", "megatron-gpt3-175b", "straggler-16k"}
+HEAVY = {"llama3-405b-16k", "llama3-405b-pretraining", "deepseek-v3", "megatron-gpt3-175b", "straggler-16k"}
 # One preset per family of code paths the sidebar reaches: pipeline schedules on one node, a CNN's
 # own controls, the WAN between datacenters.
 FULL_PRESETS = ("teaching-8gpu", "resnet50-cloud-dp", "two-datacenters")

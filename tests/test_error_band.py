@@ -70,6 +70,7 @@ SHIPPED = {
     "fsdp-llama3-8b": ("hopper", "4k-32k", "megatron", "bf16", "dense", "le64"),
     "long-context-cp": ("hopper", "gt32k", "megatron", "bf16", "dense", "le64"),
     "llama3-405b-16k": ("hopper", "4k-32k", "megatron", "bf16", "dense", "gt1024"),
+    "llama3-405b-pretraining": ("hopper", "4k-32k", "megatron", "bf16", "dense", "gt1024"),
     "straggler-16k": ("hopper", "4k-32k", "megatron", "bf16", "dense", "gt1024"),
     "deepseek-v3": ("hopper", "le4k", "megatron", "fp8", "moe", "gt1024"),
     "megatron-gpt3-175b": ("ampere", "le4k", "megatron", "bf16", "dense", "65-1024"),

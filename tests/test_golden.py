@@ -45,7 +45,8 @@ pipedream-gnmt16 with issue 36's recurrent (GNMT) workload, written the same way
 serve-llama3-70b-tp8, serve-deepseek-v3-disaggregated and serve-3d-dram were added with issue 37 (serving
 scenarios, written like the others without the expected_error keys; their ``inference`` object holds the
 serving figures);
-regenerate them only for a deliberate, explained change of the model."""
+llama3-405b-pretraining was added with issue 38 (written the same way; its run_total holds the
+whole run's phases); regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 
 import json

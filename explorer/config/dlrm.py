@@ -104,6 +104,9 @@ def derive(model: dict[str, Any]) -> dict[str, Any]:
                                           "(remove it)")
     raw = model.get("dlrm") or {}
     d = build(Dlrm, raw, "model.dlrm")
+    for name, mlp in (("bottom_mlp", d.bottom_mlp), ("top_mlp", d.top_mlp)):
+        if not mlp:                 # an empty list has no last layer to check below
+            raise ScenarioError(f"model.dlrm.{name}", "is empty; give the layer widths, e.g. [512, 256, 128]")
     if d.bottom_mlp[-1] != d.dim:
         raise ScenarioError("model.dlrm.bottom_mlp", f"ends in {d.bottom_mlp[-1]} but model.dlrm.dim is "
                                                      f"{d.dim}; the interaction needs them equal")

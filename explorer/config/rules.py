@@ -22,6 +22,7 @@ from .model_parts import MoE
 from .power_rules import POWER_RULES
 from .replica_rules import REPLICA_RULES, rule_replicas_fill_cluster
 from .rnn import rule_rnn
+from .run_rules import RUN_RULES
 from .schema import ScenarioError, excerpt
 from .sections import MAX_GPUS, ORDER_DIMS, Scenario
 from .sync_rules import SYNC_RULES
@@ -356,4 +357,4 @@ def validate(sc: Scenario) -> None:
 
 
 ALL_RULES: tuple[Rule, ...] = (*RULES, *DOMAIN_RULES, *WAN_RULES, *HETERO_RULES, *SYNC_RULES,
-                               *POWER_RULES, *REPLICA_RULES)
+                               *POWER_RULES, *REPLICA_RULES, *RUN_RULES)

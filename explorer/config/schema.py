@@ -15,6 +15,7 @@ Recognised metadata keys:
 ``derived``              filled by the loader, never by the user (not listed as a valid key)
 ``doc``                  one-line description (used by the README reference and app help)
 ``valid``                what a structured field accepts, in words (the README's "valid" column)
+``convert`` / ``dump``   a structured value's own reader (value, path) -> field and writer back
 """
 from __future__ import annotations
 
@@ -305,7 +306,9 @@ def build(cls: type, data: Any, path: str = "") -> Any:
                 kwargs[name] = None
                 continue
             raise ScenarioError(sub, f"is empty; expected {_type_name(tp)}")
-        if kind == "section":
+        if "convert" in f.metadata:             # a structured value with its own reader (run_plan.py)
+            kwargs[name] = f.metadata["convert"](value, sub)
+        elif kind == "section":
             kwargs[name] = build(tp, value, sub)
         elif kind == "sections":
             kwargs[name] = build_items(item, value, sub, f.metadata)
@@ -358,7 +361,7 @@ def dump(obj: Any) -> Any:
             value = getattr(obj, f.name)
             if value is None or f.metadata.get("derived"):
                 continue
-            out[f.name] = dump(value)
+            out[f.name] = f.metadata["dump"](value) if "dump" in f.metadata else dump(value)
         return out
     if isinstance(obj, tuple):
         return [dump(v) for v in obj]

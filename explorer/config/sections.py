@@ -23,6 +23,7 @@ from .model_parts import ATTN_KERNEL, FLASH_ATTN
 from .model_section import Model
 from .moe_dispatch import COMM_SMS_FIELD, DISPATCHER_FIELD
 from .replica_field import STAGE_REPLICAS_FIELD
+from .run_plan import PHASES_FIELD, TOTAL_TOKENS_FIELD, Phase, Reliability
 from .stragglers import Stragglers
 from .sync import DP_KINDS, Sync
 from .wan import ScaleAcross
@@ -72,6 +73,8 @@ class Training:
         "doc": "training framework: its kernels, point-to-point, buckets, gradient dtype and fp32 "
                "gradient accumulation (explorer/config/frameworks.py)"})
     sync: Sync = field(default_factory=Sync)
+    phases: tuple[Phase, ...] = PHASES_FIELD              # the run's phases (config/run_plan.py, issue 38)
+    total_tokens: float | None = TOTAL_TOKENS_FIELD
 
 
 @dataclass(frozen=True)
@@ -318,6 +321,7 @@ class Scenario:
     parallelism: Parallelism = field(default_factory=Parallelism)
     communication: Communication = field(default_factory=Communication)
     inference: Inference | None = field(default=None, metadata=INFERENCE_FIELD)
+    reliability: Reliability = field(default_factory=Reliability)    # failures, checkpoints (run_plan.py)
 
     @property
     def gpus(self) -> int:

@@ -23,12 +23,14 @@ from .errors import internal_error
 from .preload import load_all
 from .state import current_raw, init_state, preset_scenario, resolve_b
 from .views import compare, design, files, memory, metrics, timeline, topology, tour, traffic
+from .views import run as run_view
 
 # Before any session thread can run a view: each lazily imported module complete (preload.py).
 load_all()
 
 VIEW_LABELS = {"timeline": "Timeline", "memory": "Memory", "traffic": "Traffic", "topology": "Topology",
-               "scenario": "Scenario & files", "compare": "Compare", "design": "Design space"}
+               "scenario": "Scenario & files", "compare": "Compare", "design": "Design space",
+               run_view.KEY: run_view.LABEL}
 
 
 def share_link(query: dict[str, str]) -> str:
@@ -158,9 +160,10 @@ def main() -> None:
 
     if view.view != "compare":        # the Compare view shows A's cards beside B's
         metrics.render(data, present)
-    default = VIEW_LABELS.get(view.view, VIEW_LABELS["timeline"])
-    tabs = st.tabs(list(VIEW_LABELS.values()), key="view_tab", default=default, on_change="rerun")
-    for tab, key in zip(tabs, VIEW_LABELS, strict=True):
+    labels = run_view.labels(VIEW_LABELS, sc)         # the Run tab only for a scenario with a run plan
+    default = labels.get(view.view, VIEW_LABELS["timeline"])
+    tabs = st.tabs(list(labels.values()), key="view_tab", default=default, on_change="rerun")
+    for tab, key in zip(tabs, labels, strict=True):
         if tab.open is False:
             continue
         with tab:
@@ -177,6 +180,8 @@ def main() -> None:
                     compare.render(data, raw_json, b_side, present)
                 elif key == "design":
                     design.render(data, raw_json, query, present)
+                elif key == run_view.KEY:
+                    run_view.render(raw_json, present)
                 else:
                     files.render(data, raw_json)
             except Exception:  # noqa: BLE001 - the page must survive any view's bug

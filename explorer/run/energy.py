@@ -1,0 +1,49 @@
+"""A phase's average GPU power and the energy of the run.
+
+A GPU's draw at full clock is its board power W (``hardware.gpu.power_W``, or the power cap when
+lower); explorer/physics/power.py splits it into a share S that does not scale with activity (0.40,
+fitted there) and a dynamic share.  The dynamic share is drawn while the GPU computes and idles
+otherwise (communication waits, the pipeline bubble), so the phase's average is
+
+    P = W x (S + (1 - S) x u),   u = the simulated busy-compute share of the iteration
+
+(compute, recomputation and the optimizer step of the breakdown's GPU class over the iteration).
+Facility energy = P x GPUs x wall-clock time x PUE (The Green Grid, "PUE: a comprehensive
+examination of the metric", White Paper 49, 2012: PUE = total facility energy / IT equipment
+energy).  The default PUE 1.1 is Google's published fleet-wide figure (1.1 for Q2 2021, as reported
+by CNBC, "Google's data center goal", 13 April 2022, beside the Uptime Institute 2021 survey's average
+of 1.57 for large data centers): a modern hyperscale AI site rather than the industry average.
+Host CPUs, NICs and switches are not counted: GPU energy only.
+"""
+from __future__ import annotations
+
+from ..config.sections import Scenario
+from ..physics.power import STATIC_POWER_SHARE
+
+BUSY = ("compute", "recompute", "optimizer")
+
+
+def compute_share(breakdown_s: dict[str, float], iteration_s: float) -> float:
+    """Share of the iteration the GPU spends computing (u above), 0..1."""
+    busy = sum(breakdown_s.get(k, 0.0) for k in BUSY)
+    return min(max(busy / iteration_s, 0.0), 1.0) if iteration_s > 0 else 0.0
+
+
+def board_W(sc: Scenario) -> float | None:
+    """The GPU's draw at full clock: its board power, or the power cap when lower; None if unknown."""
+    w = sc.hardware.gpu.power_W
+    cap = sc.hardware.power_cap_W
+    if w is None:
+        return cap
+    return min(w, cap) if cap is not None else w
+
+
+def average_W(sc: Scenario, u: float) -> float | None:
+    """Average draw of one GPU at compute share ``u``: W x (S + (1 - S) u); None if W is unknown."""
+    w = board_W(sc)
+    return None if w is None else w * (STATIC_POWER_SHARE + (1.0 - STATIC_POWER_SHARE) * u)
+
+
+def energy_MWh(avg_W: float, gpus: int, seconds: float, pue: float) -> float:
+    """Facility energy in MWh: P x GPUs x seconds x PUE (J -> MWh: / 3.6e9)."""
+    return avg_W * gpus * seconds * pue / 3.6e9

@@ -1,0 +1,70 @@
+"""Failures, checkpoints and restarts: the checkpoint interval and the expected goodput.
+
+The job stops whenever any of its GPUs fails, so its mean time between failures is the per-GPU
+figure divided by the GPUs: M = mtbf_gpu_hours x 3600 / GPUs (failures independent and
+exponentially distributed; Daly 2006, Sec. 2).  With a checkpoint costing delta seconds of training
+every tau seconds and a restart costing R seconds, the share of wall-clock time that advances
+training is, to first order (Young, "A first order approximation to the optimum checkpoint interval",
+CACM 17(9), 1974; Daly, "A higher order estimate of the optimum checkpoint interval for restart
+dumps", Future Generation Computer Systems 22(3), 2006, Eq. 1-3):
+
+    goodput = 1 - delta / tau - (tau / 2 + R) / M
+
+(the checkpoint's own cost, half an interval of work lost on average per failure, and the restart),
+minimised at Young's interval tau_opt = sqrt(2 delta M).  With asynchronous checkpointing delta is
+only the snapshot to host memory; the write to storage runs in the background, so a checkpoint
+becomes usable w = write seconds after its snapshot: a failure then loses tau / 2 + w on average,
+and checkpoints cannot come more often than one write each (tau >= w).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..config.sections import Scenario
+from . import checkpoint
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """The expected cost of failures and checkpoints of one phase, as shares of wall-clock time."""
+
+    interval_s: float           # seconds of training between checkpoints (inf: no failures modelled)
+    job_mtbf_s: float           # the whole job's mean time between failures (inf: not modelled)
+    stall_s: float              # training time one checkpoint costs (write, or snapshot when async)
+    restart_s: float            # fixed restart time + reading the checkpoint back
+    lost_s: float               # work lost per failure on average (tau / 2, + the write when async)
+    checkpoint_share: float     # delta / tau
+    lost_work_share: float      # lost / M
+    restart_share: float        # R / M
+
+    @property
+    def goodput(self) -> float:
+        """Share of wall-clock time that advances training (0 when failures outpace progress)."""
+        return max(1.0 - self.checkpoint_share - self.lost_work_share - self.restart_share, 0.0)
+
+
+def young_daly_interval(delta_s: float, mtbf_s: float) -> float:
+    """Young's first-order optimum interval sqrt(2 delta M) (Young 1974; Daly 2006, Eq. 2)."""
+    return math.sqrt(2.0 * delta_s * mtbf_s)
+
+
+def job_mtbf_s(sc: Scenario) -> float:
+    """The whole job's MTBF in seconds: mtbf_gpu_hours / GPUs (inf when failures are not modelled)."""
+    m = sc.reliability.mtbf_gpu_hours
+    return math.inf if m is None else m * 3600.0 / sc.gpus
+
+
+def goodput_of(sc: Scenario) -> Goodput:
+    """The checkpoint interval (given, or Young/Daly's optimum) and the expected goodput of ``sc``."""
+    r = sc.reliability
+    M = job_mtbf_s(sc)
+    if math.isinf(M):
+        return Goodput(math.inf, M, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    delta = checkpoint.stall_s(sc)
+    write = checkpoint.write_s(sc) if r.async_checkpoint else 0.0
+    tau = r.checkpoint_interval_s or young_daly_interval(delta, M)
+    tau = max(tau, write)
+    restart = r.restart_s + checkpoint.read_s(sc)
+    lost = tau / 2.0 + write
+    return Goodput(tau, M, delta, restart, lost, delta / tau, lost / M, restart / M)

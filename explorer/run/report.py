@@ -1,0 +1,48 @@
+"""The run total as the CLI shows it: ``run_total`` in run --json, and a per-phase table plus totals
+in the readable summary.  Both read the same RunTotal, computed once per simulated result."""
+from __future__ import annotations
+
+from ..config.schema import one_line
+from ..result.record import Result
+from .phases import has_run
+from .total import RunTotal, run_total
+
+_LAST: list[tuple[Result, RunTotal | None]] = []     # the last result's run: JSON and text share it
+
+
+def run_of(res: Result) -> RunTotal | None:
+    """The run of ``res``'s scenario (None without phases or total_tokens), simulating each other
+    phase once; remembered for the last result so the JSON and the text do not simulate twice."""
+    if _LAST and _LAST[0][0] is res:
+        return _LAST[0][1]
+    from ..simulate import simulate  # deferred: validate and collective need no engine
+    total = run_total(res.scenario, simulate, res) if has_run(res.scenario) else None
+    _LAST[:] = [(res, total)]
+    return total
+
+
+def run_json(res: Result) -> dict:
+    """``{"run_total": ...}`` when the scenario has a run plan, else ``{}`` (run --json merges it)."""
+    total = run_of(res)
+    return {} if total is None else {"run_total": total.to_json_dict()}
+
+
+def run_lines(res: Result) -> list[str]:
+    """The per-phase table and the totals, for the readable summary; none without a run plan."""
+    total = run_of(res)
+    if total is None:
+        return []
+    lines = ["", "  run:", f"    {'phase':<20} {'GPUs':>7} {'tokens':>10} {'steps':>9} {'step':>9} "
+                            f"{'tokens/s':>12} {'MFU':>6} {'goodput':>8} {'days':>8}"]
+    for p in total.phases:
+        name = one_line(p.name)[:20]
+        lines.append(f"    {name:<20} {p.gpus:>7,} {p.tokens / 1e9:>9,.1f}B {p.iterations:>9,} "
+                     f"{p.iteration_s:>8.2f}s {p.tokens_per_s:>12,.0f} {p.mfu:>6.1%} "
+                     f"{p.goodput.goodput:>8.2%} {p.days:>8.3f}")
+    e = total.energy_MWh
+    digits = 1 if total.days >= 10 else 3
+    energy = f", {e:,.4g} MWh (PUE {total.pue:g})" if e is not None else ""
+    price = f", price {total.price:,.0f}" if total.price is not None else ""
+    lines.append(f"    total: {total.days:,.{digits}f} days, {total.gpu_hours:,.0f} GPU-hours, "
+                 f"goodput {total.goodput:.2%}{energy}{price}")
+    return lines

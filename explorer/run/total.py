@@ -1,0 +1,145 @@
+"""The whole run: every phase simulated once (phases with the same effective scenario share one
+simulation), its iterations x its time per step, stretched by the expected goodput, and the sums:
+days, GPU-hours, energy and price (run --json's ``run_total``)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..config.schema import ScenarioError
+from ..config.sections import Scenario
+from ..result.record import Result
+from . import energy
+from .goodput import Goodput, goodput_of
+from .phases import PhasePlan, plan
+
+DAY_S = 86_400.0
+
+
+@dataclass(frozen=True)
+class PhaseTotal:
+    """One phase of the run: its length, simulated step and the time, GPU-hours and energy it takes."""
+
+    name: str
+    gpus: int
+    tokens: float
+    iterations: int
+    iteration_s: float           # time per step (the sync window's amortised step when windowed)
+    tokens_per_s: float
+    mfu: float
+    exposed_comm_share: float    # exposed communication over the iteration (breakdown's GPU class)
+    compute_s: float             # iterations x iteration time: failure-free training time
+    goodput: Goodput
+    avg_power_W: float | None
+
+    @property
+    def wall_s(self) -> float:
+        """Wall-clock seconds: the failure-free time over the goodput (inf if goodput is 0)."""
+        g = self.goodput.goodput
+        return self.compute_s / g if g > 0 else float("inf")
+
+    @property
+    def days(self) -> float:
+        return self.wall_s / DAY_S
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.gpus * self.wall_s / 3600.0
+
+    def energy_MWh(self, pue: float) -> float | None:
+        w = self.avg_power_W
+        return None if w is None else energy.energy_MWh(w, self.gpus, self.wall_s, pue)
+
+
+@dataclass(frozen=True)
+class RunTotal:
+    """The run's phases and totals."""
+
+    phases: tuple[PhaseTotal, ...]
+    pue: float
+    price_per_gpu_hour: float | None
+
+    @property
+    def days(self) -> float:
+        return sum(p.days for p in self.phases)
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(p.gpu_hours for p in self.phases)
+
+    @property
+    def compute_s(self) -> float:
+        return sum(p.compute_s for p in self.phases)
+
+    @property
+    def goodput(self) -> float:
+        """Failure-free training time over wall-clock time, over the whole run."""
+        wall = sum(p.wall_s for p in self.phases)
+        return self.compute_s / wall if wall > 0 else 0.0
+
+    @property
+    def energy_MWh(self) -> float | None:
+        parts = [p.energy_MWh(self.pue) for p in self.phases]
+        return None if any(x is None for x in parts) else sum(x for x in parts if x is not None)
+
+    @property
+    def price(self) -> float | None:
+        return None if self.price_per_gpu_hour is None else self.price_per_gpu_hour * self.gpu_hours
+
+    def to_json_dict(self) -> dict:
+        """run --json's ``run_total`` (issue 38's contract keys first)."""
+        return {
+            "days": self.days, "gpu_hours": self.gpu_hours, "energy_MWh": self.energy_MWh,
+            "goodput": self.goodput, "tokens": sum(p.tokens for p in self.phases),
+            **({"price": self.price} if self.price is not None else {}),
+            "phases": [{"name": p.name, "days": p.days, "tokens_per_s": p.tokens_per_s, "mfu": p.mfu,
+                        "tokens": p.tokens, "iterations": p.iterations, "iteration_time_s": p.iteration_s,
+                        "gpus": p.gpus, "gpu_hours": p.gpu_hours, "exposed_comm_share": p.exposed_comm_share,
+                        "goodput": p.goodput.goodput,
+                        "checkpoint_interval_s": _finite(p.goodput.interval_s),
+                        "job_mtbf_h": _finite(p.goodput.job_mtbf_s / 3600.0),
+                        "energy_MWh": p.energy_MWh(self.pue)} for p in self.phases],
+        }
+
+
+def _finite(x: float) -> float | None:
+    return None if x == float("inf") else x
+
+
+COMM = ("tp", "cp", "ep", "pp", "dp", "emb", "gnn")
+
+
+def phase_total(ph: PhasePlan, res: Result) -> PhaseTotal:
+    """One phase's totals from its plan and its simulated iteration."""
+    sc = ph.scenario
+    step = res.time_per_step_s
+    u = energy.compute_share(res.breakdown_s, res.iteration_time_s)
+    exposed = sum(res.breakdown_s.get(k, 0.0) for k in COMM) / res.iteration_time_s
+    return PhaseTotal(ph.name, sc.gpus, ph.tokens, ph.iterations, step, res.tokens_per_s, res.mfu, exposed,
+                      ph.iterations * step, goodput_of(sc), energy.average_W(sc, u))
+
+
+def run_total(sc: Scenario, simulate: Callable[[Scenario], Result],
+              base: Result | None = None) -> RunTotal | None:
+    """The run of ``sc`` (None without phases or total_tokens); ``simulate`` simulates one phase
+    (the CLI passes explorer.simulate.simulate), ``base`` is the scenario's own result if simulated
+    already (reused for phases without overrides)."""
+    phases = plan(sc)
+    if not phases:
+        return None
+    results: dict[str, Result] = {}
+    if base is not None:
+        results["base"] = base
+    out = []
+    for ph in phases:
+        key = "base" if ph.scenario is sc else ph.key
+        if key not in results:
+            results[key] = simulate(ph.scenario)
+        out.append(phase_total(ph, results[key]))
+        if out[-1].goodput.goodput <= 0:
+            raise ScenarioError("reliability.mtbf_gpu_hours", f"phase {ph.name!r}: failures every "
+                                f"{out[-1].goodput.job_mtbf_s:,.0f} s on {ph.scenario.gpus:,} GPUs outpace "
+                                "checkpoints and restarts (goodput 0); raise the MTBF or the checkpoint "
+                                "bandwidth")
+    r = sc.reliability
+    return RunTotal(tuple(out), r.pue, r.price_per_gpu_hour)

@@ -1,0 +1,76 @@
+"""The Run tab (issue 38): shown only for a scenario with a run plan, its cards are the run total's,
+and share links carry the phases (they round-trip through the address bar)."""
+from __future__ import annotations
+
+import pytest
+
+from explorer.run.total import run_total
+from explorer.scenario import apply_overrides, from_dict
+from explorer.share import SharedView, changed_fields, parse_query, preset_raw, to_query
+from explorer.simulate import simulate
+
+from app_support import run_app
+
+PHASES = [{"name": "ramp", "tokens": 1e9, "overrides": {"training.global_batch": 32}},
+          {"name": "main", "steps": 100}]
+
+
+def _tabs(at) -> list[str]:
+    return [t.label for t in at.tabs]
+
+
+def test_run_tab_only_with_a_run_plan():
+    assert "Run" not in _tabs(run_app(scenario="teaching-8gpu"))
+    assert "Run" in _tabs(run_app(scenario="teaching-8gpu", **{"training.total_tokens": "1e9"}))
+
+
+def test_run_tab_shows_the_run_total():
+    """Llama 3 405B pre-training: the Days card is run_total's days, the table has its five phases."""
+    at = run_app(scenario="llama3-405b-pretraining", view="run")
+    assert not at.error, [e.value for e in at.error]
+    total = run_total(from_dict(preset_raw("llama3-405b-pretraining")), simulate)
+    days = next(m.value for m in at.metric if m.label == "Days")
+    assert days == f"{total.days:,.1f}"
+    assert len(at.dataframe[0].value) == 5
+
+
+def test_share_links_carry_phases():
+    """A scenario with phases -> link -> the same scenario (phases, reliability) and the Run view."""
+    raw = preset_raw("teaching-8gpu")
+    cur = from_dict(apply_overrides(raw, {"training.phases": PHASES, "reliability.mtbf_gpu_hours": 5000}))
+    query = to_query(SharedView("teaching-8gpu", view="run"), from_dict(raw), cur)
+    view = parse_query(query)
+    assert view.warnings == [] and view.view == "run"
+    again = from_dict(apply_overrides(raw, view.overrides))
+    assert again.training.phases == cur.training.phases and again.reliability == cur.reliability
+    assert changed_fields(cur, again) == {}
+
+
+def test_a_link_with_phases_opens_the_run_tab():
+    q = to_query(SharedView("teaching-8gpu", view="run"), from_dict(preset_raw("teaching-8gpu")),
+                 from_dict(apply_overrides(preset_raw("teaching-8gpu"), {"training.phases": PHASES})))
+    at = run_app(**q)
+    assert not at.error, [e.value for e in at.error]
+    assert "Run" in _tabs(at)
+    assert {m.label for m in at.metric} >= {"Days", "GPU-hours", "Goodput", "Energy"}
+
+
+def test_waterfall_sums_to_the_run_and_failures_are_marked_one_by_one():
+    """The waterfall's steps add up to the run's days; a phase expecting fewer than MAX_MARKS
+    failures has exactly floor(wall / job MTBF) failure marks, one with more gets a shaded band."""
+    from explorer.figures.run import MAX_MARKS, run_timeline_figure, waterfall_steps
+    sc = from_dict(apply_overrides(preset_raw("teaching-8gpu"), {
+        "training.total_tokens": 1e10, "reliability.mtbf_gpu_hours": 50.0,
+        "reliability.checkpoint_write_GBps": 1.0, "reliability.restart_s": 60}))
+    total = run_total(sc, simulate)
+    assert sum(d for _, d in waterfall_steps(total)) == pytest.approx(total.days, rel=1e-12)
+    p = total.phases[0]
+    expected = int(p.wall_s / p.goodput.job_mtbf_s)
+    assert 0 < expected <= MAX_MARKS
+    fig = run_timeline_figure(total)
+    marks = [t for t in fig.data if t.name == "expected failure"]
+    assert len(marks) == 1 and len(marks[0].x) == expected
+    dense = run_timeline_figure(run_total(from_dict(apply_overrides(
+        preset_raw("teaching-8gpu"), {"training.total_tokens": 1e12, "reliability.mtbf_gpu_hours": 5.0})),
+        simulate))
+    assert any(t.name == "failure (dense)" for t in dense.data)

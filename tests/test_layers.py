@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("serving", ("explorer.serving",)),      # inference: its own passes on the engine, a Result
     ("runnable", ("explorer.runnable", "explorer.scenario")),
     ("simulate", ("explorer.simulate",)),
+    ("run", ("explorer.run",)),              # the whole run: phases simulated, failures, energy
     ("estimate", ("explorer.estimate",)),
     ("teaching", ("explorer.teaching",)),
     ("share", ("explorer.share",)),          # the link codec: tours' names below, the design space above

@@ -47,7 +47,7 @@ def render(data: ViewData, present: bool = False) -> None:
     cols[2].metric("MFU", f"{j.mfu:.1%}", border=True)
     cols[3].metric("TFLOP/s per GPU", f"{j.tflops_per_gpu:.0f}", border=True)
     cols[4].metric("Bubble", f"{j.bubble_fraction:.1%}", border=True,
-                   help=("Pipeline idle share, averaged over stages"
+                   help=("Pipeline idle share, averaged over the GPUs (each stage weighted by its GPUs)"
                          + (f"; busiest stage: {busiest:.1%}" if busiest is not None else "")),
                    # The second number fits under the value only on presentation's wider cards.
                    delta=(f"busiest stage {busiest:.1%}" if busiest is not None and present else None),

@@ -61,8 +61,16 @@ def caption(m: Model) -> str:
 
 CONTROLS = (
     ("model.gnn.mode", "GNN training (mini-batch or full graph)", "choice"),
+    ("model.gnn.nodes", "Graph nodes", "int"),
+    ("model.gnn.edges", "Graph edges", "int"),
+    ("model.gnn.train_nodes", "Training nodes (one epoch)", "int"),
     ("model.gnn.features", "Input feature width", "int"),
+    ("model.gnn.feature_bytes", "Bytes per feature element", "choice"),
+    ("model.gnn.classes", "Classes", "int"),
+    ("model.gnn.layers", "GraphSAGE layers", "int"),
     ("model.gnn.hidden", "Hidden width", "int"),
+    ("model.gnn.fanouts", "Fan-outs per layer, from the seeds (mini-batch)", "list"),
+    ("model.gnn.local_share", "Local share of sampled features (default 1/partitions)", "optional"),
     ("model.gnn.cache_hit", "Feature cache hit rate", "float"),
     ("model.gnn.halo_nodes", "Halo nodes per partition (0 = random)", "int"),
     ("model.gnn.overlap", "Overlap fetch/halo with compute", "bool"),

@@ -5,6 +5,9 @@ families and back; each control moves the number the way the model says."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
+import sys
 
 import pytest
 
@@ -113,3 +116,50 @@ def test_model_preset_switches_family_and_back(preset, key):
     assert "model.hidden" in {w.key for w in at.number_input}
     assert key not in {w.key for w in at.number_input}
     assert at.selectbox(key="model.preset").value != CUSTOM
+
+
+def _card(at, label):
+    return next(m for m in at.metric if m.label == label)
+
+
+def test_gnn_epoch_card_is_training_nodes_over_seed_nodes_per_second():
+    # ogbn-papers100M: 1,207,179 training nodes at 1,269,595 seed nodes/s (the scenario's 0.95 s).
+    at = run_app(scenario="gnn-sage-papers100m")
+    rate = float(_card(at, "Seed nodes/s").value.replace(",", ""))
+    epoch = 1_207_179 / rate
+    assert _card(at, "Epoch").value == f"{epoch * 1e3:.1f} ms" == "950.8 ms"
+    assert _card(at, "Epoch").delta == f"{3600 / epoch:,.0f} epochs/h" == "3,786 epochs/h"
+    assert "Bubble" not in [m.label for m in at.metric]
+
+
+def test_dlrm_card_is_the_exposed_embedding_all_to_all():
+    j = json.loads(subprocess.run([sys.executable, "-m", "explorer", "run", "dlrm-dcnv2", "--json"],
+                                  capture_output=True, text=True, check=True).stdout)
+    at = run_app(scenario="dlrm-dcnv2")
+    card = _card(at, "Embedding all-to-all")
+    assert card.value == f"{j['breakdown_s']['emb'] / j['iteration_time_s']:.1%} exposed"
+    # The scenario's closed form: 11.8 MB of ids + 2 x 46 MB of pooled embeddings and gradients.
+    assert card.delta == f"{j['comm_bytes_per_gpu']['emb'] / 1e6:,.0f} MB/GPU"
+    assert 80 < j["comm_bytes_per_gpu"]["emb"] / 1e6 < 120
+    assert _card(at, "Samples/s")
+
+
+def test_pipedream_bubble_card_counts_gpus_not_stages():
+    at = run_app(scenario="pipedream-vgg16")
+    assert _card(at, "Bubble").value == "4.5%"
+
+
+def _run_json(*args):
+    return json.loads(subprocess.run([sys.executable, "-m", "explorer", "run", *args, "--json"],
+                                     capture_output=True, text=True, check=True).stdout)
+
+
+def test_run_json_epoch_s_for_gnn_only():
+    j = _run_json("gnn-sage-papers100m")
+    assert j["epoch_s"] == pytest.approx(1_207_179 / j["samples_per_s"], rel=1e-12)
+    assert j["epoch_s"] == pytest.approx(0.951, abs=0.001)          # the scenario's 0.95 s
+    # Full graph: a step is one pass over the graph, one partition per GPU: the epoch is the step.
+    f = _run_json("gnn-sage-papers100m", "--set", "model.gnn.mode=fullgraph", "--set",
+                  "training.global_batch=16", "--set", "training.micro_batch=1")
+    assert f["epoch_s"] == pytest.approx(f["iteration_time_s"], rel=1e-12)
+    assert "epoch_s" not in _run_json("dlrm-dcnv2")

@@ -19,6 +19,7 @@ from .state import (
     on_preset_change,
     on_source_change,
     preset_titles,
+    preset_workload,
     sidebar_workload,
 )
 
@@ -159,8 +160,11 @@ def _widget(c: Control, hidden: frozenset[str]) -> None:
     if c.kind == "dp":
         st.markdown(_derived_dp())
     elif c.kind == "model":
+        # Each preset says its family (a DLRM, a GNN, a convnet): picking one switches the controls.
         st.selectbox(c.label, [CUSTOM] + list(model_presets()), key=key, on_change=on_model_preset_change,
-                     help="Loads the preset's dimensions into the controls below")
+                     format_func=lambda n: n if n == CUSTOM else f"{n} · {preset_workload(n).name}",
+                     help="Loads the preset's dimensions into the controls below; its workload family "
+                          "brings that family's controls")
     elif c.kind == "gpu":
         opts = list(gpu_presets()) + ([CUSTOM] if st.session_state.get(key) == CUSTOM else [])
         st.selectbox(c.label, opts, key=key, help="Vendor peak figures (explorer/data/gpus.yaml)",

@@ -211,12 +211,12 @@ def sidebar_workload() -> Workload:
     preset's, or (a custom model) the shipped scenario's model's."""
     name = st.session_state.get("model.preset")
     if name and name != CUSTOM and name in model_presets():
-        return _preset_workload(name)
+        return preset_workload(name)
     return workload_for(preset_scenario(st.session_state["_scenario"])[1].model)
 
 
 @functools.cache
-def _preset_workload(name: str) -> Workload:
+def preset_workload(name: str) -> Workload:
     """The family of model preset ``name`` (built once: the sidebar asks on every rerun)."""
     return workload_for(preset_model(name))
 

@@ -3,12 +3,19 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...workloads.registry import nouns
+from ... import dimensions
+from ...workloads.registry import nouns, workload_for
 from ..cache import ViewData
+from ..summary import Summary
 
 
 def fmt_time(s: float) -> str:
     return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.3f} s"
+
+
+def per_hour(x: float) -> str:
+    """A rate per hour for a card: whole above 100 (3,786), three significant digits below (0.0273)."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
 
 def render(data: ViewData, present: bool = False) -> None:
@@ -46,12 +53,13 @@ def render(data: ViewData, present: bool = False) -> None:
                    border=True)
     cols[2].metric("MFU", f"{j.mfu:.1%}", border=True)
     cols[3].metric("TFLOP/s per GPU", f"{j.tflops_per_gpu:.0f}", border=True)
-    cols[4].metric("Bubble", f"{j.bubble_fraction:.1%}", border=True,
-                   help=("Pipeline idle share, averaged over the GPUs (each stage weighted by its GPUs)"
-                         + (f"; busiest stage: {busiest:.1%}" if busiest is not None else "")),
-                   # The second number fits under the value only on presentation's wider cards.
-                   delta=(f"busiest stage {busiest:.1%}" if busiest is not None and present else None),
-                   delta_color="off", delta_arrow="off")
+    if not _family_card(cols[4], data, j):
+        cols[4].metric("Bubble", f"{j.bubble_fraction:.1%}", border=True,
+                       help=("Pipeline idle share, averaged over the GPUs (each stage weighted by its GPUs)"
+                             + (f"; busiest stage: {busiest:.1%}" if busiest is not None else "")),
+                       # The second number fits under the value only on presentation's wider cards.
+                       delta=(f"busiest stage {busiest:.1%}" if busiest is not None and present else None),
+                       delta_color="off", delta_arrow="off")
     cols[5].metric("Memory per GPU", f"{mem:.1f} GB", border=True,
                    delta=(f"over {cap:.1f} GB" if mem > cap else f"of {cap:.1f} GB"),
                    delta_color="inverse" if mem > cap else "off", delta_arrow="off")
@@ -60,3 +68,29 @@ def render(data: ViewData, present: bool = False) -> None:
         # (explorer/fidelity/band.py), or why there are none.  On a projector the card's "±N %"
         # says it; the sentence would push the chart below a 720-pixel screen.
         st.caption(f"Expected error — {j.expected_error_label}")
+
+
+def _family_card(col, data: ViewData, j: Summary) -> bool:
+    """In place of the Bubble card, for a family that cannot pipeline (no bubble to show): its
+    epoch (a GNN: epoch time and epochs per hour), else the exposed share of its own communication
+    (a recommendation model's embedding all-to-all) with its bytes per GPU.  False: none."""
+    w = workload_for(data.scenario.model)
+    if w.pipeline_split:
+        return False
+    if j.epoch_s is not None:
+        col.metric("Epoch", fmt_time(j.epoch_s), border=True,
+                   help=f"One epoch: every training node once as a seed ({nouns(data.scenario.model).sample} "
+                        "of an epoch / their rate per second)",
+                   delta=f"{per_hour(3600 / j.epoch_s)} epochs/h", delta_color="off", delta_arrow="off")
+        return True
+    own = [d for d in w.dimensions if d in j.breakdown_s and d != "dp"]
+    if not own:
+        return False
+    d = own[0]
+    mb = j.comm_bytes_per_gpu.get(d, 0.0) / 1e6
+    # Its label ("Embedding all-to-all"), the share of the iteration compute waits for it.
+    col.metric(dimensions.get(d).label, f"{j.breakdown_s[d] / j.iteration_time_s:.1%} exposed", border=True,
+               help=f"Share of the iteration the compute waits for the {d} exchange (the rest runs "
+                    f"under compute); {mb:,.1f} MB per GPU per iteration",
+               delta=f"{mb:,.0f} MB/GPU", delta_color="off", delta_arrow="off")
+    return True

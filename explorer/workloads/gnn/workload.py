@@ -48,6 +48,15 @@ def nouns(m: Model) -> Nouns:
     return Nouns("seed nodes", "seed nodes", "GraphSAGE layers", "input", "loss")
 
 
+def samples_per_epoch(m: Model, dp: int) -> int:
+    """One epoch visits every training node once as a seed (OGB's epoch; SALIENT's and DistDGL's
+    epoch times); a full-graph step is one pass over the graph, one partition per GPU: ``dp``
+    partition passes (its samples) are an epoch."""
+    g = m.gnn
+    assert g is not None
+    return dp if g.mode == "fullgraph" else g.train_nodes
+
+
 def caption(m: Model) -> str:
     """What the transformer fields the loader derived are for this GNN."""
     g = m.gnn

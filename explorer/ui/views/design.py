@@ -24,6 +24,7 @@ from ...design.search import TIMED_PIPELINES
 from ...design.space import REFINE
 from ...figures import design as dfig
 from ...scenario import ScenarioError
+from ...workloads.registry import workload_for
 from ..cache import ViewData
 from ..errors import internal_error
 from ..export import chart
@@ -163,7 +164,10 @@ def _heatmap(base: runs.Base, raw_json: str, present: bool) -> None:
         cell = data[1].split("<br>")
         _link_line(f"{cell[0]}, {cell[1]}", data[0])
     valid = len(res.valid)
-    engine = "estimator" if estimator_available() else "full engine"
+    # A family the estimator does not price (registry: estimator=False) has its rows simulated.
+    sc = st.session_state.get("_d_scenario")
+    priced = sc is None or workload_for(sc.model).estimator
+    engine = "estimator" if estimator_available() and priced else "full engine"
     st.caption(f"{valid} of {grid.cells} combinations valid ({engine}, {res.seconds:.2f} s); grey ⚠ = does "
                "not fit in memory (never coloured as a result); outlined = this scenario; hover an invalid "
                "cell for why, click a cell for its link"

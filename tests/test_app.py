@@ -22,7 +22,7 @@ def test_every_preset_renders_metrics_and_charts(path):
     rate = f"{load(path).model.samples.capitalize()}/s"
     # A family that cannot pipeline shows its epoch or its own exchange instead of the Bubble
     # (explorer/ui/views/metrics._family_card).
-    fourth = {"gnn-sage-papers100m": "Epoch", "dlrm-dcnv2": "Embedding all-to-all"}.get(path.stem, "Bubble")
+    fourth = {"gnn-sage-papers100m": "Epoch", "dlrm-dcnv2": "Exposed emb"}.get(path.stem, "Bubble")
     assert labels == [first, rate, "MFU", "TFLOP/s per GPU", fourth, "Memory per GPU"]
     assert seconds(at) > 0
     assert not [w for w in at.warning if w.value.startswith("Link:")]

@@ -72,6 +72,8 @@ def test_search_answers_without_error_and_keeps_the_family_layouts(name):
     assert not at.exception and not at.error, [e.value for e in at.error]
     table = next(d.value for d in at.dataframe if "layout" in d.value.columns)
     assert table["layout"].iloc[0].startswith("yours")
+    caption = next(c.value for c in at.caption if "layouts enumerated" in c.value)
+    assert "ranked by simulation (the estimator does not price a" in caption
     # dp (dp/pp for a convnet): no tensor, context or expert parallelism in any row.
     assert all(" tp1 " in f" {x} " for x in table["layout"])
     if name != "pipedream-vgg16":

@@ -267,6 +267,11 @@ def _search(base: runs.Base, raw_json: str, query: dict[str, str], present: bool
         "iteration": column.NumberColumn("ms" if ms else "s", format="%.1f" if ms else "%.3f", width=60,
                                          help="iteration time, priced exactly")})
     ranker = "the estimator" if res.engine == "estimate" else "the full engine (no estimator installed)"
+    sc = st.session_state.get("_d_scenario")
+    family = workload_for(sc.model) if sc is not None else None
+    if family is not None and not family.estimator:
+        # Its rows are simulated (registry: estimator=False); "estimator" would misname them.
+        ranker = f"simulation (the estimator does not price a {family.name} model)"
     timed = (f" (**{res.unscored:,}** latency-timed ones not scored: only on the {TIMED_PIPELINES} fastest "
              f"fitting 1F1B pipelines)") if res.unscored else ""
     on_proxy = " (on the proxy)" if res.proxy else ""

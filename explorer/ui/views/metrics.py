@@ -13,6 +13,16 @@ def fmt_time(s: float) -> str:
     return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.3f} s"
 
 
+# From ten million a second (a DLRM's 15,226,053 samples/s) the rate is said in millions: ten
+# digits and three commas do not fit a card on a 1280-px screen with the sidebar open.
+COMPACT_RATE = 1e7
+
+
+def rate_text(x: float) -> str:
+    """A throughput for its card: whole below COMPACT_RATE (1,269,595), in millions above (15.2 M)."""
+    return f"{x:,.0f}" if x < COMPACT_RATE else f"{x / 1e6:,.1f} M"
+
+
 def per_hour(x: float) -> str:
     """A rate per hour for a card: whole above 100 (3,786), three significant digits below (0.0273)."""
     return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
@@ -49,8 +59,8 @@ def render(data: ViewData, present: bool = False) -> None:
                        delta=(f"±{j.expected_error * 100:.0f} %" if j.expected_error is not None else None),
                        delta_color="off", delta_arrow="off")
     # What the workload's throughput counts: tokens for a transformer, images or clips for a ResNet.
-    cols[1].metric(f"{nouns(data.scenario.model).per_second.capitalize()}/s", f"{j.tokens_per_s:,.0f}",
-                   border=True)
+    cols[1].metric(f"{nouns(data.scenario.model).per_second.capitalize()}/s", rate_text(j.tokens_per_s),
+                   border=True, help=f"{j.tokens_per_s:,.0f}" if j.tokens_per_s >= COMPACT_RATE else None)
     cols[2].metric("MFU", f"{j.mfu:.1%}", border=True)
     cols[3].metric("TFLOP/s per GPU", f"{j.tflops_per_gpu:.0f}", border=True)
     if not _family_card(cols[4], data, j):
@@ -80,8 +90,8 @@ def _family_card(col, data: ViewData, j: Summary) -> bool:
     if j.epoch_s is not None:
         col.metric("Epoch", fmt_time(j.epoch_s), border=True,
                    help=f"One epoch: every training node once as a seed ({nouns(data.scenario.model).sample} "
-                        "of an epoch / their rate per second)",
-                   delta=f"{per_hour(3600 / j.epoch_s)} epochs/h", delta_color="off", delta_arrow="off")
+                        f"of an epoch / their rate per second); {per_hour(3600 / j.epoch_s)} epochs per hour",
+                   delta=f"{per_hour(3600 / j.epoch_s)} /h", delta_color="off", delta_arrow="off")
         return True
     own = [d for d in w.dimensions if d in j.breakdown_s and d != "dp"]
     if not own:

@@ -13,6 +13,7 @@ from explorer.simulate import simulate
 from explorer.teaching.tours import tours
 from explorer.workloads.convnet.vgg import build
 from explorer.workloads.gnn.sampling import halo_nodes
+from explorer.workloads.registry import workload_for
 
 TOUR = "beyond-transformers"
 
@@ -48,6 +49,8 @@ def test_dlrm_all_to_all_claims(runs):
     closed = (ids + 2 * 6912 * 26 * 128 * 2) * 7 / 8
     assert base.comm_bytes_per_gpu["emb"] == pytest.approx(closed, rel=1e-6)
     assert f"{closed / 1e6:.1f} MB per GPU" in text(1)
+    # "Its 26 embedding tables (26 billion parameters)": 204.2M rows x 128, with the small MLPs.
+    assert f"{workload_for(base.scenario.model).params(base.scenario) / 1e9:.0f} billion" == "26 billion"
     # "only the gradients' all-to-all, 0.14 ms, stays exposed"; without the pipeline "0.32 ms".
     assert f"{base.breakdown_s['emb'] * 1e3:.2f} ms" == "0.13 ms"
     assert f"{blocking.breakdown_s['emb'] * 1e3:.2f} ms" == "0.32 ms"

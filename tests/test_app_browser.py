@@ -459,10 +459,12 @@ def choose(page, key: str, option: str) -> None:
         return
 
 
+# A model preset is listed with its workload family (explorer/ui/sidebar.py).
 @pytest.mark.parametrize("scenario,key,option", [
-    ("teaching-8gpu", "model.preset", "llama3-8b"),
-    ("two-datacenters", "model.preset", "llama3-405b"),
-    ("fsdp-llama3-8b", "model.preset", "mixtral-8x7b"),
+    ("teaching-8gpu", "model.preset", "llama3-8b · transformer"),
+    ("two-datacenters", "model.preset", "llama3-405b · transformer"),
+    ("fsdp-llama3-8b", "model.preset", "mixtral-8x7b · transformer"),
+    ("pipedream-vgg16", "model.preset", "resnet-50 · convnet"),
     ("teaching-8gpu", "hardware.gpu", "b200"),
     ("megatron-gpt3-175b", "training.recompute", "selective"),
 ])

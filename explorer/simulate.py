@@ -97,11 +97,16 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
     # (ties: the one that finishes last, then the lowest index).
     slow = max(range(p), key=lambda s: (round(ms.busy[s], 12), round(ms.end[s], 12), -s))
     breakdown = bound.breakdowns[slow]
-    # The Bubble card: the pipeline's idle share averaged over its stages (each stage's bubble
-    # seconds from its own breakdown); the busiest stage's is reported beside it.
-    bubble_mean = sum(b["bubble"] for b in bound.breakdowns) / p / T
+    # The Bubble card: the pipeline's idle share averaged over its GPUs (each stage's bubble
+    # seconds from its own breakdown, weighted by the GPUs the stage holds — with PipeDream's
+    # stage replicas a 15-1 split's 15 busy convolution GPUs outweigh the one FC GPU's idle time);
+    # the busiest stage's is reported beside it.  Equal stages: the plain mean over stages.
+    weights = [c.gpus for c in classes]
+    idle = sum(b["bubble"] * w for b, w in zip(bound.breakdowns, weights, strict=True))
+    bubble_mean = idle / sum(weights) / T
     formula, formula_text = bubble_formula(sc, builder, m)
-    story = bubble_summary(sc, bubble_mean, breakdown["bubble"] / T, formula_text, p)
+    story = bubble_summary(sc, bubble_mean, breakdown["bubble"] / T, formula_text, p,
+                           per_gpu=len(set(weights)) > 1)
 
     # Throughput and FLOPs: every GPU of a stage does that stage's per-GPU work.
     # (With PipeDream's stage replicas the stages' m units spread over sum(r) replicas, not p.)

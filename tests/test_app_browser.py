@@ -37,7 +37,8 @@ METRICS = ("Iteration time", "Tokens/s", "MFU", "TFLOP/s per GPU", "Bubble", "Me
 # The first card: the iteration, or the amortised step of replicas that train apart
 # (explorer/variants/lowcomm).
 FIRST_CARDS = ("Iteration time", "Time per step")
-RATE_CARDS = ("Tokens/s", "Images/s", "Clips/s")
+RATE_CARDS = ("Tokens/s", "Images/s", "Clips/s", "Samples/s", "Seed nodes/s")
+FAMILY_CARDS = ("Epoch", "Exposed emb")        # a GNN's, a DLRM's (explorer/ui/views/metrics.py)
 VIEWPORT = {"width": 1600, "height": 1000}
 DEFAULT = "teaching-8gpu"
 
@@ -103,7 +104,9 @@ def assert_healthy(page, errors: list[str]) -> None:
     first = FIRST_CARDS[0] if page.get_by_text(FIRST_CARDS[0], exact=True).count() else FIRST_CARDS[1]
     # The rate card counts tokens, or images / clips for a convolutional network (model.conv).
     rate = next((r for r in RATE_CARDS if page.get_by_text(r, exact=True).count()), RATE_CARDS[0])
-    for label in (first, rate, *METRICS[2:]):
+    # A family that cannot pipeline shows its epoch or its own exchange in the Bubble's place.
+    fifth = next((c for c in FAMILY_CARDS if page.get_by_text(c, exact=True).count()), "Bubble")
+    for label in (first, rate, *METRICS[2:4], fifth, METRICS[5]):
         assert metric_value(page, label), f"metric {label!r} is empty"
 
 
@@ -366,7 +369,8 @@ TRUNCATED_JS = """() => [...document.querySelectorAll(
     .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)"""
 
 
-@pytest.mark.parametrize("scenario", ["teaching-8gpu", "llama3-405b-16k", "resnet50-cloud-dp"])
+@pytest.mark.parametrize("scenario", ["teaching-8gpu", "llama3-405b-16k", "resnet50-cloud-dp", "dlrm-dcnv2",
+                                      "gnn-sage-papers100m", "pipedream-vgg16"])
 def test_cards_are_never_truncated_at_1280x720(projector, scenario):
     projector.open(f"?scenario={scenario}")
     projector.assert_healthy()
@@ -374,7 +378,8 @@ def test_cards_are_never_truncated_at_1280x720(projector, scenario):
 
 
 @pytest.mark.parametrize("scenario", ["teaching-8gpu", "megatron-gpt3-175b", "two-datacenters",
-                                      "resnet50-cloud-dp"])
+                                      "resnet50-cloud-dp", "dlrm-dcnv2", "gnn-sage-papers100m",
+                                      "pipedream-vgg16"])
 def test_presentation_fits_title_cards_chart_and_sentence_on_one_projector_screen(projector, scenario):
     projector.open(f"?scenario={scenario}&present=1")
     projector.assert_healthy()
@@ -454,10 +459,12 @@ def choose(page, key: str, option: str) -> None:
         return
 
 
+# A model preset is listed with its workload family (explorer/ui/sidebar.py).
 @pytest.mark.parametrize("scenario,key,option", [
-    ("teaching-8gpu", "model.preset", "llama3-8b"),
-    ("two-datacenters", "model.preset", "llama3-405b"),
-    ("fsdp-llama3-8b", "model.preset", "mixtral-8x7b"),
+    ("teaching-8gpu", "model.preset", "llama3-8b · transformer"),
+    ("two-datacenters", "model.preset", "llama3-405b · transformer"),
+    ("fsdp-llama3-8b", "model.preset", "mixtral-8x7b · transformer"),
+    ("pipedream-vgg16", "model.preset", "resnet-50 · convnet"),
     ("teaching-8gpu", "hardware.gpu", "b200"),
     ("megatron-gpt3-175b", "training.recompute", "selective"),
 ])
@@ -579,3 +586,27 @@ def test_the_schedule_steps_through_in_chromium(app):
     text = page.inner_text("body")
     assert "idle (bubble): its input gradient of micro-batch 1 waits for rank 1's gradient" in text
     app.assert_healthy()
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 36: a list typed in the sidebar (GNN fan-outs) and PipeDream's stage replicas
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("scenario,key,text,expect", [
+    ("gnn-sage-papers100m", "model.gnn.fanouts", "25,10,5", ("model.gnn.fanouts=25,10,5",)),
+    ("pipedream-vgg16", "parallelism.stage_replicas", "14,2", ("parallelism.stage_replicas=14,2",))])
+def test_a_list_typed_in_the_sidebar_is_simulated(fresh, scenario, key, text, expect):
+    fresh.open(f"?scenario={scenario}")
+    page = fresh.page
+    box = reveal(page, page.locator(f'{key_css("_text." + key)} input'))
+    before = metric_value(page, "Iteration time")
+    box.fill(text)
+    box.press("Enter")
+    expected = cli_iteration(scenario, *expect)
+    assert expected != before
+    wait_metric(page, "Iteration time", expected)
+    fresh.assert_healthy()
+    assert query_of(page.url)[key] == [f"[{text}]"]
+    box.fill(text.replace(",", ";"))
+    box.press("Enter")
+    page.get_by_text(f"{key}: ", exact=False).first.wait_for(state="visible")
+    assert metric_value(page, "Iteration time") == expected          # the last valid value stays

@@ -249,8 +249,11 @@ def test_every_view_survives_control_changes(preset, view):
 
 
 def _preset_options(at: AppTest, key: str) -> list[str]:
+    """The preset names of a chooser but its current one; the model presets are shown with their
+    family ("resnet-50 · convnet": explorer/ui/sidebar.py), the name is what comes before it."""
     w = at.sidebar.selectbox(key=key)
-    return [o for o in w.options if o != "(custom)" and o != w.value]
+    names = [o.split(" · ")[0] for o in w.options]
+    return [o for o in names if o != "(custom)" and o != w.value]
 
 
 @pytest.mark.parametrize("preset", PRESETS)

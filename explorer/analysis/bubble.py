@@ -57,11 +57,15 @@ def bubble_formula(sc: Scenario, b: IterationBuilder, m: int | None = None) -> t
     return b.schedule.bubble(BubbleInputs(p, v, m, unit, lambda: stage_passes(b), b.timing))
 
 
-def bubble_summary(sc: Scenario, card: float, busiest: float, formula_text: str, p: int) -> str:
-    """The Bubble card next to the schedule's formula, in one sentence (no extra simulation)."""
+def bubble_summary(sc: Scenario, card: float, busiest: float, formula_text: str, p: int,
+                   per_gpu: bool = False) -> str:
+    """The Bubble card next to the schedule's formula, in one sentence (no extra simulation).
+    ``per_gpu``: the stages hold different GPU counts (PipeDream's stage replicas), so the card
+    averages over the GPUs, each stage weighted by its GPUs."""
     if p == 1:
         return ""
-    out = (f"Bubble card {card:.1%} (idle share averaged over the {p} stages; busiest stage {busiest:.1%}); "
+    over = f"the {sc.gpus} GPUs of the {p} stages" if per_gpu else f"the {p} stages"
+    out = (f"Bubble card {card:.1%} (idle share averaged over {over}; busiest stage {busiest:.1%}); "
            f"the schedule's formula: {formula_text}.")
     if sc.parallelism.ideal_pipeline:
         out += " Ideal pipeline: equal stages, no embedding/logits, no optimizer, free communication."

@@ -14,6 +14,7 @@ from ..analysis.report import Notice
 from ..config import Scenario
 from ..engine.scheduler import Task
 from ..fold.steady import FoldInfo
+from ..workloads.registry import workload_for
 from .timeline import Timeline, build_timeline
 from .windows import STEP_TIERS, Exchange, SyncWindow
 
@@ -103,6 +104,15 @@ class Result:
         return self.tokens_per_s / self.scenario.model.seq_len
 
     @property
+    def epoch_s(self) -> float | None:
+        """Seconds per epoch for a family that has one (a GNN: its training nodes over the seed
+        nodes per second; registry's ``samples_per_epoch``), None for the others."""
+        per_epoch = workload_for(self.scenario.model).samples_per_epoch
+        if per_epoch is None:
+            return None
+        return per_epoch(self.scenario.model, self.scenario.dp) / self.samples_per_s
+
+    @property
     def time_per_step_s(self) -> float:
         """Seconds per training step amortised over the simulated window (the iteration time when
         every step synchronises)."""
@@ -138,6 +148,7 @@ class Result:
             "iteration_time_s": self.iteration_time_s,
             "tokens_per_s": self.tokens_per_s,
             "samples_per_s": self.samples_per_s,
+            **({"epoch_s": self.epoch_s} if self.epoch_s is not None else {}),
             "tflops_per_gpu": self.tflops_per_gpu,
             "mfu": self.mfu,
             **({"mfu_fp8_peak": self.mfu_fp8_peak} if self.mfu_fp8_peak is not None else {}),

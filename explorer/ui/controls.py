@@ -4,7 +4,9 @@ Pure data (no Streamlit): the sidebar, the state helpers and the tests read the 
 control exists in exactly one place.  Kinds: ``int``, ``float``, ``choice`` (the field's
 ``choices``), ``bool``, ``order`` (placement strings), ``dp`` (derived, shown as text),
 ``gpu`` / ``model`` (preset names), ``source`` (a choice whose change re-derives the widgets of
-:data:`DERIVED_WIDGETS`, e.g. a fabric preset's NIC speed and latency).
+:data:`DERIVED_WIDGETS`, e.g. a fabric preset's NIC speed and latency), ``list`` (a list of whole
+numbers typed as ``15,10,5``: explorer/ui/field_text.py), ``optional`` (a number that may be unset:
+a toggle, and the number while it is on).
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("parallelism.ep", dimensions.degree_label("ep"), "int"),
         Control("parallelism.vpp", "Virtual stages (vpp)", "int"),
         Control("parallelism.schedule", "Pipeline schedule", "choice"),
+        # PipeDream's per-stage replicas (shown with pp > 1 and a schedule that runs them).
+        Control("parallelism.stage_replicas", "GPUs per stage (PipeDream, e.g. 15,1 or auto)", "list"),
         Control("parallelism.ideal_pipeline", "Ideal pipeline (teaching)", "bool"),
         Control("parallelism.zero", "ZeRO stage", "int"),
         Control("parallelism.sequence_parallel", "Sequence parallel", "bool"),
@@ -136,6 +140,8 @@ DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
 # Widgets that hold a scenario value (dp is derived from the others and only displayed).
 WIDGET_KEYS: list[str] = [c.key for c in CONTROLS if c.kind != "dp"]
 MODEL_KEYS: list[str] = [k for k in WIDGET_KEYS if k.startswith("model.") and k != "model.preset"]
+# Widgets whose None is a value to pass on (the field unset: its default), not "no change".
+NULLABLE_KEYS: frozenset[str] = frozenset(c.key for c in CONTROLS if c.kind in ("list", "optional"))
 
 
 def hidden_model_keys(w: Workload) -> frozenset[str]:

@@ -1,14 +1,17 @@
 """The sidebar: the preset chooser and one expander per concern, every widget keyed by its field."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import streamlit as st
 
+from ..config.replica_field import SCHEDULES as REPLICA_SCHEDULES
 from ..scenario import ScenarioError, from_dict, gpu_presets, model_presets
 from ..share import shipped_scenarios
 from ..workloads.family import Workload
 from .controls import DERIVED_WIDGETS, ORDERS, SECTIONS, Control, hidden_model_keys
+from .field_text import parse_list, to_text
 from .state import (
     CUSTOM,
     FIELDS,
@@ -17,6 +20,7 @@ from .state import (
     on_preset_change,
     on_source_change,
     preset_titles,
+    preset_workload,
     sidebar_workload,
 )
 
@@ -70,6 +74,11 @@ def _caption(family: Workload) -> str:
 
 def _derived_dp() -> str:
     s = st.session_state
+    replicas = s.get("parallelism.stage_replicas")
+    if _replicas_shown() and replicas:
+        # PipeDream's stage replicas replace the data-parallel degree (config/replica_rules.py).
+        per = "auto" if isinstance(replicas, str) or not any(replicas) else " + ".join(map(str, replicas))
+        return f"**dp = 1**: the stages' own replicas ({per} GPUs) replace data parallelism"
     denom = s["parallelism.tp"] * s["parallelism.pp"] * s["parallelism.cp"]
     gpus = s["cluster.nodes"] * s["cluster.gpus_per_node"]
     if denom and gpus % denom == 0:
@@ -77,13 +86,70 @@ def _derived_dp() -> str:
     return f"**dp undefined**: tp·pp·cp = {denom} does not divide {gpus} GPUs"
 
 
+def _replicas_shown() -> bool:
+    """PipeDream's stage replicas are offered with a pipeline (pp > 1) and a schedule that runs
+    them (config/replica_field.SCHEDULES), and while they are set (so they can be cleared)."""
+    s = st.session_state
+    return bool(s.get("parallelism.stage_replicas")) or (
+        s.get("parallelism.pp", 1) > 1 and s.get("parallelism.schedule") in REPLICA_SCHEDULES)
+
+
+def on_list_text(key: str) -> None:
+    """A list's text input changed: its value when it reads as one (the loader checks the rest),
+    else the one-line reason, shown under the input while the last value stays in force."""
+    s = st.session_state
+    try:
+        s[key] = parse_list(str(s.get(f"_text.{key}") or ""), key)
+    except ScenarioError as exc:
+        s[f"_err.{key}"] = str(exc)
+        return
+    s.pop(f"_err.{key}", None)
+
+
+def on_optional_toggle(key: str, default: float) -> None:
+    """An optional number switched on (``default`` to start from) or off (unset: None)."""
+    s = st.session_state
+    s[key] = default if s.get(f"_on.{key}") else None
+
+
+def _list_widget(c: Control, help_: str | None) -> None:
+    s = st.session_state
+    err = s.get(f"_err.{c.key}")
+    if err is None:               # the text follows the value (a preset or a link may change it)
+        s[f"_text.{c.key}"] = to_text(s.get(c.key))
+    st.text_input(c.label, key=f"_text.{c.key}", on_change=on_list_text, args=(c.key,), help=help_)
+    if err:
+        st.error(err, icon="⚠️")
+
+
+def _optional_widget(c: Control, meta: Mapping[str, Any], help_: str | None) -> None:
+    s = st.session_state
+    s[f"_on.{c.key}"] = s.get(c.key) is not None
+    if isinstance(s.get(c.key), int):          # a link's "1": the float box refuses an int value
+        s[c.key] = float(s[c.key])
+    low, high = float(meta.get("min", 0.0)), float(meta.get("max", 1e12))
+    st.toggle(c.label, key=f"_on.{c.key}", help=help_, on_change=on_optional_toggle,
+              args=(c.key, high if high <= 1.0 else low))
+    if s.get(c.key) is not None:
+        st.number_input(c.label, min_value=low, max_value=high, key=c.key, format="%g",
+                        label_visibility="collapsed")
+
+
 def _widget(c: Control, hidden: frozenset[str]) -> None:
     if c.key in hidden:
+        return
+    if c.key == "parallelism.stage_replicas" and not _replicas_shown():
         return
     field = FIELDS.get(c.key)
     meta = field.metadata if field is not None else {}
     help_ = meta.get("doc")
     key = c.key
+    if c.kind == "list":
+        _list_widget(c, help_)
+        return
+    if c.kind == "optional":
+        _optional_widget(c, meta, help_)
+        return
     value = st.session_state.get(key)
     if isinstance(value, (list, tuple, dict)):
         # A list form (cluster.datacenters as named datacenters) has no number box: it is shown and
@@ -95,8 +161,11 @@ def _widget(c: Control, hidden: frozenset[str]) -> None:
     if c.kind == "dp":
         st.markdown(_derived_dp())
     elif c.kind == "model":
+        # Each preset says its family (a DLRM, a GNN, a convnet): picking one switches the controls.
         st.selectbox(c.label, [CUSTOM] + list(model_presets()), key=key, on_change=on_model_preset_change,
-                     help="Loads the preset's dimensions into the controls below")
+                     format_func=lambda n: n if n == CUSTOM else f"{n} · {preset_workload(n).name}",
+                     help="Loads the preset's dimensions into the controls below; its workload family "
+                          "brings that family's controls")
     elif c.kind == "gpu":
         opts = list(gpu_presets()) + ([CUSTOM] if st.session_state.get(key) == CUSTOM else [])
         st.selectbox(c.label, opts, key=key, help="Vendor peak figures (explorer/data/gpus.yaml)",

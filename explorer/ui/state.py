@@ -39,7 +39,7 @@ from ..scenario import (
 from ..share import changed_fields, flatten, format_value, parse_query, preset_raw, shipped_scenarios
 from ..workloads.family import Workload
 from ..workloads.registry import workload_for
-from .controls import DERIVED_WIDGETS, MODEL_KEYS, WIDGET_KEYS, hidden_model_keys
+from .controls import DERIVED_WIDGETS, MODEL_KEYS, NULLABLE_KEYS, WIDGET_KEYS, hidden_model_keys
 
 CUSTOM = "(custom)"
 MAX_UPLOAD_BYTES = 200_000
@@ -78,7 +78,9 @@ def widget_values(sc: Scenario) -> dict[str, Any]:
     values = {}
     for key in WIDGET_KEYS:
         value = flat.get(key)
-        values[key] = _field_default(key) if value is None else value
+        value = _field_default(key) if value is None else value
+        # Lists as to_dict gives them (a default is a tuple): a typed list equal to it is no change.
+        values[key] = list(value) if isinstance(value, tuple) else value
     values["model.preset"] = sc.model.preset or CUSTOM
     values["hardware.gpu"] = sc.hardware.gpu.preset or CUSTOM
     # The NVLink domain is left out of to_dict when it is the derived one; the widget shows the
@@ -217,12 +219,12 @@ def sidebar_workload() -> Workload:
     preset's, or (a custom model) the shipped scenario's model's."""
     name = st.session_state.get("model.preset")
     if name and name != CUSTOM and name in model_presets():
-        return _preset_workload(name)
+        return preset_workload(name)
     return workload_for(preset_scenario(st.session_state["_scenario"])[1].model)
 
 
 @functools.cache
-def _preset_workload(name: str) -> Workload:
+def preset_workload(name: str) -> Workload:
     """The family of model preset ``name`` (built once: the sidebar asks on every rerun)."""
     return workload_for(preset_model(name))
 
@@ -239,7 +241,8 @@ def current_raw() -> dict[str, Any]:
     overrides = {}
     for key in WIDGET_KEYS:
         value = st.session_state.get(key)
-        if value == base_values[key] or value is None or key in hidden:
+        # None is "no value" but for a field that may be unset (stage_replicas, local_share).
+        if value == base_values[key] or (value is None and key not in NULLABLE_KEYS) or key in hidden:
             continue
         if key in ("model.preset", "hardware.gpu") and value == CUSTOM:
             continue

@@ -87,6 +87,7 @@ class Summary:
     # published run is like this one, and the sentence that says which runs and how many.
     expected_error: float | None = None
     expected_error_label: str = ""
+    epoch_s: float | None = None                       # a family with an epoch (a GNN's), else None
 
     @classmethod
     def from_json(cls, j: Mapping[str, Any]) -> Summary:
@@ -108,4 +109,5 @@ class Summary:
             layout=Layout(**{f: par[f] for f in ("tp", "pp", "dp", "cp", "ep", "vpp", "schedule", "zero")}),
             sync=SyncWindow.from_json(j["sync"]) if j.get("sync") else None,
             exchange=Exchange(**j["dp_exchange"]) if j.get("dp_exchange") else None,
-            expected_error=j.get("expected_error"), expected_error_label=j.get("expected_error_label", ""))
+            expected_error=j.get("expected_error"), expected_error_label=j.get("expected_error_label", ""),
+            epoch_s=j.get("epoch_s"))

@@ -50,7 +50,9 @@ class Workload:
     modelled for it.  ``controls``: the model fields the app's sidebar shows for it, as
     (dotted key, label, widget kind); ``caption(model)`` what the sidebar says in place of the
     other families' fields (None: nothing), ``summary`` in one line what the family is (said
-    instead while the model is not valid yet).
+    instead while the model is not valid yet).  ``samples_per_epoch(model, dp)``: the samples
+    of one epoch (a GNN's training nodes; a full-graph pass's partitions), None when the family
+    has no epoch of its own; the app's epoch card and run --json's ``epoch_s`` read it.
     """
 
     name: str
@@ -65,6 +67,7 @@ class Workload:
     caption: Callable[[Model], str] | None = None
     summary: str = ""
     citation: str = ""
+    samples_per_epoch: Callable[[Model, int], int] | None = None
 
     @property
     def pipeline_split(self) -> bool:

@@ -54,6 +54,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     # GraphSAGE over graph partitions = the dp replicas; its own traffic on the gnn dimension.
     Workload("gnn", gnn.recognises, gnn.spec, gnn.params, gnn.nouns, ("dp", "gnn"), estimator=False,
              powersgd_factor=None, controls=gnn.CONTROLS, caption=gnn.caption,
+             samples_per_epoch=gnn.samples_per_epoch,
              summary="A graph neural network (GraphSAGE): mini-batch with sampled neighbours and remote "
                      "feature fetch, or full graph with per-layer halo exchange.",
              citation="Hamilton et al., NeurIPS 2017; Zheng et al., DistDGL, arXiv 2010.05337; Wan et al., "

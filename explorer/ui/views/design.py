@@ -24,6 +24,7 @@ from ...design.search import TIMED_PIPELINES
 from ...design.space import REFINE
 from ...figures import design as dfig
 from ...scenario import ScenarioError
+from ...workloads.registry import workload_for
 from ..cache import ViewData
 from ..errors import internal_error
 from ..export import chart
@@ -163,7 +164,10 @@ def _heatmap(base: runs.Base, raw_json: str, present: bool) -> None:
         cell = data[1].split("<br>")
         _link_line(f"{cell[0]}, {cell[1]}", data[0])
     valid = len(res.valid)
-    engine = "estimator" if estimator_available() else "full engine"
+    # A family the estimator does not price (registry: estimator=False) has its rows simulated.
+    sc = st.session_state.get("_d_scenario")
+    priced = sc is None or workload_for(sc.model).estimator
+    engine = "estimator" if estimator_available() and priced else "full engine"
     st.caption(f"{valid} of {grid.cells} combinations valid ({engine}, {res.seconds:.2f} s); grey ⚠ = does "
                "not fit in memory (never coloured as a result); outlined = this scenario; hover an invalid "
                "cell for why, click a cell for its link"
@@ -263,6 +267,11 @@ def _search(base: runs.Base, raw_json: str, query: dict[str, str], present: bool
         "iteration": column.NumberColumn("ms" if ms else "s", format="%.1f" if ms else "%.3f", width=60,
                                          help="iteration time, priced exactly")})
     ranker = "the estimator" if res.engine == "estimate" else "the full engine (no estimator installed)"
+    shown = st.session_state.get("_d_scenario")
+    family = workload_for(shown.model) if shown is not None else None
+    if family is not None and not family.estimator:
+        # Its rows are simulated (registry: estimator=False); "estimator" would misname them.
+        ranker = f"simulation (the estimator does not price a {family.name} model)"
     timed = (f" (**{res.unscored:,}** latency-timed ones not scored: only on the {TIMED_PIPELINES} fastest "
              f"fitting 1F1B pipelines)") if res.unscored else ""
     on_proxy = " (on the proxy)" if res.proxy else ""

@@ -102,10 +102,13 @@ DEGREES = {"parallelism.tp": 8, "parallelism.pp": 64, "parallelism.cp": 16, "par
            "training.micro_batch": 16}
 
 
+SHARES = (0.0, 0.25, 0.5, 0.75, 0.9)
+
+
 def default_values(key: str, sc: Scenario) -> list[Any]:
     """A sensible value list for ``key`` around ``sc``'s value: powers of two for parallel degrees
     (within a node for tp, the layers for pp), every choice of a choice field, both booleans, the
-    GPU presets, and x1/4 .. x4 of a number."""
+    GPU presets, a share's range (SHARES), and x1/4 .. x4 of a number."""
     cur = flatten(to_dict(sc)).get(key)
     if key in DEGREES:
         limit = {"parallelism.tp": sc.cluster.gpus_per_node, "parallelism.pp": sc.model.layers,
@@ -128,6 +131,12 @@ def default_values(key: str, sc: Scenario) -> list[Any]:
         return list(choices)[:MAX_VALUES]
     if isinstance(cur, bool):
         return [False, True]
+    high = field.metadata.get("max") if field is not None else None
+    if isinstance(cur, float) and field is not None and high is not None and high <= 1.0 \
+            and field.metadata.get("min") == 0.0:
+        # A share (a cache hit rate, a DLRM's hot share): across its range, whatever its value
+        # (x1/4 .. x4 of 0 would be one value).
+        return sorted({*(v for v in SHARES if v <= high), cur})
     if isinstance(cur, (int, float)) and cur > 0:
         factors = (0.25, 0.5, 1, 2, 4)
         if isinstance(cur, int):

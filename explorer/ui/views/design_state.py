@@ -14,11 +14,28 @@ import streamlit as st
 
 from ...config.schema import excerpt
 from ...scenario import Scenario, ScenarioError
+from ...workloads.registry import workload_for
 from . import design_runs as runs
 from .compare import FIELDS as COMPARE_FIELDS
 
 FIELDS = tuple(k for k in COMPARE_FIELDS if k != "parallelism.dp")
 DEFAULT_X, DEFAULT_Y = "parallelism.tp", "parallelism.pp"
+
+
+def default_axes(sc: Scenario) -> tuple[str, str]:
+    """The heatmap's default fields for ``sc``'s workload family: tp x pp where it has both, pp x
+    micro-batch where it pipelines without tensor parallelism (a convnet), else its first number
+    control (a DLRM's hot share, a GNN's cache hit rate) against the link its own exchange
+    crosses (NVLink on one node, the NIC beyond): a family without tp or pp would show one
+    valid cell of tp x pp."""
+    w = workload_for(sc.model)
+    if {"tp", "pp"} <= set(w.dimensions):
+        return DEFAULT_X, DEFAULT_Y
+    if "pp" in w.dimensions:
+        return "parallelism.pp", "training.micro_batch"
+    own = next((k for k, _, kind in w.controls if kind == "float"), "training.micro_batch")
+    link = "cluster.scale_up.bandwidth_GBps" if sc.cluster.nodes == 1 else "cluster.scale_out.nic_Gbps"
+    return own, link
 METRICS = {"iteration_time_s": "Iteration time", "mfu": "MFU"}
 MODES = ("weak", "strong")
 KEYS = {"x": "_d_x", "xv": "_d_xv", "y": "_d_y", "yv": "_d_yv", "m": "_d_m", "scale": "_d_scale"}
@@ -55,8 +72,9 @@ def init_state(link: dict[str, str], sc: Scenario) -> None:
                 warnings.append(f"ignored d.{which}={_short(link[which])}: {exc}")
         return runs.values_text(runs.default_values(key, sc))
 
-    x = field("x", DEFAULT_X, None)
-    y = field("y", DEFAULT_Y, x)
+    dx, dy = default_axes(sc)
+    x = field("x", dx, None)
+    y = field("y", dy, x)
     ss[KEYS["x"]], ss[KEYS["y"]] = x, y
     ss[KEYS["xv"]], ss[KEYS["yv"]] = values("xv", x), values("yv", y)
     for which, options, default in (("m", tuple(METRICS), "iteration_time_s"), ("scale", MODES, "weak")):
@@ -78,7 +96,8 @@ def link_params(current: dict[str, str], sc: Scenario) -> dict[str, str]:
         return current
     out: dict[str, str] = {}
     x, y = ss[KEYS["x"]], ss[KEYS["y"]]
-    for which, key, default in (("x", x, DEFAULT_X), ("y", y, DEFAULT_Y)):
+    dx, dy = default_axes(sc)
+    for which, key, default in (("x", x, dx), ("y", y, dy)):
         if key != default:
             out[which] = key
         try:

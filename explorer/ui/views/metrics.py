@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...workloads.registry import nouns
+from ... import dimensions
+from ...workloads.registry import nouns, workload_for
 from ..cache import ViewData
+from ..summary import Summary
 
 
 def fmt_time(s: float) -> str:
@@ -32,6 +34,21 @@ def render_serving(f: dict) -> None:
                    delta=f"batch {f['batch']:,}", delta_arrow="off",
                    delta_color="inverse" if f["batch"] > f["max_batch"] else "off")
     st.caption(f"Bottleneck — {f['bottleneck']}")
+
+
+# From ten million a second (a DLRM's 15,226,053 samples/s) the rate is said in millions: ten
+# digits and three commas do not fit a card on a 1280-px screen with the sidebar open.
+COMPACT_RATE = 1e7
+
+
+def rate_text(x: float) -> str:
+    """A throughput for its card: whole below COMPACT_RATE (1,269,595), in millions above (15.2 M)."""
+    return f"{x:,.0f}" if x < COMPACT_RATE else f"{x / 1e6:,.1f} M"
+
+
+def per_hour(x: float) -> str:
+    """A rate per hour for a card: whole above 100 (3,786), three significant digits below (0.0273)."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
 
 def render(data: ViewData, present: bool = False) -> None:
@@ -68,16 +85,17 @@ def render(data: ViewData, present: bool = False) -> None:
                        delta=(f"±{j.expected_error * 100:.0f} %" if j.expected_error is not None else None),
                        delta_color="off", delta_arrow="off")
     # What the workload's throughput counts: tokens for a transformer, images or clips for a ResNet.
-    cols[1].metric(f"{nouns(data.scenario.model).per_second.capitalize()}/s", f"{j.tokens_per_s:,.0f}",
-                   border=True)
+    cols[1].metric(f"{nouns(data.scenario.model).per_second.capitalize()}/s", rate_text(j.tokens_per_s),
+                   border=True, help=f"{j.tokens_per_s:,.0f}" if j.tokens_per_s >= COMPACT_RATE else None)
     cols[2].metric("MFU", f"{j.mfu:.1%}", border=True)
     cols[3].metric("TFLOP/s per GPU", f"{j.tflops_per_gpu:.0f}", border=True)
-    cols[4].metric("Bubble", f"{j.bubble_fraction:.1%}", border=True,
-                   help=("Pipeline idle share, averaged over stages"
-                         + (f"; busiest stage: {busiest:.1%}" if busiest is not None else "")),
-                   # The second number fits under the value only on presentation's wider cards.
-                   delta=(f"busiest stage {busiest:.1%}" if busiest is not None and present else None),
-                   delta_color="off", delta_arrow="off")
+    if not _family_card(cols[4], data, j):
+        cols[4].metric("Bubble", f"{j.bubble_fraction:.1%}", border=True,
+                       help=("Pipeline idle share, averaged over the GPUs (each stage weighted by its GPUs)"
+                             + (f"; busiest stage: {busiest:.1%}" if busiest is not None else "")),
+                       # The second number fits under the value only on presentation's wider cards.
+                       delta=(f"busiest stage {busiest:.1%}" if busiest is not None and present else None),
+                       delta_color="off", delta_arrow="off")
     cols[5].metric("Memory per GPU", f"{mem:.1f} GB", border=True,
                    delta=(f"over {cap:.1f} GB" if mem > cap else f"of {cap:.1f} GB"),
                    delta_color="inverse" if mem > cap else "off", delta_arrow="off")
@@ -86,3 +104,29 @@ def render(data: ViewData, present: bool = False) -> None:
         # (explorer/fidelity/band.py), or why there are none.  On a projector the card's "±N %"
         # says it; the sentence would push the chart below a 720-pixel screen.
         st.caption(f"Expected error — {j.expected_error_label}")
+
+
+def _family_card(col, data: ViewData, j: Summary) -> bool:
+    """In place of the Bubble card, for a family that cannot pipeline (no bubble to show): its
+    epoch (a GNN: epoch time and epochs per hour), else the exposed share of its own communication
+    (a recommendation model's embedding all-to-all) with its bytes per GPU.  False: none."""
+    w = workload_for(data.scenario.model)
+    if w.pipeline_split:
+        return False
+    if j.epoch_s is not None:
+        col.metric("Epoch", fmt_time(j.epoch_s), border=True,
+                   help=f"One epoch: every training node once as a seed ({nouns(data.scenario.model).sample} "
+                        f"of an epoch / their rate per second); {per_hour(3600 / j.epoch_s)} epochs per hour",
+                   delta=f"{per_hour(3600 / j.epoch_s)} /h", delta_color="off", delta_arrow="off")
+        return True
+    own = [d for d in w.dimensions if d in j.breakdown_s and d != "dp"]
+    if not own:
+        return False
+    d = own[0]
+    mb = j.comm_bytes_per_gpu.get(d, 0.0) / 1e6
+    # "Exposed emb" (the Gantt's lane name): on one line of a 1280-px projector's card.
+    col.metric(f"Exposed {d}", f"{j.breakdown_s[d] / j.iteration_time_s:.1%}", border=True,
+               help=f"{dimensions.get(d).label}: the share of the iteration compute waits for it (the "
+                    f"rest runs under compute); {mb:,.1f} MB per GPU per iteration",
+               delta=f"{mb:,.0f} MB/GPU", delta_color="off", delta_arrow="off")
+    return True

@@ -54,9 +54,18 @@ def caption(m: Model) -> str:
 
 CONTROLS = (
     ("model.dlrm.tables", "Embedding tables", "int"),
+    ("model.dlrm.rows", "Rows per table (table i: item i mod n)", "list"),
+    ("model.dlrm.pooling", "Lookups per sample per table (pooling)", "list"),
     ("model.dlrm.dim", "Embedding dimension", "int"),
+    ("model.dlrm.table_dtype", "Table precision", "choice"),
     ("model.dlrm.sharding", "Table sharding (TorchRec)", "choice"),
+    ("model.dlrm.dp_max_rows", "Replicate tables up to N rows (0 = none)", "int"),
     ("model.dlrm.pipeline", "Pipeline the embedding all-to-all", "bool"),
     ("model.dlrm.hot_share", "Lookups served from cache (skew)", "float"),
+    ("model.dlrm.dense_features", "Dense features", "int"),
+    ("model.dlrm.bottom_mlp", "Bottom MLP widths (last = dimension)", "list"),
+    ("model.dlrm.interaction", "Interaction (DCNv2 cross or dot)", "choice"),
     ("model.dlrm.cross_layers", "DCNv2 cross layers", "int"),
+    ("model.dlrm.cross_rank", "DCNv2 low rank", "int"),
+    ("model.dlrm.top_mlp", "Top MLP widths (last = 1)", "list"),
 )

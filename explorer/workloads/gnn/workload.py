@@ -48,6 +48,15 @@ def nouns(m: Model) -> Nouns:
     return Nouns("seed nodes", "seed nodes", "GraphSAGE layers", "input", "loss")
 
 
+def samples_per_epoch(m: Model, dp: int) -> int:
+    """One epoch visits every training node once as a seed (OGB's epoch; SALIENT's and DistDGL's
+    epoch times); a full-graph step is one pass over the graph, one partition per GPU: ``dp``
+    partition passes (its samples) are an epoch."""
+    g = m.gnn
+    assert g is not None
+    return dp if g.mode == "fullgraph" else g.train_nodes
+
+
 def caption(m: Model) -> str:
     """What the transformer fields the loader derived are for this GNN."""
     g = m.gnn
@@ -61,8 +70,16 @@ def caption(m: Model) -> str:
 
 CONTROLS = (
     ("model.gnn.mode", "GNN training (mini-batch or full graph)", "choice"),
+    ("model.gnn.nodes", "Graph nodes", "int"),
+    ("model.gnn.edges", "Graph edges", "int"),
+    ("model.gnn.train_nodes", "Training nodes (one epoch)", "int"),
     ("model.gnn.features", "Input feature width", "int"),
+    ("model.gnn.feature_bytes", "Bytes per feature element", "choice"),
+    ("model.gnn.classes", "Classes", "int"),
+    ("model.gnn.layers", "GraphSAGE layers", "int"),
     ("model.gnn.hidden", "Hidden width", "int"),
+    ("model.gnn.fanouts", "Fan-outs per layer, from the seeds (mini-batch)", "list"),
+    ("model.gnn.local_share", "Local share of sampled features (default 1/partitions)", "optional"),
     ("model.gnn.cache_hit", "Feature cache hit rate", "float"),
     ("model.gnn.halo_nodes", "Halo nodes per partition (0 = random)", "int"),
     ("model.gnn.overlap", "Overlap fetch/halo with compute", "bool"),

@@ -1,0 +1,166 @@
+"""The sidebar of the non-transformer families (issue 36): every model.dlrm / model.gnn field a
+user changes has a widget (lists typed as ``15,10,5``, optional numbers as a toggle + number),
+PipeDream's stage replicas are typed as ``15,1`` or ``auto``, the model preset selector switches
+families and back; each control moves the number the way the model says."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from explorer.config.dlrm import Dlrm
+from explorer.config.gnn import Gnn
+from explorer.ui.controls import CONTROLS
+from explorer.ui.field_text import parse_list, to_text
+from explorer.ui.state import CUSTOM
+
+from app_support import qp, run_app, seconds
+
+KEYS = {c.key for c in CONTROLS}
+
+
+@pytest.mark.parametrize("section,cls,skip", [("dlrm", Dlrm, set()), ("gnn", Gnn, {"partitions"})])
+def test_every_model_field_has_a_widget(section, cls, skip):
+    fields = {f.name for f in dataclasses.fields(cls)} - skip
+    assert {f"model.{section}.{f}" for f in fields} <= KEYS
+
+
+def test_list_text_reads_back_and_refuses_in_one_line():
+    assert parse_list(" 15, 10,5 ", "model.gnn.fanouts") == [15, 10, 5]
+    assert parse_list("AUTO", "parallelism.stage_replicas") == "auto"
+    assert parse_list("", "parallelism.stage_replicas") is None
+    assert to_text((15, 10, 5)) == "15,10,5"
+    with pytest.raises(Exception) as exc:
+        parse_list("15,x", "model.gnn.fanouts")
+    assert str(exc.value).startswith("model.gnn.fanouts: 'x'") and "\n" not in str(exc.value)
+    with pytest.raises(Exception, match="or auto"):
+        parse_list("15;1", "parallelism.stage_replicas")
+
+
+def _text(at, key):
+    return at.text_input(key=f"_text.{key}")
+
+
+def test_gnn_fanouts_typed_as_text_move_the_step():
+    at = run_app(scenario="gnn-sage-papers100m")
+    box = _text(at, "model.gnn.fanouts")
+    assert box.value == "15,10,5"
+    before = seconds(at)
+    box.set_value("25,10,5").run()            # more neighbours of each seed: more work per step
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert seconds(at) > before
+    assert qp(at, "model.gnn.fanouts") == "[25,10,5]"
+    _text(at, "model.gnn.fanouts").set_value("25,ten").run()
+    assert [e.value for e in at.error if e.value.startswith("model.gnn.fanouts: 'ten'")]
+    assert qp(at, "model.gnn.fanouts") == "[25,10,5]"            # the last valid value stays
+
+
+def test_gnn_local_share_toggle_off_partitions_the_features():
+    # Shipped with every feature local (SALIENT); off = 1/16 local, 15/16 fetched over 50 Gb/s.
+    at = run_app(scenario="gnn-sage-papers100m")
+    toggle = at.toggle(key="_on.model.gnn.local_share")
+    assert toggle.value is True and at.number_input(key="model.gnn.local_share").value == 1.0
+    before = seconds(at)
+    toggle.set_value(False).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert seconds(at) > 5 * before                # the scenario's description: 86 ms of fetch vs 12.9 ms
+    assert qp(at, "model.gnn.local_share") is None or qp(at, "model.gnn.local_share") == "null"
+
+
+def test_dlrm_list_and_choice_controls():
+    at = run_app(scenario="dlrm-dcnv2")
+    assert _text(at, "model.dlrm.bottom_mlp").value == "512,256,128"
+    before = seconds(at)
+    at.selectbox(key="model.dlrm.interaction").set_value("dot").run()   # no cross layers: faster
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert seconds(at) < before
+    _text(at, "model.dlrm.bottom_mlp").set_value("512,256,64").run()    # != dim 128: refused by name
+    assert [e.value for e in at.error if "model.dlrm.bottom_mlp" in e.value]
+
+
+def test_stage_replicas_text_and_auto():
+    at = run_app(scenario="pipedream-vgg16")
+    box = _text(at, "parallelism.stage_replicas")
+    assert box.value == "15,1"
+    assert any("dp = 1" in m.value for m in at.markdown)
+    before = seconds(at)
+    box.set_value("auto").run()               # PipeDream's partitioner chooses 15-1 itself
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert seconds(at) == pytest.approx(before, rel=1e-6)
+    _text(at, "parallelism.stage_replicas").set_value("14,2").run()
+    assert not at.error, [e.value for e in at.error]
+    assert seconds(at) != pytest.approx(before, rel=1e-3)
+    assert qp(at, "parallelism.stage_replicas") == "[14,2]"
+
+
+def test_no_stage_replicas_box_without_a_pipeline():
+    at = run_app(scenario="resnet50-cloud-dp")
+    assert not [t for t in at.text_input if t.key == "_text.parallelism.stage_replicas"]
+
+
+@pytest.mark.parametrize("preset,key", [("dlrm-dcnv2", "model.dlrm.tables"),
+                                        ("graphsage-products", "model.gnn.hidden")])
+def test_model_preset_switches_family_and_back(preset, key):
+    at = run_app(scenario="teaching-8gpu")
+    at.number_input(key="parallelism.pp").set_value(1).run()
+    at.number_input(key="parallelism.tp").set_value(1).run()
+    at.selectbox(key="model.preset").set_value(preset).run()
+    assert not at.exception
+    assert key in {w.key for w in at.number_input}              # the family's own controls
+    assert "model.hidden" not in {w.key for w in at.number_input}
+    at.selectbox(key="model.preset").set_value("llama3-8b").run()
+    assert not at.exception
+    assert "model.hidden" in {w.key for w in at.number_input}
+    assert key not in {w.key for w in at.number_input}
+    assert at.selectbox(key="model.preset").value != CUSTOM
+
+
+def _card(at, label):
+    return next(m for m in at.metric if m.label == label)
+
+
+def test_gnn_epoch_card_is_training_nodes_over_seed_nodes_per_second():
+    # ogbn-papers100M: 1,207,179 training nodes at 1,269,595 seed nodes/s (the scenario's 0.95 s).
+    at = run_app(scenario="gnn-sage-papers100m")
+    rate = float(_card(at, "Seed nodes/s").value.replace(",", ""))
+    epoch = 1_207_179 / rate
+    assert _card(at, "Epoch").value == f"{epoch * 1e3:.1f} ms" == "950.8 ms"
+    assert _card(at, "Epoch").delta == f"{3600 / epoch:,.0f} /h" == "3,786 /h"       # epochs per hour
+    assert "Bubble" not in [m.label for m in at.metric]
+
+
+def test_dlrm_card_is_the_exposed_embedding_all_to_all():
+    j = json.loads(subprocess.run([sys.executable, "-m", "explorer", "run", "dlrm-dcnv2", "--json"],
+                                  capture_output=True, text=True, check=True).stdout)
+    at = run_app(scenario="dlrm-dcnv2")
+    card = _card(at, "Exposed emb")
+    assert card.value == f"{j['breakdown_s']['emb'] / j['iteration_time_s']:.1%}"
+    # The scenario's closed form: 11.8 MB of ids + 2 x 46 MB of pooled embeddings and gradients.
+    assert card.delta == f"{j['comm_bytes_per_gpu']['emb'] / 1e6:,.0f} MB/GPU"
+    assert 80 < j["comm_bytes_per_gpu"]["emb"] / 1e6 < 120
+    # 15,226,053 samples/s in millions (ten digits do not fit a 1280-px card beside the sidebar).
+    assert _card(at, "Samples/s").value == f"{j['samples_per_s'] / 1e6:.1f} M" == "15.2 M"
+
+
+def test_pipedream_bubble_card_counts_gpus_not_stages():
+    at = run_app(scenario="pipedream-vgg16")
+    assert _card(at, "Bubble").value == "4.5%"
+
+
+def _run_json(*args):
+    return json.loads(subprocess.run([sys.executable, "-m", "explorer", "run", *args, "--json"],
+                                     capture_output=True, text=True, check=True).stdout)
+
+
+def test_run_json_epoch_s_for_gnn_only():
+    j = _run_json("gnn-sage-papers100m")
+    assert j["epoch_s"] == pytest.approx(1_207_179 / j["samples_per_s"], rel=1e-12)
+    assert j["epoch_s"] == pytest.approx(0.951, abs=0.001)          # the scenario's 0.95 s
+    # Full graph: a step is one pass over the graph, one partition per GPU: the epoch is the step.
+    f = _run_json("gnn-sage-papers100m", "--set", "model.gnn.mode=fullgraph", "--set",
+                  "training.global_batch=16", "--set", "training.micro_batch=1")
+    assert f["epoch_s"] == pytest.approx(f["iteration_time_s"], rel=1e-12)
+    assert "epoch_s" not in _run_json("dlrm-dcnv2")

@@ -100,6 +100,16 @@ class Result:
         return self.tokens_per_s / self.scenario.model.seq_len
 
     @property
+    def epoch_s(self) -> float | None:
+        """Seconds per epoch of a graph neural network (issue 36): its training nodes over the seed
+        nodes per second (mini-batch), or its partitions over the partition passes per second (a
+        full-graph epoch is one pass over every partition); None for other workloads."""
+        g = self.scenario.model.gnn
+        if g is None or self.samples_per_s <= 0:
+            return None
+        return (g.train_nodes if g.mode == "minibatch" else (g.partitions or 1)) / self.samples_per_s
+
+    @property
     def time_per_step_s(self) -> float:
         """Seconds per training step amortised over the simulated window (the iteration time when
         every step synchronises)."""
@@ -135,6 +145,7 @@ class Result:
             "iteration_time_s": self.iteration_time_s,
             "tokens_per_s": self.tokens_per_s,
             "samples_per_s": self.samples_per_s,
+            **({"epoch_s": self.epoch_s} if self.epoch_s is not None else {}),
             "tflops_per_gpu": self.tflops_per_gpu,
             "mfu": self.mfu,
             **({"mfu_fp8_peak": self.mfu_fp8_peak} if self.mfu_fp8_peak is not None else {}),

@@ -89,12 +89,14 @@ def test_pipelined_the_step_takes_the_longest_of_sampler_copy_and_gpu():
     hw = loader.host_work(sc, costs.seeds(sc))
     assert hw.sampler_s == pytest.approx(1_079_517 / 26.8e6, rel=1e-6)
     gpu = base.breakdown_s["compute"]
-    assert simulate(sc).iteration_time_s - base.iteration_time_s == pytest.approx(hw.sampler_s - gpu, rel=1e-6)
+    grown = simulate(sc).iteration_time_s - base.iteration_time_s
+    assert grown == pytest.approx(hw.sampler_s - gpu, rel=1e-6)
     assert loader.stall_s(sc, hw, gpu) == pytest.approx(max(hw.sampler_s, hw.copy_s) - gpu, rel=1e-12)
 
 
 def test_a_full_graph_pass_has_no_host_work():
-    sc = load(SCENARIO, {"model.gnn.mode": "fullgraph", "training.global_batch": 16, "training.micro_batch": 1})
+    sc = load(SCENARIO, {"model.gnn.mode": "fullgraph", "training.global_batch": 16,
+                         "training.micro_batch": 1})
     assert loader.host_work(sc, costs.seeds(sc)) == loader.HostWork(0.0, 0.0, 0.0)
 
 

@@ -42,6 +42,9 @@ the fully connected layers on one GPU, one 1F1B-RR round of 15 minibatches an it
 gnn-sage-papers100m with issue 36's GNN
 workload, written the same way but with ``samples_per_s`` (the runs gained gnn: an added key);
 pipedream-gnmt16 with issue 36's recurrent (GNMT) workload, written the same way (no other file changed);
+gnn-sage-papers100m once more when the GNN's CPU sampler and host-to-GPU copy were modelled
+(workloads/gnn/loader.py; pipelined as SALIENT runs them they hide under the GPU's step, so no
+number moved) and run --json gained ``epoch_s``: the file gained that key only (0.951 s);
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

@@ -73,4 +73,6 @@ CONTROLS = (
     ("model.gnn.cache_hit", "Feature cache hit rate", "float"),
     ("model.gnn.halo_nodes", "Halo nodes per partition (0 = random)", "int"),
     ("model.gnn.overlap", "Overlap fetch/halo with compute", "bool"),
+    ("model.gnn.cpu_workers", "CPU sampler threads per machine", "int"),
+    ("model.gnn.pipelined", "Pipeline sampler and host copy with the GPU", "bool"),
 )

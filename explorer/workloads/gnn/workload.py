@@ -5,6 +5,8 @@ layer, the loss after the last; data parallel only (the graph's partitions are t
 model's gradients are all-reduced over dp as any model's), and the ``gnn`` dimension for the
 traffic between partitions (the remote feature fetch of a mini-batch, the halo exchange of a
 full-graph pass).  Seed nodes are its samples; one full-graph unit is one partition's pass.
+Before the first layer: the GPU's wait for its mini-batch from the host (the CPU sampler and the
+host-to-GPU copy, loader.py), which a pipelined loader hides under the GPU's own step.
 """
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Direction tests for the GNN fields (``model.gnn.*``, explorer/workloads/gnn/): each moves the
 gnn dimension's bytes, its exposed time or the GPU's work the way the closed forms say (bigger
 fan-outs or features: more feature-fetch bytes; a higher cache hit or local share: fewer; more
-halo nodes: more halo bytes; overlap: less exposed time).  Collected by tests/test_controls.py
-through ``COVERED``."""
+halo nodes: more halo bytes; overlap: less exposed time; fewer or slower CPU sampler threads: a
+longer wait for the next mini-batch; pipelining: the sampler and host copy hidden under the GPU).
+Collected by tests/test_controls.py through ``COVERED``."""
 from __future__ import annotations
 
 from functools import cache
@@ -25,6 +26,9 @@ COVERED = {
     "model.gnn.cache_hit": "test_a_higher_cache_hit_rate_fetches_fewer_bytes",
     "model.gnn.halo_nodes": "test_more_halo_nodes_move_more_halo_bytes",
     "model.gnn.overlap": "test_overlap_hides_the_fetch_and_the_halo_under_compute",
+    "model.gnn.cpu_workers": "test_fewer_sampler_threads_per_machine_prepare_batches_slower",
+    "model.gnn.sampler_edges_per_core_s": "test_a_faster_sampler_thread_prepares_batches_sooner",
+    "model.gnn.pipelined": "test_pipelining_hides_the_sampler_and_the_host_copy_under_the_gpu_step",
 }
 
 
@@ -121,3 +125,23 @@ def test_overlap_hides_the_fetch_and_the_halo_under_compute():
         base, ov = sim(mode), sim(mode, model__gnn__overlap=True)
         assert gnn_bytes(ov) == gnn_bytes(base)
         assert ov.breakdown_s["gnn"] < base.breakdown_s["gnn"] and ov.iteration_time_s < base.iteration_time_s
+
+
+def test_fewer_sampler_threads_per_machine_prepare_batches_slower():
+    """Not pipelined, the GPU waits for the sampler every step: 4 threads shared by 4 GPUs take
+    ten times the 40 threads' sampler seconds (loader.host_work)."""
+    few = sim(model__gnn__pipelined=False, model__gnn__cpu_workers=4)
+    many = sim(model__gnn__pipelined=False, model__gnn__cpu_workers=40)
+    assert few.iteration_time_s > many.iteration_time_s
+    assert few.comm_bytes_per_gpu == many.comm_bytes_per_gpu
+
+
+def test_a_faster_sampler_thread_prepares_batches_sooner():
+    slow = sim(model__gnn__pipelined=False, model__gnn__sampler_edges_per_core_s=1e6)
+    fast = sim(model__gnn__pipelined=False, model__gnn__sampler_edges_per_core_s=1e8)
+    assert fast.iteration_time_s < slow.iteration_time_s
+
+
+def test_pipelining_hides_the_sampler_and_the_host_copy_under_the_gpu_step():
+    on, off = sim(model__gnn__pipelined=True), sim(model__gnn__pipelined=False)
+    assert on.iteration_time_s < off.iteration_time_s

@@ -66,6 +66,19 @@ class Gnn:
     overlap: bool = field(default=False, metadata={
         "doc": "the feature fetch (next mini-batch prefetched: DistDGLv2, SALIENT) or the halo "
                "exchange (stale halo: PipeGCN) runs under compute instead of before it"})
+    cpu_workers: int = field(default=40, metadata={
+        "min": 1, "max": 100_000,
+        "doc": "minibatch: CPU sampler threads per machine, shared by its GPUs (SALIENT's 16-GPU "
+               "run: 2 GPUs x 20 'CPU per GPU', artifact README)"})
+    sampler_edges_per_core_s: float = field(default=26.8e6, metadata={
+        "min": 1.0, "max": 1e12,
+        "doc": "minibatch: sampled edges one sampler thread samples and slices per second (SALIENT "
+               "artifact's single-GPU breakdown: 2,373 ms per epoch with 20 workers; "
+               "explorer/workloads/gnn/loader.py)"})
+    pipelined: bool = field(default=True, metadata={
+        "doc": "minibatch: the CPU sampler and the host-to-GPU copy prepare the next mini-batches "
+               "while this one trains (SALIENT), so a step takes the longest of the three; false: "
+               "the GPU waits for both every step"})
     # Graph partitions: parallelism.dp, one per data-parallel replica (filled at load: the layer
     # costs read it, and the model's identity keys the estimator's memo: pricing/keys.compute_key).
     partitions: int | None = field(default=None, metadata={"derived": True})

@@ -108,7 +108,7 @@ class Result:
         """Seconds per epoch for a family that has one (a GNN: its training nodes over the seed
         nodes per second; registry's ``samples_per_epoch``), None for the others."""
         per_epoch = workload_for(self.scenario.model).samples_per_epoch
-        if per_epoch is None:
+        if per_epoch is None or self.samples_per_s <= 0:
             return None
         return per_epoch(self.scenario.model, self.scenario.dp) / self.samples_per_s
 

@@ -122,8 +122,8 @@ def loss_cost(sc: Scenario) -> EdgeCost:
     return EdgeCost(Work(0.0, 0.0, loss), Work(0.0, 0.0, loss), ZERO_WORK, 0.0, b * g.classes * FP32)
 
 
-def input_cost(sc: Scenario) -> EdgeCost:
-    """Before the first layer: nothing priced (the sampler runs on the CPU, pipelined ahead of the
-    GPU in DGL's and PyG's loaders: not modelled; the input features' fetch is the first layer's
-    ``gnn`` edge)."""
-    return EdgeCost(ZERO_WORK, ZERO_WORK, ZERO_WORK, 0.0, 0.0)
+def input_cost(stall_s: float) -> EdgeCost:
+    """Before the first layer: the seconds the GPU waits for its mini-batch from the host (the CPU
+    sampler and the host-to-GPU copy beyond what pipelining hides, loader.stall_s) — no FLOPs, no
+    HBM traffic (the input features' remote fetch is the first layer's ``gnn`` edge)."""
+    return EdgeCost(Work(0.0, stall_s, 0.0), ZERO_WORK, ZERO_WORK, 0.0, 0.0)

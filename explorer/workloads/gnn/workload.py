@@ -5,13 +5,16 @@ layer, the loss after the last; data parallel only (the graph's partitions are t
 model's gradients are all-reduced over dp as any model's), and the ``gnn`` dimension for the
 traffic between partitions (the remote feature fetch of a mini-batch, the halo exchange of a
 full-graph pass).  Seed nodes are its samples; one full-graph unit is one partition's pass.
+Before the first layer: the GPU's wait for its mini-batch from the host (the CPU sampler and the
+host-to-GPU copy, loader.py), which a pipelined loader hides under the GPU's own step.
 """
 from __future__ import annotations
 
 from ...config import Model, Scenario
+from ...physics.hardware import ComputeModel
 from ..family import Nouns
 from ..spec import WorkloadSpec
-from . import costs
+from . import costs, loader
 from .edges import with_edges
 
 
@@ -29,7 +32,13 @@ def spec(sc: Scenario) -> WorkloadSpec:
     n = len(blocks)
     layers = tuple(with_edges(sc, i, costs.layer_cost(sc, timer, b, i == 0, i == n - 1), b)
                    for i, b in enumerate(blocks))
-    return WorkloadSpec(layers, tuple((i, 1) for i in range(n)), costs.input_cost(sc), costs.loss_cost(sc),
+    last = costs.loss_cost(sc)
+    cm = ComputeModel.for_scenario(sc)
+    # The GPU's own step (every layer's passes and the loss), what a pipelined loader hides under.
+    gpu_s = sum(cm.time(w) for lc in layers for w in (lc.fwd, lc.bwd_input, lc.bwd_weight))
+    gpu_s += cm.time(last.fwd) + cm.time(last.bwd_input)
+    stall = loader.stall_s(sc, loader.host_work(sc, costs.seeds(sc)), gpu_s)
+    return WorkloadSpec(layers, tuple((i, 1) for i in range(n)), costs.input_cost(stall), last,
                         distinct_layers=True)
 
 
@@ -83,4 +92,6 @@ CONTROLS = (
     ("model.gnn.cache_hit", "Feature cache hit rate", "float"),
     ("model.gnn.halo_nodes", "Halo nodes per partition (0 = random)", "int"),
     ("model.gnn.overlap", "Overlap fetch/halo with compute", "bool"),
+    ("model.gnn.cpu_workers", "CPU sampler threads per machine", "int"),
+    ("model.gnn.pipelined", "Pipeline sampler and host copy with the GPU", "bool"),
 )

@@ -211,7 +211,8 @@ def test_every_line_and_label_has_both_ends_on_drawn_elements(name):
     fig = figure(name)
     boxes = rects(fig)
     segs = segments(fig)
-    assert segs or name in ("teaching-8gpu", "zero-bubble-8gpu")
+    # One node whose groups are the node itself draws no line (a serving replica of TP 8 on its node).
+    assert segs or name in ("teaching-8gpu", "zero-bubble-8gpu", "serve-llama3-70b-tp8", "serve-3d-dram")
     for x0, y0, x1, y1 in segs:
         assert any(inside(x0, y0, r) for r in boxes), (name, x0, y0)
         assert any(inside(x1, y1, r) for r in boxes), (name, x1, y1)

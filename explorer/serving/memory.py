@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..config import Scenario
 from ..config.sections import Model
 from ..physics.hardware import BYTES_PER_ELEMENT
-from ..workloads.transformer.attention import attention_params, head_dims
+from ..workloads.registry import attention_of
 
 
 def mlp_matrices(m: Model) -> int:
@@ -32,7 +32,7 @@ def kv_elements_per_token_layer(m: Model) -> float:
     if m.mla is not None:
         return float(m.mla.kv_lora_rank + m.mla.qk_rope_head_dim)
     kv = m.kv_heads if m.kv_heads is not None else m.heads
-    return 2.0 * kv * head_dims(m)[0]
+    return 2.0 * kv * attention_of(m).head_dims(m)[0]
 
 
 def kv_bytes_per_token(m: Model, kv_dtype: str) -> float:
@@ -47,7 +47,7 @@ def kv_bytes_per_token_gpu(m: Model, kv_dtype: str, tp: int, pp: int) -> float:
         per_layer = kv_elements_per_token_layer(m)           # the latent is not split over heads
     else:
         kv = m.kv_heads if m.kv_heads is not None else m.heads
-        per_layer = 2.0 * max(kv // tp, 1) * head_dims(m)[0]
+        per_layer = 2.0 * max(kv // tp, 1) * attention_of(m).head_dims(m)[0]
     return layers * per_layer * BYTES_PER_ELEMENT[kv_dtype]
 
 
@@ -65,7 +65,7 @@ def params(m: Model) -> Params:
     only for speculative decoding)."""
     assert m.ffn_hidden is not None                       # filled by the loader's defaults
     mats = mlp_matrices(m)
-    attn = attention_params(m) + 4 * m.hidden            # + the two RMSNorm gains (and biases' order)
+    attn = attention_of(m).params(m) + 4 * m.hidden            # + the two RMSNorm gains (and biases' order)
     dense_layers = m.layers - m.moe_layers
     dense = dense_layers * (attn + mats * m.hidden * m.ffn_hidden)
     routed = 0.0

@@ -15,6 +15,7 @@ from ..analysis.breakdown import CATEGORIES, COMM_DIMS, MemoryBreakdown
 from ..config import Scenario
 from ..engine.records import PassInfo, TransferInfo
 from ..engine.scheduler import Task, TaskGraph, run
+from ..network.groups import Network
 from ..network.topology import BOUNDARY_NAMES
 from ..result.record import GPUClass, Result
 from .curve import batch_curve
@@ -144,6 +145,18 @@ def _curve(sc: Scenario, sv: Serving) -> dict:
     return {"batch_curve": points, "knee_batch": knee}
 
 
+def _utilisation(sc: Scenario, tiers: dict[str, dict[str, float]], step_s: float) -> dict[str, float]:
+    """Each tier's busy share over a decode step: the bytes every GPU sends across it in a step
+    over the tier's capacity (its domains' links together), as training's utilisation is read from
+    run --json (bytes by tier x GPUs = utilisation x domains x capacity x step)."""
+    out: dict[str, float] = {}
+    for bd in Network(sc).fabric.boundaries:
+        sent = sum(t.get(bd.name, 0.0) for t in tiers.values()) * sc.gpus
+        domains = max(sc.gpus / bd.domain_gpus, 1)
+        out[bd.name] = min(sent / (domains * bd.capacity_Bps * step_s), 1.0) if step_s > 0 else 0.0
+    return out
+
+
 def simulate_serving(sc: Scenario) -> Result:
     """Simulate the serving scenario ``sc`` (deterministic) into a Result with ``inference`` set."""
     sv = serve(sc)
@@ -206,4 +219,4 @@ def simulate_serving(sc: Scenario) -> Result:
         breakdown_s=bd, breakdown_class=pp_p + slow, memory=mem, memory_by_class=(mem,) * len(classes),
         comm_bytes_per_gpu=comm, comm_bytes_by_tier=tiers, bottleneck=sentence, warnings=warnings,
         warning_kinds=kinds, classes=classes, stage_layers=tuple(s.layers for s in sv.decode), links=links,
-        utilisation={}, tasks=g.tasks, inference=_figures(sc, sv, sentence))
+        utilisation=_utilisation(sc, tiers, step), tasks=g.tasks, inference=_figures(sc, sv, sentence))

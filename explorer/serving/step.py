@@ -36,7 +36,7 @@ from ..physics.attention import attention_seconds, resolve_kernel
 from ..physics.hardware import BYTES_PER_ELEMENT, gemm_large_efficiency, hbm_efficiency
 from ..physics.kernels import gemm_seconds
 from ..physics.work import Gemm
-from ..workloads.transformer.attention import attention_block, head_dims
+from ..workloads.registry import attention_of
 from .memory import kv_bytes_per_token_gpu, mlp_matrices
 
 COMM_BYTES = 2          # TP all-reduce, EP combine and PP sends carry 16-bit activations
@@ -144,7 +144,7 @@ class PassModel:
         a = m.heads / self.tp
         secs = flops_total = 0.0
         for g in groups:
-            d_qk, d_v = head_dims(m)
+            d_qk, d_v = attention_of(m).head_dims(m)
             if m.mla is not None and g.new == 1:          # absorbed MLA decode (module docstring)
                 d_qk, d_v = m.mla.kv_lora_rank + m.mla.qk_rope_head_dim, m.mla.kv_lora_rank
             flops = 2.0 * g.seqs * g.new * g.context * a * (d_qk + d_v)
@@ -159,7 +159,7 @@ class PassModel:
         """One layer: (ordered parts, component seconds, FLOPs, priced calls)."""
         m, tp = self.m, self.tp
         tokens = sum(g.tokens for g in groups)
-        blk = attention_block(m, tokens, 1.0, tp)
+        blk = attention_of(m).block(m, tokens, 1.0, tp)
         proj = sum(self.gemm(g) for g in blk.gemms)
         core, core_flops = self._attention(groups)
         flops = sum(g.flops for g in blk.gemms) + core_flops

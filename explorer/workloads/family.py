@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from ..config import Model, Scenario
 from .spec import WorkloadSpec
@@ -27,6 +28,18 @@ class Nouns:
     layers: str = ""
     first_edge: str = "embedding"
     last_edge: str = "logits"
+
+
+@dataclass(frozen=True)
+class Attention:
+    """A family's attention as a serving pass prices it (explorer/serving: prefill and decode read
+    the layer's weight GEMMs, its per-head dimensions and its parameter count):
+    ``block(model, tokens, seq, tp)`` the weight GEMMs, core FLOPs and K/V size of one layer,
+    ``params(model)`` its weights on all TP ranks, ``head_dims(model)`` (d_qk, d_v)."""
+
+    block: Callable[[Model, float, float, int], Any]
+    params: Callable[[Model], float]
+    head_dims: Callable[[Model], tuple[float, float]]
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,7 @@ class Workload:
     summary: str = ""
     citation: str = ""
     samples_per_epoch: Callable[[Model, int], int] | None = None
+    attention: Attention | None = None       # what serving reads; None: the family is not served
 
     @property
     def pipeline_split(self) -> bool:

@@ -15,11 +15,12 @@ from ..config.compression import Compression
 from ..network import compression
 from .convnet import workload as convnet
 from .dlrm import workload as dlrm
-from .family import DEGREES, Nouns, Workload
+from .family import DEGREES, Attention, Nouns, Workload
 from .gnn import workload as gnn
 from .rnn import workload as rnn
 from .spec import WorkloadSpec
 from .transformer import workload as transformer
+from .transformer.attention import attention_block, attention_params, head_dims
 
 DEFAULT = "transformer"
 
@@ -32,6 +33,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("transformer", _default, transformer.spec, transformer.model_params, transformer.nouns,
              ("tp", "cp", "ep", "pp", "dp"), estimator=True, powersgd_factor=transformer.powersgd_factor,
              controls=transformer.CONTROLS,
+             attention=Attention(attention_block, attention_params, head_dims),
              summary="A transformer: attention and MLP (or mixture-of-experts) layers over token sequences.",
              citation="Vaswani et al. 2017; Narayanan et al., SC21 (arXiv 2104.04473)"),
     # Its blocks differ one by one: the estimator's two layer kinds do not describe it.  Pipeline
@@ -119,6 +121,16 @@ def workload_spec(sc: Scenario) -> WorkloadSpec:
     if bad is not None:
         raise ScenarioError(*bad)
     return w.spec(sc)
+
+
+def attention_of(m: Model) -> Attention:
+    """The attention of ``m``'s family as serving prices it; a ScenarioError naming model.kind for
+    a family that is not served (explorer/serving models transformer inference)."""
+    att = workload_for(m).attention
+    if att is None:
+        raise ScenarioError("model.kind", f"{workload_for(m).name}: serving (inference:) models a "
+                                          "transformer's prefill and decode; choose a transformer model")
+    return att
 
 
 def nouns(m: Model) -> Nouns:

@@ -93,5 +93,6 @@ CONTROLS = (
     ("model.gnn.halo_nodes", "Halo nodes per partition (0 = random)", "int"),
     ("model.gnn.overlap", "Overlap fetch/halo with compute", "bool"),
     ("model.gnn.cpu_workers", "CPU sampler threads per machine", "int"),
+    ("model.gnn.sampler_edges_per_core_s", "Sampler rate (edges per thread-second)", "float"),
     ("model.gnn.pipelined", "Pipeline sampler and host copy with the GPU", "bool"),
 )

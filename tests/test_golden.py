@@ -28,7 +28,15 @@ taskgraph/techniques/fp8_memory.py: params 9.87 -> 15.83 GB, total 76.5 -> 82.5 
 DualPipe's two weight copies summed their gradients (taskgraph/techniques/pair_sync.py: 15.825 ->
 15.846 s); pipedream-vgg16 was added with issue 36 (written like the others, without the
 expected_error keys and without ``samples_per_s``, the key issue 36 added to every run --json:
-added keys are allowed, so no other file changed);
+added keys are allowed, so no other file changed); seventeen (every Megatron bf16/fp8 scenario)
+when Megatron's gradient buffer was counted in fp32 (config/frameworks.py grad_buffer_in_reduce_dtype:
+Megatron-Core's main_grad, 4 bytes per parameter, whole under ZeRO-1), memory only (teaching-8gpu
+11.14 -> 11.95 GB, long-context-cp 50.0 -> 66.0 GB, llama3-405b-16k 77.04 -> 77.09 GB at ZeRO-2);
+diloco-cross-region and streaming-diloco-1gbps moved to ZeRO-2 (92.1 GB at ZeRO-1 no longer fits;
+the same reduce-scatter on the wire, times unchanged) and deepseek-v3 took its report's AdamW with
+bf16 moments (``training.optimizer: adam-bf16``, 8 bytes of state): its layer split moves a layer
+off each edge rank to fit the fp32 gradients (4/.../4/1 -> 3/4/.../4/2; 82.5 -> 84.2 GB), the
+bubble grows and the iteration goes 15.846 -> 15.964 s;
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

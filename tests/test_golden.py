@@ -36,7 +36,11 @@ diloco-cross-region and streaming-diloco-1gbps moved to ZeRO-2 (92.1 GB at ZeRO-
 the same reduce-scatter on the wire, times unchanged) and deepseek-v3 took its report's AdamW with
 bf16 moments (``training.optimizer: adam-bf16``, 8 bytes of state): its layer split moves a layer
 off each edge rank to fit the fp32 gradients (4/.../4/1 -> 3/4/.../4/2; 82.5 -> 84.2 GB), the
-bubble grows and the iteration goes 15.846 -> 15.964 s;
+bubble grows and the iteration goes 15.846 -> 15.964 s; all twenty when the end-to-end fitted
+GEMM fraction (0.92) gave way to the SM clock sustained under tensor-core load (physics/power.py
+SUSTAINED_OVER_BURST: A100 1,305/1,410 MHz, Hopper 1,830/1,980 MHz, B200 measured), iteration times
+-0.0 % to -0.6 % (llama3-405b-16k 7.148 -> 7.124 s, deepseek-v3 15.964 -> 15.916 s, megatron-gpt3-175b
+29.327 -> 29.212 s);
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

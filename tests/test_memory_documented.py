@@ -254,8 +254,9 @@ def test_llama3_405b_reference_row_terms_in_closed_form():
     warm-up's 2(p-1-r) + (v-1)p + 1 = 45 chunks of 4 layers, each layer keeping 31.75 sbh/t bytes
     (bf16: residual and norm inputs 2 + 2, Q 2, K and V 2 x 2 x 1024/16384, attention output 2,
     second residual and norm 2 + 2, SwiGLU's fc1 output 2 x 3.25 x 2 and its product 3.25 x 2;
-    FlashAttention keeps no scores, only its fp32 log-sum-exp per query and head: 128/8 heads).  Each term is what Megatron keeps, so the row reads 105 GB at
-    vpp 2; the paper's embedding-only first chunk means one-layer chunks (vpp 8), where it fits."""
+    FlashAttention keeps no scores, only its fp32 log-sum-exp per query and head: 128/8 heads).
+    Each term is what Megatron keeps, so the row reads 105 GB at vpp 2; the paper's embedding-only
+    first chunk means one-layer chunks (vpp 8), where it fits."""
     row = next(r for r in read_csv("training_runs.csv") if r["label"] == "405B 8192 GPUs")
     raw = training_raw(row)
     sc = from_dict(raw)

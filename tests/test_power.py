@@ -2,6 +2,7 @@
 measurements it was fitted on and checked against, and its validation."""
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -110,8 +111,10 @@ def test_ampere_and_hopper_gemms_run_at_the_vendors_sustained_tensor_clock(prese
         assert default_gemm_efficiency(gpu) == pytest.approx(795 / 989 * 1830 / 1980, rel=1e-12)
 
 
-def test_a_gpu_without_a_clock_figure_takes_the_ampere_hopper_mean():
+def test_a_gpu_without_a_clock_figure_takes_hoppers():
+    """GB300 and custom GPUs (a renamed H100 among them: its name is a label) run at Hopper's ratio."""
     from explorer.fidelity.kernels import preset_gpu
     from explorer.physics.power import sustained_fraction
-    mean = (1305 / 1410 + 1830 / 1980) / 2
-    assert sustained_fraction(preset_gpu("gb300")) == pytest.approx(mean, rel=1e-12)
+    assert sustained_fraction(preset_gpu("gb300")) == pytest.approx(1830 / 1980, rel=1e-12)
+    renamed = dataclasses.replace(preset_gpu("h100-sxm"), name="my GPU")
+    assert sustained_fraction(renamed) == sustained_fraction(preset_gpu("h100-sxm"))

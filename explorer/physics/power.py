@@ -50,7 +50,9 @@ against the maximum SM clock a short burst runs at (B200's burst above ran at it
 A compute-bound kernel's rate scales with the clock (above).  This replaces the in-training factor
 hardware.GEMM_FRACTION_OF_MEASURED (0.92), which had been fitted to end-to-end training rows and
 stood for this clock on the GPUs it was fitted on (A100 and H100).  A GPU with no figure
-(GB300, a custom GPU) takes the mean of the Ampere and Hopper ratios.
+(GB300, a custom GPU) takes Hopper's ratio, within 0.2 % of Ampere's: a custom GPU is most often an
+edited or renamed preset (the sidebar starts from h100-sxm), whose display name must not change its
+physics (tests/test_controls.py, display fields).
 """
 from __future__ import annotations
 
@@ -65,16 +67,18 @@ DVFS_EXPONENT = 3.0
 # 1,237 / 1,450 TFLOP/s on B200; A100 1,305 / 1,410 MHz and Hopper 1,830 / 1,980 MHz (module docstring).
 SUSTAINED_OVER_BURST = {"B200": 1237 / 1450, "A100": 1305 / 1410, "H100": 1830 / 1980,
                         "H800": 1830 / 1980, "H200": 1830 / 1980}
-# A GPU without a figure: the mean of the Ampere and Hopper clock ratios (0.925).
-DEFAULT_SUSTAINED_OVER_BURST = (1305 / 1410 + 1830 / 1980) / 2
+# A GPU without a figure: Hopper's clock ratio (module docstring).
+DEFAULT_SUSTAINED_OVER_BURST = 1830 / 1980
 
 
 def sustained_fraction(gpu: GPU) -> float:
     """Share of its benchmarked (burst) GEMM ceiling that ``gpu`` sustains over a training step at its
-    board power: SUSTAINED_OVER_BURST for a known generation (matched on the data-sheet name), else
-    DEFAULT_SUSTAINED_OVER_BURST."""
+    board power: SUSTAINED_OVER_BURST for a known generation, else DEFAULT_SUSTAINED_OVER_BURST.
+    Matched on the preset the GPU came from (``h100-sxm``: a renamed preset keeps its physics), else
+    on its data-sheet name (a custom GPU)."""
+    label = (gpu.preset or gpu.name).upper()
     for key, frac in SUSTAINED_OVER_BURST.items():
-        if key in gpu.name.upper():
+        if key in label:
             return frac
     return DEFAULT_SUSTAINED_OVER_BURST
 

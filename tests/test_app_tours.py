@@ -53,8 +53,8 @@ def figures_of(at) -> dict[str, go.Figure]:
 
 @pytest.mark.parametrize(("name", "i"), STEP_CASES)
 def test_a_bare_tour_link_opens_its_steps_scenario(name, i):
-    """Issue 32: ``?tour=NAME&step=N&present=1`` opened the default scenario (1F1B, 106.6 ms) under
-    the narration of GPipe (89.4 ms).  Now the card is the CLI's figure of the step's own link, the
+    """Issue 32: ``?tour=NAME&step=N&present=1`` opened the default scenario (1F1B, 106.3 ms) under
+    the narration of GPipe (89.1 ms).  Now the card is the CLI's figure of the step's own link, the
     step's view is open, and the address bar is the step's link with the tour."""
     step = tours()[name].steps[i - 1]
     at = run_app(tour=name, step=str(i), present="1")
@@ -69,15 +69,15 @@ def test_a_bare_tour_link_opens_its_steps_scenario(name, i):
 
 def test_a_bare_tour_link_without_present_mode_shows_the_narration():
     at = run_app(tour="pipeline-bubbles", step="1")
-    assert first_card(at) == ("Iteration time", "89.4 ms")
+    assert first_card(at) == ("Iteration time", "89.1 ms")
     assert any(m.value.startswith("Eight GPUs: a 1.3B model") for m in at.markdown)
 
 
 @pytest.mark.parametrize(("query", "warning", "card"), [
-    ({"tour": "nope", "step": "2"}, "Link: ignored tour=nope: not a tour", "106.6 ms"),
+    ({"tour": "nope", "step": "2"}, "Link: ignored tour=nope: not a tour", "106.3 ms"),
     ({"tour": "pipeline-bubbles", "step": "99"}, "Link: ignored step: tour pipeline-bubbles has steps 1 to 7",
-     "89.4 ms"),
-    ({"tour": "pipeline-bubbles", "step": "x", "present": "1"}, "Link: ignored step:", "89.4 ms"),
+     "89.1 ms"),
+    ({"tour": "pipeline-bubbles", "step": "x", "present": "1"}, "Link: ignored step:", "89.1 ms"),
 ])
 def test_a_bad_tour_link_warns_in_one_line_and_opens_a_valid_scenario(query, warning, card):
     """An unknown tour: the default scenario (teaching-8gpu's 1F1B); a step out of range: step 1."""

@@ -45,12 +45,12 @@ def test_two_datacenters_one_box_each_and_one_link_with_the_runs_numbers():
     (w,) = j["wan_links"]
     assert (link.meta["a"], link.meta["b"]) == ("dc0", "dc1")
     assert link.meta["bytes"] == pytest.approx(410.2e9, rel=1e-3) == w["bytes_per_iteration"]
-    assert link.meta["utilisation"] == pytest.approx(0.285, abs=0.001)
-    assert link.meta["text"] == "410.2 GB / iter · 28% busy"
+    assert link.meta["utilisation"] == pytest.approx(0.286, abs=0.001)
+    assert link.meta["text"] == "410.2 GB / iter · 29% busy"
     assert link.line.color == utilisation_color(w["utilisation"])
     assert link.meta["limiting"] and len(role(fig, "halo")) == 1
     labels = [a.text for a in fig.layout.annotations]
-    assert "<b>limiting</b> · 410.2 GB / iter · 28% busy" in labels
+    assert "<b>limiting</b> · 410.2 GB / iter · 29% busy" in labels
     _, _, pp = figure("campus-4-buildings", **{"parallelism.span": "pp"})
     assert sorted((t.meta["a"], t.meta["b"]) for t in role(pp, "wan-link") if t.meta["limiting"]) == [
         ("dc0", "dc1"), ("dc1", "dc2"), ("dc2", "dc3")]             # the idle dc0-dc3 is not

@@ -180,7 +180,7 @@ def test_a_run_that_is_not_one_period_longer_is_not_matched():
 def test_a_binding_named_by_tie_break_does_not_stop_the_fold():
     # Llama 3 70B across regions at 60 ms, 1F1B: in the 22-micro-batch run stage 3's backward of
     # micro-batch 17 is released at the same instant by its forward stream (micro-batch 21) and by the pp
-    # receive of its gradient; the engine names the stream, where one period earlier it named the receive.
+    # receive of its gradient; the engine names one, where one period earlier it named the other.
     # Same times, so the period is proven and the fold matches the full simulation time for time.
     # The split is the one that showed it (stage 3, before the WAN, the slowest: layers weighed by
     # their kernels alone before issue 32).
@@ -194,7 +194,12 @@ def test_a_binding_named_by_tie_break_does_not_stop_the_fold():
     where = dict(zip(kb, range(len(kb)), strict=True))
     t = b[where[((3, "compute", "backward", 0, -1, None), 17)]]
     recv = b[where[((4, "pp", "pp", 0, "backward", 3), 17)]]
-    assert kb[t.binding] == ((3, "compute", "forward", 0, -1, None), 21) and recv.end == t.ready
+    # Both releases land at the same instant to rounding (one ulp apart since the GEMMs run at the
+    # sustained clock, physics/power.py), so which one the engine names is a tie-break.
+    fwd_key = ((3, "compute", "forward", 0, -1, None), 21)
+    fwd = b[where[fwd_key]]
+    assert abs(recv.end - fwd.end) <= tol and t.ready == max(recv.end, fwd.end)
+    assert kb[t.binding] in {fwd_key, ((4, "pp", "pp", 0, "backward", 3), 17)}
     assert match_shift(a, b, 2, tol) is not None
     r = simulate(sc)
     assert r.fold is not None

@@ -53,6 +53,22 @@ whole run's phases);
 gnn-sage-papers100m once more when the GNN's CPU sampler and host-to-GPU copy were modelled
 (workloads/gnn/loader.py; pipelined as SALIENT runs them they hide under the GPU's step, so no
 number moved) and run --json gained ``epoch_s``: the file gained that key only (0.951 s);
+seventeen (every Megatron bf16/fp8 scenario)
+when Megatron's gradient buffer was counted in fp32 (config/frameworks.py grad_buffer_in_reduce_dtype:
+Megatron-Core's main_grad, 4 bytes per parameter, whole under ZeRO-1), memory only (teaching-8gpu
+11.14 -> 11.95 GB, long-context-cp 50.0 -> 66.0 GB, llama3-405b-16k 77.04 -> 77.09 GB at ZeRO-2);
+diloco-cross-region and streaming-diloco-1gbps moved to ZeRO-2 (92.1 GB at ZeRO-1 no longer fits;
+the same reduce-scatter on the wire, times unchanged) and deepseek-v3 took its report's AdamW with
+bf16 moments (``training.optimizer: adam-bf16``, 8 bytes of state): its layer split moves a layer
+off each edge rank to fit the fp32 gradients (4/.../4/1 -> 3/4/.../4/2; 82.5 -> 84.2 GB), the
+bubble grows and the iteration goes 15.846 -> 15.964 s; all twenty when the end-to-end fitted
+GEMM fraction (0.92) gave way to the SM clock sustained under tensor-core load (physics/power.py
+SUSTAINED_OVER_BURST: A100 1,305/1,410 MHz, Hopper 1,830/1,980 MHz, B200 measured), iteration times
+-0.0 % to -0.6 % (llama3-405b-16k 7.148 -> 7.124 s, deepseek-v3 15.964 -> 15.916 s, megatron-gpt3-175b
+29.327 -> 29.212 s; pipedream-vgg16's custom V100 takes Hopper's ratio, 0.5956 -> 0.5946 s);
+and every file once more when the NCCL one-GPU-per-node discounts above and this memory and
+clock work met on one branch (each file's figures are both changes together; the newer scenarios
+moved with them, e.g. pipedream-vgg16 and the serving files by the sustained clock);
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

@@ -30,7 +30,8 @@ from typing import Any
 import pytest
 
 from explorer.analysis.verdict import DEFAULT_HEADROOM_GB, MemoryVerdict
-from explorer.fidelity.calibration import megatron_rows, megatron_scenario
+from explorer.fidelity.calibration import megatron_rows, megatron_scenario, read_csv
+from explorer.fidelity.training import training_raw
 from explorer.scenario import apply_overrides, from_dict, load_raw
 from explorer.simulate import Result, simulate
 from explorer.workloads.transformer import activations
@@ -169,7 +170,7 @@ def test_llama3_405b_at_8k_gpus_fits_with_its_embedding_and_loss_stages():
 @pytest.mark.parametrize("vpp", [1, 2, 4, 8])
 def test_llama3_405b_at_8k_gpus_holds_megatrons_interleaved_warm_up(vpp):
     """Issue 34 said the 8,192-GPU layout "needs 111 GB at vpp 2": that is the reference row's
-    layout (training_runs.csv: vpp 2, ZeRO-1; 105 GB with the paper's ZeRO-2), and no overcount.
+    layout (training_runs.csv: vpp 2; 105 GB with the paper's ZeRO-2), and no overcount.
     Stage r of Megatron's interleaved schedule runs 2(p-1-r) + (v-1)p warm-up forwards before its
     first backward, one more in the steady state (megatron/core/pipeline_parallel/schedules.py
     get_pp_rank_microbatches: ``(pipeline_parallel_size - pipeline_parallel_rank - 1) * 2 +
@@ -243,3 +244,32 @@ def test_deepseek_v3_recompute_modules_named_without_selective_are_recomputed():
     assert not r.memory_over_capacity and r.memory.total < 86e9
     plain = simulate(from_dict(apply_overrides(raw, {"training.recompute_modules": ["core_attn"]})))
     assert plain.memory.total > 1.5 * r.memory.total
+
+
+def test_llama3_405b_reference_row_terms_in_closed_form():
+    """The 8,192-GPU row of training_runs.csv as simulated (vpp 2; the paper's FSDP sharding of
+    gradients and optimizer state, ZeRO-2 over DP 64), term by term on stage 1, the busiest: bf16
+    weights (2 bytes per parameter held), fp32 gradients over 64 (Megatron's main_grad, 4 bytes:
+    config/frameworks.py; 2 before issue 34's fix), Adam's 12 bytes over 64, and the interleaved
+    warm-up's 2(p-1-r) + (v-1)p + 1 = 45 chunks of 4 layers, each layer keeping 31.75 sbh/t bytes
+    (bf16: residual and norm inputs 2 + 2, Q 2, K and V 2 x 2 x 1024/16384, attention output 2,
+    second residual and norm 2 + 2, SwiGLU's fc1 output 2 x 3.25 x 2 and its product 3.25 x 2;
+    FlashAttention keeps no scores, only its fp32 log-sum-exp per query and head: 128/8 heads).
+    Each term is what Megatron keeps, so the row reads 105 GB at vpp 2; the paper's embedding-only
+    first chunk means one-layer chunks (vpp 8), where it fits."""
+    row = next(r for r in read_csv("training_runs.csv") if r["label"] == "405B 8192 GPUs")
+    raw = training_raw(row)
+    sc = from_dict(raw)
+    assert (sc.parallelism.vpp, sc.parallelism.zero, sc.dp, sc.parallelism.tp) == (2, 2, 64, 8)
+    r = simulate(sc)
+    m = r.memory_by_class[1]
+    n = m.params / 2                                          # parameters stage 1 holds
+    assert m.grads == pytest.approx(4 * n / 64, rel=1e-9)
+    assert m.optimizer == pytest.approx(12 * n / 64, rel=1e-9)
+    per_layer = activations.kept_bytes(sc, False, sc.model.seq_len, activations.policy_for(sc))
+    assert per_layer == pytest.approx(31.75 * 8192 * 16384 / 8 + 4 * 8192 * 128 / 8, rel=1e-9)
+    assert m.activations == pytest.approx(45 * 4 * per_layer, rel=1e-9)
+    assert 105e9 < m.total < 105.5e9 and r.memory_over_capacity
+    fits = simulate(from_dict(apply_overrides(raw, {"parallelism.vpp": 8,
+                                                    "parallelism.pipeline_layout": LLAMA3_LAYOUT})))
+    assert not fits.memory_over_capacity and 84e9 < fits.memory.total < 85e9

@@ -2,6 +2,7 @@
 measurements it was fitted on and checked against, and its validation."""
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -83,17 +84,37 @@ def test_gb200_presets_agree_with_the_clock_relation():
 def test_blackwell_training_gemms_run_at_the_sustained_clock():
     """B200 (and GB200, the same die) sustains 1,237 of its 1,450 burst TFLOP/s once back-to-back kernels
     hold it at the 1,000 W board power (flashinfer-ai/flashinfer PR #2899): the in-training GEMM
-    efficiency is the MAMF ceiling x 0.853 x GEMM_FRACTION_OF_MEASURED; Hopper's is unchanged."""
+    efficiency is the MAMF ceiling x 0.853, with no other factor (it used to be x 0.92 more)."""
     from explorer.fidelity.kernels import preset_gpu
-    from explorer.physics.hardware import (
-        GEMM_FRACTION_OF_MEASURED,
-        default_gemm_efficiency,
-        measured_over_peak,
-    )
+    from explorer.physics.hardware import default_gemm_efficiency, measured_over_peak
     for name in ("b200", "gb200"):
         gpu = preset_gpu(name)
         for dtype in ("bf16", "fp8"):
             assert default_gemm_efficiency(gpu, dtype) == pytest.approx(
-                measured_over_peak(gpu, dtype) * 0.8531 * GEMM_FRACTION_OF_MEASURED, rel=1e-3)
-    h100 = preset_gpu("h100-sxm")
-    assert default_gemm_efficiency(h100) == pytest.approx(795 / 989 * GEMM_FRACTION_OF_MEASURED, rel=1e-9)
+                measured_over_peak(gpu, dtype) * 0.8531, rel=1e-3)
+
+
+@pytest.mark.parametrize("preset,burst_mhz,sustained_mhz", [
+    ("a100-80gb", 1410, 1305), ("h100-sxm", 1980, 1830), ("h800", 1980, 1830), ("h200", 1980, 1830)])
+def test_ampere_and_hopper_gemms_run_at_the_vendors_sustained_tensor_clock(preset, burst_mhz, sustained_mhz):
+    """Issue 34: the end-to-end fitted GEMM_FRACTION_OF_MEASURED (0.92) is gone; what it stood for is
+    the SM clock a long run of tensor-core kernels sustains against the maximum clock a short
+    benchmark runs at: A100 1,305 of 1,410 MHz (NVIDIA's HPL Rpeak clock at the power limit),
+    Hopper 1,830 MHz (its tensor-core peak) of 1,980 MHz (its maximum SM clock).  H100's in-training
+    ceiling: 795 / 989 x 1830 / 1980 = 0.743 of the bf16 peak (it was 795 / 989 x 0.92 = 0.740)."""
+    from explorer.fidelity.kernels import preset_gpu
+    from explorer.physics.hardware import default_gemm_efficiency, measured_over_peak
+    gpu = preset_gpu(preset)
+    assert default_gemm_efficiency(gpu) == pytest.approx(
+        measured_over_peak(gpu) * sustained_mhz / burst_mhz, rel=1e-12)
+    if preset == "h100-sxm":
+        assert default_gemm_efficiency(gpu) == pytest.approx(795 / 989 * 1830 / 1980, rel=1e-12)
+
+
+def test_a_gpu_without_a_clock_figure_takes_hoppers():
+    """GB300 and custom GPUs (a renamed H100 among them: its name is a label) run at Hopper's ratio."""
+    from explorer.fidelity.kernels import preset_gpu
+    from explorer.physics.power import sustained_fraction
+    assert sustained_fraction(preset_gpu("gb300")) == pytest.approx(1830 / 1980, rel=1e-12)
+    renamed = dataclasses.replace(preset_gpu("h100-sxm"), name="my GPU")
+    assert sustained_fraction(renamed) == sustained_fraction(preset_gpu("h100-sxm"))

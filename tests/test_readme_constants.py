@@ -70,5 +70,5 @@ def test_the_readme_quotes_constants_at_all():
     """The check above has something to check (a rewrite of the pages that drops every quote would
     make it vacuous), and a quote naming its module is checked against that module."""
     quoted = _quoted()
-    assert {"GEMM_FRACTION_OF_MEASURED", "P2P_NET_US"} <= {name for _, name, _, _ in quoted}
-    assert ("GEMM_FRACTION_OF_MEASURED", "physics.hardware") in {(name, mod) for _, name, mod, _ in quoted}
+    assert {"SUSTAINED_OVER_BURST", "P2P_NET_US"} <= {name for _, name, _, _ in quoted}
+    assert ("SUSTAINED_OVER_BURST", "physics.power") in {(name, mod) for _, name, mod, _ in quoted}

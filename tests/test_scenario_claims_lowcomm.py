@@ -20,22 +20,22 @@ def test_diloco_baseline_is_wan_bound():
 
 
 def test_diloco_amortises_one_sync_over_500_steps():
-    """the inner step, 1.58 s, with no WAN traffic; a 1.19 s synchronisation moves 48.2 GB out of
-    each region every 500 steps; 1.580 s per step amortised: 1.84x the synchronous throughput."""
+    """the inner step, 1.57 s, with no WAN traffic; a 1.19 s synchronisation moves 48.2 GB out of
+    each region every 500 steps; 1.574 s per step amortised: 1.84x the synchronous throughput."""
     r = sim(DL)
     w = r.sync_window
-    assert about(w.inner_step_s, 1.58, 0.01) and about(w.sync_s, 1.19, 0.01)
+    assert about(w.inner_step_s, 1.57, 0.01) and about(w.sync_s, 1.19, 0.01)
     assert about(w.wan_bytes_per_sync, 48.2e9, 0.005) and w.inner_steps == 500
-    assert about(r.time_per_step_s, 1.580, 0.001)
+    assert about(r.time_per_step_s, 1.574, 0.001)
     assert about(sim(DL, EVERY).time_per_step_s / r.time_per_step_s, 1.84, 0.01)
     inner_wan = r.bytes_per_step["scale-across"] - w.sync_bytes_per_gpu["scale-across"] / 500
     assert abs(inner_wan) < 1e-6
 
 
 def test_diloco_sync_period():
-    """50 steps cost 1.60 s per step, 5 steps 1.82 s."""
+    """50 steps cost 1.60 s per step, 5 steps 1.81 s."""
     assert about(sim(DL, {"training.sync.inner_steps": 50}).time_per_step_s, 1.60, 0.005)
-    assert about(sim(DL, {"training.sync.inner_steps": 5}).time_per_step_s, 1.82, 0.005)
+    assert about(sim(DL, {"training.sync.inner_steps": 5}).time_per_step_s, 1.81, 0.005)
 
 
 def test_diloco_slow_wan():
@@ -46,9 +46,13 @@ def test_diloco_slow_wan():
 
 
 def test_diloco_memory():
-    """76.0 GB per GPU in all, including the outer snapshot and momentum of the 1/64 slice."""
+    """60.5 GB per GPU in all, including the outer snapshot and momentum of the 1/64 slice.  It was
+    76.0 GB at ZeRO-1 while Megatron's gradients were counted at 2 bytes; with its fp32 main_grad
+    buffer (config/frameworks.py grad_buffer_in_reduce_dtype) ZeRO-1 needs 92.1 GB and does not fit,
+    so the scenario shards the gradients too (ZeRO-2, the same reduce-scatter on the wire)."""
     r = sim(DL)
-    assert about(r.memory.total, 76.0e9, 0.002) and not r.memory_over_capacity
+    assert about(r.memory.total, 60.5e9, 0.002) and not r.memory_over_capacity
+    assert sim(DL, {"parallelism.zero": 1}).memory_over_capacity
     assert about(r.memory.total - sim(DL, {"training.sync.kind": "local-sgd"}).memory.total,
                  8 * r.sync_window.slice_params, 1e-9)
 
@@ -64,10 +68,10 @@ def test_streaming_baselines():
 
 
 def test_streaming_as_shipped():
-    """1.63 s per step against an inner step of 1.58 s; each fragment needs 1.02 Gb/s to move
+    """1.62 s per step against an inner step of 1.58 s; each fragment needs 1.02 Gb/s to move
     within its 5 steps, so at 1 Gb/s a little (4.5 s per 100 steps) stays exposed."""
     w = sim(SD).sync_window
-    assert about(w.time_per_step_s, 1.63, 0.005) and about(w.inner_step_s, 1.58, 0.005)
+    assert about(w.time_per_step_s, 1.62, 0.005) and about(w.inner_step_s, 1.58, 0.005)
     assert about(w.wan_Gbps_needed, 1.02, 0.01) and about(w.exposed_sync_s, 4.5, 0.02)
 
 
@@ -94,10 +98,10 @@ def test_gossip_one_peer_hides_the_exchange():
 
 
 def test_gossip_against_allreduce_and_other_graphs():
-    """all-reduce 7.16 s (76% of it DP); all 5 neighbours 10 GB and 7.15 s, about as long as the
+    """all-reduce 7.12 s (76% of it DP); all 5 neighbours 10 GB and 7.15 s, about as long as the
     all-reduce; ring 2.86 s; torus 5.72 s."""
     ar = sim(GE, {"parallelism.dp_kind": "allreduce"})
-    assert about(ar.iteration_time_s, 7.16, 0.005)
+    assert about(ar.iteration_time_s, 7.12, 0.005)
     assert about(ar.breakdown_s["dp"] / ar.iteration_time_s, 0.76, 0.02)
     allp = sim(GE, {"parallelism.gossip_peers": 0})
     assert allp.exchange.peers == 5 and about(allp.exchange.bytes_per_gpu["scale-up"], 10e9, 0.01)
@@ -124,7 +128,7 @@ def test_gossip_waits_for_a_straggler():
 
 def test_async_gossip_keeps_pace_past_the_straggler():
     """alike replicas step as shipped, 1.65 s; with the straggler the 31 others keep stepping every
-    1.65 s and all 32 together process 153.0 sequences per second, 98.7% of the rate without it
+    1.65 s and all 32 together process 153.4 sequences per second, 98.7% of the rate without it
     (31 + 1.65/2.82 replica batches per 1.65 s): 1.67 s per global batch of 256."""
     alone = sim(GE, ASYNC)
     assert about(alone.iteration_time_s, 1.65, 0.005)
@@ -132,7 +136,7 @@ def test_async_gossip_keeps_pace_past_the_straggler():
     r = sim(GE, {**ASYNC, **STRAGGLER})
     x = r.exchange
     assert about(x.fastest_replica_step_s, 1.65, 0.005) and about(x.slowest_replica_step_s, 2.82, 0.005)
-    assert about(x.samples_per_s, 153.0, 0.001)
+    assert about(x.samples_per_s, 153.4, 0.001)
     share = x.samples_per_s / alone.exchange.samples_per_s
     assert about(share, 0.987, 0.001)
     assert share == pytest.approx((31 + x.fastest_replica_step_s / x.slowest_replica_step_s) / 32, rel=1e-12)
@@ -163,20 +167,20 @@ def test_parameter_server_counts():
 
 
 def test_cbtm_never_crosses_the_wan():
-    """0.706 s per step, no byte crosses the WAN."""
+    """0.702 s per step, no byte crosses the WAN."""
     r = sim(CB)
-    assert about(r.time_per_step_s, 0.706, 0.002) and r.bytes_per_step["scale-across"] == 0.0
+    assert about(r.time_per_step_s, 0.702, 0.002) and r.bytes_per_step["scale-across"] == 0.0
 
 
 def test_cbtm_against_one_model():
-    """every-step: 1.21 s, 43% the WAN-limited reduce-scatter; 10 Gb/s: 8.45 s; DiLoCo H=100: 0.708 s."""
+    """every-step: 1.21 s, 43% the WAN-limited reduce-scatter; 10 Gb/s: 8.45 s; DiLoCo H=100: 0.705 s."""
     one = sim(CB, EVERY)
     assert about(one.iteration_time_s, 1.21, 0.005)
     assert about(one.breakdown_s["dp"] / one.iteration_time_s, 0.43, 0.02)
     assert one.links["dp"]["tier"] == "scale-across"
     assert about(sim(CB, {**EVERY, "cluster.scale_across.bandwidth_Gbps": 10}).iteration_time_s, 8.45, 0.005)
     dl = sim(CB, {"training.sync.kind": "diloco", "training.sync.inner_steps": 100})
-    assert about(dl.time_per_step_s, 0.708, 0.002)
+    assert about(dl.time_per_step_s, 0.705, 0.002)
     assert sim(CB).time_per_step_s < dl.time_per_step_s < one.iteration_time_s        # in between
 
 
@@ -216,18 +220,18 @@ def test_cloud_other_compressors():
 
 
 def test_cloud_compression_does_not_pay_on_one_nvswitch_node():
-    """204.2 ms without compression, 206.0 ms with 1-bit, 205.2 ms with fp16."""
+    """203.3 ms without compression, 205.1 ms with 1-bit, 204.3 ms with fp16."""
     none, one_bit, fp16 = (_kind(k, ONE_NODE).iteration_time_s for k in ("none", "1bit", "fp16"))
-    assert about(none, 0.2042, 0.002) and about(one_bit, 0.2060, 0.002) and about(fp16, 0.2052, 0.002)
+    assert about(none, 0.2033, 0.002) and about(one_bit, 0.2051, 0.002) and about(fp16, 0.2043, 0.002)
     assert none < fp16 and none < one_bit                 # the encode and decode cost more than they save
 
 
 def test_cloud_local_sgd_among_nodes():
-    """each node trains alone (0.221 s per step over its PCIe) and the 8 nodes average every 8 steps
-    (0.960 s): 0.341 s per step, about what 1-bit compression gives."""
+    """each node trains alone (0.220 s per step over its PCIe) and the 8 nodes average every 8 steps
+    (0.960 s): 0.340 s per step, about what 1-bit compression gives."""
     r = sim(CG, {"communication.compression.kind": "none", "training.sync.kind": "local-sgd",
                  "training.sync.replica_nodes": 1, "training.sync.inner_steps": 8})
     w = r.sync_window
-    assert about(w.inner_step_s, 0.221, 0.005) and about(w.sync_s, 0.960, 0.005)
-    assert about(r.time_per_step_s, 0.341, 0.005)
+    assert about(w.inner_step_s, 0.220, 0.005) and about(w.sync_s, 0.960, 0.005)
+    assert about(r.time_per_step_s, 0.340, 0.005)
     assert about(r.time_per_step_s, sim(CG).iteration_time_s, 0.02)

@@ -158,12 +158,12 @@ def test_campus_ring_links_6_tb_18_percent_wan_bottleneck():
 
 
 def test_campus_one_building_or_four_times_the_fibre():
-    """the same GPUs in one building (`cluster.datacenters: 1`) take 10.14 s; four times the fibre
-    (`cluster.scale_across.bandwidth_Gbps: 102400`) gives 10.22 s, when the node NICs, not the WAN,
+    """the same GPUs in one building (`cluster.datacenters: 1`) take 10.11 s; four times the fibre
+    (`cluster.scale_across.bandwidth_Gbps: 102400`) gives 10.19 s, when the node NICs, not the WAN,
     limit the gradient reduce-scatter again."""
     one = sim(CAMPUS, {"cluster.datacenters": 1})
     fat = sim(CAMPUS, {"cluster.scale_across.bandwidth_Gbps": 102400})
-    assert about(one.iteration_time_s, 10.14, 0.002) and about(fat.iteration_time_s, 10.22, 0.002)
+    assert about(one.iteration_time_s, 10.11, 0.002) and about(fat.iteration_time_s, 10.19, 0.002)
     assert one.iteration_time_s < fat.iteration_time_s < sim(CAMPUS).iteration_time_s
     assert fat.links["dp"]["tier"] == "scale-out" and sim(CAMPUS).links["dp"]["tier"] == "scale-across"
 
@@ -182,8 +182,8 @@ def test_campus_small_buckets_cost_latency():
 def test_campus_mesh_diagonals_idle_hub_slower():
     """a full mesh (`cluster.scale_across.topology: mesh`) adds the two diagonals, which the DP ring
     never uses (0 bytes on the map), so it is no faster (11.4 s). A hub (dc0 in the middle)
-    carries the same 6.0 TB on each of its three spokes, in both directions, and takes 11.49 s (the ring
-    11.41 s)."""
+    carries the same 6.0 TB on each of its three spokes, in both directions, and takes 11.44 s (the ring
+    11.36 s)."""
     base = sim(CAMPUS)
     mesh = sim(CAMPUS, {"cluster.scale_across.topology": "mesh"})
     idle = sorted(k for k, w in wan(mesh).items() if w["bytes_per_iteration"] == 0)
@@ -194,8 +194,8 @@ def test_campus_mesh_diagonals_idle_hub_slower():
                                 ("dc0", "dc3")]
     for w in hub.wan_links:
         assert about(w["bytes_a_to_b"], 6.0e12, 0.01) and about(w["bytes_b_to_a"], 6.0e12, 0.01)
-    assert hub.iteration_time_s > base.iteration_time_s and about(hub.iteration_time_s, 11.49, 0.002)
-    assert about(base.iteration_time_s, 11.41, 0.002)
+    assert hub.iteration_time_s > base.iteration_time_s and about(hub.iteration_time_s, 11.44, 0.002)
+    assert about(base.iteration_time_s, 11.36, 0.002)
 
 
 def test_campus_hierarchical_carries_less_and_is_barely_faster():
@@ -224,9 +224,11 @@ def test_campus_pp_across_loads_three_links_and_grows_the_bubble():
 
 def test_campus_latency_aware_schedule_hides_it_for_more_memory():
     """The latency-aware schedule (`parallelism.schedule: 1f1b-latency`) hides it again (11.5 s), for
-    11 GB more activations on the first stage (63 -> 74 GB)."""
+    11 GB more activations on the first stage (79 -> 90 GB: over the GPU's 85.9 GB, the memory warning
+    appears; 63 -> 74 GB while Megatron's fp32 gradient buffer was counted at 2 bytes)."""
     pp = sim(CAMPUS, {"parallelism.span": "pp"})
     lat = sim(CAMPUS, {"parallelism.span": "pp", "parallelism.schedule": "1f1b-latency"})
     assert lat.iteration_time_s < pp.iteration_time_s and about(lat.iteration_time_s, 11.5, 0.01)
     j0, j1 = pp.to_json_dict()["memory_GB"]["total"], lat.to_json_dict()["memory_GB"]["total"]
-    assert about(j0, 62.8, 0.01) and about(j1, 73.5, 0.01) and about(j1 - j0, 11, 0.05)
+    assert about(j0, 78.9, 0.01) and about(j1, 89.6, 0.01) and about(j1 - j0, 11, 0.05)
+    assert "memory" in lat.warning_kinds and "memory" not in pp.warning_kinds

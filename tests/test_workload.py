@@ -84,8 +84,10 @@ def test_tensor_parallel_collective_volume_per_layer():
     (3, lambda P, N: 16 * P / N),             # P_os+g+p
 ])
 def test_zero_memory_per_gpu(zero, expected):
+    # The ZeRO paper's mixed precision is fp16 with fp16 gradients (2 bytes; Megatron reduces fp16 in
+    # fp16); bf16 under Megatron keeps an fp32 main_grad (tests/test_memory_grad_buffer.py).
     sc = from_dict({"model": {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 1000, "seq_len": 512},
-                    "training": {"global_batch": 64}, "hardware": {"gpu": "h100-sxm"},
+                    "training": {"global_batch": 64, "dtype": "fp16"}, "hardware": {"gpu": "h100-sxm"},
                     "cluster": {"gpus_per_node": 8, "nodes": 2}, "parallelism": {"zero": zero}})
     r = simulate(sc)
     m = r.memory

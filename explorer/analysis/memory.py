@@ -9,7 +9,7 @@ from ..taskgraph.builder import IterationBuilder
 from ..taskgraph.techniques.fp8_memory import fp8_memory_bytes
 from ..taskgraph.techniques.fsdp import zero3_working_set
 from ..taskgraph.techniques.nccl_buffers import nccl_reserved_bytes
-from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
+from ..taskgraph.techniques.optimizer import OPTIMIZER_STATE_BYTES, PARAM_BYTES, grad_buffer_bytes
 from .breakdown import MemoryBreakdown
 
 
@@ -35,7 +35,10 @@ def class_memory(b: IterationBuilder, net: Network, s: int, peak: float | None =
     params = PARAM_BYTES * shard(dense, expert, zero >= 3)
     # Weight stashing (PipeDream): one version per micro-batch in flight; 1 for the other schedules.
     params *= b.schedule.weight_versions(s, b.p)
-    grads = GRAD_BYTES * shard(dense, expert, zero >= 2)
+    # The gradient buffer in the framework's dtype: fp32 for Megatron-Core's main_grad under bf16
+    # (config/frameworks.py grad_buffer_in_reduce_dtype: 6 + 12/d bytes per parameter with the
+    # distributed optimizer, Megatron-LM docs/source/api-guide/dist_optimizer.md).
+    grads = grad_buffer_bytes(sc) * shard(dense, expert, zero >= 2)
     if zero >= 3:
         # FSDP working set: the gathered layer plus ``prefetch_layers`` gathered ahead, and one
         # layer's full gradients before their reduce-scatter; FSDP2 under a pipeline keeps the

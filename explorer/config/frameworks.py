@@ -9,6 +9,8 @@ the part of the simulator that models the mechanism:
 - ``blocking_p2p``: explorer/taskgraph/builder.py (pipeline transfers on the compute stream);
 - ``default_bucket_MB``: explorer/config/loading.py fills ``communication.bucket_MB`` with it;
 - ``grad_reduce_bytes``: explorer/taskgraph/techniques/dp_buckets.py and fsdp.py;
+- ``grad_buffer_bytes`` (``grad_buffer_in_reduce_dtype``): the gradients memory holds
+(explorer/analysis/memory.py, explorer/pricing/memory.py, explorer/taskgraph/split_cost.py);
 - ``grad_reduce_overlaps_backward`` / ``param_gather_overlaps_forward``: builder.py;
 - ``zero3_prefetch_params``: explorer/taskgraph/techniques/fsdp.py;
 - ``selective_policy``: explorer/workloads/transformer/layer.py (what ``training.recompute: selective``
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 
 FRAMEWORKS = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp", "fsdp2", "torchtitan")
 _DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}   # fp8 runs keep bf16 gradients (TE recipes)
+GRAD_BYTES = 2        # a bf16/fp16 gradient per parameter (the memory model's mixed-precision default)
 
 # --- element-wise kernels -----------------------------------------------------------------------
 # HBM passes per element (one read or one write of an activation element) of the element-wise work
@@ -115,10 +118,19 @@ class FrameworkProfile:
     # With pp > 1 the parameters stay gathered across micro-batches and gradients are reduced once,
     # after the stage's last backward (techniques/fsdp.py comm_zero): torch.distributed.pipelining.
     fsdp_pp_step_sync: bool = False
+    # The gradient buffer held between backward and optimizer step is allocated in the reduce dtype
+    # (Megatron-Core's main_grad buffer), not in the parameters' dtype.
+    grad_buffer_in_reduce_dtype: bool = False
 
     def grad_reduce_bytes(self, dtype: str) -> int:
         """Bytes per gradient element on the wire for a run trained in ``dtype``."""
         return 4 if dtype in self.grad_reduce_fp32 else _DTYPE_BYTES[dtype]
+
+    def grad_buffer_bytes(self, dtype: str) -> int:
+        """Bytes per parameter of the gradient buffer memory holds for a run trained in ``dtype``:
+        the reduce dtype's where the framework accumulates into a buffer of that dtype, else the
+        bf16 gradient (GRAD_BYTES, explorer/taskgraph/techniques/optimizer.py)."""
+        return self.grad_reduce_bytes(dtype) if self.grad_buffer_in_reduce_dtype else GRAD_BYTES
 
     def default_bucket_MB(self, dp: int, dtype: str) -> float:
         """The framework's gradient bucket for a data-parallel group of ``dp`` ranks, in MB."""
@@ -150,6 +162,18 @@ _MEGATRON = FrameworkProfile(
     # Engine's Linear does the same with fuse_wgrad_accumulation (NeMo recipes:
     # gradient_accumulation_fusion: true).
     wgrad_accumulate_fp32=True,
+    # megatron/core/distributed/distributed_data_parallel.py (Megatron-Core DDP) allocates every
+    # parameter's main_grad in one contiguous _ParamAndGradBuffer of dtype
+    # ``torch.float if ddp_config.grad_reduce_in_fp32 else param.dtype``, whole on every DP rank
+    # even with the distributed optimizer (which reduce-scatters within that buffer): Megatron-LM's
+    # docs/source/api-guide/dist_optimizer.md counts bf16 parameters with fp32 gradients as
+    # 18 bytes per parameter, 6 + 12/d with the distributed optimizer (2 weight + 4 gradient + 12
+    # optimizer state over d), as megatron/training/theoretical_memory_usage.py does.  On for bf16
+    # (grad_reduce_fp32 above) and in NeMo's bf16_mixed() plugin and the recipes' DDP config
+    # (nemo/collections/llm/recipes/precision/mixed_precision.py, recipes/llama31_405b.py:
+    # grad_reduce_in_fp32=True); NeMo's FP8 performance scripts turn it off, which no scenario
+    # field says yet.
+    grad_buffer_in_reduce_dtype=True,
 )
 
 _DEEPSPEED = FrameworkProfile(

@@ -50,8 +50,8 @@ class Training:
                                                      "doc": "activation recomputation "
                                                             "(Korthikanti et al. 2022); selective "
                                                             "under fsdp is torchtitan's op-level AC"})
-    optimizer: str = field(default="adam", metadata={"choices": ("adam", "sgd"),
-                                                     "doc": "optimizer (sets state bytes per parameter)"})
+    optimizer: str = field(default="adam", metadata={"choices": ("adam", "adam-bf16", "sgd"), "doc": (
+        "optimizer (sets state bytes per parameter); adam-bf16 keeps Adam's moments in bf16 (DeepSeek-V3)")})
     flash_attention: bool = field(default=True, metadata=FLASH_ATTN)
     attention_kernel: str = field(default="auto", metadata=ATTN_KERNEL)
     recompute_modules: tuple[str, ...] = field(default=("core_attn",), metadata={

@@ -2,8 +2,8 @@
 
 Each row of explorer/data/reference/gemm_benchmarks.csv (sources in its header) is one isolated
 GEMM: the prediction is 2*m*n*k / ``gemm_seconds`` with ``large_efficiency`` = the GPU's
-``measured_over_peak`` for the dtype (hardware.py) — the benchmark ceiling, without the in-training
-factor GEMM_FRACTION_OF_MEASURED that applies inside a training step.
+``measured_over_peak`` for the dtype (hardware.py) — the benchmark ceiling, at the burst clock, without
+the sustained-clock factor (physics/power.sustained_fraction) that applies inside a training step.
 """
 from __future__ import annotations
 

@@ -56,8 +56,8 @@ TILE_REUSE_EXPONENT = 1.25
 # DeepGEMM rows lose what writing C costs, serially).
 EPILOGUE_EXPOSED = 1.0
 # Per-kernel launch/prologue/tail, seconds.  The fit drives it to 0: the published benchmarks time
-# back-to-back launches, which hide it; in a training step launch gaps are part of hardware.py's
-# GEMM_FRACTION_OF_MEASURED.  Kept as a term so that a grouped GEMM pays it once.
+# back-to-back launches, which hide it, and so does a training step's stream of queued kernels.
+# Kept as a term so that a grouped GEMM pays it once.
 LAUNCH_SECONDS = 0.0
 # Share of the last, partial wave's idle SMs that remain idle: 1 = strict wave quantization (one
 # tile per SM per wave, User's Guide Sec. 3.2); persistent kernels with Stream-K / split-K

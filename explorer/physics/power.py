@@ -37,8 +37,22 @@ the SM clock.  Measured on B200 (flashinfer-ai/flashinfer pull request #2899, FA
 b=4 s=8192 h=16 d=128, 100 back-to-back iterations): SM clock 1,965 -> ~1,580 MHz and 1,450 ->
 1,237 TFLOP/s once throttled.  The GEMM ceilings of gpus.yaml (MAMF: 150 calls of ~0.1 ms, well
 inside that window) are burst rates; a training step's kernels, which run for seconds, reach
-:data:`SUSTAINED_OVER_BURST` of them (:func:`sustained_fraction`; Hopper's counterpart, not measured
-separately, is inside hardware.GEMM_FRACTION_OF_MEASURED's fit).
+:data:`SUSTAINED_OVER_BURST` of them (:func:`sustained_fraction`).  The older generations have the
+same mechanism in the vendor's own figures, at the clock they state for sustained tensor-core work
+against the maximum SM clock a short burst runs at (B200's burst above ran at its maximum, 1,965 MHz):
+- A100: NVIDIA computes its HPL Rpeak at "the clock that can be sustained at a GPU's power limit
+  while running HPL", 1,305 MHz, against the A100's peak clock of 1,410 MHz (G. Lockwood, "Peak
+  FLOPS", glennklockwood.com/garden/peak-FLOPS): 0.9255;
+- Hopper (H100, H800 and H200 share the die and its clocks): the tensor-core peak is stated at
+  1.83 GHz (989.4 TFLOP/s = 540,672 FLOP per clock x 1.83 GHz, same page), the FP32 peak at the
+  maximum SM clock of 1,980 MHz (66.9 TFLOP/s = 33,792 FMA per clock x 2 x 1.98 GHz, Modal "GPU
+  Glossary", peak rate; nvidia-smi reports max_sm_MHz 1980): 0.9242.
+A compute-bound kernel's rate scales with the clock (above).  This replaces the in-training factor
+hardware.GEMM_FRACTION_OF_MEASURED (0.92), which had been fitted to end-to-end training rows and
+stood for this clock on the GPUs it was fitted on (A100 and H100).  A GPU with no figure
+(GB300, a custom GPU) takes Hopper's ratio, within 0.2 % of Ampere's: a custom GPU is most often an
+edited or renamed preset (the sidebar starts from h100-sxm), whose display name must not change its
+physics (tests/test_controls.py, display fields).
 """
 from __future__ import annotations
 
@@ -50,17 +64,23 @@ STATIC_POWER_SHARE = 0.40
 DVFS_EXPONENT = 3.0
 # Sustained over burst compute rate at the board power, by data-sheet name ("B200" also matches the
 # GB200 superchip's GPU, the same die, whose rates gpus.yaml scales from B200's): flashinfer PR #2899,
-# 1,237 / 1,450 TFLOP/s on B200.  GB300 and the Hopper/Ampere parts: no measurement, 1.
-SUSTAINED_OVER_BURST = {"B200": 1237 / 1450}
+# 1,237 / 1,450 TFLOP/s on B200; A100 1,305 / 1,410 MHz and Hopper 1,830 / 1,980 MHz (module docstring).
+SUSTAINED_OVER_BURST = {"B200": 1237 / 1450, "A100": 1305 / 1410, "H100": 1830 / 1980,
+                        "H800": 1830 / 1980, "H200": 1830 / 1980}
+# A GPU without a figure: Hopper's clock ratio (module docstring).
+DEFAULT_SUSTAINED_OVER_BURST = 1830 / 1980
 
 
 def sustained_fraction(gpu: GPU) -> float:
     """Share of its benchmarked (burst) GEMM ceiling that ``gpu`` sustains over a training step at its
-    board power: SUSTAINED_OVER_BURST for a measured generation (matched on the name), else 1."""
+    board power: SUSTAINED_OVER_BURST for a known generation, else DEFAULT_SUSTAINED_OVER_BURST.
+    Matched on the preset the GPU came from (``h100-sxm``: a renamed preset keeps its physics), else
+    on its data-sheet name (a custom GPU)."""
+    label = (gpu.preset or gpu.name).upper()
     for key, frac in SUSTAINED_OVER_BURST.items():
-        if key in gpu.name.upper():
+        if key in label:
             return frac
-    return 1.0
+    return DEFAULT_SUSTAINED_OVER_BURST
 
 
 def clock_fraction(gpu: GPU, power_cap_W: float | None) -> float:

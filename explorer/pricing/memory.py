@@ -20,7 +20,7 @@ from ..schedules.registry import Schedule
 from ..taskgraph.techniques.fp8_memory import fp8_memory_bytes
 from ..taskgraph.techniques.fsdp import zero3_working_set
 from ..taskgraph.techniques.nccl_buffers import nccl_reserved_bytes
-from ..taskgraph.techniques.optimizer import GRAD_BYTES, OPTIMIZER_STATE_BYTES, PARAM_BYTES
+from ..taskgraph.techniques.optimizer import OPTIMIZER_STATE_BYTES, PARAM_BYTES, grad_buffer_bytes
 from .chunk_basis import F_IDX, KINDS, costs
 from .keys import memo_table
 from .profile import RowProfile
@@ -181,7 +181,7 @@ def stage_memory_rows(profs: Sequence[RowProfile], units: Sequence[int]) -> np.n
 
     versions = np.array([sched.weight_versions(s, p) for s in range(p)])
     params = PARAM_BYTES * shard(zero >= 3) * versions
-    grads = GRAD_BYTES * shard(zero >= 2)
+    grads = np.array([grad_buffer_bytes(pr.sc) for pr in profs])[:, None] * shard(zero >= 2)   # main_grad
     # FP8 runs: cached FP8 weight copies and scaling state, as analysis/memory.class_memory.
     fp8 = [pr for pr in profs if pr.sc.training.dtype == "fp8"]
     if fp8:

@@ -8,14 +8,22 @@ it streams every state once (Megatron-LM's fused Adam), so its time is bytes / H
 from __future__ import annotations
 
 from ...config import Scenario
+from ...config.frameworks import GRAD_BYTES as GRAD_BYTES  # re-exported (fsdp.py)
 from ...config.frameworks import profile
 
-GRAD_BYTES = 2                  # bf16 gradient buffer per parameter (memory); the wire: grad_reduce_bytes
+# GRAD_BYTES (config/frameworks.py): a bf16 gradient; memory holds grad_buffer_bytes, the wire
+# moves grad_reduce_bytes.
 PARAM_BYTES = 2                 # bf16 working copy of the weights
-OPTIMIZER_STATE_BYTES = {"adam": 12, "sgd": 8}   # fp32 master + moments (ZeRO paper, K = 12 for Adam)
+# fp32 master + moments (ZeRO paper, K = 12 for Adam).  "adam-bf16": AdamW with both moments in bf16
+# and an fp32 master, 4 + 2 + 2 bytes (DeepSeek-V3 technical report, Sec. 3.3.2 "Low-Precision
+# Optimizer States": "we adopt the BF16 data format instead of FP32 to track the first and second
+# moments in the AdamW optimizer"; Megatron-Core's --use-precision-aware-optimizer with
+# --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 keeps the same).
+OPTIMIZER_STATE_BYTES = {"adam": 12, "adam-bf16": 8, "sgd": 8}
 # HBM traffic of one optimizer step per parameter: Adam reads master, m, v (fp32) and the bf16
-# gradient and writes master, m, v and the bf16 weight: 14 + 14 bytes; SGD with momentum 10 + 10.
-OPTIMIZER_TRAFFIC_BYTES = {"adam": 28, "sgd": 20}
+# gradient and writes master, m, v and the bf16 weight: 14 + 14 bytes; with bf16 moments 10 + 10;
+# SGD with momentum 10 + 10.
+OPTIMIZER_TRAFFIC_BYTES = {"adam": 28, "adam-bf16": 20, "sgd": 20}
 
 
 def optimizer_time(dense: float, expert: float, dp: int, edp: int, zero: int, optimizer: str,
@@ -33,3 +41,10 @@ def grad_reduce_bytes(sc: Scenario) -> int:
     """Bytes per gradient element the data-parallel reduction moves: the training dtype's, or fp32
     where the framework reduces in fp32 (explorer/config/frameworks.py, ``grad_reduce_fp32``)."""
     return profile(sc.training.framework).grad_reduce_bytes(sc.training.dtype)
+
+
+def grad_buffer_bytes(sc: Scenario) -> int:
+    """Bytes per parameter of the gradient buffer a GPU holds: fp32 where the framework accumulates
+    and reduces in an fp32 buffer (Megatron-Core's main_grad, explorer/config/frameworks.py
+    ``grad_buffer_in_reduce_dtype``), else the bf16 gradient (GRAD_BYTES)."""
+    return profile(sc.training.framework).grad_buffer_bytes(sc.training.dtype)

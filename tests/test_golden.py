@@ -69,6 +69,8 @@ SUSTAINED_OVER_BURST: A100 1,305/1,410 MHz, Hopper 1,830/1,980 MHz, B200 measure
 and every file once more when the NCCL one-GPU-per-node discounts above and this memory and
 clock work met on one branch (each file's figures are both changes together; the newer scenarios
 moved with them, e.g. pipedream-vgg16 and the serving files by the sustained clock);
+dlrm-dcnv2's name once shortened (its title took two lines on a 1280x720 projector and pushed the Gantt
+off the screen; no number moved);
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def rate_text(x: float) -> str:
 
 
 def per_hour(x: float) -> str:
-    """A rate per hour for a card: whole above 100 (3,786), three significant digits below (0.0273)."""
+    """A rate per hour for a card: whole above 100 (3,787), three significant digits below (0.0273)."""
     return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
 

@@ -202,6 +202,7 @@ def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[Algorithm, ...], 
         sh = capped_shape(sh, o.net_cap_Bps)
     best = None
     key = float("inf")
+    same_channels = _rating_channels(sh, o, True) == _rating_channels(sh, o, False)
     for alg in algos:
         assert alg.nccl is not None
         got = alg.nccl.link(op, S, sh, o)
@@ -215,7 +216,7 @@ def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[Algorithm, ...], 
             protos = nt.forced_protocols(row, o.protocol, protos)
         # As rated equals as run when NCCL's rating reads the same link and the same channels
         # (_nccl_time's ``rating`` changes only the channels): priced once then.
-        same = rated is None and _rating_channels(sh, o, True) == _rating_channels(sh, o, False)
+        same = rated is None and same_channels
         for proto in protos:
             total, lat = _nccl_time(alg, proto, op, S, sh, o, link, bus_bytes)
             as_rated = total if same else \

@@ -93,6 +93,7 @@ class Network:
         self.shape = lru_cache(maxsize=None)(self._shape)
         # (size, members per domain, WAN route) -> its shape on this network's rates (_shape).
         self._shapes: dict[tuple, GroupShape] = {}
+        self._where: tuple | None = None      # _shape's memo key but for the dimension and stage
         # (op, dimension) -> why the requested algorithm could not run and what ran instead, over
         # every call the task graph priced, so a warning can name the calls that fell back once.
         self.fallbacks: dict[tuple[str, str], str] = {}
@@ -136,10 +137,13 @@ class Network:
         # that differ in anything else (NIC speed, recompute, ZeRO stage...) share them.
         # So do the datacenters it visits and its ring's loads on the WAN links (Fabric.route), given
         # the WAN's topology: only the rates are applied per row (Fabric.shape_of).
-        pl, wan = self.placement, self.fabric.wan
-        key = (tuple(pl.strides.items()), tuple(pl.sizes.items()), self.sc.parallelism.ep, dim, stage,
-               tuple(b.domain_gpus for b in self.fabric.boundaries), self.sc.parallelism.stage_replicas,
-               (wan.dcs, wan.topology) if wan is not None else None)
+        if self._where is None:                # the key's part shared by every (dim, stage): once
+            pl, wan = self.placement, self.fabric.wan
+            self._where = (tuple(pl.strides.items()), tuple(pl.sizes.items()), self.sc.parallelism.ep,
+                           tuple(b.domain_gpus for b in self.fabric.boundaries),
+                           self.sc.parallelism.stage_replicas,
+                           (wan.dcs, wan.topology) if wan is not None else None)
+        key = (self._where, dim, stage)
         got = _PER_DOMAIN.get(key)
         if got is None:
             members = self.members(dim, stage)

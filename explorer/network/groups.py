@@ -6,6 +6,7 @@ issues the same calls.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from functools import lru_cache
 
@@ -73,6 +74,8 @@ def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:
 # domain and WAN route (Network._shape).
 _PER_DOMAIN: dict[tuple, tuple[np.ndarray, tuple[int, ...], Route]] = {}
 PER_DOMAIN_CACHE = 1 << 16
+_WHERE: dict[tuple, int] = {}        # placement, ep, domain sizes, replicas, WAN topology -> interned
+_WHERE_IDS = itertools.count()
 
 
 class Network:
@@ -93,7 +96,7 @@ class Network:
         self.shape = lru_cache(maxsize=None)(self._shape)
         # (size, members per domain, WAN route) -> its shape on this network's rates (_shape).
         self._shapes: dict[tuple, GroupShape] = {}
-        self._where: tuple | None = None      # _shape's memo key but for the dimension and stage
+        self._where: int | None = None        # _shape's memo key but for the dimension and stage
         # (op, dimension) -> why the requested algorithm could not run and what ran instead, over
         # every call the task graph priced, so a warning can name the calls that fell back once.
         self.fallbacks: dict[tuple[str, str], str] = {}
@@ -139,10 +142,17 @@ class Network:
         # the WAN's topology: only the rates are applied per row (Fabric.shape_of).
         if self._where is None:                # the key's part shared by every (dim, stage): once
             pl, wan = self.placement, self.fabric.wan
-            self._where = (tuple(pl.strides.items()), tuple(pl.sizes.items()), self.sc.parallelism.ep,
-                           tuple(b.domain_gpus for b in self.fabric.boundaries),
-                           self.sc.parallelism.stage_replicas,
-                           (wan.dcs, wan.topology) if wan is not None else None)
+            where = (tuple(pl.strides.items()), tuple(pl.sizes.items()), self.sc.parallelism.ep,
+                     tuple(b.domain_gpus for b in self.fabric.boundaries), self.sc.parallelism.stage_replicas,
+                     (wan.dcs, wan.topology) if wan is not None else None)
+            # Interned to an integer: a tuple of tuples rehashes its items at every lookup.  Never
+            # reused (a counter, not the table's size), so a bounded table forgets, never confuses.
+            wid = _WHERE.get(where)
+            if wid is None:
+                if len(_WHERE) >= PER_DOMAIN_CACHE:
+                    _WHERE.clear()
+                wid = _WHERE[where] = next(_WHERE_IDS)
+            self._where = wid
         key = (self._where, dim, stage)
         got = _PER_DOMAIN.get(key)
         if got is None:

@@ -12,8 +12,9 @@ Prints, each against its target (issue: "Sweeping the network as fast as sweepin
   distinct network), in this process after the first layout is priced, with share links as the
   app computes them (explorer/ui/views/design_runs.run_sweep; target: under 1 s).
 - (c) distinct networks: two-datacenters over 25 NIC x 20 NVLink x 20 WAN bandwidths (all read),
-  in-process, configurations per second (the issue's 10,000/s; not met: each distinct network is
-  priced by the scalar collective model, about 0.7 ms per row on the reference machine).
+  configurations per second with the local pool and in one process (the issue's 10,000/s; not met:
+  each distinct network still builds its Network and prices its calls through the scalar NCCL
+  model, about 0.4-0.6 ms per row in one process on the loaded reference machine).
 
 Timings vary with the machine's load: compare the lines of one run.
 """
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from explorer.design.base import open_base  # noqa: E402
+from explorer.design.executors import ExecutorSpec  # noqa: E402
 from explorer.design.sweep import combinations as product  # noqa: E402
 from explorer.design.sweep import equivalents, sweep  # noqa: E402
 from explorer.ui.views.design_runs import Grid, run_sweep  # noqa: E402
@@ -88,6 +90,14 @@ def distinct_networks() -> None:
     rate = len(res.points) / dt
     print(f"(c) two-datacenters 25 x 20 x 20 distinct networks: {len(res.points):,} in {dt:.2f} s = "
           f"{rate:,.0f} configurations/s  [{_verdict(rate >= 10_000)}: 10,000/s]")
+    # The same grid in this process alone: what one core prices, without the pool's scheduling
+    # (which on a loaded 2-core machine varies the line above by 3x from run to run).
+    t0 = time.perf_counter()
+    one = sweep(base, vary, links=False, executor=ExecutorSpec(workers=1))
+    dt = time.perf_counter() - t0
+    assert [p.figures for p in one.points] == [p.figures for p in res.points]
+    n = len(one.points)
+    print(f"    in one process: {n / dt:,.0f} configurations/s ({dt / n * 1e3:.2f} ms per distinct network)")
 
 
 def main() -> None:

@@ -178,7 +178,7 @@ def test_shared_group_members_are_read_only():
                     "cluster": {"nodes": 4}, "parallelism": {"tp": 2, "pp": 2}})
     net = Network(sc)
     net.shape("dp", 1)
-    members = [m for m, _ in _PER_DOMAIN.values()]
+    members = [m for m, _, _ in _PER_DOMAIN.values()]
     assert members and all(not m.flags.writeable for m in members)
 
 

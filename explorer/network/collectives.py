@@ -95,6 +95,14 @@ class NcclOptions:
     net_step_bytes: float = nt.NET_CHUNK_BYTES
 
 
+def _rating_channels(sh: GroupShape, o: NcclOptions, rating: bool) -> int:
+    """Channels _nccl_time's bandwidth caps multiply.  Across nodes NCCL rates per channel of its
+    searched graph and runs twice as many (nt.run_channels); inside a node, per SM channel."""
+    if sh.n // sh.per_domain[1] > 1:
+        return o.net_channels if rating else nt.run_channels(o.net_channels)
+    return nt.DEFAULT_CHANNELS
+
+
 def _nccl_time(alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape, o: NcclOptions,
                link: LinkCost, bus_bytes: float, rating: bool = False) -> tuple[float, float]:
     """(total, latency) seconds of NCCL's ``alg``/``proto`` given its link cost: as NCCL's tuning model
@@ -115,10 +123,7 @@ def _nccl_time(alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape, o:
         dcs = sh.n // sh.per_domain[outer]
         lat_s += alg.wan_crossings(op, dcs) * sh.latencies[outer]
     bus = bus_bytes / link.time_s / 1e9 if link.time_s > 0 else float("inf")
-    # Across nodes NCCL rates per channel of its searched graph and runs twice as many (nt.run_channels);
-    # inside a node, per SM channel.
-    channels = (o.net_channels if rating else nt.run_channels(o.net_channels)) if nodes > 1 \
-        else nt.DEFAULT_CHANNELS
+    channels = _rating_channels(sh, o, rating)
     refined = nt.refine_bus_bw(row, proto, bus, o.arch, nodes, ppn, channels)
     refined *= nt.bandwidth_correction(row, proto, S)
     t_bw = bus_bytes / (refined * 1e9) if refined < float("inf") else 0.0
@@ -197,6 +202,7 @@ def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[Algorithm, ...], 
         sh = capped_shape(sh, o.net_cap_Bps)
     best = None
     key = float("inf")
+    same_channels = _rating_channels(sh, o, True) == _rating_channels(sh, o, False)
     for alg in algos:
         assert alg.nccl is not None
         got = alg.nccl.link(op, S, sh, o)
@@ -208,9 +214,13 @@ def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[Algorithm, ...], 
         protos = nt.protocols_for(row, op, ll128)
         if o.protocol != "auto":
             protos = nt.forced_protocols(row, o.protocol, protos)
+        # As rated equals as run when NCCL's rating reads the same link and the same channels
+        # (_nccl_time's ``rating`` changes only the channels): priced once then.
+        same = rated is None and same_channels
         for proto in protos:
             total, lat = _nccl_time(alg, proto, op, S, sh, o, link, bus_bytes)
-            as_rated = _nccl_time(alg, proto, op, S, sh, o, *(rated or (link, bus_bytes)), rating=True)[0]
+            as_rated = total if same else \
+                _nccl_time(alg, proto, op, S, sh, o, *(rated or (link, bus_bytes)), rating=True)[0]
             if best is None or as_rated < key:
                 best, key = (alg, proto, link, total, lat), as_rated
     if best is not None:

@@ -6,6 +6,7 @@ issues the same calls.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from functools import lru_cache
 
@@ -22,7 +23,7 @@ from .domain_links import channel_nics_Bps
 from .nccl_tuning import NET_CHUNK_BYTES, gpu_arch, net_channels
 from .placement import Placement
 from .replica_groups import replica_members
-from .topology import Fabric, GroupShape
+from .topology import Fabric, GroupShape, Route
 
 
 def nccl_options(sc: Scenario) -> NcclOptions:
@@ -69,10 +70,12 @@ def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:
     return frozenset(int(s) for s in np.unique(stages))
 
 
-# (placement, ep, dimension, stage, domain sizes) -> the group's members and members per domain
-# (Network._shape).
-_PER_DOMAIN: dict[tuple, tuple[np.ndarray, tuple[int, ...]]] = {}
+# (placement, ep, dimension, stage, domain sizes, WAN topology) -> the group's members, members per
+# domain and WAN route (Network._shape).
+_PER_DOMAIN: dict[tuple, tuple[np.ndarray, tuple[int, ...], Route]] = {}
 PER_DOMAIN_CACHE = 1 << 16
+_WHERE: dict[tuple, int] = {}        # placement, ep, domain sizes, replicas, WAN topology -> interned
+_WHERE_IDS = itertools.count()
 
 
 class Network:
@@ -91,6 +94,9 @@ class Network:
         self.degraded_stages = degraded_stages(sc, self.placement)
         self.cost = lru_cache(maxsize=None)(self._cost)
         self.shape = lru_cache(maxsize=None)(self._shape)
+        # (size, members per domain, WAN route) -> its shape on this network's rates (_shape).
+        self._shapes: dict[tuple, GroupShape] = {}
+        self._where: int | None = None        # _shape's memo key but for the dimension and stage
         # (op, dimension) -> why the requested algorithm could not run and what ran instead, over
         # every call the task graph priced, so a warning can name the calls that fell back once.
         self.fallbacks: dict[tuple[str, str], str] = {}
@@ -132,18 +138,36 @@ class Network:
         # The members (placement.py: digits of the GPU id in the placement's strides) and how many
         # share a domain depend on the placement, ep and the domains' sizes only: a sweep's rows
         # that differ in anything else (NIC speed, recompute, ZeRO stage...) share them.
-        pl = self.placement
-        key = (tuple(pl.strides.items()), tuple(pl.sizes.items()), self.sc.parallelism.ep, dim, stage,
-               tuple(b.domain_gpus for b in self.fabric.boundaries), self.sc.parallelism.stage_replicas)
+        # So do the datacenters it visits and its ring's loads on the WAN links (Fabric.route), given
+        # the WAN's topology: only the rates are applied per row (Fabric.shape_of).
+        if self._where is None:                # the key's part shared by every (dim, stage): once
+            pl, wan = self.placement, self.fabric.wan
+            where = (tuple(pl.strides.items()), tuple(pl.sizes.items()), self.sc.parallelism.ep,
+                     tuple(b.domain_gpus for b in self.fabric.boundaries), self.sc.parallelism.stage_replicas,
+                     (wan.dcs, wan.topology) if wan is not None else None)
+            # Interned to an integer: a tuple of tuples rehashes its items at every lookup.  Never
+            # reused (a counter, not the table's size), so a bounded table forgets, never confuses.
+            wid = _WHERE.get(where)
+            if wid is None:
+                if len(_WHERE) >= PER_DOMAIN_CACHE:
+                    _WHERE.clear()
+                wid = _WHERE[where] = next(_WHERE_IDS)
+            self._where = wid
+        key = (self._where, dim, stage)
         got = _PER_DOMAIN.get(key)
         if got is None:
             members = self.members(dim, stage)
             members.flags.writeable = False                   # shared by every row with this key
-            got = _PER_DOMAIN[key] = (members, self.fabric.per_domain(members))
+            per = self.fabric.per_domain(members)
+            got = _PER_DOMAIN[key] = (members, per, self.fabric.route(members, per))
             if len(_PER_DOMAIN) > PER_DOMAIN_CACHE:
                 _PER_DOMAIN.pop(next(iter(_PER_DOMAIN)))      # oldest first: a bounded memo
-        members, per = got
-        shape = self.fabric.shape(members, per)
+        # Stages whose groups sit alike (same size, members per domain and WAN route) share one shape.
+        members, per, route = got
+        alike = (len(members), per, route)
+        shape = self._shapes.get(alike)
+        if shape is None:
+            shape = self._shapes[alike] = self.fabric.shape_of(*alike)
         if dim in ("dp", "edp") and stage in self.degraded_stages and shape.spans(1):
             # A data-parallel group through a degraded node is as fast as that node's NICs
             # (cluster.faults: a ring runs at its slowest link's rate).

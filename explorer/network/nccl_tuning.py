@@ -25,6 +25,7 @@ to its network hops, and twice to Simple's (its flush) — NCCL 2.25 tuning.cc.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 # The GPU generations NCCL's tables distinguish (compCapIndex: Volta, Ampere, Hopper, Blackwell).
@@ -334,6 +335,7 @@ def _hop(table: str, algo: str, proto: str, shift_us: float, simple_twice: bool 
     return max(0.0, base + shift_us * (2 if simple_twice and proto == "Simple" else 1))
 
 
+@lru_cache(maxsize=1 << 14)     # pure in a few scalars: a network sweep's rows ask it alike
 def latency_us(algo: str, proto: str, op: str, n: int, nodes: int, intra: str, up_shift_us: float,
                net_shift_us: float, arch: str) -> float:
     """NCCL 2.25's latency [us] of one call of ``op`` by ``algo``/``proto`` on ``n`` ranks over

@@ -64,7 +64,10 @@ from ..config.presets import fabric_presets, resolved_scale_out
 from ..units import GBps_to_Bps, gbps_to_Bps, ms_to_s, us_to_s
 from ..vocabulary import TIERS
 from .placement import members_per_domains
-from .wan import Wan
+from .wan import Load, Wan
+
+# A group's datacenters in rank order and its ring's loads on the WAN links (Fabric.route).
+Route = tuple[tuple[int, ...], tuple[Load, ...]]
 
 if TYPE_CHECKING:  # networkx costs ~0.15 s to import; only the graph builders need it
     import networkx as nx
@@ -162,22 +165,41 @@ class Fabric:
         """Members of the group inside one domain of each boundary (placement.members_per_domain)."""
         return members_per_domains(members, tuple(b.domain_gpus for b in self.boundaries))
 
-    def shape(self, members: np.ndarray, per: tuple[int, ...] | None = None) -> GroupShape:
+    def route(self, members: np.ndarray, per: tuple[int, ...]) -> Route:
+        """The group's datacenters in rank order and the shares its datacenter ring puts on each
+        WAN link (explorer/network/wan.py ring_loads), or ``((), ())`` when it stays in one
+        datacenter.  Depends on the members, the domains' sizes and the WAN's topology only, not on
+        any rate: a network sweep's rows memoise it (groups.Network._shape)."""
+        top = self.boundaries[-1]
+        if self.wan is None or len(members) <= per[-1]:
+            return (), ()
+        dcs, first = np.unique(np.asarray(members) // top.domain_gpus, return_index=True)
+        order = tuple(int(d) for d in dcs[np.argsort(first)])     # datacenters in rank order
+        return order, self.wan.ring_loads(order)
+
+    def shape(self, members: np.ndarray, per: tuple[int, ...] | None = None,
+              route: Route | None = None) -> GroupShape:
         """How a group (GPU ids of one representative group) sits on the boundaries.  Across
         datacenters the share and latency are those of the slowest WAN link the group's datacenter
         ring crosses (explorer/network/wan.py); on a uniform mesh, the datacenter egress's own.  ``per``:
-        :meth:`per_domain` of ``members`` when the caller has it already."""
+        :meth:`per_domain` of ``members`` when the caller has it already; ``route``: :meth:`route`
+        of ``members`` likewise."""
         n = len(members)
         if per is None:
             per = self.per_domain(members)
+        if route is None:
+            route = self.route(members, per)
+        return self.shape_of(n, per, route)
+
+    def shape_of(self, n: int, per: tuple[int, ...], route: Route) -> GroupShape:
+        """:meth:`shape` of a group of ``n`` members given its :meth:`per_domain` and :meth:`route`:
+        the rates applied to what the placement and the WAN's topology fixed."""
         shares = [b.capacity_Bps * g / b.domain_gpus for b, g in zip(self.boundaries, per, strict=True)]
         latencies = [b.latency_s for b in self.boundaries]
-        loads: tuple = ()
-        top = self.boundaries[-1]
-        if self.wan is not None and n > per[-1]:
-            dcs, first = np.unique(np.asarray(members) // top.domain_gpus, return_index=True)
-            order = tuple(int(d) for d in dcs[np.argsort(first)])     # datacenters in rank order
-            loads = self.wan.ring_loads(order)
+        order, loads = route
+        if order:
+            assert self.wan is not None                   # route() orders datacenters only on a WAN
+            top = self.boundaries[-1]
             shares[-1], latencies[-1] = self.wan.limit(order, loads, per[-1], top.domain_gpus)
         return GroupShape(n, per, tuple(shares), tuple(latencies), self.up_kind, loads)
 

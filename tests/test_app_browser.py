@@ -421,7 +421,9 @@ def test_downloaded_yaml_uploads_back(app, tmp_path, scenario):
     dl.value.save_as(path)
     other = "zero-bubble-8gpu" if scenario == DEFAULT else DEFAULT
     app.open(f"?scenario={other}&view=scenario")
-    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
+    # The scenario uploader, not the traces' beside it on the same tab (issue 39).
+    page.get_by_role("region", name="Load a scenario YAML").locator(
+        '[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
     page.get_by_text("Loaded scenario.yaml").wait_for(timeout=60_000)
     wait_ready(page)
     app.assert_healthy()

@@ -26,7 +26,8 @@ HEAVY = ("numpy", "pandas", "pyarrow", "PIL.Image", "orjson", "networkx",
          "plotly.colors", "plotly.offline",
          "explorer.simulate", "explorer.design.consensus", "explorer.estimate.many",
          "explorer.teaching.bubble",
-         "explorer.config.sync_rules", "explorer.config.wan_rules")
+         "explorer.config.sync_rules", "explorer.config.wan_rules",
+         "explorer.serving.deploy", "explorer.serving.result")       # a serving scenario's run
 # Chart export (PNG/SVG): the app works without them (explorer/ui/export.py says so on the page).
 OPTIONAL = ("kaleido", "plotly.io._kaleido")
 # The trace types explorer/figures draws (go.<Trace>), and the layout: Plotly imports each

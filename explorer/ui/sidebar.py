@@ -139,6 +139,9 @@ def _widget(c: Control, hidden: frozenset[str]) -> None:
     if c.key in hidden:
         return
     if c.key == "parallelism.stage_replicas" and not _replicas_shown():
+        # Its text box is hidden this run: keep the text beside the value, so a page that still
+        # holds the box from the last run (a rerun racing the change) reads a text, not a gap.
+        st.session_state[f"_text.{c.key}"] = to_text(st.session_state.get(c.key))
         return
     field = FIELDS.get(c.key)
     meta = field.metadata if field is not None else {}

@@ -319,7 +319,8 @@ def test_the_scenario_chooser_reaches_every_preset():
             problems.append(f"scenario chooser -> {name}: no metrics")
         # The title with the figure: llama3-405b-pretraining runs llama3-405b-16k's layout (the same
         # iteration time), so the time alone cannot tell two presets apart.
-        titles = [str(m.value) for m in at.markdown if str(m.value).startswith("## ")]
+        # Off the projector the title is a level-3 heading (page._title_row).
+        titles = [str(m.value) for m in at.markdown if str(m.value).startswith("### ")]
         seen.add((iteration_time(at), titles[0] if titles else None))
     assert not problems, "\n".join(problems)
     assert len(seen) == len(PRESETS), "two presets show the same title and time: the chooser did not switch"

@@ -37,7 +37,7 @@ from .scenario import (
 from .teaching.tours import Tour, tours
 
 DEFAULT_SCENARIO = "teaching-8gpu"
-VIEWS = ("timeline", "memory", "traffic", "topology", "scenario", "compare", "design", "run")
+VIEWS = ("timeline", "memory", "traffic", "topology", "scenario", "compare", "design", "run", "serving")
 B_PREFIX = "b."                # a link's overrides of the Compare view's scenario B (on top of A)
 D_PREFIX = "d."                # a link's Design-space view settings
 DESIGN_KEYS = ("x", "xv", "y", "yv", "m", "scale")

@@ -43,10 +43,10 @@ from conftest import ROOT, SCENARIO_FILES
 pytestmark = pytest.mark.slow
 
 APP = str(ROOT / "app.py")
-# Serving scenarios (issue 37) are left out: the sidebar's controls are a training step's, a serving
-# scenario refuses most of them (config/inference.py TRAINING_ONLY) and has no inference controls yet;
-# tests/test_app.py and tests/test_ui.py open and upload them.
+# Serving scenarios (issue 37) have their own sidebar (the Serving section; no training controls) and
+# their own sweep below (test_every_serving_control_through_its_range); the training tests leave them out.
 PRESETS = [p.stem for p in SCENARIO_FILES if not p.stem.startswith("serve-")]
+SERVING_PRESETS = [p.stem for p in SCENARIO_FILES if p.stem.startswith("serve-")]
 HEAVY = {"llama3-405b-16k", "llama3-405b-pretraining", "deepseek-v3", "megatron-gpt3-175b", "straggler-16k"}
 # One preset per family of code paths the sidebar reaches: pipeline schedules on one node, a CNN's
 # own controls, the WAN between datacenters.
@@ -71,8 +71,12 @@ def open_app(preset: str, view: str | None = None) -> AppTest:
 
 
 def iteration_time(at: AppTest) -> str | None:
-    # The first card: the iteration, or the amortised step of replicas that train apart.
-    return next((m.value for m in at.metric if m.label in ("Iteration time", "Time per step")), None)
+    # The first card: the iteration, or the amortised step of replicas that train apart; a serving
+    # scenario's TTFT and TPOT together.
+    cards = {m.label: m.value for m in at.metric}
+    if "TTFT" in cards:
+        return f"{cards['TTFT']} / {cards.get('TPOT')}"
+    return next((v for k, v in cards.items() if k in ("Iteration time", "Time per step")), None)
 
 
 def _texts(at: AppTest) -> list[str]:
@@ -210,6 +214,19 @@ def test_every_sidebar_control_through_its_range(preset):
     # The sidebar really was found (a sweep over nothing would pass vacuously).
     assert len(keys["number"]) >= 20 and len(keys["select"]) >= 5 and len(keys["toggle"]) >= 3, keys
     problems = sweep(at, preset, **sweep_plan(preset))
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("preset", SERVING_PRESETS)
+def test_every_serving_control_through_its_range(preset):
+    """A serving preset's sidebar (Serving section, the layout, the network, the model): one seeded
+    value of every control (min, max or typical; one other option), its toggles flipped — no
+    exception or traceback, a result or a one-line reason, and the preset's figures back when the
+    control is set back."""
+    at = open_app(preset)
+    keys = discovered(at)
+    assert {"inference.batch", "inference.prompt_tokens"} <= set(keys["number"]), keys
+    problems = sweep(at, preset, k_num=1, k_opt=1)
     assert not problems, "\n".join(problems)
 
 

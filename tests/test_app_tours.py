@@ -41,8 +41,16 @@ def cli_run(link_params: dict[str, str]) -> dict:
 
 
 def first_card(at) -> tuple[str, str]:
-    card = next(m for m in at.metric if m.label in ("Iteration time", "Time per step"))
+    card = next(m for m in at.metric if m.label in ("Iteration time", "Time per step", "TTFT"))
     return card.label, card.value
+
+
+def card_figure(label: str, j: dict) -> float:
+    """The run --json figure the first card shows: a serving scenario's TTFT (issue 37), else the
+    iteration or the amortised step."""
+    if label == "TTFT":
+        return j["inference"]["ttft_s"]
+    return j["time_per_step_s" if label == "Time per step" else "iteration_time_s"]
 
 
 def figures_of(at) -> dict[str, go.Figure]:
@@ -60,7 +68,7 @@ def test_a_bare_tour_link_opens_its_steps_scenario(name, i):
     at = run_app(tour=name, step=str(i), present="1")
     j = cli_run(step.params)
     label, value = first_card(at)
-    assert value == fmt_time(j["time_per_step_s" if label == "Time per step" else "iteration_time_s"])
+    assert value == fmt_time(card_figure(label, j))
     assert qp(at, "scenario") == step.params["scenario"] and qp(at, "view") == step.params.get("view")
     assert (qp(at, "tour"), qp(at, "step"), qp(at, "present")) == (name, str(i), "1")
     assert not [w.value for w in at.warning if w.value.startswith("Link:")]
@@ -193,7 +201,8 @@ def test_the_scenario_timeline_steps_through():
 # In Chromium at a projector's 1280x720 (Playwright; tests/browser_support.py)
 # ------------------------------------------------------------------------------------------------
 # The chart a step's view opens with: the Gantt on the Timeline, else the view's first chart.
-VIEW_CHART = {"timeline": "gantt", "memory": "memory", "traffic": "traffic", "topology": "datacenters"}
+VIEW_CHART = {"timeline": "gantt", "memory": "memory", "traffic": "traffic", "topology": "datacenters",
+              "serving": "serving_curve"}
 
 
 @pytest.mark.slow
@@ -219,7 +228,7 @@ def test_every_tour_step_fits_a_projector_in_chromium():
             j = cli_run(step.params)
             card = page.locator('[data-testid="stMetric"]').first
             label = card.locator('[data-testid="stMetricLabel"]').inner_text().strip()
-            want = fmt_time(j["time_per_step_s" if label == "Time per step" else "iteration_time_s"])
+            want = fmt_time(card_figure(label, j))
             got = card.locator('[data-testid="stMetricValue"]').inner_text().strip()
             view = step.params.get("view", "timeline")
             boxes = {"title": "h2", "cards": '[data-testid="stMetric"]',

@@ -37,6 +37,7 @@ COVERED = {
     "inference.disaggregated.decode.replicas":
         "test_more_decode_replicas_serve_more_requests_when_decode_bound",
     "inference.disaggregated.kv_transfer_GBps": "test_a_slower_kv_link_lengthens_the_transfer",
+    "inference.tpot_target_ms": "test_a_looser_tpot_target_allows_a_larger_batch_and_more_requests",
 }
 
 
@@ -150,3 +151,17 @@ def test_a_slower_kv_link_lengthens_the_transfer():
     assert slow["kv_transfer_s"] > fast["kv_transfer_s"]
     # 2,048 tokens x 70,272 B of MLA latent at 1 GB/s, plus the fabric's latency.
     assert slow["kv_transfer_s"] == pytest.approx(2048 * 70_272 / 1e9, rel=0.01)
+
+
+def test_a_looser_tpot_target_allows_a_larger_batch_and_more_requests():
+    tight = run(LLAMA, **{"inference.tpot_target_ms": 10.0})
+    loose = run(LLAMA, **{"inference.tpot_target_ms": 20.0})
+    assert tight["target_batch"] < loose["target_batch"]
+    assert tight["requests_per_s_at_target"] < loose["requests_per_s_at_target"]
+    # The batch it names meets the target, and the next doubling on the curve does not.
+    for f in (tight, loose):
+        pts = {p["batch"]: p for p in f["batch_curve"]}
+        assert pts[f["target_batch"]]["tpot_s"] <= f["tpot_target_s"] < pts[2 * f["target_batch"]]["tpot_s"]
+    assert "tpot_target_s" not in run(LLAMA)
+    missed = run(LLAMA, **{"inference.tpot_target_ms": 1.0})       # below one step at batch 1
+    assert missed["target_batch"] is None and missed["requests_per_s_at_target"] == 0.0

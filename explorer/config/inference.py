@@ -89,6 +89,11 @@ class Inference:
     memory_utilization: float = field(default=0.9, metadata={
         "min": 0.1, "max": 1.0, "why": "a fraction of GPU memory",
         "doc": "share of GPU memory the server may use (vLLM gpu_memory_utilization, default 0.9)"})
+    tpot_target_ms: float | None = field(default=None, metadata={
+        "min": 0.01, "max": 1e6, "why": "a time between tokens in milliseconds", "start": 50.0,
+        "doc": "latency target on TPOT (an SLO, as DistServe sizes deployments by): run reports the "
+               "requests/s of the largest batch on the batch curve, or the configured batch, that "
+               "meets it; unset = no target"})
     disaggregated: Disaggregated | None = field(default=None, metadata={
         "doc": "separate prefill and decode pools (DistServe, Splitwise); absent = co-located on the "
                "scenario's parallelism"})

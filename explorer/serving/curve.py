@@ -22,7 +22,7 @@ MAX_POINTS = 13                  # batches 1 .. 4,096
 
 def batch_curve(sc: Scenario, max_batch: int) -> tuple[list[dict[str, float]], int]:
     """(points, knee batch) of ``sc`` with its batch doubled from 1 to ``max_batch`` (at least 1):
-    each point {batch, tpot_s, ttft_s, output_tokens_per_s_per_gpu}."""
+    each point {batch, tpot_s, ttft_s, output_tokens_per_s_per_gpu, requests_per_s}."""
     inf = sc.inference
     assert inf is not None
     points: list[dict[str, float]] = []
@@ -30,7 +30,8 @@ def batch_curve(sc: Scenario, max_batch: int) -> tuple[list[dict[str, float]], i
     while b <= max(max_batch, 1) and len(points) < MAX_POINTS:
         sv = serve(replace(sc, inference=replace(inf, batch=b)))
         points.append({"batch": b, "tpot_s": sv.tpot_s, "ttft_s": sv.ttft_s,
-                       "output_tokens_per_s_per_gpu": sv.output_tokens_per_s_per_gpu})
+                       "output_tokens_per_s_per_gpu": sv.output_tokens_per_s_per_gpu,
+                       "requests_per_s": sv.requests_per_s})
         b *= 2
     knee = int(points[0]["batch"])
     for before, after in zip(points, points[1:], strict=False):
@@ -38,3 +39,11 @@ def batch_curve(sc: Scenario, max_batch: int) -> tuple[list[dict[str, float]], i
             break
         knee = int(after["batch"])
     return points, knee
+
+
+def at_target(points: list[dict[str, float]], target_s: float) -> dict[str, float] | None:
+    """The point of ``points`` that serves the most requests/s with its TPOT within ``target_s``
+    (the deployment's capacity under that latency objective: DistServe's "goodput" at a TPOT SLO,
+    Zhong et al., OSDI 2024, Sec. 2), or None when even the smallest batch misses it."""
+    meeting = [p for p in points if p["tpot_s"] <= target_s]
+    return max(meeting, key=lambda p: (p["requests_per_s"], -p["batch"])) if meeting else None

@@ -43,5 +43,10 @@ def serving_text(res: Result, name: str) -> str:
     lines += ["", f"  bottleneck: {f['bottleneck']}",
               f"  batch curve (batch: TPOT, output tokens/s per GPU): {curve}; "
               f"knee at batch {f['knee_batch']}"]
+    if "tpot_target_s" in f:
+        target = f"  TPOT target {f['tpot_target_s'] * 1e3:,.2f} ms: "
+        lines.append(target + (f"{f['requests_per_s_at_target']:,.2f} requests/s at batch "
+                               f"{f['target_batch']:,}" if f["target_batch"] is not None
+                               else "missed even at batch 1 (0 requests/s)"))
     lines += [f"  warning: {w}" for w in res.warnings]
     return "\n".join(lines)

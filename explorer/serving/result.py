@@ -18,7 +18,7 @@ from ..engine.scheduler import Task, TaskGraph, run
 from ..network.groups import Network
 from ..network.topology import BOUNDARY_NAMES
 from ..result.record import GPUClass, Result
-from .curve import batch_curve
+from .curve import at_target, batch_curve
 from .deploy import Serving, serve
 from .memory import kv_bytes_per_token_gpu
 from .step import StageCost
@@ -142,7 +142,18 @@ def _figures(sc: Scenario, sv: Serving, sentence: str) -> dict:
 def _curve(sc: Scenario, sv: Serving) -> dict:
     """The latency-throughput curve over the batch and its knee (serving/curve.py)."""
     points, knee = batch_curve(sc, sv.memory.max_batch)
-    return {"batch_curve": points, "knee_batch": knee}
+    out: dict = {"batch_curve": points, "knee_batch": knee}
+    inf = sc.inference
+    if inf is not None and inf.tpot_target_ms is not None:
+        # The configured batch is a candidate beside the curve's powers of two.
+        here = {"batch": inf.batch, "tpot_s": sv.tpot_s, "ttft_s": sv.ttft_s,
+                "output_tokens_per_s_per_gpu": sv.output_tokens_per_s_per_gpu,
+                "requests_per_s": sv.requests_per_s}
+        best = at_target(points + [here], inf.tpot_target_ms * 1e-3)
+        out.update({"tpot_target_s": inf.tpot_target_ms * 1e-3,
+                    "target_batch": None if best is None else int(best["batch"]),
+                    "requests_per_s_at_target": 0.0 if best is None else best["requests_per_s"]})
+    return out
 
 
 def _utilisation(sc: Scenario, tiers: dict[str, dict[str, float]], step_s: float) -> dict[str, float]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .. import dimensions
+from ..config.inference import TRAINING_ONLY
 from ..workloads.family import Workload
 from ..workloads.registry import WORKLOADS
 
@@ -24,6 +25,26 @@ class Control(NamedTuple):
 
 
 SECTIONS: list[tuple[str, list[Control]]] = [
+    # A serving scenario's own fields (explorer/config/inference.py), hidden on a training one; the
+    # pools' layouts only where the preset disaggregates prefill and decode.
+    ("Serving", [
+        Control("inference.prompt_tokens", "Prompt tokens per request", "int"),
+        Control("inference.output_tokens", "Output tokens per request", "int"),
+        Control("inference.batch", "Sequences decoding together per replica", "int"),
+        Control("inference.chunked_prefill_tokens", "Chunked prefill: tokens per step (0 = whole prompt)",
+                "int"),
+        Control("inference.weight_dtype", "Weight precision", "choice"),
+        Control("inference.activation_dtype", "Activation precision", "choice"),
+        Control("inference.kv_dtype", "KV-cache precision", "choice"),
+        Control("inference.memory_utilization", "Share of GPU memory the server may use", "float"),
+        Control("inference.tpot_target_ms", "TPOT target, ms (requests/s that meet it)", "optional"),
+        *(Control(f"inference.disaggregated.{pool}.{k}", f"{pool.capitalize()} pool: {label}", "int")
+          for pool in ("prefill", "decode")
+          for k, label in (("tp", "tensor parallel (tp)"), ("pp", "pipeline stages (pp)"),
+                           ("ep", "expert parallel (ep)"), ("replicas", "replicas"))),
+        Control("inference.disaggregated.kv_transfer_GBps", "KV transfer per GPU, GB/s (off: its NIC)",
+                "optional"),
+    ]),
     ("Parallelism", [
         Control("parallelism.tp", dimensions.degree_label("tp"), "int"),
         Control("parallelism.pp", dimensions.degree_label("pp"), "int"),
@@ -149,6 +170,39 @@ def hidden_model_keys(w: Workload) -> frozenset[str]:
     describes a model of family ``w`` (a ResNet derives the transformer's fields; a transformer
     has no ResNet depth): explorer/ui/state.sidebar_workload."""
     return frozenset(MODEL_KEYS) - w.control_keys
+
+
+# What a serving scenario (issue 37) does not read, beyond the training-only fields its loader refuses
+# (config/inference.TRAINING_ONLY): the sidebar hides them there.  Checked both ways by
+# tests/test_app_serving_controls.py (each hidden control leaves the serving figures alone or is
+# refused; each shown one moves them on some serving preset).
+SERVING_UNREAD = frozenset({
+    "parallelism.ideal_pipeline", "parallelism.stage_replicas", "parallelism.gossip_peers",
+    "parallelism.ps_servers", "parallelism.batch_split", "model.seq_len", "model.dropout", "model.mtp_depth",
+    "communication.moe_dispatcher", "communication.comm_sms", "communication.dp_priority",
+    "communication.tp_overlap", "communication.prefetch_layers", "communication.contention",
+})
+SERVING_KEYS = frozenset(k for k in WIDGET_KEYS if k.startswith("inference."))
+POOL_KEYS = frozenset(k for k in SERVING_KEYS if k.startswith("inference.disaggregated."))
+# A disaggregated deployment's layouts are its pools': the scenario's own degrees are not read.
+POOLED_UNREAD = frozenset({"parallelism.tp", "parallelism.pp", "parallelism.ep", "parallelism.dp"})
+
+
+def _training_only(key: str) -> bool:
+    return any(key == t or key.startswith(t + ".") for t in TRAINING_ONLY)
+
+
+def hidden_keys(w: Workload, kind: str) -> frozenset[str]:
+    """The controls the sidebar hides: the other workload families' model fields
+    (:func:`hidden_model_keys`), and by the scenario's ``kind`` — ``training`` hides the serving
+    fields; ``serving`` (co-located) the training fields, what serving does not read and the pools;
+    ``disaggregated`` those and the scenario's own degrees, which the pools replace."""
+    out = hidden_model_keys(w)
+    if kind == "training":
+        return out | SERVING_KEYS
+    keys = [c.key for c in CONTROLS]
+    out |= frozenset(k for k in keys if _training_only(k)) | SERVING_UNREAD
+    return out | (POOLED_UNREAD if kind == "disaggregated" else POOL_KEYS)
 
 
 ORDERS = ["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-cp-pp-dp", "tp-pp-cp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp",

@@ -24,13 +24,14 @@ from .preload import load_all
 from .state import current_raw, init_state, preset_scenario, resolve_b
 from .views import compare, design, files, memory, metrics, timeline, topology, tour, traffic
 from .views import run as run_view
+from .views import serving as serving_view
 
 # Before any session thread can run a view: each lazily imported module complete (preload.py).
 load_all()
 
-VIEW_LABELS = {"timeline": "Timeline", "memory": "Memory", "traffic": "Traffic", "topology": "Topology",
-               "scenario": "Scenario & files", "compare": "Compare", "design": "Design space",
-               run_view.KEY: run_view.LABEL}
+VIEW_LABELS = {"timeline": "Timeline", serving_view.KEY: serving_view.LABEL, "memory": "Memory",
+               "traffic": "Traffic", "topology": "Topology", "scenario": "Scenario & files",
+               "compare": "Compare", "design": "Design space", run_view.KEY: run_view.LABEL}
 
 
 def share_link(query: dict[str, str]) -> str:
@@ -153,6 +154,9 @@ def main() -> None:
         st.code(st.session_state["_share_link"], language=None, wrap_lines=True)
     for w in st.session_state.get("_warnings", []):
         st.warning(f"Link: {w}", icon="⚠️")
+    notice = st.session_state.pop("_notice", None)       # once: what the Workload switch could not carry
+    if notice:
+        st.info(notice, icon="ℹ️")
     if not bar_drawn:
         tour.render_bar(view, present, VIEW_LABELS)
     if error is not None:
@@ -160,7 +164,8 @@ def main() -> None:
 
     if view.view != "compare":        # the Compare view shows A's cards beside B's
         metrics.render(data, present)
-    labels = run_view.labels(VIEW_LABELS, sc)         # the Run tab only for a scenario with a run plan
+    # The Run tab only for a scenario with a run plan, the Serving curve only for a serving one.
+    labels = serving_view.labels(run_view.labels(VIEW_LABELS, sc), sc)
     default = labels.get(view.view, VIEW_LABELS["timeline"])
     tabs = st.tabs(list(labels.values()), key="view_tab", default=default, on_change="rerun")
     for tab, key in zip(tabs, labels, strict=True):
@@ -182,6 +187,8 @@ def main() -> None:
                     design.render(data, raw_json, query, present)
                 elif key == run_view.KEY:
                     run_view.render(raw_json, present)
+                elif key == serving_view.KEY:
+                    serving_view.render(data.json.get("inference"), present)
                 else:
                     files.render(data, raw_json)
             except Exception:  # noqa: BLE001 - the page must survive any view's bug

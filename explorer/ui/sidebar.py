@@ -10,40 +10,60 @@ from ..config.replica_field import SCHEDULES as REPLICA_SCHEDULES
 from ..scenario import ScenarioError, from_dict, gpu_presets, model_presets
 from ..share import shipped_scenarios
 from ..workloads.family import Workload
-from .controls import DERIVED_WIDGETS, ORDERS, SECTIONS, Control, hidden_model_keys
+from .controls import DERIVED_WIDGETS, ORDERS, SECTIONS, Control, hidden_keys
 from .field_text import parse_list, to_text
 from .state import (
     CUSTOM,
     FIELDS,
     current_raw,
+    on_kind_change,
     on_model_preset_change,
     on_preset_change,
     on_source_change,
+    preset_kinds,
     preset_titles,
     preset_workload,
+    sidebar_kind,
     sidebar_workload,
 )
+
+KINDS = {"training": "Training", "serving": "Serving"}
 
 
 def render() -> dict[str, Any]:
     """Draw the sidebar; return a placeholder per section for its error message."""
     titles = preset_titles()
-    st.sidebar.selectbox("Scenario", list(shipped_scenarios()), key="_scenario",
+    kind = sidebar_kind()
+    serving = kind != "training"
+    # Training or serving (issue 37): the chooser lists the presets of one kind; switching loads the
+    # other kind's first preset, with the model and GPU carried over where they serve/train.
+    st.session_state["_kind"] = "serving" if serving else "training"
+    st.sidebar.segmented_control("Workload", list(KINDS), key="_kind", format_func=KINDS.__getitem__,
+                                 on_change=on_kind_change,
+                                 help="Train a model, or serve it (prefill and decode). The scenarios "
+                                      "below are of this kind.")
+    kinds = preset_kinds()
+    options = [n for n in shipped_scenarios() if (kinds[n] != "training") == serving]
+    st.sidebar.selectbox("Scenario", options, key="_scenario",
                          on_change=on_preset_change,
                          format_func=lambda n: f"{n} — {titles[n]}",
                          help="A preset from scenarios/; every change below is relative to it.")
     placeholders = {}
-    # The other workload families' controls are hidden; decided once, not per widget (each lookup
-    # copies the preset's scenario out of Streamlit's cache).  Where the first hidden one would
-    # be, the family says what it makes of them (a ResNet derives the transformer's fields).
+    # The controls other workload families and the other kind (training, serving) own are hidden;
+    # decided once, not per widget (each lookup copies the preset's scenario out of Streamlit's
+    # cache).  Where the first hidden model control would be, the family says what it makes of them
+    # (a ResNet derives the transformer's fields).
     family = sidebar_workload()
-    hidden = hidden_model_keys(family)
+    hidden = hidden_keys(family, kind)
+    first = "Serving" if serving else "Parallelism"
     for name, items in SECTIONS:
-        with st.sidebar.expander(name, expanded=name == "Parallelism"):
+        if all(c.key in hidden for c in items):
+            continue                          # a whole section of the other kind
+        with st.sidebar.expander(name, expanded=name == first):
             placeholders[name] = st.empty()
             said = False
             for control in items:
-                if control.key in hidden and not said:
+                if control.key in hidden and control.key.startswith("model.") and not said:
                     said = True
                     caption = _caption(family)
                     if caption:
@@ -81,6 +101,9 @@ def _derived_dp() -> str:
         return f"**dp = 1**: the stages' own replicas ({per} GPUs) replace data parallelism"
     denom = s["parallelism.tp"] * s["parallelism.pp"] * s["parallelism.cp"]
     gpus = s["cluster.nodes"] * s["cluster.gpus_per_node"]
+    if sidebar_kind() != "training" and denom and gpus % denom == 0:
+        n = gpus // denom
+        return f"**{n} model replica{'s' if n > 1 else ''}** (dp, derived: {gpus} GPUs / (tp·pp))"
     if denom and gpus % denom == 0:
         return f"**dp = {gpus // denom}** (derived: {gpus} GPUs / (tp·pp·cp))"
     return f"**dp undefined**: tp·pp·cp = {denom} does not divide {gpus} GPUs"
@@ -129,7 +152,7 @@ def _optional_widget(c: Control, meta: Mapping[str, Any], help_: str | None) -> 
         s[c.key] = float(s[c.key])
     low, high = float(meta.get("min", 0.0)), float(meta.get("max", 1e12))
     st.toggle(c.label, key=f"_on.{c.key}", help=help_, on_change=on_optional_toggle,
-              args=(c.key, high if high <= 1.0 else low))
+              args=(c.key, float(meta.get("start", high if high <= 1.0 else low))))
     if s.get(c.key) is not None:
         st.number_input(c.label, min_value=low, max_value=high, key=c.key, format="%g",
                         label_visibility="collapsed")

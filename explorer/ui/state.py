@@ -39,7 +39,7 @@ from ..scenario import (
 from ..share import changed_fields, flatten, format_value, parse_query, preset_raw, shipped_scenarios
 from ..workloads.family import Workload
 from ..workloads.registry import workload_for
-from .controls import DERIVED_WIDGETS, MODEL_KEYS, NULLABLE_KEYS, WIDGET_KEYS, hidden_model_keys
+from .controls import DERIVED_WIDGETS, MODEL_KEYS, NULLABLE_KEYS, WIDGET_KEYS, hidden_keys
 
 CUSTOM = "(custom)"
 MAX_UPLOAD_BYTES = 200_000
@@ -125,6 +125,41 @@ def on_preset_change() -> None:
     set_widgets(preset_scenario(st.session_state["_scenario"])[1])
 
 
+@st.cache_data(show_spinner=False)
+def preset_kinds() -> dict[str, str]:
+    """Each shipped preset's kind (:func:`scenario_kind`), read once: the chooser filters on it."""
+    return {n: scenario_kind(preset_scenario(n)[1]) for n in shipped_scenarios()}
+
+
+# The first preset of each kind is where the Workload switch lands.
+KIND_HOME = {"training": "teaching-8gpu", "serving": "serve-llama3-70b-tp8"}
+
+
+def on_kind_change() -> None:
+    """The Workload switch (Training / Serving): load that kind's home preset, carrying over the
+    model preset and GPU of the scenario on screen when the result is a valid scenario (a dense or
+    MoE transformer served on the home preset's node; a model of another family, or one that does
+    not fit, leaves the preset as shipped and says why in ``_notice``, shown once on the page)."""
+    kind = st.session_state.get("_kind")
+    if kind not in KIND_HOME or (sidebar_kind() != "training") == (kind == "serving"):
+        return                            # deselected, or already that kind
+    model, gpu = st.session_state.get("model.preset"), st.session_state.get("hardware.gpu")
+    st.session_state["_scenario"] = KIND_HOME[kind]
+    on_preset_change()
+    base_raw, base_sc = preset_scenario(KIND_HOME[kind])
+    carried = {k: v for k, v in (("model.preset", model), ("hardware.gpu", gpu))
+               if v and v != CUSTOM and v != widget_values(base_sc)[k]}
+    if not carried:
+        return
+    try:
+        sc = from_dict(apply_overrides(base_raw, carried))
+    except ScenarioError as exc:
+        st.session_state["_notice"] = (f"{KIND_HOME[kind]} as shipped: with "
+                                       f"{' and '.join(map(str, carried.values()))} it is not valid — {exc}")
+        return
+    set_widgets(sc)
+
+
 def on_model_preset_change() -> None:
     """A model preset fills every model control (dimensions and MoE) with the preset's values;
     the rest of the scenario is unchanged."""
@@ -192,7 +227,9 @@ def on_upload() -> None:
         return
     values = flatten(to_dict(sc_up))
     changed = changed_fields(base, sc_up)
-    st.session_state["_extra"] = {k: values[k] for k in changed if k not in WIDGET_KEYS and k in values}
+    hidden = hidden_keys(workload_for(sc_up.model), scenario_kind(base))
+    st.session_state["_extra"] = {k: values[k] for k in changed
+                                  if (k not in WIDGET_KEYS or k in hidden) and k in values}
     set_widgets(sc_up)
     st.session_state["_upload_msg"] = ("success", f"Loaded {one_line(up.name)}: {sc_up.name}")
 
@@ -203,15 +240,34 @@ def init_state() -> None:
     st.session_state["_scenario"] = view.scenario
     st.session_state["_view"] = view
     st.session_state["_warnings"] = list(view.warnings)
-    base_raw, _ = preset_scenario(view.scenario)
-    set_widgets(from_dict(apply_overrides(base_raw, view.overrides)))
-    st.session_state["_extra"] = {k: v for k, v in view.overrides.items() if k not in WIDGET_KEYS}
+    base_raw, base_sc = preset_scenario(view.scenario)
+    sc = from_dict(apply_overrides(base_raw, view.overrides))
+    set_widgets(sc)
+    # A field whose control this kind of scenario hides (a pool of a co-located serving preset)
+    # rides along as it would without a control.
+    hidden = hidden_keys(workload_for(sc.model), scenario_kind(base_sc))
+    st.session_state["_extra"] = {k: v for k, v in view.overrides.items()
+                                  if k not in WIDGET_KEYS or k in hidden}
     st.session_state["_last_good"] = None
     st.session_state["_link_json"] = None
     st.session_state["_b_overrides"] = dict(view.b_overrides)
     st.session_state["_b_good"] = None
     st.session_state["_b_msg"] = None
     st.session_state["_init"] = True
+
+
+def scenario_kind(sc: Scenario) -> str:
+    """``training``, ``serving`` (co-located) or ``disaggregated``: which controls describe ``sc``
+    (explorer/ui/controls.hidden_keys)."""
+    if sc.inference is None:
+        return "training"
+    return "serving" if sc.inference.disaggregated is None else "disaggregated"
+
+
+def sidebar_kind() -> str:
+    """The kind of the chosen preset: the controls describe a scenario relative to it, and an upload
+    or a link never changes a preset's kind (on_upload refuses a file of the other kind)."""
+    return scenario_kind(preset_scenario(st.session_state["_scenario"])[1])
 
 
 def sidebar_workload() -> Workload:
@@ -237,7 +293,7 @@ def current_raw() -> dict[str, Any]:
     extra = st.session_state.get("_extra", {})
     raw = apply_overrides(base_raw, extra)
     base_values = widget_values(base_sc)
-    hidden = hidden_model_keys(sidebar_workload())
+    hidden = hidden_keys(sidebar_workload(), sidebar_kind())
     overrides = {}
     for key in WIDGET_KEYS:
         value = st.session_state.get(key)

@@ -1,0 +1,104 @@
+"""The app on serving scenarios (issue 37, "the sidebar switches between training and inference"):
+the Workload switch, the Serving section of the sidebar (and what it hides), the Serving curve tab
+with its knee and TPOT target, and links that carry fields whose control is hidden."""
+from __future__ import annotations
+
+from explorer.scenario import apply_overrides, from_dict
+from explorer.share import preset_raw
+from explorer.simulate import simulate
+
+from app_support import qp, run_app
+
+
+def cards(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_a_serving_preset_shows_its_controls_and_hides_the_training_ones():
+    at = run_app(scenario="serve-llama3-70b-tp8")
+    numbers = {w.key for w in at.sidebar.number_input}
+    assert {"inference.prompt_tokens", "inference.output_tokens", "inference.batch"} <= numbers
+    assert "parallelism.tp" in numbers
+    # A training step's fields are not drawn: they would change nothing (or be refused).
+    assert not {"training.global_batch", "training.micro_batch", "parallelism.vpp", "parallelism.zero",
+                "communication.bucket_MB"} & numbers
+    # Nor are the pools of a disaggregated deployment on a co-located one.
+    assert not any(k.startswith("inference.disaggregated.") for k in numbers)
+    assert [e.label for e in at.sidebar.expander][0] == "Serving"
+    assert "Batch & precision" not in [e.label for e in at.sidebar.expander]
+
+
+def test_the_batch_control_moves_the_cards_and_the_link():
+    at = run_app(scenario="serve-llama3-70b-tp8")
+    before = cards(at)
+    at.sidebar.number_input(key="inference.batch").set_value(8).run()
+    after = cards(at)
+    assert float(after["TPOT"].split()[0]) < float(before["TPOT"].split()[0])        # 26.43 -> 6.95 ms
+    assert qp(at, "inference.batch") == "8"
+
+
+def test_a_disaggregated_preset_offers_its_pools_not_the_scenario_degrees():
+    at = run_app(scenario="serve-deepseek-v3-disaggregated")
+    numbers = {w.key for w in at.sidebar.number_input}
+    assert "inference.disaggregated.decode.ep" in numbers and "parallelism.tp" not in numbers
+    step = cards(at)["TPOT"]
+    at.sidebar.number_input(key="inference.disaggregated.decode.ep").set_value(64).run()
+    assert cards(at)["TPOT"] != step and qp(at, "inference.disaggregated.decode.ep") == "64"
+
+
+def test_a_link_with_a_hidden_field_still_reproduces_it():
+    """A pool on a co-located preset has no control there; the link's value rides along."""
+    at = run_app(scenario="serve-llama3-70b-tp8", **{"cluster.nodes": "2",
+                 "inference.disaggregated.prefill.tp": "8", "inference.disaggregated.decode.tp": "8"})
+    assert not at.exception and not at.error
+    assert qp(at, "inference.disaggregated.prefill.tp") == "8"
+    over = {"cluster.nodes": 2, "inference.disaggregated.prefill.tp": 8,
+            "inference.disaggregated.decode.tp": 8}
+    f = simulate(from_dict(apply_overrides(preset_raw("serve-llama3-70b-tp8"), over))).inference
+    assert f["prefill_gpus"] == 8 and cards(at)["TPOT"] == f"{f['tpot_s'] * 1e3:.2f} ms"
+
+
+def test_the_workload_switch_serves_the_model_on_screen_and_back():
+    at = run_app(scenario="llama3-405b-16k")
+    assert "inference.batch" not in {w.key for w in at.sidebar.number_input}
+    at.sidebar.button_group(key="_kind").set_value("serving").run()
+    assert not at.exception
+    assert at.session_state["_scenario"] == "serve-llama3-70b-tp8"
+    # The model and GPU came along: the link says so.
+    assert (qp(at, "model.preset"), at.session_state["hardware.gpu"]) == ("llama3-405b", "h100-sxm")
+    assert "TTFT" in cards(at)
+    options = at.sidebar.selectbox(key="_scenario").options
+    assert options and all(o.startswith("serve-") for o in options)
+    at.sidebar.button_group(key="_kind").set_value("training").run()
+    assert at.session_state["_scenario"] == "teaching-8gpu" and "Iteration time" in cards(at)
+    assert not any(o.startswith("serve-") for o in at.sidebar.selectbox(key="_scenario").options)
+
+
+def test_a_model_that_cannot_be_served_there_loads_the_preset_and_says_why():
+    at = run_app(scenario="dlrm-dcnv2")
+    at.sidebar.button_group(key="_kind").set_value("serving").run()
+    assert at.session_state["_scenario"] == "serve-llama3-70b-tp8" and not at.exception
+    assert qp(at, "model.preset") is None                  # the preset's own model
+    assert any("as shipped" in i.value for i in at.info)
+
+
+def test_the_serving_curve_tab_marks_the_knee_and_the_target():
+    at = run_app(scenario="serve-llama3-70b-tp8", view="serving", **{"inference.tpot_target_ms": "20"})
+    assert not at.exception
+    text = " ".join(m.value for m in at.markdown)
+    assert "Knee at batch **128**" in text
+    assert "at most batch **128** per replica meets it, serving **7.66 requests/s**" in text
+    assert [t.label for t in at.tabs][:2] == ["Timeline", "Serving curve"]
+    at.sidebar.number_input(key="inference.tpot_target_ms").set_value(10.0).run()
+    assert "at most batch **32**" in " ".join(m.value for m in at.markdown)
+
+
+def test_a_training_scenario_has_no_serving_tab():
+    at = run_app(scenario="teaching-8gpu", view="serving")
+    assert "Serving curve" not in [t.label for t in at.tabs] and not at.exception
+
+
+def test_the_preset_file_and_the_shown_batch_agree():
+    at = run_app(scenario="serve-3d-dram")
+    shown = at.sidebar.number_input(key="inference.batch").value
+    assert shown == preset_raw("serve-3d-dram")["inference"]["batch"]

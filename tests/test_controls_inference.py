@@ -38,6 +38,7 @@ COVERED = {
         "test_more_decode_replicas_serve_more_requests_when_decode_bound",
     "inference.disaggregated.kv_transfer_GBps": "test_a_slower_kv_link_lengthens_the_transfer",
     "inference.tpot_target_ms": "test_a_looser_tpot_target_allows_a_larger_batch_and_more_requests",
+    "inference.arrival_rate": "test_more_arrivals_more_sequences_longer_tokens_and_waits",
 }
 
 
@@ -165,3 +166,12 @@ def test_a_looser_tpot_target_allows_a_larger_batch_and_more_requests():
     assert "tpot_target_s" not in run(LLAMA)
     missed = run(LLAMA, **{"inference.tpot_target_ms": 1.0})       # below one step at batch 1
     assert missed["target_batch"] is None and missed["requests_per_s_at_target"] == 0.0
+
+
+def test_more_arrivals_more_sequences_longer_tokens_and_waits():
+    """Under an arrival rate (serving/load.py) the concurrency follows Little's law and the first
+    token waits in the prefill queue: both grow with the rate."""
+    lo, hi = run(LLAMA, **{"inference.arrival_rate": 2.0}), run(LLAMA, **{"inference.arrival_rate": 8.0})
+    assert hi["batch"] > lo["batch"] and hi["tpot_s"] > lo["tpot_s"]
+    assert hi["queue_wait_s"] > lo["queue_wait_s"] and hi["ttft_s"] > lo["ttft_s"]
+    assert hi["output_tokens_per_s_per_gpu"] == pytest.approx(4 * lo["output_tokens_per_s_per_gpu"])

@@ -89,6 +89,12 @@ class Inference:
     memory_utilization: float = field(default=0.9, metadata={
         "min": 0.1, "max": 1.0, "why": "a fraction of GPU memory",
         "doc": "share of GPU memory the server may use (vLLM gpu_memory_utilization, default 0.9)"})
+    arrival_rate: float | None = field(default=None, metadata={
+        "min": 1e-6, "max": 1e9, "why": "requests per second", "start": 1.0,
+        "doc": "requests per second arriving at the whole deployment (Poisson): each replica then "
+               "decodes the fewest sequences whose throughput keeps up (Little's law), at most "
+               "`batch` (vLLM max_num_seqs), and TTFT adds the wait for a prefill (M/D/1); unset = a "
+               "saturated server, `batch` sequences always decoding (serving/load.py)"})
     tpot_target_ms: float | None = field(default=None, metadata={
         "min": 0.01, "max": 1e6, "why": "a time between tokens in milliseconds", "start": 50.0,
         "doc": "latency target on TPOT (an SLO, as DistServe sizes deployments by): run reports the "

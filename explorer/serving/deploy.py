@@ -82,6 +82,12 @@ class Serving:
     kv_transfer_s: float              # per request, each prefill GPU sending its share
     bound: str                        # what limits requests/s: decode, prefill or kv transfer
     gpus: int
+    # Under an arrival rate (serving/load.py): the rate served, the mean wait for a prefill before
+    # the first token (in ttft_s), and the rate over the capacity at the largest batch allowed.
+    batch: int = 0                    # sequences decoding together per decode replica
+    arrival_rate: float | None = None
+    queue_wait_s: float = 0.0
+    load: float | None = None
 
     @property
     def kv_cache_GB(self) -> float:
@@ -113,7 +119,18 @@ def kv_transfer(sc: Scenario, pre: Scenario) -> tuple[float, float]:
 
 
 def serve(sc: Scenario) -> Serving:
-    """The steady state of ``sc``'s deployment."""
+    """The steady state of ``sc``'s deployment: saturated (``batch`` sequences always decoding), or
+    under its ``arrival_rate`` (serving/load.py)."""
+    inf = sc.inference
+    assert inf is not None
+    if inf.arrival_rate is not None:
+        from .load import under_load  # load.py builds on saturated(): imported here, not above
+        return under_load(sc)
+    return saturated(sc)
+
+
+def saturated(sc: Scenario) -> Serving:
+    """``sc``'s deployment with ``batch`` sequences always decoding on each (decode) replica."""
     inf = sc.inference
     assert inf is not None
     pre, dec = layouts(sc)
@@ -158,4 +175,4 @@ def serve(sc: Scenario) -> Serving:
         tpot = step
         gpus = pre.gpus + dec.gpus
     return Serving(first, decode, pre, dec, ttft, step, tpot, rate, rate * n_out / gpus,
-                   rate * n_out / replicas_d, mem, kv_bytes, kv_s, bound, gpus)
+                   rate * n_out / replicas_d, mem, kv_bytes, kv_s, bound, gpus, batch=B)

@@ -23,9 +23,13 @@ def serving_text(res: Result, name: str) -> str:
     lines = [
         name, f"  serving on {f['gpus']:,} × {sc.hardware.gpu.name}: {layout}",
         f"  requests of {inf.prompt_tokens:,} prompt + {inf.output_tokens:,} output tokens, "
-        f"batch {inf.batch} per replica; weights {inf.weight_dtype}, activations {inf.activation_dtype}, "
-        f"KV {inf.kv_dtype}", "",
-        f"  TTFT                 {f['ttft_s'] * 1e3:,.1f} ms",
+        + (f"arriving at {f['arrival_rate']:,.4g}/s: {f['batch']:,} decoding per replica (at most "
+           f"{inf.batch:,}), load {f['load']:.0%}" if "arrival_rate" in f
+           else f"batch {inf.batch} per replica")
+        + f"; weights {inf.weight_dtype}, activations {inf.activation_dtype}, KV {inf.kv_dtype}", "",
+        f"  TTFT                 {f['ttft_s'] * 1e3:,.1f} ms"
+        + (f"  (of which {f['queue_wait_s'] * 1e3:,.1f} ms waiting for a prefill)" if "arrival_rate" in f
+           else ""),
         f"  TPOT                 {f['tpot_s'] * 1e3:,.2f} ms  "
         f"(decode step alone {f['decode_step_s'] * 1e3:,.2f} ms)",
         f"  output tokens/s/GPU  {f['output_tokens_per_s_per_gpu']:,.0f}",

@@ -121,7 +121,7 @@ def _bottleneck(sc: Scenario, sv: Serving) -> str:
 
 def _figures(sc: Scenario, sv: Serving, sentence: str) -> dict:
     """The ``inference`` object of run --json (issue 37's contract keys first)."""
-    batch = sc.inference.batch if sc.inference else 0
+    batch = sv.batch             # the configured one; under an arrival rate, the concurrency it leads to
     return {"ttft_s": sv.ttft_s, "tpot_s": sv.tpot_s,
             "output_tokens_per_s_per_gpu": sv.output_tokens_per_s_per_gpu,
             "requests_per_s": sv.requests_per_s, "kv_cache_GB": sv.kv_cache_GB,
@@ -136,7 +136,15 @@ def _figures(sc: Scenario, sv: Serving, sentence: str) -> dict:
             "weights_GB": sv.memory.weights / 1e9, "kv_transfer_bytes": sv.kv_transfer_bytes,
             "kv_transfer_s": sv.kv_transfer_s, "bound": sv.bound,
             "decode_step_breakdown_s": step_components(sv),
-            "bottleneck": sentence, **_curve(sc, sv)}
+            "bottleneck": sentence, **_load(sv), **_curve(sc, sv)}
+
+
+def _load(sv: Serving) -> dict:
+    """Under an arrival rate (serving/load.py): the rate, the prefill queue's mean wait (in TTFT) and
+    the load against the capacity at the largest batch allowed; nothing for a saturated server."""
+    if sv.arrival_rate is None:
+        return {}
+    return {"arrival_rate": sv.arrival_rate, "queue_wait_s": sv.queue_wait_s, "load": sv.load}
 
 
 def _curve(sc: Scenario, sv: Serving) -> dict:
@@ -146,7 +154,7 @@ def _curve(sc: Scenario, sv: Serving) -> dict:
     inf = sc.inference
     if inf is not None and inf.tpot_target_ms is not None:
         # The configured batch is a candidate beside the curve's powers of two.
-        here = {"batch": inf.batch, "tpot_s": sv.tpot_s, "ttft_s": sv.ttft_s,
+        here = {"batch": sv.batch, "tpot_s": sv.tpot_s, "ttft_s": sv.ttft_s,
                 "output_tokens_per_s_per_gpu": sv.output_tokens_per_s_per_gpu,
                 "requests_per_s": sv.requests_per_s}
         best = at_target(points + [here], inf.tpot_target_ms * 1e-3)
@@ -213,8 +221,8 @@ def simulate_serving(sc: Scenario) -> Result:
     kinds: tuple[str, ...] = ()
     inf = sc.inference
     assert inf is not None
-    if sv.memory.max_batch < inf.batch:
-        warnings = (f"the KV cache of {inf.batch} sequences of {inf.prompt_tokens + inf.output_tokens} "
+    if sv.memory.max_batch < sv.batch:
+        warnings = (f"the KV cache of {sv.batch} sequences of {inf.prompt_tokens + inf.output_tokens} "
                     f"tokens does not fit beside the weights: at most {sv.memory.max_batch} per replica "
                     f"(inference.batch)",)
         kinds = ("memory",)

@@ -30,7 +30,8 @@ SECTIONS: list[tuple[str, list[Control]]] = [
     ("Serving", [
         Control("inference.prompt_tokens", "Prompt tokens per request", "int"),
         Control("inference.output_tokens", "Output tokens per request", "int"),
-        Control("inference.batch", "Sequences decoding together per replica", "int"),
+        Control("inference.batch", "Sequences decoding together per replica (the cap under a rate)", "int"),
+        Control("inference.arrival_rate", "Arrival rate, requests/s (off: always full)", "optional"),
         Control("inference.chunked_prefill_tokens", "Chunked prefill: tokens per step (0 = whole prompt)",
                 "int"),
         Control("inference.weight_dtype", "Weight precision", "choice"),

@@ -19,15 +19,20 @@ SERVING_CARDS = ("TTFT", "TPOT", "Output tokens/s per GPU", "Requests/s", "KV ca
 def render_serving(f: dict) -> None:
     """The cards of a serving scenario (run --json's ``inference``; explorer/serving/result.py)."""
     cols = st.columns(6, gap="small")
+    loaded = "arrival_rate" in f             # under an arrival rate (explorer/serving/load.py)
     cols[0].metric(SERVING_CARDS[0], fmt_time(f["ttft_s"]), border=True,
-                   help="Time to first token: the prefill")
+                   help="Time to first token: the prefill" + (", after the wait for it" if loaded else ""),
+                   **({"delta": f"wait {fmt_time(f['queue_wait_s'])}", "delta_color": "off",
+                       "delta_arrow": "off"} if loaded else {}))
     # Two decimals: a TPOT of a few milliseconds moves in its hundredths.
     cols[1].metric(SERVING_CARDS[1], f"{f['tpot_s'] * 1e3:.2f} ms", border=True,
                    help="Time per output token, prefill interference included",
                    delta=f"step {fmt_time(f['decode_step_s'])}", delta_color="off", delta_arrow="off")
     cols[2].metric(SERVING_CARDS[2], f"{f['output_tokens_per_s_per_gpu']:,.0f}", border=True)
     cols[3].metric(SERVING_CARDS[3], f"{f['requests_per_s']:,.2f}", border=True,
-                   help=f"bound by {f['bound']}")
+                   help="the arrival rate, served" if loaded else f"bound by {f['bound']}",
+                   **({"delta": f"load {f['load']:.0%}", "delta_color": "off", "delta_arrow": "off"}
+                      if loaded else {}))
     cols[4].metric(SERVING_CARDS[4], f"{f['kv_cache_GB']:.1f} GB", border=True,
                    help="KV cache of the batch at full context on one decode GPU")
     cols[5].metric(SERVING_CARDS[5], f"{f['max_batch']:,}", border=True,

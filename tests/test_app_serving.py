@@ -113,7 +113,8 @@ def test_the_arrival_rate_toggle_serves_a_rate_instead_of_a_full_batch():
     assert c["Requests/s"].value == "5.00" and qp(at, "inference.arrival_rate") == "5"
     f = simulate(from_dict(apply_overrides(preset_raw("serve-llama3-70b-tp8"),
                                            {"inference.arrival_rate": 5.0}))).inference
-    assert c["TTFT"].value == f"{f['ttft_s'] * 1e3:.1f} ms" and c["TPOT"].value == f"{f['tpot_s'] * 1e3:.2f} ms"
+    assert c["TTFT"].value == f"{f['ttft_s'] * 1e3:.1f} ms"
+    assert c["TPOT"].value == f"{f['tpot_s'] * 1e3:.2f} ms"
     # Beyond the capacity: the one-line reason, the last valid figures kept.
     at.sidebar.number_input(key="inference.arrival_rate").set_value(50.0).run()
     assert any(e.value.startswith("inference.arrival_rate: 50 requests/s exceed") for e in at.error)

@@ -61,13 +61,23 @@ def load_pair(a: str, b: str | None, sets: Sequence[str], sets_b: Sequence[str])
 
 def run(args: argparse.Namespace) -> int:
     from ..fidelity.band import with_band
+    from ..run.report import run_json
     from ..simulate import simulate
 
     sc_a, sc_b = load_pair(args.a, args.b, args.set, args.set_b)
-    # a and b exactly as run --json prints them, expected_error included (explorer/fidelity/band.py).
-    cmp = compare(*(with_band(simulate(sc).to_json_dict(), sc) for sc in (sc_a, sc_b)))
+    # a and b exactly as run --json prints them: expected_error (explorer/fidelity/band.py) and, for
+    # a scenario with a run plan, run_total (explorer/run, issue 38).
+    sides = []
+    for sc in (sc_a, sc_b):
+        res = simulate(sc)
+        sides.append(with_band({**res.to_json_dict(), **run_json(res)}, sc))
+    cmp = compare(*sides)
+    out = cmp.to_json_dict()
+    runs = run_delta(sides[0].get("run_total"), sides[1].get("run_total"))
+    if runs:
+        out["delta_run"] = runs
     try:
-        text = json.dumps(cmp.to_json_dict(), allow_nan=False)
+        text = json.dumps(out, allow_nan=False)
     except ValueError:
         raise InternalError("the simulation produced a non-finite number") from None
     if args.json:
@@ -75,8 +85,48 @@ def run(args: argparse.Namespace) -> int:
     else:
         b_label = (f"A + {', '.join(args.set_b)}" if args.b is None and args.set_b
                    else "A" if args.b is None else sc_b.name)
-        print(diff_text(cmp, sc_a, sc_b, b_label))
+        print(diff_text(cmp, sc_a, sc_b, b_label) + run_text(sides[0].get("run_total"),
+                                                            sides[1].get("run_total")))
     return 0
+
+
+RUN_KEYS = (("days", "Days"), ("gpu_hours", "GPU-hours"), ("goodput", "Goodput"),
+            ("energy_MWh", "Energy (MWh)"))
+
+
+def run_delta(a: dict | None, b: dict | None) -> dict[str, float | None]:
+    """B - A of two run plans' totals (days, GPU-hours, goodput, energy; None where a side has no
+    figure); empty unless both scenarios have a run plan."""
+    if not a or not b:
+        return {}
+    return {k: None if a.get(k) is None or b.get(k) is None else b[k] - a[k] for k, _ in RUN_KEYS}
+
+
+def run_text(a: dict | None, b: dict | None) -> str:
+    """The two run plans side by side (issue 38, "compare two run plans by days and GPU-hours"), or
+    one line saying which side has none; empty when neither has a run plan."""
+    if not a and not b:
+        return ""
+    if not a or not b:
+        return f"\n\n  whole run: only {'B' if b else 'A'} has a run plan (training.phases or total_tokens)"
+
+    def fmt(k: str, v: float | None, signed: bool = False) -> str:
+        sign = "+" if signed else ""
+        if v is None:
+            return "unknown"
+        if k == "goodput":
+            return f"{v * 100:{sign}.2f} pt" if signed else f"{v:.2%}"
+        if k == "gpu_hours":
+            return f"{v / 1e6:{sign},.3f}M"
+        return f"{v:{sign},.2f}"
+
+    lines = ["", "", f"  {'whole run':<16} {'A':>14} {'B':>14} {'B - A':>14}"]
+    for k, label in RUN_KEYS:
+        d = run_delta(a, b)[k]
+        rel = f"  ({d / a[k]:+.1%})" if d is not None and k != "goodput" and a[k] else ""
+        sides = f"{fmt(k, a.get(k)):>14} {fmt(k, b.get(k)):>14} {fmt(k, d, True):>14}"
+        lines.append(f"  {label:<16} {sides}{rel}")
+    return "\n".join(lines)
 
 
 def _unit(cmp: Comparison) -> tuple[float, str]:

@@ -202,7 +202,7 @@ def test_the_scenario_timeline_steps_through():
 # ------------------------------------------------------------------------------------------------
 # The chart a step's view opens with: the Gantt on the Timeline, else the view's first chart.
 VIEW_CHART = {"timeline": "gantt", "memory": "memory", "traffic": "traffic", "topology": "datacenters",
-              "serving": "serving_curve"}
+              "serving": "serving_curve", "run": "run_timeline"}
 
 
 @pytest.mark.slow

@@ -5,12 +5,14 @@ The cartesian product of the varied values (explorer/design/sweep.py), each comb
 estimator, or the full engine with ``--full``.  ``--json`` prints a list, one object per
 combination in product order: ``overrides``, ``valid``, then ``reason`` (and ``reason_field``) or
 ``iteration_time_s``, ``mfu``, ``tokens_per_s``, ``memory_GB_total``, ``fits``, ``breakdown_s`` and
-``link`` (the share-link query string).  ``--csv`` writes the same rows as a table.
+``link`` (the share-link query string), and ``run_total`` (days, GPU-hours, goodput, energy) when
+the scenario has a run plan (explorer/design/run_sweep.py).  ``--csv`` writes the same rows as a table.
 """
 from __future__ import annotations
 
 import argparse
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 from ..config.schema import one_line
@@ -24,6 +26,7 @@ from ..design.cli_support import (
     parse_sets,
 )
 from ..design.progress import reporting
+from ..design.run_sweep import RUN_FIGURES, with_runs
 from ..design.sweep import MAX_COMBINATIONS, MAX_FULL_COMBINATIONS, SweepResult, parse_vary, sweep
 from ..serving.guard import refuse_serving
 from ..vocabulary import CATEGORIES
@@ -52,16 +55,23 @@ def run(args: argparse.Namespace) -> int:
         if not args.full:               # --full simulates each point (a serving one: its decode step)
             refuse_serving(base.raw, NAME)
         result = sweep(base, vary, "full" if args.full else "estimate", executor_spec(args), progress)
+        # A run plan: each combination's whole run too (explorer/design/run_sweep.py).
+        from ..simulate import simulate
+        points, note = with_runs(base.raw, result.points, simulate)
+        result = replace(result, points=points)
     if args.csv:
         write_csv(result, Path(args.csv))
-    print(dumps([p.to_json() for p in result.points]) if args.json else sweep_text(result, base.label))
+    print(dumps([p.to_json() for p in result.points]) if args.json
+          else sweep_text(result, base.label) + (f"\n{note}" if note else ""))
     return 0
 
 
 def write_csv(result: SweepResult, path: Path) -> None:
     """One row per combination: the varied values, valid, reason, the figures and the link."""
+    runs = any("run_total" in p.figures for p in result.points)
     cols = [*result.keys, "valid", "reason", "iteration_time_s", "mfu", "tokens_per_s", "memory_GB_total",
-            "fits", *(f"breakdown_{k}_s" for k in CATEGORIES), "link"]
+            "fits", *(f"breakdown_{k}_s" for k in CATEGORIES),
+            *((f"run_{k}" for k in RUN_FIGURES) if runs else ()), "link"]
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(cols)
@@ -71,7 +81,9 @@ def write_csv(result: SweepResult, path: Path) -> None:
             w.writerow([*(p.overrides[k] for k in result.keys), p.valid, p.reason or "",
                         *(f.get(k, "") for k in ("iteration_time_s", "mfu", "tokens_per_s", "memory_GB_total",
                                                  "fits")),
-                        *(b.get(k, "") for k in CATEGORIES), p.link or ""])
+                        *(b.get(k, "") for k in CATEGORIES),
+                        *((f.get("run_total", {}).get(k, "") for k in RUN_FIGURES) if runs else ()),
+                        p.link or ""])
 
 
 def sweep_text(result: SweepResult, label: str) -> str:
@@ -80,14 +92,16 @@ def sweep_text(result: SweepResult, label: str) -> str:
     widths = [max(len(k.split(".")[-1]), *(len(one_line(str(p.overrides[k]))) for p in result.points))
               for k in keys]
     head = "  ".join(f"{k.split('.')[-1]:>{w}}" for k, w in zip(keys, widths, strict=True))
+    runs = any("run_total" in p.figures for p in result.points)
     lines = [f"# sweep of {one_line(label)} ({'full engine' if result.engine == 'full' else 'estimator'})",
-             f"{head}  {'iteration':>10}  {'MFU':>6}  {'memory':>9}  fits"]
+             f"{head}  {'iteration':>10}  {'MFU':>6}  {'memory':>9}  fits"
+             + (f"  {'run days':>9}  {'GPU-hours':>10}  {'goodput':>8}" if runs else "")]
     for p in result.points:
         values = "  ".join(f"{one_line(str(p.overrides[k])):>{w}}" for k, w in zip(keys, widths, strict=True))
         if p.valid:
             f = p.figures
             lines.append(f"{values}  {fmt_s(f['iteration_time_s']):>10}  {f['mfu']:>6.1%}  "
-                         f"{f['memory_GB_total']:>6.1f} GB  {'yes' if f['fits'] else 'NO'}")
+                         f"{f['memory_GB_total']:>6.1f} GB  {'yes' if f['fits'] else 'NO'}" + _run_cells(f))
         else:
             lines.append(f"{values}  invalid: {one_line(p.reason or '')}")
     valid = result.valid
@@ -105,4 +119,18 @@ def sweep_text(result: SweepResult, label: str) -> str:
         lines.append(f"fastest that fits: {fmt_s(best.figures['iteration_time_s'])} at "
                      + ", ".join(f"{k}={one_line(str(v))}" for k, v in best.overrides.items())
                      + (f"  (?{best.link})" if best.link else ""))
+    ran = [p for p in fit if "run_total" in p.figures]
+    if ran:
+        best = min(ran, key=lambda p: p.figures["run_total"]["days"])
+        lines.append(f"shortest run that fits: {best.figures['run_total']['days']:,.2f} days at "
+                     + ", ".join(f"{k}={one_line(str(v))}" for k, v in best.overrides.items())
+                     + (f"  (?{best.link})" if best.link else ""))
     return "\n".join(lines)
+
+
+def _run_cells(f: dict) -> str:
+    """A combination's whole run (days, GPU-hours, goodput), when the scenario has a run plan."""
+    r = f.get("run_total")
+    if r is None:
+        return ""
+    return f"  {r['days']:>9,.4g}  {r['gpu_hours']:>10,.0f}  {r['goodput']:>8.2%}"

@@ -43,3 +43,17 @@ def test_no_run_plan_no_run_block(capsys):
     assert "delta_run" not in d and "run_total" not in d["a"]
     assert main(["diff", "teaching-8gpu", "--set-b", "training.total_tokens=1e9"]) == 0
     assert "whole run: only B has a run plan" in capsys.readouterr().out
+
+
+def test_the_compare_view_shows_both_runs(capsys):
+    """The app's Compare view: the same whole-run figures as diff, B being A plus its overrides."""
+    from app_support import run_app
+    at = run_app(scenario="teaching-8gpu", view="compare", **{"training.total_tokens": "1e9",
+                 "reliability.mtbf_gpu_hours": "50000", "b.reliability.restart_s": "3600"})
+    assert not at.exception
+    table = next(d.value for d in at.dataframe if "B − A" in d.value.columns)
+    d = _json(capsys, "diff", "teaching-8gpu", *SETS, "--set-b", "reliability.restart_s=3600", "--json")
+    a, b = d["a"]["run_total"], d["b"]["run_total"]
+    days = table.set_index("").loc["Days"]
+    assert (days["A"], days["B"]) == (f"{a['days']:,.2f}", f"{b['days']:,.2f}")
+    assert table.set_index("").loc["Goodput"]["B − A"] == f"{(b['goodput'] - a['goodput']) * 100:+.2f} pt"

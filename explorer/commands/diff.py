@@ -20,6 +20,7 @@ from ..analysis.compare import Comparison, Step, compare, waterfall_steps
 from ..analysis.verdict import over_memory_sentences
 from ..config.schema import excerpt, one_line
 from ..errors import InternalError
+from ..run.compare import RUN_KEYS, run_delta, run_value
 from ..scenario import Scenario, ScenarioError, load, parse_assignments, resolve_scenario_path
 from ..variants.hetero import gpu_summary
 
@@ -90,18 +91,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-RUN_KEYS = (("days", "Days"), ("gpu_hours", "GPU-hours"), ("goodput", "Goodput"),
-            ("energy_MWh", "Energy (MWh)"))
-
-
-def run_delta(a: dict | None, b: dict | None) -> dict[str, float | None]:
-    """B - A of two run plans' totals (days, GPU-hours, goodput, energy; None where a side has no
-    figure); empty unless both scenarios have a run plan."""
-    if not a or not b:
-        return {}
-    return {k: None if a.get(k) is None or b.get(k) is None else b[k] - a[k] for k, _ in RUN_KEYS}
-
-
 def run_text(a: dict | None, b: dict | None) -> str:
     """The two run plans side by side (issue 38, "compare two run plans by days and GPU-hours"), or
     one line saying which side has none; empty when neither has a run plan."""
@@ -110,21 +99,11 @@ def run_text(a: dict | None, b: dict | None) -> str:
     if not a or not b:
         return f"\n\n  whole run: only {'B' if b else 'A'} has a run plan (training.phases or total_tokens)"
 
-    def fmt(k: str, v: float | None, signed: bool = False) -> str:
-        sign = "+" if signed else ""
-        if v is None:
-            return "unknown"
-        if k == "goodput":
-            return f"{v * 100:{sign}.2f} pt" if signed else f"{v:.2%}"
-        if k == "gpu_hours":
-            return f"{v / 1e6:{sign},.3f}M"
-        return f"{v:{sign},.2f}"
-
     lines = ["", "", f"  {'whole run':<16} {'A':>14} {'B':>14} {'B - A':>14}"]
     for k, label in RUN_KEYS:
         d = run_delta(a, b)[k]
         rel = f"  ({d / a[k]:+.1%})" if d is not None and k != "goodput" and a[k] else ""
-        sides = f"{fmt(k, a.get(k)):>14} {fmt(k, b.get(k)):>14} {fmt(k, d, True):>14}"
+        sides = f"{run_value(k, a.get(k)):>14} {run_value(k, b.get(k)):>14} {run_value(k, d, True):>14}"
         lines.append(f"  {label:<16} {sides}{rel}")
     return "\n".join(lines)
 

@@ -22,6 +22,7 @@ from ...figures import compare as cfig
 from ...figures.gantt import GanttInfo, lane_name
 from ...fold.budget import check_unfolded_budget
 from ...result.timeline import build_timeline
+from ...run.compare import RUN_KEYS, run_delta, run_value
 from ...scenario import SETTABLE, ScenarioError, from_dict
 from ...share import format_value
 from ..cache import BYTES_PER_BAR, MAX_BARS, ByteBoundedLRU, ViewData, view_data
@@ -53,6 +54,7 @@ def render(data: ViewData, raw_json: str, b: BSide, present: bool) -> None:
         return
     cmp = compare(data.json, data_b.json)
     _cards(cmp, present)
+    _runs(raw_json, b_json)
     font = 15 if present else 12
     left, right = st.columns([3, 2], gap="small")
     with left:
@@ -216,6 +218,24 @@ def _cards(cmp: Comparison, present: bool) -> None:
                 run = cmp.a if side == "A" else cmp.b
                 kwargs["help"] = f"of {run['memory_capacity_GB']:.1f} GB per GPU: this layout cannot run"
             col.metric(label, _fmt(d, d.a if side == "A" else d.b), border=True, **kwargs)
+
+
+def _runs(raw_a: str, raw_b: str) -> None:
+    """Both run plans side by side, when A and B have one (issue 38: days, GPU-hours, goodput,
+    energy and B - A; the CLI's ``diff`` prints the same block)."""
+    from .run import run_summary
+
+    a, b = run_summary(raw_a), run_summary(raw_b)
+    if a is None and b is None:
+        return
+    if a is None or b is None:
+        st.caption(f"Whole run: only {'B' if b else 'A'} has a run plan (training.phases or total_tokens).")
+        return
+    d = run_delta(a, b)
+    st.markdown("**Whole run**, A against B")
+    st.dataframe([{"": label, "A": run_value(k, a.get(k)), "B": run_value(k, b.get(k)),
+                   "B − A": run_value(k, d[k], signed=True)} for k, label in RUN_KEYS],
+                 hide_index=True, width="stretch")
 
 
 HOW_TO_READ = (

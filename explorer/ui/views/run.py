@@ -31,6 +31,16 @@ def _total(raw_json: str) -> RunTotal | None:
     return run_total(from_dict(json.loads(raw_json)), simulate)
 
 
+def run_summary(raw_json: str) -> dict | None:
+    """run --json's ``run_total`` of a scenario (its JSON) as the Compare view reads it, or None
+    without a run plan or when its run cannot be computed (the Run tab says why)."""
+    try:
+        total = _total(raw_json)
+    except ScenarioError:
+        return None
+    return None if total is None else total.to_json_dict()
+
+
 def render(raw_json: str, present: bool) -> None:
     try:
         total = _total(raw_json)

@@ -99,4 +99,28 @@ COVERED = {
     "reliability.checkpoint_interval_s": "test_checkpoint_intervals_beyond_the_optimum_cost_goodput",
     "reliability.pue": "test_a_higher_pue_costs_energy_not_time",
     "reliability.price_per_gpu_hour": "test_the_price_scales_the_cost",
+    "reliability.repair_h": "test_a_longer_repair_costs_goodput_waiting_or_elastic",
+    "reliability.elastic": "test_going_on_without_the_node_beats_waiting_for_it",
 }
+
+
+# Two nodes of teaching-8gpu: dp 4, two pipelines per node, so a node lost drops half the replicas.
+TWO = {**FAIL, "training.total_tokens": 1e9, "cluster.nodes": 2, "parallelism.dp": 4,
+        "parallelism.order": "tp-cp-ep-pp-dp"}
+
+
+def _run_goodput(**kw) -> float:
+    return _run(**{k.replace(".", "__"): v for k, v in {**TWO, **kw}.items()}).goodput
+
+
+def test_a_longer_repair_costs_goodput_waiting_or_elastic():
+    for elastic in (False, True):
+        g = [_run_goodput(**{"reliability.repair_h": h, "reliability.elastic": elastic})
+             for h in (0.0, 0.5, 2.0)]
+        assert g[0] > g[1] > g[2], (elastic, g)
+
+
+def test_going_on_without_the_node_beats_waiting_for_it():
+    wait = _run_goodput(**{"reliability.repair_h": 2.0})
+    go_on = _run_goodput(**{"reliability.repair_h": 2.0, "reliability.elastic": True})
+    assert go_on > wait

@@ -113,6 +113,14 @@ class Reliability:
     checkpoint_interval_s: float | None = field(default=None, metadata={
         "min": 1, "max": 1e8, "doc": "seconds between checkpoints; default Young/Daly's optimum "
                                      "sqrt(2 x write cost x job MTBF)"})
+    repair_h: float = field(default=0.0, metadata={
+        "min": 0, "max": 1e5, "why": "hours until a failed node is back in the job",
+        "doc": "hours until a failed node is replaced or repaired; 0 = a spare takes its place at once "
+               "(the restart alone). Without `elastic` the job waits that long after each failure"})
+    elastic: bool = field(default=False, metadata={
+        "doc": "after a failure, continue on the surviving nodes (the data-parallel replicas on the failed "
+               "node dropped, as cluster.faults does) until the node is back (repair_h), then restart once "
+               "more to rejoin it (TorchElastic-style), instead of waiting for it"})
     pue: float = field(default=1.1, metadata={
         "min": 1, "max": 5, "why": "facility power over IT power; 1.0 is the ideal",
         "doc": "power usage effectiveness of the datacenter (default 1.1, Google's fleet; the Uptime "

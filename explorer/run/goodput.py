@@ -15,6 +15,12 @@ minimised at Young's interval tau_opt = sqrt(2 delta M).  With asynchronous chec
 only the snapshot to host memory; the write to storage runs in the background, so a checkpoint
 becomes usable w = write seconds after its snapshot: a failure then loses tau / 2 + w on average,
 and checkpoints cannot come more often than one write each (tau >= w).
+
+When a failed node is not replaced at once (``reliability.repair_h`` = W seconds until it is back),
+each failure costs more (first order: no second failure during W).  A job that waits loses W more;
+an elastic one keeps training on the survivors at the share r of its throughput they keep (the
+data-parallel replicas on the failed node dropped, simulated: variants/faults.py) and restarts once
+more to rejoin the node, losing (1 - r) W + R.  Either adds its cost over M to the lost shares.
 """
 from __future__ import annotations
 
@@ -37,11 +43,13 @@ class Goodput:
     checkpoint_share: float     # delta / tau
     lost_work_share: float      # lost / M
     restart_share: float        # R / M
+    repair_share: float = 0.0   # waiting for the node (W / M), or running without it ((1 - r) W + R) / M
 
     @property
     def goodput(self) -> float:
         """Share of wall-clock time that advances training (0 when failures outpace progress)."""
-        return max(1.0 - self.checkpoint_share - self.lost_work_share - self.restart_share, 0.0)
+        lost = self.checkpoint_share + self.lost_work_share + self.restart_share + self.repair_share
+        return max(1.0 - lost, 0.0)
 
 
 def young_daly_interval(delta_s: float, mtbf_s: float) -> float:
@@ -55,8 +63,10 @@ def job_mtbf_s(sc: Scenario) -> float:
     return math.inf if m is None else m * 3600.0 / sc.gpus
 
 
-def goodput_of(sc: Scenario) -> Goodput:
-    """The checkpoint interval (given, or Young/Daly's optimum) and the expected goodput of ``sc``."""
+def goodput_of(sc: Scenario, survivors_share: float | None = None) -> Goodput:
+    """The checkpoint interval (given, or Young/Daly's optimum) and the expected goodput of ``sc``;
+    ``survivors_share`` is r, the throughput an elastic job keeps without one node (module
+    docstring), needed when ``reliability.elastic`` and ``repair_h`` are set."""
     r = sc.reliability
     M = job_mtbf_s(sc)
     if math.isinf(M):
@@ -67,4 +77,12 @@ def goodput_of(sc: Scenario) -> Goodput:
     tau = max(tau, write)
     restart = r.restart_s + checkpoint.read_s(sc)
     lost = tau / 2.0 + write
-    return Goodput(tau, M, delta, restart, lost, delta / tau, lost / M, restart / M)
+    W = r.repair_h * 3600.0
+    if W == 0:
+        repair = 0.0
+    elif r.elastic:
+        assert survivors_share is not None, "an elastic job's repair cost needs the survivors' share"
+        repair = (1.0 - survivors_share) * W + restart
+    else:
+        repair = W
+    return Goodput(tau, M, delta, restart, lost, delta / tau, lost / M, restart / M, repair / M)

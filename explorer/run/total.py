@@ -109,14 +109,15 @@ def _finite(x: float) -> float | None:
 COMM = ("tp", "cp", "ep", "pp", "dp", "emb", "gnn")
 
 
-def phase_total(ph: PhasePlan, res: Result) -> PhaseTotal:
-    """One phase's totals from its plan and its simulated iteration."""
+def phase_total(ph: PhasePlan, res: Result, survivors_share: float | None = None) -> PhaseTotal:
+    """One phase's totals from its plan and its simulated iteration (``survivors_share``: the
+    throughput an elastic job keeps without one node, run/goodput.py)."""
     sc = ph.scenario
     step = res.time_per_step_s
     u = energy.compute_share(res.breakdown_s, res.iteration_time_s)
     exposed = sum(res.breakdown_s.get(k, 0.0) for k in COMM) / res.iteration_time_s
     return PhaseTotal(ph.name, sc.gpus, ph.tokens, ph.iterations, step, res.tokens_per_s, res.mfu, exposed,
-                      ph.iterations * step, goodput_of(sc), energy.average_W(sc, u))
+                      ph.iterations * step, goodput_of(sc, survivors_share), energy.average_W(sc, u))
 
 
 def run_total(sc: Scenario, simulate: Callable[[Scenario], Result],
@@ -135,11 +136,35 @@ def run_total(sc: Scenario, simulate: Callable[[Scenario], Result],
         key = "base" if ph.scenario is sc else ph.key
         if key not in results:
             results[key] = simulate(ph.scenario)
-        out.append(phase_total(ph, results[key]))
+        share = _survivors_share(ph.scenario, results[key], simulate)
+        out.append(phase_total(ph, results[key], share))
         if out[-1].goodput.goodput <= 0:
+            waits = ph.scenario.reliability.repair_h > 0
             raise ScenarioError("reliability.mtbf_gpu_hours", f"phase {ph.name!r}: failures every "
                                 f"{out[-1].goodput.job_mtbf_s:,.0f} s on {ph.scenario.gpus:,} GPUs outpace "
                                 "checkpoints and restarts (goodput 0); raise the MTBF or the checkpoint "
-                                "bandwidth")
+                                "bandwidth" + (", shorten reliability.repair_h or set reliability.elastic"
+                                               if waits else ""))
     r = sc.reliability
     return RunTotal(tuple(out), r.pue, r.price_per_gpu_hour)
+
+
+def _survivors_share(sc: Scenario, full: Result, simulate: Callable[[Scenario], Result]) -> float | None:
+    """The throughput an elastic job keeps without one node: tokens/s of ``sc`` with one node failed
+    (cluster.faults.failed_nodes + 1: its data-parallel replicas dropped, the others carrying the
+    global batch; variants/faults.py) over ``full``'s; None unless the phase is elastic with a repair
+    time.  A layout that cannot lose a node is a one-line error naming reliability.elastic."""
+    r = sc.reliability
+    if not (r.elastic and r.repair_h > 0 and r.mtbf_gpu_hours is not None):
+        return None
+    from ..config import from_dict
+    from ..config.loading import to_dict
+    raw = to_dict(sc)
+    faults = dict(raw.get("cluster", {}).get("faults") or {})
+    faults["failed_nodes"] = int(faults.get("failed_nodes", 0)) + 1
+    raw = {**raw, "cluster": {**raw.get("cluster", {}), "faults": faults}}
+    try:
+        survivor = simulate(from_dict(raw))
+    except ScenarioError as exc:
+        raise ScenarioError("reliability.elastic", f"the job cannot continue without a node: {exc}") from None
+    return min(survivor.tokens_per_s / full.tokens_per_s, 1.0) if full.tokens_per_s > 0 else 0.0

@@ -11,7 +11,7 @@ import pytest
 from explorer.cli import main
 from explorer.config import shipped_scenarios
 from explorer.scenario import load, load_raw
-from explorer.serving.deploy import serve
+from explorer.serving.load import serve
 from explorer.serving.memory import kv_bytes_per_token, kv_bytes_per_token_gpu, serving_memory
 from explorer.simulate import simulate
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ..config.schema import one_line
 from ..design.base import DP_KEY, open_base
@@ -128,7 +130,7 @@ def sweep_text(result: SweepResult, label: str) -> str:
     return "\n".join(lines)
 
 
-def _run_cells(f: dict) -> str:
+def _run_cells(f: Mapping[str, Any]) -> str:
     """A combination's whole run (days, GPU-hours, goodput), when the scenario has a run plan."""
     r = f.get("run_total")
     if r is None:

@@ -46,9 +46,13 @@ def serving_curve_figure(f: Mapping[str, Any], height: int = 360, font_size: int
         fig.add_hline(y=target * 1e3, line=dict(color=TARGET, dash="dash"),
                       annotation_text=f"TPOT target {target * 1e3:,.4g} ms", annotation_position="top right")
     fig.update_xaxes(title_text="output tokens/s per GPU", rangemode="tozero")
-    fig.update_yaxes(title_text="TPOT (ms)", rangemode="tozero")
-    fig.update_layout(height=height, font=dict(size=font_size), margin=dict(l=6, r=6, t=30, b=30),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+    # Room above the highest point for its batch label (and the scenario's own point, the target).
+    top_ms = max([*ys, y, (target or 0.0) * 1e3], default=1.0)
+    fig.update_yaxes(title_text="TPOT (ms)", range=[0, 1.15 * top_ms])
+    # The title on the top line, the legend on its own line under it (they overlapped at one margin).
+    top = 3 * font_size + 36
+    fig.update_layout(height=height, font=dict(size=font_size), margin=dict(l=6, r=6, t=top, b=30),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0),
                       title=dict(text="Latency against throughput as the batch doubles",
-                                 font=dict(size=font_size + 1)))
+                                 font=dict(size=font_size + 1), y=0.99, yanchor="top"))
     return fig

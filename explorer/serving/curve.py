@@ -14,7 +14,7 @@ import math
 from dataclasses import replace
 
 from ..config import Scenario
-from .deploy import serve
+from .deploy import saturated
 
 KNEE_GROWTH = math.sqrt(2.0)     # TPOT growth per doubling at which gain and cost are equal
 MAX_POINTS = 13                  # batches 1 .. 4,096
@@ -28,7 +28,7 @@ def batch_curve(sc: Scenario, max_batch: int) -> tuple[list[dict[str, float]], i
     points: list[dict[str, float]] = []
     b = 1
     while b <= max(max_batch, 1) and len(points) < MAX_POINTS:
-        sv = serve(replace(sc, inference=replace(inf, batch=b, arrival_rate=None)))   # saturated
+        sv = saturated(replace(sc, inference=replace(inf, batch=b, arrival_rate=None)))
         points.append({"batch": b, "tpot_s": sv.tpot_s, "ttft_s": sv.ttft_s,
                        "output_tokens_per_s_per_gpu": sv.output_tokens_per_s_per_gpu,
                        "requests_per_s": sv.requests_per_s})

@@ -118,17 +118,6 @@ def kv_transfer(sc: Scenario, pre: Scenario) -> tuple[float, float]:
     return total, (out.latency_us or 0.0) * 1e-6 + share / bw
 
 
-def serve(sc: Scenario) -> Serving:
-    """The steady state of ``sc``'s deployment: saturated (``batch`` sequences always decoding), or
-    under its ``arrival_rate`` (serving/load.py)."""
-    inf = sc.inference
-    assert inf is not None
-    if inf.arrival_rate is not None:
-        from .load import under_load  # load.py builds on saturated(): imported here, not above
-        return under_load(sc)
-    return saturated(sc)
-
-
 def saturated(sc: Scenario) -> Serving:
     """``sc``'s deployment with ``batch`` sequences always decoding on each (decode) replica."""
     inf = sc.inference

@@ -70,3 +70,11 @@ def under_load(sc: Scenario) -> Serving:
                    output_tokens_per_s_per_gpu=lam * inf.output_tokens / sv.gpus,
                    output_tokens_per_s_per_replica=lam * inf.output_tokens / replicas,
                    arrival_rate=lam, queue_wait_s=wait, load=lam / cap.requests_per_s)
+
+
+def serve(sc: Scenario) -> Serving:
+    """The steady state of ``sc``'s deployment: saturated (``batch`` sequences always decoding,
+    serving/deploy.py), or under its ``arrival_rate``."""
+    inf = sc.inference
+    assert inf is not None
+    return saturated(sc) if inf.arrival_rate is None else under_load(sc)

@@ -19,7 +19,8 @@ from ..network.groups import Network
 from ..network.topology import BOUNDARY_NAMES
 from ..result.record import GPUClass, Result
 from .curve import at_target, batch_curve
-from .deploy import Serving, serve
+from .deploy import Serving
+from .load import serve
 from .memory import kv_bytes_per_token_gpu
 from .step import StageCost
 

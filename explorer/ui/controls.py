@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from .. import dimensions
 from ..config.inference import TRAINING_ONLY
+from ..config.sections import Scenario
 from ..workloads.family import Workload
 from ..workloads.registry import WORKLOADS
 
@@ -191,6 +192,14 @@ POOLED_UNREAD = frozenset({"parallelism.tp", "parallelism.pp", "parallelism.ep",
 
 def _training_only(key: str) -> bool:
     return any(key == t or key.startswith(t + ".") for t in TRAINING_ONLY)
+
+
+def scenario_kind(sc: Scenario) -> str:
+    """``training``, ``serving`` (co-located) or ``disaggregated``: which controls describe ``sc``
+    (explorer/ui/controls.hidden_keys)."""
+    if sc.inference is None:
+        return "training"
+    return "serving" if sc.inference.disaggregated is None else "disaggregated"
 
 
 def hidden_keys(w: Workload, kind: str) -> frozenset[str]:

@@ -27,7 +27,8 @@ HEAVY = ("numpy", "pandas", "pyarrow", "PIL.Image", "orjson", "networkx",
          "explorer.simulate", "explorer.design.consensus", "explorer.estimate.many",
          "explorer.teaching.bubble",
          "explorer.config.sync_rules", "explorer.config.wan_rules",
-         "explorer.serving.deploy", "explorer.serving.result")       # a serving scenario's run
+         # a serving scenario's run
+         "explorer.serving.deploy", "explorer.serving.load", "explorer.serving.result")
 # Chart export (PNG/SVG): the app works without them (explorer/ui/export.py says so on the page).
 OPTIONAL = ("kaleido", "plotly.io._kaleido")
 # The trace types explorer/figures draws (go.<Trace>), and the layout: Plotly imports each

@@ -12,15 +12,14 @@ from ..share import shipped_scenarios
 from ..workloads.family import Workload
 from .controls import DERIVED_WIDGETS, ORDERS, SECTIONS, Control, hidden_keys
 from .field_text import parse_list, to_text
+from .kind_switch import on_kind_change, preset_kinds
 from .state import (
     CUSTOM,
     FIELDS,
     current_raw,
-    on_kind_change,
     on_model_preset_change,
     on_preset_change,
     on_source_change,
-    preset_kinds,
     preset_titles,
     preset_workload,
     sidebar_kind,

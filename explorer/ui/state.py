@@ -39,7 +39,7 @@ from ..scenario import (
 from ..share import changed_fields, flatten, format_value, parse_query, preset_raw, shipped_scenarios
 from ..workloads.family import Workload
 from ..workloads.registry import workload_for
-from .controls import DERIVED_WIDGETS, MODEL_KEYS, NULLABLE_KEYS, WIDGET_KEYS, hidden_keys
+from .controls import DERIVED_WIDGETS, MODEL_KEYS, NULLABLE_KEYS, WIDGET_KEYS, hidden_keys, scenario_kind
 
 CUSTOM = "(custom)"
 MAX_UPLOAD_BYTES = 200_000
@@ -123,41 +123,6 @@ def on_preset_change() -> None:
     st.session_state["_extra"] = {}
     st.session_state["_warnings"] = []
     set_widgets(preset_scenario(st.session_state["_scenario"])[1])
-
-
-@st.cache_data(show_spinner=False)
-def preset_kinds() -> dict[str, str]:
-    """Each shipped preset's kind (:func:`scenario_kind`), read once: the chooser filters on it."""
-    return {n: scenario_kind(preset_scenario(n)[1]) for n in shipped_scenarios()}
-
-
-# The first preset of each kind is where the Workload switch lands.
-KIND_HOME = {"training": "teaching-8gpu", "serving": "serve-llama3-70b-tp8"}
-
-
-def on_kind_change() -> None:
-    """The Workload switch (Training / Serving): load that kind's home preset, carrying over the
-    model preset and GPU of the scenario on screen when the result is a valid scenario (a dense or
-    MoE transformer served on the home preset's node; a model of another family, or one that does
-    not fit, leaves the preset as shipped and says why in ``_notice``, shown once on the page)."""
-    kind = st.session_state.get("_kind")
-    if kind not in KIND_HOME or (sidebar_kind() != "training") == (kind == "serving"):
-        return                            # deselected, or already that kind
-    model, gpu = st.session_state.get("model.preset"), st.session_state.get("hardware.gpu")
-    st.session_state["_scenario"] = KIND_HOME[kind]
-    on_preset_change()
-    base_raw, base_sc = preset_scenario(KIND_HOME[kind])
-    carried = {k: v for k, v in (("model.preset", model), ("hardware.gpu", gpu))
-               if v and v != CUSTOM and v != widget_values(base_sc)[k]}
-    if not carried:
-        return
-    try:
-        sc = from_dict(apply_overrides(base_raw, carried))
-    except ScenarioError as exc:
-        st.session_state["_notice"] = (f"{KIND_HOME[kind]} as shipped: with "
-                                       f"{' and '.join(map(str, carried.values()))} it is not valid — {exc}")
-        return
-    set_widgets(sc)
 
 
 def on_model_preset_change() -> None:
@@ -254,14 +219,6 @@ def init_state() -> None:
     st.session_state["_b_good"] = None
     st.session_state["_b_msg"] = None
     st.session_state["_init"] = True
-
-
-def scenario_kind(sc: Scenario) -> str:
-    """``training``, ``serving`` (co-located) or ``disaggregated``: which controls describe ``sc``
-    (explorer/ui/controls.hidden_keys)."""
-    if sc.inference is None:
-        return "training"
-    return "serving" if sc.inference.disaggregated is None else "disaggregated"
 
 
 def sidebar_kind() -> str:

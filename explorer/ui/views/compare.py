@@ -30,11 +30,14 @@ from ..controls import WIDGET_KEYS
 from ..export import chart
 from ..state import BSide, on_b_field_change, on_b_remove, on_b_set
 from .metrics import fmt_time
+from .run import run_summary
 from .timeline import gantt_figure
 
-# Fields the editor offers: the sidebar's first (in its order), then every other settable field.
+# Fields the editor offers: the sidebar's first (in its order; a serving scenario's own after the
+# training ones), then every other settable field.
 FIELDS: tuple[str, ...] = tuple(dict.fromkeys(
-    [k for k in WIDGET_KEYS if k != "model.preset"]
+    [k for k in WIDGET_KEYS if k != "model.preset" and not k.startswith("inference.")]
+    + [k for k in WIDGET_KEYS if k.startswith("inference.")]
     + [k for k, f in SETTABLE.items() if k not in ("name", "description") and not f.metadata.get("derived")]))
 DEFAULT_FIELD = "parallelism.pp"
 # Which way is better for each card: "inverse" = less is better (Streamlit colours a fall green).
@@ -223,8 +226,6 @@ def _cards(cmp: Comparison, present: bool) -> None:
 def _runs(raw_a: str, raw_b: str) -> None:
     """Both run plans side by side, when A and B have one (issue 38: days, GPU-hours, goodput,
     energy and B - A; the CLI's ``diff`` prints the same block)."""
-    from .run import run_summary
-
     a, b = run_summary(raw_a), run_summary(raw_b)
     if a is None and b is None:
         return

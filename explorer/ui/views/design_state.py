@@ -18,7 +18,8 @@ from ...workloads.registry import workload_for
 from . import design_runs as runs
 from .compare import FIELDS as COMPARE_FIELDS
 
-FIELDS = tuple(k for k in COMPARE_FIELDS if k != "parallelism.dp")
+# The heatmap prices training steps (the estimator refuses a serving scenario): no inference field.
+FIELDS = tuple(k for k in COMPARE_FIELDS if k != "parallelism.dp" and not k.startswith("inference."))
 DEFAULT_X, DEFAULT_Y = "parallelism.tp", "parallelism.pp"
 
 

@@ -16,14 +16,16 @@ def fmt_time(s: float) -> str:
 SERVING_CARDS = ("TTFT", "TPOT", "Output tokens/s per GPU", "Requests/s", "KV cache per GPU", "Max batch")
 
 
-def render_serving(f: dict) -> None:
-    """The cards of a serving scenario (run --json's ``inference``; explorer/serving/result.py)."""
+def render_serving(f: dict, present: bool = False) -> None:
+    """The cards of a serving scenario (run --json's ``inference``; explorer/serving/result.py), and
+    the bottleneck under them — not on a projector, whose one screen needs the room for the chart
+    (the Timeline says the bottleneck beside the Gantt)."""
     cols = st.columns(6, gap="small")
     loaded = "arrival_rate" in f             # under an arrival rate (explorer/serving/load.py)
     cols[0].metric(SERVING_CARDS[0], fmt_time(f["ttft_s"]), border=True,
                    help="Time to first token: the prefill" + (", after the wait for it" if loaded else ""),
-                   **({"delta": f"wait {fmt_time(f['queue_wait_s'])}", "delta_color": "off",
-                       "delta_arrow": "off"} if loaded else {}))
+                   delta=f"wait {fmt_time(f['queue_wait_s'])}" if loaded else None, delta_color="off",
+                   delta_arrow="off")
     # Two decimals: a TPOT of a few milliseconds moves in its hundredths.
     cols[1].metric(SERVING_CARDS[1], f"{f['tpot_s'] * 1e3:.2f} ms", border=True,
                    help="Time per output token, prefill interference included",
@@ -31,14 +33,14 @@ def render_serving(f: dict) -> None:
     cols[2].metric(SERVING_CARDS[2], f"{f['output_tokens_per_s_per_gpu']:,.0f}", border=True)
     cols[3].metric(SERVING_CARDS[3], f"{f['requests_per_s']:,.2f}", border=True,
                    help="the arrival rate, served" if loaded else f"bound by {f['bound']}",
-                   **({"delta": f"load {f['load']:.0%}", "delta_color": "off", "delta_arrow": "off"}
-                      if loaded else {}))
+                   delta=f"load {f['load']:.0%}" if loaded else None, delta_color="off", delta_arrow="off")
     cols[4].metric(SERVING_CARDS[4], f"{f['kv_cache_GB']:.1f} GB", border=True,
                    help="KV cache of the batch at full context on one decode GPU")
     cols[5].metric(SERVING_CARDS[5], f"{f['max_batch']:,}", border=True,
                    delta=f"batch {f['batch']:,}", delta_arrow="off",
                    delta_color="inverse" if f["batch"] > f["max_batch"] else "off")
-    st.caption(f"Bottleneck — {f['bottleneck']}")
+    if not present:
+        st.caption(f"Bottleneck — {f['bottleneck']}")
 
 
 # From ten million a second (a DLRM's 15,226,053 samples/s) the rate is said in millions: ten
@@ -58,7 +60,7 @@ def per_hour(x: float) -> str:
 
 def render(data: ViewData, present: bool = False) -> None:
     if data.json.get("inference") is not None:        # a serving scenario (issue 37)
-        render_serving(data.json["inference"])
+        render_serving(data.json["inference"], present)
         return
     j = data.summary
     mem, cap = j.memory_GB, j.memory_capacity_GB

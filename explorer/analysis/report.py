@@ -11,6 +11,7 @@ from ..engine.scheduler import Task
 from ..network.groups import Network
 from ..taskgraph.builder import IterationBuilder
 from .breakdown import COMM_DIMS, MemoryBreakdown
+from .utilisation import ALL_WAN_KEYS_UP_TO
 
 TIER_WORDS = {"scale-up": "the scale-up links (NVLink/NVSwitch)",
               "scale-out": "the node NICs (scale-out fabric)",
@@ -175,7 +176,7 @@ def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], 
 
 # Every link is listed up to a mesh of 16 datacenters (120 links, the range); beyond, only the
 # links that carry traffic: a mesh of 1,024 datacenters has 523,776 links, 86 MB of JSON if all listed.
-MAX_LISTED_WAN_LINKS = 120
+MAX_LISTED_WAN_LINKS = ALL_WAN_KEYS_UP_TO    # the loads of more links hold only the loaded directions
 
 
 def wan_report(net: Network, link_load: Mapping, T: float) -> tuple[dict, ...]:

@@ -35,11 +35,19 @@ def class_calls(b: IterationBuilder, s: int, mine: list[Task]) -> list[LinkCall]
     return calls + [c if n == 1 else c.scaled(n) for links, n in shared.values() for c in links]
 
 
+# Up to this many WAN links every direction has its key, idle ones at 0 (the wan_links report lists
+# them all: analysis/report.py); beyond, only the directions that carry bytes — a mesh of 1,024
+# datacenters has 523,776 links, and a key for each idle direction made every measurement of the
+# iteration cost about a second.
+ALL_WAN_KEYS_UP_TO = 120
+
+
 def tier_utilisation(b: IterationBuilder, net: Network, by_class: list[list[Task]],
                      T: float, calls: list[list[LinkCall]] | None = None) -> dict:
     """Average utilisation (0..1) of each tier boundary during one iteration of length ``T`` (by
-    tier name) and of each direction of each WAN link (by ``("wan", from, to)``).  ``calls``: each
-    class's :func:`class_calls`, when the caller has them already."""
+    tier name) and of each direction of each WAN link (by ``("wan", from, to)``; beyond
+    :data:`ALL_WAN_KEYS_UP_TO` links, the loaded directions only).  ``calls``: each class's
+    :func:`class_calls`, when the caller has them already."""
     sc = b.sc
     per_stage = sc.parallelism.tp * sc.parallelism.cp * sc.dp     # GPUs behaving like one class
     traffic = [0.0] * len(BOUNDARY_NAMES)
@@ -56,9 +64,16 @@ def tier_utilisation(b: IterationBuilder, net: Network, by_class: list[list[Task
         # Each WAN link direction under the key ("wan", from, to), as bytes / its capacity too
         # (simulate.assemble turns these into the wan_links report).
         loads = wan_link_bytes(b, by_class, calls)
-        for link in wan.links:
-            for u, v in ((link.a, link.b), (link.b, link.a)):
-                out[("wan", u, v)] = loads.get((u, v), 0.0) / (link.capacity_Bps * T) if T > 0 else 0.0
+        if len(wan.links) <= ALL_WAN_KEYS_UP_TO:
+            for link in wan.links:
+                for u, v in ((link.a, link.b), (link.b, link.a)):
+                    out[("wan", u, v)] = loads.get((u, v), 0.0) / (link.capacity_Bps * T) if T > 0 else 0.0
+        else:
+            capacity = {(link.a, link.b): link.capacity_Bps for link in wan.links}
+            for (u, v), load in loads.items():
+                if load > 0:
+                    cap = capacity.get((u, v)) or capacity[(v, u)]
+                    out[("wan", u, v)] = load / (cap * T) if T > 0 else 0.0
     if net.free:
         # The ideal pipeline's free communication (Network(free=True)): every call takes no time,
         # so no link is ever busy — its bytes over a real link's capacity would read up to

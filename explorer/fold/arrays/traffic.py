@@ -73,32 +73,39 @@ def _basis(b: IterationBuilder) -> Basis:
         per = {d: sum(getattr(ch, f"{d}_bytes") for ch in held) for d in ("tp", "cp", "ep")}
         per["dp"] = sum(ch.fsdp_bytes for ch in held)
         rows.append((traffic, load, [per.get(d, 0.0) for d in COMM_DIMS]))
-    keys = tuple(rows[0][1])
     tiers = rows[0][0].shape[1]
     pair_traffic = np.zeros((p, len(COMM_DIMS), tiers))
-    pair_load = np.zeros((p, len(keys)))
+    pair_loads: dict[int, dict] = {}
     for q in range(p):
         # Forward and backward transfers on a pair share one calls tuple (builder._pp_links).
         links = b._transfer_shape(q, q, "forward")[5]
         if links:
-            traffic, load = _measure(b, q, list(links))
+            traffic, pair_loads[q] = _measure(b, q, list(links))
             pair_traffic[q] = traffic
-            pair_load[q] = [load[k] for k in keys]
     # Once per iteration: each class's gradient buckets (their own calls; bus bytes on dp).
     step_traffic = np.zeros((p, len(COMM_DIMS), tiers))
     step_comm = np.zeros((p, len(COMM_DIMS)))
-    step_load = np.zeros((p, len(keys)))
+    step_loads: dict[int, dict] = {}
     tl = tail(b)
     for s in range(p):
         mine = [t for t in (tl.buckets if tl is not None else ()) if t.cls == s]
         if mine:
-            traffic, load = _measure(b, s, [c for t in mine for c in t.links])
+            traffic, step_loads[s] = _measure(b, s, [c for t in mine for c in t.links])
             step_traffic[s] = traffic
-            step_load[s] = [load[k] for k in keys]
             step_comm[s, COMM_DIMS.index("dp")] = sum(t.info.bus_bytes for t in mine
                                                       if isinstance(t.info, (BucketInfo, OverlapInfo)))
+    # Every key any measurement has (beyond analysis/utilisation.ALL_WAN_KEYS_UP_TO WAN links a
+    # measurement holds only its loaded directions), the tiers first as the first one lists them.
+    loads = [r[1] for r in rows] + list(pair_loads.values()) + list(step_loads.values())
+    keys = tuple(dict.fromkeys(k for load in loads for k in load))
+
+    def row(load: dict | None) -> list[float]:
+        return [0.0] * len(keys) if load is None else [load.get(k, 0.0) for k in keys]
+
+    pair_load = np.array([row(pair_loads.get(q)) for q in range(p)]).reshape(p, len(keys))
+    step_load = np.array([row(step_loads.get(s)) for s in range(p)]).reshape(p, len(keys))
     return Basis(np.stack([r[0] for r in rows]), np.array([r[2] for r in rows]),
-                 np.array([[r[1][k] for k in keys] for r in rows]), pair_traffic, pair_load,
+                 np.array([row(r[1]) for r in rows]), pair_traffic, pair_load,
                  step_traffic, step_comm, step_load, keys, np.asarray(b.pp_pair_bytes), tiers)
 
 

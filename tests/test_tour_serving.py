@@ -4,29 +4,24 @@ quote, one assertion per claim."""
 from __future__ import annotations
 
 import pytest
+from tour_support import simulate_steps, step_text
 
 from explorer.physics.hardware import hbm_efficiency
 from explorer.scenario import apply_overrides, from_dict
-from explorer.share import check_tour, parse_query, preset_raw
+from explorer.share import check_tour, preset_raw
 from explorer.simulate import simulate
 from explorer.teaching.tours import tours
 
 TOUR = "serving"
 
 
-def _step(i: int):
-    v = parse_query(tours()[TOUR].steps[i - 1].params)
-    assert not v.warnings
-    return from_dict(apply_overrides(preset_raw(v.scenario), v.overrides))
-
-
 @pytest.fixture(scope="module")
 def runs():
-    return {i: simulate(_step(i)) for i in range(1, len(tours()[TOUR].steps) + 1)}
+    return simulate_steps(TOUR)
 
 
 def text(i: int) -> str:
-    return " ".join(tours()[TOUR].steps[i - 1].text.split())
+    return step_text(TOUR, i)
 
 
 def ms(s: float, digits: int = 1) -> str:

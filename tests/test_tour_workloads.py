@@ -5,6 +5,7 @@ halo exchange (GNN), PipeDream's 15-1 (VGG-16)."""
 from __future__ import annotations
 
 import pytest
+from tour_support import simulate_steps, step_scenario, step_text
 
 from explorer.config.dlrm import MLPERF_POOLING
 from explorer.scenario import apply_overrides, from_dict
@@ -18,19 +19,13 @@ from explorer.workloads.registry import workload_for
 TOUR = "beyond-transformers"
 
 
-def _step(i: int):
-    v = parse_query(tours()[TOUR].steps[i - 1].params)
-    assert not v.warnings
-    return from_dict(apply_overrides(preset_raw(v.scenario), v.overrides))
-
-
 @pytest.fixture(scope="module")
 def runs():
-    return {i: simulate(_step(i)) for i in range(1, len(tours()[TOUR].steps) + 1)}
+    return simulate_steps(TOUR)
 
 
 def text(i: int) -> str:
-    return " ".join(tours()[TOUR].steps[i - 1].text.split())
+    return step_text(TOUR, i)
 
 
 def test_the_tour_ships_with_a_step_per_pattern():
@@ -72,7 +67,7 @@ def test_gnn_fetch_and_halo_claims(runs):
     assert (f"{cached.comm_bytes_per_gpu['gnn'] / 1e6:.1f}", f"{cached.epoch_s:.2f}") == ("25.8", "1.59")
     # Halo: boundary nodes x layer width x bytes, forward at every layer (input fp16 features,
     # then fp32 hidden 256) and the gradients back for the hidden layers' inputs.
-    sc = _step(7)
+    sc = step_scenario(TOUR, 7)
     closed = 2_000_000 * (128 * 2 + 256 * 4 + 256 * 4) + 2_000_000 * (256 * 4 + 256 * 4)
     assert halo.comm_bytes_per_gpu["gnn"] == pytest.approx(closed, rel=1e-9)
     assert f"{closed / 1e9:.1f} GB" == "8.7 GB"
@@ -87,7 +82,7 @@ def test_gnn_fetch_and_halo_claims(runs):
 
 
 def test_gnn_random_cut_claim():
-    sc = _step(7)
+    sc = step_scenario(TOUR, 7)
     raw = apply_overrides(preset_raw("gnn-sage-papers100m"),
                           {**parse_query(tours()[TOUR].steps[6].params).overrides, "model.gnn.halo_nodes": 0})
     r = simulate(from_dict(raw))

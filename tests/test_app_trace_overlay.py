@@ -15,7 +15,7 @@ from explorer.cli import load_scenario, main
 from explorer.config.schema import ScenarioError
 from explorer.ui.views.trace_overlay import comparison_of
 
-from app_support import run_app
+from app_support import qp, run_app
 from conftest import ROOT
 
 DDP = ROOT / "tests" / "fixtures" / "traces" / "ddp"
@@ -111,3 +111,54 @@ def test_a_bad_trace_upload_shows_one_line():
     assert not at.exception
     errors = [e.value for e in at.error]
     assert any(e.startswith("notes.json: ") and "\n" not in e for e in errors), errors
+
+
+def _synthetic_upload(tmp_path, sets):
+    """A trace of teaching-8gpu simulated with ``sets`` (tests/trace_synth.py), as an upload."""
+    from trace_synth import write_trace
+    path = tmp_path / "rank0.json.gz"
+    write_trace(path, load_scenario(SCENARIO, sets))
+    return [(path.name, path.read_bytes(), "application/gzip")]
+
+
+def _lane_rows(at) -> dict[str, float]:
+    """Row label -> summed bar length (ms) of the overlay's lanes chart."""
+    (chart,) = [c for c in at.get("plotly_chart") if "trace_overlay_lanes" in c.proto.id]
+    fig = json.loads(chart.proto.spec)
+    out: dict[str, float] = {}
+    for tr in fig["data"]:
+        for y, x in zip(tr["y"], tr["x"], strict=True):
+            out[y] = out.get(y, 0.0) + x
+    return out
+
+
+def test_the_lanes_chart_and_the_fit_apply_the_traces_constants(capsys, tmp_path):
+    """Lanes: the measured and simulated rows of a trace of the scenario itself have the same
+    busy time.  Fit: on a trace made at 55 % GEMM efficiency and 250 GB/s NVLink, the fit finds
+    them; applying them makes the view's iteration the trace's."""
+    truth = ["hardware.compute_efficiency=0.55", "cluster.scale_up.bandwidth_GBps=250"]
+    assert main(["run", SCENARIO, "--json", *[x for s in truth for x in ("--set", s)]]) == 0
+    want = json.loads(capsys.readouterr().out)["iteration_time_s"]
+    at = run_app(scenario=SCENARIO, view="scenario")
+    at.file_uploader(key="_trace_files").set_value(_synthetic_upload(tmp_path, [])).run()
+    assert not at.exception, [e.value for e in at.exception]
+    rows = _lane_rows(at)
+    for lane in ("compute", "dp", "pp"):
+        assert rows[f"measured · {lane}"] == pytest.approx(rows[f"simulated · {lane}"], rel=1e-3), lane
+    at.file_uploader(key="_trace_files").set_value(_synthetic_upload(tmp_path, truth)).run()
+    at.button(key="_trace_fit_button").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    (fields,) = [d.value for d in at.dataframe if "fitted" in d.value.columns and "field" in d.value.columns]
+    got = dict(zip(fields["field"], fields["fitted"], strict=True))
+    assert got == pytest.approx({"hardware.compute_efficiency": 0.55, "cluster.scale_up.bandwidth_GBps": 250},
+                                rel=0.01)
+    at.button(key="_trace_fit_apply").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Simulated iteration"] == f"{want * 1e3:.2f} ms"
+    # The share link carries them: it reopens the calibrated view.
+    link = {k: qp(at, k) for k in at.query_params}
+    assert float(link["hardware.compute_efficiency"]) == pytest.approx(0.55, rel=0.01)
+    assert float(link["cluster.scale_up.bandwidth_GBps"]) == pytest.approx(250, rel=0.01)
+    again = run_app(**link)
+    assert {m.label: m.value for m in again.metric}["Iteration time"] == metrics["Iteration time"]

@@ -15,14 +15,12 @@ import argparse
 import math
 from pathlib import Path
 
-import yaml
-
 from ..cli import load_scenario, resolve_scenario_path
-from ..config.loading import apply_overrides, load_raw
 from ..config.schema import ScenarioError
 from ..design.cli_support import add_set_argument, bounded_int, dumps, parse_sets
 from ..network.collectives import OPS
 from ..traces import nccl_tests
+from ..traces.calibrated_file import write_calibrated
 from ..traces.fabric_fit import FabricFit, fit
 
 NAME = "calibrate-fabric"
@@ -85,12 +83,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write(out: Path, base: Path, overrides: dict, result: FabricFit, source: str) -> None:
-    raw = apply_overrides(load_raw(base), overrides)
-    raw["name"] = f"{raw.get('name', base.stem)}, calibrated to {Path(source).name}"
-    head = (f"# Calibrated by `calibrate-fabric {Path(source).name}`: {result.tier} "
+    head = (f"Calibrated by `calibrate-fabric {Path(source).name}`: {result.tier} "
             + ", ".join(f"{k} {v:.4g}" for k, v in result.fields.items())
-            + f" (RMS busbw error {result.rms:.1%}, worst from 1 MiB {result.max_from_1mib:.1%}).\n")
-    out.write_text(head + yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+            + f" (RMS busbw error {result.rms:.1%}, worst from 1 MiB {result.max_from_1mib:.1%}).")
+    write_calibrated(out, base, overrides, source, head)
 
 
 def fit_text(r: FabricFit, source: str) -> str:

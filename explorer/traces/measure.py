@@ -69,7 +69,8 @@ class StepMeasure:
     comm_total_s: dict[str, float]      # time with a collective of the dimension in flight
 
 
-def _dim(op: str, group: str | None, trace: RankTrace, layout: Layout) -> str:
+def dimension_of_call(op: str, group: str | None, trace: RankTrace, layout: Layout) -> str:
+    """The dimension a collective of ``op`` on process group ``group`` belongs to (module docstring)."""
     by_op = classify.dimension_of(op)
     if by_op is not None:
         return by_op
@@ -94,7 +95,7 @@ def measure_step(trace: RankTrace, index: int, step: int, layout: Layout) -> Ste
                 points += [(max(s, a), 1, li, label), (min(e, b), -1, li, label)]
         for s, e, op, group in lane.comm:
             if e > a and s < b:
-                what = "comm:" + _dim(op, group, trace, layout)
+                what = "comm:" + dimension_of_call(op, group, trace, layout)
                 points += [(max(s, a), 1, li, what), (min(e, b), -1, li, what)]
     points.sort(key=lambda p: (p[0], -p[1]))
     count: dict[tuple[int, str], int] = {}

@@ -148,6 +148,26 @@ def bubble_story(raw_json: str) -> str:
     return _SMALL.get_or_compute(("bubble", raw_json), compute, lambda t: len(t) + 256)
 
 
+def class_lanes(raw_json: str):
+    """The simulated slowest class's lanes (explorer/traces/lanes.py) for the measured-trace
+    overlay: one more simulation, only once a trace is uploaded; cached."""
+    def compute():
+        from ..simulate import simulate
+        from ..traces.lanes import simulated_lanes
+        return simulated_lanes(simulate(from_dict(json.loads(raw_json))))
+    return _SMALL.get_or_compute(("lanes", raw_json), compute,
+                                 lambda spans: 64 * sum(len(v) for v in spans.values()) + 1024)
+
+
+def trace_fit(raw_json: str, key: tuple, measured):
+    """``import-trace --fit``'s fit (explorer/traces/run_fit.py) of the scenario to the uploaded
+    traces ``key`` (their names and sizes), cached: a dozen simulations, made on click."""
+    def compute():
+        from ..traces.run_fit import fit_run
+        return fit_run(from_dict(json.loads(raw_json)), measured)
+    return _SMALL.get_or_compute(("fit", raw_json, key), compute, lambda f: 4096)
+
+
 def full_timeline(raw_json: str, max_rows: int):
     """Every operation of the iteration, at most ``max_rows`` rows, for the trace and CSV
     downloads (never cached: a download is rare and its table can be large)."""

@@ -190,7 +190,7 @@ def main() -> None:
                 elif key == serving_view.KEY:
                     serving_view.render(data.json.get("inference"), present)
                 else:
-                    files.render(data, raw_json)
+                    files.render(data, raw_json, present)
             except Exception:  # noqa: BLE001 - the page must survive any view's bug
                 internal_error(f"drawing the {VIEW_LABELS[key]} view")
     if exports_box is not None:

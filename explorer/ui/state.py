@@ -190,13 +190,20 @@ def on_upload() -> None:
                                            f"{'serving' if sc_up.inference else 'training'} scenario: "
                                            f"choose {want} as the preset first")
         return
+    load_into_controls(sc_up)
+    st.session_state["_upload_msg"] = ("success", f"Loaded {one_line(up.name)}: {sc_up.name}")
+
+
+def load_into_controls(sc_up) -> None:
+    """Set the controls (and the fields without one, ``_extra``) to scenario ``sc_up``, relative
+    to the current preset: the view and its share link then show ``sc_up``."""
+    base = preset_scenario(st.session_state["_scenario"])[1]
     values = flatten(to_dict(sc_up))
     changed = changed_fields(base, sc_up)
     hidden = hidden_keys(workload_for(sc_up.model), scenario_kind(base))
     st.session_state["_extra"] = {k: values[k] for k in changed
                                   if (k not in WIDGET_KEYS or k in hidden) and k in values}
     set_widgets(sc_up)
-    st.session_state["_upload_msg"] = ("success", f"Loaded {one_line(up.name)}: {sc_up.name}")
 
 
 def init_state() -> None:

@@ -14,7 +14,7 @@ from . import trace_overlay
 MAX_DOWNLOAD_ROWS = 300_000
 
 
-def render(data: ViewData, raw_json: str) -> None:
+def render(data: ViewData, raw_json: str, present: bool = False) -> None:
     sc = data.scenario
     c1, c2 = st.columns([3, 2])
     with c1:
@@ -54,7 +54,7 @@ def render(data: ViewData, raw_json: str) -> None:
         if msg:
             (st.error if msg[0] == "error" else st.success)(msg[1])
         st.code(data.yaml, language="yaml")
-    trace_overlay.render(data)
+    trace_overlay.render(data, raw_json, present)
     with st.expander("How to read this"):
         st.markdown(
             "The preset's own description says what it demonstrates. The YAML is the scenario on screen, "

@@ -18,6 +18,7 @@ from explorer.traces import nccl_tests
 from conftest import ROOT
 
 A3MEGA = ROOT / "tests" / "fixtures" / "nccl" / "all_reduce_2x8_h100_a3mega.txt"
+NDV4 = ROOT / "tests" / "fixtures" / "nccl" / "all_reduce_2x8_a100_ndv4.txt"
 SIZES = [8 << k for k in range(31)]          # 8 B .. 8 GiB, as -b 8 -e 8G -f 2
 STEM = {"all-reduce": "all_reduce", "all-gather": "all_gather", "all-to-all": "alltoall"}
 
@@ -110,6 +111,25 @@ def test_the_real_a3_mega_fit_improves_on_the_preset(capsys):
     assert out["residual"] < out["before"]["residual"] / 2
     big = {r["size_bytes"]: r for r in out["rows"]}
     assert big[8589934592]["fitted_busbw_GBps"] == pytest.approx(338.82, rel=0.35)
+
+
+def test_the_real_ndv4_curve_is_reproduced_from_1_mib_but_for_its_two_kinks(capsys):
+    """2 x 8 A100 on HDR InfiniBand (Azure ND96asr_v4; README): from 1 MiB up, 12 of the 14 rows
+    within 10 % and the RMS error under 10 %; the two left out sit off the curve's own trend (4 MiB
+    is 11 % above the geometric mean of its neighbours' busbw, 32 MiB 9 % below), which two
+    constants cannot follow.  The plateau (>= 128 MiB) within 5 %."""
+    out = _calibrate(capsys, NDV4, "--ranks", "16", "--gpus-per-node", "8", "--op", "all-reduce",
+                     "--set", "cluster.scale_out.fabric=ib-hdr")
+    assert out["fabric"]["tier"] == "scale-out"
+    big = [r for r in out["rows"] if r["size_bytes"] >= 1 << 20]
+    assert len(big) == 14
+    off = [r["size_bytes"] for r in big if abs(r["relative_error"]) > 0.10]
+    assert off == [4 << 20, 32 << 20]
+    assert (sum(r["relative_error"] ** 2 for r in big) / len(big)) ** 0.5 < 0.10
+    for r in big:
+        if r["size_bytes"] >= 128 << 20:
+            assert r["fitted_busbw_GBps"] == pytest.approx(r["busbw_GBps"], rel=0.05), r
+    assert out["residual"] < out["before"]["residual"] / 2
 
 
 @pytest.mark.parametrize(("text", "says"), [

@@ -87,10 +87,15 @@ def test_the_serving_curve_tab_marks_the_knee_and_the_target():
     assert not at.exception
     text = " ".join(m.value for m in at.markdown)
     assert "Knee at batch **128**" in text
-    assert "at most batch **128** per replica meets it, serving **7.66 requests/s**" in text
+    assert "batch **128** per replica serves the most within it, **7.66 requests/s**" in text
     assert [t.label for t in at.tabs][:2] == ["Timeline", "Serving curve"]
     at.sidebar.number_input(key="inference.tpot_target_ms").set_value(10.0).run()
-    assert "at most batch **32**" in " ".join(m.value for m in at.markdown)
+    assert "batch **32** per replica" in " ".join(m.value for m in at.markdown)
+    at.sidebar.toggle(key="_on.inference.ttft_target_ms").set_value(True).run()
+    at.sidebar.number_input(key="inference.ttft_target_ms").set_value(36.0).run()
+    text = " ".join(m.value for m in at.markdown)
+    assert "Target TPOT 10 ms and mean TTFT 36 ms" in text and "M/D/1" in text
+    assert qp(at, "inference.ttft_target_ms") == "36"
 
 
 def test_a_training_scenario_has_no_serving_tab():

@@ -39,6 +39,7 @@ COVERED = {
     "inference.disaggregated.kv_transfer_GBps": "test_a_slower_kv_link_lengthens_the_transfer",
     "inference.tpot_target_ms": "test_a_looser_tpot_target_allows_a_larger_batch_and_more_requests",
     "inference.arrival_rate": "test_more_arrivals_more_sequences_longer_tokens_and_waits",
+    "inference.ttft_target_ms": "test_a_looser_ttft_target_allows_more_requests",
 }
 
 
@@ -166,6 +167,14 @@ def test_a_looser_tpot_target_allows_a_larger_batch_and_more_requests():
     assert "tpot_target_s" not in run(LLAMA)
     missed = run(LLAMA, **{"inference.tpot_target_ms": 1.0})       # below one step at batch 1
     assert missed["target_batch"] is None and missed["requests_per_s_at_target"] == 0.0
+
+
+def test_a_looser_ttft_target_allows_more_requests():
+    """A mean-TTFT target caps the rate by the prefill queue (serving/targets.py): looser, more."""
+    tight = run(LLAMA, **{"inference.ttft_target_ms": 38.0})
+    loose = run(LLAMA, **{"inference.ttft_target_ms": 45.0})
+    assert 0 < tight["requests_per_s_at_target"] < loose["requests_per_s_at_target"]
+    assert "ttft_target_s" not in run(LLAMA)
 
 
 def test_more_arrivals_more_sequences_longer_tokens_and_waits():

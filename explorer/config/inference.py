@@ -100,6 +100,11 @@ class Inference:
         "doc": "latency target on TPOT (an SLO, as DistServe sizes deployments by): run reports the "
                "requests/s of the largest batch on the batch curve, or the configured batch, that "
                "meets it; unset = no target"})
+    ttft_target_ms: float | None = field(default=None, metadata={
+        "min": 0.01, "max": 1e7, "why": "a time to first token in milliseconds", "start": 500.0,
+        "doc": "latency target on the mean TTFT under Poisson arrivals: a prompt's prefill plus its "
+               "wait in the prefill queue (M/D/1); run reports the requests/s that meet it (and the "
+               "TPOT target, if set) on the batch curve; unset = no target (serving/targets.py)"})
     disaggregated: Disaggregated | None = field(default=None, metadata={
         "doc": "separate prefill and decode pools (DistServe, Splitwise); absent = co-located on the "
                "scenario's parallelism"})

@@ -39,11 +39,3 @@ def batch_curve(sc: Scenario, max_batch: int) -> tuple[list[dict[str, float]], i
             break
         knee = int(after["batch"])
     return points, knee
-
-
-def at_target(points: list[dict[str, float]], target_s: float) -> dict[str, float] | None:
-    """The point of ``points`` that serves the most requests/s with its TPOT within ``target_s``
-    (the deployment's capacity under that latency objective: DistServe's "goodput" at a TPOT SLO,
-    Zhong et al., OSDI 2024, Sec. 2), or None when even the smallest batch misses it."""
-    meeting = [p for p in points if p["tpot_s"] <= target_s]
-    return max(meeting, key=lambda p: (p["requests_per_s"], -p["batch"])) if meeting else None

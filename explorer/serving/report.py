@@ -47,10 +47,23 @@ def serving_text(res: Result, name: str) -> str:
     lines += ["", f"  bottleneck: {f['bottleneck']}",
               f"  batch curve (batch: TPOT, output tokens/s per GPU): {curve}; "
               f"knee at batch {f['knee_batch']}"]
-    if "tpot_target_s" in f:
-        target = f"  TPOT target {f['tpot_target_s'] * 1e3:,.2f} ms: "
-        lines.append(target + (f"{f['requests_per_s_at_target']:,.2f} requests/s at batch "
-                               f"{f['target_batch']:,}" if f["target_batch"] is not None
-                               else "missed even at batch 1 (0 requests/s)"))
+    said = targets_text(f)
+    if said:
+        lines.append("  " + said)
     lines += [f"  warning: {w}" for w in res.warnings]
     return "\n".join(lines)
+
+
+def targets_text(f: dict) -> str:
+    """The latency targets and the requests/s that meet them, in one line ('' without a target)."""
+    named = []
+    if "tpot_target_s" in f:
+        named.append(f"TPOT {f['tpot_target_s'] * 1e3:,.4g} ms")
+    if "ttft_target_s" in f:
+        named.append(f"mean TTFT {f['ttft_target_s'] * 1e3:,.4g} ms")
+    if not named:
+        return ""
+    head = "target " + " and ".join(named) + ": "
+    if f["target_batch"] is None:
+        return head + "missed at every batch (0 requests/s)"
+    return head + f"{f['requests_per_s_at_target']:,.2f} requests/s at batch {f['target_batch']:,}"

@@ -18,11 +18,12 @@ from ..engine.scheduler import Task, TaskGraph, run
 from ..network.groups import Network
 from ..network.topology import BOUNDARY_NAMES
 from ..result.record import GPUClass, Result
-from .curve import at_target, batch_curve
+from .curve import batch_curve
 from .deploy import Serving
 from .load import serve
 from .memory import kv_bytes_per_token_gpu
 from .step import StageCost
+from .targets import at_target
 
 WINDOW_STEPS = 4          # decode steps drawn after the prefill: enough to see the steady state repeat
 
@@ -153,15 +154,23 @@ def _curve(sc: Scenario, sv: Serving) -> dict:
     points, knee = batch_curve(sc, sv.memory.max_batch)
     out: dict = {"batch_curve": points, "knee_batch": knee}
     inf = sc.inference
-    if inf is not None and inf.tpot_target_ms is not None:
-        # The configured batch is a candidate beside the curve's powers of two.
-        here = {"batch": sv.batch, "tpot_s": sv.tpot_s, "ttft_s": sv.ttft_s,
-                "output_tokens_per_s_per_gpu": sv.output_tokens_per_s_per_gpu,
-                "requests_per_s": sv.requests_per_s}
-        best = at_target(points + [here], inf.tpot_target_ms * 1e-3)
-        out.update({"tpot_target_s": inf.tpot_target_ms * 1e-3,
-                    "target_batch": None if best is None else int(best["batch"]),
-                    "requests_per_s_at_target": 0.0 if best is None else best["requests_per_s"]})
+    if inf is not None and (inf.tpot_target_ms is not None or inf.ttft_target_ms is not None):
+        # A saturated scenario's own batch is a candidate beside the curve's powers of two (under an
+        # arrival rate its figures are the rate's, not the batch's capacity).
+        here = [] if sv.arrival_rate is not None else [
+            {"batch": sv.batch, "tpot_s": sv.tpot_s, "ttft_s": sv.ttft_s,
+             "output_tokens_per_s_per_gpu": sv.output_tokens_per_s_per_gpu,
+             "requests_per_s": sv.requests_per_s}]
+        tpot = None if inf.tpot_target_ms is None else inf.tpot_target_ms * 1e-3
+        ttft = None if inf.ttft_target_ms is None else inf.ttft_target_ms * 1e-3
+        servers = sv.decode_layout.dp if sv.prefill_layout is sv.decode_layout else sv.prefill_layout.dp
+        best = at_target(points + here, tpot, ttft, servers)
+        if tpot is not None:
+            out["tpot_target_s"] = tpot
+        if ttft is not None:
+            out["ttft_target_s"] = ttft
+        out.update({"target_batch": None if best is None else int(best[0]["batch"]),
+                    "requests_per_s_at_target": 0.0 if best is None else best[1]})
     return out
 
 

@@ -40,6 +40,7 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("inference.kv_dtype", "KV-cache precision", "choice"),
         Control("inference.memory_utilization", "Share of GPU memory the server may use", "float"),
         Control("inference.tpot_target_ms", "TPOT target, ms (requests/s that meet it)", "optional"),
+        Control("inference.ttft_target_ms", "Mean TTFT target, ms (prefill + queue)", "optional"),
         *(Control(f"inference.disaggregated.{pool}.{k}", f"{pool.capitalize()} pool: {label}", "int")
           for pool in ("prefill", "decode")
           for k, label in (("tp", "tensor parallel (tp)"), ("pp", "pipeline stages (pp)"),

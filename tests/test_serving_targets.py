@@ -1,0 +1,63 @@
+"""Latency targets of a serving deployment (explorer/serving/targets.py): the requests/s within a
+TPOT and a mean-TTFT target.  The TTFT bound is the M/D/1 queue's closed form inverted; checked
+against the queue itself and against the deployment run at that arrival rate."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from explorer.cli import main
+from explorer.serving.load import md1_wait
+from explorer.serving.targets import at_target, ttft_rate, within_targets
+
+LLAMA = "serve-llama3-70b-tp8"
+
+
+@pytest.mark.parametrize(("service", "target", "servers"), [(0.02, 0.05, 2), (0.0347, 0.04, 1), (0.1, 0.1, 3)])
+def test_the_ttft_rate_puts_the_mean_ttft_exactly_on_the_target(service, target, servers):
+    rate = ttft_rate(service, target, servers)
+    assert service + md1_wait(rate / servers, service) == pytest.approx(target, rel=1e-12)
+
+
+def test_the_ttft_rate_closed_form_and_its_edges():
+    # rho = 2 (G - S) / (S + 2 (G - S)) = 0.06 / 0.08 = 0.75 per server; rate = 2 x 0.75 / 0.02.
+    assert ttft_rate(0.02, 0.05, 2) == pytest.approx(75.0)
+    assert ttft_rate(0.06, 0.05, 2) == 0.0                  # the prefill alone misses the target
+    assert ttft_rate(0.05, 0.05, 2) == 0.0                  # no slack: no queue can be allowed
+
+
+def test_a_point_within_targets_serves_its_capacity_capped_by_the_ttft_rate():
+    p = {"batch": 8, "tpot_s": 0.01, "ttft_s": 0.02, "requests_per_s": 50.0}
+    assert within_targets(p, None, None, 1) == 50.0
+    assert within_targets(p, 0.009, None, 1) == 0.0
+    assert within_targets(p, None, 0.05, 2) == 50.0         # the TTFT rate (75/s) is above capacity
+    assert within_targets(p, None, 0.03, 2) == pytest.approx(ttft_rate(0.02, 0.03, 2))
+    q = {**p, "batch": 16, "requests_per_s": 90.0}
+    best, rate = at_target([p, q], None, 0.05, 2)
+    assert best is q and rate == pytest.approx(75.0)
+    assert at_target([p, q], 0.001, None) is None
+
+
+def _run(capsys, *sets) -> dict:
+    assert main(["run", LLAMA, "--json", *[x for s in sets for x in ("--set", s)]]) == 0
+    return json.loads(capsys.readouterr().out)["inference"]
+
+
+def test_the_deployment_at_its_ttft_rate_has_the_target_ttft(capsys):
+    """Llama 3 70B on 8 H100s (one replica): a 40 ms mean-TTFT target allows the M/D/1 rate of its
+    34.7 ms prefill, 6.71 requests/s; run at that arrival rate, its mean TTFT is 40 ms."""
+    f = _run(capsys, "inference.ttft_target_ms=40")
+    assert f["ttft_target_s"] == 0.04 and "tpot_target_s" not in f
+    assert f["requests_per_s_at_target"] == pytest.approx(ttft_rate(f["ttft_s"], 0.04, 1), rel=1e-9)
+    assert f["requests_per_s_at_target"] == pytest.approx(6.71, abs=0.005)
+    rate = f["requests_per_s_at_target"]
+    loaded = _run(capsys, f"inference.arrival_rate={rate * 0.9999:.6f}")
+    assert loaded["ttft_s"] == pytest.approx(0.04, rel=2e-3)
+    # A TTFT below the prefill itself is met at no rate; both targets: the tighter one binds.
+    assert _run(capsys, "inference.ttft_target_ms=30")["target_batch"] is None
+    both = _run(capsys, "inference.tpot_target_ms=20", "inference.ttft_target_ms=50")
+    tpot_only = _run(capsys, "inference.tpot_target_ms=20")
+    assert both["requests_per_s_at_target"] == pytest.approx(tpot_only["requests_per_s_at_target"])
+    assert main(["run", LLAMA, "--set", "inference.ttft_target_ms=40"]) == 0
+    assert "target mean TTFT 40 ms: 6.71 requests/s at batch 128" in capsys.readouterr().out

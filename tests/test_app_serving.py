@@ -3,6 +3,8 @@ the Workload switch, the Serving section of the sidebar (and what it hides), the
 with its knee and TPOT target, and links that carry fields whose control is hidden."""
 from __future__ import annotations
 
+import json
+
 from explorer.scenario import apply_overrides, from_dict
 from explorer.share import preset_raw
 from explorer.simulate import simulate
@@ -124,3 +126,18 @@ def test_the_arrival_rate_toggle_serves_a_rate_instead_of_a_full_batch():
     at.sidebar.number_input(key="inference.arrival_rate").set_value(50.0).run()
     assert any(e.value.startswith("inference.arrival_rate: 50 requests/s exceed") for e in at.error)
     assert not at.exception
+
+
+def test_a_link_with_a_request_mix_shows_the_clis_figures_and_hides_the_lengths_it_replaces(capsys):
+    from explorer.cli import main
+    mix = '[{"prompt_tokens":200,"output_tokens":100,"share":3},{"prompt_tokens":4000,"output_tokens":1000}]'
+    assert main(["run", "serve-llama3-70b-tp8", "--json", "--set", f"inference.mix={mix}"]) == 0
+    cli = json.loads(capsys.readouterr().out)["inference"]
+    at = run_app(scenario="serve-llama3-70b-tp8", **{"inference.mix": mix})
+    assert not at.exception and not [w.value for w in at.warning if w.value.startswith("Link:")]
+    cards = {m.label: m.value for m in at.metric}
+    assert cards["TTFT"] == f"{cli['ttft_s'] * 1e3:.1f} ms" and cards["TPOT"] == f"{cli['tpot_s'] * 1e3:.2f} ms"
+    keys = {n.key for n in at.sidebar.number_input}
+    assert "inference.batch" in keys and not {"inference.prompt_tokens", "inference.output_tokens"} & keys
+    assert any("a mix of 2 kinds" in c.value and "75% 200 + 100" in c.value for c in at.sidebar.caption)
+    assert json.loads(qp(at, "inference.mix"))[1]["prompt_tokens"] == 4000      # the link carries it

@@ -66,6 +66,19 @@ class Disaggregated:
 
 
 @dataclass(frozen=True)
+class RequestClass:
+    """One kind of request of a length mix: its lengths and its share of the arrivals."""
+
+    prompt_tokens: int = field(default=1, metadata={
+        "required": True, "min": 1, "max": 10_000_000, "doc": "input tokens of this kind of request"})
+    output_tokens: int = field(default=1, metadata={
+        "required": True, "min": 1, "max": 10_000_000, "doc": "tokens this kind of request generates"})
+    share: float = field(default=1.0, metadata={
+        "min": 1e-9, "max": 1e9, "why": "a relative frequency (the shares are normalised)",
+        "doc": "relative frequency among the arrivals; default 1"})
+
+
+@dataclass(frozen=True)
 class Inference:
     """Requests, batching and precision of a serving deployment."""
 
@@ -73,6 +86,13 @@ class Inference:
         "min": 1, "max": 10_000_000, "doc": "input tokens of each request"})
     output_tokens: int = field(default=256, metadata={
         "min": 1, "max": 10_000_000, "doc": "tokens each request generates"})
+    mix: tuple[RequestClass, ...] = field(default=(), metadata={
+        "max_items": 64, "valid": "list of {prompt_tokens, output_tokens, share}",
+        "doc": "request-length mix: kinds of requests with their share of arrivals; the decode batch "
+               "holds them in proportion to share x output (a long answer decodes longer), each "
+               "prompt has its own prefill, and the prefill queue is M/G/1 (serving/mix.py); given, it "
+               "replaces prompt_tokens and output_tokens (not read then); empty = every request has "
+               "prompt_tokens and output_tokens"})
     batch: int = field(default=32, metadata={
         "min": 1, "max": 1_000_000,
         "doc": "concurrent sequences decoding on each (decode) replica (continuous batching)"})
@@ -93,8 +113,8 @@ class Inference:
         "min": 1e-6, "max": 1e9, "why": "requests per second", "start": 1.0,
         "doc": "requests per second arriving at the whole deployment (Poisson): each replica then "
                "decodes the fewest sequences whose throughput keeps up (Little's law), at most "
-               "`batch` (vLLM max_num_seqs), and TTFT adds the wait for a prefill (M/D/1); unset = a "
-               "saturated server, `batch` sequences always decoding (serving/load.py)"})
+               "`batch` (vLLM max_num_seqs), and TTFT adds the wait for a prefill (M/D/1; M/G/1 with "
+               "a mix); unset = a saturated server, `batch` sequences always decoding (serving/load.py)"})
     tpot_target_ms: float | None = field(default=None, metadata={
         "min": 0.01, "max": 1e6, "why": "a time between tokens in milliseconds", "start": 50.0,
         "doc": "latency target on TPOT (an SLO, as DistServe sizes deployments by): run reports the "
@@ -103,8 +123,9 @@ class Inference:
     ttft_target_ms: float | None = field(default=None, metadata={
         "min": 0.01, "max": 1e7, "why": "a time to first token in milliseconds", "start": 500.0,
         "doc": "latency target on the mean TTFT under Poisson arrivals: a prompt's prefill plus its "
-               "wait in the prefill queue (M/D/1); run reports the requests/s that meet it (and the "
-               "TPOT target, if set) on the batch curve; unset = no target (serving/targets.py)"})
+               "wait in the prefill queue (M/D/1; M/G/1 with a mix); run reports the requests/s that "
+               "meet it (and the TPOT target, if set) on the batch curve; unset = no target "
+               "(serving/targets.py)"})
     disaggregated: Disaggregated | None = field(default=None, metadata={
         "doc": "separate prefill and decode pools (DistServe, Splitwise); absent = co-located on the "
                "scenario's parallelism"})

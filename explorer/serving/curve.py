@@ -31,7 +31,9 @@ def batch_curve(sc: Scenario, max_batch: int) -> tuple[list[dict[str, float]], i
         sv = saturated(replace(sc, inference=replace(inf, batch=b, arrival_rate=None)))
         points.append({"batch": b, "tpot_s": sv.tpot_s, "ttft_s": sv.ttft_s,
                        "output_tokens_per_s_per_gpu": sv.output_tokens_per_s_per_gpu,
-                       "requests_per_s": sv.requests_per_s})
+                       "requests_per_s": sv.requests_per_s,
+                       # A mix's prefills differ by kind: their mean square (the M/G/1 queue's).
+                       **({"ttft_sq_s2": sv.ttft_sq_s2} if sv.ttft_by_kind else {})})
         b *= 2
     knee = int(points[0]["batch"])
     for before, after in zip(points, points[1:], strict=False):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from ..config import Scenario, ScenarioError
 from ..config.frozen import evolve
 from ..config.rules import validate as validate_config
+from . import mix
 from .memory import ServingMemory, kv_bytes_per_token, kv_bytes_per_token_gpu, serving_memory
 from .step import Group, PassModel, StageCost, chunks, decode_context, latency
 
@@ -88,6 +89,10 @@ class Serving:
     arrival_rate: float | None = None
     queue_wait_s: float = 0.0
     load: float | None = None
+    # A request-length mix (serving/mix.py): each kind's prefill time (ttft_s is their mean over the
+    # arrivals) and the mean square, which the M/G/1 prefill queue reads.
+    ttft_by_kind: tuple[float, ...] = ()
+    ttft_sq_s2: float = 0.0
 
     @property
     def kv_cache_GB(self) -> float:
@@ -101,16 +106,17 @@ def _step_time(stages: list[StageCost], pp: int) -> float:
     return max(latency(stages), pp * max(s.duration for s in stages))
 
 
-def kv_transfer(sc: Scenario, pre: Scenario) -> tuple[float, float]:
+def kv_transfer(sc: Scenario, pre: Scenario, prompt: float | None = None) -> tuple[float, float]:
     """(bytes of one request's KV cache, seconds for its prefill GPUs to send it): each of the
     replica's tp x pp GPUs sends its own share at the per-GPU bandwidth (the node's NICs shared by
     its GPUs at the fabric's achievable fraction, or disaggregated.kv_transfer_GBps) after one
-    fabric latency."""
+    fabric latency.  ``prompt``: the request's prompt tokens (default inference.prompt_tokens)."""
     inf = sc.inference
     assert inf is not None and inf.disaggregated is not None
     p = pre.parallelism
-    total = inf.prompt_tokens * kv_bytes_per_token(sc.model, inf.kv_dtype)
-    share = inf.prompt_tokens * kv_bytes_per_token_gpu(sc.model, inf.kv_dtype, p.tp, p.pp)
+    tokens = inf.prompt_tokens if prompt is None else prompt
+    total = tokens * kv_bytes_per_token(sc.model, inf.kv_dtype)
+    share = tokens * kv_bytes_per_token_gpu(sc.model, inf.kv_dtype, p.tp, p.pp)
     out = sc.cluster.scale_out
     nic_share = min(out.nics_per_node / sc.cluster.gpus_per_node, 1.0)
     nic = (out.nic_Gbps or 0.0) / 8 * (out.efficiency or 1.0) * nic_share
@@ -118,37 +124,53 @@ def kv_transfer(sc: Scenario, pre: Scenario) -> tuple[float, float]:
     return total, (out.latency_us or 0.0) * 1e-6 + share / bw
 
 
-def saturated(sc: Scenario) -> Serving:
-    """``sc``'s deployment with ``batch`` sequences always decoding on each (decode) replica."""
-    inf = sc.inference
-    assert inf is not None
-    pre, dec = layouts(sc)
-    B, P, n_out = inf.batch, inf.prompt_tokens, inf.output_tokens
-    dp_model = PassModel(sc, dec)
-    pp_d = dec.parallelism.pp
-    micro = B / pp_d                                         # sequences per micro-batch in flight
-    ctx = decode_context(P, n_out)
-    decode = dp_model.pipeline((Group(micro, 1, ctx),), micro)
-    step = _step_time(decode, pp_d)
-    pf_model = dp_model if pre is dec else PassModel(sc, pre)
-    n = chunks(P, inf.chunked_prefill_tokens if inf.disaggregated is None else 0)
+def _prefill(pf_model: PassModel, P: int, budget: int, micro: float, ctx: float, step: float,
+             pp_d: int) -> tuple[list[StageCost], float, float]:
+    """(the first pass drawn, TTFT, the time taken from decoding) of one prompt of ``P`` tokens:
+    one pass, or with chunked prefill the mixed steps that carry its chunks (module docstring)."""
+    n = chunks(P, budget)
     if n == 1:
         prefill = pf_model.pipeline((Group(1, P, P / 2),), 1)
         ttft = latency(prefill)
-        cost = ttft
-        first = prefill
-    else:
-        c = P / n
-        ttft = cost = 0.0
-        first = []
-        for j in range(n):                                   # chunk j attends to j chunks + half its own
-            mixed = pf_model.pipeline((Group(1, c, j * c + c / 2), Group(micro, 1, ctx)), micro + 1)
-            t = _step_time(mixed, pp_d)
-            ttft += t
-            cost += max(t - step, 0.0)
-            first = first or mixed
+        return prefill, ttft, ttft
+    c = P / n
+    ttft = cost = 0.0
+    first: list[StageCost] = []
+    for j in range(n):                                   # chunk j attends to j chunks + half its own
+        mixed = pf_model.pipeline((Group(1, c, j * c + c / 2), Group(micro, 1, ctx)), micro + 1)
+        t = _step_time(mixed, pp_d)
+        ttft += t
+        cost += max(t - step, 0.0)
+        first = first or mixed
+    return first, ttft, cost
+
+
+def saturated(sc: Scenario) -> Serving:
+    """``sc``'s deployment with ``batch`` sequences always decoding on each (decode) replica; with a
+    request-length mix (serving/mix.py) at the running batch's mean context and each kind's own
+    prefill, the rates from the means over the arrivals."""
+    inf = sc.inference
+    assert inf is not None
+    pre, dec = layouts(sc)
+    B = inf.batch
+    ks = mix.kinds(inf)
+    n_out = mix.mean_output(inf)
+    dp_model = PassModel(sc, dec)
+    pp_d = dec.parallelism.pp
+    micro = B / pp_d                                         # sequences per micro-batch in flight
+    ctx = mix.batch_mean(inf, decode_context)
+    decode = dp_model.pipeline((Group(micro, 1, ctx),), micro)
+    step = _step_time(decode, pp_d)
+    pf_model = dp_model if pre is dec else PassModel(sc, pre)
+    budget = inf.chunked_prefill_tokens if inf.disaggregated is None else 0
+    runs = [_prefill(pf_model, k.prompt, budget, micro, ctx, step, pp_d) for k in ks]
+    ttfts = [r[1] for r in runs]
+    ttft, ttft_sq = mix.moments(ttfts, inf)
+    cost = mix.moments([r[2] for r in runs], inf)[0]
+    first = runs[max(range(len(ks)), key=lambda i: ks[i].share)][0]     # the commonest kind's, drawn
+    longest = max(k.prompt for k in ks)
     mem = serving_memory(sc, dec.parallelism.tp, pp_d, dec.parallelism.ep,
-                         float(min(P, inf.chunked_prefill_tokens or P)) + B)
+                         float(min(longest, inf.chunked_prefill_tokens or longest)) + B)
     replicas_d = dec.dp
     if inf.disaggregated is None:
         per_replica = 1.0 / (n_out * step / B + cost)
@@ -156,7 +178,9 @@ def saturated(sc: Scenario) -> Serving:
         tpot = step + B * cost / n_out
         kv_bytes, kv_s, bound, gpus = 0.0, 0.0, "decode", sc.gpus
     else:
-        kv_bytes, kv_s = kv_transfer(sc, pre)
+        transfers = [kv_transfer(sc, pre, k.prompt) for k in ks]
+        kv_bytes = mix.moments([t[0] for t in transfers], inf)[0]
+        kv_s = mix.moments([t[1] for t in transfers], inf)[0]
         rates = {"decode": replicas_d * B / (n_out * step), "prefill": pre.dp / ttft,
                  "kv transfer": pre.dp / kv_s}
         bound = min(rates, key=lambda k: rates[k])
@@ -164,4 +188,5 @@ def saturated(sc: Scenario) -> Serving:
         tpot = step
         gpus = pre.gpus + dec.gpus
     return Serving(first, decode, pre, dec, ttft, step, tpot, rate, rate * n_out / gpus,
-                   rate * n_out / replicas_d, mem, kv_bytes, kv_s, bound, gpus, batch=B)
+                   rate * n_out / replicas_d, mem, kv_bytes, kv_s, bound, gpus, batch=B,
+                   ttft_by_kind=tuple(ttfts) if inf.mix else (), ttft_sq_s2=ttft_sq)

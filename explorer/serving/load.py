@@ -12,7 +12,9 @@ The first token also waits for its prefill.  Prefills of one replica (co-located
 prefill takes the GPUs from decoding; disaggregated: a prefill replica's pass) are served one after
 another in a deterministic time S at a Poisson arrival rate; the mean wait of such an M/D/1 queue
 is rho S / (2 (1 - rho)) with rho = lambda S (the Pollaczek-Khinchine formula for deterministic
-service: Kleinrock, "Queueing Systems", vol. 1, 1975, Sec. 5.6), added to TTFT.
+service: Kleinrock, "Queueing Systems", vol. 1, 1975, Sec. 5.6), added to TTFT.  With a request-
+length mix (serving/mix.py) the prompts' prefills differ by kind: the queue is M/G/1 and its mean
+wait lambda E[S^2] / (2 (1 - lambda E[S])) (the same formula, general service).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from dataclasses import replace
 
 from ..config import Scenario, ScenarioError
 from .deploy import Serving, saturated
+from .mix import mean_output
 
 
 def _at(sc: Scenario, batch: int) -> Serving:
@@ -33,6 +36,13 @@ def md1_wait(rate: float, service_s: float) -> float:
     ``service_s`` (module docstring); infinite at or beyond saturation."""
     rho = rate * service_s
     return float("inf") if rho >= 1 else rho * service_s / (2 * (1 - rho))
+
+
+def mg1_wait(rate: float, mean_s: float, mean_sq_s2: float) -> float:
+    """Mean wait in queue of an M/G/1 server: arrivals ``rate`` per second, service times of mean
+    ``mean_s`` and mean square ``mean_sq_s2`` (Pollaczek-Khinchine); infinite at or beyond saturation."""
+    rho = rate * mean_s
+    return float("inf") if rho >= 1 else rate * mean_sq_s2 / (2 * (1 - rho))
 
 
 def under_load(sc: Scenario) -> Serving:
@@ -60,15 +70,18 @@ def under_load(sc: Scenario) -> Serving:
     # A prompt holds its replica's prefill (co-located: the whole pass, or the chunk budget of its
     # mixed steps) or a prefill replica (disaggregated) for its TTFT.
     servers = sv.decode_layout.dp if sv.prefill_layout is sv.decode_layout else sv.prefill_layout.dp
-    wait = md1_wait(lam / servers, sv.ttft_s)
+    wait = (mg1_wait(lam / servers, sv.ttft_s, sv.ttft_sq_s2) if sv.ttft_by_kind
+            else md1_wait(lam / servers, sv.ttft_s))
     if wait == float("inf"):
         raise ScenarioError("inference.arrival_rate", f"{lam:g} requests/s keep every prefill replica "
                             "busy: the first tokens would wait without bound; lower the rate or add "
                             "prefill replicas")
     replicas = sv.decode_layout.dp
+    n_out = mean_output(inf)
     return replace(sv, ttft_s=sv.ttft_s + wait, requests_per_s=lam,
-                   output_tokens_per_s_per_gpu=lam * inf.output_tokens / sv.gpus,
-                   output_tokens_per_s_per_replica=lam * inf.output_tokens / replicas,
+                   ttft_by_kind=tuple(t + wait for t in sv.ttft_by_kind),
+                   output_tokens_per_s_per_gpu=lam * n_out / sv.gpus,
+                   output_tokens_per_s_per_replica=lam * n_out / replicas,
                    arrival_rate=lam, queue_wait_s=wait, load=lam / cap.requests_per_s)
 
 

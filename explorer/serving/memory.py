@@ -20,6 +20,7 @@ from ..config import Scenario
 from ..config.sections import Model
 from ..physics.hardware import BYTES_PER_ELEMENT
 from ..workloads.registry import attention_of
+from . import mix
 
 
 def mlp_matrices(m: Model) -> int:
@@ -130,7 +131,8 @@ def serving_memory(sc: Scenario, tp: int, pp: int, ep: int, pass_tokens: float) 
     weights = weight_bytes_gpu(m, inf.weight_dtype, tp, pp, ep)
     work = workspace_bytes(sc, pass_tokens, tp, inf.batch)
     per_token = kv_bytes_per_token_gpu(m, inf.kv_dtype, tp, pp)
-    context = inf.prompt_tokens + inf.output_tokens
+    # A running sequence's full context, over the running batch (serving/mix.py: one kind, P + O).
+    context = mix.batch_mean(inf, lambda prompt, output: float(prompt + output))
     usable = sc.hardware.gpu.capacity_bytes * inf.memory_utilization
     free = usable - weights - work
     max_batch = max(int(free // (per_token * context)), 0) if per_token > 0 else 0

@@ -14,7 +14,8 @@ def serving_text(res: Result, name: str) -> str:
     assert inf is not None
     p = sc.parallelism
     if inf.disaggregated is None:
-        layout = f"tp {p.tp} · pp {p.pp} · ep {p.ep} · {sc.dp} replicas, prefill and decode co-located"
+        layout = (f"tp {p.tp} · pp {p.pp} · ep {p.ep} · {sc.dp} replica{'s' if sc.dp != 1 else ''}, "
+                  "prefill and decode co-located")
     else:
         d = inf.disaggregated
         pools = (("prefill", d.prefill), ("decode", d.decode))
@@ -22,7 +23,7 @@ def serving_text(res: Result, name: str) -> str:
                            f"{pool.replicas} replicas)" for name, pool in pools)
     lines = [
         name, f"  serving on {f['gpus']:,} × {sc.hardware.gpu.name}: {layout}",
-        f"  requests of {inf.prompt_tokens:,} prompt + {inf.output_tokens:,} output tokens, "
+        f"  requests of {_lengths(f, inf)}, "
         + (f"arriving at {f['arrival_rate']:,.4g}/s: {f['batch']:,} decoding per replica (at most "
            f"{inf.batch:,}), load {f['load']:.0%}" if "arrival_rate" in f
            else f"batch {inf.batch} per replica")
@@ -67,3 +68,12 @@ def targets_text(f: dict) -> str:
     if f["target_batch"] is None:
         return head + "missed at every batch (0 requests/s)"
     return head + f"{f['requests_per_s_at_target']:,.2f} requests/s at batch {f['target_batch']:,}"
+
+
+def _lengths(f: dict, inf) -> str:
+    """The requests' lengths: one kind's, or a mix's kinds and means."""
+    if "mix" not in f:
+        return f"{inf.prompt_tokens:,} prompt + {inf.output_tokens:,} output tokens"
+    kinds = "; ".join(f"{k['share']:.0%} {k['prompt_tokens']:,} + {k['output_tokens']:,}" for k in f["mix"])
+    return (f"a mix ({kinds}; means {f['mean_prompt_tokens']:,.0f} prompt + "
+            f"{f['mean_output_tokens']:,.0f} output tokens)")

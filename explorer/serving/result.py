@@ -18,6 +18,7 @@ from ..engine.scheduler import Task, TaskGraph, run
 from ..network.groups import Network
 from ..network.topology import BOUNDARY_NAMES
 from ..result.record import GPUClass, Result
+from . import mix
 from .curve import batch_curve
 from .deploy import Serving
 from .load import serve
@@ -138,7 +139,20 @@ def _figures(sc: Scenario, sv: Serving, sentence: str) -> dict:
             "weights_GB": sv.memory.weights / 1e9, "kv_transfer_bytes": sv.kv_transfer_bytes,
             "kv_transfer_s": sv.kv_transfer_s, "bound": sv.bound,
             "decode_step_breakdown_s": step_components(sv),
-            "bottleneck": sentence, **_load(sv), **_curve(sc, sv)}
+            "bottleneck": sentence, **_load(sv), **_mix(sc, sv), **_curve(sc, sv)}
+
+
+def _mix(sc: Scenario, sv: Serving) -> dict:
+    """With a request-length mix (serving/mix.py): each kind's lengths, share of the arrivals and
+    of the running batch, and TTFT (queue wait included under an arrival rate); the mean output."""
+    inf = sc.inference
+    if inf is None or not inf.mix:
+        return {}
+    ks, held = mix.kinds(inf), mix.in_batch(inf)
+    return {"mix": [{"prompt_tokens": k.prompt, "output_tokens": k.output, "share": k.share,
+                     "share_of_batch": w, "ttft_s": t}
+                    for k, w, t in zip(ks, held, sv.ttft_by_kind, strict=True)],
+            "mean_prompt_tokens": mix.mean_prompt(inf), "mean_output_tokens": mix.mean_output(inf)}
 
 
 def _load(sv: Serving) -> dict:
@@ -160,7 +174,8 @@ def _curve(sc: Scenario, sv: Serving) -> dict:
         here = [] if sv.arrival_rate is not None else [
             {"batch": sv.batch, "tpot_s": sv.tpot_s, "ttft_s": sv.ttft_s,
              "output_tokens_per_s_per_gpu": sv.output_tokens_per_s_per_gpu,
-             "requests_per_s": sv.requests_per_s}]
+             "requests_per_s": sv.requests_per_s,
+             **({"ttft_sq_s2": sv.ttft_sq_s2} if sv.ttft_by_kind else {})}]
         tpot = None if inf.tpot_target_ms is None else inf.tpot_target_ms * 1e-3
         ttft = None if inf.ttft_target_ms is None else inf.ttft_target_ms * 1e-3
         servers = sv.decode_layout.dp if sv.prefill_layout is sv.decode_layout else sv.prefill_layout.dp
@@ -196,7 +211,7 @@ def simulate_serving(sc: Scenario) -> Result:
         inf_ = sc.inference
         assert inf_ is not None
         # Each prefill GPU sends what it holds: its layers' KV heads (MLA: the whole latent per TP rank).
-        share = inf_.prompt_tokens * kv_bytes_per_token_gpu(sc.model, inf_.kv_dtype, lay.tp, lay.pp)
+        share = mix.mean_prompt(inf_) * kv_bytes_per_token_gpu(sc.model, inf_.kv_dtype, lay.tp, lay.pp)
         kv_call = {"bytes": share, "group": 2, "algorithm": "p2p", "tier": "scale-out",
                    "busbw_GBps": share / sv.kv_transfer_s / 1e9, "time_s": sv.kv_transfer_s}
     g, labels = _graph(sv, co_located, kv_call)
@@ -232,7 +247,8 @@ def simulate_serving(sc: Scenario) -> Result:
     inf = sc.inference
     assert inf is not None
     if sv.memory.max_batch < sv.batch:
-        warnings = (f"the KV cache of {sv.batch} sequences of {inf.prompt_tokens + inf.output_tokens} "
+        tokens = mix.batch_mean(inf, lambda prompt, output: prompt + output)
+        warnings = (f"the KV cache of {sv.batch} sequences of {tokens:,.0f} "
                     f"tokens does not fit beside the weights: at most {sv.memory.max_batch} per replica "
                     f"(inference.batch)",)
         kinds = ("memory",)
@@ -241,7 +257,7 @@ def simulate_serving(sc: Scenario) -> Result:
     flops = st.flops / step
     links = {d: {k: v for k, v in c.items() if k != "latency_s"} for d, c in st.comm.items()}
     return Result(
-        scenario=sc, iteration_time_s=step, tokens_per_s=sv.requests_per_s * inf.output_tokens,
+        scenario=sc, iteration_time_s=step, tokens_per_s=sv.requests_per_s * mix.mean_output(inf),
         tflops_per_gpu=flops / 1e12, mfu=flops / (gpu.peak_tflops * 1e12), mfu_fp8_peak=None,
         bubble_fraction=bd["bubble"] / step, bubble_fraction_busiest=bd["bubble"] / step,
         bubble_formula=0.0, bubble_formula_text="", bubble_explanation="",

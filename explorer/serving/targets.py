@@ -12,6 +12,10 @@ rate served within the SLOs), here on the mean latencies of the batch curve (ser
   S + wait stays within a target G > S while rho <= 2 (G - S) / (S + 2 (G - S)), so the rate is at
   most servers x rho / S; a prefill longer than G meets it at no rate.
 
+With a request-length mix (serving/mix.py) the prefills differ by kind: the queue is M/G/1, its
+mean wait lambda E[S^2] / (2 (1 - lambda E[S])), and the bound lambda <= 2x / (E[S^2] + 2x E[S])
+per server with x = G - E[S] (for one kind, E[S^2] = S^2, the M/D/1 bound above).
+
 A point's requests/s within the targets is its capacity (saturated requests/s) when it meets the
 TPOT target, capped by the TTFT rate; the best point serves the most.  Means, not the percentiles
 DistServe attains (a P90 would need the wait's distribution): said wherever the figure is shown.
@@ -21,12 +25,15 @@ from __future__ import annotations
 import math
 
 
-def ttft_rate(service_s: float, target_s: float, servers: int) -> float:
-    """Highest Poisson rate (requests/s) at which the mean TTFT — prefill ``service_s`` plus the
-    M/D/1 wait over ``servers`` prefill replicas — stays within ``target_s`` (module docstring)."""
+def ttft_rate(service_s: float, target_s: float, servers: int, mean_sq_s2: float | None = None) -> float:
+    """Highest Poisson rate (requests/s) at which the mean TTFT — prefill ``service_s`` (a mean,
+    with ``mean_sq_s2`` its mean square for a mix) plus the queue's wait over ``servers`` prefill
+    replicas — stays within ``target_s`` (module docstring)."""
     slack = target_s - service_s
     if slack < 0 or service_s <= 0:
         return 0.0 if service_s > 0 else math.inf
+    if mean_sq_s2 is not None:
+        return servers * 2 * slack / (mean_sq_s2 + 2 * slack * service_s)
     rho = 2 * slack / (service_s + 2 * slack)
     return servers * rho / service_s
 
@@ -38,7 +45,7 @@ def within_targets(point: dict[str, float], tpot_s: float | None, ttft_s: float 
         return 0.0
     rate = point["requests_per_s"]
     if ttft_s is not None:
-        rate = min(rate, ttft_rate(point["ttft_s"], ttft_s, servers))
+        rate = min(rate, ttft_rate(point["ttft_s"], ttft_s, servers, point.get("ttft_sq_s2")))
     return rate
 
 

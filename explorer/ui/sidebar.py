@@ -54,6 +54,11 @@ def render() -> dict[str, Any]:
     # (a ResNet derives the transformer's fields).
     family = sidebar_workload()
     hidden = hidden_keys(family, kind)
+    # A request-length mix (from a link or a file: it has no control) sets the lengths; the two
+    # boxes it replaces would change nothing (config/inference.py, serving/mix.py).
+    mix = st.session_state.get("_extra", {}).get("inference.mix") if serving else None
+    if mix:
+        hidden = hidden | MIX_REPLACES
     first = "Serving" if serving else "Parallelism"
     for name, items in SECTIONS:
         if all(c.key in hidden for c in items):
@@ -62,6 +67,8 @@ def render() -> dict[str, Any]:
             placeholders[name] = st.empty()
             said = False
             for control in items:
+                if mix and control.key == MIX_CAPTION_AT:
+                    st.caption(mix_caption(mix))
                 if control.key in hidden and control.key.startswith("model.") and not said:
                     said = True
                     caption = _caption(family)
@@ -69,6 +76,20 @@ def render() -> dict[str, Any]:
                         st.caption(caption)
                 _widget(control, hidden)
     return placeholders
+
+
+MIX_REPLACES = frozenset({"inference.prompt_tokens", "inference.output_tokens"})
+MIX_CAPTION_AT = "inference.prompt_tokens"
+
+
+def mix_caption(mix: list | tuple) -> str:
+    """The request-length mix in one line, where the prompt and output boxes would be."""
+    kinds = [k for k in mix if isinstance(k, dict)]
+    total = sum(float(k.get("share", 1.0)) for k in kinds) or 1.0
+    said = "; ".join(f"{float(k.get('share', 1.0)) / total:.0%} {k.get('prompt_tokens')} + "
+                     f"{k.get('output_tokens')}" for k in kinds)
+    return (f"Requests: a mix of {len(kinds)} kinds (prompt + output tokens: {said}), from the link or "
+            "file; it sets the lengths, so the prompt and output boxes are hidden.")
 
 
 def list_summary(value: list | tuple | dict) -> str:

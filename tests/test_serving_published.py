@@ -115,6 +115,14 @@ def test_3d_dram_description_claims():
     assert h100_tp2["decode_step_s"] == pytest.approx(0.0187, abs=0.00005)
     assert round(tp2["output_tokens_per_s_per_gpu"]) == 2016
     assert round(h100_tp2["output_tokens_per_s_per_gpu"]) == 1385
+    # Heads or layers over the chips (tests/test_sweep_serving.py checks the sweep's rows and pick).
+    tp1 = figures("serve-3d-dram", (("parallelism.tp", 1),))
+    assert tp1["max_batch"] == 33 < tp1["batch"] == 64
+    tp2pp2 = figures("serve-3d-dram", (("parallelism.tp", 2), ("parallelism.pp", 2)))
+    assert (tp2["max_batch"], tp2pp2["max_batch"]) == (282, 779)
+    assert round(tp2pp2["output_tokens_per_s_per_gpu"]) == 1052
+    assert round(tp2["output_tokens_per_s_per_gpu"]) > round(figures(
+        "serve-3d-dram", (("parallelism.tp", 4),))["output_tokens_per_s_per_gpu"])
 
 
 def test_deepseek_description_suggestions():

@@ -7,6 +7,8 @@ combination in product order: ``overrides``, ``valid``, then ``reason`` (and ``r
 ``iteration_time_s``, ``mfu``, ``tokens_per_s``, ``memory_GB_total``, ``fits``, ``breakdown_s`` and
 ``link`` (the share-link query string), and ``run_total`` (days, GPU-hours, goodput, energy) when
 the scenario has a run plan (explorer/design/run_sweep.py).  ``--csv`` writes the same rows as a table.
+A serving scenario (``--full``) adds ``inference`` (TTFT, TPOT, tokens/s per GPU, requests/s, max
+batch, ...) to each row and reads as those figures (explorer/design/serving_table.py).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.schema import one_line
+from ..design import serving_table
 from ..design.base import DP_KEY, open_base
 from ..design.cli_support import (
     add_executor_arguments,
@@ -71,9 +74,11 @@ def run(args: argparse.Namespace) -> int:
 def write_csv(result: SweepResult, path: Path) -> None:
     """One row per combination: the varied values, valid, reason, the figures and the link."""
     runs = any("run_total" in p.figures for p in result.points)
+    serving = serving_table.is_serving(result.points)
     cols = [*result.keys, "valid", "reason", "iteration_time_s", "mfu", "tokens_per_s", "memory_GB_total",
             "fits", *(f"breakdown_{k}_s" for k in CATEGORIES),
-            *((f"run_{k}" for k in RUN_FIGURES) if runs else ()), "link"]
+            *((f"run_{k}" for k in RUN_FIGURES) if runs else ()),
+            *(serving_table.FIGURES if serving else ()), "link"]
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(cols)
@@ -85,6 +90,7 @@ def write_csv(result: SweepResult, path: Path) -> None:
                                                  "fits")),
                         *(b.get(k, "") for k in CATEGORIES),
                         *((f.get("run_total", {}).get(k, "") for k in RUN_FIGURES) if runs else ()),
+                        *(serving_table.csv_columns(f) if serving else ()),
                         p.link or ""])
 
 
@@ -95,8 +101,11 @@ def sweep_text(result: SweepResult, label: str) -> str:
               for k in keys]
     head = "  ".join(f"{k.split('.')[-1]:>{w}}" for k, w in zip(keys, widths, strict=True))
     runs = any("run_total" in p.figures for p in result.points)
-    lines = [f"# sweep of {one_line(label)} ({'full engine' if result.engine == 'full' else 'estimator'})",
-             f"{head}  {'iteration':>10}  {'MFU':>6}  {'memory':>9}  fits"
+    title = f"# sweep of {one_line(label)} ({'full engine' if result.engine == 'full' else 'estimator'})"
+    if serving_table.is_serving(result.points):
+        lines = [title, *serving_table.table(result.points, keys, widths, head)]
+        return "\n".join(lines + _tail(result, serving_table.best_line(result.points)))
+    lines = [title, f"{head}  {'iteration':>10}  {'MFU':>6}  {'memory':>9}  fits"
              + (f"  {'run days':>9}  {'GPU-hours':>10}  {'goodput':>8}" if runs else "")]
     for p in result.points:
         values = "  ".join(f"{one_line(str(p.overrides[k])):>{w}}" for k, w in zip(keys, widths, strict=True))
@@ -106,21 +115,12 @@ def sweep_text(result: SweepResult, label: str) -> str:
                          f"{f['memory_GB_total']:>6.1f} GB  {'yes' if f['fits'] else 'NO'}" + _run_cells(f))
         else:
             lines.append(f"{values}  invalid: {one_line(p.reason or '')}")
-    valid = result.valid
-    fit = [p for p in valid if p.figures["fits"]]
-    lines += ["", f"{len(result.points):,} combinations: {len(valid):,} valid ({len(fit):,} fit in memory), "
-                  f"{len(result.points) - len(valid):,} invalid; {result.seconds:.2f} s"]
-    if result.unread:
-        lines.append(f"  {result.scored:,} distinct configurations scored: this scenario never reads "
-                     f"{', '.join(result.unread)} (one datacenter, or one NVLink domain), so its values "
-                     "give equal figures")
-    for _, n, example in result.reason_counts():
-        lines.append(f"  {n:>6,} x {one_line(example)}")
-    if fit:
-        best = min(fit, key=lambda p: p.figures["iteration_time_s"])
-        lines.append(f"fastest that fits: {fmt_s(best.figures['iteration_time_s'])} at "
-                     + ", ".join(f"{k}={one_line(str(v))}" for k, v in best.overrides.items())
-                     + (f"  (?{best.link})" if best.link else ""))
+    fit = [p for p in result.valid if p.figures["fits"]]
+    best = min(fit, key=lambda p: p.figures["iteration_time_s"]) if fit else None
+    lines += _tail(result, None if best is None else
+                   f"fastest that fits: {fmt_s(best.figures['iteration_time_s'])} at "
+                   + ", ".join(f"{k}={one_line(str(v))}" for k, v in best.overrides.items())
+                   + (f"  (?{best.link})" if best.link else ""))
     ran = [p for p in fit if "run_total" in p.figures]
     if ran:
         best = min(ran, key=lambda p: p.figures["run_total"]["days"])
@@ -128,6 +128,21 @@ def sweep_text(result: SweepResult, label: str) -> str:
                      + ", ".join(f"{k}={one_line(str(v))}" for k, v in best.overrides.items())
                      + (f"  (?{best.link})" if best.link else ""))
     return "\n".join(lines)
+
+
+def _tail(result: SweepResult, best: str | None) -> list[str]:
+    """The counts, the unread fields, the reasons and the best combination's line."""
+    valid = result.valid
+    fit = [p for p in valid if p.figures["fits"]]
+    lines = ["", f"{len(result.points):,} combinations: {len(valid):,} valid ({len(fit):,} fit in memory), "
+                 f"{len(result.points) - len(valid):,} invalid; {result.seconds:.2f} s"]
+    if result.unread:
+        lines.append(f"  {result.scored:,} distinct configurations scored: this scenario never reads "
+                     f"{', '.join(result.unread)} (one datacenter, or one NVLink domain), so its values "
+                     "give equal figures")
+    for _, n, example in result.reason_counts():
+        lines.append(f"  {n:>6,} x {one_line(example)}")
+    return lines + ([best] if best else [])
 
 
 def _run_cells(f: Mapping[str, Any]) -> str:

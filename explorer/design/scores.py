@@ -20,6 +20,10 @@ from ..variants.registry import needs_simulation
 from ..vocabulary import CATEGORIES
 
 ENGINES = ("estimate", "full")
+# What a sweep row of a serving scenario keeps of run --json's ``inference`` (issue 37's contract
+# keys, the decode step, and the requests/s within a latency target when one is set).
+SERVING_FIGURES = ("ttft_s", "tpot_s", "output_tokens_per_s_per_gpu", "requests_per_s", "kv_cache_GB",
+                   "max_batch", "batch", "decode_step_s", "requests_per_s_at_target", "target_batch")
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,8 @@ class Scores:
     mfu: np.ndarray
     tokens_per_s: np.ndarray
     breakdown_s: dict[str, np.ndarray] = field(default_factory=dict)
+    # Serving scenarios (full engine): each row's run --json ``inference`` figures (SERVING_FIGURES).
+    serving: tuple[dict[str, Any] | None, ...] = ()
 
     def __len__(self) -> int:
         return len(self.iteration_time_s)
@@ -45,7 +51,8 @@ class Scores:
         return {"iteration_time_s": float(self.iteration_time_s[i]), "mfu": float(self.mfu[i]),
                 "tokens_per_s": float(self.tokens_per_s[i]),
                 "memory_GB_total": float(self.memory_GB_total[i]), "fits": bool(self.fits[i]),
-                "breakdown_s": {k: float(v[i]) for k, v in self.breakdown_s.items()}}
+                "breakdown_s": {k: float(v[i]) for k, v in self.breakdown_s.items()},
+                **({"inference": self.serving[i]} if self.serving and self.serving[i] is not None else {})}
 
 
 def empty_scores() -> Scores:
@@ -136,6 +143,7 @@ def _score_full(scenarios: Sequence[Scenario], progress: Callable[[int, int], No
     fits = np.zeros(n, dtype=bool)
     parts = {k: np.full(n, np.nan) for k in CATEGORIES}
     reasons: list[str | None] = [None] * n
+    serving: list[dict[str, Any] | None] = [None] * n
     for i, sc in enumerate(scenarios):
         if progress and i:
             progress(i, n)
@@ -149,6 +157,9 @@ def _score_full(scenarios: Sequence[Scenario], progress: Callable[[int, int], No
         fits[i] = not r.memory_over_capacity
         for k in CATEGORIES:
             parts[k][i] = r.breakdown_s.get(k, 0.0)
+        if r.inference is not None:
+            serving[i] = {k: r.inference[k] for k in SERVING_FIGURES if k in r.inference}
     if progress:
         progress(n, n)
-    return Scores(cols["t"], cols["mem"], fits, cols["mfu"], cols["tps"], parts), reasons
+    return Scores(cols["t"], cols["mem"], fits, cols["mfu"], cols["tps"], parts,
+                  tuple(serving) if any(v is not None for v in serving) else ()), reasons

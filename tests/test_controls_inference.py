@@ -40,6 +40,7 @@ COVERED = {
     "inference.tpot_target_ms": "test_a_looser_tpot_target_allows_a_larger_batch_and_more_requests",
     "inference.arrival_rate": "test_more_arrivals_more_sequences_longer_tokens_and_waits",
     "inference.ttft_target_ms": "test_a_looser_ttft_target_allows_more_requests",
+    "inference.mix": "test_a_mix_with_more_long_prompts_waits_longer_for_its_first_token",
 }
 
 
@@ -175,6 +176,17 @@ def test_a_looser_ttft_target_allows_more_requests():
     loose = run(LLAMA, **{"inference.ttft_target_ms": 45.0})
     assert 0 < tight["requests_per_s_at_target"] < loose["requests_per_s_at_target"]
     assert "ttft_target_s" not in run(LLAMA)
+
+
+def test_a_mix_with_more_long_prompts_waits_longer_for_its_first_token():
+    """More of the arrivals with long prompts: longer prefills on average, a longer mean context in
+    the running batch (serving/mix.py), fewer sequences in memory."""
+    mix = lambda long_share: ({"prompt_tokens": 500, "output_tokens": 200, "share": 1.0},   # noqa: E731
+                              {"prompt_tokens": 8000, "output_tokens": 200, "share": long_share})
+    few, many = (simulate(load(shipped_scenarios()[LLAMA], {"inference.mix": list(mix(share))})).inference
+                 for share in (0.1, 1.0))
+    assert many["ttft_s"] > few["ttft_s"] and many["decode_step_s"] > few["decode_step_s"]
+    assert many["max_batch"] < few["max_batch"]
 
 
 def test_more_arrivals_more_sequences_longer_tokens_and_waits():

@@ -101,7 +101,18 @@ COVERED = {
     "reliability.price_per_gpu_hour": "test_the_price_scales_the_cost",
     "reliability.repair_h": "test_a_longer_repair_costs_goodput_waiting_or_elastic",
     "reliability.elastic": "test_going_on_without_the_node_beats_waiting_for_it",
+    "training.critical_batch_tokens": "test_a_larger_critical_batch_wastes_fewer_tokens",
 }
+
+
+def test_a_larger_critical_batch_wastes_fewer_tokens():
+    """McCandlish et al. 2018: the closer the batch to the critical batch, the less each token
+    buys; a larger critical batch raises the data efficiency (1 / (1 + B / B_crit))."""
+    assert _run(training__total_tokens=1e9).loss is None
+    small, large = (_run(training__total_tokens=1e9, training__critical_batch_tokens=c).loss
+                    for c in (1e5, 1e7))
+    assert small is not None and large is not None
+    assert small.data_efficiency < large.data_efficiency < 1.0
 
 
 # Two nodes of teaching-8gpu: dp 4, two pipelines per node, so a node lost drops half the replicas.

@@ -14,7 +14,8 @@ from explorer.serving.targets import at_target, ttft_rate, within_targets
 LLAMA = "serve-llama3-70b-tp8"
 
 
-@pytest.mark.parametrize(("service", "target", "servers"), [(0.02, 0.05, 2), (0.0347, 0.04, 1), (0.1, 0.1, 3)])
+@pytest.mark.parametrize(("service", "target", "servers"),
+                         [(0.02, 0.05, 2), (0.0347, 0.04, 1), (0.1, 0.1, 3)])
 def test_the_ttft_rate_puts_the_mean_ttft_exactly_on_the_target(service, target, servers):
     rate = ttft_rate(service, target, servers)
     assert service + md1_wait(rate / servers, service) == pytest.approx(target, rel=1e-12)

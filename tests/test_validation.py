@@ -704,6 +704,7 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
                              ({"training.attention_kernel": "triton", "model.preset": "deepseek-v3"},
                               "training.attention_kernel")],
     # GPipe does not fold (explorer/fold/plan.py), so its 100,000 micro-batches are simulated in full.
+    "rule_frozen_layers": [({"training.frozen_layers": 2, "parallelism.zero": 3}, "training.frozen_layers")],
     "rule_work_budget": [({"training.global_batch": 400_000, "parallelism.schedule": "gpipe"},
                           "training.global_batch")],
 }

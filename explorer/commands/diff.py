@@ -20,7 +20,7 @@ from ..analysis.compare import Comparison, Step, compare, waterfall_steps
 from ..analysis.verdict import over_memory_sentences
 from ..config.schema import excerpt, one_line
 from ..errors import InternalError
-from ..run.compare import RUN_KEYS, run_delta, run_value
+from ..run.compare import RUN_KEYS, loss_line, run_delta, run_value
 from ..scenario import Scenario, ScenarioError, load, parse_assignments, resolve_scenario_path
 from ..variants.hetero import gpu_summary
 
@@ -105,6 +105,9 @@ def run_text(a: dict | None, b: dict | None) -> str:
         rel = f"  ({d / a[k]:+.1%})" if d is not None and k != "goodput" and a[k] else ""
         sides = f"{run_value(k, a.get(k)):>14} {run_value(k, b.get(k)):>14} {run_value(k, d, True):>14}"
         lines.append(f"  {label:<16} {sides}{rel}")
+    said = loss_line(a, b)
+    if said:
+        lines.append(f"  {said}")
     return "\n".join(lines)
 
 

@@ -322,6 +322,16 @@ def rule_recompute_layers_are_full(sc: Scenario) -> None:
                             "none or full (it fully recomputes N layers per chunk), not selective")
 
 
+def rule_frozen_layers(sc: Scenario) -> None:
+    """Frozen layers keep their weights whole on every GPU of their stage (workloads/freezing.py):
+    FSDP would shard them too, which is not modelled; and at least one layer must train (the
+    workload checks the count against its layers)."""
+    t = sc.training
+    if t.frozen_layers and sc.parallelism.zero == 3:
+        raise ScenarioError("training.frozen_layers", f"{t.frozen_layers} with parallelism.zero 3: frozen "
+                            "weights sharded by FSDP are not modelled; use ZeRO 0-2 or no frozen layers")
+
+
 def rule_fp8_recipe_on_gpu(sc: Scenario) -> None:
     """MXFP8 needs MX (block-scaled) tensor cores: Blackwell (config/fp8_recipes.py), on the GPU
     and on every datacenter's GPU when they differ (cluster.datacenter_gpus)."""
@@ -342,7 +352,7 @@ RULES: tuple[Rule, ...] = (
     rule_cp_divides_sequence, rule_sequence_parallel_divides, rule_order_lists_each_dim,
     rule_datacenters_divide_nodes, rule_stage_layers_count, rule_stage_layers_sum,
     rule_stage_layers_not_empty, rule_pipeline_layout, rule_recompute_layers_are_full,
-    rule_fp8_recipe_on_gpu, rule_triton_head_dim,
+    rule_fp8_recipe_on_gpu, rule_triton_head_dim, rule_frozen_layers,
 )
 
 

@@ -64,6 +64,10 @@ class Training:
     recompute_layers: int = field(default=0, metadata={"min": 0, "max": 100_000, "doc": (
         "fully recompute only this many layers per pipeline chunk (Megatron recompute_method block, "
         "recompute_num_layers); 0 = as training.recompute says")})
+    frozen_layers: int = field(default=0, metadata={"min": 0, "max": 100_000, "doc": (
+        "the first N layers (and the embedding below them) are frozen: forward only — no input or "
+        "weight gradients, no recompute, no gradient all-reduce, no optimizer state; their weights "
+        "stay in memory (PipeTransformer, FreezeOut: explorer/workloads/freezing.py); 0 = all train")})
     fp8_storage: str = field(default="te", metadata={"choices": ("te", "deepseek"),
         "doc": "FP8 activation storage: te = each linear keeps its FP8 input; deepseek = also the MoE "
                "SwiGLU inputs in FP8 and the attention output once (DeepSeek-V3 Sec. 3.3.3)"})
@@ -75,6 +79,11 @@ class Training:
     sync: Sync = field(default_factory=Sync)
     phases: tuple[Phase, ...] = PHASES_FIELD              # the run's phases (config/run_plan.py, issue 38)
     total_tokens: float | None = TOTAL_TOKENS_FIELD
+    critical_batch_tokens: float | None = field(default=None, metadata={
+        "min": 1, "max": 1e15, "why": "a batch in tokens",
+        "doc": "critical batch size in tokens (McCandlish et al. 2018): a run plan then reports its "
+               "small-batch-equivalent tokens, sum of tokens / (1 + batch / this), the loss it reaches "
+               "as an estimate from the literature (explorer/run/convergence.py); unset = not estimated"})
 
 
 @dataclass(frozen=True)

@@ -77,12 +77,19 @@ def _no_contention(raw: Raw, sc: Scenario) -> str:
     return "no contention between pipeline sends and gradient buckets"
 
 
+def _unfrozen(raw: Raw, sc: Scenario) -> str:
+    raw["training"]["frozen_layers"] = 0
+    return "every layer training"
+
+
 # The engine's fair share of a link between the pp and dp streams (engine/sharing.py).
 LINK_SHARING = Unpriced("link sharing between dimensions", links_may_meet, _no_contention)
 UNPRICED: tuple[Unpriced, ...] = (
     Unpriced("degraded nodes", lambda sc: sc.cluster.faults.degraded, no_faults),
     Unpriced("compressed gradients", lambda sc: sc.communication.compression.active, _uncompressed),
     LINK_SHARING,
+    # Frozen layers (workloads/freezing.py) are kinds of layers beyond the two the arrays count.
+    Unpriced("frozen layers", lambda sc: sc.training.frozen_layers > 0, _unfrozen),
 )
 
 

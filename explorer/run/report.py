@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..config.schema import one_line
 from ..result.record import Result
+from .convergence import CITATION
 from .phases import has_run
 from .total import RunTotal, run_total
 
@@ -45,4 +46,10 @@ def run_lines(res: Result) -> list[str]:
     price = f", price {total.price:,.0f}" if total.price is not None else ""
     lines.append(f"    total: {total.days:,.{digits}f} days, {total.gpu_hours:,.0f} GPU-hours, "
                  f"goodput {total.goodput:.2%}{energy}{price}")
+    loss = total.loss
+    if loss is not None:
+        lines.append(f"    loss (estimate from the literature, {CITATION}, B_crit "
+                     f"{loss.critical_batch_tokens / 1e6:,.4g}M tokens): the run's progress equals "
+                     f"{loss.equivalent_tokens / 1e9:,.4g}B tokens at the small-batch limit "
+                     f"(data efficiency {loss.data_efficiency:.1%})")
     return lines

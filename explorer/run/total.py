@@ -10,6 +10,7 @@ from ..config.schema import ScenarioError
 from ..config.sections import Scenario
 from ..result.record import Result
 from . import energy
+from .convergence import LossEstimate, loss_estimate
 from .goodput import Goodput, goodput_of
 from .phases import PhasePlan, plan
 
@@ -31,6 +32,8 @@ class PhaseTotal:
     compute_s: float             # iterations x iteration time: failure-free training time
     goodput: Goodput
     avg_power_W: float | None
+    batch_tokens: float = 0.0            # tokens per step (global batch x sequence length)
+    critical_batch_tokens: float | None = None
 
     @property
     def wall_s(self) -> float:
@@ -86,12 +89,19 @@ class RunTotal:
     def price(self) -> float | None:
         return None if self.price_per_gpu_hour is None else self.price_per_gpu_hour * self.gpu_hours
 
+    @property
+    def loss(self) -> LossEstimate | None:
+        """The run's progress in small-batch-equivalent tokens, when every phase has a critical
+        batch (run/convergence.py: an estimate from the literature)."""
+        return loss_estimate([(p.tokens, p.batch_tokens, p.critical_batch_tokens) for p in self.phases])
+
     def to_json_dict(self) -> dict:
         """run --json's ``run_total`` (issue 38's contract keys first)."""
         return {
             "days": self.days, "gpu_hours": self.gpu_hours, "energy_MWh": self.energy_MWh,
             "goodput": self.goodput, "tokens": sum(p.tokens for p in self.phases),
             **({"price": self.price} if self.price is not None else {}),
+            **({"loss_estimate": self.loss.to_json_dict()} if self.loss is not None else {}),
             "phases": [{"name": p.name, "days": p.days, "tokens_per_s": p.tokens_per_s, "mfu": p.mfu,
                         "tokens": p.tokens, "iterations": p.iterations, "iteration_time_s": p.iteration_s,
                         "gpus": p.gpus, "gpu_hours": p.gpu_hours, "exposed_comm_share": p.exposed_comm_share,
@@ -117,7 +127,8 @@ def phase_total(ph: PhasePlan, res: Result, survivors_share: float | None = None
     u = energy.compute_share(res.breakdown_s, res.iteration_time_s)
     exposed = sum(res.breakdown_s.get(k, 0.0) for k in COMM) / res.iteration_time_s
     return PhaseTotal(ph.name, sc.gpus, ph.tokens, ph.iterations, step, res.tokens_per_s, res.mfu, exposed,
-                      ph.iterations * step, goodput_of(sc, survivors_share), energy.average_W(sc, u))
+                      ph.iterations * step, goodput_of(sc, survivors_share), energy.average_W(sc, u),
+                      float(sc.training.global_batch * sc.model.seq_len), sc.training.critical_batch_tokens)
 
 
 def run_total(sc: Scenario, simulate: Callable[[Scenario], Result],

@@ -223,6 +223,7 @@ def _add_edge(ctx: ChunkContext, a: _Acc, edge: EdgeCost, stage: int) -> None:
     a.model += flops
     a.params += edge.params
     a.act += edge.act_bytes
+    a.held += edge.held_bytes                # a frozen embedding's weights (workloads/freezing.py)
 
 
 def chunk_work(ctx: ChunkContext, gc: int, stage: int, first_layer: int, layers: int) -> ChunkWork:

@@ -4,7 +4,7 @@ communication hidden under its GEMMs, and the network calls it makes (for utilis
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..config import Scenario
 from ..config.frameworks import profile as framework_profile
@@ -151,12 +151,15 @@ def layer_parts(ctx: ChunkContext, lc: LayerCost, stage: int) -> LayerParts:
     ring = _ring(ctx, lc, stage)
     ep_f, ep_f_bytes = _ep_time(ctx, lc.ep_fwd, stage)
     ep_b, ep_b_bytes = _ep_time(ctx, lc.ep_bwd, stage)
+    if lc.frozen:          # forward only (workloads/freezing.py): the ring's backward hand-offs go too
+        ring = replace(ring, exposed_b=0.0, hidden_b=0.0, bytes=ring.bytes / 3)
     load = ctx.expert_load
     if lc.expert_fwd.gemm_s and load > 1:
         extra = imbalance_extra_s(lc.expert_fwd.gemm_s, load)
         f_comp += extra
-        b_comp += extra
-        w_comp += extra
+        if not lc.frozen:
+            b_comp += extra
+            w_comp += extra
     fs = price_fsdp(ctx, lc, stage, f_comp, b_comp + w_comp + r_comp)
     # Activation offloading: an offloaded layer's copy to the host runs on its own stream beside
     # the next layer's forward, the copy back beside the backward of the layer after it (TE's
@@ -217,7 +220,8 @@ def layer_links(ctx: ChunkContext, lc: LayerCost, stage: int) -> list[LinkCall]:
     if lc.cp_kv_bytes:
         cpn = ctx.sc.parallelism.cp
         out += priced_link(ctx.net, "cp", "send-recv", lc.cp_kv_bytes, stage, cpn - 1)
-        out += priced_link(ctx.net, "cp", "send-recv", 2 * lc.cp_kv_bytes, stage, cpn - 1)
+        if not lc.frozen:
+            out += priced_link(ctx.net, "cp", "send-recv", 2 * lc.cp_kv_bytes, stage, cpn - 1)
     return out + fsdp_links(ctx, lc, stage) + (blocking_links(ctx, lc, stage) if lc.edges else [])
 
 

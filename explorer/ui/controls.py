@@ -105,6 +105,7 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("training.fp8_recipe", "FP8 scaling recipe (fp8 only)", "choice"),
         Control("training.recompute", "Activation recompute", "choice"),
         Control("training.recompute_layers", "Recompute only N layers per stage (0 = as above)", "int"),
+        Control("training.frozen_layers", "Frozen layers: the first N train no more (forward only)", "int"),
         Control("training.offload_activations_layers", "Offload activations (layers per stage)", "int"),
         Control("training.flash_attention", "Fused attention (FlashAttention)", "bool"),
         Control("training.attention_kernel", "Attention kernel", "choice"),

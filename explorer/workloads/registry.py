@@ -16,6 +16,7 @@ from ..network import compression
 from .convnet import workload as convnet
 from .dlrm import workload as dlrm
 from .family import DEGREES, Attention, Nouns, Workload
+from .freezing import frozen_spec
 from .gnn import workload as gnn
 from .rnn import workload as rnn
 from .spec import WorkloadSpec
@@ -120,7 +121,12 @@ def workload_spec(sc: Scenario) -> WorkloadSpec:
     bad = problem(sc, w)
     if bad is not None:
         raise ScenarioError(*bad)
-    return w.spec(sc)
+    spec = w.spec(sc)
+    n = sc.training.frozen_layers
+    if n and n >= spec.layers:
+        raise ScenarioError("training.frozen_layers", f"{n} freezes all {spec.layers} layers: nothing "
+                            f"would train; freeze at most {spec.layers - 1}")
+    return frozen_spec(spec, n, bool(getattr(sc.model, "tied_embeddings", False)))
 
 
 def attention_of(m: Model) -> Attention:

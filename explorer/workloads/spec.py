@@ -101,6 +101,9 @@ class LayerCost:
     # inside the backward (its HBM traffic is in ``bwd_input``).
     held_bytes: float = 0.0
     held_state_bytes: float = 0.0
+    # A frozen layer (training.frozen_layers, explorer/workloads/freezing.py): forward only — its
+    # backward parts, backward collectives and ring-attention backward are left out where priced.
+    frozen: bool = False
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,7 @@ class EdgeCost:
     bwd_weight: Work
     params: float
     act_bytes: float
+    held_bytes: float = 0.0        # weights kept but not trained (a frozen embedding's)
 
 
 @dataclass(frozen=True)

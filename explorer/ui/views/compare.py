@@ -22,7 +22,7 @@ from ...figures import compare as cfig
 from ...figures.gantt import GanttInfo, lane_name
 from ...fold.budget import check_unfolded_budget
 from ...result.timeline import build_timeline
-from ...run.compare import RUN_KEYS, run_delta, run_value
+from ...run.compare import RUN_KEYS, loss_line, run_delta, run_value
 from ...scenario import SETTABLE, ScenarioError, from_dict
 from ...share import format_value
 from ..cache import BYTES_PER_BAR, MAX_BARS, ByteBoundedLRU, ViewData, view_data
@@ -237,6 +237,9 @@ def _runs(raw_a: str, raw_b: str) -> None:
     st.dataframe([{"": label, "A": run_value(k, a.get(k)), "B": run_value(k, b.get(k)),
                    "B − A": run_value(k, d[k], signed=True)} for k, label in RUN_KEYS],
                  hide_index=True, width="stretch")
+    said = loss_line(a, b)
+    if said:
+        st.caption(said)
 
 
 HOW_TO_READ = (

@@ -10,6 +10,7 @@ import streamlit as st
 
 from ...figures.fonts import PRESENT_FONT_PX
 from ...figures.run import goodput_waterfall_figure, run_timeline_figure
+from ...run.convergence import CITATION
 from ...run.phases import has_run
 from ...run.total import RunTotal, run_total
 from ...scenario import Scenario, ScenarioError, from_dict
@@ -78,6 +79,13 @@ def render(raw_json: str, present: bool) -> None:
         st.markdown("**Where the wall-clock days go**")
         chart(goodput_waterfall_figure(total, height=280 if present else 300, font_size=font),
               key="run_waterfall", present=present)
+    loss = total.loss
+    if loss is not None:
+        st.caption(f"Loss, an estimate from the literature ({CITATION}, critical batch "
+                   f"{loss.critical_batch_tokens / 1e6:,.4g}M tokens): the run's progress equals "
+                   f"{loss.equivalent_tokens / 1e9:,.4g}B tokens at the small-batch limit — data efficiency "
+                   f"{loss.data_efficiency:.1%}. Compare two plans (Compare view, or `diff`) to see when "
+                   "each reaches the other's loss.")
     if not present:
         with st.expander("How to read this"):
             st.markdown(

@@ -1,0 +1,61 @@
+"""Time to a target loss, as far as the literature gives it: the critical batch size.
+
+McCandlish et al., "An Empirical Model of Large-Batch Training" (arXiv 1812.06162, 2018, Sec. 2.2,
+Eq. 2.11): to reach a given loss, the optimisation steps S and the training examples E at batch B
+trade off as (S / S_min - 1)(E / E_min - 1) = 1, with S = S_min (1 + B_crit / B) and
+E = E_min (1 + B / B_crit), where B_crit (their B_noise) is the critical batch and S_min, E_min the
+least steps and data that loss can take.  A phase of T tokens at a batch of B tokens therefore
+makes the progress T / (1 + B / B_crit) tokens would make at the small-batch limit: the run's
+*small-batch-equivalent tokens* are the sum over its phases, the loss it reaches that of those
+tokens, and two run plans reach the same loss when their equivalent tokens are equal.
+
+An estimate from the literature, labelled so wherever shown: B_crit is the user's
+(``training.critical_batch_tokens``; it grows as the loss falls, Kaplan et al. 2020 Sec. 5.1, so a
+single value is a first order), and nothing here models the optimiser, the learning-rate schedule
+or low-communication training's own loss penalty (DiLoCo's scaling laws are not included).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+CITATION = "McCandlish et al. 2018, E = E_min (1 + B / B_crit)"
+
+
+def equivalent_tokens(tokens: float, batch_tokens: float, critical_tokens: float) -> float:
+    """Tokens at the small-batch limit that make the progress ``tokens`` make at ``batch_tokens``."""
+    return tokens / (1.0 + batch_tokens / critical_tokens)
+
+
+@dataclass(frozen=True)
+class LossEstimate:
+    """The run's progress towards its loss in small-batch-equivalent tokens (module docstring)."""
+
+    critical_batch_tokens: float
+    tokens: float
+    equivalent_tokens: float
+
+    @property
+    def data_efficiency(self) -> float:
+        """Equivalent tokens over tokens trained: 1 at the small-batch limit, 1/2 at B = B_crit."""
+        return self.equivalent_tokens / self.tokens if self.tokens > 0 else 0.0
+
+    def to_json_dict(self) -> dict:
+        return {"critical_batch_tokens": self.critical_batch_tokens,
+                "equivalent_tokens": self.equivalent_tokens, "data_efficiency": self.data_efficiency,
+                "source": CITATION}
+
+
+def loss_estimate(phases: Sequence[tuple[float, float, float | None]]) -> LossEstimate | None:
+    """From each phase's (tokens, batch tokens, critical batch tokens or None): the run's estimate,
+    or None unless every phase has a critical batch."""
+    if not phases or any(c is None for _, _, c in phases):
+        return None
+    eq = sum(equivalent_tokens(t, b, c) for t, b, c in phases if c is not None)
+    return LossEstimate(float(phases[-1][2] or 0.0), sum(t for t, _, _ in phases), eq)
+
+
+def days_to_reach(days: float, own_equivalent: float, target_equivalent: float) -> float:
+    """Days a run plan needs to make ``target_equivalent`` tokens of progress at its own average
+    pace (``days`` for ``own_equivalent``): first order, the pace taken as even over the run."""
+    return days * target_equivalent / own_equivalent if own_equivalent > 0 else float("inf")

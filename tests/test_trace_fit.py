@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from trace_synth import write_trace
 
 from explorer.cli import load_scenario, main
 from explorer.traces.run_fit import simulated
-from trace_synth import write_trace
 
 from conftest import ROOT
 
@@ -46,8 +46,8 @@ def test_a_simulated_iteration_imports_as_its_own_compute_and_collectives(capsys
     # Idle time is split by different rules on the two sides (a trace: whatever collective is in
     # flight; the simulation: what ended the wait, analysis/breakdown.py), so only its sum agrees.
     idle = ("tp", "cp", "ep", "pp", "dp", "emb", "gnn", "bubble")
-    assert sum(cats[k]["measured_s"] for k in idle) == pytest.approx(sum(cats[k]["simulated_s"] for k in idle),
-                                                                    rel=1e-6)
+    idle_sim = sum(cats[k]["simulated_s"] for k in idle)
+    assert sum(cats[k]["measured_s"] for k in idle) == pytest.approx(idle_sim, rel=1e-6)
     sim = simulated(sc)
     assert sim.comm_total_s["dp"] > 0 and sim.comm_total_s["pp"] > 0
     assert out["comm_total_s"]["measured"] == pytest.approx(sim.comm_total_s, rel=1e-6, abs=1e-12)
@@ -108,7 +108,8 @@ def test_out_writes_a_scenario_that_reproduces_the_fitted_iteration(capsys, tmp_
     out_file = tmp_path / "calibrated.yaml"
     fit = _import(capsys, path, "teaching-8gpu", (), "--fit", "--out", str(out_file))["fit"]
     text = out_file.read_text(encoding="utf-8")
-    assert text.startswith("# Calibrated by `import-trace rank0.json.gz --fit`: hardware.compute_efficiency 0.45")
+    assert text.startswith("# Calibrated by `import-trace rank0.json.gz --fit`: "
+                           "hardware.compute_efficiency 0.45")
     assert main(["run", str(out_file), "--json"]) == 0
     run = json.loads(capsys.readouterr().out)
     assert run["iteration_time_s"] == pytest.approx(fit["iteration_time_s"]["after"], rel=1e-12)

@@ -58,7 +58,8 @@ def events_of(sc, steps: int = 2, drop_lanes: tuple[str, ...] = (),
                 continue
             for j, _ in t.deps:
                 d = tasks[j]
-                if d.cls != res.breakdown_class and d.stream not in ("compute", "offload") and d.end > d.start:
+                mine = d.cls == res.breakdown_class
+                if not mine and d.stream not in ("compute", "offload") and d.end > d.start:
                     out.append({"ph": "X", "cat": "cpu_op", "pid": 1, "tid": f"recv-{d.stream}",
                                 "ts": d.start * us + t0, "dur": (d.end - d.start) * us,
                                 "name": "c10d::recv_" if d.stream == "pp" else "c10d::allreduce_",

@@ -103,3 +103,18 @@ def test_the_figures_docs_whole_run_quotes(capsys):
     a, d = out["a"]["run_total"], out["delta_run"]
     assert f"{-d['days'] / a['days']:.1%} fewer days" in text
     assert f"reaches the same loss {d['b_days_to_a_loss_vs_a']:.1%} later" in text
+
+
+def test_the_app_says_when_b_reaches_a_loss_and_the_run_tab_the_progress(capsys):
+    from app_support import run_app
+    both = {"training.total_tokens": "1e10", "training.critical_batch_tokens": "1e5"}
+    out = _json(capsys, "diff", "teaching-8gpu", *_sets(*(f"{k}={v}" for k, v in both.items())),
+                "--set-b", "training.global_batch=64")
+    want = out["delta_run"]["b_days_to_a_loss"]
+    at = run_app(scenario="teaching-8gpu", view="compare", **both, **{"b.training.global_batch": "64"})
+    assert not at.exception
+    assert any(f"B reaches A's loss in {want:,.2f} days" in c.value for c in at.caption)
+    at = run_app(scenario="teaching-8gpu", view="run", **both)
+    eq = out["a"]["run_total"]["loss_estimate"]["equivalent_tokens"]
+    assert any("estimate from the literature" in c.value and f"{eq / 1e9:,.4g}B tokens" in c.value
+               for c in at.caption)

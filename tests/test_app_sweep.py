@@ -187,12 +187,15 @@ def own_keys(preset: str) -> frozenset[str]:
     return frozenset(keys(preset) - set().union(*(keys(p) for p in FULL_PRESETS)))
 
 
-def sweep_plan(preset: str) -> dict[str, Any]:
+def sweep_plan(preset: str, part: int = 0) -> dict[str, Any]:
     """How :func:`test_every_sidebar_control_through_its_range` drives ``preset``'s controls (see the
-    module docstring): everything in full, or its own fields in full plus a rotating stride of one
+    module docstring): everything in full — on a full preset in two parts, alternate controls, so
+    that two workers share its minute — or its own fields in full plus a rotating stride of one
     value per control."""
-    if FULL or preset in FULL_PRESETS:
+    if FULL:
         return {"k_num": 3, "k_opt": 10**6}
+    if preset in FULL_PRESETS:
+        return {"k_num": 3, "k_opt": 10**6, "stride": (2, part)}
     # The rank within its group (light or heavy), so that the group's strides take turns.
     group = [p for p in SWEPT if p not in FULL_PRESETS and (p in HEAVY) == (preset in HEAVY)]
     return {"k_num": 1, "k_opt": 1, "full_keys": own_keys(preset),
@@ -213,8 +216,12 @@ VIEW_CASES = [(p, v) for vi, v in enumerate(VIEWS[1:]) if v != "serving" for pi,
     + [(p, "serving") for p in SERVING_PRESETS]
 
 
-@pytest.mark.parametrize("preset", SWEPT)
-def test_every_sidebar_control_through_its_range(preset):
+# A full preset's sweep runs in two parts (alternate controls, sweep_plan); the others in one.
+SWEEP_CASES = [(p, part) for p in SWEPT for part in ((0, 1) if p in FULL_PRESETS and not FULL else (0,))]
+
+
+@pytest.mark.parametrize(("preset", "part"), SWEEP_CASES)
+def test_every_sidebar_control_through_its_range(preset, part):
     """Every number input through min, max and a typical value, every select box through every
     option, every toggle flipped: no exception, no traceback, a result or a one-line reason; and
     setting it back restores the preset's numbers (the controls hold no hidden state).  On the
@@ -224,7 +231,7 @@ def test_every_sidebar_control_through_its_range(preset):
     keys = discovered(at)
     # The sidebar really was found (a sweep over nothing would pass vacuously).
     assert len(keys["number"]) >= 20 and len(keys["select"]) >= 5 and len(keys["toggle"]) >= 3, keys
-    problems = sweep(at, preset, **sweep_plan(preset))
+    problems = sweep(at, preset, **sweep_plan(preset, part))
     assert not problems, "\n".join(problems)
 
 
@@ -254,6 +261,11 @@ def test_the_default_sweep_still_reaches_every_control_and_value():
     items = [key for kind in ("number", "select", "toggle") for key in keys[kind]]
     rest = [p for p in SWEPT if p not in FULL_PRESETS]
     assert set(FULL_PRESETS) <= set(SWEPT) and len(rest) >= 10, rest
+    # A full preset's two parts together drive every control, each through every value.
+    plans = [sweep_plan(FULL_PRESETS[0], part) for part in (0, 1)]
+    if all("stride" in pl for pl in plans):
+        covered = {i for pl in plans for i in range(len(items)) if i % pl["stride"][0] == pl["stride"][1]}
+        assert covered == set(range(len(items))) and all(pl["k_num"] == 3 for pl in plans)
     touched = {key: 0 for key in items}
     for preset in rest:
         plan = sweep_plan(preset)

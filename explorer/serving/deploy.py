@@ -95,6 +95,13 @@ class Serving:
     ttft_sq_s2: float = 0.0
 
     @property
+    def prefill_servers(self) -> int:
+        """Replicas that prefill prompts one after another: the decode replicas when co-located (a
+        prefill takes the GPUs from decoding), else the prefill pool's (serving/load.py's queue)."""
+        same = self.prefill_layout is self.decode_layout
+        return self.decode_layout.dp if same else self.prefill_layout.dp
+
+    @property
     def kv_cache_GB(self) -> float:
         """KV cache of the configured batch on one decode GPU at full context, GB (1e9 B)."""
         return self.memory.kv_batch / 1e9

@@ -69,7 +69,7 @@ def under_load(sc: Scenario) -> Serving:
     sv = _at(sc, lo)
     # A prompt holds its replica's prefill (co-located: the whole pass, or the chunk budget of its
     # mixed steps) or a prefill replica (disaggregated) for its TTFT.
-    servers = sv.decode_layout.dp if sv.prefill_layout is sv.decode_layout else sv.prefill_layout.dp
+    servers = sv.prefill_servers
     wait = (mg1_wait(lam / servers, sv.ttft_s, sv.ttft_sq_s2) if sv.ttft_by_kind
             else md1_wait(lam / servers, sv.ttft_s))
     if wait == float("inf"):

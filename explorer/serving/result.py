@@ -178,7 +178,7 @@ def _curve(sc: Scenario, sv: Serving) -> dict:
              **({"ttft_sq_s2": sv.ttft_sq_s2} if sv.ttft_by_kind else {})}]
         tpot = None if inf.tpot_target_ms is None else inf.tpot_target_ms * 1e-3
         ttft = None if inf.ttft_target_ms is None else inf.ttft_target_ms * 1e-3
-        servers = sv.decode_layout.dp if sv.prefill_layout is sv.decode_layout else sv.prefill_layout.dp
+        servers = sv.prefill_servers
         best = at_target(points + here, tpot, ttft, servers)
         if tpot is not None:
             out["tpot_target_s"] = tpot

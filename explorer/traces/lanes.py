@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.intervals import merged, union_length
+from ..analysis.intervals import merged
 from ..result.timeline import build_timeline
 from ..vocabulary import COMM_DIMS
 from .load import RankTrace
@@ -21,8 +21,6 @@ from .measure import Layout, dimension_of_call
 
 Spans = dict[str, list[tuple[float, float]]]
 LANES = ("compute",) + COMM_DIMS
-__all__ = ["LANES", "Spans", "measured_lanes", "merged", "simulated_lanes", "total"]
-total = union_length
 MAX_SEGMENTS = 200_000          # timeline rows at most (coarse beyond: the same unions)
 
 

@@ -27,10 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..analysis.intervals import union_length
 from ..scenario import Scenario
 from ..simulate import simulate
 from ..vocabulary import COMM_DIMS
-from .lanes import simulated_lanes, total
+from .lanes import simulated_lanes
 from .measure import Measured
 
 Setter = Callable[[Scenario, float], Scenario]
@@ -106,7 +107,7 @@ def simulated(sc: Scenario) -> Simulated:
     tiers = {d: str(v.get("tier")) for d, v in res.links.items() if d in COMM_DIMS and v.get("tier")}
     return Simulated(iteration_s=res.iteration_time_s,
                      compute_s=b.get("compute", 0.0) + b.get("recompute", 0.0),
-                     comm_total_s={d: total(lanes[d]) for d in COMM_DIMS}, tiers=tiers)
+                     comm_total_s={d: union_length(lanes[d]) for d in COMM_DIMS}, tiers=tiers)
 
 
 def tier_times(dims: dict[str, float], tiers: dict[str, str]) -> dict[str, float]:

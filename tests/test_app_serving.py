@@ -142,3 +142,6 @@ def test_a_link_with_a_request_mix_shows_the_clis_figures_and_hides_the_lengths_
     assert "inference.batch" in keys and not {"inference.prompt_tokens", "inference.output_tokens"} & keys
     assert any("a mix of 2 kinds" in c.value and "75% 200 + 100" in c.value for c in at.sidebar.caption)
     assert json.loads(qp(at, "inference.mix"))[1]["prompt_tokens"] == 4000      # the link carries it
+    at = run_app(scenario="serve-llama3-70b-tp8", view="serving", **{"inference.mix": mix,
+                                                                     "inference.ttft_target_ms": "40"})
+    assert any("M/G/1" in m.value for m in at.markdown)

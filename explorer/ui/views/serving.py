@@ -31,7 +31,9 @@ def target_sentence(f: Mapping[str, Any]) -> str:
     if f["target_batch"] is None:
         return (f"**Target {named} is missed at every batch**: no batch meets it on this layout — "
                 "fewer GPUs per all-reduce, faster links or more prefill replicas would.")
-    queue = (" (the mean TTFT counts the wait for a prefill under Poisson arrivals, M/D/1)"
+    # A request-length mix's prefills differ by kind: its queue is M/G/1 (serving/targets.py).
+    model = "M/G/1" if f.get("mix") else "M/D/1"
+    queue = (f" (the mean TTFT counts the wait for a prefill under Poisson arrivals, {model})"
              if ttft is not None else "")
     return (f"**Target {named}**: batch **{f['target_batch']:,}** per replica serves the most within "
             f"it, **{f['requests_per_s_at_target']:,.2f} requests/s**{queue} "

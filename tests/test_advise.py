@@ -39,6 +39,7 @@ def cross_region():
     return advise(open_base("cross-region-pp"), top=3)
 
 
+@pytest.mark.slow
 def test_json_contract_sorted_and_reproduced_by_set():
     proc = cli("advise", "cross-region-pp", "--top", "3", "--json")
     assert proc.returncode == 0, proc.stderr
@@ -55,6 +56,7 @@ def test_json_contract_sorted_and_reproduced_by_set():
         assert json.loads(run.stdout)["iteration_time_s"] == pytest.approx(r["iteration_time_s"], rel=1e-9)
 
 
+@pytest.mark.slow
 def test_text_table_and_gain_over_naive():
     proc = cli("advise", "two-datacenters", "--top", "2")
     assert proc.returncode == 0, proc.stderr

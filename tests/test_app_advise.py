@@ -2,12 +2,15 @@
 datacenters a button ranks the placements as `python -m explorer advise` does, each row a link."""
 from __future__ import annotations
 
+import pytest
+
 from explorer.design.advise import advise
 from explorer.design.base import open_base
 
 from app_support import run_app
 
 
+@pytest.mark.slow
 def test_advisor_ranks_placements_with_links():
     at = run_app(scenario="two-datacenters", view="design")
     button = next(b for b in at.button if b.key == "_d_advise")

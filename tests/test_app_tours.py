@@ -147,6 +147,7 @@ def test_presentation_keeps_every_charts_exports_in_one_menu():
         assert {f"{chart}_png", f"{chart}_svg"} <= keys or not images_available()
 
 
+@pytest.mark.slow
 def test_an_exported_chart_carries_the_scenario_title():
     """The exported file of the Gantt as drawn: the scenario's name is its title; a chart's own
     title becomes the subtitle; the file's text is at least 18 px."""

@@ -1,6 +1,7 @@
 """The command line, run as ``python -m explorer`` in a subprocess from the repository root.
 
-Each subprocess costs about half a second, so shipped-scenario runs are cached per module.
+Each subprocess costs about half a second, so shipped-scenario runs are cached per process, each
+made when a test first asks for it (test workers then share the scenarios out, none runs them all).
 """
 from __future__ import annotations
 
@@ -41,10 +42,21 @@ def run_json(*args: str) -> dict:
     return out
 
 
-@pytest.fixture(scope="module")
+class _Runs(dict):
+    """``run NAME --json`` of a shipped scenario, made on first use and kept."""
+
+    def __missing__(self, name: str) -> dict:
+        self[name] = out = run_json(name)
+        return out
+
+
+_RUNS = _Runs()
+
+
+@pytest.fixture
 def runs() -> dict[str, dict]:
-    """One ``run NAME --json`` per shipped scenario."""
-    return {name: run_json(name) for name in SHIPPED}
+    """One ``run NAME --json`` per shipped scenario, each when first read."""
+    return _RUNS
 
 
 def test_shipped_scenarios_present():

@@ -28,6 +28,7 @@ def test_presentation_colours_swap_markers_and_leave_the_original():
     assert fig.data[0].marker.color == KIND_COLORS["forward"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not images_available(), reason="Kaleido and a Chromium are needed for PNG/SVG")
 def test_images_render_at_presentation_resolution():
     fig = go.Figure(go.Bar(x=[1, 2], y=[3, 4]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 
 import explorer.design.ranking as ranking
 from explorer.design import open_base, search
@@ -48,6 +49,7 @@ def test_fast_mode_without_unfit_times_keeps_every_fitting_row_to_the_bit():
     assert np.isnan(lean.iteration_time_s[~fit]).all() and np.isnan(lean.mfu[~fit]).all()
 
 
+@pytest.mark.slow
 def test_search_ranks_the_same_layouts_with_the_same_numbers(monkeypatch):
     space = Space(schedules=("1f1b", "zb-h1", "interleaved"), zero=(0, 1), recompute=("none", "full"))
     base = open_base("long-context-cp")          # 64 H100, 128K tokens: some layouts do not fit

@@ -90,6 +90,7 @@ def _outside() -> list[Path]:
             if p.relative_to(EXPLORER).parts[0] not in ("workloads", "config")]
 
 
+@pytest.mark.slow
 def test_no_module_outside_the_workloads_branches_on_the_model_family():
     """Each hit is a place a new family would have to be added by hand (the CNN work touched 24
     files); they ask explorer/workloads/registry.py instead."""

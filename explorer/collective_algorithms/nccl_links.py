@@ -33,6 +33,17 @@ NVLS_EFFICIENCY = {"hopper": NVLS_SCALE * 0.85, "blackwell": NVLS_SCALE * 0.74}
 # v2.27.3-1) rate NVLS-tree at min(bwIntra, bwInter, halved beyond two nodes) x 5/6; the 2.18 rating is kept
 # for the choice because the mid-size rows (4 x 8 H100 NDR picking NVLS-tree at 16-64 MiB with 5/6) fit it.
 NVLS_TREE_RATIO = 0.70
+# What an NVLS-tree's network part reaches beyond two nodes, as a share of the rate its NICs would give
+# its bytes (dtree_edges x S/2 per node).  On two nodes each node sends and receives S once and the
+# calls run at the NICs' rate (2 x 8 B200 NDR: 717 GB/s busbw, -1.9 %); beyond, every inner node of the
+# double binary tree also forwards between parent and children while the NVSwitch reduces, and the
+# same clusters measure well below the NICs.  Fitted (minimax |log error|) to two calibration rows of
+# nccl_multinode.csv, one per cluster of togethercomputer/together-nccl-tests' NVLS-tree scaling reports
+# (B200, 8 x NDR 400 Gb/s per node, NCCL_ALGO=NVLSTree): use3a-ss 8 nodes 274.3 GB/s (NCCL 2.29.7,
+# 16 GiB) and flapping-airplanes 4 nodes 343.0 (NCCL 2.30.7, 8 GiB): 0.742 and 0.944 of the NIC rate,
+# so 0.837 with +/-12.7 %.  Validation: use3a-ss 4, 16, 32 and 46 nodes.  NCCL itself rates the
+# NVLS-tree below its network's rate beyond two nodes (NVLS_TREE_RATIO; 5/6 in 2.19-2.27).
+NVLS_TREE_DEEP_EFFICIENCY = 0.837
 
 
 def _nodes_ppn(sh: ShapeLike) -> tuple[int, int]:
@@ -215,7 +226,8 @@ def nvls_tree(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
     nodes, _ = _nodes_ppn(sh)
     if nodes <= 1 or op != "all-reduce":
         return None
-    return _switch_reduce(S, sh, o, dtree_edges(nodes) * S / 2)
+    out = dtree_edges(nodes) * S / 2
+    return _switch_reduce(S, sh, o, out if nodes <= 2 else out / NVLS_TREE_DEEP_EFFICIENCY)
 
 
 def nvls_tree_rated(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:

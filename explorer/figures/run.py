@@ -90,20 +90,23 @@ def run_timeline_figure(total: RunTotal, height: int = 260, font_size: int = 12)
 
 def waterfall_steps(total: RunTotal) -> list[tuple[str, float]]:
     """(step, days) of the goodput waterfall: failure-free compute, then what checkpoints, the work
-    failures lose and restarts add; their sum is the run's days."""
-    compute = ckpt = lost = restart = 0.0
+    failures lose, restarts and (with ``reliability.repair_h``) the failed nodes under repair add;
+    their sum is the run's days.  The repair step is left out when no phase waits for a node."""
+    compute = ckpt = lost = restart = repair = 0.0
     for p in total.phases:
         g, wall = p.goodput, p.wall_s / DAY_S
         compute += p.compute_s / DAY_S
         ckpt += g.checkpoint_share * wall
         lost += g.lost_work_share * wall
         restart += g.restart_share * wall
-    return [("compute", compute), ("checkpoint stalls", ckpt), ("work lost to failures", lost),
-            ("restarts", restart)]
+        repair += g.repair_share * wall
+    steps = [("compute", compute), ("checkpoint stalls", ckpt), ("work lost to failures", lost),
+             ("restarts", restart)]
+    return steps + [("nodes under repair", repair)] * (repair > 0)
 
 
 def goodput_waterfall_figure(total: RunTotal, height: int = 300, font_size: int = 12) -> go.Figure:
-    """Compute -> + checkpoint stalls -> + lost work -> + restarts = the run's wall-clock days.  When
+    """Compute -> + checkpoint stalls -> + lost work -> + restarts (-> + repairs) = the run's days.  When
     the overheads are small beside the compute (under ZOOM_BELOW of the run) the axis starts above 0,
     so that they stay visible; its title says where it starts."""
     steps = waterfall_steps(total)
@@ -111,7 +114,7 @@ def goodput_waterfall_figure(total: RunTotal, height: int = 300, font_size: int 
     compute = steps[0][1]
     fig = go.Figure(go.Waterfall(
         x=[s for s, _ in steps] + ["wall clock"], y=[d for _, d in steps] + [days],
-        measure=["absolute", "relative", "relative", "relative", "total"],
+        measure=["absolute"] + ["relative"] * (len(steps) - 1) + ["total"],
         text=[f"{d:,.2f} d" for _, d in steps] + [f"{days:,.2f} d"],
         textposition="outside", connector=dict(line=dict(color="#999")),
         increasing=dict(marker=dict(color=FAILURE)), totals=dict(marker=dict(color="#4C78A8")),

@@ -17,10 +17,22 @@ becomes usable w = write seconds after its snapshot: a failure then loses tau / 
 and checkpoints cannot come more often than one write each (tau >= w).
 
 When a failed node is not replaced at once (``reliability.repair_h`` = W seconds until it is back),
-each failure costs more (first order: no second failure during W).  A job that waits loses W more;
-an elastic one keeps training on the survivors at the share r of its throughput they keep (the
-data-parallel replicas on the failed node dropped, simulated: variants/faults.py) and restarts once
-more to rejoin the node, losing (1 - r) W + R.  Either adds its cost over M to the lost shares.
+other nodes keep failing while it is repaired, and each failed node has its own repair: the nodes
+down form an M/G/infinity queue (failures a Poisson process of rate 1/M, each out for W), whose
+number K at a random instant is Poisson with mean W / M whatever the repair-time distribution
+(Takacs, "Introduction to the Theory of Queues", 1962, Ch. 3; Kleinrock, "Queueing Systems" vol. 1,
+1975, Sec. 4.6 -- M/G/infinity).  So:
+
+- a job that waits trains only while K = 0, a share P(K = 0) = exp(-W / M) of the time: goodput
+  = G x exp(-W / M), G being the goodput with spares at hand (above).  To first order this is
+  G - W / M (a repair lost per failure), but it stays above 0 however long the repairs: a job whose
+  failures come faster than its repairs waits most of the time instead of never training;
+- an elastic one keeps training on the survivors.  With k nodes down it keeps r_k = max(0, 1 - k (1 - r))
+  of its throughput, r being the share it keeps without one node (simulated: the data-parallel
+  replicas on the failed node dropped, variants/faults.py): one node takes one replica of D, so r =
+  1 - 1/D and k nodes leave (D - k) / D, none from k = D on.  It restarts once more per failure to
+  rejoin the node, R / M: goodput = (G - R / M) x E[r_K].  To first order E[r_K] = 1 - (1 - r) W / M,
+  i.e. (1 - r) W + R lost per failure.
 """
 from __future__ import annotations
 
@@ -43,7 +55,8 @@ class Goodput:
     checkpoint_share: float     # delta / tau
     lost_work_share: float      # lost / M
     restart_share: float        # R / M
-    repair_share: float = 0.0   # waiting for the node (W / M), or running without it ((1 - r) W + R) / M
+    repair_share: float = 0.0   # lost to failed nodes under repair: waiting, or running on the survivors
+    nodes_down: float = 0.0     # mean nodes under repair at a random instant, W / M (M/G/infinity)
 
     @property
     def goodput(self) -> float:
@@ -78,11 +91,33 @@ def goodput_of(sc: Scenario, survivors_share: float | None = None) -> Goodput:
     restart = r.restart_s + checkpoint.read_s(sc)
     lost = tau / 2.0 + write
     W = r.repair_h * 3600.0
+    spare = 1.0 - delta / tau - (lost + restart) / M          # the goodput with a spare at hand
     if W == 0:
         repair = 0.0
     elif r.elastic:
         assert survivors_share is not None, "an elastic job's repair cost needs the survivors' share"
-        repair = (1.0 - survivors_share) * W + restart
+        repair = spare - (spare - restart / M) * survivors_mean(survivors_share, W / M)
     else:
-        repair = W
-    return Goodput(tau, M, delta, restart, lost, delta / tau, lost / M, restart / M, repair / M)
+        repair = spare * -math.expm1(-W / M)
+    return Goodput(tau, M, delta, restart, lost, delta / tau, lost / M, restart / M, repair, W / M)
+
+
+def survivors_mean(r: float, mean_down: float) -> float:
+    """E[max(0, 1 - K (1 - r))] for K ~ Poisson(``mean_down``): the average share of its throughput an
+    elastic job keeps while nodes are under repair (module docstring).  Exact: the terms vanish from
+    K = 1 / (1 - r) on, so the sum is finite.
+
+    >>> round(survivors_mean(0.75, 0.1), 6)     # first order: 1 - 0.25 x 0.1 = 0.975
+    0.975
+    >>> survivors_mean(0.5, 0.0), survivors_mean(1.0, 3.0)
+    (1.0, 1.0)
+    """
+    loss = 1.0 - r
+    if loss <= 0.0 or mean_down <= 0.0:
+        return 1.0
+    total, p, k = 0.0, math.exp(-mean_down), 0
+    while 1.0 - k * loss > 0.0:
+        total += p * (1.0 - k * loss)
+        k += 1
+        p *= mean_down / k
+    return total

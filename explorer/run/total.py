@@ -108,6 +108,7 @@ class RunTotal:
                         "goodput": p.goodput.goodput,
                         "checkpoint_interval_s": _finite(p.goodput.interval_s),
                         "job_mtbf_h": _finite(p.goodput.job_mtbf_s / 3600.0),
+                        "repair_share": p.goodput.repair_share, "nodes_under_repair": p.goodput.nodes_down,
                         "energy_MWh": p.energy_MWh(self.pue)} for p in self.phases],
         }
 
@@ -150,12 +151,12 @@ def run_total(sc: Scenario, simulate: Callable[[Scenario], Result],
         share = _survivors_share(ph.scenario, results[key], simulate)
         out.append(phase_total(ph, results[key], share))
         if out[-1].goodput.goodput <= 0:
-            waits = ph.scenario.reliability.repair_h > 0
+            # Repairs alone cannot end here (a waiting job trains a share exp(-W / M) of the time):
+            # the lost work and the restarts outpace the failures.
             raise ScenarioError("reliability.mtbf_gpu_hours", f"phase {ph.name!r}: failures every "
                                 f"{out[-1].goodput.job_mtbf_s:,.0f} s on {ph.scenario.gpus:,} GPUs outpace "
                                 "checkpoints and restarts (goodput 0); raise the MTBF or the checkpoint "
-                                "bandwidth" + (", shorten reliability.repair_h or set reliability.elastic"
-                                               if waits else ""))
+                                "bandwidth")
     r = sc.reliability
     return RunTotal(tuple(out), r.pue, r.price_per_gpu_hour)
 

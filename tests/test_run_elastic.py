@@ -37,7 +37,8 @@ def test_waiting_trains_only_while_no_node_is_under_repair():
     assert wait.goodput == pytest.approx(spare.goodput * math.exp(-W / M), rel=1e-12)
     # To first order a repair time is lost per failure (what the model said before concurrent failures);
     # the difference is second order: (W / M)^2 and (1 - G) W / M.
-    assert wait.goodput == pytest.approx(spare.goodput - W / M, abs=(W / M) ** 2 + (1 - spare.goodput) * W / M)
+    second = (W / M) ** 2 + (1 - spare.goodput) * W / M
+    assert wait.goodput == pytest.approx(spare.goodput - W / M, abs=second)
     assert wait.goodput == pytest.approx(1 - wait.checkpoint_share - wait.lost_work_share
                                          - wait.restart_share - wait.repair_share, rel=1e-12)
 

@@ -116,8 +116,8 @@ class Reliability:
     repair_h: float = field(default=0.0, metadata={
         "min": 0, "max": 1e5, "why": "hours until a failed node is back in the job",
         "doc": "hours until a failed node is replaced or repaired; 0 = a spare takes its place at once "
-               "(the restart alone). Without `elastic` the job waits while any node is under repair; other nodes "
-               "fail meanwhile (the nodes down are Poisson with mean repair time / job MTBF)"})
+               "(the restart alone). Without `elastic` the job waits while any node is under repair; "
+               "other nodes fail meanwhile (the nodes down are Poisson with mean repair time / job MTBF)"})
     elastic: bool = field(default=False, metadata={
         "doc": "after a failure, continue on the surviving nodes (the data-parallel replicas on the failed "
                "node dropped, as cluster.faults does) until the node is back (repair_h), then restart once "

@@ -85,3 +85,62 @@ def test_too_many_runs_are_left_out_in_one_line(monkeypatch):
     pts = [Point({"a": 1}, True, figures={"x": 1}), Point({"a": 2}, True, figures={"x": 2})]
     out, note = run_sweep.with_runs(raw, pts, lambda sc: pytest.fail("simulated"))
     assert out == tuple(pts) and note and note.startswith("whole-run columns left out: 2 valid")
+
+
+# --- A batch ramp: a phase's fields by index (training.phases[i].tokens / .overrides.KEY) ---
+RAMP = [{"name": "ramp", "tokens": 2e9, "overrides": {"training.global_batch": 8}},
+        {"name": "full batch", "tokens": 8e9}]
+PHASED = ["--set", f"training.phases={json.dumps(RAMP)}"]
+
+
+def test_a_batch_ramp_sweeps_by_phase_index(capsys):
+    """Each row of a sweep over the ramp phase's batch and length is the run of that plan written
+    out (the same run_total as run --json on the edited phases list); a shorter ramp at the small
+    batch, where the step time per token is higher, makes the run shorter."""
+    rows = json.loads(_out(capsys, "sweep", "teaching-8gpu", *PHASED, "--vary",
+                           "training.phases[0].overrides.training.global_batch=8,16", "--vary",
+                           "training.phases[0].tokens=1e9,2e9", "--json"))
+    assert [r["valid"] for r in rows] == [True] * 4
+    for row in rows:
+        ov = row["overrides"]
+        batch = ov["training.phases[0].overrides.training.global_batch"]
+        plan = [{**RAMP[0], "tokens": ov["training.phases[0].tokens"],
+                 "overrides": {"training.global_batch": batch}}, RAMP[1]]
+        rt = json.loads(_out(capsys, "run", "teaching-8gpu", "--set", f"training.phases={json.dumps(plan)}",
+                             "--json"))["run_total"]
+        assert row["run_total"] == {k: rt[k] for k in run_sweep.RUN_FIGURES}
+    days = {(r["overrides"]["training.phases[0].overrides.training.global_batch"],
+             r["overrides"]["training.phases[0].tokens"]): r["run_total"]["days"] for r in rows}
+    # The default batch (16) runs faster per token than 8 (fewer, fuller steps), so the ramp costs days.
+    assert days[(8, 2e9)] > days[(8, 1e9)] > days[(16, 1e9)]
+    # At the default batch both phases run the same step: the days follow the tokens, 10e9 / 9e9 (to
+    # within a step: a phase runs whole iterations).
+    assert days[(16, 2e9)] / days[(16, 1e9)] == pytest.approx(10 / 9, rel=1e-5)
+
+
+def test_the_sweep_names_a_phase_column_by_its_index(capsys):
+    out = _out(capsys, "sweep", "teaching-8gpu", *PHASED, "--vary", "training.phases[1].tokens=4e9,8e9")
+    assert "phases[1].tokens" in out.splitlines()[1]
+
+
+@pytest.mark.parametrize(("key", "says"), [
+    ("training.phases[5].tokens=1e9", "training.phases[5].tokens: the scenario has 2 phases: index 0 .. 1"),
+    ("training.phases[0].overrides.training.bogus=1", "'training.bogus' is not a key of --set"),
+    ("training.phases[0].overrides.reliability.restart_s=5", "cannot change within a run"),
+])
+def test_a_bad_phase_path_is_a_one_line_error(capsys, key, says):
+    assert main(["run", "teaching-8gpu", *PHASED, "--set", key]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and "\n" not in err
+
+
+def test_a_phase_path_without_phases_says_so(capsys):
+    assert main(["run", "teaching-8gpu", "--set", "training.phases[0].tokens=1e9"]) == 2
+    assert "has no training.phases to index" in capsys.readouterr().err
+
+
+def test_a_phase_length_replaces_the_other_length():
+    from explorer.scenario import apply_overrides
+    raw = apply_overrides({"training": {"phases": [{"name": "a", "steps": 10}]}},
+                          {"training.phases[0].tokens": 5e8})
+    assert raw["training"]["phases"] == [{"name": "a", "tokens": 5e8}]

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..config.overrides import phase_key
 from ..config.schema import one_line
 from ..design import serving_table
 from ..design.base import DP_KEY, open_base
@@ -94,12 +95,22 @@ def write_csv(result: SweepResult, path: Path) -> None:
                         p.link or ""])
 
 
+def column(key: str) -> str:
+    """A varied key's column heading: its last part, and a phase's index before it
+    (``training.phases[1].overrides.training.global_batch`` -> ``phases[1].global_batch``)."""
+    phase = phase_key(key)
+    if phase is None:
+        return key.split(".")[-1]
+    index, what, inner = phase
+    return f"phases[{index}].{inner.split('.')[-1] if inner else what}"
+
+
 def sweep_text(result: SweepResult, label: str) -> str:
     """The readable table: one line per combination, then the counts and reasons."""
     keys = result.keys
-    widths = [max(len(k.split(".")[-1]), *(len(one_line(str(p.overrides[k]))) for p in result.points))
+    widths = [max(len(column(k)), *(len(one_line(str(p.overrides[k]))) for p in result.points))
               for k in keys]
-    head = "  ".join(f"{k.split('.')[-1]:>{w}}" for k, w in zip(keys, widths, strict=True))
+    head = "  ".join(f"{column(k):>{w}}" for k, w in zip(keys, widths, strict=True))
     runs = any("run_total" in p.figures for p in result.points)
     title = f"# sweep of {one_line(label)} ({'full engine' if result.engine == 'full' else 'estimator'})"
     if serving_table.is_serving(result.points):

@@ -36,6 +36,7 @@ from .overrides import (
     SETTABLE,
     SETTABLE_ROOTS,
     apply_overrides,
+    is_phase_key,
     is_settable,
     parse_assignment,
     parse_assignments,
@@ -65,7 +66,8 @@ __all__ = [
     "FALLBACK_SCALE_UP_GBPS", "GPU", "MAX_GPUS", "ORDER_DIMS", "RULES", "SCENARIO_DIR", "SCHEDULES",
     "SETTABLE", "SETTABLE_ROOTS", "Cluster", "Communication", "Hardware", "Model", "MoE", "Parallelism",
     "ScaleAcross", "ScaleOut", "ScaleUp", "Scenario", "ScenarioError", "Training", "apply_overrides",
-    "fill_defaults", "from_dict", "gpu_presets", "is_settable", "load", "load_raw", "model_presets",
+    "fill_defaults", "from_dict", "gpu_presets", "is_phase_key", "is_settable", "load", "load_raw",
+    "model_presets",
     "parse_assignment", "parse_assignments", "parse_text", "resolve_presets", "resolve_scenario_path",
     "set_dotted", "shipped_scenarios", "to_dict", "to_json", "to_yaml", "validate",
 ]

@@ -3,10 +3,15 @@
 An override edits the *raw* mapping (before validation), so a scenario with overrides goes
 through exactly the same loading and rules as a file.  A key that names no field fails at once
 with a one-line error naming the deepest valid prefix and what may follow it.
+
+A run plan's phases are reached by index, as its errors name them: ``training.phases[1].tokens``,
+``training.phases[1].steps``, ``training.phases[1].name`` and ``training.phases[1].overrides.KEY``
+(KEY any key of ``--set``), so that ``sweep --vary`` can sweep a batch ramp or a phase's length.
 """
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -20,6 +25,55 @@ SETTABLE = field_paths(Scenario)
 SETTABLE_ROOTS = {"hardware.gpu"}
 
 
+# training.phases[i].(name | tokens | steps | overrides.KEY)
+_PHASE_KEY = re.compile(r"^training\.phases\[(\d+)\]\.(name|tokens|steps|overrides\.(.+))$")
+PHASE_FIELDS = ("name", "tokens", "steps", "overrides.KEY")
+
+
+def phase_key(key: str) -> tuple[int, str, str | None] | None:
+    """``training.phases[i].FIELD`` as (i, FIELD, the override's key or None); None for other keys.
+
+    >>> phase_key("training.phases[2].overrides.training.global_batch")
+    (2, 'overrides', 'training.global_batch')
+    >>> phase_key("training.phases[0].tokens"), phase_key("training.global_batch")
+    ((0, 'tokens', None), None)
+    """
+    m = _PHASE_KEY.match(key) if isinstance(key, str) else None
+    if m is None:
+        return None
+    inner = m.group(3)
+    return int(m.group(1)), "overrides" if inner is not None else m.group(2), inner
+
+
+def is_phase_key(key: str) -> bool:
+    """Whether ``key`` is a well-formed phase path whose override key (if any) is a settable field."""
+    parsed = phase_key(key)
+    return parsed is not None and (parsed[2] is None or (is_settable(parsed[2])
+                                                         and phase_key(parsed[2]) is None))
+
+
+def _set_phase(raw: dict[str, Any], key: str, index: int, what: str, inner: str | None, value: Any) -> None:
+    """Set one field of the run plan's phase ``index`` (see the module docstring)."""
+    if inner is not None and not is_phase_key(key):
+        raise ScenarioError(key, f"{excerpt(inner)} is not a key of --set (a phase overrides scenario "
+                                 "fields, e.g. training.phases[0].overrides.training.global_batch)")
+    training = raw.get("training")
+    phases = training.get("phases") if isinstance(training, dict) else None
+    if not isinstance(training, dict) or not isinstance(phases, list) or not phases:
+        raise ScenarioError(key, "the scenario has no training.phases to index")
+    if index >= len(phases):
+        raise ScenarioError(key, f"the scenario has {len(phases)} phases: index 0 .. {len(phases) - 1}")
+    phase = dict(phases[index]) if isinstance(phases[index], dict) else {}
+    if inner is None:
+        phase[what] = value
+        if what in ("tokens", "steps"):       # a phase has one length: the one given replaces the other
+            phase.pop("steps" if what == "tokens" else "tokens", None)
+    else:
+        over = phase.get("overrides")
+        phase["overrides"] = {**(over if isinstance(over, dict) else {}), inner: value}
+    training["phases"] = [*phases[:index], phase, *phases[index + 1:]]
+
+
 def is_settable(key: str) -> bool:
     """Whether a dotted key names a scenario field that an override may set."""
     return key in SETTABLE or key in SETTABLE_ROOTS
@@ -29,8 +83,13 @@ def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
     """Set ``a.b.c = value`` in a raw scenario mapping, validating that the path names a field.
 
     A GPU given by preset name is expanded to its mapping first, so ``hardware.gpu.peak_tflops``
-    changes one number of the preset and keeps the others.
+    changes one number of the preset and keeps the others.  A phase path (module docstring) sets that
+    phase's field.
     """
+    phase = phase_key(key)
+    if phase is not None:
+        _set_phase(raw, key, *phase, value)
+        return
     if not isinstance(key, str) or not is_settable(key):
         _raise_unknown_path(str(key))
     parts = key.split(".")

@@ -23,6 +23,7 @@ from ..scenario import (
     ScenarioError,
     apply_overrides,
     from_dict,
+    is_phase_key,
     is_settable,
     load_raw,
     resolve_scenario_path,
@@ -56,7 +57,7 @@ class Base:
 
 def check_key(key: str, flag: str = "--vary") -> None:
     """Raise a one-line ScenarioError naming ``key`` when it is not a field an override may set."""
-    if is_settable(key):
+    if is_settable(key) or is_phase_key(key):
         return
     try:
         set_dotted({}, key, None)      # raises the loader's message: deepest valid prefix, suggestions

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
-from functools import lru_cache
 
 import numpy as np
 
@@ -92,8 +91,11 @@ class Network:
         self.options = nccl_options(sc)
         self.nvls = self.options.nvls
         self.degraded_stages = degraded_stages(sc, self.placement)
-        self.cost = lru_cache(maxsize=None)(self._cost)
-        self.shape = lru_cache(maxsize=None)(self._shape)
+        # Per-network memos of cost and shape.  Plain dicts, not a functools.lru_cache per instance:
+        # wrapping two bound methods costs about 0.1 ms (functools.update_wrapper), a tenth of what a
+        # sweep spends on a distinct network.
+        self._costs: dict[tuple[str, float, str, int], CollectiveCost] = {}
+        self._shape_of: dict[tuple[str, int], GroupShape] = {}
         # (size, members per domain, WAN route) -> its shape on this network's rates (_shape).
         self._shapes: dict[tuple, GroupShape] = {}
         self._where: int | None = None        # _shape's memo key but for the dimension and stage
@@ -128,6 +130,22 @@ class Network:
         if dim in ("ep", "edp"):
             return pl.expert_members(dim, p.ep, stage)
         return pl.members(dim, stage)
+
+    def cost(self, op: str, size_bytes: float, dim: str, stage: int) -> CollectiveCost:
+        """The cost of ``op`` on ``size_bytes`` over ``dim``'s group on ``stage`` (memoised)."""
+        key = (op, size_bytes, dim, stage)
+        got = self._costs.get(key)
+        if got is None:
+            got = self._costs[key] = self._cost(op, size_bytes, dim, stage)
+        return got
+
+    def shape(self, dim: str, stage: int) -> GroupShape:
+        """The shape of ``dim``'s group on ``stage`` (memoised)."""
+        key = (dim, stage)
+        got = self._shape_of.get(key)
+        if got is None:
+            got = self._shape_of[key] = self._shape(dim, stage)
+        return got
 
     def _shape(self, dim: str, stage: int) -> GroupShape:
         # A dimension that is not a parallel degree spans the ranks of the one it names

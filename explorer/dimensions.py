@@ -59,6 +59,11 @@ class Dimension:
     # parallel degree (a recommendation model's embedding exchange) names the degree whose ranks
     # it spans, and the network forms its groups as that one's (explorer/network/groups.py).
     group: str = ""
+    # Which of that group's ranks a call spans: "" all of them, "node" those in the representative
+    # rank's NVLink domain, "across" one per domain (the ranks at the same place in theirs): a
+    # hierarchical exchange's two steps (TorchRec's table-row-wise output dist: a reduce-scatter
+    # inside the node, then an all-to-all between nodes).
+    scope: str = ""
 
     @property
     def category(self) -> str:
@@ -107,6 +112,15 @@ DIMENSIONS: dict[str, Dimension] = {d.name: d for d in (
               "(model.dlrm.pipeline), fewer or narrower tables (model.dlrm.tables, model.dlrm.dim), "
               "a sharding plan that keeps more of the lookups local (model.dlrm.sharding), or a faster "
               "scale-out network", band=(0.37, 0.16), group="dp"),
+    # Table-row-wise sharding's two steps (explorer/workloads/dlrm/sharding.py; TorchRec's
+    # TwRwPooledEmbeddingDist): the partial sums reduce-scattered inside each node, then the pooled
+    # embeddings exchanged between nodes; both reported as the embedding exchange.
+    Dimension("emb_node", "Embedding reduce-scatter in the node", "#17BECF", "#88CCEE", False,
+              "the same as the embedding all-to-all's", counts_as="emb", band=(0.37, 0.16), group="dp",
+              scope="node"),
+    Dimension("emb_across", "Embedding all-to-all between nodes", "#17BECF", "#88CCEE", False,
+              "the same as the embedding all-to-all's", counts_as="emb", band=(0.37, 0.16), group="dp",
+              scope="across"),
     # A GNN's traffic between graph partitions (explorer/workloads/gnn/): the remote feature fetch
     # of a sampled mini-batch (DistDGL, arXiv 2010.05337, Sec. 4.2) or the per-layer halo exchange
     # of full-graph training (PipeGCN, ICLR 2022, Sec. 3); the partitions are the dp replicas.

@@ -81,6 +81,15 @@ def test_sharding_plans_trade_lookup_balance_for_exchange_bytes():
     assert table.iteration_time_s > col.iteration_time_s          # the 100-hot table on one GPU
     assert _emb(row) > _emb(col) == _emb(table)                   # reduce-scatter of n x the batch
     assert _emb(dp) == 0 and dp.comm_bytes_per_gpu["dp"] > 100 * col.comm_bytes_per_gpu["dp"]
+    # On 4 nodes, table-row-wise keeps row-wise's reduce-scatter inside each node: as few bytes leave
+    # a node as with table-wise (the pooled embeddings' all-to-all), far fewer than row-wise's, and
+    # the hot table's lookups are cut over a node's 8 GPUs instead of waiting on one.
+    four = {"cluster.nodes": 4, "parallelism.dp": 32, "training.global_batch": 4 * 55296}
+    t4, r4, tr4 = (_sim({**four, "model.dlrm.sharding": s})
+                   for s in ("table_wise", "row_wise", "table_row_wise"))
+    out = {k: v.comm_bytes_by_tier["emb"]["scale-out"] for k, v in (("t", t4), ("r", r4), ("tr", tr4))}
+    assert out["tr"] == out["t"] < out["r"] / 4
+    assert tr4.iteration_time_s < t4.iteration_time_s / 2
 
 
 def test_replicating_small_tables_moves_bytes_from_emb_to_dp():

@@ -80,7 +80,7 @@ def test_the_sidebar_labels_the_degrees_from_the_registry():
 
 
 def test_unknown_names_are_one_line_errors():
-    known = r"known: tp, cp, ep, pp, dp, edp, pair, emb, gnn$"
+    known = r"known: tp, cp, ep, pp, dp, edp, pair, emb, emb_node, emb_across, gnn$"
     with pytest.raises(ValueError, match=r"^unknown communication dimension 'gnm'; " + known):
         dimensions.get("gnm")
     with pytest.raises(ValueError, match="unknown view 'gant'"):

@@ -71,6 +71,47 @@ def test_row_wise_reduce_scatters_the_whole_batchs_partial_sums():
     assert edges["embedding gradients"].op == "all-gather"
 
 
+def test_table_row_wise_reduce_scatters_in_the_node_and_exchanges_between_nodes(capsys):
+    """TorchRec's table-row-wise output dist on 4 nodes of 8: a reduce-scatter inside each node of
+    its partial sums for all n b samples of its quarter of the tables (n b x T/4 x d), then an
+    all-to-all of b x T x d between the 4 nodes (one GPU per node at each place); gradients back
+    the other way.  Bus bytes per GPU: the ids' all-to-all over 32 x 31/32, twice the
+    reduce-scatter's x 7/8 and the all-to-all's x 3/4; only the ids' and the all-to-all's leave a
+    node."""
+    four = ["cluster.nodes=4", "parallelism.dp=32", "training.global_batch=221184",
+            "model.dlrm.sharding=table_row_wise"]
+    spec = workload_spec(load(SCENARIO, {"cluster.nodes": 4, "parallelism.dp": 32,
+                                         "training.global_batch": 221184,
+                                         "model.dlrm.sharding": "table_row_wise"}))
+    edges = {e.label: e for e in spec.kinds[0].edges}
+    n, nodes = 32, 4
+    node = edges["pooled embeddings (node)"]
+    across = edges["pooled embeddings (nodes)"]
+    assert (node.dim, node.op, node.size_bytes) == ("emb_node", "reduce-scatter", n * B * T / nodes * D * E)
+    assert (across.dim, across.op, across.size_bytes) == ("emb_across", "all-to-all", B * T * D * E)
+    assert edges["embedding gradients (node)"].op == "all-gather"
+    assert edges["embedding gradients (nodes)"].op == "all-to-all"
+    out = _json(*four, capsys=capsys)
+    ids = B * 214 * sharding.ID_BYTES
+    want = ids * (n - 1) / n + 2 * (node.size_bytes * 7 / 8 + across.size_bytes * 3 / 4)
+    assert out["comm_bytes_per_gpu"]["emb"] == pytest.approx(want, rel=1e-12)
+    # What leaves a node: the ids to the 24 GPUs of other nodes, and the all-to-all's 3 of 4 parts.
+    leaves = ids * 24 / 32 + 2 * across.size_bytes * 3 / 4
+    assert out["comm_bytes_by_tier"]["emb"]["scale-out"] == pytest.approx(leaves, rel=1e-9)
+
+
+def test_table_row_wise_holds_the_busiest_nodes_tables_over_its_gpus():
+    """16 tables of 1,000 rows on 2 nodes of 8 GPUs: each node holds 8 tables, each GPU an eighth
+    of their rows; on one node it is row-wise."""
+    kw = {"tables": 16, "rows": [1000], "pooling": [1], "dim": 64, "bottom_mlp": [64]}
+    raw = {"model": {"kind": "dlrm", "dlrm": {"sharding": "table_row_wise", **kw}},
+           "training": {"global_batch": 128, "micro_batch": 8},
+           "cluster": {"gpus_per_node": 8, "nodes": 2}, "parallelism": {"dp": 16}}
+    lc = workload_spec(from_dict(raw)).kinds[0]
+    assert (lc.held_bytes, lc.held_state_bytes) == (8000 / 8 * 64 * 4, 8000 / 8 * 4)
+    assert _held("table_row_wise", **kw) == _held("row_wise", **kw)
+
+
 def _held(sharding_plan: str, **dlrm) -> tuple[float, float, float]:
     raw = {"model": {"kind": "dlrm", "dlrm": {"sharding": sharding_plan, **dlrm}},
            "training": {"global_batch": 64, "micro_batch": 8},
@@ -131,7 +172,7 @@ def test_the_mlperf_dgx_h100_throughput_is_reproduced_within_ten_percent(capsys)
 
 
 @pytest.mark.parametrize(("key", "value", "field"), [
-    ("model.dlrm.sharding", "table_row_wise", "model.dlrm.sharding"),
+    ("model.dlrm.sharding", "grid_wise", "model.dlrm.sharding"),
     ("model.dlrm.hot_share", "1.5", "model.dlrm.hot_share"),
     ("model.dlrm.dim", "0", "model.dlrm.dim"),
     ("model.dlrm.bottom_mlp", "[512, 256, 64]", "model.dlrm.bottom_mlp"),

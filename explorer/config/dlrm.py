@@ -25,7 +25,7 @@ MLPERF_ROWS = (40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000,
 MLPERF_POOLING = (3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1)
 # TorchRec's sharding types (torchrec/distributed/types.py ShardingType) this model prices, one plan
 # for every table too large for data parallelism (explorer/workloads/dlrm/sharding.py).
-SHARDINGS = ("table_wise", "row_wise", "column_wise", "data_parallel")
+SHARDINGS = ("table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel")
 # The derived transformer fields (loading.derive_model): what they become for a DLRM.
 DLRM_DERIVED = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len", "vocab", "dropout",
                 "tied_embeddings")
@@ -52,7 +52,8 @@ class Dlrm:
                                         "(read from L2, not HBM): the id distribution's skew"})
     sharding: str = field(default="table_wise", metadata={
         "choices": SHARDINGS, "doc": "TorchRec sharding plan of the tables above dp_max_rows: "
-                                     "table_wise, row_wise, column_wise, or data_parallel (replicated)"})
+                                     "table_wise, row_wise, column_wise, table_row_wise (each table on one "
+                                     "node, row-wise over its GPUs), or data_parallel (replicated)"})
     dp_max_rows: int = field(default=0, metadata={
         "min": 0, "max": 100_000_000_000, "doc": "tables with at most this many rows are replicated "
                                                  "(data parallel, gradients all-reduced); 0 = none"})

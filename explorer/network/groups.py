@@ -110,10 +110,11 @@ class Network:
         interleaved schedule makes between virtual chunks).  ``pair``: the ranks s and p-1-s that
         hold stage s's two weight copies in a two-direction schedule.
         """
-        pl, p = self.placement, self.sc.parallelism
         known = dimensions.DIMENSIONS.get(dim)
         if known is not None and known.group:
-            dim = known.group            # spans another degree's ranks (Dimension.group: emb, gnn -> dp)
+            # Spans another degree's ranks (Dimension.group: emb, gnn -> dp), all or a scope of them.
+            return self._scoped(self.members(known.group, stage), known.scope)
+        pl, p = self.placement, self.sc.parallelism
         if p.stage_replicas:             # PipeDream's per-stage replicas (replica_groups.py)
             got = replica_members(self.sc, dim, stage)
             if got is not None:
@@ -147,12 +148,23 @@ class Network:
             got = self._shape_of[key] = self._shape(dim, stage)
         return got
 
+    def _scoped(self, members: np.ndarray, scope: str) -> np.ndarray:
+        """``members`` cut to a Dimension.scope: those in the first one's NVLink domain ("node"), or
+        those at its place in their own domains ("across"), or all of them ("")."""
+        if not scope:
+            return members
+        domain = self.fabric.boundaries[1].domain_gpus if len(self.fabric.boundaries) > 1 else 1
+        first = int(members[0])
+        keep = (members // domain == first // domain) if scope == "node" else \
+            (members % domain == first % domain)
+        return members[keep]
+
     def _shape(self, dim: str, stage: int) -> GroupShape:
         # A dimension that is not a parallel degree spans the ranks of the one it names
         # (dimensions.Dimension.group: the embedding exchange spans the data-parallel group).
         known = dimensions.DIMENSIONS.get(dim)
-        if known is not None and known.group:
-            dim = known.group
+        if known is not None and known.group and not known.scope:
+            dim = known.group            # the same ranks as the degree it names: one memo entry
         # The members (placement.py: digits of the GPU id in the placement's strides) and how many
         # share a domain depend on the placement, ep and the domains' sizes only: a sweep's rows
         # that differ in anything else (NIC speed, recompute, ZeRO stage...) share them.
@@ -186,7 +198,8 @@ class Network:
         shape = self._shapes.get(alike)
         if shape is None:
             shape = self._shapes[alike] = self.fabric.shape_of(*alike)
-        if dim in ("dp", "edp") and stage in self.degraded_stages and shape.spans(1):
+        if (known.group if known is not None and known.group else dim) in ("dp", "edp") and \
+                stage in self.degraded_stages and shape.spans(1):
             # A data-parallel group through a degraded node is as fast as that node's NICs
             # (cluster.faults: a ring runs at its slowest link's rate).
             f = self.sc.cluster.faults.nic_factor

@@ -122,15 +122,19 @@ def merged(calls: list[EdgeCall]) -> tuple[EdgeCall, ...]:
 
 
 def first_calls(ctx, kinds: tuple[LayerCost, ...], stage: int) -> dict:
-    """The first edge call of each reported dimension among the layer kinds, as priced (what the
-    chunk's ``comm`` shows: op, bytes, group, algorithm, tier, bus bandwidth, seconds)."""
+    """The main edge call of each reported dimension among the layer kinds, as priced (what the
+    chunk's ``comm`` shows: op, bytes, group, algorithm, tier, bus bandwidth, seconds): the longest,
+    the first of equals -- a DLRM's pooled embeddings rather than its ids, or table-row-wise's
+    longer step."""
     out: dict = {}
     for lc in kinds:
         for e in lc.edges:
             dim = dimensions.reported_as(e.dim)
-            if dim in out or e.size_bytes <= 0 or ctx.net.group_size(e.dim, stage) <= 1:
+            if e.size_bytes <= 0 or ctx.net.group_size(e.dim, stage) <= 1:
                 continue
             cc = _priced(ctx, e, stage)
+            if dim in out and cc.time_s <= out[dim]["time_s"]:
+                continue
             out[dim] = {"op": e.op, "bytes": e.size_bytes, "group": cc.n, "algorithm": cc.algorithm,
                         "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
     return out

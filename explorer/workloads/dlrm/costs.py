@@ -3,7 +3,8 @@
 fills, in this order — the embedding layer (model parallel), the bottom MLP, the interaction (cross
 layers or dot products) and the top MLP (all data parallel: their gradients are the dp buckets).
 
-- Embedding layer (sharding.py says what this GPU looks up and holds).  Forward: FBGEMM's
+- Embedding layer (sharding.py says what this GPU looks up and holds; table-row-wise cuts a node's
+  tables over the GPUs of its NVLink domain, :func:`local_gpus`).  Forward: FBGEMM's
   table-batched embedding gathers each looked-up row (d x table bytes from HBM, a ``hot_share`` of
   them served from cache instead) and writes the pooled sums (Khudia et al., "FBGEMM", arXiv
   2101.05615; Mudigere et al., ISCA 2022, Sec. 4.1: the lookups are memory-bandwidth bound).
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from ...config import Scenario
 from ...config.dlrm import Dlrm
+from ...config.domains import effective_domain
 from ...physics.hardware import BYTES_PER_ELEMENT
 from ...physics.work import ZERO_WORK, Gemm, Work
 from ..spec import Edge, EdgeCost, LayerCost
@@ -76,9 +78,39 @@ def _dot_layer(timer: GemmTimer, b: int, d: Dlrm, e: int) -> LayerCost:
                      (), (), (), (), (), 0.0, out_bytes=float(b * out * e))
 
 
+def local_gpus(sc: Scenario, n: int) -> int:
+    """The data-parallel GPUs of one NVLink domain (a node), where table-row-wise cuts a table's
+    rows: every GPU is a data-parallel rank (tp = cp = ep = pp = 1), so the domain's GPUs."""
+    return max(1, min(n, effective_domain(sc.cluster)))
+
+
+def _exchange_edges(p: sharding.Plan, d: Dlrm, b: int, n: int, e: int) -> tuple[Edge, ...]:
+    """The input dist (ids), the forward output dist and the backward gradient dist (module
+    docstring): one call each on ``emb``, or table-row-wise's two steps on ``emb_node`` (in the
+    node) and ``emb_across`` (between nodes)."""
+    size = p.exchange_bytes(b, n, e)
+    if size <= 0:
+        return ()
+    ids = Edge("emb", "fwd", "all-to-all", p.ids_bytes(b, n), d.pipeline, "sparse ids")
+    if p.op != "twrw":
+        return (ids, Edge("emb", "fwd", p.op, size, d.pipeline, "pooled embeddings"),
+                Edge("emb", "bwd", "all-gather" if p.op == "reduce-scatter" else "all-to-all", size, False,
+                     "embedding gradients"))
+    node, nodes = p.node_bytes(b, n, e), n // p.local
+    fwd: tuple[Edge, ...] = ((Edge("emb_node", "fwd", "reduce-scatter", node, d.pipeline,
+                                   "pooled embeddings (node)"),) if node > 0 else ())
+    bwd: tuple[Edge, ...] = ()
+    if nodes > 1:
+        fwd += (Edge("emb_across", "fwd", "all-to-all", size, d.pipeline, "pooled embeddings (nodes)"),)
+        bwd = (Edge("emb_across", "bwd", "all-to-all", size, False, "embedding gradients (nodes)"),)
+    if node > 0:
+        bwd += (Edge("emb_node", "bwd", "all-gather", node, False, "embedding gradients (node)"),)
+    return (ids, *fwd, *bwd)
+
+
 def embedding_layer(sc: Scenario, d: Dlrm, n: int) -> LayerCost:
     """The sharded tables' lookups, held shards and exchange edges on ``emb`` (module docstring)."""
-    p = sharding.plan(d, n)
+    p = sharding.plan(d, n, local_gpus(sc, n))
     b = sc.training.micro_batch
     e = BYTES_PER_ELEMENT[exchange_dtype(sc)]
     et = BYTES_PER_ELEMENT[d.table_dtype]
@@ -91,18 +123,12 @@ def embedding_layer(sc: Scenario, d: Dlrm, n: int) -> LayerCost:
     # Pooled sums written: a row-wise shard pools every table for all n b samples (partial sums),
     # a table- or column-wise one its 1/n of the tables' (or columns') outputs; replicated tables
     # pool the GPU's own b samples.
-    share = 1.0 if p.op == "reduce-scatter" else 1.0 / max(n, 1)
+    share = 1.0 if p.op == "reduce-scatter" else p.local / max(n, 1) if p.op == "twrw" else 1.0 / max(n, 1)
     pooled_out = step * p.exchange_per_sample * share + b * p.replicated_tables * d.dim
     fwd = Work(0.0, 0.0, ids * row * cold + pooled_out * e)
     # Backward: each id's pooled-gradient row read, each distinct row and accumulator read and written.
     bwd = Work(0.0, 0.0, ids * p.lookup_dim * e + 2 * ids * cold * (row + STATE_BYTES))
-    edges: tuple[Edge, ...] = ()
-    size = p.exchange_bytes(b, n, e)
-    if size > 0:
-        edges = (Edge("emb", "fwd", "all-to-all", p.ids_bytes(b, n), d.pipeline, "sparse ids"),
-                 Edge("emb", "fwd", p.op, size, d.pipeline, "pooled embeddings"),
-                 Edge("emb", "bwd", "all-gather" if p.op == "reduce-scatter" else "all-to-all", size, False,
-                      "embedding gradients"))
+    edges = _exchange_edges(p, d, b, n, e)
     kept = step * p.lookups_per_step_sample * sharding.ID_BYTES + b * (d.tables * d.dim) * e
     return LayerCost(fwd, bwd, ZERO_WORK, ZERO_WORK, ZERO_WORK, ZERO_WORK, p.replicated_params, 0.0,
                      float(kept), (), (), (), (), (), 0.0, out_bytes=float(b * d.tables * d.dim * e),

@@ -12,6 +12,12 @@ its own samples), ``b`` samples per GPU per micro-batch, so each lookup step ser
 - ``row_wise``: every table cut into n row blocks; ids are bucketised to their row's owner and
   each GPU pools what it holds for all n b samples: partial sums, reduced by a reduce-scatter
   (TorchRec's RwPooledEmbeddingDist), gradients all-gathered back.
+- ``table_row_wise``: each table whole on one node (placed as table-wise places them on GPUs, over
+  the nodes), cut into row blocks over that node's ``local`` GPUs (TorchRec's TwRw sharding, built
+  for multi-node jobs: the row-wise exchange stays on NVLink).  Output dist (TorchRec's
+  TwRwPooledEmbeddingDist): a reduce-scatter of the node's partial sums inside the node, then an
+  all-to-all of the pooled embeddings between the nodes, one GPU per node at each place; gradients
+  back the other way (all-to-all, then an all-gather in the node).
 - ``data_parallel``: the table replicated; lookups local, its gradient all-reduced like a dense
   layer's (TorchRec's DpPooledEmbeddingSharding), no exchange.
 Tables of at most ``dp_max_rows`` rows are data parallel whatever the plan (HugeCTR's and
@@ -19,7 +25,9 @@ TorchRec's planners replicate small tables: their all-reduce is cheaper than an 
 
 Per GPU and micro-batch (nccl-tests buffer sizes): the forward exchange of pooled embeddings is
 ``b x tables x d x bytes`` for an all-to-all (the issue's closed form; bus bytes x (n-1)/n), the
-reduce-scatter's input ``n b x tables x d x bytes``; the backward sends their gradients the same
+reduce-scatter's input ``n b x tables x d x bytes``; table-row-wise's reduce-scatter in the node
+``n b x (tables / N) x d x bytes`` (the node's share of the tables, N = n / local nodes) and its
+all-to-all between nodes ``b x tables x d x bytes`` over N ranks; the backward sends their gradients the same
 way; the input dist sends each sample's ids to their tables' owners: ``b x sum(pooling) x 8``
 (int64 ids, TorchRec's KJTAllToAll).  An uneven table-wise split sends more from the busiest
 GPU; the exchange is priced balanced (the issue's closed form).
@@ -51,13 +59,22 @@ class Plan:
     op: str                      # the output dist's collective
     exchange_per_sample: float   # elements of pooled embeddings exchanged per own sample (b units)
     replicated_tables: int = 0
+    local: int = 1               # table-row-wise: GPUs per node a table's rows are cut over
 
     def exchange_bytes(self, b: int, n: int, e: int) -> float:
-        """nccl-tests buffer of one forward output dist (or backward gradient dist) per GPU."""
+        """nccl-tests buffer of one forward output dist (or backward gradient dist) per GPU; for
+        table-row-wise, of its all-to-all between the nodes (:meth:`node_bytes`: the step inside)."""
         if self.sharded_tables == 0 or n <= 1:
             return 0.0
         per = self.exchange_per_sample * e
         return b * n * per if self.op == "reduce-scatter" else b * per
+
+    def node_bytes(self, b: int, n: int, e: int) -> float:
+        """Table-row-wise: the reduce-scatter's input inside a node, the node's partial sums for all
+        n b samples of its 1/N of the tables (0 for the other plans or one GPU per node)."""
+        if self.op != "twrw" or self.sharded_tables == 0 or self.local <= 1:
+            return 0.0
+        return b * n * self.exchange_per_sample / (n // self.local) * e
 
     def ids_bytes(self, b: int, n: int) -> float:
         """Bytes of one input dist (ids to their tables' owners) per GPU."""
@@ -75,8 +92,9 @@ def _table_wise_loads(d: Dlrm, tables: list[int], n: int) -> tuple[float, float]
     return max(p for p, _, _ in heap), max(r for _, r, _ in heap)
 
 
-def plan(d: Dlrm, n: int) -> Plan:
-    """The sharding of ``d``'s tables over ``n`` GPUs (module docstring)."""
+def plan(d: Dlrm, n: int, local: int = 1) -> Plan:
+    """The sharding of ``d``'s tables over ``n`` GPUs, ``local`` of them per node (module docstring;
+    only table-row-wise reads it)."""
     everything = list(range(d.tables))
     if d.sharding == "data_parallel" or n <= 1:
         sharded: list[int] = []
@@ -95,6 +113,11 @@ def plan(d: Dlrm, n: int) -> Plan:
     if d.sharding == "column_wise" and sharded:
         return Plan(t, pool, pool, d.dim / n, rep_lookups, rows, d.dim / n, rep_params, "all-to-all",
                     t * d.dim, len(replicated))
+    if d.sharding == "table_row_wise" and sharded:
+        local = max(1, min(local, n))
+        busy_pool, busy_rows = _table_wise_loads(d, sharded, n // local)
+        return Plan(t, pool, busy_pool / local, d.dim, rep_lookups, busy_rows / local, d.dim, rep_params,
+                    "twrw", t * d.dim, len(replicated), local)
     if d.sharding == "row_wise" and sharded:
         return Plan(t, pool, pool / n, d.dim, rep_lookups, rows / n, d.dim, rep_params, "reduce-scatter",
                     t * d.dim, len(replicated))

@@ -71,7 +71,11 @@ def test_search_answers_without_error_and_keeps_the_family_layouts(name):
     at.button(key="_d_search").click().run(timeout=300)
     assert not at.exception and not at.error, [e.value for e in at.error]
     table = next(d.value for d in at.dataframe if "layout" in d.value.columns)
-    assert table["layout"].iloc[0].startswith("yours")
+    # The scenario's own layout is in the table, marked (the family's search may find faster ones:
+    # a DLRM's other sharding plans, a GNN's sharded gradient sync), and a DLRM's rows name its plan.
+    assert sum(x.startswith("yours") for x in table["layout"]) == 1
+    if name == "dlrm-dcnv2":
+        assert all(" · sharding " in x for x in table["layout"])
     caption = next(c.value for c in at.caption if "layouts enumerated" in c.value)
     assert "ranked by simulation (the estimator does not price a" in caption
     # dp (dp/pp for a convnet): no tensor, context or expert parallelism in any row.

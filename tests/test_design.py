@@ -540,3 +540,35 @@ def test_search_ranks_on_the_proxy_and_reports_full_simulations(name, pool):
         assert c.iteration_time_s == full.iteration_time_s
     assert [c.iteration_time_s for c in r.top] == sorted(c.iteration_time_s for c in r.top)
     assert r.top[0].iteration_time_s <= simulate(from_dict(preset_raw(name))).iteration_time_s
+
+
+def test_a_family_is_searched_over_what_it_models():
+    """A DLRM (tp = cp = ep = pp = 1, its layers ignore recompute) is searched over ZeRO, its
+    micro-batch as 1-16 accumulation steps of the replica's 6,912 samples, its five sharding plans
+    and three replication thresholds (Workload.search_axes): 4 x 5 x 5 x 3 = 300 layouts, each the
+    loader's scenario, and its own layout among them; a transformer's space is unchanged."""
+    from explorer.config.dlrm import SHARDINGS
+    raw = search_raw(open_base("dlrm-dcnv2").raw)
+    builder = LayoutBuilder(raw)
+    sc = from_dict(preset_raw("dlrm-dcnv2"))
+    lays = list(enumerate_layouts(builder.parsed))
+    assert len(lays) == 4 * 5 * 5 * 3 == 300
+    assert {(x.tp, x.pp, x.cp, x.ep, x.recompute, x.sequence_parallel) for x in lays} == {
+        (1, 1, 1, 1, "none", False)}
+    assert {x.micro_batch for x in lays} == {6912, 3456, 1728, 864, 432}
+    assert {dict(x.extra)["model.dlrm.sharding"] for x in lays} == set(SHARDINGS)
+    assert Layout.of(sc) in set(lays)
+    for lay in random.Random(3).sample(lays, 12):
+        assert builder.scenario(lay) == from_dict(apply_overrides(raw, lay.overrides()))
+    # The transformer families' layouts carry no extra fields.
+    teaching = LayoutBuilder(search_raw(open_base("teaching-8gpu").raw)).parsed
+    assert all(not x.extra for x in enumerate_layouts(teaching))
+
+
+def test_the_search_marks_the_own_layout_where_it_found_it(capsys):
+    """dlrm-dcnv2's own plan (column-wise, ZeRO 0, whole batch) is one of the search's layouts: the
+    table shows it once, as the user's own, priced on the full engine as run prints it."""
+    res = search(open_base("dlrm-dcnv2"), top=10, executor=ExecutorSpec(workers=1))
+    own = [c for c in res.top if c.baseline]
+    assert len(own) == 1 and sum(c.layout == own[0].layout for c in res.top) == 1
+    assert own[0].iteration_time_s == simulate(from_dict(preset_raw("dlrm-dcnv2"))).iteration_time_s

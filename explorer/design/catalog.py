@@ -21,6 +21,7 @@ import numpy as np
 
 from ..scenario import Scenario
 from ..schedules import registry
+from ..workloads.registry import workload_for
 from .search import TIMED_PIPELINES
 from .space import VPP_CHOICES, Layout, Space, enumerate_layouts, is_timed, synchronous_schedules
 
@@ -53,11 +54,18 @@ class Catalog:
         names = tuple(dict.fromkeys((*self.default_schedules, *schedules)))
         wide = Space(schedules=names, vpp=tuple(sorted({*VPP_CHOICES, *(v for v in vpps if v > 1)})))
         lays = list(enumerate_layouts(sc, wide))
+        # A whole-batch family's micro-batches are accumulation steps of its batch, whatever
+        # Space.max_micro_batch says (space.enumerate_layouts).
+        self._whole_batch = workload_for(sc.model).whole_batch
         gpus, batch = sc.cluster.gpus, sc.training.global_batch
         self._sched_names = sorted({lay.schedule for lay in lays})
         sched = {n: i for i, n in enumerate(self._sched_names)}
         self._rc_names = sorted({lay.recompute for lay in lays})
         self._rc = {n: i for i, n in enumerate(self._rc_names)}
+        # A family's own fields (Layout.extra: a DLRM's sharding plans), each distinct set once.
+        self._extras = list(dict.fromkeys(lay.extra for lay in lays))
+        extra = {e: i for i, e in enumerate(self._extras)}
+        self._extra = np.array([extra[lay.extra] for lay in lays], dtype=np.int64)
         cols = np.array([(lay.tp, lay.pp, lay.cp, lay.ep, lay.vpp, sched[lay.schedule], lay.zero,
                           lay.micro_batch, self._rc[lay.recompute], lay.sequence_parallel) for lay in lays],
                         dtype=np.int64).reshape(len(lays), 10)
@@ -78,7 +86,7 @@ class Catalog:
         """The ``i``-th catalogued layout (enumeration order)."""
         return Layout(int(self.tp[i]), int(self.pp[i]), int(self.cp[i]), int(self.ep[i]), int(self.vpp[i]),
                       self._sched_names[self.sched[i]], int(self.zero[i]), int(self.mb[i]),
-                      self._rc_names[self.rc[i]], bool(self.sp[i]))
+                      self._rc_names[self.rc[i]], bool(self.sp[i]), extra=self._extras[self._extra[i]])
 
     def mask(self, space: Space) -> np.ndarray:
         """Which catalogued layouts ``enumerate_layouts(sc, space)`` yields."""
@@ -90,7 +98,7 @@ class Catalog:
         ok_sp = (self.tp == 1) | np.isin(self.sp, sp)
         ok_rc = np.isin(self.rc, [self._rc[r] for r in space.recompute if r in self._rc])
         return (pipeline & ok_sp & ok_rc & np.isin(self.zero, list(space.zero))
-                & (self.mb <= space.max_micro_batch))
+                & ((self.mb <= space.max_micro_batch) | self._whole_batch))
 
     def extent(self, space: Space) -> Extent:
         """The :class:`Extent` of ``space`` (a narrowing of the catalogued one)."""

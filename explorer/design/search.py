@@ -96,7 +96,8 @@ class Candidate:
                            "recompute": self.layout.recompute,
                            "sequence_parallel": self.layout.sequence_parallel,
                            "order": self.order or self.layout.order or None,
-                           "pipeline_layout": list(self.layout.pipeline_layout) or None}}
+                           "pipeline_layout": list(self.layout.pipeline_layout) or None,
+                           **({"family": dict(self.layout.extra)} if self.layout.extra else {})}}
 
 
 @dataclass(frozen=True)
@@ -232,9 +233,11 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
                                                 next_phase(progress, "pricing the best exactly", "layouts"))
     # The user's own layout competes whenever it fits (with or without the headroom: the table
     # says how much it leaves), so the answer is never slower than what they have.
-    if (include_baseline and baseline is not None and baseline.figures["fits"]
-            and all(c.layout != baseline.layout for c in top_list)):
-        top_list.append(baseline)
+    if include_baseline and baseline is not None and baseline.figures["fits"]:
+        if all(c.layout != baseline.layout for c in top_list):
+            top_list.append(baseline)
+        else:       # found among the best: shown as the user's own (priced alike, on the full engine)
+            top_list = [baseline if c.layout == baseline.layout else c for c in top_list]
     top_list.sort(key=lambda c: c.iteration_time_s)
     t3 = time.perf_counter()
     return SearchResult(

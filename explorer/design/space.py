@@ -23,7 +23,13 @@ refined search varies them on its best layouts (explorer/design/refine.py).
   need not divide pp·vpp: the simulator balances uneven stages, as Llama 3 ran 126 layers on 16
   stages;
 - ep is 1 for a dense model, else a divisor of the experts that divides dp·cp;
-- sequence parallelism only where tp > 1 (it is a no-op without TP).
+- sequence parallelism only where tp > 1 (it is a no-op without TP);
+- a workload family (explorer/workloads/registry.py) is searched over what it models: the degrees
+  of its communication dimensions only (a DLRM: dp), the generic choices it does not fix
+  (``search_fixed``: a recompute policy its layers ignore), its own fields (``search_axes``: a
+  DLRM's sharding plans and replication threshold, carried by :attr:`Layout.extra`), and, for a
+  family that trains on the replica's whole batch (``whole_batch``: a DLRM's 6,912 samples per GPU,
+  a GNN's 1,024 seeds), micro-batches of that batch over 1, 2, 4, 8 or 16 accumulation steps.
 
 Everything else (the registry's schedule rules, tp against the heads, the work budget, ...) is left
 to the scenario rules: :class:`LayoutBuilder` builds each layout's :class:`Scenario` exactly as
@@ -32,9 +38,10 @@ by replacing fields of a scenario parsed once and re-running the loader's defaul
 """
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..config.frozen import evolve
@@ -42,6 +49,7 @@ from ..config.loading import resolve_presets
 from ..config.schema import build
 from ..scenario import Scenario, fill_defaults, validate
 from ..schedules import registry
+from ..workloads.registry import workload_for
 
 MIN_CP_TOKENS = 1024
 MAX_MICRO_BATCH = 16
@@ -69,6 +77,8 @@ class Layout:
     # placement, () = the simulator's balanced layer split.
     order: str = ""
     pipeline_layout: tuple[int, ...] = ()
+    # A workload family's own fields (Workload.search_axes), as (dotted key, value) pairs.
+    extra: tuple[tuple[str, Any], ...] = ()
 
     def overrides(self) -> dict[str, Any]:
         """The layout as dotted-key overrides of a scenario (dp left to be derived; the placement
@@ -82,26 +92,37 @@ class Layout:
             out["parallelism.order"] = self.order
         if self.pipeline_layout:
             out["parallelism.pipeline_layout"] = list(self.pipeline_layout)
+        out.update(self.extra)
         return out
 
     @classmethod
     def of(cls, sc: Scenario) -> Layout:
         """The layout a scenario runs (a loaded or a merely parsed one: the fields are the same)."""
         p, t = sc.parallelism, sc.training
+        extra = tuple((k, _field(sc, k)) for k, _ in workload_for(sc.model).search_axes)
         return cls(p.tp, p.pp, p.cp, p.ep, p.vpp, p.schedule, p.zero, t.micro_batch, t.recompute,
-                   p.sequence_parallel)
+                   p.sequence_parallel, extra=extra)
 
     def label(self) -> str:
         """One short line: ``tp 8 · pp 16 · cp 1 · ep 1 · interleaved v2 · ZeRO 1 · mb 1 · none · SP``."""
         sched = f"{self.schedule} v{self.vpp}" if self.vpp > 1 else self.schedule
         return (f"tp {self.tp} · pp {self.pp} · cp {self.cp} · ep {self.ep} · {sched} · ZeRO {self.zero} · "
                 f"mb {self.micro_batch} · recompute {self.recompute}"
-                + (" · SP" if self.sequence_parallel else "") + self.refined_label())
+                + (" · SP" if self.sequence_parallel else "") + self.refined_label()
+                + "".join(f" · {k.split('.')[-1]} {v}" for k, v in self.extra))
 
     def refined_label(self) -> str:
         """The placement and layer split when set: `` · order dp-tp-pp-cp · layers 7|9|9|7``."""
         return ((f" · order {self.order}" if self.order else "")
                 + (" · layers " + "|".join(map(str, self.pipeline_layout)) if self.pipeline_layout else ""))
+
+
+def _field(sc: Scenario, key: str) -> Any:
+    """The value of dotted ``key`` in ``sc`` (``model.dlrm.sharding`` -> sc.model.dlrm.sharding)."""
+    node: Any = sc
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
 
 
 def _divisors(n: int) -> list[int]:
@@ -134,32 +155,59 @@ class Space:
     refine: int = REFINE
 
 
+# Accumulation steps a whole-batch family's micro-batch may take (Workload.whole_batch).
+WHOLE_BATCH_STEPS = (1, 2, 4, 8, 16)
+
+
+def _family_space(sc: Scenario, space: Space) -> tuple[Space, dict[str, bool], list[tuple]]:
+    """``space`` narrowed to what ``sc``'s workload family models (module docstring): the space,
+    which degrees it varies, and the products of its own fields' values."""
+    fam = workload_for(sc.model)
+    fixed = dict(fam.search_fixed)
+    changes: dict[str, Any] = {k: (v,) for k, v in fixed.items()}
+    space = replace(space, **changes)
+    uses = {d: d in fam.dimensions for d in ("tp", "cp", "pp", "ep")}
+    extras = [tuple(zip((k for k, _ in fam.search_axes), values, strict=True))
+              for values in itertools.product(*(v for _, v in fam.search_axes))]
+    return space, uses, extras
+
+
+def _micro_batches(per_replica: int, whole: bool, limit: int) -> list[int]:
+    if not whole:
+        return _powers_of_two_dividing(per_replica, limit)
+    return [per_replica // k for k in WHOLE_BATCH_STEPS if per_replica % k == 0][::-1]
+
+
 def enumerate_layouts(sc: Scenario, space: Space = Space()) -> Iterator[Layout]:
     """Every layout of the module docstring for ``sc``'s model, batch and cluster, in a fixed order."""
     gpus, per_node = sc.cluster.gpus, sc.cluster.gpus_per_node
     m, batch = sc.model, sc.training.global_batch
+    space, uses, extras = _family_space(sc, space)
+    whole = workload_for(m).whole_batch
     schedules = space.schedules or synchronous_schedules(wan=sc.cluster.datacenters > 1)
     untimed = tuple(n for n in schedules if not is_timed(n))
     dc = datacenter_block(sc)
-    for tp in (d for d in _divisors(per_node) if gpus % d == 0):
+    for tp in (d for d in _divisors(per_node) if gpus % d == 0 and (uses["tp"] or d == 1)):
         cps = [c for c in _powers_of_two_dividing(gpus // tp, gpus)
-               if c == 1 or (m.seq_len % (2 * c) == 0 and m.seq_len // c >= MIN_CP_TOKENS)]
+               if c == 1 or (uses["cp"] and m.seq_len % (2 * c) == 0 and m.seq_len // c >= MIN_CP_TOKENS)]
         sps = [s for s in space.sequence_parallel if tp > 1 or not s] or [False]
         for cp in cps:
-            for pp in (d for d in _divisors(gpus // (tp * cp)) if d <= m.layers):
+            for pp in (d for d in _divisors(gpus // (tp * cp)) if d <= m.layers and (uses["pp"] or d == 1)):
                 dp = gpus // (tp * cp * pp)
                 if batch % dp:
                     continue
                 eps = ([e for e in _divisors(m.moe.experts) if (dp * cp) % e == 0]
-                       if m.moe is not None and m.is_moe else [1])
+                       if m.moe is not None and m.is_moe and uses["ep"] else [1])
                 names = schedules if pipeline_crosses(sc.parallelism.order, tp, cp, dp, pp, dc) else untimed
                 for sched, vpp in _schedules(pp, m.layers, names, space.vpp):
-                    for mb in _powers_of_two_dividing(batch // dp, space.max_micro_batch):
+                    for mb in _micro_batches(batch // dp, whole, space.max_micro_batch):
                         for ep in eps:
                             for zero in space.zero:
                                 for rc in space.recompute:
                                     for sp in sps:
-                                        yield Layout(tp, pp, cp, ep, vpp, sched, zero, mb, rc, sp)
+                                        for extra in extras:
+                                            yield Layout(tp, pp, cp, ep, vpp, sched, zero, mb, rc, sp,
+                                                         extra=extra)
 
 
 def is_timed(schedule: str) -> bool:
@@ -250,6 +298,7 @@ class LayoutBuilder:
     then the loader's :func:`fill_defaults` and rules run as in ``from_dict``."""
 
     def __init__(self, raw: Mapping[str, Any]) -> None:
+        self._raw = raw
         self._parsed = build(Scenario, resolve_presets(raw))
 
     @property
@@ -260,6 +309,9 @@ class LayoutBuilder:
 
     def scenario(self, layout: Layout) -> Scenario:
         """The validated scenario of ``layout`` (ScenarioError, as from_dict raises, when invalid)."""
+        if layout.extra:       # a family's own fields: the loader's path (a DLRM search is small)
+            from ..scenario import apply_overrides, from_dict
+            return from_dict(search_raw(apply_overrides(self._raw, layout.overrides())))
         s = self._parsed
         # evolve, not dataclasses.replace: the sections have no __post_init__ (config/frozen.py).
         par = evolve(s.parallelism, tp=layout.tp, pp=layout.pp, cp=layout.cp, ep=layout.ep, vpp=layout.vpp,

@@ -154,6 +154,8 @@ def top_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     "layout": f"tp {lay['tp']} · pp {lay['pp']} · dp {lay['dp']} · cp {lay['cp']} · "
                               f"ep {lay['ep']} · {sched} · ZeRO {lay['zero']} · mb {lay['micro_batch']} · "
                               f"{lay['recompute']}"
-                              + (" · SP" if lay["sequence_parallel"] else ""),
+                              + (" · SP" if lay["sequence_parallel"] else "")
+                              + "".join(f" · {k.split('.')[-1]} {v}"
+                                        for k, v in (lay.get("family") or {}).items()),
                     "yours": r.get("baseline", False), "link": r["link"]})
     return out

@@ -82,6 +82,14 @@ class Workload:
     citation: str = ""
     samples_per_epoch: Callable[[Model, int], int] | None = None
     attention: Attention | None = None       # what serving reads; None: the family is not served
+    # What a layout search varies for it (explorer/design/space.py) beyond the degrees it uses:
+    # ``search_axes`` its own fields, as (dotted key, candidate values); ``search_fixed`` the
+    # generic choices that do not apply to it, as (Space field, the one value to keep), e.g. a
+    # recompute policy its layers ignore; ``whole_batch``: its micro-batch is the replica's batch
+    # or a few accumulation steps of it (a DLRM's 6,912 samples per GPU), not a power of two <= 16.
+    search_axes: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    search_fixed: tuple[tuple[str, Any], ...] = ()
+    whole_batch: bool = False
 
     @property
     def pipeline_split(self) -> bool:

@@ -52,12 +52,15 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              powersgd_factor=None, controls=dlrm.CONTROLS, caption=dlrm.caption,
              summary="A recommendation model (DLRM, DCNv2): embedding tables sharded over the GPUs with "
                      "an all-to-all, dense MLPs data parallel.",
+             search_axes=dlrm.SEARCH_AXES, search_fixed=(("recompute", "none"), ("sequence_parallel", False)),
+             whole_batch=True,
              citation="Naumov et al., arXiv 1906.00091; Wang et al., DCN V2, WWW 2021; Ivchenko et al., "
                       "TorchRec, RecSys 2022; MLPerf Training DLRM-DCNv2"),
     # GraphSAGE over graph partitions = the dp replicas; its own traffic on the gnn dimension.
     Workload("gnn", gnn.recognises, gnn.spec, gnn.params, gnn.nouns, ("dp", "gnn"), estimator=False,
              powersgd_factor=None, controls=gnn.CONTROLS, caption=gnn.caption,
              samples_per_epoch=gnn.samples_per_epoch,
+             search_fixed=(("recompute", "none"), ("sequence_parallel", False)), whole_batch=True,
              summary="A graph neural network (GraphSAGE): mini-batch with sampled neighbours and remote "
                      "feature fetch, or full graph with per-layer halo exchange.",
              citation="Hamilton et al., NeurIPS 2017; Zheng et al., DistDGL, arXiv 2010.05337; Wan et al., "

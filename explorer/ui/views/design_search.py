@@ -251,6 +251,8 @@ def layout_label(lay: dict[str, Any]) -> str:
     parts += ["SP"] if lay["sequence_parallel"] else []
     # A refined layout's layer split (design/refine.py); its placement: table_rows.
     parts += ["layers " + "|".join(map(str, lay["pipeline_layout"]))] if lay.get("pipeline_layout") else []
+    # A family's own fields (Layout.extra: a DLRM's sharding plan and replication threshold).
+    parts += [f"{k.split('.')[-1]} {v}" for k, v in (lay.get("family") or {}).items()]
     return " · ".join(parts)
 
 

@@ -12,9 +12,15 @@ task fold or the full simulation: explorer/fold/run.py).
 from __future__ import annotations
 
 from ...config import Model, Scenario
+from ...config.dlrm import SHARDINGS
 from ..family import Nouns
 from ..spec import WorkloadSpec
 from . import costs
+
+# What a layout search varies (explorer/design/space.py): every TorchRec sharding plan, and the
+# threshold below which tables are replicated instead (0: none; TorchRec's and HugeCTR's planners
+# replicate small tables, whose all-reduce costs less than an exchange).
+SEARCH_AXES = (("model.dlrm.sharding", SHARDINGS), ("model.dlrm.dp_max_rows", (0, 100_000, 1_000_000)))
 
 
 def recognises(m: Model) -> bool:

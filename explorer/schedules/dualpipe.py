@@ -121,6 +121,7 @@ def eight_steps(h: int, r: int, steady: int, swap: bool, table: int) -> list[Op]
     return out
 
 
+@lru_cache(maxsize=256)
 def ideal_makespan(p: int, m: int, F: float, B: float, W: float) -> float:
     """Makespan of the DualPipe order with free communication and every rank's passes costing F
     (forward), B (input gradients) and W (weight gradients): each op starts when the previous op

@@ -242,17 +242,18 @@ def cli_command(name: str, query: Mapping[str, str], top: int) -> str:
 
 def layout_label(lay: dict[str, Any]) -> str:
     """A layout in a table cell: ``tp4 pp32 dp32 cp4 · interleaved v2 · ZeRO 1 · mb1 · SP`` (1-way
-    cp and ep, and no recompute, left out)."""
+    cp and ep, and no recompute, left out; a workload family's own fields first)."""
     degrees = " ".join(f"{k}{lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep")
                        if k in ("tp", "pp", "dp") or lay[k] > 1)
-    parts = [degrees, lay["schedule"] + (f" v{lay['vpp']}" if lay["vpp"] > 1 else ""), f"ZeRO {lay['zero']}",
-             f"mb{lay['micro_batch']}"]
+    # A family's own fields (Layout.extra: a DLRM's sharding plan and replication threshold) first,
+    # where a narrow table cell still shows them: they are what tells its rows apart.
+    family = [f"{k.split('.')[-1]} {v}" for k, v in (lay.get("family") or {}).items()]
+    parts = [*family, degrees, lay["schedule"] + (f" v{lay['vpp']}" if lay["vpp"] > 1 else ""),
+             f"ZeRO {lay['zero']}", f"mb{lay['micro_batch']}"]
     parts += [f"{lay['recompute']} recompute"] if lay["recompute"] != "none" else []
     parts += ["SP"] if lay["sequence_parallel"] else []
     # A refined layout's layer split (design/refine.py); its placement: table_rows.
     parts += ["layers " + "|".join(map(str, lay["pipeline_layout"]))] if lay.get("pipeline_layout") else []
-    # A family's own fields (Layout.extra: a DLRM's sharding plan and replication threshold).
-    parts += [f"{k.split('.')[-1]} {v}" for k, v in (lay.get("family") or {}).items()]
     return " · ".join(parts)
 
 

@@ -130,10 +130,26 @@ def test_fewer_than_three_rows_widen_to_the_parent_and_say_so():
     assert (band.expected_error, band.rows, band.widened) == (0.20, 5, True)
     assert band.label == ("similar published runs: ±20 %, 5 rows (Hopper · ≤4K context · Megatron · BF16 · "
                           "dense; widened over ≤64 GPUs: 2 rows matched all six facts)")
-    # No row of its GPU generation at all: the band of every published run, saying what it ignored.
+    # No row of its GPU generation at all: not the mean of every published run but their worst
+    # error, saying that nothing validates the generation.
     band = lookup(Regime("blackwell", *KEY[1:]), _table(2))
-    assert (band.expected_error, band.rows, band.widened) == (0.25, 30, True)
-    assert "widened over Blackwell" in band.label and "0 rows matched" in band.label
+    assert (band.expected_error, band.rows, band.max_error, band.widened) == (1.0, 30, 1.0, True)
+    assert band.label == ("no published run validates Blackwell: ±100 %, the worst error of 30 similar runs "
+                          "(all published runs)")
+
+
+def test_an_architecture_no_row_validates_takes_the_worst_error_of_its_neighbours():
+    """A MoE regime when every validation row is dense: the nearest band with enough rows (here
+    every published run's: the parent row is the dense one) at its worst error, 1.0, not its mean,
+    0.25, and the label says MoE is unvalidated."""
+    band = lookup(Regime(*KEY[:4], "moe", KEY[5]), _table(2))
+    assert (band.expected_error, band.rows, band.widened) == (1.0, 30, True)
+    assert band.label.startswith("no published run validates MoE: ±100 %, the worst error of 30 similar runs")
+    # As shipped: deepseek-v3 (Hopper, MoE) and a B200 scenario are such regimes.
+    ds = band_of(load(shipped_scenarios()["deepseek-v3"]))
+    assert ds.label.startswith("no published run validates MoE") and ds.expected_error == ds.max_error
+    b200 = band_of(load(shipped_scenarios()["teaching-8gpu"], {"hardware.gpu": "b200"}))
+    assert b200.label.startswith("no published run validates Blackwell")
 
 
 def test_outside_every_regime_there_is_no_number():

@@ -173,9 +173,26 @@ def _table() -> dict[tuple[str, ...], BandRow]:
     return read_table()
 
 
+# Facts no band may borrow a mean for: a GPU generation or an architecture (dense/MoE) that no
+# validation row shares is a regime the model was never checked in, not a neighbour of one.
+STRUCTURAL = ("gpu", "arch")
+
+
+def unvalidated(key: tuple[str, ...], table: dict[tuple[str, ...], BandRow]) -> list[str]:
+    """The :data:`STRUCTURAL` facts of ``key`` that no validation row of ``table`` shares."""
+    out = []
+    for fact in STRUCTURAL:
+        i = DIMENSIONS.index(fact)
+        if not any(k[i] == key[i] and row.rows > 0 for k, row in table.items()):
+            out.append(key[i])
+    return out
+
+
 def lookup(regime: Regime | Outside, table: dict[tuple[str, ...], BandRow] | None = None) -> Band:
     """The band of ``regime``: its own validation rows, or its nearest parent's with at least
-    :data:`MIN_ROWS` (saying it widened), or no number outside the measured regimes."""
+    :data:`MIN_ROWS` (saying it widened), or no number outside the measured regimes.  Where no
+    validation row shares its GPU generation or its architecture (:func:`unvalidated`), the band
+    is the widened rows' worst error, not their mean: nothing says the model does as well there."""
     if isinstance(regime, Outside):
         return Band(None, 0, None, "", False, f"no published runs of this kind: {regime.reason}")
     table = _table() if table is None else table
@@ -185,6 +202,12 @@ def lookup(regime: Regime | Outside, table: dict[tuple[str, ...], BandRow] | Non
         if row is None or row.rows < MIN_ROWS:
             continue
         where = describe(row.key)
+        unchecked = unvalidated(key, table) if level < len(DIMENSIONS) else []
+        if unchecked:
+            named = " · ".join(SHOWN.get(v, v) for v in unchecked)
+            label = (f"no published run validates {named}: ±{row.max * 100:.0f} %, the worst error of "
+                     f"{row.rows} similar runs ({where})")
+            return Band(row.max, row.rows, row.max, where, True, label)
         label = f"similar published runs: ±{row.mean * 100:.0f} %, {row.rows} rows ({where}"
         if level < len(DIMENSIONS):
             own = table.get(key)

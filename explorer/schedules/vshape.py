@@ -96,12 +96,50 @@ def building_block(p: int, k: int) -> tuple[tuple[int, int, int, int], ...]:
     return tuple(rows)
 
 
+def splice_base(p: int) -> int:
+    """The micro-batch count from which a V order is spliced rather than reordered (:func:`reordered`):
+    from p + 2 micro-batches the order of m + 1 is that of m with one steady period inserted on every
+    rank (measured for both offsets on p = 2..32: V-Half from m = p + 2, V-Min earlier); p + 4 keeps
+    a margin of two."""
+    return p + 4
+
+
+@lru_cache(maxsize=64)
+def _reordered_directly(p: int, m: int, k: int) -> tuple[tuple[ChunkOp, ...], ...]:
+    return reorder(building_block(p, k), m)
+
+
 @lru_cache(maxsize=64)
 def reordered(p: int, m: int, k: int) -> tuple[tuple[ChunkOp, ...], ...]:
     """Every rank's order of the building block with offset ``k``, repeated for ``m`` micro-batches,
     squeezed and reordered as the paper does it (schedules/v_reorder.py).  Depends on the count as a
-    whole (registry ``count_shaped``)."""
-    return reorder(building_block(p, k), m)
+    whole (registry ``count_shaped``).
+
+    The reordering moves warm-up and cool-down passes only (steady-state passes never move), so once
+    the two ends no longer meet, one more micro-batch inserts one steady period of 6 passes on each
+    rank and shifts what follows by one micro-batch.  Beyond :func:`splice_base` the order is spliced
+    from the reorderings of the base count and the next: the base's passes up to where the next
+    inserts its period, that period repeated with its micro-batches shifted by one per repeat, then
+    the rest of the base's shifted by the count added.  The same order as reordering the whole count
+    (tests/test_vshape_splice.py checks it pass by pass); O(p m) instead of a reordering of p m passes."""
+    base = splice_base(p)
+    if m <= base + 1:
+        return _reordered_directly(p, m, k)
+    a, b = _reordered_directly(p, base, k), _reordered_directly(p, base + 1, k)
+    d = m - base
+    out = []
+    for ra, rb in zip(a, b, strict=True):
+        i = next((j for j, (x, y) in enumerate(zip(ra, rb, strict=False)) if x != y), len(ra))
+        period, rest = rb[i:i + 6], ra[i:]
+        if len(rb) != len(ra) + 6 or rb[i + 6:] != tuple(_shifted(op, 1) for op in rest):
+            return _reordered_directly(p, m, k)      # not one inserted period: reorder it all
+        out.append(ra[:i] + tuple(_shifted(op, t) for t in range(d) for op in period)
+                   + tuple(_shifted(op, d) for op in rest))
+    return tuple(out)
+
+
+def _shifted(op: ChunkOp, by: int) -> ChunkOp:
+    return ChunkOp(op.kind, op.mb + by, op.chunk)
 
 
 def v_half(rank: int, p: int, m: int, v: int = 1) -> list[ChunkOp]:

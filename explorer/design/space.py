@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -109,12 +109,18 @@ class Layout:
         return (f"tp {self.tp} · pp {self.pp} · cp {self.cp} · ep {self.ep} · {sched} · ZeRO {self.zero} · "
                 f"mb {self.micro_batch} · recompute {self.recompute}"
                 + (" · SP" if self.sequence_parallel else "") + self.refined_label()
-                + "".join(f" · {k.split('.')[-1]} {v}" for k, v in self.extra))
+                + "".join(f" · {x}" for x in family_labels(self.extra)))
 
     def refined_label(self) -> str:
         """The placement and layer split when set: `` · order dp-tp-pp-cp · layers 7|9|9|7``."""
         return ((f" · order {self.order}" if self.order else "")
                 + (" · layers " + "|".join(map(str, self.pipeline_layout)) if self.pipeline_layout else ""))
+
+
+def family_labels(extra: Iterable[tuple[str, Any]]) -> list[str]:
+    """A family's own fields (Layout.extra, or search --json's ``layout.family`` items) as short
+    labels: the key's last part and the value (``sharding table_row_wise``)."""
+    return [f"{k.split('.')[-1]} {v}" for k, v in extra]
 
 
 def _field(sc: Scenario, key: str) -> Any:
@@ -159,9 +165,10 @@ class Space:
 WHOLE_BATCH_STEPS = (1, 2, 4, 8, 16)
 
 
-def _family_space(sc: Scenario, space: Space) -> tuple[Space, dict[str, bool], list[tuple]]:
+def _family_space(sc: Scenario, space: Space) -> tuple[Space, dict[str, bool], list[tuple], bool]:
     """``space`` narrowed to what ``sc``'s workload family models (module docstring): the space,
-    which degrees it varies, and the products of its own fields' values."""
+    which degrees it varies, the products of its own fields' values and whether its micro-batches
+    are steps of the whole batch."""
     fam = workload_for(sc.model)
     fixed = dict(fam.search_fixed)
     changes: dict[str, Any] = {k: (v,) for k, v in fixed.items()}
@@ -169,7 +176,7 @@ def _family_space(sc: Scenario, space: Space) -> tuple[Space, dict[str, bool], l
     uses = {d: d in fam.dimensions for d in ("tp", "cp", "pp", "ep")}
     extras = [tuple(zip((k for k, _ in fam.search_axes), values, strict=True))
               for values in itertools.product(*(v for _, v in fam.search_axes))]
-    return space, uses, extras
+    return space, uses, extras, fam.whole_batch
 
 
 def _micro_batches(per_replica: int, whole: bool, limit: int) -> list[int]:
@@ -182,8 +189,7 @@ def enumerate_layouts(sc: Scenario, space: Space = Space()) -> Iterator[Layout]:
     """Every layout of the module docstring for ``sc``'s model, batch and cluster, in a fixed order."""
     gpus, per_node = sc.cluster.gpus, sc.cluster.gpus_per_node
     m, batch = sc.model, sc.training.global_batch
-    space, uses, extras = _family_space(sc, space)
-    whole = workload_for(m).whole_batch
+    space, uses, extras, whole = _family_space(sc, space)
     schedules = space.schedules or synchronous_schedules(wan=sc.cluster.datacenters > 1)
     untimed = tuple(n for n in schedules if not is_timed(n))
     dc = datacenter_block(sc)

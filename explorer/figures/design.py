@@ -20,6 +20,7 @@ from plotly.subplots import make_subplots
 from .. import dimensions
 from ..design.scaling import ScalePoint
 from ..design.sensitivity import Sensitivity
+from ..design.space import family_labels
 from ..design.sweep import Point
 
 METRICS = {"iteration_time_s": ("iteration time (s)", min), "mfu": ("MFU", max),
@@ -155,7 +156,6 @@ def top_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                               f"ep {lay['ep']} · {sched} · ZeRO {lay['zero']} · mb {lay['micro_batch']} · "
                               f"{lay['recompute']}"
                               + (" · SP" if lay["sequence_parallel"] else "")
-                              + "".join(f" · {k.split('.')[-1]} {v}"
-                                        for k, v in (lay.get("family") or {}).items()),
+                              + "".join(f" · {x}" for x in family_labels((lay.get("family") or {}).items())),
                     "yours": r.get("baseline", False), "link": r["link"]})
     return out

@@ -29,7 +29,7 @@ from ...design.executors import Progress
 from ...design.proxy import POOL, ranking_proxy
 from ...design.scores import score
 from ...design.search import SearchResult
-from ...design.space import LayoutBuilder, search_raw
+from ...design.space import LayoutBuilder, family_labels, search_raw
 from ...scenario import Scenario, ScenarioError
 from ...schedules import registry
 from .design_runs import IN_PROCESS, cached, probe_seconds
@@ -247,8 +247,8 @@ def layout_label(lay: dict[str, Any]) -> str:
                        if k in ("tp", "pp", "dp") or lay[k] > 1)
     # A family's own fields (Layout.extra: a DLRM's sharding plan and replication threshold) first,
     # where a narrow table cell still shows them: they are what tells its rows apart.
-    family = [f"{k.split('.')[-1]} {v}" for k, v in (lay.get("family") or {}).items()]
-    parts = [*family, degrees, lay["schedule"] + (f" v{lay['vpp']}" if lay["vpp"] > 1 else ""),
+    sched = lay["schedule"] + (f" v{lay['vpp']}" if lay["vpp"] > 1 else "")
+    parts = [*family_labels((lay.get("family") or {}).items()), degrees, sched,
              f"ZeRO {lay['zero']}", f"mb{lay['micro_batch']}"]
     parts += [f"{lay['recompute']} recompute"] if lay["recompute"] != "none" else []
     parts += ["SP"] if lay["sequence_parallel"] else []

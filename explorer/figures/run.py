@@ -125,7 +125,8 @@ def goodput_waterfall_figure(total: RunTotal, height: int = 300, font_size: int 
     if days > 0 and overhead < ZOOM_BELOW * days:
         low = max(compute - 4 * max(overhead, 1e-3 * days), 0.0)
         title = f"days (axis from {low:,.1f})"
-    top = days + max(days - low, 1e-9) * 0.15
+    # Room above the tallest bar for its label, also at the projector's larger font.
+    top = days + max(days - low, 1e-9) * 0.22
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=40), font=dict(size=font_size),
                       yaxis=dict(title=title, range=[low, top if days > 0 else 1]), showlegend=False,
                       title=dict(text=f"goodput {total.goodput:.2%}", x=0.02, y=0.98))

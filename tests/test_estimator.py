@@ -27,9 +27,9 @@ from explorer.taskgraph.make import iteration_builder
 from explorer.vocabulary import CATEGORIES
 
 REL = 1e-9                    # float rounding: the estimate adds the same seconds in another order
-# The estimator prices training layouts for the design search, which refuses serving scenarios
-# (issue 37: commands/search.py): the shipped serving scenarios are left out.
-SHIPPED = {k: v for k, v in shipped_scenarios().items() if not k.startswith("serve-")}
+# Serving scenarios included: the estimator hands them to the simulation (pricing/scope.py
+# workload_priced), which prices prefill and decode; it once priced them as training steps.
+SHIPPED = shipped_scenarios()
 
 
 def assert_agrees(scenarios, est: Estimates) -> list[float]:

@@ -97,7 +97,10 @@ def workload_priced(sc: Scenario) -> bool:
     """Whether the pricing model prices ``sc``'s workload: its family's registry entry says the
     estimator describes it (explorer/workloads/registry.py ``estimator``: a ResNet's blocks differ
     one by one, so it does not) and the row asks nothing of it that the family refuses
-    (registry.problem: the simulation then says why)."""
+    (registry.problem: the simulation then says why).  A serving scenario is not a training step:
+    its prefill and decode come from explorer/serving (simulate dispatches there)."""
+    if sc.inference is not None:
+        return False
     w = workload_for(sc.model)
     # PipeDream's per-stage replicas (taskgraph/replicas.py) run on streams the arrays do not price.
     replicas = bool(sc.parallelism.stage_replicas)

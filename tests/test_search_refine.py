@@ -167,13 +167,16 @@ def test_the_balanced_split_stays_where_the_stages_are_even():
 def test_a_tight_gpu_fits_with_a_shorter_first_stage():
     sets = {**PIPELINED, "model.vocab": BIG_VOCAB, "hardware.gpu.memory_GB": SMALL_GPU}
     base, plain = _search(sets)
-    # tp 1 x pp 4 (cp 1) at the balanced split does not fit: 19.4 GB of 19.3.
-    assert all((c.layout.tp, c.layout.pp, c.layout.cp) != (1, 4, 1) for c in plain.top)
+    # tp 1 x pp 4 (cp 1) at the time-balanced split does not fit (19.4 GB of 19.3): the default split
+    # moves layers off the first stage until it does (taskgraph/memory_split.py), every stage with a
+    # layer; the refined splits, which may leave the last stage to the output layer, do better still.
+    first = plain.top[0]
+    assert (first.layout.tp, first.layout.pp, first.layout.cp) == (1, 4, 1) and first.memory.fits
     _, r = _search(sets, splits=True)
     best = r.top[0]
     assert (best.layout.tp, best.layout.pp, best.layout.cp) == (1, 4, 1) and best.memory.fits
     assert best.layout.pipeline_layout[0] <= 6 < 12      # the balanced split's first stage holds 12
-    assert best.iteration_time_s < plain.top[0].iteration_time_s
+    assert best.iteration_time_s < plain.top[0].iteration_time_s * 0.95
     _assert_run_reproduces(base, r)
 
 

@@ -9,12 +9,17 @@ reads the same numbers (SplitCosts.search_key) share one search.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import cast
+
 from ..config import Scenario
 from ..config.frameworks import profile as framework_profile
+from ..network.groups import Network
 from ..schedules.registry import get as get_schedule
 from ..taskgraph.layout import layout_for
-from ..taskgraph.split import choose_split, given_split
-from ..taskgraph.split_cost import Piece, SplitCosts, assemble, piece_fields
+from ..taskgraph.memory_split import fit_memory, stage_of_chunks
+from ..taskgraph.split import choose_split, given_split, split_in_flight
+from ..taskgraph.split_cost import Piece, SplitCosts, assemble, held_fields, layer_pieces, piece_fields
 from .chunk_basis import F_IDX, KINDS, PARTS, ROLES, basis, basis_key, costs
 from .keys import memo_table, network_key
 from .stages import shared_netinfo, stage_classes
@@ -22,6 +27,8 @@ from .stages import shared_netinfo, stage_classes
 _SPLITS = memo_table()
 _COSTS = memo_table()
 _SEARCHES: dict[tuple, tuple[int, ...]] = memo_table()
+_PIECES = memo_table()
+_FITTED: dict[tuple, tuple[int, ...]] = memo_table()
 
 
 def layer_split(sc: Scenario, ckey: int, pair_split: bool, bkey: int | None = None) -> tuple[int, ...]:
@@ -39,17 +46,42 @@ def layer_split(sc: Scenario, ckey: int, pair_split: bool, bkey: int | None = No
     lay = layout_for(get_schedule(par.schedule), par.pp, par.vpp)
     fused = lay.v_shape and get_schedule(par.schedule).fused_pairs      # DualPipeV: F&B-weighed layers
     key = (bkey, par.pp, par.vpp, pair_split, lay.v_shape, fused, units, _assembly_key(sc, pair_split, nkey))
-    out = _SPLITS.get(key)
-    if out is None:
+    chunks = lay.length              # as IterationBuilder._split: a V's 2p chunks each on its own
+    stages = None if pair_split else chunks if lay.v_shape else par.pp
+    got = _SPLITS.get(key)
+    if got is None:
         c = _costs(sc, ckey, bkey, key[-1], nkey)
-        chunks = lay.length          # as IterationBuilder._split: a V's 2p chunks each on its own
-        stages = None if pair_split else chunks if lay.v_shape else par.pp
         skey = c.search_key(chunks, stages, units, lay.v_shape, fused)
         out = _SEARCHES.get(skey)
         if out is None:
             out = _SEARCHES[skey] = choose_split(None, c, chunks, stages, units, lay.v_shape, fused)
-        _SPLITS[key] = out
-    return out
+        got = _SPLITS[key] = (out, c, skey)
+    out, c, skey = got
+    if stages is None or chunks == 1 or c.cuts is not None:
+        return out
+    return _fitted(sc, out, c, skey, chunks, stages, lay.v_shape, fused, nkey, ckey, bkey)
+
+
+def _fitted(sc: Scenario, out: tuple[int, ...], c: SplitCosts, skey: tuple, chunks: int, stages: int,
+            v_shape: bool, fused: bool, nkey: int | None, ckey: int, bkey: int) -> tuple[int, ...]:
+    """choose_split's memory step (memory_split.fit_memory) on this row's own bytes: the cached
+    costs are shared by rows whose seconds are equal, not their ZeRO sharding or GPU (memoised on
+    the split's search key, the in-flight counts and the bytes)."""
+    par = sc.parallelism
+    sched = get_schedule(par.schedule)
+    in_flight = split_in_flight(sched, par.pp, sc.micro_batches * par.token_slices, par.vpp)
+    info = shared_netinfo(sc, False, network_key(sc, False) if nkey is None else nkey).for_row(sc)
+    layers, first, last = _pieces(sc, ckey, bkey, nkey)
+    # RowNetwork stands in for Network with the same pricing methods (pricing/keys.py).
+    held, first_held, last_held, capacity = held_fields(sc, cast(Network, info), layers, first, last)
+    key = (skey, in_flight, held.tobytes(), first_held.tobytes(), last_held.tobytes(), capacity)
+    got = _FITTED.get(key)
+    if got is None:
+        row = replace(c, held=held, first_held=first_held, last_held=last_held, capacity=capacity)
+        extras = None if v_shape else c.chunk_sends(chunks, v_shape)
+        got = _FITTED[key] = fit_memory(row, out, stage_of_chunks(chunks, stages, v_shape), in_flight,
+                                        extras, fused)
+    return got
 
 
 def _reads_network(sc: Scenario, pair_split: bool) -> bool:
@@ -88,16 +120,25 @@ def _costs(sc: Scenario, ckey: int, bkey: int, akey: tuple, nkey: int | None) ->
     got = _COSTS.get((bkey, akey))
     if got is None:
         info = shared_netinfo(sc, False, network_key(sc, False) if nkey is None else nkey)
+        layers, first, last = _pieces(sc, ckey, bkey, nkey)
+        transient = max(lc.recompute_bytes for lc in costs(sc, ckey).spec.kinds)
+        # RowNetwork stands in for Network with the same pricing methods (pricing/keys.py).
+        got = _COSTS[(bkey, akey)] = assemble(sc, info.for_row(sc), layers, first, last,  # type: ignore[arg-type]
+                                              transient=transient)
+    return got
+
+
+def _pieces(sc: Scenario, ckey: int, bkey: int, nkey: int | None) -> tuple[list[Piece], Piece, Piece]:
+    """Per layer, first end and last end the pieces of stage 0's basis (memoised on its key)."""
+    got = _PIECES.get(bkey)
+    if got is None:
+        info = shared_netinfo(sc, False, network_key(sc, False) if nkey is None else nkey)
         rows, _ = basis(sc, ckey, info.for_row(sc), 0, frozenset(), _tied(sc), bkey)
         pieces = [_piece(row) for row in rows]
-        spec = costs(sc, ckey).spec
         # A layer of a kind beyond the estimator's two (registry ``estimator`` False: rows the
         # simulation prices) reads the second kind's piece, which no estimate then uses.
-        layers = [pieces[min(k, KINDS - 1)] for k in spec.kind_of_layers()]
-        # RowNetwork stands in for Network with the same pricing methods (pricing/keys.py).
-        got = _COSTS[(bkey, akey)] = assemble(sc, info.for_row(sc), layers,  # type: ignore[arg-type]
-                                              pieces[ROLES.index("first")], pieces[ROLES.index("last")],
-                                              transient=max(lc.recompute_bytes for lc in spec.kinds))
+        layers = layer_pieces([pieces[min(k, KINDS - 1)] for k in costs(sc, ckey).spec.kind_of_layers()])
+        got = _PIECES[bkey] = (layers, pieces[ROLES.index("first")], pieces[ROLES.index("last")])
     return got
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .cut_split import Memory, min_max_cut_split
 from .dualpipe_split import pair_split
+from .memory_split import fit_memory, stage_of_chunks
 from .partition import split_layers
 from .split_cost import SplitCosts
 from .v_split import v_split
@@ -19,6 +20,23 @@ _PAIR_SPLITS: dict[tuple, tuple[int, ...]] = {}
 _PAIR_SPLITS_MAX = 512
 
 
+def split_in_flight(schedule, p: int, m: int, v: int) -> tuple[int, ...]:
+    """Per stage (rank) the units of a chunk's activations it holds at its peak, as the schedule
+    counts them (registry ``in_flight``): what choose_split weighs memory by (memoised: the V
+    schedules replay their orders to count them)."""
+    key = (schedule.name, p, m, v)
+    got = _IN_FLIGHT.get(key)
+    if got is None:
+        if len(_IN_FLIGHT) >= _IN_FLIGHT_MAX:
+            _IN_FLIGHT.clear()
+        got = _IN_FLIGHT[key] = tuple(int(schedule.in_flight(s, p, m, v)) for s in range(p))
+    return got
+
+
+_IN_FLIGHT: dict[tuple, tuple[int, ...]] = {}
+_IN_FLIGHT_MAX = 4096
+
+
 def given_split(par) -> tuple[int, ...] | None:
     """The layers per chunk the user fixed: ``parallelism.pipeline_layout`` (Megatron's pipeline
     layout: its first and last entries may be 0, an embedding-only or loss-only chunk, as Llama 3
@@ -28,13 +46,17 @@ def given_split(par) -> tuple[int, ...] | None:
 
 def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
                  stages: int | None, units: int, v_shape: bool = False,
-                 fused: bool = False) -> tuple[int, ...]:
+                 fused: bool = False, in_flight: tuple[int, ...] | None = None) -> tuple[int, ...]:
     """Layers per chunk: ``given`` when set; else, for ``stages`` None (DualPipe, whose rank r
     holds chunk r and chunk chunks-1-r), the pair split for ``units`` pipeline units per
     iteration (the only split that depends on them); else the balanced split_layers of each
     layer's forward and backward seconds (split_cost.unit_seconds), the embedding's on the first
     chunk, the output layer's on the last and each chunk's blocking sends on it, interleaved over
-    ``stages`` when fewer than chunks (``v_shape``: a V's chunks, whose sends differ)."""
+    ``stages`` when fewer than chunks (``v_shape``: a V's chunks, whose sends differ).  With
+    ``in_flight`` (per stage, the units of a chunk's activations it holds at its peak) a line's or
+    a V's split that puts more on some stage than its GPU holds is moved until every stage fits,
+    where local moves find such a split (memory_split.fit_memory: the layers move off the stages
+    that hold more micro-batches, as Llama 3 405B's stages were balanced)."""
     if given is not None:
         return tuple(given)
     n = len(costs.layers)
@@ -55,10 +77,14 @@ def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
                 _PAIR_SPLITS.clear()
             got = _PAIR_SPLITS[key] = pair_split(costs, chunks, units)
         return got
-    if v_shape:
-        return v_split(costs, chunks, fused)
     per, first, last = costs.unit_seconds()
-    if costs.cuts is not None and stages == chunks and costs.cuts.shape[1] == chunks - 1:
+    if costs.cuts is not None and stages == chunks and costs.cuts.shape[1] == chunks - 1 and not v_shape:
         memory = Memory(costs.held, costs.first_held, costs.last_held, costs.capacity)
         return min_max_cut_split(per, first, last, costs.cuts, chunks, memory, blocking=bool(costs.sends))
-    return split_layers(per, chunks, first, last, stages=stages, extras=costs.chunk_sends(chunks, v_shape))
+    extras = costs.chunk_sends(chunks, v_shape)
+    split = v_split(costs, chunks, fused) if v_shape else \
+        split_layers(per, chunks, first, last, stages=stages, extras=extras)
+    if in_flight is None:
+        return split
+    return fit_memory(costs, split, stage_of_chunks(chunks, stages, v_shape), in_flight,
+                      None if v_shape else extras, fused)

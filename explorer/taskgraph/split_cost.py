@@ -17,6 +17,7 @@ direction) and :func:`fused_seconds` (DualPipe's F&B pair, chunks.fuse) follow.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -206,10 +207,26 @@ def split_costs(sc: Scenario, net: Network, cm: ComputeModel, spec: WorkloadSpec
 
 def assemble(sc: Scenario, net: Network, layers: list[Piece], first: Piece, last: Piece,
              transient: float) -> SplitCosts:
-    """SplitCosts of the pieces: their fields, the bytes each holds (held_bytes_per_param), the
+    """SplitCosts of the pieces: their fields, the bytes each holds (:func:`held_fields`), the
     blocking sends on every stage pair (as builder._transfer_shape prices them), the GPU's memory
     and ``transient``, the bytes one recomputed layer of the largest kind holds again
     (analysis/memory.recompute_transient: an upper bound for every GPU)."""
+    par = sc.parallelism
+    sends: tuple[float, ...] = ()
+    if par.pp > 1 and framework_profile(sc.training.framework).blocking_p2p:
+        msg = pp_message_bytes(sc)
+        sends = tuple(net.cost("send-recv", msg, "pp", s).time_s for s in range(par.pp))
+    held, first_held, last_held, capacity = held_fields(sc, net, layers, first, last)
+    return SplitCosts(np.stack([pc.fields for pc in layers]), first.fields, last.fields, sm_factor(sc, False),
+                      sends, held, first_held, last_held, capacity, transient)
+
+
+def held_fields(sc: Scenario, net: Network, layers: list[Piece], first: Piece,
+                last: Piece) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Per layer (layers, 2), first end and last end the bytes a GPU holds for the piece (weights,
+    gradients and optimizer state per held_bytes_per_param, an FP8 run's weight copies and scaling
+    state) and its activations per unit in flight; and the GPU's bytes less NCCL's buffers.
+    Priced once per distinct piece (a model's layers share a few)."""
     dense_b, expert_b = held_bytes_per_param(sc, net)
 
     def held(pc: Piece) -> np.ndarray:
@@ -218,14 +235,41 @@ def assemble(sc: Scenario, net: Network, layers: list[Piece], first: Piece, last
         fp8 = float(fp8_memory_bytes(sc, pc.fp8_params, pc.fp8_gemms, 0.0))
         return np.array([pc.params * dense_b + pc.expert_params * expert_b + fp8, pc.act_bytes])
 
-    par = sc.parallelism
-    sends: tuple[float, ...] = ()
-    if par.pp > 1 and framework_profile(sc.training.framework).blocking_p2p:
-        msg = pp_message_bytes(sc)
-        sends = tuple(net.cost("send-recv", msg, "pp", s).time_s for s in range(par.pp))
-    return SplitCosts(np.stack([pc.fields for pc in layers]), first.fields, last.fields, sm_factor(sc, False),
-                      sends, np.stack([held(pc) for pc in layers]), held(first), held(last),
-                      sc.hardware.gpu.capacity_bytes - nccl_reserved_bytes(sc), transient)
+    distinct, index = distinct_pieces(layers)
+    return (np.stack([held(pc) for pc in distinct])[index], held(first), held(last),
+            sc.hardware.gpu.capacity_bytes - nccl_reserved_bytes(sc))
+
+
+def distinct_pieces(layers: Sequence[Piece]) -> tuple[list[Piece], np.ndarray]:
+    """The distinct pieces of ``layers`` (by identity: a model's layers share a few) and, per
+    layer, the index of its piece among them."""
+    if isinstance(layers, _Layers):
+        return layers.distinct, layers.positions
+    seen: dict[int, int] = {}
+    distinct: list[Piece] = []
+    index = []
+    for pc in layers:
+        k = seen.get(id(pc))
+        if k is None:
+            k = seen[id(pc)] = len(distinct)
+            distinct.append(pc)
+        index.append(k)
+    return distinct, np.array(index, dtype=np.int64)
+
+
+class _Layers(list):
+    """A list of per-layer pieces that knows its distinct pieces (:func:`layer_pieces`)."""
+
+    distinct: list[Piece]
+    positions: np.ndarray
+
+
+def layer_pieces(layers: Sequence[Piece]) -> list[Piece]:
+    """``layers`` as a list that carries :func:`distinct_pieces` computed once (the estimator
+    keeps one per pricing and prices each row's bytes from it)."""
+    out = _Layers(layers)
+    out.distinct, out.positions = distinct_pieces(layers)
+    return out
 
 
 def held_bytes_per_param(sc: Scenario, net: Network) -> tuple[float, float]:

@@ -248,7 +248,9 @@ class Parallelism:
     stage_layers: tuple[int, ...] | None = field(default=None, metadata={
         "min": 0, "max": 100_000, "max_items": 1_048_576,
         "doc": "layers per pipeline stage; default balances each stage's time per micro-batch (compute and "
-               "exposed communication; DualPipe: rank pairs, within the GPU's memory)"})
+               "exposed communication; DualPipe: rank pairs, within the GPU's memory), and where that split "
+               "puts more on a stage than its GPU holds, moves layers off the stages holding more "
+               "micro-batches until every stage fits"})
     stage_replicas: tuple[int, ...] | None = field(default=None, metadata=STAGE_REPLICAS_FIELD)
     pipeline_layout: tuple[int, ...] | None = field(default=None, metadata={"min": 0, "max": 100_000, "doc": (
         "layers per chunk, pp*vpp entries (Megatron's pipeline layout); a 0 first/last entry = an "

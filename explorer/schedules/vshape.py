@@ -158,14 +158,30 @@ def v_min(rank: int, p: int, m: int, v: int = 1) -> list[ChunkOp]:
 ORDERS = {"zb-v": zb_v, "v-half": v_half, "v-min": v_min}
 
 
-def in_flight(order_of):
+def in_flight(order_of, settled=None):
     """The registry's in_flight for an order: chunk-micro-batches whose activations the rank holds
-    at its peak, replayed from the order at one unit per chunk."""
+    at its peak, replayed from the order at one unit per chunk.  ``settled(p)``: a count from which
+    more micro-batches only add steady periods, each freeing what it adds, so the peak is that
+    count's (V-Half, V-Min: splice_base(p) + 2, from where :func:`reordered` splices; ZB-V: 2p + 2,
+    its building block repeated) — replayed there instead of on the whole order
+    (tests/test_vshape_splice.py checks it against the whole replay)."""
 
     def count(stage: int, p: int, m: int, v: int = 1) -> int:
+        if settled is not None:
+            m = min(m, settled(p))
         return round(peak_activations(order_of(stage, p, m, v), [1.0, 1.0]))
 
     return count
+
+
+def reordered_settled(p: int) -> int:
+    """The micro-batch count from which a reordered V's peak no longer moves (:func:`in_flight`)."""
+    return splice_base(p) + 2
+
+
+def zb_v_settled(p: int) -> int:
+    """The micro-batch count from which ZB-V's peak no longer moves (:func:`in_flight`)."""
+    return 2 * p + 2
 
 
 def ideal_makespan(schedule: str, p: int, m: int, F: float, B: float, W: float) -> float:

@@ -158,8 +158,9 @@ def test_llama3_405b_at_8k_gpus_fits_with_its_embedding_and_loss_stages():
     refuse them: "126 layers cannot fill 128 pipeline chunks").  At vpp 2 — training_runs.csv's
     row — the time-balanced split (3, 4 x 30, 3) needs 105 GB; the default split then moves layers
     off the first stages, which hold the most micro-batches (taskgraph/memory_split.py, as Llama 3
-    balanced its stages' memory, Sec. 3.3.2): 6 layers on stages 0-5, up to 10 on the last ones,
-    84 GB — it fits, and its slowest stage runs 10 layers instead of 8, 18 % longer."""
+    balanced its stages' memory, Sec. 3.3.2): 7 layers on stages 0-5, up to 9 on stages 10-13,
+    84.6 GB — it fits with the verdict's headroom, and its slowest stage runs 9 layers instead of
+    8, 7 % longer."""
     r = simulate(from_dict(_llama3_405b_8k(True)))
     assert not r.memory_over_capacity
     assert 75e9 < r.memory.total < 85e9
@@ -172,8 +173,8 @@ def test_llama3_405b_at_8k_gpus_fits_with_its_embedding_and_loss_stages():
     vpp2 = simulate(from_dict(vpp2_raw))
     _assert_fits(vpp2)
     per_stage = [a + b for a, b in zip(vpp2.stage_layers[:16], vpp2.stage_layers[16:], strict=True)]
-    assert per_stage[:6] == [6] * 6 and max(per_stage) == 10 and sum(per_stage) == 126
-    assert vpp2.iteration_time_s == pytest.approx(balanced.iteration_time_s * 1.18, rel=0.02)
+    assert per_stage[:6] == [7] * 6 and max(per_stage) == 9 and sum(per_stage) == 126
+    assert vpp2.iteration_time_s == pytest.approx(balanced.iteration_time_s * 1.07, rel=0.01)
 
 
 def _balanced(vpp: int) -> list[int]:

@@ -25,7 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULT_HEADROOM_GB = 1.0      # module docstring: CUDA context + NCCL's initialisation
+from ..taskgraph.memory_split import HEADROOM_GB
+
+# Module docstring: CUDA context + NCCL's initialisation; the memory-limited layer split leaves it.
+DEFAULT_HEADROOM_GB = HEADROOM_GB
 MAX_HEADROOM_GB = 1000.0       # a headroom beyond any GPU's memory is a typo
 
 

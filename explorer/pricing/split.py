@@ -17,8 +17,8 @@ from ..config.frameworks import profile as framework_profile
 from ..network.groups import Network
 from ..schedules.registry import get as get_schedule
 from ..taskgraph.layout import layout_for
-from ..taskgraph.memory_split import fit_memory, stage_of_chunks
-from ..taskgraph.split import choose_split, given_split, split_in_flight
+from ..taskgraph.memory_split import fit_memory
+from ..taskgraph.split import choose_split, given_split, split_live
 from ..taskgraph.split_cost import Piece, SplitCosts, assemble, held_fields, layer_pieces, piece_fields
 from .chunk_basis import F_IDX, KINDS, PARTS, ROLES, basis, basis_key, costs
 from .keys import memo_table, network_key
@@ -69,18 +69,17 @@ def _fitted(sc: Scenario, out: tuple[int, ...], c: SplitCosts, skey: tuple, chun
     the split's search key, the in-flight counts and the bytes)."""
     par = sc.parallelism
     sched = get_schedule(par.schedule)
-    in_flight = split_in_flight(sched, par.pp, sc.micro_batches * par.token_slices, par.vpp)
+    live = split_live(sched, par.pp, sc.micro_batches * par.token_slices, par.vpp)
     info = shared_netinfo(sc, False, network_key(sc, False) if nkey is None else nkey).for_row(sc)
     layers, first, last = _pieces(sc, ckey, bkey, nkey)
     # RowNetwork stands in for Network with the same pricing methods (pricing/keys.py).
     held, first_held, last_held, capacity = held_fields(sc, cast(Network, info), layers, first, last)
-    key = (skey, in_flight, held.tobytes(), first_held.tobytes(), last_held.tobytes(), capacity)
+    key = (skey, live, held.tobytes(), first_held.tobytes(), last_held.tobytes(), capacity)
     got = _FITTED.get(key)
     if got is None:
         row = replace(c, held=held, first_held=first_held, last_held=last_held, capacity=capacity)
         extras = None if v_shape else c.chunk_sends(chunks, v_shape)
-        got = _FITTED[key] = fit_memory(row, out, stage_of_chunks(chunks, stages, v_shape), in_flight,
-                                        extras, fused)
+        got = _FITTED[key] = fit_memory(row, out, live, extras, fused)
     return got
 
 

@@ -34,7 +34,7 @@ from .fused import fused_shape
 from .layer import pair_message_bytes, pp_message_bytes
 from .layout import Fused, Layout, Pass, layout_for
 from .order_memo import program_orders, steps
-from .split import choose_split, given_split, split_in_flight
+from .split import choose_split, given_split, split_live
 from .split_cost import split_costs
 from .techniques.dp_buckets import dp_tasks, reduce_op
 from .techniques.dp_contention import sm_factor
@@ -144,9 +144,9 @@ class IterationBuilder:
         costs = split_costs(self.sc, net, self.cm, self.spec, self.tied)
         lay = self.layout      # DualPipe: the pair split; a V: a plain line of 2p chunks; else p stages
         stages = None if self.schedule.pair_split else lay.length if lay.v_shape else self.p
+        live = split_live(self.schedule, self.p, self.m, self.v)
         return choose_split(None, costs, lay.length, stages, self.m, lay.v_shape,
-                            lay.v_shape and self.schedule.fused_pairs, split_in_flight(self.schedule, self.p,
-                                                                                       self.m, self.v))
+                            lay.v_shape and self.schedule.fused_pairs, live)
 
     def timing(self) -> Timing:
         """Per-stage forward and full backward seconds of one unit (first chunk of each stage, as

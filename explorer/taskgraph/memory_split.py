@@ -9,25 +9,33 @@ Llama 3 405B ran "one Transformer layer less on the first and the last stage" to
 (Narayanan et al., SOSP 2019, Sec. 3.1) minimise the slowest stage subject to every stage fitting.
 
 Here the objective is the same — the least (largest stage seconds, largest chunk seconds, sum of
-squared stage seconds) among splits whose every stage fits — searched by local moves from the
-time-balanced split: each move shifts a run of chunk boundaries by one layer (a layer passes
-from one chunk to another, the chunks between keep their counts), the move taken is the one that
-most reduces the largest excess over the GPU's memory, then, once every stage fits, moves that
-keep every stage within it while they make the pipeline faster.  A local search, not an exact one:
-it can stop short of a split that fits (tests/test_memory_split.py checks small cases against
-exhaustive enumeration); when no fitting split is found, the time-balanced split is kept and the
-run reports that it does not fit.
+squared stage seconds) among splits whose every stage fits, leaving the memory verdict's headroom
+free where some split can (analysis/verdict.py) — searched by local moves: each move shifts a run
+of chunk boundaries by one layer (a layer passes from one chunk to another, the chunks between
+keep their counts; only a layer leaving a stage that is over, then the slowest stage or the
+largest chunk, is tried); the move taken is the one that most reduces the largest excess over
+the GPU's memory, then the summed excess (so relieving one of two equally full stages counts),
+then, once every stage fits, moves that keep every stage within it while they make the pipeline
+faster.  Two starts, the time-balanced split and Megatron-LM's even one, the faster result kept.
+A local search, not an exact one: tests/test_memory_split.py checks small cases against
+exhaustive enumeration (every fitting case found, 67 of 72 optimal, the rest within 6.1 %);
+when no fitting split is found, the time-balanced split is kept and the run reports that it
+does not fit.  It moves layers only when the time-balanced split does not fit: a split that fits
+is never second-guessed.
 
-A stage's bytes are those class_memory counts (analysis/memory.py) for its chunks: weights,
-gradients and optimizer state as ZeRO shards them, the activations of the schedule's in-flight
-units (registry ``in_flight``) — of its largest chunk when a stage holds several (interleaved, V:
-an upper bound; exact with one chunk per stage or chunks of equal bytes) — and one recomputed
-layer's working set; ZeRO-3's gathered working set and PipeDream's stashed weight versions are
-not counted (SplitCosts.held, as DualPipe's pair split counts them).
+A stage's bytes are those class_memory counts (analysis/memory.py) for the chunks it holds
+(:class:`Live`: its local chunks of an interleaved or V placement, both directions' under
+Chimera): weights, gradients and optimizer state as ZeRO shards them, the activations at the
+peak of its order — the largest dot product of the count vectors it passes through
+(schedules/live.py, the registry's own replay) with its chunks' bytes per unit, so the same peak
+the memory estimate finds for any split — and one recomputed layer's working set; ZeRO-3's
+gathered working set and PipeDream's stashed weight versions are not counted (SplitCosts.held, as
+DualPipe's pair split counts them).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -36,46 +44,77 @@ from .split_cost import SplitCosts, fused_seconds, unit_seconds
 
 # Relative tolerance of every comparison (partition._TOL's): summation noise never decides a move.
 _TOL = 1e-9
+# Bytes a split moved for memory leaves free where it can: analysis/verdict.py's headroom (the
+# CUDA context and NCCL's initialisation, rounded up; the verdict reads this number).
+HEADROOM_GB = 1.0
 # Longest run of boundaries one move shifts: a layer passes across up to this many chunks at once.
 MAX_RUN = 16
 
 
-@lru_cache(maxsize=256)
-def stage_of_chunks(chunks: int, stages: int, v_shape: bool) -> tuple[int, ...]:
-    """The stage (rank) of each chunk: chunk k on k mod stages (one direction, interleaved: SC21
-    Sec. 2.2.2), or on min(k, 2p-1-k) for a V of 2p chunks (Qi et al. 2024, Sec. 3)."""
-    if v_shape:
-        return tuple(min(k, chunks - 1 - k) for k in range(chunks))
-    return tuple(k % stages for k in range(chunks))
+@dataclass(frozen=True)
+class Live:
+    """Per stage (rank) the chunk (in split order) each of its local slots holds, and the count
+    vectors over those slots its order passes through (schedules/live.py)."""
+
+    slots: tuple[tuple[int, ...], ...]
+    vectors: tuple[tuple[tuple[int, ...], ...], ...]
 
 
-def fit_memory(c: SplitCosts, counts: Sequence[int], stage_of: Sequence[int], in_flight: Sequence[int],
-               extras: Sequence[float] | None = None, fused: bool = False) -> tuple[int, ...]:
+def fit_memory(c: SplitCosts, counts: Sequence[int], live: Live, extras: Sequence[float] | None = None,
+               fused: bool = False) -> tuple[int, ...]:
     """``counts`` when every stage fits (or memory is not weighed: infinite capacity), else the
     split the module docstring's moves find whose every stage fits, or ``counts`` when they find
-    none.  ``in_flight[s]``: the units of a chunk's activations stage s holds at its peak;
-    ``extras``: per chunk, work it does per unit whatever its layers (blocking sends)."""
+    none.  ``extras``: per chunk, work it does per unit whatever its layers (blocking sends)."""
     counts = tuple(int(x) for x in counts)
     if not np.isfinite(c.capacity) or len(counts) < 2 or len(c.held) != sum(counts):
         return counts
-    plan = _Plan(c, stage_of, in_flight, extras, fused)
+    plan = _Plan(c, live, extras, fused)
     start = np.concatenate(([0], np.cumsum(counts)))[None, :]
-    if plan.excess(start)[0] <= 0.0 or plan.hopeless():
+    if plan.excess(start)[0] <= 0.0:
         return counts
-    bounds = plan.search(start[0])
-    return counts if bounds is None else tuple(int(x) for x in np.diff(bounds))
+    # A split moved for memory is one to run: it leaves the verdict's headroom free where some
+    # split can (the CUDA context and the allocator's slack, analysis/verdict.py), else it fits.
+    # Two starts, the better result kept: the time-balanced split and the even one (Megatron-LM's
+    # uniform split, the remainder on the last chunks) — a local search's end depends on its start.
+    n, k = len(c.held), len(counts)
+    even = np.concatenate(([0], np.cumsum([n // k + (1 if j >= k - n % k else 0) for j in range(k)])))
+    full = plan.cap
+    for room in (HEADROOM_GB * 1e9, 0.0):
+        plan.cap = full - room
+        if plan.hopeless():
+            continue
+        if plan.one_chunk_per_stage:
+            bounds = plan.line()
+            if bounds is not None:
+                return tuple(int(x) for x in np.diff(bounds))
+            continue
+        found, closest = [], np.inf
+        for begin in (start[0], even):
+            bounds, left = plan.search(begin)
+            closest = min(closest, left)
+            if bounds is None:
+                break             # the second start only to find a faster split, not a fitting one
+            found.append(bounds)
+        if found:
+            best = min(found, key=lambda b: tuple(float(x[0]) for x in plan.columns(b[None, :]))[2:])
+            return tuple(int(x) for x in np.diff(best))
+        if closest > room:
+            break                 # not within the headroom of fitting: the GPU's own bytes will not do
+    return counts
 
 
 class _Plan:
     """Prefix sums of the layers' seconds, state and activation bytes, and what a split costs."""
 
-    def __init__(self, c: SplitCosts, stage_of: Sequence[int], in_flight: Sequence[int],
-                 extras: Sequence[float] | None, fused: bool) -> None:
+    def __init__(self, c: SplitCosts, live: Live, extras: Sequence[float] | None, fused: bool) -> None:
         self._c, self._extras, self._fused = c, extras, fused
-        self.chunks = k = len(stage_of)
+        self.chunks = k = 1 + max(max(x) for x in live.slots)
         self.n = len(c.held)
-        self.state = np.concatenate(([0.0], np.cumsum(c.held[:, 0])))
-        self.act = np.concatenate(([0.0], np.cumsum(c.held[:, 1])))
+        # Prefix sums per layer of (seconds, state bytes, activation bytes per unit); the seconds
+        # are filled by _time, when a search needs them.
+        self.prefix = np.zeros((self.n + 1, 3))
+        self.prefix[1:, 1:] = np.cumsum(c.held, axis=0)
+        self._timed = False
         # Per chunk the ends' work: row 0 seconds (filled by _time, when a search needs it), row 1
         # state bytes, row 2 activation bytes per unit.
         edge = np.zeros((3, k))
@@ -84,16 +123,19 @@ class _Plan:
         edge[2, 0] += c.first_held[1]
         edge[2, -1] += c.last_held[1]
         self.edge = edge
-        self.stages = int(max(stage_of)) + 1
-        self.groups = _groups(tuple(stage_of))
-        self.in_flight = np.asarray(in_flight, dtype=float)[:self.stages]
+        self.groups, self.vectors, self.mean_vectors = _arrays(live)
+        self._vectors_t = np.ascontiguousarray(self.vectors.transpose(0, 2, 1))
+        self._padded = bool((self.groups >= k).any())
+        self.stages = len(self.groups)
         self.cap = c.capacity - c.transient
+        # A chunk shared by two ranks' slots (Chimera's two directions) holds its layers twice.
+        self.copies = sum(len(x) for x in live.slots) / k
         # V placements may leave rank 0's two chunks without a layer (v_split.py); lines may not.
         self.least = np.ones(k, dtype=np.int64)
-        if len(set(stage_of)) < k and stage_of[0] == stage_of[-1]:
+        if live.slots[0][0] == 0 and live.slots[0][-1] == k - 1 and len(live.slots[0]) == 2 and \
+                len(live.slots) * 2 == k:
             self.least[0] = self.least[-1] = 0
         self._held = c.held
-        self.seconds = np.zeros(0)
 
     def _time(self) -> None:
         """The layers' seconds as prefix sums and the ends' (and sends') seconds per chunk: what a
@@ -106,62 +148,156 @@ class _Plan:
         else:
             per = unit_seconds(c.layers, c.sm)
             first, last = float(unit_seconds(c.first, c.sm)), float(unit_seconds(c.last, c.sm))
-        self.seconds = np.concatenate(([0.0], np.cumsum(per)))
+        self.prefix[1:, 0] = np.cumsum(per)
+        self._timed = True
         self.edge[0] = 0.0 if self._extras is None else np.asarray(self._extras, dtype=float)
         self.edge[0, 0] += first
         self.edge[0, -1] += last
 
-    def _chunks(self, bounds: np.ndarray, prefix: np.ndarray, row: int) -> np.ndarray:
-        """(splits, chunks + 1) per chunk the sum of ``prefix``'s column plus its edge work, and a
-        zero column (the padding of :attr:`groups`)."""
-        v = prefix[bounds[:, 1:]] - prefix[bounds[:, :-1]] + self.edge[row]
-        return np.concatenate([v, np.zeros((len(v), 1))], axis=1)
+    def _parts(self, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per split (rows of ``bounds``): (splits, chunks, 3) each chunk's seconds, state bytes
+        and activation bytes per unit (its layers' sums plus its edge work), and the same gathered
+        per stage, (splits, stages, slots, 3), padding slots zero."""
+        pre = self.prefix
+        v = pre[bounds[:, 1:]] - pre[bounds[:, :-1]] + self.edge.T
+        if not self._padded:                  # every stage holds as many chunks: a plain gather
+            return v, v[:, self.groups]
+        padded = np.zeros((len(v), self.chunks + 1, 3))
+        padded[:, :self.chunks] = v
+        return v, padded[:, self.groups]
+
+    def _over(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        state = g[..., 1].sum(axis=2)
+        # (splits, stages, 1, slots) @ (stages, slots, K): each count vector's activation bytes.
+        peak = (g[..., None, :, 2] @ self._vectors_t)[..., 0, :].max(axis=2)
+        beyond = np.maximum(state + peak - self.cap, 0.0)
+        return beyond.max(axis=1), beyond.sum(axis=1)
 
     def excess(self, bounds: np.ndarray) -> np.ndarray:
         """Per split (rows of ``bounds``) the largest bytes any stage holds beyond the GPU's, or 0."""
-        state = self._chunks(bounds, self.state, 1)[:, self.groups].sum(axis=2)
-        peak = self._chunks(bounds, self.act, 2)[:, self.groups].max(axis=2)
-        mem = state + self.in_flight * peak
-        return np.maximum(mem.max(axis=1) - self.cap, 0.0)
+        return self._over(self._parts(bounds)[1])[0]
 
     def columns(self, bounds: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Per split: largest excess over memory, largest stage seconds, largest chunk seconds,
-        sum of squared stage seconds (the order moves are compared in)."""
-        if not len(self.seconds):
+        """Per split: largest excess over memory, the excesses' sum (a move that relieves one of two
+        equally full stages counts), largest stage seconds, largest chunk seconds, sum of squared
+        stage seconds (the order moves are compared in)."""
+        if not self._timed:
             self._time()
-        cc = self._chunks(bounds, self.seconds, 0)
-        per = cc[:, self.groups].sum(axis=2)
-        return self.excess(bounds), per.max(axis=1), cc.max(axis=1), (per * per).sum(axis=1)
+        v, g = self._parts(bounds)
+        per = g[..., 0].sum(axis=2)
+        worst, total = self._over(g)
+        return worst, total, per.max(axis=1), v[..., 0].max(axis=1), (per * per).sum(axis=1)
 
     def hopeless(self) -> bool:
-        """True when no split can fit, by a bound: a stage of L layers in its c chunks holds at
-        least L of the lightest layer's state (plus the ends' on the stages of the first and last
-        chunk) and, per unit in flight, its largest chunk's activations — at least ceil(L / c) of
-        the lightest layer's, and at least an end's; the most layers each stage can so hold must
-        add up to the model's."""
+        """True when no split can fit, by a bound: a stage of L layers holds at least L of the
+        lightest layer's state (plus the ends' on the stages of the first and last chunk) and, for
+        each count vector x over its slots (and their mean), the activations of at least
+        sum_j x_j least_j + min_j x_j (L - sum_j least_j) lightest layers (each slot holds at least
+        its least layers); the
+        most layers each stage can so hold must add up to the model's (twice under two
+        directions)."""
         w, a = float(self._held[:, 0].min()), float(self._held[:, 1].min())
         real = self.groups < self.chunks                               # (stages, width)
-        n_chunks = real.sum(axis=1)
-        ends = np.where(real, self.edge[1, np.minimum(self.groups, self.chunks - 1)], 0.0).sum(axis=1)
-        end_act = np.where(real, self.edge[2, np.minimum(self.groups, self.chunks - 1)], 0.0).max(axis=1)
-        least = np.where(real, self.least[np.minimum(self.groups, self.chunks - 1)], 0).sum(axis=1)
-        L = np.arange(self.n + 1)[None, :]
-        peak = np.maximum(np.ceil(L / n_chunks[:, None]) * a, end_act[:, None])
-        need = ends[:, None] + L * w + self.in_flight[:, None] * peak          # (stages, n + 1)
+        at = np.minimum(self.groups, self.chunks - 1)
+        ends = np.where(real, self.edge[1, at], 0.0).sum(axis=1)
+        least = np.where(real, self.least[at], 0)                      # (stages, width)
+        floor = least.sum(axis=1)
+        # Each vector, and their mean (any convex combination of them bounds the maximum too).
+        vectors = np.concatenate([self.vectors, self.mean_vectors[:, None, :]], axis=1)
+        vec = np.where(real[:, None, :], vectors, np.inf).min(axis=2)               # (stages, K + 1)
+        fixed = (vectors * least[:, None, :]).sum(axis=2)                           # (stages, K + 1)
+        L = np.arange(self.n + 1)[None, None, :]
+        act = a * (fixed[:, :, None] + vec[:, :, None] * np.maximum(L - floor[:, None, None], 0))
+        need = ends[:, None] + L[0] * w + act.max(axis=1)                       # (stages, n + 1)
         ok = need <= self.cap
         if not ok[:, 0].all():
             return True
         most = ok.sum(axis=1) - 1                  # need grows with L: the feasible L are 0..most
-        return bool((most < least).any() or most.sum() < self.n)
+        return bool((most < floor).any() or most.sum() < self.n * self.copies)
 
-    def search(self, bounds: np.ndarray) -> np.ndarray | None:
-        """The bounds after the moves (module docstring), or None when no stage-fitting split was
-        reached."""
+    @property
+    def one_chunk_per_stage(self) -> bool:
+        """Stage s holds chunk s alone (1F1B, GPipe, ZB-H1/H2, 2BW): :meth:`line` is exact."""
+        return self.groups.shape[1] == 1 and bool((self.groups[:, 0] == np.arange(self.stages)).all())
+
+    def line(self) -> np.ndarray | None:
+        """One chunk per stage: the split of least largest chunk seconds whose every chunk fits
+        (None when none does), exactly — a chunk's seconds and bytes grow with its layers (prefix
+        sums), so for a cap on the seconds the chunks taking, in order, as many layers as both
+        caps allow fit whenever any split does (the greedy of partition._Line), and the least
+        feasible cap is found by bisection, 32 caps at a time (to 1e-9 relative)."""
+        if not self._timed:
+            self._time()
         k = self.chunks
-        moves = _moves(k, min(MAX_RUN if k <= 32 else MAX_RUN // 2, k - 1))
+        sec, state, act = self.prefix[:, 0], self.prefix[:, 1], self.prefix[:, 2]
+        flight = self.vectors[:, :, 0].max(axis=1)            # units in flight at each stage's peak
+        # Per chunk the bytes' running sum it is capped on (state + flight x activations: grows
+        # with the layers) and the room its edge work leaves.
+        mem = state[None, :] + flight[:, None] * act[None, :]
+        room_b = self.cap - self.edge[1] - flight * self.edge[2]
+        per = np.diff(sec)
+        lo = max(float(per.max()), float(sec[-1] + self.edge[0].sum()) / k) * (1 - 1e-12)
+        hi = float(sec[-1] + self.edge[0].max()) * (1 + 1e-9)
+        if not self._greedy(np.array([hi]), mem, room_b)[1][0]:
+            return None                                 # no split fits, whatever its seconds
+        for _ in range(8):                              # 32 caps a round: the bracket / 31 each time
+            caps = np.linspace(lo, hi, 32)
+            bounds, ok = self._greedy(caps, mem, room_b)
+            first = int(np.argmax(ok)) if ok.any() else len(caps) - 1
+            lo, hi = (caps[first - 1] if first else lo), caps[first]
+            if hi - lo <= hi * _TOL:
+                break
+        bounds, ok = self._greedy(np.array([hi]), mem, room_b)
+        return bounds[0] if ok[0] else None
+
+    def _greedy(self, caps: np.ndarray, mem: np.ndarray, room_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per cap on a chunk's seconds: the bounds of the chunks taking, in order, as many layers
+        as the cap and their stage's bytes allow (at least one, one left for each later chunk),
+        and whether the last chunk, which takes the rest, fits both too."""
+        k, n = self.chunks, self.n
+        sec = self.prefix[:, 0]
+        i = np.zeros(len(caps), dtype=np.int64)
+        ok = np.ones(len(caps), dtype=bool)
+        out = [i]
+        tol = caps * (1 + _TOL)
+        for j in range(k - 1):
+            e_t = np.searchsorted(sec, sec[i] + tol - self.edge[0, j], "right") - 1
+            e_m = np.searchsorted(mem[j], mem[j, i] + room_b[j], "right") - 1
+            e = np.minimum(np.minimum(e_t, e_m), n - (k - j - 1))
+            ok &= e >= i + self.least[j]
+            i = np.maximum(e, i + self.least[j])
+            out.append(i)
+        out.append(np.full(len(caps), n))
+        ok &= sec[n] - sec[i] + self.edge[0, -1] <= tol
+        ok &= mem[-1, n] - mem[-1, i] <= room_b[-1]
+        return np.stack(out, axis=1), ok
+
+    def _givers(self, bounds: np.ndarray, fitting: bool) -> np.ndarray:
+        """The chunks a move may take a layer from: those of the stages over memory while some
+        are (``fitting``), else those of the slowest stages and the largest chunk."""
+        v, g = self._parts(bounds[None, :])
+        if fitting:
+            mem = g[0, ..., 1].sum(axis=1) + (g[0, :, None, :, 2] * self.vectors).sum(axis=2).max(axis=1)
+            stages = np.flatnonzero(mem > self.cap)
+            extra: list[int] = []
+        else:
+            per = g[0, ..., 0].sum(axis=1)
+            stages = np.flatnonzero(per >= per.max() * (1 - _TOL))
+            extra = [int(np.argmax(v[0, :, 0]))]
+        chunks = self.groups[stages].ravel()
+        return np.concatenate([chunks[chunks < self.chunks], extra]).astype(np.int64)
+
+    def search(self, bounds: np.ndarray) -> tuple[np.ndarray | None, float]:
+        """The bounds after the moves (module docstring), or None when no stage-fitting split was
+        reached; and the largest excess over memory where the moves ended."""
+        k = self.chunks
+        run = min(MAX_RUN if k <= 32 else MAX_RUN // 2, k - 1)
+        moves, giver = _moves(k, run), _givers(k, run)
         current = tuple(float(x[0]) for x in self.columns(bounds[None, :]))
         for _ in range(4 * self.n + 16):
-            cand = bounds + moves
+            # Only a layer leaving a chunk of a stage that is over (then: of the slowest stage, or
+            # the largest chunk) can lower what the moves are compared by first.
+            cand = bounds + moves[np.isin(giver, self._givers(bounds, current[0] > 0.0))]
             sizes = np.diff(cand, axis=1)
             ok = np.all(sizes >= self.least, axis=1)
             if not ok.any():
@@ -170,11 +306,12 @@ class _Plan:
             cols = self.columns(cand)
             keep = np.arange(len(cand))
             if current[0] > 0.0:                 # first fit: the move that most reduces the excess
-                x = cols[0]
-                keep = keep[x <= x.min() + self.cap * _TOL]
+                for col in cols[:2]:
+                    x = col[keep]
+                    keep = keep[x <= x.min() + self.cap * _TOL]
             else:                                # then stay within memory
                 keep = keep[cols[0] <= 0.0]
-            for col in cols[1:]:
+            for col in cols[2:]:
                 if not len(keep):
                     break
                 x = col[keep]
@@ -186,17 +323,19 @@ class _Plan:
             if not _better(got, current, self.cap):
                 break
             bounds, current = cand[j], got
-        return bounds if current[0] <= 0.0 else None
+        return (bounds if current[0] <= 0.0 else None), current[0]
 
 
 def _better(a: tuple[float, ...], b: tuple[float, ...], cap: float) -> bool:
-    """``a`` before ``b``: less excess (by more than the tolerance of the GPU's bytes), then,
-    lexicographically with the relative tolerance, the seconds."""
-    if a[0] < b[0] - cap * _TOL:
-        return True
-    if a[0] > b[0] + cap * _TOL:
-        return False
-    for x, y in zip(a[1:], b[1:], strict=True):
+    """``a`` before ``b``: less largest excess, then less summed excess (each by more than the
+    tolerance of the GPU's bytes), then, lexicographically with the relative tolerance, the
+    seconds."""
+    for x, y in zip(a[:2], b[:2], strict=True):
+        if x < y - cap * _TOL:
+            return True
+        if x > y + cap * _TOL:
+            return False
+    for x, y in zip(a[2:], b[2:], strict=True):
         if x < y * (1 - _TOL):
             return True
         if x > y * (1 + _TOL):
@@ -207,15 +346,33 @@ def _better(a: tuple[float, ...], b: tuple[float, ...], cap: float) -> bool:
 _MOVES: dict[tuple[int, int], np.ndarray] = {}
 
 
-@lru_cache(maxsize=256)
-def _groups(stage_of: tuple[int, ...]) -> np.ndarray:
-    """(stages, width) each stage's chunks as indices, padded with len(stage_of) — a column of
-    zeros in _Plan._chunks — so a stage's sums and maxima are gathers, not a mask."""
-    k = len(stage_of)
-    per_stage = [[c for c, s in enumerate(stage_of) if s == st] for st in range(max(stage_of) + 1)]
-    width = max(len(x) for x in per_stage)
-    return np.array([x + [k] * (width - len(x)) for x in per_stage], dtype=np.int64)
+@lru_cache(maxsize=64)
+def _givers(chunks: int, run: int) -> np.ndarray:
+    """Per row of :func:`_moves` the chunk that loses a layer: boundaries k1..k2 shifted right take
+    chunk k2's first layer, shifted left chunk k1-1's last."""
+    moves = _moves(chunks, run)
+    out = np.empty(len(moves), dtype=np.int64)
+    for i, m in enumerate(moves):
+        moved = np.flatnonzero(m)
+        out[i] = moved[-1] if m[moved[0]] > 0 else moved[0] - 1
+    return out
 
+
+@lru_cache(maxsize=256)
+def _arrays(live: Live) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(stages, width) each stage's chunks, padded with the chunk count — a zero row in
+    _Plan._parts — (stages, K, width) its count vectors, padded with zero vectors, and (stages,
+    width) the mean of its own vectors."""
+    k = 1 + max(max(x) for x in live.slots)
+    width = max(len(x) for x in live.slots)
+    groups = np.array([list(x) + [k] * (width - len(x)) for x in live.slots], dtype=np.int64)
+    K = max(len(v) for v in live.vectors)
+    vectors = np.zeros((len(live.slots), K, width))
+    for s, vs in enumerate(live.vectors):
+        for j, vec in enumerate(vs):
+            vectors[s, j, :len(vec)] = vec
+    mean = vectors.sum(axis=1) / np.array([len(v) for v in live.vectors], dtype=float)[:, None]
+    return groups, vectors, mean
 
 def _moves(chunks: int, run: int) -> np.ndarray:
     """(moves, chunks + 1) every run of up to ``run`` inner boundaries k1..k2 shifted one layer

@@ -5,9 +5,11 @@ that minimises the slowest stage's seconds per pipeline unit as the engine price
 per stage, PipeDream's partitioner that also weighs each boundary's transfers (cut_split.py)."""
 from __future__ import annotations
 
+from ..schedules.live import live_vectors
 from .cut_split import Memory, min_max_cut_split
 from .dualpipe_split import pair_split
-from .memory_split import fit_memory, stage_of_chunks
+from .layout import layout_for
+from .memory_split import Live, fit_memory
 from .partition import split_layers
 from .split_cost import SplitCosts
 from .v_split import v_split
@@ -20,21 +22,24 @@ _PAIR_SPLITS: dict[tuple, tuple[int, ...]] = {}
 _PAIR_SPLITS_MAX = 512
 
 
-def split_in_flight(schedule, p: int, m: int, v: int) -> tuple[int, ...]:
-    """Per stage (rank) the units of a chunk's activations it holds at its peak, as the schedule
-    counts them (registry ``in_flight``): what choose_split weighs memory by (memoised: the V
-    schedules replay their orders to count them)."""
+def split_live(schedule, p: int, m: int, v: int) -> Live:
+    """Per stage (rank) the chunks it holds and the count vectors of their activations its order
+    passes through (schedules/live.py): what choose_split weighs memory by (memoised: the V
+    schedules reorder their orders to replay them)."""
     key = (schedule.name, p, m, v)
-    got = _IN_FLIGHT.get(key)
+    got = _LIVE.get(key)
     if got is None:
-        if len(_IN_FLIGHT) >= _IN_FLIGHT_MAX:
-            _IN_FLIGHT.clear()
-        got = _IN_FLIGHT[key] = tuple(int(schedule.in_flight(s, p, m, v)) for s in range(p))
+        if len(_LIVE) >= _LIVE_MAX:
+            _LIVE.clear()
+        lay = layout_for(schedule, p, v)
+        width = schedule.chunks_per_rank(v)
+        got = _LIVE[key] = Live(tuple(tuple(lay.chunk_index(r, j) for j in range(width)) for r in range(p)),
+                                tuple(live_vectors(schedule, r, p, m, v) for r in range(p)))
     return got
 
 
-_IN_FLIGHT: dict[tuple, tuple[int, ...]] = {}
-_IN_FLIGHT_MAX = 4096
+_LIVE: dict[tuple, Live] = {}
+_LIVE_MAX = 4096
 
 
 def given_split(par) -> tuple[int, ...] | None:
@@ -46,15 +51,15 @@ def given_split(par) -> tuple[int, ...] | None:
 
 def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
                  stages: int | None, units: int, v_shape: bool = False,
-                 fused: bool = False, in_flight: tuple[int, ...] | None = None) -> tuple[int, ...]:
+                 fused: bool = False, live: Live | None = None) -> tuple[int, ...]:
     """Layers per chunk: ``given`` when set; else, for ``stages`` None (DualPipe, whose rank r
     holds chunk r and chunk chunks-1-r), the pair split for ``units`` pipeline units per
     iteration (the only split that depends on them); else the balanced split_layers of each
     layer's forward and backward seconds (split_cost.unit_seconds), the embedding's on the first
     chunk, the output layer's on the last and each chunk's blocking sends on it, interleaved over
     ``stages`` when fewer than chunks (``v_shape``: a V's chunks, whose sends differ).  With
-    ``in_flight`` (per stage, the units of a chunk's activations it holds at its peak) a line's or
-    a V's split that puts more on some stage than its GPU holds is moved until every stage fits,
+    ``live`` (split_live: what each stage holds through its order) a line's or a V's split that
+    puts more on some stage than its GPU holds is moved until every stage fits,
     where local moves find such a split (memory_split.fit_memory: the layers move off the stages
     that hold more micro-batches, as Llama 3 405B's stages were balanced)."""
     if given is not None:
@@ -84,7 +89,6 @@ def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
     extras = costs.chunk_sends(chunks, v_shape)
     split = v_split(costs, chunks, fused) if v_shape else \
         split_layers(per, chunks, first, last, stages=stages, extras=extras)
-    if in_flight is None:
+    if live is None:
         return split
-    return fit_memory(costs, split, stage_of_chunks(chunks, stages, v_shape), in_flight,
-                      None if v_shape else extras, fused)
+    return fit_memory(costs, split, live, None if v_shape else extras, fused)

@@ -1,0 +1,46 @@
+"""Which activations a rank holds through its order, as count vectors over the chunks it holds.
+
+A rank's peak activation bytes are the largest, over the ops of its order, of the bytes alive
+after the op (registry ``peak_activations``).  With one count per chunk it holds (its local chunks
+of an interleaved or V placement, or its two directions), those bytes are a dot product of a count
+vector with the chunks' bytes per unit, so the peak for *any* bytes is the largest dot product
+with the vectors no other vector dominates — what a layer split weighs memory by without
+replaying the order for each split (taskgraph/memory_split.py).  The replay is the registry's
+own: pipeline.peak_activations (a forward adds its chunk; the pass completing its gradients, B or
+W where the order has W passes, frees it) or dualpipe.live_vectors (directions; a fused F&B; Bz
+keeps, W frees)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from . import dualpipe
+from .base import ChunkOp, Op
+from .registry import Schedule
+
+
+def live_vectors(schedule: Schedule, stage: int, p: int, m: int, v: int) -> tuple[tuple[int, ...], ...]:
+    """The count vectors (one count per chunk the rank holds, in local order) that rank ``stage``
+    passes through over ``m`` units, the dominated ones left out; the zero vector when it holds
+    nothing at some point and nothing dominates it."""
+    order = schedule.order(stage, p, m, v)
+    if schedule.peak_activations is dualpipe.peak_activations:
+        directed = [op for op in order if not isinstance(op, ChunkOp)]     # DualPipe's ops only
+        return tuple(tuple(x) for x in dualpipe.live_vectors(directed))
+    return _pipeline_vectors(order, schedule.chunks_per_rank(v))
+
+
+def _pipeline_vectors(order: Sequence[Op], width: int) -> tuple[tuple[int, ...], ...]:
+    """pipeline.peak_activations' replay, as counts per local chunk after each forward (only a
+    forward can raise a count)."""
+    release = "W" if any(op.kind == "W" for op in order) else "B"
+    live = [0] * width
+    seen = {tuple(live)}
+    for op in order:
+        chunk = op.chunk if isinstance(op, ChunkOp) else 0      # one-direction orders are ChunkOps
+        if op.kind == "F":
+            live[chunk] += 1
+            seen.add(tuple(live))
+        elif op.kind == release:
+            live[chunk] -= 1
+    return tuple(sorted(x for x in seen
+                        if not any(y != x and all(a >= b for a, b in zip(y, x, strict=True)) for y in seen)))

@@ -187,3 +187,14 @@ def test_less_memory_moves_layers_off_the_first_stages_and_costs_time(llama3_row
     assert times[0] > 1.5 * times[-1] and runs[80].iteration_time_s == pytest.approx(12.59, abs=0.01)
     first = [runs[gb].stage_layers[0] + runs[gb].stage_layers[16] for gb in sorted(runs)]
     assert first == sorted(first) and first[0] < first[-1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sets(st.tuples(st.integers(0, 6), st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=200))
+def test_the_count_vectors_kept_are_those_nothing_dominates(seen):
+    """schedules/live._undominated (blocks of numpy comparisons) keeps exactly the vectors no other
+    one is at least as large as everywhere, as the pairwise definition says."""
+    from explorer.schedules.live import _undominated
+    brute = tuple(sorted(x for x in seen if not any(y != x and all(a >= b for a, b in zip(y, x, strict=True))
+                                                     for y in seen)))
+    assert _undominated(seen) == brute

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from . import dualpipe
 from .base import ChunkOp, Op
 from .registry import Schedule
@@ -42,5 +44,15 @@ def _pipeline_vectors(order: Sequence[Op], width: int) -> tuple[tuple[int, ...],
             seen.add(tuple(live))
         elif op.kind == release:
             live[chunk] -= 1
-    return tuple(sorted(x for x in seen
-                        if not any(y != x and all(a >= b for a, b in zip(y, x, strict=True)) for y in seen)))
+    return _undominated(seen)
+
+
+def _undominated(seen: set[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
+    """The vectors of ``seen`` no other one dominates (at least as large everywhere), sorted."""
+    arr = np.array(sorted(seen), dtype=np.int64)
+    keep = np.ones(len(arr), dtype=bool)
+    for start in range(0, len(arr), 256):            # (block, all, width) at a time: bounded memory
+        x = arr[start:start + 256, None, :]
+        covers = (arr[None, :, :] >= x).all(axis=2) & (arr[None, :, :] != x).any(axis=2)
+        keep[start:start + 256] = ~covers.any(axis=1)
+    return tuple(tuple(int(v) for v in row) for row in arr[keep])

@@ -248,10 +248,10 @@ def _search(line: Pairs, start: list[int], bound: float) -> list[int]:
 
 
 def _polish(line: Pairs, bounds: np.ndarray, bound: float) -> np.ndarray:
-    """Take the best move (:func:`_moves`) that keeps every chunk within ``bound`` and every rank
+    """Take the best move (:func:`boundary_moves`) that keeps every chunk within ``bound`` and every rank
     within the memory cap while it improves the score (each move improves it by more than the
     tolerance, so the loop ends; bounded anyway)."""
-    moves = _moves(line.p)
+    moves = boundary_moves(line.p)
     current = line.score(np.diff(bounds))
     limit, memory_cap = bound * (1 + _TOL), line.memory_cap * (1 + _TOL)
     for _ in range(4 * line.n + 16):
@@ -295,7 +295,7 @@ def _best_move(line: Pairs, bounds: np.ndarray, moves: np.ndarray, limit: float,
     return cand[keep[0]]
 
 
-def _moves(p: int, run: int = MAX_RUN) -> np.ndarray:
+def boundary_moves(p: int, run: int = MAX_RUN) -> np.ndarray:
     """(moves, p+1) every run of up to ``run`` inner boundaries k1..k2 moved one layer either way
     (memoised)."""
     got = _MOVES.get((p, run))
@@ -312,11 +312,11 @@ def _moves(p: int, run: int = MAX_RUN) -> np.ndarray:
 
 
 def _near(p: int, run: int = MAX_RUN) -> np.ndarray:
-    """(moves, run + 1) per row of :func:`_moves` the chunks it changes (k1-1 .. k2 for boundaries
+    """(moves, run + 1) per row of :func:`boundary_moves` the chunks it changes (k1-1 .. k2 for boundaries
     k1..k2; padded by repeating k2), memoised."""
     got = _NEAR.get((p, run))
     if got is None:
-        moves = _moves(p, run)
+        moves = boundary_moves(p, run)
         rows = []
         for m in moves:
             moved = np.flatnonzero(m)

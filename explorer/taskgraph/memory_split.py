@@ -40,6 +40,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .dualpipe_split import boundary_moves
 from .split_cost import SplitCosts, fused_seconds, unit_seconds
 
 # Relative tolerance of every comparison (partition._TOL's): summation noise never decides a move.
@@ -292,7 +293,7 @@ class _Plan:
         reached; and the largest excess over memory where the moves ended."""
         k = self.chunks
         run = min(MAX_RUN if k <= 32 else MAX_RUN // 2, k - 1)
-        moves, giver = _moves(k, run), _givers(k, run)
+        moves, giver = boundary_moves(k, run), _givers(k, run)
         current = tuple(float(x[0]) for x in self.columns(bounds[None, :]))
         for _ in range(4 * self.n + 16):
             # Only a layer leaving a chunk of a stage that is over (then: of the slowest stage, or
@@ -343,14 +344,11 @@ def _better(a: tuple[float, ...], b: tuple[float, ...], cap: float) -> bool:
     return False
 
 
-_MOVES: dict[tuple[int, int], np.ndarray] = {}
-
-
 @lru_cache(maxsize=64)
 def _givers(chunks: int, run: int) -> np.ndarray:
-    """Per row of :func:`_moves` the chunk that loses a layer: boundaries k1..k2 shifted right take
-    chunk k2's first layer, shifted left chunk k1-1's last."""
-    moves = _moves(chunks, run)
+    """Per row of dualpipe_split.boundary_moves the chunk that loses a layer: boundaries k1..k2
+    shifted right take chunk k2's first layer, shifted left chunk k1-1's last."""
+    moves = boundary_moves(chunks, run)
     out = np.empty(len(moves), dtype=np.int64)
     for i, m in enumerate(moves):
         moved = np.flatnonzero(m)
@@ -373,18 +371,3 @@ def _arrays(live: Live) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             vectors[s, j, :len(vec)] = vec
     mean = vectors.sum(axis=1) / np.array([len(v) for v in live.vectors], dtype=float)[:, None]
     return groups, vectors, mean
-
-def _moves(chunks: int, run: int) -> np.ndarray:
-    """(moves, chunks + 1) every run of up to ``run`` inner boundaries k1..k2 shifted one layer
-    either way (memoised)."""
-    got = _MOVES.get((chunks, run))
-    if got is None:
-        rows = []
-        for k1 in range(1, chunks):
-            for k2 in range(k1, min(chunks, k1 + max(run, 1))):
-                for d in (1, -1):
-                    r = np.zeros(chunks + 1, np.int64)
-                    r[k1:k2 + 1] = d
-                    rows.append(r)
-        got = _MOVES[(chunks, run)] = np.array(rows, np.int64).reshape(-1, chunks + 1)
-    return got

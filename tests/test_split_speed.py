@@ -198,7 +198,7 @@ def _moved_case(seed: int):
     n = rng.randint(p + 4, 130)
     line = Pairs(_costs(rng, n), p)
     bounds = bounds_of(_random_counts(rng, n, p))
-    cand = bounds + DS._moves(p)
+    cand = bounds + DS.boundary_moves(p)
     valid = np.all(cand[:, 1:] > cand[:, :-1], axis=1)
     return rng, line, bounds, cand[valid], DS._near(p)[valid]
 
@@ -239,8 +239,8 @@ def test_best_move_is_the_move_every_column_chose(seed):
     cols = line.columns(cand)
     limit = float(np.quantile(cols[1], rng.choice([0.3, 1.0])))
     line.memory_cap = float(np.quantile(cols[2], rng.choice([0.5, 1.0])))
-    got = DS._best_move(line, bounds, DS._moves(line.p), limit, line.memory_cap)
-    want = _best_move_reference(line, bounds, DS._moves(line.p), limit, line.memory_cap)
+    got = DS._best_move(line, bounds, DS.boundary_moves(line.p), limit, line.memory_cap)
+    want = _best_move_reference(line, bounds, DS.boundary_moves(line.p), limit, line.memory_cap)
     assert (got is None and want is None) or np.array_equal(got, want)
 
 

@@ -156,8 +156,9 @@ def summary_text(res) -> str:
         from .teaching.bubble import explain_bubble  # three more simulations: only for the readable summary
         lines.append(f"  bubble: {one_line(explain_bubble(res))}")
     lines += run_lines(res)             # the whole run's phases and totals (explorer/run/report.py)
-    for w in res.warnings:
-        lines.append(f"  warning: {one_line(w)}")
+    for n in res.notices:
+        # A moved split is what the run did, not a fault of the scenario: a note, not a warning.
+        lines.append(f"  {'note' if n.kind == 'split' else 'warning'}: {one_line(n.message)}")
     return "\n".join(lines)
 
 

@@ -17,7 +17,14 @@ from .analysis.bubble import bubble_formula, bubble_summary, stage_passes
 from .analysis.link_bound import link_bound
 from .analysis.measures import Measures
 from .analysis.offload import offload_totals, with_offload
-from .analysis.report import WAN_EXPOSED_WARNING_SHARE, Notice, bottleneck, wan_report, warnings_for
+from .analysis.report import (
+    WAN_EXPOSED_WARNING_SHARE,
+    Notice,
+    bottleneck,
+    split_notice,
+    wan_report,
+    warnings_for,
+)
 from .analysis.steady_state import ScheduledRun, schedule_iteration
 from .engine.gc_pause import paused_collector
 from .engine.scheduler import Task
@@ -126,6 +133,8 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
     res_breakdown = with_offload({k: breakdown[k] for k in CATEGORIES},
                                  *offload_totals(builder, classes[slow].stage, m))
     notices = warnings_for(sc, memory, links, net, res_breakdown, T)
+    moved = split_notice(builder.layer_counts, builder.balanced_counts)
+    notices += (moved,) if moved else ()
     notices += (bound.notice,) if bound.notice else ()
     result = Result(
         scenario=sc, iteration_time_s=T, tokens_per_s=tokens / T, tflops_per_gpu=hw / T / 1e12,

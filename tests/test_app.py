@@ -156,3 +156,14 @@ def test_p3_toggle_shortens_the_iteration_across_datacenters():
     at.toggle(key="communication.dp_priority").set_value(True).run()
     assert not at.exception and not at.error
     assert seconds(at) < before
+
+
+def test_a_split_moved_for_memory_is_a_note_not_a_warning():
+    """llama3-405b-16k at ZeRO-1 fits only with layers moved off its first stages
+    (taskgraph/memory_split.py): the Timeline says so in an info box quoting the split, and shows
+    no warning (the layout fits)."""
+    at = run_app(scenario="llama3-405b-16k", **{"parallelism.zero": "1"})
+    assert not at.exception
+    notes = [i.value for i in at.info if i.value.startswith("split:")]
+    assert len(notes) == 1 and "the fastest split found that fits" in notes[0]
+    assert not [w.value for w in at.warning if w.value.startswith(("split:", "memory:"))]

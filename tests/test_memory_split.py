@@ -187,6 +187,35 @@ def test_less_memory_moves_layers_off_the_first_stages_and_costs_time(llama3_row
     assert times[0] > 1.5 * times[-1] and runs[80].iteration_time_s == pytest.approx(12.59, abs=0.01)
     first = [runs[gb].stage_layers[0] + runs[gb].stage_layers[16] for gb in sorted(runs)]
     assert first == sorted(first) and first[0] < first[-1]
+    # The run says when it moved layers, quoting both splits; a split that fits says nothing.
+    for gb, r in runs.items():
+        moved = r.stage_layers != balanced
+        assert ("split" in r.warning_kinds) is moved, gb
+    note = runs[80].warnings[runs[80].warning_kinds.index("split")]
+    assert ", ".join(map(str, balanced)) in note and ", ".join(map(str, runs[80].stage_layers)) in note
+
+
+def test_every_route_says_the_split_was_moved():
+    """llama3-405b-16k at ZeRO-1 (its balanced split needs about 90 GB of the H100's 80): the run
+    notes the moved split as a ``split`` notice — not a ``memory`` warning, it fits — whether it is
+    simulated in full or by the array run, and the CLI prints it as a note."""
+    from explorer.cli import main
+    from explorer.fold.run import routed
+    from explorer.scenario import load_raw
+    raw = apply_overrides(load_raw("scenarios/llama3-405b-16k.yaml"), {"parallelism.zero": 1})
+    sc = from_dict(raw)
+    assert routed(sc)[1].taken == "array run"
+    fast, full = simulate(sc), simulate(sc, fold=False)
+    assert fast.warnings == full.warnings and fast.warning_kinds == full.warning_kinds == ("split",)
+    assert not fast.memory_over_capacity
+    assert fast.to_json_dict()["warning_kinds"] == ["split"]
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["run", "scenarios/llama3-405b-16k.yaml", "--set", "parallelism.zero=1"])
+    assert "  note: split: the time-balanced layer split" in out.getvalue()
+    assert "warning:" not in out.getvalue()
 
 
 @settings(max_examples=60, deadline=None)

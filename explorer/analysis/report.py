@@ -103,10 +103,12 @@ WAN_EXPOSED_WARNING_SHARE = 0.05
 class Notice:
     """One warning: a machine-readable ``kind`` and the sentence shown to the user.
 
-    Kinds: ``memory`` (a stage exceeds the GPU's memory), ``algorithm`` (the requested collective
-    algorithm could not run for some calls), ``wan`` (exposed communication limited by the WAN),
-    ``pcie`` (the GPUs' PCIe links carry less than their NICs), ``link`` (calls of several dimensions
-    overlap on one link beyond the iteration, which the link then sets: analysis/link_bound.py)."""
+    Kinds: ``memory`` (a stage exceeds the GPU's memory), ``split`` (layers were moved off the
+    time-balanced split so that every stage fits: a fact about the run, not a fault), ``algorithm`` (the
+    requested collective algorithm could not run for some calls), ``wan`` (exposed communication limited
+    by the WAN), ``pcie`` (the GPUs' PCIe links carry less than their NICs), ``link`` (calls of several
+    dimensions overlap on one link beyond the iteration, which the link then sets:
+    analysis/link_bound.py)."""
 
     kind: str
     message: str
@@ -126,6 +128,19 @@ def memory_notice(sc: Scenario, memory: MemoryBreakdown) -> Notice | None:
     return Notice("memory", f"memory: {memory.total / 1e9:.1f} GB per GPU exceeds the "
                   f"{cap / 1e9:.1f} GB ({gpu.memory_GB:g} GiB) of {gpu.name}; "
                   f"raise tp/pp, use ZeRO or activation recomputation")
+
+
+def split_notice(layers: tuple[int, ...], balanced: tuple[int, ...]) -> Notice | None:
+    """The ``split`` notice when the layer split was moved off the time-balanced one to fit the GPU's
+    memory (taskgraph/memory_split.py), quoting both splits per chunk; None when none was moved."""
+    if layers == balanced:
+        return None
+    def listed(x: tuple[int, ...]) -> str:
+        return ", ".join(str(n) for n in x)
+    return Notice("split", f"split: the time-balanced layer split ({listed(balanced)} layers per chunk) "
+                  f"does not fit in GPU memory, so layers were moved off the stages that hold more "
+                  f"micro-batches in flight: {listed(layers)}, the fastest split found that fits "
+                  f"(parallelism.pipeline_layout fixes a split)")
 
 
 def pcie_notice(sc: Scenario, net: Network) -> Notice | None:

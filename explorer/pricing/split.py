@@ -18,7 +18,7 @@ from ..network.groups import Network
 from ..schedules.registry import get as get_schedule
 from ..taskgraph.layout import layout_for
 from ..taskgraph.memory_split import fit_memory
-from ..taskgraph.split import choose_split, given_split, split_live
+from ..taskgraph.split import SplitChoice, choose_split, given_split, split_live
 from ..taskgraph.split_cost import Piece, SplitCosts, assemble, held_fields, layer_pieces, piece_fields
 from .chunk_basis import F_IDX, KINDS, PARTS, ROLES, basis, basis_key, costs
 from .keys import memo_table, network_key
@@ -35,10 +35,16 @@ def layer_split(sc: Scenario, ckey: int, pair_split: bool, bkey: int | None = No
     """Layers per chunk, as IterationBuilder._split chooses them (memoised).  ``bkey``: stage 0's
     basis key without ideal aspects on the scenario's own network, when the caller has it
     (profile._layout_of for a row without ideal aspects)."""
+    return layer_split_choice(sc, ckey, pair_split, bkey).layers
+
+
+def layer_split_choice(sc: Scenario, ckey: int, pair_split: bool, bkey: int | None = None) -> SplitChoice:
+    """:func:`layer_split` with the time-balanced split it was moved from to fit memory (equal when
+    none was moved), as IterationBuilder._split records it."""
     par = sc.parallelism
     given = given_split(par)
     if given is not None:
-        return tuple(given)
+        return SplitChoice(tuple(given), tuple(given))
     nkey = network_key(sc, False) if bkey is None or _reads_network(sc, pair_split) else None
     if bkey is None:
         bkey = _stage0_key(sc, ckey, nkey)
@@ -58,8 +64,8 @@ def layer_split(sc: Scenario, ckey: int, pair_split: bool, bkey: int | None = No
         got = _SPLITS[key] = (out, c, skey)
     out, c, skey = got
     if stages is None or chunks == 1 or c.cuts is not None:
-        return out
-    return _fitted(sc, out, c, skey, chunks, stages, lay.v_shape, fused, nkey, ckey, bkey)
+        return SplitChoice(out, out)
+    return SplitChoice(_fitted(sc, out, c, skey, chunks, stages, lay.v_shape, fused, nkey, ckey, bkey), out)
 
 
 def _fitted(sc: Scenario, out: tuple[int, ...], c: SplitCosts, skey: tuple, chunks: int, stages: int,

@@ -34,6 +34,7 @@ h1 { font-size: 1.6rem; margin: 0 0 4px; } h2 { font-size: 1.15rem; margin: 20px
 pre { background: #f6f6f8; padding: 12px; overflow-x: auto; font-size: .8rem; }
 .bottleneck { background: #eef4fb; border-radius: 8px; padding: 8px 12px; }
 .warning { background: #fff6e0; border-radius: 8px; padding: 6px 12px; margin: 4px 0; }
+.note { background: #e8f1fb; border-radius: 8px; padding: 6px 12px; margin: 4px 0; }
 a { word-break: break-all; }
 """
 
@@ -83,7 +84,8 @@ def report_html(r: ReportInputs) -> str:
         '<div class="cards">' + "".join(_card(c) for c in cards(j, sc)) + "</div>",
         f'<p class="sub">Expected error — {escape(band)}</p>' if band else "",
         f'<p class="bottleneck">{escape(j["bottleneck"])}</p>',
-        *(f'<p class="warning">{escape(w)}</p>' for w in j["warnings"]),
+        *(f'<p class="{"note" if k == "split" else "warning"}">{escape(w)}</p>'
+          for w, k in zip(j["warnings"], j.get("warning_kinds") or [""] * len(j["warnings"]), strict=True)),
         '<div class="grid">' + "".join(_chart(c, i == 0) for i, c in enumerate(drawn)) + "</div>",
         "<h2>Open it in the app</h2>",
         f'<p>Share link: <a id="share-link" href="{escape(r.link)}">{escape(r.link)}</a></p>',

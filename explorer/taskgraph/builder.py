@@ -34,7 +34,7 @@ from .fused import fused_shape
 from .layer import pair_message_bytes, pp_message_bytes
 from .layout import Fused, Layout, Pass, layout_for
 from .order_memo import program_orders, steps
-from .split import choose_split, given_split, split_live
+from .split import SplitChoice, given_split, split_choice, split_live
 from .split_cost import split_costs
 from .techniques.dp_buckets import dp_tasks, reduce_op
 from .techniques.dp_contention import sm_factor
@@ -61,13 +61,14 @@ class IterationBuilder:
     """Builds the task graph of one iteration for a scenario (see module docstring)."""
 
     def __init__(self, sc: Scenario, net: Network | None = None, ideal: frozenset[str] | None = None,
-                 split: tuple[int, ...] | None = None) -> None:
+                 split: tuple[int, ...] | None = None, balanced_split: tuple[int, ...] | None = None) -> None:
         """``ideal``: the aspects of the ideal pipeline to apply (IDEAL_ASPECTS; all of them when
         ``parallelism.ideal_pipeline`` is set): ``balance`` gives every chunk the average chunk's
         work, ``edges`` drops the embedding and logits work, ``optimizer`` drops the optimizer
         step, ``comm`` makes every call free (``net`` must then be a ``Network(sc, free=True)``).
         ``split``: the layers per chunk when the caller has :meth:`_split`'s answer already (the
-        estimator memoises it, pricing/chunk_basis.layer_split)."""
+        estimator memoises it, pricing/chunk_basis.layer_split), and ``balanced_split`` the time-balanced
+        split it was moved from to fit memory, when the caller knows it (else taken to be ``split``)."""
         self.sc = sc
         if ideal is None:
             ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()
@@ -92,7 +93,9 @@ class IterationBuilder:
         # both ends) the shared matrix exists once on it.  On different stages each keeps a copy
         # (Megatron-LM); their gradient all-reduce in the embedding group is not modelled.
         self.tied = tied = sc.model.tied_embeddings and self.layout.ends_on_one_rank
-        self.layer_counts = split if split is not None else self._split()
+        choice = SplitChoice(split, balanced_split or split) if split is not None else self._split()
+        # balanced_counts: the time-balanced split, other than layer_counts when layers were moved.
+        self.layer_counts, self.balanced_counts = choice.layers, choice.balanced
         ctx = ChunkContext(sc, self.net, self.cm, self.ideal, self.spec, self.layout.length, tied)
         starts = [0, *accumulate(self.layer_counts)]
         self.chunks = [chunk_work(ctx, gc, self.layout.rank_of(gc), starts[gc], n)
@@ -133,19 +136,19 @@ class IterationBuilder:
         return b
 
     # -- layer split and chunks -----------------------------------------------------------------
-    def _split(self) -> tuple[int, ...]:
-        """Layers per chunk (split.choose_split), weighed by each piece's seconds as the passes
+    def _split(self) -> SplitChoice:
+        """Layers per chunk (split.split_choice), weighed by each piece's seconds as the passes
         run them (split_cost.py), priced on the scenario's own network even when this run makes
         communication free: the split is the scenario's, the ideal aspects are applied to it."""
         given = given_split(self.sc.parallelism)
         if given is not None:
-            return tuple(given)
+            return SplitChoice(tuple(given), tuple(given))
         net = Network(self.sc) if self.net.free else self.net
         costs = split_costs(self.sc, net, self.cm, self.spec, self.tied)
         lay = self.layout      # DualPipe: the pair split; a V: a plain line of 2p chunks; else p stages
         stages = None if self.schedule.pair_split else lay.length if lay.v_shape else self.p
         live = split_live(self.schedule, self.p, self.m, self.v)
-        return choose_split(None, costs, lay.length, stages, self.m, lay.v_shape,
+        return split_choice(None, costs, lay.length, stages, self.m, lay.v_shape,
                             lay.v_shape and self.schedule.fused_pairs, live)
 
     def timing(self) -> Timing:

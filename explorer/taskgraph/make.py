@@ -11,7 +11,8 @@ from .replicas import ReplicaBuilder
 
 
 def iteration_builder(sc: Scenario, net: Network | None = None, ideal: frozenset[str] | None = None,
-                      split: tuple[int, ...] | None = None) -> IterationBuilder:
+                      split: tuple[int, ...] | None = None,
+                      balanced_split: tuple[int, ...] | None = None) -> IterationBuilder:
     """A builder of ``sc``'s iteration (arguments as :class:`IterationBuilder`'s)."""
     cls = ReplicaBuilder if sc.parallelism.stage_replicas else IterationBuilder
-    return cls(sc, net, ideal, split)
+    return cls(sc, net, ideal, split, balanced_split)

@@ -31,7 +31,7 @@ from . import replica_split
 from .builder import IterationBuilder, _Compute
 from .chunks import ChunkWork
 from .layout import Pass
-from .split import given_split
+from .split import SplitChoice, given_split
 from .techniques.link_sharing import flow
 
 
@@ -42,22 +42,24 @@ class ReplicaBuilder(IterationBuilder):
     builder's own."""
 
     def __init__(self, sc: Scenario, net: Network | None = None, ideal: frozenset[str] | None = None,
-                 split: tuple[int, ...] | None = None) -> None:
-        super().__init__(sc, net, ideal, split)
+                 split: tuple[int, ...] | None = None, balanced_split: tuple[int, ...] | None = None) -> None:
+        super().__init__(sc, net, ideal, split, balanced_split)
         r = sc.parallelism.stage_replicas
         assert r and min(r) > 0                    # auto is resolved before (replica_split.resolved)
         self.replicas: tuple[int, ...] = r
         self.m_sim = units_simulated(r, self.m, self.schedule.iterations_simulated)
         self._ends: dict[int, list[int]] = {}
 
-    def _split(self) -> tuple[int, ...]:
-        """The given layers, else PipeDream's partitioner's for the given replicas."""
+    def _split(self) -> SplitChoice:
+        """The given layers, else PipeDream's partitioner's for the given replicas (no memory step
+        moves them: the partitioner weighs memory itself)."""
         given = given_split(self.sc.parallelism)
         if given is not None:
-            return tuple(given)
+            return SplitChoice(tuple(given), tuple(given))
         r = self.sc.parallelism.stage_replicas
         assert r
-        return replica_split.plan(self.sc, r).layers
+        layers = replica_split.plan(self.sc, r).layers
+        return SplitChoice(layers, layers)
 
     def _compute_tasks(self, g: TaskGraph, ag_start: dict[tuple[int, int], int]) -> _Compute:
         ids, last, done, self._ends = compute_tasks(self, g)

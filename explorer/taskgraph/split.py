@@ -5,6 +5,8 @@ that minimises the slowest stage's seconds per pipeline unit as the engine price
 per stage, PipeDream's partitioner that also weighs each boundary's transfers (cut_split.py)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..schedules.live import live_vectors
 from .cut_split import Memory, min_max_cut_split
 from .dualpipe_split import pair_split
@@ -49,21 +51,43 @@ def given_split(par) -> tuple[int, ...] | None:
     return par.pipeline_layout if par.pipeline_layout is not None else par.stage_layers
 
 
+@dataclass(frozen=True)
+class SplitChoice:
+    """A chosen split and the time-balanced one it started from: they differ only when the
+    balanced split did not fit the GPU's memory and layers were moved (memory_split.fit_memory),
+    which the run then says (analysis/report.split_notice)."""
+
+    layers: tuple[int, ...]
+    balanced: tuple[int, ...]
+
+    @property
+    def moved(self) -> bool:
+        """Whether layers were moved off the time-balanced split to fit memory."""
+        return self.layers != self.balanced
+
+
 def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
                  stages: int | None, units: int, v_shape: bool = False,
                  fused: bool = False, live: Live | None = None) -> tuple[int, ...]:
-    """Layers per chunk: ``given`` when set; else, for ``stages`` None (DualPipe, whose rank r
-    holds chunk r and chunk chunks-1-r), the pair split for ``units`` pipeline units per
-    iteration (the only split that depends on them); else the balanced split_layers of each
-    layer's forward and backward seconds (split_cost.unit_seconds), the embedding's on the first
-    chunk, the output layer's on the last and each chunk's blocking sends on it, interleaved over
-    ``stages`` when fewer than chunks (``v_shape``: a V's chunks, whose sends differ).  With
-    ``live`` (split_live: what each stage holds through its order) a line's or a V's split that
-    puts more on some stage than its GPU holds is moved until every stage fits,
-    where local moves find such a split (memory_split.fit_memory: the layers move off the stages
-    that hold more micro-batches, as Llama 3 405B's stages were balanced)."""
+    """Layers per chunk: :func:`split_choice`'s ``layers``."""
+    return split_choice(given, costs, chunks, stages, units, v_shape, fused, live).layers
+
+
+def split_choice(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
+                 stages: int | None, units: int, v_shape: bool = False,
+                 fused: bool = False, live: Live | None = None) -> SplitChoice:
+    """Layers per chunk, with the time-balanced split they started from: ``given`` when set; else, for
+    ``stages`` None (DualPipe, whose rank r holds chunk r and chunk chunks-1-r), the pair split for
+    ``units`` pipeline units per iteration (the only split that depends on them); else the balanced
+    split_layers of each layer's forward and backward seconds (split_cost.unit_seconds), the embedding's
+    on the first chunk, the output layer's on the last and each chunk's blocking sends on it, interleaved
+    over ``stages`` when fewer than chunks (``v_shape``: a V's chunks, whose sends differ). With ``live``
+    (split_live: what each stage holds through its order) a line's or a V's split that puts more on some
+    stage than its GPU holds is moved until every stage fits, where local moves find such a split
+    (memory_split.fit_memory: the layers move off the stages that hold more micro-batches, as Llama 3
+    405B's stages were balanced)."""
     if given is not None:
-        return tuple(given)
+        return _kept(tuple(given))
     n = len(costs.layers)
     if stages is not None and chunks - 2 <= n < chunks:
         # Fewer layers than chunks: the embedding and then the output layer + loss take a chunk of
@@ -71,9 +95,9 @@ def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
         # account_for_loss_in_pipeline_split place them and Llama 3 405B ran (126 layers on 16 x 8
         # virtual stages: "the first model chunk on the first stage has only the embedding, and the
         # last model chunk on the last stage has only output projection and loss", Sec. 3.3.2).
-        return (0,) + (1,) * n + ((0,) if chunks - n == 2 else ())
+        return _kept((0,) + (1,) * n + ((0,) if chunks - n == 2 else ()))
     if chunks == 1:
-        return (len(costs.layers),)
+        return _kept((len(costs.layers),))
     if stages is None:
         key = costs.search_key(chunks, None, units)
         got = _PAIR_SPLITS.get(key)
@@ -81,14 +105,20 @@ def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
             if len(_PAIR_SPLITS) >= _PAIR_SPLITS_MAX:
                 _PAIR_SPLITS.clear()
             got = _PAIR_SPLITS[key] = pair_split(costs, chunks, units)
-        return got
+        return _kept(got)
     per, first, last = costs.unit_seconds()
     if costs.cuts is not None and stages == chunks and costs.cuts.shape[1] == chunks - 1 and not v_shape:
         memory = Memory(costs.held, costs.first_held, costs.last_held, costs.capacity)
-        return min_max_cut_split(per, first, last, costs.cuts, chunks, memory, blocking=bool(costs.sends))
+        blocking = bool(costs.sends)
+        return _kept(min_max_cut_split(per, first, last, costs.cuts, chunks, memory, blocking=blocking))
     extras = costs.chunk_sends(chunks, v_shape)
     split = v_split(costs, chunks, fused) if v_shape else \
         split_layers(per, chunks, first, last, stages=stages, extras=extras)
     if live is None:
-        return split
-    return fit_memory(costs, split, live, None if v_shape else extras, fused)
+        return _kept(split)
+    return SplitChoice(fit_memory(costs, split, live, None if v_shape else extras, fused), split)
+
+
+def _kept(split: tuple[int, ...]) -> SplitChoice:
+    """A split no memory step moved."""
+    return SplitChoice(split, split)

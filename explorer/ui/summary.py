@@ -88,6 +88,7 @@ class Summary:
     expected_error: float | None = None
     expected_error_label: str = ""
     epoch_s: float | None = None                       # a family with an epoch (a GNN's), else None
+    warning_kinds: tuple[str, ...] = ()                # parallel to ``warnings`` (analysis/report.Notice)
 
     @classmethod
     def from_json(cls, j: Mapping[str, Any]) -> Summary:
@@ -110,4 +111,4 @@ class Summary:
             sync=SyncWindow.from_json(j["sync"]) if j.get("sync") else None,
             exchange=Exchange(**j["dp_exchange"]) if j.get("dp_exchange") else None,
             expected_error=j.get("expected_error"), expected_error_label=j.get("expected_error_label", ""),
-            epoch_s=j.get("epoch_s"))
+            epoch_s=j.get("epoch_s"), warning_kinds=tuple(j.get("warning_kinds", ())))

@@ -31,7 +31,7 @@ from ...network.groups import Network
 from ...pricing.keys import compute_key
 from ...pricing.program import KINDS
 from ...pricing.scope import prices
-from ...pricing.split import layer_split
+from ...pricing.split import layer_split_choice
 from ...schedules.registry import Window
 from ...schedules.registry import get as get_schedule
 from ...taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
@@ -167,8 +167,8 @@ def _builder(small: Scenario, ideal: frozenset[str]) -> IterationBuilder:
         if b is not None:
             _BUILDERS[key] = b
             return b
-    split = layer_split(small, compute_key(small), False)
-    b = iteration_builder(small, Network(small, free="comm" in ideal), ideal, split)
+    split = layer_split_choice(small, compute_key(small), False)
+    b = iteration_builder(small, Network(small, free="comm" in ideal), ideal, split.layers, split.balanced)
     with _BUILDERS_LOCK:
         while len(_BUILDERS) >= MAX_BUILDERS:
             del _BUILDERS[next(iter(_BUILDERS))]

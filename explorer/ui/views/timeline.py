@@ -60,8 +60,13 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
                                           title=f"Where the time goes · {data.breakdown_name}",
                                           height=_breakdown_height(j, present), font_size=font),
                         key="breakdown", present=present, config={"displayModeBar": False})
-        for w in j.warnings:
-            st.warning(w, icon="⚠️")
+        kinds = j.warning_kinds or ("",) * len(j.warnings)
+        for w, kind in zip(j.warnings, kinds, strict=True):
+            # A split moved to fit memory is what the run did (a note); the rest are faults to fix.
+            if kind == "split":
+                st.info(w, icon="ℹ️")
+            else:
+                st.warning(w, icon="⚠️")
     if not present:
         with st.expander("How to read this"):
             st.markdown(HOW_TO_READ)

@@ -28,6 +28,7 @@ from .config.shipped import resolve_scenario_path, shipped_scenarios
 from .errors import InternalError
 from .fidelity.band import band_of, with_band
 from .network.collectives import OPS
+from .network.compression_quality import convergence_cost
 from .network.nccl_table import collective_rows
 from .run.phases import plan
 from .run.report import run_json, run_lines
@@ -156,6 +157,9 @@ def summary_text(res) -> str:
         from .teaching.bubble import explain_bubble  # three more simulations: only for the readable summary
         lines.append(f"  bubble: {one_line(explain_bubble(res))}")
     lines += run_lines(res)             # the whole run's phases and totals (explorer/run/report.py)
+    cc = convergence_cost(res.scenario.communication.compression)
+    if cc is not None:
+        lines.append(f"  compression: {one_line(cc.sentence())}")
     for n in res.notices:
         # A moved split is what the run did, not a fault of the scenario: a note, not a warning.
         lines.append(f"  {'note' if n.kind == 'split' else 'warning'}: {one_line(n.message)}")

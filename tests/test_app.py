@@ -28,7 +28,10 @@ def test_every_preset_renders_metrics_and_charts(path):
     # A family that cannot pipeline shows its epoch or its own exchange instead of the Bubble
     # (explorer/ui/views/metrics._family_card).
     fourth = {"gnn-sage-papers100m": "Epoch", "dlrm-dcnv2": "Exposed emb"}.get(path.stem, "Bubble")
-    assert labels == [first, rate, "MFU", "TFLOP/s per GPU", fourth, "Memory per GPU"]
+    # A DiLoCo window adds its two trade cards under the Gantt (explorer/ui/views/sync.py).
+    trade = ["Per step, against every-step sync", "Tokens to data-parallel's loss"] \
+        if sync.get("kind") in ("diloco", "streaming-diloco") else []
+    assert labels == [first, rate, "MFU", "TFLOP/s per GPU", fourth, "Memory per GPU", *trade]
     assert seconds(at) > 0
     assert not [w for w in at.warning if w.value.startswith("Link:")]
     assert qp(at, "scenario") == path.stem

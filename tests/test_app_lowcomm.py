@@ -97,3 +97,17 @@ def test_async_gossip_in_the_sidebar_runs_past_a_straggler():
     query = _links(at)["Compare with synchronous gossip"]
     assert query["b.parallelism.dp_kind"] == "gossip-exponential"
     assert query["b.parallelism.gossip_peers"] == "1"
+
+
+def test_the_speedup_and_dilocos_loss_stand_side_by_side():
+    """diloco-cross-region: the window's speed-up per step over every-step synchronisation
+    (simulated) and the tokens DiLoCo needs to reach data-parallel's loss (Charles et al. 2025's
+    law, an estimate) as two cards, the law's caveats in the caption below."""
+    at = run_app(scenario="diloco-cross-region")
+    res = simulate(load(ROOT / "scenarios" / "diloco-cross-region.yaml"))
+    w = res.sync_window
+    cards = {m.label: m.value for m in at.metric}
+    assert cards["Per step, against every-step sync"] == f"{w.speedup:.3g}x faster"
+    assert cards["Tokens to data-parallel's loss"] == f"{w.loss['compute_ratio']:.3g}x"
+    assert any(c.value.startswith("Loss (estimate from the literature") and "H = 500" in c.value
+               for c in at.caption)

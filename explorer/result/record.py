@@ -14,6 +14,7 @@ from ..analysis.report import Notice
 from ..config import Scenario
 from ..engine.scheduler import Task
 from ..fold.steady import FoldInfo
+from ..network.compression_quality import convergence_cost
 from ..workloads.registry import workload_for
 from .timeline import Timeline, build_timeline
 from .windows import STEP_TIERS, Exchange, SyncWindow
@@ -166,6 +167,8 @@ class Result:
             "bottleneck": self.bottleneck,
             "warnings": list(self.warnings),
             "warning_kinds": list(self.warning_kinds),
+            **({"compression_convergence": cc.to_json_dict()}
+               if (cc := convergence_cost(sc.communication.compression)) is not None else {}),
             "memory_over_capacity": self.memory_over_capacity,
             "micro_batches": sc.micro_batches,
             "stage_layers": list(self.stage_layers),

@@ -39,6 +39,17 @@ class SyncWindow:
     quality: str
     slice_params: float = 0.0      # parameters one GPU reduces, updates and keeps outer state for
     group_nodes: int = 0           # training.sync.replica_nodes: 0 = the groups are datacenters
+    # The same scenario synchronising every step (training.sync.kind every-step): its time per step,
+    # None when that scenario is not valid.  What the window buys per step, beside what it costs in loss.
+    every_step_s: float | None = None
+    # DiLoCo's loss against data-parallel training from its scaling laws (DilocoLoss.to_json_dict,
+    # explorer/variants/lowcomm/loss_law.py: an estimate from the literature); None for the other kinds.
+    loss: dict[str, Any] | None = None
+
+    @property
+    def speedup(self) -> float | None:
+        """Time per step synchronising every step over the window's: how much faster per step."""
+        return None if self.every_step_s is None else self.every_step_s / self.time_per_step_s
 
     @property
     def groups(self) -> str:
@@ -73,7 +84,8 @@ class SyncWindow:
                 "peak_wan_Gbps": self.peak_wan_Gbps, "wan_Gbps_needed": self.wan_Gbps_needed,
                 "wan_Gbps_to_hide": self.wan_Gbps_to_hide,
                 "quality": self.quality, "slice_params": self.slice_params,
-                "replica_nodes": self.group_nodes, "group_nodes": self.group_nodes}
+                "replica_nodes": self.group_nodes, "group_nodes": self.group_nodes,
+                "every_step_s": self.every_step_s, "speedup_per_step": self.speedup, "loss": self.loss}
 
 
 

@@ -9,10 +9,15 @@ makes the progress T / (1 + B / B_crit) tokens would make at the small-batch lim
 *small-batch-equivalent tokens* are the sum over its phases, the loss it reaches that of those
 tokens, and two run plans reach the same loss when their equivalent tokens are equal.
 
+A phase that trains with DiLoCo (``training.sync.kind`` diloco or streaming-diloco) makes its
+progress divided by DiLoCo's compute ratio to data-parallel's loss (Charles et al. 2025, the
+published scaling laws; explorer/variants/lowcomm/loss_law.py): above 1 it needs more tokens for
+the same loss, below 1 fewer.  The two factors are taken as independent, a first order.
+
 An estimate from the literature, labelled so wherever shown: B_crit is the user's
 (``training.critical_batch_tokens``; it grows as the loss falls, Kaplan et al. 2020 Sec. 5.1, so a
-single value is a first order), and nothing here models the optimiser, the learning-rate schedule
-or low-communication training's own loss penalty (DiLoCo's scaling laws are not included).
+single value is a first order), and nothing here models the optimiser or the learning-rate
+schedule.
 """
 from __future__ import annotations
 
@@ -20,11 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 CITATION = "McCandlish et al. 2018, E = E_min (1 + B / B_crit)"
+DILOCO_CITATION = "DiLoCo phases: Charles et al. 2025, Table 7 (explorer/variants/lowcomm/loss_law.py)"
 
 
-def equivalent_tokens(tokens: float, batch_tokens: float, critical_tokens: float) -> float:
-    """Tokens at the small-batch limit that make the progress ``tokens`` make at ``batch_tokens``."""
-    return tokens / (1.0 + batch_tokens / critical_tokens)
+def equivalent_tokens(tokens: float, batch_tokens: float, critical_tokens: float,
+                      compute_ratio: float = 1.0) -> float:
+    """Tokens at the small-batch limit that make the progress ``tokens`` make at ``batch_tokens``,
+    with ``compute_ratio`` (DiLoCo's, 1 for data-parallel training) dividing them."""
+    return tokens / (1.0 + batch_tokens / critical_tokens) / compute_ratio
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,7 @@ class LossEstimate:
     critical_batch_tokens: float
     tokens: float
     equivalent_tokens: float
+    diloco: bool = False          # some phase's progress is scaled by DiLoCo's compute ratio
 
     @property
     def data_efficiency(self) -> float:
@@ -43,16 +52,17 @@ class LossEstimate:
     def to_json_dict(self) -> dict:
         return {"critical_batch_tokens": self.critical_batch_tokens,
                 "equivalent_tokens": self.equivalent_tokens, "data_efficiency": self.data_efficiency,
-                "source": CITATION}
+                "source": CITATION + ("; " + DILOCO_CITATION if self.diloco else "")}
 
 
-def loss_estimate(phases: Sequence[tuple[float, float, float | None]]) -> LossEstimate | None:
-    """From each phase's (tokens, batch tokens, critical batch tokens or None): the run's estimate,
-    or None unless every phase has a critical batch."""
-    if not phases or any(c is None for _, _, c in phases):
+def loss_estimate(phases: Sequence[tuple[float, float, float | None, float]]) -> LossEstimate | None:
+    """From each phase's (tokens, batch tokens, critical batch tokens or None, DiLoCo's compute
+    ratio or 1): the run's estimate, or None unless every phase has a critical batch."""
+    if not phases or any(c is None for _, _, c, _ in phases):
         return None
-    eq = sum(equivalent_tokens(t, b, c) for t, b, c in phases if c is not None)
-    return LossEstimate(float(phases[-1][2] or 0.0), sum(t for t, _, _ in phases), eq)
+    eq = sum(equivalent_tokens(t, b, c, r) for t, b, c, r in phases if c is not None)
+    return LossEstimate(float(phases[-1][2] or 0.0), sum(t for t, _, _, _ in phases), eq,
+                        any(r != 1.0 for _, _, _, r in phases))
 
 
 def days_to_reach(days: float, own_equivalent: float, target_equivalent: float) -> float:

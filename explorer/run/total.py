@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ..config.schema import ScenarioError
 from ..config.sections import Scenario
+from ..network.compression_quality import convergence_cost
 from ..result.record import Result
 from . import energy
 from .convergence import LossEstimate, loss_estimate
@@ -34,6 +35,9 @@ class PhaseTotal:
     avg_power_W: float | None
     batch_tokens: float = 0.0            # tokens per step (global batch x sequence length)
     critical_batch_tokens: float | None = None
+    # Tokens to the uncompressed data-parallel run's loss over its tokens: DiLoCo's compute ratio
+    # (variants/lowcomm/loss_law.py) times a compressor's measured extra steps; 1 otherwise.
+    loss_compute_ratio: float = 1.0
 
     @property
     def wall_s(self) -> float:
@@ -93,7 +97,8 @@ class RunTotal:
     def loss(self) -> LossEstimate | None:
         """The run's progress in small-batch-equivalent tokens, when every phase has a critical
         batch (run/convergence.py: an estimate from the literature)."""
-        return loss_estimate([(p.tokens, p.batch_tokens, p.critical_batch_tokens) for p in self.phases])
+        return loss_estimate([(p.tokens, p.batch_tokens, p.critical_batch_tokens, p.loss_compute_ratio)
+                              for p in self.phases])
 
     def to_json_dict(self) -> dict:
         """run --json's ``run_total`` (issue 38's contract keys first)."""
@@ -105,7 +110,7 @@ class RunTotal:
             "phases": [{"name": p.name, "days": p.days, "tokens_per_s": p.tokens_per_s, "mfu": p.mfu,
                         "tokens": p.tokens, "iterations": p.iterations, "iteration_time_s": p.iteration_s,
                         "gpus": p.gpus, "gpu_hours": p.gpu_hours, "exposed_comm_share": p.exposed_comm_share,
-                        "goodput": p.goodput.goodput,
+                        "goodput": p.goodput.goodput, "loss_compute_ratio": p.loss_compute_ratio,
                         "checkpoint_interval_s": _finite(p.goodput.interval_s),
                         "job_mtbf_h": _finite(p.goodput.job_mtbf_s / 3600.0),
                         "repair_share": p.goodput.repair_share, "nodes_under_repair": p.goodput.nodes_down,
@@ -127,9 +132,15 @@ def phase_total(ph: PhasePlan, res: Result, survivors_share: float | None = None
     step = res.time_per_step_s
     u = energy.compute_share(res.breakdown_s, res.iteration_time_s)
     exposed = sum(res.breakdown_s.get(k, 0.0) for k in COMM) / res.iteration_time_s
+    law = res.sync_window.loss if res.sync_window is not None else None
+    # A compressor's measured extra steps (0 where its paper measured parity; unknown counts as 0,
+    # which the run's compression line says): network/compression_quality.py.
+    cc = convergence_cost(sc.communication.compression)
+    extra = 1.0 + (cc.extra_steps or 0.0) if cc is not None else 1.0
     return PhaseTotal(ph.name, sc.gpus, ph.tokens, ph.iterations, step, res.tokens_per_s, res.mfu, exposed,
                       ph.iterations * step, goodput_of(sc, survivors_share), energy.average_W(sc, u),
-                      float(sc.training.global_batch * sc.model.seq_len), sc.training.critical_batch_tokens)
+                      float(sc.training.global_batch * sc.model.seq_len), sc.training.critical_batch_tokens,
+                      extra * (1.0 if law is None else float(law["compute_ratio"])))
 
 
 def run_total(sc: Scenario, simulate: Callable[[Scenario], Result],

@@ -11,6 +11,9 @@ import streamlit as st
 
 from ...figures.fonts import PRESENT_FONT_PX
 from ...figures.sync_window import consensus_figure, sync_window_figure
+from ...network.compression_quality import convergence_cost
+from ...result.windows import SyncWindow
+from ...variants.lowcomm.loss_law import DilocoLoss
 from ...variants.lowcomm.report import exchange_sentences, sync_sentences
 from ..cache import ViewData, consensus_curve
 from ..export import chart
@@ -29,9 +32,30 @@ def compare_link(label: str, b_overrides: dict[str, str], why: str) -> None:
     st.link_button(label, "?" + urlencode(query), icon=":material/compare_arrows:", help=why)
 
 
+def _trade(w: SyncWindow) -> None:
+    """What the window buys per step (simulated) beside what it costs in loss (DiLoCo's published
+    law: an estimate), as two cards, the law's sentence with its caveats below them."""
+    if w.speedup is None and w.loss is None:
+        return
+    left, right = st.columns(2)
+    if w.speedup is not None and w.every_step_s is not None:
+        left.metric("Per step, against every-step sync", f"{w.speedup:.3g}x faster",
+                    help=f"simulated: {w.time_per_step_s:.4g} s per step against {w.every_step_s:.4g} s "
+                         "for the same scenario synchronising every step over the same links")
+    if w.loss is not None:
+        law = DilocoLoss.from_json(w.loss)
+        right.metric("Tokens to data-parallel's loss", f"{law.compute_ratio:.3g}x",
+                     delta=f"loss {law.relative_loss:+.2%}", delta_color="inverse",
+                     help="an estimate from DiLoCo's published scaling laws (Charles et al. 2025), "
+                          "not simulated")
+        st.caption(f"Loss (estimate from the literature, not simulated): {law.sentence()}")
+
+
 def render(data: ViewData, raw_json: str, present: bool) -> None:
     """Draw the window of ``data``'s run, if it has one, or its gossip / parameter-server exchange."""
-    if data.scenario.communication.compression.active:
+    cc = convergence_cost(data.scenario.communication.compression)
+    if cc is not None:
+        st.caption(f"Convergence (cited, not simulated): {cc.sentence()}")
         compare_link("Compare without compression", {"communication.compression.kind": "none"},
                      "Opens the Compare view with B = this scenario without compression")
     ex = data.summary.exchange
@@ -68,7 +92,8 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
                 chart(consensus_figure(consensus_curve(raw_json)), key="consensus_chart", present=present,
                                 config={"displaylogo": False})
     lines = sync_sentences(w)
-    st.caption(" · ".join(lines[:-1]))
+    _trade(w)
+    st.caption(" · ".join(line for line in lines[:-1] if not line.startswith(("per step: ", "loss: "))))
     note = lines[-1].removeprefix("quality: ").removesuffix(" — not simulated here")
     st.caption(f"Quality (cited from the paper, not simulated): {note}")
     compare_link("Compare with every-step synchronisation", BASELINE,

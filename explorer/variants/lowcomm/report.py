@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .decentral import Exchange
+from .loss_law import DilocoLoss
 from .window import SyncWindow
 
 
@@ -45,7 +46,21 @@ def sync_sentences(w: SyncWindow) -> list[str]:
         out.append("hidden: never (overlap_steps 0: each fragment's synchronisation blocks)")
     else:
         out.append("hidden: never (the synchronisation blocks every replica; streaming-diloco overlaps it)")
+    out += trade_sentences(w)
     out.append(f"quality: {w.quality}")
+    return out
+
+
+def trade_sentences(w: SyncWindow) -> list[str]:
+    """What the window buys per step and, where a scaling law is published, what it costs in loss:
+    the two side by side (simulated; estimated from the literature)."""
+    out = []
+    if w.every_step_s is not None and w.speedup is not None:
+        out.append(f"per step: {_s(w.time_per_step_s)} against {_s(w.every_step_s)} synchronising every step "
+                   f"over the same links: {w.speedup:.3g}x {'faster' if w.speedup >= 1 else 'as fast'} "
+                   "per step (simulated)")
+    if w.loss is not None:
+        out.append(f"loss: {DilocoLoss.from_json(w.loss).sentence()}")
     return out
 
 

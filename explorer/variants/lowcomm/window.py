@@ -29,7 +29,7 @@ train: :mod:`explorer.variants.lowcomm.quality` cites what each paper measured).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,8 +43,9 @@ from ...network.groups import Network
 from ...network.topology import BOUNDARY_NAMES, GroupShape
 from ...result.windows import STEP_TIERS, SyncWindow
 from ...taskgraph.make import iteration_builder
-from ...workloads.registry import compression_plan
+from ...workloads.registry import compression_plan, workload_for
 from .amortise import amortised_utilisation, step_busy
+from .loss_law import DilocoLoss, diloco_loss
 from .quality import quality_note
 
 if TYPE_CHECKING:
@@ -214,11 +215,46 @@ def window(sc: Scenario, inner: Result) -> SyncWindow:
                       per_step, peak, needed, hide, quality_note(sy.kind), pr.slice_params, sy.replica_nodes)
 
 
+def every_step_scenario(sc: Scenario) -> Scenario | None:
+    """``sc`` synchronising every step (the baseline the window is faster than), or None when that
+    scenario is not valid (e.g. its outer-gradient precision has no every-step meaning)."""
+    raw = to_dict(sc)
+    raw["training"]["sync"] = {"kind": "every-step"}
+    try:
+        return from_dict(raw)
+    except ScenarioError:
+        return None
+
+
+def diloco_estimate(sc: Scenario) -> DilocoLoss | None:
+    """DiLoCo's published loss against data-parallel training for ``sc``'s model and replicas
+    (loss_law.py), for the DiLoCo kinds; None for the others (no published law)."""
+    sy = sc.training.sync
+    if sy.kind not in ("diloco", "streaming-diloco"):
+        return None
+    family = workload_for(sc.model)
+    if family.name != "transformer":
+        return None                     # the law is a language model's
+    n = family.params(sc)
+    total = sc.training.total_tokens
+    law = diloco_loss(n, sc.sync_groups, sy.inner_steps, None if total is None else total / n,
+                      moe=sc.model.is_moe)
+    if sy.kind == "streaming-diloco":
+        law = replace(law, caveats=(*law.caveats, "the law is plain DiLoCo's; Streaming DiLoCo reports "
+                                    "matching its quality (Douillard et al. 2025, abstract)"))
+    return law
+
+
 def simulate_window(sc: Scenario, simulate_inner: Callable[[Scenario], Result]) -> Result:
     """The Result of a windowed ``sc``: its inner step's timeline and breakdown, with throughput,
-    MFU and per-step bytes amortised over the window and the outer state in the memory."""
+    MFU and per-step bytes amortised over the window and the outer state in the memory; beside it
+    the time per step of the same scenario synchronising every step, and DiLoCo's published loss."""
     inner = simulate_inner(inner_scenario(sc))
     w = window(sc, inner)
+    base = every_step_scenario(sc) if w.kind != "independent" else None
+    law = diloco_estimate(sc)
+    w = replace(w, every_step_s=None if base is None else simulate_inner(base).time_per_step_s,
+                loss=None if law is None else law.to_json_dict())
     slow = w.inner_step_s / (w.time_per_step_s or 1.0)
     sync_dp = {t: w.sync_bytes_per_gpu.get(t, 0.0) / w.inner_steps for t in BOUNDARY_NAMES}
     by_tier = {d: dict(t) for d, t in inner.comm_bytes_by_tier.items()}

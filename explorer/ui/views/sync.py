@@ -45,7 +45,8 @@ def _trade(w: SyncWindow) -> None:
     if w.loss is not None:
         law = DilocoLoss.from_json(w.loss)
         right.metric("Tokens to data-parallel's loss", f"{law.compute_ratio:.3g}x",
-                     delta=f"loss {law.relative_loss:+.2%}", delta_color="inverse",
+                     # The sign leads so the arrow follows it; a lower loss is the good direction.
+                     delta=f"{law.relative_loss:+.2%} loss", delta_color="inverse",
                      help="an estimate from DiLoCo's published scaling laws (Charles et al. 2025), "
                           "not simulated")
         st.caption(f"Loss (estimate from the literature, not simulated): {law.sentence()}")

@@ -74,3 +74,13 @@ def test_waterfall_sums_to_the_run_and_failures_are_marked_one_by_one():
         preset_raw("teaching-8gpu"), {"training.total_tokens": 1e12, "reliability.mtbf_gpu_hours": 5.0})),
         simulate))
     assert any(t.name == "failure (dense)" for t in dense.data)
+
+
+def test_a_diloco_runs_loss_caption_cites_its_scaling_law():
+    """diloco-cross-region with a run plan and a critical batch: the Run tab's loss caption cites
+    McCandlish and, the run being DiLoCo, Charles et al.'s law its progress is divided by."""
+    at = run_app(scenario="diloco-cross-region", view="run", **{"training.total_tokens": "1e11",
+                                                                "training.critical_batch_tokens": "4e6"})
+    assert not at.exception
+    loss = [c.value for c in at.caption if c.value.startswith("Loss, an estimate from the literature")]
+    assert len(loss) == 1 and "McCandlish" in loss[0] and "Charles et al. 2025" in loss[0]

@@ -10,7 +10,7 @@ import streamlit as st
 
 from ...figures.fonts import PRESENT_FONT_PX
 from ...figures.run import goodput_waterfall_figure, run_timeline_figure
-from ...run.convergence import CITATION
+from ...run.convergence import CITATION, DILOCO_CITATION
 from ...run.phases import has_run
 from ...run.total import RunTotal, run_total
 from ...scenario import Scenario, ScenarioError, from_dict
@@ -81,7 +81,8 @@ def render(raw_json: str, present: bool) -> None:
               key="run_waterfall", present=present)
     loss = total.loss
     if loss is not None:
-        st.caption(f"Loss, an estimate from the literature ({CITATION}, critical batch "
+        cited = CITATION + (f"; {DILOCO_CITATION}" if loss.diloco else "")
+        st.caption(f"Loss, an estimate from the literature ({cited}, critical batch "
                    f"{loss.critical_batch_tokens / 1e6:,.4g}M tokens): the run's progress equals "
                    f"{loss.equivalent_tokens / 1e9:,.4g}B tokens at the small-batch limit — data efficiency "
                    f"{loss.data_efficiency:.1%}. Compare two plans (Compare view, or `diff`) to see when "

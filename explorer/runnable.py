@@ -10,7 +10,8 @@ rule_sync_whole_replicas              the rank placement (network/placement.py)
 rule_failures_leave_survivors         the survivors' cluster (variants/faults.py)
 rule_speed_split_whole                the kinds' speeds (variants/hetero.py)
 rule_work_budget                      the budget (fold/budget.py; joined kinds per the registry)
-rule_serving_layouts                  a serving scenario's pools (serving/deploy.py)
+rule_serving_layouts                  a serving scenario's pools and load (serving/deploy.py, load.py)
+rule_frozen_within_layers             the workload's layer count (workloads/registry.py)
 ====================================  ==========================================================
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .network.placement import Placement
 from .variants.faults import surviving_scenario
 from .variants.hetero import micro_batches_per_kind
 from .variants.registry import VARIANTS
+from .workloads.registry import workload_spec
 
 
 def rule_sync_whole_replicas(sc: Scenario) -> None:
@@ -90,11 +92,23 @@ def rule_work_budget(sc: Scenario) -> None:
 
 def rule_serving_layouts(sc: Scenario) -> None:
     """A serving scenario's disaggregated pools are layouts the configuration accepts and fit the
-    cluster (serving/deploy.layouts); a serving scenario simulates no training step, so the
-    training budget does not apply."""
+    cluster (serving/deploy.layouts), and an arrival rate is one the deployment can serve without
+    its queues growing without bound (serving/load.under_load, a few ms); a serving scenario
+    simulates no training step, so the training budget does not apply."""
     if sc.inference is not None:
         from .serving.deploy import layouts
+        from .serving.load import under_load
         layouts(sc)
+        if sc.inference.arrival_rate is not None:
+            under_load(sc)
+
+
+def rule_frozen_within_layers(sc: Scenario) -> None:
+    """At least one layer must train: ``training.frozen_layers`` below the workload's layer count,
+    which only the workload's spec knows (a CNN's or a GNN's layers are not model.layers); checked
+    here, at load, rather than when a variant first builds the spec."""
+    if sc.training.frozen_layers:
+        workload_spec(sc)
 
 
 def _training_only(rule: Callable[[Scenario], None]) -> Callable[[Scenario], None]:
@@ -108,7 +122,7 @@ def _training_only(rule: Callable[[Scenario], None]) -> Callable[[Scenario], Non
 
 RUNNABLE_RULES: tuple[Callable[[Scenario], None], ...] = (
     rule_sync_whole_replicas, rule_failures_leave_survivors, rule_speed_split_whole,
-    _training_only(rule_work_budget), rule_serving_layouts)
+    _training_only(rule_work_budget), rule_serving_layouts, _training_only(rule_frozen_within_layers))
 
 
 def check(sc: Scenario) -> Scenario:

@@ -351,3 +351,26 @@ def test_budget_counts_the_builder_bucket_tasks():
     from explorer.fold import budget
     from explorer.taskgraph.techniques import dp_buckets
     assert budget.MAX_BUCKET_TASKS == dp_buckets.MAX_BUCKET_TASKS
+
+
+@pytest.mark.parametrize("path, overrides, field", [
+    # Found by bench/fuzz.py: each passed validation and failed only when simulated.
+    ("gossip-exponential.yaml", {"training.frozen_layers": 45}, "training.frozen_layers"),
+    ("serve-deepseek-v3-disaggregated.yaml", {"inference.arrival_rate": 2e8}, "inference.arrival_rate"),
+])
+def test_what_the_simulation_would_refuse_is_refused_at_load(path, overrides, field):
+    from explorer.scenario import ScenarioError, load
+    with pytest.raises(ScenarioError) as err:
+        load(ROOT / "scenarios" / path, overrides)
+    assert str(err.value).startswith(f"{field}: ") and "\n" not in str(err.value)
+
+
+def test_a_serving_files_unknown_training_key_is_named_not_an_attribute_error():
+    """A serving scenario's training section with a key no training field has (fuzzed file): the
+    one-line unknown-key error, not an AttributeError from comparing it with a default."""
+    from explorer.scenario import ScenarioError, from_dict, load_raw
+    raw = load_raw(ROOT / "scenarios" / "serve-llama3-70b-tp8.yaml")
+    raw["training"] = {"3wF": 1}
+    with pytest.raises(ScenarioError) as err:
+        from_dict(raw)
+    assert str(err.value).startswith("training.3wF: unknown key (valid keys: global_batch")

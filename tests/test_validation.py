@@ -12,7 +12,7 @@ import pytest
 from explorer.config.loading import fill_defaults, resolve_presets
 from explorer.config.rules import RULES, validate
 from explorer.config.schema import build, field_paths
-from explorer.runnable import rule_work_budget
+from explorer.runnable import rule_frozen_within_layers, rule_work_budget
 from explorer.scenario import (
     MAX_GPUS,
     Scenario,
@@ -707,11 +707,13 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
     "rule_frozen_layers": [({"training.frozen_layers": 2, "parallelism.zero": 3}, "training.frozen_layers")],
     "rule_work_budget": [({"training.global_batch": 400_000, "parallelism.schedule": "gpipe"},
                           "training.global_batch")],
+    # Only the workload's spec knows its layer count (found by bench/fuzz.py on a gossip scenario).
+    "rule_frozen_within_layers": [({"training.frozen_layers": 1000}, "training.frozen_layers")],
 }
 
 
-# config's rules, and the work budget on top of them (explorer/runnable.py).
-CHECKED = (*RULES, rule_work_budget)
+# config's rules, and the work budget and the frozen layers' count on top of them (explorer/runnable.py).
+CHECKED = (*RULES, rule_work_budget, rule_frozen_within_layers)
 
 
 def test_every_rule_has_a_case():

@@ -270,11 +270,13 @@ def _differs_from_default(section: str, key: str, value: Any) -> bool:
     """Whether ``section.key: value`` is other than the field's default (a serving scenario refuses
     such training fields: config/inference.py)."""
     cls = {"training": Training, "parallelism": Parallelism, "communication": Communication}[section]
+    given = {"global_batch": 1, key: value} if cls is Training else {key: value}   # (a required field)
+    # Built first: an unknown key or a bad value is refused there, in one line, naming the field.
+    built = build(cls, given, section)
     default = getattr(cls(), key)
     if default is None:               # a derived default the loader fills (bucket_MB, fp8_recipe): ignored
         return False
-    given = {"global_batch": 1, key: value} if cls is Training else {key: value}   # (a required field)
-    return getattr(build(cls, given, section), key) != default
+    return getattr(built, key) != default
 
 
 # The placeholder batch of a serving scenario's training section before dp is known (any value the

@@ -12,6 +12,7 @@ rule_speed_split_whole                the kinds' speeds (variants/hetero.py)
 rule_work_budget                      the budget (fold/budget.py; joined kinds per the registry)
 rule_serving_layouts                  a serving scenario's pools and load (serving/deploy.py, load.py)
 rule_frozen_within_layers             the workload's layer count (workloads/registry.py)
+rule_pair_split_layers                DualPipe's pair split search (taskgraph/dualpipe_split.py)
 ====================================  ==========================================================
 """
 from __future__ import annotations
@@ -28,10 +29,12 @@ from .config.sections import Scenario
 from .fold.admit import check_budget
 from .fold.budget import MAX_WORK, WorkEstimate, joined_estimate, refuse
 from .network.placement import Placement
+from .schedules.registry import get as get_schedule
+from .taskgraph.split import given_split
 from .variants.faults import surviving_scenario
 from .variants.hetero import micro_batches_per_kind
 from .variants.registry import VARIANTS
-from .workloads.registry import workload_spec
+from .workloads.registry import workload_for, workload_spec
 
 
 def rule_sync_whole_replicas(sc: Scenario) -> None:
@@ -111,6 +114,29 @@ def rule_frozen_within_layers(sc: Scenario) -> None:
         workload_spec(sc)
 
 
+# DualPipe's exact pair split (taskgraph/dualpipe_pairs.py) keeps, per pair of ranks, every
+# undominated (front, back) state with every run length: its time and memory grow with the square
+# of the layers — measured on deepseek-v3: 512 layers 0.55 s and 0.28 GB, 1,024 layers 5.8 s and
+# 1.2 GB, 2,048 layers 73 s and 12.7 GB (fuzzed model.layers up to 100,000 ran out of memory).
+MAX_PAIR_SPLIT_LAYERS = 512
+
+
+def rule_pair_split_layers(sc: Scenario) -> None:
+    """A schedule whose layer split pairs ranks (DualPipe, registry ``pair_split``) searches it for
+    at most :data:`MAX_PAIR_SPLIT_LAYERS` layers; beyond, the split must be given."""
+    par = sc.parallelism
+    if not get_schedule(par.schedule).pair_split or given_split(par) is not None:
+        return
+    # A transformer's layers are its model's (cheap: a search validates every layout); another
+    # family's only its spec knows.
+    n = sc.model.layers if workload_for(sc.model).name == "transformer" else workload_spec(sc).layers
+    if n > MAX_PAIR_SPLIT_LAYERS:
+        raise ScenarioError("model.layers", f"{n:,} layers with parallelism.schedule {par.schedule}: its "
+                            f"layer split search grows with the square of the layers and takes at most "
+                            f"{MAX_PAIR_SPLIT_LAYERS}; give parallelism.pipeline_layout, or use another "
+                            "schedule")
+
+
 def _training_only(rule: Callable[[Scenario], None]) -> Callable[[Scenario], None]:
     """``rule`` skipped for a serving scenario (its training section is a placeholder)."""
     def checked(sc: Scenario) -> None:
@@ -122,7 +148,8 @@ def _training_only(rule: Callable[[Scenario], None]) -> Callable[[Scenario], Non
 
 RUNNABLE_RULES: tuple[Callable[[Scenario], None], ...] = (
     rule_sync_whole_replicas, rule_failures_leave_survivors, rule_speed_split_whole,
-    _training_only(rule_work_budget), rule_serving_layouts, _training_only(rule_frozen_within_layers))
+    _training_only(rule_work_budget), rule_serving_layouts, _training_only(rule_frozen_within_layers),
+    _training_only(rule_pair_split_layers))
 
 
 def check(sc: Scenario) -> Scenario:

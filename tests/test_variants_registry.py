@@ -99,9 +99,11 @@ def test_every_runnable_rule_has_a_case_in_some_rule_table():
     test_heterogeneous_config), and config's own rule tables no longer hold them."""
     moved = {r.__name__ for r in runnable.RUNNABLE_RULES}
     # rule_serving_layouts' cases: tests/test_serving.py test_bad_serving_input_is_one_line_naming_the_field.
-    # rule_frozen_within_layers' case: tests/test_validation.py RULE_CASES.
+    # rule_frozen_within_layers' case: tests/test_validation.py RULE_CASES; rule_pair_split_layers':
+    # tests/test_hardening.py test_what_the_simulation_would_refuse_is_refused_at_load.
     assert moved == {"rule_sync_whole_replicas", "rule_failures_leave_survivors", "rule_speed_split_whole",
-                     "rule_work_budget", "rule_serving_layouts", "rule_frozen_within_layers"}
+                     "rule_work_budget", "rule_serving_layouts", "rule_frozen_within_layers",
+                     "rule_pair_split_layers"}
     assert not moved & {r.__name__ for r in (*config.rules.RULES, *HETERO_RULES, *SYNC_RULES)}
 
 

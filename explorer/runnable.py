@@ -101,6 +101,15 @@ def rule_serving_layouts(sc: Scenario) -> None:
     if sc.inference is not None:
         from .serving.deploy import layouts
         from .serving.load import under_load
+        faults, slow = sc.cluster.faults, sc.cluster.stragglers
+        # The variants that model them wrap a training step; serving prices none (a knob that would
+        # change nothing is refused, not ignored).
+        if faults.failed_nodes or faults.degraded_nodes:
+            raise ScenarioError("cluster.faults", "failed or degraded nodes are modelled for training steps; "
+                                "a serving scenario does not read them: remove cluster.faults")
+        if slow.count:
+            raise ScenarioError("cluster.stragglers", "straggler replicas are modelled for training steps; a "
+                                "serving scenario does not read them: remove cluster.stragglers")
         layouts(sc)
         if sc.inference.arrival_rate is not None:
             under_load(sc)
@@ -147,7 +156,7 @@ def _training_only(rule: Callable[[Scenario], None]) -> Callable[[Scenario], Non
 
 
 RUNNABLE_RULES: tuple[Callable[[Scenario], None], ...] = (
-    rule_sync_whole_replicas, rule_failures_leave_survivors, rule_speed_split_whole,
+    rule_sync_whole_replicas, _training_only(rule_failures_leave_survivors), rule_speed_split_whole,
     _training_only(rule_work_budget), rule_serving_layouts, _training_only(rule_frozen_within_layers),
     _training_only(rule_pair_split_layers))
 

@@ -360,6 +360,12 @@ def test_budget_counts_the_builder_bucket_tasks():
     # DualPipe's pair split grows with the square of the layers: 2,048 took 73 s and 12.7 GB, a fuzzed
     # 100,000 ran out of memory; 512 (0.55 s) is the most it searches.
     ("deepseek-v3.yaml", {"model.layers": 513}, "model.layers"),
+    # Serving prices no training step, so failed nodes and stragglers change nothing (and failed
+    # nodes raised a KeyError building the survivors' training scenario).
+    ("serve-deepseek-v3-disaggregated.yaml", {"cluster.faults.failed_nodes": 15}, "cluster.faults"),
+    ("serve-deepseek-v3-disaggregated.yaml", {"cluster.faults.degraded_nodes": 2}, "cluster.faults"),
+    ("serve-llama3-70b-tp8.yaml", {"cluster.stragglers.count": 1, "cluster.stragglers.slowdown": 1.5},
+     "cluster.stragglers"),
 ])
 def test_what_the_simulation_would_refuse_is_refused_at_load(path, overrides, field):
     from explorer.scenario import ScenarioError, load

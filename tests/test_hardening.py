@@ -392,3 +392,23 @@ def test_a_serving_files_unknown_training_key_is_named_not_an_attribute_error():
     with pytest.raises(ScenarioError) as err:
         from_dict(raw)
     assert str(err.value).startswith("training.3wF: unknown key (valid keys: global_batch")
+
+
+def test_no_reduced_runs_when_no_engine_route_fits_the_budget(monkeypatch):
+    """megatron-gpt3-175b with 1,024 token slices (fuzzed link): admitted for its array fold, whose
+    period is then not proven; the full run (about 3.0 M work) and the task fold's reduced runs
+    (2.0 M) are both beyond the 300,000 budget, so it is refused at once — it used to run 28 reduced
+    simulations (25 s) before refusing."""
+    import explorer.fold.run as route
+    from explorer.fold.budget import MAX_WORK, estimate, folded_estimate
+    from explorer.scenario import ScenarioError, load
+    from explorer.simulate import simulate
+    sc = load(ROOT / "scenarios" / "megatron-gpt3-175b.yaml", {"parallelism.token_slices": 1024})
+    assert estimate(sc).work > MAX_WORK and folded_estimate(sc).work > MAX_WORK
+
+    def never(*args, **kwargs):
+        raise AssertionError("the task fold was attempted")
+    monkeypatch.setattr(route, "attempt_folded", never)
+    with pytest.raises(ScenarioError) as err:
+        simulate(sc)
+    assert err.value.field == "training.global_batch" and "could not be folded" in str(err.value)

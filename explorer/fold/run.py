@@ -21,7 +21,7 @@ from ..taskgraph.builder import IterationBuilder
 from .arrays.direct import ArrayRun, attempt_array_run, run_tasks
 from .arrays.fold import ArrayFold, arrays_tasks, attempt_arrays
 from .arrays.lazy import LazyTasks
-from .budget import check_unfolded_budget
+from .budget import MAX_WORK, check_unfolded_budget, estimate, folded_estimate
 from .steady import FoldedRun, FoldInfo, attempt_folded
 
 # The routes, fastest first (what Route.taken names and bench/korthikanti.py prints).
@@ -84,6 +84,10 @@ def routed(sc: Scenario, ideal: frozenset[str] | None = None, fold: bool = True,
         if isinstance(direct, ArrayRun):
             return _from_array_run(sc, ideal, direct), Route(ARRAY_RUN, **why)
         why["array_run"] = direct.reason
+    if fold and budget and _beyond_every_engine_route(sc):
+        # The full run and the task fold's own reduced runs are both over the budget (admitted for
+        # an array route that did not hold): refused now, not after minutes of reduced runs.
+        check_unfolded_budget(sc)
     if fold:
         folded = attempt_folded(sc, ideal)
         if isinstance(folded, FoldedRun):
@@ -95,6 +99,15 @@ def routed(sc: Scenario, ideal: frozenset[str] | None = None, fold: bool = True,
         check_unfolded_budget(sc)
     r = schedule_iteration(sc, ideal)
     return Iteration(r.builder, r.net, measure(r), r.tasks), Route(FULL, **why)
+
+
+def _beyond_every_engine_route(sc: Scenario) -> bool:
+    """Whether the full simulation of ``sc`` and the task fold's reduced simulations both exceed
+    the work budget (fold/budget.py): the engine routes that remain could not run within it."""
+    if estimate(sc).work <= MAX_WORK:
+        return False
+    reduced = folded_estimate(sc)
+    return reduced is None or reduced.work > MAX_WORK
 
 
 def _from_array_fold(sc: Scenario, ideal: frozenset[str] | None, a: ArrayFold) -> Iteration:

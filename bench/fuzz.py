@@ -36,8 +36,9 @@ VALIDATE_SECONDS = 1.0          # validation of one input
 SIMULATE_SECONDS = 5.0          # one simulation of a valid scenario (the budget aims at 3-4 s)
 
 
-def classify(build, simulate_valid: bool, other: list) -> str:
-    """Run ``build()`` (input -> Scenario) and, if valid, simulate; return the outcome."""
+def classify(build, simulate_valid: bool, other: list, given: object = None) -> str:
+    """Run ``build()`` (input -> Scenario) and, if valid, simulate; return the outcome.  ``given``:
+    the input, quoted (shortened) beside an exception it raised while validating."""
     start = time.perf_counter()
     try:
         sc = build()
@@ -49,7 +50,7 @@ def classify(build, simulate_valid: bool, other: list) -> str:
             return "other"
         return "rejected"
     except Exception as exc:   # noqa: BLE001 - exactly what the fuzzer is looking for
-        other.append(f"{type(exc).__name__}: {str(exc)[:200]!r}")
+        other.append(f"{type(exc).__name__}: {str(exc)[:200]!r} on {repr(given)[:300]}")
         return "other"
     if time.perf_counter() - start > VALIDATE_SECONDS or over_budget(sc):
         other.append(f"slow or over budget validation: {sc.name!r}")
@@ -118,7 +119,7 @@ def main() -> None:
             # run() is called once, right below, inside this iteration; defaults cannot bind the
             # loop variables because @given owns run's signature.
             counts["tried"] += 1  # noqa: B023
-            counts[classify(build(example), sim, other)] += 1  # noqa: B023
+            counts[classify(build(example), sim, other, example)] += 1  # noqa: B023
 
         start = time.perf_counter()
         run()

@@ -256,3 +256,36 @@ def test_async_gossip_needs_whole_replicas(over, field):
     with pytest.raises(ScenarioError) as e:
         load(EIGHT, {**EIGHT_REPLICAS, "parallelism.dp_kind": "gossip-async", **over})
     assert e.value.field == field
+
+
+@pytest.mark.parametrize("kind", ["gossip-ring", "gossip-exponential", "gossip-async"])
+def test_degraded_nodes_slow_the_exchange_through_their_nics(kind):
+    """cluster.faults: a GPU on a degraded node (or sending to one) crosses the scale-out fabric at
+    nic_factor of its share, and the exchange waits for the slowest transfer (D-PSGD: every
+    neighbour's model).  Two-datacenters' layout on one
+    datacenter, 4 of 32 nodes degraded: the exchange, bandwidth-bound, takes 1/f as long (to the
+    per-call latency's 0.1 %); a replica holding the degraded nodes runs alone where it used to
+    be refused (4 degraded nodes of its 4)."""
+    base = _run(kind).exchange
+    for f in (0.5, 0.25):
+        x = _run(kind, **{"cluster.faults.degraded_nodes": 4, "cluster.faults.nic_factor": f}).exchange
+        assert x.exchange_s == pytest.approx(base.exchange_s / f, rel=1e-3)
+    # Degraded nodes at full speed (nic_factor 1) change nothing.
+    same = _run(kind, **{"cluster.faults.degraded_nodes": 4, "cluster.faults.nic_factor": 1.0}).exchange
+    assert same.exchange_s == base.exchange_s
+
+
+def test_a_parameter_server_waits_for_the_last_push_from_a_degraded_node():
+    """scenarios/parameter-server.yaml, whose pushes (not the servers' NICs: 48 % busy) bound the
+    exchange: with one node's NICs at half rate its pushes take twice as long and so does the
+    exchange, the servers' NICs then half as busy; on two-datacenters' layout the servers' NICs
+    bound it, and a degraded worker node changes nothing."""
+    ps = ROOT / "scenarios" / "parameter-server.yaml"
+    base = simulate(load(ps)).exchange
+    slow = simulate(load(ps, {"cluster.faults.degraded_nodes": 1, "cluster.faults.nic_factor": 0.5})).exchange
+    assert slow.exchange_s == pytest.approx(2 * base.exchange_s, rel=1e-3)
+    assert slow.server_nic_utilisation < base.server_nic_utilisation
+    bound = _run("parameter-server").exchange
+    same = _run("parameter-server", **{"cluster.faults.degraded_nodes": 4,
+                                       "cluster.faults.nic_factor": 0.5}).exchange
+    assert same.exchange_s == bound.exchange_s

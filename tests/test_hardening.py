@@ -412,3 +412,25 @@ def test_no_reduced_runs_when_no_engine_route_fits_the_budget(monkeypatch):
     with pytest.raises(ScenarioError) as err:
         simulate(sc)
     assert err.value.field == "training.global_batch" and "could not be folded" in str(err.value)
+
+
+@pytest.mark.parametrize("key", ["model.dlrm.pooling", "model.dlrm.rows"])
+def test_an_empty_per_table_list_is_refused_at_load(capsys, key):
+    """``model.dlrm.pooling=[]`` (fuzzed --set, seed 1205): table i reads item i mod len, so an
+    empty list raised ZeroDivisionError while validating; it is now the one-line error, exit 2."""
+    assert cli.main(["run", str(ROOT / "scenarios" / "dlrm-dcnv2.yaml"), "--set", f"{key}=[]"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {key}: has 0 items; give at least 1"
+
+
+def test_gossip_with_more_degraded_nodes_than_a_replica_has_runs():
+    """gossip-exponential (Llama 3 8B, replicas of one node) with 4 degraded nodes (fuzzed --set,
+    seed 1205): validation accepted it and the replica's own scenario, keeping the 4 degraded nodes
+    on its 1, was refused while simulating.  The replica keeps the degraded nodes it holds (the last
+    one's: 1), and the exchange through the slow NICs is what they cost."""
+    from explorer.scenario import load
+    from explorer.simulate import simulate
+    over = {"cluster.faults.degraded_nodes": 4, "cluster.faults.nic_factor": 0.5}
+    base = simulate(load(ROOT / "scenarios" / "gossip-exponential.yaml"))
+    slow = simulate(load(ROOT / "scenarios" / "gossip-exponential.yaml", over))
+    assert slow.exchange.exchange_s == pytest.approx(2 * base.exchange.exchange_s, rel=1e-3)
+    assert slow.iteration_time_s > base.iteration_time_s

@@ -38,10 +38,10 @@ class Dlrm:
     tables: int = field(default=26, metadata={"min": 1, "max": 100_000,
                                               "doc": "embedding tables (sparse features)"})
     rows: tuple[int, ...] = field(default=MLPERF_ROWS, metadata={
-        "min": 1, "max": 100_000_000_000, "max_items": 100_000,
+        "min": 1, "max": 100_000_000_000, "min_items": 1, "max_items": 100_000,
         "doc": "rows of each table; table i has rows[i mod len(rows)] (one value: every table)"})
     pooling: tuple[int, ...] = field(default=MLPERF_POOLING, metadata={
-        "min": 1, "max": 100_000, "max_items": 100_000,
+        "min": 1, "max": 100_000, "min_items": 1, "max_items": 100_000,
         "doc": "pooling factor (multi-hot ids per sample) of each table, i mod len as for rows"})
     dim: int = field(default=128, metadata={"min": 1, "max": 65536, "doc": "embedding dimension d"})
     table_dtype: str = field(default="fp32", metadata={

@@ -16,6 +16,7 @@ Recognised metadata keys:
 ``doc``                  one-line description (used by the README reference and app help)
 ``valid``                what a structured field accepts, in words (the README's "valid" column)
 ``convert`` / ``dump``   a structured value's own reader (value, path) -> field and writer back
+``min_items`` / ``max_items``  bounds on a list's length (a field indexed ``i mod len`` needs one item)
 """
 from __future__ import annotations
 
@@ -225,6 +226,8 @@ def convert_tuple(value: Any, item: Any, path: str, meta: Mapping[str, Any]) -> 
         raise ScenarioError(path, f"{_describe(value)} is not a list")
     if len(value) > meta.get("max_items", 100000):
         raise ScenarioError(path, f"{len(value)} items is more than {meta.get('max_items')}")
+    if len(value) < meta.get("min_items", 0):
+        raise ScenarioError(path, f"has {len(value)} items; give at least {meta['min_items']}")
     return tuple(convert_scalar(v, item, f"{path}[{i}]", meta) for i, v in enumerate(value))
 
 

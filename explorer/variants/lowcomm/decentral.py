@@ -120,6 +120,11 @@ def replica_scenario(sc: Scenario) -> Scenario:
     cl.pop("stragglers", None)
     cl.update(datacenters=1, **({"nodes": gpus // c.gpus_per_node} if gpus >= c.gpus_per_node
                                 else {"nodes": 1, "gpus_per_node": gpus}))
+    # Degraded nodes are the cluster's last (cluster.faults): the last replica holds the most of
+    # them, and it is the one the step waits for (its expert-parallel groups through them are
+    # slowed; the exchange between replicas prices them itself, gossip_graph.phase).
+    if c.faults.degraded_nodes:
+        cl["faults"]["degraded_nodes"] = min(c.faults.degraded_nodes, cl["nodes"])
     raw["training"]["global_batch"] = sc.training.global_batch // dp
     raw["parallelism"].update(dp=1, dp_kind="allreduce", span="auto")
     try:
@@ -189,6 +194,11 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
             avg.append((len(offsets) + 2) * nbytes / hbm + coding)
         else:                               # to a server: every GPU's node NIC is busy pushing
             shape = net.fabric.shape(np.array([g0, (g0 + far) % sc.cluster.gpus], dtype=np.int64))
+            if sc.cluster.faults.degraded and shape.spans(1):
+                # Bulk-synchronous: the servers wait for the last push, from a degraded node's
+                # NICs at nic_factor of their rate (cluster.faults).
+                f = sc.cluster.faults.nic_factor
+                shape = replace(shape, shares=(shape.shares[0], shape.shares[1] * f, *shape.shares[2:]))
             cc = cost("send-recv", nbytes, shape, net.algorithm, net.nvls, net.options)
             t, sent = cc.time_s, sent_per_boundary(cc, shape)
         # The ideal pipeline's communication is free (Network(free=True)): the exchange too.

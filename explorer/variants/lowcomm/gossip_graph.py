@@ -58,7 +58,8 @@ def phase(net: Network, sc: Scenario, stage: int, offset: int, nbytes: float) ->
     so every GPU of the stage is priced (vectorised, one network call per distinct situation: its
     crossing boundaries and how many GPUs of its domain cross them) and the slowest sets the phase:
     D-PSGD's step needs every neighbour's model (Lian et al. 2017, Alg. 1), so the last transfer to
-    arrive gates its replica, and through the graph every replica."""
+    arrive gates its replica, and through the graph every replica.  A GPU whose own or whose peer's
+    node is degraded (``cluster.faults``) crosses the scale-out fabric at ``nic_factor`` of its share."""
     pl, dp, fabric = net.placement, sc.dp, net.fabric
     stride = pl.strides["dp"]
     every = np.arange(int(np.prod(list(pl.sizes.values()))), dtype=np.int64)
@@ -73,6 +74,14 @@ def phase(net: Network, sc: Scenario, stage: int, offset: int, nbytes: float) ->
         out = peers // bound.domain_gpus != dom
         crossers = np.bincount(dom[out], minlength=int(dom[-1]) + 1)
         situation[:, i - 1] = np.where(out[mine], crossers[dom[mine]], 0)
+    # Last column: whether the GPU or its peer sits on a degraded node (cluster.faults: the
+    # cluster's last nodes), whose NICs run at nic_factor of their rate — a transfer through them
+    # is that slow (as a data-parallel group through one is, network/groups.Network.shape).
+    f = sc.cluster.faults
+    first_slow = (sc.cluster.nodes - f.degraded_nodes) * sc.cluster.gpus_per_node if f.degraded else None
+    slow = np.zeros(len(mine), dtype=np.int64) if first_slow is None else \
+        ((mine >= first_slow) | (peers[mine] >= first_slow)).astype(np.int64)
+    situation = np.column_stack([situation, slow])
     kinds, first, counts = np.unique(situation, axis=0, return_index=True, return_counts=True)
     worst, sent = 0.0, [0.0] * len(BOUNDARY_NAMES)
     for row, k, n in zip(kinds, first, counts, strict=True):
@@ -82,6 +91,8 @@ def phase(net: Network, sc: Scenario, stage: int, offset: int, nbytes: float) ->
         # sending); only ``crossers`` of them send out, so each gets 1/crossers.
         shares = [sh if i == 0 or not row[i - 1] else sh * fabric.boundaries[i].domain_gpus / row[i - 1]
                   for i, sh in enumerate(shape.shares)]
+        if row[-1] and shape.spans(1):
+            shares[1] *= f.nic_factor
         shape = replace(shape, shares=tuple(shares))
         cc = cost("send-recv", nbytes, shape, net.algorithm, net.nvls, net.options)
         worst = max(worst, cc.time_s)

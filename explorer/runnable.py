@@ -13,6 +13,7 @@ rule_work_budget                      the budget (fold/budget.py; joined kinds p
 rule_serving_layouts                  a serving scenario's pools and load (serving/deploy.py, load.py)
 rule_frozen_within_layers             the workload's layer count (workloads/registry.py)
 rule_pair_split_layers                DualPipe's pair split search (taskgraph/dualpipe_split.py)
+rule_family_models_it                 what the workload family prices (workloads/registry.py)
 ====================================  ==========================================================
 """
 from __future__ import annotations
@@ -34,7 +35,7 @@ from .taskgraph.split import given_split
 from .variants.faults import surviving_scenario
 from .variants.hetero import micro_batches_per_kind
 from .variants.registry import VARIANTS
-from .workloads.registry import workload_for, workload_spec
+from .workloads.registry import problem, workload_for, workload_spec
 
 
 def rule_sync_whole_replicas(sc: Scenario) -> None:
@@ -146,6 +147,16 @@ def rule_pair_split_layers(sc: Scenario) -> None:
                             "schedule")
 
 
+def rule_family_models_it(sc: Scenario) -> None:
+    """The workload family prices what the scenario asks of it: no parallel dimension it does not
+    use, no gradient compression it has no factor for (a DLRM's or a GNN's; found by bench/fuzz.py:
+    a link with ``communication.compression.kind=int4`` on dlrm-dcnv2 loaded and was refused only
+    when simulated)."""
+    bad = problem(sc)
+    if bad is not None:
+        raise ScenarioError(*bad)
+
+
 def _training_only(rule: Callable[[Scenario], None]) -> Callable[[Scenario], None]:
     """``rule`` skipped for a serving scenario (its training section is a placeholder)."""
     def checked(sc: Scenario) -> None:
@@ -158,7 +169,7 @@ def _training_only(rule: Callable[[Scenario], None]) -> Callable[[Scenario], Non
 RUNNABLE_RULES: tuple[Callable[[Scenario], None], ...] = (
     rule_sync_whole_replicas, _training_only(rule_failures_leave_survivors), rule_speed_split_whole,
     _training_only(rule_work_budget), rule_serving_layouts, _training_only(rule_frozen_within_layers),
-    _training_only(rule_pair_split_layers))
+    _training_only(rule_pair_split_layers), _training_only(rule_family_models_it))
 
 
 def check(sc: Scenario) -> Scenario:

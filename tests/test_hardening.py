@@ -366,6 +366,10 @@ def test_budget_counts_the_builder_bucket_tasks():
     ("serve-deepseek-v3-disaggregated.yaml", {"cluster.faults.degraded_nodes": 2}, "cluster.faults"),
     ("serve-llama3-70b-tp8.yaml", {"cluster.stragglers.count": 1, "cluster.stragglers.slowdown": 1.5},
      "cluster.stragglers"),
+    # A family without a compression factor (a link, seed 1205), or a dimension it does not use.
+    ("dlrm-dcnv2.yaml", {"communication.compression.kind": "int4"}, "communication.compression.kind"),
+    ("gnn-sage-papers100m.yaml", {"communication.compression.kind": "powersgd"},
+     "communication.compression.kind"),
 ])
 def test_what_the_simulation_would_refuse_is_refused_at_load(path, overrides, field):
     from explorer.scenario import ScenarioError, load

@@ -100,10 +100,11 @@ def test_every_runnable_rule_has_a_case_in_some_rule_table():
     moved = {r.__name__ for r in runnable.RUNNABLE_RULES}
     # rule_serving_layouts' cases: tests/test_serving.py test_bad_serving_input_is_one_line_naming_the_field.
     # rule_frozen_within_layers' case: tests/test_validation.py RULE_CASES; rule_pair_split_layers':
-    # tests/test_hardening.py test_what_the_simulation_would_refuse_is_refused_at_load.
+    # tests/test_hardening.py test_what_the_simulation_would_refuse_is_refused_at_load, which holds
+    # rule_family_models_it's too.
     assert moved == {"rule_sync_whole_replicas", "rule_failures_leave_survivors", "rule_speed_split_whole",
                      "rule_work_budget", "rule_serving_layouts", "rule_frozen_within_layers",
-                     "rule_pair_split_layers"}
+                     "rule_pair_split_layers", "rule_family_models_it"}
     assert not moved & {r.__name__ for r in (*config.rules.RULES, *HETERO_RULES, *SYNC_RULES)}
 
 

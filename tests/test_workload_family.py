@@ -72,10 +72,16 @@ def test_the_estimator_prices_the_toy_family_as_the_simulation(toy):
 
 def test_a_family_refuses_what_it_does_not_model(toy):
     """The toy registers no PowerSGD factor: gradient compression is refused with a one-line
-    error naming the field, not priced as if it were a transformer's."""
-    sc = from_dict({**RAW, "communication": {"compression": {"kind": "fp16"}}})
+    error naming the field, not priced as if it were a transformer's — at load
+    (runnable.rule_family_models_it), and by the simulation for a scenario that skipped it."""
+    from explorer import config
+    raw = {**RAW, "communication": {"compression": {"kind": "fp16"}}}
+    with pytest.raises(ScenarioError) as at_load:
+        from_dict(raw)
+    sc = config.from_dict(raw)                  # the configuration's own rules only
     with pytest.raises(ScenarioError) as info:
         simulate(sc)
+    assert str(at_load.value) == str(info.value)
     assert info.value.field == "communication.compression.kind" and "toy-mlp" in str(info.value)
     assert "\n" not in str(info.value)
     # The estimator leaves the row to the simulation, whose refusal is the row's reason (NaN row).

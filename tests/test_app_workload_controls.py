@@ -164,3 +164,15 @@ def test_run_json_epoch_s_for_gnn_only():
                   "training.global_batch=16", "--set", "training.micro_batch=1")
     assert f["epoch_s"] == pytest.approx(f["iteration_time_s"], rel=1e-12)
     assert "epoch_s" not in _run_json("dlrm-dcnv2")
+
+
+@pytest.mark.parametrize("scenario, shown", [("dlrm-dcnv2", False), ("gnn-sage-papers100m", False),
+                                             ("cloud-25g-dp", True)])
+def test_compression_controls_only_where_the_family_prices_them(scenario, shown):
+    """A DLRM or a GNN has no compression factor (any compressor is refused at load,
+    runnable.rule_family_models_it): the sidebar offers none; a transformer's does."""
+    at = run_app(scenario=scenario)
+    assert not at.exception
+    keys = {w.key for w in at.selectbox} | {w.key for w in at.number_input}
+    assert ("communication.compression.kind" in keys) is shown
+    assert ("communication.compression.rank" in keys) is shown

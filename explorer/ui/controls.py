@@ -187,6 +187,7 @@ SERVING_UNREAD = frozenset({
     "communication.tp_overlap", "communication.prefetch_layers", "communication.contention",
 })
 SERVING_KEYS = frozenset(k for k in WIDGET_KEYS if k.startswith("inference."))
+COMPRESSION_KEYS = frozenset(k for k in WIDGET_KEYS if k.startswith("communication.compression."))
 POOL_KEYS = frozenset(k for k in SERVING_KEYS if k.startswith("inference.disaggregated."))
 # A disaggregated deployment's layouts are its pools': the scenario's own degrees are not read.
 POOLED_UNREAD = frozenset({"parallelism.tp", "parallelism.pp", "parallelism.ep", "parallelism.dp"})
@@ -206,10 +207,15 @@ def scenario_kind(sc: Scenario) -> str:
 
 def hidden_keys(w: Workload, kind: str) -> frozenset[str]:
     """The controls the sidebar hides: the other workload families' model fields
-    (:func:`hidden_model_keys`), and by the scenario's ``kind`` — ``training`` hides the serving
+    (:func:`hidden_model_keys`), gradient compression where the family has no factor for it, and
+    by the scenario's ``kind`` — ``training`` hides the serving
     fields; ``serving`` (co-located) the training fields, what serving does not read and the pools;
     ``disaggregated`` those and the scenario's own degrees, which the pools replace."""
     out = hidden_model_keys(w)
+    if not w.compression:
+        # A family with no compression factor refuses any compressor (runnable.rule_family_models_it):
+        # no control to offer one.
+        out |= COMPRESSION_KEYS
     if kind == "training":
         return out | SERVING_KEYS
     keys = [c.key for c in CONTROLS]

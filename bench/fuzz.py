@@ -44,15 +44,17 @@ def classify(build, simulate_valid: bool, other: list, given: object = None) -> 
         sc = build()
     except ScenarioError as exc:
         msg = str(exc)
+        took = time.perf_counter() - start
         if ("\n" in msg or "\r" in msg or "\x1b" in msg or not _utf8(msg)
-                or time.perf_counter() - start > VALIDATE_SECONDS):
-            other.append(f"bad rejection ({time.perf_counter() - start:.2f} s): {msg[:200]!r}")
+                or (took > VALIDATE_SECONDS and _slow_again(build) > VALIDATE_SECONDS)):
+            other.append(f"bad rejection ({took:.2f} s): {msg[:200]!r}")
             return "other"
         return "rejected"
     except Exception as exc:   # noqa: BLE001 - exactly what the fuzzer is looking for
         other.append(f"{type(exc).__name__}: {str(exc)[:200]!r} on {repr(given)[:300]}")
         return "other"
-    if time.perf_counter() - start > VALIDATE_SECONDS or over_budget(sc):
+    if (time.perf_counter() - start > VALIDATE_SECONDS and _slow_again(build) > VALIDATE_SECONDS) \
+            or over_budget(sc):
         other.append(f"slow or over budget validation: {sc.name!r}")
         return "other"
     if not _utf8(sc.name):
@@ -74,6 +76,18 @@ def classify(build, simulate_valid: bool, other: list, given: object = None) -> 
             other.append(f"simulate took {took:.1f} s (estimate {estimate(sc)})")
             return "other"
     return "valid"
+
+
+def _slow_again(build) -> float:
+    """Seconds of a second ``build()``: a validation over the limit counts as slow only when it is
+    slow twice (a collection of the fuzzer's own garbage, or a busy machine, can stall one call:
+    seeds 1205 and 9001 each reported a rejection of 1.3-1.7 s that takes 6 ms alone)."""
+    start = time.perf_counter()
+    try:
+        build()
+    except Exception:   # noqa: BLE001 - the first call's outcome is what is classified
+        pass
+    return time.perf_counter() - start
 
 
 def _utf8(text: str) -> bool:

@@ -649,6 +649,23 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"model": {"kind": "rnn", "mtp_depth": 1}, "parallelism": {"tp": 1, "pp": 2, "dp": 8}},
          "model.mtp_depth"),
     ],
+    # Accepted and ignored before (found clicking through a DLRM's sidebar): the time did not move.
+    "rule_dlrm": [
+        ({"model": {"kind": "dlrm"}, "parallelism": {"tp": 1, "pp": 1, "dp": 16},
+          "training.recompute": "full"}, "training.recompute"),
+        ({"model": {"kind": "dlrm"}, "parallelism": {"tp": 1, "pp": 1, "dp": 16}, "training.dtype": "fp8"},
+         "training.dtype"),
+        ({"model": {"kind": "dlrm", "mtp_depth": 1}, "parallelism": {"tp": 1, "pp": 1, "dp": 16}},
+         "model.mtp_depth"),
+    ],
+    "rule_layer_recipes_need_a_transformer": [
+        ({"model": {"kind": "dlrm"}, "parallelism": {"tp": 1, "pp": 1, "dp": 16},
+          "training.recompute_layers": 2}, "training.recompute_layers"),
+        ({"model": {"kind": "gnn"}, "parallelism": {"tp": 1, "pp": 1, "dp": 16},
+          "training.offload_activations_layers": 1}, "training.offload_activations_layers"),
+        ({"model": {"kind": "rnn"}, "parallelism": {"tp": 1, "pp": 2, "dp": 8},
+          "training.offload_activations_layers": 1}, "training.offload_activations_layers"),
+    ],
     "rule_tp_divides_heads": [({"model": {"layers": 4, "hidden": 768, "heads": 12},
                                "parallelism": {"tp": 8, "pp": 1, "dp": 2}}, "parallelism.tp")],
     "rule_kv_heads_divide_heads": [({"model.kv_heads": 5}, "model.kv_heads")],

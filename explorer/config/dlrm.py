@@ -120,3 +120,24 @@ def derive(model: dict[str, Any]) -> dict[str, Any]:
             raise ScenarioError(f"model.{k}", f"{model[k]!r} does not match model.dlrm (it gives {v!r}); "
                                               "leave it out, it is derived from model.dlrm")
     return {**model, "kind": "dlrm", "dlrm": raw, **derived}
+
+
+def rule_dlrm(sc: Any) -> None:
+    """A recommendation model (model.dlrm) has no transformer parts, and its layers (embedding
+    lookups, MLPs, cross layers: explorer/workloads/dlrm/) are neither recomputed nor run in FP8
+    here — refused rather than accepted and ignored."""
+    m, tr = sc.model, sc.training
+    if getattr(m, "dlrm", None) is None:
+        return
+    why = "a recommendation model (model.dlrm) has no such part here"
+    for part, value, ok in (("moe", m.moe, None), ("mla", m.mla, None), ("mtp_depth", m.mtp_depth, 0),
+                            ("conv", m.conv, None)):
+        if value != ok and not (part == "moe" and not m.is_moe):
+            raise ScenarioError(f"model.{part}", f"is not a DLRM part; {why} (remove it)")
+    if tr.recompute != "none":
+        raise ScenarioError("training.recompute", f"{tr.recompute!r}: recomputing a DLRM's layers is not "
+                                                  "modelled; use none")
+    if tr.dtype == "fp8":
+        raise ScenarioError("training.dtype", "'fp8': a DLRM's MLPs are priced in bf16, fp16 or fp32 "
+                                              "here; use one of them")
+

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 
 from ..schedules import registry
+from .dlrm import rule_dlrm
 from .domains import DOMAIN_RULES
 from .fp8_recipes import check_recipe
 from .gnn import rule_gnn
@@ -89,6 +90,20 @@ def rule_conv_trains_data_parallel(sc: Scenario) -> None:
     if tr.dtype == "fp8":
         raise ScenarioError("training.dtype", "'fp8': convolutional networks train in fp16/bf16 mixed "
                                               "precision or fp32 (TF32) here; use bf16, fp16 or fp32")
+
+
+def rule_layer_recipes_need_a_transformer(sc: Scenario) -> None:
+    """Recomputing N layers per chunk and offloading N layers' activations are a transformer
+    layer's recipes (Megatron's recompute_num_layers, Transformer Engine's activation offloading):
+    another family's layers do not read them, so they are refused, not ignored."""
+    m, tr = sc.model, sc.training
+    if m.kind == "transformer":
+        return
+    for name in ("recompute_layers", "offload_activations_layers"):
+        n = getattr(tr, name)
+        if n:
+            raise ScenarioError(f"training.{name}", f"{n}: a {m.kind} model's layers are not recomputed or "
+                                                    "offloaded here (a transformer's recipe); set it to 0")
 
 
 def rule_tp_divides_heads(sc: Scenario) -> None:
@@ -342,7 +357,8 @@ def rule_fp8_recipe_on_gpu(sc: Scenario) -> None:
 
 
 RULES: tuple[Rule, ...] = (
-    rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_gnn, rule_rnn,
+    rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_gnn, rule_rnn, rule_dlrm,
+    rule_layer_recipes_need_a_transformer,
     rule_tp_divides_heads, rule_kv_heads_divide_heads,
     rule_tp_and_kv_heads_divide, rule_layers_fill_chunks, rule_dp_priority_needs_flushing_schedule,
     rule_batch_divides,

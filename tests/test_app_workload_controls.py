@@ -166,13 +166,20 @@ def test_run_json_epoch_s_for_gnn_only():
     assert "epoch_s" not in _run_json("dlrm-dcnv2")
 
 
-@pytest.mark.parametrize("scenario, shown", [("dlrm-dcnv2", False), ("gnn-sage-papers100m", False),
-                                             ("cloud-25g-dp", True)])
-def test_compression_controls_only_where_the_family_prices_them(scenario, shown):
+@pytest.mark.parametrize("scenario, compression, layers", [
+    ("dlrm-dcnv2", False, False), ("gnn-sage-papers100m", False, False), ("resnet50-cloud-dp", True, False),
+    ("pipedream-gnmt16", True, False), ("cloud-25g-dp", True, True)])
+def test_the_sidebar_offers_only_what_the_family_reads(scenario, compression, layers):
     """A DLRM or a GNN has no compression factor (any compressor is refused at load,
-    runnable.rule_family_models_it): the sidebar offers none; a transformer's does."""
+    runnable.rule_family_models_it): the sidebar offers none.  Only a transformer has attention
+    kernels, FP8 recipes, layer recompute/offload recipes and a tensor-parallel dimension (its
+    sequence parallelism, its TP overlap): the other families' sidebars leave them out, as they
+    were refused or changed nothing there."""
     at = run_app(scenario=scenario)
     assert not at.exception
-    keys = {w.key for w in at.selectbox} | {w.key for w in at.number_input}
-    assert ("communication.compression.kind" in keys) is shown
-    assert ("communication.compression.rank" in keys) is shown
+    keys = {w.key for w in at.selectbox} | {w.key for w in at.number_input} | {w.key for w in at.toggle}
+    assert ("communication.compression.kind" in keys) is compression
+    assert ("communication.compression.rank" in keys) is compression
+    for key in ("training.attention_kernel", "training.recompute", "training.recompute_layers",
+                "training.offload_activations_layers", "parallelism.sequence_parallel"):
+        assert (key in keys) is layers, key

@@ -188,6 +188,13 @@ SERVING_UNREAD = frozenset({
 })
 SERVING_KEYS = frozenset(k for k in WIDGET_KEYS if k.startswith("inference."))
 COMPRESSION_KEYS = frozenset(k for k in WIDGET_KEYS if k.startswith("communication.compression."))
+# What only a transformer's layers read (the other families refuse or ignore them).
+TRANSFORMER_LAYER_KEYS = frozenset({
+    "training.flash_attention", "training.attention_kernel", "training.fp8_recipe", "training.recompute",
+    "training.recompute_layers", "training.offload_activations_layers"})
+# Options of one parallel dimension, shown only to a family that has it (workloads/family.dimensions).
+DIMENSION_KEYS = {"tp": ("parallelism.sequence_parallel", "communication.tp_overlap"),
+                  "ep": ("communication.moe_dispatcher",)}
 POOL_KEYS = frozenset(k for k in SERVING_KEYS if k.startswith("inference.disaggregated."))
 # A disaggregated deployment's layouts are its pools': the scenario's own degrees are not read.
 POOLED_UNREAD = frozenset({"parallelism.tp", "parallelism.pp", "parallelism.ep", "parallelism.dp"})
@@ -207,8 +214,9 @@ def scenario_kind(sc: Scenario) -> str:
 
 def hidden_keys(w: Workload, kind: str) -> frozenset[str]:
     """The controls the sidebar hides: the other workload families' model fields
-    (:func:`hidden_model_keys`), gradient compression where the family has no factor for it, and
-    by the scenario's ``kind`` — ``training`` hides the serving
+    (:func:`hidden_model_keys`), gradient compression where the family has no factor for it, a
+    transformer layer's recipes and a dimension's options where the family has neither, and by the
+    scenario's ``kind`` — ``training`` hides the serving
     fields; ``serving`` (co-located) the training fields, what serving does not read and the pools;
     ``disaggregated`` those and the scenario's own degrees, which the pools replace."""
     out = hidden_model_keys(w)
@@ -216,6 +224,11 @@ def hidden_keys(w: Workload, kind: str) -> frozenset[str]:
         # A family with no compression factor refuses any compressor (runnable.rule_family_models_it):
         # no control to offer one.
         out |= COMPRESSION_KEYS
+    if w.attention is None:
+        # No attention and no transformer layers: the attention kernel, FP8 recipes and the layer
+        # recompute/offload recipes change nothing or are refused (config rules of each family).
+        out |= TRANSFORMER_LAYER_KEYS
+    out |= frozenset(k for dim, keys in DIMENSION_KEYS.items() if dim not in w.dimensions for k in keys)
     if kind == "training":
         return out | SERVING_KEYS
     keys = [c.key for c in CONTROLS]

@@ -686,6 +686,10 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"training.global_batch": 8, "parallelism.schedule": "dualpipe"}, "training.global_batch"),
     ],
     "rule_ep_divides_dp_cp": [({**_MIXTRAL, "parallelism.ep": 3}, "parallelism.ep")],
+    # Half an MoE section was accepted as a dense model and changed nothing (a sidebar walk).
+    "rule_moe_section_routes": [({"model.moe.experts": 8}, "model.moe.top_k"),
+                                ({"model.moe.top_k": 2}, "model.moe.experts"),
+                                ({"model.moe.skew": 0.5}, "model.moe.skew")],
     "rule_ep_needs_moe": [({"parallelism.ep": 2}, "parallelism.ep")],
     "rule_ep_divides_experts": [({**_MIXTRAL, "model.moe": {"experts": 6, "top_k": 2}, "parallelism.ep": 4},
                                 "parallelism.ep")],

@@ -20,6 +20,7 @@ from .gnn import rule_gnn
 from .hetero_rules import HETERO_RULES
 from .kernel_rules import rule_triton_head_dim
 from .model_parts import MoE
+from .model_rules import rule_layer_recipes_need_a_transformer, rule_moe_section_routes
 from .power_rules import POWER_RULES
 from .replica_rules import REPLICA_RULES, rule_replicas_fill_cluster
 from .rnn import rule_rnn
@@ -90,20 +91,6 @@ def rule_conv_trains_data_parallel(sc: Scenario) -> None:
     if tr.dtype == "fp8":
         raise ScenarioError("training.dtype", "'fp8': convolutional networks train in fp16/bf16 mixed "
                                               "precision or fp32 (TF32) here; use bf16, fp16 or fp32")
-
-
-def rule_layer_recipes_need_a_transformer(sc: Scenario) -> None:
-    """Recomputing N layers per chunk and offloading N layers' activations are a transformer
-    layer's recipes (Megatron's recompute_num_layers, Transformer Engine's activation offloading):
-    another family's layers do not read them, so they are refused, not ignored."""
-    m, tr = sc.model, sc.training
-    if m.kind == "transformer":
-        return
-    for name in ("recompute_layers", "offload_activations_layers"):
-        n = getattr(tr, name)
-        if n:
-            raise ScenarioError(f"training.{name}", f"{n}: a {m.kind} model's layers are not recomputed or "
-                                                    "offloaded here (a transformer's recipe); set it to 0")
 
 
 def rule_tp_divides_heads(sc: Scenario) -> None:
@@ -363,7 +350,8 @@ RULES: tuple[Rule, ...] = (
     rule_tp_and_kv_heads_divide, rule_layers_fill_chunks, rule_dp_priority_needs_flushing_schedule,
     rule_batch_divides,
     rule_schedule,                 # after the batch rule: the registry's rules count whole micro-batches
-    rule_ep_divides_dp_cp, rule_ep_needs_moe, rule_ep_divides_experts, rule_top_k_within_experts,
+    rule_ep_divides_dp_cp, rule_moe_section_routes, rule_ep_needs_moe, rule_ep_divides_experts,
+    rule_top_k_within_experts,
     rule_expert_ffn_hidden, rule_dense_layers_within_layers, rule_token_slices_divide_sequence,
     rule_cp_divides_sequence, rule_sequence_parallel_divides, rule_order_lists_each_dim,
     rule_datacenters_divide_nodes, rule_stage_layers_count, rule_stage_layers_sum,

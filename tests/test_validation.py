@@ -724,6 +724,10 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
                               "training.attention_kernel"),
                              ({"training.attention_kernel": "triton", "model.preset": "deepseek-v3"},
                               "training.attention_kernel")],
+    # Accepted and ignored before (megatron-gpt3-175b: every kernel gave the same time).
+    "rule_kernel_needs_fused_attention": [
+        ({"training.flash_attention": False, "training.attention_kernel": "flash2"},
+         "training.attention_kernel")],
     # GPipe does not fold (explorer/fold/plan.py), so its 100,000 micro-batches are simulated in full.
     "rule_frozen_layers": [({"training.frozen_layers": 2, "parallelism.zero": 3}, "training.frozen_layers")],
     "rule_work_budget": [({"training.global_batch": 400_000, "parallelism.schedule": "gpipe"},

@@ -1,4 +1,5 @@
-"""Cross-field rule of ``training.attention_kernel``: which head dims a kernel runs."""
+"""Cross-field rules of ``training.attention_kernel``: which head dims a kernel runs, and that a fused
+kernel is asked for only with ``training.flash_attention`` on."""
 from __future__ import annotations
 
 from .schema import ScenarioError
@@ -20,3 +21,15 @@ def rule_triton_head_dim(sc: Scenario) -> None:
     if d > TRITON_MAX_HEAD_DIM:
         raise ScenarioError("training.attention_kernel", f"triton runs head dims up to {TRITON_MAX_HEAD_DIM} "
                             f"and this model's is {d:g}; choose flash2, flash3, cudnn, flex or sdpa")
+
+
+def rule_kernel_needs_fused_attention(sc: Scenario) -> None:
+    """A fused kernel (sdpa, flash2, flash3, cudnn, flex, triton) with ``training.flash_attention``
+    false was ignored — the attention ran unfused (megatron-gpt3-175b: all seven kernels gave the
+    same 29.27 s) — so the two are refused together; ``auto`` and ``none`` mean unfused there."""
+    tr = sc.training
+    if not tr.flash_attention and tr.attention_kernel not in ("auto", "none"):
+        raise ScenarioError("training.attention_kernel", f"{tr.attention_kernel} with "
+                            "training.flash_attention false: the attention runs unfused; set "
+                            "flash_attention true to use it, or attention_kernel none")
+

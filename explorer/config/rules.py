@@ -18,7 +18,7 @@ from .domains import DOMAIN_RULES
 from .fp8_recipes import check_recipe
 from .gnn import rule_gnn
 from .hetero_rules import HETERO_RULES
-from .kernel_rules import rule_triton_head_dim
+from .kernel_rules import rule_kernel_needs_fused_attention, rule_triton_head_dim
 from .model_parts import MoE
 from .model_rules import rule_layer_recipes_need_a_transformer, rule_moe_section_routes
 from .power_rules import POWER_RULES
@@ -356,7 +356,7 @@ RULES: tuple[Rule, ...] = (
     rule_cp_divides_sequence, rule_sequence_parallel_divides, rule_order_lists_each_dim,
     rule_datacenters_divide_nodes, rule_stage_layers_count, rule_stage_layers_sum,
     rule_stage_layers_not_empty, rule_pipeline_layout, rule_recompute_layers_are_full,
-    rule_fp8_recipe_on_gpu, rule_triton_head_dim, rule_frozen_layers,
+    rule_fp8_recipe_on_gpu, rule_triton_head_dim, rule_kernel_needs_fused_attention, rule_frozen_layers,
 )
 
 

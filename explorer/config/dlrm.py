@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .model_parts import refuse_parts
 from .schema import ScenarioError, build
 
 # MLPerf Training DLRM-DCNv2 (README above): rows and multi-hot pooling of the 26 sparse features.
@@ -130,10 +131,7 @@ def rule_dlrm(sc: Any) -> None:
     if getattr(m, "dlrm", None) is None:
         return
     why = "a recommendation model (model.dlrm) has no such part here"
-    for part, value, ok in (("moe", m.moe, None), ("mla", m.mla, None), ("mtp_depth", m.mtp_depth, 0),
-                            ("conv", m.conv, None)):
-        if value != ok and not (part == "moe" and not m.is_moe):
-            raise ScenarioError(f"model.{part}", f"is not a DLRM part; {why} (remove it)")
+    refuse_parts(m, ("moe", "mla", "mtp_depth", "conv"), f"is not a DLRM part; {why} (remove it)")
     if tr.recompute != "none":
         raise ScenarioError("training.recompute", f"{tr.recompute!r}: recomputing a DLRM's layers is not "
                                                   "modelled; use none")

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .model_parts import refuse_parts
 from .schema import ScenarioError, build
 
 GNN_MODES = ("minibatch", "fullgraph")
@@ -132,10 +133,7 @@ def rule_gnn(sc: Any) -> None:
     for dim in ("tp", "cp", "ep", "pp", "token_slices"):
         if getattr(p, dim) != 1:
             raise ScenarioError(f"parallelism.{dim}", f"{getattr(p, dim)}: {why}; set it to 1")
-    for part, value, ok in (("moe", m.moe, None), ("mla", m.mla, None), ("mtp_depth", m.mtp_depth, 0),
-                            ("conv", m.conv, None)):
-        if value != ok and not (part == "moe" and not m.is_moe):
-            raise ScenarioError(f"model.{part}", f"is not a GNN part; {why} without it (remove it)")
+    refuse_parts(m, ("moe", "mla", "mtp_depth", "conv"), f"is not a GNN part; {why} without it (remove it)")
     if tr.recompute != "none":
         raise ScenarioError("training.recompute", f"{tr.recompute!r}: recomputing GNN layers is not "
                                                   "modelled; use none")

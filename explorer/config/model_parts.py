@@ -6,6 +6,9 @@ head-dim rule is explorer/config/kernel_rules.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+from .schema import ScenarioError
 
 # model.kind (issue 36's contract): the workload families a scenario may name, and those the
 # simulator models (explorer/workloads/registry.py); the others are refused at load, naming the field.
@@ -156,3 +159,16 @@ class Conv:
         if self.frames > 1:
             return f"SlowOnly ResNet-{self.depth} ({self.frames} frames)"
         return f"ResNet-{self.depth}"
+
+
+# A transformer's optional parts and their "absent" values: what another family's rule refuses.
+_PART_ABSENT = {"moe": None, "mla": None, "mtp_depth": 0, "conv": None}
+
+
+def refuse_parts(m: Any, parts: tuple[str, ...], message: str) -> None:
+    """Raise ``message`` on ``model.<part>`` for the first of ``parts`` that ``m`` sets (an MoE
+    section counts only when it routes tokens: Model.is_moe)."""
+    for part in parts:
+        if getattr(m, part) != _PART_ABSENT[part] and not (part == "moe" and not m.is_moe):
+            raise ScenarioError(f"model.{part}", message)
+

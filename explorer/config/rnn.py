@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .model_parts import refuse_parts
 from .schema import ScenarioError, build
 
 
@@ -94,9 +95,7 @@ def rule_rnn(sc: Any) -> None:
         if getattr(p, dim) != 1:
             raise ScenarioError(f"parallelism.{dim}", f"{getattr(p, dim)}: {why}; set it to 1 (dp, pp "
                                                       "and stage_replicas are the levers)")
-    for part, value, ok in (("moe", m.moe, None), ("mla", m.mla, None), ("mtp_depth", m.mtp_depth, 0)):
-        if value != ok and not (part == "moe" and not m.is_moe):
-            raise ScenarioError(f"model.{part}", f"is a transformer part; {why} without it (remove it)")
+    refuse_parts(m, ("moe", "mla", "mtp_depth"), f"is a transformer part; {why} without it (remove it)")
     if tr.recompute != "none":
         raise ScenarioError("training.recompute", f"{tr.recompute!r}: recomputing LSTM layers is not "
                                                   "modelled; use none")

@@ -19,7 +19,7 @@ from .fp8_recipes import check_recipe
 from .gnn import rule_gnn
 from .hetero_rules import HETERO_RULES
 from .kernel_rules import rule_kernel_needs_fused_attention, rule_triton_head_dim
-from .model_parts import MoE
+from .model_parts import MoE, refuse_parts
 from .model_rules import rule_layer_recipes_need_a_transformer, rule_moe_section_routes
 from .power_rules import POWER_RULES
 from .replica_rules import REPLICA_RULES, rule_replicas_fill_cluster
@@ -82,9 +82,7 @@ def rule_conv_trains_data_parallel(sc: Scenario) -> None:
     if m.conv.vgg and m.conv.frames != 1:
         raise ScenarioError("model.conv.frames", f"{m.conv.frames}: a {m.conv.label} takes images; set it "
                                                  "to 1 (video clips run on a ResNet depth: 18-152)")
-    for part, value, ok in (("moe", m.moe, None), ("mla", m.mla, None), ("mtp_depth", m.mtp_depth, 0)):
-        if value != ok and not (part == "moe" and not m.is_moe):
-            raise ScenarioError(f"model.{part}", f"is a transformer part; {why} without it (remove it)")
+    refuse_parts(m, ("moe", "mla", "mtp_depth"), f"is a transformer part; {why} without it (remove it)")
     if tr.recompute != "none":
         raise ScenarioError("training.recompute", f"{tr.recompute!r}: recomputing convolutional blocks is "
                                                   "not modelled; use none")

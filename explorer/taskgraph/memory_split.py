@@ -128,6 +128,8 @@ class _Plan:
         # are filled by _time, when a search needs them.
         self.prefix = np.zeros((self.n + 1, 3))
         self.prefix[1:, 1:] = np.cumsum(c.held, axis=0)
+        self._columns = np.ascontiguousarray(self.prefix.T)      # (3, n + 1): what _chunks gathers
+        self._scratch = np.empty(0)                               # _chunks' buffers, grown as needed
         self._timed = False
         # Per chunk the ends' work: row 0 seconds (filled by _time, when a search needs it), row 1
         # state bytes, row 2 activation bytes per unit.
@@ -163,33 +165,62 @@ class _Plan:
             per = unit_seconds(c.layers, c.sm)
             first, last = float(unit_seconds(c.first, c.sm)), float(unit_seconds(c.last, c.sm))
         self.prefix[1:, 0] = np.cumsum(per)
+        self._columns = np.ascontiguousarray(self.prefix.T)
         self._timed = True
         self.edge[0] = 0.0 if self._extras is None else np.asarray(self._extras, dtype=float)
         self.edge[0, 0] += first
         self.edge[0, -1] += last
 
-    def _parts(self, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per split (rows of ``bounds``): (splits, chunks, 3) each chunk's seconds, state bytes
-        and activation bytes per unit (its layers' sums plus its edge work), and the same gathered
-        per stage, (splits, stages, slots, 3), padding slots zero."""
-        pre = self.prefix
-        v = pre[bounds[:, 1:]] - pre[bounds[:, :-1]] + self.edge.T
-        if not self._padded:                  # every stage holds as many chunks: a plain gather
-            return v, v[:, self.groups]
-        padded = np.zeros((len(v), self.chunks + 1, 3))
-        padded[:, :self.chunks] = v
-        return v, padded[:, self.groups]
+    def _chunks(self, bounds: np.ndarray) -> np.ndarray:
+        """Per split (rows of ``bounds``): (3, splits, chunks) each chunk's seconds, state bytes and
+        activation bytes per unit (its layers' sums plus its edge work).  Quantity-major, so that
+        every gather and difference runs over contiguous rows (strided (splits, chunks, 3) slices
+        took most of a search's time)."""
+        rows, width = bounds.shape
+        size = 3 * rows * width
+        if len(self._scratch) < 2 * size:
+            # Kept for the plan's next splits: a fresh array of megabytes per call is mapped and
+            # faulted in page by page (glibc returns it to the system when freed), which cost
+            # several times the arithmetic.
+            self._scratch = np.empty(2 * size)
+        out = self._scratch[:size].reshape(3, rows, width)
+        v = self._scratch[size:size + 3 * rows * (width - 1)].reshape(3, rows, width - 1)
+        for i in range(3):
+            np.take(self._columns[i], bounds, out=out[i])
+        np.subtract(out[:, :, 1:], out[:, :, :-1], out=v)
+        v += self.edge[:, None, :]
+        return v
 
-    def _over(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        state = g[..., 1].sum(axis=2)
-        # (splits, stages, 1, slots) @ (stages, slots, K): each count vector's activation bytes.
-        peak = (g[..., None, :, 2] @ self._vectors_t)[..., 0, :].max(axis=2)
+    def _stages(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per split and stage, from the chunks' ``v`` (:meth:`_chunks`): the seconds and the state
+        bytes its chunks add up to and its activation peak, the largest dot product of its count
+        vectors with its chunks' activation bytes, ((splits, stages) each).  Slot by slot (a stage
+        holds one to a few chunks): gathers of (splits, stages), never a (splits, stages, slots)
+        array nor a matrix product per split and stage."""
+        if self._padded:                      # a padding slot reads a zero chunk
+            v = np.concatenate([v, np.zeros((3, v.shape[1], 1))], axis=2)
+        groups, vectors = self.groups, self.vectors
+        sec = state = peak = None
+        for j in range(groups.shape[1]):
+            at = groups[:, j]
+            s_j, b_j, a_j = v[0][:, at], v[1][:, at], v[2][:, at]          # (splits, stages) each
+            act = a_j[..., None] * vectors[None, :, :, j]                    # (splits, stages, K)
+            if sec is None:
+                sec, state, peak = s_j, b_j, act
+            else:
+                sec, state, peak = sec + s_j, state + b_j, peak + act
+        assert sec is not None and state is not None and peak is not None
+        return sec, state, peak.max(axis=2)
+
+    def _over(self, state: np.ndarray, peak: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per split the largest and the summed bytes its stages hold beyond the GPU's."""
         beyond = np.maximum(state + peak - self.cap, 0.0)
         return beyond.max(axis=1), beyond.sum(axis=1)
 
     def excess(self, bounds: np.ndarray) -> np.ndarray:
         """Per split (rows of ``bounds``) the largest bytes any stage holds beyond the GPU's, or 0."""
-        return self._over(self._parts(bounds)[1])[0]
+        _, state, peak = self._stages(self._chunks(bounds))
+        return self._over(state, peak)[0]
 
     def columns(self, bounds: np.ndarray) -> tuple[np.ndarray, ...]:
         """Per split: largest excess over memory, the excesses' sum (a move that relieves one of two
@@ -197,10 +228,10 @@ class _Plan:
         stage seconds (the order moves are compared in)."""
         if not self._timed:
             self._time()
-        v, g = self._parts(bounds)
-        per = g[..., 0].sum(axis=2)
-        worst, total = self._over(g)
-        return worst, total, per.max(axis=1), v[..., 0].max(axis=1), (per * per).sum(axis=1)
+        v = self._chunks(bounds)
+        per, state, peak = self._stages(v)
+        worst, total = self._over(state, peak)
+        return worst, total, per.max(axis=1), v[0].max(axis=1), (per * per).sum(axis=1)
 
     def hopeless(self) -> bool:
         """True when no split can fit, by a bound: a stage of L layers holds at least L of the
@@ -297,15 +328,14 @@ class _Plan:
     def _givers(self, bounds: np.ndarray, fitting: bool) -> np.ndarray:
         """The chunks a move may take a layer from: those of the stages over memory while some
         are (``fitting``), else those of the slowest stages and the largest chunk."""
-        v, g = self._parts(bounds[None, :])
+        v = self._chunks(bounds[None, :])
+        per, state, peak = self._stages(v)
         if fitting:
-            mem = g[0, ..., 1].sum(axis=1) + (g[0, :, None, :, 2] * self.vectors).sum(axis=2).max(axis=1)
-            stages = np.flatnonzero(mem > self.cap)
+            stages = np.flatnonzero(state[0] + peak[0] > self.cap)
             extra: list[int] = []
         else:
-            per = g[0, ..., 0].sum(axis=1)
-            stages = np.flatnonzero(per >= per.max() * (1 - _TOL))
-            extra = [int(np.argmax(v[0, :, 0]))]
+            stages = np.flatnonzero(per[0] >= per[0].max() * (1 - _TOL))
+            extra = [int(np.argmax(v[0, 0]))]
         chunks = self.groups[stages].ravel()
         return np.concatenate([chunks[chunks < self.chunks], extra]).astype(np.int64)
 
@@ -380,7 +410,7 @@ def _givers(chunks: int, run: int) -> np.ndarray:
 @lru_cache(maxsize=256)
 def _arrays(live: Live) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(stages, width) each stage's chunks, padded with the chunk count — a zero row in
-    _Plan._parts — (stages, K, width) its count vectors, padded with zero vectors, and (stages,
+    _Plan._stages — (stages, K, width) its count vectors, padded with zero vectors, and (stages,
     width) the mean of its own vectors."""
     k = 1 + max(max(x) for x in live.slots)
     width = max(len(x) for x in live.slots)

@@ -226,12 +226,22 @@ class _Plan:
         """Per split: largest excess over memory, the excesses' sum (a move that relieves one of two
         equally full stages counts), largest stage seconds, largest chunk seconds, sum of squared
         stage seconds (the order moves are compared in)."""
+        return self._measured(bounds)[0]
+
+    def _measured(self, bounds: np.ndarray) -> tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray,
+                                                     np.ndarray]:
+        """:meth:`columns`, and per split each stage's seconds and bytes and each chunk's seconds
+        (what :meth:`_givers` reads: the search keeps the chosen split's instead of pricing it
+        again).  The chunks' seconds are a view of the plan's buffers, valid until its next call."""
         if not self._timed:
             self._time()
         v = self._chunks(bounds)
         per, state, peak = self._stages(v)
-        worst, total = self._over(state, peak)
-        return worst, total, per.max(axis=1), v[0].max(axis=1), (per * per).sum(axis=1)
+        held = state + peak
+        beyond = np.maximum(held - self.cap, 0.0)
+        cols = (beyond.max(axis=1), beyond.sum(axis=1), per.max(axis=1), v[0].max(axis=1),
+                (per * per).sum(axis=1))
+        return cols, per, held, v[0]
 
     def hopeless(self) -> bool:
         """True when no split can fit, by a bound: a stage of L layers holds at least L of the
@@ -325,17 +335,16 @@ class _Plan:
         ok &= mem[-1, n] - mem[-1, i] <= room_b[-1]
         return np.stack(out, axis=1), ok
 
-    def _givers(self, bounds: np.ndarray, fitting: bool) -> np.ndarray:
+    def _givers(self, per: np.ndarray, held: np.ndarray, chunk: np.ndarray, fitting: bool) -> np.ndarray:
         """The chunks a move may take a layer from: those of the stages over memory while some
-        are (``fitting``), else those of the slowest stages and the largest chunk."""
-        v = self._chunks(bounds[None, :])
-        per, state, peak = self._stages(v)
+        are (``fitting``), else those of the slowest stages and the largest chunk (``per``,
+        ``held``: one split's stage seconds and bytes; ``chunk``: its chunks' seconds)."""
         if fitting:
-            stages = np.flatnonzero(state[0] + peak[0] > self.cap)
+            stages = np.flatnonzero(held > self.cap)
             extra: list[int] = []
         else:
-            stages = np.flatnonzero(per[0] >= per[0].max() * (1 - _TOL))
-            extra = [int(np.argmax(v[0, 0]))]
+            stages = np.flatnonzero(per >= per.max() * (1 - _TOL))
+            extra = [int(np.argmax(chunk))]
         chunks = self.groups[stages].ravel()
         return np.concatenate([chunks[chunks < self.chunks], extra]).astype(np.int64)
 
@@ -345,17 +354,19 @@ class _Plan:
         k = self.chunks
         run = min(MAX_RUN if k <= 32 else MAX_RUN // 2, k - 1)
         moves, giver = boundary_moves(k, run), _givers(k, run)
-        current = tuple(float(x[0]) for x in self.columns(bounds[None, :]))
+        cols, per, held, chunk = self._measured(bounds[None, :])
+        current = tuple(float(x[0]) for x in cols)
+        state = (per[0], held[0], chunk[0].copy())            # the current split's, for _givers
         for _ in range(4 * self.n + 16):
             # Only a layer leaving a chunk of a stage that is over (then: of the slowest stage, or
             # the largest chunk) can lower what the moves are compared by first.
-            cand = bounds + moves[np.isin(giver, self._givers(bounds, current[0] > 0.0))]
+            cand = bounds + moves[np.isin(giver, self._givers(*state, current[0] > 0.0))]
             sizes = np.diff(cand, axis=1)
             ok = np.all(sizes >= self.least, axis=1)
             if not ok.any():
                 break
             cand = cand[ok]
-            cols = self.columns(cand)
+            cols, per, held, chunk = self._measured(cand)
             keep = np.arange(len(cand))
             if current[0] > 0.0:                 # first fit: the move that most reduces the excess
                 for col in cols[:2]:
@@ -375,6 +386,7 @@ class _Plan:
             if not _better(got, current, self.cap):
                 break
             bounds, current = cand[j], got
+            state = (per[j], held[j], chunk[j].copy())
         return (bounds if current[0] <= 0.0 else None), current[0]
 
 

@@ -43,6 +43,7 @@ from functools import lru_cache
 import numpy as np
 
 from .dualpipe_split import boundary_moves
+from .line_split import fitting_line
 from .split_cost import SplitCosts, fused_seconds, unit_seconds
 from .uniform_split import uniform_fitting_split
 
@@ -284,56 +285,11 @@ class _Plan:
         return self.groups.shape[1] == 1 and bool((self.groups[:, 0] == np.arange(self.stages)).all())
 
     def line(self) -> np.ndarray | None:
-        """One chunk per stage: the split of least largest chunk seconds whose every chunk fits
-        (None when none does), exactly — a chunk's seconds and bytes grow with its layers (prefix
-        sums), so for a cap on the seconds the chunks taking, in order, as many layers as both
-        caps allow fit whenever any split does (the greedy of partition._Line), and the least
-        feasible cap is found by bisection, 32 caps at a time (to 1e-9 relative)."""
+        """One chunk per stage: the split of least largest chunk seconds whose every chunk fits, or
+        None (line_split.fitting_line, exact)."""
         if not self._timed:
             self._time()
-        k = self.chunks
-        sec, state, act = self.prefix[:, 0], self.prefix[:, 1], self.prefix[:, 2]
-        flight = self.vectors[:, :, 0].max(axis=1)            # units in flight at each stage's peak
-        # Per chunk the bytes' running sum it is capped on (state + flight x activations: grows
-        # with the layers) and the room its edge work leaves.
-        mem = state[None, :] + flight[:, None] * act[None, :]
-        room_b = self.cap - self.edge[1] - flight * self.edge[2]
-        per = np.diff(sec)
-        lo = max(float(per.max()), float(sec[-1] + self.edge[0].sum()) / k) * (1 - 1e-12)
-        hi = float(sec[-1] + self.edge[0].max()) * (1 + 1e-9)
-        if not self._greedy(np.array([hi]), mem, room_b)[1][0]:
-            return None                                 # no split fits, whatever its seconds
-        for _ in range(8):                              # 32 caps a round: the bracket / 31 each time
-            caps = np.linspace(lo, hi, 32)
-            bounds, ok = self._greedy(caps, mem, room_b)
-            first = int(np.argmax(ok)) if ok.any() else len(caps) - 1
-            lo, hi = (caps[first - 1] if first else lo), caps[first]
-            if hi - lo <= hi * _TOL:
-                break
-        bounds, ok = self._greedy(np.array([hi]), mem, room_b)
-        return bounds[0] if ok[0] else None
-
-    def _greedy(self, caps: np.ndarray, mem: np.ndarray, room_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per cap on a chunk's seconds: the bounds of the chunks taking, in order, as many layers
-        as the cap and their stage's bytes allow (at least one, one left for each later chunk),
-        and whether the last chunk, which takes the rest, fits both too."""
-        k, n = self.chunks, self.n
-        sec = self.prefix[:, 0]
-        i = np.zeros(len(caps), dtype=np.int64)
-        ok = np.ones(len(caps), dtype=bool)
-        out = [i]
-        tol = caps * (1 + _TOL)
-        for j in range(k - 1):
-            e_t = np.searchsorted(sec, sec[i] + tol - self.edge[0, j], "right") - 1
-            e_m = np.searchsorted(mem[j], mem[j, i] + room_b[j], "right") - 1
-            e = np.minimum(np.minimum(e_t, e_m), n - (k - j - 1))
-            ok &= e >= i + self.least[j]
-            i = np.maximum(e, i + self.least[j])
-            out.append(i)
-        out.append(np.full(len(caps), n))
-        ok &= sec[n] - sec[i] + self.edge[0, -1] <= tol
-        ok &= mem[-1, n] - mem[-1, i] <= room_b[-1]
-        return np.stack(out, axis=1), ok
+        return fitting_line(self.prefix, self.edge, self.vectors[:, :, 0].max(axis=1), self.least, self.cap)
 
     def _givers(self, per: np.ndarray, held: np.ndarray, chunk: np.ndarray, fitting: bool) -> np.ndarray:
         """The chunks a move may take a layer from: those of the stages over memory while some

@@ -109,6 +109,48 @@ def test_a_split_that_fits_is_kept_and_a_moved_one_fits(p, v, spare, rnd):
         assert columns(c, got, held)[0] <= 0
 
 
+def _direct(c: SplitCosts, counts, held: Live) -> list[float]:
+    """columns() from first principles, one stage at a time in plain Python: a stage's seconds and
+    state are its chunks' sums, its activations the largest dot product of its count vectors
+    with its chunks' activation bytes (no edge work here)."""
+    bounds = [0, *itertools.accumulate(counts)]
+    chunk = [[float(sum(col[bounds[j]:bounds[j + 1]])) for j in range(len(counts))]
+             for col in (c.layers[:, 0], c.held[:, 0], c.held[:, 1])]
+    per, over = [], []
+    for slots, vecs in zip(held.slots, held.vectors, strict=True):
+        per.append(sum(chunk[0][j] for j in slots))
+        peak = max(sum(x * chunk[2][j] for x, j in zip(vec, slots, strict=True)) for vec in vecs)
+        over.append(max(sum(chunk[1][j] for j in slots) + peak - c.capacity, 0.0))
+    return [max(over), sum(over), max(per), max(chunk[0]), sum(x * x for x in per)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 4), st.integers(1, 3), st.integers(0, 5), st.randoms(use_true_random=False))
+def test_a_batch_of_splits_is_measured_as_each_alone(p, v, spare, rnd):
+    """The moves price their candidate splits in one batch, into buffers the plan keeps and
+    reuses (_Plan._chunks): every split of a batch reads what it reads alone and what a direct
+    per-stage computation gives, whatever batch came before (a larger one, then a smaller)."""
+    k = p * v
+    n = k + spare
+    seconds = [rnd.uniform(0.5, 1.5) for _ in range(n)]
+    state = [rnd.uniform(0.5, 1.5) for _ in range(n)]
+    act = [rnd.uniform(0.5, 1.5) for _ in range(n)]
+    held = live(p, v)
+    c = costs(seconds, state, act, rnd.uniform(0.5, 2.0) * sum(state) / p)
+    plan = _Plan(c, held, None, False)
+
+    def split() -> list[int]:
+        cuts = sorted(rnd.sample(range(1, n), k - 1))
+        return [b - a for a, b in zip([0, *cuts], [*cuts, n], strict=True)]
+
+    for size in (7, 2, 11, 1):
+        batch = [split() for _ in range(size)]
+        got = plan.columns(np.array([[0, *itertools.accumulate(x)] for x in batch]))
+        for r, counts in enumerate(batch):
+            assert [float(col[r]) for col in got] == columns(c, counts, held)
+            assert [float(col[r]) for col in got] == pytest.approx(_direct(c, counts, held), rel=1e-12)
+
+
 def test_the_moves_find_the_fastest_fitting_split_of_small_lines():
     """300 random lines (p 2-4 stages, 1F1B or interleaved with v 2, up to 8 spare layers, random
     seconds and bytes, capacities from tight to loose; seed 1), each against every split of its

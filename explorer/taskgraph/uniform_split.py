@@ -47,19 +47,17 @@ def uniform_fitting_split(held: np.ndarray, seconds: np.ndarray, edge: np.ndarra
     if n == 0 or not np.allclose(held, held[0], rtol=_TOL, atol=0.0):
         return None
     w, a = float(held[0, 0]), float(held[0, 1])
-    slots = [g[g < chunks] for g in groups]
+    fill = _Fill(w, a, edge, groups, vectors, least, n, cap)
 
     def most(top: int) -> np.ndarray | None:
         """Step 1 with no chunk above ``top`` layers: per chunk the layers its stages hold."""
+        got = fill.most(top)
+        if got is None:
+            return None
+        # A chunk two stages hold (Chimera's two directions) keeps what both fit: fewer layers in
+        # a chunk still fit every stage that holds it (closed downwards).
         counts = np.full(chunks, n, dtype=np.int64)
-        for s, x in enumerate(slots):
-            got = _stage_most(w, a, edge[1, x].sum(), edge[2, x], vectors[s][:, :len(x)], least[x],
-                              n, cap, top)
-            if got is None:
-                return None
-            # A chunk two stages hold (Chimera's two directions) keeps what both fit: fewer
-            # layers in a chunk still fit every stage that holds it (closed downwards).
-            counts[x] = np.minimum(counts[x], got)
+        np.minimum.at(counts, groups[fill.real], got[fill.real])
         return counts
 
     # The least cap on a chunk's layers under which the stages still hold the model (bisection:
@@ -80,34 +78,57 @@ def uniform_fitting_split(held: np.ndarray, seconds: np.ndarray, edge: np.ndarra
     return np.concatenate(([0], np.cumsum(counts)))
 
 
-def _stage_most(w: float, a: float, state_edge: float, act_edge: np.ndarray, vecs: np.ndarray,
-                least: np.ndarray, n: int, cap: float, top: int) -> np.ndarray | None:
-    """Step 1 for one stage: its chunks' counts after adding, one layer at a time, the layer that
-    raises its bytes least while they stay within ``cap`` (None when even ``least`` does not)."""
-    # Plain floats: a stage has a few chunks and count vectors, where numpy's per-call cost
-    # would dominate.  ``acts`` holds each vector's activation bytes at the current counts.
-    x = [int(v) for v in least]
-    vl = vecs.tolist()
-    acts = [sum(v[j] * (a * x[j] + float(act_edge[j])) for j in range(len(x))) for v in vl]
-    total = sum(x)
-    if w * total + state_edge + max(acts) > cap:
-        return None
-    while total < n:
-        best: tuple[float, int, int] | None = None
-        for j in range(len(x)):
-            if x[j] >= top:
-                continue
-            need = w * (total + 1) + state_edge + max(b + a * v[j] for b, v in zip(acts, vl, strict=True))
-            # Least bytes first, then the chunk with fewer layers, then the earlier chunk.
-            if need <= cap and (best is None or (need, x[j]) < best[:2]):
-                best = (need, x[j], j)
-        if best is None:
-            break
-        j = best[2]
-        x[j] += 1
-        total += 1
-        acts = [b + a * v[j] for b, v in zip(acts, vl, strict=True)]
-    return np.array(x, dtype=np.int64)
+class _Fill:
+    """Step 1 for every stage at once: stage by stage the construction is independent, so each
+    round adds to every stage still below its cap the layer that raises its bytes least (the same
+    arithmetic, in the same order, as adding them one stage at a time)."""
+
+    def __init__(self, w: float, a: float, edge: np.ndarray, groups: np.ndarray, vectors: np.ndarray,
+                 least: np.ndarray, n: int, cap: float) -> None:
+        chunks = edge.shape[1]
+        self.w, self.n, self.cap = w, n, cap
+        self.real = groups < chunks                                   # (stages, width)
+        at = np.minimum(groups, chunks - 1)
+        self.least = np.where(self.real, least[at], 0)
+        self.act_edge = np.where(self.real, edge[2, at], 0.0)
+        self.state_edge = np.array([edge[1, g[g < chunks]].sum() for g in groups])
+        # Padding slots and padding vectors are zeros: they add 0.0 to a sum and never win a max
+        # over a stage's own (non-negative) vectors.
+        self.vectors = vectors                                        # (stages, K, width)
+        self.step = a * vectors                                       # one layer's activations
+        self.a = a
+
+    def most(self, top: int) -> np.ndarray | None:
+        """(stages, width) the layers each stage's chunks hold after adding, one at a time, the
+        layer that raises the stage's bytes least while they stay within the cap and no chunk
+        exceeds ``top`` (the chunk with fewer layers, then the earlier one, on a tie); None when
+        some stage does not fit even its chunks' least."""
+        w, cap, n = self.w, self.cap, self.n
+        x = self.least.copy()
+        acts = np.zeros(self.vectors.shape[:2])
+        for j in range(x.shape[1]):
+            acts = acts + self.vectors[:, :, j] * (self.a * x[:, j] + self.act_edge[:, j])[:, None]
+        total = x.sum(axis=1)
+        if (w * total + self.state_edge + acts.max(axis=1) > cap).any():
+            return None
+        rows = np.arange(len(x))
+        active = total < n
+        while active.any():
+            need = w * (total + 1)[:, None] + self.state_edge[:, None] + \
+                (acts[:, :, None] + self.step).max(axis=1)
+            ok = self.real & (x < top) & (need <= cap) & active[:, None]
+            has = ok.any(axis=1)
+            least_need = np.where(ok, need, np.inf).min(axis=1)
+            tie = ok & (need == least_need[:, None])
+            fewest = np.where(tie, x, np.iinfo(np.int64).max).min(axis=1)
+            j = np.argmax(tie & (x == fewest[:, None]), axis=1)
+            s = rows[has]
+            j = j[has]
+            x[s, j] += 1
+            total[s] += 1
+            acts[s] = acts[s] + self.step[s, :, j]
+            active = has & (total < n)
+        return x
 
 
 def _take_back(counts: np.ndarray, extra: int, per_layer: float, edge_seconds: np.ndarray,
@@ -115,11 +136,15 @@ def _take_back(counts: np.ndarray, extra: int, per_layer: float, edge_seconds: n
     """Step 3, in place: remove ``extra`` layers, each from the chunk with the most seconds on the
     stage with the most seconds that still has a chunk above its least."""
     chunks = len(counts)
-    slots = [g[g < chunks] for g in groups]
+    real = groups < chunks
+    at = np.where(real, groups, chunks)          # padding slots read a zero chunk
+    floor = np.append(least, np.iinfo(np.int64).max)
     while extra > 0:
-        chunk_s = counts * per_layer + edge_seconds
-        stage_s = np.array([chunk_s[x].sum() if (counts[x] > least[x]).any() else -np.inf for x in slots])
-        x = slots[int(np.argmax(stage_s))]
-        spare = x[counts[x] > least[x]]
-        counts[spare[int(np.argmax(chunk_s[spare]))]] -= 1
+        chunk_s = np.append(counts * per_layer + edge_seconds, 0.0)
+        have = np.append(counts, 0)
+        above = real & (have[at] > floor[at])                    # (stages, width)
+        stage_s = np.where(above.any(axis=1), chunk_s[at].sum(axis=1), -np.inf)
+        s = int(np.argmax(stage_s))
+        seconds = np.where(above[s], chunk_s[at[s]], -np.inf)
+        counts[at[s, int(np.argmax(seconds))]] -= 1
         extra -= 1

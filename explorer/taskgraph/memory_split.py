@@ -141,7 +141,7 @@ class _Plan:
         edge[2, -1] += c.last_held[1]
         self.edge = edge
         self.groups, self.vectors, self.mean_vectors = _arrays(live)
-        self._vectors_t = np.ascontiguousarray(self.vectors.transpose(0, 2, 1))
+        self._products = np.empty(0)                              # _stages' buffer, grown as needed
         self._padded = bool((self.groups >= k).any())
         self.stages = len(self.groups)
         self.cap = c.capacity - c.transient
@@ -195,23 +195,35 @@ class _Plan:
     def _stages(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per split and stage, from the chunks' ``v`` (:meth:`_chunks`): the seconds and the state
         bytes its chunks add up to and its activation peak, the largest dot product of its count
-        vectors with its chunks' activation bytes, ((splits, stages) each).  Slot by slot (a stage
-        holds one to a few chunks): gathers of (splits, stages), never a (splits, stages, slots)
-        array nor a matrix product per split and stage."""
+        vectors with its chunks' activation bytes, ((splits, stages) each).  Sums slot by slot (a
+        stage holds one to a few chunks), the dot products stage-major into buffers the plan keeps
+        (a stage may pass through tens of count vectors: fresh (splits, stages, K) arrays per slot
+        cost most of a search)."""
         if self._padded:                      # a padding slot reads a zero chunk
             v = np.concatenate([v, np.zeros((3, v.shape[1], 1))], axis=2)
-        groups, vectors = self.groups, self.vectors
-        sec = state = peak = None
-        for j in range(groups.shape[1]):
-            at = groups[:, j]
-            s_j, b_j, a_j = v[0][:, at], v[1][:, at], v[2][:, at]          # (splits, stages) each
-            act = a_j[..., None] * vectors[None, :, :, j]                    # (splits, stages, K)
-            if sec is None:
-                sec, state, peak = s_j, b_j, act
-            else:
-                sec, state, peak = sec + s_j, state + b_j, peak + act
-        assert sec is not None and state is not None and peak is not None
-        return sec, state, peak.max(axis=2)
+        groups = self.groups
+        rows = v.shape[1]
+        sec = v[0][:, groups[:, 0]]
+        state = v[1][:, groups[:, 0]]
+        for j in range(1, groups.shape[1]):
+            sec = sec + v[0][:, groups[:, j]]
+            state = state + v[1][:, groups[:, j]]
+        per_chunk = np.ascontiguousarray(v[2].T)                    # (chunks, splits) activation bytes
+        vectors = self.vectors                                      # (stages, K, slots)
+        S, K, W = vectors.shape
+        size = S * K * rows
+        if len(self._products) < 2 * size:
+            self._products = np.empty(2 * size)
+        # (stages, K, splits), so that the largest over K is an elementwise maximum of rows.
+        dots = self._products[:size].reshape(S, K, rows)
+        term = self._products[size:2 * size].reshape(S, K, rows)
+        # Slot by slot, in order (a matrix product's summation order varies with the batch: a split
+        # must read the same bytes in any batch).
+        np.multiply(vectors[:, :, 0, None], per_chunk[groups[:, 0]][:, None, :], out=dots)
+        for j in range(1, W):
+            np.multiply(vectors[:, :, j, None], per_chunk[groups[:, j]][:, None, :], out=term)
+            dots += term
+        return sec, state, dots.max(axis=1).T
 
     def _over(self, state: np.ndarray, peak: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per split the largest and the summed bytes its stages hold beyond the GPU's."""

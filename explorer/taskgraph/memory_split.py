@@ -193,12 +193,10 @@ class _Plan:
         return v
 
     def _stages(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per split and stage, from the chunks' ``v`` (:meth:`_chunks`): the seconds and the state
-        bytes its chunks add up to and its activation peak, the largest dot product of its count
-        vectors with its chunks' activation bytes, ((splits, stages) each).  Sums slot by slot (a
-        stage holds one to a few chunks), the dot products stage-major into buffers the plan keeps
-        (a stage may pass through tens of count vectors: fresh (splits, stages, K) arrays per slot
-        cost most of a search)."""
+        """Per split and stage ((splits, stages) each) from the chunks' ``v``: its chunks' seconds and
+        state bytes summed, and its activation peak, the largest dot product of its count vectors
+        with its chunks' activation bytes (stage-major into kept buffers: a stage may pass through
+        tens of count vectors)."""
         if self._padded:                      # a padding slot reads a zero chunk
             v = np.concatenate([v, np.zeros((3, v.shape[1], 1))], axis=2)
         groups = self.groups
@@ -214,26 +212,20 @@ class _Plan:
         size = S * K * rows
         if len(self._products) < 2 * size:
             self._products = np.empty(2 * size)
-        # (stages, K, splits), so that the largest over K is an elementwise maximum of rows.
+        # (stages, K, splits): the largest over K is an elementwise maximum of rows.  Slot by slot, in
+        # order (a matrix product's order varies with the batch: a split reads alike in any batch).
         dots = self._products[:size].reshape(S, K, rows)
         term = self._products[size:2 * size].reshape(S, K, rows)
-        # Slot by slot, in order (a matrix product's summation order varies with the batch: a split
-        # must read the same bytes in any batch).
         np.multiply(vectors[:, :, 0, None], per_chunk[groups[:, 0]][:, None, :], out=dots)
         for j in range(1, W):
             np.multiply(vectors[:, :, j, None], per_chunk[groups[:, j]][:, None, :], out=term)
             dots += term
         return sec, state, dots.max(axis=1).T
 
-    def _over(self, state: np.ndarray, peak: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per split the largest and the summed bytes its stages hold beyond the GPU's."""
-        beyond = np.maximum(state + peak - self.cap, 0.0)
-        return beyond.max(axis=1), beyond.sum(axis=1)
-
     def excess(self, bounds: np.ndarray) -> np.ndarray:
         """Per split (rows of ``bounds``) the largest bytes any stage holds beyond the GPU's, or 0."""
         _, state, peak = self._stages(self._chunks(bounds))
-        return self._over(state, peak)[0]
+        return np.maximum(state + peak - self.cap, 0.0).max(axis=1)
 
     def columns(self, bounds: np.ndarray) -> tuple[np.ndarray, ...]:
         """Per split: largest excess over memory, the excesses' sum (a move that relieves one of two

@@ -26,6 +26,8 @@ p * MAX_RUN candidates each, some 5 to 40 ms a split, memoised per pricing in th
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from .dualpipe_pairs import ACT, HELD, Pairs, bounds_of
@@ -309,6 +311,18 @@ def boundary_moves(p: int, run: int = MAX_RUN) -> np.ndarray:
                     rows.append(r)
         got = _MOVES[(p, run)] = np.array(rows)
     return got
+
+
+@lru_cache(maxsize=64)
+def move_givers(chunks: int, run: int) -> np.ndarray:
+    """Per row of :func:`boundary_moves` the chunk that loses a layer: boundaries k1..k2 shifted
+    right take chunk k2's first layer, shifted left chunk k1-1's last."""
+    moves = boundary_moves(chunks, run)
+    out = np.empty(len(moves), dtype=np.int64)
+    for i, m in enumerate(moves):
+        moved = np.flatnonzero(m)
+        out[i] = moved[-1] if m[moved[0]] > 0 else moved[0] - 1
+    return out
 
 
 def _near(p: int, run: int = MAX_RUN) -> np.ndarray:

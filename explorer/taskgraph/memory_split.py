@@ -37,13 +37,12 @@ DualPipe's pair split counts them).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
-from .dualpipe_split import boundary_moves
+from .dualpipe_split import boundary_moves, move_givers
 from .line_split import fitting_line
+from .live_slots import Live, live_arrays
 from .split_cost import SplitCosts, fused_seconds, unit_seconds
 from .uniform_split import uniform_fitting_split
 
@@ -54,15 +53,6 @@ _TOL = 1e-9
 HEADROOM_GB = 1.0
 # Longest run of boundaries one move shifts: a layer passes across up to this many chunks at once.
 MAX_RUN = 16
-
-
-@dataclass(frozen=True)
-class Live:
-    """Per stage (rank) the chunk (in split order) each of its local slots holds, and the count
-    vectors over those slots its order passes through (schedules/live.py)."""
-
-    slots: tuple[tuple[int, ...], ...]
-    vectors: tuple[tuple[tuple[int, ...], ...], ...]
 
 
 def fit_memory(c: SplitCosts, counts: Sequence[int], live: Live, extras: Sequence[float] | None = None,
@@ -140,7 +130,7 @@ class _Plan:
         edge[2, 0] += c.first_held[1]
         edge[2, -1] += c.last_held[1]
         self.edge = edge
-        self.groups, self.vectors, self.mean_vectors = _arrays(live)
+        self.groups, self.vectors, self.mean_vectors = live_arrays(live)
         self._products = np.empty(0)                              # _stages' buffer, grown as needed
         self._padded = bool((self.groups >= k).any())
         self.stages = len(self.groups)
@@ -153,6 +143,7 @@ class _Plan:
                 len(live.slots) * 2 == k:
             self.least[0] = self.least[-1] = 0
         self._held = c.held
+        self._uniform = bool((c.held == c.held[0]).all())          # equal layers (_relieve_worst)
 
     def _time(self) -> None:
         """The layers' seconds as prefix sums and the ends' (and sends') seconds per chunk: what a
@@ -313,41 +304,63 @@ class _Plan:
         reached; and the largest excess over memory where the moves ended."""
         k = self.chunks
         run = min(MAX_RUN if k <= 32 else MAX_RUN // 2, k - 1)
-        moves, giver = boundary_moves(k, run), _givers(k, run)
+        moves, giver = boundary_moves(k, run), move_givers(k, run)
         cols, per, held, chunk = self._measured(bounds[None, :])
         current = tuple(float(x[0]) for x in cols)
         state = (per[0], held[0], chunk[0].copy())            # the current split's, for _givers
         for _ in range(4 * self.n + 16):
-            # Only a layer leaving a chunk of a stage that is over (then: of the slowest stage, or
-            # the largest chunk) can lower what the moves are compared by first.
-            cand = bounds + moves[np.isin(giver, self._givers(*state, current[0] > 0.0))]
-            sizes = np.diff(cand, axis=1)
-            ok = np.all(sizes >= self.least, axis=1)
-            if not ok.any():
+            fitting = current[0] > 0.0
+            picked = self._relieve_worst(bounds, moves, giver, state[1], current) \
+                if fitting and self._uniform else None
+            if picked is None:
+                # Only a layer leaving a chunk of a stage that is over (then: of the slowest stage,
+                # or the largest chunk) can lower what the moves are compared by first.
+                picked = self._pick(bounds + moves[np.isin(giver, self._givers(*state, fitting))], current)
+            if picked is None or not _better(picked[1], current, self.cap):
                 break
-            cand = cand[ok]
-            cols, per, held, chunk = self._measured(cand)
-            keep = np.arange(len(cand))
-            if current[0] > 0.0:                 # first fit: the move that most reduces the excess
-                for col in cols[:2]:
-                    x = col[keep]
-                    keep = keep[x <= x.min() + self.cap * _TOL]
-            else:                                # then stay within memory
-                keep = keep[cols[0] <= 0.0]
-            for col in cols[2:]:
-                if not len(keep):
-                    break
-                x = col[keep]
-                keep = keep[x <= x.min() * (1 + _TOL)]
-            if not len(keep):
-                break
-            j = int(keep[0])
-            got = tuple(float(col[j]) for col in cols)
-            if not _better(got, current, self.cap):
-                break
-            bounds, current = cand[j], got
-            state = (per[j], held[j], chunk[j].copy())
+            bounds, current, state = picked
         return (bounds if current[0] <= 0.0 else None), current[0]
+
+    def _pick(self, cand: np.ndarray, current: tuple[float, ...]) -> tuple | None:
+        """The move the module docstring takes among the splits ``cand``: its bounds, columns and
+        (stage seconds, stage bytes, chunk seconds); None when no candidate is left."""
+        cand = cand[np.all(np.diff(cand, axis=1) >= self.least, axis=1)]
+        if not len(cand):
+            return None
+        cols, per, held, chunk = self._measured(cand)
+        keep = np.arange(len(cand))
+        if current[0] > 0.0:                 # first fit: the move that most reduces the excess
+            for col in cols[:2]:
+                x = col[keep]
+                keep = keep[x <= x.min() + self.cap * _TOL]
+        else:                                # then stay within memory
+            keep = keep[cols[0] <= 0.0]
+        for col in cols[2:]:
+            if not len(keep):
+                return None
+            x = col[keep]
+            keep = keep[x <= x.min() * (1 + _TOL)]
+        if not len(keep):
+            return None
+        j = int(keep[0])
+        return cand[j], tuple(float(col[j]) for col in cols), (per[j], held[j], chunk[j].copy())
+
+    def _relieve_worst(self, bounds: np.ndarray, moves: np.ndarray, giver: np.ndarray, held: np.ndarray,
+                       current: tuple[float, ...]) -> tuple | None:
+        """:meth:`_pick` among the moves taking a layer from the fullest stage's chunks, when that
+        provably picks the same move, else None: with equal layers a move changes the counts of its
+        run's two end chunks only, so the other moves leave that stage as full (to rounding) and
+        none of them is kept beside a move that lowers the largest excess by over the tolerance."""
+        excess = held - self.cap
+        worst = int(np.argmax(excess))
+        margin = 2 * self.cap * _TOL
+        if len(excess) > 1 and np.partition(excess, -2)[-2] > excess[worst] - margin:
+            return None                      # two stages about as full: one move relieves one
+        mine = self.groups[worst][self.groups[worst] < self.chunks]
+        picked = self._pick(bounds + moves[np.isin(giver, mine)], current)
+        if picked is None or picked[1][0] >= current[0] - margin:
+            return None
+        return picked
 
 
 def _better(a: tuple[float, ...], b: tuple[float, ...], cap: float) -> bool:
@@ -365,32 +378,3 @@ def _better(a: tuple[float, ...], b: tuple[float, ...], cap: float) -> bool:
         if x > y * (1 + _TOL):
             return False
     return False
-
-
-@lru_cache(maxsize=64)
-def _givers(chunks: int, run: int) -> np.ndarray:
-    """Per row of dualpipe_split.boundary_moves the chunk that loses a layer: boundaries k1..k2
-    shifted right take chunk k2's first layer, shifted left chunk k1-1's last."""
-    moves = boundary_moves(chunks, run)
-    out = np.empty(len(moves), dtype=np.int64)
-    for i, m in enumerate(moves):
-        moved = np.flatnonzero(m)
-        out[i] = moved[-1] if m[moved[0]] > 0 else moved[0] - 1
-    return out
-
-
-@lru_cache(maxsize=256)
-def _arrays(live: Live) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(stages, width) each stage's chunks, padded with the chunk count — a zero row in
-    _Plan._stages — (stages, K, width) its count vectors, padded with zero vectors, and (stages,
-    width) the mean of its own vectors."""
-    k = 1 + max(max(x) for x in live.slots)
-    width = max(len(x) for x in live.slots)
-    groups = np.array([list(x) + [k] * (width - len(x)) for x in live.slots], dtype=np.int64)
-    K = max(len(v) for v in live.vectors)
-    vectors = np.zeros((len(live.slots), K, width))
-    for s, vs in enumerate(live.vectors):
-        for j, vec in enumerate(vs):
-            vectors[s, j, :len(vec)] = vec
-    mean = vectors.sum(axis=1) / np.array([len(v) for v in live.vectors], dtype=float)[:, None]
-    return groups, vectors, mean

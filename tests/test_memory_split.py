@@ -49,6 +49,12 @@ def live(p: int, v: int) -> Live:
     return split_live(registry.get("interleaved"), p, 2 * p, v)
 
 
+def random_layers(rnd, n: int) -> tuple[list[float], list[float], list[float]]:
+    """``n`` layers' seconds, held bytes and activation bytes per unit, each within 0.5-1.5."""
+    seconds, state, act = ([rnd.uniform(0.5, 1.5) for _ in range(n)] for _ in range(3))
+    return seconds, state, act
+
+
 def columns(c: SplitCosts, counts, held: Live) -> list[float]:
     """(largest and summed excess over memory, largest stage seconds, largest chunk, sum of squared
     stage seconds)."""
@@ -93,9 +99,7 @@ def test_a_split_that_fits_is_kept_and_a_moved_one_fits(p, v, spare, rnd):
     changed fits every stage, keeps the layer count and gives every chunk a layer."""
     k = p * v
     n = k + spare
-    seconds = [rnd.uniform(0.5, 1.5) for _ in range(n)]
-    state = [rnd.uniform(0.5, 1.5) for _ in range(n)]
-    act = [rnd.uniform(0.5, 1.5) for _ in range(n)]
+    seconds, state, act = random_layers(rnd, n)
     held = live(p, v)
     top = max(sum(x) for vecs in held.vectors for x in vecs)
     base = split_layers(seconds, k, 0.0, 0.0, stages=p)
@@ -132,9 +136,7 @@ def test_a_batch_of_splits_is_measured_as_each_alone(p, v, spare, rnd):
     per-stage computation gives, whatever batch came before (a larger one, then a smaller)."""
     k = p * v
     n = k + spare
-    seconds = [rnd.uniform(0.5, 1.5) for _ in range(n)]
-    state = [rnd.uniform(0.5, 1.5) for _ in range(n)]
-    act = [rnd.uniform(0.5, 1.5) for _ in range(n)]
+    seconds, state, act = random_layers(rnd, n)
     held = live(p, v)
     c = costs(seconds, state, act, rnd.uniform(0.5, 2.0) * sum(state) / p)
     plan = _Plan(c, held, None, False)

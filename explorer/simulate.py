@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from .analysis.breakdown import CATEGORIES, COMM_DIMS
 from .analysis.bubble import bubble_formula, bubble_summary, stage_passes
+from .analysis.busiest import busiest_stage
 from .analysis.link_bound import link_bound
 from .analysis.measures import Measures
 from .analysis.offload import offload_totals, with_offload
@@ -101,8 +102,8 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
         classes.append(GPUClass(s, f"{name} (×{n} GPUs)", s, n, layers, dc, name))
 
     # Slowest class: the one with the most compute-stream work — the stage that bounds throughput
-    # (ties: the one that finishes last, then the lowest index).
-    slow = max(range(p), key=lambda s: (round(ms.busy[s], 12), round(ms.end[s], 12), -s))
+    # (ties, to a relative 1e-9: the one that finishes last, then the lowest index).
+    slow = busiest_stage(ms.busy, ms.end)
     breakdown = bound.breakdowns[slow]
     # The Bubble card: the pipeline's idle share averaged over its GPUs (each stage's bubble
     # seconds from its own breakdown, weighted by the GPUs the stage holds — with PipeDream's

@@ -102,6 +102,7 @@ def test_a_zero_measure_folds_to_zero_not_to_its_rounding_noise():
 @example(13850)   # PipeDream, pp 1: a 0.5 ms optimizer category off by 1.1e-12 s in an 89 s window
 @example(46624)   # 16 micro-batches: three reduced runs held more tasks than the full one (fold.py)
 @example(841)     # ZB-H2 on 2 stages: a period of 3 micro-batches looks like 1 on (4, 5, 6) (fold._confirm)
+@example(114233)  # two stages of equal work 1.1e-12 s apart in full, equal folded: the busiest flipped
 def test_folded_results_equal_unfolded_results_for_random_scenarios(seed):
     try:
         sc = from_dict(long_raw(seed))

@@ -399,15 +399,19 @@ def test_a_serving_files_unknown_training_key_is_named_not_an_attribute_error():
 
 
 def test_no_reduced_runs_when_no_engine_route_fits_the_budget(monkeypatch):
-    """megatron-gpt3-175b with 1,024 token slices (fuzzed link): admitted for its array fold, whose
-    period is then not proven; the full run (about 3.0 M work) and the task fold's reduced runs
-    (2.0 M) are both beyond the 300,000 budget, so it is refused at once — it used to run 28 reduced
-    simulations (25 s) before refusing."""
+    """megatron-gpt3-175b with 1,024 token slices (fuzzed link): its array fold proves no period;
+    the full run (about 3.0 M work) and the task fold's reduced runs (2.0 M) are both beyond the
+    300,000 budget, so a simulation that reaches them refuses at once — it used to run 28 reduced
+    simulations (25 s) before refusing.  (Load refuses it first since the array fold is proven
+    there: the test below; here the scenario is built past that rule to reach the simulation's.)"""
     import explorer.fold.run as route
+    from explorer.config import from_dict as config_from_dict
     from explorer.fold.budget import MAX_WORK, estimate, folded_estimate
-    from explorer.scenario import ScenarioError, load
+    from explorer.scenario import ScenarioError, apply_overrides, load_raw
     from explorer.simulate import simulate
-    sc = load(ROOT / "scenarios" / "megatron-gpt3-175b.yaml", {"parallelism.token_slices": 1024})
+    raw = apply_overrides(load_raw(ROOT / "scenarios" / "megatron-gpt3-175b.yaml"),
+                          {"parallelism.token_slices": 1024})
+    sc = config_from_dict(raw)
     assert estimate(sc).work > MAX_WORK and folded_estimate(sc).work > MAX_WORK
 
     def never(*args, **kwargs):
@@ -416,6 +420,55 @@ def test_no_reduced_runs_when_no_engine_route_fits_the_budget(monkeypatch):
     with pytest.raises(ScenarioError) as err:
         simulate(sc)
     assert err.value.field == "training.global_batch" and "could not be folded" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["megatron-gpt3-175b", "campus-4-buildings", "cross-region-pp"])
+def test_a_pipeline_admitted_by_its_array_fold_alone_is_refused_at_load_when_the_fold_fails(capsys, name):
+    """1,024 token slices (fuzz seed 424242: 32 micro-batches per pipeline, 32,768 units): only the
+    array fold's first attempt fit the budget; the full count as one array row and the task fold's
+    reduced runs did not.  Load admitted it and the simulation refused it (a valid scenario that
+    does not run).  The fold is now attempted at load: it proves no period, so load refuses it with
+    the simulation's one-line message, in the CLI with exit 2."""
+    from explorer.config import from_dict as config_from_dict
+    from explorer.fold.admit import array_work as admitted_work
+    from explorer.fold.budget import MAX_WORK, estimate, folded_estimate
+    from explorer.fold.cost import array_work
+    from explorer.scenario import ScenarioError, apply_overrides, from_dict, load_raw
+    raw = apply_overrides(load_raw(ROOT / "scenarios" / f"{name}.yaml"), {"parallelism.token_slices": 1024})
+    sc = config_from_dict(raw)
+    assert admitted_work(sc) <= MAX_WORK < array_work(sc, [sc.micro_batches])
+    assert estimate(sc).work > MAX_WORK and folded_estimate(sc).work > MAX_WORK
+    with pytest.raises(ScenarioError) as err:
+        from_dict(raw)
+    msg = str(err.value)
+    assert err.value.field == "training.global_batch" and "could not be folded" in msg and "\n" not in msg
+    assert cli.main(["run", str(ROOT / "scenarios" / f"{name}.yaml"),
+                     "--set", "parallelism.token_slices=1024"]) == 2
+    assert "could not be folded" in capsys.readouterr().err
+
+
+def test_an_array_fold_proven_at_load_is_what_the_simulation_uses():
+    """The 1T row at pp 128 with 4,096 micro-batches is admitted by its array fold alone (the full
+    count as one array row is 2.6 M work): load proves the fold and keeps it; the simulation that
+    follows takes it instead of folding again (taken once), and reads what a fresh fold reads."""
+    from test_array_run import one_t_raw
+
+    import explorer.fold.admit as admit
+    from explorer.fold.arrays.fold import attempt_arrays
+    from explorer.fold.budget import MAX_WORK
+    from explorer.fold.cost import array_work
+    from explorer.scenario import from_dict
+    from explorer.simulate import simulate
+    sc = from_dict(one_t_raw(128, 4096))
+    assert array_work(sc, [sc.micro_batches]) > MAX_WORK
+    kept = admit._proven[0][1]
+    assert admit._proven[0][0] == sc
+    res = simulate(sc)
+    assert admit._proven == []                     # taken by the simulation
+    again = simulate(sc)                           # folds afresh
+    fresh = attempt_arrays(sc)
+    assert fresh is not kept and fresh.measures == kept.measures
+    assert res.iteration_time_s == again.iteration_time_s and res.breakdown_s == again.breakdown_s
 
 
 @pytest.mark.parametrize("key", ["model.dlrm.pooling", "model.dlrm.rows"])

@@ -18,8 +18,9 @@ from ..engine.scheduler import Task
 from ..network.groups import Network
 from ..taskgraph import replica_split
 from ..taskgraph.builder import IterationBuilder
+from .admit import attempt_arrays_once
 from .arrays.direct import ArrayRun, attempt_array_run, run_tasks
-from .arrays.fold import ArrayFold, arrays_tasks, attempt_arrays
+from .arrays.fold import ArrayFold, arrays_tasks
 from .arrays.lazy import LazyTasks
 from .budget import MAX_WORK, check_unfolded_budget, estimate, folded_estimate
 from .steady import FoldedRun, FoldInfo, attempt_folded
@@ -76,7 +77,7 @@ def routed(sc: Scenario, ideal: frozenset[str] | None = None, fold: bool = True,
         fold, why = False, {k: "parallelism.stage_replicas: every task is scheduled"
                             for k in ("arrays", "array_run", "tasks")}
     if fold and arrays:
-        got = attempt_arrays(sc, ideal)
+        got = attempt_arrays_once(sc, ideal)      # proved at load when it alone was admitted
         if isinstance(got, ArrayFold):
             return _from_array_fold(sc, ideal, got), Route(ARRAYS)
         why["arrays"] = got.reason

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..analysis.busiest import busiest_stages
 from ..vocabulary import CATEGORIES
 from .chunk_basis import BWD, F_IDX, FWD, PARTS
 from .pipeline import UNDER_DIMS, StageTimes, fused_extra
@@ -80,9 +81,7 @@ def breakdowns(profs: list[RowProfile], st: StageTimes, en: Ending, win: Window_
     opt = np.stack([r.optimizer for r in profs])
     busy = busy_parts.sum(-1) + sends + opt
     # simulate.assemble: most compute-stream work, then the later end, then the lower stage.
-    order = np.lexsort((-np.arange(p)[None, :].repeat(g, 0), np.round(en.end, 12), np.round(busy, 12)),
-                       axis=1)
-    k = order[:, -1]
+    k = busiest_stages(busy, en.end)
     rows = np.arange(g)
     out = np.zeros((g, len(CATEGORIES)))
     idx = {c: i for i, c in enumerate(CATEGORIES)}

@@ -283,13 +283,21 @@ class IterationBuilder:
 
     def _fused_task(self, g: TaskGraph, s: int, step: Fused, deps: list) -> int:
         """DualPipe's F&B (chunks.fuse): one task for a forward and another unit's full backward."""
-        parts, hidden, flops, fsdp = fused_shape(self, s, step.f.local, step.b.local)
-        chf = self.chunk_of(s, step.f.local)
-        info = PassInfo(step.f.mb, step.f.local, 0, chf.comm, (), flops, hidden,
-                        f"F mb {step.f.mb} dir {step.f.lane} + B mb {step.b.mb} dir {step.b.lane}",
-                        step.b.mb, step.b.local)
-        tid = g.add(Task(s, "compute", "F&B", sum(x for _, x in parts), deps, parts=parts, info=info))
-        self._fsdp_hidden_task(g, s, tid, step.f, chf, fsdp)
+        f, b = step.f, step.b
+        key = (s, f.local, b.local, "F&B task")         # fused_shape's, with what the task reads beside
+        shape = self._pass_cache.get(key)
+        if shape is None:
+            parts, hidden, flops, fsdp = fused_shape(self, s, f.local, b.local)
+            chf = self.chunk_of(s, f.local)
+            shape = self._pass_cache[key] = (parts, hidden, flops, fsdp, sum(x for _, x in parts), chf)
+        parts, hidden, flops, fsdp, dur, chf = shape
+        info = PassInfo(f.mb, f.local, 0, chf.comm, (), flops, hidden,
+                        f"F mb {f.mb} dir {f.lane} + B mb {b.mb} dir {b.lane}", b.mb, b.local)
+        tasks = g.tasks                  # TaskGraph.add inlined: DeepSeek-V3 has some 1,600 F&B tasks
+        tasks.append(Task(s, "compute", "F&B", dur, deps, 0, parts, info))
+        tid = len(tasks) - 1
+        if fsdp > 0:
+            self._fsdp_hidden_task(g, s, tid, f, chf, fsdp)
         return tid
 
     def _sm_contention(self, hidden_s: float) -> float:
@@ -346,7 +354,7 @@ class IterationBuilder:
             # The transfer (see _transfer_shape), made inline: the 1T-parameter row has 65k of them.
             st, stream, priority, time_s, parts, links, tail, tier, wire = fwd
             tasks.append(Task(st, stream, "pp", time_s, [(tid, 1.0)], priority, parts,
-                              TransferInfo(mb, local, *tail), links, tier=tier, wire=wire))
+                              TransferInfo(mb, local, *tail), links, tier, wire))
             tasks[dst].deps.append((len(tasks) - 1, 1.0))
 
     def _transfer_shape(self, pair: int, s: int, direction: str) -> tuple:

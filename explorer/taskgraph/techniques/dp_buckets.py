@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import math
+from typing import cast
 
 from ...config import Scenario
 from ...engine.records import BucketInfo, priced_link
@@ -88,6 +89,47 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
     backward produces gradients progressively); otherwise every bucket depends on ``deps``.
     ``priority_rank`` orders chunks for P3 priorities (the global chunk index).  ``sm_factor``: the
     share of the ready task's speed its overlapped buckets take (dp_contention), which lengthens it."""
+    if sc.communication.compression.active:
+        return _made(g, sc, net, ch, s, c, priority_rank, op, deps, ready_task, sm_factor)
+    # Without compression every task this makes is fixed by what the key names but for its chunk
+    # index, priority, dependencies and ready task: made once per key and replayed (DeepSeek-V3's
+    # 16 stages x 2 chunks x 2 ops call this 64 times with a handful of keys).  Shapes are the
+    # network's memoised objects (alike stages share one), so their ids name their groups' costs.
+    key = (op, ready_task is None, ch.params, ch.expert_params, ch.grad_curve,
+           id(net.shape("dp", s)), id(net.shape("edp", s)), id(net.shape(PAIR, s)))
+    memo = net.__dict__.setdefault("_bucket_templates", {})
+    plan = memo.get(key)
+    if plan is None:
+        first = len(g.tasks)
+        out = _made(g, sc, net, ch, s, c, priority_rank, op, deps, ready_task, sm_factor)
+        made = g.tasks[first:]
+        # Each task's own fields, and where its ready fraction sits among its dependencies.
+        memo[key] = tuple((t.duration, t.deps[-1][1] if ready_task is not None else None,
+                           cast(BucketInfo, t.info)[1:], t.links, t.tier, t.wire) for t in made)
+        return out
+    rank_priority = sc.communication.dp_priority and ready_task is not None
+    out = []
+    tasks = g.tasks
+    jobs: list[tuple[float, float]] = []
+    for t_s, frac, tail, links, tier, wire in plan:
+        d = list(deps)
+        if ready_task is not None:
+            d.append((ready_task, frac))
+            jobs.append((frac, t_s))
+        # tail[10], tail[11]: the task's layer rank and the chunk's bucket tasks (BucketInfo).
+        priority = 1 + priority_rank * MAX_BUCKET_TASKS + tail[10] if rank_priority else 1
+        # A tuple of its own: analysis/utilisation.class_calls counts a tuple that tasks share once,
+        # scaled, which would round the traffic differently from the tasks made one by one.
+        tasks.append(Task(s, "dp", "dp", t_s, d, priority, (("dp", t_s),), BucketInfo(c, *tail), (*links,),
+                          tier, wire))
+        out.append(len(tasks) - 1)
+    _slow_ready_task(g, ready_task, sm_factor, jobs)
+    return out
+
+
+def _made(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c: int, priority_rank: int,
+          op: str, deps: list[tuple[int, float]], ready_task: int | None, sm_factor: float) -> list[int]:
+    """dp_tasks, every task priced and made."""
     out: list[int] = []
     jobs: list[tuple[float, float]] = []       # (ready fraction of ready_task, seconds) per bucket task
     # Gradients travel in the framework's reduction dtype (fp32 for Megatron bf16, explorer/
@@ -188,13 +230,19 @@ def dp_tasks(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c:
                 after = [(tid, 1.0)] + ([(enc_id, 1.0)] if hooked else [])
                 tid = g.add(Task(s, "compute", "compress", dec, after, parts=(("compute", dec),)))
             out.append(tid)
+    _slow_ready_task(g, ready_task, sm_factor, jobs)
+    return out
+
+
+def _slow_ready_task(g: TaskGraph, ready_task: int | None, sm_factor: float,
+                     jobs: list[tuple[float, float]]) -> None:
+    """Lengthen the pass the buckets overlap by the SM share they take (dp_contention.py)."""
     if ready_task is not None and sm_factor > 0 and jobs:
         task = g.tasks[ready_task]
         slow = sm_factor * hidden_seconds(task.duration, jobs)
         if slow > 0:
             task.duration += slow
             task.parts = task.parts + (("compute", slow),)
-    return out
 
 
 def _pair_only(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c: int, priority_rank: int,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from ..config import Scenario
 from ..engine.records import BucketInfo, OverlapInfo, TransferInfo
@@ -47,12 +48,22 @@ def link_summary(b: IterationBuilder, tasks: list[Task]) -> dict[str, dict]:
     builder priced (the chunks' calls, the tasks' payloads); nothing is priced again here."""
     # TP, EP and CP: the per-layer calls of the first chunk (stage 0), as the builder priced them.
     out: dict[str, dict] = {dim: dict(call) for dim, call in b.chunks[0].comm.items() if dim != "dp"}
+    # Per dimension its slowest call as priced (``alone``: before a shared link slowed it), the
+    # lower class on a tie, then the first in task order — real calls only (the overlapped-FSDP
+    # drawing tasks carry no call of their own).  One pass over the tasks for both.
+    slowest: dict[str, tuple[tuple[float, int], Task]] = {}
+    for t in tasks:
+        i = t.info
+        dim = "pp" if isinstance(i, TransferInfo) else "dp" if isinstance(i, BucketInfo) else ""
+        if dim:
+            key = (t.alone or t.duration, -t.cls)
+            got = slowest.get(dim)
+            if got is None or key > got[0]:
+                slowest[dim] = (key, t)
     for dim in ("pp", "dp"):
-        # Real calls only (the overlapped-FSDP drawing tasks carry no call of their own).
-        mine = [(t, i) for t in tasks if isinstance(i := t.info, TransferInfo if dim == "pp" else BucketInfo)]
-        if mine:
-            # The dimension's slowest call as priced (``alone``: before a shared link slowed it).
-            t, i = max(mine, key=lambda ti: (ti[0].alone or ti[0].duration, -ti[0].cls))
+        if dim in slowest:
+            t = slowest[dim][1]
+            i = cast(TransferInfo | BucketInfo, t.info)
             out[dim] = {"op": "send-recv" if isinstance(i, TransferInfo) else i.op, "bytes": i.bytes,
                         "group": i.group,
                         "algorithm": i.algorithm, "tier": i.tier, "busbw_GBps": i.busbw_GBps,

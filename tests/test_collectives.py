@@ -114,6 +114,25 @@ def test_auto_is_never_slower_than_any_nccl_algorithm_and_protocol():
                     assert auto <= forced.time_s + 1e-15
 
 
+@pytest.mark.parametrize("library", ["mpi", "gloo"])
+def test_an_mpi_or_gloo_auto_is_never_slower_than_any_of_its_algorithms_on_slow_pcie(library):
+    """``auto`` with MPI or Gloo takes the fastest of the library's alpha-beta algorithms as they run, the
+    GPU's PCIe links included (collectives.cost).  Chosen before the PCIe cap, gloo on 2 x 4 A100s
+    with 800 Gb/s NICs took its ring over halving-doubling and ran 12.0 ms instead of 8.0 — slower than
+    at 200 Gb/s (fuzzed)."""
+    from explorer.collective_algorithms import registry
+    fab = node(nodes=4, nic_Gbps=800.0, nics_per_node=8)
+    for pcie in (5e9, 12e9, 25e9, float("inf")):
+        o = NcclOptions(library=library, pcie_Bps=pcie)
+        for members in (np.arange(0, 32, 8), np.arange(0, 32, 4), np.arange(32)):
+            sh = fab.shape(members)
+            for size in (1e5, 1e7, 1e9):
+                auto = cost("all-reduce", size, sh, options=o)
+                for alg in registry.library_candidates("all-reduce", library):
+                    named = cost("all-reduce", size, sh, alg.name, options=o)
+                    assert auto.time_s <= named.time_s * (1 + 1e-12)
+
+
 def test_inter_node_ring_is_limited_by_the_nic_share():
     # One member per node: each group gets one NIC's worth (8 NICs shared by the node's 8 groups).
     fab = node(nodes=16, nic_Gbps=400, nics_per_node=8)

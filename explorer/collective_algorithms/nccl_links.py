@@ -140,7 +140,12 @@ def tree_nic_factor(o: OptionsLike, ppn: int) -> float:
             or o.net_cap_Bps < float("inf"):
         return 1.0
     nics = min(o.nics_per_node, o.gpus_per_node)
-    return max(1.0, 2 * nics / o.gpus_per_node)
+    paired = max(1.0, 2 * nics / o.gpus_per_node)
+    # Never slower than a NIC at the threshold: NCCL's graph search accepts the fastest speed whose graph
+    # fits (ncclTopoCompute walks its speed array downwards), and a faster NIC fits every graph a slower
+    # one does, so the tree on a NIC just above 25 GB/s still runs at 25, not at half its rate (a step
+    # from 1 to 2 made 105 Gb/s EFA twice as slow as 100; measured points at 12.5 and 50 GB/s unchanged).
+    return min(paired, o.nic_GBps / TREE_PAIRED_NIC_GBPS)
 
 
 def tree(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
@@ -158,9 +163,17 @@ def tree(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
     nodes, ppn = _nodes_ppn(sh)
     if nodes <= 1 or op != "all-reduce":
         return None
-    out = dtree_edges(nodes) * S / 2 * tree_nic_factor(o, ppn)
+    return _tree_link(S, sh, dtree_edges(nodes) * S / 2, tree_nic_factor(o, ppn))
+
+
+def _tree_link(S: float, sh: ShapeLike, out: float, nic_factor: float) -> NcclLink:
+    """A tree whose busiest node sends ``out`` bytes, on NICs that run it at 1 / ``nic_factor`` of
+    their rate (tree_nic_factor).  That factor slows the node's NICs alone: the leaf, spine and WAN
+    links beyond carry the tree's bytes at their own rates (it once multiplied every boundary's bytes, so
+    a faster NIC doubled a WAN-bound tree's time), and the bytes reported are the bytes sent."""
     egress = {0: 2 * S, **spanned(sh, out)}
-    t, b = crossing(sh, egress)
+    timed = {b: v * nic_factor if b == 1 else v for b, v in egress.items()}
+    t, b = crossing(sh, timed)
     return LinkCost(t, b, egress), 2 * S
 
 
@@ -175,10 +188,7 @@ def tree_rated(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
     if nodes <= 1 or op != "all-reduce":
         return None
     # The tree graph NCCL rates has the channels of its pattern (tree_nic_factor) too.
-    out = (S if nodes == 2 else 2 * S) * tree_nic_factor(o, ppn)
-    egress = {0: 2 * S, **spanned(sh, out)}
-    t, b = crossing(sh, egress)
-    return LinkCost(t, b, egress), 2 * S
+    return _tree_link(S, sh, S if nodes == 2 else 2 * S, tree_nic_factor(o, ppn))
 
 
 def _nvls_share(sh: ShapeLike, arch: str) -> float:

@@ -264,16 +264,16 @@ def test_the_bubble_explanation_folds_its_ideal_pipelines_over_arrays_to_the_sam
     sc = from_dict(BASE)
     r = simulate(sc)
     calls = []
-    real = fold_run_module.attempt_arrays
+    real = fold_run_module.attempt_arrays_once
     def spy(*a):
         calls.append((a[1], real(*a)))
         return calls[-1][1]
-    monkeypatch.setattr(fold_run_module, "attempt_arrays", spy)
+    monkeypatch.setattr(fold_run_module, "attempt_arrays_once", spy)
     fast = bubble.explain_bubble(r)
     assert len(calls) == 3 and all(ideal and isinstance(got, ArrayFold) for ideal, got in calls)
     assert "From formula to card" in fast
     no = NotFolded("no arrays")
-    monkeypatch.setattr(fold_run_module, "attempt_arrays", lambda *a: no)
+    monkeypatch.setattr(fold_run_module, "attempt_arrays_once", lambda *a: no)
     monkeypatch.setattr(fold_run_module, "attempt_array_run", lambda *a: no)
     assert bubble.explain_bubble(r) == fast
 

@@ -83,7 +83,8 @@ def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None,
         if min(ks) >= 0:
             first = [ends[s][ks[s]] for s in range(p)]
             return _async_run(builder, net, tasks, by_class, first, makespan,
-                              max(ends[s][ks[s] + m] - first[s] for s in range(p)))
+                              max(_replicated_period(ends[s], ks[s], m, _replicas(builder, s))
+                                  for s in range(p)))
         # Fewer micro-batches than stages: no steady phase; from the first iteration's last backward.
         first = [ends[s][m - 1] for s in range(p)]
         last = [max(t.end for t in mine) for mine in by_class]
@@ -119,12 +120,53 @@ def _async_run(builder: IterationBuilder, net: Network, tasks: list[Task], by_cl
     longer, the busiest stream of any stage per iteration (``stream_busy``), whose excess the
     breakdown charges to that stream."""
     enders = [t for t in tasks if t.end == makespan]
-    busy, stream = max((b, st) for mine in by_class for st, b in stream_busy(builder, mine).items())
+    busy, stream = max((b, st) for s, mine in enumerate(by_class)
+                       for st, b in replica_busy(builder, mine, _replicas(builder, s)).items())
     if busy <= measured:
         return ScheduledRun(builder, net, tasks, by_class, measured, first, enders,
                             pace_margin=busy - measured)
     return ScheduledRun(builder, net, tasks, by_class, busy, first, enders, measured,
                         PACE_CATEGORY[stream.split("~")[0]], busy - measured)
+
+
+def _replicas(b: IterationBuilder, s: int) -> int:
+    """PipeDream replicas of stage ``s`` (parallelism.stage_replicas; 1 without)."""
+    reps = b.sc.parallelism.stage_replicas
+    return reps[s] if reps else 1
+
+
+def _replicated_period(ends: dict[int, float], k: int, m: int, r: int) -> float:
+    """One iteration's period on a stage from its backwards' ends: B_(k+m) - B_k, or with ``r``
+    replicas taking the micro-batches in turn (PipeDream's round robin, taskgraph/replicas.py) and m
+    not a multiple of r, the mean of it over the r backwards ending at B_k.  Then B_k and B_(k+m) fall
+    on different replicas, whose phases differ (pipedream-vgg16 at 16 micro-batches on 15 replicas:
+    a faster network read 37 % slower); over one turn of the replicas each replica's own period
+    counts once, and the mean is the stage's steady-state period (each replica runs its
+    micro-batches r apart, so B_(i+m) - B_i summed over r consecutive i is r periods)."""
+    if m % r == 0:                  # B_k and B_(k+m) on one replica
+        return ends[k + m] - ends[k]
+    starts = [i for i in range(k - r + 1, k + 1) if i >= 0]
+    return sum(ends[i + m] - ends[i] for i in starts) / len(starts)
+
+
+def replica_busy(b: IterationBuilder, mine: list[Task], r: int) -> dict[str, float]:
+    """:func:`stream_busy` of a stage with ``r`` PipeDream replicas, per base stream (``compute~3``
+    counts towards ``compute``): each replica's share of the per-unit work is the mean over the
+    replicas — in steady state the round robin gives each m / r micro-batches an iteration, while the
+    iterations simulated give some replicas one more than others (16 micro-batches on 15 replicas) —
+    plus the once-per-iteration tasks (gradient buckets, the optimizer step), which every replica
+    runs and the graph draws on replica 0's streams.  Where the simulated micro-batches give every
+    replica as many (and without replicas), stream_busy itself: each stream is then a replica's
+    steady state, the pass that a stage's overlapped buckets slow (dp_buckets) on the one that has it."""
+    if b.m_sim % r == 0:
+        return stream_busy(b, mine)
+    per_unit = b.m / b.m_sim
+    out: dict[str, float] = {}
+    for t in mine:
+        once = isinstance(t.info, (BucketInfo, StepInfo))
+        base = t.stream.split("~")[0]
+        out[base] = out.get(base, 0.0) + (t.duration if once else t.duration * per_unit / r)
+    return out
 
 
 def stream_busy(b: IterationBuilder, mine: list[Task]) -> dict[str, float]:

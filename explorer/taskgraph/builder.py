@@ -30,7 +30,7 @@ from ..vocabulary import TIERS
 from ..workloads.registry import workload_spec
 from .chunks import ChunkContext, ChunkWork, balanced, chunk_work, slowed
 from .edges import edge_tasks
-from .fused import fused_shape
+from .fused import fused_task
 from .layer import pair_message_bytes, pp_message_bytes
 from .layout import Fused, Layout, Pass, layout_for
 from .order_memo import program_orders, steps
@@ -231,7 +231,7 @@ class IterationBuilder:
                     deps.append((ag_start[(s, first.local)], 1.0))
                 members: tuple[Pass, ...]
                 if isinstance(step, Fused):
-                    tid = self._fused_task(g, s, step, deps)
+                    tid = fused_task(self, g, s, step, deps)
                     members = (step.f, step.b)
                 else:
                     tid = self._pass_task(g, s, step, deps)
@@ -279,25 +279,6 @@ class IterationBuilder:
         tid = len(tasks) - 1
         if hidden > 0:
             self._fsdp_hidden_task(g, s, tid, ps, ch, hidden)
-        return tid
-
-    def _fused_task(self, g: TaskGraph, s: int, step: Fused, deps: list) -> int:
-        """DualPipe's F&B (chunks.fuse): one task for a forward and another unit's full backward."""
-        f, b = step.f, step.b
-        key = (s, f.local, b.local, "F&B task")         # fused_shape's, with what the task reads beside
-        shape = self._pass_cache.get(key)
-        if shape is None:
-            parts, hidden, flops, fsdp = fused_shape(self, s, f.local, b.local)
-            chf = self.chunk_of(s, f.local)
-            shape = self._pass_cache[key] = (parts, hidden, flops, fsdp, sum(x for _, x in parts), chf)
-        parts, hidden, flops, fsdp, dur, chf = shape
-        info = PassInfo(f.mb, f.local, 0, chf.comm, (), flops, hidden,
-                        f"F mb {f.mb} dir {f.lane} + B mb {b.mb} dir {b.lane}", b.mb, b.local)
-        tasks = g.tasks                  # TaskGraph.add inlined: DeepSeek-V3 has some 1,600 F&B tasks
-        tasks.append(Task(s, "compute", "F&B", dur, deps, 0, parts, info))
-        tid = len(tasks) - 1
-        if fsdp > 0:
-            self._fsdp_hidden_task(g, s, tid, f, chf, fsdp)
         return tid
 
     def _sm_contention(self, hidden_s: float) -> float:

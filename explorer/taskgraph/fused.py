@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ..engine.records import PassInfo
+from ..engine.scheduler import Task, TaskGraph
 from .chunks import COMPUTE_PARTS, ChunkWork, fuse, sum_parts
+from .layout import Fused, Pass
 
 
 class _Builder(Protocol):
@@ -19,6 +22,9 @@ class _Builder(Protocol):
     def chunk_of(self, s: int, c: int) -> ChunkWork: ...
 
     def _sm_contention(self, hidden_s: float) -> float: ...
+
+    def _fsdp_hidden_task(self, g: TaskGraph, s: int, tid: int, ps: Pass, ch: ChunkWork,
+                          hidden: float) -> None: ...
 
 
 def fused_shape(b: _Builder, s: int, lf: int, lb: int) -> tuple:
@@ -41,3 +47,25 @@ def fused_shape(b: _Builder, s: int, lf: int, lb: int) -> tuple:
     parts = parts + ((("compute", slow),) if slow > 0 else ())
     got = b._pass_cache[key] = (parts, hidden, flops, fsdp[1])
     return got
+
+
+def fused_task(b: _Builder, g: TaskGraph, s: int, step: Fused, deps: list) -> int:
+    """Add DualPipe's F&B of ``step`` on class ``s`` to ``g`` after ``deps``: one task for a forward
+    and another unit's full backward; its id.  Its shape, duration and forward chunk are kept with
+    fused_shape's (what every F&B of the pair reads: DeepSeek-V3 has some 1,600 of them)."""
+    f, bk = step.f, step.b
+    key = (s, f.local, bk.local, "F&B task")
+    shape = b._pass_cache.get(key)
+    if shape is None:
+        parts, hidden, flops, fsdp = fused_shape(b, s, f.local, bk.local)
+        chf = b.chunk_of(s, f.local)
+        shape = b._pass_cache[key] = (parts, hidden, flops, fsdp, sum(x for _, x in parts), chf)
+    parts, hidden, flops, fsdp, dur, chf = shape
+    info = PassInfo(f.mb, f.local, 0, chf.comm, (), flops, hidden,
+                    f"F mb {f.mb} dir {f.lane} + B mb {bk.mb} dir {bk.lane}", bk.mb, bk.local)
+    tasks = g.tasks                      # TaskGraph.add inlined
+    tasks.append(Task(s, "compute", "F&B", dur, deps, 0, parts, info))
+    tid = len(tasks) - 1
+    if fsdp > 0:
+        b._fsdp_hidden_task(g, s, tid, f, chf, fsdp)
+    return tid

@@ -137,8 +137,10 @@ def busiest_stream(prof: RowProfile, st: StageTimes, r: int) -> tuple[float, str
     for s in range(p):
         compute = (units * share * (table[s, :, 0] + table[s, :, 1]).sum() + prof.optimizer[s]
                    + share * st.contention[r, s])      # a lengthened pass counts as per-unit work
-        sends = units * share * ((prof.transfer[s] if s < p - 1 else 0.0)
-                                 + (prof.transfer[s - 1] if s > 0 else 0.0))
+        # Every transfer the stage sends (StageTimes.sends: per stage pair, over the units simulated),
+        # as breakdowns counts them: an interleaved stage sends at each of its chunks' boundaries, not
+        # one forward and one backward a unit (a blocking sender's compute stream was undercounted).
+        sends = share * float(st.sends[r, s] @ prof.transfer[:p])
         pp = 0.0
         if prof.blocking:
             compute += sends

@@ -15,6 +15,7 @@ not UTF-8 text (a lone surrogate, ``%ED%A0%80`` decoded leniently) is dropped th
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
@@ -26,6 +27,7 @@ from .config.schema import excerpt, one_line, utf8_text
 from .config.shipped import shipped_scenarios
 from .scenario import (
     SETTABLE,
+    SETTABLE_ROOTS,
     Scenario,
     ScenarioError,
     apply_overrides,
@@ -222,20 +224,54 @@ def changed_fields(base: Scenario, current: Scenario) -> dict[str, str]:
     ``parallelism.dp`` is left out when it equals GPUs/(tp*pp*cp): the link derives it.
     """
     a, b = flatten(to_dict(base)), flatten(to_dict(current))
+    for root in SETTABLE_ROOTS:
+        if isinstance(a.get(root), str) and root not in b:
+            # The base names a preset (hardware.gpu: h100-sxm) and the current scenario gives the mapping:
+            # compared field by field with the preset's, so a custom GPU's empty fields are written as
+            # null below, else the link reopens with the preset's (its measured GEMM rate, NVLink SHARP).
+            del a[root]
+            a.update(flatten({root: _fields(base, root)}))
     out = {}
     for key in sorted(b):
-        # Keys only in the base (a preset GPU name replaced by a custom mapping) need no entry:
-        # the current scenario's own keys describe it completely.
         if key in NOT_IN_LINKS or a.get(key) == b[key]:
             continue
         field = SETTABLE.get(key)
         if key not in a and field is not None and field.default == b[key]:
             continue        # a section new to the link (e.g. moe) needs only its non-default fields
         out[key] = format_value(b[key])
+    # Keys only in the base: fields the current scenario leaves empty (to_dict omits None) — one the
+    # user cleared (model.gnn.local_share), or a preset GPU's field a custom GPU does not give.  The
+    # link reopens on the base, so each is written as null, else the base's value comes back.  (A
+    # whole section the current scenario lacks cannot be set by a dotted key: its fields are left.)
+    for key in sorted(set(a) - set(b)):
+        # (A preset's name is the base's own: never a link parameter.)
+        if key not in NOT_IN_LINKS and key in SETTABLE and not key.endswith(".preset") \
+                and _leaf_is_none(current, key):
+            out[key] = format_value(None)
     p = current.parallelism
     if out.get("parallelism.dp") is not None and current.dp == current.gpus // (p.tp * p.pp * p.cp):
         del out["parallelism.dp"]
     return out
+
+
+def _fields(sc: Scenario, key: str) -> dict[str, Any]:
+    """The section at dotted ``key`` of ``sc`` as a mapping of its fields that are set."""
+    node: Any = sc
+    for name in key.split("."):
+        node = getattr(node, name)
+    return {f.name: v for f in dataclasses.fields(node) if (v := getattr(node, f.name)) is not None}
+
+
+def _leaf_is_none(sc: Scenario, key: str) -> bool:
+    """Whether dotted ``key`` of ``sc`` is a field set to None (False when a section on the way is
+    absent)."""
+    node: Any = sc
+    parts = key.split(".")
+    for name in parts[:-1]:
+        node = getattr(node, name, None)
+        if node is None:
+            return False
+    return hasattr(node, parts[-1]) and getattr(node, parts[-1]) is None
 
 
 def to_query(view: SharedView, base: Scenario, current: Scenario) -> dict[str, str]:

@@ -14,6 +14,7 @@ import numpy as np
 from ..analysis.verdict import DEFAULT_HEADROOM_GB
 from ..scenario import Scenario, ScenarioError
 from . import chunks as work
+from .capacity import least_capacity_GB
 from .executors import ExecutorSpec, map_chunks
 from .progress import Progress
 from .scores import Scores, estimator_available, reason_field, score
@@ -65,7 +66,7 @@ def _score_chunk(job: _Job) -> _Scored:
     idx = np.asarray(slots, dtype=int)
     if len(idx):
         t[idx], mem[idx], fits[idx] = s.iteration_time_s, s.memory_GB_total, s.fits
-        cap[idx] = [sc.hardware.gpu.capacity_bytes / 1e9 for sc in scenarios]
+        cap[idx] = [least_capacity_GB(sc) for sc in scenarios]
     for j, why in enumerate(refused):
         if why is not None:
             reasons[slots[j]], fits[slots[j]] = reason_field(why), False

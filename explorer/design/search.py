@@ -49,6 +49,7 @@ from ..scenario import ScenarioError
 from ..schedules import registry
 from . import chunks as work
 from .base import Base, cluster_overrides, share_query
+from .capacity import tightest_gpu
 from .executors import ExecutorSpec, map_chunks
 from .progress import Progress, next_phase
 from .proxy import POOL, ranking_proxy
@@ -73,8 +74,9 @@ class Candidate:
     estimate_s: float | None          # the ranking's iteration time (None for the baseline)
     link: str | None
     baseline: bool = False
-    capacity_GB: float = math.inf     # the GPU's memory (GB = 1e9 B)
+    capacity_GB: float = math.inf     # the GPU's memory (GB = 1e9 B): on a mixed cluster the tightest's
     order: str = ""                   # the rank placement it ran (the scenario's own unless the layout's)
+    need_GB: float | None = None      # mixed cluster: its tightest GPU's memory (else the busiest's)
 
     @property
     def iteration_time_s(self) -> float:
@@ -83,7 +85,8 @@ class Candidate:
     @property
     def memory(self) -> MemoryVerdict:
         """The layout's memory verdict (explorer/analysis/verdict.py)."""
-        return MemoryVerdict(self.figures["memory_GB_total"], self.capacity_GB, bool(self.figures["fits"]))
+        need = self.figures["memory_GB_total"] if self.need_GB is None else self.need_GB
+        return MemoryVerdict(need, self.capacity_GB, bool(self.figures["fits"]))
 
     def to_json(self) -> dict[str, Any]:
         """The ``search --json`` object."""
@@ -161,8 +164,12 @@ def _simulate(job: _FullJob) -> Candidate | None:
     s, refused = score([sc], "full" if job.baseline else "estimate", exact=True)
     if refused[0] is not None or np.isnan(s.iteration_time_s[0]):
         return None
+    need: float | None = None
+    cap = sc.hardware.gpu.capacity_bytes / 1e9
+    if sc.cluster.datacenter_gpus:              # GPUs that differ: the tightest one (design/capacity.py)
+        need, cap = tightest_gpu(sc)
     return Candidate(job.layout, sc.dp, s.row(0), job.estimate_s, share_query(job.base, sc), job.baseline,
-                     sc.hardware.gpu.capacity_bytes / 1e9, sc.parallelism.order)
+                     cap, sc.parallelism.order, need)
 
 
 def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | None = None,

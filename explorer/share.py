@@ -39,6 +39,8 @@ from .scenario import (
 from .teaching.tours import Tour, tours
 
 DEFAULT_SCENARIO = "teaching-8gpu"
+# The preset field of a section a link may set whole (hardware.gpu): the name the base expands.
+_ROOT_PRESETS = frozenset(f"{root}.preset" for root in SETTABLE_ROOTS)
 VIEWS = ("timeline", "memory", "traffic", "topology", "scenario", "compare", "design", "run", "serving")
 B_PREFIX = "b."                # a link's overrides of the Compare view's scenario B (on top of A)
 D_PREFIX = "d."                # a link's Design-space view settings
@@ -244,8 +246,8 @@ def changed_fields(base: Scenario, current: Scenario) -> dict[str, str]:
     # link reopens on the base, so each is written as null, else the base's value comes back.  (A
     # whole section the current scenario lacks cannot be set by a dotted key: its fields are left.)
     for key in sorted(set(a) - set(b)):
-        # (A preset's name is the base's own: never a link parameter.)
-        if key not in NOT_IN_LINKS and key in SETTABLE and not key.endswith(".preset") \
+        # (hardware.gpu's preset is the name the base expands, not a key of the mapping a link sets.)
+        if key not in NOT_IN_LINKS and key in SETTABLE and key not in _ROOT_PRESETS \
                 and _leaf_is_none(current, key):
             out[key] = format_value(None)
     p = current.parallelism

@@ -93,3 +93,10 @@ def test_a_custom_gpu_replacing_a_preset_reopens_without_the_presets_fields():
     assert back == sc and query == {"scenario": "teaching-8gpu", "hardware.gpu.peak_tflops": "900"}
     sc, query, back = _reopened("teaching-8gpu", {"hardware.gpu": "b200"})
     assert back == sc and query == {"scenario": "teaching-8gpu", "hardware.gpu": "b200"}
+
+
+def test_clearing_the_model_preset_stays_cleared_in_the_link():
+    """``model.preset: null`` keeps the model's fields but drops the preset they came from; the link
+    writes it (a GPU's preset, the name its base expands, never)."""
+    sc, query, back = _reopened("gnn-sage-papers100m", {"model.preset": None})
+    assert back == sc and query["model.preset"] == "null"

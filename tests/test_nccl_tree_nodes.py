@@ -113,9 +113,9 @@ def test_a_faster_nic_never_runs_the_tree_slower(gpu, fabric, gpus, nics):
     100 Gb/s (fuzzed, +80 % iteration time).  NCCL's search keeps the fastest graph that fits, so a
     faster NIC never does worse than one at the threshold: busbw is non-decreasing in the NIC rate,
     and at 50 GB/s and above still half of what the NICs give (the measured B200 rows).  One step
-    may lose under 1 %: where NCCL duplicates its channels (a NIC above 25 GB/s, nccl_tuning.
-    DUP_CHANNEL_GBPS; the same bandwidth on twice the channels, each chunk of the pipeline fill at half
-    a channel's rate)."""
+    may lose under 1 %: where NCCL duplicates its channels (a NIC from 28 GB/s, nccl_tuning.
+    duplicates_channels; the same bandwidth on twice the channels, each chunk of the pipeline fill at
+    half a channel's rate)."""
     rates = list(range(60, 820, 5))
     got = [predict({"gpus_per_node": gpus, "nodes": 4, "gpu": gpu, "fabric": fabric, "nic_Gbps": r,
                     "nics_per_node": nics, "collective": "all_reduce", "protocol": "auto",

@@ -18,18 +18,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..units import gbps_to_Bps, gbps_to_GBps
-from .nccl_tuning import DUP_CHANNEL_GBPS
+from .nccl_tuning import duplicates_channels
 from .topology import GroupShape
 
 
 def channel_nics(nics: int, channels: int, nic_Gbps: float) -> int:
     """NICs of one NCCL node that ``channels`` channels use: one per channel, two channels per NIC
-    when NCCL duplicates them (NIC line rate above DUP_CHANNEL_GBPS GB/s), at most ``nics``.
+    when NCCL duplicates them (nccl_tuning.duplicates_channels), at most ``nics``.
 
     >>> channel_nics(8, 16, 400), channel_nics(72, 16, 400), channel_nics(72, 16, 200)
     (8, 8, 16)
     """
-    per_nic = 2 if gbps_to_GBps(nic_Gbps) > DUP_CHANNEL_GBPS else 1
+    per_nic = 2 if duplicates_channels(gbps_to_GBps(nic_Gbps)) else 1
     return min(nics, max(channels // per_nic, 1))
 
 

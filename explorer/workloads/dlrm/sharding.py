@@ -100,7 +100,8 @@ def plan(d: Dlrm, n: int, local: int = 1) -> Plan:
         sharded: list[int] = []
     else:
         sharded = [i for i in everything if d.table_rows(i) > d.dp_max_rows]
-    replicated = [i for i in everything if i not in set(sharded)]
+    placed = set(sharded)           # once: rebuilt per table it made 100,000 tables quadratic
+    replicated = [i for i in everything if i not in placed]
     pool = float(sum(d.table_pooling(i) for i in sharded))
     rows = float(sum(d.table_rows(i) for i in sharded))
     rep_lookups = float(sum(d.table_pooling(i) for i in replicated))

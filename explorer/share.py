@@ -256,24 +256,29 @@ def changed_fields(base: Scenario, current: Scenario) -> dict[str, str]:
     return out
 
 
+def _section(sc: Scenario, path: str) -> Any:
+    """The section of ``sc`` at dotted ``path`` ("" for ``sc`` itself), or None when one on the way
+    is absent."""
+    node: Any = sc
+    for name in filter(None, path.split(".")):
+        node = getattr(node, name, None)
+        if node is None:
+            return None
+    return node
+
+
 def _fields(sc: Scenario, key: str) -> dict[str, Any]:
     """The section at dotted ``key`` of ``sc`` as a mapping of its fields that are set."""
-    node: Any = sc
-    for name in key.split("."):
-        node = getattr(node, name)
+    node = _section(sc, key)
     return {f.name: v for f in dataclasses.fields(node) if (v := getattr(node, f.name)) is not None}
 
 
 def _leaf_is_none(sc: Scenario, key: str) -> bool:
     """Whether dotted ``key`` of ``sc`` is a field set to None (False when a section on the way is
     absent)."""
-    node: Any = sc
-    parts = key.split(".")
-    for name in parts[:-1]:
-        node = getattr(node, name, None)
-        if node is None:
-            return False
-    return hasattr(node, parts[-1]) and getattr(node, parts[-1]) is None
+    path, _, name = key.rpartition(".")
+    node = _section(sc, path)
+    return node is not None and hasattr(node, name) and getattr(node, name) is None
 
 
 def to_query(view: SharedView, base: Scenario, current: Scenario) -> dict[str, str]:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.verdict import DEFAULT_HEADROOM_GB
+from ..engine.gc_pause import paused_collector
 from ..scenario import Scenario, ScenarioError
 from . import chunks as work
 from .capacity import least_capacity_GB
@@ -44,7 +45,13 @@ class _Scored:
 
 
 def _score_chunk(job: _Job) -> _Scored:
-    """Build, validate and estimate one chunk of layouts (runs in a worker)."""
+    """Build, validate and estimate one chunk of layouts (runs in a worker), the cyclic collector
+    paused (explorer/engine/gc_pause.py: thousands of short-lived scenarios, few cycles)."""
+    with paused_collector():
+        return _scored(job)
+
+
+def _scored(job: _Job) -> _Scored:
     builder = LayoutBuilder(job.raw)
     check = LayoutBuilder(job.check) if job.check is not None else None
     n = len(job.layouts)

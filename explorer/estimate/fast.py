@@ -28,6 +28,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..engine.gc_pause import paused_collector
 from ..pricing.breakdown import breakdowns
 from ..pricing.keys import memo_table
 from ..pricing.link_check import maybe_link_bound
@@ -230,5 +231,6 @@ def estimate_many(scenarios: Sequence[Scenario], exact: bool = True, unfit_times
     ``exact=False``, the fast mode of the module docstring (within :data:`STATED_BOUND`);
     ``unfit_times`` False (fast mode only): rows over the GPU's memory may have no time
     (:func:`estimate_profiles_fast`)."""
-    profs = [row_profile(sc) for sc in scenarios]
-    return (estimate_profiles(profs) if exact else estimate_profiles_fast(profs, unfit_times))[0]
+    with paused_collector():           # as estimate_overrides (explorer/engine/gc_pause.py)
+        profs = [row_profile(sc) for sc in scenarios]
+        return (estimate_profiles(profs) if exact else estimate_profiles_fast(profs, unfit_times))[0]

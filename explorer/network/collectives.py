@@ -103,13 +103,10 @@ def _rating_channels(sh: GroupShape, o: NcclOptions, rating: bool) -> int:
     return nt.DEFAULT_CHANNELS
 
 
-def _nccl_time(alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape, o: NcclOptions,
-               link: LinkCost, bus_bytes: float, rating: bool = False) -> tuple[float, float]:
-    """(total, latency) seconds of NCCL's ``alg``/``proto`` given its link cost: as NCCL's tuning model
-    rates it when it chooses (``rating``: per-channel caps on the searched graph's channels), or as the call
-    runs (on the channels NCCL duplicated them into, nccl_tuning.run_channels)."""
+def _nccl_latency(alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape, o: NcclOptions) -> float:
+    """Seconds of NCCL's latency term for ``alg``/``proto`` (its tuning model's base and hops, the
+    ring's plateau factor, the WAN's crossings): the same as NCCL rates a choice and as the call runs."""
     nodes = sh.n // sh.per_domain[1]
-    ppn = sh.per_domain[1]
     row = alg.tuning_row(sh.up_kind)
     intra = "pci" if sh.up_kind == "pcie" else "nvlink"
     up_shift = (sh.latencies[0] * 1e6 - nt.NVLINK_HOP_US)
@@ -122,6 +119,22 @@ def _nccl_time(alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape, o:
     if sh.spans(outer) and outer >= 3:
         dcs = sh.n // sh.per_domain[outer]
         lat_s += alg.wan_crossings(op, dcs) * sh.latencies[outer]
+    return lat_s
+
+
+def _nccl_time(alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape, o: NcclOptions,
+               link: LinkCost, bus_bytes: float, rating: bool = False, lat_s: float | None = None,
+               t_pcie: float | None = None) -> tuple[float, float]:
+    """(total, latency) seconds of NCCL's ``alg``/``proto`` given its link cost: as NCCL's tuning model
+    rates it when it chooses (``rating``: per-channel caps on the searched graph's channels), or as the call
+    runs (on the channels NCCL duplicated them into, nccl_tuning.run_channels).  ``lat_s`` /
+    ``t_pcie``: :func:`_nccl_latency` and the PCIe stage's seconds on this link, when the caller has
+    them (_best_nccl prices a choice both ways)."""
+    nodes = sh.n // sh.per_domain[1]
+    ppn = sh.per_domain[1]
+    row = alg.tuning_row(sh.up_kind)
+    if lat_s is None:
+        lat_s = _nccl_latency(alg, proto, op, S, sh, o)
     bus = bus_bytes / link.time_s / 1e9 if link.time_s > 0 else float("inf")
     channels = _rating_channels(sh, o, rating)
     refined = nt.refine_bus_bw(row, proto, bus, o.arch, nodes, ppn, channels)
@@ -140,8 +153,16 @@ def _nccl_time(alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape, o:
     # The PCIe links are a separate stage of the same pipeline: the call runs at the slower of the two.  A
     # tree with one GPU per node has all of its node's NIC traffic, both ways, on that GPU's link: NCCL's
     # TREE-pattern discount (nt.pattern_discount) applies to that stage as well.
-    t_pcie = pcie_time(link, sh, o.pcie_Bps, proto) / nt.pattern_discount(row, ppn)
+    if t_pcie is None:
+        t_pcie = _pcie_stage(alg, proto, sh, o, link)
     return lat_s + max(t_bw + fill, t_pcie), lat_s
+
+
+def _pcie_stage(alg: Algorithm, proto: str, sh: GroupShape, o: NcclOptions, link: LinkCost) -> float:
+    """Seconds of the call's PCIe stage on ``link`` (pcie_link.pcie_time over NCCL's tree-pattern
+    discount)."""
+    return pcie_time(link, sh, o.pcie_Bps, proto) / nt.pattern_discount(alg.tuning_row(sh.up_kind),
+                                                                        sh.per_domain[1])
 
 
 def p2p_latency(sh: GroupShape) -> float:
@@ -218,15 +239,21 @@ def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[Algorithm, ...], 
         # (_nccl_time's ``rating`` changes only the channels): priced once then.
         same = rated is None and same_channels
         for proto in protos:
-            total, lat = _nccl_time(alg, proto, op, S, sh, o, link, bus_bytes)
-            as_rated = total if same else \
-                _nccl_time(alg, proto, op, S, sh, o, *(rated or (link, bus_bytes)), rating=True)[0]
+            # The latency and, on the same link, the PCIe stage are alike both ways: priced once.
+            lat_s = _nccl_latency(alg, proto, op, S, sh, o)
+            t_pcie = _pcie_stage(alg, proto, sh, o, link)
+            total, lat = _nccl_time(alg, proto, op, S, sh, o, link, bus_bytes, lat_s=lat_s, t_pcie=t_pcie)
+            if same:
+                as_rated = total
+            elif rated is None:
+                as_rated = _nccl_time(alg, proto, op, S, sh, o, link, bus_bytes, True, lat_s, t_pcie)[0]
+            else:
+                as_rated = _nccl_time(alg, proto, op, S, sh, o, *rated, rating=True, lat_s=lat_s)[0]
             if best is None or as_rated < key:
                 best, key = (alg, proto, link, total, lat), as_rated
     if best is not None:
         alg, proto, link, total, lat = best
-        t_pcie = pcie_time(link, sh, o.pcie_Bps, proto) / nt.pattern_discount(alg.tuning_row(sh.up_kind),
-                                                                               sh.per_domain[1])
+        t_pcie = _pcie_stage(alg, proto, sh, o, link)
         if 0 < t_pcie and total - lat <= t_pcie * (1 + 1e-12):     # the links bound it: name their tier
             best = (alg, proto, replace(link, boundary=pcie_boundary(sh)), total, lat)
     return best

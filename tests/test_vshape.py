@@ -165,9 +165,15 @@ def test_dualpipe_v_holds_one_copy_of_each_stage_where_dualpipe_holds_two():
     assert len(dp) == 4 and len(dv) == 8
     total = sum(c.params for c in dv)
     assert sum(c.params for c in dp) == pytest.approx(total, rel=1e-12)
-    # Per rank (rank 1, no embedding): DualPipe holds chunks r and p-1-r (two quarters of the
-    # layers), DualPipeV chunks r and 2p-1-r (two eighths): twice the parameters.
-    assert dp[1].params + dp[2].params == pytest.approx(2 * (dv[1].params + dv[6].params), rel=1e-12)
+    # Rank r holds DualPipe's chunks r and p-1-r, so ranks r and p-1-r hold the same two: the 4
+    # ranks hold every parameter twice.  DualPipeV's rank r holds chunks r and 2p-1-r, disjoint
+    # from every other rank's: once.  (Per rank the split's layers may differ by one: 16 layers
+    # over 4 ranks with the embedding and loss on rank 0 put 5 on one of the others.)
+    p = 4
+    held_dp = sum(dp[r].params + dp[p - 1 - r].params for r in range(p))
+    held_dv = sum(dv[r].params + dv[2 * p - 1 - r].params for r in range(p))
+    assert held_dp == pytest.approx(2 * total, rel=1e-12)
+    assert held_dv == pytest.approx(total, rel=1e-12)
 
 
 @pytest.mark.parametrize("p, m", [(4, 32), (8, 64), (16, 128)])

@@ -719,6 +719,9 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
                                         "training.recompute_layers")],
     "rule_fp8_recipe_on_gpu": [({"training.dtype": "fp8", "training.fp8_recipe": "mxfp8"},
                                 "training.fp8_recipe")],
+    "rule_fp8_peak_at_least_bf16": [({"hardware.gpu": {"name": "X", "peak_tflops": 500, "fp8_tflops": 0.1,
+                                                       "memory_GB": 96, "hbm_GBps": 4000}},
+                                     "hardware.gpu.fp8_tflops")],
     # flash_attn_triton.py runs head dims up to 128; DeepSeek-V3's MLA has 128 + 64 = 192
     "rule_triton_head_dim": [({"training.attention_kernel": "triton", "model.head_dim": 256},
                               "training.attention_kernel"),

@@ -341,6 +341,19 @@ def rule_fp8_recipe_on_gpu(sc: Scenario) -> None:
         check_recipe(sc.training.fp8_recipe, preset, preset)
 
 
+def rule_fp8_peak_at_least_bf16(sc: Scenario) -> None:
+    """An FP8 tensor core is at least as fast as the bf16 one (twice on Hopper and Blackwell, NVIDIA
+    data sheets); a GPU without FP8 has fp8_tflops equal to peak_tflops (the loader's default).
+    Below it the code's test for FP8 hardware (fp8 peak above the bf16 peak) would call an H800 an
+    Ampere part and the FP8 MFU would divide by a peak under the work done (found by an invariant
+    hunt: ``fp8_tflops: 0.1`` read an FP8 MFU of 4,203)."""
+    g = sc.hardware.gpu
+    if g.fp8_tflops is not None and g.fp8_tflops < g.peak_tflops:
+        raise ScenarioError("hardware.gpu.fp8_tflops", f"{g.fp8_tflops:g} TFLOP/s is below the bf16 peak "
+                            f"({g.peak_tflops:g}): give at least {g.peak_tflops:g}, or leave it out for a "
+                            "GPU without FP8 tensor cores")
+
+
 RULES: tuple[Rule, ...] = (
     rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_gnn, rule_rnn, rule_dlrm,
     rule_layer_recipes_need_a_transformer,
@@ -354,7 +367,9 @@ RULES: tuple[Rule, ...] = (
     rule_cp_divides_sequence, rule_sequence_parallel_divides, rule_order_lists_each_dim,
     rule_datacenters_divide_nodes, rule_stage_layers_count, rule_stage_layers_sum,
     rule_stage_layers_not_empty, rule_pipeline_layout, rule_recompute_layers_are_full,
-    rule_fp8_recipe_on_gpu, rule_triton_head_dim, rule_kernel_needs_fused_attention, rule_frozen_layers,
+    rule_fp8_recipe_on_gpu, rule_fp8_peak_at_least_bf16, rule_triton_head_dim,
+    rule_kernel_needs_fused_attention,
+    rule_frozen_layers,
 )
 
 

@@ -573,3 +573,15 @@ def test_the_search_marks_the_own_layout_where_it_found_it(capsys):
     own = [c for c in res.top if c.baseline]
     assert len(own) == 1 and sum(c.layout == own[0].layout for c in res.top) == 1
     assert own[0].iteration_time_s == simulate(from_dict(preset_raw("dlrm-dcnv2"))).iteration_time_s
+
+
+@pytest.mark.slow
+def test_search_json_overrides_rerun_on_the_scenario_file(searched):
+    """``search --json``'s overrides applied to the scenario file as it is (``run --set``), whose
+    ``parallelism.dp`` would otherwise stay: the same time (found by an invariant hunt: every
+    winner of teaching-8gpu and zero-bubble-8gpu was refused for a dp that no longer filled the
+    cluster)."""
+    name, r = searched
+    for c in r.top:
+        sc = from_dict(apply_overrides(preset_raw(name), c.to_json()["overrides"]))
+        assert simulate(sc).iteration_time_s == pytest.approx(c.iteration_time_s, rel=1e-12)

@@ -89,8 +89,11 @@ class Candidate:
         return MemoryVerdict(need, self.capacity_GB, bool(self.figures["fits"]))
 
     def to_json(self) -> dict[str, Any]:
-        """The ``search --json`` object."""
-        return {"overrides": self.layout.overrides(), **self.figures, "estimate_s": self.estimate_s,
+        """The ``search --json`` object.  Its ``overrides`` name the data-parallel degree too: applied
+        to a scenario file that sets ``parallelism.dp`` (as ``run --set`` does), the file's own
+        degree would otherwise stay and no longer fill the cluster."""
+        return {"overrides": {**self.layout.overrides(), "parallelism.dp": self.dp}, **self.figures,
+                "estimate_s": self.estimate_s,
                 "memory_capacity_GB": self.capacity_GB, "free_GB": self.memory.free_GB,
                 "link": self.link, "baseline": self.baseline,
                 "layout": {"tp": self.layout.tp, "pp": self.layout.pp, "dp": self.dp, "cp": self.layout.cp,

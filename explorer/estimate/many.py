@@ -34,7 +34,7 @@ from ..scenario import Scenario, ScenarioError
 from ..schedules.registry import Window
 from ..simulate import simulate
 from ..variants.registry import needs_simulation
-from ..vocabulary import CATEGORIES
+from ..vocabulary import CATEGORIES, OFFLOAD
 from .result import Estimates
 
 __all__ = ["estimate", "estimate_many", "estimate_profiles", "needs_simulation"]
@@ -158,7 +158,11 @@ def simulated(sc: Scenario) -> tuple[Estimates, str | None]:
     except ScenarioError as exc:
         return Estimates.empty(1), str(exc)
     mem = r.memory.total
-    return Estimates(np.array([r.iteration_time_s]), {k: np.array([r.breakdown_s[k]]) for k in CATEGORIES},
+    # The estimator's categories have no ``offload``: the host copies' stall stays in compute, as
+    # the priced rows keep it (simulate's with_offload moves it out of compute), so the row sums.
+    parts = {k: r.breakdown_s[k] for k in CATEGORIES}
+    parts["compute"] += r.breakdown_s.get(OFFLOAD, 0.0)
+    return Estimates(np.array([r.iteration_time_s]), {k: np.array([v]) for k, v in parts.items()},
                      np.array([mem / 1e9]), np.array([not r.memory_over_capacity]), np.array([r.mfu]),
                      np.array([r.tokens_per_s]), np.array([r.tflops_per_gpu])), None
 

@@ -14,10 +14,11 @@ class Estimates:
     """Estimated figures of many configurations (row i of every array is configuration i).
 
     The conventions are Result's (explorer/simulate.py): ``breakdown_s`` has the categories of
-    ``Result.breakdown_s`` for the stage with the most compute-stream work and sums to
-    ``iteration_time_s``; ``memory_GB_total`` is the busiest stage's per-GPU peak in GB = 1e9
-    bytes, ``Result.memory.as_GB()['total']``; ``fits`` is the simulation's judgement
-    (``not Result.memory_over_capacity``: the total within the GPU's capacity in bytes).  Rows of
+    ``Result.breakdown_s`` for the stage with the most compute-stream work (but ``offload``: the
+    host copies' stall stays in ``compute``) and sums to ``iteration_time_s``; ``memory_GB_total``
+    is the busiest stage's per-GPU peak in GB = 1e9 bytes, ``Result.memory.as_GB()['total']``;
+    ``fits`` is the simulation's judgement (``not Result.memory_over_capacity``: the total within
+    the GPU's capacity in bytes).  Rows of
     invalid configurations (estimate_overrides) are NaN, and ``fits`` False."""
 
     iteration_time_s: np.ndarray

@@ -159,9 +159,15 @@ class Network:
             (members % domain == first % domain)
         return members[keep]
 
-    def _shape(self, dim: str, stage: int) -> GroupShape:
-        # A dimension that is not a parallel degree spans the ranks of the one it names
-        # (dimensions.Dimension.group: the embedding exchange spans the data-parallel group).
+    def route(self, dim: str, stage: int) -> Route:
+        """The datacenters ``dim``'s group on ``stage`` visits in rank order and the shares its ring
+        puts on each WAN link (Fabric.route; ``((), ())`` inside one datacenter), memoised as the
+        shapes are."""
+        return self._placed(dim, stage)[2]
+
+    def _placed(self, dim: str, stage: int) -> tuple[np.ndarray, tuple[int, ...], Route]:
+        """``dim``'s group on ``stage``: its members, members per domain and WAN route (memoised
+        across rows that place groups alike: _PER_DOMAIN)."""
         known = dimensions.DIMENSIONS.get(dim)
         if known is not None and known.group and not known.scope:
             dim = known.group            # the same ranks as the degree it names: one memo entry
@@ -192,8 +198,14 @@ class Network:
             got = _PER_DOMAIN[key] = (members, per, self.fabric.route(members, per))
             if len(_PER_DOMAIN) > PER_DOMAIN_CACHE:
                 _PER_DOMAIN.pop(next(iter(_PER_DOMAIN)))      # oldest first: a bounded memo
+        return got
+
+    def _shape(self, dim: str, stage: int) -> GroupShape:
+        # A dimension that is not a parallel degree spans the ranks of the one it names
+        # (dimensions.Dimension.group: the embedding exchange spans the data-parallel group).
+        known = dimensions.DIMENSIONS.get(dim)
+        members, per, route = self._placed(dim, stage)
         # Stages whose groups sit alike (same size, members per domain and WAN route) share one shape.
-        members, per, route = got
         alike = (len(members), per, route)
         shape = self._shapes.get(alike)
         if shape is None:

@@ -1,0 +1,70 @@
+"""The estimator on WANs whose routes take several links (pricing/link_check.multi_hop_wan).
+
+Found by an invariant hunt: on a ring of 4 datacenters a data-parallel ring two hops long and the
+pipeline transfers share a WAN link; the simulation raises the iteration to that link's busy time
+(4.80 s) while the estimator's link bound, which counts a link's own datacenters only, let its
+3.92 s stand — and a sweep or a search showed that figure.
+"""
+from __future__ import annotations
+
+import pytest
+
+from explorer.estimate import estimate_many
+from explorer.network.wan import Wan
+from explorer.pricing.link_check import wan_transit_factor
+from explorer.scenario import from_dict
+from explorer.simulate import simulate
+
+
+def _raw(topology: str, dcs: int) -> dict:
+    return {"name": "wan routes",
+            "model": {"layers": 4, "hidden": 4096, "heads": 16, "vocab": 1000, "seq_len": 2048},
+            "training": {"global_batch": 96 if dcs == 3 else 128, "micro_batch": 1},
+            "hardware": {"gpu": "h100-sxm"},
+            "cluster": {"nodes": 6 if dcs == 3 else dcs, "gpus_per_node": 8, "datacenters": dcs,
+                        "scale_across": {"bandwidth_Gbps": 10, "latency_ms": 5, "topology": topology}},
+            "parallelism": {"tp": 4, "pp": 4, "zero": 0, "order": "tp-cp-ep-pp-dp"}}
+
+
+@pytest.mark.parametrize("topology", ["mesh", "ring", "hub"])
+@pytest.mark.parametrize("dcs", [2, 3, 4, 5, 6, 7, 8, 12])
+def test_the_transit_factor_counts_the_origins_the_routes_put_on_a_link(topology, dcs):
+    """By brute force over network/wan.py's routes: the most origin datacenters on one link."""
+    wan = Wan(dcs, topology, (), ())
+    origins: dict[tuple[int, int], set[int]] = {}
+    for u in range(dcs):
+        for v in range(dcs):
+            for hop in wan.path(u, v):
+                origins.setdefault(hop, set()).add(u)
+    most = max((len(o) for o in origins.values()), default=1)
+    gpus = 16 * dcs
+    sc = from_dict({**_raw(topology, 4), "cluster": {"nodes": 2 * dcs, "gpus_per_node": 8, "datacenters": dcs,
+                                                     "scale_across": {"topology": topology}},
+                    "training": {"global_batch": gpus, "micro_batch": 1},
+                    "parallelism": {"tp": 8, "pp": 1, "zero": 0}})
+    assert wan_transit_factor(sc) == most
+
+
+@pytest.mark.parametrize("topology, dcs", [("ring", 4), ("hub", 4), ("mesh", 4), ("ring", 3)])
+def test_the_estimate_equals_the_simulation_on_every_topology(topology, dcs):
+    sc = from_dict(_raw(topology, dcs))
+    assert estimate_many([sc]).iteration_time_s[0] == pytest.approx(simulate(sc).iteration_time_s, rel=1e-9)
+
+
+def test_the_ring_is_slower_than_the_mesh_by_its_shared_link():
+    ring, mesh = (simulate(from_dict(_raw(t, 4))).iteration_time_s for t in ("ring", "mesh"))
+    assert ring == pytest.approx(4.8022, rel=1e-3) and mesh == pytest.approx(3.8999, rel=1e-3)
+
+
+def test_a_ring_whose_groups_hop_to_neighbours_keeps_the_priced_bound():
+    """campus-4-buildings' groups visit the ring's datacenters in order (every hop one link): no
+    link carries another datacenter's traffic, so its rows stay priced (a search of its 67,320
+    valid layouts would otherwise simulate thousands of them: 56 s -> 6 min)."""
+    from explorer.pricing.link_check import _transit
+    from explorer.pricing.profile import row_profile
+    from explorer.scenario import load, shipped_scenarios
+
+    factor, dims = _transit(row_profile(load(shipped_scenarios()["campus-4-buildings"])))
+    assert factor == 1 and "dp" in dims
+    ring, _ = _transit(row_profile(from_dict(_raw("ring", 4))))
+    assert ring == 2

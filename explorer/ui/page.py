@@ -20,6 +20,7 @@ from . import export, sidebar, style
 from .cache import ViewData, view_data
 from .controls import section_of
 from .errors import internal_error
+from .plain import plain
 from .preload import load_all
 from .state import current_raw, init_state, preset_scenario, resolve_b
 from .views import compare, design, files, memory, metrics, timeline, topology, tour, traffic
@@ -45,7 +46,7 @@ def _resolve(placeholders: dict[str, Any]) -> tuple[dict, Scenario, ScenarioErro
         raw = current_raw()
         sc = from_dict(raw)
     except ScenarioError as exc:
-        placeholders[section_of(exc.field)].error(str(exc), icon="⚠️")
+        placeholders[section_of(exc.field)].error(plain(str(exc)), icon="⚠️")
         return _last_good(exc)
     return raw, sc, None
 
@@ -55,7 +56,7 @@ def _last_good(exc: ScenarioError) -> tuple[dict, Scenario, ScenarioError]:
     stops with the error when there is none yet."""
     last = st.session_state.get("_last_good")
     if last is None:
-        st.error(f"Invalid scenario — {exc}")
+        st.error(f"Invalid scenario — {plain(str(exc))}")
         st.stop()
     return (*last, exc)
 
@@ -65,7 +66,7 @@ def _view_data(raw: dict) -> tuple[ViewData, str] | None:
     try:
         return view_data(raw_json), raw_json
     except ScenarioError as exc:          # e.g. beyond the work budget
-        st.error(str(exc), icon="⚠️")
+        st.error(plain(str(exc)), icon="⚠️")
         st.session_state["_last_good"] = None
     return None
 
@@ -81,7 +82,7 @@ def _simulated(placeholders: dict[str, Any]) -> tuple[dict, Scenario, ScenarioEr
         try:
             got = view_data(raw_json), raw_json
         except ScenarioError as exc:
-            placeholders[section_of(exc.field)].error(str(exc), icon="⚠️")
+            placeholders[section_of(exc.field)].error(plain(str(exc)), icon="⚠️")
             raw, sc, error = _last_good(exc)
         else:
             st.session_state["_last_good"] = (raw, sc)
@@ -153,14 +154,14 @@ def main() -> None:
         st.caption("This link reopens exactly this view:")
         st.code(st.session_state["_share_link"], language=None, wrap_lines=True)
     for w in st.session_state.get("_warnings", []):
-        st.warning(f"Link: {w}", icon="⚠️")
+        st.warning(f"Link: {plain(w)}", icon="⚠️")
     notice = st.session_state.pop("_notice", None)       # once: what the Workload switch could not carry
     if notice:
         st.info(notice, icon="ℹ️")
     if not bar_drawn:
         tour.render_bar(view, present, VIEW_LABELS)
     if error is not None:
-        st.error(f"{error} — showing the last valid scenario.", icon="⚠️")
+        st.error(f"{plain(str(error))} — showing the last valid scenario.", icon="⚠️")
 
     if view.view != "compare":        # the Compare view shows A's cards beside B's
         metrics.render(data, present)

@@ -13,6 +13,7 @@ from ..workloads.family import Workload
 from .controls import DERIVED_WIDGETS, ORDERS, SECTIONS, Control, hidden_keys
 from .field_text import parse_list, to_text
 from .kind_switch import on_kind_change, preset_kinds
+from .plain import plain
 from .state import (
     CUSTOM,
     FIELDS,
@@ -162,7 +163,7 @@ def _list_widget(c: Control, help_: str | None) -> None:
         s[f"_text.{c.key}"] = to_text(s.get(c.key))
     st.text_input(c.label, key=f"_text.{c.key}", on_change=on_list_text, args=(c.key,), help=help_)
     if err:
-        st.error(err, icon="⚠️")
+        st.error(plain(err), icon="⚠️")
 
 
 def _optional_widget(c: Control, meta: Mapping[str, Any], help_: str | None) -> None:

@@ -22,6 +22,7 @@ from ...teaching.collective_steps import (
 from ...teaching.explain import _op
 from ..cache import ViewData
 from ..export import chart
+from ..plain import plain
 
 DRAWN_RANKS = 8          # a group larger than MAX_RANKS is drawn with this many ranks
 
@@ -71,7 +72,7 @@ def render_call(data: ViewData, bar: GanttBar, present: bool = False) -> None:
         try:
             w = walkthrough(alg, op, int(n), nbytes, int(g))
         except ValueError as exc:
-            st.info(f"Not drawable: {exc}.")
+            st.info(f"Not drawable: {plain(str(exc))}.")
             return
         if n != group:
             st.caption(f"The call spans {group} GPUs; drawn with {n} ranks (same algorithm and bytes).")

@@ -28,6 +28,7 @@ from ...share import format_value
 from ..cache import BYTES_PER_BAR, MAX_BARS, ByteBoundedLRU, ViewData, view_data
 from ..controls import WIDGET_KEYS
 from ..export import chart
+from ..plain import plain
 from ..state import BSide, on_b_field_change, on_b_remove, on_b_set
 from .metrics import fmt_time
 from .run import run_summary
@@ -53,7 +54,7 @@ def render(data: ViewData, raw_json: str, b: BSide, present: bool) -> None:
     try:
         data_b = view_data(b_json)
     except ScenarioError as exc:           # valid rules but beyond the work budget
-        st.error(f"B cannot be simulated — {exc}", icon="⚠️")
+        st.error(f"B cannot be simulated — {plain(str(exc))}", icon="⚠️")
         return
     cmp = compare(data.json, data_b.json)
     _cards(cmp, present)
@@ -149,9 +150,9 @@ def _editor(b: BSide, present: bool) -> None:
         c3.button("Set in B", key="_b_set", on_click=on_b_set, type="primary", width="stretch")
     msg = st.session_state.get("_b_msg")
     if msg:
-        st.error(f"Not set — {msg}", icon="⚠️")
+        st.error(f"Not set — {plain(str(msg))}", icon="⚠️")
     if b.error:
-        st.error(f"B is not valid — {b.error}; showing the last valid B.", icon="⚠️")
+        st.error(f"B is not valid — {plain(str(b.error))}; showing the last valid B.", icon="⚠️")
 
 
 def _fmt(d: Delta, v: float) -> str:

@@ -28,6 +28,7 @@ from ...workloads.registry import workload_for
 from ..cache import ViewData
 from ..errors import internal_error
 from ..export import chart
+from ..plain import plain
 from . import design_advise
 from . import design_runs as runs
 from . import design_search as searching
@@ -67,7 +68,7 @@ def _guard(what: str, fn: Callable[..., None], *args: Any) -> None:
     try:
         fn(*args)
     except ScenarioError as exc:
-        st.error(f"{what}: {exc}", icon="⚠️")
+        st.error(f"{what}: {plain(str(exc))}", icon="⚠️")
     except Exception:  # noqa: BLE001 - one panel's bug must not take the others down
         internal_error(f"computing the {what.lower()}")
 
@@ -145,7 +146,7 @@ def _heatmap(base: runs.Base, raw_json: str, present: bool) -> None:
     try:
         grid = _grid()
     except ScenarioError as exc:
-        st.error(f"Heatmap: {exc}", icon="⚠️")
+        st.error(f"Heatmap: {plain(str(exc))}", icon="⚠️")
         return
     swept, dropped = runs.sweep_base(base, grid)
     res = _run(grid.key(raw_json, base.shipped or ""), grid.cells * runs.per_config_seconds(raw_json),
@@ -333,7 +334,7 @@ def render(data: ViewData, raw_json: str, query: dict[str, str], present: bool) 
     view = ss["_view"]
     init_state(view.design, sc)
     for w in ss.get("_d_warnings") or []:
-        st.warning(f"Link: {w}", icon="⚠️")
+        st.warning(f"Link: {plain(w)}", icon="⚠️")
     base = runs.make_base(json.loads(raw_json), ss["_scenario"], sc.name)
     if not present:
         _axes(st.container())

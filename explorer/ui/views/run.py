@@ -16,6 +16,7 @@ from ...run.total import RunTotal, run_total
 from ...scenario import Scenario, ScenarioError, from_dict
 from ...simulate import simulate
 from ..export import chart
+from ..plain import plain
 
 KEY, LABEL = "run", "Run"
 
@@ -46,7 +47,7 @@ def render(raw_json: str, present: bool) -> None:
     try:
         total = _total(raw_json)
     except ScenarioError as exc:
-        st.error(str(exc), icon="⚠️")
+        st.error(plain(str(exc)), icon="⚠️")
         return
     if total is None:
         st.info("This scenario is one iteration: give `training.total_tokens` or `training.phases` for "

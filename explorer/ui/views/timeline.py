@@ -14,6 +14,7 @@ from ...teaching.explain import explain_bar
 from ...vocabulary import COMM_DIMS
 from ..cache import ViewData, bubble_story
 from ..export import chart
+from ..plain import plain
 from ..summary import Summary
 from . import collective, sync, textbook
 
@@ -40,7 +41,7 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
         sync.render(data, raw_json, present)
         textbook.render(data, present)
     with right:
-        st.info(j.bottleneck)
+        st.info(plain(j.bottleneck))
         if not present:
             # Always drawn (disabled when the sentence names no single bar, e.g. the bubble), so that
             # the widget and its state never come and go with the scenario.
@@ -64,9 +65,9 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
         for w, kind in zip(j.warnings, kinds, strict=True):
             # A split moved to fit memory is what the run did (a note); the rest are faults to fix.
             if kind == "split":
-                st.info(w, icon="ℹ️")
+                st.info(plain(w), icon="ℹ️")
             else:
-                st.warning(w, icon="⚠️")
+                st.warning(plain(w), icon="⚠️")
     if not present:
         with st.expander("How to read this"):
             st.markdown(HOW_TO_READ)

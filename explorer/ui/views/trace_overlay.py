@@ -30,6 +30,7 @@ from ...traces.run_fit import RunFit, fitted_scenario
 from ...vocabulary import CATEGORIES, COMM_DIMS
 from ..cache import ViewData, class_lanes, trace_fit
 from ..export import chart
+from ..plain import plain
 from ..state import load_into_controls
 
 
@@ -132,7 +133,7 @@ def _fit_section(data: ViewData, raw_json: str, c: Comparison, key: tuple) -> No
         with st.spinner("Fitting (about a dozen simulations)..."):
             fit = trace_fit(raw_json, key, c.measured)
     except ValueError as exc:
-        st.error(f"traces: {exc}")
+        st.error(f"traces: {plain(str(exc))}")
         return
     show_fit(fit)
     fitted = fitted_scenario(data.scenario, fit)
@@ -154,7 +155,7 @@ def render(data: ViewData, raw_json: str | None = None, present: bool = False) -
     try:
         c, lanes = measured_of(data, [(f.name, f.getvalue()) for f in files])
     except ScenarioError as exc:
-        st.error(str(exc))
+        st.error(plain(str(exc)))
         return
     show(c)
     if raw_json is None:

@@ -1,0 +1,41 @@
+"""Model messages reach the page as written (explorer/ui/plain.py).
+
+Found walking the app: with tp 3 on teaching-8gpu the rule's message "tp*pp*cp = 6 does not divide
+the 8 GPUs" showed as "tpppcp = 6" with "pp" in italics (Streamlit reads st.error as Markdown).
+"""
+from __future__ import annotations
+
+import pytest
+
+from explorer.scenario import ScenarioError, apply_overrides, from_dict
+from explorer.share import preset_raw
+from explorer.ui.plain import plain
+
+from app_support import run_app
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("tp*pp*cp = 6", r"tp\*pp\*cp = 6"),
+    ("micro_batch*dp = 3*2 = 6", r"micro\_batch\*dp = 3\*2 = 6"),
+    ("costs $5 ~ 2 [x](y) #1 a|b <b>", r"costs \$5 \~ 2 \[x\](y) \#1 a\|b \<b\>"),
+    ("set `parallelism.tp*2` then a*b", r"set `parallelism.tp*2` then a\*b"),
+    ("one ` tick*", r"one \` tick\*"),
+])
+def test_markdown_characters_are_escaped_outside_code(text, shown):
+    assert plain(text) == shown
+
+
+def test_a_rule_message_keeps_its_signs_on_the_page():
+    with pytest.raises(ScenarioError) as info:
+        from_dict(apply_overrides(preset_raw("teaching-8gpu"), {"parallelism.tp": 3}))
+    assert "tp*pp*cp" in str(info.value)
+    # A link with the bad value: the override is ignored with a warning that quotes the rule.
+    at = run_app(scenario="teaching-8gpu", **{"parallelism.tp": "3"})
+    linked = [w.value for w in at.warning]
+    assert any(r"tp\*pp\*cp" in b for b in linked), linked
+    # The same value typed in the sidebar: the error under the control and the page's banner.
+    at = run_app(scenario="teaching-8gpu")
+    at.number_input(key="parallelism.tp").set_value(3).run()
+    typed = [e.value for e in at.error]
+    assert len(typed) >= 2 and all(r"tp\*pp\*cp" in b for b in typed), typed
+    assert not any("tp*pp*cp" in b for b in [*linked, *typed])

@@ -148,11 +148,12 @@ def test_presentation_keeps_every_charts_exports_in_one_menu():
 
 
 @pytest.mark.slow
-def test_an_exported_chart_carries_the_scenario_title():
-    """The exported file of the Gantt as drawn: the scenario's name is its title; a chart's own
-    title becomes the subtitle; the file's text is at least 18 px."""
+def test_an_exported_chart_carries_the_pages_title():
+    """The exported file of the Gantt as drawn: the page's heading is its title (during a tour the
+    step's, which names what the step shows); a chart's own title becomes the subtitle; the file's
+    text is at least 18 px."""
     at = run_app(tour="pipeline-bubbles", step="1", present="1")
-    title = "Teaching — a 1.3B model on one 8-GPU node"
+    title = "A pipeline of four stages"
     assert any(m.value == f"## {title}" for m in at.markdown)
     figs = figures_of(at)
     out = for_file(figs["gantt"], title)
@@ -164,7 +165,7 @@ def test_an_exported_chart_carries_the_scenario_title():
     assert own.layout.title.subtitle.text == "Where the time goes · stage 0"
     if images_available():
         svg = out.to_image(format="svg", width=1920, height=1080).decode()
-        assert "Teaching — a 1.3B model on one 8-GPU node" in svg
+        assert title in svg
 
 
 def test_a_tour_link_opens_at_its_step_and_next_moves_on():
@@ -268,3 +269,18 @@ def test_every_tour_step_fits_a_projector_in_chromium(half):
                 failures.append((name, i, got, want, outside, export))
         browser.close()
     assert not failures, failures
+
+
+@pytest.mark.parametrize("present", ["1", "0"])
+def test_a_tour_steps_heading_is_its_title_not_the_presets(present):
+    """Found walking the app: the serving tour's step 3 runs TP 16 on two nodes under the preset's
+    title "... on 8 x H100, TP 8" (in presentation mode the narration is folded, so that title was
+    all the audience read).  The heading is now the step's title; off the projector the
+    scenario's name is said under it."""
+    step = tours()["serving"].steps[2]
+    at = run_app(tour="serving", step="3", present=present)
+    headings = [m.value for m in at.markdown if m.value.startswith("#")]
+    assert any(step.title in h for h in headings), headings
+    assert not any("TP 8" in h for h in headings), headings
+    if present == "0":
+        assert any("as this tour step sets it" in c.value for c in at.caption)

@@ -43,6 +43,15 @@ def playing(view: SharedView) -> bool:
     return view.tour is not None and view.tour in tours()
 
 
+def step_title(view: SharedView) -> str | None:
+    """The title of the step ``view`` plays, or None outside a tour: the page's heading during a
+    tour, since a step changes its scenario (the serving tour's TP-16 step ran under the preset's
+    title "... TP 8")."""
+    if not playing(view) or view.tour is None:
+        return None
+    return tours()[view.tour].steps[view.step - 1].title
+
+
 def render_bar(view: SharedView, present: bool, labels: dict[str, str], slots: int = 0) -> list[Any]:
     """The bar of the tour ``view`` is playing, if any; returns ``slots`` more places at the end of
     its row (presentation mode puts the page's Export and Copy link there).
@@ -64,8 +73,8 @@ def render_bar(view: SharedView, present: bool, labels: dict[str, str], slots: i
         # Top-aligned in presentation: the buttons stay put when the narration opens below its label.
         head, prev, nxt, *extra = st.columns(widths, vertical_alignment="top" if present else "center")
         if present:
-            # The label short enough for one line at 1280 px; the tour's title opens with the text.
-            with head.expander(f"**Tour step {i} of {n}** · *{step.title}*", expanded=False):
+            # The step's title is the page's heading (page._title_row): the label names the tour.
+            with head.expander(f"**Tour step {i} of {n}** · {tour.title}", expanded=False):
                 st.markdown(f"**Tour · {tour.title}**\n\n{step.text}")
         else:
             head.markdown(head_text)

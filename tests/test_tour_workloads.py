@@ -79,6 +79,9 @@ def test_gnn_fetch_and_halo_claims(runs):
     g = sc.model.gnn
     random_cut = halo_nodes(type(g)(**{**g.__dict__, "halo_nodes": 0}))
     assert round(g.average_degree) == 29 and f"{random_cut / 1e6:.0f}" == "88"
+    # "52.8 GB per GPU against the A10G's 25.8 GB (24 GiB)": over capacity, as the card shows it.
+    assert halo.memory_over_capacity and f"{halo.memory.total / 1e9:.1f}" == "52.8"
+    assert f"{sc.hardware.gpu.capacity_bytes / 1e9:.1f}" == "25.8"
 
 
 def test_gnn_random_cut_claim():

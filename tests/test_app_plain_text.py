@@ -16,7 +16,7 @@ from app_support import run_app
 
 @pytest.mark.parametrize("text, shown", [
     ("tp*pp*cp = 6", r"tp\*pp\*cp = 6"),
-    ("micro_batch*dp = 3*2 = 6", r"micro\_batch\*dp = 3\*2 = 6"),
+    ("micro_batch*dp = 3*2 = 6", r"micro_batch\*dp = 3\*2 = 6"),
     ("costs $5 ~ 2 [x](y) #1 a|b <b>", r"costs \$5 \~ 2 \[x\](y) \#1 a\|b \<b\>"),
     ("set `parallelism.tp*2` then a*b", r"set `parallelism.tp*2` then a\*b"),
     ("one ` tick*", r"one \` tick\*"),
@@ -39,3 +39,12 @@ def test_a_rule_message_keeps_its_signs_on_the_page():
     typed = [e.value for e in at.error]
     assert len(typed) >= 2 and all(r"tp\*pp\*cp" in b for b in typed), typed
     assert not any("tp*pp*cp" in b for b in [*linked, *typed])
+
+
+@pytest.mark.parametrize("x, text", [(2.56, "2.56"), (0.0273, "0.0273"), (58.24, "58.2"), (362.8, "363"),
+                                     (6605.4, "6,605"), (15.2e6, "15.2 M")])
+def test_card_rates_keep_three_digits_below_a_hundred(x, text):
+    """Found walking the app: 2.56 full-graph passes per second read "3", 1.3 TFLOP/s read "1"."""
+    from explorer.ui.views.metrics import rate_text
+
+    assert rate_text(x) == text

@@ -5,13 +5,14 @@ st.error, st.warning, st.info and st.markdown read Markdown: ``tp*pp*cp = 6`` ca
 "tppp cp = 6" with "pp" in italics, ``micro_batch*dp = 3*2`` lost both signs, and a ``$`` would
 open LaTeX.  :func:`plain` escapes what Markdown reads as emphasis, strikethrough, math, links,
 headings, tables or HTML, outside the backtick spans the model writes on purpose (a field name as
-code), where a backslash would show.
+code), where a backslash would show.  Underscores stay: inside a word (``micro_batch``) CommonMark
+never reads them as emphasis, and field names are what the messages name.
 """
 from __future__ import annotations
 
 import re
 
-_SPECIAL = re.compile(r"([\\*_~$\[\]#|<>])")
+_SPECIAL = re.compile(r"([\\*~$\[\]#|<>])")
 
 
 def plain(text: str) -> str:

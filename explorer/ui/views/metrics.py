@@ -49,7 +49,11 @@ COMPACT_RATE = 1e7
 
 
 def rate_text(x: float) -> str:
-    """A throughput for its card: whole below COMPACT_RATE (1,269,595), in millions above (15.2 M)."""
+    """A throughput for its card: three significant digits below 100 (2.56, 0.0273: a whole number
+    read 2.56 full-graph passes per second as "3"), whole up to COMPACT_RATE (1,269,595), in
+    millions above (15.2 M)."""
+    if x < 100:
+        return f"{x:.3g}"
     return f"{x:,.0f}" if x < COMPACT_RATE else f"{x / 1e6:,.1f} M"
 
 
@@ -95,7 +99,7 @@ def render(data: ViewData, present: bool = False) -> None:
     cols[1].metric(f"{nouns(data.scenario.model).per_second.capitalize()}/s", rate_text(j.tokens_per_s),
                    border=True, help=f"{j.tokens_per_s:,.0f}" if j.tokens_per_s >= COMPACT_RATE else None)
     cols[2].metric("MFU", f"{j.mfu:.1%}", border=True)
-    cols[3].metric("TFLOP/s per GPU", f"{j.tflops_per_gpu:.0f}", border=True)
+    cols[3].metric("TFLOP/s per GPU", rate_text(j.tflops_per_gpu), border=True)
     if not _family_card(cols[4], data, j):
         cols[4].metric("Bubble", f"{j.bubble_fraction:.1%}", border=True,
                        help=("Pipeline idle share, averaged over the GPUs (each stage weighted by its GPUs)"

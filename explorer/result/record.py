@@ -162,6 +162,10 @@ class Result:
             "breakdown_class": self.classes[self.breakdown_class].label,
             "memory_GB": self.memory.as_GB(),
             "memory_capacity_GB": sc.hardware.gpu.capacity_bytes / 1e9,   # GB = 1e9 B, as memory_GB
+            # A server's budget, what its memory verdict is against: the capacity x
+            # inference.memory_utilization (vLLM's gpu_memory_utilization; serving/memory.py).
+            **({"memory_budget_GB": sc.hardware.gpu.capacity_bytes * sc.inference.memory_utilization / 1e9}
+               if sc.inference is not None else {}),
             "comm_bytes_per_gpu": self.comm_bytes_per_gpu,
             "comm_bytes_by_tier": self.comm_bytes_by_tier,
             "bottleneck": self.bottleneck,

@@ -258,10 +258,19 @@ def simulate_serving(sc: Scenario) -> Result:
     links = {d: {k: v for k, v in c.items() if k != "latency_s"} for d, c in st.comm.items()}
     return Result(
         scenario=sc, iteration_time_s=step, tokens_per_s=sv.requests_per_s * mix.mean_output(inf),
-        tflops_per_gpu=flops / 1e12, mfu=flops / (gpu.peak_tflops * 1e12), mfu_fp8_peak=None,
+        tflops_per_gpu=flops / 1e12, mfu=flops / (gpu.peak_tflops * 1e12),
+        # FP8 weights and activations run on the fp8 tensor cores: their MFU over that peak too, as
+        # a training run's (the bf16 one can then exceed 1: 1.26 with a 4M-wide FFN).
+        mfu_fp8_peak=flops / ((gpu.fp8_tflops or gpu.peak_tflops) * 1e12) if _fp8(sc) else None,
         bubble_fraction=bd["bubble"] / step, bubble_fraction_busiest=bd["bubble"] / step,
         bubble_formula=0.0, bubble_formula_text="", bubble_explanation="",
         breakdown_s=bd, breakdown_class=pp_p + slow, memory=mem, memory_by_class=(mem,) * len(classes),
         comm_bytes_per_gpu=comm, comm_bytes_by_tier=tiers, bottleneck=sentence, warnings=warnings,
         warning_kinds=kinds, classes=classes, stage_layers=tuple(s.layers for s in sv.decode), links=links,
         utilisation=_utilisation(sc, tiers, step), tasks=g.tasks, inference=_figures(sc, sv, sentence))
+
+
+def _fp8(sc: Scenario) -> bool:
+    """Whether the server's GEMMs run in FP8 (serving/step.py: FP8 weights and activations)."""
+    inf = sc.inference
+    return inf is not None and inf.weight_dtype == "fp8" and inf.activation_dtype == "fp8"

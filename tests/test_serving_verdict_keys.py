@@ -1,0 +1,38 @@
+"""A server's MFU over the peak its GEMMs run at, and the memory budget its verdict is against.
+
+Found by an invariant hunt: serve-llama3-70b-tp8 (FP8 weights and activations) with a 4M-wide FFN
+read an MFU of 1.26 (over the bf16 peak) and no fp8 figure; with inference.memory_utilization 0.1
+it read memory_over_capacity true at 19.4 GB "of 85.9".
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from explorer.cli import main
+
+
+def _run(capsys, *sets: str) -> dict:
+    args = ["run", "serve-llama3-70b-tp8", "--json"]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_fp8_serving_reports_its_fp8_mfu(capsys):
+    base = _run(capsys)
+    wide = _run(capsys, "model.ffn_hidden=4194304")
+    for j in (base, wide):
+        # H100: 1,979 fp8 and 989 bf16 dense TFLOP/s.
+        assert j["mfu_fp8_peak"] == pytest.approx(j["tflops_per_gpu"] / 1979, rel=1e-9)
+        assert 0 < j["mfu_fp8_peak"] <= 1
+    assert wide["mfu"] > 1 >= wide["mfu_fp8_peak"]          # bf16's can exceed 1 on FP8 GEMMs
+
+
+@pytest.mark.parametrize("share", [0.1, 0.5, 0.9])
+def test_the_memory_verdict_is_against_the_servers_budget(capsys, share):
+    j = _run(capsys, f"inference.memory_utilization={share}")
+    assert j["memory_budget_GB"] == pytest.approx(j["memory_capacity_GB"] * share, rel=1e-12)
+    assert j["memory_over_capacity"] == (j["memory_GB"]["total"] > j["memory_budget_GB"])

@@ -48,3 +48,17 @@ def test_card_rates_keep_three_digits_below_a_hundred(x, text):
     from explorer.ui.views.metrics import rate_text
 
     assert rate_text(x) == text
+
+
+@pytest.mark.parametrize("name, present, two_lines", [
+    ("stage 15 (straggler replica)", True, True), ("stage 0", True, False),
+    ("stage 15 (straggler replica)", False, False)])
+def test_a_long_breakdown_title_wraps_on_a_projector(name, present, two_lines):
+    """Found walking the app at 1280x720: "Where the time goes · stage 15 (straggler rep" was cut."""
+    from explorer.figures.charts import breakdown
+    from explorer.ui.views.timeline import _breakdown_title
+
+    title = _breakdown_title(name, present)
+    assert ("<br>" in title) is two_lines and name in title
+    fig = breakdown({"compute": 1.0}, 1.0, title=title, font_size=18)
+    assert fig.layout.margin.t == (30 + 24 if two_lines else 30)

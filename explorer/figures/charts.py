@@ -21,7 +21,9 @@ def breakdown(breakdown_s: Mapping[str, float], iteration_s: float, title: str =
         y=cats, x=vals, orientation="h", marker_color=[CATEGORY_COLORS.get(k, "#999") for k in cats],
         text=[f"{v / (iteration_s * 1e3):.1%}" for v in vals], textposition="auto",
         hovertemplate="%{y}: %{x:.1f} ms<extra></extra>"))
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=30 if title else 10, b=40), showlegend=False,
+    # A title of two lines (the Timeline's on a projector) takes a line's height more.
+    top = 30 + (font_size + 6) * title.count("<br>") if title else 10
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=top, b=40), showlegend=False,
                       title=dict(text=title, font=dict(size=font_size + 1)) if title else None,
                       xaxis=dict(title="ms of the iteration"), font=dict(size=font_size),
                       # Every category labelled: Plotly's automatic ticks drop every other one once

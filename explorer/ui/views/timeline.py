@@ -58,8 +58,8 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
                     with why:
                         st.markdown(bubble_story(raw_json))
         chart(figures.breakdown(j.breakdown_s, j.iteration_time_s,
-                                          title=f"Where the time goes · {data.breakdown_name}",
-                                          height=_breakdown_height(j, present), font_size=font),
+                                title=_breakdown_title(data.breakdown_name, present),
+                                height=_breakdown_height(j, present), font_size=font),
                         key="breakdown", present=present, config={"displayModeBar": False})
         kinds = j.warning_kinds or ("",) * len(j.warnings)
         for w, kind in zip(j.warnings, kinds, strict=True):
@@ -170,3 +170,17 @@ HOW_TO_READ = (
     "*TFLOP/s per GPU* counts the hardware FLOPs executed, recompute included (Megatron-LM's convention); "
     "*Bubble* is the pipeline's idle share averaged over stages (the busiest stage's below it); *Memory* "
     "is weights + gradients + optimizer state + peak activations on the fullest stage.")
+
+
+# Characters of the breakdown's title on one line of its column at 1280 px in presentation mode
+# ("Where the time goes · stage 15 (straggler rep" was cut there).
+PRESENT_TITLE_CHARS = 36
+
+
+def _breakdown_title(name: str, present: bool) -> str:
+    """The breakdown chart's title; on a projector a long one puts the stage's name on a line of
+    its own."""
+    title = f"Where the time goes · {name}"
+    if present and len(title) > PRESENT_TITLE_CHARS:
+        return f"Where the time goes<br>{name}"
+    return title

@@ -146,6 +146,11 @@ def test_zero_chart_and_tier_bars_say_what_they_measure():
     memory, traffic = fig.data
     assert list(memory.y) == [40, 30, 20, 10] and list(traffic.y) == [2.0, 2.0, 2.0, 3.0]
     assert memory.marker.color[1] != memory.marker.color[0]          # the scenario's own stage stands out
+    # The capacity in the panel's title (a label on its line covered bars above it); small
+    # traffic keeps three digits (a GNN's 0.0016 GB read "0.0").
+    assert "the GPU's 80.0" in fig.layout.annotations[0].text and len(fig.layout.annotations) == 2
+    small = figures.zero_tradeoff([{**p, "dp_GB": 0.00163} for p in pts], 80, current=1)
+    assert list(small.data[1].text) == ["0.00163"] * 4
 
 
 def test_choosing_a_fabric_or_framework_shows_and_simulates_its_defaults():

@@ -240,7 +240,10 @@ def changed_fields(base: Scenario, current: Scenario) -> dict[str, str]:
         field = SETTABLE.get(key)
         if key not in a and field is not None and field.default == b[key]:
             continue        # a section new to the link (e.g. moe) needs only its non-default fields
-        out[key] = format_value(b[key])
+        # PipeDream's partitioner's choice (``auto``, held as pp zeros: config/replica_rules.py) is
+        # written as the word, which reopens to the same zeros ("[0,0]" read as if it were counts).
+        auto = key == "parallelism.stage_replicas" and b[key] and not any(b[key])
+        out[key] = "auto" if auto else format_value(b[key])
     # Keys only in the base: fields the current scenario leaves empty (to_dict omits None) — one the
     # user cleared (model.gnn.local_share), or a preset GPU's field a custom GPU does not give.  The
     # link reopens on the base, so each is written as null, else the base's value comes back.  (A

@@ -100,3 +100,16 @@ def test_clearing_the_model_preset_stays_cleared_in_the_link():
     writes it (a GPU's preset, the name its base expands, never)."""
     sc, query, back = _reopened("gnn-sage-papers100m", {"model.preset": None})
     assert back == sc and query["model.preset"] == "null"
+
+
+def test_pipedreams_auto_replicas_travel_as_the_word():
+    """Found walking the app: typing ``auto`` in "GPUs per stage" put ``[0,0]`` (the loader's form of
+    auto) in the link, and the reopened box read "0,0".  The link writes ``auto``; the box shows it."""
+    from explorer.ui.field_text import to_text
+
+    sc, query, back = _reopened("pipedream-vgg16", {"parallelism.stage_replicas": "auto"})
+    assert query["parallelism.stage_replicas"] == "auto"
+    assert back.parallelism.stage_replicas == sc.parallelism.stage_replicas == (0, 0)
+    assert to_text((0, 0), "parallelism.stage_replicas") == "auto"
+    assert to_text((15, 1), "parallelism.stage_replicas") == "15,1"
+    assert to_text((0, 0)) == "0,0"

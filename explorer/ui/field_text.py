@@ -20,13 +20,15 @@ OPTIONAL_LISTS = frozenset({"parallelism.stage_replicas"})
 MAX_TEXT = 20_000          # 26 MLPerf table sizes are ~200 characters
 
 
-def to_text(value: Any) -> str:
-    """What the text input shows for ``value``: its items joined by commas, ``auto`` as itself,
-    empty for None."""
+def to_text(value: Any, key: str = "") -> str:
+    """What the text input shows for ``value``: its items joined by commas, ``auto`` as itself
+    (and, for an AUTO_FIELDS ``key``, the zeros the loader holds it as), empty for None."""
     if value is None:
         return ""
     if isinstance(value, str):
         return value
+    if key in AUTO_FIELDS and len(value) and not any(value):
+        return "auto"
     return ",".join(str(v) for v in value)
 
 

@@ -160,7 +160,7 @@ def _list_widget(c: Control, help_: str | None) -> None:
     s = st.session_state
     err = s.get(f"_err.{c.key}")
     if err is None:               # the text follows the value (a preset or a link may change it)
-        s[f"_text.{c.key}"] = to_text(s.get(c.key))
+        s[f"_text.{c.key}"] = to_text(s.get(c.key), c.key)
     st.text_input(c.label, key=f"_text.{c.key}", on_change=on_list_text, args=(c.key,), help=help_)
     if err:
         st.error(plain(err), icon="⚠️")
@@ -185,7 +185,7 @@ def _widget(c: Control, hidden: frozenset[str]) -> None:
     if c.key == "parallelism.stage_replicas" and not _replicas_shown():
         # Its text box is hidden this run: keep the text beside the value, so a page that still
         # holds the box from the last run (a rerun racing the change) reads a text, not a gap.
-        st.session_state[f"_text.{c.key}"] = to_text(st.session_state.get(c.key))
+        st.session_state[f"_text.{c.key}"] = to_text(st.session_state.get(c.key), c.key)
         return
     field = FIELDS.get(c.key)
     meta = field.metadata if field is not None else {}

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .config.frameworks import profile
 from .config.inputs import parse_value
 from .config.schema import excerpt, one_line, utf8_text
 from .config.shipped import shipped_scenarios
@@ -256,7 +257,19 @@ def changed_fields(base: Scenario, current: Scenario) -> dict[str, str]:
     p = current.parallelism
     if out.get("parallelism.dp") is not None and current.dp == current.gpus // (p.tp * p.pp * p.cp):
         del out["parallelism.dp"]
+    # The framework's gradient bucket follows dp where the scenario leaves it out (config/loading.py):
+    # a link written after a change of nodes pinned the new derived size (fsdp-llama3-8b: 512 MB,
+    # while the sidebar showed 256) and kept it through later changes.  Derived on both sides, it
+    # stays out of the link, which derives it the same way.
+    if "communication.bucket_MB" in out and _derived_bucket(base) and _derived_bucket(current):
+        del out["communication.bucket_MB"]
     return out
+
+
+def _derived_bucket(sc: Scenario) -> bool:
+    """Whether ``sc``'s gradient bucket is its framework's default for its dp and dtype."""
+    derived = profile(sc.training.framework).default_bucket_MB(sc.dp, sc.training.dtype)
+    return sc.communication.bucket_MB == derived
 
 
 def _section(sc: Scenario, path: str) -> Any:

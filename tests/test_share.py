@@ -113,3 +113,14 @@ def test_pipedreams_auto_replicas_travel_as_the_word():
     assert to_text((0, 0), "parallelism.stage_replicas") == "auto"
     assert to_text((15, 1), "parallelism.stage_replicas") == "15,1"
     assert to_text((0, 0)) == "0,0"
+
+
+def test_a_derived_gradient_bucket_stays_out_of_the_link():
+    """Found walking the app: fsdp-llama3-8b at 16 nodes wrote ``communication.bucket_MB=512`` (FSDP's
+    bucket follows dp) while the sidebar showed 256, and the pinned 512 outlived later changes."""
+    sc, query, back = _reopened("fsdp-llama3-8b", {"cluster.nodes": 16})
+    assert "communication.bucket_MB" not in query
+    assert back.communication.bucket_MB == sc.communication.bucket_MB == 512
+    # A bucket the user sets stays in the link.
+    sc, query, back = _reopened("fsdp-llama3-8b", {"communication.bucket_MB": 100})
+    assert query["communication.bucket_MB"] == "100" and back.communication.bucket_MB == 100

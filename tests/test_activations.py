@@ -52,7 +52,9 @@ def test_full_recompute_keeps_the_layer_input_split_over_tp_with_or_without_sequ
 
 
 def test_full_recompute_rematerialises_one_whole_layer_in_its_backward():
-    """Chen et al. 2016: the recomputed segment's activations are live again in its backward."""
+    """Chen et al. 2016: the recomputed segment's activations are live again in its backward.  With
+    TP and no SP the checkpoint is a shard of the replicated input (Megatron's distributed saved
+    activations): the backward gathers a new full input beside it, so the whole layer counts."""
     sc = _gpt(tp=8, recompute="full")
     assert A.recompute_working_bytes(sc, False, S) == pytest.approx(_act(_gpt(tp=8)))
     assert A.recompute_working_bytes(_gpt(tp=8), False, S) == 0.0

@@ -74,11 +74,11 @@ off the screen; no number moved);
 dlrm-dcnv2 once more when a dimension's ``links`` entry became its longest call instead of its first
 (taskgraph/edges.first_calls): links.emb is the pooled embeddings' all-to-all (46.0 MB) instead of the
 sparse ids' (11.8 MB), nothing else;
-the three full-recompute files (megatron-gpt3-175b, gossip-exponential, long-context-cp) when a
-recomputed layer's working bytes stopped counting its checkpointed input twice
-(workloads/transformer/activations.recompute_working_bytes): memory only, one layer's input less
-(megatron-gpt3-175b 48.0011 -> 47.9948 GB, gossip-exponential 19.936 -> 19.928 GB, long-context-cp
-66.049 -> 65.915 GB), times unchanged;
+long-context-cp when a recomputed layer's working bytes stopped counting its checkpointed input
+twice where the checkpoint is that input (no TP, or sequence parallelism's shard;
+workloads/transformer/activations.recompute_working_bytes): memory only, one layer's input less,
+66.049 -> 65.915 GB, time unchanged (the full-recompute files with TP and no SP keep a distributed
+checkpoint beside the gathered input: unchanged);
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

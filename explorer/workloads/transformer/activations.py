@@ -159,10 +159,22 @@ def recompute_working_bytes(sc: Scenario, moe_layer: bool, tokens: float) -> flo
     no_recompute = ActivationPolicy(fp8=policy.fp8, fp8_storage=policy.fp8_storage)
     everything = kept_bytes(sc, moe_layer, tokens, no_recompute)
     if sc.training.recompute_layers > 0:
-        return copy + (everything if recompute_share(sc) > 0 else 0.0)
+        # A layer recomputed by count keeps its input as full recompute does.
+        return copy + (everything - _reused_checkpoint(sc, tokens) if recompute_share(sc) > 0 else 0.0)
     if not policy.full and not policy.modules:
         return copy
+    if policy.full:
+        return copy + everything - _reused_checkpoint(sc, tokens)
     return copy + everything - kept_bytes(sc, moe_layer, tokens, policy)
+
+
+def _reused_checkpoint(sc: Scenario, tokens: float) -> float:
+    """The part of a full-recompute checkpoint that is the re-materialised layer's own input: all of
+    it where the checkpoint is the input as the layer holds it (no TP, or sequence parallelism's
+    shard), none where Megatron distributed a replicated input over the TP ranks (the backward
+    gathers it into a new tensor beside the shard)."""
+    p = sc.parallelism
+    return layer_input_bytes(sc, tokens) if p.tp == 1 or p.sequence_parallel else 0.0
 
 
 def mtp_extra_bytes(sc: Scenario, tokens: float) -> float:

@@ -62,3 +62,15 @@ def test_a_long_breakdown_title_wraps_on_a_projector(name, present, two_lines):
     assert ("<br>" in title) is two_lines and name in title
     fig = breakdown({"compute": 1.0}, 1.0, title=title, font_size=18)
     assert fig.layout.margin.t == (30 + 24 if two_lines else 30)
+
+
+@pytest.mark.parametrize("url, base", [
+    ("http://127.0.0.1:8611", "http://127.0.0.1:8611/"),
+    ("http://127.0.0.1:8611/?scenario=x", "http://127.0.0.1:8611/"),
+    ("https://host/app/?a=1", "https://host/app/"),
+    ("", "")])
+def test_the_copied_link_keeps_the_roots_slash(url, base):
+    """Found walking the app: Copy link gave ``http://127.0.0.1:8611?scenario=...``."""
+    from explorer.ui.page import page_base
+
+    assert page_base(url) == base

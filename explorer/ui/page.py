@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import streamlit as st
 
@@ -36,8 +36,17 @@ VIEW_LABELS = {"timeline": "Timeline", serving_view.KEY: serving_view.LABEL, "me
 
 
 def share_link(query: dict[str, str]) -> str:
-    base = (st.context.url or "").split("?")[0]
-    return f"{base}?{urlencode(query)}"
+    return f"{page_base(st.context.url or '')}?{urlencode(query)}"
+
+
+def page_base(url: str) -> str:
+    """``url`` without its query, with the root's "/" (Streamlit reports the root page as
+    ``http://host:port``, and the link read ``http://host:port?scenario=...``, unlike the address
+    bar)."""
+    parts = urlsplit(url)
+    if not parts.scheme:
+        return url.split("?")[0]
+    return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", "", ""))
 
 
 def _resolve(placeholders: dict[str, Any]) -> tuple[dict, Scenario, ScenarioError | None]:

@@ -123,18 +123,16 @@ def _nccl_latency(alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape,
 
 
 def _nccl_time(alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape, o: NcclOptions,
-               link: LinkCost, bus_bytes: float, rating: bool = False, lat_s: float | None = None,
+               link: LinkCost, bus_bytes: float, rating: bool, lat_s: float,
                t_pcie: float | None = None) -> tuple[float, float]:
     """(total, latency) seconds of NCCL's ``alg``/``proto`` given its link cost: as NCCL's tuning model
     rates it when it chooses (``rating``: per-channel caps on the searched graph's channels), or as the call
-    runs (on the channels NCCL duplicated them into, nccl_tuning.run_channels).  ``lat_s`` /
-    ``t_pcie``: :func:`_nccl_latency` and the PCIe stage's seconds on this link, when the caller has
+    runs (on the channels NCCL duplicated them into, nccl_tuning.run_channels).  ``lat_s``:
+    :func:`_nccl_latency`; ``t_pcie``: the PCIe stage's seconds on this link when the caller has
     them (_best_nccl prices a choice both ways)."""
     nodes = sh.n // sh.per_domain[1]
     ppn = sh.per_domain[1]
     row = alg.tuning_row(sh.up_kind)
-    if lat_s is None:
-        lat_s = _nccl_latency(alg, proto, op, S, sh, o)
     bus = bus_bytes / link.time_s / 1e9 if link.time_s > 0 else float("inf")
     channels = _rating_channels(sh, o, rating)
     refined = nt.refine_bus_bw(row, proto, bus, o.arch, nodes, ppn, channels)
@@ -242,13 +240,13 @@ def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[Algorithm, ...], 
             # The latency and, on the same link, the PCIe stage are alike both ways: priced once.
             lat_s = _nccl_latency(alg, proto, op, S, sh, o)
             t_pcie = _pcie_stage(alg, proto, sh, o, link)
-            total, lat = _nccl_time(alg, proto, op, S, sh, o, link, bus_bytes, lat_s=lat_s, t_pcie=t_pcie)
+            total, lat = _nccl_time(alg, proto, op, S, sh, o, link, bus_bytes, False, lat_s, t_pcie)
             if same:
                 as_rated = total
             elif rated is None:
                 as_rated = _nccl_time(alg, proto, op, S, sh, o, link, bus_bytes, True, lat_s, t_pcie)[0]
             else:
-                as_rated = _nccl_time(alg, proto, op, S, sh, o, *rated, rating=True, lat_s=lat_s)[0]
+                as_rated = _nccl_time(alg, proto, op, S, sh, o, *rated, True, lat_s)[0]
             if best is None or as_rated < key:
                 best, key = (alg, proto, link, total, lat), as_rated
     if best is not None:

@@ -23,7 +23,7 @@ from .curve import batch_curve
 from .deploy import Serving
 from .load import serve
 from .memory import kv_bytes_per_token_gpu
-from .step import StageCost
+from .step import StageCost, compute_dtype
 from .targets import at_target
 
 WINDOW_STEPS = 4          # decode steps drawn after the prefill: enough to see the steady state repeat
@@ -261,16 +261,11 @@ def simulate_serving(sc: Scenario) -> Result:
         tflops_per_gpu=flops / 1e12, mfu=flops / (gpu.peak_tflops * 1e12),
         # FP8 weights and activations run on the fp8 tensor cores: their MFU over that peak too, as
         # a training run's (the bf16 one can then exceed 1: 1.26 with a 4M-wide FFN).
-        mfu_fp8_peak=flops / ((gpu.fp8_tflops or gpu.peak_tflops) * 1e12) if _fp8(sc) else None,
+        mfu_fp8_peak=(flops / ((gpu.fp8_tflops or gpu.peak_tflops) * 1e12)
+                      if compute_dtype(inf) == "fp8" else None),
         bubble_fraction=bd["bubble"] / step, bubble_fraction_busiest=bd["bubble"] / step,
         bubble_formula=0.0, bubble_formula_text="", bubble_explanation="",
         breakdown_s=bd, breakdown_class=pp_p + slow, memory=mem, memory_by_class=(mem,) * len(classes),
         comm_bytes_per_gpu=comm, comm_bytes_by_tier=tiers, bottleneck=sentence, warnings=warnings,
         warning_kinds=kinds, classes=classes, stage_layers=tuple(s.layers for s in sv.decode), links=links,
         utilisation=_utilisation(sc, tiers, step), tasks=g.tasks, inference=_figures(sc, sv, sentence))
-
-
-def _fp8(sc: Scenario) -> bool:
-    """Whether the server's GEMMs run in FP8 (serving/step.py: FP8 weights and activations)."""
-    inf = sc.inference
-    return inf is not None and inf.weight_dtype == "fp8" and inf.activation_dtype == "fp8"

@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..config import Scenario
+from ..config.inference import Inference
 from ..config.model_parts import first_moe_layer
 from ..network.groups import Network
 from ..physics.attention import attention_seconds, resolve_kernel
@@ -83,6 +84,11 @@ def _call(net: Network, op: str, size: float, dim: str, stage: int) -> dict:
             "latency_s": cc.latency_s}
 
 
+def compute_dtype(inf: Inference) -> str:
+    """The precision a server's GEMMs run in: fp8 with FP8 weights and activations, else bf16."""
+    return "fp8" if inf.weight_dtype == "fp8" and inf.activation_dtype == "fp8" else "bf16"
+
+
 class PassModel:
     """Prices passes of ``sc``'s model on the layout of ``layout`` (tp, pp, ep, dp of its
     parallelism; its cluster) for the serving precisions of ``sc.inference``."""
@@ -94,8 +100,7 @@ class PassModel:
         p = layout.parallelism
         self.tp, self.pp, self.ep = p.tp, p.pp, p.ep
         self.net = Network(layout)
-        both_fp8 = self.inf.weight_dtype == "fp8" and self.inf.activation_dtype == "fp8"
-        self.cdtype = "fp8" if both_fp8 else "bf16"
+        self.cdtype = compute_dtype(self.inf)
         self.eff = gemm_large_efficiency(sc, self.cdtype)
         self.hbm = self.gpu.hbm_GBps * 1e9 * hbm_efficiency(self.gpu)
         # The same GPU with memory too fast to matter: gemm_seconds on it is the math time alone, the

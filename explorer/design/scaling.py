@@ -12,7 +12,8 @@ become data-parallel replicas, whole nodes at a time (explorer/design/base.py
   it) and the gradient reduction does not shrink, so MFU falls.  A size that leaves a replica no
   whole micro-batch is reported invalid with the loader's reason.
 
-Each point is simulated with the full engine (a handful of runs).
+Each point has the full engine's figures (a handful of variants, scored by scores.score_exact: the
+estimator, equal to the simulation to 1e-9, and the simulation for the rows it does not price).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from ..scenario import ScenarioError
 from ..vocabulary import COMM_DIMS
 from .base import Base, cluster_overrides, share_query
 from .progress import Progress, next_phase
-from .scores import score
+from .scores import score_exact
 
 MODES = ("weak", "strong")
 DEFAULT_FACTORS = (0.25, 0.5, 1, 2, 4, 8)      # default sizes: the scenario's GPUs times these
@@ -99,8 +100,8 @@ def scaling(base: Base, gpus: Sequence[int] | None = None, mode: str = "weak",
         slots.append(len(points))
         scenarios.append(variant)
         points.append(ScalePoint(n, ov, True, dp=variant.dp, global_batch=variant.training.global_batch))
-    s, refused = score(scenarios, "full", progress=next_phase(progress, "simulating", "cluster sizes",
-                                                             len(scenarios)) or progress)
+    s, refused = score_exact(scenarios, progress=next_phase(progress, "scoring", "cluster sizes",
+                                                          len(scenarios)) or progress)
     for j, (i, variant) in enumerate(zip(slots, scenarios, strict=True)):
         pt = points[i]
         if refused[j] is not None:

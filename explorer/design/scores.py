@@ -120,6 +120,29 @@ def score(scenarios: Sequence[Scenario], engine: str = "estimate", exact: bool =
     return out, reasons
 
 
+def score_exact(scenarios: Sequence[Scenario], progress: Callable[[int, int], None] | None = None
+                ) -> tuple[Scores, list[str | None]]:
+    """The full engine's figures for ``scenarios`` (:func:`score` with ``engine="full"``), from the
+    estimator wherever it prices a row: in its exact mode it equals the simulation to 1e-9 (tests:
+    test_network_sweep.py over random networks, bench/estimator.py over random scenarios), and it hands
+    the rows it does not price (a variant that wraps the iteration, contention between dimensions, a
+    row too long for it) to the simulation itself, keeping the simulation's reason for a refusal.
+    Scenarios of which any serves requests are all simulated (their ``inference`` figures come from
+    the simulation; a tool's variants of one base are all serving or all training).  The sensitivity
+    tornado and the scaling curves score this way: a variant costs a sweep row, not a simulation.  One
+    difference from the full path: an offload stall stays in ``compute`` (the estimator has no
+    ``offload`` category), so a row's breakdown sums to its iteration time."""
+    est = _estimator()
+    if est is None or any(sc.inference is not None for sc in scenarios):
+        return _score_full(scenarios, progress)
+    from ..estimate.many import estimate_profiles  # deferred, as _estimator's import
+    from ..pricing.profile import row_profile
+    e, reasons = estimate_profiles([row_profile(sc) for sc in scenarios])
+    if progress:
+        progress(len(scenarios), len(scenarios))
+    return _from_estimates(e), list(reasons)
+
+
 def _from_estimates(e: Any) -> Scores:
     """The estimator's Estimates as Scores (the same fields, as arrays of fixed dtype)."""
     return Scores(np.asarray(e.iteration_time_s, dtype=float), np.asarray(e.memory_GB_total, dtype=float),

@@ -1,8 +1,9 @@
 """Sensitivity: which 2x hardware upgrade buys the most.
 
 Each change is a set of field overrides computed from the loaded scenario (so a default filled from
-a preset — a fabric's NIC speed, a GPU's NVLink bandwidth — is doubled too), simulated with the
-full engine (about ten runs):
+a preset — a fabric's NIC speed, a GPU's NVLink bandwidth — is doubled too), scored with the full
+engine's figures (about ten variants; scores.score_exact prices them with the estimator, equal to
+the simulation to 1e-9, and simulates the rows it does not price):
 
 ==================  ====================================================================
 change              fields
@@ -39,7 +40,7 @@ from ..scenario import Scenario, ScenarioError
 from ..variants.hetero import dc_gpu
 from .base import Base
 from .progress import Progress, next_phase
-from .scores import score
+from .scores import score_exact
 
 Change = Callable[[Scenario], dict[str, Any]]
 
@@ -171,8 +172,8 @@ def sensitivity(base: Base, changes: dict[str, Change] | None = None,
             slot[name] = len(variants)
             variants.append(sc_v)
     # Validated scenarios within the budget: never refused.
-    s, _ = score(variants, "full",
-                 progress=next_phase(progress, "simulating", "scenarios", len(variants)) or progress)
+    s, _ = score_exact(variants,
+                       progress=next_phase(progress, "scoring", "scenarios", len(variants)) or progress)
     t0 = float(s.iteration_time_s[0])
     rows = []
     for name, ov in overrides.items():

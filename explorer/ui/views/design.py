@@ -189,8 +189,8 @@ _LINK_COLUMNS = {"open": st.column_config.LinkColumn("open", display_text="open 
 
 def _tornado(base: runs.Base, raw_json: str, present: bool) -> None:
     _head("Which 2× upgrade buys the most", present)
-    got = _run(("sens", raw_json, base.shipped), 9 * runs.probe_seconds(raw_json), "Run the sensitivity",
-               "Simulating 8 upgrades on the full engine…", lambda _: runs.run_sensitivity(base))
+    got = _run(("sens", raw_json, base.shipped), 9 * runs.exact_seconds(raw_json), "Run the sensitivity",
+               "Scoring 8 upgrades…", lambda _: runs.run_sensitivity(base))
     if got is None:
         return
     fig = dfig.tornado(got.result, height=330 if present else 380, font_size=15 if present else 12)
@@ -300,8 +300,8 @@ def _scaling(base: runs.Base, raw_json: str, present: bool) -> None:
                          help="weak: the global batch grows with the GPUs; strong: it stays fixed")
     mode = st.session_state.get(KEYS["scale"]) or "weak"
     sizes = runs.scaling_sizes(base.scenario())
-    got = _run(("scale", raw_json, base.shipped, mode), 3 * len(sizes) * runs.probe_seconds(raw_json),
-               "Run the scaling curve", f"Simulating {len(sizes)} cluster sizes on the full engine…",
+    got = _run(("scale", raw_json, base.shipped, mode), 3 * len(sizes) * runs.exact_seconds(raw_json),
+               "Run the scaling curve", f"Scoring {len(sizes)} cluster sizes…",
                lambda _: runs.run_scaling(base, mode))
     if got is None:
         return
@@ -367,6 +367,7 @@ HOW_TO_READ = (
     "competes whenever it fits. A quick search narrows a big space and says how; "
     "`python -m explorer search` searches all of it.\n"
     "- **Upgrades**: the iteration after doubling compute, HBM bandwidth or one network tier's "
-    "bandwidth, or halving a latency (full engine). A tier the scenario never crosses saves nothing.\n"
+    "bandwidth, or halving a latency (the full engine's figures). A tier the scenario never crosses "
+    "saves nothing.\n"
     "- **Scaling**: more GPUs as data-parallel replicas; weak scaling keeps each GPU's batch, strong "
     "scaling the global batch.")

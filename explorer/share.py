@@ -226,7 +226,7 @@ def changed_fields(base: Scenario, current: Scenario) -> dict[str, str]:
 
     ``parallelism.dp`` is left out when it equals GPUs/(tp*pp*cp): the link derives it.
     """
-    a, b = flatten(to_dict(base)), flatten(to_dict(current))
+    a, b = dict(_flat(base)), flatten(to_dict(current))
     for root in SETTABLE_ROOTS:
         if isinstance(a.get(root), str) and root not in b:
             # The base names a preset (hardware.gpu: h100-sxm) and the current scenario gives the mapping:
@@ -264,6 +264,20 @@ def changed_fields(base: Scenario, current: Scenario) -> dict[str, str]:
     if "communication.bucket_MB" in out and _derived_bucket(base) and _derived_bucket(current):
         del out["communication.bucket_MB"]
     return out
+
+
+# The flattened base of the last links written: a sweep writes every cell's link against one reference.
+_LAST_BASE: list[tuple[Scenario, dict[str, Any]]] = []
+
+
+def _flat(base: Scenario) -> dict[str, Any]:
+    """flatten(to_dict(base)), kept for the same scenario object (scenarios are frozen)."""
+    last = _LAST_BASE[-1] if _LAST_BASE else None      # read once: the app's sessions share it
+    if last is not None and last[0] is base:
+        return last[1]
+    got = flatten(to_dict(base))
+    _LAST_BASE[:] = [(base, got)]
+    return got
 
 
 def _derived_bucket(sc: Scenario) -> bool:

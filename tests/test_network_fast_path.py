@@ -46,7 +46,7 @@ def _cold() -> None:
     """Forget every memo a row could share with another (the scalar path's fresh start)."""
     keys.clear()
     groups._PER_DOMAIN.clear()
-    collectives.cost.cache_clear()
+    collectives.clear_costs()
 
 
 def _figures(est, i: int) -> list[float]:

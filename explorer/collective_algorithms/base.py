@@ -14,7 +14,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Any, Protocol
+
+import numpy as np
 
 # The operations a communication group issues (nccl-tests' names; send-recv is one point-to-point pair).
 OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "send-recv")
@@ -97,9 +99,27 @@ def crossing(shape: ShapeLike, egress: dict[int, float], up: float = 1.0) -> tup
     best, where = 0.0, 0
     for b, volume in egress.items():
         t = volume / shape.shares[b] * (up if b == 0 else 1.0)
-        if t > best:
+        if isinstance(t, np.ndarray):        # shares of many networks at once (network/points.py)
+            more = t > best
+            best, where = np.where(more, t, best), np.where(more, b, where)
+        elif t > best:
             best, where = t, b
     return best, where
+
+
+def lesser(a: Any, b: Any) -> Any:
+    """``min(a, b)`` of two numbers, or elementwise where either is an array of network points
+    (network/points.py prices one call over many networks with the same formulas)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.minimum(a, b)
+    return min(a, b)
+
+
+def pick(cond: Any, a: Any, b: Any) -> Any:
+    """``a if cond else b``, or elementwise where ``cond`` is an array of network points."""
+    if isinstance(cond, np.ndarray):
+        return np.where(cond, a, b)
+    return a if cond else b
 
 
 def spanned(shape: ShapeLike, volume: float) -> dict[int, float]:

@@ -14,7 +14,7 @@ trees), None where NCCL cannot run the algorithm on this group.
 """
 from __future__ import annotations
 
-from .base import LinkCost, OptionsLike, ShapeLike, crossing, spanned
+from .base import LinkCost, OptionsLike, ShapeLike, crossing, lesser, pick, spanned
 
 NcclLink = tuple[LinkCost, float] | None
 
@@ -136,8 +136,7 @@ def tree_nic_factor(o: OptionsLike, ppn: int) -> float:
     >>> tree_nic_factor(O(), 8), tree_nic_factor(O(), 1)
     (2.0, 1.0)
     """
-    if ppn < 2 or o.nics_per_node <= 0 or o.gpus_per_node <= 0 or o.nic_GBps <= TREE_PAIRED_NIC_GBPS \
-            or o.net_cap_Bps < float("inf"):
+    if ppn < 2 or o.nics_per_node <= 0 or o.gpus_per_node <= 0:
         return 1.0
     nics = min(o.nics_per_node, o.gpus_per_node)
     paired = max(1.0, 2 * nics / o.gpus_per_node)
@@ -145,7 +144,9 @@ def tree_nic_factor(o: OptionsLike, ppn: int) -> float:
     # fits (ncclTopoCompute walks its speed array downwards), and a faster NIC fits every graph a slower
     # one does, so the tree on a NIC just above 25 GB/s still runs at 25, not at half its rate (a step
     # from 1 to 2 made 105 Gb/s EFA twice as slow as 100; measured points at 12.5 and 50 GB/s unchanged).
-    return min(paired, o.nic_GBps / TREE_PAIRED_NIC_GBPS)
+    # (pick/lesser: the NIC rate and the cap may be arrays of network points, network/points.py.)
+    return pick((o.nic_GBps <= TREE_PAIRED_NIC_GBPS) | (o.net_cap_Bps < float("inf")), 1.0,
+                lesser(paired, o.nic_GBps / TREE_PAIRED_NIC_GBPS))
 
 
 def tree(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:
@@ -205,8 +206,8 @@ def _switch_reduce(S: float, sh: ShapeLike, o: OptionsLike, out: float) -> NcclL
     egress = spanned(sh, out)
     t_out, b = crossing(sh, egress) if egress else (0.0, 0)
     t_in = S / _nvls_share(sh, o.arch)
-    t, b = (t_in, 0) if t_in >= t_out else (t_out, b)
-    return LinkCost(t, b, {0: S, **egress}), S
+    inner = t_in >= t_out
+    return LinkCost(pick(inner, t_in, t_out), pick(inner, 0, b), {0: S, **egress}), S
 
 
 def nvls(op: str, S: float, sh: ShapeLike, o: OptionsLike) -> NcclLink:

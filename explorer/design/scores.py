@@ -97,10 +97,14 @@ def estimator_available() -> bool:
 
 
 def score(scenarios: Sequence[Scenario], engine: str = "estimate", exact: bool = True,
-          progress: Callable[[int, int], None] | None = None) -> tuple[Scores, list[str | None]]:
+          progress: Callable[[int, int], None] | None = None,
+          overrides: Sequence[Mapping[str, Any]] | None = None) -> tuple[Scores, list[str | None]]:
     """Score ``scenarios`` with ``engine`` ("estimate" or "full"); ``exact=False`` lets the
     estimator extrapolate long pipelines (its fast mode, explorer/estimate/fast.py: for ranking);
     ``progress(done, total)`` is told after each simulation (after the one batch, for the estimator).
+    ``overrides``: the dotted-key overrides each scenario was made from, when it was (a sweep's rows):
+    the estimator then prices the calls of rows that differ only in network fields together
+    (explorer/estimate/prime.py), with the same results.
 
     Returns the scores and, per scenario, None or the one-line reason the engine refused it (the
     refused rows hold NaN and ``fits`` False).  Deterministic: the same scenarios in the same
@@ -114,6 +118,9 @@ def score(scenarios: Sequence[Scenario], engine: str = "estimate", exact: bool =
     if not scenarios:
         return empty_scores(), []
     reasons: list[str | None] = [None] * len(scenarios)
+    if overrides is not None:
+        from ..estimate.prime import prime_networks  # deferred, as _estimator's import
+        prime_networks(scenarios, overrides)
     out = _from_estimates(est(list(scenarios), exact))
     if progress:
         progress(len(scenarios), len(scenarios))

@@ -154,7 +154,7 @@ def _evaluate(job: _Job) -> list[Point]:
             slots.append(i)
         except ScenarioError as exc:
             out[i] = Point(ov, False, str(exc), exc.field)
-    scores, refused = score(scenarios, job.engine)
+    scores, refused = score(scenarios, job.engine, overrides=[job.overrides[i] for i in slots])
     for j, (i, sc) in enumerate(zip(slots, scenarios, strict=True)):
         ov = job.overrides[i]
         why = refused[j]

@@ -34,6 +34,7 @@ from ..config.schema import build
 from ..engine.gc_pause import paused_collector
 from ..pricing.profile import row_profile
 from ..scenario import Scenario, ScenarioError, apply_overrides, from_dict
+from . import prime
 from .equivalence import equivalents
 from .many import estimate_profiles
 from .result import Estimates
@@ -168,6 +169,8 @@ def estimate_overrides(base_raw: Mapping[str, Any],
     with paused_collector():
         scenarios, found = scenarios_from_overrides(base_raw, [eff[i] for i in distinct])
         valid = [k for k, sc in enumerate(scenarios) if sc is not None]
+        # A network sweep's rows: each call priced over all of their networks at once (prime.py).
+        prime.prime_networks(scenarios, [eff[i] for i in distinct])
         est, refused = estimate_profiles([row_profile(sc) for sc in scenarios if sc is not None])
     for k, why in zip(valid, refused, strict=True):
         if why is not None:

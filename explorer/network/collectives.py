@@ -24,8 +24,8 @@ scale-up time of each traffic pattern by :func:`scale_up_factor`.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 from ..collective_algorithms import registry
 from ..collective_algorithms.base import OPS, Family, LinkCost, crossing, spanned
@@ -211,6 +211,25 @@ def _result(op: str, S: float, sh: GroupShape, alg: str, proto: str, link: LinkC
                           proto)
 
 
+def nccl_candidates(op: str, S: float, sh: GroupShape, o: NcclOptions, algos: tuple[Algorithm, ...],
+                    ll128: bool) -> Iterator[tuple[Algorithm, LinkCost, float, tuple[LinkCost, float] | None,
+                                                   tuple[str, ...]]]:
+    """Each of ``algos`` that can run on ``sh``, in order: its link cost and bus bytes, the link NCCL's
+    tuning model rates it on where that differs (else None), and the protocols NCCL offers it (or the
+    one forced).  ``sh`` and ``o`` may carry arrays of network points (network/points.py)."""
+    for alg in algos:
+        assert alg.nccl is not None
+        got = alg.nccl.link(op, S, sh, o)
+        if got is None:
+            continue
+        rated = alg.nccl.rated(op, S, sh, o) if alg.nccl.rated is not None else None
+        row = alg.tuning_row(sh.up_kind)
+        protos = nt.protocols_for(row, op, ll128)
+        if o.protocol != "auto":
+            protos = nt.forced_protocols(row, o.protocol, protos)
+        yield alg, got[0], got[1], rated, protos
+
+
 def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[Algorithm, ...], o: NcclOptions,
                ) -> tuple[Algorithm, str, LinkCost, float, float] | None:
     """NCCL's choice among ``algos``: the (algorithm, protocol) of least time as NCCL rates it (an
@@ -222,17 +241,7 @@ def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[Algorithm, ...], 
     best = None
     key = float("inf")
     same_channels = _rating_channels(sh, o, True) == _rating_channels(sh, o, False)
-    for alg in algos:
-        assert alg.nccl is not None
-        got = alg.nccl.link(op, S, sh, o)
-        if got is None:
-            continue
-        link, bus_bytes = got
-        rated = alg.nccl.rated(op, S, sh, o) if alg.nccl.rated is not None else None
-        row = alg.tuning_row(sh.up_kind)
-        protos = nt.protocols_for(row, op, ll128)
-        if o.protocol != "auto":
-            protos = nt.forced_protocols(row, o.protocol, protos)
+    for alg, link, bus_bytes, rated, protos in nccl_candidates(op, S, sh, o, algos, ll128):
         # As rated equals as run when NCCL's rating reads the same link and the same channels
         # (_nccl_time's ``rating`` changes only the channels): priced once then.
         same = rated is None and same_channels
@@ -260,10 +269,30 @@ def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[Algorithm, ...], 
 # Calls priced once per process: a sweep's rows build their own Network, but most share group shapes
 # and bucket sizes (the estimator's realistic grid of llama3-405b-16k: 2,458 calls, 422 distinct).
 # Everything priced is immutable (frozen dataclasses of tuples), so the cached cost is shared as is.
+# A plain dict, not functools.lru_cache, so that network/points.py can store the calls it priced over
+# many networks at once (:func:`remember`); the oldest entry goes first when it is full.
 COST_CACHE_SIZE = 1 << 16
+_COSTS: dict[tuple, CollectiveCost] = {}
 
 
-@lru_cache(maxsize=COST_CACHE_SIZE)
+def clear_costs() -> None:
+    """Forget every priced call (tests that price from scratch)."""
+    _COSTS.clear()
+
+
+def cached(key: tuple) -> CollectiveCost | None:
+    """What :func:`cost` has stored for ``key`` (its arguments, as :func:`remember` takes them), if any."""
+    return _COSTS.get(key)
+
+
+def remember(key: tuple, cc: CollectiveCost) -> None:
+    """Store ``cc`` as the cost of ``key`` = (op, size_bytes, shape, algorithm, nvls_capable, options),
+    :func:`cost`'s arguments, as priced elsewhere with the same formulas (network/points.py)."""
+    if len(_COSTS) >= COST_CACHE_SIZE:
+        _COSTS.pop(next(iter(_COSTS)))
+    _COSTS[key] = cc
+
+
 def cost(op: str, size_bytes: float, shape: GroupShape, algorithm: str = "auto",
          nvls_capable: bool = False, options: NcclOptions | None = None) -> CollectiveCost:
     """Cost of ``op`` on ``size_bytes`` (nccl-tests convention) over the group ``shape``.
@@ -279,6 +308,35 @@ def cost(op: str, size_bytes: float, shape: GroupShape, algorithm: str = "auto",
     documentation); the cost then carries the requested name in ``requested``.  Point-to-point
     operations (all-to-all, send/recv) have no algorithm to choose.
     """
+    key = (op, size_bytes, shape, algorithm, nvls_capable, options)
+    got = _COSTS.get(key)
+    if got is None:
+        got = _price(op, size_bytes, shape, algorithm, nvls_capable, options)
+        remember(key, got)
+    return got
+
+
+def nccl_algorithms(op: str, algorithm: str, o: NcclOptions) -> tuple[Algorithm, ...] | None:
+    """The algorithms NCCL's choice weighs for ``op`` when :func:`cost` takes NCCL's path: every
+    candidate of its ``auto``, or the named NCCL algorithm where it implements ``op`` (empty: it
+    cannot, and NCCL's ring runs instead); None when the call is priced otherwise (a point-to-point
+    operation, an MPI/Gloo library, an algorithm of another family)."""
+    if op in ("all-to-all", "send-recv"):
+        return None
+    forced = algorithm != registry.AUTO
+    named = registry.find(algorithm) if forced else None
+    priced = named is not None and named.alpha_beta is not None and named.implements(op)
+    if o.library != "nccl" and (not forced or priced):
+        return None
+    if named is not None and priced and named.nccl is None:
+        return None
+    runs = named is not None and named.nccl is not None and named.implements(op)
+    return registry.nccl_candidates(op) if not forced else (named,) if runs and named else ()
+
+
+def _price(op: str, size_bytes: float, shape: GroupShape, algorithm: str, nvls_capable: bool,
+           options: NcclOptions | None) -> CollectiveCost:
+    """:func:`cost`, uncached."""
     if op not in OPS:
         raise ValueError(f"unknown collective {op!r} (valid: {', '.join(OPS)})")
     o = options or NcclOptions(nvls=nvls_capable)
@@ -314,8 +372,8 @@ def cost(op: str, size_bytes: float, shape: GroupShape, algorithm: str = "auto",
     if named is not None and priced and named.nccl is None:
         link = pcie_bound(_alpha_beta(named, op, size_bytes, shape), shape, o.pcie_Bps)
         return _result(op, size_bytes, shape, named.name, "none", link, link.time_s, link.latency_s, "")
-    runs = named is not None and named.nccl is not None and named.implements(op)
-    nccl = registry.nccl_candidates(op) if not forced else (named,) if runs and named else ()
+    nccl = nccl_algorithms(op, algorithm, o)
+    assert nccl is not None                # the branches above took every other path
     got = _best_nccl(op, size_bytes, shape, nccl, o) if nccl else None
     if got is None:     # forced algorithm impossible here: NCCL's ring
         got = _best_nccl(op, size_bytes, shape, (registry.get(registry.NCCL_FALLBACK),), o)

@@ -140,6 +140,15 @@ class Network:
             got = self._costs[key] = self._cost(op, size_bytes, dim, stage)
         return got
 
+    def priced_calls(self) -> list[tuple[str, float, str, int]]:
+        """Every (op, size_bytes, dim, stage) this network has priced so far (estimate/prime.py
+        prices the same calls of other networks together)."""
+        return list(self._costs)
+
+    def cost_key(self, op: str, size_bytes: float, dim: str, stage: int) -> tuple:
+        """collectives.cost's arguments for :meth:`cost` of this call (its cache key)."""
+        return (op, size_bytes, self.shape(dim, stage), self.algorithm, self.nvls, self.options)
+
     def shape(self, dim: str, stage: int) -> GroupShape:
         """The shape of ``dim``'s group on ``stage`` (memoised)."""
         key = (dim, stage)

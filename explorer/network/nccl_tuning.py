@@ -27,6 +27,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+import numpy as np
+
+from ..collective_algorithms.base import lesser
+
 # The channels across nodes (network/net_channels.py), re-exported: nccl_tuning is where callers look.
 from .net_channels import (  # noqa: F401
     DUP_CHANNEL_GBPS,
@@ -124,6 +128,8 @@ def pipeline_fill_s(size_bytes: float, channels: int, group_net_Bps: float,
     >>> round(pipeline_fill_s(64 * 2**20, 8, 24e9, 1 / 8) * 1e6, 1)   # 1 GPU of 8, 8 x HDR: 24 GB/s
     43.7
     """
+    if isinstance(group_net_Bps, np.ndarray):     # many networks at once (network/points.py)
+        return _pipeline_fill_many(size_bytes, np.asarray(channels), group_net_Bps, node_fraction, step_bytes)
     if group_net_Bps <= 0 or group_net_Bps == float("inf") or node_fraction <= 0:
         return 0.0
     node_channels = max(int(channels), 1)
@@ -152,6 +158,20 @@ def pipeline_fill_s(size_bytes: float, channels: int, group_net_Bps: float,
 # reduce-scatter curves of together-nccl-tests and xxrjun/nccl-tests-cluster (NCCL 2.26-2.29, validation)
 # this takes 16 MiB from -32 % to -20 % and 64 MiB from -9 % to -3 %, and all-to-all at 64 MiB from +24 %
 # to +15 %.
+def _pipeline_fill_many(size_bytes: float, channels: np.ndarray, group_net_Bps: np.ndarray,
+                        node_fraction: float, step_bytes: float) -> np.ndarray:
+    """:func:`pipeline_fill_s` elementwise over network points (the same operations in the same order)."""
+    out = np.zeros(group_net_Bps.shape)
+    ok = (group_net_Bps > 0) & (group_net_Bps != float("inf"))
+    if node_fraction <= 0 or not ok.any():
+        return out
+    node_channels = np.maximum(channels.astype(np.int64), 1)
+    channel_Bps = group_net_Bps[ok] / node_fraction / node_channels[ok]
+    group_channels = np.maximum(node_channels[ok] * node_fraction, 1.0)
+    out[ok] = PIPELINE_FILL_CHUNKS * np.minimum(step_bytes, size_bytes / group_channels) / channel_Bps
+    return out
+
+
 STEP_BYTES = {"LL": 32 * 1024, "LL128": 576_000, "Simple": NET_CHUNK_BYTES}
 NVLINK_FILL_CHUNKS = 1.2
 # The calibration rows are 8-GPU nodes; a shorter ring has fewer hops to fill (fill_hops).
@@ -169,6 +189,13 @@ def node_fill_s(size_bytes: float, bus_GBps: float, protocol: str = "Simple", ho
     >>> round(node_fill_s(64 * 2**20, 480.0) * 1e6, 1)   # 1.2 x 512 KiB at 30 GB/s per channel
     21.0
     """
+    if isinstance(bus_GBps, np.ndarray):          # many networks at once (network/points.py)
+        out = np.zeros(bus_GBps.shape)
+        ok = (bus_GBps > 0) & (bus_GBps < float("inf"))
+        ch = np.broadcast_to(np.maximum(np.asarray(channels).astype(np.int64), 1), bus_GBps.shape)[ok]
+        step_many = np.minimum(STEP_BYTES.get(protocol, NET_CHUNK_BYTES), size_bytes / ch)
+        out[ok] = NVLINK_FILL_CHUNKS * hops * step_many / (bus_GBps[ok] * 1e9 / ch)
+        return out
     if not 0 < bus_GBps < float("inf"):
         return 0.0
     channels = max(int(channels), 1)
@@ -251,23 +278,24 @@ def refine_bus_bw(algo: str, proto: str, bus_bw: float, arch: str, nodes: int, p
     """NCCL's per-protocol bus bandwidth [GB/s] from the link-limited one (``bus_bw``, i.e.
     Simple at 100 % of the links): the "model refinements" of ncclTopoTuneModel, NCCL 2.25.
     ``channels`` multiplies the per-channel caps: the searched graph's when NCCL rates a choice, the
-    channels the call runs on (:func:`run_channels`) when it prices the run."""
+    channels the call runs on (:func:`run_channels`) when it prices the run.  ``bus_bw`` and
+    ``channels`` may be arrays of network points (network/points.py): the caps apply elementwise."""
     i2 = node_index(nodes)
     ll_max = LL_MAX_BW[arch if nodes == 1 else "volta"][i2]
     if algo == "ring":
         if proto == "LL":
-            return min(ll_max, bus_bw * RING_LL)
+            return lesser(ll_max, bus_bw * RING_LL)
         if proto == "LL128":
             frac = RING_LL128_ONE_PPN if ppn < 2 else RING_LL128
-            return min(bus_bw * frac, channels * PER_CH_RING_LL128[arch])
+            return lesser(bus_bw * frac, channels * PER_CH_RING_LL128[arch])
         return bus_bw
     if algo == "tree":
-        bw = min(bus_bw * TREE_FRACTION, channels * PER_CH_TREE[arch][i2])
+        bw = lesser(bus_bw * TREE_FRACTION, channels * PER_CH_TREE[arch][i2])
         if proto == "LL":
-            bw = min(bw * TREE_LL, ll_max)
+            bw = lesser(bw * TREE_LL, ll_max)
         elif proto == "LL128":
             frac = TREE_LL128_ONE_NODE if nodes == 1 else TREE_LL128_NODES
-            bw = min(bw * frac, channels * PER_CH_TREE_LL128[arch][i2])
+            bw = lesser(bw * frac, channels * PER_CH_TREE_LL128[arch][i2])
         return bw * pattern_discount(algo, ppn)
     if algo == "pat":
         return bus_bw * PAT_FRACTION

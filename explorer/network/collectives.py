@@ -289,7 +289,10 @@ def remember(key: tuple, cc: CollectiveCost) -> None:
     """Store ``cc`` as the cost of ``key`` = (op, size_bytes, shape, algorithm, nvls_capable, options),
     :func:`cost`'s arguments, as priced elsewhere with the same formulas (network/points.py)."""
     if len(_COSTS) >= COST_CACHE_SIZE:
-        _COSTS.pop(next(iter(_COSTS)))
+        try:
+            _COSTS.pop(next(iter(_COSTS)))
+        except (RuntimeError, StopIteration, KeyError):   # the app's other sessions change it meanwhile
+            pass
     _COSTS[key] = cc
 
 

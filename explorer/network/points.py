@@ -77,10 +77,9 @@ def price_points(op: str, size_bytes: float, shapes: Sequence[GroupShape], algor
             assert got is not None
         forced = algorithm != registry.AUTO
         for j, i in enumerate(members):
-            alg, proto, egress, total, lat, boundary = got[j]
-            cc = CollectiveCost(op, size_bytes, sh0.n, alg.name, total, lat, BOUNDARY_NAMES[boundary],
-                                tuple(egress.get(b, 0.0) for b in range(len(sh0.shares))),
-                                algorithm if forced and alg.name != algorithm else "", proto)
+            name, proto, egress, total, lat, boundary = got[j]
+            cc = CollectiveCost(op, size_bytes, sh0.n, name, total, lat, boundary, egress,
+                                algorithm if forced and name != algorithm else "", proto)
             remember((op, size_bytes, shapes[i], algorithm, nvls_capable, options[i]), cc)
             out[i] = cc
     assert all(c is not None for c in out)
@@ -89,8 +88,9 @@ def price_points(op: str, size_bytes: float, shapes: Sequence[GroupShape], algor
 
 def _choose(op: str, S: float, shapes: list[GroupShape], opts: list[NcclOptions],
             algos: tuple[Algorithm, ...]) -> list[tuple] | None:
-    """collectives._best_nccl over the points: per point (algorithm, protocol, egress, seconds,
-    latency seconds, limiting boundary), or None where no candidate runs on this group."""
+    """collectives._best_nccl over the points: per point the fields of its CollectiveCost (algorithm,
+    protocol, bytes leaving each boundary, seconds, latency seconds, limiting boundary's name), or None
+    where no candidate runs on this group."""
     sh0, o0 = shapes[0], opts[0]
     shares = [np.array([sh.shares[b] for sh in shapes]) for b in range(len(sh0.shares))]
     nic = np.array([o.nic_GBps for o in opts])
@@ -107,13 +107,19 @@ def _choose(op: str, S: float, shapes: list[GroupShape], opts: list[NcclOptions]
     # and OptionsLike, typed for scalars): the same code, elementwise.
     A: Any = _with_arrays(sh0, shares=tuple(shares))   # the structure's; its latencies are not read
     opts_many: Any = _with_arrays(o0, nic_GBps=nic, net_cap_Bps=cap, net_channels=channels)
-    latencies: dict[tuple, float] = {}
+    # The latency term reads the points' latencies and channels only: priced once per distinct pair.
+    distinct: dict[tuple, int] = {}
+    firsts: list[int] = []                   # the first point of each distinct pair
+    which = np.empty(len(shapes), np.int64)
+    for i, (sh, o) in enumerate(zip(shapes, opts, strict=True)):
+        k = which[i] = distinct.setdefault((sh.latencies, o.net_channels), len(distinct))
+        if k == len(firsts):
+            firsts.append(i)
     cands: list[tuple] = []                  # (algorithm, protocol, link, total, latency) per candidate
     rated_times: list[np.ndarray] = []
     for alg, link, bus_bytes, rated, protos in nccl_candidates(op, S, A, opts_many, algos, ll128):
         for proto in protos:
-            lat = np.array([_latency(latencies, alg, proto, op, S, sh, o)
-                            for sh, o in zip(shapes, opts, strict=True)])
+            lat = np.array([_nccl_latency(alg, proto, op, S, shapes[i], opts[i]) for i in firsts])[which]
             t_pcie = _pcie_stage(alg, proto, A, opts_many, link)      # structural: the egress, the PCIe rate
             total = _time(alg, proto, op, S, A, opts_many, link, bus_bytes, False, lat, t_pcie)
             if rated is None:
@@ -132,11 +138,13 @@ def _choose(op: str, S: float, shapes: list[GroupShape], opts: list[NcclOptions]
         t_pcie = _pcie_stage(alg, proto, A, opts_many, link)
         if 0 < t_pcie:                                    # the links bound it: name their tier
             boundary[total - lat <= t_pcie * (1 + 1e-12)] = pcie_boundary(A)
-        picked.append((alg, proto, link.egress, total.tolist(), lat.tolist(), boundary.tolist()))
+        egress = tuple(link.egress.get(b, 0.0) for b in range(len(sh0.shares)))    # as collectives._result
+        picked.append((alg.name, proto, egress, total.tolist(), lat.tolist(),
+                       [BOUNDARY_NAMES[b] for b in boundary.tolist()]))
     out = []
     for i, k in enumerate(best.tolist()):
-        alg, proto, egress, total, lat, boundary = picked[k]
-        out.append((alg, proto, egress, total[i], lat[i], boundary[i]))
+        name, proto, egress, total, lat, boundary = picked[k]
+        out.append((name, proto, egress, total[i], lat[i], boundary[i]))
     return out
 
 
@@ -144,16 +152,6 @@ def _with_arrays(one: Any, **arrays: Any) -> Any:
     """``one`` point's shape or options with the points' arrays in place of some of its numbers (the
     fields are typed as scalars; the functions that read them take arrays elementwise)."""
     return replace(one, **arrays)
-
-
-def _latency(memo: dict[tuple, float], alg: Algorithm, proto: str, op: str, S: float, sh: GroupShape,
-             o: NcclOptions) -> float:
-    """collectives._nccl_latency of one point, once per distinct input it reads."""
-    key = (alg.name, proto, sh.latencies, o.net_channels)
-    got = memo.get(key)
-    if got is None:
-        got = memo[key] = _nccl_latency(alg, proto, op, S, sh, o)
-    return got
 
 
 def _time(alg: Algorithm, proto: str, op: str, S: float, sh: Any, o: Any, link: LinkCost,

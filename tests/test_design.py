@@ -586,3 +586,14 @@ def test_search_json_overrides_rerun_on_the_scenario_file(searched):
     for c in r.top:
         sc = from_dict(apply_overrides(preset_raw(name), c.to_json()["overrides"]))
         assert simulate(sc).iteration_time_s == pytest.approx(c.iteration_time_s, rel=1e-12)
+
+
+def test_scaling_checks_a_run_plans_phases_as_run_and_sweep_do():
+    """llama3-405b-pretraining's last phase pins dp 8 on 16,384 GPUs: at 4,096 GPUs run and sweep
+    refuse the scenario, and scaling did not (it showed 7.058 s); now it says which phase field."""
+    pts = {p.gpus: p for p in scaling(open_base("llama3-405b-pretraining"), [4096, 16384], "weak")}
+    assert not pts[4096].valid and pts[4096].reason.startswith("training.phases[3].overrides.parallelism.dp")
+    assert pts[16384].valid
+    with pytest.raises(ScenarioError, match=r"training\.phases\[3\]"):
+        from explorer.run.phases import plan
+        plan(open_base("llama3-405b-pretraining").scenario(pts[4096].overrides))

@@ -217,3 +217,26 @@ def test_tornado_and_scaling_reuse_the_estimator_and_equal_the_full_engine(name,
         assert p.figures["iteration_time_s"] == pytest.approx(full.iteration_time_s, rel=1e-9)
         assert p.figures["memory_GB_total"] == pytest.approx(full.memory.total / 1e9, rel=1e-9)
         assert p.figures["fits"] == (not full.memory_over_capacity)
+
+
+def test_parameter_servers_read_the_fabric_in_one_nvlink_domain():
+    """Parameter servers are reached through the fabric's NICs whatever the replicas' NVLink domain:
+    a one-node parameter-server sweep over the NIC rate gives each row its own time (it gave every row
+    the first row's 119.75 s), and the tornado's 2x scale-out row its real speedup (1.98x, not 1.0)."""
+    base = open_base("parameter-server", {"cluster.nodes": 1})
+    assert not unread_fields(base.scenario()) & set(NETWORK_FIELDS[2:6])
+    res = sweep(base, {"cluster.scale_out.nic_Gbps": [1, 100, 400]}, links=False)
+    got = [p.figures["iteration_time_s"] for p in res.points]
+    want = [simulate(base.scenario({"cluster.scale_out.nic_Gbps": v})).iteration_time_s for v in (1, 100, 400)]
+    assert got == pytest.approx(want, rel=1e-9) and got[0] > 20 * got[1] > 20 * got[2]
+    # Overriding dp_kind keeps the fabric's fields: an all-reduce base in one domain, varied into
+    # parameter servers, must not drop the NIC rate.
+    plain = open_base("teaching-8gpu")
+    ps = {"parallelism.dp_kind": "parameter-server"}
+    rows = sweep(plain, {"parallelism.dp_kind": ["parameter-server"],
+                         "cluster.scale_out.nic_Gbps": [10, 400]}, links=False).points
+    assert rows[0].figures["iteration_time_s"] > rows[1].figures["iteration_time_s"]
+    assert rows[1].figures["iteration_time_s"] == pytest.approx(
+        simulate(plain.scenario({**ps, "cluster.scale_out.nic_Gbps": 400})).iteration_time_s, rel=1e-9)
+    sens = {r.change: r for r in sensitivity(open_base("parameter-server", {"hardware.gpu": "gb200"})).rows}
+    assert sens["2x scale-out bandwidth"].speedup == pytest.approx(1.983, abs=0.001)

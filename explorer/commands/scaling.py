@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def scaling_text(points: list[ScalePoint], label: str, mode: str) -> str:
-    lines = [f"# {mode} scaling of {one_line(label)} (full engine; extra GPUs are data-parallel replicas)",
+    lines = [f"# {mode} scaling of {one_line(label)} (the full engine's figures; extra GPUs are "
+             "data-parallel replicas)",
              f"{'GPUs':>8} {'dp':>6} {'batch':>7} {'iteration':>10} {'MFU':>6} {'tokens/GPU':>10}  "
              + " ".join(f"{'exp ' + d:>9}" for d in COMM_DIMS)]
     for p in points:

@@ -1,10 +1,11 @@
 """``sensitivity SCENARIO [--set K=V ...] [--json]``: which 2x upgrade buys the most.
 
 The iteration time after doubling compute, HBM bandwidth and each tier's bandwidth and halving
-each tier's latency, full engine (explorer/design/sensitivity.py).  ``--json`` prints a list of
-``{change, iteration_time_s, speedup, overrides, breakdown_s}`` (speedup = base time / new time),
-sorted by speedup; the text form is the same as a table.  Changes the scenario cannot express
-(GPU figures of datacenters' presets) are listed as not run, on stderr with ``--json``.
+each tier's latency, with the full engine's figures (explorer/design/sensitivity.py).  ``--json``
+prints a list of ``{change, iteration_time_s, speedup, overrides, breakdown_s}`` (speedup = base
+time / new time), sorted by speedup; the text form is the same as a table.  Changes the scenario
+cannot express (GPU figures of datacenters' presets) are listed as not run, on stderr with
+``--json``.
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def sensitivity_text(s: Sensitivity, label: str) -> str:
-    lines = [f"# sensitivity of {one_line(label)}: base iteration {fmt_s(s.base_time_s)} (full engine)",
+    lines = [f"# sensitivity of {one_line(label)}: base iteration {fmt_s(s.base_time_s)} "
+             "(the full engine's figures)",
              f"{'change':<28} {'iteration':>10} {'speedup':>8}  saved"]
     for r in s.rows:
         saved = 1 - 1 / r.speedup

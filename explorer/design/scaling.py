@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..run.phases import plan
 from ..scenario import ScenarioError
 from ..vocabulary import COMM_DIMS
 from .base import Base, cluster_overrides, share_query
@@ -94,6 +95,7 @@ def scaling(base: Base, gpus: Sequence[int] | None = None, mode: str = "weak",
             ov["training.global_batch"] = sc.training.global_batch // sc.dp * (n // replica)
         try:
             variant = base.scenario(ov)
+            plan(variant)     # a run plan's phases must fit the new size too, as run and sweep check
         except ScenarioError as exc:
             points.append(ScalePoint(n, ov, False, str(exc)))
             continue

@@ -11,7 +11,9 @@ them cannot matter to a scenario:
   scale-up domain: nothing crosses the scale-out or spine boundaries, and the NIC-derived NCCL
   options (net_channels, the channel cap) are read only by calls that cross them
   (collectives._best_nccl, _nccl_time).  ``nics_per_node`` is not among the fields dropped: the
-  derived ``communication.comm_sms`` of PyTorch FSDP reads it (config/loading.py).
+  derived ``communication.comm_sms`` of PyTorch FSDP reads it (config/loading.py).  Parameter
+  servers (``parallelism.dp_kind: parameter-server``) are the exception: machines of their own,
+  reached through the fabric's NICs whatever the replicas' domain, so their fabric is always read.
 
 :func:`effective` drops those keys from an override, so a sweep of 25 NIC rates x 20 NVLink
 bandwidths x 20 WAN latencies on a one-datacenter scenario prices 500 configurations, not 10,000,
@@ -39,7 +41,8 @@ WAN_FIELDS = ("cluster.scale_across.bandwidth_Gbps", "cluster.scale_across.laten
 NETWORK_FIELDS = SCALE_UP_FIELDS + SCALE_OUT_FIELDS + WAN_FIELDS
 # Overrides of these change which tiers a group can cross: nothing is dropped from them.
 _SHAPE_FIELDS = ("cluster.datacenters", "cluster.nodes", "cluster.gpus_per_node",
-                 "cluster.scale_up.domain_gpus", "cluster.scale_up.kind", "hardware.gpu")
+                 "cluster.scale_up.domain_gpus", "cluster.scale_up.kind", "hardware.gpu",
+                 "parallelism.dp_kind")        # parameter servers read the fabric's NICs (below)
 
 
 def unread_fields(sc: Scenario) -> frozenset[str]:
@@ -48,7 +51,9 @@ def unread_fields(sc: Scenario) -> frozenset[str]:
     out: set[str] = set()
     if c.datacenters == 1 and not c.heterogeneous:
         out.update(WAN_FIELDS)
-        if effective_domain(c) >= c.gpus:
+        # Parameter servers are machines of their own, reached through the fabric's NICs whatever the
+        # replicas' NVLink domain (variants/lowcomm/decentral.py): their fabric is read.
+        if effective_domain(c) >= c.gpus and sc.parallelism.dp_kind != "parameter-server":
             out.update(SCALE_OUT_FIELDS)
     return frozenset(out)
 

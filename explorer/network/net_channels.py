@@ -16,7 +16,11 @@ DUP_CHANNEL_GBPS = 25.0
 # The NIC line rate from which the search's speed is at least DUP_CHANNEL_GBPS: the ladder's first step
 # above 24 is 28, so a NIC between 25 and 28 GB/s is searched at 24 and keeps one channel.  (Compared
 # with the line rate itself, 201 Gb/s doubled the channels and, at the same bandwidth, the pipeline
-# fill of every call: an 11.6 MB all-gather 0.196 -> 0.237 ms for 1 % more NIC.)
+# fill of every call: an 11.6 MB all-gather 0.196 -> 0.237 ms for 1 % more NIC.)  At 28 GB/s itself the
+# step remains, as NCCL takes it: two channels per NIC keep twice the chunks in flight through it, so a
+# call of a few MB whose time is mostly the pipeline's fill is a little slower just above it (GraphSAGE's
+# 1.1 MB gradient ring on 8 nodes 0.43 -> 0.46 ms at 200 -> 250 Gb/s; a few tenths of a percent of an
+# iteration), and faster again as the NIC grows.
 DUP_CHANNEL_LINE_GBPS = 28.0
 
 

@@ -16,6 +16,7 @@ not UTF-8 text (a lone surrogate, ``%ED%A0%80`` decoded leniently) is dropped th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -26,6 +27,7 @@ from .config.frameworks import profile
 from .config.inputs import parse_value
 from .config.schema import excerpt, one_line, utf8_text
 from .config.shipped import shipped_scenarios
+from .estimate.equivalence import NETWORK_FIELDS
 from .scenario import (
     SETTABLE,
     SETTABLE_ROOTS,
@@ -311,10 +313,42 @@ def _leaf_is_none(sc: Scenario, key: str) -> bool:
     return node is not None and hasattr(node, name) and getattr(node, name) is None
 
 
+@functools.lru_cache(maxsize=64)
+def _shipped_raw(name: str) -> dict[str, Any]:
+    """preset_raw(name), read once: only ever copied (apply_overrides), never changed."""
+    return preset_raw(name)
+
+
+def reopening(name: str, changed: dict[str, str], current: Scenario) -> dict[str, str]:
+    """``changed`` (changed_fields of ``current`` against shipped scenario ``name``) plus every field
+    that a link of ``changed`` would otherwise reopen differently, checked by reopening it as
+    parse_query does.  A value equal to the shipped scenario's is left out of ``changed``, but another
+    change may derive that field anew: with ``cluster.scale_out.fabric=roce-100`` a NIC of 400 Gb/s,
+    the shipped one's, came back as the RoCE preset's 100 (a heatmap cell of 7.347 s reopened at
+    8.775 s).  Such fields are written too; derived ones that reopen alike (dp, a framework's bucket)
+    stay out."""
+    out = dict(changed)
+    if all(k in NETWORK_FIELDS for k in out):
+        return out        # rates and latencies derive no other field: a network sweep's links skip the check
+    for _ in range(3):               # a field written can derive others anew: until none is missing
+        try:
+            values = {k: parse_value(v, k) for k, v in out.items()}
+            reopened = from_dict(apply_overrides(_shipped_raw(name), values))
+        except ScenarioError:
+            return out               # the link does not open as a whole: accept_overrides says why
+        a, b = flatten(to_dict(reopened)), flatten(to_dict(current))
+        missing = {k: format_value(v) for k, v in b.items()
+                   if k not in out and k in SETTABLE and k not in NOT_IN_LINKS and a.get(k) != v}
+        if not missing:
+            return out
+        out = dict(sorted({**out, **missing}.items()))
+    return out
+
+
 def to_query(view: SharedView, base: Scenario, current: Scenario) -> dict[str, str]:
     """Query parameters for the address bar: scenario, changed fields, B's overrides (``b.``),
     the Design-space settings (``d.``), view, present."""
-    q = {"scenario": view.scenario, **changed_fields(base, current)}
+    q = {"scenario": view.scenario, **reopening(view.scenario, changed_fields(base, current), current)}
     q.update({B_PREFIX + k: format_value(v) for k, v in view.b_overrides.items()})
     q.update({D_PREFIX + k: v for k, v in view.design.items() if k in DESIGN_KEYS})
     if view.view != VIEWS[0]:

@@ -170,3 +170,21 @@ def test_a_split_moved_for_memory_is_a_note_not_a_warning():
     notes = [i.value for i in at.info if i.value.startswith("split:")]
     assert len(notes) == 1 and "the fastest split found that fits" in notes[0]
     assert not [w.value for w in at.warning if w.value.startswith(("split:", "memory:"))]
+
+
+def test_a_link_keeps_a_preset_value_another_field_derives_anew():
+    """A fabric and the shipped scenario's own NIC speed: the RoCE preset would derive 100 Gb/s, the
+    link says 400.  The sidebar showed 400 and the page simulated 100 (8.775 s, not 7.347 s), and the
+    address bar was rewritten to 100.  Now the page, the sidebar and the link all keep 400."""
+    from explorer.scenario import apply_overrides, from_dict
+    from explorer.share import preset_raw
+    from explorer.simulate import simulate
+    query = {"cluster.scale_out.fabric": "roce-100", "cluster.scale_out.nic_Gbps": "400"}
+    at = run_app(scenario="llama3-405b-16k", **query)
+    want = simulate(from_dict(apply_overrides(preset_raw("llama3-405b-16k"),
+                                              {"cluster.scale_out.fabric": "roce-100",
+                                               "cluster.scale_out.nic_Gbps": 400}))).iteration_time_s
+    assert want == pytest.approx(7.347, abs=0.001)
+    assert seconds(at) == pytest.approx(want, abs=1e-3)
+    assert at.number_input(key="cluster.scale_out.nic_Gbps").value == 400
+    assert qp(at, "cluster.scale_out.nic_Gbps") == "400"

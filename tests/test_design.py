@@ -330,6 +330,9 @@ def test_figures_draw_the_results(teaching_sweep):
     assert z[0][2] != z[0][2] and z[2][0] != z[2][0]          # invalid cells are gaps (NaN)
     bars = tornado(sensitivity(open_base("teaching-8gpu", keep_dp=True))).data[0]
     assert list(bars.y)[-1] == "2x compute" and len(bars.y) == len(CHANGES)
+    # Zero-length bars (one node: no fabric, no WAN) show their 1.000x beside the axis.
+    zero = [pos for x, pos in zip(bars.x, bars.textposition, strict=True) if x == 0]
+    assert zero and set(zero) == {"outside"} and "auto" in bars.textposition
     curve = scaling_curve(scaling(open_base("teaching-8gpu"), [8, 16, 32]))
     assert [t.name for t in curve.data][:2] == ["iteration time", "MFU"]
     assert list(curve.data[0].x) == [8, 16, 32]

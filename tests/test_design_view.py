@@ -215,3 +215,19 @@ def test_the_tornado_says_which_upgrades_datacenters_of_gpu_presets_cannot_take(
     assert notes == ["Not run: 2x compute, 2x HBM bandwidth, 2x scale-up bandwidth — cluster.datacenters: "
                      "the datacenters' GPUs are presets (h100-sxm, b200), whose figures a change cannot "
                      "scale; compare other presets instead (diff --set-b)"]
+
+
+def test_the_scaling_caption_gives_each_reason_with_its_own_sizes():
+    """deepseek-v3's strong curve: 512 GPUs are left out for ep, 8,192 and 16,384 for DualPipe's
+    micro-batches; the caption named the first reason for all three."""
+    from explorer.design.base import open_base
+    from explorer.design.scaling import scaling
+    from explorer.ui.views.design_runs import left_out
+    pts = scaling(open_base("deepseek-v3"), mode="strong")
+    bad = {p.gpus: p.reason for p in pts if not p.valid}
+    text = left_out(pts)
+    assert len(set(bad.values())) >= 2
+    for why in set(bad.values()):
+        sizes = ", ".join(f"{g:,}" for g, r in bad.items() if r == why)
+        assert f"{sizes} GPUs ({why})" in text
+    assert left_out([p for p in pts if p.valid]) == ""

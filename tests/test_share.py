@@ -124,3 +124,29 @@ def test_a_derived_gradient_bucket_stays_out_of_the_link():
     # A bucket the user sets stays in the link.
     sc, query, back = _reopened("fsdp-llama3-8b", {"communication.bucket_MB": 100})
     assert query["communication.bucket_MB"] == "100" and back.communication.bucket_MB == 100
+
+
+@pytest.mark.parametrize("name", ["llama3-405b-16k", "two-datacenters", "deepseek-v3"])
+def test_a_link_reopens_a_fabric_change_with_the_shipped_scenarios_own_values(name):
+    """A value equal to the shipped scenario's was left out of a link, but a new fabric derives its
+    own: the heatmap cell roce-100 x NIC 400 Gb/s (7.347 s) opened at the RoCE preset's 100 (8.775 s;
+    deepseek-v3 19.3 -> 66.6 s).  Every link now reopens the scenario it was written from."""
+    from urllib.parse import parse_qsl
+
+    from explorer.config.loading import to_dict
+    from explorer.design.base import open_base, share_query
+
+    base = open_base(name)
+    sc0 = base.scenario()
+    so = sc0.cluster.scale_out
+    cells = [{"cluster.scale_out.fabric": f, key: value}
+             for f in ("roce-100", "ib-hdr", "eth-100")
+             for key, value in (("cluster.scale_out.nic_Gbps", so.nic_Gbps),
+                                ("cluster.scale_out.latency_us", so.latency_us),
+                                ("cluster.scale_out.efficiency", so.efficiency))]
+    for ov in cells:
+        sc = base.scenario(ov)
+        view = parse_query(dict(parse_qsl(share_query(base, sc))))
+        assert not view.warnings
+        reopened = from_dict(apply_overrides(preset_raw(view.scenario), view.overrides))
+        assert to_dict(reopened) == to_dict(sc), ov

@@ -268,3 +268,24 @@ def test_the_waterfall_does_not_colour_the_savings_of_a_b_that_does_not_fit(comp
     from explorer.analysis.compare import compare
     fits = waterfall(compare(run, {**run, "iteration_time_s": 0.5, "breakdown_s": {"compute": 0.5}}))
     assert fits.data[0].decreasing.marker.color == LESS_COLOR
+
+
+def test_the_scenarios_own_cell_is_outlined_when_an_axis_is_typed_as_whole_numbers():
+    """The axis box reads "100,200,400" as integers while the scenario holds 400.0: the labels
+    ("400" and "400.0") never matched, so the scenario's cell was never outlined on a NIC, bandwidth
+    or latency axis.  Cells are matched by value."""
+    from explorer.design.base import open_base
+    from explorer.design.sweep import sweep
+    from explorer.figures.design import heatmap
+    base = open_base("two-datacenters")
+    pts = sweep(base, {"cluster.scale_out.nic_Gbps": [100, 200, 400],
+                       "cluster.scale_across.latency_ms": [1, 2, 5]}, links=False).points
+    sc = base.scenario()
+    current = (sc.cluster.scale_out.nic_Gbps, sc.cluster.scale_across.latency_ms)
+    assert current == (400.0, 2.0) and isinstance(current[0], float)
+    fig = heatmap(pts, "cluster.scale_out.nic_Gbps", "cluster.scale_across.latency_ms", current=current)
+    (shape,) = fig.layout.shapes
+    assert (shape.x0 + 0.5, shape.y0 + 0.5) == (2, 1)      # x "400" is the third, y "2" the second
+    # Long keys lose their section in the axis titles (a rotated one overran the projector's heatmap).
+    assert (fig.layout.xaxis.title.text, fig.layout.yaxis.title.text) == \
+        ("scale_out.nic_Gbps", "scale_across.latency_ms")

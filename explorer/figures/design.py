@@ -31,6 +31,12 @@ def _label(v: Any) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
+def _axis_title(key: str) -> str:
+    """A heatmap axis's title: the field's dotted key, less its section when long (a rotated
+    "cluster.scale_up.bandwidth_GBps" overran a 1280x720 heatmap's height in presentation mode)."""
+    return key if len(key) <= 24 else key.split(".", 1)[-1]
+
+
 OVER_MEMORY_GREY = "#c8c8c8"      # cells whose best layout does not fit: never on the colour scale
 CURRENT_OUTLINE = "#e4007c"       # the scenario's own cell (a colour Viridis never takes)
 
@@ -80,10 +86,13 @@ def heatmap(points: Sequence[Point], x_key: str, y_key: str, metric: str = "iter
             colorscale=[[0, OVER_MEMORY_GREY], [1, OVER_MEMORY_GREY]], showscale=False,
             name="does not fit"))
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=40), font=dict(size=font_size),
-                      xaxis=dict(title=x_key, type="category"), yaxis=dict(title=y_key, type="category"))
+                      xaxis=dict(title=_axis_title(x_key), type="category"),
+                      yaxis=dict(title=_axis_title(y_key), type="category"))
     if current is not None:
-        cx, cy = (_label(v) for v in current)
-        if cx in xs and cy in ys:
+        # Matched by value, not by label: an axis typed as 450 holds the scenario's 450.0.
+        cx = next((_label(p.overrides[x_key]) for p in points if p.overrides[x_key] == current[0]), None)
+        cy = next((_label(p.overrides[y_key]) for p in points if p.overrides[y_key] == current[1]), None)
+        if cx is not None and cy is not None:
             j, i = xs.index(cx), ys.index(cy)
             # A category axis places category k at position k: the cell spans k - 0.5 .. k + 0.5.
             fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
@@ -100,7 +109,11 @@ def tornado(result: Sensitivity, height: int = 360, font_size: int = 12) -> go.F
     fig = go.Figure(go.Bar(
         y=[r.change for r in rows], x=saved, orientation="h",
         marker_color=["#4C78A8" if s >= 0 else "#E45756" for s in saved],
-        text=[f"{r.speedup:.3f}x" for r in rows], textposition="auto",
+        # A bar too short to hold its label (a tier the scenario never crosses: zero length) shows it
+        # beside the axis, where "auto" drew none.
+        text=[f"{r.speedup:.3f}x" for r in rows], cliponaxis=False,
+        textposition=["outside" if abs(v) < 0.05 * max(map(abs, saved), default=0.0) else "auto"
+                      for v in saved],
         customdata=[r.iteration_time_s for r in rows],
         hovertemplate="%{y}: %{customdata:.4g} s (%{x:.1f}% saved)<extra></extra>"))
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=40), font=dict(size=font_size),

@@ -204,6 +204,23 @@ def load_into_controls(sc_up) -> None:
     st.session_state["_extra"] = {k: values[k] for k in changed
                                   if (k not in WIDGET_KEYS or k in hidden) and k in values}
     set_widgets(sc_up)
+    _pin_lost(sc_up)
+
+
+def _pin_lost(intended: Scenario) -> None:
+    """Keep in ``_extra`` the fields the controls would otherwise lose: a widget showing the preset's
+    own value is left out of the scenario, so a field another change derives anew came back as that
+    derivation — a link with ``cluster.scale_out.fabric=roce-100`` and the preset's NIC of 400 Gb/s
+    showed 400 in the sidebar and simulated the RoCE preset's 100 (8.775 s, not 7.347).  One extra
+    load, when the link or upload is read."""
+    try:
+        got = flatten(to_dict(from_dict(current_raw())))
+    except ScenarioError:
+        return                         # refused as it is: the page says why
+    want = flatten(to_dict(intended))
+    lost = {k: v for k, v in want.items() if k in WIDGET_KEYS and got.get(k) != v}
+    if lost:
+        st.session_state["_extra"] = {**st.session_state.get("_extra", {}), **lost}
 
 
 def init_state() -> None:
@@ -220,6 +237,7 @@ def init_state() -> None:
     hidden = hidden_keys(workload_for(sc.model), scenario_kind(base_sc))
     st.session_state["_extra"] = {k: v for k, v in view.overrides.items()
                                   if k not in WIDGET_KEYS or k in hidden}
+    _pin_lost(sc)
     st.session_state["_last_good"] = None
     st.session_state["_link_json"] = None
     st.session_state["_b_overrides"] = dict(view.b_overrides)

@@ -312,10 +312,9 @@ def _scaling(base: runs.Base, raw_json: str, present: bool) -> None:
     links = {p.gpus: p.link for p in got if p.valid}
     if point is not None and point.get("x") in links:
         _link_line(f"{point['x']:,} GPUs ({mode} scaling)", links[point["x"]])
-    bad = [p for p in got if not p.valid]
-    left_out = ", ".join(f"{p.gpus:,}" for p in bad)
-    st.caption("Full engine; the extra GPUs are data-parallel replicas. Click a point for its link."
-               + (f" Left out: {left_out} GPUs ({bad[0].reason})." if bad else ""))
+    left_out = runs.left_out(got)
+    st.caption("The full engine's figures; the extra GPUs are data-parallel replicas. Click a point for its "
+               "link." + (f" Left out: {left_out}." if left_out else ""))
     if not present:
         with st.expander("Every size, with its link"):
             st.dataframe([{"GPUs": p.gpus, "dp": p.dp, "global batch": p.global_batch,

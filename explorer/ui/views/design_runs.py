@@ -210,6 +210,17 @@ def current_cell(base: Base, grid: Grid) -> tuple[Any, Any] | None:
     return None if x is None or y is None else (x, y)
 
 
+def left_out(points: Sequence[ScalePoint]) -> str:
+    """The scaling sizes left out, each reason once with its sizes ("" when none): deepseek-v3's
+    strong curve loses 512 GPUs to ep and 8,192 and 16,384 to DualPipe's micro-batches, and one
+    reason for all of them misled."""
+    reasons: dict[str, list[int]] = {}
+    for p in points:
+        if not p.valid:
+            reasons.setdefault(str(p.reason), []).append(p.gpus)
+    return "; ".join(f"{', '.join(f'{g:,}' for g in sizes)} GPUs ({why})" for why, sizes in reasons.items())
+
+
 def run_sweep(base: Base, grid: Grid, progress: Progress | None = None) -> SweepResult:
     """The sweep of ``grid`` on ``base`` with the estimator (the full engine while it is absent)."""
     return sweep(base, {grid.x: list(grid.xs), grid.y: list(grid.ys)}, executor=IN_PROCESS, progress=progress)

@@ -227,7 +227,8 @@ def test_parameter_servers_read_the_fabric_in_one_nvlink_domain():
     assert not unread_fields(base.scenario()) & set(NETWORK_FIELDS[2:6])
     res = sweep(base, {"cluster.scale_out.nic_Gbps": [1, 100, 400]}, links=False)
     got = [p.figures["iteration_time_s"] for p in res.points]
-    want = [simulate(base.scenario({"cluster.scale_out.nic_Gbps": v})).iteration_time_s for v in (1, 100, 400)]
+    want = [simulate(base.scenario({"cluster.scale_out.nic_Gbps": v})).iteration_time_s
+            for v in (1, 100, 400)]
     assert got == pytest.approx(want, rel=1e-9) and got[0] > 20 * got[1] > 20 * got[2]
     # Overriding dp_kind keeps the fabric's fields: an all-reduce base in one domain, varied into
     # parameter servers, must not drop the NIC rate.

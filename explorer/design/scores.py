@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..estimate.prime import prime_networks  # a network sweep's calls priced together
 from ..scenario import Scenario, ScenarioError
 from ..variants.registry import needs_simulation
 from ..vocabulary import CATEGORIES
@@ -119,7 +120,6 @@ def score(scenarios: Sequence[Scenario], engine: str = "estimate", exact: bool =
         return empty_scores(), []
     reasons: list[str | None] = [None] * len(scenarios)
     if overrides is not None:
-        from ..estimate.prime import prime_networks  # deferred, as _estimator's import
         prime_networks(scenarios, overrides)
     out = _from_estimates(est(list(scenarios), exact))
     if progress:

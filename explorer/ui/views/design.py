@@ -199,7 +199,8 @@ def _tornado(base: runs.Base, raw_json: str, present: bool) -> None:
     point = _selected(event)
     if point is not None and point.get("y") in got.links:
         _link_line(str(point["y"]), got.links[point["y"]])
-    st.caption("Full engine; bar = share of the iteration saved, label = speedup. Click a bar for its link.")
+    st.caption("The full engine's figures; bar = share of the iteration saved, label = speedup. Click a bar "
+               "for its link.")
     reasons: dict[str, list[str]] = {}
     for k in got.result.skipped:                  # changes this scenario cannot express
         reasons.setdefault(k.reason, []).append(k.change)
@@ -314,7 +315,7 @@ def _scaling(base: runs.Base, raw_json: str, present: bool) -> None:
         _link_line(f"{point['x']:,} GPUs ({mode} scaling)", links[point["x"]])
     left_out = runs.left_out(got)
     st.caption("The full engine's figures; the extra GPUs are data-parallel replicas. Click a point for its "
-               "link." + (f" Left out: {left_out}." if left_out else ""))
+               "link." + (f" Left out: {plain(left_out)}." if left_out else ""))
     if not present:
         with st.expander("Every size, with its link"):
             st.dataframe([{"GPUs": p.gpus, "dp": p.dp, "global batch": p.global_batch,

@@ -106,14 +106,14 @@ def tornado(result: Sensitivity, height: int = 360, font_size: int = 12) -> go.F
     top, labelled with the speedup; a change to an unused tier is a zero-length bar."""
     rows = sorted(result.rows, key=lambda r: r.speedup)
     saved = [100.0 * (1.0 - 1.0 / r.speedup) for r in rows]
+    longest = max(map(abs, saved), default=0.0)
     fig = go.Figure(go.Bar(
         y=[r.change for r in rows], x=saved, orientation="h",
         marker_color=["#4C78A8" if s >= 0 else "#E45756" for s in saved],
         # A bar too short to hold its label (a tier the scenario never crosses: zero length) shows it
         # beside the axis, where "auto" drew none.
         text=[f"{r.speedup:.3f}x" for r in rows], cliponaxis=False,
-        textposition=["outside" if abs(v) < 0.05 * max(map(abs, saved), default=0.0) else "auto"
-                      for v in saved],
+        textposition=["outside" if abs(v) < 0.05 * longest else "auto" for v in saved],
         customdata=[r.iteration_time_s for r in rows],
         hovertemplate="%{y}: %{customdata:.4g} s (%{x:.1f}% saved)<extra></extra>"))
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=40), font=dict(size=font_size),

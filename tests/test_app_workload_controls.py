@@ -96,6 +96,64 @@ def test_stage_replicas_text_and_auto():
     assert qp(at, "parallelism.stage_replicas") == "[14,2]"
 
 
+def _cli_seconds(scenario: str, **sets) -> float:
+    args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
+    return _run_json(scenario, *args)["iteration_time_s"]
+
+
+def test_a_new_depth_drops_the_split_and_replicas_written_for_the_old_one():
+    """pipedream-vgg16 sets 13,3 layers on 15,1 GPUs for its two stages: at pp 4 neither fits, so
+    the depth takes the balanced split and dp replicas per stage; its 960 images are then no
+    multiple of 4 replicas x 64, which the message names (a control the sidebar shows); at 1,024
+    the run equals the CLI's with both lists unset.  Back at pp 2 the scenario's own return."""
+    at = run_app(scenario="pipedream-vgg16")
+    assert _text(at, "parallelism.stage_layers").value == "13,3"
+    own = seconds(at)
+    at.number_input(key="parallelism.pp").set_value(4).run()
+    assert not at.exception
+    assert _text(at, "parallelism.stage_layers").value == ""
+    assert at.session_state["parallelism.stage_replicas"] is None
+    assert [e.value for e in at.error] and all("training.global_batch" in e.value for e in at.error)
+    at.number_input(key="training.global_batch").set_value(1024).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    want = _cli_seconds("pipedream-vgg16", **{"parallelism.pp": 4, "parallelism.stage_layers": "null",
+                                               "parallelism.stage_replicas": "null",
+                                               "training.global_batch": 1024, "parallelism.dp": 4})
+    assert seconds(at) == pytest.approx(want, rel=2e-3)      # the card's 3-4 digits
+    at.number_input(key="training.global_batch").set_value(960).run()
+    at.number_input(key="parallelism.pp").set_value(2).run()
+    assert not at.error, [e.value for e in at.error]
+    assert _text(at, "parallelism.stage_layers").value == "13,3"
+    assert _text(at, "parallelism.stage_replicas").value == "15,1"
+    assert seconds(at) == pytest.approx(own, rel=1e-9)
+
+
+def test_stage_layers_typed_move_the_iteration_and_the_link():
+    """teaching-8gpu (4 stages, 24 layers): 9,5,5,5 loads stage 0 with 9 layers, slower than the
+    balanced split the empty box gives; the link carries the split and clearing it drops it."""
+    at = run_app(scenario="teaching-8gpu")
+    box = _text(at, "parallelism.stage_layers")
+    assert box.value == ""
+    balanced = seconds(at)
+    box.set_value("9,5,5,5").run()
+    assert not at.error, [e.value for e in at.error]
+    assert seconds(at) > balanced
+    assert seconds(at) == pytest.approx(_cli_seconds("teaching-8gpu", **{"parallelism.stage_layers": "[9,5,5,5]"}),
+                                        rel=2e-3)
+    assert qp(at, "parallelism.stage_layers") == "[9,5,5,5]"
+    _text(at, "parallelism.stage_layers").set_value("9,5,5").run()      # 19 layers of 24: by name
+    assert [e.value for e in at.error if "parallelism.stage_layers" in e.value]
+    _text(at, "parallelism.stage_layers").set_value("").run()
+    assert not at.error, [e.value for e in at.error]
+    assert seconds(at) == pytest.approx(balanced, rel=1e-9)
+    assert qp(at, "parallelism.stage_layers") is None
+
+
+def test_no_stage_layers_box_without_a_pipeline():
+    at = run_app(scenario="resnet50-cloud-dp")
+    assert not [t for t in at.text_input if t.key == "_text.parallelism.stage_layers"]
+
+
 def test_no_stage_replicas_box_without_a_pipeline():
     at = run_app(scenario="resnet50-cloud-dp")
     assert not [t for t in at.text_input if t.key == "_text.parallelism.stage_replicas"]

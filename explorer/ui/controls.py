@@ -58,6 +58,8 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("parallelism.schedule", "Pipeline schedule", "choice"),
         # PipeDream's per-stage replicas (shown with pp > 1 and a schedule that runs them).
         Control("parallelism.stage_replicas", "GPUs per stage (PipeDream, e.g. 15,1 or auto)", "list"),
+        # Layers per pipeline chunk (shown with pp > 1, and while set so that it can be cleared).
+        Control("parallelism.stage_layers", "Layers per pipeline chunk (e.g. 13,3; empty: balanced)", "list"),
         Control("parallelism.ideal_pipeline", "Ideal pipeline (teaching)", "bool"),
         Control("parallelism.zero", "ZeRO stage", "int"),
         Control("parallelism.sequence_parallel", "Sequence parallel", "bool"),
@@ -158,10 +160,18 @@ DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
     "cluster.gpus_per_node": ("cluster.scale_up.domain_gpus",),
     "cluster.nodes": ("cluster.scale_up.domain_gpus",),
     "cluster.datacenters": ("cluster.scale_up.domain_gpus",),
+    # A layer split or per-stage replicas written for one pipeline shape do not fit another: a new
+    # depth, chunk count or layer count takes the balanced split (and every stage dp replicas).
+    "parallelism.pp": ("parallelism.stage_layers", "parallelism.stage_replicas"),
+    "parallelism.vpp": ("parallelism.stage_layers",),
+    "model.layers": ("parallelism.stage_layers",),
     # The attention width follows hidden / heads unless the model decouples it.
     "model.hidden": ("model.head_dim",),
     "model.heads": ("model.head_dim",),
 }
+# Derived widgets whose derived value is "unset" (the balanced split, dp replicas per stage): cleared
+# even while the new choice leaves the scenario invalid for another reason.
+UNSET_WHEN_DERIVED = frozenset({"parallelism.stage_layers", "parallelism.stage_replicas"})
 # Widgets that hold a scenario value (dp is derived from the others and only displayed).
 WIDGET_KEYS: list[str] = [c.key for c in CONTROLS if c.kind != "dp"]
 MODEL_KEYS: list[str] = [k for k in WIDGET_KEYS if k.startswith("model.") and k != "model.preset"]
@@ -181,7 +191,8 @@ def hidden_model_keys(w: Workload) -> frozenset[str]:
 # tests/test_app_serving_controls.py (each hidden control leaves the serving figures alone or is
 # refused; each shown one moves them on some serving preset).
 SERVING_UNREAD = frozenset({
-    "parallelism.ideal_pipeline", "parallelism.stage_replicas", "parallelism.gossip_peers",
+    "parallelism.ideal_pipeline", "parallelism.stage_replicas", "parallelism.stage_layers",
+    "parallelism.gossip_peers",
     "parallelism.ps_servers", "parallelism.batch_split", "model.seq_len", "model.dropout", "model.mtp_depth",
     "communication.moe_dispatcher", "communication.comm_sms", "communication.dp_priority",
     "communication.tp_overlap", "communication.prefetch_layers", "communication.contention",

@@ -16,7 +16,7 @@ from ..config.schema import ScenarioError, excerpt
 # explorer/config/replica_field.py).
 AUTO_FIELDS = frozenset({"parallelism.stage_replicas"})
 # Fields whose empty text means "not set" (the field's default, None): the others need a value.
-OPTIONAL_LISTS = frozenset({"parallelism.stage_replicas"})
+OPTIONAL_LISTS = frozenset({"parallelism.stage_replicas", "parallelism.stage_layers"})
 MAX_TEXT = 20_000          # 26 MLPerf table sizes are ~200 characters
 
 

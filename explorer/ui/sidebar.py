@@ -138,6 +138,16 @@ def _replicas_shown() -> bool:
         s.get("parallelism.pp", 1) > 1 and s.get("parallelism.schedule") in REPLICA_SCHEDULES)
 
 
+def _layers_shown() -> bool:
+    """The layer split is offered with a pipeline (pp > 1), and while it is set (so it can be cleared)."""
+    s = st.session_state
+    return bool(s.get("parallelism.stage_layers")) or s.get("parallelism.pp", 1) > 1
+
+
+# List boxes shown only when they mean something (and while set, so that they can be cleared).
+_SHOWN_WHEN = {"parallelism.stage_replicas": _replicas_shown, "parallelism.stage_layers": _layers_shown}
+
+
 def on_list_text(key: str) -> None:
     """A list's text input changed: its value when it reads as one (the loader checks the rest),
     else the one-line reason, shown under the input while the last value stays in force."""
@@ -182,7 +192,7 @@ def _optional_widget(c: Control, meta: Mapping[str, Any], help_: str | None) -> 
 def _widget(c: Control, hidden: frozenset[str]) -> None:
     if c.key in hidden:
         return
-    if c.key == "parallelism.stage_replicas" and not _replicas_shown():
+    if c.key in _SHOWN_WHEN and not _SHOWN_WHEN[c.key]():
         # Its text box is hidden this run: keep the text beside the value, so a page that still
         # holds the box from the last run (a rerun racing the change) reads a text, not a gap.
         st.session_state[f"_text.{c.key}"] = to_text(st.session_state.get(c.key), c.key)

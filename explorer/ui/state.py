@@ -39,7 +39,15 @@ from ..scenario import (
 from ..share import changed_fields, flatten, format_value, parse_query, preset_raw, shipped_scenarios
 from ..workloads.family import Workload
 from ..workloads.registry import workload_for
-from .controls import DERIVED_WIDGETS, MODEL_KEYS, NULLABLE_KEYS, WIDGET_KEYS, hidden_keys, scenario_kind
+from .controls import (
+    DERIVED_WIDGETS,
+    MODEL_KEYS,
+    NULLABLE_KEYS,
+    UNSET_WHEN_DERIVED,
+    WIDGET_KEYS,
+    hidden_keys,
+    scenario_kind,
+)
 
 CUSTOM = "(custom)"
 MAX_UPLOAD_BYTES = 200_000
@@ -163,6 +171,11 @@ def on_source_change(source: str) -> None:
     try:
         values = widget_values(from_dict(raw))
     except ScenarioError:
+        # A split or replicas written for the old pipeline are unset whatever else is invalid (the
+        # global batch at the new depth, say): the message then names a field the sidebar shows.
+        for key in derived:
+            if key in UNSET_WHEN_DERIVED:
+                st.session_state[key] = None
         return
     for key in derived:
         st.session_state[key] = values[key]

@@ -138,8 +138,8 @@ def test_stage_layers_typed_move_the_iteration_and_the_link():
     box.set_value("9,5,5,5").run()
     assert not at.error, [e.value for e in at.error]
     assert seconds(at) > balanced
-    assert seconds(at) == pytest.approx(_cli_seconds("teaching-8gpu", **{"parallelism.stage_layers": "[9,5,5,5]"}),
-                                        rel=2e-3)
+    want = _cli_seconds("teaching-8gpu", **{"parallelism.stage_layers": "[9,5,5,5]"})
+    assert seconds(at) == pytest.approx(want, rel=2e-3)
     assert qp(at, "parallelism.stage_layers") == "[9,5,5,5]"
     _text(at, "parallelism.stage_layers").set_value("9,5,5").run()      # 19 layers of 24: by name
     assert [e.value for e in at.error if "parallelism.stage_layers" in e.value]

@@ -593,6 +593,31 @@ def test_the_schedule_steps_through_in_chromium(app):
 # ------------------------------------------------------------------------------------------------
 # Issue 36: a list typed in the sidebar (GNN fan-outs) and PipeDream's stage replicas
 # ------------------------------------------------------------------------------------------------
+def test_a_new_depth_clears_the_split_and_replicas_of_the_old_one(fresh):
+    """pipedream-vgg16's 13,3 layers on 15,1 GPUs are for two stages: at pp 4 (and a global batch
+    that 4 replicas x 64 divide) the run is the CLI's with both lists unset, and the layer box is
+    empty, in a real browser."""
+    fresh.open("?scenario=pipedream-vgg16")
+    page = fresh.page
+    layers = reveal(page, page.locator(f'{key_css("_text.parallelism.stage_layers")} input'))
+    assert layers.input_value() == "13,3"
+    pp = reveal(page, number_input(page, "parallelism.pp"))
+    pp.fill("4")
+    pp.press("Enter")
+    # 960 images are no multiple of 4 replicas x 64: the message names the global batch, a box shown.
+    page.locator("text=training.global_batch: >> visible=true").first.wait_for(state="visible")
+    batch = reveal(page, number_input(page, "training.global_batch"))
+    batch.fill("1024")
+    batch.press("Enter")
+    expected = cli_iteration("pipedream-vgg16", "parallelism.pp=4", "parallelism.dp=4",
+                             "training.global_batch=1024", "parallelism.stage_layers=null",
+                             "parallelism.stage_replicas=null")
+    wait_metric(page, "Iteration time", expected)
+    wait_ready(page)
+    fresh.assert_healthy()
+    assert page.locator(f'{key_css("_text.parallelism.stage_layers")} input').input_value() == ""
+
+
 @pytest.mark.parametrize("scenario,key,text,expect", [
     ("gnn-sage-papers100m", "model.gnn.fanouts", "25,10,5", ("model.gnn.fanouts=25,10,5",)),
     ("pipedream-vgg16", "parallelism.stage_replicas", "14,2", ("parallelism.stage_replicas=14,2",))])

@@ -234,8 +234,12 @@ def changed_fields(base: Scenario, current: Scenario) -> dict[str, str]:
             # The base names a preset (hardware.gpu: h100-sxm) and the current scenario gives the mapping:
             # compared field by field with the preset's, so a custom GPU's empty fields are written as
             # null below, else the link reopens with the preset's (its measured GEMM rate, NVLink SHARP).
-            del a[root]
+            name = a.pop(root)
             a.update(flatten({root: _fields(base, root)}))
+            if f"{root}.based_on" in SETTABLE:
+                # A dotted key on the base expands its preset as a mapping based on it
+                # (config/overrides.py): a GPU given whole is based on nothing, written as null below.
+                a[f"{root}.based_on"] = name
     out = {}
     for key in sorted(b):
         if key in NOT_IN_LINKS or a.get(key) == b[key]:

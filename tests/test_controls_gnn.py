@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from functools import cache
 
-from explorer.scenario import apply_overrides, from_dict
+from explorer.scenario import apply_overrides, from_dict, load
 from explorer.simulate import Result, simulate
+
+from conftest import ROOT
 
 COVERED = {
     "model.gnn.mode": "test_full_graph_training_exchanges_halos_at_every_layer",
@@ -98,6 +100,24 @@ def test_a_wider_hidden_layer_computes_and_reduces_more():
     wide = sim(model__gnn__hidden=512)
     assert wide.breakdown_s["compute"] > sim().breakdown_s["compute"]
     assert wide.comm_bytes_per_gpu["dp"] > sim().comm_bytes_per_gpu["dp"]
+
+
+def test_a_hidden_layer_narrower_than_the_features_computes_no_input_gradient():
+    """Found by an invariant hunt: with hidden 64 < 128 features (papers100M), DGL's SAGEConv projects
+    the first layer's inputs before aggregating, and that layer was charged dgrad GEMMs for the input
+    features, which are not learned (3.35 ms): hidden 64 ran slower than 128.  Now the first layer's
+    backward has no GEMM FLOPs but its weight gradients', and the step grows with the width."""
+    from explorer.workloads.gnn import costs
+    from explorer.workloads.timing import GemmTimer
+    sc = load(ROOT / "scenarios" / "gnn-sage-papers100m.yaml", {"model.gnn.hidden": 64})
+    g = sc.model.gnn
+    first = costs.blocks(g, costs.seeds(sc))[0]
+    assert first.d_in > first.d_out
+    lc = costs.layer_cost(sc, GemmTimer(sc), first, True, False)
+    assert lc.bwd_input.gemm_flops == 0.0 and lc.bwd_weight.gemm_flops > 0.0
+    steps = [simulate(load(ROOT / "scenarios" / "gnn-sage-papers100m.yaml", {"model.gnn.hidden": h}))
+             .iteration_time_s for h in (64, 96, 128, 256)]
+    assert steps == sorted(steps) and len(set(steps)) == 4
 
 
 def test_bigger_fanouts_fetch_more_bytes():

@@ -669,6 +669,7 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
     "rule_tp_divides_heads": [({"model": {"layers": 4, "hidden": 768, "heads": 12},
                                "parallelism": {"tp": 8, "pp": 1, "dp": 2}}, "parallelism.tp")],
     "rule_kv_heads_divide_heads": [({"model.kv_heads": 5}, "model.kv_heads")],
+    "rule_heads_divide_hidden": [({"model.heads": 7}, "model.heads"), ({"model.heads": 3000}, "model.heads")],
     "rule_tp_and_kv_heads_divide": [({"model": {"layers": 4, "hidden": 768, "heads": 24, "kv_heads": 8},
                                      "cluster": {"gpus_per_node": 6, "nodes": 2},
                                      "parallelism": {"tp": 6, "pp": 2, "dp": 1}}, "parallelism.tp")],

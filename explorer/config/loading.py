@@ -100,8 +100,13 @@ def resolve_presets(given: Mapping[str, Any]) -> dict[str, Any]:
     elif hw is None:
         raw["hardware"] = {"gpu": {**preset("gpus", DEFAULT_GPU, "hardware.gpu"), "preset": DEFAULT_GPU}}
     gpu = raw["hardware"].get("gpu") if isinstance(raw.get("hardware"), dict) else None
+    if isinstance(gpu, dict) and gpu.get("based_on") is not None:
+        # A preset with some fields changed: the preset's for the rest (a one-line error naming the
+        # valid presets when there is none of that name).
+        gpu = raw["hardware"]["gpu"] = {**preset("gpus", gpu["based_on"], "hardware.gpu.based_on"), **gpu}
     if isinstance(gpu, dict):
-        apply_rack_defaults(raw, gpu.get("preset") if isinstance(gpu.get("preset"), str) else gpu.get("name"))
+        origin = gpu.get("preset") or gpu.get("based_on")
+        apply_rack_defaults(raw, origin if isinstance(origin, str) else gpu.get("name"))
     return raw
 
 
@@ -195,7 +200,7 @@ def _fill_cluster(cluster: Any, gpu: GPU) -> Any:
     if up.bandwidth_GBps is None:
         up = evolve(up, bandwidth_GBps=gpu.scale_up_GBps or FALLBACK_SCALE_UP_GBPS)
     if up.domain_gpus is None:
-        up = evolve(up, domain_gpus=default_domain(cluster, gpu.preset or gpu.name))
+        up = evolve(up, domain_gpus=default_domain(cluster, gpu.origin or gpu.name))
     return _filled(cluster, scale_up=up, scale_out=resolved_scale_out(cluster.scale_out))
 
 
@@ -329,7 +334,7 @@ def to_dict(sc: Scenario) -> dict[str, Any]:
             {"name": n, "nodes": c.nodes_of(d), **({"gpu": gpus[d]} if gpus else {})}
             for d, n in enumerate(c.datacenter_names)]
     gpu = sc.hardware.gpu
-    if c.scale_up.domain_gpus == default_domain(c, gpu.preset or gpu.name):
+    if c.scale_up.domain_gpus == default_domain(c, gpu.origin or gpu.name):
         # Derived again at load from the nodes: a copy whose nodes are then changed (a sweep, the
         # app) gets the domain of its own nodes, not a stale one.
         out["cluster"]["scale_up"].pop("domain_gpus", None)

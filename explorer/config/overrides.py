@@ -97,7 +97,8 @@ def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
     for i, part in enumerate(parts[:-1]):
         child = node.get(part)
         if isinstance(child, str) and ".".join(parts[: i + 1]) == "hardware.gpu":
-            child = preset("gpus", child, "hardware.gpu")
+            # One field of a preset changed: the rest, and its architecture, stay the preset's.
+            child = {**preset("gpus", child, "hardware.gpu"), "based_on": child}
         if not isinstance(child, dict):
             child = {}
         node[part] = child

@@ -15,7 +15,7 @@ import yaml
 
 from .frozen import evolve
 from .schema import ScenarioError, excerpt
-from .sections import ScaleOut
+from .sections import GPU, ScaleOut
 
 DEFAULT_GPU = "h100-sxm"       # the GPU of a scenario without a hardware section
 
@@ -41,6 +41,15 @@ def model_presets() -> dict[str, dict[str, Any]]:
 def fabric_presets() -> dict[str, dict[str, Any]]:
     """Scale-out link technology -> {name, nic_Gbps, latency_us, efficiency} (fabrics.yaml)."""
     return _presets("fabrics")
+
+
+def datasheet_name(gpu: GPU) -> str:
+    """The name physics matches a GPU's generation on: its origin preset's (a renamed or changed
+    preset keeps its architecture: ``hardware.gpu.based_on``), else the GPU's own display name."""
+    origin = gpu.origin
+    if origin is not None and origin in gpu_presets():
+        return str(gpu_presets()[origin].get("name") or gpu.name)
+    return gpu.name
 
 
 def preset(kind: str, name: Any, path: str) -> dict[str, Any]:

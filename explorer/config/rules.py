@@ -20,7 +20,11 @@ from .gnn import rule_gnn
 from .hetero_rules import HETERO_RULES
 from .kernel_rules import rule_kernel_needs_fused_attention, rule_triton_head_dim
 from .model_parts import MoE, refuse_parts
-from .model_rules import rule_layer_recipes_need_a_transformer, rule_moe_section_routes
+from .model_rules import (
+    rule_heads_divide_hidden,
+    rule_layer_recipes_need_a_transformer,
+    rule_moe_section_routes,
+)
 from .power_rules import POWER_RULES
 from .replica_rules import REPLICA_RULES, rule_replicas_fill_cluster
 from .rnn import rule_rnn
@@ -336,7 +340,7 @@ def rule_fp8_recipe_on_gpu(sc: Scenario) -> None:
     """MXFP8 needs MX (block-scaled) tensor cores: Blackwell (config/fp8_recipes.py), on the GPU
     and on every datacenter's GPU when they differ (cluster.datacenter_gpus)."""
     g = sc.hardware.gpu
-    check_recipe(sc.training.fp8_recipe, g.preset, g.name)
+    check_recipe(sc.training.fp8_recipe, g.origin, g.name)
     for preset in sc.cluster.datacenter_gpus:
         check_recipe(sc.training.fp8_recipe, preset, preset)
 
@@ -357,7 +361,7 @@ def rule_fp8_peak_at_least_bf16(sc: Scenario) -> None:
 RULES: tuple[Rule, ...] = (
     rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_gnn, rule_rnn, rule_dlrm,
     rule_layer_recipes_need_a_transformer,
-    rule_tp_divides_heads, rule_kv_heads_divide_heads,
+    rule_heads_divide_hidden, rule_tp_divides_heads, rule_kv_heads_divide_heads,
     rule_tp_and_kv_heads_divide, rule_layers_fill_chunks, rule_dp_priority_needs_flushing_schedule,
     rule_batch_divides,
     rule_schedule,                 # after the batch rule: the registry's rules count whole micro-batches

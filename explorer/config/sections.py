@@ -112,9 +112,18 @@ class GPU:
         "min": 0.1, "max": 1e5, "why": "a PCIe 4.0 x16 link carries about 25 GB/s, 5.0 x16 about 53 GB/s",
         "doc": "measured PCIe GB/s per direction between the GPU and its NICs; caps its network traffic"})
     preset: str | None = field(default=None, metadata={"derived": True})
+    based_on: str | None = field(default=None, metadata={"doc": (
+        "the GPU preset this mapping changes (fields it leaves out are the preset's; written when "
+        "one field of a preset is set, e.g. --set hardware.gpu.power_W=1000): the architecture — host "
+        "link, FP8 formats, NVLink rack, sustained clock — is that preset's, whatever the name")})
     power_W: float | None = field(default=None, metadata={
         "min": 1, "max": 1e5,
         "doc": "board power of one GPU (TDP), W, at which its measured GEMM rates hold; unset = unknown"})
+
+    @property
+    def origin(self) -> str | None:
+        """The preset whose architecture this GPU has: its own, or the one its mapping changes."""
+        return self.preset or self.based_on
 
     @property
     def capacity_bytes(self) -> float:

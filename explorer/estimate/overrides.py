@@ -17,8 +17,8 @@ override the fast path does not express the way the raw mapping would — a pres
 (``model.preset``, ``hardware.gpu`` as a whole), a key that names no settable leaf, a value that
 fails its check (so that the message is the one from_dict gives first), a section the base leaves
 empty — goes through from_dict itself.  Touching ``hardware.gpu.<field>`` drops the GPU's preset
-name, as set_dotted does when it expands the preset into a mapping.  tests/test_estimator.py checks
-that the scenarios and the messages equal from_dict's.
+name and keeps it as ``based_on``, as set_dotted does when it expands the preset into a mapping.
+tests/test_estimator.py checks that the scenarios and the messages equal from_dict's.
 """
 from __future__ import annotations
 
@@ -149,8 +149,10 @@ def _fast(built: Scenario, ov: Mapping[str, Any], rebuild: _Rebuilder) -> Any:
             return SLOW
         section = field[0]
         changes.setdefault(section, {})[key.rsplit(".", 1)[-1]] = conv
-        if section == ("hardware", "gpu"):
-            changes[section]["preset"] = None    # set_dotted expands the preset name into a mapping
+        if section == ("hardware", "gpu") and built.hardware.gpu.preset is not None:
+            # set_dotted expands the preset name into a mapping based on it.
+            changes[section]["preset"] = None
+            changes[section].setdefault("based_on", built.hardware.gpu.preset)
     sc = rebuild.apply(built, changes)
     return SLOW if sc is None else sc
 

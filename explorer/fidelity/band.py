@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Scenario
+from ..config.presets import datasheet_name
 from ..workloads.registry import workload_for
 
 TABLE = Path(__file__).parents[1] / "data" / "reference" / "error_bands.csv"
@@ -119,7 +120,7 @@ def classify(sc: Scenario) -> Regime | Outside:
     if sc.cluster.nodes > 1 and per_gpu < MIN_SCALE_OUT_GBPS_PER_GPU:
         return Outside(f"a scale-out network of {per_gpu:.3g} Gb/s per GPU (published runs: 200 Gb/s "
                        "per GPU or more)")
-    gen = _generation(sc.hardware.gpu.name)
+    gen = _generation(datasheet_name(sc.hardware.gpu))
     if gen is None:
         # Not the GPU's name: the label is shown as Markdown and the name is user text.
         return Outside("a GPU outside the measured generations (A100, Hopper, Blackwell)")

@@ -15,7 +15,7 @@ from .. import dimensions
 from ..collective_algorithms import registry
 from ..config import Scenario
 from ..config.domains import effective_domain
-from ..config.presets import fabric_presets, resolved_scale_out
+from ..config.presets import datasheet_name, fabric_presets, resolved_scale_out
 from ..units import GBps_to_Bps, gbps_to_GBps
 from .collectives import CollectiveCost, NcclOptions, cost
 from .domain_links import channel_nics_Bps
@@ -38,7 +38,7 @@ def nccl_options(sc: Scenario) -> NcclOptions:
     nics = out.nics_per_node * (dom // sc.cluster.gpus_per_node)
     channels = net_channels(nics, gbps_to_GBps(out.nic_Gbps))
     return NcclOptions(library=sc.communication.library, protocol=sc.communication.protocol,
-                       arch=gpu_arch(gpu.name, gpu.peak_tflops, gpu.fp8_tflops),
+                       arch=gpu_arch(datasheet_name(gpu), gpu.peak_tflops, gpu.fp8_tflops),
                        nvls=gpu.nvlink_sharp and sc.cluster.scale_up.kind == "nvswitch",
                        sharp=out.sharp, net_ll128=not out.fabric.startswith("eth"),
                        net_channels=channels, nics_per_node=nics, gpus_per_node=dom,

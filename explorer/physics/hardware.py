@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import GPU, Scenario
+from ..config.presets import datasheet_name
 from .power import clock_fraction, sustained_fraction
 from .work import Work
 
@@ -32,7 +33,7 @@ def hbm_efficiency(gpu: GPU) -> float:
     """Achieved fraction of ``gpu``'s HBM bandwidth for streaming kernels: the measured figure of its
     generation (HBM_EFFICIENCY_MEASURED, matched on the data-sheet name) or HBM_EFFICIENCY."""
     for key, frac in HBM_EFFICIENCY_MEASURED.items():
-        if key in gpu.name.upper():
+        if key in datasheet_name(gpu).upper():
             return frac
     return HBM_EFFICIENCY
 

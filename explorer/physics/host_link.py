@@ -18,4 +18,4 @@ def host_link_Bps(sc: Scenario) -> float:
     preset's host link (NVLink-C2C on Grace-Blackwell, PCIe otherwise)."""
     gpu = sc.hardware.gpu
     own = getattr(gpu, "host_link_GBps", None) or gpu.pcie_GBps
-    return 1e9 * (own or HOST_LINK_GBPS.get(gpu.preset or "", PCIE5_GBPS))
+    return 1e9 * (own or HOST_LINK_GBPS.get(gpu.origin or "", PCIE5_GBPS))

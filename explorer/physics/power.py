@@ -74,9 +74,10 @@ DEFAULT_SUSTAINED_OVER_BURST = 1830 / 1980
 def sustained_fraction(gpu: GPU) -> float:
     """Share of its benchmarked (burst) GEMM ceiling that ``gpu`` sustains over a training step at its
     board power: SUSTAINED_OVER_BURST for a known generation, else DEFAULT_SUSTAINED_OVER_BURST.
-    Matched on the preset the GPU came from (``h100-sxm``: a renamed preset keeps its physics), else
+    Matched on the preset the GPU came from (``h100-sxm``, or a mapping ``based_on`` it: a renamed or
+    re-powered preset keeps its physics), else
     on its data-sheet name (a custom GPU)."""
-    label = (gpu.preset or gpu.name).upper()
+    label = (gpu.origin or gpu.name).upper()
     for key, frac in SUSTAINED_OVER_BURST.items():
         if key in label:
             return frac

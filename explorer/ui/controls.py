@@ -169,9 +169,9 @@ DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
     "model.hidden": ("model.head_dim",),
     "model.heads": ("model.head_dim",),
 }
-# Derived widgets whose derived value is "unset" (the balanced split, dp replicas per stage): cleared
-# even while the new choice leaves the scenario invalid for another reason.
-UNSET_WHEN_DERIVED = frozenset({"parallelism.stage_layers", "parallelism.stage_replicas"})
+# Derived widgets whose derived value is "unset" (the balanced split, dp replicas per stage, the
+# attention width hidden / heads): cleared even while the new choice leaves the scenario invalid.
+UNSET_WHEN_DERIVED = frozenset({"parallelism.stage_layers", "parallelism.stage_replicas", "model.head_dim"})
 # Widgets that hold a scenario value (dp is derived from the others and only displayed).
 WIDGET_KEYS: list[str] = [c.key for c in CONTROLS if c.kind != "dp"]
 MODEL_KEYS: list[str] = [k for k in WIDGET_KEYS if k.startswith("model.") and k != "model.preset"]

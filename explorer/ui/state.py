@@ -103,7 +103,7 @@ def widget_values(sc: Scenario) -> dict[str, Any]:
     values["communication.moe_dispatcher"] = resolved_dispatcher(comm.moe_dispatcher, sc.model.moe)
     # And the FP8 recipe in force (mxfp8 on Blackwell, else delayed).
     gpu = sc.hardware.gpu
-    values["training.fp8_recipe"] = resolved_recipe(sc.training.fp8_recipe, gpu.preset, gpu.name)
+    values["training.fp8_recipe"] = resolved_recipe(sc.training.fp8_recipe, gpu.origin, gpu.name)
     return values
 
 

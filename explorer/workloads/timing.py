@@ -71,8 +71,8 @@ class GemmTimer:
         self.base = "bf16" if sc.training.dtype == "fp8" else sc.training.dtype
         # The FP8 scaling recipe (config/fp8_recipes.py): its cast bytes per GEMM input and its
         # GEMM rate relative to per-tensor FP8 (block scales applied on CUDA cores on Hopper).
-        self.recipe = resolved_recipe(sc.training.fp8_recipe, self.gpu.preset, self.gpu.name)
-        mx = supports_mx(self.gpu.preset, self.gpu.name)
+        self.recipe = resolved_recipe(sc.training.fp8_recipe, self.gpu.origin, self.gpu.name)
+        mx = supports_mx(self.gpu.origin, self.gpu.name)
         self.cast_fwd, self.cast_bwd = cast_bytes(self.recipe, mx)
         self.eff = {d: gemm_large_efficiency(sc, d) for d in {"fp8", self.base}}
         if self.fp8 and not mx:

@@ -38,10 +38,10 @@ def fp8_memory_bytes(sc: Scenario, fp8_params, fp8_gemms, layer_params):
     if sc.training.dtype != "fp8":
         return 0.0 * fp8_params
     gpu = sc.hardware.gpu
-    recipe = resolved_recipe(sc.training.fp8_recipe, gpu.preset, gpu.name)
+    recipe = resolved_recipe(sc.training.fp8_recipe, gpu.origin, gpu.name)
     cached = fp8_params
     if sc.parallelism.zero >= 3 and not fsdp_step_sync(sc):
         gathered = layer_params * (1 + sc.communication.prefetch_layers)
         cached = np.minimum(fp8_params, gathered)
-    kept = fp8_state_bytes(recipe, cached, fp8_gemms, supports_mx(gpu.preset, gpu.name))
+    kept = fp8_state_bytes(recipe, cached, fp8_gemms, supports_mx(gpu.origin, gpu.name))
     return kept - (PARAM_BYTES * cached if FP8_PRIMARY_WEIGHTS[recipe] else 0.0)

@@ -15,7 +15,8 @@ GraphSAGE with the mean aggregator (Hamilton et al., NeurIPS 2017, Eq. 1; DGL's 
   logits: write, max/sum read, read).
 - Backward: dgrad and wgrad GEMMs, and the aggregation's transpose (one gradient row per edge),
   element-wise traffic twice the forward's (timing.BACKWARD_STREAM_FACTOR); the first layer computes
-  no input gradient (input features are not learned).
+  no input gradient (input features are not learned): no dgrad GEMMs, and no aggregation transpose
+  unless the projection runs first (then W_neigh's weight gradient needs it).
 - Activations kept for the backward: each layer's source rows (the GEMMs' saved input), the
   aggregated rows, and the output (ReLU) rows with the dropout mask.
 Sizes (destinations, sources, edges per layer): explorer/workloads/gnn/sampling.py.
@@ -90,9 +91,11 @@ def layer_cost(sc: Scenario, timer: GemmTimer, blk: Block, first: bool, last: bo
         out = blk.dst * blk.d_out
         stream += (RELU_PASSES + DROPOUT_PASSES) * out * e + out * MASK_BYTES
         kept += out * (e + MASK_BYTES)
-    if first and not before:
-        # No gradient reaches the input features: no dgrad GEMMs, no aggregation transpose.
-        bwd_in = Work(0.0, 0.0, BACKWARD_STREAM_FACTOR * (stream - agg))
+    if first:
+        # No gradient reaches the input features: no dgrad GEMMs.  The aggregation's transpose is
+        # still run where the projection comes first (its output gradient, summed back onto the
+        # projected source rows, is what W_neigh's weight gradient reads), else it is not either.
+        bwd_in = Work(0.0, 0.0, BACKWARD_STREAM_FACTOR * (stream if before else stream - agg))
     else:
         bwd_in = dgrad + Work(0.0, 0.0, BACKWARD_STREAM_FACTOR * stream)
     return LayerCost(

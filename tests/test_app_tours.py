@@ -275,12 +275,34 @@ def test_every_tour_step_fits_a_projector_in_chromium(half):
 def test_a_tour_steps_heading_is_its_title_not_the_presets(present):
     """Found walking the app: the serving tour's step 3 runs TP 16 on two nodes under the preset's
     title "... on 8 x H100, TP 8" (in presentation mode the narration is folded, so that title was
-    all the audience read).  The heading is now the step's title; off the projector the
-    scenario's name is said under it."""
+    all the audience read).  The heading is now the step's title; off the projector what the step
+    sets on its preset is said under it (a hunt found the preset's title repeated there, "... TP 8,
+    as this tour step sets it", over the TP-16 step)."""
     step = tours()["serving"].steps[2]
     at = run_app(tour="serving", step="3", present=present)
     headings = [m.value for m in at.markdown if m.value.startswith("#")]
     assert any(step.title in h for h in headings), headings
     assert not any("TP 8" in h for h in headings), headings
+    captions = [c.value for c in at.caption]
+    assert not any("TP 8" in c for c in captions), captions
     if present == "0":
-        assert any("as this tour step sets it" in c.value for c in at.caption)
+        assert ("This step runs the preset serve-llama3-70b-tp8 with cluster.nodes=2, inference.batch=8, "
+                "parallelism.tp=16") in captions
+
+
+@pytest.mark.parametrize("present", ["1", "0"])
+def test_a_control_changed_during_a_tour_marks_the_step_modified(present):
+    """Found by a hunt: changing a control during a tour kept the step's narration over cards that no
+    longer matched it, with no marker (the "modified" note is off during tours), and the link spread
+    it.  The heading is now marked *modified*, and off the projector the change is named; the link,
+    reopened, says the same."""
+    at = run_app(tour="serving", step="1", present=present)
+    assert not any("*modified*" in m.value for m in at.markdown)
+    at.number_input(key="inference.batch").set_value(64).run()
+    assert not at.exception
+    assert any(m.value.startswith("#") and m.value.endswith("· *modified*") for m in at.markdown)
+    said = [c.value for c in at.caption if c.value.startswith("Changed since this tour step")]
+    assert said == ([] if present == "1" else [
+        "Changed since this tour step: inference.batch=64 — the narration describes the step as it set them"])
+    again = run_app(**{k: qp(at, k) for k in at.query_params})
+    assert any(m.value.endswith("· *modified*") for m in again.markdown)

@@ -101,23 +101,24 @@ def _simulated(placeholders: dict[str, Any]) -> tuple[dict, Scenario, ScenarioEr
 
 
 def _title_row(title: str, view: SharedView, present: bool, note: str | None = None,
-               scenario: str | None = None) -> tuple[Any, Any | None, bool]:
+               step: str | None = None) -> tuple[Any, Any | None, bool]:
     """The scenario's title and the places of Copy link and of presentation's Export menu (filled
     after the views, from the charts they drew); whether the tour bar is drawn.  A tour in
     presentation mode gives the title the full width (on one line up to ~60 characters at 1280 px)
-    and takes both buttons onto its own one-line bar.  ``note`` (share.modified_note: the scenario
-    is not its preset as shipped) marks the title *modified* and, off the projector, is said under it.
-    ``scenario``: the scenario's name when the title is a tour step's, said under it off the projector."""
+    and takes both buttons onto its own one-line bar.  ``note`` (the scenario is not its preset as
+    shipped, or not the tour step as it set it) marks the title *modified* and, off the projector,
+    is said under it.  ``step``: what the tour step sets on its preset, said under it off the projector."""
+    marker = " · *modified*" if note else ""
     if present and tour.playing(view):
-        st.markdown(f"## {plain(title)}")
+        st.markdown(f"## {plain(title)}{marker}")
         exports, link = tour.render_bar(view, present, VIEW_LABELS, slots=2)
         return link, exports.empty(), True
     head, *menu, link = st.columns([6, 1, 1] if present else [5, 1], vertical_alignment="center")
-    head.markdown(f"{'##' if present else '###'} {plain(title)}" + (" · *modified*" if note else ""))
+    head.markdown(f"{'##' if present else '###'} {plain(title)}{marker}")
+    if step and not present:
+        head.caption(plain(step))
     if note and not present:          # a projector's one screen keeps only the marker
-        head.caption(note + " — the title and description are the preset's.")
-    if scenario and not present:
-        head.caption(f"{plain(scenario)}, as this tour step sets it")
+        head.caption(plain(note))
     return link, (menu[0].empty() if menu else None), False
 
 
@@ -161,11 +162,14 @@ def main() -> None:
     # An exported chart is titled as the page is.
     heading = tour.step_title(view) or sc.name
     export.begin_run(heading)
-    # A tour's step is the scenario its narration describes: no "modified" there.
+    # A tour's step is the scenario its narration describes: "modified" there only once the user
+    # changed a control (the narration then no longer describes what is shown).
+    step_sets, step_changed = tour.step_changes(view, sc)
     note = None if view.tour else modified_note(name, changed_fields(preset_scenario(name)[1], sc))
     st.session_state["_modified_note"] = note          # the description (files view) says it too
-    link_box, exports_box, bar_drawn = _title_row(heading, view, present, note,
-                                                  scenario=sc.name if heading != sc.name else None)
+    preset_words = note and f"{note} — the title and description are the preset's."
+    shown_note = step_changed if view.tour else preset_words
+    link_box, exports_box, bar_drawn = _title_row(heading, view, present, shown_note, step=step_sets)
     st.session_state["_share_link"] = share_link(query)      # also the HTML report's (views/files.py)
     with link_box.popover("Copy link", icon=":material/link:", use_container_width=True):
         st.caption("This link reopens exactly this view:")

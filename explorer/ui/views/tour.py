@@ -11,12 +11,15 @@ title, the cards, the whole chart and the bottleneck sentence stay on a 1280x720
 """
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import streamlit as st
 
-from ...share import SharedView
+from ...scenario import Scenario, ScenarioError, apply_overrides, from_dict
+from ...share import SharedView, changed_fields, parse_query, preset_raw
 from ...teaching.tours import expand_link, tours
+from ..state import preset_scenario
 
 
 def open_link() -> None:
@@ -50,6 +53,42 @@ def step_title(view: SharedView) -> str | None:
     if not playing(view) or view.tour is None:
         return None
     return tours()[view.tour].steps[view.step - 1].title
+
+
+@cache
+def _step_scenario(name: str, step: int) -> tuple[str, Scenario] | None:
+    """Step ``step`` of tour ``name``: its preset and the scenario its link opens (tours are shipped
+    data: built once per process), None when its link does not load."""
+    view = parse_query(tours()[name].steps[step - 1].params)
+    try:
+        return view.scenario, from_dict(apply_overrides(preset_raw(view.scenario), view.overrides))
+    except ScenarioError:
+        return None
+
+
+def step_changes(view: SharedView, sc: Scenario) -> tuple[str | None, str | None]:
+    """During a tour: what the step sets on its preset (one line for under the heading) and what
+    differs from the step in ``sc`` (the user changed a control: the narration no longer describes
+    what is shown), each None when there is nothing to say; (None, None) outside a tour."""
+    if not playing(view) or view.tour is None:
+        return None, None
+    got = _step_scenario(view.tour, view.step)
+    if got is None:
+        return None, None
+    preset, own = got
+    sets = _keys(changed_fields(preset_scenario(preset)[1], own))
+    said = (f"This step runs the preset {preset} with {sets}" if sets
+            else f"This step runs the preset {preset} as shipped")
+    changed = _keys(changed_fields(own, sc))
+    return said, (f"Changed since this tour step: {changed} — the narration describes the step as it "
+                  "set them" if changed else None)
+
+
+def _keys(changed: dict[str, str], shown: int = 4) -> str:
+    """``key=value, ...`` of a link's changed fields, the first ``shown`` of them (+N more)."""
+    items = [f"{k}={v}" if len(v) <= 24 else k for k, v in changed.items() if k != "name"]
+    more = f" (+{len(items) - shown} more)" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
 
 
 def render_bar(view: SharedView, present: bool, labels: dict[str, str], slots: int = 0) -> list[Any]:

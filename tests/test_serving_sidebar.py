@@ -71,3 +71,14 @@ def test_pool_keys_and_scenario_degrees_swap_on_a_disaggregated_preset():
     assert not POOL_KEYS & hidden_keys(family, "disaggregated")
     assert POOLED_UNREAD <= hidden_keys(family, "disaggregated")
     assert SERVING_KEYS <= hidden_keys(family, "training")
+
+
+def test_moe_routing_controls_are_hidden_where_serving_does_not_read_them():
+    """Found by a hunt: the node limit, load imbalance and skew sliders moved nothing on
+    serve-deepseek-v3-disaggregated (training's expert all-to-all reads them, serving's decode does
+    not): hidden there, shown for training."""
+    family = workload_for(from_dict(preset_raw(DSV3)).model)
+    routing = {"model.moe.max_nodes", "model.moe.imbalance", "model.moe.skew"}
+    assert routing <= hidden_keys(family, "disaggregated") and routing <= hidden_keys(family, "serving")
+    assert not routing & hidden_keys(family, "training")
+    assert fig(DSV3, model__moe__imbalance=2.0) == fig(DSV3)

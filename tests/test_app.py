@@ -188,3 +188,15 @@ def test_a_link_keeps_a_preset_value_another_field_derives_anew():
     assert seconds(at) == pytest.approx(want, abs=1e-3)
     assert at.number_input(key="cluster.scale_out.nic_Gbps").value == 400
     assert qp(at, "cluster.scale_out.nic_Gbps") == "400"
+
+
+@pytest.mark.parametrize("scenario,view,needs", [
+    ("dlrm-dcnv2", "serving", "a serving scenario"),
+    ("serve-deepseek-v3-disaggregated", "run", "a scenario with a run plan")])
+def test_a_link_to_a_tab_the_scenario_has_not_says_so(scenario, view, needs):
+    """Found by a hunt: view=run on a scenario without a run plan (or view=serving on a training one)
+    opened the Timeline in silence and the link kept the view; view=bogus was already warned about."""
+    at = run_app(scenario=scenario, view=view)
+    said = [w.value for w in at.warning if f"ignored view={view}" in w.value]
+    assert len(said) == 1 and needs in said[0] and "\n" not in said[0]
+    assert qp(at, "view") is None

@@ -80,6 +80,11 @@ def _view_data(raw: dict) -> tuple[ViewData, str] | None:
     return None
 
 
+# What a scenario needs for the tabs not every page has.
+_TAB_NEEDS = {run_view.KEY: "a scenario with a run plan (training.total_tokens or training.phases)",
+              serving_view.KEY: "a serving scenario (an inference section)"}
+
+
 def _simulated(placeholders: dict[str, Any]) -> tuple[dict, Scenario, ScenarioError | None,
                                                        tuple[ViewData, str]] | None:
     """The scenario to show and its simulation: the controls' one, or — when it is invalid, or
@@ -150,6 +155,14 @@ def main() -> None:
     tab_label = st.session_state.get("view_tab")
     if tab_label:
         view.view = next((k for k, v in VIEW_LABELS.items() if v == tab_label), view.view)
+    # The Run tab only for a scenario with a run plan, the Serving curve only for a serving one: a
+    # link naming a tab this scenario has not is told so, and the link drops it.
+    labels = serving_view.labels(run_view.labels(VIEW_LABELS, sc), sc)
+    if view.view not in labels:
+        st.session_state["_warnings"] = [*st.session_state.get("_warnings", []), (
+            f"ignored view={view.view}: the {VIEW_LABELS[view.view]} tab is only for "
+            f"{_TAB_NEEDS.get(view.view, 'some scenarios')}; showing the Timeline")]
+        view.view = "timeline"
     b_side = resolve_b(raw)
     view.b_overrides = b_side.overrides
     view.design = design.link_params(view.design, sc)
@@ -186,8 +199,6 @@ def main() -> None:
 
     if view.view != "compare":        # the Compare view shows A's cards beside B's
         metrics.render(data, present)
-    # The Run tab only for a scenario with a run plan, the Serving curve only for a serving one.
-    labels = serving_view.labels(run_view.labels(VIEW_LABELS, sc), sc)
     default = labels.get(view.view, VIEW_LABELS["timeline"])
     tabs = st.tabs(list(labels.values()), key="view_tab", default=default, on_change="rerun")
     for tab, key in zip(tabs, labels, strict=True):

@@ -82,7 +82,10 @@ def bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: fl
     worst = max(cats, key=lambda k: (cats[k], k))
     share = cats[worst] / T if T > 0 else 0.0
     if cats[worst] <= 1e-3 * T:
-        return "Compute-bound: communication and bubbles together take under 0.1% of the iteration."
+        # The busiest stage's figures (the Bubble card averages every stage: a PipeDream stage with
+        # fewer replicas can idle while the busiest one never does).
+        return ("Compute-bound on the busiest stage: no exposed communication or bubble there takes 0.1% "
+                "of the iteration.")
     head = f"{worst.upper() if worst in COMM_DIMS else worst.capitalize()} takes {share:.1%} of the iteration"
     if worst in links:
         li = links[worst]

@@ -62,3 +62,11 @@ def test_the_cli_says_it_in_one_line_with_exit_2():
                            "communication.tp_overlap=true"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "communication.tp_overlap" in proc.stderr
+
+
+def test_degrees_that_do_not_divide_the_gpus_name_the_cluster_shape():
+    """Found by a hunt: replacing mixed-generations' datacenter list by a count leaves cluster.nodes
+    at 1, and the message spoke of "the 8 GPUs" of a 1,024-GPU scenario without saying why."""
+    with pytest.raises(ScenarioError, match=r"cluster.nodes = 1 x gpus_per_node = 8") as exc:
+        _load("mixed-generations", {"cluster.datacenters": 3})
+    assert exc.value.field == "parallelism"

@@ -233,8 +233,12 @@ def fill_defaults(sc: Scenario) -> Scenario:
     if par.dp is None:
         denom = par.tp * par.pp * par.cp
         if cluster.gpus % denom:
-            raise ScenarioError("parallelism", f"tp*pp*cp = {denom} does not divide the {cluster.gpus} GPUs "
-                                f"(nodes*gpus_per_node); choose degrees whose product divides {cluster.gpus}")
+            # The sizes it comes from are named: a datacenter list replaced by a count leaves
+            # cluster.nodes at its default, which a bare "8 GPUs" did not say.
+            shape = f"cluster.nodes = {cluster.nodes} x gpus_per_node = {cluster.gpus_per_node}"
+            raise ScenarioError("parallelism", f"tp*pp*cp = {denom} does not divide the {cluster.gpus} "
+                                f"GPUs ({shape}); choose degrees whose product divides {cluster.gpus}, or "
+                                "more nodes")
         par = evolve(par, dp=cluster.gpus // denom)
     dp = par.dp
     assert dp is not None                      # derived just above when absent

@@ -32,4 +32,4 @@ def seconds(at: AppTest) -> float:
     scenario's TPOT."""
     text = next(m.value for m in at.metric if m.label in ("Iteration time", "Time per step", "TPOT"))
     value, unit = text.split()
-    return float(value) * (1e-3 if unit == "ms" else 1.0)
+    return float(value.replace(",", "")) * (1e-3 if unit == "ms" else 1.0)

@@ -145,3 +145,9 @@ def test_a_link_with_a_request_mix_shows_the_clis_figures_and_hides_the_lengths_
     at = run_app(scenario="serve-llama3-70b-tp8", view="serving", **{"inference.mix": mix,
                                                                      "inference.ttft_target_ms": "40"})
     assert any("M/G/1" in m.value for m in at.markdown)
+
+
+def test_a_tpot_of_seconds_is_said_in_seconds():
+    """Found by a hunt: a 10M-token prompt read "TPOT 9627002.91 ms", cut at the card's edge."""
+    from explorer.ui.views.metrics import tpot_text
+    assert (tpot_text(0.01199), tpot_text(1.5), tpot_text(9627.00291)) == ("11.99 ms", "1.5 s", "9,627 s")

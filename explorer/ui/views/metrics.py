@@ -26,8 +26,7 @@ def render_serving(f: dict, present: bool = False) -> None:
                    help="Time to first token: the prefill" + (", after the wait for it" if loaded else ""),
                    delta=f"wait {fmt_time(f['queue_wait_s'])}" if loaded else None, delta_color="off",
                    delta_arrow="off")
-    # Two decimals: a TPOT of a few milliseconds moves in its hundredths.
-    cols[1].metric(SERVING_CARDS[1], f"{f['tpot_s'] * 1e3:.2f} ms", border=True,
+    cols[1].metric(SERVING_CARDS[1], tpot_text(f["tpot_s"]), border=True,
                    help="Time per output token, prefill interference included",
                    delta=f"step {fmt_time(f['decode_step_s'])}", delta_color="off", delta_arrow="off")
     cols[2].metric(SERVING_CARDS[2], f"{f['output_tokens_per_s_per_gpu']:,.0f}", border=True)
@@ -41,6 +40,12 @@ def render_serving(f: dict, present: bool = False) -> None:
                    delta_color="inverse" if f["batch"] > f["max_batch"] else "off")
     if not present:
         st.caption(f"Bottleneck — {f['bottleneck']}")
+
+
+def tpot_text(s: float) -> str:
+    """A TPOT for its card: two decimals of a millisecond below a second (a TPOT of a few ms moves in
+    its hundredths), else in seconds (a hunt found "9627002.91 ms" cut at the card's edge)."""
+    return f"{s * 1e3:.2f} ms" if s < 1 else f"{s:,.3g} s" if s < 1000 else f"{s:,.0f} s"
 
 
 # From ten million a second (a DLRM's 15,226,053 samples/s) the rate is said in millions: ten

@@ -50,3 +50,28 @@ def test_cli_prints_the_grid_and_json():
     bad = subprocess.run([sys.executable, "-m", "explorer", "consensus", "diloco-cross-region", "--periods",
                           "0"], capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and "--periods" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", ["teaching-8gpu", "deepseek-v3"])
+def test_a_one_datacenter_scenario_made_several_keeps_whole_replicas_in_each(name):
+    """Found by a hunt: consensus on teaching-8gpu ended in "internal error (KeyError): (1, 2)".  Its
+    variants were loaded without the simulator's checks, so 4 pipeline stages spread over 2
+    datacenters reached the synchronisation window, which assumes whole replicas per datacenter.
+    The datacenters now hold whole pipelines (span dp), and every replica count is priced."""
+    curve = consensus(load_raw(ROOT / "scenarios" / f"{name}.yaml"), replicas=(2, 4), periods=(1, 100))
+    assert not curve.skipped and {p.replicas for p in curve.points} == {2, 4}
+    assert all(p.time_per_step_s >= p.inner_step_s > 0 for p in curve.points)
+
+
+def test_advise_refuses_what_run_refuses_instead_of_crashing():
+    """Found by a hunt: advise streaming-diloco-1gbps crashed with KeyError (1, 2).  The estimator's
+    fast validation ran the configuration's rules but not the simulator's, so a placement whose
+    pipelines span the datacenters — which from_dict refuses for streaming DiLoCo — was priced."""
+    from explorer.estimate.overrides import scenarios_from_overrides
+    raw = load_raw(ROOT / "scenarios" / "streaming-diloco-1gbps.yaml")
+    raw["parallelism"].pop("dp", None)
+    ov = {"parallelism.span": "pp", "parallelism.order": "tp-cp-ep-dp-pp", "parallelism.pp": 2,
+          "parallelism.schedule": "gpipe"}
+    scs, why = scenarios_from_overrides(raw, [ov])
+    assert scs == [None]
+    assert why[0].startswith("training.sync.kind: streaming-diloco needs whole model replicas")

@@ -19,8 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..config.loading import apply_overrides, from_dict
+from ..config.loading import apply_overrides
 from ..config.schema import ScenarioError
+from ..runnable import from_dict  # the simulator's checks too (whole replicas per group)
 from ..simulate import simulate
 from ..variants.lowcomm.window import inner_scenario, window
 
@@ -80,6 +81,11 @@ def consensus(raw: Mapping[str, Any], replicas: Sequence[int] = REPLICAS,
                 "parallelism.dp": base.dp // D0 * D}
         if not groups:
             over["cluster.datacenters"] = D
+            if base.parallelism.span == "auto" and base.cluster.datacenters == 1:
+                # One datacenter's scenario made D of them: its replicas are what the datacenters
+                # hold (whole pipelines in each, dp across them), as the windowed kinds need.
+                over["parallelism.span"] = "dp"
+                over["parallelism.order"] = None       # (span dp places ranks as its own order says)
         try:
             sc = from_dict(apply_overrides(dict(raw), over))
             inner = simulate(inner_scenario(sc))

@@ -8,7 +8,8 @@ of one base, the base's sections are built once; a row then
 - converts each overridden value with the schema's own checks (schema.convert_scalar /
   convert_tuple with the field's type and metadata, None only where the field is optional) and puts
   it into a copy of the built base (config.frozen.evolve along the path);
-- fills the derived defaults and runs every rule (loading.fill_defaults, rules.validate), exactly
+- fills the derived defaults and runs every rule, the simulator's too (loading.fill_defaults,
+  runnable.validate: a hunt found advise pricing a placement from_dict refuses), exactly
   as from_dict does.
 
 What it skips is re-checking the fields nobody overrode: they were checked when the base was
@@ -29,11 +30,10 @@ import numpy as np
 
 from ..config.frozen import evolve
 from ..config.loading import fill_defaults, resolve_presets
-from ..config.rules import validate
 from ..config.schema import build
 from ..engine.gc_pause import paused_collector
 from ..pricing.profile import row_profile
-from ..scenario import Scenario, ScenarioError, apply_overrides, from_dict
+from ..scenario import Scenario, ScenarioError, apply_overrides, from_dict, validate
 from . import prime
 from .equivalence import equivalents
 from .many import estimate_profiles

@@ -97,7 +97,12 @@ class Timeline:
 
     def _events(self):
         events: list[dict] = []
-        lanes = list(STREAMS) + ([OFFLOAD] if OFFLOAD in self.columns["lane"] else [])
+        # The streams, then the lanes only some runs have: offload copies, and PipeDream's stage
+        # replicas (``compute~3``: a replica's own streams), in order (a hunt found the trace export of
+        # pipedream-vgg16 failing with "'compute~1' is not in list").
+        extra = {lane for lane in self.columns["lane"] if lane not in STREAMS}
+        lanes = list(STREAMS) + sorted(extra, key=_lane_order)
+        tid_of = {lane: i for i, lane in enumerate(lanes)}
         for pid, label in enumerate(self.class_labels):
             events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": label}})
             events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
@@ -112,10 +117,16 @@ class Timeline:
                     if cols[k][i] not in (None, "", False)}
             yield {"name": cols["kind"][i], "cat": cols["lane"][i], "ph": "X",
                    "ts": cols["start_s"][i] * 1e6, "dur": cols["duration_s"][i] * 1e6,
-                   "pid": cols["gpu_class"][i], "tid": lanes.index(cols["lane"][i]), "args": args}
+                   "pid": cols["gpu_class"][i], "tid": tid_of[cols["lane"][i]], "args": args}
 
     def to_trace_json(self) -> str:
         return json.dumps(self.to_trace())
+
+
+def _lane_order(lane: str) -> tuple[int, str, int]:
+    """Offload first, then replica lanes by stream and replica number (compute~2 before compute~10)."""
+    base, _, n = lane.partition("~")
+    return (0 if lane == OFFLOAD else 1, base, int(n) if n.isdigit() else 0)
 
 
 def _layers(t: Task) -> int:

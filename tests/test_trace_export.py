@@ -1,0 +1,26 @@
+"""Every shipped scenario's Perfetto trace (run --trace, the app's "Download Perfetto trace") is valid
+Trace Event JSON whose events sit on the thread of their own lane (a hunt found pipedream-vgg16's
+export failing, in the CLI and the app, on its stage replicas' lanes: "'compute~1' is not in list")."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from explorer.scenario import load
+from explorer.simulate import simulate
+
+from conftest import SCENARIO_FILES
+
+
+@pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.stem)
+def test_the_trace_names_every_lane_an_event_is_on(path):
+    res = simulate(load(path))
+    trace = json.loads(res.timeline.to_trace_json())
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"]
+               if e.get("name") == "thread_name"}
+    events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert events
+    for e in events:
+        assert threads[(e["pid"], e["tid"])] == e["cat"]
+        assert e["dur"] >= 0 and e["ts"] >= 0

@@ -40,12 +40,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def sensitivity_text(s: Sensitivity, label: str) -> str:
-    lines = [f"# sensitivity of {one_line(label)}: base iteration {fmt_s(s.base_time_s)} "
+    what = "step" if s.per_step else "iteration"        # replicas synchronising apart: the amortised step
+    lines = [f"# sensitivity of {one_line(label)}: base {what} {fmt_s(s.base_time_s)} "
              "(the full engine's figures)",
-             f"{'change':<28} {'iteration':>10} {'speedup':>8}  saved"]
+             f"{'change':<28} {what:>10} {'speedup':>8}  saved"]
     for r in s.rows:
         saved = 1 - 1 / r.speedup
-        lines.append(f"{r.change:<28} {fmt_s(r.iteration_time_s):>10} {r.speedup:>7.3f}x  {saved:6.1%}  "
+        lines.append(f"{r.change:<28} {fmt_s(r.step_s):>10} {r.speedup:>7.3f}x  {saved:6.1%}  "
                      + "#" * int(round(40 * max(saved, 0.0))))
     lines += [f"{k.change:<28} not run: {k.reason}" for k in s.skipped]
     return "\n".join(lines)

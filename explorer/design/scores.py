@@ -43,6 +43,13 @@ class Scores:
     breakdown_s: dict[str, np.ndarray] = field(default_factory=dict)
     # Serving scenarios (full engine): each row's run --json ``inference`` figures (SERVING_FIGURES).
     serving: tuple[dict[str, Any] | None, ...] = ()
+    # Result.time_per_step_s (the iteration, or the amortised step of replicas that synchronise every
+    # few steps): what rankings compare; None = the iteration.
+    time_per_step_s: np.ndarray | None = None
+
+    def step_s(self) -> np.ndarray:
+        """Each row's time per step (what a ranking compares: module docstring of estimate/result.py)."""
+        return self.iteration_time_s if self.time_per_step_s is None else self.time_per_step_s
 
     def __len__(self) -> int:
         return len(self.iteration_time_s)
@@ -53,6 +60,7 @@ class Scores:
                 "tokens_per_s": float(self.tokens_per_s[i]),
                 "memory_GB_total": float(self.memory_GB_total[i]), "fits": bool(self.fits[i]),
                 "breakdown_s": {k: float(v[i]) for k, v in self.breakdown_s.items()},
+                "time_per_step_s": float(self.step_s()[i]),
                 **({"inference": self.serving[i]} if self.serving and self.serving[i] is not None else {})}
 
 
@@ -155,7 +163,8 @@ def _from_estimates(e: Any) -> Scores:
     return Scores(np.asarray(e.iteration_time_s, dtype=float), np.asarray(e.memory_GB_total, dtype=float),
                   np.asarray(e.fits, dtype=bool), np.asarray(e.mfu, dtype=float),
                   np.asarray(e.tokens_per_s, dtype=float),
-                  {k: np.asarray(v, dtype=float) for k, v in e.breakdown_s.items()})
+                  {k: np.asarray(v, dtype=float) for k, v in e.breakdown_s.items()},
+                  time_per_step_s=np.asarray(e.time_per_step_s, dtype=float))
 
 
 def reason_field(reason: str) -> str:
@@ -169,7 +178,7 @@ def _score_full(scenarios: Sequence[Scenario], progress: Callable[[int, int], No
     from ..simulate import simulate  # deferred: the engine is only needed here
 
     n = len(scenarios)
-    cols = {k: np.full(n, np.nan) for k in ("t", "mem", "mfu", "tps")}
+    cols = {k: np.full(n, np.nan) for k in ("t", "mem", "mfu", "tps", "step")}
     fits = np.zeros(n, dtype=bool)
     parts = {k: np.full(n, np.nan) for k in CATEGORIES}
     reasons: list[str | None] = [None] * n
@@ -184,6 +193,7 @@ def _score_full(scenarios: Sequence[Scenario], progress: Callable[[int, int], No
             continue
         cols["t"][i], cols["mfu"][i], cols["tps"][i] = r.iteration_time_s, r.mfu, r.tokens_per_s
         cols["mem"][i] = r.memory.total / 1e9
+        cols["step"][i] = r.time_per_step_s
         fits[i] = not r.memory_over_capacity
         for k in CATEGORIES:
             parts[k][i] = r.breakdown_s.get(k, 0.0)
@@ -192,4 +202,4 @@ def _score_full(scenarios: Sequence[Scenario], progress: Callable[[int, int], No
     if progress:
         progress(n, n)
     return Scores(cols["t"], cols["mem"], fits, cols["mfu"], cols["tps"], parts,
-                  tuple(serving) if any(v is not None for v in serving) else ()), reasons
+                  tuple(serving) if any(v is not None for v in serving) else (), cols["step"]), reasons

@@ -164,7 +164,8 @@ def simulated(sc: Scenario) -> tuple[Estimates, str | None]:
     parts["compute"] += r.breakdown_s.get(OFFLOAD, 0.0)
     return Estimates(np.array([r.iteration_time_s]), {k: np.array([v]) for k, v in parts.items()},
                      np.array([mem / 1e9]), np.array([not r.memory_over_capacity]), np.array([r.mfu]),
-                     np.array([r.tokens_per_s]), np.array([r.tflops_per_gpu])), None
+                     np.array([r.tokens_per_s]), np.array([r.tflops_per_gpu]),
+                     np.array([r.time_per_step_s])), None
 
 
 def _gather(rows: list[tuple[StageTimes, int]]) -> StageTimes:
@@ -222,4 +223,4 @@ def estimates_of(profs: Sequence[RowProfile], T: np.ndarray, bd: np.ndarray, mem
     peak = np.array([pr.sc.hardware.gpu.peak_tflops * 1e12 for pr in profs])
     tokens = np.array([pr.sc.training.global_batch * pr.sc.model.seq_len for pr in profs], dtype=float)
     return Estimates(T, {k: bd[:, i] for i, k in enumerate(CATEGORIES)}, mem / 1e9, mem <= cap,
-                     model / T / peak, tokens / T, hw / T / 1e12)
+                     model / T / peak, tokens / T, hw / T / 1e12, T)

@@ -18,7 +18,9 @@ class Estimates:
     host copies' stall stays in ``compute``) and sums to ``iteration_time_s``; ``memory_GB_total``
     is the busiest stage's per-GPU peak in GB = 1e9 bytes, ``Result.memory.as_GB()['total']``;
     ``fits`` is the simulation's judgement (``not Result.memory_over_capacity``: the total within
-    the GPU's capacity in bytes).  Rows of
+    the GPU's capacity in bytes).  ``time_per_step_s`` is Result's: the iteration, or where replicas
+    synchronise only every few steps (training.sync) the amortised step, which tokens/s and MFU
+    divide by and which a ranking compares.  Rows of
     invalid configurations (estimate_overrides) are NaN, and ``fits`` False."""
 
     iteration_time_s: np.ndarray
@@ -28,6 +30,7 @@ class Estimates:
     mfu: np.ndarray
     tokens_per_s: np.ndarray
     tflops_per_gpu: np.ndarray
+    time_per_step_s: np.ndarray
 
     def __len__(self) -> int:
         return len(self.iteration_time_s)
@@ -38,20 +41,21 @@ class Estimates:
                 "breakdown_s": {k: float(v[i]) for k, v in self.breakdown_s.items()},
                 "memory_GB_total": float(self.memory_GB_total[i]), "fits": bool(self.fits[i]),
                 "mfu": float(self.mfu[i]), "tokens_per_s": float(self.tokens_per_s[i]),
-                "tflops_per_gpu": float(self.tflops_per_gpu[i])}
+                "tflops_per_gpu": float(self.tflops_per_gpu[i]),
+                "time_per_step_s": float(self.time_per_step_s[i])}
 
     def take(self, idx: np.ndarray) -> Estimates:
         """The rows ``idx`` (repeats allowed), in that order."""
         return Estimates(self.iteration_time_s[idx], {k: v[idx] for k, v in self.breakdown_s.items()},
                          self.memory_GB_total[idx], self.fits[idx], self.mfu[idx], self.tokens_per_s[idx],
-                         self.tflops_per_gpu[idx])
+                         self.tflops_per_gpu[idx], self.time_per_step_s[idx])
 
     @staticmethod
     def empty(n: int) -> Estimates:
         """``n`` rows of NaN (invalid configurations), ``fits`` False."""
         nan = np.full(n, np.nan)
         return Estimates(nan.copy(), {k: nan.copy() for k in CATEGORIES}, nan.copy(), np.zeros(n, bool),
-                         nan.copy(), nan.copy(), nan.copy())
+                         nan.copy(), nan.copy(), nan.copy(), nan.copy())
 
     @staticmethod
     def scatter(n: int, parts: Sequence[tuple[np.ndarray, Estimates]]) -> Estimates:
@@ -66,4 +70,5 @@ class Estimates:
             out.mfu[idx] = est.mfu
             out.tokens_per_s[idx] = est.tokens_per_s
             out.tflops_per_gpu[idx] = est.tflops_per_gpu
+            out.time_per_step_s[idx] = est.time_per_step_s
         return out

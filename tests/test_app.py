@@ -9,7 +9,7 @@ from explorer.scenario import load, load_raw
 from explorer.ui.views.metrics import SERVING_CARDS
 
 from app_support import qp, run_app, seconds
-from conftest import SCENARIO_FILES
+from conftest import ROOT, SCENARIO_FILES
 
 
 @pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.stem)
@@ -200,3 +200,21 @@ def test_a_link_to_a_tab_the_scenario_has_not_says_so(scenario, view, needs):
     said = [w.value for w in at.warning if f"ignored view={view}" in w.value]
     assert len(said) == 1 and needs in said[0] and "\n" not in said[0]
     assert qp(at, "view") is None
+
+
+@pytest.mark.parametrize("gpu,field,value", [("gb200", "power_W", "1000"), ("h200", "memory_GB", "100")])
+def test_a_link_setting_a_gpu_preset_and_one_of_its_fields_runs_both(gpu, field, value):
+    """Found by a hunt: ?hardware.gpu=gb200&hardware.gpu.power_W=1000 stopped on "mxfp8 needs MX tensor
+    cores ... on H100 SXM" (the preset dropped, the field applied to the base's H100), and
+    h200 + memory_GB ran the H100 in silence.  The app now runs the CLI's scenario, the GPU box shows
+    the preset, and the link it writes reopens the same figures."""
+    from explorer.scenario import load
+    from explorer.simulate import simulate
+    cli = simulate(load(ROOT / "scenarios" / "teaching-8gpu.yaml",
+                        {"hardware.gpu": gpu, f"hardware.gpu.{field}": float(value)})).iteration_time_s
+    at = run_app(scenario="teaching-8gpu", **{"hardware.gpu": gpu, f"hardware.gpu.{field}": value})
+    assert not at.error, [e.value for e in at.error]
+    assert seconds(at) == pytest.approx(cli, rel=2e-3)
+    assert at.session_state["hardware.gpu"] == gpu
+    again = run_app(**{k: qp(at, k) for k in at.query_params})
+    assert not again.error and seconds(again) == seconds(at)

@@ -90,7 +90,9 @@ def widget_values(sc: Scenario) -> dict[str, Any]:
         # Lists as to_dict gives them (a default is a tuple): a typed list equal to it is no change.
         values[key] = list(value) if isinstance(value, tuple) else value
     values["model.preset"] = sc.model.preset or CUSTOM
-    values["hardware.gpu"] = sc.hardware.gpu.preset or CUSTOM
+    # A preset with some fields changed (hardware.gpu.based_on) shows as that preset; the changed
+    # fields are the link's, kept beside the widgets (``_extra``) and applied on top of it.
+    values["hardware.gpu"] = sc.hardware.gpu.origin or CUSTOM
     # The NVLink domain is left out of to_dict when it is the derived one; the widget shows the
     # number the simulation uses.
     values["cluster.scale_up.domain_gpus"] = sc.cluster.scale_up.domain_gpus
@@ -154,6 +156,10 @@ def on_source_change(source: str) -> None:
     (controls.DERIVED_WIDGETS) take the values the loader derives for the new choice, so what the
     sidebar shows is what is simulated.  Left as they are when the scenario is invalid."""
     derived = DERIVED_WIDGETS[source]
+    if source == "hardware.gpu":
+        # A link's edits of the old GPU's fields are not the new GPU's.
+        st.session_state["_extra"] = {k: v for k, v in st.session_state.get("_extra", {}).items()
+                                      if not k.startswith("hardware.gpu.")}
     base = widget_values(preset_scenario(st.session_state["_scenario"])[1])
     if st.session_state.get(source) == base[source]:
         # Back to the scenario's own choice: its own values (a file may set them explicitly).
@@ -304,6 +310,12 @@ def current_raw() -> dict[str, Any]:
         # The model's fields without a widget (an upload's model.gnn.local_share) are the new model's
         # (on_model_preset_change drops them when the user picks another preset).
         raw = apply_overrides(raw, {k: v for k, v in extra.items() if k.startswith("model.")})
+    if "hardware.gpu" in overrides:
+        # A GPU preset chosen over the base's replaces the base's mapping: a link's edits of that
+        # preset's fields (``hardware.gpu=gb200&hardware.gpu.power_W=1000``) go on top of it, before
+        # the values the GPU derives (its power limit in force) are compared with the widgets'.
+        raw = apply_overrides(raw, {"hardware.gpu": overrides.pop("hardware.gpu")})
+        raw = apply_overrides(raw, {k: v for k, v in extra.items() if k.startswith("hardware.gpu.")})
     return apply_overrides(raw, _without_derived(raw, overrides))
 
 

@@ -45,8 +45,10 @@ from typing import Any
 import numpy as np
 
 from ..analysis.verdict import DEFAULT_HEADROOM_GB, MAX_HEADROOM_GB, MemoryVerdict
-from ..scenario import ScenarioError
+from ..config.inputs import parse_value
+from ..scenario import Scenario, ScenarioError, from_dict
 from ..schedules import registry
+from ..share import changed_fields
 from . import chunks as work
 from .base import Base, cluster_overrides, share_query
 from .capacity import tightest_gpu
@@ -77,6 +79,9 @@ class Candidate:
     capacity_GB: float = math.inf     # the GPU's memory (GB = 1e9 B): on a mixed cluster the tightest's
     order: str = ""                   # the rank placement it ran (the scenario's own unless the layout's)
     need_GB: float | None = None      # mixed cluster: its tightest GPU's memory (else the busiest's)
+    # Every field that differs from the scenario searched (its --set included): the layout's, and
+    # what it implies (a cleared layer split, the nodes of --gpus, a derived bucket or SM share).
+    changed: Mapping[str, Any] | None = None
 
     @property
     def iteration_time_s(self) -> float:
@@ -89,10 +94,13 @@ class Candidate:
         return MemoryVerdict(need, self.capacity_GB, bool(self.figures["fits"]))
 
     def to_json(self) -> dict[str, Any]:
-        """The ``search --json`` object.  Its ``overrides`` name the data-parallel degree too: applied
-        to a scenario file that sets ``parallelism.dp`` (as ``run --set`` does), the file's own
-        degree would otherwise stay and no longer fill the cluster."""
-        return {"overrides": {**self.layout.overrides(), "parallelism.dp": self.dp}, **self.figures,
+        """The ``search --json`` object.  Its ``overrides`` are the layout's fields, every other field
+        that differs from the scenario searched (a cleared layer split, --gpus's nodes), and the
+        data-parallel degree: applied to the scenario file with ``run --set`` they rerun the row (a
+        file that sets ``parallelism.dp`` would otherwise keep its own degree)."""
+        # Every layout field, and what else differs from the scenario searched.
+        return {"overrides": {**(self.changed or {}), **self.layout.overrides(), "parallelism.dp": self.dp},
+                **self.figures,
                 "estimate_s": self.estimate_s,
                 "memory_capacity_GB": self.capacity_GB, "free_GB": self.memory.free_GB,
                 "link": self.link, "baseline": self.baseline,
@@ -172,7 +180,15 @@ def _simulate(job: _FullJob) -> Candidate | None:
     if sc.cluster.datacenter_gpus:              # GPUs that differ: the tightest one (design/capacity.py)
         need, cap = tightest_gpu(sc)
     return Candidate(job.layout, sc.dp, s.row(0), job.estimate_s, share_query(job.base, sc), job.baseline,
-                     cap, sc.parallelism.order, need)
+                     cap, sc.parallelism.order, need, _changed(job.base, sc))
+
+
+def _changed(base: Base, sc: Scenario) -> dict[str, Any]:
+    """The dotted fields of ``sc`` that differ from the scenario searched, as ``run --set`` takes
+    them (a hunt found pipedream-vgg16's rows reproduced at other times: their overrides left the
+    file's stage_layers in place, and with --gpus the nodes out)."""
+    searched = from_dict(dict(base.raw))
+    return {k: parse_value(v, k) for k, v in changed_fields(searched, sc).items() if k != "name"}
 
 
 def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | None = None,

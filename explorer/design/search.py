@@ -46,6 +46,7 @@ import numpy as np
 
 from ..analysis.verdict import DEFAULT_HEADROOM_GB, MAX_HEADROOM_GB, MemoryVerdict
 from ..config.inputs import parse_value
+from ..run.phases import plan
 from ..scenario import Scenario, ScenarioError, from_dict
 from ..schedules import registry
 from ..share import changed_fields
@@ -169,6 +170,9 @@ def _simulate(job: _FullJob) -> Candidate | None:
     is invalid (the baseline at another size) or the engine refuses it."""
     try:
         sc = LayoutBuilder(job.raw).scenario(job.layout)
+        # A run plan's phases must take the layout too, as run, sweep and scaling check (a hunt found
+        # llama3-405b-pretraining's four best layouts refused by run: a phase's dp no longer fitted).
+        plan(sc)
     except ScenarioError:
         return None
     # The user's own layout on the full engine, so that its row equals ``run`` to the last bit.

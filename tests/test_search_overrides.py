@@ -35,3 +35,13 @@ def test_a_run_plans_search_ranks_only_layouts_its_phases_take():
     assert res.top
     for c in res.top:
         plan(load(ROOT / "scenarios" / "llama3-405b-pretraining.yaml", c.to_json()["overrides"]))
+
+
+def test_weak_scaling_keeps_a_pipedream_scenarios_batch_at_its_own_size():
+    """Found by a hunt: at pipedream-vgg16's own 16 GPUs the weak curve ran 7,680 images (tp*pp = 2
+    taken for a replica), 1.160 s against run's 0.145 s with 960."""
+    from explorer.design.scaling import scaling
+    pt = next(p for p in scaling(open_base("pipedream-vgg16"), gpus=[16]) if p.gpus == 16)
+    assert pt.valid and pt.global_batch == 960
+    assert pt.figures["iteration_time_s"] == pytest.approx(
+        simulate(load(ROOT / "scenarios" / "pipedream-vgg16.yaml")).iteration_time_s, rel=1e-9)

@@ -79,7 +79,9 @@ def scaling(base: Base, gpus: Sequence[int] | None = None, mode: str = "weak",
         raise ScenarioError("--mode", f"{mode!r} is not one of {', '.join(MODES)}")
     sc = base.scenario()
     p = sc.parallelism
-    replica = p.tp * p.pp * p.cp
+    # A model replica's GPUs; PipeDream's per-stage replicas make the whole cluster one replicated
+    # pipeline (dp 1: a hunt found weak scaling multiply pipedream-vgg16's batch by 8 at its own size).
+    replica = sc.gpus if p.stage_replicas else p.tp * p.pp * p.cp
     unit = max(replica, sc.cluster.gpus_per_node) * sc.cluster.datacenters
     sizes = sorted(set(gpus)) if gpus else default_sizes(sc.gpus, unit)
     points: list[ScalePoint] = []

@@ -45,3 +45,12 @@ def test_weak_scaling_keeps_a_pipedream_scenarios_batch_at_its_own_size():
     assert pt.valid and pt.global_batch == 960
     assert pt.figures["iteration_time_s"] == pytest.approx(
         simulate(load(ROOT / "scenarios" / "pipedream-vgg16.yaml")).iteration_time_s, rel=1e-9)
+
+
+def test_the_verdict_says_when_the_own_layout_itself_lacks_the_headroom():
+    """Found by a hunt: with 82 GB of headroom nothing was ranked, and the verdict called the
+    scenario's own layout, 74.0 GB free, "the fastest found" with 82 GB to spare."""
+    res = search(open_base("teaching-8gpu"), top=2, headroom_GB=82)
+    assert res.roomy == 0
+    assert res.verdict().startswith("nothing fits with 82 GB to spare; the scenario's own layout, shown, "
+                                    "leaves only 74.0 GB free")

@@ -147,6 +147,10 @@ class SearchResult:
             return (f"the scenario's own layout needs {b.memory.need_GB:.1f} of {b.memory.capacity_GB:.1f} "
                     f"GB per GPU: it does not fit; {then}")
         if best is None or best.baseline:
+            if not b.memory.roomy(self.headroom_GB):
+                # (a hunt found "the fastest found" said of a layout itself short of the headroom)
+                return (f"nothing fits with {self.headroom_GB:g} GB to spare; the scenario's own layout, "
+                        f"shown, leaves only {b.memory.free_GB:.1f} GB free")
             return (f"nothing faster fits with {self.headroom_GB:g} GB to spare: the scenario's own layout "
                     "is the fastest found")
         gain = 1 - best.iteration_time_s / b.iteration_time_s

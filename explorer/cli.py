@@ -69,6 +69,10 @@ def _one_size(part: str) -> int:
     value = float(mt.group(1)) * 1024 ** " KMGT".index((mt.group(2) or " ").upper())
     if not 1 <= value <= 2**50:
         raise ScenarioError("--sizes", f"{excerpt(part)} must be between 1 byte and 1P")
+    if value != int(value):
+        # (1.5 had been priced as 1 byte)
+        raise ScenarioError("--sizes", f"{excerpt(part)} is not a whole number of bytes; give e.g. 1536 "
+                                       "or 1.5K")
     return int(value)
 
 

@@ -54,3 +54,15 @@ def test_the_verdict_says_when_the_own_layout_itself_lacks_the_headroom():
     assert res.roomy == 0
     assert res.verdict().startswith("nothing fits with 82 GB to spare; the scenario's own layout, shown, "
                                     "leaves only 74.0 GB free")
+
+
+@pytest.mark.parametrize("args,field", [(["--sizes", "1.5"], "--sizes"),
+                                        (["--sizes", "1M", "--gpus-per-thread", "3"], "--gpus-per-thread")])
+def test_collective_refuses_a_fractional_byte_and_ranks_no_thread_count_divides(args, field):
+    """Found by a hunt: --sizes 1.5 was priced as 1 byte, and 8 ranks in threads of 3 accepted."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "explorer", "collective", "teaching-8gpu", "--op",
+                           "all-reduce", "--ranks", "8", *args], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"error: {field}: ")
+    assert proc.stderr.strip().count("\n") == 0

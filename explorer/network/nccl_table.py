@@ -87,6 +87,10 @@ def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int],
         most = min(ranks, sc.cluster.gpus_per_node)
         raise ScenarioError("--gpus-per-thread", f"{gpus_per_thread} must be between 1 and {most} "
                             "(the ranks of one node a thread can drive)")
+    if ranks % gpus_per_thread:
+        # nccl-tests runs ranks / g threads of g GPUs each: the ranks split into whole threads.
+        raise ScenarioError("--gpus-per-thread", f"{gpus_per_thread} does not divide the {ranks} ranks "
+                            "(nccl-tests -g: each thread drives that many of them)")
     floor = host_floor_s(gpus_per_thread)
     opts = nccl_options(sc)
     fabric = Fabric.for_cluster(sc.cluster)

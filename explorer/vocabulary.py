@@ -31,6 +31,14 @@ TIERS = ("scale-up", "scale-out", "spine", "scale-across")
 TIER_LABELS = {"scale-up": "NVLink / NVSwitch (scale-up)", "scale-out": "node NICs → leaf (scale-out)",
                "spine": "leaf → spine uplinks", "scale-across": "WAN between datacenters (scale-across)"}
 
+
+def tier_label(tier: str, scale_up_kind: str | None = None) -> str:
+    """How the page names ``tier``: the scale-up tier by the links it is made of (a PCIe node's is
+    not NVLink: a hunt found pipedream-vgg16's V100 PCIe boxes labelled "NVLink / NVSwitch")."""
+    if tier == "scale-up" and scale_up_kind == "pcie":
+        return "PCIe in the node (scale-up)"
+    return TIER_LABELS.get(tier, tier)
+
 # Colours (Tableau 10, distinguishable in print and on a projector); the dimensions' are theirs.
 _DIM_COLORS = {d: dimensions.get(d).color for d in COMM_DIMS}
 KIND_COLORS = {

@@ -66,3 +66,17 @@ def test_collective_refuses_a_fractional_byte_and_ranks_no_thread_count_divides(
                            "all-reduce", "--ranks", "8", *args], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and proc.stderr.startswith(f"error: {field}: ")
     assert proc.stderr.strip().count("\n") == 0
+
+
+def test_a_pcie_node_is_not_called_nvlink():
+    """Found by a hunt: pipedream-vgg16's V100 PCIe node boxes read "PCIe" beside a legend and
+    sentence that said "NVLink / NVSwitch (scale-up)"."""
+    from explorer import figures
+    from explorer.vocabulary import tier_label
+    assert tier_label("scale-up", "pcie") == "PCIe in the node (scale-up)"
+    assert tier_label("scale-up", "nvswitch") == "NVLink / NVSwitch (scale-up)"
+    sc = load(ROOT / "scenarios" / "pipedream-vgg16.yaml")
+    names = [t.name for t in figures.topology(sc, {"scale-up": 0.08}).data if t.name and "busy" in t.name]
+    assert names[0].startswith("PCIe in the node (scale-up): 8% busy")
+    legend = [t.name for t in figures.traffic_by_tier({"pp": {"scale-up": 1e9}}, scale_up_kind="pcie").data]
+    assert legend == ["PCIe in the node (scale-up)"]

@@ -18,7 +18,7 @@ from ..network.placement import Placement
 from ..network.topology import Fabric
 from ..scenario import Scenario
 from ..variants.hetero import dc_gpu
-from .charts import TIER_LABELS
+from ..vocabulary import tier_label
 
 DETAIL_MAX_NODES, DETAIL_MAX_GPUS = 4, 32
 # ColorBrewer OrRd with a light-grey start: lightness falls monotonically from idle to saturated,
@@ -64,8 +64,10 @@ class _Box:
 class _Drawing:
     """Collects boxes (filled traces with hover), tier links and labels into one figure."""
 
-    def __init__(self, utilisation: dict[str, float], hot: str | None, font_size: int) -> None:
+    def __init__(self, utilisation: dict[str, float], hot: str | None, font_size: int,
+                 scale_up_kind: str | None = None) -> None:
         self.fig, self.util, self.hot, self.fs = go.Figure(), utilisation, hot, font_size
+        self.up_kind = scale_up_kind
         self.segs: dict[tuple[str, bool], list[tuple[float, float, float, float]]] = {}
         self.boxes: list[_Box] = []
         self.frames: list[_Box] = []  # datacenter outlines (layout shapes), kept for the axis ranges
@@ -107,7 +109,8 @@ class _Drawing:
             ys = [v for _, y0, _, y1 in segs for v in (y0, y1, None)]
             self.fig.add_trace(go.Scatter(
                 x=xs, y=ys, mode="lines", legendgroup=tier, showlegend=False, hoverinfo="text",
-                text=f"{TIER_LABELS[tier]}: {u:.0%} busy", name=tier, meta={"role": "link", "tier": tier},
+                text=f"{tier_label(tier, self.up_kind)}: {u:.0%} busy", name=tier,
+                meta={"role": "link", "tier": tier},
                 line=dict(color=utilisation_color(u), dash="dot" if ghost else None,
                           width=TIER_WIDTH[tier] * (2 if tier == self.hot else 1))))
 
@@ -243,7 +246,7 @@ def topology(sc: Scenario, utilisation: dict[str, float], *, hot: str | None = N
     y_leaf = node_h + LEVEL_GAP
     y_spine = y_leaf + (LEVEL_H + LEVEL_GAP if per_dc > 1 else 0)
     y_top = y_spine + (LEVEL_H if blocks > 1 else 0) if per_dc > 1 else node_h  # highest box inside a DC
-    d = _Drawing(utilisation, hot, font_size)
+    d = _Drawing(utilisation, hot, font_size, c.scale_up.kind)
     up, out, wan = c.scale_up, c.scale_out, c.scale_across
     up_note = f"{c.gpus_per_node} GPUs on {up.kind} ({(up.bandwidth_GBps or 0):g} GB/s per GPU)"
     nodes: dict[int, _Box] = {}
@@ -332,7 +335,8 @@ def topology(sc: Scenario, utilisation: dict[str, float], *, hot: str | None = N
                                   ("spine", blocks > 1), ("scale-across", dcs > 1)) if present]
     for tier in drawn:
         u = utilisation.get(tier, 0.0)
-        name = f"{TIER_LABELS[tier]}: {u:.0%} busy" + (" (over 100 %: colour capped)" if u > 1 else "")
+        name = f"{tier_label(tier, c.scale_up.kind)}: {u:.0%} busy" + (
+            " (over 100 %: colour capped)" if u > 1 else "")
         if tier == hot:
             name += f" — {hot_note or 'limits the largest exposed communication'}"
         d.fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=name, legendgroup=tier,

@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 
 from .. import dimensions
-from ..vocabulary import TIER_COLORS, TIER_LABELS
+from ..vocabulary import TIER_COLORS, tier_label
 
 
 def traffic_by_tier(by_tier: Mapping[str, Mapping[str, float]], height: int = 320,
-                    font_size: int = 12) -> go.Figure:
+                    font_size: int = 12, scale_up_kind: str | None = None) -> go.Figure:
     """Horizontal grouped bars: GB each GPU sends per iteration, one group per dimension, one bar
     per tier boundary the bytes cross.  Tiers nest — a byte that leaves the datacenter also left
     its node and its GPU — so the bars are side by side, never stacked."""
@@ -21,7 +21,7 @@ def traffic_by_tier(by_tier: Mapping[str, Mapping[str, float]], height: int = 32
         values = [by_tier.get(d, {}).get(tier, 0.0) / 1e9 for d in dims]
         if not any(values):
             continue
-        fig.add_trace(go.Bar(y=dims, x=values, orientation="h", name=TIER_LABELS.get(tier, tier),
+        fig.add_trace(go.Bar(y=dims, x=values, orientation="h", name=tier_label(tier, scale_up_kind),
                              marker_color=color,
                              hovertemplate="%{y}: %{x:.2f} GB<extra>" + tier + "</extra>"))
     fig.update_layout(barmode="group", height=height, margin=dict(l=10, r=10, t=30, b=40),

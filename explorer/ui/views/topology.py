@@ -6,6 +6,7 @@ import streamlit as st
 from ... import figures
 from ...figures.datacenters import format_bytes
 from ...figures.fonts import PRESENT_FONT_PX
+from ...vocabulary import tier_label
 from ..cache import ViewData
 from ..export import chart
 
@@ -48,9 +49,10 @@ def render(data: ViewData, present: bool) -> None:
     chart(figures.topology(data.scenario, util, hot=hot, hot_note=note, height=400 if present else 460,
                            font_size=PRESENT_FONT_PX if present else 12),
                     key="topology", present=present, config={"displaylogo": False})
-    label = figures.TIER_LABELS.get(hot, hot) if hot else "none"
+    kind = data.scenario.cluster.scale_up.kind
+    label = tier_label(hot, kind) if hot else "none"
     st.markdown(f"The link that costs the most time: **{label}** — {note}. Average utilisation over the "
-                "iteration: " + " · ".join(f"{figures.TIER_LABELS[k]} {v:.0%}" for k, v in util.items()
+                "iteration: " + " · ".join(f"{tier_label(k, kind)} {v:.0%}" for k, v in util.items()
                                            if k in figures.TIER_LABELS))
     rows = []
     by_dim = j.comm_bytes_per_gpu

@@ -43,7 +43,9 @@ def render(data: ViewData, raw: dict[str, Any], present: bool) -> None:
     with left:
         st.markdown("**Bytes each GPU sends per iteration**")
         if by_tier:
-            chart(figures.traffic_by_tier(by_tier, font_size=font), key="traffic", present=present,
+            chart(figures.traffic_by_tier(by_tier, font_size=font,
+                                          scale_up_kind=data.scenario.cluster.scale_up.kind),
+                  key="traffic", present=present,
                             config={"displaylogo": False})
         rows = []
         for dim, total in j.comm_bytes_per_gpu.items():

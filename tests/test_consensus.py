@@ -75,3 +75,14 @@ def test_advise_refuses_what_run_refuses_instead_of_crashing():
     scs, why = scenarios_from_overrides(raw, [ov])
     assert scs == [None]
     assert why[0].startswith("training.sync.kind: streaming-diloco needs whole model replicas")
+
+
+def test_a_kind_the_curve_does_not_model_is_said_to_be_priced_as_diloco():
+    """Found by a hunt: consensus streaming-diloco-1gbps priced plain DiLoCo (1.934 s a step against
+    run's 1.622 s) under a "# diloco" header and said nothing."""
+    raw = load_raw(ROOT / "scenarios" / "streaming-diloco-1gbps.yaml")
+    curve = consensus(raw, replicas=(2,), periods=(100,))
+    assert curve.kind == "diloco" and curve.scenario_kind == "streaming-diloco"
+    assert curve.to_json()["scenario_kind"] == "streaming-diloco"
+    from explorer.commands.consensus import consensus_text
+    assert "the scenario's streaming-diloco is priced as diloco" in consensus_text(curve, "x")

@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
 def consensus_text(curve: ConsensusCurve, label: str) -> str:
     periods = sorted({p.inner_steps for p in curve.points})
     lines = [f"# {curve.kind}: time per step of {one_line(label)} by replicas (rows) and period H (columns); "
-             f"* marks each row's knee (synchronisation <= {KNEE_SHARE:.0%} of a step)",
+             f"* marks each row's knee (synchronisation <= {KNEE_SHARE:.0%} of a step)"
+             + (f"; the scenario's {curve.scenario_kind} is priced as {curve.kind} (the kinds this curve "
+                "models: local-sgd, diloco)" if curve.scenario_kind not in ("", "every-step") else ""),
              f"{'replicas':>8} {'inner':>9}  " + " ".join(f"{'H=' + str(h):>9}" for h in periods)]
     for D, knee in curve.knees.items():
         row = {p.inner_steps: p for p in curve.points if p.replicas == D}

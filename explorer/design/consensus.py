@@ -51,10 +51,12 @@ class ConsensusCurve:
     points: tuple[ConsensusPoint, ...]
     knees: dict[int, int | None]   # replicas -> the knee's period (None: no period in the grid)
     skipped: dict[int, str]        # replicas -> why that count cannot run
+    scenario_kind: str = ""        # the scenario's own training.sync.kind, when it is not ``kind``
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "knee_share": KNEE_SHARE, "points": [p.to_json() for p in self.points],
-                "knees": {str(k): v for k, v in self.knees.items()}, "skipped": dict(self.skipped)}
+                "knees": {str(k): v for k, v in self.knees.items()}, "skipped": dict(self.skipped),
+                "scenario_kind": self.scenario_kind or self.kind}
 
 
 def consensus(raw: Mapping[str, Any], replicas: Sequence[int] = REPLICAS,
@@ -104,4 +106,5 @@ def consensus(raw: Mapping[str, Any], replicas: Sequence[int] = REPLICAS,
                 knees[D] = H
     if progress:
         progress(len(replicas), len(replicas))
-    return ConsensusCurve(kind, tuple(points), knees, skipped)
+    own = base.training.sync.kind
+    return ConsensusCurve(kind, tuple(points), knees, skipped, "" if own == kind else own)

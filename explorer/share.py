@@ -25,6 +25,7 @@ from typing import Any
 
 from .config.frameworks import profile
 from .config.inputs import parse_value
+from .config.overrides import reshaped
 from .config.schema import excerpt, one_line, utf8_text
 from .config.shipped import shipped_scenarios
 from .estimate.equivalence import NETWORK_FIELDS
@@ -177,6 +178,13 @@ def accept_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any],
         return dict(overrides)
     except ScenarioError:
         pass
+    shaped = reshaped(overrides, base)
+    if shaped != overrides:
+        try:       # a new pipeline shape without the split written for the old one (as the sidebar does)
+            from_dict(apply_overrides(base, shaped))
+            return shaped
+        except ScenarioError:
+            pass
     accepted: dict[str, Any] = {}
     for key, value in overrides.items():
         trial = {**accepted, key: value}

@@ -218,3 +218,26 @@ def test_a_link_setting_a_gpu_preset_and_one_of_its_fields_runs_both(gpu, field,
     assert at.session_state["hardware.gpu"] == gpu
     again = run_app(**{k: qp(at, k) for k in at.query_params})
     assert not again.error and seconds(again) == seconds(at)
+
+
+def test_a_compare_link_changing_the_depth_drops_as_layer_split_for_b():
+    """Found by a hunt: with A's split [8,6,6,4], ?...&b.parallelism.pp=2 was "ignored ... has 4
+    entries; need pp*vpp = 2" and B showed A.  A new depth now drops the split written for the old
+    one (as the sidebar does), and B runs the CLI's balanced two-stage pipeline."""
+    from explorer.scenario import load
+    from explorer.simulate import simulate
+    at = run_app(scenario="teaching-8gpu", view="compare",
+                 **{"parallelism.stage_layers": "[8,6,6,4]", "b.parallelism.pp": "2"})
+    assert not at.warning and not at.error, [w.value for w in at.warning]
+    times = [m.value for m in at.metric if m.label == "Iteration time"]
+    b = simulate(load(ROOT / "scenarios" / "teaching-8gpu.yaml", {"parallelism.pp": 2, "parallelism.dp": 4}))
+    assert len(times) == 2 and times[1] == f"{b.iteration_time_s * 1e3:.1f} ms"
+    assert qp(at, "b.parallelism.stage_layers") == "null"
+
+
+def test_a_link_changing_pipedreams_depth_drops_its_split_and_replicas():
+    """The same for scenario A: ?scenario=pipedream-vgg16&parallelism.pp=4 was ignored for its 15-1
+    replicas and 13-3 split; it now opens the four-stage pipeline."""
+    at = run_app(scenario="pipedream-vgg16", **{"parallelism.pp": "4", "training.global_batch": "1024"})
+    assert not at.warning and not at.error, [w.value for w in at.warning]
+    assert at.session_state["parallelism.pp"] == 4 and at.session_state["parallelism.stage_replicas"] is None

@@ -167,3 +167,32 @@ def parse_assignments(texts: Iterable[str], flag: str = "--set") -> dict[str, An
                                 "give each key once")
         out[key] = value
     return out
+
+
+# Lists written for one pipeline shape: a new depth, chunk count or layer count unsets them (the
+# sidebar's DERIVED_WIDGETS do the same; a hunt found a Compare link's b.parallelism.pp=2 ignored
+# because scenario A's four-stage layer split came along).
+SHAPE_LISTS = {"parallelism.pp": ("parallelism.stage_layers", "parallelism.stage_replicas",
+                                  "parallelism.pipeline_layout"),
+               "parallelism.vpp": ("parallelism.stage_layers", "parallelism.pipeline_layout"),
+               "model.layers": ("parallelism.stage_layers", "parallelism.pipeline_layout")}
+
+
+def reshaped(overrides: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``overrides`` with the lists of :data:`SHAPE_LISTS` unset (None) where they change a shape and
+    leave those lists alone — those the raw ``base`` sets, when given."""
+    out = dict(overrides)
+    for source, lists in SHAPE_LISTS.items():
+        if source in overrides:
+            out.update({k: None for k in lists if k not in overrides and (base is None or _sets(base, k))})
+    return out
+
+
+def _sets(raw: Mapping[str, Any], key: str) -> bool:
+    """Whether the raw mapping gives dotted ``key`` a value (not None)."""
+    node: Any = raw
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or node.get(part) is None:
+            return False
+        node = node[part]
+    return True

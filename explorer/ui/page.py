@@ -17,12 +17,13 @@ import streamlit as st
 from ..scenario import Scenario, ScenarioError, from_dict
 from ..share import SharedView, changed_fields, modified_note, to_query
 from . import export, sidebar, style
+from .b_side import resolve_b
 from .cache import ViewData, view_data
 from .controls import section_of
 from .errors import internal_error
 from .plain import plain
 from .preload import load_all
-from .state import current_raw, init_state, preset_scenario, resolve_b
+from .state import current_raw, init_state, preset_scenario
 from .views import compare, design, files, memory, metrics, timeline, topology, tour, traffic
 from .views import run as run_view
 from .views import serving as serving_view

@@ -25,11 +25,11 @@ from ...result.timeline import build_timeline
 from ...run.compare import RUN_KEYS, loss_line, run_delta, run_value
 from ...scenario import SETTABLE, ScenarioError, from_dict
 from ...share import format_value
+from ..b_side import BSide, on_b_field_change, on_b_remove, on_b_set
 from ..cache import BYTES_PER_BAR, MAX_BARS, ByteBoundedLRU, ViewData, view_data
 from ..controls import WIDGET_KEYS
 from ..export import chart
 from ..plain import plain
-from ..state import BSide, on_b_field_change, on_b_remove, on_b_set
 from .metrics import fmt_time
 from .run import run_summary
 from .timeline import gantt_figure
@@ -48,7 +48,7 @@ BETTER = {"iteration_time_s": "inverse", "tokens_per_s": "normal", "mfu": "norma
 
 def render(data: ViewData, raw_json: str, b: BSide, present: bool) -> None:
     """The tab.  ``data`` is A's cached view (``raw_json`` its key), ``b`` the B that
-    :func:`state.resolve_b` settled on."""
+    :func:`b_side.resolve_b` settled on."""
     _editor(b, present)
     b_json = json.dumps(b.raw, sort_keys=True, default=str)
     try:

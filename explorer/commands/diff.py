@@ -130,7 +130,7 @@ def _layout(sc: Scenario) -> str:
 
 def _card(key: str, v: float, scale: float, unit: str, signed: bool = False) -> str:
     sign = "+" if signed else ""
-    if key == "iteration_time_s":
+    if key in ("iteration_time_s", "time_per_step_s"):
         return _seconds(v, scale, unit, signed)
     if key in ("mfu", "bubble_fraction"):
         return f"{v * 100:{sign}.1f} pt" if signed else f"{v:.1%}"

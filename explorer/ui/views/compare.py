@@ -42,8 +42,9 @@ FIELDS: tuple[str, ...] = tuple(dict.fromkeys(
     + [k for k, f in SETTABLE.items() if k not in ("name", "description") and not f.metadata.get("derived")]))
 DEFAULT_FIELD = "parallelism.pp"
 # Which way is better for each card: "inverse" = less is better (Streamlit colours a fall green).
-BETTER = {"iteration_time_s": "inverse", "tokens_per_s": "normal", "mfu": "normal",
-          "tflops_per_gpu": "normal", "bubble_fraction": "inverse", "memory_GB_total": "inverse"}
+BETTER = {"iteration_time_s": "inverse", "time_per_step_s": "inverse", "tokens_per_s": "normal",
+          "mfu": "normal", "tflops_per_gpu": "normal", "bubble_fraction": "inverse",
+          "memory_GB_total": "inverse"}
 
 
 def render(data: ViewData, raw_json: str, b: BSide, present: bool) -> None:
@@ -156,7 +157,7 @@ def _editor(b: BSide, present: bool) -> None:
 
 
 def _fmt(d: Delta, v: float) -> str:
-    if d.key == "iteration_time_s":
+    if d.key in ("iteration_time_s", "time_per_step_s"):
         return fmt_time(v)
     if d.key in ("mfu", "bubble_fraction"):
         return f"{v:.1%}"
@@ -170,7 +171,7 @@ def _fmt(d: Delta, v: float) -> str:
 def delta_text(d: Delta) -> str:
     """B - A short enough for a card at 1280 px: time in its unit, shares in points, throughput
     as a percentage, TFLOP/s and memory in their units."""
-    if d.key == "iteration_time_s":
+    if d.key in ("iteration_time_s", "time_per_step_s"):
         return f"{d.delta * 1e3:+,.1f} ms" if abs(d.delta) < 1 else f"{d.delta:+,.3f} s"
     if d.key in ("mfu", "bubble_fraction"):
         return f"{d.delta * 100:+.1f} pt"

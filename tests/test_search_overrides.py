@@ -25,6 +25,7 @@ def test_every_rows_overrides_rerun_its_figures(name, gpus):
             assert sc.cluster.gpus == gpus
 
 
+@pytest.mark.slow
 def test_a_run_plans_search_ranks_only_layouts_its_phases_take():
     """Found by a hunt: searching llama3-405b-pretraining ranked four layouts 1.31x faster that run
     refuses (a phase's explicit dp no longer fills its cluster); every row now passes the plan."""
@@ -47,6 +48,7 @@ def test_weak_scaling_keeps_a_pipedream_scenarios_batch_at_its_own_size():
         simulate(load(ROOT / "scenarios" / "pipedream-vgg16.yaml")).iteration_time_s, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_the_verdict_says_when_the_own_layout_itself_lacks_the_headroom():
     """Found by a hunt: with 82 GB of headroom nothing was ranked, and the verdict called the
     scenario's own layout, 74.0 GB free, "the fastest found" with 82 GB to spare."""

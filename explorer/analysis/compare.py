@@ -130,12 +130,18 @@ def _metric(j: Mapping[str, Any], key: str) -> float:
     return float(j["memory_GB"]["total"]) if key == "memory_GB_total" else float(j[key])
 
 
+def per_step(figures: Mapping[str, Any]) -> bool:
+    """Whether run --json figures (or a sweep row's) have a time per step apart from the iteration:
+    replicas that synchronise every few steps (training.sync), compared on that amortised step."""
+    return figures.get("time_per_step_s", figures["iteration_time_s"]) != figures["iteration_time_s"]
+
+
 def compare(a: Any, b: Any) -> Comparison:
     """Compare two simulated iterations (each a :class:`~explorer.simulate.Result` or its
     ``run --json`` object): B minus A, category by category and card by card."""
     ja, jb = run_json(a), run_json(b)
     shown = METRICS
-    if any(j.get("time_per_step_s", j["iteration_time_s"]) != j["iteration_time_s"] for j in (ja, jb)):
+    if per_step(ja) or per_step(jb):
         # Replicas synchronising apart: the step card is the amortised step, as the page's own card
         # (a hunt found diff read "Iteration time +0.0%" beside "Tokens/s -66.5%").
         shown = (("time_per_step_s", "Time per step"), *METRICS[1:])

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..analysis.compare import per_step
 from ..config.overrides import phase_key
 from ..config.schema import one_line
 from ..design import serving_table
@@ -118,7 +119,7 @@ def sweep_text(result: SweepResult, label: str) -> str:
         return "\n".join(lines + _tail(result, serving_table.best_line(result.points)))
     # Replicas that synchronise every few steps (training.sync): the amortised step is what the rows
     # are compared on (a hunt found the slowest WAN ranked fastest on its inner steps alone).
-    step = "time_per_step_s" if any(_windowed(p) for p in result.valid) else "iteration_time_s"
+    step = "time_per_step_s" if any(per_step(p.figures) for p in result.valid) else "iteration_time_s"
     lines = [title, f"{head}  {'step' if step != 'iteration_time_s' else 'iteration':>10}  {'MFU':>6}  "
              f"{'memory':>9}  fits"
              + (f"  {'run days':>9}  {'GPU-hours':>10}  {'goodput':>8}" if runs else "")]
@@ -166,12 +167,6 @@ def _run_cells(f: Mapping[str, Any]) -> str:
     if r is None:
         return ""
     return f"  {r['days']:>9,.4g}  {r['gpu_hours']:>10,.0f}  {r['goodput']:>8.2%}"
-
-
-def _windowed(p) -> bool:
-    """Whether a row's time per step differs from its iteration (replicas synchronising apart)."""
-    f = p.figures
-    return "time_per_step_s" in f and f["time_per_step_s"] != f["iteration_time_s"]
 
 
 def _per(step: str) -> str:

@@ -167,6 +167,7 @@ class _FullJob:
     layout: Layout
     estimate_s: float | None
     baseline: bool = False
+    searched: Scenario | None = None      # the scenario searched, loaded once (what ``changed`` is against)
 
 
 def _simulate(job: _FullJob) -> Candidate | None:
@@ -188,14 +189,14 @@ def _simulate(job: _FullJob) -> Candidate | None:
     if sc.cluster.datacenter_gpus:              # GPUs that differ: the tightest one (design/capacity.py)
         need, cap = tightest_gpu(sc)
     return Candidate(job.layout, sc.dp, s.row(0), job.estimate_s, share_query(job.base, sc), job.baseline,
-                     cap, sc.parallelism.order, need, _changed(job.base, sc))
+                     cap, sc.parallelism.order, need,
+                     _changed(job.searched or from_dict(dict(job.base.raw)), sc))
 
 
-def _changed(base: Base, sc: Scenario) -> dict[str, Any]:
-    """The dotted fields of ``sc`` that differ from the scenario searched, as ``run --set`` takes
+def _changed(searched: Scenario, sc: Scenario) -> dict[str, Any]:
+    """The dotted fields of ``sc`` that differ from the scenario ``searched``, as ``run --set`` takes
     them (a hunt found pipedream-vgg16's rows reproduced at other times: their overrides left the
     file's stage_layers in place, and with --gpus the nodes out)."""
-    searched = from_dict(dict(base.raw))
     return {k: parse_value(v, k) for k, v in changed_fields(searched, sc).items() if k != "name"}
 
 
@@ -332,10 +333,12 @@ def _full_phase(base: Base, raw: Mapping[str, Any], own: Layout, ranked: list[tu
     baseline: Candidate | None = None
     tried = 0
     ran = 0                   # simulations finished, the baseline's included
-    batch = [_FullJob(base, raw, own, None, baseline=True)]
+    searched = from_dict(dict(base.raw))
+    batch = [_FullJob(base, raw, own, None, baseline=True, searched=searched)]
     while True:
         room = min(top - len(found), top + MAX_EXTRA_FULL - tried)
-        batch += [_FullJob(base, raw, lay, est) for lay, est in ranked[tried:tried + max(room, 0)]]
+        batch += [_FullJob(base, raw, lay, est, searched=searched)
+                  for lay, est in ranked[tried:tried + max(room, 0)]]
         if not batch:
             return found, baseline, tried
         counted = _offset(progress, ran, ran + len(batch))

@@ -29,20 +29,19 @@ def resolve_b(raw_a: dict[str, Any]) -> BSide:
     otherwise the last valid B (A itself before there was one) with the reason."""
     ss = st.session_state
     over = dict(ss.get("_b_overrides") or {})
-    try:
-        raw_b = apply_overrides(raw_a, over)
-        from_dict(raw_b)
-    except ScenarioError as exc:
-        try:        # a new pipeline shape drops A's split for the old one (share.reshaped)
-            if reshaped(over, raw_a) == over:
-                raise
-            raw_b = apply_overrides(raw_a, reshaped(over, raw_a))
+    first: ScenarioError | None = None
+    # As given, then with a new pipeline shape dropping A's split for the old one (reshaped).
+    for tried in (over, reshaped(over, raw_a)):
+        try:
+            raw_b = apply_overrides(raw_a, tried)
             from_dict(raw_b)
-        except ScenarioError:
-            good: tuple[dict[str, Any], dict[str, Any]] = ss.get("_b_good") or ({}, raw_a)
-            return BSide(dict(good[0]), good[1], str(exc))
-    ss["_b_good"] = (over, raw_b)
-    return BSide(over, raw_b)
+        except ScenarioError as exc:
+            first = first or exc
+            continue
+        ss["_b_good"] = (over, raw_b)
+        return BSide(over, raw_b)
+    good: tuple[dict[str, Any], dict[str, Any]] = ss.get("_b_good") or ({}, raw_a)
+    return BSide(dict(good[0]), good[1], str(first))
 
 
 def a_value(key: str) -> str:

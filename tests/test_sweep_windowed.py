@@ -57,3 +57,13 @@ def test_diff_compares_the_step_when_replicas_synchronise_apart():
     assert plain.a == a.time_per_step_s
     ordinary = simulate(load(ROOT / "scenarios" / "teaching-8gpu.yaml"))
     assert compare(ordinary, ordinary).metrics[0].key == "iteration_time_s"
+
+
+def test_the_compare_waterfall_says_its_categories_are_an_inner_steps():
+    """The Compare view's cards read the time per step (+3.212 s) and its waterfall the iteration's
+    categories (+0.0 ms): the waterfall's title says they are an inner step's."""
+    from explorer.analysis.compare import compare
+    from explorer.figures.compare import waterfall
+    a = simulate(load(ROOT / "scenarios" / f"{NAME}.yaml"))
+    b = simulate(load(ROOT / "scenarios" / f"{NAME}.yaml", {WAN: 0.1}))
+    assert waterfall(compare(a, b)).layout.title.text.endswith("by category of an inner step")

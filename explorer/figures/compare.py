@@ -52,6 +52,8 @@ def waterfall(cmp: Comparison, height: int = 320, font_size: int = 12) -> go.Fig
     fig.update_layout(
         height=height, margin=dict(l=10, r=24, t=34, b=30), showlegend=False, font=dict(size=font_size),
         title=dict(text=f"B − A = {cmp.difference_s * scale:+,.{digits}f} {unit}, by category"
+                        # (the categories are an iteration's: a sync between inner steps is not one)
+                        + (" of an inner step" if cmp.metrics[0].key == "time_per_step_s" else "")
                         + ("" if b_fits else " (B does not fit)"),
                    font=dict(size=font_size + 1)),
         xaxis=dict(title=unit, range=[max(0.0, lo - 1.2 * pad), hi + 0.45 * pad]),

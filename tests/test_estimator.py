@@ -338,6 +338,7 @@ def test_fast_mode_is_within_its_bound_on_shipped_random_and_deep_scenarios():
         assert_fast_within_bound(scs)
 
 
+@pytest.mark.slow          # (over 3 s: the slow tier's rule, README)
 def test_fast_mode_ranks_long_pipelines_as_the_exact_estimate_beyond_one_percent():
     deep = long_pipelines() + deep_grid_scenarios(3)
     exact = estimate_many(deep).iteration_time_s

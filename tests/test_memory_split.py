@@ -227,6 +227,7 @@ def test_a_uniform_split_is_built_to_fit_closed_form():
     assert _Plan(mixed, live(4, 1), None, False).built() is None
 
 
+@pytest.mark.slow          # (over 3 s: the slow tier's rule, README)
 def test_uniform_layers_on_interleaved_lines_fit_wherever_a_split_does():
     """1,000 random lines of equal layers (p 2-4, 1F1B or interleaved with v 2-3, up to 8 spare
     layers; seed 2), each against every split of its layers: of the 203 whose balanced split does

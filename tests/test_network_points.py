@@ -6,6 +6,7 @@ options) and per point the rates, latencies, NIC channels and the channels' cap;
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -57,6 +58,7 @@ def _case(draw):
     return draw(st.sampled_from(OPS)), size, shapes, options, draw(st.sampled_from(ALGORITHMS))
 
 
+@pytest.mark.slow          # (over 3 s: the slow tier's rule, README)
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_case())
 def test_points_equal_the_scalar_cost_bit_for_bit(case):

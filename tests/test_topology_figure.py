@@ -132,6 +132,20 @@ def test_one_node_draws_every_gpu_with_its_stage_and_dp_pairs():
     assert sum(n.startswith("PP stage") for n in legend) == 4 and any("DP group" in n for n in legend)
 
 
+def test_pipedream_replicas_draw_every_gpu_on_its_stage():
+    """PipeDream's 15-1 (stage_replicas [15, 1] on 16 GPUs): 16 GPU boxes, 15 filled as stage 0
+    (GPUs 0-14, replica_groups.replica_gpu), GPU 15 as stage 1, and stage 0's replicas joined as
+    one data-parallel group (14 segments along the chain)."""
+    fig = figure("pipedream-vgg16")
+    gpus = role(fig, "box", kind="gpu")
+    assert len(gpus) == 16
+    fill = {int(re.search(r"GPU (\d+)", t.text).group(1)): t.fillcolor for t in gpus}
+    assert sorted(fill) == list(range(16))
+    assert len({fill[g] for g in range(15)}) == 1 and fill[15] != fill[0]
+    assert any("DP rank 14" in t.text and "PP stage 0" in t.text for t in gpus)
+    assert len(segments(fig, ("group",))) == 14
+
+
 def test_gpu_labels_carry_their_ranks():
     sc = scenario("TP 2 x CP 2 on 2 nodes")
     pl = Placement.for_scenario(sc)

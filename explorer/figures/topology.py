@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from ..network.placement import Placement
+from ..network.replica_groups import replica_gpu
 from ..network.topology import Fabric
 from ..scenario import Scenario
 from ..variants.hetero import dc_gpu
@@ -151,12 +152,27 @@ def _stage_color(stage: int) -> str:
     return STAGE_COLORS[stage % len(STAGE_COLORS)]
 
 
+def _coordinates(sc: Scenario) -> tuple[dict[str, int], dict[int, tuple[int, int, int, int]]]:
+    """Each dimension's size and every GPU's (tp, cp, dp, pp) ranks.  With PipeDream's stage
+    replicas (``parallelism.stage_replicas``) the replicas of a stage are its data-parallel ranks,
+    placed as the simulator places them (network/replica_groups.py: stage after stage, each
+    replica a contiguous block of tp x cp GPUs, tp innermost), and dp is the most replicas."""
+    reps = sc.parallelism.stage_replicas
+    if not reps:
+        pl = Placement.for_scenario(sc)
+        sz = pl.sizes
+        return sz, {pl.gpu(tp=t, cp=c, dp=r, pp=p): (t, c, r, p) for t in range(sz["tp"])
+                    for c in range(sz["cp"]) for r in range(sz["dp"]) for p in range(sz["pp"])}
+    tp, cp = sc.parallelism.tp, sc.parallelism.cp
+    sz = {"tp": tp, "cp": cp, "dp": max(reps), "pp": len(reps)}
+    return sz, {replica_gpu(sc, s, k) + c * tp + t: (t, c, k, s) for s, r in enumerate(reps)
+                for k in range(r) for c in range(cp) for t in range(tp)}
+
+
 def _draw_gpus(d: _Drawing, sc: Scenario, nodes: dict[int, _Box], cols: int, with_id: bool) -> None:
     """Each GPU of the detailed view: ranks as its label, filled by stage, TP outlined, DP/CP joined."""
-    pl = Placement.for_scenario(sc)
-    sz, gpn = pl.sizes, sc.cluster.gpus_per_node
-    coords = {pl.gpu(tp=t, cp=c, dp=r, pp=p): (t, c, r, p) for t in range(sz["tp"]) for c in range(sz["cp"])
-              for r in range(sz["dp"]) for p in range(sz["pp"])}
+    sz, coords = _coordinates(sc)
+    gpn = sc.cluster.gpus_per_node
     dims = ("tp", "cp", "dp", "pp")
     groups: dict[str, list[list[int]]] = {}
     for i, dim in enumerate(dims):  # a group: the GPUs whose coordinates differ only in ``dim``

@@ -32,19 +32,46 @@ def breakdown(breakdown_s: Mapping[str, float], iteration_s: float, title: str =
     return fig
 
 
+# Longest class label drawn under a vertical bar: longer ones ("stage 0 · hopper · H100 SXM" of a
+# mixed-generations run) would stand rotated and take half the plot's height on a projector.
+VERTICAL_LABEL_CHARS = 12
+
+
 def memory(by_class: list[dict[str, float]], labels: list[str], capacity_GB: float,
            height: int = 380, font_size: int = 12) -> go.Figure:
-    """Stacked per-GPU memory (GB) per class, with the capacity as a dashed line."""
+    """Stacked per-GPU memory (GB) per class, with the capacity as a dashed line: a column per
+    class, or, when a label is longer than :data:`VERTICAL_LABEL_CHARS`, a row per class (first
+    at the top) with its label written above its bar, so that long labels read horizontally and
+    leave the bars the plot's whole width (the figure grows with the rows)."""
     fig = go.Figure()
     colors = {"params": "#4C78A8", "grads": "#F58518", "optimizer": "#54A24B", "activations": "#B279A2",
               "reserved": "#9D9DA0"}          # reserved: NCCL's communicator buffers
+    rows = max((len(x) for x in labels), default=0) > VERTICAL_LABEL_CHARS
+    at = list(range(len(labels)))
     for kind, color in colors.items():
-        fig.add_trace(go.Bar(x=labels, y=[m.get(kind, 0.0) for m in by_class], name=kind, marker_color=color,
-                             hovertemplate=f"{kind}: %{{y:.1f}} GB<extra>%{{x}}</extra>"))
-    fig.add_hline(y=capacity_GB, line_dash="dash", line_color="#C00",
-                  annotation_text=f"capacity {capacity_GB:.1f} GB", annotation_position="top left")
+        gb = [m.get(kind, 0.0) for m in by_class]
+        if rows:
+            fig.add_trace(go.Bar(y=at, x=gb, orientation="h", width=0.45, name=kind, marker_color=color,
+                                 customdata=labels,
+                                 hovertemplate=f"{kind}: %{{x:.1f}} GB<extra>%{{customdata}}</extra>"))
+        else:
+            fig.add_trace(go.Bar(x=labels, y=gb, name=kind, marker_color=color,
+                                 hovertemplate=f"{kind}: %{{y:.1f}} GB<extra>%{{x}}</extra>"))
     top = max([capacity_GB] + [sum(m.get(k, 0.0) for k in colors) for m in by_class])
-    fig.update_layout(barmode="stack", height=height, margin=dict(l=10, r=10, t=30, b=40),
-                      yaxis=dict(title="GB per GPU", range=[0, top * 1.12]), font=dict(size=font_size),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    axis = dict(title="GB per GPU", range=[0, top * 1.12])
+    if rows:
+        fig.add_vline(x=capacity_GB, line_dash="dash", line_color="#C00",
+                      annotation_text=f"capacity {capacity_GB:.1f} GB", annotation_position="top left")
+        for i, label in enumerate(labels):
+            fig.add_annotation(x=0, y=i - 0.25, text=label, showarrow=False, xanchor="left", yanchor="bottom",
+                               xref="x", yref="y")
+        height = max(height, 110 + 3 * font_size + round(2.6 * font_size) * len(labels))
+        fig.update_layout(xaxis=axis, yaxis=dict(autorange="reversed", showticklabels=False, range=None),
+                          legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    else:
+        fig.add_hline(y=capacity_GB, line_dash="dash", line_color="#C00",
+                      annotation_text=f"capacity {capacity_GB:.1f} GB", annotation_position="top left")
+        fig.update_layout(yaxis=axis, legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    fig.update_layout(barmode="stack", height=height, font=dict(size=font_size),
+                      margin=dict(l=10, r=10, t=30, b=40))
     return fig

@@ -128,7 +128,7 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
             else:
                 out.warnings.append(f"ignored tour={_short(value)}: not a tour (valid: {', '.join(tours())})")
         elif key == "step":
-            out.step = int(value) if value.isdigit() and 0 < int(value) <= 1000 else 0
+            out.step = int(value) if value.isascii() and value.isdigit() and 0 < int(value) <= 1000 else 0
         elif key.startswith(D_PREFIX):
             if key[len(D_PREFIX):] in DESIGN_KEYS:
                 out.design[key[len(D_PREFIX):]] = one_line(value)

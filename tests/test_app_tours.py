@@ -108,6 +108,8 @@ def test_a_bare_tour_link_without_present_mode_shows_the_narration():
     ({"tour": "pipeline-bubbles", "step": "99"}, "Link: ignored step: tour pipeline-bubbles has steps 1 to 7",
      "89.1 ms"),
     ({"tour": "pipeline-bubbles", "step": "x", "present": "1"}, "Link: ignored step:", "89.1 ms"),
+    # A superscript is a digit to str.isdigit, not to int(): it stopped the app.
+    ({"tour": "pipeline-bubbles", "step": "²"}, "Link: ignored step:", "89.1 ms"),
 ])
 def test_a_bad_tour_link_warns_in_one_line_and_opens_a_valid_scenario(query, warning, card):
     """An unknown tour: the default scenario (teaching-8gpu's 1F1B); a step out of range: step 1."""

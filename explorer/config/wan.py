@@ -95,6 +95,6 @@ def datacenter_index(end: str, names: tuple[str, ...], dcs: int) -> int | None:
     if end in names:
         return names.index(end)
     text = end[2:] if not names and end.startswith("dc") else end
-    if text.isdigit() and int(text) < dcs:
+    if text.isascii() and text.isdigit() and int(text) < dcs:
         return int(text)
     return None

@@ -126,7 +126,7 @@ class Timeline:
 def _lane_order(lane: str) -> tuple[int, str, int]:
     """Offload first, then replica lanes by stream and replica number (compute~2 before compute~10)."""
     base, _, n = lane.partition("~")
-    return (0 if lane == OFFLOAD else 1, base, int(n) if n.isdigit() else 0)
+    return (0 if lane == OFFLOAD else 1, base, int(n) if n.isascii() and n.isdigit() else 0)
 
 
 def _layers(t: Task) -> int:

@@ -80,7 +80,7 @@ def step_number(value: Any, tour: Tour) -> int:
     """The 1-based step a link's ``step=`` names, or 1 when it names none of ``tour``'s steps
     (share.parse_query warns about such a value and shows step 1 too)."""
     text = str(value[-1] if isinstance(value, (list, tuple)) and value else value).strip()
-    n = int(text) if text.isdigit() and len(text) <= 4 else 0
+    n = int(text) if text.isascii() and text.isdigit() and len(text) <= 4 else 0
     return n if 1 <= n <= len(tour.steps) else 1
 
 

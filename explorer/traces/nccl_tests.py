@@ -49,7 +49,8 @@ class NcclTestsRun:
 
 def _row(tokens: list[str], in_place: bool) -> Row | None:
     """A table row: size, count, type, [redop], [root], then 4 figures per placement."""
-    if len(tokens) < 7 or not tokens[0].isdigit() or not tokens[1].isdigit():
+    # ASCII digits only: str.isdigit also accepts superscripts, which int() refuses.
+    if len(tokens) < 7 or not all(t.isascii() and t.isdigit() for t in tokens[:2]):
         return None
     figures = tokens[-8:] if len(tokens) >= 11 else tokens[-4:]
     if len(figures) == 8:

@@ -138,6 +138,16 @@ def _write(name, text):
     (_write("bad.json", '{"traceEvents": [{"ph": "X", "ts": 1,, "dur": 2}]}'), "not valid JSON"),
     (_write("deep.json", '{"traceEvents": [' + "[" * 100_000), "nests JSON too deeply"),
     (_write("empty.json", '{"traceEvents": []}'), "empty"),
+    # Iterations of no length (or written in seconds: 0.04 "µs"), and iterations with nothing in
+    # them, were compared as measured runs with exit 0.
+    (_write("zero.json", '{"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 0, "dur": 0}]}'),
+     "last 0 µs"),
+    (_write("seconds.json", '{"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 1.0, "dur": 0.04},'
+                            ' {"ph": "X", "name": "aten::mm", "ts": 1.0, "dur": 0.03}]}'), "microseconds"),
+    (_write("huge.json", '{"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 1e308, "dur": 5e4},'
+                         ' {"ph": "X", "name": "aten::mm", "ts": 1e308, "dur": 4e4}]}'), "last 0 µs"),
+    (_write("steps.json", '{"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 0, "dur": 5e4},'
+                          ' {"ph": "X", "name": "ProfilerStep#2", "ts": 5e4, "dur": 5e4}]}'), "nothing to measure"),
     (lambda tmp_path: tmp_path, "no .json or .json.gz trace"),
     (lambda tmp_path: tmp_path / "missing.json", "does not exist"),
 ])

@@ -81,6 +81,10 @@ def dimension_of_call(op: str, group: str | None, trace: RankTrace, layout: Layo
     return dim if dim in COMM_DIMS else layout.default_reduction_dim()
 
 
+# Shortest mean iteration a trace may measure: 1 µs (no GPU kernel launch is shorter).
+MIN_STEP_S = 1e-6
+
+
 def measure_step(trace: RankTrace, index: int, step: int, layout: Layout) -> StepMeasure:
     """Sweep the step window once: events sorted by time, per-lane counters, one category per
     elementary segment."""
@@ -168,6 +172,15 @@ def measure(traces: Sequence[RankTrace], layout: Layout, skip: int = 0) -> Measu
     k = len(slowest)
     cats = {c: sum(m.categories[c] for m in slowest) / k for c in CATEGORIES}
     tot = {d: sum(m.comm_total_s[d] for m in slowest) / k for d in COMM_DIMS}
+    mean = sum(m.duration_s for m in slowest) / k
+    # Chrome-trace times are microseconds (Kineto writes ts and dur so); a step shorter than
+    # MIN_STEP_S is no training iteration: times written in seconds, or steps of no length.
+    if not mean >= MIN_STEP_S:
+        raise ValueError(f"its iterations last {mean * 1e6:.3g} µs on average: ts and dur must be "
+                         "microseconds (Kineto's unit), and each iteration at least 1 µs")
+    if sum(v for c, v in cats.items() if c != "bubble") <= 0.0:
+        raise ValueError("no kernel, operator or collective falls inside its iterations: nothing to "
+                         "measure (profile with activities=[CPU, CUDA])")
     return Measured(steps=tuple(steps), per_step=tuple(slowest),
-                    iteration_s=sum(m.duration_s for m in slowest) / k, categories=cats,
+                    iteration_s=mean, categories=cats,
                     comm_total_s=tot, ranks=len(traces), gpu=all(t.gpu for t in traces))

@@ -180,3 +180,29 @@ def test_equal_replicas_are_the_uniform_hybrid():
     assert reps.utilisation == pytest.approx(uniform.utilisation, rel=1e-12)
     auto = simulate(load(teaching, {**base, "parallelism.dp": 1, "parallelism.stage_replicas": "auto"}))
     assert auto.scenario.parallelism.stage_replicas == (2, 2)
+
+
+@pytest.mark.parametrize("changes, words", [
+    # 1F1B-RR gives micro-batch j to replica j mod r: fewer than r leaves replicas idle; the 1f1b
+    # case stopped the engine with an internal error (CycleError), exit 1.
+    ({"training.global_batch": 64, "parallelism.schedule": "1f1b"}, "1 micro-batch of 64, fewer than the 15"),
+    ({"training.global_batch": 320}, "at least 960"),
+    ({"training.global_batch": 64, "parallelism.stage_replicas": "auto", "parallelism.stage_layers": None,
+      "parallelism.schedule": "1f1b"}, "too few for stage_replicas auto to place 16 replicas"),
+])
+def test_every_replica_needs_a_micro_batch(changes, words, capsys):
+    args = ["run", str(SCENARIO)]
+    for k, v in changes.items():
+        args += ["--set", f"{k}={'null' if v is None else v}"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "training.global_batch" in err and words in err and "\n" not in err
+
+
+def test_auto_gives_no_stage_more_replicas_than_micro_batches():
+    """10 micro-batches on 16 replica slots over 2 stages: no stage gets more than 10 (the
+    partitioner's choice without the bound was 15-1)."""
+    sc = load(SCENARIO, {"training.global_batch": 640, "parallelism.stage_replicas": "auto",
+                         "parallelism.stage_layers": None})
+    got = replica_split.plan(sc)
+    assert sum(got.replicas) == 16 and max(got.replicas) <= 10

@@ -62,6 +62,13 @@ def rule_replicas_fill_cluster(sc: Scenario) -> None:
         if gpus % (p.tp * p.cp) or slots < p.pp or n < p.pp:
             raise ScenarioError(FIELD, f"auto needs at least pp = {p.pp} replicas of tp*cp GPUs and "
                                 f"layers; the cluster has {slots} and the model {n} layers")
+        if slots > sc.micro_batches * p.pp:
+            m = sc.micro_batches
+            raise ScenarioError("training.global_batch", f"{sc.training.global_batch} gives {m} micro-batch"
+                                f"{'es' if m != 1 else ''} of {sc.training.micro_batch}: too few for "
+                                f"stage_replicas auto to place {slots} replicas on {p.pp} stages, each "
+                                f"replica with a micro-batch; at least "
+                                f"{-(-slots // p.pp) * sc.training.micro_batch}")
         if search_work(n, slots, p.pp) > MAX_STATES_WORK:
             raise ScenarioError(FIELD, f"auto searches {n} layers x {slots} replica slots over {p.pp} "
                                 "stages, beyond the partitioner's budget; give the replica counts")
@@ -72,6 +79,15 @@ def rule_replicas_fill_cluster(sc: Scenario) -> None:
     if sc.dp != 1:
         raise ScenarioError(FIELD, f"is set with parallelism.dp = {sc.dp}; the stage replicas replace the "
                             "data-parallel degree: set parallelism.dp to 1 (or leave it out)")
+    # 1F1B-RR hands micro-batch j to replica j mod r (Narayanan et al., SOSP 2019, Sec. 3.2): with
+    # fewer micro-batches than replicas some replicas of a stage would get none, hold no gradients
+    # to all-reduce and never step.
+    m, most = sc.micro_batches, max(r)
+    if most > 0 and m < most:
+        mb = sc.training.micro_batch
+        raise ScenarioError("training.global_batch", f"{sc.training.global_batch} gives {m} micro-batch{'es' if m != 1 else ''} of "
+                            f"{mb}, fewer than the {most} replicas of a stage (parallelism.stage_replicas "
+                            f"{excerpt(list(r))}), each of which needs one: at least {mb * most}")
 
 
 def rule_replicas_schedule(sc: Scenario) -> None:

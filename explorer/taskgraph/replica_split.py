@@ -153,6 +153,8 @@ def plan(sc: Scenario, replicas: tuple[int, ...] | None = None,
     # best: (layers covered, slots used, last stage's replicas) -> (seconds, previous state)
     best: dict[tuple[int, int, int], tuple[float, tuple | None, int]] = {}
     for r in choices(0, 0):
+        if r > c.m:
+            continue
         for j in ends(0, 0):
             best[(j, r, r)] = (c.stage(0, j, 0, r), None, j)
     history = [best]
@@ -160,7 +162,7 @@ def plan(sc: Scenario, replicas: tuple[int, ...] | None = None,
         nxt: dict[tuple[int, int, int], tuple[float, tuple | None, int]] = {}
         for (i, used, rl), (val, _, _) in best.items():
             for r in choices(s, used):
-                if r < 1 or used + r > W:
+                if r < 1 or used + r > W or r > c.m:      # each replica needs a unit (replica_rules)
                     continue
                 edge = max(val, c.boundary(i, used - rl, rl, r))
                 for j in ends(s, i):

@@ -87,3 +87,27 @@ def test_a_family_refuses_what_it_does_not_model(toy):
     # The estimator leaves the row to the simulation, whose refusal is the row's reason (NaN row).
     est, why = estimate_profiles([row_profile(sc)])
     assert math.isnan(est.iteration_time_s[0]) and why == [str(info.value)]
+
+
+@pytest.mark.parametrize(("sets", "field", "words"), [
+    # A section no family reads was dropped in silence: the DLRM ran as if model.gnn were absent.
+    (["model.gnn.features=10"], "model.gnn", "a dlrm model has none"),
+    (["model.kind=gnn"], "model.kind", "but model.dlrm is set"),
+])
+def test_another_familys_section_is_refused_by_name(sets, field, words, capsys):
+    from explorer.cli import main
+    args = ["run", "dlrm-dcnv2"]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {field}:") and words in err and "\n" not in err
+
+
+def test_a_transformer_kind_with_a_gnn_section_names_the_section():
+    from explorer.config.schema import ScenarioError
+    from explorer.scenario import from_dict
+    with pytest.raises(ScenarioError) as info:
+        from_dict({"model": {"kind": "transformer", "preset": "llama3-8b", "gnn": {}},
+                   "training": {"global_batch": 64}})
+    assert info.value.field == "model.kind" and "model.gnn" in str(info.value)

@@ -132,6 +132,11 @@ def rule_dlrm(sc: Any) -> None:
         return
     why = "a recommendation model (model.dlrm) has no such part here"
     refuse_parts(m, ("moe", "mla", "mtp_depth", "conv"), f"is not a DLRM part; {why} (remove it)")
+    d = m.dlrm
+    if d.sharding == "column_wise" and d.dim < sc.dp:
+        raise ScenarioError("model.dlrm.sharding", f"'column_wise' cuts each table's {d.dim} columns over "
+                                                   f"{sc.dp} GPUs: fewer columns than GPUs; use another "
+                                                   f"sharding, or model.dlrm.dim of at least {sc.dp}")
     if tr.recompute != "none":
         raise ScenarioError("training.recompute", f"{tr.recompute!r}: recomputing a DLRM's layers is not "
                                                   "modelled; use none")

@@ -142,6 +142,15 @@ def rule_gnn(sc: Any) -> None:
     if g.train_nodes > g.nodes:
         raise ScenarioError("model.gnn.train_nodes", f"{g.train_nodes} is more than model.gnn.nodes = "
                                                      f"{g.nodes}; at most {g.nodes}")
+    if g.mode == "minibatch" and g.halo_nodes:
+        raise ScenarioError("model.gnn.halo_nodes", f"{g.halo_nodes}: the halo exchange is full-graph "
+                                                    "training's; set model.gnn.mode: fullgraph, or remove it")
+    # A partition's halo is nodes of the other partitions: at most the nodes outside its own share.
+    outside = g.nodes - -(-g.nodes // p.dp)
+    if g.mode == "fullgraph" and g.halo_nodes > outside:
+        raise ScenarioError("model.gnn.halo_nodes", f"{g.halo_nodes} is more than the {outside} nodes outside "
+                                                    f"a partition ({g.nodes} nodes in {p.dp} partitions); at "
+                                                    f"most {outside}")
     if g.mode == "minibatch" and len(g.fanouts) != g.layers:
         raise ScenarioError("model.gnn.fanouts", f"{list(g.fanouts)} has {len(g.fanouts)} entries; give one "
                                                  f"per layer (model.gnn.layers = {g.layers})")

@@ -121,6 +121,13 @@ def derive_model(model: dict[str, Any]) -> dict[str, Any]:
     if kind == "transformer" and model.get("kind") is not None and model.get("conv") is not None:
         raise ScenarioError("model.kind", "'transformer' but model.conv is set; use cnn, or remove "
                                           "model.conv")
+    # Each family's derive refuses what it reads first; a section none of them reads is refused
+    # after (_one_family), e.g. model.gnn under model.kind dlrm.
+    return _one_family(_derived(model, kind))
+
+
+def _derived(model: dict[str, Any], kind: str) -> dict[str, Any]:
+    """derive_model's work, family by family."""
     if kind == "rnn" or model.get("rnn") is not None:
         return derive_rnn(model)                 # GNMT-style LSTMs: explorer/config/rnn.py
     if kind == "dlrm" or model.get("dlrm") is not None:
@@ -142,6 +149,32 @@ def derive_model(model: dict[str, Any]) -> dict[str, Any]:
             raise ScenarioError(f"model.{k}", f"{model[k]!r} does not match model.conv (a {c.label} "
                                               f"gives {v!r}); leave it out, it is derived from model.conv")
     return {**model, **derived}
+
+
+# Each family's own section of the model (the transformer has none).
+FAMILY_SECTIONS = {"conv": "cnn", "dlrm": "dlrm", "gnn": "gnn", "rnn": "rnn"}
+
+
+def _one_family(model: dict[str, Any]) -> dict[str, Any]:
+    """``model``; a section of another family than the model's kind (or, the kind not given, than
+    its first section's) is refused: it would be dropped silently, e.g. model.gnn under model.kind
+    dlrm."""
+    kind = model.get("kind")
+    present = [s for s in FAMILY_SECTIONS if model.get(s) is not None]
+    if kind is None:
+        if len(present) < 2:
+            return model
+        kind = FAMILY_SECTIONS[present[0]]
+    if kind == "transformer" and present:
+        part = present[0]
+        raise ScenarioError("model.kind", f"'transformer' but model.{part} is set; use "
+                                          f"{FAMILY_SECTIONS[part]}, or remove model.{part}")
+    for part in present:
+        if FAMILY_SECTIONS[part] != kind:
+            raise ScenarioError(f"model.{part}", f"is the section of a {FAMILY_SECTIONS[part]} model; a {kind} "
+                                                 f"model has none (remove it, or set model.kind: "
+                                                 f"{FAMILY_SECTIONS[part]} without the {kind} section)")
+    return model
 
 
 def derived_model_fields(m: Any) -> tuple[str, ...]:

@@ -147,7 +147,8 @@ def _write(name, text):
     (_write("huge.json", '{"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 1e308, "dur": 5e4},'
                          ' {"ph": "X", "name": "aten::mm", "ts": 1e308, "dur": 4e4}]}'), "last 0 µs"),
     (_write("steps.json", '{"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 0, "dur": 5e4},'
-                          ' {"ph": "X", "name": "ProfilerStep#2", "ts": 5e4, "dur": 5e4}]}'), "nothing to measure"),
+                          ' {"ph": "X", "name": "ProfilerStep#2", "ts": 5e4, "dur": 5e4}]}'),
+     "nothing to measure"),
     (lambda tmp_path: tmp_path, "no .json or .json.gz trace"),
     (lambda tmp_path: tmp_path / "missing.json", "does not exist"),
 ])

@@ -643,7 +643,8 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"model": {"kind": "gnn", "gnn": {"halo_nodes": 5}}, "parallelism": {"tp": 1, "pp": 1, "dp": 16}},
          "model.gnn.halo_nodes"),
         ({"model": {"kind": "gnn", "gnn": {"mode": "fullgraph", "halo_nodes": 2_449_029}},
-          "parallelism": {"tp": 1, "pp": 1, "dp": 16}, "training.global_batch": 16, "training.micro_batch": 1},
+          "parallelism": {"tp": 1, "pp": 1, "dp": 16}, "training.global_batch": 16,
+          "training.micro_batch": 1},
          "model.gnn.halo_nodes"),
     ],
     "rule_rnn": [
@@ -664,7 +665,8 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"model": {"kind": "dlrm", "mtp_depth": 1}, "parallelism": {"tp": 1, "pp": 1, "dp": 16}},
          "model.mtp_depth"),
         # Half a column per GPU was accepted.
-        ({"model": {"kind": "dlrm", "dlrm": {"dim": 8, "bottom_mlp": [512, 256, 8], "sharding": "column_wise"}},
+        ({"model": {"kind": "dlrm", "dlrm": {"dim": 8, "bottom_mlp": [512, 256, 8],
+                                             "sharding": "column_wise"}},
           "parallelism": {"tp": 1, "pp": 1, "dp": 16}}, "model.dlrm.sharding"),
     ],
     "rule_layer_recipes_need_a_transformer": [

@@ -148,7 +148,8 @@ def rule_gnn(sc: Any) -> None:
     # A partition's halo is nodes of the other partitions: at most the nodes outside its own share.
     outside = g.nodes - -(-g.nodes // p.dp)
     if g.mode == "fullgraph" and g.halo_nodes > outside:
-        raise ScenarioError("model.gnn.halo_nodes", f"{g.halo_nodes} is more than the {outside} nodes outside "
+        raise ScenarioError("model.gnn.halo_nodes", f"{g.halo_nodes} is more than the {outside} nodes "
+                                                    f"outside "
                                                     f"a partition ({g.nodes} nodes in {p.dp} partitions); at "
                                                     f"most {outside}")
     if g.mode == "minibatch" and len(g.fanouts) != g.layers:

@@ -171,7 +171,8 @@ def _one_family(model: dict[str, Any]) -> dict[str, Any]:
                                           f"{FAMILY_SECTIONS[part]}, or remove model.{part}")
     for part in present:
         if FAMILY_SECTIONS[part] != kind:
-            raise ScenarioError(f"model.{part}", f"is the section of a {FAMILY_SECTIONS[part]} model; a {kind} "
+            raise ScenarioError(f"model.{part}", f"is the section of a {FAMILY_SECTIONS[part]} model; "
+                                                 f"a {kind} "
                                                  f"model has none (remove it, or set model.kind: "
                                                  f"{FAMILY_SECTIONS[part]} without the {kind} section)")
     return model

@@ -85,8 +85,8 @@ def rule_replicas_fill_cluster(sc: Scenario) -> None:
     m, most = sc.micro_batches, max(r)
     if most > 0 and m < most:
         mb, es = sc.training.micro_batch, "es" if m != 1 else ""
-        raise ScenarioError("training.global_batch", f"{sc.training.global_batch} gives {m} micro-batch{es} of "
-                            f"{mb}, fewer than the {most} replicas of a stage (parallelism.stage_replicas "
+        raise ScenarioError("training.global_batch", f"{sc.training.global_batch} gives {m} micro-batch{es} "
+                            f"of {mb}, fewer than the {most} replicas of a stage (parallelism.stage_replicas "
                             f"{excerpt(list(r))}), each of which needs one: at least {mb * most}")
 
 

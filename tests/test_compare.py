@@ -405,3 +405,23 @@ def test_presentation_legend_runs_in_columns_above_lanes_that_keep_their_height(
     assert ga.layout.margin.t > plain.layout.margin.t and rows >= 4
     if gb.layout.showlegend is False:
         assert gb.layout.height - gb.layout.margin.t == ga.layout.height - ga.layout.margin.t
+
+
+@pytest.mark.parametrize(("name", "label"), [("pipedream-vgg16", "Images/s"), ("teaching-8gpu", "Tokens/s"),
+                                             ("pipedream-gnmt16", "Tokens/s")])
+def test_the_throughput_card_counts_what_the_family_counts(name, label):
+    """diff's and the Compare view's rate card reads run --json's throughput_unit, as the page's
+    card does (a hunt found "Tokens/s" over VGG-16's images)."""
+    res = simulate(load_scenario(name, []))
+    labels = [m.label for m in compare(res, res).metrics]
+    assert labels[1] == label
+    assert res.to_json_dict()["throughput_unit"] == label[:-2].lower()
+
+
+def test_scaling_names_the_familys_unit(capsys):
+    assert main(["scaling", "resnet50-cloud-dp", "--gpus", "8,16"]) == 0
+    out = capsys.readouterr().out
+    assert "images/GPU" in out and "tokens/GPU" not in out
+    assert main(["scaling", "resnet50-cloud-dp", "--gpus", "8", "--json"]) == 0
+    (point,) = json.loads(capsys.readouterr().out)
+    assert point["samples_per_s"] == pytest.approx(point["global_batch"] / point["time_per_step_s"], rel=1e-12)

@@ -145,6 +145,10 @@ def compare(a: Any, b: Any) -> Comparison:
         # Replicas synchronising apart: the step card is the amortised step, as the page's own card
         # (a hunt found diff read "Iteration time +0.0%" beside "Tokens/s -66.5%").
         shown = (("time_per_step_s", "Time per step"), *METRICS[1:])
+    # The throughput card counts what the family counts (images/s for a CNN), as the page's card.
+    units = {j.get("throughput_unit", "tokens") for j in (ja, jb)}
+    rate = f"{units.pop().capitalize()}/s" if len(units) == 1 else "Throughput/s"
+    shown = tuple((key, rate if key == "tokens_per_s" else label) for key, label in shown)
     metrics = tuple(Delta(key, label, _metric(ja, key), _metric(jb, key)) for key, label in shown)
     memory = tuple(Delta(k, k, float(ja["memory_GB"].get(k, 0.0)), float(jb["memory_GB"].get(k, 0.0)))
                    for k in MEMORY_KINDS)

@@ -4,7 +4,8 @@ Iteration time, MFU and exposed communication per dimension as the cluster grows
 replicas (explorer/design/scaling.py): weak scaling grows the global batch with dp, strong scaling
 keeps it.  ``--json`` prints a list, one object per size: ``gpus``, ``overrides``, ``valid``, then
 ``reason`` or ``dp``, ``global_batch``, ``iteration_time_s``, ``mfu``, ``tokens_per_s``,
-``tokens_per_gpu``, ``memory_GB_total``, ``fits``, ``breakdown_s``, ``exposed_s`` and ``link``.
+``tokens_per_gpu`` (what the family's throughput counts: images for a CNN), ``samples_per_s``,
+``memory_GB_total``, ``fits``, ``breakdown_s``, ``exposed_s`` and ``link``.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ..design.progress import reporting
 from ..design.scaling import MODES, ScalePoint, scaling
 from ..scenario import ScenarioError
 from ..vocabulary import COMM_DIMS
+from ..workloads.registry import nouns
 
 NAME = "scaling"
 HELP = "iteration time, MFU and exposed communication as GPUs grow (weak or strong scaling)"
@@ -51,14 +53,17 @@ def run(args: argparse.Namespace) -> int:
     with reporting(NAME) as progress:
         base = open_base(args.scenario, parse_sets(args.set))
         points = scaling(base, sizes, args.mode, progress)
-    print(dumps([p.to_json() for p in points]) if args.json else scaling_text(points, base.label, args.mode))
+    unit = nouns(base.scenario().model).per_second
+    print(dumps([p.to_json() for p in points]) if args.json else
+          scaling_text(points, base.label, args.mode, unit))
     return 0
 
 
-def scaling_text(points: list[ScalePoint], label: str, mode: str) -> str:
+def scaling_text(points: list[ScalePoint], label: str, mode: str, unit: str = "tokens") -> str:
+    """The table of ``points``; ``unit``: what the family's throughput counts (tokens, images)."""
     lines = [f"# {mode} scaling of {one_line(label)} (the full engine's figures; extra GPUs are "
              "data-parallel replicas)",
-             f"{'GPUs':>8} {'dp':>6} {'batch':>7} {'iteration':>10} {'MFU':>6} {'tokens/GPU':>10}  "
+             f"{'GPUs':>8} {'dp':>6} {'batch':>7} {'iteration':>10} {'MFU':>6} {unit + '/GPU':>10}  "
              + " ".join(f"{'exp ' + d:>9}" for d in COMM_DIMS)]
     for p in points:
         if not p.valid:

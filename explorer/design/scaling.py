@@ -113,6 +113,7 @@ def scaling(base: Base, gpus: Sequence[int] | None = None, mode: str = "weak",
             continue
         figures = s.row(j)
         figures["tokens_per_gpu"] = variant.training.global_batch * variant.model.seq_len / variant.gpus
+        figures["samples_per_s"] = variant.training.global_batch / figures["time_per_step_s"]
         points[i] = ScalePoint(pt.gpus, pt.overrides, True, None, pt.dp, pt.global_batch, figures,
                                share_query(base, variant))
     return points

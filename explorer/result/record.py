@@ -15,7 +15,7 @@ from ..config import Scenario
 from ..engine.scheduler import Task
 from ..fold.steady import FoldInfo
 from ..network.compression_quality import convergence_cost
-from ..workloads.registry import workload_for
+from ..workloads.registry import nouns, workload_for
 from .timeline import Timeline, build_timeline
 from .windows import STEP_TIERS, Exchange, SyncWindow
 
@@ -149,6 +149,9 @@ class Result:
             "iteration_time_s": self.iteration_time_s,
             "tokens_per_s": self.tokens_per_s,
             "samples_per_s": self.samples_per_s,
+            # What tokens_per_s counts for this family (images for a CNN, tokens for an LSTM): the
+            # cards' and diff's label.
+            "throughput_unit": nouns(sc.model).per_second,
             **({"epoch_s": self.epoch_s} if self.epoch_s is not None else {}),
             "tflops_per_gpu": self.tflops_per_gpu,
             "mfu": self.mfu,

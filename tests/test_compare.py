@@ -424,4 +424,5 @@ def test_scaling_names_the_familys_unit(capsys):
     assert "images/GPU" in out and "tokens/GPU" not in out
     assert main(["scaling", "resnet50-cloud-dp", "--gpus", "8", "--json"]) == 0
     (point,) = json.loads(capsys.readouterr().out)
-    assert point["samples_per_s"] == pytest.approx(point["global_batch"] / point["time_per_step_s"], rel=1e-12)
+    rate = point["global_batch"] / point["time_per_step_s"]
+    assert point["samples_per_s"] == pytest.approx(rate, rel=1e-12)

@@ -59,6 +59,13 @@ class GanttInfo:
 LABEL_PX = 1.5
 PLOT_MARGIN_PX = 110
 
+def _lane_key(lane: str) -> tuple[int, int]:
+    """A lane's place within its class: the streams' order, a PipeDream replica's lane
+    (``compute~3``) after its stream's, by replica number."""
+    base, _, k = lane.partition("~")
+    return (LANES.index(base) if base in LANES else 99, int(k) if k.isascii() and k.isdigit() else 0)
+
+
 def lane_name(name: str, gpus: int) -> str:
     """A GPU class's lane label: its name and how many GPUs behave like it (``stage 0 ×2``)."""
     return f"{name} ×{gpus}"
@@ -105,7 +112,7 @@ def gantt(columns: dict[str, list], lane_names: tuple[str, ...], iteration_s: fl
     classes = sorted(set(columns["gpu_class"])) or [0]
     bands = len(classes) > 6 if bands is None else bands
     lanes_present = sorted({(columns["gpu_class"][i], columns["lane"][i]) for i in range(n)},
-                           key=lambda x: (x[0], LANES.index(x[1]) if x[1] in LANES else 99))
+                           key=lambda x: (x[0], *_lane_key(x[1])))
     short = dict(enumerate(lane_names))
     label = {k: f"{short[k[0]]} · {k[1]}" for k in lanes_present}
 

@@ -129,6 +129,15 @@ def _lane_order(lane: str) -> tuple[int, str, int]:
     return (0 if lane == OFFLOAD else 1, base, int(n) if n.isascii() and n.isdigit() else 0)
 
 
+def _lane(t: Task) -> str:
+    """The lane of a task drawn as one row: its kind's stream, on a PipeDream stage replica's own
+    lane (``pp~3``: replica 3's sends, which overlap replica 0's; a hunt found them on one trace
+    thread, where complete events must nest)."""
+    lane = LANE_OF.get(t.kind, t.stream)
+    _, tilde, k = t.stream.partition("~")
+    return f"{lane}~{k}" if tilde and "~" not in lane else lane
+
+
 def _layers(t: Task) -> int:
     """Layers a task's pass spans (1 for everything drawn as one row)."""
     return t.info.layers if isinstance(t.info, PassInfo) else 1
@@ -167,8 +176,7 @@ def build_timeline(tasks: Sequence[Task], class_labels: tuple[str, ...], max_seg
         if t.duration <= 0:
             continue
         if t.stream != "compute" or t.kind == "optimizer":
-            rows.add(t, LANE_OF.get(t.kind, t.stream), t.kind, t.start, t.duration,
-                     flops=0.0 if t.kind == "optimizer" else None)
+            rows.add(t, _lane(t), t.kind, t.start, t.duration, flops=0.0 if t.kind == "optimizer" else None)
             continue
         info = t.info
         layer_parts = [(k, v) for k, v in info.layer_parts if v > 0] if isinstance(info, PassInfo) else []

@@ -305,16 +305,18 @@ def test_scaling_reports_sizes_the_layout_cannot_take():
 
 
 def test_links_of_files_that_are_not_shipped_describe_every_field(tmp_path):
-    """A file outside scenarios/ is linked as the app's default scenario plus every field that
-    differs, so the link still opens the same scenario (its description aside: links never carry it)."""
+    """A file outside scenarios/ is linked as the nearest shipped scenario of its family (here the
+    one it copies, share_reference.closest_preset) plus every field that differs, so the link still
+    opens the same scenario (its description aside: links never carry it)."""
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump(preset_raw("two-datacenters")), encoding="utf-8")
     base = open_base(str(path))
     assert base.shipped is None
     sc = base.scenario({"parallelism.pp": 8})
     view = _open(share_query(base, sc))
-    assert view.scenario == "teaching-8gpu" and view.warnings == []
-    opened = from_dict(apply_overrides(preset_raw("teaching-8gpu"), view.overrides))
+    assert view.scenario == "two-datacenters" and view.warnings == []
+    assert view.overrides == {"parallelism.pp": 8}
+    opened = from_dict(apply_overrides(preset_raw("two-datacenters"), view.overrides))
     assert replace(opened, description=sc.description) == sc
 
 

@@ -45,7 +45,7 @@ from .gnn import GNN_DERIVED, fill_partitions
 from .gnn import derive as derive_gnn
 from .inference import refuse_training_fields, strip_training_fields
 from .inputs import MAX_BYTES, parse_document
-from .model_parts import MODEL_KINDS, MODELLED_KINDS, Conv
+from .model_parts import MODEL_KINDS, MODELLED_KINDS, Conv, one_family
 from .moe_dispatch import dispatcher_sms
 from .nccl_channels import nccl_channels
 from .overrides import apply_overrides
@@ -122,8 +122,8 @@ def derive_model(model: dict[str, Any]) -> dict[str, Any]:
         raise ScenarioError("model.kind", "'transformer' but model.conv is set; use cnn, or remove "
                                           "model.conv")
     # Each family's derive refuses what it reads first; a section none of them reads is refused
-    # after (_one_family), e.g. model.gnn under model.kind dlrm.
-    return _one_family(_derived(model, kind))
+    # after (model_parts.one_family), e.g. model.gnn under model.kind dlrm.
+    return one_family(_derived(model, kind))
 
 
 def _derived(model: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -149,33 +149,6 @@ def _derived(model: dict[str, Any], kind: str) -> dict[str, Any]:
             raise ScenarioError(f"model.{k}", f"{model[k]!r} does not match model.conv (a {c.label} "
                                               f"gives {v!r}); leave it out, it is derived from model.conv")
     return {**model, **derived}
-
-
-# Each family's own section of the model (the transformer has none).
-FAMILY_SECTIONS = {"conv": "cnn", "dlrm": "dlrm", "gnn": "gnn", "rnn": "rnn"}
-
-
-def _one_family(model: dict[str, Any]) -> dict[str, Any]:
-    """``model``; a section of another family than the model's kind (or, the kind not given, than
-    its first section's) is refused: it would be dropped silently, e.g. model.gnn under model.kind
-    dlrm."""
-    kind = model.get("kind")
-    present = [s for s in FAMILY_SECTIONS if model.get(s) is not None]
-    if kind is None:
-        if len(present) < 2:
-            return model
-        kind = FAMILY_SECTIONS[present[0]]
-    if kind == "transformer" and present:
-        part = present[0]
-        raise ScenarioError("model.kind", f"'transformer' but model.{part} is set; use "
-                                          f"{FAMILY_SECTIONS[part]}, or remove model.{part}")
-    for part in present:
-        if FAMILY_SECTIONS[part] != kind:
-            raise ScenarioError(f"model.{part}", f"is the section of a {FAMILY_SECTIONS[part]} model; "
-                                                 f"a {kind} "
-                                                 f"model has none (remove it, or set model.kind: "
-                                                 f"{FAMILY_SECTIONS[part]} without the {kind} section)")
-    return model
 
 
 def derived_model_fields(m: Any) -> tuple[str, ...]:

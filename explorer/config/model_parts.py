@@ -172,3 +172,29 @@ def refuse_parts(m: Any, parts: tuple[str, ...], message: str) -> None:
         if getattr(m, part) != _PART_ABSENT[part] and not (part == "moe" and not m.is_moe):
             raise ScenarioError(f"model.{part}", message)
 
+
+# Each family's own section of the model (the transformer has none).
+FAMILY_SECTIONS = {"conv": "cnn", "dlrm": "dlrm", "gnn": "gnn", "rnn": "rnn"}
+
+
+def one_family(model: dict[str, Any]) -> dict[str, Any]:
+    """``model``; a section of another family than the model's kind (or, the kind not given, than
+    its first section's) is refused: it would be dropped silently, e.g. model.gnn under model.kind
+    dlrm."""
+    kind = model.get("kind")
+    present = [s for s in FAMILY_SECTIONS if model.get(s) is not None]
+    if kind is None:
+        if len(present) < 2:
+            return model
+        kind = FAMILY_SECTIONS[present[0]]
+    if kind == "transformer" and present:
+        part = present[0]
+        raise ScenarioError("model.kind", f"'transformer' but model.{part} is set; use "
+                                          f"{FAMILY_SECTIONS[part]}, or remove model.{part}")
+    for part in present:
+        if FAMILY_SECTIONS[part] != kind:
+            raise ScenarioError(f"model.{part}", f"is the section of a {FAMILY_SECTIONS[part]} model; "
+                                                 f"a {kind} "
+                                                 f"model has none (remove it, or set model.kind: "
+                                                 f"{FAMILY_SECTIONS[part]} without the {kind} section)")
+    return model

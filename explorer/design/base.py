@@ -31,7 +31,8 @@ from ..scenario import (
     shipped_scenarios,
     to_dict,
 )
-from ..share import DEFAULT_SCENARIO, MAX_PARAMS, SharedView, flatten, format_value, preset_raw, to_query
+from ..share import DEFAULT_SCENARIO, MAX_PARAMS, SharedView, flatten, format_value, to_query
+from ..share_reference import closest_preset, reference_scenario
 
 DP_KEY = "parallelism.dp"
 
@@ -45,6 +46,9 @@ class Base:
     shipped: str | None
     label: str
     sets: Mapping[str, Any] = field(default_factory=dict)
+    # The shipped scenario share links are written against: ``shipped``, else the nearest of the
+    # same family (share_reference.closest_preset) when the base is valid, else the app's default.
+    reference: str = DEFAULT_SCENARIO
 
     def variant_raw(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
         """A deep copy of the raw mapping with ``overrides`` (dotted keys) applied."""
@@ -87,21 +91,26 @@ def open_base(name: str, sets: Mapping[str, Any] | None = None, keep_dp: bool = 
         raw["parallelism"].pop("dp", None)
     raw = apply_overrides(raw, sets)
     shipped = shipped_name(name)
-    return Base(raw, shipped, shipped or excerpt(name).strip("'"), sets)
+    return Base(raw, shipped, shipped or excerpt(name).strip("'"), sets, shipped or _reference_for(raw))
 
 
-@lru_cache(maxsize=16)
-def _reference(name: str) -> Scenario:
-    """The scenario a link to shipped scenario ``name`` starts from (dp derived, as links do)."""
-    return from_dict(preset_raw(name))
+def _reference_for(raw: Mapping[str, Any]) -> str:
+    """closest_preset of the scenario ``raw`` holds; the app's default when it is not valid (a
+    sweep may start from a base only its variants make valid)."""
+    try:
+        return closest_preset(from_dict(apply_overrides(raw, {})))
+    except ScenarioError:
+        return DEFAULT_SCENARIO
 
+
+_reference = reference_scenario
 
 def share_query(base: Base, sc: Scenario) -> str | None:
     """The share-link query string (``scenario=...&dotted.key=value...``) that opens ``sc`` in the
     app (explorer/share.py ``to_query``).  A scenario that is not shipped is described relative to
-    the app's default scenario, every differing field spelled out; None if that needs more
-    parameters than a link reads."""
-    name = base.shipped or DEFAULT_SCENARIO
+    ``base.reference``, every differing field spelled out; None if that needs more parameters than
+    a link reads."""
+    name = base.reference
     query = to_query(SharedView(name), _reference(name), sc)
     if len(query) > MAX_PARAMS:
         return None
@@ -120,7 +129,7 @@ def variant_query(base: Base, query: str | None, leaves: Mapping[str, Any]) -> s
     written as share.changed_fields writes it, or left out when the reference holds its value."""
     if query is None:
         return None
-    ref = _reference_leaves(base.shipped or DEFAULT_SCENARIO)
+    ref = _reference_leaves(base.reference)
     pairs = dict(parse_qsl(query, keep_blank_values=True))
     name = pairs.pop("scenario")
     for key, value in leaves.items():

@@ -8,7 +8,8 @@ from urllib.parse import urlencode, urlsplit
 from ..config.schema import excerpt
 from ..config.shipped import shipped_scenarios
 from ..scenario import Scenario, ScenarioError, from_dict
-from ..share import DEFAULT_SCENARIO, SharedView, preset_raw, to_query
+from ..share import SharedView, preset_raw, to_query
+from ..share_reference import closest_preset
 
 # Where `streamlit run app.py` and the Dockerfile serve the app (Streamlit's default port).
 DEFAULT_BASE_URL = "http://localhost:8501/"
@@ -23,22 +24,23 @@ def check_base_url(base_url: str) -> str:
     return base_url
 
 
-def preset_of(name: str) -> str:
+def preset_of(name: str) -> str | None:
     """The shipped scenario a command-line SCENARIO names: its name, or a file of scenarios/ given
-    by path; any other file is described relative to the app's default scenario."""
+    by path; None for any other file."""
     shipped = shipped_scenarios()
     if name in shipped:
         return name
     try:
         path = Path(name).resolve()
     except (OSError, ValueError):
-        return DEFAULT_SCENARIO
-    return next((k for k, p in shipped.items() if Path(p).resolve() == path), DEFAULT_SCENARIO)
+        return None
+    return next((k for k, p in shipped.items() if Path(p).resolve() == path), None)
 
 
 def report_link(name: str, sc: Scenario, base_url: str = DEFAULT_BASE_URL) -> str:
-    """The link that opens ``sc`` in the app at ``base_url``: its preset plus every field that
+    """The link that opens ``sc`` in the app at ``base_url``: its preset (for another file the
+    nearest shipped scenario of its family, share_reference.closest_preset) plus every field that
     differs from it (share.to_query, as the app's address bar writes it)."""
-    preset = preset_of(name)
+    preset = preset_of(name) or closest_preset(sc)
     query = to_query(SharedView(scenario=preset), from_dict(preset_raw(preset)), sc)
     return f"{check_base_url(base_url).split('?')[0]}?{urlencode(query)}"

@@ -126,6 +126,20 @@ def test_a_file_of_another_family_links_against_a_shipped_scenario_of_its_own(ca
     assert simulate(back).iteration_time_s == simulate(mine).iteration_time_s
 
 
+def test_a_serving_report_shows_the_serving_cards(capsys, tmp_path):
+    """A serving scenario's report showed a decode step as "Iteration time" and a 0 % bubble
+    under "1f1b · ZeRO 1": its cards are now the app's serving cards, read from run --json."""
+    html = write_report(capsys, tmp_path, "serve-llama3-70b-tp8")
+    r = parse_report(html)
+    j = run_json(capsys, "serve-llama3-70b-tp8")
+    assert r.card_labels[:6] == ["TTFT", "TPOT", "Output tokens/s per GPU", "Requests/s", "KV cache per GPU",
+                                 "Max batch"]
+    assert "Bubble" not in r.card_labels and "Iteration time" not in r.card_labels
+    for key in ("inference.ttft_s", "inference.tpot_s", "inference.requests_per_s"):
+        assert r.cards[key] == dotted(j, key), key
+    assert "ZeRO" not in html.split('<div class="cards">')[0]
+
+
 @pytest.mark.parametrize("argv,field", [
     (("no-such-scenario", "--html", "{tmp}/r.html"), "no-such-scenario"),
     (("teaching-8gpu", "--html", "{tmp}/missing-dir/r.html"), "--html"),

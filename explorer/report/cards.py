@@ -28,13 +28,46 @@ def fmt_time(s: float) -> str:
     return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.3f} s"
 
 
+# The serving cards, in the app's order (explorer/ui/views/metrics.py reads these labels).
+SERVING_CARDS = ("TTFT", "TPOT", "Output tokens/s per GPU", "Requests/s", "KV cache per GPU", "Max batch")
+
+
+def tpot_text(s: float) -> str:
+    """A TPOT for its card: two decimals of a millisecond below a second (a TPOT of a few ms moves in
+    its hundredths), else in seconds (a hunt found "9627002.91 ms" cut at the card's edge)."""
+    return f"{s * 1e3:.2f} ms" if s < 1 else f"{s:,.3g} s" if s < 1000 else f"{s:,.0f} s"
+
+
+def serving_cards(j: Mapping[str, Any]) -> list[Card]:
+    """The cards of a serving run (``run --json``'s ``inference``, explorer/serving/result.py), as
+    the app shows them: TTFT, TPOT, output tokens/s per GPU, requests/s, KV cache, largest batch."""
+    f = j["inference"]
+    loaded = "arrival_rate" in f
+    return [
+        Card(SERVING_CARDS[0], fmt_time(f["ttft_s"]), "inference.ttft_s", f["ttft_s"],
+             f"wait {fmt_time(f['queue_wait_s'])}" if loaded else "the prefill"),
+        Card(SERVING_CARDS[1], tpot_text(f["tpot_s"]), "inference.tpot_s", f["tpot_s"],
+             f"step {fmt_time(f['decode_step_s'])}"),
+        Card(SERVING_CARDS[2], f"{f['output_tokens_per_s_per_gpu']:,.0f}",
+             "inference.output_tokens_per_s_per_gpu", f["output_tokens_per_s_per_gpu"]),
+        Card(SERVING_CARDS[3], f"{f['requests_per_s']:,.2f}", "inference.requests_per_s", f["requests_per_s"],
+             f"load {f['load']:.0%}" if loaded else f"bound by {f['bound']}"),
+        Card(SERVING_CARDS[4], f"{f['kv_cache_GB']:.1f} GB", "inference.kv_cache_GB", f["kv_cache_GB"],
+             "the batch at full context, one decode GPU"),
+        Card(SERVING_CARDS[5], f"{f['max_batch']:,}", "inference.max_batch", float(f["max_batch"]),
+             f"batch {f['batch']:,}")]
+
+
 def cards(j: Mapping[str, Any], sc: Scenario) -> list[Card]:
-    """The cards of a run JSON ``j`` (``run --json``'s object) of scenario ``sc``: iteration time
-    (and the time per step of a synchronisation window), throughput in the family's units, MFU,
-    TFLOP/s per GPU, bubble, memory per GPU against capacity and the expected-error band."""
-    out: list[Card] = []
+    """The cards of a run JSON ``j`` (``run --json``'s object) of scenario ``sc``: a serving run's
+    (:func:`serving_cards`), else iteration time (and the time per step of a synchronisation
+    window), throughput in the family's units, MFU, TFLOP/s per GPU, bubble, memory per GPU against
+    capacity; and the expected-error band."""
+    out: list[Card] = serving_cards(j) if j.get("inference") else []
     err = j.get("expected_error")
     band = f"±{err * 100:.0f} % expected error" if err is not None else "no published run like this one"
+    if out:
+        return out + [_error_card(err)]
     out.append(Card("Iteration time", fmt_time(j["iteration_time_s"]), "iteration_time_s",
                     j["iteration_time_s"], band))
     if j.get("sync"):
@@ -54,8 +87,11 @@ def cards(j: Mapping[str, Any], sc: Scenario) -> list[Card]:
     mem, cap = j["memory_GB"]["total"], j["memory_capacity_GB"]
     out.append(Card("Memory per GPU", f"{mem:.1f} GB", "memory_GB.total", mem,
                     f"over {cap:.1f} GB" if mem > cap else f"of {cap:.1f} GB"))
-    # Always shown: with no published run like this one the card says so (the band's label).
+    return out + [_error_card(err)]
+
+
+def _error_card(err: float | None) -> Card:
+    """Always shown: with no published run like this one the card says so (the band's label)."""
     shown = f"±{err * 100:.0f} %" if err is not None else "n/a"
     says = "validation error of similar published runs" if err is not None else "no similar published run"
-    out.append(Card("Expected error", shown, "expected_error", err, says))
-    return out
+    return Card("Expected error", shown, "expected_error", err, says)

@@ -72,8 +72,13 @@ def report_html(r: ReportInputs) -> str:
     p = sc.parallelism
     title = one_line(sc.name)
     m = j["micro_batches"]
-    layout = (f"{gpu_summary(sc)} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · ep {p.ep} · "
-              f"{p.schedule} · ZeRO {p.zero} · {m} micro-batch{'' if m == 1 else 'es'}")
+    if sc.inference is not None:     # a serving deployment: no schedule, ZeRO or micro-batches
+        inf = sc.inference
+        layout = (f"{gpu_summary(sc)} · tp {p.tp} · pp {p.pp} · ep {p.ep} · serving a batch of {inf.batch} · "
+                  f"{inf.prompt_tokens} prompt and {inf.output_tokens} output tokens")
+    else:
+        layout = (f"{gpu_summary(sc)} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · ep {p.ep} · "
+                  f"{p.schedule} · ZeRO {p.zero} · {m} micro-batch{'' if m == 1 else 'es'}")
     drawn = charts(r)
     band = j.get("expected_error_label") or ""
     parts = [

@@ -4,16 +4,10 @@ from __future__ import annotations
 import streamlit as st
 
 from ... import dimensions
+from ...report.cards import SERVING_CARDS, fmt_time, tpot_text
 from ...workloads.registry import nouns, workload_for
 from ..cache import ViewData
 from ..summary import Summary
-
-
-def fmt_time(s: float) -> str:
-    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.3f} s"
-
-
-SERVING_CARDS = ("TTFT", "TPOT", "Output tokens/s per GPU", "Requests/s", "KV cache per GPU", "Max batch")
 
 
 def render_serving(f: dict, present: bool = False) -> None:
@@ -40,12 +34,6 @@ def render_serving(f: dict, present: bool = False) -> None:
                    delta_color="inverse" if f["batch"] > f["max_batch"] else "off")
     if not present:
         st.caption(f"Bottleneck — {f['bottleneck']}")
-
-
-def tpot_text(s: float) -> str:
-    """A TPOT for its card: two decimals of a millisecond below a second (a TPOT of a few ms moves in
-    its hundredths), else in seconds (a hunt found "9627002.91 ms" cut at the card's edge)."""
-    return f"{s * 1e3:.2f} ms" if s < 1 else f"{s:,.3g} s" if s < 1000 else f"{s:,.0f} s"
 
 
 # From ten million a second (a DLRM's 15,226,053 samples/s) the rate is said in millions: ten

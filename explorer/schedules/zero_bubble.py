@@ -81,24 +81,42 @@ def zb_h1_bubble(b: BubbleInputs) -> tuple[float, str]:
 def zb_h2_bubble(b: BubbleInputs) -> tuple[float, str]:
     """Qi et al. ICLR 2024 Sec. 3.1: bubble (p-1)(F+B-2W), zero once F+B <= 2W, for W <= F; as in
     ZB-H1 a W fills at most an F-long gap, so in general (p-1)·max(0, F+B-2·min(F,W)); consecutive
-    iterations overlap, so the iteration is the steady-state period m(F+B+W) + bubble."""
+    iterations overlap, so the iteration is the steady-state period m(F+B+W) + bubble.  The closed
+    form assumes ZB-H2's warm-up of 2p-1 forwards is filled (m >= 2p-1); with fewer micro-batches
+    the period is the critical path's, one iteration after the next (:func:`overlap_period`)."""
     p, m = b.p, b.m
     F, B, W = b.passes()
     bub = (p - 1) * max(0.0, F + B - 2 * min(F, W))
     val = bub / (m * (F + B + W) + bub)
+    if m < 2 * p - 1:
+        exact = 1 - m * (F + B + W) / overlap_period("zb-h2", p, m, F, B, W)
+        return exact, (f"1 - m(F+B+W)/T = {exact:.1%}, T the period of back-to-back ZB-H2 iterations with "
+                       f"p = {p}, m = {m} < 2p-1 (the paper's (p-1)(F+B-2W) assumes its warm-up filled "
+                       f"and gives {val:.1%})")
     return val, (f"(p-1)·max(0, F+B-2min(F,W))/(m(F+B+W)+(p-1)·max(0, F+B-2min(F,W))) = {val:.1%} "
                  f"with p = {p}, m = {m}, "
                  f"F = {F * 1e3:.3g} ms, B = {B * 1e3:.3g} ms, W = {W * 1e3:.3g} ms "
                  f"(Qi et al. 2024, Sec. 3.1)")
 
 
-def ideal_makespan(schedule: str, p: int, m: int, F: float, B: float, W: float) -> float:
+def overlap_period(schedule: str, p: int, m: int, F: float, B: float, W: float) -> float:
+    """The steady-state period of iterations run back to back, each stage's order after its order
+    of the iteration before (ZB-H2's overlapping iterations): the makespan of three iterations less
+    that of two.  (The difference is the same from the second iteration on: checked from p 4 to 32,
+    m 1 to 2p-2, in tests/test_bubble.py.)"""
+    return ideal_makespan(schedule, p, m, F, B, W, 3) - ideal_makespan(schedule, p, m, F, B, W, 2)
+
+
+def ideal_makespan(schedule: str, p: int, m: int, F: float, B: float, W: float, iterations: int = 1) -> float:
     """Makespan of a zero-bubble order with free communication and passes costing F, B (input
     gradients) and W (weight gradients): a critical-path evaluation of the order (each op starts
     when its stage's previous op and the same micro-batch's pass on the neighbouring stage are
     done), independent of the engine.  For m >= p it equals m(F+B+W) + (p-1)(F+B-min(F,W)) for ZB-H1
-    (Qi et al. 2024, Table 1); for fewer micro-batches the warm-up is not filled and it is longer."""
-    orders = [zero_bubble_order(schedule, s, p, m) for s in range(p)]
+    (Qi et al. 2024, Table 1); for fewer micro-batches the warm-up is not filled and it is longer.
+    ``iterations``: that many iterations' orders one after the other on every stage (micro-batch j
+    of iteration k numbered k·m + j)."""
+    orders = [[op._replace(mb=op.mb + k * m) for k in range(iterations) for op in
+               zero_bubble_order(schedule, s, p, m)] for s in range(p)]
     f_end: dict[tuple[int, int], float] = {}
     b_end: dict[tuple[int, int], float] = {}
     cost = {"F": F, "B": B, "W": W}

@@ -696,6 +696,12 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"training.global_batch": 20, "parallelism.vpp": 2, "parallelism.schedule": "interleaved"},
          "training.global_batch"),
         ({"training.global_batch": 8, "parallelism.schedule": "dualpipe"}, "training.global_batch"),
+        # Asynchronous 1F1B with fewer micro-batches than stages: all warm-up and drain, half its
+        # compute read as bubble (2bw at m 7 on 8 stages); and 2bw's two versions need m >= pp.
+        ({"parallelism": {"tp": 1, "pp": 8, "dp": 2}, "training.global_batch": 8,
+          "parallelism.schedule": "2bw"}, "training.global_batch"),
+        ({"parallelism": {"tp": 1, "pp": 8, "dp": 2}, "training.global_batch": 8,
+          "parallelism.schedule": "pipedream-async"}, "training.global_batch"),
     ],
     "rule_ep_divides_dp_cp": [({**_MIXTRAL, "parallelism.ep": 3}, "parallelism.ep")],
     # Half an MoE section was accepted as a dense model and changed nothing (a sidebar walk).

@@ -12,9 +12,9 @@ Sec. 3.1 of 2BW: 2·Mθ), and 1F1B's activations (p - s micro-batches in flight 
 from __future__ import annotations
 
 from .base import BubbleInputs
-from .pipedream import ITERATIONS_SIMULATED, order
+from .pipedream import ITERATIONS_SIMULATED, order, rule
 
-__all__ = ["ITERATIONS_SIMULATED", "order", "weight_versions", "version_of", "bubble"]
+__all__ = ["ITERATIONS_SIMULATED", "order", "rule", "weight_versions", "version_of", "bubble"]
 
 WEIGHT_VERSIONS = 2       # double buffering (ICML 2021 Sec. 3.1): the newest and the one in flight
 

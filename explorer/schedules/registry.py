@@ -155,7 +155,7 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
              fused_pairs=True,
              citation="DeepSeek-AI, DeepSeek-V3 Technical Report, 2024, Sec. 3.2.1"),
     Schedule("pipedream-async", pipedream.order, False, Window.ASYNC, pipedream.ITERATIONS_SIMULATED,
-             pipeline.one_f_one_b_in_flight, pipeline.peak_activations, pipedream.bubble, pipeline.no_rule,
+             pipeline.one_f_one_b_in_flight, pipeline.peak_activations, pipedream.bubble, pipedream.rule,
              weight_versions=pipedream.weight_versions, stage_replicas=True,
              citation="Narayanan et al., PipeDream, SOSP 2019"),
     # Cross-datacenter schedules (issue 12): their orders read the WAN delays (schedules/cross_dc.py).
@@ -200,7 +200,7 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
                       "Bidirectional Pipelines, SC21"),
     Schedule("2bw", pipedream_2bw.order, False, Window.ASYNC, pipedream_2bw.ITERATIONS_SIMULATED,
              pipeline.one_f_one_b_in_flight, pipeline.peak_activations, pipedream_2bw.bubble,
-             pipeline.no_rule, weight_versions=pipedream_2bw.weight_versions,
+             pipedream_2bw.rule, weight_versions=pipedream_2bw.weight_versions,
              citation="Narayanan et al., Memory-Efficient Pipeline-Parallel DNN Training "
                       "(PipeDream-2BW), ICML 2021"),
 )}

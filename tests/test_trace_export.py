@@ -37,3 +37,20 @@ def test_the_trace_names_every_lane_an_event_is_on(path):
                 open_ends.pop()
             assert not open_ends or end <= open_ends[-1] + 1e-3, (start, end, open_ends[-1])
             open_ends.append(end)
+
+
+@pytest.mark.parametrize("name", ["parameter-server", "gossip-exponential"])
+def test_the_exchange_of_gossip_and_parameter_servers_is_on_the_trace(name):
+    """The replica's step was the whole trace: parameter-server's 9.76 s iteration spanned 0.45 s
+    with no dp event, though its push and pull are 95 % of it.  The exchange is on every class's
+    dp lane, lasting its own seconds and ending with the iteration."""
+    from conftest import ROOT
+    res = simulate(load(ROOT / "scenarios" / f"{name}.yaml"))
+    events = [e for e in json.loads(res.timeline.to_trace_json())["traceEvents"] if e["ph"] == "X"]
+    assert max(e["ts"] + e["dur"] for e in events) == pytest.approx(res.iteration_time_s * 1e6, rel=1e-12)
+    dp = [e for e in events if e["cat"] == "dp"]
+    assert len(dp) == len(res.classes)
+    assert dp[0]["dur"] == pytest.approx(res.exchange.exchange_s * 1e6, rel=1e-9)
+    # Named as what it is (the Explain panel reads it: teaching/explain.py), with the bytes one GPU sends.
+    assert dp[0]["args"]["detail"].startswith("exchange: ")
+    assert dp[0]["args"]["bytes"] == max(res.exchange.bytes_per_gpu.values())

@@ -79,6 +79,15 @@ def explain_bar(bar: GanttBar | None, peak_tflops: float, gpu: str, dtype: str) 
                 "engine: it takes no SMs\n\n"
                 "Shorter with: fewer offloaded layers (training.offload_activations_layers) or a "
                 "faster host link; only what outlasts the compute beside it stalls the pass.")
+    if detail.startswith("exchange: "):
+        # Gossip or parameter servers (explorer/variants/lowcomm/exchange_tasks.py): priced apart.
+        return (f"{head}\n\n- the replicas' {detail.removeprefix('exchange: ')}: "
+                f"**{(nbytes or 0.0) / 1e6:,.1f} MB** sent per GPU per step, priced apart from the replica's "
+                f"own step (explorer/variants/lowcomm/decentral.py)\n"
+                f"- the bar lasts the exchange and ends with the iteration: what outlasts the step is "
+                f"exposed, the rest runs under it\n\n"
+                f"Shorter with: a faster NIC (cluster.scale_out.nic_Gbps), compressed payloads, more "
+                f"server nodes or fewer gossip peers.")
     if not nbytes:
         return f"{head}\n\nMemory-bound work (norms, activations, optimizer): HBM bytes / HBM bandwidth."
     op = _op(detail)

@@ -73,6 +73,7 @@ from ...workloads.registry import compression_plan
 from ..kinds import Variant
 from ..replicas import variants
 from .amortise import amortised_utilisation, step_busy
+from .exchange_tasks import exchange_tasks, with_exchange
 from .gossip_graph import peer_offsets, phase
 from .window import sent_per_boundary
 
@@ -322,7 +323,9 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
                 f"stragglers: {sum(row['replicas'] for row in fast):,} replicas would step in "
                 f"{min(row['iteration_time_s'] for row in fast):.4g} s but wait for the "
                 f"{kinds[pace].tag or 'slowest replica'} ({T:.4g} s per step): {why}")))
+    tasks = with_exchange(rep.tasks, exchange_tasks(len(rep.classes), x, T))
     return rep.combined(sc, notices, pace=slow, groups=sc.dp, iteration_time_s=T, bottleneck=story,
+                        tasks=tasks,
                         utilisation=amortised_utilisation(sc, busy, T),
                         bubble_fraction=bubble, bubble_fraction_busiest=busiest, breakdown_s=breakdown,
                         comm_bytes_per_gpu=comm, comm_bytes_by_tier=by_tier, exchange=x, replicas=rows)

@@ -79,3 +79,26 @@ def test_the_estimator_counts_the_same_gradients(framework, zero):
     sc = from_dict(_gpt(framework=framework, zero=zero))
     est = estimate_many([sc])
     assert est.memory_GB_total[0] == pytest.approx(simulate(sc).memory.as_GB()["total"], rel=1e-9)
+
+
+@pytest.mark.parametrize(("framework", "optimizer", "state"), [
+    ("megatron", "adam", 8), ("deepspeed", "adam", 8), ("fsdp", "sgd", 4), ("megatron", "adam-bf16", 4)])
+def test_fp32_training_holds_fp32_weights_and_no_master_copy(framework, optimizer, state):
+    """Training in fp32 keeps no bf16 working copy: the weights are the fp32 master (4 bytes), the
+    gradients fp32 (4), the optimizer its moments alone (Adam 8, SGD's momentum 4, bf16 moments 4)
+    — 16 bytes per parameter with Adam, where the simulator counted bf16 weights and a master copy
+    (2 + 4 + 12).  Per parameter with ZeRO 0 (nothing sharded)."""
+    r = simulate(from_dict(_gpt(framework, "fp32", zero=0, optimizer=optimizer)))
+    n = r.memory.params / 4
+    assert (r.memory.params / n, r.memory.grads / n, r.memory.optimizer / n) == pytest.approx((4, 4, state))
+
+
+def test_fp32_zero_gathers_move_four_byte_weights():
+    """ZeRO-1's parameter all-gather after the step moves the weights as held: 4 bytes each in fp32,
+    twice bf16's; the gradients' reduce-scatter is 4 bytes either way (fsdp reduces in fp32)."""
+    rs_ag = {d: simulate(from_dict(_gpt("megatron", d, zero=1))).comm_bytes_per_gpu["dp"]
+             for d in ("bf16", "fp32")}
+    n = simulate(from_dict(_gpt("megatron", "bf16", zero=0))).memory.params / 2      # parameters held
+    # Ring reduce-scatter and all-gather each send (d - 1)/d of the buffer (d = 8).
+    assert rs_ag["bf16"] == pytest.approx(n * 7 / 8 * (4 + 2), rel=1e-6)
+    assert rs_ag["fp32"] == pytest.approx(n * 7 / 8 * (4 + 4), rel=1e-6)

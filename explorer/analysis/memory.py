@@ -9,7 +9,7 @@ from ..taskgraph.builder import IterationBuilder
 from ..taskgraph.techniques.fp8_memory import fp8_memory_bytes
 from ..taskgraph.techniques.fsdp import zero3_working_set
 from ..taskgraph.techniques.nccl_buffers import nccl_reserved_bytes
-from ..taskgraph.techniques.optimizer import OPTIMIZER_STATE_BYTES, PARAM_BYTES, grad_buffer_bytes
+from ..taskgraph.techniques.optimizer import grad_buffer_bytes, optimizer_state_bytes, param_bytes
 from .breakdown import MemoryBreakdown
 
 
@@ -32,7 +32,8 @@ def class_memory(b: IterationBuilder, net: Network, s: int, peak: float | None =
 
     # ZeRO (Rajbhandari et al. SC20, Fig. 1): stage 1 shards optimizer state, 2 also gradients,
     # 3 also parameters, each over the data-parallel group.
-    params = PARAM_BYTES * shard(dense, expert, zero >= 3)
+    weight = param_bytes(sc)       # bf16 working copy; the fp32 weight itself under fp32 training
+    params = weight * shard(dense, expert, zero >= 3)
     # Weight stashing (PipeDream): one version per micro-batch in flight; 1 for the other schedules.
     params *= b.schedule.weight_versions(s, b.p)
     # The gradient buffer in the framework's dtype: fp32 for Megatron-Core's main_grad under bf16
@@ -44,10 +45,10 @@ def class_memory(b: IterationBuilder, net: Network, s: int, peak: float | None =
         # layer's full gradients before their reduce-scatter; FSDP2 under a pipeline keeps the
         # stage gathered and its gradients accumulated unsharded (techniques/fsdp.py).
         layer = max(c.fsdp_layer_bytes for c in chunks)
-        gathered, unsharded_grads = zero3_working_set(sc, PARAM_BYTES * (dense + expert), layer)
+        gathered, unsharded_grads = zero3_working_set(sc, weight * (dense + expert), layer)
         params += gathered
         grads += unsharded_grads
-    opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer] * shard(dense, expert, zero >= 1)
+    opt = optimizer_state_bytes(sc) * shard(dense, expert, zero >= 1)
     # FP8 runs: the cached FP8 weight copies and the recipe's scaling state (fp8_memory.py).
     params += float(fp8_memory_bytes(sc, sum(c.fp8_params for c in chunks), sum(c.fp8_gemms for c in chunks),
                                      max(c.fp8_layer_params for c in chunks)))

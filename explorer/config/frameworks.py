@@ -129,8 +129,11 @@ class FrameworkProfile:
     def grad_buffer_bytes(self, dtype: str) -> int:
         """Bytes per parameter of the gradient buffer memory holds for a run trained in ``dtype``:
         the reduce dtype's where the framework accumulates into a buffer of that dtype, else the
-        bf16 gradient (GRAD_BYTES, explorer/taskgraph/techniques/optimizer.py)."""
-        return self.grad_reduce_bytes(dtype) if self.grad_buffer_in_reduce_dtype else GRAD_BYTES
+        bf16 gradient (GRAD_BYTES, explorer/taskgraph/techniques/optimizer.py), or the fp32 one of a
+        run trained in fp32."""
+        if self.grad_buffer_in_reduce_dtype:
+            return self.grad_reduce_bytes(dtype)
+        return max(GRAD_BYTES, _DTYPE_BYTES[dtype])
 
     def default_bucket_MB(self, dp: int, dtype: str) -> float:
         """The framework's gradient bucket for a data-parallel group of ``dp`` ranks, in MB."""

@@ -23,7 +23,7 @@ import numpy as np
 from ..config import Scenario
 from ..taskgraph.techniques.dp_buckets import MAX_BUCKET_TASKS, reduce_op
 from ..taskgraph.techniques.fsdp import comm_zero
-from ..taskgraph.techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
+from ..taskgraph.techniques.optimizer import grad_reduce_bytes, param_bytes
 from ..taskgraph.techniques.pair_sync import PAIR, PAIR_OP, pair_bytes, pair_synced
 from .keys import RowNetwork, memo_table
 
@@ -164,7 +164,7 @@ def dp_work(sc: Scenario, net: RowNetwork, params: np.ndarray, expert: np.ndarra
         frac[..., half * MAX_BUCKET_TASKS:(half + 1) * MAX_BUCKET_TASKS] = f
         dur[..., half * MAX_BUCKET_TASKS:(half + 1) * MAX_BUCKET_TASKS] = d
         if zero in (1, 2):
-            _, _, buckets, one = _tasks(sc, net, n_params, dim, "all-gather", PARAM_BYTES, classes, reps,
+            _, _, buckets, one = _tasks(sc, net, n_params, dim, "all-gather", param_bytes(sc), classes, reps,
                                         pkey, tasks=False)
             gather += buckets * one
             has_gather |= buckets > 0

@@ -20,7 +20,7 @@ from ..schedules.registry import Schedule
 from ..taskgraph.techniques.fp8_memory import fp8_memory_bytes
 from ..taskgraph.techniques.fsdp import zero3_working_set
 from ..taskgraph.techniques.nccl_buffers import nccl_reserved_bytes
-from ..taskgraph.techniques.optimizer import OPTIMIZER_STATE_BYTES, PARAM_BYTES, grad_buffer_bytes
+from ..taskgraph.techniques.optimizer import grad_buffer_bytes, optimizer_state_bytes, param_bytes
 from .chunk_basis import F_IDX, KINDS, costs
 from .keys import memo_table
 from .profile import RowProfile
@@ -180,7 +180,8 @@ def stage_memory_rows(profs: Sequence[RowProfile], units: Sequence[int]) -> np.n
         return np.where(sharded, split, whole)
 
     versions = np.array([sched.weight_versions(s, p) for s in range(p)])
-    params = PARAM_BYTES * shard(zero >= 3) * versions
+    weight = np.array([param_bytes(pr.sc) for pr in profs])[:, None]     # 4 B under fp32 training
+    params = weight * shard(zero >= 3) * versions
     grads = np.array([grad_buffer_bytes(pr.sc) for pr in profs])[:, None] * shard(zero >= 2)   # main_grad
     # FP8 runs: cached FP8 weight copies and scaling state, as analysis/memory.class_memory.
     fp8 = [pr for pr in profs if pr.sc.training.dtype == "fp8"]
@@ -195,11 +196,11 @@ def stage_memory_rows(profs: Sequence[RowProfile], units: Sequence[int]) -> np.n
         layer = np.stack([x.layer_bytes for x in L])[li][:, held].max(axis=2)
         z3 = zero >= 3
         # Per row, as analysis/memory.class_memory (techniques/fsdp.zero3_working_set).
-        ws = np.array([zero3_working_set(pr.sc, PARAM_BYTES * whole[r], layer[r])
+        ws = np.array([zero3_working_set(pr.sc, param_bytes(pr.sc) * whole[r], layer[r])
                        for r, pr in enumerate(profs)])
         params = np.where(z3, params + ws[:, 0], params)
         grads = np.where(z3, grads + ws[:, 1], grads)
-    state = np.array([OPTIMIZER_STATE_BYTES[pr.sc.training.optimizer] for pr in profs])[:, None]
+    state = np.array([optimizer_state_bytes(pr.sc) for pr in profs])[:, None]
     opt = state * shard(zero >= 1)
     for r, pr in enumerate(profs):
         comp = pr.sc.communication.compression

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..taskgraph.techniques.dp_buckets import MAX_BUCKET_TASKS, _per_task
 from ..taskgraph.techniques.fsdp import comm_zero
-from ..taskgraph.techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
+from ..taskgraph.techniques.optimizer import grad_reduce_bytes, param_bytes
 from .chunk_basis import F_IDX
 from .pipeline import StageTimes
 from .profile import RowProfile
@@ -30,7 +30,7 @@ def _tasks(prof: RowProfile, s: int, c: int, op: str) -> list[dict]:
     sc, net = prof.sc, prof.net
     gc = int(prof.holds[s, c])
     params, expert = prof.feat[gc, F_IDX["params"]], prof.feat[gc, F_IDX["expert_params"]]
-    nbytes = grad_reduce_bytes(sc) if op != "all-gather" else PARAM_BYTES
+    nbytes = grad_reduce_bytes(sc) if op != "all-gather" else param_bytes(sc)
     prioritised = op != "all-gather" and prof.overlap_reduce
     out = []
     for dim, n_params in (("dp", params), ("edp", expert)):

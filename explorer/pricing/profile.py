@@ -35,7 +35,7 @@ from ..taskgraph.layer import pp_message_bytes
 from ..taskgraph.layout import layout_for
 from ..taskgraph.techniques.dp_contention import sm_factor
 from ..taskgraph.techniques.fsdp import comm_zero, grad_reduce_overlaps
-from ..taskgraph.techniques.optimizer import OPTIMIZER_TRAFFIC_BYTES, grad_reduce_bytes
+from ..taskgraph.techniques.optimizer import OPTIMIZER_TRAFFIC_BYTES, grad_reduce_bytes, param_bytes
 from ..taskgraph.techniques.pair_sync import two_copies
 from ..workloads.spec import WorkloadSpec
 from .buckets import dp_work
@@ -147,7 +147,7 @@ def row_profile(sc: Scenario) -> RowProfile:
     zero = comm_zero(sc)
     # Two copies of the weights (pair_sync.two_copies) add the pair all-reduce to the buckets.
     dkey = (nkey, layout.pkey, min(zero, 1) if zero < 3 else 3, par.zero == 3, com.bucket_MB,
-            grad_reduce_bytes(sc), gather_overlap, two_copies(sc))
+            grad_reduce_bytes(sc), param_bytes(sc), gather_overlap, two_copies(sc))
     dp = _DP.get(dkey)
     if dp is None:
         dp = _DP[dkey] = dp_work(sc, info.for_row(sc), layout.params, layout.expert, gather_overlap,

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from ..config.sections import Scenario
 from ..physics.host_link import host_link_Bps
-from ..taskgraph.techniques.optimizer import OPTIMIZER_STATE_BYTES, PARAM_BYTES
+from ..taskgraph.techniques.optimizer import optimizer_state_bytes, param_bytes
 from ..workloads.registry import workload_for
 
 
 def checkpoint_bytes(sc: Scenario) -> float:
-    """Bytes of one checkpoint: parameters x (bf16 weight + optimiser state bytes per parameter)."""
+    """Bytes of one checkpoint: parameters x (weight + optimiser state bytes per parameter: a bf16
+    weight and fp32 master and moments, or under fp32 training the fp32 weight and moments)."""
     params = workload_for(sc.model).params(sc)
-    return params * (PARAM_BYTES + OPTIMIZER_STATE_BYTES[sc.training.optimizer])
+    return params * (param_bytes(sc) + optimizer_state_bytes(sc))
 
 
 def write_s(sc: Scenario) -> float:

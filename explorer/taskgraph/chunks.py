@@ -28,7 +28,7 @@ from .layer import (
     sum_parts,
 )
 from .techniques.fsdp import comm_zero
-from .techniques.optimizer import PARAM_BYTES
+from .techniques.optimizer import param_bytes
 
 __all__ = ["COMPUTE_PARTS", "ChunkContext", "ChunkWork", "Params", "balanced", "chunk_work", "fuse",
            "slowed", "sum_parts"]
@@ -174,7 +174,7 @@ def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: in
     a.hid_f += count * lp.fsdp.hidden_f
     a.hid_b += count * lp.fsdp.hidden_b
     a.fsdp_bytes += count * lp.fsdp.bus_bytes
-    a.layer_bytes = max(a.layer_bytes, (lc.params + lc.expert_params) * PARAM_BYTES)
+    a.layer_bytes = max(a.layer_bytes, (lc.params + lc.expert_params) * param_bytes(ctx.sc))
     a.fp8_params += count * (lc.params + lc.expert_params)
     a.fp8_gemms += count * _gemms(ctx.sc, lc.expert_params > 0)
     a.fp8_layer = max(a.fp8_layer, lc.params + lc.expert_params)
@@ -214,7 +214,7 @@ def _add_edge(ctx: ChunkContext, a: _Acc, edge: EdgeCost, stage: int) -> None:
         a.hid_f += fs.hidden_f
         a.hid_b += fs.hidden_b
         a.fsdp_bytes += fs.bus_bytes
-        a.layer_bytes = max(a.layer_bytes, edge.params * PARAM_BYTES)
+        a.layer_bytes = max(a.layer_bytes, edge.params * param_bytes(ctx.sc))
     flops = edge.fwd.gemm_flops + edge.bwd_input.gemm_flops + edge.bwd_weight.gemm_flops
     a.fl_f += edge.fwd.gemm_flops
     a.fl_b += edge.bwd_input.gemm_flops

@@ -18,7 +18,7 @@ from .edges import blocking_links, blocking_parts, edge_bytes, first_calls
 from .layout import Layout
 from .techniques.fsdp import FsdpCost, comm_zero, fsdp_cost
 from .techniques.moe_routing import dispatch_pass, imbalance_extra_s
-from .techniques.optimizer import PARAM_BYTES, grad_reduce_bytes
+from .techniques.optimizer import grad_reduce_bytes, param_bytes
 from .techniques.ring_attention import RingCost, ring_cost
 from .techniques.tp_overlap import exposed_tp
 
@@ -191,7 +191,7 @@ def fsdp_links(ctx: ChunkContext, lc: LayerCost | Params, stage: int) -> list[Li
         return []
     out: list[LinkCall] = []
     for dim, params in (("dp", lc.params), ("edp", lc.expert_params)):
-        out += priced_link(ctx.net, dim, "all-gather", params * PARAM_BYTES, stage, 2)
+        out += priced_link(ctx.net, dim, "all-gather", params * param_bytes(ctx.sc), stage, 2)
         out += priced_link(ctx.net, dim, "reduce-scatter", params * grad_reduce_bytes(ctx.sc), stage, 1)
     return out
 

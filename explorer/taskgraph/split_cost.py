@@ -35,7 +35,7 @@ from .techniques.dp_contention import sm_factor
 from .techniques.fp8_memory import fp8_memory_bytes
 from .techniques.fsdp import fsdp_step_sync
 from .techniques.nccl_buffers import nccl_reserved_bytes
-from .techniques.optimizer import OPTIMIZER_STATE_BYTES, PARAM_BYTES, grad_buffer_bytes, grad_reduce_bytes
+from .techniques.optimizer import grad_buffer_bytes, grad_reduce_bytes, optimizer_state_bytes, param_bytes
 
 # Seconds per pipeline unit of a piece: the forward's compute (compute, recompute), its exposed
 # communication and the communication hidden under it (TP overlap, ring attention, FSDP
@@ -279,15 +279,16 @@ def held_bytes_per_param(sc: Scenario, net: Network) -> tuple[float, float]:
     compressed gradient's error-feedback residual — analysis/memory.class_memory per parameter,
     with one weight version (DualPipe, the one split that weighs memory) and stage 0's groups."""
     zero = sc.parallelism.zero
-    opt = OPTIMIZER_STATE_BYTES[sc.training.optimizer]
+    opt = optimizer_state_bytes(sc)
+    weight = param_bytes(sc)
     residual = EF_BYTES[sc.communication.compression.kind]
     # FSDP2 under a pipeline keeps every parameter gathered and its accumulated gradient unsharded
     # in the reduce dtype (techniques/fsdp.zero3_working_set), on top of ZeRO-3's shards.
-    gathered = PARAM_BYTES + grad_reduce_bytes(sc) if fsdp_step_sync(sc) else 0.0
+    gathered = weight + grad_reduce_bytes(sc) if fsdp_step_sync(sc) else 0.0
     grads = grad_buffer_bytes(sc)          # fp32 under Megatron's main_grad (config/frameworks.py)
 
     def per(n: int) -> float:
-        return (PARAM_BYTES / (n if zero >= 3 else 1) + grads / (n if zero >= 2 else 1)
+        return (weight / (n if zero >= 3 else 1) + grads / (n if zero >= 2 else 1)
                 + opt / (n if zero >= 1 else 1) + (residual if n > 1 else 0.0) + gathered)
 
     ne = net.group_size("edp", 0) if sc.model.is_moe else 1

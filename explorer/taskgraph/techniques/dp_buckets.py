@@ -28,7 +28,7 @@ from ..chunks import ChunkWork
 from .dp_contention import hidden_seconds
 from .fsdp import comm_zero
 from .link_sharing import flow
-from .optimizer import PARAM_BYTES, grad_reduce_bytes
+from .optimizer import grad_reduce_bytes, param_bytes
 from .pair_sync import PAIR, PAIR_OP, fsdp_paired, pair_bytes, pair_synced
 
 # Buckets of one chunk kept as separate engine tasks; more are merged, k per task, so that the
@@ -133,8 +133,8 @@ def _made(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c: in
     out: list[int] = []
     jobs: list[tuple[float, float]] = []       # (ready fraction of ready_task, seconds) per bucket task
     # Gradients travel in the framework's reduction dtype (fp32 for Megatron bf16, explorer/
-    # frameworks.py); gathered parameters in the bf16 working copy.
-    nbytes = grad_reduce_bytes(sc) if op != "all-gather" else PARAM_BYTES
+    # frameworks.py); gathered parameters in the bf16 working copy (fp32 weights trained in fp32).
+    nbytes = grad_reduce_bytes(sc) if op != "all-gather" else param_bytes(sc)
     # Two-direction schedules: each bucket then all-reduced with the stage's other weight copy
     # (pair_sync.py), even when the data-parallel group is one GPU.  Under ZeRO-3 the layers'
     # reduce-scatters run inside the passes (fsdp.py); only the accumulated shard's pair all-reduce

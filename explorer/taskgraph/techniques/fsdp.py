@@ -41,7 +41,7 @@ from ...config import Scenario
 from ...config.frameworks import profile
 from ...network.collectives import bus_factor
 from ...network.groups import Network
-from .optimizer import GRAD_BYTES, PARAM_BYTES, grad_reduce_bytes
+from .optimizer import GRAD_BYTES, PARAM_BYTES, grad_reduce_bytes, param_bytes
 
 
 def fsdp_step_sync(sc: Scenario) -> bool:
@@ -62,9 +62,10 @@ def zero3_working_set(sc: Scenario, whole_bytes, layer_bytes):
       the step, and the accumulated unsharded gradients in the reduce dtype (module docstring),
       plus the bf16 gradient of the layer whose backward runs (it is added into them after).
 """
-    one_layer_grads = layer_bytes / PARAM_BYTES * GRAD_BYTES
+    weight = param_bytes(sc)
+    one_layer_grads = layer_bytes / weight * max(GRAD_BYTES, weight)     # fp32 training: fp32 gradients
     if fsdp_step_sync(sc):
-        return whole_bytes, one_layer_grads + whole_bytes / PARAM_BYTES * grad_reduce_bytes(sc)
+        return whole_bytes, one_layer_grads + whole_bytes / weight * grad_reduce_bytes(sc)
     return layer_bytes * (1 + sc.communication.prefetch_layers), one_layer_grads
 
 
@@ -103,7 +104,7 @@ class FsdpCost:
     copy_b: float = 0.0
 
 
-def fsdp_copy_bytes(params: float, grad_bytes: int) -> tuple[float, float]:
+def fsdp_copy_bytes(params: float, grad_bytes: int, weight_bytes: int = PARAM_BYTES) -> tuple[float, float]:
     """HBM bytes FSDP2's copy kernels move per micro-batch for ``params`` parameters, under the
     forward (one gather's copy-out) and the backward (a gather's copy-out and the reduce-scatter's
     copy-in into ``grad_bytes``-byte elements), as the module docstring derives.
@@ -111,8 +112,8 @@ def fsdp_copy_bytes(params: float, grad_bytes: int) -> tuple[float, float]:
     >>> fsdp_copy_bytes(1e9, 4)        # bf16 parameters, fp32 reduce: 4 B/param, then 4 + 6
     (4000000000.0, 10000000000.0)
     """
-    gather = 2.0 * params * PARAM_BYTES            # split_with_sizes_copy: read + write
-    reduce = params * (PARAM_BYTES + grad_bytes)   # chunk_cat: read bf16 gradient, write reduce dtype
+    gather = 2.0 * params * weight_bytes           # split_with_sizes_copy: read + write
+    reduce = params * (weight_bytes + grad_bytes)  # chunk_cat: read the gradient, write reduce dtype
     return gather, gather + reduce
 
 
@@ -125,20 +126,21 @@ def fsdp_cost(params: float, expert_params: float, net: Network, stage: int, f_c
     compute the next layer's gather hides under."""
     f_comm = b_gather = b_reduce = bus = copy_fb = copy_bb = 0.0
     grad_bytes = grad_reduce_bytes(net.sc)
+    weight = param_bytes(net.sc)
     copies = hbm_bytes_per_s > 0 and profile(net.sc.training.framework).fsdp_copy_kernels
     for dim, n_params in (("dp", params), ("edp", expert_params)):
         if n_params <= 0 or net.group_size(dim, stage) <= 1:
             continue
         if copies:
-            cf, cb = fsdp_copy_bytes(n_params, grad_bytes)
+            cf, cb = fsdp_copy_bytes(n_params, grad_bytes, weight)
             copy_fb += cf
             copy_bb += cb
-        ag = net.cost("all-gather", n_params * PARAM_BYTES, dim, stage)
+        ag = net.cost("all-gather", n_params * weight, dim, stage)
         rs = net.cost("reduce-scatter", n_params * grad_bytes, dim, stage)
         f_comm += ag.time_s
         b_gather += ag.time_s
         b_reduce += rs.time_s
-        bus += (2 * n_params * PARAM_BYTES + n_params * grad_bytes) * bus_factor("all-gather", ag.n)
+        bus += (2 * n_params * weight + n_params * grad_bytes) * bus_factor("all-gather", ag.n)
     copy_f = copy_fb / hbm_bytes_per_s if copies else 0.0
     copy_b = copy_bb / hbm_bytes_per_s if copies else 0.0
     f_comp, b_comp = f_comp + copy_f, b_comp + copy_b

@@ -2,7 +2,10 @@
 
 Mixed-precision training (Micikevicius et al., ICLR 2018) keeps a bf16 working copy of the weights
 and bf16 gradients, plus fp32 master weights and Adam's two moments: K = 12 bytes of optimizer
-state per parameter (Rajbhandari et al., ZeRO, SC20 Sec. 3.1).  The step itself is memory bound:
+state per parameter (Rajbhandari et al., ZeRO, SC20 Sec. 3.1).  Training in fp32
+(``training.dtype: fp32``) has no working copy: the weights are the fp32 master, 4 bytes, so the
+optimizer state is the moments alone (K - 4) and ZeRO's and FSDP's gathers move 4-byte weights
+(:func:`param_bytes`, :func:`optimizer_state_bytes`).  The step itself is memory bound:
 it streams every state once (Megatron-LM's fused Adam), so its time is bytes / HBM bandwidth.
 """
 from __future__ import annotations
@@ -24,6 +27,24 @@ OPTIMIZER_STATE_BYTES = {"adam": 12, "adam-bf16": 8, "sgd": 8}
 # gradient and writes master, m, v and the bf16 weight: 14 + 14 bytes; with bf16 moments 10 + 10;
 # SGD with momentum 10 + 10.
 OPTIMIZER_TRAFFIC_BYTES = {"adam": 28, "adam-bf16": 20, "sgd": 20}
+
+
+# The fp32 master copy a mixed-precision optimizer keeps (part of OPTIMIZER_STATE_BYTES).
+MASTER_BYTES = 4
+FP32_PARAM_BYTES = 4
+
+
+def param_bytes(sc: Scenario) -> int:
+    """Bytes of a weight as the GPU holds and gathers it: the bf16 working copy (PARAM_BYTES), or
+    the fp32 weight itself when training in fp32."""
+    return FP32_PARAM_BYTES if sc.training.dtype == "fp32" else PARAM_BYTES
+
+
+def optimizer_state_bytes(sc: Scenario) -> int:
+    """Optimizer state bytes per parameter: OPTIMIZER_STATE_BYTES, less the fp32 master copy when
+    training in fp32 (the weights are the master: Adam's moments alone, 8 bytes)."""
+    state = OPTIMIZER_STATE_BYTES[sc.training.optimizer]
+    return state - MASTER_BYTES if sc.training.dtype == "fp32" else state
 
 
 def optimizer_time(dense: float, expert: float, dp: int, edp: int, zero: int, optimizer: str,

@@ -602,3 +602,14 @@ def test_scaling_checks_a_run_plans_phases_as_run_and_sweep_do():
     with pytest.raises(ScenarioError, match=r"training\.phases\[3\]"):
         from explorer.run.phases import plan
         plan(open_base("llama3-405b-pretraining").scenario(pts[4096].overrides))
+
+
+def test_weak_scaling_grows_pipedreams_replicas_in_proportion():
+    """pipedream-vgg16's 15-1 on 16 GPUs: every larger size was invalid ("stage_replicas [15, 1]
+    sums to 16"); the replicas now grow with the cluster, 30-2 on 32 GPUs, each with its batch."""
+    points = scaling(open_base("pipedream-vgg16"), [16, 24, 32], "weak")
+    by = {p.gpus: p for p in points}
+    assert by[16].valid and by[32].valid and not by[24].valid
+    assert by[32].overrides["parallelism.stage_replicas"] == [30, 2]
+    assert by[32].global_batch == 2 * by[16].global_batch
+    assert "whole multiples of its 16 GPUs" in (by[24].reason or "")

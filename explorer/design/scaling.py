@@ -88,6 +88,15 @@ def scaling(base: Base, gpus: Sequence[int] | None = None, mode: str = "weak",
     scenarios, slots = [], []
     for n in sizes:
         ov = cluster_overrides(sc, n)
+        if p.stage_replicas and any(p.stage_replicas):
+            # PipeDream's replicas grow with the cluster, each stage's in proportion (15-1 on 16 GPUs,
+            # 30-2 on 32): the pipeline's shape kept, as extra data-parallel replicas keep a layout's.
+            if n % sc.gpus:
+                points.append(ScalePoint(n, ov, False, f"parallelism.stage_replicas: "
+                                         f"{list(p.stage_replicas)} scales by whole multiples of its "
+                                         f"{sc.gpus} GPUs"))
+                continue
+            ov["parallelism.stage_replicas"] = [r * (n // sc.gpus) for r in p.stage_replicas]
         if mode == "weak":
             if n % replica:
                 points.append(ScalePoint(n, ov, False, f"parallelism.dp: {n} GPUs are not a whole number of "

@@ -61,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
 
 def scaling_text(points: list[ScalePoint], label: str, mode: str, unit: str = "tokens") -> str:
     """The table of ``points``; ``unit``: what the family's throughput counts (tokens, images)."""
-    lines = [f"# {mode} scaling of {one_line(label)} (the full engine's figures; extra GPUs are "
-             "data-parallel replicas)",
+    replicas = any("parallelism.stage_replicas" in p.overrides for p in points)
+    grown = "PipeDream's stage replicas, each stage's in proportion" if replicas else "data-parallel replicas"
+    lines = [f"# {mode} scaling of {one_line(label)} (the full engine's figures; extra GPUs are {grown})",
              f"{'GPUs':>8} {'dp':>6} {'batch':>7} {'iteration':>10} {'MFU':>6} {unit + '/GPU':>10}  "
              + " ".join(f"{'exp ' + d:>9}" for d in COMM_DIMS)]
     for p in points:

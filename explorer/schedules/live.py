@@ -35,6 +35,17 @@ def _pipeline_vectors(order: Sequence[Op], width: int) -> tuple[tuple[int, ...],
     """pipeline.peak_activations' replay, as counts per local chunk after each forward (only a
     forward can raise a count)."""
     release = "W" if any(op.kind == "W" for op in order) else "B"
+    if width == 1:
+        # One chunk: the vectors are counts, the largest dominates the others (a search asks for
+        # thousands of these: no tuples, no set, no dominance test).
+        now = peak = 0
+        for op in order:
+            if op.kind == "F":
+                now += 1
+                peak = max(peak, now)
+            elif op.kind == release:
+                now -= 1
+        return ((peak,),)
     live = [0] * width
     seen = {tuple(live)}
     for op in order:

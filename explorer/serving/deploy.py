@@ -21,12 +21,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..config import Scenario, ScenarioError
 from ..config.frozen import evolve
 from ..config.rules import validate as validate_config
 from . import mix
 from .memory import ServingMemory, kv_bytes_per_token, kv_bytes_per_token_gpu, serving_memory
 from .step import Group, PassModel, StageCost, chunks, decode_context, latency
+
+# Chunked prefill's chunks priced one by one; beyond, EXACT_CHUNKS + 1 of them, evenly spaced (_prefill).
+EXACT_CHUNKS = 512
 
 
 def layouts(sc: Scenario) -> tuple[Scenario, Scenario]:
@@ -141,15 +146,37 @@ def _prefill(pf_model: PassModel, P: int, budget: int, micro: float, ctx: float,
         ttft = latency(prefill)
         return prefill, ttft, ttft
     c = P / n
-    ttft = cost = 0.0
-    first: list[StageCost] = []
-    for j in range(n):                                   # chunk j attends to j chunks + half its own
+
+    def chunk(j: int) -> tuple[list[StageCost], float]:      # chunk j attends to j chunks + half its own
         mixed = pf_model.pipeline((Group(1, c, j * c + c / 2), Group(micro, 1, ctx)), micro + 1)
-        t = _step_time(mixed, pp_d)
-        ttft += t
-        cost += max(t - step, 0.0)
-        first = first or mixed
-    return first, ttft, cost
+        return mixed, _step_time(mixed, pp_d)
+
+    if n <= EXACT_CHUNKS:
+        ttft = cost = 0.0
+        first: list[StageCost] = []
+        for j in range(n):
+            mixed, t = chunk(j)
+            ttft += t
+            cost += max(t - step, 0.0)
+            first = first or mixed
+        return first, ttft, cost
+    # More chunks than that (a one-token budget on a long prompt ran for minutes, one pass per
+    # chunk): a chunk's step grows smoothly with its context (its attention's share, linearly), so
+    # the sums are read off EXACT_CHUNKS + 1 evenly spaced chunks, linear in between.
+    at = np.unique(np.linspace(0, n - 1, EXACT_CHUNKS + 1).round().astype(np.int64))
+    priced = [chunk(int(j)) for j in at]
+    seconds = np.array([s for _, s in priced])
+    return priced[0][0], _integer_sum(at, seconds), _integer_sum(at, np.maximum(seconds - step, 0.0))
+
+
+def _integer_sum(at: np.ndarray, values: np.ndarray) -> float:
+    """The sum over every integer j from at[0] to at[-1] of the piecewise-linear function through
+    (at, values): each segment [a, b) adds (b - a) f(a) + (f(b) - f(a)) (b - a - 1) / 2, the last
+    point once."""
+    a, b = at[:-1], at[1:]
+    fa, fb = values[:-1], values[1:]
+    width = (b - a).astype(float)
+    return float((width * fa + (fb - fa) * (width - 1) / 2).sum() + values[-1])
 
 
 def saturated(sc: Scenario) -> Serving:

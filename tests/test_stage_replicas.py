@@ -206,3 +206,12 @@ def test_auto_gives_no_stage_more_replicas_than_micro_batches():
                          "parallelism.stage_layers": None})
     got = replica_split.plan(sc)
     assert sum(got.replicas) == 16 and max(got.replicas) <= 10
+
+
+def test_a_run_beyond_the_budget_is_refused_at_validation_not_after(capsys):
+    """1.56M micro-batches on PipeDream's replicas: validate said ok (counting on the task fold, which
+    replicas never take) and run refused; both refuse now, in one line."""
+    for command in ("validate", "run"):
+        assert main([command, str(SCENARIO), "--set", "training.global_batch=100000000"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: training.global_batch:") and "simulation budget" in err and "\n" not in err

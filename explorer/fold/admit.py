@@ -48,7 +48,11 @@ def check_budget(sc: Scenario, joined: bool = False) -> None:
 
 
 def _task_fold_within(sc: Scenario) -> bool:
-    """Whether the task fold's reduced simulations of ``sc`` fit the budget (budget.folded_estimate)."""
+    """Whether the task fold's reduced simulations of ``sc`` fit the budget (budget.folded_estimate).
+    Never for PipeDream's stage replicas: their runs schedule every task (fold/run.routed), so a
+    validation that counted on the fold said ok to what the simulation then refused."""
+    if sc.parallelism.stage_replicas:
+        return False
     folded = folded_estimate(sc)
     return folded is not None and folded.work <= MAX_WORK
 

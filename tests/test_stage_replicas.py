@@ -214,4 +214,5 @@ def test_a_run_beyond_the_budget_is_refused_at_validation_not_after(capsys):
     for command in ("validate", "run"):
         assert main([command, str(SCENARIO), "--set", "training.global_batch=100000000"]) == 2
         err = capsys.readouterr().err.strip()
-        assert err.startswith("error: training.global_batch:") and "simulation budget" in err and "\n" not in err
+        assert err.startswith("error: training.global_batch:") and "simulation budget" in err
+        assert "\n" not in err

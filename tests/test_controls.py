@@ -506,6 +506,10 @@ def test_a_preset_with_one_field_set_keeps_its_architecture():
     assert plain.breakdown_s["offload"] > 10 * base.breakdown_s["offload"]
     with pytest.raises(ScenarioError, match="hardware.gpu.based_on"):
         load(path, {"hardware.gpu": {"based_on": "h999"}})
+    # A renamed H100 keeps Hopper's tensor cores: MXFP8 refused whatever the name says (it ran).
+    with pytest.raises(ScenarioError, match="training.fp8_recipe"):
+        load(path, {"hardware.gpu": {"based_on": "h100-sxm", "name": "B200"}, "training.dtype": "fp8",
+                    "training.fp8_recipe": "mxfp8"})
 
 
 @pytest.mark.parametrize("slow,fast", [("a100-80gb", "h100-sxm"), ("h100-sxm", "b200"), ("a100-80gb", "b200"),

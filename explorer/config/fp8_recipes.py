@@ -93,13 +93,17 @@ FP8_RECIPE_FIELD = {
 
 
 def supports_mx(preset: str | None, name: str) -> bool:
-    """Whether the GPU has MX block-scaled tensor cores (Blackwell): its preset, or a custom GPU
-    named like one (B200, GB200, B300, GB300).
+    """Whether the GPU has MX block-scaled tensor cores (Blackwell): its preset's (the one a GPU is
+    based on, whatever it is named), or a custom GPU's named like one (B200, GB200, B300, GB300).
 
     >>> supports_mx("b200", ""), supports_mx(None, "H100 SXM"), supports_mx(None, "GB300 NVL72")
     (True, False, True)
+    >>> supports_mx("h100-sxm", "B200")          # an H100 renamed: still Hopper's tensor cores
+    False
     """
-    return preset in MX_PRESETS or bool(_MX_NAME.search(name or ""))
+    if preset is not None:
+        return preset in MX_PRESETS
+    return bool(_MX_NAME.search(name or ""))
 
 
 def resolved_recipe(choice: str | None, preset: str | None, name: str) -> str:

@@ -28,7 +28,12 @@ DTYPES = ("bf16", "fp16", "fp8")
 TRAINING_ONLY = ("training", "parallelism.cp", "parallelism.vpp", "parallelism.schedule", "parallelism.zero",
                  "parallelism.pipeline_layout", "parallelism.stage_layers", "parallelism.token_slices",
                  "parallelism.dp_kind", "parallelism.sequence_parallel", "communication.dp_overlap",
-                 "communication.bucket_MB", "communication.compression")
+                 "communication.bucket_MB", "communication.compression",
+                 # Read by training steps only: a serving run gave the same figures with any value.
+                 "parallelism.max_in_flight", "parallelism.gossip_peers", "parallelism.ps_servers",
+                 "parallelism.batch_split", "parallelism.ideal_pipeline", "parallelism.stage_replicas",
+                 "communication.contention", "communication.tp_overlap", "communication.comm_sms",
+                 "communication.prefetch_layers")
 
 # The Scenario field's metadata (config/sections.py).
 INFERENCE_FIELD = {"doc": "serve requests instead of training: a serving scenario (config/inference.py)"}

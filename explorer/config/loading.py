@@ -289,10 +289,10 @@ def _differs_from_default(section: str, key: str, value: Any) -> bool:
     given = {"global_batch": 1, key: value} if cls is Training else {key: value}   # (a required field)
     # Built first: an unknown key or a bad value is refused there, in one line, naming the field.
     built = build(cls, given, section)
-    default = getattr(cls(), key)
-    if default is None:               # a derived default the loader fills (bucket_MB, fp8_recipe): ignored
-        return False
-    return getattr(built, key) != default
+    # A field whose default is None (one the loader derives, bucket_MB, fp8_recipe; or a list,
+    # pipeline_layout) differs once given: serving files and their links never write them, and a
+    # hunt found ``--set parallelism.pipeline_layout=[1,2,3]`` on a serving run accepted and ignored.
+    return getattr(built, key) != getattr(cls(), key)
 
 
 # The placeholder batch of a serving scenario's training section before dp is known (any value the

@@ -42,8 +42,8 @@ def test_the_memory_verdict_is_against_the_servers_budget(capsys, share):
     # Accepted and ignored before: a field whose default is None (the loader's derived ones, a layout
     # list), and training-step fields the refusal list lacked.
     "parallelism.pipeline_layout=[1,2,3]", "parallelism.stage_layers=[1000,1000]",
-    "communication.bucket_MB=1", "training.fp8_recipe=current", "parallelism.max_in_flight=2", "communication.comm_sms=8",
-    "parallelism.stage_replicas=[1]", "communication.prefetch_layers=3"])
+    "communication.bucket_MB=1", "training.fp8_recipe=current", "parallelism.max_in_flight=2",
+    "communication.comm_sms=8", "parallelism.stage_replicas=[1]", "communication.prefetch_layers=3"])
 def test_a_serving_run_refuses_training_fields_by_name(sets, capsys):
     assert main(["run", "serve-llama3-70b-tp8", "--set", sets]) == 2
     err = capsys.readouterr().err.strip()

@@ -93,7 +93,8 @@ def test_search_bad_flags_are_exit_2():
     assert proc.returncode == 2 and proc.stderr.startswith("error: --address: needs --executor dask")
     # A bad field is refused before the layouts are estimated (it was, after 33 s of them).
     proc = cli("search", "teaching-8gpu", "--set", "parallelism.pipeline_layout=[1,2,3]", "--workers", "1")
-    assert proc.returncode == 2 and proc.stderr.startswith("error: parallelism.pipeline_layout: has 3 entries")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: parallelism.pipeline_layout: has 3 entries")
     assert "layouts" not in proc.stderr
 
 

@@ -618,7 +618,9 @@ def test_parse_assignment_bad_yaml():
 # --------------------------------------------------------------------------------------------
 _MIXTRAL = {"model.preset": "mixtral-8x7b"}
 RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
-    "rule_gpu_count": [({"cluster.nodes": MAX_GPUS // 8 + 1}, "cluster.nodes")],
+    "rule_gpu_count": [({"cluster.nodes": MAX_GPUS // 8 + 1}, "cluster.nodes"),
+                       ({"cluster.stragglers.count": 17, "cluster.stragglers.slowdown": 2},
+                        "cluster.stragglers.count")],
     "rule_degrees_fill_cluster": [({"parallelism.dp": 3}, "parallelism.dp")],
     "rule_conv_trains_data_parallel": [
         ({"model": {"preset": "resnet-50"}}, "parallelism.tp"),

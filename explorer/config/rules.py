@@ -49,11 +49,15 @@ def divisors(n: int, limit: int = 12) -> str:
 
 
 def rule_gpu_count(sc: Scenario) -> None:
-    """At most MAX_GPUS GPUs."""
+    """At most MAX_GPUS GPUs, and at most as many stragglers."""
     c = sc.cluster
     if c.gpus > MAX_GPUS:
         raise ScenarioError("cluster.nodes", f"{c.nodes} nodes x {c.gpus_per_node} GPUs = {c.gpus} GPUs "
                             f"is beyond the supported {MAX_GPUS:,}")
+    # More slow GPUs than the cluster has read as all of them (a fuzz: a million on 8 GPUs ran).
+    if c.stragglers.count > c.gpus:
+        raise ScenarioError("cluster.stragglers.count", f"{c.stragglers.count:,} slow GPUs on a cluster of "
+                            f"{c.gpus:,}: at most {c.gpus:,}")
 
 
 def rule_degrees_fill_cluster(sc: Scenario) -> None:

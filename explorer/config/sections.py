@@ -265,8 +265,9 @@ class Parallelism:
         "layers per chunk, pp*vpp entries (Megatron's pipeline layout); a 0 first/last entry = an "
         "embedding-only/loss-only stage, as Llama 3 places them"), "max_items": 1_048_576})
     ideal_pipeline: bool = field(default=False, metadata={
-        "doc": "teaching: equal stages, no embedding/logits, no optimizer, free communication, so the "
-               "bubble equals the schedule's closed form"})
+        "doc": "teaching: stages of equal compute time, no embedding/logits, no optimizer, free "
+               "communication, so the bubble equals the schedule's closed form (memory keeps each "
+               "stage's own layers)"})
     max_in_flight: int = field(default=0, metadata={"min": 0, "max": 100_000,
         "doc": "1f1b-latency and crosspipe: most micro-batches a stage holds in flight (activation "
                "memory); 0 = latency-aware 1F1B's p - s plus the extra warm-up that covers the WAN "

@@ -108,7 +108,9 @@ def render_bar(view: SharedView, present: bool, labels: dict[str, str], slots: i
     step = tour.steps[i - 1]
     head_text = f"**Tour · {tour.title}** — step {i} of {n}: *{step.title}*"
     with st.container(border=not present, key="tour_bar"):
-        widths = [7.0, 0.8, 0.8] + [1.3] * slots if present else [6, 1, 1] + [1] * slots
+        # (Previous's label needs about 130 px: a 1/8 share was cut to "← Pre…" at 1280 px with
+        # the sidebar open.)
+        widths = [7.0, 0.8, 0.8] + [1.3] * slots if present else [4.5, 1.2, 1] + [1] * slots
         # Top-aligned in presentation: the buttons stay put when the narration opens below its label.
         head, prev, nxt, *extra = st.columns(widths, vertical_alignment="top" if present else "center")
         if present:

@@ -53,7 +53,9 @@ def rule_layer_recipes_need_a_transformer(sc: Scenario) -> None:
     # layers read them (found by an invariant hunt: each gave byte-identical results on every family).
     for key, value, unset in _transformer_only(sc):
         if value != unset:
-            raise ScenarioError(key, f"{value!r}: a model of kind {m.kind} has no attention or "
+            # A list as a link or --set writes it, not a Python tuple.
+            shown = f"[{', '.join(value)}]" if isinstance(value, tuple) else repr(value)
+            raise ScenarioError(key, f"{shown}: a model of kind {m.kind} has no attention or "
                                      "tensor-parallel layers that read it; leave it out")
 
 

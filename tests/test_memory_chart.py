@@ -36,3 +36,13 @@ def test_long_names_lie_as_rows_each_named_above_its_bar():
     assert all(n in texts for n in names)
     assert fig.layout.yaxis.showticklabels is False
     assert fig.layout.height >= 340                             # grows with the rows
+
+
+def test_the_memory_tabs_reading_says_what_an_fp32_run_holds():
+    """The Memory tab's "How to read this" said bf16 weights and 12 bytes of Adam state for every
+    run; an fp32 run (the shipped GNN) holds fp32 weights and 8 bytes of moments."""
+    from app_support import run_app
+    text = " ".join(str(m.value) for m in run_app(scenario="gnn-sage-papers100m", view="memory").markdown)
+    assert "fp32 weights and gradients" in text and "8 bytes per parameter" in text
+    text = " ".join(str(m.value) for m in run_app(scenario="teaching-8gpu", view="memory").markdown)
+    assert "bf16 weights and gradients" in text and "12 bytes per parameter" in text

@@ -102,3 +102,13 @@ def test_fp32_zero_gathers_move_four_byte_weights():
     # Ring reduce-scatter and all-gather each send (d - 1)/d of the buffer (d = 8).
     assert rs_ag["bf16"] == pytest.approx(n * 7 / 8 * (4 + 2), rel=1e-6)
     assert rs_ag["fp32"] == pytest.approx(n * 7 / 8 * (4 + 4), rel=1e-6)
+
+
+def test_frozen_fp32_weights_stay_four_bytes():
+    """Freezing drops gradients and optimizer state, not the weights: under fp32 a frozen layer's
+    weights counted 2 bytes (params 5.657 GB whole, 4.243 GB with half the layers frozen)."""
+    raw = _gpt("megatron", "fp32", zero=0)
+    whole = simulate(from_dict(raw)).memory
+    half = simulate(from_dict({**raw, "training": {**raw["training"], "frozen_layers": 12}})).memory
+    assert half.params == pytest.approx(whole.params, rel=1e-12)
+    assert half.grads < whole.grads and half.optimizer < whole.optimizer

@@ -138,6 +138,9 @@ def test_a_serving_report_shows_the_serving_cards(capsys, tmp_path):
     for key in ("inference.ttft_s", "inference.tpot_s", "inference.requests_per_s"):
         assert r.cards[key] == dotted(j, key), key
     assert "ZeRO" not in html.split('<div class="cards">')[0]
+    # A disaggregated deployment names its two pools (it read "tp 1 · pp 1 · ep 1").
+    head = write_report(capsys, tmp_path, "serve-deepseek-v3-disaggregated").split('<div class="cards">')[0]
+    assert "prefill 64 GPUs (64 x tp 1 · pp 1, ep 32) · decode 128 GPUs (128 x tp 1 · pp 1, ep 128)" in head
 
 
 @pytest.mark.parametrize("argv,field", [

@@ -44,6 +44,13 @@ DEFAULT_MEASURED_OVER_PEAK = 0.82
 BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
 
 
+def weight_bytes(dtype: str) -> int:
+    """Bytes of a weight as a GPU training in ``dtype`` holds it: the bf16 working copy of mixed
+    precision (fp16, bf16, and FP8 runs, whose FP8 copies are counted apart), or the fp32 weight
+    itself when training in fp32 (taskgraph/techniques/optimizer.param_bytes)."""
+    return BYTES_PER_ELEMENT["fp32"] if dtype == "fp32" else BYTES_PER_ELEMENT["bf16"]
+
+
 def measured_over_peak(gpu: GPU, dtype: str = "bf16") -> float:
     """Largest measured GEMM throughput / the dtype's dense peak (<= 1)."""
     if dtype == "fp8" and gpu.fp8_tflops and gpu.fp8_tflops != gpu.peak_tflops:

@@ -73,8 +73,11 @@ def report_html(r: ReportInputs) -> str:
     title = one_line(sc.name)
     m = j["micro_batches"]
     if sc.inference is not None:     # a serving deployment: no schedule, ZeRO or micro-batches
-        inf = sc.inference
-        layout = (f"{gpu_summary(sc)} · tp {p.tp} · pp {p.pp} · ep {p.ep} · serving a batch of {inf.batch} · "
+        inf, d = sc.inference, sc.inference.disaggregated
+        pools = (" · ".join(f"{what} {q.gpus} GPUs ({q.replicas} x tp {q.tp} · pp {q.pp}, ep {q.ep})"
+                            for what, q in (("prefill", d.prefill), ("decode", d.decode)))
+                 if d is not None else f"tp {p.tp} · pp {p.pp} · ep {p.ep}")
+        layout = (f"{gpu_summary(sc)} · {pools} · serving a batch of {inf.batch} · "
                   f"{inf.prompt_tokens} prompt and {inf.output_tokens} output tokens")
     else:
         layout = (f"{gpu_summary(sc)} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · ep {p.ep} · "

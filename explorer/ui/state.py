@@ -41,6 +41,7 @@ from ..share import (
     preset_raw,
     shipped_scenarios,
 )
+from ..share_reference import closest_preset
 from ..workloads.family import Workload
 from ..workloads.registry import workload_for
 from .controls import (
@@ -213,6 +214,12 @@ def on_upload() -> None:
                                            f"{'serving' if sc_up.inference else 'training'} scenario: "
                                            f"choose {want} as the preset first")
         return
+    if sc_up.model.kind != base.model.kind:
+        # Another model family (a GNN onto teaching-8gpu): described relative to a transformer the
+        # link reopened a transformer (75.7 s for 8.5 ms); the nearest shipped scenario of its own
+        # family becomes the preset, as the CLI's links do (explorer/share_reference.py).
+        st.session_state["_scenario"] = closest_preset(sc_up)
+        on_preset_change()
     load_into_controls(sc_up)
     st.session_state["_upload_msg"] = ("success", f"Loaded {one_line(up.name)}: {sc_up.name}")
 

@@ -25,29 +25,31 @@ from .spec import EdgeCost, LayerCost, WorkloadSpec
 PARAM_BYTES = BYTES_PER_ELEMENT["bf16"]     # the weights' bf16 working copy (techniques/optimizer.py)
 
 
-def frozen_layer(lc: LayerCost) -> LayerCost:
-    """``lc`` frozen (module docstring)."""
-    held = lc.held_bytes + (lc.params + lc.expert_params) * PARAM_BYTES
+def frozen_layer(lc: LayerCost, weight: int = PARAM_BYTES) -> LayerCost:
+    """``lc`` frozen (module docstring); ``weight``: bytes of a held weight (physics/hardware.
+    weight_bytes: 4 when training in fp32)."""
+    held = lc.held_bytes + (lc.params + lc.expert_params) * weight
     return replace(lc, bwd_input=ZERO_WORK, bwd_weight=ZERO_WORK, recompute=ZERO_WORK, params=0.0,
                    expert_params=0.0, act_bytes=0.0, tp_bwd=(), tp_recompute=(), ep_bwd=(),
                    recompute_bytes=0.0, offload_s=0.0, offload_share=0.0, held_bytes=held,
                    edges=tuple(e for e in lc.edges if e.phase != "bwd"), frozen=True)
 
 
-def frozen_edge(edge: EdgeCost, tied: bool) -> EdgeCost:
-    """The embedding or stem below frozen layers: no backward; its weights held, not trained,
-    unless ``tied`` to the output layer, which trains them."""
+def frozen_edge(edge: EdgeCost, tied: bool, weight: int = PARAM_BYTES) -> EdgeCost:
+    """The embedding or stem below frozen layers: no backward; its weights held (``weight`` bytes
+    each), not trained, unless ``tied`` to the output layer, which trains them."""
     if tied:
         params, held = edge.params, edge.held_bytes
     else:
-        params, held = 0.0, edge.held_bytes + edge.params * PARAM_BYTES
+        params, held = 0.0, edge.held_bytes + edge.params * weight
     return replace(edge, bwd_input=ZERO_WORK, bwd_weight=ZERO_WORK, params=params, act_bytes=0.0,
                    held_bytes=held)
 
 
-def frozen_spec(spec: WorkloadSpec, n: int, tied: bool = False) -> WorkloadSpec:
+def frozen_spec(spec: WorkloadSpec, n: int, tied: bool = False, weight: int = PARAM_BYTES) -> WorkloadSpec:
     """``spec`` with its first ``n`` layers (and its first edge) frozen: each kind of layer that has
-    frozen layers gets a frozen twin, appended to ``kinds``, and the runs are split at layer ``n``."""
+    frozen layers gets a frozen twin, appended to ``kinds``, and the runs are split at layer ``n``;
+    ``weight``: bytes of a held weight."""
     if n <= 0:
         return spec
     kinds = list(spec.kinds)
@@ -59,9 +61,9 @@ def frozen_spec(spec: WorkloadSpec, n: int, tied: bool = False) -> WorkloadSpec:
         if cold:
             if kind not in twin:
                 twin[kind] = len(kinds)
-                kinds.append(frozen_layer(spec.kinds[kind]))
+                kinds.append(frozen_layer(spec.kinds[kind], weight))
             runs.append((twin[kind], cold))
         if count - cold:
             runs.append((kind, count - cold))
         at += count
-    return replace(spec, kinds=tuple(kinds), runs=tuple(runs), first=frozen_edge(spec.first, tied))
+    return replace(spec, kinds=tuple(kinds), runs=tuple(runs), first=frozen_edge(spec.first, tied, weight))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..config import Model, Scenario, ScenarioError
 from ..config.compression import Compression
 from ..network import compression
+from ..physics.hardware import weight_bytes
 from .convnet import workload as convnet
 from .dlrm import workload as dlrm
 from .family import DEGREES, Attention, Nouns, Workload
@@ -129,7 +130,8 @@ def workload_spec(sc: Scenario) -> WorkloadSpec:
     if n and n >= spec.layers:
         raise ScenarioError("training.frozen_layers", f"{n} freezes all {spec.layers} layers: nothing "
                             f"would train; freeze at most {spec.layers - 1}")
-    return frozen_spec(spec, n, bool(getattr(sc.model, "tied_embeddings", False)))
+    return frozen_spec(spec, n, bool(getattr(sc.model, "tied_embeddings", False)),
+                       weight_bytes(sc.training.dtype))
 
 
 def attention_of(m: Model) -> Attention:

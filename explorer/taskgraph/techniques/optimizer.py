@@ -13,6 +13,7 @@ from __future__ import annotations
 from ...config import Scenario
 from ...config.frameworks import GRAD_BYTES as GRAD_BYTES  # re-exported (fsdp.py)
 from ...config.frameworks import profile
+from ...physics.hardware import weight_bytes
 
 # GRAD_BYTES (config/frameworks.py): a bf16 gradient; memory holds grad_buffer_bytes, the wire
 # moves grad_reduce_bytes.
@@ -31,13 +32,12 @@ OPTIMIZER_TRAFFIC_BYTES = {"adam": 28, "adam-bf16": 20, "sgd": 20}
 
 # The fp32 master copy a mixed-precision optimizer keeps (part of OPTIMIZER_STATE_BYTES).
 MASTER_BYTES = 4
-FP32_PARAM_BYTES = 4
 
 
 def param_bytes(sc: Scenario) -> int:
     """Bytes of a weight as the GPU holds and gathers it: the bf16 working copy (PARAM_BYTES), or
-    the fp32 weight itself when training in fp32."""
-    return FP32_PARAM_BYTES if sc.training.dtype == "fp32" else PARAM_BYTES
+    the fp32 weight itself when training in fp32 (physics/hardware.weight_bytes)."""
+    return weight_bytes(sc.training.dtype)
 
 
 def optimizer_state_bytes(sc: Scenario) -> int:

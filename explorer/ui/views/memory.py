@@ -29,9 +29,14 @@ def render(data: ViewData, present: bool) -> None:
                    "raise tp or pp, shard with ZeRO, or recompute activations.", icon="⚠️")
     if not present:
         with st.expander("How to read this"):
+            fp32 = data.scenario.training.dtype == "fp32"
+            states = ("fp32 weights and gradients and Adam's two fp32 moments (8 bytes per parameter; "
+                      "no master copy: the weights are it)" if fp32 else
+                      "bf16 weights and gradients (fp32 gradients under Megatron-Core), fp32 master "
+                      "weights and Adam's moments (12 bytes per parameter)")
             st.markdown(
-                "Per-GPU memory of each pipeline stage: bf16 weights and gradients, fp32 optimizer state "
-                "(12 bytes per parameter for Adam), each divided across the data-parallel group as the ZeRO "
+                f"Per-GPU memory of each pipeline stage: {states}, "
+                "each divided across the data-parallel group as the ZeRO "
                 "stage says (stage 1: optimizer, 2: + gradients, 3: + weights), and activations at the peak "
                 "of the stage's schedule — with 1F1B the first stage holds `pp` micro-batches in flight, "
                 "with GPipe all of them (Korthikanti et al. 2022 for the bytes per layer). FP8 runs add "

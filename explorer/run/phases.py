@@ -3,6 +3,7 @@
 length in iterations."""
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -12,9 +13,14 @@ from ..config.run_plan import Phase
 from ..config.schema import ScenarioError
 from ..scenario import Scenario, apply_overrides, from_dict
 
-# Defaults the loader derives from other fields: left out of the base a phase starts from when they
-# are the derived values, so that a phase that changes the GPUs or the degrees derives its own.
-_REDERIVED = (("parallelism", "dp"), ("communication", "bucket_MB"), ("communication", "comm_sms"))
+# Defaults the loader derives from other fields (config/loading.py's table): left out of the base a
+# phase starts from when they are the derived values, so that a phase that changes the GPUs, the
+# fabric or the degrees derives its own (a phase on roce-100 kept ib-ndr's 400 Gb/s and 0.94, one on
+# b200 kept the H100's 450 GB/s NVLink).
+_REDERIVED = (("parallelism", "dp"), ("communication", "bucket_MB"), ("communication", "comm_sms"),
+              ("cluster", "scale_up", "bandwidth_GBps"), ("cluster", "scale_up", "domain_gpus"),
+              ("cluster", "scale_out", "nic_Gbps"), ("cluster", "scale_out", "latency_us"),
+              ("cluster", "scale_out", "efficiency"))
 
 
 @dataclass(frozen=True)
@@ -54,18 +60,33 @@ def base_mapping(sc: Scenario) -> dict[str, Any]:
     raw = to_dict(sc)
     raw["training"].pop("phases", None)
     raw["training"].pop("total_tokens", None)
-    lean = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
-    for section, key in _REDERIVED:
-        lean[section].pop(key, None)
+    lean = copy.deepcopy(raw)
+    for path in _REDERIVED:
+        _parent(lean, path).pop(path[-1], None)
     try:
         again = from_dict(lean)
     except ScenarioError:
         return raw
     # Each default left out only where the loader derives the value the scenario has.
-    for section, key in _REDERIVED:
-        if getattr(getattr(again, section), key) != getattr(getattr(sc, section), key):
-            lean[section][key] = raw[section][key]
+    for path in _REDERIVED:
+        if _value(again, path) != _value(sc, path) and path[-1] in _parent(raw, path):
+            _parent(lean, path)[path[-1]] = _parent(raw, path)[path[-1]]
     return lean
+
+
+def _parent(mapping: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    """The mapping holding ``path``'s last key (empty sections made as needed)."""
+    node = mapping
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    return node
+
+
+def _value(sc: Scenario, path: tuple[str, ...]) -> Any:
+    node: Any = sc
+    for part in path:
+        node = getattr(node, part)
+    return node
 
 
 def _relabel(exc: ScenarioError, i: int, ph: Phase) -> ScenarioError:

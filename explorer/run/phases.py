@@ -12,6 +12,7 @@ from ..config.loading import to_dict
 from ..config.run_plan import Phase
 from ..config.schema import ScenarioError
 from ..scenario import Scenario, apply_overrides, from_dict
+from ..variants.faults import surviving_scenario
 
 # Defaults the loader derives from other fields (config/loading.py's table): left out of the base a
 # phase starts from when they are the derived values, so that a phase that changes the GPUs, the
@@ -39,8 +40,14 @@ class PhasePlan:
 
 
 def tokens_per_iteration(sc: Scenario) -> float:
-    """Tokens one iteration trains: global batch x sequence length (sequences of seq_len tokens)."""
-    return float(sc.training.global_batch * sc.model.seq_len)
+    """Tokens one iteration trains: global batch x sequence length (sequences of seq_len tokens) —
+    the batch the survivors of failed nodes run where it shrinks (variants/faults.py: the steps
+    were counted for the whole batch while timed for the smaller one, and failures shortened the
+    run)."""
+    batch = sc.training.global_batch
+    if sc.cluster.faults.failed_nodes:
+        batch = surviving_scenario(sc)[0].training.global_batch
+    return float(batch * sc.model.seq_len)
 
 
 def iterations_for(tokens: float, per_iteration: float) -> int:

@@ -127,6 +127,11 @@ def test_energy_closed_form():
     watts = 700 * (STATIC_POWER_SHARE + (1 - STATIC_POWER_SHARE) * u)
     assert energy.average_W(sc, u) == pytest.approx(watts)
     assert total.energy_MWh == pytest.approx(watts * 8 * total.phases[0].wall_s * 1.3 / 3.6e9, rel=1e-12)
+    # Under a 350 W cap the static share stays 0.4 x the 700 W board (the clock model's assumption,
+    # physics/power.py); the GPU draws the cap while computing: 280 + (350 - 280) u.  It read
+    # 350 x (0.4 + 0.6 u), the idle draw capped too.
+    capped = _sc(**{"training.total_tokens": 1e9, "hardware.power_cap_W": 350})
+    assert energy.average_W(capped, u) == pytest.approx(280 + 70 * u, rel=1e-12)
 
 
 def test_run_json_has_run_total_only_with_a_run_plan(capsys):

@@ -39,9 +39,16 @@ def board_W(sc: Scenario) -> float | None:
 
 
 def average_W(sc: Scenario, u: float) -> float | None:
-    """Average draw of one GPU at compute share ``u``: W x (S + (1 - S) u); None if W is unknown."""
+    """Average draw of one GPU at compute share ``u``: its static share S of the board power W0,
+    which no clock lowers (physics/power.py, whose clock under a cap assumes the same), plus the
+    rest up to its draw while computing, W = min(W0, cap), u of the time: S W0 + (W - S W0) u
+    (W (S + (1 - S) u) without a cap; a hunt found the static share scaled with the cap, capped
+    energy 9 % low).  None if no power is known."""
     w = board_W(sc)
-    return None if w is None else w * (STATIC_POWER_SHARE + (1.0 - STATIC_POWER_SHARE) * u)
+    if w is None:
+        return None
+    static = STATIC_POWER_SHARE * (sc.hardware.gpu.power_W or w)
+    return static + (w - static) * u
 
 
 def energy_MWh(avg_W: float, gpus: int, seconds: float, pue: float) -> float:

@@ -252,3 +252,14 @@ def test_failed_nodes_never_shorten_the_run():
     assert whole is not None and hurt is not None and hurt.days > whole.days
     for p in plan(failed):
         assert p.tokens_per_iteration < float(p.scenario.training.global_batch * p.scenario.model.seq_len)
+
+
+@pytest.mark.parametrize("interval", [1, 100_000_000])
+def test_an_interval_that_leaves_no_training_is_named(interval, capsys):
+    """A checkpoint every second (shorter than a write) or every 3 years (past the job's MTBF):
+    both were blamed on reliability.mtbf_gpu_hours; the field at fault is the interval."""
+    sets = {"training.total_tokens": "1e9", "reliability.checkpoint_interval_s": interval,
+            "reliability.mtbf_gpu_hours": 50000, "reliability.checkpoint_write_GBps": 10}
+    assert main(["run", "teaching-8gpu", *(a for k, v in sets.items() for a in ("--set", f"{k}={v}"))]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: reliability.checkpoint_interval_s:") and "\n" not in err

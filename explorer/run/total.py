@@ -164,6 +164,13 @@ def run_total(sc: Scenario, simulate: Callable[[Scenario], Result],
         if out[-1].goodput.goodput <= 0:
             # Repairs alone cannot end here (a waiting job trains a share exp(-W / M) of the time):
             # the lost work and the restarts outpace the failures.
+            g, given = out[-1].goodput, sc.reliability.checkpoint_interval_s
+            if given is not None:
+                # The user's interval, not the MTBF, is what fails (a hunt found 1 s and 1e8 s both
+                # blamed on the MTBF); the optimum is Young/Daly's.
+                raise ScenarioError("reliability.checkpoint_interval_s", f"phase {ph.name!r}: checkpoints "
+                                    f"every {given:,.4g} s with failures every {g.job_mtbf_s:,.0f} s leave "
+                                    "no training (goodput 0); leave it out for Young/Daly's interval")
             raise ScenarioError("reliability.mtbf_gpu_hours", f"phase {ph.name!r}: failures every "
                                 f"{out[-1].goodput.job_mtbf_s:,.0f} s on {ph.scenario.gpus:,} GPUs outpace "
                                 "checkpoints and restarts (goodput 0); raise the MTBF or the checkpoint "

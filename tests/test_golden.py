@@ -82,6 +82,9 @@ checkpoint beside the gathered input: unchanged);
 gnn-sage-papers100m when training in fp32 held fp32 weights and gradients and no master copy
 (taskgraph/techniques/optimizer.param_bytes, optimizer_state_bytes): params 0.57 -> 1.14 MB,
 grads 0.57 -> 1.14 MB, optimizer 3.42 -> 2.28 MB, the total and the time unchanged;
+llama3-405b-pretraining when a checkpoint interval stopped going below one training step
+(run/goodput.goodput_of: checkpoints are taken between steps): its 128K phases 12.09 -> 12.93 s,
+the run 93.92995 -> 93.92996 days;
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

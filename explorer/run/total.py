@@ -138,7 +138,7 @@ def phase_total(ph: PhasePlan, res: Result, survivors_share: float | None = None
     cc = convergence_cost(sc.communication.compression)
     extra = 1.0 + (cc.extra_steps or 0.0) if cc is not None else 1.0
     return PhaseTotal(ph.name, sc.gpus, ph.tokens, ph.iterations, step, res.tokens_per_s, res.mfu, exposed,
-                      ph.iterations * step, goodput_of(sc, survivors_share), energy.average_W(sc, u),
+                      ph.iterations * step, goodput_of(sc, survivors_share, step), energy.average_W(sc, u),
                       ph.tokens_per_iteration, sc.training.critical_batch_tokens,
                       extra * (1.0 if law is None else float(law["compute_ratio"])))
 

@@ -144,6 +144,26 @@ def test_bad_input_is_one_line(capsys, tmp_path, text, says):
     assert "\n" not in err and says in err and "out.txt" in err, err
 
 
+@pytest.mark.parametrize(("rows", "says"), [
+    # All times 0 stopped the fit with a ZeroDivisionError (exit 1); one row fitted two constants
+    # exactly ("0.0 % over 1 rows"); a size of 1e29 bytes was fitted.
+    (["  1073741824  268435456  float  sum  -1  0.0  0.0  0.0  0  0.0  0.0  0.0  0"] * 3,
+     "has 0 message size"),
+    (["  1073741824  268435456  float  sum  -1  6759.0  158.86  297.86  0  6737.4  159.37  298.82  0"],
+     "needs at least 3"),
+])
+def test_rows_that_cannot_be_fitted_are_one_line(capsys, tmp_path, rows, says):
+    head = ["# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20",
+            *(f"#  Rank {r:2d} Group  0 Pid {6899 + r} on host{r // 8} device {r % 8} [0000:04:00] "
+              "NVIDIA H100 80GB HBM3" for r in range(16)),
+            "#       size  count  type  redop  root  time  algbw  busbw #wrong  time  algbw  busbw #wrong"]
+    path = tmp_path / "all_reduce.txt"
+    path.write_text("\n".join([*head, *rows]) + "\n", encoding="utf-8")
+    assert main(["calibrate-fabric", str(path), "--json", "--op", "all-reduce"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and says in err and "all_reduce.txt" in err, err
+
+
 def test_an_output_that_names_neither_ranks_nor_op_asks_for_them(capsys, tmp_path):
     path = tmp_path / "rows.txt"
     path.write_text("     1048576        262144     float    none      -1   96.57   10.86   10.18      0"

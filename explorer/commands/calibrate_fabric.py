@@ -69,9 +69,30 @@ def _sets(run: nccl_tests.NcclTestsRun, ranks: int, per_node: int, user: dict) -
     return {**out, **user}
 
 
+# Two constants are fitted (efficiency and latency): at least one size more than that leaves a residual.
+MIN_ROWS = 3
+# Largest message a row may give: 1 TB (nccl-tests' -e of real runs stays under tens of GB).
+MAX_ROW_BYTES = 1e12
+
+
+def _check_rows(data: nccl_tests.NcclTestsRun, source: str) -> None:
+    """A one-line error naming the file when its rows cannot be fitted: too few sizes with a time
+    (all-zero times stopped the fit with a division by zero; one row fitted two constants exactly),
+    or a size no collective has."""
+    usable = {r.size_bytes for r in data.rows if r.time_us > 0 and r.size_bytes > 0}
+    if len(usable) < MIN_ROWS:
+        raise ScenarioError(source, f"has {len(usable)} message size(s) with a positive size and time; "
+                            f"the fit of efficiency and latency needs at least {MIN_ROWS}")
+    big = max(r.size_bytes for r in data.rows)
+    if big > MAX_ROW_BYTES:
+        raise ScenarioError(source, f"a row of {big:.4g} bytes: message sizes above {MAX_ROW_BYTES:.0e} "
+                            "bytes are not nccl-tests output")
+
+
 def run(args: argparse.Namespace) -> int:
     data = nccl_tests.read(Path(args.file), in_place=args.in_place)
     op, ranks, per_node = _shape(data, args)
+    _check_rows(data, args.file)
     sets = _sets(data, ranks, per_node, parse_sets(args.set))
     path = resolve_scenario_path(args.scenario)
     sc = load_scenario(args.scenario, [f"{k}={v}" for k, v in sets.items()])

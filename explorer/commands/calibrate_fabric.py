@@ -53,6 +53,10 @@ def _shape(run: nccl_tests.NcclTestsRun, args: argparse.Namespace) -> tuple[str,
     if op is None:
         raise ScenarioError("--op", f"{args.file}: the output does not name its collective; give --op "
                             f"({'|'.join(OPS)})")
+    if not args.op and op not in OPS:
+        # The file's own collective (reduce_perf's reduce): named as the file's, not as a bad --op.
+        raise ScenarioError(args.file, f"is nccl-tests' {op} test, which is not modelled; fit one of "
+                            f"{', '.join(OPS)}")
     per_node = args.gpus_per_node or run.gpus_per_host or ranks
     return op, ranks, per_node
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -46,9 +46,13 @@ class Base:
     shipped: str | None
     label: str
     sets: Mapping[str, Any] = field(default_factory=dict)
-    # The shipped scenario share links are written against: ``shipped``, else the nearest of the
-    # same family (share_reference.closest_preset) when the base is valid, else the app's default.
-    reference: str = DEFAULT_SCENARIO
+
+    @cached_property
+    def reference(self) -> str:
+        """The shipped scenario share links are written against: ``shipped``, else the nearest of
+        the same family (share_reference.closest_preset) when the base is valid, else the app's
+        default.  Found when a link is first written (about 0.1 s: commands that write none skip it)."""
+        return self.shipped or _reference_for(self.raw)
 
     def variant_raw(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
         """A deep copy of the raw mapping with ``overrides`` (dotted keys) applied."""
@@ -91,7 +95,7 @@ def open_base(name: str, sets: Mapping[str, Any] | None = None, keep_dp: bool = 
         raw["parallelism"].pop("dp", None)
     raw = apply_overrides(raw, sets)
     shipped = shipped_name(name)
-    return Base(raw, shipped, shipped or excerpt(name).strip("'"), sets, shipped or _reference_for(raw))
+    return Base(raw, shipped, shipped or excerpt(name).strip("'"), sets)
 
 
 def _reference_for(raw: Mapping[str, Any]) -> str:

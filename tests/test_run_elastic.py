@@ -61,6 +61,33 @@ def test_repairs_longer_than_the_mtbf_still_train_a_share_of_the_time():
     assert sum(steps.values()) == pytest.approx(total.days, rel=1e-12)
 
 
+@pytest.mark.parametrize("mtbfs", [10.0, 13.0])
+def test_long_repairs_keep_the_goodput_exact(mtbfs):
+    """The goodput is G x exp(-W / M) multiplied, not 1 - (...) subtracted: at 13 MTBFs of repair the
+    subtraction's rounding was ~1e-16 against 2.3e-6 x G (a hunt read 7e15 days for 100-hour repairs
+    on 16,384 GPUs, all rounding)."""
+    M_h = 10_000.0 / 16
+    sc = _sc(**{"reliability.repair_h": mtbfs * M_h})
+    g, spare = goodput_of(sc), goodput_of(_sc())
+    assert g.goodput == pytest.approx(spare.goodput * math.exp(-mtbfs), rel=1e-12)
+    assert g.repair_share == pytest.approx(spare.goodput - g.goodput, rel=1e-12)
+    total = run_total(sc, simulate)
+    assert total is not None and total.goodput == pytest.approx(g.goodput, rel=1e-12)
+
+
+@pytest.mark.parametrize("elastic", [False, True])
+def test_repairs_that_leave_the_job_almost_never_whole_are_a_one_line_error(elastic):
+    """18 MTBFs of repair: waiting trains exp(-18) = 1.5e-8 of the time, under run/total.MIN_WHOLE_SHARE
+    (1e-6): its days would be a million times its training, so the run is refused naming repair_h
+    (at 1,000 h on 16,384 GPUs the goodput underflowed to 0 and the error blamed the MTBF).  An
+    elastic job whose one node keeps half its replicas (r = 1/2) keeps (1 + 18 / 2) exp(-18) = 1.5e-7."""
+    sc = _sc(**{"reliability.repair_h": 18 * 10_000.0 / 16, "reliability.elastic": elastic})
+    with pytest.raises(ScenarioError) as e:
+        run_total(sc, simulate)
+    assert e.value.field == "reliability.repair_h" and "\n" not in str(e.value)
+    assert ("elastic: true" in str(e.value)) is not elastic
+
+
 def _simulated_up_and_kept(M: float, W: float, r: float, horizon: float, seed: int) -> tuple[float, float]:
     """A simulation of the failures and repairs: Poisson failures of rate 1/M, each node out for W; the
     share of time with no node down, and the time-average of max(0, 1 - K (1 - r))."""
@@ -103,9 +130,11 @@ def test_an_elastic_job_keeps_the_survivors_throughput_of_the_nodes_up():
     spare = goodput_of(_sc())
     M = job_mtbf_s(sc)
     W = 1.5 * 3600
-    # The sum over K ~ Poisson(W / M), written out: terms vanish once K (1 - r) >= 1.
+    # The sum over K ~ Poisson(W / M), written out: terms vanish once K (1 - r) >= 1, and from K = 2
+    # on (the job has two nodes: the second failure leaves no replica; it had counted r = 0.9 down
+    # to K = 9).
     kept = sum(math.exp(-W / M) * (W / M) ** k / math.factorial(k) * max(0.0, 1 - k * (1 - r))
-               for k in range(40))
+               for k in range(2))
     assert g.goodput == pytest.approx((spare.goodput - g.restart_s / M) * kept, rel=1e-12)
     # First order: (1 - r) W and one more restart lost per failure.
     assert g.goodput == pytest.approx(spare.goodput - ((1 - r) * W + g.restart_s) / M,

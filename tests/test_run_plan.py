@@ -254,6 +254,23 @@ def test_failed_nodes_never_shorten_the_run():
         assert p.tokens_per_iteration < float(p.scenario.training.global_batch * p.scenario.model.seq_len)
 
 
+def test_failed_nodes_leave_the_runs_gpu_hours():
+    """A hunt found 16 failed nodes' 128 GPUs still counted in the run's GPU-hours and energy: the
+    job holds each phase's GPUs (8,192 or 16,384) less the failed ones (the idle survivors of dropped
+    replicas are still held), so a phase's GPU-hours are (its GPUs - 128) x its wall-clock hours."""
+    from explorer.simulate import simulate
+    path = ROOT / "scenarios" / "llama3-405b-pretraining.yaml"
+    failed = load(path, {"cluster.faults.failed_nodes": 16})
+    hurt = run_total(failed, simulate)
+    assert hurt is not None
+    for p, ph in zip(hurt.phases, plan(failed), strict=True):
+        assert p.gpus == ph.scenario.gpus - 16 * 8 and ph.scenario.gpus in (8_192, 16_384)
+        assert p.gpu_hours == pytest.approx(p.gpus * p.wall_s / 3600, rel=1e-12)
+    whole = run_total(load(path), simulate)
+    assert whole is not None
+    assert [p.gpus for p in whole.phases] == [ph.scenario.gpus for ph in plan(load(path))]
+
+
 @pytest.mark.parametrize("interval", [1, 100_000_000])
 def test_an_interval_that_leaves_no_training_is_named(interval, capsys):
     """A checkpoint every second (shorter than a write) or every 3 years (past the job's MTBF):

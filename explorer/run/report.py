@@ -28,6 +28,12 @@ def run_json(res: Result) -> dict:
     return {} if total is None else {"run_total": total.to_json_dict()}
 
 
+def percent(x: float) -> str:
+    """A share as a percentage with two decimals, or two significant digits below 0.01 % (a goodput
+    of 2e-6 read "0.00%" beside a run of 27 million days)."""
+    return f"{x * 100:.2g}%" if 0 < x < 1e-4 else f"{x:.2%}"
+
+
 def run_lines(res: Result) -> list[str]:
     """The per-phase table and the totals, for the readable summary; none without a run plan."""
     total = run_of(res)
@@ -39,13 +45,13 @@ def run_lines(res: Result) -> list[str]:
         name = one_line(p.name)[:20]
         lines.append(f"    {name:<20} {p.gpus:>7,} {p.tokens / 1e9:>9,.1f}B {p.iterations:>9,} "
                      f"{p.iteration_s:>8.2f}s {p.tokens_per_s:>12,.0f} {p.mfu:>6.1%} "
-                     f"{p.goodput.goodput:>8.2%} {p.days:>8.3f}")
+                     f"{percent(p.goodput.goodput):>8} {p.days:>8.3f}")
     e = total.energy_MWh
     digits = 1 if total.days >= 10 else 3
     energy = f", {e:,.4g} MWh (PUE {total.pue:g})" if e is not None else ""
     price = f", price {total.price:,.0f}" if total.price is not None else ""
     lines.append(f"    total: {total.days:,.{digits}f} days, {total.gpu_hours:,.0f} GPU-hours, "
-                 f"goodput {total.goodput:.2%}{energy}{price}")
+                 f"goodput {percent(total.goodput)}{energy}{price}")
     loss = total.loss
     if loss is not None:
         lines.append(f"    loss (estimate from the literature, {CITATION}, B_crit "

@@ -137,7 +137,10 @@ def phase_total(ph: PhasePlan, res: Result, survivors_share: float | None = None
     # which the run's compression line says): network/compression_quality.py.
     cc = convergence_cost(sc.communication.compression)
     extra = 1.0 + (cc.extra_steps or 0.0) if cc is not None else 1.0
-    return PhaseTotal(ph.name, sc.gpus, ph.tokens, ph.iterations, step, res.tokens_per_s, res.mfu, exposed,
+    # Failed nodes are out of the job (variants/faults.py): they neither run, draw power nor count in
+    # its GPU-hours; the survivors the dropped replicas leave idle are still held, so they do.
+    held = sc.gpus - sc.cluster.faults.failed_nodes * sc.cluster.gpus_per_node
+    return PhaseTotal(ph.name, held, ph.tokens, ph.iterations, step, res.tokens_per_s, res.mfu, exposed,
                       ph.iterations * step, goodput_of(sc, survivors_share, step), energy.average_W(sc, u),
                       ph.tokens_per_iteration, sc.training.critical_batch_tokens,
                       extra * (1.0 if law is None else float(law["compute_ratio"])))
@@ -161,6 +164,7 @@ def run_total(sc: Scenario, simulate: Callable[[Scenario], Result],
             results[key] = simulate(ph.scenario)
         share = _survivors_share(ph.scenario, results[key], simulate)
         out.append(phase_total(ph, results[key], share))
+        _check_repairs(ph.name, ph.scenario, out[-1].goodput)
         if out[-1].goodput.goodput <= 0:
             # Repairs alone cannot end here (a waiting job trains a share exp(-W / M) of the time):
             # the lost work and the restarts outpace the failures.
@@ -177,6 +181,28 @@ def run_total(sc: Scenario, simulate: Callable[[Scenario], Result],
                                 "bandwidth")
     r = sc.reliability
     return RunTotal(tuple(out), r.pue, r.price_per_gpu_hour)
+
+
+# A job able to train less than this share of the time while nodes are under repair is refused, not
+# timed: its days are then more than a million times its training time, ~1e15 days at W / M = 32
+# (a hunt's 100-hour repairs on 16,384 GPUs), numbers no plan is read from.
+MIN_WHOLE_SHARE = 1e-6
+
+
+def _check_repairs(name: str, sc: Scenario, g: Goodput) -> None:
+    """A one-line error naming reliability.repair_h when repairs leave the job almost never able to
+    train (:data:`MIN_WHOLE_SHARE`); run/goodput.py's module docstring gives the model."""
+    if g.whole_share >= MIN_WHOLE_SHARE:
+        return
+    r = sc.reliability
+    how = ("its survivors keep on average", "its throughput") if r.elastic else ("it is whole", "the time")
+    fix = ("a shorter repair_h" if r.elastic else "reliability.elastic: true (train on the survivors) or a "
+           "shorter repair_h")
+    mtbf_h = g.job_mtbf_s / 3600
+    raise ScenarioError("reliability.repair_h", f"phase {name!r}: repairs of {r.repair_h:,.4g} h with a "
+                        f"failure every {mtbf_h:,.3g} h keep {g.nodes_down:,.3g} nodes down on average, so "
+                        f"{how[0]} {g.whole_share:.1e} of {how[1]}; set {fix} (a repair time below the "
+                        f"job's MTBF, {mtbf_h:,.3g} h)")
 
 
 def _survivors_share(sc: Scenario, full: Result, simulate: Callable[[Scenario], Result]) -> float | None:

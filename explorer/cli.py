@@ -347,7 +347,15 @@ def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None
                 raise InternalError("the collective model produced a non-finite number") from None
         else:
             g = f", {args.gpus_per_thread} GPUs per thread" if args.gpus_per_thread > 1 else ""
-            print(f"# {args.op} on {args.ranks} ranks of {one_line(sc.name)}{g} (GB = 1e9 bytes)")
+            c = sc.cluster
+            # The hardware priced, not only the scenario's name: --set may have replaced its GPU or
+            # cluster (a hunt read "one 8-GPU node" over 1,440 GB200s).
+            where = (f"{sc.hardware.gpu.name}, {c.nodes:,} x {c.gpus_per_node} GPUs, {c.scale_up.kind} "
+                     f"{c.scale_up.bandwidth_GBps:g} GB/s, {c.scale_out.nics_per_node} x "
+                     f"{c.scale_out.nic_Gbps:g} Gb/s per node")
+            edited = ", with --set" if args.set else ""
+            print(f"# {args.op} on {args.ranks} ranks of {where}{g} (scenario {one_line(sc.name)}{edited}; "
+                  "GB = 1e9 bytes)")
             print(f"{'size_bytes':>14} {'time_us':>12} {'algbw_GBps':>11} {'busbw_GBps':>11}  "
                   "algorithm/protocol (limit)")
             for row in calls:

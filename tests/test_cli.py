@@ -200,6 +200,19 @@ def test_collective_all_reduce_json():
     assert rows[1]["busbw_GBps"] < 2 * 450
 
 
+def test_collective_header_names_the_hardware_priced():
+    """The table's header named only the scenario ("one 8-GPU node") after --set had put 16 B200
+    nodes under it; it now says the GPU, nodes and links priced, and that --set changed them."""
+    head = ok("collective", "teaching-8gpu", "--op", "all-reduce", "--ranks", "8", "--sizes", "1M").stdout
+    assert head.startswith("# all-reduce on 8 ranks of H100 SXM, 1 x 8 GPUs, nvswitch 450 GB/s, 8 x 400 Gb/s")
+    assert "with --set" not in head.splitlines()[0]
+    moved = ok("collective", "teaching-8gpu", "--op", "all-reduce", "--ranks", "16", "--sizes", "1M",
+               "--set", "hardware.gpu=b200", "--set", "cluster.nodes=2", "--set", "parallelism.dp=4",
+               "--set", "cluster.scale_out.nic_Gbps=200").stdout.splitlines()[0]
+    assert moved.startswith("# all-reduce on 16 ranks of B200, 2 x 8 GPUs,") and "8 x 200 Gb/s" in moved
+    assert "with --set" in moved
+
+
 def test_collective_gpus_per_thread_prices_nccl_tests_minus_g():
     # nccl-tests -g 8: one thread launches every call on 8 GPUs, 8 x nccl_table.HOST_LAUNCH_US = 42.0 us
     # per call at least; together-nccl-tests' H100 all_gather -g 8 shows 41.7 us at 1 MiB and 41.3 us at

@@ -5,8 +5,9 @@ compute-stream work.  Its busy seconds are exact: every pass's parts (compute wi
 gradients and SM contention, recompute, exposed tp/cp/ep and ZeRO-3 dp), blocking sends (pp) and
 the optimizer step, for every pass the stage runs.  Its idle seconds are split without the
 engine's walk along binding dependencies: the wait for its own gradient buckets after its last
-pass, its trailing ZeRO gathers and a first forward held by its parameter gather are charged to
-dp; the pipeline transfers on the way of the first unit to the stage and of the last one back
+pass, its trailing ZeRO gathers, a first forward held by a parameter gather along the pipeline's
+fill (its own or an earlier stage's: _fill_gate) and the tail that another stage's gradient buckets
+add after its own end (_tail_dp) are charged to dp, as the walk charges them; the pipeline transfers on the way of the first unit to the stage and of the last one back
 (one hop per stage pair it crosses) to pp; the time a slower stream adds to PipeDream's period to
 that stream's category (analysis/steady_state.PACE_CATEGORY); the rest to the bubble.  The
 categories sum to the iteration time.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis.busiest import busiest_stages
+from ..schedules.registry import Window
 from ..vocabulary import CATEGORIES
 from .chunk_basis import BWD, F_IDX, FWD, PARTS
 from .pipeline import UNDER_DIMS, StageTimes, fused_extra
@@ -98,13 +100,12 @@ def breakdowns(profs: list[RowProfile], st: StageTimes, en: Ending, win: Window_
         out[:, idx[col]] -= take
         over = over - take
     idle = np.maximum(0.0, T - out.sum(1))
-    gates = np.stack([r.gates[:, 0] for r in profs])[rows, k]
-    gate_wait = np.where((gates > 0) & (np.abs(en.first[rows, k] - gates) <= 1e-12 * np.maximum(T, 1e-30)),
-                         gates, 0.0)
+    gate_wait = _fill_gate(np.stack([r.gates[:, 0] for r in profs]), en.first, k, T)
     trailing = np.stack([r.trailing for r in profs])[rows, k]
     dp_wait = np.maximum(0.0, en.dp_end[rows, k] - en.free[rows, k]) + trailing + gate_wait
     hops = np.array([r.transfer[:max(r.p - 1, 0)].sum() for r in profs]) * (not profs[0].blocking)
     pp_wait = 2 * hops
+    dp_wait = dp_wait + _tail_dp(en, k, T, profs[0].schedule.window is Window.FLUSH)
     for col, wait in (("dp", dp_wait), ("pp", pp_wait)):
         take = np.minimum(wait, idle)
         out[:, idx[col]] += take
@@ -118,3 +119,40 @@ def breakdowns(profs: list[RowProfile], st: StageTimes, en: Ending, win: Window_
     # Float rounding: make the categories sum to T exactly.
     out[:, idx["bubble"]] += T - out.sum(1)
     return out
+
+
+def _fill_gate(gates: np.ndarray, first: np.ndarray, k: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """(g,) seconds of the busiest stage's wait for its first forward that the simulation's walk
+    charges to dp: along the pipeline's fill (each stage's first forward bound by its input from
+    the stage before, or by its own parameter gather, ZeRO 1-2), the walk back from stage k's
+    first forward crosses the stages until one whose first forward waited for its gather; that
+    gather, from 0, is dp (the sends between are pp, the forwards bubble).  ``gates``, ``first``:
+    (g, p) the first chunk's gather end and first forward start."""
+    g, p = gates.shape
+    bound = (gates > 0) & (np.abs(first - gates) <= 1e-12 * np.maximum(T, 1e-30)[:, None])
+    upto = np.arange(p)[None, :] <= k[:, None]                # stages 0..k: the fill reaching k
+    cand = np.where(bound & upto, np.arange(p)[None, :], -1)
+    j = cand.max(axis=1)                                      # the last gather-bound stage before k
+    return np.where(j >= 0, gates[np.arange(g), np.maximum(j, 0)], 0.0)
+
+
+def _tail_dp(en: Ending, k: np.ndarray, T: np.ndarray, flush: bool) -> np.ndarray:
+    """(g,) seconds of the busiest stage's tail — after its own end, until another stage's step
+    ends the iteration — that the simulation's walk charges to dp (analysis/breakdown.class_breakdown):
+    the last task is that stage's optimizer step (bubble: another class's compute), bound by its
+    last gradient bucket when the buckets end after its passes, charged to dp from the bucket's
+    readiness (its wait for the FIFO dp stream included) or the tail's start, whichever is later;
+    before it, the backward that produced it (bubble).  Only for flushing schedules whose last stage
+    ends with its step (no trailing gathers or sends after it): the rest keep the tail as bubble."""
+    g = k.shape[0]
+    if not flush or g == 0:
+        return np.zeros(g)
+    rows = np.arange(g)
+    last = np.argmax(en.end, axis=1)                      # first in task order among equals
+    a = en.end[rows, k]
+    ends_last = np.isclose(en.end[rows, last], T, rtol=1e-12, atol=0.0)
+    by_step = en.end[rows, last] == en.step_end[rows, last]
+    bound = (en.dp_end[rows, last] >= en.free[rows, last]) & (en.dp_end[rows, last] > 0)
+    mine = en.end[rows, k] >= T                              # the busiest stage ends the iteration itself
+    dp = np.minimum(en.dp_end[rows, last], T) - np.maximum(a, en.dp_ready[rows, last])
+    return np.where(ends_last & by_step & bound & ~mine & (last != k), np.maximum(dp, 0.0), 0.0)

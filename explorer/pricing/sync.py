@@ -51,6 +51,7 @@ class Ending:
     step_end: np.ndarray         # optimizer step done
     end: np.ndarray              # everything of the stage done (trailing gathers included)
     first: np.ndarray            # start of the stage's first pass
+    dp_ready: np.ndarray         # when its last gradient bucket (FIFO) was ready (0 when none)
 
 
 def ending(profs: list[RowProfile], st: StageTimes) -> Ending:
@@ -69,7 +70,10 @@ def ending(profs: list[RowProfile], st: StageTimes) -> Ending:
     # A stage's last task may be a transfer it sends after its step (a never-flushing or
     # overlapping window measures the stage's own tasks: steady_state.schedule_iteration).
     end = np.maximum(step_end + np.stack([r.trailing for r in profs]), st.last_send)
-    return Ending(last_pass, free, dp_end, step_end, end, first)
+    # The bucket that ends last is the last one ready (FIFO by readiness): the optimizer's binding
+    # dependency when the buckets end after the passes (analysis/breakdown.py's walk starts there).
+    dp_ready = ready.max(axis=-1) if ready.shape[-1] else np.zeros_like(free)
+    return Ending(last_pass, free, dp_end, step_end, end, first, dp_ready)
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,14 @@ As the simulation does (simulate.assemble), the breakdown is the one of the stag
 compute-stream work.  Its busy seconds are exact: every pass's parts (compute with weight
 gradients and SM contention, recompute, exposed tp/cp/ep and ZeRO-3 dp), blocking sends (pp) and
 the optimizer step, for every pass the stage runs.  Its idle seconds are split without the
-engine's walk along binding dependencies: the wait for its own gradient buckets after its last
-pass, its trailing ZeRO gathers, a first forward held by a parameter gather along the pipeline's
-fill (its own or an earlier stage's: _fill_gate) and the tail that another stage's gradient buckets
-add after its own end (_tail_dp) are charged to dp, as the walk charges them; the pipeline transfers on the way of the first unit to the stage and of the last one back
-(one hop per stage pair it crosses) to pp; the time a slower stream adds to PipeDream's period to
-that stream's category (analysis/steady_state.PACE_CATEGORY); the rest to the bubble.  The
-categories sum to the iteration time.
+engine's walk along binding dependencies, charged as that walk charges them where it can be
+followed: the wait for its own gradient buckets after its last pass, its trailing ZeRO gathers,
+a first forward held by a parameter gather along the pipeline's fill (its own or an earlier
+stage's: _fill_gate) and the tail that another stage's gradient buckets add after its own end
+(_tail_dp) to dp; the pipeline transfers on the way of the first unit to the stage and of the
+last one back (one hop per stage pair it crosses) to pp; the time a slower stream adds to
+PipeDream's period to that stream's category (analysis/steady_state.PACE_CATEGORY); the rest to
+the bubble.  The categories sum to the iteration time.
 """
 from __future__ import annotations
 

@@ -113,7 +113,7 @@ def goodput_of(sc: Scenario, survivors_share: float | None = None, step_s: float
     elif W > 0:
         whole = math.exp(-W / M)
     g = Goodput(tau, M, delta, restart, lost, delta / tau, lost / M, restart / M, 0.0, W / M, whole, rejoin)
-    return replace(g, repair_share=max(spare, 0.0) - g.goodput)
+    return replace(g, repair_share=max(max(spare, 0.0) - g.goodput, 0.0))
 
 
 def survivors_mean(r: float, mean_down: float, none_left: int | None = None) -> float:

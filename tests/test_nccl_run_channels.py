@@ -7,6 +7,9 @@ import pytest
 
 from explorer.fidelity.collectives import predict
 from explorer.network.nccl_tuning import pattern_discount, refine_bus_bw, run_channels
+from explorer.scenario import load
+
+from conftest import ROOT
 
 GiB = 2**30
 MiB = 2**20
@@ -68,3 +71,17 @@ def test_one_h100_per_node_tree_plateau_is_its_pcie_link_discounted():
     big = predict({**row, "size_bytes": GiB})
     assert big["busbw_GBps"] == pytest.approx(52.8 * 0.85, rel=0.01)
     assert predict({**row, "size_bytes": 32 * MiB})["busbw_GBps"] == pytest.approx(41.31, rel=0.05)
+
+
+@pytest.mark.parametrize("op", ["reduce-scatter", "all-reduce", "all-gather"])
+def test_more_nics_never_lower_the_bus_bandwidth(op):
+    """A ninth 200 Gb/s NIC on 8 GPUs cut a 1 GiB reduce-scatter's bus bandwidth from 188 to 106 GB/s:
+    the graph's channels were counted over 9 raw NICs (9, no duplication below 28 GB/s) but the
+    NICs they drive over 8 bonded ones of 28.1 GB/s, which carry two channels each (4 NICs driven).
+    Duplication is now read at the raw NICs' rate in both (domain_links.channel_nics_Bps)."""
+    from explorer.network.nccl_table import collective_rows
+    base = ROOT / "scenarios" / "cbtm-independent.yaml"
+    scs = [load(base, {"cluster.scale_out.nics_per_node": n}) for n in (4, 7, 8, 9, 10, 12, 16)]
+    busbw = [collective_rows(sc, op, 16, [GiB])[0]["busbw_GBps"] for sc in scs]
+    assert all(b <= a * (1 + 1e-9) for a, b in zip(busbw[1:], busbw[:-1], strict=True)), busbw
+    assert busbw[3] >= busbw[2]                 # the ninth NIC (was 106 against 188 GB/s)

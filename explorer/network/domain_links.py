@@ -44,7 +44,11 @@ def channel_nics_Bps(gpus: int, nics: int, channels: int, nic_Gbps: float, effic
     """
     nccl_nics = min(nics, gpus)
     rate = nic_Gbps * nics / nccl_nics
-    used = channel_nics(nccl_nics, channels, rate)
+    # Two channels share a NIC when the graph was searched over NICs fast enough to duplicate them:
+    # the raw NICs net_channels counted, not the bonded rate (9 x 200 Gb/s NICs on 8 GPUs: 9
+    # channels over 25 GB/s NICs, not two each on 28.1 GB/s bonds, which drove 4 of 8 and cut a
+    # reduce-scatter from 188 to 106 GB/s).
+    used = channel_nics(nccl_nics, channels, nic_Gbps)
     return float("inf") if used >= nccl_nics else used * gbps_to_Bps(rate) * efficiency
 
 

@@ -223,3 +223,22 @@ def test_the_batch_curve_rises_in_throughput_and_latency_and_marks_its_knee():
     # The configured batch's point is the run itself.
     at = next(p for p in pts if p["batch"] == 256)
     assert at["tpot_s"] == pytest.approx(f["tpot_s"], rel=1e-12)
+
+
+@pytest.mark.parametrize("act", ["fp8", "bf16"])
+def test_a_faster_bf16_gemm_never_slows_a_deployment(act):
+    """The attention core runs at bf16's in-training efficiency whatever the GEMMs' precision: with
+    fp8 activations it was handed the fp8 GEMMs' efficiency, which physics/attention.py divides by
+    bf16's measured share of peak, so raising the bf16 GEMM rate slowed it (a hunt: TTFT 34.61 ->
+    34.88 ms and TPOT 26.40 -> 26.47 ms from 400 to 989 TFLOP/s).  fp8 serving does not read the
+    bf16 rate now; bf16 serving speeds up with it."""
+    path = shipped_scenarios()["serve-llama3-70b-tp8"]
+    over = [{"inference.activation_dtype": act, "hardware.gpu.measured_matmul_tflops": x}
+            for x in (400, 795, 989)]
+    runs = [simulate(load(path, o)).inference for o in over]
+    ttft, tpot = [r["ttft_s"] for r in runs], [r["tpot_s"] for r in runs]
+    assert ttft[0] >= ttft[1] >= ttft[2] and tpot[0] >= tpot[1] >= tpot[2]
+    if act == "bf16":
+        assert ttft[0] > 1.5 * ttft[2]
+    else:
+        assert ttft[0] == ttft[2] and tpot[0] == tpot[2]

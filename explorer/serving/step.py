@@ -102,6 +102,10 @@ class PassModel:
         self.net = Network(layout)
         self.cdtype = compute_dtype(self.inf)
         self.eff = gemm_large_efficiency(sc, self.cdtype)
+        # The attention core runs in bf16 whatever the GEMMs' precision (physics/attention.py divides
+        # the efficiency it is given by bf16's measured share of peak): with fp8 activations the fp8
+        # efficiency made a faster bf16 GEMM rate a slower attention (a hunt: TTFT 34.61 -> 34.88 ms).
+        self.attn_eff = gemm_large_efficiency(sc, "bf16" if self.cdtype == "fp8" else self.cdtype)
         self.hbm = self.gpu.hbm_GBps * 1e9 * hbm_efficiency(self.gpu)
         # The same GPU with memory too fast to matter: gemm_seconds on it is the math time alone, the
         # bytes being charged here at their own precisions.
@@ -153,7 +157,7 @@ class PassModel:
             if m.mla is not None and g.new == 1:          # absorbed MLA decode (module docstring)
                 d_qk, d_v = m.mla.kv_lora_rank + m.mla.qk_rope_head_dim, m.mla.kv_lora_rank
             flops = 2.0 * g.seqs * g.new * g.context * a * (d_qk + d_v)
-            compute = attention_seconds(flops, self.gpu, self.eff, kernel=self.kernel, head_dim=d_qk,
+            compute = attention_seconds(flops, self.gpu, self.attn_eff, kernel=self.kernel, head_dim=d_qk,
                                         seq_len=max(g.context, 1.0))
             kv = g.seqs * (g.context + g.new) * self.kv_token / self.hbm      # read all, write the new
             secs += max(compute, kv)

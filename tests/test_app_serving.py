@@ -89,7 +89,7 @@ def test_the_serving_curve_tab_marks_the_knee_and_the_target():
     assert not at.exception
     text = " ".join(m.value for m in at.markdown)
     assert "Knee at batch **128**" in text
-    assert "batch **128** per replica serves the most within it, **7.66 requests/s**" in text
+    assert "batch **128** per replica serves the most within it, **7.67 requests/s**" in text
     assert [t.label for t in at.tabs][:2] == ["Timeline", "Serving curve"]
     at.sidebar.number_input(key="inference.tpot_target_ms").set_value(10.0).run()
     assert "batch **32** per replica" in " ".join(m.value for m in at.markdown)

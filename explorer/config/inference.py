@@ -33,7 +33,9 @@ TRAINING_ONLY = ("training", "parallelism.cp", "parallelism.vpp", "parallelism.s
                  "parallelism.max_in_flight", "parallelism.gossip_peers", "parallelism.ps_servers",
                  "parallelism.batch_split", "parallelism.ideal_pipeline", "parallelism.stage_replicas",
                  "communication.contention", "communication.tp_overlap", "communication.comm_sms",
-                 "communication.prefetch_layers")
+                 "communication.prefetch_layers",
+                 # DeepEP's per-node deduplication is not modelled for serving (serving/step.py).
+                 "communication.moe_dispatcher")
 
 # The Scenario field's metadata (config/sections.py).
 INFERENCE_FIELD = {"doc": "serve requests instead of training: a serving scenario (config/inference.py)"}

@@ -21,7 +21,14 @@ for causal attention; a decode step: new = 1 over the batch's mean context).
   Shoeybi et al. 2019, Sec. 3; vLLM reduces in the model's 16-bit dtype even with FP8 GEMMs),
   priced by network.groups.Network.cost, whose NCCL model picks LL/LL128 at these sizes.
 - Expert parallelism: a dispatch and a combine all-to-all per MoE layer of tokens / tp x top_k x
-  hidden (dispatch in the activation precision, combine in 16 bits: DeepSeek-V3 Sec. 3.3.2/3.4).
+  hidden (dispatch in the activation precision, combine in 16 bits: DeepSeek-V3 Sec. 3.3.2/3.4),
+  each token's top_k copies sent on their own, as NCCL's all-to-all sends them.  DeepSeek decodes
+  with DeepEP's low-latency kernels (direct RDMA to each expert's GPU, no per-node deduplication),
+  which that price stands for; the per-node deduplication of its normal kernels (training's
+  ``communication.moe_dispatcher``) is not modelled here, so a serving file cannot set the
+  dispatcher, and node-limited routing (``model.moe.max_nodes``) moves no bytes.  The busiest expert
+  rank paces the step, as in training: its routed pairs and its all-to-alls are load x the mean,
+  load = the skew's busiest-rank share (workloads/transformer/moe_load.py) x ``model.moe.imbalance``.
 - Pipeline parallelism: one send of tokens x hidden x 2 bytes to the next stage.
 """
 from __future__ import annotations
@@ -38,6 +45,7 @@ from ..physics.hardware import BYTES_PER_ELEMENT, gemm_large_efficiency, hbm_eff
 from ..physics.kernels import gemm_seconds
 from ..physics.work import Gemm
 from ..workloads.registry import attention_of
+from ..workloads.transformer.moe_load import busiest_rank_factor
 from .memory import kv_bytes_per_token_gpu, mlp_matrices
 
 COMM_BYTES = 2          # TP all-reduce, EP combine and PP sends carry 16-bit activations
@@ -106,6 +114,10 @@ class PassModel:
         # the efficiency it is given by bf16's measured share of peak): with fp8 activations the fp8
         # efficiency made a faster bf16 GEMM rate a slower attention (a hunt: TTFT 34.61 -> 34.88 ms).
         self.attn_eff = gemm_large_efficiency(sc, "bf16" if self.cdtype == "fp8" else self.cdtype)
+        moe = self.m.moe
+        # The busiest expert rank's load over the mean (module docstring); 1 without EP.
+        self.load = (busiest_rank_factor(moe.experts, self.ep, moe.top_k, moe.skew) * moe.imbalance
+                     if moe is not None and moe.routed and self.ep > 1 else 1.0)
         self.hbm = self.gpu.hbm_GBps * 1e9 * hbm_efficiency(self.gpu)
         # The same GPU with memory too fast to matter: gemm_seconds on it is the math time alone, the
         # bytes being charged here at their own precisions.
@@ -135,7 +147,8 @@ class PassModel:
         mats = mlp_matrices(m)
         if self.ep > 1:
             local, width = moe.experts / self.ep, float(moe.expert_ffn_hidden)
-            pairs = self.ep * tokens / self.tp * moe.top_k       # routed pairs the EP group brings
+            # Routed pairs the EP group brings to the busiest rank (load x its even share).
+            pairs = self.ep * tokens / self.tp * moe.top_k * self.load
         else:
             local, width = float(moe.experts), moe.expert_ffn_hidden / self.tp
             pairs = tokens * moe.top_k
@@ -145,6 +158,12 @@ class PassModel:
         up = Gemm(rows, (mats - 1) * width, m.hidden, touched)
         down = Gemm(rows, m.hidden, width, touched)
         return self.gemm(up) + self.gemm(down), up.flops + down.flops
+
+    def _ep_call(self, size: float, stage: int) -> dict:
+        """One dispatch or combine of ``size`` bytes (module docstring), its time on the busiest
+        expert rank (load x the mean's)."""
+        call = _call(self.net, "all-to-all", size, "ep", stage)
+        return {**call, "time_s": call["time_s"] * self.load}
 
     # --- one layer -------------------------------------------------------------------------------
     def _attention(self, groups: tuple[Group, ...]) -> tuple[float, float]:
@@ -196,9 +215,9 @@ class PassModel:
         disp = comb = 0.0
         if moe_layer and self.ep > 1 and m.moe is not None:
             routed = tokens / tp * m.moe.top_k * m.hidden
-            calls["ep"] = _call(self.net, "all-to-all", routed * self.abytes, "ep", stage)
+            calls["ep"] = self._ep_call(routed * self.abytes, stage)
             disp = calls["ep"]["time_s"]
-            comb = _call(self.net, "all-to-all", routed * COMM_BYTES, "ep", stage)["time_s"]
+            comb = self._ep_call(routed * COMM_BYTES, stage)["time_s"]
         parts = [("compute", proj + core), ("tp", ar), ("ep", disp), ("compute", ffn), ("ep", comb),
                  ("tp", ar)]
         comps = {"gemm": proj + ffn, "attention": core, "tp": 2 * ar, "ep": disp + comb}

@@ -196,9 +196,9 @@ SERVING_UNREAD = frozenset({
     "parallelism.ps_servers", "parallelism.batch_split", "model.seq_len", "model.dropout", "model.mtp_depth",
     "communication.moe_dispatcher", "communication.comm_sms", "communication.dp_priority",
     "communication.tp_overlap", "communication.prefetch_layers", "communication.contention",
-    # Routing's node limit, load imbalance and skew price training's expert all-to-all and GEMMs;
-    # serving's decode step does not read them (a hunt found the sliders inert on DeepSeek-V3).
-    "model.moe.max_nodes", "model.moe.imbalance", "model.moe.skew",
+    # Routing's node limit prices training's deduplicated dispatch only (serving/step.py sends each
+    # token's copies on their own); imbalance and skew pace serving's busiest expert rank too.
+    "model.moe.max_nodes",
 })
 SERVING_KEYS = frozenset(k for k in WIDGET_KEYS if k.startswith("inference."))
 COMPRESSION_KEYS = frozenset(k for k in WIDGET_KEYS if k.startswith("communication.compression."))

@@ -119,6 +119,12 @@ def test_more_sms_dilute_the_communication_kernels():
                 - _sim("moe", base + g + (("communication.comm_sms", 0),)).iteration_time_s)
     c = [cost(n) for n in (66, 132, 264)]
     assert c[0] > c[1] > c[2] > 0
+    # Fewer SMs than the communication kernels want: they take every SM while they run, so the
+    # cost is the largest and the same at 20 SMs or fewer (the share was capped at all but one SM:
+    # a 1-SM GPU lost nothing, a 2-SM GPU half; found by a hunt).
+    few = [cost(n) for n in (1, 2, 20)]
+    assert few[0] == pytest.approx(few[1], rel=1e-9) and few[1] == pytest.approx(few[2], rel=0.05)
+    assert few[2] > c[0]
 
 
 def test_communication_sms_slow_the_compute_they_overlap():

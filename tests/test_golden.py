@@ -86,9 +86,12 @@ llama3-405b-pretraining when a checkpoint interval stopped going below one train
 (run/goodput.goodput_of: checkpoints are taken between steps): its 128K phases 12.09 -> 12.93 s,
 the run 93.92995 -> 93.92996 days;
 the three serving files when the attention core of an fp8 deployment took bf16's in-training
-efficiency instead of the fp8 GEMMs' (serving/step.py attn_eff; physics/attention.py divides it by
-bf16's measured share, so a faster bf16 GEMM had made attention slower): TTFT -0.2 % (serve-llama3-70b-tp8
-34.73 -> 34.65 ms), serve-deepseek-v3-disaggregated's decode step 53.42 -> 52.02 ms;
+efficiency instead of the fp8 GEMMs' (serving/step.py attn_eff; physics/attention.py divides it
+by bf16's measured share, so a faster bf16 GEMM had made attention slower): TTFT -0.2 %
+(serve-llama3-70b-tp8 34.73 -> 34.65 ms), serve-deepseek-v3-disaggregated's decode step 53.42 ->
+52.02 ms; serve-deepseek-v3-disaggregated's tpot_s (and its batch curve's) again when a
+disaggregated request's KV transfer entered its first inter-token gap, amortised over its output
+tokens (serving/deploy.saturated: 52.0208 -> 52.0230 ms), nothing else;
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

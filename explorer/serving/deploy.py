@@ -219,7 +219,11 @@ def saturated(sc: Scenario) -> Serving:
                  "kv transfer": pre.dp / kv_s}
         bound = min(rates, key=lambda k: rates[k])
         rate = rates[bound]
-        tpot = step
+        # The KV cache reaches the decode pool before its first step: the transfer lengthens the gap
+        # between a request's first token (the prefill pool's) and its second, amortised over its
+        # tokens as a co-located prefill's interruptions are (DistServe's TPOT; a hunt found a
+        # 1.44 s transfer in no latency).
+        tpot = step + kv_s / n_out
         gpus = pre.gpus + dec.gpus
     return Serving(first, decode, pre, dec, ttft, step, tpot, rate, rate * n_out / gpus,
                    rate * n_out / replicas_d, mem, kv_bytes, kv_s, bound, gpus, batch=B,

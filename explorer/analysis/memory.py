@@ -40,7 +40,10 @@ def class_memory(b: IterationBuilder, net: Network, s: int, peak: float | None =
     # (config/frameworks.py grad_buffer_in_reduce_dtype: 6 + 12/d bytes per parameter with the
     # distributed optimizer, Megatron-LM docs/source/api-guide/dist_optimizer.md).
     grads = grad_buffer_bytes(sc) * shard(dense, expert, zero >= 2)
-    if zero >= 3:
+    if zero >= 3 and (nd > 1 or ne > 1):
+        # One rank holds whole parameters: nothing is gathered (PyTorch FSDP switches to NO_SHARD at
+        # world size 1, torch/distributed/fsdp/_init_utils.py; a hunt found ZeRO-3 on dp 1 holding
+        # 0.3 GB more than ZeRO-2).
         # FSDP working set: the gathered layer plus ``prefetch_layers`` gathered ahead, and one
         # layer's full gradients before their reduce-scatter; FSDP2 under a pipeline keeps the
         # stage gathered and its gradients accumulated unsharded (techniques/fsdp.py).

@@ -194,7 +194,7 @@ def stage_memory_rows(profs: Sequence[RowProfile], units: Sequence[int]) -> np.n
     if (zero >= 3).any():
         # ZeRO-3 working set: the gathered layer, prefetch_layers more, one layer's full gradients.
         layer = np.stack([x.layer_bytes for x in L])[li][:, held].max(axis=2)
-        z3 = zero >= 3
+        z3 = (zero >= 3) & ((nd > 1) | (ne > 1))      # one rank gathers nothing (analysis/memory.py)
         # Per row, as analysis/memory.class_memory (techniques/fsdp.zero3_working_set).
         ws = np.array([zero3_working_set(pr.sc, param_bytes(pr.sc) * whole[r], layer[r])
                        for r, pr in enumerate(profs)])

@@ -284,12 +284,14 @@ def held_bytes_per_param(sc: Scenario, net: Network) -> tuple[float, float]:
     residual = EF_BYTES[sc.communication.compression.kind]
     # FSDP2 under a pipeline keeps every parameter gathered and its accumulated gradient unsharded
     # in the reduce dtype (techniques/fsdp.zero3_working_set), on top of ZeRO-3's shards.
-    gathered = weight + grad_reduce_bytes(sc) if fsdp_step_sync(sc) else 0.0
+    nd = net.group_size("dp", 0)
+    ne = net.group_size("edp", 0) if sc.model.is_moe else 1
+    # One rank holds whole parameters and gathers nothing (analysis/memory.class_memory).
+    gathered = weight + grad_reduce_bytes(sc) if fsdp_step_sync(sc) and (nd > 1 or ne > 1) else 0.0
     grads = grad_buffer_bytes(sc)          # fp32 under Megatron's main_grad (config/frameworks.py)
 
     def per(n: int) -> float:
         return (weight / (n if zero >= 3 else 1) + grads / (n if zero >= 2 else 1)
                 + opt / (n if zero >= 1 else 1) + (residual if n > 1 else 0.0) + gathered)
 
-    ne = net.group_size("edp", 0) if sc.model.is_moe else 1
-    return per(net.group_size("dp", 0)), per(ne)
+    return per(nd), per(ne)

@@ -1,0 +1,103 @@
+"""Settings a scenario gives that nothing reads under its other settings: an FP8 recipe in a bf16
+run, sequence parallelism without tensor parallelism, a gossip degree without gossip.  Refusing
+them would break switching back and forth (an app's dtype toggle, a sweep over tp that passes
+through 1), so they are accepted and named: ``run`` and ``validate`` print a note per setting,
+``run --json`` lists them under ``dormant``.  Each rule is checked by tests/test_dormant.py to
+change nothing while its condition holds (a knob that moved the result would not be dormant).
+
+Only settings the scenario's own file or overrides give are named, and only when they differ from
+the field's default: the loader's derived values and defaults written back are not the user's.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .sections import Scenario
+
+_UNSET = object()
+
+
+@dataclass(frozen=True)
+class Dormant:
+    """A field and, for a scenario, why it is not read there (None when it is)."""
+
+    field: str
+    default: Any
+    unread: Callable[[Scenario], str | None]
+
+
+def _no_fp8(sc: Scenario) -> str | None:
+    d = sc.training.dtype
+    return None if d == "fp8" else f"training.dtype is {d}; only fp8 runs read it"
+
+
+def _no_tp(sc: Scenario) -> str | None:
+    return "parallelism.tp is 1; it acts on tensor-parallel activations" if sc.parallelism.tp == 1 else None
+
+
+def _no_dp(sc: Scenario) -> str | None:
+    p = sc.parallelism
+    if sc.dp > 1 or p.stage_replicas:
+        return None
+    return "parallelism.dp is 1: no gradient is reduced across replicas"
+
+
+def _dp_kind(kind: str) -> Callable[[Scenario], str | None]:
+    """Unread unless parallelism.dp_kind is ``kind`` or one of its family (``gossip``: every
+    gossip-* graph truncates its peers to gossip_peers, variants/lowcomm/gossip_graph.py)."""
+    def unread(sc: Scenario) -> str | None:
+        k = sc.parallelism.dp_kind
+        return None if k.startswith(kind) else f"parallelism.dp_kind is {k}; only {kind}* kinds read it"
+    return unread
+
+
+def _not_full(sc: Scenario) -> str | None:
+    r = sc.training.recompute
+    return "training.recompute is full: every module is recomputed" if r == "full" else None
+
+
+def _no_zero3(sc: Scenario) -> str | None:
+    z = sc.parallelism.zero
+    return None if z >= 3 else f"parallelism.zero is {z}; only ZeRO-3 / FSDP gathers parameters ahead"
+
+
+RULES: tuple[Dormant, ...] = (
+    Dormant("training.fp8_recipe", None, _no_fp8),
+    Dormant("training.fp8_storage", "te", _no_fp8),
+    Dormant("parallelism.sequence_parallel", False, _no_tp),
+    Dormant("communication.tp_overlap", False, _no_tp),
+    Dormant("communication.bucket_MB", None, _no_dp),
+    Dormant("communication.dp_overlap", True, _no_dp),
+    Dormant("parallelism.gossip_peers", 0, _dp_kind("gossip")),
+    Dormant("parallelism.ps_servers", 1, _dp_kind("parameter-server")),
+    Dormant("training.recompute_modules", None, _not_full),
+    Dormant("communication.prefetch_layers", 1, _no_zero3),
+)
+
+
+def _given(raw: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = raw
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _UNSET
+        node = node[part]
+    return node
+
+
+def dormant_settings(sc: Scenario, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, why it is not read) for each setting of :data:`RULES` that ``raw`` (the scenario's
+    file with its overrides) gives, other than the field's default, and ``sc`` does not read.
+    ``training.recompute_modules`` has a list default; any given list counts."""
+    out = []
+    for rule in RULES:
+        value = _given(raw, rule.field)
+        if value is _UNSET or (rule.default is not None and value == rule.default):
+            continue
+        if rule.default is None and value is None:
+            continue
+        why = rule.unread(sc)
+        if why is not None:
+            out.append((rule.field, why))
+    return out

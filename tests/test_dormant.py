@@ -1,0 +1,97 @@
+"""Settings given where nothing reads them are named, not refused (explorer/config/dormant.py):
+each rule is checked to change nothing while its condition holds, and to be read (not named) where
+it does not hold; ``run`` and ``validate`` print a note per setting and ``run --json`` lists them.
+Found by hunts: an FP8 recipe in a bf16 run, sequence parallelism at tp 1 and a gossip degree
+without gossip were accepted and silently ignored."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from explorer.cli import main
+from explorer.config.dormant import RULES, dormant_settings
+from explorer.scenario import apply_overrides, from_dict, load_raw
+from explorer.simulate import simulate
+
+from conftest import ROOT
+
+TEACH = ROOT / "scenarios" / "teaching-8gpu.yaml"      # bf16, tp 1, dp 2, pp 4, ZeRO-1, allreduce
+ONE_DP = {"parallelism.dp": 1, "parallelism.pp": 8}
+TWO_DP = {"parallelism.dp": 2, "parallelism.pp": 4}
+
+# field -> (the condition's overrides on teaching-8gpu, the dormant value, overrides where it is read)
+CASES = {
+    "training.fp8_recipe": ({}, "blockwise", {"training.dtype": "fp8"}),
+    "training.fp8_storage": ({}, "deepseek", {"training.dtype": "fp8"}),
+    "parallelism.sequence_parallel": ({}, True, {"parallelism.tp": 2, "parallelism.dp": 1}),
+    "communication.tp_overlap": ({}, True, {"parallelism.tp": 2, "parallelism.dp": 1}),
+    "communication.bucket_MB": (ONE_DP, 5.0, TWO_DP),
+    "communication.dp_overlap": (ONE_DP, False, TWO_DP),
+    "parallelism.gossip_peers": ({}, 1, {"parallelism.dp_kind": "gossip-exponential",
+                                         "cluster.nodes": 2, "parallelism.dp": 4}),
+    "parallelism.ps_servers": ({}, 2, {"parallelism.dp_kind": "parameter-server"}),
+    "training.recompute_modules": ({"training.recompute": "full"}, ["mlp"],
+                                   {"training.recompute": "selective"}),
+    "communication.prefetch_layers": ({}, 3, {"parallelism.zero": 3}),
+}
+
+
+def _raw(over: dict, drop: str = "") -> dict:
+    """teaching-8gpu with ``over``, without ``drop`` (a dotted field its file gives)."""
+    raw = apply_overrides(load_raw(TEACH), over)
+    if drop:
+        *path, last = drop.split(".")
+        node = raw
+        for part in path:
+            node = node.get(part, {})
+        node.pop(last, None)
+    return raw
+
+
+def _figures(raw: dict) -> tuple:
+    r = simulate(from_dict(raw))
+    return (r.iteration_time_s, r.memory.total, sorted(r.breakdown_s.items()),
+            sorted(r.comm_bytes_per_gpu.items()))
+
+
+def test_every_rule_has_a_case():
+    assert sorted(CASES) == sorted(r.field for r in RULES)
+
+
+@pytest.mark.parametrize("field", sorted(CASES))
+def test_a_dormant_setting_changes_nothing_and_is_named(field):
+    base, value, _ = CASES[field]
+    without, given = _raw(base, drop=field), _raw({**base, field: value})
+    assert _figures(given) == _figures(without)
+    named = dict(dormant_settings(from_dict(given), given))
+    assert field in named and "\n" not in named[field]
+    assert field not in dict(dormant_settings(from_dict(without), without))
+
+
+@pytest.mark.parametrize("field", sorted(CASES))
+def test_where_the_setting_is_read_it_is_not_named_and_moves_the_result(field):
+    base, value, read = CASES[field]
+    without, given = _raw({**base, **read}), _raw({**base, **read, field: value})
+    assert field not in dict(dormant_settings(from_dict(given), given))
+    assert _figures(given) != _figures(without)
+
+
+def test_run_and_validate_name_them(capsys):
+    sets = ["--set", "training.fp8_recipe=blockwise", "--set", "parallelism.sequence_parallel=true"]
+    assert main(["run", "teaching-8gpu", *sets]) == 0
+    out = capsys.readouterr().out
+    assert "note: training.fp8_recipe is not read: training.dtype is bf16" in out
+    assert "note: parallelism.sequence_parallel is not read: parallelism.tp is 1" in out
+    assert main(["run", "teaching-8gpu", *sets, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["dormant"]
+    assert [d["field"] for d in got] == ["training.fp8_recipe", "parallelism.sequence_parallel"]
+    assert main(["validate", "teaching-8gpu", *sets]) == 0
+    assert capsys.readouterr().out.count("note: ") == 2
+    assert main(["run", "teaching-8gpu", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["dormant"] == []
+
+
+def test_a_default_written_back_is_not_named():
+    raw = _raw({"training.fp8_storage": "te", "parallelism.sequence_parallel": False})
+    assert dormant_settings(from_dict(raw), raw) == []

@@ -120,33 +120,58 @@ class _Fill:
         some stage does not fit even its chunks' least."""
         if not self._floats:
             return self._most_arrays(top)
-        w, cap, n = self.w, self.cap, self.n
         out = []
-        for s, slots in enumerate(self._slots):
-            x = list(self._least[s])
-            acts = self._start[s]
-            total = sum(x)
-            edge = self._edge[s]
-            if w * total + edge + max(acts) > cap:
+        for s in range(len(self._slots)):
+            x = self._stage_most(s, top)
+            if x is None:
                 return None
-            step = self._step[s]
+            out.append(x)
+        return np.array(out, dtype=np.int64)
+
+    def _stage_most(self, s: int, top: int) -> list[int] | None:
+        """:meth:`most` of stage ``s`` in plain floats."""
+        w, cap, n = self.w, self.cap, self.n
+        slots = self._slots[s]
+        x = list(self._least[s])
+        acts = self._start[s]
+        total = sum(x)
+        edge = self._edge[s]
+        if w * total + edge + max(acts) > cap:
+            return None
+        step = self._step[s]
+        if len(acts) == 1:
+            # One count vector: its activations are one float (the max of one sum is that sum).
+            act, one = acts[0], [v[0] for v in step]
             while total < n:
                 base = w * (total + 1) + edge
                 best, least_need = -1, 0.0
                 for j in slots:
-                    if x[j] >= top:
-                        continue
-                    need = base + max([u + v for u, v in zip(acts, step[j], strict=True)])
-                    if need <= cap and (best < 0 or need < least_need or
-                                        (need == least_need and x[j] < x[best])):
-                        best, least_need = j, need
+                    if x[j] < top:
+                        need = base + (act + one[j])
+                        if need <= cap and (best < 0 or need < least_need or
+                                            (need == least_need and x[j] < x[best])):
+                            best, least_need = j, need
                 if best < 0:
                     break
                 x[best] += 1
                 total += 1
-                acts = [u + v for u, v in zip(acts, step[best], strict=True)]
-            out.append(x)
-        return np.array(out, dtype=np.int64)
+                act = act + one[best]
+            return x
+        while total < n:
+            base = w * (total + 1) + edge
+            best, least_need = -1, 0.0
+            for j in slots:
+                if x[j] < top:
+                    need = base + max([u + v for u, v in zip(acts, step[j], strict=True)])
+                    if need <= cap and (best < 0 or need < least_need or
+                                        (need == least_need and x[j] < x[best])):
+                        best, least_need = j, need
+            if best < 0:
+                break
+            x[best] += 1
+            total += 1
+            acts = [u + v for u, v in zip(acts, step[best], strict=True)]
+        return x
 
     def _most_arrays(self, top: int) -> np.ndarray | None:
         """:meth:`most` for every stage at once: each round adds to every stage still below its cap

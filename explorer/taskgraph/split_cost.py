@@ -217,8 +217,9 @@ def assemble(sc: Scenario, net: Network, layers: list[Piece], first: Piece, last
         msg = pp_message_bytes(sc)
         sends = tuple(net.cost("send-recv", msg, "pp", s).time_s for s in range(par.pp))
     held, first_held, last_held, capacity = held_fields(sc, net, layers, first, last)
-    return SplitCosts(np.stack([pc.fields for pc in layers]), first.fields, last.fields, sm_factor(sc, False),
-                      sends, held, first_held, last_held, capacity, transient)
+    distinct, index = distinct_pieces(layers)         # each distinct piece's row, repeated
+    return SplitCosts(np.stack([pc.fields for pc in distinct])[index], first.fields, last.fields,
+                      sm_factor(sc, False), sends, held, first_held, last_held, capacity, transient)
 
 
 def held_fields(sc: Scenario, net: Network, layers: list[Piece], first: Piece,

@@ -87,13 +87,18 @@ class _Line:
         out: list[int] = []
         i, tol = 0, cap * (1 + _TOL)
         for j in range(chunks - 1):
-            end = bisect_right(prefix, prefix[i] + tol - extras[j], lo=i) - 1
+            x, at = extras[j], prefix[i]
+            end = bisect_right(prefix, at + tol - x, i) - 1
             # Settle the rounding of the bisection target on the chunk's own sum.
-            while end < n and prefix[end + 1] - prefix[i] + extras[j] <= tol:
+            while end < n and prefix[end + 1] - at + x <= tol:
                 end += 1
-            while end > i and prefix[end] - prefix[i] + extras[j] > tol:
+            while end > i and prefix[end] - at + x > tol:
                 end -= 1
-            end = max(min(end, n - (chunks - j - 1)), i + 1)
+            # At most what leaves one layer for every later chunk, at least one layer.
+            if end > n - (chunks - j - 1):
+                end = n - (chunks - j - 1)
+            if end < i + 1:
+                end = i + 1
             out.append(end - i)
             i = end
         out.append(n - i)

@@ -324,11 +324,19 @@ class _Plan:
             if picked is None:
                 # Only a layer leaving a chunk of a stage that is over (then: of the slowest stage,
                 # or the largest chunk) can lower what the moves are compared by first.
-                picked = self._pick(bounds + moves[np.isin(giver, self._givers(*state, fitting))], current)
+                takes = self._taking(giver, self._givers(*state, fitting))
+                picked = self._pick(bounds + moves[takes], current)
             if picked is None or not _better(picked[1], current, self.cap):
                 break
             bounds, current, state = picked
         return (bounds if current[0] <= 0.0 else None), current[0]
+
+    def _taking(self, giver: np.ndarray, chunks: np.ndarray) -> np.ndarray:
+        """Which moves (their ``giver``) take a layer from one of ``chunks`` (np.isin's answer, by a
+        table of the plan's chunks)."""
+        among = np.zeros(self.chunks, dtype=bool)
+        among[chunks] = True
+        return among[giver]
 
     def _pick(self, cand: np.ndarray, current: tuple[float, ...]) -> tuple | None:
         """The move the module docstring takes among the splits ``cand``: its bounds, columns and
@@ -366,7 +374,7 @@ class _Plan:
         if len(excess) > 1 and np.partition(excess, -2)[-2] > excess[worst] - margin:
             return None                      # two stages about as full: one move relieves one
         mine = self.groups[worst][self.groups[worst] < self.chunks]
-        picked = self._pick(bounds + moves[np.isin(giver, mine)], current)
+        picked = self._pick(bounds + moves[self._taking(giver, mine)], current)
         if picked is None or picked[1][0] >= current[0] - margin:
             return None
         return picked

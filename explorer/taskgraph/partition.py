@@ -123,8 +123,10 @@ def _min_max_split(line: _Line, costs: list[float]) -> list[int]:
     total = prefix[n] + sum(extras)
     counts = [0] * chunks
     acc = extras[0]                      # summed layer by layer: exact ties decide as before
+    width, top = total / chunks, chunks - 1
     for c in costs:
-        counts[min(int((acc + c / 2) / (total / chunks)), chunks - 1)] += 1
+        k = int((acc + c / 2) / width)
+        counts[k if k < top else top] += 1
         acc += c
     if min(counts) >= 1 and max(line.chunk_costs(counts)) <= max(line.chunk_costs(best)) * (1 + _TOL):
         best = counts

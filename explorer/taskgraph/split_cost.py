@@ -255,7 +255,7 @@ def held_arrays(layers: list[Piece], first: Piece, last: Piece,
         return np.array([pc.params * dense_b + pc.expert_params * expert_b + fp8, pc.act_bytes])
 
     distinct, index = distinct_pieces(layers)
-    return (np.stack([held(pc, f) for pc, f in zip(distinct, fp8, strict=False)])[index],
+    return (np.stack([held(pc, f) for pc, f in zip(distinct, fp8[:-2], strict=True)])[index],
             held(first, fp8[-2]), held(last, fp8[-1]), capacity)
 
 

@@ -356,7 +356,7 @@ def test_every_route_says_the_split_was_moved():
 @settings(max_examples=60, deadline=None)
 @given(st.sets(st.tuples(st.integers(0, 6), st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=200))
 def test_the_count_vectors_kept_are_those_nothing_dominates(seen):
-    """schedules/live._undominated (blocks of numpy comparisons) keeps exactly the vectors no other
+    """schedules/live._undominated (a scan in lexicographic order) keeps exactly the vectors no other
     one is at least as large as everywhere, as the pairwise definition says."""
     from explorer.schedules.live import _undominated
     brute = tuple(sorted(x for x in seen if not any(y != x and all(a >= b for a, b in zip(y, x, strict=True))

@@ -19,9 +19,17 @@ from ..schedules.registry import get as get_schedule
 from ..taskgraph.layout import layout_for
 from ..taskgraph.memory_split import fit_memory
 from ..taskgraph.split import SplitChoice, choose_split, given_split, split_live
-from ..taskgraph.split_cost import Piece, SplitCosts, assemble, held_fields, layer_pieces, piece_fields
+from ..taskgraph.split_cost import (
+    Piece,
+    SplitCosts,
+    assemble,
+    held_arrays,
+    held_scalars,
+    layer_pieces,
+    piece_fields,
+)
 from .chunk_basis import F_IDX, KINDS, PARTS, ROLES, basis, basis_key, costs
-from .keys import memo_table, network_key
+from .keys import intern, memo_table, network_key
 from .stages import shared_netinfo, stage_classes
 
 _SPLITS = memo_table()
@@ -29,6 +37,8 @@ _COSTS = memo_table()
 _SEARCHES: dict[tuple, tuple[int, ...]] = memo_table()
 _PIECES = memo_table()
 _FITTED: dict[tuple, tuple[int, ...]] = memo_table()
+_HELD = memo_table()
+_LIVES = memo_table()
 
 
 def layer_split(sc: Scenario, ckey: int, pair_split: bool, bkey: int | None = None) -> tuple[int, ...]:
@@ -61,31 +71,44 @@ def layer_split_choice(sc: Scenario, ckey: int, pair_split: bool, bkey: int | No
         out = _SEARCHES.get(skey)
         if out is None:
             out = _SEARCHES[skey] = choose_split(None, c, chunks, stages, units, lay.v_shape, fused)
-        got = _SPLITS[key] = (out, c, skey)
-    out, c, skey = got
+        got = _SPLITS[key] = (out, c, intern(("search", skey)))
+    out, c, sid = got
     if stages is None or chunks == 1 or c.cuts is not None:
         return SplitChoice(out, out)
-    return SplitChoice(_fitted(sc, out, c, skey, chunks, stages, lay.v_shape, fused, nkey, ckey, bkey), out)
+    return SplitChoice(_fitted(sc, out, c, sid, chunks, stages, lay.v_shape, fused, nkey, ckey, bkey), out)
 
 
-def _fitted(sc: Scenario, out: tuple[int, ...], c: SplitCosts, skey: tuple, chunks: int, stages: int,
+def _fitted(sc: Scenario, out: tuple[int, ...], c: SplitCosts, sid: int, chunks: int, stages: int,
             v_shape: bool, fused: bool, nkey: int | None, ckey: int, bkey: int) -> tuple[int, ...]:
     """choose_split's memory step (memory_split.fit_memory) on this row's own bytes: the cached
     costs are shared by rows whose seconds are equal, not their ZeRO sharding or GPU (memoised on
-    the split's search key, the in-flight counts and the bytes)."""
+    the split's search key ``sid``, the in-flight counts and the bytes).  A row prices only the
+    few numbers its bytes are made of (split_cost.held_scalars); rows that agree on them and on
+    the pieces share the bytes' arrays and their key."""
     par = sc.parallelism
     sched = get_schedule(par.schedule)
-    live = split_live(sched, par.pp, sc.micro_batches * par.token_slices, par.vpp)
-    info = shared_netinfo(sc, False, network_key(sc, False) if nkey is None else nkey).for_row(sc)
     layers, first, last = _pieces(sc, ckey, bkey, nkey)
-    # RowNetwork stands in for Network with the same pricing methods (pricing/keys.py).
-    held, first_held, last_held, capacity = held_fields(sc, cast(Network, info), layers, first, last)
-    key = (skey, live, held.tobytes(), first_held.tobytes(), last_held.tobytes(), capacity)
+    # held_scalars reads the network's group sizes only, which RowNetwork.group_size takes from
+    # the network key whichever row's scenario it holds: the shared one does (no row copy).
+    info = shared_netinfo(sc, False, network_key(sc, False) if nkey is None else nkey)
+    scalars = held_scalars(sc, cast(Network, info.net), layers, first, last)
+    held = _HELD.get((bkey, scalars))
+    if held is None:
+        arrays = held_arrays(layers, first, last, scalars)
+        bytes_key = ("held", *(a.tobytes() for a in arrays[:3]), arrays[3])
+        held = _HELD[(bkey, scalars)] = (arrays, intern(bytes_key))
+    arrays, hid = held
+    lkey = (sched.name, par.pp, sc.micro_batches * par.token_slices, par.vpp)
+    live = _LIVES.get(lkey)
+    if live is None:
+        got_live = split_live(sched, *lkey[1:])
+        live = _LIVES[lkey] = (got_live, intern(("live", got_live)))
+    key = (sid, live[1], hid)
     got = _FITTED.get(key)
     if got is None:
-        row = replace(c, held=held, first_held=first_held, last_held=last_held, capacity=capacity)
+        row = replace(c, held=arrays[0], first_held=arrays[1], last_held=arrays[2], capacity=arrays[3])
         extras = None if v_shape else c.chunk_sends(chunks, v_shape)
-        got = _FITTED[key] = fit_memory(row, out, live, extras, fused)
+        got = _FITTED[key] = fit_memory(row, out, live[0], extras, fused)
     return got
 
 

@@ -12,8 +12,7 @@ keeps, W frees)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import numpy as np
+from operator import ge
 
 from . import dualpipe
 from .base import ChunkOp, Op
@@ -46,24 +45,37 @@ def _pipeline_vectors(order: Sequence[Op], width: int) -> tuple[tuple[int, ...],
             elif op.kind == release:
                 now -= 1
         return ((peak,),)
+    # Only the vector before a release that follows a forward (or at the end) is kept: a vector a
+    # later forward raises before any release is dominated by it, so the undominated set is that
+    # of these peaks (and the zero vector, which every other one dominates).
     live = [0] * width
     seen = {tuple(live)}
+    rising = False
     for op in order:
-        chunk = op.chunk if isinstance(op, ChunkOp) else 0      # one-direction orders are ChunkOps
-        if op.kind == "F":
-            live[chunk] += 1
-            seen.add(tuple(live))
-        elif op.kind == release:
-            live[chunk] -= 1
+        kind = op.kind
+        if kind == "F":
+            live[op.chunk if isinstance(op, ChunkOp) else 0] += 1      # one-direction orders are ChunkOps
+            rising = True
+        elif kind == release:
+            if rising:
+                seen.add(tuple(live))
+                rising = False
+            live[op.chunk if isinstance(op, ChunkOp) else 0] -= 1
+    if rising:
+        seen.add(tuple(live))
     return _undominated(seen)
 
 
 def _undominated(seen: set[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
-    """The vectors of ``seen`` no other one dominates (at least as large everywhere), sorted."""
-    arr = np.array(sorted(seen), dtype=np.int64)
-    keep = np.ones(len(arr), dtype=bool)
-    for start in range(0, len(arr), 256):            # (block, all, width) at a time: bounded memory
-        x = arr[start:start + 256, None, :]
-        covers = (arr[None, :, :] >= x).all(axis=2) & (arr[None, :, :] != x).any(axis=2)
-        keep[start:start + 256] = ~covers.any(axis=1)
-    return tuple(tuple(int(v) for v in row) for row in arr[keep])
+    """The vectors of ``seen`` no other one dominates (at least as large everywhere), sorted.  A
+    vector that dominates another is after it in lexicographic order, so from the last one down
+    each is kept unless one kept dominates it (a dominating vector not kept is dominated by one
+    kept); a rank's order passes through a few undominated vectors."""
+    kept: list[tuple[int, ...]] = []
+    for x in sorted(seen, reverse=True):
+        for y in kept:
+            if all(map(ge, y, x)):
+                break
+        else:
+            kept.append(x)
+    return tuple(reversed(kept))

@@ -49,24 +49,19 @@ def interleaved(stage: int, p: int, m: int, v: int) -> list[Op]:
     fs = [chunk_ops("F", c, n) for c in range(v)]
     bs = [chunk_ops("B", c, n) for c in range(v)]
 
-    def fwd(k: int) -> Op:
-        group, pos = divmod(k, p * v)
-        return fs[(pos // p) % v][group * p + pos % p]
-
-    def bwd(k: int) -> Op:
-        group, pos = divmod(k, p * v)
-        return bs[v - 1 - (pos // p) % v][group * p + pos % p]
-
+    # The k-th forward and backward: micro-batch group k // (p v), in it chunk (k mod p v) // p
+    # (backwards in reverse chunk order), micro-batch (k mod p) of the group.  Listed at once
+    # (a deep pipeline's orders hold millions of ops).
+    fwd = [fs[(pos // p) % v][group * p + pos % p] for group in range(-(-total // (p * v)))
+           for pos in range(p * v)][:total]
+    bwd = [bs[v - 1 - (pos // p) % v][group * p + pos % p] for group in range(-(-total // (p * v)))
+           for pos in range(p * v)][:total]
     warmup = min((p - stage - 1) * 2 + (v - 1) * p, total)
-    order = [fwd(k) for k in range(warmup)]
-    f, b = warmup, 0
-    while f < total:
-        order.append(fwd(f))
-        f += 1
-        order.append(bwd(b))
-        b += 1
-    order += [bwd(k) for k in range(b, total)]
-    return order
+    # Warm-up forwards, then one forward and one backward alternating, then the remaining backwards.
+    steady: list[Op] = [fwd[0]] * (2 * (total - warmup)) if total > warmup else []
+    steady[0::2] = fwd[warmup:]
+    steady[1::2] = bwd[:total - warmup]
+    return fwd[:warmup] + steady + bwd[total - warmup:]
 
 
 def stage_order(schedule: str, stage: int, p: int, m: int, v: int = 1) -> list[Op]:

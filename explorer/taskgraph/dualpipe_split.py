@@ -302,27 +302,26 @@ def boundary_moves(p: int, run: int = MAX_RUN) -> np.ndarray:
     (memoised)."""
     got = _MOVES.get((p, run))
     if got is None:
-        rows = []
-        for k1 in range(1, p):
-            for k2 in range(k1, min(p, k1 + run)):
-                for d in (1, -1):
-                    r = np.zeros(p + 1, np.int64)
-                    r[k1:k2 + 1] = d
-                    rows.append(r)
-        got = _MOVES[(p, run)] = np.array(rows)
+        runs = _runs(p, run)
+        if not runs:                          # one chunk: no inner boundary
+            got = _MOVES[(p, run)] = np.array([])
+            return got
+        k1, k2, d = (np.array(x, dtype=np.int64) for x in zip(*runs, strict=True))
+        at = np.arange(p + 1)
+        got = _MOVES[(p, run)] = ((at >= k1[:, None]) & (at <= k2[:, None])) * d[:, None]
     return got
+
+
+def _runs(p: int, run: int) -> list[tuple[int, int, int]]:
+    """(k1, k2, direction) of each row of :func:`boundary_moves`, in its order."""
+    return [(k1, k2, d) for k1 in range(1, p) for k2 in range(k1, min(p, k1 + run)) for d in (1, -1)]
 
 
 @lru_cache(maxsize=64)
 def move_givers(chunks: int, run: int) -> np.ndarray:
     """Per row of :func:`boundary_moves` the chunk that loses a layer: boundaries k1..k2 shifted
     right take chunk k2's first layer, shifted left chunk k1-1's last."""
-    moves = boundary_moves(chunks, run)
-    out = np.empty(len(moves), dtype=np.int64)
-    for i, m in enumerate(moves):
-        moved = np.flatnonzero(m)
-        out[i] = moved[-1] if m[moved[0]] > 0 else moved[0] - 1
-    return out
+    return np.array([k2 if d > 0 else k1 - 1 for k1, k2, d in _runs(chunks, run)], dtype=np.int64)
 
 
 def _near(p: int, run: int = MAX_RUN) -> np.ndarray:

@@ -55,12 +55,16 @@ def _greedy(caps: np.ndarray, sec: np.ndarray, mem: np.ndarray, room_b: np.ndarr
     ok = np.ones(len(caps), dtype=bool)
     out = [i]
     tol = caps * (1 + _TOL)
+    edge_s, room, fewest = edge[0].tolist(), room_b.tolist(), least.tolist()
     for j in range(k - 1):
-        e_t = np.searchsorted(sec, sec[i] + tol - edge[0, j], "right") - 1
-        e_m = np.searchsorted(mem[j], mem[j, i] + room_b[j], "right") - 1
-        e = np.minimum(np.minimum(e_t, e_m), n - (k - j - 1))
-        ok &= e >= i + least[j]
-        i = np.maximum(e, i + least[j])
+        # The last layer each cap lets the chunk end at: one less than the first insertion point
+        # past its seconds and past its bytes (the lesser of the two), and one left for each later chunk.
+        e = np.minimum(np.searchsorted(sec, sec[i] + tol - edge_s[j], "right"),
+                       np.searchsorted(mem[j], mem[j, i] + room[j], "right")) - 1
+        e = np.minimum(e, n - (k - j - 1))
+        at_least = i + fewest[j]
+        ok &= e >= at_least
+        i = np.maximum(e, at_least)
         out.append(i)
     out.append(np.full(len(caps), n))
     ok &= sec[n] - sec[i] + edge[0, -1] <= tol

@@ -144,6 +144,7 @@ class _Plan:
             self.least[0] = self.least[-1] = 0
         self._held = c.held
         self._uniform = bool((c.held == c.held[0]).all())          # equal layers (_relieve_worst)
+        self._least_need: tuple[np.ndarray, np.ndarray] | None = None       # hopeless's bound
 
     def _time(self) -> None:
         """The layers' seconds as prefix sums and the ends' (and sends') seconds per chunk: what a
@@ -247,6 +248,19 @@ class _Plan:
         its least layers); the
         most layers each stage can so hold must add up to the model's (twice under two
         directions)."""
+        if self._least_need is None:
+            self._least_need = self._lower_bounds()
+        need, floor = self._least_need
+        ok = need <= self.cap
+        if not ok[:, 0].all():
+            return True
+        most = ok.sum(axis=1) - 1                  # need grows with L: the feasible L are 0..most
+        return bool((most < floor).any() or most.sum() < self.n * self.copies)
+
+    def _lower_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`hopeless`'s bound, whatever the cap: (stages, n + 1) the least bytes a stage of L
+        layers holds, and (stages,) the layers its chunks hold at least (the plan's two rooms
+        read them both)."""
         w, a = float(self._held[:, 0].min()), float(self._held[:, 1].min())
         real = self.groups < self.chunks                               # (stages, width)
         at = np.minimum(self.groups, self.chunks - 1)
@@ -259,12 +273,7 @@ class _Plan:
         fixed = (vectors * least[:, None, :]).sum(axis=2)                           # (stages, K + 1)
         L = np.arange(self.n + 1)[None, None, :]
         act = a * (fixed[:, :, None] + vec[:, :, None] * np.maximum(L - floor[:, None, None], 0))
-        need = ends[:, None] + L[0] * w + act.max(axis=1)                       # (stages, n + 1)
-        ok = need <= self.cap
-        if not ok[:, 0].all():
-            return True
-        most = ok.sum(axis=1) - 1                  # need grows with L: the feasible L are 0..most
-        return bool((most < floor).any() or most.sum() < self.n * self.copies)
+        return ends[:, None] + L[0] * w + act.max(axis=1), floor
 
     def built(self) -> np.ndarray | None:
         """uniform_split's fitting split under the current cap, as bounds; None when the layers
@@ -315,11 +324,19 @@ class _Plan:
             if picked is None:
                 # Only a layer leaving a chunk of a stage that is over (then: of the slowest stage,
                 # or the largest chunk) can lower what the moves are compared by first.
-                picked = self._pick(bounds + moves[np.isin(giver, self._givers(*state, fitting))], current)
+                takes = self._taking(giver, self._givers(*state, fitting))
+                picked = self._pick(bounds + moves[takes], current)
             if picked is None or not _better(picked[1], current, self.cap):
                 break
             bounds, current, state = picked
         return (bounds if current[0] <= 0.0 else None), current[0]
+
+    def _taking(self, giver: np.ndarray, chunks: np.ndarray) -> np.ndarray:
+        """Which moves (their ``giver``) take a layer from one of ``chunks`` (np.isin's answer, by a
+        table of the plan's chunks)."""
+        among = np.zeros(self.chunks, dtype=bool)
+        among[chunks] = True
+        return among[giver]
 
     def _pick(self, cand: np.ndarray, current: tuple[float, ...]) -> tuple | None:
         """The move the module docstring takes among the splits ``cand``: its bounds, columns and
@@ -357,7 +374,7 @@ class _Plan:
         if len(excess) > 1 and np.partition(excess, -2)[-2] > excess[worst] - margin:
             return None                      # two stages about as full: one move relieves one
         mine = self.groups[worst][self.groups[worst] < self.chunks]
-        picked = self._pick(bounds + moves[np.isin(giver, mine)], current)
+        picked = self._pick(bounds + moves[self._taking(giver, mine)], current)
         if picked is None or picked[1][0] >= current[0] - margin:
             return None
         return picked

@@ -87,13 +87,18 @@ class _Line:
         out: list[int] = []
         i, tol = 0, cap * (1 + _TOL)
         for j in range(chunks - 1):
-            end = bisect_right(prefix, prefix[i] + tol - extras[j], lo=i) - 1
+            x, at = extras[j], prefix[i]
+            end = bisect_right(prefix, at + tol - x, i) - 1
             # Settle the rounding of the bisection target on the chunk's own sum.
-            while end < n and prefix[end + 1] - prefix[i] + extras[j] <= tol:
+            while end < n and prefix[end + 1] - at + x <= tol:
                 end += 1
-            while end > i and prefix[end] - prefix[i] + extras[j] > tol:
+            while end > i and prefix[end] - at + x > tol:
                 end -= 1
-            end = max(min(end, n - (chunks - j - 1)), i + 1)
+            # At most what leaves one layer for every later chunk, at least one layer.
+            if end > n - (chunks - j - 1):
+                end = n - (chunks - j - 1)
+            if end < i + 1:
+                end = i + 1
             out.append(end - i)
             i = end
         out.append(n - i)
@@ -118,8 +123,10 @@ def _min_max_split(line: _Line, costs: list[float]) -> list[int]:
     total = prefix[n] + sum(extras)
     counts = [0] * chunks
     acc = extras[0]                      # summed layer by layer: exact ties decide as before
+    width, top = total / chunks, chunks - 1
     for c in costs:
-        counts[min(int((acc + c / 2) / (total / chunks)), chunks - 1)] += 1
+        k = int((acc + c / 2) / width)
+        counts[k if k < top else top] += 1
         acc += c
     if min(counts) >= 1 and max(line.chunk_costs(counts)) <= max(line.chunk_costs(best)) * (1 + _TOL):
         best = counts

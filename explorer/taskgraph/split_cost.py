@@ -217,8 +217,9 @@ def assemble(sc: Scenario, net: Network, layers: list[Piece], first: Piece, last
         msg = pp_message_bytes(sc)
         sends = tuple(net.cost("send-recv", msg, "pp", s).time_s for s in range(par.pp))
     held, first_held, last_held, capacity = held_fields(sc, net, layers, first, last)
-    return SplitCosts(np.stack([pc.fields for pc in layers]), first.fields, last.fields, sm_factor(sc, False),
-                      sends, held, first_held, last_held, capacity, transient)
+    distinct, index = distinct_pieces(layers)         # each distinct piece's row, repeated
+    return SplitCosts(np.stack([pc.fields for pc in distinct])[index], first.fields, last.fields,
+                      sm_factor(sc, False), sends, held, first_held, last_held, capacity, transient)
 
 
 def held_fields(sc: Scenario, net: Network, layers: list[Piece], first: Piece,
@@ -227,17 +228,35 @@ def held_fields(sc: Scenario, net: Network, layers: list[Piece], first: Piece,
     gradients and optimizer state per held_bytes_per_param, an FP8 run's weight copies and scaling
     state) and its activations per unit in flight; and the GPU's bytes less NCCL's buffers.
     Priced once per distinct piece (a model's layers share a few)."""
-    dense_b, expert_b = held_bytes_per_param(sc, net)
+    return held_arrays(layers, first, last, held_scalars(sc, net, layers, first, last))
 
-    def held(pc: Piece) -> np.ndarray:
-        # An FP8 run's weight copies and scaling state (none of ZeRO-3's gathered copies: like its
-        # gathered working set, they are not a piece's; techniques/fp8_memory.py).
-        fp8 = float(fp8_memory_bytes(sc, pc.fp8_params, pc.fp8_gemms, 0.0))
+
+def held_scalars(sc: Scenario, net: Network, layers: list[Piece], first: Piece,
+                 last: Piece) -> tuple[float, float, tuple[float, ...], float]:
+    """All :func:`held_fields` reads of the row besides the pieces (equal scalars on the same
+    pieces, equal bytes): the bytes per dense and per expert parameter, each distinct piece's,
+    the first end's and the last end's FP8 bytes (an FP8 run's weight copies and scaling state;
+    none of ZeRO-3's gathered copies: like its gathered working set, they are not a piece's,
+    techniques/fp8_memory.py), and the GPU's bytes less NCCL's buffers."""
+    dense_b, expert_b = held_bytes_per_param(sc, net)
+    distinct, _ = distinct_pieces(layers)
+    fp8 = tuple(float(fp8_memory_bytes(sc, pc.fp8_params, pc.fp8_gemms, 0.0))
+                for pc in (*distinct, first, last))
+    return dense_b, expert_b, fp8, sc.hardware.gpu.capacity_bytes - nccl_reserved_bytes(sc)
+
+
+def held_arrays(layers: list[Piece], first: Piece, last: Piece,
+                scalars: tuple[float, float, tuple[float, ...], float]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """:func:`held_fields` from :func:`held_scalars`."""
+    dense_b, expert_b, fp8, capacity = scalars
+
+    def held(pc: Piece, fp8: float) -> np.ndarray:
         return np.array([pc.params * dense_b + pc.expert_params * expert_b + fp8, pc.act_bytes])
 
     distinct, index = distinct_pieces(layers)
-    return (np.stack([held(pc) for pc in distinct])[index], held(first), held(last),
-            sc.hardware.gpu.capacity_bytes - nccl_reserved_bytes(sc))
+    return (np.stack([held(pc, f) for pc, f in zip(distinct, fp8[:-2], strict=True)])[index],
+            held(first, fp8[-2]), held(last, fp8[-1]), capacity)
 
 
 def distinct_pieces(layers: Sequence[Piece]) -> tuple[list[Piece], np.ndarray]:

@@ -79,9 +79,12 @@ def uniform_fitting_split(held: np.ndarray, seconds: np.ndarray, edge: np.ndarra
 
 
 class _Fill:
-    """Step 1 for every stage at once: stage by stage the construction is independent, so each
-    round adds to every stage still below its cap the layer that raises its bytes least (the same
-    arithmetic, in the same order, as adding them one stage at a time)."""
+    """Step 1, each stage on its own (the construction is independent stage by stage)."""
+
+    # Count vectors per stage up to which a stage is filled in plain floats, one stage at a time;
+    # more, and every stage at once on arrays (numpy's per-call cost outweighs a few floats'
+    # arithmetic, not a stage's tens of vectors).  Both do the same operations in the same order.
+    FLOATS_UP_TO = 2
 
     def __init__(self, w: float, a: float, edge: np.ndarray, groups: np.ndarray, vectors: np.ndarray,
                  least: np.ndarray, n: int, cap: float) -> None:
@@ -97,12 +100,83 @@ class _Fill:
         self.vectors = vectors                                        # (stages, K, width)
         self.step = a * vectors                                       # one layer's activations
         self.a = a
+        self._floats = vectors.shape[1] <= self.FLOATS_UP_TO
+        if self._floats:
+            # Per stage: its chunks' slots, its activations per count vector before any layer
+            # (slot by slot from zero, as _most_arrays sums them) and one layer's per slot.
+            self._slots: list[list[int]] = [np.flatnonzero(r).tolist() for r in self.real]
+            start: np.ndarray = np.zeros(vectors.shape[:2])
+            for j in range(groups.shape[1]):
+                start = start + vectors[:, :, j] * (a * self.least[:, j] + self.act_edge[:, j])[:, None]
+            self._start: list[list[float]] = start.tolist()           # (stages, K)
+            self._step: list[list[list[float]]] = self.step.transpose(0, 2, 1).tolist()  # (stages, width, K)
+            self._least: list[list[int]] = self.least.tolist()
+            self._edge: list[float] = self.state_edge.tolist()
 
     def most(self, top: int) -> np.ndarray | None:
         """(stages, width) the layers each stage's chunks hold after adding, one at a time, the
         layer that raises the stage's bytes least while they stay within the cap and no chunk
         exceeds ``top`` (the chunk with fewer layers, then the earlier one, on a tie); None when
         some stage does not fit even its chunks' least."""
+        if not self._floats:
+            return self._most_arrays(top)
+        out = []
+        for s in range(len(self._slots)):
+            x = self._stage_most(s, top)
+            if x is None:
+                return None
+            out.append(x)
+        return np.array(out, dtype=np.int64)
+
+    def _stage_most(self, s: int, top: int) -> list[int] | None:
+        """:meth:`most` of stage ``s`` in plain floats."""
+        w, cap, n = self.w, self.cap, self.n
+        slots = self._slots[s]
+        x = list(self._least[s])
+        acts = self._start[s]
+        total = sum(x)
+        edge = self._edge[s]
+        if w * total + edge + max(acts) > cap:
+            return None
+        step = self._step[s]
+        if len(acts) == 1:
+            # One count vector: its activations are one float (the max of one sum is that sum).
+            act, one = acts[0], [v[0] for v in step]
+            while total < n:
+                base = w * (total + 1) + edge
+                best, least_need = -1, 0.0
+                for j in slots:
+                    if x[j] < top:
+                        need = base + (act + one[j])
+                        if need <= cap and (best < 0 or need < least_need or
+                                            (need == least_need and x[j] < x[best])):
+                            best, least_need = j, need
+                if best < 0:
+                    break
+                x[best] += 1
+                total += 1
+                act = act + one[best]
+            return x
+        while total < n:
+            base = w * (total + 1) + edge
+            best, least_need = -1, 0.0
+            for j in slots:
+                if x[j] < top:
+                    need = base + max([u + v for u, v in zip(acts, step[j], strict=True)])
+                    if need <= cap and (best < 0 or need < least_need or
+                                        (need == least_need and x[j] < x[best])):
+                        best, least_need = j, need
+            if best < 0:
+                break
+            x[best] += 1
+            total += 1
+            acts = [u + v for u, v in zip(acts, step[best], strict=True)]
+        return x
+
+    def _most_arrays(self, top: int) -> np.ndarray | None:
+        """:meth:`most` for every stage at once: each round adds to every stage still below its cap
+        the layer that raises its bytes least (the same arithmetic, in the same order, as adding
+        them one stage at a time)."""
         w, cap, n = self.w, self.cap, self.n
         x = self.least.copy()
         acts = np.zeros(self.vectors.shape[:2])

@@ -33,7 +33,7 @@ from .network.compression_quality import convergence_cost
 from .network.nccl_table import collective_rows
 from .run.phases import plan
 from .run.report import run_json, run_lines
-from .scenario import Scenario, ScenarioError, apply_overrides, load, load_raw, parse_assignments
+from .scenario import Scenario, ScenarioError, load, load_raw, parse_assignments
 from .variants.hetero import gpu_summary
 from .workloads.registry import nouns
 
@@ -58,13 +58,6 @@ class _Parser(argparse.ArgumentParser):
 
 def load_scenario(name: str, sets: Sequence[str] = ()) -> Scenario:
     return load(resolve_scenario_path(name), parse_assignments(sets))
-
-
-def dormant_of(name: str, sets: Sequence[str], sc: Scenario) -> list[tuple[str, str]]:
-    """The settings the scenario's file and ``--set`` give that ``sc`` does not read
-    (config/dormant.py)."""
-    raw = apply_overrides(load_raw(resolve_scenario_path(name)), parse_assignments(sets))
-    return dormant_settings(sc, raw)
 
 
 MAX_SWEEP_SIZES = 64     # doublings from 1 byte to 1 PiB are 51; more is a typo, not a sweep
@@ -343,7 +336,7 @@ def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None
         print(f"ok: {one_line(sc.name)}: {sc.gpus:,} GPUs = tp {p.tp} x cp {p.cp} x {shape}; "
               f"{sc.micro_batches} micro-batches of {sc.training.micro_batch} per pipeline; "
               f"ep {p.ep}; order {p.order}" + (f"; a run of {len(phases)} phases" if phases else ""))
-        for field, why in dormant_of(args.scenario, args.set, sc):
+        for field, why in dormant_settings(sc):
             print(f"note: {field} is not read: {why}")
         sys.stdout.flush()
         return 0
@@ -382,10 +375,7 @@ def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None
             Path(args.trace).write_text(tl.to_trace_json(), encoding="utf-8")
         if args.csv:
             Path(args.csv).write_text(tl.to_csv(), encoding="utf-8")
-    dormant = dormant_of(args.scenario, args.set, sc)
-    if args.json:
-        text = text[:-1] + ', "dormant": ' + json.dumps([{"field": f, "reason": w} for f, w in dormant]) + "}"
-    notes = "".join(f"\n  note: {f} is not read: {w}" for f, w in dormant)
+    notes = "".join(f"\n  note: {f} is not read: {w}" for f, w in dormant_settings(sc))
     print(text if args.json else summary_text(res) + notes)
     sys.stdout.flush()
     return 0

@@ -1,22 +1,21 @@
 """Settings a scenario gives that nothing reads under its other settings: an FP8 recipe in a bf16
 run, sequence parallelism without tensor parallelism, a gossip degree without gossip.  Refusing
 them would break switching back and forth (an app's dtype toggle, a sweep over tp that passes
-through 1), so they are accepted and named: ``run`` and ``validate`` print a note per setting,
-``run --json`` lists them under ``dormant``.  Each rule is checked by tests/test_dormant.py to
-change nothing while its condition holds (a knob that moved the result would not be dormant).
+through 1), so they are accepted and named: ``run --json`` (and every JSON that repeats it: diff,
+report) lists them under ``dormant``, ``run`` and ``validate`` print a note per setting.  Each rule
+is checked by tests/test_dormant.py to change nothing while its condition holds (a knob that moved
+the result would not be dormant).
 
-Only settings the scenario's own file or overrides give are named, and only when they differ from
-the field's default: the loader's derived values and defaults written back are not the user's.
+A setting is named when it differs from its field's default; fields whose default the loader
+derives (``communication.bucket_MB``) cannot be told apart from a user's and are left out.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .sections import Scenario
-
-_UNSET = object()
 
 
 @dataclass(frozen=True)
@@ -68,34 +67,27 @@ RULES: tuple[Dormant, ...] = (
     Dormant("training.fp8_storage", "te", _no_fp8),
     Dormant("parallelism.sequence_parallel", False, _no_tp),
     Dormant("communication.tp_overlap", False, _no_tp),
-    Dormant("communication.bucket_MB", None, _no_dp),
     Dormant("communication.dp_overlap", True, _no_dp),
     Dormant("parallelism.gossip_peers", 0, _dp_kind("gossip")),
     Dormant("parallelism.ps_servers", 1, _dp_kind("parameter-server")),
-    Dormant("training.recompute_modules", None, _not_full),
+    Dormant("training.recompute_modules", ("core_attn",), _not_full),
     Dormant("communication.prefetch_layers", 1, _no_zero3),
 )
 
 
-def _given(raw: Mapping[str, Any], dotted: str) -> Any:
-    node: Any = raw
+def _value(sc: Scenario, dotted: str) -> Any:
+    node: Any = sc
     for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return _UNSET
-        node = node[part]
-    return node
+        node = getattr(node, part)
+    return tuple(node) if isinstance(node, list) else node
 
 
-def dormant_settings(sc: Scenario, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(field, why it is not read) for each setting of :data:`RULES` that ``raw`` (the scenario's
-    file with its overrides) gives, other than the field's default, and ``sc`` does not read.
-    ``training.recompute_modules`` has a list default; any given list counts."""
+def dormant_settings(sc: Scenario) -> list[tuple[str, str]]:
+    """(field, why it is not read) for each setting of :data:`RULES` that ``sc`` gives other than
+    its field's default and does not read."""
     out = []
     for rule in RULES:
-        value = _given(raw, rule.field)
-        if value is _UNSET or (rule.default is not None and value == rule.default):
-            continue
-        if rule.default is None and value is None:
+        if _value(sc, rule.field) == rule.default:
             continue
         why = rule.unread(sc)
         if why is not None:

@@ -12,6 +12,7 @@ from typing import Any
 from ..analysis.breakdown import MemoryBreakdown
 from ..analysis.report import Notice
 from ..config import Scenario
+from ..config.dormant import dormant_settings
 from ..engine.scheduler import Task
 from ..fold.steady import FoldInfo
 from ..network.compression_quality import convergence_cost
@@ -174,6 +175,8 @@ class Result:
             "bottleneck": self.bottleneck,
             "warnings": list(self.warnings),
             "warning_kinds": list(self.warning_kinds),
+            # Settings given that nothing reads under the others (config/dormant.py).
+            "dormant": [{"field": f, "reason": why} for f, why in dormant_settings(sc)],
             **({"compression_convergence": cc.to_json_dict()}
                if (cc := convergence_cost(sc.communication.compression)) is not None else {}),
             "memory_over_capacity": self.memory_over_capacity,

@@ -44,8 +44,7 @@ from ..physics.attention import attention_seconds, resolve_kernel
 from ..physics.hardware import BYTES_PER_ELEMENT, gemm_large_efficiency, hbm_efficiency
 from ..physics.kernels import gemm_seconds
 from ..physics.work import Gemm
-from ..workloads.registry import attention_of
-from ..workloads.transformer.moe_load import busiest_rank_factor
+from ..workloads.registry import attention_of, expert_load
 from .memory import kv_bytes_per_token_gpu, mlp_matrices
 
 COMM_BYTES = 2          # TP all-reduce, EP combine and PP sends carry 16-bit activations
@@ -114,10 +113,7 @@ class PassModel:
         # the efficiency it is given by bf16's measured share of peak): with fp8 activations the fp8
         # efficiency made a faster bf16 GEMM rate a slower attention (a hunt: TTFT 34.61 -> 34.88 ms).
         self.attn_eff = gemm_large_efficiency(sc, "bf16" if self.cdtype == "fp8" else self.cdtype)
-        moe = self.m.moe
-        # The busiest expert rank's load over the mean (module docstring); 1 without EP.
-        self.load = (busiest_rank_factor(moe.experts, self.ep, moe.top_k, moe.skew) * moe.imbalance
-                     if moe is not None and moe.routed and self.ep > 1 else 1.0)
+        self.load = expert_load(self.m, self.ep)   # the busiest expert rank's (module docstring)
         self.hbm = self.gpu.hbm_GBps * 1e9 * hbm_efficiency(self.gpu)
         # The same GPU with memory too fast to matter: gemm_seconds on it is the math time alone, the
         # bytes being charged here at their own precisions.

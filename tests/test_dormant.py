@@ -100,3 +100,13 @@ def test_no_shipped_scenario_gives_a_setting_it_does_not_read():
     from explorer.scenario import load, shipped_scenarios
     assert {n: dormant_settings(load(p)) for n, p in shipped_scenarios().items()
             if dormant_settings(load(p))} == {}
+
+
+def test_the_app_says_what_it_does_not_read():
+    """The Timeline view lists a dormant setting below the warnings, as an info; a shipped preset
+    shows none."""
+    from app_support import run_app
+    at = run_app(scenario="teaching-8gpu", **{"training.fp8_recipe": "blockwise"})
+    infos = [str(i.value) for i in at.info]
+    assert "Not read: training.fp8_recipe — training.dtype is bf16; only fp8 runs read it." in infos
+    assert not [i for i in run_app(scenario="teaching-8gpu").info if "Not read" in str(i.value)]

@@ -89,6 +89,7 @@ class Summary:
     expected_error_label: str = ""
     epoch_s: float | None = None                       # a family with an epoch (a GNN's), else None
     warning_kinds: tuple[str, ...] = ()                # parallel to ``warnings`` (analysis/report.Notice)
+    dormant: tuple[tuple[str, str], ...] = ()          # (field, why) given and not read (config/dormant.py)
 
     @classmethod
     def from_json(cls, j: Mapping[str, Any]) -> Summary:
@@ -111,4 +112,5 @@ class Summary:
             sync=SyncWindow.from_json(j["sync"]) if j.get("sync") else None,
             exchange=Exchange(**j["dp_exchange"]) if j.get("dp_exchange") else None,
             expected_error=j.get("expected_error"), expected_error_label=j.get("expected_error_label", ""),
-            epoch_s=j.get("epoch_s"), warning_kinds=tuple(j.get("warning_kinds", ())))
+            epoch_s=j.get("epoch_s"), warning_kinds=tuple(j.get("warning_kinds", ())),
+            dormant=tuple((d["field"], d["reason"]) for d in j.get("dormant", ())))

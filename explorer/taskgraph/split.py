@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ..schedules.live import live_vectors
 from .cut_split import Memory, min_max_cut_split
 from .dualpipe_split import pair_split
+from .interleaved_pick import pick
 from .layout import layout_for
 from .memory_split import Live, fit_memory
 from .partition import split_layers
@@ -114,6 +115,10 @@ def split_choice(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
     extras = costs.chunk_sends(chunks, v_shape)
     split = v_split(costs, chunks, fused) if v_shape else \
         split_layers(per, chunks, first, last, stages=stages, extras=extras)
+    if not v_shape and stages < chunks:
+        # Frozen layers (forward only): the forwards' balance may pace the warm-up better.
+        fwd, first_f, last_f = costs.forward_seconds()
+        split = pick(split, fwd, per, (first_f, first, last_f, last), stages, extras)
     if live is None:
         return _kept(split)
     return SplitChoice(fit_memory(costs, split, live, None if v_shape else extras, fused), split)

@@ -89,8 +89,11 @@ class SplitCosts:
         if stages is not None:
             per, first, last = self.unit_seconds()
             sends = tuple(self.chunk_sends(chunks, v_shape) or ())
+            # An interleaved line also reads the forwards (interleaved_pick.py).
+            fwd = self.forward_seconds() if stages < chunks and not v_shape else None
+            fwd_key = None if fwd is None else (tuple(fwd[0]), fwd[1], fwd[2])
             return ("line", tuple(per), first, last, sends, chunks, stages, v_shape, fused,
-                    None if self.cuts is None else self.cuts.tobytes())
+                    None if self.cuts is None else self.cuts.tobytes(), fwd_key)
         return ("pairs", self.key(), chunks, units)
 
     def chunk_sends(self, chunks: int, v_shape: bool = False) -> list[float] | None:
@@ -125,6 +128,11 @@ class SplitCosts:
             out[r] = ((up, down), (down, up))
         return out
 
+    def forward_seconds(self) -> tuple[list[float], float, float]:
+        """Per layer, first end, last end: the forward pass's share of :meth:`unit_seconds`."""
+        per, sm = forward_seconds(self.layers, self.sm), self.sm
+        return per.tolist(), float(forward_seconds(self.first, sm)), float(forward_seconds(self.last, sm))
+
     def unit_seconds(self) -> tuple[list[float], float, float]:
         """Per layer, first end, last end: the seconds a chunk's forward and backward passes take
         for one unit on one pipeline direction (builder._pass_shape: parts + hidden x sm)."""
@@ -136,6 +144,11 @@ def unit_seconds(v: np.ndarray, sm: float) -> np.ndarray:
     """Forward + backward seconds of pieces ``v`` (..., FIELDS), each pass its parts plus the SM
     contention of what it hides (builder._pass_shape, _sm_contention)."""
     return v[..., 0] + v[..., 1] + v[..., 3] + v[..., 4] + sm * (v[..., 2] + v[..., 5])
+
+
+def forward_seconds(v: np.ndarray, sm: float) -> np.ndarray:
+    """Forward seconds of pieces ``v`` (..., FIELDS): unit_seconds' forward terms."""
+    return v[..., 0] + v[..., 1] + sm * v[..., 2]
 
 
 def fused_seconds(f: np.ndarray, b: np.ndarray, sm: float) -> np.ndarray:

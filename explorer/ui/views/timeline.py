@@ -68,10 +68,10 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
                 st.info(plain(w), icon="ℹ️")
             else:
                 st.warning(plain(w), icon="⚠️")
-        for field, why in j.dormant:
+        for unread, reason in j.dormant:
             # A setting nothing reads here (config/dormant.py): said, so a control that moves
             # nothing is never a silent no-op.
-            st.info(plain(f"Not read: {field} — {why}."), icon="ℹ️")
+            st.info(plain(f"Not read: {unread} — {reason}."), icon="ℹ️")
     if not present:
         with st.expander("How to read this"):
             st.markdown(HOW_TO_READ)

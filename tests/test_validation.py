@@ -529,8 +529,8 @@ def test_apply_overrides_nested_and_in_order():
 
 
 def test_apply_overrides_on_gpu_preset_field():
-    sc = from_dict(apply_overrides(BASE, {"hardware.gpu.peak_tflops": 500}))
-    assert sc.hardware.gpu.peak_tflops == 500.0
+    sc = from_dict(apply_overrides(BASE, {"hardware.gpu.peak_tflops": 1200}))
+    assert sc.hardware.gpu.peak_tflops == 1200.0
     assert sc.hardware.gpu.memory_GB == 80.0 and sc.hardware.gpu.name == "H100 SXM"
 
 
@@ -742,6 +742,9 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
     "rule_fp8_peak_at_least_bf16": [({"hardware.gpu": {"name": "X", "peak_tflops": 500, "fp8_tflops": 0.1,
                                                        "memory_GB": 96, "hbm_GBps": 4000}},
                                      "hardware.gpu.fp8_tflops")],
+    "rule_measured_within_peak": [({"hardware.gpu": {"name": "X", "peak_tflops": 500, "memory_GB": 96,
+                                                     "hbm_GBps": 4000, "measured_matmul_tflops": 600}},
+                                   "hardware.gpu.peak_tflops")],
     # flash_attn_triton.py runs head dims up to 128; DeepSeek-V3's MLA has 128 + 64 = 192
     "rule_triton_head_dim": [({"training.attention_kernel": "triton", "model.head_dim": 256},
                               "training.attention_kernel"),

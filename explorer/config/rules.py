@@ -362,6 +362,17 @@ def rule_fp8_peak_at_least_bf16(sc: Scenario) -> None:
                             "GPU without FP8 tensor cores")
 
 
+def rule_measured_within_peak(sc: Scenario) -> None:
+    """A GEMM cannot run above the tensor cores' peak: the measured bf16 rate is at most the bf16
+    peak (found by a hunt: ``peak_tflops: 0.1`` under the H100's measured 795 read an MFU of 1.92)."""
+    g = sc.hardware.gpu
+    if g.measured_matmul_tflops is not None and g.measured_matmul_tflops > g.peak_tflops:
+        got = g.measured_matmul_tflops
+        raise ScenarioError("hardware.gpu.peak_tflops", f"{g.peak_tflops:g} TFLOP/s is below the GPU's "
+                            f"measured GEMM rate (hardware.gpu.measured_matmul_tflops {got:g}): a peak is at "
+                            f"least what a GEMM reaches; give {got:g} or more, or lower the measured rate")
+
+
 RULES: tuple[Rule, ...] = (
     rule_gpu_count, rule_degrees_fill_cluster, rule_conv_trains_data_parallel, rule_gnn, rule_rnn, rule_dlrm,
     rule_layer_recipes_need_a_transformer,
@@ -375,7 +386,7 @@ RULES: tuple[Rule, ...] = (
     rule_cp_divides_sequence, rule_sequence_parallel_divides, rule_order_lists_each_dim,
     rule_datacenters_divide_nodes, rule_stage_layers_count, rule_stage_layers_sum,
     rule_stage_layers_not_empty, rule_pipeline_layout, rule_recompute_layers_are_full,
-    rule_fp8_recipe_on_gpu, rule_fp8_peak_at_least_bf16, rule_triton_head_dim,
+    rule_fp8_recipe_on_gpu, rule_fp8_peak_at_least_bf16, rule_measured_within_peak, rule_triton_head_dim,
     rule_kernel_needs_fused_attention,
     rule_frozen_layers,
 )

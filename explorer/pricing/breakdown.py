@@ -6,9 +6,9 @@ gradients and SM contention, recompute, exposed tp/cp/ep and ZeRO-3 dp), blockin
 the optimizer step, for every pass the stage runs.  Its idle seconds are split without the
 engine's walk along binding dependencies, charged as that walk charges them where it can be
 followed: the wait for its own gradient buckets after its last pass, its trailing ZeRO gathers,
-a first forward held by a parameter gather along the pipeline's fill (its own or an earlier
-stage's: _fill_gate) and the tail that another stage's gradient buckets add after its own end
-(_tail_dp) to dp; the pipeline transfers on the way of the first unit to the stage and of the
+a chunk's first forward held by a parameter gather along that chunk's fill (its own or an
+earlier stage's: _fill_gates) and the tail that another stage's gradient buckets add after its
+own end (_tail_dp) to dp; the pipeline transfers on the way of the first unit to the stage and of the
 last one back (one hop per stage pair it crosses) to pp; the time a slower stream adds to
 PipeDream's period to that stream's category (analysis/steady_state.PACE_CATEGORY); the rest to
 the bubble.  The categories sum to the iteration time.
@@ -101,7 +101,7 @@ def breakdowns(profs: list[RowProfile], st: StageTimes, en: Ending, win: Window_
         out[:, idx[col]] -= take
         over = over - take
     idle = np.maximum(0.0, T - out.sum(1))
-    gate_wait = _fill_gate(np.stack([r.gates[:, 0] for r in profs]), en.first, k, T)
+    gate_wait = _fill_gates(np.stack([r.gates for r in profs]), st, k, T)
     trailing = np.stack([r.trailing for r in profs])[rows, k]
     dp_wait = np.maximum(0.0, en.dp_end[rows, k] - en.free[rows, k]) + trailing + gate_wait
     hops = np.array([r.transfer[:max(r.p - 1, 0)].sum() for r in profs]) * (not profs[0].blocking)
@@ -122,19 +122,23 @@ def breakdowns(profs: list[RowProfile], st: StageTimes, en: Ending, win: Window_
     return out
 
 
-def _fill_gate(gates: np.ndarray, first: np.ndarray, k: np.ndarray, T: np.ndarray) -> np.ndarray:
-    """(g,) seconds of the busiest stage's wait for its first forward that the simulation's walk
-    charges to dp: along the pipeline's fill (each stage's first forward bound by its input from
-    the stage before, or by its own parameter gather, ZeRO 1-2), the walk back from stage k's
-    first forward crosses the stages until one whose first forward waited for its gather; that
-    gather, from 0, is dp (the sends between are pp, the forwards bubble).  ``gates``, ``first``:
-    (g, p) the first chunk's gather end and first forward start."""
-    g, p = gates.shape
-    bound = (gates > 0) & (np.abs(first - gates) <= 1e-12 * np.maximum(T, 1e-30)[:, None])
-    upto = np.arange(p)[None, :] <= k[:, None]                # stages 0..k: the fill reaching k
-    cand = np.where(bound & upto, np.arange(p)[None, :], -1)
-    j = cand.max(axis=1)                                      # the last gather-bound stage before k
-    return np.where(j >= 0, gates[np.arange(g), np.maximum(j, 0)], 0.0)
+def _fill_gates(gates: np.ndarray, st: StageTimes, k: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """(g,) seconds of the busiest stage's waits for its chunks' first forwards that the
+    simulation's walk charges to dp.  Along a chunk's fill (each stage's first forward of that
+    chunk bound by its input from the stage before, or by its own parameter gather, ZeRO 1-2),
+    the walk back from stage k's first forward of chunk c crosses the stages until one whose
+    first forward of chunk c waited for its gather; that gather is dp from the gap's start on
+    stage k (the previous op's end, 0 for the first) — the sends between are pp, the forwards
+    bubble.  ``gates``: (g, p, nch) the chunks' gather ends."""
+    g, p, nch = gates.shape
+    rows = np.arange(g)
+    start = st.chunk_start                                                # (g, p, nch)
+    bound = (gates > 0) & (np.abs(start - gates) <= 1e-12 * np.maximum(T, 1e-30)[:, None, None])
+    upto = (np.arange(p)[None, :] <= k[:, None])[:, :, None]              # stages 0..k
+    j = np.where(bound & upto, np.arange(p)[None, :, None], -1).max(axis=1)   # (g, nch)
+    gate = np.take_along_axis(gates, np.maximum(j, 0)[:, None, :], axis=1)[:, 0, :]
+    after = st.chunk_after[rows, k]                                       # (g, nch)
+    return np.where(j >= 0, np.maximum(gate - after, 0.0), 0.0).sum(axis=1)
 
 
 def _tail_dp(en: Ending, k: np.ndarray, T: np.ndarray, flush: bool) -> np.ndarray:

@@ -17,8 +17,7 @@ from ..config.frameworks import profile as framework_profile
 from ..network.groups import Network
 from ..schedules.registry import get as get_schedule
 from ..taskgraph.layout import layout_for
-from ..taskgraph.memory_split import fit_memory
-from ..taskgraph.split import SplitChoice, choose_split, given_split, split_live
+from ..taskgraph.split import SplitChoice, fit_picked, given_split, split_live, start_splits
 from ..taskgraph.split_cost import (
     Piece,
     SplitCosts,
@@ -34,9 +33,9 @@ from .stages import shared_netinfo, stage_classes
 
 _SPLITS = memo_table()
 _COSTS = memo_table()
-_SEARCHES: dict[tuple, tuple[int, ...]] = memo_table()
+_SEARCHES: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = memo_table()
 _PIECES = memo_table()
-_FITTED: dict[tuple, tuple[int, ...]] = memo_table()
+_FITTED: dict[tuple, SplitChoice] = memo_table()
 _HELD = memo_table()
 _LIVES = memo_table()
 
@@ -68,19 +67,19 @@ def layer_split_choice(sc: Scenario, ckey: int, pair_split: bool, bkey: int | No
     if got is None:
         c = _costs(sc, ckey, bkey, key[-1], nkey)
         skey = c.search_key(chunks, stages, units, lay.v_shape, fused)
-        out = _SEARCHES.get(skey)
-        if out is None:
-            out = _SEARCHES[skey] = choose_split(None, c, chunks, stages, units, lay.v_shape, fused)
-        got = _SPLITS[key] = (out, c, intern(("search", skey)))
-    out, c, sid = got
+        starts = _SEARCHES.get(skey)
+        if starts is None:
+            starts = _SEARCHES[skey] = start_splits(c, chunks, stages, units, lay.v_shape, fused)
+        got = _SPLITS[key] = (starts, c, intern(("search", skey)))
+    (out, bal), c, sid = got
     if stages is None or chunks == 1 or c.cuts is not None:
         return SplitChoice(out, out)
-    return SplitChoice(_fitted(sc, out, c, sid, chunks, stages, lay.v_shape, fused, nkey, ckey, bkey), out)
+    return _fitted(sc, out, bal, c, sid, chunks, stages, lay.v_shape, fused, nkey, ckey, bkey)
 
 
-def _fitted(sc: Scenario, out: tuple[int, ...], c: SplitCosts, sid: int, chunks: int, stages: int,
-            v_shape: bool, fused: bool, nkey: int | None, ckey: int, bkey: int) -> tuple[int, ...]:
-    """choose_split's memory step (memory_split.fit_memory) on this row's own bytes: the cached
+def _fitted(sc: Scenario, out: tuple[int, ...], bal: tuple[int, ...], c: SplitCosts, sid: int, chunks: int,
+            stages: int, v_shape: bool, fused: bool, nkey: int | None, ckey: int, bkey: int) -> SplitChoice:
+    """split_choice's memory step (taskgraph/split.fit_picked) on this row's own bytes: the cached
     costs are shared by rows whose seconds are equal, not their ZeRO sharding or GPU (memoised on
     the split's search key ``sid``, the in-flight counts and the bytes).  A row prices only the
     few numbers its bytes are made of (split_cost.held_scalars); rows that agree on them and on
@@ -108,7 +107,7 @@ def _fitted(sc: Scenario, out: tuple[int, ...], c: SplitCosts, sid: int, chunks:
     if got is None:
         row = replace(c, held=arrays[0], first_held=arrays[1], last_held=arrays[2], capacity=arrays[3])
         extras = None if v_shape else c.chunk_sends(chunks, v_shape)
-        got = _FITTED[key] = fit_memory(row, out, live[0], extras, fused)
+        got = _FITTED[key] = fit_picked(row, out, bal, live[0], extras, fused)
     return got
 
 

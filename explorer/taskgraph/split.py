@@ -77,18 +77,30 @@ def choose_split(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
 def split_choice(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
                  stages: int | None, units: int, v_shape: bool = False,
                  fused: bool = False, live: Live | None = None) -> SplitChoice:
-    """Layers per chunk, with the time-balanced split they started from: ``given`` when set; else, for
-    ``stages`` None (DualPipe, whose rank r holds chunk r and chunk chunks-1-r), the pair split for
-    ``units`` pipeline units per iteration (the only split that depends on them); else the balanced
-    split_layers of each layer's forward and backward seconds (split_cost.unit_seconds), the embedding's
-    on the first chunk, the output layer's on the last and each chunk's blocking sends on it, interleaved
-    over ``stages`` when fewer than chunks (``v_shape``: a V's chunks, whose sends differ). With ``live``
-    (split_live: what each stage holds through its order) a line's or a V's split that puts more on some
-    stage than its GPU holds is moved until every stage fits, where local moves find such a split
-    (memory_split.fit_memory: the layers move off the stages that hold more micro-batches, as Llama 3
-    405B's stages were balanced)."""
+    """Layers per chunk, with the time-balanced split they started from: ``given`` when set; else
+    :func:`start_splits`' split, with ``live`` (split_live: what each stage holds through its order)
+    moved until every stage fits where it puts more on some stage than its GPU holds
+    (:func:`fit_picked`: memory_split.fit_memory, the layers moving off the stages that hold more
+    micro-batches, as Llama 3 405B's stages were balanced)."""
     if given is not None:
         return _kept(tuple(given))
+    picked, balanced = start_splits(costs, chunks, stages, units, v_shape, fused)
+    if live is None or stages is None or chunks == 1 or costs.cuts is not None:
+        return _kept(picked)
+    extras = None if v_shape else costs.chunk_sends(chunks, v_shape)
+    return fit_picked(costs, picked, balanced, live, extras, fused)
+
+
+def start_splits(costs: SplitCosts, chunks: int, stages: int | None, units: int, v_shape: bool = False,
+                 fused: bool = False) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(the split the memory step starts from, the forward + backward balance), before memory:
+    for ``stages`` None (DualPipe, whose rank r holds chunk r and chunk chunks-1-r) the pair split
+    for ``units`` pipeline units per iteration (the only split that depends on them); else the
+    balanced split_layers of each layer's forward and backward seconds (split_cost.unit_seconds),
+    the embedding's on the first chunk, the output layer's on the last and each chunk's blocking
+    sends on it, interleaved over ``stages`` when fewer than chunks (``v_shape``: a V's chunks,
+    whose sends differ) — or, interleaved with frozen layers, the forwards' balance where the
+    schedule runs it better (interleaved_pick.py).  The two are equal but for that pick."""
     n = len(costs.layers)
     if stages is not None and chunks - 2 <= n < chunks:
         # Fewer layers than chunks: the embedding and then the output layer + loss take a chunk of
@@ -96,9 +108,10 @@ def split_choice(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
         # account_for_loss_in_pipeline_split place them and Llama 3 405B ran (126 layers on 16 x 8
         # virtual stages: "the first model chunk on the first stage has only the embedding, and the
         # last model chunk on the last stage has only output projection and loss", Sec. 3.3.2).
-        return _kept((0,) + (1,) * n + ((0,) if chunks - n == 2 else ()))
+        edge = (0,) + (1,) * n + ((0,) if chunks - n == 2 else ())
+        return edge, edge
     if chunks == 1:
-        return _kept((len(costs.layers),))
+        return (n,), (n,)
     if stages is None:
         key = costs.search_key(chunks, None, units)
         got = _PAIR_SPLITS.get(key)
@@ -106,22 +119,32 @@ def split_choice(given: tuple[int, ...] | None, costs: SplitCosts, chunks: int,
             if len(_PAIR_SPLITS) >= _PAIR_SPLITS_MAX:
                 _PAIR_SPLITS.clear()
             got = _PAIR_SPLITS[key] = pair_split(costs, chunks, units)
-        return _kept(got)
+        return got, got
     per, first, last = costs.unit_seconds()
     if costs.cuts is not None and stages == chunks and costs.cuts.shape[1] == chunks - 1 and not v_shape:
         memory = Memory(costs.held, costs.first_held, costs.last_held, costs.capacity)
-        blocking = bool(costs.sends)
-        return _kept(min_max_cut_split(per, first, last, costs.cuts, chunks, memory, blocking=blocking))
+        cut = min_max_cut_split(per, first, last, costs.cuts, chunks, memory, blocking=bool(costs.sends))
+        return cut, cut
     extras = costs.chunk_sends(chunks, v_shape)
     split = v_split(costs, chunks, fused) if v_shape else \
         split_layers(per, chunks, first, last, stages=stages, extras=extras)
-    if not v_shape and stages < chunks:
-        # Frozen layers (forward only): the forwards' balance may pace the warm-up better.
-        fwd, first_f, last_f = costs.forward_seconds()
-        split = pick(split, fwd, per, (first_f, first, last_f, last), stages, extras)
-    if live is None:
-        return _kept(split)
-    return SplitChoice(fit_memory(costs, split, live, None if v_shape else extras, fused), split)
+    if v_shape or stages >= chunks:
+        return split, split
+    # Frozen layers (forward only): the forwards' balance may pace the warm-up better.
+    fwd, first_f, last_f = costs.forward_seconds()
+    return pick(split, fwd, per, (first_f, first, last_f, last), stages, extras), split
+
+
+def fit_picked(costs: SplitCosts, picked: tuple[int, ...], balanced: tuple[int, ...], live: Live,
+               extras: list[float] | None, fused: bool) -> SplitChoice:
+    """The memory step (memory_split.fit_memory) of :func:`start_splits`' split; the forwards'
+    balance only where it fits as it is — else the forward + backward balance's memory step (a
+    hunt: moved for memory, the forwards' balance ended 1.9 % slower on Llama 3 405B with 64
+    micro-batches).  Returns the split and the one it started from."""
+    if picked != balanced:
+        if fit_memory(costs, picked, live, extras, fused) == picked:
+            return _kept(picked)
+    return SplitChoice(fit_memory(costs, balanced, live, extras, fused), balanced)
 
 
 def _kept(split: tuple[int, ...]) -> SplitChoice:

@@ -54,7 +54,7 @@ def class_memory(b: IterationBuilder, net: Network, s: int, peak: float | None =
     opt = optimizer_state_bytes(sc) * shard(dense, expert, zero >= 1)
     # FP8 runs: the cached FP8 weight copies and the recipe's scaling state (fp8_memory.py).
     params += float(fp8_memory_bytes(sc, sum(c.fp8_params for c in chunks), sum(c.fp8_gemms for c in chunks),
-                                     max(c.fp8_layer_params for c in chunks)))
+                                     max(c.fp8_layer_params for c in chunks), nd > 1 or ne > 1))
     # Model-parallel state (embedding shards, workloads/spec.LayerCost.held_bytes): this GPU's own.
     params += sum(c.held_bytes for c in chunks)
     opt += sum(c.held_state_bytes for c in chunks)

@@ -37,10 +37,13 @@ def _no_tp(sc: Scenario) -> str | None:
 
 
 def _no_dp(sc: Scenario) -> str | None:
+    """Unread when no gradient is reduced: one data-parallel rank, no context-parallel ranks (the
+    gradients are reduced over dp x cp, a hunt found dp_overlap read at dp 1 with cp 2), no stage
+    replicas and no experts (their data-parallel group is laid out on its own)."""
     p = sc.parallelism
-    if sc.dp > 1 or p.stage_replicas:
+    if sc.dp > 1 or p.cp > 1 or p.stage_replicas or sc.model.is_moe:
         return None
-    return "parallelism.dp is 1: no gradient is reduced across replicas"
+    return "parallelism.dp and cp are 1: no gradient is reduced across ranks"
 
 
 def _dp_kind(kind: str) -> Callable[[Scenario], str | None]:

@@ -190,7 +190,8 @@ def stage_memory_rows(profs: Sequence[RowProfile], units: Sequence[int]) -> np.n
                 for k in ("fp8_params", "fp8_gemms")]
         big = np.stack([x.fp8_layer for x in L])[li][:, held].max(axis=2)
         for r, pr in enumerate(profs):
-            params[r] = params[r] + fp8_memory_bytes(pr.sc, fsum[0][r], fsum[1][r], big[r])
+            params[r] = params[r] + fp8_memory_bytes(pr.sc, fsum[0][r], fsum[1][r], big[r],
+                                                     (nd[r] > 1) | (ne[r] > 1))
     if (zero >= 3).any():
         # ZeRO-3 working set: the gathered layer, prefetch_layers more, one layer's full gradients.
         layer = np.stack([x.layer_bytes for x in L])[li][:, held].max(axis=2)

@@ -253,7 +253,9 @@ def held_scalars(sc: Scenario, net: Network, layers: list[Piece], first: Piece,
     techniques/fp8_memory.py), and the GPU's bytes less NCCL's buffers."""
     dense_b, expert_b = held_bytes_per_param(sc, net)
     distinct, _ = distinct_pieces(layers)
-    fp8 = tuple(float(fp8_memory_bytes(sc, pc.fp8_params, pc.fp8_gemms, 0.0))
+    # One data-parallel rank gathers nothing: its FP8 copies are whole (analysis/memory.py).
+    sharded = net.group_size("dp", 0) > 1 or (sc.model.is_moe and net.group_size("edp", 0) > 1)
+    fp8 = tuple(float(fp8_memory_bytes(sc, pc.fp8_params, pc.fp8_gemms, 0.0, sharded))
                 for pc in (*distinct, first, last))
     return dense_b, expert_b, fp8, sc.hardware.gpu.capacity_bytes - nccl_reserved_bytes(sc)
 

@@ -29,12 +29,13 @@ from .fsdp import fsdp_step_sync
 from .optimizer import PARAM_BYTES
 
 
-def fp8_memory_bytes(sc: Scenario, fp8_params, fp8_gemms, layer_params):
+def fp8_memory_bytes(sc: Scenario, fp8_params, fp8_gemms, layer_params, sharded=True):
     """Bytes per GPU an FP8 run of ``sc`` keeps for its FP8 weights and scaling state beyond the
     bf16 weights counted for every parameter (negative where FP8 parameters replace a larger bf16
     copy), its chunks' layers holding ``fp8_params`` parameters in ``fp8_gemms`` FP8 GEMMs, the
-    largest of those layers holding ``layer_params`` (ZeRO-3 gathers it; floats or numpy arrays);
-    0 unless ``training.dtype`` is fp8."""
+    largest of those layers holding ``layer_params`` (ZeRO-3 gathers it when ``sharded``: a
+    data-parallel group of one rank holds whole parameters and gathers nothing, analysis/memory.py;
+    floats or numpy arrays); 0 unless ``training.dtype`` is fp8."""
     if sc.training.dtype != "fp8":
         return 0.0 * fp8_params
     gpu = sc.hardware.gpu
@@ -42,6 +43,6 @@ def fp8_memory_bytes(sc: Scenario, fp8_params, fp8_gemms, layer_params):
     cached = fp8_params
     if sc.parallelism.zero >= 3 and not fsdp_step_sync(sc):
         gathered = layer_params * (1 + sc.communication.prefetch_layers)
-        cached = np.minimum(fp8_params, gathered)
+        cached = np.where(sharded, np.minimum(fp8_params, gathered), fp8_params)
     kept = fp8_state_bytes(recipe, cached, fp8_gemms, supports_mx(gpu.origin, gpu.name))
     return kept - (PARAM_BYTES * cached if FP8_PRIMARY_WEIGHTS[recipe] else 0.0)

@@ -154,3 +154,25 @@ def test_a_job_that_cannot_lose_a_node_is_a_one_line_error():
                        "reliability.elastic": True})
     with pytest.raises(ScenarioError, match=r"^reliability\.elastic: the job cannot continue without a node"):
         run_total(one, simulate)
+
+
+def test_a_job_that_lost_nodes_fails_and_shrinks_on_the_nodes_it_runs_on():
+    """A regression hunt: with one of 4 nodes failed, the job's MTBF still counted the failed
+    node's GPUs and the next failure hit the cluster's last node, already idle (survivors' share
+    1.0): an elastic job's goodput rose (0.783 -> 0.808).  Now the MTBF counts the surviving
+    replicas' GPUs (3 of 4 replicas of one node each) and the next failure one of their nodes."""
+    base = {**BASE, "training.total_tokens": 1e9, "reliability.mtbf_gpu_hours": 100.0,
+            "cluster.nodes": 4, "cluster.gpus_per_node": 2, "parallelism.pp": 2, "parallelism.dp": 4,
+            "parallelism.order": "tp-cp-pp-dp", "reliability.repair_h": 10.0, "reliability.elastic": True}
+    whole = load(TEACH, base)
+    hurt = load(TEACH, {**base, "cluster.faults.failed_nodes": 1})
+    from explorer.run.goodput import running
+    assert running(hurt).gpus < hurt.gpus
+    assert job_mtbf_s(hurt) == pytest.approx(job_mtbf_s(whole) * whole.gpus / running(hurt).gpus)
+    from explorer.run.total import _survivors_share
+    share = _survivors_share(hurt, simulate(hurt), simulate)
+    assert share is not None and 0.5 < share < 0.95        # was 1.0: the idle node's loss cost nothing
+    # Fewer GPUs fail less often: the degraded job's goodput is its own, not the whole job's.
+    g_hurt = run_total(hurt, simulate)
+    assert g_hurt is not None and 0 < g_hurt.goodput < 1
+    assert g_hurt.phases[0].goodput.job_mtbf_s == pytest.approx(100 * 3600 / 6)

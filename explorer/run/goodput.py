@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..config.sections import Scenario
-from ..variants.faults import max_failed_nodes
+from ..variants.faults import max_failed_nodes, surviving_scenario
 from . import checkpoint
 
 
@@ -78,10 +78,19 @@ def young_daly_interval(delta_s: float, mtbf_s: float) -> float:
     return math.sqrt(2.0 * delta_s * mtbf_s)
 
 
+def running(sc: Scenario) -> Scenario:
+    """The scenario whose GPUs run the job: ``sc``, or with failed nodes (cluster.faults) the
+    surviving replicas' (variants/faults.py) — the failed nodes and the idle GPUs of dropped
+    replicas do not stop it when they fail (a regression hunt: a job that had lost a node read a
+    higher goodput, its MTBF and its next failure's cost counted on GPUs it no longer runs on)."""
+    return surviving_scenario(sc)[0] if sc.cluster.faults.failed_nodes else sc
+
+
 def job_mtbf_s(sc: Scenario) -> float:
-    """The whole job's MTBF in seconds: mtbf_gpu_hours / GPUs (inf when failures are not modelled)."""
+    """The whole job's MTBF in seconds: mtbf_gpu_hours / the GPUs it runs on (inf when failures
+    are not modelled)."""
     m = sc.reliability.mtbf_gpu_hours
-    return math.inf if m is None else m * 3600.0 / sc.gpus
+    return math.inf if m is None else m * 3600.0 / running(sc).gpus
 
 
 def goodput_of(sc: Scenario, survivors_share: float | None = None, step_s: float = 0.0) -> Goodput:
@@ -108,7 +117,7 @@ def goodput_of(sc: Scenario, survivors_share: float | None = None, step_s: float
         # The job stops when no replica is left: from the failures that take the last one on (the
         # cluster's last nodes, variants/faults.max_failed_nodes; a 2-node job read 0.24 % kept with
         # 18 nodes down on average, its measured r = 0.9 extrapolated to 9 nodes it has not got).
-        last = max_failed_nodes(sc) - sc.cluster.faults.failed_nodes + 1
+        last = max_failed_nodes(running(sc)) + 1
         whole, rejoin = survivors_mean(survivors_share, W / M, last), restart / M
     elif W > 0:
         whole = math.exp(-W / M)

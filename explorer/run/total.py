@@ -12,7 +12,7 @@ from ..network.compression_quality import convergence_cost
 from ..result.record import Result
 from . import energy
 from .convergence import LossEstimate, loss_estimate
-from .goodput import Goodput, goodput_of
+from .goodput import Goodput, goodput_of, running
 from .phases import PhasePlan, plan
 
 DAY_S = 86_400.0
@@ -215,7 +215,8 @@ def _survivors_share(sc: Scenario, full: Result, simulate: Callable[[Scenario], 
         return None
     from ..config import from_dict
     from ..config.loading import to_dict
-    raw = to_dict(sc)
+    # One more node of those the job runs on fails (goodput.running: not an idle one).
+    raw = to_dict(running(sc))
     faults = dict(raw.get("cluster", {}).get("faults") or {})
     faults["failed_nodes"] = int(faults.get("failed_nodes", 0)) + 1
     raw = {**raw, "cluster": {**raw.get("cluster", {}), "faults": faults}}

@@ -353,7 +353,7 @@ def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None
             c = sc.cluster
             # The hardware priced, not only the scenario's name: --set may have replaced its GPU or
             # cluster (a hunt read "one 8-GPU node" over 1,440 GB200s).
-            where = (f"{sc.hardware.gpu.name}, {c.nodes:,} x {c.gpus_per_node} GPUs, {c.scale_up.kind} "
+            where = (f"{gpu_summary(sc)} ({c.nodes:,} x {c.gpus_per_node} GPUs), {c.scale_up.kind} "
                      f"{c.scale_up.bandwidth_GBps:g} GB/s, {c.scale_out.nics_per_node} x "
                      f"{c.scale_out.nic_Gbps:g} Gb/s per node")
             edited = ", with --set" if args.set else ""

@@ -204,12 +204,15 @@ def test_collective_header_names_the_hardware_priced():
     """The table's header named only the scenario ("one 8-GPU node") after --set had put 16 B200
     nodes under it; it now says the GPU, nodes and links priced, and that --set changed them."""
     head = ok("collective", "teaching-8gpu", "--op", "all-reduce", "--ranks", "8", "--sizes", "1M").stdout
-    assert head.startswith("# all-reduce on 8 ranks of H100 SXM, 1 x 8 GPUs, nvswitch 450 GB/s, 8 x 400 Gb/s")
+    assert head.startswith("# all-reduce on 8 ranks of 8 x H100 SXM (1 x 8 GPUs), nvswitch 450 GB/s, "
+                           "8 x 400 Gb/s")
     assert "with --set" not in head.splitlines()[0]
     moved = ok("collective", "teaching-8gpu", "--op", "all-reduce", "--ranks", "16", "--sizes", "1M",
                "--set", "hardware.gpu=b200", "--set", "cluster.nodes=2", "--set", "parallelism.dp=4",
                "--set", "cluster.scale_out.nic_Gbps=200").stdout.splitlines()[0]
-    assert moved.startswith("# all-reduce on 16 ranks of B200, 2 x 8 GPUs,") and "8 x 200 Gb/s" in moved
+    assert moved.startswith("# all-reduce on 16 ranks of 16 x B200 (2 x 8 GPUs),") and "8 x 200 Gb/s" in moved
+    mixed = ok("collective", "mixed-generations", "--op", "all-reduce", "--ranks", "8", "--sizes", "1M")
+    assert "512 x H100 SXM + 512 x B200 (128 x 8 GPUs)" in mixed.stdout.splitlines()[0]
     assert "with --set" in moved
 
 

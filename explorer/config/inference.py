@@ -37,6 +37,12 @@ TRAINING_ONLY = ("training", "parallelism.cp", "parallelism.vpp", "parallelism.s
                  # DeepEP's per-node deduplication is not modelled for serving (serving/step.py).
                  "communication.moe_dispatcher")
 
+# Why a serving scenario refuses a field it could be expected to read (the others: a training field).
+SERVING_REFUSALS = {
+    "communication.moe_dispatcher": "serving sends each token's expert copies as NCCL's all-to-all does "
+                                    "(DeepEP's per-node deduplication is not modelled for serving, "
+                                    "serving/step.py): remove it"}
+
 # The Scenario field's metadata (config/sections.py).
 INFERENCE_FIELD = {"doc": "serve requests instead of training: a serving scenario (config/inference.py)"}
 
@@ -151,8 +157,9 @@ def refuse_training_fields(raw: Mapping[str, Any], differs: Any) -> dict[str, An
         names = [k for k in given if k != "global_batch"] if not name else [name] if name in given else []
         for k in names:
             if differs(section, k, given[k]):
-                raise ScenarioError(f"{section}.{k}", "is a training field; a serving scenario (with an "
-                                    "inference: section) does not read it: remove it (layouts: "
+                why = SERVING_REFUSALS.get(f"{section}.{k}")
+                raise ScenarioError(f"{section}.{k}", why or "is a training field; a serving scenario (with "
+                                    "an inference: section) does not read it: remove it (layouts: "
                                     "parallelism.tp/pp/ep/dp or inference.disaggregated)")
     return strip_training_fields(raw)
 

@@ -12,6 +12,7 @@ from ...figures.fonts import PRESENT_FONT_PX
 from ...figures.run import goodput_waterfall_figure, run_timeline_figure
 from ...run.convergence import CITATION, DILOCO_CITATION
 from ...run.phases import has_run
+from ...run.report import percent
 from ...run.total import RunTotal, run_total
 from ...scenario import Scenario, ScenarioError, from_dict
 from ...simulate import simulate
@@ -58,7 +59,7 @@ def render(raw_json: str, present: bool) -> None:
     cards[0].metric("Days", f"{total.days:,.1f}")
     cards[1].metric("GPU-hours", f"{total.gpu_hours / 1e6:,.2f}M" if total.gpu_hours >= 1e5
                     else f"{total.gpu_hours:,.0f}")
-    cards[2].metric("Goodput", f"{total.goodput:.1%}")
+    cards[2].metric("Goodput", percent(total.goodput))
     cards[3].metric("Energy", "unknown" if e is None else f"{e:,.0f} MWh" if e >= 10 else f"{e:,.3f} MWh",
                     help=f"GPU power at the simulated compute share x GPUs x time x PUE {total.pue:g}")
     if total.price is not None:
@@ -97,4 +98,6 @@ def render(raw_json: str, present: bool) -> None:
                 "the GPUs. Checkpoints come every Young/Daly interval sqrt(2 x write cost x MTBF) unless "
                 "`reliability.checkpoint_interval_s` says otherwise (Young 1974; Daly 2006); a failure loses "
                 "half an interval of work on average, and a restart reads the checkpoint back. "
-                "Goodput = 1 - write cost / interval - (interval / 2 + restart) / MTBF.")
+                "Goodput = 1 - write cost / interval - (interval / 2 + restart) / MTBF with a spare at "
+                "hand; with `reliability.repair_h` that times the share of time the job can train while "
+                "nodes are under repair (exp(-repair / MTBF) waiting; elastic: the survivors' share).")

@@ -38,6 +38,23 @@ def test_a_run_plans_search_ranks_only_layouts_its_phases_take():
         plan(load(ROOT / "scenarios" / "llama3-405b-pretraining.yaml", c.to_json()["overrides"]))
 
 
+@pytest.mark.slow
+def test_a_run_plans_phases_are_checked_before_ranking():
+    """A verdicts hunt: the phases were checked only on the ~203 layouts priced exactly, all of them
+    refused (the phases pin dp 64 on 1,024 nodes and dp 8 on 2,048), and the search called the
+    scenario's own layout the fastest; the same layout at vpp 4 (5.970 s against 7.124 s) takes every
+    phase.  Layouts the plan's arithmetic refuses are now invalid under training.phases before
+    ranking (design/phase_fit.py)."""
+    from explorer.design.space import Space
+    res = search(open_base("llama3-405b-pretraining"), top=2,
+                 space=Space(schedules=("interleaved", "1f1b"), zero=(1, 2), recompute=("none",)))
+    assert dict(res.reasons).get("training.phases", 0) > 0
+    best = res.top[0]
+    assert not best.baseline and best.layout.vpp > 2
+    assert res.baseline is not None and best.iteration_time_s < res.baseline.iteration_time_s / 1.15
+    assert "faster than the scenario's own layout" in res.verdict()
+
+
 def test_weak_scaling_keeps_a_pipedream_scenarios_batch_at_its_own_size():
     """Found by a hunt: at pipedream-vgg16's own 16 GPUs the weak curve ran 7,680 images (tp*pp = 2
     taken for a replica), 1.160 s against run's 0.145 s with 960."""
@@ -82,3 +99,23 @@ def test_a_pcie_node_is_not_called_nvlink():
     assert names[0].startswith("PCIe in the node (scale-up): 8% busy")
     legend = [t.name for t in figures.traffic_by_tier({"pp": {"scale-up": 1e9}}, scale_up_kind="pcie").data]
     assert legend == ["PCIe in the node (scale-up)"]
+
+
+def test_sweep_and_scaling_rows_rerun_with_run_set(capsys):
+    """A verdicts hunt: teaching-8gpu's file sets dp 2, so a sweep row (tp 1, pp 2) or a scaling
+    size (16 GPUs) did not rerun from its overrides ("set dp = 4").  Valid rows now carry
+    ``run_overrides``, the overrides with the derived dp spelt out, and run --set takes them."""
+    import json
+
+    from explorer.cli import main
+    assert main(["sweep", "teaching-8gpu", "--vary", "parallelism.pp=2", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["run_overrides"] == {"parallelism.pp": 2, "parallelism.dp": 4}
+    assert main(["scaling", "teaching-8gpu", "--gpus", "16", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    pt = (got if isinstance(got, list) else got["points"])[0]
+    for r in (row, pt):
+        ov, t = r["run_overrides"], r["iteration_time_s"]
+        sets = [a for k, v in ov.items() for a in ("--set", f"{k}={v}")]
+        assert main(["run", "teaching-8gpu", *sets, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["iteration_time_s"] == pytest.approx(t, rel=1e-9)

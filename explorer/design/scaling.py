@@ -60,8 +60,10 @@ class ScalePoint:
         out: dict[str, Any] = {"gpus": self.gpus, "overrides": self.overrides, "valid": self.valid}
         if not self.valid:
             return {**out, "reason": self.reason}
+        # ``run --set`` with the overrides alone keeps a file's own dp (a hunt): the size's is added.
         return {**out, "dp": self.dp, "global_batch": self.global_batch, **self.figures,
-                "exposed_s": self.exposed_s, "link": self.link}
+                "exposed_s": self.exposed_s, "link": self.link,
+                "run_overrides": {**self.overrides, "parallelism.dp": self.dp}}
 
 
 def default_sizes(gpus: int, unit: int) -> list[int]:

@@ -54,6 +54,8 @@ from . import chunks as work
 from .base import Base, cluster_overrides, share_query
 from .capacity import tightest_gpu
 from .executors import ExecutorSpec, map_chunks
+from .phase_fit import FIELD as PHASES_FIELD
+from .phase_fit import phase_pins, refused_by
 from .progress import Progress, next_phase
 from .proxy import POOL, ranking_proxy
 from .ranking import Into, score_into
@@ -260,6 +262,13 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     scored[unscored] = False
     t2 = time.perf_counter()
 
+    # A run plan's phases must take the layout too (design/phase_fit.py): refused ones are invalid
+    # under training.phases before any is priced exactly.
+    pins = phase_pins(from_dict(dict(base.raw)))
+    if pins:
+        for i in np.flatnonzero(fits | roomy):
+            if reasons[i] is None and refused_by(pins, parsed, layouts[i]) is not None:
+                reasons[i], fits[i], roomy[i] = PHASES_FIELD, False, False
     order = sorted(np.flatnonzero(roomy), key=lambda i: (t_est[i], i))      # ties: enumeration order
     ranked = [(layouts[i], float(t_est[i])) for i in order]
     pool = top if proxy is None else max(top, pool or max(POOL, 2 * top))

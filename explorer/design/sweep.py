@@ -45,6 +45,9 @@ class Point:
     reason_field: str | None = None    # the field that message names (what reasons are counted by)
     figures: Mapping[str, Any] = field(default_factory=dict)   # Scores.row(): time, mfu, memory, ...
     link: str | None = None            # share-link query string (explorer/design/base.py)
+    # What ``run --set`` needs besides the overrides: the derived dp where the file gives its own
+    # (a hunt: tp 1 / pp 2 on teaching-8gpu, whose file sets dp 2, did not rerun without dp 4).
+    run_extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def iteration_time_s(self) -> float | None:
@@ -57,7 +60,8 @@ class Point:
             out["reason"] = self.reason
             out["reason_field"] = self.reason_field
             return out
-        return {**out, **self.figures, "link": self.link}
+        return {**out, **self.figures, "link": self.link,
+                **({"run_overrides": {**self.overrides, **self.run_extra}} if self.run_extra else {})}
 
 
 @dataclass(frozen=True)
@@ -161,7 +165,11 @@ def _evaluate(job: _Job) -> list[Point]:
         if why is not None:
             out[i] = Point(ov, False, why, reason_field(why))
             continue
-        out[i] = Point(ov, True, figures=scores.row(j), link=share_query(job.base, sc) if job.links else None)
+        # The base derives dp (design/base.open_base drops the file's): run --set needs it spelt out.
+        keep = "parallelism.dp" in ov or sc.parallelism.stage_replicas
+        extra = {} if keep else {"parallelism.dp": sc.dp}
+        out[i] = Point(ov, True, figures=scores.row(j), link=share_query(job.base, sc) if job.links else None,
+                       run_extra=extra)
     return [p for p in out if p is not None]
 
 

@@ -7,8 +7,8 @@ the optimizer step, for every pass the stage runs.  Its idle seconds are split w
 engine's walk along binding dependencies, charged as that walk charges them where it can be
 followed: the wait for its own gradient buckets after its last pass, its trailing ZeRO gathers,
 a chunk's first forward held by a parameter gather along that chunk's fill (its own or an
-earlier stage's: _fill_gates) and the tail that another stage's gradient buckets add after its
-own end (_tail_dp) to dp; the pipeline transfers on the way of the first unit to the stage and of the
+earlier stage's: _fill_gates) and its tail after its own step (_tail_dp: its trailing gathers
+when it ends the iteration, else the last stage's gathers and gradient buckets) to dp; the pipeline transfers on the way of the first unit to the stage and of the
 last one back (one hop per stage pair it crosses) to pp; the time a slower stream adds to
 PipeDream's period to that stream's category (analysis/steady_state.PACE_CATEGORY); the rest to
 the bubble.  The categories sum to the iteration time.
@@ -102,11 +102,11 @@ def breakdowns(profs: list[RowProfile], st: StageTimes, en: Ending, win: Window_
         over = over - take
     idle = np.maximum(0.0, T - out.sum(1))
     gate_wait = _fill_gates(np.stack([r.gates for r in profs]), st, k, T)
-    trailing = np.stack([r.trailing for r in profs])[rows, k]
-    dp_wait = np.maximum(0.0, en.dp_end[rows, k] - en.free[rows, k]) + trailing + gate_wait
+    trailing = np.stack([r.trailing for r in profs])
+    dp_wait = np.maximum(0.0, en.dp_end[rows, k] - en.free[rows, k]) + gate_wait
     hops = np.array([r.transfer[:max(r.p - 1, 0)].sum() for r in profs]) * (not profs[0].blocking)
     pp_wait = 2 * hops
-    dp_wait = dp_wait + _tail_dp(en, k, T, profs[0].schedule.window is Window.FLUSH)
+    dp_wait = dp_wait + _tail_dp(en, trailing, k, T, profs[0].schedule.window is Window.FLUSH)
     for col, wait in (("dp", dp_wait), ("pp", pp_wait)):
         take = np.minimum(wait, idle)
         out[:, idx[col]] += take
@@ -141,23 +141,34 @@ def _fill_gates(gates: np.ndarray, st: StageTimes, k: np.ndarray, T: np.ndarray)
     return np.where(j >= 0, np.maximum(gate - after, 0.0), 0.0).sum(axis=1)
 
 
-def _tail_dp(en: Ending, k: np.ndarray, T: np.ndarray, flush: bool) -> np.ndarray:
-    """(g,) seconds of the busiest stage's tail — after its own end, until another stage's step
-    ends the iteration — that the simulation's walk charges to dp (analysis/breakdown.class_breakdown):
-    the last task is that stage's optimizer step (bubble: another class's compute), bound by its
-    last gradient bucket when the buckets end after its passes, charged to dp from the bucket's
-    readiness (its wait for the FIFO dp stream included) or the tail's start, whichever is later;
-    before it, the backward that produced it (bubble).  Only for flushing schedules whose last stage
-    ends with its step (no trailing gathers or sends after it): the rest keep the tail as bubble."""
+def _tail_dp(en: Ending, trailing: np.ndarray, k: np.ndarray, T: np.ndarray, flush: bool) -> np.ndarray:
+    """(g,) seconds of the busiest stage's tail — after its own compute ends (its optimizer step),
+    until the iteration ends — that the simulation's walk charges to dp
+    (analysis/breakdown.class_breakdown), following the last task back:
+    - the stage ends the iteration itself: its trailing ZeRO gathers (``trailing``, (g, p));
+    - another stage does (flushing schedules whose last stage ends with its step or its gathers):
+      its trailing gathers from its step's end, then its step (bubble: another class's compute),
+      bound by its last gradient bucket when the buckets end after its passes, charged from the
+      bucket's readiness (its wait for the FIFO dp stream included), each from the tail's start at
+      the earliest; before that the backward that produced it (bubble).  Other endings keep the
+      tail as bubble."""
     g = k.shape[0]
-    if not flush or g == 0:
-        return np.zeros(g)
     rows = np.arange(g)
+    own = trailing[rows, k]
+    if g == 0:
+        return own
+    a = en.step_end[rows, k]
+    mine = en.end[rows, k] >= T * (1 - 1e-12)             # the busiest stage ends the iteration itself
+    if not flush:
+        return own
     last = np.argmax(en.end, axis=1)                      # first in task order among equals
-    a = en.end[rows, k]
     ends_last = np.isclose(en.end[rows, last], T, rtol=1e-12, atol=0.0)
-    by_step = en.end[rows, last] == en.step_end[rows, last]
+    step, tr = en.step_end[rows, last], trailing[rows, last]
+    end = en.end[rows, last]
+    by_step = (end == step) | ((tr > 0) & np.isclose(end, step + tr, rtol=1e-12))
+    gathers = np.where(tr > 0, np.maximum(T - np.maximum(a, step), 0.0), 0.0)
     bound = (en.dp_end[rows, last] >= en.free[rows, last]) & (en.dp_end[rows, last] > 0)
-    mine = en.end[rows, k] >= T                              # the busiest stage ends the iteration itself
-    dp = np.minimum(en.dp_end[rows, last], T) - np.maximum(a, en.dp_ready[rows, last])
-    return np.where(ends_last & by_step & bound & ~mine & (last != k), np.maximum(dp, 0.0), 0.0)
+    buckets = np.where(bound, np.maximum(np.minimum(en.dp_end[rows, last], T)
+                                         - np.maximum(a, en.dp_ready[rows, last]), 0.0), 0.0)
+    other = ends_last & by_step & (last != k)
+    return np.where(mine | (last == k), own, np.where(other, gathers + buckets, 0.0))

@@ -5,13 +5,14 @@ compute-stream work.  Its busy seconds are exact: every pass's parts (compute wi
 gradients and SM contention, recompute, exposed tp/cp/ep and ZeRO-3 dp), blocking sends (pp) and
 the optimizer step, for every pass the stage runs.  Its idle seconds are split without the
 engine's walk along binding dependencies, charged as that walk charges them where it can be
-followed: the wait for its own gradient buckets after its last pass, its trailing ZeRO gathers,
-a chunk's first forward held by a parameter gather along that chunk's fill (its own or an
-earlier stage's: _fill_gates) and its tail after its own step (_tail_dp: its trailing gathers
-when it ends the iteration, else the last stage's gathers and gradient buckets) to dp; the pipeline transfers on the way of the first unit to the stage and of the
-last one back (one hop per stage pair it crosses) to pp; the time a slower stream adds to
-PipeDream's period to that stream's category (analysis/steady_state.PACE_CATEGORY); the rest to
-the bubble.  The categories sum to the iteration time.
+followed: the wait for its own gradient buckets after its last pass, a chunk's first forward held
+by a parameter gather along that chunk's fill (its own or an earlier stage's: _fill_gates) and its
+tail after its own step (_tail_dp: its trailing ZeRO gathers when it ends the iteration, else the
+last stage's gathers and gradient buckets) to dp; the pipeline transfers on the way of the first
+unit to the stage and of the last one back (one hop per stage pair it crosses) to pp; the time a
+slower stream adds to PipeDream's period to that stream's category
+(analysis/steady_state.PACE_CATEGORY); the rest to the bubble.  The categories sum to the
+iteration time.
 """
 from __future__ import annotations
 

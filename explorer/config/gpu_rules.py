@@ -1,0 +1,30 @@
+"""Rules on a GPU's own figures (config/rules.py runs them in its order): what its tensor cores'
+peaks and measured rates can be."""
+from __future__ import annotations
+
+from .schema import ScenarioError
+from .sections import Scenario
+
+
+def rule_fp8_peak_at_least_bf16(sc: Scenario) -> None:
+    """An FP8 tensor core is at least as fast as the bf16 one (twice on Hopper and Blackwell, NVIDIA
+    data sheets); a GPU without FP8 has fp8_tflops equal to peak_tflops (the loader's default).
+    Below it the code's test for FP8 hardware (fp8 peak above the bf16 peak) would call an H800 an
+    Ampere part and the FP8 MFU would divide by a peak under the work done (found by an invariant
+    hunt: ``fp8_tflops: 0.1`` read an FP8 MFU of 4,203)."""
+    g = sc.hardware.gpu
+    if g.fp8_tflops is not None and g.fp8_tflops < g.peak_tflops:
+        raise ScenarioError("hardware.gpu.fp8_tflops", f"{g.fp8_tflops:g} TFLOP/s is below the bf16 peak "
+                            f"({g.peak_tflops:g}): give at least {g.peak_tflops:g}, or leave it out for a "
+                            "GPU without FP8 tensor cores")
+
+
+def rule_measured_within_peak(sc: Scenario) -> None:
+    """A GEMM cannot run above the tensor cores' peak: the measured bf16 rate is at most the bf16
+    peak (found by a hunt: ``peak_tflops: 0.1`` under the H100's measured 795 read an MFU of 1.92)."""
+    g = sc.hardware.gpu
+    if g.measured_matmul_tflops is not None and g.measured_matmul_tflops > g.peak_tflops:
+        got = g.measured_matmul_tflops
+        raise ScenarioError("hardware.gpu.peak_tflops", f"{g.peak_tflops:g} TFLOP/s is below the GPU's "
+                            f"measured GEMM rate (hardware.gpu.measured_matmul_tflops {got:g}): a peak is at "
+                            f"least what a GEMM reaches; give {got:g} or more, or lower the measured rate")

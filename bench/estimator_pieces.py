@@ -33,7 +33,7 @@ PIECES = [
     ("explorer.estimate.fast", "estimate_profiles", None),      # evaluating, memory, breakdowns
     ("explorer.pricing.stages", "netinfo", None),              # a network key's stage classes
     ("explorer.pricing.profile", "layer_split", None),         # the builder's layer split
-    ("explorer.pricing.split", "choose_split", None),          # ... its search (taskgraph/split.py)
+    ("explorer.pricing.split", "start_splits", None),          # ... its search (taskgraph/split.py)
     ("explorer.pricing.profile", "stage_classes", None),
     ("explorer.pricing.profile", "basis", None),               # chunk pieces per stage class
     ("explorer.pricing.profile", "_layout", None),

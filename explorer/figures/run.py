@@ -13,6 +13,7 @@ import math
 
 import plotly.graph_objects as go
 
+from ..run.report import percent
 from ..run.total import DAY_S, RunTotal
 
 MAX_MARKS = 400               # marks drawn per phase and kind at most; more: a shaded band
@@ -59,7 +60,7 @@ def run_timeline_figure(total: RunTotal, height: int = 260, font_size: int = 12)
             hovertemplate=(f"<b>{p.name}</b><br>{p.days:,.2f} days from day {t:,.1f}<br>"
                            f"{p.tokens / 1e9:,.1f}B tokens, {p.iterations:,} steps of "
                            f"{p.iteration_s:.2f} s<br>{p.gpus:,} GPUs, MFU {p.mfu:.1%}, goodput "
-                           f"{g.goodput:.2%}<br>expected failures {failures:,.0f}, checkpoints "
+                           f"{percent(g.goodput)}<br>expected failures {failures:,.0f}, checkpoints "
                            f"{checkpoints:,.0f}<extra></extra>")))
         for row, count, every, wall, color, what, xs in (
                 ("failures", failures, g.job_mtbf_s, p.wall_s, FAILURE, "failure", fail_x),
@@ -129,5 +130,5 @@ def goodput_waterfall_figure(total: RunTotal, height: int = 300, font_size: int 
     top = days + max(days - low, 1e-9) * 0.22
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=40), font=dict(size=font_size),
                       yaxis=dict(title=title, range=[low, top if days > 0 else 1]), showlegend=False,
-                      title=dict(text=f"goodput {total.goodput:.2%}", x=0.02, y=0.98))
+                      title=dict(text=f"goodput {percent(total.goodput)}", x=0.02, y=0.98))
     return fig

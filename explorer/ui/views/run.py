@@ -74,7 +74,7 @@ def render(raw_json: str, present: bool) -> None:
         st.dataframe([{"phase": p.name, "GPUs": p.gpus, "tokens (B)": round(p.tokens / 1e9, 3),
                        "steps": p.iterations, "step (s)": round(p.iteration_s, 3),
                        "tokens/s": round(p.tokens_per_s), "MFU": f"{p.mfu:.1%}",
-                       "exposed comm": f"{p.exposed_comm_share:.1%}", "goodput": f"{p.goodput.goodput:.2%}",
+                       "exposed comm": f"{p.exposed_comm_share:.1%}", "goodput": percent(p.goodput.goodput),
                        "days": round(p.days, 2)} for p in total.phases], hide_index=True,
                      use_container_width=True)
     with waterfall:

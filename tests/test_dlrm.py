@@ -45,21 +45,35 @@ def test_the_mlperf_figures_are_the_defaults():
 
 
 def test_the_pooled_embedding_all_to_all_moves_the_closed_form_bytes(capsys):
-    """Per GPU and step: the ids' all-to-all (b x 214 ids x 8 bytes), the pooled embeddings'
-    all-to-all (b x tables x dim x 2 bytes) and their gradients' back, each x (n-1)/n on the bus."""
+    """Per GPU and step: the ids' all-to-all (column-wise, as shipped: every GPU holds a shard of
+    every table, so each id goes to all n GPUs: a buffer of n x b x 214 ids x 8 bytes), the pooled
+    embeddings' all-to-all (b x tables x dim x 2 bytes) and their gradients' back, each x (n-1)/n
+    on the bus."""
     spec = workload_spec(load(SCENARIO))
     edges = {e.label: e for e in spec.kinds[0].edges}
     assert edges["pooled embeddings"].size_bytes == B * T * D * E == 46_006_272
     assert edges["pooled embeddings"].op == "all-to-all" and edges["pooled embeddings"].overlap
     grads = edges["embedding gradients"]
     assert grads.size_bytes == B * T * D * E and not grads.overlap
-    assert edges["sparse ids"].size_bytes == B * 214 * sharding.ID_BYTES
+    assert edges["sparse ids"].size_bytes == N * B * 214 * sharding.ID_BYTES
     out = _json(capsys=capsys)
-    want = (B * 214 * 8 + 2 * B * T * D * E) * (N - 1) / N
+    want = (N * B * 214 * 8 + 2 * B * T * D * E) * (N - 1) / N
     assert out["comm_bytes_per_gpu"]["emb"] == pytest.approx(want, rel=1e-12)
     assert out["comm_bytes_by_tier"]["emb"]["scale-up"] == pytest.approx(want, rel=1e-12)
     assert out["breakdown_s"]["emb"] > 0 and out["links"]["emb"]["group"] == N
     assert sum(out["breakdown_s"].values()) == pytest.approx(out["iteration_time_s"], rel=1e-12)
+
+
+@pytest.mark.parametrize("plan, owners", [("column_wise", N), ("table_wise", 1), ("row_wise", 1),
+                                          ("table_row_wise", 1)])
+def test_each_plan_sends_an_id_to_every_gpu_that_looks_it_up(plan, owners):
+    """The input dist sends a sample's id to each GPU that looks it up: one owner per id for
+    table-wise (the table's GPU), row-wise and table-row-wise (the row's), all n under column-wise
+    (TorchRec's CwPooledEmbeddingSharding sends a table's features to every shard's rank): the
+    buffer is owners x b x 214 ids x 8 bytes, and the bytes sent per GPU (n - 1)/n of it."""
+    spec = workload_spec(load(SCENARIO, {"model.dlrm.sharding": plan}))
+    edges = {e.label: e for e in spec.kinds[0].edges}
+    assert edges["sparse ids"].size_bytes == owners * B * 214 * sharding.ID_BYTES
 
 
 def test_row_wise_reduce_scatters_the_whole_batchs_partial_sums():

@@ -92,6 +92,10 @@ by bf16's measured share, so a faster bf16 GEMM had made attention slower): TTFT
 52.02 ms; serve-deepseek-v3-disaggregated's tpot_s (and its batch curve's) again when a
 disaggregated request's KV transfer entered its first inter-token gap, amortised over its output
 tokens (serving/deploy.saturated: 52.0208 -> 52.0230 ms), nothing else;
+dlrm-dcnv2 when column-wise sharding sent each id to every GPU (each holds a shard of every table;
+workloads/dlrm/sharding.Plan.id_owners): the ids' all-to-all buffer 11.8 -> 94.7 MB, emb bytes
+90.9 -> 163.3 MB per GPU, links.emb now the ids' call; hidden by the train pipeline, so the
+iteration time is unchanged (3.627 ms);
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

@@ -29,7 +29,8 @@ reduce-scatter's input ``n b x tables x d x bytes``; table-row-wise's reduce-sca
 ``n b x (tables / N) x d x bytes`` (the node's share of the tables, N = n / local nodes) and its
 all-to-all between nodes ``b x tables x d x bytes`` over N ranks; the backward sends their gradients the same
 way; the input dist sends each sample's ids to their tables' owners: ``b x sum(pooling) x 8``
-(int64 ids, TorchRec's KJTAllToAll).  An uneven table-wise split sends more from the busiest
+(int64 ids, TorchRec's KJTAllToAll), n times that under column-wise sharding, whose every GPU
+needs every id.  An uneven table-wise split sends more from the busiest
 GPU; the exchange is priced balanced (the issue's closed form).
 """
 from __future__ import annotations
@@ -60,6 +61,7 @@ class Plan:
     exchange_per_sample: float   # elements of pooled embeddings exchanged per own sample (b units)
     replicated_tables: int = 0
     local: int = 1               # table-row-wise: GPUs per node a table's rows are cut over
+    id_owners: int = 1           # GPUs each id is sent to: column-wise, every column shard's
 
     def exchange_bytes(self, b: int, n: int, e: int) -> float:
         """nccl-tests buffer of one forward output dist (or backward gradient dist) per GPU; for
@@ -77,8 +79,14 @@ class Plan:
         return b * n * self.exchange_per_sample / (n // self.local) * e
 
     def ids_bytes(self, b: int, n: int) -> float:
-        """Bytes of one input dist (ids to their tables' owners) per GPU."""
-        return b * self.ids_per_sample * ID_BYTES if self.sharded_tables and n > 1 else 0.0
+        """nccl-tests buffer of one input dist (ids to their tables' owners) per GPU: ``b x
+        sum(pooling) x 8`` when each id has one owner; column-wise every GPU holds a shard of every
+        table and needs every sample's ids (TorchRec's CwPooledEmbeddingSharding sends a table's
+        features to each of its shards' ranks), so each GPU sends its ids to all n - 1 others: the
+        buffer is n times larger (bus bytes = buffer x (n-1)/n)."""
+        if not self.sharded_tables or n <= 1:
+            return 0.0
+        return b * self.ids_per_sample * ID_BYTES * self.id_owners
 
 
 def _table_wise_loads(d: Dlrm, tables: list[int], n: int) -> tuple[float, float]:
@@ -113,7 +121,7 @@ def plan(d: Dlrm, n: int, local: int = 1) -> Plan:
                     t * d.dim, len(replicated))
     if d.sharding == "column_wise" and sharded:
         return Plan(t, pool, pool, d.dim / n, rep_lookups, rows, d.dim / n, rep_params, "all-to-all",
-                    t * d.dim, len(replicated))
+                    t * d.dim, len(replicated), id_owners=n)
     if d.sharding == "table_row_wise" and sharded:
         local = max(1, min(local, n))
         busy_pool, busy_rows = _table_wise_loads(d, sharded, n // local)

@@ -31,6 +31,7 @@ from .fidelity.band import band_of, with_band
 from .network.collectives import OPS
 from .network.compression_quality import convergence_cost
 from .network.nccl_table import collective_rows
+from .numbers import figure
 from .run.phases import plan
 from .run.report import run_json, run_lines
 from .scenario import Scenario, ScenarioError, load, load_raw, parse_assignments
@@ -131,8 +132,8 @@ def summary_text(res) -> str:
         f"  iteration time   {_fmt_s(res.iteration_time_s)}"
         + ("" if res.sync_window is None else f"  (inner step; {_fmt_s(res.time_per_step_s)} per step "
                                               "with synchronisation)"),
-        f"  {said.per_second + '/s':<17}{res.tokens_per_s:,.0f}",
-        f"  TFLOP/s per GPU  {res.tflops_per_gpu:.1f}  (hardware FLOPs, recompute included)",
+        f"  {said.per_second + '/s':<16} {figure(res.tokens_per_s)}",
+        f"  TFLOP/s per GPU  {figure(res.tflops_per_gpu, 1, small=1.0)}  (hardware FLOPs, recompute included)",
         f"  MFU              {res.mfu:.1%}",
         f"  bubble           {res.bubble_fraction:.1%}",
         # How far to trust the figures above (explorer/fidelity/band.py): the regime's published runs.

@@ -20,6 +20,7 @@ from ..analysis.compare import Comparison, Step, compare, waterfall_steps
 from ..analysis.verdict import over_memory_sentences
 from ..config.schema import excerpt, one_line
 from ..errors import InternalError
+from ..numbers import figure
 from ..run.compare import RUN_KEYS, loss_line, run_delta, run_value
 from ..scenario import Scenario, ScenarioError, load, parse_assignments, resolve_scenario_path
 from ..variants.hetero import gpu_summary
@@ -137,8 +138,8 @@ def _card(key: str, v: float, scale: float, unit: str, signed: bool = False) -> 
     if key == "memory_GB_total":
         return f"{v:{sign}.1f} GB"
     if key == "tflops_per_gpu":
-        return f"{v:{sign},.1f}"
-    return f"{v:{sign},.0f}"
+        return figure(v, 1, signed, small=1.0)
+    return figure(v, signed=signed)
 
 
 def diff_text(cmp: Comparison, sc_a: Scenario, sc_b: Scenario, b_label: str) -> str:

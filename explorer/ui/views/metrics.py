@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ... import dimensions
+from ...numbers import figure
 from ...report.cards import SERVING_CARDS, fmt_time, tpot_text
 from ...workloads.registry import nouns, workload_for
 from ..cache import ViewData
@@ -45,9 +46,7 @@ def rate_text(x: float) -> str:
     """A throughput for its card: three significant digits below 100 (2.56, 0.0273: a whole number
     read 2.56 full-graph passes per second as "3"), whole up to COMPACT_RATE (1,269,595), in
     millions above (15.2 M)."""
-    if x < 100:
-        return f"{x:.3g}"
-    return f"{x:,.0f}" if x < COMPACT_RATE else f"{x / 1e6:,.1f} M"
+    return figure(x) if x < COMPACT_RATE else f"{x / 1e6:,.1f} M"
 
 
 def per_hour(x: float) -> str:

@@ -55,3 +55,31 @@ def test_a_faster_network_shrinks_the_advantage():
     fast = _speedup(**{"cluster.scale_out.nic_Gbps": 25})
     fastest = _speedup(**{"cluster.scale_out.nic_Gbps": 100})
     assert slow > fast > fastest and fastest == pytest.approx(1.0, abs=0.1)
+
+
+def _said(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def test_the_description_quotes_our_figures():
+    """Every figure the scenario's description quotes for ours is the run's (a hunt found the
+    network and partitioner figures a few sentences/s stale)."""
+    text = " ".join(load(SCENARIO).description.split())
+    pipe, dp = simulate(load(SCENARIO)), simulate(load(SCENARIO, DATA_PARALLEL))
+    assert f"**{_said(pipe.samples_per_s)} sentences/s against {_said(dp.samples_per_s)}**" in text
+    assert f"{dp.breakdown_s['dp'] * 1e3:,.0f} ms of a {dp.iteration_time_s * 1e3:,.0f} ms step" in text
+    assert f"compute {dp.breakdown_s['compute'] * 1e3:.0f} ms." in text
+    assert (f"({pipe.breakdown_s['pp'] * 1e3:.0f} ms of exposed pp a {pipe.iteration_time_s * 1e3:.0f} ms "
+            f"iteration, compute {pipe.breakdown_s['compute'] * 1e3:.0f} ms") in text
+    assert f"MFU {pipe.mfu * 100:.1f} %" in text
+    for gbps, said in ((25, "at 25 Gbps (`cluster.scale_out.nic_Gbps: 25`)"), (100, "at 100 Gbps")):
+        a = simulate(load(SCENARIO, {"cluster.scale_out.nic_Gbps": gbps}))
+        b = simulate(load(SCENARIO, {**DATA_PARALLEL, "cluster.scale_out.nic_Gbps": gbps}))
+        assert (f"{said} {_said(a.samples_per_s)} against {_said(b.samples_per_s)}"
+                + (" sentences/s" if gbps == 25 else "") + f" ({a.samples_per_s / b.samples_per_s:.2f}x)") in text
+    four = simulate(load(SCENARIO, {"parallelism.pp": 4, "parallelism.stage_replicas": "auto"}))
+    split = " | ".join(map(str, four.stage_layers))
+    assert (f"{split} split: {_said(four.samples_per_s)} sentences/s "
+            f"({four.samples_per_s / dp.samples_per_s:.2f}x)") in text
+    flush = simulate(load(SCENARIO, {"parallelism.schedule": "1f1b"}))
+    assert f"gives {_said(flush.samples_per_s)} ({flush.samples_per_s / dp.samples_per_s:.2f}x)" in text

@@ -199,10 +199,14 @@ def test_bad_values_are_one_line_errors_naming_the_field(key, value, field, caps
     assert len(err.splitlines()) == 1 and field in err, err
 
 
-def test_pipeline_parallelism_is_refused_naming_the_degree(capsys):
-    assert main(["run", str(SCENARIO), "--set", "parallelism.pp=2", "--set", "parallelism.dp=4"]) == 2
+@pytest.mark.parametrize("dim", ["pp", "tp", "cp"])
+def test_transformer_degrees_are_refused_naming_the_degree(dim, capsys):
+    """One line naming the degree and what a DLRM does instead (tp had read "does not divide
+    model.heads=1", a field a DLRM does not have)."""
+    assert main(["run", str(SCENARIO), "--set", f"parallelism.{dim}=2", "--set", "parallelism.dp=4"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "parallelism.pp" in err and "no pp dimension" in err, err
+    assert len(err.splitlines()) == 1 and f"parallelism.{dim}: 2" in err and "trains data-parallel" in err, err
+    assert "heads" not in err and "seq_len" not in err
 
 
 def test_kind_dlrm_on_a_transformer_scenario_names_the_derived_field(capsys):

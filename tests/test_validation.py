@@ -660,6 +660,10 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
     ],
     # Accepted and ignored before (found clicking through a DLRM's sidebar): the time did not move.
     "rule_dlrm": [
+        # A transformer's refusal ("does not divide model.heads=1") named a field a DLRM lacks.
+        ({"model": {"kind": "dlrm"}, "parallelism": {"tp": 2, "pp": 1, "dp": 8}}, "parallelism.tp"),
+        ({"model": {"kind": "dlrm"}, "parallelism": {"tp": 1, "pp": 1, "dp": 16, "token_slices": 2}},
+         "parallelism.token_slices"),
         ({"model": {"kind": "dlrm"}, "parallelism": {"tp": 1, "pp": 1, "dp": 16},
           "training.recompute": "full"}, "training.recompute"),
         ({"model": {"kind": "dlrm"}, "parallelism": {"tp": 1, "pp": 1, "dp": 16}, "training.dtype": "fp8"},

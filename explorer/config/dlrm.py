@@ -130,6 +130,13 @@ def rule_dlrm(sc: Any) -> None:
     m, tr = sc.model, sc.training
     if getattr(m, "dlrm", None) is None:
         return
+    # Its tables are sharded over the data-parallel GPUs and its MLPs replicated: no transformer
+    # degree applies (tp had read "does not divide model.heads=1", token slices "seq_len/cp = 1/1").
+    trains = "a recommendation model (model.dlrm) trains data-parallel here, its tables sharded over those GPUs"
+    p = sc.parallelism
+    for dim in ("tp", "cp", "ep", "pp", "token_slices"):
+        if getattr(p, dim) != 1:
+            raise ScenarioError(f"parallelism.{dim}", f"{getattr(p, dim)}: {trains}; set it to 1")
     why = "a recommendation model (model.dlrm) has no such part here"
     refuse_parts(m, ("moe", "mla", "mtp_depth", "conv"), f"is not a DLRM part; {why} (remove it)")
     d = m.dlrm

@@ -242,3 +242,14 @@ def test_the_sidebar_offers_only_what_the_family_reads(scenario, compression, la
     for key in ("training.attention_kernel", "training.recompute", "training.recompute_layers",
                 "training.offload_activations_layers", "parallelism.sequence_parallel"):
         assert (key in keys) is layers, key
+
+
+@pytest.mark.parametrize("scenario, sample", [("teaching-8gpu", "sequences"), ("dlrm-dcnv2", "samples"),
+                                              ("gnn-sage-papers100m", "seed nodes"),
+                                              ("resnet50-cloud-dp", "images"),
+                                              ("pipedream-gnmt16", "sentences")])
+def test_the_batch_control_counts_the_familys_samples(scenario, sample):
+    """The global batch is labelled in what the cards count (it read "sequences" on a DLRM)."""
+    at = run_app(scenario=scenario)
+    labels = [w.label for w in at.number_input if w.key == "training.global_batch"]
+    assert labels == [f"Global batch ({sample})"]

@@ -10,6 +10,7 @@ from ..config.replica_field import SCHEDULES as REPLICA_SCHEDULES
 from ..scenario import ScenarioError, from_dict, gpu_presets, model_presets
 from ..share import shipped_scenarios
 from ..workloads.family import Workload
+from ..workloads.registry import nouns
 from .controls import DERIVED_WIDGETS, ORDERS, SECTIONS, Control, hidden_keys
 from .field_text import parse_list, to_text
 from .kind_switch import on_kind_change, preset_kinds
@@ -21,6 +22,7 @@ from .state import (
     on_model_preset_change,
     on_preset_change,
     on_source_change,
+    preset_scenario,
     preset_titles,
     preset_workload,
     sidebar_kind,
@@ -75,6 +77,8 @@ def render() -> dict[str, Any]:
                     caption = _caption(family)
                     if caption:
                         st.caption(caption)
+                if control.key == BATCH_KEY and control.key not in hidden:
+                    control = control._replace(label=f"Global batch ({_samples()})")
                 _widget(control, hidden)
     return placeholders
 
@@ -99,6 +103,20 @@ def list_summary(value: list | tuple | dict) -> str:
     items = list(value.values()) if isinstance(value, dict) else list(value)
     names = [str(i.get("name")) for i in items if isinstance(i, dict) and i.get("name")]
     return f"{len(items)}: {', '.join(names)}" if names else f"{len(items)} items"
+
+
+BATCH_KEY = "training.global_batch"
+
+
+def _samples() -> str:
+    """What one element of the global batch is in the family the sidebar describes (sequences,
+    images, samples, seed nodes, sentences: workloads/family.Nouns.sample), read from the scenario
+    the widgets describe, or the shipped scenario's while those are not valid."""
+    try:
+        m = from_dict(current_raw()).model
+    except ScenarioError:
+        m = preset_scenario(st.session_state["_scenario"])[1].model
+    return nouns(m).sample
 
 
 def _caption(family: Workload) -> str:

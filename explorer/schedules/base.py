@@ -141,6 +141,13 @@ class ScenarioLike(Protocol):
 Problem = tuple[str, str]
 
 
+def idle_share(busy: float, makespan: float) -> float:
+    """``1 - busy / makespan``, the share of a rank's time it idles, within [0, 1]: a rank whose
+    passes fill the makespan reads 0, not the -2e-16 that rounding of the difference left (DualPipe
+    at pp 2 printed a bubble of "-0.0%")."""
+    return min(1.0, max(0.0, 1.0 - busy / makespan))
+
+
 def micro_batch_units(sc: ScenarioLike) -> tuple[int, int, int]:
     """dp, micro-batches per pipeline and pipeline units (micro-batches x token slices) of ``sc``,
     assuming the generic divisibility rules already passed (as in the config layer's rules)."""

@@ -37,6 +37,7 @@ from .base import (
     ScenarioLike,
     critical_path,
     directed_ops,
+    idle_share,
     micro_batch_units,
 )
 from .dualpipe import peak_activations
@@ -169,7 +170,7 @@ def bubble(b: BubbleInputs) -> tuple[float, str]:
     p, m = b.p, b.m
     F, B, W = b.passes()
     T = ideal_makespan(p, m, F, B + W)
-    val = 1 - m * (F + B + W) / T
+    val = idle_share(m * (F + B + W), T)
     equal = (p - 2) / (2 * m + p - 2)
     doubled = (p - 2) / (3 * m / 2 + p - 2)
     unit = "one basic unit" if m == p else f"{m // p} directly concatenated units"

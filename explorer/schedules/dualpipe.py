@@ -36,6 +36,7 @@ from .base import (
     ScenarioLike,
     critical_path,
     directed_ops,
+    idle_share,
     micro_batch_units,
 )
 
@@ -243,7 +244,7 @@ def bubble(b: BubbleInputs) -> tuple[float, str]:
     p, m = b.p, b.m
     F, B, W = b.passes()
     T = ideal_makespan(p, m, F, B, W)
-    val = 1 - m * (F + B + W) / T
+    val = idle_share(m * (F + B + W), T)
     ds = (p / 2 - 1) * (F + 2 * B - W)
     ds_val = ds / (m * (F + B + W) + ds)
     return val, (f"1 - m(F+B+W)/T = {val:.1%}, T the critical path of the reference DualPipe order "

@@ -33,6 +33,7 @@ from .base import (
     Problem,
     ScenarioLike,
     critical_path,
+    idle_share,
     micro_batch_units,
 )
 from .dualpipe import eight_steps, peak_activations
@@ -105,7 +106,7 @@ def bubble(b: BubbleInputs) -> tuple[float, str]:
     p, m = b.p, b.m
     F, B, W = b.passes()
     T = ideal_makespan(p, m, F, B, W)
-    val = 1 - 2 * m * (F + B + W) / T
+    val = idle_share(2 * m * (F + B + W), T)
     ds = (p - 1) * (F + 2 * B - W)
     ds_val = ds / (2 * m * (F + B + W) + ds)
     return val, (f"1 - 2m(F+B+W)/T = {val:.1%}, T the critical path of the reference DualPipeV order with "

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .base import BubbleInputs, ChunkOp, Problem, ScenarioLike, chunk_ops, critical_path
+from .base import BubbleInputs, ChunkOp, Problem, ScenarioLike, chunk_ops, critical_path, idle_share
 from .pipeline import peak_activations
 from .v_reorder import reorder
 
@@ -235,7 +235,7 @@ def bubble_of(schedule: str):
         p, m = b.p, b.m
         F, B, W = b.passes()
         T = ideal_makespan(schedule, p, m, F, B, W)
-        val = 1 - 2 * m * (F + B + W) / T
+        val = idle_share(2 * m * (F + B + W), T)
         share = PAPER_BUBBLE_OF_1F1B[schedule]
         paper = share * (p - 1) / (m + p - 1)
         return val, (f"1 - 2m(F+B+W)/T = {val:.1%}, T the critical path of the {schedule} order with "

@@ -13,7 +13,7 @@ order and when they exist (0 <= index < m):
 """
 from __future__ import annotations
 
-from .base import BubbleInputs, chunk_ops, critical_path
+from .base import BubbleInputs, chunk_ops, critical_path, idle_share
 from .pipeline import Op
 
 
@@ -70,7 +70,7 @@ def zb_h1_bubble(b: BubbleInputs) -> tuple[float, str]:
     bub = (p - 1) * (F + B - min(F, W))
     val = bub / (m * (F + B + W) + bub)
     if m < p:
-        exact = 1 - m * (F + B + W) / ideal_makespan("zb-h1", p, m, F, B, W)
+        exact = idle_share(m * (F + B + W), ideal_makespan("zb-h1", p, m, F, B, W))
         return exact, (f"1 - m(F+B+W)/T = {exact:.1%}, T the critical path of the ZB-H1 order with p = {p}, "
                        f"m = {m} < p (the paper's (p-1)(F+B-W) assumes m >= p and gives {val:.1%})")
     return val, (f"(p-1)(F+B-min(F,W))/(m(F+B+W)+(p-1)(F+B-min(F,W))) = {val:.1%} with p = {p}, m = {m}, "
@@ -89,7 +89,7 @@ def zb_h2_bubble(b: BubbleInputs) -> tuple[float, str]:
     bub = (p - 1) * max(0.0, F + B - 2 * min(F, W))
     val = bub / (m * (F + B + W) + bub)
     if m < 2 * p - 1:
-        exact = 1 - m * (F + B + W) / overlap_period("zb-h2", p, m, F, B, W)
+        exact = idle_share(m * (F + B + W), overlap_period("zb-h2", p, m, F, B, W))
         return exact, (f"1 - m(F+B+W)/T = {exact:.1%}, T the period of back-to-back ZB-H2 iterations with "
                        f"p = {p}, m = {m} < 2p-1 (the paper's (p-1)(F+B-2W) assumes its warm-up filled "
                        f"and gives {val:.1%})")

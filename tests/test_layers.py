@@ -19,7 +19,8 @@ from conftest import ROOT
 # Lowest first; a module belongs to the layer of the longest prefix that names it.  Within a layer
 # imports may go either way (they must still be acyclic).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundations", ("explorer.vocabulary", "explorer.schedules", "explorer.units", "explorer.dimensions",
+    ("foundations", ("explorer.vocabulary", "explorer.schedules", "explorer.units", "explorer.numbers",
+                     "explorer.dimensions",
                      "explorer.errors", "explorer.collective_algorithms")),
     ("config", ("explorer.config",)),
     ("physics", ("explorer.physics",)),

@@ -133,7 +133,8 @@ def summary_text(res) -> str:
         + ("" if res.sync_window is None else f"  (inner step; {_fmt_s(res.time_per_step_s)} per step "
                                               "with synchronisation)"),
         f"  {said.per_second + '/s':<16} {figure(res.tokens_per_s)}",
-        f"  TFLOP/s per GPU  {figure(res.tflops_per_gpu, 1, small=1.0)}  (hardware FLOPs, recompute included)",
+        f"  TFLOP/s per GPU  {figure(res.tflops_per_gpu, 1, small=1.0)}  "
+        "(hardware FLOPs, recompute included)",
         f"  MFU              {res.mfu:.1%}",
         f"  bubble           {res.bubble_fraction:.1%}",
         # How far to trust the figures above (explorer/fidelity/band.py): the regime's published runs.

@@ -253,3 +253,11 @@ def test_the_batch_control_counts_the_familys_samples(scenario, sample):
     at = run_app(scenario=scenario)
     labels = [w.label for w in at.number_input if w.key == "training.global_batch"]
     assert labels == [f"Global batch ({sample})"]
+
+
+def test_the_topology_table_prints_a_small_transfer_in_megabytes():
+    """The GNN's 2.14 MB all-reduce read "0.00 GB" in the Topology view's table."""
+    at = run_app(scenario="gnn-sage-papers100m", view="topology")
+    table = next(d.value for d in at.dataframe if "sent per GPU per iteration" in d.value.columns)
+    row = table[table["dimension"] == "dp"].iloc[0]
+    assert row["sent per GPU per iteration"] == "2.1 MB"

@@ -132,13 +132,15 @@ def test_zb_h2s_period_is_reached_from_the_second_iteration(p):
         assert T[1] - T[0] == pytest.approx(T[3] - T[2], rel=1e-12)
 
 
-@pytest.mark.parametrize("schedule, pp, batch", [("dualpipe", 2, 16), ("dualpipe", 2, 32), ("dualpipe-v", 2, 16),
-                                                 ("zb-v", 2, 16), ("chimera", 2, 16), ("zb-h1", 2, 16)])
+@pytest.mark.parametrize("schedule, pp, batch", [("dualpipe", 2, 16), ("dualpipe", 2, 32),
+                                                 ("dualpipe-v", 2, 16), ("zb-v", 2, 16), ("chimera", 2, 16),
+                                                 ("zb-h1", 2, 16)])
 def test_the_formula_is_a_share_in_zero_to_one(schedule, pp, batch):
     """A schedule whose ranks never idle in the formula's order reads a bubble of 0, not the
     -2.2e-16 (printed "-0.0%") that 1 - m(F+B+W)/T left at DualPipe's pp 2."""
     from explorer.scenario import load
     from explorer.simulate import simulate
+
     from conftest import ROOT
     sc = load(ROOT / "scenarios" / "zero-bubble-8gpu.yaml",
               {"parallelism.schedule": schedule, "parallelism.pp": pp, "cluster.gpus_per_node": pp,

@@ -328,9 +328,15 @@ def test_figures_draw_the_results(teaching_sweep):
     assert list(fig.data[0].x) == ["1", "2", "3", "4", "8"] and list(fig.data[0].y) == ["1", "2", "4"]
     by = {(p.overrides["parallelism.pp"], p.overrides["training.micro_batch"]): p
           for p in teaching_sweep.points}
-    assert z[0][1] == by[2, 1].iteration_time_s and fig.data[0].customdata[0][1] == by[2, 1].link
+    # Every cell under a second: the scale in milliseconds, as the cells' labels (a DLRM's colour
+    # bar read 0.003-0.004 s beside cells in ms).
+    assert z[0][1] == by[2, 1].iteration_time_s * 1e3 and fig.data[0].customdata[0][1] == by[2, 1].link
+    assert fig.data[0].colorbar.title.text == "iteration time (ms)"
     assert z[0][2] != z[0][2] and z[2][0] != z[2][0]          # invalid cells are gaps (NaN)
-    bars = tornado(sensitivity(open_base("teaching-8gpu", keep_dp=True))).data[0]
+    sens = sensitivity(open_base("teaching-8gpu", keep_dp=True))
+    fig = tornado(sens)
+    bars = fig.data[0]
+    assert f"% of the {sens.base_time_s * 1e3:.3g} ms iteration saved" == fig.layout.xaxis.title.text
     assert list(bars.y)[-1] == "2x compute" and len(bars.y) == len(CHANGES)
     # Zero-length bars (one node: no fabric, no WAN) show their 1.000x beside the axis.
     zero = [pos for x, pos in zip(bars.x, bars.textposition, strict=True) if x == 0]

@@ -61,12 +61,13 @@ def test_the_heatmap_is_the_librarys_sweep(opened):
         x, y = str(p.overrides["parallelism.tp"]), str(p.overrides["parallelism.pp"])
         z = heat["z"][heat["y"].index(y)][heat["x"].index(x)]
         if p.valid:
-            assert z == p.figures["iteration_time_s"]
+            assert z == p.figures["iteration_time_s"] * 1e3        # every cell under a second: in ms
             assert hover[x, y][0] == p.link
         else:
             assert z is None or math.isnan(z)
             assert "invalid: parallelism: tp*pp*cp" in hover[x, y][1].replace("<br>", " ")
     assert sum(p.valid for p in ref.points) == 10
+    assert heat["colorbar"]["title"]["text"] == "ms"          # the cells' own unit
 
 
 @pytest.mark.slow

@@ -201,6 +201,7 @@ def test_layout_map_names_nothing_that_does_not_exist():
 def test_the_reference_example_lists_every_schedule():
     """The example's schedule comment names every registered schedule (it listed 9 of 15)."""
     from explorer.schedules import registry
-    line = next(x for x in REFERENCE.read_text(encoding="utf-8").splitlines() if x.strip().startswith("schedule:"))
+    lines = REFERENCE.read_text(encoding="utf-8").splitlines()
+    line = next(x for x in lines if x.strip().startswith("schedule:"))
     listed = {s.strip() for s in line.split("#", 1)[1].split("|")}
     assert listed == set(registry.names())

@@ -48,3 +48,16 @@ def test_the_reports_cards_print_small_rates_with_their_digits():
     got = {c.label: c.text for c in cards(j, sc)}
     assert got["Partition passes/s"] == f"{j['tokens_per_s']:.3g}" != "0"
     assert got["TFLOP/s per GPU"] == f"{j['tflops_per_gpu']:.3g}" != "0"
+
+
+@pytest.mark.parametrize("s, want", [(0.0036266, "3.63 ms"), (0.12, "120 ms"), (0.9999, "1 s"),
+                                     (12.94, "12.9 s"), (1234.5, "1,234 s"), (0.0, "0 ms")])
+def test_seconds_text_keeps_three_digits_in_the_unit_that_reads_best(s, want):
+    from explorer.numbers import seconds_text
+    assert seconds_text(s) == want
+
+
+def test_time_scale_is_milliseconds_only_when_every_value_is_below_a_second():
+    from explorer.numbers import time_scale
+    assert time_scale([0.003, 0.9, float("nan")]) == (1e3, "ms")
+    assert time_scale([0.003, 1.2]) == (1.0, "s") and time_scale([]) == (1.0, "s")

@@ -76,7 +76,8 @@ def test_the_description_quotes_our_figures():
         a = simulate(load(SCENARIO, {"cluster.scale_out.nic_Gbps": gbps}))
         b = simulate(load(SCENARIO, {**DATA_PARALLEL, "cluster.scale_out.nic_Gbps": gbps}))
         assert (f"{said} {_said(a.samples_per_s)} against {_said(b.samples_per_s)}"
-                + (" sentences/s" if gbps == 25 else "") + f" ({a.samples_per_s / b.samples_per_s:.2f}x)") in text
+                + (" sentences/s" if gbps == 25 else "")
+                + f" ({a.samples_per_s / b.samples_per_s:.2f}x)") in text
     four = simulate(load(SCENARIO, {"parallelism.pp": 4, "parallelism.stage_replicas": "auto"}))
     split = " | ".join(map(str, four.stage_layers))
     assert (f"{split} split: {_said(four.samples_per_s)} sentences/s "

@@ -151,6 +151,11 @@ def test_zero_chart_and_tier_bars_say_what_they_measure():
     assert "the GPU's 80.0" in fig.layout.annotations[0].text and len(fig.layout.annotations) == 2
     small = figures.zero_tradeoff([{**p, "dp_GB": 0.00163} for p in pts], 80, current=1)
     assert list(small.data[1].text) == ["0.00163"] * 4
+    # Each bar's iteration time in the unit that reads best (a DLRM's "0.00363 s" labels ran into
+    # one another under the bars).
+    assert list(fig.data[0].x) == [f"ZeRO {z}<br>1<br>s" for z in range(4)]
+    fast = figures.zero_tradeoff([{**p, "iteration_s": 0.0036266} for p in pts], 80, current=1)
+    assert list(fast.data[0].x) == [f"ZeRO {z}<br>3.63<br>ms" for z in range(4)]
 
 
 def test_choosing_a_fabric_or_framework_shows_and_simulates_its_defaults():

@@ -132,7 +132,8 @@ def rule_dlrm(sc: Any) -> None:
         return
     # Its tables are sharded over the data-parallel GPUs and its MLPs replicated: no transformer
     # degree applies (tp had read "does not divide model.heads=1", token slices "seq_len/cp = 1/1").
-    trains = "a recommendation model (model.dlrm) trains data-parallel here, its tables sharded over those GPUs"
+    trains = ("a recommendation model (model.dlrm) trains data-parallel here, its tables sharded over "
+              "those GPUs")
     p = sc.parallelism
     for dim in ("tp", "cp", "ep", "pp", "token_slices"):
         if getattr(p, dim) != 1:

@@ -22,6 +22,7 @@ from ..design.scaling import ScalePoint
 from ..design.sensitivity import Sensitivity
 from ..design.space import family_labels
 from ..design.sweep import Point
+from ..numbers import seconds_text, time_scale
 
 METRICS = {"iteration_time_s": ("iteration time (s)", min), "mfu": ("MFU", max),
            "tokens_per_s": ("tokens/s", max), "memory_GB_total": ("memory per GPU (GB)", min)}
@@ -51,6 +52,12 @@ def heatmap(points: Sequence[Point], x_key: str, y_key: str, metric: str = "iter
     is blank and its hover names the commonest reason.  ``current`` (the scenario's own x and y
     values) outlines its cell.  ``customdata`` holds the best point's link."""
     title, best = METRICS[metric]
+    factor = 1.0
+    if metric == "iteration_time_s":
+        # In milliseconds when every cell is below a second, as the cells' labels write them (a
+        # DLRM's colour bar read 0.003-0.004 s beside cells in ms).
+        factor, unit = time_scale(p.figures[metric] for p in points if p.valid)
+        title = f"iteration time ({unit})"
     xs = list(dict.fromkeys(_label(p.overrides[x_key]) for p in points))
     ys = list(dict.fromkeys(_label(p.overrides[y_key]) for p in points))
     z = [[math.nan] * len(xs) for _ in ys]          # the best layout that fits
@@ -66,7 +73,7 @@ def heatmap(points: Sequence[Point], x_key: str, y_key: str, metric: str = "iter
         if not p.valid:
             text[i][j] = text[i][j] or f"invalid: {p.reason}"
             continue
-        value = p.figures[metric]
+        value = p.figures[metric] * factor
         if p.figures.get("fits", True):
             if better(value, z[i][j]):
                 z[i][j], link[i][j], text[i][j] = value, p.link or "", f"{title}: {value:.4g}"
@@ -114,10 +121,10 @@ def tornado(result: Sensitivity, height: int = 360, font_size: int = 12) -> go.F
         # beside the axis, where "auto" drew none.
         text=[f"{r.speedup:.3f}x" for r in rows], cliponaxis=False,
         textposition=["outside" if abs(v) < 0.05 * longest else "auto" for v in saved],
-        customdata=[r.iteration_time_s for r in rows],
-        hovertemplate="%{y}: %{customdata:.4g} s (%{x:.1f}% saved)<extra></extra>"))
+        customdata=[seconds_text(r.iteration_time_s) for r in rows],
+        hovertemplate="%{y}: %{customdata} (%{x:.1f}% saved)<extra></extra>"))
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=40), font=dict(size=font_size),
-                      xaxis=dict(title=f"% of the {result.base_time_s:.4g} s iteration saved"),
+                      xaxis=dict(title=f"% of the {seconds_text(result.base_time_s)} iteration saved"),
                       showlegend=False)
     return fig
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..scenario import Scenario
 from ..numbers import figure
+from ..scenario import Scenario
 from ..workloads.registry import nouns
 
 
@@ -80,7 +80,8 @@ def cards(j: Mapping[str, Any], sc: Scenario) -> list[Card]:
     rate = j["tokens_per_s"]
     out.append(Card(f"{nouns(sc.model).per_second.capitalize()}/s", figure(rate), "tokens_per_s", rate))
     out.append(Card("MFU", f"{j['mfu']:.1%}", "mfu", j["mfu"], "model FLOPs / (time × GPUs × peak)"))
-    out.append(Card("TFLOP/s per GPU", figure(j["tflops_per_gpu"], small=1.0), "tflops_per_gpu", j["tflops_per_gpu"],
+    tflops = j["tflops_per_gpu"]
+    out.append(Card("TFLOP/s per GPU", figure(tflops, small=1.0), "tflops_per_gpu", tflops,
                     "hardware FLOPs, recompute included"))
     busiest = j.get("bubble_fraction_busiest")
     out.append(Card("Bubble", f"{j['bubble_fraction']:.1%}", "bubble_fraction", j["bubble_fraction"],

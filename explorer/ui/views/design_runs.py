@@ -30,6 +30,7 @@ from ...design.scores import score, score_exact
 from ...design.sensitivity import Sensitivity
 from ...design.sweep import Point, SweepResult
 from ...figures.design import _label
+from ...numbers import time_scale
 from ...scenario import SETTABLE, Scenario, ScenarioError, from_dict, gpu_presets, to_dict
 from ...share import flatten, format_value
 from ..cache import ByteBoundedLRU
@@ -278,7 +279,9 @@ def cell_overlay(fig: Any, points: Sequence[Point], grid: Grid, metric: str, siz
         if grid.cells <= 64:       # annotations take positions: a category axis reads "8" as position 8
             fig.add_annotation(x=xs.index(x), y=ys.index(y), text=label, showarrow=False,
                                font=dict(size=size, color=color))
-    title = "s" if metric == "iteration_time_s" else "MFU"
+    # figures/design.heatmap's unit: ms when every valid cell is below a second.
+    valid = [p.figures[metric] for p in points if p.valid]
+    title = time_scale(valid)[1] if metric == "iteration_time_s" else "MFU"
     fig.update_traces(hoverinfo="skip", hovertemplate=None, selector=dict(type="heatmap"),
                       colorbar=dict(title=dict(text=title), thickness=14))
     fig.add_scatter(x=px, y=py, mode="markers", customdata=data, showlegend=False,

@@ -57,7 +57,7 @@ def render(data: ViewData, present: bool) -> None:
     rows = []
     by_dim = j.comm_bytes_per_gpu
     for d, link in j.links.items():
-        rows.append({"dimension": d, "sent per GPU per iteration": f"{by_dim.get(d, 0.0) / 1e9:,.2f} GB",
+        rows.append({"dimension": d, "sent per GPU per iteration": format_bytes(by_dim.get(d, 0.0)),
                      "typical call": link.op, "call size": f"{link.bytes / 1e6:,.1f} MB",
                      "group": link.group, "algorithm": link.algorithm, "limited by": link.tier,
                      "bus bandwidth": f"{link.busbw_GBps:.1f} GB/s"})

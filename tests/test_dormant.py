@@ -34,11 +34,29 @@ CASES = {
                                    {"training.recompute": "selective"}),
     "communication.prefetch_layers": ({}, 3, {"parallelism.zero": 3}),
 }
+GNN = ROOT / "scenarios" / "gnn-sage-papers100m.yaml"      # mini-batch, every feature local
+DLRM = ROOT / "scenarios" / "dlrm-dcnv2.yaml"              # DCNv2 interaction
+FULL_GRAPH = {"model.gnn.mode": "fullgraph", "training.global_batch": 16, "training.micro_batch": 1}
+SAMPLED = {"model.gnn.mode": "minibatch", "training.global_batch": 16384, "training.micro_batch": 1024,
+           "model.gnn.local_share": 0.0625}
+# The workload families' rules, on their own scenario files: field -> (file, condition, value, read).
+FAMILY_CASES = {
+    "model.gnn.cache_hit": (GNN, {}, 0.9, {"model.gnn.local_share": 0.0625}),
+    "model.gnn.local_share": (GNN, FULL_GRAPH, 0.5, SAMPLED),
+    "model.gnn.fanouts": (GNN, FULL_GRAPH, [10, 10, 10], SAMPLED),
+    "model.gnn.cpu_workers": (GNN, FULL_GRAPH, 2, {**SAMPLED, "model.gnn.pipelined": False}),
+    "model.gnn.sampler_edges_per_core_s": (GNN, FULL_GRAPH, 1e6, {**SAMPLED, "model.gnn.pipelined": False}),
+    "model.gnn.pipelined": (GNN, FULL_GRAPH, False, SAMPLED),
+    "model.dlrm.cross_layers": (DLRM, {"model.dlrm.interaction": "dot"}, 5,
+                                {"model.dlrm.interaction": "dcn"}),
+    "model.dlrm.cross_rank": (DLRM, {"model.dlrm.interaction": "dot"}, 64,
+                              {"model.dlrm.interaction": "dcn"}),
+}
 
 
-def _raw(over: dict, drop: str = "") -> dict:
-    """teaching-8gpu with ``over``, without ``drop`` (a dotted field its file gives)."""
-    raw = apply_overrides(load_raw(TEACH), over)
+def _raw(over: dict, drop: str = "", path=TEACH) -> dict:
+    """teaching-8gpu (or ``path``) with ``over``, without ``drop`` (a dotted field its file gives)."""
+    raw = apply_overrides(load_raw(path), over)
     if drop:
         *path, last = drop.split(".")
         node = raw
@@ -55,23 +73,28 @@ def _figures(raw: dict) -> tuple:
 
 
 def test_every_rule_has_a_case():
-    assert sorted(CASES) == sorted(r.field for r in RULES)
+    assert sorted([*CASES, *FAMILY_CASES]) == sorted(r.field for r in RULES)
 
 
-@pytest.mark.parametrize("field", sorted(CASES))
+def _case(field: str) -> tuple:
+    """(file, condition, dormant value, where it is read) of ``field``'s rule."""
+    return FAMILY_CASES[field] if field in FAMILY_CASES else (TEACH, *CASES[field])
+
+
+@pytest.mark.parametrize("field", sorted([*CASES, *FAMILY_CASES]))
 def test_a_dormant_setting_changes_nothing_and_is_named(field):
-    base, value, _ = CASES[field]
-    without, given = _raw(base, drop=field), _raw({**base, field: value})
+    path, base, value, _ = _case(field)
+    without, given = _raw(base, drop=field, path=path), _raw({**base, field: value}, path=path)
     assert _figures(given) == _figures(without)
     named = dict(dormant_settings(from_dict(given)))
     assert field in named and "\n" not in named[field]
     assert field not in dict(dormant_settings(from_dict(without)))
 
 
-@pytest.mark.parametrize("field", sorted(CASES))
+@pytest.mark.parametrize("field", sorted([*CASES, *FAMILY_CASES]))
 def test_where_the_setting_is_read_it_is_not_named_and_moves_the_result(field):
-    base, value, read = CASES[field]
-    without, given = _raw({**base, **read}), _raw({**base, **read, field: value})
+    path, base, value, read = _case(field)
+    without, given = _raw({**base, **read}, path=path), _raw({**base, **read, field: value}, path=path)
     assert field not in dict(dormant_settings(from_dict(given)))
     assert _figures(given) != _figures(without)
 

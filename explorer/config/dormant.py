@@ -65,6 +65,31 @@ def _no_zero3(sc: Scenario) -> str | None:
     return None if z >= 3 else f"parallelism.zero is {z}; only ZeRO-3 / FSDP gathers parameters ahead"
 
 
+def _full_graph(sc: Scenario) -> str | None:
+    """Unread by full-graph GNN training, which samples nothing and fetches no features: every
+    partition holds its nodes' features and exchanges a halo (workloads/gnn)."""
+    g = sc.model.gnn
+    if g is not None and g.mode == "fullgraph":
+        return "model.gnn.mode is fullgraph: nothing is sampled, no feature is fetched"
+    return None
+
+
+def _no_remote_features(sc: Scenario) -> str | None:
+    """A feature cache serves remote reads: none in full-graph training, nor where every sampled
+    node's features are local (SALIENT keeps the whole matrix on every machine)."""
+    g = sc.model.gnn
+    if g is not None and g.mode == "minibatch" and g.local_share == 1.0:
+        return "model.gnn.local_share is 1: every sampled node's features are local"
+    return _full_graph(sc)
+
+
+def _no_dcn(sc: Scenario) -> str | None:
+    d = sc.model.dlrm
+    if d is not None and d.interaction != "dcn":
+        return f"model.dlrm.interaction is {d.interaction}; only the DCNv2 interaction has cross layers"
+    return None
+
+
 RULES: tuple[Dormant, ...] = (
     Dormant("training.fp8_recipe", None, _no_fp8),
     Dormant("training.fp8_storage", "te", _no_fp8),
@@ -75,14 +100,33 @@ RULES: tuple[Dormant, ...] = (
     Dormant("parallelism.ps_servers", 1, _dp_kind("parameter-server")),
     Dormant("training.recompute_modules", ("core_attn",), _not_full),
     Dormant("communication.prefetch_layers", 1, _no_zero3),
+    Dormant("model.gnn.cache_hit", 0.0, _no_remote_features),
+    Dormant("model.gnn.local_share", None, _full_graph),
+    Dormant("model.gnn.fanouts", (15, 10, 5), _full_graph),
+    Dormant("model.gnn.cpu_workers", 40, _full_graph),
+    Dormant("model.gnn.sampler_edges_per_core_s", 26.8e6, _full_graph),
+    Dormant("model.gnn.pipelined", True, _full_graph),
+    Dormant("model.dlrm.cross_layers", 3, _no_dcn),
+    Dormant("model.dlrm.cross_rank", 512, _no_dcn),
 )
+
+_ABSENT = object()          # a field under a section the scenario does not have (model.gnn on a DLRM)
 
 
 def _value(sc: Scenario, dotted: str) -> Any:
     node: Any = sc
     for part in dotted.split("."):
+        if node is None:
+            return _ABSENT
         node = getattr(node, part)
     return tuple(node) if isinstance(node, list) else node
+
+
+def unread(sc: Scenario, field: str) -> str | None:
+    """Why ``field`` would not be read by ``sc`` whatever its value (a rule of :data:`RULES`), or
+    None: what a sweep should not take as an axis (every cell would be alike)."""
+    rule = next((r for r in RULES if r.field == field), None)
+    return None if rule is None else rule.unread(sc)
 
 
 def dormant_settings(sc: Scenario) -> list[tuple[str, str]]:
@@ -90,7 +134,8 @@ def dormant_settings(sc: Scenario) -> list[tuple[str, str]]:
     its field's default and does not read."""
     out = []
     for rule in RULES:
-        if _value(sc, rule.field) == rule.default:
+        value = _value(sc, rule.field)
+        if value is _ABSENT or value == rule.default:
             continue
         why = rule.unread(sc)
         if why is not None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import streamlit as st
 
+from ...config.dormant import unread
 from ...config.schema import excerpt
 from ...scenario import Scenario, ScenarioError
 from ...workloads.registry import workload_for
@@ -26,7 +27,8 @@ DEFAULT_X, DEFAULT_Y = "parallelism.tp", "parallelism.pp"
 def default_axes(sc: Scenario) -> tuple[str, str]:
     """The heatmap's default fields for ``sc``'s workload family: tp x pp where it has both, pp x
     micro-batch where it pipelines without tensor parallelism (a convnet), else its first number
-    control (a DLRM's hot share, a GNN's cache hit rate) against the link its own exchange
+    control that the scenario reads (a DLRM's hot share, a GNN's cache hit rate where features
+    are fetched) against the link its own exchange
     crosses (NVLink on one node, the NIC beyond): a family without tp or pp would show one
     valid cell of tp x pp."""
     w = workload_for(sc.model)
@@ -34,7 +36,10 @@ def default_axes(sc: Scenario) -> tuple[str, str]:
         return DEFAULT_X, DEFAULT_Y
     if "pp" in w.dimensions:
         return "parallelism.pp", "training.micro_batch"
-    own = next((k for k, _, kind in w.controls if kind == "float"), "training.micro_batch")
+    # Not one that the scenario does not read (the GNN's cache hit rate where every feature is
+    # local: every column alike).
+    own = next((k for k, _, kind in w.controls if kind == "float" and unread(sc, k) is None),
+               "training.micro_batch")
     link = "cluster.scale_up.bandwidth_GBps" if sc.cluster.nodes == 1 else "cluster.scale_out.nic_Gbps"
     return own, link
 METRICS = {"iteration_time_s": "Iteration time", "mfu": "MFU"}

@@ -45,3 +45,19 @@ def test_near_counts_are_walked_whole(monkeypatch):
     m = vshape.SETTLED["v-min"](4) + 4 + 3
     vshape.ideal_makespan("v-min", 4, m, 1.0, 1.0, 1.0)
     assert walked == [m]
+
+
+@pytest.mark.parametrize("schedule", ["zb-v", "v-half", "v-min", "dualpipe-v"])
+def test_a_v_needs_a_pipeline(schedule, capsys):
+    """At pp 1 a V's two chunks ran back to back on one GPU (1F1B's timeline, more activations held:
+    DualPipeV 8.98 against 6.12 GB); refused as the interleaved schedule, DualPipe and Chimera are."""
+    from explorer.cli import main
+
+    from conftest import ROOT
+    args = ["run", str(ROOT / "scenarios" / "zero-bubble-8gpu.yaml"),
+            "--set", f"parallelism.schedule={schedule}",
+            "--set", "parallelism.pp=1", "--set", "cluster.gpus_per_node=1"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: parallelism.schedule:") and "pp > 1" in err
+    assert main(args[:-4] + ["--set", "parallelism.pp=2", "--set", "cluster.gpus_per_node=2"]) == 0

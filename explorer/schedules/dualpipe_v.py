@@ -37,6 +37,7 @@ from .base import (
     micro_batch_units,
 )
 from .dualpipe import eight_steps, peak_activations
+from .vshape import rule as vshape_rule
 
 Op = DirectedOp | FusedOp
 
@@ -118,6 +119,9 @@ def bubble(b: BubbleInputs) -> tuple[float, str]:
 def rule(sc: ScenarioLike) -> Problem | None:
     """The reference asserts num_chunks >= 2 * num_ranks: at least 2p micro-batches (units)."""
     p, t = sc.parallelism, sc.training
+    got = vshape_rule(sc)                     # a V needs pp > 1
+    if got is not None:
+        return got
     dp, _, units = micro_batch_units(sc)
     if units < 2 * p.pp:
         step = t.micro_batch * dp

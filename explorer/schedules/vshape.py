@@ -276,6 +276,11 @@ v_min_bubble = bubble_of("v-min")
 
 
 def rule(sc: ScenarioLike) -> Problem | None:
-    """The V placement fixes two chunks per rank: virtual stages are refused by the registry's
-    generic rule (vpp > 1 needs an interleaving schedule); any pp and micro-batch count run."""
+    """The V placement folds the model over the ranks, two chunks each: it needs a pipeline (pp > 1:
+    on one GPU both chunks' passes run back to back, 1F1B's timeline with more activations held,
+    as the interleaved schedule, DualPipe and Chimera refuse it too).  Virtual stages are refused by
+    the registry's generic rule (vpp > 1 needs an interleaving schedule); any micro-batch count runs."""
+    if sc.parallelism.pp < 2:
+        return ("parallelism.schedule", f"{sc.parallelism.schedule} folds the model over pp > 1 ranks "
+                                        f"(got pp={sc.parallelism.pp}); use 1f1b or raise pp")
     return None

@@ -330,3 +330,14 @@ def test_chimera_balances_its_chunks_as_one_direction_schedules_do():
     assert registry.get("dualpipe").pair_split and not registry.get("chimera").pair_split
     est = estimate_many([chi.scenario])
     assert est.iteration_time_s[0] == pytest.approx(chi.iteration_time_s, rel=1e-9)
+
+
+def test_the_formula_says_when_directly_concatenated_units_idle_again():
+    """Beyond one basic unit the card exceeds Table 2's few percent (24 % against 4.5 % at p 8,
+    m 64): the text says why (forward doubling is not modelled); one unit needs no such remark."""
+    from explorer.schedules.base import BubbleInputs
+    from explorer.schedules.chimera import bubble
+    many = bubble(BubbleInputs(8, 1, 64, "micro-batches", lambda: (1.0, 1.0, 1.0)))[1]
+    one = bubble(BubbleInputs(8, 1, 8, "micro-batches", lambda: (1.0, 1.0, 1.0)))[1]
+    assert "forward doubling" in many and "8 units concatenated directly" in many
+    assert "forward doubling" not in one

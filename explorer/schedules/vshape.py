@@ -27,7 +27,11 @@ its W.
   micro-batches of a whole stage, 1F1B's p (the authors' playground table; the paper's 1/2 and
   1/3).  At F = B = W the idle units per rank are 3p-4 (odd p) or 3p-7 (even p >= 4) for V-Half
   and 4p-5, or 4p-7 when 3 divides p, for V-Min, against 1F1B's 6(p-1): just under the
-  repository README's B/2 and 2B/3 (tests/test_vshape_paper.py).
+  repository README's B/2 and 2B/3 (tests/test_vshape_paper.py).  The reordering is a greedy
+  squeeze, not an optimum: near m = p V-Half's makespan is not monotone in m (p = 13: 126 units at
+  m = 13, 119 at m = 14, where dropping the 14th micro-batch's passes would give 114); the orders
+  are kept as the authors' algorithm makes them, so a run there can speed up with one more
+  micro-batch.
 
 An op is a :class:`ChunkOp` ``(kind, mb, chunk)``: kind F, B (input gradients) or W.
 """

@@ -416,7 +416,7 @@ def test_no_reduced_runs_when_no_engine_route_fits_the_budget(monkeypatch):
 
     def never(*args, **kwargs):
         raise AssertionError("the task fold was attempted")
-    monkeypatch.setattr(route, "attempt_folded", never)
+    monkeypatch.setattr(route, "attempt_folded_once", never)
     with pytest.raises(ScenarioError) as err:
         simulate(sc)
     assert err.value.field == "training.global_batch" and "could not be folded" in str(err.value)

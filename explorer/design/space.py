@@ -47,6 +47,7 @@ from typing import Any
 from ..config.frozen import evolve
 from ..config.loading import resolve_presets
 from ..config.schema import build
+from ..fold.admit import unproven
 from ..scenario import Scenario, fill_defaults, validate
 from ..schedules import registry
 from ..workloads.registry import workload_for
@@ -314,7 +315,12 @@ class LayoutBuilder:
         return self._parsed
 
     def scenario(self, layout: Layout) -> Scenario:
-        """The validated scenario of ``layout`` (ScenarioError, as from_dict raises, when invalid)."""
+        """The validated scenario of ``layout`` (ScenarioError, as from_dict raises, when invalid);
+        a fold it is admitted for is not proven at load (:meth:`Base.scenario`'s reason)."""
+        with unproven():
+            return self._scenario(layout)
+
+    def _scenario(self, layout: Layout) -> Scenario:
         if layout.extra:       # a family's own fields: the loader's path (a DLRM search is small)
             from ..scenario import apply_overrides, from_dict
             return from_dict(search_raw(apply_overrides(self._raw, layout.overrides())))

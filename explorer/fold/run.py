@@ -18,12 +18,12 @@ from ..engine.scheduler import Task
 from ..network.groups import Network
 from ..taskgraph import replica_split
 from ..taskgraph.builder import IterationBuilder
-from .admit import attempt_arrays_once
+from .admit import attempt_arrays_once, attempt_folded_once
 from .arrays.direct import ArrayRun, attempt_array_run, run_tasks
 from .arrays.fold import ArrayFold, arrays_tasks
 from .arrays.lazy import LazyTasks
 from .budget import MAX_WORK, check_unfolded_budget, estimate, folded_estimate
-from .steady import FoldedRun, FoldInfo, attempt_folded
+from .steady import FoldedRun, FoldInfo
 
 # The routes, fastest first (what Route.taken names and bench/korthikanti.py prints).
 ARRAYS = "array fold"
@@ -90,7 +90,7 @@ def routed(sc: Scenario, ideal: frozenset[str] | None = None, fold: bool = True,
         # an array route that did not hold): refused now, not after minutes of reduced runs.
         check_unfolded_budget(sc)
     if fold:
-        folded = attempt_folded(sc, ideal)
+        folded = attempt_folded_once(sc, ideal)
         if isinstance(folded, FoldedRun):
             r = folded.run
             it = Iteration(r.builder, r.net, folded.measures, folded.tasks, folded.info, TASKS)

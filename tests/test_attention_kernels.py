@@ -68,6 +68,14 @@ def test_framework_defaults():
     assert A.resolve_kernel("sdpa", "megatron", H100) == "flash2"
     assert A.resolve_kernel("flash3", "megatron", A100) == "flash2"        # FA3 is Hopper-only
     assert A.resolve_kernel("flash3", "fsdp", H100) == "flash3"
+    # FSDP2 and torchtitan run PyTorch's SDPA too: they had fallen back to Megatron's cuDNN on Hopper.
+    for fw in ("fsdp2", "torchtitan"):
+        assert A.resolve_kernel("auto", fw, H100) == "flash2" and A.resolve_kernel("auto", fw, B200) == "cudnn"
+
+
+def test_every_framework_has_a_default_attention():
+    from explorer.config.frameworks import FRAMEWORKS
+    assert set(A.FRAMEWORK_DEFAULT) == set(FRAMEWORKS)
 
 
 def test_in_training_factor_and_unfused():

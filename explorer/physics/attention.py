@@ -114,6 +114,10 @@ FRAMEWORK_DEFAULT = {
     "megatron-deepspeed": {"ampere": "flash2", "hopper": "flash2", "blackwell": "flash2"},
     "fsdp": {"ampere": "flash2", "hopper": "flash2", "blackwell": "cudnn"},
 }
+# FSDP2 and torchtitan are the same PyTorch-native stack: SDPA.  (Missing, they fell back to
+# Megatron's row and priced cuDNN attention on Hopper: torchtitan's published H100 rows read
+# 12-103 % too fast.)  Every framework has a row (tests/test_attention_kernels.py).
+FRAMEWORK_DEFAULT["fsdp2"] = FRAMEWORK_DEFAULT["torchtitan"] = FRAMEWORK_DEFAULT["fsdp"]
 # A Blackwell GPU: bf16 dense peak above 1.5x H100's (B200 2,250, GB200 2,500 TFLOP/s against
 # 989; NVIDIA data sheets); the presets carry no architecture field.
 BLACKWELL_MIN_PEAK = 1.5 * H100_BF16_PEAK
@@ -133,7 +137,7 @@ def resolve_kernel(kernel: str, framework: str, gpu: GPU) -> str:
     flash-attn package runs its FlashAttention-2 kernel."""
     gen = generation(gpu)
     if kernel == "auto":
-        kernel = FRAMEWORK_DEFAULT.get(framework, FRAMEWORK_DEFAULT["megatron"])[gen]
+        kernel = FRAMEWORK_DEFAULT[framework][gen]
     if kernel == "sdpa":
         return "flash2"
     if kernel == "flash3" and gen != "hopper":

@@ -79,7 +79,9 @@ def test_sharding_plans_trade_lookup_balance_for_exchange_bytes():
     col, table, row = (_sim({"model.dlrm.sharding": s}) for s in ("column_wise", "table_wise", "row_wise"))
     dp = _sim({"model.dlrm.sharding": "data_parallel"})
     assert table.iteration_time_s > col.iteration_time_s          # the 100-hot table on one GPU
-    assert _emb(row) > _emb(col) == _emb(table)                   # reduce-scatter of n x the batch
+    # Row-wise reduce-scatters n x the batch's partial sums; column-wise sends every id to all n GPUs
+    # (each holds a shard of every table), table-wise each id to its table's one GPU.
+    assert _emb(row) > _emb(col) > _emb(table)
     assert _emb(dp) == 0 and dp.comm_bytes_per_gpu["dp"] > 100 * col.comm_bytes_per_gpu["dp"]
     # On 4 nodes, table-row-wise keeps row-wise's reduce-scatter inside each node: as few bytes leave
     # a node as with table-wise (the pooled embeddings' all-to-all), far fewer than row-wise's, and

@@ -35,3 +35,23 @@ def test_zero3_gathers_and_reduces_for_every_micro_batch(runs):
     # Three passes a micro-batch (two bf16 gathers, one fp32 reduce-scatter) against one fp32
     # all-reduce's two: per micro-batch the same bytes as the all-reduce, m times per iteration.
     assert zero3.comm_bytes_per_gpu["dp"] == pytest.approx(m * plain.comm_bytes_per_gpu["dp"], rel=1e-9)
+
+
+def _dp_rows(prefetch: int) -> set[tuple[str, bool]]:
+    from explorer.scenario import load
+    from explorer.simulate import simulate
+
+    from conftest import ROOT
+    sc = load(ROOT / "scenarios" / "fsdp-llama3-8b.yaml", {"communication.prefetch_layers": prefetch})
+    r = simulate(sc)
+    cols = r.timeline().columns if callable(r.timeline) else r.timeline.columns
+    return {(k, o) for k, o, lane in zip(cols["kind"], cols["overlapped"], cols["lane"], strict=True)
+            if lane == "dp"}
+
+
+def test_prefetched_gathers_are_drawn_hatched_and_waited_for_ones_solid():
+    """Step 5: "the layer gathers run hatched under the compute"; they were drawn solid (kind "dp")
+    whether prefetched or waited for.  A gather no pass waits for is overlapped (the Gantt hatches
+    "dp (overlapped)"); with prefetching off every pass waits for its gather: exposed, solid."""
+    assert _dp_rows(1) == {("dp (overlapped)", True)}
+    assert _dp_rows(0) == {("dp", False)}

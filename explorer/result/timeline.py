@@ -172,11 +172,18 @@ def build_timeline(tasks: Sequence[Task], class_labels: tuple[str, ...], max_seg
     estimate = sum(_layers(t) * (max(len(t.parts), 1) + len(_hidden_all(t))) for t in tasks)
     coarse = estimate > min(max_segments, max_rows)
     rows = _Rows(max_rows)
-    for t in tasks:
+    waited = _waited_on(tasks)
+    for i, t in enumerate(tasks):
         if t.duration <= 0:
             continue
         if t.stream != "compute" or t.kind == "optimizer":
-            rows.add(t, _lane(t), t.kind, t.start, t.duration, flops=0.0 if t.kind == "optimizer" else None)
+            # A call issued to run under the compute (an FSDP layer gather or reduce-scatter, an
+            # overlapped edge's call) is drawn hatched unless a compute pass waited for it: with
+            # prefetching off, each layer waits for its gather, which is then exposed, not hidden.
+            hidden = isinstance(t.info, OverlapInfo) and i not in waited
+            kind = f"{t.kind}{OVERLAPPED}" if hidden and not t.kind.endswith(OVERLAPPED) else t.kind
+            rows.add(t, _lane(t), kind, t.start, t.duration, overlapped=hidden,
+                     flops=0.0 if t.kind == "optimizer" else None)
             continue
         info = t.info
         layer_parts = [(k, v) for k, v in info.layer_parts if v > 0] if isinstance(info, PassInfo) else []
@@ -204,6 +211,20 @@ def folded_timeline(tasks: Sequence[Task], class_labels: tuple[str, ...],
     return replace(tl, fold=(*tasks.block_span(), tasks.periods + 1, tasks.fold.delta))
 
 
+OVERLAPPED = " (overlapped)"       # the kind suffix the Gantt hatches (figures/gantt.py)
+
+
+def _waited_on(tasks: Sequence[Task]) -> set[int]:
+    """Indices of the tasks a compute pass waited for: its binding dependency (the input it was
+    ready at last), when it started the instant that input ended."""
+    out = set()
+    for t in tasks:
+        b = t.binding
+        if t.stream == "compute" and 0 <= b < len(tasks) and abs(t.start - tasks[b].end) <= 1e-12:
+            out.add(b)
+    return out
+
+
 # (micro_batch, chunk, bytes, group, algorithm, tier, busbw_GBps, detail, overlapped) of a row.
 _NO_LINK = (None, None, None, None, None, None, None, "", False)
 
@@ -225,9 +246,9 @@ def _row_fields(t: Task, lane: str) -> tuple:
     if isinstance(info, BucketInfo):
         return (None, info.chunk, info.bytes, info.group, info.algorithm, info.tier, info.busbw_GBps,
                 info.op, False)
-    if isinstance(info, OverlapInfo):
+    if isinstance(info, OverlapInfo):          # hidden or not: build_timeline decides (_waited_on)
         return (info.micro_batch, info.chunk, info.bytes, info.group, info.algorithm, info.tier,
-                info.busbw_GBps, info.op, True)
+                info.busbw_GBps, info.op, False)
     return _NO_LINK
 
 

@@ -171,6 +171,14 @@ def test_step_through_phases_and_figure():
     assert drawn == sum(c.start < 10 for c in cells)
 
 
+def test_a_full_backward_and_an_input_gradient_backward_look_different():
+    """DualPipe's diagram runs both: they shared one legend colour; the input-gradient one is striped."""
+    fig = unit_figure(unit_grid("dualpipe", 4, 8), 4, "DualPipe")
+    style = {tr.name: (tr.marker.color, tr.marker.pattern.shape) for tr in fig.data}
+    full, inputs = style["backward (B+W)"], style["backward (input grads)"]
+    assert full != inputs and inputs[1] == "/" and not full[1]
+
+
 @pytest.mark.parametrize("schedule, vs", [("gpipe", (1,)), ("1f1b", (1,)), ("interleaved", (2, 3)),
                                           ("zb-h1", (1,)), ("zb-h2", (1,)), ("dualpipe", (1,)),
                                           ("chimera", (1,)), ("2bw", (1,))])

@@ -55,6 +55,9 @@ def unit_figure(cells: list[Cell], p: int, title: str, upto: int | None = None, 
             orientation="h", name=NAMES[kind], text=[_text(c, two_way) for c in mine], textposition="inside",
             insidetextanchor="middle", textfont=dict(size=font_size),
             marker=dict(color=KIND_COLORS[KIND_OF[kind]],
+                        # An input-gradient-only backward is the full backward's colour, striped: the
+                        # two shared one legend colour on DualPipe's diagrams (which run both).
+                        pattern=dict(shape="/" if kind == "Bi" else "", fgcolor="white", solidity=0.3),
                         line=dict(color=["black" if r else "white" for r in running],
                                   width=[3 if r else 1 for r in running])),
             hovertemplate="%{y}: " + NAMES[kind] + " of micro-batch %{text}, from unit %{base}, %{x} long"

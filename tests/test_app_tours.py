@@ -208,6 +208,23 @@ def test_the_textbook_diagram_steps_through():
             "gradient") in story
 
 
+@pytest.mark.parametrize("schedule, said", [("zb-h2", "filled by the next iteration's warm-up"),
+                                            ("2bw", "this schedule never flushes"), ("1f1b", None)])
+def test_the_textbook_caption_says_what_one_drawn_batch_leaves_out(schedule, said):
+    """ZB-H2's diagram looked like ZB-H1's (27 units each) and 2BW's showed idle units beside a
+    Bubble card of 0: one batch drawn alone leaves out the next one that fills them."""
+    at = run_app(scenario="zero-bubble-8gpu", **{"parallelism.schedule": schedule})
+    at.session_state["textbook"] = True
+    at.run()
+    at.radio(key="step_mode").set_value("textbook diagram (unit time)").run()
+    assert not at.exception
+    caption = next(c.value for c in at.caption if c.value.startswith("As the papers draw it"))
+    if said is None:
+        assert "drawn alone" not in caption and "drawn flushed" not in caption
+    else:
+        assert said in caption
+
+
 def test_the_scenario_timeline_steps_through():
     """The same expander on the scenario's own timeline: one sentence per stage at the moment the
     slider names; moving it from the warm-up into the cool-down changes the phases it reports."""

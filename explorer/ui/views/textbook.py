@@ -85,4 +85,19 @@ def _textbook(data: ViewData, sch, present: bool) -> None:
                + (" An F&B cell reads forward|backward." if any(c.kind == "F&B" for c in cells) else "")
                + (f" A V: rank r holds stages r and {2 * p - 1}-r of {2 * p}; the turn on rank {p - 1} "
                   "is a local hand-off and the loss is on rank 0." if sch.placement is registry.Placement.V
-                  else ""))
+                  else "")
+               + _window_note(sch.window))
+
+
+def _window_note(window) -> str:
+    """What a diagram of one batch leaves out for a schedule whose iterations do not stop at a
+    flush: a lecturer compared ZB-H2's diagram with ZB-H1's (the same units) and 2BW's idle units
+    with its Bubble card's 0."""
+    if window is registry.Window.OVERLAP:
+        return (" One iteration drawn alone: its ranks' trailing idle units are filled by the next "
+                "iteration's warm-up, which this diagram does not show (the Bubble card measures the "
+                "overlapped iterations).")
+    if window is registry.Window.ASYNC:
+        return (" One batch drawn flushed: this schedule never flushes, so in steady state the next "
+                "batch's passes fill these idle units (the Bubble card's steady state).")
+    return ""

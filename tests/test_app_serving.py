@@ -151,3 +151,12 @@ def test_a_tpot_of_seconds_is_said_in_seconds():
     """Found by a hunt: a 10M-token prompt read "TPOT 9627002.91 ms", cut at the card's edge."""
     from explorer.ui.views.metrics import tpot_text
     assert (tpot_text(0.01199), tpot_text(1.5), tpot_text(9627.00291)) == ("11.99 ms", "1.5 s", "9,627 s")
+
+
+def test_the_serving_timeline_says_which_bar_is_the_prefill():
+    """Prefill and decode are both forwards, one colour: a lecturer read the whole axis as a step."""
+    from explorer.serving.result import WINDOW_STEPS
+    at = run_app(scenario="serve-llama3-70b-tp8")
+    said = [c.value for c in at.caption if "serving timeline" in c.value]
+    assert len(said) == 1 and "prefill" in said[0] and f"then {WINDOW_STEPS} decode steps" in said[0]
+    assert not [c.value for c in run_app(scenario="teaching-8gpu").caption if "serving timeline" in c.value]

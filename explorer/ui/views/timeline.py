@@ -10,6 +10,7 @@ from ...figures.fonts import PRESENT_FONT_PX
 from ...figures.gantt_present import for_projector
 from ...schedules import registry
 from ...schedules.registry import Window
+from ...serving.result import WINDOW_STEPS
 from ...teaching.explain import explain_bar
 from ...vocabulary import COMM_DIMS
 from ..cache import ViewData, bubble_story
@@ -134,6 +135,12 @@ def _captions(data: ViewData) -> None:
     j = data.summary
     window = registry.get(j.layout.schedule).window
     notes = []
+    if data.json.get("inference") is not None:
+        # Prefill and decode are both forwards (one colour): a lecturer read the whole axis (62 ms)
+        # as a step beside the tour's 6.7 ms decode step.
+        notes.append(f"A serving timeline: each GPU class's first, long bar is one request's prefill, "
+                     f"then {WINDOW_STEPS} decode steps of the whole batch follow; the cards and the "
+                     "breakdown measure one decode step.")
     if j.dp_priority:
         notes.append("P3 bucket priorities: the next iteration starts on its first layers while later "
                      "buckets are still reduced; the metrics measure that steady-state period.")

@@ -325,3 +325,29 @@ def test_a_control_changed_during_a_tour_marks_the_step_modified(present):
         "Changed since this tour step: inference.batch=64 — the narration describes the step as it set them"])
     again = run_app(**{k: qp(at, k) for k in at.query_params})
     assert any(m.value.endswith("· *modified*") for m in again.markdown)
+
+
+def _right_column(at) -> list[tuple[str, str]]:
+    """(element type, text start) of the Timeline's right column, in page order."""
+    out: list = []
+
+    def walk(node) -> None:
+        kids = getattr(node, "children", None) or {}
+        for child in (kids.values() if isinstance(kids, dict) else kids):
+            value = getattr(child, "value", "")
+            out.append((type(child).__name__, value[:20] if isinstance(value, str) else ""))
+            walk(child)
+    walk(at.main)
+    start = next(i for i, (kind, text) in enumerate(out)
+                 if kind == "Info" and text.startswith("Bubble takes"))
+    return [e for e in out[start:start + 8] if e[0] in ("Info", "Caption", "UnknownElement")]
+
+
+@pytest.mark.parametrize("present, want", [("1", ["Info", "UnknownElement", "Caption"]),
+                                           (None, ["Info", "Caption", "UnknownElement"])])
+def test_on_a_projector_the_breakdown_precedes_the_formula_sentence(present, want):
+    """At 1280x720 the formula sentence pushed the breakdown's bubble bar (which the pipeline tour
+    asks the class to read) under the screen's edge; presentation mode draws the breakdown first."""
+    query = {"scenario": "teaching-8gpu", **({"present": present} if present else {})}
+    got = [kind for kind, _ in _right_column(run_app(**query))]
+    assert got[:3] == want

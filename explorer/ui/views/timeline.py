@@ -50,7 +50,7 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
                       disabled=bottleneck_bar(data) is None,
                       help="Shows the derivation of the longest bar of the category this sentence names "
                            "(a click on the chart shows that bar instead); none for the bubble")
-        if j.layout.pp > 1:
+        if j.layout.pp > 1 and not present:
             st.caption(j.bubble_explanation)
             # Under the ideal pipeline card and formula agree: nothing to decompose.
             if not present and not data.scenario.parallelism.ideal_pipeline:
@@ -62,6 +62,10 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
                                 title=_breakdown_title(data.breakdown_name, present),
                                 height=_breakdown_height(j, present), font_size=font),
                         key="breakdown", present=present, config={"displayModeBar": False})
+        if j.layout.pp > 1 and present:
+            # On a projector the breakdown comes first: below the long formula sentence its bubble
+            # bar fell under a 1280x720 screen's edge, the bar a tour step asks the class to read.
+            st.caption(j.bubble_explanation)
         kinds = j.warning_kinds or ("",) * len(j.warnings)
         for w, kind in zip(j.warnings, kinds, strict=True):
             # A split moved to fit memory is what the run did (a note); the rest are faults to fix.

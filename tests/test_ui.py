@@ -232,3 +232,12 @@ def test_the_bottleneck_sentence_opens_the_bar_it_names():
     # A bubble-bound page has no single bar to name: the toggle is disabled.
     bubble = run_app(scenario="teaching-8gpu")
     assert bubble.info[0].value.startswith("Bubble") and bubble.toggle(key="explain_bottleneck").disabled
+
+
+def test_the_breakdowns_shares_stand_upright():
+    """A narrow bar's share stood rotated sideways on a projector (Plotly turns a label that does
+    not fit inside a bar); labels are horizontal, beside a bar too narrow to hold them."""
+    from explorer import figures
+    fig = figures.breakdown({"compute": 0.08, "bubble": 0.002}, 0.082, font_size=18)
+    assert fig.data[0].textangle == 0 and fig.data[0].textposition == "auto"
+    assert list(fig.data[0].text) == ["97.6%", "2.4%"]

@@ -19,8 +19,10 @@ def breakdown(breakdown_s: Mapping[str, float], iteration_s: float, title: str =
     vals = [breakdown_s[k] * 1e3 for k in cats]
     fig = go.Figure(go.Bar(
         y=cats, x=vals, orientation="h", marker_color=[CATEGORY_COLORS.get(k, "#999") for k in cats],
-        text=[f"{v / (iteration_s * 1e3):.1%}" for v in vals], textposition="auto",
-        hovertemplate="%{y}: %{x:.1f} ms<extra></extra>"))
+        # Horizontal labels: a narrow bar's share stood rotated sideways (Plotly turns a label
+        # that does not fit inside); "auto" now puts it beside such a bar, upright.
+        text=[f"{v / (iteration_s * 1e3):.1%}" for v in vals], textposition="auto", textangle=0,
+        cliponaxis=False, hovertemplate="%{y}: %{x:.1f} ms<extra></extra>"))
     # A title of two lines (the Timeline's on a projector) takes a line's height more.
     top = 30 + (font_size + 6) * title.count("<br>") if title else 10
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=top, b=40), showlegend=False,

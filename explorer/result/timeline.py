@@ -20,6 +20,7 @@ from ..engine.scheduler import Task
 from ..fold.arrays.lazy import resolved
 from ..fold.tasks import FoldedTasks
 from ..vocabulary import BLOCKING_DIMS, LANE_OF, OFFLOAD, STREAMS
+from .waited import OVERLAPPED, waited_on
 
 COLUMNS = ("gpu_class", "lane", "kind", "start_s", "end_s", "duration_s", "micro_batch", "chunk",
            "bytes", "group", "algorithm", "tier", "busbw_GBps", "detail", "overlapped", "flops")
@@ -172,7 +173,7 @@ def build_timeline(tasks: Sequence[Task], class_labels: tuple[str, ...], max_seg
     estimate = sum(_layers(t) * (max(len(t.parts), 1) + len(_hidden_all(t))) for t in tasks)
     coarse = estimate > min(max_segments, max_rows)
     rows = _Rows(max_rows)
-    waited = _waited_on(tasks)
+    waited = waited_on(tasks)
     for i, t in enumerate(tasks):
         if t.duration <= 0:
             continue
@@ -209,20 +210,6 @@ def folded_timeline(tasks: Sequence[Task], class_labels: tuple[str, ...],
         return build_timeline(tasks, class_labels, max_segments)
     tl = build_timeline(tasks.tasks, class_labels, max_segments)
     return replace(tl, fold=(*tasks.block_span(), tasks.periods + 1, tasks.fold.delta))
-
-
-OVERLAPPED = " (overlapped)"       # the kind suffix the Gantt hatches (figures/gantt.py)
-
-
-def _waited_on(tasks: Sequence[Task]) -> set[int]:
-    """Indices of the tasks a compute pass waited for: its binding dependency (the input it was
-    ready at last), when it started the instant that input ended."""
-    out = set()
-    for t in tasks:
-        b = t.binding
-        if t.stream == "compute" and 0 <= b < len(tasks) and abs(t.start - tasks[b].end) <= 1e-12:
-            out.add(b)
-    return out
 
 
 # (micro_batch, chunk, bytes, group, algorithm, tier, busbw_GBps, detail, overlapped) of a row.

@@ -16,7 +16,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..config.sections import Scenario
 from .arrays.fold import ArrayFold, attempt_arrays, ineligible
@@ -84,43 +85,44 @@ def _task_fold_within(sc: Scenario) -> bool:
 def _prove_array_fold(sc: Scenario) -> None:
     """Attempt the array fold of ``sc`` now: kept for its simulation when it holds, else the
     refusal its simulation would give (budget.check_unfolded_budget)."""
-    got = attempt_arrays(sc)
-    if isinstance(got, NotFolded):
-        check_unfolded_budget(sc)
-        return                          # (not reached: only over-budget scenarios are proven)
-    with _lock:
-        _proven[:] = [(sc, got)]
+    _prove(sc, attempt_arrays, _proven)
 
 
 def _prove_task_fold(sc: Scenario) -> None:
-    """Attempt the task fold of ``sc`` now: kept for its simulation when it holds, else the refusal
-    its simulation would give (budget.check_unfolded_budget: ``sc`` is over the budget unfolded)."""
-    got = attempt_folded(sc)
+    """The same for the task fold (``sc`` is over the budget unfolded)."""
+    _prove(sc, attempt_folded, _proven_tasks)
+
+
+def _prove(sc: Scenario, attempt: Callable[[Scenario], Any], kept: list) -> None:
+    """``attempt(sc)`` kept in ``kept`` (one entry) when it folds, else the unfolded refusal."""
+    got = attempt(sc)
     if isinstance(got, NotFolded):
         check_unfolded_budget(sc)
         return                          # (not reached: only over-budget scenarios are proven)
     with _lock:
-        _proven_tasks[:] = [(sc, got)]
+        kept[:] = [(sc, got)]
+
+
+def _take(kept: list, sc: Scenario) -> Any:
+    """The proof ``kept`` holds for a scenario equal to ``sc``, removed (taken once), or None."""
+    with _lock:
+        if kept and kept[0][0] == sc:
+            return kept.pop()[1]
+    return None
 
 
 def attempt_folded_once(sc: Scenario, ideal: frozenset[str] | None = None) -> FoldedRun | NotFolded:
     """fold/steady.attempt_folded, or the task fold admission proved for an equal scenario (taken
     once: a second simulation attempts it again)."""
-    if ideal is None:
-        with _lock:
-            if _proven_tasks and _proven_tasks[0][0] == sc:
-                return _proven_tasks.pop()[1]
-    return attempt_folded(sc, ideal)
+    got = _take(_proven_tasks, sc) if ideal is None else None
+    return got if got is not None else attempt_folded(sc, ideal)
 
 
 def attempt_arrays_once(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayFold | NotFolded:
     """fold/arrays/fold.attempt_arrays, or the fold admission proved for an equal scenario (taken
     once: a second simulation attempts it again)."""
-    if ideal is None:
-        with _lock:
-            if _proven and _proven[0][0] == sc:
-                return _proven.pop()[1]
-    return attempt_arrays(sc, ideal)
+    got = _take(_proven, sc) if ideal is None else None
+    return got if got is not None else attempt_arrays(sc, ideal)
 
 
 def array_work(sc: Scenario) -> float | None:

@@ -261,3 +261,11 @@ def test_the_topology_table_prints_a_small_transfer_in_megabytes():
     table = next(d.value for d in at.dataframe if "sent per GPU per iteration" in d.value.columns)
     row = table[table["dimension"] == "dp"].iloc[0]
     assert row["sent per GPU per iteration"] == "2.1 MB"
+
+
+def test_the_traffic_table_prints_a_small_transfer_with_its_digits():
+    """The GNN's 2.14 MB all-reduce read "0.00" in the Traffic view's GB table."""
+    at = run_app(scenario="gnn-sage-papers100m", view="traffic")
+    table = next(d.value for d in at.dataframe if "bus GB (nccl-tests)" in d.value.columns)
+    row = table[table["dimension"] == "dp"].iloc[0]
+    assert row["bus GB (nccl-tests)"] == "0.00214"

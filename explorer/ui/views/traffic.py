@@ -8,6 +8,7 @@ import streamlit as st
 
 from ... import figures, vocabulary
 from ...figures.fonts import PRESENT_FONT_PX
+from ...numbers import figure
 from ...scenario import ScenarioError, apply_overrides, from_dict
 from ..cache import ViewData, summary
 from ..export import chart
@@ -16,7 +17,8 @@ TIERS = vocabulary.TIERS
 
 
 def _gb(x: float) -> str:
-    return f"{x / 1e9:,.2f}" if x else "–"
+    """GB with two decimals, three significant digits below 0.01 (a GNN's 2.14 MB read "0.00")."""
+    return figure(x / 1e9, 2, small=0.01) if x else "–"
 
 
 def zero_points(raw: dict[str, Any]) -> tuple[list[dict], list[str]]:

@@ -37,11 +37,11 @@ from ...vocabulary import CATEGORIES
 from ..budget import MAX_WORK
 from ..cost import array_work
 from ..plan import NotFolded
-from .fold import _builder, _timed_measures, ineligible
+from .fold import _builder, _timed_measures, ineligible, task_counts
 from .rows import Rows, evaluate_rows
 from .tail import tail
 from .traffic import byte_measures
-from .unfold import builder_order
+from .unfold import builder_order, copy_times
 
 NOT_HELD = NotFolded("its data-parallel tasks are not buckets the array runs hold (ZeRO 1-2 gathers, P3, "
                      "compression, overlapped FSDP or buckets that slow a pass)")
@@ -80,9 +80,8 @@ def attempt_array_run(sc: Scenario, ideal: frozenset[str] | None = None) -> Arra
         return NOT_HELD
     units = sc.micro_batches * sc.parallelism.token_slices
     R = evaluate_rows(b, [units])
-    here = R.exists[:, 0]
-    T = float(R.end[here, 0].max())
-    row = _timed_measures(b, R, np.array([T]))[0]
+    row = _timed_measures(b, R)[0]
+    T = row[0]
     p = R.p
     it = iter(row)
     next(it)
@@ -92,7 +91,7 @@ def attempt_array_run(sc: Scenario, ideal: frozenset[str] | None = None) -> Arra
     memory = tuple(MemoryBreakdown(*(next(it) for _ in range(5))) for _ in range(p))
     comm, traffic, load, links = byte_measures(b, units, sends(R), R.tail)
     ms = Measures(T, bds, busy, end, memory, comm, traffic, load, links, 0.0)
-    return ArrayRun(b, b.net, ms, int(here.sum()), R, sc)
+    return ArrayRun(b, b.net, ms, int(task_counts(b, R)[0]), R, sc)
 
 
 def sends(R: Rows) -> np.ndarray:
@@ -119,13 +118,6 @@ def run_tasks(run: ArrayRun) -> list[Task] | None:
     with paused_collector():
         tasks = run.builder.for_scenario(run.scenario).build().tasks
         where = builder_order(R.exists[:, 0], run.builder)
-        if len(tasks) != len(where):
+        if copy_times(tasks, where, R.ready[:, 0], R.start[:, 0], R.end[:, 0], R.binding[:, 0]) is None:
             return None
-        pos = np.full(len(R.exists), -1, np.int64)
-        pos[where] = np.arange(len(where))
-        bind = R.binding[where, 0]
-        bind = np.where(bind >= 0, pos[np.maximum(bind, 0)], -1)
-        for t, r, s, e, k in zip(tasks, R.ready[where, 0].tolist(), R.start[where, 0].tolist(),
-                                 R.end[where, 0].tolist(), bind.tolist(), strict=True):
-            t.ready, t.start, t.end, t.binding = r, s, e, k
     return tasks

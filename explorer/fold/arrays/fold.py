@@ -3,8 +3,9 @@ reduced simulations evaluated as arrays (arrayfold/rows.py) instead of task obje
 
 For a pipeline whose task graph holds only passes, pipeline transfers, gradient buckets and
 optimizer steps (:func:`eligible` and arrayfold/tail.py: no ZeRO 1-2 parameter gathers, P3
-priorities, compressed gradients or overlapped FSDP calls, sends on their own stream, a flushing
-schedule whose order depends on the units alone), the
+priorities, compressed gradients or overlapped FSDP calls, sends on their own stream, a
+one-direction schedule whose order depends on the units alone and which flushes or whose
+consecutive iterations overlap — ZB-H2, measured over each class's own window, walk.window), the
 reduced counts of the fold's plan (fold_plan.py) are evaluated as four columns of one compiled
 program.  The same two
 proofs as explorer/fold/steady.py then hold or the caller falls back to it: every task of each run is the
@@ -45,7 +46,7 @@ from .rows import Rows, evaluate_rows, stage_starts
 from .tail import tail
 from .traffic import byte_measures
 from .unfold import KeptRun, folded_tasks
-from .walk import breakdowns
+from .walk import breakdowns, window
 
 
 @dataclass(frozen=True)
@@ -89,11 +90,11 @@ def ineligible(sc: Scenario, folding: bool = True) -> str | None:
     if par.dp_kind != "allreduce":
         return f"{par.dp_kind} data parallelism"
     sched = get_schedule(par.schedule)
-    if not (sched.window is Window.FLUSH and not sched.two_directions and not sched.fused_pairs
-            and sched.timed is None
+    if not (sched.window in (Window.FLUSH, Window.OVERLAP) and not sched.two_directions
+            and not sched.fused_pairs and sched.timed is None
             and (sched.grows_in_one_place or not folding) and sched.iterations_simulated == 1):
-        return (f"the {par.schedule} schedule (the array runs hold flushing, one-direction schedules "
-                "whose order depends on the units alone)")
+        return (f"the {par.schedule} schedule (the array runs hold one-direction schedules whose order "
+                "depends on the units alone, flushing or overlapping iterations)")
     if framework_profile(sc.training.framework).blocking_p2p:
         return f"{sc.training.framework}'s blocking pipeline sends"
     return None
@@ -141,7 +142,7 @@ def attempt_arrays(sc: Scenario, ideal: frozenset[str] | None = None) -> ArrayFo
                                  "compression, overlapped FSDP or buckets that slow a pass)")
         units = [c * slices for c in counts]
         R = evaluate_rows(base, units)
-        if R.exists.sum() >= _full_tasks(R, fp.micro_batches * slices):
+        if task_counts(base, R).sum() >= _full_tasks(base, R, fp.micro_batches * slices):
             return NotFolded("the reduced runs' per-iteration tasks would make them as large as the full "
                              "iteration")
         got = _fold(sc, base, R, counts, fp.micro_batches)
@@ -176,10 +177,36 @@ def _builder(small: Scenario, ideal: frozenset[str]) -> IterationBuilder:
     return b
 
 
-def _full_tasks(R: Rows, units: int) -> float:
+def task_counts(b: IterationBuilder, R: Rows) -> np.ndarray:
+    """(g,) the engine's tasks of each row: the row's, and the ZeRO-3 calls drawn under its passes
+    (builder._fsdp_hidden_task; the rows hold none: arrays/unfold.copy_times)."""
+    k = R.exists.sum(axis=0)
+    drawn = _drawn_columns(b, R)
+    if not drawn.any():
+        return k
+    n = R.n
+    return k + (drawn[R.prog.dur][:, None] & R.exists[:n]).sum(axis=0)
+
+
+def _drawn_columns(b: IterationBuilder, R: Rows) -> np.ndarray:
+    """(columns,) bool: a pass of this duration-table column draws a ZeRO-3 call under it (kept on
+    the builder with the parts, :func:`_parts`)."""
+    prog = R.prog
+    got = b.__dict__.get("_array_drawn")
+    if got is None or len(got) <= int(prog.dur.max()):
+        got = np.zeros(int(prog.dur.max()) + 1, bool)
+        for col in np.flatnonzero(np.bincount(prog.dur)):
+            s, rest = divmod(int(col), prog.nch * len(KINDS))
+            local, kind = divmod(rest, len(KINDS))
+            got[col] = b._pass_shape(s, local, KINDS[kind])[5] > 0
+        b.__dict__["_array_drawn"] = got
+    return got
+
+
+def _full_tasks(b: IterationBuilder, R: Rows, units: int) -> float:
     """Tasks of the full graph on the line through the rows' task counts (a run's tasks are its
     per-iteration ones plus a fixed number per unit)."""
-    k = R.exists.sum(axis=0)
+    k = task_counts(b, R)
     return float(k[0] + (k[1] - k[0]) * (units - R.units[0]) / (R.units[1] - R.units[0]))
 
 
@@ -196,7 +223,7 @@ def _fold(sc: Scenario, base: IterationBuilder, R: Rows, counts: list[int], m: i
     deltas = [x[0] for x in got]
     if max(deltas) - min(deltas) > tol:
         return None
-    flat = _timed_measures(base, R, T)
+    flat = _timed_measures(base, R)
     step = counts[1] - counts[0]
     periods = (m - counts[2]) // step
     if _extrapolate(flat[1:], 1, float(T[3])) is None:
@@ -214,39 +241,48 @@ def _fold(sc: Scenario, base: IterationBuilder, R: Rows, counts: list[int], m: i
     units = m * sc.parallelism.token_slices
     comm, traffic, load, links = byte_measures(base, units, _sends(R, units), R.tail)
     ms = Measures(T_full, bds, busy, end, memory, comm, traffic, load, links, 0.0)
-    tasks = R.exists.sum(axis=0)
+    tasks = task_counts(base, R)
     info = FoldInfo((counts[0], counts[1], counts[2]), step, periods, float(deltas[1]), int(tasks.sum()),
                     int(tasks[3] - tasks[2]))
     kept = KeptRun(reduced(sc, counts[2]), **{f: getattr(R, f)[:, 2].copy()
                                               for f in ("exists", "ready", "start", "end", "binding")},
                    late=got[1][1], shift=shift)
-    return ArrayFold(base, base.net, ms, info, int(round(_full_tasks(R, units))), kept, sc)
+    return ArrayFold(base, base.net, ms, info, int(round(_full_tasks(base, R, units))), kept, sc)
 
 
-def _timed_measures(b: IterationBuilder, R: Rows, T: np.ndarray) -> list[list[float]]:
-    """Per row, in Measures.flat's order up to memory: T, per-class breakdowns, busy seconds, end
-    times and memory (params, grads, optimizer, activations)."""
-    bd = breakdowns(R, _parts(b, R), T)
+def _timed_measures(b: IterationBuilder, R: Rows) -> list[list[float]]:
+    """Per row, in Measures.flat's order up to memory: T (the schedule's window, walk.window),
+    per-class breakdowns, busy seconds, end times and memory (params, grads, optimizer,
+    activations)."""
+    ends = _class_ends(R)
+    T, starts = window(R, ends, b.schedule.window is Window.OVERLAP)
+    bd = breakdowns(R, _parts(b, R), T, starts)
     cls, comp = R.cls(), R.compute()
     peaks = _peaks(b, R)
     # Everything but the activations' peak is the same for every count: priced once per class.
     held = _held_memory(b)
-    starts = stage_starts(R.prog)
-    tail_starts = R.tail.starts
     out = []
     for r in range(R.g):
-        here = R.exists[:, r]
         busy = _busy_seconds(R, r, cls, comp)
-        # Each class's last end: passes and transfers by stage blocks, then its buckets and step.
-        n = R.n
-        live = np.where(here, R.end[:, r], 0.0)
-        end = np.maximum(np.maximum.reduceat(live[:n], starts), np.maximum.reduceat(live[n:2 * n], starts))
-        end = np.maximum(end, np.maximum.reduceat(live[2 * n:], tail_starts))
-        row = [float(T[r]), *bd[r].ravel().tolist(), *busy.tolist(), *end.tolist()]
+        row = [float(T[r]), *bd[r].ravel().tolist(), *busy.tolist(), *ends[r].tolist()]
         for s, mb in enumerate(held):
             # class_memory adds the peak to the recompute transient: peak + transient, as here.
             row += [mb.params, mb.grads, mb.optimizer, float(peaks[r, s]) + mb.activations, mb.reserved]
         out.append(row)
+    return out
+
+
+def _class_ends(R: Rows) -> np.ndarray:
+    """(g, p) when each class's last task ends: passes and transfers by stage blocks, then its
+    buckets and step."""
+    starts = stage_starts(R.prog)
+    tail_starts = R.tail.starts
+    n = R.n
+    out = np.zeros((R.g, R.p))
+    for r in range(R.g):
+        live = np.where(R.exists[:, r], R.end[:, r], 0.0)
+        end = np.maximum(np.maximum.reduceat(live[:n], starts), np.maximum.reduceat(live[n:2 * n], starts))
+        out[r] = np.maximum(end, np.maximum.reduceat(live[2 * n:], tail_starts))
     return out
 
 

@@ -12,9 +12,12 @@ parameters back: with Megatron's overlap_param_gather (framework profile
 runs them first, back to back, and each chunk's first forward waits for its chunk's last gather
 (a *gate*); otherwise they follow the step, back to back.  The tasks themselves are the builder's:
 its bucket maker (techniques/dp_buckets.dp_tasks) is called once per held chunk on a scratch graph,
-and what it returns (seconds, readiness, payload, calls) is kept on the builder.  Graphs with more
-than this (compressed gradients, P3 priorities, FSDP calls drawn under passes, buckets that slow
-the pass they overlap) are left to the task fold: :func:`tail` returns None.
+and what it returns (seconds, readiness, payload, calls) is kept on the builder.  ZeRO-3's calls
+drawn under the passes are not array tasks: they block nothing and start with their pass
+(arrays/unfold.copy_times).
+Graphs with more than this (compressed gradients, P3 priorities, buckets that slow the pass they
+overlap, drawn FSDP calls that outlast their pass) are left to the task fold: :func:`tail`
+returns None.
 """
 from __future__ import annotations
 
@@ -88,6 +91,24 @@ def _dp_tasks(b: IterationBuilder, s: int, c: int, op: str, overlap: bool) -> li
     return out
 
 
+def _drawn_fsdp_held(b: IterationBuilder, nch: int) -> bool:
+    """Whether the ZeRO-3 calls drawn under the passes (builder._fsdp_hidden_task: on the dp
+    stream from their pass's start, blocking nothing) each end within their pass, so that none
+    waits for the one before and their times follow from the passes' (arrays/unfold.copy_times).
+    An input-gradient pass (a split backward) carries the whole backward's hidden seconds and
+    may be shorter: such a graph is left to the task fold."""
+    kinds = ("F", "B", "Bi") if b.schedule.split_backward else ("F", "B")
+    for s in range(b.p):
+        for c in range(nch):
+            if not any(h > 0 for h in b.chunk_of(s, c).fsdp_hidden):
+                continue
+            for kind in kinds:
+                shape = b._pass_shape(s, c, kind)
+                if shape[5] > shape[2]:
+                    return False
+    return True
+
+
 def _tail(b: IterationBuilder) -> Tail | None:
     sc = b.sc
     zero = comm_zero(sc)
@@ -109,11 +130,10 @@ def _tail(b: IterationBuilder) -> Tail | None:
             rows.append((s, role, c, t.deps[0][1] if role == BUCKET else 1.0, t.duration))
             tasks.append(t)
 
+    if not _drawn_fsdp_held(b, nch):
+        return None
     for s in range(b.p):
         starts.append(len(rows))
-        for c in range(nch):
-            if any(h > 0 for h in b.chunk_of(s, c).fsdp_hidden):
-                return None
         if first:
             for c in range(nch):
                 got = _dp_tasks(b, s, c, "all-gather", False)

@@ -26,11 +26,13 @@ OPTIMIZER = CATEGORIES.index("optimizer")
 GAP_EPS = 1e-15              # class_breakdown's: a gap this short is explained
 
 
-def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray) -> np.ndarray:
+def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray, starts: np.ndarray | None = None) -> np.ndarray:
     """(g, p, CATEGORIES) seconds of each row's iteration ``T[r]`` per category on every class.
 
     ``parts``: (columns, CATEGORIES) the parts of one pass of each duration-table column
-    (Program.dur), as the builder's task carries them."""
+    (Program.dur), as the builder's task carries them.  ``starts``: (g, p) where each class's
+    window begins (class_breakdown's ``start_s``: its first compute under a schedule whose
+    iterations overlap, :func:`window`); 0 when None (a flushing schedule)."""
     g, p, n = R.g, R.p, R.n
     prog = R.prog
     out = np.zeros((g, p, len(CATEGORIES)))
@@ -43,16 +45,18 @@ def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray) -> np.ndarray:
     flat[:len(parts)] = parts
     table = flat.reshape(p, width, -1)
     gaps: list[tuple[np.ndarray, ...]] = []
+    if starts is None:
+        starts = np.zeros((g, p))
     for r in range(g):
         busy, sel, parts_sum, st, first = _busy(R, r, table, parts)
         out[r] = parts_sum
         opt = R.dur[steps, r]
         out[r, :, OPTIMIZER] += opt
-        at = np.zeros(len(sel))
-        at[1:] = np.where(first[1:], 0.0, R.end[sel[:-1], r])
-        starts = R.start[sel, r]
-        gap = starts > at
-        gaps.append((at[gap], starts[gap], R.binding[sel[gap], r], st[gap], np.full(gap.sum(), r)))
+        at = starts[r][st]                      # a class's first compute: from its window's start
+        at[1:] = np.where(first[1:], at[1:], R.end[sel[:-1], r])
+        begin = R.start[sel, r]
+        gap = begin > at
+        gaps.append((at[gap], begin[gap], R.binding[sel[gap], r], st[gap], np.full(gap.sum(), r)))
         last_end = np.maximum.reduceat(np.where(busy, R.end[:n, r], 0.0),
                                        stage_starts(prog))
         # The step may wait for the stage's gradient buckets after its last pass.
@@ -64,12 +68,16 @@ def breakdowns(R: Rows, parts: np.ndarray, T: np.ndarray) -> np.ndarray:
                          np.full(len(wait), r)))
         # After the class's last compute task: what the iteration still waits for.
         last_end = np.where(has_opt, R.end[steps, r], last_end)
-        tail = np.flatnonzero(T[r] > last_end)
+        ends = starts[r] + T[r]                 # each class's window's end
+        tail = np.flatnonzero(ends > last_end)
         if len(tail):
-            enders = np.flatnonzero(R.exists[:, r] & (R.end[:, r] == T[r]))
+            # The walk starts at the tasks that end the run (its makespan, which an overlapping
+            # window's end need not be).
+            live = R.end[:, r][R.exists[:, r]]
+            enders = np.flatnonzero(R.exists[:, r] & (R.end[:, r] == live.max()))
             own = {int(cls[k]): int(k) for k in enders[::-1]}        # the first of each class
             d = np.array([own.get(int(s), int(enders[0])) for s in tail])
-            gaps.append((last_end[tail], np.full(len(tail), T[r]), d, tail, np.full(len(tail), r)))
+            gaps.append((last_end[tail], ends[tail], d, tail, np.full(len(tail), r)))
     a, b, d, s, rows = (np.concatenate(x) for x in zip(*gaps, strict=True))
     _walk(R, cls, comp, cat, a, b, d, s, rows, out)
     return out
@@ -147,3 +155,23 @@ def _walk(R: Rows, cls: np.ndarray, comp: np.ndarray, cat: np.ndarray, a: np.nda
     where = rows_all * p + s_all
     for k, c in enumerate(CHARGED):
         out[:, :, c] += np.bincount(where, acc[k::len(CHARGED)], g * p).reshape(g, p)
+
+
+def window(R: Rows, end: np.ndarray, overlap: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(T (g,), starts (g, p)): each row's iteration time and where each class's window begins,
+    given ``end`` (g, p), when each class's last task ends.  A flushing schedule's iteration is
+    the makespan from 0; one whose consecutive iterations overlap (ZB-H2, Window.OVERLAP) repeats
+    every largest span from a class's first compute to its last task
+    (analysis/steady_state.schedule_iteration)."""
+    g, p = R.g, R.p
+    if not overlap:
+        return end.max(axis=1), np.zeros((g, p))
+    n = R.n
+    cls = R.cls()[:n]
+    starts = np.zeros((g, p))
+    for r in range(g):
+        here = R.exists[:n, r]
+        first = np.full(p, np.inf)
+        np.minimum.at(first, cls[here], R.start[:n, r][here])
+        starts[r] = first
+    return (end - starts).max(axis=1), starts

@@ -174,6 +174,8 @@ MONOTONE = [
      "with the measured GEMM throughput fixed, a higher nominal peak only enlarges MFU's denominator"),
     ("teaching-8gpu", {}, "hardware.gpu.measured_matmul_tflops", [300, 500, 800], "time", "down",
      "the default GEMM efficiency follows the measured single-GEMM throughput"),
+    ("pipedream-vgg16", {"training.dtype": "fp32"}, "hardware.gpu.fp32_tflops", [7, 14, 28], "compute",
+     "down", "fp32 GEMMs and convolutions run at the fp32 peak (a V100's CUDA cores: no TF32)"),
     ("teaching-8gpu", {"training.dtype": "fp8", "hardware.gpu.measured_fp8_matmul_tflops": None},
      "hardware.gpu.fp8_tflops", [1000, 1979, 4000], "time", "down",
      "without a measured fp8 GEMM figure, fp8 GEMMs run at a fixed fraction of the fp8 peak"),

@@ -9,7 +9,7 @@ import pytest
 
 from explorer.analysis.gantt_bar import GanttBar
 from explorer.network.collectives import bus_factor
-from explorer.teaching.explain import explain_bar
+from explorer.teaching.explain import bar_peak, explain_bar
 from explorer.ui.cache import view_data
 
 from conftest import ROOT
@@ -31,6 +31,21 @@ def test_compute_bar_rate_and_efficiency():
     text = explain_bar(bar, 989.0, "H100 SXM", "bf16")
     rate = flops / (dur_ms / 1e3) / 1e12
     assert f"{rate:,.0f} TFLOP/s" in text and f"{rate / 989:.0%}" in text and "Shorter with" in text
+
+
+def test_an_fp32_bar_on_a_v100_is_measured_against_its_cuda_cores():
+    """A V100 has no TF32: a compute bar of an fp32 run reads against its 14 TFLOPS fp32 peak
+    (hardware.gpu.fp32_tflops), never above 100 % of it (the bf16 peak of 112 had been used)."""
+    from explorer.scenario import load
+    sc = load(ROOT / "scenarios" / "pipedream-vgg16.yaml", {"training.dtype": "fp32"})
+    peak, dtype = bar_peak(sc.hardware.gpu, "fp32")
+    assert (peak, dtype) == (14, "fp32")
+    assert bar_peak(sc.hardware.gpu, "fp16") == (112, "bf16")
+    from explorer.engine.records import PassInfo
+    from explorer.simulate import simulate
+    task = next(t for t in simulate(sc).tasks if isinstance(t.info, PassInfo) and t.info.flops)
+    share = task.info.flops / task.duration / 1e12 / peak
+    assert 0.2 < share < 1.0
 
 
 def test_collective_bar_bus_bytes_and_latency():

@@ -749,6 +749,9 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
     "rule_measured_within_peak": [({"hardware.gpu": {"name": "X", "peak_tflops": 500, "memory_GB": 96,
                                                      "hbm_GBps": 4000, "measured_matmul_tflops": 600}},
                                    "hardware.gpu.peak_tflops")],
+    "rule_fp32_within_peak": [({"hardware.gpu": {"name": "X", "peak_tflops": 112, "memory_GB": 16,
+                                                 "hbm_GBps": 900, "fp32_tflops": 140}},
+                               "hardware.gpu.fp32_tflops")],
     # flash_attn_triton.py runs head dims up to 128; DeepSeek-V3's MLA has 128 + 64 = 192
     "rule_triton_head_dim": [({"training.attention_kernel": "triton", "model.head_dim": 256},
                               "training.attention_kernel"),

@@ -28,3 +28,14 @@ def rule_measured_within_peak(sc: Scenario) -> None:
         raise ScenarioError("hardware.gpu.peak_tflops", f"{g.peak_tflops:g} TFLOP/s is below the GPU's "
                             f"measured GEMM rate (hardware.gpu.measured_matmul_tflops {got:g}): a peak is at "
                             f"least what a GEMM reaches; give {got:g} or more, or lower the measured rate")
+
+
+def rule_fp32_within_peak(sc: Scenario) -> None:
+    """fp32 runs no faster than the bf16/fp16 tensor cores (half their rate as TF32, an eighth on
+    a V100's CUDA cores): an fp32 peak above the bf16 peak is a typo for another field."""
+    g = sc.hardware.gpu
+    if g.fp32_tflops is not None and g.fp32_tflops > g.peak_tflops:
+        raise ScenarioError("hardware.gpu.fp32_tflops", f"{g.fp32_tflops:g} TFLOP/s is above the bf16 peak "
+                            f"({g.peak_tflops:g}): fp32 is at most as fast; give at most {g.peak_tflops:g} "
+                            "(a V100 computes 14-15.7 in fp32), or leave it out for TF32 at half the bf16 "
+                            "peak")

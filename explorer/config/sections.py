@@ -107,6 +107,10 @@ class GPU:
         **TFLOPS, "doc": "largest-GEMM throughput measured, TFLOP/s"})
     nvlink_sharp: bool = field(default=False, metadata={"doc": "NVSwitch reduces in the switch (NVLS)"})
     measured_fp8_matmul_tflops: float | None = field(default=None, metadata={**TFLOPS, "doc": "fp8 GEMM"})
+    fp32_tflops: float | None = field(default=None, metadata={**TFLOPS, "doc": (
+        "peak of fp32 GEMMs and convolutions (training.dtype fp32), TFLOP/s; default half the bf16 "
+        "peak (TF32 tensor cores, Ampere and later); a GPU without TF32 runs fp32 on its CUDA cores "
+        "(V100: 15.7 SXM2, 14 PCIe)")})
     sms: int | None = field(default=None, metadata={"min": 1, "max": 100_000, "doc": "SMs; default 132"})
     pcie_GBps: float | None = field(default=None, metadata={
         "min": 0.1, "max": 1e5, "why": "a PCIe 4.0 x16 link carries about 25 GB/s, 5.0 x16 about 53 GB/s",

@@ -55,6 +55,8 @@ def _compute(sc: Scenario) -> dict[str, Any]:
         out["hardware.gpu.measured_matmul_tflops"] = 2 * g.measured_matmul_tflops
     if g.measured_fp8_matmul_tflops:
         out["hardware.gpu.measured_fp8_matmul_tflops"] = 2 * g.measured_fp8_matmul_tflops
+    if g.fp32_tflops:
+        out["hardware.gpu.fp32_tflops"] = 2 * g.fp32_tflops
     return out
 
 

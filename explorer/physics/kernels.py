@@ -67,11 +67,15 @@ WAVE_TAIL_EXPOSED = 0.25
 
 
 def dtype_peak_tflops(gpu: GPU, dtype: str) -> float:
-    """Dense tensor-core peak for GEMMs in ``dtype`` (fp32 runs as TF32 at half the bf16 rate)."""
+    """Dense peak for GEMMs in ``dtype``.  fp32 runs as TF32 at half the bf16 rate on tensor cores
+    that have it (NVIDIA A100 and H100 datasheets: TF32 156 / 495 dense against bf16 312 / 989),
+    or at the GPU's ``fp32_tflops`` where given: a GPU without TF32 (Volta: V100 datasheet,
+    15.7 TFLOPS fp32 on SXM2, 14 on PCIe, against 125 / 112 fp16 tensor) computes fp32 on its
+    CUDA cores."""
     if dtype == "fp8":
         return gpu.fp8_tflops or gpu.peak_tflops
     if dtype == "fp32":
-        return gpu.peak_tflops / 2
+        return gpu.fp32_tflops or gpu.peak_tflops / 2
     return gpu.peak_tflops
 
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from .. import dimensions
 from ..analysis.gantt_bar import NONE_TEXT, GanttBar
+from ..config import GPU
 from ..network.collectives import bus_factor
+from ..physics.kernels import dtype_peak_tflops
 from ..vocabulary import TIER_LABELS
 
 OP_OF_DETAIL = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
@@ -47,6 +49,18 @@ def shorter(kind: str, tier: str | None) -> str:
 
 def _op(detail: str) -> str:
     return next((op for op in OP_OF_DETAIL if op in detail), "send-recv")
+
+
+def bar_peak(gpu: GPU, dtype: str) -> tuple[float, str]:
+    """(peak TFLOP/s, its precision's name) a compute bar of a ``dtype`` run is measured against:
+    the kernel model's own (physics/kernels.dtype_peak_tflops: fp8's, fp32's — TF32 or the GPU's
+    ``fp32_tflops`` — else the bf16/fp16 dense peak).
+
+    >>> bar_peak(GPU(name="V100", peak_tflops=112, fp32_tflops=14), "fp32")
+    (14, 'fp32')
+    """
+    name = dtype if dtype in ("fp8", "fp32") else "bf16"
+    return dtype_peak_tflops(gpu, name), name
 
 
 def explain_bar(bar: GanttBar | None, peak_tflops: float, gpu: str, dtype: str) -> str:

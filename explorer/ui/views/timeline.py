@@ -11,7 +11,7 @@ from ...figures.gantt_present import for_projector
 from ...schedules import registry
 from ...schedules.registry import Window
 from ...serving.result import WINDOW_STEPS
-from ...teaching.explain import explain_bar
+from ...teaching.explain import bar_peak, explain_bar
 from ...vocabulary import COMM_DIMS
 from ..cache import ViewData, bubble_story
 from ..export import chart
@@ -125,12 +125,11 @@ def _explain(data: ViewData, event, present: bool = False) -> None:
             st.caption("Click a bar of the Gantt to see how its duration comes about.")
             return
     gpu = data.scenario.hardware.gpu
-    fp8 = data.scenario.training.dtype == "fp8"
     with st.container(border=True):
         st.markdown("**Explain this bar**")
-        # The fp8 dense peak, as the kernel model reads it (physics/kernels.py: the bf16 one if none).
-        peak = (gpu.fp8_tflops or gpu.peak_tflops) if fp8 else gpu.peak_tflops
-        st.markdown(explain_bar(bar, peak, gpu.name, "fp8" if fp8 else "bf16"))
+        # The dtype's dense peak, as the kernel model reads it (a V100's fp32: its CUDA cores).
+        peak, dtype = bar_peak(gpu, data.scenario.training.dtype)
+        st.markdown(explain_bar(bar, peak, gpu.name, dtype))
         if bar is not None:
             collective.render_call(data, bar)
 

@@ -752,6 +752,9 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
     "rule_fp32_within_peak": [({"hardware.gpu": {"name": "X", "peak_tflops": 112, "memory_GB": 16,
                                                  "hbm_GBps": 900, "fp32_tflops": 140}},
                                "hardware.gpu.fp32_tflops")],
+    "rule_bf16_needs_ampere": [({"hardware.gpu": {"name": "Tesla V100-SXM2-32GB", "peak_tflops": 125,
+                                                  "memory_GB": 32, "hbm_GBps": 900},
+                                 "training.dtype": "bf16"}, "training.dtype")],
     # flash_attn_triton.py runs head dims up to 128; DeepSeek-V3's MLA has 128 + 64 = 192
     "rule_triton_head_dim": [({"training.attention_kernel": "triton", "model.head_dim": 256},
                               "training.attention_kernel"),

@@ -2,6 +2,7 @@
 peaks and measured rates can be."""
 from __future__ import annotations
 
+from .generations import PRE_AMPERE, architecture
 from .schema import ScenarioError
 from .sections import Scenario
 
@@ -39,3 +40,15 @@ def rule_fp32_within_peak(sc: Scenario) -> None:
                             f"({g.peak_tflops:g}): fp32 is at most as fast; give at most {g.peak_tflops:g} "
                             "(a V100 computes 14-15.7 in fp32), or leave it out for TF32 at half the bf16 "
                             "peak")
+
+
+def rule_bf16_needs_ampere(sc: Scenario) -> None:
+    """bf16 tensor cores (and cuBLAS's bf16 GEMMs) begin with Ampere: a Volta or Turing GPU (V100,
+    T4: config/generations.py) trains in fp16 mixed precision or fp32 (PyTorch's
+    ``torch.cuda.is_bf16_supported()`` is False below sm80).  Priced at its fp16 rate, a bf16 run
+    on a V100 had read as fast as fp16."""
+    g = sc.hardware.gpu
+    arch = architecture(g)
+    if sc.training.dtype == "bf16" and arch in PRE_AMPERE:
+        raise ScenarioError("training.dtype", f"bf16 needs bf16 tensor cores (Ampere or later); "
+                            f"{g.name or g.origin} is a {arch.title()} GPU: use fp16 or fp32")

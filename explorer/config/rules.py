@@ -17,7 +17,12 @@ from .dlrm import rule_dlrm
 from .domains import DOMAIN_RULES
 from .fp8_recipes import check_recipe
 from .gnn import rule_gnn
-from .gpu_rules import rule_fp8_peak_at_least_bf16, rule_fp32_within_peak, rule_measured_within_peak
+from .gpu_rules import (
+    rule_bf16_needs_ampere,
+    rule_fp8_peak_at_least_bf16,
+    rule_fp32_within_peak,
+    rule_measured_within_peak,
+)
 from .hetero_rules import HETERO_RULES
 from .kernel_rules import rule_kernel_needs_fused_attention, rule_triton_head_dim
 from .model_parts import MoE, refuse_parts
@@ -364,6 +369,7 @@ RULES: tuple[Rule, ...] = (
     rule_datacenters_divide_nodes, rule_stage_layers_count, rule_stage_layers_sum,
     rule_stage_layers_not_empty, rule_pipeline_layout, rule_recompute_layers_are_full,
     rule_fp8_recipe_on_gpu, rule_fp8_peak_at_least_bf16, rule_measured_within_peak, rule_fp32_within_peak,
+    rule_bf16_needs_ampere,
     rule_triton_head_dim,
     rule_kernel_needs_fused_attention,
     rule_frozen_layers,

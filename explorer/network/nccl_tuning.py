@@ -24,12 +24,12 @@ to its network hops, and twice to Simple's (its flush) — NCCL 2.25 tuning.cc.
 """
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 import numpy as np
 
 from ..collective_algorithms.base import lesser
+from ..config.generations import architecture_of_name
 
 # The channels across nodes (network/net_channels.py), re-exported: nccl_tuning is where callers look.
 from .net_channels import (  # noqa: F401
@@ -243,16 +243,16 @@ TREE_CORRECTION = {
 
 
 def gpu_arch(name: str, peak_tflops: float = 0.0, fp8_tflops: float | None = None) -> str:
-    """NCCL's GPU generation for a GPU display name (V100 -> volta, A100/A800 -> ampere,
-    H100/H800/H200/H20 -> hopper, B100/B200/GB200/B300 -> blackwell); an unknown name is hopper
-    when it has an FP8 rate above its BF16 peak, ampere otherwise.
+    """NCCL's tuning generation (tuning.cc, by compute capability: Turing in Volta's, Ada in
+    Ampere's) of the model number in a GPU's name (config/generations.py); an unknown name is
+    hopper when it has an FP8 rate above its BF16 peak, ampere otherwise.
 
-    >>> gpu_arch("A100 80GB SXM"), gpu_arch("H800 SXM"), gpu_arch("B200")
-    ('ampere', 'hopper', 'blackwell')
+    >>> gpu_arch("A100 80GB SXM"), gpu_arch("NVIDIA B200"), gpu_arch("T4"), gpu_arch("L40S", 362, 733)
+    ('ampere', 'blackwell', 'volta', 'ampere')
     """
-    m = re.match(r"(G?)([VAHB])\d", name.upper().replace(" ", ""))
-    if m:
-        return {"V": "volta", "A": "ampere", "H": "hopper", "B": "blackwell"}[m.group(2)]
+    arch = architecture_of_name(name)
+    if arch is not None:
+        return {"turing": "volta", "ada": "ampere"}.get(arch, arch)
     return "hopper" if fp8_tflops is not None and fp8_tflops > peak_tflops > 0 else "ampere"
 
 

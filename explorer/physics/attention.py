@@ -33,6 +33,7 @@ from functools import cache
 from math import log2
 
 from ..config import GPU
+from ..config.generations import architecture
 from .hardware import measured_over_peak
 from .kernels import gemm_seconds
 
@@ -124,18 +125,32 @@ BLACKWELL_MIN_PEAK = 1.5 * H100_BF16_PEAK
 
 
 def generation(gpu: GPU) -> str:
-    """'ampere' (no FP8 tensor cores: fp8 peak = bf16 peak), 'blackwell' (bf16 peak above
-    BLACKWELL_MIN_PEAK) or 'hopper'."""
+    """The attention kernels' generation: the GPU's architecture by its model number
+    (config/generations.py) — 'volta' for Volta and Turing (no FlashAttention-2), 'ampere' for
+    Ampere and Ada (FlashAttention-2, measured on A100; no FlashAttention-3), 'hopper',
+    'blackwell' — else, for a name it does not know, by its figures: 'ampere' without FP8 tensor
+    cores (fp8 peak = bf16 peak), 'blackwell' with a bf16 peak above BLACKWELL_MIN_PEAK, 'hopper'.
+    (By the figures alone a custom H100 given without its fp8 rate read as an A100, its
+    FlashAttention-2 at the A100's fractions of peak: 2.15x too fast.)"""
+    arch = architecture(gpu)
+    if arch is not None:
+        return {"turing": "volta", "ada": "ampere"}.get(arch, arch)
     if not gpu.fp8_tflops or gpu.fp8_tflops == gpu.peak_tflops:
         return "ampere"
     return "blackwell" if gpu.peak_tflops > BLACKWELL_MIN_PEAK else "hopper"
 
 
-def resolve_kernel(kernel: str, framework: str, gpu: GPU) -> str:
+def resolve_kernel(kernel: str, framework: str, gpu: GPU, dtype: str = "bf16") -> str:
     """The kernel that runs: ``auto`` -> the framework's default on this GPU generation, ``sdpa``
     -> its FlashAttention-2 backend; ``flash3`` exists only for Hopper (wgmma/TMA), elsewhere the
-    flash-attn package runs its FlashAttention-2 kernel."""
+    flash-attn package runs its FlashAttention-2 kernel.  No fused kernel here runs fp32
+    (FlashAttention-2/3 and cuDNN's fused attention take fp16/bf16 only) or runs on Volta and
+    Turing (flash-attn needs sm80; cuDNN's fused attention sm80+): there PyTorch's SDPA falls back
+    to its memory-efficient kernel, priced as the unfused core's batched GEMMs in ``dtype``
+    (``none``; its memory stays the fused kernel's: no s x s scores are kept)."""
     gen = generation(gpu)
+    if kernel == "none" or dtype == "fp32" or gen == "volta":
+        return "none"
     if kernel == "auto":
         kernel = FRAMEWORK_DEFAULT[framework][gen]
     if kernel == "sdpa":
@@ -238,9 +253,11 @@ UNFUSED_SEQ_LEN = 2048       # sequence length assumed for unfused attention whe
 
 
 def attention_seconds(flops: float, gpu: GPU, large_efficiency: float, backward: bool = False,
-                      kernel: str = "flash3", head_dim: float = 128, seq_len: float | None = None) -> float:
-    """Seconds of an attention core executing ``flops`` of matrix work in bf16 with a resolved
-    ``kernel`` (:func:`resolve_kernel`), or ``none`` for the unfused core.
+                      kernel: str = "flash3", head_dim: float = 128, seq_len: float | None = None,
+                      dtype: str = "bf16") -> float:
+    """Seconds of an attention core executing ``flops`` of matrix work with a resolved ``kernel``
+    (:func:`resolve_kernel`: fused kernels are bf16/fp16), or ``none`` for the unfused core,
+    whose batched GEMMs run in ``dtype`` (fp32: at the GPU's fp32 GEMM peak).
 
     Fused: at the kernel's measured fraction of peak times the in-training factor
     ``large_efficiency`` / measured_over_peak (what separates GEMMs in a training step from the
@@ -254,8 +271,8 @@ def attention_seconds(flops: float, gpu: GPU, large_efficiency: float, backward:
     s = seq_len or UNFUSED_SEQ_LEN
     per_head = 4.0 * s * s * head_dim                   # QK^T and PV FLOPs of one head, forward
     heads = max(int(flops / per_head), 1)               # the batched GEMMs' group size
-    head_seconds = (gemm_seconds(s, s, head_dim, "bf16", gpu, large_efficiency, heads)
-                    + gemm_seconds(s, head_dim, s, "bf16", gpu, large_efficiency, heads))
+    head_seconds = (gemm_seconds(s, s, head_dim, dtype, gpu, large_efficiency, heads)
+                    + gemm_seconds(s, head_dim, s, dtype, gpu, large_efficiency, heads))
     return flops * head_seconds / per_head              # backward: the same shapes, twice the FLOPs
 
 

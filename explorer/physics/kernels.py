@@ -28,6 +28,7 @@ from functools import lru_cache
 from math import ceil
 
 from ..config import GPU
+from ..config.generations import PRE_AMPERE, architecture
 from .hardware import BYTES_PER_ELEMENT as BYTES
 from .hardware import hbm_efficiency
 
@@ -66,16 +67,24 @@ LAUNCH_SECONDS = 0.0
 WAVE_TAIL_EXPOSED = 0.25
 
 
+# fp32 on the CUDA cores of a GPU without TF32, over its fp16 tensor-core peak: V100 SXM2 15.7 of
+# 125 and T4 8.1 of 65 TFLOPS (NVIDIA V100 and T4 datasheets).
+PRE_AMPERE_FP32_OVER_FP16 = 1 / 8
+
+
 def dtype_peak_tflops(gpu: GPU, dtype: str) -> float:
-    """Dense peak for GEMMs in ``dtype``.  fp32 runs as TF32 at half the bf16 rate on tensor cores
-    that have it (NVIDIA A100 and H100 datasheets: TF32 156 / 495 dense against bf16 312 / 989),
-    or at the GPU's ``fp32_tflops`` where given: a GPU without TF32 (Volta: V100 datasheet,
-    15.7 TFLOPS fp32 on SXM2, 14 on PCIe, against 125 / 112 fp16 tensor) computes fp32 on its
-    CUDA cores."""
+    """Dense peak for GEMMs in ``dtype``: the GPU's ``fp32_tflops`` where given; else fp32 runs as
+    TF32 at half the bf16 rate on tensor cores that have it (NVIDIA A100 and H100 datasheets: TF32
+    156 / 495 dense against bf16 312 / 989), and on the CUDA cores of a GPU without TF32 (Volta,
+    Turing: config/generations.py) at :data:`PRE_AMPERE_FP32_OVER_FP16` of its fp16 peak."""
     if dtype == "fp8":
         return gpu.fp8_tflops or gpu.peak_tflops
     if dtype == "fp32":
-        return gpu.fp32_tflops or gpu.peak_tflops / 2
+        if gpu.fp32_tflops:
+            return gpu.fp32_tflops
+        if architecture(gpu) in PRE_AMPERE:
+            return gpu.peak_tflops * PRE_AMPERE_FP32_OVER_FP16
+        return gpu.peak_tflops / 2
     return gpu.peak_tflops
 
 

@@ -116,7 +116,7 @@ def attention_core(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, tokens: 
     causally balanced split (the frameworks' default), plus the per-step softmax-correction merges."""
     m, tr, cp = sc.model, sc.training, sc.parallelism.cp
     flash = tr.flash_attention and tr.attention_kernel != "none"
-    kernel = resolve_kernel(tr.attention_kernel, tr.framework, timer.gpu) if flash else "none"
+    kernel = resolve_kernel(tr.attention_kernel, tr.framework, timer.gpu, timer.base) if flash else "none"
     d_qk, d_v = head_dims(m)
     seq = ring_step_seq(m.seq_len, cp)
     model = blk.core_flops * (FLASH_CAUSAL_FRACTION if flash else 1.0)
@@ -126,8 +126,8 @@ def attention_core(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, tokens: 
     t = sc.parallelism.tp
     merge_f, merge_b = ring_merge_bytes(cp, tokens * m.heads * d_v / t, tokens * m.heads * d_qk / t,
                                         blk.kv_elements)
-    fwd_s = attention_seconds(model, timer.gpu, eff, False, kernel, d_qk, seq) * busiest
-    bwd_s = attention_seconds(bwd_exec, timer.gpu, eff, True, kernel, d_qk, seq) * busiest
+    fwd_s = attention_seconds(model, timer.gpu, eff, False, kernel, d_qk, seq, timer.base) * busiest
+    bwd_s = attention_seconds(bwd_exec, timer.gpu, eff, True, kernel, d_qk, seq, timer.base) * busiest
     return Work(model, fwd_s, merge_f), Work(2 * model, bwd_s, merge_b)
 
 

@@ -1,0 +1,52 @@
+"""A GPU's architecture generation, read from its model number.
+
+The presets carry no architecture field, and a custom GPU is a mapping of figures with a display
+name, so what a GPU can run — TF32 and bf16 tensor cores (Ampere and later), FlashAttention-2
+(Ampere and later: flash-attn refuses sm_70 and sm_75), FlashAttention-3 (Hopper), NCCL's tuning
+tables (Volta, Ampere, Hopper, Blackwell) — is decided by the model number in the name of its
+origin preset (``hardware.gpu.based_on``: a renamed preset keeps its architecture) or its own:
+V100 (Volta, compute capability 7.0), T4 (Turing, 7.5), A100/A10/A800/RTX A6000 (Ampere, 8.0/8.6),
+L4/L40/L40S (Ada, 8.9), H100/H800/H200/H20/GH200 (Hopper, 9.0), B200/GB200/B300/GB300 (Blackwell,
+10.x), as NVIDIA names them — anywhere in the name ("NVIDIA H100 80GB HBM3", "Tesla V100-SXM2").
+An unknown name gives None: the callers then fall back on the GPU's figures (an FP8 rate above
+the bf16 peak: Hopper or later).
+"""
+from __future__ import annotations
+
+import re
+
+from .presets import gpu_presets
+from .sections import GPU
+
+# A model number: its family letter(s), not preceded by a letter or digit (the "A" of "RTX A6000"
+# and the "V" of "Tesla V100" count, the "A" of "NVIDIA" before a space does not match a digit).
+_MODEL = re.compile(r"(?<![A-Z0-9])(GB|GH|[VTALHB])(\d{1,4})")
+_FAMILY = {"V": "volta", "T": "turing", "A": "ampere", "L": "ada", "H": "hopper", "GH": "hopper",
+           "B": "blackwell", "GB": "blackwell"}
+# Generations without bf16 or TF32 tensor cores and without FlashAttention-2 (sm < 80).
+PRE_AMPERE = ("volta", "turing")
+
+
+def architecture_of_name(name: str) -> str | None:
+    """The generation a GPU display name's model number names, or None.
+
+    >>> architecture_of_name("Tesla V100-SXM2-32GB"), architecture_of_name("NVIDIA H100 80GB HBM3")
+    ('volta', 'hopper')
+    >>> architecture_of_name("L40S"), architecture_of_name("A10G 24GB"), architecture_of_name("GB200 NVL72")
+    ('ada', 'ampere', 'blackwell')
+    >>> architecture_of_name("my accelerator") is None
+    True
+    """
+    m = _MODEL.search((name or "").upper())
+    return _FAMILY[m.group(1)] if m else None
+
+
+def architecture(gpu: GPU) -> str | None:
+    """The generation of ``gpu``: its origin preset's name when it has one, else its own name's
+    (module docstring); None when neither names a known model."""
+    origin = gpu.origin
+    if origin is not None and origin in gpu_presets():
+        got = architecture_of_name(str(gpu_presets()[origin].get("name") or ""))
+        if got is not None:
+            return got
+    return architecture_of_name(gpu.name)

@@ -433,9 +433,12 @@ def test_precision_sets_the_gemm_rate():
     # FP8 runs only the linear layers in FP8 (attention core, norms, logits stay bf16) and pays
     # the casts: less than the 2x of the peaks.
     assert t["bf16"] / t["fp8"] < 2
-    a100 = {d: sim("teaching-8gpu", {"training.dtype": d, "hardware.gpu": "a100-80gb"}).breakdown_s["compute"]
+    a100 = {d: sim("teaching-8gpu", {"training.dtype": d, "hardware.gpu": "a100-80gb"})
             for d in ("fp8", "bf16")}
-    assert a100["fp8"] == pytest.approx(a100["bf16"])
+    assert a100["fp8"].breakdown_s["compute"] == pytest.approx(a100["bf16"].breakdown_s["compute"])
+    # ... nor does it keep FP8's activations or weight copies (config/generations.runs_fp8: a hunt
+    # found 2.9 GB of activations against bf16's 3.4): the recipe runs in bf16 throughout.
+    assert a100["fp8"].memory.total == pytest.approx(a100["bf16"].memory.total, rel=1e-12)
 
 
 def test_sgd_keeps_less_optimizer_state_than_adam():

@@ -96,6 +96,10 @@ dlrm-dcnv2 when column-wise sharding sent each id to every GPU (each holds a sha
 workloads/dlrm/sharding.Plan.id_owners): the ids' all-to-all buffer 11.8 -> 94.7 MB, emb bytes
 90.9 -> 163.3 MB per GPU, links.emb now the ids' call; hidden by the train pipeline, so the
 iteration time is unchanged (3.627 ms);
+five when compression coders, model averaging and DiLoCo's outer update streamed through HBM at its
+achieved rate (physics/hardware.streaming_bytes_per_s, as every other HBM-bound pass) instead of the
+data sheet's: cloud-25g-dp 0.33783 -> 0.33796 s, gossip-exponential 1.64768 -> 1.64813 s,
+resnet50-cloud-dp 32.905 -> 32.910 ms, the two DiLoCo scenarios +0.0002 % (their time per step);
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

@@ -230,9 +230,10 @@ def test_cloud_other_compressors():
 
 
 def test_cloud_compression_does_not_pay_on_one_nvswitch_node():
-    """203.3 ms without compression, 205.1 ms with 1-bit, 204.3 ms with fp16."""
+    """203.3 ms without compression, 205.8 ms with 1-bit, 204.8 ms with fp16 (the coders stream
+    through HBM at its achieved bandwidth, physics/hardware.streaming_bytes_per_s)."""
     none, one_bit, fp16 = (_kind(k, ONE_NODE).iteration_time_s for k in ("none", "1bit", "fp16"))
-    assert about(none, 0.2033, 0.002) and about(one_bit, 0.2051, 0.002) and about(fp16, 0.2043, 0.002)
+    assert about(none, 0.2033, 0.002) and about(one_bit, 0.2058, 0.002) and about(fp16, 0.2048, 0.002)
     assert none < fp16 and none < one_bit                 # the encode and decode cost more than they save
 
 

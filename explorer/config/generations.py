@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from .presets import gpu_presets
-from .sections import GPU
+from .sections import GPU, Scenario
 
 # A model number: its family letter(s), not preceded by a letter or digit (the "A" of "RTX A6000"
 # and the "V" of "Tesla V100" count, the "A" of "NVIDIA" before a space does not match a digit).
@@ -50,3 +50,13 @@ def architecture(gpu: GPU) -> str | None:
         if got is not None:
             return got
     return architecture_of_name(gpu.name)
+
+
+def runs_fp8(sc: Scenario) -> bool:
+    """Whether ``sc``'s linear layers run in FP8: ``training.dtype`` fp8 on a GPU with FP8 tensor
+    cores, which it shows by an fp8 peak above its bf16 one (Transformer Engine needs compute
+    capability 8.9+).  On one without (an A100) the FP8 recipe runs in bf16 — its GEMMs, and its
+    memory too: no FP8 activations or weight copies (a hunt found an A100 fp8 run priced in bf16
+    keeping FP8's smaller activations, 2.9 against 3.4 GB)."""
+    g = sc.hardware.gpu
+    return sc.training.dtype == "fp8" and (g.fp8_tflops or 0) > g.peak_tflops

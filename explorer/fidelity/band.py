@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Scenario
+from ..config.generations import runs_fp8
 from ..config.presets import datasheet_name
 from ..workloads.registry import workload_for
 
@@ -129,7 +130,7 @@ def classify(sc: Scenario) -> Regime | Outside:
     return Regime(gpu=gen,
                   context=_band(sc.model.seq_len, (4096, 32768), ("le4k", "4k-32k", "gt32k")),
                   framework=FAMILY.get(sc.training.framework, sc.training.framework),
-                  precision="fp8" if sc.training.dtype == "fp8" else "bf16",
+                  precision="fp8" if runs_fp8(sc) else "bf16",      # an A100 runs the recipe in bf16
                   arch="moe" if sc.model.is_moe else "dense",
                   scale=_band(sc.gpus, (64, 1024), ("le64", "65-1024", "gt1024")))
 

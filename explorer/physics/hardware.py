@@ -37,6 +37,13 @@ def hbm_efficiency(gpu: GPU) -> float:
             return frac
     return HBM_EFFICIENCY
 
+def streaming_bytes_per_s(gpu: GPU) -> float:
+    """Bytes per second a streaming (element-wise) kernel moves through ``gpu``'s HBM: its data-sheet
+    bandwidth times :func:`hbm_efficiency` (every HBM-bound pass: optimizer, compression coders,
+    model averaging, DiLoCo's outer update, serving's weight reads)."""
+    return gpu.hbm_GBps * 1e9 * hbm_efficiency(gpu)
+
+
 # Ratio used when a custom GPU gives no measured GEMM figure: the mean of measured/peak over the
 # presets with a measurement (A100 0.87, H100 0.80, B200 0.78 in hardware.csv).
 DEFAULT_MEASURED_OVER_PEAK = 0.82
@@ -89,7 +96,7 @@ class ComputeModel:
     @classmethod
     def for_scenario(cls, sc: Scenario) -> ComputeModel:
         gpu = sc.hardware.gpu
-        return cls(hbm_bytes_per_s=gpu.hbm_GBps * 1e9 * hbm_efficiency(gpu),
+        return cls(hbm_bytes_per_s=streaming_bytes_per_s(gpu),
                    peak_flops_per_s=gpu.peak_tflops * 1e12,
                    fp8_peak_flops_per_s=(gpu.fp8_tflops or gpu.peak_tflops) * 1e12)
 

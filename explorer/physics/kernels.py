@@ -30,7 +30,7 @@ from math import ceil
 from ..config import GPU
 from ..config.generations import PRE_AMPERE, architecture
 from .hardware import BYTES_PER_ELEMENT as BYTES
-from .hardware import hbm_efficiency
+from .hardware import streaming_bytes_per_s
 
 # Output element size: FP8 GEMMs write bf16 (Transformer Engine and DeepGEMM outputs), fp32 GEMMs
 # write fp32, bf16/fp16 write their own type.
@@ -150,7 +150,7 @@ def gemm_seconds(m: float, n: float, k: float, dtype: str, gpu: GPU, large_effic
     g = max(int(group), 1)
     sms = gpu.sms or DEFAULT_SMS
     peak = dtype_peak_tflops(gpu, dtype) * 1e12
-    hbm = gpu.hbm_GBps * 1e9 * hbm_efficiency(gpu)
+    hbm = streaming_bytes_per_s(gpu)
     math = _math_seconds(m, n, k, g, sms, peak * large_efficiency / sms, hbm, ragged and g > 1)
     out = g * m * n * (ACCUMULATE_FP32_BYTES if accumulate_fp32 else OUT_BYTES[dtype]) / hbm
     memory = g * (m * k + k * n) * BYTES[dtype] / hbm + out

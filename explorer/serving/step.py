@@ -41,7 +41,7 @@ from ..config.inference import Inference
 from ..config.model_parts import first_moe_layer
 from ..network.groups import Network
 from ..physics.attention import attention_seconds, resolve_kernel
-from ..physics.hardware import BYTES_PER_ELEMENT, gemm_large_efficiency, hbm_efficiency
+from ..physics.hardware import BYTES_PER_ELEMENT, gemm_large_efficiency, streaming_bytes_per_s
 from ..physics.kernels import gemm_seconds
 from ..physics.work import Gemm
 from ..workloads.registry import attention_of, expert_load
@@ -114,7 +114,7 @@ class PassModel:
         # efficiency made a faster bf16 GEMM rate a slower attention (a hunt: TTFT 34.61 -> 34.88 ms).
         self.attn_eff = gemm_large_efficiency(sc, "bf16" if self.cdtype == "fp8" else self.cdtype)
         self.load = expert_load(self.m, self.ep)   # the busiest expert rank's (module docstring)
-        self.hbm = self.gpu.hbm_GBps * 1e9 * hbm_efficiency(self.gpu)
+        self.hbm = streaming_bytes_per_s(self.gpu)
         # The same GPU with memory too fast to matter: gemm_seconds on it is the math time alone, the
         # bytes being charged here at their own precisions.
         self.math_gpu = replace(self.gpu, hbm_GBps=MATH_ONLY_HBM_GBPS)

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from ..config import Scenario
 from ..config.fp8_recipes import GEMM_RATE, cast_bytes, resolved_recipe, supports_mx
 from ..config.frameworks import profile
+from ..config.generations import runs_fp8
 from ..physics.hardware import gemm_large_efficiency
 from ..physics.kernels import DEFAULT_SMS, gemm_seconds
 from ..physics.work import Gemm, Work
@@ -66,8 +67,8 @@ class GemmTimer:
     def __init__(self, sc: Scenario) -> None:
         self.gpu = sc.hardware.gpu
         # FP8 GEMMs need FP8 tensor cores: a GPU whose fp8 peak is its bf16 peak (A100) runs the
-        # recipe in bf16 (Transformer Engine requires compute capability 8.9+ for FP8).
-        self.fp8 = sc.training.dtype == "fp8" and (self.gpu.fp8_tflops or 0) > self.gpu.peak_tflops
+        # recipe in bf16 (config/generations.runs_fp8).
+        self.fp8 = runs_fp8(sc)
         self.base = "bf16" if sc.training.dtype == "fp8" else sc.training.dtype
         # The FP8 scaling recipe (config/fp8_recipes.py): its cast bytes per GEMM input and its
         # GEMM rate relative to per-tensor FP8 (block scales applied on CUDA cores on Hopper).

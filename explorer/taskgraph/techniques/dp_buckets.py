@@ -23,6 +23,7 @@ from ...engine.scheduler import Task, TaskGraph
 from ...network.collectives import bus_factor
 from ...network.compression import OVERLAPS_BACKWARD
 from ...network.groups import Network
+from ...physics.hardware import streaming_bytes_per_s
 from ...workloads.registry import compression_plan
 from ..chunks import ChunkWork
 from .dp_contention import hidden_seconds
@@ -172,7 +173,7 @@ def _made(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c: in
         coder = (compression_plan(sc.communication.compression, sc.model, sc.parallelism.tp, cc.n)
                  if ops else None)
         hooked = ready_task is not None and sc.communication.compression.kind in OVERLAPS_BACKWARD
-        hbm = sc.hardware.gpu.hbm_GBps * 1e9
+        hbm = streaming_bytes_per_s(sc.hardware.gpu)
         tasks = min(buckets, MAX_BUCKET_TASKS)
         # The pair all-reduce of the bucket (or of its ZeRO shard), after its dp reduction.
         twin = pair_bytes(size, cc.n) if paired else 0.0

@@ -25,6 +25,7 @@ import numpy as np
 
 from ...config import Scenario
 from ...config.fp8_recipes import FP8_PRIMARY_WEIGHTS, fp8_state_bytes, resolved_recipe, supports_mx
+from ...config.generations import runs_fp8
 from .fsdp import fsdp_step_sync
 from .optimizer import PARAM_BYTES
 
@@ -35,8 +36,9 @@ def fp8_memory_bytes(sc: Scenario, fp8_params, fp8_gemms, layer_params, sharded=
     copy), its chunks' layers holding ``fp8_params`` parameters in ``fp8_gemms`` FP8 GEMMs, the
     largest of those layers holding ``layer_params`` (ZeRO-3 gathers it when ``sharded``: a
     data-parallel group of one rank holds whole parameters and gathers nothing, analysis/memory.py;
-    floats or numpy arrays); 0 unless ``training.dtype`` is fp8."""
-    if sc.training.dtype != "fp8":
+    floats or numpy arrays); 0 unless the run's linear layers are FP8 (config/generations.runs_fp8:
+    not on a GPU without FP8 tensor cores, which runs the recipe in bf16)."""
+    if not runs_fp8(sc):
         return 0.0 * fp8_params
     gpu = sc.hardware.gpu
     recipe = resolved_recipe(sc.training.fp8_recipe, gpu.origin, gpu.name)

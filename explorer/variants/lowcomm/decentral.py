@@ -67,6 +67,7 @@ from ...config.schema import ScenarioError
 from ...network.collectives import cost
 from ...network.groups import Network
 from ...network.topology import BOUNDARY_NAMES, LineRates
+from ...physics.hardware import streaming_bytes_per_s
 from ...result.windows import Exchange
 from ...taskgraph.make import iteration_builder
 from ...workloads.registry import compression_plan
@@ -166,7 +167,7 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
     net = Network(sc)
     b = iteration_builder(sc, net, ideal=frozenset())      # parameter counts only: the real chunks
     pl = net.placement
-    hbm = sc.hardware.gpu.hbm_GBps * 1e9
+    hbm = streaming_bytes_per_s(sc.hardware.gpu)
     worst, sent_max, sent_mean = 0.0, [0.0] * len(BOUNDARY_NAMES), [0.0] * len(BOUNDARY_NAMES)
     avg: list[float] = []                   # per stage: averaging the received models through HBM
     model = 0.0

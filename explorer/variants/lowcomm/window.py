@@ -41,6 +41,7 @@ from ...config.schema import ScenarioError
 from ...network.collectives import CollectiveCost, cost
 from ...network.groups import Network
 from ...network.topology import BOUNDARY_NAMES, GroupShape
+from ...physics.hardware import streaming_bytes_per_s
 from ...result.windows import STEP_TIERS, SyncWindow
 from ...taskgraph.make import iteration_builder
 from ...workloads.registry import compression_plan, workload_for
@@ -135,7 +136,7 @@ def _price(sc: Scenario, inner: Scenario) -> _Priced:
     wan = sync = frag = cross = most = 0.0
     comp = sc.communication.compression
     pl = compression_plan(comp, sc.model, sc.parallelism.tp, D)
-    hbm = sc.hardware.gpu.hbm_GBps * 1e9
+    hbm = streaming_bytes_per_s(sc.hardware.gpu)
     stage_gpus_per_dc = sc.parallelism.tp * sc.parallelism.cp * inner.dp
     for s in range(sc.parallelism.pp):
         chunks = [ch for ch, _ in b.rank_chunks(s)]
@@ -191,7 +192,7 @@ def window(sc: Scenario, inner: Result) -> SyncWindow:
                           0.0, H * t_in, 0.0, dict.fromkeys(STEP_TIERS, 0.0), steps_bytes, 0.0, None,
                           None, quality_note(sy.kind), 0.0, sy.replica_nodes)
     pr = _price(sc, inner.scenario)
-    hbm = sc.hardware.gpu.hbm_GBps * 1e9
+    hbm = streaming_bytes_per_s(sc.hardware.gpu)
     update = UPDATE_BYTES[sy.kind] * pr.slice_params / hbm
     if sy.kind == "streaming-diloco":
         # F staggered fragment syncs per window, each exposed beyond tau inner steps of cover.

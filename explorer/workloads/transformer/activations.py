@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config import Scenario
+from ...config.generations import runs_fp8
 from ...physics.hardware import BYTES_PER_ELEMENT
 from .activations_recipes import offload_share, recompute_kind, recompute_share
 from .activations_terms import Ctx, Term, attention_terms, dense_mlp_terms, moe_mlp_terms
@@ -74,7 +75,7 @@ def fp8_storage(sc: Scenario) -> str:
 def policy_for(sc: Scenario) -> ActivationPolicy:
     """The scenario's activation policy (training.recompute, training.dtype)."""
     tr = sc.training
-    fp8 = tr.dtype == "fp8"
+    fp8 = runs_fp8(sc)                  # in bf16 on a GPU without FP8 tensor cores
     kind = recompute_kind(sc)
     selective = kind == "selective" and not tr.recompute_layers
     modules = selective_modules(sc) if selective else frozenset()
@@ -129,7 +130,7 @@ def _kept_in_hbm_before_offload(sc: Scenario, moe_layer: bool, tokens: float) ->
     recomputed layers keep their input and the others everything (activations_recipes.py)."""
     if sc.training.recompute_layers > 0:
         r = recompute_share(sc)
-        plain = ActivationPolicy(fp8=sc.training.dtype == "fp8", fp8_storage=fp8_storage(sc))
+        plain = ActivationPolicy(fp8=runs_fp8(sc), fp8_storage=fp8_storage(sc))
         return r * layer_input_bytes(sc, tokens) + (1 - r) * kept_bytes(sc, moe_layer, tokens, plain)
     return kept_bytes(sc, moe_layer, tokens, policy_for(sc))
 
@@ -184,6 +185,6 @@ def mtp_extra_bytes(sc: Scenario, tokens: float) -> float:
     2h; FP8 under an FP8 recipe).  Sequence parallelism splits them over TP."""
     p = sc.parallelism
     e = activation_element_bytes(sc)
-    proj = 1 if sc.training.dtype == "fp8" else e
+    proj = 1 if runs_fp8(sc) else e
     div = p.tp if p.sequence_parallel and p.tp > 1 else 1
     return tokens * sc.model.hidden * (2 * e + 2 * proj) / div

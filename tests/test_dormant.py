@@ -33,6 +33,7 @@ CASES = {
     "training.recompute_modules": ({"training.recompute": "full"}, ["mlp"],
                                    {"training.recompute": "selective"}),
     "communication.prefetch_layers": ({}, 3, {"parallelism.zero": 3}),
+    "training.attention_kernel": ({"training.dtype": "fp32"}, "flash3", {"training.dtype": "bf16"}),
 }
 GNN = ROOT / "scenarios" / "gnn-sage-papers100m.yaml"      # mini-batch, every feature local
 DLRM = ROOT / "scenarios" / "dlrm-dcnv2.yaml"              # DCNv2 interaction

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from explorer.config import GPU
+from explorer.config.dormant import dormant_settings
 from explorer.config.generations import architecture
 from explorer.physics.attention import generation, resolve_kernel
 from explorer.physics.kernels import dtype_peak_tflops
@@ -47,6 +48,18 @@ def test_a_v100_has_no_flashattention_and_no_bf16():
     assert e.value.field == "training.dtype" and "fp16" in str(e.value)
     fp16 = simulate(load(TEACHING, {**LONG, "hardware.gpu": V100, "training.dtype": "fp16"}))
     assert fp16.tflops_per_gpu < 125
+    # A fused kernel asked for on it changes nothing, and is named as not read (config/dormant.py).
+    asked = load(TEACHING, {**LONG, "hardware.gpu": V100, "training.dtype": "fp16",
+                            "training.attention_kernel": "flash3"})
+    assert simulate(asked).iteration_time_s == fp16.iteration_time_s
+    assert "Volta" in dict(dormant_settings(asked))["training.attention_kernel"]
+
+
+def test_a_name_that_only_looks_like_a_model_number_is_no_nvidia_gpu():
+    """A hunt found "TPU v5p" read as Volta (a V and a digit) and its bf16 run refused."""
+    tpu = {"name": "TPU v5p", "peak_tflops": 459, "memory_GB": 95, "hbm_GBps": 2765}
+    sc = load(TEACHING, {"hardware.gpu": tpu})
+    assert architecture(sc.hardware.gpu) is None and sc.training.dtype == "bf16"
 
 
 def test_a_custom_h100_without_its_fp8_rate_is_priced_as_the_preset():

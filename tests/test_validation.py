@@ -754,7 +754,11 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
                                "hardware.gpu.fp32_tflops")],
     "rule_bf16_needs_ampere": [({"hardware.gpu": {"name": "Tesla V100-SXM2-32GB", "peak_tflops": 125,
                                                   "memory_GB": 32, "hbm_GBps": 900},
-                                 "training.dtype": "bf16"}, "training.dtype")],
+                                 "training.dtype": "bf16"}, "training.dtype"),
+                               # fp8 falls back to bf16 on a GPU without FP8: not on a V100 either
+                               ({"hardware.gpu": {"name": "T4", "peak_tflops": 65, "memory_GB": 16,
+                                                  "hbm_GBps": 320},
+                                 "training.dtype": "fp8"}, "training.dtype")],
     # flash_attn_triton.py runs head dims up to 128; DeepSeek-V3's MLA has 128 + 64 = 192
     "rule_triton_head_dim": [({"training.attention_kernel": "triton", "model.head_dim": 256},
                               "training.attention_kernel"),

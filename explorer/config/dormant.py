@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .generations import PRE_AMPERE, architecture
 from .sections import Scenario
 
 
@@ -90,7 +91,22 @@ def _no_dcn(sc: Scenario) -> str | None:
     return None
 
 
+def _no_fused_attention(sc: Scenario) -> str | None:
+    """A fused kernel's choice is unread where none runs (physics/attention.resolve_kernel): in fp32
+    (FlashAttention and cuDNN take fp16/bf16) or on Volta and Turing (no FlashAttention-2); there
+    the core runs as batched GEMMs.  ``none`` is still read: it also keeps the s x s scores."""
+    if sc.training.attention_kernel == "none":
+        return None
+    if sc.training.dtype == "fp32":
+        return "training.dtype is fp32: no fused attention kernel takes fp32"
+    arch = architecture(sc.hardware.gpu)
+    if arch in PRE_AMPERE:
+        return f"a {arch.title()} GPU runs no fused attention kernel (FlashAttention-2 needs Ampere)"
+    return None
+
+
 RULES: tuple[Dormant, ...] = (
+    Dormant("training.attention_kernel", "auto", _no_fused_attention),
     Dormant("training.fp8_recipe", None, _no_fp8),
     Dormant("training.fp8_storage", "te", _no_fp8),
     Dormant("parallelism.sequence_parallel", False, _no_tp),

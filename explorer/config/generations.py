@@ -5,9 +5,10 @@ name, so what a GPU can run — TF32 and bf16 tensor cores (Ampere and later), F
 (Ampere and later: flash-attn refuses sm_70 and sm_75), FlashAttention-3 (Hopper), NCCL's tuning
 tables (Volta, Ampere, Hopper, Blackwell) — is decided by the model number in the name of its
 origin preset (``hardware.gpu.based_on``: a renamed preset keeps its architecture) or its own:
-V100 (Volta, compute capability 7.0), T4 (Turing, 7.5), A100/A10/A800/RTX A6000 (Ampere, 8.0/8.6),
-L4/L40/L40S (Ada, 8.9), H100/H800/H200/H20/GH200 (Hopper, 9.0), B200/GB200/B300/GB300 (Blackwell,
-10.x), as NVIDIA names them — anywhere in the name ("NVIDIA H100 80GB HBM3", "Tesla V100-SXM2").
+V100 (Volta, compute capability 7.0), T4 and the RTX 20 series (Turing, 7.5), A100/A10/A800/RTX
+A6000 and the RTX 30 series (Ampere, 8.0/8.6), L4/L40/L40S and the RTX 40 series (Ada, 8.9),
+H100/H800/H200/H20/GH200 (Hopper, 9.0), B200/GB200/B300/GB300 (Blackwell, 10.x), as NVIDIA names
+them — anywhere in the name ("NVIDIA H100 80GB HBM3", "Tesla V100-SXM2").
 An unknown name gives None: the callers then fall back on the GPU's figures (an FP8 rate above
 the bf16 peak: Hopper or later).
 """
@@ -18,11 +19,18 @@ import re
 from .presets import gpu_presets
 from .sections import GPU, Scenario
 
-# A model number: its family letter(s), not preceded by a letter or digit (the "A" of "RTX A6000"
-# and the "V" of "Tesla V100" count, the "A" of "NVIDIA" before a space does not match a digit).
-_MODEL = re.compile(r"(?<![A-Z0-9])(GB|GH|[VTALHB])(\d{1,4})")
-_FAMILY = {"V": "volta", "T": "turing", "A": "ampere", "L": "ada", "H": "hopper", "GH": "hopper",
-           "B": "blackwell", "GB": "blackwell"}
+# NVIDIA's model numbers by generation, whole (not a prefix of a longer number, not inside a word:
+# "TPU v5p" or "GPT4" name no NVIDIA GPU), any case, first match wins.
+_MODEL_NUMBERS = (
+    (r"V100", "volta"),
+    (r"T4|RTX ?20[5-9]0|QUADRO RTX ?[4-8]000|TITAN RTX", "turing"),
+    (r"A100|A10G?|A30|A40|A800|RTX A[4-6]000|RTX ?30[5-9]0", "ampere"),
+    (r"L4|L20|L40S?|RTX ?40[6-9]0|RTX 6000 ADA", "ada"),
+    (r"G?H100|G?H200|H800|H20", "hopper"),
+    (r"G?B100|G?B200|G?B300|RTX ?50[6-9]0", "blackwell"),
+)
+_MODELS = tuple((re.compile(rf"(?<![A-Z0-9])(?:{pattern})(?![0-9])", re.IGNORECASE), gen)
+                for pattern, gen in _MODEL_NUMBERS)
 # Generations without bf16 or TF32 tensor cores and without FlashAttention-2 (sm < 80).
 PRE_AMPERE = ("volta", "turing")
 
@@ -34,11 +42,12 @@ def architecture_of_name(name: str) -> str | None:
     ('volta', 'hopper')
     >>> architecture_of_name("L40S"), architecture_of_name("A10G 24GB"), architecture_of_name("GB200 NVL72")
     ('ada', 'ampere', 'blackwell')
-    >>> architecture_of_name("my accelerator") is None
-    True
+    >>> [architecture_of_name(n) for n in ("my accelerator", "TPU v5p", "Accelerator v2", "GPT4 box")]
+    [None, None, None, None]
+    >>> architecture_of_name("GeForce RTX 2080 Ti"), architecture_of_name("RTX 6000 Ada")
+    ('turing', 'ada')
     """
-    m = _MODEL.search((name or "").upper())
-    return _FAMILY[m.group(1)] if m else None
+    return next((gen for pattern, gen in _MODELS if pattern.search(name or "")), None)
 
 
 def architecture(gpu: GPU) -> str | None:

@@ -46,9 +46,12 @@ def rule_bf16_needs_ampere(sc: Scenario) -> None:
     """bf16 tensor cores (and cuBLAS's bf16 GEMMs) begin with Ampere: a Volta or Turing GPU (V100,
     T4: config/generations.py) trains in fp16 mixed precision or fp32 (PyTorch's
     ``torch.cuda.is_bf16_supported()`` is False below sm80).  Priced at its fp16 rate, a bf16 run
-    on a V100 had read as fast as fp16."""
+    on a V100 had read as fast as fp16; an fp8 one, whose recipe falls back to bf16 on a GPU
+    without FP8 tensor cores, ran too."""
     g = sc.hardware.gpu
     arch = architecture(g)
-    if sc.training.dtype == "bf16" and arch in PRE_AMPERE:
-        raise ScenarioError("training.dtype", f"bf16 needs bf16 tensor cores (Ampere or later); "
-                            f"{g.name or g.origin} is a {arch.title()} GPU: use fp16 or fp32")
+    if sc.training.dtype in ("bf16", "fp8") and arch in PRE_AMPERE:
+        what = "bf16 tensor cores (Ampere or later)" if sc.training.dtype == "bf16" else \
+            "FP8 tensor cores (Ada, Hopper, Blackwell) and, to fall back, bf16 ones (Ampere)"
+        raise ScenarioError("training.dtype", f"{sc.training.dtype} needs {what}; {g.name or g.origin} "
+                            f"is a {arch.title()} GPU: use fp16 or fp32")

@@ -27,7 +27,7 @@ All byte figures are per GPU and per micro-batch; FLOPs likewise.
 from __future__ import annotations
 
 from ...config import Scenario
-from ...config.frameworks import profile
+from ...config.frameworks import elementwise_factor, profile
 from ...physics.attention import (
     attention_seconds,
     causal_cp_imbalance,
@@ -226,7 +226,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     tokens = b * s / cp / p.token_slices
     mats = _mlp_matrices(m.ffn_kind)
     sp = p.sequence_parallel and t > 1
-    elementwise = profile(tr.framework).elementwise_factor   # 1 = fused kernels (Megatron)
+    elementwise = elementwise_factor(tr.framework, m.ffn_kind)   # 1 = fused kernels (Megatron)
 
     blk = attention_block(m, tokens, s, t)
     dense_gemms = list(blk.gemms)

@@ -33,6 +33,18 @@ _MODELS = tuple((re.compile(rf"(?<![A-Z0-9])(?:{pattern})(?![0-9])", re.IGNORECA
                 for pattern, gen in _MODEL_NUMBERS)
 # Generations without bf16 or TF32 tensor cores and without FlashAttention-2 (sm < 80).
 PRE_AMPERE = ("volta", "turing")
+# The four families measured tables are kept by (NCCL's tuning tables by compute capability,
+# tuning.cc; the attention kernels' fractions of peak): Turing with Volta, Ada with Ampere.
+_FAMILY = {"turing": "volta", "ada": "ampere"}
+
+
+def family(arch: str) -> str:
+    """The measured tables' family of generation ``arch`` (volta, ampere, hopper or blackwell).
+
+    >>> family("turing"), family("ada"), family("hopper")
+    ('volta', 'ampere', 'hopper')
+    """
+    return _FAMILY.get(arch, arch)
 
 
 def architecture_of_name(name: str) -> str | None:

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..collective_algorithms.base import lesser
-from ..config.generations import architecture_of_name
+from ..config.generations import architecture_of_name, family
 
 # The channels across nodes (network/net_channels.py), re-exported: nccl_tuning is where callers look.
 from .net_channels import (  # noqa: F401
@@ -252,7 +252,7 @@ def gpu_arch(name: str, peak_tflops: float = 0.0, fp8_tflops: float | None = Non
     """
     arch = architecture_of_name(name)
     if arch is not None:
-        return {"turing": "volta", "ada": "ampere"}.get(arch, arch)
+        return family(arch)
     return "hopper" if fp8_tflops is not None and fp8_tflops > peak_tflops > 0 else "ampere"
 
 

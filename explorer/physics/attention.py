@@ -33,7 +33,7 @@ from functools import cache
 from math import log2
 
 from ..config import GPU
-from ..config.generations import architecture
+from ..config.generations import architecture, family
 from .hardware import measured_over_peak
 from .kernels import gemm_seconds
 
@@ -134,7 +134,7 @@ def generation(gpu: GPU) -> str:
     FlashAttention-2 at the A100's fractions of peak: 2.15x too fast.)"""
     arch = architecture(gpu)
     if arch is not None:
-        return {"turing": "volta", "ada": "ampere"}.get(arch, arch)
+        return family(arch)
     if not gpu.fp8_tflops or gpu.fp8_tflops == gpu.peak_tflops:
         return "ampere"
     return "blackwell" if gpu.peak_tflops > BLACKWELL_MIN_PEAK else "hopper"

@@ -191,15 +191,21 @@ def task_counts(b: IterationBuilder, R: Rows) -> np.ndarray:
 def _drawn_columns(b: IterationBuilder, R: Rows) -> np.ndarray:
     """(columns,) bool: a pass of this duration-table column draws a ZeRO-3 call under it (kept on
     the builder with the parts, :func:`_parts`)."""
+    return _per_column(b, R, "_array_drawn", (), bool, lambda shape: shape[5] > 0)
+
+
+def _per_column(b: IterationBuilder, R: Rows, memo: str, width: tuple, dtype, value) -> np.ndarray:
+    """``value`` of the pass shape (IterationBuilder._pass_shape) of every duration-table column
+    the program uses, in an array of (columns, *width), kept on the builder under ``memo``."""
     prog = R.prog
-    got = b.__dict__.get("_array_drawn")
+    got = b.__dict__.get(memo)
     if got is None or len(got) <= int(prog.dur.max()):
-        got = np.zeros(int(prog.dur.max()) + 1, bool)
-        for col in np.flatnonzero(np.bincount(prog.dur)):
+        got = np.zeros((int(prog.dur.max()) + 1, *width), dtype)
+        for col in np.flatnonzero(np.bincount(prog.dur)):      # (np.unique imports numpy.ma)
             s, rest = divmod(int(col), prog.nch * len(KINDS))
             local, kind = divmod(rest, len(KINDS))
-            got[col] = b._pass_shape(s, local, KINDS[kind])[5] > 0
-        b.__dict__["_array_drawn"] = got
+            got[col] = value(b._pass_shape(s, local, KINDS[kind]))
+        b.__dict__[memo] = got
     return got
 
 
@@ -306,17 +312,12 @@ def _parts(b: IterationBuilder, R: Rows) -> np.ndarray:
     """(columns, CATEGORIES) the parts of one pass of each duration-table column, as the builder's
     task carries them (IterationBuilder._pass_shape); kept on the builder with the rest of its
     m-independent facts."""
-    prog = R.prog
-    got = b.__dict__.get("_array_parts")
-    if got is None or len(got) <= int(prog.dur.max()):
-        got = np.zeros((int(prog.dur.max()) + 1, len(CATEGORIES)))
-        for col in np.flatnonzero(np.bincount(prog.dur)):      # (np.unique imports numpy.ma)
-            s, rest = divmod(int(col), prog.nch * len(KINDS))
-            local, kind = divmod(rest, len(KINDS))
-            for name, v in b._pass_shape(s, local, KINDS[kind])[1]:
-                got[col, CATEGORIES.index(CATEGORY_OF_PART[name])] += v
-        b.__dict__["_array_parts"] = got
-    return got
+    def by_category(shape: tuple) -> np.ndarray:
+        row = np.zeros(len(CATEGORIES))
+        for name, v in shape[1]:
+            row[CATEGORIES.index(CATEGORY_OF_PART[name])] += v
+        return row
+    return _per_column(b, R, "_array_parts", (len(CATEGORIES),), float, by_category)
 
 
 def _held_memory(b: IterationBuilder) -> list[MemoryBreakdown]:

@@ -171,6 +171,16 @@ def test_step_through_phases_and_figure():
     assert drawn == sum(c.start < 10 for c in cells)
 
 
+def test_presentation_mode_leaves_out_a_label_rather_than_shrink_it_below_18_px():
+    """A V schedule at p = 8 draws 2pm cells, whose numbers Plotly had shrunk to fit below a
+    projector's 18 px; presentation mode asks for 18 px or nothing (uniformtext hide)."""
+    cells = unit_grid("v-half", 8, 16)
+    shown = unit_figure(cells, 8, "V-Half", font_size=18, min_label_px=18)
+    assert shown.layout.uniformtext.minsize == 18 and shown.layout.uniformtext.mode == "hide"
+    plain = unit_figure(cells, 8, "V-Half")
+    assert plain.layout.uniformtext.minsize is None
+
+
 def test_a_full_backward_and_an_input_gradient_backward_look_different():
     """DualPipe's diagram runs both: they shared one legend colour; the input-gradient one is striped."""
     fig = unit_figure(unit_grid("dualpipe", 4, 8), 4, "DualPipe")

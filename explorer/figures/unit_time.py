@@ -39,8 +39,11 @@ def _text(c: Cell, two_way: bool) -> str:
 
 
 def unit_figure(cells: list[Cell], p: int, title: str, upto: int | None = None, height: int = 260,
-                font_size: int = 12) -> go.Figure:
-    """The grid; with ``upto``, only ops started before it, those running at it outlined."""
+                font_size: int = 12, min_label_px: int | None = None) -> go.Figure:
+    """The grid; with ``upto``, only ops started before it, those running at it outlined.  A cell's
+    label shrinks to fit its cell; with ``min_label_px`` (presentation mode: a projector's 18 px)
+    a label that would be smaller is left out instead (its hover still names it): a V schedule at
+    p = 8 draws 2pm cells, whose numbers had shrunk below that."""
     T = makespan(cells)
     two_way = any(c.lane == 1 for c in cells)
     shown = [c for c in cells if upto is None or c.start < upto]
@@ -64,6 +67,8 @@ def unit_figure(cells: list[Cell], p: int, title: str, upto: int | None = None, 
                           "<extra></extra>"))
     if upto is not None:
         fig.add_vline(x=upto, line_color="black", line_dash="dot")
+    if min_label_px is not None:
+        fig.update_layout(uniformtext=dict(minsize=min_label_px, mode="hide"))
     fig.update_layout(barmode="overlay", height=height, font=dict(size=font_size), bargap=0.15,
                       margin=dict(l=6, r=6, t=36, b=70),
                       legend=dict(orientation="h", y=-0.28, x=0, yanchor="top"),

@@ -73,7 +73,9 @@ def _textbook(data: ViewData, sch, present: bool) -> None:
     title = (f"{sch.name}: p = {p}, m = {m}{f', v = {v}' if v > 1 else ''} at unit cost — "
              f"{T} units for {sum(c.units for c in cells) // p} of work per rank")
     chart(unit_figure(cells, p, title, upto=t if t < T else None, height=200 + 30 * p,
-                      font_size=PRESENT_FONT_PX if present else 12), key="textbook_chart", present=present,
+                      font_size=PRESENT_FONT_PX if present else 12,
+                      min_label_px=PRESENT_FONT_PX if present else None),
+          key="textbook_chart", present=present,
           name=f"textbook-{sch.name}")
     if 0 < t < T:          # the slider reveals units 0..t-1; the outlined ops run in unit t-1
         st.markdown(f"In unit {t - 1}:\n\n" + "\n".join(

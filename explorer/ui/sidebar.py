@@ -1,4 +1,11 @@
-"""The sidebar: the preset chooser and one expander per concern, every widget keyed by its field."""
+"""The sidebar: the preset chooser and one expander per concern, every widget keyed by its field.
+
+Every widget is also given its current value as its default (``index``, ``value``).  The value a
+link or a callback writes into the session state reaches the browser once, with the run that
+follows; a browser that mounts the widget only after a later run (presentation mode's collapsed
+sidebar, clicked within a second of opening) shows that run's default instead and sends it back as
+a change: the scenario became the first preset, or link toggles switched off, in about 1 of 5
+fresh sessions.  With the default equal to the value, a late mount shows the value."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -41,12 +48,13 @@ def render() -> dict[str, Any]:
     # other kind's first preset, with the model and GPU carried over where they serve/train.
     st.session_state["_kind"] = "serving" if serving else "training"
     st.sidebar.segmented_control("Workload", list(KINDS), key="_kind", format_func=KINDS.__getitem__,
+                                 default=st.session_state["_kind"],
                                  on_change=on_kind_change,
                                  help="Train a model, or serve it (prefill and decode). The scenarios "
                                       "below are of this kind.")
     kinds = preset_kinds()
     options = [n for n in shipped_scenarios() if (kinds[n] != "training") == serving]
-    st.sidebar.selectbox("Scenario", options, key="_scenario",
+    st.sidebar.selectbox("Scenario", options, key="_scenario", index=_index(options, "_scenario"),
                          on_change=on_preset_change,
                          format_func=lambda n: f"{n} — {titles[n]}",
                          help="A preset from scenarios/; every change below is relative to it.")
@@ -106,6 +114,22 @@ def list_summary(value: list | tuple | dict) -> str:
 
 
 BATCH_KEY = "training.global_batch"
+
+
+def _number(value: Any, low: float, high: float, kind: type) -> Any:
+    """A number box's default: its value in the box's type, or None (an empty box, as before) for
+    a value it cannot show."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        return None
+    if kind is int and value != int(value):
+        return None
+    return kind(value)
+
+
+def _index(options: list[Any], key: str) -> int:
+    """The position of widget ``key``'s value among ``options``, its default (module docstring)."""
+    value = st.session_state.get(key)
+    return options.index(value) if value in options else 0
 
 
 def _samples() -> str:
@@ -189,7 +213,8 @@ def _list_widget(c: Control, help_: str | None) -> None:
     err = s.get(f"_err.{c.key}")
     if err is None:               # the text follows the value (a preset or a link may change it)
         s[f"_text.{c.key}"] = to_text(s.get(c.key), c.key)
-    st.text_input(c.label, key=f"_text.{c.key}", on_change=on_list_text, args=(c.key,), help=help_)
+    st.text_input(c.label, value=s.get(f"_text.{c.key}", ""), key=f"_text.{c.key}", on_change=on_list_text,
+                  args=(c.key,), help=help_)
     if err:
         st.error(plain(err), icon="⚠️")
 
@@ -200,11 +225,11 @@ def _optional_widget(c: Control, meta: Mapping[str, Any], help_: str | None) -> 
     if isinstance(s.get(c.key), int):          # a link's "1": the float box refuses an int value
         s[c.key] = float(s[c.key])
     low, high = float(meta.get("min", 0.0)), float(meta.get("max", 1e12))
-    st.toggle(c.label, key=f"_on.{c.key}", help=help_, on_change=on_optional_toggle,
+    st.toggle(c.label, value=s[f"_on.{c.key}"], key=f"_on.{c.key}", help=help_, on_change=on_optional_toggle,
               args=(c.key, float(meta.get("start", high if high <= 1.0 else low))))
     if s.get(c.key) is not None:
-        st.number_input(c.label, min_value=low, max_value=high, key=c.key, format="%g",
-                        label_visibility="collapsed")
+        st.number_input(c.label, min_value=low, max_value=high, value=_number(s[c.key], low, high, float),
+                        key=c.key, format="%g", label_visibility="collapsed")
 
 
 def _widget(c: Control, hidden: frozenset[str]) -> None:
@@ -237,30 +262,36 @@ def _widget(c: Control, hidden: frozenset[str]) -> None:
         st.markdown(_derived_dp())
     elif c.kind == "model":
         # Each preset says its family (a DLRM, a GNN, a convnet): picking one switches the controls.
-        st.selectbox(c.label, [CUSTOM] + list(model_presets()), key=key, on_change=on_model_preset_change,
+        models = [CUSTOM] + list(model_presets())
+        st.selectbox(c.label, models, index=_index(models, key), key=key, on_change=on_model_preset_change,
                      format_func=lambda n: n if n == CUSTOM else f"{n} · {preset_workload(n).name}",
                      help="Loads the preset's dimensions into the controls below; its workload family "
                           "brings that family's controls")
     elif c.kind == "gpu":
         opts = list(gpu_presets()) + ([CUSTOM] if st.session_state.get(key) == CUSTOM else [])
-        st.selectbox(c.label, opts, key=key, help="Vendor peak figures (explorer/data/gpus.yaml)",
+        st.selectbox(c.label, opts, index=_index(opts, key), key=key,
+                     help="Vendor peak figures (explorer/data/gpus.yaml)",
                      on_change=on_source_change, args=(key,))
     elif c.kind == "choice":
-        st.selectbox(c.label, list(meta["choices"]), key=key, help=help_)
+        choices = list(meta["choices"])
+        st.selectbox(c.label, choices, index=_index(choices, key), key=key, help=help_)
     elif c.kind == "source":
-        st.selectbox(c.label, list(meta["choices"]), key=key, help=help_, on_change=on_source_change,
-                     args=(key,))
+        choices = list(meta["choices"])
+        st.selectbox(c.label, choices, index=_index(choices, key), key=key, help=help_,
+                     on_change=on_source_change, args=(key,))
     elif c.kind == "order":
-        st.selectbox(c.label, list(dict.fromkeys([st.session_state[key]] + ORDERS)), key=key, help=help_)
+        orders = list(dict.fromkeys([st.session_state[key]] + ORDERS))
+        st.selectbox(c.label, orders, index=_index(orders, key), key=key, help=help_)
     elif c.kind == "bool":
-        st.toggle(c.label, key=key, help=help_)
+        st.toggle(c.label, value=bool(value), key=key, help=help_)
     elif c.kind == "int":
         derives = key in DERIVED_WIDGETS      # e.g. nodes re-derive the NVLink domain
         st.number_input(c.label, min_value=int(meta.get("min", 0)), max_value=int(meta.get("max", 10**9)),
+                        value=_number(value, int(meta.get("min", 0)), int(meta.get("max", 10**9)), int),
                         step=1, key=key, help=help_, on_change=on_source_change if derives else None,
                         args=(key,) if derives else None)
     else:
         # The input stops at the field's physical bounds; validation names the field otherwise.
-        low = meta.get("min", meta.get("gt", 0.0))
-        st.number_input(c.label, min_value=float(low), max_value=float(meta.get("max", 1e12)), key=key,
-                        help=help_, format="%g")
+        low, high = float(meta.get("min", meta.get("gt", 0.0))), float(meta.get("max", 1e12))
+        st.number_input(c.label, min_value=low, max_value=high, value=_number(value, low, high, float),
+                        key=key, help=help_, format="%g")

@@ -8,8 +8,9 @@ shows the value however late it mounts; this checks the defaults the browser rec
 from __future__ import annotations
 
 import pytest
-from app_support import run_app
 from streamlit.testing.v1 import AppTest
+
+from app_support import run_app
 
 
 def _mismatches(at: AppTest) -> list[str]:

@@ -119,6 +119,10 @@ KNOWN_GAPS: dict[str, str] = {
         "the model has no Blackwell-specific small-message cost",
     "b200 2x8 roce-400 all_gather 1 MiB = 12.05": "as the 12.33 row (GCP A4, the other example output)",
     "b200 2x8 roce-400 all_gather 2 MiB = 22.78": "as the 1 MiB rows (GCP A4, B200 at 2 MiB)",
+    "gb200 18x4 all_reduce 512 MiB = 586.06":
+        "a full GB200 NVL72 rack reaches its NVLS plateau later than an 8-GPU board (coreweave/nccl-tests "
+        "#43: 0.5-2 GiB fit 0.58 ms + bytes at 440 GB/s); the fill the model has (nccl_tuning.node_fill_s, "
+        "fitted on boards) is some 20 us there, and no rack row below 512 MiB says how that cost scales",
     # The 2-node EFA plateau-approach rows (aws-samples/awsome-distributed-training README, 128 MiB-16 GiB,
     # added for issue 34; -35 % at worst) closed when NVLS-tree moved the bytes it sends
     # (nccl_links.nvls_tree; NCCL 2.18's rating only chooses), EFA's Simple step became aws-ofi-nccl's
@@ -264,3 +268,24 @@ def test_efa_calibration_rows_fit_minimax():
     label = "a100-80gb 2x8 efa all_reduce 2048 MiB (Simple)"
     p4de = next(r for r in collective_reference_rows() if r.label == label)
     assert -0.30 < p4de.error < -0.25
+
+
+@pytest.mark.parametrize("ranks", [4, 72])
+def test_nvls_in_a_multi_node_nvlink_domain_runs_at_the_racks_share_of_a_boards(ranks):
+    # GB200 NVL72 (18 trays x 4 GPUs, one NVLink domain): NVLS at 8 GiB runs at NVLS_MULTI_NODE_RATIO of
+    # the board's efficiency, fitted on the rack's 4 GiB nccl-tests row; a tray's own 4 GPUs too, since
+    # their links run to the rack's switch trays.  The same GPUs with the domain cut to the tray (4 GPUs,
+    # cluster.scale_up.domain_gpus) keep the board's efficiency.
+    from explorer.collective_algorithms.nccl_links import NVLS_MULTI_NODE_RATIO
+    from explorer.scenario import from_dict
+
+    def algbw(domain: int) -> float:
+        sc = from_dict({"model": {"preset": "llama3-8b"}, "training": {"global_batch": 72},
+                        "hardware": {"gpu": "gb200"},
+                        "cluster": {"nodes": 18, "scale_up": {"domain_gpus": domain}}})
+        return collective_rows(sc, "all-reduce", ranks, [8 * GiB], "nvls")[0]["algbw_GBps"]
+
+    rack = algbw(72)
+    assert rack == pytest.approx(900.0 * NVLS_EFFICIENCY["blackwell"] * NVLS_MULTI_NODE_RATIO, rel=0.01)
+    if ranks == 4:
+        assert rack == pytest.approx(algbw(4) * NVLS_MULTI_NODE_RATIO, rel=1e-3)

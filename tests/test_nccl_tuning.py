@@ -166,7 +166,9 @@ PLATEAU_ROWS = [r for r in ROWS if r.group in ("nccl-tests one node", "nccl-test
 # gives it); strict xfails, so closing one fails until it leaves the list.
 # (none since the EFA plateau rows closed, and since NVLS-tree beyond two nodes runs at its fitted share of
 # the NICs' rate, nccl_links.NVLS_TREE_DEEP_EFFICIENCY: the 46-node B200 row +36 % -> +14 %.)
-PLATEAU_GAPS: tuple[str, ...] = ()
+# A full GB200 NVL72 rack at 512 MiB (coreweave/nccl-tests #43, +38 %): the rack reaches its NVLS plateau
+# later than the model (tests/test_collectives_multinode.py KNOWN_GAPS says why).
+PLATEAU_GAPS: tuple[str, ...] = ("gb200 18x4 all_reduce 512 MiB",)
 
 
 @pytest.mark.parametrize("row", [pytest.param(r, id=r.label, marks=[pytest.mark.xfail(strict=True)]
@@ -203,7 +205,13 @@ GROUPS = ("nccl-tests one node", "nccl-tests multi-node", "nccl-tests latency fl
 # target again (calibration 11.1 % / 24.0 %, validation 11.4 % / 29.7 %) when NVLS-tree's network part
 # beyond two nodes ran at its share of the NICs' rate fitted on two of those rows, one per cluster
 # (nccl_links.NVLS_TREE_DEEP_EFFICIENCY, 0.837): the other four use3a-ss rows +5 % .. +14 %.
+# The multi-node plateau group took the four rows of a full GB200 NVL72 rack (coreweave/nccl-tests #43,
+# 512 MiB-4 GiB; the first multi-node NVLink domain measured): fitted on its 4 GiB row
+# (nccl_links.NVLS_MULTI_NODE_RATIO), its 1 and 2 GiB rows are +21 % and +10 %, its 512 MiB row +38 %
+# (they had been +36 %, +23 % and +55 %), which breaks the group's max: validation 11.4 % / 29.7 % ->
+# 12.2 % / 38.5 % (calibration 11.1 % / 24.0 % -> 10.4 % / 24.0 %).
 NOT_YET: dict[str, dict[str, tuple[float, float]]] = {
+    "nccl-tests multi-node": {"calibration": (0.11, 0.25), "validation": (0.13, 0.39)},
     "nccl-tests multi-node 1-64 MiB": {"calibration": (0.11, 0.18), "validation": (0.14, 0.53)},
 }
 

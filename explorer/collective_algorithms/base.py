@@ -69,6 +69,8 @@ class OptionsLike(Protocol):
     def nic_GBps(self) -> float: ...      # one NCCL NIC's line rate, GB/s (0: unknown)
     @property
     def net_cap_Bps(self) -> float: ...   # a domain's egress one collective's channels reach (inf: all)
+    @property
+    def multi_node_nvlink(self) -> bool: ...   # the NVLink domain spans nodes (NVL72's switch trays)
 
 
 @dataclass(frozen=True)

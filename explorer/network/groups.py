@@ -46,7 +46,8 @@ def nccl_options(sc: Scenario) -> NcclOptions:
                        nic_GBps=gbps_to_GBps(out.nic_Gbps) * nics / max(min(nics, dom), 1),
                        pcie_Bps=GBps_to_Bps(gpu.pcie_GBps) if gpu.pcie_GBps else float("inf"),
                        net_cap_Bps=channel_nics_Bps(dom, nics, channels, out.nic_Gbps, out.efficiency),
-                       net_step_bytes=net_step_bytes(out.fabric))
+                       net_step_bytes=net_step_bytes(out.fabric),
+                       multi_node_nvlink=dom > sc.cluster.gpus_per_node)
 
 
 def net_step_bytes(fabric: str) -> float:

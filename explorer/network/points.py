@@ -50,7 +50,7 @@ def _structure(sh: GroupShape, o: NcclOptions) -> tuple:
     """What the points priced together share: everything but the rates, latencies and what NCCL's
     options derive from the NIC rate (its channels and their cap)."""
     return (sh.n, sh.per_domain, sh.up_kind, len(sh.shares), o.library, o.protocol, o.arch, o.nvls, o.sharp,
-            o.net_ll128, o.nics_per_node, o.gpus_per_node, o.pcie_Bps, o.net_step_bytes)
+            o.net_ll128, o.nics_per_node, o.gpus_per_node, o.pcie_Bps, o.net_step_bytes, o.multi_node_nvlink)
 
 
 def price_points(op: str, size_bytes: float, shapes: Sequence[GroupShape], algorithm: str,

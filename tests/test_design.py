@@ -619,3 +619,29 @@ def test_weak_scaling_grows_pipedreams_replicas_in_proportion():
     assert by[32].overrides["parallelism.stage_replicas"] == [30, 2]
     assert by[32].global_batch == 2 * by[16].global_batch
     assert "whole multiples of its 16 GPUs" in (by[24].reason or "")
+
+
+def test_a_scaling_size_over_the_gpus_memory_is_marked_in_every_view():
+    """A hunt found ``scaling`` print a size that needs 154.7 of 85.9 GB per GPU as a plain row with the
+    table's best MFU; sweep marks such a row NO and advise "!".  teaching-8gpu with ZeRO-1 on 8.05 GB
+    GPUs: 8 GPUs need 9.5 GB, 16 and 32 fit (the optimizer shards over more replicas)."""
+    from explorer.commands.scaling import scaling_text
+    from explorer.figures.design import scaling_curve
+    from explorer.ui.views.design import _scaling_status
+
+    base = open_base("teaching-8gpu", {"parallelism.zero": 1, "hardware.gpu.memory_GB": 7.5})
+    pts = scaling(base, [8, 16, 32], "strong")
+    cap = 7.5 * 2**30 / 1e9
+    assert [p.fits for p in pts] == [False, True, True]
+    assert all(p.figures["memory_capacity_GB"] == pytest.approx(cap) for p in pts)
+    assert pts[0].figures["memory_GB_total"] > cap > pts[1].figures["memory_GB_total"]
+    text = scaling_text(pts, base.label, "strong")
+    rows = text.splitlines()
+    assert f"{pts[0].figures['memory_GB_total']:.1f} GB!" in rows[2]
+    assert "!" not in rows[3] and "!" not in rows[4]
+    assert rows[-1].startswith(f"! over the GPU's memory of {cap:.1f} GB: 8 GPUs cannot run")
+    over = [t for t in scaling_curve(pts).data if t.name == "over memory"]
+    assert len(over) == 2 and all(list(t.x) == [8] for t in over)
+    assert "does not fit" in over[0].text[0]
+    assert _scaling_status(pts[0]).startswith("over memory: ") and _scaling_status(pts[1]) == "ok"
+    assert pts[0].to_json()["fits"] is False and pts[0].to_json()["memory_capacity_GB"] == pytest.approx(cap)

@@ -116,3 +116,21 @@ def test_scaling_json_contract():
     assert all({"iteration_time_s", "mfu", "exposed_s", "dp", "global_batch", "link"} <= set(r) for r in rows)
     assert [r["global_batch"] for r in rows] == [16, 16, 16]
     assert rows[0]["iteration_time_s"] > rows[2]["iteration_time_s"]
+
+
+def test_sensitivity_says_when_its_base_does_not_fit():
+    """A hunt found ``sensitivity`` rank upgrades of a layout needing 154.7 of 85.9 GB per GPU without a
+    word; run warns, diff says such a B cannot run.  teaching-8gpu with ZeRO-1 on 8.05 GB GPUs needs
+    9.5 GB: the table's second line says so, --json keeps its one list (each row's memory and fit)
+    and says it on stderr; the base that fits says nothing."""
+    sets = ("--set", "parallelism.zero=1", "--set", "hardware.gpu.memory_GB=7.5")
+    proc = cli("sensitivity", "teaching-8gpu", *sets)
+    assert proc.returncode == 0
+    assert proc.stdout.splitlines()[1] == ("# warning: memory: the base needs 9.5 of 8.1 GB per GPU: it does "
+                                           "not fit, so these are the gains of a layout that cannot run as set")
+    proc = cli("sensitivity", "teaching-8gpu", *sets, "--json")
+    rows = json.loads(proc.stdout)
+    assert all(r["fits"] is False and r["memory_GB_total"] > 8.05 for r in rows)
+    assert "warning: memory: the base needs 9.5 of 8.1 GB" in proc.stderr
+    proc = cli("sensitivity", "teaching-8gpu")
+    assert "warning" not in proc.stdout and "# warning" not in proc.stdout

@@ -5,7 +5,7 @@ replicas (explorer/design/scaling.py): weak scaling grows the global batch with 
 keeps it.  ``--json`` prints a list, one object per size: ``gpus``, ``overrides``, ``valid``, then
 ``reason`` or ``dp``, ``global_batch``, ``iteration_time_s``, ``mfu``, ``tokens_per_s``,
 ``tokens_per_gpu`` (what the family's throughput counts: images for a CNN), ``samples_per_s``,
-``memory_GB_total``, ``fits``, ``breakdown_s``, ``exposed_s`` and ``link``.
+``memory_GB_total``, ``fits``, ``memory_capacity_GB``, ``breakdown_s``, ``exposed_s`` and ``link``.
 """
 from __future__ import annotations
 
@@ -64,14 +64,23 @@ def scaling_text(points: list[ScalePoint], label: str, mode: str, unit: str = "t
     replicas = any("parallelism.stage_replicas" in p.overrides for p in points)
     grown = "PipeDream's stage replicas, each stage's in proportion" if replicas else "data-parallel replicas"
     lines = [f"# {mode} scaling of {one_line(label)} (the full engine's figures; extra GPUs are {grown})",
-             f"{'GPUs':>8} {'dp':>6} {'batch':>7} {'iteration':>10} {'MFU':>6} {unit + '/GPU':>10}  "
-             + " ".join(f"{'exp ' + d:>9}" for d in COMM_DIMS)]
+             f"{'GPUs':>8} {'dp':>6} {'batch':>7} {'iteration':>10} {'MFU':>6} {unit + '/GPU':>10} "
+             f"{'memory':>10}  " + " ".join(f"{'exp ' + d:>9}" for d in COMM_DIMS)]
     for p in points:
         if not p.valid:
             lines.append(f"{p.gpus:>8,}  invalid: {one_line(p.reason or '')}")
             continue
         f = p.figures
+        # A size over the GPU's memory is marked, as sweep's NO and advise's "!" (a hunt found one
+        # printed plain, with the table's best MFU).
+        memory = f"{f['memory_GB_total']:.1f} GB" + ("!" if not p.fits else " ")
         lines.append(f"{p.gpus:>8,} {p.dp:>6,} {p.global_batch:>7,} {fmt_s(f['iteration_time_s']):>10} "
-                     f"{f['mfu']:>6.1%} {p.tokens_per_gpu:>10,.0f}  "
+                     f"{f['mfu']:>6.1%} {p.tokens_per_gpu:>10,.0f} {memory:>10}  "
                      + " ".join(f"{fmt_s(p.exposed_s[d]):>9}" for d in COMM_DIMS))
+    over = [p for p in points if p.valid and not p.fits]
+    if over:
+        cap = over[0].figures.get("memory_capacity_GB")
+        of = f" of {cap:.1f} GB" if cap else ""
+        lines.append(f"! over the GPU's memory{of}: {', '.join(f'{p.gpus:,}' for p in over)} GPUs cannot run "
+                     "this layout as set; their figures are what it would do if it fitted")
     return "\n".join(lines)

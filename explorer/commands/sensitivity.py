@@ -2,10 +2,11 @@
 
 The iteration time after doubling compute, HBM bandwidth and each tier's bandwidth and halving
 each tier's latency, with the full engine's figures (explorer/design/sensitivity.py).  ``--json``
-prints a list of ``{change, iteration_time_s, speedup, overrides, breakdown_s}`` (speedup = base
-time / new time), sorted by speedup; the text form is the same as a table.  Changes the scenario
-cannot express (GPU figures of datacenters' presets) are listed as not run, on stderr with
-``--json``.
+prints a list of ``{change, iteration_time_s, speedup, overrides, breakdown_s, time_per_step_s,
+memory_GB_total, fits}`` (speedup = base time / new time), sorted by speedup; the text form is the
+same as a table.  A base over the GPU's memory is said in one line (on stderr with ``--json``).
+Changes the scenario cannot express (GPU figures of datacenters' presets) are listed as not run,
+on stderr with ``--json``.
 """
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         for k in result.skipped:          # stdout stays one JSON list: the changes not run go to stderr
             print(f"not run: {k.change}: {k.reason}", file=sys.stderr)
+        note = result.memory_note()
+        if note:
+            print(f"warning: memory: {note}", file=sys.stderr)
     return 0
 
 
@@ -44,6 +48,9 @@ def sensitivity_text(s: Sensitivity, label: str) -> str:
     lines = [f"# sensitivity of {one_line(label)}: base {what} {fmt_s(s.base_time_s)} "
              "(the full engine's figures)",
              f"{'change':<28} {what:>10} {'speedup':>8}  saved"]
+    note = s.memory_note()
+    if note:
+        lines.insert(1, f"# warning: memory: {note}")
     for r in s.rows:
         saved = 1 - 1 / r.speedup
         lines.append(f"{r.change:<28} {fmt_s(r.step_s):>10} {r.speedup:>7.3f}x  {saved:6.1%}  "

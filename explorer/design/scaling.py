@@ -25,6 +25,7 @@ from ..run.phases import plan
 from ..scenario import ScenarioError
 from ..vocabulary import COMM_DIMS
 from .base import Base, cluster_overrides, share_query
+from .capacity import least_capacity_GB
 from .progress import Progress, next_phase
 from .scores import score_exact
 
@@ -50,6 +51,12 @@ class ScalePoint:
         """Exposed communication per dimension (tp, cp, ep, pp, dp), seconds."""
         b = self.figures.get("breakdown_s", {})
         return {d: b.get(d, 0.0) for d in COMM_DIMS}
+
+    @property
+    def fits(self) -> bool:
+        """Whether the size's busiest GPU holds its memory (False for an invalid size): a size that
+        does not fit cannot run as laid out, whatever its figures say."""
+        return self.valid and bool(self.figures.get("fits", True))
 
     @property
     def tokens_per_gpu(self) -> float | None:
@@ -125,6 +132,9 @@ def scaling(base: Base, gpus: Sequence[int] | None = None, mode: str = "weak",
         figures = s.row(j)
         figures["tokens_per_gpu"] = variant.training.global_batch * variant.model.seq_len / variant.gpus
         figures["samples_per_s"] = variant.training.global_batch / figures["time_per_step_s"]
+        # What ``fits`` was judged against, so that every view can say a size does not fit (a hunt
+        # found the CLI's table give a 128-GPU row needing 154.7 of 85.9 GB the best MFU, unmarked).
+        figures["memory_capacity_GB"] = least_capacity_GB(variant)
         points[i] = ScalePoint(pt.gpus, pt.overrides, True, None, pt.dp, pt.global_batch, figures,
                                share_query(base, variant))
     return points

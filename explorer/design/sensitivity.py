@@ -39,6 +39,7 @@ from ..estimate.equivalence import unread_fields
 from ..scenario import Scenario, ScenarioError
 from ..variants.hetero import dc_gpu
 from .base import Base
+from .capacity import least_capacity_GB
 from .progress import Progress, next_phase
 from .scores import score_exact
 
@@ -103,6 +104,8 @@ class Row:
     speedup: float
     breakdown_s: dict[str, float]
     time_per_step_s: float | None = None       # None: the iteration
+    memory_GB_total: float = float("nan")      # the busiest GPU's memory under the change
+    fits: bool = True                          # ... within the GPU's
 
     @property
     def step_s(self) -> float:
@@ -110,7 +113,8 @@ class Row:
 
     def to_json(self) -> dict[str, Any]:
         return {"change": self.change, "iteration_time_s": self.iteration_time_s, "speedup": self.speedup,
-                "overrides": self.overrides, "breakdown_s": self.breakdown_s, "time_per_step_s": self.step_s}
+                "overrides": self.overrides, "breakdown_s": self.breakdown_s, "time_per_step_s": self.step_s,
+                "memory_GB_total": self.memory_GB_total, "fits": self.fits}
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,17 @@ class Sensitivity:
     rows: tuple[Row, ...]
     skipped: tuple[Skipped, ...] = ()
     per_step: bool = False          # the times are amortised steps (replicas synchronising apart)
+    base_memory_GB: float = float("nan")   # the base's busiest GPU's memory ...
+    capacity_GB: float = float("inf")      # ... and the GPU's (the smallest board's on a mixed cluster)
+    base_fits: bool = True
+
+    def memory_note(self) -> str | None:
+        """One line when the base does not fit in the GPU's memory (None when it does): its upgrades
+        are then gains of a layout that cannot run as set (a hunt found them ranked unsaid)."""
+        if self.base_fits:
+            return None
+        return (f"the base needs {self.base_memory_GB:.1f} of {self.capacity_GB:.1f} GB per GPU: it does not "
+                "fit, so these are the gains of a layout that cannot run as set")
 
 
 def _expressible(sc: Scenario, ov: dict[str, Any]) -> str | None:
@@ -191,7 +206,11 @@ def sensitivity(base: Base, changes: dict[str, Change] | None = None,
     for name, ov in overrides.items():
         k = int(slot[name] or 0)
         t = float(step[k])
-        rows.append(Row(name, ov, float(s.iteration_time_s[k]), t0 / t, s.row(k)["breakdown_s"], t))
+        row = s.row(k)
+        rows.append(Row(name, ov, float(s.iteration_time_s[k]), t0 / t, row["breakdown_s"], t,
+                        row["memory_GB_total"], row["fits"]))
     rows.sort(key=lambda r: -r.speedup)
     per_step = bool((step != s.iteration_time_s).any())
-    return Sensitivity(t0, s.row(0)["breakdown_s"], tuple(rows), tuple(skipped), per_step)
+    first = s.row(0)
+    return Sensitivity(t0, first["breakdown_s"], tuple(rows), tuple(skipped), per_step,
+                       first["memory_GB_total"], least_capacity_GB(sc), first["fits"])

@@ -131,7 +131,8 @@ def tornado(result: Sensitivity, height: int = 360, font_size: int = 12) -> go.F
 
 def scaling_curve(points: Sequence[ScalePoint], height: int = 520, font_size: int = 12) -> go.Figure:
     """Top: iteration time (left axis) and MFU (right axis) against GPUs (log scale); bottom: the
-    exposed communication of each dimension that has any, seconds.  Invalid sizes are left out."""
+    exposed communication of each dimension that has any, seconds.  Invalid sizes are left out; a
+    size over the GPU's memory is crossed out on both curves ("over memory")."""
     ok = [p for p in points if p.valid]
     gpus = [p.gpus for p in ok]
     links = [p.link or "" for p in ok]
@@ -144,6 +145,21 @@ def scaling_curve(points: Sequence[ScalePoint], height: int = 520, font_size: in
                              customdata=links, line=dict(color="#F58518", dash="dot"),
                              hovertemplate="%{x:,} GPUs: MFU %{y:.1f}%<extra></extra>"),
                   row=1, col=1, secondary_y=True)
+    over = [p for p in ok if not p.fits]
+    if over:
+        # A size over the GPU's memory cannot run as laid out: crossed out on both curves, its memory
+        # in the hover (a hunt found such a size drawn as the curve's best MFU, unmarked).
+        hover = [f"{p.gpus:,} GPUs: does not fit, {p.figures['memory_GB_total']:.1f} of "
+                 f"{p.figures.get('memory_capacity_GB', float('nan')):.1f} GB" for p in over]
+        mark = dict(symbol="x-thin-open", size=16, color="#D62728", line=dict(width=3))
+        fig.add_trace(go.Scatter(x=[p.gpus for p in over], y=[p.figures["iteration_time_s"] for p in over],
+                                 name="over memory", mode="markers", marker=mark, text=hover,
+                                 customdata=[p.link or "" for p in over],
+                                 hovertemplate="%{text}<extra></extra>"), row=1, col=1)
+        fig.add_trace(go.Scatter(x=[p.gpus for p in over], y=[100 * p.figures["mfu"] for p in over],
+                                 name="over memory", mode="markers", marker=mark, text=hover,
+                                 showlegend=False, customdata=[p.link or "" for p in over],
+                                 hovertemplate="%{text}<extra></extra>"), row=1, col=1, secondary_y=True)
     for d in dimensions.shown_in("scaling"):
         ys = [p.exposed_s[d] for p in ok]
         if any(y > 0 for y in ys):

@@ -193,6 +193,9 @@ def _tornado(base: runs.Base, raw_json: str, present: bool) -> None:
                "Scoring 8 upgrades…", lambda _: runs.run_sensitivity(base))
     if got is None:
         return
+    note = got.result.memory_note()
+    if note:
+        st.warning(f"Memory: {note}.", icon="⚠️")
     fig = dfig.tornado(got.result, height=330 if present else 380, font_size=15 if present else 12)
     event = chart(fig, key="_d_tornado", present=present, config=CHART, on_select="rerun",
                   selection_mode="points")
@@ -314,15 +317,29 @@ def _scaling(base: runs.Base, raw_json: str, present: bool) -> None:
     if point is not None and point.get("x") in links:
         _link_line(f"{point['x']:,} GPUs ({mode} scaling)", links[point["x"]])
     left_out = runs.left_out(got)
+    over = [p for p in got if p.valid and not p.fits]
     st.caption("The full engine's figures; the extra GPUs are data-parallel replicas. Click a point for its "
-               "link." + (f" Left out: {plain(left_out)}." if left_out else ""))
+               "link." + (f" Left out: {plain(left_out)}." if left_out else "")
+               + (f" Crossed out: {', '.join(f'{p.gpus:,}' for p in over)} GPUs, over the GPU's memory — "
+                  "they cannot run this layout as set." if over else ""))
     if not present:
         with st.expander("Every size, with its link"):
             st.dataframe([{"GPUs": p.gpus, "dp": p.dp, "global batch": p.global_batch,
                            "iteration (s)": p.figures.get("iteration_time_s"),
                            "MFU (%)": 100 * p.figures["mfu"] if p.valid else None,
-                           "status": "ok" if p.valid else p.reason, "open": _href(p.link)} for p in got],
+                           "memory (GB)": p.figures.get("memory_GB_total"),
+                           "status": _scaling_status(p), "open": _href(p.link)} for p in got],
                          hide_index=True, column_config=_LINK_COLUMNS)
+
+
+def _scaling_status(p: runs.ScalePoint) -> str:
+    """A size's row status: ok, over the GPU's memory (it cannot run as laid out), or why invalid."""
+    if not p.valid:
+        return p.reason or "invalid"
+    if not p.fits:
+        return (f"over memory: {p.figures['memory_GB_total']:.1f} of "
+                f"{p.figures.get('memory_capacity_GB', float('nan')):.1f} GB")
+    return "ok"
 
 
 # --- The tab -------------------------------------------------------------------------------------

@@ -144,3 +144,17 @@ def test_context_parallel_ranks_reduce_gradients_so_dp_overlap_is_read():
     assert "communication.dp_overlap" not in dict(dormant_settings(from_dict(raw)))
     on = _raw({"parallelism.dp": 1, "parallelism.cp": 2, "parallelism.zero": 3})
     assert _figures(raw) != _figures(on)
+
+
+@pytest.mark.parametrize("zero,kind,dormant", [(0, "1bit", True), (1, "1bit", False), (0, "fp16", False)])
+def test_one_bit_adam_without_zero_does_not_read_dp_overlap(zero, kind, dormant):
+    """A hunt: dp_overlap false on cloud-25g-dp (1-bit Adam) changed nothing, bit for bit, and
+    ``dormant`` stayed empty.  1-bit Adam reduces in its optimizer step, after the backward, so without
+    ZeRO nothing reads it; with ZeRO-1 the parameter gather's overlap does, and fp16 compression
+    buckets leave during the backward."""
+    cloud = ROOT / "scenarios" / "cloud-25g-dp.yaml"
+    over = {"parallelism.zero": zero, "communication.compression.kind": kind}
+    off = _raw({**over, "communication.dp_overlap": False}, path=cloud)
+    named = dict(dormant_settings(from_dict(off)))
+    assert ("communication.dp_overlap" in named) is dormant
+    assert (_figures(off) == _figures(_raw(over, path=cloud))) is dormant

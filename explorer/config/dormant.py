@@ -47,6 +47,20 @@ def _no_dp(sc: Scenario) -> str | None:
     return "parallelism.dp and cp are 1: no gradient is reduced across ranks"
 
 
+def _no_overlapped_reduction(sc: Scenario) -> str | None:
+    """``communication.dp_overlap`` is unread where no gradient is reduced (:func:`_no_dp`), and under
+    1-bit Adam without ZeRO: it compresses inside the optimizer step, after the backward
+    (network/compression.OVERLAPS_BACKWARD), and no parameter gather is left to overlap (a hunt found
+    dp_overlap false on cloud-25g-dp change nothing, unnamed)."""
+    why = _no_dp(sc)
+    if why is not None:
+        return why
+    if sc.communication.compression.kind == "1bit" and sc.parallelism.zero == 0:
+        return ("communication.compression.kind is 1bit: 1-bit Adam reduces its gradients in the optimizer "
+                "step, after the backward")
+    return None
+
+
 def _dp_kind(kind: str) -> Callable[[Scenario], str | None]:
     """Unread unless parallelism.dp_kind is ``kind`` or one of its family (``gossip``: every
     gossip-* graph truncates its peers to gossip_peers, variants/lowcomm/gossip_graph.py)."""
@@ -111,7 +125,7 @@ RULES: tuple[Dormant, ...] = (
     Dormant("training.fp8_storage", "te", _no_fp8),
     Dormant("parallelism.sequence_parallel", False, _no_tp),
     Dormant("communication.tp_overlap", False, _no_tp),
-    Dormant("communication.dp_overlap", True, _no_dp),
+    Dormant("communication.dp_overlap", True, _no_overlapped_reduction),
     Dormant("parallelism.gossip_peers", 0, _dp_kind("gossip")),
     Dormant("parallelism.ps_servers", 1, _dp_kind("parameter-server")),
     Dormant("training.recompute_modules", ("core_attn",), _not_full),

@@ -263,3 +263,24 @@ def test_in_node_fill_costs_mid_sizes_and_vanishes_at_the_plateau():
     assert node_fill_s(2**20, 275.0, "LL") == pytest.approx(1.2 * 32 * 1024 / (275e9 / 16), rel=1e-12)
     assert node_fill_s(2**20, 275.0, "Simple", hops=1 / 7) == pytest.approx(
         1.2 / 7 * 65536 / (275e9 / 16), rel=1e-12)
+
+
+def test_one_rank_prints_nccl_tests_algbw_the_bytes_over_the_launch():
+    """A hunt: ``collective --ranks 1`` printed algbw 0.00 beside a 5.25 us call; nccl-tests' algbw is
+    bytes / time whatever moved (1 MiB in 5.25 us: about 200 GB/s); its busbw stays 0 on one rank,
+    where nothing crosses a bus (a send-recv has no peer)."""
+    from explorer.network.nccl_table import collective_rows
+    from explorer.scenario import load
+
+    from conftest import ROOT
+
+    sc = load(ROOT / "scenarios" / "teaching-8gpu.yaml")
+    r = collective_rows(sc, "all-reduce", 1, [2**20])[0]
+    assert r["algbw_GBps"] == pytest.approx(2**20 / r["time_s"] / 1e9, rel=1e-12) and r["algbw_GBps"] > 100
+    assert r["busbw_GBps"] == 0.0
+    s = collective_rows(sc, "send-recv", 1, [2**20])[0]
+    assert s["busbw_GBps"] == 0.0 and s["algbw_GBps"] > 100
+    # On eight ranks the figures are nccl-tests' as before: algbw = bytes / time, busbw x 2(n-1)/n.
+    r8 = collective_rows(sc, "all-reduce", 8, [2**30])[0]
+    assert r8["algbw_GBps"] == pytest.approx(2**30 / r8["time_s"] / 1e9, rel=1e-12)
+    assert r8["busbw_GBps"] == pytest.approx(r8["algbw_GBps"] * 1.75, rel=1e-12)

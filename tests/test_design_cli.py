@@ -126,8 +126,9 @@ def test_sensitivity_says_when_its_base_does_not_fit():
     sets = ("--set", "parallelism.zero=1", "--set", "hardware.gpu.memory_GB=7.5")
     proc = cli("sensitivity", "teaching-8gpu", *sets)
     assert proc.returncode == 0
-    assert proc.stdout.splitlines()[1] == ("# warning: memory: the base needs 9.5 of 8.1 GB per GPU: it does "
-                                           "not fit, so these are the gains of a layout that cannot run as set")
+    assert proc.stdout.splitlines()[1] == (
+        "# warning: memory: the base needs 9.5 of 8.1 GB per GPU: it does not fit, so these are the gains "
+        "of a layout that cannot run as set")
     proc = cli("sensitivity", "teaching-8gpu", *sets, "--json")
     rows = json.loads(proc.stdout)
     assert all(r["fits"] is False and r["memory_GB_total"] > 8.05 for r in rows)

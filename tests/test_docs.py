@@ -205,3 +205,12 @@ def test_the_reference_example_lists_every_schedule():
     line = next(x for x in lines if x.strip().startswith("schedule:"))
     listed = {s.strip() for s in line.split("#", 1)[1].split("|")}
     assert listed == set(registry.names())
+
+
+def test_the_pages_give_the_searchs_own_headroom_default():
+    """A hunt found docs/design-space.md give `search --headroom-GB` a default of 3 GB; the CLI, its
+    output and the app leave 1 GB (analysis/verdict.DEFAULT_HEADROOM_GB)."""
+    from explorer.analysis.verdict import DEFAULT_HEADROOM_GB
+    text = (ROOT / "docs" / "design-space.md").read_text(encoding="utf-8")
+    said = re.findall(r"`--headroom-GB` to spare\s+\(default ([0-9.]+)", text)
+    assert said and all(float(x) == DEFAULT_HEADROOM_GB for x in said)

@@ -21,7 +21,7 @@ from ..collective_algorithms import registry
 from ..config.domains import effective_domain
 from ..config.schema import ScenarioError, excerpt
 from ..config.sections import Scenario
-from .collectives import OPS, cost
+from .collectives import OPS, bus_factor, cost
 from .groups import nccl_options
 from .topology import Fabric
 
@@ -64,6 +64,12 @@ def _check(sc: Scenario, op: str, ranks: int, algorithm: str) -> None:
                             "(cluster.scale_up.domain_gpus)")
 
 
+def _test_bus_factor(op: str, n: int) -> float:
+    """The bus factor of a row: collectives.bus_factor, but 0 on one rank, where nothing crosses a
+    bus (nccl-tests' (n-1) factors are 0 there; a send-recv has no peer)."""
+    return 0.0 if n <= 1 else bus_factor(op, n)
+
+
 def _pair_shapes(fabric: Fabric, ranks: int, gpus_per_node: int) -> list:
     """The distinct pairs of nccl-tests' sendrecv_perf on ``ranks`` consecutive GPUs: every rank sends
     to the next and receives from the one before (the last sends to the first), all at once, so the
@@ -101,8 +107,10 @@ def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int],
         c = max((cost(op, float(size), sh, algorithm, opts.nvls, opts) for sh in shapes),
                 key=lambda x: x.time_s)
         t, tier = (c.time_s, c.boundary) if c.time_s >= floor else (floor, "host launch")
-        scale = c.time_s / t if t > 0 else 1.0
-        rows.append({"size_bytes": size, "time_s": t, "algbw_GBps": c.algbw_GBps * scale,
-                     "busbw_GBps": c.busbw_GBps * scale, "algorithm": c.algorithm, "protocol": c.protocol,
-                     "tier": tier})
+        # nccl-tests' algbw is bytes / time whatever the call moves (one rank: the launch alone, a hunt
+        # found it printed 0.00), its busbw that times the operation's bus factor (0 on one rank).
+        algbw = size / t / 1e9 if t > 0 else 0.0
+        rows.append({"size_bytes": size, "time_s": t, "algbw_GBps": algbw,
+                     "busbw_GBps": algbw * _test_bus_factor(op, c.n), "algorithm": c.algorithm,
+                     "protocol": c.protocol, "tier": tier})
     return rows

@@ -135,7 +135,10 @@ def summary_text(res) -> str:
         f"  {said.per_second + '/s':<16} {figure(res.tokens_per_s)}",
         f"  TFLOP/s per GPU  {figure(res.tflops_per_gpu, 1, small=1.0)}  "
         "(hardware FLOPs, recompute included)",
-        f"  MFU              {res.mfu:.1%}",
+        f"  MFU              {res.mfu:.1%}"
+        # Against the bf16 peak (PaLM App. B's convention): an FP8 run can pass 100 %; its FP8 figure beside.
+        + ("" if res.mfu_fp8_peak is None
+           else f"  (of the bf16 peak; {res.mfu_fp8_peak:.1%} of the FP8 peak)"),
         f"  bubble           {res.bubble_fraction:.1%}",
         # How far to trust the figures above (explorer/fidelity/band.py): the regime's published runs.
         f"  expected error   {one_line(band_of(sc).label)}",

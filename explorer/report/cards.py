@@ -79,7 +79,9 @@ def cards(j: Mapping[str, Any], sc: Scenario) -> list[Card]:
     # What the family's throughput counts: tokens for a transformer, images or clips for a ResNet.
     rate = j["tokens_per_s"]
     out.append(Card(f"{nouns(sc.model).per_second.capitalize()}/s", figure(rate), "tokens_per_s", rate))
-    out.append(Card("MFU", f"{j['mfu']:.1%}", "mfu", j["mfu"], "model FLOPs / (time × GPUs × peak)"))
+    fp8 = j.get("mfu_fp8_peak")
+    out.append(Card("MFU", f"{j['mfu']:.1%}", "mfu", j["mfu"], "model FLOPs / (time × GPUs × bf16 peak)"
+                    + ("" if fp8 is None else f"; {fp8:.1%} of the FP8 peak")))
     tflops = j["tflops_per_gpu"]
     out.append(Card("TFLOP/s per GPU", figure(tflops, small=1.0), "tflops_per_gpu", tflops,
                     "hardware FLOPs, recompute included"))

@@ -90,6 +90,7 @@ class Summary:
     epoch_s: float | None = None                       # a family with an epoch (a GNN's), else None
     warning_kinds: tuple[str, ...] = ()                # parallel to ``warnings`` (analysis/report.Notice)
     dormant: tuple[tuple[str, str], ...] = ()          # (field, why) given and not read (config/dormant.py)
+    mfu_fp8_peak: float | None = None                  # an FP8 run's MFU against the FP8 dense peak
 
     @classmethod
     def from_json(cls, j: Mapping[str, Any]) -> Summary:
@@ -113,4 +114,5 @@ class Summary:
             exchange=Exchange(**j["dp_exchange"]) if j.get("dp_exchange") else None,
             expected_error=j.get("expected_error"), expected_error_label=j.get("expected_error_label", ""),
             epoch_s=j.get("epoch_s"), warning_kinds=tuple(j.get("warning_kinds", ())),
-            dormant=tuple((d["field"], d["reason"]) for d in j.get("dormant", ())))
+            dormant=tuple((d["field"], d["reason"]) for d in j.get("dormant", ())),
+            mfu_fp8_peak=j.get("mfu_fp8_peak"))

@@ -90,7 +90,13 @@ def render(data: ViewData, present: bool = False) -> None:
     # What the workload's throughput counts: tokens for a transformer, images or clips for a ResNet.
     cols[1].metric(f"{nouns(data.scenario.model).per_second.capitalize()}/s", rate_text(j.tokens_per_s),
                    border=True, help=f"{j.tokens_per_s:,.0f}" if j.tokens_per_s >= COMPACT_RATE else None)
-    cols[2].metric("MFU", f"{j.mfu:.1%}", border=True)
+    # Against the bf16 peak (PaLM App. B, Llama 3): an FP8 run may pass 100 %, so its FP8-peak share
+    # is said under it (a GB300 FP8 run read "MFU 100.4%" with nothing beside it).
+    fp8 = j.mfu_fp8_peak
+    cols[2].metric("MFU", f"{j.mfu:.1%}", border=True,
+                   help="Model FLOPs (recompute not counted) / (time × GPUs × the bf16 dense peak)"
+                        + ("" if fp8 is None else "; under it the same against the FP8 dense peak"),
+                   delta=None if fp8 is None else f"FP8 peak {fp8:.1%}", delta_color="off", delta_arrow="off")
     cols[3].metric("TFLOP/s per GPU", rate_text(j.tflops_per_gpu), border=True)
     if not _family_card(cols[4], data, j):
         cols[4].metric("Bubble", f"{j.bubble_fraction:.1%}", border=True,

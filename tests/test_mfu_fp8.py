@@ -1,0 +1,42 @@
+"""MFU is model FLOPs over the bf16 dense peak (PaLM App. B, Llama 3; docs/command-line.md), so an FP8
+run may pass 100 %: a GB300 FP8 run read "MFU 100.4%" with nothing beside it.  Every view that shows
+an FP8 run's MFU says its share of the FP8 peak too; a bf16 run's says nothing more."""
+from __future__ import annotations
+
+import pytest
+from app_support import run_app
+
+from explorer.cli import main
+from explorer.scenario import load
+from explorer.simulate import simulate
+
+from conftest import ROOT
+
+FP8 = {"training.dtype": "fp8", "hardware.gpu": "h100-sxm"}
+
+
+def test_the_fp8_share_is_the_bf16_share_over_the_peaks_ratio():
+    sc = load(ROOT / "scenarios" / "teaching-8gpu.yaml", FP8)
+    r = simulate(sc)
+    gpu = sc.hardware.gpu
+    assert r.mfu_fp8_peak == pytest.approx(r.mfu * gpu.peak_tflops / gpu.fp8_tflops, rel=1e-12)
+
+
+def test_run_prints_the_fp8_share_beside_the_mfu(capsys):
+    sets = [a for k, v in FP8.items() for a in ("--set", f"{k}={v}")]
+    assert main(["run", str(ROOT / "scenarios" / "teaching-8gpu.yaml"), *sets]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("MFU"))
+    r = simulate(load(ROOT / "scenarios" / "teaching-8gpu.yaml", FP8))
+    assert line.endswith(f"{r.mfu:.1%}  (of the bf16 peak; {r.mfu_fp8_peak:.1%} of the FP8 peak)")
+    assert main(["run", str(ROOT / "scenarios" / "teaching-8gpu.yaml")]) == 0
+    plain = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("MFU"))
+    assert "FP8" not in plain
+
+
+def test_the_app_card_says_the_fp8_share_under_the_mfu():
+    at = run_app(scenario="teaching-8gpu", **FP8)
+    card = next(m for m in at.metric if m.label == "MFU")
+    r = simulate(load(ROOT / "scenarios" / "teaching-8gpu.yaml", FP8))
+    assert card.value == f"{r.mfu:.1%}" and card.delta == f"FP8 peak {r.mfu_fp8_peak:.1%}"
+    bf16 = next(m for m in run_app(scenario="teaching-8gpu").metric if m.label == "MFU")
+    assert not bf16.delta

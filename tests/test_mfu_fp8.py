@@ -4,12 +4,12 @@ an FP8 run's MFU says its share of the FP8 peak too; a bf16 run's says nothing m
 from __future__ import annotations
 
 import pytest
-from app_support import run_app
 
 from explorer.cli import main
 from explorer.scenario import load
 from explorer.simulate import simulate
 
+from app_support import run_app
 from conftest import ROOT
 
 FP8 = {"training.dtype": "fp8", "hardware.gpu": "h100-sxm"}

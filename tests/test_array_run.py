@@ -214,6 +214,56 @@ def test_zero3_pipelines_take_an_array_route_equal_to_the_engine(seed):
     assert_array_route_exact(sc)
 
 
+def chimera_raw(seed: int) -> dict:
+    """A random Chimera pipeline (Li & Hoefler, SC21: two pipelines in opposite directions, each
+    rank a chunk of each): 2-8 stages (even), whole basic units of pp micro-batches, ZeRO 0-3 (the
+    two copies' gradients all-reduced after the step's last backward: pair_sync.py), one to four
+    replicas."""
+    rng = random.Random(seed)
+    raw = interleaved_raw(seed)
+    par = raw["parallelism"]
+    par.update(schedule="chimera", vpp=1, zero=rng.choice([0, 1, 2, 3]))
+    raw["model"]["layers"] = par["pp"] * rng.choice([1, 2, 3])
+    dp = rng.choice([1, 2, 4])
+    gpus = par["tp"] * par["pp"] * dp
+    gpn = min(gpus, raw["cluster"]["gpus_per_node"])
+    raw["cluster"].update(gpus_per_node=gpn, nodes=gpus // gpn, datacenters=1)
+    groups = rng.choice([1, 2, 3, 8, 20])
+    raw["training"]["global_batch"] = raw["training"]["micro_batch"] * dp * par["pp"] * groups
+    raw["communication"]["comm_sms"] = 0
+    return raw
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(st.integers(0, 10**6))
+@example(2)
+def test_chimera_takes_the_array_run_equal_to_the_engine_for_random_pipelines(seed):
+    """Issue 35, item 1: Chimera's two directions as one array row (each op waits for one transfer
+    and sends one; each direction's chunk runs half the units): every measure the engine's to 1e-9,
+    bytes and tier loads included, and the task list the engine's task for task."""
+    try:
+        sc = from_dict(chimera_raw(seed))
+    except ScenarioError:
+        return
+    if not isinstance(attempt_array_run(sc), ArrayRun):
+        return                          # a graph the array runs do not hold (blocking sends, ...)
+    assert_array_route_exact(sc)
+    assert same(as_json(simulate(sc, fold=False)), as_json(simulate(sc)),
+                abs_tol=1e-9 * simulate(sc).iteration_time_s) == []
+
+
+def test_megatron_gpt3_175b_on_chimera_is_one_array_row():
+    """Chimera on the 175B layout (pp 8, 96 micro-batches) had taken the full simulation (19.9 ms
+    a call): one array row, equal to the engine task for task (its TP bytes counted once per
+    direction's half of the units, not twice)."""
+    raw = load_raw(shipped_scenarios()["megatron-gpt3-175b"])
+    raw["parallelism"].update(schedule="chimera", vpp=1)
+    sc = from_dict(raw)
+    assert routed(sc)[1].taken == ARRAY_RUN
+    assert_engine_exact(sc)
+    assert same(as_json(simulate(sc, fold=False)), as_json(simulate(sc)), abs_tol=1e-9 * 40.0) == []
+
+
 def test_megatron_gpt3_175b_on_gpipe_with_zero3_is_one_array_row():
     """GPipe with ZeRO-3 on the 175B layout had taken the full simulation (22 ms a call): one
     array row now, equal to the engine task for task."""

@@ -11,8 +11,9 @@ without a proof.  Breakdowns walk the binding chains (arrayfold/walk.py), memory
 stage's order (fold._peaks), bytes and tier load count the row's transfers (arrayfold/traffic.py).
 
 It also takes what the array runs hold but the fold cannot: GPipe (it grows in two places),
-ZeRO 1-2 pipelines whose period is not proven, llama3-405b-16k's own layout at pp 64 (64
-micro-batches on 64 x 2 chunks).
+Chimera (two directions, whose reduced runs would have to grow both pipelines in step), ZeRO 1-2
+pipelines whose period is not proven, llama3-405b-16k's own layout at pp 64 (64 micro-batches on
+64 x 2 chunks).
 
 The task list is made only when read (arrays/lazy.py): the builder's graph of the scenario with
 the row's times copied in, task for task (what the engine would have scheduled), in the builder's

@@ -90,11 +90,16 @@ def ineligible(sc: Scenario, folding: bool = True) -> str | None:
     if par.dp_kind != "allreduce":
         return f"{par.dp_kind} data parallelism"
     sched = get_schedule(par.schedule)
-    if not (sched.window in (Window.FLUSH, Window.OVERLAP) and not sched.two_directions
+    # Two directions (Chimera) as one array run only: each op still waits for one transfer and
+    # sends one, and each direction's chunk runs half the units (traffic.byte_measures); a fold's
+    # reduced runs would have to grow both pipelines in step.  A fused F&B (DualPipe, DualPipe-V)
+    # sends two transfers, which the task space's one slot per pass does not hold.
+    if not (sched.window in (Window.FLUSH, Window.OVERLAP) and (not sched.two_directions or not folding)
             and not sched.fused_pairs and sched.timed is None
             and (sched.grows_in_one_place or not folding) and sched.iterations_simulated == 1):
-        return (f"the {par.schedule} schedule (the array runs hold one-direction schedules whose order "
-                "depends on the units alone, flushing or overlapping iterations)")
+        return (f"the {par.schedule} schedule (the array runs hold schedules whose order depends on the "
+                "units alone, flushing or overlapping iterations, without fused F&B ops; a fold, one "
+                "direction)")
     if framework_profile(sc.training.framework).blocking_p2p:
         return f"{sc.training.framework}'s blocking pipeline sends"
     return None

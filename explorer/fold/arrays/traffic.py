@@ -126,8 +126,12 @@ def byte_measures(b: IterationBuilder, units: int, sends: np.ndarray,
                   tl: Tail) -> tuple[tuple[dict, ...], tuple[dict, ...], dict, dict]:
     """Per class bus bytes per dimension and bytes per tier boundary, the tiers' load (bytes over
     capacity: utilisation x T) and the main call of each dimension, for ``units`` pipeline units
-    per class, ``sends`` (2, p, pairs) transfers and the once-per-iteration buckets of ``tl``."""
+    per class (half of them through each chunk under two directions), ``sends`` (2, p, pairs)
+    transfers and the once-per-iteration buckets of ``tl``."""
     B = basis(b)
+    # Each chunk a class holds runs every unit, but under two directions (Chimera, DualPipe) each
+    # direction's chunk runs half of them: its pipeline takes half the micro-batches.
+    units = units / (2 if b.schedule.two_directions else 1)
     per_pair = sends.sum(axis=0)                                        # (p, pairs)
     traffic = units * B.unit_traffic + np.einsum("sq,qdt->sdt", per_pair, B.pair_traffic) + B.step_traffic
     load = units * B.unit_load.sum(axis=0) + per_pair.sum(axis=0) @ B.pair_load + B.step_load.sum(axis=0)

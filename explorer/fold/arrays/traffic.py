@@ -131,11 +131,11 @@ def byte_measures(b: IterationBuilder, units: int, sends: np.ndarray,
     B = basis(b)
     # Each chunk a class holds runs every unit, but under two directions (Chimera, DualPipe) each
     # direction's chunk runs half of them: its pipeline takes half the micro-batches.
-    units = units / (2 if b.schedule.two_directions else 1)
+    per_chunk = units / (2 if b.schedule.two_directions else 1)
     per_pair = sends.sum(axis=0)                                        # (p, pairs)
-    traffic = units * B.unit_traffic + np.einsum("sq,qdt->sdt", per_pair, B.pair_traffic) + B.step_traffic
-    load = units * B.unit_load.sum(axis=0) + per_pair.sum(axis=0) @ B.pair_load + B.step_load.sum(axis=0)
-    comm = units * B.unit_comm + B.step_comm
+    traffic = per_chunk * B.unit_traffic + np.einsum("sq,qdt->sdt", per_pair, B.pair_traffic) + B.step_traffic
+    load = per_chunk * B.unit_load.sum(axis=0) + per_pair.sum(axis=0) @ B.pair_load + B.step_load.sum(axis=0)
+    comm = per_chunk * B.unit_comm + B.step_comm
     comm[:, COMM_DIMS.index("pp")] += per_pair @ B.message
     comm_t = tuple(dict(zip(COMM_DIMS, row.tolist(), strict=True)) for row in comm)
     traffic_t = tuple({d: tuple(traffic[s, i].tolist()) for i, d in enumerate(COMM_DIMS)}

@@ -65,8 +65,8 @@ def configurations() -> list[tuple[str, Scenario]]:
     out.append(("1T dp 2 ZeRO-1", from_dict(raw)))
     out.append(("deepseek-v3 (DualPipe)", load(ROOT / "scenarios" / "deepseek-v3.yaml")))
     # Item 1's other schedules on the 175B layout (pp 8 x tp 8, 96 micro-batches), 1F1B's order
-    # otherwise: ZB-H2's overlapping window, ZeRO-3's drawn calls, and the two-direction or fused
-    # schedules the array runs do not hold yet.
+    # otherwise: ZB-H2's overlapping window, ZeRO-3's drawn calls, Chimera's two directions (one
+    # array run), and the fused F&B schedule the array runs do not hold yet (DualPipe-V).
     gpt3 = ROOT / "scenarios" / "megatron-gpt3-175b.yaml"
     for name, sets in (("ZB-H2", {"parallelism.schedule": "zb-h2"}),
                        ("GPipe ZeRO-3", {"parallelism.schedule": "gpipe", "parallelism.zero": 3}),

@@ -53,3 +53,39 @@ def test_a_preset_chosen_in_the_sidebar_is_every_widget_default_too():
     assert not at.exception
     assert at.sidebar.selectbox(key="_scenario").value == "megatron-gpt3-175b"
     assert not _mismatches(at)
+
+
+def _defaults_by_key(at: AppTest, keys: set[str]) -> dict[str, tuple]:
+    """(default the browser would mount, value) of the main area's widgets named in ``keys``."""
+    out = {}
+    for w in [*at.selectbox, *at.text_input]:
+        if w.key in keys:
+            if hasattr(w, "options"):
+                default = w.options[w.proto.default] if w.proto.HasField("default") else None
+                out[w.key] = (default, w.format_func(w.value))
+            else:
+                out[w.key] = (w.proto.default if w.proto.HasField("default") else None, w.value)
+    return out
+
+
+def test_presentations_design_axes_popover_mounts_with_the_heatmaps_axes():
+    """A hunt: in presentation mode the Design space's *Axes* popover, opened after any rerun, showed
+    x = y = tp, empty values and Iteration time, and the next edit sent them back (the heatmap then
+    said tp was on both axes).  The popover's widgets carry the link's axes as their defaults."""
+    at = run_app(scenario="teaching-8gpu", view="design", present="1", **{
+        "d.x": "training.micro_batch", "d.xv": "1,2,4", "d.m": "mfu"})
+    got = _defaults_by_key(at, {"_d_x", "_d_y", "_d_xv", "_d_yv", "_d_m"})
+    assert set(got) == {"_d_x", "_d_y", "_d_xv", "_d_yv", "_d_m"}
+    assert all(default == value for default, value in got.values()), got
+    assert got["_d_x"][1] == "training.micro_batch" and got["_d_xv"][1] == "1,2,4"
+
+
+def test_presentations_edit_b_popover_mounts_with_bs_field_and_value():
+    """A hunt: the Compare view's *Edit B* popover, opened after a rerun, showed parallelism.tp and an
+    empty box while the state held parallelism.pp = 4, and *Set in B* then stored A's own tp."""
+    at = run_app(scenario="teaching-8gpu", view="compare", present="1", **{"b.parallelism.schedule": "gpipe"})
+    at.session_state["_b_field"] = "parallelism.pp"
+    at.session_state["_b_value"] = "4"
+    at.run()
+    got = _defaults_by_key(at, {"_b_field", "_b_value"})
+    assert got == {"_b_field": ("parallelism.pp", "parallelism.pp"), "_b_value": ("4", "4")}

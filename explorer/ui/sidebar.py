@@ -1,11 +1,9 @@
 """The sidebar: the preset chooser and one expander per concern, every widget keyed by its field.
 
-Every widget is also given its current value as its default (``index``, ``value``).  The value a
-link or a callback writes into the session state reaches the browser once, with the run that
-follows; a browser that mounts the widget only after a later run (presentation mode's collapsed
-sidebar, clicked within a second of opening) shows that run's default instead and sends it back as
-a change: the scenario became the first preset, or link toggles switched off, in about 1 of 5
-fresh sessions.  With the default equal to the value, a late mount shows the value."""
+Every widget is also given its current value as its default (``index``, ``value``:
+explorer/ui/widget_defaults.py): presentation mode's collapsed sidebar, clicked within a second of
+opening, mounted its widgets after a later run with that run's defaults and sent them back (the
+scenario became the first preset, or link toggles switched off, in about 1 of 5 fresh sessions)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -35,6 +33,7 @@ from .state import (
     sidebar_kind,
     sidebar_workload,
 )
+from .widget_defaults import index_of
 
 KINDS = {"training": "Training", "serving": "Serving"}
 
@@ -54,7 +53,7 @@ def render() -> dict[str, Any]:
                                       "below are of this kind.")
     kinds = preset_kinds()
     options = [n for n in shipped_scenarios() if (kinds[n] != "training") == serving]
-    st.sidebar.selectbox("Scenario", options, key="_scenario", index=_index(options, "_scenario"),
+    st.sidebar.selectbox("Scenario", options, key="_scenario", index=index_of(options, "_scenario"),
                          on_change=on_preset_change,
                          format_func=lambda n: f"{n} — {titles[n]}",
                          help="A preset from scenarios/; every change below is relative to it.")
@@ -126,10 +125,6 @@ def _number(value: Any, low: float, high: float, kind: type) -> Any:
     return kind(value)
 
 
-def _index(options: list[Any], key: str) -> int:
-    """The position of widget ``key``'s value among ``options``, its default (module docstring)."""
-    value = st.session_state.get(key)
-    return options.index(value) if value in options else 0
 
 
 def _samples() -> str:
@@ -263,25 +258,25 @@ def _widget(c: Control, hidden: frozenset[str]) -> None:
     elif c.kind == "model":
         # Each preset says its family (a DLRM, a GNN, a convnet): picking one switches the controls.
         models = [CUSTOM] + list(model_presets())
-        st.selectbox(c.label, models, index=_index(models, key), key=key, on_change=on_model_preset_change,
+        st.selectbox(c.label, models, index=index_of(models, key), key=key, on_change=on_model_preset_change,
                      format_func=lambda n: n if n == CUSTOM else f"{n} · {preset_workload(n).name}",
                      help="Loads the preset's dimensions into the controls below; its workload family "
                           "brings that family's controls")
     elif c.kind == "gpu":
         opts = list(gpu_presets()) + ([CUSTOM] if st.session_state.get(key) == CUSTOM else [])
-        st.selectbox(c.label, opts, index=_index(opts, key), key=key,
+        st.selectbox(c.label, opts, index=index_of(opts, key), key=key,
                      help="Vendor peak figures (explorer/data/gpus.yaml)",
                      on_change=on_source_change, args=(key,))
     elif c.kind == "choice":
         choices = list(meta["choices"])
-        st.selectbox(c.label, choices, index=_index(choices, key), key=key, help=help_)
+        st.selectbox(c.label, choices, index=index_of(choices, key), key=key, help=help_)
     elif c.kind == "source":
         choices = list(meta["choices"])
-        st.selectbox(c.label, choices, index=_index(choices, key), key=key, help=help_,
+        st.selectbox(c.label, choices, index=index_of(choices, key), key=key, help=help_,
                      on_change=on_source_change, args=(key,))
     elif c.kind == "order":
         orders = list(dict.fromkeys([st.session_state[key]] + ORDERS))
-        st.selectbox(c.label, orders, index=_index(orders, key), key=key, help=help_)
+        st.selectbox(c.label, orders, index=index_of(orders, key), key=key, help=help_)
     elif c.kind == "bool":
         st.toggle(c.label, value=bool(value), key=key, help=help_)
     elif c.kind == "int":

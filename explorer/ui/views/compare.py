@@ -30,6 +30,7 @@ from ..cache import BYTES_PER_BAR, MAX_BARS, ByteBoundedLRU, ViewData, view_data
 from ..controls import WIDGET_KEYS
 from ..export import chart
 from ..plain import plain
+from ..widget_defaults import index_of, text_of
 from .metrics import fmt_time
 from .run import run_summary
 from .timeline import gantt_figure
@@ -142,11 +143,15 @@ def _editor(b: BSide, present: bool) -> None:
         box = st.popover("Edit B", icon=":material/edit:") if present else None
     with box or st.container():
         c1, c2, c3 = st.columns([3, 2, 1], vertical_alignment="bottom", gap="small")
-        c1.selectbox("Field of B", FIELDS, key="_b_field", on_change=on_b_field_change,
-                     label_visibility="collapsed", help="Any scenario field (dotted key, as --set takes it)")
+        # Each with its current value as its default: presentation's popover mounts them only when
+        # opened, after later runs (explorer/ui/widget_defaults.py; a hunt found B set a field nobody
+        # picked, to A's own value).
+        c1.selectbox("Field of B", FIELDS, index=index_of(FIELDS, "_b_field"), key="_b_field",
+                     on_change=on_b_field_change, label_visibility="collapsed",
+                     help="Any scenario field (dotted key, as --set takes it)")
         if "_b_value" not in st.session_state:
             on_b_field_change()
-        c2.text_input("Value in B", key="_b_value", label_visibility="collapsed",
+        c2.text_input("Value in B", value=text_of("_b_value"), key="_b_value", label_visibility="collapsed",
                       placeholder="value in B (YAML: 8, 1e6, true, ring, [5,7,7,5])")
         c3.button("Set in B", key="_b_set", on_click=on_b_set, type="primary", width="stretch")
     msg = st.session_state.get("_b_msg")

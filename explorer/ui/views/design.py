@@ -29,6 +29,7 @@ from ..cache import ViewData
 from ..errors import internal_error
 from ..export import chart
 from ..plain import plain
+from ..widget_defaults import index_of, text_of
 from . import design_advise
 from . import design_runs as runs
 from . import design_search as searching
@@ -115,14 +116,20 @@ def _axes(box: Any) -> None:
     """The heatmap's controls, in ``box`` (a row above the charts, or presentation's popover)."""
     with box:
         cols = st.columns([3, 2, 3, 2, 2], gap="small", vertical_alignment="bottom")
-        cols[0].selectbox("Heatmap x axis", FIELDS, key=KEYS["x"], on_change=on_field, args=("x",),
+        # Each with its current value as its default: presentation's popover mounts them only when
+        # opened, after later runs (explorer/ui/widget_defaults.py; a hunt found the axes both tp).
+        cols[0].selectbox("Heatmap x axis", FIELDS, index=index_of(FIELDS, KEYS["x"]), key=KEYS["x"],
+                          on_change=on_field, args=("x",),
                           help="Any scenario field (dotted key); its values are prefilled")
-        cols[1].text_input("x values", key=KEYS["xv"], help="Comma-separated YAML values, e.g. 1,2,4,8",
+        cols[1].text_input("x values", value=text_of(KEYS["xv"]), key=KEYS["xv"],
+                           help="Comma-separated YAML values, e.g. 1,2,4,8",
                            on_change=st.session_state.__setitem__, args=("_d_warnings", []))
-        cols[2].selectbox("Heatmap y axis", FIELDS, key=KEYS["y"], on_change=on_field, args=("y",))
-        cols[3].text_input("y values", key=KEYS["yv"], on_change=st.session_state.__setitem__,
-                           args=("_d_warnings", []))
-        cols[4].selectbox("Colour by", tuple(METRICS), key=KEYS["m"], format_func=METRICS.__getitem__)
+        cols[2].selectbox("Heatmap y axis", FIELDS, index=index_of(FIELDS, KEYS["y"]), key=KEYS["y"],
+                          on_change=on_field, args=("y",))
+        cols[3].text_input("y values", value=text_of(KEYS["yv"]), key=KEYS["yv"],
+                           on_change=st.session_state.__setitem__, args=("_d_warnings", []))
+        cols[4].selectbox("Colour by", tuple(METRICS), index=index_of(tuple(METRICS), KEYS["m"]),
+                          key=KEYS["m"], format_func=METRICS.__getitem__)
 
 
 def _grid() -> runs.Grid:
@@ -301,6 +308,7 @@ def _search(base: runs.Base, raw_json: str, query: dict[str, str], present: bool
 def _scaling(base: runs.Base, raw_json: str, present: bool) -> None:
     _head("Scaling: iteration time, MFU, exposed communication", present)
     st.segmented_control("Scaling", MODES, key=KEYS["scale"], label_visibility="collapsed",
+                         default=st.session_state.get(KEYS["scale"]),
                          help="weak: the global batch grows with the GPUs; strong: it stays fixed")
     mode = st.session_state.get(KEYS["scale"]) or "weak"
     sizes = runs.scaling_sizes(base.scenario())

@@ -327,7 +327,30 @@ def current_raw() -> dict[str, Any]:
         # the values the GPU derives (its power limit in force) are compared with the widgets'.
         raw = apply_overrides(raw, {"hardware.gpu": overrides.pop("hardware.gpu")})
         raw = apply_overrides(raw, {k: v for k, v in extra.items() if k.startswith("hardware.gpu.")})
-    return apply_overrides(raw, _without_derived(raw, overrides))
+    out = apply_overrides(raw, _without_derived(raw, overrides))
+    return _pin_typed_back(out, base_values, hidden)
+
+
+def _pin_typed_back(raw: dict[str, Any], base_values: dict[str, Any],
+                    hidden: frozenset[str]) -> dict[str, Any]:
+    """``raw`` with every derivable widget (controls.DERIVED_WIDGETS) that shows its preset's own
+    value written in, where the loader would now derive another: a hunt set the fabric to roce-100
+    (NIC 100 Gb/s) and typed the preset's 200 back; the widget, equal to the preset's, was left out,
+    the loader derived 100 again, and the sidebar showed 200 beside a run at 100.  One extra load,
+    only when a source of derived values differs from its preset's."""
+    ss = st.session_state
+    if all(ss.get(src) == base_values.get(src) for src in DERIVED_WIDGETS):
+        return raw
+    typed = {k for keys in DERIVED_WIDGETS.values() for k in keys
+             if k not in hidden and ss.get(k) is not None and ss.get(k) == base_values.get(k)}
+    if not typed:
+        return raw
+    try:
+        loaded = widget_values(from_dict(raw))
+    except ScenarioError:
+        return raw                    # refused as it is: the page says why
+    pins = {k: ss[k] for k in typed if loaded.get(k) != ss[k]}
+    return apply_overrides(raw, pins) if pins else raw
 
 
 # Widgets that show a value the loader derives from other fields (widget_values): the NVLink

@@ -1,4 +1,5 @@
-"""Every sidebar widget's default is its value (explorer/ui/sidebar.py's module docstring).
+"""Every widget whose value the page sets carries it as its default too (explorer/ui/widget_defaults.py),
+and a derived control typed back to its preset's value is simulated (explorer/ui/state.py).
 
 Seen in Chromium: presentation mode opens with the sidebar collapsed; a click within a second of
 opening reran the page before the browser had mounted the sidebar's widgets, which then mounted
@@ -11,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app_support import run_app
+from conftest import ROOT
 
 
 def _mismatches(at: AppTest) -> list[str]:
@@ -89,3 +91,32 @@ def test_presentations_edit_b_popover_mounts_with_bs_field_and_value():
     at.run()
     got = _defaults_by_key(at, {"_b_field", "_b_value"})
     assert got == {"_b_field": ("parallelism.pp", "parallelism.pp"), "_b_value": ("4", "4")}
+
+
+@pytest.mark.parametrize("source,value,field", [
+    ("cluster.scale_out.fabric", "roce-100", "cluster.scale_out.nic_Gbps"),
+    ("cluster.scale_out.fabric", "roce-100", "cluster.scale_out.latency_us"),
+    ("training.framework", "fsdp", "communication.comm_sms"),
+])
+def test_a_derived_control_typed_back_to_the_presets_value_is_simulated(source, value, field):
+    """A hunt: on megatron-gpt3-175b, fabric roce-100 derives NIC 100 Gb/s; typing the preset's 200
+    back left the run at 100 (the widget, equal to the preset's, was left out and the loader derived
+    100 again) while the sidebar showed 200, and the link kept 100.  The run and the link now follow
+    the number shown, as the CLI's --set does."""
+    from explorer.scenario import load
+    from explorer.simulate import simulate
+
+    from app_support import qp, seconds
+
+    at = run_app(scenario="megatron-gpt3-175b")
+    preset = at.session_state[field]
+    at.sidebar.selectbox(key=source).set_value(value).run()
+    derived = at.session_state[field]
+    assert derived != preset                       # the source derived another value
+    box = at.sidebar.number_input(key=field)
+    box.set_value(preset).run()
+    assert not at.exception
+    assert at.sidebar.number_input(key=field).value == preset
+    want = simulate(load(ROOT / "scenarios" / "megatron-gpt3-175b.yaml", {source: value, field: preset}))
+    assert seconds(at) == pytest.approx(want.iteration_time_s, rel=5e-4)
+    assert float(qp(at, field)) == pytest.approx(float(preset))

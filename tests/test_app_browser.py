@@ -280,6 +280,31 @@ def test_memory_tab_in_url(app, fresh):
     assert query_of(page2.url).get("view") == ["memory"]
 
 
+def test_step_through_survives_a_tab_round_trip(app):
+    """A hunt: Timeline -> Memory -> Timeline closed *Step through the schedule* and reset its mode
+    and slider (the page draws only the open tab, and Streamlit drops a widget a finished run did not
+    draw); the pipeline-bubbles tour asks a class to switch to Memory and back, then to use the
+    textbook diagram.  The expander stays open and the textbook diagram chosen."""
+    app.open(f"?scenario={DEFAULT}")
+    page = app.page
+    page.get_by_text("Step through the schedule (this scenario or the textbook diagram)", exact=True).click()
+    wait_ready(page)
+    page.get_by_text("textbook diagram (unit time)", exact=True).click()
+    wait_ready(page)
+    assert page.locator(key_css("textbook_chart")).count() == 1
+    page.get_by_role("tab", name="Memory").click()
+    page.wait_for_url(lambda u: query_of(u).get("view") == ["memory"], timeout=30_000)
+    wait_ready(page)
+    page.get_by_role("tab", name="Timeline").click()
+    page.wait_for_url(lambda u: "view" not in query_of(u), timeout=30_000)
+    wait_ready(page)
+    chart = page.locator(key_css("textbook_chart"))
+    chart.wait_for(timeout=30_000)
+    assert chart.count() == 1
+    assert page.get_by_role("radio", name="textbook diagram (unit time)").is_checked()
+    app.assert_healthy()
+
+
 # ------------------------------------------------------------------------------------------------
 # 5. Hostile links
 # ------------------------------------------------------------------------------------------------

@@ -27,3 +27,14 @@ def text_of(key: str) -> str:
     """A text box's value, "" when it has none yet."""
     value = st.session_state.get(key)
     return "" if value is None else str(value)
+
+
+def kept_expander(label: str, key: str):
+    """A lazily run expander (``on_change="rerun"``, ``.open``) that keeps its open state across
+    runs that do not draw it.  The page draws only the open tab, and Streamlit drops the state of a
+    widget a finished run did not draw: switching Timeline -> Memory -> Timeline closed *Step
+    through the schedule*, which the pipeline-bubbles tour asks a class to open and then to switch
+    tabs (a hunt).  Its last state is kept beside it (``_open.<key>``) and is its default."""
+    box = st.expander(label, key=key, on_change="rerun", expanded=bool(st.session_state.get(f"_open.{key}")))
+    st.session_state[f"_open.{key}"] = bool(box.open)
+    return box

@@ -17,6 +17,7 @@ from ...variants.lowcomm.loss_law import DilocoLoss
 from ...variants.lowcomm.report import exchange_sentences, sync_sentences
 from ..cache import ViewData, consensus_curve
 from ..export import chart
+from ..widget_defaults import kept_expander
 
 BASELINE = {"training.sync.kind": "every-step"}
 # gossip-async's synchronous counterpart: one model per step to one neighbour, with the barrier.
@@ -81,13 +82,13 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
         return
     font, height = (PRESENT_FONT_PX, 210) if present else (12, 240)
     chart(sync_window_figure(w, height=height, font_size=font), key="sync_window", present=present)
-    unfold = st.expander("Every inner step, unfolded", key="sync_unfold", on_change="rerun")
+    unfold = kept_expander("Every inner step, unfolded", "sync_unfold")
     if unfold.open:
         with unfold:
             chart(sync_window_figure(w, height=height, font_size=font, fold=False), key="sync_window_all",
                   present=present)
     if w.kind in ("local-sgd", "diloco") and not present:
-        how = st.expander("How many replicas, how often to synchronise", key="consensus", on_change="rerun")
+        how = kept_expander("How many replicas, how often to synchronise", "consensus")
         if how.open:
             with how:
                 chart(consensus_figure(consensus_curve(raw_json)), key="consensus_chart", present=present,

@@ -16,6 +16,7 @@ from ...teaching.timeline_story import narrate_at
 from ...teaching.unit_time import makespan, textbook_micro_batches, unit_grid
 from ..cache import ViewData
 from ..export import chart
+from ..widget_defaults import kept_expander
 
 SCENARIO, TEXTBOOK = "this scenario's timeline", "textbook diagram (unit time)"
 STEPS = 200              # positions of the scenario slider: fractions of the drawn timeline
@@ -29,13 +30,14 @@ def render(data: ViewData, present: bool) -> None:
         return
     sch = registry.get(sc.parallelism.schedule)
     textbook_ok = sch.timed is None and p <= 16
-    box = st.expander("Step through the schedule (this scenario or the textbook diagram)", key="textbook",
-                      on_change="rerun")
+    # Kept across tab switches (the tab is not drawn meanwhile): widget_defaults.kept_expander, and
+    # the choices inside with persist_state.
+    box = kept_expander("Step through the schedule (this scenario or the textbook diagram)", "textbook")
     if not box.open:
         return
     with box:
         modes = [SCENARIO, TEXTBOOK] if textbook_ok else [SCENARIO]
-        mode = st.radio("Step through", modes, key="step_mode", horizontal=True,
+        mode = st.radio("Step through", modes, key="step_mode", horizontal=True, persist_state="session",
                         help="The scenario's own durations and blocking communication, or the schedule "
                              "as the papers draw it: every pass one unit, communication free")
         if mode == TEXTBOOK and textbook_ok:
@@ -47,6 +49,7 @@ def render(data: ViewData, present: bool) -> None:
 def _scenario(data: ViewData, present: bool) -> None:
     span = max((q.end for mine in data.passes for q in mine), default=0.0)
     k = st.slider("Step through (share of the timeline drawn)", 0, STEPS, STEPS // 4, key="step_scenario",
+                  persist_state="session",
                   help="Reveal the timeline up to this moment; the passes running at it are outlined")
     t = span * k / STEPS
     chart(step_figure(data.passes, data.names, t, span, height=160 + 28 * len(data.names),
@@ -68,7 +71,7 @@ def _textbook(data: ViewData, sch, present: bool) -> None:
     m = textbook_micro_batches(sch.name, p, sc.micro_batches)
     cells = unit_grid(sch.name, p, m, v)
     T = makespan(cells)
-    t = st.slider("Step through (time unit)", 0, T, T, key="textbook_t",
+    t = st.slider("Step through (time unit)", 0, T, T, key="textbook_t", persist_state="session",
                   help="Reveal the schedule up to this unit; the ops running at it are outlined")
     title = (f"{sch.name}: p = {p}, m = {m}{f', v = {v}' if v > 1 else ''} at unit cost — "
              f"{T} units for {sum(c.units for c in cells) // p} of work per rank")

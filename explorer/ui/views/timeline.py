@@ -17,6 +17,7 @@ from ..cache import ViewData, bubble_story
 from ..export import chart
 from ..plain import plain
 from ..summary import Summary
+from ..widget_defaults import kept_expander
 from . import collective, sync, textbook
 
 # What the chart shows for schedules whose iterations overlap (the metrics measure a steady state).
@@ -46,7 +47,7 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
         if not present:
             # Always drawn (disabled when the sentence names no single bar, e.g. the bubble), so that
             # the widget and its state never come and go with the scenario.
-            st.toggle("Explain the bar it names", key="explain_bottleneck",
+            st.toggle("Explain the bar it names", key="explain_bottleneck", persist_state="session",
                       disabled=bottleneck_bar(data) is None,
                       help="Shows the derivation of the longest bar of the category this sentence names "
                            "(a click on the chart shows that bar instead); none for the bubble")
@@ -54,7 +55,7 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
             st.caption(j.bubble_explanation)
             # Under the ideal pipeline card and formula agree: nothing to decompose.
             if not present and not data.scenario.parallelism.ideal_pipeline:
-                why = st.expander("Card against formula, term by term", key="bubble_story", on_change="rerun")
+                why = kept_expander("Card against formula, term by term", "bubble_story")
                 if why.open:
                     with why:
                         st.markdown(bubble_story(raw_json))

@@ -363,9 +363,16 @@ def test_present_mode_hides_sidebar(app, default_iteration):
         assert sidebar.get_attribute("data-collapsed") in (None, "true")
         pp = number_input(page, "parallelism.pp").bounding_box()
         assert pp is None or pp["x"] + pp["width"] <= 0, pp
-    # ... and the control that opens it again is showing.
-    assert page.locator('[data-testid="stExpandSidebarButton"], [data-testid="stSidebarCollapsedControl"]'
-                        ).first.is_visible()
+    # ... and the control that opens it again is showing, whole (a hunt found it at y = -14 px, 28 px
+    # tall, in the zero-height header: a sliver of its arrow), and opens it.
+    opener = page.locator('[data-testid="stExpandSidebarButton"], [data-testid="stSidebarCollapsedControl"]'
+                          ).first
+    assert opener.is_visible()
+    where = opener.bounding_box()
+    assert where is not None and where["y"] >= 0 and where["x"] >= 0, where
+    opener.click()
+    page.wait_for_function("() => { const s = document.querySelector('[data-testid=\"stSidebar\"]');"
+                           " return s && s.getBoundingClientRect().right > 100; }", timeout=10_000)
     assert gantt_bars(page) > 0
     assert page.locator(f'{key_css("gantt")} [data-testid="stPlotlyChart"]').is_visible()
     assert metric_value(page, "Iteration time") == default_iteration

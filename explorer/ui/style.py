@@ -16,13 +16,17 @@ BASE = """
 [data-testid="stMetricDelta"] {font-size: 0.75rem;}
 </style>"""
 
-# Presentation: the header bar hidden (its 60 px are the screen's scarcest), the title larger than
+# Presentation: the header bar hidden (its 60 px are the screen's scarcest; the sidebar's opener
+# pinned to the top-left corner), the title larger than
 # the tabs but without Streamlit's 16-px padding above and below it (with a tour's one-line bar the
 # Gantt otherwise ends below 720 px), cards and chart fonts readable from the back of a room.
 PRESENT = """
 <style>
 header[data-testid="stHeader"] {height: 0; min-height: 0; background: transparent;}
-.block-container {padding-top: 0; padding-left: 1.2rem; padding-right: 1.2rem;}
+/* The collapsed sidebar's only opener sat in the zero-height header, half above the screen (a hunt):
+   pinned to the corner, the page's left padding making room for it. */
+[data-testid="stExpandSidebarButton"] {position: fixed; top: 0.35rem; left: 0.3rem; z-index: 1000;}
+.block-container {padding-top: 0; padding-left: 2.4rem; padding-right: 1.2rem;}
 .block-container [data-testid="stHeadingWithActionElements"] h2 {font-size: 2rem !important;
     padding: 0.1rem 0 !important; line-height: 1.2;}
 [data-testid="stMetricValue"] {font-size: clamp(1.3rem, 2.1vw, 2rem);}

@@ -69,3 +69,15 @@ def test_the_projector_gantt_thins_sixteen_stage_bands():
     vals = list(out.layout.yaxis.tickvals)
     fits = plot_height(out, PROJECTOR_HEIGHT, PRESENT_FONT_PX, 860) // (LABEL_PX * PRESENT_FONT_PX)
     assert 1 < len(vals) <= fits < len(fig.layout.yaxis.tickvals) and vals[0] == 0 and vals[-1] == 15
+
+
+def test_a_breakdown_bars_share_is_never_shrunk_below_the_figures_font():
+    """A hunt: on a projector the shares inside thin bars of "Where the time goes" (seven categories)
+    were about 11 px, Plotly shrinking them to the bar's height, against the 18 px promised."""
+    from explorer.figures.charts import breakdown
+
+    parts = {"compute": 3.0, "recompute": 0.1, "tp": 0.9, "pp": 0.03, "dp": 0.06, "bubble": 0.9,
+             "optimizer": 0.01}
+    fig = breakdown(parts, sum(parts.values()), height=300, font_size=PRESENT_FONT_PX)
+    assert fig.layout.uniformtext.minsize == PRESENT_FONT_PX and fig.layout.uniformtext.mode == "show"
+    assert breakdown(parts, sum(parts.values())).layout.uniformtext.minsize == 12

@@ -289,3 +289,10 @@ def test_nvls_in_a_multi_node_nvlink_domain_runs_at_the_racks_share_of_a_boards(
     assert rack == pytest.approx(900.0 * NVLS_EFFICIENCY["blackwell"] * NVLS_MULTI_NODE_RATIO, rel=0.01)
     if ranks == 4:
         assert rack == pytest.approx(algbw(4) * NVLS_MULTI_NODE_RATIO, rel=1e-3)
+    # The rack written as one "node" of 72 GPUs is the same rack (a regression hunt found it priced
+    # at the board's efficiency: the ratio had been keyed to a domain larger than a node).
+    one = from_dict({"model": {"preset": "llama3-8b"}, "training": {"global_batch": 72},
+                     "hardware": {"gpu": "gb200"},
+                     "cluster": {"gpus_per_node": 72, "nodes": 1, "scale_out": {"nics_per_node": 72}}})
+    assert collective_rows(one, "all-reduce", ranks, [8 * GiB], "nvls")[0]["algbw_GBps"] == \
+        pytest.approx(rack, rel=1e-9)

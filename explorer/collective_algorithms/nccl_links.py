@@ -24,11 +24,12 @@ NcclLink = tuple[LinkCost, float] | None
 # 838/1.75 = 479 GB/s of 900 GB/s = 0.532 -> scale 0.532/0.74 = 0.719).  Hopper: 0.611.
 NVLS_SCALE = 0.532 / 0.74
 NVLS_EFFICIENCY = {"hopper": NVLS_SCALE * 0.85, "blackwell": NVLS_SCALE * 0.74}
-# NVLS in an NVLink domain that spans nodes over NVLink switch trays (GB200 NVL72: 18 compute trays of
-# 4 GPUs, no switch on the tray, every GPU's links on the rack's switch trays) reaches less of the
-# nominal than on an 8-GPU NVSwitch board.  Fitted to the 4 GiB plateau row of nccl_multinode.csv from
-# a full rack (coreweave/nccl-tests pull request #43: 72 ranks, algbw 425.5 GB/s, against 476 at the
-# board's efficiency; 8 GiB's 423.2 is left out as a dip): x 0.893, for every group of such a domain
+# NVLS in an NVLink domain larger than one NVSwitch board, a rack's NVLink switch trays (GB200 NVL72:
+# 18 compute trays of 4 GPUs, no switch on the tray, every GPU's links on the rack's switch trays;
+# network/groups.NVSWITCH_BOARD_GPUS), reaches less of the nominal than on an 8-GPU NVSwitch board.
+# Fitted to the 4 GiB plateau row of nccl_multinode.csv from a full rack (coreweave/nccl-tests pull
+# request #43: 72 ranks, algbw 425.5 GB/s, against 476 at the board's efficiency; 8 GiB's 423.2 is
+# left out as a dip): x 0.893, for every group of such a domain
 # (its 4 GPUs of a tray too: their links run to the same switch trays).  One measurement, of one
 # generation, at one group size; the rack's 0.5-2 GiB rows (validation) reach the plateau later than
 # this (+38 % at 0.5 GiB, a known gap in tests/test_collectives_multinode.py; +21 % at 1 GiB, +10 % at 2).

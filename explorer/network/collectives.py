@@ -93,8 +93,9 @@ class NcclOptions:
     net_cap_Bps: float = float("inf")
     # NCCL's Simple step across the network, bytes (nt.NET_CHUNK_BYTES; the fabric preset's step_KiB)
     net_step_bytes: float = nt.NET_CHUNK_BYTES
-    # The NVLink domain spans nodes over NVLink switch trays (GB200 NVL72: explorer/config/domains.py),
-    # where NVLink SHARP reaches less of the nominal (nccl_links.NVLS_MULTI_NODE_RATIO)
+    # The NVLink domain is a rack's switch trays, beyond one NVSwitch board (GB200 NVL72:
+    # explorer/config/domains.py), where NVLink SHARP reaches less of the nominal
+    # (nccl_links.NVLS_MULTI_NODE_RATIO)
     multi_node_nvlink: bool = False
 
 

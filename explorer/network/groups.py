@@ -24,6 +24,11 @@ from .placement import Placement
 from .replica_groups import replica_members
 from .topology import Fabric, GroupShape, Route
 
+# The largest NVLink domain on one NVSwitch baseboard (HGX/DGX 8-GPU boards); a larger domain is a
+# rack's NVLink switch trays (GB200/GB300 NVL72, GH200 NVL32), however its GPUs are written as nodes
+# (18 trays of 4, or one "node" of 72: tests/test_controls_domains.py prices them alike).
+NVSWITCH_BOARD_GPUS = 8
+
 
 def nccl_options(sc: Scenario) -> NcclOptions:
     """The library model's inputs from a scenario: library, forced protocol, NCCL's GPU generation,
@@ -47,7 +52,7 @@ def nccl_options(sc: Scenario) -> NcclOptions:
                        pcie_Bps=GBps_to_Bps(gpu.pcie_GBps) if gpu.pcie_GBps else float("inf"),
                        net_cap_Bps=channel_nics_Bps(dom, nics, channels, out.nic_Gbps, out.efficiency),
                        net_step_bytes=net_step_bytes(out.fabric),
-                       multi_node_nvlink=dom > sc.cluster.gpus_per_node)
+                       multi_node_nvlink=dom > NVSWITCH_BOARD_GPUS)
 
 
 def net_step_bytes(fabric: str) -> float:

@@ -81,3 +81,8 @@ def test_a_breakdown_bars_share_is_never_shrunk_below_the_figures_font():
     fig = breakdown(parts, sum(parts.values()), height=300, font_size=PRESENT_FONT_PX)
     assert fig.layout.uniformtext.minsize == PRESENT_FONT_PX and fig.layout.uniformtext.mode == "show"
     assert breakdown(parts, sum(parts.values())).layout.uniformtext.minsize == 12
+    # ... and kept whole: inside only a bar with room for it (a regression hunt found 18-px "11.4%"
+    # forced into megatron-gpt3-175b's thin tp bar read "1.4%"), beside the others.
+    where = dict(zip(fig.data[0].y, fig.data[0].textposition, strict=True))
+    assert where["compute"] == "inside" and where["tp"] == "inside" and where["bubble"] == "inside"
+    assert {where[k] for k in ("recompute", "pp", "dp", "optimizer")} == {"outside"}

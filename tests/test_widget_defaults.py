@@ -120,3 +120,63 @@ def test_a_derived_control_typed_back_to_the_presets_value_is_simulated(source, 
     want = simulate(load(ROOT / "scenarios" / "megatron-gpt3-175b.yaml", {source: value, field: preset}))
     assert seconds(at) == pytest.approx(want.iteration_time_s, rel=5e-4)
     assert float(qp(at, field)) == pytest.approx(float(preset))
+
+
+def test_a_value_a_source_left_behind_is_not_taken_for_one_typed():
+    """A regression hunt: on megatron-gpt3-175b, GPU gb200 (NVL72 racks: the loader derives a domain
+    of 64 for its 8-GPU nodes), then nodes 64 and back to 128: setting the nodes back restored the
+    preset's A100 domain of 8, and the pin of typed-back values then simulated it (8.108 s, not
+    7.887) and put it in the link.  The domain follows the GPU; nothing the user did not type is
+    pinned."""
+    from explorer.scenario import load
+    from explorer.simulate import simulate
+
+    from app_support import qp, seconds
+
+    at = run_app(scenario="megatron-gpt3-175b")
+    at.sidebar.selectbox(key="hardware.gpu").set_value("gb200").run()
+    nodes = at.session_state["cluster.nodes"]
+    at.sidebar.number_input(key="cluster.nodes").set_value(nodes // 2).run()
+    at.sidebar.number_input(key="cluster.nodes").set_value(nodes).run()
+    assert not at.exception
+    gb200 = load(ROOT / "scenarios" / "megatron-gpt3-175b.yaml", {"hardware.gpu": "gb200"})
+    want = simulate(gb200)
+    assert at.session_state["cluster.scale_up.domain_gpus"] == gb200.cluster.scale_up.domain_gpus == 64
+    assert seconds(at) == pytest.approx(want.iteration_time_s, rel=5e-4)
+    assert qp(at, "cluster.scale_up.domain_gpus") is None
+
+
+def test_a_value_left_stale_by_an_invalid_step_is_not_pinned():
+    """A regression hunt: tp 3 (invalid), then 4 GPUs per node (the domain could not be derived while
+    invalid), then tp 4 simulated the old 8-GPU domain across two nodes; the domain is the node's."""
+    from explorer.scenario import load
+    from explorer.simulate import simulate
+
+    from app_support import seconds
+
+    at = run_app(scenario="megatron-gpt3-175b")
+    at.sidebar.number_input(key="parallelism.tp").set_value(3).run()
+    at.sidebar.number_input(key="cluster.gpus_per_node").set_value(4).run()
+    at.sidebar.number_input(key="parallelism.tp").set_value(4).run()
+    assert not at.exception
+    want = simulate(load(ROOT / "scenarios" / "megatron-gpt3-175b.yaml",
+                         {"cluster.gpus_per_node": 4, "parallelism.tp": 4}))
+    assert seconds(at) == pytest.approx(want.iteration_time_s, rel=5e-4)
+
+
+def test_a_kept_textbook_position_beyond_a_shorter_schedule_starts_at_its_end():
+    """A regression hunt: the textbook slider's position, now kept across runs that do not draw it,
+    stood at 30 when a smaller global batch shortened the diagram to 15 units:
+    StreamlitValueAboveMaxError, and an internal error on every later draw."""
+    at = run_app(scenario="teaching-8gpu", **{"parallelism.ideal_pipeline": "true",
+                                              "parallelism.schedule": "gpipe"})
+    at.session_state["_open.textbook"] = True
+    at.session_state["step_mode"] = "textbook diagram (unit time)"
+    at.run()
+    end = at.slider(key="textbook_t").max
+    at.slider(key="textbook_t").set_value(end - 3).run()
+    at.sidebar.number_input(key="training.global_batch").set_value(4).run()
+    assert not at.exception
+    assert not [e for e in at.error if "Internal error" in str(e.value)]
+    shorter = at.slider(key="textbook_t")
+    assert shorter.max < end - 3 and shorter.value == shorter.max

@@ -11,29 +11,34 @@ import plotly.graph_objects as go
 
 from ..vocabulary import CATEGORY_COLORS, KIND_COLORS, TIER_LABELS  # noqa: F401 - re-exported
 
+# A bar at least this share of the longest holds its label inside (figures.charts.breakdown).
+INSIDE_SHARE = 0.3
+
 
 def breakdown(breakdown_s: Mapping[str, float], iteration_s: float, title: str = "",
               height: int = 320, font_size: int = 12) -> go.Figure:
     """Horizontal bars: seconds per category (ms), labelled with the share of the iteration."""
     cats = [k for k, v in breakdown_s.items() if v > 0]
     vals = [breakdown_s[k] * 1e3 for k in cats]
+    top = max(vals, default=0.0)
     fig = go.Figure(go.Bar(
         y=cats, x=vals, orientation="h", marker_color=[CATEGORY_COLORS.get(k, "#999") for k in cats],
-        # Horizontal labels: a narrow bar's share stood rotated sideways (Plotly turns a label
-        # that does not fit inside); "auto" now puts it beside such a bar, upright.
-        text=[f"{v / (iteration_s * 1e3):.1%}" for v in vals], textposition="auto", textangle=0,
+        # Horizontal labels, at the figure's font (uniformtext below): inside a bar at least
+        # INSIDE_SHARE of the longest (room for "88.1%" at 18 px on a projector's 250-px plot),
+        # beside the others.  Plotly's "auto" had shrunk a share inside a thin bar to about 11 px,
+        # and forced to 18 px there it was cut ("11.4%" read "1.4%": a regression hunt).
+        text=[f"{v / (iteration_s * 1e3):.1%}" for v in vals], textangle=0,
+        textposition=["inside" if v >= INSIDE_SHARE * top else "outside" for v in vals],
         cliponaxis=False, hovertemplate="%{y}: %{x:.1f} ms<extra></extra>"))
     # A title of two lines (the Timeline's on a projector) takes a line's height more.
-    top = 30 + (font_size + 6) * title.count("<br>") if title else 10
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=top, b=40), showlegend=False,
+    head = 30 + (font_size + 6) * title.count("<br>") if title else 10
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=head, b=40), showlegend=False,
                       title=dict(text=title, font=dict(size=font_size + 1)) if title else None,
                       xaxis=dict(title="ms of the iteration"), font=dict(size=font_size),
                       # Every category labelled: Plotly's automatic ticks drop every other one once
                       # presentation's 18-px labels come near each other.
                       yaxis=dict(autorange="reversed", tickmode="array", tickvals=cats, ticktext=cats),
-                      # A share inside a thin bar kept at the figure's size: Plotly shrank it to fit
-                      # the bar's height, to about 11 px on a projector's seven categories (a hunt;
-                      # presentation promises 18 px).
+                      # Every share at the figure's size (presentation promises 18 px).
                       uniformtext=dict(minsize=font_size, mode="show"))
     return fig
 

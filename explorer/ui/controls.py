@@ -169,6 +169,8 @@ DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
     "model.hidden": ("model.head_dim",),
     "model.heads": ("model.head_dim",),
 }
+# Every widget some other one derives (a value the user may also type).
+DERIVED_KEYS = frozenset(k for keys in DERIVED_WIDGETS.values() for k in keys)
 # Derived widgets whose derived value is "unset" (the balanced split, dp replicas per stage, the
 # attention width hidden / heads): cleared even while the new choice leaves the scenario invalid.
 UNSET_WHEN_DERIVED = frozenset({"parallelism.stage_layers", "parallelism.stage_replicas", "model.head_dim"})

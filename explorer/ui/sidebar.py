@@ -16,7 +16,7 @@ from ..scenario import ScenarioError, from_dict, gpu_presets, model_presets
 from ..share import shipped_scenarios
 from ..workloads.family import Workload
 from ..workloads.registry import nouns
-from .controls import DERIVED_WIDGETS, ORDERS, SECTIONS, Control, hidden_keys
+from .controls import DERIVED_KEYS, DERIVED_WIDGETS, ORDERS, SECTIONS, Control, hidden_keys
 from .field_text import parse_list, to_text
 from .kind_switch import on_kind_change, preset_kinds
 from .plain import plain
@@ -27,6 +27,7 @@ from .state import (
     on_model_preset_change,
     on_preset_change,
     on_source_change,
+    on_typed,
     preset_scenario,
     preset_titles,
     preset_workload,
@@ -113,6 +114,11 @@ def list_summary(value: list | tuple | dict) -> str:
 
 
 BATCH_KEY = "training.global_batch"
+
+
+def _typed(key: str):
+    """on_typed for a derived widget (state._pin_typed_back reads what the user typed), else no callback."""
+    return on_typed if key in DERIVED_KEYS else None
 
 
 def _number(value: Any, low: float, high: float, kind: type) -> Any:
@@ -224,7 +230,8 @@ def _optional_widget(c: Control, meta: Mapping[str, Any], help_: str | None) -> 
               args=(c.key, float(meta.get("start", high if high <= 1.0 else low))))
     if s.get(c.key) is not None:
         st.number_input(c.label, min_value=low, max_value=high, value=_number(s[c.key], low, high, float),
-                        key=c.key, format="%g", label_visibility="collapsed")
+                        key=c.key, format="%g", label_visibility="collapsed", on_change=_typed(c.key),
+                        args=(c.key,) if c.key in DERIVED_KEYS else None)
 
 
 def _widget(c: Control, hidden: frozenset[str]) -> None:
@@ -269,7 +276,8 @@ def _widget(c: Control, hidden: frozenset[str]) -> None:
                      on_change=on_source_change, args=(key,))
     elif c.kind == "choice":
         choices = list(meta["choices"])
-        st.selectbox(c.label, choices, index=index_of(choices, key), key=key, help=help_)
+        st.selectbox(c.label, choices, index=index_of(choices, key), key=key, help=help_,
+                     on_change=_typed(key), args=(key,) if key in DERIVED_KEYS else None)
     elif c.kind == "source":
         choices = list(meta["choices"])
         st.selectbox(c.label, choices, index=index_of(choices, key), key=key, help=help_,
@@ -283,10 +291,11 @@ def _widget(c: Control, hidden: frozenset[str]) -> None:
         derives = key in DERIVED_WIDGETS      # e.g. nodes re-derive the NVLink domain
         st.number_input(c.label, min_value=int(meta.get("min", 0)), max_value=int(meta.get("max", 10**9)),
                         value=_number(value, int(meta.get("min", 0)), int(meta.get("max", 10**9)), int),
-                        step=1, key=key, help=help_, on_change=on_source_change if derives else None,
-                        args=(key,) if derives else None)
+                        step=1, key=key, help=help_, on_change=on_source_change if derives else _typed(key),
+                        args=(key,) if derives or key in DERIVED_KEYS else None)
     else:
         # The input stops at the field's physical bounds; validation names the field otherwise.
         low, high = float(meta.get("min", meta.get("gt", 0.0))), float(meta.get("max", 1e12))
         st.number_input(c.label, min_value=low, max_value=high, value=_number(value, low, high, float),
-                        key=key, help=help_, format="%g")
+                        key=key, help=help_, format="%g", on_change=_typed(key),
+                        args=(key,) if key in DERIVED_KEYS else None)

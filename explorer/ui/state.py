@@ -133,8 +133,26 @@ def preset_model(name: str) -> Model:
                                head_dim=resolved_head_dim(m))
 
 
+# The derived widgets the user typed a value into since their source last set them (state._pin_typed_back
+# pins those alone: a value a source left stale must not be taken for one typed).
+TYPED = "_typed"
+
+
+def on_typed(key: str) -> None:
+    """The user typed into derived widget ``key`` (controls.DERIVED_KEYS)."""
+    st.session_state[TYPED] = {**st.session_state.get(TYPED, {}), key: True}
+
+
+def _untyped(keys) -> None:
+    """``keys`` were set by their source (or a preset, link or upload), not typed."""
+    typed = st.session_state.get(TYPED, {})
+    if any(k in typed for k in keys):
+        st.session_state[TYPED] = {k: v for k, v in typed.items() if k not in keys}
+
+
 def on_preset_change() -> None:
     """A new shipped scenario: every control takes its value; link leftovers are dropped."""
+    st.session_state[TYPED] = {}
     st.session_state["_extra"] = {}
     st.session_state["_warnings"] = []
     set_widgets(preset_scenario(st.session_state["_scenario"])[1])
@@ -161,13 +179,17 @@ def on_source_change(source: str) -> None:
     (controls.DERIVED_WIDGETS) take the values the loader derives for the new choice, so what the
     sidebar shows is what is simulated.  Left as they are when the scenario is invalid."""
     derived = DERIVED_WIDGETS[source]
+    _untyped(derived)
     if source == "hardware.gpu":
         # A link's edits of the old GPU's fields are not the new GPU's.
         st.session_state["_extra"] = {k: v for k, v in st.session_state.get("_extra", {}).items()
                                       if not k.startswith("hardware.gpu.")}
     base = widget_values(preset_scenario(st.session_state["_scenario"])[1])
-    if st.session_state.get(source) == base[source]:
-        # Back to the scenario's own choice: its own values (a file may set them explicitly).
+    if all(st.session_state.get(s) == base.get(s) for s in DERIVED_WIDGETS):
+        # Back to the scenario's own choices, every source: its own values (a file may set them
+        # explicitly).  With another source still changed (a GB200 chosen, then the node count set
+        # back) the loader derives them, as below (a regression hunt found the H100's domain of 8
+        # shown, and simulated, for a GB200 rack).
         for key in derived:
             st.session_state[key] = base[key]
         return
@@ -233,6 +255,7 @@ def load_into_controls(sc_up) -> None:
     hidden = hidden_keys(workload_for(sc_up.model), scenario_kind(base))
     st.session_state["_extra"] = {k: values[k] for k in changed
                                   if (k not in WIDGET_KEYS or k in hidden) and k in values}
+    st.session_state[TYPED] = {}
     set_widgets(sc_up)
     _pin_lost(sc_up)
 
@@ -257,6 +280,7 @@ def init_state() -> None:
     """First run of a browser session: the link decides everything."""
     view = parse_query(dict(st.query_params))
     st.session_state["_scenario"] = view.scenario
+    st.session_state[TYPED] = {}
     st.session_state["_view"] = view
     st.session_state["_warnings"] = list(view.warnings)
     base_raw, base_sc = preset_scenario(view.scenario)
@@ -333,7 +357,7 @@ def current_raw() -> dict[str, Any]:
 
 def _pin_typed_back(raw: dict[str, Any], base_values: dict[str, Any],
                     hidden: frozenset[str]) -> dict[str, Any]:
-    """``raw`` with every derivable widget (controls.DERIVED_WIDGETS) that shows its preset's own
+    """``raw`` with every derived widget the user typed (:data:`TYPED`) that shows its preset's own
     value written in, where the loader would now derive another: a hunt set the fabric to roce-100
     (NIC 100 Gb/s) and typed the preset's 200 back; the widget, equal to the preset's, was left out,
     the loader derived 100 again, and the sidebar showed 200 beside a run at 100.  One extra load,
@@ -341,7 +365,7 @@ def _pin_typed_back(raw: dict[str, Any], base_values: dict[str, Any],
     ss = st.session_state
     if all(ss.get(src) == base_values.get(src) for src in DERIVED_WIDGETS):
         return raw
-    typed = {k for keys in DERIVED_WIDGETS.values() for k in keys
+    typed = {k for k in ss.get(TYPED, {})
              if k not in hidden and ss.get(k) is not None and ss.get(k) == base_values.get(k)}
     if not typed:
         return raw

@@ -71,6 +71,10 @@ def _textbook(data: ViewData, sch, present: bool) -> None:
     m = textbook_micro_batches(sch.name, p, sc.micro_batches)
     cells = unit_grid(sch.name, p, m, v)
     T = makespan(cells)
+    if st.session_state.get("textbook_t", 0) > T:
+        # A kept position beyond a shorter schedule's end (fewer micro-batches since): its end, as a
+        # new slider starts (a regression hunt found StreamlitValueAboveMaxError, 30 > 15).
+        st.session_state["textbook_t"] = T
     t = st.slider("Step through (time unit)", 0, T, T, key="textbook_t", persist_state="session",
                   help="Reveal the schedule up to this unit; the ops running at it are outlined")
     title = (f"{sch.name}: p = {p}, m = {m}{f', v = {v}' if v > 1 else ''} at unit cost — "

@@ -239,5 +239,5 @@ def test_the_breakdowns_shares_stand_upright():
     not fit inside a bar); labels are horizontal, beside a bar too narrow to hold them."""
     from explorer import figures
     fig = figures.breakdown({"compute": 0.08, "bubble": 0.002}, 0.082, font_size=18)
-    assert fig.data[0].textangle == 0 and fig.data[0].textposition == "auto"
+    assert fig.data[0].textangle == 0 and list(fig.data[0].textposition) == ["inside", "outside"]
     assert list(fig.data[0].text) == ["97.6%", "2.4%"]

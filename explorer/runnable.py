@@ -30,10 +30,12 @@ from .config.sections import Scenario
 from .fold.admit import check_budget
 from .fold.budget import MAX_WORK, WorkEstimate, joined_estimate, refuse
 from .network.placement import Placement
+from .schedules import registry as schedule_registry
 from .schedules.registry import get as get_schedule
 from .taskgraph.split import given_split
 from .variants.faults import surviving_scenario
 from .variants.hetero import micro_batches_per_kind
+from .variants.hetero import variants as hetero_variants
 from .variants.registry import VARIANTS
 from .workloads.registry import problem, workload_for, workload_spec
 
@@ -69,9 +71,20 @@ def rule_failures_leave_survivors(sc: Scenario) -> None:
 
 
 def rule_speed_split_whole(sc: Scenario) -> None:
-    """``batch_split: speed`` over GPU types finds whole micro-batches adding up to the global batch."""
+    """``batch_split: speed`` over GPU types finds whole micro-batches adding up to the global batch,
+    and each kind of replica's count is one its pipeline schedule runs (Chimera's whole units of pp:
+    a fuzz helper found a speed split of 1 micro-batch a replica validated, then refused when
+    simulated, a ValueError on every route)."""
     if sc.parallelism.batch_split == "speed" and sc.cluster.datacenter_gpus and dp_across(sc):
         micro_batches_per_kind(sc)
+        for v in hetero_variants(sc):
+            problem = schedule_registry.validate(v.sc)
+            if problem is not None:
+                m = v.sc.micro_batches
+                raise ScenarioError("parallelism.batch_split",
+                                    f"speed gives the replicas of {v.tag or 'one kind'} {m} micro-batch"
+                                    f"{'es' if m != 1 else ''} each, which the {sc.parallelism.schedule} "
+                                    "schedule cannot run; use even, or a global batch whose split it runs")
 
 
 def replicas_estimate(sc: Scenario) -> tuple[WorkEstimate, int] | None:

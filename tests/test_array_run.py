@@ -66,7 +66,9 @@ def assert_engine_exact(sc) -> None:
     assert how.taken == ARRAY_RUN and it.info is None, how
     full = run_iteration(sc, fold=False)
     a, b = np.array(it.measures.flat()), np.array(full.measures.flat())
-    assert np.abs(a - b).max() <= 1e-9 * full.measures.T
+    # Element by element: the measures mix seconds with byte counts of 1e10-1e12, whose last-bit
+    # differences exceed an absolute bound set by the iteration (a fuzz helper's wide models).
+    assert (np.abs(a - b) <= 1e-9 * np.maximum(np.abs(b), full.measures.T)).all()
     fast, slow = simulate(sc), simulate(sc, fold=False)
     assert isinstance(fast.tasks, LazyTasks) and fast.fold is None
     assert same(as_json(slow), as_json(fast), abs_tol=1e-12 * slow.iteration_time_s) == []
@@ -159,7 +161,9 @@ def assert_array_route_exact(sc) -> None:
     assert how.taken in (ARRAY_RUN, ARRAYS), how
     full = run_iteration(sc, fold=False)
     a, b = np.array(it.measures.flat()), np.array(full.measures.flat())
-    assert np.abs(a - b).max() <= 1e-9 * full.measures.T
+    # Element by element: the measures mix seconds with byte counts of 1e10-1e12, whose last-bit
+    # differences exceed an absolute bound set by the iteration (a fuzz helper's wide models).
+    assert (np.abs(a - b) <= 1e-9 * np.maximum(np.abs(b), full.measures.T)).all()
     if how.taken == ARRAY_RUN:
         assert_engine_exact(sc)
     else:

@@ -106,3 +106,23 @@ def test_cluster_nodes_must_agree_with_the_sizes():
     r["cluster"]["nodes"] = 4
     with pytest.raises(ScenarioError, match=r"^cluster.nodes: 4 but cluster.datacenters holds 2 \+ 1 = 3"):
         from_dict(r)
+
+
+def test_a_speed_split_the_schedule_cannot_run_is_refused_at_load():
+    """A fuzz helper: a speed split giving each replica 1 micro-batch validated under Chimera (whole
+    units of pp = 2) and then failed every simulation route with a ValueError.  It is refused at
+    load, naming the field; the even split of the same batch runs."""
+    r = {"model": {"layers": 8, "hidden": 1024, "heads": 16, "vocab": 1000, "seq_len": 512},
+         "training": {"global_batch": 16, "micro_batch": 1}, "hardware": {"gpu": "h100-sxm"},
+         "cluster": {"gpus_per_node": 4, "nodes": 2,
+                     "datacenters": [{"name": "x", "nodes": 1, "gpu": "a100-80gb"},
+                                     {"name": "y", "nodes": 1, "gpu": "b200"}]},
+         "parallelism": {"tp": 1, "pp": 2, "schedule": "chimera", "span": "dp", "batch_split": "speed"}}
+    with pytest.raises(ScenarioError) as e:
+        from_dict(r)
+    assert str(e.value) == ("parallelism.batch_split: speed gives the replicas of x 1 micro-batch each, "
+                            "which the chimera schedule cannot run; use even, or a global batch whose "
+                            "split it runs")
+    r["parallelism"]["batch_split"] = "even"
+    from explorer.simulate import simulate
+    assert simulate(from_dict(r)).iteration_time_s > 0

@@ -71,6 +71,7 @@ def test_gnn_heatmap_over_model_gnn_fields():
     assert max(local) == pytest.approx(min(local), rel=1e-12)
 
 
+@pytest.mark.slow          # a search per family, 1.4-2.4 s each (README: slow tier)
 @pytest.mark.parametrize("name", ["dlrm-dcnv2", "gnn-sage-papers100m", "pipedream-vgg16"])
 def test_search_answers_without_error_and_keeps_the_family_layouts(name):
     at = run_app(scenario=name, view="design")

@@ -140,6 +140,7 @@ def zb_h2_raw(seed: int) -> dict:
     return raw
 
 
+@pytest.mark.slow          # a hypothesis run (README: slow tier)
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(st.integers(0, 10**6))
 @example(1)
@@ -204,6 +205,7 @@ def zero3_raw(seed: int) -> dict:
     return raw
 
 
+@pytest.mark.slow          # a hypothesis run (README: slow tier)
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(st.integers(0, 10**6))
 @example(0)
@@ -238,6 +240,7 @@ def chimera_raw(seed: int) -> dict:
     return raw
 
 
+@pytest.mark.slow          # a hypothesis run (README: slow tier)
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(st.integers(0, 10**6))
 @example(2)

@@ -167,6 +167,7 @@ def test_small_chunks_decode_the_same_events(monkeypatch):
     assert streamed == _events(path)
 
 
+@pytest.mark.slow          # about 3 s (README: slow tier)
 def test_memory_stays_below_the_file_size(tmp_path):
     """A 6 MB trace (nested CPU ops, as torch writes them) is read with a peak allocation under
     half the file: json.load would hold the text and every event dict at once."""

@@ -39,6 +39,15 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "bench"))
 
 
+def replicas_fill_cluster(raw: dict, dp: int) -> None:
+    """Size ``raw``'s cluster (one datacenter) to ``dp`` replicas of its tp x pp x cp layout, nodes of
+    at most its GPUs per node."""
+    par = raw["parallelism"]
+    gpus = par["tp"] * par["pp"] * par.get("cp", 1) * dp
+    gpn = min(gpus, raw["cluster"]["gpus_per_node"])
+    raw["cluster"].update(gpus_per_node=gpn, nodes=gpus // gpn, datacenters=1)
+
+
 def interleaved_raw(seed: int) -> dict:
     """A random pipeline (tests/test_random_scenarios.py's options) on Megatron's interleaved
     schedule, 2-8 stages, 2-3 virtual stages, 1-12 groups of pp micro-batches, one or two replicas
@@ -49,9 +58,7 @@ def interleaved_raw(seed: int) -> dict:
     pp = rng.choice([2, 4, 8])
     par.update(pp=pp, vpp=rng.choice([2, 3]), schedule="interleaved", ep=1, cp=1, zero=0)
     dp = rng.choice([1, 1, 2])
-    gpus = par["tp"] * pp * dp
-    gpn = min(gpus, raw["cluster"]["gpus_per_node"])
-    raw["cluster"].update(gpus_per_node=gpn, nodes=gpus // gpn, datacenters=1)
+    replicas_fill_cluster(raw, dp)
     raw["model"].update(layers=pp * par["vpp"] * rng.choice([1, 2]))
     groups = rng.choice([1, 2, 3, 5, 8, 12])
     raw["training"]["global_batch"] = raw["training"]["micro_batch"] * dp * pp * groups
@@ -195,9 +202,7 @@ def zero3_raw(seed: int) -> dict:
     par.update(schedule=sched, vpp=par["vpp"] if sched == "interleaved" else 1, zero=3)
     raw["model"]["layers"] = par["pp"] * par["vpp"] * rng.choice([1, 2])
     dp = rng.choice([2, 4])
-    gpus = par["tp"] * par["pp"] * dp
-    gpn = min(gpus, raw["cluster"]["gpus_per_node"])
-    raw["cluster"].update(gpus_per_node=gpn, nodes=gpus // gpn, datacenters=1)
+    replicas_fill_cluster(raw, dp)
     groups = rng.choice([1, 2, 5, 12, 40])
     raw["training"]["global_batch"] = raw["training"]["micro_batch"] * dp * par["pp"] * groups
     raw["training"]["framework"] = "megatron"
@@ -231,9 +236,7 @@ def chimera_raw(seed: int) -> dict:
     par.update(schedule="chimera", vpp=1, zero=rng.choice([0, 1, 2, 3]))
     raw["model"]["layers"] = par["pp"] * rng.choice([1, 2, 3])
     dp = rng.choice([1, 2, 4])
-    gpus = par["tp"] * par["pp"] * dp
-    gpn = min(gpus, raw["cluster"]["gpus_per_node"])
-    raw["cluster"].update(gpus_per_node=gpn, nodes=gpus // gpn, datacenters=1)
+    replicas_fill_cluster(raw, dp)
     groups = rng.choice([1, 2, 3, 8, 20])
     raw["training"]["global_batch"] = raw["training"]["micro_batch"] * dp * par["pp"] * groups
     raw["communication"]["comm_sms"] = 0

@@ -34,7 +34,6 @@ from .schedules import registry as schedule_registry
 from .schedules.registry import get as get_schedule
 from .taskgraph.split import given_split
 from .variants.faults import surviving_scenario
-from .variants.hetero import micro_batches_per_kind
 from .variants.hetero import variants as hetero_variants
 from .variants.registry import VARIANTS
 from .workloads.registry import problem, workload_for, workload_spec
@@ -76,8 +75,7 @@ def rule_speed_split_whole(sc: Scenario) -> None:
     a fuzz helper found a speed split of 1 micro-batch a replica validated, then refused when
     simulated, a ValueError on every route)."""
     if sc.parallelism.batch_split == "speed" and sc.cluster.datacenter_gpus and dp_across(sc):
-        micro_batches_per_kind(sc)
-        for v in hetero_variants(sc):
+        for v in hetero_variants(sc):       # (their counts: micro_batches_per_kind, which refuses a split)
             problem = schedule_registry.validate(v.sc)
             if problem is not None:
                 m = v.sc.micro_batches

@@ -37,6 +37,6 @@ def test_the_app_card_says_the_fp8_share_under_the_mfu():
     at = run_app(scenario="teaching-8gpu", **FP8)
     card = next(m for m in at.metric if m.label == "MFU")
     r = simulate(load(ROOT / "scenarios" / "teaching-8gpu.yaml", FP8))
-    assert card.value == f"{r.mfu:.1%}" and card.delta == f"FP8 peak {r.mfu_fp8_peak:.1%}"
+    assert card.value == f"{r.mfu:.1%}" and card.delta == f"FP8 {r.mfu_fp8_peak:.1%}"
     bf16 = next(m for m in run_app(scenario="teaching-8gpu").metric if m.label == "MFU")
     assert not bf16.delta

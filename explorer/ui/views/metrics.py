@@ -93,10 +93,11 @@ def render(data: ViewData, present: bool = False) -> None:
     # Against the bf16 peak (PaLM App. B, Llama 3): an FP8 run may pass 100 %, so its FP8-peak share
     # is said under it (a GB300 FP8 run read "MFU 100.4%" with nothing beside it).
     fp8 = j.mfu_fp8_peak
+    # ("FP8 19.9%": "FP8 peak 19.9%" was cut to "FP8 peak ..." on a 1280-px card beside the sidebar.)
     cols[2].metric("MFU", f"{j.mfu:.1%}", border=True,
                    help="Model FLOPs (recompute not counted) / (time × GPUs × the bf16 dense peak)"
-                        + ("" if fp8 is None else "; under it the same against the FP8 dense peak"),
-                   delta=None if fp8 is None else f"FP8 peak {fp8:.1%}", delta_color="off", delta_arrow="off")
+                        + ("" if fp8 is None else "; under it, FP8: the same against the FP8 dense peak"),
+                   delta=None if fp8 is None else f"FP8 {fp8:.1%}", delta_color="off", delta_arrow="off")
     cols[3].metric("TFLOP/s per GPU", rate_text(j.tflops_per_gpu), border=True)
     if not _family_card(cols[4], data, j):
         cols[4].metric("Bubble", f"{j.bubble_fraction:.1%}", border=True,

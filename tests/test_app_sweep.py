@@ -15,13 +15,15 @@ each other view is opened on every preset with a seeded sample of control change
 Cost.  Every value of every control on every preset is about 4,600 app runs (25 CPU-minutes on
 this 2-core machine, 2026-12-01), most of them repeating a code path another preset already took.
 The default sweep therefore covers the grid once and the presets' own features everywhere:
-- ``FULL_PRESETS`` (a single-node pipeline, a CNN, two datacenters over a WAN) take every control
-  through its whole range: every (control, value) pair of the grid runs at least there;
+- ``FULL_PRESETS`` (a single-node transformer pipeline and a CNN)
+  take every control through its whole range: every (control, value) pair of the grid runs at
+  least there;
 - every other preset takes, through their whole range, the controls its file sets that no full
   preset's file sets (its own feature: DiLoCo's ``training.sync.*``, gossip's peers, the parameter
-  server's servers, DeepSeek's MoE routing, ...), and one seeded value of every third control
-  (every fourth on the heavy presets, whose scenarios cost 0.25-0.75 s each to simulate and draw),
-  rotating with the preset so that each control still runs on about a third of the presets.
+  server's servers, DeepSeek's MoE routing, ...), and one seeded value of every fifth control
+  (every sixth on the heavy presets, whose scenarios cost 0.25-0.75 s each to simulate and draw),
+  rotating with the preset so that each control still runs on about a sixth of the presets
+  (the sweep was the suite's longest part: a third of CI's time at one in three).
 Every control that is changed is set back and must restore the preset's numbers.
 ``COMMEXPLORER_FULL_SWEEP=1`` sweeps everything in full, in every view (opt-in: about 25 CPU-minutes).
 """
@@ -55,7 +57,7 @@ SWEPT = [p for p in PRESETS if p != "llama3-405b-pretraining"]
 HEAVY = {"llama3-405b-16k", "llama3-405b-pretraining", "deepseek-v3", "megatron-gpt3-175b", "straggler-16k"}
 # One preset per family of code paths the sidebar reaches: pipeline schedules on one node, a CNN's
 # own controls, the WAN between datacenters.
-FULL_PRESETS = ("teaching-8gpu", "resnet50-cloud-dp", "two-datacenters")
+FULL_PRESETS = ("teaching-8gpu", "resnet50-cloud-dp")
 FULL = os.environ.get("COMMEXPLORER_FULL_SWEEP", "") == "1"
 # Select boxes swept by their own tests (their options are presets, not field values).
 PRESET_SELECTS = {"_scenario", "model.preset", "hardware.gpu"}
@@ -187,6 +189,10 @@ def own_keys(preset: str) -> frozenset[str]:
     return frozenset(keys(preset) - set().union(*(keys(p) for p in FULL_PRESETS)))
 
 
+# One control in this many is driven (one seeded value) on each other preset, rotating with it.
+STRIDE_LIGHT, STRIDE_HEAVY = 5, 6
+
+
 def sweep_plan(preset: str, part: int = 0) -> dict[str, Any]:
     """How :func:`test_every_sidebar_control_through_its_range` drives ``preset``'s controls (see the
     module docstring): everything in full — on a full preset in two parts, alternate controls, so
@@ -199,7 +205,7 @@ def sweep_plan(preset: str, part: int = 0) -> dict[str, Any]:
     # The rank within its group (light or heavy), so that the group's strides take turns.
     group = [p for p in SWEPT if p not in FULL_PRESETS and (p in HEAVY) == (preset in HEAVY)]
     return {"k_num": 1, "k_opt": 1, "full_keys": own_keys(preset),
-            "stride": (4 if preset in HEAVY else 3, group.index(preset))}
+            "stride": (STRIDE_HEAVY if preset in HEAVY else STRIDE_LIGHT, group.index(preset))}
 
 
 VIEWS = list(share.VIEWS)
@@ -208,11 +214,11 @@ VIEWS = list(share.VIEWS)
 COSTLY_VIEWS = {"compare", "design"}
 LIGHT = [p for p in SWEPT if p not in HEAVY][:3]
 # The Serving curve is a serving scenario's tab only (a training preset opens on its Timeline).
-# Each other view on the light presets and on every second other preset, alternating with the view,
-# so that each view reaches every code path of the light presets and half of the rest (all of them
+# Each other view on the light presets and on every third other preset, rotating with the view,
+# so that each view reaches every code path of the light presets and a third of the rest (all of them
 # with FULL_SWEEP).
 VIEW_CASES = [(p, v) for vi, v in enumerate(VIEWS[1:]) if v != "serving" for pi, p in enumerate(SWEPT)
-              if FULL or (v not in COSTLY_VIEWS or p in LIGHT) and (p in LIGHT or (pi + vi) % 2 == 0)] \
+              if FULL or (v not in COSTLY_VIEWS or p in LIGHT) and (p in LIGHT or (pi + vi) % 3 == 0)] \
     + [(p, "serving") for p in SERVING_PRESETS]
 
 
@@ -274,7 +280,8 @@ def test_the_default_sweep_still_reaches_every_control_and_value():
         n, r = plan["stride"]
         for i, key in enumerate(items):
             touched[key] += key in plan["full_keys"] or i % n == r % n
-    assert min(touched.values()) >= len(rest) // 4, sorted(touched.items(), key=lambda kv: kv[1])[:5]
+    assert min(touched.values()) >= len(rest) // (STRIDE_HEAVY + 1), \
+        sorted(touched.items(), key=lambda kv: kv[1])[:5]
     # The features the other presets exist for are among their own, fully swept fields.
     assert {"training.sync.inner_steps", "training.sync.kind"} <= own_keys("diloco-cross-region")
     assert {"parallelism.gossip_peers", "parallelism.dp_kind"} <= own_keys("gossip-exponential")
@@ -308,9 +315,9 @@ def test_every_model_preset_on_every_scenario(preset):
     models = _preset_options(at, "model.preset")
     assert len(models) >= 10, models
     if not FULL and preset not in LIGHT:
-        # Every second model preset, alternating with the scenario: each model still reaches half
+        # Every third model preset, rotating with the scenario: each model still reaches a third
         # of the scenarios and every one of the light ones (all of them with FULL_SWEEP).
-        models = models[SWEPT.index(preset) % 2::2]
+        models = models[SWEPT.index(preset) % 3::3]
     problems: list[str] = []
     for name in models:
         at.sidebar.selectbox(key="model.preset").set_value(name).run()

@@ -184,6 +184,24 @@ def test_a_tour_link_opens_at_its_step_and_next_moves_on():
     assert qp(at, "step") == "3" and at.session_state["parallelism.schedule"] == "1f1b"
 
 
+def test_next_moves_from_the_links_step_not_the_drawn_one():
+    """Clicks faster than a rerun run their callbacks with the arguments of the last page drawn:
+    Next counts from the step the link holds when it runs (three quick clicks from step 1 landed
+    on step 2 when each went to "drawn step + 1").  Here the link moved to step 5 after the page
+    was drawn at step 3; Next goes to 6, Previous then to 5."""
+    at = run_app(tour="pipeline-bubbles", step="3", scenario="teaching-8gpu",
+                 **{"parallelism.ideal_pipeline": "true"})
+    at.query_params["step"] = "5"
+    next(b for b in at.button if b.key == "tour_next").click().run()
+    assert not at.exception and qp(at, "step") == "6"
+    assert any("step 6 of 7" in m.value for m in at.markdown)
+    at.query_params["step"] = "7"
+    next(b for b in at.button if b.key == "tour_next").click().run()
+    assert qp(at, "step") == "7"             # (the last step: Next stays)
+    next(b for b in at.button if b.key == "tour_prev").click().run()
+    assert qp(at, "step") == "6"
+
+
 def test_the_sidebar_starts_a_tour():
     at = run_app()
     next(b for b in at.button if b.key == "tour_start_zero-fsdp").click().run()

@@ -41,6 +41,22 @@ def go(name: str, step: int, present: bool, labels: dict[str, str]) -> None:
     st.session_state["view_tab"] = labels.get(s.params.get("view", "timeline"), labels["timeline"])
 
 
+def step_by(name: str, delta: int, present: bool, labels: dict[str, str]) -> None:
+    """Move ``delta`` steps from the step the address bar holds now (a widget callback).
+
+    Relative, not the step the button was drawn for: clicks faster than a rerun run their
+    callbacks one after another before the page is drawn again, each with the arguments of the
+    last drawn page, so three Next clicks bound to "go to 2" landed on step 2; read from the link
+    that the previous callback wrote, they land on 4 (or, when the browser merges two clicks
+    into one, on 3 — never behind)."""
+    n = len(tours()[name].steps)
+    try:
+        now = int(st.query_params.get("step", "1")) if st.query_params.get("tour") == name else 1
+    except ValueError:
+        now = 1
+    go(name, min(max(now + delta, 1), n), present, labels)
+
+
 def playing(view: SharedView) -> bool:
     """Whether ``view`` plays a tour (share.parse_query has checked its name and step)."""
     return view.tour is not None and view.tour in tours()
@@ -120,10 +136,10 @@ def render_bar(view: SharedView, present: bool, labels: dict[str, str], slots: i
         else:
             head.markdown(head_text)
         prev.button("" if present else "Previous", key="tour_prev", disabled=i == 1, use_container_width=True,
-                    icon=":material/arrow_back:", on_click=go, args=(tour.name, i - 1, present, labels),
+                    icon=":material/arrow_back:", on_click=step_by, args=(tour.name, -1, present, labels),
                     help="Previous step")
         nxt.button("" if present else "Next", key="tour_next", disabled=i == n, use_container_width=True,
-                   icon=":material/arrow_forward:", on_click=go, args=(tour.name, i + 1, present, labels),
+                   icon=":material/arrow_forward:", on_click=step_by, args=(tour.name, 1, present, labels),
                    help="Next step")
         if not present:
             st.markdown(step.text)

@@ -10,7 +10,13 @@ The per-regime numbers are a generated table, ``data/reference/error_bands.csv``
 ``python bench/calibrate.py --write-bands``; :mod:`explorer.fidelity.bands` computes it), because
 simulating every reference row at each run would take seconds.  Lookup takes the scenario's full
 regime; with fewer than :data:`MIN_ROWS` validation rows there it widens to the parent regime
-(drops the last fact, then the next) and says so.  Setups no published run resembles — a
+and says so.  Widening drops the scale, then the precision, the framework and the context band —
+the GPU generation and the architecture are kept longest (:data:`KEPT`): a MoE run is not judged
+by dense runs of the same stack, nor a dense one by MoE runs, whose errors differ several-fold
+(Megatron-Bridge 25.11's MoE rows are +100 % to +236 % fast where its dense rows are within 10 %).
+Where only one or two validation rows share the GPU generation and the architecture, the band is
+their worst error; where none does, the worst error of the runs it widens to (the architecture's
+first).  Setups no published run resembles — a
 convolutional network, datacenters joined by a WAN, heterogeneous GPUs, low-communication or
 decentralised training, a scale-out network under 100 Gb/s per GPU, a GPU outside the measured
 generations, fp32 — get no number
@@ -33,6 +39,10 @@ from ..workloads.registry import workload_for
 TABLE = Path(__file__).parents[1] / "data" / "reference" / "error_bands.csv"
 # The facts of a regime, most general first: widening drops them from the end.
 DIMENSIONS = ("gpu", "context", "framework", "precision", "arch", "scale")
+# The order facts are kept in while a band widens (the last is dropped first): the architecture and
+# the GPU generation are structural — the model's errors differ most across them — so they go last.
+KEPT = ("arch", "gpu", "context", "framework", "precision", "scale")
+STRUCTURAL_LEVEL = 2     # a key keeping KEPT[:2] (architecture and GPU generation) and nothing else
 ANY = "*"
 MIN_ROWS = 3            # fewer validation rows than this is not a band: widen to the parent regime
 # The slowest scale-out of any published run is 200 Gb/s per GPU (DGX A100's 8 x HDR, MosaicML's
@@ -136,8 +146,16 @@ def classify(sc: Scenario) -> Regime | Outside:
 
 
 def widened(key: tuple[str, ...], level: int) -> tuple[str, ...]:
-    """``key`` with all but its first ``level`` facts replaced by :data:`ANY`."""
-    return key[:level] + (ANY,) * (len(DIMENSIONS) - level)
+    """``key`` (in :data:`DIMENSIONS` order) keeping only the first ``level`` facts of :data:`KEPT`,
+    the others replaced by :data:`ANY`."""
+    keep = set(KEPT[:level])
+    return tuple(v if d in keep else ANY for d, v in zip(DIMENSIONS, key, strict=True))
+
+
+def dropped(key: tuple[str, ...], level: int) -> tuple[str, ...]:
+    """The facts of ``key`` that :func:`widened` at ``level`` replaces (the others :data:`ANY`)."""
+    keep = set(KEPT[:level])
+    return tuple(ANY if d in keep else v for d, v in zip(DIMENSIONS, key, strict=True))
 
 
 def describe(key: tuple[str, ...]) -> str:
@@ -175,32 +193,40 @@ def _table() -> dict[tuple[str, ...], BandRow]:
     return read_table()
 
 
-# Facts no band may borrow a mean for: a GPU generation or an architecture (dense/MoE) that no
-# validation row shares is a regime the model was never checked in, not a neighbour of one.
+# Facts no band may borrow a mean for: a GPU generation and architecture (dense/MoE) that no
+# validation row shares together is a regime the model was never checked in, not a neighbour of one.
 STRUCTURAL = ("gpu", "arch")
 
 
 def unvalidated(key: tuple[str, ...], table: dict[tuple[str, ...], BandRow]) -> list[str]:
-    """The :data:`STRUCTURAL` facts of ``key`` that no validation row of ``table`` shares."""
-    out = []
-    for fact in STRUCTURAL:
-        i = DIMENSIONS.index(fact)
-        if not any(k[i] == key[i] and row.rows > 0 for k, row in table.items()):
-            out.append(key[i])
-    return out
+    """The :data:`STRUCTURAL` facts of ``key`` when no validation row of ``table`` shares them all
+    (both named: an A100 MoE run is unvalidated though A100 runs and MoE runs each exist), else []."""
+    row = table.get(widened(key, STRUCTURAL_LEVEL))
+    if row is not None and row.rows > 0:
+        return []
+    return [key[DIMENSIONS.index(f)] for f in STRUCTURAL]
 
 
 def lookup(regime: Regime | Outside, table: dict[tuple[str, ...], BandRow] | None = None) -> Band:
     """The band of ``regime``: its own validation rows, or its nearest parent's with at least
-    :data:`MIN_ROWS` (saying it widened), or no number outside the measured regimes.  Where no
-    validation row shares its GPU generation or its architecture (:func:`unvalidated`), the band
-    is the widened rows' worst error, not their mean: nothing says the model does as well there."""
+    :data:`MIN_ROWS` (saying it widened), or no number outside the measured regimes.  Widening keeps
+    the architecture and GPU generation (:data:`KEPT`); where fewer than :data:`MIN_ROWS`
+    validation rows share both, the band is their worst error; where none does
+    (:func:`unvalidated`), the worst error of the rows it widens to: nothing says the model does
+    as well there."""
     if isinstance(regime, Outside):
         return Band(None, 0, None, "", False, f"no published runs of this kind: {regime.reason}")
     table = _table() if table is None else table
     key = regime.key
     for level in range(len(DIMENSIONS), -1, -1):
         row = table.get(widened(key, level))
+        if level == STRUCTURAL_LEVEL and row is not None and 0 < row.rows < MIN_ROWS:
+            # The runs of its own architecture and generation are too few for a mean and too
+            # different from the others' to borrow one: their worst error.
+            where = describe(row.key)
+            runs = "1 published run validates" if row.rows == 1 else f"{row.rows} published runs validate"
+            label = f"only {runs} {where}: ±{row.max * 100:.0f} %, the worst of them"
+            return Band(row.max, row.rows, row.max, where, True, label)
         if row is None or row.rows < MIN_ROWS:
             continue
         where = describe(row.key)
@@ -213,8 +239,10 @@ def lookup(regime: Regime | Outside, table: dict[tuple[str, ...], BandRow] | Non
         label = f"similar published runs: ±{row.mean * 100:.0f} %, {row.rows} rows ({where}"
         if level < len(DIMENSIONS):
             own = table.get(key)
-            dropped = describe((ANY,) * level + key[level:])     # the facts the band ignores
-            label += f"; widened over {dropped}: {own.rows if own else 0} rows matched all six facts"
+            ignored = describe(dropped(key, level))     # the facts the band ignores
+            matched = own.rows if own else 0
+            rows = "1 row" if matched == 1 else f"{matched} rows"
+            label += f"; widened over {ignored}: {rows} matched all six facts"
         label += ")"
         return Band(row.mean, row.rows, row.max, where, level < len(DIMENSIONS), label)
     return Band(None, 0, None, "", False, "no published runs of this kind: the error-band table is empty "

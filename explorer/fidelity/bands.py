@@ -4,7 +4,8 @@ From the training reference rows (each tagged with its scenario's regime key,
 :func:`explorer.fidelity.training.regime_key`):
 
 - :func:`band_table` — for every regime along the widening path of every validation row (its full
-  key, then the key with the last fact replaced by ``*``, and so on up to ``* * * * * *``), the
+  key, then the key with one more fact replaced by ``*`` in band.KEPT's reverse order — scale,
+  precision, framework, context, architecture, GPU generation — up to ``* * * * * *``), the
   number of validation rows and their mean and max |error|.  Only validation rows count: a band
   from rows the constants were fitted to would measure the fit, not the prediction.
 - :func:`by_dimension` — one dimension at a time (GPU generation, context band, ...), each value's

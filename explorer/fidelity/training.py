@@ -23,9 +23,9 @@ SC21_SOURCE = "Narayanan et al., SC21 (arXiv 2104.04473), Table 1"
 UNITS = {"tokens_per_s_per_gpu": "tokens/s per GPU", "mfu": "MFU (bf16 peak)",
          "tflops_per_gpu": "TFLOP/s per GPU"}
 # The scale-out fabric of each source's cluster: DGX H100 (8 x 400 Gb/s InfiniBand NDR per node),
-# DGX A100 (8 x 200 Gb/s HDR), Meta's Llama 3 405B RoCE cluster (400 Gb/s per GPU; Llama 3 paper
-# Sec. 3.3.1).
-FABRIC = {"h100-sxm": "ib-ndr", "a100-80gb": "ib-hdr"}
+# DGX A100 (8 x 200 Gb/s HDR), DGX B200 (8 x 400 Gb/s ConnectX-7, NDR), Meta's Llama 3 405B RoCE
+# cluster (400 Gb/s per GPU; Llama 3 paper Sec. 3.3.1).
+FABRIC = {"h100-sxm": "ib-ndr", "a100-80gb": "ib-hdr", "b200": "ib-ndr"}
 ROCE_GROUPS = ("Llama 3 Table 4",)
 MODEL_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab")
 
@@ -52,7 +52,9 @@ def training_raw(row: dict[str, str]) -> dict[str, Any]:
         "model": _model(row),
         "training": {"global_batch": int(row["global_batch"]), "micro_batch": int(row["micro_batch"]),
                      "dtype": row["dtype"], "recompute": row["recompute"], "framework": row["framework"],
-                     "attention_kernel": row.get("attention_kernel") or "auto"},
+                     "attention_kernel": row.get("attention_kernel") or "auto",
+                     # (blank or absent: the GPU's default recipe)
+                     **({"fp8_recipe": row["fp8_recipe"]} if row.get("fp8_recipe") else {})},
         "hardware": {"gpu": row["gpu"]},
         "cluster": {"gpus_per_node": 8, "nodes": gpus // 8, "scale_out": {"fabric": fabric}},
         "parallelism": {"tp": int(row["tp"]), "pp": int(row["pp"]), "cp": int(row["cp"]),

@@ -237,3 +237,15 @@ def test_diff_set_b_may_change_a_key_of_set_but_not_twice(capsys):
     one_line_error(capsys, ["diff", "teaching-8gpu", "--set-b", "training.global_batch=16",
                             "--set-b", "training.global_batch=32"],
                    "error: B: training.global_batch: given twice with --set-b (16, then 32)")
+
+
+def test_the_python_loader_takes_a_shipped_name_as_the_command_line_does():
+    """``load("llama3-405b-16k")`` is the shipped file, as ``python -m explorer run llama3-405b-16k``
+    is (it had raised "no such scenario file" outside the CLI); a name that is neither a file nor
+    shipped is refused with the closest shipped names."""
+    from explorer.config.shipped import shipped_scenarios
+    by_name = load("llama3-405b-16k", {"communication.dp_overlap": False})
+    by_path = load(shipped_scenarios()["llama3-405b-16k"], {"communication.dp_overlap": False})
+    assert by_name == by_path and not by_name.communication.dp_overlap
+    with pytest.raises(ScenarioError, match="no such scenario file .closest shipped: teaching-8gpu"):
+        load("teaching-8gup")

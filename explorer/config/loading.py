@@ -56,6 +56,7 @@ from .rnn import derive as derive_rnn
 from .rules import validate
 from .schema import ScenarioError, build, dump, reject_derived
 from .sections import GPU, Communication, Parallelism, Scenario, Training
+from .shipped import resolve_scenario_path
 
 # Scale-up bandwidth of a custom GPU mapping that gives no scale_up_GBps: 300 GB/s per direction,
 # third-generation NVLink of the A100 SXM (12 links x 25 GB/s; NVIDIA A100 datasheet: 600 GB/s
@@ -309,8 +310,10 @@ def parse_text(text: str | bytes, source: str = "scenario") -> dict[str, Any]:
 
 
 def load_raw(path: str | Path) -> dict[str, Any]:
-    """Read a scenario file into a raw mapping (no validation yet)."""
-    p = Path(path)
+    """Read a scenario file into a raw mapping (no validation yet): a path, or the name of a shipped
+    scenario as the command line takes it (``load_raw("llama3-405b-16k")``; a path that does not
+    exist is refused with the closest shipped names)."""
+    p = resolve_scenario_path(str(path))
     try:
         with open(p, "rb") as fh:
             # Read one byte more than accepted: an oversized (or endless, e.g. /dev/zero) file
@@ -327,7 +330,7 @@ def load_raw(path: str | Path) -> dict[str, Any]:
 
 
 def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
-    """Load, override (dotted keys) and validate a scenario file."""
+    """Load, override (dotted keys) and validate a scenario file (a path or a shipped name: load_raw)."""
     return from_dict(apply_overrides(load_raw(path), overrides or {}))
 
 

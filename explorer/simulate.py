@@ -25,6 +25,7 @@ from .analysis.report import (
     split_notice,
     wan_report,
     warnings_for,
+    zero3_notice,
 )
 from .analysis.steady_state import ScheduledRun, schedule_iteration
 from .engine.gc_pause import paused_collector
@@ -136,6 +137,8 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
     notices = warnings_for(sc, memory, links, net, res_breakdown, T)
     moved = split_notice(builder.layer_counts, builder.balanced_counts)
     notices += (moved,) if moved else ()
+    regather = zero3_notice(sc, comm["dp"], res_breakdown.get("dp", 0.0), T)
+    notices += (regather,) if regather else ()
     notices += (bound.notice,) if bound.notice else ()
     result = Result(
         scenario=sc, iteration_time_s=T, tokens_per_s=tokens / T, tflops_per_gpu=hw / T / 1e12,

@@ -122,7 +122,8 @@ class Notice:
     requested collective algorithm could not run for some calls), ``wan`` (exposed communication limited
     by the WAN), ``pcie`` (the GPUs' PCIe links carry less than their NICs), ``link`` (calls of several
     dimensions overlap on one link beyond the iteration, which the link then sets:
-    analysis/link_bound.py)."""
+    analysis/link_bound.py), ``zero3`` (ZeRO-3 gathers the parameters again in every micro-batch and
+    the exposed dp time is large: :func:`zero3_notice`)."""
 
     kind: str
     message: str
@@ -170,6 +171,30 @@ def pcie_notice(sc: Scenario, net: Network) -> Notice | None:
     return Notice("pcie", f"pcie: each GPU's PCIe link ({link / 1e9:g} GB/s) carries less than its share "
                   f"of the node's NICs ({per_gpu / 1e9:.0f} GB/s): traffic between nodes runs at the link's "
                   f"rate; more or faster NICs per GPU buy nothing here (hardware.gpu.pcie_GBps)")
+
+
+# Exposed data-parallel time at or above this share of the iteration, under ZeRO-3 with several
+# micro-batches per step, is worth naming the re-gathers behind it.
+ZERO3_EXPOSED_NOTICE_SHARE = 0.10
+
+
+def zero3_notice(sc: Scenario, dp_bytes: float, dp_s: float, T: float) -> Notice | None:
+    """The ``zero3`` warning: under ZeRO-3 (FSDP) each micro-batch gathers every layer's parameters
+    for its forward and again for its backward and reduce-scatters its gradients (Rajbhandari et
+    al., SC20, Sec. 5.3; PyTorch FSDP's full sharding does the same per forward/backward call), so
+    the step's dp bytes grow with the micro-batches per step.  Said when there are several and the
+    exposed dp time is at least :data:`ZERO3_EXPOSED_NOTICE_SHARE` of the iteration, quoting both
+    (a published layout's throughput can hinge on it: OPT-175B at 1 sequence x 8 accumulations
+    moves 1.39 TB per GPU per step here, at 8 sequences x 1 an eighth of that)."""
+    m = sc.micro_batches
+    share = dp_s / T if T > 0 else 0.0
+    if sc.parallelism.zero != 3 or m <= 1 or share < ZERO3_EXPOSED_NOTICE_SHARE:
+        return None
+    return Notice("zero3", f"zero3: ZeRO-3 gathers every layer's parameters in each micro-batch's forward "
+                  f"and backward and reduce-scatters its gradients: {m} micro-batches per step move "
+                  f"{dp_bytes / 1e9:,.0f} GB per GPU and exposed dp takes {share:.1%} of the iteration; "
+                  "fewer, larger micro-batches (training.micro_batch) gather less often, and ZeRO 1-2 "
+                  "(parallelism.zero) gather the parameters once per step where they fit")
 
 
 def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], net: Network,

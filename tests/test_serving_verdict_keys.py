@@ -48,3 +48,27 @@ def test_a_serving_run_refuses_training_fields_by_name(sets, capsys):
     assert main(["run", "serve-llama3-70b-tp8", "--set", sets]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {sets.split('=')[0]}: is a training field") and "\n" not in err
+
+
+def test_weights_that_do_not_fit_name_the_layout_not_the_batch(capsys, tmp_path):
+    """Llama 3 70B in bf16 on one H100: 141.1 GB of weights against the 81.6 GB the server may use
+    (0.95 x 85.9).  The warning had said the batch's KV cache did not fit "at most 0 per replica
+    (inference.batch)" and the curve offered a knee; it now says the weights alone exceed the
+    budget and names tp/pp/weight_dtype, and the knee says no batch fits.  The HTML report of the
+    same input had failed (a one-GPU replica's topology drew 0 label lines: ZeroDivisionError)."""
+    sets = ["parallelism.tp=1", "cluster.gpus_per_node=1", "inference.weight_dtype=bf16", "inference.batch=1"]
+    j = _run(capsys, *sets)
+    (said,) = j["warnings"]
+    assert said.startswith("the weights alone (141.1 GB per GPU") and "81.6 GB" in said
+    assert "parallelism.tp" in said and "inference.weight_dtype" in said and "inference.batch" not in said
+    assert j["memory_over_capacity"] and j["inference"]["max_batch"] == 0
+    args = ["run", "serve-llama3-70b-tp8"] + [x for s in sets for x in ("--set", s)]
+    assert main(args) == 0
+    assert "knee at batch 1 (no batch fits in memory: see the warning)" in capsys.readouterr().out
+    page = tmp_path / "r.html"
+    assert main(["report", "serve-llama3-70b-tp8", *args[2:], "--html", str(page)]) == 0
+    assert page.stat().st_size > 100_000 and "wrote" in capsys.readouterr().out
+    # A batch too large for the KV cache still names the batch.
+    big = _run(capsys, "inference.batch=4096")
+    assert big["warnings"] == ["the KV cache of 4096 sequences of 2,000 tokens does not fit beside the "
+                               "weights: at most 1765 per replica (inference.batch)"]

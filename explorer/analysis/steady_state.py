@@ -24,6 +24,15 @@ PACE_CATEGORY = {"compute": "optimizer", "pp": "pp", "dp": "dp"}
 # their category is their base stream's, the part before "~".)
 
 
+def pace_category(stream: str) -> str:
+    """The breakdown category of ``stream``'s time beyond the window: :data:`PACE_CATEGORY`, and a
+    workload's own communication stream its dimension (a DLRM's ``emb``, a GNN's ``gnn``: each is a
+    reported dimension and a category; with ``communication.dp_priority`` their streams can outlast
+    the window, which had raised KeyError)."""
+    base = stream.split("~")[0]
+    return PACE_CATEGORY.get(base, base)
+
+
 @dataclass(frozen=True)
 class ScheduledRun:
     """One scheduled task graph and its iteration window (what every analysis reads)."""
@@ -101,7 +110,7 @@ def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None,
         busy, stream = max((b, st) for mine in by_class for st, b in stream_busy(builder, mine).items())
         if busy > T:
             return ScheduledRun(builder, net, tasks, by_class, busy, window, enders, T,
-                                PACE_CATEGORY[stream.split("~")[0]], busy - T)
+                                pace_category(stream), busy - T)
         return ScheduledRun(builder, net, tasks, by_class, T, window, enders, pace_margin=busy - T)
     elif window_kind is not Window.FLUSH:
         first = [min((t.start for t in mine if t.stream == "compute"), default=0.0) for mine in by_class]
@@ -126,7 +135,7 @@ def _async_run(builder: IterationBuilder, net: Network, tasks: list[Task], by_cl
         return ScheduledRun(builder, net, tasks, by_class, measured, first, enders,
                             pace_margin=busy - measured)
     return ScheduledRun(builder, net, tasks, by_class, busy, first, enders, measured,
-                        PACE_CATEGORY[stream.split("~")[0]], busy - measured)
+                        pace_category(stream), busy - measured)
 
 
 def _replicas(b: IterationBuilder, s: int) -> int:

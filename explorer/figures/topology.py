@@ -132,7 +132,9 @@ def _gpu_grid(
         w = 0.84 * 900 / (nodes * (cols + 0.9) + 1)           # box size in px
         h = 0.8 * plot_h / (rows + 2.4 + levels)
         for with_id in (True, False):
-            lines = math.ceil(ranks / 2) + with_id
+            # (At least one line: a serving replica of one GPU lists no rank dimension, and a box
+            # without a label still needs the room of one: 0 lines had divided by zero.)
+            lines = max(1, math.ceil(ranks / 2) + with_id)
             need_w = 0.55 * font_size * max(7 if ranks > 1 else 3,
                                             4 + len(str(gpn * nodes)) if with_id else 0)
             fit = min(w / need_w, h / (1.3 * font_size * lines))

@@ -175,6 +175,10 @@ class Fabric:
             return (), ()
         dcs, first = np.unique(np.asarray(members) // top.domain_gpus, return_index=True)
         order = tuple(int(d) for d in dcs[np.argsort(first)])     # datacenters in rank order
+        if len(order) < 2:
+            # One datacenter after all: a group that names a GPU twice (a pair of ranks on one GPU,
+            # as one-GPU datacenters give) holds more members than the domain has GPUs.
+            return (), ()
         return order, self.wan.ring_loads(order)
 
     def shape(self, members: np.ndarray, per: tuple[int, ...] | None = None,

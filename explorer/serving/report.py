@@ -47,7 +47,8 @@ def serving_text(res: Result, name: str) -> str:
                       for p in f["batch_curve"])
     lines += ["", f"  bottleneck: {f['bottleneck']}",
               f"  batch curve (batch: TPOT, output tokens/s per GPU): {curve}; "
-              f"knee at batch {f['knee_batch']}"]
+              f"knee at batch {f['knee_batch']}"
+              + (" (no batch fits in memory: see the warning)" if f["max_batch"] == 0 else "")]
     said = targets_text(f)
     if said:
         lines.append("  " + said)

@@ -246,7 +246,17 @@ def simulate_serving(sc: Scenario) -> Result:
     kinds: tuple[str, ...] = ()
     inf = sc.inference
     assert inf is not None
-    if sv.memory.max_batch < sv.batch:
+    held = sv.memory.weights + sv.memory.workspace
+    if held > sv.memory.usable:
+        # No batch fits at all: the weights (and the pass's workspace) alone exceed what the server
+        # may use, so the batch is not the field to change (it had been named).
+        warnings = (f"the weights alone ({sv.memory.weights / 1e9:,.1f} GB per GPU, "
+                    f"{held / 1e9:,.1f} GB with the workspace) exceed the {sv.memory.usable / 1e9:,.1f} GB "
+                    "the server may use (capacity x inference.memory_utilization): no batch fits; shard "
+                    "them over more GPUs (parallelism.tp, parallelism.pp) or store them in fewer bytes "
+                    "(inference.weight_dtype)",)
+        kinds = ("memory",)
+    elif sv.memory.max_batch < sv.batch:
         tokens = mix.batch_mean(inf, lambda prompt, output: prompt + output)
         warnings = (f"the KV cache of {sv.batch} sequences of {tokens:,.0f} "
                     f"tokens does not fit beside the weights: at most {sv.memory.max_batch} per replica "

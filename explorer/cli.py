@@ -149,9 +149,10 @@ def summary_text(res) -> str:
     for k, v in res.breakdown_s.items():
         if v > 0:
             lines.append(f"    {k:<10} {_fmt_s(v):>10}  {v / T:6.1%}  {'#' * int(round(40 * v / T))}")
-    mem = res.memory.as_GB()
-    lines += ["", f"  memory per GPU: {mem['total']:.1f} of {sc.hardware.gpu.capacity_bytes / 1e9:.1f} GB "
-                  f"({sc.hardware.gpu.memory_GB:g} GiB) "
+    binding, cap = res.binding_memory
+    mem = binding.as_GB()
+    lines += ["", f"  memory per GPU: {mem['total']:.1f} of {cap / 1e9:.1f} GB "
+                  f"({cap / 2**30:g} GiB) "
                   f"(params {mem['params']:.1f}, grads {mem['grads']:.1f}, optimizer {mem['optimizer']:.1f}, "
                   f"activations {mem['activations']:.1f})",
               "  bytes sent per GPU: "

@@ -9,6 +9,8 @@ the all-half cluster's, to the bit.
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 from hetero_support import half_h100_fixture, raw, scenario  # noqa: F401  (the half_h100 fixture)
 
@@ -196,3 +198,25 @@ def test_pp_across_speed_layers_balance_the_stages(half_h100):
     assert worst(18) < worst(17) and worst(18) < worst(19)
     fast = simulate(sc)
     assert fast.stage_layers == layers and fast.iteration_time_s < even.iteration_time_s
+
+
+def test_memory_is_reported_against_the_board_of_the_class_that_binds(capsys):
+    """mixed-generations with hardware.gpu b200 (its datacenters keep their H100 and A100 boards) at
+    tp 2: the H100 stage needs 147.2 GB.  run had printed "147.2 of 193.3 GB" (the B200 no
+    datacenter runs) beside a correct memory warning, the JSON's memory_capacity_GB was 193.3 with
+    memory_over_capacity true, and diff said "does not fit: 147.2 of 193.3 GB".  Every one now
+    reads the H100's 85.9 GB; a homogeneous run is unchanged."""
+    from explorer.cli import main
+    sets = ["--set", "hardware.gpu=b200", "--set", "parallelism.tp=2"]
+    assert main(["run", "mixed-generations", *sets, "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert j["memory_over_capacity"] and j["memory_capacity_GB"] == pytest.approx(85.899, abs=1e-3)
+    assert j["memory_GB"]["total"] == pytest.approx(147.19, abs=0.01)
+    assert main(["run", "mixed-generations", *sets]) == 0
+    assert "memory per GPU: 147.2 of 85.9 GB (80 GiB)" in capsys.readouterr().out
+    assert main(["diff", "mixed-generations", "--set", "hardware.gpu=b200",
+                 "--set-b", "parallelism.tp=2"]) == 0
+    assert "B does not fit: 147.2 of 85.9 GB per GPU" in capsys.readouterr().out
+    assert main(["run", "teaching-8gpu", "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert j["memory_capacity_GB"] == pytest.approx(85.899, abs=1e-3) and not j["memory_over_capacity"]

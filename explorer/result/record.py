@@ -81,6 +81,9 @@ class Result:
     # A serving scenario's figures (explorer/serving/result.py: ttft_s, tpot_s, tokens/s, requests/s, KV
     # cache, max batch, ...); None for training.
     inference: dict | None = None
+    # Per GPU class, the memory (bytes) of the GPU it runs on, when classes run on different GPUs
+    # (datacenters of other GPUs: variants/replicas.py); empty: every class on hardware.gpu.
+    class_capacity: tuple[float, ...] = ()
 
     def combined(self, sc: Scenario, notices: Sequence[Notice] | None = None, pace: float = 1.0,
                  groups: float = 1.0, **fields: Any) -> Result:
@@ -133,6 +136,20 @@ class Result:
         return tuple(Notice(k, m) for k, m in zip(self.warning_kinds, self.warnings, strict=True))
 
     @property
+    def binding_memory(self) -> tuple[MemoryBreakdown, float]:
+        """The memory of the GPU class with the least to spare on its own GPU and that GPU's
+        capacity in bytes: what "memory per GPU: X of Y" and ``memory_GB``/``memory_capacity_GB``
+        report.  On one kind of GPU, the largest class's memory and hardware.gpu's capacity; across
+        datacenters of other GPUs, the class nearest (or furthest over) its own board — an H100
+        stage at 147.2 GB is reported against 85.9 GB, not the 193.3 GB of a B200 hardware.gpu that
+        no datacenter runs."""
+        caps = self.class_capacity
+        if not caps or len(caps) != len(self.memory_by_class):
+            return self.memory, self.scenario.hardware.gpu.capacity_bytes
+        i = min(range(len(caps)), key=lambda k: caps[k] - self.memory_by_class[k].total)
+        return self.memory_by_class[i], caps[i]
+
+    @property
     def memory_over_capacity(self) -> bool:
         """Whether some GPU class needs more memory than its GPU has (the ``memory`` warning)."""
         return "memory" in self.warning_kinds
@@ -164,8 +181,9 @@ class Result:
             "bubble_explanation": self.bubble_explanation,
             "breakdown_s": self.breakdown_s,
             "breakdown_class": self.classes[self.breakdown_class].label,
-            "memory_GB": self.memory.as_GB(),
-            "memory_capacity_GB": sc.hardware.gpu.capacity_bytes / 1e9,   # GB = 1e9 B, as memory_GB
+            # The class nearest its own GPU's capacity (binding_memory): the largest on one kind of GPU.
+            "memory_GB": self.binding_memory[0].as_GB(),
+            "memory_capacity_GB": self.binding_memory[1] / 1e9,   # GB = 1e9 B, as memory_GB
             # A server's budget, what its memory verdict is against: the capacity x
             # inference.memory_utilization (vLLM's gpu_memory_utilization; serving/memory.py).
             **({"memory_budget_GB": sc.hardware.gpu.capacity_bytes * sc.inference.memory_utilization / 1e9}

@@ -141,6 +141,7 @@ def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], Result]) 
     per_replica = sc.parallelism.tp * sc.parallelism.cp
     classes: list[Any] = []
     memory: list[Any] = []
+    capacity: list[float] = []
     parts: list[tuple[Sequence[Task], int]] = []
     rows: list[dict[str, Any]] = []
     mem_notes: list[Notice] = []
@@ -158,6 +159,9 @@ def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], Result]) 
             classes.append(replace(c, index=offset + c.index, name=name, gpus=gpus,
                                    label=f"{name} (×{gpus} GPUs)"))
         memory += list(r.memory_by_class)
+        # Each class's own board: a kind of replica's GPU, a PP-across stage's datacenter's.
+        capacity += [(gpu if v.datacenters or not het else hetero.dc_gpu(sc, c.datacenter)).capacity_bytes
+                     for c in r.classes]
         parts.append((r.tasks, offset))
         mem_notes += [Notice(n.kind, f"{v.tag} ({gpu.name}): {n.message}" if v.datacenters else n.message)
                       for n in r.notices if n.kind == "memory"]
@@ -190,4 +194,5 @@ def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], Result]) 
     # Result fields by name (tokens/s, TFLOP/s, MFU): set as they are, not as combined()'s pace.
     figures: dict[str, Any] = hetero.headline(sc, vs, results, slow.iteration_time_s) if het else {}
     return slow.combined(sc, notices, classes=tuple(classes), memory_by_class=tuple(memory),
+                         class_capacity=tuple(capacity),
                          tasks=JoinedTasks(parts), replicas=tuple(rows), **figures)

@@ -155,7 +155,7 @@ def search_text(r: SearchResult, label: str) -> str:
         what = "proxy estimate" if r.proxy else "estimated"
         est = f" ({what} {fmt_s(c.estimate_s)})" if c.estimate_s is not None else ""
         lines += ["", f"{rank:>2}. {fmt_s(c.iteration_time_s)}{est} · MFU {f['mfu']:.1%} · "
-                      f"{f['memory_GB_total']:.1f} GB ({c.memory.free_GB:.1f} free) · dp {c.dp}{mark}",
+                      f"{c.memory.need_GB:.1f} GB ({c.memory.free_GB:.1f} free) · dp {c.dp}{mark}",
                   f"    {c.layout.label()}",
                   f"    {fmt_breakdown(f['breakdown_s'])}",
                   f"    ?{c.link}" if c.link else "    (no link: too many fields differ)"]

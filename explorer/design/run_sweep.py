@@ -74,5 +74,8 @@ def with_runs(raw: Mapping[str, Any], points: Sequence[Point],
         assert total is not None
         figures = total.to_json_dict()
         summary = {k: figures.get(k) for k in RUN_FIGURES}
-        out.append(replace(p, figures={**p.figures, "run_total": summary}))
+        # A plan fits when every phase does: a phase that raises seq_len can outgrow the GPU while
+        # the base layout fits (a hunt found "shortest run that fits" on a 227.8 GB phase).
+        fits = bool(p.figures.get("fits", True)) and bool(figures["fits"])
+        out.append(replace(p, figures={**p.figures, "fits": fits, "run_total": summary}))
     return tuple(out), None

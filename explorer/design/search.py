@@ -179,7 +179,7 @@ def _simulate(job: _FullJob) -> Candidate | None:
         sc = LayoutBuilder(job.raw).scenario(job.layout)
         # A run plan's phases must take the layout too, as run, sweep and scaling check (a hunt found
         # llama3-405b-pretraining's four best layouts refused by run: a phase's dp no longer fitted).
-        plan(sc)
+        phases = plan(sc)
     except ScenarioError:
         return None
     # The user's own layout on the full engine, so that its row equals ``run`` to the last bit.
@@ -190,9 +190,40 @@ def _simulate(job: _FullJob) -> Candidate | None:
     cap = sc.hardware.gpu.capacity_bytes / 1e9
     if sc.cluster.datacenter_gpus:              # GPUs that differ: the tightest one (design/capacity.py)
         need, cap = tightest_gpu(sc)
-    return Candidate(job.layout, sc.dp, s.row(0), job.estimate_s, share_query(job.base, sc), job.baseline,
+    figures = dict(s.row(0))
+    tight = _tightest_phase(sc, phases)
+    if tight is not None:
+        # The plan's verdict is its tightest phase's: a phase that raises seq_len can outgrow the GPU
+        # while the layout fits on the base scenario (a hunt found a 502.5 GB phase ranked first).
+        p_need, p_cap, p_fits = tight
+        base_need = figures["memory_GB_total"] if need is None else need
+        if p_cap - p_need < cap - base_need:
+            need, cap = p_need, p_cap
+        figures["fits"] = bool(figures["fits"]) and p_fits
+    return Candidate(job.layout, sc.dp, figures, job.estimate_s, share_query(job.base, sc), job.baseline,
                      cap, sc.parallelism.order, need,
                      _changed(job.searched or from_dict(dict(job.base.raw)), sc))
+
+
+def _tightest_phase(sc: Scenario, phases) -> tuple[float, float, bool] | None:
+    """(memory, capacity) in GB of the run-plan phase of ``sc`` with the least memory to spare, and
+    whether every phase fits; None without phases other than the scenario itself.  Each distinct
+    phase is simulated once (the top layouts only: the ranking's plan arithmetic, phase_fit.py,
+    cannot weigh memory)."""
+    from ..simulate import simulate  # deferred: the engine, for the top layouts only
+    others = {ph.key: ph.scenario for ph in phases if ph.scenario is not sc}
+    if not others:
+        return None
+    best: tuple[float, float] | None = None
+    fits = True
+    for phase_sc in others.values():
+        r = simulate(phase_sc)
+        mem, cap = r.binding_memory
+        fits = fits and not r.memory_over_capacity
+        if best is None or cap - mem.total < best[1] - best[0]:
+            best = (mem.total / 1e9, cap / 1e9)
+    assert best is not None
+    return best[0], best[1], fits
 
 
 def _changed(searched: Scenario, sc: Scenario) -> dict[str, Any]:

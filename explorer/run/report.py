@@ -23,9 +23,26 @@ def run_of(res: Result) -> RunTotal | None:
 
 
 def run_json(res: Result) -> dict:
-    """``{"run_total": ...}`` when the scenario has a run plan, else ``{}`` (run --json merges it)."""
+    """``{"run_total": ...}`` when the scenario has a run plan, else ``{}`` (run --json merges it).
+    A phase over memory also makes the run's ``memory_over_capacity`` true and adds its ``memory``
+    warning (:func:`unfit_warnings`): the base scenario fitting does not make the plan runnable."""
     total = run_of(res)
-    return {} if total is None else {"run_total": total.to_json_dict()}
+    if total is None:
+        return {}
+    out: dict = {"run_total": total.to_json_dict()}
+    said = unfit_warnings(total)
+    if said:
+        out["memory_over_capacity"] = True
+        out["warnings"] = [*res.warnings, *said]
+        out["warning_kinds"] = [*res.warning_kinds, *(["memory"] * len(said))]
+    return out
+
+
+def unfit_warnings(total: RunTotal) -> list[str]:
+    """One ``memory`` warning per phase of the plan whose memory exceeds its GPU's."""
+    return [f"memory: phase {one_line(p.name)!r} needs {p.memory_GB:.1f} GB per GPU of the "
+            f"{p.memory_capacity_GB:.1f} GB its GPU has: the run plan cannot run as set (raise tp, pp or cp "
+            f"in the phase's overrides, use ZeRO or activation recomputation)" for p in total.unfit]
 
 
 def percent(x: float) -> str:
@@ -52,6 +69,7 @@ def run_lines(res: Result) -> list[str]:
     price = f", price {total.price:,.0f}" if total.price is not None else ""
     lines.append(f"    total: {total.days:,.{digits}f} days, {total.gpu_hours:,.0f} GPU-hours, "
                  f"goodput {percent(total.goodput)}{energy}{price}")
+    lines += [f"    warning: {w}" for w in unfit_warnings(total)]
     loss = total.loss
     if loss is not None:
         lines.append(f"    loss (estimate from the literature, {CITATION}, B_crit "

@@ -38,6 +38,11 @@ class PhaseTotal:
     # Tokens to the uncompressed data-parallel run's loss over its tokens: DiLoCo's compute ratio
     # (variants/lowcomm/loss_law.py) times a compressor's measured extra steps; 1 otherwise.
     loss_compute_ratio: float = 1.0
+    # The phase's memory per GPU against its GPU's (Result.binding_memory, GB) and the verdict its
+    # run gives (a phase that raises seq_len can outgrow the GPU while the base scenario fits).
+    memory_GB: float = 0.0
+    memory_capacity_GB: float = float("inf")
+    fits: bool = True
 
     @property
     def wall_s(self) -> float:
@@ -69,6 +74,11 @@ class RunTotal:
     @property
     def days(self) -> float:
         return sum(p.days for p in self.phases)
+
+    @property
+    def unfit(self) -> tuple[PhaseTotal, ...]:
+        """The phases whose memory exceeds their GPU's: the plan cannot run as set."""
+        return tuple(p for p in self.phases if not p.fits)
 
     @property
     def gpu_hours(self) -> float:
@@ -105,6 +115,7 @@ class RunTotal:
         return {
             "days": self.days, "gpu_hours": self.gpu_hours, "energy_MWh": self.energy_MWh,
             "goodput": self.goodput, "tokens": sum(p.tokens for p in self.phases),
+            "fits": not self.unfit,
             **({"price": self.price} if self.price is not None else {}),
             **({"loss_estimate": self.loss.to_json_dict()} if self.loss is not None else {}),
             "phases": [{"name": p.name, "days": p.days, "tokens_per_s": p.tokens_per_s, "mfu": p.mfu,
@@ -114,7 +125,9 @@ class RunTotal:
                         "checkpoint_interval_s": _finite(p.goodput.interval_s),
                         "job_mtbf_h": _finite(p.goodput.job_mtbf_s / 3600.0),
                         "repair_share": p.goodput.repair_share, "nodes_under_repair": p.goodput.nodes_down,
-                        "energy_MWh": p.energy_MWh(self.pue)} for p in self.phases],
+                        "energy_MWh": p.energy_MWh(self.pue), "memory_GB": p.memory_GB,
+                        "memory_capacity_GB": _finite(p.memory_capacity_GB), "fits": p.fits}
+                       for p in self.phases],
         }
 
 
@@ -140,10 +153,12 @@ def phase_total(ph: PhasePlan, res: Result, survivors_share: float | None = None
     # Failed nodes are out of the job (variants/faults.py): they neither run, draw power nor count in
     # its GPU-hours; the survivors the dropped replicas leave idle are still held, so they do.
     held = sc.gpus - sc.cluster.faults.failed_nodes * sc.cluster.gpus_per_node
+    mem, cap = res.binding_memory
     return PhaseTotal(ph.name, held, ph.tokens, ph.iterations, step, res.tokens_per_s, res.mfu, exposed,
                       ph.iterations * step, goodput_of(sc, survivors_share, step), energy.average_W(sc, u),
                       ph.tokens_per_iteration, sc.training.critical_batch_tokens,
-                      extra * (1.0 if law is None else float(law["compute_ratio"])))
+                      extra * (1.0 if law is None else float(law["compute_ratio"])),
+                      mem.total / 1e9, cap / 1e9, not res.memory_over_capacity)
 
 
 def run_total(sc: Scenario, simulate: Callable[[Scenario], Result],

@@ -12,7 +12,7 @@ from ...figures.fonts import PRESENT_FONT_PX
 from ...figures.run import goodput_waterfall_figure, run_timeline_figure
 from ...run.convergence import CITATION, DILOCO_CITATION
 from ...run.phases import has_run
-from ...run.report import percent
+from ...run.report import percent, unfit_warnings
 from ...run.total import RunTotal, run_total
 from ...scenario import Scenario, ScenarioError, from_dict
 from ...simulate import simulate
@@ -54,6 +54,8 @@ def render(raw_json: str, present: bool) -> None:
         st.info("This scenario is one iteration: give `training.total_tokens` or `training.phases` for "
                 "a run.")
         return
+    for said in unfit_warnings(total):      # a phase over memory: the plan cannot run as set
+        st.error(plain(said), icon="⚠️")
     e = total.energy_MWh
     cards = st.columns(5 if total.price is not None else 4)
     cards[0].metric("Days", f"{total.days:,.1f}")
@@ -75,7 +77,9 @@ def render(raw_json: str, present: bool) -> None:
                        "steps": p.iterations, "step (s)": round(p.iteration_s, 3),
                        "tokens/s": round(p.tokens_per_s), "MFU": f"{p.mfu:.1%}",
                        "exposed comm": f"{p.exposed_comm_share:.1%}", "goodput": percent(p.goodput.goodput),
-                       "days": round(p.days, 2)} for p in total.phases], hide_index=True,
+                       "days": round(p.days, 2),
+                       "memory (GB)": f"{p.memory_GB:.1f}" + ("" if p.fits else " — over memory")}
+                      for p in total.phases], hide_index=True,
                      use_container_width=True)
     with waterfall:
         st.markdown("**Where the wall-clock days go**")

@@ -86,3 +86,26 @@ def test_a_kind_the_curve_does_not_model_is_said_to_be_priced_as_diloco():
     assert curve.to_json()["scenario_kind"] == "streaming-diloco"
     from explorer.commands.consensus import consensus_text
     assert "the scenario's streaming-diloco is priced as diloco" in consensus_text(curve, "x")
+
+
+def test_a_layout_over_memory_gets_no_knee_and_says_so(capsys):
+    """two-datacenters on 16 GiB GPUs needs 39.9 GB per GPU in its inner step: the curve had marked
+    knees at H=50 with nothing said about memory.  Now no knee is marked on such a row, the JSON
+    names the replica counts over memory, and the text and stderr warn; on its own 80 GiB GPUs the
+    knees are back."""
+    from explorer.cli import main
+    args = ["consensus", "two-datacenters", "--replicas", "2,4", "--periods", "1,50"]
+    assert main([*args, "--set", "hardware.gpu.memory_GB=16", "--json"]) == 0
+    out = capsys.readouterr()
+    j = json.loads(out.out)
+    assert j["knees"] == {"2": None, "4": None} and set(j["over_memory"]) == {"2", "4"}
+    over = j["over_memory"]["2"]
+    assert over["memory_GB"] > over["memory_capacity_GB"] == pytest.approx(17.18, abs=0.01)
+    assert all(p["fits"] is False for p in j["points"])
+    assert "warning: memory: at 2 replicas each GPU needs" in out.err
+    assert main([*args, "--set", "hardware.gpu.memory_GB=16"]) == 0
+    text = capsys.readouterr().out
+    assert "*" not in text.split("\n", 1)[1] and "# warning: memory: at 4 replicas" in text
+    assert main([*args, "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert j["knees"] == {"2": 50, "4": 50} and j["over_memory"] == {}

@@ -8,6 +8,7 @@ inner_step_s, time_per_step_s, sync_share, tokens_per_s}], knees: {replicas: H o
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..config.schema import excerpt, one_line
 from ..design.base import open_base
@@ -55,6 +56,10 @@ def run(args: argparse.Namespace) -> int:
         progress.phase("simulating", "replica counts", len(replicas))
         curve = consensus(base.raw, replicas, periods, progress)
     print(dumps(curve.to_json()) if args.json else consensus_text(curve, base.label))
+    if args.json:                    # stdout stays one JSON object: the warning goes to stderr too
+        for D, (need, cap) in curve.over_memory.items():
+            print(f"warning: memory: at {D} replicas each GPU needs {need:.1f} of {cap:.1f} GB: it does not "
+                  "fit", file=sys.stderr)
     return 0
 
 
@@ -71,4 +76,7 @@ def consensus_text(curve: ConsensusCurve, label: str) -> str:
         lines.append(f"{D:>8} {fmt_s(row[periods[0]].inner_step_s):>9}  " + " ".join(cells))
     for D, why in curve.skipped.items():
         lines.append(f"{D:>8}  cannot run: {one_line(why)}")
+    for D, (need, cap) in curve.over_memory.items():
+        lines.append(f"# warning: memory: at {D} replicas each GPU needs {need:.1f} of {cap:.1f} GB: it does "
+                     "not fit, so its row is the time of a layout that cannot run as set (no knee marked)")
     return "\n".join(lines)

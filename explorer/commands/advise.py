@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..analysis.verdict import DEFAULT_HEADROOM_GB
 from ..config.schema import one_line
 from ..design.advise import Advice, AdviceResult, advise
 from ..design.base import open_base
@@ -65,8 +66,12 @@ def gain_line(r: AdviceResult) -> str:
     if r.naive is None or speedup is None:
         return "the naive placement (DP flat across all datacenters) is not valid for this pipeline"
     fits = "" if r.naive.figures["fits"] else ", which does not fit in memory"
-    return (f"best vs naive (DP flat ring across all datacenters, {fmt_s(r.naive.iteration_time_s)}{fits}): "
-            f"{speedup:.2f}x faster, {1 - 1 / speedup:.0%} less time per iteration")
+    head = f"best vs naive (DP flat ring across all datacenters, {fmt_s(r.naive.iteration_time_s)}{fits}): "
+    if speedup >= 1:
+        return head + f"{speedup:.2f}x faster, {1 - 1 / speedup:.0%} less time per iteration"
+    # Slower than a naive placement that does not fit: the best is what runs, not a loss to it.
+    why = ("; the naive placement cannot run as set" if not r.naive.figures["fits"] else "")
+    return head + f"{1 / speedup:.2f}x slower, {1 / speedup - 1:.0%} more time per iteration{why}"
 
 
 def summary_line(r: AdviceResult) -> str:
@@ -101,5 +106,7 @@ def advise_text(r: AdviceResult, label: str) -> str:
 def _row(rank: str, a: Advice) -> str:
     f = a.figures
     mem = f"{f['memory_GB_total']:.1f} GB" + ("" if f["fits"] else "!")
+    tight = (f"  ({f['free_GB']:.2f} GB free: under the {DEFAULT_HEADROOM_GB:g} GB a GPU needs beside the "
+             "model)" if f["fits"] and not a.roomy else "")
     return (f"{rank:>2}  {fmt_s(f['iteration_time_s']):>10}  {f['mfu']:>6.1%}  {mem:>8}  "
-            f"{a.wan_links['max_utilisation']:>8.0%}  {a.label}")
+            f"{a.wan_links['max_utilisation']:>8.0%}  {a.label}{tight}")

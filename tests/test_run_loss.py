@@ -118,3 +118,22 @@ def test_the_app_says_when_b_reaches_a_loss_and_the_run_tab_the_progress(capsys)
     eq = out["a"]["run_total"]["loss_estimate"]["equivalent_tokens"]
     assert any("estimate from the literature" in c.value and f"{eq / 1e9:,.4g}B tokens" in c.value
                for c in at.caption)
+
+
+def test_data_efficiency_stays_a_fraction_with_diloco_credit(capsys):
+    """diloco-cross-region with B_crit 1e9 tokens: its batch is far below the critical batch, so the
+    batch sizes alone give E_min / E = 1 / (1 + B / B_crit) = 0.996, and DiLoCo's loss law credits
+    it with 1.04x data-parallel's progress.  Their product had been printed as the data efficiency,
+    103.5 %; the efficiency is now the batch part (<= 1) and the credit its own factor."""
+    from explorer.scenario import load
+    assert main(["run", "diloco-cross-region", "--set", "training.critical_batch_tokens=1e9",
+                 "--set", "training.total_tokens=1e12", "--json"]) == 0
+    total = json.loads(capsys.readouterr().out)["run_total"]
+    loss = total["loss_estimate"]
+    sc = load("diloco-cross-region")
+    batch = sc.training.global_batch * sc.model.seq_len
+    assert loss["data_efficiency"] == pytest.approx(1 / (1 + batch / 1e9), rel=1e-9)
+    assert loss["data_efficiency"] < 1
+    assert loss["diloco_factor"] > 1
+    assert loss["equivalent_tokens"] == pytest.approx(
+        total["tokens"] * loss["data_efficiency"] * loss["diloco_factor"], rel=1e-9)

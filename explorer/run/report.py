@@ -75,5 +75,6 @@ def run_lines(res: Result) -> list[str]:
         lines.append(f"    loss (estimate from the literature, {CITATION}, B_crit "
                      f"{loss.critical_batch_tokens / 1e6:,.4g}M tokens): the run's progress equals "
                      f"{loss.equivalent_tokens / 1e9:,.4g}B tokens at the small-batch limit "
-                     f"(data efficiency {loss.data_efficiency:.1%})")
+                     f"(data efficiency {loss.data_efficiency:.1%}"
+                     + (f"; DiLoCo's loss law x{loss.diloco_factor:.3g}" if loss.diloco else "") + ")")
     return lines

@@ -64,6 +64,9 @@ def test_search_ranks_only_plans_whose_every_phase_fits(capsys):
         # The row's free memory is the long phase's (the tightest), with the 1 GB headroom.
         assert not long_.memory_over_capacity and row["fits"]
         assert row["free_GB"] == pytest.approx((cap - mem.total) / 1e9, abs=1e-6) and row["free_GB"] >= 1.0
+    # The counts line says its memory counts are the base scenario's.
+    assert main(["search", "teaching-8gpu", *_sets(PLAN), "--schedules", "1f1b", "--top", "1"]) == 0
+    assert "the 2 run-plan phases' is judged on the layouts priced exactly" in capsys.readouterr().out
 
 
 def test_the_run_view_says_which_phase_does_not_fit():

@@ -128,7 +128,9 @@ def counts_line(r: SearchResult) -> str:
     refined = (f" (of which {r.refined:,} placements / layer splits of the best)" if r.refined else "")
     return (f"{r.gpus:,} GPUs: {r.enumerated:,} layouts enumerated{refined}{timed}, {r.valid:,} valid, "
             f"{r.fit:,} fit in memory{' (on the proxy)' if r.proxy else ''}, {r.roomy:,} with "
-            f"{r.headroom_GB:g} GB to spare (ranked); "
+            f"{r.headroom_GB:g} GB to spare (ranked"
+            + (f"; the base scenario's memory: the {r.phases} run-plan phases' is judged on the layouts "
+               "priced exactly" if r.phases else "") + "); "
             f"{'estimator' if r.engine == 'estimate' else 'full engine (no estimator installed)'} "
             f"{s['estimate']:.1f} s ({rate:,.0f} layouts/s), {r.simulated} layouts priced exactly "
             f"{s['full']:.1f} s, total {s['total']:.1f} s{proxy_note(r)}")

@@ -136,6 +136,7 @@ class SearchResult:
     headroom_GB: float = DEFAULT_HEADROOM_GB  # memory a ranked layout leaves free, at least
     roomy: int = 0                            # layouts that fit with that headroom (those ranked)
     refined: int = 0                          # placement / layer-split variants scored (design/refine.py)
+    phases: int = 0                           # run-plan phases: their memory is judged on the exact layouts
 
     def verdict(self) -> str:
         """What the search means for the scenario's own layout, in one sentence: it is the fastest
@@ -323,7 +324,7 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
         seconds={"enumerate": t1 - t0, "estimate": t2 - t1, "full": t3 - t2, "total": t3 - t0},
         engine=_ranking_engine(), simulated=simulated, unscored=len(unscored),
         proxy=proxy.left_out if proxy is not None else (), headroom_GB=headroom_GB, roomy=int(roomy.sum()),
-        refined=refined)
+        refined=refined, phases=len(pins))
 
 
 def _offset(progress: Progress | None, done: int, total: int) -> Progress | None:

@@ -208,9 +208,8 @@ def _simulate(job: _FullJob) -> Candidate | None:
 
 def _tightest_phase(sc: Scenario, phases) -> tuple[float, float, bool] | None:
     """(memory, capacity) in GB of the run-plan phase of ``sc`` with the least memory to spare, and
-    whether every phase fits; None without phases other than the scenario itself.  Each distinct
-    phase is simulated once (the top layouts only: the ranking's plan arithmetic, phase_fit.py,
-    cannot weigh memory)."""
+    whether every phase fits; None without phases other than ``sc``.  Each distinct phase is
+    simulated once (the top layouts only: phase_fit.py's arithmetic cannot weigh memory)."""
     from ..simulate import simulate  # deferred: the engine, for the top layouts only
     others = {ph.key: ph.scenario for ph in phases if ph.scenario is not sc}
     if not others:

@@ -79,4 +79,4 @@ def test_the_run_view_says_which_phase_does_not_fit():
     assert not at.exception
     assert any("phase 'long' needs 502.5 GB per GPU" in e.value for e in at.error)
     table = next(d.value for d in at.dataframe)
-    assert list(table["memory (GB)"]) == [table["memory (GB)"][0], "502.5 — over memory"]
+    assert list(table["memory (GB)"]) == [table["memory (GB)"][0], "502.5 (over)"]

@@ -78,7 +78,7 @@ def render(raw_json: str, present: bool) -> None:
                        "tokens/s": round(p.tokens_per_s), "MFU": f"{p.mfu:.1%}",
                        "exposed comm": f"{p.exposed_comm_share:.1%}", "goodput": percent(p.goodput.goodput),
                        "days": round(p.days, 2),
-                       "memory (GB)": f"{p.memory_GB:.1f}" + ("" if p.fits else " — over memory")}
+                       "memory (GB)": f"{p.memory_GB:.1f}" + ("" if p.fits else " (over)")}
                       for p in total.phases], hide_index=True,
                      use_container_width=True)
     with waterfall:

@@ -100,6 +100,11 @@ five when compression coders, model averaging and DiLoCo's outer update streamed
 achieved rate (physics/hardware.streaming_bytes_per_s, as every other HBM-bound pass) instead of the
 data sheet's: cloud-25g-dp 0.33783 -> 0.33796 s, gossip-exponential 1.64768 -> 1.64813 s,
 resnet50-cloud-dp 32.905 -> 32.910 ms, the two DiLoCo scenarios +0.0002 % (their time per step);
+gnn-sage-papers100m when the CPU sampler's default rate was read off SALIENT's single-GPU epoch
+(16,513 ms, paced by its sampler) instead of its "Sampling + Slicing" column, which is the loop's
+wait for batches (workloads/gnn/loader.py: 26.8M -> 3.85M sampled edges per thread-second): the
+sampler (14.0 ms) now paces the step, 12.900 -> 15.146 ms, epoch_s 0.951 -> 1.116 s, and the
+bottleneck names the GPU's wait for it (workload registry ``host_wait``) instead of the all-reduce;
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

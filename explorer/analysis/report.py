@@ -11,6 +11,7 @@ from ..engine.records import BucketInfo, OverlapInfo, TransferInfo
 from ..engine.scheduler import Task
 from ..network.groups import Network
 from ..taskgraph.builder import IterationBuilder
+from ..workloads.registry import workload_for
 from .breakdown import COMM_DIMS, MemoryBreakdown
 from .utilisation import ALL_WAN_KEYS_UP_TO
 
@@ -81,6 +82,13 @@ def bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: fl
     cats = {k: v for k, v in bd.items() if k not in ("compute", "recompute")}
     worst = max(cats, key=lambda k: (cats[k], k))
     share = cats[worst] / T if T > 0 else 0.0
+    # A wait for the host (a GNN's CPU sampler) is inside compute: the GPU idles on its stream.
+    # Each of the m units waits, so it is compared per iteration with the largest other part.
+    hook = workload_for(sc.model).host_wait
+    wait = hook(sc) if hook is not None else None
+    if wait is not None and T > 0 and m * wait[0] > max(cats[worst], 1e-3 * T):
+        return (f"The host paces the step: the GPU waits {m * wait[0] / T:.1%} of the iteration for its "
+                f"input: {wait[1]}.")
     if cats[worst] <= 1e-3 * T:
         # The busiest stage's figures (the Bubble card averages every stage: a PipeDream stage with
         # fewer replicas can idle while the busiest one never does).

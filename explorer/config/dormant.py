@@ -134,7 +134,7 @@ RULES: tuple[Dormant, ...] = (
     Dormant("model.gnn.local_share", None, _full_graph),
     Dormant("model.gnn.fanouts", (15, 10, 5), _full_graph),
     Dormant("model.gnn.cpu_workers", 40, _full_graph),
-    Dormant("model.gnn.sampler_edges_per_core_s", 26.8e6, _full_graph),
+    Dormant("model.gnn.sampler_edges_per_core_s", 3.85e6, _full_graph),
     Dormant("model.gnn.pipelined", True, _full_graph),
     Dormant("model.dlrm.cross_layers", 3, _no_dcn),
     Dormant("model.dlrm.cross_rank", 512, _no_dcn),

@@ -71,11 +71,11 @@ class Gnn:
         "min": 1, "max": 100_000,
         "doc": "minibatch: CPU sampler threads per machine, shared by its GPUs (SALIENT's 16-GPU "
                "run: 2 GPUs x 20 'CPU per GPU', artifact README)"})
-    sampler_edges_per_core_s: float = field(default=26.8e6, metadata={
+    sampler_edges_per_core_s: float = field(default=3.85e6, metadata={
         "min": 1.0, "max": 1e12,
         "doc": "minibatch: sampled edges one sampler thread samples and slices per second (SALIENT "
-               "artifact's single-GPU breakdown: 2,373 ms per epoch with 20 workers; "
-               "explorer/workloads/gnn/loader.py)"})
+               "artifact's single-GPU epoch: 16,513 ms for 1,179 mini-batches with 20 workers, paced "
+               "by the sampler; explorer/workloads/gnn/loader.py)"})
     pipelined: bool = field(default=True, metadata={
         "doc": "minibatch: the CPU sampler and the host-to-GPU copy prepare the next mini-batches "
                "while this one trains (SALIENT), so a step takes the longest of the three; false: "

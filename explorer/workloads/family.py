@@ -81,6 +81,11 @@ class Workload:
     summary: str = ""
     citation: str = ""
     samples_per_epoch: Callable[[Model, int], int] | None = None
+    # ``host_wait(scenario)``: seconds the GPU waits per pipeline unit for its input from the host
+    # (a GNN's CPU sampler and host-to-GPU copy) and one clause saying what it waits for and what
+    # would hide it; None when it does not wait.  The bottleneck sentence names it when it is the
+    # largest part of the step besides the GPU's own work (analysis/report.bottleneck).
+    host_wait: Callable[[Scenario], tuple[float, str] | None] | None = None
     attention: Attention | None = None       # what serving reads; None: the family is not served
     # What a layout search varies for it (explorer/design/space.py) beyond the degrees it uses:
     # ``search_axes`` its own fields, as (dotted key, candidate values); ``search_fixed`` the

@@ -9,12 +9,18 @@ them: worker threads sample and slice batch k+2 while batch k+1 is copied and ba
 
 - **Sampler** (per mini-batch, one GPU): the sampled edges of every hop (sampling.sampled_edges)
   over ``cpu_workers / gpus_per_node`` worker threads (the machine's sampler threads are shared by
-  its GPUs) at ``sampler_edges_per_core_s`` each.  The default rate is SALIENT's own measurement:
-  its artifact README's single-GPU breakdown (github.com/MITIBMxGraph/SALIENT_artifact, SAGE on
-  ogbn-papers100M, fan-outs 15, 10, 5, batch 1,024, 20 workers: performance_breakdown_config.cfg)
-  gives "Sampling + Slicing" 2,373.2 ms per epoch of 1,179 mini-batches = 40.3 worker-ms per
-  mini-batch; our closed form samples 1.0795M edges per such mini-batch, so one worker prepares
-  26.8M sampled edges (sampling and slicing together) per second.
+  its GPUs) at ``sampler_edges_per_core_s`` each.  The default rate is read off SALIENT's own
+  single-GPU epoch (artifact README, github.com/MITIBMxGraph/SALIENT_artifact: SAGE on
+  ogbn-papers100M, fan-outs 15, 10, 5, batch 1,024, 20 workers, V100): 16,513 ms for 1,179
+  mini-batches, of which 14,109 ms "Train", 2,373 ms "Sampling + Slicing" and 19 ms "Data
+  Transfer".  Those columns are the training loop's consecutive regions (fast_trainer's
+  runtime_stats_cuda): "Sampling + Slicing" is the time the loop waits in ``next()`` for a
+  prepared batch, not the workers' time.  A loop that waits about 2 ms on every one of 1,179
+  batches is paced by its sampler, so 20 workers prepare one mini-batch per 16,513 / 1,179 =
+  14.0 ms (the pipeline's fill, one batch's preparation, about 1.6 % of the epoch, is neglected);
+  our closed form samples 1,079,517 edges per such mini-batch, so one worker prepares
+  1,079,517 / (20 x 14.0 ms) = 3.85M sampled edges (sampling and slicing together) per second.
+  (An earlier default, 26.8M, read the waiting time as the workers' time.)
 - **Host copy** (per mini-batch, one GPU): the input frontier's features (frontier nodes x feature
   width x bytes per stored feature) and the blocks' int64 edge indices, at the host link's rate
   (explorer/physics/host_link.py: hardware.gpu.pcie_GBps).

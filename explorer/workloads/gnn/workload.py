@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...config import Model, Scenario
 from ...physics.hardware import ComputeModel
 from ..family import Nouns
-from ..spec import WorkloadSpec
+from ..spec import EdgeCost, LayerCost, WorkloadSpec
 from . import costs, loader
 from .edges import with_edges
 
@@ -25,6 +25,15 @@ def recognises(m: Model) -> bool:
 
 def spec(sc: Scenario) -> WorkloadSpec:
     """One kind per GraphSAGE layer, each a run of one, input layer first, with its gnn edges."""
+    layers, last, gpu_s, hw = _step(sc)
+    stall = loader.stall_s(sc, hw, gpu_s)
+    return WorkloadSpec(layers, tuple((i, 1) for i in range(len(layers))), costs.input_cost(stall), last,
+                        distinct_layers=True)
+
+
+def _step(sc: Scenario) -> tuple[tuple[LayerCost, ...], EdgeCost, float, loader.HostWork]:
+    """The layers with their gnn edges, the loss, the GPU's own step (every layer's passes and the
+    loss: what a pipelined loader hides under) and the host's work for one mini-batch."""
     g = sc.model.gnn
     assert g is not None
     timer = costs.GemmTimer(sc)
@@ -34,12 +43,37 @@ def spec(sc: Scenario) -> WorkloadSpec:
                    for i, b in enumerate(blocks))
     last = costs.loss_cost(sc)
     cm = ComputeModel.for_scenario(sc)
-    # The GPU's own step (every layer's passes and the loss), what a pipelined loader hides under.
     gpu_s = sum(cm.time(w) for lc in layers for w in (lc.fwd, lc.bwd_input, lc.bwd_weight))
     gpu_s += cm.time(last.fwd) + cm.time(last.bwd_input)
-    stall = loader.stall_s(sc, loader.host_work(sc, costs.seeds(sc)), gpu_s)
-    return WorkloadSpec(layers, tuple((i, 1) for i in range(n)), costs.input_cost(stall), last,
-                        distinct_layers=True)
+    return layers, last, gpu_s, loader.host_work(sc, costs.seeds(sc))
+
+
+def host_wait(sc: Scenario) -> tuple[float, str] | None:
+    """Seconds the GPU waits for each mini-batch from the host (loader.stall_s) and what it waits
+    for, in one clause; None for a full-graph pass or a loader the GPU's step hides."""
+    g = sc.model.gnn
+    assert g is not None
+    if g.mode == "fullgraph":
+        return None
+    _, _, gpu_s, hw = _step(sc)
+    stall = loader.stall_s(sc, hw, gpu_s)
+    if stall <= 0.0:
+        return None
+    if not g.pipelined:
+        return stall, (f"the CPU sampler ({_ms(hw.sampler_s)}) and then the host-to-GPU copy "
+                       f"({_ms(hw.copy_s)}) of every mini-batch run before its own {_ms(gpu_s)}; pipelined "
+                       "(model.gnn.pipelined) they run under the GPU's step")
+    if hw.sampler_s >= hw.copy_s:
+        return stall, (f"the CPU sampler ({_ms(hw.sampler_s)} per mini-batch with "
+                       f"{loader.workers_per_gpu(sc):g} threads per GPU) outlasts the GPU's own "
+                       f"{_ms(gpu_s)}; more sampler threads (model.gnn.cpu_workers) hide it")
+    return stall, (f"the host-to-GPU copy ({hw.copy_bytes / 1e6:,.0f} MB per mini-batch, {_ms(hw.copy_s)}) "
+                   f"outlasts the GPU's own {_ms(gpu_s)}; a faster host link (hardware.gpu.pcie_GBps) "
+                   "hides it")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms"
 
 
 def params(sc: Scenario) -> float:

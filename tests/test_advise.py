@@ -4,11 +4,10 @@ placements, the 32K-GPU case within its time budget, and one-line errors."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_support import cli
 
 from explorer.design import open_base
 from explorer.design.advise import Placement, advise, enumerate_placements
@@ -17,11 +16,6 @@ from explorer.simulate import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {"placement", "overrides", "iteration_time_s", "mfu", "memory_GB_total", "fits", "wan_links", "link"}
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "explorer", *args], cwd=ROOT, capture_output=True,
-                          text=True, encoding="utf-8", timeout=120)
 
 
 def sets(overrides: dict) -> list[str]:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 
 import pytest
+from cli_support import cli
 
 from explorer.config.dlrm import Dlrm
 from explorer.config.gnn import Gnn
@@ -191,8 +190,7 @@ def test_gnn_epoch_card_is_training_nodes_over_seed_nodes_per_second():
 
 
 def test_dlrm_card_is_the_exposed_embedding_all_to_all():
-    j = json.loads(subprocess.run([sys.executable, "-m", "explorer", "run", "dlrm-dcnv2", "--json"],
-                                  capture_output=True, text=True, check=True).stdout)
+    j = _run_json("dlrm-dcnv2")
     at = run_app(scenario="dlrm-dcnv2")
     card = _card(at, "Exposed emb")
     assert card.value == f"{j['breakdown_s']['emb'] / j['iteration_time_s']:.1%}"
@@ -210,8 +208,9 @@ def test_pipedream_bubble_card_counts_gpus_not_stages():
 
 
 def _run_json(*args):
-    return json.loads(subprocess.run([sys.executable, "-m", "explorer", "run", *args, "--json"],
-                                     capture_output=True, text=True, check=True).stdout)
+    proc = cli("run", *args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
 
 
 def test_run_json_epoch_s_for_gnn_only():

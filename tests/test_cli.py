@@ -1,7 +1,10 @@
-"""The command line, run as ``python -m explorer`` in a subprocess from the repository root.
+"""The command line from the repository root: ``explorer.cli.main`` in this process, its stdout,
+stderr and exit code captured (:func:`cli`), and ``python -m explorer`` in a subprocess where the
+entry point itself is what is tested (:func:`cli_process`).
 
-Each subprocess costs about half a second, so shipped-scenario runs are cached per process, each
-made when a test first asks for it (test workers then share the scenarios out, none runs them all).
+A subprocess costs about half a second (the interpreter and the imports); ``main`` called here
+takes the command's own time only.  Shipped-scenario runs are cached per process, each made when a
+test first asks for it (test workers then share the scenarios out, none runs them all).
 """
 from __future__ import annotations
 
@@ -11,19 +14,14 @@ import itertools
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from cli_support import cli, cli_process
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))
-
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "explorer", *args], cwd=ROOT, capture_output=True,
-                          text=True, encoding="utf-8", timeout=timeout)
 
 
 def ok(*args: str) -> subprocess.CompletedProcess:
@@ -347,3 +345,20 @@ def test_a_reversed_sweep_is_one_line_exit_2():
     r = cli("collective", "teaching-8gpu", "--op", "all-reduce", "--ranks", "8", "--sizes", "2G:1M")
     err = r.stderr.strip()
     assert r.returncode == 2 and err.startswith("error: --sizes:") and "\n" not in err
+
+
+def test_the_module_entry_point_prints_and_exits_as_main_does():
+    """``python -m explorer`` itself (the other tests call ``main`` in this process): a run's JSON
+    line is the in-process one, the em dash of a scenario's name survives the real stdout, a bad
+    field exits 2 in one line and no arguments print the usage with exit 2."""
+    proc = cli_process("run", "gnn-sage-papers100m", "--json")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert json.loads(proc.stdout) == json.loads(cli("run", "gnn-sage-papers100m", "--json").stdout)
+    text = cli_process("run", "gnn-sage-papers100m")
+    assert text.returncode == 0 and text.stdout.splitlines()[0] == json.loads(proc.stdout)["name"]
+    assert "\u2014" in text.stdout.splitlines()[0]
+    bad = cli_process("run", "teaching-8gpu", "--set", "parallelism.tp=0")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: parallelism.tp")
+    assert bad.stderr.strip().count("\n") == 0 and bad.stdout == ""
+    bare = cli_process()
+    assert bare.returncode == 2 and "usage:" in bare.stderr

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
+from cli_support import cli
 
 from explorer.analysis.compare import RESIDUAL, compare, delta_by_category, waterfall_steps
 from explorer.cli import load_scenario, main
@@ -20,7 +19,6 @@ from explorer.simulate import simulate
 from explorer.vocabulary import CATEGORIES
 
 from app_support import qp, run_app, seconds
-from conftest import ROOT
 
 # B for each shipped scenario: one change that moves several categories, plus the pipeline
 # schedules that simulate differently (DualPipe in full, PipeDream's steady state, a folded 1F1B).
@@ -108,8 +106,7 @@ def test_a_gap_the_categories_do_not_explain_is_its_own_category():
 # The command
 # ------------------------------------------------------------------------------------------------
 def cli_json(*args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "explorer", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    proc = cli(*args)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from cli_support import cli
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "explorer", *args], cwd=ROOT, capture_output=True,
-                          text=True, encoding="utf-8", timeout=timeout)
 
 
 def ok_json(*args: str):

@@ -28,8 +28,12 @@ LANE_OF = {"compute": "compute", "recompute": "compute", "optimizer": "compute",
            **{d: d for d in COMM_DIMS}}
 # Network tiers (topology.Fabric boundaries), innermost first, and how the page names them.
 TIERS = ("scale-up", "scale-out", "spine", "scale-across")
+# Not a tier: what a page names as the limit of a call whose GPUs' PCIe links to their NICs set its
+# time (network/collectives.CollectiveCost.limited_by); its bytes stay on the tiers it crosses.
+PCIE_LIMIT = "pcie"
 TIER_LABELS = {"scale-up": "NVLink / NVSwitch (scale-up)", "scale-out": "node NICs → leaf (scale-out)",
-               "spine": "leaf → spine uplinks", "scale-across": "WAN between datacenters (scale-across)"}
+               "spine": "leaf → spine uplinks", "scale-across": "WAN between datacenters (scale-across)",
+               PCIE_LIMIT: "GPU PCIe links → NICs"}
 
 
 def tier_label(tier: str, scale_up_kind: str | None = None) -> str:

@@ -7,12 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_support import cli
 
 from explorer.design import open_base
 from explorer.design.advise import Placement, advise, enumerate_placements
 from explorer.schedules import registry
 from explorer.simulate import simulate
+
+from cli_support import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {"placement", "overrides", "iteration_time_s", "mfu", "memory_GB_total", "fits", "wan_links", "link"}

@@ -8,7 +8,6 @@ import dataclasses
 import json
 
 import pytest
-from cli_support import cli
 
 from explorer.config.dlrm import Dlrm
 from explorer.config.gnn import Gnn
@@ -17,6 +16,7 @@ from explorer.ui.field_text import parse_list, to_text
 from explorer.ui.state import CUSTOM
 
 from app_support import qp, run_app, seconds
+from cli_support import cli
 
 KEYS = {c.key for c in CONTROLS}
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from cli_support import cli, cli_process
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,6 @@ import json
 import math
 
 import pytest
-from cli_support import cli
 
 from explorer.analysis.compare import RESIDUAL, compare, delta_by_category, waterfall_steps
 from explorer.cli import load_scenario, main
@@ -19,6 +18,7 @@ from explorer.simulate import simulate
 from explorer.vocabulary import CATEGORIES
 
 from app_support import qp, run_app, seconds
+from cli_support import cli
 
 # B for each shipped scenario: one change that moves several categories, plus the pipeline
 # schedules that simulate differently (DualPipe in full, PipeDream's steady state, a folded 1F1B).

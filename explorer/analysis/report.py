@@ -18,7 +18,7 @@ from .utilisation import ALL_WAN_KEYS_UP_TO
 TIER_WORDS = {"scale-up": "the scale-up links (NVLink/NVSwitch)",
               "scale-out": "the node NICs (scale-out fabric)",
               "spine": "the leaf-to-spine uplinks", "scale-across": "the WAN between datacenters",
-              "none": "no link"}
+              "pcie": "the GPUs' PCIe links to their NICs (hardware.gpu.pcie_GBps)", "none": "no link"}
 
 
 def comm_bytes(b: IterationBuilder, by_class: list[list[Task]], m: int) -> dict[str, float]:

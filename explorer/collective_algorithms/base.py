@@ -82,6 +82,9 @@ class LinkCost:
     boundary: int
     egress: dict[int, float]
     latency_s: float = 0.0
+    # The GPUs' PCIe links to their NICs, not ``boundary``'s bandwidth, set the time (network/
+    # pcie_link.py); ``boundary`` is then the outermost the call crosses, whose links it shares.
+    pcie: bool = False
 
 
 # The scale-up wiring's stretch of a traffic pattern (explorer.network.scale_up_wiring.scale_up_factor):

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from ..collective_algorithms import registry
 from ..collective_algorithms.base import OPS, Family, LinkCost, crossing, spanned
 from ..collective_algorithms.registry import Algorithm
+from ..vocabulary import PCIE_LIMIT
 from . import nccl_tuning as nt
 from .domain_links import capped_shape
 from .pcie_link import pcie_bound, pcie_boundary, pcie_time
@@ -64,6 +65,14 @@ class CollectiveCost:
     egress: tuple[float, ...] = ()   # bytes leaving one domain of each boundary (link load)
     requested: str = ""       # the algorithm asked for when it could not run here ("" otherwise)
     protocol: str = "none"    # NCCL protocol (LL, LL128, Simple); "none" for p2p and MPI/Gloo
+    pcie: bool = False        # the GPUs' PCIe links to their NICs set the time, not ``boundary``'s
+
+    @property
+    def limited_by(self) -> str:
+        """What a page says limits the call: ``pcie`` where the GPUs' PCIe links set its time (its
+        ``boundary`` is then the outermost it crosses, which link sharing and link loads use),
+        else the boundary's tier."""
+        return PCIE_LIMIT if self.pcie else self.boundary
 
     @property
     def algbw_GBps(self) -> float:
@@ -212,7 +221,7 @@ def _result(op: str, S: float, sh: GroupShape, alg: str, proto: str, link: LinkC
             lat: float, requested: str) -> CollectiveCost:
     egress = tuple(link.egress.get(i, 0.0) for i in range(len(sh.shares)))
     return CollectiveCost(op, S, sh.n, alg, total, lat, BOUNDARY_NAMES[link.boundary], egress, requested,
-                          proto)
+                          proto, link.pcie)
 
 
 def nccl_candidates(op: str, S: float, sh: GroupShape, o: NcclOptions, algos: tuple[Algorithm, ...],
@@ -266,7 +275,7 @@ def _best_nccl(op: str, S: float, sh: GroupShape, algos: tuple[Algorithm, ...], 
         alg, proto, link, total, lat = best
         t_pcie = _pcie_stage(alg, proto, sh, o, link)
         if 0 < t_pcie and total - lat <= t_pcie * (1 + 1e-12):     # the links bound it: name their tier
-            best = (alg, proto, replace(link, boundary=pcie_boundary(sh)), total, lat)
+            best = (alg, proto, replace(link, boundary=pcie_boundary(sh), pcie=True), total, lat)
     return best
 
 

@@ -106,7 +106,7 @@ def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int],
     for size in sizes:
         c = max((cost(op, float(size), sh, algorithm, opts.nvls, opts) for sh in shapes),
                 key=lambda x: x.time_s)
-        t, tier = (c.time_s, c.boundary) if c.time_s >= floor else (floor, "host launch")
+        t, tier = (c.time_s, c.limited_by) if c.time_s >= floor else (floor, "host launch")
         # nccl-tests' algbw is bytes / time whatever the call moves (one rank: the launch alone, a hunt
         # found it printed 0.00), its busbw that times the operation's bus factor (0 on one rank).
         algbw = size / t / 1e9 if t > 0 else 0.0

@@ -47,4 +47,4 @@ def pcie_boundary(sh: GroupShape) -> int:
 def pcie_bound(link: LinkCost, sh: GroupShape, pcie_Bps: float) -> LinkCost:
     """``link`` no faster than its latency plus its traffic through the GPUs' PCIe links."""
     floor = link.latency_s + pcie_time(link, sh, pcie_Bps)
-    return replace(link, time_s=floor, boundary=pcie_boundary(sh)) if floor > link.time_s else link
+    return replace(link, time_s=floor, boundary=pcie_boundary(sh), pcie=True) if floor > link.time_s else link

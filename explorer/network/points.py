@@ -77,9 +77,9 @@ def price_points(op: str, size_bytes: float, shapes: Sequence[GroupShape], algor
             assert got is not None
         forced = algorithm != registry.AUTO
         for j, i in enumerate(members):
-            name, proto, egress, total, lat, boundary = got[j]
+            name, proto, egress, total, lat, boundary, pcie = got[j]
             cc = CollectiveCost(op, size_bytes, sh0.n, name, total, lat, boundary, egress,
-                                algorithm if forced and name != algorithm else "", proto)
+                                algorithm if forced and name != algorithm else "", proto, pcie)
             remember((op, size_bytes, shapes[i], algorithm, nvls_capable, options[i]), cc)
             out[i] = cc
     assert all(c is not None for c in out)
@@ -89,8 +89,8 @@ def price_points(op: str, size_bytes: float, shapes: Sequence[GroupShape], algor
 def _choose(op: str, S: float, shapes: list[GroupShape], opts: list[NcclOptions],
             algos: tuple[Algorithm, ...]) -> list[tuple] | None:
     """collectives._best_nccl over the points: per point the fields of its CollectiveCost (algorithm,
-    protocol, bytes leaving each boundary, seconds, latency seconds, limiting boundary's name), or None
-    where no candidate runs on this group."""
+    protocol, bytes leaving each boundary, seconds, latency seconds, limiting boundary's name, whether
+    the GPUs' PCIe links set the time), or None where no candidate runs on this group."""
     sh0, o0 = shapes[0], opts[0]
     shares = [np.array([sh.shares[b] for sh in shapes]) for b in range(len(sh0.shares))]
     nic = np.array([o.nic_GBps for o in opts])
@@ -135,16 +135,18 @@ def _choose(op: str, S: float, shapes: list[GroupShape], opts: list[NcclOptions]
     picked = []
     for alg, proto, link, total, lat in cands:
         boundary = np.broadcast_to(np.asarray(link.boundary), total.shape).copy()
+        pcie = np.zeros(total.shape, dtype=bool)
         t_pcie = _pcie_stage(alg, proto, A, opts_many, link)
         if 0 < t_pcie:                                    # the links bound it: name their tier
-            boundary[total - lat <= t_pcie * (1 + 1e-12)] = pcie_boundary(A)
+            pcie = total - lat <= t_pcie * (1 + 1e-12)
+            boundary[pcie] = pcie_boundary(A)
         egress = tuple(link.egress.get(b, 0.0) for b in range(len(sh0.shares)))    # as collectives._result
         picked.append((alg.name, proto, egress, total.tolist(), lat.tolist(),
-                       [BOUNDARY_NAMES[b] for b in boundary.tolist()]))
+                       [BOUNDARY_NAMES[b] for b in boundary.tolist()], pcie.tolist()))
     out = []
     for i, k in enumerate(best.tolist()):
-        name, proto, egress, total, lat, boundary = picked[k]
-        out.append((name, proto, egress, total[i], lat[i], boundary[i]))
+        name, proto, egress, total, lat, boundary, pcie = picked[k]
+        out.append((name, proto, egress, total[i], lat[i], boundary[i], bool(pcie[i])))
     return out
 
 

@@ -355,7 +355,7 @@ class IterationBuilder:
         blocking = framework_profile(self.sc.training.framework).blocking_p2p
         tier, wire = flow(self.sc, cc)
         return (s, "compute" if blocking else "pp", -1 if blocking else 0, cc.time_s, (("pp", cc.time_s),),
-                links, (msg, 2, "p2p", cc.boundary, cc.busbw_GBps, direction, pair), tier, wire)
+                links, (msg, 2, "p2p", cc.limited_by, cc.busbw_GBps, direction, pair), tier, wire)
 
     def _iteration_end(self, g: TaskGraph, comp: _Compute, ends: dict[int, list[int]]) -> None:
         """Gradient reduction (bucketed, overlapped with the last backward when dp_overlap, else

@@ -289,7 +289,7 @@ def _calls(ctx: ChunkContext, stage: int, layer_bytes: float) -> dict:
     if comm_zero(ctx.sc) == 3 and layer_bytes > 0 and ctx.net.group_size("dp", stage) > 1:
         cc = ctx.net.cost("all-gather", layer_bytes, "dp", stage)
         out["dp"] = {"op": "all-gather", "bytes": layer_bytes, "group": cc.n, "algorithm": cc.algorithm,
-                     "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
+                     "tier": cc.limited_by, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
     return out
 
 

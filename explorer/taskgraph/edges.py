@@ -98,7 +98,7 @@ def overlapped(ctx, lc: LayerCost, count: int, stage: int) -> list[EdgeCall]:
         tier, wire = flow(ctx.sc, cc)
         out.append(EdgeCall(e.dim, e.phase, e.op, e.size_bytes, count * cc.time_s,
                             count * e.size_bytes * bus_factor(e.op, cc.n), cc.n, cc.algorithm,
-                            cc.boundary, cc.busbw_GBps, e.label or e.op,
+                            cc.limited_by, cc.busbw_GBps, e.label or e.op,
                             tuple(c.scaled(count) for c in priced_link(ctx.net, e.dim, e.op, e.size_bytes,
                                                                        stage, 1)), tier, count * wire))
     return out
@@ -136,7 +136,7 @@ def first_calls(ctx, kinds: tuple[LayerCost, ...], stage: int) -> dict:
             if dim in out and cc.time_s <= out[dim]["time_s"]:
                 continue
             out[dim] = {"op": e.op, "bytes": e.size_bytes, "group": cc.n, "algorithm": cc.algorithm,
-                        "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
+                        "tier": cc.limited_by, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
     return out
 
 

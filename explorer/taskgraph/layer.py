@@ -244,7 +244,7 @@ def comm_info(ctx: ChunkContext, stage: int) -> dict:
             if hier is not None:
                 cc = hier[0]                                  # as _ep_time priced it
             out[dim] = {"op": c.op, "bytes": c.size_bytes, "group": cc.n, "algorithm": cc.algorithm,
-                        "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
+                        "tier": cc.limited_by, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s}
     if any(k.edges for k in kinds):
         out.update(first_calls(ctx, kinds, stage))
     return out

@@ -214,4 +214,4 @@ def _transfer_shape(b: ReplicaBuilder, s: int, pair: int, src: int, dst: int, di
     links = tuple(priced_link(b.net, "pp", "send-recv", msg, code, b.m / b.m_sim, True))
     tier, wire = flow(b.sc, cc)
     return (stream("pp", src), cc.time_s, (("pp", cc.time_s),), links,
-            (msg, 2, "p2p", cc.boundary, cc.busbw_GBps, direction, pair), tier, wire)
+            (msg, 2, "p2p", cc.limited_by, cc.busbw_GBps, direction, pair), tier, wire)

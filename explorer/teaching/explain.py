@@ -35,6 +35,8 @@ BY_TIER = {
     "spine": "less oversubscription in the leaf-spine fabric, or keeping the group inside one leaf block",
     "scale-across": "more WAN bandwidth, a hierarchical reduction that crosses the WAN once, or putting PP "
                     "instead of DP across",
+    "pcie": "a wider PCIe link per GPU (hardware.gpu.pcie_GBps): faster or more NICs buy nothing while the "
+            "links carry less than the NICs' share",
 }
 
 

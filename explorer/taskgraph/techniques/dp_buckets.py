@@ -199,7 +199,7 @@ def _made(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, c: in
                 shown = net.cost(ops[0][0], elements * ops[0][1], dim, s)
                 label = f"{sc.communication.compression.kind} {'+'.join(o for o, _ in ops)}"
             info = BucketInfo(c, sent, bus, k, size, cc.n, shown.algorithm,
-                              shown.boundary, shown.busbw_GBps, label, dim, tasks - 1 - j, tasks,
+                              shown.limited_by, shown.busbw_GBps, label, dim, tasks - 1 - j, tasks,
                               k / buckets * params / max(ch.params + ch.expert_params, 1.0))
             priority = 1
             if sc.communication.dp_priority and ready_task is not None:
@@ -264,7 +264,7 @@ def _pair_only(g: TaskGraph, sc: Scenario, net: Network, ch: ChunkWork, s: int, 
             d.append((ready_task, ch.ready_fraction(done / buckets)))
             jobs.append((d[-1][1], k * cc.time_s))
         info = BucketInfo(c, size * k, size * k * bus_factor(PAIR_OP, cc.n), k, size, cc.n, cc.algorithm,
-                          cc.boundary, cc.busbw_GBps, f"{PAIR_OP} (weight copies)", PAIR, tasks - 1 - j,
+                          cc.limited_by, cc.busbw_GBps, f"{PAIR_OP} (weight copies)", PAIR, tasks - 1 - j,
                           tasks, k / buckets * params / max(ch.params + ch.expert_params, 1.0))
         priority = 1
         if sc.communication.dp_priority and ready_task is not None:

@@ -1,0 +1,84 @@
+"""A call whose GPUs' PCIe links to their NICs set its time is said to be limited by those links
+(``limited_by`` "pcie"), everywhere the run names a call's limit: the bottleneck sentence, the run
+JSON's ``links``, the Gantt's bars, the topology view's hot link, the bar explanation and the
+``collective`` command's table.  Regression: such a call was said to be limited by the node NICs or
+the leaf-to-spine uplinks (the outermost boundary it crosses, which link sharing and link loads
+still use), whose bandwidth was not what set its time.
+
+The case: one H100 per node with four 400 Gb/s NDR NICs (about 188 GB/s) behind a 52.8 GB/s PCIe 5.0
+x16 link (nccl-tests issue #232: about 50 GB/s busbw on such a node)."""
+from __future__ import annotations
+
+import pytest
+
+from explorer.figures.of_run import hot_tier
+from explorer.network.collectives import NcclOptions, cost
+from explorer.network.topology import GroupShape
+from explorer.scenario import apply_overrides, from_dict
+from explorer.simulate import simulate
+from explorer.teaching.explain import shorter
+from explorer.vocabulary import PCIE_LIMIT, tier_label
+
+from cli_support import cli
+
+RAW = {"model": {"preset": "llama3-8b", "layers": 2}, "training": {"global_batch": 2},
+       "hardware": {"gpu": "h100-sxm"},
+       "cluster": {"gpus_per_node": 1, "nodes": 2, "scale_out": {"fabric": "ib-ndr", "nics_per_node": 4}}}
+# Two GPUs on two nodes: 300 GB/s in the node, 188 GB/s of NICs each.
+TWO = GroupShape(2, (1, 1), (300e9, 188e9), (1e-6, 4e-6))
+
+
+def test_a_call_the_links_bound_is_limited_by_them_and_keeps_its_boundary():
+    """1 GB send-recv across two nodes at 52.8 GB/s of PCIe: 18.9 ms, not the NICs' 5.3 ms; its
+    boundary stays scale-out (the bytes are on the NICs), its limit is the links."""
+    narrow = cost("send-recv", 1e9, TWO, options=NcclOptions(pcie_Bps=52.8e9))
+    assert narrow.time_s == pytest.approx(1e9 / 52.8e9, rel=0.01)
+    assert (narrow.boundary, narrow.pcie, narrow.limited_by) == ("scale-out", True, PCIE_LIMIT)
+    wide = cost("send-recv", 1e9, TWO, options=NcclOptions(pcie_Bps=400e9))
+    assert wide.time_s == pytest.approx(1e9 / 188e9, rel=0.01)
+    assert (wide.boundary, wide.pcie, wide.limited_by) == ("scale-out", False, "scale-out")
+
+
+@pytest.mark.parametrize("op", ["all-reduce", "all-gather", "reduce-scatter", "all-to-all"])
+def test_every_operation_names_the_links_when_they_set_its_time(op):
+    narrow = cost(op, 1e9, TWO, options=NcclOptions(pcie_Bps=10e9))
+    wide = cost(op, 1e9, TWO, options=NcclOptions(pcie_Bps=1e12))
+    assert narrow.time_s > 2 * wide.time_s
+    assert narrow.limited_by == PCIE_LIMIT and wide.limited_by == "scale-out"
+
+
+def test_the_run_names_the_links_in_its_bottleneck_and_links():
+    """The data-parallel reduce-scatter at 52 GB/s busbw: the PCIe links, not the node NICs; with a
+    400 GB/s link the NICs (162 GB/s busbw) are named again."""
+    r = simulate(from_dict(RAW))
+    assert r.links["dp"]["tier"] == PCIE_LIMIT
+    assert "limited by the GPUs' PCIe links to their NICs (hardware.gpu.pcie_GBps) at 52 GB/s" in r.bottleneck
+    bars = [t.info.tier for t in r.tasks if t.stream == "dp" and hasattr(t.info, "tier")]
+    assert bars and set(bars) == {PCIE_LIMIT}
+    wide = simulate(from_dict(apply_overrides(RAW, {"hardware.gpu.pcie_GBps": 400})))
+    assert wide.links["dp"]["tier"] == "scale-out"
+    assert "limited by the node NICs (scale-out fabric) at 162 GB/s" in wide.bottleneck
+    # The links' limit leaves the time where it was: the same run, only the names differ.
+    assert r.iteration_time_s > wide.iteration_time_s
+
+
+def test_the_topology_view_draws_the_nics_and_names_the_links():
+    r = simulate(from_dict(RAW))
+    tiers = {d: v["tier"] for d, v in r.links.items()}
+    hot, note = hot_tier(tiers, r.breakdown_s, r.iteration_time_s, {})
+    assert hot == "scale-out" and "PCIe links" in note and "hardware.gpu.pcie_GBps" in note
+    assert tier_label(PCIE_LIMIT) == "GPU PCIe links → NICs"
+    assert "hardware.gpu.pcie_GBps" in shorter("dp", PCIE_LIMIT)
+
+
+def test_the_collective_command_prints_the_links_as_the_limit():
+    """nccl-tests' view of the same node: a 1 GB all-reduce over 2 single-GPU nodes."""
+    args = ["collective", "teaching-8gpu", "--op", "all-reduce", "--ranks", "2", "--sizes", "1073741824",
+            "--set", "hardware.gpu=h100-sxm", "--set", "cluster.gpus_per_node=1", "--set", "cluster.nodes=2",
+            "--set", "cluster.scale_out.fabric=ib-ndr", "--set", "cluster.scale_out.nics_per_node=4",
+            "--set", "parallelism.pp=1", "--set", "parallelism.dp=2", "--set", "training.global_batch=2"]
+    narrow = cli(*args)
+    assert narrow.returncode == 0, narrow.stderr
+    assert narrow.stdout.strip().splitlines()[-1].endswith(f"({PCIE_LIMIT})")
+    wide = cli(*args, "--set", "hardware.gpu.pcie_GBps=400")
+    assert wide.stdout.strip().splitlines()[-1].endswith("(scale-out)")

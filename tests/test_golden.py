@@ -103,8 +103,14 @@ resnet50-cloud-dp 32.905 -> 32.910 ms, the two DiLoCo scenarios +0.0002 % (their
 gnn-sage-papers100m when the CPU sampler's default rate was read off SALIENT's single-GPU epoch
 (16,513 ms, paced by its sampler) instead of its "Sampling + Slicing" column, which is the loop's
 wait for batches (workloads/gnn/loader.py: 26.8M -> 3.85M sampled edges per thread-second): the
-sampler (14.0 ms) now paces the step, 12.900 -> 15.146 ms, epoch_s 0.951 -> 1.116 s, and the
-bottleneck names the GPU's wait for it (workload registry ``host_wait``) instead of the all-reduce;
+sampler (14.0 ms) now paces the step, run beside the GPU's whole step, all-reduce included
+(analysis/steady_state.host_paced), 12.900 -> 14.020 ms, epoch_s 0.951 -> 1.033 s, and the
+bottleneck names the GPU's wait for it (workload registry ``host_input``) instead of the all-reduce;
+serve-3d-dram and serve-deepseek-v3-disaggregated when a served call's bytes were counted on every
+tier they cross, per GPU, as a training run's traffic (serving/result._by_tier: the call's egress
+per boundary) instead of its message size on its limiting tier alone: comm_bytes_by_tier and
+utilisation only (3d-dram's TP ring over 8 GPUs 167.8 -> 293.6 MB on NVLink; DeepSeek's EP all-to-all
+585.4 MB on the NICs -> 580.8 MB on NVLink and 548.8 MB on the NICs), times unchanged;
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

@@ -76,19 +76,27 @@ def link_summary(b: IterationBuilder, tasks: list[Task]) -> dict[str, dict]:
     return out
 
 
-def bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: float, m: int) -> str:
+def bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: float, m: int,
+               pace_margin: float = 0.0) -> str:
     """The largest non-compute category of the busiest stage in one sentence, with the call and
-    link behind it."""
+    link behind it; or the host, where the GPU's wait for its input (inside compute) is larger
+    (``pace_margin``: the run's, steady_state.host_paced's excess of the host's time)."""
     cats = {k: v for k, v in bd.items() if k not in ("compute", "recompute")}
     worst = max(cats, key=lambda k: (cats[k], k))
     share = cats[worst] / T if T > 0 else 0.0
     # A wait for the host (a GNN's CPU sampler) is inside compute: the GPU idles on its stream.
-    # Each of the m units waits, so it is compared per iteration with the largest other part.
-    hook = workload_for(sc.model).host_wait
-    wait = hook(sc) if hook is not None else None
-    if wait is not None and T > 0 and m * wait[0] > max(cats[worst], 1e-3 * T):
-        return (f"The host paces the step: the GPU waits {m * wait[0] / T:.1%} of the iteration for its "
-                f"input: {wait[1]}.")
+    hook = workload_for(sc.model).host_input
+    host = hook(sc) if hook is not None else None
+    if host is not None and T > 0:
+        if host.pipelined:       # the host's excess over the GPU's whole step (steady_state.host_paced)
+            wait = max(0.0, pace_margin)
+            clause = (f"{host.what} outlasts the GPU's own step of {(T - wait) / m * 1e3:.1f} ms per unit "
+                      f"(its work, communication and optimizer step); {host.remedy}")
+        else:                    # before each of the m units
+            wait, clause = m * host.per_unit_s, f"{host.what}; {host.remedy}"
+        if wait > max(cats[worst], 1e-3 * T):
+            return (f"The host paces the step: the GPU waits {wait / T:.1%} of the iteration for its input: "
+                    f"{clause}.")
     if cats[worst] <= 1e-3 * T:
         # The busiest stage's figures (the Bubble card averages every stage: a PipeDream stage with
         # fewer replicas can idle while the busiest one never does).
@@ -166,6 +174,11 @@ def split_notice(layers: tuple[int, ...], balanced: tuple[int, ...]) -> Notice |
                   f"(parallelism.pipeline_layout fixes a split)")
 
 
+def _share(gbps: float) -> str:
+    """A rate in GB/s with the digits that tell it from a PCIe link's: 188, 3.13, 0.352."""
+    return f"{gbps:.0f}" if gbps >= 10 else f"{gbps:.3g}"
+
+
 def pcie_notice(sc: Scenario, net: Network) -> Notice | None:
     """The ``pcie`` warning when each GPU's PCIe link (hardware.gpu.pcie_GBps) carries less than its
     share of the node's NICs achieve (the fabric's scale-out boundary): traffic across nodes then
@@ -177,8 +190,8 @@ def pcie_notice(sc: Scenario, net: Network) -> Notice | None:
     if sc.cluster.nodes <= 1 or per_gpu <= link:
         return None
     return Notice("pcie", f"pcie: each GPU's PCIe link ({link / 1e9:g} GB/s) carries less than its share "
-                  f"of the node's NICs ({per_gpu / 1e9:.0f} GB/s): traffic between nodes runs at the link's "
-                  f"rate; more or faster NICs per GPU buy nothing here (hardware.gpu.pcie_GBps)")
+                  f"of the node's NICs ({_share(per_gpu / 1e9)} GB/s): traffic between nodes runs at the "
+                  f"link's rate; more or faster NICs per GPU buy nothing here (hardware.gpu.pcie_GBps)")
 
 
 # Exposed data-parallel time at or above this share of the iteration, under ZeRO-3 with several

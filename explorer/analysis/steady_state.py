@@ -5,7 +5,7 @@ A never-flushing pipeline's period is also at least every stream's busy time per
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..config import Scenario
 from ..engine.records import BucketInfo, PassInfo, StepInfo
@@ -15,6 +15,7 @@ from ..schedules.registry import Window
 from ..taskgraph.builder import IDEAL_ASPECTS, IterationBuilder
 from ..taskgraph.make import iteration_builder
 from ..taskgraph.techniques.fsdp import comm_zero
+from ..workloads.registry import workload_for
 from .breakdown import class_breakdown, group_by_class
 
 # The breakdown category of the time a stream sets the pace with beyond the compute window: the
@@ -64,9 +65,34 @@ class ScheduledRun:
 def schedule_iteration(sc: Scenario, ideal: frozenset[str] | None = None,
                        builder: IterationBuilder | None = None) -> ScheduledRun:
     """Build and run the task graph of ``sc`` (with the given ideal-pipeline aspects; the
-    scenario's own ``ideal_pipeline`` when None) and find its iteration window.  ``builder``: one
-    already made for ``sc`` (the fold's reduced runs share their m-independent parts,
+    scenario's own ``ideal_pipeline`` when None) and find its iteration window, paced by the
+    host where it prepares the units (:func:`host_paced`).  ``builder``: one already made for
+    ``sc`` (the fold's reduced runs share their m-independent parts,
     IterationBuilder.for_scenario), else a new one."""
+    return host_paced(sc, _scheduled(sc, ideal, builder))
+
+
+def host_paced(sc: Scenario, run: ScheduledRun) -> ScheduledRun:
+    """``run`` paced by the host where it prepares every unit beside the GPU (a GNN's pipelined
+    CPU sampler and host-to-GPU copy, workloads/family.HostInput): in steady state the host makes
+    one iteration's m units per period, running through the GPU's whole step — its communication
+    and optimizer included — so the period is at least m x its time per unit (SALIENT, Kaler et
+    al. MLSys 2022, Sec. 4: batch preparation and transfer pipelined with training; the slowest
+    of the three stages sets the pace).  The GPU's wait beyond its own window is charged to
+    ``compute`` (the GPU idles on its stream, as a loop that does not pipeline waits inside it).
+    The margin (host time - window) is the run's ``pace_margin``, whose sign a fold keeps."""
+    hook = workload_for(sc.model).host_input
+    got = hook(sc) if hook is not None else None
+    if got is None or not got.pipelined or run.measured is not None:
+        return run
+    busy = run.builder.m * got.per_unit_s
+    if busy <= run.T:
+        return replace(run, pace_margin=busy - run.T)
+    return replace(run, T=busy, measured=run.T, pace="compute", pace_margin=busy - run.T)
+
+
+def _scheduled(sc: Scenario, ideal: frozenset[str] | None, builder: IterationBuilder | None) -> ScheduledRun:
+    """:func:`schedule_iteration` before the host's pace."""
     if builder is None:
         if ideal is None:
             ideal = IDEAL_ASPECTS if sc.parallelism.ideal_pipeline else frozenset()

@@ -12,12 +12,14 @@ from __future__ import annotations
 import math
 
 from ..analysis.breakdown import CATEGORIES, COMM_DIMS, MemoryBreakdown
+from ..analysis.report import pcie_notice
 from ..config import Scenario
 from ..engine.records import PassInfo, TransferInfo
 from ..engine.scheduler import Task, TaskGraph, run
 from ..network.groups import Network
 from ..network.topology import BOUNDARY_NAMES
 from ..result.record import GPUClass, Result
+from ..vocabulary import PCIE_LIMIT
 from . import mix
 from .curve import batch_curve
 from .deploy import Serving
@@ -51,11 +53,20 @@ def _task(cls: int, st: StageCost, what: str, deps: list[tuple[int, float]]) -> 
                 parts=tuple((k, v) for k, v in parts.items() if v > 0), info=info)
 
 
+def _by_tier(out: dict[str, float], call: dict, n: int) -> None:
+    """Add ``n`` calls' bytes per GPU to each tier they cross (step._call's ``per_gpu``, as training
+    counts a call's traffic: a 16-GPU all-reduce over two nodes loads NVLink and the NICs, not only
+    the one that limits it); a call of one GPU adds nothing."""
+    for b, v in enumerate(call.get("per_gpu", ())):
+        if v > 0:
+            out[BOUNDARY_NAMES[b]] += n * v
+
+
 def _send(cls: int, call: dict, what: str, dep: int, stage: int) -> Task:
     info = TransferInfo(0, 0, call["bytes"], call["group"], call["algorithm"], call["tier"],
                         call["busbw_GBps"], what, stage)
     return Task(cls, "pp", "pp", call["time_s"], deps=[(dep, 1.0)], parts=(("pp", call["time_s"]),),
-                info=info, tier=call["tier"])
+                info=info, tier=call.get("boundary", call["tier"]))
 
 
 def _chain(g: TaskGraph, classes: list[int], stages: list[StageCost], what: str,
@@ -109,7 +120,9 @@ def _bottleneck(sc: Scenario, sv: Serving) -> str:
         bound = "latency" if call.get("latency_s", 0.0) >= 0.5 * call.get("time_s", 1.0) else "bandwidth"
         nodes = math.ceil(ranks / gpn)
         where = "within one node" if nodes <= 1 else f"across {nodes} nodes"
-        return f"{label} {bound} {where}"
+        # The GPUs' PCIe links set a bandwidth-bound call's time: named, as a training run names them.
+        links = " (the GPUs' PCIe links)" if bound == "bandwidth" and call.get("tier") == PCIE_LIMIT else ""
+        return f"{label} {bound} {where}{links}"
 
     p = lay.parallelism
     shares = {"the GEMMs": c["gemm"],
@@ -237,10 +250,10 @@ def simulate_serving(sc: Scenario) -> Result:
     for dim, call in st.comm.items():
         n = 2 * (st.layers if dim == "tp" else st.moe_layers)     # two calls per (MoE) layer
         comm[dim] = n * call["bytes"]
-        tiers[dim][call["tier"] if call["tier"] in BOUNDARY_NAMES else "scale-up"] = comm[dim]
+        _by_tier(tiers[dim], call, n)
     if st.send:
         comm["pp"] = st.send["bytes"]
-        tiers["pp"][st.send["tier"] if st.send["tier"] in BOUNDARY_NAMES else "scale-up"] = comm["pp"]
+        _by_tier(tiers["pp"], st.send, 1)
     mem = MemoryBreakdown(sv.memory.weights, 0.0, 0.0, sv.memory.kv_batch + sv.memory.workspace)
     warnings: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
@@ -262,10 +275,15 @@ def simulate_serving(sc: Scenario) -> Result:
                     f"tokens does not fit beside the weights: at most {sv.memory.max_batch} per replica "
                     f"(inference.batch)",)
         kinds = ("memory",)
+    # The GPUs' PCIe links narrower than their share of the NICs: said as a training run says it.
+    narrow = pcie_notice(sc, Network(sc))
+    if narrow is not None:
+        warnings, kinds = warnings + (narrow.message,), kinds + (narrow.kind,)
     sentence = _bottleneck(sc, sv)
     gpu = sc.hardware.gpu
     flops = st.flops / step
-    links = {d: {k: v for k, v in c.items() if k != "latency_s"} for d, c in st.comm.items()}
+    links = {d: {k: v for k, v in c.items() if k not in ("latency_s", "boundary", "per_gpu")}
+             for d, c in st.comm.items()}
     return Result(
         scenario=sc, iteration_time_s=step, tokens_per_s=sv.requests_per_s * mix.mean_output(inf),
         tflops_per_gpu=flops / 1e12, mfu=flops / (gpu.peak_tflops * 1e12),

@@ -85,10 +85,17 @@ class StageCost:
 
 
 def _call(net: Network, op: str, size: float, dim: str, stage: int) -> dict:
+    """One call as priced: ``tier`` what limits it as the pages name it (``pcie`` where the GPUs'
+    PCIe links do: CollectiveCost.limited_by), ``boundary`` the tier whose links it shares, and
+    ``per_gpu`` the bytes one GPU sends across each boundary (innermost first) per call: a domain's
+    egress shared by the group's GPUs in it (engine/records.LinkCall.per_gpu), a point-to-point
+    send's own bytes."""
     cc = net.cost(op, size, dim, stage)
+    domain = net.shape(dim, stage).per_domain if op != "send-recv" else ()
+    per_gpu = tuple(e / (domain[b] if b < len(domain) else 1) for b, e in enumerate(cc.egress))
     return {"op": op, "bytes": size, "group": cc.n, "algorithm": f"{cc.algorithm}/{cc.protocol}",
-            "tier": cc.boundary, "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s,
-            "latency_s": cc.latency_s}
+            "tier": cc.limited_by, "boundary": cc.boundary, "per_gpu": per_gpu,
+            "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s, "latency_s": cc.latency_s}
 
 
 def compute_dtype(inf: Inference) -> str:

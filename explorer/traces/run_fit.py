@@ -30,7 +30,7 @@ from typing import Any
 from ..analysis.intervals import union_length
 from ..scenario import Scenario
 from ..simulate import simulate
-from ..vocabulary import COMM_DIMS
+from ..vocabulary import COMM_DIMS, PCIE_LIMIT
 from .lanes import simulated_lanes
 from .measure import Measured
 
@@ -104,7 +104,10 @@ def simulated(sc: Scenario) -> Simulated:
     res = simulate(sc)
     b = res.breakdown_s
     lanes = simulated_lanes(res)
-    tiers = {d: str(v.get("tier")) for d, v in res.links.items() if d in COMM_DIMS and v.get("tier")}
+    # A call its GPUs' PCIe links limit (tier "pcie") crosses the node boundary: fitted as the
+    # scale-out tier's, whose efficiency calibrates the fabric (the links' rate is the GPU's figure).
+    tiers = {d: "scale-out" if v.get("tier") == PCIE_LIMIT else str(v.get("tier"))
+             for d, v in res.links.items() if d in COMM_DIMS and v.get("tier")}
     return Simulated(iteration_s=res.iteration_time_s,
                      compute_s=b.get("compute", 0.0) + b.get("recompute", 0.0),
                      comm_total_s={d: union_length(lanes[d]) for d in COMM_DIMS}, tiers=tiers)

@@ -106,6 +106,10 @@ class JoinedTasks(Sequence[Task]):
         return iter(self._build())
 
 
+# Share of the iteration a faster variant must wait for the slowest before a warning names it.
+WAIT_TOLERANCE = 1e-9
+
+
 def wait_s(own: Sequence[Task], slowest: Sequence[Task]) -> float:
     """How long a faster variant's classes wait for the slowest at the iteration's end: the
     largest delay of a joint collective past the time its own replica had it ready."""
@@ -182,7 +186,8 @@ def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], Result]) 
         notices = [n for n in notices if n.kind != "memory"]
         notices += (mem_notes if vs[0].datacenters else
                     [Notice(k, m) for k, m in hetero.stage_memory_notices(sc, memory)])
-    fast = [row for row in rows[1:] if row["wait_s"] > 0]
+    # A wait of rounding (two classes whose times differ in the last bits: 3e-18 s) is no wait.
+    fast = [row for row in rows[1:] if row["wait_s"] > WAIT_TOLERANCE * slow.iteration_time_s]
     if fast:
         w = max(row["wait_s"] for row in fast)
         who = "replicas at speed" if not het else "replicas on faster GPUs or in other datacenters"

@@ -31,6 +31,22 @@ class Nouns:
 
 
 @dataclass(frozen=True)
+class HostInput:
+    """What the host does for each pipeline unit before the GPU can run it (a GNN's CPU sampler and
+    host-to-GPU copy): ``per_unit_s`` seconds of it; ``pipelined``: it prepares the next units while
+    the GPU runs this one, so an iteration lasts at least ``m x per_unit_s`` (steady state: the
+    host keeps one unit's pace through the GPU's whole step, its communication included,
+    analysis/steady_state.py); else the GPU waits ``per_unit_s`` before every unit (the builder's
+    first edge).  ``what`` names it with its figures, ``remedy`` what would hide it (the
+    bottleneck sentence, analysis/report.bottleneck)."""
+
+    per_unit_s: float
+    pipelined: bool
+    what: str
+    remedy: str
+
+
+@dataclass(frozen=True)
 class Attention:
     """A family's attention as a serving pass prices it (explorer/serving: prefill and decode read
     the layer's weight GEMMs, its per-head dimensions and its parameter count):
@@ -81,11 +97,9 @@ class Workload:
     summary: str = ""
     citation: str = ""
     samples_per_epoch: Callable[[Model, int], int] | None = None
-    # ``host_wait(scenario)``: seconds the GPU waits per pipeline unit for its input from the host
-    # (a GNN's CPU sampler and host-to-GPU copy) and one clause saying what it waits for and what
-    # would hide it; None when it does not wait.  The bottleneck sentence names it when it is the
-    # largest part of the step besides the GPU's own work (analysis/report.bottleneck).
-    host_wait: Callable[[Scenario], tuple[float, str] | None] | None = None
+    # ``host_input(scenario)``: the host's work for each pipeline unit (:class:`HostInput`), None
+    # when it has none; the steady state paces a pipelined one, the bottleneck sentence names it.
+    host_input: Callable[[Scenario], HostInput | None] | None = None
     attention: Attention | None = None       # what serving reads; None: the family is not served
     # What a layout search varies for it (explorer/design/space.py) beyond the degrees it uses:
     # ``search_axes`` its own fields, as (dotted key, candidate values); ``search_fixed`` the

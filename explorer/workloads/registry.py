@@ -62,7 +62,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("gnn", gnn.recognises, gnn.spec, gnn.params, gnn.nouns, ("dp", "gnn"), estimator=False,
              powersgd_factor=None, controls=gnn.CONTROLS, caption=gnn.caption,
              samples_per_epoch=gnn.samples_per_epoch,
-             host_wait=gnn.host_wait,
+             host_input=gnn.host_input,
              search_fixed=(("recompute", "none"), ("sequence_parallel", False)), whole_batch=True,
              summary="A graph neural network (GraphSAGE): mini-batch with sampled neighbours and remote "
                      "feature fetch, or full graph with per-layer halo exchange.",

@@ -24,10 +24,12 @@ them: worker threads sample and slice batch k+2 while batch k+1 is copied and ba
 - **Host copy** (per mini-batch, one GPU): the input frontier's features (frontier nodes x feature
   width x bytes per stored feature) and the blocks' int64 edge indices, at the host link's rate
   (explorer/physics/host_link.py: hardware.gpu.pcie_GBps).
-- **Pipelined** (``model.gnn.pipelined``, SALIENT's default): the sampler, the copy and the GPU work
-  run side by side on different batches, so a step takes the longest of the three; only what the
-  sampler or the copy takes beyond the GPU's own step stalls it.  Not pipelined (PyG's loop with
-  a blocking ``.to(device)``): the step waits for both, one after the other.
+- **Pipelined** (``model.gnn.pipelined``, SALIENT's default): the sampler, the copy and the GPU's
+  step run side by side on different batches, so a step takes the longest of the three — the GPU's
+  step being all of it, its all-reduce, feature fetch and optimizer included, which the host's
+  threads and copy engine run beside as well (analysis/steady_state.py paces the iteration).
+  Not pipelined (PyG's loop with a blocking ``.to(device)``): the step waits for both, one after
+  the other.
 A full-graph step samples nothing and keeps its partition on the GPU: no host work.
 """
 from __future__ import annotations
@@ -79,12 +81,13 @@ def host_work(sc: Scenario, seeds: float) -> HostWork:
     return HostWork(sampler, nbytes, nbytes / host_link_Bps(sc))
 
 
-def stall_s(sc: Scenario, hw: HostWork, gpu_step_s: float) -> float:
-    """Seconds the GPU waits for its next mini-batch per step: pipelined, what the slower of the
-    sampler and the copy takes beyond the GPU's step, max(sampler, copy, gpu) - gpu; otherwise
-    both in full, sampler + copy."""
+def stall_s(sc: Scenario, hw: HostWork) -> float:
+    """Seconds the GPU waits for its next mini-batch before each step in the graph: not pipelined,
+    the sampler and the copy in full, one after the other; pipelined, nothing here — the host keeps
+    the pace of the whole step instead (workload.host_input; analysis/steady_state.py: an
+    iteration lasts at least its mini-batches' host time, max(sampler, copy) each)."""
     g = sc.model.gnn
     assert g is not None
     if g.pipelined:
-        return max(hw.sampler_s, hw.copy_s, gpu_step_s) - gpu_step_s
+        return 0.0
     return hw.sampler_s + hw.copy_s

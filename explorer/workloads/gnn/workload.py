@@ -11,9 +11,8 @@ host-to-GPU copy, loader.py), which a pipelined loader hides under the GPU's own
 from __future__ import annotations
 
 from ...config import Model, Scenario
-from ...physics.hardware import ComputeModel
-from ..family import Nouns
-from ..spec import EdgeCost, LayerCost, WorkloadSpec
+from ..family import HostInput, Nouns
+from ..spec import WorkloadSpec
 from . import costs, loader
 from .edges import with_edges
 
@@ -24,16 +23,8 @@ def recognises(m: Model) -> bool:
 
 
 def spec(sc: Scenario) -> WorkloadSpec:
-    """One kind per GraphSAGE layer, each a run of one, input layer first, with its gnn edges."""
-    layers, last, gpu_s, hw = _step(sc)
-    stall = loader.stall_s(sc, hw, gpu_s)
-    return WorkloadSpec(layers, tuple((i, 1) for i in range(len(layers))), costs.input_cost(stall), last,
-                        distinct_layers=True)
-
-
-def _step(sc: Scenario) -> tuple[tuple[LayerCost, ...], EdgeCost, float, loader.HostWork]:
-    """The layers with their gnn edges, the loss, the GPU's own step (every layer's passes and the
-    loss: what a pipelined loader hides under) and the host's work for one mini-batch."""
+    """One kind per GraphSAGE layer, each a run of one, input layer first, with its gnn edges;
+    before the first, the wait for the host a loop that does not pipeline it has (loader.stall_s)."""
     g = sc.model.gnn
     assert g is not None
     timer = costs.GemmTimer(sc)
@@ -41,35 +32,33 @@ def _step(sc: Scenario) -> tuple[tuple[LayerCost, ...], EdgeCost, float, loader.
     n = len(blocks)
     layers = tuple(with_edges(sc, i, costs.layer_cost(sc, timer, b, i == 0, i == n - 1), b)
                    for i, b in enumerate(blocks))
-    last = costs.loss_cost(sc)
-    cm = ComputeModel.for_scenario(sc)
-    gpu_s = sum(cm.time(w) for lc in layers for w in (lc.fwd, lc.bwd_input, lc.bwd_weight))
-    gpu_s += cm.time(last.fwd) + cm.time(last.bwd_input)
-    return layers, last, gpu_s, loader.host_work(sc, costs.seeds(sc))
+    stall = loader.stall_s(sc, loader.host_work(sc, costs.seeds(sc)))
+    return WorkloadSpec(layers, tuple((i, 1) for i in range(n)), costs.input_cost(stall),
+                        costs.loss_cost(sc), distinct_layers=True)
 
 
-def host_wait(sc: Scenario) -> tuple[float, str] | None:
-    """Seconds the GPU waits for each mini-batch from the host (loader.stall_s) and what it waits
-    for, in one clause; None for a full-graph pass or a loader the GPU's step hides."""
+def host_input(sc: Scenario) -> HostInput | None:
+    """The host's work for each mini-batch (loader.host_work): pipelined, the slower of the CPU
+    sampler and the host-to-GPU copy, which sets the pace when it outlasts the GPU's whole step;
+    not pipelined, both one after the other before every mini-batch.  None for a full-graph pass."""
     g = sc.model.gnn
     assert g is not None
     if g.mode == "fullgraph":
         return None
-    _, _, gpu_s, hw = _step(sc)
-    stall = loader.stall_s(sc, hw, gpu_s)
-    if stall <= 0.0:
-        return None
+    hw = loader.host_work(sc, costs.seeds(sc))
     if not g.pipelined:
-        return stall, (f"the CPU sampler ({_ms(hw.sampler_s)}) and then the host-to-GPU copy "
-                       f"({_ms(hw.copy_s)}) of every mini-batch run before its own {_ms(gpu_s)}; pipelined "
-                       "(model.gnn.pipelined) they run under the GPU's step")
+        return HostInput(hw.sampler_s + hw.copy_s, False,
+                         f"the CPU sampler ({_ms(hw.sampler_s)}) and then the host-to-GPU copy "
+                         f"({_ms(hw.copy_s)}) of every mini-batch run before its step",
+                         "pipelined (model.gnn.pipelined) they run under the GPU's step")
     if hw.sampler_s >= hw.copy_s:
-        return stall, (f"the CPU sampler ({_ms(hw.sampler_s)} per mini-batch with "
-                       f"{loader.workers_per_gpu(sc):g} threads per GPU) outlasts the GPU's own "
-                       f"{_ms(gpu_s)}; more sampler threads (model.gnn.cpu_workers) hide it")
-    return stall, (f"the host-to-GPU copy ({hw.copy_bytes / 1e6:,.0f} MB per mini-batch, {_ms(hw.copy_s)}) "
-                   f"outlasts the GPU's own {_ms(gpu_s)}; a faster host link (hardware.gpu.pcie_GBps) "
-                   "hides it")
+        return HostInput(hw.sampler_s, True,
+                         f"the CPU sampler ({_ms(hw.sampler_s)} per mini-batch with "
+                         f"{loader.workers_per_gpu(sc):g} threads per GPU)",
+                         "more sampler threads (model.gnn.cpu_workers) hide it")
+    return HostInput(hw.copy_s, True,
+                     f"the host-to-GPU copy ({hw.copy_bytes / 1e6:,.0f} MB per mini-batch, {_ms(hw.copy_s)})",
+                     "a faster host link (hardware.gpu.pcie_GBps) hides it")
 
 
 def _ms(seconds: float) -> str:

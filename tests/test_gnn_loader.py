@@ -184,7 +184,7 @@ def test_run_json_gives_the_epoch_time_of_a_gnn():
 @pytest.mark.parametrize("overrides, named", [
     # Shipped: the sampler's 14.02 ms paces the GPU's 12.90 ms step: 1.12 of 14.02 ms = 8.0 %.
     ({}, "the GPU waits 8.0% of the iteration for its input: the CPU sampler (14.0 ms per mini-batch "
-         "with 20 threads per GPU) outlasts the GPU's own step of 12.9 ms per unit"),
+         "with 20 threads per GPU) outlasts the GPU's own step of 12.9 ms per mini-batch"),
     # Not pipelined: 14.02 + 11.36 of 38.28 ms = 66.3 %.
     ({"model.gnn.pipelined": False}, "the GPU waits 66.3% of the iteration for its input: the CPU sampler "
                                       "(14.0 ms) and then the host-to-GPU copy (11.4 ms)"),

@@ -90,8 +90,8 @@ def bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: fl
     if host is not None and T > 0:
         if host.pipelined:       # the host's excess over the GPU's whole step (steady_state.host_paced)
             wait = max(0.0, pace_margin)
-            clause = (f"{host.what} outlasts the GPU's own step of {(T - wait) / m * 1e3:.1f} ms per unit "
-                      f"(its work, communication and optimizer step); {host.remedy}")
+            clause = (f"{host.what} outlasts the GPU's own step of {(T - wait) / m * 1e3:.1f} ms per "
+                      f"{host.unit} (its work, communication and optimizer step); {host.remedy}")
         else:                    # before each of the m units
             wait, clause = m * host.per_unit_s, f"{host.what}; {host.remedy}"
         if wait > max(cats[worst], 1e-3 * T):

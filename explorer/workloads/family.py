@@ -37,13 +37,14 @@ class HostInput:
     the GPU runs this one, so an iteration lasts at least ``m x per_unit_s`` (steady state: the
     host keeps one unit's pace through the GPU's whole step, its communication included,
     analysis/steady_state.py); else the GPU waits ``per_unit_s`` before every unit (the builder's
-    first edge).  ``what`` names it with its figures, ``remedy`` what would hide it (the
-    bottleneck sentence, analysis/report.bottleneck)."""
+    first edge).  ``what`` names it with its figures, ``remedy`` what would hide it, ``unit`` what
+    the family calls a unit (the bottleneck sentence, analysis/report.bottleneck)."""
 
     per_unit_s: float
     pipelined: bool
     what: str
     remedy: str
+    unit: str = "unit"
 
 
 @dataclass(frozen=True)

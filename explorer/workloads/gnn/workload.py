@@ -50,15 +50,15 @@ def host_input(sc: Scenario) -> HostInput | None:
         return HostInput(hw.sampler_s + hw.copy_s, False,
                          f"the CPU sampler ({_ms(hw.sampler_s)}) and then the host-to-GPU copy "
                          f"({_ms(hw.copy_s)}) of every mini-batch run before its step",
-                         "pipelined (model.gnn.pipelined) they run under the GPU's step")
+                         "pipelined (model.gnn.pipelined) they run under the GPU's step", "mini-batch")
     if hw.sampler_s >= hw.copy_s:
         return HostInput(hw.sampler_s, True,
                          f"the CPU sampler ({_ms(hw.sampler_s)} per mini-batch with "
                          f"{loader.workers_per_gpu(sc):g} threads per GPU)",
-                         "more sampler threads (model.gnn.cpu_workers) hide it")
+                         "more sampler threads (model.gnn.cpu_workers) hide it", "mini-batch")
     return HostInput(hw.copy_s, True,
                      f"the host-to-GPU copy ({hw.copy_bytes / 1e6:,.0f} MB per mini-batch, {_ms(hw.copy_s)})",
-                     "a faster host link (hardware.gpu.pcie_GBps) hides it")
+                     "a faster host link (hardware.gpu.pcie_GBps) hides it", "mini-batch")
 
 
 def _ms(seconds: float) -> str:

@@ -300,9 +300,14 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) ->
      ["--gpus-per-thread", "9", "between 1 and 8"]),
     (["collective", "teaching-8gpu", "--op", "all-gather", "--ranks", "8", "--gpus-per-thread", "x"],
      ["--gpus-per-thread", "'x'"]),
+    # Found by a verdict hunt: "=3" listed the scenario's sections as "valid keys" without naming
+    # any field; an empty replica list read as none and the GPU count was blamed on parallelism.dp.
+    (["run", "teaching-8gpu", "--set", "=3"], ["--set", "'=3'", "names no field", "dotted.key=value"]),
+    (["run", "pipedream-vgg16", "--set", "parallelism.stage_replicas=[]"],
+     ["parallelism.stage_replicas", "[] is empty", "parallelism.pp = 2"]),
 ], ids=["missing-file", "unknown-scenario", "unknown-set-key", "invalid-tp", "misspelt-set-key", "bad-op",
         "zero-ranks", "bad-size", "unknown-subcommand", "nvls-on-a100", "too-many-gpus-per-thread",
-        "gpus-per-thread-not-a-number"])
+        "gpus-per-thread-not-a-number", "empty-set-key", "empty-stage-replicas"])
 def test_bad_input(args, fragments):
     proc = cli(*args)
     assert_one_line_error(proc, *fragments)

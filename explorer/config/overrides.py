@@ -147,6 +147,10 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise ScenarioError("--set", f"{excerpt(text)} is not of the form dotted.key=value")
     key, _, value = text.partition("=")
+    if not key.strip():
+        # "=3" named no field, and the message for the empty key listed the sections without one.
+        raise ScenarioError("--set", f"{excerpt(text)} names no field before '='; give dotted.key=value, "
+                                     "e.g. parallelism.tp=4")
     return key.strip(), parse_value(value, key.strip())
 
 

@@ -49,8 +49,11 @@ def rule_replicas_fill_cluster(sc: Scenario) -> None:
     data parallelism)."""
     p, gpus = sc.parallelism, sc.cluster.gpus
     r = p.stage_replicas
-    if not r:
+    if r is None:
         return
+    if not r:          # an empty list had read as no replicas, and the GPU count was blamed on dp
+        raise ScenarioError(FIELD, f"[] is empty; give one replica count per pipeline stage "
+                            f"(parallelism.pp = {p.pp}), all 0 for PipeDream's partitioner, or null for none")
     if len(r) != p.pp:
         raise ScenarioError(FIELD, f"{excerpt(list(r))} has {len(r)} entries; give one per pipeline stage "
                             f"(parallelism.pp = {p.pp})")

@@ -69,7 +69,7 @@ def rule_gpu_count(sc: Scenario) -> None:
 def rule_degrees_fill_cluster(sc: Scenario) -> None:
     """tp * pp * dp * cp = the cluster's GPUs."""
     p, gpus, dp = sc.parallelism, sc.cluster.gpus, sc.dp
-    if p.stage_replicas:                 # PipeDream's per-stage replicas count the GPUs instead
+    if p.stage_replicas is not None:     # PipeDream's per-stage replicas count the GPUs instead
         rule_replicas_fill_cluster(sc)
         return
     if p.tp * p.pp * dp * p.cp != gpus:

@@ -31,6 +31,17 @@ TIERS = ("scale-up", "scale-out", "spine", "scale-across")
 # Not a tier: what a page names as the limit of a call whose GPUs' PCIe links to their NICs set its
 # time (network/collectives.CollectiveCost.limited_by); its bytes stay on the tiers it crosses.
 PCIE_LIMIT = "pcie"
+# ... and of a call whose latency is at least half its time: its outermost tier with this suffix
+# ("scale-across latency"); strip it for the tier itself (:func:`tier_of_limit`).
+LATENCY_SUFFIX = " latency"
+
+
+def tier_of_limit(limit: str) -> str:
+    """The fabric tier a call's limit (CollectiveCost.limited_by) is about: "scale-across" for
+    "scale-across latency", "scale-out" for "pcie" (the links lead to the node's NICs), else itself."""
+    if limit == PCIE_LIMIT:
+        return "scale-out"
+    return limit.removesuffix(LATENCY_SUFFIX)
 TIER_LABELS = {"scale-up": "NVLink / NVSwitch (scale-up)", "scale-out": "node NICs → leaf (scale-out)",
                "spine": "leaf → spine uplinks", "scale-across": "WAN between datacenters (scale-across)",
                PCIE_LIMIT: "GPU PCIe links → NICs"}
@@ -39,6 +50,8 @@ TIER_LABELS = {"scale-up": "NVLink / NVSwitch (scale-up)", "scale-out": "node NI
 def tier_label(tier: str, scale_up_kind: str | None = None) -> str:
     """How the page names ``tier``: the scale-up tier by the links it is made of (a PCIe node's is
     not NVLink: a hunt found pipedream-vgg16's V100 PCIe boxes labelled "NVLink / NVSwitch")."""
+    if tier.endswith(LATENCY_SUFFIX):               # a call's limit: its outermost tier's latency
+        return f"{tier_label(tier_of_limit(tier), scale_up_kind)}: latency"
     if tier == "scale-up" and scale_up_kind == "pcie":
         return "PCIe in the node (scale-up)"
     return TIER_LABELS.get(tier, tier)

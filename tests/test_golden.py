@@ -111,6 +111,10 @@ tier they cross, per GPU, as a training run's traffic (serving/result._by_tier: 
 per boundary) instead of its message size on its limiting tier alone: comm_bytes_by_tier and
 utilisation only (3d-dram's TP ring over 8 GPUs 167.8 -> 293.6 MB on NVLink; DeepSeek's EP all-to-all
 585.4 MB on the NICs -> 580.8 MB on NVLink and 548.8 MB on the NICs), times unchanged;
+mixed-generations, cross-region-pp and serve-deepseek-v3-disaggregated when a call whose latency is at
+least half its time was said to be limited by its outermost tier's latency (CollectiveCost.limited_by,
+"scale-across latency") instead of a tier's bandwidth: links[dim].tier, and mixed-generations'
+bottleneck and WAN warning sentences, only;
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

@@ -113,3 +113,35 @@ def test_the_warning_gives_the_nics_share_with_the_digits_that_tell_it_from_the_
     proc = cli("run", "cloud-25g-dp", "--set", "hardware.gpu.pcie_GBps=0.35")
     (line,) = [x for x in proc.stdout.splitlines() if "warning: pcie" in x]
     assert "PCIe link (0.35 GB/s)" in line and "NICs (0.352 GB/s)" in line
+
+
+def test_a_call_mostly_latency_is_said_to_be_latency_bound_across_its_outermost_tier():
+    """Regression (verdict hunt): GraphSAGE's 1.14 MB all-reduce over 16 A100s in two datacenters
+    (5 ms WAN) was "limited by the node NICs at 0.19 GB/s", though eight times the NICs barely moved
+    it and a 0.5 ms WAN cut it fivefold.  Its latency is most of it: latency-bound across the WAN,
+    where fewer and larger calls help, not bandwidth."""
+    two = {"hardware.gpu": "a100-80gb", "cluster.datacenters": 2}
+    r = simulate(load_gnn(two))
+    assert r.links["dp"]["tier"] == "scale-across latency"
+    assert ("is latency-bound across the WAN between datacenters (only 0.19 GB/s bus bandwidth, ring): "
+            "fewer, larger calls shorten it, more bandwidth does not.") in r.bottleneck
+    near = simulate(load_gnn({**two, "cluster.scale_across.latency_ms": 0.5}))
+    assert near.breakdown_s["dp"] < r.breakdown_s["dp"] / 4
+    tiers = {d: v["tier"] for d, v in r.links.items()}
+    hot, note = hot_tier(tiers, r.breakdown_s, r.iteration_time_s, {})
+    assert hot == "scale-across" and "latency" in note
+    assert tier_label("scale-across latency") == "WAN between datacenters (scale-across): latency"
+    assert "fewer, larger calls" in shorter("dp", "scale-across latency")
+
+
+def test_the_collective_table_names_latency_for_small_calls_and_the_links_for_large_ones():
+    """nccl-tests' sweep on 16 GPUs of two nodes: 1 KB is all latency (25 us), 1 GB all bytes (NVLS
+    tree at 503 GB/s busbw, the NVSwitch's reduction the limit)."""
+    proc = cli("collective", "fsdp-llama3-8b", "--op", "all-reduce", "--ranks", "16", "--sizes", "1K,1G")
+    small, large = proc.stdout.strip().splitlines()[-2:]
+    assert small.endswith("tree/LL (scale-out latency)") and large.endswith("nvls-tree/Simple (scale-up)")
+
+
+def load_gnn(overrides: dict):
+    from explorer.scenario import load
+    return load("gnn-sage-papers100m", overrides)

@@ -11,6 +11,7 @@ from ..engine.records import BucketInfo, OverlapInfo, TransferInfo
 from ..engine.scheduler import Task
 from ..network.groups import Network
 from ..taskgraph.builder import IterationBuilder
+from ..vocabulary import LATENCY_SUFFIX, tier_of_limit
 from ..workloads.registry import workload_for
 from .breakdown import COMM_DIMS, MemoryBreakdown
 from .utilisation import ALL_WAN_KEYS_UP_TO
@@ -105,6 +106,12 @@ def bottleneck(sc: Scenario, bd: dict[str, float], links: dict[str, dict], T: fl
     head = f"{worst.upper() if worst in COMM_DIMS else worst.capitalize()} takes {share:.1%} of the iteration"
     if worst in links:
         li = links[worst]
+        if li["tier"].endswith(LATENCY_SUFFIX):
+            # At least half the call is its latency: the tier's bandwidth would not shorten it.
+            return (f"{head} (exposed {worst} communication): its {li['op']} over {li['group']} GPUs "
+                    f"is latency-bound across {TIER_WORDS[tier_of_limit(li['tier'])]} (only "
+                    f"{_gbs(li['busbw_GBps'])} GB/s bus bandwidth, {li['algorithm']}): fewer, larger calls "
+                    "shorten it, more bandwidth does not.")
         return (f"{head} (exposed {worst} communication): its {li['op']} over {li['group']} GPUs "
                 f"is limited by "
                 f"{TIER_WORDS[li['tier']]} at {_gbs(li['busbw_GBps'])} GB/s bus bandwidth "
@@ -241,10 +248,10 @@ def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], 
     for dim in COMM_DIMS:
         li = links.get(dim)
         share = breakdown.get(dim, 0.0) / T if T > 0 else 0.0
-        if li and li["tier"] == "scale-across" and share >= WAN_EXPOSED_WARNING_SHARE:
+        if li and tier_of_limit(li["tier"]) == "scale-across" and share >= WAN_EXPOSED_WARNING_SHARE:
+            how = ("is latency-bound across" if li["tier"].endswith(LATENCY_SUFFIX) else "is limited by")
             out.append(Notice("wan", f"{dim}: exposed {dim} communication takes {share:.1%} of the iteration "
-                              f"({breakdown[dim]:.3g} s); its {li['op']} over {li['group']} GPUs "
-                              f"is limited by "
+                              f"({breakdown[dim]:.3g} s); its {li['op']} over {li['group']} GPUs {how} "
                               f"{TIER_WORDS['scale-across']} at {li['busbw_GBps']:.1f} GB/s bus bandwidth"))
     return tuple(out)
 

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 
 from .. import dimensions
 from ..analysis.gantt_bar import GanttBar, SpanBar
-from ..vocabulary import BLOCKING_DIMS, COMM_DIMS, KIND_COLORS, OFFLOAD, STREAMS
+from ..vocabulary import BLOCKING_DIMS, COMM_DIMS, KIND_COLORS, OFFLOAD, STREAMS, tier_of_limit
 from .raster import rasterize as _rasterize
 
 LANES = STREAMS + (OFFLOAD,)          # the copy-engine lane last (activation offloading)
@@ -80,6 +80,11 @@ def _sort_key(kind: str) -> tuple[int, int]:
     return (KIND_ORDER.index(base) if base in KIND_ORDER else 99, kind.endswith(OVERLAPPED))
 
 
+def _on_wan(limit: str | None) -> bool:
+    """Whether a bar's call is limited by the WAN (its bandwidth or its latency)."""
+    return bool(limit) and tier_of_limit(str(limit)) == WAN_TIER
+
+
 def _marker(kind: str, opacity=None, wan: list[bool] | None = None) -> dict:
     m = dict(color=KIND_COLORS.get(_base_kind(kind), "#999"), line=dict(width=0))
     if wan is not None and any(wan):
@@ -134,7 +139,7 @@ def gantt(columns: dict[str, list], lane_names: tuple[str, ...], iteration_s: fl
     drawn = {t.name for t in fig.data}
     for kind in sorted({columns["kind"][i] for i in range(n)} - drawn, key=_sort_key):
         fig.add_trace(go.Bar(x=[None], y=[None], orientation="h", name=kind, marker=_marker(kind)))
-    if WAN_TIER in columns.get("tier", ()):
+    if any(_on_wan(t) for t in columns.get("tier", ())):
         outline = dict(color=WAN_OUTLINE, width=WAN_OUTLINE_WIDTH)
         fig.add_trace(go.Bar(x=[None], y=[None], orientation="h", name=WAN_LEGEND,
                              marker=dict(color="white", line=outline)))
@@ -225,7 +230,7 @@ def _aggregated(fig: go.Figure, columns: dict[str, list], iteration_s: float, ma
         key = row_of(columns["gpu_class"][i], columns["lane"][i], columns["kind"][i])
         rows.append((key, columns["kind"][i], columns["start_s"][i], columns["end_s"][i],
                      key[1] == "comm" or key[1] in COMM_LANES))
-        if tiers[i] == WAN_TIER:
+        if _on_wan(tiers[i]):
             span = (columns["start_s"][i], columns["end_s"][i])
             wan_spans.setdefault((key, columns["kind"][i]), []).append(span)
     merged_spans = {k: _merge(v) for k, v in wan_spans.items()}
@@ -366,5 +371,5 @@ def _exact(fig: go.Figure, c: dict[str, list], bands: bool, where, short: dict[i
             y=[p[0] for p in pos], width=[p[1] for p in pos] if bands else None,
             base=[c["start_s"][i] * 1e3 for i in ii], x=[max(c["duration_s"][i] * 1e3, least) for i in ii],
             orientation="h", name=kind, customdata=custom,
-            marker=_marker(kind, wan=[c["tier"][i] == WAN_TIER for i in ii] if "tier" in c else None),
+            marker=_marker(kind, wan=[_on_wan(c["tier"][i]) for i in ii] if "tier" in c else None),
             hovertemplate=COMPUTE_HOVER if compute else COMM_HOVER))

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from .. import dimensions
 from ..result.timeline import estimate_rows, folded_timeline
-from ..vocabulary import PCIE_LIMIT
+from ..vocabulary import LATENCY_SUFFIX, PCIE_LIMIT, tier_of_limit
 from .gantt import GanttInfo, gantt, lane_name
 
 MAX_BARS = 2500                  # SVG bars drawn at most; more are aggregated (figures/gantt.py)
@@ -56,6 +56,9 @@ def hot_tier(link_tiers: Mapping[str, str], breakdown_s: Mapping[str, float], it
     if exposed:
         dim = max(exposed, key=exposed.__getitem__)
         share = exposed[dim] / iteration_s
+        if link_tiers[dim].endswith(LATENCY_SUFFIX):
+            return tier_of_limit(link_tiers[dim]), (f"its latency limits {dim.upper()} ({share:.0%} of the "
+                                                    "iteration exposed; fewer, larger calls shorten it)")
         if link_tiers[dim] == PCIE_LIMIT:
             # The links from the GPUs to their NICs: drawn as the node's way out (the NICs' tier).
             return "scale-out", (f"the GPUs' PCIe links to these NICs limit {dim.upper()} ({share:.0%} of "

@@ -11,11 +11,10 @@ Two parts multiply out per (algorithm, protocol):
   bandwidth (LL 1/2 capped, LL128 0.92, Simple 1; tree and PAT corrections) and NCCL's per-call
   latency (base + hops inside and between nodes), so ``auto`` picks NCCL's (algorithm, protocol).
 
-MPI/Gloo algorithms (halving-doubling, hierarchical, their ring) and algorithms of other families
-are their entries' alpha-beta models (collective_algorithms/alpha_beta.py), protocol "none";
-point-to-point (all-to-all, send/recv) too.  Nothing here compares algorithm names: which
-algorithms an operation has, whose model prices one and why NCCL could not run it are the
-registry's.
+MPI/Gloo algorithms (halving-doubling, hierarchical, their ring) and other families' are their
+entries' alpha-beta models (collective_algorithms/alpha_beta.py), protocol "none"; point-to-point
+(all-to-all, send/recv) too.  Nothing here compares algorithm names: which algorithms an operation
+has, whose model prices one and why NCCL could not run it are the registry's.
 
 Sizes S follow nccl-tests (doc/PERFORMANCE.md): the all-reduce/broadcast buffer, the *total*
 all-gather output / reduce-scatter input, the per-rank all-to-all send buffer; ``busbw`` applies
@@ -30,7 +29,7 @@ from dataclasses import dataclass, replace
 from ..collective_algorithms import registry
 from ..collective_algorithms.base import OPS, Family, LinkCost, crossing, spanned
 from ..collective_algorithms.registry import Algorithm
-from ..vocabulary import PCIE_LIMIT
+from ..vocabulary import LATENCY_SUFFIX, PCIE_LIMIT
 from . import nccl_tuning as nt
 from .domain_links import capped_shape
 from .pcie_link import pcie_bound, pcie_boundary, pcie_time
@@ -66,13 +65,15 @@ class CollectiveCost:
     requested: str = ""       # the algorithm asked for when it could not run here ("" otherwise)
     protocol: str = "none"    # NCCL protocol (LL, LL128, Simple); "none" for p2p and MPI/Gloo
     pcie: bool = False        # the GPUs' PCIe links to their NICs set the time, not ``boundary``'s
+    outer: str = "none"       # the outermost tier the group crosses (whose hops' latency is the largest)
 
     @property
     def limited_by(self) -> str:
-        """What a page says limits the call: ``pcie`` where the GPUs' PCIe links set its time (its
-        ``boundary`` is then the outermost it crosses, which link sharing and link loads use),
-        else the boundary's tier."""
-        return PCIE_LIMIT if self.pcie else self.boundary
+        """What a page says limits the call: at least half of it latency, its outermost tier's
+        ("scale-across latency"; serving's 0.5); else ``pcie`` where the GPUs' PCIe links set its
+        time (``boundary``, which sharing and loads use, is then the outermost); else ``boundary``."""
+        slow = self.time_s > 0 and self.latency_s >= 0.5 * self.time_s
+        return f"{self.outer}{LATENCY_SUFFIX}" if slow else PCIE_LIMIT if self.pcie else self.boundary
 
     @property
     def algbw_GBps(self) -> float:
@@ -221,7 +222,7 @@ def _result(op: str, S: float, sh: GroupShape, alg: str, proto: str, link: LinkC
             lat: float, requested: str) -> CollectiveCost:
     egress = tuple(link.egress.get(i, 0.0) for i in range(len(sh.shares)))
     return CollectiveCost(op, S, sh.n, alg, total, lat, BOUNDARY_NAMES[link.boundary], egress, requested,
-                          proto, link.pcie)
+                          proto, link.pcie, BOUNDARY_NAMES[sh.outer])
 
 
 def nccl_candidates(op: str, S: float, sh: GroupShape, o: NcclOptions, algos: tuple[Algorithm, ...],

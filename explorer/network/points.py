@@ -79,7 +79,8 @@ def price_points(op: str, size_bytes: float, shapes: Sequence[GroupShape], algor
         for j, i in enumerate(members):
             name, proto, egress, total, lat, boundary, pcie = got[j]
             cc = CollectiveCost(op, size_bytes, sh0.n, name, total, lat, boundary, egress,
-                                algorithm if forced and name != algorithm else "", proto, pcie)
+                                algorithm if forced and name != algorithm else "", proto, pcie,
+                                BOUNDARY_NAMES[sh0.outer])
             remember((op, size_bytes, shapes[i], algorithm, nvls_capable, options[i]), cc)
             out[i] = cc
     assert all(c is not None for c in out)

@@ -19,7 +19,7 @@ from ..analysis.gantt_bar import NONE_TEXT, GanttBar
 from ..config import GPU
 from ..network.collectives import bus_factor
 from ..physics.kernels import dtype_peak_tflops
-from ..vocabulary import TIER_LABELS
+from ..vocabulary import LATENCY_SUFFIX, tier_label
 
 OP_OF_DETAIL = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
 COMPUTE_SHORTER = ("a larger tensor- or pipeline-parallel split (fewer FLOPs per GPU), FP8 GEMMs, or a "
@@ -38,6 +38,9 @@ BY_TIER = {
     "pcie": "a wider PCIe link per GPU (hardware.gpu.pcie_GBps): faster or more NICs buy nothing while the "
             "links carry less than the NICs' share",
 }
+# A call whose latency is at least half its time (CollectiveCost.limited_by's "... latency").
+LATENCY_SHORTER = ("fewer, larger calls (bigger buckets or messages), fewer steps (a tree, NVLS or a "
+                   "hierarchical algorithm) or a shorter path; more bandwidth does not shorten it")
 
 
 def shorter(kind: str, tier: str | None) -> str:
@@ -45,6 +48,8 @@ def shorter(kind: str, tier: str | None) -> str:
     shorter: its dimension's own options first, then its link's."""
     if kind not in BY_DIMENSION:
         return COMPUTE_SHORTER
+    if tier and tier.endswith(LATENCY_SUFFIX):
+        return f"{BY_DIMENSION[kind]}; on the link: {LATENCY_SHORTER}"
     link = BY_TIER.get(tier or "", BY_TIER["scale-out"])
     return f"{BY_DIMENSION[kind]}; on the link: {link}"
 
@@ -113,7 +118,7 @@ def explain_bar(bar: GanttBar | None, peak_tflops: float, gpu: str, dtype: str) 
     # holds every call of its pass (its layers' TP, CP or EP calls), one typical call described.
     call_s = nbytes * factor / (busbw * 1e9) if busbw else 0.0
     calls = dur / call_s if call_s > 0 else 0.0
-    tier_name = TIER_LABELS.get(tier, tier or "—")
+    tier_name = tier_label(tier) if tier else "—"
     wait = max(dur - call_s, 0.0)
     if calls >= 1.5:
         count = (f"- the bar repeats this call about **{calls:,.0f} times** (its pass's layers): "

@@ -30,7 +30,7 @@ from typing import Any
 from ..analysis.intervals import union_length
 from ..scenario import Scenario
 from ..simulate import simulate
-from ..vocabulary import COMM_DIMS, PCIE_LIMIT
+from ..vocabulary import COMM_DIMS, tier_of_limit
 from .lanes import simulated_lanes
 from .measure import Measured
 
@@ -104,9 +104,10 @@ def simulated(sc: Scenario) -> Simulated:
     res = simulate(sc)
     b = res.breakdown_s
     lanes = simulated_lanes(res)
-    # A call its GPUs' PCIe links limit (tier "pcie") crosses the node boundary: fitted as the
+    # A call's limit as its tier (vocabulary.tier_of_limit): a latency-bound call is its outermost
+    # tier's, a call its GPUs' PCIe links limit crosses the node boundary and is fitted as the
     # scale-out tier's, whose efficiency calibrates the fabric (the links' rate is the GPU's figure).
-    tiers = {d: "scale-out" if v.get("tier") == PCIE_LIMIT else str(v.get("tier"))
+    tiers = {d: tier_of_limit(str(v.get("tier")))
              for d, v in res.links.items() if d in COMM_DIMS and v.get("tier")}
     return Simulated(iteration_s=res.iteration_time_s,
                      compute_s=b.get("compute", 0.0) + b.get("recompute", 0.0),

@@ -11,8 +11,15 @@ from explorer.ui.views.metrics import SERVING_CARDS
 from app_support import qp, run_app, seconds
 from conftest import ROOT, SCENARIO_FILES
 
+# The quick tier renders one preset of each kind of page (a transformer pipeline, every workload
+# family, serving, a DiLoCo window, a CNN); the full suite renders every preset.
+QUICK_PRESETS = {"teaching-8gpu", "gnn-sage-papers100m", "dlrm-dcnv2", "pipedream-vgg16",
+                 "pipedream-gnmt16", "serve-llama3-70b-tp8", "diloco-cross-region", "resnet50-cloud-dp",
+                 "llama3-405b-pretraining"}
 
-@pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.stem)
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=() if p.stem in QUICK_PRESETS else pytest.mark.slow)
+                                  for p in SCENARIO_FILES], ids=lambda p: p.stem)
 def test_every_preset_renders_metrics_and_charts(path):
     at = run_app(scenario=path.stem)
     labels = [m.label for m in at.metric]

@@ -61,7 +61,7 @@ def test_dlrm_all_to_all_claims(runs):
 
 
 def test_gnn_fetch_and_halo_claims(runs):
-    local, fetch, cached, halo = runs[4], runs[5], runs[6], runs[7]
+    local, fetch, cached, halo = runs[4], runs[6], runs[7], runs[8]
     assert local.comm_bytes_per_gpu["gnn"] == 0.0                                     # "no feature crosses"
     assert f"{local.epoch_s:.2f}" == "1.03"
     assert f"{fetch.comm_bytes_per_gpu['gnn'] / 1e6:.0f}" == "258"
@@ -70,7 +70,7 @@ def test_gnn_fetch_and_halo_claims(runs):
     assert (f"{cached.comm_bytes_per_gpu['gnn'] / 1e6:.1f}", f"{cached.epoch_s:.2f}") == ("25.8", "1.59")
     # Halo: boundary nodes x layer width x bytes, forward at every layer (input fp16 features,
     # then fp32 hidden 256) and the gradients back for the hidden layers' inputs.
-    sc = step_scenario(TOUR, 7)
+    sc = step_scenario(TOUR, 8)
     closed = 2_000_000 * (128 * 2 + 256 * 4 + 256 * 4) + 2_000_000 * (256 * 4 + 256 * 4)
     assert halo.comm_bytes_per_gpu["gnn"] == pytest.approx(closed, rel=1e-9)
     assert f"{closed / 1e9:.1f} GB" == "8.7 GB"
@@ -87,17 +87,37 @@ def test_gnn_fetch_and_halo_claims(runs):
     assert f"{sc.hardware.gpu.capacity_bytes / 1e9:.1f}" == "25.8"
 
 
+
+def test_the_cpu_sampler_sets_the_pace_claims(runs):
+    """Step 5: the shipped sampler (14.0 ms, 20 threads per GPU) against the GPU's 12.9 ms step;
+    half the threads: 28.0 ms, a 54 % wait, the epoch 1.03 -> 2.07 s, the bottleneck the sampler."""
+    from explorer.workloads.gnn import costs, loader
+    local, slow = runs[4], runs[5]
+    sc = slow.scenario
+    hw = loader.host_work(sc, costs.seeds(sc))
+    assert f"{hw.sampler_s * 1e3:.1f} ms" == "28.0 ms" and f"{hw.copy_bytes / 1e6:.0f} MB" == "284 MB"
+    assert f"{local.iteration_time_s * 1e3:.1f}" == "14.0"
+    gpu = simulate(from_dict(apply_overrides(preset_raw("gnn-sage-papers100m"),
+                                             {"model.gnn.sampler_edges_per_core_s": 1e12})))
+    assert f"{gpu.iteration_time_s * 1e3:.1f}" == "12.9"
+    assert slow.iteration_time_s == pytest.approx(hw.sampler_s, rel=1e-12)
+    wait = (slow.iteration_time_s - gpu.iteration_time_s) / slow.iteration_time_s
+    assert f"{wait:.0%}" == "54%" and (f"{local.epoch_s:.2f}", f"{slow.epoch_s:.2f}") == ("1.03", "2.07")
+    assert slow.bottleneck.startswith("The host paces the step: the GPU waits 54.0%")
+    for claim in ("**14.0 ms**", "**12.9 ms**", "**28.0 ms**", "**54 %**", "**2.07 s**", "284 MB"):
+        assert claim in text(5)
+
 def test_gnn_random_cut_claim():
-    sc = step_scenario(TOUR, 7)
+    sc = step_scenario(TOUR, 8)
     raw = apply_overrides(preset_raw("gnn-sage-papers100m"),
-                          {**parse_query(tours()[TOUR].steps[6].params).overrides, "model.gnn.halo_nodes": 0})
+                          {**parse_query(tours()[TOUR].steps[7].params).overrides, "model.gnn.halo_nodes": 0})
     r = simulate(from_dict(raw))
     assert sc.model.gnn.halo_nodes == 2_000_000
     assert (f"{r.comm_bytes_per_gpu['gnn'] / 1e9:.0f} GB", f"{r.epoch_s:.0f} s") == ("384 GB", "132 s")
 
 
 def test_pipedream_claims(runs):
-    dp, hybrid = runs[8], runs[9]
+    dp, hybrid = runs[9], runs[10]
     assert f"{dp.comm_bytes_per_gpu['dp'] / 1e9:.2f}" == "1.04"
     assert (f"{dp.breakdown_s['dp'] * 1e3:.0f}", f"{dp.iteration_time_s * 1e3:,.0f}") == ("853", "1,006")
     assert f"{dp.samples_per_s:,.0f}" == "1,018"

@@ -204,3 +204,16 @@ def test_a_hidden_host_leaves_the_bottleneck_to_the_largest_other_part():
     all-reduce is named again."""
     r = simulate(load(SCENARIO, {"model.gnn.cpu_workers": 400}))
     assert r.bottleneck.startswith("DP takes 8.6% of the iteration")
+
+
+def test_the_gantt_shades_the_wait_for_the_host():
+    """The GPUs' step ends at 12.90 ms, the iteration at the sampler's 14.02: the Gantt shades the
+    rest as the wait for the next mini-batch (no task draws it); a run the host does not pace has
+    no such shading."""
+    from explorer.figures.of_run import gantt_of
+    r = simulate(load(SCENARIO))
+    (shape,) = [s for s in gantt_of(r).fig.layout.shapes if s.type == "rect"]
+    assert (shape.x0, shape.x1) == (pytest.approx(12.900, abs=1e-3), pytest.approx(14.020, abs=1e-3))
+    assert [a.text for a in gantt_of(r).fig.layout.annotations] == ["waits for its next mini-batch"]
+    hidden = simulate(load(SCENARIO, {"model.gnn.cpu_workers": 400}))
+    assert not [s for s in gantt_of(hidden).fig.layout.shapes if s.type == "rect"]

@@ -13,9 +13,11 @@ import plotly.graph_objects as go
 from .. import dimensions
 from ..result.timeline import estimate_rows, folded_timeline
 from ..vocabulary import LATENCY_SUFFIX, PCIE_LIMIT, tier_of_limit
+from ..workloads.registry import workload_for
 from .gantt import GanttInfo, gantt, lane_name
 
 MAX_BARS = 2500                  # SVG bars drawn at most; more are aggregated (figures/gantt.py)
+HOST_WAIT_COLOR = "#BAB0AC"      # the offload's grey: time the GPU waits on the host
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,22 @@ def gantt_of(res: Any, max_bars: int = MAX_BARS) -> GanttDraw:
     spans_rows = draw.fold or getattr(res, "inference", None) is not None
     span = max(draw.columns["end_s"], default=0.0) if spans_rows else res.iteration_time_s
     fig, info = gantt(draw.columns, lanes, span, max_bars=max_bars, fold=draw.fold)
+    if not spans_rows:
+        _host_wait(fig, res, max(draw.columns["end_s"], default=0.0))
     return GanttDraw(fig, info, full_rows, draw.fold, draw.columns)
+
+
+def _host_wait(fig: go.Figure, res: Any, last_end_s: float) -> None:
+    """Shade the end of an iteration the host paces (a GNN's pipelined CPU sampler: analysis/
+    steady_state.host_paced): the GPUs have finished their step and wait for the next unit's input,
+    which no task draws."""
+    T = res.iteration_time_s
+    hook = workload_for(res.scenario.model).host_input
+    host = hook(res.scenario) if hook is not None else None
+    if host is None or not host.pipelined or T - last_end_s <= 1e-6 * T:
+        return
+    fig.add_vrect(x0=last_end_s * 1e3, x1=T * 1e3, fillcolor=HOST_WAIT_COLOR, opacity=0.35, line_width=0,
+                  annotation_text=f"waits for its next {host.unit}", annotation_position="top left")
 
 
 def hot_tier(link_tiers: Mapping[str, str], breakdown_s: Mapping[str, float], iteration_s: float,

@@ -268,3 +268,14 @@ def test_the_traffic_table_prints_a_small_transfer_with_its_digits():
     table = next(d.value for d in at.dataframe if "bus GB (nccl-tests)" in d.value.columns)
     row = table[table["dimension"] == "dp"].iloc[0]
     assert row["bus GB (nccl-tests)"] == "0.00214"
+
+
+def test_the_timeline_says_when_the_host_sets_the_pace():
+    """The GNN's pipelined sampler (14.02 ms) outlasts the GPUs' 12.90 ms step: the caption names the
+    1.1 ms wait the breakdown counts in compute; a run the host does not pace has no such caption."""
+    at = run_app(scenario="gnn-sage-papers100m")
+    said = [c.value for c in at.caption if c.value.startswith("The host sets the pace")]
+    assert said == ["The host sets the pace: the GPUs finish their step and wait 1.1 ms for the next input "
+                    "(shaded); the breakdown counts that wait in compute."]
+    at = run_app(scenario="gnn-sage-papers100m", **{"model.gnn.cpu_workers": "400"})
+    assert not [c.value for c in at.caption if c.value.startswith("The host sets the pace")]

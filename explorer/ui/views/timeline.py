@@ -8,6 +8,7 @@ from ... import figures
 from ...analysis.gantt_bar import GanttBar
 from ...figures.fonts import PRESENT_FONT_PX
 from ...figures.gantt_present import for_projector
+from ...figures.of_run import HOST_WAIT_COLOR
 from ...schedules import registry
 from ...schedules.registry import Window
 from ...serving.result import WINDOW_STEPS
@@ -145,6 +146,12 @@ def _captions(data: ViewData) -> None:
         notes.append(f"A serving timeline: each GPU class's first, long bar is one request's prefill, "
                      f"then {WINDOW_STEPS} decode steps of the whole batch follow; the cards and the "
                      "breakdown measure one decode step.")
+    wait = [sh for sh in data.gantt.layout.shapes if sh.fillcolor == HOST_WAIT_COLOR]
+    if wait:
+        # The breakdown has no category of its own for it: a reader took the 96 % compute for work.
+        ms = (wait[0].x1 - wait[0].x0)
+        notes.append(f"The host sets the pace: the GPUs finish their step and wait {ms:,.1f} ms for the next "
+                     "input (shaded); the breakdown counts that wait in compute.")
     if j.dp_priority:
         notes.append("P3 bucket priorities: the next iteration starts on its first layers while later "
                      "buckets are still reduced; the metrics measure that steady-state period.")

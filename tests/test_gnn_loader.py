@@ -217,3 +217,32 @@ def test_the_gantt_shades_the_wait_for_the_host():
     assert [a.text for a in gantt_of(r).fig.layout.annotations] == ["waits for its next mini-batch"]
     hidden = simulate(load(SCENARIO, {"model.gnn.cpu_workers": 400}))
     assert not [s for s in gantt_of(hidden).fig.layout.shapes if s.type == "rect"]
+
+
+def test_a_host_paced_step_names_the_host_however_large_the_rest():
+    """Regression (second verdict hunt): 2 MB buckets on 5 Gb/s NICs gave "DP takes 51.8 %" for a
+    step the single sampler thread paces at 280.4 ms (1,079,517 / 3.85M): 10x faster NICs left it
+    unchanged.  The host is named whenever it paces; one thread is "1 thread"."""
+    ov = {"model.gnn.hidden": 2048, "communication.bucket_MB": 2, "cluster.scale_out.nic_Gbps": 5,
+          "model.gnn.cpu_workers": 2}
+    r = simulate(load(SCENARIO, ov))
+    assert r.iteration_time_s == pytest.approx(1_079_517 / 3.85e6, rel=1e-6)
+    faster = simulate(load(SCENARIO, {**ov, "cluster.scale_out.nic_Gbps": 50}))
+    assert r.iteration_time_s == faster.iteration_time_s
+    assert r.bottleneck.startswith("The host paces the step:") and "with 1 thread per GPU" in r.bottleneck
+
+
+@pytest.mark.parametrize("slowdown, wait_ms", [(1.05, None), (1.5, 4.768)])
+def test_a_straggler_warning_counts_the_hosts_pace(slowdown, wait_ms):
+    """Regression (second verdict hunt): the replicas at speed were said to wait 0.59 ms for a 1.05x
+    straggler whose 13.5 ms step hides under the 14.02 ms sampler as theirs does (no wait), and
+    5.89 ms for a 1.5x one where the iterations differ by 4.77 ms (18.788 - 14.020)."""
+    r = simulate(load(SCENARIO, {"cluster.stragglers.count": 1, "cluster.stragglers.slowdown": slowdown}))
+    said = [w for w, k in zip(r.warnings, r.warning_kinds, strict=True) if k == "straggler"]
+    if wait_ms is None:
+        assert said == [] and r.iteration_time_s == pytest.approx(14.020e-3, abs=1e-6)
+        assert r.bottleneck.startswith("The host paces the step:")
+    else:
+        (line,) = said
+        assert f"wait up to {wait_ms:.4g} ms" in line and "15 replicas at speed" in line
+        assert wait_ms == pytest.approx((r.iteration_time_s - 14.020e-3) * 1e3, abs=1e-3)

@@ -114,7 +114,9 @@ utilisation only (3d-dram's TP ring over 8 GPUs 167.8 -> 293.6 MB on NVLink; Dee
 mixed-generations, cross-region-pp and serve-deepseek-v3-disaggregated when a call whose latency is at
 least half its time was said to be limited by its outermost tier's latency (CollectiveCost.limited_by,
 "scale-across latency") instead of a tier's bandwidth: links[dim].tier, and mixed-generations'
-bottleneck and WAN warning sentences, only;
+bottleneck and WAN warning sentences, only; serve-deepseek-v3-disaggregated again when a pairwise
+all-to-all's latency was said to be its scale-up issue's where that is most of it (126 peers x 0.6 us:
+"scale-up latency"), and mixed-generations' sentence when it said "shorten it more than bandwidth does";
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

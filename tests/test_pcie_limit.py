@@ -124,7 +124,7 @@ def test_a_call_mostly_latency_is_said_to_be_latency_bound_across_its_outermost_
     r = simulate(load_gnn(two))
     assert r.links["dp"]["tier"] == "scale-across latency"
     assert ("is latency-bound across the WAN between datacenters (only 0.19 GB/s bus bandwidth, ring): "
-            "fewer, larger calls shorten it, more bandwidth does not.") in r.bottleneck
+            "fewer, larger calls shorten it more than bandwidth does.") in r.bottleneck
     near = simulate(load_gnn({**two, "cluster.scale_across.latency_ms": 0.5}))
     assert near.breakdown_s["dp"] < r.breakdown_s["dp"] / 4
     tiers = {d: v["tier"] for d, v in r.links.items()}
@@ -145,3 +145,24 @@ def test_the_collective_table_names_latency_for_small_calls_and_the_links_for_la
 def load_gnn(overrides: dict):
     from explorer.scenario import load
     return load("gnn-sage-papers100m", overrides)
+
+
+def test_a_pairwise_exchange_with_many_peers_is_latency_bound_on_its_scale_up_issue():
+    """Regression (second verdict hunt): DeepSeek-V3's 128-GPU EP all-to-all of 5.0 MB (211 us) was
+    "scale-out latency", though its scale-up per-peer issue (126 x 0.6 us) is most of it: a zero
+    scale-out latency saves 1.3 %, a zero scale-up latency 36 %."""
+    args = ["collective", "serve-deepseek-v3-disaggregated", "--op", "all-to-all", "--ranks", "128",
+            "--sizes", "5046272"]
+    assert cli(*args).stdout.strip().splitlines()[-1].endswith("pairwise/none (scale-up latency)")
+    j = json.loads(cli("run", "serve-deepseek-v3-disaggregated", "--json").stdout)
+    assert j["links"]["ep"]["tier"] == "scale-up latency"
+
+
+def test_the_disaggregated_kv_transfer_goes_through_the_pcie_links():
+    """Regression (second verdict hunt): with 1 GB/s PCIe links the 143.9 MB KV share still moved at
+    the NICs' 47 GB/s (3.06 ms); it takes 143.9 ms, and its call says the links limit it."""
+    base = json.loads(cli("run", "serve-deepseek-v3-disaggregated", "--json").stdout)
+    narrow = json.loads(cli("run", "serve-deepseek-v3-disaggregated", "--set", "hardware.gpu.pcie_GBps=1",
+                            "--json").stdout)
+    assert base["inference"]["kv_transfer_s"] == pytest.approx(3.065e-3, abs=1e-5)
+    assert narrow["inference"]["kv_transfer_s"] == pytest.approx(0.1439, abs=5e-4)

@@ -85,6 +85,9 @@ class LinkCost:
     # The GPUs' PCIe links to their NICs, not ``boundary``'s bandwidth, set the time (network/
     # pcie_link.py); ``boundary`` is then the outermost the call crosses, whose links it shares.
     pcie: bool = False
+    # The boundary whose latency is most of ``latency_s`` where it is not the outermost crossed (a
+    # pairwise exchange's per-peer issue on the scale-up links, collectives._pairwise); None: that one.
+    latency_boundary: int | None = None
 
 
 # The scale-up wiring's stretch of a traffic pattern (explorer.network.scale_up_wiring.scale_up_factor):

@@ -65,7 +65,7 @@ class CollectiveCost:
     requested: str = ""       # the algorithm asked for when it could not run here ("" otherwise)
     protocol: str = "none"    # NCCL protocol (LL, LL128, Simple); "none" for p2p and MPI/Gloo
     pcie: bool = False        # the GPUs' PCIe links to their NICs set the time, not ``boundary``'s
-    outer: str = "none"       # the outermost tier the group crosses (whose hops' latency is the largest)
+    outer: str = "none"       # the tier whose latency is most of latency_s: the outermost crossed, mostly
 
     @property
     def limited_by(self) -> str:
@@ -189,14 +189,11 @@ def _pairwise(op: str, S: float, sh: GroupShape) -> LinkCost:
     # NCCL posts the n-1 sends and receives of an all-to-all in one group call, so they run
     # concurrently: one point-to-point latency to the farthest peer (p2p_latency) plus a scale-up
     # latency per further peer to issue them.  For n = 2 this is exactly a send/recv.
-    lat = p2p_latency(sh) + max(n - 2, 0) * sh.latencies[0]
-    egress = {0: (n - 1) / n * S}
-    for b in range(1, len(sh.shares)):
-        if sh.spans(b):
-            g = sh.per_domain[b]
-            egress[b] = g * S * (n - g) / n
+    far, issue = p2p_latency(sh), max(n - 2, 0) * sh.latencies[0]
+    egress = {0: (n - 1) / n * S, **{b: sh.per_domain[b] * S * (n - sh.per_domain[b]) / n
+                                     for b in range(1, len(sh.shares)) if sh.spans(b)}}
     bw, b = crossing(sh, egress, scale_up_factor(sh, "all-to-all"))
-    return LinkCost(lat + bw, b, egress, lat)
+    return LinkCost(far + issue + bw, b, egress, far + issue, latency_boundary=0 if issue > far else None)
 
 
 def _alpha_beta(alg: Algorithm, op: str, S: float, sh: GroupShape) -> LinkCost:
@@ -221,8 +218,9 @@ def _with_node_fill(link: LinkCost, op: str, S: float, sh: GroupShape, ring_pipe
 def _result(op: str, S: float, sh: GroupShape, alg: str, proto: str, link: LinkCost, total: float,
             lat: float, requested: str) -> CollectiveCost:
     egress = tuple(link.egress.get(i, 0.0) for i in range(len(sh.shares)))
+    where = sh.outer if link.latency_boundary is None else link.latency_boundary
     return CollectiveCost(op, S, sh.n, alg, total, lat, BOUNDARY_NAMES[link.boundary], egress, requested,
-                          proto, link.pcie, BOUNDARY_NAMES[sh.outer])
+                          proto, link.pcie, BOUNDARY_NAMES[where])
 
 
 def nccl_candidates(op: str, S: float, sh: GroupShape, o: NcclOptions, algos: tuple[Algorithm, ...],

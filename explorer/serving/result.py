@@ -22,7 +22,7 @@ from ..result.record import GPUClass, Result
 from ..vocabulary import PCIE_LIMIT
 from . import mix
 from .curve import batch_curve
-from .deploy import Serving
+from .deploy import Serving, kv_rate_GBps
 from .load import serve
 from .memory import kv_bytes_per_token_gpu
 from .step import StageCost, compute_dtype
@@ -225,8 +225,11 @@ def simulate_serving(sc: Scenario) -> Result:
         assert inf_ is not None
         # Each prefill GPU sends what it holds: its layers' KV heads (MLA: the whole latent per TP rank).
         share = mix.mean_prompt(inf_) * kv_bytes_per_token_gpu(sc.model, inf_.kv_dtype, lay.tp, lay.pp)
-        kv_call = {"bytes": share, "group": 2, "algorithm": "p2p", "tier": "scale-out",
-                   "busbw_GBps": share / sv.kv_transfer_s / 1e9, "time_s": sv.kv_transfer_s}
+        busbw = share / sv.kv_transfer_s / 1e9
+        # Its GPUs' PCIe links set its rate where they are narrower than the NIC share (deploy.kv_transfer).
+        tier = PCIE_LIMIT if kv_rate_GBps(sc)[1] else "scale-out"
+        kv_call = {"bytes": share, "group": 2, "algorithm": "p2p", "tier": tier, "boundary": "scale-out",
+                   "busbw_GBps": busbw, "time_s": sv.kv_transfer_s}
     g, labels = _graph(sv, co_located, kv_call)
     run(g)
     pp_p = 0 if co_located else len(sv.prefill)

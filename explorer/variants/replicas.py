@@ -173,7 +173,10 @@ def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], Result]) 
             continue                   # PP across: one kind of replica, no rows
         rows.append({"name": v.tag or "at speed", "replicas": v.replicas,
                      "iteration_time_s": r.iteration_time_s,
-                     "wait_s": 0.0 if i == order[0] else wait_s(r.tasks, slow.tasks),
+                     # At most the slowest's iteration beyond its own: a run its host paces
+                     # (steady_state.host_paced) ends later than its tasks, which wait_s reads.
+                     "wait_s": 0.0 if i == order[0] else min(wait_s(r.tasks, slow.tasks), max(
+                         0.0, slow.iteration_time_s - r.iteration_time_s)),
                      **({"gpu": gpu.name, "micro_batches": v.sc.micro_batches,
                          "memory_GB": max(mb.total for mb in r.memory_by_class) / 1e9,
                          "memory_capacity_GB": gpu.capacity_bytes / 1e9,
@@ -190,9 +193,11 @@ def combine(sc: Scenario, vs: list[Variant], run: Callable[[Scenario], Result]) 
     fast = [row for row in rows[1:] if row["wait_s"] > WAIT_TOLERANCE * slow.iteration_time_s]
     if fast:
         w = max(row["wait_s"] for row in fast)
-        who = "replicas at speed" if not het else "replicas on faster GPUs or in other datacenters"
+        count = sum(row["replicas"] for row in fast)
+        noun = "replica" if count == 1 else "replicas"
+        who = f"{noun} at speed" if not het else f"{noun} on faster GPUs or in other datacenters"
         notices.append(Notice("straggler", (
-            f"{'stragglers' if not het else 'datacenters'}: {sum(row['replicas'] for row in fast):,} {who} "
+            f"{'stragglers' if not het else 'datacenters'}: {count:,} {who} "
             f"would finish in {min(row['iteration_time_s'] for row in fast):.4g} s but wait up to "
             f"{w * 1e3:.4g} ms at the gradient reduction for the {rows[0]['name']} "
             f"({slow.iteration_time_s:.4g} s per iteration)")))

@@ -54,11 +54,15 @@ def host_input(sc: Scenario) -> HostInput | None:
     if hw.sampler_s >= hw.copy_s:
         return HostInput(hw.sampler_s, True,
                          f"the CPU sampler ({_ms(hw.sampler_s)} per mini-batch with "
-                         f"{loader.workers_per_gpu(sc):g} threads per GPU)",
+                         f"{_threads(loader.workers_per_gpu(sc))} per GPU)",
                          "more sampler threads (model.gnn.cpu_workers) hide it", "mini-batch")
     return HostInput(hw.copy_s, True,
                      f"the host-to-GPU copy ({hw.copy_bytes / 1e6:,.0f} MB per mini-batch, {_ms(hw.copy_s)})",
                      "a faster host link (hardware.gpu.pcie_GBps) hides it", "mini-batch")
+
+
+def _threads(n: float) -> str:
+    return f"{n:g} thread" + ("" if n == 1 else "s")
 
 
 def _ms(seconds: float) -> str:

@@ -16,7 +16,7 @@ import pytest
 from explorer.figures.of_run import hot_tier
 from explorer.network.collectives import NcclOptions, cost
 from explorer.network.topology import GroupShape
-from explorer.scenario import apply_overrides, from_dict
+from explorer.scenario import apply_overrides, from_dict, load
 from explorer.simulate import simulate
 from explorer.teaching.explain import shorter
 from explorer.vocabulary import PCIE_LIMIT, tier_label
@@ -121,11 +121,11 @@ def test_a_call_mostly_latency_is_said_to_be_latency_bound_across_its_outermost_
     it and a 0.5 ms WAN cut it fivefold.  Its latency is most of it: latency-bound across the WAN,
     where fewer and larger calls help, not bandwidth."""
     two = {"hardware.gpu": "a100-80gb", "cluster.datacenters": 2}
-    r = simulate(load_gnn(two))
+    r = simulate(load("gnn-sage-papers100m", two))
     assert r.links["dp"]["tier"] == "scale-across latency"
     assert ("is latency-bound across the WAN between datacenters (only 0.19 GB/s bus bandwidth, ring): "
             "fewer, larger calls shorten it more than bandwidth does.") in r.bottleneck
-    near = simulate(load_gnn({**two, "cluster.scale_across.latency_ms": 0.5}))
+    near = simulate(load("gnn-sage-papers100m", {**two, "cluster.scale_across.latency_ms": 0.5}))
     assert near.breakdown_s["dp"] < r.breakdown_s["dp"] / 4
     tiers = {d: v["tier"] for d, v in r.links.items()}
     hot, note = hot_tier(tiers, r.breakdown_s, r.iteration_time_s, {})
@@ -141,10 +141,6 @@ def test_the_collective_table_names_latency_for_small_calls_and_the_links_for_la
     small, large = proc.stdout.strip().splitlines()[-2:]
     assert small.endswith("tree/LL (scale-out latency)") and large.endswith("nvls-tree/Simple (scale-up)")
 
-
-def load_gnn(overrides: dict):
-    from explorer.scenario import load
-    return load("gnn-sage-papers100m", overrides)
 
 
 def test_a_pairwise_exchange_with_many_peers_is_latency_bound_on_its_scale_up_issue():

@@ -159,9 +159,10 @@ class Notice:
     message: str
 
 
-def _gbs(x: float) -> str:
-    """A bus bandwidth in GB/s: whole numbers from 10, two significant digits below (0.39, 3.2)."""
-    return f"{x:.0f}" if x >= 10 else f"{x:.2g}"
+def _gbs(x: float, digits: int = 2) -> str:
+    """A rate in GB/s: whole numbers from 10, ``digits`` significant digits below (0.39, 3.2; with 3,
+    what tells a NIC share from a PCIe link's: 0.352)."""
+    return f"{x:.0f}" if x >= 10 else f"{x:.{digits}g}"
 
 
 def memory_notice(sc: Scenario, memory: MemoryBreakdown) -> Notice | None:
@@ -188,11 +189,6 @@ def split_notice(layers: tuple[int, ...], balanced: tuple[int, ...]) -> Notice |
                   f"(parallelism.pipeline_layout fixes a split)")
 
 
-def _share(gbps: float) -> str:
-    """A rate in GB/s with the digits that tell it from a PCIe link's: 188, 3.13, 0.352."""
-    return f"{gbps:.0f}" if gbps >= 10 else f"{gbps:.3g}"
-
-
 def pcie_notice(sc: Scenario, net: Network) -> Notice | None:
     """The ``pcie`` warning when each GPU's PCIe link (hardware.gpu.pcie_GBps) carries less than its
     share of the node's NICs achieve (the fabric's scale-out boundary): traffic across nodes then
@@ -204,7 +200,7 @@ def pcie_notice(sc: Scenario, net: Network) -> Notice | None:
     if sc.cluster.nodes <= 1 or per_gpu <= link:
         return None
     return Notice("pcie", f"pcie: each GPU's PCIe link ({link / 1e9:g} GB/s) carries less than its share "
-                  f"of the node's NICs ({_share(per_gpu / 1e9)} GB/s): traffic between nodes runs at the "
+                  f"of the node's NICs ({_gbs(per_gpu / 1e9, 3)} GB/s): traffic between nodes runs at the "
                   f"link's rate; more or faster NICs per GPU buy nothing here (hardware.gpu.pcie_GBps)")
 
 

@@ -72,15 +72,17 @@ def hot_tier(link_tiers: Mapping[str, str], breakdown_s: Mapping[str, float], it
                if d in link_tiers and breakdown_s.get(d, 0.0) > 0}
     if exposed:
         dim = max(exposed, key=exposed.__getitem__)
-        share = exposed[dim] / iteration_s
-        if link_tiers[dim].endswith(LATENCY_SUFFIX):
-            return tier_of_limit(link_tiers[dim]), (f"its latency limits {dim.upper()} ({share:.0%} of the "
-                                                    "iteration exposed; fewer, larger calls shorten it)")
-        if link_tiers[dim] == PCIE_LIMIT:
-            # The links from the GPUs to their NICs: drawn as the node's way out (the NICs' tier).
-            return "scale-out", (f"the GPUs' PCIe links to these NICs limit {dim.upper()} ({share:.0%} of "
-                                 "the iteration exposed; hardware.gpu.pcie_GBps)")
-        return link_tiers[dim], f"limits {dim.upper()} ({share:.0%} of the iteration exposed)"
+        limit, share = link_tiers[dim], exposed[dim] / iteration_s
+        if limit.endswith(LATENCY_SUFFIX):
+            note = (f"its latency limits {dim.upper()} ({share:.0%} of the iteration exposed; fewer, larger "
+                    "calls shorten it)")
+        elif limit == PCIE_LIMIT:
+            # The links from the GPUs to their NICs, drawn as the node's way out (tier_of_limit).
+            note = (f"the GPUs' PCIe links to these NICs limit {dim.upper()} ({share:.0%} of the iteration "
+                    "exposed; hardware.gpu.pcie_GBps)")
+        else:
+            note = f"limits {dim.upper()} ({share:.0%} of the iteration exposed)"
+        return tier_of_limit(limit), note
     return (max(utilisation, key=utilisation.__getitem__) if utilisation else None), "busiest"
 
 

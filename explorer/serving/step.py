@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 from ..config import Scenario
 from ..config.inference import Inference
 from ..config.model_parts import first_moe_layer
+from ..engine.records import priced_link
 from ..network.groups import Network
 from ..physics.attention import attention_seconds, resolve_kernel
 from ..physics.hardware import BYTES_PER_ELEMENT, gemm_large_efficiency, streaming_bytes_per_s
@@ -87,12 +88,11 @@ class StageCost:
 def _call(net: Network, op: str, size: float, dim: str, stage: int) -> dict:
     """One call as priced: ``tier`` what limits it as the pages name it (``pcie`` where the GPUs'
     PCIe links do: CollectiveCost.limited_by), ``boundary`` the tier whose links it shares, and
-    ``per_gpu`` the bytes one GPU sends across each boundary (innermost first) per call: a domain's
-    egress shared by the group's GPUs in it (engine/records.LinkCall.per_gpu), a point-to-point
-    send's own bytes."""
+    ``per_gpu`` the bytes one GPU sends across each boundary (innermost first) per call, as a
+    training run's traffic counts them (engine/records.LinkCall.per_gpu)."""
     cc = net.cost(op, size, dim, stage)
-    domain = net.shape(dim, stage).per_domain if op != "send-recv" else ()
-    per_gpu = tuple(e / (domain[b] if b < len(domain) else 1) for b, e in enumerate(cc.egress))
+    per_gpu = tuple(c.per_gpu(b) for c in priced_link(net, dim, op, size, stage, 1)[:1]
+                    for b in range(len(cc.egress)))
     return {"op": op, "bytes": size, "group": cc.n, "algorithm": f"{cc.algorithm}/{cc.protocol}",
             "tier": cc.limited_by, "boundary": cc.boundary, "per_gpu": per_gpu,
             "busbw_GBps": cc.busbw_GBps, "time_s": cc.time_s, "latency_s": cc.latency_s}

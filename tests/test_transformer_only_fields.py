@@ -48,6 +48,35 @@ def test_head_dim_on_latent_attention_is_refused():
     assert exc.value.field == "model.head_dim"
 
 
+@pytest.mark.parametrize("kv", [1, 8, 256])
+def test_kv_heads_on_latent_attention_is_refused(kv):
+    """A hunt: kv_heads 1 on DeepSeek-V3 loaded and changed nothing (latent attention reads its K
+    and V from model.mla's kv latent for every query head)."""
+    with pytest.raises(ScenarioError, match="kv_lora_rank") as exc:
+        _load("deepseek-v3", {"model.kv_heads": kv})
+    assert exc.value.field == "model.kv_heads"
+    # Written at the value the defaults fill (heads), as a file that spells it out: accepted.
+    assert _load("deepseek-v3", {"model.kv_heads": 128}).model.kv_heads == 128
+
+
+def test_an_mla_model_shows_no_head_dim_or_kv_heads_box():
+    """The sidebar offers neither on a latent-attention model (ui/controls.MLA_UNREAD); a dense model
+    keeps both, and choosing DeepSeek-V3's preset on one hides them."""
+    from app_support import run_app
+
+    def keys(at) -> set[str]:               # number boxes and the toggles of optional ones
+        toggles = {w.key.removeprefix("_on.") for w in at.sidebar.toggle}
+        return {w.key for w in at.sidebar.number_input} | toggles
+
+    at = run_app(scenario="serve-deepseek-v3-disaggregated")
+    assert not {"model.head_dim", "model.kv_heads"} & keys(at)
+    at = run_app(scenario="teaching-8gpu")
+    assert {"model.kv_heads"} <= keys(at)
+    at.sidebar.selectbox(key="model.preset").set_value("deepseek-v3").run()
+    assert not at.exception
+    assert not {"model.head_dim", "model.kv_heads"} & keys(at)
+
+
 @pytest.mark.parametrize("heads", [7, 4096])
 def test_heads_that_do_not_divide_hidden_need_a_head_dim(heads):
     with pytest.raises(ScenarioError, match="does not divide model.hidden=2048") as exc:

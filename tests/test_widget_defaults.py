@@ -8,6 +8,8 @@ the link's toggles switched off (1 in 5 fresh sessions).  A widget whose default
 shows the value however late it mounts; this checks the defaults the browser receives."""
 from __future__ import annotations
 
+import functools
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -180,3 +182,61 @@ def test_a_kept_textbook_position_beyond_a_shorter_schedule_starts_at_its_end():
     assert not [e for e in at.error if "Internal error" in str(e.value)]
     shorter = at.slider(key="textbook_t")
     assert shorter.max < end - 3 and shorter.value == shorter.max
+
+
+# The Iteration card's digits: 51.4 ms, 7.2 ms (two or three significant figures).
+CARD = 7e-3
+
+
+@pytest.mark.parametrize("scenario,gpu,field,typed", [
+    # teaching-8gpu leaves its NICs to the loader: a GB200 tray has 4 (config/domains.py).
+    ("teaching-8gpu", "gb200", "cluster.scale_out.nics_per_node", 8),
+    # dlrm-dcnv2 leaves its NVLink bandwidth and NCCL's SMs to the GPU: an A100's 300 GB/s, 24 SMs.
+    ("dlrm-dcnv2", "a100-80gb", "cluster.scale_up.bandwidth_GBps", 450.0),
+    ("dlrm-dcnv2", "a100-80gb", "communication.comm_sms", 32),
+])
+
+def test_a_gpu_switch_shows_the_values_it_derives_and_keeps_one_typed_back(scenario, gpu, field, typed):
+    """A hunt: on teaching-8gpu, GPU gb200 ran on the rack's 4 NICs per node while the sidebar still
+    showed the H100's 8, and typing 8 back was ignored; on dlrm-dcnv2 an A100 ran at 300 GB/s and 24
+    SMs beside a sidebar showing 450 and 32.  The GPU now re-derives those widgets where the
+    scenario leaves them to the loader, and a value typed back is simulated and linked."""
+    from explorer.scenario import load
+    from explorer.simulate import simulate
+
+    from app_support import qp, seconds
+
+    path = ROOT / "scenarios" / f"{scenario}.yaml"
+    at = run_app(scenario=scenario)
+    assert at.session_state[field] == typed                  # the preset's own value
+    at.sidebar.selectbox(key="hardware.gpu").set_value(gpu).run()
+    assert not at.exception
+    derived = load(path, {"hardware.gpu": gpu})
+    shown = at.session_state[field]
+    assert shown == pytest.approx(float(functools.reduce(getattr, field.split("."), derived)))
+    assert shown != typed
+    assert seconds(at) == pytest.approx(simulate(derived).iteration_time_s, rel=CARD)
+    at.sidebar.number_input(key=field).set_value(typed).run()
+    assert not at.exception
+    assert at.sidebar.number_input(key=field).value == typed
+    want = simulate(load(path, {"hardware.gpu": gpu, field: typed}))
+    assert seconds(at) == pytest.approx(want.iteration_time_s, rel=CARD)
+    assert float(qp(at, field)) == pytest.approx(float(typed))
+
+
+def test_a_gpu_switch_keeps_a_bandwidth_the_scenario_sets():
+    """megatron-gpt3-175b sets its NVLink bandwidth (300 GB/s) and NICs (8): a GPU switch keeps them,
+    in the sidebar and the run, as the CLI's --set hardware.gpu=... does."""
+    from explorer.scenario import load
+    from explorer.simulate import simulate
+
+    from app_support import seconds
+
+    at = run_app(scenario="megatron-gpt3-175b")
+    at.sidebar.selectbox(key="hardware.gpu").set_value("h100-sxm").run()
+    assert not at.exception
+    assert at.session_state["cluster.scale_up.bandwidth_GBps"] == 300
+    assert at.session_state["cluster.scale_out.nics_per_node"] == 8
+    want = simulate(load(ROOT / "scenarios" / "megatron-gpt3-175b.yaml", {"hardware.gpu": "h100-sxm"}))
+    assert want.scenario.cluster.scale_up.bandwidth_GBps == 300
+    assert seconds(at) == pytest.approx(want.iteration_time_s, rel=CARD)

@@ -43,6 +43,12 @@ def rule_layer_recipes_need_a_transformer(sc: Scenario) -> None:
             raise ScenarioError("model.head_dim", f"{m.head_dim} on a model with multi-head latent "
                                 "attention, whose widths are model.mla's (qk_nope_head_dim, "
                                 "qk_rope_head_dim, v_head_dim): set those, or leave head_dim out")
+        # The defaults fill kv_heads with heads; another value was given, and MLA reads none (its
+        # K and V come from the kv latent per query head: a hunt found kv_heads 1 changing nothing).
+        if m.mla is not None and m.kv_heads is not None and m.kv_heads != m.heads:
+            raise ScenarioError("model.kv_heads", f"{m.kv_heads} on a model with multi-head latent "
+                                "attention, whose keys and values come from the kv latent "
+                                "(model.mla.kv_lora_rank) for every query head: leave kv_heads out")
         return
     for name in ("recompute_layers", "offload_activations_layers"):
         n = getattr(tr, name)

@@ -154,7 +154,9 @@ DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
     # (explorer/config/domains.py): a domain kept from the old shape could straddle the new one.
     # ... the FP8 recipe (MXFP8 on Blackwell, delayed elsewhere: explorer/config/fp8_recipes.py) and
     # the power limit (a B200 limit kept for an H100 would exceed its board).
-    "hardware.gpu": ("cluster.scale_up.domain_gpus", "training.fp8_recipe", "hardware.power_cap_W"),
+    "hardware.gpu": ("cluster.scale_up.domain_gpus", "training.fp8_recipe", "hardware.power_cap_W",
+                     *("cluster.scale_out.nics_per_node", "cluster.scale_up.bandwidth_GBps",
+                       "communication.comm_sms")),
     # DeepEP and Hybrid-EP hold SMs of their own (explorer/config/moe_dispatch.py).
     "communication.moe_dispatcher": ("communication.comm_sms",),
     "cluster.gpus_per_node": ("cluster.scale_up.domain_gpus",),
@@ -169,6 +171,13 @@ DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
     "model.hidden": ("model.head_dim",),
     "model.heads": ("model.head_dim",),
 }
+# ... and where the scenario leaves them to the loader, the GPU's own NVLink bandwidth, the SMs NCCL
+# holds of it and its rack's NICs per node (a GB200 tray has 4: config/domains.py).  A scenario that
+# sets one keeps it whatever the GPU (a PCIe box's 25 GB/s link is the box's): a hunt found the
+# sidebar showing an H100's 8 NICs beside a GB200 run on 4, and the typed-back 8 ignored.
+KEPT_WHERE_SET: dict[str, frozenset[str]] = {
+    "hardware.gpu": frozenset({"cluster.scale_out.nics_per_node", "cluster.scale_up.bandwidth_GBps",
+                               "communication.comm_sms"})}
 # Every widget some other one derives (a value the user may also type).
 DERIVED_KEYS = frozenset(k for keys in DERIVED_WIDGETS.values() for k in keys)
 # Derived widgets whose derived value is "unset" (the balanced split, dp replicas per stage, the
@@ -228,14 +237,21 @@ def scenario_kind(sc: Scenario) -> str:
     return "serving" if sc.inference.disaggregated is None else "disaggregated"
 
 
-def hidden_keys(w: Workload, kind: str) -> frozenset[str]:
+# A model with multi-head latent attention reads neither: its widths are model.mla's (config/model_rules.py
+# refuses them), so no box is shown that could only be refused (a hunt found head_dim refused at every
+# value and kv_heads changing nothing on DeepSeek-V3).
+MLA_UNREAD = frozenset({"model.head_dim", "model.kv_heads"})
+
+
+def hidden_keys(w: Workload, kind: str, mla: bool = False) -> frozenset[str]:
     """The controls the sidebar hides: the other workload families' model fields
     (:func:`hidden_model_keys`), gradient compression where the family has no factor for it, a
     transformer layer's recipes and a dimension's options where the family has neither, and by the
-    scenario's ``kind`` — ``training`` hides the serving
+    scenario's ``kind`` — with ``mla`` (multi-head latent attention) :data:`MLA_UNREAD` —
+    ``training`` hides the serving
     fields; ``serving`` (co-located) the training fields, what serving does not read and the pools;
     ``disaggregated`` those and the scenario's own degrees, which the pools replace."""
-    out = hidden_model_keys(w)
+    out = hidden_model_keys(w) | (MLA_UNREAD if mla else frozenset())
     if not w.compression:
         # A family with no compression factor refuses any compressor (runnable.rule_family_models_it):
         # no control to offer one.

@@ -17,6 +17,7 @@ from ..share import shipped_scenarios
 from ..workloads.family import Workload
 from ..workloads.registry import nouns
 from .controls import DERIVED_KEYS, DERIVED_WIDGETS, ORDERS, SECTIONS, Control, hidden_keys
+from .derived_widgets import on_source_change, on_typed
 from .field_text import parse_list, to_text
 from .kind_switch import on_kind_change, preset_kinds
 from .plain import plain
@@ -26,12 +27,11 @@ from .state import (
     current_raw,
     on_model_preset_change,
     on_preset_change,
-    on_source_change,
-    on_typed,
     preset_scenario,
     preset_titles,
     preset_workload,
     sidebar_kind,
+    sidebar_mla,
     sidebar_workload,
 )
 from .widget_defaults import index_of
@@ -64,7 +64,7 @@ def render() -> dict[str, Any]:
     # cache).  Where the first hidden model control would be, the family says what it makes of them
     # (a ResNet derives the transformer's fields).
     family = sidebar_workload()
-    hidden = hidden_keys(family, kind)
+    hidden = hidden_keys(family, kind, sidebar_mla())
     # A request-length mix (from a link or a file: it has no control) sets the lengths; the two
     # boxes it replaces would change nothing (config/inference.py, serving/mix.py).
     mix = st.session_state.get("_extra", {}).get("inference.mix") if serving else None

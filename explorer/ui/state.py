@@ -48,7 +48,6 @@ from .controls import (
     DERIVED_WIDGETS,
     MODEL_KEYS,
     NULLABLE_KEYS,
-    UNSET_WHEN_DERIVED,
     WIDGET_KEYS,
     hidden_keys,
     scenario_kind,
@@ -138,18 +137,6 @@ def preset_model(name: str) -> Model:
 TYPED = "_typed"
 
 
-def on_typed(key: str) -> None:
-    """The user typed into derived widget ``key`` (controls.DERIVED_KEYS)."""
-    st.session_state[TYPED] = {**st.session_state.get(TYPED, {}), key: True}
-
-
-def _untyped(keys) -> None:
-    """``keys`` were set by their source (or a preset, link or upload), not typed."""
-    typed = st.session_state.get(TYPED, {})
-    if any(k in typed for k in keys):
-        st.session_state[TYPED] = {k: v for k, v in typed.items() if k not in keys}
-
-
 def on_preset_change() -> None:
     """A new shipped scenario: every control takes its value; link leftovers are dropped."""
     st.session_state[TYPED] = {}
@@ -172,46 +159,6 @@ def on_model_preset_change() -> None:
     # Fields without a widget that belong to the old model would not fit the new one.
     st.session_state["_extra"] = {k: v for k, v in st.session_state.get("_extra", {}).items()
                                   if not k.startswith("model.")}
-
-
-def on_source_change(source: str) -> None:
-    """A control that sets others' defaults changed (fabric, framework): the widgets it derives
-    (controls.DERIVED_WIDGETS) take the values the loader derives for the new choice, so what the
-    sidebar shows is what is simulated.  Left as they are when the scenario is invalid."""
-    derived = DERIVED_WIDGETS[source]
-    _untyped(derived)
-    if source == "hardware.gpu":
-        # A link's edits of the old GPU's fields are not the new GPU's.
-        st.session_state["_extra"] = {k: v for k, v in st.session_state.get("_extra", {}).items()
-                                      if not k.startswith("hardware.gpu.")}
-    base = widget_values(preset_scenario(st.session_state["_scenario"])[1])
-    if all(st.session_state.get(s) == base.get(s) for s in DERIVED_WIDGETS):
-        # Back to the scenario's own choices, every source: its own values (a file may set them
-        # explicitly).  With another source still changed (a GB200 chosen, then the node count set
-        # back) the loader derives them, as below (a regression hunt found the H100's domain of 8
-        # shown, and simulated, for a GB200 rack).
-        for key in derived:
-            st.session_state[key] = base[key]
-        return
-    raw = current_raw()
-    for key in derived:
-        section, _, leaf = key.rpartition(".")
-        node = raw
-        for part in section.split("."):
-            node = node.setdefault(part, {}) if isinstance(node, dict) else {}
-        if isinstance(node, dict):
-            node.pop(leaf, None)          # let the loader derive it from the new choice
-    try:
-        values = widget_values(from_dict(raw))
-    except ScenarioError:
-        # A split or replicas written for the old pipeline are unset whatever else is invalid (the
-        # global batch at the new depth, say): the message then names a field the sidebar shows.
-        for key in derived:
-            if key in UNSET_WHEN_DERIVED:
-                st.session_state[key] = None
-        return
-    for key in derived:
-        st.session_state[key] = values[key]
 
 
 def on_upload() -> None:
@@ -252,7 +199,7 @@ def load_into_controls(sc_up) -> None:
     base = preset_scenario(st.session_state["_scenario"])[1]
     values = flatten(to_dict(sc_up))
     changed = changed_fields(base, sc_up)
-    hidden = hidden_keys(workload_for(sc_up.model), scenario_kind(base))
+    hidden = hidden_keys(workload_for(sc_up.model), scenario_kind(base), sc_up.model.mla is not None)
     st.session_state["_extra"] = {k: values[k] for k in changed
                                   if (k not in WIDGET_KEYS or k in hidden) and k in values}
     st.session_state[TYPED] = {}
@@ -288,7 +235,7 @@ def init_state() -> None:
     set_widgets(sc)
     # A field whose control this kind of scenario hides (a pool of a co-located serving preset)
     # rides along as it would without a control.
-    hidden = hidden_keys(workload_for(sc.model), scenario_kind(base_sc))
+    hidden = hidden_keys(workload_for(sc.model), scenario_kind(base_sc), sc.model.mla is not None)
     st.session_state["_extra"] = {k: v for k, v in view.overrides.items()
                                   if k not in WIDGET_KEYS or k in hidden}
     _pin_lost(sc)
@@ -315,6 +262,17 @@ def sidebar_workload() -> Workload:
     return workload_for(preset_scenario(st.session_state["_scenario"])[1].model)
 
 
+def sidebar_mla() -> bool:
+    """Whether the model the sidebar describes has multi-head latent attention (controls.MLA_UNREAD):
+    its model preset's, a link's model.mla fields, or the shipped scenario's model."""
+    name = st.session_state.get("model.preset")
+    if name and name != CUSTOM and name in model_presets():
+        return preset_model(name).mla is not None
+    if any(k.startswith("model.mla.") for k in st.session_state.get("_extra", {})):
+        return True
+    return preset_scenario(st.session_state["_scenario"])[1].model.mla is not None
+
+
 @functools.cache
 def preset_workload(name: str) -> Workload:
     """The family of model preset ``name`` (built once: the sidebar asks on every rerun)."""
@@ -329,7 +287,7 @@ def current_raw() -> dict[str, Any]:
     extra = st.session_state.get("_extra", {})
     raw = apply_overrides(base_raw, extra)
     base_values = widget_values(base_sc)
-    hidden = hidden_keys(sidebar_workload(), sidebar_kind())
+    hidden = hidden_keys(sidebar_workload(), sidebar_kind(), sidebar_mla())
     overrides = {}
     for key in WIDGET_KEYS:
         value = st.session_state.get(key)
@@ -380,7 +338,8 @@ def _pin_typed_back(raw: dict[str, Any], base_values: dict[str, Any],
 # Widgets that show a value the loader derives from other fields (widget_values): the NVLink
 # domain, the attention width, the MoE dispatcher, the FP8 recipe and the power limit in force.
 SHOWN_IN_FORCE = ("cluster.scale_up.domain_gpus", "model.head_dim", "communication.moe_dispatcher",
-                  "training.fp8_recipe", "hardware.power_cap_W")
+                  "training.fp8_recipe", "hardware.power_cap_W", "cluster.scale_out.nics_per_node",
+                  "cluster.scale_up.bandwidth_GBps", "communication.comm_sms")
 
 
 def _without_derived(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

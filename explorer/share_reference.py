@@ -27,6 +27,16 @@ def reference_scenario(name: str) -> Scenario:
     return from_dict(preset_raw(name))
 
 
+def link_scenario(name: str, base: Scenario, sc: Scenario) -> str:
+    """The shipped scenario the app's link to ``sc`` names: ``name`` (the preset on screen, whose
+    scenario is ``base``) while ``sc`` is of its family, else :func:`closest_preset`.  A link names
+    a preset and the fields that differ, and a dotted key cannot remove another family's fields: a
+    hunt switched teaching-8gpu's model to resnet-50 and the link reopened the 1.3B transformer
+    ("model.layers: 24 does not match model.conv"), as dlrm-dcnv2 switched to llama3-8b reopened
+    the DLRM."""
+    return name if _family(base) == _family(sc) else closest_preset(sc)
+
+
 def _family(sc: Scenario) -> tuple[str, bool]:
     return (sc.model.kind, sc.inference is not None)
 

@@ -279,3 +279,33 @@ def test_the_timeline_says_when_the_host_sets_the_pace():
                     "(shaded); the breakdown counts that wait in compute."]
     at = run_app(scenario="gnn-sage-papers100m", **{"model.gnn.cpu_workers": "400"})
     assert not [c.value for c in at.caption if c.value.startswith("The host sets the pace")]
+
+
+def _link_of(at) -> dict[str, str]:
+    """The address bar as a link's query parameters (one string each)."""
+    return {k: qp(at, k) for k in at.query_params}
+
+
+@pytest.mark.parametrize("scenario,steps,preset", [
+    ("teaching-8gpu", {}, "resnet-50"),
+    ("teaching-8gpu", {"parallelism.pp": 1}, "dlrm-dcnv2"),
+    ("dlrm-dcnv2", {}, "llama3-8b"),
+])
+def test_a_model_of_another_family_gives_a_link_that_reopens_it(scenario, steps, preset):
+    """A hunt: teaching-8gpu switched to resnet-50 showed 1.8 ms, and its link
+    (?scenario=teaching-8gpu&model.kind=cnn&model.preset=resnet-50) reopened the 1.3B transformer at
+    106.3 ms with "ignored model.kind=cnn"; dlrm-dcnv2 switched to llama3-8b reopened the DLRM.  The
+    link is now written against a preset of the new family (share_reference.link_scenario) and
+    reopens the numbers shown, without a warning."""
+    at = run_app(scenario=scenario)
+    for key, value in steps.items():
+        at.number_input(key=key).set_value(value).run()
+    at.selectbox(key="model.preset").set_value(preset).run()
+    assert not at.exception
+    shown = seconds(at)
+    link = _link_of(at)
+    assert link["scenario"] != scenario                      # a preset of the new family
+    again = run_app(**link)
+    assert not [w.value for w in again.warning if "Link:" in str(w.value)]
+    assert seconds(again) == shown
+    assert again.selectbox(key="model.preset").value == preset

@@ -8,6 +8,7 @@ shows a short message with an id; its traceback goes to the server log, never to
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -16,6 +17,7 @@ import streamlit as st
 
 from ..scenario import Scenario, ScenarioError, from_dict
 from ..share import SharedView, changed_fields, modified_note, to_query
+from ..share_reference import link_scenario
 from . import export, sidebar, style
 from .b_side import resolve_b
 from .cache import ViewData, view_data
@@ -167,7 +169,11 @@ def main() -> None:
     b_side = resolve_b(raw)
     view.b_overrides = b_side.overrides
     view.design = design.link_params(view.design, sc)
-    query = to_query(view, preset_scenario(name)[1], sc)
+    # A model of another family is written against a preset of its own family (share_reference.py).
+    base = preset_scenario(name)[1]
+    linked = link_scenario(name, base, sc)
+    query = to_query(view if linked == name else dataclasses.replace(view, scenario=linked),
+                     base if linked == name else preset_scenario(linked)[1], sc)
     if dict(st.query_params) != query:
         st.query_params.from_dict(query)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from explorer.scenario import apply_overrides, from_dict
 from explorer.share import preset_raw
 from explorer.simulate import simulate
@@ -82,6 +84,25 @@ def test_a_model_that_cannot_be_served_there_loads_the_preset_and_says_why():
     assert at.session_state["_scenario"] == "serve-llama3-70b-tp8" and not at.exception
     assert qp(at, "model.preset") is None                  # the preset's own model
     assert any("as shipped" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize("scenario,kind,home,model", [
+    ("deepseek-v3", "serving", "serve-llama3-70b-tp8", "deepseek-v3"),       # 671B: 84 GB per GPU in FP8
+    ("serve-llama3-70b-tp8", "training", "teaching-8gpu", "llama3-70b"),     # 508 GB per GPU there
+])
+def test_a_model_over_the_home_presets_memory_is_not_carried(scenario, kind, home, model):
+    """A hunt: the switch carried llama3-70b onto the 8-GPU teaching node (508.2 of 85.9 GB per GPU)
+    and DeepSeek-V3 onto an 8-GPU server whose weights alone overflow, its TPOT card shown as if it
+    ran; its own docstring said a model that does not fit is left behind.  Now it is, and the page
+    says how much it would need."""
+    at = run_app(scenario=scenario)
+    assert at.session_state["model.preset"] == model
+    at.sidebar.button_group(key="_kind").set_value(kind).run()
+    assert not at.exception
+    assert at.session_state["_scenario"] == home
+    assert qp(at, "model.preset") is None                  # the home preset's own model
+    notes = [i.value for i in at.info if "as shipped" in i.value]
+    assert notes and "over its memory" in notes[0] and model in notes[0]
 
 
 def test_the_serving_curve_tab_marks_the_knee_and_the_target():

@@ -6,6 +6,7 @@ import streamlit as st
 
 from ..scenario import ScenarioError, apply_overrides, from_dict
 from ..share import shipped_scenarios
+from ..simulate import simulate
 from .controls import scenario_kind
 from .state import CUSTOM, on_preset_change, preset_scenario, set_widgets, sidebar_kind, widget_values
 
@@ -36,12 +37,31 @@ def on_kind_change() -> None:
                if v and v != CUSTOM and v != widget_values(base_sc)[k]}
     if not carried:
         return
+    with_what = " and ".join(map(str, carried.values()))
     try:
-        sc = from_dict(apply_overrides(base_raw, carried))
+        sc = from_dict(carried_raw(base_raw, carried))
     except ScenarioError as exc:
-        st.session_state["_notice"] = (f"{KIND_HOME[kind]} as shipped: with "
-                                       f"{' and '.join(map(str, carried.values()))} it is not valid — {exc}")
+        st.session_state["_notice"] = f"{KIND_HOME[kind]} as shipped: with {with_what} it is not valid: {exc}"
+        return
+    # A model over the GPUs' memory is not carried either (a hunt carried llama3-70b onto the 8-GPU
+    # teaching node at 508.2 of 85.9 GB, and DeepSeek-V3 onto an 8-GPU server whose weights alone
+    # overflow, with its TPOT card shown): the verdict of the simulation the page would show.
+    r = simulate(sc)
+    if r.memory_over_capacity:
+        need, cap = r.binding_memory
+        gb = f"{need.total / 1e9:.1f} of {cap / 1e9:.1f} GB"
+        st.session_state["_notice"] = (f"{KIND_HOME[kind]} as shipped: with {with_what} it needs {gb} "
+                                       "per GPU, over its memory")
         return
     set_widgets(sc)
 
 
+def carried_raw(base_raw: dict, carried: dict) -> dict:
+    """``base_raw`` with the carried model preset and GPU, as the sidebar builds it
+    (state.current_raw): a model preset replaces the model's mapping, whose dimensions were the old
+    model's (a dotted model.preset would keep the home preset's explicit layers and hidden size)."""
+    rest = {k: v for k, v in carried.items() if k != "model.preset"}
+    raw = apply_overrides(base_raw, rest)
+    if "model.preset" in carried:
+        raw["model"] = {"preset": carried["model.preset"]}
+    return raw

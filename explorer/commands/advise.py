@@ -62,6 +62,10 @@ def gain_line(r: AdviceResult) -> str:
     """The best placement against the naive one (DP flat across everything)."""
     if not r.top:
         return "no placement fits in memory"
+    if r.best is None:
+        free = r.top[0].figures["free_GB"]
+        return (f"no placement leaves the {DEFAULT_HEADROOM_GB:g} GB a GPU needs beside the model (the "
+                f"fastest that fits leaves {free:.2f} GB free): none is recommended")
     speedup = r.speedup
     if r.naive is None or speedup is None:
         return "the naive placement (DP flat across all datacenters) is not valid for this pipeline"
@@ -93,8 +97,8 @@ def advise_text(r: AdviceResult, label: str) -> str:
     for tag, other in (("naive", r.naive), ("own", r.own)):
         if other is not None and all(other.label != b.label for b in r.top):
             lines.append(_row(tag[:2], other))
-    if r.top:
-        best = r.top[0]
+    if r.best is not None:
+        best = r.best
         lines += ["", f"best: {best.label}", f"  {fmt_breakdown(best.figures['breakdown_s'])}",
                   "  --set " + " --set ".join(f"{k}={v}" for k, v in best.overrides.items())]
         if best.link:

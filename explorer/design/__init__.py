@@ -25,7 +25,8 @@ from .base import Base, cluster_overrides, open_base, share_query
 from .executors import ExecutorSpec, map_chunks
 from .scaling import ScalePoint, scaling
 from .scores import Scores, estimator_available, score
-from .search import Candidate, SearchResult, search
+from .search import SearchResult, search
+from .search_verdict import Candidate
 from .sensitivity import CHANGES, Sensitivity, sensitivity
 from .space import Layout, Space, enumerate_layouts
 from .sweep import Point, SweepResult, combinations, parse_vary, sweep

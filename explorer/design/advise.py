@@ -153,11 +153,17 @@ class AdviceResult:
     seconds: Mapping[str, float] = field(default_factory=dict)
 
     @property
+    def best(self) -> Advice | None:
+        """The placement to recommend: the fastest that leaves the headroom (None when none does:
+        the table still lists those that fit, but a hunt found one 0.18 GB short called "best")."""
+        return self.top[0] if self.top and self.top[0].roomy else None
+
+    @property
     def speedup(self) -> float | None:
         """The naive placement's time over the best's (None without both)."""
-        if not self.top or self.naive is None:
+        if self.best is None or self.naive is None:
             return None
-        return self.naive.iteration_time_s / self.top[0].iteration_time_s
+        return self.naive.iteration_time_s / self.best.iteration_time_s
 
 
 def own_placement(sc: Scenario) -> Placement | None:

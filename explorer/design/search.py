@@ -35,7 +35,6 @@ user already has.
 """
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -44,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.verdict import DEFAULT_HEADROOM_GB, MAX_HEADROOM_GB, MemoryVerdict
+from ..analysis.verdict import DEFAULT_HEADROOM_GB, MAX_HEADROOM_GB
 from ..config.inputs import parse_value
 from ..run.phases import plan
 from ..scenario import Scenario, ScenarioError, from_dict
@@ -61,60 +60,13 @@ from .proxy import POOL, ranking_proxy
 from .ranking import Into, score_into
 from .refine import extend
 from .scores import estimator_available, score
+from .search_verdict import Candidate, verdict_of
 from .space import Layout, LayoutBuilder, Space, enumerate_layouts, is_timed, search_raw
 
 MAX_EXTRA_FULL = 200           # layouts simulated beyond ``top`` when the engine rejects the estimator's fits
 # Base-order (1F1B) layouts whose latency-timed variants are simulated (module docstring, step 2):
 # cross-region-pp holds 14,280 timed layouts, 13 minutes on 2 cores when all were simulated.
 TIMED_PIPELINES = 8
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A layout simulated with the full engine."""
-
-    layout: Layout
-    dp: int
-    figures: Mapping[str, Any]        # Scores.row() priced exactly: time, mfu, memory, fits, breakdown
-    estimate_s: float | None          # the ranking's iteration time (None for the baseline)
-    link: str | None
-    baseline: bool = False
-    capacity_GB: float = math.inf     # the GPU's memory (GB = 1e9 B): on a mixed cluster the tightest's
-    order: str = ""                   # the rank placement it ran (the scenario's own unless the layout's)
-    need_GB: float | None = None      # mixed cluster: its tightest GPU's memory (else the busiest's)
-    # Every field that differs from the scenario searched (its --set included): the layout's, and
-    # what it implies (a cleared layer split, the nodes of --gpus, a derived bucket or SM share).
-    changed: Mapping[str, Any] | None = None
-
-    @property
-    def iteration_time_s(self) -> float:
-        return self.figures["iteration_time_s"]
-
-    @property
-    def memory(self) -> MemoryVerdict:
-        """The layout's memory verdict (explorer/analysis/verdict.py)."""
-        need = self.figures["memory_GB_total"] if self.need_GB is None else self.need_GB
-        return MemoryVerdict(need, self.capacity_GB, bool(self.figures["fits"]))
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``search --json`` object.  Its ``overrides`` are the layout's fields, every other field
-        that differs from the scenario searched (a cleared layer split, --gpus's nodes), and the
-        data-parallel degree: applied to the scenario file with ``run --set`` they rerun the row (a
-        file that sets ``parallelism.dp`` would otherwise keep its own degree)."""
-        # Every layout field, and what else differs from the scenario searched.
-        return {"overrides": {**(self.changed or {}), **self.layout.overrides(), "parallelism.dp": self.dp},
-                **self.figures,
-                "estimate_s": self.estimate_s,
-                "memory_capacity_GB": self.capacity_GB, "free_GB": self.memory.free_GB,
-                "link": self.link, "baseline": self.baseline,
-                "layout": {"tp": self.layout.tp, "pp": self.layout.pp, "dp": self.dp, "cp": self.layout.cp,
-                           "ep": self.layout.ep, "vpp": self.layout.vpp, "schedule": self.layout.schedule,
-                           "zero": self.layout.zero, "micro_batch": self.layout.micro_batch,
-                           "recompute": self.layout.recompute,
-                           "sequence_parallel": self.layout.sequence_parallel,
-                           "order": self.order or self.layout.order or None,
-                           "pipeline_layout": list(self.layout.pipeline_layout) or None,
-                           **({"family": dict(self.layout.extra)} if self.layout.extra else {})}}
 
 
 @dataclass(frozen=True)
@@ -139,28 +91,8 @@ class SearchResult:
     phases: int = 0                           # run-plan phases: their memory is judged on the exact layouts
 
     def verdict(self) -> str:
-        """What the search means for the scenario's own layout, in one sentence: it is the fastest
-        that fits with the headroom, or the best found is this much faster, or it does not fit."""
-        b, best = self.baseline, (self.top[0] if self.top else None)
-        if b is None:
-            return "the scenario's own layout is not valid at this size"
-        if not b.memory.fits:
-            then = (f"the best found fits with {best.memory.free_GB:.1f} GB free" if best
-                    else "nothing found fits")
-            return (f"the scenario's own layout needs {b.memory.need_GB:.1f} of {b.memory.capacity_GB:.1f} "
-                    f"GB per GPU: it does not fit; {then}")
-        if best is None or best.baseline:
-            if not b.memory.roomy(self.headroom_GB):
-                # (a hunt found "the fastest found" said of a layout itself short of the headroom)
-                return (f"nothing fits with {self.headroom_GB:g} GB to spare; the scenario's own layout, "
-                        f"shown, leaves only {b.memory.free_GB:.1f} GB free")
-            return (f"nothing faster fits with {self.headroom_GB:g} GB to spare: the scenario's own layout "
-                    "is the fastest found")
-        gain = 1 - best.iteration_time_s / b.iteration_time_s
-        tight = ("" if b.memory.roomy(self.headroom_GB) else f"; yours leaves only {b.memory.free_GB:.1f} GB "
-                 f"free, under the {self.headroom_GB:g} GB headroom")
-        return (f"best found is {b.iteration_time_s / best.iteration_time_s:.2f}x faster than the scenario's "
-                f"own layout ({gain:.1%} less time) with {best.memory.free_GB:.1f} GB free{tight}")
+        """What the search means for the scenario's own layout, in one sentence (search_verdict.py)."""
+        return verdict_of(self.baseline, self.top[0] if self.top else None, self.headroom_GB)
 
 
 @dataclass(frozen=True)
@@ -306,9 +238,11 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
     top_list, baseline, simulated = _full_phase(base, raw, Layout.of(parsed), ranked, pool, executor,
                                                 headroom_GB,
                                                 next_phase(progress, "pricing the best exactly", "layouts"))
-    # The user's own layout competes whenever it fits (with or without the headroom: the table
-    # says how much it leaves), so the answer is never slower than what they have.
-    if include_baseline and baseline is not None and baseline.figures["fits"]:
+    # The user's own layout competes when it fits with the headroom, so the answer is never slower
+    # than what they have; one short of it is said beside the ranking, not ranked above layouts that
+    # have it (a hunt found it first, 0.2 GB free, over 570 that keep 1 GB, and the verdict then
+    # said nothing had the headroom).
+    if include_baseline and baseline is not None and baseline.memory.roomy(headroom_GB):
         if all(c.layout != baseline.layout for c in top_list):
             top_list.append(baseline)
         else:       # found among the best: shown as the user's own (priced alike, on the full engine)

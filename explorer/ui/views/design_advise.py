@@ -9,6 +9,7 @@ from typing import Any
 
 import streamlit as st
 
+from ...analysis.verdict import DEFAULT_HEADROOM_GB
 from ...design.advise import advise
 from . import design_runs as runs
 
@@ -56,7 +57,11 @@ def render(base: runs.Base, raw_json: str, present: bool, href: Callable[[str | 
         "placement": st.column_config.TextColumn(width="large"),
         "vs naive": st.column_config.NumberColumn(format="%.2fx",
                                                   help="the naive placement's time over this one")})
-    best = run.top[0] if run.top else None
+    best = run.best
+    if run.top and best is None:
+        st.caption(f"**{run.enumerated:,}** placements · **{run.valid:,}** valid · **{run.fit:,}** fit · "
+                   f"none leaves the {DEFAULT_HEADROOM_GB:g} GB a GPU needs beside the model: none is "
+                   "recommended (the table lists those that fit).")
     if best is not None and naive:
         st.caption(f"**{run.enumerated:,}** placements · **{run.valid:,}** valid · **{run.fit:,}** fit · "
                    f"best {_ms(best.iteration_time_s)} against {_ms(naive)} for the naive placement (DP flat "

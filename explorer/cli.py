@@ -128,6 +128,9 @@ def summary_text(res) -> str:
         f"vpp {p.vpp} · {p.schedule} · ZeRO {p.zero} · {sc.micro_batches} micro-batches",
         f"  stage layers: {', '.join(map(str, res.stage_layers))}"
         + (f"  ({said.layers})" if said.layers else ""),
+        # The replicas the stages ran on (what ``stage_replicas: auto`` resolved to: simulate.py).
+        *([f"  stage replicas: {', '.join(map(str, p.stage_replicas))}  (replicas per stage, tp x cp GPUs "
+           "each)"] if p.stage_replicas else []),
         "",
         f"  iteration time   {_fmt_s(res.iteration_time_s)}"
         + ("" if res.sync_window is None else f"  (inner step; {_fmt_s(res.time_per_step_s)} per step "
@@ -336,8 +339,9 @@ def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None
         return 0
     if args.command == "validate":
         p = sc.parallelism
-        reps = p.stage_replicas          # PipeDream's per-stage replicas replace dp x pp
-        shape = f"replicas {'-'.join(map(str, reps))} on pp {p.pp}" if reps else f"dp {sc.dp} x pp {p.pp}"
+        from .taskgraph.replica_split import describe  # deferred: only PipeDream's replicas need it
+        # PipeDream's per-stage replicas replace dp x pp; ``auto`` as the partitioner resolves it.
+        shape = f"replicas {describe(sc)} on pp {p.pp}" if p.stage_replicas else f"dp {sc.dp} x pp {p.pp}"
         phases = plan(sc)            # each phase's own scenario is checked too (explorer/run/phases.py)
         print(f"ok: {one_line(sc.name)}: {sc.gpus:,} GPUs = tp {p.tp} x cp {p.cp} x {shape}; "
               f"{sc.micro_batches} micro-batches of {sc.training.micro_batch} per pipeline; "

@@ -46,6 +46,7 @@ from typing import Any
 
 from ..config.frozen import evolve
 from ..config.loading import resolve_presets
+from ..config.replica_rules import auto_replicas
 from ..config.schema import build
 from ..fold.admit import unproven
 from ..scenario import Scenario, fill_defaults, validate
@@ -302,11 +303,16 @@ def search_raw(raw: Mapping[str, Any]) -> dict[str, Any]:
 class LayoutBuilder:
     """Builds a layout's validated Scenario on a raw base (from :func:`search_raw`) without parsing
     the base again: the parsed, not yet defaulted base is kept and each layout replaces its fields,
-    then the loader's :func:`fill_defaults` and rules run as in ``from_dict``."""
+    then the loader's :func:`fill_defaults` and rules run as in ``from_dict``.  A base with
+    ``parallelism.stage_replicas: auto`` keeps ``auto`` in every layout (pp zeros, as the loader
+    writes it for the layout's pp): each layout's replicas are what PipeDream's partitioner picks
+    for it when it is priced (taskgraph/replica_split.resolved)."""
 
     def __init__(self, raw: Mapping[str, Any]) -> None:
         self._raw = raw
-        self._parsed = build(Scenario, resolve_presets(raw))
+        self._parsed = build(Scenario, auto_replicas(resolve_presets(raw)))
+        r = self._parsed.parallelism.stage_replicas
+        self._auto = bool(r) and not any(r)
 
     @property
     def parsed(self) -> Scenario:
@@ -329,6 +335,8 @@ class LayoutBuilder:
         par = evolve(s.parallelism, tp=layout.tp, pp=layout.pp, cp=layout.cp, ep=layout.ep, vpp=layout.vpp,
                      schedule=layout.schedule, zero=layout.zero, sequence_parallel=layout.sequence_parallel,
                      dp=None, stage_layers=None, pipeline_layout=layout.pipeline_layout or None)
+        if self._auto:
+            par = evolve(par, stage_replicas=(0,) * layout.pp)
         if layout.order:
             par = evolve(par, order=layout.order)
         tr = evolve(s.training, micro_batch=layout.micro_batch, recompute=layout.recompute)

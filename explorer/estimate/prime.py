@@ -22,6 +22,7 @@ from ..network.points import price_points
 from ..network.topology import GroupShape
 from ..pricing.keys import network_key, shared_network
 from ..pricing.profile import row_profile
+from ..variants.registry import needs_simulation
 from .equivalence import NETWORK_FIELDS
 
 __all__ = ["MIN_ROWS", "prime_networks"]
@@ -31,10 +32,13 @@ MIN_ROWS = 8                 # fewer network points of one layout: priced one by
 
 def prime_networks(scenarios: Sequence[Scenario | None], overrides: Sequence[Mapping[str, Any]]) -> int:
     """Price together the calls of the rows of ``scenarios`` (None: invalid) whose ``overrides``
-    agree but for network fields; the number of calls priced this way."""
+    agree but for network fields; the number of calls priced this way.  Rows the estimator leaves
+    to the simulation (variants/registry.needs_simulation) are not primed: it prices none of their
+    calls, and their groups may not exist before the simulation resolves them (PipeDream's
+    ``stage_replicas: auto``: replica_split.resolved)."""
     groups: dict[str, list[int]] = {}
     for i, (sc, ov) in enumerate(zip(scenarios, overrides, strict=True)):
-        if sc is not None:
+        if sc is not None and not needs_simulation(sc):
             groups.setdefault(repr(sorted((k, v) for k, v in ov.items() if k not in NETWORK_FIELDS)),
                               []).append(i)
     priced = 0

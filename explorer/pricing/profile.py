@@ -30,6 +30,7 @@ from ..config import Scenario
 from ..config.frameworks import profile as framework_profile
 from ..schedules.registry import Schedule
 from ..schedules.registry import get as get_schedule
+from ..taskgraph import replica_split
 from ..taskgraph.builder import IDEAL_ASPECTS
 from ..taskgraph.layer import pp_message_bytes
 from ..taskgraph.layout import layout_for
@@ -124,8 +125,13 @@ class RowProfile:
 
 
 def row_profile(sc: Scenario) -> RowProfile:
-    """Everything the estimate of ``sc`` needs, from memoised pieces (see module docstring)."""
+    """Everything the estimate of ``sc`` needs, from memoised pieces (see module docstring).  With
+    ``parallelism.stage_replicas: auto`` the profile is of the plan PipeDream's partitioner picks
+    (replica_split.resolved, as simulate runs it): its ``sc`` is that resolved scenario."""
     bound_memory()
+    # The stage and replica groups of the network exist only once the replicas are counts; the
+    # rows that go on to the simulation (pricing/scope.workload_priced) then run the same plan.
+    sc = replica_split.resolved(sc)
     par, com, tr = sc.parallelism, sc.communication, sc.training
     sched = get_schedule(par.schedule)
     ideal = IDEAL_ASPECTS if par.ideal_pipeline else frozenset()

@@ -200,6 +200,9 @@ class Result:
             "memory_over_capacity": self.memory_over_capacity,
             "micro_batches": sc.micro_batches,
             "stage_layers": list(self.stage_layers),
+            # PipeDream's replicas per stage as run (``auto`` resolved by its partitioner); null
+            # when every stage has the dp replicas.
+            "stage_replicas": list(par.stage_replicas) if par.stage_replicas else None,
             "links": self.links,
             "dp_priority": sc.communication.dp_priority,
             # Tier name -> average busy fraction over the iteration (what the topology view draws);

@@ -197,3 +197,17 @@ def resolved(sc: Scenario) -> Scenario:
     got = plan(sc, layers=given)
     layers = par.stage_layers if given is not None else got.layers
     return replace(sc, parallelism=replace(par, stage_replicas=got.replicas, stage_layers=layers))
+
+
+def describe(sc: Scenario) -> str:
+    """``sc``'s per-stage replicas as ``15-1``; under ``auto`` what the partitioner picks, e.g.
+    ``auto (8-3-4-1, stage layers 10-1-1-4)`` (the layers when it chose them too)."""
+    r = sc.parallelism.stage_replicas
+    if not r:
+        return "none"
+    if min(r) > 0:
+        return "-".join(map(str, r))
+    got = resolved(sc).parallelism
+    chose = "" if sc.parallelism.stage_layers is not None or sc.parallelism.pipeline_layout is not None \
+        else f", stage layers {'-'.join(map(str, got.stage_layers or ()))}"
+    return f"auto ({'-'.join(map(str, got.stage_replicas or ()))}{chose})"

@@ -111,6 +111,9 @@ def test_a_faster_network_shortens_the_exposed_feature_fetch():
     (["model.gnn.feature_bytes=3"], "model.gnn.feature_bytes"),
     (["parallelism.tp=2", "parallelism.dp=8"], "parallelism.tp"),
     (["model.gnn.mode=fullgraph"], "training.global_batch"),
+    # More seeds per step than training nodes (a hunt: an epoch of 0.94 s against a 1.64 s step).
+    (["training.global_batch=2097152", "training.micro_batch=131072"], "training.global_batch"),
+    (["model.gnn.nodes=10", "model.gnn.edges=5000", "model.gnn.train_nodes=10"], "training.global_batch"),
     (["model.hidden=512"], "model.hidden"),
 ])
 def test_bad_gnn_values_are_one_line_errors_naming_the_field(sets, field, capsys):
@@ -157,3 +160,21 @@ def test_the_presets_are_the_ogb_graphs(preset, figures):
     assert (g.nodes, g.edges, g.features, g.classes, g.train_nodes) == figures
     assert round(g.average_degree, 1) == {"graphsage-products": 50.5, "graphsage-papers100m": 29.1}[preset]
     assert g.fanouts == (15, 10, 5) and (g.layers, g.hidden) == (3, 256)
+
+
+def test_a_mini_batch_step_takes_at_most_every_training_node_and_an_epoch_at_least_one_step(capsys):
+    """papers100M has 1,207,179 training nodes: 2,097,152 seeds per step is refused naming the field
+    and the limit; 1,207,168 (75,448 per GPU) is an epoch of 1,207,179 / 1,207,168 steps."""
+    assert main(["run", str(SCENARIO), "--set", "training.global_batch=2097152",
+                 "--set", "training.micro_batch=131072"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: training.global_batch: 2097152 seed nodes per step is more than "
+                   "model.gnn.train_nodes = 1207179: a mini-batch step's seeds are training nodes; "
+                   "at most 1207179")
+    j = run_json("training.global_batch=1207168", "training.micro_batch=75448")
+    assert j["epoch_s"] == pytest.approx(j["iteration_time_s"] * 1_207_179 / 1_207_168, rel=1e-12)
+    assert j["epoch_s"] >= j["iteration_time_s"]
+    # Full-graph: global_batch is the partitions (16), an epoch one pass, whatever train_nodes is.
+    full = run_json("model.gnn.mode=fullgraph", "training.global_batch=16", "training.micro_batch=1",
+                    "model.gnn.train_nodes=5")
+    assert full["epoch_s"] == pytest.approx(full["iteration_time_s"], rel=1e-12)

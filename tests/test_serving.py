@@ -159,6 +159,7 @@ def test_run_text_shows_ttft_tpot_tokens_and_the_bottleneck(capsys):
 
 @pytest.mark.parametrize("args,field", [
     (["--set", "training.dtype=fp8"], "training.dtype"),
+    (["--set", "training.global_batch=100000000"], "training.global_batch"),
     (["--set", "parallelism.cp=2"], "parallelism.cp"),
     (["--set", "inference.batch=0"], "inference.batch"),
     (["--set", "inference.kv_dtype=int3"], "inference.kv_dtype"),
@@ -182,6 +183,43 @@ def test_the_estimators_tools_refuse_a_serving_scenario(args, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: inference:") and "\n" not in err
+
+
+@pytest.mark.parametrize("mode", ["weak", "strong"])
+def test_scaling_refuses_a_serving_scenario_as_the_estimators_tools_do(mode, capsys):
+    """scaling grows a training step's dp and global batch: on a serving file it printed batches
+    1..8 and 1,024 tokens/GPU, the same rows weak and strong."""
+    assert main(["scaling", "serve-llama3-70b-tp8", "--mode", mode]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: inference: scaling studies training steps") and "\n" not in err
+    assert "sweep --full" in err
+
+
+def test_a_serving_scenario_accepts_only_the_global_batch_its_loader_sets():
+    """The loader sets training.global_batch to dp (one sequence per replica) and reads it no
+    further: that value written back loads, any other is refused naming the field."""
+    sc = llama(**{"parallelism.tp": 2})
+    assert sc.dp == 4 and sc.training.global_batch == 4
+    assert llama(**{"parallelism.tp": 2, "training.global_batch": 4}).training.global_batch == 4
+    with pytest.raises(ScenarioError) as exc:
+        llama(**{"parallelism.tp": 2, "training.global_batch": 1})
+    assert exc.value.field == "training.global_batch" and "dp = 4" in str(exc.value)
+
+
+def test_diff_describes_a_serving_layout_in_serving_terms(capsys):
+    """diff's layout line named 1f1b, ZeRO 1 and micro-batches, fields a serving scenario refuses;
+    it now says what run says: each replica's degrees, the replicas and the batch."""
+    assert main(["diff", "serve-llama3-70b-tp8", "--set-b", "parallelism.tp=2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == ("   8 x H100 SXM · serving: tp 8 · pp 1 · ep 1 · 1 replica, prefill and decode "
+                        "co-located; batch 256 per replica")
+    assert lines[3] == ("   8 x H100 SXM · serving: tp 2 · pp 1 · ep 1 · 4 replicas, prefill and decode "
+                        "co-located; batch 256 per replica")
+    assert not any(w in "\n".join(lines[:4]) for w in ("1f1b", "ZeRO", "micro-batches", "vpp"))
+    assert main(["diff", "serve-deepseek-v3-disaggregated", "--set-b", "inference.arrival_rate=5"]) == 0
+    b = capsys.readouterr().out.splitlines()[3]
+    assert b.endswith("decode 128 GPUs (tp 1 · pp 1 · ep 128 · 128 replicas); at most 88 decoding per "
+                      "replica, arriving at 5/s")
 
 
 def test_a_pipelined_decode_step_counts_each_micro_batch_pass_on_the_gpu():

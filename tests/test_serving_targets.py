@@ -62,3 +62,30 @@ def test_the_deployment_at_its_ttft_rate_has_the_target_ttft(capsys):
     assert both["requests_per_s_at_target"] == pytest.approx(tpot_only["requests_per_s_at_target"])
     assert main(["run", LLAMA, "--set", "inference.ttft_target_ms=40"]) == 0
     assert "target mean TTFT 40 ms: 6.81 requests/s at batch 128" in capsys.readouterr().out
+
+
+def test_a_target_names_only_a_batch_that_fits_in_memory(capsys):
+    """Llama 3 70B on one H100 (tp 1) holds at most 32 sequences: its configured batch 256 does not
+    fit, so a TPOT target of 100 ms (met by 256 at 24.42 requests/s) is answered at batch 32."""
+    f = _run(capsys, "parallelism.tp=1", "inference.tpot_target_ms=100")
+    assert f["max_batch"] == 32 and f["batch"] == 256
+    assert f["target_batch"] == 32
+    assert f["requests_per_s_at_target"] == pytest.approx(7.82, abs=0.005)
+    assert _run(capsys, "parallelism.tp=1", "inference.ttft_target_ms=1e7")["target_batch"] == 32
+    # tp 2 holds 281: the configured 512 is no answer, the curve's 256 is.
+    f = _run(capsys, "parallelism.tp=2", "inference.batch=512", "inference.tpot_target_ms=100")
+    assert (f["max_batch"], f["target_batch"]) == (281, 256)
+    assert f["requests_per_s_at_target"] == pytest.approx(20.46, abs=0.005)
+
+
+def test_a_target_is_missed_when_no_batch_fits_and_the_summary_says_why(capsys):
+    """bf16 weights of a 70B model (141 GB) on one GPU: no batch fits, so no batch meets the target
+    (the curve still draws batch 1, which met 100 ms at 52 ms)."""
+    sets = ["parallelism.tp=1", "inference.weight_dtype=bf16", "inference.tpot_target_ms=100"]
+    f = _run(capsys, *sets)
+    assert f["max_batch"] == 0 and f["target_batch"] is None and f["requests_per_s_at_target"] == 0.0
+    assert main(["run", LLAMA, *[x for s in sets for x in ("--set", s)]]) == 0
+    assert "target TPOT 100 ms: no batch fits in memory (0 requests/s)" in capsys.readouterr().out
+    assert main(["run", LLAMA, "--set", "parallelism.tp=1", "--set", "inference.tpot_target_ms=10"]) == 0
+    assert ("target TPOT 10 ms: missed at every batch that fits in memory (1 to 32; 0 requests/s)"
+            in capsys.readouterr().out)

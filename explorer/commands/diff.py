@@ -23,6 +23,7 @@ from ..errors import InternalError
 from ..numbers import figure
 from ..run.compare import RUN_KEYS, loss_line, run_delta, run_value
 from ..scenario import Scenario, ScenarioError, load, parse_assignments, resolve_scenario_path
+from ..serving.report import serving_layout
 from ..variants.hetero import gpu_summary
 
 NAME = "diff"
@@ -124,6 +125,13 @@ def _seconds(v: float, scale: float, unit: str, signed: bool = False) -> str:
 
 
 def _layout(sc: Scenario) -> str:
+    """``sc``'s layout in one line: a training step's degrees, schedule, ZeRO and micro-batches, or
+    a serving scenario's replicas and batch as run says them (it refuses those training fields)."""
+    if sc.inference is not None:
+        inf = sc.inference
+        batch = (f"at most {inf.batch:,} decoding per replica, arriving at {inf.arrival_rate:,.4g}/s"
+                 if inf.arrival_rate is not None else f"batch {inf.batch:,} per replica")
+        return f"{gpu_summary(sc)} · serving: {serving_layout(sc)}; {batch}"
     p = sc.parallelism
     return (f"{gpu_summary(sc)} · tp {p.tp} · pp {p.pp} · dp {sc.dp} · cp {p.cp} · "
             f"ep {p.ep} · vpp {p.vpp} · {p.schedule} · ZeRO {p.zero} · {sc.micro_batches} micro-batches")

@@ -17,6 +17,7 @@ from ..design.cli_support import add_set_argument, dumps, fmt_s, parse_sets
 from ..design.progress import reporting
 from ..design.scaling import MODES, ScalePoint, scaling
 from ..scenario import ScenarioError
+from ..serving.guard import refuse_serving
 from ..vocabulary import COMM_DIMS
 from ..workloads.registry import nouns
 
@@ -52,6 +53,9 @@ def run(args: argparse.Namespace) -> int:
     sizes = parse_gpus(args.gpus)
     with reporting(NAME) as progress:
         base = open_base(args.scenario, parse_sets(args.set))
+        # A serving scenario's training section is the loader's placeholder: its rows would be a
+        # training step's batch and tokens/GPU, the same in weak and strong mode.
+        refuse_serving(base.raw, NAME, "data-parallel replicas growing the global batch")
         points = scaling(base, sizes, args.mode, progress)
     unit = nouns(base.scenario().model).per_second
     print(dumps([p.to_json() for p in points]) if args.json else

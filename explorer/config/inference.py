@@ -148,7 +148,8 @@ def refuse_training_fields(raw: Mapping[str, Any], differs: Any) -> dict[str, An
     """``raw`` without its :data:`TRAINING_ONLY` fields; a one-line ScenarioError names the first one
     set to something other than its default (``differs(section, key, value)`` says whether it is),
     so that a file or the app writing the defaults back still loads.  ``training.global_batch`` is
-    the placeholder the loader itself fills, never refused."""
+    the placeholder the loader itself fills (dp, one sequence per replica), which the default
+    comparison cannot judge before dp is known: :func:`refuse_global_batch` checks it then."""
     for key in TRAINING_ONLY:
         section, _, name = key.partition(".")
         given = raw.get(section)
@@ -162,6 +163,24 @@ def refuse_training_fields(raw: Mapping[str, Any], differs: Any) -> dict[str, An
                                     "an inference: section) does not read it: remove it (layouts: "
                                     "parallelism.tp/pp/ep/dp or inference.disaggregated)")
     return strip_training_fields(raw)
+
+
+def given_global_batch(raw: Mapping[str, Any]) -> Any:
+    """The ``training.global_batch`` a serving ``raw`` sets (None: not set)."""
+    training = raw.get("training")
+    return training.get("global_batch") if isinstance(training, Mapping) else None
+
+
+def refuse_global_batch(given: Any, dp: int) -> None:
+    """Refuse, in one line, a serving scenario's ``training.global_batch`` other than ``dp``: no
+    serving figure reads it (the batch is ``inference.batch``), and the loader sets it to dp itself,
+    so only that value (written back by a copy of the loaded scenario) is accepted; a hunt found
+    ``--set training.global_batch=100000000`` silently accepted."""
+    if given is None or (type(given) is int and given == dp):
+        return
+    raise ScenarioError("training.global_batch", f"is a training field; a serving scenario (with an "
+                        f"inference: section) does not read it (the loader sets it to dp = {dp}, one "
+                        "sequence per replica): remove it (the decoding batch is inference.batch)")
 
 
 def strip_training_fields(raw: Mapping[str, Any]) -> dict[str, Any]:

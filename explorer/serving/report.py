@@ -1,6 +1,7 @@
 """The readable summary ``run`` prints for a serving scenario (the --json object's ``inference``)."""
 from __future__ import annotations
 
+from ..config import Scenario
 from ..result.record import Result
 
 
@@ -12,17 +13,8 @@ def serving_text(res: Result, name: str) -> str:
     sc = res.scenario
     inf = sc.inference
     assert inf is not None
-    p = sc.parallelism
-    if inf.disaggregated is None:
-        layout = (f"tp {p.tp} · pp {p.pp} · ep {p.ep} · {sc.dp} replica{'s' if sc.dp != 1 else ''}, "
-                  "prefill and decode co-located")
-    else:
-        d = inf.disaggregated
-        pools = (("prefill", d.prefill), ("decode", d.decode))
-        layout = ", ".join(f"{name} {pool.gpus} GPUs (tp {pool.tp} · pp {pool.pp} · ep {pool.ep} · "
-                           f"{pool.replicas} replicas)" for name, pool in pools)
     lines = [
-        name, f"  serving on {f['gpus']:,} × {sc.hardware.gpu.name}: {layout}",
+        name, f"  serving on {f['gpus']:,} × {sc.hardware.gpu.name}: {serving_layout(sc)}",
         f"  requests of {_lengths(f, inf)}, "
         + (f"arriving at {f['arrival_rate']:,.4g}/s: {f['batch']:,} decoding per replica (at most "
            f"{inf.batch:,}), load {f['load']:.0%}" if "arrival_rate" in f
@@ -56,8 +48,24 @@ def serving_text(res: Result, name: str) -> str:
     return "\n".join(lines)
 
 
+def serving_layout(sc: Scenario) -> str:
+    """The serving scenario ``sc``'s layout in serving terms (run's summary, diff): each replica's
+    tp, pp and ep and the replicas, co-located, or each pool's of a disaggregated deployment."""
+    inf = sc.inference
+    assert inf is not None
+    p = sc.parallelism
+    if inf.disaggregated is None:
+        return (f"tp {p.tp} · pp {p.pp} · ep {p.ep} · {sc.dp} replica{'s' if sc.dp != 1 else ''}, "
+                "prefill and decode co-located")
+    d = inf.disaggregated
+    pools = (("prefill", d.prefill), ("decode", d.decode))
+    return ", ".join(f"{name} {pool.gpus} GPUs (tp {pool.tp} · pp {pool.pp} · ep {pool.ep} · "
+                     f"{pool.replicas} replicas)" for name, pool in pools)
+
+
 def targets_text(f: dict) -> str:
-    """The latency targets and the requests/s that meet them, in one line ('' without a target)."""
+    """The latency targets and the requests/s that meet them at a batch that fits in memory, in one
+    line ('' without a target)."""
     named = []
     if "tpot_target_s" in f:
         named.append(f"TPOT {f['tpot_target_s'] * 1e3:,.4g} ms")
@@ -66,8 +74,11 @@ def targets_text(f: dict) -> str:
     if not named:
         return ""
     head = "target " + " and ".join(named) + ": "
+    # Only batches that fit are answers (serving/result.py): a miss says so, with the memory's limit.
+    if f["max_batch"] == 0:
+        return head + "no batch fits in memory (0 requests/s)"
     if f["target_batch"] is None:
-        return head + "missed at every batch (0 requests/s)"
+        return head + f"missed at every batch that fits in memory (1 to {f['max_batch']:,}; 0 requests/s)"
     return head + f"{f['requests_per_s_at_target']:,.2f} requests/s at batch {f['target_batch']:,}"
 
 

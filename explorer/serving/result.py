@@ -189,10 +189,13 @@ def _curve(sc: Scenario, sv: Serving) -> dict:
              "output_tokens_per_s_per_gpu": sv.output_tokens_per_s_per_gpu,
              "requests_per_s": sv.requests_per_s,
              **({"ttft_sq_s2": sv.ttft_sq_s2} if sv.ttft_by_kind else {})}]
+        # Only a batch whose KV cache fits is an answer: the configured batch may exceed max_batch
+        # (it is then warned about), and the curve draws batch 1 even when nothing fits.
+        fits = [p for p in points + here if p["batch"] <= sv.memory.max_batch]
         tpot = None if inf.tpot_target_ms is None else inf.tpot_target_ms * 1e-3
         ttft = None if inf.ttft_target_ms is None else inf.ttft_target_ms * 1e-3
         servers = sv.prefill_servers
-        best = at_target(points + here, tpot, ttft, servers)
+        best = at_target(fits, tpot, ttft, servers)
         if tpot is not None:
             out["tpot_target_s"] = tpot
         if ttft is not None:

@@ -46,3 +46,22 @@ def test_unfused_kernels_blocking_p2p_and_late_reduction_are_slower():
     assert fsdp.scenario.communication.comm_sms == 16
     assert fsdp.breakdown_s["compute"] > free.breakdown_s["compute"]
     assert fsdp.iteration_time_s > free.iteration_time_s
+
+
+def test_a_faster_pcie_scale_up_never_takes_sms_from_compute():
+    """A hunt: resnet50-cloud-dp (FSDP's overlapped buckets, GPUs on PCIe) with 8 NICs per node ran
+    33.6 ms at a 32 GB/s scale-up and 34.6 ms at 450: NCCL's channel count was read as NVLinks off
+    the PCIe rate (2 -> 16 SMs held beside compute) while the NIC-bound reduction got no faster.  A
+    PCIe box counts no NVLink: NCCL's minimum 2 channels, at any rate."""
+    from explorer.scenario import load
+
+    from conftest import ROOT
+
+    def run(bw: float) -> Result:
+        return simulate(load(ROOT / "scenarios" / "resnet50-cloud-dp.yaml", {
+            "cluster.scale_out.nics_per_node": 8, "communication.compression.kind": "fp16",
+            "cluster.scale_up.bandwidth_GBps": bw}))
+
+    slow, fast = run(32.0), run(450.0)
+    assert slow.scenario.communication.comm_sms == fast.scenario.communication.comm_sms == 2
+    assert fast.iteration_time_s <= slow.iteration_time_s

@@ -43,7 +43,7 @@ from .frameworks import profile
 from .frozen import evolve
 from .gnn import GNN_DERIVED, fill_partitions
 from .gnn import derive as derive_gnn
-from .inference import refuse_training_fields, strip_training_fields
+from .inference import given_global_batch, refuse_global_batch, refuse_training_fields, strip_training_fields
 from .inputs import MAX_BYTES, parse_document
 from .model_parts import MODEL_KINDS, MODELLED_KINDS, Conv, one_family
 from .moe_dispatch import dispatcher_sms
@@ -221,7 +221,7 @@ def _framework_comm_sms(sc: Scenario, cluster: Any) -> int:
     par = sc.parallelism
     dp_span = cluster.gpus // par.pp
     return nccl_channels(cluster.scale_up.bandwidth_GBps, dp_span > cluster.scale_up.domain_gpus,
-                         cluster.scale_out.nics_per_node)
+                         cluster.scale_out.nics_per_node, nvlink=cluster.scale_up.kind != "pcie")
 
 
 def fill_defaults(sc: Scenario) -> Scenario:
@@ -268,6 +268,7 @@ def from_dict(raw: Mapping[str, Any]) -> Scenario:
         raise ScenarioError("scenario", "the file must hold a mapping of sections (model, training, ...)")
     resolved = auto_replicas(resolve_presets(raw))
     serving = resolved.get("inference") is not None
+    batch = given_global_batch(resolved) if serving else None
     if serving:
         # A serving scenario (config/inference.py) reads no training section: refuse one, then fill a
         # placeholder that validates whatever the data-parallel degree turns out to be.
@@ -278,6 +279,7 @@ def from_dict(raw: Mapping[str, Any]) -> Scenario:
             raise ScenarioError(section, "is required")
     sc = fill_defaults(build(Scenario, resolved))
     if serving:
+        refuse_global_batch(batch, sc.dp)
         sc = _filled(sc, training=evolve(sc.training, global_batch=sc.dp))
     validate(sc)
     return sc

@@ -16,12 +16,16 @@ itself ("NCCL CTAs won't share an SM with compute kernels", NVIDIA/nccl issue #6
 
 An NVLink of the 3rd and 4th generation carries 25 GB/s per direction (A100: 12 x 25 = 300 GB/s;
 H100: 18 x 25 = 450 GB/s; NVIDIA A100/H100 datasheets), so the link count is read off the scale-up
-bandwidth.
+bandwidth.  A box whose GPUs meet over PCIe has no NVLink to count: its rings run at NCCL's minimum
+of 2 channels, as through one NIC (#689), whatever the PCIe link's rate (a hunt found a larger
+scale-up bandwidth on a PCIe box taking 16 SMs from compute and slowing the step).
 
 >>> nccl_channels(300.0, crosses_domain=False), nccl_channels(450.0, False), nccl_channels(200.0, False)
 (24, 32, 16)
 >>> nccl_channels(450.0, crosses_domain=True, nics_per_node=8), nccl_channels(450.0, True, 1)
 (16, 2)
+>>> nccl_channels(450.0, False, nvlink=False), nccl_channels(32.0, True, 8, nvlink=False)
+(2, 2)
 """
 from __future__ import annotations
 
@@ -31,10 +35,11 @@ NCCL_MAX_CHANNELS = 32          # MAXCHANNELS (NVIDIA/nccl issue #1429)
 CHANNELS_PER_NIC = 2            # 8 NICs -> 16 (NVIDIA/nccl #1453), 1 NIC -> 2 (#689)
 
 
-def nccl_channels(scale_up_GBps: float, crosses_domain: bool, nics_per_node: int = 8) -> int:
+def nccl_channels(scale_up_GBps: float, crosses_domain: bool, nics_per_node: int = 8,
+                  nvlink: bool = True) -> int:
     """Channels (= SMs) of one NCCL ring collective on a GPU whose NVLinks carry ``scale_up_GBps``
     per direction; ``crosses_domain``: the group spans more than one NVLink domain, whose node
-    has ``nics_per_node`` NICs."""
-    links = max(1, round(scale_up_GBps / NVLINK_GBPS_PER_LINK))
+    has ``nics_per_node`` NICs; ``nvlink`` False: the scale-up links are PCIe (module docstring)."""
+    links = max(1, round(scale_up_GBps / NVLINK_GBPS_PER_LINK)) if nvlink else 1
     intra = min(NCCL_MAX_CHANNELS, CTAS_PER_NVLINK * links)
     return min(intra, CHANNELS_PER_NIC * max(1, nics_per_node)) if crosses_domain else intra

@@ -117,6 +117,9 @@ least half its time was said to be limited by its outermost tier's latency (Coll
 bottleneck and WAN warning sentences, only; serve-deepseek-v3-disaggregated again when a pairwise
 all-to-all's latency was said to be its scale-up issue's where that is most of it (126 peers x 0.6 us:
 "scale-up latency"), and mixed-generations' sentence when it said "shorten it more than bandwidth does";
+pipedream-vgg16's bottleneck sentence when a largest other part under 1 % of the iteration stopped being
+named a bottleneck ("Optimizer takes 0.3 %... ZeRO sharding shrinks it" beside 99.7 % of compute:
+analysis/report.COMPUTE_BOUND_SHARE), nothing else;
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

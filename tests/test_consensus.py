@@ -109,3 +109,19 @@ def test_a_layout_over_memory_gets_no_knee_and_says_so(capsys):
     assert main([*args, "--json"]) == 0
     j = json.loads(capsys.readouterr().out)
     assert j["knees"] == {"2": 50, "4": 50} and j["over_memory"] == {}
+
+
+@pytest.mark.parametrize("replicas", ["auto", "[15,1]"])
+def test_stage_replicas_are_refused_in_one_line_naming_them(replicas):
+    """A hunt: pipedream-vgg16 (PipeDream's own stage replicas) gave "cannot run" on every row, with
+    stage_replicas auto a message that contradicted itself ("1920 gives 15 micro-batches of 64: too
+    few ...; at least 1024"): its replicas are the pipeline's own data parallelism over the cluster,
+    which consensus's replicated clusters cannot repeat.  Now one line names the field and the way
+    out, exit 2."""
+    from cli_support import cli
+
+    got = cli("consensus", "pipedream-vgg16", "--set", f"parallelism.stage_replicas={replicas}")
+    assert got.returncode == 2 and got.stdout == ""
+    line = got.stderr.strip()
+    assert "\n" not in line and line.startswith("error: parallelism.stage_replicas: consensus replicates")
+    assert "--set parallelism.stage_replicas=null" in line

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from ..config.schema import excerpt, one_line
 from ..design.base import open_base
@@ -53,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     with reporting(NAME) as progress:
         base = open_base(args.scenario, parse_sets(args.set), keep_dp=True)
         refuse_serving(base.raw, NAME)
+        _refuse_stage_replicas(base.raw)
         progress.phase("simulating", "replica counts", len(replicas))
         curve = consensus(base.raw, replicas, periods, progress)
     print(dumps(curve.to_json()) if args.json else consensus_text(curve, base.label))
@@ -61,6 +64,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: memory: at {D} replicas each GPU needs {need:.1f} of {cap:.1f} GB: it does not "
                   "fit", file=sys.stderr)
     return 0
+
+
+def _refuse_stage_replicas(raw: Mapping[str, Any]) -> None:
+    """A one-line error for PipeDream's per-stage replicas: they are one pipeline's own data
+    parallelism over the whole cluster, which replicas of that cluster cannot repeat (a hunt found
+    every row "cannot run" with a message that contradicted itself: "1920 ... at least 1024")."""
+    par = raw.get("parallelism")
+    if isinstance(par, Mapping) and par.get("stage_replicas") is not None:
+        raise ScenarioError("parallelism.stage_replicas", f"{NAME} replicates a data-parallel pipeline "
+                            "across datacenters; PipeDream's stage replicas are that pipeline's own data "
+                            "parallelism over the cluster: remove them "
+                            "(--set parallelism.stage_replicas=null) to study it")
 
 
 def consensus_text(curve: ConsensusCurve, label: str) -> str:

@@ -60,6 +60,11 @@ def rule_replicas_fill_cluster(sc: Scenario) -> None:
     if 0 in r and max(r) > 0:
         raise ScenarioError(FIELD, f"{excerpt(list(r))} mixes 0 and replica counts; give every stage >= 1 "
                             "replica, or all 0 (auto: PipeDream's partitioner chooses)")
+    # First: the counts below read the micro-batches of a pipeline with dp 1 (a hunt found auto's
+    # count of replicas against dp 2's micro-batches: "1920 gives 15 micro-batches ...; at least 1024").
+    if sc.dp != 1:
+        raise ScenarioError(FIELD, f"is set with parallelism.dp = {sc.dp}; the stage replicas replace the "
+                            "data-parallel degree: set parallelism.dp to 1 (or leave it out)")
     if max(r) == 0:
         slots, n = gpus // (p.tp * p.cp), sc.model.layers
         if gpus % (p.tp * p.cp) or slots < p.pp or n < p.pp:
@@ -79,9 +84,6 @@ def rule_replicas_fill_cluster(sc: Scenario) -> None:
         raise ScenarioError(FIELD, f"{excerpt(list(r))} sums to {sum(r)} GPUs x tp {p.tp} x cp {p.cp} = "
                             f"{sum(r) * p.tp * p.cp}, but the cluster has {gpus}; make the entries add up "
                             f"to {gpus // (p.tp * p.cp) if gpus % (p.tp * p.cp) == 0 else 'GPUs / (tp*cp)'}")
-    if sc.dp != 1:
-        raise ScenarioError(FIELD, f"is set with parallelism.dp = {sc.dp}; the stage replicas replace the "
-                            "data-parallel degree: set parallelism.dp to 1 (or leave it out)")
     # 1F1B-RR hands micro-batch j to replica j mod r (Narayanan et al., SOSP 2019, Sec. 3.2): with
     # fewer micro-batches than replicas some replicas of a stage would get none, hold no gradients
     # to all-reduce and never step.

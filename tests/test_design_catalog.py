@@ -39,3 +39,19 @@ def test_the_catalog_rebuilds_each_layout_in_enumeration_order():
     mask = catalog.mask(narrow)
     kept = [catalog.layout(i) for i in range(len(catalog)) if mask[i]]
     assert kept == list(enumerate_layouts(parsed, narrow))
+
+
+def test_the_space_reaches_the_scenarios_own_micro_batch_above_sixteen():
+    """A hunt: resnet50-cloud-dp trains on 64 images per GPU; the search stopped at micro-batch 16,
+    so neither its own 64 nor the 32 that fits with room on a 3.8 GiB GPU was tried.  The default
+    space reaches the scenario's own micro-batch; a narrowed one (the planner's "1 or 2") keeps its
+    own limit, and the catalog counts as enumeration does."""
+    parsed = LayoutBuilder(search_raw(open_base("resnet50-cloud-dp").raw)).parsed
+    assert parsed.training.micro_batch == 64
+    mbs = {lay.micro_batch for lay in enumerate_layouts(parsed)}
+    assert {16, 32, 64} <= mbs and max(mbs) == 64
+    narrow = replace(Space(), max_micro_batch=2)
+    assert {lay.micro_batch for lay in enumerate_layouts(parsed, narrow)} <= {1, 2}
+    catalog = Catalog(parsed)
+    for space in (Space(), narrow):
+        assert catalog.extent(space) == enumerated_extent(parsed, space)

@@ -23,7 +23,15 @@ from ..scenario import Scenario
 from ..schedules import registry
 from ..workloads.registry import workload_for
 from .search import TIMED_PIPELINES
-from .space import VPP_CHOICES, Layout, Space, enumerate_layouts, is_timed, synchronous_schedules
+from .space import (
+    VPP_CHOICES,
+    Layout,
+    Space,
+    enumerate_layouts,
+    is_timed,
+    micro_batch_limit,
+    synchronous_schedules,
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,7 @@ class Catalog:
     ``schedules`` and ``vpps``, e.g. the scenario's own), as arrays."""
 
     def __init__(self, sc: Scenario, schedules: Iterable[str] = (), vpps: Iterable[int] = ()) -> None:
+        self._sc = sc
         wan = sc.cluster.datacenters > 1
         self.default_schedules = synchronous_schedules(wan=wan)
         names = tuple(dict.fromkeys((*self.default_schedules, *schedules)))
@@ -98,7 +107,7 @@ class Catalog:
         ok_sp = (self.tp == 1) | np.isin(self.sp, sp)
         ok_rc = np.isin(self.rc, [self._rc[r] for r in space.recompute if r in self._rc])
         return (pipeline & ok_sp & ok_rc & np.isin(self.zero, list(space.zero))
-                & ((self.mb <= space.max_micro_batch) | self._whole_batch))
+                & ((self.mb <= micro_batch_limit(self._sc, space)) | self._whole_batch))
 
     def extent(self, space: Space) -> Extent:
         """The :class:`Extent` of ``space`` (a narrowing of the catalogued one)."""

@@ -10,8 +10,8 @@ refined search varies them on its best layouts (explorer/design/refine.py).
 - cp is 1 or a power of two with seq_len divisible by 2·cp (load-balanced ring attention) and at
   least MIN_CP_TOKENS tokens per rank (shorter shards cannot hide the K/V exchange);
 - pp divides GPUs / (tp·cp) and is at most the layer count;
-- dp divides the global batch, the micro-batch is a power of two up to MAX_MICRO_BATCH dividing
-  global_batch / dp;
+- dp divides the global batch, the micro-batch is a power of two up to MAX_MICRO_BATCH (or the
+  scenario's own micro-batch where it is larger: a ResNet's 64 images) dividing global_batch / dp;
 - schedules are the registry's synchronous ones (:func:`synchronous_schedules`; PipeDream's
   asynchronous one only when named in :class:`Space`); the latency-timed ones only where a
   pipeline boundary of the layout joins two datacenters (:func:`pipeline_crosses`): elsewhere their
@@ -153,7 +153,7 @@ class Space:
     schedules: tuple[str, ...] = ()               # () = every synchronous schedule of the registry
     zero: tuple[int, ...] = ZERO_STAGES
     recompute: tuple[str, ...] = RECOMPUTE
-    max_micro_batch: int = MAX_MICRO_BATCH
+    max_micro_batch: int | None = None            # None: micro_batch_limit's default
     vpp: tuple[int, ...] = VPP_CHOICES
     sequence_parallel: tuple[bool, ...] = (False, True)
     # Rank placements and per-stage layer splits (explorer/design/refine.py), searched on the
@@ -181,6 +181,15 @@ def _family_space(sc: Scenario, space: Space) -> tuple[Space, dict[str, bool], l
     return space, uses, extras, fam.whole_batch
 
 
+def micro_batch_limit(sc: Scenario, space: Space) -> int:
+    """The largest micro-batch ``space`` tries: its own limit, else MAX_MICRO_BATCH or the scenario's
+    own micro-batch where larger (a hunt found resnet50-cloud-dp's 64 images never searched, nor the
+    32 that fit with room where its own 64 left 0.2 GB)."""
+    if space.max_micro_batch is not None:
+        return space.max_micro_batch
+    return max(MAX_MICRO_BATCH, sc.training.micro_batch)
+
+
 def _micro_batches(per_replica: int, whole: bool, limit: int) -> list[int]:
     if not whole:
         return _powers_of_two_dividing(per_replica, limit)
@@ -191,6 +200,7 @@ def enumerate_layouts(sc: Scenario, space: Space = Space()) -> Iterator[Layout]:
     """Every layout of the module docstring for ``sc``'s model, batch and cluster, in a fixed order."""
     gpus, per_node = sc.cluster.gpus, sc.cluster.gpus_per_node
     m, batch = sc.model, sc.training.global_batch
+    limit = micro_batch_limit(sc, space)
     space, uses, extras, whole = _family_space(sc, space)
     schedules = space.schedules or synchronous_schedules(wan=sc.cluster.datacenters > 1)
     untimed = tuple(n for n in schedules if not is_timed(n))
@@ -208,7 +218,7 @@ def enumerate_layouts(sc: Scenario, space: Space = Space()) -> Iterator[Layout]:
                        if m.moe is not None and m.is_moe and uses["ep"] else [1])
                 names = schedules if pipeline_crosses(sc.parallelism.order, tp, cp, dp, pp, dc) else untimed
                 for sched, vpp in _schedules(pp, m.layers, names, space.vpp):
-                    for mb in _micro_batches(batch // dp, whole, space.max_micro_batch):
+                    for mb in _micro_batches(batch // dp, whole, limit):
                         for ep in eps:
                             for zero in space.zero:
                                 for rc in space.recompute:

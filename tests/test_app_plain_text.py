@@ -74,3 +74,14 @@ def test_the_copied_link_keeps_the_roots_slash(url, base):
     from explorer.ui.page import page_base
 
     assert page_base(url) == base
+
+
+def test_the_compare_cards_give_tflops_with_the_run_cards_digits():
+    """Found by an app hunt: resnet50-cloud-dp's Compare view read TFLOP/s per GPU "47" beside the
+    Run card's "47.3"."""
+    from explorer.analysis.compare import Delta
+    from explorer.ui.views.compare import _fmt
+    from explorer.ui.views.metrics import rate_text
+
+    d = Delta("tflops_per_gpu", "TFLOP/s per GPU", 47.3, 47.3)
+    assert _fmt(d, 47.3) == rate_text(47.3) == "47.3"

@@ -31,7 +31,7 @@ from ..controls import WIDGET_KEYS
 from ..export import chart
 from ..plain import plain
 from ..widget_defaults import index_of, text_of
-from .metrics import fmt_time
+from .metrics import fmt_time, rate_text
 from .run import run_summary
 from .timeline import gantt_figure
 
@@ -167,7 +167,7 @@ def _fmt(d: Delta, v: float) -> str:
     if d.key in ("mfu", "bubble_fraction"):
         return f"{v:.1%}"
     if d.key == "tflops_per_gpu":
-        return f"{v:.0f}"
+        return rate_text(v)          # the Run cards' digits (a hunt read 47 here beside their 47.3)
     if d.key == "memory_GB_total":
         return f"{v:.1f} GB"
     return f"{v:,.0f}"

@@ -89,3 +89,23 @@ def test_a_target_is_missed_when_no_batch_fits_and_the_summary_says_why(capsys):
     assert main(["run", LLAMA, "--set", "parallelism.tp=1", "--set", "inference.tpot_target_ms=10"]) == 0
     assert ("target TPOT 10 ms: missed at every batch that fits in memory (1 to 32; 0 requests/s)"
             in capsys.readouterr().out)
+
+
+def test_the_apps_target_sentence_says_a_miss_is_within_memory():
+    """The Serving curve tab says what run's summary says (serving/report.targets_text): a target is
+    missed at every batch that fits (1 to max batch), or no batch fits at all."""
+    from explorer.ui.views.serving import target_sentence
+
+    from cli_support import cli
+
+    def inference(*sets: str) -> dict:
+        got = cli("run", "serve-llama3-70b-tp8", "--set", "parallelism.tp=1", *sets, "--json")
+        return json.loads(got.stdout)["inference"]
+
+    f = inference("--set", "inference.tpot_target_ms=1")
+    assert f["target_batch"] is None and f["max_batch"] == 32
+    assert target_sentence(f).startswith("**Target TPOT 1 ms is missed at every batch that fits in memory "
+                                         "(1 to 32)**")
+    f = inference("--set", "inference.weight_dtype=bf16", "--set", "inference.tpot_target_ms=100")
+    assert f["max_batch"] == 0
+    assert target_sentence(f).startswith("**Target TPOT 100 ms is missed: no batch fits in memory**")

@@ -28,8 +28,13 @@ def target_sentence(f: Mapping[str, Any]) -> str:
         return ""
     named = " and ".join(([f"TPOT {tpot * 1e3:,.4g} ms"] if tpot is not None else [])
                          + ([f"mean TTFT {ttft * 1e3:,.4g} ms"] if ttft is not None else []))
+    # Only batches that fit are answers (serving/result.py): a miss says so, as the CLI's does.
+    if f.get("max_batch") == 0:
+        return (f"**Target {named} is missed: no batch fits in memory** (0 requests/s) — more GPUs per "
+                "replica, lower-precision weights and KV cache or shorter requests would make room.")
     if f["target_batch"] is None:
-        return (f"**Target {named} is missed at every batch**: no batch meets it on this layout — "
+        fit = f" that fits in memory (1 to {f['max_batch']:,})" if f.get("max_batch") else ""
+        return (f"**Target {named} is missed at every batch{fit}**: no batch meets it on this layout — "
                 "fewer GPUs per all-reduce, faster links or more prefill replicas would.")
     # A request-length mix's prefills differ by kind: its queue is M/G/1 (serving/targets.py).
     model = "M/G/1" if f.get("mix") else "M/D/1"

@@ -240,3 +240,25 @@ def test_a_gpu_switch_keeps_a_bandwidth_the_scenario_sets():
     want = simulate(load(ROOT / "scenarios" / "megatron-gpt3-175b.yaml", {"hardware.gpu": "h100-sxm"}))
     assert want.scenario.cluster.scale_up.bandwidth_GBps == 300
     assert seconds(at) == pytest.approx(want.iteration_time_s, rel=CARD)
+
+
+def test_choosing_a_pcie_scale_up_takes_the_gpus_pcie_rate():
+    """A hunt: scale-up kind pcie kept the preset's NVLink 450 GB/s (an H100 "on PCIe" reduced at
+    260 GB/s bus bandwidth).  Left to the loader, a PCIe scale-up takes the GPU's measured PCIe rate
+    (H100: 52.8 GB/s, nvbandwidth); in the sidebar the kind re-derives the bandwidth, even over the
+    preset's NVLink figure, and NCCL's SMs with it."""
+    from explorer.scenario import load
+    from explorer.simulate import simulate
+
+    from app_support import qp, seconds
+
+    path = ROOT / "scenarios" / "teaching-8gpu.yaml"
+    derived = load(path, {"cluster.scale_up.kind": "pcie", "cluster.scale_up.bandwidth_GBps": None})
+    assert derived.cluster.scale_up.bandwidth_GBps == derived.hardware.gpu.pcie_GBps == 52.8
+    at = run_app(scenario="teaching-8gpu")
+    assert at.session_state["cluster.scale_up.bandwidth_GBps"] == 450
+    at.sidebar.selectbox(key="cluster.scale_up.kind").set_value("pcie").run()
+    assert not at.exception
+    assert at.session_state["cluster.scale_up.bandwidth_GBps"] == 52.8
+    assert seconds(at) == pytest.approx(simulate(derived).iteration_time_s, rel=CARD)
+    assert float(qp(at, "cluster.scale_up.bandwidth_GBps")) == 52.8

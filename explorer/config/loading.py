@@ -11,7 +11,8 @@ field                           filled with
 model.kv_heads                  model.heads (multi-head attention)
 model.ffn_hidden                4 * model.hidden (GPT-2/3's FFN width)
 hardware.gpu.fp8_tflops         hardware.gpu.peak_tflops (no fp8 speed-up unless stated)
-cluster.scale_up.bandwidth_GBps hardware.gpu.scale_up_GBps, else FALLBACK_SCALE_UP_GBPS
+cluster.scale_up.bandwidth_GBps hardware.gpu.scale_up_GBps (on a PCIe scale-up the GPU's pcie_GBps
+                                where given), else FALLBACK_SCALE_UP_GBPS
 cluster.scale_up.domain_gpus    gpus_per_node, or the GPU preset's rack (explorer/config/domains.py)
 cluster.scale_out.nic_Gbps      the fabric preset's (explorer/data/fabrics.yaml)
 cluster.scale_out.latency_us    the fabric preset's
@@ -206,7 +207,10 @@ def _fill_gpu(gpu: GPU) -> GPU:
 def _fill_cluster(cluster: Any, gpu: GPU) -> Any:
     up = cluster.scale_up
     if up.bandwidth_GBps is None:
-        up = evolve(up, bandwidth_GBps=gpu.scale_up_GBps or FALLBACK_SCALE_UP_GBPS)
+        # GPUs on PCIe switches meet over their PCIe link, not the NVLinks the preset has (a hunt
+        # found an H100 "on PCIe" reducing at 260 GB/s bus bandwidth).
+        pcie = gpu.pcie_GBps if up.kind == "pcie" else None
+        up = evolve(up, bandwidth_GBps=pcie or gpu.scale_up_GBps or FALLBACK_SCALE_UP_GBPS)
     if up.domain_gpus is None:
         up = evolve(up, domain_gpus=default_domain(cluster, gpu.origin or gpu.name))
     return _filled(cluster, scale_up=up, scale_out=resolved_scale_out(cluster.scale_out))

@@ -156,7 +156,8 @@ class ScaleUp:
                "neighbours only, all-to-all ~n/4 hops; pcie = 2 GPUs per switch uplink, no NVLS "
                "(topology.py)"})
     bandwidth_GBps: float | None = field(default=None, metadata={
-        **SCALE_UP_GBPS, "doc": "per GPU, per direction; default from the GPU preset"})
+        **SCALE_UP_GBPS, "doc": "per GPU, per direction; default from the GPU preset (on pcie its "
+                                "pcie_GBps where given)"})
     latency_us: float = field(default=0.6, metadata={**LATENCY_US, "doc": (
         "NVLink hop latency of NCCL's LL (NCCL 2.25 tuning.cc hwLat 0.6 us); other protocols alike")})
     domain_gpus: int | None = field(default=None, metadata={"min": 1, "max": MAX_GPUS, "doc": (

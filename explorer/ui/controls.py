@@ -67,7 +67,7 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("parallelism.order", "Placement order (innermost first)", "order"),
     ]),
     ("Scale-up (NVLink)", [
-        Control("cluster.scale_up.kind", "Kind", "choice"),
+        Control("cluster.scale_up.kind", "Kind (PCIe sets the GPU's PCIe rate)", "source"),
         Control("cluster.scale_up.bandwidth_GBps", "Bandwidth per GPU (GB/s)", "float"),
         Control("cluster.scale_up.latency_us", "Latency (µs)", "float"),
         Control("cluster.scale_up.domain_gpus", "NVLink domain (GPUs; 72 = NVL72)", "int"),
@@ -149,6 +149,8 @@ CONTROLS: list[Control] = [c for _, items in SECTIONS for c in items]
 DERIVED_WIDGETS: dict[str, tuple[str, ...]] = {
     "cluster.scale_out.fabric": ("cluster.scale_out.nic_Gbps", "cluster.scale_out.latency_us"),
     "training.framework": ("communication.bucket_MB", "communication.comm_sms"),   # NCCL's SMs under FSDP
+    # NVLink or PCIe: the link's rate and the SMs NCCL opens for it (config/nccl_channels.py).
+    "cluster.scale_up.kind": ("cluster.scale_up.bandwidth_GBps", "communication.comm_sms"),
     "cluster.scale_across.preset": ("cluster.scale_across.bandwidth_Gbps", "cluster.scale_across.latency_ms"),
     # The NVLink domain follows the GPU (a GB200 is an NVL72 rack) and the node size and count
     # (explorer/config/domains.py): a domain kept from the old shape could straddle the new one.

@@ -43,6 +43,8 @@ SAMPLED = {"model.gnn.mode": "minibatch", "training.global_batch": 16384, "train
 # The workload families' rules, on their own scenario files: field -> (file, condition, value, read).
 FAMILY_CASES = {
     "model.gnn.cache_hit": (GNN, {}, 0.9, {"model.gnn.local_share": 0.0625}),
+    # (a hunt: overlap on SALIENT's scenario, every feature local, changed nothing unsaid)
+    "model.gnn.overlap": (GNN, {}, True, {"model.gnn.local_share": 0.0625}),
     "model.gnn.local_share": (GNN, FULL_GRAPH, 0.5, SAMPLED),
     "model.gnn.fanouts": (GNN, FULL_GRAPH, [10, 10, 10], SAMPLED),
     "model.gnn.cpu_workers": (GNN, FULL_GRAPH, 2, {**SAMPLED, "model.gnn.pipelined": False}),

@@ -163,3 +163,15 @@ def test_no_best_is_named_when_no_placement_leaves_the_headroom():
     free = r.top[0].figures["free_GB"]
     assert out.rstrip().endswith(f"no placement leaves the 1 GB a GPU needs beside the model (the fastest "
                                  f"that fits leaves {free:.2f} GB free): none is recommended")
+
+
+@pytest.mark.slow
+def test_json_holds_the_naive_and_own_rows_the_text_shows():
+    """A hunt: advise two-datacenters --top 3 --json gave 3 rows while the text showed the naive and
+    the scenario's own placements beside them, and the docstring promised their flags."""
+    got = cli("advise", "two-datacenters", "--top", "3", "--json")
+    rows = json.loads(got.stdout)
+    assert got.returncode == 0 and len(rows) == 5
+    assert [(r["naive"], r["own"]) for r in rows[3:]] == [(True, False), (False, True)]
+    text = cli("advise", "two-datacenters", "--top", "3").stdout
+    assert "\nnaive " in text and "\n  own " in text

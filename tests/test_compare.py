@@ -423,3 +423,18 @@ def test_scaling_names_the_familys_unit(capsys):
     (point,) = json.loads(capsys.readouterr().out)
     rate = point["global_batch"] / point["time_per_step_s"]
     assert point["samples_per_s"] == pytest.approx(rate, rel=1e-12)
+
+
+def test_diff_says_the_waterfall_is_the_inner_steps_where_replicas_sync_every_few_steps():
+    """A hunt: diff streaming-diloco-1gbps with a 10 Gb/s WAN for B printed "Time per step 1,621.8
+    ms -> 1,575.9 ms" in its table and "where the difference goes (B - A = +0.0 ms ...)" under it:
+    the categories are the inner step's, the amortised outer sync is only in the time per step.
+    The sentence now says so and gives each side's outer sync per step."""
+    got = cli("diff", "streaming-diloco-1gbps", "--set-b", "cluster.scale_across.bandwidth_Gbps=10")
+    assert got.returncode == 0
+    a = simulate(load_scenario("streaming-diloco-1gbps", []))
+    outer_ms = (a.time_per_step_s - a.iteration_time_s) * 1e3
+    assert outer_ms > 1
+    line = next(ln for ln in got.stdout.splitlines() if "difference goes" in ln)
+    assert line.startswith("  where the inner step's difference goes (B - A = +0.0 ms;")
+    assert f"the outer synchronisation amortised per step, A {outer_ms:,.1f} ms" in line

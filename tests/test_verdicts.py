@@ -311,3 +311,27 @@ def test_a_faster_own_layout_short_of_the_headroom_is_not_ranked_above_those_tha
         f"the scenario's own layout is faster but leaves only {res.baseline.memory.free_GB:.1f} GB free, "
         f"under the 1 GB headroom; the fastest found with it is {slower:.2f}x slower, with "
         f"{best.memory.free_GB:.1f} GB free")
+
+
+@pytest.mark.slow
+def test_search_and_advise_rank_replicas_that_sync_every_few_steps_by_their_time_per_step():
+    """A hunt: on streaming-diloco-1gbps search and advise ranked by the inner step: search's third,
+    a chimera layout printed at 1.625 s, took 2.018 s per step, above layouts of 1.681 s; advise
+    had 141 pairs out of order among its top 30.  Both now rank, print and compare the time per
+    step (run's time_per_step_s), as sweep and sensitivity do."""
+    from explorer.commands.search import search_text
+    from explorer.design.advise import advise
+
+    base = open_base("streaming-diloco-1gbps")
+    res = search(base, top=5, space=Space(schedules=("1f1b", "chimera", "zb-h2"), zero=(1, 2),
+                                          recompute=("selective",)))
+    steps = [c.step_s for c in res.top]
+    assert steps == sorted(steps)
+    assert all(c.step_s > c.iteration_time_s for c in res.top)       # the outer sync is in the step
+    for c in res.top[:2]:
+        assert c.step_s == pytest.approx(simulate(base.scenario(c.layout.overrides())).time_per_step_s,
+                                         rel=1e-9)
+    assert "per step (inner step" in search_text(res, "streaming")
+    adv = advise(base, top=8)
+    steps = [a.step_s for a in adv.top if a.roomy]
+    assert steps == sorted(steps) and len(steps) >= 2

@@ -3,7 +3,9 @@
 Which dimensions of the scenario's training should cross its datacenters: every placement (span
 dp / pp / dp+pp, pipeline depth, flat or hierarchical DP, schedule) ranked by the estimator, the
 top K, the naive placement (DP flat across everything) and the scenario's own simulated with the
-full engine (explorer/design/advise.py).  ``--json`` prints a list sorted by ``iteration_time_s``
+full engine (explorer/design/advise.py).  ``--json`` prints a list sorted by ``time_per_step_s``
+(the iteration, or the amortised step of replicas that synchronise every few steps), then the naive
+and own placements where they are not among it
 (full engine), each with ``placement`` (label), ``overrides`` (apply them with ``--set``),
 ``iteration_time_s``, ``mfu``, ``tokens_per_s``, ``memory_GB_total``, ``fits``, ``breakdown_s``,
 ``wan_links`` (summary), ``estimate_s``, ``link`` (share query string), ``own`` and ``naive``;
@@ -42,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=bounded_int(1, MAX_TOP), default=5,
                         help=f"placements simulated in full and printed, 1 to {MAX_TOP} (default 5)")
     add_set_argument(parser)
-    parser.add_argument("--json", action="store_true", help="print a JSON list sorted by iteration time")
+    parser.add_argument("--json", action="store_true", help="print a JSON list sorted by time per step")
     add_executor_arguments(parser)
 
 
@@ -52,10 +54,20 @@ def run(args: argparse.Namespace) -> int:
         result = advise(base, args.top, executor_spec(args), progress)
     if args.json:
         print(summary_line(result), file=sys.stderr)
-        print(dumps([a.to_json() for a in result.top]))
+        print(dumps([a.to_json() for a in json_rows(result)]))
     else:
         print(advise_text(result, base.label))
     return 0
+
+
+def json_rows(r: AdviceResult) -> list[Advice]:
+    """The ranked placements, then the naive and the scenario's own where not among them (each
+    flagged ``naive`` / ``own``, as the text's extra rows: a hunt found them in the text only)."""
+    rows = list(r.top)
+    for a in (r.naive, r.own):
+        if a is not None and all(a.label != b.label for b in rows):
+            rows.append(a)
+    return rows
 
 
 def gain_line(r: AdviceResult) -> str:
@@ -70,7 +82,7 @@ def gain_line(r: AdviceResult) -> str:
     if r.naive is None or speedup is None:
         return "the naive placement (DP flat across all datacenters) is not valid for this pipeline"
     fits = "" if r.naive.figures["fits"] else ", which does not fit in memory"
-    head = f"best vs naive (DP flat ring across all datacenters, {fmt_s(r.naive.iteration_time_s)}{fits}): "
+    head = f"best vs naive (DP flat ring across all datacenters, {fmt_s(r.naive.step_s)}{fits}): "
     if speedup >= 1:
         return head + f"{speedup:.2f}x faster, {1 - 1 / speedup:.0%} less time per iteration"
     # Slower than a naive placement that does not fit: the best is what runs, not a loss to it.
@@ -91,12 +103,15 @@ def advise_text(r: AdviceResult, label: str) -> str:
     lines = [f"# advise: {one_line(label)}", summary_line(r)]
     for fld, n in r.reasons[:4]:
         lines.append(f"  {n:>6,} placements invalid by {one_line(fld)}")
-    lines += ["", f"{'#':>2}  {'iteration':>10}  {'MFU':>6}  {'memory':>8}  {'WAN util':>8}  placement"]
+    # Replicas that synchronise every few steps are ranked by their time per step (design/advise.py).
+    per_step = any(a.step_s != a.iteration_time_s for a in json_rows(r))
+    lines += ["", f"{'#':>5}  {'per step' if per_step else 'iteration':>10}  {'MFU':>6}  {'memory':>8}  "
+                  f"{'WAN util':>8}  placement"]
     for rank, a in enumerate(r.top, 1):
         lines.append(_row(str(rank), a))
     for tag, other in (("naive", r.naive), ("own", r.own)):
         if other is not None and all(other.label != b.label for b in r.top):
-            lines.append(_row(tag[:2], other))
+            lines.append(_row(tag, other))
     if r.best is not None:
         best = r.best
         lines += ["", f"best: {best.label}", f"  {fmt_breakdown(best.figures['breakdown_s'])}",
@@ -112,5 +127,5 @@ def _row(rank: str, a: Advice) -> str:
     mem = f"{f['memory_GB_total']:.1f} GB" + ("" if f["fits"] else "!")
     tight = (f"  ({f['free_GB']:.2f} GB free: under the {DEFAULT_HEADROOM_GB:g} GB a GPU needs beside the "
              "model)" if f["fits"] and not a.roomy else "")
-    return (f"{rank:>2}  {fmt_s(f['iteration_time_s']):>10}  {f['mfu']:>6.1%}  {mem:>8}  "
+    return (f"{rank:>5}  {fmt_s(a.step_s):>10}  {f['mfu']:>6.1%}  {mem:>8}  "
             f"{a.wan_links['max_utilisation']:>8.0%}  {a.label}{tight}")

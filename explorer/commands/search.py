@@ -6,8 +6,9 @@ valid and fits in memory with ``--headroom-GB`` to spare (default 1 GB: the CUDA
 fragmentation; NCCL's buffers are in the total, explorer/analysis/verdict.py), ranked by the
 estimator; the top K priced exactly (explorer/design/search.py). ``--orders`` / ``--splits`` also
 score the rank placements / per-stage layer splits of the best layouts of the R fastest shapes
-(explorer/design/refine.py). ``--json`` prints a list sorted by ``iteration_time_s``, each with
-``overrides``, ``iteration_time_s``, ``memory_GB_total``,
+(explorer/design/refine.py). ``--json`` prints a list sorted by ``time_per_step_s`` (the iteration,
+or the amortised step of replicas that synchronise every few steps), each with
+``overrides``, ``iteration_time_s``, ``time_per_step_s``, ``memory_GB_total``,
 ``memory_capacity_GB``, ``free_GB``, ``link``, ``mfu``, ``tokens_per_s``, ``fits``, ``breakdown_s``,
 ``estimate_s``, ``layout`` (with dp, the placement ``order`` it ran and its ``pipeline_layout``, null
 for the balanced split) and ``baseline`` (the scenario's own layout); the counts and
@@ -34,6 +35,7 @@ from ..design.cli_support import (
 )
 from ..design.progress import reporting
 from ..design.search import TIMED_PIPELINES, SearchResult, search
+from ..design.search_verdict import Candidate
 from ..design.space import RECOMPUTE, REFINE, ZERO_STAGES, Space
 from ..scenario import ScenarioError
 from ..schedules import registry
@@ -156,14 +158,21 @@ def search_text(r: SearchResult, label: str) -> str:
         mark = "  <- the scenario's own layout" if c.baseline else ""
         what = "proxy estimate" if r.proxy else "estimated"
         est = f" ({what} {fmt_s(c.estimate_s)})" if c.estimate_s is not None else ""
-        lines += ["", f"{rank:>2}. {fmt_s(c.iteration_time_s)}{est} · MFU {f['mfu']:.1%} · "
+        lines += ["", f"{rank:>2}. {_time(c)}{est} · MFU {f['mfu']:.1%} · "
                       f"{c.memory.need_GB:.1f} GB ({c.memory.free_GB:.1f} free) · dp {c.dp}{mark}",
                   f"    {c.layout.label()}",
                   f"    {fmt_breakdown(f['breakdown_s'])}",
                   f"    ?{c.link}" if c.link else "    (no link: too many fields differ)"]
     b = r.baseline
     if b is not None:
-        lines += ["", f"the scenario's own layout: {fmt_s(b.iteration_time_s)} · {b.memory.label()} · "
+        lines += ["", f"the scenario's own layout: {_time(b)} · {b.memory.label()} · "
                       f"{b.layout.label()}", r.verdict()]
     return "\n".join(lines)
 
+
+def _time(c: Candidate) -> str:
+    """A row's time as it is ranked: the iteration, or the time per step (and the inner step) where
+    replicas synchronise every few steps."""
+    if c.step_s == c.iteration_time_s:
+        return fmt_s(c.iteration_time_s)
+    return f"{fmt_s(c.step_s)} per step (inner step {fmt_s(c.iteration_time_s)})"

@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -47,6 +48,8 @@ from .progress import Progress
 T = TypeVar("T")
 R = TypeVar("R")
 EXECUTORS = ("local", "dask")
+# A Dask scheduler address: [protocol://]host:port (distributed.comm.parse_address's form).
+_ADDRESS = re.compile(r"^([a-z][a-z0-9+.-]*://)?(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}$")
 CONNECT_TIMEOUT_S = 10         # a wrong --address fails in seconds, not minutes
 PROBE_TIMEOUT_S = 60           # a worker that cannot import explorer dies; no answer within this is an error
 _PACKAGE = Path(__file__).resolve().parents[1]     # explorer/
@@ -76,6 +79,11 @@ class ExecutorSpec:
             raise ScenarioError("--executor", f"{self.kind!r} is not one of {', '.join(EXECUTORS)}")
         if self.address is not None and self.kind != "dask":
             raise ScenarioError("--address", "needs --executor dask (a Dask scheduler's address)")
+        # Checked before any work (a hunt found advise's --address foo refused after the estimate
+        # and the first simulations); whether the scheduler answers is known only on connecting.
+        if self.address is not None and not _ADDRESS.match(self.address):
+            raise ScenarioError("--address", f"{self.address!r} is not a scheduler address; write "
+                                "tcp://HOST:PORT (e.g. tcp://10.0.0.1:8786)")
         if self.workers is not None and self.workers < 1:
             raise ScenarioError("--workers", f"{self.workers} must be at least 1")
 

@@ -38,7 +38,7 @@ class _Scored:
     fits with the job's headroom to spare."""
 
     reason_fields: tuple[str | None, ...]     # None where valid
-    iteration_time_s: np.ndarray
+    step_s: np.ndarray                        # time per step (Scores.step_s: what rankings compare)
     memory_GB_total: np.ndarray
     fits: np.ndarray
     roomy: np.ndarray
@@ -72,7 +72,7 @@ def _scored(job: _Job) -> _Scored:
     cap = np.full(n, np.nan)
     idx = np.asarray(slots, dtype=int)
     if len(idx):
-        t[idx], mem[idx], fits[idx] = s.iteration_time_s, s.memory_GB_total, s.fits
+        t[idx], mem[idx], fits[idx] = s.step_s(), s.memory_GB_total, s.fits     # the time per step
         cap[idx] = [least_capacity_GB(sc) for sc in scenarios]
     for j, why in enumerate(refused):
         if why is not None:
@@ -123,7 +123,7 @@ def score_into(raw: Mapping[str, Any], layouts: list[Layout], slots: list[int], 
                      in_process=work.in_process(len(layouts), cost), progress=progress)
     slots = [slots[k] for part in parts for k in part]
     idx = np.asarray(slots, dtype=int)
-    into.t_est[idx] = np.concatenate([c.iteration_time_s for c in out])
+    into.t_est[idx] = np.concatenate([c.step_s for c in out])
     into.fits[idx] = np.concatenate([c.fits for c in out])
     into.roomy[idx] = np.concatenate([c.roomy for c in out])
     for i, why in zip(slots, (r for c in out for r in c.reason_fields), strict=True):

@@ -247,7 +247,7 @@ def search(base: Base, gpus: int | None = None, top: int = 10, space: Space | No
             top_list.append(baseline)
         else:       # found among the best: shown as the user's own (priced alike, on the full engine)
             top_list = [baseline if c.layout == baseline.layout else c for c in top_list]
-    top_list.sort(key=lambda c: c.iteration_time_s)
+    top_list.sort(key=lambda c: c.step_s)
     t3 = time.perf_counter()
     return SearchResult(
         gpus=parsed.cluster.gpus, enumerated=len(layouts),

@@ -165,3 +165,38 @@ def test_a_synchronisation_window_is_drawn_as_the_timeline_tab_draws_it(capsys, 
     assert r.charts[:2] == ["gantt", "sync_window"] and "datacenters" in r.charts
     assert r.cards["time_per_step_s"] == run_json(capsys, "diloco-cross-region")["time_per_step_s"]
     assert r.plotly_divs == [f"chart-{k}" for k in r.charts]
+
+
+RUN_PLAN = ("teaching-8gpu", "--set", "training.total_tokens=1e9",
+            "--set", "reliability.price_per_gpu_hour=2")
+
+
+def test_a_run_plan_is_embedded_and_shown_as_run_json_has_it(capsys, tmp_path):
+    """A scenario with a run plan: the embedded JSON lacked run --json's ``run_total`` and the page
+    showed none of the run's days, GPU-hours or goodput; now both are run --json's."""
+    r = parse_report(write_report(capsys, tmp_path, *RUN_PLAN))
+    j = run_json(capsys, *RUN_PLAN)
+    assert r.run_json == j and list(r.run_json) == list(j)
+    t = j["run_total"]
+    # 1e9 tokens rounded up to whole batches of 16 x 4096 tokens.
+    assert t["tokens"] == 1000013824.0 and t["price"] == 2 * t["gpu_hours"] and 0.03 < t["days"] < 0.05
+    assert r.card_labels[-5:] == ["Days", "GPU-hours", "Goodput", "Energy", "Cost"]
+    for key in ("days", "gpu_hours", "goodput", "energy_MWh", "price"):
+        assert r.cards[f"run_total.{key}"] == t[key], key
+    # One iteration only: no run cards (and no run_total), as before.
+    plain = parse_report(write_report(capsys, tmp_path, "teaching-8gpu"))
+    assert "Days" not in plain.card_labels and "run_total" not in plain.run_json
+
+
+def test_the_apps_report_of_a_run_plan_is_the_clis(capsys):
+    """The app builds its report from its view cache, which holds the one iteration's JSON
+    (explorer/ui/report.py): the page completes it with run_total, so it is the CLI's file."""
+    from explorer.fidelity.band import with_band
+    from explorer.report import ReportInputs, inputs_of_result, report_html
+
+    sc = load_scenario("teaching-8gpu", list(RUN_PLAN[2::2]))
+    res = simulate(sc)
+    cli_inputs = inputs_of_result(res, "http://x/?scenario=teaching-8gpu")
+    app_inputs = ReportInputs(**{**cli_inputs.__dict__, "run_json": with_band(res.to_json_dict(), sc)})
+    assert "run_total" not in app_inputs.run_json
+    assert report_html(app_inputs) == report_html(cli_inputs)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..numbers import figure
+from ..run.report import percent
 from ..scenario import Scenario
 from ..workloads.registry import nouns
 
@@ -99,3 +100,23 @@ def _error_card(err: float | None) -> Card:
     shown = f"±{err * 100:.0f} %" if err is not None else "n/a"
     says = "validation error of similar published runs" if err is not None else "no similar published run"
     return Card("Expected error", shown, "expected_error", err, says)
+
+
+def run_cards(t: Mapping[str, Any]) -> list[Card]:
+    """The whole run's cards of ``run --json``'s ``run_total`` ``t``, as the app's Run tab shows them
+    (explorer/ui/views/run.py): days, GPU-hours, goodput, energy, and the cost when priced."""
+    days, hours, e, tok = t["days"], t["gpu_hours"], t["energy_MWh"], t["tokens"]
+    phases = len(t["phases"])
+    tokens = f"{tok / 1e12:,.2f}T" if tok >= 1e12 else f"{tok / 1e9:,.2f}B"
+    # The CLI's digits (explorer/run/report.run_lines): a run of hours is not "0.0" days.
+    out = [Card("Days", f"{days:,.{1 if days >= 10 else 3}f}", "run_total.days", days,
+                f"{tokens} tokens in {phases} phase{'' if phases == 1 else 's'}"),
+           Card("GPU-hours", f"{hours / 1e6:,.2f}M" if hours >= 1e5 else f"{hours:,.0f}",
+                "run_total.gpu_hours", hours),
+           Card("Goodput", percent(t["goodput"]), "run_total.goodput", t["goodput"],
+                "training time / wall-clock time (failures, checkpoints, restarts)"),
+           Card("Energy", "unknown" if e is None else f"{e:,.0f} MWh" if e >= 10 else f"{e:,.3f} MWh",
+                "run_total.energy_MWh", e)]
+    if "price" in t:
+        out.append(Card("Cost", f"{t['price']:,.0f}", "run_total.price", t["price"]))
+    return out

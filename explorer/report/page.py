@@ -4,7 +4,8 @@ script, so a lecturer can mail it or put it on a USB stick and it opens without 
 
 The run JSON is embedded as it is (``<script type="application/json" id="run-json">``) and each
 card carries the exact value of the run-JSON key it shows (``data-key``/``data-value``), so a
-reader — or a test — can check the page against ``run --json``.
+reader — or a test — can check the page against ``run --json``.  A scenario with a run plan adds
+the whole run's cards (days, GPU-hours, goodput, energy, cost), as the app's Run tab shows them.
 """
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ import plotly.graph_objects as go
 
 from ..config.schema import one_line
 from ..variants.hetero import gpu_summary
-from .cards import Card, cards
+from .cards import Card, cards, run_cards
 from .charts import Chart, charts
-from .inputs import ReportInputs
+from .inputs import ReportInputs, with_run
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto;
@@ -68,7 +69,8 @@ def _json_script(obj: object) -> str:
 
 def report_html(r: ReportInputs) -> str:
     """The whole page of run ``r``."""
-    sc, j = r.scenario, r.run_json
+    sc = r.scenario
+    j = with_run(r.run_json, sc)     # the app's cached JSON lacks run_total; the CLI's has it
     p = sc.parallelism
     title = one_line(sc.name)
     m = j["micro_batches"]
@@ -91,6 +93,8 @@ def report_html(r: ReportInputs) -> str:
         f"<h1>{escape(title)}</h1>", f'<p class="sub">{escape(layout)}</p>',
         '<div class="cards">' + "".join(_card(c) for c in cards(j, sc)) + "</div>",
         f'<p class="sub">Expected error — {escape(band)}</p>' if band else "",
+        *(['<h2>The whole run</h2>', '<div class="cards" id="run-cards">'
+           + "".join(_card(c) for c in run_cards(j["run_total"])) + "</div>"] if "run_total" in j else []),
         f'<p class="bottleneck">{escape(j["bottleneck"])}</p>',
         *(f'<p class="{"note" if k == "split" else "warning"}">{escape(w)}</p>'
           for w, k in zip(j["warnings"], j.get("warning_kinds") or [""] * len(j["warnings"]), strict=True)),

@@ -2,6 +2,8 @@
 in the readable summary.  Both read the same RunTotal, computed once per simulated result."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..config.schema import one_line
 from ..result.record import Result
 from .convergence import CITATION
@@ -26,15 +28,19 @@ def run_json(res: Result) -> dict:
     """``{"run_total": ...}`` when the scenario has a run plan, else ``{}`` (run --json merges it).
     A phase over memory also makes the run's ``memory_over_capacity`` true and adds its ``memory``
     warning (:func:`unfit_warnings`): the base scenario fitting does not make the plan runnable."""
-    total = run_of(res)
+    return total_json(run_of(res), res.warnings, res.warning_kinds)
+
+
+def total_json(total: RunTotal | None, warnings: Sequence[str], kinds: Sequence[str]) -> dict:
+    """:func:`run_json` of a run ``total`` whose base result warned ``warnings`` of ``kinds``."""
     if total is None:
         return {}
     out: dict = {"run_total": total.to_json_dict()}
     said = unfit_warnings(total)
     if said:
         out["memory_over_capacity"] = True
-        out["warnings"] = [*res.warnings, *said]
-        out["warning_kinds"] = [*res.warning_kinds, *(["memory"] * len(said))]
+        out["warnings"] = [*warnings, *said]
+        out["warning_kinds"] = [*kinds, *(["memory"] * len(said))]
     return out
 
 

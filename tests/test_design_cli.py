@@ -6,6 +6,8 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
+
 from cli_support import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +57,19 @@ def test_sweep_typo_in_a_key_is_exit_2_naming_it():
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("error: cluster.scale_ot.nic_Gbps: is not a scenario field")
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("spec", ["=1,2", " =1,2"])
+def test_sweep_vary_without_a_key_says_so(spec):
+    """``--vary =1,2`` read "error: is not a scenario field (--vary): unknown key (valid keys: ...)",
+    naming no key; now it says none is given, as ``--set =3`` does (tests/test_cli.py)."""
+    proc = cli("sweep", "teaching-8gpu", "--vary", spec)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (f"error: --vary: '{spec}' names no field before '='; give dotted.key=v1,v2,..., "
+                           "e.g. parallelism.tp=1,2\n")
+    set_says = cli("run", "teaching-8gpu", "--set", "=3").stderr
+    assert set_says == ("error: --set: '=3' names no field before '='; give dotted.key=value, "
+                        "e.g. parallelism.tp=4\n")
 
 
 def test_search_json_contract():
@@ -113,6 +128,24 @@ def test_scaling_json_contract():
     assert all({"iteration_time_s", "mfu", "exposed_s", "dp", "global_batch", "link"} <= set(r) for r in rows)
     assert [r["global_batch"] for r in rows] == [16, 16, 16]
     assert rows[0]["iteration_time_s"] > rows[2]["iteration_time_s"]
+
+
+@pytest.mark.parametrize("gpus,said", [
+    ("8,,16", "error: --gpus: '8,,16' has an empty item; give GPU counts separated by single commas "
+              "(e.g. 8,16,32)"),
+    ("8,16,", "error: --gpus: '8,16,' has an empty item; give GPU counts separated by single commas "
+              "(e.g. 8,16,32)"),
+    ("100000000000", "error: --gpus: 100,000,000,000 is out of range (give 1 to 10,000,000)"),
+    ("8,0", "error: --gpus: 0 is out of range (give 1 to 10,000,000)"),
+    ("8,x", "error: --gpus: 'x' is not a whole number (give 1 to 10,000,000)"),
+])
+def test_scaling_bad_gpus_is_one_line_exit_2(gpus, said):
+    """``8,,16`` ran as 8,16 (the empty item dropped) and 1e11 GPUs gave an "invalid:
+    training.global_batch" row, both exit 0: now one line naming --gpus, search's bound and wording."""
+    proc = cli("scaling", "teaching-8gpu", "--gpus", gpus)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", said + "\n")
+    assert cli("search", "teaching-8gpu", "--gpus", "100000000000").stderr.endswith(
+        "--gpus: 100,000,000,000 is out of range (give 1 to 10,000,000)\n")
 
 
 def test_sensitivity_says_when_its_base_does_not_fit():

@@ -14,6 +14,7 @@ from explorer.config.dormant import RULES, dormant_settings
 from explorer.scenario import apply_overrides, from_dict, load_raw
 from explorer.simulate import simulate
 
+from cli_support import cli
 from conftest import ROOT
 
 TEACH = ROOT / "scenarios" / "teaching-8gpu.yaml"      # bf16, tp 1, dp 2, pp 4, ZeRO-1, allreduce
@@ -160,3 +161,33 @@ def test_one_bit_adam_without_zero_does_not_read_dp_overlap(zero, kind, dormant)
     named = dict(dormant_settings(from_dict(off)))
     assert ("communication.dp_overlap" in named) is dormant
     assert (_figures(off) == _figures(_raw(over, path=cloud))) is dormant
+
+
+def test_sweep_says_when_a_varied_field_is_read_by_no_row(capsys):
+    """A sweep over SP and the FP8 recipe on a bf16, tp 1 run printed equal rows without a word, and
+    its --json rows carried no ``dormant``: now a note per such field, and each valid row's
+    ``dormant`` is what run --json says of that combination."""
+    vary = ("--vary", "parallelism.sequence_parallel=false,true",
+            "--vary", "training.fp8_recipe=tensorwise,blockwise")
+    proc = cli("sweep", "teaching-8gpu", *vary)
+    assert proc.returncode == 0, proc.stderr
+    notes = [ln.strip() for ln in proc.stdout.splitlines() if "note:" in ln]
+    assert notes == [
+        "note: parallelism.sequence_parallel is not read: parallelism.tp is 1; it acts on tensor-parallel "
+        "activations (on every valid row, so its values give equal figures)",
+        "note: training.fp8_recipe is not read: training.dtype is bf16; only fp8 runs read it (on every "
+        "valid row, so its values give equal figures)"]
+    rows = json.loads(cli("sweep", "teaching-8gpu", *vary, "--json").stdout)
+    assert [r["valid"] for r in rows] == [False, True, False, True]
+    assert "dormant" not in rows[0]
+    for r in rows[1::2]:
+        sets = [a for k, v in r["overrides"].items() for a in ("--set", f"{k}={json.dumps(v)}")]
+        assert main(["run", "teaching-8gpu", *sets, "--json"]) == 0
+        assert r["dormant"] == json.loads(capsys.readouterr().out)["dormant"]
+    both = ["training.fp8_recipe", "parallelism.sequence_parallel"]
+    assert [d["field"] for d in rows[3]["dormant"]] == both
+    assert [d["field"] for d in rows[1]["dormant"]] == ["training.fp8_recipe"]    # SP off: its default
+    # SP beside tp 2, which reads it: no note for it.
+    proc = cli("sweep", "teaching-8gpu", "--vary", "parallelism.sequence_parallel=false,true",
+               "--vary", "parallelism.tp=1,2")
+    assert proc.returncode == 0 and "note:" not in proc.stdout

@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 
 from ..config.schema import excerpt, one_line
+from ..config.sections import MAX_GPUS
 from ..design.base import open_base
-from ..design.cli_support import add_set_argument, dumps, fmt_s, parse_sets
+from ..design.cli_support import add_set_argument, bounded_int, dumps, fmt_s, parse_sets
 from ..design.progress import reporting
 from ..design.scaling import MODES, ScalePoint, scaling
 from ..scenario import ScenarioError
@@ -29,8 +30,8 @@ MAX_SIZES = 64
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario")
     parser.add_argument("--gpus", default=None, metavar="N1,N2,...",
-                        help=f"cluster sizes, 1 to {MAX_SIZES} of them, each a full simulation "
-                             "(default: the scenario's GPUs x 1/4 .. 8)")
+                        help=f"cluster sizes, 1 to {MAX_SIZES} of them (each 1 to {MAX_GPUS:,}), each a "
+                             "full simulation (default: the scenario's GPUs x 1/4 .. 8)")
     parser.add_argument("--mode", choices=MODES, default="weak",
                         help="weak: global batch grows with dp (default); strong: global batch fixed")
     add_set_argument(parser)
@@ -38,15 +39,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_gpus(text: str | None) -> list[int] | None:
+    """``--gpus``'s comma list as GPU counts (None: the default sizes).  An empty item (``8,,16``, a
+    trailing comma), a non-number or a count outside 1 .. MAX_GPUS (search's bound and wording) is a
+    ScenarioError naming --gpus: dropped silently, ``8,,16`` would run without the size meant there,
+    and 1e11 GPUs would reach the loader as an invalid global batch row."""
     if text is None:
         return None
-    try:
-        sizes = [int(s.replace("_", "")) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise ScenarioError("--gpus", f"{excerpt(text)} is not a comma list of GPU counts") from None
-    if not sizes or len(sizes) > MAX_SIZES:
+    items = text.split(",")
+    if not text.strip() or len(items) > MAX_SIZES:
         raise ScenarioError("--gpus", f"give 1 to {MAX_SIZES} GPU counts")
-    return sizes
+    if any(not s.strip() for s in items):
+        raise ScenarioError("--gpus", f"{excerpt(text)} has an empty item; give GPU counts separated by "
+                            "single commas (e.g. 8,16,32)")
+    count = bounded_int(1, MAX_GPUS)
+    try:
+        return [count(s) for s in items]
+    except argparse.ArgumentTypeError as exc:
+        raise ScenarioError("--gpus", str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,7 +5,8 @@ The cartesian product of the varied values (explorer/design/sweep.py), each comb
 estimator, or the full engine with ``--full``.  ``--json`` prints a list, one object per
 combination in product order: ``overrides``, ``valid``, then ``reason`` (and ``reason_field``) or
 ``iteration_time_s``, ``mfu``, ``tokens_per_s``, ``memory_GB_total``, ``fits``, ``breakdown_s`` and
-``link`` (the share-link query string), and ``run_total`` (days, GPU-hours, goodput, energy) when
+``link`` (the share-link query string), ``dormant`` (run --json's: settings given that nothing
+reads, each ``{field, reason}``), and ``run_total`` (days, GPU-hours, goodput, energy) when
 the scenario has a run plan (explorer/design/run_sweep.py).  ``--csv`` writes the same rows as a table.
 A serving scenario (``--full``) adds ``inference`` (TTFT, TPOT, tokens/s per GPU, requests/s, max
 batch, ...) to each row and reads as those figures (explorer/design/serving_table.py).
@@ -186,7 +187,7 @@ def sweep_text(result: SweepResult, label: str, free: Mapping[int, float] | None
 
 
 def _tail(result: SweepResult, best: str | None) -> list[str]:
-    """The counts, the unread fields, the reasons and the best combination's line."""
+    """The counts, the unread fields (network and dormant), the reasons and the best combination's line."""
     valid = result.valid
     fit = [p for p in valid if p.figures["fits"]]
     lines = ["", f"{len(result.points):,} combinations: {len(valid):,} valid ({len(fit):,} fit in memory), "
@@ -195,6 +196,9 @@ def _tail(result: SweepResult, best: str | None) -> list[str]:
         lines.append(f"  {result.scored:,} distinct configurations scored: this scenario never reads "
                      f"{', '.join(result.unread)} (one datacenter, or one NVLink domain), so its values "
                      "give equal figures")
+    # A setting no valid row reads (config/dormant.py): its rows differ in nothing, which run notes.
+    lines += [f"  note: {k} is not read: {why} (on every valid row, so its values give equal figures)"
+              for k, why in result.dormant]
     for _, n, example in result.reason_counts():
         lines.append(f"  {n:>6,} x {one_line(example)}")
     return lines + ([best] if best else [])

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..config import dormant as rules
 from ..config.inputs import parse_value
 from ..config.schema import excerpt
 from ..estimate.equivalence import equivalents
@@ -48,20 +49,26 @@ class Point:
     # What ``run --set`` needs besides the overrides: the derived dp where the file gives its own
     # (a hunt: tp 1 / pp 2 on teaching-8gpu, whose file sets dp 2, did not rerun without dp 4).
     run_extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # Settings given that nothing reads (config/dormant.py), as run --json lists them; and which
+    # varied fields this combination would not read whatever their value, and why (the sweep's note).
+    dormant: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    unread_axes: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def iteration_time_s(self) -> float | None:
         return self.figures.get("iteration_time_s")
 
     def to_json(self) -> dict[str, Any]:
-        """The ``sweep --json`` object: overrides, valid, then reason or the figures and link."""
+        """The ``sweep --json`` object: overrides, valid, then reason or the figures, link and
+        ``dormant`` (run --json's: the settings given that nothing reads, with why)."""
         out: dict[str, Any] = {"overrides": dict(self.overrides), "valid": self.valid}
         if not self.valid:
             out["reason"] = self.reason
             out["reason_field"] = self.reason_field
             return out
         return {**out, **self.figures, "link": self.link,
-                **({"run_overrides": {**self.overrides, **self.run_extra}} if self.run_extra else {})}
+                **({"run_overrides": {**self.overrides, **self.run_extra}} if self.run_extra else {}),
+                "dormant": [{"field": f, "reason": why} for f, why in self.dormant]}
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,11 @@ class SweepResult:
     @property
     def valid(self) -> list[Point]:
         return [p for p in self.points if p.valid]
+
+    @property
+    def dormant(self) -> tuple[tuple[str, str], ...]:
+        """(varied field, why) for each varied field no valid combination reads (:func:`dormant_axes`)."""
+        return dormant_axes(self.keys, self.points)
 
     def reason_counts(self) -> list[tuple[str, int, str]]:
         """(kind of reason, how many combinations it made invalid, one example message), most
@@ -102,6 +114,11 @@ def parse_vary(specs: Sequence[str]) -> dict[str, list[Any]]:
             raise ScenarioError("--vary", f"{excerpt(spec)} is not of the form dotted.key=v1,v2,...")
         key, _, text = spec.partition("=")
         key = key.strip()
+        if not key:
+            # "=1,2" named no field, and the empty key's message listed the sections without one
+            # (as --set's did: config/overrides.parse_assignment).
+            raise ScenarioError("--vary", f"{excerpt(spec)} names no field before '='; give "
+                                "dotted.key=v1,v2,..., e.g. parallelism.tp=1,2")
         check_key(key)
         if key in out:
             raise ScenarioError(key, "is given to --vary twice; list all its values once: key=v1,v2")
@@ -168,8 +185,9 @@ def _evaluate(job: _Job) -> list[Point]:
         # The base derives dp (design/base.open_base drops the file's): run --set needs it spelt out.
         keep = "parallelism.dp" in ov or sc.parallelism.stage_replicas
         extra = {} if keep else {"parallelism.dp": sc.dp}
+        idle = {k: why for k in ov if (why := rules.unread(sc, k)) is not None}
         out[i] = Point(ov, True, figures=scores.row(j), link=share_query(job.base, sc) if job.links else None,
-                       run_extra=extra)
+                       run_extra=extra, dormant=tuple(rules.dormant_settings(sc)), unread_axes=idle)
     return [p for p in out if p is not None]
 
 
@@ -201,6 +219,18 @@ def sweep(base: Base, vary: Mapping[str, Sequence[Any]], engine: str = "estimate
     points = tuple(_as(scored[slot[rep[i]]], ov, eff[i], base, links) for i, ov in enumerate(combos))
     unread = tuple(k for k in vary if all(k not in e for e, ov in zip(eff, combos, strict=True) if k in ov))
     return SweepResult(tuple(vary), points, engine, time.perf_counter() - t0, len(distinct), unread)
+
+
+def dormant_axes(keys: Sequence[str], points: Sequence[Point]) -> tuple[tuple[str, str], ...]:
+    """(field, why) for each of ``keys`` that every valid point leaves unread (config/dormant.py):
+    its values cannot change a figure, which the rows alone do not say.  The distinct reasons are
+    joined, in the rows' order (a dtype varied beside an FP8 recipe gives one per dtype)."""
+    valid = [p for p in points if p.valid]
+    out = []
+    for k in keys:
+        if valid and all(k in p.unread_axes for p in valid):
+            out.append((k, " / ".join(dict.fromkeys(p.unread_axes[k] for p in valid))))
+    return tuple(out)
 
 
 def _as(point: Point, overrides: Mapping[str, Any], kept: Mapping[str, Any], base: Base,

@@ -94,12 +94,18 @@ def test_search_keeps_auto_for_every_layout():
     assert sc == from_dict(search_raw(apply_overrides(raw, layout.overrides())))
     got = cli("search", str(VGG), *_sets(SMALL), "--top", "2", "--json")
     assert got.returncode == 0, got.stderr
-    best = json.loads(got.stdout)[0]
-    assert best["overrides"]["parallelism.schedule"] == "pipedream-async"
-    # A search lets the simulator split the layers (space.search_raw): run without stage_layers.
-    assert best["overrides"]["parallelism.stage_layers"] is None
-    run = _run_json(VGG, {**SMALL, "parallelism.stage_layers": None})
-    assert best["iteration_time_s"] == run["iteration_time_s"] and run["stage_replicas"] == [2, 2]
+    rows = json.loads(got.stdout)
+    # Every row keeps auto: the best (one stage, PipeDream's 4 replicas of it: plain data parallelism
+    # at micro-batch 64 on one server) and the scenario's own 2-stage pipeline, each equal to run.
+    own = next(r for r in rows if r["baseline"])
+    assert own["overrides"]["parallelism.schedule"] == "pipedream-async"
+    for row in rows:
+        # A search lets the simulator split the layers (space.search_raw): run without stage_layers.
+        assert row["overrides"]["parallelism.stage_layers"] is None
+        sets = {**SMALL, **row["overrides"]}
+        run = _run_json(VGG, sets)
+        assert row["iteration_time_s"] == run["iteration_time_s"]
+        assert run["stage_replicas"] == ([2, 2] if row["overrides"]["parallelism.pp"] == 2 else [4])
 
 
 def test_validate_and_run_say_which_replicas_auto_chose():

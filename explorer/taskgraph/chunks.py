@@ -159,7 +159,7 @@ def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: in
     a.bwd += [(k, v * count) for k, v in lp.bwd]
     flops = lc.fwd.gemm_flops + lc.bwd_input.gemm_flops + lc.bwd_weight.gemm_flops
     a.hw += count * (flops + lc.recompute.gemm_flops)
-    a.model += count * flops
+    a.model += count * (lc.fwd.model + lc.bwd_input.model + lc.bwd_weight.model)   # Work.model
     a.params += count * lc.params
     a.eparams += count * lc.expert_params
     a.act += count * lc.act_bytes
@@ -220,7 +220,7 @@ def _add_edge(ctx: ChunkContext, a: _Acc, edge: EdgeCost, stage: int) -> None:
     a.fl_b += edge.bwd_input.gemm_flops
     a.fl_w += edge.bwd_weight.gemm_flops
     a.hw += flops
-    a.model += flops
+    a.model += edge.fwd.model + edge.bwd_input.model + edge.bwd_weight.model
     a.params += edge.params
     a.act += edge.act_bytes
     a.held += edge.held_bytes                # a frozen embedding's weights (workloads/freezing.py)

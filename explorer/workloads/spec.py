@@ -189,7 +189,7 @@ class WorkloadSpec:
         total = 0.0
         for kind, n in (*self.runs, *self.tail):
             lc = self.kinds[kind]
-            total += n * (lc.fwd.gemm_flops + lc.bwd_input.gemm_flops + lc.bwd_weight.gemm_flops)
+            total += n * (lc.fwd.model + lc.bwd_input.model + lc.bwd_weight.model)
         for e in (self.first, self.last):
-            total += e.fwd.gemm_flops + e.bwd_input.gemm_flops + e.bwd_weight.gemm_flops
+            total += e.fwd.model + e.bwd_input.model + e.bwd_weight.model
         return total

@@ -12,6 +12,7 @@ once per step and cached across micro-batches (TE "FP8 weight caching"), not per
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from ..config import Scenario
 from ..config.fp8_recipes import GEMM_RATE, cast_bytes, resolved_recipe, supports_mx
@@ -87,11 +88,12 @@ class GemmTimer:
 
     def passes(self, gemms: Iterable[Gemm]) -> tuple[Work, Work, Work, float, float]:
         """(forward, dgrad, wgrad) Work of ``gemms`` and the FP8 cast bytes of forward and backward."""
-        flops = fs = ds = ws = cast_f = cast_b = 0.0
+        flops = model = fs = ds = ws = cast_f = cast_b = 0.0
         for g in gemms:
             d = self.dtype(g)
             eff = self.eff[d]
             flops += g.flops
+            model += g.flops / g.shared
             grp = int(g.count)                       # experts run as one grouped GEMM kernel
             fs += g.count * gemm_seconds(g.m, g.n, g.k, d, self.gpu, eff, grp, ragged=g.ragged)
             ds += g.count * gemm_seconds(g.m, g.k, g.n, d, self.gpu, eff, grp, ragged=g.ragged)  # dX = dY W^T
@@ -100,12 +102,13 @@ class GemmTimer:
             if d == "fp8":
                 cast_f += self.cast_fwd * g.m * g.k * g.count
                 cast_b += self.cast_bwd * g.m * g.n * g.count
-        return Work(flops, fs), Work(flops, ds), Work(flops, ws), cast_f, cast_b
+        mf = None if model == flops else model          # (Work.model: what MFU counts)
+        return Work(flops, fs, 0.0, mf), Work(flops, ds, 0.0, mf), Work(flops, ws, 0.0, mf), cast_f, cast_b
 
     def split_passes(self, gemms: Iterable[Gemm], parts: int) -> tuple[Work, Work, Work]:
         """(forward, dgrad, wgrad) Work of ``gemms`` when each runs as ``parts`` GEMMs of m/parts rows
         one after another (a comm-GEMM overlap's chunks: each chunk is its own kernel with its own
         wave tail, Transformer Engine's userbuffers ``num_splits``)."""
         gemms = list(gemms)
-        f, d, w, _, _ = self.passes(Gemm(g.m / parts, g.n, g.k, g.count, g.fp8) for g in gemms)
+        f, d, w, _, _ = self.passes(replace(g, m=g.m / parts, ragged=False) for g in gemms)
         return f.scaled(parts), d.scaled(parts), w.scaled(parts)

@@ -59,11 +59,13 @@ def attention_block(m: Model, tokens: float, seq: float, tp: int) -> AttentionBl
         return AttentionBlock((qkv, out), core, 2.0 * tokens * kv * d / tp, 0.0)
     mla = m.mla
     gemms: list[Gemm] = []
+    # The down-projections are whole on every tensor-parallel rank (Megatron-Core's MLA builds
+    # linear_q_down_proj and linear_kv_down_proj "duplicated"): shared by the tp ranks.
     if mla.q_lora_rank:
-        gemms += [Gemm(tokens, mla.q_lora_rank, h), Gemm(tokens, a * d_qk / tp, mla.q_lora_rank)]
+        gemms += [Gemm(tokens, mla.q_lora_rank, h, shared=tp), Gemm(tokens, a * d_qk / tp, mla.q_lora_rank)]
     else:
         gemms.append(Gemm(tokens, a * d_qk / tp, h))
-    gemms += [Gemm(tokens, mla.kv_lora_rank + mla.qk_rope_head_dim, h),          # kv down + rope key
+    gemms += [Gemm(tokens, mla.kv_lora_rank + mla.qk_rope_head_dim, h, shared=tp),  # kv down + rope key
               Gemm(tokens, a * (mla.qk_nope_head_dim + d_v) / tp, mla.kv_lora_rank),  # kv up
               Gemm(tokens, h, a * d_v / tp)]                                      # output projection
     kv_el = tokens * a * (d_qk + d_v) / tp

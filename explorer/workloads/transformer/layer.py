@@ -26,6 +26,8 @@ All byte figures are per GPU and per micro-batch; FLOPs likewise.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...config import Scenario
 from ...config.frameworks import elementwise_factor, profile
 from ...physics.attention import (
@@ -211,7 +213,7 @@ def _dense_passes(sc: Scenario, timer: GemmTimer, gemms: list[Gemm]) -> tuple[Wo
 
 def _slower(w: Work, k: float) -> Work:
     """``w`` with its kernels ``k`` times as long (same FLOPs and bytes)."""
-    return Work(w.gemm_flops, w.gemm_s * k, w.stream_bytes)
+    return replace(w, gemm_s=w.gemm_s * k)
 
 
 def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
@@ -242,7 +244,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
         routed = mlp_gemms(per_expert, h, moe.expert_ffn_hidden, mats, t, local, ragged=local > 1)
         if moe.shared_experts:
             dense_gemms += mlp_gemms(tokens, h, moe.shared_experts * moe.expert_ffn_hidden, mats, t)
-        dense_gemms.append(Gemm(tokens, moe.experts, h, fp8=False))     # router, bf16 (replicated)
+        dense_gemms.append(Gemm(tokens, moe.experts, h, fp8=False, shared=t))   # router, bf16 (replicated)
         router_stream = ROUTER_SCORE_PASSES * tokens * moe.experts * 4 / e   # fp32 scores, in elements
         # Permutation copies run at PERMUTE_HBM_FRACTION of the HBM peak; streams are charged at
         # hbm_efficiency(gpu), so their bytes are scaled by the ratio.

@@ -262,3 +262,44 @@ def test_choosing_a_pcie_scale_up_takes_the_gpus_pcie_rate():
     assert at.session_state["cluster.scale_up.bandwidth_GBps"] == 52.8
     assert seconds(at) == pytest.approx(simulate(derived).iteration_time_s, rel=CARD)
     assert float(qp(at, "cluster.scale_up.bandwidth_GBps")) == 52.8
+
+
+@pytest.mark.parametrize("scenario,steps,want", [
+    # megatron-gpt3-175b sets 300 GB/s: GPU alone keeps it; PCIe and back to NVSwitch keeps it too.
+    ("megatron-gpt3-175b", [("hardware.gpu", "h100-sxm")], 300),
+    ("megatron-gpt3-175b", [("hardware.gpu", "h100-sxm"), ("cluster.scale_up.kind", "pcie"),
+                            ("cluster.scale_up.kind", "nvswitch")], 300),
+    # PCIe on a GB200, then an H100: the H100's PCIe link (52.8), not the GB200's NVLink 900.
+    ("teaching-8gpu", [("hardware.gpu", "gb200"), ("cluster.scale_up.kind", "pcie"),
+                       ("hardware.gpu", "h100-sxm")], 52.8),
+    ("teaching-8gpu", [("hardware.gpu", "h100-sxm"), ("cluster.scale_up.kind", "pcie")], 52.8),
+])
+def test_the_scale_up_bandwidth_does_not_depend_on_the_order_of_clicks(scenario, steps, want):
+    """A regression hunt: the same sidebar state simulated 300 or 450 GB/s (megatron, GPU then PCIe
+    then NVSwitch), and an H100 on PCIe ran at a GB200's 900 GB/s when the GB200 was chosen first.
+    The value follows the choices on screen: the scenario's own where no source but the GPU
+    changed, else what the loader derives."""
+    at = run_app(scenario=scenario)
+    for key, value in steps:
+        at.sidebar.selectbox(key=key).set_value(value).run()
+        assert not at.exception
+    assert at.session_state["cluster.scale_up.bandwidth_GBps"] == want
+    again = run_app(**{k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()})
+    assert again.session_state["cluster.scale_up.bandwidth_GBps"] == want
+
+
+@pytest.mark.parametrize("gpu", ["b200", "gb200", "gb300"])
+def test_a_pcie_scale_up_of_a_gpu_without_a_pcie_rate_is_never_its_nvlink(gpu):
+    """A regression hunt: B200, GB200 and GB300 give no measured PCIe rate, and on PCIe they ran at
+    their 900 GB/s NVLink figure, faster than on their NVSwitch (dlrm-dcnv2: 1.706 against 1.712 ms).
+    A PCIe box takes PCIe 5.0 x16's measured 52.8 GB/s, and is slower than the NVSwitch."""
+    from explorer.config.loading import FALLBACK_PCIE_GBPS
+    from explorer.scenario import load
+    from explorer.simulate import simulate
+
+    path = ROOT / "scenarios" / "dlrm-dcnv2.yaml"
+    pcie = load(path, {"hardware.gpu": gpu, "cluster.scale_up.kind": "pcie"})
+    assert pcie.hardware.gpu.pcie_GBps is None
+    assert pcie.cluster.scale_up.bandwidth_GBps == FALLBACK_PCIE_GBPS == 52.8
+    nvswitch = load(path, {"hardware.gpu": gpu})
+    assert simulate(pcie).iteration_time_s > simulate(nvswitch).iteration_time_s

@@ -11,8 +11,8 @@ field                           filled with
 model.kv_heads                  model.heads (multi-head attention)
 model.ffn_hidden                4 * model.hidden (GPT-2/3's FFN width)
 hardware.gpu.fp8_tflops         hardware.gpu.peak_tflops (no fp8 speed-up unless stated)
-cluster.scale_up.bandwidth_GBps hardware.gpu.scale_up_GBps (on a PCIe scale-up the GPU's pcie_GBps
-                                where given), else FALLBACK_SCALE_UP_GBPS
+cluster.scale_up.bandwidth_GBps hardware.gpu.scale_up_GBps, else FALLBACK_SCALE_UP_GBPS; on a PCIe
+                                scale-up the GPU's pcie_GBps, else FALLBACK_PCIE_GBPS
 cluster.scale_up.domain_gpus    gpus_per_node, or the GPU preset's rack (explorer/config/domains.py)
 cluster.scale_out.nic_Gbps      the fabric preset's (explorer/data/fabrics.yaml)
 cluster.scale_out.latency_us    the fabric preset's
@@ -64,6 +64,11 @@ from .shipped import resolve_scenario_path
 # bidirectional), the a100-80gb preset's value: a GPU of unknown interconnect gets the oldest
 # NVLink generation among the NVSwitch presets rather than a newer one's speed.
 FALLBACK_SCALE_UP_GBPS = 300.0
+# A PCIe scale-up of a GPU whose PCIe rate is not given: a PCIe 5.0 x16 link as measured on H100
+# (nvbandwidth device_to_host_memcpy_sm, 52.77 GB/s: NVIDIA/nvbandwidth issue #24), the fastest
+# measured PCIe link of the presets — never the GPU's NVLink figure (a hunt found a B200 "on PCIe"
+# at its 900 GB/s NVLink rate, faster than on its NVSwitch).
+FALLBACK_PCIE_GBPS = 52.8
 # SMs of a GPU that states none: the H100 SXM's 132 (NVIDIA H100 Tensor Core GPU Architecture
 # whitepaper, 2022), the default GPU's.
 DEFAULT_SMS = 132
@@ -209,8 +214,10 @@ def _fill_cluster(cluster: Any, gpu: GPU) -> Any:
     if up.bandwidth_GBps is None:
         # GPUs on PCIe switches meet over their PCIe link, not the NVLinks the preset has (a hunt
         # found an H100 "on PCIe" reducing at 260 GB/s bus bandwidth).
-        pcie = gpu.pcie_GBps if up.kind == "pcie" else None
-        up = evolve(up, bandwidth_GBps=pcie or gpu.scale_up_GBps or FALLBACK_SCALE_UP_GBPS)
+        if up.kind == "pcie":
+            up = evolve(up, bandwidth_GBps=gpu.pcie_GBps or FALLBACK_PCIE_GBPS)
+        else:
+            up = evolve(up, bandwidth_GBps=gpu.scale_up_GBps or FALLBACK_SCALE_UP_GBPS)
     if up.domain_gpus is None:
         up = evolve(up, domain_gpus=default_domain(cluster, gpu.origin or gpu.name))
     return _filled(cluster, scale_up=up, scale_out=resolved_scale_out(cluster.scale_out))

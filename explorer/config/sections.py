@@ -157,7 +157,7 @@ class ScaleUp:
                "(topology.py)"})
     bandwidth_GBps: float | None = field(default=None, metadata={
         **SCALE_UP_GBPS, "doc": "per GPU, per direction; default from the GPU preset (on pcie its "
-                                "pcie_GBps where given)"})
+                                "pcie_GBps, else PCIe 5.0 x16's measured 52.8)"})
     latency_us: float = field(default=0.6, metadata={**LATENCY_US, "doc": (
         "NVLink hop latency of NCCL's LL (NCCL 2.25 tuning.cc hwLat 0.6 us); other protocols alike")})
     domain_gpus: int | None = field(default=None, metadata={"min": 1, "max": MAX_GPUS, "doc": (

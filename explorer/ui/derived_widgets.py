@@ -46,13 +46,15 @@ def on_source_change(source: str) -> None:
     raw = current_raw()
     base_raw = preset_scenario(st.session_state["_scenario"])[0]
     for key in derived:
-        if key in KEPT_WHERE_SET.get(source, ()) and _sets(base_raw, key):
-            continue                      # the scenario's own value, not the new choice's default
         section, _, leaf = key.rpartition(".")
         node = raw
         for part in section.split("."):
             node = node.setdefault(part, {}) if isinstance(node, dict) else {}
-        if isinstance(node, dict):
+        if not isinstance(node, dict):
+            continue
+        if _kept(key, base, base_raw):
+            node[leaf] = base[key]        # the scenario's own value, not the new choice's default
+        else:
             node.pop(leaf, None)          # let the loader derive it from the new choice
     try:
         values = widget_values(from_dict(raw))
@@ -65,6 +67,18 @@ def on_source_change(source: str) -> None:
         return
     for key in derived:
         st.session_state[key] = values[key]
+
+
+def _kept(key: str, base: dict[str, Any], base_raw: dict[str, Any]) -> bool:
+    """Whether derived widget ``key`` shows the scenario's own value: the scenario sets it and every
+    source that derives it, but those that keep it (KEPT_WHERE_SET: the GPU keeps a box's PCIe
+    link), is the scenario's — whatever order the sources were changed in (a regression hunt found
+    GPU then PCIe then NVSwitch simulating 450 GB/s where GPU alone kept the scenario's 300)."""
+    if not _sets(base_raw, key):
+        return False
+    ss = st.session_state
+    return all(ss.get(src) == base.get(src) for src, keys in DERIVED_WIDGETS.items()
+               if key in keys and key not in KEPT_WHERE_SET.get(src, ()))
 
 
 def _sets(raw: dict[str, Any], key: str) -> bool:

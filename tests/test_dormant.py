@@ -191,3 +191,17 @@ def test_sweep_says_when_a_varied_field_is_read_by_no_row(capsys):
     proc = cli("sweep", "teaching-8gpu", "--vary", "parallelism.sequence_parallel=false,true",
                "--vary", "parallelism.tp=1,2")
     assert proc.returncode == 0 and "note:" not in proc.stdout
+
+
+@pytest.mark.parametrize("sets", [
+    {"model.gnn.local_share": 0.5, "model.gnn.cache_hit": 1.0},                 # the cache serves all
+    {"cluster.nodes": 1, "cluster.gpus_per_node": 1, "parallelism.dp": 1,      # one partition
+     "model.gnn.local_share": None},
+])
+def test_overlap_with_nothing_fetched_is_named_and_changes_nothing(sets):
+    """A regression hunt: overlap changed nothing, unsaid, where the cache served every remote
+    feature or one partition held them all (the rule had read local_share 1 only)."""
+    on = from_dict(_raw({**sets, "model.gnn.overlap": True}, path=GNN))
+    off = from_dict(_raw({**sets, "model.gnn.overlap": False}, path=GNN))
+    assert [f for f, _ in dormant_settings(on)] == ["model.gnn.overlap"]
+    assert simulate(on).iteration_time_s == simulate(off).iteration_time_s

@@ -89,12 +89,19 @@ def _full_graph(sc: Scenario) -> str | None:
     return None
 
 
+def _all_local(g: Any) -> bool:
+    """Whether every sampled node's features are on its GPU's partition: the local share as
+    workloads/gnn/sampling.local_share reads it (given, else 1 / partitions) is 1."""
+    local = g.local_share if g.local_share is not None else 1.0 / (g.partitions or 1)
+    return local >= 1.0
+
+
 def _no_remote_features(sc: Scenario) -> str | None:
     """A feature cache serves remote reads: none in full-graph training, nor where every sampled
     node's features are local (SALIENT keeps the whole matrix on every machine)."""
     g = sc.model.gnn
-    if g is not None and g.mode == "minibatch" and g.local_share == 1.0:
-        return "model.gnn.local_share is 1: every sampled node's features are local"
+    if g is not None and g.mode == "minibatch" and _all_local(g):
+        return "every sampled node's features are local (one partition, or local_share 1)"
     return _full_graph(sc)
 
 
@@ -103,8 +110,12 @@ def _nothing_to_overlap(sc: Scenario) -> str | None:
     is no fetch where every sampled node's features are local (a hunt found overlap on SALIENT's
     scenario changing nothing, unsaid)."""
     g = sc.model.gnn
-    if g is not None and g.mode == "minibatch" and g.local_share == 1.0:
-        return "model.gnn.local_share is 1: no feature is fetched, so there is no fetch to overlap"
+    if g is None or g.mode != "minibatch":
+        return None
+    if _all_local(g):
+        return "every sampled node's features are local (one partition, or local_share 1): nothing to overlap"
+    if g.cache_hit >= 1.0:
+        return "model.gnn.cache_hit is 1: the cache serves every remote feature; nothing is fetched"
     return None
 
 

@@ -167,16 +167,23 @@ def sweep_text(result: SweepResult, label: str, free: Mapping[int, float] | None
     tight = [p for p in result.valid if p.figures["fits"] and _free_GB(p) < DEFAULT_HEADROOM_GB]
     best = min(fit, key=lambda p: p.figures[step]) if fit else None
     spare = f" with {DEFAULT_HEADROOM_GB:g} GB to spare" if tight else ""
+    # A varied field no row reads is not part of the answer (a regression hunt read "fastest ... at
+    # model.gnn.overlap=True" under a note that overlap is read by no row); the link keeps the row.
+    idle = {k for k, _ in result.dormant}
+
+    def read(p: Point) -> str:
+        shown = [f"{k}={one_line(str(v))}" for k, v in p.overrides.items() if k not in idle]
+        return ", ".join(shown) or "any of the values (none is read)"
+
     lines += _tail(result, None if best is None else
-                   f"fastest that fits{spare}: {fmt_s(best.figures[step])}{_per(step)} at "
-                   + ", ".join(f"{k}={one_line(str(v))}" for k, v in best.overrides.items())
+                   f"fastest that fits{spare}: {fmt_s(best.figures[step])}{_per(step)} at {read(best)}"
                    + (f"  (?{best.link})" if best.link else ""))
     faster = [p for p in tight if best is None or p.figures[step] < best.figures[step]]
     if faster:
         t = min(faster, key=lambda p: p.figures[step])
         lines.append(f"  (faster but with {_free_GB(t):.2f} GB free, under the {DEFAULT_HEADROOM_GB:g} GB a "
                      f"GPU needs beside the model (CUDA context, NCCL): {fmt_s(t.figures[step])} at "
-                     + ", ".join(f"{k}={one_line(str(v))}" for k, v in t.overrides.items()) + ")")
+                     f"{read(t)})")
     ran = [p for p in fit if "run_total" in p.figures]
     if ran:
         best = min(ran, key=lambda p: p.figures["run_total"]["days"])

@@ -175,3 +175,13 @@ def test_json_holds_the_naive_and_own_rows_the_text_shows():
     assert [(r["naive"], r["own"]) for r in rows[3:]] == [(True, False), (False, True)]
     text = cli("advise", "two-datacenters", "--top", "3").stdout
     assert "\nnaive " in text and "\n  own " in text
+
+
+@pytest.mark.slow
+def test_the_gain_says_per_step_and_names_the_own_placement_when_it_is_the_best():
+    """A regression hunt: advise diloco-cross-region ranked a per-step column and said "1.00x
+    faster, 0% less time per iteration", the best being the scenario's own placement, unsaid."""
+    out = cli("advise", "diloco-cross-region", "--top", "3").stdout.rstrip()
+    last = out.splitlines()[-1]
+    assert "less time per step" in last or "more time per step" in last
+    assert last.endswith("; the best is the scenario's own placement")

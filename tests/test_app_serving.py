@@ -86,6 +86,7 @@ def test_a_model_that_cannot_be_served_there_loads_the_preset_and_says_why():
     assert any("as shipped" in i.value for i in at.info)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario,kind,home,model", [
     ("deepseek-v3", "serving", "serve-llama3-70b-tp8", "deepseek-v3"),       # 671B: 84 GB per GPU in FP8
     ("serve-llama3-70b-tp8", "training", "teaching-8gpu", "llama3-70b"),     # 508 GB per GPU there

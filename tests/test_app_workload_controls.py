@@ -286,6 +286,7 @@ def _link_of(at) -> dict[str, str]:
     return {k: qp(at, k) for k in at.query_params}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario,steps,preset", [
     ("teaching-8gpu", {}, "resnet-50"),
     ("teaching-8gpu", {"parallelism.pp": 1}, "dlrm-dcnv2"),

@@ -188,6 +188,7 @@ def test_a_kept_textbook_position_beyond_a_shorter_schedule_starts_at_its_end():
 CARD = 7e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario,gpu,field,typed", [
     # teaching-8gpu leaves its NICs to the loader: a GB200 tray has 4 (config/domains.py).
     ("teaching-8gpu", "gb200", "cluster.scale_out.nics_per_node", 8),
@@ -224,6 +225,7 @@ def test_a_gpu_switch_shows_the_values_it_derives_and_keeps_one_typed_back(scena
     assert float(qp(at, field)) == pytest.approx(float(typed))
 
 
+@pytest.mark.slow
 def test_a_gpu_switch_keeps_a_bandwidth_the_scenario_sets():
     """megatron-gpt3-175b sets its NVLink bandwidth (300 GB/s) and NICs (8): a GPU switch keeps them,
     in the sidebar and the run, as the CLI's --set hardware.gpu=... does."""
@@ -264,6 +266,7 @@ def test_choosing_a_pcie_scale_up_takes_the_gpus_pcie_rate():
     assert float(qp(at, "cluster.scale_up.bandwidth_GBps")) == 52.8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario,steps,want", [
     # megatron-gpt3-175b sets 300 GB/s: GPU alone keeps it; PCIe and back to NVSwitch keeps it too.
     ("megatron-gpt3-175b", [("hardware.gpu", "h100-sxm")], 300),

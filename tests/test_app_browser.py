@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 try:
+    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 except ImportError:  # pragma: no cover - depends on the environment
     pytest.skip("playwright is not installed", allow_module_level=True)
@@ -327,10 +328,16 @@ HOSTILE = {
 @pytest.mark.parametrize("case", list(HOSTILE))
 def test_hostile_link_warns_without_exception(app, default_iteration, case):
     query, mention, dropped = HOSTILE[case]
-    response = app.open(query, check_status=False)
+    try:
+        status = app.open(query, check_status=False).status
+    except PlaywrightError as exc:
+        # Chromium reports an error status whose body is empty as a failed navigation
+        # (net::ERR_HTTP_RESPONSE_CODE_FAILURE; seen once in a full run, under load): an HTTP error.
+        assert "ERR_HTTP_RESPONSE_CODE_FAILURE" in str(exc)[:200], str(exc)[:200]
+        status = 400
     page = app.page
-    if response.status >= 400:   # only tolerated for the oversized link, see above
-        assert case == "huge-value", f"HTTP {response.status}"
+    if status >= 400:            # only tolerated for the oversized link, see above
+        assert case == "huge-value", f"HTTP {status}"
         assert "Traceback" not in page.content()
         app.open()
         app.assert_healthy()

@@ -42,11 +42,13 @@ def main() -> None:
     print(f"wall {wall:.2f} s (estimator {s['estimate']:.2f} s, timed schedules {s['timed']:.2f} s, "
           f"full engine {s['full']:.2f} s); {r.enumerated} placements, {r.valid} valid, {r.fit} fit")
     for rank, a in enumerate(r.top, 1):
-        print(f"{rank:>2}. {fmt_s(a.iteration_time_s)} (estimated {fmt_s(a.estimate_s or 0)}) · "
+        print(f"{rank:>2}. {fmt_s(a.step_s)} (estimated {fmt_s(a.estimate_s or 0)}) · "
               f"MFU {a.figures['mfu']:.1%} · {a.label}")
-    if r.naive is not None and r.top:
-        print(f"naive (DP flat ring across both datacenters): {fmt_s(r.naive.iteration_time_s)}; "
-              f"best {fmt_s(r.top[0].iteration_time_s)}: {r.speedup:.2f}x faster")
+    if r.naive is not None and r.best is not None and r.speedup is not None:
+        print(f"naive (DP flat ring across both datacenters): {fmt_s(r.naive.step_s)}; "
+              f"best {fmt_s(r.best.step_s)}: {r.speedup:.2f}x faster")
+    elif r.top:          # (design/advise.AdviceResult.best: none keeps the memory headroom)
+        print("no placement keeps the memory headroom: none is recommended")
     if r.own is not None:
         print(f"the scenario's own placement: {fmt_s(r.own.iteration_time_s)} · {r.own.label}")
 

@@ -72,13 +72,13 @@ def main() -> None:
               f"(load average {load0} before, {load_average()} after)")
     for rank, c in enumerate(r.top[:5], 1):
         est = f"{c.estimate_s:.3f} s" if c.estimate_s is not None else "-"
-        print(f"  {rank}. {c.iteration_time_s:.3f} s (estimate {est}) · "
+        print(f"  {rank}. {c.step_s:.3f} s (estimate {est}) · "
               f"{c.figures['memory_GB_total']:.1f} GB · dp {c.dp} · {c.layout.label()}"
               + ("  <- shipped layout" if c.baseline else ""))
-    if r.baseline is not None:
+    if r.baseline is not None and r.top:
         b = r.baseline
         print(f"shipped layout: {b.iteration_time_s:.3f} s · {b.figures['memory_GB_total']:.1f} GB · "
-              f"{b.layout.label()}; best found {b.iteration_time_s / r.top[0].iteration_time_s:.3f}x faster")
+              f"{b.layout.label()}; best found {b.step_s / r.top[0].step_s:.3f}x faster")
 
 
 if __name__ == "__main__":

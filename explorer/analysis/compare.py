@@ -130,10 +130,16 @@ def _metric(j: Mapping[str, Any], key: str) -> float:
     return float(j["memory_GB"]["total"]) if key == "memory_GB_total" else float(j[key])
 
 
+def step_seconds(figures: Mapping[str, Any]) -> float:
+    """The time per step of run --json figures (or a sweep, search or advise row's): the amortised
+    step of replicas that synchronise every few steps (training.sync), else the iteration."""
+    return figures.get("time_per_step_s", figures["iteration_time_s"])
+
+
 def per_step(figures: Mapping[str, Any]) -> bool:
     """Whether run --json figures (or a sweep row's) have a time per step apart from the iteration:
     replicas that synchronise every few steps (training.sync), compared on that amortised step."""
-    return figures.get("time_per_step_s", figures["iteration_time_s"]) != figures["iteration_time_s"]
+    return step_seconds(figures) != figures["iteration_time_s"]
 
 
 def compare(a: Any, b: Any) -> Comparison:

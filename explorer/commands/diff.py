@@ -16,7 +16,7 @@ import argparse
 import json
 from collections.abc import Sequence
 
-from ..analysis.compare import Comparison, Step, compare, waterfall_steps
+from ..analysis.compare import Comparison, Step, compare, per_step, step_seconds, waterfall_steps
 from ..analysis.verdict import over_memory_sentences
 from ..config.schema import excerpt, one_line
 from ..errors import InternalError
@@ -173,8 +173,7 @@ def diff_text(cmp: Comparison, sc_a: Scenario, sc_b: Scenario, b_label: str) -> 
     # sync is amortised into the time per step only (a hunt read "+0.0 ms" under a table whose
     # time per step moved -45.8 ms).
     sync = [(cmp.a, "A"), (cmp.b, "B")]
-    outer = {side: j["time_per_step_s"] - j["iteration_time_s"] for j, side in sync
-             if j.get("time_per_step_s") is not None and j["time_per_step_s"] != j["iteration_time_s"]}
+    outer = {side: step_seconds(j) - j["iteration_time_s"] for j, side in sync if per_step(j)}
     if outer:
         each = ", ".join(f"{side} {_seconds(v, scale, unit)}" for side, v in outer.items())
         lines[-1] = (f"  where the inner step's difference goes (B - A = "

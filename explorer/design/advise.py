@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..analysis.compare import step_seconds
 from ..analysis.verdict import DEFAULT_HEADROOM_GB
 from ..config.datacenters import SPAN_ORDERS
 from ..scenario import Scenario, ScenarioError, apply_overrides, from_dict
@@ -130,7 +131,7 @@ class Advice:
         """What the ranking compares: the time per step — the iteration, or the amortised step of
         replicas that synchronise every few steps (a hunt found streaming DiLoCo's placements ranked
         by their inner step: 141 pairs out of order among the top 30)."""
-        return self.figures.get("time_per_step_s", self.figures["iteration_time_s"])
+        return step_seconds(self.figures)
 
     @property
     def roomy(self) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..analysis.compare import step_seconds
 from ..analysis.verdict import MemoryVerdict
 from .space import Layout
 
@@ -39,7 +40,7 @@ class Candidate:
         """What a ranking compares: the time per step — the iteration, or the amortised step of
         replicas that synchronise every few steps (a hunt found streaming DiLoCo's layouts ranked by
         their inner step: a chimera layout 'at 1.625 s' whose step is 2.018 s ranked third)."""
-        return self.figures.get("time_per_step_s", self.figures["iteration_time_s"])
+        return step_seconds(self.figures)
 
     @property
     def memory(self) -> MemoryVerdict:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from explorer.design.space import Layout, LayoutBuilder, search_raw
 from explorer.estimate.fast import estimate_many
 from explorer.estimate.overrides import estimate_overrides
@@ -37,6 +39,7 @@ def _run_json(path, changes: dict) -> dict:
     return json.loads(got.stdout)
 
 
+@pytest.mark.slow
 def test_a_sweeps_auto_row_is_runs_iteration():
     """The sweep stopped with an internal error (IndexError in the estimator's stage classes: the
     replica groups of all-zero replicas are empty); its row is now run's iteration to the bit."""
@@ -50,6 +53,7 @@ def test_a_sweeps_auto_row_is_runs_iteration():
     assert row["iteration_time_s"] == run["iteration_time_s"] and 0.4 < row["iteration_time_s"] < 0.5
 
 
+@pytest.mark.slow
 def test_a_network_sweep_of_auto_rows_is_each_rows_run():
     """Eight network points (the estimator primes their calls together, estimate/prime.py: it
     stopped on the unresolved replicas with ZeroDivisionError): each row is its own run."""
@@ -66,6 +70,7 @@ def test_a_network_sweep_of_auto_rows_is_each_rows_run():
     assert rows[0]["iteration_time_s"] > rows[-1]["iteration_time_s"]      # 470 ms at 10 Gb/s, 187 at 800
 
 
+@pytest.mark.slow
 def test_the_estimators_price_the_plan_run_resolves():
     """estimate_many (exact and fast) and estimate_overrides: the resolved plan's simulation."""
     sc = load(VGG, VGG4)
@@ -108,6 +113,7 @@ def test_search_keeps_auto_for_every_layout():
         assert run["stage_replicas"] == ([2, 2] if row["overrides"]["parallelism.pp"] == 2 else [4])
 
 
+@pytest.mark.slow
 def test_validate_and_run_say_which_replicas_auto_chose():
     """validate printed ``replicas 0-0-0-0`` (auto as stored); run said nothing of the replicas."""
     got = cli("validate", str(VGG), *_sets(VGG4))

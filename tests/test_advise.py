@@ -64,6 +64,7 @@ def test_text_table_and_gain_over_naive():
     assert "--set parallelism.span=" in out
 
 
+@pytest.mark.slow
 def test_two_datacenters_best_beats_every_hand_written_placement(two_dc):
     """The scenario's placement and the alternatives its description walks through (PP across, MPI,
     hierarchical) are all no faster than the advisor's best."""
@@ -107,6 +108,7 @@ def test_placements_follow_the_span_rules():
         "DP+PP across 4 DCs · each of 2 stages over 2 DCs · DP flat ring · " + registry.DEFAULT
 
 
+@pytest.mark.slow
 def test_32k_gpus_two_datacenters_within_budget():
     base = open_base("two-datacenters", {"cluster.nodes": 4096, "training.global_batch": 4096,
                                          "cluster.scale_across.bandwidth_Gbps": 51200})

@@ -106,6 +106,7 @@ def test_a_model_over_the_home_presets_memory_is_not_carried(scenario, kind, hom
     assert notes and "over its memory" in notes[0] and model in notes[0]
 
 
+@pytest.mark.slow
 def test_the_serving_curve_tab_marks_the_knee_and_the_target():
     at = run_app(scenario="serve-llama3-70b-tp8", view="serving", **{"inference.tpot_target_ms": "20"})
     assert not at.exception

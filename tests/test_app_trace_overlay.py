@@ -132,6 +132,7 @@ def _lane_rows(at) -> dict[str, float]:
     return out
 
 
+@pytest.mark.slow
 def test_the_lanes_chart_and_the_fit_apply_the_traces_constants(capsys, tmp_path):
     """Lanes: the measured and simulated rows of a trace of the scenario itself have the same
     busy time.  Fit: on a trace made at 55 % GEMM efficiency and 250 GB/s NVLink, the fit finds

@@ -278,6 +278,7 @@ def test_the_bubble_explanation_folds_its_ideal_pipelines_over_arrays_to_the_sam
     assert bubble.explain_bubble(r) == fast
 
 
+@pytest.mark.slow
 def test_a_period_of_eight_micro_batches_folds_over_arrays(monkeypatch):
     """GPT-3 175B at 16,384 sequences with 20 Gb/s NICs: its gradient all-reduce outlasts the
     cool-down and the pipeline repeats only every 8 micro-batches (the task fold, which tries 1-4

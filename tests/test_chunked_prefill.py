@@ -25,6 +25,7 @@ def test_the_piecewise_linear_sum_is_exact_on_a_line():
 
 
 @pytest.mark.parametrize(("prompt", "budget"), [(100_000, 100), (8192, 8)])
+@pytest.mark.slow
 def test_interpolated_chunks_agree_with_every_chunk_priced(monkeypatch, prompt, budget):
     sc = load(SERVE, {"inference.prompt_tokens": prompt, "inference.chunked_prefill_tokens": budget})
     assert prompt // budget > 512 == deploy.EXACT_CHUNKS          # the interpolated path

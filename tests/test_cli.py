@@ -353,6 +353,7 @@ def test_a_reversed_sweep_is_one_line_exit_2():
     assert r.returncode == 2 and err.startswith("error: --sizes:") and "\n" not in err
 
 
+@pytest.mark.slow
 def test_the_module_entry_point_prints_and_exits_as_main_does():
     """``python -m explorer`` itself (the other tests call ``main`` in this process): a run's JSON
     line is the in-process one, the em dash of a scenario's name survives the real stdout, a bad

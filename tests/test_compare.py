@@ -275,6 +275,7 @@ def test_compare_link_shows_both_iteration_times_and_the_delta():
     assert [b.label for b in at.button if b.key == "_b_rm_parallelism.pp"] == ["parallelism.pp = 2"]
 
 
+@pytest.mark.slow
 def test_editing_b_updates_the_cards_and_the_link_and_an_invalid_b_keeps_the_last():
     at = run_app(scenario="teaching-8gpu", view="compare")
     cards = _metrics(at, "Iteration time")

@@ -127,6 +127,7 @@ def test_a_malformed_scheduler_address_is_refused_before_any_work(address):
 
 
 @pytest.mark.parametrize("name", ["teaching-8gpu", "llama3-405b-16k", "deepseek-v3"])
+@pytest.mark.slow
 def test_layout_builder_is_from_dict(name):
     """The search's fast construction gives the loader's scenario, or the loader's exact error."""
     raw = search_raw(open_base(name).raw)
@@ -593,6 +594,7 @@ def test_a_family_is_searched_over_what_it_models():
     assert all(not x.extra for x in enumerate_layouts(teaching))
 
 
+@pytest.mark.slow
 def test_the_search_marks_the_own_layout_where_it_found_it(capsys):
     """dlrm-dcnv2's own plan (column-wise, ZeRO 0, whole batch) is one of the search's layouts: the
     table shows it once, as the user's own, priced on the full engine as run prints it."""

@@ -17,6 +17,7 @@ MIXTRAL = {"model.preset": "mixtral-8x7b", "cluster.nodes": 2}
 
 @pytest.mark.parametrize("name,sets", [("teaching-8gpu", {}), ("two-datacenters", {}),
                                        ("zero-bubble-8gpu", {}), ("teaching-8gpu", MIXTRAL)])
+@pytest.mark.slow
 def test_every_planner_step_counts_as_enumeration_does(name, sets):
     base = open_base(name, sets)
     parsed = LayoutBuilder(search_raw(base.raw)).parsed
@@ -31,6 +32,7 @@ def test_every_planner_step_counts_as_enumeration_does(name, sets):
         assert catalog.extent(space) == enumerated_extent(parsed, space), space
 
 
+@pytest.mark.slow
 def test_the_catalog_rebuilds_each_layout_in_enumeration_order():
     parsed = LayoutBuilder(search_raw(open_base("two-datacenters").raw)).parsed
     catalog = Catalog(parsed)

@@ -72,6 +72,7 @@ def test_sweep_vary_without_a_key_says_so(spec):
                         "e.g. parallelism.tp=4\n")
 
 
+@pytest.mark.slow
 def test_search_json_contract():
     rows, err = ok_json("search", "teaching-8gpu", "--top", "3", "--zero", "0,1", "--recompute", "none")
     assert len(rows) == 3

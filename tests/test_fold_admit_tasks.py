@@ -6,6 +6,8 @@ the simulation that follows; the design tools, which simulate or estimate every 
 do not prove at load."""
 from __future__ import annotations
 
+import pytest
+
 from explorer.cli import main
 from explorer.design import open_base
 from explorer.fold import admit, steady
@@ -19,6 +21,7 @@ GPT3 = ROOT / "scenarios" / "megatron-gpt3-175b.yaml"
 ASYNC_HUGE = {"parallelism.schedule": "pipedream-async", "training.global_batch": 196608}
 
 
+@pytest.mark.slow
 def test_validate_refuses_what_run_would_refuse(capsys):
     args = [str(GNMT), "--set", "training.global_batch=262144"]
     assert main(["validate", *args]) == 2

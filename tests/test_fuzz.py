@@ -251,6 +251,7 @@ def test_set_values_validate_or_fail_in_one_line(base, assignments):
 
 @CI
 @given(LINKS)
+@pytest.mark.slow
 def test_share_links_always_open_on_a_valid_scenario(params):
     valid(timed(check_link, params), "link")
 

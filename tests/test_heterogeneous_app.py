@@ -15,6 +15,7 @@ def _t(**ov) -> float:
     return simulate(load(ROOT / "scenarios" / "mixed-generations.yaml", ov)).iteration_time_s
 
 
+@pytest.mark.slow
 def test_mixed_generations_opens_and_the_speed_split_is_faster():
     at = run_app(scenario="mixed-generations")
     assert seconds(at) == pytest.approx(_t(), rel=0.001)

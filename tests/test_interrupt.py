@@ -130,6 +130,7 @@ def test_ctrl_c_stops_the_command_and_its_workers_with_one_line(name, target):
     assert took < STOPPED_S
 
 
+@pytest.mark.slow
 def test_workers_do_not_outlive_a_command_killed_outright():
     """SIGKILL (or the out-of-memory killer) gives the command no chance to stop its pool: the
     workers see their pipe close and exit by themselves."""

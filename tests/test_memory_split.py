@@ -153,6 +153,7 @@ def test_a_batch_of_splits_is_measured_as_each_alone(p, v, spare, rnd):
             assert [float(col[r]) for col in got] == pytest.approx(_direct(c, counts, held), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_the_moves_find_the_fastest_fitting_split_of_small_lines():
     """300 random lines (p 2-4 stages, 1F1B or interleaved with v 2, up to 8 spare layers, random
     seconds and bytes, capacities from tight to loose; seed 1), each against every split of its

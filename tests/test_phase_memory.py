@@ -51,6 +51,7 @@ def test_sweep_calls_a_plan_with_a_phase_over_memory_unfit(capsys):
     assert long_none.memory_over_capacity           # the reason: its long phase does not fit
 
 
+@pytest.mark.slow
 def test_search_ranks_only_plans_whose_every_phase_fits(capsys):
     assert main(["search", "teaching-8gpu", *_sets(PLAN), "--schedules", "1f1b", "--zero", "0,1",
                  "--recompute", "none,full", "--top", "3", "--json"]) == 0

@@ -180,6 +180,7 @@ def test_a_tight_gpu_fits_with_a_shorter_first_stage():
     _assert_run_reproduces(base, r)
 
 
+@pytest.mark.slow
 def test_cli_reports_placement_and_split():
     proc = subprocess.run([sys.executable, "-m", "explorer", "search", "teaching-8gpu", "--top", "2",
                            "--schedules", "1f1b", "--zero", "1", "--recompute", "none",

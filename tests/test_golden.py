@@ -120,6 +120,12 @@ all-to-all's latency was said to be its scale-up issue's where that is most of i
 pipedream-vgg16's bottleneck sentence when a largest other part under 1 % of the iteration stopped being
 named a bottleneck ("Optimizer takes 0.3 %... ZeRO sharding shrinks it" beside 99.7 % of compute:
 analysis/report.COMPUTE_BOUND_SHARE), nothing else;
+the three serving scenarios when a serving run's samples_per_s became its requests/s (it was output
+tokens/s over model.seq_len, a training field: serve-llama3-70b-tp8 1.18 -> 9.69), and
+serve-deepseek-v3-disaggregated's EP traffic when the combine was counted at its own 16-bit size
+instead of the FP8 dispatch's (serving/step.py: 585.4 -> 878.1 MB per step; the tiers' bytes and
+utilisation with it), times unchanged, and when its decode pool's workspace stopped counting a prompt
+pass it never runs (serving/deploy.py: max batch 190 -> 191, activations 25.54 -> 25.38 GB);
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

@@ -40,6 +40,7 @@ from ..analysis.verdict import DEFAULT_HEADROOM_GB
 from ..config.datacenters import SPAN_ORDERS
 from ..scenario import Scenario, ScenarioError, apply_overrides, from_dict
 from ..schedules import registry
+from ..serving.guard import refuse_serving
 from . import chunks as work
 from .base import Base, share_query
 from .executors import ExecutorSpec, map_chunks
@@ -332,6 +333,9 @@ def advise(base: Base, top: int = 5, executor: ExecutorSpec | None = None,
     datacenters or is itself invalid."""
     if top < 1:
         raise ScenarioError("--top", f"{top} must be at least 1")
+    # Placements are ranked by a training step's time; a serving file's would be its decode step
+    # alone (a hunt found a "1.36x faster" pick that halved the output tokens/s).
+    refuse_serving(base.raw, "advise", "placements ranked by a training step's time")
     executor = executor or ExecutorSpec()
     t0 = time.perf_counter()
     next_phase(progress, "enumerating placements", "placements")

@@ -98,6 +98,11 @@ class Serving:
     # arrivals) and the mean square, which the M/G/1 prefill queue reads.
     ttft_by_kind: tuple[float, ...] = ()
     ttft_sq_s2: float = 0.0
+    # Co-located: the time one request's prefill takes its replica from decoding (mean over a mix).
+    prefill_cost_s: float = 0.0
+    # Disaggregated: what one prefill GPU holds (weights, the pass's workspace and the longest
+    # prompt's KV cache before it leaves), bytes; 0 when co-located (the decode GPU's memory covers it).
+    prefill_need_bytes: float = 0.0
 
     @property
     def prefill_servers(self) -> int:
@@ -215,14 +220,21 @@ def saturated(sc: Scenario) -> Serving:
     cost = mix.moments([r[2] for r in runs], inf)[0]
     first = runs[max(range(len(ks)), key=lambda i: ks[i].share)][0]     # the commonest kind's, drawn
     longest = max(k.prompt for k in ks)
-    mem = serving_memory(sc, dec.parallelism.tp, pp_d, dec.parallelism.ep,
-                         float(min(longest, inf.chunked_prefill_tokens or longest)) + B)
+    # The decode GPUs' largest pass: a prompt (or its chunk) beside the batch's tokens when they
+    # prefill too; a disaggregated decode pool only decodes (a hunt found chunked_prefill_tokens,
+    # which it never reads, moving its max batch).
+    prompt_pass = (0.0 if inf.disaggregated is not None
+                   else float(min(longest, inf.chunked_prefill_tokens or longest)))
+    mem = serving_memory(sc, dec.parallelism.tp, pp_d, dec.parallelism.ep, prompt_pass + B)
     replicas_d = dec.dp
     if inf.disaggregated is None:
         per_replica = 1.0 / (n_out * step / B + cost)
         rate = per_replica * replicas_d
         tpot = step + B * cost / n_out
-        kv_bytes, kv_s, bound, gpus = 0.0, 0.0, "decode", sc.gpus
+        # A request takes its share of decode steps and its prefill's time from a replica: the larger
+        # share bounds requests/s (a hunt found 16-token answers "bound by decode" at 97 % prefill).
+        bound = "prefill" if cost > n_out * step / B else "decode"
+        kv_bytes, kv_s, gpus = 0.0, 0.0, sc.gpus
     else:
         transfers = [kv_transfer(sc, pre, k.prompt) for k in ks]
         kv_bytes = mix.moments([t[0] for t in transfers], inf)[0]
@@ -237,6 +249,12 @@ def saturated(sc: Scenario) -> Serving:
         # 1.44 s transfer in no latency).
         tpot = step + kv_s / n_out
         gpus = pre.gpus + dec.gpus
+        # The prefill pool's GPUs hold their own shard of the weights (a hunt found an EP-1 prefill
+        # pool needing 671 GB per 80 GB GPU reported as fitting and picked by a sweep).
+        pm = serving_memory(sc, pre.parallelism.tp, pre.parallelism.pp, pre.parallelism.ep, float(longest))
+        prefill_need = pm.weights + pm.workspace + pm.kv_per_token * longest
     return Serving(first, decode, pre, dec, ttft, step, tpot, rate, rate * n_out / gpus,
                    rate * n_out / replicas_d, mem, kv_bytes, kv_s, bound, gpus, batch=B,
-                   ttft_by_kind=tuple(ttfts) if inf.mix else (), ttft_sq_s2=ttft_sq)
+                   ttft_by_kind=tuple(ttfts) if inf.mix else (), ttft_sq_s2=ttft_sq,
+                   prefill_cost_s=cost if inf.disaggregated is None else 0.0,
+                   prefill_need_bytes=0.0 if inf.disaggregated is None else prefill_need)

@@ -53,7 +53,7 @@ def _task(cls: int, st: StageCost, what: str, deps: list[tuple[int, float]]) -> 
                 parts=tuple((k, v) for k, v in parts.items() if v > 0), info=info)
 
 
-def _by_tier(out: dict[str, float], call: dict, n: int) -> None:
+def _by_tier(out: dict[str, float], call: dict, n: float) -> None:
     """Add ``n`` calls' bytes per GPU to each tier they cross (step._call's ``per_gpu``, as training
     counts a call's traffic: a 16-GPU all-reduce over two nodes loads NVLink and the NICs, not only
     the one that limits it); a call of one GPU adds nothing."""
@@ -108,7 +108,23 @@ def _graph(sv: Serving, co_located: bool, kv_call: dict | None) -> tuple[TaskGra
 
 def _bottleneck(sc: Scenario, sv: Serving) -> str:
     """The decode step's two largest shares in one sentence (e.g. "decode step 14.2 ms: 54 % reading
-    weights in the GEMMs, 38 % in TP all-reduce latency within one node")."""
+    weights in the GEMMs, 38 % in TP all-reduce latency within one node"); when co-located prefills
+    take most of a replica's time, that first (each request's prefill against its share of decode
+    steps), then the decode step's shares."""
+    said = _decode_shares(sv)
+    inf = sc.inference
+    if sv.bound != "prefill" or inf is None or inf.disaggregated is not None:
+        return said
+    decode = mix.mean_output(inf) * sv.step_s / sv.batch     # a request's share of decode steps
+    prefill = sv.prefill_cost_s
+    return (f"prefill: each request's prompt takes the replica {prefill * 1e3:,.1f} ms from decoding, "
+            f"{prefill / (prefill + decode):.0%} of its time against {decode * 1e3:,.1f} ms of decode steps "
+            "(chunked prefill or disaggregated prefill would free it); "
+            f"{said}").replace("%", " %", 1)
+
+
+def _decode_shares(sv: Serving) -> str:
+    """The decode step's two largest shares (:func:`_bottleneck`)."""
     busiest = max(sv.decode, key=lambda st: st.duration)
     lay = sv.decode_layout
     gpn = lay.cluster.gpus_per_node
@@ -254,7 +270,9 @@ def simulate_serving(sc: Scenario) -> Result:
     comm = dict.fromkeys(COMM_DIMS, 0.0)
     tiers = {d: dict.fromkeys(BOUNDARY_NAMES, 0.0) for d in COMM_DIMS}
     for dim, call in st.comm.items():
-        n = 2 * (st.layers if dim == "tp" else st.moe_layers)     # two calls per (MoE) layer
+        # Two calls per (MoE) layer: two all-reduces, or a dispatch and a combine (whose bytes are
+        # its own: 16-bit where the dispatch may be FP8), counted in dispatches.
+        n = 2.0 * st.layers if dim == "tp" else st.moe_layers * (1 + call["combine_bytes"] / call["bytes"])
         comm[dim] = n * call["bytes"]
         _by_tier(tiers[dim], call, n)
     if st.send:
@@ -281,6 +299,13 @@ def simulate_serving(sc: Scenario) -> Result:
                     f"tokens does not fit beside the weights: at most {sv.memory.max_batch} per replica "
                     f"(inference.batch)",)
         kinds = ("memory",)
+    if sv.prefill_need_bytes > sv.memory.usable:
+        pool = sv.prefill_layout.parallelism
+        warnings += (f"the prefill pool's GPUs need {sv.prefill_need_bytes / 1e9:,.1f} GB each (weights, "
+                     f"workspace and the longest prompt's KV cache at tp {pool.tp} · pp {pool.pp} · ep "
+                     f"{pool.ep}) of the {sv.memory.usable / 1e9:,.1f} GB the server may use: shard them "
+                     "over more GPUs (inference.disaggregated.prefill.tp, .pp, .ep)",)
+        kinds += ("memory",)
     # The GPUs' PCIe links narrower than their share of the NICs: said as a training run says it.
     narrow = pcie_notice(sc, Network(sc))
     if narrow is not None:
@@ -288,7 +313,7 @@ def simulate_serving(sc: Scenario) -> Result:
     sentence = _bottleneck(sc, sv)
     gpu = sc.hardware.gpu
     flops = st.flops / step
-    links = {d: {k: v for k, v in c.items() if k not in ("latency_s", "boundary", "per_gpu")}
+    links = {d: {k: v for k, v in c.items() if k not in ("latency_s", "boundary", "per_gpu", "combine_bytes")}
              for d, c in st.comm.items()}
     return Result(
         scenario=sc, iteration_time_s=step, tokens_per_s=sv.requests_per_s * mix.mean_output(inf),

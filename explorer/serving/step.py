@@ -221,6 +221,10 @@ class PassModel:
             calls["ep"] = self._ep_call(routed * self.abytes, stage)
             disp = calls["ep"]["time_s"]
             comb = self._ep_call(routed * COMM_BYTES, stage)["time_s"]
+            # The combine's 16-bit bytes beside the dispatch's (FP8 activations: half of them), for
+            # the traffic figures (serving/result.py; a hunt found the combine counted at the
+            # dispatch's size, a third of the EP bytes missing).
+            calls["ep"]["combine_bytes"] = routed * COMM_BYTES
         parts = [("compute", proj + core), ("tp", ar), ("ep", disp), ("compute", ffn), ("ep", comb),
                  ("tp", ar)]
         comps = {"gemm": proj + ffn, "attention": core, "tp": 2 * ar, "ep": disp + comb}

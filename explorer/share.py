@@ -40,18 +40,16 @@ from .scenario import (
     load_raw,
     to_dict,
 )
+from .share_limits import B_PREFIX, LONG_VALUES, MAX_VALUE_CHARS
 from .teaching.tours import Tour, tours
 
 DEFAULT_SCENARIO = "teaching-8gpu"
 # The preset field of a section a link may set whole (hardware.gpu): the name the base expands.
 _ROOT_PRESETS = frozenset(f"{root}.preset" for root in SETTABLE_ROOTS)
 VIEWS = ("timeline", "memory", "traffic", "topology", "scenario", "compare", "design", "run", "serving")
-B_PREFIX = "b."                # a link's overrides of the Compare view's scenario B (on top of A)
 D_PREFIX = "d."                # a link's Design-space view settings
 DESIGN_KEYS = ("x", "xv", "y", "yv", "m", "scale")
 RESERVED = {"scenario", "view", "present", "tour", "step"}
-MAX_VALUE_CHARS = 200          # a field value is a number, a word or a short list
-LONG_VALUES = {"training.phases": 4000}    # the run plan's phases, as compact JSON (issue 38)
 MAX_PARAMS = 100
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,80}$")
 NOT_IN_LINKS = {"description"}  # long Markdown stays in the file, not the address bar

@@ -2,11 +2,14 @@
 and share links carry the phases (they round-trip through the address bar)."""
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import pytest
 
 from explorer.run.total import run_total
 from explorer.scenario import apply_overrides, from_dict
 from explorer.share import SharedView, changed_fields, parse_query, preset_raw, to_query
+from explorer.share_limits import unlinked
 from explorer.simulate import simulate
 
 from app_support import run_app
@@ -84,3 +87,36 @@ def test_a_diloco_runs_loss_caption_cites_its_scaling_law():
     assert not at.exception
     loss = [c.value for c in at.caption if c.value.startswith("Loss, an estimate from the literature")]
     assert len(loss) == 1 and "McCandlish" in loss[0] and "Charles et al. 2025" in loss[0]
+
+
+def _ramp(n: int, name: str = "ramp step") -> list[dict]:
+    return [{"name": f"{name} {i:03d}", "tokens": 1e9 * (i + 1),
+             "overrides": {"training.global_batch": 256 + 64 * i, "model.seq_len": 2048}} for i in range(n)]
+
+
+def test_a_256_phase_batch_ramp_travels_in_the_link():
+    """A hunt found 36 phases (4,000 characters) dropped on reopening, while the link box said it
+    reopens exactly this view: the schema's 256 phases of a batch ramp now travel (28,912 characters,
+    41.8 KB percent-encoded, inside the app server's 64 KB request)."""
+    raw = preset_raw("fsdp-llama3-8b")
+    cur = from_dict(apply_overrides(raw, {"training.phases": _ramp(256)}))
+    query = to_query(SharedView("fsdp-llama3-8b", view="run"), from_dict(raw), cur)
+    assert len(query["training.phases"]) == 28_912 and len(urlencode(query)) < 48_000
+    assert unlinked(query) == []
+    view = parse_query(query)
+    assert view.warnings == []
+    assert from_dict(apply_overrides(raw, view.overrides)).training.phases == cur.training.phases
+
+
+def test_a_plan_too_long_for_a_link_is_named_not_claimed_exact():
+    """Long phase names push 256 phases past the link's 32,000 characters: unlinked() names the
+    field and its length (the link box then warns instead of claiming an exact reopening), and a
+    reopened link says what it ignored."""
+    raw = preset_raw("fsdp-llama3-8b")
+    cur = from_dict(apply_overrides(raw, {"training.phases": _ramp(256, "x" * 100)}))
+    query = to_query(SharedView("fsdp-llama3-8b", view="run"), from_dict(raw), cur)
+    n = len(query["training.phases"])
+    assert n > 32_000
+    assert unlinked(query) == [f"training.phases ({n:,} characters, limit 32,000)"]
+    assert parse_query(query).warnings == [f"ignored training.phases: its value has {n:,} characters "
+                                           "(limit 32000)"]

@@ -39,7 +39,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("run", ("explorer.run",)),              # the whole run: phases simulated, failures, energy
     ("estimate", ("explorer.estimate",)),
     ("teaching", ("explorer.teaching",)),
-    ("share", ("explorer.share", "explorer.share_reference")),   # the link codec: tours' names below
+    # the link codec: tours' names below
+    ("share", ("explorer.share", "explorer.share_limits", "explorer.share_reference")),
     ("design", ("explorer.design", "explorer.fidelity")),
     ("figures", ("explorer.figures",)),
     ("report", ("explorer.report",)),        # the HTML report: figures and share link in one page

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from ..config.schema import one_line
 from ..result.record import Result
+from ..workloads.registry import nouns
 from .convergence import CITATION
 from .phases import has_run
 from .total import RunTotal, run_total
@@ -57,17 +58,26 @@ def percent(x: float) -> str:
     return f"{x * 100:.2g}%" if 0 < x < 1e-4 else f"{x:.2%}"
 
 
+def _step(seconds: float) -> str:
+    """A step's time: seconds with two decimals, or milliseconds below one second (a 3.6 ms DLRM
+    step read "0.00s")."""
+    return f"{seconds:.2f}s" if seconds >= 1 else f"{seconds * 1e3:.1f}ms"
+
+
 def run_lines(res: Result) -> list[str]:
     """The per-phase table and the totals, for the readable summary; none without a run plan."""
     total = run_of(res)
     if total is None:
         return []
-    lines = ["", "  run:", f"    {'phase':<20} {'GPUs':>7} {'tokens':>10} {'steps':>9} {'step':>9} "
-                            f"{'tokens/s':>12} {'MFU':>6} {'goodput':>8} {'days':>8}"]
+    # The family's unit (images, samples, seed nodes): total_tokens counts them (a hunt found an
+    # "images/s" summary above a "tokens/s" table).
+    unit = nouns(res.scenario.model).per_second
+    lines = ["", "  run:", f"    {'phase':<20} {'GPUs':>7} {unit:>10} {'steps':>9} {'step':>9} "
+                            f"{unit + '/s':>12} {'MFU':>6} {'goodput':>8} {'days':>8}"]
     for p in total.phases:
         name = one_line(p.name)[:20]
         lines.append(f"    {name:<20} {p.gpus:>7,} {p.tokens / 1e9:>9,.1f}B {p.iterations:>9,} "
-                     f"{p.iteration_s:>8.2f}s {p.tokens_per_s:>12,.0f} {p.mfu:>6.1%} "
+                     f"{_step(p.iteration_s):>9} {p.tokens_per_s:>12,.0f} {p.mfu:>6.1%} "
                      f"{percent(p.goodput.goodput):>8} {p.days:>8.3f}")
     e = total.energy_MWh
     digits = 1 if total.days >= 10 else 3

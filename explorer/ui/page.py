@@ -17,6 +17,7 @@ import streamlit as st
 
 from ..scenario import Scenario, ScenarioError, from_dict
 from ..share import SharedView, changed_fields, modified_note, to_query
+from ..share_limits import unlinked
 from ..share_reference import link_scenario
 from . import export, sidebar, style
 from .b_side import resolve_b
@@ -192,7 +193,13 @@ def main() -> None:
     link_box, exports_box, bar_drawn = _title_row(heading, view, present, shown_note, step=step_sets)
     st.session_state["_share_link"] = share_link(query)      # also the HTML report's (views/files.py)
     with link_box.popover("Copy link", icon=":material/link:", use_container_width=True):
-        st.caption("This link reopens exactly this view:")
+        lost = unlinked(query)
+        if lost:           # a value too long for a link: said, not claimed exact (a hunt found a plan lost)
+            st.warning(f"This link does not carry {', '.join(lost)}: it reopens this view without "
+                       "it. Share the scenario file instead (Scenario & files, Download scenario (YAML)).",
+                       icon="⚠️")
+        else:
+            st.caption("This link reopens exactly this view:")
         st.code(st.session_state["_share_link"], language=None, wrap_lines=True)
     for w in st.session_state.get("_warnings", []):
         st.warning(f"Link: {plain(w)}", icon="⚠️")

@@ -126,6 +126,8 @@ serve-deepseek-v3-disaggregated's EP traffic when the combine was counted at its
 instead of the FP8 dispatch's (serving/step.py: 585.4 -> 878.1 MB per step; the tiers' bytes and
 utilisation with it), times unchanged, and when its decode pool's workspace stopped counting a prompt
 pass it never runs (serving/deploy.py: max batch 190 -> 191, activations 25.54 -> 25.38 GB);
+llama3-405b-pretraining's energy when restarts drew the GPUs' idle power instead of the training
+draw (run/energy.busy_share: 17,904 -> 17,899 MWh), nothing else;
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

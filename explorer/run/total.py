@@ -43,6 +43,10 @@ class PhaseTotal:
     memory_GB: float = 0.0
     memory_capacity_GB: float = float("inf")
     fits: bool = True
+    # A GPU's draw while it does not compute (energy.average_W at u = 0: the static share) and whether
+    # the job trains on through repairs (reliability.elastic): what failures' wall time draws.
+    idle_power_W: float | None = None
+    elastic: bool = False
 
     @property
     def wall_s(self) -> float:
@@ -59,8 +63,18 @@ class PhaseTotal:
         return self.gpus * self.wall_s / 3600.0
 
     def energy_MWh(self, pue: float) -> float | None:
+        """The phase's facility energy: its GPUs at the phase's average draw while they compute
+        (training, and redoing the work a failure lost), at their idle draw while they write a
+        checkpoint, restart or wait for a repair (energy.busy_share; a hunt found 35 days of waiting
+        for repairs charged at the training draw, 2.3x the energy)."""
         w = self.avg_power_W
-        return None if w is None else energy.energy_MWh(w, self.gpus, self.wall_s, pue)
+        if w is None:
+            return None
+        busy = energy.busy_share(self.goodput, self.elastic)
+        idle = w if self.idle_power_W is None else self.idle_power_W
+        wall = self.wall_s
+        return energy.energy_MWh(w, self.gpus, wall * busy, pue) + energy.energy_MWh(idle, self.gpus,
+                                                                                     wall * (1 - busy), pue)
 
 
 @dataclass(frozen=True)
@@ -158,7 +172,8 @@ def phase_total(ph: PhasePlan, res: Result, survivors_share: float | None = None
                       ph.iterations * step, goodput_of(sc, survivors_share, step), energy.average_W(sc, u),
                       ph.tokens_per_iteration, sc.training.critical_batch_tokens,
                       extra * (1.0 if law is None else float(law["compute_ratio"])),
-                      mem.total / 1e9, cap / 1e9, not res.memory_over_capacity)
+                      mem.total / 1e9, cap / 1e9, not res.memory_over_capacity,
+                      energy.average_W(sc, 0.0), sc.reliability.elastic)
 
 
 def run_total(sc: Scenario, simulate: Callable[[Scenario], Result],

@@ -11,6 +11,7 @@ import pytest
 
 from explorer.cli import main
 from explorer.config.dormant import RULES, dormant_settings
+from explorer.run.total import run_total
 from explorer.scenario import apply_overrides, from_dict, load_raw
 from explorer.simulate import simulate
 
@@ -21,6 +22,10 @@ TEACH = ROOT / "scenarios" / "teaching-8gpu.yaml"      # bf16, tp 1, dp 2, pp 4,
 ONE_DP = {"parallelism.dp": 1, "parallelism.pp": 8}
 TWO_DP = {"parallelism.dp": 2, "parallelism.pp": 4}
 
+RUN = {"training.total_tokens": 1e10}                       # a single-phase run plan
+FAILING = {**RUN, "reliability.mtbf_gpu_hours": 50}          # ... whose GPUs fail (a 6.25 h job MTBF)
+# ... and are repaired in a day, on two nodes of data-parallel replicas that survive a node's loss
+ELASTIC = {"reliability.repair_h": 24, "cluster.nodes": 2, "parallelism.pp": 1, "parallelism.dp": 16}
 # field -> (the condition's overrides on teaching-8gpu, the dormant value, overrides where it is read)
 CASES = {
     "training.fp8_recipe": ({}, "blockwise", {"training.dtype": "fp8"}),
@@ -35,12 +40,27 @@ CASES = {
                                    {"training.recompute": "selective"}),
     "communication.prefetch_layers": ({}, 3, {"parallelism.zero": 3}),
     "training.attention_kernel": ({"training.dtype": "fp32"}, "flash3", {"training.dtype": "bf16"}),
+    # A run plan's settings (a hunt found them unread and unnamed without a plan, or without failures).
+    "training.critical_batch_tokens": ({}, 1e6, RUN),
+    "reliability.mtbf_gpu_hours": ({}, 5000, RUN),
+    "reliability.pue": ({}, 1.5, RUN),
+    "reliability.price_per_gpu_hour": ({}, 2.0, RUN),
+    "reliability.checkpoint_write_GBps": (RUN, 0.1, FAILING),
+    "reliability.checkpoint_read_GBps": (RUN, 0.1, FAILING),
+    "reliability.restart_s": (RUN, 600, FAILING),
+    "reliability.async_checkpoint": (RUN, True, FAILING),
+    "reliability.checkpoint_interval_s": (RUN, 60, FAILING),
+    "reliability.repair_h": (RUN, 24, FAILING),
+    "reliability.elastic": (FAILING, True, ELASTIC),
 }
 GNN = ROOT / "scenarios" / "gnn-sage-papers100m.yaml"      # mini-batch, every feature local
 DLRM = ROOT / "scenarios" / "dlrm-dcnv2.yaml"              # DCNv2 interaction
 FULL_GRAPH = {"model.gnn.mode": "fullgraph", "training.global_batch": 16, "training.micro_batch": 1}
 SAMPLED = {"model.gnn.mode": "minibatch", "training.global_batch": 16384, "training.micro_batch": 1024,
            "model.gnn.local_share": 0.0625}
+SERVE = ROOT / "scenarios" / "serve-llama3-70b-tp8.yaml"   # co-located, TP 8 on one node
+DISAGGREGATED = {"inference.disaggregated.prefill.tp": 4, "inference.disaggregated.prefill.replicas": 1,
+                 "inference.disaggregated.decode.tp": 4, "inference.disaggregated.decode.replicas": 1}
 # The workload families' rules, on their own scenario files: field -> (file, condition, value, read).
 FAMILY_CASES = {
     "model.gnn.cache_hit": (GNN, {}, 0.9, {"model.gnn.local_share": 0.0625}),
@@ -55,6 +75,13 @@ FAMILY_CASES = {
                                 {"model.dlrm.interaction": "dcn"}),
     "model.dlrm.cross_rank": (DLRM, {"model.dlrm.interaction": "dot"}, 64,
                               {"model.dlrm.interaction": "dcn"}),
+}
+# Disaggregated serving (no override turns it off): field -> (the pools' condition, the dormant value,
+# the co-located scenario's overrides where it is read).
+SERVING_CASES = {
+    "parallelism.tp": (DISAGGREGATED, 4, {}),
+    "parallelism.pp": ({**DISAGGREGATED, "parallelism.tp": 4}, 2, {"parallelism.tp": 4}),
+    "inference.chunked_prefill_tokens": (DISAGGREGATED, 256, {}),
 }
 
 
@@ -71,13 +98,32 @@ def _raw(over: dict, drop: str = "", path=TEACH) -> dict:
 
 
 def _figures(raw: dict) -> tuple:
-    r = simulate(from_dict(raw))
+    """The run's figures, and its run plan's where it has one (days, GPU-hours, energy, price)."""
+    sc = from_dict(raw)
+    r = simulate(sc)
+    plan = run_total(sc, simulate)
+    run = None if plan is None else (plan.days, plan.gpu_hours, plan.energy_MWh, plan.price,
+                                     None if plan.loss is None else plan.loss.equivalent_tokens)
     return (r.iteration_time_s, r.memory.total, sorted(r.breakdown_s.items()),
-            sorted(r.comm_bytes_per_gpu.items()))
+            sorted(r.comm_bytes_per_gpu.items()), run)
 
 
 def test_every_rule_has_a_case():
-    assert sorted([*CASES, *FAMILY_CASES]) == sorted(r.field for r in RULES)
+    assert sorted([*CASES, *FAMILY_CASES, *SERVING_CASES]) == sorted(r.field for r in RULES)
+
+
+@pytest.mark.parametrize("field", sorted(SERVING_CASES))
+def test_a_disaggregated_servers_unread_setting_changes_nothing_and_is_named(field):
+    """Top-level degrees and chunked prefill on pools that set their own and never mix prefill into
+    decode (a hunt found them unread and unnamed; chunking even moved the decode pool's max batch)."""
+    condition, value, read = SERVING_CASES[field]
+    without, given = _raw(condition, drop=field, path=SERVE), _raw({**condition, field: value}, path=SERVE)
+    assert _figures(given) == _figures(without)
+    assert field in dict(dormant_settings(from_dict(given)))
+    # Co-located, the same setting is read: not named, and it moves the result.
+    without, given = _raw(read, drop=field, path=SERVE), _raw({**read, field: value}, path=SERVE)
+    assert field not in dict(dormant_settings(from_dict(given)))
+    assert _figures(given) != _figures(without)
 
 
 def _case(field: str) -> tuple:

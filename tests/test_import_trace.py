@@ -263,3 +263,48 @@ def test_an_iteration_marker_named_by_the_user_replaces_profiler_steps(capsys):
     args = ["import-trace", str(TRACES / "ddp"), "--scenario", SCENARIO, "--iteration-marker", "nope"]
     assert main(args) == 2
     assert "has no event named 'nope'" in capsys.readouterr().err
+
+
+LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+
+def _stalled_trace(tmp_path) -> str:
+    """Three 10 ms steps as Kineto writes them: on the CPU ProfilerStep#N and a train_step marker,
+    each starting with a 3 ms data-loader stall; on the GPU, ProfilerStep#N's copy over its kernels
+    only (a 3 ms GEMM, a 1 ms all-reduce, a 2.8 ms GEMM: 6.8 ms from 3.1 ms into the step)."""
+    events = []
+    for n in range(3):
+        t0 = 10_000 * n
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n + 1}", "pid": 1, "tid": 1,
+             "ts": t0, "dur": 10_000},
+            {"ph": "X", "cat": "user_annotation", "name": "train_step", "pid": 1, "tid": 1, "ts": t0 + 10,
+             "dur": 9_980},
+            {"ph": "X", "cat": "cpu_op", "name": LOADER, "pid": 1, "tid": 1, "ts": t0 + 10, "dur": 3_000},
+            {"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{n + 1}", "pid": 0, "tid": 7,
+             "ts": t0 + 3_100, "dur": 6_800},
+            {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "pid": 0, "tid": 7, "ts": t0 + 3_100,
+             "dur": 3_000},
+            {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "pid": 0,
+             "tid": 20, "ts": t0 + 6_100, "dur": 1_000},
+            {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "pid": 0, "tid": 7, "ts": t0 + 7_100,
+             "dur": 2_800}]
+    path = tmp_path / "stalled.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return str(path)
+
+
+def test_the_gpus_wait_between_steps_is_in_the_iteration(capsys, tmp_path):
+    """Kineto's GPU copy of ProfilerStep#N spans its kernels only: read as the iteration it dropped
+    the 3.2 ms the GPU waits for the data loader (6.8 ms measured for 10 ms steps, 9.98 ms with
+    --iteration-marker on the same trace).  Each GPU step now runs until the next one starts; the
+    last, whose end the trace does not show, is left out."""
+    path = _stalled_trace(tmp_path)
+    layout = ["--set", "parallelism.pp=1", "--set", "parallelism.tp=1", "--set", "parallelism.dp=8"]
+    gpu = _import(capsys, path, *layout)
+    assert gpu["steps"] == [1, 2]
+    assert gpu["iteration_time_s"]["measured"] == pytest.approx(10e-3, rel=1e-12)
+    assert gpu["categories"]["bubble"]["measured_s"] == pytest.approx(3.2e-3, rel=1e-9)
+    marked = _import(capsys, path, *layout, "--iteration-marker", "train_step")
+    assert marked["iteration_time_s"]["measured"] == pytest.approx(9.98e-3, rel=1e-12)
+    assert marked["categories"]["bubble"]["measured_s"] == pytest.approx(3.18e-3, rel=1e-9)

@@ -89,3 +89,19 @@ def test_tools_that_rank_training_steps_refuse_a_serving_file(command, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert err.startswith(f"error: inference: {command[0]} studies training steps")
+
+
+def test_a_co_located_pipeline_loses_its_busiest_prefill_stage_per_request():
+    """TP 4 x PP 2 on 8 H100s: a prompt's two stage passes take 23.6-23.7 ms each (TTFT about
+    47.4 ms); each stage stops decoding only for its own share while the other decodes, so a request
+    costs the replica its busiest stage, and TPOT = step + batch x that / output tokens."""
+    from explorer.serving.deploy import saturated
+    sc = load(LLAMA, {"parallelism.tp": 4, "parallelism.pp": 2})
+    sv = saturated(sc)
+    stages = [st.duration for st in sv.prefill]
+    assert len(stages) == 2 and sv.ttft_s == pytest.approx(47.42e-3, abs=5e-5)
+    assert sv.prefill_cost_s == pytest.approx(max(stages), rel=1e-12)
+    assert sv.prefill_cost_s == pytest.approx(23.7e-3, abs=1e-4)
+    assert sv.tpot_s == pytest.approx(sv.step_s + 256 * max(stages) / 1000, rel=1e-12)
+    one = saturated(load(LLAMA))                       # one stage: the whole pass, TTFT itself
+    assert one.prefill_cost_s == pytest.approx(one.ttft_s, rel=1e-12)

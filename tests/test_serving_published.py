@@ -120,7 +120,9 @@ def test_3d_dram_description_claims():
     assert tp1["max_batch"] == 33 < tp1["batch"] == 64
     tp2pp2 = figures("serve-3d-dram", (("parallelism.tp", 2), ("parallelism.pp", 2)))
     assert (tp2["max_batch"], tp2pp2["max_batch"]) == (282, 779)
-    assert round(tp2pp2["output_tokens_per_s_per_gpu"]) == 1054
+    # A prefill stops each stage for its own share while the other decodes (serving/deploy._prefill):
+    # 1,054/s when each prefill was charged the pipeline's whole latency.
+    assert round(tp2pp2["output_tokens_per_s_per_gpu"]) == 1231
     assert round(tp2["output_tokens_per_s_per_gpu"]) > round(figures(
         "serve-3d-dram", (("parallelism.tp", 4),))["output_tokens_per_s_per_gpu"])
 

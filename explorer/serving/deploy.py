@@ -161,7 +161,11 @@ def _prefill(pf_model: PassModel, P: int, budget: int, micro: float, ctx: float,
     if n == 1:
         prefill = pf_model.pipeline((Group(1, P, P / 2),), 1)
         ttft = latency(prefill)
-        return prefill, ttft, ttft
+        # Each stage stops decoding only for its own share of the prompt while the others go on
+        # with their micro-batches, so a prefill lengthens a pipeline's round by its busiest stage
+        # (the whole pass on one stage; a hunt found a PP 2 replica charged the full latency, twice
+        # its cost).
+        return prefill, ttft, max(st.duration for st in prefill)
     c = P / n
 
     def chunk(j: int) -> tuple[list[StageCost], float]:      # chunk j attends to j chunks + half its own

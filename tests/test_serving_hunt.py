@@ -105,3 +105,20 @@ def test_a_co_located_pipeline_loses_its_busiest_prefill_stage_per_request():
     assert sv.tpot_s == pytest.approx(sv.step_s + 256 * max(stages) / 1000, rel=1e-12)
     one = saturated(load(LLAMA))                       # one stage: the whole pass, TTFT itself
     assert one.prefill_cost_s == pytest.approx(one.ttft_s, rel=1e-12)
+
+
+def test_diff_of_two_servers_shows_what_a_request_sees(capsys):
+    """Chunked prefill on serve-llama3-70b-tp8: the decode step is unchanged (+0.0 %), while TTFT
+    rises 34.65 -> 64.90 ms and TPOT falls 26.41 -> 25.17 ms; diff said only the first."""
+    assert main(["diff", str(LLAMA), "--set-b", "inference.chunked_prefill_tokens=512"]) == 0
+    text = capsys.readouterr().out
+    assert "  TTFT                   34.65 ms       64.90 ms      +30.25 ms  (+87.3%)" in text
+    assert "  TPOT                   26.41 ms       25.17 ms       -1.24 ms  (-4.7%)" in text
+    assert "  max batch                 1,775          1,775             +0  (+0.0%)" in text
+    assert main(["diff", str(LLAMA), "--set-b", "inference.chunked_prefill_tokens=512", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)["delta_inference"]
+    assert d["ttft_s"]["delta"] == pytest.approx(30.25e-3, abs=1e-5)
+    assert set(d) == {"ttft_s", "tpot_s", "output_tokens_per_s_per_gpu", "requests_per_s", "max_batch"}
+    teaching = str(ROOT / "scenarios" / "teaching-8gpu.yaml")
+    assert main(["diff", teaching, "--set-b", "training.micro_batch=2"]) == 0
+    assert "TTFT" not in capsys.readouterr().out          # a training diff has no served lines

@@ -158,7 +158,10 @@ def _prefill(pf_model: PassModel, P: int, budget: int, micro: float, ctx: float,
     """(the first pass drawn, TTFT, the time taken from decoding) of one prompt of ``P`` tokens:
     one pass, or with chunked prefill the mixed steps that carry its chunks (module docstring)."""
     n = chunks(P, budget)
-    if n == 1:
+    # With chunking on, a prompt within the budget still rides one mixed step with the decodes
+    # (Sarathi-Serve): only without chunking is it a pass of its own (a hunt found budgets from the
+    # prompt's length up priced as no chunking at all).
+    if budget <= 0:
         prefill = pf_model.pipeline((Group(1, P, P / 2),), 1)
         ttft = latency(prefill)
         # Each stage stops decoding only for its own share of the prompt while the others go on

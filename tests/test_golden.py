@@ -127,7 +127,9 @@ instead of the FP8 dispatch's (serving/step.py: 585.4 -> 878.1 MB per step; the 
 utilisation with it), times unchanged, and when its decode pool's workspace stopped counting a prompt
 pass it never runs (serving/deploy.py: max batch 190 -> 191, activations 25.54 -> 25.38 GB);
 llama3-405b-pretraining's energy when restarts drew the GPUs' idle power instead of the training
-draw (run/energy.busy_share: 17,904 -> 17,899 MWh), nothing else;
+draw (run/energy.busy_share: 17,904 -> 17,899 MWh), nothing else; the three serving scenarios' bottleneck
+sentences when a call's share said what sets it (its algorithm and bus bandwidth, or the tier whose
+latency it mostly is: "(ring/LL at 57 GB/s bus bandwidth)", "(mostly scale-up latency)"), nothing else;
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

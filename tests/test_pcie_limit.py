@@ -93,7 +93,9 @@ def test_a_served_model_names_the_links_too_and_counts_every_tier_it_crosses():
     base = ["run", "serve-llama3-70b-tp8", "--set", "cluster.nodes=2", "--set", "parallelism.tp=16", "--json"]
     narrow = json.loads(cli(*base, "--set", "hardware.gpu.pcie_GBps=1").stdout)
     assert narrow["links"]["tp"]["tier"] == PCIE_LIMIT and "pcie" in narrow["warning_kinds"]
-    assert "TP all-reduce bandwidth across 2 nodes (the GPUs' PCIe links)" in narrow["bottleneck"]
+    said = ("TP all-reduce bandwidth across 2 nodes (the GPUs' PCIe links, tree/LL128 at 13 GB/s bus "
+            "bandwidth)")
+    assert said in narrow["bottleneck"]
     wide = json.loads(cli(*base, "--set", "hardware.gpu.pcie_GBps=100").stdout)
     assert wide["links"]["tp"]["tier"] != PCIE_LIMIT and "pcie" not in wide["warning_kinds"]
     tiers = wide["comm_bytes_by_tier"]["tp"]

@@ -136,9 +136,19 @@ def _decode_shares(sv: Serving) -> str:
         bound = "latency" if call.get("latency_s", 0.0) >= 0.5 * call.get("time_s", 1.0) else "bandwidth"
         nodes = math.ceil(ranks / gpn)
         where = "within one node" if nodes <= 1 else f"across {nodes} nodes"
-        # The GPUs' PCIe links set a bandwidth-bound call's time: named, as a training run names them.
-        links = " (the GPUs' PCIe links)" if bound == "bandwidth" and call.get("tier") == PCIE_LIMIT else ""
-        return f"{label} {bound} {where}{links}"
+        # What sets it, from the call's own price (a hunt read "latency across 16 nodes" where the
+        # latency is NVLink's per-peer issue, and "bandwidth" where the LL protocol, not the links,
+        # capped a 1 MB all-reduce at 56 of 450 GB/s): a latency-bound call's tier, a bandwidth-bound
+        # one's algorithm and bus bandwidth, and the GPUs' PCIe links where they set it, as a
+        # training run names them.
+        tier = str(call.get("tier", ""))
+        if bound == "latency":           # (within one node there is only the scale-up's)
+            what = f"mostly {tier}" if tier.endswith("latency") and nodes > 1 else ""
+        else:
+            pcie = "the GPUs' PCIe links, " if tier == PCIE_LIMIT else ""
+            busbw = call.get("busbw_GBps", 0.0)
+            what = f"{pcie}{call.get('algorithm', '')} at {busbw:,.0f} GB/s bus bandwidth"
+        return f"{label} {bound} {where}" + (f" ({what})" if what else "")
 
     p = lay.parallelism
     shares = {"the GEMMs": c["gemm"],

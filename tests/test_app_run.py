@@ -120,3 +120,19 @@ def test_a_plan_too_long_for_a_link_is_named_not_claimed_exact():
     assert unlinked(query) == [f"training.phases ({n:,} characters, limit 32,000)"]
     assert parse_query(query).warnings == [f"ignored training.phases: its value has {n:,} characters "
                                            "(limit 32000)"]
+
+
+def test_the_link_box_warns_when_the_link_cannot_carry_a_value(monkeypatch):
+    """The page asks share_limits.unlinked what its link cannot carry: with nothing, the caption
+    says the link reopens exactly this view; with something, a warning names it and the file to
+    share instead (and no caption claims an exact reopening)."""
+    at = run_app(scenario="teaching-8gpu")
+    assert any(c.value == "This link reopens exactly this view:" for c in at.caption)
+    import explorer.ui.page as page
+    monkeypatch.setattr(page, "unlinked", lambda query: ["training.phases (40,000 characters, limit 32,000)"])
+    at = run_app(scenario="teaching-8gpu")
+    said = [w.value for w in at.warning if w.value.startswith("This link does not carry")]
+    assert said == ["This link does not carry training.phases (40,000 characters, limit 32,000): it reopens "
+                    "this view without it. Share the scenario file instead (Scenario & files, Download "
+                    "scenario (YAML))."]
+    assert not any(c.value == "This link reopens exactly this view:" for c in at.caption)

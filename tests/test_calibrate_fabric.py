@@ -173,3 +173,28 @@ def test_an_output_that_names_neither_ranks_nor_op_asks_for_them(capsys, tmp_pat
     assert err.startswith("error: --ranks") or err.startswith("error: --op"), err
     assert main(["calibrate-fabric", str(path), "--json", "--ranks", "16"]) == 2
     assert "--op" in capsys.readouterr().err
+
+
+def test_without_rank_lines_the_hosts_must_be_given(capsys):
+    """ND A100 v4's output (2 x 8 GPUs over InfiniBand) has no '#  Rank' lines: taken as one 16-GPU
+    host it fitted NVLink to 243.7 GB/s (a hunt); now it asks for --gpus-per-node, and with 8 it fits
+    the scale-out tier."""
+    assert main(["calibrate-fabric", str(NDV4), "--json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --gpus-per-node: ") and len(err.splitlines()) == 1
+    assert "no '#  Rank' lines" in err and "16 ranks" in err
+    out = _calibrate(capsys, NDV4, "--gpus-per-node", "8")
+    assert out["fabric"]["tier"] == "scale-out"
+    assert out["fabric"]["efficiency"] == pytest.approx(0.9075, abs=5e-4)
+
+
+def test_the_fit_starts_from_the_named_gpus_own_nvlink(capsys, tmp_path):
+    """An H100 output fitted from megatron-gpt3-175b (A100 NVSwitch, 300 GB/s): the start is the
+    H100 preset's 450 GB/s (a hunt found 300, a 19.7 % residual before the fit)."""
+    text = _render("all-gather", 8, 8, ["hardware.gpu=h100-sxm", "cluster.scale_up.bandwidth_GBps=450"])
+    path = tmp_path / "h100.txt"
+    path.write_text(text.replace("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"), encoding="utf-8")
+    out = _calibrate(capsys, path)
+    assert out["fabric"]["tier"] == "scale-up"
+    assert out["before"]["bandwidth_GBps"] == 450
+    assert out["fabric"]["bandwidth_GBps"] == pytest.approx(450, rel=0.02)

@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 
 from ..cli import load_scenario, resolve_scenario_path
+from ..config.presets import gpu_presets
 from ..config.schema import ScenarioError
 from ..design.cli_support import add_set_argument, bounded_int, dumps, parse_sets
 from ..network.collectives import OPS
@@ -57,7 +58,12 @@ def _shape(run: nccl_tests.NcclTestsRun, args: argparse.Namespace) -> tuple[str,
         # The file's own collective (reduce_perf's reduce): named as the file's, not as a bad --op.
         raise ScenarioError(args.file, f"is nccl-tests' {op} test, which is not modelled; fit one of "
                             f"{', '.join(OPS)}")
-    per_node = args.gpus_per_node or run.gpus_per_host or ranks
+    per_node = args.gpus_per_node or run.gpus_per_host
+    if per_node is None:
+        # Without the Rank lines nothing says how the ranks sit on hosts: taking them as one host
+        # fitted NVLink to a 2 x 8 InfiniBand run (a hunt), so the user says it.
+        raise ScenarioError("--gpus-per-node", f"{args.file}: the output lists no '#  Rank' lines, so how "
+                            f"many of its {ranks} ranks share a host is unknown; give --gpus-per-node G")
     return op, ranks, per_node
 
 
@@ -70,6 +76,11 @@ def _sets(run: nccl_tests.NcclTestsRun, ranks: int, per_node: int, user: dict) -
     gpu = next((preset for key, preset in _GPU_OF if key in run.device.upper()), None)
     if gpu and "hardware.gpu" not in user:
         out["hardware.gpu"] = gpu
+        # ... with its own NVLink, as the scenario's (a hunt found an H100 run started from the
+        # A100 scenario's 300 GB/s): the fit starts from the GPU the output names.
+        link = gpu_presets()[gpu].get("scale_up_GBps")
+        if link is not None and "cluster.scale_up.bandwidth_GBps" not in user:
+            out["cluster.scale_up.bandwidth_GBps"] = link
     return {**out, **user}
 
 

@@ -112,5 +112,8 @@ def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int],
         algbw = size / t / 1e9 if t > 0 else 0.0
         rows.append({"size_bytes": size, "time_s": t, "algbw_GBps": algbw,
                      "busbw_GBps": algbw * _test_bus_factor(op, c.n), "algorithm": c.algorithm,
-                     "protocol": c.protocol, "tier": tier})
+                     "protocol": c.protocol, "tier": tier,
+                     # The algorithm asked for when it cannot run here and ring ran instead, as
+                     # NCCL falls back ("" when it ran).
+                     "requested": c.requested})
     return rows

@@ -14,6 +14,7 @@ to about 1 MiB inside a node) do not hide.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -70,14 +71,25 @@ def _test_bus_factor(op: str, n: int) -> float:
     return 0.0 if n <= 1 else bus_factor(op, n)
 
 
-def _pair_shapes(fabric: Fabric, ranks: int, gpus_per_node: int) -> list:
+def _pair_shapes(fabric: Fabric, ranks: int, gpus_per_node: int, nics_per_node: int) -> list:
     """The distinct pairs of nccl-tests' sendrecv_perf on ``ranks`` consecutive GPUs: every rank sends
     to the next and receives from the one before (the last sends to the first), all at once, so the
     call lasts as long as its slowest pair.  Pairs inside a node are alike; the pairs that cross a node
-    boundary (the last GPU of a node to the first of the next, and the wrap-around) are priced each."""
+    boundary (the last GPU of a node to the first of the next, and the wrap-around) are priced each.
+    Such a pair is the only stream through its node's NICs, so it has a NIC's worth of them (its
+    rail's when there are more NICs than GPUs), not the 1/gpus_per_node share a group gets while
+    every GPU of the node sends (a hunt found one 200 Gb/s NIC a node giving 3 GB/s)."""
     pairs = [(0, 1)] + [(i, (i + 1) % ranks) for i in range(ranks)
                         if (i + 1) % ranks // gpus_per_node != i // gpus_per_node]
-    return list({fabric.shape(np.array(p, dtype=np.int64)): None for p in pairs})
+    shapes = {fabric.shape(np.array(p, dtype=np.int64)): None for p in pairs}
+    node = next((b for b, bd in enumerate(fabric.boundaries) if bd.domain_gpus == gpus_per_node), None)
+    out = []
+    for sh in shapes:
+        if node is not None and sh.spans(node):
+            alone = fabric.boundaries[node].capacity_Bps / max(1, min(gpus_per_node, nics_per_node))
+            sh = replace(sh, shares=tuple(alone if b == node else v for b, v in enumerate(sh.shares)))
+        out.append(sh)
+    return out
 
 
 def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int],
@@ -100,7 +112,8 @@ def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int],
     floor = host_floor_s(gpus_per_thread)
     opts = nccl_options(sc)
     fabric = Fabric.for_cluster(sc.cluster)
-    shapes = _pair_shapes(fabric, ranks, sc.cluster.gpus_per_node) if op == "send-recv" and ranks > 2 \
+    shapes = _pair_shapes(fabric, ranks, sc.cluster.gpus_per_node, sc.cluster.scale_out.nics_per_node) \
+        if op == "send-recv" and ranks > 2 \
         else [fabric.shape(np.arange(ranks, dtype=np.int64))]
     rows = []
     for size in sizes:

@@ -37,7 +37,8 @@ def test_a_send_recv_across_nodes_has_a_nics_worth(capsys):
     """sendrecv_perf on 2 x 8 GPUs: only GPU 7 -> 8 (and the wrap-around 15 -> 0) leave a node, each
     the only stream through its node's NICs, so one 200 Gb/s NIC carries it (about 24 GB/s at the
     fabric's efficiency) whether the node has one NIC or eight; 1/8 of the one NIC gave 3.00 GB/s."""
-    base = ["collective", "megatron-gpt3-175b", "--op", "send-recv", "--ranks", "16", "--sizes", "1G", "--json"]
+    base = ["collective", "megatron-gpt3-175b", "--op", "send-recv", "--ranks", "16", "--sizes", "1G",
+            "--json"]
     got = {}
     for nics in (1, 8):
         assert main([*base, "--set", f"cluster.scale_out.nics_per_node={nics}"]) == 0

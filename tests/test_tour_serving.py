@@ -78,7 +78,9 @@ def test_fewer_gpus_per_replica(runs):
     assert runs[4].scenario.dp == 4 and tp2["batch"] == 256
     assert (f"**{tp8['output_tokens_per_s_per_gpu']:,.0f} -> {tp2['output_tokens_per_s_per_gpu']:,.0f} "
             "tokens/s**") in text(4)
-    assert f"reads {tp2['weights_GB']:.1f} GB per step" in text(4)
+    # weights_GB is one GPU's: a TP-2 replica reads twice that (a hunt read "each replica reads 35.3 GB").
+    assert (f"each GPU reads its {tp2['weights_GB']:.1f} GB of weights per step "
+            f"({2 * tp2['weights_GB']:.1f} GB a replica)") in text(4)
     assert f"**{tp8['tpot_s'] * 1e3:.1f} -> {tp2['tpot_s'] * 1e3:.1f} ms**" in text(4)
     # "(TensorRT-LLM measures 2,102 on this shape)": the preset's cited comparison.
     assert "2,102 per GPU" in " ".join(preset_raw("serve-llama3-70b-tp8")["description"].split())

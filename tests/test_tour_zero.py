@@ -30,7 +30,7 @@ def test_zero3_gathers_and_reduces_for_every_micro_batch(runs):
     plain, zero3 = runs[1], runs[4]
     m = zero3.scenario.micro_batches
     text = step_text(TOUR, 4)
-    assert f"with {m} here, **{zero3.comm_bytes_per_gpu['dp'] / 1e9:.0f} GB** per GPU" in text
+    assert f"with {m}, **{zero3.comm_bytes_per_gpu['dp'] / 1e9:.0f} GB** per GPU" in text
     assert f"against the all-reduce's {_gb(plain)}" in text
     # Three passes a micro-batch (two bf16 gathers, one fp32 reduce-scatter) against one fp32
     # all-reduce's two: per micro-batch the same bytes as the all-reduce, m times per iteration.

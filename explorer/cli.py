@@ -340,7 +340,7 @@ def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None
         return 0
     if args.command == "validate":
         p = sc.parallelism
-        from .taskgraph.replica_split import describe  # deferred: only PipeDream's replicas need it
+        from .fold.replica_choice import describe  # deferred: only PipeDream's replicas need it
         # PipeDream's per-stage replicas replace dp x pp; ``auto`` as the partitioner resolves it.
         shape = f"replicas {describe(sc)} on pp {p.pp}" if p.stage_replicas else f"dp {sc.dp} x pp {p.pp}"
         phases = plan(sc)            # each phase's own scenario is checked too (explorer/run/phases.py)

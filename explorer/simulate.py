@@ -30,13 +30,13 @@ from .analysis.report import (
 from .analysis.steady_state import ScheduledRun, schedule_iteration
 from .engine.gc_pause import paused_collector
 from .engine.scheduler import Task
+from .fold import replica_choice
 from .fold.run import run_iteration
 from .fold.steady import FoldInfo
 from .network.groups import Network
 from .network.topology import BOUNDARY_NAMES
 from .result.record import GPUClass, Result
 from .scenario import Scenario
-from .taskgraph import replica_split
 from .taskgraph.builder import IterationBuilder
 from .variants.registry import wrapping
 
@@ -70,7 +70,8 @@ def _simulate(sc: Scenario, fold: bool) -> Result:
         # Sync windows, failed nodes, gossip, replicas that differ (explorer/variants/registry.py):
         # the variant derives its inner scenario(s), simulates them here and combines.
         return variant.run(sc, lambda inner: _simulate(inner, fold))
-    sc = replica_split.resolved(sc)    # stage_replicas auto: PipeDream's partitioner chooses them
+    # stage_replicas auto: PipeDream's partitioner proposes, the simulation of its candidates decides
+    sc = replica_choice.resolved(sc)
     it = run_iteration(sc, fold=fold)
     return assemble(sc, it.builder, it.net, it.measures, it.tasks, it.info)
 

@@ -11,8 +11,9 @@ STAGE_REPLICAS_FIELD = {
     "min": 0, "max": 10_000_000, "max_items": 4096,
     "doc": "PipeDream's hybrid: GPUs per pipeline stage (pp entries, sum x tp x cp = the GPUs, dp 1); "
            "a stage's replicas take micro-batches round-robin and all-reduce their gradients among "
-           "themselves (1f1b, pipedream-async); all 0 or 'auto': PipeDream's partitioner chooses "
-           "them (and stage_layers when not given); default: every stage has dp replicas"}
+           "themselves (1f1b, pipedream-async); all 0 or 'auto': PipeDream's partitioner proposes "
+           "plans and the one the simulation runs fastest is taken (with stage_layers when not "
+           "given); default: every stage has dp replicas"}
 # The schedules whose order the replicas follow: PipeDream's 1F1B-RR, asynchronous (weight
 # stashing) or with a flush per step (taskgraph/replicas.py builds their per-replica orders).
 SCHEDULES = tuple(n for n in registry.names() if registry.get(n).stage_replicas)

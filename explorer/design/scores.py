@@ -150,9 +150,8 @@ def score_exact(scenarios: Sequence[Scenario], progress: Callable[[int, int], No
     est = _estimator()
     if est is None or any(sc.inference is not None for sc in scenarios):
         return _score_full(scenarios, progress)
-    from ..estimate.many import estimate_profiles  # deferred, as _estimator's import
-    from ..pricing.profile import row_profile
-    e, reasons = estimate_profiles([row_profile(sc) for sc in scenarios])
+    from ..estimate.many import estimate_profiles, profile  # deferred, as _estimator's import
+    e, reasons = estimate_profiles([profile(sc) for sc in scenarios])
     if progress:
         progress(len(scenarios), len(scenarios))
     return _from_estimates(e), list(reasons)

@@ -315,8 +315,8 @@ class LayoutBuilder:
     the base again: the parsed, not yet defaulted base is kept and each layout replaces its fields,
     then the loader's :func:`fill_defaults` and rules run as in ``from_dict``.  A base with
     ``parallelism.stage_replicas: auto`` keeps ``auto`` in every layout (pp zeros, as the loader
-    writes it for the layout's pp): each layout's replicas are what PipeDream's partitioner picks
-    for it when it is priced (taskgraph/replica_split.resolved)."""
+    writes it for the layout's pp): each layout's replicas are what ``auto`` picks for it when it is
+    priced (fold/replica_choice.resolved)."""
 
     def __init__(self, raw: Mapping[str, Any]) -> None:
         self._raw = raw

@@ -34,7 +34,7 @@ from ..pricing.keys import memo_table
 from ..pricing.link_check import maybe_link_bound
 from ..pricing.memory import memory_totals, stage_memory_at
 from ..pricing.pipeline import _ARRAYS, StageTimes
-from ..pricing.profile import RowProfile, row_profile
+from ..pricing.profile import RowProfile
 from ..pricing.sync import ending, window
 from ..scenario import Scenario
 from ..schedules.registry import get as get_schedule
@@ -49,6 +49,7 @@ from .many import (
     estimate_profiles,
     estimates_of,
     needs_simulation,
+    profile,
     representatives,
     row_ops,
 )
@@ -232,5 +233,5 @@ def estimate_many(scenarios: Sequence[Scenario], exact: bool = True, unfit_times
     ``unfit_times`` False (fast mode only): rows over the GPU's memory may have no time
     (:func:`estimate_profiles_fast`)."""
     with paused_collector():           # as estimate_overrides (explorer/engine/gc_pause.py)
-        profs = [row_profile(sc) for sc in scenarios]
+        profs = [profile(sc) for sc in scenarios]
         return (estimate_profiles(profs) if exact else estimate_profiles_fast(profs, unfit_times))[0]

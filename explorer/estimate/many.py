@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..fold import replica_choice
 from ..pricing.breakdown import breakdowns
 from ..pricing.link_check import maybe_link_bound
 from ..pricing.memory import memory_totals
@@ -37,7 +38,7 @@ from ..variants.registry import needs_simulation
 from ..vocabulary import CATEGORIES, OFFLOAD
 from .result import Estimates
 
-__all__ = ["estimate", "estimate_many", "estimate_profiles", "needs_simulation"]
+__all__ = ["estimate", "estimate_many", "estimate_profiles", "needs_simulation", "profile"]
 
 SCALE_BITS = 3          # rows of one program: unit counts within a factor of 2**SCALE_BITS
 # A row of more ops than this (units x stages x chunks x passes) is left to the full simulation,
@@ -46,6 +47,13 @@ SCALE_BITS = 3          # rows of one program: unit counts within a factor of 2*
 # budget of one simulation (config/budget.MAX_WORK).
 MAX_ROW_OPS = 300_000
 MAX_ELEMENTS = 2_000_000  # ops x rows of one evaluation (about 16 MB per array)
+
+
+def profile(sc: Scenario) -> RowProfile:
+    """The row's profile (pricing/profile.row_profile) of the plan the run takes: PipeDream's
+    ``stage_replicas: auto`` resolved as simulate resolves it (fold/replica_choice.resolved, which
+    the pricing layer below cannot call)."""
+    return row_profile(replica_choice.resolved(sc))
 
 
 def _needs_ops(prof: RowProfile) -> bool:
@@ -186,7 +194,7 @@ def _gather(rows: list[tuple[StageTimes, int]]) -> StageTimes:
 def estimate_many(scenarios: Sequence[Scenario]) -> Estimates:
     """Estimates of validated scenarios (explorer.scenario.from_dict), one row each, in order.  A
     row of more than MAX_ROW_OPS ops comes from the full simulation (NaN if it refuses)."""
-    return estimate_profiles([row_profile(sc) for sc in scenarios])[0]
+    return estimate_profiles([profile(sc) for sc in scenarios])[0]
 
 
 def estimate(sc: Scenario) -> Estimates:

@@ -32,11 +32,10 @@ from ..config.frozen import evolve
 from ..config.loading import fill_defaults, resolve_presets
 from ..config.schema import build
 from ..engine.gc_pause import paused_collector
-from ..pricing.profile import row_profile
 from ..scenario import Scenario, ScenarioError, apply_overrides, from_dict, validate
 from . import prime
 from .equivalence import equivalents
-from .many import estimate_profiles
+from .many import estimate_profiles, profile
 from .result import Estimates
 from .values import SLOW, convert, field_spec
 
@@ -173,7 +172,7 @@ def estimate_overrides(base_raw: Mapping[str, Any],
         valid = [k for k, sc in enumerate(scenarios) if sc is not None]
         # A network sweep's rows: each call priced over all of their networks at once (prime.py).
         prime.prime_networks(scenarios, [eff[i] for i in distinct])
-        est, refused = estimate_profiles([row_profile(sc) for sc in scenarios if sc is not None])
+        est, refused = estimate_profiles([profile(sc) for sc in scenarios if sc is not None])
     for k, why in zip(valid, refused, strict=True):
         if why is not None:
             found[k] = why

@@ -35,7 +35,7 @@ def prime_networks(scenarios: Sequence[Scenario | None], overrides: Sequence[Map
     agree but for network fields; the number of calls priced this way.  Rows the estimator leaves
     to the simulation (variants/registry.needs_simulation) are not primed: it prices none of their
     calls, and their groups may not exist before the simulation resolves them (PipeDream's
-    ``stage_replicas: auto``: replica_split.resolved)."""
+    ``stage_replicas: auto``: fold/replica_choice.resolved)."""
     groups: dict[str, list[int]] = {}
     for i, (sc, ov) in enumerate(zip(scenarios, overrides, strict=True)):
         if sc is not None and not needs_simulation(sc):

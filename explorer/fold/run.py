@@ -16,8 +16,8 @@ from ..config import Scenario
 from ..engine.gc_pause import paused_collector
 from ..engine.scheduler import Task
 from ..network.groups import Network
-from ..taskgraph import replica_split
 from ..taskgraph.builder import IterationBuilder
+from . import replica_choice
 from .admit import attempt_arrays_once, attempt_folded_once
 from .arrays.direct import ArrayRun, attempt_array_run, run_tasks
 from .arrays.fold import ArrayFold, arrays_tasks
@@ -70,7 +70,7 @@ def routed(sc: Scenario, ideal: frozenset[str] | None = None, fold: bool = True,
            budget: bool = True) -> tuple[Iteration, Route]:
     """:func:`run_iteration`, and the :class:`Route` it took."""
     why: dict[str, str] = {}
-    sc = replica_split.resolved(sc)    # stage_replicas auto: PipeDream's partitioner chooses them
+    sc = replica_choice.resolved(sc)   # stage_replicas auto: the plan simulate runs (replica_choice.py)
     if sc.parallelism.stage_replicas and fold:
         # PipeDream's per-stage replicas (taskgraph/replicas.py) run on streams of their own that
         # neither the array routes nor the task fold's period proof know: every task is scheduled.

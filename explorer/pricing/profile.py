@@ -125,9 +125,10 @@ class RowProfile:
 
 
 def row_profile(sc: Scenario) -> RowProfile:
-    """Everything the estimate of ``sc`` needs, from memoised pieces (see module docstring).  With
-    ``parallelism.stage_replicas: auto`` the profile is of the plan PipeDream's partitioner picks
-    (replica_split.resolved, as simulate runs it): its ``sc`` is that resolved scenario."""
+    """Everything the estimate of ``sc`` needs, from memoised pieces (see module docstring).
+    ``parallelism.stage_replicas: auto`` must be resolved by the caller (estimate/many.profile: the
+    plan the simulation picks, fold/replica_choice.resolved, which this layer cannot call); an
+    unresolved ``auto`` reaching replica_split.resolved here is an internal error."""
     bound_memory()
     # The stage and replica groups of the network exist only once the replicas are counts; the
     # rows that go on to the simulation (pricing/scope.workload_priced) then run the same plan.

@@ -4,9 +4,26 @@ The repository root and tests/ are importable through pyproject.toml's pytest ``
 from __future__ import annotations
 
 import copy
+import signal
+import threading
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _sigint_kept():
+    """Each test leaves SIGINT's handler as it found it.  A command's Ctrl-C path run in-process
+    (cli._after_interrupt ignores a second Ctrl-C for good) left a pytest worker ignoring SIGINT,
+    and every command it started afterwards inherited SIG_IGN: the full suite's Ctrl-C tests
+    (tests/test_interrupt.py) then saw commands run to the end."""
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGINT) if main else None
+    yield
+    if main and before is not None and signal.getsignal(signal.SIGINT) is not before:
+        signal.signal(signal.SIGINT, before)
 
 SCENARIO_FILES = sorted((ROOT / "scenarios").glob("*.yaml"))
 

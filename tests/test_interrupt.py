@@ -19,6 +19,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -61,13 +63,35 @@ def _group(pgid: int) -> list[int]:
     return out
 
 
+@contextmanager
+def _sigint_deliverable() -> Iterator[None]:
+    """SIGINT neither blocked in this thread nor ignored while a command is started: a process
+    inherits both (a blocked mask and SIG_IGN survive exec, and Python then keeps SIGINT ignored),
+    as a shell's Ctrl-C target never has them.  Earlier tests in the same pytest worker may leave
+    either behind (the design commands' Ctrl-C paths run in-process: pool.sigint_blocked /
+    sigint_ignored, cli._after_interrupt); the full suite then started commands that could not be
+    interrupted."""
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    main_thread = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGINT) if main_thread else None
+    if main_thread and handler == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if main_thread and handler == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 class _Cli:
     """``python -m explorer ARGS`` in its own process group, stderr read line by line."""
 
     def __init__(self, args: list[str]) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "explorer", *args], cwd=ROOT,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                     encoding="utf-8", start_new_session=True)
+        with _sigint_deliverable():
+            self.proc = subprocess.Popen([sys.executable, "-m", "explorer", *args], cwd=ROOT,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                         encoding="utf-8", start_new_session=True)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -101,7 +101,7 @@ def _figures(raw: dict) -> tuple:
     """The run's figures, and its run plan's where it has one (days, GPU-hours, energy, price)."""
     sc = from_dict(raw)
     r = simulate(sc)
-    plan = run_total(sc, simulate)
+    plan = run_total(sc, simulate, base=r)
     run = None if plan is None else (plan.days, plan.gpu_hours, plan.energy_MWh, plan.price,
                                      None if plan.loss is None else plan.loss.equivalent_tokens)
     return (r.iteration_time_s, r.memory.total, sorted(r.breakdown_s.items()),

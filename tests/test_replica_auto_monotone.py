@@ -97,6 +97,7 @@ def _straight(case: str, rate: int) -> float:
     return simulate(load(CASES[case][0], straight)).samples_per_s
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["gnmt pp 4", "vgg pp 2", "vgg pp 4"])
 def test_auto_beats_the_equal_replicas_and_the_straight_pipeline(case):
     """At every rate auto is at least as fast as equal replicas on PipeDream's layers for them,

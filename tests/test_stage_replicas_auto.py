@@ -82,6 +82,7 @@ def test_the_estimators_price_the_plan_run_resolves():
     assert why == [None] and float(est.iteration_time_s[0]) == want
 
 
+@pytest.mark.slow
 def test_scaling_and_sensitivity_take_auto():
     for command in ("scaling", "sensitivity"):
         got = cli(command, str(VGG), *_sets(AUTO))

@@ -121,8 +121,7 @@ def test_auto_beats_every_equal_replica_split_on_two_stages():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["gnmt pp 4", "vgg pp 4"])
-@pytest.mark.parametrize("rate", [RATES[0], RATES[-1]])     # the ladder's ends: 455 runs each
+@pytest.mark.parametrize("case, rate", [("gnmt pp 4", RATES[0]), ("vgg pp 4", RATES[-1])])  # 455 runs each
 def test_auto_beats_every_equal_replica_split_on_four_stages(case, rate):
     """4 x 4 replicas on each of the 455 splits of the 16 layers (the best: GNMT-16 at 10 Gb/s
     0.412 s on 7 | 1 | 5 | 3 against auto's 0.322 s)."""

@@ -40,7 +40,7 @@ from .scenario import (
     load_raw,
     to_dict,
 )
-from .share_limits import B_PREFIX, LONG_VALUES, MAX_VALUE_CHARS
+from .share_limits import B_PREFIX, limit_of
 from .teaching.tours import Tour, tours
 
 DEFAULT_SCENARIO = "teaching-8gpu"
@@ -102,7 +102,7 @@ def parse_query(params: Mapping[str, Any]) -> SharedView:
         if len(key) > 100:
             out.warnings.append(f"ignored a parameter with a {len(key)}-character name")
             continue
-        limit = LONG_VALUES.get(key.removeprefix(B_PREFIX), MAX_VALUE_CHARS)
+        limit = limit_of(key)
         if len(value) > limit:
             out.warnings.append(f"ignored {_short(key)}: its value has {len(value):,} characters "
                                 f"(limit {limit})")

@@ -13,13 +13,18 @@ MAX_VALUE_CHARS = 200          # a field value is a number, a word or a short li
 LONG_VALUES = {"training.phases": 32_000}
 
 
+def limit_of(key: str) -> int:
+    """The longest value a link's parameter ``key`` may hold (B's overrides as A's)."""
+    return LONG_VALUES.get(key.removeprefix(B_PREFIX), MAX_VALUE_CHARS)
+
+
 def unlinked(query: Mapping[str, str]) -> list[str]:
     """The parameters of ``query`` (explorer/share.to_query's) that a link cannot carry because their
     value is over the length a reopened link accepts (share.parse_query would ignore them), each
     as "key (N characters, limit M)"; empty when the link reopens exactly what it was made of."""
     out = []
     for key, value in query.items():
-        limit = LONG_VALUES.get(key.removeprefix(B_PREFIX), MAX_VALUE_CHARS)
+        limit = limit_of(key)
         if len(value) > limit:
             out.append(f"{key} ({len(value):,} characters, limit {limit:,})")
     return out

@@ -47,8 +47,12 @@ def class_memory(b: IterationBuilder, net: Network, s: int, peak: float | None =
         # FSDP working set: the gathered layer plus ``prefetch_layers`` gathered ahead, and one
         # layer's full gradients before their reduce-scatter; FSDP2 under a pipeline keeps the
         # stage gathered and its gradients accumulated unsharded (techniques/fsdp.py).
+        # Only a group of more than one rank gathers: experts with ep = dp (edp 1) are held whole
+        # in their shard already, and counting them again doubled them (a hunt: DeepSeek-V3 under
+        # FSDP2 at ep 64 = dp, 83.7 GB shown as 98.5).
         layer = max(c.fsdp_layer_bytes for c in chunks)
-        gathered, unsharded_grads = zero3_working_set(sc, weight * (dense + expert), layer)
+        sharded = (dense if nd > 1 else 0.0) + (expert if ne > 1 else 0.0)
+        gathered, unsharded_grads = zero3_working_set(sc, weight * sharded, layer)
         params += gathered
         grads += unsharded_grads
     opt = optimizer_state_bytes(sc) * shard(dense, expert, zero >= 1)

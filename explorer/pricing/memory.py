@@ -197,7 +197,9 @@ def stage_memory_rows(profs: Sequence[RowProfile], units: Sequence[int]) -> np.n
         layer = np.stack([x.layer_bytes for x in L])[li][:, held].max(axis=2)
         z3 = (zero >= 3) & ((nd > 1) | (ne > 1))      # one rank gathers nothing (analysis/memory.py)
         # Per row, as analysis/memory.class_memory (techniques/fsdp.zero3_working_set).
-        ws = np.array([zero3_working_set(pr.sc, param_bytes(pr.sc) * whole[r], layer[r])
+        # Only groups of more than one rank gather (analysis/memory.class_memory).
+        sharded = np.where(nd > 1, dense, 0.0) + np.where(ne > 1, expert, 0.0)
+        ws = np.array([zero3_working_set(pr.sc, param_bytes(pr.sc) * sharded[r], layer[r])
                        for r, pr in enumerate(profs)])
         params = np.where(z3, params + ws[:, 0], params)
         grads = np.where(z3, grads + ws[:, 1], grads)

@@ -174,7 +174,8 @@ def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: in
     a.hid_f += count * lp.fsdp.hidden_f
     a.hid_b += count * lp.fsdp.hidden_b
     a.fsdp_bytes += count * lp.fsdp.bus_bytes
-    a.layer_bytes = max(a.layer_bytes, (lc.params + lc.expert_params) * param_bytes(ctx.sc))
+    gathered = gathered_params(ctx, lc.params, lc.expert_params, stage)
+    a.layer_bytes = max(a.layer_bytes, gathered * param_bytes(ctx.sc))
     a.fp8_params += count * (lc.params + lc.expert_params)
     a.fp8_gemms += count * _gemms(ctx.sc, lc.expert_params > 0)
     a.fp8_layer = max(a.fp8_layer, lc.params + lc.expert_params)
@@ -186,6 +187,16 @@ def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: in
         a.edge_bytes += [(k, v * count) for k, v in lp.edge_bytes]
         a.edge_calls += overlapped(ctx, lc, count, stage)
     return lp
+
+
+def gathered_params(ctx: ChunkContext, dense: float, expert: float, stage: int) -> float:
+    """The parameters of ``dense`` + ``expert`` that ZeRO-3 gathers on ``stage``: those of a group
+    of more than one rank (dense over dp, experts over the expert-data-parallel group).  A group of
+    one holds its parameters whole and gathers nothing (FSDP's NO_SHARD at world size 1,
+    torch/distributed/fsdp/_init_utils.py): experts with ep = dp are such a group."""
+    net = ctx.net
+    return (dense if net.group_size("dp", stage) > 1 else 0.0) + \
+        (expert if expert and net.group_size("edp", stage) > 1 else 0.0)
 
 
 def _gemms(sc, moe_layer: bool) -> float:
@@ -214,7 +225,7 @@ def _add_edge(ctx: ChunkContext, a: _Acc, edge: EdgeCost, stage: int) -> None:
         a.hid_f += fs.hidden_f
         a.hid_b += fs.hidden_b
         a.fsdp_bytes += fs.bus_bytes
-        a.layer_bytes = max(a.layer_bytes, edge.params * param_bytes(ctx.sc))
+        a.layer_bytes = max(a.layer_bytes, gathered_params(ctx, edge.params, 0, stage) * param_bytes(ctx.sc))
     flops = edge.fwd.gemm_flops + edge.bwd_input.gemm_flops + edge.bwd_weight.gemm_flops
     a.fl_f += edge.fwd.gemm_flops
     a.fl_b += edge.bwd_input.gemm_flops

@@ -28,6 +28,7 @@ from .analysis.report import (
     zero3_notice,
 )
 from .analysis.steady_state import ScheduledRun, schedule_iteration
+from .config.generations import runs_fp8
 from .engine.gc_pause import paused_collector
 from .engine.scheduler import Task
 from .fold import replica_choice
@@ -143,7 +144,8 @@ def assemble(sc: Scenario, builder: IterationBuilder, net: Network, ms: Measures
     notices += (bound.notice,) if bound.notice else ()
     result = Result(
         scenario=sc, iteration_time_s=T, tokens_per_s=tokens / T, tflops_per_gpu=hw / T / 1e12,
-        mfu=model / T / peak, mfu_fp8_peak=model / T / fp8_peak if sc.training.dtype == "fp8" else None,
+        # (an A100 runs an fp8 recipe in bf16: no FP8 peak to quote)
+        mfu=model / T / peak, mfu_fp8_peak=model / T / fp8_peak if runs_fp8(sc) else None,
         bubble_fraction=bubble_mean, bubble_fraction_busiest=breakdown["bubble"] / T,
         bubble_formula=formula, bubble_formula_text=formula_text,
         bubble_explanation=story, breakdown_s=res_breakdown,

@@ -28,6 +28,8 @@ FAILING = {**RUN, "reliability.mtbf_gpu_hours": 50}          # ... whose GPUs fa
 ELASTIC = {"reliability.repair_h": 24, "cluster.nodes": 2, "parallelism.pp": 1, "parallelism.dp": 16}
 # field -> (the condition's overrides on teaching-8gpu, the dormant value, overrides where it is read)
 CASES = {
+    # (a hunt: an fp8 run on an A100, priced in bf16, said nothing and quoted an "FP8 peak")
+    "training.dtype": ({"hardware.gpu": "a100-80gb"}, "fp8", {"hardware.gpu": "h100-sxm"}),
     "training.fp8_recipe": ({}, "blockwise", {"training.dtype": "fp8"}),
     "training.fp8_storage": ({}, "deepseek", {"training.dtype": "fp8"}),
     "parallelism.sequence_parallel": ({}, True, {"parallelism.tp": 2, "parallelism.dp": 1}),

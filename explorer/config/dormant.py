@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .generations import PRE_AMPERE, architecture
+from .generations import PRE_AMPERE, architecture, runs_fp8
 from .sections import Scenario
 
 
@@ -30,7 +30,19 @@ class Dormant:
 
 def _no_fp8(sc: Scenario) -> str | None:
     d = sc.training.dtype
-    return None if d == "fp8" else f"training.dtype is {d}; only fp8 runs read it"
+    if d != "fp8":
+        return f"training.dtype is {d}; only fp8 runs read it"
+    return _fp8_in_bf16(sc)
+
+
+def _fp8_in_bf16(sc: Scenario) -> str | None:
+    """An fp8 run on a GPU without FP8 tensor cores (an A100) is priced in bf16
+    (generations.runs_fp8: Transformer Engine needs compute capability 8.9+); a hunt found it
+    silent, with an MFU line quoting an "FP8 peak"."""
+    if sc.training.dtype != "fp8" or runs_fp8(sc):
+        return None
+    return (f"hardware.gpu {sc.hardware.gpu.name} has no FP8 tensor cores (compute capability 8.9+): "
+            "the run is priced in bf16")
 
 
 def _no_tp(sc: Scenario) -> str | None:
@@ -176,6 +188,7 @@ def _disaggregated(sc: Scenario) -> str | None:
 
 RULES: tuple[Dormant, ...] = (
     Dormant("training.attention_kernel", "auto", _no_fused_attention),
+    Dormant("training.dtype", "bf16", _fp8_in_bf16),
     Dormant("training.fp8_recipe", None, _no_fp8),
     Dormant("training.fp8_storage", "te", _no_fp8),
     Dormant("parallelism.sequence_parallel", False, _no_tp),

@@ -364,8 +364,10 @@ RULES: tuple[Rule, ...] = (
     rule_schedule,                 # after the batch rule: the registry's rules count whole micro-batches
     rule_ep_divides_dp_cp, rule_moe_section_routes, rule_ep_needs_moe, rule_ep_divides_experts,
     rule_top_k_within_experts,
-    rule_expert_ffn_hidden, rule_dense_layers_within_layers, rule_token_slices_divide_sequence,
-    rule_cp_divides_sequence, rule_sequence_parallel_divides, rule_order_lists_each_dim,
+    rule_expert_ffn_hidden, rule_dense_layers_within_layers,
+    # cp first: a cp that does not divide the sequence is cp's error, which no token_slices fixes.
+    rule_cp_divides_sequence, rule_token_slices_divide_sequence, rule_sequence_parallel_divides,
+    rule_order_lists_each_dim,
     rule_datacenters_divide_nodes, rule_stage_layers_count, rule_stage_layers_sum,
     rule_stage_layers_not_empty, rule_pipeline_layout, rule_recompute_layers_are_full,
     rule_fp8_recipe_on_gpu, rule_fp8_peak_at_least_bf16, rule_measured_within_peak, rule_fp32_within_peak,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from ..config import Scenario
+from ..config.recompute import modules_override_none
 from ..engine.records import BucketInfo, OverlapInfo, TransferInfo
 from ..engine.scheduler import Task
 from ..network.groups import Network
@@ -253,6 +254,12 @@ def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], 
     narrow = pcie_notice(sc, net)
     if narrow is not None:
         out.append(narrow)
+    if modules_override_none(sc.training):
+        # A hunt: recompute none on deepseek-v3 (whose file names its modules) ran selective, unsaid.
+        mods = ", ".join(sc.training.recompute_modules)
+        out.append(Notice("recompute", f"recompute: training.recompute none with recompute_modules [{mods}] "
+                          "recomputes those modules (selective, as NeMo's recipes name them); "
+                          "recompute_modules [core_attn] with none recomputes nothing"))
     for dim in COMM_DIMS:
         li = links.get(dim)
         share = breakdown.get(dim, 0.0) / T if T > 0 else 0.0

@@ -19,21 +19,14 @@ live on top of the rest (:func:`offload_transient_bytes`).
 from __future__ import annotations
 
 from ...config import Scenario
+from ...config.recompute import recompute_in_force
 from ...physics.host_link import host_link_Bps
-
-DEFAULT_MODULES = ("core_attn",)       # training.recompute_modules' default (Megatron-Core's)
 
 
 def recompute_kind(sc: Scenario) -> str:
-    """The recompute policy in force: ``training.recompute``, except that naming recompute modules
-    other than the default with ``recompute: none`` recomputes them (selective).  Megatron-Core
-    reads recompute_modules only under granularity "selective"; NeMo's performance recipes give
-    the modules alone (model_configs_*.csv's ``recompute_modules`` column, e.g. DeepSeek-V3's
-    "core_attn/mla_up_proj", has no granularity column) and set "selective" when they are given,
-    so a scenario that names them means them (DeepSeek-V3 Sec. 3.2.3's recipe as a user writes it)."""
-    tr = sc.training
-    named = tuple(tr.recompute_modules) != DEFAULT_MODULES
-    return "selective" if tr.recompute == "none" and named and not tr.recompute_layers else tr.recompute
+    """The recompute policy in force (config/recompute.recompute_in_force: named modules make
+    ``recompute: none`` selective, as NeMo's recipes give them)."""
+    return recompute_in_force(sc.training)
 
 
 def chunk_layers(sc: Scenario) -> float:

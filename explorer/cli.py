@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .commands import commands
+from .config.domains import domain_words
 from .config.dormant import dormant_settings
 from .config.schema import excerpt, one_line
 from .config.shipped import resolve_scenario_path, shipped_scenarios
@@ -346,7 +347,8 @@ def _run(ap: argparse.ArgumentParser, argv: list[str], extra: dict | None = None
         phases = plan(sc)            # each phase's own scenario is checked too (explorer/run/phases.py)
         print(f"ok: {one_line(sc.name)}: {sc.gpus:,} GPUs = tp {p.tp} x cp {p.cp} x {shape}; "
               f"{sc.micro_batches} micro-batches of {sc.training.micro_batch} per pipeline; "
-              f"ep {p.ep}; order {p.order}" + (f"; a run of {len(phases)} phases" if phases else ""))
+              f"ep {p.ep}; order {p.order}" + (f"; a run of {len(phases)} phases" if phases else "")
+              + domain_words(sc))
         for field, why in dormant_settings(sc):
             print(f"note: {field} is not read: {why}")
         sys.stdout.flush()

@@ -96,6 +96,24 @@ def effective_domain(c: Cluster) -> int:
     return min(d, datacenter_gpus(c))
 
 
+def domain_words(sc: Scenario) -> str:
+    """How ``validate`` states NVLink domains that span nodes: their size, and when a rack GPU's
+    domain falls short of its rack because the GPUs do not tile whole racks, why (a hunt found 80
+    GB200s silently split into two 40-GPU domains); "" when the domain is the node."""
+    c = sc.cluster
+    d = effective_domain(c)
+    if d <= c.gpus_per_node:
+        return ""
+    out = f"; NVLink domains of {d} GPUs"
+    rack = rack_of(sc.hardware.gpu.origin or sc.hardware.gpu.name)
+    per_dc = datacenter_gpus(c)
+    if rack is not None and d < min(rack["domain_gpus"], per_dc):
+        out += (f" ({per_dc} GPUs per datacenter do not tile whole {rack['domain_gpus']}-GPU racks: "
+                f"the largest whole number of {c.gpus_per_node}-GPU nodes up to {rack['domain_gpus']} "
+                "that tiles them; cluster.scale_up.domain_gpus says otherwise)")
+    return out
+
+
 def rule_domain_gpus(sc: Scenario) -> None:
     """``cluster.scale_up.domain_gpus`` is whole nodes, tiles each datacenter (or holds all of it) and
     needs an NVSwitch fabric to span nodes."""

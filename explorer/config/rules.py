@@ -300,9 +300,15 @@ def rule_stage_layers_sum(sc: Scenario) -> None:
 def rule_stage_layers_not_empty(sc: Scenario) -> None:
     """An explicit layer split leaves no chunk empty."""
     p = sc.parallelism
-    if p.stage_layers is not None and min(p.stage_layers) < 1:
-        raise ScenarioError("parallelism.stage_layers", f"{excerpt(list(p.stage_layers))} has an empty "
-                            "chunk; every pipeline chunk needs at least one layer")
+    split = p.stage_layers
+    if split is not None and min(split) < 1:
+        # A split with empty end chunks is what run reports where the embedding or the loss has a chunk
+        # of its own (a hunt fed it back and was refused): pipeline_layout takes it.
+        ends = len(split) > 2 and min(split[1:-1]) >= 1
+        raise ScenarioError("parallelism.stage_layers", f"{excerpt(list(split))} has an empty "
+                            "chunk; every pipeline chunk needs at least one layer" + (
+                                "; a split whose first or last chunk holds only the embedding or the loss "
+                                "is given as parallelism.pipeline_layout" if ends else ""))
 
 
 def rule_pipeline_layout(sc: Scenario) -> None:

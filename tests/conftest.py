@@ -25,6 +25,20 @@ def _sigint_kept():
     if main and before is not None and signal.getsignal(signal.SIGINT) is not before:
         signal.signal(signal.SIGINT, before)
 
+
+# Tests of tens of seconds each start first: pytest-xdist hands tests out in collection order, and
+# one of these collected last (mypy's is, alphabetically) leaves the other worker idle at the end.
+LONG_FIRST = ("tests/test_types.py::test_mypy_finds_no_error_in_explorer",
+              "tests/test_app_sweep.py::test_every_sidebar_control_through_its_range",
+              "tests/test_app_tours.py::test_every_tour_step_fits_a_projector_in_chromium",
+              "tests/test_verdicts.py::test_search_and_advise_rank_replicas")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Move the :data:`LONG_FIRST` tests to the front, the order otherwise kept."""
+    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))
+
+
 SCENARIO_FILES = sorted((ROOT / "scenarios").glob("*.yaml"))
 
 # An "ideal" GPU: HBM so fast that element-wise work and the optimizer vanish, so schedule tests

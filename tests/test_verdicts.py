@@ -299,8 +299,10 @@ def test_a_faster_own_layout_short_of_the_headroom_is_not_ranked_above_those_tha
     above 570 layouts that keep 1 GB, and the verdict said nothing had the headroom although the
     second row left 2.3 GB.  The ranking now holds layouts with the headroom only; the verdict
     weighs the own layout beside them."""
+    # One schedule, no virtual stages or sequence parallelism: the same verdict in 1/13 of the time.
     res = search(open_base("resnet50-cloud-dp", {"hardware.gpu.memory_GB": 3.8}), top=2,
-                 space=Space(zero=(0,), recompute=("none",)))
+                 space=Space(zero=(0,), recompute=("none",), schedules=("1f1b",), vpp=(1,),
+                             sequence_parallel=(False,)))
     assert res.baseline is not None and res.baseline.memory.fits
     assert not res.baseline.memory.roomy(res.headroom_GB)
     assert res.top and all(c.memory.roomy(res.headroom_GB) and not c.baseline for c in res.top)

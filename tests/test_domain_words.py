@@ -13,8 +13,9 @@ GB200 = ["--set", "hardware.gpu=gb200", "--set", "model.preset=llama3-8b", "--se
 
 
 @pytest.mark.parametrize("nodes,said", [
-    (20, "; NVLink domains of 40 GPUs (80 GPUs per datacenter do not tile whole 72-GPU racks: the largest "
-         "whole number of 4-GPU nodes up to 72 that tiles them; cluster.scale_up.domain_gpus says otherwise)"),
+    (20, "; NVLink domains of 40 GPUs (80 GPUs per datacenter do not tile whole 72-GPU racks: the "
+         "largest whole number of 4-GPU nodes up to 72 that tiles them; cluster.scale_up.domain_gpus "
+         "says otherwise)"),
     (36, "; NVLink domains of 72 GPUs"),
     (10, "; NVLink domains of 40 GPUs"),         # a cluster smaller than a rack: all of it on NVLink
 ])

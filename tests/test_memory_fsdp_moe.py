@@ -34,11 +34,13 @@ def _mixtral(framework: str, ep: int, pp: int = 2) -> dict[str, Any]:
 
 
 def _held(raw: dict[str, Any], stage: int) -> tuple[float, float, int, int, float]:
-    """(dense, expert parameters held on ``stage``, dp and edp group sizes, largest gathered layer's bytes)."""
+    """(dense, expert parameters held on ``stage``, dp and edp group sizes, the largest gathered
+    layer's bytes)."""
     b = iteration_builder(from_dict(raw))
     chunks = [ch for ch, _ in b.rank_chunks(stage)]
-    return (sum(c.params for c in chunks), sum(c.expert_params for c in chunks), b.net.group_size("dp", stage),
-            b.net.group_size("edp", stage), max(c.fsdp_layer_bytes for c in chunks))
+    return (sum(c.params for c in chunks), sum(c.expert_params for c in chunks),
+            b.net.group_size("dp", stage), b.net.group_size("edp", stage),
+            max(c.fsdp_layer_bytes for c in chunks))
 
 
 @pytest.mark.parametrize("ep", [8, 4])

@@ -11,7 +11,8 @@ from explorer.simulate import simulate
 
 from conftest import ROOT
 
-DEEPSEEK = ROOT / "scenarios" / "deepseek-v3.yaml"      # recompute selective, modules [layernorm, mla_up_proj, moe_act]
+# recompute selective, modules [layernorm, mla_up_proj, moe_act]
+DEEPSEEK = ROOT / "scenarios" / "deepseek-v3.yaml"
 
 
 def test_named_modules_under_none_recompute_and_the_run_says_so():

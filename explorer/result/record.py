@@ -59,7 +59,7 @@ class Result:
     comm_bytes_by_tier: dict[str, dict[str, float]]   # dim -> tier -> bytes one GPU sends across it
     bottleneck: str
     warnings: tuple[str, ...]
-    warning_kinds: tuple[str, ...]             # parallel to ``warnings``: memory | algorithm | wan | recompute | ...
+    warning_kinds: tuple[str, ...]             # parallel to ``warnings``: memory | algorithm | wan | ...
     classes: tuple[GPUClass, ...]
     stage_layers: tuple[int, ...]
     links: dict[str, dict]                     # per dimension: algorithm, tier, busbw of its main call

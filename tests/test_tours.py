@@ -78,6 +78,8 @@ def test_moe_claims():
     assert plain.breakdown_s["ep"] > 3 * base.breakdown_s["ep"]                 # "several-fold"
     assert one_f.breakdown_s["ep"] > 3 * base.breakdown_s["ep"]
     assert skew.iteration_time_s > 1.1 * base.iteration_time_s
+    # "that rank keeps 1.5x the routed tokens' activations ...: the layer split moves layers to fit"
+    assert skew.stage_layers != base.stage_layers and not skew.memory_over_capacity
 
 
 def test_two_datacenters_claims():

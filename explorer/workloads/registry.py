@@ -23,7 +23,7 @@ from .rnn import workload as rnn
 from .spec import WorkloadSpec
 from .transformer import workload as transformer
 from .transformer.attention import attention_block, attention_params, head_dims
-from .transformer.moe_load import busiest_rank_factor
+from .transformer.moe_load import routed_copy_load
 
 DEFAULT = "transformer"
 
@@ -149,10 +149,7 @@ def attention_of(m: Model) -> Attention:
 def expert_load(m: Model, ep: int) -> float:
     """The busiest of ``ep`` expert ranks' routed load over the mean: the routing skew's share
     (transformer/moe_load.py) times ``model.moe.imbalance``; 1 without routed experts or EP."""
-    moe = m.moe
-    if moe is None or not moe.routed or ep <= 1:
-        return 1.0
-    return busiest_rank_factor(moe.experts, ep, moe.top_k, moe.skew) * moe.imbalance
+    return routed_copy_load(m.moe, ep)
 
 
 def nouns(m: Model) -> Nouns:

@@ -65,7 +65,9 @@ class Ctx:
     """What the term builders read: the model, the TP degree, whether sequence parallelism splits
     the norm/dropout region, activation bytes ``e``, FP8 linear layers, flash attention, and the
     recompute modules in force (Megatron-Core ``recompute_modules`` names); ``deepseek_storage``:
-    DeepSeek-V3's low-precision activation storage (Sec. 3.3.3) instead of Transformer Engine's."""
+    DeepSeek-V3's low-precision activation storage (Sec. 3.3.3) instead of Transformer Engine's;
+    ``expert_load``: the routed token copies this GPU's expert rank receives over the balanced mean
+    (moe_load.routed_copy_load; 1 = balanced routing)."""
 
     m: Model
     tp: int
@@ -75,6 +77,7 @@ class Ctx:
     flash: bool
     modules: frozenset[str]
     deepseek_storage: bool = False
+    expert_load: float = 1.0
 
     @property
     def seq_div(self) -> float:
@@ -192,8 +195,13 @@ def dense_mlp_terms(c: Ctx) -> list[Term]:
 
 
 def moe_mlp_terms(c: Ctx) -> list[Term]:
-    """MoE FFN, per token of this GPU with balanced routing (each EP rank receives tokens*top_k
-    copies over its local experts, as explorer/workloads/transformer/layer.py prices the expert GEMMs):
+    """MoE FFN, per token of this GPU.  With balanced routing each EP rank receives tokens*top_k
+    copies over its local experts (as explorer/workloads/transformer/layer.py prices the expert
+    GEMMs); the busiest rank receives ``c.expert_load`` times that (moe_load.py), the rank whose time
+    and memory are reported.  Routing is dropless (Megatron-Core's default strategy "will not drop or
+    pad any token"; only ``--moe-expert-capacity-factor`` drops the tokens beyond an expert's
+    capacity, GShard Sec. 2.2 / Switch Transformer Sec. 2.2), so that rank keeps every copy it
+    receives: the per-copy terms below scale with the load, the others do not:
     - the norm input, and its output as the router GEMM's bf16 input (freed by ``layernorm``
       recompute; Megatron-Core's router linear is not an FP8 layer);
     - the router's fp32 scores over all experts (the softmax/sigmoid backward reads them);
@@ -205,7 +213,7 @@ def moe_mlp_terms(c: Ctx) -> list[Term]:
     - shared experts as a dense FFN of width shared_experts * expert_ffn_hidden on every token."""
     m, moe = c.m, c.m.moe
     assert moe is not None                                # only MoE layers have these terms
-    h, k = m.hidden, moe.top_k
+    h, k = m.hidden, moe.top_k * c.expert_load       # routed copies per token on this rank
     out = [Term("mlp_norm_in", h, c.e, c.seq_div),
            Term("router_in", h, 0.0 if "layernorm" in c.modules else c.e, c.seq_div),
            Term("router_scores", moe.experts, ROUTER_SCORE_BYTES, c.seq_div),

@@ -9,13 +9,16 @@ balancing).  A token picks ``top_k`` *distinct* experts, so no expert can receiv
 (water-filling).  Experts are placed round-robin over the EP ranks (expert i on rank i mod ep,
 so the most popular experts are spread out, the placement a balancing framework aims for); the
 busiest rank's load relative to the mean is the factor that stretches its expert GEMMs and the
-all-to-all it receives.
+all-to-all it receives, and, with dropless routing, multiplies the routed token copies whose
+activations that rank keeps for the backward (:func:`routed_copy_load`, activations_terms.py).
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
 import numpy as np
+
+from ...config import MoE
 
 
 @lru_cache(maxsize=256)
@@ -41,3 +44,17 @@ def busiest_rank_factor(experts: int, ep: int, top_k: int, skew: float) -> float
         share[over] = cap
     per_rank = np.bincount(np.arange(experts) % ep, weights=share, minlength=ep)
     return float(per_rank.max() * ep)
+
+
+def routed_copy_load(moe: MoE | None, ep: int) -> float:
+    """Routed token copies the busiest of ``ep`` expert ranks receives over the balanced mean: the
+    skew's :func:`busiest_rank_factor` times ``moe.imbalance``, the factor the layer's time uses
+    (workload.py ``spec``); 1 without routed experts, or with ``ep`` <= 1, where one GPU receives
+    every copy whichever expert it goes to.  With experts numbered by popularity and placed round
+    robin (module docstring), the same rank (the one holding the most popular expert) is the busiest
+    in every MoE layer, so a pipeline stage's worst GPU holds this load in each of its MoE layers.
+    Routing is dropless (Megatron-Core's default: no ``moe_expert_capacity_factor``, so no token is
+    dropped; the scenario has no capacity field), so no capacity caps the load."""
+    if moe is None or not moe.routed or ep <= 1:
+        return 1.0
+    return busiest_rank_factor(moe.experts, ep, moe.top_k, moe.skew) * moe.imbalance

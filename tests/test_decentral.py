@@ -35,13 +35,15 @@ def test_neighbours_of_each_graph(kind, n, peers, expect):
 
 @pytest.mark.parametrize("kind, peers", [("gossip-ring", 2), ("gossip-torus", 4), ("gossip-exponential", 5)])
 def test_a_gossip_step_moves_one_model_per_peer(kind, peers):
-    """Each GPU sends its whole parameter shard (fp32) to each neighbour: peers x shard bytes."""
+    """Each GPU sends its whole parameter shard (fp32) to each neighbour: peers x shard bytes, each
+    over NVLink to a neighbour on its node or out of the node (network/p2p_link.py), never both."""
     res = _run(kind)
     x = res.exchange
     assert x.peers == peers
     rep = replica_scenario(res.scenario)
     shard = simulate(rep).memory.params / 2           # bf16 weights -> parameters, largest stage
-    assert x.bytes_per_gpu["scale-up"] == pytest.approx(peers * shard * 4, rel=1e-12)
+    assert x.sent == pytest.approx(peers * shard * 4, rel=1e-12)
+    assert x.sent == pytest.approx(x.bytes_per_gpu["scale-up"] + x.bytes_per_gpu["scale-out"], rel=1e-12)
 
 
 def test_gossip_overlaps_the_exchange_with_the_step():
@@ -74,7 +76,7 @@ def test_one_peer_exponential_graph_is_cheaper_than_all_peers():
     one = _run("gossip-exponential", **{"parallelism.gossip_peers": 1}, **{"cluster.scale_out.nic_Gbps": 25})
     full = _run("gossip-exponential", **{"cluster.scale_out.nic_Gbps": 25})
     assert one.exchange.peers == 1 and one.iteration_time_s < full.iteration_time_s
-    sent = (full.exchange.bytes_per_gpu["scale-up"], one.exchange.bytes_per_gpu["scale-up"])
+    sent = (full.exchange.sent, one.exchange.sent)
     assert sent[0] == pytest.approx(5 * sent[1])
 
 
@@ -86,7 +88,7 @@ def test_gossip_across_two_datacenters_loads_only_the_seam():
     sc_over = {"parallelism.zero": 0, "parallelism.dp_kind": "gossip-ring"}
     res = simulate(load(TD, sc_over))
     x = res.exchange
-    shard = x.bytes_per_gpu["scale-up"] / 2                  # the largest stage's, one per neighbour
+    shard = x.sent / 2                                       # the largest stage's, one per neighbour
     wan_Bps = 1600e9 / 8 * 0.9
     assert x.exchange_s == pytest.approx(2 * (32 * shard / wan_Bps + 2e-3), rel=1e-3)
     # The WAN carries 2 x 32 shards per step: busy exchange_s of the step, not more.

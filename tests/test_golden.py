@@ -130,6 +130,13 @@ llama3-405b-pretraining's energy when restarts drew the GPUs' idle power instead
 draw (run/energy.busy_share: 17,904 -> 17,899 MWh), nothing else; the three serving scenarios' bottleneck
 sentences when a call's share said what sets it (its algorithm and bus bandwidth, or the tier whose
 latency it mostly is: "(ring/LL at 57 GB/s bus bandwidth)", "(mostly scale-up latency)"), nothing else;
+fourteen when a point-to-point byte was counted on the tiers it crosses (network/p2p_link.py: a send to
+another node leaves by the GPU's NIC, not over NVLink too): comm_bytes_by_tier's scale-up of pp (and of the
+gossip and parameter-server dp exchanges) went to 0 where the pair spans nodes (megatron-gpt3-175b 1.21 GB
+-> 0, pipedream-vgg16 48.2 -> 9.6 MB) with the scale-up utilisation and bytes_per_step, times unchanged;
+long-context-cp when full recompute ran each layer's forward CP ring again (ring_attention.ring_cost: the
+recomputed forward's K/V, (cp-1) x kv x 4 a layer): cp 45.10 -> 60.13 GB a GPU on NVLink, time unchanged
+(the ring stays hidden);
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

@@ -27,11 +27,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from ..collective_algorithms import registry
-from ..collective_algorithms.base import OPS, Family, LinkCost, crossing, spanned
+from ..collective_algorithms.base import OPS, Family, LinkCost, crossing
 from ..collective_algorithms.registry import Algorithm
 from ..vocabulary import LATENCY_SUFFIX, PCIE_LIMIT
 from . import nccl_tuning as nt
 from .domain_links import capped_shape
+from .p2p_link import p2p_latency, send_recv_link
 from .pcie_link import pcie_bound, pcie_boundary, pcie_time
 from .scale_up_wiring import scale_up_factor
 from .topology import BOUNDARY_NAMES, GroupShape
@@ -175,13 +176,6 @@ def _pcie_stage(alg: Algorithm, proto: str, sh: GroupShape, o: NcclOptions, link
     discount)."""
     return pcie_time(link, sh, o.pcie_Bps, proto) / nt.pattern_discount(alg.tuning_row(sh.up_kind),
                                                                         sh.per_domain[1])
-
-
-def p2p_latency(sh: GroupShape) -> float:
-    """Seconds a point-to-point call over ``sh`` takes besides its bytes: the farthest peer's hop
-    latency and, across nodes, the proxies' hand-off (nccl_tuning.P2P_NET_US)."""
-    net = nt.P2P_NET_US * 1e-6 if len(sh.shares) > 1 and sh.spans(1) else 0.0
-    return net + sh.latencies[sh.outer]
 
 
 def _pairwise(op: str, S: float, sh: GroupShape) -> LinkCost:
@@ -368,12 +362,10 @@ def _price(op: str, size_bytes: float, shape: GroupShape, algorithm: str, nvls_c
         return _result(op, size_bytes, shape, "pairwise", "none", link, link.time_s, link.latency_s,
                        requested)
     if op == "send-recv":
-        # One transfer of S between the pair: S crosses every boundary between them.
-        egress = {0: size_bytes, **spanned(shape, size_bytes)}
-        t, b = crossing(shape, egress)
-        lat = p2p_latency(shape)
-        link = pcie_bound(LinkCost(lat + t, b, egress, lat), shape, o.pcie_Bps)
-        return _result(op, size_bytes, shape, "ring", "none", link, link.time_s, lat, "")
+        # One ring step of S per member: the flow that leaves a node gets one GPU's NICs and PCIe link
+        # (p2p_link.py), the others pass S on over NVLink.
+        link = send_recv_link(size_bytes, shape, o, o.pcie_Bps)
+        return _result(op, size_bytes, shape, "ring", "none", link, link.time_s, link.latency_s, "")
     priced = named is not None and named.alpha_beta is not None and named.implements(op)
     if o.library != "nccl" and (not forced or priced):
         algos = registry.library_candidates(op, o.library) if named is None else (named,)

@@ -23,7 +23,9 @@ taken as non-blocking inside a datacenter.
 
 All groups of one dimension communicate at once (DESIGN.md, "Contention"), so a domain's egress
 is divided among the groups that have members in it: a group with ``g`` members in a domain of
-``G`` GPUs gets ``capacity * g / G``.  :func:`build_graph` builds the same cluster as a networkx
+``G`` GPUs gets ``capacity * g / G``.  A collective's channels use all g members' NICs; a ring step of
+point-to-point sends has one flow per group leave the node, through one GPU's NICs, which
+:mod:`explorer.network.p2p_link` caps it at.  :func:`build_graph` builds the same cluster as a networkx
 graph for drawing and for tests that check the analytic shares against explicit routing.
 
 The scale-up boundary's *wiring* (``cluster.scale_up.kind``) is carried on every group shape and

@@ -116,6 +116,16 @@ class Exchange:
     # tier -> bytes per step averaged over every GPU of every stage (``bytes_per_gpu`` is the
     # busiest stage's): times the GPUs, the exchange's whole load on each boundary.
     mean_bytes_per_gpu: dict[str, float] = field(default_factory=dict)
+    # Bytes one GPU of the busiest stage sends per step over every tier together: each of its
+    # point-to-point messages once, over its scale-up link to a peer of its node or out of its node
+    # (network/p2p_link.py), never both.  0: not known (a run written before it): the busiest tier's.
+    sent_per_gpu: float = 0.0
+
+    @property
+    def sent(self) -> float:
+        """Bytes one GPU of the busiest stage sends per step (``sent_per_gpu``, else the most it puts
+        on one tier, as runs written before it counted every message on scale-up)."""
+        return self.sent_per_gpu or max(self.bytes_per_gpu.values(), default=0.0)
 
     @property
     def asynchronous(self) -> bool:

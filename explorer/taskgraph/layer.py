@@ -122,7 +122,7 @@ def _ring(ctx: ChunkContext, lc: LayerCost, stage: int) -> RingCost:
     step = ctx.net.cost("send-recv", lc.cp_kv_bytes, "cp", stage).time_s
     step_b = ctx.net.cost("send-recv", 2 * lc.cp_kv_bytes, "cp", stage).time_s
     attn_step = ctx.cm.time(lc.attn_core_fwd) / cpn
-    return ring_cost(cpn, lc.cp_kv_bytes, step, step_b, attn_step)
+    return ring_cost(cpn, lc.cp_kv_bytes, step, step_b, attn_step, 0.0 if lc.frozen else lc.cp_recompute)
 
 
 def price_fsdp(ctx: ChunkContext, lc: LayerCost | Params, stage: int, f_comp: float,
@@ -151,6 +151,8 @@ def layer_parts(ctx: ChunkContext, lc: LayerCost, stage: int) -> LayerParts:
     ring = _ring(ctx, lc, stage)
     ep_f, ep_f_bytes = _ep_time(ctx, lc.ep_fwd, stage)
     ep_b, ep_b_bytes = _ep_time(ctx, lc.ep_bwd, stage)
+    # The recomputed forward's dispatch and combine (LayerCost.ep_recompute), as tp_recompute's collectives.
+    ep_b, ep_b_bytes = ep_b + lc.ep_recompute * ep_f, ep_b_bytes + lc.ep_recompute * ep_f_bytes
     if lc.frozen:          # forward only (workloads/freezing.py): the ring's backward hand-offs go too
         ring = replace(ring, exposed_b=0.0, hidden_b=0.0, bytes=ring.bytes / 3)
     load = ctx.expert_load
@@ -210,16 +212,21 @@ def _ep_links(ctx: ChunkContext, call: Collective, stage: int) -> list[LinkCall]
 def layer_links(ctx: ChunkContext, lc: LayerCost, stage: int) -> list[LinkCall]:
     """The network calls one layer makes per pipeline unit, as :func:`layer_parts` priced them:
     TP collectives, MoE dispatch/combine, ring attention's K/V hand-offs (cp-1 forward, cp-1 of
-    K/V and dK/dV backward), ZeRO-3's gathers and reduce-scatters and the blocking generic edges
-    (the overlapped ones are their tasks' calls: taskgraph/edges.py)."""
+    K/V and dK/dV backward), the recomputed forward's TP collectives, dispatch/combine and K/V
+    hand-offs (LayerCost.tp_recompute, ep_recompute, cp_recompute), ZeRO-3's gathers and
+    reduce-scatters and the blocking generic edges (the overlapped ones are their tasks' calls:
+    taskgraph/edges.py)."""
     out: list[LinkCall] = []
     for call in lc.tp_fwd + lc.tp_bwd + lc.tp_recompute:
         out += priced_link(ctx.net, "tp", call.op, call.size_bytes, stage, 1)
-    for call in lc.ep_fwd + lc.ep_bwd:
+    for call in lc.ep_fwd:             # the forward's, and again where recomputation re-runs them
+        out += [c.scaled(1 + lc.ep_recompute) for c in _ep_links(ctx, call, stage)]
+    for call in lc.ep_bwd:
         out += _ep_links(ctx, call, stage)
     if lc.cp_kv_bytes:
         cpn = ctx.sc.parallelism.cp
-        out += priced_link(ctx.net, "cp", "send-recv", lc.cp_kv_bytes, stage, cpn - 1)
+        again = 0.0 if lc.frozen else lc.cp_recompute
+        out += priced_link(ctx.net, "cp", "send-recv", lc.cp_kv_bytes, stage, (cpn - 1) * (1 + again))
         if not lc.frozen:
             out += priced_link(ctx.net, "cp", "send-recv", 2 * lc.cp_kv_bytes, stage, cpn - 1)
     return out + fsdp_links(ctx, lc, stage) + (blocking_links(ctx, lc, stage) if lc.edges else [])

@@ -32,7 +32,8 @@ def frozen_layer(lc: LayerCost, weight: int = PARAM_BYTES) -> LayerCost:
     return replace(lc, bwd_input=ZERO_WORK, bwd_weight=ZERO_WORK, recompute=ZERO_WORK, params=0.0,
                    expert_params=0.0, act_bytes=0.0, tp_bwd=(), tp_recompute=(), ep_bwd=(),
                    recompute_bytes=0.0, offload_s=0.0, offload_share=0.0, held_bytes=held,
-                   edges=tuple(e for e in lc.edges if e.phase != "bwd"), frozen=True)
+                   edges=tuple(e for e in lc.edges if e.phase != "bwd"), frozen=True,
+                   cp_recompute=0.0, ep_recompute=0.0)
 
 
 def frozen_edge(edge: EdgeCost, tied: bool, weight: int = PARAM_BYTES) -> EdgeCost:

@@ -104,6 +104,12 @@ class LayerCost:
     # A frozen layer (training.frozen_layers, explorer/workloads/freezing.py): forward only — its
     # backward parts, backward collectives and ring-attention backward are left out where priced.
     frozen: bool = False
+    # Shares of the forward's ring-attention hand-offs and MoE dispatch/combine all-to-alls that the
+    # recompute policy runs again in the backward (0 none, 1 every layer, N/L block recompute;
+    # explorer/workloads/transformer/activations_recipes.py ring_recompute_share,
+    # dispatch_recompute_share), as tp_recompute repeats the forward's TP collectives.
+    cp_recompute: float = 0.0
+    ep_recompute: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -169,6 +169,7 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
     pl = net.placement
     hbm = streaming_bytes_per_s(sc.hardware.gpu)
     worst, sent_max, sent_mean = 0.0, [0.0] * len(BOUNDARY_NAMES), [0.0] * len(BOUNDARY_NAMES)
+    total = 0.0     # the busiest stage's bytes per GPU, each message once: on NVLink or out of the node
     avg: list[float] = []                   # per stage: averaging the received models through HBM
     model = 0.0
     offsets = [] if p.dp_kind == "parameter-server" else peer_offsets(p.dp_kind, dp, p.gossip_peers)
@@ -206,6 +207,7 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
         # The ideal pipeline's communication is free (Network(free=True)): the exchange too.
         worst = 0.0 if p.ideal_pipeline else max(worst, t)
         sent_max = [max(x, y) for x, y in zip(sent_max, sent, strict=True)]
+        total = max(total, sent[0] + sent[1])
         # Every stage has as many GPUs: the mean over all of them is the mean of the stages' means.
         sent_mean = [x + y / p.pp for x, y in zip(sent_mean, sent, strict=True)]
     tiers = dict(zip(BOUNDARY_NAMES, sent_max, strict=True))
@@ -227,7 +229,7 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
         peers, note = (1, QUALITY["gossip-async"]) if asynchronous else (len(offsets), QUALITY["gossip"])
         return (Exchange(p.dp_kind, dp, peers, sc.training.sync.outer_dtype, kinds[pace].step_s, worst,
                          exposed[pace], tiers, 0.0, 0.0, note, min(cycles), max(cycles), batch / T, batch,
-                         mean),
+                         mean, total),
                 cycles)
     so = sc.cluster.scale_out
     # The fabric's achievable share of one server NIC's line rate.
@@ -243,7 +245,7 @@ def exchange(sc: Scenario, kinds: Sequence[ReplicaKind]) -> tuple[Exchange, tupl
     T = cycles[pace]
     return (Exchange(p.dp_kind, dp, p.ps_servers, sc.training.sync.outer_dtype, kinds[pace].step_s,
                      exposed_ps, exposed_ps, tiers, server_bytes, nic_s / T,
-                     QUALITY["parameter-server"], min(cycles), T, batch / T, batch, mean),
+                     QUALITY["parameter-server"], min(cycles), T, batch / T, batch, mean, total),
             cycles)
 
 
@@ -302,7 +304,7 @@ def simulate_exchange(sc: Scenario, simulate_replica: Callable[[Scenario], Resul
         cycles = tuple(c + extra for c in cycles)
         T = bound.T
     comm = dict(rep.comm_bytes_per_gpu)
-    comm["dp"] = comm.get("dp", 0.0) + max(x.bytes_per_gpu.values())
+    comm["dp"] = comm.get("dp", 0.0) + x.sent
     story = rep.bottleneck
     others = [v for k, v in rep.breakdown_s.items() if k not in ("compute", "recompute", "dp")]
     if x.exposed_s > max(others, default=0.0):

@@ -24,14 +24,14 @@ EXCHANGE_PREFIX = "exchange: "
 
 def exchange_tasks(classes: int, x: Exchange, T: float) -> list[Task]:
     """One ``dp`` task per GPU class: the exchange's seconds, ending at ``T`` (not before 0), its
-    bytes what one GPU of the busiest stage sends on its busiest tier."""
+    bytes what one GPU of the busiest stage sends (Exchange.sent)."""
     start = max(0.0, T - x.exchange_s)
     dur = T - start
     if dur <= 0.0:
         return []
     what = ("parameter-server push and pull" if x.kind == "parameter-server"
             else f"{x.kind} exchange with {x.peers} neighbour{'s' if x.peers != 1 else ''}")
-    sent = max(x.bytes_per_gpu.values(), default=0.0)      # as run --json's comm_bytes_per_gpu
+    sent = x.sent                                          # as run --json's comm_bytes_per_gpu
     info = BucketInfo(chunk=0, bytes=sent, bus_bytes=sent, buckets=1, bucket_bytes=sent, group=x.peers,
                       algorithm=x.kind, tier="", busbw_GBps=0.0, op=EXCHANGE_PREFIX + what, dim="dp",
                       layer_rank=0, groups=1, share=1.0)

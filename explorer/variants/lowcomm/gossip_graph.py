@@ -54,13 +54,18 @@ def phase(net: Network, sc: Scenario, stage: int, offset: int, nbytes: float) ->
     A domain's egress is shared by the GPUs of the domain whose counterpart lies outside it, not by
     all of its GPUs as for a collective whose groups all span the boundary: on a ring of replicas
     one GPU apart, only the last GPU of a node sends out of it (at offset +1), and it has the node's
-    NICs to itself; the other seven stay on NVLink.  Which GPU crosses differs with its position,
+    egress to itself as far as one flow can use it: its own GPU's NICs (NCCL sends a point-to-point
+    flow through the NICs local to its GPU: network/p2p_link.py), all of them on a node with one NIC;
+    the other seven stay on NVLink.  Which GPU crosses differs with its position,
     so every GPU of the stage is priced (vectorised, one network call per distinct situation: its
     crossing boundaries and how many GPUs of its domain cross them) and the slowest sets the phase:
     D-PSGD's step needs every neighbour's model (Lian et al. 2017, Alg. 1), so the last transfer to
     arrive gates its replica, and through the graph every replica.  A GPU whose own or whose peer's
     node is degraded (``cluster.faults``) crosses the scale-out fabric at ``nic_factor`` of its share."""
     pl, dp, fabric = net.placement, sc.dp, net.fabric
+    o = net.options
+    # One GPU's NICs: the NVLink domain's egress over min(its NICs, its GPUs) (p2p_link.one_flow_share).
+    one_gpu_nics = fabric.boundaries[1].capacity_Bps / max(1, min(o.nics_per_node, o.gpus_per_node))
     stride = pl.strides["dp"]
     every = np.arange(int(np.prod(list(pl.sizes.values()))), dtype=np.int64)
     d = (every // stride) % dp
@@ -88,9 +93,12 @@ def phase(net: Network, sc: Scenario, stage: int, offset: int, nbytes: float) ->
         a = int(mine[k])
         shape = fabric.shape(np.array([a, int(peers[a])], dtype=np.int64))
         # The pair's share of a domain's egress is 1/domain_gpus of it (one member, every GPU
-        # sending); only ``crossers`` of them send out, so each gets 1/crossers.
+        # sending); only ``crossers`` of them send out, so each gets 1/crossers, and out of its
+        # node no more than its own GPU's NICs (p2p_link.one_flow_share: a flow leaves by them).
         shares = [sh if i == 0 or not row[i - 1] else sh * fabric.boundaries[i].domain_gpus / row[i - 1]
                   for i, sh in enumerate(shape.shares)]
+        if row[0]:
+            shares[1] = min(shares[1], one_gpu_nics)
         if row[-1] and shape.spans(1):
             shares[1] *= f.nic_factor
         shape = replace(shape, shares=tuple(shares))

@@ -66,7 +66,7 @@ def trade_sentences(w: SyncWindow) -> list[str]:
 
 def exchange_sentences(x: Exchange) -> list[str]:
     """What gossip or the parameter servers cost per step, one sentence per line."""
-    sent = max(x.bytes_per_gpu.values()) if x.bytes_per_gpu else 0.0
+    sent = x.sent
     if x.kind == "parameter-server":
         out = [f"parameter-server: {x.replicas} replicas push gradients to and pull weights from {x.peers} "
                f"server node(s): {_s(x.exchange_s)} per step after the replica's {_s(x.step_s)}",

@@ -19,6 +19,7 @@ live on top of the rest (:func:`offload_transient_bytes`).
 from __future__ import annotations
 
 from ...config import Scenario
+from ...config.frameworks import profile
 from ...config.recompute import recompute_in_force
 from ...physics.host_link import host_link_Bps
 
@@ -49,6 +50,36 @@ def recompute_share(sc: Scenario) -> float:
     if sc.training.recompute_layers > 0:
         return _share(sc.training.recompute_layers, sc)
     return 1.0 if recompute_kind(sc) == "full" else 0.0
+
+
+def ring_recompute_share(sc: Scenario) -> float:
+    """Share of a layer's forward context-parallel ring (its cp-1 K/V hand-offs) that recomputation
+    runs again in the backward.  Full recompute (Megatron-Core ``recompute_granularity="full"``:
+    TransformerBlock._checkpointed_forward re-runs whole layers) and block recompute of N layers
+    repeat the layer's forward, its core attention with it; selective recompute with ``core_attn``
+    (Attention._checkpointed_attention_forward, megatron/core/transformer/attention.py) re-runs the core
+    attention alone.  Under CP that core is Transformer Engine's DotProductAttention, whose forward is
+    the ring (AttnFuncWithCPAndKVP2P.forward: a send to the next CP rank and a receive from the one
+    before at each of its cp-1 steps), so either sends the K/V blocks round the ring again.  Other
+    modules (layernorm, mla_up_proj, moe_act, mlp) and torchtitan's op-level selective AC (the attention
+    output is saved: FrameworkProfile.selective_policy "every-other-matmul") re-run no ring."""
+    share = recompute_share(sc)
+    tr = sc.training
+    modules_policy = profile(tr.framework).selective_policy == "modules"
+    if (share == 0.0 and recompute_kind(sc) == "selective" and modules_policy
+            and "core_attn" in tr.recompute_modules):
+        return 1.0
+    return share
+
+
+def dispatch_recompute_share(sc: Scenario) -> float:
+    """Share of a MoE layer's token dispatch and combine all-to-alls that recomputation runs again:
+    the recomputed share of whole layers (full or block recompute re-run the layer's forward, the
+    MoELayer's token dispatcher included: megatron/core/transformer/moe/moe_layer.py, its dispatch
+    and combine all-to-alls in token_dispatcher.py).  Selective modules repeat no all-to-all:
+    ``moe_act`` re-runs the experts' activation function on the tokens already received (Megatron-Core
+    recompute_modules), ``mlp`` is the dense MLP."""
+    return recompute_share(sc)
 
 
 def offload_share(sc: Scenario) -> float:

@@ -48,7 +48,14 @@ from ..timing import (
     ub_overlap,
 )
 from .activations import layer_activation_bytes, offloaded_layer_bytes, recompute_working_bytes
-from .activations_recipes import offload_seconds, offload_share, recompute_kind, recompute_share
+from .activations_recipes import (
+    dispatch_recompute_share,
+    offload_seconds,
+    offload_share,
+    recompute_kind,
+    recompute_share,
+    ring_recompute_share,
+)
 from .attention import AttentionBlock, attention_block, attention_params, head_dims
 
 # Element-wise passes per token of hidden width in one layer's forward (reads + writes, in
@@ -324,7 +331,9 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     return LayerCost(fwd, bwd_input, bwd_weight, recompute, attn_core, r_f, params,
                      expert_params, act, tp_fwd, tp_bwd, tp_recompute, ep_fwd, ep_fwd, kv_bytes,
                      recompute_working_bytes(sc, moe_layer, tokens),
-                     offload_seconds(sc, offloaded_layer_bytes(sc, moe_layer, tokens)), offload_share(sc))
+                     offload_seconds(sc, offloaded_layer_bytes(sc, moe_layer, tokens)), offload_share(sc),
+                     cp_recompute=ring_recompute_share(sc) if kv_bytes else 0.0,
+                     ep_recompute=dispatch_recompute_share(sc) if ep_fwd else 0.0)
 
 
 def embedding_cost(sc: Scenario) -> EdgeCost:

@@ -57,7 +57,9 @@ class Training:
     recompute_modules: tuple[str, ...] = field(default=("core_attn",), metadata={
         "choices": ("core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp"), "max_items": 5,
         "doc": "what recompute: selective recomputes (Megatron-Core recompute_modules; mlp = the dense MLP, "
-               "layernorm = the norms); DeepSeek-V3: layernorm, mla_up_proj, moe_act"})
+               "layernorm = the norms); DeepSeek-V3: layernorm, mla_up_proj, moe_act; named with "
+               "recompute: none they are recomputed (selective, as NeMo's recipes give them) and the run "
+               "says so"})
     offload_activations_layers: int = field(default=0, metadata={"min": 0, "max": 100_000, "doc": (
         "layers per pipeline chunk whose saved activations go to host memory over the GPU's host link "
         "(Megatron-Core/TE activation offloading, NeMo cpu_offloading_num_layers)")})

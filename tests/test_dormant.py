@@ -35,6 +35,9 @@ CASES = {
     "parallelism.sequence_parallel": ({}, True, {"parallelism.tp": 2, "parallelism.dp": 1}),
     "communication.tp_overlap": ({}, True, {"parallelism.tp": 2, "parallelism.dp": 1}),
     "communication.dp_overlap": (ONE_DP, False, TWO_DP),
+    # (FSDP keeps no gradient buffer in the reduce dtype: on one rank nothing reads it)
+    "communication.grad_reduce_dtype": ({**ONE_DP, "training.framework": "fsdp"}, "bf16",
+                                        {**TWO_DP, "training.framework": "fsdp"}),
     "parallelism.gossip_peers": ({}, 1, {"parallelism.dp_kind": "gossip-exponential",
                                          "cluster.nodes": 2, "parallelism.dp": 4}),
     "parallelism.ps_servers": ({}, 2, {"parallelism.dp_kind": "parameter-server"}),

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .frameworks import profile
 from .generations import PRE_AMPERE, architecture, runs_fp8
 from .sections import Scenario
 
@@ -57,6 +58,16 @@ def _no_dp(sc: Scenario) -> str | None:
     if sc.dp > 1 or p.cp > 1 or p.stage_replicas or sc.model.is_moe:
         return None
     return "parallelism.dp and cp are 1: no gradient is reduced across ranks"
+
+
+def _no_reduction_dtype(sc: Scenario) -> str | None:
+    """``communication.grad_reduce_dtype`` is unread where no gradient is reduced (:func:`_no_dp`)
+    and the framework keeps no gradient buffer in the reduce dtype (Megatron-Core's main_grad is
+    allocated in it even on one rank)."""
+    why = _no_dp(sc)
+    if why is None or profile(sc.training.framework).grad_buffer_in_reduce_dtype:
+        return None
+    return why
 
 
 def _no_overlapped_reduction(sc: Scenario) -> str | None:
@@ -194,6 +205,7 @@ RULES: tuple[Dormant, ...] = (
     Dormant("parallelism.sequence_parallel", False, _no_tp),
     Dormant("communication.tp_overlap", False, _no_tp),
     Dormant("communication.dp_overlap", True, _no_overlapped_reduction),
+    Dormant("communication.grad_reduce_dtype", "auto", _no_reduction_dtype),
     Dormant("parallelism.gossip_peers", 0, _dp_kind("gossip")),
     Dormant("parallelism.ps_servers", 1, _dp_kind("parameter-server")),
     Dormant("training.recompute_modules", ("core_attn",), _not_full),

@@ -321,6 +321,11 @@ class Communication:
     comm_sms: int | None = field(default=None, metadata=COMM_SMS_FIELD)
     moe_dispatcher: str | None = field(default=None, metadata=DISPATCHER_FIELD)
     dp_overlap: bool = field(default=True, metadata={"doc": "overlap gradient reduction with backward"})
+    grad_reduce_dtype: str = field(default="auto", metadata={
+        "choices": ("auto", "fp32", "bf16"),
+        "doc": "dtype of the gradient reduction and, where the framework keeps one (Megatron-Core's "
+               "main_grad), of the gradient buffer; auto = the framework's (Megatron: fp32 under bf16, "
+               "--grad-reduce-in-bf16 = bf16, as NeMo's FP8 recipes run)"})
     bucket_MB: float | None = field(default=None, metadata={
         "min": 0.001, "max": 1e5, "why": "1 KB to 100 GB; PyTorch DDP uses 25 MB",
         "doc": "gradient bucket size; default the framework's (Megatron-Core max(40M, 1M x dp) "

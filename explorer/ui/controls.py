@@ -132,6 +132,7 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("communication.moe_dispatcher", "MoE dispatcher (EP all-to-all)", "source"),
         Control("communication.comm_sms", "SMs held by communication kernels", "int"),
         Control("communication.dp_overlap", "Overlap DP with backward", "bool"),
+        Control("communication.grad_reduce_dtype", "Gradient reduce / buffer dtype", "choice"),
         Control("communication.bucket_MB", "Gradient bucket (MB)", "float"),
         Control("communication.dp_priority", "Prioritise first layers' buckets (P3)", "bool"),
         Control("communication.tp_overlap", "Overlap TP with GEMMs", "bool"),

@@ -58,14 +58,27 @@ def optimizer_time(dense: float, expert: float, dp: int, edp: int, zero: int, op
     return (dense + expert) * OPTIMIZER_TRAFFIC_BYTES[optimizer] / hbm_bytes_per_s
 
 
+# communication.grad_reduce_dtype's bytes per element where it names one.
+REDUCE_DTYPE_BYTES = {"fp32": 4, "bf16": 2}
+
+
 def grad_reduce_bytes(sc: Scenario) -> int:
-    """Bytes per gradient element the data-parallel reduction moves: the training dtype's, or fp32
-    where the framework reduces in fp32 (explorer/config/frameworks.py, ``grad_reduce_fp32``)."""
+    """Bytes per gradient element the data-parallel reduction moves: ``communication.
+    grad_reduce_dtype``'s, or by default the training dtype's, or fp32 where the framework reduces
+    in fp32 (explorer/config/frameworks.py, ``grad_reduce_fp32``; Megatron-LM's
+    --grad-reduce-in-bf16 turns it off, megatron/training/arguments.py)."""
+    forced = sc.communication.grad_reduce_dtype
+    if forced in REDUCE_DTYPE_BYTES:
+        return REDUCE_DTYPE_BYTES[forced]
     return profile(sc.training.framework).grad_reduce_bytes(sc.training.dtype)
 
 
 def grad_buffer_bytes(sc: Scenario) -> int:
-    """Bytes per parameter of the gradient buffer a GPU holds: fp32 where the framework accumulates
-    and reduces in an fp32 buffer (Megatron-Core's main_grad, explorer/config/frameworks.py
+    """Bytes per parameter of the gradient buffer a GPU holds: the reduce dtype's where the
+    framework accumulates and reduces in one buffer (Megatron-Core's main_grad, allocated in fp32
+    if grad_reduce_in_fp32 else in the parameters' dtype, explorer/config/frameworks.py
     ``grad_buffer_in_reduce_dtype``), else the bf16 gradient (GRAD_BYTES)."""
-    return profile(sc.training.framework).grad_buffer_bytes(sc.training.dtype)
+    prof = profile(sc.training.framework)
+    if prof.grad_buffer_in_reduce_dtype:
+        return grad_reduce_bytes(sc)
+    return prof.grad_buffer_bytes(sc.training.dtype)

@@ -18,6 +18,10 @@ GB200 = ["--set", "hardware.gpu=gb200", "--set", "model.preset=llama3-8b", "--se
          "says otherwise)"),
     (36, "; NVLink domains of 72 GPUs"),
     (10, "; NVLink domains of 40 GPUs"),         # a cluster smaller than a rack: all of it on NVLink
+    # (a re-check: 76 GB200s have only their 4-GPU trays on NVLink, and validate said nothing)
+    (19, "; NVLink domains of 4 GPUs (76 GPUs per datacenter do not tile whole 72-GPU racks: the "
+         "largest whole number of 4-GPU nodes up to 72 that tiles them; cluster.scale_up.domain_gpus "
+         "says otherwise)"),
 ])
 def test_validate_states_the_nvlink_domain(capsys, nodes, said):
     args = ["validate", "teaching-8gpu", *GB200, "--set", f"cluster.nodes={nodes}",
@@ -30,3 +34,12 @@ def test_validate_states_the_nvlink_domain(capsys, nodes, said):
 def test_a_domain_that_is_the_node_is_not_mentioned(capsys):
     assert main(["validate", "teaching-8gpu"]) == 0
     assert "NVLink domain" not in capsys.readouterr().out
+
+
+def test_a_domain_set_smaller_by_hand_is_not_blamed_on_the_racks(capsys):
+    """A re-check: 144 GB200s with domain_gpus 36 said "144 GPUs do not tile whole 72-GPU racks"."""
+    args = ["validate", "teaching-8gpu", *GB200, "--set", "cluster.nodes=36", "--set",
+            "cluster.gpus_per_node=4", "--set", "training.global_batch=144", "--set",
+            "cluster.scale_up.domain_gpus=36"]
+    assert main(args) == 0
+    assert capsys.readouterr().out.strip().endswith("; NVLink domains of 36 GPUs")

@@ -102,12 +102,16 @@ def domain_words(sc: Scenario) -> str:
     GB200s silently split into two 40-GPU domains); "" when the domain is the node."""
     c = sc.cluster
     d = effective_domain(c)
-    if d <= c.gpus_per_node:
-        return ""
-    out = f"; NVLink domains of {d} GPUs"
     rack = rack_of(sc.hardware.gpu.origin or sc.hardware.gpu.name)
     per_dc = datacenter_gpus(c)
-    if rack is not None and d < min(rack["domain_gpus"], per_dc):
+    # Short of the rack because the GPUs do not tile it (a domain set smaller by hand is not that,
+    # and one of a single node on a rack GPU is said too: 76 GB200s have only their 4-GPU trays).
+    untiled = rack is not None and d < min(rack["domain_gpus"], per_dc) and per_dc % rack["domain_gpus"] != 0
+    if d <= c.gpus_per_node and not untiled:
+        return ""
+    out = f"; NVLink domains of {d} GPUs"
+    if untiled:
+        assert rack is not None
         out += (f" ({per_dc} GPUs per datacenter do not tile whole {rack['domain_gpus']}-GPU racks: "
                 f"the largest whole number of {c.gpus_per_node}-GPU nodes up to {rack['domain_gpus']} "
                 "that tiles them; cluster.scale_up.domain_gpus says otherwise)")

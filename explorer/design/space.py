@@ -46,6 +46,7 @@ from typing import Any
 
 from ..config.frozen import evolve
 from ..config.loading import resolve_presets
+from ..config.recompute import DEFAULT_MODULES, recompute_in_force
 from ..config.replica_rules import auto_replicas
 from ..config.schema import build
 from ..fold.admit import unproven
@@ -90,6 +91,10 @@ class Layout:
             "parallelism.ep": self.ep, "parallelism.vpp": self.vpp, "parallelism.schedule": self.schedule,
             "parallelism.zero": self.zero, "parallelism.sequence_parallel": self.sequence_parallel,
             "training.micro_batch": self.micro_batch, "training.recompute": self.recompute}
+        if self.recompute == "none":
+            # Modules a file names would make none selective (config/recompute.py): a hunt found
+            # search's "recompute none" rows priced as selective.  None means none here.
+            out["training.recompute_modules"] = list(DEFAULT_MODULES)
         if self.order:
             out["parallelism.order"] = self.order
         if self.pipeline_layout:
@@ -102,7 +107,8 @@ class Layout:
         """The layout a scenario runs (a loaded or a merely parsed one: the fields are the same)."""
         p, t = sc.parallelism, sc.training
         extra = tuple((k, _field(sc, k)) for k, _ in workload_for(sc.model).search_axes)
-        return cls(p.tp, p.pp, p.cp, p.ep, p.vpp, p.schedule, p.zero, t.micro_batch, t.recompute,
+        # The policy in force: a file's modules under recompute none are recomputed (selective).
+        return cls(p.tp, p.pp, p.cp, p.ep, p.vpp, p.schedule, p.zero, t.micro_batch, recompute_in_force(t),
                    p.sequence_parallel, extra=extra)
 
     def label(self) -> str:
@@ -350,6 +356,8 @@ class LayoutBuilder:
         if layout.order:
             par = evolve(par, order=layout.order)
         tr = evolve(s.training, micro_batch=layout.micro_batch, recompute=layout.recompute)
+        if layout.recompute == "none":            # as Layout.overrides: none means none
+            tr = evolve(tr, recompute_modules=DEFAULT_MODULES)
         sc = fill_defaults(evolve(s, parallelism=par, training=tr))
         validate(sc)
         return sc

@@ -30,3 +30,15 @@ def test_an_h100_fp8_run_quotes_its_fp8_peak(capsys):
     assert r.mfu_fp8_peak is not None and abs(r.mfu_fp8_peak - r.mfu / 2) < 1e-3
     assert main(["run", str(ZB), "--set", "training.dtype=fp8"]) == 0
     assert "of the FP8 peak" in capsys.readouterr().out
+
+
+def test_datacenters_of_fp8_gpus_under_an_a100_hardware_gpu_are_not_named_bf16(capsys):
+    """A re-check: mixed-generations' H100 and B200 datacenters with hardware.gpu a100-80gb run fp8
+    (6,815.6 ms, against 7,837.6 ms in bf16) but were named "priced in bf16"."""
+    mixed = ROOT / "scenarios" / "mixed-generations.yaml"
+    over = {"hardware.gpu": "a100-80gb"}
+    fp8 = simulate(load(mixed, {**over, "training.dtype": "fp8"}))
+    bf16 = simulate(load(mixed, {**over, "training.dtype": "bf16"}))
+    assert fp8.iteration_time_s < bf16.iteration_time_s
+    assert main(["run", str(mixed), "--set", "hardware.gpu=a100-80gb", "--set", "training.dtype=fp8"]) == 0
+    assert "no FP8 tensor cores" not in capsys.readouterr().out

@@ -17,6 +17,7 @@ from typing import Any
 
 from .frameworks import profile
 from .generations import PRE_AMPERE, architecture, runs_fp8
+from .presets import gpu_presets
 from .sections import Scenario
 
 
@@ -41,6 +42,12 @@ def _fp8_in_bf16(sc: Scenario) -> str | None:
     (generations.runs_fp8: Transformer Engine needs compute capability 8.9+); a hunt found it
     silent, with an MFU line quoting an "FP8 peak"."""
     if sc.training.dtype != "fp8" or runs_fp8(sc):
+        return None
+    # Datacenters of other GPUs (cluster.datacenters' gpu list): one with FP8 tensor cores runs fp8
+    # (a re-check found H100 and B200 datacenters named "priced in bf16" under an A100 hardware.gpu).
+    table = gpu_presets()
+    if any((table[n].get("fp8_tflops") or 0) > table[n]["peak_tflops"]
+           for n in sc.cluster.datacenter_gpus or () if n in table):
         return None
     return (f"hardware.gpu {sc.hardware.gpu.name} has no FP8 tensor cores (compute capability 8.9+): "
             "the run is priced in bf16")

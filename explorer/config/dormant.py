@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .frameworks import profile
-from .generations import PRE_AMPERE, architecture, runs_fp8
+from .generations import PRE_AMPERE, architecture, fp8_cores, runs_fp8
 from .presets import gpu_presets
 from .sections import Scenario
 
@@ -46,7 +46,7 @@ def _fp8_in_bf16(sc: Scenario) -> str | None:
     # Datacenters of other GPUs (cluster.datacenters' gpu list): one with FP8 tensor cores runs fp8
     # (a re-check found H100 and B200 datacenters named "priced in bf16" under an A100 hardware.gpu).
     table = gpu_presets()
-    if any((table[n].get("fp8_tflops") or 0) > table[n]["peak_tflops"]
+    if any(fp8_cores(table[n].get("fp8_tflops"), table[n]["peak_tflops"])
            for n in sc.cluster.datacenter_gpus or () if n in table):
         return None
     return (f"hardware.gpu {sc.hardware.gpu.name} has no FP8 tensor cores (compute capability 8.9+): "

@@ -80,4 +80,9 @@ def runs_fp8(sc: Scenario) -> bool:
     memory too: no FP8 activations or weight copies (a hunt found an A100 fp8 run priced in bf16
     keeping FP8's smaller activations, 2.9 against 3.4 GB)."""
     g = sc.hardware.gpu
-    return sc.training.dtype == "fp8" and (g.fp8_tflops or 0) > g.peak_tflops
+    return sc.training.dtype == "fp8" and fp8_cores(g.fp8_tflops, g.peak_tflops)
+
+
+def fp8_cores(fp8_tflops: float | None, peak_tflops: float) -> bool:
+    """Whether a GPU has FP8 tensor cores: an fp8 peak above its bf16 one (:func:`runs_fp8`)."""
+    return (fp8_tflops or 0) > peak_tflops

@@ -682,6 +682,8 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
           "training.offload_activations_layers": 1}, "training.offload_activations_layers"),
         ({"model": {"kind": "rnn"}, "parallelism": {"tp": 1, "pp": 2, "dp": 8},
           "training.offload_activations_layers": 1}, "training.offload_activations_layers"),
+        ({"model": {"kind": "cnn"}, "parallelism": {"tp": 1, "pp": 1, "dp": 16},
+          "training.lora_rank": 16}, "training.lora_rank"),
     ],
     "rule_heads_divide_hidden": [({"model.heads": 7}, "model.heads"), ({"model.heads": 3000}, "model.heads")],
     "rule_tp_divides_heads": [({"model": {"layers": 4, "hidden": 768, "heads": 12},
@@ -769,7 +771,8 @@ RULE_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"training.flash_attention": False, "training.attention_kernel": "flash2"},
          "training.attention_kernel")],
     # GPipe does not fold (explorer/fold/plan.py), so its 100,000 micro-batches are simulated in full.
-    "rule_frozen_layers": [({"training.frozen_layers": 2, "parallelism.zero": 3}, "training.frozen_layers")],
+    "rule_frozen_layers": [({"training.frozen_layers": 2, "parallelism.zero": 3}, "training.frozen_layers"),
+                           ({"training.lora_rank": 16, "parallelism.zero": 3}, "training.lora_rank")],
     "rule_work_budget": [({"training.global_batch": 400_000, "parallelism.schedule": "gpipe"},
                           "training.global_batch")],
     # Only the workload's spec knows its layer count (found by bench/fuzz.py on a gossip scenario).

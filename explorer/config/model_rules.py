@@ -34,8 +34,8 @@ def rule_moe_section_routes(sc: Scenario) -> None:
 
 
 def rule_layer_recipes_need_a_transformer(sc: Scenario) -> None:
-    """Recomputing N layers per chunk and offloading N layers' activations are a transformer
-    layer's recipes (Megatron's recompute_num_layers, Transformer Engine's activation offloading):
+    """Recomputing N layers per chunk, offloading N layers' activations and LoRA's adapters are a
+    transformer layer's recipes (Megatron's recompute_num_layers, Transformer Engine's activation offloading):
     another family's layers do not read them, so they are refused, not ignored."""
     m, tr = sc.model, sc.training
     if m.kind == "transformer":
@@ -50,6 +50,10 @@ def rule_layer_recipes_need_a_transformer(sc: Scenario) -> None:
                                 "attention, whose keys and values come from the kv latent "
                                 "(model.mla.kv_lora_rank) for every query head: leave kv_heads out")
         return
+    if tr.lora_rank:
+        raise ScenarioError("training.lora_rank", f"{tr.lora_rank}: LoRA adapters are priced on a "
+                            f"transformer's linears (workloads/transformer/lora.py), not a {m.kind} "
+                            "model's; set it to 0")
     for name in ("recompute_layers", "offload_activations_layers"):
         n = getattr(tr, name)
         if n:

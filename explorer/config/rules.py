@@ -343,13 +343,17 @@ def rule_recompute_layers_are_full(sc: Scenario) -> None:
 
 
 def rule_frozen_layers(sc: Scenario) -> None:
-    """Frozen layers keep their weights whole on every GPU of their stage (workloads/freezing.py):
+    """Frozen layers, and LoRA's frozen base weights, stay whole on every GPU of their stage
+    (workloads/freezing.py, workloads/transformer/lora.py):
     FSDP would shard them too, which is not modelled; and at least one layer must train (the
     workload checks the count against its layers)."""
     t = sc.training
     if t.frozen_layers and sc.parallelism.zero == 3:
         raise ScenarioError("training.frozen_layers", f"{t.frozen_layers} with parallelism.zero 3: frozen "
                             "weights sharded by FSDP are not modelled; use ZeRO 0-2 or no frozen layers")
+    if t.lora_rank and sc.parallelism.zero == 3:      # LoRA's base weights are frozen the same way
+        raise ScenarioError("training.lora_rank", f"{t.lora_rank} with parallelism.zero 3: frozen base "
+                            "weights sharded by FSDP are not modelled; use ZeRO 0-2 or lora_rank 0")
 
 
 def rule_fp8_recipe_on_gpu(sc: Scenario) -> None:

@@ -70,6 +70,11 @@ class Training:
         "the first N layers (and the embedding below them) are frozen: forward only — no input or "
         "weight gradients, no recompute, no gradient all-reduce, no optimizer state; their weights "
         "stay in memory (PipeTransformer, FreezeOut: explorer/workloads/freezing.py); 0 = all train")})
+    lora_rank: int = field(default=0, metadata={"min": 0, "max": 65_536, "doc": (
+        "LoRA fine-tuning: rank of the low-rank adapters on every linear of each transformer layer "
+        "(NeMo's default targets; 32 is its default dim); the base weights are frozen — no weight "
+        "gradients, all-reduce or optimizer state for them (explorer/workloads/transformer/lora.py); "
+        "0 = every weight trains")})
     fp8_storage: str = field(default="te", metadata={"choices": ("te", "deepseek"),
         "doc": "FP8 activation storage: te = each linear keeps its FP8 input; deepseek = also the MoE "
                "SwiGLU inputs in FP8 and the attention output once (DeepSeek-V3 Sec. 3.3.3)"})

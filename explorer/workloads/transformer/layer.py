@@ -37,7 +37,7 @@ from ...physics.attention import (
     ring_merge_bytes,
     ring_step_seq,
 )
-from ...physics.hardware import BYTES_PER_ELEMENT, hbm_efficiency
+from ...physics.hardware import BYTES_PER_ELEMENT, hbm_efficiency, weight_bytes
 from ...physics.work import ZERO_WORK, Gemm, Work
 from ..spec import Collective, EdgeCost, LayerCost
 from ..timing import (
@@ -57,6 +57,7 @@ from .activations_recipes import (
     ring_recompute_share,
 )
 from .attention import AttentionBlock, attention_block, attention_params, head_dims
+from .lora import lora_layer
 
 # Element-wise passes per token of hidden width in one layer's forward (reads + writes, in
 # elements): LayerNorm 2x(1 read + 1 write), residual add 2x(2 reads + 1 write) = 10, plus dropout
@@ -251,6 +252,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
         routed = mlp_gemms(per_expert, h, moe.expert_ffn_hidden, mats, t, local, ragged=local > 1)
         if moe.shared_experts:
             dense_gemms += mlp_gemms(tokens, h, moe.shared_experts * moe.expert_ffn_hidden, mats, t)
+        adapted = list(dense_gemms)       # LoRA's targets: every weight GEMM but the router (lora.py)
         dense_gemms.append(Gemm(tokens, moe.experts, h, fp8=False, shared=t))   # router, bf16 (replicated)
         router_stream = ROUTER_SCORE_PASSES * tokens * moe.experts * 4 / e   # fp32 scores, in elements
         # Permutation copies run at PERMUTE_HBM_FRACTION of the HBM peak; streams are charged at
@@ -264,6 +266,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
         f = m.ffn_hidden
         assert f is not None                              # filled by the defaults
         dense_gemms += mlp_gemms(tokens, h, f, mats, t)
+        adapted = list(dense_gemms)
         mlp_stream = tokens * (mats * f / t)      # activation function reads and writes
         permute_stream = 0.0
         expert_params = 0.0
@@ -328,12 +331,15 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     else:
         ep_fwd = ()
     kv_bytes = blk.kv_elements * e if cp > 1 else 0.0
-    return LayerCost(fwd, bwd_input, bwd_weight, recompute, attn_core, r_f, params,
+    lc = LayerCost(fwd, bwd_input, bwd_weight, recompute, attn_core, r_f, params,
                      expert_params, act, tp_fwd, tp_bwd, tp_recompute, ep_fwd, ep_fwd, kv_bytes,
                      recompute_working_bytes(sc, moe_layer, tokens),
                      offload_seconds(sc, offloaded_layer_bytes(sc, moe_layer, tokens)), offload_share(sc),
                      cp_recompute=ring_recompute_share(sc) if kv_bytes else 0.0,
                      ep_recompute=dispatch_recompute_share(sc) if ep_fwd else 0.0)
+    if tr.lora_rank:
+        return lora_layer(lc, timer, adapted, list(routed), tr.lora_rank, weight_bytes(tr.dtype))
+    return lc
 
 
 def embedding_cost(sc: Scenario) -> EdgeCost:

@@ -10,9 +10,11 @@ model, on the last chunk (their projections and output head are in the output la
 from __future__ import annotations
 
 from ...config import Model, Scenario
+from ...physics.hardware import weight_bytes
 from ..family import Nouns
-from ..spec import WorkloadSpec
+from ..spec import EdgeCost, WorkloadSpec
 from .layer import embedding_cost, layer_cost, logits_cost, model_params
+from .lora import lora_first, lora_last
 from .moe_load import busiest_rank_factor
 
 DENSE, MOE = 0, 1                     # kind indices of the spec
@@ -23,17 +25,26 @@ def spec(sc: Scenario) -> WorkloadSpec:
     and the busiest expert rank's load (moe_load.py, times ``moe.imbalance``)."""
     m, p = sc.model, sc.parallelism
     dense = layer_cost(sc, moe_layer=False)
+    first, last = _edges(sc)
     if not m.is_moe:
-        return WorkloadSpec((dense,), ((DENSE, m.layers),), embedding_cost(sc), logits_cost(sc),
+        return WorkloadSpec((dense,), ((DENSE, m.layers),), first, last,
                             ((DENSE, m.mtp_depth),) if m.mtp_depth else ())
     moe = layer_cost(sc, moe_layer=True)
     assert m.moe is not None                      # is_moe: the section is there
     lead = min(m.moe.dense_layers, m.layers)
     runs = tuple((k, n) for k, n in ((DENSE, lead), (MOE, m.layers - lead)) if n > 0)
-    last = MOE if m.moe_layers else DENSE
     load = busiest_rank_factor(m.moe.experts, p.ep, m.moe.top_k, m.moe.skew) * m.moe.imbalance
-    return WorkloadSpec((dense, moe), runs, embedding_cost(sc), logits_cost(sc),
-                        ((last, m.mtp_depth),) if m.mtp_depth else (), load)
+    tail = MOE if m.moe_layers else DENSE
+    return WorkloadSpec((dense, moe), runs, first, last, ((tail, m.mtp_depth),) if m.mtp_depth else (), load)
+
+
+def _edges(sc: Scenario) -> tuple[EdgeCost, EdgeCost]:
+    """The embedding and the output layer; under LoRA both frozen (lora.py)."""
+    first, last = embedding_cost(sc), logits_cost(sc)
+    if not sc.training.lora_rank:
+        return first, last
+    weight = weight_bytes(sc.training.dtype)
+    return lora_first(first, weight), lora_last(last, weight)
 
 
 def powersgd_factor(m: Model, tp: int, rank: int) -> float:

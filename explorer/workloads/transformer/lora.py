@@ -1,0 +1,78 @@
+"""LoRA fine-tuning (``training.lora_rank``): the base weights frozen, low-rank adapters trained.
+
+Hu et al., "LoRA: Low-Rank Adaptation of Large Language Models" (ICLR 2022, arXiv 2106.09685),
+Sec. 4.1: a weight W0 (d x k) is frozen and its update is the product B A of B (d x r) and A
+(r x k); the forward computes W0 x + B A x.  NeMo 2.0's LoRA puts an adapter on every linear of a
+transformer block by default (``target_modules`` linear_qkv, linear_proj, linear_fc1 and
+linear_fc2; ``dim`` 32: NVIDIA/NeMo nemo/collections/llm/peft/lora.py), which is what is priced
+here: every weight GEMM of the layer but the MoE router.
+
+What changes for one layer (Hu et al. Sec. 4.2, "we do not need to calculate the gradients or
+maintain the optimizer states for most parameters"):
+
+- the base GEMMs keep their forward and their input gradients (dgrad: the gradient must reach the
+  layers below), but compute no weight gradients (wgrad);
+- each adapter runs two skinny GEMMs per pass in bf16 (NeMo's adapters are not FP8 modules): the
+  down projection A (k x r on this GPU's shard of the input width) and the up projection B (r x n
+  on its shard of the output width), forward, dgrad and wgrad like any linear;
+- the trained parameters, and with them the gradient buffer, the data-parallel all-reduce,
+  ZeRO's shards and the optimizer state, are the adapters' only; the base weights stay in memory
+  in the training dtype (``held_bytes``), as a frozen layer's do (workloads/freezing.py);
+- activations are kept as before: the adapters' weight gradients read each linear's input, and
+  the element-wise backward reads what it read;
+- the tensor-parallel collectives are unchanged: the backward still gathers and scatters the
+  input gradients, and the adapters' A on a row-parallel linear reads the gathered input
+  (its (tokens x r) output's all-reduce over TP, r / hidden of a layer's TP bytes, is not drawn).
+
+The embedding and the output layer are frozen too: the embedding has no backward at all (nothing
+below it trains), the output layer keeps its dgrad only.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...physics.work import ZERO_WORK, Gemm
+from ..freezing import frozen_edge
+from ..spec import EdgeCost, LayerCost
+from ..timing import GemmTimer
+
+
+def adapters(targets: list[Gemm], rank: int) -> list[Gemm]:
+    """The adapters of ``targets``: per base GEMM (m x k) @ (k x n), A as (m x k) @ (k x r) and B as
+    (m x r) @ (r x n), ``count`` times (a grouped GEMM's experts each have their own), in bf16.
+
+    >>> [(g.n, g.k) for g in adapters([Gemm(4096, 1024, 512)], 16)]
+    [(16, 512), (1024, 16)]
+    """
+    out = []
+    for g in targets:
+        out.append(Gemm(g.m, rank, g.k, g.count, fp8=False, ragged=g.ragged))
+        out.append(Gemm(g.m, g.n, rank, g.count, fp8=False, ragged=g.ragged))
+    return out
+
+
+def lora_layer(lc: LayerCost, timer: GemmTimer, dense: list[Gemm], routed: list[Gemm], rank: int,
+               weight: int) -> LayerCost:
+    """``lc`` fine-tuned with rank-``rank`` adapters on its ``dense`` and ``routed`` weight GEMMs
+    (module docstring); ``weight``: bytes of a held base weight (physics/hardware.weight_bytes)."""
+    dense_ad, routed_ad = adapters(dense, rank), adapters(routed, rank)
+    a_f, a_d, a_w, _, _ = timer.passes(dense_ad + routed_ad)
+    fwd = lc.fwd + a_f
+    # Full recomputation repeats the whole forward, adapters included; a policy that recomputes
+    # part of it (selective, block) keeps its own share (the adapters are 1-2 % of a layer).
+    recompute = fwd if lc.recompute == lc.fwd else lc.recompute
+    held = lc.held_bytes + (lc.params + lc.expert_params) * weight
+    return replace(lc, fwd=fwd, bwd_input=lc.bwd_input + a_d, bwd_weight=a_w, recompute=recompute,
+                   params=sum(g.params for g in dense_ad), expert_params=sum(g.params for g in routed_ad),
+                   held_bytes=held)
+
+
+def lora_first(edge: EdgeCost, weight: int) -> EdgeCost:
+    """The embedding under LoRA: frozen, no backward (nothing below it trains), weights held."""
+    return frozen_edge(edge, tied=False, weight=weight)
+
+
+def lora_last(edge: EdgeCost, weight: int) -> EdgeCost:
+    """The output layer under LoRA: its input gradient still flows into the last layer; no weight
+    gradient; its weights held (``weight`` bytes each), not trained."""
+    return replace(edge, bwd_weight=ZERO_WORK, params=0.0, held_bytes=edge.held_bytes + edge.params * weight)

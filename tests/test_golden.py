@@ -137,6 +137,9 @@ gossip and parameter-server dp exchanges) went to 0 where the pair spans nodes (
 long-context-cp when full recompute ran each layer's forward CP ring again (ring_attention.ring_cost: the
 recomputed forward's K/V, (cp-1) x kv x 4 a layer): cp 45.10 -> 60.13 GB a GPU on NVLink, time unchanged
 (the ring stays hidden);
+the three serving scenarios when a serving pass paid the gap between dependent kernels and ran its
+layers' small kernels (serving/overhead.py, vLLM's decoder layer): serve-llama3-70b-tp8's decode step
+17.54 -> 21.08 ms, serve-3d-dram +26 %, serve-deepseek-v3-disaggregated +8.1 %;
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

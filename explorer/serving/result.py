@@ -32,9 +32,9 @@ WINDOW_STEPS = 4          # decode steps drawn after the prefill: enough to see 
 
 
 def step_components(sv: Serving) -> dict[str, float]:
-    """The decode step of the busiest decode GPU by component (gemm, attention, tp, ep, pp): with pp
-    stages it runs one pass per micro-batch in flight, pp per step (serving/deploy.py), and ``pp`` is
-    the rest of the step — the sends, and the waits of a pipeline whose stages differ."""
+    """The decode step of the busiest decode GPU by component (gemm, attention, small_kernels, tp, ep,
+    pp): with pp stages it runs one pass per micro-batch in flight, pp per step (serving/deploy.py),
+    and ``pp`` is the rest of the step — the sends, and the waits of a pipeline whose stages differ."""
     busiest = max(sv.decode, key=lambda st: st.duration)
     n = len(sv.decode)
     out = {k: n * v for k, v in busiest.components.items()}
@@ -153,6 +153,7 @@ def _decode_shares(sv: Serving) -> str:
     p = lay.parallelism
     shares = {"the GEMMs": c["gemm"],
               "attention over the KV cache": c["attention"],
+              "small kernels (norms, rotary, KV writes, activations, quantisation)": c["small_kernels"],
               comm("tp", "TP all-reduce", p.tp): c["tp"],
               comm("ep", "EP all-to-all", p.ep * p.tp): c["ep"],
               "pipeline sends and waits": c["pp"]}
@@ -273,7 +274,7 @@ def simulate_serving(sc: Scenario) -> Result:
     step = sv.step_s
     bd = dict.fromkeys(CATEGORIES, 0.0)
     comps = step_components(sv)
-    bd["compute"] = comps["gemm"] + comps["attention"]
+    bd["compute"] = comps["gemm"] + comps["attention"] + comps["small_kernels"]
     bd["tp"], bd["ep"] = comps["tp"], comps["ep"]
     bd["pp"] = min(comps["pp"], len(sv.decode) * (st.send["time_s"] if st.send else 0.0))
     bd["bubble"] = max(step - sum(bd.values()), 0.0)

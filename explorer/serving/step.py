@@ -30,6 +30,9 @@ for causal attention; a decode step: new = 1 over the batch's mean context).
   rank paces the step, as in training: its routed pairs and its all-to-alls are load x the mean,
   load = the skew's busiest-rank share (workloads/transformer/moe_load.py) x ``model.moe.imbalance``.
 - Pipeline parallelism: one send of tokens x hidden x 2 bytes to the next stage.
+- Per kernel (serving/overhead.py): every GEMM and attention kernel pays the gap between dependent
+  kernels, and each layer runs the small kernels of vLLM's decoder layer (norms, rotary, KV-cache
+  write, activation, FP8 quantisations, routing) at max(their floor, their bytes / HBM).
 """
 from __future__ import annotations
 
@@ -46,6 +49,7 @@ from ..physics.hardware import BYTES_PER_ELEMENT, gemm_large_efficiency, streami
 from ..physics.kernels import gemm_seconds
 from ..physics.work import Gemm
 from ..workloads.registry import attention_of, expert_load
+from . import overhead as oh
 from .memory import kv_bytes_per_token_gpu, mlp_matrices
 
 COMM_BYTES = 2          # TP all-reduce, EP combine and PP sends carry 16-bit activations
@@ -72,8 +76,8 @@ class StageCost:
 
     layers: int
     layer_parts: tuple[tuple[str, float], ...]   # ("compute" | "tp" | "ep", seconds) of one mean layer
-    components: dict[str, float]                 # gemm, attention, tp, ep: seconds of the whole stage
-    edge_s: float                                # logits (last stage) and embedding gather
+    components: dict[str, float]                 # gemm, attention, small_kernels, tp, ep: the stage's seconds
+    edge_s: float                                # logits and sampling (last stage), embedding gather (first)
     flops: float
     comm: dict[str, dict]                        # per dimension: its per-layer call as priced
     send: dict | None                            # the send to the next stage (None on the last)
@@ -129,6 +133,15 @@ class PassModel:
         self.abytes = BYTES_PER_ELEMENT[self.inf.activation_dtype]
         self.kernel = resolve_kernel("auto", "megatron", self.gpu)
         self.kv_token = kv_bytes_per_token_gpu(self.m, self.inf.kv_dtype, self.tp, 1) / self.m.layers
+        self.fp8_act = self.abytes == 1     # each FP8 linear quantises its input first (overhead.py)
+
+    def small(self, nbytes: list[float]) -> float:
+        """Seconds of small kernels moving ``nbytes`` each (overhead.small_kernel_s)."""
+        return sum(oh.small_kernel_s(b, self.hbm) for b in nbytes)
+
+    def quants(self, gemms: list[Gemm]) -> list[float]:
+        """The FP8 quantisation kernels in front of ``gemms`` (none with 16-bit activations)."""
+        return [oh.quant_bytes(g.m, g.k) for g in gemms] if self.fp8_act else []
 
     # --- GEMMs -----------------------------------------------------------------------------------
     def gemm(self, g: Gemm) -> float:
@@ -140,11 +153,11 @@ class PassModel:
         group = max(int(count), 1)
         math_s = count * gemm_seconds(g.m, g.n, g.k, self.cdtype, self.math_gpu, self.eff, group=group)
         moved = g.n * g.k * self.wbytes + g.m * g.k * self.abytes + g.m * g.n * COMM_BYTES
-        return max(math_s, count * moved / self.hbm)
+        return max(math_s, count * moved / self.hbm) + oh.KERNEL_GAP_S      # one kernel (overhead.py)
 
-    def _experts(self, tokens: float) -> tuple[float, float]:
-        """(seconds, FLOPs) of one MoE layer's routed experts on one GPU for ``tokens`` tokens of
-        this GPU's replica."""
+    def _experts(self, tokens: float) -> tuple[float, float, list[float]]:
+        """(seconds, FLOPs, small kernels' bytes) of one MoE layer's routed experts on one GPU for
+        ``tokens`` tokens of this GPU's replica."""
         moe, m = self.m.moe, self.m
         assert moe is not None
         mats = mlp_matrices(m)
@@ -160,7 +173,14 @@ class PassModel:
         rows = pairs / moe.experts / max(touched_frac, 1e-12)    # tokens of each touched expert
         up = Gemm(rows, (mats - 1) * width, m.hidden, touched)
         down = Gemm(rows, m.hidden, width, touched)
-        return self.gemm(up) + self.gemm(down), up.flops + down.flops
+        # The GPU routes its own tokens (tokens / tp of them under expert parallelism) and sums their
+        # experts' outputs; its experts activate the rows x touched pairs they receive.
+        own = tokens / self.tp if self.ep > 1 else tokens
+        small = oh.routing_bytes(own, moe.experts, own * moe.top_k, m.hidden)
+        small.append(oh.activation_bytes(rows * touched, width, mats == 3))
+        if self.fp8_act:
+            small += [oh.quant_bytes(own, m.hidden), oh.quant_bytes(rows * touched, width)]
+        return self.gemm(up) + self.gemm(down), up.flops + down.flops, small
 
     def _ep_call(self, size: float, stage: int) -> dict:
         """One dispatch or combine of ``size`` bytes (module docstring), its time on the busiest
@@ -186,6 +206,23 @@ class PassModel:
             flops_total += flops
         return secs, flops_total
 
+    def _attention_small(self, tokens: float, gemms: tuple[Gemm, ...]) -> list[float]:
+        """Bytes of the attention block's small kernels for ``tokens`` new tokens (overhead.py): the
+        input norm, MLA's latent norms, the rotary embedding of q and k (every served model is taken
+        to use RoPE, as the served presets do), the KV-cache write and the projections' quantisations."""
+        m = self.m
+        out = [oh.norm_bytes(tokens, m.hidden)]
+        if m.mla is not None:
+            latents = (m.mla.q_lora_rank, m.mla.kv_lora_rank)
+            out += [oh.norm_bytes(tokens, r, residual=False) for r in latents if r]
+            rotated = (m.heads / self.tp + 1) * m.mla.qk_rope_head_dim       # q's heads, the shared key
+        else:
+            kv = m.kv_heads if m.kv_heads is not None else m.heads
+            rotated = (m.heads / self.tp + max(kv // self.tp, 1)) * attention_of(m).head_dims(m)[0]
+        kv_el = BYTES_PER_ELEMENT[self.inf.kv_dtype]
+        out += [oh.rotary_bytes(tokens, rotated), oh.kv_write_bytes(tokens, self.kv_token, kv_el)]
+        return out + self.quants(list(gemms))
+
     def layer(self, groups: tuple[Group, ...], moe_layer: bool, stage: int) -> tuple[list, dict, float, dict]:
         """One layer: (ordered parts, component seconds, FLOPs, priced calls)."""
         m, tp = self.m, self.tp
@@ -193,15 +230,22 @@ class PassModel:
         blk = attention_of(m).block(m, tokens, 1.0, tp)
         proj = sum(self.gemm(g) for g in blk.gemms)
         core, core_flops = self._attention(groups)
+        core += oh.KERNEL_GAP_S                       # one attention kernel for every group (overhead.py)
+        small_attn = self.small(self._attention_small(tokens, blk.gemms))
         flops = sum(g.flops for g in blk.gemms) + core_flops
         mats = mlp_matrices(m)
+        small = [oh.norm_bytes(tokens, m.hidden)]      # the post-attention norm
         if moe_layer and m.moe is not None:
             shared = m.moe.shared_experts * m.moe.expert_ffn_hidden
-            ffn, ffn_flops = self._experts(tokens)
+            ffn, ffn_flops, routed_small = self._experts(tokens)
+            small += routed_small
             dense = [Gemm(tokens, m.moe.experts, m.hidden)]                 # the router
             if shared:
-                dense += [Gemm(tokens, (mats - 1) * shared / tp, m.hidden),
-                          Gemm(tokens, m.hidden, shared / tp)]
+                experts = [Gemm(tokens, (mats - 1) * shared / tp, m.hidden),
+                           Gemm(tokens, m.hidden, shared / tp)]
+                dense += experts
+                # The router is a 16-bit linear (vLLM's gate: ReplicatedLinear, quant_config=None).
+                small += [oh.activation_bytes(tokens, shared / tp, mats == 3)] + self.quants(experts)
             ffn += sum(self.gemm(g) for g in dense)
             ffn_flops += sum(g.flops for g in dense)
         else:
@@ -210,6 +254,8 @@ class PassModel:
                      Gemm(tokens, m.hidden, m.ffn_hidden / tp)]
             ffn = sum(self.gemm(g) for g in dense)
             ffn_flops = sum(g.flops for g in dense)
+            small += [oh.activation_bytes(tokens, m.ffn_hidden / tp, mats == 3)] + self.quants(dense)
+        small_ffn = self.small(small)
         calls: dict[str, dict] = {}
         ar = 0.0
         if tp > 1:
@@ -225,9 +271,10 @@ class PassModel:
             # the traffic figures (serving/result.py; a hunt found the combine counted at the
             # dispatch's size, a third of the EP bytes missing).
             calls["ep"]["combine_bytes"] = routed * COMM_BYTES
-        parts = [("compute", proj + core), ("tp", ar), ("ep", disp), ("compute", ffn), ("ep", comb),
-                 ("tp", ar)]
-        comps = {"gemm": proj + ffn, "attention": core, "tp": 2 * ar, "ep": disp + comb}
+        parts = [("compute", proj + core + small_attn), ("tp", ar), ("ep", disp),
+                 ("compute", ffn + small_ffn), ("ep", comb), ("tp", ar)]
+        comps = {"gemm": proj + ffn, "attention": core, "small_kernels": small_attn + small_ffn,
+                 "tp": 2 * ar, "ep": disp + comb}
         return parts, comps, flops + ffn_flops, calls
 
     # --- a stage ---------------------------------------------------------------------------------
@@ -245,7 +292,7 @@ class PassModel:
         moe_count = max(0, first + count - max(first, moe_from))
         dense_count = count - moe_count
         parts: dict[int, float] = {}
-        comps = {"gemm": 0.0, "attention": 0.0, "tp": 0.0, "ep": 0.0}
+        comps = {"gemm": 0.0, "attention": 0.0, "small_kernels": 0.0, "tp": 0.0, "ep": 0.0}
         flops = 0.0
         calls: dict[str, dict] = {}
         template: list = []
@@ -262,12 +309,18 @@ class PassModel:
             template = lp
         layer_parts = tuple((k, parts[i]) for i, (k, _) in enumerate(template))
         edge = 0.0
+        tokens = sum(g.tokens for g in groups)
+        small: list[float] = []
+        if stage == 0:                                       # the embedding gather (overhead.py)
+            small.append(2 * tokens * self.m.hidden * oh.ACT_BYTES)
         if stage == self.pp - 1:
             logits = Gemm(logits_tokens, self.m.vocab / self.tp, self.m.hidden)
             edge = self.gemm(logits)
             flops += logits.flops
             comps["gemm"] += edge
-        tokens = sum(g.tokens for g in groups)
+            small += [oh.norm_bytes(tokens, self.m.hidden)] + oh.sampling_bytes(logits_tokens, self.m.vocab)
+        comps["small_kernels"] += self.small(small)
+        edge += self.small(small)
         send = None
         if stage < self.pp - 1:
             send = _call(self.net, "send-recv", tokens * self.m.hidden * COMM_BYTES, "pp", stage)

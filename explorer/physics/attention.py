@@ -6,6 +6,8 @@ peak, read from published kernel benchmarks at the sequence lengths they were me
 (512 ... 16k) and interpolated in log2(s) between them.  Beyond 16k the rate stays at the 16k
 value: every curve below has reached its plateau there (the 8k -> 16k step is 0-3 %), and nothing
 measured says it grows further, so a 131k sequence runs at the 16k rate (no extrapolated growth).
+Blackwell has its own measured curves, 2k ... 131k, held at both ends the same way
+(physics/attention_blackwell.py: cuDNN and FlashAttention-2 on B200).
 
 Kernels (``training.attention_kernel``):
 - ``flash2``: FlashAttention-2 (Dao, arXiv 2307.08691), the mma.sync kernel of Ampere.
@@ -34,6 +36,7 @@ from math import log2
 
 from ..config import GPU
 from ..config.generations import architecture, family
+from .attention_blackwell import B200_BF16_PEAK, BLACKWELL_BWD_128, BLACKWELL_FWD_128, BLACKWELL_SEQ_POINTS
 from .hardware import measured_over_peak
 from .kernels import gemm_seconds
 
@@ -185,21 +188,45 @@ def _h100_fraction(kernel: str, backward: bool, head_dim: float, seq_len: float 
 def kernel_fraction(kernel: str, gpu: GPU, backward: bool, head_dim: float = 128,
                     seq_len: float | None = None) -> float:
     """Isolated fraction of the bf16 dense peak a resolved kernel (flash2, flash3, cudnn, flex,
-    triton) reaches; ``seq_len`` None = long sequences (the 16k plateau).
+    triton) reaches; ``seq_len`` None = long sequences (the 16k point).
 
     Hopper: the H100 figures.  Ampere: FlashAttention-2 at its A100 plateau with its H100 curve's
-    shape; cuDNN 0.82x of it.  Blackwell: no published per-length kernel curve is sourced; the
-    Hopper fractions of peak are used (an assumption, stated in the report).  flex and triton:
-    FlashAttention-2's fraction on the same GPU over their measured ratios to it."""
+    shape; cuDNN 0.82x of it.  Blackwell (B200, GB200, GB300): cuDNN and FlashAttention-2 measured
+    on B200 (:func:`_blackwell_fraction`; flash3, which does not run there, as FlashAttention-2).
+    triton: FlashAttention-2's fraction on the same GPU over its measured slowdown (an mma.sync
+    kernel like FlashAttention-2, so on Blackwell it follows FlashAttention-2's B200 rate).  flex:
+    FlashAttention-2's fraction over its measured ratio to it; on Blackwell the Hopper
+    FlashAttention-2 fraction (what it was before the B200 curves; no per-length Blackwell
+    measurement of FlexAttention's Triton kernels is sourced, and Triton emits Blackwell's own MMA
+    instructions, so FlashAttention-2's mma.sync slowdown there is not its)."""
     if kernel == "flex":
         ratio = FLEX_OVER_FA2_BWD if backward else FLEX_OVER_FA2_FWD
+        if generation(gpu) == "blackwell":
+            return ratio * _h100_fraction("flash2", backward, head_dim, seq_len)
         return ratio * kernel_fraction("flash2", gpu, backward, head_dim, seq_len)
     if kernel == "triton":
         return kernel_fraction("flash2", gpu, backward, head_dim, seq_len) \
             / triton_slowdown(backward, head_dim, seq_len)
-    if generation(gpu) == "ampere":
+    gen = generation(gpu)
+    if gen == "ampere":
         return _ampere_fa2(backward, head_dim, seq_len) * (A100_CUDNN_OVER_FA2 if kernel == "cudnn" else 1.0)
+    if gen == "blackwell":
+        return _blackwell_fraction(kernel, backward, head_dim, seq_len)
     return _h100_fraction(kernel, backward, head_dim, seq_len)
+
+
+def _blackwell_fraction(kernel: str, backward: bool, head_dim: float, seq_len: float | None) -> float:
+    """A cudnn or flash2 kernel's fraction of B200's bf16 peak (physics/attention_blackwell.py),
+    log2-interpolated over 2k ... 131k and held outside; ``seq_len`` None = the 16k point.  flash3
+    is FlashAttention-2 here (resolve_kernel).  Head dims other than 128: the same kernel's Hopper
+    head-dim factors (FWD_DIM / BWD_DIM; no Blackwell measurement at other head dims is sourced)."""
+    kernel = "flash2" if kernel == "flash3" else kernel
+    curve = tuple(map(float, (BLACKWELL_BWD_128 if backward else BLACKWELL_FWD_128)[kernel]))
+    rate = (curve[BLACKWELL_SEQ_POINTS.index(16384)] if seq_len is None
+            else _interp_log2(seq_len, BLACKWELL_SEQ_POINTS, curve))
+    dims = (BWD_DIM if backward else FWD_DIM)[kernel]
+    keys = tuple(sorted(dims))
+    return rate / B200_BF16_PEAK * _interp_log2(head_dim, keys, tuple(dims[k] for k in keys))
 
 
 def _ampere_fa2(backward: bool, head_dim: float, seq_len: float | None) -> float:

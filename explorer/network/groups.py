@@ -20,6 +20,7 @@ from ..units import GBps_to_Bps, gbps_to_GBps
 from .collectives import CollectiveCost, NcclOptions, cost
 from .domain_links import channel_nics_Bps
 from .nccl_tuning import NET_CHUNK_BYTES, gpu_arch, net_channels
+from .p2p_flows import flow_shape, pipeline_hop_flows
 from .placement import Placement
 from .replica_groups import replica_members
 from .topology import Fabric, GroupShape, Route
@@ -231,6 +232,12 @@ class Network:
             # (cluster.faults: a ring runs at its slowest link's rate).
             f = self.sc.cluster.faults.nic_factor
             shape = replace(shape, shares=(shape.shares[0], shape.shares[1] * f, *shape.shares[2:]))
+        if dim == "pp" and not self.sc.parallelism.stage_replicas and shape.spans(1):
+            # A pipeline hop: only the stage's boundary ranks leave a node, each flow by its own GPU's
+            # NICs (p2p_flows.py), not the node's G GPUs that Fabric.shape_of splits its NICs among.
+            flows = pipeline_hop_flows(self.fabric, self.placement)[stage % self.sc.parallelism.pp]
+            o = self.options
+            shape = flow_shape(self.fabric, shape, flows, o.nics_per_node, o.gpus_per_node)
         return shape
 
     def _cost(self, op: str, size_bytes: float, dim: str, stage: int) -> CollectiveCost:

@@ -14,7 +14,6 @@ to about 1 MiB inside a node) do not hide.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 
@@ -24,6 +23,7 @@ from ..config.schema import ScenarioError, excerpt
 from ..config.sections import Scenario
 from .collectives import OPS, bus_factor, cost
 from .groups import nccl_options
+from .p2p_flows import flow_shape, hop_flows
 from .topology import Fabric
 
 # Host time to launch one GPU's kernel of a collective call from a thread that drives several GPUs
@@ -71,25 +71,26 @@ def _test_bus_factor(op: str, n: int) -> float:
     return 0.0 if n <= 1 else bus_factor(op, n)
 
 
-def _pair_shapes(fabric: Fabric, ranks: int, gpus_per_node: int, nics_per_node: int) -> list:
+def _pair_shapes(fabric: Fabric, ranks: int, nics: int, gpus: int) -> list:
     """The distinct pairs of nccl-tests' sendrecv_perf on ``ranks`` consecutive GPUs: every rank sends
     to the next and receives from the one before (the last sends to the first), all at once, so the
-    call lasts as long as its slowest pair.  Pairs inside a node are alike; the pairs that cross a node
-    boundary (the last GPU of a node to the first of the next, and the wrap-around) are priced each.
-    Such a pair is the only stream through its node's NICs, so it has a NIC's worth of them (its
-    rail's when there are more NICs than GPUs), not the 1/gpus_per_node share a group gets while
-    every GPU of the node sends (a hunt found one 200 Gb/s NIC a node giving 3 GB/s)."""
-    pairs = [(0, 1)] + [(i, (i + 1) % ranks) for i in range(ranks)
-                        if (i + 1) % ranks // gpus_per_node != i // gpus_per_node]
+    call lasts as long as its slowest pair.  Pairs inside an NVLink domain are alike; the pairs that
+    cross a domain's boundary (the last GPU of a domain to the first of the next, and the wrap-around)
+    are priced each, for their one flow among those that leave or enter a domain at once
+    (p2p_flows.hop_flows: one a domain and a leaf block here; the WAN keeps its datacenter's share),
+    at most one GPU's NICs (p2p_flows.flow_shape of the domain's ``nics`` and ``gpus``), not the 1/G
+    share a group gets while every GPU of the domain sends (a hunt found one 200 Gb/s NIC a node giving
+    3 GB/s).  The domain is the NVLink domain, not the node: on a GB200 NVL72 rack only the rack's last
+    GPU sends out of it, through its tray's NIC (a hunt found 144 ranks on one NIC a tray given a
+    quarter of it, 11.7 GB/s)."""
+    senders = np.arange(ranks, dtype=np.int64)
+    receivers = (senders + 1) % ranks
+    flows = hop_flows(fabric, senders, receivers)
+    domain = fabric.boundaries[1].domain_gpus if len(fabric.boundaries) > 1 else ranks
+    crossing = np.flatnonzero(senders // domain != receivers // domain)
+    pairs = [(0, 1)] + [(int(i), int(receivers[i])) for i in crossing]
     shapes = {fabric.shape(np.array(p, dtype=np.int64)): None for p in pairs}
-    node = next((b for b, bd in enumerate(fabric.boundaries) if bd.domain_gpus == gpus_per_node), None)
-    out = []
-    for sh in shapes:
-        if node is not None and sh.spans(node):
-            alone = fabric.boundaries[node].capacity_Bps / max(1, min(gpus_per_node, nics_per_node))
-            sh = replace(sh, shares=tuple(alone if b == node else v for b, v in enumerate(sh.shares)))
-        out.append(sh)
-    return out
+    return [flow_shape(fabric, sh, flows, nics, gpus) for sh in shapes]
 
 
 def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int],
@@ -112,7 +113,7 @@ def collective_rows(sc: Scenario, op: str, ranks: int, sizes: Sequence[int],
     floor = host_floor_s(gpus_per_thread)
     opts = nccl_options(sc)
     fabric = Fabric.for_cluster(sc.cluster)
-    shapes = _pair_shapes(fabric, ranks, sc.cluster.gpus_per_node, sc.cluster.scale_out.nics_per_node) \
+    shapes = _pair_shapes(fabric, ranks, opts.nics_per_node, opts.gpus_per_node) \
         if op == "send-recv" and ranks > 2 \
         else [fabric.shape(np.arange(ranks, dtype=np.int64))]
     rows = []

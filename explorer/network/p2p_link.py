@@ -18,9 +18,13 @@ a pipeline pair is a ring of two).  With ``k`` consecutive members in each NVLin
   counts k members' NICs, which a collective's channels use (one exit per channel, nccl_links.ring) but
   one flow cannot.  The node's G/k groups send G/k such flows at once, so a flow gets the lesser of the
   two: capacity x k / G (its fair share of the node's egress) and capacity / min(NICs, G) (one GPU's
-  NICs).  With one member per node both are one NIC's worth and nothing changes.
+  NICs, :func:`one_gpu_nics`).  With one member per node both are one NIC's worth and nothing changes.
+  A pair whose hop sends fewer flows out of a node than its G GPUs (a pipeline hop: only the stage's
+  boundary ranks cross) comes with its share already counted per flow (p2p_flows.flow_shape, at most
+  one GPU's NICs), which :func:`one_flow_share` leaves as it is.
 * **further boundaries** (leaf uplinks, the WAN): S over the group's share, one flow per group per
-  domain as before (Fabric.shape_of's fair share).
+  domain as before (Fabric.shape_of's fair share); a pipeline hop's leaf uplinks split among the
+  flows that leave the leaf block (p2p_flows.flow_shape).
 * **PCIe**: the crossing flow leaves through the sending GPU's own PCIe link (pcie_link.py): S over one
   link's rate, not spread over the k members' links as a collective's egress is.
 """
@@ -33,7 +37,7 @@ from . import nccl_tuning as nt
 from .pcie_link import pcie_boundary
 from .topology import GroupShape
 
-__all__ = ["one_flow_share", "p2p_latency", "send_recv_link"]
+__all__ = ["one_flow_share", "one_gpu_nics", "p2p_latency", "send_recv_link"]
 
 
 def p2p_latency(sh: GroupShape) -> float:
@@ -43,10 +47,24 @@ def p2p_latency(sh: GroupShape) -> float:
     return net + sh.latencies[sh.outer]
 
 
+def one_gpu_nics(capacity_Bps: float, nics: int, gpus: int) -> float:
+    """Bytes/s of one GPU's NICs in an NVLink domain of ``gpus`` GPUs and ``nics`` NICs whose egress
+    is ``capacity_Bps``: capacity / min(NICs, GPUs), the NICs NCCL's ncclTopoGetLocalNet gives the GPU
+    (module docstring): one NIC where NICs are fewer than GPUs, a GPU's bonded NICs where they are
+    more; the whole egress when either count is unknown (0).
+
+    >>> one_gpu_nics(94e9, 2, 8) / 1e9, one_gpu_nics(8 * 47e9, 16, 8) / 1e9
+    (47.0, 47.0)
+    """
+    return capacity_Bps / max(1, min(nics, gpus))
+
+
 def one_flow_share(sh: GroupShape, o: OptionsLike) -> float:
     """Bytes/s the one flow of a group that leaves its NVLink domain gets there (module docstring):
     min(the group's share, one GPU's NICs), one GPU's NICs being the domain's egress (share x G / k)
-    over min(NICs, G).  The group's share as it is when the NICs or GPUs of a domain are unknown (0).
+    over min(NICs, G).  The group's share as it is when the NICs or GPUs of a domain are unknown (0),
+    and when it is one flow's already (p2p_flows.flow_shape: at most one GPU's NICs, so at most the
+    second term).
 
     >>> from explorer.network.collectives import NcclOptions
     >>> ring = GroupShape(16, (1, 8), (300e9, 8 * 47e9), (1e-6, 4e-6))   # 8 members a node, 8 NICs
@@ -57,7 +75,7 @@ def one_flow_share(sh: GroupShape, o: OptionsLike) -> float:
     if gpus <= 0 or nics <= 0:
         return sh.shares[1]
     capacity = sh.shares[1] * gpus / k
-    return min(sh.shares[1], capacity / min(nics, gpus))
+    return min(sh.shares[1], one_gpu_nics(capacity, nics, gpus))
 
 
 def _crosses_on_nvlink(sh: GroupShape, o: OptionsLike) -> bool:

@@ -25,8 +25,10 @@ All groups of one dimension communicate at once (DESIGN.md, "Contention"), so a 
 is divided among the groups that have members in it: a group with ``g`` members in a domain of
 ``G`` GPUs gets ``capacity * g / G``.  A collective's channels use all g members' NICs; a ring step of
 point-to-point sends has one flow per group leave the node, through one GPU's NICs, which
-:mod:`explorer.network.p2p_link` caps it at.  :func:`build_graph` builds the same cluster as a networkx
-graph for drawing and for tests that check the analytic shares against explicit routing.
+:mod:`explorer.network.p2p_link` caps it at; a pipeline hop, whose pairs leave a node only from the
+stage's boundary ranks, has its flows counted (:mod:`explorer.network.p2p_flows`).  :func:`build_graph`
+builds the same cluster as a networkx graph for drawing and for tests that check the analytic shares
+against explicit routing.
 
 The scale-up boundary's *wiring* (``cluster.scale_up.kind``) is carried on every group shape and
 applied by :mod:`explorer.network.collectives` as a multiplier on the scale-up time of each traffic pattern

@@ -1,0 +1,117 @@
+"""Point-to-point hops priced per flow: how many flows leave one domain at once, and what each one gets.
+
+:meth:`Fabric.shape_of <explorer.network.topology.Fabric.shape_of>` gives a group ``capacity x g / G``
+of a domain's egress, as if every GPU of the domain sent out of it at once: right for a collective,
+whose groups all span the boundary, and for a ring step, whose G/k groups each send one flow out
+(p2p_link.py).  A hop whose members are a *pair* is not like that.  In the pipeline hop from stage s
+to stage s+1, every rank of stage s sends its activations to the rank of the same tp/cp/dp
+coordinates on stage s+1 (Megatron-LM's ``p2p_communication``: each rank's ``send_forward`` goes to
+``get_pipeline_model_parallel_next_rank()``), all at once; only those whose counterpart sits in
+another domain send out of theirs: the stage-boundary ranks of every tp/cp/dp replica on that node,
+not its G GPUs.  With ``c`` such flows leaving (or entering) one domain, each gets ``capacity / c``
+of its egress (an even split of the domain's NICs among the flows that use them, the convention of
+the module docstring of topology.py), and out of the NVLink domain no more than its own GPU's NICs:
+NCCL's network transport sends a point-to-point flow through the NICs local to the sending GPU
+(src/graph/topo.cc ``ncclTopoGetLocalNet``: the GPU's nearest NICs, one per channel), so
+
+    share = min(capacity / c, capacity / min(NICs, GPUs))           (the domain's NICs over its GPUs)
+
+Leaf uplinks are split the same way among the flows that leave a leaf block (``capacity / c``, else
+a node with fewer NICs than GPUs would keep ``capacity / G`` on every hop between leaf blocks).  The
+WAN keeps the datacenter's share Fabric.shape_of gives (Wan.limit: its links over the datacenter's
+GPUs), as before.  A node with a NIC or more per GPU (DGX) is unchanged at its NICs: ``c <= G`` flows
+each get at least a GPU's NICs, which the second term gives, and that is what ``capacity / G`` gave;
+a hop between leaf blocks of an oversubscribed fabric, where ``capacity / G`` of the uplinks was less
+than that, now gets up to its NICs.  nccl-tests' sendrecv_perf (every rank to the next,
+nccl_table.py) is the same count over its ranks.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from .p2p_link import one_gpu_nics
+from .placement import Placement
+from .topology import BOUNDARY_NAMES, Fabric, GroupShape
+
+__all__ = ["flow_shape", "hop_flows", "pipeline_hop_flows"]
+
+# (strides, sizes, domain sizes) -> pipeline_hop_flows; a sweep's rows share their placement.
+_HOPS: dict[tuple, tuple[tuple[int, ...], ...]] = {}
+HOPS_CACHE = 1 << 10
+# The boundary whose share stays the datacenter's (module docstring).
+WAN = "scale-across"
+
+
+def _most_per_domain(groups: np.ndarray, ids: np.ndarray, n_groups: int) -> np.ndarray:
+    """For each of ``n_groups`` groups, the most of its entries that share one domain id."""
+    if ids.size == 0:
+        return np.zeros(n_groups, dtype=np.int64)
+    domains = int(ids.max()) + 1
+    counts = np.bincount(groups * domains + ids, minlength=n_groups * domains)
+    return counts.reshape(n_groups, domains).max(axis=1)
+
+
+def hop_flows(fabric: Fabric, senders: np.ndarray, receivers: np.ndarray) -> tuple[int, ...]:
+    """Per boundary, the most of the flows ``senders[i] -> receivers[i]`` (all at once) that leave
+    one of its domains or enter one: 0 where none crosses it, and 0 for scale-up (index 0), whose
+    share stays the shape's.
+
+    >>> from explorer.scenario import Cluster, ScaleUp
+    >>> fab = Fabric.for_cluster(Cluster(gpus_per_node=8, nodes=2, scale_up=ScaleUp(bandwidth_GBps=450.0)))
+    >>> hop_flows(fab, np.arange(16), (np.arange(16) + 1) % 16)[1]    # 7 -> 8 and 15 -> 0 a node
+    1
+    >>> hop_flows(fab, np.arange(8) + 4, np.arange(8) + 8)[1]        # 4..7 -> 8..11: four out of node 0
+    4
+    """
+    counts = [0]
+    for bd in fabric.boundaries[1:]:
+        a, r = senders // bd.domain_gpus, receivers // bd.domain_gpus
+        out = a != r
+        counts.append(int(max(np.bincount(a[out]).max(), np.bincount(r[out]).max())) if out.any() else 0)
+    return tuple(counts)
+
+
+def pipeline_hop_flows(fabric: Fabric, placement: Placement) -> tuple[tuple[int, ...], ...]:
+    """:func:`hop_flows` of each pipeline hop, stage s to stage s+1 (the last to stage 0, the hop of
+    an interleaved schedule: Network.members), its senders every GPU of stage s (memoised per
+    placement and domain sizes: a sweep's rows share them)."""
+    key = (tuple(placement.strides.items()), tuple(placement.sizes.items()),
+           tuple(b.domain_gpus for b in fabric.boundaries))
+    got = _HOPS.get(key)
+    if got is not None:
+        return got
+    stride, p = placement.strides["pp"], placement.sizes["pp"]
+    every = np.arange(math.prod(placement.sizes.values()), dtype=np.int64)
+    stage = (every // stride) % p
+    partner = every + ((stage + 1) % p - stage) * stride
+    per = np.zeros((p, len(fabric.boundaries)), dtype=np.int64)
+    for b, bd in enumerate(fabric.boundaries[1:], start=1):
+        a, r = every // bd.domain_gpus, partner // bd.domain_gpus
+        out = a != r
+        per[:, b] = np.maximum(_most_per_domain(stage[out], a[out], p),
+                               _most_per_domain(stage[out], r[out], p))
+    got = tuple(tuple(int(x) for x in row) for row in per)
+    if len(_HOPS) >= HOPS_CACHE:
+        _HOPS.pop(next(iter(_HOPS)))                    # oldest first: a bounded memo
+    _HOPS[key] = got
+    return got
+
+
+def flow_shape(fabric: Fabric, sh: GroupShape, flows: tuple[int, ...], nics: int, gpus: int) -> GroupShape:
+    """``sh``, the shape of a pair (one member in each domain it spans), with each boundary above
+    scale-up that it spans, the WAN's aside, priced for one flow among ``flows[b]``
+    (:func:`hop_flows`): the domain's egress over them, the NVLink domain's at most one GPU's NICs
+    (p2p_link.one_gpu_nics of its ``nics`` and ``gpus``; module docstring).  Never less than ``sh``'s
+    share: ``flows[b]`` is at most the domain's GPUs, and one GPU's NICs at least 1/G of them."""
+    shares = list(sh.shares)
+    for b in range(1, len(shares)):
+        if not sh.spans(b) or flows[b] <= 0 or BOUNDARY_NAMES[b] == WAN:
+            continue
+        bd = fabric.boundaries[b]
+        shares[b] = bd.capacity_Bps / flows[b]
+        if b == 1:
+            shares[b] = min(shares[b], one_gpu_nics(bd.capacity_Bps, nics, gpus))
+    return replace(sh, shares=tuple(shares))

@@ -1,0 +1,169 @@
+"""A point-to-point flow that leaves a node has its own GPU's NICs, shared only with the flows that
+leave that node at the same time (network/p2p_flows.py; a hunt's two defects).
+
+1. A pipeline hop's group is the stage *pair*, so Fabric.shape_of gave it 1/G of its node's NICs, as if
+   all G GPUs of the node sent out of it; in the hop only the stage's boundary ranks of every tp/cp/dp
+   replica on the node do.  Each of those c flows gets min(capacity / c, one GPU's NICs), one GPU's
+   NICs being capacity / min(NICs, GPUs): NCCL sends a point-to-point flow through the NICs nearest
+   its GPU (src/graph/topo.cc ncclTopoGetLocalNet).
+2. ``collective --op send-recv`` on GB200 (4-GPU trays in a 72-GPU NVLink domain) found no node-sized
+   boundary and gave the rack's one crossing flow 1/72 of the rack's NICs.
+
+Every closed form: a hop of S bytes takes S / share + NCCL's point-to-point latency across the
+network (nccl_tuning.P2P_NET_US = 32.3 us + ib-ndr's 2.7 us), one 400 Gb/s ib-ndr NIC reaching
+400e9 / 8 x 0.94 = 47 GB/s (explorer/data/fabrics.yaml).
+"""
+from __future__ import annotations
+
+import pytest
+
+from explorer.config.presets import fabric_presets
+from explorer.network.collectives import cost
+from explorer.network.groups import Network
+from explorer.network.nccl_table import collective_rows
+from explorer.network.nccl_tuning import P2P_NET_US
+from explorer.scenario import load
+from explorer.simulate import simulate
+
+from conftest import ROOT
+
+TEACHING = ROOT / "scenarios" / "teaching-8gpu.yaml"
+NDR = fabric_presets()["ib-ndr"]
+NIC_BPS = NDR["nic_Gbps"] * 1e9 / 8 * NDR["efficiency"]          # 47 GB/s
+LATENCY_S = (P2P_NET_US + NDR["latency_us"]) * 1e-6               # 35 us
+PP8_DP2 = {"cluster.nodes": 2, "parallelism.pp": 8, "parallelism.dp": 2}
+ACTIVATION = 2048 * 2048 * 2                                       # seq x hidden x 2 B (bf16), micro-batch 1
+
+
+def _hop_s(size: float, share_Bps: float) -> float:
+    """Seconds of one point-to-point hop of ``size`` bytes at ``share_Bps`` across nodes."""
+    return size / share_Bps + LATENCY_S
+
+
+@pytest.mark.parametrize(("nics", "share_nics"), [(1, 0.5), (2, 1), (4, 1), (8, 1)])
+def test_pp_hop_across_two_nodes_is_two_flows_on_their_own_nics(nics, share_nics):
+    """teaching-8gpu on 2 nodes x 8 GPUs, pp 8 x dp 2 (order tp-cp-ep-dp-pp: stage s on GPUs 2s, 2s+1):
+    the hop from stage 3 (GPUs 6, 7 of node 0) to stage 4 (GPUs 0, 1 of node 1) is the only one that
+    leaves a node, and it sends c = 2 flows (the two dp replicas) of S = 2048 x 2048 x 2 B = 8.39 MB
+    at once.  Each gets min(NICs x 47 / 2, NICs x 47 / min(NICs, 8)) GB/s: 23.5 with 1 NIC (the two
+    share it), 47 with 2, 4 or 8 (one GPU's NIC each), so the hop takes
+    8,388,608 / 23.5e9 + 35 us = 0.392 ms with 1 NIC and 8,388,608 / 47e9 + 35 us = 0.213 ms with
+    2, 4 and 8.  It took 1.463 / 0.749 / 0.392 ms with 1 / 2 / 4 NICs (1/8 of the node's NICs each)."""
+    r = simulate(load(TEACHING, {**PP8_DP2, "cluster.scale_out.nics_per_node": nics}))
+    assert r.links["pp"]["bytes"] == ACTIVATION
+    expected = _hop_s(ACTIVATION, share_nics * NIC_BPS)
+    assert r.links["pp"]["time_s"] == pytest.approx(expected, rel=1e-12)
+    assert r.links["pp"]["time_s"] == pytest.approx((0.39196 if nics == 1 else 0.21348) * 1e-3, rel=1e-4)
+
+
+def test_only_the_hop_that_leaves_the_node_changes():
+    """The same layout on one NIC a node, hop by hop: stages 0-3 hand over on NVLink (unchanged, no
+    network latency), 3 -> 4 crosses with two flows on the one NIC (S / 23.5 GB/s + 35 us), and the
+    wrap-around 7 -> 0 of an interleaved schedule likewise (GPUs 14, 15 to 0, 1)."""
+    net = Network(load(TEACHING, {**PP8_DP2, "cluster.scale_out.nics_per_node": 1}))
+    S = 1e9
+    for stage in (0, 1, 2, 4, 5, 6):
+        sh = net.shape("pp", stage)
+        assert not sh.spans(1)
+        assert net.cost("send-recv", S, "pp", stage).time_s == \
+            cost("send-recv", S, net.fabric.shape(net.members("pp", stage)), options=net.options).time_s
+    for stage in (3, 7):
+        t = net.cost("send-recv", S, "pp", stage).time_s
+        assert t == pytest.approx(_hop_s(S, NIC_BPS / 2), rel=1e-12)
+
+
+@pytest.mark.parametrize(("nics", "share_nics"), [(1, 0.25), (2, 0.5), (4, 1), (8, 1)])
+def test_tp_and_dp_replicas_of_the_boundary_stage_all_cross(nics, share_nics):
+    """tp 2 x dp 2 x pp 4 on 2 nodes x 8 GPUs: a stage is 4 GPUs, the hop 1 -> 2 sends c = 4 flows
+    out of node 0 (both tp ranks of both replicas): min(NICs x 47 / 4, NICs x 47 / min(NICs, 8)) GB/s
+    = 11.75 / 23.5 / 47 / 47 for 1 / 2 / 4 / 8 NICs; 1 GB takes 1e9 / that + 35 us (85.1 / 42.6 /
+    21.3 / 21.3 ms)."""
+    net = Network(load(TEACHING, {"cluster.nodes": 2, "parallelism.tp": 2, "parallelism.pp": 4,
+                                  "parallelism.dp": 2, "cluster.scale_out.nics_per_node": nics}))
+    assert net.shape("pp", 1).spans(1) and not net.shape("pp", 0).spans(1)
+    assert net.cost("send-recv", 1e9, "pp", 1).time_s == pytest.approx(_hop_s(1e9, share_nics * NIC_BPS),
+                                                                       rel=1e-12)
+
+
+@pytest.mark.parametrize("nics", [1, 2])
+def test_a_hop_between_leaf_blocks_is_not_held_to_the_node_share(nics):
+    """With 4-port leaves (2 nodes a leaf block, rail-optimized, non-blocking) and pp 8 x dp 4 on 4
+    nodes, the hop 3 -> 4 (node 1 -> node 2) leaves a leaf block as well: its c = 4 flows share the
+    block's uplinks (2 nodes x NICs x 47 GB/s) as they share the node's NICs, so it takes what the hop
+    1 -> 2 inside the block takes: 1e9 / min(NICs x 47 / 4, 47 GB/s) + 35 us.  Splitting the uplinks
+    by the block's 16 GPUs held it to 1/8 of a node's NICs whatever the node's count."""
+    net = Network(load(TEACHING, {"cluster.nodes": 4, "parallelism.pp": 8, "parallelism.dp": 4,
+                                  "cluster.scale_out.switch_radix": 4,
+                                  "cluster.scale_out.nics_per_node": nics}))
+    assert net.shape("pp", 3).spans(2) and not net.shape("pp", 1).spans(2)
+    expected = _hop_s(1e9, min(nics * NIC_BPS / 4, NIC_BPS))
+    for stage in (1, 3, 5):
+        assert net.cost("send-recv", 1e9, "pp", stage).time_s == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("sets", [
+    {**PP8_DP2},                                                        # c = 2 flows a node
+    {"cluster.nodes": 2, "parallelism.pp": 16, "parallelism.dp": 1},    # c = 1
+    {"cluster.nodes": 4, "parallelism.pp": 4, "parallelism.dp": 8},     # c = 8: whole nodes cross
+    {"cluster.nodes": 48, "parallelism.pp": 8, "parallelism.dp": 48},   # hops between leaf blocks
+    {**PP8_DP2, "cluster.scale_out.nics_per_node": 16},                 # two NICs a GPU, bonded
+], ids=["c2", "c1", "c8", "leaf-blocks", "bonded"])
+def test_nodes_with_a_nic_per_gpu_are_unchanged(sets):
+    """DGX-like nodes (a NIC or more per GPU, non-blocking leaves): every pp hop is priced as before
+    (collectives.cost on Fabric.shape_of's pair, bit for bit), each crossing flow at one GPU's NICs,
+    1e9 B / (NICs / 8 x 47 GB/s) + 35 us = 21.31 ms with 8 NICs, or at the GPU's PCIe link to them
+    where that is slower (p2p_link.py: two bonded NICs' 94 GB/s are more than the H100's PCIe link,
+    1e9 B / hardware.gpu.pcie_GBps + 35 us)."""
+    sc = load(TEACHING, {**sets, "training.global_batch": 96} if sets["parallelism.dp"] == 48 else sets)
+    net = Network(sc)
+    gpu_nics = sc.cluster.scale_out.nics_per_node / 8 * NIC_BPS
+    crossing = 0
+    for stage in range(sc.parallelism.pp):
+        old = cost("send-recv", 1e9, net.fabric.shape(net.members("pp", stage)), net.algorithm, net.nvls,
+                   net.options)
+        new = net.cost("send-recv", 1e9, "pp", stage)
+        assert new.time_s == old.time_s
+        if net.shape("pp", stage).spans(1):
+            crossing += 1
+            assert new.time_s == pytest.approx(_hop_s(1e9, min(gpu_nics, net.options.pcie_Bps)), rel=1e-12)
+    assert crossing >= 1
+
+
+GB200 = {"hardware.gpu": "gb200", "cluster.gpus_per_node": 4, "cluster.nodes": 36, "parallelism.dp": 36,
+         "training.global_batch": 144}
+
+
+@pytest.mark.parametrize(("nics", "gpu_nics"), [(1, 1), (2, 1), (4, 1), (8, 2)])
+def test_gb200_sendrecv_leaves_each_rack_through_one_gpus_nics(nics, gpu_nics):
+    """nccl-tests' sendrecv_perf on 144 GB200 ranks: 36 trays of 4 GPUs, two 72-GPU NVLink racks.
+    Rank i sends to i+1: only 71 -> 72 and 143 -> 0 leave a rack, one flow out of (and into) each,
+    through the NICs of the tray of its GPU: one 400 Gb/s NIC with 1, 2 or 4 NICs a tray (fewer NICs
+    than GPUs, or one each), two bonded with 8.  1 GiB takes 2^30 / (47 GB/s x that) + 35 us: 46.93
+    GB/s of algbw with one NIC (was 11.75 with 1 NIC a tray, 23.48 with 2: 1/72 of the rack's NICs),
+    93.6 GB/s with two."""
+    sc = load(TEACHING, {**GB200, "cluster.scale_out.nics_per_node": nics})
+    assert sc.cluster.scale_up.domain_gpus == 72
+    size = 1 << 30
+    (row,) = collective_rows(sc, "send-recv", 144, [size])
+    expected = _hop_s(size, gpu_nics * NIC_BPS)
+    assert row["time_s"] == pytest.approx(expected, rel=1e-12)
+    assert row["algbw_GBps"] == pytest.approx(size / expected / 1e9, rel=1e-12)
+    if gpu_nics == 1:
+        assert row["algbw_GBps"] == pytest.approx(46.93, abs=0.005)
+
+
+def test_sendrecv_inside_one_rack_stays_on_nvlink():
+    """72 ranks of one GB200 rack (trays 0-17) send over NVLink only, whatever the trays' NICs: the
+    same row with 1 and with 4 NICs a tray (the wrap-around 71 -> 0 stays in the rack too)."""
+    one, four = (collective_rows(load(TEACHING, {**GB200, "cluster.scale_out.nics_per_node": n}),
+                                 "send-recv", 72, [1 << 30])[0] for n in (1, 4))
+    assert one == four
+    assert one["tier"] == "scale-up"
+
+
+def test_sendrecv_across_8_gpu_nodes_counts_one_flow_a_node():
+    """The same count on 8-GPU nodes with one NIC (2 nodes, 16 ranks): one flow leaves each node,
+    at the whole NIC, 1 GiB / 47 GB/s + 35 us, as before (the node's boundary was found there)."""
+    sc = load(TEACHING, {**PP8_DP2, "cluster.scale_out.nics_per_node": 1})
+    (row,) = collective_rows(sc, "send-recv", 16, [1 << 30])
+    assert row["time_s"] == pytest.approx(_hop_s(1 << 30, NIC_BPS), rel=1e-12)

@@ -60,6 +60,8 @@ def training_raw(row: dict[str, str]) -> dict[str, Any]:
         "parallelism": {"tp": int(row["tp"]), "pp": int(row["pp"]), "cp": int(row["cp"]),
                         "ep": int(row["ep"]), "vpp": vpp, "schedule": megatron_schedule(vpp),
                         "zero": int(row["zero"]), "sequence_parallel": row["sequence_parallel"] == "true"},
+        # TP comm-GEMM overlap as the run had it (the csv's header: NeMo's recipes turn it on).
+        **({"communication": {"tp_overlap": True}} if row.get("tp_overlap") == "true" else {}),
     }
 
 

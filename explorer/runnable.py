@@ -11,7 +11,7 @@ rule_failures_leave_survivors         the survivors' cluster (variants/faults.py
 rule_speed_split_whole                the kinds' speeds (variants/hetero.py)
 rule_work_budget                      the budget (fold/budget.py; joined kinds per the registry)
 rule_serving_layouts                  a serving scenario's pools and load (serving/deploy.py, load.py)
-rule_frozen_within_layers             the workload's layer count (workloads/registry.py)
+rule_frozen_within_layers             the workload's layer count, LoRA's GEMMs (workloads/registry.py)
 rule_pair_split_layers                DualPipe's pair split search (taskgraph/dualpipe_split.py)
 rule_family_models_it                 what the workload family prices (workloads/registry.py)
 ====================================  ==========================================================
@@ -129,9 +129,11 @@ def rule_serving_layouts(sc: Scenario) -> None:
 
 def rule_frozen_within_layers(sc: Scenario) -> None:
     """At least one layer must train: ``training.frozen_layers`` below the workload's layer count,
-    which only the workload's spec knows (a CNN's or a GNN's layers are not model.layers); checked
-    here, at load, rather than when a variant first builds the spec."""
-    if sc.training.frozen_layers:
+    which only the workload's spec knows (a CNN's or a GNN's layers are not model.layers), and
+    ``training.lora_rank`` below the largest rank of the layer's GEMMs on one GPU
+    (workloads/transformer/lora.py); checked here, at load, rather than when a variant, a sweep's
+    estimate or a search's worker first builds the spec."""
+    if sc.training.frozen_layers or sc.training.lora_rank:
         workload_spec(sc)
 
 

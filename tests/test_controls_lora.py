@@ -101,11 +101,39 @@ def test_the_estimator_prices_lora_as_the_simulation_does():
 @pytest.mark.parametrize(("sets", "field", "says"), [
     (["training.lora_rank=16", "parallelism.zero=3"], "training.lora_rank", "FSDP"),
     (["training.lora_rank=-1"], "training.lora_rank", ""),
+    # Compression was priced on the base matrices: PowerSGD's dp bytes 229 KB against the
+    # adapters' 88 MB uncompressed (rank 16, pp 1, dp 8).
+    (["training.lora_rank=16", "communication.compression.kind=powersgd"], "communication.compression.kind",
+     "training.lora_rank 16"),
+    (["training.lora_rank=16", "communication.compression.kind=fp8"], "communication.compression.kind",
+     "training.lora_rank 16"),
+    # teaching-8gpu's 2,048 x 2,048 output projection: r (k + n) < k n up to r = 1,023 (rank 4,096
+    # trained 2.3x the model).
+    (["training.lora_rank=1024"], "training.lora_rank", "use at most 1023"),
+    (["training.lora_rank=4096"], "training.lora_rank", "use at most 1023"),
+    # The bound is the shard's: at tp 8 the projection's input is 256 wide (256 x 2,048 / 2,304).
+    (["training.lora_rank=228", "parallelism.tp=8", "parallelism.pp=1", "parallelism.dp=1"],
+     "training.lora_rank", "use at most 227"),
 ])
 def test_impossible_lora_is_one_line(capsys, sets, field, says):
     assert main(["run", "teaching-8gpu", *[x for s in sets for x in ("--set", s)]]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and field in err and says in err
+
+
+def test_the_largest_rank_is_accepted_and_a_sweep_marks_a_larger_one_invalid(capsys):
+    """The rank check runs at load (runnable.rule_frozen_within_layers builds the spec), so a sweep
+    or a search over layouts marks a layout whose shard is too narrow invalid instead of stopping."""
+    assert main(["run", "teaching-8gpu", "--set", "training.lora_rank=1023"]) == 0
+    capsys.readouterr()
+    assert main(["sweep", "teaching-8gpu", "--set", "training.lora_rank=512", "--set", "parallelism.pp=1",
+                 "--vary", "parallelism.tp=1,8", "--vary", "parallelism.dp=8,1", "--json"]) == 0
+    rows = {(r["overrides"]["parallelism.tp"], r["overrides"]["parallelism.dp"]): r
+            for r in json.loads(capsys.readouterr().out)}
+    assert rows[(1, 8)]["valid"]
+    bad = rows[(8, 1)]
+    assert not bad["valid"] and bad["reason_field"] == "training.lora_rank"
+    assert "use at most 227" in bad["reason"]
 
 
 # NVIDIA NeMo 24.07 performance summary (NVIDIA/NeMo docs/source/performance/performance_summary.md

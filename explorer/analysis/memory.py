@@ -59,7 +59,8 @@ def class_memory(b: IterationBuilder, net: Network, s: int, peak: float | None =
     # FP8 runs: the cached FP8 weight copies and the recipe's scaling state (fp8_memory.py).
     params += float(fp8_memory_bytes(sc, sum(c.fp8_params for c in chunks), sum(c.fp8_gemms for c in chunks),
                                      max(c.fp8_layer_params for c in chunks), nd > 1 or ne > 1))
-    # Model-parallel state (embedding shards, workloads/spec.LayerCost.held_bytes): this GPU's own.
+    # Model-parallel state (embedding shards, workloads/spec.LayerCost.held_bytes) and frozen weights
+    # (frozen layers, LoRA's base: taskgraph/chunks.chunk_held): this GPU's own, never sharded.
     params += sum(c.held_bytes for c in chunks)
     opt += sum(c.held_state_bytes for c in chunks)
     # Compressed gradients keep an error-feedback residual (explorer/network/compression.py).

@@ -36,9 +36,16 @@ def rule_moe_section_routes(sc: Scenario) -> None:
 def rule_layer_recipes_need_a_transformer(sc: Scenario) -> None:
     """Recomputing N layers per chunk, offloading N layers' activations and LoRA's adapters are a
     transformer layer's recipes (Megatron's recompute_num_layers, Transformer Engine's activation offloading):
-    another family's layers do not read them, so they are refused, not ignored."""
+    another family's layers do not read them, so they are refused, not ignored.  LoRA's gradients
+    are the adapters', whose (k x r) and (r x n) matrices PowerSGD, top-k or quantisation would
+    compress, not the base's (k x n) that network/compression.py prices: the pair is refused."""
     m, tr = sc.model, sc.training
     if m.kind == "transformer":
+        kind = sc.communication.compression.kind
+        if tr.lora_rank and kind != "none":
+            raise ScenarioError("communication.compression.kind", f"{kind!r} with training.lora_rank "
+                                f"{tr.lora_rank}: compressing LoRA adapters' gradients is not modelled "
+                                "(it is priced on the base weights); use kind none or lora_rank 0")
         if m.head_dim is not None and m.mla is not None:
             raise ScenarioError("model.head_dim", f"{m.head_dim} on a model with multi-head latent "
                                 "attention, whose widths are model.mla's (qk_nope_head_dim, "

@@ -343,17 +343,14 @@ def rule_recompute_layers_are_full(sc: Scenario) -> None:
 
 
 def rule_frozen_layers(sc: Scenario) -> None:
-    """Frozen layers, and LoRA's frozen base weights, stay whole on every GPU of their stage
-    (workloads/freezing.py, workloads/transformer/lora.py):
-    FSDP would shard them too, which is not modelled; and at least one layer must train (the
-    workload checks the count against its layers)."""
+    """Frozen layers and LoRA's frozen base weights stay whole on every GPU of their stage (workloads/
+    freezing.py, transformer/lora.py): FSDP would shard them too, which is not modelled."""
     t = sc.training
-    if t.frozen_layers and sc.parallelism.zero == 3:
-        raise ScenarioError("training.frozen_layers", f"{t.frozen_layers} with parallelism.zero 3: frozen "
-                            "weights sharded by FSDP are not modelled; use ZeRO 0-2 or no frozen layers")
-    if t.lora_rank and sc.parallelism.zero == 3:      # LoRA's base weights are frozen the same way
-        raise ScenarioError("training.lora_rank", f"{t.lora_rank} with parallelism.zero 3: frozen base "
-                            "weights sharded by FSDP are not modelled; use ZeRO 0-2 or lora_rank 0")
+    for key, n, off in (("frozen_layers", t.frozen_layers, "no frozen layers"),
+                        ("lora_rank", t.lora_rank, "lora_rank 0")):
+        if n and sc.parallelism.zero == 3:          # LoRA's base weights are frozen the same way
+            raise ScenarioError(f"training.{key}", f"{n} with parallelism.zero 3: frozen weights sharded "
+                                f"by FSDP are not modelled; use ZeRO 0-2 or {off}")
 
 
 def rule_fp8_recipe_on_gpu(sc: Scenario) -> None:

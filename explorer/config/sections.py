@@ -74,7 +74,8 @@ class Training:
         "LoRA fine-tuning: rank of the low-rank adapters on every linear of each transformer layer "
         "(NeMo's default targets; 32 is its default dim); the base weights are frozen — no weight "
         "gradients, all-reduce or optimizer state for them (explorer/workloads/transformer/lora.py); "
-        "0 = every weight trains")})
+        "below the rank at which an adapter would hold as many weights as its matrix on one GPU; not "
+        "with gradient compression or ZeRO-3; 0 = every weight trains")})
     fp8_storage: str = field(default="te", metadata={"choices": ("te", "deepseek"),
         "doc": "FP8 activation storage: te = each linear keeps its FP8 input; deepseek = also the MoE "
                "SwiGLU inputs in FP8 and the attention output once (DeepSeek-V3 Sec. 3.3.3)"})

@@ -2,7 +2,9 @@
 
 Parameters, gradients and optimizer state of the chunks a stage holds, sharded over the
 data-parallel group as the ZeRO stage says (Rajbhandari et al., ZeRO, SC20, Fig. 1), times the
-weight versions the schedule stashes (PipeDream); under ZeRO-3 the gathered working set; and
+weight versions the schedule stashes (PipeDream); under ZeRO-3 the gathered working set; the
+weights and state a chunk holds beside them (LayerCost/EdgeCost.held_bytes: LoRA's frozen base,
+workloads/transformer/lora.py), as taskgraph/chunks.chunk_held gives them per piece; and
 activations at the peak of the stage's program order plus one recomputed layer's working set (the
 workload's LayerCost.recompute_bytes).  The peak replays the order once per shape as *counts* of
 each chunk's activations alive (:func:`live_counts`), so that a row's peak is a maximum of dot
@@ -17,16 +19,20 @@ import numpy as np
 
 from ..network.compression import residual_bytes
 from ..schedules.registry import Schedule
+from ..taskgraph.builder import IDEAL_ASPECTS
+from ..taskgraph.chunks import chunk_held
+from ..taskgraph.layout import layout_for
 from ..taskgraph.techniques.fp8_memory import fp8_memory_bytes
 from ..taskgraph.techniques.fsdp import zero3_working_set
 from ..taskgraph.techniques.nccl_buffers import nccl_reserved_bytes
 from ..taskgraph.techniques.optimizer import grad_buffer_bytes, optimizer_state_bytes, param_bytes
-from .chunk_basis import F_IDX, KINDS, costs
+from .chunk_basis import F_IDX, KINDS, ROLES, costs
 from .keys import memo_table
 from .profile import RowProfile
 from .program import Program, serving_program
 
 _TRANSIENT = memo_table()
+_HELD = memo_table()
 _TOTALS = memo_table()
 _LIVE: dict[tuple, np.ndarray] = memo_table()
 
@@ -113,6 +119,30 @@ def _transient(prof: RowProfile) -> tuple[float, ...]:
         kinds = costs(prof.sc, prof.ckey).spec.kinds
         got = _TRANSIENT[prof.ckey] = tuple(kinds[k].recompute_bytes if k < len(kinds) else 0.0
                                             for k in range(KINDS))
+    return got
+
+
+def _held(prof: RowProfile) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per role of chunk_basis.ROLES, the bytes of weights (LayerCost/EdgeCost.held_bytes) and of
+    optimizer state (held_state_bytes) its piece holds beside its parameters, as chunk_work counts
+    them (taskgraph/chunks.chunk_held: a middle chunk of one layer of each kind; the ends with
+    their tail layers, the output layer's copy of tied embeddings left out where one GPU holds both
+    ends), memoised on what it reads: the compute key, the ideal pipeline and the schedule's shape."""
+    sc, par = prof.sc, prof.sc.parallelism
+    key = (prof.ckey, par.ideal_pipeline, prof.schedule.name, prof.p, prof.v)
+    got = _HELD.get(key)
+    if got is None:
+        spec = costs(sc, prof.ckey).spec
+        ideal = IDEAL_ASPECTS if par.ideal_pipeline else frozenset()
+        tied = sc.model.tied_embeddings and layout_for(prof.schedule, prof.p, prof.v).ends_on_one_rank
+        # The pieces of chunk_basis.basis: one middle layer of each kind, then the ends alone.
+        ends = {"kind0": (False, False), "kind1": (False, False), "first": (True, False),
+                "last": (False, True), "only": (True, True)}
+        pieces = []
+        for k, role in enumerate(ROLES):
+            layer = [(spec.kinds[k], 1)] if k < KINDS and k < len(spec.kinds) else []
+            pieces.append(chunk_held(spec, layer, *ends[role], ideal, tied))
+        got = _HELD[key] = (tuple(h for h, _ in pieces), tuple(s for _, s in pieces))
     return got
 
 
@@ -211,6 +241,10 @@ def stage_memory_rows(profs: Sequence[RowProfile], units: Sequence[int]) -> np.n
             opt[r] = opt[r] + np.array([residual_bytes(comp, d, e, g, h) for d, e, g, h in zip(
                 dense[r].tolist(), expert[r].tolist(), nd[r].tolist(), ne[r].tolist(), strict=True)])
     counts = np.stack([x.counts for x in L])[li][:, held]              # (g, p, nch, ROLES)
+    # Held weights and their state (LoRA's frozen base), as analysis/memory.class_memory adds them.
+    kept = np.array([_held(pr) for pr in profs])                        # (g, 2, ROLES)
+    params = params + np.einsum("gpcr,gr->gp", counts, kept[:, 0])
+    opt = opt + np.einsum("gpcr,gr->gp", counts, kept[:, 1])
     tr = np.array([_transient(pr) for pr in profs])                     # (g, 2) kind 0, kind 1
     transient = np.maximum(np.where(counts[..., 0].sum(-1) > 0, tr[:, :1], 0.0),
                            np.where(counts[..., 1].sum(-1) > 0, tr[:, 1:], 0.0))

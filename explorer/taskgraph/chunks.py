@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from ..config.fp8_recipes import gemm_modules
 from ..engine.records import LinkCall
-from ..workloads.spec import EdgeCost, LayerCost
+from ..workloads.spec import EdgeCost, LayerCost, WorkloadSpec
 from .edges import EdgeCall, merged, overlapped
 from .layer import (
     COMPUTE_PARTS,
@@ -30,8 +30,8 @@ from .layer import (
 from .techniques.fsdp import comm_zero
 from .techniques.optimizer import param_bytes
 
-__all__ = ["COMPUTE_PARTS", "ChunkContext", "ChunkWork", "Params", "balanced", "chunk_work", "fuse",
-           "slowed", "sum_parts"]
+__all__ = ["COMPUTE_PARTS", "ChunkContext", "ChunkWork", "Params", "balanced", "chunk_held", "chunk_work",
+           "fuse", "slowed", "sum_parts"]
 
 
 @dataclass(frozen=True)
@@ -148,8 +148,6 @@ class _Acc:
     fp8_layer: float = 0.0
     edge_bytes: list = field(default_factory=list)
     edge_calls: list = field(default_factory=list)
-    held: float = 0.0
-    held_state: float = 0.0
 
 
 def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: int) -> LayerParts:
@@ -176,13 +174,12 @@ def _add_layers(ctx: ChunkContext, a: _Acc, lc: LayerCost, count: int, stage: in
     a.fsdp_bytes += count * lp.fsdp.bus_bytes
     gathered = gathered_params(ctx, lc.params, lc.expert_params, stage)
     a.layer_bytes = max(a.layer_bytes, gathered * param_bytes(ctx.sc))
-    a.fp8_params += count * (lc.params + lc.expert_params)
+    fp8 = lc.params + lc.expert_params if lc.fp8_params is None else lc.fp8_params   # LoRA: the base's
+    a.fp8_params += count * fp8
     a.fp8_gemms += count * _gemms(ctx.sc, lc.expert_params > 0)
-    a.fp8_layer = max(a.fp8_layer, lc.params + lc.expert_params)
+    a.fp8_layer = max(a.fp8_layer, fp8)
     for i, v in enumerate((lc.offload_share, lp.offload_copy, lp.offload_f, lp.offload_b)):
         a.off[i] += count * v
-    a.held += count * lc.held_bytes
-    a.held_state += count * lc.held_state_bytes
     if lc.edges:
         a.edge_bytes += [(k, v * count) for k, v in lp.edge_bytes]
         a.edge_calls += overlapped(ctx, lc, count, stage)
@@ -234,7 +231,6 @@ def _add_edge(ctx: ChunkContext, a: _Acc, edge: EdgeCost, stage: int) -> None:
     a.model += edge.fwd.model + edge.bwd_input.model + edge.bwd_weight.model
     a.params += edge.params
     a.act += edge.act_bytes
-    a.held += edge.held_bytes                # a frozen embedding's weights (workloads/freezing.py)
 
 
 def chunk_work(ctx: ChunkContext, gc: int, stage: int, first_layer: int, layers: int) -> ChunkWork:
@@ -253,29 +249,58 @@ def chunk_work(ctx: ChunkContext, gc: int, stage: int, first_layer: int, layers:
         steps.append((count * sum(v for _, v in lp.bwd), count * lc.params))
     if spec.distinct_layers:           # the drawing template: the chunk's average layer
         lf, lb = (tuple((k, v / max(layers, 1)) for k, v in sum_parts(*acc)) for acc in (a.fwd, a.bwd))
-    if spec.tail and gc == ctx.chunks - 1 and "edges" not in ctx.ideal:
-        # Layers after the model's last one on the last stage (multi-token prediction's blocks,
-        # DeepSeek-V3 Sec. 2.2; their projection and output head are in the last edge).
-        for kind, count in spec.tail:
-            _add_layers(ctx, a, spec.kinds[kind], count, stage)
+    first, last = gc == 0, gc == ctx.chunks - 1
+    for kind, count in _tail(spec, last, ctx.ideal):
+        _add_layers(ctx, a, spec.kinds[kind], count, stage)
     edges: list[tuple[float, float]] = [(0.0, 0.0), (0.0, 0.0)]     # first, last (backward s, params)
-    for i, (edge, here) in enumerate(((spec.first, gc == 0), (spec.last, gc == ctx.chunks - 1))):
-        if not here or "edges" in ctx.ideal:
-            continue
-        if i == 1 and ctx.tied_same_gpu:
-            # Tied embeddings on the GPU that also holds the embedding: one V x h/tp matrix,
-            # held, reduced and updated once (counted with the embedding on chunk 0).
-            edge = replace(edge, params=0.0)
+    for i, edge in _ends(spec, first, last, ctx.ideal, ctx.tied_same_gpu):
         _add_edge(ctx, a, edge, stage)
         edges[i] = (ctx.cm.time(edge.bwd_input) + ctx.cm.time(edge.bwd_weight), edge.params)
     curve = _grad_curve([edges[1], *reversed(steps), edges[0]]) if spec.distinct_layers else ()
     transient = max((lc.recompute_bytes for lc, _ in segments), default=0.0)
+    held, held_state = chunk_held(spec, segments, first, last, ctx.ideal, ctx.tied_same_gpu)
     return ChunkWork(gc, layers, sum_parts(*a.fwd), sum_parts(*a.bwd), lf, lb, a.hw, a.model, a.params,
                      a.eparams, a.act, a.tpb, a.cpb, a.epb, _calls(ctx, stage, a.layer_bytes),
                      (a.hid_f, a.hid_b),
                      a.fsdp_bytes, a.layer_bytes, sum_parts(*a.over_f), sum_parts(*a.over_b), a.fl_f, a.fl_b,
                      a.fl_w, tuple(a.links), curve, transient, tuple(a.off), a.fp8_params, a.fp8_gemms,
-                     a.fp8_layer, sum_parts(*a.edge_bytes), merged(a.edge_calls), a.held, a.held_state)
+                     a.fp8_layer, sum_parts(*a.edge_bytes), merged(a.edge_calls), held, held_state)
+
+
+def _tail(spec: WorkloadSpec, last: bool, ideal: frozenset[str]) -> tuple[tuple[int, int], ...]:
+    """Layers after the model's last one on the last chunk (multi-token prediction's blocks,
+    DeepSeek-V3 Sec. 2.2; their projection and output head are in the last edge), unless the ideal
+    pipeline drops the edges."""
+    return spec.tail if last and "edges" not in ideal else ()
+
+
+def _ends(spec: WorkloadSpec, first: bool, last: bool, ideal: frozenset[str],
+          tied: bool) -> list[tuple[int, EdgeCost]]:
+    """The workload's edges a chunk adds, as (0 first, 1 last, edge), when it holds the first or
+    last end, unless the ideal pipeline drops them.  ``tied``: tied embeddings on a GPU that holds
+    both ends (ChunkContext.tied_same_gpu): one V x h/tp matrix, held, reduced and updated once,
+    counted with the embedding on chunk 0 — the output layer's copy is left out whether it trains
+    (``params``) or is held frozen (``held_bytes``: LoRA, workloads/transformer/lora.py).  A last
+    stage on another GPU keeps its own copy (Megatron-LM)."""
+    if "edges" in ideal:
+        return []
+    out = [(0, spec.first)] if first else []
+    if last:
+        out.append((1, replace(spec.last, params=0.0, held_bytes=0.0) if tied else spec.last))
+    return out
+
+
+def chunk_held(spec: WorkloadSpec, segments: list[tuple[LayerCost, int]], first: bool, last: bool,
+               ideal: frozenset[str], tied: bool) -> tuple[float, float]:
+    """ChunkWork.held_bytes and held_state_bytes of a chunk of ``segments`` (layer, count) holding
+    the first and/or last end: its layers', its tail layers' and its edges' held weights
+    (LayerCost.held_bytes, EdgeCost.held_bytes) and the layers' held optimizer state, as
+    chunk_work adds the edges (:func:`_ends`).  The estimator's memory (pricing/memory.py) reads
+    the same figures."""
+    layers = [*segments, *((spec.kinds[k], n) for k, n in _tail(spec, last, ideal))]
+    edges = _ends(spec, first, last, ideal, tied)
+    return (sum(n * lc.held_bytes for lc, n in layers) + sum(e.held_bytes for _, e in edges),
+            sum(n * lc.held_state_bytes for lc, n in layers))
 
 
 def _grad_curve(backward: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:

@@ -110,6 +110,11 @@ class LayerCost:
     # dispatch_recompute_share), as tp_recompute repeats the forward's TP collectives.
     cp_recompute: float = 0.0
     ep_recompute: float = 0.0
+    # Parameters whose linears keep FP8 weight copies in an FP8 run (taskgraph/techniques/
+    # fp8_memory.py), when not params + expert_params: under LoRA the frozen base's, held in
+    # held_bytes, whose GEMMs still run FP8, while the trained bf16 adapters have none
+    # (workloads/transformer/lora.py).  None: params + expert_params.
+    fp8_params: float | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,11 @@ maintain the optimizer states for most parameters"):
   on its shard of the output width), forward, dgrad and wgrad like any linear;
 - the trained parameters, and with them the gradient buffer, the data-parallel all-reduce,
   ZeRO's shards and the optimizer state, are the adapters' only; the base weights stay in memory
-  in the training dtype (``held_bytes``), as a frozen layer's do (workloads/freezing.py);
+  in the training dtype (``held_bytes``), as a frozen layer's do (workloads/freezing.py), and in an
+  FP8 run keep the FP8 copies the non-LoRA path keeps for them (``fp8_params``: the cast weight
+  and, on Hopper, its transpose for the dgrad that still runs; or, under a recipe whose FP8 copy is
+  the weight, that copy instead of the bf16 one: taskgraph/techniques/fp8_memory.py), while the
+  bf16 adapters have none;
 - activations are kept as before: the adapters' weight gradients read each linear's input, and
   the element-wise backward reads what it read;
 - the tensor-parallel collectives are unchanged: the backward still gathers and scatters the
@@ -26,11 +30,18 @@ maintain the optimizer states for most parameters"):
 
 The embedding and the output layer are frozen too: the embedding has no backward at all (nothing
 below it trains), the output layer keeps its dgrad only.
+
+A rank is refused where an adapter would hold as many weights as the matrix it adapts,
+r (k + n) >= k n for a targeted (k x n) GEMM on this GPU's shard (Hu et al. Sec. 4.1: "the rank
+r << min(d, k)"; a low-rank update that large is no longer low rank, and it would train more
+weights than full fine-tuning): :func:`largest_rank`.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
+from ...config import ScenarioError
 from ...physics.work import ZERO_WORK, Gemm
 from ..freezing import frozen_edge
 from ..spec import EdgeCost, LayerCost
@@ -51,20 +62,49 @@ def adapters(targets: list[Gemm], rank: int) -> list[Gemm]:
     return out
 
 
+def largest_rank(targets: list[Gemm]) -> int:
+    """The largest rank r at which every adapter of ``targets`` holds fewer weights than the
+    (k x n) matrix it adapts, r (k + n) < k n (module docstring): ceil(k n / (k + n)) - 1 for the
+    narrowest.
+
+    >>> largest_rank([Gemm(4096, 2048, 2048), Gemm(4096, 8192, 2048)])
+    1023
+    """
+    out = math.inf
+    for g in targets:
+        r = math.ceil(g.k * g.n / (g.k + g.n)) - 1
+        while r > 0 and r * (g.k + g.n) >= g.k * g.n:        # a float product on the boundary
+            r -= 1
+        out = min(out, r)
+    return int(out) if out != math.inf else 0
+
+
 def lora_layer(lc: LayerCost, timer: GemmTimer, dense: list[Gemm], routed: list[Gemm], rank: int,
                weight: int) -> LayerCost:
     """``lc`` fine-tuned with rank-``rank`` adapters on its ``dense`` and ``routed`` weight GEMMs
-    (module docstring); ``weight``: bytes of a held base weight (physics/hardware.weight_bytes)."""
+    (module docstring); ``weight``: bytes of a held base weight (physics/hardware.weight_bytes).
+    A ScenarioError naming training.lora_rank and the largest valid rank when an adapter would be
+    as large as its matrix (:func:`largest_rank`)."""
+    top = largest_rank(dense + routed)
+    if rank > top:
+        g = min(dense + routed, key=lambda g: largest_rank([g]))       # the matrix that bounds it
+        raise ScenarioError("training.lora_rank", f"{rank}: an adapter of the {g.k:g} x {g.n:g} weight "
+                            f"on one GPU would hold r (k + n) = {rank * (g.k + g.n):,.0f} weights, not "
+                            f"fewer than the {g.k * g.n:,.0f} it adapts (Hu et al., LoRA: r << min(k, n)); "
+                            f"use at most {top}")
     dense_ad, routed_ad = adapters(dense, rank), adapters(routed, rank)
     a_f, a_d, a_w, _, _ = timer.passes(dense_ad + routed_ad)
     fwd = lc.fwd + a_f
     # Full recomputation repeats the whole forward, adapters included; a policy that recomputes
     # part of it (selective, block) keeps its own share (the adapters are 1-2 % of a layer).
     recompute = fwd if lc.recompute == lc.fwd else lc.recompute
-    held = lc.held_bytes + (lc.params + lc.expert_params) * weight
+    base = lc.params + lc.expert_params
+    # The base keeps what the non-LoRA path keeps per parameter: the weight, and in an FP8 run its
+    # FP8 copies (fp8_params, as many as before: the same base GEMMs run FP8); the adapters are bf16.
     return replace(lc, fwd=fwd, bwd_input=lc.bwd_input + a_d, bwd_weight=a_w, recompute=recompute,
                    params=sum(g.params for g in dense_ad), expert_params=sum(g.params for g in routed_ad),
-                   held_bytes=held)
+                   held_bytes=lc.held_bytes + base * weight,
+                   fp8_params=base if lc.fp8_params is None else lc.fp8_params)
 
 
 def lora_first(edge: EdgeCost, weight: int) -> EdgeCost:

@@ -160,3 +160,13 @@ def test_nemos_llama2_70b_lora_row_within_10_percent_and_fits():
     per_gpu = r.tokens_per_s / 8
     assert per_gpu == pytest.approx(NEMO_LORA_TOKENS_PER_GPU, rel=0.10)     # measured: 2,414 (0.94x)
     assert not r.memory_over_capacity
+
+
+def test_a_lora_runs_error_band_says_its_rows_trained_every_weight():
+    """The bands come from pre-training runs (explorer/fidelity/band.py): a LoRA run's label says so,
+    the number is the same."""
+    from explorer.fidelity.band import band_of
+    full, lora = band_of(_sc(0)), band_of(_sc(16))
+    assert lora.expected_error == full.expected_error
+    assert lora.label == f"{full.label}; none of them LoRA fine-tuning"
+    assert "LoRA" not in full.label

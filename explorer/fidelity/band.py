@@ -26,7 +26,7 @@ one cluster would be a guess dressed as a measurement.
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -250,8 +250,12 @@ def lookup(regime: Regime | Outside, table: dict[tuple[str, ...], BandRow] | Non
 
 
 def band_of(sc: Scenario) -> Band:
-    """The error band of a scenario's result (see the module docstring)."""
-    return lookup(classify(sc))
+    """The error band of a scenario's result (see the module docstring); a LoRA run's label says its
+    rows trained every weight (a re-check found LoRA runs quoting pre-training bands unsaid)."""
+    band = lookup(classify(sc))
+    if sc.training.lora_rank and band.expected_error is not None:
+        return replace(band, label=f"{band.label}; none of them LoRA fine-tuning")
+    return band
 
 
 def band_json(sc: Scenario) -> dict[str, Any]:

@@ -138,8 +138,9 @@ long-context-cp when full recompute ran each layer's forward CP ring again (ring
 recomputed forward's K/V, (cp-1) x kv x 4 a layer): cp 45.10 -> 60.13 GB a GPU on NVLink, time unchanged
 (the ring stays hidden);
 the three serving scenarios when a serving pass paid the gap between dependent kernels and ran its
-layers' small kernels (serving/overhead.py, vLLM's decoder layer): serve-llama3-70b-tp8's decode step
-17.54 -> 21.08 ms, serve-3d-dram +26 %, serve-deepseek-v3-disaggregated +8.1 %;
+layers' small kernels (serving/overhead.py, vLLM's decoder layer; an FP8 linear's input quantisation
+fused into the kernel before it, as vLLM and TensorRT-LLM run it): serve-llama3-70b-tp8's decode step
+17.54 -> 20.12 ms, serve-3d-dram +17 %, serve-deepseek-v3-disaggregated +5.6 %;
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ def test_a_served_sample_is_a_request(path):
     """samples_per_s was output tokens/s over model.seq_len (1.18 beside 9.69 requests/s)."""
     d = run_json(path)
     assert d["samples_per_s"] == d["inference"]["requests_per_s"]
-    assert d["samples_per_s"] == pytest.approx(7.990 if path == LLAMA else 97.770, rel=1e-3)
+    assert d["samples_per_s"] == pytest.approx(8.395 if path == LLAMA else 100.14, rel=1e-3)
 
 
 def test_the_ep_combine_is_counted_at_its_own_16_bit_size():
@@ -42,14 +42,14 @@ def test_the_ep_combine_is_counted_at_its_own_16_bit_size():
 
 
 def test_a_co_located_replica_that_mostly_prefills_is_bound_by_prefill():
-    """16-token answers: each request's 42.8 ms prefill against 16 x 20.1 ms / 256 = 1.3 ms of decode
+    """16-token answers: each request's 40.5 ms prefill against 16 x 19.2 ms / 256 = 1.2 ms of decode
     steps, 97 % of the replica's time; the bottleneck says so before the decode step's shares."""
     f = run_json(LLAMA, {"inference.output_tokens": 16})["inference"]
     assert f["bound"] == "prefill"
-    assert f["bottleneck"].startswith("prefill: each request's prompt takes the replica 42.8 ms from "
-                                      "decoding, 97 % of its time against 1.3 ms of decode steps")
-    assert "decode step 20.1 ms: 47 % in TP all-reduce" in f["bottleneck"]
-    base = run_json(LLAMA)["inference"]       # 256 tokens: 21.1 ms of decode steps a request
+    assert f["bottleneck"].startswith("prefill: each request's prompt takes the replica 40.5 ms from "
+                                      "decoding, 97 % of its time against 1.2 ms of decode steps")
+    assert "decode step 19.2 ms: 49 % in TP all-reduce" in f["bottleneck"]
+    base = run_json(LLAMA)["inference"]       # 256 tokens: 20.1 ms of decode steps a request
     assert base["bound"] == "decode" and base["bottleneck"].startswith("decode step")
 
 
@@ -92,16 +92,16 @@ def test_tools_that_rank_training_steps_refuse_a_serving_file(command, capsys):
 
 
 def test_a_co_located_pipeline_loses_its_busiest_prefill_stage_per_request():
-    """TP 4 x PP 2 on 8 H100s: a prompt's two stage passes take 28.3-28.4 ms each (TTFT about
-    56.8 ms); each stage stops decoding only for its own share while the other decodes, so a request
+    """TP 4 x PP 2 on 8 H100s: a prompt's two stage passes take 26.9-27.1 ms each (TTFT about
+    54.1 ms); each stage stops decoding only for its own share while the other decodes, so a request
     costs the replica its busiest stage, and TPOT = step + batch x that / output tokens."""
     from explorer.serving.deploy import saturated
     sc = load(LLAMA, {"parallelism.tp": 4, "parallelism.pp": 2})
     sv = saturated(sc)
     stages = [st.duration for st in sv.prefill]
-    assert len(stages) == 2 and sv.ttft_s == pytest.approx(56.77e-3, abs=5e-5)
+    assert len(stages) == 2 and sv.ttft_s == pytest.approx(54.07e-3, abs=5e-5)
     assert sv.prefill_cost_s == pytest.approx(max(stages), rel=1e-12)
-    assert sv.prefill_cost_s == pytest.approx(28.4e-3, abs=1e-4)
+    assert sv.prefill_cost_s == pytest.approx(27.1e-3, abs=1e-4)
     assert sv.tpot_s == pytest.approx(sv.step_s + 256 * max(stages) / 1000, rel=1e-12)
     one = saturated(load(LLAMA))                       # one stage: the whole pass, TTFT itself
     assert one.prefill_cost_s == pytest.approx(one.ttft_s, rel=1e-12)
@@ -109,15 +109,15 @@ def test_a_co_located_pipeline_loses_its_busiest_prefill_stage_per_request():
 
 def test_diff_of_two_servers_shows_what_a_request_sees(capsys):
     """Chunked prefill on serve-llama3-70b-tp8: the decode step is unchanged (+0.0 %), while TTFT
-    rises 42.81 -> 78.41 ms and TPOT falls 32.04 -> 30.36 ms; diff said only the first."""
+    rises 40.51 -> 74.71 ms and TPOT falls 30.50 -> 28.95 ms; diff said only the first."""
     assert main(["diff", str(LLAMA), "--set-b", "inference.chunked_prefill_tokens=512"]) == 0
     text = capsys.readouterr().out
-    assert "  TTFT                   42.81 ms       78.41 ms      +35.60 ms  (+83.2%)" in text
-    assert "  TPOT                   32.04 ms       30.36 ms       -1.68 ms  (-5.2%)" in text
+    assert "  TTFT                   40.51 ms       74.71 ms      +34.19 ms  (+84.4%)" in text
+    assert "  TPOT                   30.50 ms       28.95 ms       -1.55 ms  (-5.1%)" in text
     assert "  max batch                 1,775          1,775             +0  (+0.0%)" in text
     assert main(["diff", str(LLAMA), "--set-b", "inference.chunked_prefill_tokens=512", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)["delta_inference"]
-    assert d["ttft_s"]["delta"] == pytest.approx(35.60e-3, abs=1e-5)
+    assert d["ttft_s"]["delta"] == pytest.approx(34.19e-3, abs=1e-5)
     assert set(d) == {"ttft_s", "tpot_s", "output_tokens_per_s_per_gpu", "requests_per_s", "max_batch"}
     teaching = str(ROOT / "scenarios" / "teaching-8gpu.yaml")
     assert main(["diff", teaching, "--set-b", "training.micro_batch=2"]) == 0
@@ -127,11 +127,11 @@ def test_diff_of_two_servers_shows_what_a_request_sees(capsys):
 @pytest.mark.parametrize("budget", [1000, 4096])
 def test_a_prompt_within_the_chunk_budget_rides_one_mixed_step(budget):
     """Chunked prefill on (Sarathi-Serve): a 1,000-token prompt within the budget is one mixed step
-    with the 256 decodes, not a pass of its own: 8.65 requests/s (7.99 without chunking, 8.43 in
+    with the 256 decodes, not a pass of its own: 9.09 requests/s (8.39 without chunking, 8.84 in
     two chunks of 500), so more budget never serves fewer requests."""
     from explorer.serving.deploy import saturated
     sv = saturated(load(LLAMA, {"inference.chunked_prefill_tokens": budget}))
-    assert sv.requests_per_s == pytest.approx(8.650, abs=5e-4)
+    assert sv.requests_per_s == pytest.approx(9.086, abs=5e-4)
     rates = [saturated(load(LLAMA, {"inference.chunked_prefill_tokens": b})).requests_per_s
              for b in (0, 256, 512, budget)]
-    assert rates == sorted(rates) and rates[0] == pytest.approx(7.990, abs=5e-4)
+    assert rates == sorted(rates) and rates[0] == pytest.approx(8.395, abs=5e-4)

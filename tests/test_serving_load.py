@@ -62,7 +62,7 @@ def test_a_rate_beyond_the_capacity_is_refused_in_one_line(capsys):
 
 
 def test_the_batch_caps_the_concurrency():
-    # 5 requests/s need 84 sequences per replica; a cap of 32 cannot keep up.
+    # 5 requests/s need 77 sequences per replica; a cap of 32 cannot keep up.
     with pytest.raises(ScenarioError, match="32 sequences per replica"):
         simulate(scenario(LLAMA, inference__arrival_rate=5.0, inference__batch=32))
 

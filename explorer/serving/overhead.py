@@ -1,8 +1,8 @@
 """What a serving pass pays per kernel beside its GEMMs, its attention core and its collectives: the
 gap between one kernel and the next, and the small kernels of every layer (norms, rotary embedding,
-KV-cache writes, the MLP's activation, FP8 activation quantisation, routing), as vLLM runs a
-decoder layer.  At batch 1 they are 13 % of a decode step (Llama 3 70B, FP8, TP 2 on H100s: 2.2 of
-16.5 ms); a large batch's GEMMs and all-reduces dwarf them.
+KV-cache writes, the MLP's activation, routing), as vLLM runs a decoder layer.  At batch 1 they are
+6 % of a decode step (Llama 3 70B, FP8, TP 2 on H100s: 0.94 of 15.7 ms, and the gaps another 0.5);
+a large batch's GEMMs and all-reduces dwarf them.
 
 - The gap (:data:`KERNEL_GAP_S`): a kernel cannot start before the one it depends on has finished,
   and between them the GPU does no work.  Hazy Research report that even with CUDA graphs a launch
@@ -23,15 +23,16 @@ decoder layer.  At batch 1 they are 13 % of a decode step (Llama 3 70B, FP8, TP 
   bytes costs max(SMALL_KERNEL_S, KERNEL_GAP_S + b / HBM): its floor at decode, its traffic (at
   hbm_efficiency) in a long prompt's pass.
 - The small kernels of one layer, as vLLM's decoder layer runs them (vllm/model_executor/models/
-  llama.py, LlamaDecoderLayer.forward; an FP8 linear is a scaled_fp8_quant kernel then
-  cutlass_scaled_mm, model_executor/layers/quantization/utils/w8a8_utils.apply_fp8_linear): two
-  fused residual-add RMSNorms (each reads and writes the hidden vector and the residual), the
-  rotary embedding of q and k, the KV-cache write (reshape_and_cache), SiluAndMul, and with FP8
-  activations one quantisation per GEMM input — nine small kernels beside five GEMM and attention
-  kernels for a dense layer.  MLA adds its two latent RMSNorms; a routed MoE layer adds the top-k
-  selection over the router's scores and the weighted sum of each token's expert outputs
-  (vLLM's fused_moe: topk_softmax, moe_sum), the routed tokens' activation and quantisations, and
-  the shared experts'.  Per step: the embedding gather on the first stage; the final norm and
+  llama.py, LlamaDecoderLayer.forward): two fused residual-add RMSNorms (each reads and writes the
+  hidden vector and the residual), the rotary embedding of q and k, the KV-cache write
+  (reshape_and_cache) and SiluAndMul — five small kernels beside five GEMM and attention kernels
+  for a dense layer.  An FP8 linear's input quantisation is not a kernel of its own: both engines
+  fuse it into the kernel that writes that input (vLLM's compilation passes RMSNorm + quant and
+  SiluAndMul + quant, vllm/compilation/fusion.py and activation_quant_fusion.py; TensorRT-LLM's
+  fused norm-quantise and FP8-output attention).  MLA adds its two latent RMSNorms; a routed MoE
+  layer adds the top-k selection over the router's scores and the weighted sum of each token's
+  expert outputs (vLLM's fused_moe: topk_softmax, moe_sum), the routed tokens' activation, and the
+  shared experts'.  Per step: the embedding gather on the first stage; the final norm and
   :data:`SAMPLING_KERNELS` passes over the logits on the last.
 
 vLLM captures its decode steps in CUDA graphs unless run eager (``enforce_eager``), and these figures
@@ -44,7 +45,6 @@ from __future__ import annotations
 KERNEL_GAP_S = 1.3e-6         # idle time between dependent kernels in a CUDA graph, H100 (Hazy Research)
 SMALL_KERNEL_S = 2.32e-6      # a small kernel in a CUDA graph, H100: 27.91 - 25.59 us (vLLM #49363)
 ACT_BYTES = 2                 # activations between kernels are 16-bit
-QUANT_BYTES = ACT_BYTES + 1   # FP8 quantisation reads 16 bits and writes 8 per element
 SCORE_BYTES = 4               # router scores and logits in fp32
 # vLLM's sampler over each sequence's logits (vllm/v1/sample/sampler.py, Sampler.forward): the cast to
 # fp32, the division by the temperature, the softmax and the argmax of greedy sampling, four passes
@@ -78,11 +78,6 @@ def activation_bytes(rows: float, width: float, gated: bool) -> float:
     """The MLP's activation over ``width`` columns: SiluAndMul reads the gate and the up halves and
     writes their product; a plain activation reads and writes ``width``."""
     return rows * width * ACT_BYTES * (3 if gated else 2)
-
-
-def quant_bytes(rows: float, width: float) -> float:
-    """FP8 quantisation of a GEMM's ``rows`` x ``width`` input (scaled_fp8_quant)."""
-    return rows * width * QUANT_BYTES
 
 
 def routing_bytes(tokens: float, experts: float, pairs: float, hidden: float) -> list[float]:

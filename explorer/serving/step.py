@@ -32,7 +32,8 @@ for causal attention; a decode step: new = 1 over the batch's mean context).
 - Pipeline parallelism: one send of tokens x hidden x 2 bytes to the next stage.
 - Per kernel (serving/overhead.py): every GEMM and attention kernel pays the gap between dependent
   kernels, and each layer runs the small kernels of vLLM's decoder layer (norms, rotary, KV-cache
-  write, activation, FP8 quantisations, routing) at max(their floor, their bytes / HBM).
+  write, activation, routing) at max(their floor, their bytes / HBM); FP8 activations are
+  quantised inside the kernel that writes them (overhead.py), not by kernels of their own.
 """
 from __future__ import annotations
 
@@ -133,15 +134,11 @@ class PassModel:
         self.abytes = BYTES_PER_ELEMENT[self.inf.activation_dtype]
         self.kernel = resolve_kernel("auto", "megatron", self.gpu)
         self.kv_token = kv_bytes_per_token_gpu(self.m, self.inf.kv_dtype, self.tp, 1) / self.m.layers
-        self.fp8_act = self.abytes == 1     # each FP8 linear quantises its input first (overhead.py)
 
     def small(self, nbytes: list[float]) -> float:
         """Seconds of small kernels moving ``nbytes`` each (overhead.small_kernel_s)."""
         return sum(oh.small_kernel_s(b, self.hbm) for b in nbytes)
 
-    def quants(self, gemms: list[Gemm]) -> list[float]:
-        """The FP8 quantisation kernels in front of ``gemms`` (none with 16-bit activations)."""
-        return [oh.quant_bytes(g.m, g.k) for g in gemms] if self.fp8_act else []
 
     # --- GEMMs -----------------------------------------------------------------------------------
     def gemm(self, g: Gemm) -> float:
@@ -178,8 +175,6 @@ class PassModel:
         own = tokens / self.tp if self.ep > 1 else tokens
         small = oh.routing_bytes(own, moe.experts, own * moe.top_k, m.hidden)
         small.append(oh.activation_bytes(rows * touched, width, mats == 3))
-        if self.fp8_act:
-            small += [oh.quant_bytes(own, m.hidden), oh.quant_bytes(rows * touched, width)]
         return self.gemm(up) + self.gemm(down), up.flops + down.flops, small
 
     def _ep_call(self, size: float, stage: int) -> dict:
@@ -209,7 +204,7 @@ class PassModel:
     def _attention_small(self, tokens: float, gemms: tuple[Gemm, ...]) -> list[float]:
         """Bytes of the attention block's small kernels for ``tokens`` new tokens (overhead.py): the
         input norm, MLA's latent norms, the rotary embedding of q and k (every served model is taken
-        to use RoPE, as the served presets do), the KV-cache write and the projections' quantisations."""
+        to use RoPE, as the served presets do) and the KV-cache write."""
         m = self.m
         out = [oh.norm_bytes(tokens, m.hidden)]
         if m.mla is not None:
@@ -221,7 +216,7 @@ class PassModel:
             rotated = (m.heads / self.tp + max(kv // self.tp, 1)) * attention_of(m).head_dims(m)[0]
         kv_el = BYTES_PER_ELEMENT[self.inf.kv_dtype]
         out += [oh.rotary_bytes(tokens, rotated), oh.kv_write_bytes(tokens, self.kv_token, kv_el)]
-        return out + self.quants(list(gemms))
+        return out
 
     def layer(self, groups: tuple[Group, ...], moe_layer: bool, stage: int) -> tuple[list, dict, float, dict]:
         """One layer: (ordered parts, component seconds, FLOPs, priced calls)."""
@@ -245,7 +240,7 @@ class PassModel:
                            Gemm(tokens, m.hidden, shared / tp)]
                 dense += experts
                 # The router is a 16-bit linear (vLLM's gate: ReplicatedLinear, quant_config=None).
-                small += [oh.activation_bytes(tokens, shared / tp, mats == 3)] + self.quants(experts)
+                small.append(oh.activation_bytes(tokens, shared / tp, mats == 3))
             ffn += sum(self.gemm(g) for g in dense)
             ffn_flops += sum(g.flops for g in dense)
         else:
@@ -254,7 +249,7 @@ class PassModel:
                      Gemm(tokens, m.hidden, m.ffn_hidden / tp)]
             ffn = sum(self.gemm(g) for g in dense)
             ffn_flops = sum(g.flops for g in dense)
-            small += [oh.activation_bytes(tokens, m.ffn_hidden / tp, mats == 3)] + self.quants(dense)
+            small.append(oh.activation_bytes(tokens, m.ffn_hidden / tp, mats == 3))
         small_ffn = self.small(small)
         calls: dict[str, dict] = {}
         ar = 0.0

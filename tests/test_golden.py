@@ -141,6 +141,11 @@ the three serving scenarios when a serving pass paid the gap between dependent k
 layers' small kernels (serving/overhead.py, vLLM's decoder layer; an FP8 linear's input quantisation
 fused into the kernel before it, as vLLM and TensorRT-LLM run it): serve-llama3-70b-tp8's decode step
 17.54 -> 20.12 ms, serve-3d-dram +17 %, serve-deepseek-v3-disaggregated +5.6 %;
+pipedream-gnmt16 when a pipeline send across nodes with fewer NICs than GPUs took the whole NIC of the one
+GPU whose flow crosses (network/p2p_flows.py, NCCL's ncclTopoGetLocalNet: 1/4 of the NIC before):
+0.919 -> 0.360 s, exposed pp 505 -> 20 ms; mixed-generations when B200's attention took its measured
+cuDNN curve (physics/attention_blackwell.py): the B200 replica 5.460 -> 5.470 s, its wait 2.377 ->
+2.367 s, the iteration unchanged;
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

@@ -24,17 +24,31 @@ def _speedup(**over) -> float:
     return pipe.samples_per_s / dp.samples_per_s
 
 
+def test_the_straight_pipelines_speedup_is_the_measured_one():
+    """Ours 5.51x in fp16 (2,846 against 516 sentences/s) and 1.15x in fp32 (515 against 449): the
+    figures the expected failures below name, held so that a change to either is seen."""
+    assert _speedup() == pytest.approx(5.514, rel=0.01)
+    assert _speedup(**{"training.dtype": "fp32"}) == pytest.approx(1.147, rel=0.01)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "ours over-states the paper's 2.34x: 5.51x (2,846 against 516 sentences/s) in fp16, since a "
+    "flow crossing each of the three 10 GbE boundaries has its server's NIC whole (NCCL's "
+    "ncclTopoGetLocalNet) and the sends hide under the compute (20 ms of exposed pp a 360 ms "
+    "iteration); not modelled: a middle server sends the next stage's activations and the previous "
+    "stage's gradients at once through its one NIC's transmit side (counting both: about 0.546 s, "
+    "1,875 sentences/s, 3.6x), and PipeDream's inter-server sends were single TCP flows (Gloo), "
+    "which may not reach 10 GbE's line rate"))
 def test_the_straight_pipeline_beats_data_parallelism_by_the_papers_factor():
-    """Ours 2.16x (1,114 against 516 sentences/s) against the paper's 2.34x."""
-    got = _speedup()
-    assert got == pytest.approx(2.158, rel=0.01)
-    assert abs(got / PAPER_SPEEDUP - 1) <= TOLERANCE
+    assert abs(_speedup() / PAPER_SPEEDUP - 1) <= TOLERANCE
 
 
 @pytest.mark.xfail(strict=True, reason=(
     "in fp32, the precision PipeDream trained in, on the V100's CUDA cores (14 TFLOPS), ours gives "
-    "0.95x (427 against 449 sentences/s): the activations the 10 GbE boundaries carry double and pace "
-    "the pipeline; our point-to-point sends over 10 GbE are dearer than the paper's 2.34x implies"))
+    "1.15x (515 against 449 sentences/s), under the paper's 2.34x: the pipeline is paced by its last "
+    "stage's compute (1,988 ms an iteration, no exposed pp, the same at 100 Gbps), so the unmodelled "
+    "send effects that explain fp16's over-statement (both directions through one NIC, single TCP "
+    "flows) could not raise it; the shortfall is left open"))
 def test_in_fp32_the_straight_pipeline_beats_data_parallelism_by_the_papers_factor():
     assert abs(_speedup(**{"training.dtype": "fp32"}) / PAPER_SPEEDUP - 1) <= TOLERANCE
 

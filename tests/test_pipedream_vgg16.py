@@ -78,14 +78,15 @@ def test_a_pacing_boundary_leaves_the_compute_balanced_under_it():
 
 def test_gnmt16_over_8_stages_on_10gbe_is_not_slower_than_its_even_split():
     """PipeDream's GNMT-16 on 2 x 8 GPUs as 8 stages x 2 replicas: the 10 GbE boundary between the
-    servers paces every split; the split under it is balanced (it was 1, ..., 1, 9: 676 ms)."""
+    servers paces every split (the auto split 2 | 3 | 3 | 1 | 2 | 2 | 2 | 1 and the even one both at
+    333.3 ms); the split under it is balanced (it was 1, ..., 1, 9: 676 ms)."""
     gnmt = ROOT / "scenarios" / "pipedream-gnmt16.yaml"
     eight = {"parallelism.pp": 8, "parallelism.dp": 2}
     auto = simulate(load(gnmt, eight))
     even = simulate(load(gnmt, {**eight, "parallelism.stage_layers": [2] * 8}))
     assert max(auto.stage_layers) <= 3
     assert auto.iteration_time_s <= even.iteration_time_s * (1 + 1e-9)
-    assert auto.iteration_time_s == pytest.approx(0.5197, abs=5e-4)
+    assert auto.iteration_time_s == pytest.approx(0.3333, abs=5e-4)
 
 
 def test_blocking_sends_count_in_the_stage_that_sends_them():

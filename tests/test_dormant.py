@@ -32,6 +32,7 @@ CASES = {
     "training.dtype": ({"hardware.gpu": "a100-80gb"}, "fp8", {"hardware.gpu": "h100-sxm"}),
     "training.fp8_recipe": ({}, "blockwise", {"training.dtype": "fp8"}),
     "training.fp8_storage": ({}, "deepseek", {"training.dtype": "fp8"}),
+    "training.lora_targets": ({}, "qkv", {"training.lora_rank": 16}),
     "parallelism.sequence_parallel": ({}, True, {"parallelism.tp": 2, "parallelism.dp": 1}),
     "communication.tp_overlap": ({}, True, {"parallelism.tp": 2, "parallelism.dp": 1}),
     "communication.dp_overlap": (ONE_DP, False, TWO_DP),

@@ -53,6 +53,10 @@ def _fp8_in_bf16(sc: Scenario) -> str | None:
             "the run is priced in bf16")
 
 
+def _no_lora(sc: Scenario) -> str | None:
+    return "training.lora_rank is 0; every weight trains" if not sc.training.lora_rank else None
+
+
 def _no_tp(sc: Scenario) -> str | None:
     return "parallelism.tp is 1; it acts on tensor-parallel activations" if sc.parallelism.tp == 1 else None
 
@@ -209,6 +213,7 @@ RULES: tuple[Dormant, ...] = (
     Dormant("training.dtype", "bf16", _fp8_in_bf16),
     Dormant("training.fp8_recipe", None, _no_fp8),
     Dormant("training.fp8_storage", "te", _no_fp8),
+    Dormant("training.lora_targets", "all", _no_lora),
     Dormant("parallelism.sequence_parallel", False, _no_tp),
     Dormant("communication.tp_overlap", False, _no_tp),
     Dormant("communication.dp_overlap", True, _no_overlapped_reduction),

@@ -76,6 +76,9 @@ class Training:
         "gradients, all-reduce or optimizer state for them (explorer/workloads/transformer/lora.py); "
         "below the rank at which an adapter would hold as many weights as its matrix on one GPU; not "
         "with gradient compression or ZeRO-3; 0 = every weight trains")})
+    lora_targets: str = field(default="all", metadata={"choices": ("all", "attention", "qkv"), "doc": (
+        "which linears carry LoRA adapters: all (NeMo 2.0's default), attention (query/key/value and "
+        "output projections) or qkv (NeMo 1.0's attention_qkv; Hugging Face PEFT adapts q and v)")})
     fp8_storage: str = field(default="te", metadata={"choices": ("te", "deepseek"),
         "doc": "FP8 activation storage: te = each linear keeps its FP8 input; deepseek = also the MoE "
                "SwiGLU inputs in FP8 and the attention output once (DeepSeek-V3 Sec. 3.3.3)"})

@@ -88,7 +88,7 @@ def compute_key(sc: Scenario) -> int:
                    object_id(sc.hardware),
                    p.tp, p.cp, p.ep, p.sequence_parallel and p.tp > 1, p.token_slices,
                    sc.communication.tp_overlap and p.tp > 1,   # chunked TP overlap (workloads/timing.py)
-                   t.recompute_layers, t.offload_activations_layers, t.lora_rank,
+                   t.recompute_layers, t.offload_activations_layers, t.lora_rank, t.lora_targets,
                    # N layers of a chunk are a share of its layers (activations_recipes.chunk_layers)
                    (p.pp, p.vpp, p.pipeline_layout, p.stage_layers)
                    if t.recompute_layers or t.offload_activations_layers else None))

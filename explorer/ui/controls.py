@@ -109,6 +109,7 @@ SECTIONS: list[tuple[str, list[Control]]] = [
         Control("training.recompute_layers", "Recompute only N layers per stage (0 = as above)", "int"),
         Control("training.frozen_layers", "Frozen layers: the first N train no more (forward only)", "int"),
         Control("training.lora_rank", "LoRA rank: adapters train, base frozen (0 = full training)", "int"),
+        Control("training.lora_targets", "LoRA adapters on (lora rank > 0)", "choice"),
         Control("training.offload_activations_layers", "Offload activations (layers per stage)", "int"),
         Control("training.flash_attention", "Fused attention (FlashAttention)", "bool"),
         Control("training.attention_kernel", "Attention kernel", "choice"),
@@ -220,7 +221,8 @@ COMPRESSION_KEYS = frozenset(k for k in WIDGET_KEYS if k.startswith("communicati
 # What only a transformer's layers read (the other families refuse or ignore them).
 TRANSFORMER_LAYER_KEYS = frozenset({
     "training.flash_attention", "training.attention_kernel", "training.fp8_recipe", "training.recompute",
-    "training.recompute_layers", "training.offload_activations_layers", "training.lora_rank"})
+    "training.recompute_layers", "training.offload_activations_layers", "training.lora_rank",
+    "training.lora_targets"})
 # Options of one parallel dimension, shown only to a family that has it (workloads/family.dimensions).
 DIMENSION_KEYS = {"tp": ("parallelism.sequence_parallel", "communication.tp_overlap"),
                   "ep": ("communication.moe_dispatcher",)}

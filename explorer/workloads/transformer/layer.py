@@ -57,7 +57,7 @@ from .activations_recipes import (
     ring_recompute_share,
 )
 from .attention import AttentionBlock, attention_block, attention_params, head_dims
-from .lora import lora_layer
+from .lora import lora_layer, targeted
 
 # Element-wise passes per token of hidden width in one layer's forward (reads + writes, in
 # elements): LayerNorm 2x(1 read + 1 write), residual add 2x(2 reads + 1 write) = 10, plus dropout
@@ -338,7 +338,9 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
                      cp_recompute=ring_recompute_share(sc) if kv_bytes else 0.0,
                      ep_recompute=dispatch_recompute_share(sc) if ep_fwd else 0.0)
     if tr.lora_rank:
-        return lora_layer(lc, timer, adapted, list(routed), tr.lora_rank, weight_bytes(tr.dtype))
+        na = len(blk.gemms)                    # adapted: the attention block's GEMMs, then the MLP's
+        dense, experts = targeted(tr.lora_targets, adapted[:na], adapted[na:], list(routed))
+        return lora_layer(lc, timer, dense, experts, tr.lora_rank, weight_bytes(tr.dtype))
     return lc
 
 

@@ -79,6 +79,30 @@ def largest_rank(targets: list[Gemm]) -> int:
     return int(out) if out != math.inf else 0
 
 
+# Which linears carry adapters (``training.lora_targets``): every one (NeMo 2.0's default
+# target_modules linear_qkv, linear_proj, linear_fc1, linear_fc2), the attention block's (query/key/
+# value and output projections), or its query/key/value projections only (NeMo 1.0's default
+# ``attention_qkv``; Hu et al. Sec. 7.1 adapt W_q and W_v, Hugging Face PEFT's default for Llama).
+TARGETS = ("all", "attention", "qkv")
+
+
+def targeted(targets: str, attention: list[Gemm], mlp: list[Gemm], routed: list[Gemm]) -> tuple[list[Gemm],
+                                                                                             list[Gemm]]:
+    """(dense, routed) GEMMs that carry adapters for ``targets`` (:data:`TARGETS`): ``attention`` is
+    the attention block's GEMMs, its output projection last (transformer/attention.attention_block);
+    ``mlp`` the dense and shared-expert MLP's; ``routed`` the routed experts'.
+
+    >>> qkv, out, up = Gemm(8, 384, 128), Gemm(8, 128, 128), Gemm(8, 512, 128)
+    >>> [len(x) for x in targeted("qkv", [qkv, out], [up], [])], len(targeted("all", [qkv, out], [up], [])[0])
+    ([1, 0], 3)
+    """
+    if targets == "qkv":
+        return attention[:-1], []
+    if targets == "attention":
+        return list(attention), []
+    return list(attention) + list(mlp), list(routed)
+
+
 def lora_layer(lc: LayerCost, timer: GemmTimer, dense: list[Gemm], routed: list[Gemm], rank: int,
                weight: int) -> LayerCost:
     """``lc`` fine-tuned with rank-``rank`` adapters on its ``dense`` and ``routed`` weight GEMMs

@@ -17,7 +17,8 @@ result          the Estimates record
 ==============  ==================================================================================
 
 Agreement: equal to ``explorer.simulate.simulate`` to float rounding (iteration time, memory,
-fit) on every shipped scenario and on random valid scenarios (tests/test_estimator.py); with
+fit, and the breakdown category by category) on every shipped scenario and on random valid
+scenarios (tests/test_estimator.py, tests/test_estimator_breakdown.py); with
 ``exact=False`` (what search ranks with) within fast.STATED_BOUND, layout rankings kept.
 """
 from __future__ import annotations

@@ -8,9 +8,10 @@ compute stream, last transfer, gradient passes; its op counts) grow linearly in 
 ``estimate_many(..., exact=False)`` evaluates a row of ``units`` > 2 x :func:`base_units` at
 ``a = base_units`` and ``b = 2a`` units only, and extrapolates every time and count linearly to
 ``units`` (counts exactly: they are linear); the peak activations likewise (saturated schedules
-give equal peaks at a and b, GPipe's grow by one unit's activations per unit).  ``a`` is at least
-twice the pipeline's depth in units (p stages; p x v for interleaved, in whole rounds of p), so
-both counts are past the warm-up.
+give equal peaks at a and b, GPipe's grow by one unit's activations per unit), and the breakdown
+(each count's the simulation's walk, pricing/walk.py), fitted to the extrapolated time.  ``a`` is
+at least twice the pipeline's depth in units (p stages; p x v for interleaved, in whole rounds of
+p), so both counts are past the warm-up.
 
 Not exact: unequal stages and transfers can take more units than ``a`` to settle into their
 critical cycle (estimate/many.py's docstring), so the slope is the one between a and b.  The bound
@@ -29,7 +30,6 @@ from dataclasses import replace
 import numpy as np
 
 from ..engine.gc_pause import paused_collector
-from ..pricing.breakdown import breakdowns
 from ..pricing.keys import memo_table
 from ..pricing.link_check import maybe_link_bound
 from ..pricing.memory import memory_totals, stage_memory_at
@@ -170,7 +170,7 @@ def estimate_profiles_fast(profs: Sequence[RowProfile], unfit_times: bool = True
     rep = representatives(plain, mine)
     timed = [i for i in mine if rep[i] == i]
     jobs = [(i, u) for i in timed for u in spans.get(i, (plain[i].units,))]
-    runs = _run(plain, jobs, [False] * len(jobs))
+    runs = _run(plain, jobs, None)
     pos = 0
     done: dict[int, tuple] = {}
     for i in timed:
@@ -207,16 +207,38 @@ def estimate_profiles_fast(profs: Sequence[RowProfile], unfit_times: bool = True
 
 def _times(profs: list[RowProfile], runs: list[tuple], spans: list[tuple[int, int] | None],
            ) -> tuple[np.ndarray, np.ndarray, StageTimes]:
-    """many._times on extrapolated StageTimes (returned too)."""
+    """Iteration time and breakdown of each row from its extrapolated StageTimes (returned too): a
+    row evaluated at its own count as timed there (many._run); an extrapolated row's time as
+    many._begin_times finds it, its breakdown extrapolated from the two counts' (each the
+    simulation's walk at its count) and made to sum to that time (:func:`_fitted`)."""
     # Rows evaluated once pass their times through as b, with a = b (a zero slope).
     st_b = _gather([r[-1] for r in runs])
     st_a = _gather([r[0] for r in runs])
     scale = np.array([0.0 if s is None else (pr.units - s[1]) / (s[1] - s[0])
                       for pr, s in zip(profs, spans, strict=True)])
     st = _extrapolate(st_a, st_b, scale)
-    en = ending(profs, st)
-    win = window(profs, st, en)
-    return win.T, breakdowns(profs, st, en, win), st
+    T, bd = st.iteration.copy(), st.breakdown.copy()
+    ext = np.flatnonzero([s is not None for s in spans])
+    if len(ext):
+        sub, rows = st.take(ext), [profs[i] for i in ext]
+        en = ending(rows, sub)
+        T[ext] = window(rows, sub, en).T
+        bd[ext] = _fitted(sub.breakdown, T[ext])
+    return T, bd, st
+
+
+def _fitted(bd: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """Breakdown rows (CATEGORIES) made to sum to ``T``: none below zero, the difference in the
+    bubble or, where the bubble cannot take it, every category scaled (rows evaluated at their own
+    count already sum to it: unchanged but for rounding)."""
+    bd = np.maximum(bd, 0.0)
+    b = CATEGORIES.index("bubble")
+    bd[:, b] += T - bd.sum(axis=1)
+    short = bd[:, b] < 0
+    if short.any():
+        bd[short, b] = 0.0
+        bd[short] *= (T[short] / bd[short].sum(axis=1))[:, None]
+    return bd
 
 
 def _memories(profs: list[RowProfile], spans: list[tuple[int, int] | None]) -> np.ndarray:

@@ -4,9 +4,11 @@ Rows are priced one by one from memoised pieces (pricing/profile.py); rows equal
 their timing reads (:func:`time_key`: a sweep's ZeRO 1 and ZeRO 2 rows) are timed once.  Their
 pipelines run grouped by what a compiled program shares — the schedule, p, v, whether sends block,
 and unit counts within a factor of 2**SCALE_BITS (phantom units pad the shorter; DualPipe by its
-exact count).  Then, per
-schedule, p, v and send kind, the buckets, optimizer and iteration window (pricing/sync.py), the
-breakdown and the memory are computed for all rows at once.  Throughput and MFU follow
+exact count).  Each group is timed while its op times are at hand: the buckets, optimizer and
+iteration window (pricing/sync.py) and the breakdown, whose idle time follows the simulation's
+walk along binding dependencies (pricing/walk.py) — groups evaluated into one buffer (up to ARENA
+floats) walk together, the walks' numpy steps shared; then, per schedule, p, v and send kind, the
+memory for all rows at once.  Throughput and MFU follow
 simulate.assemble: tokens per iteration over its time; model FLOPs without recompute per GPU over
 time and the bf16 dense peak (PaLM App. B); hardware FLOPs with recompute for TFLOP/s (Megatron-LM
 SC21 Eq. 3).
@@ -20,14 +22,16 @@ simulates in full.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from ..fold import replica_choice
-from ..pricing.breakdown import breakdowns
+from ..pricing.breakdown import Pending, begin, breakdowns
+from ..pricing.critical_path import arena_size
 from ..pricing.link_check import maybe_link_bound
 from ..pricing.memory import memory_totals
-from ..pricing.pipeline import StageTimes, run_group
+from ..pricing.pipeline import StageTimes, group_program, run_group
 from ..pricing.priority import p3_period
 from ..pricing.profile import RowProfile, row_profile
 from ..pricing.sync import PACE_CATEGORY, Window_, busiest_stream, ending, window
@@ -47,6 +51,9 @@ SCALE_BITS = 3          # rows of one program: unit counts within a factor of 2*
 # budget of one simulation (config/budget.MAX_WORK).
 MAX_ROW_OPS = 300_000
 MAX_ELEMENTS = 2_000_000  # ops x rows of one evaluation (about 16 MB per array)
+# Floats of the time vectors evaluated into one buffer and walked together (64 MB: a group's is some
+# four floats per op and row; groups of a sweep are mostly far smaller, and their walks' steps add up).
+ARENA = 4 * MAX_ELEMENTS
 
 
 def profile(sc: Scenario) -> RowProfile:
@@ -62,8 +69,11 @@ def _needs_ops(prof: RowProfile) -> bool:
 
 
 def _run(profs: Sequence[RowProfile], jobs: list[tuple[int, int]],
-         keep: list[bool]) -> list[tuple[StageTimes, int]]:
-    """Evaluate (row, units) jobs grouped by program; per job its group's times and its column."""
+         keep: Sequence[bool] | None = None) -> list[tuple[StageTimes, int]]:
+    """Evaluate (row, units) jobs grouped by program and time each at its units (StageTimes'
+    ``iteration`` and ``breakdown``, while its op times are at hand); per job its group's times, op
+    times dropped, and its column.  ``keep`` is not read: every row keeps its op times until it is
+    timed here (PipeDream's window, P3's replay and the breakdown's walk read them)."""
     groups: dict[tuple, list[int]] = {}
     for j, (i, units) in enumerate(jobs):
         pr = profs[i]
@@ -71,17 +81,53 @@ def _run(profs: Sequence[RowProfile], jobs: list[tuple[int, int]],
         scale = units if sched.exact_units else (units - 1).bit_length() // SCALE_BITS
         groups.setdefault((sched.name, pr.p, pr.v, pr.blocking, scale), []).append(j)
     out: list[tuple[StageTimes, int] | None] = [None] * len(jobs)
+    parts = []
     for members in groups.values():
         size = max(1, MAX_ELEMENTS // max(row_ops(profs[jobs[j][0]]) for j in members))
         for k in range(0, len(members), size):
             part = members[k:k + size]
-            st = run_group([profs[jobs[j][0]] for j in part], [jobs[j][1] for j in part],
-                           any(keep[j] for j in part))
-            for col, j in enumerate(part):
-                out[j] = (st, col)
+            need = arena_size(group_program([profs[jobs[j][0]] for j in part], [jobs[j][1] for j in part]),
+                              len(part))
+            parts.append((part, need))
+    # Deeper pipelines walk longer chains: batched together, their steps are shared most.
+    parts.sort(key=lambda x: -profs[jobs[x[0][0]][0]].p)
+    batch: list[tuple[list[int], int]] = []
+    for part, need in parts:
+        if batch and sum(x for _, x in batch) + need > ARENA:
+            _time_batch(profs, jobs, batch, out)
+            batch = []
+        batch.append((part, need))
+    if batch:
+        _time_batch(profs, jobs, batch, out)
     done = [x for x in out if x is not None]
     assert len(done) == len(jobs)                 # every job is in one group
     return done
+
+
+def _time_batch(profs: Sequence[RowProfile], jobs: list[tuple[int, int]], batch: list[tuple[list[int], int]],
+                out: list[tuple[StageTimes, int] | None]) -> None:
+    """Evaluate the parts of ``batch`` (jobs, floats of their times) into one buffer and time them,
+    the parts of one schedule, p, v and send kind together: their breakdowns' walks share the
+    buffer and their steps (pricing/walk.py)."""
+    arena = np.zeros(sum(x for _, x in batch))
+    kinds: dict[tuple, list[tuple[list[int], StageTimes]]] = {}
+    at = 0
+    for part, need in batch:
+        rows = [profs[jobs[j][0]] for j in part]
+        st = run_group(rows, [jobs[j][1] for j in part], arena[at:at + need])
+        at += need
+        pr = rows[0]
+        kinds.setdefault((pr.schedule.name, pr.p, pr.v, pr.blocking), []).append((part, st))
+    pending = []
+    for parts in kinds.values():
+        members = [j for part, _ in parts for j in part]
+        st = StageTimes.concat([x for _, x in parts])
+        pend = _begin_times([profs[jobs[j][0]] for j in members], st)
+        pending.append((members, replace(st, ops=(None,) * len(members)), pend))
+    for (members, st, pend), bd in zip(pending, breakdowns([x[2] for x in pending]), strict=True):
+        st = replace(st, iteration=pend.T, breakdown=bd)
+        for col, j in enumerate(members):
+            out[j] = (st, col)
 
 
 def row_ops(prof: RowProfile) -> int:
@@ -119,7 +165,7 @@ def estimate_profiles(profs: Sequence[RowProfile]) -> tuple[Estimates, list[str 
             and not needs_simulation(pr.sc)]
     rep = representatives(profs, mine)
     timed = [i for i in mine if rep[i] == i]
-    runs = _run(profs, [(i, profs[i].units) for i in timed], [_needs_ops(profs[i]) for i in timed])
+    runs = _run(profs, [(i, profs[i].units) for i in timed], None)
     done = dict(zip(timed, runs, strict=True))
     finals: dict[tuple, list[int]] = {}
     for i in mine:
@@ -130,7 +176,7 @@ def estimate_profiles(profs: Sequence[RowProfile]) -> tuple[Estimates, list[str 
     for idx in finals.values():
         reps = list(dict.fromkeys(rep[i] for i in idx))
         st = _gather([done[r] for r in reps])
-        T, bd = _times([profs[r] for r in reps], st)
+        T, bd = st.iteration, st.breakdown
         # Rows whose links might carry more than the iteration: the simulation (link_check.py).
         bound = {r for r, b in zip(reps, maybe_link_bound([profs[r] for r in reps], st, T), strict=True) if b}
         taken -= {i for i in idx if rep[i] in bound}
@@ -202,23 +248,27 @@ def estimate(sc: Scenario) -> Estimates:
     return estimate_many([sc])
 
 
-def _times(profs: list[RowProfile], st: StageTimes) -> tuple[np.ndarray, np.ndarray]:
-    """Iteration time and breakdown columns (CATEGORIES order) of rows sharing schedule, p, v:
-    the iteration's end, its window (P3 rows replayed on their priority queue), the breakdown."""
+def _begin_times(profs: list[RowProfile], st: StageTimes) -> Pending:
+    """Iteration time and breakdown (but its walk: pricing/breakdown.begin) of rows sharing
+    schedule, p, v, with their op times: the iteration's end, its window (P3 rows replayed on their
+    priority queue, their last bucket the one the queue serves last)."""
     en = ending(profs, st)
     win = window(profs, st, en)
     p3 = [r for r, pr in enumerate(profs) if pr.sc.communication.dp_priority]
     if p3:
         T, starts = win.T.copy(), win.window_start.copy()
         pace, cats = win.pace.copy(), list(win.pace_category)
+        ready, chunk, dur = en.dp_ready.copy(), en.dp_chunk.copy(), en.dp_dur.copy()
         for r in p3:
-            T[r], starts[r], _ = p3_period(profs[r], st, r)
+            T[r], starts[r], last = p3_period(profs[r], st, r)
+            ready[r], chunk[r], dur[r] = last.T
             # Every stream carries one iteration's work per period (steady_state.schedule_iteration).
             busy, stream = busiest_stream(profs[r], st, r)
             if busy > T[r]:
                 pace[r], cats[r], T[r] = busy - T[r], PACE_CATEGORY[stream], busy
         win = Window_(T, starts, pace, cats)
-    return win.T, breakdowns(profs, st, en, win)
+        en = replace(en, dp_ready=ready, dp_chunk=chunk, dp_dur=dur)
+    return begin(profs, st, en, win)
 
 
 def estimates_of(profs: Sequence[RowProfile], T: np.ndarray, bd: np.ndarray, mem: np.ndarray) -> Estimates:

@@ -11,11 +11,13 @@ buckets         gradient buckets and ZeRO 1-2 gathers as dp_buckets.dp_tasks mak
 profile         one row as arrays over stages: chunks, passes' parts, transfers, buckets, optimizer
 program         a schedule's program order compiled once per shape into steps of ops
 critical_path   the engine's longest path over a program, every stage and row of a step at once
+                (groups of a sweep evaluated into one buffer)
 pipeline        pass durations (SM contention, DualPipe's fused pairs) and a group's stage times
 sync            FIFO bucket tails, optimizer, gathers; the iteration window of the registry entry
 priority        P3 bucket priorities replayed on a priority queue (rare option, per row)
 memory          per-GPU memory as analysis/memory.class_memory, the peak replayed as live counts
 breakdown       the busiest stage's seconds per category
+walk            its idle time split along binding dependencies, as the simulation's walk splits it
 link_check      rows whose links might carry more than the iteration (left to the simulation)
 split           the layer split of a pipeline as the builder makes it (taskgraph/split.py), per row
 ==============  ==================================================================================

@@ -1,30 +1,29 @@
 """The iteration split into the categories of Result.breakdown_s, for the busiest stage of each row.
 
 As the simulation does (simulate.assemble), the breakdown is the one of the stage with the most
-compute-stream work.  Its busy seconds are exact: every pass's parts (compute with weight
-gradients and SM contention, recompute, exposed tp/cp/ep and ZeRO-3 dp), blocking sends (pp) and
-the optimizer step, for every pass the stage runs.  Its idle seconds are split without the
-engine's walk along binding dependencies, charged as that walk charges them where it can be
-followed: the wait for its own gradient buckets after its last pass, a chunk's first forward held
-by a parameter gather along that chunk's fill (its own or an earlier stage's: _fill_gates) and its
-tail after its own step (_tail_dp: its trailing ZeRO gathers when it ends the iteration, else the
-last stage's gathers and gradient buckets) to dp; the pipeline transfers on the way of the first
-unit to the stage and of the last one back (one hop per stage pair it crosses) to pp; the time a
-slower stream adds to PipeDream's period to that stream's category
-(analysis/steady_state.PACE_CATEGORY); the rest to the bubble.  The categories sum to the
-iteration time.
+compute-stream work, over its window (analysis/breakdown.class_breakdown).  Its busy seconds are
+every pass's parts (compute with weight gradients and SM contention, recompute, exposed tp/cp/ep
+and ZeRO-3 dp), blocking sends (pp) and the optimizer step — in proportion to their time inside
+the window where the window cuts them (PipeDream's period, P3's next iteration).  Its idle
+seconds are split by the simulation's own walk along binding dependencies (pricing/walk.py):
+transfers to pp, gradient buckets and parameter gathers to dp, other stages' compute to the
+bubble.  The time a slower stream adds to PipeDream's period goes to that stream's category
+(analysis/steady_state.PACE_CATEGORY).  The categories sum to the iteration time.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..analysis.busiest import busiest_stages
-from ..schedules.registry import Window
 from ..vocabulary import CATEGORIES
 from .chunk_basis import BWD, F_IDX, FWD, PARTS
 from .pipeline import UNDER_DIMS, StageTimes, fused_extra
 from .profile import RowProfile
+from .program import KINDS
 from .sync import Ending, Window_
+from .walk import IDLE, Intervals, walk
 
 _PASS_CATS = ("compute", "recompute", "tp", "cp", "ep", "dp")
 _CAT_OF = {"compute": 0, "weight-grad": 0, "recompute": 1, "tp": 2, "cp": 3, "ep": 4, "dp": 5}
@@ -34,6 +33,7 @@ for _i, _k in enumerate(PARTS):
 _COMM = [i for i, k in enumerate(PARTS) if k in ("tp", "cp", "ep", "dp")]
 _COMPUTE = [i for i, k in enumerate(PARTS) if k not in ("tp", "cp", "ep", "dp")]
 _WGRAD = PARTS.index("weight-grad")
+_IDX = {c: i for i, c in enumerate(CATEGORIES)}
 
 
 def _column_parts(profs: list[RowProfile], st: StageTimes) -> np.ndarray:
@@ -70,8 +70,31 @@ def _column_parts(profs: list[RowProfile], st: StageTimes) -> np.ndarray:
     return np.concatenate([table, fused.reshape(g, p, nch * nch, len(_PASS_CATS))], axis=2)
 
 
-def breakdowns(profs: list[RowProfile], st: StageTimes, en: Ending, win: Window_) -> np.ndarray:
-    """(g, CATEGORIES) seconds of the busiest stage of each row, summing to the iteration time."""
+@dataclass(frozen=True)
+class Pending:
+    """A breakdown before its walk: the busy seconds, and the idle intervals to walk per group of
+    rows that share op times (``groups[j]`` the intervals of rows ``rows[j]``)."""
+
+    out: np.ndarray                  # (g, CATEGORIES) busy seconds, then the pace
+    T: np.ndarray                    # (g,) iteration time
+    groups: list[Intervals]
+    rows: list[np.ndarray]
+
+
+def breakdowns(pending: list[Pending]) -> list[np.ndarray]:
+    """Each pending breakdown (:func:`begin`) finished with its idle time, (rows, CATEGORIES)
+    seconds summing to the iteration time: the intervals of all of them walked at once."""
+    idle = walk([x for pend in pending for x in pend.groups])
+    out = []
+    for pend in pending:
+        got, idle = idle[:len(pend.groups)], idle[len(pend.groups):]
+        out.append(finish(pend, got))
+    return out
+
+
+def begin(profs: list[RowProfile], st: StageTimes, en: Ending, win: Window_) -> Pending:
+    """The breakdown of each row (with its op times, StageTimes.ops) but its idle time, and the
+    intervals that idle time is (walked later, several evaluations' at once: :func:`breakdowns`)."""
     g, p = en.end.shape
     parts = _column_parts(profs, st)                                  # (g, p, J, 6)
     share = np.array([r.m / r.units for r in profs])                  # one iteration of those simulated
@@ -88,88 +111,72 @@ def breakdowns(profs: list[RowProfile], st: StageTimes, en: Ending, win: Window_
     k = busiest_stages(busy, en.end)
     rows = np.arange(g)
     out = np.zeros((g, len(CATEGORIES)))
-    idx = {c: i for i, c in enumerate(CATEGORIES)}
     for j, c in enumerate(_PASS_CATS):
-        out[:, idx[c]] = busy_parts[rows, k, j]
-    out[:, idx["pp"]] = sends[rows, k]
-    out[:, idx["optimizer"]] = opt[rows, k]
-    T = win.T
-    # A window shorter than the stage's work (P3's next iteration starts before this step ends,
-    # PipeDream's window between backwards): the step, then compute, fall outside it.
-    over = np.maximum(0.0, out.sum(1) - T)
-    for col in ("optimizer", "compute"):
-        take = np.minimum(over, out[:, idx[col]])
-        out[:, idx[col]] -= take
-        over = over - take
-    idle = np.maximum(0.0, T - out.sum(1))
-    gate_wait = _fill_gates(np.stack([r.gates for r in profs]), st, k, T)
-    trailing = np.stack([r.trailing for r in profs])
-    dp_wait = np.maximum(0.0, en.dp_end[rows, k] - en.free[rows, k]) + gate_wait
-    hops = np.array([r.transfer[:max(r.p - 1, 0)].sum() for r in profs]) * (not profs[0].blocking)
-    pp_wait = 2 * hops
-    dp_wait = dp_wait + _tail_dp(en, trailing, k, T, profs[0].schedule.window is Window.FLUSH)
-    for col, wait in (("dp", dp_wait), ("pp", pp_wait)):
-        take = np.minimum(wait, idle)
-        out[:, idx[col]] += take
-        idle = idle - take
+        out[:, _IDX[c]] = busy_parts[rows, k, j]
+    out[:, _IDX["pp"]] = sends[rows, k]
+    out[:, _IDX["optimizer"]] = opt[rows, k]
+    # The window the stage's compute stream is broken down over; a slower stream's time beyond it
+    # (PipeDream's pace) is charged to that stream.
+    w0 = win.window_start[rows, k]
+    w1 = w0 + (win.T - win.pace)
+    # A window that cuts the stage's tasks (PipeDream's period between backwards, P3's next
+    # iteration starting before this step ends) counts only their parts inside it, in proportion.
+    done = np.where(opt[rows, k] > 0, en.step_end[rows, k], en.free[rows, k])
+    for row in np.flatnonzero((w0 > en.first[rows, k]) | (w1 < done)).tolist():
+        kk = int(k[row])
+        step = (max(en.free[row, kk], en.dp_end[row, kk]), en.step_end[row, kk])
+        out[row] = _clipped(profs[row], st, row, parts[row, kk], kk, w0[row], w1[row], step)
     for r, cat in enumerate(win.pace_category):
-        if win.pace[r] > 0:
-            take = min(win.pace[r], idle[r])
-            out[r, idx[cat]] += take
-            idle[r] -= take
-    out[:, idx["bubble"]] += idle
+        out[r, _IDX[cat]] += win.pace[r]
+    by_times: dict[int, list[int]] = {}
+    for r, kept in enumerate(st.ops):
+        assert kept is not None                 # rows are timed while their op times are kept
+        by_times.setdefault(id(kept[1]), []).append(r)
+    sets = [np.array(x) for x in by_times.values()]
+    return Pending(out, win.T, [Intervals(profs, st, en, x, k[x], w0[x], w1[x]) for x in sets], sets)
+
+
+def finish(pend: Pending, idle: list[np.ndarray]) -> np.ndarray:
+    """The breakdown of :func:`begin` with its idle seconds (per group of rows, (rows, IDLE))."""
+    out = pend.out.copy()
+    for rows, got in zip(pend.rows, idle, strict=True):
+        for j, c in enumerate(IDLE):
+            out[rows, _IDX[c]] += got[:, j]
     # Float rounding: make the categories sum to T exactly.
-    out[:, idx["bubble"]] += T - out.sum(1)
+    out[:, _IDX["bubble"]] += pend.T - out.sum(1)
     return out
 
 
-def _fill_gates(gates: np.ndarray, st: StageTimes, k: np.ndarray, T: np.ndarray) -> np.ndarray:
-    """(g,) seconds of the busiest stage's waits for its chunks' first forwards that the
-    simulation's walk charges to dp.  Along a chunk's fill (each stage's first forward of that
-    chunk bound by its input from the stage before, or by its own parameter gather, ZeRO 1-2),
-    the walk back from stage k's first forward of chunk c crosses the stages until one whose
-    first forward of chunk c waited for its gather; that gather is dp from the gap's start on
-    stage k (the previous op's end, 0 for the first) — the sends between are pp, the forwards
-    bubble.  ``gates``: (g, p, nch) the chunks' gather ends."""
-    g, p, nch = gates.shape
-    rows = np.arange(g)
-    start = st.chunk_start                                                # (g, p, nch)
-    bound = (gates > 0) & (np.abs(start - gates) <= 1e-12 * np.maximum(T, 1e-30)[:, None, None])
-    upto = (np.arange(p)[None, :] <= k[:, None])[:, :, None]              # stages 0..k
-    j = np.where(bound & upto, np.arange(p)[None, :, None], -1).max(axis=1)   # (g, nch)
-    gate = np.take_along_axis(gates, np.maximum(j, 0)[:, None, :], axis=1)[:, 0, :]
-    after = st.chunk_after[rows, k]                                       # (g, nch)
-    return np.where(j >= 0, np.maximum(gate - after, 0.0), 0.0).sum(axis=1)
-
-
-def _tail_dp(en: Ending, trailing: np.ndarray, k: np.ndarray, T: np.ndarray, flush: bool) -> np.ndarray:
-    """(g,) seconds of the busiest stage's tail — after its own compute ends (its optimizer step),
-    until the iteration ends — that the simulation's walk charges to dp
-    (analysis/breakdown.class_breakdown), following the last task back:
-    - the stage ends the iteration itself: its trailing ZeRO gathers (``trailing``, (g, p));
-    - another stage does (flushing schedules whose last stage ends with its step or its gathers):
-      its trailing gathers from its step's end, then its step (bubble: another class's compute),
-      bound by its last gradient bucket when the buckets end after its passes, charged from the
-      bucket's readiness (its wait for the FIFO dp stream included), each from the tail's start at
-      the earliest; before that the backward that produced it (bubble).  Other endings keep the
-      tail as bubble."""
-    g = k.shape[0]
-    rows = np.arange(g)
-    own = trailing[rows, k]
-    if g == 0:
-        return own
-    a = en.step_end[rows, k]
-    mine = en.end[rows, k] >= T * (1 - 1e-12)             # the busiest stage ends the iteration itself
-    if not flush:
-        return own
-    last = np.argmax(en.end, axis=1)                      # first in task order among equals
-    ends_last = np.isclose(en.end[rows, last], T, rtol=1e-12, atol=0.0)
-    step, tr = en.step_end[rows, last], trailing[rows, last]
-    end = en.end[rows, last]
-    by_step = (end == step) | ((tr > 0) & np.isclose(end, step + tr, rtol=1e-12))
-    gathers = np.where(tr > 0, np.maximum(T - np.maximum(a, step), 0.0), 0.0)
-    bound = (en.dp_end[rows, last] >= en.free[rows, last]) & (en.dp_end[rows, last] > 0)
-    buckets = np.where(bound, np.maximum(np.minimum(en.dp_end[rows, last], T)
-                                         - np.maximum(a, en.dp_ready[rows, last]), 0.0), 0.0)
-    other = ends_last & by_step & (last != k)
-    return np.where(mine | (last == k), own, np.where(other, gathers + buckets, 0.0))
+def _clipped(prof: RowProfile, st: StageTimes, r: int, parts: np.ndarray, k: int, w0: float, w1: float,
+             step: tuple[float, float]) -> np.ndarray:
+    """(CATEGORIES,) the busy seconds of stage ``k``'s compute tasks inside [w0, w1] for row ``r``:
+    each pass's parts (``parts``: (J, 6) per own column), blocking send and optimizer step (``step``:
+    its start and end) in proportion to its time inside the window, as class_breakdown counts them."""
+    kept = st.ops[r]
+    assert kept is not None
+    prog, times, col, _ = kept
+    n, nch, end0 = prog.n, prog.nch, prog.end0
+    lo, hi = (0 if k == 0 else prog.last_op[k - 1] + 1), prog.last_op[k] + 1
+    i = np.arange(lo, hi)
+    i = i[(times.real[i, col] > 0) & (times.dur[i, col] > 0)]
+    ts, te, d = times.start[i, col], times.end[i, col], times.dur[i, col]
+    inside = np.maximum(np.minimum(te, w1) - np.maximum(ts, w0), 0.0)
+    c = prog.dur[i]
+    nk = nch * len(KINDS)
+    own = np.where(c < prog.p * nk, c - k * nk, nk + c - prog.p * nk - k * nch * nch)
+    flat = np.concatenate([st.table[r].ravel(), st.fused[r].ravel()])
+    out = np.zeros(len(CATEGORIES))
+    got = (inside / d) @ parts[own]
+    for j, cat in enumerate(_PASS_CATS):
+        out[_IDX[cat]] = got[j]
+    out[_IDX["compute"]] += (inside / d) @ (d - flat[c])     # SM contention of the gradient buckets
+    if prof.blocking:
+        # Each send runs on the compute stream after its pass (the backward's after the forward's).
+        begin = te
+        for pairs, slot in ((prog.send_f, end0 + n), (prog.send_b, end0 + 2 * n)):
+            sent = pairs[i] >= 0
+            arrive = np.where(sent, times.times[slot + i, col], begin)
+            out[_IDX["pp"]] += np.maximum(np.minimum(arrive, w1) - np.maximum(begin, w0), 0.0).sum()
+            begin = arrive
+    out[_IDX["optimizer"]] = max(min(step[1], w1) - max(step[0], w0), 0.0) if prof.optimizer[k] > 0 else 0.0
+    return out

@@ -27,26 +27,39 @@ from .program import Program
 
 @dataclass(frozen=True)
 class OpTimes:
-    """Per op (first axis) and row (last axis): start and end of every op of the program."""
+    """Per op (first axis) and row (last axis): start and end of every op of the program, and what
+    the breakdown's walk (pricing/walk.py) reads besides: the whole time vector (Program's layout:
+    gates, op ends, transfer arrivals), the ops' seconds and which are the row's own."""
 
     start: np.ndarray            # (n, g)
     end: np.ndarray              # (n, g) end of the pass (before a blocking send)
     clock: np.ndarray            # (p, g) each stage's compute stream free after its last op
     pp_free: np.ndarray          # (p, g) each stage's pp stream free after its last transfer
+    times: np.ndarray            # (end0 + 3n, g) the time vector (``end`` is a view of it)
+    dur: np.ndarray              # (n, g) seconds of each op
+    real: np.ndarray             # (n, g) 1.0 for the row's own ops, 0.0 for phantoms
+
+
+def arena_size(prog: Program, g: int) -> int:
+    """Floats of the time vector and the starts of ``g`` rows of ``prog`` (:func:`evaluate`'s ``out``)."""
+    return (prog.end0 + 4 * prog.n) * g
 
 
 def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray, gates: np.ndarray,
-             blocking: bool) -> OpTimes:
+             blocking: bool, out: np.ndarray | None = None) -> OpTimes:
     """Times of every op of ``prog`` for g rows.
 
     ``dur``: (n, g) seconds of each op; ``sends``: (2, n, g) seconds of the forward and backward
     transfer it sends (0 where none); ``real``: (n, g) 1.0 for the row's own ops, 0.0 for phantoms;
     ``gates``: (p*nch, g) when each chunk's first forward may start (ZeRO 1-2 parameter gathers);
-    ``blocking``: sends run on the sender's compute stream instead of its pp stream."""
+    ``blocking``: sends run on the sender's compute stream instead of its pp stream; ``out``: a
+    zeroed buffer of :func:`arena_size` floats to hold the time vector and the starts (the
+    breakdown's walk reads several groups' from one buffer, pricing/walk.py), else new arrays."""
     g = dur.shape[1]
     n, p = prog.n, prog.p
     end0 = prog.end0
-    times = np.zeros((end0 + 3 * n, g))
+    size = (end0 + 3 * n) * g
+    times = np.zeros((end0 + 3 * n, g)) if out is None else out[:size].reshape(end0 + 3 * n, g)
     times[1:end0] = gates
     clock = np.zeros((p, g))
     pp_free = np.zeros((p, g))
@@ -83,6 +96,6 @@ def evaluate(prog: Program, dur: np.ndarray, sends: np.ndarray, real: np.ndarray
                 pp_free[ss] = arrive
             times[slot] = arrive
         clock[st] = e0
-    start = np.empty((n, g))
+    start = np.empty((n, g)) if out is None else out[size:size + n * g].reshape(n, g)
     start[order] = start_o
-    return OpTimes(start, times[end0:end0 + n], clock, pp_free)
+    return OpTimes(start, times[end0:end0 + n], clock, pp_free, times, dur, real)

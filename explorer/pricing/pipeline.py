@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..taskgraph.techniques.dp_contention import hidden_many
+from ..vocabulary import CATEGORIES
 from .chunk_basis import BWD, COMPUTE_PARTS, F_IDX, FWD, PARTS
 from .critical_path import OpTimes, evaluate
 from .keys import memo_table
@@ -83,8 +84,6 @@ class RealOps:
     backward_ops: np.ndarray     # (p, units) each stage's (full) backward op of each unit (-1: none)
     per_column: np.ndarray       # (p, J) ops of each stage per column of its own: KINDS x chunk, then fused
     sends: np.ndarray            # (p, p) transfers each stage sends per stage pair
-    chunk_first: np.ndarray      # (p, nch) each chunk's first forward (or F&B), -1 none
-    chunk_prev: np.ndarray       # (p, nch) the stage's op before it, -1 when it is the stage's first
 
 
 _REAL: dict[tuple, RealOps] = memo_table()
@@ -128,18 +127,7 @@ def _real_ops(prog: Program, units: int) -> RealOps:
     for pairs in (prog.send_f, prog.send_b):
         sel = real & (pairs >= 0)
         np.add.at(sends, (prog.stage[sel], pairs[sel]), 1.0)
-    # Each chunk's first forward and the op its stage ran before it (breakdown.py charges a wait
-    # for the chunk's parameter gather between the two to dp, as the engine's walk does).
-    fwd = real & ((prog.kind == KINDS.index("F")) | (prog.kind == 4))
-    chunk_first = np.full((prog.p, prog.nch), prog.n, np.int64)
-    np.minimum.at(chunk_first, (prog.stage[fwd], prog.local[fwd]), idx[fwd])
-    chunk_first = np.where(chunk_first == prog.n, -1, chunk_first)
-    prev = np.full(prog.n, -1, np.int64)
-    for s in range(prog.p):
-        mine = idx[real & (prog.stage == s)]
-        prev[mine[1:]] = mine[:-1]
-    chunk_prev = np.where(chunk_first >= 0, prev[np.maximum(chunk_first, 0)], -1)
-    return RealOps(last, grads, first, backward, per_column, sends, chunk_first, chunk_prev)
+    return RealOps(last, grads, first, backward, per_column, sends)
 
 
 @dataclass(frozen=True)
@@ -157,10 +145,11 @@ class StageTimes:
     table: np.ndarray            # (g, p, nch, KINDS) pass seconds
     fused: np.ndarray            # (g, p, nch, nch) fused F&B seconds
     contention: np.ndarray       # (g, p) seconds gradient buckets' SM contention adds to the stage
-    chunk_start: np.ndarray      # (g, p, nch) start of each chunk's first forward (inf: none)
-    chunk_after: np.ndarray      # (g, p, nch) end of the stage's op before it (0: none)
-    # Rows evaluated in full keep their op times (PipeDream's window, P3's replay): per row the
-    # program, its op times (all rows of its group) with the row's column, and its ops; else None.
+    # The row's iteration time and breakdown (CATEGORIES), once timed (estimate/many.py; NaN before).
+    iteration: np.ndarray        # (g,)
+    breakdown: np.ndarray        # (g, CATEGORIES)
+    # Per row the program, its op times (all rows of its group) with the row's column, and its ops,
+    # while the row is timed (the window of PipeDream and P3, the breakdown's walk); then None.
     ops: tuple[tuple[Program, OpTimes, int, RealOps] | None, ...]
 
     def take(self, idx: np.ndarray | list[int]) -> StageTimes:
@@ -175,7 +164,7 @@ class StageTimes:
 
 
 _ARRAYS = ("first", "last_end", "free", "last_send", "grads_start", "grads_dur", "per_column", "sends",
-           "table", "fused", "contention", "chunk_start", "chunk_after")
+           "table", "fused", "contention", "iteration", "breakdown")
 
 
 def _bucket_contention(profs: list[RowProfile], dur: np.ndarray, grads: np.ndarray) -> np.ndarray:
@@ -194,11 +183,19 @@ def _bucket_contention(profs: list[RowProfile], dur: np.ndarray, grads: np.ndarr
     return extra.sum(axis=-1)
 
 
-def run_group(profs: list[RowProfile], units: list[int], keep_ops: bool = False) -> StageTimes:
-    """Evaluate the pipeline of rows sharing schedule, p, v and send kind, row i with ``units[i]``
-    units (fewer than the program's: phantom units pad it, pricing/critical_path.py)."""
+def group_program(profs: list[RowProfile], units: list[int]) -> Program:
+    """The compiled program rows sharing schedule, p and v run, row i with ``units[i]`` units."""
     pr0 = profs[0]
-    prog = compile_program(pr0.schedule.name, pr0.p, pr0.v, program_units(pr0.schedule, max(units), pr0.p))
+    return compile_program(pr0.schedule.name, pr0.p, pr0.v, program_units(pr0.schedule, max(units), pr0.p))
+
+
+def run_group(profs: list[RowProfile], units: list[int], out: np.ndarray | None = None) -> StageTimes:
+    """Evaluate the pipeline of rows sharing schedule, p, v and send kind, row i with ``units[i]``
+    units (fewer than the program's: phantom units pad it, pricing/critical_path.py), the time vector
+    in ``out`` when given (critical_path.evaluate).  The rows keep their op times (StageTimes.ops) and
+    are not yet timed (``iteration``, ``breakdown``)."""
+    pr0 = profs[0]
+    prog = group_program(profs, units)
     feat = np.stack([r.feat for r in profs])
     sm = np.array([r.sm_factor for r in profs])
     table, fused = pass_table(feat, pr0.holds, sm)
@@ -214,15 +211,12 @@ def run_group(profs: list[RowProfile], units: list[int], keep_ops: bool = False)
     cols = np.arange(g)
     grads = np.array([r.grads for r in reals])
     contention = _bucket_contention(profs, dur, grads)
-    ops = evaluate(prog, dur, sends, real, gates, pr0.blocking)
+    ops = evaluate(prog, dur, sends, real, gates, pr0.blocking, out)
     first = ops.start[np.array([r.first for r in reals]), cols[:, None]]
     last = np.array([r.last for r in reals])
     g_start = ops.start[grads, cols[:, None, None]]
-    cf = np.array([r.chunk_first for r in reals])                                 # (g, p, nch)
-    cp = np.array([r.chunk_prev for r in reals])
-    chunk_start = np.where(cf >= 0, ops.start[np.maximum(cf, 0), cols[:, None, None]], np.inf)
-    chunk_after = np.where(cp >= 0, ops.end[np.maximum(cp, 0), cols[:, None, None]], 0.0)
+    untimed = np.full(g, np.nan), np.full((g, len(CATEGORIES)), np.nan)
     return StageTimes(first, ops.end[last, cols[:, None]], ops.clock.T, ops.pp_free.T, g_start,
                       ops.end[grads, cols[:, None, None]] - g_start, np.stack([r.per_column for r in reals]),
-                      np.stack([r.sends for r in reals]), table, fused, contention, chunk_start, chunk_after,
-                      tuple((prog, ops, i, reals[i]) if keep_ops else None for i in range(g)))
+                      np.stack([r.sends for r in reals]), table, fused, contention, *untimed,
+                      tuple((prog, ops, i, reals[i]) for i in range(g)))

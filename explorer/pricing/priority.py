@@ -54,7 +54,8 @@ def _tasks(prof: RowProfile, s: int, c: int, op: str) -> list[dict]:
 
 
 def p3_period(prof: RowProfile, st: StageTimes, r: int) -> tuple[float, np.ndarray, np.ndarray]:
-    """(iteration time, (p,) window start, (p,) end of each stage's last bucket) of row ``r``."""
+    """(iteration time, (p,) window start, (p, 3) ready time, local chunk (-1: none) and seconds of
+    each stage's last bucket to end) of row ``r``."""
     p, nch = prof.p, prof.nch
     zero = comm_zero(prof.sc)
     op = "all-reduce" if zero == 0 else "reduce-scatter"
@@ -64,7 +65,7 @@ def p3_period(prof: RowProfile, st: StageTimes, r: int) -> tuple[float, np.ndarr
     start, end, clock = times.start[:, col], times.end[:, col], times.clock[:, col]
     period = 0.0
     window = np.zeros(p)
-    dp_end = np.zeros(p)
+    last_bucket = np.array([[0.0, -1.0, 0.0]] * p)
     for s in range(p):
         jobs = []
         for c in range(nch):
@@ -75,7 +76,9 @@ def p3_period(prof: RowProfile, st: StageTimes, r: int) -> tuple[float, np.ndarr
                 t["chunk"] = c
                 jobs.append(t)
         _serve(jobs)
-        dp_end[s] = max((t["end"] for t in jobs), default=0.0)
+        if jobs:
+            t = max(jobs, key=lambda t: t["end"])        # served one at a time: the last one served
+            last_bucket[s] = t["ready"], t["chunk"], t["dur"]
         gathers = _tasks(prof, s, 0, "all-gather") if zero in (1, 2) else []
         g_dur = {(t["dim"], t["rank"]): t["dur"] for t in gathers}
         g_groups = {t["dim"]: t["groups"] for t in gathers}
@@ -94,7 +97,7 @@ def p3_period(prof: RowProfile, st: StageTimes, r: int) -> tuple[float, np.ndarr
         restart = max([compute_end] + [rt - g * slice_f for g, rt in ready.items()])
         window[s] = start[first]
         period = max(period, restart - start[first])
-    return period, window, dp_end
+    return period, window, last_bucket
 
 
 def _serve(jobs: list[dict]) -> None:

@@ -51,7 +51,9 @@ class Ending:
     step_end: np.ndarray         # optimizer step done
     end: np.ndarray              # everything of the stage done (trailing gathers included)
     first: np.ndarray            # start of the stage's first pass
-    dp_ready: np.ndarray         # when its last gradient bucket (FIFO) was ready (0 when none)
+    dp_ready: np.ndarray         # when its last gradient bucket was ready (0 when none)
+    dp_chunk: np.ndarray         # the local chunk whose gradients it carries (-1: no bucket)
+    dp_dur: np.ndarray           # its seconds
 
 
 def ending(profs: list[RowProfile], st: StageTimes) -> Ending:
@@ -70,10 +72,19 @@ def ending(profs: list[RowProfile], st: StageTimes) -> Ending:
     # A stage's last task may be a transfer it sends after its step (a never-flushing or
     # overlapping window measures the stage's own tasks: steady_state.schedule_iteration).
     end = np.maximum(step_end + np.stack([r.trailing for r in profs]), st.last_send)
-    # The bucket that ends last is the last one ready (FIFO by readiness): the optimizer's binding
-    # dependency when the buckets end after the passes (analysis/breakdown.py's walk starts there).
-    dp_ready = ready.max(axis=-1) if ready.shape[-1] else np.zeros_like(free)
-    return Ending(last_pass, free, dp_end, step_end, end, first, dp_ready)
+    # The bucket that ends last is the last one ready (FIFO by readiness, then in task order: chunk
+    # after chunk): the optimizer's binding dependency when the buckets end after the passes
+    # (pricing/walk.py follows it).
+    jobs = ready.shape[-1]
+    live = jd > 0
+    last = jobs - 1 - np.argmax(np.where(live, ready, -np.inf)[..., ::-1], axis=-1) if jobs else \
+        np.zeros(free.shape, np.int64)
+    has = live.any(axis=-1) if jobs else np.zeros(free.shape, bool)
+    pick = np.take_along_axis(ready, last[..., None], -1)[..., 0] if jobs else np.zeros_like(free)
+    dp_ready = np.where(has, pick, 0.0)
+    dp_dur = np.where(has, np.take_along_axis(jd, last[..., None], -1)[..., 0], 0.0) if jobs else dp_ready
+    dp_chunk = np.where(has, last // JOBS, -1)
+    return Ending(last_pass, free, dp_end, step_end, end, first, dp_ready, dp_chunk, dp_dur)
 
 
 @dataclass(frozen=True)

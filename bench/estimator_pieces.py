@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 # (module, function, class or None): the pricing of each kind of distinct piece, then the rest.
 PIECES = [
-    ("explorer.estimate.fast", "row_profile", None),            # every row's pieces, looked up or priced
+    ("explorer.estimate.many", "row_profile", None),            # every row's pieces, looked up or priced
     ("explorer.estimate.fast", "estimate_profiles", None),      # evaluating, memory, breakdowns
     ("explorer.pricing.stages", "netinfo", None),              # a network key's stage classes
     ("explorer.pricing.profile", "layer_split", None),         # the builder's layer split

@@ -11,6 +11,7 @@ from ..config.recompute import modules_override_none
 from ..engine.records import BucketInfo, OverlapInfo, TransferInfo
 from ..engine.scheduler import Task
 from ..network.groups import Network
+from ..physics.attention import resolve_kernel
 from ..taskgraph.builder import IterationBuilder
 from ..vocabulary import LATENCY_SUFFIX, tier_of_limit
 from ..workloads.registry import workload_for
@@ -159,7 +160,8 @@ class Notice:
     by the WAN), ``pcie`` (the GPUs' PCIe links carry less than their NICs), ``link`` (calls of several
     dimensions overlap on one link beyond the iteration, which the link then sets:
     analysis/link_bound.py), ``zero3`` (ZeRO-3 gathers the parameters again in every micro-batch and
-    the exposed dp time is large: :func:`zero3_notice`)."""
+    the exposed dp time is large: :func:`zero3_notice`), ``kernel`` (an attention kernel the GPU does
+    not run, priced as the one that runs there: :func:`kernel_notice`)."""
 
     kind: str
     message: str
@@ -234,6 +236,20 @@ def zero3_notice(sc: Scenario, dp_bytes: float, dp_s: float, T: float) -> Notice
                   "(parallelism.zero) gather the parameters once per step where they fit")
 
 
+def kernel_notice(sc: Scenario) -> Notice | None:
+    """FlashAttention-3 asked for on a GPU it does not run on (wgmma/TMA: Hopper only; Shah et al.,
+    arXiv 2407.08608): the flash-attn package runs FlashAttention-2 there, and the run is priced so
+    (physics/attention.resolve_kernel) — said, as a re-check found it silent on B200 (FA2 prices
+    attention at 425 TF/s there where cuDNN, the default, reaches 1,475 at 16K)."""
+    tr, gpu = sc.training, sc.hardware.gpu
+    if tr.attention_kernel != "flash3" or not tr.flash_attention or sc.model.kind != "transformer":
+        return None
+    if resolve_kernel("flash3", tr.framework, gpu, tr.dtype) != "flash2":
+        return None
+    return Notice("kernel", f"kernel: training.attention_kernel flash3 runs on Hopper only (wgmma/TMA); on "
+                            f"{gpu.name} flash-attn runs FlashAttention-2, and attention is priced so")
+
+
 def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], net: Network,
               breakdown: dict[str, float], T: float) -> tuple[Notice, ...]:
     """Warnings that follow from the simulated numbers (each quotes the number it rests on)."""
@@ -260,6 +276,9 @@ def warnings_for(sc: Scenario, memory: MemoryBreakdown, links: dict[str, dict], 
         out.append(Notice("recompute", f"recompute: training.recompute none with recompute_modules [{mods}] "
                           "recomputes those modules (selective, as NeMo's recipes name them); "
                           "recompute_modules [core_attn] with none recomputes nothing"))
+    flash3 = kernel_notice(sc)
+    if flash3 is not None:
+        out.append(flash3)
     for dim in COMM_DIMS:
         li = links.get(dim)
         share = breakdown.get(dim, 0.0) / T if T > 0 else 0.0

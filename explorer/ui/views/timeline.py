@@ -70,9 +70,9 @@ def render(data: ViewData, raw_json: str, present: bool) -> None:
             st.caption(j.bubble_explanation)
         kinds = j.warning_kinds or ("",) * len(j.warnings)
         for w, kind in zip(j.warnings, kinds, strict=True):
-            # A split moved to fit memory, or modules recomputed under recompute none, is what the run
-            # did (a note); the rest are faults to fix.
-            if kind in ("split", "recompute"):
+            # A split moved to fit memory, modules recomputed under recompute none or a kernel that runs
+            # in another's place is what the run did (a note); the rest are faults to fix.
+            if kind in ("split", "recompute", "kernel"):
                 st.info(plain(w), icon="ℹ️")
             else:
                 st.warning(plain(w), icon="⚠️")

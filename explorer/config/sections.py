@@ -36,6 +36,10 @@ FABRICS = ("ib-hdr", "ib-ndr", "ib-xdr", "roce-100", "roce-400", "efa", "eth-100
 SCHEDULES = registry.names()    # the pipeline schedules the registry describes (explorer/schedules)
 
 
+# Which linears carry LoRA adapters (workloads/transformer/lora.py ``targeted``).
+LORA_TARGETS = ("all", "attention", "qkv")
+
+
 @dataclass(frozen=True)
 class Training:
     """Batch, precision, recomputation and optimizer."""
@@ -76,7 +80,7 @@ class Training:
         "gradients, all-reduce or optimizer state for them (explorer/workloads/transformer/lora.py); "
         "below the rank at which an adapter would hold as many weights as its matrix on one GPU; not "
         "with gradient compression or ZeRO-3; 0 = every weight trains")})
-    lora_targets: str = field(default="all", metadata={"choices": ("all", "attention", "qkv"), "doc": (
+    lora_targets: str = field(default="all", metadata={"choices": LORA_TARGETS, "doc": (
         "which linears carry LoRA adapters: all (NeMo 2.0's default), attention (query/key/value and "
         "output projections) or qkv (NeMo 1.0's attention_qkv; Hugging Face PEFT adapts q and v)")})
     fp8_storage: str = field(default="te", metadata={"choices": ("te", "deepseek"),

@@ -79,16 +79,15 @@ def largest_rank(targets: list[Gemm]) -> int:
     return int(out) if out != math.inf else 0
 
 
-# Which linears carry adapters (``training.lora_targets``): every one (NeMo 2.0's default
-# target_modules linear_qkv, linear_proj, linear_fc1, linear_fc2), the attention block's (query/key/
-# value and output projections), or its query/key/value projections only (NeMo 1.0's default
-# ``attention_qkv``; Hu et al. Sec. 7.1 adapt W_q and W_v, Hugging Face PEFT's default for Llama).
-TARGETS = ("all", "attention", "qkv")
+# Which linears carry adapters (``training.lora_targets``, config/sections.LORA_TARGETS): every one
+# (NeMo 2.0's default target_modules linear_qkv, linear_proj, linear_fc1, linear_fc2), the attention
+# block's (query/key/value and output projections), or its query/key/value projections only (NeMo
+# 1.0's default ``attention_qkv``; Hu et al. Sec. 7.1 adapt W_q and W_v, Hugging Face PEFT's default).
 
 
 def targeted(targets: str, attention: list[Gemm], mlp: list[Gemm], routed: list[Gemm]) -> tuple[list[Gemm],
                                                                                              list[Gemm]]:
-    """(dense, routed) GEMMs that carry adapters for ``targets`` (:data:`TARGETS`): ``attention`` is
+    """(dense, routed) GEMMs that carry adapters for ``targets`` (one of LORA_TARGETS): ``attention`` is
     the attention block's GEMMs, its output projection last (transformer/attention.attention_block);
     ``mlp`` the dense and shared-expert MLP's; ``routed`` the routed experts'.
 

@@ -85,7 +85,7 @@ def test_cross_region_best_beats_its_schedules_and_dp_across(cross_region):
     hand += [simulate(base.scenario({"parallelism.schedule": s})).iteration_time_s
              for s in registry.names() if registry.get(s).timed is not None]
     hand.append(simulate(base.scenario({"parallelism.order": "tp-cp-ep-pp-dp"})).iteration_time_s)
-    assert hand[0] == pytest.approx(5.352, abs=2e-3)        # the description's 1F1B over 10 ms
+    assert hand[0] == pytest.approx(5.298, abs=2e-3)        # the description's 1F1B over 10 ms
     assert min(hand[1:3]) == pytest.approx(5.30, abs=1e-2)  # its latency-aware schedules
     assert all(t >= best for t in hand) and best < 4.5
     assert cross_region.naive.iteration_time_s == pytest.approx(6.112, abs=2e-3)

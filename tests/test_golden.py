@@ -146,6 +146,9 @@ GPU whose flow crosses (network/p2p_flows.py, NCCL's ncclTopoGetLocalNet: 1/4 of
 0.919 -> 0.360 s, exposed pp 505 -> 20 ms; mixed-generations when B200's attention took its measured
 cuDNN curve (physics/attention_blackwell.py): the B200 replica 5.460 -> 5.470 s, its wait 2.377 ->
 2.367 s, the iteration unchanged;
+cross-region-pp when a pipeline hop across the WAN shared its links among the flows crossing at once
+(the 32 GPUs of the stage at the cut) instead of all 128 GPUs of a region (network/p2p_flows.py):
+5.352 -> 5.298 s;
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

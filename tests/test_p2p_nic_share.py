@@ -22,6 +22,7 @@ from explorer.network.collectives import cost
 from explorer.network.groups import Network
 from explorer.network.nccl_table import collective_rows
 from explorer.network.nccl_tuning import P2P_NET_US
+from explorer.network.topology import SCALE_ACROSS_EFFICIENCY
 from explorer.scenario import load
 from explorer.simulate import simulate
 
@@ -167,3 +168,23 @@ def test_sendrecv_across_8_gpu_nodes_counts_one_flow_a_node():
     sc = load(TEACHING, {**PP8_DP2, "cluster.scale_out.nics_per_node": 1})
     (row,) = collective_rows(sc, "send-recv", 16, [1 << 30])
     assert row["time_s"] == pytest.approx(_hop_s(1 << 30, NIC_BPS), rel=1e-12)
+
+
+def test_a_pipeline_hop_across_the_wan_shares_its_link_among_the_flows_that_cross():
+    """teaching-8gpu on 2 datacenters of one 8-GPU node each, pp 8 x dp 2 (stage s on GPUs 2s, 2s+1):
+    only the hop from stage 3 to stage 4 crosses the WAN, with c = 2 flows (the dp replicas) of
+    S = 8.39 MB at once, each getting the WAN's capacity C / 2 — not C x 1/8, the datacenter's share
+    of a group with one of its 8 GPUs (Fabric.shape_of, wan.Wan.limit) as if all 8 sent across.  At
+    10 and 20 Gb/s (C = 1.125e9 and 2.25e9 B/s after topology.SCALE_ACROSS_EFFICIENCY, 0.9; no latency) the
+    hops differ by S x 2 / C10 - S x 2 / C20 = 7.457 ms, whatever the per-call latency (29.8 ms with
+    the datacenter's share)."""
+    base = {"cluster.nodes": 2, "cluster.datacenters": 2, "parallelism.pp": 8, "parallelism.dp": 2,
+            "cluster.scale_across.latency_ms": 0}
+    t = {}
+    for gbps in (10, 20):
+        r = simulate(load(TEACHING, {**base, "cluster.scale_across.bandwidth_Gbps": gbps}))
+        assert r.links["pp"]["tier"] == "scale-across" and r.links["pp"]["bytes"] == ACTIVATION
+        t[gbps] = r.links["pp"]["time_s"]
+    cap10, cap20 = (g * 1e9 / 8 * SCALE_ACROSS_EFFICIENCY for g in (10, 20))
+    assert t[10] - t[20] == pytest.approx(ACTIVATION * 2 / cap10 - ACTIVATION * 2 / cap20, rel=1e-9)
+    assert t[10] - t[20] == pytest.approx(7.457e-3, rel=1e-3)

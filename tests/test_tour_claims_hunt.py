@@ -4,7 +4,7 @@ layer split)."""
 from __future__ import annotations
 
 import pytest
-from tour_support import step_text
+from tour_support import step_scenario, step_text
 
 from explorer.scenario import load
 from explorer.simulate import simulate
@@ -18,12 +18,12 @@ TEACH = ROOT / "scenarios" / "teaching-8gpu.yaml"
 
 def test_the_round_trips_a_wan_formula_counts_are_not_charged_to_the_layer_split():
     """cross-region-pp: 1F1B's formula counts R(1 + floor((m-u)/2)) of WAN round trips as bubble
-    (25.8 %); the ideal pipeline, whose communication is free, has plain SC21's 7/39 = 17.9 %, and its
+    (24.6 %); the ideal pipeline, whose communication is free, has plain SC21's 7/39 = 17.9 %, and its
     even split [10 x 8] moves nothing.  The terms still add up to card - formula."""
     r = simulate(load(CROSS))
     text = explain_bubble(r)
     assert "the round trips the formula counts, which the ideal pipeline (communication free) has not, " \
-           "-7.9 points, the layer split [10, 10, 10, 10, 10, 10, 10, 10] +0.0 points" in text
+           "-6.6 points, the layer split [10, 10, 10, 10, 10, 10, 10, 10] +0.0 points" in text
     said = text.split("From formula to card: ")[1].rstrip(".").split(", ")
     points = [float(part.rsplit(" ", 2)[-2]) for part in said if part.endswith(" points")]
     assert sum(points) == pytest.approx((r.bubble_fraction - r.bubble_formula) * 100, abs=0.3)
@@ -39,9 +39,27 @@ def test_the_cross_region_step_quotes_the_formula_and_the_card():
     assert f"formula ({base.bubble_formula:.1%})".replace("%", " %") in said
     assert f"{base.iteration_time_s:.3f} s with {base.breakdown_s['pp']:.3f} s of exposed pp" in said
     assert f"({late.bubble_formula:.1%})".replace("%", " %") in said
-    assert f"gains only {1 - late.iteration_time_s / base.iteration_time_s:.1%}".replace("%", " %") in said
-    assert f"({late.iteration_time_s:.3f} s)" in said
-    assert (f"({base.bubble_fraction:.1%} -> {late.bubble_fraction:.1%})".replace("%", " %")) in said
+    # the long last stage absorbs the round trips: nothing left for the extra warm-up to gain
+    assert late.iteration_time_s == pytest.approx(base.iteration_time_s, rel=1e-9)
+    assert f"nothing left to gain ({late.iteration_time_s:.3f} s)" in said
+    assert f"Bubble card stays at {late.bubble_fraction:.1%}".replace("%", " %") in said
+    assert late.bubble_fraction == pytest.approx(base.bubble_fraction, abs=5e-4)
+
+
+def test_the_slow_stage_before_the_wan_step_quotes_its_stall_and_the_latency_aware_gain():
+    said = step_text("two-datacenters", 6)
+    stall = simulate(step_scenario("two-datacenters", 6))
+    assert stall.scenario.parallelism.stage_layers == (10, 10, 10, 11, 10, 10, 10, 9)
+    hidden = simulate(load(CROSS, {"parallelism.stage_layers": [10, 10, 10, 11, 10, 10, 10, 9],
+                                   "parallelism.schedule": "1f1b-latency"}))
+    even = simulate(load(CROSS))
+    assert f"{stall.iteration_time_s:.3f} s with {stall.breakdown_s['pp']:.3f} s of exposed pp" in said
+    gain = 1 - hidden.iteration_time_s / stall.iteration_time_s
+    assert f"{hidden.iteration_time_s:.3f} s ({gain:.1%} faster)".replace("%", " %") in said
+    assert hidden.iteration_time_s < even.iteration_time_s          # "the fastest of these pipelines"
+    assert (f"({stall.memory.total / 1e9:.1f} -> {hidden.memory.total / 1e9:.1f} GB)") in said
+    assert (f"{stall.bubble_fraction:.1%} -> {hidden.bubble_fraction:.1%}".replace("%", " %")) in said
+
 
 
 def test_the_zero_bubble_step_quotes_bubble_time_and_memory():

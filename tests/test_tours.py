@@ -83,7 +83,7 @@ def test_moe_claims():
 
 
 def test_two_datacenters_claims():
-    dp, _, hier, pp, _, diloco = (_run("two-datacenters", i) for i in range(1, 7))
+    dp, _, hier, pp, _, _, diloco = (_run("two-datacenters", i) for i in range(1, 8))
     bytes_of = [sum(w["bytes_per_iteration"] for w in r.wan_links) for r in (dp, hier)]
     assert bytes_of[1] == pytest.approx(bytes_of[0] / 2, rel=0.05)             # "halves"
     assert pp.comm_bytes_by_tier["dp"]["scale-across"] == 0                    # "DP stays inside"

@@ -17,13 +17,16 @@ NCCL's network transport sends a point-to-point flow through the NICs local to t
     share = min(capacity / c, capacity / min(NICs, GPUs))           (the domain's NICs over its GPUs)
 
 Leaf uplinks are split the same way among the flows that leave a leaf block (``capacity / c``, else
-a node with fewer NICs than GPUs would keep ``capacity / G`` on every hop between leaf blocks).  The
-WAN keeps the datacenter's share Fabric.shape_of gives (Wan.limit: its links over the datacenter's
-GPUs), as before.  A node with a NIC or more per GPU (DGX) is unchanged at its NICs: ``c <= G`` flows
-each get at least a GPU's NICs, which the second term gives, and that is what ``capacity / G`` gave;
-a hop between leaf blocks of an oversubscribed fabric, where ``capacity / G`` of the uplinks was less
-than that, now gets up to its NICs.  nccl-tests' sendrecv_perf (every rank to the next,
-nccl_table.py) is the same count over its ranks.
+a node with fewer NICs than GPUs would keep ``capacity / G`` on every hop between leaf blocks).  So
+is the WAN: Fabric.shape_of gives a group with g of a datacenter's G GPUs ``capacity x g / G / load``
+of the slowest WAN link its datacenter ring loads (wan.py), as if all G GPUs sent across at once;
+in a pipeline hop only the c flows of the stage boundary at the datacenter cut cross, each getting
+``capacity / load / c`` (the Fabric's figure x G / (g c); cross-region-pp's cut between two regions
+of 128 GPUs, pp 8 of 32 GPUs a stage: 32 flows cross, not 128).  A node with a NIC or more per GPU
+(DGX) is unchanged at its NICs: ``c <= G`` flows each get at least a GPU's NICs, which the second
+term gives, and that is what ``capacity / G`` gave; a hop between leaf blocks of an oversubscribed
+fabric, where ``capacity / G`` of the uplinks was less than that, now gets up to its NICs.
+nccl-tests' sendrecv_perf (every rank to the next, nccl_table.py) is the same count over its ranks.
 """
 from __future__ import annotations
 
@@ -102,15 +105,20 @@ def pipeline_hop_flows(fabric: Fabric, placement: Placement) -> tuple[tuple[int,
 
 def flow_shape(fabric: Fabric, sh: GroupShape, flows: tuple[int, ...], nics: int, gpus: int) -> GroupShape:
     """``sh``, the shape of a pair (one member in each domain it spans), with each boundary above
-    scale-up that it spans, the WAN's aside, priced for one flow among ``flows[b]``
-    (:func:`hop_flows`): the domain's egress over them, the NVLink domain's at most one GPU's NICs
-    (p2p_link.one_gpu_nics of its ``nics`` and ``gpus``; module docstring).  Never less than ``sh``'s
-    share: ``flows[b]`` is at most the domain's GPUs, and one GPU's NICs at least 1/G of them."""
+    scale-up that it spans priced for one flow among ``flows[b]`` (:func:`hop_flows`): the domain's
+    egress over them, the NVLink domain's at most one GPU's NICs (p2p_link.one_gpu_nics of its
+    ``nics`` and ``gpus``), the WAN's slowest loaded link over them (module docstring).  Never less
+    than ``sh``'s share: ``flows[b]`` is at most the domain's GPUs, and one GPU's NICs at least 1/G
+    of them."""
     shares = list(sh.shares)
     for b in range(1, len(shares)):
-        if not sh.spans(b) or flows[b] <= 0 or BOUNDARY_NAMES[b] == WAN:
+        if not sh.spans(b) or flows[b] <= 0:
             continue
         bd = fabric.boundaries[b]
+        if BOUNDARY_NAMES[b] == WAN:
+            # wan.Wan.limit's capacity x g / G / load, for one of flows[b] instead of g of G GPUs.
+            shares[b] = sh.shares[b] * bd.domain_gpus / (sh.per_domain[b] * flows[b])
+            continue
         shares[b] = bd.capacity_Bps / flows[b]
         if b == 1:
             shares[b] = min(shares[b], one_gpu_nics(bd.capacity_Bps, nics, gpus))

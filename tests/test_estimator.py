@@ -91,13 +91,14 @@ def test_a_blocking_interleaved_stage_counts_every_send_it_makes_in_its_busy_bou
     """P3's period is at least the busiest stream's seconds per iteration (pricing/sync.busiest_stream).
     A blocking sender (DeepSpeed) sends on its compute stream at each of its chunks' boundaries: an
     interleaved stage sends three transfers a unit on two stages, not one.  Counted as one forward and
-    one backward, the estimate read 1.3078 s against the simulation's 1.3094 (fuzzed)."""
+    one backward, the estimate read 1.3078 s against the simulation's 1.3094 (fuzzed; 1.3941 s since its
+    512-wide heads run unfused, as no fused attention kernel takes them: transformer/attention.fused)."""
     raw = {"model": {"layers": 16, "hidden": 8192, "heads": 16, "vocab": 1000, "mtp_depth": 1},
            "training": {"global_batch": 16, "framework": "deepspeed"}, "cluster": {"gpus_per_node": 4},
            "parallelism": {"pp": 2, "schedule": "interleaved", "vpp": 2, "token_slices": 2},
            "communication": {"dp_priority": True}}
     sc = from_dict(raw)
-    assert simulate(sc).iteration_time_s == pytest.approx(1.30938, rel=1e-5)
+    assert simulate(sc).iteration_time_s == pytest.approx(1.39407, rel=1e-5)
     assert_agrees([sc], estimate_many([sc]))
 
 

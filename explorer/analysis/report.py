@@ -11,7 +11,7 @@ from ..config.recompute import modules_override_none
 from ..engine.records import BucketInfo, OverlapInfo, TransferInfo
 from ..engine.scheduler import Task
 from ..network.groups import Network
-from ..physics.attention import resolve_kernel
+from ..physics.attention import MAX_FUSED_HEAD_DIM, resolve_kernel
 from ..taskgraph.builder import IterationBuilder
 from ..vocabulary import LATENCY_SUFFIX, tier_of_limit
 from ..workloads.registry import workload_for
@@ -237,14 +237,23 @@ def zero3_notice(sc: Scenario, dp_bytes: float, dp_s: float, T: float) -> Notice
 
 
 def kernel_notice(sc: Scenario) -> Notice | None:
-    """FlashAttention-3 asked for on a GPU it does not run on (wgmma/TMA: Hopper only; Shah et al.,
-    arXiv 2407.08608): the flash-attn package runs FlashAttention-2 there, and the run is priced so
-    (physics/attention.resolve_kernel) — said, as a re-check found it silent on B200 (FA2 prices
+    """A fused attention kernel asked for that does not run, priced as the one that does
+    (physics/attention.resolve_kernel): heads wider than the fused kernels take (a hunt found a
+    512-wide head priced as FlashAttention at its 256-wide rate); FlashAttention-3 on a GPU it does
+    not run on (wgmma/TMA: Hopper only; Shah et al., arXiv 2407.08608), where the flash-attn
+    package runs FlashAttention-2 — said, as a re-check found it silent on B200 (FA2 prices
     attention at 425 TF/s there where cuDNN, the default, reaches 1,475 at 16K)."""
     tr, gpu = sc.training, sc.hardware.gpu
-    if tr.attention_kernel != "flash3" or not tr.flash_attention or sc.model.kind != "transformer":
+    att = workload_for(sc.model).attention
+    if not tr.flash_attention or tr.attention_kernel == "none" or att is None:
         return None
-    if resolve_kernel("flash3", tr.framework, gpu, tr.dtype) != "flash2":
+    wide = max(att.head_dims(sc.model))
+    if wide > MAX_FUSED_HEAD_DIM:
+        return Notice("kernel", f"kernel: a head dimension of {wide:g} is wider than the "
+                                f"{MAX_FUSED_HEAD_DIM} the fused attention kernels take (FlashAttention-2/3, "
+                                "cuDNN's); attention runs unfused, its s x s scores kept, as with "
+                                "training.flash_attention false")
+    if tr.attention_kernel != "flash3" or resolve_kernel("flash3", tr.framework, gpu, tr.dtype) != "flash2":
         return None
     return Notice("kernel", f"kernel: training.attention_kernel flash3 runs on Hopper only (wgmma/TMA); on "
                             f"{gpu.name} flash-attn runs FlashAttention-2, and attention is priced so")

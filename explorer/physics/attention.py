@@ -122,6 +122,11 @@ FRAMEWORK_DEFAULT = {
 # Megatron's row and priced cuDNN attention on Hopper: torchtitan's published H100 rows read
 # 12-103 % too fast.)  Every framework has a row (tests/test_attention_kernels.py).
 FRAMEWORK_DEFAULT["fsdp2"] = FRAMEWORK_DEFAULT["torchtitan"] = FRAMEWORK_DEFAULT["fsdp"]
+# Widest head the fused training kernels take: FlashAttention-2 "all head dimensions up to 256"
+# (Dao-AILab/flash-attention README), FlashAttention-3 64-256, and cuDNN's fused attention (what
+# Transformer Engine's FusedAttention calls) at most 256 as well; wider heads run unfused
+# (Transformer Engine's UnfusedDotProductAttention; PyTorch SDPA's memory-efficient or math backend).
+MAX_FUSED_HEAD_DIM = 256
 # A Blackwell GPU: bf16 dense peak above 1.5x H100's (B200 2,250, GB200 2,500 TFLOP/s against
 # 989; NVIDIA data sheets); the presets carry no architecture field.
 BLACKWELL_MIN_PEAK = 1.5 * H100_BF16_PEAK
@@ -150,7 +155,9 @@ def resolve_kernel(kernel: str, framework: str, gpu: GPU, dtype: str = "bf16") -
     (FlashAttention-2/3 and cuDNN's fused attention take fp16/bf16 only) or runs on Volta and
     Turing (flash-attn needs sm80; cuDNN's fused attention sm80+): there PyTorch's SDPA falls back
     to its memory-efficient kernel, priced as the unfused core's batched GEMMs in ``dtype``
-    (``none``; its memory stays the fused kernel's: no s x s scores are kept)."""
+    (``none``; its memory stays the fused kernel's: no s x s scores are kept).  Heads wider than
+    :data:`MAX_FUSED_HEAD_DIM` run unfused altogether, as ``training.flash_attention`` false
+    (workloads/transformer/attention.fused)."""
     gen = generation(gpu)
     if kernel == "none" or dtype == "fp32" or gen == "volta":
         return "none"

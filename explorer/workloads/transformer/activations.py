@@ -36,6 +36,7 @@ from ...config.generations import runs_fp8
 from ...physics.hardware import BYTES_PER_ELEMENT
 from .activations_recipes import offload_share, recompute_kind, recompute_share
 from .activations_terms import Ctx, Term, attention_terms, dense_mlp_terms, moe_mlp_terms
+from .attention import fused
 from .moe_load import routed_copy_load
 
 # Megatron-Core's recompute_modules this accounting knows (transformer_config.py).
@@ -98,7 +99,7 @@ def activation_element_bytes(sc: Scenario) -> int:
 
 def _ctx(sc: Scenario, policy: ActivationPolicy) -> Ctx:
     p = sc.parallelism
-    flash = sc.training.flash_attention and sc.training.attention_kernel != "none"
+    flash = fused(sc)
     return Ctx(sc.model, p.tp, p.sequence_parallel and p.tp > 1, activation_element_bytes(sc), policy.fp8,
                flash, policy.modules, policy.fp8 and policy.fp8_storage == "deepseek",
                routed_copy_load(sc.model.moe, p.ep))

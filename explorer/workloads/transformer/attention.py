@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import Model
+from ...config import Model, Scenario
+from ...physics.attention import MAX_FUSED_HEAD_DIM
 from ...physics.work import Gemm
 
 
@@ -43,6 +44,17 @@ def head_dims(m: Model) -> tuple[float, float]:
         return float(m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim), float(m.mla.v_head_dim)
     d = float(m.head_dim) if m.head_dim else m.hidden / m.heads
     return d, d
+
+
+def fused(sc: Scenario) -> bool:
+    """Whether the attention core runs as one fused kernel: ``training.flash_attention`` with a
+    kernel (not ``none``), and heads no wider than the fused kernels take
+    (physics/attention.MAX_FUSED_HEAD_DIM).  Else it runs unfused, in time, model FLOPs and memory
+    (the s x s scores kept) as with ``flash_attention`` false: a 512-wide head was priced as
+    FlashAttention at its 256-wide rate."""
+    tr = sc.training
+    narrow = max(head_dims(sc.model)) <= MAX_FUSED_HEAD_DIM
+    return tr.flash_attention and tr.attention_kernel != "none" and narrow
 
 
 def attention_block(m: Model, tokens: float, seq: float, tp: int) -> AttentionBlock:

@@ -56,7 +56,7 @@ from .activations_recipes import (
     recompute_share,
     ring_recompute_share,
 )
-from .attention import AttentionBlock, attention_block, attention_params, head_dims
+from .attention import AttentionBlock, attention_block, attention_params, fused, head_dims
 from .lora import lora_layer, targeted
 
 # Element-wise passes per token of hidden width in one layer's forward (reads + writes, in
@@ -115,7 +115,8 @@ def mlp_gemms(tokens: float, h: float, f: float, mats: int, tp: int, count: floa
 
 def attention_core(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, tokens: float) -> tuple[Work, Work]:
     """Forward and backward Work of the attention core, on the kernel ``training.attention_kernel``
-    resolves to (explorer/physics/attention.py; ``none`` or flash_attention false: unfused).
+    resolves to (explorer/physics/attention.py; ``none``, flash_attention false or heads too wide
+    for a fused kernel, attention.fused: unfused).
 
     Model FLOPs count what the kernel must multiply: the full s x s square for the unfused
     kernels of 2021 (SC21 Eq. 3, the convention of the Megatron SC21 rows), the causal half
@@ -125,7 +126,7 @@ def attention_core(sc: Scenario, timer: GemmTimer, blk: AttentionBlock, tokens: 
     a kernel on the rank's s/cp queries (its rate is the s/cp point of the kernel's curve), on a
     causally balanced split (the frameworks' default), plus the per-step softmax-correction merges."""
     m, tr, cp = sc.model, sc.training, sc.parallelism.cp
-    flash = tr.flash_attention and tr.attention_kernel != "none"
+    flash = fused(sc)
     kernel = resolve_kernel(tr.attention_kernel, tr.framework, timer.gpu, timer.base) if flash else "none"
     d_qk, d_v = head_dims(m)
     seq = ring_step_seq(m.seq_len, cp)
@@ -280,7 +281,7 @@ def layer_cost(sc: Scenario, moe_layer: bool) -> LayerCost:
     passes = ELEMENTWISE_PASSES_NORM_RESIDUAL + (ELEMENTWISE_PASSES_DROPOUT if m.dropout else 0.0)
     bwd_passes = ELEMENTWISE_BWD_PASSES_NORM_RESIDUAL + (ELEMENTWISE_BWD_PASSES_DROPOUT if m.dropout else 0.0)
     replicated = passes * tokens * h / (t if sp else 1)
-    flash = tr.flash_attention and tr.attention_kernel != "none"
+    flash = fused(sc)
     scores = 0.0 if flash else SCORE_PASSES * a * tokens * s / t
     fwd_stream = (replicated + mlp_stream + router_stream + scores) * e * elementwise
     # Backward element-wise traffic kernel by kernel (the *_BWD_PASSES above); the activation's

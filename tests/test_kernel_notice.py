@@ -82,3 +82,10 @@ def test_the_estimator_prices_a_wide_head_as_the_simulation_does():
     r = simulate(sc)
     assert est.iteration_time_s[0] == pytest.approx(r.iteration_time_s, rel=1e-9)
     assert est.memory_GB_total[0] == pytest.approx(r.memory.as_GB()["total"], rel=1e-9)
+
+
+def test_the_app_says_a_wide_head_runs_unfused():
+    from app_support import run_app
+    at = run_app(scenario="teaching-8gpu", **{"model.heads": "4"})
+    assert not at.exception
+    assert [i for i in at.info if "a head dimension of 512 is wider than the 256" in i.value]

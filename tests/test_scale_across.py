@@ -114,9 +114,10 @@ def test_hub_wan_carries_what_the_placement_implies_and_no_more():
     assert sorted(m) == [("dc0", "dc1"), ("dc0", "dc2"), ("dc1", "dc2")]
     both = [m[k]["bytes_a_to_b"] + m[k]["bytes_b_to_a"] for k in sorted(m)]
     assert both == pytest.approx([E] * 3, rel=1e-12)
-    # The tier's own total: utilisation x domains x capacity x T = all datacenters' egress = 3E.
+    # The tier's own total: utilisation x the WAN's capacity (its 3 links, both directions) x T = all
+    # datacenters' egress = 3E (analysis/utilisation.py: one link a datacenter read a mesh twice as busy).
     cap = 1600e9 / 8 * 0.9
-    tier_bytes = mesh.utilisation["scale-across"] * 3 * cap * mesh.iteration_time_s
+    tier_bytes = mesh.utilisation["scale-across"] * 3 * 2 * cap * mesh.iteration_time_s
     assert tier_bytes == pytest.approx(3 * E, rel=1e-9)
     assert sorted(h) == [("dc0", "dc1"), ("dc0", "dc2")]
     for w in h.values():

@@ -42,9 +42,14 @@ def _check(sc) -> None:
         for call in all_gpus_calls(run.builder, s, mine) or class_calls(run.builder, s, mine):
             for i in range(len(call.egress)):
                 moved[i] = moved.get(i, 0.0) + per_stage * call.per_gpu(i)
+    wan = run.net.fabric.wan
     for i, bd in enumerate(run.net.fabric.boundaries):
         domains = max(sc.gpus / bd.domain_gpus, 1)
-        expected = moved.get(i, 0.0) / (domains * bd.capacity_Bps * r.iteration_time_s)
+        # The WAN's capacity is its links', both directions (a datacenter of a ring has two links).
+        capacity = domains * bd.capacity_Bps
+        if wan is not None and bd.name == "scale-across":
+            capacity = wan.capacity_Bps
+        expected = moved.get(i, 0.0) / (capacity * r.iteration_time_s)
         assert r.utilisation[bd.name] == pytest.approx(expected, rel=1e-9, abs=1e-15), bd.name
 
 

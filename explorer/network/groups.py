@@ -16,6 +16,8 @@ from ..collective_algorithms import registry
 from ..config import Scenario
 from ..config.domains import effective_domain
 from ..config.presets import datasheet_name, fabric_presets, resolved_scale_out
+from ..schedules import registry as schedules
+from ..schedules.registry import Placement as SchedulePlacement
 from ..units import GBps_to_Bps, gbps_to_GBps
 from .collectives import CollectiveCost, NcclOptions, cost
 from .domain_links import channel_nics_Bps
@@ -235,7 +237,12 @@ class Network:
         if dim == "pp" and not self.sc.parallelism.stage_replicas and shape.spans(1):
             # A pipeline hop: only the stage's boundary ranks leave a node, each flow by its own GPU's
             # NICs (p2p_flows.py), not the node's G GPUs that Fabric.shape_of splits its NICs among.
-            flows = pipeline_hop_flows(self.fabric, self.placement)[stage % self.sc.parallelism.pp]
+            par = self.sc.parallelism
+            sched = schedules.get(par.schedule)
+            # An interleaved schedule's last stage hands chunk k to stage 0 (Network.members); two
+            # lanes and a V turn on one rank instead (taskgraph/layout.Layout.pair).
+            wrap = par.vpp > 1 and not sched.two_directions and sched.placement is not SchedulePlacement.V
+            flows = pipeline_hop_flows(self.fabric, self.placement, wrap)[stage % par.pp]
             o = self.options
             shape = flow_shape(self.fabric, shape, flows, o.nics_per_node, o.gpus_per_node)
         return shape

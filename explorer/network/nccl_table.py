@@ -77,7 +77,7 @@ def _pair_shapes(fabric: Fabric, ranks: int, nics: int, gpus: int) -> list:
     call lasts as long as its slowest pair.  Pairs inside an NVLink domain are alike; the pairs that
     cross a domain's boundary (the last GPU of a domain to the first of the next, and the wrap-around)
     are priced each, for their one flow among those that leave or enter a domain at once
-    (p2p_flows.hop_flows: one a domain and a leaf block here; the WAN keeps its datacenter's share),
+    (p2p_flows.hop_flows: one a domain and a leaf block here, on the WAN those on its busiest link),
     at most one GPU's NICs (p2p_flows.flow_shape of the domain's ``nics`` and ``gpus``), not the 1/G
     share a group gets while every GPU of the domain sends (a hunt found one 200 Gb/s NIC a node giving
     3 GB/s).  The domain is the NVLink domain, not the node: on a GB200 NVL72 rack only the rack's last

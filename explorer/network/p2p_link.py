@@ -24,7 +24,7 @@ a pipeline pair is a ring of two).  With ``k`` consecutive members in each NVLin
   one GPU's NICs), which :func:`one_flow_share` leaves as it is.
 * **further boundaries** (leaf uplinks, the WAN): S over the group's share, one flow per group per
   domain as before (Fabric.shape_of's fair share); a pipeline hop's leaf uplinks split among the
-  flows that leave the leaf block (p2p_flows.flow_shape).
+  flows that leave the leaf block, its WAN links among the flows routed over each (p2p_flows.py).
 * **PCIe**: the crossing flow leaves through the sending GPU's own PCIe link (pcie_link.py): S over one
   link's rate, not spread over the k members' links as a collective's egress is.
 """

@@ -81,6 +81,12 @@ class Wan:
         # made a 1,024-datacenter run take minutes).
         return {(spec.a, spec.b): spec for spec in self.links}
 
+    @cached_property
+    def capacity_Bps(self) -> float:
+        """Bytes per second all its links carry at once, both directions of each (the datacenters'
+        egress together: a datacenter of a ring has two links, of a mesh D - 1)."""
+        return 2.0 * sum(spec.capacity_Bps for spec in self.links)
+
     def link(self, u: int, v: int) -> WanLinkSpec:
         """The link joining ``u`` and ``v`` (either order)."""
         key = (min(u, v), max(u, v))

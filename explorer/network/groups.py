@@ -83,6 +83,9 @@ def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:
 _PER_DOMAIN: dict[tuple, tuple[np.ndarray, tuple[int, ...], Route]] = {}
 PER_DOMAIN_CACHE = 1 << 16
 _WHERE: dict[tuple, int] = {}        # placement, ep, domain sizes, replicas, WAN topology -> interned
+# (placement, domain sizes) -> per stage the GPU whose pipeline hop crosses the outermost boundary
+# (Network._slowest_pair).
+_PAIRS: dict[tuple, np.ndarray] = {}
 _WHERE_IDS = itertools.count()
 
 
@@ -129,8 +132,7 @@ class Network:
             if got is not None:
                 return got
         if dim == "pp":
-            nxt = (stage + 1) % p.pp
-            return np.array([pl.gpu(pp=stage), pl.gpu(pp=nxt)], dtype=np.int64)
+            return self._slowest_pair(stage, (stage + 1) % p.pp)
         if dim == "pair":
             # The two pipeline ranks holding stage ``stage`` in a two-direction schedule (DualPipe,
             # Chimera: stage s on rank s and on rank p-1-s), same tp/cp/dp coordinates
@@ -140,6 +142,35 @@ class Network:
         if dim in ("ep", "edp"):
             return pl.expert_members(dim, p.ep, stage)
         return pl.members(dim, stage)
+
+    def _slowest_pair(self, stage: int, nxt: int) -> np.ndarray:
+        """The pair (a GPU of ``stage``, its counterpart of the same tp/cp/dp coordinates on ``nxt``)
+        that crosses the outermost boundary, the first such in id order: every replica's hop runs at
+        once and the data-parallel step waits for the slowest, and where a stage's size does not
+        tile the domains the replicas' pairs sit differently (tp 4, pp 3 on 8-GPU nodes: replica 0
+        hands stage 0 to 1 inside a node, replica 1 across nodes, which a hunt found priced on
+        NVLink).  Where every pair sits alike, replica 0's, as before."""
+        pl = self.placement
+        key = (tuple(pl.strides.items()), tuple(pl.sizes.items()),
+               tuple(b.domain_gpus for b in self.fabric.boundaries))
+        firsts = _PAIRS.get(key)
+        if firsts is None:                # every stage's at once, per placement (a sweep shares it)
+            stride, p = pl.strides["pp"], pl.sizes["pp"]
+            every = np.arange(int(np.prod(list(pl.sizes.values()))), dtype=np.int64)
+            st = (every // stride) % p
+            partner = every + ((st + 1) % p - st) * stride
+            level = np.zeros(len(every), dtype=np.int64)
+            for b, bd in enumerate(self.fabric.boundaries[1:], start=1):
+                level[every // bd.domain_gpus != partner // bd.domain_gpus] = b
+            # Per stage the first GPU (in id order) of its outermost level: stable sort by (stage,
+            # -level) and take each stage's first.
+            order = np.lexsort((every, -level, st))
+            firsts = every[order[np.searchsorted(st[order], np.arange(p))]]
+            if len(_PAIRS) >= PER_DOMAIN_CACHE:
+                _PAIRS.pop(next(iter(_PAIRS)))
+            _PAIRS[key] = firsts
+        a = int(firsts[stage])
+        return np.array([a, a + (nxt - stage) * self.placement.strides["pp"]], dtype=np.int64)
 
     def cost(self, op: str, size_bytes: float, dim: str, stage: int) -> CollectiveCost:
         """The cost of ``op`` on ``size_bytes`` over ``dim``'s group on ``stage`` (memoised)."""

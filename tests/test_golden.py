@@ -148,9 +148,10 @@ cuDNN curve (physics/attention_blackwell.py): the B200 replica 5.460 -> 5.470 s,
 2.367 s, the iteration unchanged;
 cross-region-pp when a pipeline hop across the WAN shared its links among the flows crossing at once
 (the 32 GPUs of the stage at the cut) instead of all 128 GPUs of a region (network/p2p_flows.py):
-5.352 -> 5.298 s; campus-4-buildings when the WAN tier's utilisation was taken over all its links, both
-directions (a datacenter of its ring has two; analysis/utilisation.py): utilisation and
-tier_utilisation scale-across 0.184 -> 0.092, nothing else;
+5.352 -> 5.298 s; campus-4-buildings and diloco-cross-region when the WAN tier's utilisation was taken
+as the bytes on its links over all of them, both directions (a datacenter of campus's ring has two,
+of diloco's mesh three; topology.Fabric.tier_capacity_Bps): utilisation and tier_utilisation
+scale-across 0.184 -> 0.092 and 0.00136 -> 0.00045, nothing else;
 regenerate them only for a deliberate, explained change of the model."""
 from __future__ import annotations
 

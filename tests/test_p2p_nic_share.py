@@ -236,3 +236,16 @@ def test_a_middle_datacenter_on_two_wan_links_is_not_read_as_one_links_load():
     assert "link" not in r.warning_kinds
     assert estimate_many([sc]).iteration_time_s[0] == pytest.approx(r.iteration_time_s, rel=1e-9)
     assert r.iteration_time_s == pytest.approx(42.797, rel=1e-4)
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "dualpipe", "zb-h1", "zb-v", "gpipe"])
+def test_rows_priced_after_an_interleaved_row_keep_their_own_wan_flow_counts(schedule):
+    """An interleaved row's network counts its wrap-around hop on the WAN (64 flows a link); a row of
+    the same layout priced after it in one estimate_many (a sweep, a search) must not reuse that
+    network: a re-check found 1F1B at 5.307 s against the simulation's 5.298 (pricing/keys.network_key
+    holds network.groups.pipeline_wraps)."""
+    from explorer.estimate import estimate_many
+    first = load(CROSS, {"parallelism.schedule": "interleaved", "parallelism.vpp": 2})
+    row = load(CROSS, {"parallelism.schedule": schedule})
+    est = estimate_many([first, row])
+    assert est.iteration_time_s[1] == pytest.approx(simulate(row).iteration_time_s, rel=1e-9)

@@ -13,7 +13,7 @@ import pytest
 from explorer.config.wan_rules import WAN_RULES
 from explorer.estimate import estimate
 from explorer.network.collectives import cost
-from explorer.network.topology import Fabric
+from explorer.network.topology import SCALE_ACROSS_EFFICIENCY, Fabric
 from explorer.network.wan import Wan
 from explorer.scenario import (
     Cluster,
@@ -383,3 +383,15 @@ def test_datacenters_of_one_gpu_each_simulate():
                                         "training.global_batch": 2}))
     assert r.links["dp"]["tier"] == "scale-across latency" and r.links["dp"]["group"] == 2
     assert r.breakdown_s["dp"] > 0.5 * r.iteration_time_s
+
+
+def test_the_wan_tier_is_the_mean_of_its_link_directions_on_a_hub():
+    """two-datacenters split into four on a hub: every spoke-to-spoke hop crosses two links, so the
+    WAN tier's utilisation counts the bytes on the links (all six directions at 0.200), not each
+    datacenter's egress once (it read 0.133: a re-check hunt)."""
+    r = simulate(load(TWO_DC, {"cluster.datacenters": 4, "cluster.scale_across.topology": "hub"}))
+    T = r.iteration_time_s
+    dirs = [w[k] / (w["bandwidth_Gbps"] * 1e9 / 8 * SCALE_ACROSS_EFFICIENCY * T)
+            for w in r.wan_links for k in ("bytes_a_to_b", "bytes_b_to_a")]
+    assert len(dirs) == 6 and all(d == pytest.approx(0.200, abs=5e-4) for d in dirs)
+    assert r.utilisation["scale-across"] == pytest.approx(sum(dirs) / len(dirs), rel=1e-9)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_random_scenarios import random_raw
 
-from explorer.analysis.utilisation import class_calls
+from explorer.analysis.utilisation import class_calls, wan_link_bytes
 from explorer.network.groups import Network
 from explorer.scenario import ScenarioError, from_dict, load
 from explorer.schedules.registry import Window, get
@@ -45,11 +45,13 @@ def _check(sc) -> None:
     wan = run.net.fabric.wan
     for i, bd in enumerate(run.net.fabric.boundaries):
         domains = max(sc.gpus / bd.domain_gpus, 1)
-        # The WAN's capacity is its links', both directions (a datacenter of a ring has two links).
-        capacity = domains * bd.capacity_Bps
+        expected = moved.get(i, 0.0) / (domains * bd.capacity_Bps * r.iteration_time_s)
         if wan is not None and bd.name == "scale-across":
-            capacity = wan.capacity_Bps
-        expected = moved.get(i, 0.0) / (capacity * r.iteration_time_s)
+            # The WAN's bytes on its links (a hub's transit on both) over all of them, both ways.
+            on_links = sum(wan_link_bytes(run.builder, run.by_class).values())
+            if wan.dcs == 2:             # one link: what the tasks moved out of the datacenters
+                assert on_links == pytest.approx(moved.get(i, 0.0), rel=1e-9)
+            expected = on_links / (wan.capacity_Bps * r.iteration_time_s)
         assert r.utilisation[bd.name] == pytest.approx(expected, rel=1e-9, abs=1e-15), bd.name
 
 
@@ -120,9 +122,11 @@ def test_json_utilisation_equals_the_json_bytes_by_tier(path):
     sc = load(path)
     j = simulate(sc).to_json_dict()
     net = Network(sc) if sc.inference is not None else _schedule(sc).net
-    for bd in net.fabric.boundaries:
+    for b, bd in enumerate(net.fabric.boundaries):
         sent = sum(j["comm_bytes_by_tier"][d][bd.name] for d in j["comm_bytes_by_tier"]) * sc.gpus
-        domains = max(sc.gpus / bd.domain_gpus, 1)
-        # Per step (amortised over a window of inner steps; the iteration otherwise).
-        assert j["utilisation"][bd.name] * domains * bd.capacity_Bps * j["time_per_step_s"] == \
-            pytest.approx(sent, rel=1e-9, abs=1e-6)
+        # Per step (amortised over a window of inner steps; the iteration otherwise), over the tier's
+        # capacity: its domains' egress, the WAN's links both ways (no shipped one is a hub, whose
+        # transit would count twice on the links).
+        capacity = net.fabric.tier_capacity_Bps(b, sc.gpus)
+        busy = j["utilisation"][bd.name] * capacity * j["time_per_step_s"]
+        assert busy == pytest.approx(sent, rel=1e-9, abs=1e-6)

@@ -57,21 +57,21 @@ def tier_utilisation(b: IterationBuilder, net: Network, by_class: list[list[Task
                 traffic[i] += call.domain_traffic(i, per_stage)
     out: dict = {}
     wan = net.fabric.wan
+    loads = wan_link_bytes(b, by_class, calls) if wan is not None else {}
     for i, bd in enumerate(net.fabric.boundaries):
-        domains = max(sc.gpus / bd.domain_gpus, 1)
-        capacity = domains * bd.capacity_Bps
         if wan is not None and bd.name == "scale-across":
             # The WAN's links, not one link a datacenter: a datacenter of a ring or a mesh sends on
             # several at once (a pipeline's forward and backward transfers to its two neighbours),
             # so one link's capacity a datacenter read more than 100 % busy while no link was
-            # (a hunt: 1.0 with every link at most 0.67, which raised the iteration).  Two
-            # datacenters have one link: the same figure.
-            capacity = wan.capacity_Bps
-        out[bd.name] = traffic[i] / (capacity * T) if T > 0 else 0.0
+            # (a hunt: 1.0 with every link at most 0.67, which raised the iteration); and what
+            # they carry, a hub's transit on both of its links.  Two datacenters have one link:
+            # the same figure as their egress over it.
+            out[bd.name] = sum(loads.values()) / (wan.capacity_Bps * T) if T > 0 else 0.0
+            continue
+        out[bd.name] = traffic[i] / (net.fabric.tier_capacity_Bps(i, sc.gpus) * T) if T > 0 else 0.0
     if wan is not None:
         # Each WAN link direction under the key ("wan", from, to), as bytes / its capacity too
         # (simulate.assemble turns these into the wan_links report).
-        loads = wan_link_bytes(b, by_class, calls)
         if len(wan.links) <= ALL_WAN_KEYS_UP_TO:
             for link in wan.links:
                 for u, v in ((link.a, link.b), (link.b, link.a)):

@@ -78,6 +78,16 @@ def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:
     return frozenset(int(s) for s in np.unique(stages))
 
 
+def pipeline_wraps(par) -> bool:
+    """Whether the schedule of ``par`` (a Parallelism) sends on the hop from the last stage to stage
+    0: an interleaved schedule's last stage hands chunk k to stage 0 (Network.members); two lanes
+    and a V turn on one rank instead (taskgraph/layout.Layout.pair).  A Network's WAN flow counts
+    read it (p2p_flows.pipeline_hop_flows), so networks shared by key must agree on it
+    (pricing/keys.network_key)."""
+    sched = schedules.get(par.schedule)
+    return par.vpp > 1 and not sched.two_directions and sched.placement is not SchedulePlacement.V
+
+
 # (placement, ep, dimension, stage, domain sizes, WAN topology) -> the group's members, members per
 # domain and WAN route (Network._shape).
 _PER_DOMAIN: dict[tuple, tuple[np.ndarray, tuple[int, ...], Route]] = {}
@@ -269,11 +279,7 @@ class Network:
             # A pipeline hop: only the stage's boundary ranks leave a node, each flow by its own GPU's
             # NICs (p2p_flows.py), not the node's G GPUs that Fabric.shape_of splits its NICs among.
             par = self.sc.parallelism
-            sched = schedules.get(par.schedule)
-            # An interleaved schedule's last stage hands chunk k to stage 0 (Network.members); two
-            # lanes and a V turn on one rank instead (taskgraph/layout.Layout.pair).
-            wrap = par.vpp > 1 and not sched.two_directions and sched.placement is not SchedulePlacement.V
-            flows = pipeline_hop_flows(self.fabric, self.placement, wrap)[stage % par.pp]
+            flows = pipeline_hop_flows(self.fabric, self.placement, pipeline_wraps(par))[stage % par.pp]
             o = self.options
             shape = flow_shape(self.fabric, shape, flows, o.nics_per_node, o.gpus_per_node)
         return shape

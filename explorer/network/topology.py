@@ -165,6 +165,15 @@ class Fabric:
         wan = Wan.for_cluster(c, SCALE_ACROSS_EFFICIENCY) if c.datacenters > 1 else None
         return cls(bounds, leaf_nodes, c.gpus, up.kind, wan, rates)
 
+    def tier_capacity_Bps(self, b: int, gpus: int) -> float:
+        """Bytes per second boundary ``b`` of a ``gpus``-GPU cluster carries at once, what a tier's
+        utilisation is read over: its domains' egress together; the WAN's links, both directions
+        (wan.Wan.capacity_Bps: a datacenter of a ring sends on two, of a mesh on D - 1)."""
+        bd = self.boundaries[b]
+        if self.wan is not None and bd.name == "scale-across":
+            return self.wan.capacity_Bps
+        return max(gpus / bd.domain_gpus, 1) * bd.capacity_Bps
+
     def per_domain(self, members: np.ndarray) -> tuple[int, ...]:
         """Members of the group inside one domain of each boundary (placement.members_per_domain)."""
         return members_per_domains(members, tuple(b.domain_gpus for b in self.boundaries))

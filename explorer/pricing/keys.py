@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Scenario
-from ..network.groups import Network
+from ..network.groups import Network, pipeline_wraps
 
 # The dimensions whose group a pass's own collectives use (layer_parts, fsdp_cost); their shapes
 # on a stage decide whether two stages price a layer alike.
@@ -96,10 +96,12 @@ def compute_key(sc: Scenario) -> int:
 
 def network_key(sc: Scenario, free: bool) -> int:
     """Everything network.Network reads: the cluster, the degrees and their placement order, the
-    collective library's options and the GPU (NCCL's generation, NVLink SHARP)."""
+    collective library's options, the GPU (NCCL's generation, NVLink SHARP) and whether the
+    pipeline wraps around (its WAN flow counts: network.groups.pipeline_wraps; a re-check found
+    a 1F1B row priced on an interleaved row's network, 5.307 s against the simulation's 5.298)."""
     p, c = sc.parallelism, sc.communication
     return intern(("network", object_id(sc.cluster), p.tp, p.cp, sc.dp, p.pp, p.ep, p.order, c.algorithm,
-                   c.library, c.protocol, object_id(sc.hardware.gpu), free))
+                   c.library, c.protocol, object_id(sc.hardware.gpu), free, pipeline_wraps(p)))
 
 
 # Networks by key: every row of a sweep that keeps the cluster, the degrees and the library shares

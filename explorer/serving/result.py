@@ -234,13 +234,14 @@ def _curve(sc: Scenario, sv: Serving) -> dict:
 
 def _utilisation(sc: Scenario, tiers: dict[str, dict[str, float]], step_s: float) -> dict[str, float]:
     """Each tier's busy share over a decode step: the bytes every GPU sends across it in a step
-    over the tier's capacity (its domains' links together), as training's utilisation is read from
-    run --json (bytes by tier x GPUs = utilisation x domains x capacity x step)."""
+    over the tier's capacity (topology.Fabric.tier_capacity_Bps), as training's utilisation is read
+    from run --json (bytes by tier x GPUs = utilisation x that capacity x step)."""
     out: dict[str, float] = {}
-    for bd in Network(sc).fabric.boundaries:
+    fabric = Network(sc).fabric
+    for b, bd in enumerate(fabric.boundaries):
         sent = sum(t.get(bd.name, 0.0) for t in tiers.values()) * sc.gpus
-        domains = max(sc.gpus / bd.domain_gpus, 1)
-        out[bd.name] = min(sent / (domains * bd.capacity_Bps * step_s), 1.0) if step_s > 0 else 0.0
+        capacity = fabric.tier_capacity_Bps(b, sc.gpus)
+        out[bd.name] = min(sent / (capacity * step_s), 1.0) if step_s > 0 else 0.0
     return out
 
 

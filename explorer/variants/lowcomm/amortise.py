@@ -26,10 +26,11 @@ def step_busy(sc: Scenario, base: Result, extra: dict[str, float]) -> dict[str, 
     if sc.parallelism.ideal_pipeline:
         return dict.fromkeys(BOUNDARY_NAMES, 0.0)
     out = {}
-    for bd in Fabric.for_cluster(sc.cluster).boundaries:
+    fabric = Fabric.for_cluster(sc.cluster)
+    for b, bd in enumerate(fabric.boundaries):
         own = base.utilisation.get(bd.name, 0.0) * base.iteration_time_s
-        domains = max(sc.gpus / bd.domain_gpus, 1)
-        out[bd.name] = own + extra.get(bd.name, 0.0) * sc.gpus / (domains * bd.capacity_Bps)
+        # (On a hub the extra traffic's transit through datacenter 0 is not counted: its egress.)
+        out[bd.name] = own + extra.get(bd.name, 0.0) * sc.gpus / fabric.tier_capacity_Bps(b, sc.gpus)
     return out
 
 

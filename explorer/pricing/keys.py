@@ -101,7 +101,9 @@ def network_key(sc: Scenario, free: bool) -> int:
     a 1F1B row priced on an interleaved row's network, 5.307 s against the simulation's 5.298)."""
     p, c = sc.parallelism, sc.communication
     return intern(("network", object_id(sc.cluster), p.tp, p.cp, sc.dp, p.pp, p.ep, p.order, c.algorithm,
-                   c.library, c.protocol, object_id(sc.hardware.gpu), free, pipeline_wraps(p)))
+                   c.library, c.protocol, object_id(sc.hardware.gpu), free,
+                   # read on a WAN only: elsewhere interleaved and 1F1B rows share one network
+                   sc.cluster.datacenters > 1 and pipeline_wraps(p)))
 
 
 # Networks by key: every row of a sweep that keeps the cluster, the degrees and the library shares

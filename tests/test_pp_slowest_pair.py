@@ -43,3 +43,26 @@ def test_where_every_pair_sits_alike_the_first_replicas_pair_is_kept():
     pl = net.placement
     for s in range(3):
         assert list(net.members("pp", s)) == [pl.gpu(pp=s), pl.gpu(pp=(s + 1) % 3)]
+
+
+def test_replicas_crossing_different_wan_links_are_priced_on_the_slowest_route():
+    """cross-region-pp on 8 datacenters (a ring, 32 GPUs each) with tp 8, pp 8, dp 4 and pp inside
+    dp: replica r's pipeline spans datacenters 2r and 2r+1, so hop 3 of every replica crosses the
+    WAN, each on its own link.  Links 4-5 and 5-6 are overridden to 50 Gb/s: replica 2's hop 3 takes
+    4 -> 5, whose 8 flows (stage 3's tp ranks) get 50e9 / 8 x 0.9 / 8 = 0.703 GB/s each.  It was
+    priced on replica 0's 6.4 Tb/s link 0 -> 1 (a re-check hunt: 27x the slow link's capacity in
+    flight)."""
+    from explorer.network.topology import SCALE_ACROSS_EFFICIENCY
+    sc = load(ROOT / "scenarios" / "cross-region-pp.yaml", {
+        "cluster.datacenters": 8, "cluster.nodes": 32, "parallelism.tp": 8, "parallelism.pp": 8,
+        "parallelism.dp": 4, "parallelism.schedule": "zb-v", "parallelism.order": "tp-cp-ep-pp-dp",
+        "cluster.scale_across.topology": "ring", "training.global_batch": 128,
+        "cluster.scale_across.links": [{"a": "4", "b": "5", "bandwidth_Gbps": 50},
+                                       {"a": "5", "b": "6", "bandwidth_Gbps": 50}]})
+    net = Network(sc)
+    assert [int(g) // 32 for g in net.members("pp", 3)] == [4, 5]
+    assert net.shape("pp", 3).shares[-1] == pytest.approx(50e9 / 8 * SCALE_ACROSS_EFFICIENCY / 8, rel=1e-12)
+    from explorer.estimate import estimate_many
+    r = simulate(sc)
+    assert estimate_many([sc]).iteration_time_s[0] == pytest.approx(r.iteration_time_s, rel=1e-9)
+    assert all(w["utilisation"] <= 1 + 1e-9 for w in r.wan_links)

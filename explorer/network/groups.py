@@ -78,6 +78,13 @@ def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:
     return frozenset(int(s) for s in np.unique(stages))
 
 
+def _uneven_wan(sc: Scenario) -> tuple | None:
+    """The WAN's per-link overrides where it has some (its links then differ), else None: what a
+    placement's slowest pipeline route depends on beyond the topology (Network._wan_routes)."""
+    links = sc.cluster.scale_across.links
+    return tuple(links) if sc.cluster.datacenters != 1 and links else None
+
+
 def pipeline_wraps(par) -> bool:
     """Whether the schedule of ``par`` (a Parallelism) sends on the hop from the last stage to stage
     0: an interleaved schedule's last stage hands chunk k to stage 0 (Network.members); two lanes
@@ -162,7 +169,7 @@ class Network:
         NVLink).  Where every pair sits alike, replica 0's, as before."""
         pl = self.placement
         key = (tuple(pl.strides.items()), tuple(pl.sizes.items()),
-               tuple(b.domain_gpus for b in self.fabric.boundaries))
+               tuple(b.domain_gpus for b in self.fabric.boundaries), _uneven_wan(self.sc))
         firsts = _PAIRS.get(key)
         if firsts is None:                # every stage's at once, per placement (a sweep shares it)
             stride, p = pl.strides["pp"], pl.sizes["pp"]
@@ -172,15 +179,40 @@ class Network:
             level = np.zeros(len(every), dtype=np.int64)
             for b, bd in enumerate(self.fabric.boundaries[1:], start=1):
                 level[every // bd.domain_gpus != partner // bd.domain_gpus] = b
-            # Per stage the first GPU (in id order) of its outermost level: stable sort by (stage,
-            # -level) and take each stage's first.
-            order = np.lexsort((every, -level, st))
+            cap, lat = self._wan_routes(every, partner, level)
+            # Per stage the first GPU (in id order) of its outermost level — on a WAN whose links
+            # differ, of its slowest route — : sort by (stage, -level, capacity, -latency, id) and
+            # take each stage's first.
+            order = np.lexsort((every, -lat, cap, -level, st))
             firsts = every[order[np.searchsorted(st[order], np.arange(p))]]
             if len(_PAIRS) >= PER_DOMAIN_CACHE:
                 _PAIRS.pop(next(iter(_PAIRS)))
             _PAIRS[key] = firsts
         a = int(firsts[stage])
         return np.array([a, a + (nxt - stage) * self.placement.strides["pp"]], dtype=np.int64)
+
+    def _wan_routes(self, every: np.ndarray, partner: np.ndarray,
+                    level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per pair (every[i], partner[i]) the least capacity and the longest one-way latency of the
+        WAN links its transfers take both ways (wan.Wan.path), where its pair crosses the WAN and
+        the links differ (``cluster.scale_across.links``); else +inf and 0, alike for every pair.
+        A hunt found replicas whose hops crossed different links priced on the first replica's
+        fast link while another's took a 50 Gb/s one (27x its capacity in flight)."""
+        cap, lat = np.full(len(every), np.inf), np.zeros(len(every))
+        wan = self.fabric.wan
+        top = len(self.fabric.boundaries) - 1
+        if wan is None or _uneven_wan(self.sc) is None:
+            return cap, lat
+        G = self.fabric.boundaries[top].domain_gpus
+        at = np.flatnonzero(level == top)
+        pairs, inverse = np.unique(np.stack([every[at] // G, partner[at] // G]), axis=1, return_inverse=True)
+        worst_cap, worst_lat = np.empty(pairs.shape[1]), np.empty(pairs.shape[1])
+        for j, (u, v) in enumerate(pairs.T.tolist()):
+            ways = (wan.path(u, v), wan.path(v, u))
+            worst_cap[j] = min(wan.link(x, y).capacity_Bps for way in ways for x, y in way)
+            worst_lat[j] = max(sum(wan.link(x, y).latency_s for x, y in way) for way in ways)
+        cap[at], lat[at] = worst_cap[inverse.ravel()], worst_lat[inverse.ravel()]
+        return cap, lat
 
     def cost(self, op: str, size_bytes: float, dim: str, stage: int) -> CollectiveCost:
         """The cost of ``op`` on ``size_bytes`` over ``dim``'s group on ``stage`` (memoised)."""
@@ -239,7 +271,7 @@ class Network:
             pl, wan = self.placement, self.fabric.wan
             where = (tuple(pl.strides.items()), tuple(pl.sizes.items()), self.sc.parallelism.ep,
                      tuple(b.domain_gpus for b in self.fabric.boundaries), self.sc.parallelism.stage_replicas,
-                     (wan.dcs, wan.topology) if wan is not None else None)
+                     (wan.dcs, wan.topology, _uneven_wan(self.sc)) if wan is not None else None)
             # Interned to an integer: a tuple of tuples rehashes its items at every lookup.  Never
             # reused (a counter, not the table's size), so a bounded table forgets, never confuses.
             wid = _WHERE.get(where)

@@ -287,7 +287,7 @@ def test_a_built_split_fits_every_stage(schedule, p, spare, rnd):
     if bounds is not None:
         sizes = np.diff(bounds)
         assert bounds[0] == 0 and bounds[-1] == n and (sizes >= plan.least).all()
-        assert plan.excess(bounds[None, :])[0] <= 0.0
+        assert plan.excess(bounds[None, :])[0] <= plan.cap * 1e-9      # summation noise (memory_split._TOL)
 
 
 @pytest.fixture(scope="module")

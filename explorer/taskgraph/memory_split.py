@@ -46,7 +46,8 @@ from .live_slots import Live, live_arrays
 from .split_cost import SplitCosts, fused_seconds, unit_seconds
 from .uniform_split import uniform_fitting_split
 
-# Relative tolerance of every comparison (partition._TOL's): summation noise never decides a move.
+# Relative tolerance of every comparison (partition._TOL's): summation noise never decides a move
+# nor a fit (a split uniform_split built to fit read 1.8e-15 over its cap, its sums ordered otherwise).
 _TOL = 1e-9
 # Bytes a split moved for memory leaves free where it can: analysis/verdict.py's headroom (the
 # CUDA context and NCCL's initialisation, rounded up; the verdict reads this number).
@@ -65,7 +66,7 @@ def fit_memory(c: SplitCosts, counts: Sequence[int], live: Live, extras: Sequenc
         return counts
     plan = _Plan(c, live, extras, fused)
     start = np.concatenate(([0], np.cumsum(counts)))[None, :]
-    if plan.excess(start)[0] <= 0.0:
+    if plan.excess(start)[0] <= plan.cap * _TOL:
         return counts
     # A split moved for memory is one to run: it leaves the verdict's headroom free where some
     # split can (the CUDA context and the allocator's slack, analysis/verdict.py), else it fits.
@@ -318,7 +319,7 @@ class _Plan:
         current = tuple(float(x[0]) for x in cols)
         state = (per[0], held[0], chunk[0].copy())            # the current split's, for _givers
         for _ in range(4 * self.n + 16):
-            fitting = current[0] > 0.0
+            fitting = current[0] > self.cap * _TOL
             picked = self._relieve_worst(bounds, moves, giver, state[1], current) \
                 if fitting and self._uniform else None
             if picked is None:
@@ -329,7 +330,7 @@ class _Plan:
             if picked is None or not _better(picked[1], current, self.cap):
                 break
             bounds, current, state = picked
-        return (bounds if current[0] <= 0.0 else None), current[0]
+        return (bounds if current[0] <= self.cap * _TOL else None), current[0]
 
     def _taking(self, giver: np.ndarray, chunks: np.ndarray) -> np.ndarray:
         """Which moves (their ``giver``) take a layer from one of ``chunks`` (np.isin's answer, by a
@@ -346,12 +347,12 @@ class _Plan:
             return None
         cols, per, held, chunk = self._measured(cand)
         keep = np.arange(len(cand))
-        if current[0] > 0.0:                 # first fit: the move that most reduces the excess
+        if current[0] > self.cap * _TOL:     # first fit: the move that most reduces the excess
             for col in cols[:2]:
                 x = col[keep]
                 keep = keep[x <= x.min() + self.cap * _TOL]
         else:                                # then stay within memory
-            keep = keep[cols[0] <= 0.0]
+            keep = keep[cols[0] <= self.cap * _TOL]
         for col in cols[2:]:
             if not len(keep):
                 return None

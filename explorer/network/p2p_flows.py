@@ -81,9 +81,8 @@ def hop_flows(fabric: Fabric, senders: np.ndarray, receivers: np.ndarray) -> tup
         a, r = senders // bd.domain_gpus, receivers // bd.domain_gpus
         out = a != r
         if BOUNDARY_NAMES[b] == WAN and fabric.wan is not None:
-            # every rank its own sender: each flow counts on each link of its route
-            flows = [(a[out][i:i + 1], r[out][i:i + 1], int(i)) for i in range(int(out.sum()))]
-            counts.append(wan_link_flows(fabric, [flows])[0])
+            # one set of flows all in flight at once: each counts on each link of its route
+            counts.append(wan_link_flows(fabric, [[(a[out], r[out], 0)]])[0])
             continue
         counts.append(int(max(np.bincount(a[out]).max(), np.bincount(r[out]).max())) if out.any() else 0)
     return tuple(counts)

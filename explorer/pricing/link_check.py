@@ -103,7 +103,9 @@ def wan_transit_factor(sc: Scenario) -> int:
 
 
 _TRANSIT: dict[int, tuple[int, frozenset[str]]] = memo_table()
-_DIMS = ("tp", "cp", "ep", "dp", "edp", "pp")
+# "pair": the two weight copies' all-reduce of a two-direction schedule (pair_sync.py), one of
+# the dp stream's buckets (pricing/buckets.py adds its seconds to theirs).
+_DIMS = ("tp", "cp", "ep", "dp", "edp", "pair", "pp")
 
 
 def _transit(prof: RowProfile) -> tuple[int, frozenset[str]]:
@@ -126,7 +128,7 @@ def _transit(prof: RowProfile) -> tuple[int, frozenset[str]]:
             for s in range(prof.p):
                 order, _ = net.route(dim, s)
                 if order:
-                    dims.add("dp" if dim == "edp" else dim)     # edp's buckets are dp's jobs
+                    dims.add("dp" if dim in ("edp", "pair") else dim)     # their buckets are dp's jobs
                     k = len(order)
                     through = through or any(len(wan.path(order[i], order[(i + 1) % k])) > 1
                                              for i in range(k))

@@ -25,7 +25,7 @@ from .curve import batch_curve
 from .deploy import Serving, kv_rate_GBps
 from .load import serve
 from .memory import kv_bytes_per_token_gpu
-from .step import StageCost, compute_dtype
+from .step import StageCost, compute_dtype, wide_head_warning
 from .targets import at_target
 
 WINDOW_STEPS = 4          # decode steps drawn after the prefill: enough to see the steady state repeat
@@ -318,6 +318,9 @@ def simulate_serving(sc: Scenario) -> Result:
                      f"{pool.ep}) of the {sv.memory.usable / 1e9:,.1f} GB the server may use: shard them "
                      "over more GPUs (inference.disaggregated.prefill.tp, .pp, .ep)",)
         kinds += ("memory",)
+    wide = wide_head_warning(sc)
+    if wide is not None:
+        warnings, kinds = warnings + (wide,), kinds + ("kernel",)
     # The GPUs' PCIe links narrower than their share of the NICs: said as a training run says it.
     narrow = pcie_notice(sc, Network(sc))
     if narrow is not None:

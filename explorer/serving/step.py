@@ -17,6 +17,8 @@ for causal attention; a decode step: new = 1 over the batch's mean context).
   max(FLOPs at the attention kernel's measured rate, KV bytes / HBM).  MLA decode runs in the
   absorbed form (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1.3: W_UK into the query, W_UV into the
   output), whose per-head dimensions are the latent's: d_qk = kv_lora_rank + rope, d_v = kv_lora_rank.
+  A head wider than the fused kernels take (256; FlashMLA's absorbed decode aside) runs unfused,
+  as training prices it: two batched GEMMs over the full square and a softmax over its scores.
 - Tensor parallelism: two all-reduces per layer of tokens x hidden x 2 bytes (Megatron-LM,
   Shoeybi et al. 2019, Sec. 3; vLLM reduces in the model's 16-bit dtype even with FP8 GEMMs),
   priced by network.groups.Network.cost, whose NCCL model picks LL/LL128 at these sizes.
@@ -45,7 +47,7 @@ from ..config.inference import Inference
 from ..config.model_parts import first_moe_layer
 from ..engine.records import priced_link
 from ..network.groups import Network
-from ..physics.attention import attention_seconds, resolve_kernel
+from ..physics.attention import MAX_FUSED_HEAD_DIM, attention_seconds, resolve_kernel
 from ..physics.hardware import BYTES_PER_ELEMENT, gemm_large_efficiency, streaming_bytes_per_s
 from ..physics.kernels import gemm_seconds
 from ..physics.work import Gemm
@@ -54,7 +56,23 @@ from . import overhead as oh
 from .memory import kv_bytes_per_token_gpu, mlp_matrices
 
 COMM_BYTES = 2          # TP all-reduce, EP combine and PP sends carry 16-bit activations
+# An unfused attention's softmax reads and writes the score tensor once each (no dropout when
+# serving; the two GEMMs' own score traffic is their roofline's): training's SCORE_PASSES less
+# dropout (workloads/transformer/layer.py).
+SOFTMAX_PASSES = 2
 MATH_ONLY_HBM_GBPS = 1e12     # an HBM bandwidth no kernel notices (the GPU bound's maximum is 1e7)
+
+
+def wide_head_warning(sc: Scenario) -> str | None:
+    """The run's sentence when a head is wider than the fused attention kernels take (priced
+    unfused: PassModel._unfused); None otherwise, and for MLA, whose decode FlashMLA runs."""
+    m = sc.model
+    wide = max(attention_of(m).head_dims(m))
+    if wide <= MAX_FUSED_HEAD_DIM:
+        return None
+    return (f"kernel: a head dimension of {wide:g} is wider than the {MAX_FUSED_HEAD_DIM} the fused "
+            "attention kernels take (FlashAttention, FlashInfer); attention runs unfused, two batched GEMMs "
+            "over the full square and a softmax over its scores")
 
 
 @dataclass(frozen=True)
@@ -191,15 +209,36 @@ class PassModel:
         secs = flops_total = 0.0
         for g in groups:
             d_qk, d_v = attention_of(m).head_dims(m)
-            if m.mla is not None and g.new == 1:          # absorbed MLA decode (module docstring)
+            absorbed = m.mla is not None and g.new == 1
+            if absorbed:                                  # absorbed MLA decode (module docstring)
                 d_qk, d_v = m.mla.kv_lora_rank + m.mla.qk_rope_head_dim, m.mla.kv_lora_rank
-            flops = 2.0 * g.seqs * g.new * g.context * a * (d_qk + d_v)
-            compute = attention_seconds(flops, self.gpu, self.attn_eff, kernel=self.kernel, head_dim=d_qk,
-                                        seq_len=max(g.context, 1.0))
             kv = g.seqs * (g.context + g.new) * self.kv_token / self.hbm      # read all, write the new
-            secs += max(compute, kv)
-            flops_total += flops
+            if d_qk > MAX_FUSED_HEAD_DIM and not absorbed:
+                s, f = self._unfused(g, a, d_qk, d_v)
+            else:
+                flops = 2.0 * g.seqs * g.new * g.context * a * (d_qk + d_v)
+                s = max(attention_seconds(flops, self.gpu, self.attn_eff, kernel=self.kernel, head_dim=d_qk,
+                                          seq_len=max(g.context, 1.0)), kv)
+                f = flops
+            secs += s
+            flops_total += f
         return secs, flops_total
+
+    def _unfused(self, g: Group, heads: float, d_qk: float, d_v: float) -> tuple[float, float]:
+        """(seconds, FLOPs) of one group's attention where the head is wider than the fused kernels
+        take (physics/attention.MAX_FUSED_HEAD_DIM; FlashMLA's 576-wide absorbed decode is its own
+        kernel): as training's unfused core (workloads/transformer/layer.attention_core), two
+        batched GEMMs over every key of the sequence, masked or not (``context`` is the causal
+        mean: the square's width is context + new / 2), their operands at the roofline, and between
+        them the softmax reading and writing the 16-bit scores (SOFTMAX_PASSES)."""
+        keys = g.context + g.new / 2
+        flops = 2.0 * g.seqs * g.new * keys * heads * (d_qk + d_v)
+        compute = attention_seconds(flops, self.gpu, self.attn_eff, kernel="none", head_dim=d_qk,
+                                    seq_len=max(keys, 1.0))
+        kv = g.seqs * (g.context + g.new) * self.kv_token / self.hbm
+        scores = SOFTMAX_PASSES * COMM_BYTES * g.seqs * heads * g.new * keys / self.hbm
+        # Three kernels (QK^T, softmax, PV) where the fused core is one: two more gaps (overhead.py).
+        return max(compute, kv) + scores + 2 * oh.KERNEL_GAP_S, flops
 
     def _attention_small(self, tokens: float, gemms: tuple[Gemm, ...]) -> list[float]:
         """Bytes of the attention block's small kernels for ``tokens`` new tokens (overhead.py): the

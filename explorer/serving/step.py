@@ -210,7 +210,7 @@ class PassModel:
         for g in groups:
             d_qk, d_v = attention_of(m).head_dims(m)
             absorbed = m.mla is not None and g.new == 1
-            if absorbed:                                  # absorbed MLA decode (module docstring)
+            if m.mla is not None and absorbed:            # absorbed MLA decode (module docstring)
                 d_qk, d_v = m.mla.kv_lora_rank + m.mla.qk_rope_head_dim, m.mla.kv_lora_rank
             kv = g.seqs * (g.context + g.new) * self.kv_token / self.hbm      # read all, write the new
             if d_qk > MAX_FUSED_HEAD_DIM and not absorbed:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..network.group_routes import spread_loads
+
 if TYPE_CHECKING:
     from ..network.groups import Network
 
@@ -74,7 +76,10 @@ def priced_link(net: Network, dim: str, op: str, size: float, stage: int, count:
     if sh.n <= 1:
         return []
     cc = net.cost(op, size, dim, stage)
-    return [LinkCall(dim, op, cc.egress, sh.n, sh.per_domain, count, pairwise, sh.wan_loads)]
+    # The WAN links every group of the stage loads, not only the representative's (a stage's
+    # groups may cross different links: network/group_routes.py).
+    wan = spread_loads(net, dim, stage, sh.wan_loads)
+    return [LinkCall(dim, op, cc.egress, sh.n, sh.per_domain, count, pairwise, wan)]
 
 
 # -- what a task is ------------------------------------------------------------------------------

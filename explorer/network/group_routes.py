@@ -1,0 +1,110 @@
+"""The WAN routes of every group of a dimension on a stage, not only its representative's.
+
+A collective is priced on one representative group (groups.Network.members: the first replica's),
+and every group of the dimension on the stage communicates at once.  Where the datacenter boundary
+cuts the stage so that its groups sit alike (data parallelism across datacenters, each replica of
+the pipeline in one), every group crosses the WAN as the representative does, and its bytes may be
+counted on the representative's links.  Where it cuts through a group's own ranks (tensor or
+context parallelism across datacenters, a two-direction schedule's weight copies on one-GPU
+datacenters), groups of one stage take different links: tp 2 over datacenters 2 and 3 pairs GPU 2
+with GPU 4 and GPU 3 with GPU 5, so the weight copies' all-reduce loads links 2-4 and 3-5 once each,
+not link 2-4 twice (a hunt found a 1 Gb/s link read 22.67 s busy, and the iteration raised to it,
+where it carried half).
+
+Every group of ``dim`` holding stage ``stage``'s GPUs is the representative translated by the
+coordinates of the dimensions it does not span (placement.Placement: a GPU id's digits in the
+placement's strides), so the groups are enumerated as one array and grouped by the datacenters
+their ranks sit in, in rank order: groups that visit the same datacenters in the same order take
+the same route (topology.Fabric.route).
+"""
+from __future__ import annotations
+
+from itertools import product
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .topology import Route
+from .wan import Load
+
+if TYPE_CHECKING:
+    from .groups import Network
+
+# Per dimension the placement's coordinates its groups do not span: the translations between them.
+# (dp's group is the dense gradient group, dp x cp ranks: placement.Placement.members; a pipeline
+# hop's pair, stage s's GPU and stage s+1's of the same coordinates, is translated by all three.)
+FREE = {"tp": ("cp", "dp"), "cp": ("tp", "dp"), "dp": ("tp",), "pair": ("tp", "cp", "dp"),
+        "pp": ("tp", "cp", "dp")}
+_SHARES: dict[tuple, tuple[tuple[Route, float], ...]] = {}
+_SHARES_MAX = 1 << 14
+
+
+def spread_loads(net: Network, dim: str, stage: int,
+                 loads: tuple[Load, ...]) -> tuple[Load, ...]:
+    """``loads`` (the representative group's, GroupShape.wan_loads) as every group of ``dim`` on
+    ``stage`` puts them on the WAN's links on average: each route's loads times the share of the
+    groups that take it (:func:`route_shares`); ``loads`` itself where all take one route."""
+    if not loads:
+        return loads
+    # The estimator's RowNetwork (pricing/keys.py) holds the network its rows share: its routes.
+    shares = route_shares(getattr(net, "net", net), dim, stage)
+    if len(shares) == 1:
+        return loads
+    out: dict[tuple[int, int], float] = {}
+    for (_, each), frac in shares:
+        for u, v, x in each:
+            out[(u, v)] = out.get((u, v), 0.0) + x * frac
+    return tuple((u, v, x) for (u, v), x in out.items())
+
+
+def route_shares(net: Network, dim: str, stage: int) -> tuple[tuple[Route, float], ...]:
+    """The distinct WAN routes of ``dim``'s groups holding ``stage``'s GPUs (for ``pp``, the pairs
+    of hop ``stage``), each with the share of those groups that take it (summing to 1), in order of
+    their first group's id.  One route, share 1, where the groups sit alike, off a WAN, for the
+    dimensions whose groups are not translates of one another (ep, edp: their own accounts), for
+    PipeDream's stage replicas, and where groups split over the domains unlike the representative
+    (their egress, which the call carries, differs; kept on the representative's route)."""
+    own = net.route(dim, stage)
+    fabric = net.fabric
+    if fabric.wan is None or dim not in FREE or net.sc.parallelism.stage_replicas:
+        return ((own, 1.0),)
+    key = (net._where, dim, stage)
+    got = _SHARES.get(key)
+    if got is None:
+        if len(_SHARES) >= _SHARES_MAX:
+            _SHARES.clear()
+        got = _SHARES[key] = _shares(net, dim, stage, own)
+    return got
+
+
+def _shares(net: Network, dim: str, stage: int, own: Route) -> tuple[tuple[Route, float], ...]:
+    fabric, pl = net.fabric, net.placement
+    if dim == "pp":
+        p = pl.sizes["pp"]
+        members = np.array([pl.gpu(pp=stage), pl.gpu(pp=(stage + 1) % p)], dtype=np.int64)
+    else:
+        members = net.members(dim, stage)
+    free = [d for d in FREE[dim] if pl.sizes[d] > 1]
+    if not free:
+        return ((own, 1.0),)
+    steps = [pl.strides[d] * np.arange(pl.sizes[d], dtype=np.int64) for d in free]
+    offsets = np.array([sum(c) for c in product(*steps)], dtype=np.int64)
+    groups = members[None, :] + offsets[:, None]                       # (groups, members)
+    dcs = groups // fabric.boundaries[-1].domain_gpus
+    rows, first, counts = np.unique(dcs, axis=0, return_index=True, return_counts=True)
+    if len(rows) == 1:
+        return ((own, 1.0),)
+    per = fabric.per_domain(net.members(dim, stage))
+    out: dict[Route, float] = {}
+    total = float(len(groups))
+    for j in np.argsort(first, kind="stable"):
+        g = groups[int(first[j])]
+        mine = fabric.per_domain(g)
+        if (mine[-1] != per[-1]) if dim == "pp" else (mine != per):
+            # Groups that split over the domains otherwise send other bytes across them (the
+            # call's egress is the representative's; a hop's pair crosses a datacenter or not,
+            # whatever it does inside): kept on its route, as before.
+            return ((own, 1.0),)
+        route = fabric.route(g, per)
+        out[route] = out.get(route, 0.0) + float(counts[j]) / total
+    return tuple(out.items())

@@ -82,3 +82,19 @@ def test_spreading_moves_bytes_between_links_and_keeps_their_sum():
     assert total == pytest.approx(45.856e9, rel=1e-4)
     links = {(w["a"], w["b"]): w for w in sim.wan_links}
     assert links[("dc0", "dc6")]["bytes_a_to_b"] == pytest.approx(links[("dc1", "dc7")]["bytes_a_to_b"])
+
+
+@pytest.mark.parametrize("slow", [(2, 4), (3, 5)])
+def test_a_call_is_priced_on_its_slowest_group(slow):
+    """The slow link under either tensor rank's weight copies gives one iteration, 29.363 s (the
+    step waits for the slowest group).  Priced on the first rank's group, a slow link under the
+    second's read 29.234 s: its groups at 400 Gb/s, the link bound charging the excess to tp."""
+    raw = _raw("chimera")
+    raw["cluster"]["scale_across"]["links"] = [{"a": slow[0], "b": slow[1], "bandwidth_Gbps": 1}]
+    sc = from_dict(raw)
+    net = Network(sc)
+    assert net.members("pair", 1).tolist() == list(slow)
+    sim = simulate(sc)
+    assert sim.iteration_time_s == pytest.approx(29.3629, abs=1e-4)
+    assert sim.breakdown_s["tp"] == pytest.approx(0.072, abs=1e-3)
+    assert estimate_many([sc]).iteration_time_s[0] == pytest.approx(sim.iteration_time_s, rel=1e-9)

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 # hop's pair, stage s's GPU and stage s+1's of the same coordinates, is translated by all three.)
 FREE = {"tp": ("cp", "dp"), "cp": ("tp", "dp"), "dp": ("tp",), "pair": ("tp", "cp", "dp"),
         "pp": ("tp", "cp", "dp")}
+# The dimensions priced on their slowest group (a pipeline hop has its own: _slowest_pair).
+SLOWEST = ("tp", "cp", "dp", "pair")
 _SHARES: dict[tuple, tuple[tuple[Route, float], ...]] = {}
 _SHARES_MAX = 1 << 14
 
@@ -77,23 +79,73 @@ def route_shares(net: Network, dim: str, stage: int) -> tuple[tuple[Route, float
     return got
 
 
-def _shares(net: Network, dim: str, stage: int, own: Route) -> tuple[tuple[Route, float], ...]:
-    fabric, pl = net.fabric, net.placement
+def base_group(net: Network, dim: str, stage: int) -> np.ndarray:
+    """The first replica's group of ``dim`` on ``stage`` (every coordinate it does not span 0),
+    which the others translate: placement.Placement.members for tp, cp and dp; stage s's GPU and
+    stage p-1-s's for the weight copies (``pair``, in id order); stage s's and stage s+1's for a
+    pipeline hop (``pp``, wrapping to stage 0 after the last)."""
+    pl = net.placement
+    p = pl.sizes["pp"]
     if dim == "pp":
-        p = pl.sizes["pp"]
-        members = np.array([pl.gpu(pp=stage), pl.gpu(pp=(stage + 1) % p)], dtype=np.int64)
-    else:
-        members = net.members(dim, stage)
+        return np.array([pl.gpu(pp=stage), pl.gpu(pp=(stage + 1) % p)], dtype=np.int64)
+    if dim == "pair":
+        return np.unique(np.array([pl.gpu(pp=stage), pl.gpu(pp=p - 1 - stage)], dtype=np.int64))
+    return pl.members(dim, stage)
+
+
+def _groups(net: Network, dim: str, stage: int) -> np.ndarray | None:
+    """(groups, members) every group of ``dim`` holding ``stage``'s GPUs (the base group first),
+    or None when they all visit the same datacenters in the same order (one route)."""
+    pl = net.placement
     free = [d for d in FREE[dim] if pl.sizes[d] > 1]
     if not free:
-        return ((own, 1.0),)
+        return None
     steps = [pl.strides[d] * np.arange(pl.sizes[d], dtype=np.int64) for d in free]
     offsets = np.array([sum(c) for c in product(*steps)], dtype=np.int64)
-    groups = members[None, :] + offsets[:, None]                       # (groups, members)
+    groups = base_group(net, dim, stage)[None, :] + offsets[:, None]
+    dcs = groups // net.fabric.boundaries[-1].domain_gpus
+    return None if bool((dcs == dcs[0]).all()) else groups
+
+
+def slowest_group(net: Network, dim: str, stage: int, base: np.ndarray) -> np.ndarray:
+    """The group of ``dim`` on ``stage`` whose WAN route is the slowest — least share of its
+    slowest link, then longest latency, then the first in id order — where the stage's groups take
+    different routes ("every group runs at once and the step waits for the slowest", as a pipeline
+    hop is priced: groups.Network._slowest_pair); ``base`` (the first replica's) elsewhere, and
+    where groups split over the domains unlike it.  Found with the routes' bytes: tp 2 across two
+    one-GPU datacenters, the weight copies' all-reduce priced on the first tensor rank's fast link
+    while the other's crossed a 1 Gb/s one."""
+    fabric = net.fabric
+    if fabric.wan is None or dim not in SLOWEST or net.sc.parallelism.stage_replicas:
+        return base
+    groups = _groups(net, dim, stage)
+    if groups is None:
+        return base
+    per = fabric.per_domain(base)
+    top = fabric.boundaries[-1].domain_gpus
+    dcs = groups // top
+    _, first = np.unique(dcs, axis=0, return_index=True)
+    best, worst = base, (np.inf, 0.0)
+    for j in sorted(int(i) for i in first):
+        g = groups[j]
+        if fabric.per_domain(g) != per:
+            return base
+        order, loads = fabric.route(g, per)
+        if not order:
+            continue
+        share, latency = fabric.wan.limit(order, loads, per[-1], top)
+        if (share, -latency) < (worst[0], -worst[1]):
+            best, worst = g, (share, latency)
+    return best
+
+
+def _shares(net: Network, dim: str, stage: int, own: Route) -> tuple[tuple[Route, float], ...]:
+    fabric = net.fabric
+    groups = _groups(net, dim, stage)
+    if groups is None:
+        return ((own, 1.0),)
     dcs = groups // fabric.boundaries[-1].domain_gpus
     rows, first, counts = np.unique(dcs, axis=0, return_index=True, return_counts=True)
-    if len(rows) == 1:
-        return ((own, 1.0),)
     per = fabric.per_domain(net.members(dim, stage))
     out: dict[Route, float] = {}
     total = float(len(groups))

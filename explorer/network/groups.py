@@ -21,6 +21,7 @@ from ..schedules.registry import Placement as SchedulePlacement
 from ..units import GBps_to_Bps, gbps_to_GBps
 from .collectives import CollectiveCost, NcclOptions, cost
 from .domain_links import channel_nics_Bps
+from .group_routes import base_group, slowest_group
 from .nccl_tuning import NET_CHUNK_BYTES, gpu_arch, net_channels
 from .p2p_flows import flow_shape, pipeline_hop_flows
 from .placement import Placement
@@ -150,15 +151,13 @@ class Network:
                 return got
         if dim == "pp":
             return self._slowest_pair(stage, (stage + 1) % p.pp)
-        if dim == "pair":
-            # The two pipeline ranks holding stage ``stage`` in a two-direction schedule (DualPipe,
-            # Chimera: stage s on rank s and on rank p-1-s), same tp/cp/dp coordinates
-            # (taskgraph/techniques/pair_sync.py); in id order, one member when p-1-s == s.
-            twin = p.pp - 1 - stage
-            return np.unique(np.array([pl.gpu(pp=stage), pl.gpu(pp=twin)], dtype=np.int64))
         if dim in ("ep", "edp"):
             return pl.expert_members(dim, p.ep, stage)
-        return pl.members(dim, stage)
+        # tp, cp, dp and ``pair`` (the two pipeline ranks holding stage ``stage`` in a two-direction
+        # schedule, DualPipe or Chimera: rank s and rank p-1-s, same tp/cp/dp coordinates,
+        # taskgraph/techniques/pair_sync.py): the first replica's group, or on a WAN whose groups
+        # of the stage take different routes, the slowest's (group_routes.py).
+        return slowest_group(self, dim, stage, base_group(self, dim, stage))
 
     def _slowest_pair(self, stage: int, nxt: int) -> np.ndarray:
         """The pair (a GPU of ``stage``, its counterpart of the same tp/cp/dp coordinates on ``nxt``)

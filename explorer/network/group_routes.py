@@ -19,7 +19,6 @@ the same route (topology.Fabric.route).
 """
 from __future__ import annotations
 
-from itertools import product
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -95,16 +94,20 @@ def base_group(net: Network, dim: str, stage: int) -> np.ndarray:
 
 def _groups(net: Network, dim: str, stage: int) -> np.ndarray | None:
     """(groups, members) every group of ``dim`` holding ``stage``'s GPUs (the base group first),
-    or None when they all visit the same datacenters in the same order (one route)."""
+    or None when they all visit the same datacenters in the same order (one route) or none of
+    them crosses the WAN."""
     pl = net.placement
     free = [d for d in FREE[dim] if pl.sizes[d] > 1]
     if not free:
         return None
-    steps = [pl.strides[d] * np.arange(pl.sizes[d], dtype=np.int64) for d in free]
-    offsets = np.array([sum(c) for c in product(*steps)], dtype=np.int64)
+    offsets = np.zeros(1, dtype=np.int64)
+    for d in free:                 # every combination of the free coordinates (the first varies slowest)
+        offsets = (offsets[:, None] + pl.strides[d] * np.arange(pl.sizes[d], dtype=np.int64)).ravel()
     groups = base_group(net, dim, stage)[None, :] + offsets[:, None]
     dcs = groups // net.fabric.boundaries[-1].domain_gpus
-    return None if bool((dcs == dcs[0]).all()) else groups
+    if bool((dcs == dcs[0]).all()) or bool((dcs == dcs[:, :1]).all()):
+        return None                # one route; or no group leaves its datacenter (tp inside nodes)
+    return groups
 
 
 def slowest_group(net: Network, dim: str, stage: int, base: np.ndarray) -> np.ndarray:

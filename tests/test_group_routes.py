@@ -98,3 +98,52 @@ def test_a_call_is_priced_on_its_slowest_group(slow):
     assert sim.iteration_time_s == pytest.approx(29.3629, abs=1e-4)
     assert sim.breakdown_s["tp"] == pytest.approx(0.072, abs=1e-3)
     assert estimate_many([sc]).iteration_time_s[0] == pytest.approx(sim.iteration_time_s, rel=1e-9)
+
+
+def _cut(slow: tuple[int, int]) -> dict:
+    """Three datacenters of two 2-GPU nodes, dp outermost: stage 0's tensor groups {0, 3} (inside
+    datacenter 0), {1, 4} and {2, 5} (across link 0-1); stage 1's mirror them across link 1-2."""
+    return {"name": "tensor groups cut by the WAN",
+            "model": {"layers": 16, "hidden": 4096, "heads": 32, "vocab": 32000, "seq_len": 1024},
+            "training": {"global_batch": 12, "micro_batch": 1}, "hardware": {"gpu": "h100-sxm"},
+            "cluster": {"nodes": 6, "gpus_per_node": 2, "datacenters": 3,
+                        "scale_across": {"bandwidth_Gbps": 400, "latency_ms": 0, "topology": "mesh",
+                                         "links": [{"a": slow[0], "b": slow[1], "bandwidth_Gbps": 1}]}},
+            "parallelism": {"tp": 2, "pp": 2, "dp": 3, "zero": 1, "schedule": "1f1b",
+                            "order": "dp-tp-cp-ep-pp"}}
+
+
+@pytest.mark.parametrize("slow", [(0, 1), (1, 2)])
+def test_a_stage_whose_first_group_stays_home_is_priced_on_the_groups_that_cross(slow):
+    """Found by a re-check hunt: stage 0's first tensor group sits inside datacenter 0, so its
+    all-reduces were priced (and counted) with no WAN, while the stage's other groups cross the
+    1 Gb/s link 0-1: 0.50 s, against 38.41 s for the mirror image (link 1-2 under stage 1).  Now
+    both read 38.19 s of exposed tp; the iterations differ by the first and last stages' own work."""
+    sc = from_dict(_cut(slow))
+    sim = simulate(sc)
+    assert sim.breakdown_s["tp"] == pytest.approx(38.19, abs=0.01)
+    assert sim.iteration_time_s == pytest.approx(38.244 if slow == (0, 1) else 38.435, abs=1e-3)
+    assert estimate_many([sc]).iteration_time_s[0] == pytest.approx(sim.iteration_time_s, rel=1e-9)
+
+
+def test_a_sweep_over_the_wan_rate_does_not_depend_on_its_order():
+    """Found by a re-check hunt: which tensor group is slowest depends on the default WAN rate
+    beside a link that overrides it (link 2-3 at 200 Gb/s: the slowest at a 400 Gb/s default, not
+    at 100), and the members were memoised without that rate, so a row read the group chosen for
+    the row before it (0.3287 s where alone it reads 0.3713 s)."""
+    def raw(bw: float) -> dict:
+        r = _raw("1f1b", slow=False, bandwidth=bw)
+        r["cluster"]["scale_across"]["links"] = [{"a": 2, "b": 3, "bandwidth_Gbps": 200}]
+        r["parallelism"] = {"tp": 2, "pp": 1, "dp": 4, "zero": 1, "schedule": "1f1b",
+                            "order": "tp-cp-ep-dp-pp"}
+        return r
+
+    fast, slow = from_dict(raw(400)), from_dict(raw(100))
+    assert Network(fast).members("tp", 0).tolist() == [2, 3]
+    assert Network(slow).members("tp", 0).tolist() == [0, 1]
+    one = estimate_many([slow, fast]).iteration_time_s
+    other = estimate_many([fast, slow]).iteration_time_s
+    assert (one[1], one[0]) == (other[0], other[1])
+    assert other[0] == pytest.approx(0.371289, abs=1e-6) and other[1] == pytest.approx(0.979013, abs=1e-6)
+    assert simulate(slow).iteration_time_s == pytest.approx(0.979013, abs=1e-6)
+    assert simulate(fast).iteration_time_s == pytest.approx(0.371289, abs=1e-6)

@@ -80,10 +80,15 @@ def degraded_stages(sc: Scenario, placement: Placement) -> frozenset[int]:
 
 
 def _uneven_wan(sc: Scenario) -> tuple | None:
-    """The WAN's per-link overrides where it has some (its links then differ), else None: what a
-    placement's slowest pipeline route depends on beyond the topology (Network._wan_routes)."""
-    links = sc.cluster.scale_across.links
-    return tuple(links) if sc.cluster.datacenters != 1 and links else None
+    """The WAN's per-link overrides where it has some (its links then differ), with the default
+    rate and latency the other links keep, else None: what a placement's slowest pipeline route
+    and slowest group depend on beyond the topology (Network._wan_routes, group_routes.py).  With
+    overrides, which link is slowest depends on the default too: a hunt found a sweep over
+    ``scale_across.bandwidth_Gbps`` served a slowest group chosen at another row's rate."""
+    wan = sc.cluster.scale_across
+    if sc.cluster.datacenters == 1 or not wan.links:
+        return None
+    return (tuple(wan.links), wan.bandwidth_Gbps, wan.latency_ms)
 
 
 def pipeline_wraps(par) -> bool:

@@ -102,19 +102,27 @@ def wan_transit_factor(sc: Scenario) -> int:
     return dcs // 2 if topology == "ring" else dcs - 1
 
 
-_TRANSIT: dict[int, tuple[int, frozenset[str]]] = memo_table()
+_TRANSIT: dict[int, tuple[float, frozenset[str]]] = memo_table()
 # "pair": the two weight copies' all-reduce of a two-direction schedule (pair_sync.py), one of
 # the dp stream's buckets (pricing/buckets.py adds its seconds to theirs).
 _DIMS = ("tp", "cp", "ep", "dp", "edp", "pair", "pp")
 
 
-def _transit(prof: RowProfile) -> tuple[int, frozenset[str]]:
+def _transit(prof: RowProfile) -> tuple[float, frozenset[str]]:
     """(factor, dimensions whose groups cross the WAN) of a row's network (memoised on its key):
     the factor is :func:`wan_transit_factor` when some group's ring takes a hop routed through
     another datacenter, else 1 (every link then carries its own two datacenters' groups only).
     Found by an invariant hunt: on a ring of 4, a data-parallel ring between datacenters 0 and 2
     went through datacenter 1 and shared that link with the pipeline's transfers, and the estimate
-    was 18 % short (3.92 against the simulation's 4.80 s)."""
+    was 18 % short (3.92 against the simulation's 4.80 s).
+
+    Times the most uneven split of a crossing group over its datacenters (the most of its ranks
+    one datacenter holds over the fewest): a group's WAN share is the link's capacity x g/G with g
+    the most ranks it has in one datacenter (topology.Fabric.shape_of), so groups split 2-1-1,
+    1-2-1 and 1-1-2 over three datacenters are granted up to max/min times a link's capacity
+    together (at most G/min groups of a datacenter's G GPUs each hold min of their ranks there).
+    Found by a re-check hunt: tp 4 over three datacenters, estimate 0.0827 s against the
+    simulation's link-bound 0.1074 s."""
     key = prof.net.key
     got = _TRANSIT.get(key)
     if got is not None:
@@ -123,14 +131,19 @@ def _transit(prof: RowProfile) -> tuple[int, frozenset[str]]:
     wan, factor = net.fabric.wan, wan_transit_factor(prof.sc)
     dims: set[str] = set()
     through = False
-    if wan is not None and factor > 1:
+    uneven = 1.0
+    if wan is not None:
+        G = net.fabric.boundaries[-1].domain_gpus
         for dim in _DIMS:
             for s in range(prof.p):
                 order, _ = net.route(dim, s)
                 if order:
                     dims.add("dp" if dim in ("edp", "pair") else dim)     # their buckets are dp's jobs
                     k = len(order)
-                    through = through or any(len(wan.path(order[i], order[(i + 1) % k])) > 1
-                                             for i in range(k))
-    got = _TRANSIT[key] = (factor if through else 1, frozenset(dims))
+                    through = through or (factor > 1 and any(
+                        len(wan.path(order[i], order[(i + 1) % k])) > 1 for i in range(k)))
+                    held = np.bincount(net.members(dim, s) // G)
+                    held = held[held > 0]
+                    uneven = max(uneven, float(held.max() / held.min()))
+    got = _TRANSIT[key] = ((factor if through else 1) * uneven, frozenset(dims))
     return got

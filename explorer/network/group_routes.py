@@ -19,15 +19,27 @@ the same route (topology.Fabric.route).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-from .topology import Route
+from ..config import Scenario
+from .placement import Placement
+from .topology import Fabric, Route
 from .wan import Load
 
-if TYPE_CHECKING:
-    from .groups import Network
+
+class Network(Protocol):
+    """What this module reads of groups.Network (which imports it: a protocol, not an import)."""
+
+    sc: Scenario
+    placement: Placement
+    fabric: Fabric
+    _where: int | None
+
+    def route(self, dim: str, stage: int) -> Route: ...
+
+    def members(self, dim: str, stage: int) -> np.ndarray: ...
 
 # Per dimension the placement's coordinates its groups do not span: the translations between them.
 # (dp's group is the dense gradient group, dp x cp ranks: placement.Placement.members; a pipeline

@@ -147,3 +147,26 @@ def test_a_sweep_over_the_wan_rate_does_not_depend_on_its_order():
     assert other[0] == pytest.approx(0.371289, abs=1e-6) and other[1] == pytest.approx(0.979013, abs=1e-6)
     assert simulate(slow).iteration_time_s == pytest.approx(0.979013, abs=1e-6)
     assert simulate(fast).iteration_time_s == pytest.approx(0.371289, abs=1e-6)
+
+
+def test_on_a_uniform_wan_the_slowest_group_is_the_same_at_any_latency():
+    """A hub of eight one-GPU datacenters, tp 2 and dp 2 on stage 0: tensor group {0, 1} takes one
+    link from the hub, {2, 3} two through it, at the same share.  The members are memoised without
+    the WAN's rates where no link is overridden, so the choice must not depend on them: the longer
+    route is taken at 0 ms too (most links on a hop), and a sweep over the latency gives each row
+    its own figure in either order."""
+    def raw(latency: float) -> dict:
+        r = _raw("1f1b", slow=False, bandwidth=100)
+        r["cluster"]["scale_across"].update(topology="hub", latency_ms=latency)
+        r["parallelism"] = {"tp": 2, "pp": 2, "dp": 2, "zero": 1, "schedule": "1f1b",
+                            "order": "tp-cp-ep-dp-pp"}
+        return r
+
+    zero, five = from_dict(raw(0)), from_dict(raw(5))
+    assert Network(zero).members("tp", 0).tolist() == [2, 3]
+    assert Network(five).members("tp", 0).tolist() == [2, 3]
+    one = estimate_many([zero, five]).iteration_time_s
+    other = estimate_many([five, zero]).iteration_time_s
+    assert (one[0], one[1]) == (other[1], other[0])
+    assert simulate(five).iteration_time_s == pytest.approx(float(one[1]), rel=1e-12)
+    assert one[1] > one[0]

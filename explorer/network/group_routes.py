@@ -124,14 +124,15 @@ def _groups(net: Network, dim: str, stage: int) -> np.ndarray | None:
 
 def slowest_group(net: Network, dim: str, stage: int, base: np.ndarray) -> np.ndarray:
     """The group of ``dim`` on ``stage`` whose WAN route is the slowest — least share of its
-    slowest link, then longest latency, then the first in id order — where the stage's groups take
-    different routes ("every group runs at once and the step waits for the slowest", as a pipeline
-    hop is priced: groups.Network._slowest_pair), a group that crosses the WAN before one that
-    does not; ``base`` (the first replica's) where they take one.  Found with the routes' bytes:
-    tp 2 across two one-GPU datacenters, the weight copies' all-reduce priced on the first tensor
-    rank's fast link while the other's crossed a 1 Gb/s one; and a re-check hunt: with the first
-    tensor group inside datacenter 0, the others' all-reduces across a 1 Gb/s link priced with no
-    WAN at all (0.50 s where its mirror image read 38.4 s)."""
+    slowest link, then longest latency, then most links on a hop, then the first in id order —
+    where the stage's groups take different routes ("every group runs at once and the step
+    waits for the slowest", as a pipeline hop is priced: groups.Network._slowest_pair), a group
+    that crosses the WAN before one that does not; ``base`` (the first replica's) where they take
+    one.  Found with the routes' bytes: tp 2 across two one-GPU datacenters, the weight copies'
+    all-reduce priced on the first tensor rank's fast link while the other's crossed a 1 Gb/s
+    one; and by a re-check hunt: with the first tensor group inside datacenter 0, the others'
+    all-reduces across a 1 Gb/s link priced with no WAN at all (0.50 s where its mirror image
+    read 38.4 s)."""
     fabric = net.fabric
     if fabric.wan is None or dim not in SLOWEST or net.sc.parallelism.stage_replicas:
         return base
@@ -140,7 +141,7 @@ def slowest_group(net: Network, dim: str, stage: int, base: np.ndarray) -> np.nd
         return base
     top = fabric.boundaries[-1].domain_gpus
     _, first = np.unique(groups // top, axis=0, return_index=True)
-    best, worst = base, (np.inf, 0.0)
+    best, worst = base, (np.inf, 0.0, 0)
     for j in sorted(int(i) for i in first):
         g = groups[j]
         per = fabric.per_domain(g)
@@ -148,8 +149,12 @@ def slowest_group(net: Network, dim: str, stage: int, base: np.ndarray) -> np.nd
         if not order:
             continue
         share, latency = fabric.wan.limit(order, loads, per[-1], top)
-        if (share, -latency) < (worst[0], -worst[1]):
-            best, worst = g, (share, latency)
+        # Then the most links on one hop of its ring: on a WAN without overrides, whose rates the
+        # members' memo does not hold (groups._uneven_wan), the choice is the same at any latency.
+        k = len(order)
+        hops = max(len(fabric.wan.path(order[i], order[(i + 1) % k])) for i in range(k))
+        if (share, -latency, -hops) < worst:
+            best, worst = g, (share, -latency, -hops)
     return best
 
 

@@ -48,6 +48,8 @@ FREE = {"tp": ("cp", "dp"), "cp": ("tp", "dp"), "dp": ("tp",), "pair": ("tp", "c
         "pp": ("tp", "cp", "dp")}
 # The dimensions priced on their slowest group (a pipeline hop has its own: _slowest_pair).
 SLOWEST = ("tp", "cp", "dp", "pair")
+# A group, its members per domain, its route and the share of the stage's groups taking that route.
+Distinct = tuple[np.ndarray, tuple[int, ...], Route, float]
 _SHARES: dict[tuple, tuple[tuple[Route, float], ...]] = {}
 _SHARES_MAX = 1 << 14
 
@@ -122,6 +124,24 @@ def _groups(net: Network, dim: str, stage: int) -> np.ndarray | None:
     return groups
 
 
+def _distinct(net: Network, dim: str, stage: int) -> list[Distinct] | None:
+    """Per distinct sequence of datacenters among :func:`_groups` (in order of its first group's
+    id): that group, its members per domain, its route and the share of the groups that visit
+    those datacenters; None where :func:`_groups` is."""
+    groups = _groups(net, dim, stage)
+    if groups is None:
+        return None
+    fabric = net.fabric
+    _, first, counts = np.unique(groups // fabric.boundaries[-1].domain_gpus, axis=0, return_index=True,
+                                 return_counts=True)
+    out = []
+    for j in np.argsort(first, kind="stable"):
+        g = groups[int(first[j])]
+        per = fabric.per_domain(g)
+        out.append((g, per, fabric.route(g, per), float(counts[j]) / len(groups)))
+    return out
+
+
 def slowest_group(net: Network, dim: str, stage: int, base: np.ndarray) -> np.ndarray:
     """The group of ``dim`` on ``stage`` whose WAN route is the slowest — least share of its
     slowest link, then longest latency, then most links on a hop, then the first in id order —
@@ -136,16 +156,12 @@ def slowest_group(net: Network, dim: str, stage: int, base: np.ndarray) -> np.nd
     fabric = net.fabric
     if fabric.wan is None or dim not in SLOWEST or net.sc.parallelism.stage_replicas:
         return base
-    groups = _groups(net, dim, stage)
-    if groups is None:
+    routes = _distinct(net, dim, stage)
+    if routes is None:
         return base
     top = fabric.boundaries[-1].domain_gpus
-    _, first = np.unique(groups // top, axis=0, return_index=True)
     best, worst = base, (np.inf, 0.0, 0)
-    for j in sorted(int(i) for i in first):
-        g = groups[j]
-        per = fabric.per_domain(g)
-        order, loads = fabric.route(g, per)
+    for g, per, (order, loads), _ in routes:
         if not order:
             continue
         share, latency = fabric.wan.limit(order, loads, per[-1], top)
@@ -163,16 +179,10 @@ def _shares(net: Network, dim: str, stage: int, own: Route) -> tuple[tuple[Route
     of the call's bytes crosses no WAN link).  Every crossing group is taken to send the call's
     egress, the priced group's: a ring leaves each datacenter it visits once, whatever the ranks
     each holds (Fabric.route orders the ring by datacenter)."""
-    fabric = net.fabric
-    groups = _groups(net, dim, stage)
-    if groups is None:
+    routes = _distinct(net, dim, stage)
+    if routes is None:
         return ((own, 1.0),)
-    _, first, counts = np.unique(groups // fabric.boundaries[-1].domain_gpus, axis=0, return_index=True,
-                                 return_counts=True)
     out: dict[Route, float] = {}
-    total = float(len(groups))
-    for j in np.argsort(first, kind="stable"):
-        g = groups[int(first[j])]
-        route = fabric.route(g, fabric.per_domain(g))
-        out[route] = out.get(route, 0.0) + float(counts[j]) / total
+    for _, _, route, frac in routes:
+        out[route] = out.get(route, 0.0) + frac
     return tuple(out.items())
